@@ -1,0 +1,1 @@
+//! lmdir-access
