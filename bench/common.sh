@@ -1,0 +1,123 @@
+# Shared helpers for the benchmarks: install the anchors, build lmdir, set up OpenLDAP side by side.
+# Sourced, not run. Every benchmark works under bench/work/ (git-ignored).
+set -euo pipefail
+
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(cd "$BENCH_DIR/.." && pwd)"
+WORK_DIR="${WORK_DIR:-$BENCH_DIR/work}"
+SUFFIX="dc=example,dc=com"
+ROOTDN="cn=admin,dc=example,dc=com"
+ROOTPW="secret"
+mkdir -p "$WORK_DIR"
+
+# The index set of the loader issue, shared by both servers: attribute -> kinds.
+INDEX_SET=(
+  "objectClass eq"
+  "cn eq,sub" "sn eq,sub" "givenName eq,sub" "mail eq,sub" "uid eq,sub" "title eq,sub" "description eq,sub"
+  "telephoneNumber eq,sub"
+  "uidNumber eq" "gidNumber eq" "employeeNumber eq" "departmentNumber eq" "postalCode eq" "l eq"
+  "member eq" "manager eq" "ou eq"
+)
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+ensure_packages() {
+  local missing=()
+  command -v slapadd >/dev/null || missing+=(slapd)
+  command -v ldapsearch >/dev/null || missing+=(ldap-utils)
+  [ -x /usr/bin/time ] || missing+=(time)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+ensure_unboundid() {
+  UNBOUNDID_JAR="$HOME/.m2/repository/com/unboundid/unboundid-ldapsdk/7.0.1/unboundid-ldapsdk-7.0.1.jar"
+  if [ ! -f "$UNBOUNDID_JAR" ]; then
+    command -v java >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless maven >/dev/null; }
+    command -v mvn >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
+    mvn -q dependency:get -Dartifact=com.unboundid:unboundid-ldapsdk:7.0.1 >/dev/null
+  fi
+  export UNBOUNDID_JAR
+}
+
+build_lmdir() {
+  log "building lmdir (release)"
+  (cd "$REPO_DIR" && cargo build --release -q -p lmdir)
+  LMDIR="$REPO_DIR/target/release/lmdir"
+  export LMDIR
+}
+
+# lmdir config with the shared index set. $1 = data directory, $2 = listen port (optional).
+write_lmdir_config() {
+  local dir="$1" port="${2:-3389}" config="$1.toml"
+  {
+    echo "[server]"
+    echo "listen = [\"ldap://127.0.0.1:$port\"]"
+    echo "size_limit = 0"
+    echo "[database]"
+    echo "suffix = \"$SUFFIX\""
+    echo "directory = \"$dir\""
+    echo "rootdn = \"$ROOTDN\""
+    echo "rootpw = \"$ROOTPW\""
+    echo "[database.index]"
+    local line attr kinds
+    for line in "${INDEX_SET[@]}"; do
+      attr="${line%% *}"; kinds="${line#* }"
+      echo "$attr = [$(echo "$kinds" | sed 's/eq/"eq"/; s/sub/"sub"/; s/,/, /')]"
+    done
+  } > "$config"
+  echo "$config"
+}
+
+# OpenLDAP slapd.conf with the same index set. $1 = instance directory.
+write_slapd_config() {
+  local dir="$1" config="$1/slapd.conf" line
+  mkdir -p "$dir/db"
+  {
+    for schema in core cosine inetorgperson nis; do echo "include /etc/ldap/schema/$schema.schema"; done
+    echo "modulepath /usr/lib/ldap"
+    echo "moduleload back_mdb"
+    echo "pidfile $dir/slapd.pid"
+    echo "tool-threads 1"
+    echo "sizelimit unlimited"
+    echo "database mdb"
+    echo "suffix \"$SUFFIX\""
+    echo "rootdn \"$ROOTDN\""
+    echo "rootpw $ROOTPW"
+    echo "directory $dir/db"
+    echo "maxsize 34359738368"
+    for line in "${INDEX_SET[@]}"; do echo "index ${line%% *} ${line#* }"; done
+  } > "$config"
+  echo "$config"
+}
+
+# Runs a command, prints "seconds peak_rss_kib" of it on stdout; its own output goes to $1.
+measure() {
+  local output="$1"; shift
+  /usr/bin/time -f '%e %M' -o "$output.time" "$@" > "$output" 2>&1
+  cat "$output.time"
+}
+
+start_slapd() {  # $1 instance dir, $2 port
+  slapd -f "$1/slapd.conf" -h "ldap://127.0.0.1:$2/"
+  wait_ldap "$2"
+}
+
+stop_slapd() {
+  [ -f "$1/slapd.pid" ] && kill "$(cat "$1/slapd.pid")" 2>/dev/null || true
+  sleep 1
+}
+
+wait_ldap() {  # $1 port
+  local i
+  for i in $(seq 1 100); do
+    ldapsearch -x -H "ldap://127.0.0.1:$1" -b "" -s base >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  log "server on port $1 did not come up"; return 1
+}
+
+db_size_mib() { du -sm "$1" | cut -f1; }
