@@ -1,1 +1,4 @@
-//! lmdir-access
+//! lmdir-access: the server's security decisions as a library: password schemes
+//! ([`password`]) and access control ([`acl`]).
+
+pub mod password;

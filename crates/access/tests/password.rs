@@ -1,0 +1,293 @@
+//! Password scheme tests. The fixed vectors are real outputs of OpenLDAP 2.5 `slappasswd`
+//! (with the pw-sha2, pw-pbkdf2 and argon2 modules), glibc crypt(3) via Python, and the
+//! reference `argon2` CLI, all for the password "secret".
+
+use lmdir_access::password::{
+    hash, is_hashed, scheme_of, verify, verify_checked, PasswordError, Scheme,
+};
+
+const SLAPPASSWD_VECTORS: &[&str] = &[
+    "{SSHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40",
+    "{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=",
+    "{SMD5}TFJE05CiK+saieDSA90hxb6PCmA=",
+    "{MD5}Xr4ilOzQ4PCOq3aQ0qbuaQ==",
+    "{SSHA256}oG7qQIEdDC78EPDzcNX6IzU1e5kw5IojLFCpIZjRCVNlw6HSz8l5yw==",
+    "{SSHA384}YkcqAYMWOx5J7zhM2x/vQivnFXQiiFZ8iJEG6vNgYdjxYpmycsg2gyWmR1Gw5zSqJdCE8vFtdNY=",
+    "{SSHA512}lWxF/GfUuCQEIuI2m7UJ2ZzHRqJ3N7tt7cE3/kuWlAYPVHBC0XXs3uTEd94B1V86csut+G/mgRytk1wQK0ll2DehEx9xR7L4",
+    "{SHA256}K7gNU3sdo+OL0wNhqoVWhr3g6s1xYv72ol/pe/Unols=",
+    "{SHA384}WKd1ukESvjAFrkQHznV9iP2nHUBJe7gCbsrFTU4//HIyzo3jq1rLMK45dg/ufFPt",
+    "{SHA512}vSsar3708Jvp9Szi2NWZZ02Bqp1qRCFpbcTZPdBhnWgs5WtNZKnvCXdhztmeD2cmW192CF5bDufKRpayrW/isg==",
+    "{PBKDF2-SHA256}10000$SQJH7c9OtuGQ2Xyrba9OhQ$c3JxHuBA9CJQe3iBplVgKZGb55rHPDudxv0R537qw4Q",
+    "{PBKDF2-SHA512}10000$VJDYXTlW9CPBuseUP/DWeA$tVaWZal3B.JqDys8Med3uMsapr1Cr99I/cvpV2SOd38uMUPMgWJiqoUzAQmBTQMTT9sQQjE2aojdU8j4LYielQ",
+    "{PBKDF2-SHA1}10000$9O.ISd2GUo0WkeQoDOR8HA$AsV.t3zvSIDTcouO/IC6LospTRw",
+    "{PBKDF2}10000$hVIaSdYtZ3Y9.TjyLpiMfw$BzAyuCr7drUTyq5EOptiPCfKhWU",
+    "{ARGON2}$argon2i$v=19$m=4096,t=3,p=1$B6R1FXAEZ2bcVcuPXi3TRw$6Ph0l3EfzIOJEGH6ljIIxCJNIQf5Wj7D+rhDiKL670A",
+    "{CRYPT}$6$7K.FQIpy6Mub/hmJ$DLxuV/F2Liq4Ayi7bVkd9Jox7RGaui.fZacCbdqhvClAtsw/pFJ7S02maWn2lsLNd5N4E1jbG1eCQr4SOXpmF1",
+    "{CRYPT}$5$/Hsx/sdZhVYD2Z2u$TXZloIzfMnOP7shA4GTSPm8SRjWbRbzF2Qpf3n8szOB",
+    "{CRYPT}$6$rounds=2000$rAO3vBRHvuW9748a$8V4dRUcmoxpo2G6eL.RFCiciHqe8zLM1ij4gqIiIVfSD3BmPT9Myq5hzvI6Mzs1SUVg4mG.6s4PVritz6oCBq/",
+];
+
+/// glibc crypt(3) outputs (Python `crypt.crypt`), stored with an OpenLDAP `{CRYPT}` prefix.
+const GLIBC_CRYPT_VECTORS: &[&str] = &[
+    "{CRYPT}$6$saltsaltsalt$PMWE8DTlam1JU37Piyk43bHcMxTJq6sgu5DKB0/tGPjanN35jcY68QkpDfPFUGPWX5uCxIQkSPzMmqEiVNgts.",
+    "{CRYPT}$5$rounds=10000$saltsaltsalt$W1lPXjvzBY/PSQSaoNW0wt8j2Q6KSqoGH6zhzUqYdQ9",
+    "{CRYPT}$6$rounds=1000$abc$MqEcPZUYRGGcOeq7PhMpfjfu/F0HrVEI0OlZBijWvO8mSG77iNUDP5MqFceKpJTBc8iITVtNyLiNTRNCxv6oh0",
+];
+
+/// The reference argon2 CLI (`argon2 saltsaltsaltsalt -id ... -e`), as OpenLDAP 2.6 stores it.
+const ARGON2ID_VECTORS: &[&str] = &[
+    "{ARGON2}$argon2id$v=19$m=65536,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$4ri7mhiSrnj9oEyFS4ZxbjEro69F+Nh/mAteAg51Amo",
+    "{ARGON2}$argon2id$v=19$m=4096,t=3,p=2$c2FsdHNhbHRzYWx0c2FsdA$WviKIyxiF8nCFwBKC8nK7iAweBYYAUOymvAlTIEfiXM",
+];
+
+fn all_vectors() -> impl Iterator<Item = &'static str> {
+    SLAPPASSWD_VECTORS
+        .iter()
+        .chain(GLIBC_CRYPT_VECTORS)
+        .chain(ARGON2ID_VECTORS)
+        .copied()
+}
+
+#[test]
+fn reference_vectors_accept_the_right_password() {
+    for stored in all_vectors() {
+        assert_eq!(
+            verify_checked(stored.as_bytes(), b"secret"),
+            Ok(true),
+            "vector {stored}"
+        );
+    }
+}
+
+#[test]
+fn reference_vectors_reject_wrong_passwords() {
+    for stored in all_vectors() {
+        for wrong in [&b"Secret"[..], b"secret ", b"secre", b"x", b"secretsecret"] {
+            assert_eq!(
+                verify_checked(stored.as_bytes(), wrong),
+                Ok(false),
+                "vector {stored} with {:?}",
+                String::from_utf8_lossy(wrong)
+            );
+        }
+    }
+}
+
+#[test]
+fn utf8_password_vector_from_slappasswd() {
+    let stored = "{SSHA}dOMVDvYYZgOUuDx6V64LEQHIgN8VLEQb".as_bytes();
+    assert!(verify(stored, "pässwörd with spaces".as_bytes()));
+    assert!(!verify(stored, "passwort with spaces".as_bytes()));
+}
+
+#[test]
+fn scheme_names_are_case_insensitive() {
+    assert!(verify(b"{ssha}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40", b"secret"));
+    assert!(verify(b"{Sha}5en6G6MezRroT3XKqkdPOmY/BfQ=", b"secret"));
+    assert!(verify(
+        b"{pbkdf2-sha256}10000$SQJH7c9OtuGQ2Xyrba9OhQ$c3JxHuBA9CJQe3iBplVgKZGb55rHPDudxv0R537qw4Q",
+        b"secret"
+    ));
+    assert_eq!(Scheme::from_name("{ssha512}"), Some(Scheme::Ssha512));
+    assert_eq!(Scheme::from_name("pbkdf2"), Some(Scheme::Pbkdf2Sha1));
+    assert_eq!(Scheme::from_name("crypt"), Some(Scheme::Crypt));
+    assert_eq!(Scheme::from_name("{BLOWFISH}"), None);
+}
+
+#[test]
+fn cleartext_compares_exactly() {
+    assert!(verify(b"secret", b"secret"));
+    assert!(!verify(b"secret", b"Secret"));
+    assert!(!verify(b"secret", b"secret2"));
+    // A brace that never closes is still cleartext.
+    assert!(verify(b"{secret", b"{secret"));
+    assert_eq!(scheme_of(b"plain"), Ok(Scheme::Cleartext));
+}
+
+#[test]
+fn empty_presented_password_never_matches() {
+    assert!(!verify(b"", b""));
+    assert!(!verify(b"{SSHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40", b""));
+}
+
+#[test]
+fn unknown_scheme_is_an_error_not_a_cleartext_match() {
+    let stored = b"{BLOWFISH}secret";
+    assert_eq!(
+        verify_checked(stored, b"{BLOWFISH}secret"),
+        Err(PasswordError::UnknownScheme("BLOWFISH".into()))
+    );
+    assert!(!verify(stored, b"secret"));
+    assert!(!is_hashed(stored));
+}
+
+#[test]
+fn malformed_values_are_errors() {
+    let cases: &[&[u8]] = &[
+        b"{SSHA}!!!notbase64",
+        // Exactly a SHA-1 digest: no salt at all.
+        b"{SSHA}5en6G6MezRroT3XKqkdPOmY/BfQ=",
+        // A SHA-1 digest plus salt under {SHA}: wrong length.
+        b"{SHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40",
+        b"{PBKDF2-SHA256}10000$SQJH7c9OtuGQ2Xyrba9OhQ",
+        b"{PBKDF2-SHA256}ten$SQJH7c9OtuGQ2Xyrba9OhQ$c3JxHuBA9CJQe3iBplVgKZGb55rHPDudxv0R537qw4Q",
+        b"{PBKDF2-SHA256}0$SQJH7c9OtuGQ2Xyrba9OhQ$c3JxHuBA9CJQe3iBplVgKZGb55rHPDudxv0R537qw4Q",
+        // A SHA-1-sized hash under PBKDF2-SHA256.
+        b"{PBKDF2-SHA256}10000$9O.ISd2GUo0WkeQoDOR8HA$AsV.t3zvSIDTcouO/IC6LospTRw",
+        b"{ARGON2}argon2id-but-not-phc",
+        b"{CRYPT}SKfNmCimz.CH2",
+        b"{CRYPT}$1$abc$def",
+        b"{CRYPT}$6$rounds=lots$abc$def",
+    ];
+    for stored in cases {
+        let outcome = verify_checked(stored, b"secret");
+        assert!(
+            matches!(outcome, Err(PasswordError::Malformed { .. })),
+            "{} gave {outcome:?}",
+            String::from_utf8_lossy(stored)
+        );
+    }
+}
+
+#[test]
+fn costs_over_the_limits_are_refused_without_computing() {
+    let cases: &[(&[u8], &str)] = &[
+        (
+            b"{PBKDF2-SHA256}4000000000$SQJH7c9OtuGQ2Xyrba9OhQ$c3JxHuBA9CJQe3iBplVgKZGb55rHPDudxv0R537qw4Q",
+            "iterations",
+        ),
+        (
+            b"{ARGON2}$argon2id$v=19$m=4194304,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$4ri7mhiSrnj9oEyFS4ZxbjEro69F+Nh/mAteAg51Amo",
+            "m",
+        ),
+        (
+            b"{ARGON2}$argon2id$v=19$m=4096,t=1000,p=1$c2FsdHNhbHRzYWx0c2FsdA$4ri7mhiSrnj9oEyFS4ZxbjEro69F+Nh/mAteAg51Amo",
+            "t",
+        ),
+        (
+            b"{CRYPT}$6$rounds=999999999$saltsaltsalt$PMWE8DTlam1JU37Piyk43bHcMxTJq6sgu5DKB0/tGPjanN35jcY68QkpDfPFUGPWX5uCxIQkSPzMmqEiVNgts.",
+            "rounds",
+        ),
+    ];
+    for (stored, expected_field) in cases {
+        match verify_checked(stored, b"secret") {
+            Err(PasswordError::CostTooHigh { field, .. }) => assert_eq!(field, *expected_field),
+            other => panic!("{} gave {other:?}", String::from_utf8_lossy(stored)),
+        }
+    }
+}
+
+#[test]
+fn oversized_input_is_refused() {
+    let long = vec![b'a'; 5000];
+    assert_eq!(verify_checked(&long, &long), Err(PasswordError::TooLong));
+    assert_eq!(
+        verify_checked(b"{SSHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40", &long),
+        Err(PasswordError::TooLong)
+    );
+    assert_eq!(hash(Scheme::Ssha, &long), Err(PasswordError::TooLong));
+}
+
+#[test]
+fn hashing_round_trips_for_every_writable_scheme() {
+    for scheme in Scheme::ALL.into_iter().filter(|scheme| scheme.can_hash()) {
+        let stored = hash(scheme, "correct horse ✓".as_bytes()).expect("hash");
+        let text = String::from_utf8(stored.clone()).expect("stored values are ASCII");
+        assert!(
+            text.starts_with(&format!("{{{}}}", scheme.name())),
+            "{text}"
+        );
+        assert_eq!(scheme_of(&stored), Ok(scheme), "{text}");
+        assert!(is_hashed(&stored), "{text}");
+        assert_eq!(
+            verify_checked(&stored, "correct horse ✓".as_bytes()),
+            Ok(true),
+            "{text}"
+        );
+        assert_eq!(
+            verify_checked(&stored, b"correct horse"),
+            Ok(false),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn hashing_uses_fresh_salts() {
+    for scheme in [Scheme::Ssha, Scheme::Pbkdf2Sha256, Scheme::Crypt] {
+        let first = hash(scheme, b"secret").expect("hash");
+        let second = hash(scheme, b"secret").expect("hash");
+        assert_ne!(first, second, "{}", scheme.name());
+    }
+}
+
+#[test]
+fn written_formats_match_what_openldap_reads() {
+    let pbkdf2 = String::from_utf8(hash(Scheme::Pbkdf2Sha256, b"secret").unwrap()).unwrap();
+    let fields: Vec<&str> = pbkdf2
+        .strip_prefix("{PBKDF2-SHA256}")
+        .unwrap()
+        .split('$')
+        .collect();
+    assert_eq!(fields.len(), 3, "{pbkdf2}");
+    assert_eq!(fields[0], "10000");
+    // Adapted base64: no '+' and no padding.
+    assert!(!pbkdf2.contains('+') && !pbkdf2.contains('='), "{pbkdf2}");
+    let argon2 = String::from_utf8(hash(Scheme::Argon2, b"secret").unwrap()).unwrap();
+    assert!(
+        argon2.starts_with("{ARGON2}$argon2id$v=19$m=19456,t=2,p=1$"),
+        "{argon2}"
+    );
+    let crypt = String::from_utf8(hash(Scheme::Crypt, b"secret").unwrap()).unwrap();
+    assert!(crypt.starts_with("{CRYPT}$6$"), "{crypt}");
+}
+
+#[test]
+fn verify_only_schemes_refuse_to_hash() {
+    for scheme in [Scheme::Md5, Scheme::Smd5, Scheme::Sha, Scheme::Cleartext] {
+        assert_eq!(
+            hash(scheme, b"secret"),
+            Err(PasswordError::VerifyOnlyScheme(scheme.name()))
+        );
+    }
+}
+
+#[test]
+fn is_hashed_recognizes_known_prefixes_only() {
+    assert!(is_hashed(b"{SSHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40"));
+    assert!(is_hashed(b"{crypt}$6$x$y"));
+    assert!(!is_hashed(b"secret"));
+    assert!(!is_hashed(b"{NOPE}secret"));
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn ssha_round_trip(password in proptest::collection::vec(any::<u8>(), 1..64)) {
+            let stored = hash(Scheme::Ssha512, &password).unwrap();
+            prop_assert!(verify(&stored, &password));
+            let mut other = password.clone();
+            other[0] ^= 1;
+            prop_assert!(!verify(&stored, &other));
+        }
+
+        #[test]
+        fn verify_never_panics(stored in proptest::collection::vec(any::<u8>(), 0..200),
+                               presented in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = verify_checked(&stored, &presented);
+        }
+
+        #[test]
+        fn verify_never_panics_on_scheme_prefixed_garbage(
+            scheme_index in 0..Scheme::ALL.len(),
+            payload in "[A-Za-z0-9+/=.$,]{0,120}") {
+            let stored = format!("{{{}}}{payload}", Scheme::ALL[scheme_index].name());
+            let _ = verify_checked(stored.as_bytes(), b"secret");
+        }
+    }
+}
