@@ -1,1 +1,33 @@
-//! lmdir-schema
+//! lmdir-schema: the LDAP data model shared by every lmdir crate — result codes and errors,
+//! the schema (built-in + OpenLDAP `.schema` files), attribute descriptions, matching rules and
+//! value normalization (RFC 4517/4518), DNs (RFC 4514), entries and modifications, filters
+//! (RFC 4515 parse, prepare, three-valued evaluate) and schema checking. No I/O except reading
+//! `.schema` files.
+
+mod check;
+mod dn;
+mod entry;
+mod error;
+mod filter;
+mod matching;
+mod prep;
+mod schema;
+mod schema_text;
+mod syntax;
+
+pub use dn::{
+    escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within, normalized_dn_parent, split_rdns, Ava, Dn, Rdn,
+    DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX, RDN_AVA_COUNT_MAX,
+};
+pub use entry::{Attribute, Entry, ModOp, Modification};
+pub use error::{LdapError, ResultCode};
+pub use filter::{
+    substrings_match, CoveredAttribute, EntryView, Filter, OwnedEntryView, PreparedFilter, StoredValue, Tri, FILTER_ITEMS_MAX,
+};
+pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
+pub use prep::prepare_string;
+pub use schema::{
+    AttrId, AttributeDescription, AttributeType, AttributeUsage, ObjectClass, ObjectClassId, ObjectClassKind, Schema,
+    SchemaError, BUILTIN_SCHEMA_TEXT, DESCRIPTION_OPTIONS_MAX, SCHEMA_DEFINITIONS_MAX,
+};
+pub use syntax::Syntax;

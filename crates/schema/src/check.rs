@@ -1,0 +1,1 @@
+//! Schema checking of entries.

@@ -1,0 +1,840 @@
+//! Search filters (RFC 4515 strings, RFC 4511 semantics): parsing, string form, preparation
+//! against a schema and three-valued evaluation over any entry representation (`EntryView`).
+
+use std::fmt;
+
+use crate::entry::Entry;
+use crate::error::{LdapError, ResultCode};
+use crate::matching::{MatchingRule, MatchingRuleKind};
+use crate::schema::{AttrId, Schema};
+
+/// Most filter items (leaves and operators) one filter may hold.
+pub const FILTER_ITEMS_MAX: usize = 100_000;
+
+/// A search filter as received (descriptions and values not yet resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Filter {
+    And(Vec<Filter>),
+    Or(Vec<Filter>),
+    Not(Box<Filter>),
+    Equality { description: String, value: Vec<u8> },
+    Substrings { description: String, initial: Option<Vec<u8>>, any: Vec<Vec<u8>>, final_: Option<Vec<u8>> },
+    GreaterOrEqual { description: String, value: Vec<u8> },
+    LessOrEqual { description: String, value: Vec<u8> },
+    Present { description: String },
+    Approx { description: String, value: Vec<u8> },
+    Extensible { rule: Option<String>, description: Option<String>, value: Vec<u8>, dn_attributes: bool },
+}
+
+fn filter_error(text: &str, position: usize, why: &str) -> LdapError {
+    LdapError::new(ResultCode::ProtocolError, format!("invalid filter '{text}': {why} at offset {position}"))
+}
+
+impl Filter {
+    /// Parses an RFC 4515 filter string; a bare item without parentheses (`cn=x`) is accepted.
+    /// Nesting deeper than `depth_max` is an error (adminLimitExceeded), as is more than
+    /// `FILTER_ITEMS_MAX` items.
+    pub fn parse(text: &str, depth_max: usize) -> Result<Filter, LdapError> {
+        let mut parser = FilterParser { text, bytes: text.as_bytes(), position: 0, depth_max, items: 0 };
+        let trimmed_start = text.len() - text.trim_start().len();
+        parser.position = trimmed_start;
+        let filter = if parser.peek() == Some(b'(') {
+            parser.filter(0)?
+        } else {
+            let end = text.trim_end().len();
+            let mut item_parser = FilterParser { text: &text[..end], bytes: &text.as_bytes()[..end], position: trimmed_start, depth_max, items: 0 };
+            let filter = item_parser.item()?;
+            parser.position = end;
+            filter
+        };
+        while parser.peek() == Some(b' ') {
+            parser.position += 1;
+        }
+        if parser.position != text.len() {
+            return Err(filter_error(text, parser.position, "text after the filter"));
+        }
+        Ok(filter)
+    }
+}
+
+struct FilterParser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    position: usize,
+    depth_max: usize,
+    items: usize,
+}
+
+impl FilterParser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.position).copied()
+    }
+
+    fn error(&self, why: &str) -> LdapError {
+        filter_error(self.text, self.position, why)
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), LdapError> {
+        if self.peek() == Some(byte) {
+            self.position += 1;
+            Ok(())
+        } else {
+            Err(self.error(&format!("expected '{}'", byte as char)))
+        }
+    }
+
+    fn count_item(&mut self) -> Result<(), LdapError> {
+        self.items += 1;
+        if self.items > FILTER_ITEMS_MAX {
+            return Err(LdapError::new(ResultCode::AdminLimitExceeded, format!("filter has more than {FILTER_ITEMS_MAX} items")));
+        }
+        Ok(())
+    }
+
+    fn filter(&mut self, depth: usize) -> Result<Filter, LdapError> {
+        if depth > self.depth_max {
+            return Err(LdapError::new(
+                ResultCode::AdminLimitExceeded,
+                format!("filter nesting deeper than {} levels", self.depth_max),
+            ));
+        }
+        self.count_item()?;
+        self.expect(b'(')?;
+        let filter = match self.peek() {
+            Some(b'&') => {
+                self.position += 1;
+                Filter::And(self.filter_list(depth)?)
+            }
+            Some(b'|') => {
+                self.position += 1;
+                Filter::Or(self.filter_list(depth)?)
+            }
+            Some(b'!') => {
+                self.position += 1;
+                Filter::Not(Box::new(self.filter(depth + 1)?))
+            }
+            _ => self.item()?,
+        };
+        self.expect(b')')?;
+        Ok(filter)
+    }
+
+    fn filter_list(&mut self, depth: usize) -> Result<Vec<Filter>, LdapError> {
+        let mut filters = Vec::new();
+        while self.peek() == Some(b'(') {
+            filters.push(self.filter(depth + 1)?);
+        }
+        Ok(filters)
+    }
+
+    fn description(&mut self) -> &str {
+        let start = self.position;
+        while self.peek().is_some_and(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b';' | b'.' | b'_')) {
+            self.position += 1;
+        }
+        &self.text[start..self.position]
+    }
+
+    /// An assertion value up to `)` (or the end), with `\XX` escapes decoded. Returns the pieces
+    /// split at unescaped `*` when `split_stars`.
+    fn value_pieces(&mut self, split_stars: bool) -> Result<Vec<Vec<u8>>, LdapError> {
+        let mut pieces = vec![Vec::new()];
+        while let Some(byte) = self.peek() {
+            match byte {
+                b')' => break,
+                b'(' => return Err(self.error("unescaped '(' in value")),
+                b'\\' => {
+                    let high = self.bytes.get(self.position + 1).copied();
+                    let low = self.bytes.get(self.position + 2).copied();
+                    match (high, low) {
+                        (Some(high), Some(low)) if high.is_ascii_hexdigit() && low.is_ascii_hexdigit() => {
+                            let digit = |byte: u8| (byte as char).to_digit(16).expect("hex digit checked") as u8;
+                            pieces.last_mut().expect("never empty").push(digit(high) << 4 | digit(low));
+                            self.position += 3;
+                        }
+                        _ => return Err(self.error("bad escape (use \\XX)")),
+                    }
+                }
+                b'*' if split_stars => {
+                    pieces.push(Vec::new());
+                    self.position += 1;
+                }
+                _ => {
+                    pieces.last_mut().expect("never empty").push(byte);
+                    self.position += 1;
+                }
+            }
+        }
+        Ok(pieces)
+    }
+
+    fn single_value(&mut self) -> Result<Vec<u8>, LdapError> {
+        let mut pieces = self.value_pieces(false)?;
+        Ok(pieces.pop().expect("one piece"))
+    }
+
+    fn item(&mut self) -> Result<Filter, LdapError> {
+        self.count_item()?;
+        let description = self.description().to_string();
+        match self.peek() {
+            Some(b':') => return self.extensible(description),
+            Some(b'~') => {
+                self.position += 1;
+                self.expect(b'=')?;
+                return self.require_description(&description).map(|_| ()).and_then(|_| {
+                    Ok(Filter::Approx { description: description.clone(), value: self.single_value()? })
+                });
+            }
+            Some(b'>') => {
+                self.position += 1;
+                self.expect(b'=')?;
+                self.require_description(&description)?;
+                return Ok(Filter::GreaterOrEqual { description, value: self.single_value()? });
+            }
+            Some(b'<') => {
+                self.position += 1;
+                self.expect(b'=')?;
+                self.require_description(&description)?;
+                return Ok(Filter::LessOrEqual { description, value: self.single_value()? });
+            }
+            Some(b'=') => self.position += 1,
+            _ => return Err(self.error("expected '=', '~=', '>=', '<=' or ':'")),
+        }
+        self.require_description(&description)?;
+        let mut pieces = self.value_pieces(true)?;
+        match pieces.len() {
+            1 => Ok(Filter::Equality { description, value: pieces.pop().expect("one piece") }),
+            2 if pieces[0].is_empty() && pieces[1].is_empty() => Ok(Filter::Present { description }),
+            _ => {
+                let final_piece = pieces.pop().expect("at least two pieces");
+                let initial_piece = pieces.remove(0);
+                if pieces.iter().any(Vec::is_empty) {
+                    return Err(self.error("empty substring between '*'s"));
+                }
+                Ok(Filter::Substrings {
+                    description,
+                    initial: (!initial_piece.is_empty()).then_some(initial_piece),
+                    any: pieces,
+                    final_: (!final_piece.is_empty()).then_some(final_piece),
+                })
+            }
+        }
+    }
+
+    fn require_description(&self, description: &str) -> Result<(), LdapError> {
+        if description.is_empty() {
+            Err(self.error("missing attribute description"))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn extensible(&mut self, description: String) -> Result<Filter, LdapError> {
+        let mut dn_attributes = false;
+        let mut rule = None;
+        // After the attribute: [":dn"] [":" rule] ":=".
+        loop {
+            self.expect(b':')?;
+            if self.peek() == Some(b'=') {
+                self.position += 1;
+                break;
+            }
+            let word = self.description().to_string();
+            if word.is_empty() {
+                return Err(self.error("expected 'dn' or a matching rule after ':'"));
+            }
+            if word.eq_ignore_ascii_case("dn") && !dn_attributes && rule.is_none() {
+                dn_attributes = true;
+            } else if rule.is_none() {
+                rule = Some(word);
+            } else {
+                return Err(self.error("too many ':' parts in extensible match"));
+            }
+        }
+        if description.is_empty() && rule.is_none() {
+            return Err(self.error("extensible match needs an attribute or a matching rule"));
+        }
+        let value = self.single_value()?;
+        Ok(Filter::Extensible { rule, description: (!description.is_empty()).then_some(description), value, dn_attributes })
+    }
+}
+
+/// Appends a value escaped for a filter string: `*()\` and NUL always, and bytes of
+/// non-UTF-8 values as `\XX`.
+fn write_escaped(formatter: &mut fmt::Formatter<'_>, value: &[u8]) -> fmt::Result {
+    match std::str::from_utf8(value) {
+        Ok(text) => {
+            for character in text.chars() {
+                match character {
+                    '*' | '(' | ')' | '\\' | '\0' => write!(formatter, "\\{:02x}", character as u32)?,
+                    other => write!(formatter, "{other}")?,
+                }
+            }
+        }
+        Err(_) => {
+            for byte in value {
+                if byte.is_ascii_alphanumeric() {
+                    write!(formatter, "{}", *byte as char)?;
+                } else {
+                    write!(formatter, "\\{byte:02x}")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Filter {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("(")?;
+        match self {
+            Filter::And(filters) | Filter::Or(filters) => {
+                formatter.write_str(if matches!(self, Filter::And(_)) { "&" } else { "|" })?;
+                for filter in filters {
+                    write!(formatter, "{filter}")?;
+                }
+            }
+            Filter::Not(filter) => write!(formatter, "!{filter}")?,
+            Filter::Equality { description, value } => {
+                write!(formatter, "{description}=")?;
+                write_escaped(formatter, value)?;
+            }
+            Filter::Approx { description, value } => {
+                write!(formatter, "{description}~=")?;
+                write_escaped(formatter, value)?;
+            }
+            Filter::GreaterOrEqual { description, value } => {
+                write!(formatter, "{description}>=")?;
+                write_escaped(formatter, value)?;
+            }
+            Filter::LessOrEqual { description, value } => {
+                write!(formatter, "{description}<=")?;
+                write_escaped(formatter, value)?;
+            }
+            Filter::Present { description } => write!(formatter, "{description}=*")?,
+            Filter::Substrings { description, initial, any, final_ } => {
+                write!(formatter, "{description}=")?;
+                if let Some(initial) = initial {
+                    write_escaped(formatter, initial)?;
+                }
+                formatter.write_str("*")?;
+                for piece in any {
+                    write_escaped(formatter, piece)?;
+                    formatter.write_str("*")?;
+                }
+                if let Some(final_) = final_ {
+                    write_escaped(formatter, final_)?;
+                }
+            }
+            Filter::Extensible { rule, description, value, dn_attributes } => {
+                if let Some(description) = description {
+                    formatter.write_str(description)?;
+                }
+                if *dn_attributes {
+                    formatter.write_str(":dn")?;
+                }
+                if let Some(rule) = rule {
+                    write!(formatter, ":{rule}")?;
+                }
+                formatter.write_str(":=")?;
+                write_escaped(formatter, value)?;
+            }
+        }
+        formatter.write_str(")")
+    }
+}
+
+/// RFC 4511 §4.5.1.7 three-valued filter result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tri {
+    True,
+    False,
+    Undefined,
+}
+
+impl Tri {
+    pub fn and(self, other: Tri) -> Tri {
+        match (self, other) {
+            (Tri::False, _) | (_, Tri::False) => Tri::False,
+            (Tri::True, Tri::True) => Tri::True,
+            _ => Tri::Undefined,
+        }
+    }
+
+    pub fn or(self, other: Tri) -> Tri {
+        match (self, other) {
+            (Tri::True, _) | (_, Tri::True) => Tri::True,
+            (Tri::False, Tri::False) => Tri::False,
+            _ => Tri::Undefined,
+        }
+    }
+
+    #[allow(clippy::should_implement_trait)]
+    pub fn not(self) -> Tri {
+        match self {
+            Tri::True => Tri::False,
+            Tri::False => Tri::True,
+            Tri::Undefined => Tri::Undefined,
+        }
+    }
+
+    pub fn is_true(self) -> bool {
+        self == Tri::True
+    }
+}
+
+/// One stored value: the original bytes and the equality-normalized bytes written beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredValue<'a> {
+    pub original: &'a [u8],
+    pub normalized: &'a [u8],
+}
+
+/// What a filter needs from an entry. The store implements it over its zero-copy decoded entry;
+/// `OwnedEntryView` implements it over an owned `Entry`.
+pub trait EntryView {
+    /// Calls `visit(attr, options, values)` once per attribute description of the entry
+    /// (options lowercased and sorted, as `Schema::parse_description` gives them). Stops early
+    /// when `visit` returns false.
+    fn for_each_attribute(&self, visit: &mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool);
+
+    /// Calls `visit(attr, normalized value)` for each AVA of the entry's DN (all RDNs), for
+    /// `:dn:` extensible matching. `Schema::for_each_normalized_dn_ava` does this from a
+    /// normalized DN string.
+    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool);
+}
+
+/// An attribute type a filter item applies to, and whether values stored normalized by the
+/// type's own equality rule can be compared directly (same normalization family as the item's
+/// rule) or must be normalized again from the original.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoveredAttribute {
+    pub attr: AttrId,
+    pub stored_form_usable: bool,
+}
+
+/// A filter resolved against a schema: descriptions become attribute ids (with subtypes),
+/// assertion values are normalized. The store walks it to pick index candidates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreparedFilter {
+    True,
+    False,
+    /// Unknown attribute, no applicable matching rule, or an invalid assertion value.
+    Undefined,
+    And(Vec<PreparedFilter>),
+    Or(Vec<PreparedFilter>),
+    Not(Box<PreparedFilter>),
+    Equality { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, normalized: Vec<u8> },
+    /// Approximate match is equality on normalized forms.
+    Approx { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, normalized: Vec<u8> },
+    Substrings {
+        attr: AttrId,
+        options: Vec<String>,
+        rule: MatchingRule,
+        covered: Vec<CoveredAttribute>,
+        initial: Option<Vec<u8>>,
+        any: Vec<Vec<u8>>,
+        final_: Option<Vec<u8>>,
+    },
+    /// `key` is `rule.ordering_key(normalized assertion)`.
+    GreaterOrEqual { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, key: Vec<u8> },
+    LessOrEqual { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, key: Vec<u8> },
+    Present { attr: AttrId, options: Vec<String>, covered: Vec<AttrId> },
+    /// `attr` None: every attribute whose equality rule is of the rule's family.
+    Extensible {
+        rule: MatchingRule,
+        attr: Option<AttrId>,
+        options: Vec<String>,
+        covered: Vec<CoveredAttribute>,
+        dn_attributes: bool,
+        /// Normalized assertion (for ordering rules: the ordering key; for substrings rules:
+        /// the normalized pieces are in `pieces`).
+        normalized: Vec<u8>,
+        pieces: Option<(Option<Vec<u8>>, Vec<Vec<u8>>, Option<Vec<u8>>)>,
+    },
+}
+
+impl Schema {
+    fn covered(&self, attr: AttrId, rule: MatchingRule) -> Vec<CoveredAttribute> {
+        self.subtypes(attr)
+            .iter()
+            .map(|subtype| CoveredAttribute {
+                attr: *subtype,
+                stored_form_usable: self.attribute_type(*subtype).equality.map(MatchingRule::family) == Some(rule.family()),
+            })
+            .collect()
+    }
+
+    /// Resolves a filter: see `PreparedFilter`. `(&)` is True, `(|)` False; an unknown
+    /// attribute or an invalid assertion value makes that item Undefined.
+    pub fn prepare_filter(&self, filter: &Filter) -> PreparedFilter {
+        match filter {
+            Filter::And(filters) if filters.is_empty() => PreparedFilter::True,
+            Filter::Or(filters) if filters.is_empty() => PreparedFilter::False,
+            Filter::And(filters) => PreparedFilter::And(filters.iter().map(|filter| self.prepare_filter(filter)).collect()),
+            Filter::Or(filters) => PreparedFilter::Or(filters.iter().map(|filter| self.prepare_filter(filter)).collect()),
+            Filter::Not(filter) => PreparedFilter::Not(Box::new(self.prepare_filter(filter))),
+            Filter::Present { description } => match self.parse_description(description) {
+                Ok(parsed) => PreparedFilter::Present {
+                    attr: parsed.attr,
+                    covered: self.subtypes(parsed.attr).to_vec(),
+                    options: parsed.options,
+                },
+                Err(_) => PreparedFilter::Undefined,
+            },
+            Filter::Equality { description, value } | Filter::Approx { description, value } => {
+                let Ok(parsed) = self.parse_description(description) else { return PreparedFilter::Undefined };
+                let Some(rule) = self.attribute_type(parsed.attr).equality else { return PreparedFilter::Undefined };
+                let Ok(normalized) = self.normalize_with_rule(rule, value) else { return PreparedFilter::Undefined };
+                let covered = self.covered(parsed.attr, rule);
+                if matches!(filter, Filter::Approx { .. }) {
+                    PreparedFilter::Approx { attr: parsed.attr, options: parsed.options, rule, covered, normalized }
+                } else {
+                    PreparedFilter::Equality { attr: parsed.attr, options: parsed.options, rule, covered, normalized }
+                }
+            }
+            Filter::Substrings { description, initial, any, final_ } => {
+                let Ok(parsed) = self.parse_description(description) else { return PreparedFilter::Undefined };
+                let Some(rule) = self.attribute_type(parsed.attr).substring else { return PreparedFilter::Undefined };
+                match normalize_pieces(rule, initial.as_deref(), any, final_.as_deref()) {
+                    Ok((initial, any, final_)) => PreparedFilter::Substrings {
+                        attr: parsed.attr,
+                        covered: self.covered(parsed.attr, rule),
+                        options: parsed.options,
+                        rule,
+                        initial,
+                        any,
+                        final_,
+                    },
+                    Err(_) => PreparedFilter::Undefined,
+                }
+            }
+            Filter::GreaterOrEqual { description, value } | Filter::LessOrEqual { description, value } => {
+                let Ok(parsed) = self.parse_description(description) else { return PreparedFilter::Undefined };
+                let Some(rule) = self.attribute_type(parsed.attr).ordering else { return PreparedFilter::Undefined };
+                let Ok(normalized) = self.normalize_with_rule(rule, value) else { return PreparedFilter::Undefined };
+                let key = rule.ordering_key(&normalized);
+                let covered = self.covered(parsed.attr, rule);
+                if matches!(filter, Filter::GreaterOrEqual { .. }) {
+                    PreparedFilter::GreaterOrEqual { attr: parsed.attr, options: parsed.options, rule, covered, key }
+                } else {
+                    PreparedFilter::LessOrEqual { attr: parsed.attr, options: parsed.options, rule, covered, key }
+                }
+            }
+            Filter::Extensible { rule, description, value, dn_attributes } => {
+                self.prepare_extensible(rule.as_deref(), description.as_deref(), value, *dn_attributes)
+            }
+        }
+    }
+
+    fn prepare_extensible(&self, rule_name: Option<&str>, description: Option<&str>, value: &[u8], dn_attributes: bool) -> PreparedFilter {
+        let parsed = match description.map(|description| self.parse_description(description)) {
+            None => None,
+            Some(Ok(parsed)) => Some(parsed),
+            Some(Err(_)) => return PreparedFilter::Undefined,
+        };
+        let rule = match (rule_name, &parsed) {
+            (Some(name), _) => match MatchingRule::by_name_or_oid(name) {
+                Some(rule) => rule,
+                None => return PreparedFilter::Undefined,
+            },
+            (None, Some(parsed)) => match self.attribute_type(parsed.attr).equality {
+                Some(rule) => rule,
+                None => return PreparedFilter::Undefined,
+            },
+            (None, None) => return PreparedFilter::Undefined,
+        };
+        let covered = match &parsed {
+            Some(parsed) => self.covered(parsed.attr, rule),
+            None => self
+                .attribute_types()
+                .filter(|(_, attribute_type)| attribute_type.equality.map(MatchingRule::family) == Some(rule.family()))
+                .map(|(attr, _)| CoveredAttribute { attr, stored_form_usable: true })
+                .collect(),
+        };
+        let (normalized, pieces) = match rule.kind() {
+            MatchingRuleKind::Equality => match self.normalize_with_rule(rule, value) {
+                Ok(normalized) => (normalized, None),
+                Err(_) => return PreparedFilter::Undefined,
+            },
+            MatchingRuleKind::Ordering => match self.normalize_with_rule(rule, value) {
+                Ok(normalized) => (rule.ordering_key(&normalized), None),
+                Err(_) => return PreparedFilter::Undefined,
+            },
+            MatchingRuleKind::Substrings => {
+                // The assertion value is a substring pattern: pieces split at '*'.
+                let mut raw: Vec<&[u8]> = value.split(|byte| *byte == b'*').collect();
+                if raw.len() < 2 {
+                    return PreparedFilter::Undefined;
+                }
+                let final_raw = raw.pop().expect("two pieces");
+                let initial_raw = raw.remove(0);
+                let any_raw: Vec<Vec<u8>> = raw.iter().filter(|piece| !piece.is_empty()).map(|piece| piece.to_vec()).collect();
+                let initial = (!initial_raw.is_empty()).then_some(initial_raw);
+                let final_ = (!final_raw.is_empty()).then_some(final_raw);
+                match normalize_pieces(rule, initial, &any_raw, final_) {
+                    Ok(pieces) => (Vec::new(), Some(pieces)),
+                    Err(_) => return PreparedFilter::Undefined,
+                }
+            }
+        };
+        PreparedFilter::Extensible {
+            rule,
+            attr: parsed.as_ref().map(|parsed| parsed.attr),
+            options: parsed.map(|parsed| parsed.options).unwrap_or_default(),
+            covered,
+            dn_attributes,
+            normalized,
+            pieces,
+        }
+    }
+
+    /// Calls `visit(attr, normalized value)` for each AVA of a normalized DN string (as produced
+    /// by `normalize_dn`): the helper an `EntryView` needs for `for_each_dn_ava`.
+    pub fn for_each_normalized_dn_ava(&self, normalized_dn: &str, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool) {
+        let Ok(dn) = crate::dn::Dn::parse(normalized_dn) else { return };
+        for rdn in &dn.rdns {
+            for ava in &rdn.avas {
+                if let Some(attr) = self.attribute(&ava.attr) {
+                    if !visit(attr, &ava.value) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+type Pieces = (Option<Vec<u8>>, Vec<Vec<u8>>, Option<Vec<u8>>);
+
+fn normalize_pieces(rule: MatchingRule, initial: Option<&[u8]>, any: &[Vec<u8>], final_: Option<&[u8]>) -> Result<Pieces, LdapError> {
+    let normalize = |piece: &[u8]| rule.normalize_substring_piece(piece);
+    // A piece of only insignificant characters normalizes to nothing (or one space) and then
+    // constrains nothing at the edges.
+    let edge = |piece: Option<&[u8]>| -> Result<Option<Vec<u8>>, LdapError> {
+        match piece {
+            None => Ok(None),
+            Some(piece) => {
+                let normalized = normalize(piece)?;
+                Ok((!normalized.is_empty() && normalized != b" ").then_some(normalized))
+            }
+        }
+    };
+    let initial = edge(initial)?;
+    let final_ = edge(final_)?;
+    let mut any_normalized = Vec::with_capacity(any.len());
+    for piece in any {
+        let normalized = normalize(piece)?;
+        if !normalized.is_empty() {
+            any_normalized.push(normalized);
+        }
+    }
+    Ok((initial, any_normalized, final_))
+}
+
+/// Substring match on normalized bytes: initial prefix, any pieces in order without overlap,
+/// final suffix not overlapping what was consumed.
+pub fn substrings_match(value: &[u8], initial: Option<&[u8]>, any: &[Vec<u8>], final_: Option<&[u8]>) -> bool {
+    let mut start = 0;
+    if let Some(initial) = initial {
+        if !value.starts_with(initial) {
+            return false;
+        }
+        start = initial.len();
+    }
+    let mut end = value.len();
+    if let Some(final_) = final_ {
+        if value.len() < start + final_.len() || !value.ends_with(final_) {
+            return false;
+        }
+        end = value.len() - final_.len();
+    }
+    for piece in any {
+        match memchr::memmem::find(&value[start..end], piece) {
+            Some(offset) => start += offset + piece.len(),
+            None => return false,
+        }
+    }
+    true
+}
+
+impl PreparedFilter {
+    /// Evaluates the filter over an entry (RFC 4511 §4.5.1.7 three-valued logic).
+    pub fn evaluate<V: EntryView + ?Sized>(&self, view: &V) -> Tri {
+        self.evaluate_dyn(&|visit| view.for_each_attribute(visit), &|visit| view.for_each_dn_ava(visit))
+    }
+
+    fn evaluate_dyn(&self, attributes: &AttributeWalker<'_>, dn_avas: &DnWalker<'_>) -> Tri {
+        match self {
+            PreparedFilter::True => Tri::True,
+            PreparedFilter::False => Tri::False,
+            PreparedFilter::Undefined => Tri::Undefined,
+            PreparedFilter::And(filters) => {
+                let mut result = Tri::True;
+                for filter in filters {
+                    result = result.and(filter.evaluate_dyn(attributes, dn_avas));
+                    if result == Tri::False {
+                        break;
+                    }
+                }
+                result
+            }
+            PreparedFilter::Or(filters) => {
+                let mut result = Tri::False;
+                for filter in filters {
+                    result = result.or(filter.evaluate_dyn(attributes, dn_avas));
+                    if result == Tri::True {
+                        break;
+                    }
+                }
+                result
+            }
+            PreparedFilter::Not(filter) => filter.evaluate_dyn(attributes, dn_avas).not(),
+            PreparedFilter::Present { options, covered, .. } => {
+                let mut found = false;
+                attributes(&mut |attr, value_options, _values| {
+                    found = covered.contains(&attr) && options.iter().all(|option| value_options.contains(option));
+                    !found
+                });
+                tri(found)
+            }
+            PreparedFilter::Equality { options, rule, covered, normalized, .. }
+            | PreparedFilter::Approx { options, rule, covered, normalized, .. } => {
+                any_value(attributes, options, covered, *rule, &mut |candidate| candidate == normalized.as_slice())
+            }
+            PreparedFilter::Substrings { options, rule, covered, initial, any, final_, .. } => {
+                any_value(attributes, options, covered, *rule, &mut |candidate| {
+                    substrings_match(candidate, initial.as_deref(), any, final_.as_deref())
+                })
+            }
+            PreparedFilter::GreaterOrEqual { options, rule, covered, key, .. } => {
+                any_value(attributes, options, covered, *rule, &mut |candidate| rule.ordering_key(candidate) >= *key)
+            }
+            PreparedFilter::LessOrEqual { options, rule, covered, key, .. } => {
+                any_value(attributes, options, covered, *rule, &mut |candidate| rule.ordering_key(candidate) <= *key)
+            }
+            PreparedFilter::Extensible { rule, options, covered, dn_attributes, normalized, pieces, .. } => {
+                let mut test = |candidate: &[u8]| match rule.kind() {
+                    MatchingRuleKind::Equality => candidate == normalized.as_slice(),
+                    MatchingRuleKind::Ordering => rule.ordering_key(candidate) < *normalized,
+                    MatchingRuleKind::Substrings => match pieces {
+                        Some((initial, any, final_)) => substrings_match(candidate, initial.as_deref(), any, final_.as_deref()),
+                        None => false,
+                    },
+                };
+                let mut result = any_value(attributes, options, covered, *rule, &mut test);
+                if *dn_attributes && result != Tri::True {
+                    let mut found = false;
+                    dn_avas(&mut |attr, value| {
+                        if let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) {
+                            found = if coverage.stored_form_usable {
+                                test(value)
+                            } else {
+                                rule.equality_rule().normalize(value).is_ok_and(|renormalized| test(&renormalized))
+                            };
+                        }
+                        !found
+                    });
+                    if found {
+                        result = Tri::True;
+                    }
+                }
+                result
+            }
+        }
+    }
+}
+
+type AttributeWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool) + 'a;
+type DnWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[u8]) -> bool) + 'a;
+
+fn tri(value: bool) -> Tri {
+    if value {
+        Tri::True
+    } else {
+        Tri::False
+    }
+}
+
+/// True when some value of a covered attribute (with the item's options) passes `test`,
+/// comparing stored normalized bytes, or the original normalized again by the rule's family
+/// when the attribute's own equality rule differs.
+fn any_value(
+    attributes: &AttributeWalker<'_>,
+    options: &[String],
+    covered: &[CoveredAttribute],
+    rule: MatchingRule,
+    test: &mut dyn FnMut(&[u8]) -> bool,
+) -> Tri {
+    let mut found = false;
+    attributes(&mut |attr, value_options, values| {
+        let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) else { return true };
+        if !options.iter().all(|option| value_options.contains(option)) {
+            return true;
+        }
+        for value in values {
+            let matched = if coverage.stored_form_usable {
+                test(value.normalized)
+            } else {
+                rule.equality_rule().normalize(value.original).is_ok_and(|renormalized| test(&renormalized))
+            };
+            if matched {
+                found = true;
+                return false;
+            }
+        }
+        true
+    });
+    tri(found)
+}
+
+/// An `EntryView` over an owned `Entry`, normalizing every value once at construction (for
+/// tests, brute-force checks and server-side evaluation of entries not yet stored).
+pub struct OwnedEntryView {
+    attributes: Vec<(AttrId, Vec<String>, Vec<(Vec<u8>, Vec<u8>)>)>,
+    dn_avas: Vec<(AttrId, Vec<u8>)>,
+}
+
+impl OwnedEntryView {
+    /// Fails on an unknown attribute description or a value invalid for its syntax.
+    pub fn new(schema: &Schema, entry: &Entry) -> Result<OwnedEntryView, LdapError> {
+        let mut attributes = Vec::with_capacity(entry.attributes.len());
+        for attribute in &entry.attributes {
+            let description = schema.parse_description(&attribute.description)?;
+            let mut values = Vec::with_capacity(attribute.values.len());
+            for value in &attribute.values {
+                values.push((value.clone(), schema.normalize_value(description.attr, value)?));
+            }
+            attributes.push((description.attr, description.options, values));
+        }
+        let mut dn_avas = Vec::new();
+        for rdn in &entry.dn.rdns {
+            for ava in &rdn.avas {
+                let attr = schema.attribute(&ava.attr).ok_or_else(|| {
+                    LdapError::new(ResultCode::InvalidDnSyntax, format!("unknown attribute type '{}' in DN", ava.attr))
+                })?;
+                dn_avas.push((attr, schema.normalize_value(attr, &ava.value)?));
+            }
+        }
+        Ok(OwnedEntryView { attributes, dn_avas })
+    }
+}
+
+impl EntryView for OwnedEntryView {
+    fn for_each_attribute(&self, visit: &mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool) {
+        for (attr, options, values) in &self.attributes {
+            let mut iterator = values.iter().map(|(original, normalized)| StoredValue { original, normalized });
+            if !visit(*attr, options, &mut iterator) {
+                return;
+            }
+        }
+    }
+
+    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool) {
+        for (attr, value) in &self.dn_avas {
+            if !visit(*attr, value) {
+                return;
+            }
+        }
+    }
+}

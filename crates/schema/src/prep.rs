@@ -1,0 +1,126 @@
+//! RFC 4518 string preparation (map, case fold, NFKC, insignificant space handling) with an
+//! allocation-light ASCII fast path, because the loader runs it on millions of values.
+
+use unicode_normalization::UnicodeNormalization;
+
+/// Prepares `value` into `output`: control characters dropped, whitespace variants mapped to
+/// SPACE, optionally case folded (full Unicode folding), NFKC, then leading/trailing spaces
+/// removed and inner space runs collapsed to one space. A value of only spaces becomes one space
+/// (so it stays distinguishable from an empty value, as OpenLDAP does).
+pub fn prepare_string(value: &str, case_fold: bool, output: &mut String) {
+    output.clear();
+    if value.is_ascii() {
+        prepare_ascii(value.as_bytes(), case_fold, output);
+    } else {
+        prepare_unicode(value, case_fold, output);
+    }
+    if output.is_empty() && !value.is_empty() {
+        output.push(' ');
+    }
+}
+
+fn prepare_ascii(bytes: &[u8], case_fold: bool, output: &mut String) {
+    let mut pending_space = false;
+    for &byte in bytes {
+        let mapped = match byte {
+            b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r' => b' ',
+            0x00..=0x08 | 0x0E..=0x1F | 0x7F => continue,
+            other if case_fold => other.to_ascii_lowercase(),
+            other => other,
+        };
+        if mapped == b' ' {
+            pending_space = !output.is_empty();
+            continue;
+        }
+        if pending_space {
+            output.push(' ');
+            pending_space = false;
+        }
+        output.push(mapped as char);
+    }
+}
+
+/// RFC 4518 §2.2: characters mapped to nothing.
+fn maps_to_nothing(character: char) -> bool {
+    matches!(character,
+        '\u{0000}'..='\u{0008}' | '\u{000E}'..='\u{001F}' | '\u{007F}'..='\u{0084}' | '\u{0086}'..='\u{009F}'
+        | '\u{00AD}' | '\u{034F}' | '\u{06DD}' | '\u{070F}' | '\u{1806}' | '\u{180B}'..='\u{180E}'
+        | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2063}' | '\u{206A}'..='\u{206F}'
+        | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFC}')
+}
+
+/// RFC 4518 §2.2: characters mapped to SPACE.
+fn maps_to_space(character: char) -> bool {
+    matches!(character,
+        '\u{0009}'..='\u{000D}' | '\u{0020}' | '\u{0085}' | '\u{00A0}' | '\u{1680}' | '\u{2000}'..='\u{200A}'
+        | '\u{2028}' | '\u{2029}' | '\u{202F}' | '\u{205F}' | '\u{3000}')
+}
+
+fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
+    let mapped = value
+        .chars()
+        .filter(|character| !maps_to_nothing(*character))
+        .map(|character| if maps_to_space(character) { ' ' } else { character });
+    let mut pending_space = false;
+    let mut push = |character: char, output: &mut String| {
+        if character == ' ' {
+            pending_space = !output.is_empty();
+            return;
+        }
+        if pending_space {
+            output.push(' ');
+            pending_space = false;
+        }
+        output.push(character);
+    };
+    if case_fold {
+        // Fold, normalize, fold again: NFKC can produce characters with case (e.g. from
+        // compatibility forms), and the second fold makes the result stable.
+        let folded: String = caseless::default_case_fold_str(&mapped.collect::<String>());
+        let normalized: String = folded.nfkc().collect();
+        for character in caseless::default_case_fold_str(&normalized).chars() {
+            push(character, output);
+        }
+    } else {
+        for character in mapped.nfkc() {
+            push(character, output);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(value: &str, fold: bool) -> String {
+        let mut output = String::new();
+        prepare_string(value, fold, &mut output);
+        output
+    }
+
+    #[test]
+    fn ascii_spaces_are_trimmed_and_collapsed() {
+        assert_eq!(prepared("  John   Smith  ", true), "john smith");
+        assert_eq!(prepared("John\tSmith", false), "John Smith");
+        assert_eq!(prepared("   ", true), " ");
+        assert_eq!(prepared("", true), "");
+        assert_eq!(prepared("a\u{1}b", true), "ab");
+    }
+
+    #[test]
+    fn unicode_case_folding_is_full() {
+        assert_eq!(prepared("KRAKÓW", true), prepared("Kraków", true));
+        // Decomposed accent equals the precomposed one after NFKC.
+        assert_eq!(prepared("Krako\u{301}w", true), prepared("KRAKÓW", true));
+        assert_eq!(prepared("Straße", true), prepared("STRASSE", true));
+        assert_eq!(prepared("ΣΊΣΥΦΟΣ", true), prepared("σίσυφος", true));
+        assert_ne!(prepared("Kraków", false), prepared("KRAKÓW", false));
+    }
+
+    #[test]
+    fn unicode_spaces_and_ignorable_characters_are_mapped() {
+        assert_eq!(prepared("a\u{00A0}\u{3000}b", true), "a b");
+        assert_eq!(prepared("so\u{00AD}ft", true), "soft");
+        assert_eq!(prepared("\u{FB01}le", true), "file");
+    }
+}

@@ -1,0 +1,903 @@
+//! The schema: attribute types and object classes, loaded from OpenLDAP-format `.schema` text
+//! (the built-in schema is such text too, so one code path serves both).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use crate::dn::{escape_value, Dn, Rdn};
+use crate::error::{LdapError, ResultCode};
+use crate::matching::{normalize_without_schema, utf8, MatchingRule, MatchingRuleKind, NormalizationFamily};
+use crate::syntax::{split_optional_uid, Syntax, KNOWN_SYNTAXES};
+
+/// Index of an attribute type in its schema's table.
+pub type AttrId = u32;
+/// Index of an object class in its schema's table.
+pub type ObjectClassId = u32;
+
+/// The built-in schema text: RFC 4512/4519 core, RFC 4524 cosine, RFC 2798 inetOrgPerson,
+/// RFC 2307 NIS and the operational attributes lmdir maintains.
+pub const BUILTIN_SCHEMA_TEXT: &str = include_str!("builtin.schema");
+
+/// Most attribute types or object classes one schema may hold.
+pub const SCHEMA_DEFINITIONS_MAX: usize = 100_000;
+/// Longest schema statement (bytes).
+pub const SCHEMA_STATEMENT_SIZE_BYTES_MAX: usize = 64 * 1024;
+/// Most options in one attribute description.
+pub const DESCRIPTION_OPTIONS_MAX: usize = 16;
+
+/// How an attribute type is used (RFC 4512 §4.1.2 USAGE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttributeUsage {
+    UserApplications,
+    DirectoryOperation,
+    DistributedOperation,
+    DsaOperation,
+}
+
+impl AttributeUsage {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            AttributeUsage::UserApplications => "userApplications",
+            AttributeUsage::DirectoryOperation => "directoryOperation",
+            AttributeUsage::DistributedOperation => "distributedOperation",
+            AttributeUsage::DsaOperation => "dSAOperation",
+        }
+    }
+}
+
+/// An attribute type with its inherited properties (matching rules, syntax) already resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttributeType {
+    pub oid: String,
+    /// Names as written; the first is the primary name. May be empty (then the OID is the name).
+    pub names: Vec<String>,
+    pub description: Option<String>,
+    pub obsolete: bool,
+    pub sup: Option<AttrId>,
+    pub equality: Option<MatchingRule>,
+    pub ordering: Option<MatchingRule>,
+    pub substring: Option<MatchingRule>,
+    pub syntax: Syntax,
+    /// SYNTAX OID as written (inherited from SUP when absent), without the length bound.
+    pub syntax_oid: Option<String>,
+    pub syntax_length_max: Option<u32>,
+    pub single_value: bool,
+    pub collective: bool,
+    pub no_user_modification: bool,
+    pub usage: AttributeUsage,
+    /// X- extensions as written (`X-ORIGIN 'RFC 4519'`).
+    pub extensions: Vec<(String, Vec<String>)>,
+    /// Whether EQUALITY/ORDERING/SUBSTR/SYNTAX were written on this type (not inherited); the
+    /// definition string publishes only those.
+    declared: DeclaredFields,
+    sup_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct DeclaredFields {
+    equality: bool,
+    ordering: bool,
+    substring: bool,
+    syntax: bool,
+}
+
+impl AttributeType {
+    /// The primary name (first NAME, or the OID when unnamed).
+    pub fn name(&self) -> &str {
+        self.names.first().map(String::as_str).unwrap_or(&self.oid)
+    }
+
+    /// Operational attributes are those whose usage is not userApplications.
+    pub fn is_operational(&self) -> bool {
+        self.usage != AttributeUsage::UserApplications
+    }
+
+    /// RFC 4512 AttributeTypeDescription, as published in cn=Subschema.
+    pub fn definition_string(&self) -> String {
+        let mut text = format!("( {}", self.oid);
+        write_names(&mut text, &self.names);
+        if let Some(description) = &self.description {
+            let _ = write!(text, " DESC '{}'", escape_qdstring(description));
+        }
+        if self.obsolete {
+            text.push_str(" OBSOLETE");
+        }
+        if let Some(sup) = &self.sup_name {
+            let _ = write!(text, " SUP {sup}");
+        }
+        let rules = [
+            ("EQUALITY", self.declared.equality, self.equality),
+            ("ORDERING", self.declared.ordering, self.ordering),
+            ("SUBSTR", self.declared.substring, self.substring),
+        ];
+        for (keyword, declared, rule) in rules {
+            if let (true, Some(rule)) = (declared, rule) {
+                let _ = write!(text, " {keyword} {}", rule.name());
+            }
+        }
+        if let (true, Some(syntax_oid)) = (self.declared.syntax, &self.syntax_oid) {
+            let _ = write!(text, " SYNTAX {syntax_oid}");
+            if let Some(length) = self.syntax_length_max {
+                let _ = write!(text, "{{{length}}}");
+            }
+        }
+        if self.single_value {
+            text.push_str(" SINGLE-VALUE");
+        }
+        if self.collective {
+            text.push_str(" COLLECTIVE");
+        }
+        if self.no_user_modification {
+            text.push_str(" NO-USER-MODIFICATION");
+        }
+        if self.usage != AttributeUsage::UserApplications {
+            let _ = write!(text, " USAGE {}", self.usage.keyword());
+        }
+        write_extensions(&mut text, &self.extensions);
+        text.push_str(" )");
+        text
+    }
+}
+
+/// ABSTRACT, STRUCTURAL or AUXILIARY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectClassKind {
+    Abstract,
+    Structural,
+    Auxiliary,
+}
+
+impl ObjectClassKind {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ObjectClassKind::Abstract => "ABSTRACT",
+            ObjectClassKind::Structural => "STRUCTURAL",
+            ObjectClassKind::Auxiliary => "AUXILIARY",
+        }
+    }
+}
+
+/// An object class with its inherited MUST/MAY sets resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectClass {
+    pub oid: String,
+    pub names: Vec<String>,
+    pub description: Option<String>,
+    pub obsolete: bool,
+    pub sup: Vec<ObjectClassId>,
+    pub kind: ObjectClassKind,
+    /// MUST / MAY as declared on this class.
+    pub must: Vec<AttrId>,
+    pub may: Vec<AttrId>,
+    /// MUST / MAY including every superclass's.
+    pub all_must: Vec<AttrId>,
+    pub all_may: Vec<AttrId>,
+    /// This class and all its superclasses.
+    pub superclasses: Vec<ObjectClassId>,
+    pub extensions: Vec<(String, Vec<String>)>,
+    sup_names: Vec<String>,
+    must_names: Vec<String>,
+    may_names: Vec<String>,
+}
+
+impl ObjectClass {
+    pub fn name(&self) -> &str {
+        self.names.first().map(String::as_str).unwrap_or(&self.oid)
+    }
+
+    /// RFC 4512 ObjectClassDescription, as published in cn=Subschema.
+    pub fn definition_string(&self) -> String {
+        let mut text = format!("( {}", self.oid);
+        write_names(&mut text, &self.names);
+        if let Some(description) = &self.description {
+            let _ = write!(text, " DESC '{}'", escape_qdstring(description));
+        }
+        if self.obsolete {
+            text.push_str(" OBSOLETE");
+        }
+        write_oid_list(&mut text, "SUP", &self.sup_names);
+        let _ = write!(text, " {}", self.kind.keyword());
+        write_oid_list(&mut text, "MUST", &self.must_names);
+        write_oid_list(&mut text, "MAY", &self.may_names);
+        write_extensions(&mut text, &self.extensions);
+        text.push_str(" )");
+        text
+    }
+}
+
+fn write_names(text: &mut String, names: &[String]) {
+    match names {
+        [] => {}
+        [single] => {
+            let _ = write!(text, " NAME '{single}'");
+        }
+        many => {
+            text.push_str(" NAME (");
+            for name in many {
+                let _ = write!(text, " '{name}'");
+            }
+            text.push_str(" )");
+        }
+    }
+}
+
+fn write_oid_list(text: &mut String, keyword: &str, oids: &[String]) {
+    match oids {
+        [] => {}
+        [single] => {
+            let _ = write!(text, " {keyword} {single}");
+        }
+        many => {
+            let _ = write!(text, " {keyword} ( {} )", many.join(" $ "));
+        }
+    }
+}
+
+fn write_extensions(text: &mut String, extensions: &[(String, Vec<String>)]) {
+    for (name, values) in extensions {
+        match values.as_slice() {
+            [single] => {
+                let _ = write!(text, " {name} '{}'", escape_qdstring(single));
+            }
+            many => {
+                let _ = write!(text, " {name} (");
+                for value in many {
+                    let _ = write!(text, " '{}'", escape_qdstring(value));
+                }
+                text.push_str(" )");
+            }
+        }
+    }
+}
+
+/// RFC 4512 qdstring escaping: `'` as `\27`, `\` as `\5C`.
+fn escape_qdstring(text: &str) -> String {
+    text.replace('\\', "\\5C").replace('\'', "\\27")
+}
+
+/// An attribute description: type plus options (lowercased, sorted, deduplicated).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AttributeDescription {
+    pub attr: AttrId,
+    pub options: Vec<String>,
+}
+
+impl AttributeDescription {
+    /// True when every option of `self` is among `other_options` (RFC 4512 §2.5: a description
+    /// with more options is a subtype of one with fewer).
+    pub fn options_subset_of(&self, other_options: &[String]) -> bool {
+        self.options.iter().all(|option| other_options.contains(option))
+    }
+}
+
+/// A schema loading problem, naming the source (file), line and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError {
+    pub source_name: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for SchemaError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}:{}: {}", self.source_name, self.line, self.message)
+    }
+}
+
+impl std::error::Error for SchemaError {}
+
+/// The attribute types and object classes the server knows.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    attribute_types: Vec<AttributeType>,
+    attribute_by_name: HashMap<String, AttrId>,
+    subtypes: Vec<Vec<AttrId>>,
+    object_classes: Vec<ObjectClass>,
+    object_class_by_name: HashMap<String, ObjectClassId>,
+    oid_macros: HashMap<String, String>,
+}
+
+impl Schema {
+    /// A schema with no definitions (for building one from custom text only).
+    pub fn empty() -> Schema {
+        Schema {
+            attribute_types: Vec::new(),
+            attribute_by_name: HashMap::new(),
+            subtypes: Vec::new(),
+            object_classes: Vec::new(),
+            object_class_by_name: HashMap::new(),
+            oid_macros: HashMap::new(),
+        }
+    }
+
+    /// The built-in schema (parsed from `BUILTIN_SCHEMA_TEXT`).
+    pub fn builtin() -> Schema {
+        Schema::builtin_shared().clone()
+    }
+
+    /// One shared parsed copy of the built-in schema.
+    pub fn builtin_shared() -> &'static Schema {
+        static BUILTIN: OnceLock<Schema> = OnceLock::new();
+        BUILTIN.get_or_init(|| {
+            let mut schema = Schema::empty();
+            if let Err(error) = schema.load_schema_text(BUILTIN_SCHEMA_TEXT, "builtin.schema") {
+                panic!("the built-in schema text is invalid (a bug in lmdir-schema): {error}");
+            }
+            schema
+        })
+    }
+
+    /// Reads an OpenLDAP `.schema` file and adds its definitions.
+    pub fn load_schema_file(&mut self, path: &Path) -> Result<(), SchemaError> {
+        let source_name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|error| SchemaError {
+            source_name: source_name.clone(),
+            line: 0,
+            message: format!("cannot read: {error}"),
+        })?;
+        self.load_schema_text(&text, &source_name)
+    }
+
+    /// Adds the definitions of OpenLDAP `.schema` text: `attributetype`, `objectclass`,
+    /// `objectidentifier` statements (keywords case-insensitive; `attributetypes:` /
+    /// `olcAttributeTypes:` LDIF-style forms too), continuation lines starting with whitespace,
+    /// `#` comments. On error the schema keeps the definitions before the failing statement.
+    pub fn load_schema_text(&mut self, text: &str, source_name: &str) -> Result<(), SchemaError> {
+        for statement in crate::schema_text::statements(text) {
+            let error = |message: String| SchemaError { source_name: source_name.to_string(), line: statement.line, message };
+            if statement.text.len() > SCHEMA_STATEMENT_SIZE_BYTES_MAX {
+                return Err(error(format!("statement longer than {SCHEMA_STATEMENT_SIZE_BYTES_MAX} bytes")));
+            }
+            self.load_statement(&statement.text).map_err(error)?;
+        }
+        Ok(())
+    }
+
+    fn load_statement(&mut self, statement: &str) -> Result<(), String> {
+        let trimmed = statement.trim();
+        let keyword_end = trimmed.find(|character: char| character.is_whitespace() || character == '(').unwrap_or(trimmed.len());
+        let keyword = trimmed[..keyword_end].trim_end_matches(':').to_ascii_lowercase();
+        let rest = trimmed[keyword_end..].trim();
+        match keyword.as_str() {
+            "attributetype" | "attributetypes" | "olcattributetypes" => {
+                let definition = crate::schema_text::parse_definition(rest, &self.oid_macros)?;
+                self.add_attribute_type(definition)
+            }
+            "objectclass" | "objectclasses" | "olcobjectclasses" => {
+                let definition = crate::schema_text::parse_definition(rest, &self.oid_macros)?;
+                self.add_object_class(definition)
+            }
+            "objectidentifier" | "olcobjectidentifier" => {
+                let mut words = rest.split_whitespace();
+                let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) else {
+                    return Err("objectidentifier needs exactly a name and an OID".to_string());
+                };
+                let resolved = crate::schema_text::resolve_oid(value, &self.oid_macros)?;
+                self.oid_macros.insert(name.to_ascii_lowercase(), resolved);
+                Ok(())
+            }
+            "" => Err("empty statement".to_string()),
+            other => Err(format!("unknown schema keyword '{other}'")),
+        }
+    }
+
+    fn add_attribute_type(&mut self, definition: crate::schema_text::Definition) -> Result<(), String> {
+        if self.attribute_types.len() >= SCHEMA_DEFINITIONS_MAX {
+            return Err(format!("more than {SCHEMA_DEFINITIONS_MAX} attribute types"));
+        }
+        let oid = definition.oid.clone();
+        for key in std::iter::once(&oid).chain(definition.names.iter()) {
+            if self.attribute_by_name.contains_key(&key.to_ascii_lowercase()) {
+                return Err(format!("attribute type '{key}' is already defined"));
+            }
+        }
+        let sup_name = definition.single("SUP")?;
+        let sup = match &sup_name {
+            Some(name) => Some(self.attribute(name).ok_or_else(|| format!("attribute type '{oid}': unknown SUP '{name}'"))?),
+            None => None,
+        };
+        let parent = sup.map(|id| self.attribute_types[id as usize].clone());
+        let rule = |keyword: &str, kind: MatchingRuleKind| -> Result<Option<MatchingRule>, String> {
+            match definition.single(keyword)? {
+                None => Ok(None),
+                Some(name) => {
+                    let rule = MatchingRule::by_name_or_oid(&name)
+                        .ok_or_else(|| format!("attribute type '{oid}': unknown matching rule '{name}'"))?;
+                    if rule.kind() != kind {
+                        return Err(format!("attribute type '{oid}': '{name}' is not a {kind:?} rule"));
+                    }
+                    Ok(Some(rule))
+                }
+            }
+        };
+        let equality = rule("EQUALITY", MatchingRuleKind::Equality)?;
+        let ordering = rule("ORDERING", MatchingRuleKind::Ordering)?;
+        let substring = rule("SUBSTR", MatchingRuleKind::Substrings)?;
+        let (syntax_oid, syntax_length_max) = match definition.single("SYNTAX")? {
+            None => (None, None),
+            Some(text) => {
+                let text = text.trim_matches('\'').to_string();
+                let (oid_part, length) = match text.find('{') {
+                    Some(brace) => {
+                        let length = text[brace + 1..]
+                            .trim_end_matches('}')
+                            .parse::<u32>()
+                            .map_err(|_| format!("attribute type '{oid}': bad syntax length in '{text}'"))?;
+                        (text[..brace].to_string(), Some(length))
+                    }
+                    None => (text.clone(), None),
+                };
+                let resolved = crate::schema_text::resolve_oid(&oid_part, &self.oid_macros)?;
+                (Some(resolved), length)
+            }
+        };
+        if syntax_oid.is_none() && parent.is_none() {
+            return Err(format!("attribute type '{oid}' needs SYNTAX or SUP"));
+        }
+        let usage = match definition.single("USAGE")?.map(|usage| usage.to_ascii_lowercase()) {
+            None => AttributeUsage::UserApplications,
+            Some(usage) => match usage.as_str() {
+                "userapplications" => AttributeUsage::UserApplications,
+                "directoryoperation" => AttributeUsage::DirectoryOperation,
+                "distributedoperation" => AttributeUsage::DistributedOperation,
+                "dsaoperation" => AttributeUsage::DsaOperation,
+                other => return Err(format!("attribute type '{oid}': unknown USAGE '{other}'")),
+            },
+        };
+        let declared = DeclaredFields {
+            equality: equality.is_some(),
+            ordering: ordering.is_some(),
+            substring: substring.is_some(),
+            syntax: syntax_oid.is_some(),
+        };
+        let inherited_syntax_oid = syntax_oid.clone().or_else(|| parent.as_ref().and_then(|parent| parent.syntax_oid.clone()));
+        let attribute_type = AttributeType {
+            oid: oid.clone(),
+            names: definition.names.clone(),
+            description: definition.single("DESC")?,
+            obsolete: definition.flag("OBSOLETE"),
+            sup,
+            equality: equality.or_else(|| parent.as_ref().and_then(|parent| parent.equality)),
+            ordering: ordering.or_else(|| parent.as_ref().and_then(|parent| parent.ordering)),
+            substring: substring.or_else(|| parent.as_ref().and_then(|parent| parent.substring)),
+            syntax: inherited_syntax_oid.as_deref().map(Syntax::from_oid).unwrap_or(Syntax::Unvalidated),
+            syntax_oid: inherited_syntax_oid,
+            syntax_length_max: syntax_length_max.or_else(|| parent.as_ref().and_then(|parent| parent.syntax_length_max)),
+            single_value: definition.flag("SINGLE-VALUE"),
+            collective: definition.flag("COLLECTIVE"),
+            no_user_modification: definition.flag("NO-USER-MODIFICATION"),
+            usage,
+            extensions: definition.extensions(),
+            declared,
+            sup_name,
+        };
+        if attribute_type.no_user_modification && attribute_type.usage == AttributeUsage::UserApplications {
+            return Err(format!("attribute type '{oid}': NO-USER-MODIFICATION requires an operational USAGE"));
+        }
+        let id = self.attribute_types.len() as AttrId;
+        self.attribute_by_name.insert(oid.to_ascii_lowercase(), id);
+        for name in &attribute_type.names {
+            self.attribute_by_name.insert(name.to_ascii_lowercase(), id);
+        }
+        self.attribute_types.push(attribute_type);
+        self.subtypes.push(vec![id]);
+        // Register the new type as a subtype of every ancestor.
+        let mut ancestor = sup;
+        let mut depth = 0;
+        while let Some(ancestor_id) = ancestor {
+            self.subtypes[ancestor_id as usize].push(id);
+            ancestor = self.attribute_types[ancestor_id as usize].sup;
+            depth += 1;
+            assert!(depth <= self.attribute_types.len(), "SUP chains are acyclic: a type's SUP exists before it");
+        }
+        Ok(())
+    }
+
+    fn add_object_class(&mut self, definition: crate::schema_text::Definition) -> Result<(), String> {
+        if self.object_classes.len() >= SCHEMA_DEFINITIONS_MAX {
+            return Err(format!("more than {SCHEMA_DEFINITIONS_MAX} object classes"));
+        }
+        let oid = definition.oid.clone();
+        for key in std::iter::once(&oid).chain(definition.names.iter()) {
+            if self.object_class_by_name.contains_key(&key.to_ascii_lowercase()) {
+                return Err(format!("object class '{key}' is already defined"));
+            }
+        }
+        let sup_names = definition.list("SUP");
+        let must_names = definition.list("MUST");
+        let may_names = definition.list("MAY");
+        let mut sup = Vec::new();
+        for name in &sup_names {
+            sup.push(self.object_class(name).ok_or_else(|| format!("object class '{oid}': unknown SUP '{name}'"))?);
+        }
+        let resolve_attributes = |names: &[String], keyword: &str| -> Result<Vec<AttrId>, String> {
+            names
+                .iter()
+                .map(|name| {
+                    self.attribute(name)
+                        .ok_or_else(|| format!("object class '{oid}': {keyword} names unknown attribute type '{name}'"))
+                })
+                .collect()
+        };
+        let must = resolve_attributes(&must_names, "MUST")?;
+        let may = resolve_attributes(&may_names, "MAY")?;
+        let kinds = [
+            (definition.flag("ABSTRACT"), ObjectClassKind::Abstract),
+            (definition.flag("STRUCTURAL"), ObjectClassKind::Structural),
+            (definition.flag("AUXILIARY"), ObjectClassKind::Auxiliary),
+        ];
+        let declared_kinds: Vec<ObjectClassKind> = kinds.iter().filter(|(set, _)| *set).map(|(_, kind)| *kind).collect();
+        let kind = match declared_kinds.as_slice() {
+            [] => ObjectClassKind::Structural,
+            [single] => *single,
+            _ => return Err(format!("object class '{oid}' has more than one of ABSTRACT/STRUCTURAL/AUXILIARY")),
+        };
+        let id = self.object_classes.len() as ObjectClassId;
+        let mut superclasses = vec![id];
+        let mut all_must = must.clone();
+        let mut all_may = may.clone();
+        for parent_id in &sup {
+            let parent = &self.object_classes[*parent_id as usize];
+            if kind == ObjectClassKind::Structural && parent.kind == ObjectClassKind::Auxiliary
+                || kind == ObjectClassKind::Auxiliary && parent.kind == ObjectClassKind::Structural
+            {
+                return Err(format!(
+                    "object class '{oid}': {} class cannot inherit from {} class '{}'",
+                    kind.keyword(),
+                    parent.kind.keyword(),
+                    parent.name()
+                ));
+            }
+            for superclass in &parent.superclasses {
+                if !superclasses.contains(superclass) {
+                    superclasses.push(*superclass);
+                }
+            }
+            all_must.extend(&parent.all_must);
+            all_may.extend(&parent.all_may);
+        }
+        all_must.sort_unstable();
+        all_must.dedup();
+        all_may.sort_unstable();
+        all_may.dedup();
+        let object_class = ObjectClass {
+            oid: oid.clone(),
+            names: definition.names.clone(),
+            description: definition.single("DESC")?,
+            obsolete: definition.flag("OBSOLETE"),
+            sup,
+            kind,
+            must,
+            may,
+            all_must,
+            all_may,
+            superclasses,
+            extensions: definition.extensions(),
+            sup_names,
+            must_names,
+            may_names,
+        };
+        self.object_class_by_name.insert(oid.to_ascii_lowercase(), id);
+        for name in &object_class.names {
+            self.object_class_by_name.insert(name.to_ascii_lowercase(), id);
+        }
+        self.object_classes.push(object_class);
+        Ok(())
+    }
+
+    /// An attribute type by name or numeric OID, case-insensitive (`cn`, `commonName`, `2.5.4.3`).
+    pub fn attribute(&self, name_or_oid: &str) -> Option<AttrId> {
+        if let Some(id) = self.attribute_by_name.get(name_or_oid) {
+            return Some(*id);
+        }
+        if name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            return self.attribute_by_name.get(&name_or_oid.to_ascii_lowercase()).copied();
+        }
+        None
+    }
+
+    /// The attribute type of an id from this schema. Panics on an id not from this schema.
+    pub fn attribute_type(&self, id: AttrId) -> &AttributeType {
+        &self.attribute_types[id as usize]
+    }
+
+    /// The id itself and all its descendants (a filter on `name` covers `cn`, `sn`, ...).
+    pub fn subtypes(&self, id: AttrId) -> &[AttrId] {
+        &self.subtypes[id as usize]
+    }
+
+    /// True when `id` is `ancestor` or derives from it.
+    pub fn is_subtype_of(&self, id: AttrId, ancestor: AttrId) -> bool {
+        let mut current = Some(id);
+        while let Some(candidate) = current {
+            if candidate == ancestor {
+                return true;
+            }
+            current = self.attribute_types[candidate as usize].sup;
+        }
+        false
+    }
+
+    pub fn attribute_types(&self) -> impl Iterator<Item = (AttrId, &AttributeType)> {
+        self.attribute_types.iter().enumerate().map(|(index, attribute_type)| (index as AttrId, attribute_type))
+    }
+
+    /// Number of attribute types (ids are `0..count`).
+    pub fn attribute_type_count(&self) -> usize {
+        self.attribute_types.len()
+    }
+
+    pub fn object_class(&self, name_or_oid: &str) -> Option<ObjectClassId> {
+        if let Some(id) = self.object_class_by_name.get(name_or_oid) {
+            return Some(*id);
+        }
+        self.object_class_by_name.get(&name_or_oid.trim().to_ascii_lowercase()).copied()
+    }
+
+    pub fn object_class_definition(&self, id: ObjectClassId) -> &ObjectClass {
+        &self.object_classes[id as usize]
+    }
+
+    pub fn object_classes(&self) -> impl Iterator<Item = (ObjectClassId, &ObjectClass)> {
+        self.object_classes.iter().enumerate().map(|(index, object_class)| (index as ObjectClassId, object_class))
+    }
+
+    /// Implemented matching rules, for cn=Subschema `matchingRules`.
+    pub fn matching_rules(&self) -> impl Iterator<Item = MatchingRule> {
+        MatchingRule::ALL.iter().copied()
+    }
+
+    /// Known syntaxes as RFC 4512 `ldapSyntaxes` definition strings.
+    pub fn ldap_syntaxes(&self) -> impl Iterator<Item = String> {
+        KNOWN_SYNTAXES.iter().map(|(oid, description, _)| format!("( {oid} DESC '{description}' )"))
+    }
+
+    /// The objectClass attribute's id.
+    pub fn object_class_attribute(&self) -> AttrId {
+        self.attribute("objectClass").expect("every schema starts from the built-in one defining objectClass")
+    }
+
+    /// Parses `cn;lang-en;binary`: the type must exist (undefinedAttributeType), options are
+    /// letters, digits and hyphens, returned lowercased, sorted and deduplicated.
+    pub fn parse_description(&self, description: &str) -> Result<AttributeDescription, LdapError> {
+        let mut parts = description.split(';');
+        let type_name = parts.next().unwrap_or("");
+        let attr = self.attribute(type_name).ok_or_else(|| {
+            LdapError::new(ResultCode::UndefinedAttributeType, format!("{type_name}: attribute type undefined"))
+        })?;
+        let mut options = Vec::new();
+        for option in parts {
+            let valid = !option.is_empty() && option.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-');
+            if !valid {
+                return Err(LdapError::new(
+                    ResultCode::UndefinedAttributeType,
+                    format!("{description}: invalid attribute option '{option}'"),
+                ));
+            }
+            options.push(option.to_ascii_lowercase());
+            if options.len() > DESCRIPTION_OPTIONS_MAX {
+                return Err(LdapError::new(
+                    ResultCode::UndefinedAttributeType,
+                    format!("{description}: more than {DESCRIPTION_OPTIONS_MAX} options"),
+                ));
+            }
+        }
+        options.sort_unstable();
+        options.dedup();
+        Ok(AttributeDescription { attr, options })
+    }
+
+    /// Canonical string of a description: primary name, then `;option` for each option.
+    pub fn description_string(&self, description: &AttributeDescription) -> String {
+        let mut text = self.attribute_type(description.attr).name().to_string();
+        for option in &description.options {
+            text.push(';');
+            text.push_str(option);
+        }
+        text
+    }
+
+    /// Validates `value` against the attribute's syntax and returns its equality-normalized form
+    /// (stored beside the original). Attributes without an equality rule get the value unchanged.
+    pub fn normalize_value(&self, attr: AttrId, value: &[u8]) -> Result<Vec<u8>, LdapError> {
+        let attribute_type = self.attribute_type(attr);
+        let in_context = |error: LdapError| {
+            LdapError::new(error.code, format!("{}: value invalid per syntax: {}", attribute_type.name(), error.message))
+        };
+        attribute_type.syntax.validate(value).map_err(in_context)?;
+        match attribute_type.equality {
+            None => Ok(value.to_vec()),
+            Some(rule) => self.normalize_with_rule(rule, value).map_err(in_context),
+        }
+    }
+
+    /// Normalizes with a given rule's family, using this schema for DN attribute names and
+    /// object identifier names.
+    pub fn normalize_with_rule(&self, rule: MatchingRule, value: &[u8]) -> Result<Vec<u8>, LdapError> {
+        match rule.family() {
+            NormalizationFamily::DistinguishedName => {
+                let dn = Dn::parse(utf8(value)?)?;
+                Ok(self.normalize_dn(&dn)?.into_bytes())
+            }
+            NormalizationFamily::UniqueMember => {
+                let (dn_part, bits) = split_optional_uid(utf8(value)?)?;
+                let mut normalized = self.normalize_dn(&Dn::parse(dn_part)?)?;
+                if let Some(bits) = bits {
+                    normalized.push('#');
+                    normalized.push_str(bits);
+                }
+                Ok(normalized.into_bytes())
+            }
+            NormalizationFamily::ObjectIdentifier => {
+                let lowered = normalize_without_schema(rule.family(), value)?;
+                let text = std::str::from_utf8(&lowered).expect("normalized OID is ASCII");
+                // Known names and OIDs become the lowercased primary name, so `2.5.6.6`,
+                // `Person` and `person` are equal.
+                if let Some(id) = self.object_class(text) {
+                    return Ok(self.object_class_definition(id).name().to_ascii_lowercase().into_bytes());
+                }
+                if let Some(id) = self.attribute(text) {
+                    return Ok(self.attribute_type(id).name().to_ascii_lowercase().into_bytes());
+                }
+                Ok(lowered)
+            }
+            family => normalize_without_schema(family, value),
+        }
+    }
+
+    /// Normalized RDN: `name=value` per AVA with the lowercased primary name and the value
+    /// normalized by the type's equality rule, then escaped (RFC 4514); AVAs sorted, joined by `+`.
+    pub fn normalize_rdn(&self, rdn: &Rdn) -> Result<String, LdapError> {
+        let mut parts: Vec<String> = Vec::with_capacity(rdn.avas.len());
+        for ava in &rdn.avas {
+            let attr = self.attribute(&ava.attr).ok_or_else(|| {
+                LdapError::invalid_dn(format!("unknown attribute type '{}' in RDN '{rdn}'", ava.attr))
+            })?;
+            let normalized = self
+                .normalize_value(attr, &ava.value)
+                .map_err(|error| LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message)))?;
+            let mut part = self.attribute_type(attr).name().to_ascii_lowercase();
+            part.push('=');
+            escape_value(&normalized, &mut part);
+            parts.push(part);
+        }
+        parts.sort_unstable();
+        parts.dedup();
+        Ok(parts.join("+"))
+    }
+
+    /// Normalized DN: normalized RDNs joined by `,` (the root is the empty string).
+    pub fn normalize_dn(&self, dn: &Dn) -> Result<String, LdapError> {
+        let mut normalized = String::new();
+        for (index, rdn) in dn.rdns.iter().enumerate() {
+            if index > 0 {
+                normalized.push(',');
+            }
+            normalized.push_str(&self.normalize_rdn(rdn)?);
+        }
+        Ok(normalized)
+    }
+
+    /// Parses and normalizes a DN string in one step.
+    pub fn normalize_dn_str(&self, dn: &str) -> Result<String, LdapError> {
+        self.normalize_dn(&Dn::parse(dn)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_schema_has_the_core_types() {
+        let schema = Schema::builtin();
+        let cn = schema.attribute("cn").unwrap();
+        assert_eq!(schema.attribute("commonName"), Some(cn));
+        assert_eq!(schema.attribute("CN"), Some(cn));
+        assert_eq!(schema.attribute("2.5.4.3"), Some(cn));
+        let cn_type = schema.attribute_type(cn);
+        assert_eq!(cn_type.name(), "cn");
+        assert_eq!(cn_type.equality, Some(MatchingRule::CaseIgnoreMatch));
+        assert_eq!(cn_type.substring, Some(MatchingRule::CaseIgnoreSubstringsMatch));
+        assert_eq!(cn_type.syntax, Syntax::DirectoryString);
+        let name = schema.attribute("name").unwrap();
+        assert!(schema.subtypes(name).contains(&cn));
+        assert!(schema.subtypes(name).contains(&schema.attribute("sn").unwrap()));
+        assert!(schema.is_subtype_of(cn, name));
+        let uid_number = schema.attribute_type(schema.attribute("uidNumber").unwrap());
+        assert_eq!(uid_number.ordering, Some(MatchingRule::IntegerOrderingMatch));
+        assert!(uid_number.single_value);
+        let member_of = schema.attribute_type(schema.attribute("memberOf").unwrap());
+        assert!(member_of.is_operational() && !member_of.single_value);
+        assert_eq!(member_of.equality, Some(MatchingRule::DistinguishedNameMatch));
+        for operational in ["createTimestamp", "modifyTimestamp", "creatorsName", "modifiersName", "entryUUID", "entryCSN",
+            "structuralObjectClass", "subschemaSubentry", "hasSubordinates", "numSubordinates", "entryDN", "pwdChangedTime"] {
+            let id = schema.attribute(operational).unwrap_or_else(|| panic!("{operational} missing"));
+            assert!(schema.attribute_type(id).is_operational(), "{operational}");
+        }
+        for class in ["top", "person", "organizationalPerson", "inetOrgPerson", "groupOfNames", "groupOfUniqueNames",
+            "organizationalUnit", "dcObject", "organization", "domain", "extensibleObject", "posixAccount", "posixGroup",
+            "ipHost", "shadowAccount"] {
+            assert!(schema.object_class(class).is_some(), "{class} missing");
+        }
+        let inet = schema.object_class_definition(schema.object_class("inetorgperson").unwrap());
+        let sn = schema.attribute("sn").unwrap();
+        assert!(inet.all_must.contains(&sn));
+        assert!(inet.all_may.contains(&schema.attribute("mail").unwrap()));
+        assert!(inet.superclasses.contains(&schema.object_class("person").unwrap()));
+    }
+
+    #[test]
+    fn definition_strings_reparse_to_the_same_definitions() {
+        let schema = Schema::builtin();
+        let mut reparsed = Schema::empty();
+        let mut text = String::new();
+        for (_, attribute_type) in schema.attribute_types() {
+            text.push_str(&format!("attributetype {}\n", attribute_type.definition_string()));
+        }
+        for (_, object_class) in schema.object_classes() {
+            text.push_str(&format!("objectclass {}\n", object_class.definition_string()));
+        }
+        reparsed.load_schema_text(&text, "reparsed").unwrap();
+        for ((_, original), (_, again)) in schema.attribute_types().zip(reparsed.attribute_types()) {
+            assert_eq!(original, again);
+        }
+        for ((_, original), (_, again)) in schema.object_classes().zip(reparsed.object_classes()) {
+            assert_eq!(original, again);
+        }
+        let cn = schema.attribute_type(schema.attribute("cn").unwrap()).definition_string();
+        assert_eq!(cn, "( 2.5.4.3 NAME ( 'cn' 'commonName' ) DESC 'RFC4519: common name(s) for which the entity is known by' SUP name )");
+    }
+
+    #[test]
+    fn descriptions_parse_with_sorted_lowercase_options() {
+        let schema = Schema::builtin();
+        let description = schema.parse_description("CN;Lang-EN;binary;lang-en").unwrap();
+        assert_eq!(description.attr, schema.attribute("cn").unwrap());
+        assert_eq!(description.options, vec!["binary".to_string(), "lang-en".to_string()]);
+        assert_eq!(schema.description_string(&description), "cn;binary;lang-en");
+        assert_eq!(schema.parse_description("noSuchAttr").unwrap_err().code, ResultCode::UndefinedAttributeType);
+        assert!(schema.parse_description("cn;").is_err());
+        assert!(schema.parse_description("cn;a_b").is_err());
+    }
+
+    #[test]
+    fn dn_normalization() {
+        let schema = Schema::builtin();
+        let normalize = |text: &str| schema.normalize_dn_str(text).unwrap();
+        assert_eq!(normalize("UID=jsmith,DC=example,DC=net"), "uid=jsmith,dc=example,dc=net");
+        assert_eq!(normalize("CN=  John   Smith ,O=Acme"), "cn=john smith,o=acme");
+        assert_eq!(normalize("commonName=A,2.5.4.11=Sales"), "cn=a,ou=sales");
+        assert_eq!(normalize("sn=Smith+CN=John,dc=x"), "cn=john+sn=smith,dc=x");
+        assert_eq!(normalize("cn=John+sn=Smith,dc=x"), normalize("sn=SMITH+cn=JOHN,dc=x"));
+        assert_eq!(normalize("cn=a\\,b,dc=x"), "cn=a\\,b,dc=x");
+        assert_eq!(normalize("cn=#04024869,dc=x"), "cn=hi,dc=x");
+        assert_eq!(normalize("cn=KRAKÓW"), normalize("cn=Kraków"));
+        assert_eq!(normalize("uidNumber=007"), "uidnumber=7");
+        assert_eq!(normalize(""), "");
+        assert_eq!(schema.normalize_dn_str("foo=bar").unwrap_err().code, ResultCode::InvalidDnSyntax);
+        assert_eq!(schema.normalize_dn_str("uidNumber=abc").unwrap_err().code, ResultCode::InvalidDnSyntax);
+    }
+
+    #[test]
+    fn values_normalize_by_equality_rule() {
+        let schema = Schema::builtin();
+        let normalize = |attr: &str, value: &str| {
+            String::from_utf8(schema.normalize_value(schema.attribute(attr).unwrap(), value.as_bytes()).unwrap()).unwrap()
+        };
+        assert_eq!(normalize("member", "CN=Bob,DC=Example"), "cn=bob,dc=example");
+        assert_eq!(normalize("uniqueMember", "CN=Bob,DC=Example#'01'B"), "cn=bob,dc=example#'01'B");
+        assert_eq!(normalize("objectClass", "InetOrgPerson"), "inetorgperson");
+        assert_eq!(normalize("objectClass", "2.5.6.6"), "person");
+        assert_eq!(normalize("telephoneNumber", "+1 555-0100"), "+15550100");
+        assert_eq!(normalize("userPassword", "Secret "), "Secret ");
+        assert_eq!(normalize("createTimestamp", "20260101010101+0100"), "20260101000101Z");
+        let error = schema.normalize_value(schema.attribute("uidNumber").unwrap(), b"12x").unwrap_err();
+        assert_eq!(error.code, ResultCode::InvalidAttributeSyntax);
+        assert!(error.message.starts_with("uidNumber:"), "{}", error.message);
+        assert!(schema.normalize_value(schema.attribute("cn").unwrap(), b"").is_err());
+        assert!(schema.normalize_value(schema.attribute("c").unwrap(), b"USA").is_err());
+    }
+}
