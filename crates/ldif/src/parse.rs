@@ -126,8 +126,28 @@ fn sub_bytes<'a>(text: &Cow<'a, [u8]>, range: Range<usize>) -> Cow<'a, [u8]> {
     }
 }
 
-fn is_description_char(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || byte == b'-' || byte == b';' || byte == b'.' || byte == b'_'
+/// `type *(";" option)`: letters, digits, '-', '.', '_' (seen in the wild) and non-empty
+/// options; one pass because it runs for every line.
+fn is_valid_description(bytes: &[u8]) -> bool {
+    let Some(&first) = bytes.first() else {
+        return false;
+    };
+    if !first.is_ascii_alphanumeric() {
+        return false;
+    }
+    let mut previous = first;
+    for &byte in &bytes[1..] {
+        let allowed = byte.is_ascii_alphanumeric()
+            || byte == b'-'
+            || byte == b'.'
+            || byte == b'_'
+            || (byte == b';' && previous != b';');
+        if !allowed {
+            return false;
+        }
+        previous = byte;
+    }
+    previous != b';'
 }
 
 fn printable(bytes: &[u8]) -> String {
@@ -284,12 +304,7 @@ impl<'a> Parser<'a, '_> {
         range: Range<usize>,
     ) -> Result<Cow<'a, str>, LdifError> {
         let bytes = &line.text[range.clone()];
-        let valid = !bytes.is_empty()
-            && bytes[0].is_ascii_alphanumeric()
-            && bytes.iter().all(|&byte| is_description_char(byte))
-            && !bytes.ends_with(b";")
-            && memchr::memmem::find(bytes, b";;").is_none();
-        if !valid {
+        if !is_valid_description(bytes) {
             return Err(self.error(
                 line.number,
                 format!(
@@ -365,7 +380,10 @@ impl<'a> Parser<'a, '_> {
             .ok_or_else(|| {
                 self.error(
                     line,
-                    format!("URL {:?} has a bad %-escape or is not UTF-8", printable(url)),
+                    format!(
+                        "URL {:?} has a bad %-escape or is not UTF-8",
+                        printable(url)
+                    ),
                 )
             })?;
         let limit = self.options.line_bytes_max;
@@ -434,9 +452,9 @@ impl<'a> Parser<'a, '_> {
         let record_line = dn_line.number;
 
         let mut controls = Vec::new();
-        let mut attributes = Vec::new();
-        loop {
-            let Some(line) = self.next_line()? else { break };
+        // Typical entries have a dozen or two values: start there to skip the first regrowths.
+        let mut attributes = Vec::with_capacity(16);
+        while let Some(line) = self.next_line()? {
             let attribute = self.split_attribute(&line)?;
             let description = &line.text[attribute.description.clone()];
             if attributes.is_empty() && description.eq_ignore_ascii_case(b"control") {
@@ -505,7 +523,9 @@ impl<'a> Parser<'a, '_> {
             .unwrap_or(text.len());
         let oid = &text[..oid_end];
         let oid_valid = !oid.is_empty()
-            && oid.iter().all(|&byte| byte.is_ascii_digit() || byte == b'.')
+            && oid
+                .iter()
+                .all(|&byte| byte.is_ascii_digit() || byte == b'.')
             && !oid.starts_with(b".")
             && !oid.ends_with(b".")
             && memchr::memmem::find(oid, b"..").is_none();
@@ -528,12 +548,16 @@ impl<'a> Parser<'a, '_> {
         } else if let Some(base64_text) = rest.strip_prefix(b"::") {
             let base64_text = base64_text.trim_ascii();
             Some(BASE64_LENIENT.decode(base64_text).map_err(|error| {
-                self.error(line.number, format!("invalid base64 control value: {error}"))
+                self.error(
+                    line.number,
+                    format!("invalid base64 control value: {error}"),
+                )
             })?)
         } else if let Some(url) = rest.strip_prefix(b":<") {
             Some(self.read_url(line.number, url.trim_ascii())?)
         } else if let Some(plain) = rest.strip_prefix(b":") {
-            Some(plain.trim_ascii_start().to_vec())
+            let fill = plain.iter().take_while(|&&byte| byte == b' ').count();
+            Some(plain[fill..].to_vec())
         } else {
             return Err(self.error(
                 line.number,

@@ -207,7 +207,8 @@ impl<R: Read> ChunkedRecordSource<R> {
             self.fill(&mut buffer, target_bytes, first_line)?;
             let split = split_records(&buffer, first_line, self.end_of_input);
             if !split.records.is_empty() || self.end_of_input {
-                self.carry.extend_from_slice(&buffer[split.consumed_bytes..]);
+                self.carry
+                    .extend_from_slice(&buffer[split.consumed_bytes..]);
                 self.carry_first_line = split.next_line;
                 buffer.truncate(split.consumed_bytes);
                 if self.end_of_input && self.carry.is_empty() {

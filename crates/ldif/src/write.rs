@@ -170,8 +170,10 @@ impl<W: Write> LdifWriter<W> {
         } else if needs_base64(value) {
             self.line.extend_from_slice(b":: ");
             let start = self.line.len();
-            self.line
-                .resize(start + base64::encoded_len(value.len(), true).unwrap_or(0), 0);
+            self.line.resize(
+                start + base64::encoded_len(value.len(), true).unwrap_or(0),
+                0,
+            );
             let written = STANDARD
                 .encode_slice(value, &mut self.line[start..])
                 .unwrap_or(0);

@@ -51,7 +51,8 @@ fn plain_entry_with_options_and_utf8() {
 
 #[test]
 fn version_comments_folding_and_crlf() {
-    let text = "version: 1\r\n# a comment\r\n  folded into the comment\r\ndn: cn=Fol\r\n ded,dc=x\r\n\
+    let text =
+        "version: 1\r\n# a comment\r\n  folded into the comment\r\ndn: cn=Fol\r\n ded,dc=x\r\n\
                 description: one \r\n two\r\n# inner comment\r\nsn:   leading fill\r\n";
     let record = parse(text).unwrap();
     assert_eq!(record.line, 4);
@@ -163,7 +164,8 @@ fn change_modify_all_operations() {
 
 #[test]
 fn change_modrdn_and_moddn_with_controls() {
-    let text = "dn: cn=A,dc=x\ncontrol: 1.2.840.113556.1.4.805 true\ncontrol: 1.3.6.1 false:: AAE=\n\
+    let text =
+        "dn: cn=A,dc=x\ncontrol: 1.2.840.113556.1.4.805 true\ncontrol: 1.3.6.1 false:: AAE=\n\
                 control: 1.3.6.2: plain\nchangetype: modrdn\nnewrdn: cn=B\ndeleteoldrdn: 1\n";
     let record = parse(text).unwrap();
     let RecordBody::Change(change_record) = &record.body else {
@@ -318,7 +320,10 @@ fn reader_streams_records_and_recovers_after_a_bad_one() {
     assert_eq!(results[2].as_ref().unwrap().dn, "cn=C");
     assert_eq!(results[2].as_ref().unwrap().line, 13);
     assert_eq!(results[3].as_ref().unwrap().dn, "cn=D");
-    assert_eq!(content(results[3].as_ref().unwrap()), vec![pair("cn", b"D")]);
+    assert_eq!(
+        content(results[3].as_ref().unwrap()),
+        vec![pair("cn", b"D")]
+    );
 }
 
 #[test]
@@ -327,7 +332,8 @@ fn reader_stops_on_oversize_record() {
         record_bytes_max: 20,
         ..ParseOptions::default()
     };
-    let text = "dn: cn=A\ncn: A\n\ndn: cn=B\ndescription: far too long for the limit\n\ndn: cn=C\ncn: C\n";
+    let text =
+        "dn: cn=A\ncn: A\n\ndn: cn=B\ndescription: far too long for the limit\n\ndn: cn=C\ncn: C\n";
     let results: Vec<_> = LdifReader::with_options(text.as_bytes(), options).collect();
     assert_eq!(results.len(), 2);
     assert!(results[0].is_ok());
