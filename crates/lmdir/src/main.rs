@@ -1,1 +1,86 @@
-fn main() {}
+//! `lmdir`: the thin command-line binary over the lmdir crates.
+//!
+//! Every subcommand reads one TOML config (`--config FILE`, else the embedded default), opens what it
+//! needs and hands over to the crate that does the work.
+
+mod commands;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "lmdir", version, about = "An LDAPv3 directory server on LMDB")]
+struct Cli {
+    /// The TOML configuration file; without it the embedded default is used.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the LDAP server (loads a demo directory into an empty database).
+    Serve {
+        /// Do not load the demo directory into an empty database.
+        #[arg(long)]
+        no_demo: bool,
+    },
+    /// Bulk-load an LDIF file (like slapadd).
+    Load {
+        ldif: PathBuf,
+        /// Skip schema checks and fsync until the end (like slapadd -q).
+        #[arg(long)]
+        quick: bool,
+        /// Skip bad records, report each and count them, instead of stopping at the first.
+        #[arg(long)]
+        continue_on_error: bool,
+        /// Memory budget for sorting index keys before spilling to disk, e.g. 512M or 2G.
+        #[arg(long)]
+        memory: Option<String>,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Write every entry as LDIF, parents before children (like slapcat).
+    Export {
+        /// Output file; standard output when absent.
+        output: Option<PathBuf>,
+    },
+    /// Rebuild the named indexes, or all of them (like slapindex).
+    Reindex { attributes: Vec<String> },
+    /// Print entry count, database sizes and per-index keys and postings.
+    Stat,
+    /// Verify every DN-tree link and index posting against the entries.
+    Check,
+    /// Search the database offline.
+    Search {
+        base: String,
+        filter: String,
+        attributes: Vec<String>,
+        #[arg(long, default_value = "sub")]
+        scope: String,
+        /// Maximum entries to return (0 = unlimited).
+        #[arg(long, default_value_t = 0)]
+        size_limit: usize,
+    },
+    /// Write a synthetic directory of N people as LDIF to standard output.
+    Gen {
+        people: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::run(cli.config.as_deref(), cli.command) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("lmdir: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
