@@ -1,1 +1,809 @@
-//! Schema checking of entries.
+//! Schema checking of entries (object classes, MUST/MAY, SINGLE-VALUE, syntax, duplicates,
+//! naming) and applying modifications, with OpenLDAP-style messages.
+
+use crate::entry::{Attribute, Entry, ModOp, Modification};
+use crate::error::{LdapError, ResultCode};
+use crate::schema::{AttrId, AttributeDescription, ObjectClassId, ObjectClassKind, Schema};
+
+/// One attribute of a checked entry: resolved description, its canonical string
+/// (`cn;lang-en`) and every value with its equality-normalized form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedAttribute {
+    pub description: AttributeDescription,
+    pub description_string: String,
+    pub values: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// An entry that passed `Schema::check_and_normalize`: the loader and server store these
+/// normalized values as they are, so each value is normalized exactly once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedEntry {
+    pub normalized_dn: String,
+    /// Attributes in first-appearance order; descriptions that differ only in case are merged.
+    pub attributes: Vec<CheckedAttribute>,
+    pub structural_object_class: ObjectClassId,
+}
+
+fn violation(code: ResultCode, message: String) -> LdapError {
+    LdapError::new(code, message)
+}
+
+impl Schema {
+    /// Checks an entry against the schema (see `check_and_normalize`).
+    pub fn check_entry(&self, entry: &Entry) -> Result<(), LdapError> {
+        self.check_and_normalize(entry).map(|_| ())
+    }
+
+    /// Checks an entry and returns it normalized. Errors, in this order:
+    /// undefinedAttributeType (unknown description), invalidAttributeSyntax (bad value),
+    /// attributeOrValueExists (duplicate value per equality rule), constraintViolation (no
+    /// values, or several on a SINGLE-VALUE type), objectClassViolation (no objectClass, unknown
+    /// class, no or several unrelated structural classes, missing MUST, attribute not allowed),
+    /// namingViolation (RDN value missing from the entry).
+    pub fn check_and_normalize(&self, entry: &Entry) -> Result<CheckedEntry, LdapError> {
+        let normalized_dn = self.normalize_dn(&entry.dn)?;
+        let attributes = self.normalize_attributes(&entry.attributes)?;
+        let object_class_attr = self.object_class_attribute();
+        let listed_classes = self.listed_object_classes(
+            attributes
+                .iter()
+                .filter(|attribute| attribute.description.attr == object_class_attr)
+                .flat_map(|attribute| {
+                    attribute
+                        .values
+                        .iter()
+                        .map(|(original, _)| original.as_slice())
+                }),
+        )?;
+        let structural_object_class = self.structural_of_classes(&listed_classes)?;
+        let mut all_classes: Vec<ObjectClassId> = Vec::new();
+        for class in &listed_classes {
+            for superclass in &self.object_class_definition(*class).superclasses {
+                if !all_classes.contains(superclass) {
+                    all_classes.push(*superclass);
+                }
+            }
+        }
+        let present = |attr: AttrId| {
+            attributes
+                .iter()
+                .any(|attribute| attribute.description.attr == attr)
+        };
+        for class in &all_classes {
+            let definition = self.object_class_definition(*class);
+            for must in &definition.all_must {
+                if !present(*must) {
+                    return Err(violation(
+                        ResultCode::ObjectClassViolation,
+                        format!(
+                            "object class '{}' requires attribute '{}'",
+                            definition.name(),
+                            self.attribute_type(*must).name()
+                        ),
+                    ));
+                }
+            }
+        }
+        let extensible = self
+            .object_class("extensibleObject")
+            .is_some_and(|id| all_classes.contains(&id));
+        for attribute in &attributes {
+            let attr = attribute.description.attr;
+            let attribute_type = self.attribute_type(attr);
+            if attribute_type.is_operational() || extensible {
+                continue;
+            }
+            let allowed = all_classes.iter().any(|class| {
+                let definition = self.object_class_definition(*class);
+                definition
+                    .all_must
+                    .iter()
+                    .chain(definition.all_may.iter())
+                    .any(|allowed| self.is_subtype_of(attr, *allowed))
+            });
+            if !allowed {
+                return Err(violation(
+                    ResultCode::ObjectClassViolation,
+                    format!("attribute '{}' not allowed", attribute.description_string),
+                ));
+            }
+        }
+        if let Some(rdn) = entry.dn.rdn() {
+            for ava in &rdn.avas {
+                let attr = self
+                    .attribute(&ava.attr)
+                    .expect("DN normalization resolved every RDN attribute");
+                let normalized = self.normalize_value(attr, &ava.value)?;
+                let found = attributes.iter().any(|attribute| {
+                    attribute.description.attr == attr
+                        && attribute
+                            .values
+                            .iter()
+                            .any(|(_, value)| *value == normalized)
+                });
+                if !found {
+                    return Err(violation(
+                        ResultCode::NamingViolation,
+                        format!(
+                            "value of naming attribute '{}' is not present in entry",
+                            self.attribute_type(attr).name()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(CheckedEntry {
+            normalized_dn,
+            attributes,
+            structural_object_class,
+        })
+    }
+
+    /// Resolves and normalizes attributes, merging same descriptions and checking values.
+    fn normalize_attributes(
+        &self,
+        attributes: &[Attribute],
+    ) -> Result<Vec<CheckedAttribute>, LdapError> {
+        let mut checked: Vec<CheckedAttribute> = Vec::with_capacity(attributes.len());
+        for attribute in attributes {
+            let description = self.parse_description(&attribute.description)?;
+            if attribute.values.is_empty() {
+                return Err(violation(
+                    ResultCode::ConstraintViolation,
+                    format!("attribute '{}' has no values", attribute.description),
+                ));
+            }
+            let index = match checked
+                .iter()
+                .position(|existing| existing.description == description)
+            {
+                Some(index) => index,
+                None => {
+                    let description_string = self.description_string(&description);
+                    checked.push(CheckedAttribute {
+                        description,
+                        description_string,
+                        values: Vec::new(),
+                    });
+                    checked.len() - 1
+                }
+            };
+            let target = &mut checked[index];
+            for (value_index, value) in attribute.values.iter().enumerate() {
+                let normalized = self
+                    .normalize_value(target.description.attr, value)
+                    .map_err(|error| {
+                        violation(
+                            error.code,
+                            format!(
+                                "{}: value #{value_index} invalid per syntax ({})",
+                                target.description_string, error.message
+                            ),
+                        )
+                    })?;
+                if target
+                    .values
+                    .iter()
+                    .any(|(_, existing)| *existing == normalized)
+                {
+                    return Err(violation(
+                        ResultCode::AttributeOrValueExists,
+                        format!(
+                            "{}: value #{value_index} provided more than once",
+                            target.description_string
+                        ),
+                    ));
+                }
+                target.values.push((value.clone(), normalized));
+            }
+            let attribute_type = self.attribute_type(target.description.attr);
+            if attribute_type.single_value && target.values.len() > 1 {
+                return Err(violation(
+                    ResultCode::ConstraintViolation,
+                    format!(
+                        "attribute '{}' cannot have multiple values",
+                        target.description_string
+                    ),
+                ));
+            }
+        }
+        Ok(checked)
+    }
+
+    fn listed_object_classes<'a>(
+        &self,
+        values: impl Iterator<Item = &'a [u8]>,
+    ) -> Result<Vec<ObjectClassId>, LdapError> {
+        let mut classes = Vec::new();
+        for value in values {
+            let name = String::from_utf8_lossy(value);
+            let id = self.object_class(&name).ok_or_else(|| {
+                violation(
+                    ResultCode::ObjectClassViolation,
+                    format!("unrecognized objectClass '{name}'"),
+                )
+            })?;
+            if !classes.contains(&id) {
+                classes.push(id);
+            }
+        }
+        if classes.is_empty() {
+            return Err(violation(
+                ResultCode::ObjectClassViolation,
+                "no objectClass attribute".to_string(),
+            ));
+        }
+        Ok(classes)
+    }
+
+    fn structural_of_classes(&self, classes: &[ObjectClassId]) -> Result<ObjectClassId, LdapError> {
+        let structural: Vec<ObjectClassId> = classes
+            .iter()
+            .copied()
+            .filter(|class| {
+                self.object_class_definition(*class).kind == ObjectClassKind::Structural
+            })
+            .collect();
+        if structural.is_empty() {
+            return Err(violation(
+                ResultCode::ObjectClassViolation,
+                "no structural object class provided".to_string(),
+            ));
+        }
+        // The structural class is the one every other listed structural class is a superclass of.
+        structural
+            .iter()
+            .copied()
+            .find(|candidate| {
+                let superclasses = &self.object_class_definition(*candidate).superclasses;
+                structural.iter().all(|other| superclasses.contains(other))
+            })
+            .ok_or_else(|| {
+                let names: Vec<&str> = structural
+                    .iter()
+                    .map(|class| self.object_class_definition(*class).name())
+                    .collect();
+                violation(
+                    ResultCode::ObjectClassViolation,
+                    format!(
+                        "invalid structural object class chain ({})",
+                        names.join("/")
+                    ),
+                )
+            })
+    }
+
+    /// The entry's structural object class (the most specific structural class listed).
+    pub fn structural_object_class(&self, entry: &Entry) -> Result<ObjectClassId, LdapError> {
+        let object_class_attr = self.object_class_attribute();
+        let mut values: Vec<&[u8]> = Vec::new();
+        for attribute in &entry.attributes {
+            if self.parse_description(&attribute.description)?.attr == object_class_attr {
+                values.extend(attribute.values.iter().map(Vec::as_slice));
+            }
+        }
+        let classes = self.listed_object_classes(values.into_iter())?;
+        self.structural_of_classes(&classes)
+    }
+
+    /// Refuses a client modification of a NO-USER-MODIFICATION attribute (constraintViolation,
+    /// as OpenLDAP) or an unknown one (undefinedAttributeType).
+    pub fn check_user_modification(&self, description: &str) -> Result<(), LdapError> {
+        let parsed = self.parse_description(description)?;
+        let attribute_type = self.attribute_type(parsed.attr);
+        if attribute_type.no_user_modification {
+            return Err(violation(
+                ResultCode::ConstraintViolation,
+                format!("{}: no user modification allowed", attribute_type.name()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Applies one modification to an owned entry (RFC 4511 §4.6 semantics, RFC 4525 increment).
+    /// Values are compared by the equality rule. Run `check_entry` after all modifications.
+    pub fn apply_modification(
+        &self,
+        entry: &mut Entry,
+        modification: &Modification,
+    ) -> Result<(), LdapError> {
+        let description = self.parse_description(&modification.description)?;
+        let name = self.description_string(&description);
+        let position = entry.attributes.iter().position(|attribute| {
+            self.parse_description(&attribute.description)
+                .is_ok_and(|existing| existing == description)
+        });
+        let normalize_all =
+            |values: &[Vec<u8>], operation: &str| -> Result<Vec<Vec<u8>>, LdapError> {
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(index, value)| {
+                        self.normalize_value(description.attr, value)
+                            .map_err(|error| {
+                                violation(
+                                    error.code,
+                                    format!(
+                                    "modify/{operation}: {name}: value #{index} invalid per syntax"
+                                ),
+                                )
+                            })
+                    })
+                    .collect()
+            };
+        let existing_normalized = |position: Option<usize>, entry: &Entry| -> Vec<Vec<u8>> {
+            position
+                .map(|index| {
+                    entry.attributes[index]
+                        .values
+                        .iter()
+                        .map(|value| {
+                            self.normalize_value(description.attr, value)
+                                .unwrap_or_else(|_| value.clone())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        match modification.op {
+            ModOp::Add => {
+                if modification.values.is_empty() {
+                    return Err(violation(
+                        ResultCode::ProtocolError,
+                        format!("modify/add: {name}: no values given"),
+                    ));
+                }
+                let new_normalized = normalize_all(&modification.values, "add")?;
+                let mut seen = existing_normalized(position, entry);
+                for (index, normalized) in new_normalized.into_iter().enumerate() {
+                    if seen.contains(&normalized) {
+                        return Err(violation(
+                            ResultCode::AttributeOrValueExists,
+                            format!("modify/add: {name}: value #{index} already exists"),
+                        ));
+                    }
+                    seen.push(normalized);
+                }
+                match position {
+                    Some(index) => entry.attributes[index]
+                        .values
+                        .extend(modification.values.iter().cloned()),
+                    None => entry.attributes.push(Attribute {
+                        description: name,
+                        values: modification.values.clone(),
+                    }),
+                }
+            }
+            ModOp::Delete => {
+                let Some(index) = position else {
+                    return Err(violation(
+                        ResultCode::NoSuchAttribute,
+                        format!("modify/delete: {name}: no such attribute"),
+                    ));
+                };
+                if modification.values.is_empty() {
+                    entry.attributes.remove(index);
+                    return Ok(());
+                }
+                let to_delete = normalize_all(&modification.values, "delete")?;
+                let existing = existing_normalized(position, entry);
+                for (value_index, normalized) in to_delete.iter().enumerate() {
+                    if !existing.contains(normalized) {
+                        return Err(violation(
+                            ResultCode::NoSuchAttribute,
+                            format!("modify/delete: {name}: value #{value_index} does not exist"),
+                        ));
+                    }
+                }
+                let kept: Vec<Vec<u8>> = entry.attributes[index]
+                    .values
+                    .iter()
+                    .zip(existing.iter())
+                    .filter(|(_, normalized)| !to_delete.contains(normalized))
+                    .map(|(value, _)| value.clone())
+                    .collect();
+                if kept.is_empty() {
+                    entry.attributes.remove(index);
+                } else {
+                    entry.attributes[index].values = kept;
+                }
+            }
+            ModOp::Replace => {
+                let normalized = normalize_all(&modification.values, "replace")?;
+                for (index, value) in normalized.iter().enumerate() {
+                    if normalized[..index].contains(value) {
+                        return Err(violation(
+                            ResultCode::AttributeOrValueExists,
+                            format!(
+                                "modify/replace: {name}: value #{index} provided more than once"
+                            ),
+                        ));
+                    }
+                }
+                match (position, modification.values.is_empty()) {
+                    (Some(index), true) => {
+                        entry.attributes.remove(index);
+                    }
+                    (Some(index), false) => {
+                        entry.attributes[index].values = modification.values.clone()
+                    }
+                    (None, true) => {}
+                    (None, false) => entry.attributes.push(Attribute {
+                        description: name,
+                        values: modification.values.clone(),
+                    }),
+                }
+            }
+            ModOp::Increment => {
+                let attribute_type = self.attribute_type(description.attr);
+                if attribute_type.equality != Some(crate::matching::MatchingRule::IntegerMatch) {
+                    return Err(violation(
+                        ResultCode::ConstraintViolation,
+                        format!(
+                            "modify/increment: {name}: increment not supported for value syntax"
+                        ),
+                    ));
+                }
+                let [delta] = modification.values.as_slice() else {
+                    return Err(violation(
+                        ResultCode::ProtocolError,
+                        format!("modify/increment: {name}: needs exactly one value"),
+                    ));
+                };
+                let Some(index) = position else {
+                    return Err(violation(
+                        ResultCode::NoSuchAttribute,
+                        format!("modify/increment: {name}: no such attribute"),
+                    ));
+                };
+                let parse = |value: &[u8]| -> Option<i128> {
+                    std::str::from_utf8(value).ok()?.trim().parse::<i128>().ok()
+                };
+                let delta = parse(delta).ok_or_else(|| {
+                    violation(
+                        ResultCode::InvalidAttributeSyntax,
+                        format!("modify/increment: {name}: delta is not an integer"),
+                    )
+                })?;
+                let mut incremented = Vec::with_capacity(entry.attributes[index].values.len());
+                for value in &entry.attributes[index].values {
+                    let sum = parse(value)
+                        .and_then(|current| current.checked_add(delta))
+                        .ok_or_else(|| {
+                            violation(
+                                ResultCode::ConstraintViolation,
+                                format!("modify/increment: {name}: value out of range"),
+                            )
+                        })?;
+                    incremented.push(sum.to_string().into_bytes());
+                }
+                entry.attributes[index].values = incremented;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dn::Dn;
+
+    fn entry(dn: &str, attributes: &[(&str, &[&str])]) -> Entry {
+        Entry {
+            dn: Dn::parse(dn).unwrap(),
+            attributes: attributes
+                .iter()
+                .map(|(description, values)| Attribute {
+                    description: description.to_string(),
+                    values: values
+                        .iter()
+                        .map(|value| value.as_bytes().to_vec())
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn person() -> Entry {
+        entry(
+            "cn=Barbara Jensen,ou=People,dc=example,dc=com",
+            &[
+                (
+                    "objectClass",
+                    &[
+                        "top",
+                        "person",
+                        "organizationalPerson",
+                        "inetOrgPerson",
+                        "posixAccount",
+                    ],
+                ),
+                ("cn", &["Barbara Jensen", "Babs Jensen"]),
+                ("sn", &["Jensen"]),
+                ("uid", &["bjensen"]),
+                ("uidNumber", &["1000"]),
+                ("gidNumber", &["1000"]),
+                ("homeDirectory", &["/home/bjensen"]),
+                ("mail", &["bjensen@example.com"]),
+                ("cn;lang-de", &["Barbara"]),
+                ("createTimestamp", &["20260101000000Z"]),
+            ],
+        )
+    }
+
+    fn error_of(entry: &Entry) -> LdapError {
+        Schema::builtin().check_entry(entry).unwrap_err()
+    }
+
+    #[test]
+    fn a_valid_entry_passes_and_is_normalized() {
+        let schema = Schema::builtin();
+        let checked = schema.check_and_normalize(&person()).unwrap();
+        assert_eq!(
+            checked.normalized_dn,
+            "cn=barbara jensen,ou=people,dc=example,dc=com"
+        );
+        assert_eq!(
+            schema
+                .object_class_definition(checked.structural_object_class)
+                .name(),
+            "inetOrgPerson"
+        );
+        let cn = &checked.attributes[1];
+        assert_eq!(cn.description_string, "cn");
+        assert_eq!(
+            cn.values[0],
+            (b"Barbara Jensen".to_vec(), b"barbara jensen".to_vec())
+        );
+        assert!(checked
+            .attributes
+            .iter()
+            .any(|attribute| attribute.description_string == "cn;lang-de"));
+        let domain = entry(
+            "dc=example,dc=com",
+            &[("objectClass", &["domain"]), ("dc", &["example"])],
+        );
+        schema.check_entry(&domain).unwrap();
+        let organization = entry(
+            "o=Acme",
+            &[
+                ("objectClass", &["organization", "dcObject"]),
+                ("o", &["Acme"]),
+                ("dc", &["acme"]),
+            ],
+        );
+        schema.check_entry(&organization).unwrap();
+        let extensible = entry(
+            "ou=x",
+            &[
+                ("objectClass", &["organizationalUnit", "extensibleObject"]),
+                ("ou", &["x"]),
+                ("uidNumber", &["5"]),
+            ],
+        );
+        schema.check_entry(&extensible).unwrap();
+    }
+
+    #[test]
+    fn each_violation_has_its_result_code_and_message() {
+        let mut missing_sn = person();
+        missing_sn
+            .attributes
+            .retain(|attribute| attribute.description != "sn");
+        let error = error_of(&missing_sn);
+        assert_eq!(error.code, ResultCode::ObjectClassViolation);
+        assert_eq!(
+            error.message,
+            "object class 'person' requires attribute 'sn'"
+        );
+
+        let mut not_allowed = person();
+        not_allowed.attributes.push(Attribute {
+            description: "dc".into(),
+            values: vec![b"x".to_vec()],
+        });
+        let error = error_of(&not_allowed);
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (
+                ResultCode::ObjectClassViolation,
+                "attribute 'dc' not allowed"
+            )
+        );
+
+        let mut unknown_type = person();
+        unknown_type.attributes.push(Attribute {
+            description: "fooBar".into(),
+            values: vec![b"x".to_vec()],
+        });
+        assert_eq!(
+            error_of(&unknown_type).code,
+            ResultCode::UndefinedAttributeType
+        );
+
+        let mut two_uid_numbers = person();
+        two_uid_numbers.attributes[4].values.push(b"1001".to_vec());
+        let error = error_of(&two_uid_numbers);
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (
+                ResultCode::ConstraintViolation,
+                "attribute 'uidNumber' cannot have multiple values"
+            )
+        );
+
+        let mut bad_syntax = person();
+        bad_syntax.attributes[4].values = vec![b"one".to_vec()];
+        let error = error_of(&bad_syntax);
+        assert_eq!(error.code, ResultCode::InvalidAttributeSyntax);
+        assert!(
+            error
+                .message
+                .starts_with("uidNumber: value #0 invalid per syntax"),
+            "{}",
+            error.message
+        );
+
+        let mut duplicate = person();
+        duplicate.attributes[1]
+            .values
+            .push(b"BARBARA  jensen".to_vec());
+        let error = error_of(&duplicate);
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (
+                ResultCode::AttributeOrValueExists,
+                "cn: value #2 provided more than once"
+            )
+        );
+
+        let mut wrong_rdn = person();
+        wrong_rdn.dn = Dn::parse("cn=Someone Else,dc=example,dc=com").unwrap();
+        let error = error_of(&wrong_rdn);
+        assert_eq!(error.code, ResultCode::NamingViolation);
+        assert_eq!(
+            error.message,
+            "value of naming attribute 'cn' is not present in entry"
+        );
+
+        let no_class = entry("cn=x", &[("cn", &["x"])]);
+        assert_eq!(error_of(&no_class).message, "no objectClass attribute");
+        let unknown_class = entry(
+            "cn=x",
+            &[
+                ("objectClass", &["person", "wizard"]),
+                ("cn", &["x"]),
+                ("sn", &["y"]),
+            ],
+        );
+        assert_eq!(
+            error_of(&unknown_class).message,
+            "unrecognized objectClass 'wizard'"
+        );
+        let only_auxiliary = entry("dc=x", &[("objectClass", &["dcObject"]), ("dc", &["x"])]);
+        assert_eq!(
+            error_of(&only_auxiliary).message,
+            "no structural object class provided"
+        );
+        let two_chains = entry(
+            "cn=x",
+            &[
+                ("objectClass", &["person", "posixGroup"]),
+                ("cn", &["x"]),
+                ("sn", &["y"]),
+                ("gidNumber", &["1"]),
+            ],
+        );
+        let error = error_of(&two_chains);
+        assert_eq!(error.code, ResultCode::ObjectClassViolation);
+        assert!(
+            error
+                .message
+                .starts_with("invalid structural object class chain"),
+            "{}",
+            error.message
+        );
+        let empty_values = entry(
+            "cn=x",
+            &[("objectClass", &["person"]), ("cn", &["x"]), ("sn", &[])],
+        );
+        assert_eq!(
+            error_of(&empty_values).code,
+            ResultCode::ConstraintViolation
+        );
+        assert_eq!(
+            Schema::builtin()
+                .check_user_modification("createTimestamp")
+                .unwrap_err()
+                .code,
+            ResultCode::ConstraintViolation
+        );
+        Schema::builtin()
+            .check_user_modification("cn;lang-en")
+            .unwrap();
+    }
+
+    #[test]
+    fn structural_object_class_is_the_most_specific() {
+        let schema = Schema::builtin();
+        let class = schema.structural_object_class(&person()).unwrap();
+        assert_eq!(
+            schema.object_class_definition(class).name(),
+            "inetOrgPerson"
+        );
+    }
+
+    #[test]
+    fn modifications_follow_rfc_4511() {
+        let schema = Schema::builtin();
+        let mut entry = person();
+        let modify = |op, description: &str, values: &[&str]| Modification {
+            op,
+            description: description.to_string(),
+            values: values
+                .iter()
+                .map(|value| value.as_bytes().to_vec())
+                .collect(),
+        };
+        schema
+            .apply_modification(
+                &mut entry,
+                &modify(ModOp::Add, "description", &["one", "two"]),
+            )
+            .unwrap();
+        let error = schema
+            .apply_modification(&mut entry, &modify(ModOp::Add, "description", &["ONE"]))
+            .unwrap_err();
+        assert_eq!(error.code, ResultCode::AttributeOrValueExists);
+        schema
+            .apply_modification(&mut entry, &modify(ModOp::Delete, "DESCRIPTION", &["Two"]))
+            .unwrap();
+        assert_eq!(
+            entry.attribute("description").unwrap().values,
+            vec![b"one".to_vec()]
+        );
+        let error = schema
+            .apply_modification(
+                &mut entry,
+                &modify(ModOp::Delete, "description", &["three"]),
+            )
+            .unwrap_err();
+        assert_eq!(error.code, ResultCode::NoSuchAttribute);
+        schema
+            .apply_modification(&mut entry, &modify(ModOp::Delete, "description", &[]))
+            .unwrap();
+        assert!(entry.attribute("description").is_none());
+        let error = schema
+            .apply_modification(&mut entry, &modify(ModOp::Delete, "description", &[]))
+            .unwrap_err();
+        assert_eq!(error.code, ResultCode::NoSuchAttribute);
+        schema
+            .apply_modification(
+                &mut entry,
+                &modify(ModOp::Replace, "mail", &["a@example.com", "b@example.com"]),
+            )
+            .unwrap();
+        assert_eq!(entry.attribute("mail").unwrap().values.len(), 2);
+        schema
+            .apply_modification(&mut entry, &modify(ModOp::Replace, "mail", &[]))
+            .unwrap();
+        assert!(entry.attribute("mail").is_none());
+        schema
+            .apply_modification(&mut entry, &modify(ModOp::Increment, "uidNumber", &["-5"]))
+            .unwrap();
+        assert_eq!(
+            entry.attribute("uidNumber").unwrap().values,
+            vec![b"995".to_vec()]
+        );
+        let error = schema
+            .apply_modification(&mut entry, &modify(ModOp::Increment, "cn", &["1"]))
+            .unwrap_err();
+        assert_eq!(error.code, ResultCode::ConstraintViolation);
+        let error = schema
+            .apply_modification(&mut entry, &modify(ModOp::Add, "uidNumber", &["x"]))
+            .unwrap_err();
+        assert_eq!(error.code, ResultCode::InvalidAttributeSyntax);
+        schema.check_entry(&entry).unwrap();
+    }
+}

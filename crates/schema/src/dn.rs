@@ -41,9 +41,15 @@ impl Dn {
     /// RDN separator and spaces around separators (RFC 2253 leniency). Errors are invalidDNSyntax.
     pub fn parse(text: &str) -> Result<Dn, LdapError> {
         if text.len() > DN_SIZE_BYTES_MAX {
-            return Err(LdapError::invalid_dn(format!("DN longer than {DN_SIZE_BYTES_MAX} bytes")));
+            return Err(LdapError::invalid_dn(format!(
+                "DN longer than {DN_SIZE_BYTES_MAX} bytes"
+            )));
         }
-        let mut parser = Parser { text, bytes: text.as_bytes(), position: 0 };
+        let mut parser = Parser {
+            text,
+            bytes: text.as_bytes(),
+            position: 0,
+        };
         parser.skip_spaces();
         let mut rdns = Vec::new();
         if parser.at_end() {
@@ -54,7 +60,9 @@ impl Dn {
             loop {
                 avas.push(parser.ava()?);
                 if avas.len() > RDN_AVA_COUNT_MAX {
-                    return Err(LdapError::invalid_dn(format!("RDN with more than {RDN_AVA_COUNT_MAX} values")));
+                    return Err(LdapError::invalid_dn(format!(
+                        "RDN with more than {RDN_AVA_COUNT_MAX} values"
+                    )));
                 }
                 parser.skip_spaces();
                 if parser.peek() == Some(b'+') {
@@ -66,7 +74,9 @@ impl Dn {
             }
             rdns.push(Rdn { avas });
             if rdns.len() > DN_RDN_COUNT_MAX {
-                return Err(LdapError::invalid_dn(format!("DN with more than {DN_RDN_COUNT_MAX} RDNs")));
+                return Err(LdapError::invalid_dn(format!(
+                    "DN with more than {DN_RDN_COUNT_MAX} RDNs"
+                )));
             }
             match parser.peek() {
                 None => break,
@@ -97,7 +107,9 @@ impl Dn {
         if self.rdns.is_empty() {
             None
         } else {
-            Some(Dn { rdns: self.rdns[1..].to_vec() })
+            Some(Dn {
+                rdns: self.rdns[1..].to_vec(),
+            })
         }
     }
 
@@ -115,7 +127,9 @@ impl Rdn {
     pub fn parse(text: &str) -> Result<Rdn, LdapError> {
         let dn = Dn::parse(text)?;
         if dn.rdns.len() != 1 {
-            return Err(LdapError::invalid_dn(format!("'{text}' is not a single RDN")));
+            return Err(LdapError::invalid_dn(format!(
+                "'{text}' is not a single RDN"
+            )));
         }
         Ok(dn.rdns.into_iter().next().expect("length checked"))
     }
@@ -143,7 +157,10 @@ impl Parser<'_> {
     }
 
     fn error(&self, why: &str) -> LdapError {
-        LdapError::invalid_dn(format!("invalid DN '{}': {why} at offset {}", self.text, self.position))
+        LdapError::invalid_dn(format!(
+            "invalid DN '{}': {why} at offset {}",
+            self.text, self.position
+        ))
     }
 
     fn ava(&mut self) -> Result<Ava, LdapError> {
@@ -156,7 +173,10 @@ impl Parser<'_> {
             }
         }
         let attr = &self.text[start..self.position];
-        let attr = attr.strip_prefix("OID.").or_else(|| attr.strip_prefix("oid.")).unwrap_or(attr);
+        let attr = attr
+            .strip_prefix("OID.")
+            .or_else(|| attr.strip_prefix("oid."))
+            .unwrap_or(attr);
         if attr.is_empty() {
             return Err(self.error("missing attribute type"));
         }
@@ -172,7 +192,10 @@ impl Parser<'_> {
         } else {
             self.string_value()?
         };
-        Ok(Ava { attr: attr.to_string(), value })
+        Ok(Ava {
+            attr: attr.to_string(),
+            value,
+        })
     }
 
     fn hex_value(&mut self) -> Result<Vec<u8>, LdapError> {
@@ -182,10 +205,13 @@ impl Parser<'_> {
             self.position += 1;
         }
         let digits = &self.bytes[start..self.position];
-        if digits.is_empty() || digits.len() % 2 != 0 {
+        if digits.is_empty() || !digits.len().is_multiple_of(2) {
             return Err(self.error("'#' value needs an even number of hex digits"));
         }
-        let ber: Vec<u8> = digits.chunks(2).map(|pair| hex_pair(pair[0], pair[1])).collect();
+        let ber: Vec<u8> = digits
+            .chunks(2)
+            .map(|pair| hex_pair(pair[0], pair[1]))
+            .collect();
         Ok(ber_string_contents(&ber).map(<[u8]>::to_vec).unwrap_or(ber))
     }
 
@@ -271,7 +297,11 @@ fn ber_string_contents(ber: &[u8]) -> Option<&[u8]> {
         if length_bytes == 0 || length_bytes > 4 || rest.len() < length_bytes {
             return None;
         }
-        let length = rest[..length_bytes].iter().fold(0usize, |accumulator, byte| accumulator << 8 | usize::from(*byte));
+        let length = rest[..length_bytes]
+            .iter()
+            .fold(0usize, |accumulator, byte| {
+                accumulator << 8 | usize::from(*byte)
+            });
         (length, &rest[length_bytes..])
     };
     (contents.len() == length).then_some(contents)
@@ -283,9 +313,10 @@ pub fn escape_value(value: &[u8], output: &mut String) {
     let valid_utf8 = std::str::from_utf8(value).is_ok();
     let last = value.len().saturating_sub(1);
     for (index, &byte) in value.iter().enumerate() {
-        let needs_backslash = matches!(byte, b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | b'=')
-            || (index == 0 && (byte == b'#' || byte == b' '))
-            || (index == last && byte == b' ');
+        let needs_backslash =
+            matches!(byte, b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | b'=')
+                || (index == 0 && (byte == b'#' || byte == b' '))
+                || (index == last && byte == b' ');
         if byte == 0 || (!valid_utf8 && !byte.is_ascii()) {
             output.push_str(&format!("\\{byte:02X}"));
         } else if needs_backslash {
@@ -301,7 +332,9 @@ pub fn escape_value(value: &[u8], output: &mut String) {
                     0xE0..=0xEF => 3,
                     _ => 2,
                 };
-                output.push_str(std::str::from_utf8(&value[index..index + width]).expect("validated UTF-8"));
+                output.push_str(
+                    std::str::from_utf8(&value[index..index + width]).expect("validated UTF-8"),
+                );
             }
         }
     }
@@ -381,7 +414,11 @@ pub fn normalized_dn_is_within(dn: &str, base: &str) -> bool {
     if dn.as_bytes()[boundary] != b',' {
         return false;
     }
-    let backslashes = dn.as_bytes()[..boundary].iter().rev().take_while(|byte| **byte == b'\\').count();
+    let backslashes = dn.as_bytes()[..boundary]
+        .iter()
+        .rev()
+        .take_while(|byte| **byte == b'\\')
+        .count();
     backslashes % 2 == 0
 }
 
@@ -395,7 +432,10 @@ pub fn normalized_dn_parent(dn: &str) -> Option<&str> {
     if dn.is_empty() {
         return None;
     }
-    let first = split_rdns(dn).into_iter().next().expect("non-empty DN has an RDN");
+    let first = split_rdns(dn)
+        .into_iter()
+        .next()
+        .expect("non-empty DN has an RDN");
     Some(dn.get(first.len() + 1..).unwrap_or(""))
 }
 
@@ -405,7 +445,10 @@ mod tests {
     use proptest::prelude::*;
 
     fn ava(attr: &str, value: &[u8]) -> Ava {
-        Ava { attr: attr.to_string(), value: value.to_vec() }
+        Ava {
+            attr: attr.to_string(),
+            value: value.to_vec(),
+        }
     }
 
     #[test]
@@ -415,7 +458,10 @@ mod tests {
         assert_eq!(dn.rdns[0].avas[0], ava("UID", b"jsmith"));
 
         let dn = Dn::parse("OU=Sales+CN=J.  Smith,DC=example,DC=net").unwrap();
-        assert_eq!(dn.rdns[0].avas, vec![ava("OU", b"Sales"), ava("CN", b"J.  Smith")]);
+        assert_eq!(
+            dn.rdns[0].avas,
+            vec![ava("OU", b"Sales"), ava("CN", b"J.  Smith")]
+        );
 
         let dn = Dn::parse("CN=James \\\"Jim\\\" Smith\\, III,DC=example,DC=net").unwrap();
         assert_eq!(dn.rdns[0].avas[0].value, b"James \"Jim\" Smith, III");
@@ -439,15 +485,33 @@ mod tests {
         assert_eq!(dn.rdns[1].avas[0], ava("dc", b"example"));
         let dn = Dn::parse("cn=\\ lead and trail\\ ,dc=x").unwrap();
         assert_eq!(dn.rdns[0].avas[0].value, b" lead and trail ");
-        assert_eq!(Dn::parse("cn=a\\2Cb").unwrap().rdns[0].avas[0].value, b"a,b");
+        assert_eq!(
+            Dn::parse("cn=a\\2Cb").unwrap().rdns[0].avas[0].value,
+            b"a,b"
+        );
         assert_eq!(Dn::parse("cn=a;dc=b").unwrap().rdns.len(), 2);
-        assert_eq!(Dn::parse("cn=\"a,b\",dc=c").unwrap().rdns[0].avas[0].value, b"a,b");
+        assert_eq!(
+            Dn::parse("cn=\"a,b\",dc=c").unwrap().rdns[0].avas[0].value,
+            b"a,b"
+        );
         assert_eq!(Dn::parse("cn=,dc=c").unwrap().rdns[0].avas[0].value, b"");
     }
 
     #[test]
     fn invalid_dns_are_invalid_dn_syntax() {
-        for text in ["cn", "=x", "cn=a,", "cn=a,,dc=b", "cn=a\\", "cn=a\\zz", "cn=#123", "c n=a", "cn=#", "-cn=x", "cn=a\0"] {
+        for text in [
+            "cn",
+            "=x",
+            "cn=a,",
+            "cn=a,,dc=b",
+            "cn=a\\",
+            "cn=a\\zz",
+            "cn=#123",
+            "c n=a",
+            "cn=#",
+            "-cn=x",
+            "cn=a\0",
+        ] {
             let error = Dn::parse(text).unwrap_err();
             assert_eq!(error.code, crate::ResultCode::InvalidDnSyntax, "{text}");
         }
@@ -459,10 +523,26 @@ mod tests {
 
     #[test]
     fn display_escapes_per_rfc_4514() {
-        let dn = Dn { rdns: vec![Rdn { avas: vec![ava("cn", b" #a,b+c\"d\\e<f>;g ")] }, Rdn { avas: vec![ava("dc", b"x")] }] };
-        assert_eq!(dn.to_string(), "cn=\\ #a\\,b\\+c\\\"d\\\\e\\<f\\>\\;g\\ ,dc=x");
+        let dn = Dn {
+            rdns: vec![
+                Rdn {
+                    avas: vec![ava("cn", b" #a,b+c\"d\\e<f>;g ")],
+                },
+                Rdn {
+                    avas: vec![ava("dc", b"x")],
+                },
+            ],
+        };
+        assert_eq!(
+            dn.to_string(),
+            "cn=\\ #a\\,b\\+c\\\"d\\\\e\\<f\\>\\;g\\ ,dc=x"
+        );
         assert_eq!(Dn::parse(&dn.to_string()).unwrap(), dn);
-        let binary = Dn { rdns: vec![Rdn { avas: vec![ava("cn", &[0xFF, 0x00, b'a'])] }] };
+        let binary = Dn {
+            rdns: vec![Rdn {
+                avas: vec![ava("cn", &[0xFF, 0x00, b'a'])],
+            }],
+        };
         assert_eq!(binary.to_string(), "cn=\\FF\\00a");
         assert_eq!(Dn::parse(&binary.to_string()).unwrap(), binary);
         let multi = Dn::parse("cn=a+sn=b,dc=c").unwrap();

@@ -18,21 +18,33 @@ pub struct Entry {
 
 impl Entry {
     pub fn new(dn: Dn) -> Entry {
-        Entry { dn, attributes: Vec::new() }
+        Entry {
+            dn,
+            attributes: Vec::new(),
+        }
     }
 
     /// Adds values under `description`, appending to an attribute with the same description
     /// (compared case-insensitively) or adding a new one.
     pub fn add_values(&mut self, description: &str, values: impl IntoIterator<Item = Vec<u8>>) {
-        match self.attributes.iter_mut().find(|attribute| attribute.description.eq_ignore_ascii_case(description)) {
+        match self
+            .attributes
+            .iter_mut()
+            .find(|attribute| attribute.description.eq_ignore_ascii_case(description))
+        {
             Some(attribute) => attribute.values.extend(values),
-            None => self.attributes.push(Attribute { description: description.to_string(), values: values.into_iter().collect() }),
+            None => self.attributes.push(Attribute {
+                description: description.to_string(),
+                values: values.into_iter().collect(),
+            }),
         }
     }
 
     /// The attribute whose description equals `description` (case-insensitive, exact options).
     pub fn attribute(&self, description: &str) -> Option<&Attribute> {
-        self.attributes.iter().find(|attribute| attribute.description.eq_ignore_ascii_case(description))
+        self.attributes
+            .iter()
+            .find(|attribute| attribute.description.eq_ignore_ascii_case(description))
     }
 }
 

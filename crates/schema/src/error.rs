@@ -158,7 +158,10 @@ impl ResultCode {
 
     /// The code for a protocol number, if it is one lmdir knows.
     pub fn from_code(code: u32) -> Option<ResultCode> {
-        ResultCode::ALL.iter().copied().find(|candidate| candidate.code() == code)
+        ResultCode::ALL
+            .iter()
+            .copied()
+            .find(|candidate| candidate.code() == code)
     }
 
     /// The RFC 4511 name (`noSuchObject`).
@@ -230,7 +233,11 @@ pub struct LdapError {
 
 impl LdapError {
     pub fn new(code: ResultCode, message: impl Into<String>) -> LdapError {
-        LdapError { code, message: message.into(), matched_dn: None }
+        LdapError {
+            code,
+            message: message.into(),
+            matched_dn: None,
+        }
     }
 
     /// The same error with `matched_dn` set.

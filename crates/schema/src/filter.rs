@@ -17,17 +17,44 @@ pub enum Filter {
     And(Vec<Filter>),
     Or(Vec<Filter>),
     Not(Box<Filter>),
-    Equality { description: String, value: Vec<u8> },
-    Substrings { description: String, initial: Option<Vec<u8>>, any: Vec<Vec<u8>>, final_: Option<Vec<u8>> },
-    GreaterOrEqual { description: String, value: Vec<u8> },
-    LessOrEqual { description: String, value: Vec<u8> },
-    Present { description: String },
-    Approx { description: String, value: Vec<u8> },
-    Extensible { rule: Option<String>, description: Option<String>, value: Vec<u8>, dn_attributes: bool },
+    Equality {
+        description: String,
+        value: Vec<u8>,
+    },
+    Substrings {
+        description: String,
+        initial: Option<Vec<u8>>,
+        any: Vec<Vec<u8>>,
+        final_: Option<Vec<u8>>,
+    },
+    GreaterOrEqual {
+        description: String,
+        value: Vec<u8>,
+    },
+    LessOrEqual {
+        description: String,
+        value: Vec<u8>,
+    },
+    Present {
+        description: String,
+    },
+    Approx {
+        description: String,
+        value: Vec<u8>,
+    },
+    Extensible {
+        rule: Option<String>,
+        description: Option<String>,
+        value: Vec<u8>,
+        dn_attributes: bool,
+    },
 }
 
 fn filter_error(text: &str, position: usize, why: &str) -> LdapError {
-    LdapError::new(ResultCode::ProtocolError, format!("invalid filter '{text}': {why} at offset {position}"))
+    LdapError::new(
+        ResultCode::ProtocolError,
+        format!("invalid filter '{text}': {why} at offset {position}"),
+    )
 }
 
 impl Filter {
@@ -35,14 +62,26 @@ impl Filter {
     /// Nesting deeper than `depth_max` is an error (adminLimitExceeded), as is more than
     /// `FILTER_ITEMS_MAX` items.
     pub fn parse(text: &str, depth_max: usize) -> Result<Filter, LdapError> {
-        let mut parser = FilterParser { text, bytes: text.as_bytes(), position: 0, depth_max, items: 0 };
+        let mut parser = FilterParser {
+            text,
+            bytes: text.as_bytes(),
+            position: 0,
+            depth_max,
+            items: 0,
+        };
         let trimmed_start = text.len() - text.trim_start().len();
         parser.position = trimmed_start;
         let filter = if parser.peek() == Some(b'(') {
             parser.filter(0)?
         } else {
             let end = text.trim_end().len();
-            let mut item_parser = FilterParser { text: &text[..end], bytes: &text.as_bytes()[..end], position: trimmed_start, depth_max, items: 0 };
+            let mut item_parser = FilterParser {
+                text: &text[..end],
+                bytes: &text.as_bytes()[..end],
+                position: trimmed_start,
+                depth_max,
+                items: 0,
+            };
             let filter = item_parser.item()?;
             parser.position = end;
             filter
@@ -86,7 +125,10 @@ impl FilterParser<'_> {
     fn count_item(&mut self) -> Result<(), LdapError> {
         self.items += 1;
         if self.items > FILTER_ITEMS_MAX {
-            return Err(LdapError::new(ResultCode::AdminLimitExceeded, format!("filter has more than {FILTER_ITEMS_MAX} items")));
+            return Err(LdapError::new(
+                ResultCode::AdminLimitExceeded,
+                format!("filter has more than {FILTER_ITEMS_MAX} items"),
+            ));
         }
         Ok(())
     }
@@ -129,7 +171,9 @@ impl FilterParser<'_> {
 
     fn description(&mut self) -> &str {
         let start = self.position;
-        while self.peek().is_some_and(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b';' | b'.' | b'_')) {
+        while self.peek().is_some_and(|byte| {
+            byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b';' | b'.' | b'_')
+        }) {
             self.position += 1;
         }
         &self.text[start..self.position]
@@ -147,9 +191,16 @@ impl FilterParser<'_> {
                     let high = self.bytes.get(self.position + 1).copied();
                     let low = self.bytes.get(self.position + 2).copied();
                     match (high, low) {
-                        (Some(high), Some(low)) if high.is_ascii_hexdigit() && low.is_ascii_hexdigit() => {
-                            let digit = |byte: u8| (byte as char).to_digit(16).expect("hex digit checked") as u8;
-                            pieces.last_mut().expect("never empty").push(digit(high) << 4 | digit(low));
+                        (Some(high), Some(low))
+                            if high.is_ascii_hexdigit() && low.is_ascii_hexdigit() =>
+                        {
+                            let digit = |byte: u8| {
+                                (byte as char).to_digit(16).expect("hex digit checked") as u8
+                            };
+                            pieces
+                                .last_mut()
+                                .expect("never empty")
+                                .push(digit(high) << 4 | digit(low));
                             self.position += 3;
                         }
                         _ => return Err(self.error("bad escape (use \\XX)")),
@@ -181,21 +232,33 @@ impl FilterParser<'_> {
             Some(b'~') => {
                 self.position += 1;
                 self.expect(b'=')?;
-                return self.require_description(&description).map(|_| ()).and_then(|_| {
-                    Ok(Filter::Approx { description: description.clone(), value: self.single_value()? })
-                });
+                return self
+                    .require_description(&description)
+                    .map(|_| ())
+                    .and_then(|_| {
+                        Ok(Filter::Approx {
+                            description: description.clone(),
+                            value: self.single_value()?,
+                        })
+                    });
             }
             Some(b'>') => {
                 self.position += 1;
                 self.expect(b'=')?;
                 self.require_description(&description)?;
-                return Ok(Filter::GreaterOrEqual { description, value: self.single_value()? });
+                return Ok(Filter::GreaterOrEqual {
+                    description,
+                    value: self.single_value()?,
+                });
             }
             Some(b'<') => {
                 self.position += 1;
                 self.expect(b'=')?;
                 self.require_description(&description)?;
-                return Ok(Filter::LessOrEqual { description, value: self.single_value()? });
+                return Ok(Filter::LessOrEqual {
+                    description,
+                    value: self.single_value()?,
+                });
             }
             Some(b'=') => self.position += 1,
             _ => return Err(self.error("expected '=', '~=', '>=', '<=' or ':'")),
@@ -203,8 +266,13 @@ impl FilterParser<'_> {
         self.require_description(&description)?;
         let mut pieces = self.value_pieces(true)?;
         match pieces.len() {
-            1 => Ok(Filter::Equality { description, value: pieces.pop().expect("one piece") }),
-            2 if pieces[0].is_empty() && pieces[1].is_empty() => Ok(Filter::Present { description }),
+            1 => Ok(Filter::Equality {
+                description,
+                value: pieces.pop().expect("one piece"),
+            }),
+            2 if pieces[0].is_empty() && pieces[1].is_empty() => {
+                Ok(Filter::Present { description })
+            }
             _ => {
                 let final_piece = pieces.pop().expect("at least two pieces");
                 let initial_piece = pieces.remove(0);
@@ -255,7 +323,12 @@ impl FilterParser<'_> {
             return Err(self.error("extensible match needs an attribute or a matching rule"));
         }
         let value = self.single_value()?;
-        Ok(Filter::Extensible { rule, description: (!description.is_empty()).then_some(description), value, dn_attributes })
+        Ok(Filter::Extensible {
+            rule,
+            description: (!description.is_empty()).then_some(description),
+            value,
+            dn_attributes,
+        })
     }
 }
 
@@ -266,7 +339,9 @@ fn write_escaped(formatter: &mut fmt::Formatter<'_>, value: &[u8]) -> fmt::Resul
         Ok(text) => {
             for character in text.chars() {
                 match character {
-                    '*' | '(' | ')' | '\\' | '\0' => write!(formatter, "\\{:02x}", character as u32)?,
+                    '*' | '(' | ')' | '\\' | '\0' => {
+                        write!(formatter, "\\{:02x}", character as u32)?
+                    }
                     other => write!(formatter, "{other}")?,
                 }
             }
@@ -289,7 +364,11 @@ impl fmt::Display for Filter {
         formatter.write_str("(")?;
         match self {
             Filter::And(filters) | Filter::Or(filters) => {
-                formatter.write_str(if matches!(self, Filter::And(_)) { "&" } else { "|" })?;
+                formatter.write_str(if matches!(self, Filter::And(_)) {
+                    "&"
+                } else {
+                    "|"
+                })?;
                 for filter in filters {
                     write!(formatter, "{filter}")?;
                 }
@@ -312,7 +391,12 @@ impl fmt::Display for Filter {
                 write_escaped(formatter, value)?;
             }
             Filter::Present { description } => write!(formatter, "{description}=*")?,
-            Filter::Substrings { description, initial, any, final_ } => {
+            Filter::Substrings {
+                description,
+                initial,
+                any,
+                final_,
+            } => {
                 write!(formatter, "{description}=")?;
                 if let Some(initial) = initial {
                     write_escaped(formatter, initial)?;
@@ -326,7 +410,12 @@ impl fmt::Display for Filter {
                     write_escaped(formatter, final_)?;
                 }
             }
-            Filter::Extensible { rule, description, value, dn_attributes } => {
+            Filter::Extensible {
+                rule,
+                description,
+                value,
+                dn_attributes,
+            } => {
                 if let Some(description) = description {
                     formatter.write_str(description)?;
                 }
@@ -383,6 +472,13 @@ impl Tri {
     }
 }
 
+/// Normalized substring assertion: initial, any pieces in order, final.
+pub type SubstringPieces = (Option<Vec<u8>>, Vec<Vec<u8>>, Option<Vec<u8>>);
+
+/// The callback `EntryView::for_each_attribute` calls: (attribute, options, values) → continue?
+pub type AttributeVisitor<'visitor> =
+    dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool + 'visitor;
+
 /// One stored value: the original bytes and the equality-normalized bytes written beside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoredValue<'a> {
@@ -396,7 +492,7 @@ pub trait EntryView {
     /// Calls `visit(attr, options, values)` once per attribute description of the entry
     /// (options lowercased and sorted, as `Schema::parse_description` gives them). Stops early
     /// when `visit` returns false.
-    fn for_each_attribute(&self, visit: &mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool);
+    fn for_each_attribute(&self, visit: &mut AttributeVisitor<'_>);
 
     /// Calls `visit(attr, normalized value)` for each AVA of the entry's DN (all RDNs), for
     /// `:dn:` extensible matching. `Schema::for_each_normalized_dn_ava` does this from a
@@ -424,9 +520,21 @@ pub enum PreparedFilter {
     And(Vec<PreparedFilter>),
     Or(Vec<PreparedFilter>),
     Not(Box<PreparedFilter>),
-    Equality { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, normalized: Vec<u8> },
+    Equality {
+        attr: AttrId,
+        options: Vec<String>,
+        rule: MatchingRule,
+        covered: Vec<CoveredAttribute>,
+        normalized: Vec<u8>,
+    },
     /// Approximate match is equality on normalized forms.
-    Approx { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, normalized: Vec<u8> },
+    Approx {
+        attr: AttrId,
+        options: Vec<String>,
+        rule: MatchingRule,
+        covered: Vec<CoveredAttribute>,
+        normalized: Vec<u8>,
+    },
     Substrings {
         attr: AttrId,
         options: Vec<String>,
@@ -437,9 +545,25 @@ pub enum PreparedFilter {
         final_: Option<Vec<u8>>,
     },
     /// `key` is `rule.ordering_key(normalized assertion)`.
-    GreaterOrEqual { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, key: Vec<u8> },
-    LessOrEqual { attr: AttrId, options: Vec<String>, rule: MatchingRule, covered: Vec<CoveredAttribute>, key: Vec<u8> },
-    Present { attr: AttrId, options: Vec<String>, covered: Vec<AttrId> },
+    GreaterOrEqual {
+        attr: AttrId,
+        options: Vec<String>,
+        rule: MatchingRule,
+        covered: Vec<CoveredAttribute>,
+        key: Vec<u8>,
+    },
+    LessOrEqual {
+        attr: AttrId,
+        options: Vec<String>,
+        rule: MatchingRule,
+        covered: Vec<CoveredAttribute>,
+        key: Vec<u8>,
+    },
+    Present {
+        attr: AttrId,
+        options: Vec<String>,
+        covered: Vec<AttrId>,
+    },
     /// `attr` None: every attribute whose equality rule is of the rule's family.
     Extensible {
         rule: MatchingRule,
@@ -450,7 +574,7 @@ pub enum PreparedFilter {
         /// Normalized assertion (for ordering rules: the ordering key; for substrings rules:
         /// the normalized pieces are in `pieces`).
         normalized: Vec<u8>,
-        pieces: Option<(Option<Vec<u8>>, Vec<Vec<u8>>, Option<Vec<u8>>)>,
+        pieces: Option<SubstringPieces>,
     },
 }
 
@@ -460,7 +584,11 @@ impl Schema {
             .iter()
             .map(|subtype| CoveredAttribute {
                 attr: *subtype,
-                stored_form_usable: self.attribute_type(*subtype).equality.map(MatchingRule::family) == Some(rule.family()),
+                stored_form_usable: self
+                    .attribute_type(*subtype)
+                    .equality
+                    .map(MatchingRule::family)
+                    == Some(rule.family()),
             })
             .collect()
     }
@@ -471,8 +599,18 @@ impl Schema {
         match filter {
             Filter::And(filters) if filters.is_empty() => PreparedFilter::True,
             Filter::Or(filters) if filters.is_empty() => PreparedFilter::False,
-            Filter::And(filters) => PreparedFilter::And(filters.iter().map(|filter| self.prepare_filter(filter)).collect()),
-            Filter::Or(filters) => PreparedFilter::Or(filters.iter().map(|filter| self.prepare_filter(filter)).collect()),
+            Filter::And(filters) => PreparedFilter::And(
+                filters
+                    .iter()
+                    .map(|filter| self.prepare_filter(filter))
+                    .collect(),
+            ),
+            Filter::Or(filters) => PreparedFilter::Or(
+                filters
+                    .iter()
+                    .map(|filter| self.prepare_filter(filter))
+                    .collect(),
+            ),
             Filter::Not(filter) => PreparedFilter::Not(Box::new(self.prepare_filter(filter))),
             Filter::Present { description } => match self.parse_description(description) {
                 Ok(parsed) => PreparedFilter::Present {
@@ -483,19 +621,46 @@ impl Schema {
                 Err(_) => PreparedFilter::Undefined,
             },
             Filter::Equality { description, value } | Filter::Approx { description, value } => {
-                let Ok(parsed) = self.parse_description(description) else { return PreparedFilter::Undefined };
-                let Some(rule) = self.attribute_type(parsed.attr).equality else { return PreparedFilter::Undefined };
-                let Ok(normalized) = self.normalize_with_rule(rule, value) else { return PreparedFilter::Undefined };
+                let Ok(parsed) = self.parse_description(description) else {
+                    return PreparedFilter::Undefined;
+                };
+                let Some(rule) = self.attribute_type(parsed.attr).equality else {
+                    return PreparedFilter::Undefined;
+                };
+                let Ok(normalized) = self.normalize_with_rule(rule, value) else {
+                    return PreparedFilter::Undefined;
+                };
                 let covered = self.covered(parsed.attr, rule);
                 if matches!(filter, Filter::Approx { .. }) {
-                    PreparedFilter::Approx { attr: parsed.attr, options: parsed.options, rule, covered, normalized }
+                    PreparedFilter::Approx {
+                        attr: parsed.attr,
+                        options: parsed.options,
+                        rule,
+                        covered,
+                        normalized,
+                    }
                 } else {
-                    PreparedFilter::Equality { attr: parsed.attr, options: parsed.options, rule, covered, normalized }
+                    PreparedFilter::Equality {
+                        attr: parsed.attr,
+                        options: parsed.options,
+                        rule,
+                        covered,
+                        normalized,
+                    }
                 }
             }
-            Filter::Substrings { description, initial, any, final_ } => {
-                let Ok(parsed) = self.parse_description(description) else { return PreparedFilter::Undefined };
-                let Some(rule) = self.attribute_type(parsed.attr).substring else { return PreparedFilter::Undefined };
+            Filter::Substrings {
+                description,
+                initial,
+                any,
+                final_,
+            } => {
+                let Ok(parsed) = self.parse_description(description) else {
+                    return PreparedFilter::Undefined;
+                };
+                let Some(rule) = self.attribute_type(parsed.attr).substring else {
+                    return PreparedFilter::Undefined;
+                };
                 match normalize_pieces(rule, initial.as_deref(), any, final_.as_deref()) {
                     Ok((initial, any, final_)) => PreparedFilter::Substrings {
                         attr: parsed.attr,
@@ -509,25 +674,58 @@ impl Schema {
                     Err(_) => PreparedFilter::Undefined,
                 }
             }
-            Filter::GreaterOrEqual { description, value } | Filter::LessOrEqual { description, value } => {
-                let Ok(parsed) = self.parse_description(description) else { return PreparedFilter::Undefined };
-                let Some(rule) = self.attribute_type(parsed.attr).ordering else { return PreparedFilter::Undefined };
-                let Ok(normalized) = self.normalize_with_rule(rule, value) else { return PreparedFilter::Undefined };
+            Filter::GreaterOrEqual { description, value }
+            | Filter::LessOrEqual { description, value } => {
+                let Ok(parsed) = self.parse_description(description) else {
+                    return PreparedFilter::Undefined;
+                };
+                let Some(rule) = self.attribute_type(parsed.attr).ordering else {
+                    return PreparedFilter::Undefined;
+                };
+                let Ok(normalized) = self.normalize_with_rule(rule, value) else {
+                    return PreparedFilter::Undefined;
+                };
                 let key = rule.ordering_key(&normalized);
                 let covered = self.covered(parsed.attr, rule);
                 if matches!(filter, Filter::GreaterOrEqual { .. }) {
-                    PreparedFilter::GreaterOrEqual { attr: parsed.attr, options: parsed.options, rule, covered, key }
+                    PreparedFilter::GreaterOrEqual {
+                        attr: parsed.attr,
+                        options: parsed.options,
+                        rule,
+                        covered,
+                        key,
+                    }
                 } else {
-                    PreparedFilter::LessOrEqual { attr: parsed.attr, options: parsed.options, rule, covered, key }
+                    PreparedFilter::LessOrEqual {
+                        attr: parsed.attr,
+                        options: parsed.options,
+                        rule,
+                        covered,
+                        key,
+                    }
                 }
             }
-            Filter::Extensible { rule, description, value, dn_attributes } => {
-                self.prepare_extensible(rule.as_deref(), description.as_deref(), value, *dn_attributes)
-            }
+            Filter::Extensible {
+                rule,
+                description,
+                value,
+                dn_attributes,
+            } => self.prepare_extensible(
+                rule.as_deref(),
+                description.as_deref(),
+                value,
+                *dn_attributes,
+            ),
         }
     }
 
-    fn prepare_extensible(&self, rule_name: Option<&str>, description: Option<&str>, value: &[u8], dn_attributes: bool) -> PreparedFilter {
+    fn prepare_extensible(
+        &self,
+        rule_name: Option<&str>,
+        description: Option<&str>,
+        value: &[u8],
+        dn_attributes: bool,
+    ) -> PreparedFilter {
         let parsed = match description.map(|description| self.parse_description(description)) {
             None => None,
             Some(Ok(parsed)) => Some(parsed),
@@ -548,8 +746,13 @@ impl Schema {
             Some(parsed) => self.covered(parsed.attr, rule),
             None => self
                 .attribute_types()
-                .filter(|(_, attribute_type)| attribute_type.equality.map(MatchingRule::family) == Some(rule.family()))
-                .map(|(attr, _)| CoveredAttribute { attr, stored_form_usable: true })
+                .filter(|(_, attribute_type)| {
+                    attribute_type.equality.map(MatchingRule::family) == Some(rule.family())
+                })
+                .map(|(attr, _)| CoveredAttribute {
+                    attr,
+                    stored_form_usable: true,
+                })
                 .collect(),
         };
         let (normalized, pieces) = match rule.kind() {
@@ -569,7 +772,11 @@ impl Schema {
                 }
                 let final_raw = raw.pop().expect("two pieces");
                 let initial_raw = raw.remove(0);
-                let any_raw: Vec<Vec<u8>> = raw.iter().filter(|piece| !piece.is_empty()).map(|piece| piece.to_vec()).collect();
+                let any_raw: Vec<Vec<u8>> = raw
+                    .iter()
+                    .filter(|piece| !piece.is_empty())
+                    .map(|piece| piece.to_vec())
+                    .collect();
                 let initial = (!initial_raw.is_empty()).then_some(initial_raw);
                 let final_ = (!final_raw.is_empty()).then_some(final_raw);
                 match normalize_pieces(rule, initial, &any_raw, final_) {
@@ -591,8 +798,14 @@ impl Schema {
 
     /// Calls `visit(attr, normalized value)` for each AVA of a normalized DN string (as produced
     /// by `normalize_dn`): the helper an `EntryView` needs for `for_each_dn_ava`.
-    pub fn for_each_normalized_dn_ava(&self, normalized_dn: &str, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool) {
-        let Ok(dn) = crate::dn::Dn::parse(normalized_dn) else { return };
+    pub fn for_each_normalized_dn_ava(
+        &self,
+        normalized_dn: &str,
+        visit: &mut dyn FnMut(AttrId, &[u8]) -> bool,
+    ) {
+        let Ok(dn) = crate::dn::Dn::parse(normalized_dn) else {
+            return;
+        };
         for rdn in &dn.rdns {
             for ava in &rdn.avas {
                 if let Some(attr) = self.attribute(&ava.attr) {
@@ -605,9 +818,12 @@ impl Schema {
     }
 }
 
-type Pieces = (Option<Vec<u8>>, Vec<Vec<u8>>, Option<Vec<u8>>);
-
-fn normalize_pieces(rule: MatchingRule, initial: Option<&[u8]>, any: &[Vec<u8>], final_: Option<&[u8]>) -> Result<Pieces, LdapError> {
+fn normalize_pieces(
+    rule: MatchingRule,
+    initial: Option<&[u8]>,
+    any: &[Vec<u8>],
+    final_: Option<&[u8]>,
+) -> Result<SubstringPieces, LdapError> {
     let normalize = |piece: &[u8]| rule.normalize_substring_piece(piece);
     // A piece of only insignificant characters normalizes to nothing (or one space) and then
     // constrains nothing at the edges.
@@ -634,7 +850,12 @@ fn normalize_pieces(rule: MatchingRule, initial: Option<&[u8]>, any: &[Vec<u8>],
 
 /// Substring match on normalized bytes: initial prefix, any pieces in order without overlap,
 /// final suffix not overlapping what was consumed.
-pub fn substrings_match(value: &[u8], initial: Option<&[u8]>, any: &[Vec<u8>], final_: Option<&[u8]>) -> bool {
+pub fn substrings_match(
+    value: &[u8],
+    initial: Option<&[u8]>,
+    any: &[Vec<u8>],
+    final_: Option<&[u8]>,
+) -> bool {
     let mut start = 0;
     if let Some(initial) = initial {
         if !value.starts_with(initial) {
@@ -661,7 +882,9 @@ pub fn substrings_match(value: &[u8], initial: Option<&[u8]>, any: &[Vec<u8>], f
 impl PreparedFilter {
     /// Evaluates the filter over an entry (RFC 4511 §4.5.1.7 three-valued logic).
     pub fn evaluate<V: EntryView + ?Sized>(&self, view: &V) -> Tri {
-        self.evaluate_dyn(&|visit| view.for_each_attribute(visit), &|visit| view.for_each_dn_ava(visit))
+        self.evaluate_dyn(&|visit| view.for_each_attribute(visit), &|visit| {
+            view.for_each_dn_ava(visit)
+        })
     }
 
     fn evaluate_dyn(&self, attributes: &AttributeWalker<'_>, dn_avas: &DnWalker<'_>) -> Tri {
@@ -690,35 +913,78 @@ impl PreparedFilter {
                 result
             }
             PreparedFilter::Not(filter) => filter.evaluate_dyn(attributes, dn_avas).not(),
-            PreparedFilter::Present { options, covered, .. } => {
+            PreparedFilter::Present {
+                options, covered, ..
+            } => {
                 let mut found = false;
                 attributes(&mut |attr, value_options, _values| {
-                    found = covered.contains(&attr) && options.iter().all(|option| value_options.contains(option));
+                    found = covered.contains(&attr)
+                        && options.iter().all(|option| value_options.contains(option));
                     !found
                 });
                 tri(found)
             }
-            PreparedFilter::Equality { options, rule, covered, normalized, .. }
-            | PreparedFilter::Approx { options, rule, covered, normalized, .. } => {
-                any_value(attributes, options, covered, *rule, &mut |candidate| candidate == normalized.as_slice())
+            PreparedFilter::Equality {
+                options,
+                rule,
+                covered,
+                normalized,
+                ..
             }
-            PreparedFilter::Substrings { options, rule, covered, initial, any, final_, .. } => {
-                any_value(attributes, options, covered, *rule, &mut |candidate| {
-                    substrings_match(candidate, initial.as_deref(), any, final_.as_deref())
-                })
-            }
-            PreparedFilter::GreaterOrEqual { options, rule, covered, key, .. } => {
-                any_value(attributes, options, covered, *rule, &mut |candidate| rule.ordering_key(candidate) >= *key)
-            }
-            PreparedFilter::LessOrEqual { options, rule, covered, key, .. } => {
-                any_value(attributes, options, covered, *rule, &mut |candidate| rule.ordering_key(candidate) <= *key)
-            }
-            PreparedFilter::Extensible { rule, options, covered, dn_attributes, normalized, pieces, .. } => {
+            | PreparedFilter::Approx {
+                options,
+                rule,
+                covered,
+                normalized,
+                ..
+            } => any_value(attributes, options, covered, *rule, &mut |candidate| {
+                candidate == normalized.as_slice()
+            }),
+            PreparedFilter::Substrings {
+                options,
+                rule,
+                covered,
+                initial,
+                any,
+                final_,
+                ..
+            } => any_value(attributes, options, covered, *rule, &mut |candidate| {
+                substrings_match(candidate, initial.as_deref(), any, final_.as_deref())
+            }),
+            PreparedFilter::GreaterOrEqual {
+                options,
+                rule,
+                covered,
+                key,
+                ..
+            } => any_value(attributes, options, covered, *rule, &mut |candidate| {
+                rule.ordering_key(candidate) >= *key
+            }),
+            PreparedFilter::LessOrEqual {
+                options,
+                rule,
+                covered,
+                key,
+                ..
+            } => any_value(attributes, options, covered, *rule, &mut |candidate| {
+                rule.ordering_key(candidate) <= *key
+            }),
+            PreparedFilter::Extensible {
+                rule,
+                options,
+                covered,
+                dn_attributes,
+                normalized,
+                pieces,
+                ..
+            } => {
                 let mut test = |candidate: &[u8]| match rule.kind() {
                     MatchingRuleKind::Equality => candidate == normalized.as_slice(),
                     MatchingRuleKind::Ordering => rule.ordering_key(candidate) < *normalized,
                     MatchingRuleKind::Substrings => match pieces {
-                        Some((initial, any, final_)) => substrings_match(candidate, initial.as_deref(), any, final_.as_deref()),
+                        Some((initial, any, final_)) => {
+                            substrings_match(candidate, initial.as_deref(), any, final_.as_deref())
+                        }
                         None => false,
                     },
                 };
@@ -726,11 +992,15 @@ impl PreparedFilter {
                 if *dn_attributes && result != Tri::True {
                     let mut found = false;
                     dn_avas(&mut |attr, value| {
-                        if let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) {
+                        if let Some(coverage) =
+                            covered.iter().find(|coverage| coverage.attr == attr)
+                        {
                             found = if coverage.stored_form_usable {
                                 test(value)
                             } else {
-                                rule.equality_rule().normalize(value).is_ok_and(|renormalized| test(&renormalized))
+                                rule.equality_rule()
+                                    .normalize(value)
+                                    .is_ok_and(|renormalized| test(&renormalized))
                             };
                         }
                         !found
@@ -745,7 +1015,8 @@ impl PreparedFilter {
     }
 }
 
-type AttributeWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool) + 'a;
+type AttributeWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool)
+    + 'a;
 type DnWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[u8]) -> bool) + 'a;
 
 fn tri(value: bool) -> Tri {
@@ -768,7 +1039,9 @@ fn any_value(
 ) -> Tri {
     let mut found = false;
     attributes(&mut |attr, value_options, values| {
-        let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) else { return true };
+        let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) else {
+            return true;
+        };
         if !options.iter().all(|option| value_options.contains(option)) {
             return true;
         }
@@ -776,7 +1049,9 @@ fn any_value(
             let matched = if coverage.stored_form_usable {
                 test(value.normalized)
             } else {
-                rule.equality_rule().normalize(value.original).is_ok_and(|renormalized| test(&renormalized))
+                rule.equality_rule()
+                    .normalize(value.original)
+                    .is_ok_and(|renormalized| test(&renormalized))
             };
             if matched {
                 found = true;
@@ -788,10 +1063,13 @@ fn any_value(
     tri(found)
 }
 
+/// (attribute, options, (original, normalized) values) of an `OwnedEntryView`.
+type NormalizedAttribute = (AttrId, Vec<String>, Vec<(Vec<u8>, Vec<u8>)>);
+
 /// An `EntryView` over an owned `Entry`, normalizing every value once at construction (for
 /// tests, brute-force checks and server-side evaluation of entries not yet stored).
 pub struct OwnedEntryView {
-    attributes: Vec<(AttrId, Vec<String>, Vec<(Vec<u8>, Vec<u8>)>)>,
+    attributes: Vec<NormalizedAttribute>,
     dn_avas: Vec<(AttrId, Vec<u8>)>,
 }
 
@@ -803,7 +1081,10 @@ impl OwnedEntryView {
             let description = schema.parse_description(&attribute.description)?;
             let mut values = Vec::with_capacity(attribute.values.len());
             for value in &attribute.values {
-                values.push((value.clone(), schema.normalize_value(description.attr, value)?));
+                values.push((
+                    value.clone(),
+                    schema.normalize_value(description.attr, value)?,
+                ));
             }
             attributes.push((description.attr, description.options, values));
         }
@@ -811,19 +1092,28 @@ impl OwnedEntryView {
         for rdn in &entry.dn.rdns {
             for ava in &rdn.avas {
                 let attr = schema.attribute(&ava.attr).ok_or_else(|| {
-                    LdapError::new(ResultCode::InvalidDnSyntax, format!("unknown attribute type '{}' in DN", ava.attr))
+                    LdapError::new(
+                        ResultCode::InvalidDnSyntax,
+                        format!("unknown attribute type '{}' in DN", ava.attr),
+                    )
                 })?;
                 dn_avas.push((attr, schema.normalize_value(attr, &ava.value)?));
             }
         }
-        Ok(OwnedEntryView { attributes, dn_avas })
+        Ok(OwnedEntryView {
+            attributes,
+            dn_avas,
+        })
     }
 }
 
 impl EntryView for OwnedEntryView {
-    fn for_each_attribute(&self, visit: &mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool) {
+    fn for_each_attribute(&self, visit: &mut AttributeVisitor<'_>) {
         for (attr, options, values) in &self.attributes {
-            let mut iterator = values.iter().map(|(original, normalized)| StoredValue { original, normalized });
+            let mut iterator = values.iter().map(|(original, normalized)| StoredValue {
+                original,
+                normalized,
+            });
             if !visit(*attr, options, &mut iterator) {
                 return;
             }

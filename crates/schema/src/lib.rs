@@ -15,19 +15,22 @@ mod schema;
 mod schema_text;
 mod syntax;
 
+pub use check::{CheckedAttribute, CheckedEntry};
 pub use dn::{
-    escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within, normalized_dn_parent, split_rdns, Ava, Dn, Rdn,
-    DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX, RDN_AVA_COUNT_MAX,
+    escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within, normalized_dn_parent,
+    split_rdns, Ava, Dn, Rdn, DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX, RDN_AVA_COUNT_MAX,
 };
 pub use entry::{Attribute, Entry, ModOp, Modification};
 pub use error::{LdapError, ResultCode};
 pub use filter::{
-    substrings_match, CoveredAttribute, EntryView, Filter, OwnedEntryView, PreparedFilter, StoredValue, Tri, FILTER_ITEMS_MAX,
+    substrings_match, CoveredAttribute, EntryView, Filter, OwnedEntryView, PreparedFilter,
+    StoredValue, Tri, FILTER_ITEMS_MAX,
 };
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
 pub use prep::prepare_string;
 pub use schema::{
-    AttrId, AttributeDescription, AttributeType, AttributeUsage, ObjectClass, ObjectClassId, ObjectClassKind, Schema,
-    SchemaError, BUILTIN_SCHEMA_TEXT, DESCRIPTION_OPTIONS_MAX, SCHEMA_DEFINITIONS_MAX,
+    AttrId, AttributeDescription, AttributeType, AttributeUsage, ObjectClass, ObjectClassId,
+    ObjectClassKind, Schema, SchemaError, BUILTIN_SCHEMA_TEXT, DESCRIPTION_OPTIONS_MAX,
+    SCHEMA_DEFINITIONS_MAX,
 };
 pub use syntax::Syntax;

@@ -147,7 +147,12 @@ impl MatchingRule {
 
     /// RFC 4512 definition for cn=Subschema's matchingRules.
     pub fn definition_string(self) -> String {
-        format!("( {} NAME '{}' SYNTAX {} )", self.oid(), self.name(), self.syntax_oid())
+        format!(
+            "( {} NAME '{}' SYNTAX {} )",
+            self.oid(),
+            self.name(),
+            self.syntax_oid()
+        )
     }
 
     /// Normalizes an attribute value (or a whole assertion value) for comparison. An invalid value
@@ -184,16 +189,21 @@ impl MatchingRule {
     pub fn ordering_key(&self, normalized: &[u8]) -> Vec<u8> {
         match self.family() {
             NormalizationFamily::Integer => integer_ordering_key(normalized),
-            NormalizationFamily::GeneralizedTime => {
-                normalized.iter().copied().filter(|byte| byte.is_ascii_digit()).collect()
-            }
+            NormalizationFamily::GeneralizedTime => normalized
+                .iter()
+                .copied()
+                .filter(|byte| byte.is_ascii_digit())
+                .collect(),
             _ => normalized.to_vec(),
         }
     }
 }
 
 /// Normalization for every family that needs no schema (all but DN-based ones).
-pub(crate) fn normalize_without_schema(family: NormalizationFamily, value: &[u8]) -> Result<Vec<u8>, LdapError> {
+pub(crate) fn normalize_without_schema(
+    family: NormalizationFamily,
+    value: &[u8],
+) -> Result<Vec<u8>, LdapError> {
     if value.len() > VALUE_SIZE_BYTES_MAX {
         return Err(LdapError::invalid_syntax(format!(
             "value of {} bytes exceeds the limit of {VALUE_SIZE_BYTES_MAX} bytes",
@@ -209,11 +219,17 @@ pub(crate) fn normalize_without_schema(family: NormalizationFamily, value: &[u8]
         }
         NormalizationFamily::CaseIgnoreIa5 | NormalizationFamily::CaseExactIa5 => {
             if !value.is_ascii() {
-                return Err(LdapError::invalid_syntax("IA5 string contains a non-ASCII byte"));
+                return Err(LdapError::invalid_syntax(
+                    "IA5 string contains a non-ASCII byte",
+                ));
             }
             let text = utf8(value)?;
             let mut output = String::with_capacity(text.len());
-            prepare_string(text, family == NormalizationFamily::CaseIgnoreIa5, &mut output);
+            prepare_string(
+                text,
+                family == NormalizationFamily::CaseIgnoreIa5,
+                &mut output,
+            );
             Ok(output.into_bytes())
         }
         NormalizationFamily::NumericString => {
@@ -222,7 +238,11 @@ pub(crate) fn normalize_without_schema(family: NormalizationFamily, value: &[u8]
                 match byte {
                     b'0'..=b'9' => output.push(byte),
                     b' ' => {}
-                    _ => return Err(LdapError::invalid_syntax("numeric string may hold only digits and spaces")),
+                    _ => {
+                        return Err(LdapError::invalid_syntax(
+                            "numeric string may hold only digits and spaces",
+                        ))
+                    }
                 }
             }
             Ok(output)
@@ -231,7 +251,10 @@ pub(crate) fn normalize_without_schema(family: NormalizationFamily, value: &[u8]
             let text = utf8(value)?;
             let mut prepared = String::with_capacity(text.len());
             prepare_string(text, true, &mut prepared);
-            Ok(prepared.bytes().filter(|byte| *byte != b' ' && *byte != b'-').collect())
+            Ok(prepared
+                .bytes()
+                .filter(|byte| *byte != b' ' && *byte != b'-')
+                .collect())
         }
         NormalizationFamily::Integer => parse_integer(value).map(|(negative, digits)| {
             let mut output = Vec::with_capacity(digits.len() + 1);
@@ -250,17 +273,23 @@ pub(crate) fn normalize_without_schema(family: NormalizationFamily, value: &[u8]
                 Err(LdapError::invalid_syntax("boolean must be TRUE or FALSE"))
             }
         }
-        NormalizationFamily::GeneralizedTime => parse_generalized_time(value).map(String::into_bytes),
+        NormalizationFamily::GeneralizedTime => {
+            parse_generalized_time(value).map(String::into_bytes)
+        }
         NormalizationFamily::Octet | NormalizationFamily::Csn => Ok(value.to_vec()),
         NormalizationFamily::BitString => {
             let valid = value.len() >= 3
                 && value[0] == b'\''
                 && value.ends_with(b"'B")
-                && value[1..value.len() - 2].iter().all(|byte| *byte == b'0' || *byte == b'1');
+                && value[1..value.len() - 2]
+                    .iter()
+                    .all(|byte| *byte == b'0' || *byte == b'1');
             if valid {
                 Ok(value.to_vec())
             } else {
-                Err(LdapError::invalid_syntax("bit string must look like '0101'B"))
+                Err(LdapError::invalid_syntax(
+                    "bit string must look like '0101'B",
+                ))
             }
         }
         NormalizationFamily::ObjectIdentifier => {
@@ -292,7 +321,9 @@ pub(crate) fn normalize_without_schema(family: NormalizationFamily, value: &[u8]
             if valid {
                 Ok(text.to_ascii_lowercase().into_bytes())
             } else {
-                Err(LdapError::invalid_syntax("UUID must be 8-4-4-4-12 hex digits"))
+                Err(LdapError::invalid_syntax(
+                    "UUID must be 8-4-4-4-12 hex digits",
+                ))
             }
         }
         NormalizationFamily::DistinguishedName | NormalizationFamily::UniqueMember => {
@@ -338,9 +369,14 @@ fn integer_ordering_key(normalized: &[u8]) -> Vec<u8> {
 /// Decimal digits (no leading zeros) to big-endian binary without leading zero bytes.
 fn decimal_to_big_endian(digits: &[u8]) -> Vec<u8> {
     if digits.len() <= 38 {
-        let value = digits.iter().fold(0u128, |accumulator, digit| accumulator * 10 + u128::from(digit - b'0'));
+        let value = digits.iter().fold(0u128, |accumulator, digit| {
+            accumulator * 10 + u128::from(digit - b'0')
+        });
         let bytes = value.to_be_bytes();
-        let first_nonzero = bytes.iter().position(|byte| *byte != 0).unwrap_or(bytes.len() - 1);
+        let first_nonzero = bytes
+            .iter()
+            .position(|byte| *byte != 0)
+            .unwrap_or(bytes.len() - 1);
         return bytes[first_nonzero..].to_vec();
     }
     // Little-endian base-256 accumulator: multiply by 10, add the digit.
@@ -375,9 +411,18 @@ mod tests {
 
     #[test]
     fn rules_are_found_by_name_and_oid() {
-        assert_eq!(MatchingRule::by_name_or_oid("caseignorematch"), Some(MatchingRule::CaseIgnoreMatch));
-        assert_eq!(MatchingRule::by_name_or_oid("2.5.13.15"), Some(MatchingRule::IntegerOrderingMatch));
-        assert_eq!(MatchingRule::by_name_or_oid("caseIgnoreIA5Match"), Some(MatchingRule::CaseIgnoreIa5Match));
+        assert_eq!(
+            MatchingRule::by_name_or_oid("caseignorematch"),
+            Some(MatchingRule::CaseIgnoreMatch)
+        );
+        assert_eq!(
+            MatchingRule::by_name_or_oid("2.5.13.15"),
+            Some(MatchingRule::IntegerOrderingMatch)
+        );
+        assert_eq!(
+            MatchingRule::by_name_or_oid("caseIgnoreIA5Match"),
+            Some(MatchingRule::CaseIgnoreIa5Match)
+        );
         assert_eq!(MatchingRule::by_name_or_oid("noSuchMatch"), None);
         for rule in MatchingRule::ALL {
             assert_eq!(MatchingRule::by_name_or_oid(rule.oid()), Some(*rule));
@@ -389,26 +434,57 @@ mod tests {
 
     #[test]
     fn case_rules() {
-        assert_eq!(normalized(MatchingRule::CaseIgnoreMatch, "  Barbara  JENSEN "), "barbara jensen");
-        assert_eq!(normalized(MatchingRule::CaseExactMatch, "  Barbara  JENSEN "), "Barbara JENSEN");
-        assert_eq!(normalized(MatchingRule::CaseIgnoreIa5Match, "User@Example.COM"), "user@example.com");
-        assert_eq!(normalized(MatchingRule::CaseExactIa5Match, "/home/Bob "), "/home/Bob");
         assert_eq!(
-            MatchingRule::CaseIgnoreIa5Match.normalize("Kraków".as_bytes()).unwrap_err().code,
+            normalized(MatchingRule::CaseIgnoreMatch, "  Barbara  JENSEN "),
+            "barbara jensen"
+        );
+        assert_eq!(
+            normalized(MatchingRule::CaseExactMatch, "  Barbara  JENSEN "),
+            "Barbara JENSEN"
+        );
+        assert_eq!(
+            normalized(MatchingRule::CaseIgnoreIa5Match, "User@Example.COM"),
+            "user@example.com"
+        );
+        assert_eq!(
+            normalized(MatchingRule::CaseExactIa5Match, "/home/Bob "),
+            "/home/Bob"
+        );
+        assert_eq!(
+            MatchingRule::CaseIgnoreIa5Match
+                .normalize("Kraków".as_bytes())
+                .unwrap_err()
+                .code,
             crate::ResultCode::InvalidAttributeSyntax
         );
-        assert!(MatchingRule::CaseIgnoreMatch.normalize(&[0xFF, 0xFE]).is_err());
-        assert_eq!(normalized(MatchingRule::CaseIgnoreListMatch, "1 Main St $ SPRINGFIELD"), "1 main st$springfield");
+        assert!(MatchingRule::CaseIgnoreMatch
+            .normalize(&[0xFF, 0xFE])
+            .is_err());
+        assert_eq!(
+            normalized(MatchingRule::CaseIgnoreListMatch, "1 Main St $ SPRINGFIELD"),
+            "1 main st$springfield"
+        );
     }
 
     #[test]
     fn numeric_and_telephone_rules() {
-        assert_eq!(normalized(MatchingRule::NumericStringMatch, " 123 456 "), "123456");
-        assert!(MatchingRule::NumericStringMatch.normalize(b"12a").is_err());
-        assert_eq!(normalized(MatchingRule::TelephoneNumberMatch, "+1 555-123 4567"), "+15551234567");
-        assert_eq!(normalized(MatchingRule::TelephoneNumberSubstringsMatch, "555-12"), "55512");
         assert_eq!(
-            MatchingRule::TelephoneNumberSubstringsMatch.normalize_substring_piece(b" 12-3 ").unwrap(),
+            normalized(MatchingRule::NumericStringMatch, " 123 456 "),
+            "123456"
+        );
+        assert!(MatchingRule::NumericStringMatch.normalize(b"12a").is_err());
+        assert_eq!(
+            normalized(MatchingRule::TelephoneNumberMatch, "+1 555-123 4567"),
+            "+15551234567"
+        );
+        assert_eq!(
+            normalized(MatchingRule::TelephoneNumberSubstringsMatch, "555-12"),
+            "55512"
+        );
+        assert_eq!(
+            MatchingRule::TelephoneNumberSubstringsMatch
+                .normalize_substring_piece(b" 12-3 ")
+                .unwrap(),
             b"123"
         );
     }
@@ -424,42 +500,110 @@ mod tests {
         assert_eq!(normalized(MatchingRule::BooleanMatch, "true"), "TRUE");
         assert!(MatchingRule::BooleanMatch.normalize(b"yes").is_err());
         assert_eq!(
-            normalized(MatchingRule::UuidMatch, "9C1B6E3A-1D2F-4C5B-8A9E-0123456789AB"),
+            normalized(
+                MatchingRule::UuidMatch,
+                "9C1B6E3A-1D2F-4C5B-8A9E-0123456789AB"
+            ),
             "9c1b6e3a-1d2f-4c5b-8a9e-0123456789ab"
         );
         assert!(MatchingRule::UuidMatch.normalize(b"not-a-uuid").is_err());
-        assert_eq!(normalized(MatchingRule::BitStringMatch, "'0101'B"), "'0101'B");
+        assert_eq!(
+            normalized(MatchingRule::BitStringMatch, "'0101'B"),
+            "'0101'B"
+        );
         assert!(MatchingRule::BitStringMatch.normalize(b"'012'B").is_err());
         assert_eq!(normalized(MatchingRule::OctetStringMatch, " AbC "), " AbC ");
-        assert_eq!(normalized(MatchingRule::ObjectIdentifierMatch, "InetOrgPerson"), "inetorgperson");
-        assert_eq!(normalized(MatchingRule::ObjectIdentifierMatch, "2.5.6.6"), "2.5.6.6");
-        assert!(MatchingRule::ObjectIdentifierMatch.normalize(b"1..2").is_err());
-        assert!(MatchingRule::ObjectIdentifierMatch.normalize(b"-x").is_err());
+        assert_eq!(
+            normalized(MatchingRule::ObjectIdentifierMatch, "InetOrgPerson"),
+            "inetorgperson"
+        );
+        assert_eq!(
+            normalized(MatchingRule::ObjectIdentifierMatch, "2.5.6.6"),
+            "2.5.6.6"
+        );
+        assert!(MatchingRule::ObjectIdentifierMatch
+            .normalize(b"1..2")
+            .is_err());
+        assert!(MatchingRule::ObjectIdentifierMatch
+            .normalize(b"-x")
+            .is_err());
     }
 
     #[test]
     fn generalized_time_rule_converts_to_utc() {
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323Z"), "20261121232323Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "202611212323Z"), "20261121232300Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "2026112123Z"), "20261121230000Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323.500Z"), "20261121232323.5Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323,25Z"), "20261121232323.25Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323.0Z"), "20261121232323Z");
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323Z"),
+            "20261121232323Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "202611212323Z"),
+            "20261121232300Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "2026112123Z"),
+            "20261121230000Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323.500Z"),
+            "20261121232323.5Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323,25Z"),
+            "20261121232323.25Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "20261121232323.0Z"),
+            "20261121232323Z"
+        );
         // Fraction of an hour and of a minute.
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "2026112123.5Z"), "20261121233000Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "202611212323.25Z"), "20261121232315Z");
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "2026112123.5Z"),
+            "20261121233000Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "202611212323.25Z"),
+            "20261121232315Z"
+        );
         // Offsets cross day, month and year boundaries.
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "20261231233000-0100"), "20270101003000Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "20260301003000+0200"), "20260228223000Z");
-        assert_eq!(normalized(MatchingRule::GeneralizedTimeMatch, "20240301003000+01"), "20240229233000Z");
-        for invalid in ["2026112123", "20261321000000Z", "20260230000000Z", "20261121246000Z", "2026112123+2500", "x", ""] {
-            assert!(MatchingRule::GeneralizedTimeMatch.normalize(invalid.as_bytes()).is_err(), "{invalid}");
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "20261231233000-0100"),
+            "20270101003000Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "20260301003000+0200"),
+            "20260228223000Z"
+        );
+        assert_eq!(
+            normalized(MatchingRule::GeneralizedTimeMatch, "20240301003000+01"),
+            "20240229233000Z"
+        );
+        for invalid in [
+            "2026112123",
+            "20261321000000Z",
+            "20260230000000Z",
+            "20261121246000Z",
+            "2026112123+2500",
+            "x",
+            "",
+        ] {
+            assert!(
+                MatchingRule::GeneralizedTimeMatch
+                    .normalize(invalid.as_bytes())
+                    .is_err(),
+                "{invalid}"
+            );
         }
     }
 
     #[test]
     fn generalized_time_ordering_keys_follow_time_order() {
-        let ordered = ["19700101000000Z", "20261121232323Z", "20261121232323.05Z", "20261121232323.5Z", "20261121232324Z"];
+        let ordered = [
+            "19700101000000Z",
+            "20261121232323Z",
+            "20261121232323.05Z",
+            "20261121232323.5Z",
+            "20261121232324Z",
+        ];
         let keys: Vec<Vec<u8>> = ordered
             .iter()
             .map(|time| {

@@ -60,7 +60,13 @@ fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
     let mapped = value
         .chars()
         .filter(|character| !maps_to_nothing(*character))
-        .map(|character| if maps_to_space(character) { ' ' } else { character });
+        .map(|character| {
+            if maps_to_space(character) {
+                ' '
+            } else {
+                character
+            }
+        });
     let mut pending_space = false;
     let mut push = |character: char, output: &mut String| {
         if character == ' ' {

@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 
 use crate::dn::{escape_value, Dn, Rdn};
 use crate::error::{LdapError, ResultCode};
-use crate::matching::{normalize_without_schema, utf8, MatchingRule, MatchingRuleKind, NormalizationFamily};
+use crate::matching::{
+    normalize_without_schema, utf8, MatchingRule, MatchingRuleKind, NormalizationFamily,
+};
 use crate::syntax::{split_optional_uid, Syntax, KNOWN_SYNTAXES};
 
 /// Index of an attribute type in its schema's table.
@@ -268,7 +270,9 @@ impl AttributeDescription {
     /// True when every option of `self` is among `other_options` (RFC 4512 §2.5: a description
     /// with more options is a subtype of one with fewer).
     pub fn options_subset_of(&self, other_options: &[String]) -> bool {
-        self.options.iter().all(|option| other_options.contains(option))
+        self.options
+            .iter()
+            .all(|option| other_options.contains(option))
     }
 }
 
@@ -282,7 +286,11 @@ pub struct SchemaError {
 
 impl std::fmt::Display for SchemaError {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(formatter, "{}:{}: {}", self.source_name, self.line, self.message)
+        write!(
+            formatter,
+            "{}:{}: {}",
+            self.source_name, self.line, self.message
+        )
     }
 }
 
@@ -346,9 +354,15 @@ impl Schema {
     /// `#` comments. On error the schema keeps the definitions before the failing statement.
     pub fn load_schema_text(&mut self, text: &str, source_name: &str) -> Result<(), SchemaError> {
         for statement in crate::schema_text::statements(text) {
-            let error = |message: String| SchemaError { source_name: source_name.to_string(), line: statement.line, message };
+            let error = |message: String| SchemaError {
+                source_name: source_name.to_string(),
+                line: statement.line,
+                message,
+            };
             if statement.text.len() > SCHEMA_STATEMENT_SIZE_BYTES_MAX {
-                return Err(error(format!("statement longer than {SCHEMA_STATEMENT_SIZE_BYTES_MAX} bytes")));
+                return Err(error(format!(
+                    "statement longer than {SCHEMA_STATEMENT_SIZE_BYTES_MAX} bytes"
+                )));
             }
             self.load_statement(&statement.text).map_err(error)?;
         }
@@ -357,8 +371,12 @@ impl Schema {
 
     fn load_statement(&mut self, statement: &str) -> Result<(), String> {
         let trimmed = statement.trim();
-        let keyword_end = trimmed.find(|character: char| character.is_whitespace() || character == '(').unwrap_or(trimmed.len());
-        let keyword = trimmed[..keyword_end].trim_end_matches(':').to_ascii_lowercase();
+        let keyword_end = trimmed
+            .find(|character: char| character.is_whitespace() || character == '(')
+            .unwrap_or(trimmed.len());
+        let keyword = trimmed[..keyword_end]
+            .trim_end_matches(':')
+            .to_ascii_lowercase();
         let rest = trimmed[keyword_end..].trim();
         match keyword.as_str() {
             "attributetype" | "attributetypes" | "olcattributetypes" => {
@@ -371,7 +389,8 @@ impl Schema {
             }
             "objectidentifier" | "olcobjectidentifier" => {
                 let mut words = rest.split_whitespace();
-                let (Some(name), Some(value), None) = (words.next(), words.next(), words.next()) else {
+                let (Some(name), Some(value), None) = (words.next(), words.next(), words.next())
+                else {
                     return Err("objectidentifier needs exactly a name and an OID".to_string());
                 };
                 let resolved = crate::schema_text::resolve_oid(value, &self.oid_macros)?;
@@ -383,35 +402,50 @@ impl Schema {
         }
     }
 
-    fn add_attribute_type(&mut self, definition: crate::schema_text::Definition) -> Result<(), String> {
+    fn add_attribute_type(
+        &mut self,
+        definition: crate::schema_text::Definition,
+    ) -> Result<(), String> {
         if self.attribute_types.len() >= SCHEMA_DEFINITIONS_MAX {
-            return Err(format!("more than {SCHEMA_DEFINITIONS_MAX} attribute types"));
+            return Err(format!(
+                "more than {SCHEMA_DEFINITIONS_MAX} attribute types"
+            ));
         }
         let oid = definition.oid.clone();
         for key in std::iter::once(&oid).chain(definition.names.iter()) {
-            if self.attribute_by_name.contains_key(&key.to_ascii_lowercase()) {
+            if self
+                .attribute_by_name
+                .contains_key(&key.to_ascii_lowercase())
+            {
                 return Err(format!("attribute type '{key}' is already defined"));
             }
         }
         let sup_name = definition.single("SUP")?;
         let sup = match &sup_name {
-            Some(name) => Some(self.attribute(name).ok_or_else(|| format!("attribute type '{oid}': unknown SUP '{name}'"))?),
+            Some(name) => Some(
+                self.attribute(name)
+                    .ok_or_else(|| format!("attribute type '{oid}': unknown SUP '{name}'"))?,
+            ),
             None => None,
         };
         let parent = sup.map(|id| self.attribute_types[id as usize].clone());
-        let rule = |keyword: &str, kind: MatchingRuleKind| -> Result<Option<MatchingRule>, String> {
-            match definition.single(keyword)? {
-                None => Ok(None),
-                Some(name) => {
-                    let rule = MatchingRule::by_name_or_oid(&name)
-                        .ok_or_else(|| format!("attribute type '{oid}': unknown matching rule '{name}'"))?;
-                    if rule.kind() != kind {
-                        return Err(format!("attribute type '{oid}': '{name}' is not a {kind:?} rule"));
+        let rule =
+            |keyword: &str, kind: MatchingRuleKind| -> Result<Option<MatchingRule>, String> {
+                match definition.single(keyword)? {
+                    None => Ok(None),
+                    Some(name) => {
+                        let rule = MatchingRule::by_name_or_oid(&name).ok_or_else(|| {
+                            format!("attribute type '{oid}': unknown matching rule '{name}'")
+                        })?;
+                        if rule.kind() != kind {
+                            return Err(format!(
+                                "attribute type '{oid}': '{name}' is not a {kind:?} rule"
+                            ));
+                        }
+                        Ok(Some(rule))
                     }
-                    Ok(Some(rule))
                 }
-            }
-        };
+            };
         let equality = rule("EQUALITY", MatchingRuleKind::Equality)?;
         let ordering = rule("ORDERING", MatchingRuleKind::Ordering)?;
         let substring = rule("SUBSTR", MatchingRuleKind::Substrings)?;
@@ -424,7 +458,9 @@ impl Schema {
                         let length = text[brace + 1..]
                             .trim_end_matches('}')
                             .parse::<u32>()
-                            .map_err(|_| format!("attribute type '{oid}': bad syntax length in '{text}'"))?;
+                            .map_err(|_| {
+                                format!("attribute type '{oid}': bad syntax length in '{text}'")
+                            })?;
                         (text[..brace].to_string(), Some(length))
                     }
                     None => (text.clone(), None),
@@ -436,7 +472,10 @@ impl Schema {
         if syntax_oid.is_none() && parent.is_none() {
             return Err(format!("attribute type '{oid}' needs SYNTAX or SUP"));
         }
-        let usage = match definition.single("USAGE")?.map(|usage| usage.to_ascii_lowercase()) {
+        let usage = match definition
+            .single("USAGE")?
+            .map(|usage| usage.to_ascii_lowercase())
+        {
             None => AttributeUsage::UserApplications,
             Some(usage) => match usage.as_str() {
                 "userapplications" => AttributeUsage::UserApplications,
@@ -452,7 +491,9 @@ impl Schema {
             substring: substring.is_some(),
             syntax: syntax_oid.is_some(),
         };
-        let inherited_syntax_oid = syntax_oid.clone().or_else(|| parent.as_ref().and_then(|parent| parent.syntax_oid.clone()));
+        let inherited_syntax_oid = syntax_oid
+            .clone()
+            .or_else(|| parent.as_ref().and_then(|parent| parent.syntax_oid.clone()));
         let attribute_type = AttributeType {
             oid: oid.clone(),
             names: definition.names.clone(),
@@ -462,9 +503,13 @@ impl Schema {
             equality: equality.or_else(|| parent.as_ref().and_then(|parent| parent.equality)),
             ordering: ordering.or_else(|| parent.as_ref().and_then(|parent| parent.ordering)),
             substring: substring.or_else(|| parent.as_ref().and_then(|parent| parent.substring)),
-            syntax: inherited_syntax_oid.as_deref().map(Syntax::from_oid).unwrap_or(Syntax::Unvalidated),
+            syntax: inherited_syntax_oid
+                .as_deref()
+                .map(Syntax::from_oid)
+                .unwrap_or(Syntax::Unvalidated),
             syntax_oid: inherited_syntax_oid,
-            syntax_length_max: syntax_length_max.or_else(|| parent.as_ref().and_then(|parent| parent.syntax_length_max)),
+            syntax_length_max: syntax_length_max
+                .or_else(|| parent.as_ref().and_then(|parent| parent.syntax_length_max)),
             single_value: definition.flag("SINGLE-VALUE"),
             collective: definition.flag("COLLECTIVE"),
             no_user_modification: definition.flag("NO-USER-MODIFICATION"),
@@ -473,8 +518,12 @@ impl Schema {
             declared,
             sup_name,
         };
-        if attribute_type.no_user_modification && attribute_type.usage == AttributeUsage::UserApplications {
-            return Err(format!("attribute type '{oid}': NO-USER-MODIFICATION requires an operational USAGE"));
+        if attribute_type.no_user_modification
+            && attribute_type.usage == AttributeUsage::UserApplications
+        {
+            return Err(format!(
+                "attribute type '{oid}': NO-USER-MODIFICATION requires an operational USAGE"
+            ));
         }
         let id = self.attribute_types.len() as AttrId;
         self.attribute_by_name.insert(oid.to_ascii_lowercase(), id);
@@ -490,18 +539,27 @@ impl Schema {
             self.subtypes[ancestor_id as usize].push(id);
             ancestor = self.attribute_types[ancestor_id as usize].sup;
             depth += 1;
-            assert!(depth <= self.attribute_types.len(), "SUP chains are acyclic: a type's SUP exists before it");
+            assert!(
+                depth <= self.attribute_types.len(),
+                "SUP chains are acyclic: a type's SUP exists before it"
+            );
         }
         Ok(())
     }
 
-    fn add_object_class(&mut self, definition: crate::schema_text::Definition) -> Result<(), String> {
+    fn add_object_class(
+        &mut self,
+        definition: crate::schema_text::Definition,
+    ) -> Result<(), String> {
         if self.object_classes.len() >= SCHEMA_DEFINITIONS_MAX {
             return Err(format!("more than {SCHEMA_DEFINITIONS_MAX} object classes"));
         }
         let oid = definition.oid.clone();
         for key in std::iter::once(&oid).chain(definition.names.iter()) {
-            if self.object_class_by_name.contains_key(&key.to_ascii_lowercase()) {
+            if self
+                .object_class_by_name
+                .contains_key(&key.to_ascii_lowercase())
+            {
                 return Err(format!("object class '{key}' is already defined"));
             }
         }
@@ -510,14 +568,20 @@ impl Schema {
         let may_names = definition.list("MAY");
         let mut sup = Vec::new();
         for name in &sup_names {
-            sup.push(self.object_class(name).ok_or_else(|| format!("object class '{oid}': unknown SUP '{name}'"))?);
+            sup.push(
+                self.object_class(name)
+                    .ok_or_else(|| format!("object class '{oid}': unknown SUP '{name}'"))?,
+            );
         }
         let resolve_attributes = |names: &[String], keyword: &str| -> Result<Vec<AttrId>, String> {
             names
                 .iter()
                 .map(|name| {
-                    self.attribute(name)
-                        .ok_or_else(|| format!("object class '{oid}': {keyword} names unknown attribute type '{name}'"))
+                    self.attribute(name).ok_or_else(|| {
+                        format!(
+                            "object class '{oid}': {keyword} names unknown attribute type '{name}'"
+                        )
+                    })
                 })
                 .collect()
         };
@@ -528,11 +592,19 @@ impl Schema {
             (definition.flag("STRUCTURAL"), ObjectClassKind::Structural),
             (definition.flag("AUXILIARY"), ObjectClassKind::Auxiliary),
         ];
-        let declared_kinds: Vec<ObjectClassKind> = kinds.iter().filter(|(set, _)| *set).map(|(_, kind)| *kind).collect();
+        let declared_kinds: Vec<ObjectClassKind> = kinds
+            .iter()
+            .filter(|(set, _)| *set)
+            .map(|(_, kind)| *kind)
+            .collect();
         let kind = match declared_kinds.as_slice() {
             [] => ObjectClassKind::Structural,
             [single] => *single,
-            _ => return Err(format!("object class '{oid}' has more than one of ABSTRACT/STRUCTURAL/AUXILIARY")),
+            _ => {
+                return Err(format!(
+                    "object class '{oid}' has more than one of ABSTRACT/STRUCTURAL/AUXILIARY"
+                ))
+            }
         };
         let id = self.object_classes.len() as ObjectClassId;
         let mut superclasses = vec![id];
@@ -579,9 +651,11 @@ impl Schema {
             must_names,
             may_names,
         };
-        self.object_class_by_name.insert(oid.to_ascii_lowercase(), id);
+        self.object_class_by_name
+            .insert(oid.to_ascii_lowercase(), id);
         for name in &object_class.names {
-            self.object_class_by_name.insert(name.to_ascii_lowercase(), id);
+            self.object_class_by_name
+                .insert(name.to_ascii_lowercase(), id);
         }
         self.object_classes.push(object_class);
         Ok(())
@@ -593,7 +667,10 @@ impl Schema {
             return Some(*id);
         }
         if name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
-            return self.attribute_by_name.get(&name_or_oid.to_ascii_lowercase()).copied();
+            return self
+                .attribute_by_name
+                .get(&name_or_oid.to_ascii_lowercase())
+                .copied();
         }
         None
     }
@@ -621,7 +698,10 @@ impl Schema {
     }
 
     pub fn attribute_types(&self) -> impl Iterator<Item = (AttrId, &AttributeType)> {
-        self.attribute_types.iter().enumerate().map(|(index, attribute_type)| (index as AttrId, attribute_type))
+        self.attribute_types
+            .iter()
+            .enumerate()
+            .map(|(index, attribute_type)| (index as AttrId, attribute_type))
     }
 
     /// Number of attribute types (ids are `0..count`).
@@ -633,7 +713,9 @@ impl Schema {
         if let Some(id) = self.object_class_by_name.get(name_or_oid) {
             return Some(*id);
         }
-        self.object_class_by_name.get(&name_or_oid.trim().to_ascii_lowercase()).copied()
+        self.object_class_by_name
+            .get(&name_or_oid.trim().to_ascii_lowercase())
+            .copied()
     }
 
     pub fn object_class_definition(&self, id: ObjectClassId) -> &ObjectClass {
@@ -641,7 +723,10 @@ impl Schema {
     }
 
     pub fn object_classes(&self) -> impl Iterator<Item = (ObjectClassId, &ObjectClass)> {
-        self.object_classes.iter().enumerate().map(|(index, object_class)| (index as ObjectClassId, object_class))
+        self.object_classes
+            .iter()
+            .enumerate()
+            .map(|(index, object_class)| (index as ObjectClassId, object_class))
     }
 
     /// Implemented matching rules, for cn=Subschema `matchingRules`.
@@ -651,12 +736,15 @@ impl Schema {
 
     /// Known syntaxes as RFC 4512 `ldapSyntaxes` definition strings.
     pub fn ldap_syntaxes(&self) -> impl Iterator<Item = String> {
-        KNOWN_SYNTAXES.iter().map(|(oid, description, _)| format!("( {oid} DESC '{description}' )"))
+        KNOWN_SYNTAXES
+            .iter()
+            .map(|(oid, description, _)| format!("( {oid} DESC '{description}' )"))
     }
 
     /// The objectClass attribute's id.
     pub fn object_class_attribute(&self) -> AttrId {
-        self.attribute("objectClass").expect("every schema starts from the built-in one defining objectClass")
+        self.attribute("objectClass")
+            .expect("every schema starts from the built-in one defining objectClass")
     }
 
     /// Parses `cn;lang-en;binary`: the type must exist (undefinedAttributeType), options are
@@ -665,11 +753,17 @@ impl Schema {
         let mut parts = description.split(';');
         let type_name = parts.next().unwrap_or("");
         let attr = self.attribute(type_name).ok_or_else(|| {
-            LdapError::new(ResultCode::UndefinedAttributeType, format!("{type_name}: attribute type undefined"))
+            LdapError::new(
+                ResultCode::UndefinedAttributeType,
+                format!("{type_name}: attribute type undefined"),
+            )
         })?;
         let mut options = Vec::new();
         for option in parts {
-            let valid = !option.is_empty() && option.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-');
+            let valid = !option.is_empty()
+                && option
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-');
             if !valid {
                 return Err(LdapError::new(
                     ResultCode::UndefinedAttributeType,
@@ -704,7 +798,14 @@ impl Schema {
     pub fn normalize_value(&self, attr: AttrId, value: &[u8]) -> Result<Vec<u8>, LdapError> {
         let attribute_type = self.attribute_type(attr);
         let in_context = |error: LdapError| {
-            LdapError::new(error.code, format!("{}: value invalid per syntax: {}", attribute_type.name(), error.message))
+            LdapError::new(
+                error.code,
+                format!(
+                    "{}: value invalid per syntax: {}",
+                    attribute_type.name(),
+                    error.message
+                ),
+            )
         };
         attribute_type.syntax.validate(value).map_err(in_context)?;
         match attribute_type.equality {
@@ -715,7 +816,11 @@ impl Schema {
 
     /// Normalizes with a given rule's family, using this schema for DN attribute names and
     /// object identifier names.
-    pub fn normalize_with_rule(&self, rule: MatchingRule, value: &[u8]) -> Result<Vec<u8>, LdapError> {
+    pub fn normalize_with_rule(
+        &self,
+        rule: MatchingRule,
+        value: &[u8],
+    ) -> Result<Vec<u8>, LdapError> {
         match rule.family() {
             NormalizationFamily::DistinguishedName => {
                 let dn = Dn::parse(utf8(value)?)?;
@@ -736,10 +841,18 @@ impl Schema {
                 // Known names and OIDs become the lowercased primary name, so `2.5.6.6`,
                 // `Person` and `person` are equal.
                 if let Some(id) = self.object_class(text) {
-                    return Ok(self.object_class_definition(id).name().to_ascii_lowercase().into_bytes());
+                    return Ok(self
+                        .object_class_definition(id)
+                        .name()
+                        .to_ascii_lowercase()
+                        .into_bytes());
                 }
                 if let Some(id) = self.attribute(text) {
-                    return Ok(self.attribute_type(id).name().to_ascii_lowercase().into_bytes());
+                    return Ok(self
+                        .attribute_type(id)
+                        .name()
+                        .to_ascii_lowercase()
+                        .into_bytes());
                 }
                 Ok(lowered)
             }
@@ -753,11 +866,14 @@ impl Schema {
         let mut parts: Vec<String> = Vec::with_capacity(rdn.avas.len());
         for ava in &rdn.avas {
             let attr = self.attribute(&ava.attr).ok_or_else(|| {
-                LdapError::invalid_dn(format!("unknown attribute type '{}' in RDN '{rdn}'", ava.attr))
+                LdapError::invalid_dn(format!(
+                    "unknown attribute type '{}' in RDN '{rdn}'",
+                    ava.attr
+                ))
             })?;
-            let normalized = self
-                .normalize_value(attr, &ava.value)
-                .map_err(|error| LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message)))?;
+            let normalized = self.normalize_value(attr, &ava.value).map_err(|error| {
+                LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message))
+            })?;
             let mut part = self.attribute_type(attr).name().to_ascii_lowercase();
             part.push('=');
             escape_value(&normalized, &mut part);
@@ -800,33 +916,74 @@ mod tests {
         let cn_type = schema.attribute_type(cn);
         assert_eq!(cn_type.name(), "cn");
         assert_eq!(cn_type.equality, Some(MatchingRule::CaseIgnoreMatch));
-        assert_eq!(cn_type.substring, Some(MatchingRule::CaseIgnoreSubstringsMatch));
+        assert_eq!(
+            cn_type.substring,
+            Some(MatchingRule::CaseIgnoreSubstringsMatch)
+        );
         assert_eq!(cn_type.syntax, Syntax::DirectoryString);
         let name = schema.attribute("name").unwrap();
         assert!(schema.subtypes(name).contains(&cn));
-        assert!(schema.subtypes(name).contains(&schema.attribute("sn").unwrap()));
+        assert!(schema
+            .subtypes(name)
+            .contains(&schema.attribute("sn").unwrap()));
         assert!(schema.is_subtype_of(cn, name));
         let uid_number = schema.attribute_type(schema.attribute("uidNumber").unwrap());
-        assert_eq!(uid_number.ordering, Some(MatchingRule::IntegerOrderingMatch));
+        assert_eq!(
+            uid_number.ordering,
+            Some(MatchingRule::IntegerOrderingMatch)
+        );
         assert!(uid_number.single_value);
         let member_of = schema.attribute_type(schema.attribute("memberOf").unwrap());
         assert!(member_of.is_operational() && !member_of.single_value);
-        assert_eq!(member_of.equality, Some(MatchingRule::DistinguishedNameMatch));
-        for operational in ["createTimestamp", "modifyTimestamp", "creatorsName", "modifiersName", "entryUUID", "entryCSN",
-            "structuralObjectClass", "subschemaSubentry", "hasSubordinates", "numSubordinates", "entryDN", "pwdChangedTime"] {
-            let id = schema.attribute(operational).unwrap_or_else(|| panic!("{operational} missing"));
+        assert_eq!(
+            member_of.equality,
+            Some(MatchingRule::DistinguishedNameMatch)
+        );
+        for operational in [
+            "createTimestamp",
+            "modifyTimestamp",
+            "creatorsName",
+            "modifiersName",
+            "entryUUID",
+            "entryCSN",
+            "structuralObjectClass",
+            "subschemaSubentry",
+            "hasSubordinates",
+            "numSubordinates",
+            "entryDN",
+            "pwdChangedTime",
+        ] {
+            let id = schema
+                .attribute(operational)
+                .unwrap_or_else(|| panic!("{operational} missing"));
             assert!(schema.attribute_type(id).is_operational(), "{operational}");
         }
-        for class in ["top", "person", "organizationalPerson", "inetOrgPerson", "groupOfNames", "groupOfUniqueNames",
-            "organizationalUnit", "dcObject", "organization", "domain", "extensibleObject", "posixAccount", "posixGroup",
-            "ipHost", "shadowAccount"] {
+        for class in [
+            "top",
+            "person",
+            "organizationalPerson",
+            "inetOrgPerson",
+            "groupOfNames",
+            "groupOfUniqueNames",
+            "organizationalUnit",
+            "dcObject",
+            "organization",
+            "domain",
+            "extensibleObject",
+            "posixAccount",
+            "posixGroup",
+            "ipHost",
+            "shadowAccount",
+        ] {
             assert!(schema.object_class(class).is_some(), "{class} missing");
         }
         let inet = schema.object_class_definition(schema.object_class("inetorgperson").unwrap());
         let sn = schema.attribute("sn").unwrap();
         assert!(inet.all_must.contains(&sn));
         assert!(inet.all_may.contains(&schema.attribute("mail").unwrap()));
-        assert!(inet.superclasses.contains(&schema.object_class("person").unwrap()));
+        assert!(inet
+            .superclasses
+            .contains(&schema.object_class("person").unwrap()));
     }
 
     #[test]
@@ -835,30 +992,47 @@ mod tests {
         let mut reparsed = Schema::empty();
         let mut text = String::new();
         for (_, attribute_type) in schema.attribute_types() {
-            text.push_str(&format!("attributetype {}\n", attribute_type.definition_string()));
+            text.push_str(&format!(
+                "attributetype {}\n",
+                attribute_type.definition_string()
+            ));
         }
         for (_, object_class) in schema.object_classes() {
-            text.push_str(&format!("objectclass {}\n", object_class.definition_string()));
+            text.push_str(&format!(
+                "objectclass {}\n",
+                object_class.definition_string()
+            ));
         }
         reparsed.load_schema_text(&text, "reparsed").unwrap();
-        for ((_, original), (_, again)) in schema.attribute_types().zip(reparsed.attribute_types()) {
+        for ((_, original), (_, again)) in schema.attribute_types().zip(reparsed.attribute_types())
+        {
             assert_eq!(original, again);
         }
         for ((_, original), (_, again)) in schema.object_classes().zip(reparsed.object_classes()) {
             assert_eq!(original, again);
         }
-        let cn = schema.attribute_type(schema.attribute("cn").unwrap()).definition_string();
+        let cn = schema
+            .attribute_type(schema.attribute("cn").unwrap())
+            .definition_string();
         assert_eq!(cn, "( 2.5.4.3 NAME ( 'cn' 'commonName' ) DESC 'RFC4519: common name(s) for which the entity is known by' SUP name )");
     }
 
     #[test]
     fn descriptions_parse_with_sorted_lowercase_options() {
         let schema = Schema::builtin();
-        let description = schema.parse_description("CN;Lang-EN;binary;lang-en").unwrap();
+        let description = schema
+            .parse_description("CN;Lang-EN;binary;lang-en")
+            .unwrap();
         assert_eq!(description.attr, schema.attribute("cn").unwrap());
-        assert_eq!(description.options, vec!["binary".to_string(), "lang-en".to_string()]);
+        assert_eq!(
+            description.options,
+            vec!["binary".to_string(), "lang-en".to_string()]
+        );
         assert_eq!(schema.description_string(&description), "cn;binary;lang-en");
-        assert_eq!(schema.parse_description("noSuchAttr").unwrap_err().code, ResultCode::UndefinedAttributeType);
+        assert_eq!(
+            schema.parse_description("noSuchAttr").unwrap_err().code,
+            ResultCode::UndefinedAttributeType
+        );
         assert!(schema.parse_description("cn;").is_err());
         assert!(schema.parse_description("cn;a_b").is_err());
     }
@@ -867,37 +1041,72 @@ mod tests {
     fn dn_normalization() {
         let schema = Schema::builtin();
         let normalize = |text: &str| schema.normalize_dn_str(text).unwrap();
-        assert_eq!(normalize("UID=jsmith,DC=example,DC=net"), "uid=jsmith,dc=example,dc=net");
-        assert_eq!(normalize("CN=  John   Smith ,O=Acme"), "cn=john smith,o=acme");
+        assert_eq!(
+            normalize("UID=jsmith,DC=example,DC=net"),
+            "uid=jsmith,dc=example,dc=net"
+        );
+        assert_eq!(
+            normalize("CN=  John   Smith ,O=Acme"),
+            "cn=john smith,o=acme"
+        );
         assert_eq!(normalize("commonName=A,2.5.4.11=Sales"), "cn=a,ou=sales");
         assert_eq!(normalize("sn=Smith+CN=John,dc=x"), "cn=john+sn=smith,dc=x");
-        assert_eq!(normalize("cn=John+sn=Smith,dc=x"), normalize("sn=SMITH+cn=JOHN,dc=x"));
+        assert_eq!(
+            normalize("cn=John+sn=Smith,dc=x"),
+            normalize("sn=SMITH+cn=JOHN,dc=x")
+        );
         assert_eq!(normalize("cn=a\\,b,dc=x"), "cn=a\\,b,dc=x");
         assert_eq!(normalize("cn=#04024869,dc=x"), "cn=hi,dc=x");
         assert_eq!(normalize("cn=KRAKÓW"), normalize("cn=Kraków"));
         assert_eq!(normalize("uidNumber=007"), "uidnumber=7");
         assert_eq!(normalize(""), "");
-        assert_eq!(schema.normalize_dn_str("foo=bar").unwrap_err().code, ResultCode::InvalidDnSyntax);
-        assert_eq!(schema.normalize_dn_str("uidNumber=abc").unwrap_err().code, ResultCode::InvalidDnSyntax);
+        assert_eq!(
+            schema.normalize_dn_str("foo=bar").unwrap_err().code,
+            ResultCode::InvalidDnSyntax
+        );
+        assert_eq!(
+            schema.normalize_dn_str("uidNumber=abc").unwrap_err().code,
+            ResultCode::InvalidDnSyntax
+        );
     }
 
     #[test]
     fn values_normalize_by_equality_rule() {
         let schema = Schema::builtin();
         let normalize = |attr: &str, value: &str| {
-            String::from_utf8(schema.normalize_value(schema.attribute(attr).unwrap(), value.as_bytes()).unwrap()).unwrap()
+            String::from_utf8(
+                schema
+                    .normalize_value(schema.attribute(attr).unwrap(), value.as_bytes())
+                    .unwrap(),
+            )
+            .unwrap()
         };
-        assert_eq!(normalize("member", "CN=Bob,DC=Example"), "cn=bob,dc=example");
-        assert_eq!(normalize("uniqueMember", "CN=Bob,DC=Example#'01'B"), "cn=bob,dc=example#'01'B");
+        assert_eq!(
+            normalize("member", "CN=Bob,DC=Example"),
+            "cn=bob,dc=example"
+        );
+        assert_eq!(
+            normalize("uniqueMember", "CN=Bob,DC=Example#'01'B"),
+            "cn=bob,dc=example#'01'B"
+        );
         assert_eq!(normalize("objectClass", "InetOrgPerson"), "inetorgperson");
         assert_eq!(normalize("objectClass", "2.5.6.6"), "person");
         assert_eq!(normalize("telephoneNumber", "+1 555-0100"), "+15550100");
         assert_eq!(normalize("userPassword", "Secret "), "Secret ");
-        assert_eq!(normalize("createTimestamp", "20260101010101+0100"), "20260101000101Z");
-        let error = schema.normalize_value(schema.attribute("uidNumber").unwrap(), b"12x").unwrap_err();
+        assert_eq!(
+            normalize("createTimestamp", "20260101010101+0100"),
+            "20260101000101Z"
+        );
+        let error = schema
+            .normalize_value(schema.attribute("uidNumber").unwrap(), b"12x")
+            .unwrap_err();
         assert_eq!(error.code, ResultCode::InvalidAttributeSyntax);
         assert!(error.message.starts_with("uidNumber:"), "{}", error.message);
-        assert!(schema.normalize_value(schema.attribute("cn").unwrap(), b"").is_err());
-        assert!(schema.normalize_value(schema.attribute("c").unwrap(), b"USA").is_err());
+        assert!(schema
+            .normalize_value(schema.attribute("cn").unwrap(), b"")
+            .is_err());
+        assert!(schema
+            .normalize_value(schema.attribute("c").unwrap(), b"USA")
+            .is_err());
     }
 }

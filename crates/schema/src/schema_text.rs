@@ -25,7 +25,10 @@ pub fn statements(text: &str) -> Vec<Statement> {
                 current.text.push(' ');
                 current.text.push_str(trimmed);
             }
-            _ => statements.push(Statement { line: index + 1, text: trimmed.to_string() }),
+            _ => statements.push(Statement {
+                line: index + 1,
+                text: trimmed.to_string(),
+            }),
         }
     }
     statements
@@ -65,14 +68,20 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                             match (high, low) {
                                 (Some('2'), Some('7')) => quoted.push('\''),
                                 (Some('5'), Some('c' | 'C')) => quoted.push('\\'),
-                                _ => return Err(format!("bad escape in quoted string at offset {start}")),
+                                _ => {
+                                    return Err(format!(
+                                        "bad escape in quoted string at offset {start}"
+                                    ))
+                                }
                             }
                         }
                         other => quoted.push(other),
                     }
                 }
                 if !closed {
-                    return Err(format!("unterminated quoted string starting at offset {start}"));
+                    return Err(format!(
+                        "unterminated quoted string starting at offset {start}"
+                    ));
                 }
                 tokens.push(Token::Quoted(quoted));
             }
@@ -101,13 +110,25 @@ pub struct Definition {
     fields: Vec<(String, Vec<String>)>,
 }
 
-const FLAG_KEYWORDS: &[&str] =
-    &["OBSOLETE", "SINGLE-VALUE", "COLLECTIVE", "NO-USER-MODIFICATION", "ABSTRACT", "STRUCTURAL", "AUXILIARY"];
-const VALUE_KEYWORDS: &[&str] = &["NAME", "DESC", "SUP", "EQUALITY", "ORDERING", "SUBSTR", "SYNTAX", "USAGE", "MUST", "MAY"];
+const FLAG_KEYWORDS: &[&str] = &[
+    "OBSOLETE",
+    "SINGLE-VALUE",
+    "COLLECTIVE",
+    "NO-USER-MODIFICATION",
+    "ABSTRACT",
+    "STRUCTURAL",
+    "AUXILIARY",
+];
+const VALUE_KEYWORDS: &[&str] = &[
+    "NAME", "DESC", "SUP", "EQUALITY", "ORDERING", "SUBSTR", "SYNTAX", "USAGE", "MUST", "MAY",
+];
 
 impl Definition {
     fn values(&self, keyword: &str) -> Option<&Vec<String>> {
-        self.fields.iter().find(|(name, _)| name == keyword).map(|(_, values)| values)
+        self.fields
+            .iter()
+            .find(|(name, _)| name == keyword)
+            .map(|(_, values)| values)
     }
 
     /// The single value of a keyword (None when absent; an error when it has several).
@@ -128,12 +149,19 @@ impl Definition {
     }
 
     pub fn extensions(&self) -> Vec<(String, Vec<String>)> {
-        self.fields.iter().filter(|(name, _)| name.starts_with("X-")).cloned().collect()
+        self.fields
+            .iter()
+            .filter(|(name, _)| name.starts_with("X-"))
+            .cloned()
+            .collect()
     }
 }
 
 /// Parses an RFC 4512 description in parentheses.
-pub fn parse_definition(text: &str, oid_macros: &HashMap<String, String>) -> Result<Definition, String> {
+pub fn parse_definition(
+    text: &str,
+    oid_macros: &HashMap<String, String>,
+) -> Result<Definition, String> {
     let tokens = tokenize(text)?;
     let mut position = 0;
     if tokens.first() != Some(&Token::Open) {
@@ -185,8 +213,12 @@ pub fn parse_definition(text: &str, oid_macros: &HashMap<String, String>) -> Res
                                 values.push(word.clone());
                                 position += 1;
                             }
-                            Some(Token::Open) => return Err(format!("'{oid}': nested '(' in {keyword}")),
-                            None => return Err(format!("'{oid}': unterminated list after {keyword}")),
+                            Some(Token::Open) => {
+                                return Err(format!("'{oid}': nested '(' in {keyword}"))
+                            }
+                            None => {
+                                return Err(format!("'{oid}': unterminated list after {keyword}"))
+                            }
                         }
                     }
                     values
@@ -198,10 +230,16 @@ pub fn parse_definition(text: &str, oid_macros: &HashMap<String, String>) -> Res
         };
         fields.push((keyword, values));
     }
-    let names = fields.iter().find(|(name, _)| name == "NAME").map(|(_, values)| values.clone()).unwrap_or_default();
+    let names = fields
+        .iter()
+        .find(|(name, _)| name == "NAME")
+        .map(|(_, values)| values.clone())
+        .unwrap_or_default();
     for name in &names {
         let valid = name.starts_with(|character: char| character.is_ascii_alphabetic())
-            && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_');
+            && name
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_');
         if !valid {
             return Err(format!("'{oid}': invalid name '{name}'"));
         }
@@ -212,7 +250,10 @@ pub fn parse_definition(text: &str, oid_macros: &HashMap<String, String>) -> Res
 /// Resolves `1.2.3`, `macro` or `macro:4.5` to a numeric OID.
 pub fn resolve_oid(text: &str, oid_macros: &HashMap<String, String>) -> Result<String, String> {
     let is_numeric = |candidate: &str| {
-        !candidate.is_empty() && candidate.split('.').all(|arc| !arc.is_empty() && arc.bytes().all(|byte| byte.is_ascii_digit()))
+        !candidate.is_empty()
+            && candidate
+                .split('.')
+                .all(|arc| !arc.is_empty() && arc.bytes().all(|byte| byte.is_ascii_digit()))
     };
     if is_numeric(text) {
         return Ok(text.to_string());
@@ -223,7 +264,9 @@ pub fn resolve_oid(text: &str, oid_macros: &HashMap<String, String>) -> Result<S
     };
     let base = oid_macros
         .get(&macro_name.to_ascii_lowercase())
-        .ok_or_else(|| format!("'{text}' is neither a numeric OID nor a defined objectidentifier macro"))?;
+        .ok_or_else(|| {
+            format!("'{text}' is neither a numeric OID nor a defined objectidentifier macro")
+        })?;
     let resolved = match suffix {
         Some(suffix) if is_numeric(suffix) => format!("{base}.{suffix}"),
         Some(suffix) => return Err(format!("'{text}': OID suffix '{suffix}' is not numeric")),
@@ -261,19 +304,36 @@ mod tests {
         assert_eq!(definition.list("MAY"), vec!["z"]);
         assert!(definition.flag("SINGLE-VALUE"));
         assert!(!definition.flag("OBSOLETE"));
-        assert_eq!(definition.extensions(), vec![("X-ORIGIN".to_string(), vec!["test".to_string()])]);
+        assert_eq!(
+            definition.extensions(),
+            vec![("X-ORIGIN".to_string(), vec!["test".to_string()])]
+        );
         assert!(definition.single("MUST").is_err());
     }
 
     #[test]
     fn bad_definitions_say_what_is_wrong() {
         let macros = HashMap::new();
-        assert!(parse_definition("1.2 NAME 'a' )", &macros).unwrap_err().contains("start with '('"));
-        assert!(parse_definition("( 1.2 NAME 'a'", &macros).unwrap_err().contains("missing closing"));
-        assert!(parse_definition("( 1.2 NAME 'a )", &macros).unwrap_err().contains("unterminated"));
-        assert!(parse_definition("( 1.2 FOO 'a' )", &macros).unwrap_err().contains("unknown keyword 'FOO'"));
-        assert!(parse_definition("( 1.2 NAME 'a' NAME 'b' )", &macros).unwrap_err().contains("twice"));
-        assert!(parse_definition("( unknownMacro:1 NAME 'a' )", &macros).unwrap_err().contains("objectidentifier"));
-        assert!(parse_definition("( 1.2 NAME '1bad' )", &macros).unwrap_err().contains("invalid name"));
+        assert!(parse_definition("1.2 NAME 'a' )", &macros)
+            .unwrap_err()
+            .contains("start with '('"));
+        assert!(parse_definition("( 1.2 NAME 'a'", &macros)
+            .unwrap_err()
+            .contains("missing closing"));
+        assert!(parse_definition("( 1.2 NAME 'a )", &macros)
+            .unwrap_err()
+            .contains("unterminated"));
+        assert!(parse_definition("( 1.2 FOO 'a' )", &macros)
+            .unwrap_err()
+            .contains("unknown keyword 'FOO'"));
+        assert!(parse_definition("( 1.2 NAME 'a' NAME 'b' )", &macros)
+            .unwrap_err()
+            .contains("twice"));
+        assert!(parse_definition("( unknownMacro:1 NAME 'a' )", &macros)
+            .unwrap_err()
+            .contains("objectidentifier"));
+        assert!(parse_definition("( 1.2 NAME '1bad' )", &macros)
+            .unwrap_err()
+            .contains("invalid name"));
     }
 }

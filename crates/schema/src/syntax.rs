@@ -28,50 +28,202 @@ pub enum Syntax {
 
 /// (OID, description, syntax) of the syntaxes published in cn=Subschema.
 pub const KNOWN_SYNTAXES: &[(&str, &str, Syntax)] = &[
-    ("1.3.6.1.4.1.1466.115.121.1.3", "Attribute Type Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.5", "Binary", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.6", "Bit String", Syntax::BitString),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.3",
+        "Attribute Type Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.5",
+        "Binary",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.6",
+        "Bit String",
+        Syntax::BitString,
+    ),
     ("1.3.6.1.4.1.1466.115.121.1.7", "Boolean", Syntax::Boolean),
-    ("1.3.6.1.4.1.1466.115.121.1.8", "Certificate", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.9", "Certificate List", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.10", "Certificate Pair", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.11", "Country String", Syntax::CountryString),
-    ("1.3.6.1.4.1.1466.115.121.1.12", "Distinguished Name", Syntax::DistinguishedName),
-    ("1.3.6.1.4.1.1466.115.121.1.14", "Delivery Method", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.15", "Directory String", Syntax::DirectoryString),
-    ("1.3.6.1.4.1.1466.115.121.1.16", "DIT Content Rule Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.17", "DIT Structure Rule Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.21", "Enhanced Guide", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.22", "Facsimile Telephone Number", Syntax::Unvalidated),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.8",
+        "Certificate",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.9",
+        "Certificate List",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.10",
+        "Certificate Pair",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.11",
+        "Country String",
+        Syntax::CountryString,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.12",
+        "Distinguished Name",
+        Syntax::DistinguishedName,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.14",
+        "Delivery Method",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.15",
+        "Directory String",
+        Syntax::DirectoryString,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.16",
+        "DIT Content Rule Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.17",
+        "DIT Structure Rule Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.21",
+        "Enhanced Guide",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.22",
+        "Facsimile Telephone Number",
+        Syntax::Unvalidated,
+    ),
     ("1.3.6.1.4.1.1466.115.121.1.23", "Fax", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.24", "Generalized Time", Syntax::GeneralizedTime),
-    ("1.3.6.1.4.1.1466.115.121.1.25", "Guide", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.26", "IA5 String", Syntax::Ia5String),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.24",
+        "Generalized Time",
+        Syntax::GeneralizedTime,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.25",
+        "Guide",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.26",
+        "IA5 String",
+        Syntax::Ia5String,
+    ),
     ("1.3.6.1.4.1.1466.115.121.1.27", "INTEGER", Syntax::Integer),
     ("1.3.6.1.4.1.1466.115.121.1.28", "JPEG", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.30", "Matching Rule Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.31", "Matching Rule Use Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.34", "Name And Optional UID", Syntax::NameAndOptionalUid),
-    ("1.3.6.1.4.1.1466.115.121.1.35", "Name Form Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.36", "Numeric String", Syntax::NumericString),
-    ("1.3.6.1.4.1.1466.115.121.1.37", "Object Class Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.38", "OID", Syntax::ObjectIdentifier),
-    ("1.3.6.1.4.1.1466.115.121.1.39", "Other Mailbox", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.40", "Octet String", Syntax::OctetString),
-    ("1.3.6.1.4.1.1466.115.121.1.41", "Postal Address", Syntax::PostalAddress),
-    ("1.3.6.1.4.1.1466.115.121.1.44", "Printable String", Syntax::PrintableString),
-    ("1.3.6.1.4.1.1466.115.121.1.45", "Subtree Specification", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.49", "Supported Algorithm", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.50", "Telephone Number", Syntax::TelephoneNumber),
-    ("1.3.6.1.4.1.1466.115.121.1.51", "Teletex Terminal Identifier", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.52", "Telex Number", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.53", "UTC Time", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.54", "LDAP Syntax Description", Syntax::Unvalidated),
-    ("1.3.6.1.4.1.1466.115.121.1.58", "Substring Assertion", Syntax::Unvalidated),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.30",
+        "Matching Rule Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.31",
+        "Matching Rule Use Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.34",
+        "Name And Optional UID",
+        Syntax::NameAndOptionalUid,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.35",
+        "Name Form Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.36",
+        "Numeric String",
+        Syntax::NumericString,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.37",
+        "Object Class Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.38",
+        "OID",
+        Syntax::ObjectIdentifier,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.39",
+        "Other Mailbox",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.40",
+        "Octet String",
+        Syntax::OctetString,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.41",
+        "Postal Address",
+        Syntax::PostalAddress,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.44",
+        "Printable String",
+        Syntax::PrintableString,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.45",
+        "Subtree Specification",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.49",
+        "Supported Algorithm",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.50",
+        "Telephone Number",
+        Syntax::TelephoneNumber,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.51",
+        "Teletex Terminal Identifier",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.52",
+        "Telex Number",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.53",
+        "UTC Time",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.54",
+        "LDAP Syntax Description",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.4.1.1466.115.121.1.58",
+        "Substring Assertion",
+        Syntax::Unvalidated,
+    ),
     ("1.3.6.1.1.16.1", "UUID", Syntax::Uuid),
     ("1.3.6.1.4.1.4203.666.11.2.1", "CSN", Syntax::Unvalidated),
-    ("1.3.6.1.1.1.0.0", "RFC2307 NIS Netgroup Triple", Syntax::Unvalidated),
-    ("1.3.6.1.1.1.0.1", "RFC2307 Boot Parameter", Syntax::Unvalidated),
+    (
+        "1.3.6.1.1.1.0.0",
+        "RFC2307 NIS Netgroup Triple",
+        Syntax::Unvalidated,
+    ),
+    (
+        "1.3.6.1.1.1.0.1",
+        "RFC2307 Boot Parameter",
+        Syntax::Unvalidated,
+    ),
 ];
 
 impl Syntax {
@@ -89,7 +241,9 @@ impl Syntax {
         match self {
             Syntax::DirectoryString | Syntax::PostalAddress => {
                 if value.is_empty() {
-                    return Err(LdapError::invalid_syntax("directory string must not be empty"));
+                    return Err(LdapError::invalid_syntax(
+                        "directory string must not be empty",
+                    ));
                 }
                 utf8(value).map(|_| ())
             }
@@ -97,28 +251,40 @@ impl Syntax {
                 if value.is_ascii() {
                     Ok(())
                 } else {
-                    Err(LdapError::invalid_syntax("IA5 string contains a non-ASCII byte"))
+                    Err(LdapError::invalid_syntax(
+                        "IA5 string contains a non-ASCII byte",
+                    ))
                 }
             }
             Syntax::PrintableString | Syntax::TelephoneNumber => {
                 if !value.is_empty() && value.iter().all(|byte| is_printable(*byte)) {
                     Ok(())
                 } else {
-                    Err(LdapError::invalid_syntax("not a printable string (letters, digits, space and '()+,-./:=?)"))
+                    Err(LdapError::invalid_syntax(
+                        "not a printable string (letters, digits, space and '()+,-./:=?)",
+                    ))
                 }
             }
             Syntax::CountryString => {
                 if value.len() == 2 && value.iter().all(|byte| is_printable(*byte)) {
                     Ok(())
                 } else {
-                    Err(LdapError::invalid_syntax("country string must be two printable characters"))
+                    Err(LdapError::invalid_syntax(
+                        "country string must be two printable characters",
+                    ))
                 }
             }
             Syntax::NumericString => {
-                if !value.is_empty() && value.iter().all(|byte| byte.is_ascii_digit() || *byte == b' ') {
+                if !value.is_empty()
+                    && value
+                        .iter()
+                        .all(|byte| byte.is_ascii_digit() || *byte == b' ')
+                {
                     Ok(())
                 } else {
-                    Err(LdapError::invalid_syntax("numeric string may hold only digits and spaces"))
+                    Err(LdapError::invalid_syntax(
+                        "numeric string may hold only digits and spaces",
+                    ))
                 }
             }
             Syntax::Integer => parse_integer(value).map(|_| ()),
@@ -137,13 +303,16 @@ impl Syntax {
                 crate::dn::Dn::parse(dn_part).map(|_| ())
             }
             Syntax::ObjectIdentifier => validate_oid_or_descr(utf8(value)?.trim()),
-            Syntax::BitString => {
-                crate::matching::normalize_without_schema(crate::matching::NormalizationFamily::BitString, value)
-                    .map(|_| ())
-            }
-            Syntax::Uuid => {
-                crate::matching::normalize_without_schema(crate::matching::NormalizationFamily::Uuid, value).map(|_| ())
-            }
+            Syntax::BitString => crate::matching::normalize_without_schema(
+                crate::matching::NormalizationFamily::BitString,
+                value,
+            )
+            .map(|_| ()),
+            Syntax::Uuid => crate::matching::normalize_without_schema(
+                crate::matching::NormalizationFamily::Uuid,
+                value,
+            )
+            .map(|_| ()),
             Syntax::OctetString | Syntax::Unvalidated => Ok(()),
         }
     }
@@ -158,7 +327,11 @@ fn is_printable(byte: u8) -> bool {
 pub(crate) fn split_optional_uid(text: &str) -> Result<(&str, Option<&str>), LdapError> {
     if let Some(position) = text.rfind("#'") {
         let bits = &text[position + 1..];
-        if bits.ends_with("'B") && bits[1..bits.len() - 2].bytes().all(|byte| byte == b'0' || byte == b'1') {
+        if bits.ends_with("'B")
+            && bits[1..bits.len() - 2]
+                .bytes()
+                .all(|byte| byte == b'0' || byte == b'1')
+        {
             return Ok((&text[..position], Some(bits)));
         }
     }
@@ -181,7 +354,9 @@ pub(crate) fn parse_integer(value: &[u8]) -> Result<(bool, &[u8]), LdapError> {
         )));
     }
     if digits.len() > INTEGER_DIGITS_MAX {
-        return Err(LdapError::invalid_syntax(format!("integer has more than {INTEGER_DIGITS_MAX} digits")));
+        return Err(LdapError::invalid_syntax(format!(
+            "integer has more than {INTEGER_DIGITS_MAX} digits"
+        )));
     }
     let first_nonzero = digits.iter().position(|digit| *digit != b'0');
     match first_nonzero {
@@ -196,15 +371,21 @@ pub(crate) fn validate_oid_or_descr(text: &str) -> Result<(), LdapError> {
     let is_numeric_oid = !bytes.is_empty()
         && bytes[0].is_ascii_digit()
         && text.split('.').all(|arc| {
-            !arc.is_empty() && arc.bytes().all(|byte| byte.is_ascii_digit()) && (arc == "0" || !arc.starts_with('0'))
+            !arc.is_empty()
+                && arc.bytes().all(|byte| byte.is_ascii_digit())
+                && (arc == "0" || !arc.starts_with('0'))
         });
     let is_descr = !bytes.is_empty()
         && bytes[0].is_ascii_alphabetic()
-        && bytes.iter().all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-');
+        && bytes
+            .iter()
+            .all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-');
     if is_numeric_oid || is_descr {
         Ok(())
     } else {
-        Err(LdapError::invalid_syntax(format!("'{text}' is neither a numeric OID nor a name")))
+        Err(LdapError::invalid_syntax(format!(
+            "'{text}' is neither a numeric OID nor a name"
+        )))
     }
 }
 
@@ -232,11 +413,16 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let shifted = days + 719_468;
     let era = shifted.div_euclid(146_097);
     let day_of_era = shifted - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = (day_of_year - (153 * month_index + 2) / 5 + 1) as u32;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 } as u32;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    } as u32;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -254,19 +440,32 @@ pub(crate) fn parse_generalized_time(value: &[u8]) -> Result<String, LdapError> 
     };
     let text = std::str::from_utf8(value).map_err(|_| invalid("not ASCII"))?;
     let bytes = text.as_bytes();
-    let leading_digits = bytes.iter().take_while(|byte| byte.is_ascii_digit()).count();
+    let leading_digits = bytes
+        .iter()
+        .take_while(|byte| byte.is_ascii_digit())
+        .count();
     if !matches!(leading_digits, 10 | 12 | 14) {
         return Err(invalid("expected YYYYMMDDHH[MM[SS]]"));
     }
     let number = |start: usize, length: usize| -> u32 {
-        text[start..start + length].parse::<u32>().expect("digits checked above")
+        text[start..start + length]
+            .parse::<u32>()
+            .expect("digits checked above")
     };
     let year = i64::from(number(0, 4));
     let month = number(4, 2);
     let day = number(6, 2);
     let hour = number(8, 2);
-    let minute = if leading_digits >= 12 { number(10, 2) } else { 0 };
-    let second = if leading_digits >= 14 { number(12, 2) } else { 0 };
+    let minute = if leading_digits >= 12 {
+        number(10, 2)
+    } else {
+        0
+    };
+    let second = if leading_digits >= 14 {
+        number(12, 2)
+    } else {
+        0
+    };
     if !(1..=12).contains(&month) {
         return Err(invalid("month out of range"));
     }
@@ -299,7 +498,9 @@ pub(crate) fn parse_generalized_time(value: &[u8]) -> Result<String, LdapError> 
             12 => 60,
             _ => 1,
         };
-        let numerator: u128 = fraction_digits.parse().map_err(|_| invalid("bad fraction"))?;
+        let numerator: u128 = fraction_digits
+            .parse()
+            .map_err(|_| invalid("bad fraction"))?;
         let denominator: u128 = 10u128.pow(fraction_digits.len() as u32);
         let scaled = numerator * unit_seconds;
         fraction_whole_seconds = (scaled / denominator) as i64;
@@ -313,10 +514,17 @@ pub(crate) fn parse_generalized_time(value: &[u8]) -> Result<String, LdapError> 
     }
     let offset_seconds: i64 = match rest.as_bytes() {
         [b'Z'] => 0,
-        [sign @ (b'+' | b'-'), digits @ ..] if (digits.len() == 2 || digits.len() == 4) && digits.iter().all(u8::is_ascii_digit) => {
+        [sign @ (b'+' | b'-'), digits @ ..]
+            if (digits.len() == 2 || digits.len() == 4)
+                && digits.iter().all(u8::is_ascii_digit) =>
+        {
             let zone_start = text.len() - rest.len();
             let offset_hours = i64::from(number(zone_start + 1, 2));
-            let offset_minutes = if digits.len() == 4 { i64::from(number(zone_start + 3, 2)) } else { 0 };
+            let offset_minutes = if digits.len() == 4 {
+                i64::from(number(zone_start + 3, 2))
+            } else {
+                0
+            };
             if offset_hours > 23 || offset_minutes > 59 {
                 return Err(invalid("time zone offset out of range"));
             }
@@ -383,10 +591,15 @@ mod tests {
         assert!(Syntax::Integer.validate(b"-12").is_ok());
         assert!(Syntax::DistinguishedName.validate(b"cn=a,dc=b").is_ok());
         assert!(Syntax::DistinguishedName.validate(b"cn").is_err());
-        assert!(Syntax::NameAndOptionalUid.validate(b"cn=a,dc=b#'01'B").is_ok());
+        assert!(Syntax::NameAndOptionalUid
+            .validate(b"cn=a,dc=b#'01'B")
+            .is_ok());
         assert!(Syntax::ObjectIdentifier.validate(b"1.2.840.113556").is_ok());
         assert!(Syntax::ObjectIdentifier.validate(b"1.02").is_err());
-        assert_eq!(Syntax::from_oid("1.3.6.1.4.1.1466.115.121.1.27"), Syntax::Integer);
+        assert_eq!(
+            Syntax::from_oid("1.3.6.1.4.1.1466.115.121.1.27"),
+            Syntax::Integer
+        );
         assert_eq!(Syntax::from_oid("9.9.9"), Syntax::Unvalidated);
     }
 }
