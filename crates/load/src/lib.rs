@@ -1,1 +1,2 @@
-//! lmdir-load
+//! lmdir-load: the parallel bulk loader and reindexer.
+pub mod runs;

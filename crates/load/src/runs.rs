@@ -1,0 +1,478 @@
+//! Sorted runs of (key → ascending entry IDs) with a memory budget, compressed spills and a k-way merge.
+//!
+//! A loader thread owns one [`PostingRun`]: it appends `(key, id)` pairs (keys already carry their target
+//! DB number as a prefix) and IDs grouped per key right away, so 50M pairs collapse into a few million
+//! posting lists. When the run's estimated size passes its budget it is sorted by key and spilled to a temp
+//! file as an lz4 frame of `varint key length, key, varint id count, delta-varint ids`. At the end
+//! [`MergedRuns`] merges every spilled run plus the in-memory remainders in key order, merging each key's
+//! ID lists (runs of different threads interleave IDs, so lists are merged, not concatenated).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Bytes a new key costs in the in-memory map beyond its own bytes (box, vec header, table slot, slack).
+const KEY_OVERHEAD_BYTES: usize = 88;
+/// Keys longer than this are a bug in key generation, not data: refuse them clearly.
+pub const KEY_BYTES_MAX: usize = 4096;
+/// Buffered I/O size for spill files.
+const SPILL_BUFFER_BYTES: usize = 256 * 1024;
+
+/// A small multiplicative hasher: run keys are mostly 8-byte xxh3 hashes already, so SipHash's DoS
+/// resistance buys nothing and costs a lot in the hottest loop of the loader.
+#[derive(Default, Clone, Copy)]
+pub struct WordHasher {
+    state: u64,
+}
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        // Final avalanche so the table's low bits depend on every input byte.
+        let mut value = self.state;
+        value ^= value >> 33;
+        value = value.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        value ^= value >> 33;
+        value
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = u64::from_le_bytes(chunk.try_into().expect("chunks_exact gives 8 bytes"));
+            self.state = (self.state.rotate_left(5) ^ word).wrapping_mul(MULTIPLIER);
+        }
+        let mut tail = 0u64;
+        for (shift, byte) in chunks.remainder().iter().enumerate() {
+            tail |= u64::from(*byte) << (shift * 8);
+        }
+        self.state = (self.state.rotate_left(5) ^ tail ^ (bytes.len() as u64)).wrapping_mul(MULTIPLIER);
+    }
+}
+
+pub type WordHashMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// Errors of the run machinery; they name the spill file.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("spill file {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("spill file {path}: corrupt run ({what})")]
+    Corrupt { path: PathBuf, what: &'static str },
+    #[error("index key of {length} bytes exceeds the {KEY_BYTES_MAX}-byte limit")]
+    KeyTooLong { length: usize },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> RunError + '_ {
+    move |source| RunError::Io { path: path.to_path_buf(), source }
+}
+
+/// One spilled run on disk; the file is deleted when this is dropped.
+pub struct SpilledRun {
+    file: tempfile::NamedTempFile,
+    pub key_count: u64,
+}
+
+impl SpilledRun {
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+}
+
+/// An in-memory, per-thread run: key → ascending IDs.
+pub struct PostingRun {
+    map: WordHashMap<Box<[u8]>, Vec<u32>>,
+    estimated_bytes: usize,
+    budget_bytes: usize,
+    spill_directory: PathBuf,
+    spilled: Vec<SpilledRun>,
+}
+
+impl PostingRun {
+    pub fn new(budget_bytes: usize, spill_directory: &Path) -> Self {
+        PostingRun {
+            map: WordHashMap::default(),
+            estimated_bytes: 0,
+            budget_bytes: budget_bytes.max(1),
+            spill_directory: spill_directory.to_path_buf(),
+            spilled: Vec::new(),
+        }
+    }
+
+    /// Adds `id` to `key`'s list. IDs pushed by one thread must not decrease per key (the loader
+    /// processes its batches in file order); a repeat of the last ID (two values giving the same key) is dropped.
+    pub fn push(&mut self, key: &[u8], id: u32) -> Result<(), RunError> {
+        if let Some(ids) = self.map.get_mut(key) {
+            let last = *ids.last().expect("lists are created non-empty");
+            if last == id {
+                return Ok(());
+            }
+            debug_assert!(last < id, "IDs per key must ascend within a run");
+            if ids.len() == ids.capacity() {
+                self.estimated_bytes += ids.capacity().max(4) * 4;
+            }
+            ids.push(id);
+        } else {
+            if key.len() > KEY_BYTES_MAX {
+                return Err(RunError::KeyTooLong { length: key.len() });
+            }
+            let mut ids = Vec::with_capacity(2);
+            ids.push(id);
+            self.map.insert(key.into(), ids);
+            self.estimated_bytes += KEY_OVERHEAD_BYTES + key.len();
+        }
+        if self.estimated_bytes >= self.budget_bytes {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    pub fn estimated_bytes(&self) -> usize {
+        self.estimated_bytes
+    }
+
+    pub fn spill_count(&self) -> usize {
+        self.spilled.len()
+    }
+
+    /// Sorts the in-memory map and writes it as one compressed run file.
+    pub fn spill(&mut self) -> Result<(), RunError> {
+        if self.map.is_empty() {
+            return Ok(());
+        }
+        let sorted = self.take_sorted();
+        let file = tempfile::Builder::new()
+            .prefix("lmdir-load-run-")
+            .tempfile_in(&self.spill_directory)
+            .map_err(io_error(&self.spill_directory))?;
+        let path = file.path().to_path_buf();
+        let handle = file.as_file().try_clone().map_err(io_error(&path))?;
+        let mut encoder = lz4_flex::frame::FrameEncoder::new(BufWriter::with_capacity(SPILL_BUFFER_BYTES, handle));
+        let mut scratch = Vec::with_capacity(1024);
+        for (key, ids) in &sorted {
+            scratch.clear();
+            encode_record(&mut scratch, key, ids);
+            encoder.write_all(&scratch).map_err(io_error(&path))?;
+        }
+        let mut writer = encoder.finish().map_err(|error| RunError::Io { path: path.clone(), source: error.into() })?;
+        writer.flush().map_err(io_error(&path))?;
+        self.spilled.push(SpilledRun { file, key_count: sorted.len() as u64 });
+        Ok(())
+    }
+
+    fn take_sorted(&mut self) -> Vec<(Box<[u8]>, Vec<u32>)> {
+        let mut sorted: Vec<(Box<[u8]>, Vec<u32>)> = self.map.drain().collect();
+        sorted.sort_unstable_by(|left, right| left.0.cmp(&right.0));
+        self.estimated_bytes = 0;
+        sorted
+    }
+
+    /// Finishes the run: its spilled files plus the sorted in-memory remainder.
+    pub fn finish(mut self) -> FinishedRun {
+        let memory = self.take_sorted();
+        FinishedRun { spilled: std::mem::take(&mut self.spilled), memory }
+    }
+}
+
+/// What a thread hands to the merger.
+pub struct FinishedRun {
+    pub spilled: Vec<SpilledRun>,
+    pub memory: Vec<(Box<[u8]>, Vec<u32>)>,
+}
+
+fn write_varint(buffer: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        buffer.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    buffer.push(value as u8);
+}
+
+fn encode_record(buffer: &mut Vec<u8>, key: &[u8], ids: &[u32]) {
+    write_varint(buffer, key.len() as u64);
+    buffer.extend_from_slice(key);
+    write_varint(buffer, ids.len() as u64);
+    let mut previous = 0u32;
+    for (position, id) in ids.iter().enumerate() {
+        let delta = if position == 0 { *id } else { id - previous };
+        write_varint(buffer, u64::from(delta));
+        previous = *id;
+    }
+}
+
+/// Reads one spilled run back record by record.
+struct RunReader {
+    path: PathBuf,
+    decoder: lz4_flex::frame::FrameDecoder<BufReader<File>>,
+}
+
+impl RunReader {
+    fn open(run: &SpilledRun) -> Result<Self, RunError> {
+        let path = run.path().to_path_buf();
+        let file = File::open(&path).map_err(io_error(&path))?;
+        Ok(RunReader {
+            decoder: lz4_flex::frame::FrameDecoder::new(BufReader::with_capacity(SPILL_BUFFER_BYTES, file)),
+            path,
+        })
+    }
+
+    fn read_varint(&mut self, at_record_start: bool) -> Result<Option<u64>, RunError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let mut byte = [0u8; 1];
+            match self.decoder.read(&mut byte) {
+                Ok(0) if shift == 0 && at_record_start => return Ok(None),
+                Ok(0) => return Err(RunError::Corrupt { path: self.path.clone(), what: "truncated varint" }),
+                Ok(_) => {}
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(RunError::Io { path: self.path.clone(), source: error }),
+            }
+            value |= u64::from(byte[0] & 0x7f) << shift;
+            if byte[0] & 0x80 == 0 {
+                return Ok(Some(value));
+            }
+        }
+        Err(RunError::Corrupt { path: self.path.clone(), what: "varint too long" })
+    }
+
+    /// Reads the next record into `key`/`ids`; false at the end of the run.
+    fn next_into(&mut self, key: &mut Vec<u8>, ids: &mut Vec<u32>) -> Result<bool, RunError> {
+        let Some(key_length) = self.read_varint(true)? else {
+            return Ok(false);
+        };
+        if key_length as usize > KEY_BYTES_MAX {
+            return Err(RunError::Corrupt { path: self.path.clone(), what: "key length over limit" });
+        }
+        key.resize(key_length as usize, 0);
+        self.decoder.read_exact(key).map_err(io_error(&self.path))?;
+        let count = self.read_varint(false)?.expect("not at record start");
+        if count == 0 || count > u64::from(u32::MAX) {
+            return Err(RunError::Corrupt { path: self.path.clone(), what: "bad id count" });
+        }
+        ids.clear();
+        let mut previous = 0u64;
+        for position in 0..count {
+            let delta = self.read_varint(false)?.expect("not at record start");
+            let id = if position == 0 { delta } else { previous + delta };
+            if id > u64::from(u32::MAX) || (position > 0 && delta == 0) {
+                return Err(RunError::Corrupt { path: self.path.clone(), what: "bad id delta" });
+            }
+            ids.push(id as u32);
+            previous = id;
+        }
+        Ok(true)
+    }
+}
+
+enum Source {
+    Spilled(RunReader),
+    Memory(std::vec::IntoIter<(Box<[u8]>, Vec<u32>)>),
+}
+
+struct Head {
+    key: Vec<u8>,
+    ids: Vec<u32>,
+    source: usize,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Head {}
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Head {
+    // Reversed: BinaryHeap is a max-heap and the merge wants the smallest key first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key.cmp(&self.key).then_with(|| other.source.cmp(&self.source))
+    }
+}
+
+/// k-way merge of finished runs in key order; each key's IDs come out merged and ascending.
+pub struct MergedRuns {
+    sources: Vec<Source>,
+    heap: BinaryHeap<Head>,
+    // Keeps the spill files alive (and deletes them) for the merge's lifetime.
+    _spilled: Vec<SpilledRun>,
+}
+
+impl MergedRuns {
+    pub fn new(runs: Vec<FinishedRun>) -> Result<Self, RunError> {
+        let mut sources = Vec::new();
+        let mut spilled_files = Vec::new();
+        for run in runs {
+            for spilled in run.spilled {
+                sources.push(Source::Spilled(RunReader::open(&spilled)?));
+                spilled_files.push(spilled);
+            }
+            if !run.memory.is_empty() {
+                sources.push(Source::Memory(run.memory.into_iter()));
+            }
+        }
+        let mut merged = MergedRuns { sources, heap: BinaryHeap::new(), _spilled: spilled_files };
+        for source in 0..merged.sources.len() {
+            merged.refill(source, Vec::new(), Vec::new())?;
+        }
+        Ok(merged)
+    }
+
+    fn refill(&mut self, source: usize, mut key: Vec<u8>, mut ids: Vec<u32>) -> Result<(), RunError> {
+        let more = match &mut self.sources[source] {
+            Source::Spilled(reader) => reader.next_into(&mut key, &mut ids)?,
+            Source::Memory(iterator) => match iterator.next() {
+                Some((next_key, next_ids)) => {
+                    key = next_key.into_vec();
+                    ids = next_ids;
+                    true
+                }
+                None => false,
+            },
+        };
+        if more {
+            self.heap.push(Head { key, ids, source });
+        }
+        Ok(())
+    }
+
+    /// The next key and its merged ascending IDs, written into the caller's buffers; false at the end.
+    pub fn next_into(&mut self, key: &mut Vec<u8>, ids: &mut Vec<u32>) -> Result<bool, RunError> {
+        let Some(first) = self.heap.pop() else {
+            return Ok(false);
+        };
+        key.clear();
+        key.extend_from_slice(&first.key);
+        ids.clear();
+        ids.extend_from_slice(&first.ids);
+        let mut needs_sort = false;
+        self.refill(first.source, first.key, first.ids)?;
+        while let Some(head) = self.heap.peek() {
+            if head.key != *key {
+                break;
+            }
+            let head = self.heap.pop().expect("peeked");
+            if let (Some(last), Some(next_first)) = (ids.last(), head.ids.first()) {
+                needs_sort |= next_first <= last;
+            }
+            ids.extend_from_slice(&head.ids);
+            self.refill(head.source, head.key, head.ids)?;
+        }
+        if needs_sort {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn run_scenario(pairs_per_thread: &[Vec<(Vec<u8>, u32)>], budget_bytes: usize) -> BTreeMap<Vec<u8>, Vec<u32>> {
+        let directory = tempfile::tempdir().unwrap();
+        let mut finished = Vec::new();
+        for pairs in pairs_per_thread {
+            let mut run = PostingRun::new(budget_bytes, directory.path());
+            for (key, id) in pairs {
+                run.push(key, *id).unwrap();
+            }
+            finished.push(run.finish());
+        }
+        let mut merged = MergedRuns::new(finished).unwrap();
+        let mut result = BTreeMap::new();
+        let (mut key, mut ids) = (Vec::new(), Vec::new());
+        let mut previous_key: Option<Vec<u8>> = None;
+        while merged.next_into(&mut key, &mut ids).unwrap() {
+            if let Some(previous) = &previous_key {
+                assert!(previous < &key, "merge must emit strictly ascending keys");
+            }
+            previous_key = Some(key.clone());
+            result.insert(key.clone(), ids.clone());
+        }
+        result
+    }
+
+    fn expected(pairs_per_thread: &[Vec<(Vec<u8>, u32)>]) -> BTreeMap<Vec<u8>, Vec<u32>> {
+        let mut expected: BTreeMap<Vec<u8>, Vec<u32>> = BTreeMap::new();
+        for pairs in pairs_per_thread {
+            for (key, id) in pairs {
+                expected.entry(key.clone()).or_default().push(*id);
+            }
+        }
+        for ids in expected.values_mut() {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        expected
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        #[test]
+        fn merge_equals_naive_grouping(
+            keys_per_id in proptest::collection::vec(proptest::collection::vec(proptest::collection::vec(0u8..4, 0..5), 0..6), 1..300),
+            thread_count in 1usize..4,
+            budget_bytes in proptest::prop_oneof![proptest::strategy::Just(1usize), 200usize..2000, proptest::strategy::Just(1usize << 30)],
+        ) {
+            // IDs are dealt to threads in batches of 7, like the loader deals record batches to workers.
+            let mut pairs_per_thread = vec![Vec::new(); thread_count];
+            for (index, keys) in keys_per_id.iter().enumerate() {
+                let id = index as u32 * 3 + 1;
+                let thread = (index / 7) % thread_count;
+                for key in keys {
+                    pairs_per_thread[thread].push((key.clone(), id));
+                }
+            }
+            proptest::prop_assert_eq!(run_scenario(&pairs_per_thread, budget_bytes), expected(&pairs_per_thread));
+        }
+    }
+
+    #[test]
+    fn tiny_budget_spills_every_key() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut run = PostingRun::new(1, directory.path());
+        for id in 1..=50u32 {
+            run.push(&[(id % 5) as u8], id).unwrap();
+        }
+        assert_eq!(run.spill_count(), 50);
+        let finished = run.finish();
+        let mut merged = MergedRuns::new(vec![finished]).unwrap();
+        let (mut key, mut ids) = (Vec::new(), Vec::new());
+        let mut count = 0;
+        while merged.next_into(&mut key, &mut ids).unwrap() {
+            assert_eq!(ids.len(), 10);
+            assert!(ids.iter().all(|id| id % 5 == u32::from(key[0])));
+            count += 1;
+        }
+        assert_eq!(count, 5);
+    }
+
+    #[test]
+    fn overlong_key_is_an_error() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut run = PostingRun::new(1 << 20, directory.path());
+        let error = run.push(&vec![0u8; KEY_BYTES_MAX + 1], 1).unwrap_err();
+        assert!(error.to_string().contains("exceeds"), "{error}");
+    }
+
+    #[test]
+    fn large_ids_round_trip_through_spill() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut run = PostingRun::new(1, directory.path());
+        run.push(b"k", 1).unwrap();
+        run.push(b"k", u32::MAX).unwrap();
+        let mut merged = MergedRuns::new(vec![run.finish()]).unwrap();
+        let (mut key, mut ids) = (Vec::new(), Vec::new());
+        assert!(merged.next_into(&mut key, &mut ids).unwrap());
+        assert_eq!(ids, vec![1, u32::MAX]);
+    }
+}
