@@ -744,14 +744,19 @@ impl Schema {
         };
         let covered = match &parsed {
             Some(parsed) => self.covered(parsed.attr, rule),
+            // Attribute-less: every attribute the rule applies to, i.e. whose equality rule is
+            // of the rule's family or whose syntax is the rule's assertion syntax.
             None => self
                 .attribute_types()
-                .filter(|(_, attribute_type)| {
-                    attribute_type.equality.map(MatchingRule::family) == Some(rule.family())
-                })
-                .map(|(attr, _)| CoveredAttribute {
-                    attr,
-                    stored_form_usable: true,
+                .filter_map(|(attr, attribute_type)| {
+                    let same_family =
+                        attribute_type.equality.map(MatchingRule::family) == Some(rule.family());
+                    let same_syntax = attribute_type.syntax_oid.as_deref()
+                        == Some(rule.equality_rule().syntax_oid());
+                    (same_family || same_syntax).then_some(CoveredAttribute {
+                        attr,
+                        stored_form_usable: same_family,
+                    })
                 })
                 .collect(),
         };

@@ -1,0 +1,472 @@
+//! Filter parsing, string form, preparation and three-valued evaluation.
+
+use lmdir_schema::{
+    Attribute, Dn, Entry, Filter, OwnedEntryView, PreparedFilter, ResultCode, Schema, Tri,
+};
+use proptest::prelude::*;
+
+const DEPTH_MAX: usize = 32;
+
+fn entry(dn: &str, attributes: &[(&str, &[&str])]) -> Entry {
+    Entry {
+        dn: Dn::parse(dn).unwrap(),
+        attributes: attributes
+            .iter()
+            .map(|(description, values)| Attribute {
+                description: description.to_string(),
+                values: values
+                    .iter()
+                    .map(|value| value.as_bytes().to_vec())
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn babs() -> Entry {
+    entry(
+        "cn=Barbara Jensen,ou=Sales,dc=example,dc=com",
+        &[
+            ("objectClass", &["top", "inetOrgPerson", "posixAccount"]),
+            ("cn", &["Barbara Jensen", "Babs Jensen"]),
+            ("cn;lang-de", &["Bärbel Jensen"]),
+            ("sn", &["Jensen"]),
+            ("givenName", &["Barbara"]),
+            ("uid", &["bjensen"]),
+            ("uidNumber", &["1042"]),
+            ("gidNumber", &["100"]),
+            ("homeDirectory", &["/home/bjensen"]),
+            ("mail", &["BJensen@Example.COM"]),
+            ("telephoneNumber", &["+1 408 555 1862"]),
+            ("manager", &["cn=Boss,ou=Sales,dc=example,dc=com"]),
+            ("createTimestamp", &["20260315120000Z"]),
+            ("jpegPhoto", &["\u{1}binary"]),
+        ],
+    )
+}
+
+fn evaluate(filter: &str) -> Tri {
+    let schema = Schema::builtin();
+    let prepared = schema.prepare_filter(&Filter::parse(filter, DEPTH_MAX).unwrap());
+    prepared.evaluate(&OwnedEntryView::new(&schema, &babs()).unwrap())
+}
+
+#[test]
+fn parse_gives_the_expected_tree() {
+    let filter = Filter::parse(
+        "(&(objectClass=person)(|(cn=Babs*)(!(sn=Smith))))",
+        DEPTH_MAX,
+    )
+    .unwrap();
+    let Filter::And(parts) = &filter else {
+        panic!("not an And: {filter:?}")
+    };
+    assert_eq!(
+        parts[0],
+        Filter::Equality {
+            description: "objectClass".into(),
+            value: b"person".to_vec()
+        }
+    );
+    let Filter::Or(alternatives) = &parts[1] else {
+        panic!()
+    };
+    assert_eq!(
+        alternatives[0],
+        Filter::Substrings {
+            description: "cn".into(),
+            initial: Some(b"Babs".to_vec()),
+            any: vec![],
+            final_: None
+        }
+    );
+    assert_eq!(
+        Filter::parse("(cn=*a*b*c)", DEPTH_MAX).unwrap(),
+        Filter::Substrings {
+            description: "cn".into(),
+            initial: None,
+            any: vec![b"a".to_vec(), b"b".to_vec()],
+            final_: Some(b"c".to_vec())
+        }
+    );
+    assert_eq!(
+        Filter::parse("(cn=*)", DEPTH_MAX).unwrap(),
+        Filter::Present {
+            description: "cn".into()
+        }
+    );
+    assert_eq!(
+        Filter::parse("cn=x", DEPTH_MAX).unwrap(),
+        Filter::Equality {
+            description: "cn".into(),
+            value: b"x".to_vec()
+        }
+    );
+    assert_eq!(
+        Filter::parse("(cn=a\\2a\\28\\29\\5c\\00)", DEPTH_MAX).unwrap(),
+        Filter::Equality {
+            description: "cn".into(),
+            value: b"a*()\\\0".to_vec()
+        }
+    );
+    assert_eq!(
+        Filter::parse("(cn:caseExactMatch:=Fred)", DEPTH_MAX).unwrap(),
+        Filter::Extensible {
+            rule: Some("caseExactMatch".into()),
+            description: Some("cn".into()),
+            value: b"Fred".to_vec(),
+            dn_attributes: false
+        }
+    );
+    assert_eq!(
+        Filter::parse("(ou:dn:=Sales)", DEPTH_MAX).unwrap(),
+        Filter::Extensible {
+            rule: None,
+            description: Some("ou".into()),
+            value: b"Sales".to_vec(),
+            dn_attributes: true
+        }
+    );
+    assert_eq!(
+        Filter::parse("(:dn:2.5.13.5:=John)", DEPTH_MAX).unwrap(),
+        Filter::Extensible {
+            rule: Some("2.5.13.5".into()),
+            description: None,
+            value: b"John".to_vec(),
+            dn_attributes: true
+        }
+    );
+    assert_eq!(
+        Filter::parse("(&)", DEPTH_MAX).unwrap(),
+        Filter::And(vec![])
+    );
+    assert_eq!(
+        Filter::parse("(uidNumber>=1000)", DEPTH_MAX).unwrap(),
+        Filter::GreaterOrEqual {
+            description: "uidNumber".into(),
+            value: b"1000".to_vec()
+        }
+    );
+    assert_eq!(
+        Filter::parse("(cn~=babs)", DEPTH_MAX).unwrap(),
+        Filter::Approx {
+            description: "cn".into(),
+            value: b"babs".to_vec()
+        }
+    );
+}
+
+#[test]
+fn bad_filters_are_rejected_with_a_reason() {
+    for text in [
+        "",
+        "(",
+        "(cn=a",
+        "(cn=a))",
+        "(=a)",
+        "(cn=a\\2)",
+        "(cn=a\\zz)",
+        "(cn=a(b)",
+        "(:=x)",
+        "(cn:=)x",
+        "(cn=a**b)",
+        "(cn)",
+        "((cn=a))",
+        "(cn:dn:dn:x:=a)",
+    ] {
+        assert!(Filter::parse(text, DEPTH_MAX).is_err(), "{text} parsed");
+    }
+    let deep = format!("{}(cn=a){}", "(!".repeat(40), ")".repeat(40));
+    let error = Filter::parse(&deep, DEPTH_MAX).unwrap_err();
+    assert_eq!(error.code, ResultCode::AdminLimitExceeded);
+    assert!(error.message.contains("nesting"), "{}", error.message);
+    assert!(Filter::parse(&deep, 64).is_ok());
+}
+
+#[test]
+fn display_gives_rfc_4515_strings() {
+    for text in [
+        "(&(objectClass=person)(|(cn=Babs*)(!(sn=Smith))))",
+        "(cn=*a*b*c)",
+        "(cn=a\\2a\\28\\29\\5c\\00)",
+        "(ou:dn:=Sales)",
+        "(:dn:2.5.13.5:=John)",
+        "(cn:caseExactMatch:=Fred)",
+        "(uidNumber<=5)",
+        "(cn~=x)",
+        "(&)",
+        "(|)",
+        "(cn=*)",
+        "(cn=Kraków)",
+    ] {
+        assert_eq!(Filter::parse(text, DEPTH_MAX).unwrap().to_string(), text);
+    }
+    let binary = Filter::Equality {
+        description: "jpegPhoto".into(),
+        value: vec![0xFF, b'a', 0x00],
+    };
+    assert_eq!(binary.to_string(), "(jpegPhoto=\\ffa\\00)");
+}
+
+#[test]
+fn equality_uses_the_attribute_rule_and_subtypes() {
+    assert_eq!(evaluate("(cn=BABS   jensen)"), Tri::True);
+    assert_eq!(evaluate("(commonName=babs jensen)"), Tri::True);
+    assert_eq!(evaluate("(2.5.4.3=Babs Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn=Nobody)"), Tri::False);
+    // `name` covers cn, sn, givenName ...
+    assert_eq!(evaluate("(name=jensen)"), Tri::True);
+    assert_eq!(evaluate("(mail=bjensen@example.com)"), Tri::True);
+    assert_eq!(evaluate("(telephoneNumber=+14085551862)"), Tri::True);
+    assert_eq!(
+        evaluate("(manager=CN=boss, OU=sales,dc=EXAMPLE,dc=com)"),
+        Tri::True
+    );
+    assert_eq!(
+        evaluate("(objectClass=PERSON)"),
+        Tri::False,
+        "superclasses are not implied by the stored values"
+    );
+    assert_eq!(evaluate("(objectClass=inetorgperson)"), Tri::True);
+    assert_eq!(evaluate("(objectClass=2.16.840.1.113730.3.2.2)"), Tri::True);
+    assert_eq!(evaluate("(uidNumber=01042)"), Tri::True);
+    assert_eq!(evaluate("(cn~=babs jensen)"), Tri::True);
+}
+
+#[test]
+fn options_narrow_the_match() {
+    assert_eq!(
+        evaluate("(cn=bärbel jensen)"),
+        Tri::True,
+        "cn covers cn;lang-de"
+    );
+    assert_eq!(evaluate("(cn;lang-de=BÄRBEL JENSEN)"), Tri::True);
+    assert_eq!(evaluate("(cn;lang-de=babs jensen)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-fr=*)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-de=*)"), Tri::True);
+}
+
+#[test]
+fn substrings_match_normalized_values() {
+    assert_eq!(evaluate("(cn=babs*)"), Tri::True);
+    assert_eq!(evaluate("(cn=*JENSEN)"), Tri::True);
+    assert_eq!(evaluate("(cn=b*a*s*n)"), Tri::True);
+    assert_eq!(evaluate("(cn=*arbara  jen*)"), Tri::True);
+    assert_eq!(evaluate("(cn=babs*babs)"), Tri::False);
+    assert_eq!(evaluate("(cn=jensen*)"), Tri::False);
+    assert_eq!(evaluate("(telephoneNumber=*555-18*)"), Tri::True);
+    assert_eq!(evaluate("(mail=*@EXAMPLE.com)"), Tri::True);
+    // An overlapping initial and final must not both use the same characters.
+    assert_eq!(evaluate("(sn=jens*sen)"), Tri::False);
+    assert_eq!(evaluate("(sn=jen*sen)"), Tri::True);
+}
+
+#[test]
+fn ordering_uses_ordering_keys() {
+    assert_eq!(evaluate("(uidNumber>=1000)"), Tri::True);
+    assert_eq!(evaluate("(uidNumber>=1043)"), Tri::False);
+    assert_eq!(evaluate("(uidNumber<=1042)"), Tri::True);
+    assert_eq!(evaluate("(uidNumber<=999)"), Tri::False);
+    assert_eq!(evaluate("(uidNumber>=-5)"), Tri::True);
+    assert_eq!(
+        evaluate("(createTimestamp>=20260315130000+0100)"),
+        Tri::True
+    );
+    assert_eq!(evaluate("(createTimestamp>=20260315120000.5Z)"), Tri::False);
+    assert_eq!(evaluate("(createTimestamp<=2026031512Z)"), Tri::True);
+    // cn has no ORDERING rule: Undefined.
+    assert_eq!(evaluate("(cn>=a)"), Tri::Undefined);
+}
+
+#[test]
+fn three_valued_logic() {
+    assert_eq!(evaluate("(noSuchAttr=x)"), Tri::Undefined);
+    assert_eq!(evaluate("(!(noSuchAttr=x))"), Tri::Undefined);
+    assert_eq!(
+        evaluate("(uidNumber=abc)"),
+        Tri::Undefined,
+        "invalid assertion value"
+    );
+    assert_eq!(
+        evaluate("(jpegPhoto=x)"),
+        Tri::Undefined,
+        "no equality rule"
+    );
+    assert_eq!(evaluate("(jpegPhoto=*)"), Tri::True);
+    assert_eq!(
+        evaluate("(&(cn=babs jensen)(noSuchAttr=x))"),
+        Tri::Undefined
+    );
+    assert_eq!(evaluate("(&(cn=nobody)(noSuchAttr=x))"), Tri::False);
+    assert_eq!(evaluate("(|(cn=babs jensen)(noSuchAttr=x))"), Tri::True);
+    assert_eq!(evaluate("(|(cn=nobody)(noSuchAttr=x))"), Tri::Undefined);
+    assert_eq!(evaluate("(&)"), Tri::True);
+    assert_eq!(evaluate("(|)"), Tri::False);
+    assert_eq!(evaluate("(!(&))"), Tri::False);
+    let schema = Schema::builtin();
+    assert_eq!(
+        schema.prepare_filter(&Filter::parse("(&)", 4).unwrap()),
+        PreparedFilter::True
+    );
+    assert_eq!(
+        schema.prepare_filter(&Filter::parse("(|)", 4).unwrap()),
+        PreparedFilter::False
+    );
+    assert_eq!(
+        schema.prepare_filter(&Filter::parse("(foo=1)", 4).unwrap()),
+        PreparedFilter::Undefined
+    );
+}
+
+#[test]
+fn extensible_matching() {
+    assert_eq!(evaluate("(cn:caseExactMatch:=Babs Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn:caseExactMatch:=babs jensen)"), Tri::False);
+    assert_eq!(evaluate("(sn:2.5.13.5:=Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn:=BABS JENSEN)"), Tri::True);
+    assert_eq!(
+        evaluate("(:caseExactMatch:=Jensen)"),
+        Tri::True,
+        "attribute-less: any attribute of the rule's family"
+    );
+    assert_eq!(evaluate("(:caseExactMatch:=JENSEN)"), Tri::False);
+    assert_eq!(evaluate("(ou:dn:=sales)"), Tri::True);
+    assert_eq!(evaluate("(ou=sales)"), Tri::False, "ou is only in the DN");
+    assert_eq!(evaluate("(ou:dn:=Marketing)"), Tri::False);
+    assert_eq!(evaluate("(dc:dn:=EXAMPLE)"), Tri::True);
+    assert_eq!(evaluate("(:dn:caseIgnoreMatch:=sales)"), Tri::True);
+    assert_eq!(
+        evaluate("(uidNumber:integerOrderingMatch:=2000)"),
+        Tri::True,
+        "ordering rule: value < assertion"
+    );
+    assert_eq!(
+        evaluate("(uidNumber:integerOrderingMatch:=1000)"),
+        Tri::False
+    );
+    assert_eq!(
+        evaluate("(cn:caseIgnoreSubstringsMatch:=*jens*)"),
+        Tri::True
+    );
+    assert_eq!(evaluate("(cn:noSuchMatch:=x)"), Tri::Undefined);
+}
+
+#[test]
+fn dn_avas_come_from_normalized_dn_strings() {
+    let schema = Schema::builtin();
+    let mut seen = Vec::new();
+    schema.for_each_normalized_dn_ava("cn=a\\,b+sn=c,dc=example", &mut |attr, value| {
+        seen.push((
+            schema.attribute_type(attr).name().to_string(),
+            value.to_vec(),
+        ));
+        true
+    });
+    assert_eq!(
+        seen,
+        vec![
+            ("cn".to_string(), b"a,b".to_vec()),
+            ("sn".to_string(), b"c".to_vec()),
+            ("dc".to_string(), b"example".to_vec())
+        ]
+    );
+}
+
+fn value_strategy() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just(b'*'),
+            Just(b'('),
+            Just(b')'),
+            Just(b'\\'),
+            Just(0u8),
+            Just(0xFFu8),
+            b'a'..=b'e'
+        ],
+        0..6,
+    )
+}
+
+fn non_empty_value() -> impl Strategy<Value = Vec<u8>> {
+    value_strategy().prop_filter("non-empty", |value| !value.is_empty())
+}
+
+fn description_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("cn".to_string()),
+        Just("sn;lang-en".to_string()),
+        Just("2.5.4.3".to_string()),
+        Just("uidNumber".to_string())
+    ]
+}
+
+fn filter_strategy() -> impl Strategy<Value = Filter> {
+    let leaf = prop_oneof![
+        (description_strategy(), value_strategy())
+            .prop_map(|(description, value)| Filter::Equality { description, value }),
+        (description_strategy(), value_strategy())
+            .prop_map(|(description, value)| Filter::GreaterOrEqual { description, value }),
+        (description_strategy(), value_strategy())
+            .prop_map(|(description, value)| Filter::LessOrEqual { description, value }),
+        (description_strategy(), value_strategy())
+            .prop_map(|(description, value)| Filter::Approx { description, value }),
+        description_strategy().prop_map(|description| Filter::Present { description }),
+        (
+            description_strategy(),
+            proptest::option::of(non_empty_value()),
+            proptest::collection::vec(non_empty_value(), 0..3),
+            proptest::option::of(non_empty_value())
+        )
+            .prop_filter("at least one piece", |(_, initial, any, final_)| initial
+                .is_some()
+                || !any.is_empty()
+                || final_.is_some())
+            .prop_map(|(description, initial, any, final_)| Filter::Substrings {
+                description,
+                initial,
+                any,
+                final_
+            }),
+        (
+            proptest::option::of(Just("caseExactMatch".to_string())),
+            proptest::option::of(description_strategy()),
+            value_strategy(),
+            any::<bool>()
+        )
+            .prop_filter("attribute or rule", |(rule, description, _, _)| rule
+                .is_some()
+                || description.is_some())
+            .prop_map(
+                |(rule, description, value, dn_attributes)| Filter::Extensible {
+                    rule,
+                    description,
+                    value,
+                    dn_attributes
+                }
+            ),
+    ];
+    leaf.prop_recursive(4, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Filter::And),
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Filter::Or),
+            inner.prop_map(|filter| Filter::Not(Box::new(filter))),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn display_then_parse_round_trips(filter in filter_strategy()) {
+        let text = filter.to_string();
+        prop_assert_eq!(Filter::parse(&text, DEPTH_MAX).unwrap(), filter);
+    }
+
+    #[test]
+    fn not_inverts_definite_results(filter in filter_strategy()) {
+        let schema = Schema::builtin();
+        let view = OwnedEntryView::new(&schema, &babs()).unwrap();
+        let result = schema.prepare_filter(&filter).evaluate(&view);
+        let negated = schema.prepare_filter(&Filter::Not(Box::new(filter))).evaluate(&view);
+        prop_assert_eq!(negated, result.not());
+    }
+}
