@@ -1,0 +1,930 @@
+//! Access control: OpenLDAP `access to ... by ...` semantics over normalized DNs.
+//!
+//! A policy is an ordered list of rules. For a target (an entry, the entry's `children`, or
+//! one attribute of the entry), the first rule whose `to` clause matches decides; inside it
+//! the first `by` clause whose `who` matches the subject gives the granted level, and the
+//! request is allowed when the granted level implies the requested one. A matching rule
+//! without a matching `by` clause, or no matching rule at all, denies (OpenLDAP's implicit
+//! `by * none` / `access to * by * none`). The rootdn is always allowed everything.
+//!
+//! Every DN, filter and attribute name is parsed and normalized once in
+//! [`AccessPolicy::from_rules`]; evaluation only compares normalized strings and attribute
+//! ids. For many checks on one entry (a search returning attributes), take an
+//! [`EntryAccess`] with [`AccessPolicy::for_entry`]: it matches the rules' DN and filter
+//! clauses once and answers per-attribute questions from that.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use lmdir_schema::{
+    normalized_dn_is_within, AttrId, CoveredAttribute, EntryView, Filter, PreparedFilter, Schema,
+};
+
+/// Most rules a policy may hold.
+pub const RULES_MAX: usize = 1024;
+/// Most `by` clauses in one rule.
+pub const GRANTS_PER_RULE_MAX: usize = 64;
+/// Most names in one rule's `attrs` list.
+pub const ATTRIBUTES_PER_RULE_MAX: usize = 256;
+/// Nesting limit for `to.filter`.
+pub const FILTER_DEPTH_MAX: usize = 32;
+
+/// Access levels, each implying all the ones before it (OpenLDAP's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
+    /// Nothing, not even the existence of the target.
+    None,
+    /// May be used to authenticate (bind with the userPassword value).
+    Auth,
+    /// May be used in a compare operation.
+    Compare,
+    /// May be used in a search filter.
+    Search,
+    /// May be returned in search results.
+    Read,
+    /// May be added, modified or deleted.
+    Write,
+}
+
+impl Access {
+    /// Parses the config word (`none`, `auth`, `compare`, `search`, `read`, `write`),
+    /// case-insensitively.
+    pub fn from_word(word: &str) -> Option<Access> {
+        [
+            Access::None,
+            Access::Auth,
+            Access::Compare,
+            Access::Search,
+            Access::Read,
+            Access::Write,
+        ]
+        .into_iter()
+        .find(|access| access.word().eq_ignore_ascii_case(word))
+    }
+
+    /// The config word for this level.
+    pub fn word(self) -> &'static str {
+        match self {
+            Access::None => "none",
+            Access::Auth => "auth",
+            Access::Compare => "compare",
+            Access::Search => "search",
+            Access::Read => "read",
+            Access::Write => "write",
+        }
+    }
+
+    /// Whether holding `self` permits an operation that needs `needed`.
+    pub fn implies(self, needed: Access) -> bool {
+        self >= needed
+    }
+}
+
+impl fmt::Display for Access {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.word())
+    }
+}
+
+/// One `[[access]]` rule as written in the config, before parsing and normalization.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccessRuleSpec {
+    /// `to.subtree`: the rule applies to this entry and everything below it.
+    pub subtree: Option<String>,
+    /// `to.dn`: the rule applies to exactly this entry.
+    pub dn: Option<String>,
+    /// `to.filter`: the rule applies only to entries matching this RFC 4515 filter.
+    pub filter: Option<String>,
+    /// `to.attrs`: attribute names (subtypes included), `entry` and `children`; empty = all.
+    pub attrs: Vec<String>,
+    /// `by`: `(who, access)` pairs, first match wins.
+    pub by: Vec<AccessGrantSpec>,
+}
+
+/// One `by = { who, access }` clause as written in the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessGrantSpec {
+    pub who: String,
+    pub access: String,
+}
+
+/// A policy construction problem naming the rule (0-based index in the config order) and
+/// the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AclError {
+    #[error("access rule {rule_index}: {field}: {reason}")]
+    Rule {
+        rule_index: usize,
+        field: String,
+        reason: String,
+    },
+    #[error("{field}: {reason}")]
+    Policy { field: String, reason: String },
+}
+
+fn rule_error(rule_index: usize, field: impl Into<String>, reason: impl Into<String>) -> AclError {
+    AclError::Rule {
+        rule_index,
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Tells whether a user (normalized DN) is a member of a group (normalized DN). The server
+/// implements it over the store (e.g. `member`/`uniqueMember` of the group entry); any
+/// `Fn(&str, &str) -> bool` closure works too.
+pub trait GroupMembership {
+    fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool;
+}
+
+impl<F: Fn(&str, &str) -> bool> GroupMembership for F {
+    fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool {
+        self(group_ndn, member_ndn)
+    }
+}
+
+/// Who is asking: the bound identity (normalized DN, `None` when anonymous), whether it is
+/// the rootdn, and how to resolve its group memberships.
+#[derive(Clone, Copy)]
+pub struct Subject<'a> {
+    pub bound_ndn: Option<&'a str>,
+    pub is_rootdn: bool,
+    pub groups: &'a dyn GroupMembership,
+}
+
+impl fmt::Debug for Subject<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Subject")
+            .field("bound_ndn", &self.bound_ndn)
+            .field("is_rootdn", &self.is_rootdn)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which part of an entry an access check is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TargetPart {
+    /// The entry itself (OpenLDAP's `entry` pseudo-attribute): needed to see it in a search
+    /// (search), return it (read), add or delete it (write).
+    Entry,
+    /// The entry's children (OpenLDAP's `children` pseudo-attribute): write is needed on the
+    /// parent to add or delete an entry below it.
+    Children,
+    /// One attribute type of the entry.
+    Attribute(AttrId),
+}
+
+/// What an access check is about: an entry (normalized DN and a view of its attributes for
+/// `to.filter` rules) and a part of it.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub entry_ndn: &'a str,
+    pub entry: &'a dyn EntryView,
+    pub part: TargetPart,
+}
+
+/// The `who` of a `by` clause, DNs normalized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Who {
+    Anyone,
+    Anonymous,
+    Users,
+    SelfEntry,
+    ExactDn(String),
+    Subtree(String),
+    Group(String),
+}
+
+#[derive(Debug, Clone)]
+struct Grant {
+    who: Who,
+    access: Access,
+}
+
+/// Which targets of a matching entry a rule covers.
+#[derive(Debug, Clone)]
+struct Parts {
+    /// `attrs` empty: every attribute, `entry` and `children`.
+    all: bool,
+    entry: bool,
+    children: bool,
+    /// Sorted attribute ids, each listed type expanded to its subtypes.
+    attributes: Vec<AttrId>,
+}
+
+impl Parts {
+    fn covers(&self, part: TargetPart) -> bool {
+        if self.all {
+            return true;
+        }
+        match part {
+            TargetPart::Entry => self.entry,
+            TargetPart::Children => self.children,
+            TargetPart::Attribute(attr) => self.attributes.binary_search(&attr).is_ok(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Scope {
+    All,
+    Exact(String),
+    Subtree(String),
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    scope: Scope,
+    filter: Option<PreparedFilter>,
+    parts: Parts,
+    grants: Vec<Grant>,
+}
+
+impl Rule {
+    fn matches_entry(&self, entry_ndn: &str, entry: &dyn EntryView) -> bool {
+        let in_scope = match &self.scope {
+            Scope::All => true,
+            Scope::Exact(ndn) => entry_ndn == ndn,
+            Scope::Subtree(base) => normalized_dn_is_within(entry_ndn, base),
+        };
+        in_scope
+            && self
+                .filter
+                .as_ref()
+                .is_none_or(|filter| filter.evaluate(entry).is_true())
+    }
+
+    /// The level the first matching `by` clause grants, `None` (the level) when none matches.
+    fn granted(&self, subject: &Subject<'_>, entry_ndn: &str) -> Access {
+        for grant in &self.grants {
+            let matches = match &grant.who {
+                Who::Anyone => true,
+                Who::Anonymous => subject.bound_ndn.is_none(),
+                Who::Users => subject.bound_ndn.is_some(),
+                Who::SelfEntry => subject.bound_ndn == Some(entry_ndn),
+                Who::ExactDn(ndn) => subject.bound_ndn == Some(ndn.as_str()),
+                Who::Subtree(base) => subject
+                    .bound_ndn
+                    .is_some_and(|bound| normalized_dn_is_within(bound, base)),
+                Who::Group(group) => subject
+                    .bound_ndn
+                    .is_some_and(|bound| subject.groups.is_member(group, bound)),
+            };
+            if matches {
+                return grant.access;
+            }
+        }
+        Access::None
+    }
+}
+
+/// A parsed, normalized access policy.
+#[derive(Debug, Clone)]
+pub struct AccessPolicy {
+    rules: Vec<Rule>,
+    rootdn_ndn: Option<String>,
+    is_default: bool,
+}
+
+impl AccessPolicy {
+    /// Builds the policy from config rules. With no rules the secure default applies (see
+    /// [`AccessPolicy::default_rules`]). `suffix` is the database suffix: rule DNs must lie
+    /// within it (a DN outside can never match and is a config mistake). `rootdn` is the
+    /// config's rootdn, which may do everything.
+    pub fn from_rules(
+        rules: &[AccessRuleSpec],
+        schema: &Schema,
+        suffix: &str,
+        rootdn: Option<&str>,
+    ) -> Result<AccessPolicy, AclError> {
+        let suffix_ndn = schema
+            .normalize_dn_str(suffix)
+            .map_err(|error| AclError::Policy {
+                field: "database.suffix".into(),
+                reason: format!("'{suffix}': {}", error.message),
+            })?;
+        let rootdn_ndn = rootdn
+            .map(|dn| {
+                schema
+                    .normalize_dn_str(dn)
+                    .map_err(|error| AclError::Policy {
+                        field: "database.rootdn".into(),
+                        reason: format!("'{dn}': {}", error.message),
+                    })
+            })
+            .transpose()?;
+        if rules.len() > RULES_MAX {
+            return Err(AclError::Policy {
+                field: "access".into(),
+                reason: format!("{} rules, the limit is {RULES_MAX}", rules.len()),
+            });
+        }
+        let is_default = rules.is_empty();
+        let default_rules;
+        let specs = if is_default {
+            default_rules = AccessPolicy::default_rules();
+            &default_rules[..]
+        } else {
+            rules
+        };
+        let rules = specs
+            .iter()
+            .enumerate()
+            .map(|(rule_index, spec)| parse_rule(rule_index, spec, schema, &suffix_ndn))
+            .collect::<Result<Vec<Rule>, AclError>>()?;
+        Ok(AccessPolicy {
+            rules,
+            rootdn_ndn,
+            is_default,
+        })
+    }
+
+    /// The rules used when the config has none:
+    ///
+    /// ```toml
+    /// [[access]]
+    /// to = { attrs = ["userPassword"] }
+    /// by = [ { who = "self", access = "write" }, { who = "*", access = "auth" } ]
+    /// [[access]]
+    /// to = {}
+    /// by = [ { who = "*", access = "read" } ]
+    /// ```
+    ///
+    /// So anyone may bind, nobody reads, searches or compares another entry's password, an
+    /// entry reads and changes its own, everything else is readable by all and only the
+    /// rootdn writes.
+    pub fn default_rules() -> Vec<AccessRuleSpec> {
+        let grant = |who: &str, access: &str| AccessGrantSpec {
+            who: who.into(),
+            access: access.into(),
+        };
+        vec![
+            AccessRuleSpec {
+                attrs: vec!["userPassword".into()],
+                by: vec![grant("self", "write"), grant("*", "auth")],
+                ..AccessRuleSpec::default()
+            },
+            AccessRuleSpec {
+                by: vec![grant("*", "read")],
+                ..AccessRuleSpec::default()
+            },
+        ]
+    }
+
+    /// Whether the policy is the built-in default (no `[[access]]` rules configured).
+    pub fn is_default(&self) -> bool {
+        self.is_default
+    }
+
+    /// Whether any rule has a `group=` clause, so the server knows membership lookups matter.
+    pub fn uses_groups(&self) -> bool {
+        self.rules.iter().any(|rule| {
+            rule.grants
+                .iter()
+                .any(|grant| matches!(grant.who, Who::Group(_)))
+        })
+    }
+
+    /// Whether the normalized DN is the configured rootdn.
+    pub fn is_rootdn(&self, ndn: &str) -> bool {
+        self.rootdn_ndn.as_deref() == Some(ndn)
+    }
+
+    /// A subject for a bound normalized DN (`None`: anonymous), with `is_rootdn` filled in.
+    pub fn subject<'a>(
+        &self,
+        bound_ndn: Option<&'a str>,
+        groups: &'a dyn GroupMembership,
+    ) -> Subject<'a> {
+        Subject {
+            bound_ndn,
+            is_rootdn: bound_ndn.is_some_and(|ndn| self.is_rootdn(ndn)),
+            groups,
+        }
+    }
+
+    /// Whether `subject` holds `access` on `target` (first matching rule decides).
+    pub fn allowed(&self, subject: &Subject<'_>, target: &Target<'_>, access: Access) -> bool {
+        self.for_entry(subject, target.entry_ndn, target.entry)
+            .allowed(target.part, access)
+    }
+
+    /// Matches the rules' DN and filter clauses against one entry once, so that many
+    /// per-attribute checks on it are cheap.
+    pub fn for_entry<'policy>(
+        &'policy self,
+        subject: &Subject<'_>,
+        entry_ndn: &str,
+        entry: &dyn EntryView,
+    ) -> EntryAccess<'policy> {
+        if subject.is_rootdn {
+            return EntryAccess {
+                matched: Vec::new(),
+                is_rootdn: true,
+            };
+        }
+        let matched = self
+            .rules
+            .iter()
+            .filter(|rule| rule.matches_entry(entry_ndn, entry))
+            .map(|rule| (&rule.parts, rule.granted(subject, entry_ndn)))
+            .collect();
+        EntryAccess {
+            matched,
+            is_rootdn: false,
+        }
+    }
+}
+
+/// The decisions of one policy for one subject on one entry.
+#[derive(Debug, Clone)]
+pub struct EntryAccess<'policy> {
+    /// The rules whose DN and filter match the entry, in policy order, with the level each
+    /// grants the subject.
+    matched: Vec<(&'policy Parts, Access)>,
+    is_rootdn: bool,
+}
+
+impl EntryAccess<'_> {
+    /// The level the subject holds on a part of the entry.
+    pub fn level(&self, part: TargetPart) -> Access {
+        if self.is_rootdn {
+            return Access::Write;
+        }
+        self.matched
+            .iter()
+            .find(|(parts, _)| parts.covers(part))
+            .map_or(Access::None, |(_, access)| *access)
+    }
+
+    /// Whether the subject holds `access` on a part of the entry.
+    pub fn allowed(&self, part: TargetPart, access: Access) -> bool {
+        self.level(part).implies(access)
+    }
+
+    /// May the entry appear in search results at all (search on `entry`)?
+    pub fn can_search_entry(&self) -> bool {
+        self.allowed(TargetPart::Entry, Access::Search)
+    }
+
+    /// May the entry be returned (read on `entry`)?
+    pub fn can_read_entry(&self) -> bool {
+        self.allowed(TargetPart::Entry, Access::Read)
+    }
+
+    /// May the attribute be used in a search filter on this entry?
+    pub fn can_filter_on(&self, attr: AttrId) -> bool {
+        self.allowed(TargetPart::Attribute(attr), Access::Search)
+    }
+
+    /// May the attribute's values be returned?
+    pub fn can_read_attribute(&self, attr: AttrId) -> bool {
+        self.allowed(TargetPart::Attribute(attr), Access::Read)
+    }
+
+    /// May a compare operation assert on the attribute?
+    pub fn can_compare(&self, attr: AttrId) -> bool {
+        self.allowed(TargetPart::Attribute(attr), Access::Compare)
+    }
+
+    /// May the attribute be written (modify, or carried by an added entry)?
+    pub fn can_write_attribute(&self, attr: AttrId) -> bool {
+        self.allowed(TargetPart::Attribute(attr), Access::Write)
+    }
+
+    /// May the entry's `userPassword` (attribute id given) be used to bind?
+    pub fn can_authenticate_with(&self, password_attr: AttrId) -> bool {
+        self.allowed(TargetPart::Attribute(password_attr), Access::Auth)
+    }
+
+    /// May entries be added below or deleted from below this entry (write on `children`)?
+    pub fn can_write_children(&self) -> bool {
+        self.allowed(TargetPart::Children, Access::Write)
+    }
+
+    /// The filter as this subject may evaluate it on this entry: items on attributes without
+    /// search access become Undefined (RFC 4511 §4.5.1.7 style, as OpenLDAP does), so they
+    /// neither match nor reveal values. Borrowed when nothing had to change.
+    pub fn restrict_filter<'filter>(
+        &self,
+        filter: &'filter PreparedFilter,
+    ) -> Cow<'filter, PreparedFilter> {
+        if self.is_rootdn || self.filter_fully_visible(filter) {
+            Cow::Borrowed(filter)
+        } else {
+            Cow::Owned(self.restricted(filter))
+        }
+    }
+
+    fn filter_fully_visible(&self, filter: &PreparedFilter) -> bool {
+        match filter {
+            PreparedFilter::True | PreparedFilter::False | PreparedFilter::Undefined => true,
+            PreparedFilter::And(children) | PreparedFilter::Or(children) => children
+                .iter()
+                .all(|child| self.filter_fully_visible(child)),
+            PreparedFilter::Not(child) => self.filter_fully_visible(child),
+            PreparedFilter::Present { covered, .. } => {
+                covered.iter().all(|attr| self.can_filter_on(*attr))
+            }
+            PreparedFilter::Equality { covered, .. }
+            | PreparedFilter::Approx { covered, .. }
+            | PreparedFilter::Substrings { covered, .. }
+            | PreparedFilter::GreaterOrEqual { covered, .. }
+            | PreparedFilter::LessOrEqual { covered, .. } => covered
+                .iter()
+                .all(|covered_attribute| self.can_filter_on(covered_attribute.attr)),
+            PreparedFilter::Extensible {
+                covered,
+                dn_attributes,
+                ..
+            } => {
+                covered
+                    .iter()
+                    .all(|covered_attribute| self.can_filter_on(covered_attribute.attr))
+                    && (!dn_attributes || self.can_search_entry())
+            }
+        }
+    }
+
+    fn visible_covered(&self, covered: &[CoveredAttribute]) -> Vec<CoveredAttribute> {
+        covered
+            .iter()
+            .copied()
+            .filter(|covered_attribute| self.can_filter_on(covered_attribute.attr))
+            .collect()
+    }
+
+    fn restricted(&self, filter: &PreparedFilter) -> PreparedFilter {
+        // Each leaf keeps only the attribute types the subject may search; a leaf left with
+        // none evaluates Undefined.
+        let leaf = |covered: Vec<CoveredAttribute>,
+                    rebuild: &dyn Fn(Vec<CoveredAttribute>) -> PreparedFilter| {
+            if covered.is_empty() {
+                PreparedFilter::Undefined
+            } else {
+                rebuild(covered)
+            }
+        };
+        match filter {
+            PreparedFilter::True | PreparedFilter::False | PreparedFilter::Undefined => {
+                filter.clone()
+            }
+            PreparedFilter::And(children) => PreparedFilter::And(
+                children
+                    .iter()
+                    .map(|child| self.restricted(child))
+                    .collect(),
+            ),
+            PreparedFilter::Or(children) => PreparedFilter::Or(
+                children
+                    .iter()
+                    .map(|child| self.restricted(child))
+                    .collect(),
+            ),
+            PreparedFilter::Not(child) => PreparedFilter::Not(Box::new(self.restricted(child))),
+            PreparedFilter::Present {
+                attr,
+                options,
+                covered,
+            } => {
+                let visible: Vec<AttrId> = covered
+                    .iter()
+                    .copied()
+                    .filter(|covered_attr| self.can_filter_on(*covered_attr))
+                    .collect();
+                if visible.is_empty() {
+                    PreparedFilter::Undefined
+                } else {
+                    PreparedFilter::Present {
+                        attr: *attr,
+                        options: options.clone(),
+                        covered: visible,
+                    }
+                }
+            }
+            PreparedFilter::Equality {
+                attr,
+                options,
+                rule,
+                covered,
+                normalized,
+            } => leaf(self.visible_covered(covered), &|covered| {
+                PreparedFilter::Equality {
+                    attr: *attr,
+                    options: options.clone(),
+                    rule: *rule,
+                    covered,
+                    normalized: normalized.clone(),
+                }
+            }),
+            PreparedFilter::Approx {
+                attr,
+                options,
+                rule,
+                covered,
+                normalized,
+            } => leaf(self.visible_covered(covered), &|covered| {
+                PreparedFilter::Approx {
+                    attr: *attr,
+                    options: options.clone(),
+                    rule: *rule,
+                    covered,
+                    normalized: normalized.clone(),
+                }
+            }),
+            PreparedFilter::Substrings {
+                attr,
+                options,
+                rule,
+                covered,
+                initial,
+                any,
+                final_,
+            } => leaf(self.visible_covered(covered), &|covered| {
+                PreparedFilter::Substrings {
+                    attr: *attr,
+                    options: options.clone(),
+                    rule: *rule,
+                    covered,
+                    initial: initial.clone(),
+                    any: any.clone(),
+                    final_: final_.clone(),
+                }
+            }),
+            PreparedFilter::GreaterOrEqual {
+                attr,
+                options,
+                rule,
+                covered,
+                key,
+            } => leaf(self.visible_covered(covered), &|covered| {
+                PreparedFilter::GreaterOrEqual {
+                    attr: *attr,
+                    options: options.clone(),
+                    rule: *rule,
+                    covered,
+                    key: key.clone(),
+                }
+            }),
+            PreparedFilter::LessOrEqual {
+                attr,
+                options,
+                rule,
+                covered,
+                key,
+            } => leaf(self.visible_covered(covered), &|covered| {
+                PreparedFilter::LessOrEqual {
+                    attr: *attr,
+                    options: options.clone(),
+                    rule: *rule,
+                    covered,
+                    key: key.clone(),
+                }
+            }),
+            PreparedFilter::Extensible {
+                rule,
+                attr,
+                options,
+                covered,
+                dn_attributes,
+                normalized,
+                pieces,
+            } => {
+                let visible = self.visible_covered(covered);
+                // `:dn:` matching reads the DN, which is visible with the entry itself.
+                let dn_visible = *dn_attributes && self.can_search_entry();
+                if visible.is_empty() && !dn_visible {
+                    PreparedFilter::Undefined
+                } else {
+                    PreparedFilter::Extensible {
+                        rule: *rule,
+                        attr: *attr,
+                        options: options.clone(),
+                        covered: visible,
+                        dn_attributes: dn_visible,
+                        normalized: normalized.clone(),
+                        pieces: pieces.clone(),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn normalize_rule_dn(
+    schema: &Schema,
+    rule_index: usize,
+    field: &str,
+    text: &str,
+    suffix_ndn: &str,
+) -> Result<String, AclError> {
+    let ndn = schema
+        .normalize_dn_str(text)
+        .map_err(|error| rule_error(rule_index, field, format!("'{text}': {}", error.message)))?;
+    if !normalized_dn_is_within(&ndn, suffix_ndn) {
+        return Err(rule_error(
+            rule_index,
+            field,
+            format!("'{text}' is outside the database suffix '{suffix_ndn}'"),
+        ));
+    }
+    Ok(ndn)
+}
+
+fn parse_rule(
+    rule_index: usize,
+    spec: &AccessRuleSpec,
+    schema: &Schema,
+    suffix_ndn: &str,
+) -> Result<Rule, AclError> {
+    let scope = match (&spec.subtree, &spec.dn) {
+        (Some(_), Some(_)) => {
+            return Err(rule_error(
+                rule_index,
+                "to",
+                "give either subtree or dn, not both",
+            ))
+        }
+        (Some(subtree), None) => Scope::Subtree(normalize_rule_dn(
+            schema,
+            rule_index,
+            "to.subtree",
+            subtree,
+            suffix_ndn,
+        )?),
+        (None, Some(dn)) => Scope::Exact(normalize_rule_dn(
+            schema, rule_index, "to.dn", dn, suffix_ndn,
+        )?),
+        (None, None) => Scope::All,
+    };
+    let filter = spec
+        .filter
+        .as_deref()
+        .map(|text| parse_rule_filter(rule_index, text, schema))
+        .transpose()?;
+    let parts = parse_parts(rule_index, &spec.attrs, schema)?;
+    if spec.by.is_empty() {
+        return Err(rule_error(
+            rule_index,
+            "by",
+            "no clauses: the rule would deny everything it matches; write { who = \"*\", access = \"none\" } if meant",
+        ));
+    }
+    if spec.by.len() > GRANTS_PER_RULE_MAX {
+        return Err(rule_error(
+            rule_index,
+            "by",
+            format!(
+                "{} clauses, the limit is {GRANTS_PER_RULE_MAX}",
+                spec.by.len()
+            ),
+        ));
+    }
+    let grants = spec
+        .by
+        .iter()
+        .enumerate()
+        .map(|(grant_index, grant)| {
+            let who = parse_who(rule_index, grant_index, &grant.who, schema)?;
+            let access = Access::from_word(&grant.access).ok_or_else(|| {
+                rule_error(
+                    rule_index,
+                    format!("by[{grant_index}].access"),
+                    format!(
+                        "'{}' is not one of none, auth, compare, search, read, write",
+                        grant.access
+                    ),
+                )
+            })?;
+            Ok(Grant { who, access })
+        })
+        .collect::<Result<Vec<Grant>, AclError>>()?;
+    Ok(Rule {
+        scope,
+        filter,
+        parts,
+        grants,
+    })
+}
+
+fn parse_rule_filter(
+    rule_index: usize,
+    text: &str,
+    schema: &Schema,
+) -> Result<PreparedFilter, AclError> {
+    let filter = Filter::parse(text, FILTER_DEPTH_MAX)
+        .map_err(|error| rule_error(rule_index, "to.filter", error.message))?;
+    check_filter_descriptions(&filter, schema)
+        .map_err(|reason| rule_error(rule_index, "to.filter", reason))?;
+    Ok(schema.prepare_filter(&filter))
+}
+
+/// An unknown attribute would make the filter item Undefined forever: a silent config
+/// mistake, so it is refused here.
+fn check_filter_descriptions(filter: &Filter, schema: &Schema) -> Result<(), String> {
+    let check = |description: &str| {
+        schema
+            .parse_description(description)
+            .map(|_| ())
+            .map_err(|error| format!("'{description}': {}", error.message))
+    };
+    match filter {
+        Filter::And(children) | Filter::Or(children) => children
+            .iter()
+            .try_for_each(|child| check_filter_descriptions(child, schema)),
+        Filter::Not(child) => check_filter_descriptions(child, schema),
+        Filter::Equality { description, .. }
+        | Filter::Substrings { description, .. }
+        | Filter::GreaterOrEqual { description, .. }
+        | Filter::LessOrEqual { description, .. }
+        | Filter::Present { description }
+        | Filter::Approx { description, .. } => check(description),
+        Filter::Extensible { description, .. } => description.as_deref().map_or(Ok(()), check),
+    }
+}
+
+fn parse_parts(rule_index: usize, attrs: &[String], schema: &Schema) -> Result<Parts, AclError> {
+    if attrs.len() > ATTRIBUTES_PER_RULE_MAX {
+        return Err(rule_error(
+            rule_index,
+            "to.attrs",
+            format!(
+                "{} names, the limit is {ATTRIBUTES_PER_RULE_MAX}",
+                attrs.len()
+            ),
+        ));
+    }
+    let mut parts = Parts {
+        all: attrs.is_empty(),
+        entry: false,
+        children: false,
+        attributes: Vec::new(),
+    };
+    for (attr_index, name) in attrs.iter().enumerate() {
+        if name.eq_ignore_ascii_case("entry") {
+            parts.entry = true;
+        } else if name.eq_ignore_ascii_case("children") {
+            parts.children = true;
+        } else {
+            let attr = schema.attribute(name).ok_or_else(|| {
+                rule_error(
+                    rule_index,
+                    format!("to.attrs[{attr_index}]"),
+                    format!("unknown attribute type '{name}'"),
+                )
+            })?;
+            parts.attributes.extend_from_slice(schema.subtypes(attr));
+        }
+    }
+    parts.attributes.sort_unstable();
+    parts.attributes.dedup();
+    Ok(parts)
+}
+
+fn parse_who(
+    rule_index: usize,
+    grant_index: usize,
+    text: &str,
+    schema: &Schema,
+) -> Result<Who, AclError> {
+    let field = format!("by[{grant_index}].who");
+    let trimmed = text.trim();
+    let simple = match trimmed.to_ascii_lowercase().as_str() {
+        "*" => Some(Who::Anyone),
+        "anonymous" => Some(Who::Anonymous),
+        "users" => Some(Who::Users),
+        "self" => Some(Who::SelfEntry),
+        _ => None,
+    };
+    if let Some(who) = simple {
+        return Ok(who);
+    }
+    let Some((keyword, dn_text)) = trimmed.split_once('=') else {
+        return Err(rule_error(
+            rule_index,
+            field,
+            format!("'{text}' is not one of *, anonymous, users, self, dn=<DN>, dn.subtree=<DN>, group=<DN>"),
+        ));
+    };
+    let dn_text = dn_text.trim().trim_matches('"');
+    let normalize = |kind: &str| {
+        schema.normalize_dn_str(dn_text).map_err(|error| {
+            rule_error(
+                rule_index,
+                format!("by[{grant_index}].who"),
+                format!("{kind} '{dn_text}': {}", error.message),
+            )
+        })
+    };
+    match keyword.trim().to_ascii_lowercase().as_str() {
+        "dn" | "dn.exact" | "dn.base" => Ok(Who::ExactDn(normalize("dn")?)),
+        "dn.subtree" => Ok(Who::Subtree(normalize("dn.subtree")?)),
+        "group" => Ok(Who::Group(normalize("group")?)),
+        other => Err(rule_error(
+            rule_index,
+            field,
+            format!("unknown who kind '{other}' (dn, dn.subtree, group)"),
+        )),
+    }
+}
