@@ -1,1 +1,20 @@
-//! lmdir-store
+//! lmdir-store: LMDB storage for lmdir (see ARCHITECTURE.md, "Store layout"): the on-disk
+//! layout, the entry codec, the DN tree, exact posting-list indexes, search, single-entry
+//! writes, and check / stat / export.
+
+pub mod codec;
+mod env;
+pub mod layout;
+mod read;
+mod search;
+mod store;
+mod write;
+
+pub use layout::{EntryId, IndexKinds};
+pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
+pub use search::{Scope, SearchCursor, SearchSpec};
+pub use store::{
+    DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store, StoreError, StoreOptions,
+    DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
+};
+pub use write::{csn_value, timestamp_value, WriteContext, WriteTxn};

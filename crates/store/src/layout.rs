@@ -1,0 +1,593 @@
+//! The on-disk layout: DB names and the pure key/value encoders and decoders.
+//!
+//! Everything here is a pure function so the bulk loader can produce byte-identical keys and
+//! values in parallel and write them with APPEND. All integers inside keys are big-endian so
+//! LMDB's default memcmp order is numeric order.
+
+use roaring::RoaringBitmap;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// Entry IDs: 1-based, assigned in insertion order; 0 means "no entry" (the virtual root).
+pub type EntryId = u32;
+
+/// The parent ID of the top-level (suffix) entry.
+pub const ROOT_PARENT_ID: EntryId = 0;
+
+pub const DB_META: &str = "meta";
+pub const DB_ID2ENTRY: &str = "id2entry";
+pub const DB_ID2NODE: &str = "id2node";
+pub const DB_DN2ID: &str = "dn2id";
+/// Index DBs are named `idx.<lowercased primary attribute name>`.
+pub const INDEX_DB_PREFIX: &str = "idx.";
+
+/// `meta` keys.
+pub const META_FORMAT_VERSION: &[u8] = b"format_version";
+pub const META_NEXT_ID: &[u8] = b"next_id";
+pub const META_INDEX_CONFIG: &[u8] = b"index_config";
+/// Description table rows: `desc:` ‖ number (u32 BE) → description string (e.g. `cn;lang-en`).
+pub const META_DESCRIPTION_PREFIX: &[u8] = b"desc:";
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Index kinds (first byte of every index key).
+pub const KIND_EQUALITY: u8 = b'=';
+pub const KIND_PRESENCE: u8 = b'*';
+pub const KIND_INITIAL: u8 = b'^';
+pub const KIND_ANY: u8 = b'~';
+pub const KIND_FINAL: u8 = b'$';
+pub const KIND_ORDERED: u8 = b'<';
+
+/// Substring grams are 2..=4 characters for initial/final and exactly 4 characters for "any".
+pub const GRAM_LENGTH_MIN_CHARS: usize = 2;
+pub const GRAM_LENGTH_MAX_CHARS: usize = 4;
+/// Ordering keys longer than this are truncated before escaping; truncation is monotone so
+/// range scans still return a superset, which the exact filter test then narrows.
+pub const ORDERED_KEY_SIZE_MAX_BYTES: usize = 200;
+
+/// Which index kinds an attribute has, as bit flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IndexKinds(pub u8);
+
+impl IndexKinds {
+    pub const EQUALITY: IndexKinds = IndexKinds(1);
+    pub const PRESENCE: IndexKinds = IndexKinds(2);
+    pub const SUBSTRING: IndexKinds = IndexKinds(4);
+    pub const ORDERED: IndexKinds = IndexKinds(8);
+
+    pub fn contains(self, other: IndexKinds) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+    pub fn union(self, other: IndexKinds) -> IndexKinds {
+        IndexKinds(self.0 | other.0)
+    }
+    pub fn intersection(self, other: IndexKinds) -> IndexKinds {
+        IndexKinds(self.0 & other.0)
+    }
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    /// Stable text form used in `meta` and reports: a subset of "eq,pres,sub,ord".
+    pub fn names(self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        for (flag, name) in [
+            (Self::EQUALITY, "eq"),
+            (Self::PRESENCE, "pres"),
+            (Self::SUBSTRING, "sub"),
+            (Self::ORDERED, "ord"),
+        ] {
+            if self.contains(flag) {
+                names.push(name);
+            }
+        }
+        names
+    }
+    pub fn from_name(name: &str) -> Option<IndexKinds> {
+        match name.to_ascii_lowercase().as_str() {
+            "eq" | "equality" => Some(Self::EQUALITY),
+            "pres" | "presence" => Some(Self::PRESENCE),
+            "sub" | "substr" | "substring" | "substrings" => Some(Self::SUBSTRING),
+            "ord" | "ordered" | "ordering" => Some(Self::ORDERED),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- IDs
+
+#[inline]
+pub fn encode_id(id: EntryId) -> [u8; 4] {
+    id.to_be_bytes()
+}
+
+#[inline]
+pub fn decode_id(bytes: &[u8]) -> Option<EntryId> {
+    Some(u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?))
+}
+
+// ---------------------------------------------------------------- id2node
+
+/// A DN-tree node: the value of `id2node`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node<'a> {
+    pub parent: EntryId,
+    /// Entries in this node's subtree, itself included.
+    pub subtree_size: u32,
+    /// Direct children (numSubordinates).
+    pub child_count: u32,
+    /// The RDN as given (for the suffix entry: the whole suffix DN).
+    pub rdn_original: &'a [u8],
+    /// The normalized RDN (the dn2id key part).
+    pub rdn_normalized: &'a [u8],
+}
+
+const NODE_HEADER_BYTES: usize = 4 + 4 + 4 + 2;
+
+/// Encodes a node into `out` (cleared first).
+/// Layout: parent u32 BE, subtree size u32 BE, child count u32 BE, original RDN length u16 BE,
+/// original RDN bytes, normalized RDN bytes (the rest).
+pub fn encode_node(node: &Node<'_>, out: &mut Vec<u8>) {
+    assert!(
+        node.rdn_original.len() <= u16::MAX as usize,
+        "RDN longer than 65535 bytes must be rejected before encoding"
+    );
+    out.clear();
+    out.reserve(NODE_HEADER_BYTES + node.rdn_original.len() + node.rdn_normalized.len());
+    out.extend_from_slice(&node.parent.to_be_bytes());
+    out.extend_from_slice(&node.subtree_size.to_be_bytes());
+    out.extend_from_slice(&node.child_count.to_be_bytes());
+    out.extend_from_slice(&(node.rdn_original.len() as u16).to_be_bytes());
+    out.extend_from_slice(node.rdn_original);
+    out.extend_from_slice(node.rdn_normalized);
+}
+
+pub fn decode_node(bytes: &[u8]) -> Option<Node<'_>> {
+    if bytes.len() < NODE_HEADER_BYTES {
+        return None;
+    }
+    let parent = u32::from_be_bytes(bytes[0..4].try_into().ok()?);
+    let subtree_size = u32::from_be_bytes(bytes[4..8].try_into().ok()?);
+    let child_count = u32::from_be_bytes(bytes[8..12].try_into().ok()?);
+    let original_length = u16::from_be_bytes(bytes[12..14].try_into().ok()?) as usize;
+    let rest = &bytes[NODE_HEADER_BYTES..];
+    if rest.len() < original_length {
+        return None;
+    }
+    Some(Node {
+        parent,
+        subtree_size,
+        child_count,
+        rdn_original: &rest[..original_length],
+        rdn_normalized: &rest[original_length..],
+    })
+}
+
+// ---------------------------------------------------------------- dn2id
+
+/// `dn2id` key: parent ID (u32 BE) ‖ normalized RDN.
+pub fn encode_dn2id_key(parent: EntryId, rdn_normalized: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&parent.to_be_bytes());
+    out.extend_from_slice(rdn_normalized);
+}
+
+/// Splits a `dn2id` key into (parent, normalized RDN).
+pub fn decode_dn2id_key(key: &[u8]) -> Option<(EntryId, &[u8])> {
+    Some((decode_id(key)?, &key[4..]))
+}
+
+// ---------------------------------------------------------------- index keys
+
+/// The chunk number of an ID: each posting chunk holds one 65,536-ID range.
+#[inline]
+pub fn chunk_of(id: EntryId) -> u16 {
+    (id >> 16) as u16
+}
+
+#[inline]
+pub fn low_half(id: EntryId) -> u16 {
+    id as u16
+}
+
+#[inline]
+pub fn hash_bytes(bytes: &[u8]) -> [u8; 8] {
+    xxh3_64(bytes).to_be_bytes()
+}
+
+/// A full index key: kind ‖ key body ‖ chunk (u16 BE).
+pub fn index_key_with_chunk(key_without_chunk: &[u8], chunk: u16, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(key_without_chunk);
+    out.extend_from_slice(&chunk.to_be_bytes());
+}
+
+/// Splits a full index key into (key without chunk, chunk).
+pub fn split_index_key(key: &[u8]) -> Option<(&[u8], u16)> {
+    if key.len() < 3 {
+        return None;
+    }
+    let (body, chunk) = key.split_at(key.len() - 2);
+    Some((body, u16::from_be_bytes(chunk.try_into().ok()?)))
+}
+
+pub fn equality_key(normalized: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9);
+    key.push(KIND_EQUALITY);
+    key.extend_from_slice(&hash_bytes(normalized));
+    key
+}
+
+pub fn presence_key() -> Vec<u8> {
+    vec![KIND_PRESENCE]
+}
+
+pub fn gram_key(kind: u8, gram: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9);
+    key.push(kind);
+    key.extend_from_slice(&hash_bytes(gram));
+    key
+}
+
+/// Order-preserving, prefix-free encoding of an ordering key: 0x00 → 0x00 0xFF, terminated by
+/// 0x00 0x00, so a following chunk number cannot disturb the order between different keys.
+pub fn ordered_key(ordering_key: &[u8]) -> Vec<u8> {
+    let truncated = &ordering_key[..ordering_key.len().min(ORDERED_KEY_SIZE_MAX_BYTES)];
+    let mut key = Vec::with_capacity(truncated.len() + 3);
+    key.push(KIND_ORDERED);
+    for &byte in truncated {
+        key.push(byte);
+        if byte == 0 {
+            key.push(0xFF);
+        }
+    }
+    key.extend_from_slice(&[0, 0]);
+    key
+}
+
+/// Byte offsets of every character start in a UTF-8 string, plus its length at the end.
+/// Invalid UTF-8 is treated byte-wise (each byte one character).
+fn character_boundaries(value: &[u8]) -> Vec<usize> {
+    match std::str::from_utf8(value) {
+        Ok(text) => text
+            .char_indices()
+            .map(|(offset, _)| offset)
+            .chain(std::iter::once(value.len()))
+            .collect(),
+        Err(_) => (0..=value.len()).collect(),
+    }
+}
+
+/// Calls `emit(kind, gram)` for every substring gram of a normalized value: initial and final
+/// grams of 2..=4 characters and every 4-character window as "any".
+pub fn for_each_gram(normalized: &[u8], emit: &mut dyn FnMut(u8, &[u8])) {
+    let boundaries = character_boundaries(normalized);
+    let char_count = boundaries.len() - 1;
+    for length in GRAM_LENGTH_MIN_CHARS..=GRAM_LENGTH_MAX_CHARS.min(char_count) {
+        emit(KIND_INITIAL, &normalized[..boundaries[length]]);
+        emit(KIND_FINAL, &normalized[boundaries[char_count - length]..]);
+    }
+    if char_count >= GRAM_LENGTH_MAX_CHARS {
+        for start in 0..=char_count - GRAM_LENGTH_MAX_CHARS {
+            emit(
+                KIND_ANY,
+                &normalized[boundaries[start]..boundaries[start + GRAM_LENGTH_MAX_CHARS]],
+            );
+        }
+    }
+}
+
+/// The index keys (without chunk) that one substring assertion must all hit: the longest
+/// usable initial / final gram, and "any" windows of 4 characters at step 2 over each piece
+/// (plus the last window). Pieces too short to form a gram add no key; if no key at all can be
+/// formed the assertion is unindexed (`None`).
+pub fn substring_assertion_keys(
+    initial: Option<&[u8]>,
+    any: &[&[u8]],
+    final_: Option<&[u8]>,
+) -> Option<Vec<Vec<u8>>> {
+    let mut keys = Vec::new();
+    if let Some(piece) = initial {
+        let boundaries = character_boundaries(piece);
+        let char_count = boundaries.len() - 1;
+        if char_count >= GRAM_LENGTH_MIN_CHARS {
+            let length = char_count.min(GRAM_LENGTH_MAX_CHARS);
+            keys.push(gram_key(KIND_INITIAL, &piece[..boundaries[length]]));
+        }
+        push_any_windows(piece, &boundaries, &mut keys);
+    }
+    for piece in any {
+        let boundaries = character_boundaries(piece);
+        push_any_windows(piece, &boundaries, &mut keys);
+    }
+    if let Some(piece) = final_ {
+        let boundaries = character_boundaries(piece);
+        let char_count = boundaries.len() - 1;
+        if char_count >= GRAM_LENGTH_MIN_CHARS {
+            let length = char_count.min(GRAM_LENGTH_MAX_CHARS);
+            keys.push(gram_key(
+                KIND_FINAL,
+                &piece[boundaries[char_count - length]..],
+            ));
+        }
+        push_any_windows(piece, &boundaries, &mut keys);
+    }
+    keys.sort();
+    keys.dedup();
+    if keys.is_empty() {
+        None
+    } else {
+        Some(keys)
+    }
+}
+
+fn push_any_windows(piece: &[u8], boundaries: &[usize], keys: &mut Vec<Vec<u8>>) {
+    let char_count = boundaries.len() - 1;
+    if char_count < GRAM_LENGTH_MAX_CHARS {
+        return;
+    }
+    let last_start = char_count - GRAM_LENGTH_MAX_CHARS;
+    let mut start = 0;
+    loop {
+        keys.push(gram_key(
+            KIND_ANY,
+            &piece[boundaries[start]..boundaries[start + GRAM_LENGTH_MAX_CHARS]],
+        ));
+        if start == last_start {
+            break;
+        }
+        start = (start + 2).min(last_start);
+    }
+}
+
+/// Every index key (without chunk) that one stored normalized value produces for the given
+/// kinds. `ordering_key` is the attribute's ordering rule key of the value, when it has one.
+/// Keys may repeat across values: callers dedupe per entry.
+pub fn index_keys_for_value(
+    kinds: IndexKinds,
+    normalized: &[u8],
+    ordering_key: Option<&[u8]>,
+    out: &mut Vec<Vec<u8>>,
+) {
+    if kinds.contains(IndexKinds::PRESENCE) {
+        out.push(presence_key());
+    }
+    if kinds.contains(IndexKinds::EQUALITY) {
+        out.push(equality_key(normalized));
+    }
+    if kinds.contains(IndexKinds::SUBSTRING) {
+        for_each_gram(normalized, &mut |kind, gram| out.push(gram_key(kind, gram)));
+    }
+    if kinds.contains(IndexKinds::ORDERED) {
+        if let Some(key) = ordering_key {
+            out.push(ordered_key(key));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- posting chunks
+
+/// Chunks with at most this many IDs use the sorted-list form; larger ones a roaring bitmap.
+pub const POSTING_LIST_FORM_MAX_IDS: usize = 1024;
+const CHUNK_TAG_LIST: u8 = 0;
+const CHUNK_TAG_ROARING: u8 = 1;
+
+/// Encodes the low halves of one chunk's IDs (sorted, distinct) into `out` (cleared first).
+pub fn encode_posting_chunk(low_halves: &RoaringBitmap, out: &mut Vec<u8>) {
+    debug_assert!(low_halves.max().is_none_or(|max| max <= u16::MAX as u32));
+    out.clear();
+    let count = low_halves.len() as usize;
+    if count <= POSTING_LIST_FORM_MAX_IDS {
+        out.reserve(1 + 2 * count);
+        out.push(CHUNK_TAG_LIST);
+        for low in low_halves {
+            out.extend_from_slice(&(low as u16).to_be_bytes());
+        }
+    } else {
+        out.push(CHUNK_TAG_ROARING);
+        low_halves
+            .serialize_into(&mut *out)
+            .expect("writing into a Vec cannot fail");
+    }
+}
+
+/// Encodes sorted distinct low halves given as a slice (the loader's fast path).
+pub fn encode_posting_chunk_sorted(low_halves: &[u16], out: &mut Vec<u8>) {
+    debug_assert!(low_halves.windows(2).all(|pair| pair[0] < pair[1]));
+    if low_halves.len() <= POSTING_LIST_FORM_MAX_IDS {
+        out.clear();
+        out.reserve(1 + 2 * low_halves.len());
+        out.push(CHUNK_TAG_LIST);
+        for low in low_halves {
+            out.extend_from_slice(&low.to_be_bytes());
+        }
+    } else {
+        let bitmap: RoaringBitmap = low_halves.iter().map(|&low| low as u32).collect();
+        encode_posting_chunk(&bitmap, out);
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("corrupt posting chunk: {0}")]
+pub struct CorruptChunk(pub &'static str);
+
+/// Decodes a chunk's low halves, adding `(chunk << 16) | low` for each to `into`.
+pub fn decode_posting_chunk_into(
+    bytes: &[u8],
+    chunk: u16,
+    into: &mut RoaringBitmap,
+) -> Result<(), CorruptChunk> {
+    let base = (chunk as u32) << 16;
+    match bytes.first() {
+        Some(&CHUNK_TAG_LIST) => {
+            let body = &bytes[1..];
+            if body.len() % 2 != 0 {
+                return Err(CorruptChunk("odd list length"));
+            }
+            // IDs are sorted, so push via append when possible (fast path).
+            let ids = body
+                .chunks_exact(2)
+                .map(|pair| base | u16::from_be_bytes([pair[0], pair[1]]) as u32);
+            if into.is_empty() || into.max().is_some_and(|max| max < base) {
+                into.append(ids).map_err(|_| CorruptChunk("list not sorted"))?;
+            } else {
+                into.extend(ids);
+            }
+            Ok(())
+        }
+        Some(&CHUNK_TAG_ROARING) => {
+            let low_halves = RoaringBitmap::deserialize_from(&bytes[1..])
+                .map_err(|_| CorruptChunk("bad roaring bytes"))?;
+            if low_halves.max().is_some_and(|max| max > u16::MAX as u32) {
+                return Err(CorruptChunk("low half above 65535"));
+            }
+            for low in low_halves {
+                into.insert(base | low);
+            }
+            Ok(())
+        }
+        _ => Err(CorruptChunk("unknown tag")),
+    }
+}
+
+/// Decodes a chunk to its low halves.
+pub fn decode_posting_chunk_low(bytes: &[u8]) -> Result<RoaringBitmap, CorruptChunk> {
+    let mut bitmap = RoaringBitmap::new();
+    decode_posting_chunk_into(bytes, 0, &mut bitmap)?;
+    Ok(bitmap)
+}
+
+// ---------------------------------------------------------------- varints
+
+/// LEB128 unsigned varint.
+#[inline]
+pub fn push_varint(mut value: u64, out: &mut Vec<u8>) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Reads a varint at `*position`, advancing it.
+#[inline]
+pub fn read_varint(bytes: &[u8], position: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    let mut shift = 0;
+    loop {
+        let byte = *bytes.get(*position)?;
+        *position += 1;
+        if shift >= 64 {
+            return None;
+        }
+        value |= ((byte & 0x7F) as u64) << shift;
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+        shift += 7;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_round_trip() {
+        let node = Node {
+            parent: 7,
+            subtree_size: 42,
+            child_count: 3,
+            rdn_original: b"CN=Foo",
+            rdn_normalized: b"cn=foo",
+        };
+        let mut bytes = Vec::new();
+        encode_node(&node, &mut bytes);
+        assert_eq!(decode_node(&bytes), Some(node));
+        assert_eq!(decode_node(&bytes[..5]), None);
+    }
+
+    #[test]
+    fn grams_of_short_and_long_values() {
+        let mut grams = Vec::new();
+        for_each_gram(b"abcde", &mut |kind, gram| {
+            grams.push((kind, String::from_utf8(gram.to_vec()).unwrap()))
+        });
+        let expected: Vec<(u8, String)> = vec![
+            (KIND_INITIAL, "ab".into()),
+            (KIND_FINAL, "de".into()),
+            (KIND_INITIAL, "abc".into()),
+            (KIND_FINAL, "cde".into()),
+            (KIND_INITIAL, "abcd".into()),
+            (KIND_FINAL, "bcde".into()),
+            (KIND_ANY, "abcd".into()),
+            (KIND_ANY, "bcde".into()),
+        ];
+        assert_eq!(grams, expected);
+        let mut count = 0;
+        for_each_gram(b"a", &mut |_, _| count += 1);
+        assert_eq!(count, 0);
+        // Multi-byte characters are never split.
+        for_each_gram("żółwie".as_bytes(), &mut |_, gram| {
+            assert!(std::str::from_utf8(gram).is_ok())
+        });
+    }
+
+    #[test]
+    fn assertion_grams_are_a_subset_of_value_grams() {
+        let mut value_keys = Vec::new();
+        index_keys_for_value(
+            IndexKinds::SUBSTRING,
+            b"jonathan smith",
+            None,
+            &mut value_keys,
+        );
+        let keys =
+            substring_assertion_keys(Some(b"jona"), &[b"than s"], Some(b"mith")).unwrap();
+        for key in keys {
+            assert!(value_keys.contains(&key));
+        }
+        assert!(substring_assertion_keys(Some(b"j"), &[b"ab"], None).is_none());
+    }
+
+    #[test]
+    fn ordered_keys_keep_order_and_are_prefix_free() {
+        let values: Vec<&[u8]> = vec![b"", b"\0", b"\0\0", b"\0a", b"a", b"ab", b"b"];
+        for pair in values.windows(2) {
+            let mut left = ordered_key(pair[0]);
+            let mut right = ordered_key(pair[1]);
+            assert!(left < right, "{:?} < {:?}", pair[0], pair[1]);
+            // Appending any chunk keeps the order.
+            left.extend_from_slice(&[0xFF, 0xFF]);
+            right.extend_from_slice(&[0, 0]);
+            assert!(left < right);
+        }
+    }
+
+    #[test]
+    fn posting_chunk_both_forms() {
+        for count in [0usize, 1, 5, POSTING_LIST_FORM_MAX_IDS, POSTING_LIST_FORM_MAX_IDS + 1, 40_000] {
+            let low: RoaringBitmap = (0..count as u32).map(|i| (i * 7919) % 65536).collect();
+            let mut bytes = Vec::new();
+            encode_posting_chunk(&low, &mut bytes);
+            let mut decoded = RoaringBitmap::new();
+            decode_posting_chunk_into(&bytes, 3, &mut decoded).unwrap();
+            let expected: RoaringBitmap = low.iter().map(|l| (3 << 16) | l).collect();
+            assert_eq!(decoded, expected);
+            let sorted: Vec<u16> = low.iter().map(|l| l as u16).collect();
+            let mut bytes_sorted = Vec::new();
+            encode_posting_chunk_sorted(&sorted, &mut bytes_sorted);
+            assert_eq!(bytes, bytes_sorted);
+        }
+        assert!(decode_posting_chunk_low(&[9]).is_err());
+        assert!(decode_posting_chunk_low(&[0, 1]).is_err());
+    }
+
+    #[test]
+    fn varint_round_trip() {
+        for value in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX] {
+            let mut bytes = Vec::new();
+            push_varint(value, &mut bytes);
+            let mut position = 0;
+            assert_eq!(read_varint(&bytes, &mut position), Some(value));
+            assert_eq!(position, bytes.len());
+        }
+    }
+}

@@ -1,0 +1,416 @@
+//! Read transactions: DN tree lookups, zero-copy entries, posting lists.
+
+use std::sync::Arc;
+
+use heed::{RoTxn, WithoutTls};
+use lmdir_schema::{AttrId, Dn, EntryView, LdapError, ResultCode, StoredValue};
+use roaring::RoaringBitmap;
+
+use crate::codec::{EncodedAttribute, EncodedEntry, EncodedValues};
+use crate::layout::{self, EntryId, Node, ROOT_PARENT_ID};
+use crate::store::{lmdb_to_ldap, DescriptionInfo, DescriptionTable, Inner, RawDatabase, Store, StoreError};
+
+/// Depth limit of the DN tree walks (a cycle from corruption must not hang a walk).
+pub const TREE_DEPTH_MAX: usize = 4096;
+
+/// A read transaction (a consistent snapshot). Send; several may be open at once.
+pub struct ReadTxn {
+    // Field order matters: the txn must drop before the store it reads from.
+    pub(crate) txn: RoTxn<'static, WithoutTls>,
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) descriptions: Arc<DescriptionTable>,
+}
+
+impl Store {
+    /// Opens a read transaction.
+    pub fn read(&self) -> Result<ReadTxn, StoreError> {
+        // Take the table before the txn: anything committed before the txn began had its
+        // descriptions added to the table before its commit.
+        let descriptions = self.descriptions();
+        let txn = self.inner.env.clone().static_read_txn()?;
+        Ok(ReadTxn { txn, inner: self.inner.clone(), descriptions })
+    }
+}
+
+/// How a DN sits relative to the suffix.
+pub(crate) enum DnPlacement {
+    /// Index of the first RDN (from the leaf) that belongs to the suffix entry's own name.
+    UnderSuffix { below_suffix_rdns: usize },
+    /// Not within the naming context.
+    Outside,
+}
+
+impl Inner {
+    pub(crate) fn place_dn(&self, rdns_normalized: &[String]) -> DnPlacement {
+        let suffix = &self.suffix_rdns_normalized;
+        if suffix.is_empty() {
+            return if rdns_normalized.is_empty() {
+                DnPlacement::Outside
+            } else {
+                DnPlacement::UnderSuffix { below_suffix_rdns: rdns_normalized.len() - 1 }
+            };
+        }
+        if rdns_normalized.len() < suffix.len() {
+            return DnPlacement::Outside;
+        }
+        let split = rdns_normalized.len() - suffix.len();
+        if rdns_normalized[split..] == suffix[..] {
+            DnPlacement::UnderSuffix { below_suffix_rdns: split }
+        } else {
+            DnPlacement::Outside
+        }
+    }
+
+    /// Normalized RDNs of a DN, leaf first.
+    pub(crate) fn normalize_rdns(&self, dn: &Dn) -> Result<Vec<String>, LdapError> {
+        dn.rdns.iter().map(|rdn| self.schema.normalize_rdn(rdn)).collect()
+    }
+
+    /// The dn2id key part of the top-level entry (its whole normalized DN).
+    pub(crate) fn top_level_key(rdns_normalized: &[String], below_suffix_rdns: usize) -> String {
+        rdns_normalized[below_suffix_rdns..].join(",")
+    }
+}
+
+/// Result of walking a DN down the tree.
+pub(crate) struct DnLookup {
+    /// The entry's ID, when it exists.
+    pub found: Option<EntryId>,
+    /// The deepest existing ancestor (or the entry itself) and how many RDNs it covers from the
+    /// root side.
+    pub deepest: Option<(EntryId, usize)>,
+}
+
+pub(crate) fn lookup_rdns(
+    inner: &Inner,
+    txn: &RoTxn,
+    rdns_normalized: &[String],
+) -> Result<DnLookup, LdapError> {
+    let DnPlacement::UnderSuffix { below_suffix_rdns } = inner.place_dn(rdns_normalized) else {
+        return Ok(DnLookup { found: None, deepest: None });
+    };
+    let mut key = Vec::with_capacity(64);
+    let top = Inner::top_level_key(rdns_normalized, below_suffix_rdns);
+    layout::encode_dn2id_key(ROOT_PARENT_ID, top.as_bytes(), &mut key);
+    let Some(mut current) = get_id(inner.databases.dn2id, txn, &key)? else {
+        return Ok(DnLookup { found: None, deepest: None });
+    };
+    let mut covered = rdns_normalized.len() - below_suffix_rdns;
+    for rdn in rdns_normalized[..below_suffix_rdns].iter().rev() {
+        layout::encode_dn2id_key(current, rdn.as_bytes(), &mut key);
+        match get_id(inner.databases.dn2id, txn, &key)? {
+            Some(child) => {
+                current = child;
+                covered += 1;
+            }
+            None => return Ok(DnLookup { found: None, deepest: Some((current, covered)) }),
+        }
+    }
+    Ok(DnLookup { found: Some(current), deepest: Some((current, covered)) })
+}
+
+fn get_id(database: RawDatabase, txn: &RoTxn, key: &[u8]) -> Result<Option<EntryId>, LdapError> {
+    match database.get(txn, key).map_err(lmdb_to_ldap)? {
+        None => Ok(None),
+        Some(bytes) => Ok(Some(layout::decode_id(bytes).ok_or_else(|| corrupt("dn2id value is not an ID"))?)),
+    }
+}
+
+pub(crate) fn corrupt(what: impl Into<String>) -> LdapError {
+    LdapError::new(ResultCode::Other, format!("store corrupt: {}", what.into()))
+}
+
+pub(crate) fn read_node<'t>(inner: &Inner, txn: &'t RoTxn, id: EntryId) -> Result<Option<Node<'t>>, LdapError> {
+    match inner.databases.id2node.get(txn, &layout::encode_id(id)).map_err(lmdb_to_ldap)? {
+        None => Ok(None),
+        Some(bytes) => Ok(Some(layout::decode_node(bytes).ok_or_else(|| corrupt(format!("id2node of entry {id}")))?)),
+    }
+}
+
+pub(crate) fn require_node<'t>(inner: &Inner, txn: &'t RoTxn, id: EntryId) -> Result<Node<'t>, LdapError> {
+    read_node(inner, txn, id)?.ok_or_else(|| corrupt(format!("entry {id} has no id2node row")))
+}
+
+/// The DN of an entry: its RDNs joined up the parent chain (original or normalized forms).
+pub(crate) fn dn_of(inner: &Inner, txn: &RoTxn, id: EntryId, normalized: bool) -> Result<String, LdapError> {
+    let mut dn = Vec::<u8>::with_capacity(64);
+    let mut current = id;
+    for _ in 0..TREE_DEPTH_MAX {
+        let node = require_node(inner, txn, current)?;
+        if !dn.is_empty() {
+            dn.push(b',');
+        }
+        dn.extend_from_slice(if normalized { node.rdn_normalized } else { node.rdn_original });
+        if node.parent == ROOT_PARENT_ID {
+            return String::from_utf8(dn).map_err(|_| corrupt(format!("DN of entry {id} is not UTF-8")));
+        }
+        current = node.parent;
+    }
+    Err(corrupt(format!("entry {id}: parent chain deeper than {TREE_DEPTH_MAX}")))
+}
+
+/// The IDs of a node's direct children (in RDN order).
+pub(crate) fn children_of(inner: &Inner, txn: &RoTxn, id: EntryId) -> Result<Vec<EntryId>, LdapError> {
+    let mut children = Vec::new();
+    for row in inner.databases.dn2id.prefix_iter(txn, &layout::encode_id(id)).map_err(lmdb_to_ldap)? {
+        let (_, value) = row.map_err(lmdb_to_ldap)?;
+        children.push(layout::decode_id(value).ok_or_else(|| corrupt("dn2id value is not an ID"))?);
+    }
+    Ok(children)
+}
+
+/// Every ID in the subtree rooted at `id` (itself included), by walking the tree.
+pub(crate) fn subtree_ids(inner: &Inner, txn: &RoTxn, id: EntryId) -> Result<RoaringBitmap, LdapError> {
+    let mut ids = RoaringBitmap::new();
+    let mut stack = vec![(id, 0usize)];
+    while let Some((current, depth)) = stack.pop() {
+        if depth > TREE_DEPTH_MAX || !ids.insert(current) {
+            return Err(corrupt(format!("DN tree below entry {id} is cyclic or too deep")));
+        }
+        for child in children_of(inner, txn, current)? {
+            stack.push((child, depth + 1));
+        }
+    }
+    Ok(ids)
+}
+
+/// Whether `id` lies in the subtree of `ancestor` (itself included), walking parent links.
+pub(crate) fn is_within(inner: &Inner, txn: &RoTxn, id: EntryId, ancestor: EntryId) -> Result<bool, LdapError> {
+    let mut current = id;
+    for _ in 0..TREE_DEPTH_MAX {
+        if current == ancestor {
+            return Ok(true);
+        }
+        if current == ROOT_PARENT_ID {
+            return Ok(false);
+        }
+        current = match read_node(inner, txn, current)? {
+            Some(node) => node.parent,
+            None => return Ok(false),
+        };
+    }
+    Err(corrupt(format!("entry {id}: parent chain deeper than {TREE_DEPTH_MAX}")))
+}
+
+/// The IDs posted under one index key (without chunk), across all chunks.
+pub(crate) fn postings(database: RawDatabase, txn: &RoTxn, key: &[u8], into: &mut RoaringBitmap) -> Result<(), LdapError> {
+    for row in database.prefix_iter(txn, key).map_err(lmdb_to_ldap)? {
+        let (full_key, value) = row.map_err(lmdb_to_ldap)?;
+        // Only exact key + 2-byte chunk: a longer key sharing the prefix is another key.
+        if full_key.len() != key.len() + 2 {
+            continue;
+        }
+        let (_, chunk) = layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
+        layout::decode_posting_chunk_into(value, chunk, into).map_err(|error| corrupt(error.to_string()))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn read_entry<'t>(
+    inner: &Inner,
+    txn: &'t RoTxn,
+    id: EntryId,
+) -> Result<Option<EncodedEntry<'t>>, LdapError> {
+    match inner.databases.id2entry.get(txn, &layout::encode_id(id)).map_err(lmdb_to_ldap)? {
+        None => Ok(None),
+        Some(bytes) => Ok(Some(
+            EncodedEntry::parse(bytes).map_err(|error| corrupt(format!("entry {id}: {error}")))?,
+        )),
+    }
+}
+
+impl ReadTxn {
+    pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
+        &self.txn
+    }
+
+    pub fn schema(&self) -> &lmdir_schema::Schema {
+        &self.inner.schema
+    }
+
+    /// Parses, normalizes and looks up a DN. A miss is NoSuchObject whose matched DN is the
+    /// deepest existing ancestor.
+    pub fn dn_to_id(&self, dn: &str) -> Result<EntryId, LdapError> {
+        let parsed = Dn::parse(dn)?;
+        self.dn_to_id_parsed(&parsed)
+    }
+
+    pub fn dn_to_id_parsed(&self, dn: &Dn) -> Result<EntryId, LdapError> {
+        let rdns = self.inner.normalize_rdns(dn)?;
+        let lookup = lookup_rdns(&self.inner, &self.txn, &rdns)?;
+        match lookup.found {
+            Some(id) => Ok(id),
+            None => {
+                let mut error = LdapError::new(ResultCode::NoSuchObject, format!("no such entry '{dn}'"));
+                if let Some((ancestor, _)) = lookup.deepest {
+                    error = error.with_matched_dn(dn_of(&self.inner, &self.txn, ancestor, false)?);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The decoded entry (borrowing the map), or None when the ID is unused.
+    pub fn entry(&self, id: EntryId) -> Result<Option<EntryRef<'_>>, LdapError> {
+        let Some(encoded) = read_entry(&self.inner, &self.txn, id)? else { return Ok(None) };
+        // Check description numbers once so attribute iteration cannot meet an unknown one.
+        for attribute in encoded.attributes() {
+            if self.descriptions.get(attribute.description_number).is_none() {
+                return Err(corrupt(format!(
+                    "entry {id} uses attribute description {} missing from the description table",
+                    attribute.description_number
+                )));
+            }
+        }
+        Ok(Some(EntryRef { id, encoded, read: self }))
+    }
+
+    /// The entry's DN as given (RDNs as originally written).
+    pub fn dn_of(&self, id: EntryId) -> Result<String, LdapError> {
+        dn_of(&self.inner, &self.txn, id, false)
+    }
+
+    /// The entry's normalized DN.
+    pub fn normalized_dn_of(&self, id: EntryId) -> Result<String, LdapError> {
+        dn_of(&self.inner, &self.txn, id, true)
+    }
+
+    pub fn parent_of(&self, id: EntryId) -> Result<Option<EntryId>, LdapError> {
+        Ok(read_node(&self.inner, &self.txn, id)?.map(|node| node.parent))
+    }
+
+    pub fn children(&self, id: EntryId) -> Result<Vec<EntryId>, LdapError> {
+        children_of(&self.inner, &self.txn, id)
+    }
+
+    /// Entries in the subtree, the entry itself included.
+    pub fn subtree_size(&self, id: EntryId) -> Result<u32, LdapError> {
+        Ok(require_node(&self.inner, &self.txn, id)?.subtree_size)
+    }
+
+    pub fn num_subordinates(&self, id: EntryId) -> Result<u32, LdapError> {
+        Ok(require_node(&self.inner, &self.txn, id)?.child_count)
+    }
+
+    pub fn has_subordinates(&self, id: EntryId) -> Result<bool, LdapError> {
+        Ok(self.num_subordinates(id)? > 0)
+    }
+
+    /// Number of entries.
+    pub fn entry_count(&self) -> Result<u64, LdapError> {
+        self.inner.databases.id2entry.len(&self.txn).map_err(lmdb_to_ldap)
+    }
+
+    /// The top-level (suffix) entry's ID, if present.
+    pub fn root_ids(&self) -> Result<Vec<EntryId>, LdapError> {
+        children_of(&self.inner, &self.txn, ROOT_PARENT_ID)
+    }
+
+    pub fn descriptions(&self) -> &DescriptionTable {
+        &self.descriptions
+    }
+}
+
+/// A stored entry decoded in place (zero copy); valid while its `ReadTxn` lives.
+#[derive(Clone, Copy)]
+pub struct EntryRef<'txn> {
+    pub id: EntryId,
+    encoded: EncodedEntry<'txn>,
+    read: &'txn ReadTxn,
+}
+
+/// One attribute of an `EntryRef`.
+#[derive(Clone, Copy)]
+pub struct AttributeRef<'txn> {
+    pub description: &'txn DescriptionInfo,
+    encoded: EncodedAttribute<'txn>,
+}
+
+impl<'txn> AttributeRef<'txn> {
+    /// Canonical description text (`cn`, `cn;lang-en`).
+    pub fn description_text(&self) -> &'txn str {
+        &self.description.text
+    }
+    pub fn attr(&self) -> AttrId {
+        self.description.attr
+    }
+    pub fn options(&self) -> &'txn [String] {
+        &self.description.options
+    }
+    pub fn value_count(&self) -> usize {
+        self.encoded.value_count
+    }
+    /// (original, normalized) pairs.
+    pub fn values(&self) -> EncodedValues<'txn> {
+        self.encoded.values()
+    }
+}
+
+impl<'txn> EntryRef<'txn> {
+    pub fn attributes(&self) -> impl Iterator<Item = AttributeRef<'txn>> + 'txn {
+        let descriptions: &'txn DescriptionTable = &self.read.descriptions;
+        let id = self.id;
+        self.encoded.attributes().map(move |encoded| AttributeRef {
+            description: descriptions.get(encoded.description_number).unwrap_or_else(|| {
+                panic!(
+                    "entry {id} uses attribute description {} missing from the description table",
+                    encoded.description_number
+                )
+            }),
+            encoded,
+        })
+    }
+
+    pub fn attribute_count(&self) -> usize {
+        self.encoded.attribute_count()
+    }
+
+    /// The attribute with exactly this canonical description text, if present.
+    pub fn attribute_by_text(&self, text: &str) -> Option<AttributeRef<'txn>> {
+        self.attributes().find(|attribute| attribute.description.text.eq_ignore_ascii_case(text))
+    }
+
+    /// Values of all descriptions of `attr` (any options).
+    pub fn values_of(&self, attr: AttrId) -> Vec<(&'txn [u8], &'txn [u8])> {
+        self.attributes().filter(|attribute| attribute.attr() == attr).flat_map(|attribute| attribute.values()).collect()
+    }
+
+    pub fn dn(&self) -> Result<String, LdapError> {
+        self.read.dn_of(self.id)
+    }
+
+    /// An owned copy.
+    pub fn to_entry(&self, dn: Dn) -> lmdir_schema::Entry {
+        lmdir_schema::Entry {
+            dn,
+            attributes: self
+                .attributes()
+                .map(|attribute| lmdir_schema::Attribute {
+                    description: attribute.description.text.clone(),
+                    values: attribute.values().map(|(original, _)| original.to_vec()).collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl EntryView for EntryRef<'_> {
+    fn for_each_attribute(
+        &self,
+        visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool + '_),
+    ) {
+        for attribute in self.attributes() {
+            let mut values =
+                attribute.values().map(|(original, normalized)| StoredValue { original, normalized });
+            if !visit(attribute.attr(), attribute.options(), &mut values) {
+                return;
+            }
+        }
+    }
+
+    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool) {
+        if let Ok(normalized_dn) = self.read.normalized_dn_of(self.id) {
+            self.read.inner.schema.for_each_normalized_dn_ava(&normalized_dn, visit);
+        }
+    }
+}

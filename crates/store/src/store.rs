@@ -1,0 +1,460 @@
+//! `Store`: the opened LMDB environment, its DB handles, the description table and the index
+//! configuration.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+use heed::types::Bytes;
+use heed::{CommitOrAbort, Database, Env, WithoutTls};
+use lmdir_schema::{AttrId, LdapError, ResultCode, Schema};
+
+use crate::layout::{self, IndexKinds};
+
+pub type RawDatabase = Database<'static, Bytes, Bytes>;
+
+/// Default virtual map size: 1 TiB of address space. Without WRITE_MAP the data file grows
+/// only as pages are written, so this costs nothing and users never size the map.
+pub const MAP_SIZE_DEFAULT_BYTES: usize = 1 << 40;
+/// Upper bound of named DBs (4 core DBs + one per indexed attribute).
+pub const DATABASE_COUNT_MAX: u32 = 1024;
+
+/// An index kind as configured per attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IndexKind {
+    Equality,
+    Presence,
+    Substring,
+    Ordered,
+}
+
+impl IndexKind {
+    pub fn flag(self) -> IndexKinds {
+        match self {
+            IndexKind::Equality => IndexKinds::EQUALITY,
+            IndexKind::Presence => IndexKinds::PRESENCE,
+            IndexKind::Substring => IndexKinds::SUBSTRING,
+            IndexKind::Ordered => IndexKinds::ORDERED,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// The naming context, e.g. `dc=example,dc=com`; the only top-level entry. Empty: any
+    /// single-RDN entry may be top level.
+    pub suffix: String,
+    /// Attribute name → index kinds.
+    pub indexes: BTreeMap<String, Vec<IndexKind>>,
+    /// fsync on every commit; false sets NO_SYNC.
+    pub sync: bool,
+    /// Maintain memberOf on members of groupOfNames / groupOfUniqueNames.
+    pub memberof: bool,
+    pub map_size_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            suffix: String::new(),
+            indexes: BTreeMap::new(),
+            sync: true,
+            memberof: false,
+            map_size_bytes: MAP_SIZE_DEFAULT_BYTES,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("LMDB: {0}")]
+    Lmdb(#[from] heed::Error),
+    #[error("{0}")]
+    Ldap(#[from] LdapError),
+    #[error("store format: {0}")]
+    Format(String),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<StoreError> for LdapError {
+    fn from(error: StoreError) -> LdapError {
+        match error {
+            StoreError::Ldap(error) => error,
+            other => LdapError::new(ResultCode::Other, other.to_string()),
+        }
+    }
+}
+
+pub(crate) fn lmdb_to_ldap(error: heed::Error) -> LdapError {
+    LdapError::new(ResultCode::Other, format!("LMDB: {error}"))
+}
+
+/// One attribute description known to this DB (`meta` description table row).
+#[derive(Clone, Debug)]
+pub struct DescriptionInfo {
+    /// Canonical text: primary name plus sorted lowercased options (`cn;lang-en`).
+    pub text: String,
+    pub attr: AttrId,
+    pub options: Vec<String>,
+}
+
+/// Description number ↔ description. Numbers are dense and never reused.
+#[derive(Clone, Debug, Default)]
+pub struct DescriptionTable {
+    pub(crate) entries: Vec<DescriptionInfo>,
+    pub(crate) by_text: HashMap<String, u32>,
+}
+
+impl DescriptionTable {
+    pub fn get(&self, number: u32) -> Option<&DescriptionInfo> {
+        self.entries.get(number as usize)
+    }
+    pub fn number_of(&self, text: &str) -> Option<u32> {
+        self.by_text.get(text).copied()
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// What changed between the index configuration the stored indexes were built for and the
+/// configured one. New kinds are maintained on writes but not used by searches until a
+/// `reindex` rebuilds them and calls `WriteTxn::mark_index_config_current`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexConfigChange {
+    /// `attr:kinds` lines configured but not built.
+    pub added: Vec<String>,
+    /// `attr:kinds` lines built but no longer configured.
+    pub removed: Vec<String>,
+}
+
+pub(crate) struct Databases {
+    pub meta: RawDatabase,
+    pub id2entry: RawDatabase,
+    pub id2node: RawDatabase,
+    pub dn2id: RawDatabase,
+    /// One DB per configured attribute.
+    pub indexes: HashMap<AttrId, RawDatabase>,
+}
+
+pub(crate) struct Inner {
+    pub env: Env<WithoutTls>,
+    pub databases: Databases,
+    pub schema: Arc<Schema>,
+    pub options: StoreOptions,
+    /// The suffix's normalized RDNs, leaf first (as in the DN string).
+    pub suffix_rdns_normalized: Vec<String>,
+    /// The suffix DN as configured.
+    pub suffix_original: String,
+    /// Index kinds maintained by writes.
+    pub configured_indexes: HashMap<AttrId, IndexKinds>,
+    /// Index kinds usable by searches (configured and built).
+    pub usable_indexes: RwLock<HashMap<AttrId, IndexKinds>>,
+    pub index_config_change: RwLock<Option<IndexConfigChange>>,
+    pub descriptions: RwLock<Arc<DescriptionTable>>,
+    /// Descriptions whose `meta` rows are committed: numbers below this.
+    pub descriptions_persisted: Mutex<usize>,
+    /// LMDB allows one writer; this keeps a second `write()` in this process from blocking
+    /// inside LMDB while holding other locks.
+    pub writer: Mutex<()>,
+}
+
+/// The LMDB store. Cheap to clone; Send + Sync.
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) fn index_config_text(indexes: &HashMap<AttrId, IndexKinds>, schema: &Schema) -> Vec<String> {
+    let mut lines: Vec<String> = indexes
+        .iter()
+        .filter(|(_, kinds)| !kinds.is_empty())
+        .map(|(attr, kinds)| {
+            format!(
+                "{}:{}",
+                schema.attribute_type(*attr).name().to_ascii_lowercase(),
+                kinds.names().join(",")
+            )
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn parse_index_config_text(text: &str, schema: &Schema) -> HashMap<AttrId, IndexKinds> {
+    let mut indexes = HashMap::new();
+    for line in text.lines() {
+        let Some((name, kinds)) = line.split_once(':') else { continue };
+        let Some(attr) = schema.attribute(name) else { continue };
+        let mut flags = IndexKinds::default();
+        for kind in kinds.split(',') {
+            if let Some(flag) = IndexKinds::from_name(kind) {
+                flags = flags.union(flag);
+            }
+        }
+        indexes.insert(attr, flags);
+    }
+    indexes
+}
+
+impl Store {
+    /// Opens (creating when absent) the store in `directory`.
+    pub fn open(directory: &Path, options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(directory)?;
+        // Resolve the index configuration against the schema first: errors name the attribute.
+        let mut configured_indexes: HashMap<AttrId, IndexKinds> = HashMap::new();
+        for (name, kinds) in &options.indexes {
+            let attr = schema
+                .attribute(name)
+                .ok_or_else(|| StoreError::Config(format!("index on unknown attribute type '{name}'")))?;
+            let flags = kinds.iter().fold(IndexKinds::default(), |flags, kind| flags.union(kind.flag()));
+            let attribute_type = schema.attribute_type(attr);
+            if flags.contains(IndexKinds::ORDERED) && attribute_type.ordering.is_none() {
+                return Err(StoreError::Config(format!(
+                    "index '{name}': ordered index needs an ORDERING matching rule"
+                )));
+            }
+            let entry = configured_indexes.entry(attr).or_default();
+            *entry = entry.union(flags);
+        }
+        if configured_indexes.len() + 8 > DATABASE_COUNT_MAX as usize {
+            return Err(StoreError::Config(format!(
+                "{} indexed attributes exceed the limit of {}",
+                configured_indexes.len(),
+                DATABASE_COUNT_MAX - 8
+            )));
+        }
+        let suffix_dn = lmdir_schema::Dn::parse(&options.suffix)
+            .map_err(|error| StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message)))?;
+        let mut suffix_rdns_normalized = Vec::with_capacity(suffix_dn.rdns.len());
+        for rdn in &suffix_dn.rdns {
+            suffix_rdns_normalized.push(
+                schema
+                    .normalize_rdn(rdn)
+                    .map_err(|error| StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message)))?,
+            );
+        }
+
+        let env = crate::env::open_environment(directory, options.map_size_bytes, DATABASE_COUNT_MAX, options.sync)?;
+        let index_names: Vec<(AttrId, String)> = configured_indexes
+            .keys()
+            .map(|attr| {
+                (
+                    *attr,
+                    format!(
+                        "{}{}",
+                        layout::INDEX_DB_PREFIX,
+                        schema.attribute_type(*attr).name().to_ascii_lowercase()
+                    ),
+                )
+            })
+            .collect();
+        let write_txn = env.write_txn()?;
+        let (meta, id2entry, id2node, dn2id) = env
+            .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
+                let meta: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_META))?;
+                let id2entry: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_ID2ENTRY))?;
+                let id2node: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_ID2NODE))?;
+                let dn2id: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_DN2ID))?;
+                Ok(CommitOrAbort::<_, ()>::Commit((meta, id2entry, id2node, dn2id)))
+            })?
+            .commit()
+            .expect("the closure always commits");
+        let mut indexes = HashMap::with_capacity(index_names.len());
+        for (attr, name) in &index_names {
+            let write_txn = env.write_txn()?;
+            let database = env
+                .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
+                    let database: Database<Bytes, Bytes> = opener.create_database(txn, Some(name))?;
+                    Ok(CommitOrAbort::<_, ()>::Commit(database))
+                })?
+                .commit()
+                .expect("the closure always commits");
+            indexes.insert(*attr, database);
+        }
+        let databases = Databases { meta, id2entry, id2node, dn2id, indexes };
+
+        // Meta: format version, description table, index configuration.
+        let mut write_txn = env.write_txn()?;
+        match databases.meta.get(&write_txn, layout::META_FORMAT_VERSION)? {
+            None => {
+                databases
+                    .meta
+                    .put(&mut write_txn, layout::META_FORMAT_VERSION, &layout::FORMAT_VERSION.to_be_bytes())?;
+                databases.meta.put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
+            }
+            Some(bytes) if bytes == layout::FORMAT_VERSION.to_be_bytes() => {}
+            Some(bytes) => {
+                return Err(StoreError::Format(format!(
+                    "unsupported store format version {bytes:?} (this build reads {})",
+                    layout::FORMAT_VERSION
+                )))
+            }
+        }
+        let mut table = DescriptionTable::default();
+        for row in databases.meta.prefix_iter(&write_txn, layout::META_DESCRIPTION_PREFIX)? {
+            let (key, value) = row?;
+            let number = layout::decode_id(&key[layout::META_DESCRIPTION_PREFIX.len()..])
+                .ok_or_else(|| StoreError::Format("bad description row key".into()))?;
+            if number as usize != table.entries.len() {
+                return Err(StoreError::Format(format!("description table has a gap at {number}")));
+            }
+            let text = std::str::from_utf8(value)
+                .map_err(|_| StoreError::Format(format!("description {number} is not UTF-8")))?;
+            let description = schema.parse_description(text).map_err(|error| {
+                StoreError::Format(format!(
+                    "stored attribute description '{text}' is unknown to the schema: {}",
+                    error.message
+                ))
+            })?;
+            table.by_text.insert(text.to_string(), number);
+            table.entries.push(DescriptionInfo {
+                text: text.to_string(),
+                attr: description.attr,
+                options: description.options,
+            });
+        }
+        let configured_text = index_config_text(&configured_indexes, &schema);
+        let entry_count = databases.id2entry.len(&write_txn)?;
+        let stored_text = databases
+            .meta
+            .get(&write_txn, layout::META_INDEX_CONFIG)?
+            .map(|bytes| String::from_utf8_lossy(bytes).into_owned());
+        let (usable_indexes, change) = match stored_text {
+            // A new or empty store: the indexes are trivially exact for any configuration.
+            _ if entry_count == 0 => {
+                databases
+                    .meta
+                    .put(&mut write_txn, layout::META_INDEX_CONFIG, configured_text.join("\n").as_bytes())?;
+                (configured_indexes.clone(), None)
+            }
+            Some(stored) => {
+                let built = parse_index_config_text(&stored, &schema);
+                let mut usable = HashMap::new();
+                for (attr, kinds) in &configured_indexes {
+                    let both = kinds.intersection(built.get(attr).copied().unwrap_or_default());
+                    if !both.is_empty() {
+                        usable.insert(*attr, both);
+                    }
+                }
+                let stored_lines: Vec<String> = stored.lines().map(str::to_string).collect();
+                let added: Vec<String> =
+                    configured_text.iter().filter(|line| !stored_lines.contains(line)).cloned().collect();
+                let removed: Vec<String> = stored_lines
+                    .iter()
+                    .filter(|line| !line.is_empty() && !configured_text.contains(line))
+                    .cloned()
+                    .collect();
+                let change = (!added.is_empty() || !removed.is_empty()).then_some(IndexConfigChange { added, removed });
+                (usable, change)
+            }
+            None => (HashMap::new(), Some(IndexConfigChange { added: configured_text.clone(), removed: Vec::new() })),
+        };
+        write_txn.commit()?;
+        let persisted = table.entries.len();
+        Ok(Store {
+            inner: Arc::new(Inner {
+                env,
+                databases,
+                schema,
+                suffix_original: options.suffix.clone(),
+                options,
+                suffix_rdns_normalized,
+                configured_indexes,
+                usable_indexes: RwLock::new(usable_indexes),
+                index_config_change: RwLock::new(change),
+                descriptions: RwLock::new(Arc::new(table)),
+                descriptions_persisted: Mutex::new(persisted),
+                writer: Mutex::new(()),
+            }),
+        })
+    }
+
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.inner.schema
+    }
+
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.options
+    }
+
+    /// The index kinds searches use for `attr` (configured and built).
+    pub fn indexed_kinds(&self, attr: AttrId) -> IndexKinds {
+        self.inner
+            .usable_indexes
+            .read()
+            .expect("index lock poisoned")
+            .get(&attr)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The index kinds writes maintain for `attr`.
+    pub fn configured_kinds(&self, attr: AttrId) -> IndexKinds {
+        self.inner.configured_indexes.get(&attr).copied().unwrap_or_default()
+    }
+
+    /// Set when the configured indexes differ from the built ones: suggest `lmdir reindex`.
+    pub fn index_config_change(&self) -> Option<IndexConfigChange> {
+        self.inner.index_config_change.read().expect("index lock poisoned").clone()
+    }
+
+    /// The raw LMDB environment (for the bulk loader and tests).
+    pub fn env(&self) -> &Env<WithoutTls> {
+        &self.inner.env
+    }
+
+    pub fn meta_database(&self) -> RawDatabase {
+        self.inner.databases.meta
+    }
+    pub fn id2entry_database(&self) -> RawDatabase {
+        self.inner.databases.id2entry
+    }
+    pub fn id2node_database(&self) -> RawDatabase {
+        self.inner.databases.id2node
+    }
+    pub fn dn2id_database(&self) -> RawDatabase {
+        self.inner.databases.dn2id
+    }
+    pub fn index_database(&self, attr: AttrId) -> Option<RawDatabase> {
+        self.inner.databases.indexes.get(&attr).copied()
+    }
+
+    /// The description table as of now.
+    pub fn descriptions(&self) -> Arc<DescriptionTable> {
+        self.inner.descriptions.read().expect("description lock poisoned").clone()
+    }
+
+    /// Flushes to disk (useful with `sync: false`).
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.inner.env.force_sync()?;
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// The number for a description, allocating a new one when unknown. New numbers become
+    /// visible to readers at once (harmless: unused until an entry using them commits) and
+    /// their `meta` rows are written by the committing write txn.
+    pub(crate) fn description_number(&self, text: &str, attr: AttrId, options: &[String]) -> u32 {
+        if let Some(number) = self.descriptions.read().expect("description lock poisoned").number_of(text) {
+            return number;
+        }
+        let mut guard = self.descriptions.write().expect("description lock poisoned");
+        if let Some(number) = guard.number_of(text) {
+            return number;
+        }
+        let mut table = DescriptionTable::clone(&guard);
+        let number = u32::try_from(table.entries.len()).expect("fewer than 2^32 attribute descriptions");
+        table.entries.push(DescriptionInfo { text: text.to_string(), attr, options: options.to_vec() });
+        table.by_text.insert(text.to_string(), number);
+        *guard = Arc::new(table);
+        number
+    }
+}
