@@ -666,13 +666,58 @@ impl Schema {
         if let Some(id) = self.attribute_by_name.get(name_or_oid) {
             return Some(*id);
         }
-        if name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
-            return self
-                .attribute_by_name
-                .get(&name_or_oid.to_ascii_lowercase())
-                .copied();
+        if !name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            return None;
         }
-        None
+        // Lowercase into a stack buffer: this runs for every attribute of every loaded entry.
+        let mut buffer = [0u8; 64];
+        if name_or_oid.len() <= buffer.len() {
+            let lowered = &mut buffer[..name_or_oid.len()];
+            lowered.copy_from_slice(name_or_oid.as_bytes());
+            lowered.make_ascii_lowercase();
+            let lowered =
+                std::str::from_utf8(lowered).expect("ASCII lowercasing keeps UTF-8 valid");
+            return self.attribute_by_name.get(lowered).copied();
+        }
+        self.attribute_by_name
+            .get(&name_or_oid.to_ascii_lowercase())
+            .copied()
+    }
+
+    /// The ordering-index key of a stored value of `attr`: None when the type has no ORDERING
+    /// rule; computed from the stored equality-normalized form when the ordering rule is of the
+    /// same family, otherwise from the original value normalized by the ordering rule.
+    pub fn ordering_key_for_value(
+        &self,
+        attr: AttrId,
+        original: &[u8],
+        normalized: &[u8],
+    ) -> Option<Vec<u8>> {
+        let attribute_type = self.attribute_type(attr);
+        let ordering = attribute_type.ordering?;
+        if attribute_type.equality.map(MatchingRule::family) == Some(ordering.family()) {
+            return Some(ordering.ordering_key(normalized));
+        }
+        self.normalize_with_rule(ordering, original)
+            .ok()
+            .map(|renormalized| ordering.ordering_key(&renormalized))
+    }
+
+    /// The value form substring index grams are built from: None when the SUBSTR rule is of the
+    /// equality rule's family (use the stored normalized form as is), otherwise the original
+    /// normalized by the substrings rule (e.g. memberUid: caseExactIA5 equality, caseIgnoreIA5
+    /// substrings). None too for types without a SUBSTR rule.
+    pub fn substring_form_for_value(
+        &self,
+        attr: AttrId,
+        original: &[u8],
+    ) -> Option<Result<Vec<u8>, LdapError>> {
+        let attribute_type = self.attribute_type(attr);
+        let substring = attribute_type.substring?;
+        if attribute_type.equality.map(MatchingRule::family) == Some(substring.family()) {
+            return None;
+        }
+        Some(self.normalize_with_rule(substring.equality_rule(), original))
     }
 
     /// The attribute type of an id from this schema. Panics on an id not from this schema.
@@ -1015,6 +1060,35 @@ mod tests {
             .attribute_type(schema.attribute("cn").unwrap())
             .definition_string();
         assert_eq!(cn, "( 2.5.4.3 NAME ( 'cn' 'commonName' ) DESC 'RFC4519: common name(s) for which the entity is known by' SUP name )");
+    }
+
+    #[test]
+    fn ordering_and_substring_forms_follow_the_rule_families() {
+        let schema = Schema::builtin();
+        let uid_number = schema.attribute("uidNumber").unwrap();
+        let normalized = schema.normalize_value(uid_number, b"0100").unwrap();
+        assert_eq!(
+            schema.ordering_key_for_value(uid_number, b"0100", &normalized),
+            Some(MatchingRule::IntegerOrderingMatch.ordering_key(b"100"))
+        );
+        let cn = schema.attribute("cn").unwrap();
+        assert_eq!(schema.ordering_key_for_value(cn, b"x", b"x"), None);
+        assert!(schema.substring_form_for_value(cn, b"X").is_none());
+        let member_uid = schema.attribute("memberUid").unwrap();
+        assert_eq!(schema.normalize_value(member_uid, b"Bob").unwrap(), b"Bob");
+        assert_eq!(
+            schema
+                .substring_form_for_value(member_uid, b"Bob")
+                .unwrap()
+                .unwrap(),
+            b"bob"
+        );
+        let long_name = format!("X{}", "a".repeat(100));
+        assert_eq!(schema.attribute(&long_name), None);
+        assert_eq!(
+            schema.attribute("OBJECTCLASS"),
+            Some(schema.object_class_attribute())
+        );
     }
 
     #[test]
