@@ -1,1 +1,872 @@
-//! lmdir-config
+//! lmdir-config: the TOML configuration every `lmdir` command reads (`--config FILE`), with an
+//! embedded default. A bad file is an error naming the file, the line and the key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The embedded default configuration, also the documented example.
+pub const DEFAULT_CONFIG_TOML: &str = include_str!("default.toml");
+
+/// The whole configuration. Every key is optional; a missing one takes its default (the values in
+/// `DEFAULT_CONFIG_TOML`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub database: DatabaseConfig,
+    /// `[[access]]` rules in file order; empty = the built-in default policy (see README).
+    #[serde(default)]
+    pub access: Vec<AccessRule>,
+    /// Where the configuration came from (a path, or `<embedded default>`), for messages.
+    #[serde(skip)]
+    pub source_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// `ldap://host:port`, `ldaps://host:port`, `ldapi:///path/to/socket`.
+    pub listen: Vec<String>,
+    /// PEM certificate chain path; empty = no TLS.
+    pub tls_certificate: PathBuf,
+    /// PEM private key path; empty = no TLS.
+    pub tls_key: PathBuf,
+    /// Refuse binds and writes before TLS (ldapi connections are exempt).
+    pub require_tls: bool,
+    pub connections_max: u32,
+    pub pdu_bytes_max: u32,
+    pub filter_depth_max: u32,
+    pub operations_per_connection_max: u32,
+    /// 0 = never close idle connections.
+    pub idle_timeout_seconds: u64,
+    /// Entries per search; 0 = unlimited. The rootdn is never limited.
+    pub size_limit: u64,
+    /// 0 = unlimited.
+    pub time_limit_seconds: u64,
+    /// Candidates examined per search; 0 = unlimited.
+    pub lookthrough_limit: u64,
+    /// Scheme used by Password Modify and for hashing cleartext passwords on add.
+    pub password_hash: String,
+    /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
+    pub log: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: vec!["ldap://127.0.0.1:3389".to_string()],
+            tls_certificate: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            require_tls: false,
+            connections_max: 4096,
+            pdu_bytes_max: 16 * 1024 * 1024,
+            filter_depth_max: 64,
+            operations_per_connection_max: 128,
+            idle_timeout_seconds: 900,
+            size_limit: 500,
+            time_limit_seconds: 3600,
+            lookthrough_limit: 0,
+            password_hash: "SSHA".to_string(),
+            log: "info".to_string(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Whether a certificate and key are configured.
+    pub fn tls_enabled(&self) -> bool {
+        !self.tls_certificate.as_os_str().is_empty() && !self.tls_key.as_os_str().is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    pub suffix: String,
+    /// The LMDB directory. A relative path is relative to the current directory of the process.
+    pub directory: PathBuf,
+    /// The administrator DN (no limits, no access control); empty = none.
+    pub rootdn: String,
+    /// The rootdn's password: cleartext or `{SCHEME}hash`.
+    pub rootpw: String,
+    /// Extra OpenLDAP-format `.schema` files loaded after the built-in schema.
+    pub schema_files: Vec<PathBuf>,
+    /// fsync every commit (false = no sync: faster, a crash may lose recent commits).
+    pub sync: bool,
+    /// Maintain `memberOf` on group members.
+    pub memberof: bool,
+    /// Indexed attribute → index kinds. Given in a file, it replaces the default set whole.
+    pub index: BTreeMap<String, Vec<IndexKind>>,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        let index = [
+            ("objectClass", &[IndexKind::Eq][..]),
+            ("cn", &[IndexKind::Eq, IndexKind::Substring]),
+            ("sn", &[IndexKind::Eq, IndexKind::Substring]),
+            ("givenName", &[IndexKind::Eq, IndexKind::Substring]),
+            ("mail", &[IndexKind::Eq, IndexKind::Substring]),
+            ("uid", &[IndexKind::Eq, IndexKind::Substring]),
+            ("uidNumber", &[IndexKind::Eq, IndexKind::Ordered]),
+            ("gidNumber", &[IndexKind::Eq, IndexKind::Ordered]),
+            ("member", &[IndexKind::Eq]),
+            ("uniqueMember", &[IndexKind::Eq]),
+            ("memberOf", &[IndexKind::Eq]),
+            ("entryUUID", &[IndexKind::Eq]),
+            ("ou", &[IndexKind::Eq]),
+        ]
+        .into_iter()
+        .map(|(attribute, kinds)| (attribute.to_string(), kinds.to_vec()))
+        .collect();
+        DatabaseConfig {
+            suffix: "dc=example,dc=com".to_string(),
+            directory: PathBuf::from("./lmdir-data"),
+            rootdn: "cn=admin,dc=example,dc=com".to_string(),
+            rootpw: "secret".to_string(),
+            schema_files: Vec::new(),
+            sync: true,
+            memberof: true,
+            index,
+        }
+    }
+}
+
+/// The kinds of index an attribute can have (shared with the store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+pub enum IndexKind {
+    #[serde(rename = "eq", alias = "equality")]
+    Eq,
+    #[serde(rename = "pres", alias = "presence")]
+    Presence,
+    #[serde(rename = "sub", alias = "substr", alias = "substring")]
+    Substring,
+    #[serde(rename = "ordered", alias = "ord", alias = "ordering")]
+    Ordered,
+    #[serde(rename = "approx")]
+    Approx,
+}
+
+impl IndexKind {
+    /// The config word.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Eq => "eq",
+            IndexKind::Presence => "pres",
+            IndexKind::Substring => "sub",
+            IndexKind::Ordered => "ordered",
+            IndexKind::Approx => "approx",
+        }
+    }
+}
+
+/// One `[[access]]` rule.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessRule {
+    pub to: AccessTarget,
+    pub by: Vec<AccessClause>,
+}
+
+/// What a rule applies to; every part given must match (an empty target matches everything).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessTarget {
+    /// This entry and everything below it.
+    pub subtree: Option<String>,
+    /// Exactly this entry.
+    pub dn: Option<String>,
+    /// Only entries matching this RFC 4515 filter.
+    pub filter: Option<String>,
+    /// Attribute names (subtypes included), `entry`, `children`; empty = all.
+    pub attrs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessClause {
+    pub who: Who,
+    pub access: AccessLevel,
+}
+
+/// Who a `by` clause is about.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum Who {
+    /// Not bound (anonymous).
+    Anonymous,
+    /// Any bound user.
+    Users,
+    /// The entry the access is about.
+    SelfEntry,
+    /// `*`: everyone.
+    Anyone,
+    /// `dn=<DN>`: exactly this bound DN.
+    Dn(String),
+    /// `dn.subtree=<DN>`: bound DNs at or below this DN.
+    DnSubtree(String),
+    /// `group=<DN>`: members (`member` / `uniqueMember`) of this group.
+    Group(String),
+}
+
+impl TryFrom<String> for Who {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Who, String> {
+        let dn_argument = |prefix: &str| -> Option<Result<String, String>> {
+            let rest = text.get(..prefix.len())?;
+            if !rest.eq_ignore_ascii_case(prefix) {
+                return None;
+            }
+            let dn = text[prefix.len()..].trim().to_string();
+            Some(
+                check_dn(&dn)
+                    .map(|()| dn.clone())
+                    .map_err(|message| format!("who = {text:?}: {message}")),
+            )
+        };
+        match text.to_ascii_lowercase().as_str() {
+            "anonymous" => return Ok(Who::Anonymous),
+            "users" => return Ok(Who::Users),
+            "self" => return Ok(Who::SelfEntry),
+            "*" => return Ok(Who::Anyone),
+            _ => {}
+        }
+        if let Some(dn) = dn_argument("dn.subtree=") {
+            return dn.map(Who::DnSubtree);
+        }
+        if let Some(dn) = dn_argument("dn=") {
+            return dn.map(Who::Dn);
+        }
+        if let Some(dn) = dn_argument("group=") {
+            return dn.map(Who::Group);
+        }
+        Err(format!(
+            "unknown who {text:?} (anonymous, users, self, *, \"dn=<DN>\", \"dn.subtree=<DN>\", \
+             \"group=<DN>\")"
+        ))
+    }
+}
+
+impl fmt::Display for Who {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Who::Anonymous => formatter.write_str("anonymous"),
+            Who::Users => formatter.write_str("users"),
+            Who::SelfEntry => formatter.write_str("self"),
+            Who::Anyone => formatter.write_str("*"),
+            Who::Dn(dn) => write!(formatter, "dn={dn}"),
+            Who::DnSubtree(dn) => write!(formatter, "dn.subtree={dn}"),
+            Who::Group(dn) => write!(formatter, "group={dn}"),
+        }
+    }
+}
+
+/// Access levels, each implying the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLevel {
+    None,
+    Auth,
+    Compare,
+    Search,
+    Read,
+    Write,
+}
+
+impl AccessLevel {
+    /// The config word.
+    pub fn word(self) -> &'static str {
+        match self {
+            AccessLevel::None => "none",
+            AccessLevel::Auth => "auth",
+            AccessLevel::Compare => "compare",
+            AccessLevel::Search => "search",
+            AccessLevel::Read => "read",
+            AccessLevel::Write => "write",
+        }
+    }
+}
+
+/// A configuration problem: which file, which line (when known), which key, what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub source_name: String,
+    pub line: Option<u64>,
+    /// Dotted key path, e.g. `server.listen` or `access[0].by[1].who`.
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}", self.source_name)?;
+        if let Some(line) = self.line {
+            write!(formatter, ":{line}")?;
+        }
+        write!(formatter, ": ")?;
+        if let Some(key) = &self.key {
+            write!(formatter, "{key}: ")?;
+        }
+        write!(formatter, "{}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Password schemes lmdir can hash with (lmdir-access `Scheme::can_hash`).
+pub const PASSWORD_HASH_SCHEMES: &[&str] = &[
+    "SSHA",
+    "SSHA256",
+    "SSHA384",
+    "SSHA512",
+    "PBKDF2-SHA256",
+    "ARGON2",
+    "CRYPT",
+];
+
+const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerConfig::default(),
+            database: DatabaseConfig::default(),
+            access: Vec::new(),
+            source_name: EMBEDDED_SOURCE_NAME.to_string(),
+        }
+    }
+}
+
+const EMBEDDED_SOURCE_NAME: &str = "<embedded default>";
+
+/// One step of a key path, for finding a key's line in the file.
+#[derive(Debug, Clone)]
+enum KeyStep {
+    Key(&'static str),
+    Index(usize),
+}
+
+struct Problem {
+    path: Vec<KeyStep>,
+    message: String,
+}
+
+fn problem(path: Vec<KeyStep>, message: impl Into<String>) -> Problem {
+    Problem {
+        path,
+        message: message.into(),
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let source_name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+            source_name: source_name.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read the config file: {error}"),
+        })?;
+        Config::from_str(&text, &source_name)
+    }
+
+    /// Parses and validates config text; `source_name` names it in errors.
+    #[allow(clippy::should_implement_trait)]
+    pub fn from_str(text: &str, source_name: &str) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|error| {
+            let span = error.span();
+            let line = span.as_ref().map(|span| line_of(text, span.start));
+            let key = span.as_ref().and_then(|span| key_at(text, span.start));
+            ConfigError {
+                source_name: source_name.to_string(),
+                line,
+                key,
+                message: error.message().trim().to_string(),
+            }
+        })?;
+        config.source_name = source_name.to_string();
+        if let Err(problem) = config.validate() {
+            return Err(ConfigError {
+                source_name: source_name.to_string(),
+                line: locate(text, &problem.path),
+                key: Some(path_text(&problem.path)),
+                message: problem.message,
+            });
+        }
+        Ok(config)
+    }
+
+    /// The embedded default configuration.
+    pub fn embedded_default() -> Config {
+        match Config::from_str(DEFAULT_CONFIG_TOML, EMBEDDED_SOURCE_NAME) {
+            Ok(config) => config,
+            // The embedded text is fixed at build time and tested; failing here is a build bug.
+            Err(error) => unreachable!("the embedded default config is invalid: {error}"),
+        }
+    }
+
+    /// The database directory as an absolute path (relative to the current directory).
+    pub fn database_directory(&self) -> std::io::Result<PathBuf> {
+        std::path::absolute(&self.database.directory)
+    }
+
+    fn validate(&self) -> Result<(), Problem> {
+        use KeyStep::{Index, Key};
+        let server = &self.server;
+        if server.listen.is_empty() {
+            return Err(problem(
+                vec![Key("server"), Key("listen")],
+                "at least one listen URL is needed",
+            ));
+        }
+        let mut has_ldaps = false;
+        let mut has_network = false;
+        for (index, url) in server.listen.iter().enumerate() {
+            let kind = check_listen_url(url).map_err(|message| {
+                problem(vec![Key("server"), Key("listen"), Index(index)], message)
+            })?;
+            has_ldaps |= kind == ListenKind::Ldaps;
+            has_network |= kind != ListenKind::Ldapi;
+        }
+        let certificate_set = !server.tls_certificate.as_os_str().is_empty();
+        let key_set = !server.tls_key.as_os_str().is_empty();
+        if certificate_set != key_set {
+            let missing = if certificate_set {
+                "tls_key"
+            } else {
+                "tls_certificate"
+            };
+            let given = if certificate_set {
+                "tls_certificate"
+            } else {
+                "tls_key"
+            };
+            return Err(problem(
+                vec![Key("server"), Key(given)],
+                format!("{given} is set but {missing} is empty: TLS needs both"),
+            ));
+        }
+        if has_ldaps && !server.tls_enabled() {
+            return Err(problem(
+                vec![Key("server"), Key("listen")],
+                "an ldaps:// listener needs tls_certificate and tls_key",
+            ));
+        }
+        if server.require_tls && has_network && !server.tls_enabled() {
+            return Err(problem(
+                vec![Key("server"), Key("require_tls")],
+                "require_tls on an ldap:// or ldaps:// listener needs tls_certificate and tls_key",
+            ));
+        }
+        let ranges: [(&'static str, u64, u64, u64); 4] = [
+            (
+                "connections_max",
+                server.connections_max.into(),
+                1,
+                1_000_000,
+            ),
+            ("pdu_bytes_max", server.pdu_bytes_max.into(), 1024, 1 << 30),
+            ("filter_depth_max", server.filter_depth_max.into(), 1, 1000),
+            (
+                "operations_per_connection_max",
+                server.operations_per_connection_max.into(),
+                1,
+                1_000_000,
+            ),
+        ];
+        for (key, value, minimum, maximum) in ranges {
+            if value < minimum || value > maximum {
+                return Err(problem(
+                    vec![Key("server"), Key(key)],
+                    format!("{value} is outside the allowed range {minimum}..={maximum}"),
+                ));
+            }
+        }
+        if !PASSWORD_HASH_SCHEMES
+            .iter()
+            .any(|scheme| scheme.eq_ignore_ascii_case(&server.password_hash))
+        {
+            return Err(problem(
+                vec![Key("server"), Key("password_hash")],
+                format!(
+                    "unknown password scheme {:?} (one of {})",
+                    server.password_hash,
+                    PASSWORD_HASH_SCHEMES.join(", ")
+                ),
+            ));
+        }
+        check_log_filter(&server.log)
+            .map_err(|message| problem(vec![Key("server"), Key("log")], message))?;
+
+        let database = &self.database;
+        if database.suffix.trim().is_empty() {
+            return Err(problem(
+                vec![Key("database"), Key("suffix")],
+                "the suffix must not be empty",
+            ));
+        }
+        check_dn(&database.suffix)
+            .map_err(|message| problem(vec![Key("database"), Key("suffix")], message))?;
+        if database.directory.as_os_str().is_empty() {
+            return Err(problem(
+                vec![Key("database"), Key("directory")],
+                "the database directory must not be empty",
+            ));
+        }
+        if !database.rootdn.is_empty() {
+            check_dn(&database.rootdn)
+                .map_err(|message| problem(vec![Key("database"), Key("rootdn")], message))?;
+        }
+        let mut seen_attributes: BTreeMap<String, &str> = BTreeMap::new();
+        for (attribute, kinds) in &database.index {
+            let path = || vec![Key("database"), Key("index")];
+            if !is_attribute_name(attribute) {
+                return Err(problem(
+                    path(),
+                    format!("{attribute:?} is not an attribute name"),
+                ));
+            }
+            if let Some(previous) =
+                seen_attributes.insert(attribute.to_ascii_lowercase(), attribute)
+            {
+                return Err(problem(
+                    path(),
+                    format!("{attribute:?} and {previous:?} name the same attribute"),
+                ));
+            }
+            if kinds.is_empty() {
+                return Err(problem(
+                    path(),
+                    format!("{attribute}: list at least one index kind or remove the attribute"),
+                ));
+            }
+        }
+
+        for (rule_index, rule) in self.access.iter().enumerate() {
+            let rule_path = |rest: &[KeyStep]| {
+                let mut path = vec![Key("access"), Index(rule_index)];
+                path.extend_from_slice(rest);
+                path
+            };
+            for (key, dn) in [("subtree", &rule.to.subtree), ("dn", &rule.to.dn)] {
+                if let Some(dn) = dn {
+                    check_dn(dn)
+                        .map_err(|message| problem(rule_path(&[Key("to"), Key(key)]), message))?;
+                }
+            }
+            if let Some(filter) = &rule.to.filter {
+                check_filter_shape(filter)
+                    .map_err(|message| problem(rule_path(&[Key("to"), Key("filter")]), message))?;
+            }
+            for attribute in &rule.to.attrs {
+                if !is_attribute_name(attribute) {
+                    return Err(problem(
+                        rule_path(&[Key("to"), Key("attrs")]),
+                        format!("{attribute:?} is not an attribute name"),
+                    ));
+                }
+            }
+            if rule.by.is_empty() {
+                return Err(problem(
+                    rule_path(&[Key("by")]),
+                    "a rule needs at least one `by` clause",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListenKind {
+    Ldap,
+    Ldaps,
+    Ldapi,
+}
+
+/// `ldap://host[:port][/]`, `ldaps://host[:port][/]`, `ldapi:///path` or `ldapi://%2Fpath`.
+fn check_listen_url(url: &str) -> Result<ListenKind, String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!(
+            "{url:?} is not a URL (expected ldap://, ldaps:// or ldapi://)"
+        ));
+    };
+    let kind = match scheme.to_ascii_lowercase().as_str() {
+        "ldap" => ListenKind::Ldap,
+        "ldaps" => ListenKind::Ldaps,
+        "ldapi" => ListenKind::Ldapi,
+        other => {
+            return Err(format!(
+                "{url:?}: unknown scheme {other:?} (ldap, ldaps, ldapi)"
+            ))
+        }
+    };
+    if kind == ListenKind::Ldapi {
+        let path = rest.replace("%2F", "/").replace("%2f", "/");
+        if !path.starts_with('/') || path.trim_end_matches('/').is_empty() {
+            return Err(format!(
+                "{url:?}: ldapi needs an absolute socket path (ldapi:///run/lmdir.sock)"
+            ));
+        }
+        return Ok(kind);
+    }
+    let host_port = rest.strip_suffix('/').unwrap_or(rest);
+    if host_port.is_empty() || host_port.contains('/') {
+        return Err(format!("{url:?}: expected {scheme}://host:port"));
+    }
+    let (host, port) = if let Some(after_bracket) = host_port.strip_prefix('[') {
+        let Some((host, rest)) = after_bracket.split_once(']') else {
+            return Err(format!("{url:?}: unclosed '[' in IPv6 address"));
+        };
+        match rest.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if rest.is_empty() => (host, None),
+            None => return Err(format!("{url:?}: unexpected text after ']'")),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("{url:?}: missing host"));
+    }
+    if let Some(port) = port {
+        match port.parse::<u16>() {
+            Ok(number) if number > 0 => {}
+            _ => {
+                return Err(format!(
+                    "{url:?}: port {port:?} is not a number in 1..=65535"
+                ))
+            }
+        }
+    }
+    Ok(kind)
+}
+
+fn check_log_filter(filter: &str) -> Result<(), String> {
+    let filter = filter.trim();
+    if filter.is_empty() {
+        return Err("the log filter must not be empty".to_string());
+    }
+    // Directives (`lmdir_server=debug,info`) are checked by the logger itself; a bare word must
+    // be a level, since a typo there would silently log nothing.
+    let is_directive_list = filter.contains('=') || filter.contains(',') || filter.contains(':');
+    if !is_directive_list
+        && !LOG_LEVELS
+            .iter()
+            .any(|level| level.eq_ignore_ascii_case(filter))
+    {
+        return Err(format!(
+            "unknown log level {filter:?} ({})",
+            LOG_LEVELS.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+fn is_attribute_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let keyword = !bytes.is_empty()
+        && bytes[0].is_ascii_alphabetic()
+        && bytes
+            .iter()
+            .all(|&byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b';');
+    let oid = !bytes.is_empty()
+        && bytes
+            .iter()
+            .all(|&byte| byte.is_ascii_digit() || byte == b'.')
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && !name.contains("..");
+    keyword || oid
+}
+
+/// A light RFC 4514 shape check (the schema crate parses DNs fully when the server starts):
+/// comma-separated RDNs, each `type=value` pairs joined by '+', escapes honoured.
+fn check_dn(dn: &str) -> Result<(), String> {
+    if dn.trim().is_empty() {
+        return Err("the DN is empty".to_string());
+    }
+    let mut components = Vec::new();
+    let mut current = String::new();
+    let mut characters = dn.chars();
+    while let Some(character) = characters.next() {
+        match character {
+            '\\' => {
+                current.push(character);
+                match characters.next() {
+                    Some(escaped) => current.push(escaped),
+                    None => return Err(format!("DN {dn:?} ends with a lone '\\'")),
+                }
+            }
+            ',' | '+' => components.push(std::mem::take(&mut current)),
+            _ => current.push(character),
+        }
+    }
+    components.push(current);
+    for component in components {
+        let Some((attribute, _value)) = component.split_once('=') else {
+            return Err(format!(
+                "DN {dn:?}: {:?} is not attribute=value",
+                component.trim()
+            ));
+        };
+        if !is_attribute_name(attribute.trim()) {
+            return Err(format!(
+                "DN {dn:?}: {:?} is not an attribute name",
+                attribute.trim()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A filter must be one parenthesized RFC 4515 expression (the full parse happens when the
+/// server builds its access policy).
+fn check_filter_shape(filter: &str) -> Result<(), String> {
+    let filter = filter.trim();
+    if !filter.starts_with('(') || !filter.ends_with(')') {
+        return Err(format!("filter {filter:?} must be enclosed in parentheses"));
+    }
+    let mut depth = 0i64;
+    let mut escaped = false;
+    for (position, character) in filter.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match character {
+            '\\' => escaped = true,
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth < 0 || (depth == 0 && position + 1 != filter.len()) {
+                    return Err(format!("filter {filter:?} has unbalanced parentheses"));
+                }
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(format!("filter {filter:?} has unbalanced parentheses"));
+    }
+    Ok(())
+}
+
+fn line_of(text: &str, offset: usize) -> u64 {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&byte| byte == b'\n')
+        .count() as u64
+        + 1
+}
+
+/// The dotted key at a toml error position: the enclosing `[table]` header plus the key on that
+/// line nearest before (or at) the error.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let offset = offset.min(text.len());
+    let line_start = text[..offset].rfind('\n').map_or(0, |newline| newline + 1);
+    let line_end = text[offset..]
+        .find('\n')
+        .map_or(text.len(), |newline| offset + newline);
+    let line = &text[line_start..line_end];
+    let is_key_char = |character: char| {
+        character.is_ascii_alphanumeric()
+            || character == '_'
+            || character == '-'
+            || character == '.'
+    };
+    // The error may point at a key (unknown field) or at a value (bad type or variant).
+    let at: String = text[offset..line_end]
+        .trim_start()
+        .chars()
+        .take_while(|&character| is_key_char(character))
+        .collect();
+    let after_key = text[offset..line_end].trim_start()[at.len()..].trim_start();
+    let before = &text[line_start..offset];
+    let key = if !at.is_empty() && after_key.starts_with('=') {
+        at
+    } else if let Some(equals) = before.rfind('=') {
+        let name = before[..equals].trim_end();
+        let start = name
+            .rfind(|character: char| !is_key_char(character))
+            .map_or(0, |position| position + 1);
+        name[start..].to_string()
+    } else {
+        at
+    };
+    let header_name = |candidate: &str| {
+        let candidate = candidate.trim();
+        candidate
+            .strip_prefix("[[")
+            .and_then(|rest| rest.split_once("]]"))
+            .or_else(|| {
+                candidate
+                    .strip_prefix('[')
+                    .and_then(|rest| rest.split_once(']'))
+            })
+            .map(|(name, _)| name.trim().to_string())
+    };
+    if let Some(header) = header_name(line) {
+        return Some(header);
+    }
+    let header = text[..line_start].lines().rev().find_map(header_name);
+    match (header, key.is_empty()) {
+        (Some(header), false) => Some(format!("{header}.{key}")),
+        (Some(header), true) => Some(header),
+        (None, false) => Some(key),
+        (None, true) => None,
+    }
+}
+
+fn path_text(path: &[KeyStep]) -> String {
+    let mut text = String::new();
+    for step in path {
+        match step {
+            KeyStep::Key(key) => {
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(key);
+            }
+            KeyStep::Index(index) => text.push_str(&format!("[{index}]")),
+        }
+    }
+    text
+}
+
+/// The line of the deepest key of `path` present in the file (the key itself when it is
+/// there, else its nearest enclosing table).
+fn locate(text: &str, path: &[KeyStep]) -> Option<u64> {
+    use toml::de::{DeTable, DeValue};
+    let root = DeTable::parse(text).ok()?;
+    let mut best_offset: Option<usize> = None;
+    let mut current: Option<&DeValue<'_>> = None;
+    let mut table: Option<&DeTable<'_>> = Some(root.get_ref());
+    for step in path {
+        let next = match (step, table, current) {
+            (KeyStep::Key(key), Some(table), _) => table.get(*key),
+            (KeyStep::Index(index), _, Some(DeValue::Array(array))) => array.get(*index),
+            _ => None,
+        };
+        let Some(next) = next else { break };
+        best_offset = Some(next.span().start);
+        current = Some(next.get_ref());
+        table = match next.get_ref() {
+            DeValue::Table(inner) => Some(inner),
+            _ => None,
+        };
+    }
+    best_offset.map(|offset| line_of(text, offset))
+}

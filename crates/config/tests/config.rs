@@ -1,0 +1,381 @@
+//! Config parsing, defaults, and every kind of error with its file, line and key.
+
+use std::path::PathBuf;
+
+use lmdir_config::{AccessLevel, Config, ConfigError, IndexKind, Who, DEFAULT_CONFIG_TOML};
+
+fn error_of(text: &str) -> ConfigError {
+    Config::from_str(text, "test.toml").expect_err(text)
+}
+
+fn assert_error(text: &str, line: u64, key: &str, message_part: &str) {
+    let error = error_of(text);
+    assert_eq!(error.source_name, "test.toml");
+    assert_eq!(error.line, Some(line), "{text:?}: {error}");
+    assert_eq!(error.key.as_deref(), Some(key), "{text:?}: {error}");
+    assert!(
+        error.message.contains(message_part),
+        "{text:?}: {error} should contain {message_part:?}"
+    );
+}
+
+#[test]
+fn embedded_default_equals_built_in_defaults() {
+    let embedded = Config::embedded_default();
+    let empty = Config::from_str("", "<embedded default>").unwrap();
+    assert_eq!(embedded, empty);
+    assert_eq!(embedded, Config::default());
+    assert_eq!(embedded.server.listen, vec!["ldap://127.0.0.1:3389"]);
+    assert_eq!(embedded.server.pdu_bytes_max, 16_777_216);
+    assert_eq!(
+        embedded.database.index["uidNumber"],
+        vec![IndexKind::Eq, IndexKind::Ordered]
+    );
+    assert_eq!(embedded.database.index.len(), 13);
+    assert!(embedded.access.is_empty());
+    assert!(DEFAULT_CONFIG_TOML.contains("[database.index]"));
+}
+
+#[test]
+fn full_config_with_access_rules() {
+    let text = r#"
+[server]
+listen = ["ldap://0.0.0.0:389", "ldaps://[::1]:636", "ldapi:///run/lmdir.sock", "ldapi://%2Ftmp%2Fs"]
+tls_certificate = "cert.pem"
+tls_key = "key.pem"
+require_tls = true
+log = "lmdir_server=debug,info"
+password_hash = "pbkdf2-sha256"
+
+[database]
+suffix = "o=Zürich"
+directory = "data"
+rootdn = ""
+sync = false
+
+[database.index]
+mail = ["equality", "pres", "substr", "approx"]
+
+[[access]]
+to = { subtree = "ou=people,o=Zürich", filter = "(&(objectClass=person)(!(uid=x\\29)))", attrs = ["userPassword"] }
+by = [ { who = "self", access = "write" }, { who = "anonymous", access = "auth" },
+       { who = "dn.subtree=ou=admins,o=Zürich", access = "read" }, { who = "*", access = "none" } ]
+
+[[access]]
+to = {}
+by = [ { who = "group=cn=staff,o=Zürich", access = "search" }, { who = "DN=cn=x\\,y,o=Zürich", access = "compare" }, { who = "users", access = "read" } ]
+"#;
+    let config = Config::from_str(text, "full.toml").unwrap();
+    assert_eq!(config.source_name, "full.toml");
+    assert!(config.server.tls_enabled());
+    assert_eq!(
+        config.server.connections_max, 4096,
+        "unset keys keep defaults"
+    );
+    assert_eq!(
+        config.database.index.len(),
+        1,
+        "a given index table replaces the default"
+    );
+    assert_eq!(
+        config.database.index["mail"],
+        vec![
+            IndexKind::Eq,
+            IndexKind::Presence,
+            IndexKind::Substring,
+            IndexKind::Approx
+        ]
+    );
+    assert!(!config.database.sync);
+    assert_eq!(config.access.len(), 2);
+    let rule = &config.access[0];
+    assert_eq!(rule.to.attrs, vec!["userPassword"]);
+    assert_eq!(rule.by[0].who, Who::SelfEntry);
+    assert_eq!(rule.by[1].access, AccessLevel::Auth);
+    assert_eq!(rule.by[2].who, Who::DnSubtree("ou=admins,o=Zürich".into()));
+    assert_eq!(rule.by[3].who, Who::Anyone);
+    assert_eq!(config.access[1].to, Default::default());
+    assert_eq!(
+        config.access[1].by[0].who,
+        Who::Group("cn=staff,o=Zürich".into())
+    );
+    assert_eq!(
+        config.access[1].by[1].who,
+        Who::Dn("cn=x\\,y,o=Zürich".into())
+    );
+    assert_eq!(
+        config.access[1].by[1].who.to_string(),
+        "dn=cn=x\\,y,o=Zürich"
+    );
+    assert_eq!(
+        config.database_directory().unwrap(),
+        std::env::current_dir().unwrap().join("data")
+    );
+}
+
+#[test]
+fn load_reads_files_and_names_them() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("lmdir.toml");
+    std::fs::write(&path, "[database]\nsuffix = \"dc=test\"\n").unwrap();
+    let config = Config::load(&path).unwrap();
+    assert_eq!(config.database.suffix, "dc=test");
+    assert_eq!(config.source_name, path.display().to_string());
+
+    std::fs::write(&path, "[database]\n\nsufix = \"dc=test\"\n").unwrap();
+    let error = Config::load(&path).unwrap_err();
+    assert_eq!(error.line, Some(3));
+    assert!(error.to_string().starts_with(&format!(
+        "{}:3: database.sufix: unknown field",
+        path.display()
+    )));
+
+    let missing = directory.path().join("missing.toml");
+    let error = Config::load(&missing).unwrap_err();
+    assert_eq!(error.line, None);
+    assert!(error.message.contains("cannot read"), "{error}");
+}
+
+#[test]
+fn syntax_and_type_errors() {
+    assert_error(
+        "[server]\nlisten = [\n",
+        2,
+        "server.listen",
+        "unclosed array",
+    );
+    assert_error(
+        "[server]\nconnections_max = \"many\"\n",
+        2,
+        "server.connections_max",
+        "invalid type",
+    );
+    assert_error(
+        "[server]\nconnections_max = -1\n",
+        2,
+        "server.connections_max",
+        "",
+    );
+    assert_error(
+        "[server]\nlisten = \"ldap://x\"\n",
+        2,
+        "server.listen",
+        "invalid type",
+    );
+    assert_error("[servr]\n", 1, "servr", "unknown field");
+    assert_error("[server]\nport = 1\n", 2, "server.port", "unknown field");
+    assert_error(
+        "[database.index]\ncn = [\"fast\"]\n",
+        2,
+        "database.index.cn",
+        "unknown variant",
+    );
+    assert_error(
+        "[[access]]\nto = {}\nby = [ { who = \"self\", access = \"writ\" } ]\n",
+        3,
+        "access.access",
+        "unknown variant",
+    );
+    assert_error(
+        "[[access]]\nto = {}\nby = [ { who = \"everybody\", access = \"read\" } ]\n",
+        3,
+        "access.who",
+        "unknown who",
+    );
+    assert_error(
+        "[[access]]\nto = { subtree = \"dc=x\", attr = [] }\nby = []\n",
+        2,
+        "access.attr",
+        "unknown field",
+    );
+    assert_error("[[access]]\nby = []\n", 1, "access", "missing field `to`");
+}
+
+#[test]
+fn validation_errors_name_line_and_key() {
+    assert_error(
+        "[server]\nlisten = []\n",
+        2,
+        "server.listen",
+        "at least one",
+    );
+    assert_error(
+        "[server]\nlisten = [\"ldap://a:1\",\n  \"http://x\"]\n",
+        3,
+        "server.listen[1]",
+        "unknown scheme",
+    );
+    assert_error(
+        "[server]\nlisten = [\"localhost:389\"]\n",
+        2,
+        "server.listen[0]",
+        "not a URL",
+    );
+    assert_error(
+        "[server]\nlisten = [\"ldap://:389\"]\n",
+        2,
+        "server.listen[0]",
+        "missing host",
+    );
+    assert_error(
+        "[server]\nlisten = [\"ldap://h:99999\"]\n",
+        2,
+        "server.listen[0]",
+        "port",
+    );
+    assert_error(
+        "[server]\nlisten = [\"ldap://[::1\"]\n",
+        2,
+        "server.listen[0]",
+        "unclosed",
+    );
+    assert_error(
+        "[server]\nlisten = [\"ldapi://relative\"]\n",
+        2,
+        "server.listen[0]",
+        "absolute",
+    );
+    assert_error(
+        "[server]\nlisten = [\"ldaps://h:636\"]\n",
+        2,
+        "server.listen",
+        "needs tls",
+    );
+    assert_error(
+        "[server]\ntls_key = \"k.pem\"\n",
+        2,
+        "server.tls_key",
+        "needs both",
+    );
+    assert_error(
+        "[server]\nrequire_tls = true\n",
+        2,
+        "server.require_tls",
+        "needs tls",
+    );
+    assert_error(
+        "[server]\nconnections_max = 0\n",
+        2,
+        "server.connections_max",
+        "range",
+    );
+    assert_error(
+        "[server]\npdu_bytes_max = 10\n",
+        2,
+        "server.pdu_bytes_max",
+        "range",
+    );
+    assert_error(
+        "[server]\nfilter_depth_max = 5000\n",
+        2,
+        "server.filter_depth_max",
+        "range",
+    );
+    assert_error(
+        "[server]\noperations_per_connection_max = 0\n",
+        2,
+        "server.operations_per_connection_max",
+        "range",
+    );
+    assert_error(
+        "[server]\npassword_hash = \"ROT13\"\n",
+        2,
+        "server.password_hash",
+        "unknown password scheme",
+    );
+    assert_error(
+        "[server]\nlog = \"verbose\"\n",
+        2,
+        "server.log",
+        "unknown log level",
+    );
+    assert_error(
+        "[database]\nsuffix = \"\"\n",
+        2,
+        "database.suffix",
+        "must not be empty",
+    );
+    assert_error(
+        "[database]\nsuffix = \"example.com\"\n",
+        2,
+        "database.suffix",
+        "attribute=value",
+    );
+    assert_error(
+        "[database]\nrootdn = \"cn=a,\"\n",
+        2,
+        "database.rootdn",
+        "attribute=value",
+    );
+    assert_error(
+        "[database]\ndirectory = \"\"\n",
+        2,
+        "database.directory",
+        "must not be empty",
+    );
+    assert_error(
+        "[database.index]\n\"c n\" = [\"eq\"]\n",
+        1,
+        "database.index",
+        "not an attribute name",
+    );
+    assert_error(
+        "[database.index]\ncn = [\"eq\"]\nCN = [\"sub\"]\n",
+        1,
+        "database.index",
+        "same attribute",
+    );
+    assert_error(
+        "[database.index]\ncn = []\n",
+        1,
+        "database.index",
+        "at least one index kind",
+    );
+    assert_error(
+        "[[access]]\nto = { subtree = \"dc=x\" }\nby = [{ who = \"*\", access = \"read\" }]\n\n\
+         [[access]]\nto = { filter = \"((cn=a)\" }\nby = [{ who = \"*\", access = \"read\" }]\n",
+        6,
+        "access[1].to.filter",
+        "unbalanced",
+    );
+    assert_error(
+        "[[access]]\nto = { filter = \"cn=a\" }\nby = [{ who = \"*\", access = \"read\" }]\n",
+        2,
+        "access[0].to.filter",
+        "parentheses",
+    );
+    assert_error(
+        "[[access]]\nto = { dn = \"nonsense\" }\nby = [{ who = \"*\", access = \"read\" }]\n",
+        2,
+        "access[0].to.dn",
+        "attribute=value",
+    );
+    assert_error(
+        "[[access]]\nto = { attrs = [\"user password\"] }\nby = [{ who = \"*\", access = \"read\" }]\n",
+        2,
+        "access[0].to.attrs",
+        "not an attribute name",
+    );
+    assert_error(
+        "[[access]]\nto = {}\nby = []\n",
+        3,
+        "access[0].by",
+        "at least one",
+    );
+    assert_error(
+        "[[access]]\nto = {}\nby = [{ who = \"dn.subtree=oops\", access = \"read\" }]\n",
+        3,
+        "access.who",
+        "attribute=value",
+    );
+}
+
+#[test]
+fn error_display_format() {
+    let error = error_of("[server]\nlog = \"loud\"\n");
+    assert_eq!(
+        error.to_string(),
+        "test.toml:2: server.log: unknown log level \"loud\" (off, error, warn, info, debug, trace)"
+    );
+    let _ = PathBuf::new();
+}
