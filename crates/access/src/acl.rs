@@ -101,6 +101,26 @@ pub struct AccessRuleSpec {
     pub by: Vec<AccessGrantSpec>,
 }
 
+impl From<&lmdir_config::AccessRule> for AccessRuleSpec {
+    fn from(rule: &lmdir_config::AccessRule) -> AccessRuleSpec {
+        AccessRuleSpec {
+            subtree: rule.to.subtree.clone(),
+            dn: rule.to.dn.clone(),
+            filter: rule.to.filter.clone(),
+            attrs: rule.to.attrs.clone(),
+            by: rule
+                .by
+                .iter()
+                .map(|clause| AccessGrantSpec {
+                    // The config's `Who` displays as the config word (`dn.subtree=<DN>`, ...).
+                    who: clause.who.to_string(),
+                    access: clause.access.word().to_string(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// One `by = { who, access }` clause as written in the config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessGrantSpec {
@@ -338,6 +358,20 @@ impl AccessPolicy {
             rootdn_ndn,
             is_default,
         })
+    }
+
+    /// Builds the policy from the config's `[[access]]` rules (`config.access`), the
+    /// database suffix and rootdn (`""` = no rootdn, as in the config). Errors name the rule
+    /// index and field as in [`AccessPolicy::from_rules`].
+    pub fn from_config(
+        rules: &[lmdir_config::AccessRule],
+        schema: &Schema,
+        suffix: &str,
+        rootdn: &str,
+    ) -> Result<AccessPolicy, AclError> {
+        let specs: Vec<AccessRuleSpec> = rules.iter().map(AccessRuleSpec::from).collect();
+        let rootdn = (!rootdn.trim().is_empty()).then_some(rootdn);
+        AccessPolicy::from_rules(&specs, schema, suffix, rootdn)
     }
 
     /// The rules used when the config has none:
