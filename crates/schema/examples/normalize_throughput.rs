@@ -5,10 +5,13 @@ use std::time::Instant;
 
 use lmdir_schema::Schema;
 
+/// Makes the i-th test value of one attribute.
+type ValueMaker = Box<dyn Fn(usize) -> String>;
+
 fn main() {
     let schema = Schema::builtin();
     let value_count = 1_000_000;
-    let cases: [(&str, Box<dyn Fn(usize) -> String>); 6] = [
+    let cases: [(&str, ValueMaker); 6] = [
         (
             "cn (ASCII)",
             Box::new(|index| format!("User Number {index}")),
@@ -36,7 +39,7 @@ fn main() {
         let attr = schema
             .attribute(attribute_name_only)
             .expect("built-in attribute");
-        let values: Vec<String> = (0..value_count).map(|index| make_value(index)).collect();
+        let values: Vec<String> = (0..value_count).map(&make_value).collect();
         let started = Instant::now();
         let mut total_bytes = 0usize;
         for value in &values {

@@ -81,10 +81,10 @@ fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
     };
     if case_fold {
         // Fold, normalize, fold again: NFKC can produce characters with case (e.g. from
-        // compatibility forms), and the second fold makes the result stable.
-        let folded: String = caseless::default_case_fold_str(&mapped.collect::<String>());
-        let normalized: String = folded.nfkc().collect();
-        for character in caseless::default_case_fold_str(&normalized).chars() {
+        // compatibility forms), and the second fold makes the result stable. Chained iterators,
+        // so no intermediate strings.
+        use caseless::Caseless;
+        for character in mapped.default_case_fold().nfkc().default_case_fold() {
             push(character, output);
         }
     } else {

@@ -852,7 +852,28 @@ impl Schema {
                 ),
             )
         };
-        attribute_type.syntax.validate(value).map_err(in_context)?;
+        // Rules whose normalization fully validates their syntax skip the separate (second)
+        // parse: DNs and times are the costly ones.
+        let validated_by_rule = matches!(
+            (
+                attribute_type.syntax,
+                attribute_type.equality.map(MatchingRule::family)
+            ),
+            (
+                Syntax::DistinguishedName,
+                Some(NormalizationFamily::DistinguishedName)
+            ) | (
+                Syntax::NameAndOptionalUid,
+                Some(NormalizationFamily::UniqueMember)
+            ) | (
+                Syntax::GeneralizedTime,
+                Some(NormalizationFamily::GeneralizedTime)
+            ) | (Syntax::Integer, Some(NormalizationFamily::Integer))
+                | (Syntax::Uuid, Some(NormalizationFamily::Uuid))
+        );
+        if !validated_by_rule {
+            attribute_type.syntax.validate(value).map_err(in_context)?;
+        }
         match attribute_type.equality {
             None => Ok(value.to_vec()),
             Some(rule) => self.normalize_with_rule(rule, value).map_err(in_context),
@@ -908,35 +929,62 @@ impl Schema {
     /// Normalized RDN: `name=value` per AVA with the lowercased primary name and the value
     /// normalized by the type's equality rule, then escaped (RFC 4514); AVAs sorted, joined by `+`.
     pub fn normalize_rdn(&self, rdn: &Rdn) -> Result<String, LdapError> {
+        let mut normalized = String::new();
+        self.write_normalized_rdn(rdn, &mut normalized)?;
+        Ok(normalized)
+    }
+
+    fn write_normalized_ava(
+        &self,
+        rdn: &Rdn,
+        ava: &crate::dn::Ava,
+        output: &mut String,
+    ) -> Result<(), LdapError> {
+        let attr = self.attribute(&ava.attr).ok_or_else(|| {
+            LdapError::invalid_dn(format!(
+                "unknown attribute type '{}' in RDN '{rdn}'",
+                ava.attr
+            ))
+        })?;
+        let normalized = self
+            .normalize_value(attr, &ava.value)
+            .map_err(|error| LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message)))?;
+        let name = self.attribute_type(attr).name();
+        output.extend(name.chars().map(|character| character.to_ascii_lowercase()));
+        output.push('=');
+        escape_value(&normalized, output);
+        Ok(())
+    }
+
+    fn write_normalized_rdn(&self, rdn: &Rdn, output: &mut String) -> Result<(), LdapError> {
+        if let [single] = rdn.avas.as_slice() {
+            return self.write_normalized_ava(rdn, single, output);
+        }
         let mut parts: Vec<String> = Vec::with_capacity(rdn.avas.len());
         for ava in &rdn.avas {
-            let attr = self.attribute(&ava.attr).ok_or_else(|| {
-                LdapError::invalid_dn(format!(
-                    "unknown attribute type '{}' in RDN '{rdn}'",
-                    ava.attr
-                ))
-            })?;
-            let normalized = self.normalize_value(attr, &ava.value).map_err(|error| {
-                LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message))
-            })?;
-            let mut part = self.attribute_type(attr).name().to_ascii_lowercase();
-            part.push('=');
-            escape_value(&normalized, &mut part);
+            let mut part = String::new();
+            self.write_normalized_ava(rdn, ava, &mut part)?;
             parts.push(part);
         }
         parts.sort_unstable();
         parts.dedup();
-        Ok(parts.join("+"))
+        for (index, part) in parts.iter().enumerate() {
+            if index > 0 {
+                output.push('+');
+            }
+            output.push_str(part);
+        }
+        Ok(())
     }
 
     /// Normalized DN: normalized RDNs joined by `,` (the root is the empty string).
     pub fn normalize_dn(&self, dn: &Dn) -> Result<String, LdapError> {
-        let mut normalized = String::new();
+        let mut normalized = String::with_capacity(dn.rdns.len() * 16);
         for (index, rdn) in dn.rdns.iter().enumerate() {
             if index > 0 {
                 normalized.push(',');
             }
-            normalized.push_str(&self.normalize_rdn(rdn)?);
+            self.write_normalized_rdn(rdn, &mut normalized)?;
         }
         Ok(normalized)
     }

@@ -448,9 +448,11 @@ pub(crate) fn parse_generalized_time(value: &[u8]) -> Result<String, LdapError> 
         return Err(invalid("expected YYYYMMDDHH[MM[SS]]"));
     }
     let number = |start: usize, length: usize| -> u32 {
-        text[start..start + length]
-            .parse::<u32>()
-            .expect("digits checked above")
+        bytes[start..start + length]
+            .iter()
+            .fold(0, |accumulator, digit| {
+                accumulator * 10 + u32::from(digit - b'0')
+            })
     };
     let year = i64::from(number(0, 4));
     let month = number(4, 2);
@@ -476,6 +478,10 @@ pub(crate) fn parse_generalized_time(value: &[u8]) -> Result<String, LdapError> 
         return Err(invalid("hour, minute or second out of range"));
     }
     let mut rest = &text[leading_digits..];
+    // Already canonical (the common case for stored timestamps): no conversion needed.
+    if leading_digits == 14 && rest == "Z" && second < 60 {
+        return Ok(text.to_string());
+    }
     // Seconds added by a fraction of the last unit, and the exact decimal digits of the
     // remaining fraction of a second.
     let mut fraction_whole_seconds: i64 = 0;
