@@ -645,6 +645,60 @@ mod tests {
         });
     }
 
+    /// A valid sample value and a larger one (in the rule's order) per family.
+    fn sample_pair(family: NormalizationFamily) -> (&'static str, &'static str) {
+        match family {
+            NormalizationFamily::CaseIgnore | NormalizationFamily::CaseIgnoreList => {
+                ("Apple", "banana")
+            }
+            NormalizationFamily::CaseExact => ("Banana", "apple"),
+            NormalizationFamily::CaseIgnoreIa5 => ("a@x", "B@x"),
+            NormalizationFamily::CaseExactIa5 => ("B", "a"),
+            NormalizationFamily::NumericString => ("1 2", "13"),
+            NormalizationFamily::TelephoneNumber => ("+1 555", "+1-556"),
+            NormalizationFamily::Integer => ("-10", "9"),
+            NormalizationFamily::Boolean => ("FALSE", "TRUE"),
+            NormalizationFamily::GeneralizedTime => ("20260101000000+0100", "20260101000000Z"),
+            NormalizationFamily::Octet | NormalizationFamily::Csn => ("\u{1}a", "b"),
+            NormalizationFamily::BitString => ("'01'B", "'1'B"),
+            NormalizationFamily::DistinguishedName => ("CN=A,DC=X", "cn=b,dc=x"),
+            NormalizationFamily::ObjectIdentifier => ("1.2.3", "Person"),
+            NormalizationFamily::UniqueMember => ("cn=a#'01'B", "cn=b"),
+            NormalizationFamily::Uuid => (
+                "00000000-0000-0000-0000-00000000000A",
+                "00000000-0000-0000-0000-00000000000b",
+            ),
+        }
+    }
+
+    #[test]
+    fn every_rule_normalizes_and_orders_its_samples() {
+        for rule in MatchingRule::ALL {
+            let (smaller, larger) = sample_pair(rule.family());
+            let smaller_normalized = rule
+                .normalize(smaller.as_bytes())
+                .unwrap_or_else(|error| panic!("{}: {error}", rule.name()));
+            let larger_normalized = rule
+                .normalize(larger.as_bytes())
+                .unwrap_or_else(|error| panic!("{}: {error}", rule.name()));
+            assert_ne!(smaller_normalized, larger_normalized, "{}", rule.name());
+            // Normalizing is idempotent for every rule.
+            assert_eq!(
+                rule.normalize(&smaller_normalized).unwrap(),
+                smaller_normalized,
+                "{}",
+                rule.name()
+            );
+            if rule.kind() == MatchingRuleKind::Ordering {
+                assert!(
+                    rule.ordering_key(&smaller_normalized) < rule.ordering_key(&larger_normalized),
+                    "{} orders {smaller} before {larger}",
+                    rule.name()
+                );
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn integer_key_memcmp_order_equals_numeric_order(left in any::<i64>(), right in any::<i64>()) {
@@ -658,6 +712,15 @@ mod tests {
             let rule = MatchingRule::IntegerOrderingMatch;
             let key = |number: i128| rule.ordering_key(&rule.normalize(number.to_string().as_bytes()).unwrap());
             prop_assert_eq!(key(left).cmp(&key(right)), left.cmp(&right));
+        }
+
+        #[test]
+        fn case_ignore_ignores_ascii_case(text in "[ -~]{1,20}") {
+            let rule = MatchingRule::CaseIgnoreMatch;
+            prop_assert_eq!(
+                rule.normalize(text.to_ascii_uppercase().as_bytes()).unwrap(),
+                rule.normalize(text.to_ascii_lowercase().as_bytes()).unwrap()
+            );
         }
 
         #[test]

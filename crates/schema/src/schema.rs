@@ -1192,6 +1192,27 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn dn_normalization_is_idempotent(
+            values in proptest::collection::vec("[ -~]{1,8}|\\PC{1,4}", 1..4),
+            types in proptest::collection::vec(proptest::sample::select(vec!["cn", "CN", "ou", "2.5.4.3", "uid"]), 1..4),
+        ) {
+            let schema = Schema::builtin_shared();
+            let rdns: Vec<Rdn> = values
+                .iter()
+                .zip(types.iter().cycle())
+                .map(|(value, attribute)| Rdn { avas: vec![crate::dn::Ava { attr: attribute.to_string(), value: value.as_bytes().to_vec() }] })
+                .collect();
+            let dn = Dn { rdns };
+            if let Ok(normalized) = schema.normalize_dn(&dn) {
+                let reparsed = Dn::parse(&normalized).unwrap();
+                proptest::prop_assert_eq!(schema.normalize_dn(&reparsed).unwrap(), normalized.clone());
+                proptest::prop_assert_eq!(schema.normalize_dn_str(&dn.to_string()).unwrap(), normalized);
+            }
+        }
+    }
+
     #[test]
     fn values_normalize_by_equality_rule() {
         let schema = Schema::builtin();
