@@ -590,15 +590,11 @@ impl EntryAccess<'_> {
     }
 
     fn restricted(&self, filter: &PreparedFilter) -> PreparedFilter {
-        // Each leaf keeps only the attribute types the subject may search; a leaf left with
-        // none evaluates Undefined.
-        let leaf = |covered: Vec<CoveredAttribute>,
+        // Each leaf keeps only the attribute types the subject may search.
+        let leaf = |covered: &[CoveredAttribute],
                     rebuild: &dyn Fn(Vec<CoveredAttribute>) -> PreparedFilter| {
-            if covered.is_empty() {
-                PreparedFilter::Undefined
-            } else {
-                rebuild(covered)
-            }
+            let visible = self.visible_covered(covered);
+            hidden_aware(visible.len(), covered.len(), || rebuild(visible))
         };
         match filter {
             PreparedFilter::True | PreparedFilter::False | PreparedFilter::Undefined => {
@@ -627,15 +623,11 @@ impl EntryAccess<'_> {
                     .copied()
                     .filter(|covered_attr| self.can_filter_on(*covered_attr))
                     .collect();
-                if visible.is_empty() {
-                    PreparedFilter::Undefined
-                } else {
-                    PreparedFilter::Present {
-                        attr: *attr,
-                        options: options.clone(),
-                        covered: visible,
-                    }
-                }
+                hidden_aware(visible.len(), covered.len(), || PreparedFilter::Present {
+                    attr: *attr,
+                    options: options.clone(),
+                    covered: visible.clone(),
+                })
             }
             PreparedFilter::Equality {
                 attr,
@@ -643,14 +635,12 @@ impl EntryAccess<'_> {
                 rule,
                 covered,
                 normalized,
-            } => leaf(self.visible_covered(covered), &|covered| {
-                PreparedFilter::Equality {
-                    attr: *attr,
-                    options: options.clone(),
-                    rule: *rule,
-                    covered,
-                    normalized: normalized.clone(),
-                }
+            } => leaf(covered, &|covered| PreparedFilter::Equality {
+                attr: *attr,
+                options: options.clone(),
+                rule: *rule,
+                covered,
+                normalized: normalized.clone(),
             }),
             PreparedFilter::Approx {
                 attr,
@@ -658,14 +648,12 @@ impl EntryAccess<'_> {
                 rule,
                 covered,
                 normalized,
-            } => leaf(self.visible_covered(covered), &|covered| {
-                PreparedFilter::Approx {
-                    attr: *attr,
-                    options: options.clone(),
-                    rule: *rule,
-                    covered,
-                    normalized: normalized.clone(),
-                }
+            } => leaf(covered, &|covered| PreparedFilter::Approx {
+                attr: *attr,
+                options: options.clone(),
+                rule: *rule,
+                covered,
+                normalized: normalized.clone(),
             }),
             PreparedFilter::Substrings {
                 attr,
@@ -675,16 +663,14 @@ impl EntryAccess<'_> {
                 initial,
                 any,
                 final_,
-            } => leaf(self.visible_covered(covered), &|covered| {
-                PreparedFilter::Substrings {
-                    attr: *attr,
-                    options: options.clone(),
-                    rule: *rule,
-                    covered,
-                    initial: initial.clone(),
-                    any: any.clone(),
-                    final_: final_.clone(),
-                }
+            } => leaf(covered, &|covered| PreparedFilter::Substrings {
+                attr: *attr,
+                options: options.clone(),
+                rule: *rule,
+                covered,
+                initial: initial.clone(),
+                any: any.clone(),
+                final_: final_.clone(),
             }),
             PreparedFilter::GreaterOrEqual {
                 attr,
@@ -692,14 +678,12 @@ impl EntryAccess<'_> {
                 rule,
                 covered,
                 key,
-            } => leaf(self.visible_covered(covered), &|covered| {
-                PreparedFilter::GreaterOrEqual {
-                    attr: *attr,
-                    options: options.clone(),
-                    rule: *rule,
-                    covered,
-                    key: key.clone(),
-                }
+            } => leaf(covered, &|covered| PreparedFilter::GreaterOrEqual {
+                attr: *attr,
+                options: options.clone(),
+                rule: *rule,
+                covered,
+                key: key.clone(),
             }),
             PreparedFilter::LessOrEqual {
                 attr,
@@ -707,14 +691,12 @@ impl EntryAccess<'_> {
                 rule,
                 covered,
                 key,
-            } => leaf(self.visible_covered(covered), &|covered| {
-                PreparedFilter::LessOrEqual {
-                    attr: *attr,
-                    options: options.clone(),
-                    rule: *rule,
-                    covered,
-                    key: key.clone(),
-                }
+            } => leaf(covered, &|covered| PreparedFilter::LessOrEqual {
+                attr: *attr,
+                options: options.clone(),
+                rule: *rule,
+                covered,
+                key: key.clone(),
             }),
             PreparedFilter::Extensible {
                 rule,
@@ -728,21 +710,38 @@ impl EntryAccess<'_> {
                 let visible = self.visible_covered(covered);
                 // `:dn:` matching reads the DN, which is visible with the entry itself.
                 let dn_visible = *dn_attributes && self.can_search_entry();
-                if visible.is_empty() && !dn_visible {
-                    PreparedFilter::Undefined
-                } else {
-                    PreparedFilter::Extensible {
-                        rule: *rule,
-                        attr: *attr,
-                        options: options.clone(),
-                        covered: visible,
-                        dn_attributes: dn_visible,
-                        normalized: normalized.clone(),
-                        pieces: pieces.clone(),
-                    }
-                }
+                let visible_count = visible.len() + usize::from(dn_visible);
+                let total_count = covered.len() + usize::from(*dn_attributes);
+                hidden_aware(visible_count, total_count, || PreparedFilter::Extensible {
+                    rule: *rule,
+                    attr: *attr,
+                    options: options.clone(),
+                    covered: visible,
+                    dn_attributes: dn_visible,
+                    normalized: normalized.clone(),
+                    pieces: pieces.clone(),
+                })
             }
         }
+    }
+}
+
+/// A filter leaf whose covered attribute types were cut to the visible ones: all hidden →
+/// Undefined; some hidden → `(leaf OR Undefined)`, true when a visible type matches and
+/// otherwise Undefined rather than False (OpenLDAP answers "insufficient access" there, so
+/// `(!(name=x))` cannot learn that a hidden subtype lacks `x`); none hidden → the leaf.
+fn hidden_aware(
+    visible_count: usize,
+    total_count: usize,
+    rebuild: impl FnOnce() -> PreparedFilter,
+) -> PreparedFilter {
+    debug_assert!(visible_count <= total_count);
+    if visible_count == 0 {
+        PreparedFilter::Undefined
+    } else if visible_count < total_count {
+        PreparedFilter::Or(vec![rebuild(), PreparedFilter::Undefined])
+    } else {
+        rebuild()
     }
 }
 

@@ -1,0 +1,210 @@
+//! Properties of policy evaluation over randomly generated policies and filters.
+
+use lmdir_access::acl::{Access, AccessGrantSpec, AccessPolicy, AccessRuleSpec, TargetPart};
+use lmdir_schema::{Dn, Entry, Filter, OwnedEntryView, Schema, Tri};
+use proptest::prelude::*;
+
+const SUFFIX: &str = "dc=example,dc=com";
+const ATTRIBUTES: &[&str] = &[
+    "cn",
+    "sn",
+    "name",
+    "mail",
+    "uid",
+    "objectClass",
+    "description",
+    "userPassword",
+];
+const VALUES: &[&str] = &[
+    "bob",
+    "Bob",
+    "x",
+    "bob@example.com",
+    "inetOrgPerson",
+    "b",
+    "secret",
+];
+const LEVELS: &[&str] = &["none", "auth", "compare", "search", "read", "write"];
+const WHOS: &[&str] = &[
+    "*",
+    "anonymous",
+    "users",
+    "self",
+    "dn.subtree=ou=people,dc=example,dc=com",
+];
+
+fn bob(schema: &Schema) -> (String, OwnedEntryView) {
+    let mut entry = Entry::new(Dn::parse("uid=bob,ou=People,dc=example,dc=com").unwrap());
+    entry.add_values("objectClass", [b"inetOrgPerson".to_vec()]);
+    entry.add_values("uid", [b"bob".to_vec()]);
+    entry.add_values("cn", [b"Bob".to_vec(), b"Bobby".to_vec()]);
+    entry.add_values("sn", [b"Builder".to_vec()]);
+    entry.add_values("mail", [b"bob@example.com".to_vec()]);
+    entry.add_values("userPassword", [b"secret".to_vec()]);
+    (
+        schema.normalize_dn(&entry.dn).unwrap(),
+        OwnedEntryView::new(schema, &entry).unwrap(),
+    )
+}
+
+fn rule_strategy() -> impl Strategy<Value = AccessRuleSpec> {
+    (
+        proptest::collection::vec(proptest::sample::select(ATTRIBUTES), 0..3),
+        proptest::collection::vec(
+            (
+                proptest::sample::select(WHOS),
+                proptest::sample::select(LEVELS),
+            ),
+            1..4,
+        ),
+        any::<bool>(),
+    )
+        .prop_map(|(attrs, by, with_filter)| AccessRuleSpec {
+            attrs: attrs.into_iter().map(String::from).collect(),
+            filter: with_filter.then(|| "(objectClass=inetOrgPerson)".to_string()),
+            by: by
+                .into_iter()
+                .map(|(who, access)| AccessGrantSpec {
+                    who: who.into(),
+                    access: access.into(),
+                })
+                .collect(),
+            ..AccessRuleSpec::default()
+        })
+}
+
+fn leaf_strategy() -> impl Strategy<Value = String> {
+    (
+        proptest::sample::select(ATTRIBUTES),
+        proptest::sample::select(VALUES),
+        0..4u8,
+    )
+        .prop_map(|(attribute, value, kind)| match kind {
+            0 => format!("({attribute}={value})"),
+            1 => format!("({attribute}=*)"),
+            2 => format!("({attribute}={value}*)"),
+            _ => format!("({attribute}~={value})"),
+        })
+}
+
+fn filter_strategy() -> impl Strategy<Value = String> {
+    leaf_strategy().prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 1..3)
+                .prop_map(|children| format!("(&{})", children.concat())),
+            proptest::collection::vec(inner.clone(), 1..3)
+                .prop_map(|children| format!("(|{})", children.concat())),
+            inner.prop_map(|child| format!("(!{child})")),
+        ]
+    })
+}
+
+fn subject_strategy() -> impl Strategy<Value = Option<&'static str>> {
+    proptest::sample::select(vec![
+        None,
+        Some("uid=bob,ou=people,dc=example,dc=com"),
+        Some("uid=alice,ou=people,dc=example,dc=com"),
+        Some("cn=outsider,dc=example,dc=com"),
+    ])
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Restricting a filter to what the subject may search never makes it match where it
+    /// did not, nor fail where it matched: each result is the original or Undefined.
+    #[test]
+    fn restriction_only_moves_results_to_undefined(
+        rules in proptest::collection::vec(rule_strategy(), 0..4),
+        filter_text in filter_strategy(),
+        bound in subject_strategy(),
+    ) {
+        let schema = Schema::builtin();
+        let policy = AccessPolicy::from_rules(&rules, &schema, SUFFIX, None).unwrap();
+        let (bob_ndn, bob_view) = bob(&schema);
+        let groups = |_: &str, _: &str| false;
+        let subject = policy.subject(bound, &groups);
+        let access = policy.for_entry(&subject, &bob_ndn, &bob_view);
+        let filter = schema.prepare_filter(&Filter::parse(&filter_text, 16).unwrap());
+        let original = filter.evaluate(&bob_view);
+        let restricted = access.restrict_filter(&filter).evaluate(&bob_view);
+        prop_assert!(restricted == original || restricted == Tri::Undefined,
+            "{filter_text}: original {original:?}, restricted {restricted:?}");
+    }
+
+    /// Levels are monotone (holding a level allows every lower one), `allowed` agrees with
+    /// `for_entry`, and the rootdn is allowed everything whatever the rules.
+    #[test]
+    fn levels_are_monotone_and_rootdn_is_unlimited(
+        rules in proptest::collection::vec(rule_strategy(), 0..4),
+        bound in subject_strategy(),
+        attribute in proptest::sample::select(ATTRIBUTES),
+    ) {
+        let schema = Schema::builtin();
+        let policy = AccessPolicy::from_rules(&rules, &schema, SUFFIX, Some("cn=admin,dc=example,dc=com")).unwrap();
+        let (bob_ndn, bob_view) = bob(&schema);
+        let groups = |_: &str, _: &str| false;
+        let subject = policy.subject(bound, &groups);
+        let access = policy.for_entry(&subject, &bob_ndn, &bob_view);
+        let levels = [Access::None, Access::Auth, Access::Compare, Access::Search, Access::Read, Access::Write];
+        for part in [TargetPart::Entry, TargetPart::Children, TargetPart::Attribute(schema.attribute(attribute).unwrap())] {
+            let held = access.level(part);
+            for level in levels {
+                prop_assert_eq!(access.allowed(part, level), held >= level);
+                let target = lmdir_access::acl::Target { entry_ndn: &bob_ndn, entry: &bob_view, part };
+                prop_assert_eq!(policy.allowed(&subject, &target, level), held >= level);
+            }
+        }
+        let rootdn = policy.subject(Some("cn=admin,dc=example,dc=com"), &groups);
+        let as_rootdn = policy.for_entry(&rootdn, &bob_ndn, &bob_view);
+        prop_assert_eq!(as_rootdn.level(TargetPart::Entry), Access::Write);
+        prop_assert_eq!(as_rootdn.level(TargetPart::Attribute(schema.attribute(attribute).unwrap())), Access::Write);
+    }
+}
+
+/// The case the property above is mostly about, written out: `name` covers `cn` and `sn`;
+/// with `cn` hidden, a value only `cn` has must not decide the filter either way.
+#[test]
+fn partially_hidden_supertype_is_undefined_unless_a_visible_subtype_matches() {
+    let schema = Schema::builtin();
+    let rules = vec![
+        AccessRuleSpec {
+            attrs: vec!["cn".into()],
+            by: vec![AccessGrantSpec {
+                who: "*".into(),
+                access: "compare".into(),
+            }],
+            ..AccessRuleSpec::default()
+        },
+        AccessRuleSpec {
+            by: vec![AccessGrantSpec {
+                who: "*".into(),
+                access: "read".into(),
+            }],
+            ..AccessRuleSpec::default()
+        },
+    ];
+    let policy = AccessPolicy::from_rules(&rules, &schema, SUFFIX, None).unwrap();
+    let (bob_ndn, bob_view) = bob(&schema);
+    let groups = |_: &str, _: &str| false;
+    let anonymous = policy.subject(None, &groups);
+    let access = policy.for_entry(&anonymous, &bob_ndn, &bob_view);
+    let evaluate = |text: &str| {
+        let filter = schema.prepare_filter(&Filter::parse(text, 8).unwrap());
+        (
+            filter.evaluate(&bob_view),
+            access.restrict_filter(&filter).evaluate(&bob_view),
+        )
+    };
+    // Only cn has "Bobby": hidden, so neither a match nor a provable non-match.
+    assert_eq!(evaluate("(name=bobby)"), (Tri::True, Tri::Undefined));
+    assert_eq!(evaluate("(!(name=bobby))"), (Tri::False, Tri::Undefined));
+    assert_eq!(evaluate("(name=nobody)"), (Tri::False, Tri::Undefined));
+    // sn is visible: a match through it stands.
+    assert_eq!(evaluate("(name=builder)"), (Tri::True, Tri::True));
+    // cn alone is fully hidden.
+    assert_eq!(evaluate("(cn=bobby)"), (Tri::True, Tri::Undefined));
+    // Untouched attributes evaluate as before.
+    assert_eq!(evaluate("(uid=bob)"), (Tri::True, Tri::True));
+    assert_eq!(evaluate("(!(uid=alice))"), (Tri::True, Tri::True));
+}
