@@ -163,6 +163,33 @@ impl<F: Fn(&str, &str) -> bool> GroupMembership for F {
     }
 }
 
+/// The groups of one subject, resolved ahead (e.g. once per bind, for the DNs of
+/// [`AccessPolicy::group_dns`]), so evaluation never touches the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResolvedGroups {
+    member_ndn: String,
+    group_ndns: std::collections::HashSet<String>,
+}
+
+impl ResolvedGroups {
+    /// `member_ndn` belongs to exactly the groups listed (normalized DNs).
+    pub fn new(
+        member_ndn: impl Into<String>,
+        group_ndns: impl IntoIterator<Item = String>,
+    ) -> Self {
+        ResolvedGroups {
+            member_ndn: member_ndn.into(),
+            group_ndns: group_ndns.into_iter().collect(),
+        }
+    }
+}
+
+impl GroupMembership for ResolvedGroups {
+    fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool {
+        member_ndn == self.member_ndn && self.group_ndns.contains(group_ndn)
+    }
+}
+
 /// Who is asking: the bound identity (normalized DN, `None` when anonymous), whether it is
 /// the rootdn, and how to resolve its group memberships.
 #[derive(Clone, Copy)]
@@ -418,6 +445,20 @@ impl AccessPolicy {
                 .iter()
                 .any(|grant| matches!(grant.who, Who::Group(_)))
         })
+    }
+
+    /// The normalized DNs of every group named in a `group=` clause, each once, in rule
+    /// order: the only groups whose membership can change a decision.
+    pub fn group_dns(&self) -> Vec<&str> {
+        let mut group_dns: Vec<&str> = Vec::new();
+        for grant in self.rules.iter().flat_map(|rule| &rule.grants) {
+            if let Who::Group(group_ndn) = &grant.who {
+                if !group_dns.contains(&group_ndn.as_str()) {
+                    group_dns.push(group_ndn);
+                }
+            }
+        }
+        group_dns
     }
 
     /// Whether the normalized DN is the configured rootdn.

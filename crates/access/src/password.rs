@@ -216,7 +216,8 @@ pub fn verify_checked(stored: &[u8], presented: &[u8]) -> Result<bool, PasswordE
     let scheme = scheme_of(stored)?;
     let payload = split_scheme(stored).1;
     match scheme {
-        Scheme::Cleartext => Ok(bool::from(stored.ct_eq(presented))),
+        // `payload` is the whole value without a prefix, or what follows `{CLEARTEXT}`.
+        Scheme::Cleartext => Ok(bool::from(payload.ct_eq(presented))),
         Scheme::Ssha => verify_salted_digest::<Sha1>(scheme, payload, presented),
         Scheme::Ssha256 => verify_salted_digest::<Sha256>(scheme, payload, presented),
         Scheme::Ssha384 => verify_salted_digest::<Sha384>(scheme, payload, presented),

@@ -2,8 +2,8 @@
 //! a configured policy, with the expected allow/deny of each cell written out.
 
 use lmdir_access::acl::{
-    Access, AccessGrantSpec, AccessPolicy, AccessRuleSpec, EntryAccess, GroupMembership, Subject,
-    Target, TargetPart,
+    Access, AccessGrantSpec, AccessPolicy, AccessRuleSpec, EntryAccess, GroupMembership,
+    ResolvedGroups, Subject, Target, TargetPart,
 };
 use lmdir_schema::{Dn, Entry, OwnedEntryView, Schema};
 
@@ -461,4 +461,40 @@ fn restrict_filter_hides_attributes_without_search_access() {
         access.restrict_filter(&cn_filter).evaluate(bob_view),
         lmdir_schema::Tri::Undefined
     );
+}
+
+#[test]
+fn groups_resolved_ahead_give_the_same_decisions() {
+    let directory = directory();
+    let policy =
+        AccessPolicy::from_rules(&configured_rules(), &directory.schema, SUFFIX, Some(ROOTDN))
+            .unwrap();
+    assert_eq!(policy.group_dns(), vec![directory.admins_ndn.as_str()]);
+    let carol = ResolvedGroups::new(directory.carol_ndn.clone(), [directory.admins_ndn.clone()]);
+    let as_carol = policy.for_entry(
+        &policy.subject(Some(&directory.carol_ndn), &carol),
+        &directory.bob.0,
+        &directory.bob.1,
+    );
+    assert!(
+        as_carol.can_write_children(),
+        "admins write everything outside the people rules"
+    );
+    assert!(as_carol.can_write_attribute(directory.schema.attribute("userPassword").unwrap()));
+    // The same resolved set does not make another user a member.
+    let alice_ndn = directory.alice.0.clone();
+    let as_alice = policy.for_entry(
+        &policy.subject(Some(&alice_ndn), &carol),
+        &directory.bob.0,
+        &directory.bob.1,
+    );
+    assert!(!as_alice.can_write_children());
+    // Nor does it reach anonymous subjects.
+    let as_anonymous = policy.for_entry(
+        &policy.subject(None, &carol),
+        &directory.bob.0,
+        &directory.bob.1,
+    );
+    assert!(!as_anonymous.can_read_entry());
+    assert!(as_anonymous.can_search_entry());
 }

@@ -102,6 +102,10 @@ fn cleartext_compares_exactly() {
     // A brace that never closes is still cleartext.
     assert!(verify(b"{secret", b"{secret"));
     assert_eq!(scheme_of(b"plain"), Ok(Scheme::Cleartext));
+    // The explicit pseudo-scheme compares what follows it.
+    assert!(verify(b"{CLEARTEXT}secret", b"secret"));
+    assert!(!verify(b"{CLEARTEXT}secret", b"{CLEARTEXT}secret"));
+    assert!(!is_hashed(b"{cleartext}secret"));
 }
 
 #[test]
