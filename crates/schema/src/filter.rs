@@ -630,23 +630,40 @@ impl Schema {
                 let Ok(normalized) = self.normalize_with_rule(rule, value) else {
                     return PreparedFilter::Undefined;
                 };
-                let covered = self.covered(parsed.attr, rule);
-                if matches!(filter, Filter::Approx { .. }) {
-                    PreparedFilter::Approx {
-                        attr: parsed.attr,
-                        options: parsed.options,
-                        rule,
-                        covered,
-                        normalized,
+                let approx = matches!(filter, Filter::Approx { .. });
+                let leaf = |normalized: Vec<u8>| {
+                    let covered = self.covered(parsed.attr, rule);
+                    let options = parsed.options.clone();
+                    if approx {
+                        PreparedFilter::Approx {
+                            attr: parsed.attr,
+                            options,
+                            rule,
+                            covered,
+                            normalized,
+                        }
+                    } else {
+                        PreparedFilter::Equality {
+                            attr: parsed.attr,
+                            options,
+                            rule,
+                            covered,
+                            normalized,
+                        }
                     }
+                };
+                // As in OpenLDAP, (objectClass=person) also matches entries listing only a
+                // subclass (inetOrgPerson): expand to an OR over the class and its subclasses,
+                // which keeps index lookups exact.
+                let subclasses = if parsed.attr == self.object_class_attribute() {
+                    self.subclass_names(&normalized)
                 } else {
-                    PreparedFilter::Equality {
-                        attr: parsed.attr,
-                        options: parsed.options,
-                        rule,
-                        covered,
-                        normalized,
-                    }
+                    Vec::new()
+                };
+                if subclasses.len() > 1 {
+                    PreparedFilter::Or(subclasses.into_iter().map(leaf).collect())
+                } else {
+                    leaf(normalized)
                 }
             }
             Filter::Substrings {
@@ -751,8 +768,10 @@ impl Schema {
                 .filter_map(|(attr, attribute_type)| {
                     let same_family =
                         attribute_type.equality.map(MatchingRule::family) == Some(rule.family());
-                    let same_syntax = attribute_type.syntax_oid.as_deref()
-                        == Some(rule.equality_rule().syntax_oid());
+                    let same_syntax = attribute_type
+                        .syntax_oid
+                        .as_deref()
+                        .is_some_and(|syntax_oid| rule.applies_to_syntax(syntax_oid));
                     (same_family || same_syntax).then_some(CoveredAttribute {
                         attr,
                         stored_form_usable: same_family,
@@ -799,6 +818,25 @@ impl Schema {
             normalized,
             pieces,
         }
+    }
+
+    /// Normalized names (lowercased primary names, as objectClass values normalize) of the
+    /// class named by `normalized_class` and of every class deriving from it, the class first.
+    /// Empty for an unknown class.
+    pub fn subclass_names(&self, normalized_class: &[u8]) -> Vec<Vec<u8>> {
+        let Some(class) = std::str::from_utf8(normalized_class)
+            .ok()
+            .and_then(|name| self.object_class(name))
+        else {
+            return Vec::new();
+        };
+        let mut names = vec![normalized_class.to_vec()];
+        for (candidate, definition) in self.object_classes() {
+            if candidate != class && definition.superclasses.contains(&class) {
+                names.push(definition.name().to_ascii_lowercase().into_bytes());
+            }
+        }
+        names
     }
 
     /// Calls `visit(attr, normalized value)` for each AVA of a normalized DN string (as produced
@@ -1072,7 +1110,8 @@ fn any_value(
 type NormalizedAttribute = (AttrId, Vec<String>, Vec<(Vec<u8>, Vec<u8>)>);
 
 /// An `EntryView` over an owned `Entry`, normalizing every value once at construction (for
-/// tests, brute-force checks and server-side evaluation of entries not yet stored).
+/// tests, brute-force checks and server-side evaluation of entries not yet stored). It also
+/// presents the virtual `entryDN` attribute.
 pub struct OwnedEntryView {
     attributes: Vec<NormalizedAttribute>,
     dn_avas: Vec<(AttrId, Vec<u8>)>,
@@ -1103,6 +1142,14 @@ impl OwnedEntryView {
                     )
                 })?;
                 dn_avas.push((attr, schema.normalize_value(attr, &ava.value)?));
+            }
+        }
+        // entryDN is virtual (never stored) but filters may test it, as in OpenLDAP.
+        if let Some(entry_dn) = schema.attribute("entryDN") {
+            if !attributes.iter().any(|(attr, _, _)| *attr == entry_dn) {
+                let original = entry.dn.to_string().into_bytes();
+                let normalized = schema.normalize_dn(&entry.dn)?.into_bytes();
+                attributes.push((entry_dn, Vec::new(), vec![(original, normalized)]));
             }
         }
         Ok(OwnedEntryView {

@@ -145,6 +145,24 @@ impl MatchingRule {
         }
     }
 
+    /// Whether an attribute of this syntax can be matched with this rule when an extensible
+    /// filter names the rule but no attribute (OpenLDAP's compatible syntaxes: string rules also
+    /// apply to printable, country and telephone number strings).
+    pub fn applies_to_syntax(self, syntax_oid: &str) -> bool {
+        const DIRECTORY_STRING_COMPATIBLE: &[&str] = &[
+            "1.3.6.1.4.1.1466.115.121.1.15",
+            "1.3.6.1.4.1.1466.115.121.1.11",
+            "1.3.6.1.4.1.1466.115.121.1.44",
+            "1.3.6.1.4.1.1466.115.121.1.50",
+        ];
+        match self.family() {
+            NormalizationFamily::CaseIgnore | NormalizationFamily::CaseExact => {
+                DIRECTORY_STRING_COMPATIBLE.contains(&syntax_oid)
+            }
+            _ => self.equality_rule().syntax_oid() == syntax_oid,
+        }
+    }
+
     /// RFC 4512 definition for cn=Subschema's matchingRules.
     pub fn definition_string(self) -> String {
         format!(

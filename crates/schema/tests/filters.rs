@@ -224,13 +224,61 @@ fn equality_uses_the_attribute_rule_and_subtypes() {
     );
     assert_eq!(
         evaluate("(objectClass=PERSON)"),
-        Tri::False,
-        "superclasses are not implied by the stored values"
+        Tri::True,
+        "superclasses match, as in OpenLDAP"
     );
     assert_eq!(evaluate("(objectClass=inetorgperson)"), Tri::True);
     assert_eq!(evaluate("(objectClass=2.16.840.1.113730.3.2.2)"), Tri::True);
     assert_eq!(evaluate("(uidNumber=01042)"), Tri::True);
     assert_eq!(evaluate("(cn~=babs jensen)"), Tri::True);
+}
+
+#[test]
+fn object_class_equality_covers_subclasses() {
+    let schema = Schema::builtin();
+    let only_subclass = entry(
+        "uid=kim,dc=example,dc=com",
+        &[
+            ("objectClass", &["inetOrgPerson"]),
+            ("uid", &["kim"]),
+            ("cn", &["Kim"]),
+            ("sn", &["Lee"]),
+        ],
+    );
+    let view = OwnedEntryView::new(&schema, &only_subclass).unwrap();
+    let evaluate_on = |text: &str| {
+        schema
+            .prepare_filter(&Filter::parse(text, DEPTH_MAX).unwrap())
+            .evaluate(&view)
+    };
+    assert_eq!(evaluate_on("(objectClass=person)"), Tri::True);
+    assert_eq!(evaluate_on("(objectclass=ORGANIZATIONALPERSON)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClass=2.5.6.6)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClass=top)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClass=inetOrgPerson)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClass=groupOfNames)"), Tri::False);
+    assert_eq!(evaluate_on("(!(objectClass=person))"), Tri::False);
+    assert_eq!(evaluate_on("(objectClass=noSuchClass)"), Tri::False);
+    let PreparedFilter::Or(alternatives) =
+        schema.prepare_filter(&Filter::parse("(objectClass=person)", DEPTH_MAX).unwrap())
+    else {
+        panic!("objectClass equality on a class with subclasses is an OR");
+    };
+    assert_eq!(
+        alternatives.len(),
+        4,
+        "person, organizationalPerson, residentialPerson, inetOrgPerson"
+    );
+}
+
+#[test]
+fn entry_dn_is_a_virtual_attribute() {
+    assert_eq!(
+        evaluate("(entryDN=CN=barbara jensen, ou=sales,dc=example,dc=com)"),
+        Tri::True
+    );
+    assert_eq!(evaluate("(entryDN=*)"), Tri::True);
+    assert_eq!(evaluate("(entryDN=ou=sales,dc=example,dc=com)"), Tri::False);
 }
 
 #[test]
