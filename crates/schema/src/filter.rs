@@ -627,7 +627,7 @@ impl Schema {
                 let Some(rule) = self.attribute_type(parsed.attr).equality else {
                     return PreparedFilter::Undefined;
                 };
-                let Ok(normalized) = self.normalize_with_rule(rule, value) else {
+                let Ok(normalized) = self.normalize_assertion(rule, value) else {
                     return PreparedFilter::Undefined;
                 };
                 let approx = matches!(filter, Filter::Approx { .. });
@@ -699,7 +699,7 @@ impl Schema {
                 let Some(rule) = self.attribute_type(parsed.attr).ordering else {
                     return PreparedFilter::Undefined;
                 };
-                let Ok(normalized) = self.normalize_with_rule(rule, value) else {
+                let Ok(normalized) = self.normalize_assertion(rule, value) else {
                     return PreparedFilter::Undefined;
                 };
                 let key = rule.ordering_key(&normalized);
@@ -818,6 +818,13 @@ impl Schema {
             normalized,
             pieces,
         }
+    }
+
+    /// Validates an assertion value against the rule's assertion syntax (an empty string is
+    /// not a Directory String, `true` not a Boolean) and normalizes it.
+    fn normalize_assertion(&self, rule: MatchingRule, value: &[u8]) -> Result<Vec<u8>, LdapError> {
+        crate::syntax::Syntax::from_oid(rule.equality_rule().syntax_oid()).validate(value)?;
+        self.normalize_with_rule(rule, value)
     }
 
     /// Normalized names (lowercased primary names, as objectClass values normalize) of the

@@ -340,6 +340,17 @@ fn three_valued_logic() {
         Tri::Undefined,
         "no equality rule"
     );
+    assert_eq!(
+        evaluate("(cn=)"),
+        Tri::Undefined,
+        "empty is not a Directory String"
+    );
+    assert_eq!(evaluate("(!(cn=))"), Tri::Undefined);
+    assert_eq!(
+        evaluate("(hasSubordinates=true)"),
+        Tri::Undefined,
+        "Boolean is TRUE or FALSE"
+    );
     assert_eq!(evaluate("(jpegPhoto=*)"), Tri::True);
     assert_eq!(
         evaluate("(&(cn=babs jensen)(noSuchAttr=x))"),
