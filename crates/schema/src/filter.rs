@@ -62,35 +62,21 @@ impl Filter {
     /// Nesting deeper than `depth_max` is an error (adminLimitExceeded), as is more than
     /// `FILTER_ITEMS_MAX` items.
     pub fn parse(text: &str, depth_max: usize) -> Result<Filter, LdapError> {
+        let trimmed = text.trim_matches(' ');
         let mut parser = FilterParser {
-            text,
-            bytes: text.as_bytes(),
+            text: trimmed,
+            bytes: trimmed.as_bytes(),
             position: 0,
             depth_max,
             items: 0,
         };
-        let trimmed_start = text.len() - text.trim_start().len();
-        parser.position = trimmed_start;
         let filter = if parser.peek() == Some(b'(') {
             parser.filter(0)?
         } else {
-            let end = text.trim_end().len();
-            let mut item_parser = FilterParser {
-                text: &text[..end],
-                bytes: &text.as_bytes()[..end],
-                position: trimmed_start,
-                depth_max,
-                items: 0,
-            };
-            let filter = item_parser.item()?;
-            parser.position = end;
-            filter
+            parser.item()?
         };
-        while parser.peek() == Some(b' ') {
-            parser.position += 1;
-        }
-        if parser.position != text.len() {
-            return Err(filter_error(text, parser.position, "text after the filter"));
+        if parser.position != trimmed.len() {
+            return Err(parser.error("text after the filter"));
         }
         Ok(filter)
     }

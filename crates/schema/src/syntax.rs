@@ -327,7 +327,8 @@ fn is_printable(byte: u8) -> bool {
 pub(crate) fn split_optional_uid(text: &str) -> Result<(&str, Option<&str>), LdapError> {
     if let Some(position) = text.rfind("#'") {
         let bits = &text[position + 1..];
-        if bits.ends_with("'B")
+        if bits.len() >= 3
+            && bits.ends_with("'B")
             && bits[1..bits.len() - 2]
                 .bytes()
                 .all(|byte| byte == b'0' || byte == b'1')

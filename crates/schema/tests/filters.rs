@@ -173,6 +173,9 @@ fn bad_filters_are_rejected_with_a_reason() {
         "(cn)",
         "((cn=a))",
         "(cn:dn:dn:x:=a)",
+        "cn=a)",
+        "\n",
+        " ",
     ] {
         assert!(Filter::parse(text, DEPTH_MAX).is_err(), "{text} parsed");
     }
