@@ -889,12 +889,11 @@ impl Schema {
     ) -> Result<Vec<u8>, LdapError> {
         match rule.family() {
             NormalizationFamily::DistinguishedName => {
-                let dn = Dn::parse(utf8(value)?)?;
-                Ok(self.normalize_dn(&dn)?.into_bytes())
+                Ok(self.normalize_dn_str(utf8(value)?)?.into_bytes())
             }
             NormalizationFamily::UniqueMember => {
                 let (dn_part, bits) = split_optional_uid(utf8(value)?)?;
-                let mut normalized = self.normalize_dn(&Dn::parse(dn_part)?)?;
+                let mut normalized = self.normalize_dn_str(dn_part)?;
                 if let Some(bits) = bits {
                     normalized.push('#');
                     normalized.push_str(bits);
@@ -991,7 +990,55 @@ impl Schema {
 
     /// Parses and normalizes a DN string in one step.
     pub fn normalize_dn_str(&self, dn: &str) -> Result<String, LdapError> {
+        if let Some(normalized) = self.normalize_simple_dn(dn) {
+            return Ok(normalized);
+        }
         self.normalize_dn(&Dn::parse(dn)?)
+    }
+
+    /// Fast path for the common DN shape (ASCII, no escapes, quotes, `#` values or multi-valued
+    /// RDNs): normalized straight from the string without building a `Dn`. None means "use the
+    /// general path" (which also produces the precise error for invalid input); the output is
+    /// identical to the general path's.
+    fn normalize_simple_dn(&self, dn: &str) -> Option<String> {
+        let simple = dn.len() <= crate::dn::DN_SIZE_BYTES_MAX
+            && dn.bytes().all(|byte| {
+                byte.is_ascii() && !matches!(byte, b'\\' | b'"' | b'+' | b';' | b'#' | 0)
+            });
+        if !simple {
+            return None;
+        }
+        if dn.trim_matches(' ').is_empty() {
+            return Some(String::new());
+        }
+        let mut output = String::with_capacity(dn.len());
+        for (index, part) in dn.split(',').enumerate() {
+            if index >= crate::dn::DN_RDN_COUNT_MAX {
+                return None;
+            }
+            let (attribute, value) = part.split_once('=')?;
+            let attribute = attribute.trim_matches(' ');
+            if attribute.len() >= 4 && attribute[..4].eq_ignore_ascii_case("oid.") {
+                return None;
+            }
+            crate::syntax::validate_oid_or_descr(attribute).ok()?;
+            let attr = self.attribute(attribute)?;
+            let normalized = self
+                .normalize_value(attr, value.trim_matches(' ').as_bytes())
+                .ok()?;
+            if index > 0 {
+                output.push(',');
+            }
+            output.extend(
+                self.attribute_type(attr)
+                    .name()
+                    .chars()
+                    .map(|character| character.to_ascii_lowercase()),
+            );
+            output.push('=');
+            escape_value(&normalized, &mut output);
+        }
+        Some(output)
     }
 }
 
@@ -1209,6 +1256,21 @@ mod tests {
                 let reparsed = Dn::parse(&normalized).unwrap();
                 proptest::prop_assert_eq!(schema.normalize_dn(&reparsed).unwrap(), normalized.clone());
                 proptest::prop_assert_eq!(schema.normalize_dn_str(&dn.to_string()).unwrap(), normalized);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn simple_dn_fast_path_equals_the_general_path(
+            text in "( ?(cn|CN|ou|dc|uid|2\\.5\\.4\\.3|uidNumber|OID\\.2\\.5\\.4\\.3|bad| ) ?= ?[ a-cA-C0-9=.-]{0,6} ?,?){0,4}"
+        ) {
+            let schema = Schema::builtin_shared();
+            let general = Dn::parse(&text).and_then(|dn| schema.normalize_dn(&dn));
+            let fast = schema.normalize_dn_str(&text);
+            proptest::prop_assert_eq!(fast.is_ok(), general.is_ok(), "{:?} vs {:?}", fast, general);
+            if let (Ok(fast), Ok(general)) = (fast, general) {
+                proptest::prop_assert_eq!(fast, general);
             }
         }
     }
