@@ -786,6 +786,105 @@ impl Schema {
             .map(|(oid, description, _)| format!("( {oid} DESC '{description}' )"))
     }
 
+    /// RFC 4512 matchingRuleUse definitions: each implemented rule with the attribute types it
+    /// applies to (as equality, ordering or substrings rule, or by compatible syntax).
+    pub fn matching_rule_uses(&self) -> impl Iterator<Item = String> + '_ {
+        MatchingRule::ALL.iter().filter_map(move |rule| {
+            let applies: Vec<&str> = self
+                .attribute_types
+                .iter()
+                .filter(|attribute_type| {
+                    [
+                        attribute_type.equality,
+                        attribute_type.ordering,
+                        attribute_type.substring,
+                    ]
+                    .contains(&Some(*rule))
+                        || attribute_type.syntax_oid.as_deref().is_some_and(|syntax| {
+                            rule.kind() == MatchingRuleKind::Equality
+                                && rule.applies_to_syntax(syntax)
+                        })
+                })
+                .map(AttributeType::name)
+                .collect();
+            match applies.as_slice() {
+                [] => None,
+                [single] => Some(format!(
+                    "( {} NAME '{}' APPLIES {single} )",
+                    rule.oid(),
+                    rule.name()
+                )),
+                many => Some(format!(
+                    "( {} NAME '{}' APPLIES ( {} ) )",
+                    rule.oid(),
+                    rule.name(),
+                    many.join(" $ ")
+                )),
+            }
+        })
+    }
+
+    /// The subschema subentry (`cn=Subschema`) publishing this schema (RFC 4512 §4.2).
+    pub fn subschema_entry(&self) -> crate::entry::Entry {
+        let text_values = |values: Vec<String>| {
+            values
+                .into_iter()
+                .map(String::into_bytes)
+                .collect::<Vec<_>>()
+        };
+        let attribute = |description: &str, values: Vec<Vec<u8>>| crate::entry::Attribute {
+            description: description.to_string(),
+            values,
+        };
+        crate::entry::Entry {
+            dn: Dn::parse("cn=Subschema").expect("constant DN"),
+            attributes: vec![
+                attribute(
+                    "objectClass",
+                    text_values(vec![
+                        "top".into(),
+                        "subentry".into(),
+                        "subschema".into(),
+                        "extensibleObject".into(),
+                    ]),
+                ),
+                attribute("cn", vec![b"Subschema".to_vec()]),
+                attribute("structuralObjectClass", vec![b"subentry".to_vec()]),
+                attribute("ldapSyntaxes", text_values(self.ldap_syntaxes().collect())),
+                attribute(
+                    "matchingRules",
+                    text_values(
+                        self.matching_rules()
+                            .map(MatchingRule::definition_string)
+                            .collect(),
+                    ),
+                ),
+                attribute(
+                    "matchingRuleUse",
+                    text_values(self.matching_rule_uses().collect()),
+                ),
+                attribute(
+                    "attributeTypes",
+                    text_values(
+                        self.attribute_types
+                            .iter()
+                            .map(AttributeType::definition_string)
+                            .collect(),
+                    ),
+                ),
+                attribute(
+                    "objectClasses",
+                    text_values(
+                        self.object_classes
+                            .iter()
+                            .map(ObjectClass::definition_string)
+                            .collect(),
+                    ),
+                ),
+            ],
+        }
+    }
+
     /// The objectClass attribute's id.
     pub fn object_class_attribute(&self) -> AttrId {
         self.attribute("objectClass")
@@ -1184,6 +1283,53 @@ mod tests {
             schema.attribute("OBJECTCLASS"),
             Some(schema.object_class_attribute())
         );
+    }
+
+    #[test]
+    fn the_subschema_entry_publishes_every_definition() {
+        let schema = Schema::builtin();
+        let entry = schema.subschema_entry();
+        assert_eq!(entry.dn.to_string(), "cn=Subschema");
+        let values = |name: &str| entry.attribute(name).unwrap().values.clone();
+        assert_eq!(
+            values("attributeTypes").len(),
+            schema.attribute_type_count()
+        );
+        assert_eq!(
+            values("objectClasses").len(),
+            schema.object_classes().count()
+        );
+        assert_eq!(values("matchingRules").len(), MatchingRule::ALL.len());
+        let uses: Vec<String> = values("matchingRuleUse")
+            .into_iter()
+            .map(|value| String::from_utf8(value).unwrap())
+            .collect();
+        let integer_ordering = uses
+            .iter()
+            .find(|text| text.contains("'integerOrderingMatch'"))
+            .unwrap();
+        assert!(
+            integer_ordering.contains("uidNumber") && integer_ordering.contains("gidNumber"),
+            "{integer_ordering}"
+        );
+        let case_exact = uses
+            .iter()
+            .find(|text| text.contains("'caseExactMatch'"))
+            .unwrap();
+        assert!(
+            case_exact.contains(" cn ") || case_exact.contains(" cn $"),
+            "{case_exact}"
+        );
+        assert!(values("ldapSyntaxes")
+            .iter()
+            .any(|value| value == b"( 1.3.6.1.4.1.1466.115.121.1.27 DESC 'INTEGER' )"));
+        // Every published value is valid per its attribute's syntax.
+        for attribute in &entry.attributes {
+            let attr = schema.attribute(&attribute.description).unwrap();
+            for value in &attribute.values {
+                schema.normalize_value(attr, value).unwrap();
+            }
+        }
     }
 
     #[test]
