@@ -438,8 +438,12 @@ pub fn decode_posting_chunk_into(
             if low_halves.max().is_some_and(|max| max > u16::MAX as u32) {
                 return Err(CorruptChunk("low half above 65535"));
             }
-            for low in low_halves {
-                into.insert(base | low);
+            if base == 0 && into.is_empty() {
+                *into = low_halves;
+            } else {
+                let shifted = RoaringBitmap::from_sorted_iter(low_halves.iter().map(|low| base | low))
+                    .expect("a bitmap iterates in sorted order");
+                *into |= shifted;
             }
             Ok(())
         }

@@ -2,6 +2,7 @@
 //! layout, the entry codec, the DN tree, exact posting-list indexes, search, single-entry
 //! writes, and check / stat / export.
 
+mod admin;
 pub mod codec;
 mod env;
 pub mod layout;
@@ -10,6 +11,7 @@ mod search;
 mod store;
 mod write;
 
+pub use admin::{CheckReport, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTED_MAX};
 pub use layout::{EntryId, IndexKinds};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
 pub use search::{Scope, SearchCursor, SearchSpec};

@@ -414,3 +414,16 @@ impl EntryView for EntryRef<'_> {
         }
     }
 }
+
+impl std::fmt::Debug for EntryRef<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = formatter.debug_map();
+        map.entry(&"id", &self.id);
+        for attribute in self.attributes() {
+            let values: Vec<String> =
+                attribute.values().map(|(original, _)| String::from_utf8_lossy(original).into_owned()).collect();
+            map.entry(&attribute.description_text(), &values);
+        }
+        map.finish()
+    }
+}

@@ -1,0 +1,417 @@
+//! Whole-store operations: export (LDIF), stat, check.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::Write;
+
+use lmdir_schema::{AttrId, LdapError};
+use roaring::RoaringBitmap;
+
+use crate::layout::{self, EntryId, ROOT_PARENT_ID};
+use crate::read::{children_of, corrupt, ReadTxn, TREE_DEPTH_MAX};
+use crate::store::{RawDatabase, Store, StoreError};
+use crate::write::WorkingAttribute;
+
+/// Problems listed in a `CheckReport` before the rest are only counted.
+pub const CHECK_PROBLEMS_LISTED_MAX: usize = 1000;
+
+impl ReadTxn {
+    /// Every entry ID in DN-tree depth-first order (parents before children, siblings by ID).
+    pub fn ids_parents_first(&self) -> Result<Vec<EntryId>, LdapError> {
+        let mut order = Vec::new();
+        let mut roots = children_of(&self.inner, self.txn(), ROOT_PARENT_ID)?;
+        roots.sort_unstable();
+        let mut stack: Vec<(EntryId, usize)> = roots.into_iter().rev().map(|id| (id, 0)).collect();
+        while let Some((id, depth)) = stack.pop() {
+            if depth > TREE_DEPTH_MAX {
+                return Err(corrupt(format!("DN tree deeper than {TREE_DEPTH_MAX} at entry {id}")));
+            }
+            order.push(id);
+            let mut children = children_of(&self.inner, self.txn(), id)?;
+            children.sort_unstable();
+            stack.extend(children.into_iter().rev().map(|child| (child, depth + 1)));
+        }
+        Ok(order)
+    }
+
+    /// Writes every entry as LDIF, parents before children, from this one snapshot.
+    pub fn export(&self, output: &mut dyn Write) -> Result<u64, StoreError> {
+        let mut writer = lmdir_ldif::LdifWriter::new(output);
+        writer.write_version()?;
+        let mut count = 0;
+        for id in self.ids_parents_first()? {
+            let entry = self.entry(id)?.ok_or_else(|| corrupt(format!("entry {id} is in the tree but not in id2entry")))?;
+            let dn = self.dn_of(id)?;
+            writer.write_entry(
+                &dn,
+                entry
+                    .attributes()
+                    .flat_map(|attribute| attribute.values().map(move |(original, _)| (attribute.description_text(), original))),
+            )?;
+            count += 1;
+        }
+        writer.flush()?;
+        Ok(count)
+    }
+
+    pub(crate) fn working_attributes(&self, id: EntryId) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
+        Ok(self.entry(id)?.map(|entry| {
+            entry
+                .attributes()
+                .map(|attribute| WorkingAttribute {
+                    text: attribute.description.text.clone(),
+                    attr: attribute.attr(),
+                    options: attribute.options().to_vec(),
+                    values: attribute.values().map(|(original, normalized)| (original.to_vec(), normalized.to_vec())).collect(),
+                })
+                .collect()
+        }))
+    }
+}
+
+impl Store {
+    /// Exports all entries as LDIF under one read txn (consistent while writers run).
+    pub fn export(&self, output: &mut dyn Write) -> Result<u64, StoreError> {
+        self.read()?.export(output)
+    }
+}
+
+/// Size facts of one LMDB DB.
+#[derive(Clone, Debug, Default)]
+pub struct DatabaseStat {
+    pub name: String,
+    pub rows: u64,
+    pub depth: u32,
+    pub branch_pages: u64,
+    pub leaf_pages: u64,
+    pub overflow_pages: u64,
+    pub size_bytes: u64,
+}
+
+/// Facts of one index DB.
+#[derive(Clone, Debug, Default)]
+pub struct IndexStat {
+    pub attribute: String,
+    pub kinds: Vec<&'static str>,
+    /// Distinct keys (a key spans one or more chunks).
+    pub key_count: u64,
+    /// Sum of all posting list lengths.
+    pub posting_count: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Stat {
+    pub entries: u64,
+    pub databases: Vec<DatabaseStat>,
+    pub indexes: Vec<IndexStat>,
+}
+
+impl fmt::Display for Stat {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(formatter, "entries: {}", self.entries)?;
+        writeln!(formatter, "{:<24} {:>12} {:>6} {:>10} {:>10} {:>10} {:>14}", "db", "rows", "depth", "branch", "leaf", "overflow", "bytes")?;
+        for database in &self.databases {
+            writeln!(
+                formatter,
+                "{:<24} {:>12} {:>6} {:>10} {:>10} {:>10} {:>14}",
+                database.name,
+                database.rows,
+                database.depth,
+                database.branch_pages,
+                database.leaf_pages,
+                database.overflow_pages,
+                database.size_bytes
+            )?;
+        }
+        for index in &self.indexes {
+            writeln!(
+                formatter,
+                "index {} ({}): {} keys, {} postings",
+                index.attribute,
+                index.kinds.join(","),
+                index.key_count,
+                index.posting_count
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn database_stat(name: &str, database: RawDatabase, read: &ReadTxn) -> Result<DatabaseStat, StoreError> {
+    let stat = database.stat(read.txn())?;
+    let pages = (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64;
+    Ok(DatabaseStat {
+        name: name.to_string(),
+        rows: stat.entries as u64,
+        depth: stat.depth,
+        branch_pages: stat.branch_pages as u64,
+        leaf_pages: stat.leaf_pages as u64,
+        overflow_pages: stat.overflow_pages as u64,
+        size_bytes: pages * stat.page_size as u64,
+    })
+}
+
+fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        layout::KIND_EQUALITY => "eq",
+        layout::KIND_PRESENCE => "pres",
+        layout::KIND_INITIAL => "sub-initial",
+        layout::KIND_ANY => "sub-any",
+        layout::KIND_FINAL => "sub-final",
+        layout::KIND_ORDERED => "ord",
+        _ => "unknown-kind",
+    }
+}
+
+/// Reads a whole index DB as key (without chunk) → IDs.
+fn read_index(database: RawDatabase, read: &ReadTxn, problems: &mut Problems, attribute: &str) -> Result<BTreeMap<Vec<u8>, RoaringBitmap>, StoreError> {
+    let mut keys: BTreeMap<Vec<u8>, RoaringBitmap> = BTreeMap::new();
+    for row in database.iter(read.txn())? {
+        let (full_key, value) = row?;
+        let Some((key, chunk)) = layout::split_index_key(full_key) else {
+            problems.push(format!("index {attribute}: key {} is too short", hex(full_key)));
+            continue;
+        };
+        let ids = keys.entry(key.to_vec()).or_default();
+        if let Err(error) = layout::decode_posting_chunk_into(value, chunk, ids) {
+            problems.push(format!("index {attribute}: key {} chunk {chunk}: {error}", hex(key)));
+        }
+    }
+    Ok(keys)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+impl Store {
+    pub fn stat(&self) -> Result<Stat, StoreError> {
+        let read = self.read()?;
+        let databases = &self.inner.databases;
+        let mut stat = Stat { entries: read.entry_count()?, ..Stat::default() };
+        for (name, database) in [
+            (layout::DB_META, databases.meta),
+            (layout::DB_ID2ENTRY, databases.id2entry),
+            (layout::DB_ID2NODE, databases.id2node),
+            (layout::DB_DN2ID, databases.dn2id),
+        ] {
+            stat.databases.push(database_stat(name, database, &read)?);
+        }
+        let mut attrs: Vec<(&AttrId, &RawDatabase)> = databases.indexes.iter().collect();
+        attrs.sort_by_key(|(attr, _)| self.inner.schema.attribute_type(**attr).name().to_ascii_lowercase());
+        for (attr, database) in attrs {
+            let name = self.inner.schema.attribute_type(*attr).name().to_ascii_lowercase();
+            stat.databases.push(database_stat(&format!("{}{name}", layout::INDEX_DB_PREFIX), *database, &read)?);
+            let mut ignored = Problems::default();
+            let keys = read_index(*database, &read, &mut ignored, &name)?;
+            stat.indexes.push(IndexStat {
+                attribute: name,
+                kinds: self.configured_kinds(*attr).names(),
+                key_count: keys.len() as u64,
+                posting_count: keys.values().map(RoaringBitmap::len).sum(),
+            });
+        }
+        Ok(stat)
+    }
+}
+
+#[derive(Default)]
+struct Problems {
+    listed: Vec<String>,
+    more: u64,
+}
+
+impl Problems {
+    fn push(&mut self, problem: String) {
+        if self.listed.len() < CHECK_PROBLEMS_LISTED_MAX {
+            self.listed.push(problem);
+        } else {
+            self.more += 1;
+        }
+    }
+}
+
+/// The result of `Store::check`.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    pub entries_checked: u64,
+    pub postings_checked: u64,
+    /// One line per problem (at most `CHECK_PROBLEMS_LISTED_MAX`).
+    pub problems: Vec<String>,
+    /// Problems beyond the listed ones.
+    pub problems_not_listed: u64,
+}
+
+impl CheckReport {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty() && self.problems_not_listed == 0
+    }
+}
+
+impl fmt::Display for CheckReport {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for problem in &self.problems {
+            writeln!(formatter, "{problem}")?;
+        }
+        if self.problems_not_listed > 0 {
+            writeln!(formatter, "... and {} more problems", self.problems_not_listed)?;
+        }
+        write!(
+            formatter,
+            "{} entries, {} postings checked: {}",
+            self.entries_checked,
+            self.postings_checked,
+            if self.is_clean() { "clean".to_string() } else { format!("{} problems", self.problems.len() as u64 + self.problems_not_listed) }
+        )
+    }
+}
+
+impl Store {
+    /// Verifies every id2entry / id2node / dn2id link, subtree sizes and child counts, and
+    /// every index posting against postings recomputed from the stored entries.
+    pub fn check(&self) -> Result<CheckReport, StoreError> {
+        let read = self.read()?;
+        let databases = &self.inner.databases;
+        let mut problems = Problems::default();
+        let describe = |id: EntryId| -> String {
+            match read.dn_of(id) {
+                Ok(dn) => format!("entry {id} '{dn}'"),
+                Err(_) => format!("entry {id}"),
+            }
+        };
+
+        // Nodes: parent links, dn2id back-links; computed sizes.
+        let mut parents: HashMap<EntryId, EntryId> = HashMap::new();
+        let mut stored_sizes: HashMap<EntryId, (u32, u32)> = HashMap::new();
+        let mut max_id = 0;
+        for row in databases.id2node.iter(read.txn())? {
+            let (key, value) = row?;
+            let Some(id) = layout::decode_id(key).filter(|_| key.len() == 4) else {
+                problems.push(format!("id2node: bad key {}", hex(key)));
+                continue;
+            };
+            max_id = max_id.max(id);
+            let Some(node) = layout::decode_node(value) else {
+                problems.push(format!("id2node: {}: undecodable node", describe(id)));
+                continue;
+            };
+            parents.insert(id, node.parent);
+            stored_sizes.insert(id, (node.subtree_size, node.child_count));
+            let mut dn2id_key = Vec::new();
+            layout::encode_dn2id_key(node.parent, node.rdn_normalized, &mut dn2id_key);
+            match databases.dn2id.get(read.txn(), &dn2id_key)? {
+                Some(bytes) if layout::decode_id(bytes) == Some(id) => {}
+                Some(bytes) => problems.push(format!(
+                    "dn2id: {}: its key maps to entry {:?} instead",
+                    describe(id),
+                    layout::decode_id(bytes)
+                )),
+                None => problems.push(format!("dn2id: {}: no row under parent {}", describe(id), node.parent)),
+            }
+            if databases.id2entry.get(read.txn(), key)?.is_none() {
+                problems.push(format!("id2entry: {}: node without entry", describe(id)));
+            }
+        }
+        let mut computed: HashMap<EntryId, (u32, u32)> = parents.keys().map(|id| (*id, (0, 0))).collect();
+        for (&id, &parent) in &parents {
+            if parent != ROOT_PARENT_ID {
+                match computed.get_mut(&parent) {
+                    Some(counts) => counts.1 += 1,
+                    None => problems.push(format!("id2node: {}: parent {parent} does not exist", describe(id))),
+                }
+            }
+            let mut current = id;
+            let mut depth = 0;
+            while current != ROOT_PARENT_ID {
+                match computed.get_mut(&current) {
+                    Some(counts) => counts.0 += 1,
+                    None => break,
+                }
+                current = parents.get(&current).copied().unwrap_or(ROOT_PARENT_ID);
+                depth += 1;
+                if depth > TREE_DEPTH_MAX {
+                    problems.push(format!("id2node: {}: parent chain is cyclic or too deep", describe(id)));
+                    break;
+                }
+            }
+        }
+        for (id, (size, children)) in &computed {
+            let (stored_size, stored_children) = stored_sizes[id];
+            if *size != stored_size {
+                problems.push(format!("id2node: {}: subtree size {stored_size}, counted {size}", describe(*id)));
+            }
+            if *children != stored_children {
+                problems.push(format!("id2node: {}: child count {stored_children}, counted {children}", describe(*id)));
+            }
+        }
+        for row in databases.dn2id.iter(read.txn())? {
+            let (key, value) = row?;
+            match (layout::decode_dn2id_key(key), layout::decode_id(value)) {
+                (Some((parent, _)), Some(id)) if parents.get(&id) == Some(&parent) => {}
+                _ => problems.push(format!("dn2id: row {} → {} has no matching node", hex(key), hex(value))),
+            }
+        }
+
+        // Entries and recomputed postings.
+        let mut expected: HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>> = HashMap::new();
+        let mut entries_checked = 0;
+        for row in databases.id2entry.iter(read.txn())? {
+            let (key, _) = row?;
+            let Some(id) = layout::decode_id(key).filter(|_| key.len() == 4) else {
+                problems.push(format!("id2entry: bad key {}", hex(key)));
+                continue;
+            };
+            max_id = max_id.max(id);
+            entries_checked += 1;
+            if !parents.contains_key(&id) {
+                problems.push(format!("id2node: entry {id}: entry without node"));
+            }
+            match read.working_attributes(id) {
+                Ok(Some(attributes)) => {
+                    for (attr, keys) in self.inner.index_keys(&attributes) {
+                        let per_attr = expected.entry(attr).or_default();
+                        for key in keys {
+                            per_attr.entry(key).or_default().insert(id);
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => problems.push(format!("id2entry: entry {id}: {}", error.message)),
+            }
+        }
+        let next_id = databases.meta.get(read.txn(), layout::META_NEXT_ID)?.and_then(layout::decode_id).unwrap_or(0);
+        if next_id <= max_id {
+            problems.push(format!("meta: next_id {next_id} is not above the largest ID {max_id}"));
+        }
+
+        let mut postings_checked = 0;
+        let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
+        attrs.sort_unstable();
+        for attr in attrs {
+            let database = databases.indexes[&attr];
+            let name = self.inner.schema.attribute_type(attr).name().to_ascii_lowercase();
+            let stored = read_index(database, &read, &mut problems, &name)?;
+            let empty = BTreeMap::new();
+            let wanted = expected.get(&attr).unwrap_or(&empty);
+            for (key, ids) in &stored {
+                postings_checked += ids.len();
+                let kind = kind_name(key[0]);
+                let expected_ids = wanted.get(key).cloned().unwrap_or_default();
+                for id in ids - &expected_ids {
+                    problems.push(format!("index {name} {kind}: {} posted under key {} without a value producing it", describe(id), hex(key)));
+                }
+                for id in &expected_ids - ids {
+                    problems.push(format!("index {name} {kind}: {} missing from key {}", describe(id), hex(key)));
+                }
+            }
+            for (key, ids) in wanted {
+                if !stored.contains_key(key) {
+                    for id in ids {
+                        problems.push(format!("index {name} {}: {} missing from key {} (key absent)", kind_name(key[0]), describe(id), hex(key)));
+                    }
+                }
+            }
+        }
+        Ok(CheckReport { entries_checked, postings_checked, problems: problems.listed, problems_not_listed: problems.more })
+    }
+}
