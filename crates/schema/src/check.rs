@@ -24,6 +24,35 @@ pub struct CheckedEntry {
     pub structural_object_class: ObjectClassId,
 }
 
+/// Index of the first value whose normalized form equals an earlier one's. Sorting keeps
+/// this O(n log n) for groups with hundreds of thousands of members.
+fn first_duplicate(values: &[(Vec<u8>, Vec<u8>)]) -> Option<usize> {
+    first_duplicate_by(values, |(_, normalized)| normalized)
+}
+
+fn first_duplicate_by<T>(items: &[T], key: impl Fn(&T) -> &[u8]) -> Option<usize> {
+    /// Below this many values the quadratic scan is cheaper than sorting.
+    const SORT_THRESHOLD: usize = 16;
+    if items.len() <= SORT_THRESHOLD {
+        return (1..items.len()).find(|index| {
+            items[..*index]
+                .iter()
+                .any(|earlier| key(earlier) == key(&items[*index]))
+        });
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_unstable_by(|left, right| {
+        key(&items[*left])
+            .cmp(key(&items[*right]))
+            .then(left.cmp(right))
+    });
+    order
+        .windows(2)
+        .filter(|pair| key(&items[pair[0]]) == key(&items[pair[1]]))
+        .map(|pair| pair[1])
+        .min()
+}
+
 fn violation(code: ResultCode, message: String) -> LdapError {
     LdapError::new(code, message)
 }
@@ -181,20 +210,16 @@ impl Schema {
                             ),
                         )
                     })?;
-                if target
-                    .values
-                    .iter()
-                    .any(|(_, existing)| *existing == normalized)
-                {
-                    return Err(violation(
-                        ResultCode::AttributeOrValueExists,
-                        format!(
-                            "{}: value #{value_index} provided more than once",
-                            target.description_string
-                        ),
-                    ));
-                }
                 target.values.push((value.clone(), normalized));
+            }
+            if let Some(duplicate) = first_duplicate(&target.values) {
+                return Err(violation(
+                    ResultCode::AttributeOrValueExists,
+                    format!(
+                        "{}: value #{duplicate} provided more than once",
+                        target.description_string
+                    ),
+                ));
             }
             let attribute_type = self.attribute_type(target.description.attr);
             if attribute_type.single_value && target.values.len() > 1 {
@@ -354,7 +379,8 @@ impl Schema {
                     ));
                 }
                 let new_normalized = normalize_all(&modification.values, "add")?;
-                let mut seen = existing_normalized(position, entry);
+                let mut seen: std::collections::HashSet<Vec<u8>> =
+                    existing_normalized(position, entry).into_iter().collect();
                 for (index, normalized) in new_normalized.into_iter().enumerate() {
                     if seen.contains(&normalized) {
                         return Err(violation(
@@ -362,7 +388,7 @@ impl Schema {
                             format!("modify/add: {name}: value #{index} already exists"),
                         ));
                     }
-                    seen.push(normalized);
+                    seen.insert(normalized);
                 }
                 match position {
                     Some(index) => entry.attributes[index]
@@ -387,8 +413,12 @@ impl Schema {
                 }
                 let to_delete = normalize_all(&modification.values, "delete")?;
                 let existing = existing_normalized(position, entry);
+                let existing_set: std::collections::HashSet<&[u8]> =
+                    existing.iter().map(Vec::as_slice).collect();
+                let to_delete_set: std::collections::HashSet<&[u8]> =
+                    to_delete.iter().map(Vec::as_slice).collect();
                 for (value_index, normalized) in to_delete.iter().enumerate() {
-                    if !existing.contains(normalized) {
+                    if !existing_set.contains(normalized.as_slice()) {
                         return Err(violation(
                             ResultCode::NoSuchAttribute,
                             format!("modify/delete: {name}: value #{value_index} does not exist"),
@@ -399,7 +429,7 @@ impl Schema {
                     .values
                     .iter()
                     .zip(existing.iter())
-                    .filter(|(_, normalized)| !to_delete.contains(normalized))
+                    .filter(|(_, normalized)| !to_delete_set.contains(normalized.as_slice()))
                     .map(|(value, _)| value.clone())
                     .collect();
                 if kept.is_empty() {
@@ -410,15 +440,11 @@ impl Schema {
             }
             ModOp::Replace => {
                 let normalized = normalize_all(&modification.values, "replace")?;
-                for (index, value) in normalized.iter().enumerate() {
-                    if normalized[..index].contains(value) {
-                        return Err(violation(
-                            ResultCode::AttributeOrValueExists,
-                            format!(
-                                "modify/replace: {name}: value #{index} provided more than once"
-                            ),
-                        ));
-                    }
+                if let Some(index) = first_duplicate_by(&normalized, Vec::as_slice) {
+                    return Err(violation(
+                        ResultCode::AttributeOrValueExists,
+                        format!("modify/replace: {name}: value #{index} provided more than once"),
+                    ));
                 }
                 match (position, modification.values.is_empty()) {
                     (Some(index), true) => {
@@ -722,6 +748,45 @@ mod tests {
         Schema::builtin()
             .check_user_modification("cn;lang-en")
             .unwrap();
+    }
+
+    #[test]
+    fn duplicates_are_found_in_large_groups() {
+        let members: Vec<String> = (0..5000)
+            .map(|index| format!("uid=user{index},dc=example"))
+            .collect();
+        let mut values: Vec<&str> = members.iter().map(String::as_str).collect();
+        values.push("UID=USER17, DC=EXAMPLE");
+        values.push("uid=user3,dc=example");
+        let group = entry(
+            "cn=big",
+            &[
+                ("objectClass", &["groupOfNames"]),
+                ("cn", &["big"]),
+                ("member", &values),
+            ],
+        );
+        let error = error_of(&group);
+        assert_eq!(error.code, ResultCode::AttributeOrValueExists);
+        assert_eq!(error.message, "member: value #5000 provided more than once");
+        values.truncate(5000);
+        let group = entry(
+            "cn=big",
+            &[
+                ("objectClass", &["groupOfNames"]),
+                ("cn", &["big"]),
+                ("member", &values),
+            ],
+        );
+        Schema::builtin().check_entry(&group).unwrap();
+        assert_eq!(
+            first_duplicate_by(
+                &[b"a".to_vec(), b"b".to_vec(), b"a".to_vec()],
+                Vec::as_slice
+            ),
+            Some(2)
+        );
+        assert_eq!(first_duplicate_by::<Vec<u8>>(&[], Vec::as_slice), None);
     }
 
     #[test]
