@@ -1,2 +1,164 @@
 //! lmdir-load: the parallel bulk loader and reindexer.
+//!
+//! Stage 1 (a reader thread) cuts the LDIF into batches of records; stage 2 (one worker per core)
+//! parses, checks, normalizes and encodes each entry and groups its index keys into per-thread
+//! posting runs (spilled compressed when over the memory budget); stage 3 (the calling thread,
+//! LMDB's single writer) appends `id2entry` in ID order, builds the DN tree, and at the end
+//! k-way merges the runs into each index DB in key order with APPEND. See README.md.
+
+mod pipeline;
+mod prepare;
+mod progress;
+mod reindex;
 pub mod runs;
+mod tree;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lmdir_schema::Schema;
+use lmdir_store::{StoreError, StoreOptions};
+
+pub use pipeline::load;
+pub use prepare::RecordError;
+pub use reindex::{reindex, ReindexSummary};
+
+/// How to load.
+#[derive(Clone)]
+pub struct LoadOptions {
+    /// The store directory (created; a fresh load builds beside it and renames into place).
+    pub directory: PathBuf,
+    pub store: StoreOptions,
+    pub schema: Arc<Schema>,
+    /// Like `slapadd -q`: no schema checks (values are still normalized).
+    pub quick: bool,
+    /// Skip bad records (each reported in the summary) instead of stopping at the first.
+    pub continue_on_error: bool,
+    /// Memory budget for the sort runs; 0 = min(1 GiB, RAM / 4).
+    pub memory_bytes_max: usize,
+    /// Worker threads; 0 = one per core.
+    pub threads: usize,
+    /// Show progress (a bar on a terminal, periodic lines otherwise).
+    pub progress: bool,
+    /// creatorsName / modifiersName for entries that lack them.
+    pub creators_name: String,
+}
+
+impl LoadOptions {
+    pub fn new(directory: PathBuf, store: StoreOptions, schema: Arc<Schema>) -> Self {
+        LoadOptions {
+            directory,
+            store,
+            schema,
+            quick: false,
+            continue_on_error: false,
+            memory_bytes_max: 0,
+            threads: 0,
+            progress: false,
+            creators_name: String::new(),
+        }
+    }
+}
+
+/// What a load did.
+#[derive(Debug, Clone)]
+pub struct LoadSummary {
+    pub entries: u64,
+    /// Records skipped with `continue_on_error` (at most `SKIPPED_REPORTED_MAX` kept).
+    pub skipped: Vec<RecordError>,
+    pub skipped_count: u64,
+    pub elapsed: Duration,
+    pub input_bytes: u64,
+    pub database_bytes: u64,
+    pub peak_rss_bytes: u64,
+    pub spill_files: u64,
+}
+
+/// Skipped records kept for the report; the count covers all.
+pub const SKIPPED_REPORTED_MAX: usize = 1000;
+
+impl std::fmt::Display for LoadSummary {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seconds = self.elapsed.as_secs_f64().max(1e-9);
+        writeln!(
+            formatter,
+            "loaded {} entries in {:.2} s ({:.0} entries/s, {:.1} MB/s of LDIF)",
+            self.entries,
+            seconds,
+            self.entries as f64 / seconds,
+            self.input_bytes as f64 / 1e6 / seconds
+        )?;
+        writeln!(
+            formatter,
+            "database size {:.1} MB, peak RSS {:.1} MB, {} spill files",
+            self.database_bytes as f64 / 1e6,
+            self.peak_rss_bytes as f64 / 1e6,
+            self.spill_files
+        )?;
+        if self.skipped_count > 0 {
+            for error in &self.skipped {
+                writeln!(formatter, "skipped: {error}")?;
+            }
+            writeln!(formatter, "{} records skipped", self.skipped_count)?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Record(RecordError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("LMDB: {0}")]
+    Lmdb(#[from] heed::Error),
+    #[error("{0}")]
+    Run(#[from] runs::RunError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Peak resident set size of this process (VmHWM), 0 when unknown.
+pub fn peak_rss_bytes() -> u64 {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kilobytes| kilobytes * 1024)
+}
+
+/// The default memory budget: min(1 GiB, RAM / 4).
+pub fn default_memory_bytes() -> usize {
+    const GIBIBYTE: usize = 1 << 30;
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("MemTotal:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                })
+        })
+        .map_or(4 * GIBIBYTE, |kilobytes| kilobytes * 1024);
+    GIBIBYTE.min(total / 4)
+}

@@ -49,7 +49,8 @@ impl Hasher for WordHasher {
         for (shift, byte) in chunks.remainder().iter().enumerate() {
             tail |= u64::from(*byte) << (shift * 8);
         }
-        self.state = (self.state.rotate_left(5) ^ tail ^ (bytes.len() as u64)).wrapping_mul(MULTIPLIER);
+        self.state =
+            (self.state.rotate_left(5) ^ tail ^ (bytes.len() as u64)).wrapping_mul(MULTIPLIER);
     }
 }
 
@@ -67,7 +68,10 @@ pub enum RunError {
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> RunError + '_ {
-    move |source| RunError::Io { path: path.to_path_buf(), source }
+    move |source| RunError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// One spilled run on disk; the file is deleted when this is dropped.
@@ -150,16 +154,25 @@ impl PostingRun {
             .map_err(io_error(&self.spill_directory))?;
         let path = file.path().to_path_buf();
         let handle = file.as_file().try_clone().map_err(io_error(&path))?;
-        let mut encoder = lz4_flex::frame::FrameEncoder::new(BufWriter::with_capacity(SPILL_BUFFER_BYTES, handle));
+        let mut encoder = lz4_flex::frame::FrameEncoder::new(BufWriter::with_capacity(
+            SPILL_BUFFER_BYTES,
+            handle,
+        ));
         let mut scratch = Vec::with_capacity(1024);
         for (key, ids) in &sorted {
             scratch.clear();
             encode_record(&mut scratch, key, ids);
             encoder.write_all(&scratch).map_err(io_error(&path))?;
         }
-        let mut writer = encoder.finish().map_err(|error| RunError::Io { path: path.clone(), source: error.into() })?;
+        let mut writer = encoder.finish().map_err(|error| RunError::Io {
+            path: path.clone(),
+            source: error.into(),
+        })?;
         writer.flush().map_err(io_error(&path))?;
-        self.spilled.push(SpilledRun { file, key_count: sorted.len() as u64 });
+        self.spilled.push(SpilledRun {
+            file,
+            key_count: sorted.len() as u64,
+        });
         Ok(())
     }
 
@@ -173,7 +186,10 @@ impl PostingRun {
     /// Finishes the run: its spilled files plus the sorted in-memory remainder.
     pub fn finish(mut self) -> FinishedRun {
         let memory = self.take_sorted();
-        FinishedRun { spilled: std::mem::take(&mut self.spilled), memory }
+        FinishedRun {
+            spilled: std::mem::take(&mut self.spilled),
+            memory,
+        }
     }
 }
 
@@ -214,7 +230,10 @@ impl RunReader {
         let path = run.path().to_path_buf();
         let file = File::open(&path).map_err(io_error(&path))?;
         Ok(RunReader {
-            decoder: lz4_flex::frame::FrameDecoder::new(BufReader::with_capacity(SPILL_BUFFER_BYTES, file)),
+            decoder: lz4_flex::frame::FrameDecoder::new(BufReader::with_capacity(
+                SPILL_BUFFER_BYTES,
+                file,
+            )),
             path,
         })
     }
@@ -225,17 +244,30 @@ impl RunReader {
             let mut byte = [0u8; 1];
             match self.decoder.read(&mut byte) {
                 Ok(0) if shift == 0 && at_record_start => return Ok(None),
-                Ok(0) => return Err(RunError::Corrupt { path: self.path.clone(), what: "truncated varint" }),
+                Ok(0) => {
+                    return Err(RunError::Corrupt {
+                        path: self.path.clone(),
+                        what: "truncated varint",
+                    })
+                }
                 Ok(_) => {}
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                Err(error) => return Err(RunError::Io { path: self.path.clone(), source: error }),
+                Err(error) => {
+                    return Err(RunError::Io {
+                        path: self.path.clone(),
+                        source: error,
+                    })
+                }
             }
             value |= u64::from(byte[0] & 0x7f) << shift;
             if byte[0] & 0x80 == 0 {
                 return Ok(Some(value));
             }
         }
-        Err(RunError::Corrupt { path: self.path.clone(), what: "varint too long" })
+        Err(RunError::Corrupt {
+            path: self.path.clone(),
+            what: "varint too long",
+        })
     }
 
     /// Reads the next record into `key`/`ids`; false at the end of the run.
@@ -244,21 +276,34 @@ impl RunReader {
             return Ok(false);
         };
         if key_length as usize > KEY_BYTES_MAX {
-            return Err(RunError::Corrupt { path: self.path.clone(), what: "key length over limit" });
+            return Err(RunError::Corrupt {
+                path: self.path.clone(),
+                what: "key length over limit",
+            });
         }
         key.resize(key_length as usize, 0);
         self.decoder.read_exact(key).map_err(io_error(&self.path))?;
         let count = self.read_varint(false)?.expect("not at record start");
         if count == 0 || count > u64::from(u32::MAX) {
-            return Err(RunError::Corrupt { path: self.path.clone(), what: "bad id count" });
+            return Err(RunError::Corrupt {
+                path: self.path.clone(),
+                what: "bad id count",
+            });
         }
         ids.clear();
         let mut previous = 0u64;
         for position in 0..count {
             let delta = self.read_varint(false)?.expect("not at record start");
-            let id = if position == 0 { delta } else { previous + delta };
+            let id = if position == 0 {
+                delta
+            } else {
+                previous + delta
+            };
             if id > u64::from(u32::MAX) || (position > 0 && delta == 0) {
-                return Err(RunError::Corrupt { path: self.path.clone(), what: "bad id delta" });
+                return Err(RunError::Corrupt {
+                    path: self.path.clone(),
+                    what: "bad id delta",
+                });
             }
             ids.push(id as u32);
             previous = id;
@@ -268,7 +313,7 @@ impl RunReader {
 }
 
 enum Source {
-    Spilled(RunReader),
+    Spilled(Box<RunReader>),
     Memory(std::vec::IntoIter<(Box<[u8]>, Vec<u32>)>),
 }
 
@@ -292,7 +337,10 @@ impl PartialOrd for Head {
 impl Ord for Head {
     // Reversed: BinaryHeap is a max-heap and the merge wants the smallest key first.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.key.cmp(&self.key).then_with(|| other.source.cmp(&self.source))
+        other
+            .key
+            .cmp(&self.key)
+            .then_with(|| other.source.cmp(&self.source))
     }
 }
 
@@ -310,21 +358,30 @@ impl MergedRuns {
         let mut spilled_files = Vec::new();
         for run in runs {
             for spilled in run.spilled {
-                sources.push(Source::Spilled(RunReader::open(&spilled)?));
+                sources.push(Source::Spilled(Box::new(RunReader::open(&spilled)?)));
                 spilled_files.push(spilled);
             }
             if !run.memory.is_empty() {
                 sources.push(Source::Memory(run.memory.into_iter()));
             }
         }
-        let mut merged = MergedRuns { sources, heap: BinaryHeap::new(), _spilled: spilled_files };
+        let mut merged = MergedRuns {
+            sources,
+            heap: BinaryHeap::new(),
+            _spilled: spilled_files,
+        };
         for source in 0..merged.sources.len() {
             merged.refill(source, Vec::new(), Vec::new())?;
         }
         Ok(merged)
     }
 
-    fn refill(&mut self, source: usize, mut key: Vec<u8>, mut ids: Vec<u32>) -> Result<(), RunError> {
+    fn refill(
+        &mut self,
+        source: usize,
+        mut key: Vec<u8>,
+        mut ids: Vec<u32>,
+    ) -> Result<(), RunError> {
         let more = match &mut self.sources[source] {
             Source::Spilled(reader) => reader.next_into(&mut key, &mut ids)?,
             Source::Memory(iterator) => match iterator.next() {
@@ -377,7 +434,10 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn run_scenario(pairs_per_thread: &[Vec<(Vec<u8>, u32)>], budget_bytes: usize) -> BTreeMap<Vec<u8>, Vec<u32>> {
+    fn run_scenario(
+        pairs_per_thread: &[Vec<(Vec<u8>, u32)>],
+        budget_bytes: usize,
+    ) -> BTreeMap<Vec<u8>, Vec<u32>> {
         let directory = tempfile::tempdir().unwrap();
         let mut finished = Vec::new();
         for pairs in pairs_per_thread {

@@ -1,0 +1,656 @@
+//! The load pipeline: reader thread → worker threads → the sequencer/writer (calling thread).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use heed::{PutFlags, RwTxn};
+use lmdir_ldif::{ChunkedRecordSource, ParseOptions, RecordBatch};
+use lmdir_schema::AttrId;
+use lmdir_store::layout::{self, IndexKinds};
+use lmdir_store::RawDatabase;
+use lmdir_store::Store;
+use roaring::RoaringBitmap;
+
+use crate::prepare::{
+    prepare_record, DescriptionNumbers, OperationalValues, PrepareContext, PreparedEntry,
+    RecordError, WorkerScratch, INDEX_DB_PREFIX_BYTES,
+};
+use crate::progress::Progress;
+use crate::runs::{FinishedRun, MergedRuns, PostingRun, RunError};
+use crate::tree::{TreeBuilder, TreeError};
+use crate::{LoadError, LoadOptions, LoadSummary, SKIPPED_REPORTED_MAX};
+
+/// LDIF read per batch.
+const CHUNK_BYTES: usize = 4 << 20;
+/// Commit the big write txn after this many bytes of values, so LMDB's dirty page list stays bounded.
+const COMMIT_EVERY_BYTES: usize = 256 << 20;
+/// Batches in flight per worker (read ahead, being prepared, or waiting to be sequenced).
+const BATCHES_IN_FLIGHT_PER_WORKER: usize = 3;
+
+struct WorkBatch {
+    sequence: u64,
+    first_id: u32,
+    batch: RecordBatch,
+}
+
+struct DoneBatch {
+    sequence: u64,
+    input_bytes: usize,
+    results: Vec<Result<PreparedEntry, RecordError>>,
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
+    move |source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The index DBs of a store in a fixed numbering (the run keys' 2-byte prefix).
+pub(crate) fn index_databases(
+    store: &Store,
+    only: Option<&[AttrId]>,
+) -> (HashMap<AttrId, (u16, IndexKinds)>, Vec<RawDatabase>) {
+    let schema = store.schema();
+    let mut attributes: Vec<AttrId> = schema
+        .attribute_types()
+        .map(|(attr, _)| attr)
+        .filter(|attr| {
+            !store.configured_kinds(*attr).is_empty() && store.index_database(*attr).is_some()
+        })
+        .filter(|attr| only.is_none_or(|only| only.contains(attr)))
+        .collect();
+    attributes.sort_unstable();
+    let mut numbers = HashMap::new();
+    let mut databases = Vec::new();
+    for attr in attributes {
+        numbers.insert(attr, (databases.len() as u16, store.configured_kinds(attr)));
+        databases.push(store.index_database(attr).expect("filtered above"));
+    }
+    (numbers, databases)
+}
+
+fn is_empty_store_directory(directory: &Path) -> Result<bool, LoadError> {
+    if !directory.exists() {
+        return Ok(true);
+    }
+    let mut names = Vec::new();
+    for item in std::fs::read_dir(directory).map_err(io_error(directory))? {
+        let item = item.map_err(io_error(directory))?;
+        names.push(item.file_name().to_string_lossy().into_owned());
+    }
+    Ok(names.is_empty())
+}
+
+fn staging_directory(directory: &Path) -> Result<PathBuf, LoadError> {
+    let name = directory
+        .file_name()
+        .ok_or_else(|| {
+            LoadError::Invalid(format!("{}: not a directory name", directory.display()))
+        })?
+        .to_string_lossy()
+        .into_owned();
+    let parent = match directory.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(io_error(&parent))?;
+    // A load killed earlier leaves its staging directory behind; its process is gone.
+    let prefix = format!(".{name}.loading-");
+    if let Ok(items) = std::fs::read_dir(&parent) {
+        for item in items.flatten() {
+            let file_name = item.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = file_name
+                .strip_prefix(&prefix)
+                .and_then(|pid| pid.parse::<u32>().ok())
+            {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = std::fs::remove_dir_all(item.path());
+                }
+            }
+        }
+    }
+    Ok(parent.join(format!("{prefix}{}", std::process::id())))
+}
+
+/// Loads an LDIF file. Into an empty (or absent) directory the load builds a fresh DB beside
+/// it and renames it into place at the end, so a failed or killed load leaves no DB; into a
+/// non-empty store the entries are added through the store's own writes (slower, correct).
+pub fn load(options: &LoadOptions, ldif_path: &Path) -> Result<LoadSummary, LoadError> {
+    let started = Instant::now();
+    let input = File::open(ldif_path).map_err(io_error(ldif_path))?;
+    let input_bytes_total = input.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+    if !is_empty_store_directory(&options.directory)? {
+        let store_directory = &options.directory;
+        let has_entries = {
+            let store = Store::open(
+                store_directory,
+                options.store.clone(),
+                options.schema.clone(),
+            )?;
+            let read = store.env().read_txn()?;
+            store.id2entry_database().len(&read)? > 0
+        };
+        if has_entries {
+            return crate::reindex::load_into_existing(options, input, input_bytes_total, started);
+        }
+        // An opened-but-empty store is replaced by the fresh one.
+        for item in std::fs::read_dir(store_directory).map_err(io_error(store_directory))? {
+            let item = item.map_err(io_error(store_directory))?;
+            std::fs::remove_file(item.path()).map_err(io_error(&item.path()))?;
+        }
+    }
+    let staging = staging_directory(&options.directory)?;
+    let result = load_fresh(options, input, input_bytes_total, &staging, started);
+    match result {
+        Ok(mut summary) => {
+            if options.directory.exists() {
+                std::fs::remove_dir(&options.directory).map_err(io_error(&options.directory))?;
+            }
+            std::fs::rename(&staging, &options.directory).map_err(io_error(&options.directory))?;
+            summary.database_bytes = std::fs::metadata(options.directory.join("data.mdb"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            summary.elapsed = started.elapsed();
+            summary.peak_rss_bytes = crate::peak_rss_bytes();
+            Ok(summary)
+        }
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(error)
+        }
+    }
+}
+
+fn load_fresh(
+    options: &LoadOptions,
+    input: File,
+    input_bytes_total: u64,
+    staging: &Path,
+    started: Instant,
+) -> Result<LoadSummary, LoadError> {
+    let _ = std::fs::remove_dir_all(staging);
+    let mut store_options = options.store.clone();
+    // One fsync at the end instead of one per commit, in both modes.
+    store_options.sync = false;
+    let store = Store::open(staging, store_options, options.schema.clone())?;
+    let threads = if options.threads == 0 {
+        std::thread::available_parallelism().map_or(2, |count| count.get())
+    } else {
+        options.threads
+    };
+    let memory_bytes = if options.memory_bytes_max == 0 {
+        crate::default_memory_bytes()
+    } else {
+        options.memory_bytes_max
+    };
+    let (indexes, databases) = index_databases(&store, None);
+    let normalized_suffix = if options.store.suffix.is_empty() {
+        String::new()
+    } else {
+        options
+            .schema
+            .normalize_dn_str(&options.store.suffix)
+            .map_err(|error| {
+                LoadError::Invalid(format!(
+                    "suffix '{}': {}",
+                    options.store.suffix, error.message
+                ))
+            })?
+    };
+    let existing_descriptions: Vec<String> = {
+        let table = store.descriptions();
+        (0..table.len() as u32)
+            .filter_map(|number| table.get(number).map(|info| info.text.clone()))
+            .collect()
+    };
+    let existing_description_count = existing_descriptions.len();
+    let context = Arc::new(PrepareContext {
+        schema: options.schema.clone(),
+        parse_options: ParseOptions::default(),
+        check_schema: !options.quick,
+        normalized_suffix,
+        indexes,
+        descriptions: Arc::new(DescriptionNumbers::with_existing(existing_descriptions)),
+        operational: OperationalValues::new(SystemTime::now(), &options.creators_name),
+    });
+    let spill_directory = staging.to_path_buf();
+    let worker_budget = (memory_bytes / 10 * 7 / threads).max(1);
+    let tree_budget = (memory_bytes / 10).max(1);
+
+    let abort = AtomicBool::new(false);
+    let window = threads * BATCHES_IN_FLIGHT_PER_WORKER;
+    let (token_sender, token_receiver) = bounded::<()>(window);
+    for _ in 0..window {
+        token_sender
+            .send(())
+            .expect("the token channel has room for the window");
+    }
+    let (work_sender, work_receiver) = bounded::<WorkBatch>(threads);
+    let (done_sender, done_receiver) = bounded::<DoneBatch>(window);
+
+    let mut progress = Progress::new(options.progress, input_bytes_total);
+    let outcome = std::thread::scope(
+        |scope| -> Result<(Sequenced, Vec<FinishedRun>), LoadError> {
+            let reader = {
+                let abort = &abort;
+                scope.spawn(move || read_batches(input, token_receiver, work_sender, abort))
+            };
+            let mut workers = Vec::with_capacity(threads);
+            for _ in 0..threads {
+                let context = context.clone();
+                let work_receiver = work_receiver.clone();
+                let done_sender = done_sender.clone();
+                let spill_directory = spill_directory.clone();
+                let abort = &abort;
+                workers.push(scope.spawn(move || {
+                    prepare_batches(
+                        &context,
+                        work_receiver,
+                        done_sender,
+                        worker_budget,
+                        &spill_directory,
+                        abort,
+                    )
+                }));
+            }
+            drop(work_receiver);
+            drop(done_sender);
+            let sequenced = sequence(
+                options,
+                &store,
+                done_receiver,
+                &token_sender,
+                tree_budget,
+                &spill_directory,
+                &mut progress,
+            );
+            if sequenced.is_err() {
+                abort.store(true, Ordering::SeqCst);
+            }
+            drop(token_sender);
+            let reader_result = reader.join().expect("the reader thread does not panic");
+            let mut runs = Vec::with_capacity(threads);
+            let mut worker_error = None;
+            for worker in workers {
+                match worker.join().expect("worker threads do not panic") {
+                    Ok(run) => runs.push(run),
+                    Err(error) => worker_error = Some(error),
+                }
+            }
+            let sequenced = sequenced?;
+            reader_result?;
+            if let Some(error) = worker_error {
+                return Err(error.into());
+            }
+            Ok((sequenced, runs))
+        },
+    );
+    let (sequenced, runs) = outcome?;
+    progress.phase("merging indexes");
+    let spill_files =
+        runs.iter().map(|run| run.spilled.len() as u64).sum::<u64>() + sequenced.tree_spills;
+    let mut write_txn = store.env().write_txn()?;
+    let merged = MergedRuns::new(runs)?;
+    write_index_runs(
+        &mut write_txn,
+        &databases,
+        merged,
+        &sequenced.rejected,
+        false,
+    )?;
+    // meta: the new description rows and the next ID.
+    let meta = store.meta_database();
+    for (number, text) in context
+        .descriptions
+        .texts()
+        .iter()
+        .enumerate()
+        .skip(existing_description_count)
+    {
+        let mut key = layout::META_DESCRIPTION_PREFIX.to_vec();
+        key.extend_from_slice(&(number as u32).to_be_bytes());
+        meta.put(&mut write_txn, &key, text.as_bytes())?;
+    }
+    meta.put(
+        &mut write_txn,
+        layout::META_NEXT_ID,
+        &(sequenced.max_id + 1).to_be_bytes(),
+    )?;
+    write_txn.commit()?;
+    store.sync()?;
+    progress.finish();
+    drop(store);
+    Ok(LoadSummary {
+        entries: sequenced.entries,
+        skipped: sequenced.skipped,
+        skipped_count: sequenced.skipped_count,
+        elapsed: started.elapsed(),
+        input_bytes: sequenced.input_bytes,
+        database_bytes: 0,
+        peak_rss_bytes: 0,
+        spill_files,
+    })
+}
+
+/// Stage 1: batches of records in file order, numbered; IDs are record ordinals.
+fn read_batches(
+    input: File,
+    tokens: Receiver<()>,
+    work: Sender<WorkBatch>,
+    abort: &AtomicBool,
+) -> Result<(), LoadError> {
+    let mut source =
+        ChunkedRecordSource::with_chunk_bytes(input, &ParseOptions::default(), CHUNK_BYTES);
+    let mut next_id: u64 = 1;
+    let mut sequence = 0u64;
+    loop {
+        if tokens.recv().is_err() || abort.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let batch = match source.next_batch() {
+            Ok(Some(batch)) => batch,
+            Ok(None) => return Ok(()),
+            Err(error) => {
+                return Err(LoadError::Record(RecordError {
+                    line: error.line,
+                    dn: error.dn,
+                    message: error.message,
+                }))
+            }
+        };
+        let count = batch.records.len() as u64;
+        if next_id + count > u64::from(u32::MAX) {
+            return Err(LoadError::Invalid(format!(
+                "more than {} entries in one load",
+                u32::MAX - 1
+            )));
+        }
+        let first_id = next_id as u32;
+        next_id += count;
+        if work
+            .send(WorkBatch {
+                sequence,
+                first_id,
+                batch,
+            })
+            .is_err()
+        {
+            return Ok(());
+        }
+        sequence += 1;
+    }
+}
+
+/// Stage 2: prepare every record of each batch; index keys go into this thread's run.
+fn prepare_batches(
+    context: &PrepareContext,
+    work: Receiver<WorkBatch>,
+    done: Sender<DoneBatch>,
+    budget_bytes: usize,
+    spill_directory: &Path,
+    abort: &AtomicBool,
+) -> Result<FinishedRun, RunError> {
+    let mut run = PostingRun::new(budget_bytes, spill_directory);
+    let mut scratch = WorkerScratch::default();
+    for WorkBatch {
+        sequence,
+        first_id,
+        batch,
+    } in work
+    {
+        if abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut results = Vec::with_capacity(batch.records.len());
+        for (offset, (bytes, first_line)) in batch.iter().enumerate() {
+            let id = first_id + offset as u32;
+            results.push(prepare_record(
+                context,
+                bytes,
+                first_line,
+                id,
+                &mut run,
+                &mut scratch,
+            ));
+        }
+        if done
+            .send(DoneBatch {
+                sequence,
+                input_bytes: batch.bytes.len(),
+                results,
+            })
+            .is_err()
+        {
+            break;
+        }
+    }
+    Ok(run.finish())
+}
+
+struct Sequenced {
+    entries: u64,
+    max_id: u32,
+    rejected: RoaringBitmap,
+    skipped: Vec<RecordError>,
+    skipped_count: u64,
+    input_bytes: u64,
+    tree_spills: u64,
+}
+
+struct Skips {
+    continue_on_error: bool,
+    skipped: Vec<RecordError>,
+    count: u64,
+}
+
+impl Skips {
+    fn skip(&mut self, error: RecordError) -> Result<(), LoadError> {
+        if !self.continue_on_error {
+            return Err(LoadError::Record(error));
+        }
+        self.count += 1;
+        if self.skipped.len() < SKIPPED_REPORTED_MAX {
+            self.skipped.push(error);
+        }
+        Ok(())
+    }
+}
+
+/// Stage 3: batches back in file order; id2entry appended; the DN tree built; at the end the
+/// tree's rows written.
+fn sequence(
+    options: &LoadOptions,
+    store: &Store,
+    done: Receiver<DoneBatch>,
+    tokens: &Sender<()>,
+    tree_budget: usize,
+    spill_directory: &Path,
+    progress: &mut Progress,
+) -> Result<Sequenced, LoadError> {
+    let env = store.env();
+    let id2entry = store.id2entry_database();
+    let mut tree = TreeBuilder::new(tree_budget, spill_directory)?;
+    let mut write_txn = env.write_txn()?;
+    let mut bytes_since_commit = 0usize;
+    let mut reorder: BTreeMap<u64, DoneBatch> = BTreeMap::new();
+    let mut next_sequence = 0u64;
+    let mut skips = Skips {
+        continue_on_error: options.continue_on_error,
+        skipped: Vec::new(),
+        count: 0,
+    };
+    let mut rejected = RoaringBitmap::new();
+    let mut entries = 0u64;
+    let mut input_bytes = 0u64;
+    let mut max_id = 0u32;
+    for batch in done {
+        reorder.insert(batch.sequence, batch);
+        while let Some(batch) = reorder.remove(&next_sequence) {
+            next_sequence += 1;
+            input_bytes += batch.input_bytes as u64;
+            for result in batch.results {
+                let entry = match result {
+                    Ok(entry) => entry,
+                    Err(error) => {
+                        skips.skip(error)?;
+                        continue;
+                    }
+                };
+                match tree.arrive(&entry) {
+                    Ok(_) => {}
+                    Err(TreeError::Record(error)) => {
+                        rejected.insert(entry.id);
+                        skips.skip(error)?;
+                        continue;
+                    }
+                    Err(TreeError::Run(error)) => return Err(error.into()),
+                }
+                id2entry.put_with_flags(
+                    &mut write_txn,
+                    PutFlags::APPEND,
+                    &entry.id.to_be_bytes(),
+                    &entry.encoded,
+                )?;
+                max_id = max_id.max(entry.id);
+                entries += 1;
+                bytes_since_commit += entry.encoded.len();
+                if bytes_since_commit >= COMMIT_EVERY_BYTES {
+                    write_txn.commit()?;
+                    write_txn = env.write_txn()?;
+                    bytes_since_commit = 0;
+                }
+            }
+            // The batch is done with: let the reader read one more.
+            let _ = tokens.send(());
+            progress.update(entries, input_bytes);
+        }
+    }
+    if !reorder.is_empty() {
+        // A worker stopped early (abort or error): its error is reported by the caller.
+        return Err(LoadError::Invalid(
+            "the load stopped before all batches were prepared".into(),
+        ));
+    }
+    for (id, error) in tree.orphans() {
+        rejected.insert(id);
+        id2entry.delete(&mut write_txn, &id.to_be_bytes())?;
+        entries -= 1;
+        skips.skip(error)?;
+    }
+    progress.phase("writing the DN tree");
+    let (dn2id_run, mut rows) = tree.finish()?;
+    let tree_spills = dn2id_run.spilled.len() as u64;
+    let id2node = store.id2node_database();
+    let mut value = Vec::with_capacity(256);
+    while let Some((record, subtree_size, child_count)) = rows.next_row()? {
+        let node = layout::Node {
+            parent: record.parent,
+            subtree_size,
+            child_count,
+            rdn_original: &record.rdn_original,
+            rdn_normalized: &record.rdn_normalized,
+        };
+        layout::encode_node(&node, &mut value);
+        id2node.put_with_flags(
+            &mut write_txn,
+            PutFlags::APPEND,
+            &record.id.to_be_bytes(),
+            &value,
+        )?;
+    }
+    let dn2id = store.dn2id_database();
+    let mut merged = MergedRuns::new(vec![dn2id_run])?;
+    let (mut key, mut ids) = (Vec::new(), Vec::new());
+    while merged.next_into(&mut key, &mut ids)? {
+        assert_eq!(
+            ids.len(),
+            1,
+            "a dn2id key names exactly one entry (duplicates are rejected on arrival)"
+        );
+        dn2id.put_with_flags(
+            &mut write_txn,
+            PutFlags::APPEND,
+            &key,
+            &ids[0].to_be_bytes(),
+        )?;
+    }
+    write_txn.commit()?;
+    Ok(Sequenced {
+        entries,
+        max_id,
+        rejected,
+        skipped: skips.skipped,
+        skipped_count: skips.count,
+        input_bytes,
+        tree_spills,
+    })
+}
+
+/// Writes merged (DB number ‖ key) → IDs runs into the index DBs as posting chunks, in key
+/// order with APPEND. `merge_with_stored`: union with chunks already stored (DBs not cleared).
+pub(crate) fn write_index_runs(
+    write_txn: &mut RwTxn<'_>,
+    databases: &[RawDatabase],
+    mut merged: MergedRuns,
+    rejected: &RoaringBitmap,
+    merge_with_stored: bool,
+) -> Result<(), LoadError> {
+    let (mut key, mut ids) = (Vec::new(), Vec::new());
+    let mut full_key = Vec::with_capacity(64);
+    let mut last_key: Vec<u8> = Vec::new();
+    let mut last_database = usize::MAX;
+    let mut low_halves: Vec<u16> = Vec::with_capacity(1024);
+    let mut value = Vec::with_capacity(4096);
+    while merged.next_into(&mut key, &mut ids)? {
+        assert!(
+            key.len() > INDEX_DB_PREFIX_BYTES,
+            "run keys carry a DB number and a kind"
+        );
+        let database_number = u16::from_be_bytes([key[0], key[1]]) as usize;
+        let database = databases[database_number];
+        if database_number != last_database {
+            last_database = database_number;
+            last_key.clear();
+        }
+        if !rejected.is_empty() {
+            ids.retain(|id| !rejected.contains(*id));
+        }
+        let body = &key[INDEX_DB_PREFIX_BYTES..];
+        let mut position = 0;
+        while position < ids.len() {
+            let chunk = layout::chunk_of(ids[position]);
+            low_halves.clear();
+            while position < ids.len() && layout::chunk_of(ids[position]) == chunk {
+                low_halves.push(layout::low_half(ids[position]));
+                position += 1;
+            }
+            layout::index_key_with_chunk(body, chunk, &mut full_key);
+            if merge_with_stored {
+                if let Some(stored) = database.get(write_txn, &full_key)? {
+                    let mut union = layout::decode_posting_chunk_low(stored).map_err(|error| {
+                        LoadError::Invalid(format!("index key {full_key:02x?}: {error}"))
+                    })?;
+                    union.extend(low_halves.iter().map(|low| u32::from(*low)));
+                    layout::encode_posting_chunk(&union, &mut value);
+                    database.put(write_txn, &full_key, &value)?;
+                    continue;
+                }
+            }
+            layout::encode_posting_chunk_sorted(&low_halves, &mut value);
+            if !merge_with_stored && full_key > last_key {
+                database.put_with_flags(write_txn, PutFlags::APPEND, &full_key, &value)?;
+            } else {
+                database.put(write_txn, &full_key, &value)?;
+            }
+            last_key.clear();
+            last_key.extend_from_slice(&full_key);
+        }
+    }
+    Ok(())
+}

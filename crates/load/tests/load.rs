@@ -1,0 +1,510 @@
+//! Integration tests of the bulk loader against the store's own single-entry writes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lmdir_load::{load, reindex, LoadError, LoadOptions};
+use lmdir_schema::{Dn, Entry, Filter, Schema};
+use lmdir_store::{IndexKind, Store, StoreOptions, WriteContext};
+
+const SUFFIX: &str = "dc=example,dc=com";
+const ACTOR: &str = "cn=admin,dc=example,dc=com";
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::builtin())
+}
+
+fn index_config(with_sn_substring: bool) -> BTreeMap<String, Vec<IndexKind>> {
+    use IndexKind::*;
+    let mut indexes = BTreeMap::new();
+    indexes.insert("objectClass".to_string(), vec![Equality]);
+    indexes.insert("cn".to_string(), vec![Equality, Substring]);
+    indexes.insert(
+        "sn".to_string(),
+        if with_sn_substring {
+            vec![Equality, Substring]
+        } else {
+            vec![Equality]
+        },
+    );
+    indexes.insert("uid".to_string(), vec![Equality, Substring]);
+    indexes.insert("mail".to_string(), vec![Equality, Substring, Presence]);
+    indexes.insert("telephoneNumber".to_string(), vec![Equality, Substring]);
+    indexes.insert("description".to_string(), vec![Substring]);
+    indexes.insert("uidNumber".to_string(), vec![Equality, Ordered]);
+    indexes.insert("member".to_string(), vec![Equality]);
+    indexes.insert("ou".to_string(), vec![Equality]);
+    indexes
+}
+
+fn store_options(with_sn_substring: bool) -> StoreOptions {
+    StoreOptions {
+        suffix: SUFFIX.to_string(),
+        indexes: index_config(with_sn_substring),
+        sync: false,
+        ..StoreOptions::default()
+    }
+}
+
+fn options(directory: &Path, with_sn_substring: bool) -> LoadOptions {
+    let mut options = LoadOptions::new(
+        directory.to_path_buf(),
+        store_options(with_sn_substring),
+        schema(),
+    );
+    options.creators_name = ACTOR.to_string();
+    options.threads = 2;
+    options
+}
+
+const FIRST_NAMES: [&str; 8] = [
+    "Anna", "Jürgen", "Zoë", "Kim", "Łukasz", "Maria", "O'Brien", "Søren",
+];
+const LAST_NAMES: [&str; 7] = [
+    "Smith", "Kowalski", "Müller", "Nguyen", "García", "Kraków", "Lee",
+];
+
+/// A small deterministic directory: suffix, two OUs, `people` persons (some multi-valued,
+/// UTF-8, base64), and groups of members.
+fn directory_ldif(people: usize) -> String {
+    let mut text = String::from("version: 1\n\n");
+    text.push_str("dn: dc=example,dc=com\nobjectClass: top\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n");
+    text.push_str(
+        "dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n",
+    );
+    text.push_str(
+        "dn: ou=Groups,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Groups\n\n",
+    );
+    for index in 0..people {
+        let first = FIRST_NAMES[index % FIRST_NAMES.len()];
+        let last = LAST_NAMES[(index / 3) % LAST_NAMES.len()];
+        writeln!(text, "dn: uid=u{index:07},ou=People,dc=example,dc=com").unwrap();
+        text.push_str("objectClass: inetOrgPerson\nobjectClass: posixAccount\n");
+        writeln!(
+            text,
+            "uid: u{index:07}\ncn: {first} {last} {index}\nsn: {last}\ngivenName: {first}"
+        )
+        .unwrap();
+        writeln!(text, "mail: u{index:07}@example.com").unwrap();
+        if index % 5 == 0 {
+            writeln!(text, "mail: u{index:07}.alt@Example.ORG").unwrap();
+        }
+        writeln!(text, "telephoneNumber: +1 555 {:04}", index % 10_000).unwrap();
+        writeln!(
+            text,
+            "description: person number {index} works on project {}",
+            index % 37
+        )
+        .unwrap();
+        writeln!(
+            text,
+            "uidNumber: {}\ngidNumber: {}\nhomeDirectory: /home/u{index:07}",
+            10_000 + index,
+            100 + index % 10
+        )
+        .unwrap();
+        if index % 7 == 0 {
+            // " leading space" must be base64 in LDIF.
+            text.push_str("title:: IGxlYWRpbmcgc3BhY2U=\n");
+        }
+        text.push('\n');
+    }
+    for group in 0..people.div_ceil(100) {
+        writeln!(text, "dn: cn=group{group},ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: group{group}").unwrap();
+        for member in (group * 100..people).step_by(3).take(60) {
+            writeln!(text, "member: uid=u{member:07},ou=People,dc=example,dc=com").unwrap();
+        }
+        text.push('\n');
+    }
+    text
+}
+
+fn write_file(directory: &Path, name: &str, text: &str) -> PathBuf {
+    let path = directory.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The export without the per-write values (UUIDs, CSNs, timestamps differ between runs).
+fn stable_export(store: &Store) -> String {
+    let mut bytes = Vec::new();
+    store.export(&mut bytes).unwrap();
+    String::from_utf8(bytes)
+        .unwrap()
+        .lines()
+        .filter(|line| {
+            ![
+                "entryUUID:",
+                "entryCSN:",
+                "createTimestamp:",
+                "modifyTimestamp:",
+            ]
+            .iter()
+            .any(|prefix| line.starts_with(prefix))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn open(directory: &Path, with_sn_substring: bool) -> Store {
+    Store::open(directory, store_options(with_sn_substring), schema()).unwrap()
+}
+
+fn assert_clean(store: &Store) {
+    let report = store.check().unwrap();
+    assert!(
+        report.is_clean(),
+        "check found problems: {:?}",
+        report.problems
+    );
+}
+
+/// The reference: the same LDIF through the store's single-entry `add`.
+fn build_with_adds(directory: &Path, ldif: &str, with_sn_substring: bool) -> Store {
+    let store = open(directory, with_sn_substring);
+    let mut write = store.write().unwrap();
+    let context = WriteContext::new(ACTOR);
+    for record in lmdir_ldif::LdifReader::new(ldif.as_bytes()) {
+        let record = record.unwrap();
+        let lmdir_ldif::RecordBody::Content(values) = record.body else {
+            panic!("content records only")
+        };
+        let mut entry = Entry::new(Dn::parse(&record.dn).unwrap());
+        for (description, value) in values {
+            entry.add_values(&description, std::iter::once(value));
+        }
+        write.add(&entry, &context).unwrap();
+    }
+    write.commit().unwrap();
+    store
+}
+
+#[test]
+fn bulk_load_equals_single_entry_adds_and_checks_clean() {
+    let work = tempfile::tempdir().unwrap();
+    let ldif = directory_ldif(2000);
+    let path = write_file(work.path(), "in.ldif", &ldif);
+    let loaded_directory = work.path().join("loaded");
+    let summary = load(&options(&loaded_directory, true), &path).unwrap();
+    assert_eq!(summary.entries, 3 + 2000 + 20);
+    assert_eq!(summary.skipped_count, 0);
+    let loaded = open(&loaded_directory, true);
+    assert_clean(&loaded);
+    let reference = build_with_adds(&work.path().join("added"), &ldif, true);
+    assert_clean(&reference);
+    let loaded_export = stable_export(&loaded);
+    assert_eq!(loaded_export, stable_export(&reference));
+    assert!(loaded_export.contains("creatorsName: cn=admin,dc=example,dc=com"));
+    assert!(loaded_export.contains("structuralObjectClass: inetOrgPerson"));
+    // The loaded store takes further single-entry writes at the next ID.
+    let mut write = loaded.write().unwrap();
+    let mut entry = Entry::new(Dn::parse("ou=Extra,dc=example,dc=com").unwrap());
+    entry.add_values("objectClass", [b"organizationalUnit".to_vec()]);
+    entry.add_values("ou", [b"Extra".to_vec()]);
+    let id = write.add(&entry, &WriteContext::new(ACTOR)).unwrap();
+    write.commit().unwrap();
+    assert_eq!(id as u64, summary.entries + 1);
+    assert_clean(&loaded);
+}
+
+#[test]
+fn tiny_memory_budget_spills_and_gives_the_same_database() {
+    let work = tempfile::tempdir().unwrap();
+    let ldif = directory_ldif(1500);
+    let path = write_file(work.path(), "in.ldif", &ldif);
+    let roomy_directory = work.path().join("roomy");
+    let roomy = load(&options(&roomy_directory, true), &path).unwrap();
+    assert_eq!(roomy.spill_files, 0);
+    let tight_directory = work.path().join("tight");
+    let mut tight_options = options(&tight_directory, true);
+    tight_options.memory_bytes_max = 64 * 1024;
+    tight_options.quick = true;
+    let tight = load(&tight_options, &path).unwrap();
+    assert!(
+        tight.spill_files > 4,
+        "a 64 KiB budget must spill, got {} files",
+        tight.spill_files
+    );
+    let (roomy, tight) = (open(&roomy_directory, true), open(&tight_directory, true));
+    assert_clean(&tight);
+    assert_eq!(stable_export(&roomy), stable_export(&tight));
+}
+
+#[test]
+fn children_before_parents_are_reordered() {
+    let work = tempfile::tempdir().unwrap();
+    let ldif = "dn: uid=a,ou=People,dc=example,dc=com\nobjectClass: account\nuid: a\n\n\
+                dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n\
+                dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n\
+                dn: uid=b,ou=People,dc=example,dc=com\nobjectClass: account\nuid: b\n";
+    let path = write_file(work.path(), "in.ldif", ldif);
+    let directory = work.path().join("db");
+    assert_eq!(load(&options(&directory, true), &path).unwrap().entries, 4);
+    let store = open(&directory, true);
+    assert_clean(&store);
+    let read = store.read().unwrap();
+    let people = read.dn_to_id("ou=people,dc=example,dc=com").unwrap();
+    assert_eq!(read.subtree_size(people).unwrap(), 3);
+    assert_eq!(read.num_subordinates(people).unwrap(), 2);
+    assert_eq!(
+        read.dn_to_id("UID=A,ou=People,dc=example,dc=com").unwrap(),
+        1
+    );
+    assert_eq!(read.dn_of(1).unwrap(), "uid=a,ou=People,dc=example,dc=com");
+}
+
+#[test]
+fn bad_records_name_their_line_and_leave_no_database() {
+    let work = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &str); 4] = [
+        (
+            "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\ndn: ou=x,dc=example,dc=com\nobjectClass: organizationalUnit\nnoSuchAttribute: 1\nou: x\n",
+            "line 5",
+            "noSuchAttribute",
+        ),
+        ("dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\ndn: ou=y,dc=example,dc=com\nou: y\n", "line 5", "objectClass"),
+        ("dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\ndn: ou=z,dc=example,dc=com\nobjectClass organizationalUnit\n", "line 6", ""),
+        (
+            "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\ndn: ou=a,ou=missing,dc=example,dc=com\nobjectClass: organizationalUnit\nou: a\n",
+            "line 5",
+            "ou=missing,dc=example,dc=com",
+        ),
+    ];
+    for (index, (ldif, line, detail)) in cases.iter().enumerate() {
+        let path = write_file(work.path(), &format!("bad{index}.ldif"), ldif);
+        let directory = work.path().join(format!("db{index}"));
+        let error = load(&options(&directory, true), &path).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, LoadError::Record(_)),
+            "case {index}: {message}"
+        );
+        assert!(
+            message.contains(line),
+            "case {index}: '{message}' should name {line}"
+        );
+        assert!(
+            message.contains(detail),
+            "case {index}: '{message}' should mention {detail}"
+        );
+        assert!(
+            !directory.exists(),
+            "case {index}: a failed load must leave no DB"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(work.path())
+            .unwrap()
+            .flatten()
+            .filter(|item| item.file_name().to_string_lossy().contains(".loading-"))
+            .collect();
+        assert!(
+            leftovers.is_empty(),
+            "case {index}: staging directory left behind"
+        );
+    }
+}
+
+#[test]
+fn duplicate_dn_names_both_lines() {
+    let work = tempfile::tempdir().unwrap();
+    let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n\
+                dn: ou=x,dc=example,dc=com\nobjectClass: organizationalUnit\nou: x\n\n\
+                dn: OU=X,dc=example,dc=com\nobjectClass: organizationalUnit\nou: x\n";
+    let path = write_file(work.path(), "in.ldif", ldif);
+    let message = load(&options(&work.path().join("db"), true), &path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("line 9") && message.contains("line 5"),
+        "{message}"
+    );
+}
+
+#[test]
+fn continue_on_error_skips_and_counts() {
+    let work = tempfile::tempdir().unwrap();
+    let mut ldif = directory_ldif(50);
+    ldif.push_str("dn: ou=bad,dc=example,dc=com\nou: bad\n\n");
+    ldif.push_str(
+        "dn: uid=orphan,ou=nowhere,dc=example,dc=com\nobjectClass: account\nuid: orphan\n\n",
+    );
+    ldif.push_str(
+        "dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n",
+    );
+    let path = write_file(work.path(), "in.ldif", &ldif);
+    let directory = work.path().join("db");
+    let mut options = options(&directory, true);
+    options.continue_on_error = true;
+    let summary = load(&options, &path).unwrap();
+    assert_eq!(summary.skipped_count, 3, "{summary}");
+    assert_eq!(summary.entries, 3 + 50 + 1);
+    let store = open(&directory, true);
+    assert_clean(&store);
+    assert_eq!(
+        store.read().unwrap().entry_count().unwrap(),
+        summary.entries
+    );
+}
+
+fn candidates(store: &Store, filters: &[&str]) -> Vec<Option<Vec<u32>>> {
+    let read = store.read().unwrap();
+    filters
+        .iter()
+        .map(|text| {
+            let prepared = store
+                .schema()
+                .prepare_filter(&Filter::parse(text, 32).unwrap());
+            read.filter_candidates(&prepared)
+                .unwrap()
+                .map(|bitmap| bitmap.iter().collect())
+        })
+        .collect()
+}
+
+#[test]
+fn reindex_after_adding_an_index_answers_like_a_fresh_load() {
+    let work = tempfile::tempdir().unwrap();
+    let ldif = directory_ldif(800);
+    let path = write_file(work.path(), "in.ldif", &ldif);
+    let old_directory = work.path().join("old");
+    load(&options(&old_directory, false), &path).unwrap();
+    let fresh_directory = work.path().join("fresh");
+    load(&options(&fresh_directory, true), &path).unwrap();
+
+    let reopened = open(&old_directory, true);
+    assert!(
+        reopened.index_config_change().is_some(),
+        "the new sn substring index must be noticed"
+    );
+    let summary = reindex(&reopened, Some(&["sn".to_string()]), 0, 2).unwrap();
+    assert_eq!(summary.indexes, vec!["sn".to_string()]);
+    assert!(reopened.index_config_change().is_none());
+    assert_clean(&reopened);
+    let filters = [
+        "(sn=*owal*)",
+        "(sn=Mü*)",
+        "(sn=*ee)",
+        "(&(sn=Smith)(cn=*anna*))",
+        "(|(sn=*arcía)(uid=u00001*))",
+        "(uidNumber>=10700)",
+    ];
+    let fresh = open(&fresh_directory, true);
+    let expected = candidates(&fresh, &filters);
+    for (filter, ids) in filters.iter().zip(&expected) {
+        assert!(ids.is_some(), "{filter} must be answered from the indexes");
+    }
+    assert!(
+        expected.iter().all(|ids| !ids.as_ref().unwrap().is_empty()),
+        "every filter matches something"
+    );
+    assert_eq!(candidates(&reopened, &filters), expected);
+    // Reindexing everything keeps the same answers.
+    reindex(&reopened, None, 16 * 1024, 2).unwrap();
+    assert_clean(&reopened);
+    assert_eq!(candidates(&reopened, &filters), expected);
+}
+
+#[test]
+fn loading_into_a_non_empty_store_adds_entries() {
+    let work = tempfile::tempdir().unwrap();
+    let first = write_file(work.path(), "first.ldif", &directory_ldif(100));
+    let directory = work.path().join("db");
+    load(&options(&directory, true), &first).unwrap();
+    let second = write_file(
+        work.path(),
+        "second.ldif",
+        "dn: ou=More,dc=example,dc=com\nobjectClass: organizationalUnit\nou: More\n\n\
+         dn: uid=new,ou=More,dc=example,dc=com\nobjectClass: account\nuid: new\n",
+    );
+    let summary = load(&options(&directory, true), &second).unwrap();
+    assert_eq!(summary.entries, 2);
+    let store = open(&directory, true);
+    assert_clean(&store);
+    assert_eq!(
+        store.read().unwrap().entry_count().unwrap(),
+        3 + 100 + 1 + 2
+    );
+    // A duplicate of an existing entry is refused and changes nothing.
+    let duplicate = write_file(
+        work.path(),
+        "dup.ldif",
+        "dn: ou=More,dc=example,dc=com\nobjectClass: organizationalUnit\nou: More\n",
+    );
+    drop(store);
+    let error = load(&options(&directory, true), &duplicate)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("line 1") && error.contains("already exists"),
+        "{error}"
+    );
+}
+
+/// Child side of the kill test: loads the file named by the environment, slowly enough to be killed.
+#[test]
+fn kill_test_child() {
+    let Ok(ldif) = std::env::var("LMDIR_LOAD_KILL_CHILD_LDIF") else {
+        return;
+    };
+    let directory = PathBuf::from(std::env::var("LMDIR_LOAD_KILL_CHILD_DB").unwrap());
+    let mut options = options(&directory, true);
+    options.threads = 1;
+    let _ = load(&options, Path::new(&ldif));
+}
+
+#[test]
+fn a_load_killed_midway_leaves_no_database() {
+    let work = tempfile::tempdir().unwrap();
+    let path = write_file(work.path(), "big.ldif", &directory_ldif(40_000));
+    let directory = work.path().join("db");
+    for delay_milliseconds in [50u64, 400] {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "kill_test_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("LMDIR_LOAD_KILL_CHILD_LDIF", &path)
+            .env("LMDIR_LOAD_KILL_CHILD_DB", &directory)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until the load has started writing its staging DB, then kill it hard.
+        let started = std::time::Instant::now();
+        loop {
+            let staging = std::fs::read_dir(work.path())
+                .unwrap()
+                .flatten()
+                .any(|item| item.file_name().to_string_lossy().contains(".loading-"));
+            if staging || started.elapsed() > std::time::Duration::from_secs(60) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(delay_milliseconds));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        if status.success() {
+            // The load finished before the kill: then it must be complete and clean.
+            assert_clean(&open(&directory, true));
+            return;
+        }
+        assert!(
+            !directory.exists(),
+            "a killed load must leave no DB at the target"
+        );
+    }
+    // The next load cleans the dead load's staging directory and succeeds.
+    let small = write_file(work.path(), "small.ldif", &directory_ldif(10));
+    load(&options(&directory, true), &small).unwrap();
+    assert_clean(&open(&directory, true));
+    let leftovers = std::fs::read_dir(work.path())
+        .unwrap()
+        .flatten()
+        .filter(|item| item.file_name().to_string_lossy().contains(".loading-"))
+        .count();
+    assert_eq!(leftovers, 0);
+}
