@@ -56,7 +56,79 @@ fn maps_to_space(character: char) -> bool {
         | '\u{2028}' | '\u{2029}' | '\u{202F}' | '\u{205F}' | '\u{3000}')
 }
 
+/// Collapses space runs while characters are appended: leading spaces dropped, inner runs
+/// written as one space when the next non-space arrives (so trailing spaces never appear).
+struct SpaceCollapser {
+    pending_space: bool,
+}
+
+impl SpaceCollapser {
+    fn push(&mut self, character: char, output: &mut String) {
+        if character == ' ' {
+            self.pending_space = !output.is_empty();
+            return;
+        }
+        if self.pending_space {
+            output.push(' ');
+            self.pending_space = false;
+        }
+        output.push(character);
+    }
+}
+
+/// Printable ASCII: NFKC-stable, never composes with a preceding character, and folds to its
+/// ASCII lowercase.
+fn is_plain_ascii(byte: u8) -> bool {
+    (0x20..=0x7E).contains(&byte)
+}
+
+/// Mostly-ASCII text with some other characters: plain ASCII characters not followed by a
+/// non-plain one go straight through; every other stretch (with the plain character before it,
+/// which a combining mark may compose with) goes through the full map/fold/NFKC pipeline.
+/// Equal to running the pipeline on the whole string (see the proptest), but much cheaper.
 fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
+    let bytes = value.as_bytes();
+    let mut collapser = SpaceCollapser {
+        pending_space: false,
+    };
+    let is_boundary = |position: usize| {
+        is_plain_ascii(bytes[position])
+            && bytes
+                .get(position + 1)
+                .is_none_or(|next| is_plain_ascii(*next))
+    };
+    let mut position = 0;
+    while position < bytes.len() {
+        if is_boundary(position) {
+            let byte = bytes[position];
+            let mapped = if case_fold {
+                byte.to_ascii_lowercase()
+            } else {
+                byte
+            };
+            collapser.push(mapped as char, output);
+            position += 1;
+            continue;
+        }
+        let start = position;
+        position += 1;
+        while position < bytes.len() && !is_boundary(position) {
+            position += 1;
+        }
+        // `start` is a plain ASCII byte or a character start, `position` a plain ASCII byte or
+        // the end: both are character boundaries.
+        prepare_unicode_pipeline(&value[start..position], case_fold, &mut collapser, output);
+    }
+}
+
+/// RFC 4518 map, optional full case fold, NFKC (fold, normalize, fold again: NFKC can produce
+/// characters with case), streamed through chained iterators without intermediate strings.
+fn prepare_unicode_pipeline(
+    value: &str,
+    case_fold: bool,
+    collapser: &mut SpaceCollapser,
+    output: &mut String,
+) {
     let mapped = value
         .chars()
         .filter(|character| !maps_to_nothing(*character))
@@ -67,29 +139,14 @@ fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
                 character
             }
         });
-    let mut pending_space = false;
-    let mut push = |character: char, output: &mut String| {
-        if character == ' ' {
-            pending_space = !output.is_empty();
-            return;
-        }
-        if pending_space {
-            output.push(' ');
-            pending_space = false;
-        }
-        output.push(character);
-    };
     if case_fold {
-        // Fold, normalize, fold again: NFKC can produce characters with case (e.g. from
-        // compatibility forms), and the second fold makes the result stable. Chained iterators,
-        // so no intermediate strings.
         use caseless::Caseless;
         for character in mapped.default_case_fold().nfkc().default_case_fold() {
-            push(character, output);
+            collapser.push(character, output);
         }
     } else {
         for character in mapped.nfkc() {
-            push(character, output);
+            collapser.push(character, output);
         }
     }
 }
@@ -121,6 +178,36 @@ mod tests {
         assert_eq!(prepared("Straße", true), prepared("STRASSE", true));
         assert_eq!(prepared("ΣΊΣΥΦΟΣ", true), prepared("σίσυφος", true));
         assert_ne!(prepared("Kraków", false), prepared("KRAKÓW", false));
+    }
+
+    fn prepared_by_pipeline_only(value: &str, fold: bool) -> String {
+        let mut output = String::new();
+        prepare_unicode_pipeline(
+            value,
+            fold,
+            &mut SpaceCollapser {
+                pending_space: false,
+            },
+            &mut output,
+        );
+        if output.is_empty() && !value.is_empty() {
+            output.push(' ');
+        }
+        output
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn segmented_preparation_equals_the_whole_pipeline(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "a", "K", "e", " ", "  ", "\u{1}", "\t", "\u{301}", "\u{308}", "\u{AD}", "\u{A0}", "Ó", "ß", "\u{FB01}",
+                "Ａ", "\u{212A}", "\u{1100}", "\u{1161}", "\u{11A8}", "Σ", "ς", "\u{3000}", "Z", "-", "\u{7F}", "\u{85}",
+            ]), 0..12),
+            fold in proptest::bool::ANY,
+        ) {
+            let value = parts.concat();
+            proptest::prop_assert_eq!(prepared(&value, fold), prepared_by_pipeline_only(&value, fold));
+        }
     }
 
     #[test]
