@@ -451,6 +451,103 @@ pub fn decode_posting_chunk_into(
     }
 }
 
+/// What `change_posting_chunk` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkChange {
+    /// The ID was already present (add) or absent (remove): nothing to write.
+    Unchanged,
+    /// The chunk became empty: delete its row.
+    Empty,
+    /// `out` holds the new chunk bytes.
+    Written,
+}
+
+/// Adds or removes one low half in an encoded chunk. The list form is edited in place
+/// (binary search + splice), so a write costs one copy of the chunk, not a decode/encode.
+pub fn change_posting_chunk(
+    existing: Option<&[u8]>,
+    low: u16,
+    add: bool,
+    out: &mut Vec<u8>,
+) -> Result<ChunkChange, CorruptChunk> {
+    out.clear();
+    let Some(bytes) = existing else {
+        if !add {
+            return Ok(ChunkChange::Unchanged);
+        }
+        out.push(CHUNK_TAG_LIST);
+        out.extend_from_slice(&low.to_be_bytes());
+        return Ok(ChunkChange::Written);
+    };
+    match bytes.first() {
+        Some(&CHUNK_TAG_LIST) => {
+            let body = &bytes[1..];
+            if body.len() % 2 != 0 {
+                return Err(CorruptChunk("odd list length"));
+            }
+            let count = body.len() / 2;
+            let at = |index: usize| u16::from_be_bytes([body[2 * index], body[2 * index + 1]]);
+            // Fast path: appending past the largest ID (IDs grow with time).
+            let position = if count > 0 && at(count - 1) < low {
+                Err(count)
+            } else {
+                let (mut low_index, mut high_index) = (0, count);
+                let mut found = None;
+                while low_index < high_index {
+                    let middle = (low_index + high_index) / 2;
+                    match at(middle).cmp(&low) {
+                        std::cmp::Ordering::Less => low_index = middle + 1,
+                        std::cmp::Ordering::Greater => high_index = middle,
+                        std::cmp::Ordering::Equal => {
+                            found = Some(middle);
+                            break;
+                        }
+                    }
+                }
+                found.ok_or(low_index)
+            };
+            match (position, add) {
+                (Ok(_), true) | (Err(_), false) => Ok(ChunkChange::Unchanged),
+                (Ok(index), false) => {
+                    if count == 1 {
+                        return Ok(ChunkChange::Empty);
+                    }
+                    out.reserve(bytes.len() - 2);
+                    out.extend_from_slice(&bytes[..1 + 2 * index]);
+                    out.extend_from_slice(&bytes[1 + 2 * index + 2..]);
+                    Ok(ChunkChange::Written)
+                }
+                (Err(index), true) => {
+                    if count + 1 > POSTING_LIST_FORM_MAX_IDS {
+                        let mut bitmap = decode_posting_chunk_low(bytes)?;
+                        bitmap.insert(low as u32);
+                        encode_posting_chunk(&bitmap, out);
+                        return Ok(ChunkChange::Written);
+                    }
+                    out.reserve(bytes.len() + 2);
+                    out.extend_from_slice(&bytes[..1 + 2 * index]);
+                    out.extend_from_slice(&low.to_be_bytes());
+                    out.extend_from_slice(&bytes[1 + 2 * index..]);
+                    Ok(ChunkChange::Written)
+                }
+            }
+        }
+        Some(&CHUNK_TAG_ROARING) => {
+            let mut bitmap = decode_posting_chunk_low(bytes)?;
+            let changed = if add { bitmap.insert(low as u32) } else { bitmap.remove(low as u32) };
+            if !changed {
+                return Ok(ChunkChange::Unchanged);
+            }
+            if bitmap.is_empty() {
+                return Ok(ChunkChange::Empty);
+            }
+            encode_posting_chunk(&bitmap, out);
+            Ok(ChunkChange::Written)
+        }
+        _ => Err(CorruptChunk("unknown tag")),
+    }
+}
+
 /// Decodes a chunk to its low halves.
 pub fn decode_posting_chunk_low(bytes: &[u8]) -> Result<RoaringBitmap, CorruptChunk> {
     let mut bitmap = RoaringBitmap::new();
@@ -582,6 +679,36 @@ mod tests {
         }
         assert!(decode_posting_chunk_low(&[9]).is_err());
         assert!(decode_posting_chunk_low(&[0, 1]).is_err());
+    }
+
+    #[test]
+    fn chunk_edits_match_set_semantics() {
+        use rand::{Rng, SeedableRng};
+        let mut random = rand::rngs::StdRng::seed_from_u64(7);
+        let mut model = RoaringBitmap::new();
+        let mut bytes: Option<Vec<u8>> = None;
+        let mut out = Vec::new();
+        for step in 0..20_000u32 {
+            // Mostly adds with a bias to appends, so both forms and the switch between them occur.
+            let low: u16 = if step % 3 == 0 { random.random() } else { (step % 65536) as u16 };
+            let add = random.random_bool(0.8);
+            let change = change_posting_chunk(bytes.as_deref(), low, add, &mut out).unwrap();
+            let model_changed = if add { model.insert(low as u32) } else { model.remove(low as u32) };
+            match change {
+                ChunkChange::Unchanged => assert!(!model_changed),
+                ChunkChange::Empty => {
+                    assert!(model.is_empty());
+                    bytes = None;
+                }
+                ChunkChange::Written => bytes = Some(out.clone()),
+            }
+            if let Some(bytes) = &bytes {
+                if step % 97 == 0 {
+                    assert_eq!(decode_posting_chunk_low(bytes).unwrap(), model);
+                }
+            }
+        }
+        assert_eq!(decode_posting_chunk_low(bytes.as_deref().unwrap()).unwrap(), model);
     }
 
     #[test]

@@ -8,7 +8,6 @@ use std::time::SystemTime;
 
 use heed::RwTxn;
 use lmdir_schema::{AttrId, Attribute, Dn, Entry, LdapError, Modification, Rdn, ResultCode};
-use roaring::RoaringBitmap;
 
 use crate::codec::{encode_entry, AttributeToEncode};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
@@ -265,24 +264,18 @@ impl<'s> WriteTxn<'s> {
             .expect("an index DB exists for every configured attribute");
         let mut full_key = Vec::with_capacity(key.len() + 2);
         layout::index_key_with_chunk(key, layout::chunk_of(id), &mut full_key);
-        let mut low = match database.get(&self.txn, &full_key).map_err(lmdb_to_ldap)? {
-            Some(bytes) => layout::decode_posting_chunk_low(bytes).map_err(|error| corrupt(error.to_string()))?,
-            None => RoaringBitmap::new(),
-        };
-        let changed = if add {
-            low.insert(layout::low_half(id) as u32)
-        } else {
-            low.remove(layout::low_half(id) as u32)
-        };
-        if !changed {
-            return Ok(());
-        }
-        if low.is_empty() {
-            database.delete(&mut self.txn, &full_key).map_err(lmdb_to_ldap)?;
-        } else {
-            let mut bytes = Vec::new();
-            layout::encode_posting_chunk(&low, &mut bytes);
-            database.put(&mut self.txn, &full_key, &bytes).map_err(lmdb_to_ldap)?;
+        let existing = database.get(&self.txn, &full_key).map_err(lmdb_to_ldap)?;
+        let mut bytes = Vec::new();
+        match layout::change_posting_chunk(existing, layout::low_half(id), add, &mut bytes)
+            .map_err(|error| corrupt(format!("index key {full_key:?}: {error}")))?
+        {
+            layout::ChunkChange::Unchanged => {}
+            layout::ChunkChange::Empty => {
+                database.delete(&mut self.txn, &full_key).map_err(lmdb_to_ldap)?;
+            }
+            layout::ChunkChange::Written => {
+                database.put(&mut self.txn, &full_key, &bytes).map_err(lmdb_to_ldap)?;
+            }
         }
         Ok(())
     }
@@ -652,6 +645,20 @@ impl<'s> WriteTxn<'s> {
         let new_keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &old_keys, &new_keys)?;
         Ok(id)
+    }
+
+    /// The DN of an entry as this transaction sees it.
+    pub fn dn_of(&self, id: EntryId) -> Result<String, LdapError> {
+        crate::read::dn_of(self.inner, &self.txn, id, false)
+    }
+
+    /// The ID of a DN as this transaction sees it (noSuchObject with matched DN on a miss).
+    pub fn dn_to_id(&self, dn: &str) -> Result<EntryId, LdapError> {
+        self.existing(&Dn::parse(dn)?)
+    }
+
+    pub fn num_subordinates(&self, id: EntryId) -> Result<u32, LdapError> {
+        Ok(require_node(self.inner, &self.txn, id)?.child_count)
     }
 
     /// Records that the indexes are now built for the configured kinds (after a reindex).
