@@ -34,3 +34,18 @@ pub use schema::{
     SCHEMA_DEFINITIONS_MAX,
 };
 pub use syntax::Syntax;
+
+#[cfg(test)]
+mod thread_safety {
+    /// The schema and prepared filters are shared across loader threads and connections.
+    #[test]
+    fn shared_types_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<crate::Schema>();
+        assert_send_sync::<crate::PreparedFilter>();
+        assert_send_sync::<crate::Filter>();
+        assert_send_sync::<crate::Entry>();
+        assert_send_sync::<crate::LdapError>();
+        assert_send_sync::<crate::OwnedEntryView>();
+    }
+}
