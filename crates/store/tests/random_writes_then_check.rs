@@ -23,8 +23,8 @@ struct Model {
 
 #[test]
 fn random_writes_keep_every_structure_exact() {
-    let directory = tempfile::tempdir().unwrap();
-    let store = open(directory.path());
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
     add_all(&store, &directory(300), 500);
     let context = context();
     let mut random = StdRng::seed_from_u64(2026);
