@@ -1,1 +1,19 @@
-//! lmdir-server
+//! lmdir-server: the LDAPv3 server (listeners, PDU framing, BER encoding, operations, controls).
+
+pub mod ber;
+pub mod connection;
+pub mod controls;
+pub mod database;
+pub mod filter_text;
+pub mod operations;
+pub mod pdu;
+pub mod result;
+pub mod rootdse;
+pub mod selection;
+pub mod server;
+pub mod settings;
+pub mod tls;
+
+pub use server::{serve_settings, start, BoundAddress, RunningServer, ServerContext, ServerError};
+pub use settings::{ListenAddress, ServerSettings};
+pub use tls::{ensure_demo_tls, DemoTlsFiles};

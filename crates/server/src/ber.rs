@@ -1,0 +1,465 @@
+//! A direct BER writer for the messages the server sends most: SearchResultEntry, LDAPResult-shaped
+//! responses and extended responses. It writes straight into the output buffer from borrowed slices (the
+//! store's zero-copy entries), avoiding ldap3_proto's intermediate `StructureTag` tree. Output is
+//! byte-identical to ldap3_proto's encoder (tested), which uses minimal definite lengths.
+
+use bytes::BytesMut;
+
+/// Universal and application tags used by the LDAP messages written here.
+pub mod tag {
+    pub const INTEGER: u8 = 0x02;
+    pub const OCTET_STRING: u8 = 0x04;
+    pub const ENUMERATED: u8 = 0x0a;
+    pub const BOOLEAN: u8 = 0x01;
+    pub const SEQUENCE: u8 = 0x30;
+    pub const SET: u8 = 0x31;
+    /// [APPLICATION 1] BindResponse.
+    pub const BIND_RESPONSE: u8 = 0x61;
+    /// [APPLICATION 4] SearchResultEntry.
+    pub const SEARCH_RESULT_ENTRY: u8 = 0x64;
+    /// [APPLICATION 5] SearchResultDone.
+    pub const SEARCH_RESULT_DONE: u8 = 0x65;
+    pub const MODIFY_RESPONSE: u8 = 0x67;
+    pub const ADD_RESPONSE: u8 = 0x69;
+    pub const DELETE_RESPONSE: u8 = 0x6b;
+    pub const MODIFY_DN_RESPONSE: u8 = 0x6d;
+    pub const COMPARE_RESPONSE: u8 = 0x6f;
+    /// [APPLICATION 24] ExtendedResponse.
+    pub const EXTENDED_RESPONSE: u8 = 0x78;
+    /// [0] Controls in LDAPMessage.
+    pub const CONTROLS: u8 = 0xa0;
+    /// ExtendedResponse responseName [10] (primitive).
+    pub const EXTENDED_RESPONSE_NAME: u8 = 0x8a;
+    /// ExtendedResponse responseValue [11] (primitive).
+    pub const EXTENDED_RESPONSE_VALUE: u8 = 0x8b;
+}
+
+/// Bytes reserved for a length while the content is written; 1 + 4 bytes covers every length up to
+/// 4 GiB, far above any PDU limit.
+const LENGTH_RESERVED_BYTES: usize = 5;
+
+/// Writes nested TLVs into a buffer. `open` reserves room for the length, `close` writes the minimal
+/// length and slides the content left if fewer bytes were needed.
+pub struct BerWriter<'buffer> {
+    buffer: &'buffer mut BytesMut,
+    open_content_starts: Vec<usize>,
+}
+
+impl<'buffer> BerWriter<'buffer> {
+    pub fn new(buffer: &'buffer mut BytesMut) -> Self {
+        BerWriter {
+            buffer,
+            open_content_starts: Vec::with_capacity(8),
+        }
+    }
+
+    /// Starts a constructed element with `tag_byte`; must be matched by `close`.
+    pub fn open(&mut self, tag_byte: u8) {
+        self.buffer.extend_from_slice(&[tag_byte, 0, 0, 0, 0, 0]);
+        self.open_content_starts.push(self.buffer.len());
+    }
+
+    /// Ends the innermost open element.
+    pub fn close(&mut self) {
+        let content_start = self
+            .open_content_starts
+            .pop()
+            .expect("BerWriter::close without a matching open");
+        let content_length = self.buffer.len() - content_start;
+        let length_start = content_start - LENGTH_RESERVED_BYTES;
+        let mut length_bytes = [0u8; LENGTH_RESERVED_BYTES];
+        let length_size = encode_length(content_length, &mut length_bytes);
+        self.buffer[length_start..length_start + length_size]
+            .copy_from_slice(&length_bytes[..length_size]);
+        let unused = LENGTH_RESERVED_BYTES - length_size;
+        if unused > 0 {
+            self.buffer
+                .copy_within(content_start.., length_start + length_size);
+            let new_length = self.buffer.len() - unused;
+            self.buffer.truncate(new_length);
+        }
+    }
+
+    /// A primitive element with the given content.
+    pub fn primitive(&mut self, tag_byte: u8, content: &[u8]) {
+        let mut length_bytes = [0u8; LENGTH_RESERVED_BYTES];
+        let length_size = encode_length(content.len(), &mut length_bytes);
+        self.buffer.reserve(1 + length_size + content.len());
+        self.buffer.extend_from_slice(&[tag_byte]);
+        self.buffer.extend_from_slice(&length_bytes[..length_size]);
+        self.buffer.extend_from_slice(content);
+    }
+
+    pub fn octet_string(&mut self, content: &[u8]) {
+        self.primitive(tag::OCTET_STRING, content);
+    }
+
+    pub fn integer(&mut self, tag_byte: u8, value: i64) {
+        let mut bytes = [0u8; 8];
+        let size = encode_integer(value, &mut bytes);
+        self.primitive(tag_byte, &bytes[8 - size..]);
+    }
+
+    pub fn boolean(&mut self, value: bool) {
+        self.primitive(tag::BOOLEAN, &[if value { 0xff } else { 0 }]);
+    }
+
+    pub fn depth(&self) -> usize {
+        self.open_content_starts.len()
+    }
+}
+
+impl Drop for BerWriter<'_> {
+    fn drop(&mut self) {
+        // An element left open would leave placeholder bytes in the output: a programming error.
+        debug_assert!(
+            self.open_content_starts.is_empty() || std::thread::panicking(),
+            "BerWriter dropped with {} open elements",
+            self.open_content_starts.len()
+        );
+    }
+}
+
+/// Minimal definite-length encoding; returns the number of bytes written to `out`.
+fn encode_length(length: usize, out: &mut [u8; LENGTH_RESERVED_BYTES]) -> usize {
+    assert!(
+        length <= u32::MAX as usize,
+        "BER length {length} exceeds 4 GiB"
+    );
+    if length < 128 {
+        out[0] = length as u8;
+        return 1;
+    }
+    let be = (length as u32).to_be_bytes();
+    let skip = be.iter().take_while(|byte| **byte == 0).count();
+    let count = 4 - skip;
+    out[0] = 0x80 | count as u8;
+    out[1..=count].copy_from_slice(&be[skip..]);
+    1 + count
+}
+
+/// Minimal two's complement big-endian integer into the tail of `out`; returns its byte count.
+fn encode_integer(value: i64, out: &mut [u8; 8]) -> usize {
+    *out = value.to_be_bytes();
+    let mut start = 0;
+    while start < 7 {
+        let redundant = (out[start] == 0x00 && out[start + 1] & 0x80 == 0)
+            || (out[start] == 0xff && out[start + 1] & 0x80 != 0);
+        if !redundant {
+            break;
+        }
+        start += 1;
+    }
+    8 - start
+}
+
+/// One control to attach to a response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseControl {
+    pub oid: String,
+    pub criticality: bool,
+    pub value: Option<Vec<u8>>,
+}
+
+fn write_controls(writer: &mut BerWriter<'_>, controls: &[ResponseControl]) {
+    if controls.is_empty() {
+        return;
+    }
+    writer.open(tag::CONTROLS);
+    for control in controls {
+        writer.open(tag::SEQUENCE);
+        writer.octet_string(control.oid.as_bytes());
+        if control.criticality {
+            writer.boolean(true);
+        }
+        if let Some(value) = &control.value {
+            writer.octet_string(value);
+        }
+        writer.close();
+    }
+    writer.close();
+}
+
+/// The LDAPResult fields shared by most responses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultFields<'text> {
+    pub code: u32,
+    pub matched_dn: &'text str,
+    pub message: &'text str,
+}
+
+fn write_result_fields(writer: &mut BerWriter<'_>, result: &ResultFields<'_>) {
+    writer.integer(tag::ENUMERATED, i64::from(result.code));
+    writer.octet_string(result.matched_dn.as_bytes());
+    writer.octet_string(result.message.as_bytes());
+}
+
+/// Writes a complete LDAPMessage whose protocolOp is an LDAPResult-shaped response
+/// (`operation_tag` is e.g. `tag::SEARCH_RESULT_DONE`).
+pub fn write_result_message(
+    buffer: &mut BytesMut,
+    message_id: i32,
+    operation_tag: u8,
+    result: &ResultFields<'_>,
+    controls: &[ResponseControl],
+) {
+    let mut writer = BerWriter::new(buffer);
+    writer.open(tag::SEQUENCE);
+    writer.integer(tag::INTEGER, i64::from(message_id));
+    writer.open(operation_tag);
+    write_result_fields(&mut writer, result);
+    writer.close();
+    write_controls(&mut writer, controls);
+    writer.close();
+}
+
+/// Writes an ExtendedResponse message (also used for the unsolicited Notice of Disconnection).
+pub fn write_extended_response(
+    buffer: &mut BytesMut,
+    message_id: i32,
+    result: &ResultFields<'_>,
+    response_name: Option<&str>,
+    response_value: Option<&[u8]>,
+    controls: &[ResponseControl],
+) {
+    let mut writer = BerWriter::new(buffer);
+    writer.open(tag::SEQUENCE);
+    writer.integer(tag::INTEGER, i64::from(message_id));
+    writer.open(tag::EXTENDED_RESPONSE);
+    write_result_fields(&mut writer, result);
+    if let Some(name) = response_name {
+        writer.primitive(tag::EXTENDED_RESPONSE_NAME, name.as_bytes());
+    }
+    if let Some(value) = response_value {
+        writer.primitive(tag::EXTENDED_RESPONSE_VALUE, value);
+    }
+    writer.close();
+    write_controls(&mut writer, controls);
+    writer.close();
+}
+
+/// Streams one SearchResultEntry: call `attribute` once per attribute, then `finish`.
+pub struct EntryWriter<'buffer> {
+    writer: BerWriter<'buffer>,
+}
+
+impl<'buffer> EntryWriter<'buffer> {
+    pub fn begin(buffer: &'buffer mut BytesMut, message_id: i32, dn: &[u8]) -> Self {
+        let mut writer = BerWriter::new(buffer);
+        writer.open(tag::SEQUENCE);
+        writer.integer(tag::INTEGER, i64::from(message_id));
+        writer.open(tag::SEARCH_RESULT_ENTRY);
+        writer.octet_string(dn);
+        writer.open(tag::SEQUENCE);
+        EntryWriter { writer }
+    }
+
+    /// Writes one PartialAttribute; with `values` empty it is the typesOnly form.
+    pub fn attribute<'value>(
+        &mut self,
+        description: &[u8],
+        values: impl IntoIterator<Item = &'value [u8]>,
+    ) {
+        self.writer.open(tag::SEQUENCE);
+        self.writer.octet_string(description);
+        self.writer.open(tag::SET);
+        for value in values {
+            self.writer.octet_string(value);
+        }
+        self.writer.close();
+        self.writer.close();
+    }
+
+    pub fn finish(mut self, controls: &[ResponseControl]) {
+        self.writer.close(); // attributes
+        self.writer.close(); // SearchResultEntry
+        write_controls(&mut self.writer, controls);
+        self.writer.close(); // LDAPMessage
+        debug_assert_eq!(self.writer.depth(), 0);
+    }
+}
+
+/// The Notice of Disconnection OID (RFC 4511 §4.4.1).
+pub const NOTICE_OF_DISCONNECTION_OID: &str = "1.3.6.1.4.1.1466.20036";
+
+/// An unsolicited Notice of Disconnection (messageID 0) with the given result code and reason.
+pub fn notice_of_disconnection(code: u32, message: &str) -> BytesMut {
+    let mut buffer = BytesMut::with_capacity(64 + message.len());
+    write_extended_response(
+        &mut buffer,
+        0,
+        &ResultFields {
+            code,
+            matched_dn: "",
+            message,
+        },
+        Some(NOTICE_OF_DISCONNECTION_OID),
+        None,
+        &[],
+    );
+    buffer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldap3_proto::proto::{
+        LdapExtendedResponse, LdapMsg, LdapOp, LdapPartialAttribute, LdapResult, LdapResultCode,
+        LdapSearchResultEntry,
+    };
+    use ldap3_proto::LdapCodec;
+    use tokio_util::codec::Encoder;
+
+    fn reference(message: LdapMsg) -> Vec<u8> {
+        let mut buffer = BytesMut::new();
+        LdapCodec::default()
+            .encode(message, &mut buffer)
+            .expect("reference encode");
+        buffer.to_vec()
+    }
+
+    fn sample_entry(value_size: usize, attribute_count: usize) -> LdapSearchResultEntry {
+        LdapSearchResultEntry {
+            dn: "uid=u0000001,ou=People,dc=example,dc=com".to_string(),
+            attributes: (0..attribute_count)
+                .map(|index| LdapPartialAttribute {
+                    atype: format!("attribute{index}"),
+                    vals: (0..(index % 3))
+                        .map(|value_index| vec![b'a' + (value_index as u8); value_size])
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn encode_own(message_id: i32, entry: &LdapSearchResultEntry) -> Vec<u8> {
+        let mut buffer = BytesMut::new();
+        let mut writer = EntryWriter::begin(&mut buffer, message_id, entry.dn.as_bytes());
+        for attribute in &entry.attributes {
+            writer.attribute(
+                attribute.atype.as_bytes(),
+                attribute.vals.iter().map(Vec::as_slice),
+            );
+        }
+        writer.finish(&[]);
+        buffer.to_vec()
+    }
+
+    #[test]
+    fn search_entry_bytes_match_ldap3_proto_for_all_length_forms() {
+        // Value sizes straddle the short/long length boundaries (127/128, 255/256, 65535/65536).
+        for value_size in [0, 1, 127, 128, 255, 256, 65_535, 65_536] {
+            for attribute_count in [0, 1, 5, 40] {
+                for message_id in [0, 1, 127, 128, 255, 256, 32_768, i32::MAX] {
+                    let entry = sample_entry(value_size, attribute_count);
+                    let expected = reference(LdapMsg::new(
+                        message_id,
+                        LdapOp::SearchResultEntry(entry.clone()),
+                    ));
+                    assert_eq!(
+                        encode_own(message_id, &entry),
+                        expected,
+                        "value_size={value_size} attributes={attribute_count} id={message_id}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn result_messages_match_ldap3_proto() {
+        for (code, code_enum) in [
+            (0, LdapResultCode::Success),
+            (32, LdapResultCode::NoSuchObject),
+            (122, LdapResultCode::AssertionFailed),
+            (4096, LdapResultCode::EsyncRefreshRequired),
+        ] {
+            let result = LdapResult {
+                code: code_enum,
+                matcheddn: "dc=example,dc=com".to_string(),
+                message: "x".repeat(200),
+                referral: vec![],
+            };
+            let expected = reference(LdapMsg::new(7, LdapOp::SearchResultDone(result.clone())));
+            let mut buffer = BytesMut::new();
+            write_result_message(
+                &mut buffer,
+                7,
+                tag::SEARCH_RESULT_DONE,
+                &ResultFields {
+                    code,
+                    matched_dn: &result.matcheddn,
+                    message: &result.message,
+                },
+                &[],
+            );
+            assert_eq!(buffer.to_vec(), expected, "code {code}");
+        }
+    }
+
+    #[test]
+    fn extended_response_matches_ldap3_proto() {
+        let expected = reference(LdapMsg::new(
+            0,
+            LdapOp::ExtendedResponse(LdapExtendedResponse {
+                res: LdapResult {
+                    code: LdapResultCode::Unavailable,
+                    matcheddn: String::new(),
+                    message: "server shutting down".to_string(),
+                    referral: vec![],
+                },
+                name: Some(NOTICE_OF_DISCONNECTION_OID.to_string()),
+                value: None,
+            }),
+        ));
+        assert_eq!(
+            notice_of_disconnection(52, "server shutting down").to_vec(),
+            expected
+        );
+    }
+
+    #[test]
+    fn controls_are_decodable_by_ldap3_proto() {
+        use tokio_util::codec::Decoder;
+        let mut buffer = BytesMut::new();
+        write_result_message(
+            &mut buffer,
+            3,
+            tag::SEARCH_RESULT_DONE,
+            &ResultFields {
+                code: 0,
+                matched_dn: "",
+                message: "",
+            },
+            &[ResponseControl {
+                oid: "1.2.3.4".to_string(),
+                criticality: false,
+                value: Some(vec![1, 2, 3]),
+            }],
+        );
+        let decoded = LdapCodec::default()
+            .decode(&mut buffer)
+            .expect("decode")
+            .expect("complete message");
+        assert_eq!(decoded.msgid, 3);
+        assert_eq!(decoded.ctrl.len(), 1);
+    }
+
+    #[test]
+    fn integer_encoding_is_minimal_twos_complement() {
+        let cases: [(i64, &[u8]); 7] = [
+            (0, &[0]),
+            (127, &[0x7f]),
+            (128, &[0x00, 0x80]),
+            (255, &[0x00, 0xff]),
+            (-1, &[0xff]),
+            (-128, &[0x80]),
+            (-129, &[0xff, 0x7f]),
+        ];
+        for (value, expected) in cases {
+            let mut bytes = [0u8; 8];
+            let size = encode_integer(value, &mut bytes);
+            assert_eq!(&bytes[8 - size..], expected, "value {value}");
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! One client connection: reads PDUs, dispatches operations (each non-trivial one in its own task so
+//! a long search never blocks the connection), writes their responses, enforces the per-connection
+//! limits, upgrades to TLS on StartTLS, and closes on unbind, idle timeout, malformed input or
+//! server shutdown.
+
+use crate::ber::{self, tag, ResultFields};
+use crate::operations::{self, OperationContext, Outgoing};
+use crate::result::{code, OperationError};
+use crate::server::ServerContext;
+use bytes::{Bytes, BytesMut};
+use futures::{SinkExt, StreamExt};
+use ldap3_proto::proto::{LdapExtendedRequest, LdapMsg, LdapOp};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+use tokio_util::codec::{Framed, FramedParts};
+use tracing::{info, warn};
+
+/// The StartTLS extended operation (RFC 4511 §4.14).
+pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
+
+/// Any byte stream a connection runs on: TCP, TLS over TCP, or a unix socket.
+pub trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> ByteStream for T {}
+pub type BoxedStream = Box<dyn ByteStream>;
+
+/// How a connection was accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Tls,
+    /// Unix socket with the peer's uid/gid (SASL EXTERNAL identity).
+    Ldapi { uid: u32, gid: u32 },
+}
+
+/// Authentication state of a connection.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    /// The bound DN as given at bind (original form); empty = anonymous.
+    pub dn: String,
+    pub is_rootdn: bool,
+}
+
+/// Per-connection state visible to operations.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub connection_id: u64,
+    pub identity: Identity,
+    pub transport: Transport,
+    /// TLS active (ldaps or after StartTLS).
+    pub tls_active: bool,
+}
+
+impl Session {
+    /// Whether the channel counts as confidential for `require_tls`.
+    pub fn is_secure(&self) -> bool {
+        self.tls_active || matches!(self.transport, Transport::Ldapi { .. })
+    }
+}
+
+struct Outstanding {
+    cancelled: Arc<AtomicBool>,
+    task: tokio::task::AbortHandle,
+}
+
+/// What ended the read loop.
+enum Ending {
+    Unbind,
+    PeerClosed,
+    Notice(u32, String),
+    Shutdown,
+}
+
+pub async fn run(
+    context: Arc<ServerContext>,
+    stream: BoxedStream,
+    transport: Transport,
+    connection_id: u64,
+    peer: String,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let tls_active = transport == Transport::Tls;
+    let mut session = Session {
+        connection_id,
+        identity: Identity::default(),
+        transport,
+        tls_active,
+    };
+    info!(
+        "conn={connection_id} fd=0 ACCEPT from {peer} ({})",
+        if session.tls_active { "TLS" } else { "clear" }
+    );
+    let settings = &context.settings;
+    let codec = crate::pdu::PduCodec::new(settings.pdu_bytes_max, settings.filter_depth_max + 32);
+    let mut framed = Framed::new(stream, codec);
+    // Bounded so a client that stops reading slows its own searches down instead of growing memory.
+    let (sender, mut receiver) = mpsc::channel::<Outgoing>(256);
+    let mut outstanding: HashMap<i32, Outstanding> = HashMap::new();
+    let mut operation_counter: u64 = 0;
+    let mut last_activity = Instant::now();
+
+    let ending = loop {
+        let idle_deadline = tokio::time::Instant::from_std(last_activity + settings.idle_timeout);
+        tokio::select! {
+            biased;
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    break Ending::Shutdown;
+                }
+            }
+            outgoing = receiver.recv() => {
+                // The connection holds a sender clone only through operations; `None` cannot happen
+                // while `sender` lives here.
+                let Some(outgoing) = outgoing else { break Ending::PeerClosed };
+                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, outgoing, &mut receiver).await {
+                    info!("conn={connection_id} write failed: {error}");
+                    break Ending::PeerClosed;
+                }
+                last_activity = Instant::now();
+            }
+            frame = framed.next() => {
+                last_activity = Instant::now();
+                let message = match frame {
+                    None => break Ending::PeerClosed,
+                    Some(Ok(message)) => message,
+                    Some(Err(crate::pdu::PduError::Io(error))) => {
+                        info!("conn={connection_id} read failed: {error}");
+                        break Ending::PeerClosed;
+                    }
+                    Some(Err(error)) => {
+                        warn!("conn={connection_id} closing: {error}");
+                        break Ending::Notice(code::PROTOCOL_ERROR, error.to_string());
+                    }
+                };
+                operation_counter += 1;
+                let operation_id = operation_counter;
+                match message.op {
+                    LdapOp::UnbindRequest => {
+                        info!("conn={connection_id} op={operation_id} UNBIND");
+                        break Ending::Unbind;
+                    }
+                    LdapOp::AbandonRequest(target) => {
+                        info!("conn={connection_id} op={operation_id} ABANDON msg={target}");
+                        if let Some(abandoned) = outstanding.remove(&target) {
+                            abandoned.cancelled.store(true, Ordering::Release);
+                            abandoned.task.abort();
+                        }
+                    }
+                    LdapOp::ExtendedRequest(ref request) if request.name == START_TLS_OID => {
+                        // The upgrade consumes the stream; a closed placeholder stands in until it is back.
+                        let placeholder: BoxedStream = Box::new(tokio::io::join(tokio::io::empty(), tokio::io::sink()));
+                        let current = std::mem::replace(&mut framed, Framed::new(placeholder, crate::pdu::PduCodec::new(settings.pdu_bytes_max, settings.filter_depth_max + 32)));
+                        match start_tls(&context, &mut session, current, &outstanding, message.msgid, request, operation_id).await {
+                            Ok(upgraded) => framed = upgraded,
+                            Err(()) => break Ending::PeerClosed,
+                        }
+                    }
+                    LdapOp::BindRequest(request) => {
+                        // Binds are handled in order, with nothing else running (RFC 4511 §4.2.1).
+                        for (_, previous) in outstanding.drain() {
+                            previous.cancelled.store(true, Ordering::Release);
+                            previous.task.abort();
+                        }
+                        let response = operations::bind(&context, &mut session, message.msgid, &request, &message.ctrl, operation_id).await;
+                        if framed.send(response).await.is_err() {
+                            break Ending::PeerClosed;
+                        }
+                    }
+                    operation => {
+                        if outstanding.len() >= settings.operations_per_connection_max {
+                            info!("conn={connection_id} op={operation_id} refused: {} operations outstanding", outstanding.len());
+                            if let Some(response) = operations::refusal(message.msgid, &operation, &OperationError::new(code::BUSY, format!("too many outstanding operations on this connection (limit {})", settings.operations_per_connection_max))) {
+                                if framed.send(response).await.is_err() {
+                                    break Ending::PeerClosed;
+                                }
+                            }
+                            continue;
+                        }
+                        if outstanding.contains_key(&message.msgid) {
+                            break Ending::Notice(code::PROTOCOL_ERROR, format!("message ID {} is already in use", message.msgid));
+                        }
+                        let cancelled = Arc::new(AtomicBool::new(false));
+                        let operation_context = OperationContext {
+                            server: context.clone(),
+                            session: session.clone(),
+                            message_id: message.msgid,
+                            operation_id,
+                            controls: message.ctrl,
+                            cancelled: cancelled.clone(),
+                            sender: sender.clone(),
+                        };
+                        let task = tokio::spawn(operations::dispatch(operation_context, operation));
+                        outstanding.insert(message.msgid, Outstanding { cancelled, task: task.abort_handle() });
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(idle_deadline), if outstanding.is_empty() => {
+                break Ending::Notice(code::UNAVAILABLE, format!("idle for {} seconds", settings.idle_timeout.as_secs()));
+            }
+        }
+    };
+
+    match ending {
+        Ending::Unbind | Ending::PeerClosed => {
+            for (_, operation) in outstanding.drain() {
+                operation.cancelled.store(true, Ordering::Release);
+                operation.task.abort();
+            }
+        }
+        Ending::Notice(result_code, reason) => {
+            for (_, operation) in outstanding.drain() {
+                operation.cancelled.store(true, Ordering::Release);
+                operation.task.abort();
+            }
+            let notice = ber::notice_of_disconnection(result_code, &reason);
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                framed.send(notice.freeze()),
+            )
+            .await;
+        }
+        Ending::Shutdown => {
+            // In-flight operations (writes especially) finish and are answered before the notice.
+            let grace = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !outstanding.is_empty() {
+                match tokio::time::timeout_at(grace, receiver.recv()).await {
+                    Ok(Some(outgoing)) => {
+                        if write_outgoing(&mut framed, &mut outstanding, outgoing, &mut receiver)
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            let notice = ber::notice_of_disconnection(code::UNAVAILABLE, "server shutting down");
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                framed.send(notice.freeze()),
+            )
+            .await;
+        }
+    }
+    let _ = framed.close().await;
+    context.connection_closed();
+    info!("conn={connection_id} fd=0 closed");
+}
+
+/// Writes one outgoing item and everything else already queued, then flushes once.
+async fn write_outgoing(
+    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
+    outstanding: &mut HashMap<i32, Outstanding>,
+    first: Outgoing,
+    receiver: &mut mpsc::Receiver<Outgoing>,
+) -> Result<(), crate::pdu::PduError> {
+    let mut next = Some(first);
+    let mut queued = 0usize;
+    while let Some(outgoing) = next.take() {
+        match outgoing {
+            Outgoing::Message(bytes) => {
+                framed.feed(bytes).await?;
+                queued += 1;
+            }
+            Outgoing::Done(message_id) => {
+                outstanding.remove(&message_id);
+            }
+        }
+        // Batch what is already waiting, up to a bound, so big searches flush in large writes.
+        if queued < 512 {
+            next = receiver.try_recv().ok();
+        }
+    }
+    framed.flush().await
+}
+
+async fn start_tls(
+    context: &Arc<ServerContext>,
+    session: &mut Session,
+    mut framed: Framed<BoxedStream, crate::pdu::PduCodec>,
+    outstanding: &HashMap<i32, Outstanding>,
+    message_id: i32,
+    request: &LdapExtendedRequest,
+    operation_id: u64,
+) -> Result<Framed<BoxedStream, crate::pdu::PduCodec>, ()> {
+    let connection_id = session.connection_id;
+    info!("conn={connection_id} op={operation_id} EXT oid={START_TLS_OID}");
+    let refusal = if request.value.is_some() {
+        Some(OperationError::new(
+            code::PROTOCOL_ERROR,
+            "StartTLS request must not carry a value",
+        ))
+    } else if session.tls_active {
+        Some(OperationError::new(
+            code::OPERATIONS_ERROR,
+            "TLS already started",
+        ))
+    } else if matches!(session.transport, Transport::Ldapi { .. }) {
+        Some(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "StartTLS is not offered over ldapi",
+        ))
+    } else if context.tls_config.is_none() {
+        Some(OperationError::new(
+            code::UNAVAILABLE,
+            "TLS is not configured on this server",
+        ))
+    } else if !outstanding.is_empty() {
+        Some(OperationError::new(
+            code::OPERATIONS_ERROR,
+            format!(
+                "{} operations outstanding; StartTLS needs an idle connection",
+                outstanding.len()
+            ),
+        ))
+    } else {
+        None
+    };
+    let (result_code, message) = match &refusal {
+        Some(error) => (error.code, error.message.as_str()),
+        None => (code::SUCCESS, ""),
+    };
+    let mut buffer = BytesMut::with_capacity(64);
+    ber::write_extended_response(
+        &mut buffer,
+        message_id,
+        &ResultFields {
+            code: result_code,
+            matched_dn: "",
+            message,
+        },
+        Some(START_TLS_OID),
+        None,
+        &[],
+    );
+    info!("conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={message}");
+    if framed.send(Bytes::from(buffer)).await.is_err() {
+        return Err(());
+    }
+    let Some(tls_config) = context.tls_config.clone().filter(|_| refusal.is_none()) else {
+        return Ok(framed);
+    };
+    let parts = framed.into_parts();
+    if !parts.read_buf.is_empty() {
+        warn!("conn={connection_id} data received after StartTLS request before the TLS handshake; closing");
+        return Err(());
+    }
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
+    match acceptor.accept(parts.io).await {
+        Ok(tls_stream) => {
+            session.tls_active = true;
+            info!("conn={connection_id} TLS established");
+            let boxed: BoxedStream = Box::new(tls_stream);
+            let mut new_parts = FramedParts::new::<Bytes>(boxed, parts.codec);
+            new_parts.write_buf = BytesMut::new();
+            Ok(Framed::from_parts(new_parts))
+        }
+        Err(error) => {
+            info!("conn={connection_id} TLS handshake failed: {error}");
+            Err(())
+        }
+    }
+}
+
+/// Encodes a full LDAPMessage with ldap3_proto (for the less frequent responses).
+pub fn encode_message(message: LdapMsg) -> Bytes {
+    use tokio_util::codec::Encoder;
+    let mut buffer = BytesMut::new();
+    ldap3_proto::LdapCodec::default()
+        .encode(message, &mut buffer)
+        .expect("encoding into a BytesMut cannot fail");
+    buffer.freeze()
+}
+
+/// The response tag (for logs) of an LDAPResult-shaped response to `operation`.
+pub fn response_tag(operation: &LdapOp) -> Option<u8> {
+    Some(match operation {
+        LdapOp::BindRequest(_) => tag::BIND_RESPONSE,
+        LdapOp::SearchRequest(_) => tag::SEARCH_RESULT_DONE,
+        LdapOp::ModifyRequest(_) => tag::MODIFY_RESPONSE,
+        LdapOp::AddRequest(_) => tag::ADD_RESPONSE,
+        LdapOp::DelRequest(_) => tag::DELETE_RESPONSE,
+        LdapOp::ModifyDNRequest(_) => tag::MODIFY_DN_RESPONSE,
+        LdapOp::CompareRequest(_) => tag::COMPARE_RESPONSE,
+        LdapOp::ExtendedRequest(_) => tag::EXTENDED_RESPONSE,
+        _ => return None,
+    })
+}

@@ -1,0 +1,261 @@
+//! Request controls: which ones each operation honours, decoding their values, and the
+//! criticality rule (unknown or inapplicable critical control → unavailableCriticalExtension;
+//! non-critical ones that are not implemented are ignored, RFC 4511 §4.1.11).
+
+use crate::result::{code, OperationError};
+use ldap3_lber::parse::Parser;
+use ldap3_proto::control::ServerSortRequet;
+use ldap3_proto::control::LdapControl;
+use ldap3_proto::proto::LdapFilter;
+
+pub const PAGED_RESULTS_OID: &str = "1.2.840.113556.1.4.319";
+pub const MANAGE_DSA_IT_OID: &str = "2.16.840.1.113730.3.4.2";
+pub const ASSERTION_OID: &str = "1.3.6.1.1.12";
+pub const PRE_READ_OID: &str = "1.3.6.1.1.13.1";
+pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
+pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
+pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
+pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
+
+/// Controls honoured by search.
+pub const SEARCH_CONTROLS: &[&str] = &[
+    PAGED_RESULTS_OID,
+    MANAGE_DSA_IT_OID,
+    ASSERTION_OID,
+    SORT_REQUEST_OID,
+];
+/// Controls honoured by compare.
+pub const COMPARE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
+/// Controls honoured by add, delete, modify and modrdn.
+pub const UPDATE_CONTROLS: &[&str] = &[
+    MANAGE_DSA_IT_OID,
+    ASSERTION_OID,
+    PRE_READ_OID,
+    POST_READ_OID,
+];
+
+/// The decoded controls an operation acts on.
+#[derive(Debug, Clone, Default)]
+pub struct RequestControls {
+    /// Paged results: page size and cookie.
+    pub paged: Option<(i64, Vec<u8>)>,
+    pub manage_dsa_it: bool,
+    /// The assertion filter (RFC 4528).
+    pub assertion: Option<LdapFilter>,
+    /// Attribute lists of pre-read / post-read (RFC 4527).
+    pub pre_read: Option<Vec<String>>,
+    pub post_read: Option<Vec<String>>,
+    pub sort: Option<Vec<ServerSortRequet>>,
+    /// Whether the sort control was critical (sort failures then fail the search).
+    pub sort_critical: bool,
+}
+
+fn unavailable(oid: &str) -> OperationError {
+    OperationError::new(
+        code::UNAVAILABLE_CRITICAL_EXTENSION,
+        format!("critical control {oid} is not supported for this operation"),
+    )
+}
+
+fn protocol_error(oid: &str, what: &str) -> OperationError {
+    OperationError::new(
+        code::PROTOCOL_ERROR,
+        format!("control {oid}: {what}"),
+    )
+}
+
+/// Decodes `controls` for an operation that honours the OIDs in `honoured`.
+pub fn parse(controls: &[LdapControl], honoured: &[&str]) -> Result<RequestControls, OperationError> {
+    let mut parsed = RequestControls::default();
+    for control in controls {
+        match control {
+            LdapControl::SimplePagedResults { size, cookie } => {
+                // ldap3_proto does not keep this control's criticality; clients mark it critical or
+                // not, and it is honoured wherever it applies (search).
+                if honoured.contains(&PAGED_RESULTS_OID) {
+                    if parsed.paged.is_some() {
+                        return Err(protocol_error(PAGED_RESULTS_OID, "given twice"));
+                    }
+                    if *size < 0 {
+                        return Err(protocol_error(PAGED_RESULTS_OID, "negative page size"));
+                    }
+                    parsed.paged = Some((*size, cookie.clone()));
+                } else {
+                    return Err(unavailable(PAGED_RESULTS_OID));
+                }
+            }
+            LdapControl::ManageDsaIT { criticality } => {
+                if honoured.contains(&MANAGE_DSA_IT_OID) {
+                    // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
+                    parsed.manage_dsa_it = true;
+                } else if *criticality {
+                    return Err(unavailable(MANAGE_DSA_IT_OID));
+                }
+            }
+            LdapControl::ServerSort { sort_requests } => {
+                if honoured.contains(&SORT_REQUEST_OID) {
+                    if sort_requests.is_empty() {
+                        return Err(protocol_error(SORT_REQUEST_OID, "empty sort key list"));
+                    }
+                    parsed.sort = Some(sort_requests.clone());
+                    // Criticality is not kept by ldap3_proto; treat as non-critical (RFC 2891 then
+                    // returns unsorted results with a failure code in the response control).
+                    parsed.sort_critical = false;
+                } else {
+                    return Err(unavailable(SORT_REQUEST_OID));
+                }
+            }
+            LdapControl::PasswordPolicyRequest { criticality } => {
+                if *criticality {
+                    return Err(unavailable(PASSWORD_POLICY_OID));
+                }
+            }
+            LdapControl::Unknown {
+                oid,
+                criticality,
+                value,
+            } => {
+                let applies = honoured.contains(&oid.as_str());
+                match oid.as_str() {
+                    ASSERTION_OID if applies => {
+                        let value = value
+                            .as_deref()
+                            .ok_or_else(|| protocol_error(ASSERTION_OID, "missing value"))?;
+                        parsed.assertion = Some(decode_filter(value)?);
+                    }
+                    PRE_READ_OID if applies => {
+                        parsed.pre_read = Some(decode_attribute_list(PRE_READ_OID, value.as_deref())?);
+                    }
+                    POST_READ_OID if applies => {
+                        parsed.post_read =
+                            Some(decode_attribute_list(POST_READ_OID, value.as_deref())?);
+                    }
+                    _ if *criticality => return Err(unavailable(oid)),
+                    _ => {}
+                }
+            }
+            LdapControl::SyncRequest { criticality, .. }
+            | LdapControl::SearchOptions { criticality, .. }
+            | LdapControl::ShowDeleted { criticality }
+            | LdapControl::SdFlags { criticality, .. }
+            | LdapControl::ExtendedDn { criticality, .. } => {
+                if *criticality {
+                    return Err(OperationError::new(
+                        code::UNAVAILABLE_CRITICAL_EXTENSION,
+                        "critical control not supported",
+                    ));
+                }
+            }
+            // Response-only controls sent in a request carry no meaning; ignored.
+            _ => {}
+        }
+    }
+    Ok(parsed)
+}
+
+fn decode_filter(value: &[u8]) -> Result<LdapFilter, OperationError> {
+    let mut parser = Parser::new(64);
+    let (_, tag) = parser
+        .parse(value)
+        .map_err(|_| protocol_error(ASSERTION_OID, "undecodable filter"))?;
+    LdapFilter::try_from(tag).map_err(|_| protocol_error(ASSERTION_OID, "invalid filter"))
+}
+
+/// AttributeSelection ::= SEQUENCE OF selector LDAPString (RFC 4527 §3.1).
+fn decode_attribute_list(oid: &str, value: Option<&[u8]>) -> Result<Vec<String>, OperationError> {
+    let value = value.ok_or_else(|| protocol_error(oid, "missing value"))?;
+    let mut parser = Parser::new(4);
+    let (_, tag) = parser
+        .parse(value)
+        .map_err(|_| protocol_error(oid, "undecodable attribute list"))?;
+    let items = tag
+        .match_id(16)
+        .and_then(|tag| tag.expect_constructed())
+        .ok_or_else(|| protocol_error(oid, "attribute list must be a SEQUENCE"))?;
+    items
+        .into_iter()
+        .map(|item| {
+            item.expect_primitive()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .ok_or_else(|| protocol_error(oid, "attribute names must be strings"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_critical_is_refused_and_unknown_non_critical_ignored() {
+        let critical = LdapControl::Unknown {
+            oid: "1.2.3.4".to_string(),
+            criticality: true,
+            value: None,
+        };
+        let error = parse(&[critical], SEARCH_CONTROLS).unwrap_err();
+        assert_eq!(error.code, code::UNAVAILABLE_CRITICAL_EXTENSION);
+        let ignored = LdapControl::Unknown {
+            oid: "1.2.3.4".to_string(),
+            criticality: false,
+            value: None,
+        };
+        assert!(parse(&[ignored], SEARCH_CONTROLS).is_ok());
+    }
+
+    #[test]
+    fn password_policy_is_ignored_unless_critical() {
+        assert!(parse(
+            &[LdapControl::PasswordPolicyRequest { criticality: false }],
+            &[]
+        )
+        .is_ok());
+        assert_eq!(
+            parse(&[LdapControl::PasswordPolicyRequest { criticality: true }], &[])
+                .unwrap_err()
+                .code,
+            code::UNAVAILABLE_CRITICAL_EXTENSION
+        );
+    }
+
+    #[test]
+    fn pre_read_attribute_list_decodes() {
+        // SEQUENCE { "cn", "+" }
+        let value = vec![0x30, 0x07, 0x04, 0x02, b'c', b'n', 0x04, 0x01, b'+'];
+        let control = LdapControl::Unknown {
+            oid: PRE_READ_OID.to_string(),
+            criticality: true,
+            value: Some(value),
+        };
+        let parsed = parse(&[control], UPDATE_CONTROLS).expect("parse");
+        assert_eq!(parsed.pre_read, Some(vec!["cn".to_string(), "+".to_string()]));
+    }
+
+    #[test]
+    fn assertion_filter_decodes() {
+        // (cn=x) as BER: [3] { "cn", "x" }
+        let value = vec![0xa3, 0x07, 0x04, 0x02, b'c', b'n', 0x04, 0x01, b'x'];
+        let control = LdapControl::Unknown {
+            oid: ASSERTION_OID.to_string(),
+            criticality: true,
+            value: Some(value),
+        };
+        let parsed = parse(&[control], COMPARE_CONTROLS).expect("parse");
+        assert_eq!(
+            parsed.assertion,
+            Some(LdapFilter::Equality("cn".to_string(), "x".to_string()))
+        );
+    }
+
+    #[test]
+    fn paged_results_outside_search_is_refused() {
+        let paged = LdapControl::SimplePagedResults {
+            size: 10,
+            cookie: Vec::new(),
+        };
+        assert_eq!(
+            parse(&[paged], UPDATE_CONTROLS).unwrap_err().code,
+            code::UNAVAILABLE_CRITICAL_EXTENSION
+        );
+    }
+}

@@ -1,0 +1,467 @@
+//! Operation handlers: bind (inline on the connection), and search, compare, updates and extended
+//! operations (each in its own task, answering through the connection's outgoing queue).
+
+use crate::ber::{self, tag, ResponseControl, ResultFields};
+use crate::connection::{response_tag, Session};
+use crate::controls::{self, RequestControls};
+use crate::filter_text;
+use crate::result::{code, OperationError};
+use crate::rootdse;
+use crate::selection::AttributeSelection;
+use crate::server::ServerContext;
+use bytes::{Bytes, BytesMut};
+use ldap3_proto::control::LdapControl;
+use ldap3_proto::proto::{
+    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchRequest,
+    LdapSearchScope, OID_PASSWORD_MODIFY, OID_WHOAMI,
+};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc;
+use tracing::info;
+
+/// What operation tasks send to their connection.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// One encoded LDAPMessage.
+    Message(Bytes),
+    /// The operation with this message ID has sent its final response.
+    Done(i32),
+}
+
+/// Everything an operation task needs.
+pub struct OperationContext {
+    pub server: Arc<ServerContext>,
+    pub session: Session,
+    pub message_id: i32,
+    pub operation_id: u64,
+    pub controls: Vec<LdapControl>,
+    pub cancelled: Arc<AtomicBool>,
+    pub sender: mpsc::Sender<Outgoing>,
+}
+
+impl OperationContext {
+    fn log_prefix(&self) -> String {
+        format!(
+            "conn={} op={}",
+            self.session.connection_id, self.operation_id
+        )
+    }
+
+    async fn send(&self, bytes: Bytes) {
+        // A closed receiver means the connection is gone; the operation's work is then moot.
+        let _ = self.sender.send(Outgoing::Message(bytes)).await;
+    }
+
+    async fn finish(&self, response_tag: u8, result: Result<(), OperationError>, started: Instant) {
+        self.finish_with_controls(response_tag, result, started, &[], "")
+            .await;
+    }
+
+    async fn finish_with_controls(
+        &self,
+        response_tag: u8,
+        result: Result<(), OperationError>,
+        started: Instant,
+        response_controls: &[ResponseControl],
+        extra_log: &str,
+    ) {
+        let (result_code, matched_dn, message) = match &result {
+            Ok(()) => (code::SUCCESS, "", ""),
+            Err(error) => (error.code, error.matched_dn.as_str(), error.message.as_str()),
+        };
+        let mut buffer = BytesMut::with_capacity(32 + matched_dn.len() + message.len());
+        ber::write_result_message(
+            &mut buffer,
+            self.message_id,
+            response_tag,
+            &ResultFields {
+                code: result_code,
+                matched_dn,
+                message,
+            },
+            response_controls,
+        );
+        info!(
+            "{} RESULT tag={} err={}{} duration_us={} text={}",
+            self.log_prefix(),
+            response_tag & 0x1f,
+            result_code,
+            extra_log,
+            started.elapsed().as_micros(),
+            message
+        );
+        self.send(buffer.freeze()).await;
+        let _ = self.sender.send(Outgoing::Done(self.message_id)).await;
+    }
+
+    async fn finish_extended(
+        &self,
+        result: Result<(Option<String>, Option<Vec<u8>>), OperationError>,
+        started: Instant,
+    ) {
+        let (result_code, matched_dn, message, name, value) = match &result {
+            Ok((name, value)) => (code::SUCCESS, "", "", name.as_deref(), value.as_deref()),
+            Err(error) => (
+                error.code,
+                error.matched_dn.as_str(),
+                error.message.as_str(),
+                None,
+                None,
+            ),
+        };
+        let mut buffer = BytesMut::with_capacity(64);
+        ber::write_extended_response(
+            &mut buffer,
+            self.message_id,
+            &ResultFields {
+                code: result_code,
+                matched_dn,
+                message,
+            },
+            name,
+            value,
+            &[],
+        );
+        info!(
+            "{} RESULT tag=120 err={} duration_us={} text={}",
+            self.log_prefix(),
+            result_code,
+            started.elapsed().as_micros(),
+            message
+        );
+        self.send(buffer.freeze()).await;
+        let _ = self.sender.send(Outgoing::Done(self.message_id)).await;
+    }
+}
+
+/// A response refusing `operation` before it starts (e.g. busy); None for operations without a response.
+pub fn refusal(message_id: i32, operation: &LdapOp, error: &OperationError) -> Option<Bytes> {
+    let response_tag = response_tag(operation)?;
+    let mut buffer = BytesMut::with_capacity(64);
+    let fields = ResultFields {
+        code: error.code,
+        matched_dn: &error.matched_dn,
+        message: &error.message,
+    };
+    if response_tag == tag::EXTENDED_RESPONSE {
+        ber::write_extended_response(&mut buffer, message_id, &fields, None, None, &[]);
+    } else {
+        ber::write_result_message(&mut buffer, message_id, response_tag, &fields, &[]);
+    }
+    Some(buffer.freeze())
+}
+
+/// Runs one non-bind operation to completion.
+pub async fn dispatch(context: OperationContext, operation: LdapOp) {
+    let started = Instant::now();
+    match operation {
+        LdapOp::SearchRequest(request) => search(&context, &request, started).await,
+        LdapOp::ExtendedRequest(request) => extended(&context, &request, started).await,
+        LdapOp::CompareRequest(request) => {
+            info!(
+                "{} CMP dn=\"{}\" attr=\"{}\"",
+                context.log_prefix(),
+                request.dn,
+                request.atype
+            );
+            let result = crate::database::compare(&context, &request).await;
+            let response = match result {
+                Ok(true) => Err(OperationError::new(code::COMPARE_TRUE, "")),
+                Ok(false) => Err(OperationError::new(code::COMPARE_FALSE, "")),
+                Err(error) => Err(error),
+            };
+            context
+                .finish(tag::COMPARE_RESPONSE, response, started)
+                .await;
+        }
+        LdapOp::AddRequest(request) => {
+            info!("{} ADD dn=\"{}\"", context.log_prefix(), request.dn);
+            let result = crate::database::add(&context, request).await;
+            context.finish(tag::ADD_RESPONSE, result, started).await;
+        }
+        LdapOp::DelRequest(dn) => {
+            info!("{} DEL dn=\"{}\"", context.log_prefix(), dn);
+            let result = crate::database::delete(&context, &dn).await;
+            context.finish(tag::DELETE_RESPONSE, result, started).await;
+        }
+        LdapOp::ModifyRequest(request) => {
+            info!("{} MOD dn=\"{}\"", context.log_prefix(), request.dn);
+            let result = crate::database::modify(&context, request).await;
+            context.finish(tag::MODIFY_RESPONSE, result, started).await;
+        }
+        LdapOp::ModifyDNRequest(request) => {
+            info!(
+                "{} MODRDN dn=\"{}\" newrdn=\"{}\" deleteoldrdn={} newsuperior=\"{}\"",
+                context.log_prefix(),
+                request.dn,
+                request.newrdn,
+                request.deleteoldrdn,
+                request.new_superior.as_deref().unwrap_or("")
+            );
+            let result = crate::database::modify_dn(&context, request).await;
+            context.finish(tag::MODIFY_DN_RESPONSE, result, started).await;
+        }
+        other => {
+            // Responses sent by a client, intermediate responses: not requests.
+            info!(
+                "{} unexpected PDU from client: {:?}",
+                context.log_prefix(),
+                std::mem::discriminant(&other)
+            );
+            let _ = context.sender.send(Outgoing::Done(context.message_id)).await;
+        }
+    }
+}
+
+/// Bind (RFC 4511 §4.2, RFC 4513): returns the encoded response; updates the session identity.
+pub async fn bind(
+    server: &Arc<ServerContext>,
+    session: &mut Session,
+    message_id: i32,
+    request: &LdapBindRequest,
+    request_controls: &[LdapControl],
+    operation_id: u64,
+) -> Bytes {
+    let started = Instant::now();
+    let method = match &request.cred {
+        LdapBindCred::Simple(_) => "128".to_string(),
+        LdapBindCred::SASL(credentials) => format!("163 mech={}", credentials.mechanism),
+        LdapBindCred::Unsupported => "unsupported".to_string(),
+    };
+    info!(
+        "conn={} op={} BIND dn=\"{}\" method={}",
+        session.connection_id, operation_id, request.dn, method
+    );
+    // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1).
+    session.identity = crate::connection::Identity::default();
+    let outcome = match controls::parse(request_controls, &[]) {
+        Err(error) => Err(error),
+        Ok(_) => bind_outcome(server, session, request).await,
+    };
+    let result = match outcome {
+        Ok(identity) => {
+            session.identity = identity;
+            Ok(())
+        }
+        Err(error) => Err(error),
+    };
+    let (result_code, message) = match &result {
+        Ok(()) => (code::SUCCESS, String::new()),
+        Err(error) => (error.code, error.message.clone()),
+    };
+    info!(
+        "conn={} op={} RESULT tag=97 err={} duration_us={} text={}",
+        session.connection_id,
+        operation_id,
+        result_code,
+        started.elapsed().as_micros(),
+        message
+    );
+    let mut buffer = BytesMut::with_capacity(32 + message.len());
+    ber::write_result_message(
+        &mut buffer,
+        message_id,
+        tag::BIND_RESPONSE,
+        &ResultFields {
+            code: result_code,
+            matched_dn: "",
+            message: &message,
+        },
+        &[],
+    );
+    buffer.freeze()
+}
+
+async fn bind_outcome(
+    server: &Arc<ServerContext>,
+    session: &Session,
+    request: &LdapBindRequest,
+) -> Result<crate::connection::Identity, OperationError> {
+    use crate::connection::{Identity, Transport};
+    if request.version != 3 {
+        return Err(OperationError::new(
+            code::PROTOCOL_ERROR,
+            format!("LDAP version {} is not supported; use 3", request.version),
+        ));
+    }
+    match &request.cred {
+        LdapBindCred::Unsupported => Err(OperationError::new(
+            code::AUTH_METHOD_NOT_SUPPORTED,
+            "authentication method not supported",
+        )),
+        LdapBindCred::SASL(credentials) => {
+            if !credentials.mechanism.eq_ignore_ascii_case("EXTERNAL") {
+                return Err(OperationError::new(
+                    code::AUTH_METHOD_NOT_SUPPORTED,
+                    format!("SASL mechanism {} not supported", credentials.mechanism),
+                ));
+            }
+            let Transport::Ldapi { uid, gid } = session.transport else {
+                return Err(OperationError::new(
+                    code::INAPPROPRIATE_AUTHENTICATION,
+                    "SASL EXTERNAL is only available over ldapi://",
+                ));
+            };
+            Ok(if uid == 0 {
+                Identity {
+                    dn: server.settings.rootdn.clone(),
+                    is_rootdn: true,
+                }
+            } else {
+                Identity {
+                    dn: format!("gidNumber={gid}+uidNumber={uid},cn=peercred,cn=external,cn=auth"),
+                    is_rootdn: false,
+                }
+            })
+        }
+        LdapBindCred::Simple(password) => {
+            if request.dn.is_empty() {
+                if password.is_empty() {
+                    return Ok(Identity::default());
+                }
+                return Err(OperationError::new(
+                    code::INVALID_CREDENTIALS,
+                    "a password needs a bind DN",
+                ));
+            }
+            if password.is_empty() {
+                // RFC 4513 §5.1.2: an unauthenticated bind is never a login; refused like OpenLDAP.
+                return Err(OperationError::new(
+                    code::UNWILLING_TO_PERFORM,
+                    "unauthenticated bind (DN with no password) disallowed",
+                ));
+            }
+            if server.settings.require_tls && !session.is_secure() {
+                return Err(OperationError::new(
+                    code::CONFIDENTIALITY_REQUIRED,
+                    "TLS is required before a simple bind",
+                ));
+            }
+            if crate::database::same_dn(server, &request.dn, &server.settings.rootdn)
+                && !server.settings.rootpw.is_empty()
+            {
+                return if crate::database::password_matches(
+                    server.settings.rootpw.as_bytes(),
+                    password.as_bytes(),
+                ) {
+                    Ok(Identity {
+                        dn: request.dn.clone(),
+                        is_rootdn: true,
+                    })
+                } else {
+                    Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
+                };
+            }
+            crate::database::bind_entry(server, &request.dn, password.as_bytes()).await
+        }
+    }
+}
+
+async fn search(context: &OperationContext, request: &LdapSearchRequest, started: Instant) {
+    let filter = filter_text::to_string(&request.filter);
+    info!(
+        "{} SRCH base=\"{}\" scope={} deref={} filter=\"{}\" attrs=\"{}\"",
+        context.log_prefix(),
+        request.base,
+        request.scope.clone() as i64,
+        request.aliases.clone() as i64,
+        filter,
+        request.attrs.join(" ")
+    );
+    let depth = filter_text::depth(&request.filter);
+    let filter_depth_max = context.server.settings.filter_depth_max;
+    let result = if depth > filter_depth_max {
+        Err(OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!("filter nesting depth {depth} exceeds the limit of {filter_depth_max}"),
+        ))
+    } else {
+        match controls::parse(&context.controls, controls::SEARCH_CONTROLS) {
+            Err(error) => Err(error),
+            Ok(parsed) => search_with_controls(context, request, &parsed).await,
+        }
+    };
+    match result {
+        Ok(done) => {
+            let extra = format!(" nentries={}", done.entries_sent);
+            context
+                .finish_with_controls(
+                    tag::SEARCH_RESULT_DONE,
+                    done.result,
+                    started,
+                    &done.response_controls,
+                    &extra,
+                )
+                .await
+        }
+        Err(error) => {
+            context
+                .finish_with_controls(tag::SEARCH_RESULT_DONE, Err(error), started, &[], " nentries=0")
+                .await
+        }
+    }
+}
+
+/// How a search ended (the SearchResultDone to send).
+pub struct SearchDone {
+    pub result: Result<(), OperationError>,
+    pub entries_sent: u64,
+    pub response_controls: Vec<ResponseControl>,
+}
+
+async fn search_with_controls(
+    context: &OperationContext,
+    request: &LdapSearchRequest,
+    request_controls: &RequestControls,
+) -> Result<SearchDone, OperationError> {
+    let selection = AttributeSelection::from_request(&request.attrs);
+    if request.base.is_empty() && request.scope == LdapSearchScope::Base {
+        let entry = rootdse::root_dse(&context.server);
+        let matches = rootdse::matches_filter(&entry, &request.filter);
+        let mut entries_sent = 0;
+        if matches {
+            let mut buffer = BytesMut::with_capacity(1024);
+            rootdse::write_entry(
+                &mut buffer,
+                context.message_id,
+                &entry,
+                &selection,
+                request.typesonly,
+            );
+            context.send(buffer.freeze()).await;
+            entries_sent = 1;
+        }
+        return Ok(SearchDone {
+            result: Ok(()),
+            entries_sent,
+            response_controls: Vec::new(),
+        });
+    }
+    crate::database::search(context, request, request_controls, &selection).await
+}
+
+async fn extended(context: &OperationContext, request: &LdapExtendedRequest, started: Instant) {
+    info!("{} EXT oid={}", context.log_prefix(), request.name);
+    let result = match controls::parse(&context.controls, &[]) {
+        Err(error) => Err(error),
+        Ok(_) => match request.name.as_str() {
+            OID_WHOAMI => {
+                let identity = &context.session.identity;
+                let authzid = if identity.dn.is_empty() {
+                    String::new()
+                } else {
+                    format!("dn:{}", identity.dn)
+                };
+                Ok((None, Some(authzid.into_bytes())))
+            }
+            OID_PASSWORD_MODIFY => crate::database::password_modify(context, request).await,
+            other => Err(OperationError::new(
+                code::PROTOCOL_ERROR,
+                format!("unsupported extended operation {other}"),
+            )),
+        },
+    };
+    context.finish_extended(result, started).await;
+}

@@ -1,0 +1,170 @@
+//! The root DSE (RFC 4512 §5.1): what this server supports, read by clients before anything else.
+//! Everything advertised here is implemented.
+
+use crate::ber::EntryWriter;
+use crate::controls;
+use crate::selection::AttributeSelection;
+use crate::server::ServerContext;
+use bytes::BytesMut;
+use ldap3_proto::proto::{LdapFilter, OID_PASSWORD_MODIFY, OID_WHOAMI};
+
+/// One attribute of a synthesized entry.
+pub struct SyntheticAttribute {
+    pub name: &'static str,
+    pub values: Vec<Vec<u8>>,
+    pub operational: bool,
+}
+
+pub struct SyntheticEntry {
+    pub dn: String,
+    pub attributes: Vec<SyntheticAttribute>,
+}
+
+fn attribute(name: &'static str, values: Vec<String>, operational: bool) -> SyntheticAttribute {
+    SyntheticAttribute {
+        name,
+        values: values.into_iter().map(String::into_bytes).collect(),
+        operational,
+    }
+}
+
+fn strings(values: &[&str]) -> Vec<String> {
+    values.iter().map(|value| value.to_string()).collect()
+}
+
+pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
+    let mut extensions = vec![OID_WHOAMI.to_string()];
+    if server.has_database() {
+        extensions.push(OID_PASSWORD_MODIFY.to_string());
+    }
+    if server.tls_config.is_some() {
+        extensions.push(crate::connection::START_TLS_OID.to_string());
+    }
+    let mut attributes = vec![
+        attribute("objectClass", strings(&["top", "lmdirRootDSE"]), false),
+        attribute("supportedLDAPVersion", strings(&["3"]), true),
+        attribute(
+            "supportedControl",
+            strings(&[
+                controls::PAGED_RESULTS_OID,
+                controls::MANAGE_DSA_IT_OID,
+                controls::ASSERTION_OID,
+                controls::PRE_READ_OID,
+                controls::POST_READ_OID,
+                controls::SORT_REQUEST_OID,
+            ]),
+            true,
+        ),
+        attribute("supportedExtension", extensions, true),
+        attribute(
+            "supportedFeatures",
+            strings(&[
+                "1.3.6.1.4.1.4203.1.5.1",
+                "1.3.6.1.4.1.4203.1.5.2",
+                "1.3.6.1.4.1.4203.1.5.3",
+                "1.3.6.1.1.14",
+            ]),
+            true,
+        ),
+        attribute("subschemaSubentry", strings(&["cn=Subschema"]), true),
+        attribute("vendorName", strings(&["lmdir"]), true),
+        attribute(
+            "vendorVersion",
+            vec![format!("lmdir {}", env!("CARGO_PKG_VERSION"))],
+            true,
+        ),
+        attribute("entryDN", vec![String::new()], true),
+    ];
+    if server.has_database() {
+        attributes.push(attribute(
+            "namingContexts",
+            vec![server.settings.suffix.clone()],
+            true,
+        ));
+    }
+    if server.offers_ldapi() {
+        attributes.push(attribute(
+            "supportedSASLMechanisms",
+            strings(&["EXTERNAL"]),
+            true,
+        ));
+    }
+    SyntheticEntry {
+        dn: String::new(),
+        attributes,
+    }
+}
+
+/// Filter evaluation over a synthesized entry: presence and case-insensitive equality, which is
+/// what clients use on the root DSE (`(objectClass=*)`); other assertions are Undefined → no match.
+pub fn matches_filter(entry: &SyntheticEntry, filter: &LdapFilter) -> bool {
+    evaluate(entry, filter) == Some(true)
+}
+
+fn evaluate(entry: &SyntheticEntry, filter: &LdapFilter) -> Option<bool> {
+    let find = |name: &str| {
+        entry
+            .attributes
+            .iter()
+            .find(|attribute| attribute.name.eq_ignore_ascii_case(name))
+    };
+    match filter {
+        LdapFilter::And(children) => {
+            let mut result = Some(true);
+            for child in children {
+                match evaluate(entry, child) {
+                    Some(false) => return Some(false),
+                    None => result = None,
+                    Some(true) => {}
+                }
+            }
+            result
+        }
+        LdapFilter::Or(children) => {
+            let mut result = Some(false);
+            for child in children {
+                match evaluate(entry, child) {
+                    Some(true) => return Some(true),
+                    None => result = None,
+                    Some(false) => {}
+                }
+            }
+            result
+        }
+        LdapFilter::Not(child) => evaluate(entry, child).map(|value| !value),
+        LdapFilter::Present(name) => Some(find(name).is_some()),
+        LdapFilter::Equality(name, value) => Some(find(name).is_some_and(|attribute| {
+            attribute
+                .values
+                .iter()
+                .any(|stored| stored.eq_ignore_ascii_case(value.as_bytes()))
+        })),
+        _ => None,
+    }
+}
+
+/// Writes `entry` as a SearchResultEntry with the requested attributes.
+pub fn write_entry(
+    buffer: &mut BytesMut,
+    message_id: i32,
+    entry: &SyntheticEntry,
+    selection: &AttributeSelection,
+    types_only: bool,
+) {
+    let mut writer = EntryWriter::begin(buffer, message_id, entry.dn.as_bytes());
+    for attribute in &entry.attributes {
+        let lowercase = attribute.name.to_ascii_lowercase();
+        if !selection.selects(&[lowercase.as_str()], attribute.operational) {
+            continue;
+        }
+        if types_only {
+            writer.attribute(attribute.name.as_bytes(), std::iter::empty());
+        } else {
+            writer.attribute(
+                attribute.name.as_bytes(),
+                attribute.values.iter().map(Vec::as_slice),
+            );
+        }
+    }
+    writer.finish(&[]);
+}

@@ -1,0 +1,445 @@
+//! Listeners and lifecycle: binds every configured endpoint, accepts connections under the
+//! connection limit, and shuts down gracefully (stop accepting, let in-flight operations answer,
+//! send a Notice of Disconnection, close).
+
+use crate::connection::{self, BoxedStream, Transport};
+use crate::settings::{ListenAddress, ServerSettings};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{watch, Notify};
+use tracing::{error, info, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("listen {address}: {message}")]
+    Listen { address: String, message: String },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("database: {0}")]
+    Database(String),
+}
+
+/// State shared by every connection.
+pub struct ServerContext {
+    pub settings: ServerSettings,
+    pub tls_config: Option<Arc<rustls::ServerConfig>>,
+    pub database: Option<crate::database::Database>,
+    active_connections: AtomicUsize,
+    connection_counter: AtomicU64,
+    all_closed: Notify,
+}
+
+impl ServerContext {
+    pub fn has_database(&self) -> bool {
+        self.database.is_some()
+    }
+
+    pub fn offers_ldapi(&self) -> bool {
+        self.settings
+            .listen
+            .iter()
+            .any(|address| matches!(address, ListenAddress::Ldapi(_)))
+    }
+
+    pub fn active_connections(&self) -> usize {
+        self.active_connections.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn connection_closed(&self) {
+        let before = self.active_connections.fetch_sub(1, Ordering::AcqRel);
+        assert!(before > 0, "connection count underflow");
+        if before == 1 {
+            self.all_closed.notify_waiters();
+        }
+    }
+}
+
+/// The address a listener actually bound (port 0 resolved).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoundAddress {
+    Ldap(SocketAddr),
+    Ldaps(SocketAddr),
+    Ldapi(PathBuf),
+}
+
+impl BoundAddress {
+    /// The URL clients use for this endpoint.
+    pub fn url(&self) -> String {
+        match self {
+            BoundAddress::Ldap(address) => format!("ldap://{address}"),
+            BoundAddress::Ldaps(address) => format!("ldaps://{address}"),
+            BoundAddress::Ldapi(path) => {
+                let encoded: String = path
+                    .to_string_lossy()
+                    .chars()
+                    .map(|character| match character {
+                        '/' => "%2F".to_string(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                format!("ldapi://{encoded}")
+            }
+        }
+    }
+}
+
+/// A started server; dropping it does not stop it, call [`RunningServer::shutdown`].
+pub struct RunningServer {
+    pub addresses: Vec<BoundAddress>,
+    context: Arc<ServerContext>,
+    shutdown_sender: watch::Sender<bool>,
+    listener_tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningServer {
+    pub fn context(&self) -> &Arc<ServerContext> {
+        &self.context
+    }
+
+    /// The first plain `ldap://` address (tests).
+    pub fn ldap_address(&self) -> Option<SocketAddr> {
+        self.addresses.iter().find_map(|address| match address {
+            BoundAddress::Ldap(socket) => Some(*socket),
+            _ => None,
+        })
+    }
+
+    pub fn ldaps_address(&self) -> Option<SocketAddr> {
+        self.addresses.iter().find_map(|address| match address {
+            BoundAddress::Ldaps(socket) => Some(*socket),
+            _ => None,
+        })
+    }
+
+    /// Stops accepting, lets in-flight operations answer (writes commit), then closes every
+    /// connection with a Notice of Disconnection. Waits at most `grace` for connections to close.
+    pub async fn shutdown(self, grace: Duration) {
+        info!("shutdown: stop accepting");
+        let _ = self.shutdown_sender.send(true);
+        for task in self.listener_tasks {
+            let _ = task.await;
+        }
+        let context = self.context.clone();
+        let wait_all = async {
+            loop {
+                let notified = context.all_closed.notified();
+                if context.active_connections() == 0 {
+                    break;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(grace, wait_all).await.is_err() {
+            warn!(
+                "shutdown: {} connections still open after {:?}",
+                self.context.active_connections(),
+                grace
+            );
+        }
+        for address in &self.addresses {
+            if let BoundAddress::Ldapi(path) = address {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        if let Some(database) = &self.context.database {
+            database.close().await;
+        }
+        info!("shutdown: done");
+    }
+}
+
+/// Binds every listener and starts accepting. Port 0 picks a free port (see `addresses`).
+pub async fn start(
+    settings: ServerSettings,
+    database: Option<crate::database::Database>,
+) -> Result<RunningServer, ServerError> {
+    let tls_config = match (&settings.tls_certificate, &settings.tls_key) {
+        (Some(certificate), Some(key)) => Some(crate::tls::load_server_config(certificate, key)?),
+        (None, None) => None,
+        _ => {
+            return Err(ServerError::Config(
+                "tls_certificate and tls_key must be given together".to_string(),
+            ))
+        }
+    };
+    if settings.listen.is_empty() {
+        return Err(ServerError::Config("no listen address".to_string()));
+    }
+    let needs_tls = settings
+        .listen
+        .iter()
+        .any(|address| matches!(address, ListenAddress::Ldaps(_)));
+    if needs_tls && tls_config.is_none() {
+        return Err(ServerError::Config(
+            "an ldaps:// listener needs tls_certificate and tls_key".to_string(),
+        ));
+    }
+    let context = Arc::new(ServerContext {
+        settings: settings.clone(),
+        tls_config,
+        database,
+        active_connections: AtomicUsize::new(0),
+        connection_counter: AtomicU64::new(0),
+        all_closed: Notify::new(),
+    });
+    let (shutdown_sender, shutdown_receiver) = watch::channel(false);
+    let mut addresses = Vec::new();
+    let mut listener_tasks = Vec::new();
+    for address in &settings.listen {
+        match address {
+            ListenAddress::Ldap(host_port) | ListenAddress::Ldaps(host_port) => {
+                let listener =
+                    TcpListener::bind(host_port)
+                        .await
+                        .map_err(|error| ServerError::Listen {
+                            address: host_port.clone(),
+                            message: error.to_string(),
+                        })?;
+                let local = listener.local_addr().map_err(|error| ServerError::Listen {
+                    address: host_port.clone(),
+                    message: error.to_string(),
+                })?;
+                let tls = matches!(address, ListenAddress::Ldaps(_));
+                addresses.push(if tls {
+                    BoundAddress::Ldaps(local)
+                } else {
+                    BoundAddress::Ldap(local)
+                });
+                info!(
+                    "listening on {}://{local}",
+                    if tls { "ldaps" } else { "ldap" }
+                );
+                listener_tasks.push(tokio::spawn(accept_tcp(
+                    context.clone(),
+                    listener,
+                    tls,
+                    shutdown_receiver.clone(),
+                )));
+            }
+            ListenAddress::Ldapi(path) => {
+                if path.exists() {
+                    // A socket left by an earlier run; refuse to delete anything that is not a socket.
+                    use std::os::unix::fs::FileTypeExt;
+                    let is_socket = std::fs::symlink_metadata(path)
+                        .map(|metadata| metadata.file_type().is_socket())
+                        .unwrap_or(false);
+                    if !is_socket {
+                        return Err(ServerError::Listen {
+                            address: path.display().to_string(),
+                            message: "exists and is not a socket".to_string(),
+                        });
+                    }
+                    let _ = std::fs::remove_file(path);
+                }
+                let listener = UnixListener::bind(path).map_err(|error| ServerError::Listen {
+                    address: path.display().to_string(),
+                    message: error.to_string(),
+                })?;
+                addresses.push(BoundAddress::Ldapi(path.clone()));
+                info!("listening on ldapi://{}", path.display());
+                listener_tasks.push(tokio::spawn(accept_unix(
+                    context.clone(),
+                    listener,
+                    shutdown_receiver.clone(),
+                )));
+            }
+        }
+    }
+    Ok(RunningServer {
+        addresses,
+        context,
+        shutdown_sender,
+        listener_tasks,
+    })
+}
+
+/// Counts a new connection in, or refuses it (with a notice) over the limit.
+fn admit(context: &Arc<ServerContext>) -> Option<u64> {
+    let previous = context.active_connections.fetch_add(1, Ordering::AcqRel);
+    if previous >= context.settings.connections_max {
+        context.connection_closed();
+        return None;
+    }
+    Some(context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1)
+}
+
+async fn refuse(mut stream: BoxedStream, reason: String) {
+    use tokio::io::AsyncWriteExt;
+    let notice = crate::ber::notice_of_disconnection(crate::result::code::BUSY, &reason);
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = stream.write_all(&notice).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+async fn accept_tcp(
+    context: Arc<ServerContext>,
+    listener: TcpListener,
+    tls: bool,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(error) => {
+                // Out of descriptors and similar: back off instead of spinning.
+                error!("accept failed: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let Some(connection_id) = admit(&context) else {
+            warn!(
+                "refusing connection from {peer}: {} connections (limit {})",
+                context.connections_max_reached_count(),
+                context.settings.connections_max
+            );
+            let limit = context.settings.connections_max;
+            tokio::spawn(refuse(
+                Box::new(stream),
+                format!("too many connections (limit {limit})"),
+            ));
+            continue;
+        };
+        let context = context.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if tls {
+                let Some(tls_config) = context.tls_config.clone() else {
+                    context.connection_closed();
+                    return;
+                };
+                let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
+                let handshake =
+                    tokio::time::timeout(Duration::from_secs(30), acceptor.accept(stream)).await;
+                match handshake {
+                    Ok(Ok(tls_stream)) => {
+                        connection::run(
+                            context,
+                            Box::new(tls_stream),
+                            Transport::Tls,
+                            connection_id,
+                            peer.to_string(),
+                            shutdown,
+                        )
+                        .await
+                    }
+                    Ok(Err(error)) => {
+                        info!("conn={connection_id} TLS handshake from {peer} failed: {error}");
+                        context.connection_closed();
+                    }
+                    Err(_) => {
+                        info!("conn={connection_id} TLS handshake from {peer} timed out");
+                        context.connection_closed();
+                    }
+                }
+            } else {
+                connection::run(
+                    context,
+                    Box::new(stream),
+                    Transport::Tcp,
+                    connection_id,
+                    peer.to_string(),
+                    shutdown,
+                )
+                .await
+            }
+        });
+    }
+}
+
+async fn accept_unix(
+    context: Arc<ServerContext>,
+    listener: UnixListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                error!("accept on ldapi failed: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let credentials = match stream.peer_cred() {
+            Ok(credentials) => credentials,
+            Err(error) => {
+                warn!("ldapi peer credentials unavailable: {error}");
+                continue;
+            }
+        };
+        let Some(connection_id) = admit(&context) else {
+            let limit = context.settings.connections_max;
+            tokio::spawn(refuse(
+                Box::new(stream),
+                format!("too many connections (limit {limit})"),
+            ));
+            continue;
+        };
+        let transport = Transport::Ldapi {
+            uid: credentials.uid(),
+            gid: credentials.gid(),
+        };
+        let peer = format!("uid={} gid={}", credentials.uid(), credentials.gid());
+        tokio::spawn(connection::run(
+            context.clone(),
+            Box::new(stream),
+            transport,
+            connection_id,
+            peer,
+            shutdown.clone(),
+        ));
+    }
+}
+
+impl ServerContext {
+    fn connections_max_reached_count(&self) -> usize {
+        self.active_connections()
+    }
+}
+
+/// Runs until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn serve_settings(
+    settings: ServerSettings,
+    database: Option<crate::database::Database>,
+) -> Result<(), ServerError> {
+    let running = start(settings, database).await?;
+    wait_for_signal().await;
+    running.shutdown(Duration::from_secs(30)).await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut terminate), Ok(mut interrupt)) => {
+            tokio::select! {
+                _ = terminate.recv() => info!("SIGTERM received"),
+                _ = interrupt.recv() => info!("SIGINT received"),
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! Starts a real server on ephemeral ports for integration tests.
+#![allow(dead_code)]
+
+use lmdir_server::{ListenAddress, RunningServer, ServerSettings};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+pub const ROOT_DN: &str = "cn=admin,dc=example,dc=com";
+pub const ROOT_PASSWORD: &str = "secret";
+
+pub struct TestServer {
+    pub runtime: tokio::runtime::Runtime,
+    pub running: Option<RunningServer>,
+    pub directory: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// Starts with ldap://, ldaps:// (self-signed demo cert) and ldapi:// listeners; `adjust` may change
+    /// settings before start.
+    pub fn start(adjust: impl FnOnce(&mut ServerSettings)) -> TestServer {
+        let directory = tempfile::tempdir().expect("tempdir");
+        let tls = lmdir_server::ensure_demo_tls(directory.path()).expect("demo tls");
+        let mut settings = ServerSettings::with_defaults(vec![
+            ListenAddress::Ldap("127.0.0.1:0".to_string()),
+            ListenAddress::Ldaps("127.0.0.1:0".to_string()),
+            ListenAddress::Ldapi(directory.path().join("ldapi.sock")),
+        ]);
+        settings.tls_certificate = Some(tls.certificate_path);
+        settings.tls_key = Some(tls.key_path);
+        adjust(&mut settings);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let running = runtime
+            .block_on(lmdir_server::start(settings, None))
+            .expect("server start");
+        TestServer {
+            runtime,
+            running: Some(running),
+            directory,
+        }
+    }
+
+    pub fn running(&self) -> &RunningServer {
+        self.running.as_ref().expect("server running")
+    }
+
+    pub fn ldap_address(&self) -> SocketAddr {
+        self.running().ldap_address().expect("ldap listener")
+    }
+
+    pub fn ldap_url(&self) -> String {
+        format!("ldap://{}", self.ldap_address())
+    }
+
+    pub fn ldaps_url(&self) -> String {
+        format!("ldaps://{}", self.running().ldaps_address().expect("ldaps"))
+    }
+
+    pub fn ldapi_path(&self) -> PathBuf {
+        self.directory.path().join("ldapi.sock")
+    }
+
+    pub fn ldapi_url(&self) -> String {
+        lmdir_server::BoundAddress::Ldapi(self.ldapi_path()).url()
+    }
+
+    pub fn shutdown(&mut self) {
+        if let Some(running) = self.running.take() {
+            self.runtime
+                .block_on(running.shutdown(Duration::from_secs(10)));
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Runs an ldap-utils binary; None (with a printed reason) when it is not installed.
+pub fn ldap_tool(program: &str, arguments: &[&str]) -> Option<std::process::Output> {
+    let mut command = Command::new(program);
+    command
+        .args(arguments)
+        .env("LDAPTLS_REQCERT", "never")
+        .env("LDAPNOINIT", "1");
+    match command.output() {
+        Ok(output) => Some(output),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("skipping: {program} is not installed (apt-get install ldap-utils)");
+            None
+        }
+        Err(error) => panic!("running {program}: {error}"),
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

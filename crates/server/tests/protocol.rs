@@ -1,0 +1,411 @@
+//! Protocol-level behaviour against a real server over TCP, TLS and ldapi: root DSE, binds,
+//! extended operations, controls, limits, malformed PDUs, shutdown.
+
+mod common;
+
+use common::{ldap_tool, text, TestServer, ROOT_DN, ROOT_PASSWORD};
+use ldap3::exop::{WhoAmI, WhoAmIResp};
+use ldap3::{LdapConn, LdapConnSettings, RawControl, Scope, SearchEntry};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+fn connect(server: &TestServer) -> LdapConn {
+    LdapConn::new(&server.ldap_url()).expect("connect")
+}
+
+fn root_dse(connection: &mut LdapConn, attributes: &[&str]) -> SearchEntry {
+    let (entries, _) = connection
+        .search("", Scope::Base, "(objectClass=*)", attributes.to_vec())
+        .expect("search")
+        .success()
+        .expect("root DSE search succeeds");
+    assert_eq!(entries.len(), 1);
+    SearchEntry::construct(entries.into_iter().next().expect("one entry"))
+}
+
+fn whoami(connection: &mut LdapConn) -> String {
+    let (exop, _) = connection
+        .extended(WhoAmI)
+        .expect("whoami")
+        .success()
+        .expect("whoami succeeds");
+    exop.parse::<WhoAmIResp>().authzid
+}
+
+/// Reads everything the server sends until it closes (or 5 s pass).
+fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(count) => received.extend_from_slice(&chunk[..count]),
+            Err(error) => panic!("server did not close the connection: {error}"),
+        }
+    }
+    received
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|window| window == needle)
+}
+
+#[test]
+fn root_dse_lists_operational_attributes_only_on_request() {
+    let server = TestServer::start(|_| {});
+    let mut connection = connect(&server);
+    let plain = root_dse(&mut connection, &[]);
+    assert!(plain.attrs.contains_key("objectClass"));
+    assert!(!plain.attrs.contains_key("supportedLDAPVersion"));
+
+    let all = root_dse(&mut connection, &["+"]);
+    assert_eq!(all.attrs["supportedLDAPVersion"], vec!["3"]);
+    assert_eq!(all.attrs["subschemaSubentry"], vec!["cn=Subschema"]);
+    assert_eq!(all.attrs["supportedSASLMechanisms"], vec!["EXTERNAL"]);
+    let extensions = &all.attrs["supportedExtension"];
+    assert!(extensions.contains(&"1.3.6.1.4.1.4203.1.11.3".to_string()));
+    assert!(extensions.contains(&"1.3.6.1.4.1.1466.20037".to_string()));
+    assert!(all.attrs["supportedControl"].contains(&"1.2.840.113556.1.4.319".to_string()));
+    assert!(all.attrs["supportedFeatures"].contains(&"1.3.6.1.4.1.4203.1.5.1".to_string()));
+    assert_eq!(all.attrs["vendorName"], vec!["lmdir"]);
+
+    let named = root_dse(&mut connection, &["vendorName"]);
+    assert_eq!(named.attrs.len(), 1);
+    assert!(named.attrs.contains_key("vendorName"));
+}
+
+#[test]
+fn simple_binds_follow_rfc_4513() {
+    let server = TestServer::start(|_| {});
+    let mut connection = connect(&server);
+    assert_eq!(whoami(&mut connection), "");
+
+    let wrong = connection.simple_bind(ROOT_DN, "wrong").expect("bind");
+    assert_eq!(wrong.rc, 49, "wrong password → invalidCredentials");
+    let unknown = connection
+        .simple_bind("cn=nobody,dc=example,dc=com", "x")
+        .expect("bind");
+    assert_eq!(unknown.rc, 49, "unknown DN → invalidCredentials");
+    let unauthenticated = connection.simple_bind(ROOT_DN, "").expect("bind");
+    assert_eq!(unauthenticated.rc, 53, "DN without password is refused, never a login");
+    assert_eq!(whoami(&mut connection), "", "failed binds leave the connection anonymous");
+
+    connection
+        .simple_bind("CN=Admin, DC=Example, DC=Com", ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("rootdn bind with other case and spaces");
+    assert_eq!(whoami(&mut connection), "dn:CN=Admin, DC=Example, DC=Com");
+
+    connection
+        .simple_bind("", "")
+        .expect("bind")
+        .success()
+        .expect("anonymous bind");
+    assert_eq!(whoami(&mut connection), "");
+}
+
+#[test]
+fn require_tls_refuses_clear_binds_but_allows_them_after_starttls() {
+    let server = TestServer::start(|settings| settings.require_tls = true);
+    let mut clear = connect(&server);
+    let refused = clear.simple_bind(ROOT_DN, ROOT_PASSWORD).expect("bind");
+    assert_eq!(refused.rc, 13, "confidentialityRequired");
+
+    let settings = LdapConnSettings::new()
+        .set_starttls(true)
+        .set_no_tls_verify(true);
+    let mut secured = LdapConn::with_settings(settings, &server.ldap_url()).expect("StartTLS");
+    secured
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("bind after StartTLS");
+    assert_eq!(whoami(&mut secured), format!("dn:{ROOT_DN}"));
+}
+
+#[test]
+fn ldaps_serves_the_same_protocol() {
+    let server = TestServer::start(|_| {});
+    let settings = LdapConnSettings::new().set_no_tls_verify(true);
+    let mut connection = LdapConn::with_settings(settings, &server.ldaps_url()).expect("ldaps");
+    connection
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("bind over ldaps");
+    let entry = root_dse(&mut connection, &["+"]);
+    assert_eq!(entry.attrs["supportedLDAPVersion"], vec!["3"]);
+}
+
+#[test]
+fn unknown_critical_control_is_refused_and_non_critical_ignored() {
+    let server = TestServer::start(|_| {});
+    let mut connection = connect(&server);
+    let critical = RawControl {
+        ctype: "1.2.3.4.5.6".to_string(),
+        crit: true,
+        val: None,
+    };
+    let result = connection
+        .with_controls(vec![critical])
+        .search("", Scope::Base, "(objectClass=*)", vec!["+"])
+        .expect("search");
+    assert_eq!(result.1.rc, 12, "unavailableCriticalExtension");
+    assert!(result.0.is_empty());
+
+    let ignored = RawControl {
+        ctype: "1.2.3.4.5.6".to_string(),
+        crit: false,
+        val: None,
+    };
+    let result = connection
+        .with_controls(vec![ignored])
+        .search("", Scope::Base, "(objectClass=*)", vec!["+"])
+        .expect("search");
+    assert_eq!(result.1.rc, 0);
+    assert_eq!(result.0.len(), 1);
+}
+
+#[test]
+fn too_deep_filter_is_refused_with_admin_limit_exceeded() {
+    let server = TestServer::start(|settings| settings.filter_depth_max = 3);
+    let mut connection = connect(&server);
+    let shallow = connection
+        .search("", Scope::Base, "(&(objectClass=*)(!(vendorName=x)))", vec!["1.1"])
+        .expect("search");
+    assert_eq!(shallow.1.rc, 0);
+    let deep = connection
+        .search(
+            "",
+            Scope::Base,
+            "(&(objectClass=*)(!(|(vendorName=x)(cn=y))))",
+            vec!["1.1"],
+        )
+        .expect("search");
+    assert_eq!(deep.1.rc, 11);
+}
+
+#[test]
+fn entries_outside_every_naming_context_are_no_such_object() {
+    let server = TestServer::start(|_| {});
+    let mut connection = connect(&server);
+    let result = connection
+        .search("dc=example,dc=com", Scope::Subtree, "(objectClass=*)", vec!["*"])
+        .expect("search");
+    assert_eq!(result.1.rc, 32);
+    let compare = connection
+        .compare("dc=example,dc=com", "dc", "example")
+        .expect("compare");
+    assert_eq!(compare.0.rc, 32);
+}
+
+#[test]
+fn unknown_extended_operation_is_a_protocol_error() {
+    let server = TestServer::start(|_| {});
+    let mut connection = connect(&server);
+    let result = connection
+        .extended(ldap3::exop::Exop {
+            name: Some("1.2.3.4.99".to_string()),
+            val: None,
+        })
+        .expect("extended");
+    assert_eq!(result.1.rc, 2);
+}
+
+#[test]
+fn garbage_closes_only_that_connection() {
+    let server = TestServer::start(|_| {});
+    let mut healthy = connect(&server);
+    healthy
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("bind");
+
+    // Not BER at all.
+    let mut garbage = TcpStream::connect(server.ldap_address()).expect("connect");
+    garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").expect("write");
+    let received = read_until_closed(&mut garbage);
+    assert!(
+        contains(&received, b"1.3.6.1.4.1.1466.20036"),
+        "a Notice of Disconnection precedes the close"
+    );
+
+    // A huge announced length: refused at once, without waiting for the body.
+    let mut huge = TcpStream::connect(server.ldap_address()).expect("connect");
+    huge.write_all(&[0x30, 0x84, 0x7f, 0xff, 0xff, 0xff, 0x02, 0x01])
+        .expect("write");
+    let received = read_until_closed(&mut huge);
+    assert!(contains(&received, b"1.3.6.1.4.1.1466.20036"));
+
+    // A truncated PDU followed by end of stream.
+    let mut truncated = TcpStream::connect(server.ldap_address()).expect("connect");
+    truncated
+        .write_all(&[0x30, 0x0c, 0x02, 0x01, 0x01, 0x60])
+        .expect("write");
+    truncated
+        .shutdown(std::net::Shutdown::Write)
+        .expect("shutdown write");
+    read_until_closed(&mut truncated);
+
+    // Well-framed but an invalid LDAPMessage inside.
+    let mut invalid = TcpStream::connect(server.ldap_address()).expect("connect");
+    invalid
+        .write_all(&[0x30, 0x06, 0x02, 0x01, 0x01, 0x04, 0x01, 0x00])
+        .expect("write");
+    let received = read_until_closed(&mut invalid);
+    assert!(contains(&received, b"1.3.6.1.4.1.1466.20036"));
+
+    assert_eq!(whoami(&mut healthy), format!("dn:{ROOT_DN}"));
+}
+
+#[test]
+fn oversize_pdu_closes_the_connection() {
+    let server = TestServer::start(|settings| settings.pdu_bytes_max = 512);
+    let mut connection = connect(&server);
+    let long_filter = format!("(vendorName={})", "x".repeat(2000));
+    let result = connection.search("", Scope::Base, &long_filter, vec!["1.1"]);
+    assert!(result.is_err(), "the server drops the connection: {result:?}");
+    let mut fresh = connect(&server);
+    assert_eq!(whoami(&mut fresh), "");
+}
+
+#[test]
+fn connections_over_the_limit_get_a_notice() {
+    let server = TestServer::start(|settings| settings.connections_max = 2);
+    let mut first = connect(&server);
+    let mut second = connect(&server);
+    assert_eq!(whoami(&mut first), "");
+    assert_eq!(whoami(&mut second), "");
+    let mut third = TcpStream::connect(server.ldap_address()).expect("connect");
+    let received = read_until_closed(&mut third);
+    assert!(contains(&received, b"too many connections"));
+    drop(first);
+    // The slot frees once the server sees the close; poll briefly.
+    let mut admitted = false;
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(20));
+        if let Ok(mut connection) = LdapConn::new(&server.ldap_url()) {
+            if connection
+                .extended(WhoAmI)
+                .map(|result| result.1.rc == 0)
+                .unwrap_or(false)
+            {
+                admitted = true;
+                break;
+            }
+        }
+    }
+    assert!(admitted, "a slot is available again after a client leaves");
+}
+
+#[test]
+fn idle_connections_are_closed_with_a_notice() {
+    let server = TestServer::start(|settings| settings.idle_timeout = Duration::from_millis(300));
+    let mut idle = TcpStream::connect(server.ldap_address()).expect("connect");
+    let received = read_until_closed(&mut idle);
+    assert!(contains(&received, b"1.3.6.1.4.1.1466.20036"));
+    assert!(contains(&received, b"idle"));
+}
+
+#[test]
+fn shutdown_sends_a_notice_to_connected_clients() {
+    let mut server = TestServer::start(|_| {});
+    let address = server.ldap_address();
+    let mut client = TcpStream::connect(address).expect("connect");
+    // Make sure the connection is accepted before shutting down: a root DSE search round trip.
+    let mut connection = connect(&server);
+    assert_eq!(whoami(&mut connection), "");
+    std::thread::sleep(Duration::from_millis(50));
+    server.shutdown();
+    let received = read_until_closed(&mut client);
+    assert!(contains(&received, b"shutting down"));
+    assert!(
+        TcpStream::connect(address).is_err(),
+        "no longer accepting after shutdown"
+    );
+}
+
+#[test]
+fn sasl_external_over_ldapi_maps_the_peer_uid() {
+    let server = TestServer::start(|_| {});
+    let mut connection = LdapConn::new(&server.ldapi_url()).expect("ldapi connect");
+    connection
+        .sasl_external_bind()
+        .expect("bind")
+        .success()
+        .expect("EXTERNAL bind");
+    let identity = whoami(&mut connection);
+    // The test process's uid, from /proc (no libc dependency needed for a test).
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("Uid:"))
+                .and_then(|line| line.split_whitespace().nth(1).map(str::to_string))
+        })
+        .expect("uid");
+    if uid == "0" {
+        assert_eq!(identity, format!("dn:{ROOT_DN}"));
+    } else {
+        assert!(identity.contains(&format!("uidNumber={uid}")), "{identity}");
+    }
+    let mut tcp = connect(&server);
+    let refused = tcp.sasl_external_bind().expect("bind");
+    assert_eq!(refused.rc, 48, "EXTERNAL needs ldapi");
+}
+
+#[test]
+fn ldap_utils_root_dse_whoami_and_tls() {
+    let server = TestServer::start(|_| {});
+    let url = server.ldap_url();
+    let Some(output) = ldap_tool(
+        "ldapsearch",
+        &["-x", "-H", &url, "-b", "", "-s", "base", "-LLL", "+"],
+    ) else {
+        return;
+    };
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("supportedLDAPVersion: 3"), "{stdout}");
+    assert!(stdout.contains("vendorName: lmdir"), "{stdout}");
+
+    let output = ldap_tool("ldapwhoami", &["-x", "-H", &url, "-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .expect("ldapwhoami present with ldapsearch");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), format!("dn:{ROOT_DN}"));
+
+    let output = ldap_tool("ldapwhoami", &["-x", "-H", &url, "-D", ROOT_DN, "-w", "bad"])
+        .expect("ldapwhoami");
+    assert_eq!(output.status.code(), Some(49), "{}", text(&output.stderr));
+
+    // StartTLS required (-ZZ) with a self-signed certificate.
+    let output = ldap_tool(
+        "ldapwhoami",
+        &["-x", "-ZZ", "-H", &url, "-D", ROOT_DN, "-w", ROOT_PASSWORD],
+    )
+    .expect("ldapwhoami");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), format!("dn:{ROOT_DN}"));
+
+    let ldaps = server.ldaps_url();
+    let output = ldap_tool(
+        "ldapsearch",
+        &["-x", "-H", &ldaps, "-b", "", "-s", "base", "-LLL", "vendorName"],
+    )
+    .expect("ldapsearch");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("vendorName: lmdir"));
+
+    let ldapi = server.ldapi_url();
+    let output = ldap_tool("ldapwhoami", &["-Y", "EXTERNAL", "-H", &ldapi, "-Q"])
+        .expect("ldapwhoami");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).starts_with("dn:"));
+}
