@@ -29,6 +29,31 @@ pub const SCHEMA_STATEMENT_SIZE_BYTES_MAX: usize = 64 * 1024;
 /// Most options in one attribute description.
 pub const DESCRIPTION_OPTIONS_MAX: usize = 16;
 
+/// X.500 / RFC 4517 / RFC 4523 matching rules that appear in stock schema files but that lmdir
+/// does not implement (names and OIDs). An attribute naming one simply lacks that rule.
+const UNIMPLEMENTED_RULES: &[(&str, &str)] = &[
+    ("presentationAddressMatch", "2.5.13.22"),
+    ("protocolInformationMatch", "2.5.13.24"),
+    ("integerFirstComponentMatch", "2.5.13.29"),
+    ("objectIdentifierFirstComponentMatch", "2.5.13.30"),
+    ("directoryStringFirstComponentMatch", "2.5.13.31"),
+    ("wordMatch", "2.5.13.32"),
+    ("keywordMatch", "2.5.13.33"),
+    ("certificateExactMatch", "2.5.13.34"),
+    ("certificateMatch", "2.5.13.35"),
+    ("certificatePairExactMatch", "2.5.13.36"),
+    ("certificatePairMatch", "2.5.13.37"),
+    ("certificateListExactMatch", "2.5.13.38"),
+    ("certificateListMatch", "2.5.13.39"),
+    ("algorithmIdentifierMatch", "2.5.13.40"),
+];
+
+fn is_unimplemented_rule(name_or_oid: &str) -> bool {
+    UNIMPLEMENTED_RULES
+        .iter()
+        .any(|(name, oid)| name.eq_ignore_ascii_case(name_or_oid) || *oid == name_or_oid)
+}
+
 /// How an attribute type is used (RFC 4512 §4.1.2 USAGE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttributeUsage {
@@ -305,6 +330,10 @@ pub struct Schema {
     object_classes: Vec<ObjectClass>,
     object_class_by_name: HashMap<String, ObjectClassId>,
     oid_macros: HashMap<String, String>,
+    /// Non-fatal loading notes (`file:line: ...`): redefinitions skipped, rules not implemented.
+    warnings: Vec<String>,
+    /// `file:line` of the statement being loaded, for warnings.
+    current_location: String,
 }
 
 impl Schema {
@@ -317,6 +346,8 @@ impl Schema {
             object_classes: Vec::new(),
             object_class_by_name: HashMap::new(),
             oid_macros: HashMap::new(),
+            warnings: Vec::new(),
+            current_location: String::new(),
         }
     }
 
@@ -364,9 +395,23 @@ impl Schema {
                     "statement longer than {SCHEMA_STATEMENT_SIZE_BYTES_MAX} bytes"
                 )));
             }
+            self.current_location = format!("{source_name}:{}", statement.line);
             self.load_statement(&statement.text).map_err(error)?;
         }
         Ok(())
+    }
+
+    /// Non-fatal notes from loading schema text: a definition repeating an existing one (same
+    /// OID and name, e.g. OpenLDAP's stock core.schema loaded over the built-in schema) is
+    /// skipped, and a matching rule lmdir does not implement (certificateExactMatch, ...) leaves
+    /// the attribute without that rule. Each note starts with `file:line:`.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    fn warn(&mut self, message: String) {
+        let note = format!("{}: {message}", self.current_location);
+        self.warnings.push(note);
     }
 
     fn load_statement(&mut self, statement: &str) -> Result<(), String> {
@@ -412,12 +457,34 @@ impl Schema {
             ));
         }
         let oid = definition.oid.clone();
+        if let Some(existing) = self.attribute_by_name.get(&oid.to_ascii_lowercase()) {
+            let existing_name = self.attribute_types[*existing as usize].name().to_string();
+            if definition
+                .names
+                .first()
+                .is_some_and(|name| name.eq_ignore_ascii_case(&existing_name))
+            {
+                self.warn(format!(
+                    "attribute type '{existing_name}' ({oid}) is already defined; keeping the existing definition"
+                ));
+                return Ok(());
+            }
+        }
         for key in std::iter::once(&oid).chain(definition.names.iter()) {
             if self
                 .attribute_by_name
                 .contains_key(&key.to_ascii_lowercase())
             {
                 return Err(format!("attribute type '{key}' is already defined"));
+            }
+        }
+        for keyword in ["EQUALITY", "ORDERING", "SUBSTR"] {
+            if let Some(name) = definition.single(keyword)? {
+                if is_unimplemented_rule(&name) {
+                    self.warn(format!(
+                        "attribute type '{oid}': matching rule '{name}' is not implemented; filters needing it are Undefined"
+                    ));
+                }
             }
         }
         let sup_name = definition.single("SUP")?;
@@ -433,6 +500,7 @@ impl Schema {
             |keyword: &str, kind: MatchingRuleKind| -> Result<Option<MatchingRule>, String> {
                 match definition.single(keyword)? {
                     None => Ok(None),
+                    Some(name) if is_unimplemented_rule(&name) => Ok(None),
                     Some(name) => {
                         let rule = MatchingRule::by_name_or_oid(&name).ok_or_else(|| {
                             format!("attribute type '{oid}': unknown matching rule '{name}'")
@@ -555,6 +623,19 @@ impl Schema {
             return Err(format!("more than {SCHEMA_DEFINITIONS_MAX} object classes"));
         }
         let oid = definition.oid.clone();
+        if let Some(existing) = self.object_class_by_name.get(&oid.to_ascii_lowercase()) {
+            let existing_name = self.object_classes[*existing as usize].name().to_string();
+            if definition
+                .names
+                .first()
+                .is_some_and(|name| name.eq_ignore_ascii_case(&existing_name))
+            {
+                self.warn(format!(
+                    "object class '{existing_name}' ({oid}) is already defined; keeping the existing definition"
+                ));
+                return Ok(());
+            }
+        }
         for key in std::iter::once(&oid).chain(definition.names.iter()) {
             if self
                 .object_class_by_name

@@ -193,3 +193,70 @@ fn a_bad_schema_names_the_file_and_line() {
             .starts_with(&format!("bad.schema:{line}: ")));
     }
 }
+
+#[test]
+fn stock_openldap_definitions_load_over_the_builtin_schema() {
+    // As in OpenLDAP's core.schema: repeats of built-in definitions and rules lmdir lacks.
+    let stock = r#"
+attributetype ( 2.5.4.3 NAME ( 'cn' 'commonName' )
+	DESC 'RFC4519: common name(s) for which the entity is known by'
+	SUP name )
+attributetype ( 2.5.4.29 NAME 'presentationAddress'
+	DESC 'RFC2256: presentation address'
+	EQUALITY presentationAddressMatch
+	SYNTAX 1.3.6.1.4.1.1466.115.121.1.43 SINGLE-VALUE )
+attributetype ( 2.5.4.38 NAME 'authorityRevocationList'
+	DESC 'RFC2256: X.509 authority revocation list, use ;binary'
+	SYNTAX 1.3.6.1.4.1.1466.115.121.1.9 )
+objectclass ( 2.5.6.6 NAME 'person'
+	DESC 'RFC2256: a person'
+	SUP top STRUCTURAL
+	MUST ( sn $ cn )
+	MAY ( userPassword $ telephoneNumber $ seeAlso $ description ) )
+objectclass ( 2.5.6.11 NAME 'applicationEntity'
+	DESC 'RFC2256: an application entity'
+	SUP top STRUCTURAL
+	MUST ( presentationAddress $ cn )
+	MAY ( seeAlso $ ou $ o $ l $ description ) )
+"#;
+    let mut schema = Schema::builtin();
+    let before = schema.attribute_type_count();
+    let error = schema.load_schema_text(stock, "core.schema").unwrap_err();
+    // 2.5.6.11 is applicationProcess in the built-in schema: a different name is a real conflict.
+    assert_eq!(error.line, 17, "{error}");
+    assert!(error.message.contains("already defined"), "{error}");
+    assert_eq!(schema.attribute_type_count(), before + 2);
+    let warnings = schema.warnings();
+    assert!(
+        warnings.iter().any(|warning| warning
+            .starts_with("core.schema:2: attribute type 'cn' (2.5.4.3) is already defined")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|warning| warning.starts_with("core.schema:5: ")
+                && warning.contains("'presentationAddressMatch' is not implemented")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|warning| warning.starts_with("core.schema:12: object class 'person'")),
+        "{warnings:?}"
+    );
+    let presentation = schema.attribute_type(schema.attribute("presentationAddress").unwrap());
+    assert_eq!(presentation.equality, None);
+    // A redefinition under another name is refused rather than silently merged.
+    let mut fresh = Schema::builtin();
+    let error = fresh
+        .load_schema_text(
+            "attributetype ( 2.5.4.3 NAME 'notCn' SUP name )",
+            "x.schema",
+        )
+        .unwrap_err();
+    assert!(
+        error.message.contains("'2.5.4.3' is already defined"),
+        "{error}"
+    );
+}
