@@ -24,7 +24,9 @@ impl ReadTxn {
         let mut stack: Vec<(EntryId, usize)> = roots.into_iter().rev().map(|id| (id, 0)).collect();
         while let Some((id, depth)) = stack.pop() {
             if depth > TREE_DEPTH_MAX {
-                return Err(corrupt(format!("DN tree deeper than {TREE_DEPTH_MAX} at entry {id}")));
+                return Err(corrupt(format!(
+                    "DN tree deeper than {TREE_DEPTH_MAX} at entry {id}"
+                )));
             }
             order.push(id);
             let mut children = children_of(&self.inner, self.txn(), id)?;
@@ -40,13 +42,17 @@ impl ReadTxn {
         writer.write_version()?;
         let mut count = 0;
         for id in self.ids_parents_first()? {
-            let entry = self.entry(id)?.ok_or_else(|| corrupt(format!("entry {id} is in the tree but not in id2entry")))?;
+            let entry = self
+                .entry(id)?
+                .ok_or_else(|| corrupt(format!("entry {id} is in the tree but not in id2entry")))?;
             let dn = self.dn_of(id)?;
             writer.write_entry(
                 &dn,
-                entry
-                    .attributes()
-                    .flat_map(|attribute| attribute.values().map(move |(original, _)| (attribute.description_text(), original))),
+                entry.attributes().flat_map(|attribute| {
+                    attribute
+                        .values()
+                        .map(move |(original, _)| (attribute.description_text(), original))
+                }),
             )?;
             count += 1;
         }
@@ -54,7 +60,10 @@ impl ReadTxn {
         Ok(count)
     }
 
-    pub(crate) fn working_attributes(&self, id: EntryId) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
+    pub(crate) fn working_attributes(
+        &self,
+        id: EntryId,
+    ) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
         Ok(self.entry(id)?.map(|entry| {
             entry
                 .attributes()
@@ -62,7 +71,10 @@ impl ReadTxn {
                     text: attribute.description.text.clone(),
                     attr: attribute.attr(),
                     options: attribute.options().to_vec(),
-                    values: attribute.values().map(|(original, normalized)| (original.to_vec(), normalized.to_vec())).collect(),
+                    values: attribute
+                        .values()
+                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                        .collect(),
                 })
                 .collect()
         }))
@@ -109,7 +121,11 @@ pub struct Stat {
 impl fmt::Display for Stat {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(formatter, "entries: {}", self.entries)?;
-        writeln!(formatter, "{:<24} {:>12} {:>6} {:>10} {:>10} {:>10} {:>14}", "db", "rows", "depth", "branch", "leaf", "overflow", "bytes")?;
+        writeln!(
+            formatter,
+            "{:<24} {:>12} {:>6} {:>10} {:>10} {:>10} {:>14}",
+            "db", "rows", "depth", "branch", "leaf", "overflow", "bytes"
+        )?;
         for database in &self.databases {
             writeln!(
                 formatter,
@@ -137,7 +153,11 @@ impl fmt::Display for Stat {
     }
 }
 
-fn database_stat(name: &str, database: RawDatabase, read: &ReadTxn) -> Result<DatabaseStat, StoreError> {
+fn database_stat(
+    name: &str,
+    database: RawDatabase,
+    read: &ReadTxn,
+) -> Result<DatabaseStat, StoreError> {
     let stat = database.stat(read.txn())?;
     let pages = (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64;
     Ok(DatabaseStat {
@@ -164,17 +184,28 @@ fn kind_name(kind: u8) -> &'static str {
 }
 
 /// Reads a whole index DB as key (without chunk) → IDs.
-fn read_index(database: RawDatabase, read: &ReadTxn, problems: &mut Problems, attribute: &str) -> Result<BTreeMap<Vec<u8>, RoaringBitmap>, StoreError> {
+fn read_index(
+    database: RawDatabase,
+    read: &ReadTxn,
+    problems: &mut Problems,
+    attribute: &str,
+) -> Result<BTreeMap<Vec<u8>, RoaringBitmap>, StoreError> {
     let mut keys: BTreeMap<Vec<u8>, RoaringBitmap> = BTreeMap::new();
     for row in database.iter(read.txn())? {
         let (full_key, value) = row?;
         let Some((key, chunk)) = layout::split_index_key(full_key) else {
-            problems.push(format!("index {attribute}: key {} is too short", hex(full_key)));
+            problems.push(format!(
+                "index {attribute}: key {} is too short",
+                hex(full_key)
+            ));
             continue;
         };
         let ids = keys.entry(key.to_vec()).or_default();
         if let Err(error) = layout::decode_posting_chunk_into(value, chunk, ids) {
-            problems.push(format!("index {attribute}: key {} chunk {chunk}: {error}", hex(key)));
+            problems.push(format!(
+                "index {attribute}: key {} chunk {chunk}: {error}",
+                hex(key)
+            ));
         }
     }
     Ok(keys)
@@ -188,7 +219,10 @@ impl Store {
     pub fn stat(&self) -> Result<Stat, StoreError> {
         let read = self.read()?;
         let databases = &self.inner.databases;
-        let mut stat = Stat { entries: read.entry_count()?, ..Stat::default() };
+        let mut stat = Stat {
+            entries: read.entry_count()?,
+            ..Stat::default()
+        };
         for (name, database) in [
             (layout::DB_META, databases.meta),
             (layout::DB_ID2ENTRY, databases.id2entry),
@@ -198,10 +232,25 @@ impl Store {
             stat.databases.push(database_stat(name, database, &read)?);
         }
         let mut attrs: Vec<(&AttrId, &RawDatabase)> = databases.indexes.iter().collect();
-        attrs.sort_by_key(|(attr, _)| self.inner.schema.attribute_type(**attr).name().to_ascii_lowercase());
+        attrs.sort_by_key(|(attr, _)| {
+            self.inner
+                .schema
+                .attribute_type(**attr)
+                .name()
+                .to_ascii_lowercase()
+        });
         for (attr, database) in attrs {
-            let name = self.inner.schema.attribute_type(*attr).name().to_ascii_lowercase();
-            stat.databases.push(database_stat(&format!("{}{name}", layout::INDEX_DB_PREFIX), *database, &read)?);
+            let name = self
+                .inner
+                .schema
+                .attribute_type(*attr)
+                .name()
+                .to_ascii_lowercase();
+            stat.databases.push(database_stat(
+                &format!("{}{name}", layout::INDEX_DB_PREFIX),
+                *database,
+                &read,
+            )?);
             let mut ignored = Problems::default();
             let keys = read_index(*database, &read, &mut ignored, &name)?;
             stat.indexes.push(IndexStat {
@@ -254,14 +303,25 @@ impl fmt::Display for CheckReport {
             writeln!(formatter, "{problem}")?;
         }
         if self.problems_not_listed > 0 {
-            writeln!(formatter, "... and {} more problems", self.problems_not_listed)?;
+            writeln!(
+                formatter,
+                "... and {} more problems",
+                self.problems_not_listed
+            )?;
         }
         write!(
             formatter,
             "{} entries, {} postings checked: {}",
             self.entries_checked,
             self.postings_checked,
-            if self.is_clean() { "clean".to_string() } else { format!("{} problems", self.problems.len() as u64 + self.problems_not_listed) }
+            if self.is_clean() {
+                "clean".to_string()
+            } else {
+                format!(
+                    "{} problems",
+                    self.problems.len() as u64 + self.problems_not_listed
+                )
+            }
         )
     }
 }
@@ -306,18 +366,26 @@ impl Store {
                     describe(id),
                     layout::decode_id(bytes)
                 )),
-                None => problems.push(format!("dn2id: {}: no row under parent {}", describe(id), node.parent)),
+                None => problems.push(format!(
+                    "dn2id: {}: no row under parent {}",
+                    describe(id),
+                    node.parent
+                )),
             }
             if databases.id2entry.get(read.txn(), key)?.is_none() {
                 problems.push(format!("id2entry: {}: node without entry", describe(id)));
             }
         }
-        let mut computed: HashMap<EntryId, (u32, u32)> = parents.keys().map(|id| (*id, (0, 0))).collect();
+        let mut computed: HashMap<EntryId, (u32, u32)> =
+            parents.keys().map(|id| (*id, (0, 0))).collect();
         for (&id, &parent) in &parents {
             if parent != ROOT_PARENT_ID {
                 match computed.get_mut(&parent) {
                     Some(counts) => counts.1 += 1,
-                    None => problems.push(format!("id2node: {}: parent {parent} does not exist", describe(id))),
+                    None => problems.push(format!(
+                        "id2node: {}: parent {parent} does not exist",
+                        describe(id)
+                    )),
                 }
             }
             let mut current = id;
@@ -330,7 +398,10 @@ impl Store {
                 current = parents.get(&current).copied().unwrap_or(ROOT_PARENT_ID);
                 depth += 1;
                 if depth > TREE_DEPTH_MAX {
-                    problems.push(format!("id2node: {}: parent chain is cyclic or too deep", describe(id)));
+                    problems.push(format!(
+                        "id2node: {}: parent chain is cyclic or too deep",
+                        describe(id)
+                    ));
                     break;
                 }
             }
@@ -338,17 +409,27 @@ impl Store {
         for (id, (size, children)) in &computed {
             let (stored_size, stored_children) = stored_sizes[id];
             if *size != stored_size {
-                problems.push(format!("id2node: {}: subtree size {stored_size}, counted {size}", describe(*id)));
+                problems.push(format!(
+                    "id2node: {}: subtree size {stored_size}, counted {size}",
+                    describe(*id)
+                ));
             }
             if *children != stored_children {
-                problems.push(format!("id2node: {}: child count {stored_children}, counted {children}", describe(*id)));
+                problems.push(format!(
+                    "id2node: {}: child count {stored_children}, counted {children}",
+                    describe(*id)
+                ));
             }
         }
         for row in databases.dn2id.iter(read.txn())? {
             let (key, value) = row?;
             match (layout::decode_dn2id_key(key), layout::decode_id(value)) {
                 (Some((parent, _)), Some(id)) if parents.get(&id) == Some(&parent) => {}
-                _ => problems.push(format!("dn2id: row {} → {} has no matching node", hex(key), hex(value))),
+                _ => problems.push(format!(
+                    "dn2id: row {} → {} has no matching node",
+                    hex(key),
+                    hex(value)
+                )),
             }
         }
 
@@ -379,9 +460,15 @@ impl Store {
                 Err(error) => problems.push(format!("id2entry: entry {id}: {}", error.message)),
             }
         }
-        let next_id = databases.meta.get(read.txn(), layout::META_NEXT_ID)?.and_then(layout::decode_id).unwrap_or(0);
+        let next_id = databases
+            .meta
+            .get(read.txn(), layout::META_NEXT_ID)?
+            .and_then(layout::decode_id)
+            .unwrap_or(0);
         if next_id <= max_id {
-            problems.push(format!("meta: next_id {next_id} is not above the largest ID {max_id}"));
+            problems.push(format!(
+                "meta: next_id {next_id} is not above the largest ID {max_id}"
+            ));
         }
 
         let mut postings_checked = 0;
@@ -389,7 +476,12 @@ impl Store {
         attrs.sort_unstable();
         for attr in attrs {
             let database = databases.indexes[&attr];
-            let name = self.inner.schema.attribute_type(attr).name().to_ascii_lowercase();
+            let name = self
+                .inner
+                .schema
+                .attribute_type(attr)
+                .name()
+                .to_ascii_lowercase();
             let stored = read_index(database, &read, &mut problems, &name)?;
             let empty = BTreeMap::new();
             let wanted = expected.get(&attr).unwrap_or(&empty);
@@ -398,20 +490,38 @@ impl Store {
                 let kind = kind_name(key[0]);
                 let expected_ids = wanted.get(key).cloned().unwrap_or_default();
                 for id in ids - &expected_ids {
-                    problems.push(format!("index {name} {kind}: {} posted under key {} without a value producing it", describe(id), hex(key)));
+                    problems.push(format!(
+                        "index {name} {kind}: {} posted under key {} without a value producing it",
+                        describe(id),
+                        hex(key)
+                    ));
                 }
                 for id in &expected_ids - ids {
-                    problems.push(format!("index {name} {kind}: {} missing from key {}", describe(id), hex(key)));
+                    problems.push(format!(
+                        "index {name} {kind}: {} missing from key {}",
+                        describe(id),
+                        hex(key)
+                    ));
                 }
             }
             for (key, ids) in wanted {
                 if !stored.contains_key(key) {
                     for id in ids {
-                        problems.push(format!("index {name} {}: {} missing from key {} (key absent)", kind_name(key[0]), describe(id), hex(key)));
+                        problems.push(format!(
+                            "index {name} {}: {} missing from key {} (key absent)",
+                            kind_name(key[0]),
+                            describe(id),
+                            hex(key)
+                        ));
                     }
                 }
             }
         }
-        Ok(CheckReport { entries_checked, postings_checked, problems: problems.listed, problems_not_listed: problems.more })
+        Ok(CheckReport {
+            entries_checked,
+            postings_checked,
+            problems: problems.listed,
+            problems_not_listed: problems.more,
+        })
     }
 }

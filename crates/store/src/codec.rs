@@ -65,7 +65,8 @@ impl<'a> EncodedEntry<'a> {
         }
         let mut position = 1;
         let attribute_count = read_varint(bytes, &mut position)
-            .ok_or(corrupt(position, "truncated attribute count"))? as usize;
+            .ok_or(corrupt(position, "truncated attribute count"))?
+            as usize;
         if attribute_count > ATTRIBUTES_PER_ENTRY_MAX {
             return Err(corrupt(position, "too many attributes"));
         }
@@ -77,7 +78,8 @@ impl<'a> EncodedEntry<'a> {
                 return Err(corrupt(position, "description number above u32"));
             }
             let value_count = read_varint(bytes, &mut position)
-                .ok_or(corrupt(position, "truncated value count"))? as usize;
+                .ok_or(corrupt(position, "truncated value count"))?
+                as usize;
             if value_count > VALUES_PER_ATTRIBUTE_MAX {
                 return Err(corrupt(position, "too many values"));
             }

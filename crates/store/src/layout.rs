@@ -418,7 +418,7 @@ pub fn decode_posting_chunk_into(
     match bytes.first() {
         Some(&CHUNK_TAG_LIST) => {
             let body = &bytes[1..];
-            if body.len() % 2 != 0 {
+            if !body.len().is_multiple_of(2) {
                 return Err(CorruptChunk("odd list length"));
             }
             // IDs are sorted, so push via append when possible (fast path).
@@ -426,7 +426,8 @@ pub fn decode_posting_chunk_into(
                 .chunks_exact(2)
                 .map(|pair| base | u16::from_be_bytes([pair[0], pair[1]]) as u32);
             if into.is_empty() || into.max().is_some_and(|max| max < base) {
-                into.append(ids).map_err(|_| CorruptChunk("list not sorted"))?;
+                into.append(ids)
+                    .map_err(|_| CorruptChunk("list not sorted"))?;
             } else {
                 into.extend(ids);
             }
@@ -441,8 +442,9 @@ pub fn decode_posting_chunk_into(
             if base == 0 && into.is_empty() {
                 *into = low_halves;
             } else {
-                let shifted = RoaringBitmap::from_sorted_iter(low_halves.iter().map(|low| base | low))
-                    .expect("a bitmap iterates in sorted order");
+                let shifted =
+                    RoaringBitmap::from_sorted_iter(low_halves.iter().map(|low| base | low))
+                        .expect("a bitmap iterates in sorted order");
                 *into |= shifted;
             }
             Ok(())
@@ -482,7 +484,7 @@ pub fn change_posting_chunk(
     match bytes.first() {
         Some(&CHUNK_TAG_LIST) => {
             let body = &bytes[1..];
-            if body.len() % 2 != 0 {
+            if !body.len().is_multiple_of(2) {
                 return Err(CorruptChunk("odd list length"));
             }
             let count = body.len() / 2;
@@ -534,7 +536,11 @@ pub fn change_posting_chunk(
         }
         Some(&CHUNK_TAG_ROARING) => {
             let mut bitmap = decode_posting_chunk_low(bytes)?;
-            let changed = if add { bitmap.insert(low as u32) } else { bitmap.remove(low as u32) };
+            let changed = if add {
+                bitmap.insert(low as u32)
+            } else {
+                bitmap.remove(low as u32)
+            };
             if !changed {
                 return Ok(ChunkChange::Unchanged);
             }
@@ -640,8 +646,7 @@ mod tests {
             None,
             &mut value_keys,
         );
-        let keys =
-            substring_assertion_keys(Some(b"jona"), &[b"than s"], Some(b"mith")).unwrap();
+        let keys = substring_assertion_keys(Some(b"jona"), &[b"than s"], Some(b"mith")).unwrap();
         for key in keys {
             assert!(value_keys.contains(&key));
         }
@@ -664,7 +669,14 @@ mod tests {
 
     #[test]
     fn posting_chunk_both_forms() {
-        for count in [0usize, 1, 5, POSTING_LIST_FORM_MAX_IDS, POSTING_LIST_FORM_MAX_IDS + 1, 40_000] {
+        for count in [
+            0usize,
+            1,
+            5,
+            POSTING_LIST_FORM_MAX_IDS,
+            POSTING_LIST_FORM_MAX_IDS + 1,
+            40_000,
+        ] {
             let low: RoaringBitmap = (0..count as u32).map(|i| (i * 7919) % 65536).collect();
             let mut bytes = Vec::new();
             encode_posting_chunk(&low, &mut bytes);
@@ -690,10 +702,18 @@ mod tests {
         let mut out = Vec::new();
         for step in 0..20_000u32 {
             // Mostly adds with a bias to appends, so both forms and the switch between them occur.
-            let low: u16 = if step % 3 == 0 { random.random() } else { (step % 65536) as u16 };
+            let low: u16 = if step % 3 == 0 {
+                random.random()
+            } else {
+                (step % 65536) as u16
+            };
             let add = random.random_bool(0.8);
             let change = change_posting_chunk(bytes.as_deref(), low, add, &mut out).unwrap();
-            let model_changed = if add { model.insert(low as u32) } else { model.remove(low as u32) };
+            let model_changed = if add {
+                model.insert(low as u32)
+            } else {
+                model.remove(low as u32)
+            };
             match change {
                 ChunkChange::Unchanged => assert!(!model_changed),
                 ChunkChange::Empty => {
@@ -708,7 +728,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(decode_posting_chunk_low(bytes.as_deref().unwrap()).unwrap(), model);
+        assert_eq!(
+            decode_posting_chunk_low(bytes.as_deref().unwrap()).unwrap(),
+            model
+        );
     }
 
     #[test]

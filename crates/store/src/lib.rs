@@ -16,7 +16,7 @@ pub use layout::{EntryId, IndexKinds};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
 pub use search::{Scope, SearchCursor, SearchSpec};
 pub use store::{
-    DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store, StoreError, StoreOptions,
-    DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
+    DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
+    StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
 pub use write::{csn_value, timestamp_value, WriteContext, WriteTxn};

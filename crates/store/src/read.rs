@@ -8,7 +8,9 @@ use roaring::RoaringBitmap;
 
 use crate::codec::{EncodedAttribute, EncodedEntry, EncodedValues};
 use crate::layout::{self, EntryId, Node, ROOT_PARENT_ID};
-use crate::store::{lmdb_to_ldap, DescriptionInfo, DescriptionTable, Inner, RawDatabase, Store, StoreError};
+use crate::store::{
+    lmdb_to_ldap, DescriptionInfo, DescriptionTable, Inner, RawDatabase, Store, StoreError,
+};
 
 /// Depth limit of the DN tree walks (a cycle from corruption must not hang a walk).
 pub const TREE_DEPTH_MAX: usize = 4096;
@@ -28,7 +30,11 @@ impl Store {
         // descriptions added to the table before its commit.
         let descriptions = self.descriptions();
         let txn = self.inner.env.clone().static_read_txn()?;
-        Ok(ReadTxn { txn, inner: self.inner.clone(), descriptions })
+        Ok(ReadTxn {
+            txn,
+            inner: self.inner.clone(),
+            descriptions,
+        })
     }
 }
 
@@ -47,7 +53,9 @@ impl Inner {
             return if rdns_normalized.is_empty() {
                 DnPlacement::Outside
             } else {
-                DnPlacement::UnderSuffix { below_suffix_rdns: rdns_normalized.len() - 1 }
+                DnPlacement::UnderSuffix {
+                    below_suffix_rdns: rdns_normalized.len() - 1,
+                }
             };
         }
         if rdns_normalized.len() < suffix.len() {
@@ -55,7 +63,9 @@ impl Inner {
         }
         let split = rdns_normalized.len() - suffix.len();
         if rdns_normalized[split..] == suffix[..] {
-            DnPlacement::UnderSuffix { below_suffix_rdns: split }
+            DnPlacement::UnderSuffix {
+                below_suffix_rdns: split,
+            }
         } else {
             DnPlacement::Outside
         }
@@ -63,7 +73,10 @@ impl Inner {
 
     /// Normalized RDNs of a DN, leaf first.
     pub(crate) fn normalize_rdns(&self, dn: &Dn) -> Result<Vec<String>, LdapError> {
-        dn.rdns.iter().map(|rdn| self.schema.normalize_rdn(rdn)).collect()
+        dn.rdns
+            .iter()
+            .map(|rdn| self.schema.normalize_rdn(rdn))
+            .collect()
     }
 
     /// The dn2id key part of the top-level entry (its whole normalized DN).
@@ -87,13 +100,19 @@ pub(crate) fn lookup_rdns(
     rdns_normalized: &[String],
 ) -> Result<DnLookup, LdapError> {
     let DnPlacement::UnderSuffix { below_suffix_rdns } = inner.place_dn(rdns_normalized) else {
-        return Ok(DnLookup { found: None, deepest: None });
+        return Ok(DnLookup {
+            found: None,
+            deepest: None,
+        });
     };
     let mut key = Vec::with_capacity(64);
     let top = Inner::top_level_key(rdns_normalized, below_suffix_rdns);
     layout::encode_dn2id_key(ROOT_PARENT_ID, top.as_bytes(), &mut key);
     let Some(mut current) = get_id(inner.databases.dn2id, txn, &key)? else {
-        return Ok(DnLookup { found: None, deepest: None });
+        return Ok(DnLookup {
+            found: None,
+            deepest: None,
+        });
     };
     let mut covered = rdns_normalized.len() - below_suffix_rdns;
     for rdn in rdns_normalized[..below_suffix_rdns].iter().rev() {
@@ -103,16 +122,26 @@ pub(crate) fn lookup_rdns(
                 current = child;
                 covered += 1;
             }
-            None => return Ok(DnLookup { found: None, deepest: Some((current, covered)) }),
+            None => {
+                return Ok(DnLookup {
+                    found: None,
+                    deepest: Some((current, covered)),
+                })
+            }
         }
     }
-    Ok(DnLookup { found: Some(current), deepest: Some((current, covered)) })
+    Ok(DnLookup {
+        found: Some(current),
+        deepest: Some((current, covered)),
+    })
 }
 
 fn get_id(database: RawDatabase, txn: &RoTxn, key: &[u8]) -> Result<Option<EntryId>, LdapError> {
     match database.get(txn, key).map_err(lmdb_to_ldap)? {
         None => Ok(None),
-        Some(bytes) => Ok(Some(layout::decode_id(bytes).ok_or_else(|| corrupt("dn2id value is not an ID"))?)),
+        Some(bytes) => Ok(Some(
+            layout::decode_id(bytes).ok_or_else(|| corrupt("dn2id value is not an ID"))?,
+        )),
     }
 }
 
@@ -120,19 +149,41 @@ pub(crate) fn corrupt(what: impl Into<String>) -> LdapError {
     LdapError::new(ResultCode::Other, format!("store corrupt: {}", what.into()))
 }
 
-pub(crate) fn read_node<'t>(inner: &Inner, txn: &'t RoTxn, id: EntryId) -> Result<Option<Node<'t>>, LdapError> {
-    match inner.databases.id2node.get(txn, &layout::encode_id(id)).map_err(lmdb_to_ldap)? {
+pub(crate) fn read_node<'t>(
+    inner: &Inner,
+    txn: &'t RoTxn,
+    id: EntryId,
+) -> Result<Option<Node<'t>>, LdapError> {
+    match inner
+        .databases
+        .id2node
+        .get(txn, &layout::encode_id(id))
+        .map_err(lmdb_to_ldap)?
+    {
         None => Ok(None),
-        Some(bytes) => Ok(Some(layout::decode_node(bytes).ok_or_else(|| corrupt(format!("id2node of entry {id}")))?)),
+        Some(bytes) => {
+            Ok(Some(layout::decode_node(bytes).ok_or_else(|| {
+                corrupt(format!("id2node of entry {id}"))
+            })?))
+        }
     }
 }
 
-pub(crate) fn require_node<'t>(inner: &Inner, txn: &'t RoTxn, id: EntryId) -> Result<Node<'t>, LdapError> {
+pub(crate) fn require_node<'t>(
+    inner: &Inner,
+    txn: &'t RoTxn,
+    id: EntryId,
+) -> Result<Node<'t>, LdapError> {
     read_node(inner, txn, id)?.ok_or_else(|| corrupt(format!("entry {id} has no id2node row")))
 }
 
 /// The DN of an entry: its RDNs joined up the parent chain (original or normalized forms).
-pub(crate) fn dn_of(inner: &Inner, txn: &RoTxn, id: EntryId, normalized: bool) -> Result<String, LdapError> {
+pub(crate) fn dn_of(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    normalized: bool,
+) -> Result<String, LdapError> {
     let mut dn = Vec::<u8>::with_capacity(64);
     let mut current = id;
     for _ in 0..TREE_DEPTH_MAX {
@@ -140,19 +191,35 @@ pub(crate) fn dn_of(inner: &Inner, txn: &RoTxn, id: EntryId, normalized: bool) -
         if !dn.is_empty() {
             dn.push(b',');
         }
-        dn.extend_from_slice(if normalized { node.rdn_normalized } else { node.rdn_original });
+        dn.extend_from_slice(if normalized {
+            node.rdn_normalized
+        } else {
+            node.rdn_original
+        });
         if node.parent == ROOT_PARENT_ID {
-            return String::from_utf8(dn).map_err(|_| corrupt(format!("DN of entry {id} is not UTF-8")));
+            return String::from_utf8(dn)
+                .map_err(|_| corrupt(format!("DN of entry {id} is not UTF-8")));
         }
         current = node.parent;
     }
-    Err(corrupt(format!("entry {id}: parent chain deeper than {TREE_DEPTH_MAX}")))
+    Err(corrupt(format!(
+        "entry {id}: parent chain deeper than {TREE_DEPTH_MAX}"
+    )))
 }
 
 /// The IDs of a node's direct children (in RDN order).
-pub(crate) fn children_of(inner: &Inner, txn: &RoTxn, id: EntryId) -> Result<Vec<EntryId>, LdapError> {
+pub(crate) fn children_of(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+) -> Result<Vec<EntryId>, LdapError> {
     let mut children = Vec::new();
-    for row in inner.databases.dn2id.prefix_iter(txn, &layout::encode_id(id)).map_err(lmdb_to_ldap)? {
+    for row in inner
+        .databases
+        .dn2id
+        .prefix_iter(txn, &layout::encode_id(id))
+        .map_err(lmdb_to_ldap)?
+    {
         let (_, value) = row.map_err(lmdb_to_ldap)?;
         children.push(layout::decode_id(value).ok_or_else(|| corrupt("dn2id value is not an ID"))?);
     }
@@ -160,12 +227,18 @@ pub(crate) fn children_of(inner: &Inner, txn: &RoTxn, id: EntryId) -> Result<Vec
 }
 
 /// Every ID in the subtree rooted at `id` (itself included), by walking the tree.
-pub(crate) fn subtree_ids(inner: &Inner, txn: &RoTxn, id: EntryId) -> Result<RoaringBitmap, LdapError> {
+pub(crate) fn subtree_ids(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+) -> Result<RoaringBitmap, LdapError> {
     let mut ids = RoaringBitmap::new();
     let mut stack = vec![(id, 0usize)];
     while let Some((current, depth)) = stack.pop() {
         if depth > TREE_DEPTH_MAX || !ids.insert(current) {
-            return Err(corrupt(format!("DN tree below entry {id} is cyclic or too deep")));
+            return Err(corrupt(format!(
+                "DN tree below entry {id} is cyclic or too deep"
+            )));
         }
         for child in children_of(inner, txn, current)? {
             stack.push((child, depth + 1));
@@ -175,7 +248,12 @@ pub(crate) fn subtree_ids(inner: &Inner, txn: &RoTxn, id: EntryId) -> Result<Roa
 }
 
 /// Whether `id` lies in the subtree of `ancestor` (itself included), walking parent links.
-pub(crate) fn is_within(inner: &Inner, txn: &RoTxn, id: EntryId, ancestor: EntryId) -> Result<bool, LdapError> {
+pub(crate) fn is_within(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    ancestor: EntryId,
+) -> Result<bool, LdapError> {
     let mut current = id;
     for _ in 0..TREE_DEPTH_MAX {
         if current == ancestor {
@@ -189,19 +267,28 @@ pub(crate) fn is_within(inner: &Inner, txn: &RoTxn, id: EntryId, ancestor: Entry
             None => return Ok(false),
         };
     }
-    Err(corrupt(format!("entry {id}: parent chain deeper than {TREE_DEPTH_MAX}")))
+    Err(corrupt(format!(
+        "entry {id}: parent chain deeper than {TREE_DEPTH_MAX}"
+    )))
 }
 
 /// The IDs posted under one index key (without chunk), across all chunks.
-pub(crate) fn postings(database: RawDatabase, txn: &RoTxn, key: &[u8], into: &mut RoaringBitmap) -> Result<(), LdapError> {
+pub(crate) fn postings(
+    database: RawDatabase,
+    txn: &RoTxn,
+    key: &[u8],
+    into: &mut RoaringBitmap,
+) -> Result<(), LdapError> {
     for row in database.prefix_iter(txn, key).map_err(lmdb_to_ldap)? {
         let (full_key, value) = row.map_err(lmdb_to_ldap)?;
         // Only exact key + 2-byte chunk: a longer key sharing the prefix is another key.
         if full_key.len() != key.len() + 2 {
             continue;
         }
-        let (_, chunk) = layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
-        layout::decode_posting_chunk_into(value, chunk, into).map_err(|error| corrupt(error.to_string()))?;
+        let (_, chunk) =
+            layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
+        layout::decode_posting_chunk_into(value, chunk, into)
+            .map_err(|error| corrupt(error.to_string()))?;
     }
     Ok(())
 }
@@ -211,11 +298,18 @@ pub(crate) fn read_entry<'t>(
     txn: &'t RoTxn,
     id: EntryId,
 ) -> Result<Option<EncodedEntry<'t>>, LdapError> {
-    match inner.databases.id2entry.get(txn, &layout::encode_id(id)).map_err(lmdb_to_ldap)? {
+    match inner
+        .databases
+        .id2entry
+        .get(txn, &layout::encode_id(id))
+        .map_err(lmdb_to_ldap)?
+    {
         None => Ok(None),
-        Some(bytes) => Ok(Some(
-            EncodedEntry::parse(bytes).map_err(|error| corrupt(format!("entry {id}: {error}")))?,
-        )),
+        Some(bytes) => {
+            Ok(Some(EncodedEntry::parse(bytes).map_err(|error| {
+                corrupt(format!("entry {id}: {error}"))
+            })?))
+        }
     }
 }
 
@@ -241,7 +335,8 @@ impl ReadTxn {
         match lookup.found {
             Some(id) => Ok(id),
             None => {
-                let mut error = LdapError::new(ResultCode::NoSuchObject, format!("no such entry '{dn}'"));
+                let mut error =
+                    LdapError::new(ResultCode::NoSuchObject, format!("no such entry '{dn}'"));
                 if let Some((ancestor, _)) = lookup.deepest {
                     error = error.with_matched_dn(dn_of(&self.inner, &self.txn, ancestor, false)?);
                 }
@@ -252,17 +347,27 @@ impl ReadTxn {
 
     /// The decoded entry (borrowing the map), or None when the ID is unused.
     pub fn entry(&self, id: EntryId) -> Result<Option<EntryRef<'_>>, LdapError> {
-        let Some(encoded) = read_entry(&self.inner, &self.txn, id)? else { return Ok(None) };
+        let Some(encoded) = read_entry(&self.inner, &self.txn, id)? else {
+            return Ok(None);
+        };
         // Check description numbers once so attribute iteration cannot meet an unknown one.
         for attribute in encoded.attributes() {
-            if self.descriptions.get(attribute.description_number).is_none() {
+            if self
+                .descriptions
+                .get(attribute.description_number)
+                .is_none()
+            {
                 return Err(corrupt(format!(
                     "entry {id} uses attribute description {} missing from the description table",
                     attribute.description_number
                 )));
             }
         }
-        Ok(Some(EntryRef { id, encoded, read: self }))
+        Ok(Some(EntryRef {
+            id,
+            encoded,
+            read: self,
+        }))
     }
 
     /// The entry's DN as given (RDNs as originally written).
@@ -298,7 +403,11 @@ impl ReadTxn {
 
     /// Number of entries.
     pub fn entry_count(&self) -> Result<u64, LdapError> {
-        self.inner.databases.id2entry.len(&self.txn).map_err(lmdb_to_ldap)
+        self.inner
+            .databases
+            .id2entry
+            .len(&self.txn)
+            .map_err(lmdb_to_ldap)
     }
 
     /// The top-level (suffix) entry's ID, if present.
@@ -351,12 +460,14 @@ impl<'txn> EntryRef<'txn> {
         let descriptions: &'txn DescriptionTable = &self.read.descriptions;
         let id = self.id;
         self.encoded.attributes().map(move |encoded| AttributeRef {
-            description: descriptions.get(encoded.description_number).unwrap_or_else(|| {
-                panic!(
+            description: descriptions
+                .get(encoded.description_number)
+                .unwrap_or_else(|| {
+                    panic!(
                     "entry {id} uses attribute description {} missing from the description table",
                     encoded.description_number
                 )
-            }),
+                }),
             encoded,
         })
     }
@@ -367,12 +478,16 @@ impl<'txn> EntryRef<'txn> {
 
     /// The attribute with exactly this canonical description text, if present.
     pub fn attribute_by_text(&self, text: &str) -> Option<AttributeRef<'txn>> {
-        self.attributes().find(|attribute| attribute.description.text.eq_ignore_ascii_case(text))
+        self.attributes()
+            .find(|attribute| attribute.description.text.eq_ignore_ascii_case(text))
     }
 
     /// Values of all descriptions of `attr` (any options).
     pub fn values_of(&self, attr: AttrId) -> Vec<(&'txn [u8], &'txn [u8])> {
-        self.attributes().filter(|attribute| attribute.attr() == attr).flat_map(|attribute| attribute.values()).collect()
+        self.attributes()
+            .filter(|attribute| attribute.attr() == attr)
+            .flat_map(|attribute| attribute.values())
+            .collect()
     }
 
     pub fn dn(&self) -> Result<String, LdapError> {
@@ -387,7 +502,10 @@ impl<'txn> EntryRef<'txn> {
                 .attributes()
                 .map(|attribute| lmdir_schema::Attribute {
                     description: attribute.description.text.clone(),
-                    values: attribute.values().map(|(original, _)| original.to_vec()).collect(),
+                    values: attribute
+                        .values()
+                        .map(|(original, _)| original.to_vec())
+                        .collect(),
                 })
                 .collect(),
         }
@@ -397,11 +515,16 @@ impl<'txn> EntryRef<'txn> {
 impl EntryView for EntryRef<'_> {
     fn for_each_attribute(
         &self,
-        visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool + '_),
+        visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool
+                  + '_),
     ) {
         for attribute in self.attributes() {
-            let mut values =
-                attribute.values().map(|(original, normalized)| StoredValue { original, normalized });
+            let mut values = attribute
+                .values()
+                .map(|(original, normalized)| StoredValue {
+                    original,
+                    normalized,
+                });
             if !visit(attribute.attr(), attribute.options(), &mut values) {
                 return;
             }
@@ -410,7 +533,10 @@ impl EntryView for EntryRef<'_> {
 
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool) {
         if let Ok(normalized_dn) = self.read.normalized_dn_of(self.id) {
-            self.read.inner.schema.for_each_normalized_dn_ava(&normalized_dn, visit);
+            self.read
+                .inner
+                .schema
+                .for_each_normalized_dn_ava(&normalized_dn, visit);
         }
     }
 }
@@ -420,8 +546,10 @@ impl std::fmt::Debug for EntryRef<'_> {
         let mut map = formatter.debug_map();
         map.entry(&"id", &self.id);
         for attribute in self.attributes() {
-            let values: Vec<String> =
-                attribute.values().map(|(original, _)| String::from_utf8_lossy(original).into_owned()).collect();
+            let values: Vec<String> = attribute
+                .values()
+                .map(|(original, _)| String::from_utf8_lossy(original).into_owned())
+                .collect();
             map.entry(&attribute.description_text(), &values);
         }
         map.finish()

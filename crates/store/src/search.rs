@@ -6,7 +6,9 @@ use lmdir_schema::{AttrId, CoveredAttribute, LdapError, MatchingRule, PreparedFi
 use roaring::RoaringBitmap;
 
 use crate::layout::{self, EntryId, IndexKinds};
-use crate::read::{children_of, corrupt, is_within, postings, require_node, subtree_ids, EntryRef, ReadTxn};
+use crate::read::{
+    children_of, corrupt, is_within, postings, require_node, subtree_ids, EntryRef, ReadTxn,
+};
 use crate::store::lmdb_to_ldap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +72,9 @@ impl ReadTxn {
             if !attribute.stored_form_usable || !self.usable_kinds(attribute.attr).contains(kind) {
                 return Ok(None);
             }
-            let Some(database) = self.inner.databases.indexes.get(&attribute.attr) else { return Ok(None) };
+            let Some(database) = self.inner.databases.indexes.get(&attribute.attr) else {
+                return Ok(None);
+            };
             // All keys must hit (AND) within one attribute.
             let mut within: Option<RoaringBitmap> = None;
             for key in keys {
@@ -102,23 +106,31 @@ impl ReadTxn {
             let ordering = self.inner.schema.attribute_type(attribute.attr).ordering;
             if !attribute.stored_form_usable
                 || ordering != Some(rule)
-                || !self.usable_kinds(attribute.attr).contains(IndexKinds::ORDERED)
+                || !self
+                    .usable_kinds(attribute.attr)
+                    .contains(IndexKinds::ORDERED)
             {
                 return Ok(None);
             }
-            let Some(database) = self.inner.databases.indexes.get(&attribute.attr) else { return Ok(None) };
+            let Some(database) = self.inner.databases.indexes.get(&attribute.attr) else {
+                return Ok(None);
+            };
             let kind_start = [layout::KIND_ORDERED];
             let kind_end = [layout::KIND_ORDERED + 1];
             let mut last = encoded.clone();
             last.extend_from_slice(&[0xFF, 0xFF]);
             let range: (Bound<&[u8]>, Bound<&[u8]>) = if greater {
-                (Bound::Included(&encoded[..]), Bound::Excluded(&kind_end[..]))
+                (
+                    Bound::Included(&encoded[..]),
+                    Bound::Excluded(&kind_end[..]),
+                )
             } else {
                 (Bound::Included(&kind_start[..]), Bound::Included(&last[..]))
             };
             for row in database.range(self.txn(), &range).map_err(lmdb_to_ldap)? {
                 let (full_key, value) = row.map_err(lmdb_to_ldap)?;
-                let (_, chunk) = layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
+                let (_, chunk) =
+                    layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
                 layout::decode_posting_chunk_into(value, chunk, &mut union)
                     .map_err(|error| corrupt(error.to_string()))?;
             }
@@ -127,7 +139,10 @@ impl ReadTxn {
     }
 
     /// Candidate IDs of a filter from the indexes; None = not constrained by any index.
-    pub fn filter_candidates(&self, filter: &PreparedFilter) -> Result<Option<RoaringBitmap>, LdapError> {
+    pub fn filter_candidates(
+        &self,
+        filter: &PreparedFilter,
+    ) -> Result<Option<RoaringBitmap>, LdapError> {
         Ok(match filter {
             PreparedFilter::True => None,
             // Nothing can evaluate to True.
@@ -160,25 +175,48 @@ impl ReadTxn {
                 Some(union)
             }
             PreparedFilter::Not(_) => None,
-            PreparedFilter::Equality { covered, normalized, .. } | PreparedFilter::Approx { covered, normalized, .. } => {
-                self.union_over_covered(covered, IndexKinds::EQUALITY, &[layout::equality_key(normalized)])?
+            PreparedFilter::Equality {
+                covered,
+                normalized,
+                ..
             }
-            PreparedFilter::Substrings { covered, initial, any, final_, .. } => {
+            | PreparedFilter::Approx {
+                covered,
+                normalized,
+                ..
+            } => self.union_over_covered(
+                covered,
+                IndexKinds::EQUALITY,
+                &[layout::equality_key(normalized)],
+            )?,
+            PreparedFilter::Substrings {
+                covered,
+                initial,
+                any,
+                final_,
+                ..
+            } => {
                 let any: Vec<&[u8]> = any.iter().map(Vec::as_slice).collect();
-                match layout::substring_assertion_keys(initial.as_deref(), &any, final_.as_deref()) {
+                match layout::substring_assertion_keys(initial.as_deref(), &any, final_.as_deref())
+                {
                     None => None,
                     Some(keys) => self.union_over_covered(covered, IndexKinds::SUBSTRING, &keys)?,
                 }
             }
-            PreparedFilter::GreaterOrEqual { covered, rule, key, .. } => {
-                self.ordered_candidates(covered, *rule, key, true)?
-            }
-            PreparedFilter::LessOrEqual { covered, rule, key, .. } => {
-                self.ordered_candidates(covered, *rule, key, false)?
-            }
+            PreparedFilter::GreaterOrEqual {
+                covered, rule, key, ..
+            } => self.ordered_candidates(covered, *rule, key, true)?,
+            PreparedFilter::LessOrEqual {
+                covered, rule, key, ..
+            } => self.ordered_candidates(covered, *rule, key, false)?,
             PreparedFilter::Present { covered, .. } => {
-                let covered: Vec<CoveredAttribute> =
-                    covered.iter().map(|attr| CoveredAttribute { attr: *attr, stored_form_usable: true }).collect();
+                let covered: Vec<CoveredAttribute> = covered
+                    .iter()
+                    .map(|attr| CoveredAttribute {
+                        attr: *attr,
+                        stored_form_usable: true,
+                    })
+                    .collect();
                 self.union_over_covered(&covered, IndexKinds::PRESENCE, &[layout::presence_key()])?
             }
             PreparedFilter::Extensible { .. } => None,
@@ -186,7 +224,11 @@ impl ReadTxn {
     }
 
     /// Resolves the candidates of a search within its scope. Returns the source to iterate.
-    fn scoped_candidates(&self, spec: &SearchSpec, base: EntryId) -> Result<CandidateSource, LdapError> {
+    fn scoped_candidates(
+        &self,
+        spec: &SearchSpec,
+        base: EntryId,
+    ) -> Result<CandidateSource, LdapError> {
         let candidates = self.filter_candidates(&spec.filter)?;
         let base_node = require_node(&self.inner, self.txn(), base)?;
         Ok(match spec.scope {
@@ -199,7 +241,9 @@ impl ReadTxn {
             }
             Scope::One => {
                 let children = || -> Result<RoaringBitmap, LdapError> {
-                    Ok(children_of(&self.inner, self.txn(), base)?.into_iter().collect())
+                    Ok(children_of(&self.inner, self.txn(), base)?
+                        .into_iter()
+                        .collect())
                 };
                 match candidates {
                     None => CandidateSource::Ids(children()?),
@@ -226,8 +270,12 @@ impl ReadTxn {
                     Some(candidates) if everything => CandidateSource::Ids(candidates),
                     // Like back-mdb: walking the subtree costs its size; checking ancestry
                     // costs candidates × depth. Walk only when the subtree is the smaller.
-                    Some(candidates) if (base_node.subtree_size as u64) < candidates.len().saturating_mul(4) => {
-                        CandidateSource::Ids(candidates & subtree_ids(&self.inner, self.txn(), base)?)
+                    Some(candidates)
+                        if (base_node.subtree_size as u64) < candidates.len().saturating_mul(4) =>
+                    {
+                        CandidateSource::Ids(
+                            candidates & subtree_ids(&self.inner, self.txn(), base)?,
+                        )
                     }
                     Some(candidates) => {
                         let mut ids = RoaringBitmap::new();
@@ -247,7 +295,14 @@ impl ReadTxn {
     pub fn search<'a>(&'a self, spec: &'a SearchSpec) -> Result<SearchCursor<'a>, LdapError> {
         let base = self.dn_to_id(&spec.base)?;
         let source = self.scoped_candidates(spec, base)?;
-        Ok(SearchCursor { read: self, spec, source, returned: 0, examined: 0, finished: false })
+        Ok(SearchCursor {
+            read: self,
+            spec,
+            source,
+            returned: 0,
+            examined: 0,
+            finished: false,
+        })
     }
 
     /// The scope-intersected candidate set (before the exact filter test).
@@ -302,7 +357,8 @@ impl<'a> SearchCursor<'a> {
                     match found {
                         None => return Ok(None),
                         Some((key, _)) => {
-                            let id = layout::decode_id(key).ok_or_else(|| corrupt("id2entry key"))?;
+                            let id =
+                                layout::decode_id(key).ok_or_else(|| corrupt("id2entry key"))?;
                             match id.checked_add(1) {
                                 Some(following) => *next = following,
                                 None => self.finished = true,
@@ -342,7 +398,10 @@ impl<'a> Iterator for SearchCursor<'a> {
                 self.finished = true;
                 return Some(Err(LdapError::new(
                     ResultCode::AdminLimitExceeded,
-                    format!("search examined more than {} candidate entries", self.spec.lookthrough_limit),
+                    format!(
+                        "search examined more than {} candidate entries",
+                        self.spec.lookthrough_limit
+                    ),
                 )));
             }
             if self.spec.filter.evaluate(&entry).is_true() {

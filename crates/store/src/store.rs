@@ -171,7 +171,10 @@ pub struct Store {
     pub(crate) inner: Arc<Inner>,
 }
 
-pub(crate) fn index_config_text(indexes: &HashMap<AttrId, IndexKinds>, schema: &Schema) -> Vec<String> {
+pub(crate) fn index_config_text(
+    indexes: &HashMap<AttrId, IndexKinds>,
+    schema: &Schema,
+) -> Vec<String> {
     let mut lines: Vec<String> = indexes
         .iter()
         .filter(|(_, kinds)| !kinds.is_empty())
@@ -190,8 +193,12 @@ pub(crate) fn index_config_text(indexes: &HashMap<AttrId, IndexKinds>, schema: &
 fn parse_index_config_text(text: &str, schema: &Schema) -> HashMap<AttrId, IndexKinds> {
     let mut indexes = HashMap::new();
     for line in text.lines() {
-        let Some((name, kinds)) = line.split_once(':') else { continue };
-        let Some(attr) = schema.attribute(name) else { continue };
+        let Some((name, kinds)) = line.split_once(':') else {
+            continue;
+        };
+        let Some(attr) = schema.attribute(name) else {
+            continue;
+        };
         let mut flags = IndexKinds::default();
         for kind in kinds.split(',') {
             if let Some(flag) = IndexKinds::from_name(kind) {
@@ -205,15 +212,21 @@ fn parse_index_config_text(text: &str, schema: &Schema) -> HashMap<AttrId, Index
 
 impl Store {
     /// Opens (creating when absent) the store in `directory`.
-    pub fn open(directory: &Path, options: StoreOptions, schema: Arc<Schema>) -> Result<Store, StoreError> {
+    pub fn open(
+        directory: &Path,
+        options: StoreOptions,
+        schema: Arc<Schema>,
+    ) -> Result<Store, StoreError> {
         std::fs::create_dir_all(directory)?;
         // Resolve the index configuration against the schema first: errors name the attribute.
         let mut configured_indexes: HashMap<AttrId, IndexKinds> = HashMap::new();
         for (name, kinds) in &options.indexes {
-            let attr = schema
-                .attribute(name)
-                .ok_or_else(|| StoreError::Config(format!("index on unknown attribute type '{name}'")))?;
-            let flags = kinds.iter().fold(IndexKinds::default(), |flags, kind| flags.union(kind.flag()));
+            let attr = schema.attribute(name).ok_or_else(|| {
+                StoreError::Config(format!("index on unknown attribute type '{name}'"))
+            })?;
+            let flags = kinds.iter().fold(IndexKinds::default(), |flags, kind| {
+                flags.union(kind.flag())
+            });
             let attribute_type = schema.attribute_type(attr);
             if flags.contains(IndexKinds::ORDERED) && attribute_type.ordering.is_none() {
                 return Err(StoreError::Config(format!(
@@ -230,18 +243,22 @@ impl Store {
                 DATABASE_COUNT_MAX - 8
             )));
         }
-        let suffix_dn = lmdir_schema::Dn::parse(&options.suffix)
-            .map_err(|error| StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message)))?;
+        let suffix_dn = lmdir_schema::Dn::parse(&options.suffix).map_err(|error| {
+            StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
+        })?;
         let mut suffix_rdns_normalized = Vec::with_capacity(suffix_dn.rdns.len());
         for rdn in &suffix_dn.rdns {
-            suffix_rdns_normalized.push(
-                schema
-                    .normalize_rdn(rdn)
-                    .map_err(|error| StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message)))?,
-            );
+            suffix_rdns_normalized.push(schema.normalize_rdn(rdn).map_err(|error| {
+                StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
+            })?);
         }
 
-        let env = crate::env::open_environment(directory, options.map_size_bytes, DATABASE_COUNT_MAX, options.sync)?;
+        let env = crate::env::open_environment(
+            directory,
+            options.map_size_bytes,
+            DATABASE_COUNT_MAX,
+            options.sync,
+        )?;
         let index_names: Vec<(AttrId, String)> = configured_indexes
             .keys()
             .map(|attr| {
@@ -258,11 +275,17 @@ impl Store {
         let write_txn = env.write_txn()?;
         let (meta, id2entry, id2node, dn2id) = env
             .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
-                let meta: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_META))?;
-                let id2entry: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_ID2ENTRY))?;
-                let id2node: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_ID2NODE))?;
-                let dn2id: Database<Bytes, Bytes> = opener.create_database(txn, Some(layout::DB_DN2ID))?;
-                Ok(CommitOrAbort::<_, ()>::Commit((meta, id2entry, id2node, dn2id)))
+                let meta: Database<Bytes, Bytes> =
+                    opener.create_database(txn, Some(layout::DB_META))?;
+                let id2entry: Database<Bytes, Bytes> =
+                    opener.create_database(txn, Some(layout::DB_ID2ENTRY))?;
+                let id2node: Database<Bytes, Bytes> =
+                    opener.create_database(txn, Some(layout::DB_ID2NODE))?;
+                let dn2id: Database<Bytes, Bytes> =
+                    opener.create_database(txn, Some(layout::DB_DN2ID))?;
+                Ok(CommitOrAbort::<_, ()>::Commit((
+                    meta, id2entry, id2node, dn2id,
+                )))
             })?
             .commit()
             .expect("the closure always commits");
@@ -271,23 +294,37 @@ impl Store {
             let write_txn = env.write_txn()?;
             let database = env
                 .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
-                    let database: Database<Bytes, Bytes> = opener.create_database(txn, Some(name))?;
+                    let database: Database<Bytes, Bytes> =
+                        opener.create_database(txn, Some(name))?;
                     Ok(CommitOrAbort::<_, ()>::Commit(database))
                 })?
                 .commit()
                 .expect("the closure always commits");
             indexes.insert(*attr, database);
         }
-        let databases = Databases { meta, id2entry, id2node, dn2id, indexes };
+        let databases = Databases {
+            meta,
+            id2entry,
+            id2node,
+            dn2id,
+            indexes,
+        };
 
         // Meta: format version, description table, index configuration.
         let mut write_txn = env.write_txn()?;
-        match databases.meta.get(&write_txn, layout::META_FORMAT_VERSION)? {
+        match databases
+            .meta
+            .get(&write_txn, layout::META_FORMAT_VERSION)?
+        {
             None => {
+                databases.meta.put(
+                    &mut write_txn,
+                    layout::META_FORMAT_VERSION,
+                    &layout::FORMAT_VERSION.to_be_bytes(),
+                )?;
                 databases
                     .meta
-                    .put(&mut write_txn, layout::META_FORMAT_VERSION, &layout::FORMAT_VERSION.to_be_bytes())?;
-                databases.meta.put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
+                    .put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
             }
             Some(bytes) if bytes == layout::FORMAT_VERSION.to_be_bytes() => {}
             Some(bytes) => {
@@ -298,12 +335,17 @@ impl Store {
             }
         }
         let mut table = DescriptionTable::default();
-        for row in databases.meta.prefix_iter(&write_txn, layout::META_DESCRIPTION_PREFIX)? {
+        for row in databases
+            .meta
+            .prefix_iter(&write_txn, layout::META_DESCRIPTION_PREFIX)?
+        {
             let (key, value) = row?;
             let number = layout::decode_id(&key[layout::META_DESCRIPTION_PREFIX.len()..])
                 .ok_or_else(|| StoreError::Format("bad description row key".into()))?;
             if number as usize != table.entries.len() {
-                return Err(StoreError::Format(format!("description table has a gap at {number}")));
+                return Err(StoreError::Format(format!(
+                    "description table has a gap at {number}"
+                )));
             }
             let text = std::str::from_utf8(value)
                 .map_err(|_| StoreError::Format(format!("description {number} is not UTF-8")))?;
@@ -329,9 +371,11 @@ impl Store {
         let (usable_indexes, change) = match stored_text {
             // A new or empty store: the indexes are trivially exact for any configuration.
             _ if entry_count == 0 => {
-                databases
-                    .meta
-                    .put(&mut write_txn, layout::META_INDEX_CONFIG, configured_text.join("\n").as_bytes())?;
+                databases.meta.put(
+                    &mut write_txn,
+                    layout::META_INDEX_CONFIG,
+                    configured_text.join("\n").as_bytes(),
+                )?;
                 (configured_indexes.clone(), None)
             }
             Some(stored) => {
@@ -344,17 +388,27 @@ impl Store {
                     }
                 }
                 let stored_lines: Vec<String> = stored.lines().map(str::to_string).collect();
-                let added: Vec<String> =
-                    configured_text.iter().filter(|line| !stored_lines.contains(line)).cloned().collect();
+                let added: Vec<String> = configured_text
+                    .iter()
+                    .filter(|line| !stored_lines.contains(line))
+                    .cloned()
+                    .collect();
                 let removed: Vec<String> = stored_lines
                     .iter()
                     .filter(|line| !line.is_empty() && !configured_text.contains(line))
                     .cloned()
                     .collect();
-                let change = (!added.is_empty() || !removed.is_empty()).then_some(IndexConfigChange { added, removed });
+                let change = (!added.is_empty() || !removed.is_empty())
+                    .then_some(IndexConfigChange { added, removed });
                 (usable, change)
             }
-            None => (HashMap::new(), Some(IndexConfigChange { added: configured_text.clone(), removed: Vec::new() })),
+            None => (
+                HashMap::new(),
+                Some(IndexConfigChange {
+                    added: configured_text.clone(),
+                    removed: Vec::new(),
+                }),
+            ),
         };
         write_txn.commit()?;
         let persisted = table.entries.len();
@@ -397,12 +451,20 @@ impl Store {
 
     /// The index kinds writes maintain for `attr`.
     pub fn configured_kinds(&self, attr: AttrId) -> IndexKinds {
-        self.inner.configured_indexes.get(&attr).copied().unwrap_or_default()
+        self.inner
+            .configured_indexes
+            .get(&attr)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Set when the configured indexes differ from the built ones: suggest `lmdir reindex`.
     pub fn index_config_change(&self) -> Option<IndexConfigChange> {
-        self.inner.index_config_change.read().expect("index lock poisoned").clone()
+        self.inner
+            .index_config_change
+            .read()
+            .expect("index lock poisoned")
+            .clone()
     }
 
     /// The raw LMDB environment (for the bulk loader and tests).
@@ -428,7 +490,11 @@ impl Store {
 
     /// The description table as of now.
     pub fn descriptions(&self) -> Arc<DescriptionTable> {
-        self.inner.descriptions.read().expect("description lock poisoned").clone()
+        self.inner
+            .descriptions
+            .read()
+            .expect("description lock poisoned")
+            .clone()
     }
 
     /// Flushes to disk (useful with `sync: false`).
@@ -443,16 +509,29 @@ impl Inner {
     /// visible to readers at once (harmless: unused until an entry using them commits) and
     /// their `meta` rows are written by the committing write txn.
     pub(crate) fn description_number(&self, text: &str, attr: AttrId, options: &[String]) -> u32 {
-        if let Some(number) = self.descriptions.read().expect("description lock poisoned").number_of(text) {
+        if let Some(number) = self
+            .descriptions
+            .read()
+            .expect("description lock poisoned")
+            .number_of(text)
+        {
             return number;
         }
-        let mut guard = self.descriptions.write().expect("description lock poisoned");
+        let mut guard = self
+            .descriptions
+            .write()
+            .expect("description lock poisoned");
         if let Some(number) = guard.number_of(text) {
             return number;
         }
         let mut table = DescriptionTable::clone(&guard);
-        let number = u32::try_from(table.entries.len()).expect("fewer than 2^32 attribute descriptions");
-        table.entries.push(DescriptionInfo { text: text.to_string(), attr, options: options.to_vec() });
+        let number =
+            u32::try_from(table.entries.len()).expect("fewer than 2^32 attribute descriptions");
+        table.entries.push(DescriptionInfo {
+            text: text.to_string(),
+            attr,
+            options: options.to_vec(),
+        });
         table.by_text.insert(text.to_string(), number);
         *guard = Arc::new(table);
         number

@@ -11,9 +11,11 @@ use lmdir_schema::{AttrId, Attribute, Dn, Entry, LdapError, Modification, Rdn, R
 
 use crate::codec::{encode_entry, AttributeToEncode};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
-use crate::read::{corrupt, is_within, lookup_rdns, read_entry, require_node, DnLookup, TREE_DEPTH_MAX};
-use crate::store::{lmdb_to_ldap, Inner, Store, StoreError};
 use crate::read::DnPlacement;
+use crate::read::{
+    corrupt, is_within, lookup_rdns, read_entry, require_node, DnLookup, TREE_DEPTH_MAX,
+};
+use crate::store::{lmdb_to_ldap, Inner, Store, StoreError};
 
 /// Who writes and when; `skip_schema_check` is for trusted imports and internal updates.
 #[derive(Clone, Debug)]
@@ -25,7 +27,11 @@ pub struct WriteContext {
 
 impl WriteContext {
     pub fn new(actor_dn: impl Into<String>) -> WriteContext {
-        WriteContext { actor_dn: actor_dn.into(), now: SystemTime::now(), skip_schema_check: false }
+        WriteContext {
+            actor_dn: actor_dn.into(),
+            now: SystemTime::now(),
+            skip_schema_check: false,
+        }
     }
 }
 
@@ -50,9 +56,18 @@ pub(crate) struct WorkingAttribute {
 impl Store {
     /// Starts the write transaction (waits for another one in this process to finish).
     pub fn write(&self) -> Result<WriteTxn<'_>, StoreError> {
-        let writer = self.inner.writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let writer = self
+            .inner
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let txn = self.inner.env.write_txn()?;
-        Ok(WriteTxn { txn, inner: &self.inner, mark_index_config_current: false, _writer: writer })
+        Ok(WriteTxn {
+            txn,
+            inner: &self.inner,
+            mark_index_config_current: false,
+            _writer: writer,
+        })
     }
 }
 
@@ -93,7 +108,10 @@ fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
 impl Inner {
     /// Resolves and normalizes an owned entry's attributes without schema checks (merging
     /// descriptions that are equal after canonicalization; dropping duplicate values).
-    pub(crate) fn normalize_attributes(&self, attributes: &[Attribute]) -> Result<Vec<WorkingAttribute>, LdapError> {
+    pub(crate) fn normalize_attributes(
+        &self,
+        attributes: &[Attribute],
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
         let mut working: Vec<WorkingAttribute> = Vec::with_capacity(attributes.len());
         for attribute in attributes {
             let description = self.schema.parse_description(&attribute.description)?;
@@ -123,7 +141,11 @@ impl Inner {
     }
 
     /// Schema-checks (unless skipped) and normalizes.
-    fn checked_attributes(&self, entry: &Entry, skip_schema_check: bool) -> Result<Vec<WorkingAttribute>, LdapError> {
+    fn checked_attributes(
+        &self,
+        entry: &Entry,
+        skip_schema_check: bool,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
         if skip_schema_check {
             return self.normalize_attributes(&entry.attributes);
         }
@@ -141,11 +163,18 @@ impl Inner {
     }
 
     /// Every index key (without chunk) of an entry's values, per indexed attribute.
-    pub(crate) fn index_keys(&self, attributes: &[WorkingAttribute]) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
+    pub(crate) fn index_keys(
+        &self,
+        attributes: &[WorkingAttribute],
+    ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
         let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
         let mut buffer = Vec::new();
         for attribute in attributes {
-            let kinds = self.configured_indexes.get(&attribute.attr).copied().unwrap_or_default();
+            let kinds = self
+                .configured_indexes
+                .get(&attribute.attr)
+                .copied()
+                .unwrap_or_default();
             if kinds.is_empty() {
                 continue;
             }
@@ -154,10 +183,17 @@ impl Inner {
             for (_, normalized) in &attribute.values {
                 buffer.clear();
                 let ordering_key = match ordering {
-                    Some(rule) if kinds.contains(IndexKinds::ORDERED) => Some(rule.ordering_key(normalized)),
+                    Some(rule) if kinds.contains(IndexKinds::ORDERED) => {
+                        Some(rule.ordering_key(normalized))
+                    }
                     _ => None,
                 };
-                layout::index_keys_for_value(kinds, normalized, ordering_key.as_deref(), &mut buffer);
+                layout::index_keys_for_value(
+                    kinds,
+                    normalized,
+                    ordering_key.as_deref(),
+                    &mut buffer,
+                );
                 set.extend(buffer.drain(..));
             }
         }
@@ -172,11 +208,18 @@ fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
             .iter()
             .map(|attribute| Attribute {
                 description: attribute.text.clone(),
-                values: attribute.values.iter().map(|(original, _)| original.clone()).collect(),
+                values: attribute
+                    .values
+                    .iter()
+                    .map(|(original, _)| original.clone())
+                    .collect(),
             })
             .collect(),
     }
 }
+
+/// One AVA of an RDN: attribute, original value, normalized value.
+type RdnAssertion = (AttrId, Vec<u8>, Vec<u8>);
 
 /// An owned copy of an id2node row.
 struct OwnedNode {
@@ -206,7 +249,10 @@ impl<'s> WriteTxn<'s> {
 
     fn put_node(&mut self, id: EntryId, node: &OwnedNode) -> Result<(), LdapError> {
         if node.rdn_original.len() > u16::MAX as usize {
-            return Err(ldap(ResultCode::ConstraintViolation, "RDN longer than 65535 bytes"));
+            return Err(ldap(
+                ResultCode::ConstraintViolation,
+                "RDN longer than 65535 bytes",
+            ));
         }
         let mut bytes = Vec::new();
         layout::encode_node(
@@ -219,7 +265,11 @@ impl<'s> WriteTxn<'s> {
             },
             &mut bytes,
         );
-        self.inner.databases.id2node.put(&mut self.txn, &layout::encode_id(id), &bytes).map_err(lmdb_to_ldap)
+        self.inner
+            .databases
+            .id2node
+            .put(&mut self.txn, &layout::encode_id(id), &bytes)
+            .map_err(lmdb_to_ldap)
     }
 
     /// Adds `delta` to the subtree size of `start` and all its ancestors.
@@ -232,14 +282,18 @@ impl<'s> WriteTxn<'s> {
             let mut node = self.read_owned_node(current)?;
             let size = node.subtree_size as i64 + delta;
             if size < 1 || size > u32::MAX as i64 {
-                return Err(corrupt(format!("subtree size of entry {current} would become {size}")));
+                return Err(corrupt(format!(
+                    "subtree size of entry {current} would become {size}"
+                )));
             }
             node.subtree_size = size as u32;
             let parent = node.parent;
             self.put_node(current, &node)?;
             current = parent;
         }
-        Err(corrupt(format!("entry {start}: parent chain deeper than {TREE_DEPTH_MAX}")))
+        Err(corrupt(format!(
+            "entry {start}: parent chain deeper than {TREE_DEPTH_MAX}"
+        )))
     }
 
     fn adjust_child_count(&mut self, id: EntryId, delta: i64) -> Result<(), LdapError> {
@@ -249,13 +303,21 @@ impl<'s> WriteTxn<'s> {
         let mut node = self.read_owned_node(id)?;
         let count = node.child_count as i64 + delta;
         if count < 0 {
-            return Err(corrupt(format!("child count of entry {id} would become negative")));
+            return Err(corrupt(format!(
+                "child count of entry {id} would become negative"
+            )));
         }
         node.child_count = count as u32;
         self.put_node(id, &node)
     }
 
-    fn posting_change(&mut self, attr: AttrId, key: &[u8], id: EntryId, add: bool) -> Result<(), LdapError> {
+    fn posting_change(
+        &mut self,
+        attr: AttrId,
+        key: &[u8],
+        id: EntryId,
+        add: bool,
+    ) -> Result<(), LdapError> {
         let database = *self
             .inner
             .databases
@@ -271,10 +333,14 @@ impl<'s> WriteTxn<'s> {
         {
             layout::ChunkChange::Unchanged => {}
             layout::ChunkChange::Empty => {
-                database.delete(&mut self.txn, &full_key).map_err(lmdb_to_ldap)?;
+                database
+                    .delete(&mut self.txn, &full_key)
+                    .map_err(lmdb_to_ldap)?;
             }
             layout::ChunkChange::Written => {
-                database.put(&mut self.txn, &full_key, &bytes).map_err(lmdb_to_ldap)?;
+                database
+                    .put(&mut self.txn, &full_key, &bytes)
+                    .map_err(lmdb_to_ldap)?;
             }
         }
         Ok(())
@@ -306,32 +372,56 @@ impl<'s> WriteTxn<'s> {
     fn put_entry(&mut self, id: EntryId, attributes: &[WorkingAttribute]) -> Result<(), LdapError> {
         let numbers: Vec<u32> = attributes
             .iter()
-            .map(|attribute| self.inner.description_number(&attribute.text, attribute.attr, &attribute.options))
+            .map(|attribute| {
+                self.inner
+                    .description_number(&attribute.text, attribute.attr, &attribute.options)
+            })
             .collect();
         let to_encode: Vec<AttributeToEncode<'_>> = attributes
             .iter()
             .zip(&numbers)
-            .map(|(attribute, number)| AttributeToEncode { description_number: *number, values: &attribute.values })
+            .map(|(attribute, number)| AttributeToEncode {
+                description_number: *number,
+                values: &attribute.values,
+            })
             .collect();
         let mut bytes = Vec::new();
         encode_entry(&to_encode, &mut bytes);
-        self.inner.databases.id2entry.put(&mut self.txn, &layout::encode_id(id), &bytes).map_err(lmdb_to_ldap)
+        self.inner
+            .databases
+            .id2entry
+            .put(&mut self.txn, &layout::encode_id(id), &bytes)
+            .map_err(lmdb_to_ldap)
     }
 
     fn stored_attributes(&self, id: EntryId) -> Result<Vec<WorkingAttribute>, LdapError> {
-        let encoded = read_entry(self.inner, &self.txn, id)?.ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
-        let descriptions = self.inner.descriptions.read().expect("description lock poisoned").clone();
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = self
+            .inner
+            .descriptions
+            .read()
+            .expect("description lock poisoned")
+            .clone();
         encoded
             .attributes()
             .map(|attribute| {
                 let info = descriptions
                     .get(attribute.description_number)
-                    .ok_or_else(|| corrupt(format!("entry {id}: unknown description {}", attribute.description_number)))?;
+                    .ok_or_else(|| {
+                        corrupt(format!(
+                            "entry {id}: unknown description {}",
+                            attribute.description_number
+                        ))
+                    })?;
                 Ok(WorkingAttribute {
                     text: info.text.clone(),
                     attr: info.attr,
                     options: info.options.clone(),
-                    values: attribute.values().map(|(original, normalized)| (original.to_vec(), normalized.to_vec())).collect(),
+                    values: attribute
+                        .values()
+                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                        .collect(),
                 })
             })
             .collect()
@@ -346,7 +436,8 @@ impl<'s> WriteTxn<'s> {
     fn no_such_object(&self, dn: &Dn, lookup: &DnLookup) -> Result<LdapError, LdapError> {
         let mut error = ldap(ResultCode::NoSuchObject, format!("no such entry '{dn}'"));
         if let Some((ancestor, _)) = lookup.deepest {
-            error = error.with_matched_dn(crate::read::dn_of(self.inner, &self.txn, ancestor, false)?);
+            error =
+                error.with_matched_dn(crate::read::dn_of(self.inner, &self.txn, ancestor, false)?);
         }
         Ok(error)
     }
@@ -360,21 +451,51 @@ impl<'s> WriteTxn<'s> {
         }
     }
 
-    fn set_operational(&self, attributes: &mut Vec<WorkingAttribute>, name: &str, value: Vec<u8>, replace: bool) -> Result<(), LdapError> {
-        let Some(attr) = self.inner.schema.attribute(name) else { return Ok(()) };
+    fn set_operational(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        name: &str,
+        value: Vec<u8>,
+        replace: bool,
+    ) -> Result<(), LdapError> {
+        let Some(attr) = self.inner.schema.attribute(name) else {
+            return Ok(());
+        };
         let text = self.inner.schema.attribute_type(attr).name().to_string();
         let normalized = self.inner.schema.normalize_value(attr, &value)?;
-        match attributes.iter_mut().find(|attribute| attribute.attr == attr && attribute.options.is_empty()) {
+        match attributes
+            .iter_mut()
+            .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
+        {
             Some(existing) if replace => existing.values = vec![(value, normalized)],
             Some(_) => {}
-            None => attributes.push(WorkingAttribute { text, attr, options: Vec::new(), values: vec![(value, normalized)] }),
+            None => attributes.push(WorkingAttribute {
+                text,
+                attr,
+                options: Vec::new(),
+                values: vec![(value, normalized)],
+            }),
         }
         Ok(())
     }
 
-    fn stamp_modification(&self, attributes: &mut Vec<WorkingAttribute>, context: &WriteContext) -> Result<(), LdapError> {
-        self.set_operational(attributes, "modifyTimestamp", timestamp_value(context.now), true)?;
-        self.set_operational(attributes, "modifiersName", context.actor_dn.clone().into_bytes(), true)?;
+    fn stamp_modification(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        context: &WriteContext,
+    ) -> Result<(), LdapError> {
+        self.set_operational(
+            attributes,
+            "modifyTimestamp",
+            timestamp_value(context.now),
+            true,
+        )?;
+        self.set_operational(
+            attributes,
+            "modifiersName",
+            context.actor_dn.clone().into_bytes(),
+            true,
+        )?;
         self.set_operational(attributes, "entryCSN", csn_value(context.now), true)
     }
 
@@ -387,10 +508,21 @@ impl<'s> WriteTxn<'s> {
             .map_err(lmdb_to_ldap)?
             .and_then(layout::decode_id)
             .ok_or_else(|| corrupt("meta next_id missing"))?;
-        let following = next
-            .checked_add(1)
-            .ok_or_else(|| ldap(ResultCode::UnwillingToPerform, "entry IDs exhausted (2^32 - 1 entries written)"))?;
-        self.inner.databases.meta.put(&mut self.txn, layout::META_NEXT_ID, &following.to_be_bytes()).map_err(lmdb_to_ldap)?;
+        let following = next.checked_add(1).ok_or_else(|| {
+            ldap(
+                ResultCode::UnwillingToPerform,
+                "entry IDs exhausted (2^32 - 1 entries written)",
+            )
+        })?;
+        self.inner
+            .databases
+            .meta
+            .put(
+                &mut self.txn,
+                layout::META_NEXT_ID,
+                &following.to_be_bytes(),
+            )
+            .map_err(lmdb_to_ldap)?;
         Ok(next)
     }
 
@@ -398,17 +530,27 @@ impl<'s> WriteTxn<'s> {
     pub fn add(&mut self, entry: &Entry, context: &WriteContext) -> Result<EntryId, LdapError> {
         let (rdns, lookup) = self.lookup(&entry.dn)?;
         if lookup.found.is_some() {
-            return Err(ldap(ResultCode::EntryAlreadyExists, format!("entry '{}' already exists", entry.dn)));
+            return Err(ldap(
+                ResultCode::EntryAlreadyExists,
+                format!("entry '{}' already exists", entry.dn),
+            ));
         }
         let DnPlacement::UnderSuffix { below_suffix_rdns } = self.inner.place_dn(&rdns) else {
             return Err(ldap(
                 ResultCode::NoSuchObject,
-                format!("'{}' is not within the naming context '{}'", entry.dn, self.inner.suffix_original),
+                format!(
+                    "'{}' is not within the naming context '{}'",
+                    entry.dn, self.inner.suffix_original
+                ),
             ));
         };
         let (parent, rdn_original, rdn_normalized) = if below_suffix_rdns == 0 {
             // The top-level entry: its dn2id key is its whole normalized DN.
-            (ROOT_PARENT_ID, entry.dn.to_string(), Inner::top_level_key(&rdns, 0))
+            (
+                ROOT_PARENT_ID,
+                entry.dn.to_string(),
+                Inner::top_level_key(&rdns, 0),
+            )
         } else {
             // The parent must exist: it is the lookup's deepest match covering all but one RDN.
             match lookup.deepest {
@@ -423,23 +565,54 @@ impl<'s> WriteTxn<'s> {
             }
         };
 
-        let mut attributes = self.inner.checked_attributes(entry, context.skip_schema_check)?;
+        let mut attributes = self
+            .inner
+            .checked_attributes(entry, context.skip_schema_check)?;
         let timestamp = timestamp_value(context.now);
-        self.set_operational(&mut attributes, "entryUUID", uuid::Uuid::new_v4().to_string().into_bytes(), false)?;
-        self.set_operational(&mut attributes, "creatorsName", context.actor_dn.clone().into_bytes(), false)?;
+        self.set_operational(
+            &mut attributes,
+            "entryUUID",
+            uuid::Uuid::new_v4().to_string().into_bytes(),
+            false,
+        )?;
+        self.set_operational(
+            &mut attributes,
+            "creatorsName",
+            context.actor_dn.clone().into_bytes(),
+            false,
+        )?;
         self.set_operational(&mut attributes, "createTimestamp", timestamp.clone(), false)?;
-        self.set_operational(&mut attributes, "modifiersName", context.actor_dn.clone().into_bytes(), false)?;
+        self.set_operational(
+            &mut attributes,
+            "modifiersName",
+            context.actor_dn.clone().into_bytes(),
+            false,
+        )?;
         self.set_operational(&mut attributes, "modifyTimestamp", timestamp, false)?;
         self.set_operational(&mut attributes, "entryCSN", csn_value(context.now), false)?;
         if let Ok(class) = self.inner.schema.structural_object_class(entry) {
-            let name = self.inner.schema.object_class_definition(class).name().to_string();
-            self.set_operational(&mut attributes, "structuralObjectClass", name.into_bytes(), false)?;
+            let name = self
+                .inner
+                .schema
+                .object_class_definition(class)
+                .name()
+                .to_string();
+            self.set_operational(
+                &mut attributes,
+                "structuralObjectClass",
+                name.into_bytes(),
+                false,
+            )?;
         }
 
         let id = self.allocate_id()?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, rdn_normalized.as_bytes(), &mut key);
-        self.inner.databases.dn2id.put(&mut self.txn, &key, &layout::encode_id(id)).map_err(lmdb_to_ldap)?;
+        self.inner
+            .databases
+            .dn2id
+            .put(&mut self.txn, &key, &layout::encode_id(id))
+            .map_err(lmdb_to_ldap)?;
         self.put_node(
             id,
             &OwnedNode {
@@ -464,32 +637,48 @@ impl<'s> WriteTxn<'s> {
         let id = self.existing(&dn)?;
         let node = self.read_owned_node(id)?;
         if node.child_count > 0 {
-            return Err(ldap(ResultCode::NotAllowedOnNonLeaf, format!("entry '{dn}' has {} children", node.child_count)));
+            return Err(ldap(
+                ResultCode::NotAllowedOnNonLeaf,
+                format!("entry '{dn}' has {} children", node.child_count),
+            ));
         }
         let attributes = self.stored_attributes(id)?;
         let keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &keys, &BTreeMap::new())?;
         let id_key = layout::encode_id(id);
-        self.inner.databases.id2entry.delete(&mut self.txn, &id_key).map_err(lmdb_to_ldap)?;
-        self.inner.databases.id2node.delete(&mut self.txn, &id_key).map_err(lmdb_to_ldap)?;
+        self.inner
+            .databases
+            .id2entry
+            .delete(&mut self.txn, &id_key)
+            .map_err(lmdb_to_ldap)?;
+        self.inner
+            .databases
+            .id2node
+            .delete(&mut self.txn, &id_key)
+            .map_err(lmdb_to_ldap)?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut key);
-        self.inner.databases.dn2id.delete(&mut self.txn, &key).map_err(lmdb_to_ldap)?;
+        self.inner
+            .databases
+            .dn2id
+            .delete(&mut self.txn, &key)
+            .map_err(lmdb_to_ldap)?;
         self.adjust_subtree_sizes(node.parent, -1)?;
         self.adjust_child_count(node.parent, -1)?;
         Ok(id)
     }
 
     /// The (attr, normalized value) pairs of an RDN.
-    fn rdn_assertions(&self, rdn: &Rdn) -> Result<Vec<(AttrId, Vec<u8>, Vec<u8>)>, LdapError> {
+    fn rdn_assertions(&self, rdn: &Rdn) -> Result<Vec<RdnAssertion>, LdapError> {
         rdn.avas
             .iter()
             .map(|ava| {
-                let attr = self
-                    .inner
-                    .schema
-                    .attribute(&ava.attr)
-                    .ok_or_else(|| ldap(ResultCode::InvalidDnSyntax, format!("unknown attribute type '{}' in RDN", ava.attr)))?;
+                let attr = self.inner.schema.attribute(&ava.attr).ok_or_else(|| {
+                    ldap(
+                        ResultCode::InvalidDnSyntax,
+                        format!("unknown attribute type '{}' in RDN", ava.attr),
+                    )
+                })?;
                 let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
                 Ok((attr, ava.value.clone(), normalized))
             })
@@ -498,40 +687,62 @@ impl<'s> WriteTxn<'s> {
 
     /// The RDN (parsed) of an entry's node; the top-level entry's node holds its whole DN.
     fn node_rdn(&self, node: &OwnedNode) -> Result<Rdn, LdapError> {
-        let text = std::str::from_utf8(&node.rdn_original).map_err(|_| corrupt("RDN is not UTF-8"))?;
+        let text =
+            std::str::from_utf8(&node.rdn_original).map_err(|_| corrupt("RDN is not UTF-8"))?;
         let dn = Dn::parse(text)?;
-        dn.rdns.into_iter().next().ok_or_else(|| corrupt("empty RDN in id2node"))
+        dn.rdns
+            .into_iter()
+            .next()
+            .ok_or_else(|| corrupt("empty RDN in id2node"))
     }
 
     /// Modifies an entry (RFC 4511 §4.6; all or nothing).
-    pub fn modify(&mut self, dn: &str, modifications: &[Modification], context: &WriteContext) -> Result<EntryId, LdapError> {
+    pub fn modify(
+        &mut self,
+        dn: &str,
+        modifications: &[Modification],
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
         let dn = Dn::parse(dn)?;
         let id = self.existing(&dn)?;
         let old_attributes = self.stored_attributes(id)?;
         let mut entry = to_owned_entry(dn.clone(), &old_attributes);
         for modification in modifications {
             if !context.skip_schema_check {
-                self.inner.schema.check_user_modification(&modification.description)?;
+                self.inner
+                    .schema
+                    .check_user_modification(&modification.description)?;
             }
-            self.inner.schema.apply_modification(&mut entry, modification)?;
+            self.inner
+                .schema
+                .apply_modification(&mut entry, modification)?;
         }
         let node = self.read_owned_node(id)?;
         let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
         // RDN values cannot be removed.
         for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
-            let present = attributes
-                .iter()
-                .any(|attribute| attribute.attr == attr && attribute.values.iter().any(|(_, value)| *value == normalized));
+            let present = attributes.iter().any(|attribute| {
+                attribute.attr == attr
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
+            });
             if !present {
                 return Err(ldap(
                     ResultCode::NotAllowedOnRdn,
-                    format!("cannot remove the RDN value of '{}' from '{dn}'", self.inner.schema.attribute_type(attr).name()),
+                    format!(
+                        "cannot remove the RDN value of '{}' from '{dn}'",
+                        self.inner.schema.attribute_type(attr).name()
+                    ),
                 ));
             }
         }
         self.stamp_modification(&mut attributes, context)?;
         if !context.skip_schema_check {
-            attributes = self.inner.checked_attributes(&to_owned_entry(dn, &attributes), false)?;
+            attributes = self
+                .inner
+                .checked_attributes(&to_owned_entry(dn, &attributes), false)?;
         }
         self.put_entry(id, &attributes)?;
         let old_keys = self.inner.index_keys(&old_attributes);
@@ -553,7 +764,10 @@ impl<'s> WriteTxn<'s> {
         let id = self.existing(&dn)?;
         let node = self.read_owned_node(id)?;
         if node.parent == ROOT_PARENT_ID {
-            return Err(ldap(ResultCode::UnwillingToPerform, format!("cannot rename the naming context entry '{dn}'")));
+            return Err(ldap(
+                ResultCode::UnwillingToPerform,
+                format!("cannot rename the naming context entry '{dn}'"),
+            ));
         }
         let new_rdn = Rdn::parse(new_rdn)?;
         let new_rdn_normalized = self.inner.schema.normalize_rdn(&new_rdn)?;
@@ -573,9 +787,18 @@ impl<'s> WriteTxn<'s> {
         };
         let mut new_key = Vec::new();
         layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
-        if let Some(existing) = self.inner.databases.dn2id.get(&self.txn, &new_key).map_err(lmdb_to_ldap)? {
+        if let Some(existing) = self
+            .inner
+            .databases
+            .dn2id
+            .get(&self.txn, &new_key)
+            .map_err(lmdb_to_ldap)?
+        {
             if layout::decode_id(existing) != Some(id) {
-                return Err(ldap(ResultCode::EntryAlreadyExists, format!("entry '{new_rdn}' already exists under the new parent")));
+                return Err(ldap(
+                    ResultCode::EntryAlreadyExists,
+                    format!("entry '{new_rdn}' already exists under the new parent"),
+                ));
             }
         }
 
@@ -585,23 +808,36 @@ impl<'s> WriteTxn<'s> {
         let new_assertions = self.rdn_assertions(&new_rdn)?;
         if delete_old_rdn {
             for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
-                if new_assertions.iter().any(|(new_attr, _, new_value)| *new_attr == attr && *new_value == normalized) {
+                if new_assertions
+                    .iter()
+                    .any(|(new_attr, _, new_value)| *new_attr == attr && *new_value == normalized)
+                {
                     continue;
                 }
-                for attribute in attributes.iter_mut().filter(|attribute| attribute.attr == attr && attribute.options.is_empty()) {
+                for attribute in attributes
+                    .iter_mut()
+                    .filter(|attribute| attribute.attr == attr && attribute.options.is_empty())
+                {
                     attribute.values.retain(|(_, value)| *value != normalized);
                 }
             }
             attributes.retain(|attribute| !attribute.values.is_empty());
         }
         for (attr, original, normalized) in new_assertions {
-            let present = attributes
-                .iter()
-                .any(|attribute| attribute.attr == attr && attribute.values.iter().any(|(_, value)| *value == normalized));
+            let present = attributes.iter().any(|attribute| {
+                attribute.attr == attr
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
+            });
             if present {
                 continue;
             }
-            match attributes.iter_mut().find(|attribute| attribute.attr == attr && attribute.options.is_empty()) {
+            match attributes
+                .iter_mut()
+                .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
+            {
                 Some(attribute) => attribute.values.push((original, normalized)),
                 None => attributes.push(WorkingAttribute {
                     text: self.inner.schema.attribute_type(attr).name().to_string(),
@@ -618,14 +854,24 @@ impl<'s> WriteTxn<'s> {
         };
         let new_dn = parent_dn.child(new_rdn.clone());
         if !context.skip_schema_check {
-            attributes = self.inner.checked_attributes(&to_owned_entry(new_dn, &attributes), false)?;
+            attributes = self
+                .inner
+                .checked_attributes(&to_owned_entry(new_dn, &attributes), false)?;
         }
 
         // Tree: move the one node.
         let mut old_key = Vec::new();
         layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut old_key);
-        self.inner.databases.dn2id.delete(&mut self.txn, &old_key).map_err(lmdb_to_ldap)?;
-        self.inner.databases.dn2id.put(&mut self.txn, &new_key, &layout::encode_id(id)).map_err(lmdb_to_ldap)?;
+        self.inner
+            .databases
+            .dn2id
+            .delete(&mut self.txn, &old_key)
+            .map_err(lmdb_to_ldap)?;
+        self.inner
+            .databases
+            .dn2id
+            .put(&mut self.txn, &new_key, &layout::encode_id(id))
+            .map_err(lmdb_to_ldap)?;
         let moved = OwnedNode {
             parent: new_parent,
             subtree_size: node.subtree_size,
@@ -674,17 +920,36 @@ impl<'s> WriteTxn<'s> {
     /// Commits all changes made in this transaction.
     pub fn commit(mut self) -> Result<(), LdapError> {
         // Persist descriptions allocated since the last commit (numbers are dense).
-        let mut persisted = self.inner.descriptions_persisted.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let table = self.inner.descriptions.read().expect("description lock poisoned").clone();
+        let mut persisted = self
+            .inner
+            .descriptions_persisted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let table = self
+            .inner
+            .descriptions
+            .read()
+            .expect("description lock poisoned")
+            .clone();
         for number in *persisted..table.len() {
             let info = table.get(number as u32).expect("number below table length");
             let mut key = layout::META_DESCRIPTION_PREFIX.to_vec();
             key.extend_from_slice(&(number as u32).to_be_bytes());
-            self.inner.databases.meta.put(&mut self.txn, &key, info.text.as_bytes()).map_err(lmdb_to_ldap)?;
+            self.inner
+                .databases
+                .meta
+                .put(&mut self.txn, &key, info.text.as_bytes())
+                .map_err(lmdb_to_ldap)?;
         }
         if self.mark_index_config_current {
-            let text = crate::store::index_config_text(&self.inner.configured_indexes, &self.inner.schema).join("\n");
-            self.inner.databases.meta.put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes()).map_err(lmdb_to_ldap)?;
+            let text =
+                crate::store::index_config_text(&self.inner.configured_indexes, &self.inner.schema)
+                    .join("\n");
+            self.inner
+                .databases
+                .meta
+                .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
+                .map_err(lmdb_to_ldap)?;
         }
         let mark = self.mark_index_config_current;
         let inner = self.inner;
@@ -692,8 +957,12 @@ impl<'s> WriteTxn<'s> {
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = table.len();
         if mark {
-            *inner.usable_indexes.write().expect("index lock poisoned") = inner.configured_indexes.clone();
-            *inner.index_config_change.write().expect("index lock poisoned") = None;
+            *inner.usable_indexes.write().expect("index lock poisoned") =
+                inner.configured_indexes.clone();
+            *inner
+                .index_config_change
+                .write()
+                .expect("index lock poisoned") = None;
         }
         drop(_writer);
         Ok(())

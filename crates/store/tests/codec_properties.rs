@@ -6,7 +6,10 @@ use proptest::prelude::*;
 type Attributes = Vec<(u32, Vec<(Vec<u8>, Vec<u8>)>)>;
 
 fn attributes() -> impl Strategy<Value = Attributes> {
-    let value = (prop::collection::vec(any::<u8>(), 0..300), prop::option::of(prop::collection::vec(any::<u8>(), 0..40)))
+    let value = (
+        prop::collection::vec(any::<u8>(), 0..300),
+        prop::option::of(prop::collection::vec(any::<u8>(), 0..40)),
+    )
         .prop_map(|(original, normalized)| {
             let normalized = normalized.unwrap_or_else(|| original.clone());
             (original, normalized)

@@ -18,9 +18,33 @@ fn export_then_reimport_then_export_is_identical() {
         // children, so an ID-order export would put a child before its parent.
         let mut write = store.write().unwrap();
         let context = context();
-        write.add(&entry(&format!("ou=late,{SUFFIX}"), &[("objectClass", "organizationalUnit"), ("ou", "late")]), &context).unwrap();
-        write.modrdn(&format!("ou=dept2,ou=people,{SUFFIX}"), "ou=dept2", false, Some(&format!("ou=late,{SUFFIX}")), &context).unwrap();
-        write.modrdn(&person_dn(13), "uid=Moved13", true, Some(&format!("ou=late,{SUFFIX}")), &context).unwrap();
+        write
+            .add(
+                &entry(
+                    &format!("ou=late,{SUFFIX}"),
+                    &[("objectClass", "organizationalUnit"), ("ou", "late")],
+                ),
+                &context,
+            )
+            .unwrap();
+        write
+            .modrdn(
+                &format!("ou=dept2,ou=people,{SUFFIX}"),
+                "ou=dept2",
+                false,
+                Some(&format!("ou=late,{SUFFIX}")),
+                &context,
+            )
+            .unwrap();
+        write
+            .modrdn(
+                &person_dn(13),
+                "uid=Moved13",
+                true,
+                Some(&format!("ou=late,{SUFFIX}")),
+                &context,
+            )
+            .unwrap();
         write.commit().unwrap();
     }
     assert!(store.check().unwrap().is_clean());
@@ -31,7 +55,9 @@ fn export_then_reimport_then_export_is_identical() {
     let mut entries = Vec::new();
     for record in LdifReader::new(&first_export[..]) {
         let record = record.unwrap();
-        let RecordBody::Content(attributes) = record.body else { panic!("export wrote a change record") };
+        let RecordBody::Content(attributes) = record.body else {
+            panic!("export wrote a change record")
+        };
         let mut entry = Entry::new(Dn::parse(&record.dn).unwrap());
         for (description, value) in attributes {
             entry.add_values(&description, [value]);

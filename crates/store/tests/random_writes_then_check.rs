@@ -11,7 +11,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn modification(op: ModOp, description: &str, values: &[&str]) -> Modification {
-    Modification { op, description: description.to_string(), values: values.iter().map(|value| value.as_bytes().to_vec()).collect() }
+    Modification {
+        op,
+        description: description.to_string(),
+        values: values
+            .iter()
+            .map(|value| value.as_bytes().to_vec())
+            .collect(),
+    }
 }
 
 #[derive(Clone)]
@@ -32,8 +39,18 @@ fn random_writes_keep_every_structure_exact() {
         let read = store.read().unwrap();
         let people_id = read.dn_to_id(&format!("ou=people,{SUFFIX}")).unwrap();
         let departments = read.children(people_id).unwrap();
-        let people = departments.iter().flat_map(|department| read.children(*department).unwrap()).collect();
-        (Model { people, departments, next_person: 300 }, read.dn_to_id(&format!("ou=groups,{SUFFIX}")).unwrap())
+        let people = departments
+            .iter()
+            .flat_map(|department| read.children(*department).unwrap())
+            .collect();
+        (
+            Model {
+                people,
+                departments,
+                next_person: 300,
+            },
+            read.dn_to_id(&format!("ou=groups,{SUFFIX}")).unwrap(),
+        )
     };
     let mut operations = 0;
     let mut counts = [0usize; 6];
@@ -57,20 +74,35 @@ fn random_writes_keep_every_structure_exact() {
                 let id = model.people[random.random_range(0..model.people.len())];
                 let dn = write.dn_of(id).unwrap();
                 let changes = match random.random_range(0..5) {
-                    0 => vec![modification(ModOp::Replace, "description", &[&format!("changed {operations}")])],
-                    1 => vec![modification(ModOp::Add, "telephoneNumber", &[&format!("+1 777 {operations:04}")])],
+                    0 => vec![modification(
+                        ModOp::Replace,
+                        "description",
+                        &[&format!("changed {operations}")],
+                    )],
+                    1 => vec![modification(
+                        ModOp::Add,
+                        "telephoneNumber",
+                        &[&format!("+1 777 {operations:04}")],
+                    )],
                     2 => vec![modification(ModOp::Delete, "description", &[])],
                     3 => vec![modification(ModOp::Increment, "uidNumber", &["7"])],
                     _ => vec![
                         modification(ModOp::Replace, "sn", &["Renamed"]),
-                        modification(ModOp::Add, "mail", &[&format!("extra{operations}@example.org")]),
+                        modification(
+                            ModOp::Add,
+                            "mail",
+                            &[&format!("extra{operations}@example.org")],
+                        ),
                     ],
                 };
                 match write.modify(&dn, &changes, &context) {
                     Ok(_) => counts[1] += 1,
                     // Deleting an absent description or adding an existing phone is refused.
                     Err(error) => assert!(
-                        matches!(error.code, ResultCode::NoSuchAttribute | ResultCode::AttributeOrValueExists),
+                        matches!(
+                            error.code,
+                            ResultCode::NoSuchAttribute | ResultCode::AttributeOrValueExists
+                        ),
                         "modify {dn}: {error}"
                     ),
                 }
@@ -79,21 +111,39 @@ fn random_writes_keep_every_structure_exact() {
                 let dn = write.dn_of(id).unwrap();
                 let new_rdn = format!("uid=renamed{operations}");
                 let new_superior = if random.random_bool(0.5) {
-                    let department = model.departments[random.random_range(0..model.departments.len())];
+                    let department =
+                        model.departments[random.random_range(0..model.departments.len())];
                     Some(write.dn_of(department).unwrap())
                 } else {
                     None
                 };
-                write.modrdn(&dn, &new_rdn, random.random_bool(0.5), new_superior.as_deref(), &context).unwrap();
+                write
+                    .modrdn(
+                        &dn,
+                        &new_rdn,
+                        random.random_bool(0.5),
+                        new_superior.as_deref(),
+                        &context,
+                    )
+                    .unwrap();
                 counts[2] += 1;
             } else if choice < 78 {
                 // Move a whole department between ou=people and ou=groups.
                 let department = model.departments[random.random_range(0..model.departments.len())];
                 let dn = write.dn_of(department).unwrap();
                 let rdn = dn.split(',').next().unwrap().to_string();
-                let target = if dn.contains("ou=groups") { format!("ou=people,{SUFFIX}") } else { write.dn_of(groups_id).unwrap() };
-                write.modrdn(&dn, &rdn, false, Some(&target), &context).unwrap();
-                let error = write.delete(&dn.replace("ou=people", "ou=groups").replace("ou=groups,ou=groups", "ou=groups"));
+                let target = if dn.contains("ou=groups") {
+                    format!("ou=people,{SUFFIX}")
+                } else {
+                    write.dn_of(groups_id).unwrap()
+                };
+                write
+                    .modrdn(&dn, &rdn, false, Some(&target), &context)
+                    .unwrap();
+                let error = write.delete(
+                    &dn.replace("ou=people", "ou=groups")
+                        .replace("ou=groups,ou=groups", "ou=groups"),
+                );
                 assert!(error.is_err());
                 counts[3] += 1;
             } else if choice < 98 {
@@ -106,7 +156,10 @@ fn random_writes_keep_every_structure_exact() {
                 let department = model.departments[random.random_range(0..model.departments.len())];
                 let dn = write.dn_of(department).unwrap();
                 if write.num_subordinates(department).unwrap() > 0 {
-                    assert_eq!(write.delete(&dn).unwrap_err().code, ResultCode::NotAllowedOnNonLeaf);
+                    assert_eq!(
+                        write.delete(&dn).unwrap_err().code,
+                        ResultCode::NotAllowedOnNonLeaf
+                    );
                 }
                 counts[5] += 1;
             }
@@ -118,7 +171,10 @@ fn random_writes_keep_every_structure_exact() {
             write.commit().unwrap();
         }
     }
-    assert!(counts.iter().all(|count| *count > 0), "every kind of operation ran: {counts:?}");
+    assert!(
+        counts.iter().all(|count| *count > 0),
+        "every kind of operation ran: {counts:?}"
+    );
 
     let report = store.check().unwrap();
     assert!(report.is_clean(), "{report}");
@@ -127,17 +183,38 @@ fn random_writes_keep_every_structure_exact() {
     // Searches still match brute force after all the churn.
     let oracle = Oracle::build(&store);
     let read = store.read().unwrap();
-    for filter_text in ["(sn=renamed)", "(uid=renamed*)", "(telephoneNumber=*)", "(uidNumber>=10290)", "(cn=*smith*)", "(mail=extra*)"] {
-        for (base, scope) in [(SUFFIX.to_string(), Scope::Sub), (format!("ou=groups,{SUFFIX}"), Scope::Sub), (format!("ou=people,{SUFFIX}"), Scope::One)] {
+    for filter_text in [
+        "(sn=renamed)",
+        "(uid=renamed*)",
+        "(telephoneNumber=*)",
+        "(uidNumber>=10290)",
+        "(cn=*smith*)",
+        "(mail=extra*)",
+    ] {
+        for (base, scope) in [
+            (SUFFIX.to_string(), Scope::Sub),
+            (format!("ou=groups,{SUFFIX}"), Scope::Sub),
+            (format!("ou=people,{SUFFIX}"), Scope::One),
+        ] {
             let spec = SearchSpec {
                 base: base.clone(),
                 scope,
-                filter: store.schema().prepare_filter(&Filter::parse(filter_text, 8).unwrap()),
+                filter: store
+                    .schema()
+                    .prepare_filter(&Filter::parse(filter_text, 8).unwrap()),
                 size_limit: 0,
                 lookthrough_limit: 0,
             };
-            let found: Vec<u32> = read.search(&spec).unwrap().map(|result| result.unwrap().0).collect();
-            assert_eq!(found, oracle.search(&base, scope, filter_text), "{filter_text} {base} {scope:?}");
+            let found: Vec<u32> = read
+                .search(&spec)
+                .unwrap()
+                .map(|result| result.unwrap().0)
+                .collect();
+            assert_eq!(
+                found,
+                oracle.search(&base, scope, filter_text),
+                "{filter_text} {base} {scope:?}"
+            );
         }
     }
     drop(read);
@@ -153,12 +230,26 @@ fn random_writes_keep_every_structure_exact() {
         entry.values_of(uid)[0].1.to_vec()
     };
     let mut key = Vec::new();
-    layout::index_key_with_chunk(&layout::equality_key(&victim_uid), layout::chunk_of(victim), &mut key);
+    layout::index_key_with_chunk(
+        &layout::equality_key(&victim_uid),
+        layout::chunk_of(victim),
+        &mut key,
+    );
     let original_chunk = {
         let mut raw = store.env().write_txn().unwrap();
-        let original = uid_index.get(&raw, &key).unwrap().expect("posting present").to_vec();
+        let original = uid_index
+            .get(&raw, &key)
+            .unwrap()
+            .expect("posting present")
+            .to_vec();
         let mut changed = Vec::new();
-        let change = layout::change_posting_chunk(Some(&original), layout::low_half(victim), false, &mut changed).unwrap();
+        let change = layout::change_posting_chunk(
+            Some(&original),
+            layout::low_half(victim),
+            false,
+            &mut changed,
+        )
+        .unwrap();
         match change {
             layout::ChunkChange::Empty => {
                 uid_index.delete(&mut raw, &key).unwrap();
@@ -172,7 +263,13 @@ fn random_writes_keep_every_structure_exact() {
     let report = store.check().unwrap();
     assert!(!report.is_clean());
     let expected = format!("index uid eq: entry {victim} '{victim_dn}' missing from key");
-    assert!(report.problems.iter().any(|problem| problem.starts_with(&expected)), "{report}\nexpected: {expected}");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.starts_with(&expected)),
+        "{report}\nexpected: {expected}"
+    );
 
     // Corruption 2: restore it, then post a bogus ID under the sn equality key "smith".
     {
@@ -183,20 +280,37 @@ fn random_writes_keep_every_structure_exact() {
     assert!(store.check().unwrap().is_clean());
     let sn = store.schema().attribute("sn").unwrap();
     let sn_index = store.index_database(sn).unwrap();
-    let bogus = *model.people.iter().find(|id| {
-        let read = store.read().unwrap();
-        let entry = read.entry(**id).unwrap().unwrap();
-        entry.values_of(sn).iter().all(|(_, normalized)| *normalized != b"smith")
-    }).unwrap();
+    let bogus = *model
+        .people
+        .iter()
+        .find(|id| {
+            let read = store.read().unwrap();
+            let entry = read.entry(**id).unwrap().unwrap();
+            entry
+                .values_of(sn)
+                .iter()
+                .all(|(_, normalized)| *normalized != b"smith")
+        })
+        .unwrap();
     let bogus_dn = store.read().unwrap().dn_of(bogus).unwrap();
     let mut sn_key = Vec::new();
-    layout::index_key_with_chunk(&layout::equality_key(b"smith"), layout::chunk_of(bogus), &mut sn_key);
+    layout::index_key_with_chunk(
+        &layout::equality_key(b"smith"),
+        layout::chunk_of(bogus),
+        &mut sn_key,
+    );
     {
         let mut raw = store.env().write_txn().unwrap();
         let existing = sn_index.get(&raw, &sn_key).unwrap().map(<[u8]>::to_vec);
         let mut changed = Vec::new();
         assert_eq!(
-            layout::change_posting_chunk(existing.as_deref(), layout::low_half(bogus), true, &mut changed).unwrap(),
+            layout::change_posting_chunk(
+                existing.as_deref(),
+                layout::low_half(bogus),
+                true,
+                &mut changed
+            )
+            .unwrap(),
             layout::ChunkChange::Written
         );
         sn_index.put(&mut raw, &sn_key, &changed).unwrap();
@@ -204,6 +318,12 @@ fn random_writes_keep_every_structure_exact() {
     }
     let report = store.check().unwrap();
     let expected = format!("index sn eq: entry {bogus} '{bogus_dn}' posted under key");
-    assert!(report.problems.iter().any(|problem| problem.starts_with(&expected)), "{report}\nexpected: {expected}");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.starts_with(&expected)),
+        "{report}\nexpected: {expected}"
+    );
     assert_eq!(report.problems.len(), 1, "{report}");
 }

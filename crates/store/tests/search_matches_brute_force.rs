@@ -106,7 +106,9 @@ fn every_filter_and_scope_matches_brute_force() {
     let read = store.read().unwrap();
     let mut nonempty = 0;
     for (index, filter_text) in FILTERS.iter().enumerate() {
-        let prepared = store.schema().prepare_filter(&Filter::parse(filter_text, 64).unwrap());
+        let prepared = store
+            .schema()
+            .prepare_filter(&Filter::parse(filter_text, 64).unwrap());
         // Every filter over the whole tree, plus three other (base, scope) pairs in rotation so
         // every pair is exercised by many filters.
         let mut chosen = vec![(SUFFIX.to_string(), Scope::Sub)];
@@ -114,13 +116,29 @@ fn every_filter_and_scope_matches_brute_force() {
             chosen.push(combinations[(index * 3 + offset) % combinations.len()].clone());
         }
         for (base, scope) in chosen {
-            let spec = SearchSpec { base: base.clone(), scope, filter: prepared.clone(), size_limit: 0, lookthrough_limit: 0 };
-            let found: Vec<u32> = read.search(&spec).unwrap().map(|result| result.unwrap().0).collect();
+            let spec = SearchSpec {
+                base: base.clone(),
+                scope,
+                filter: prepared.clone(),
+                size_limit: 0,
+                lookthrough_limit: 0,
+            };
+            let found: Vec<u32> = read
+                .search(&spec)
+                .unwrap()
+                .map(|result| result.unwrap().0)
+                .collect();
             let expected = oracle.search(&base, scope, filter_text);
-            assert_eq!(found, expected, "filter {filter_text} base '{base}' scope {scope:?}");
+            assert_eq!(
+                found, expected,
+                "filter {filter_text} base '{base}' scope {scope:?}"
+            );
             // Candidates are always a superset of the matches.
             let candidates = read.search_candidates(&spec).unwrap();
-            assert!(expected.iter().all(|id| candidates.contains(*id)), "candidates of {filter_text} miss a match");
+            assert!(
+                expected.iter().all(|id| candidates.contains(*id)),
+                "candidates of {filter_text} miss a match"
+            );
             if !found.is_empty() {
                 nonempty += 1;
             }
@@ -134,7 +152,9 @@ fn every_filter_and_scope_matches_brute_force() {
     let spec = SearchSpec {
         base: SUFFIX.to_string(),
         scope: Scope::Sub,
-        filter: store.schema().prepare_filter(&Filter::parse("(uid=user42)", 8).unwrap()),
+        filter: store
+            .schema()
+            .prepare_filter(&Filter::parse("(uid=user42)", 8).unwrap()),
         size_limit: 0,
         lookthrough_limit: 1,
     };
@@ -143,21 +163,34 @@ fn every_filter_and_scope_matches_brute_force() {
 
     // Limits.
     let mut limited = spec.clone();
-    limited.filter = store.schema().prepare_filter(&Filter::parse("(sn=smith)", 8).unwrap());
+    limited.filter = store
+        .schema()
+        .prepare_filter(&Filter::parse("(sn=smith)", 8).unwrap());
     limited.lookthrough_limit = 0;
     limited.size_limit = 5;
     let results: Vec<_> = read.search(&limited).unwrap().collect();
     assert_eq!(results.len(), 6);
     assert!(results[..5].iter().all(Result::is_ok));
-    assert_eq!(results[5].as_ref().unwrap_err().code, ResultCode::SizeLimitExceeded);
+    assert_eq!(
+        results[5].as_ref().unwrap_err().code,
+        ResultCode::SizeLimitExceeded
+    );
     limited.size_limit = 0;
     limited.lookthrough_limit = 10;
-    let error = read.search(&limited).unwrap().find_map(Result::err).unwrap();
+    let error = read
+        .search(&limited)
+        .unwrap()
+        .find_map(Result::err)
+        .unwrap();
     assert_eq!(error.code, ResultCode::AdminLimitExceeded);
 
     // Paging: resuming after the last ID of each page gives the same sequence.
     let mut paged = Vec::new();
-    let all_spec = SearchSpec { size_limit: 0, lookthrough_limit: 0, ..limited.clone() };
+    let all_spec = SearchSpec {
+        size_limit: 0,
+        lookthrough_limit: 0,
+        ..limited.clone()
+    };
     loop {
         let page_read = store.read().unwrap();
         let mut cursor = page_read.search(&all_spec).unwrap();
@@ -173,9 +206,14 @@ fn every_filter_and_scope_matches_brute_force() {
     assert_eq!(paged, oracle.search(SUFFIX, Scope::Sub, "(sn=smith)"));
 
     // A missing base reports the deepest existing ancestor.
-    let error = read.dn_to_id(&format!("uid=ghost,ou=dept3,ou=people,{SUFFIX}")).unwrap_err();
+    let error = read
+        .dn_to_id(&format!("uid=ghost,ou=dept3,ou=people,{SUFFIX}"))
+        .unwrap_err();
     assert_eq!(error.code, ResultCode::NoSuchObject);
-    assert_eq!(error.matched_dn.as_deref(), Some(format!("ou=dept3,ou=people,{SUFFIX}").as_str()));
+    assert_eq!(
+        error.matched_dn.as_deref(),
+        Some(format!("ou=dept3,ou=people,{SUFFIX}").as_str())
+    );
 }
 
 fn directory_entries() -> Vec<lmdir_schema::Entry> {

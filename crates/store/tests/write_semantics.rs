@@ -6,7 +6,14 @@ use common::*;
 use lmdir_schema::{ModOp, Modification, ResultCode};
 
 fn change(op: ModOp, description: &str, values: &[&str]) -> Modification {
-    Modification { op, description: description.to_string(), values: values.iter().map(|value| value.as_bytes().to_vec()).collect() }
+    Modification {
+        op,
+        description: description.to_string(),
+        values: values
+            .iter()
+            .map(|value| value.as_bytes().to_vec())
+            .collect(),
+    }
 }
 
 #[test]
@@ -22,14 +29,30 @@ fn writes_return_the_ldap_result_codes() {
     let error = write.add(&person(9), &context).unwrap_err();
     assert_eq!(error.code, ResultCode::EntryAlreadyExists);
     let mut orphan = person(500);
-    orphan.dn = lmdir_schema::Dn::parse(&format!("uid=user500,ou=nowhere,ou=people,{SUFFIX}")).unwrap();
+    orphan.dn =
+        lmdir_schema::Dn::parse(&format!("uid=user500,ou=nowhere,ou=people,{SUFFIX}")).unwrap();
     let error = write.add(&orphan, &context).unwrap_err();
     assert_eq!(error.code, ResultCode::NoSuchObject);
-    assert_eq!(error.matched_dn.as_deref(), Some(format!("ou=people,{SUFFIX}").as_str()));
-    let outside = entry("o=elsewhere", &[("objectClass", "organization"), ("o", "elsewhere")]);
-    assert_eq!(write.add(&outside, &context).unwrap_err().code, ResultCode::NoSuchObject);
-    let no_sn = entry(&format!("cn=x,ou=people,{SUFFIX}"), &[("objectClass", "person"), ("cn", "x")]);
-    assert_eq!(write.add(&no_sn, &context).unwrap_err().code, ResultCode::ObjectClassViolation);
+    assert_eq!(
+        error.matched_dn.as_deref(),
+        Some(format!("ou=people,{SUFFIX}").as_str())
+    );
+    let outside = entry(
+        "o=elsewhere",
+        &[("objectClass", "organization"), ("o", "elsewhere")],
+    );
+    assert_eq!(
+        write.add(&outside, &context).unwrap_err().code,
+        ResultCode::NoSuchObject
+    );
+    let no_sn = entry(
+        &format!("cn=x,ou=people,{SUFFIX}"),
+        &[("objectClass", "person"), ("cn", "x")],
+    );
+    assert_eq!(
+        write.add(&no_sn, &context).unwrap_err().code,
+        ResultCode::ObjectClassViolation
+    );
 
     // Operational attributes set on add.
     let id = write.dn_to_id(&alice).unwrap();
@@ -38,14 +61,42 @@ fn writes_return_the_ldap_result_codes() {
 
     // modify
     let cases: Vec<(Vec<Modification>, ResultCode)> = vec![
-        (vec![change(ModOp::Delete, "telephoneNumber", &["+1 000"])], ResultCode::NoSuchAttribute),
-        (vec![change(ModOp::Delete, "description", &[])], ResultCode::NoSuchAttribute),
-        (vec![change(ModOp::Add, "sn", &["SMITH"])], ResultCode::AttributeOrValueExists),
-        (vec![change(ModOp::Add, "uidNumber", &["5"])], ResultCode::ConstraintViolation),
-        (vec![change(ModOp::Delete, "sn", &[])], ResultCode::ObjectClassViolation),
-        (vec![change(ModOp::Replace, "entryUUID", &["00000000-0000-0000-0000-000000000000"])], ResultCode::ConstraintViolation),
-        (vec![change(ModOp::Delete, "uid", &["user9"])], ResultCode::NotAllowedOnRdn),
-        (vec![change(ModOp::Replace, "uidNumber", &["not a number"])], ResultCode::InvalidAttributeSyntax),
+        (
+            vec![change(ModOp::Delete, "telephoneNumber", &["+1 000"])],
+            ResultCode::NoSuchAttribute,
+        ),
+        (
+            vec![change(ModOp::Delete, "description", &[])],
+            ResultCode::NoSuchAttribute,
+        ),
+        (
+            vec![change(ModOp::Add, "sn", &["SMITH"])],
+            ResultCode::AttributeOrValueExists,
+        ),
+        (
+            vec![change(ModOp::Add, "uidNumber", &["5"])],
+            ResultCode::ConstraintViolation,
+        ),
+        (
+            vec![change(ModOp::Delete, "sn", &[])],
+            ResultCode::ObjectClassViolation,
+        ),
+        (
+            vec![change(
+                ModOp::Replace,
+                "entryUUID",
+                &["00000000-0000-0000-0000-000000000000"],
+            )],
+            ResultCode::ConstraintViolation,
+        ),
+        (
+            vec![change(ModOp::Delete, "uid", &["user9"])],
+            ResultCode::NotAllowedOnRdn,
+        ),
+        (
+            vec![change(ModOp::Replace, "uidNumber", &["not a number"])],
+            ResultCode::InvalidAttributeSyntax,
+        ),
     ];
     for (modifications, expected) in cases {
         match write.modify(&alice, &modifications, &context) {
@@ -55,46 +106,136 @@ fn writes_return_the_ldap_result_codes() {
     }
     // All or nothing: a failing second change leaves the first undone.
     let error = write
-        .modify(&alice, &[change(ModOp::Replace, "description", &["kept?"]), change(ModOp::Add, "sn", &["smith"])], &context)
+        .modify(
+            &alice,
+            &[
+                change(ModOp::Replace, "description", &["kept?"]),
+                change(ModOp::Add, "sn", &["smith"]),
+            ],
+            &context,
+        )
         .unwrap_err();
     assert_eq!(error.code, ResultCode::AttributeOrValueExists);
-    write.modify(&alice, &[change(ModOp::Increment, "uidNumber", &["-9"]), change(ModOp::Add, "description", &["ok"])], &context).unwrap();
+    write
+        .modify(
+            &alice,
+            &[
+                change(ModOp::Increment, "uidNumber", &["-9"]),
+                change(ModOp::Add, "description", &["ok"]),
+            ],
+            &context,
+        )
+        .unwrap();
     write.commit().unwrap();
     {
         let read = store.read().unwrap();
         let entry = read.entry(id).unwrap().unwrap();
         let schema = store.schema();
-        assert_eq!(entry.values_of(schema.attribute("uidNumber").unwrap())[0].0, b"10000");
-        assert_eq!(entry.values_of(schema.attribute("description").unwrap()).len(), 1);
-        for operational in ["entryUUID", "entryCSN", "createTimestamp", "modifyTimestamp", "creatorsName", "modifiersName", "structuralObjectClass"] {
-            assert_eq!(entry.values_of(schema.attribute(operational).unwrap()).len(), 1, "{operational}");
+        assert_eq!(
+            entry.values_of(schema.attribute("uidNumber").unwrap())[0].0,
+            b"10000"
+        );
+        assert_eq!(
+            entry
+                .values_of(schema.attribute("description").unwrap())
+                .len(),
+            1
+        );
+        for operational in [
+            "entryUUID",
+            "entryCSN",
+            "createTimestamp",
+            "modifyTimestamp",
+            "creatorsName",
+            "modifiersName",
+            "structuralObjectClass",
+        ] {
+            assert_eq!(
+                entry
+                    .values_of(schema.attribute(operational).unwrap())
+                    .len(),
+                1,
+                "{operational}"
+            );
         }
-        assert_eq!(entry.values_of(schema.attribute("structuralObjectClass").unwrap())[0].0, b"inetOrgPerson");
+        assert_eq!(
+            entry.values_of(schema.attribute("structuralObjectClass").unwrap())[0].0,
+            b"inetOrgPerson"
+        );
     }
 
     // delete / modrdn
     let mut write = store.write().unwrap();
     let department = format!("ou=dept9,ou=people,{SUFFIX}");
-    assert_eq!(write.delete(&department).unwrap_err().code, ResultCode::NotAllowedOnNonLeaf);
-    assert_eq!(write.delete(&format!("uid=ghost,{department}")).unwrap_err().code, ResultCode::NoSuchObject);
-    let error = write.modrdn(&alice, "uid=user19", false, None, &context).unwrap_err();
+    assert_eq!(
+        write.delete(&department).unwrap_err().code,
+        ResultCode::NotAllowedOnNonLeaf
+    );
+    assert_eq!(
+        write
+            .delete(&format!("uid=ghost,{department}"))
+            .unwrap_err()
+            .code,
+        ResultCode::NoSuchObject
+    );
+    let error = write
+        .modrdn(&alice, "uid=user19", false, None, &context)
+        .unwrap_err();
     assert_eq!(error.code, ResultCode::EntryAlreadyExists);
-    let error = write.modrdn(&department, "ou=dept9", false, Some(&alice), &context).unwrap_err();
+    let error = write
+        .modrdn(&department, "ou=dept9", false, Some(&alice), &context)
+        .unwrap_err();
     assert_eq!(error.code, ResultCode::UnwillingToPerform);
-    let error = write.modrdn(&alice, "uid=x", false, Some(&format!("ou=ghost,{SUFFIX}")), &context).unwrap_err();
+    let error = write
+        .modrdn(
+            &alice,
+            "uid=x",
+            false,
+            Some(&format!("ou=ghost,{SUFFIX}")),
+            &context,
+        )
+        .unwrap_err();
     assert_eq!(error.code, ResultCode::NoSuchObject);
     // Rename keeping and dropping the old RDN value.
-    write.modrdn(&alice, "uid=alice", false, None, &context).unwrap();
+    write
+        .modrdn(&alice, "uid=alice", false, None, &context)
+        .unwrap();
     let renamed = format!("uid=alice,{department}");
-    write.modrdn(&renamed, "uid=alice2", true, Some(&format!("ou=people,{SUFFIX}")), &context).unwrap();
+    write
+        .modrdn(
+            &renamed,
+            "uid=alice2",
+            true,
+            Some(&format!("ou=people,{SUFFIX}")),
+            &context,
+        )
+        .unwrap();
     write.commit().unwrap();
     let read = store.read().unwrap();
-    let moved = read.dn_to_id(&format!("uid=alice2,ou=people,{SUFFIX}")).unwrap();
+    let moved = read
+        .dn_to_id(&format!("uid=alice2,ou=people,{SUFFIX}"))
+        .unwrap();
     assert_eq!(moved, id);
-    assert_eq!(read.dn_of(id).unwrap(), format!("uid=alice2,ou=people,{SUFFIX}"));
-    let uids: Vec<Vec<u8>> =
-        read.entry(id).unwrap().unwrap().values_of(store.schema().attribute("uid").unwrap()).iter().map(|(original, _)| original.to_vec()).collect();
-    assert_eq!(uids, vec![b"user9".to_vec(), b"alice".to_vec()].into_iter().filter(|uid| uid != b"alice").chain([b"alice2".to_vec()]).collect::<Vec<_>>());
+    assert_eq!(
+        read.dn_of(id).unwrap(),
+        format!("uid=alice2,ou=people,{SUFFIX}")
+    );
+    let uids: Vec<Vec<u8>> = read
+        .entry(id)
+        .unwrap()
+        .unwrap()
+        .values_of(store.schema().attribute("uid").unwrap())
+        .iter()
+        .map(|(original, _)| original.to_vec())
+        .collect();
+    assert_eq!(
+        uids,
+        vec![b"user9".to_vec(), b"alice".to_vec()]
+            .into_iter()
+            .filter(|uid| uid != b"alice")
+            .chain([b"alice2".to_vec()])
+            .collect::<Vec<_>>()
+    );
     let people = read.dn_to_id(&format!("ou=people,{SUFFIX}")).unwrap();
     assert_eq!(read.num_subordinates(people).unwrap(), DEPARTMENTS + 1);
     assert!(store.check().unwrap().is_clean());

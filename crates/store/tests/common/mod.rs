@@ -29,7 +29,12 @@ pub fn options() -> StoreOptions {
     indexes.insert("member".to_string(), vec![Equality]);
     indexes.insert("telephoneNumber".to_string(), vec![Presence, Equality]);
     indexes.insert("ou".to_string(), vec![Equality]);
-    StoreOptions { suffix: SUFFIX.to_string(), indexes, sync: false, ..StoreOptions::default() }
+    StoreOptions {
+        suffix: SUFFIX.to_string(),
+        indexes,
+        sync: false,
+        ..StoreOptions::default()
+    }
 }
 
 pub fn open(directory: &Path) -> Store {
@@ -52,14 +57,21 @@ pub fn entry(dn: &str, attributes: &[(&str, &str)]) -> Entry {
     entry
 }
 
-const FIRST_NAMES: [&str; 10] = ["John", "Jane", "Zoë", "Łukasz", "Kraków", "Anna", "Ørjan", "Émile", "Bob", "Alice"];
-const LAST_NAMES: [&str; 10] = ["Smith", "Jones", "Müller", "Kowalski", "SMITH", "O'Brien", "Nguyen", "García", "Lee", "Brown"];
+const FIRST_NAMES: [&str; 10] = [
+    "John", "Jane", "Zoë", "Łukasz", "Kraków", "Anna", "Ørjan", "Émile", "Bob", "Alice",
+];
+const LAST_NAMES: [&str; 10] = [
+    "Smith", "Jones", "Müller", "Kowalski", "SMITH", "O'Brien", "Nguyen", "García", "Lee", "Brown",
+];
 const DOMAINS: [&str; 3] = ["example.org", "example.com", "mail.test"];
 pub const DEPARTMENTS: u32 = 10;
 pub const GROUPS: u32 = 50;
 
 pub fn person_dn(index: u32) -> String {
-    format!("uid=user{index},ou=dept{},ou=people,{SUFFIX}", index % DEPARTMENTS)
+    format!(
+        "uid=user{index},ou=dept{},ou=people,{SUFFIX}",
+        index % DEPARTMENTS
+    )
 }
 
 pub fn person(index: u32) -> Entry {
@@ -72,27 +84,48 @@ pub fn person(index: u32) -> Entry {
         ("cn".into(), format!("{first} {last} {index}")),
         ("sn".into(), last.into()),
         ("givenName".into(), first.into()),
-        ("mail".into(), format!("user{index}@{}", DOMAINS[(index % 3) as usize])),
+        (
+            "mail".into(),
+            format!("user{index}@{}", DOMAINS[(index % 3) as usize]),
+        ),
         ("uidNumber".into(), format!("{}", 10_000 + index)),
         ("gidNumber".into(), format!("{}", 500 + index % 7)),
         ("homeDirectory".into(), format!("/home/user{index}")),
     ];
-    if index % 3 == 0 {
+    if index.is_multiple_of(3) {
         attributes.push(("telephoneNumber".into(), format!("+1 555 {index:04}")));
     }
-    if index % 5 == 0 {
+    if index.is_multiple_of(5) {
         attributes.push(("description".into(), format!("Employee number {index}")));
     }
-    let borrowed: Vec<(&str, &str)> = attributes.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let borrowed: Vec<(&str, &str)> = attributes
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
     entry(&person_dn(index), &borrowed)
 }
 
 /// The directory: suffix, two OUs, departments, groups, then `people` persons.
 pub fn directory(people: u32) -> Vec<Entry> {
     let mut entries = vec![
-        entry(SUFFIX, &[("objectClass", "top"), ("objectClass", "dcObject"), ("objectClass", "organization"), ("dc", "example"), ("o", "Example")]),
-        entry(&format!("ou=people,{SUFFIX}"), &[("objectClass", "organizationalUnit"), ("ou", "people")]),
-        entry(&format!("ou=groups,{SUFFIX}"), &[("objectClass", "organizationalUnit"), ("ou", "groups")]),
+        entry(
+            SUFFIX,
+            &[
+                ("objectClass", "top"),
+                ("objectClass", "dcObject"),
+                ("objectClass", "organization"),
+                ("dc", "example"),
+                ("o", "Example"),
+            ],
+        ),
+        entry(
+            &format!("ou=people,{SUFFIX}"),
+            &[("objectClass", "organizationalUnit"), ("ou", "people")],
+        ),
+        entry(
+            &format!("ou=groups,{SUFFIX}"),
+            &[("objectClass", "organizationalUnit"), ("ou", "groups")],
+        ),
     ];
     for department in 0..DEPARTMENTS {
         let name = format!("dept{department}");
@@ -107,11 +140,20 @@ pub fn directory(people: u32) -> Vec<Entry> {
     for group in 0..GROUPS {
         let mut group_entry = entry(
             &format!("cn=group{group},ou=groups,{SUFFIX}"),
-            &[("objectClass", "groupOfNames"), ("cn", &format!("group{group}"))],
+            &[
+                ("objectClass", "groupOfNames"),
+                ("cn", &format!("group{group}")),
+            ],
         );
-        let members: Vec<Vec<u8>> =
-            (group..people).step_by(GROUPS as usize * 7).map(|index| person_dn(index).into_bytes()).collect();
-        let members = if members.is_empty() { vec![format!("cn=nobody,{SUFFIX}").into_bytes()] } else { members };
+        let members: Vec<Vec<u8>> = (group..people)
+            .step_by(GROUPS as usize * 7)
+            .map(|index| person_dn(index).into_bytes())
+            .collect();
+        let members = if members.is_empty() {
+            vec![format!("cn=nobody,{SUFFIX}").into_bytes()]
+        } else {
+            members
+        };
         group_entry.add_values("member", members);
         entries.push(group_entry);
     }
@@ -124,7 +166,9 @@ pub fn add_all(store: &Store, entries: &[Entry], batch: usize) {
     for chunk in entries.chunks(batch) {
         let mut write = store.write().expect("write txn");
         for entry in chunk {
-            write.add(entry, &context).unwrap_or_else(|error| panic!("add '{}': {error}", entry.dn));
+            write
+                .add(entry, &context)
+                .unwrap_or_else(|error| panic!("add '{}': {error}", entry.dn));
         }
         write.commit().expect("commit");
     }
@@ -145,9 +189,18 @@ impl Oracle {
         for id in read.ids_parents_first().unwrap() {
             let dn_text = read.dn_of(id).unwrap();
             let dn = Dn::parse(&dn_text).unwrap();
-            let rdns: Vec<String> = dn.rdns.iter().map(|rdn| schema.normalize_rdn(rdn).unwrap()).collect();
+            let rdns: Vec<String> = dn
+                .rdns
+                .iter()
+                .map(|rdn| schema.normalize_rdn(rdn).unwrap())
+                .collect();
             let owned = read.entry(id).unwrap().unwrap().to_entry(dn);
-            entries.push((id, rdns, dn_text, OwnedEntryView::new(&schema, &owned).unwrap()));
+            entries.push((
+                id,
+                rdns,
+                dn_text,
+                OwnedEntryView::new(&schema, &owned).unwrap(),
+            ));
         }
         entries.sort_by_key(|(id, ..)| *id);
         Oracle { schema, entries }
@@ -155,13 +208,20 @@ impl Oracle {
 
     /// IDs matching (filter over every entry) ∧ (scope check by DN), in ID order.
     pub fn search(&self, base: &str, scope: Scope, filter: &str) -> Vec<u32> {
-        let prepared = self.schema.prepare_filter(&Filter::parse(filter, 64).unwrap());
-        let base_rdns: Vec<String> =
-            Dn::parse(base).unwrap().rdns.iter().map(|rdn| self.schema.normalize_rdn(rdn).unwrap()).collect();
+        let prepared = self
+            .schema
+            .prepare_filter(&Filter::parse(filter, 64).unwrap());
+        let base_rdns: Vec<String> = Dn::parse(base)
+            .unwrap()
+            .rdns
+            .iter()
+            .map(|rdn| self.schema.normalize_rdn(rdn).unwrap())
+            .collect();
         self.entries
             .iter()
             .filter(|(_, rdns, _, _)| {
-                let within = rdns.len() >= base_rdns.len() && rdns[rdns.len() - base_rdns.len()..] == base_rdns[..];
+                let within = rdns.len() >= base_rdns.len()
+                    && rdns[rdns.len() - base_rdns.len()..] == base_rdns[..];
                 within
                     && match scope {
                         Scope::Base => rdns.len() == base_rdns.len(),
