@@ -29,6 +29,68 @@ pub const SCHEMA_STATEMENT_SIZE_BYTES_MAX: usize = 64 * 1024;
 /// Most options in one attribute description.
 pub const DESCRIPTION_OPTIONS_MAX: usize = 16;
 
+/// RFC 4518 preparation of an ASCII value (controls dropped, spaces trimmed and collapsed,
+/// optional ASCII case fold) with RFC 4514 escaping, appended to `output` in one pass. Returns
+/// false (leaving partial output) when nothing significant remains, which the general path
+/// handles (empty values are invalid, all-space ones become an escaped space).
+fn write_prepared_ascii_escaped(value: &[u8], case_fold: bool, output: &mut String) -> bool {
+    let mut pending_space = false;
+    let mut wrote = false;
+    for &byte in value {
+        let mapped = match byte {
+            b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r' => b' ',
+            0x00..=0x08 | 0x0E..=0x1F | 0x7F => continue,
+            other if case_fold => other.to_ascii_lowercase(),
+            other => other,
+        };
+        if mapped == b' ' {
+            pending_space = wrote;
+            continue;
+        }
+        if pending_space {
+            output.push(' ');
+            pending_space = false;
+        }
+        if matches!(
+            mapped,
+            b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | b'='
+        ) {
+            output.push('\\');
+        }
+        output.push(mapped as char);
+        wrote = true;
+    }
+    wrote
+}
+
+/// FNV-1a: the name tables are fixed at load time (clients only look names up), so a fast
+/// non-keyed hash cannot be flooded; names are short, where FNV beats SipHash.
+#[derive(Default)]
+struct NameHasher(u64);
+
+impl std::hash::Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+        const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+        let mut hash = if self.0 == 0 {
+            FNV_OFFSET_BASIS
+        } else {
+            self.0
+        };
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(FNV_PRIME);
+        }
+        self.0 = hash;
+    }
+}
+
+type NameMap<V> = HashMap<String, V, std::hash::BuildHasherDefault<NameHasher>>;
+
 /// X.500 / RFC 4517 / RFC 4523 matching rules that appear in stock schema files but that lmdir
 /// does not implement (names and OIDs). An attribute naming one simply lacks that rule.
 const UNIMPLEMENTED_RULES: &[(&str, &str)] = &[
@@ -325,10 +387,10 @@ impl std::error::Error for SchemaError {}
 #[derive(Debug, Clone)]
 pub struct Schema {
     attribute_types: Vec<AttributeType>,
-    attribute_by_name: HashMap<String, AttrId>,
+    attribute_by_name: NameMap<AttrId>,
     subtypes: Vec<Vec<AttrId>>,
     object_classes: Vec<ObjectClass>,
-    object_class_by_name: HashMap<String, ObjectClassId>,
+    object_class_by_name: NameMap<ObjectClassId>,
     oid_macros: HashMap<String, String>,
     /// Non-fatal loading notes (`file:line: ...`): redefinitions skipped, rules not implemented.
     warnings: Vec<String>,
@@ -341,10 +403,10 @@ impl Schema {
     pub fn empty() -> Schema {
         Schema {
             attribute_types: Vec::new(),
-            attribute_by_name: HashMap::new(),
+            attribute_by_name: NameMap::default(),
             subtypes: Vec::new(),
             object_classes: Vec::new(),
-            object_class_by_name: HashMap::new(),
+            object_class_by_name: NameMap::default(),
             oid_macros: HashMap::new(),
             warnings: Vec::new(),
             current_location: String::new(),
@@ -1203,20 +1265,41 @@ impl Schema {
             }
             crate::syntax::validate_oid_or_descr(attribute).ok()?;
             let attr = self.attribute(attribute)?;
-            let normalized = self
-                .normalize_value(attr, value.trim_matches(' ').as_bytes())
-                .ok()?;
+            let value = value.trim_matches(' ').as_bytes();
+            let attribute_type = self.attribute_type(attr);
             if index > 0 {
                 output.push(',');
             }
             output.extend(
-                self.attribute_type(attr)
+                attribute_type
                     .name()
                     .chars()
                     .map(|character| character.to_ascii_lowercase()),
             );
             output.push('=');
-            escape_value(&normalized, &mut output);
+            // Plain string types: prepare and escape in one pass, straight into the output.
+            let direct_case_fold = match (
+                attribute_type.syntax,
+                attribute_type.equality.map(MatchingRule::family),
+            ) {
+                (
+                    Syntax::DirectoryString | Syntax::Ia5String,
+                    Some(NormalizationFamily::CaseIgnore | NormalizationFamily::CaseIgnoreIa5),
+                ) => Some(true),
+                (
+                    Syntax::DirectoryString | Syntax::Ia5String,
+                    Some(NormalizationFamily::CaseExact | NormalizationFamily::CaseExactIa5),
+                ) => Some(false),
+                _ => None,
+            };
+            match direct_case_fold {
+                Some(case_fold) => {
+                    if !write_prepared_ascii_escaped(value, case_fold, &mut output) {
+                        return None;
+                    }
+                }
+                None => escape_value(&self.normalize_value(attr, value).ok()?, &mut output),
+            }
         }
         Some(output)
     }
@@ -1490,7 +1573,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn simple_dn_fast_path_equals_the_general_path(
-            text in "( ?(cn|CN|ou|dc|uid|2\\.5\\.4\\.3|uidNumber|OID\\.2\\.5\\.4\\.3|bad| ) ?= ?[ a-cA-C0-9=.-]{0,6} ?,?){0,4}"
+            text in "( ?(cn|CN|ou|dc|uid|mail|homeDirectory|2\\.5\\.4\\.3|uidNumber|OID\\.2\\.5\\.4\\.3|bad| ) ?= ?[ a-cA-C0-9=<>\t\x01.-]{0,6} ?,?){0,4}"
         ) {
             let schema = Schema::builtin_shared();
             let general = Dn::parse(&text).and_then(|dn| schema.normalize_dn(&dn));
