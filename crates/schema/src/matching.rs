@@ -2,7 +2,7 @@
 //! normalization and order-preserving keys.
 
 use crate::error::LdapError;
-use crate::prep::prepare_string;
+use crate::prep::{prepare_ascii_bytes, prepare_string};
 use crate::syntax::{parse_generalized_time, parse_integer, validate_oid_or_descr};
 
 /// Longest value any rule normalizes (bytes); longer values are rejected, not truncated.
@@ -229,6 +229,15 @@ pub(crate) fn normalize_without_schema(
         )));
     }
     match family {
+        NormalizationFamily::CaseIgnore | NormalizationFamily::CaseExact if value.is_ascii() => {
+            let mut output = Vec::with_capacity(value.len());
+            prepare_ascii_bytes(
+                value,
+                family == NormalizationFamily::CaseIgnore,
+                &mut output,
+            );
+            Ok(output)
+        }
         NormalizationFamily::CaseIgnore | NormalizationFamily::CaseExact => {
             let text = utf8(value)?;
             let mut output = String::with_capacity(text.len());
@@ -241,14 +250,13 @@ pub(crate) fn normalize_without_schema(
                     "IA5 string contains a non-ASCII byte",
                 ));
             }
-            let text = utf8(value)?;
-            let mut output = String::with_capacity(text.len());
-            prepare_string(
-                text,
+            let mut output = Vec::with_capacity(value.len());
+            prepare_ascii_bytes(
+                value,
                 family == NormalizationFamily::CaseIgnoreIa5,
                 &mut output,
             );
-            Ok(output.into_bytes())
+            Ok(output)
         }
         NormalizationFamily::NumericString => {
             let mut output = Vec::with_capacity(value.len());

@@ -20,6 +20,16 @@ pub fn prepare_string(value: &str, case_fold: bool, output: &mut String) {
 }
 
 fn prepare_ascii(bytes: &[u8], case_fold: bool, output: &mut String) {
+    let mut prepared = std::mem::take(output).into_bytes();
+    prepare_ascii_bytes(bytes, case_fold, &mut prepared);
+    *output = String::from_utf8(prepared).expect("ASCII preparation yields ASCII");
+}
+
+/// The ASCII case of `prepare_string`, on bytes (the normalizers return bytes, so this skips a
+/// UTF-8 round trip). `output` is appended to; an all-space value yields one space.
+pub(crate) fn prepare_ascii_bytes(bytes: &[u8], case_fold: bool, output: &mut Vec<u8>) {
+    debug_assert!(bytes.is_ascii());
+    let start = output.len();
     let mut pending_space = false;
     for &byte in bytes {
         let mapped = match byte {
@@ -29,14 +39,17 @@ fn prepare_ascii(bytes: &[u8], case_fold: bool, output: &mut String) {
             other => other,
         };
         if mapped == b' ' {
-            pending_space = !output.is_empty();
+            pending_space = output.len() > start;
             continue;
         }
         if pending_space {
-            output.push(' ');
+            output.push(b' ');
             pending_space = false;
         }
-        output.push(mapped as char);
+        output.push(mapped);
+    }
+    if output.len() == start && !bytes.is_empty() {
+        output.push(b' ');
     }
 }
 
