@@ -6,6 +6,7 @@ mod admin;
 pub mod codec;
 mod env;
 pub mod layout;
+mod memberof;
 mod read;
 mod search;
 mod store;

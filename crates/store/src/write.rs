@@ -38,8 +38,8 @@ impl WriteContext {
 /// The single write transaction. Dropping it aborts.
 pub struct WriteTxn<'s> {
     // Field order: the LMDB txn ends before the writer lock is released.
-    txn: RwTxn<'s>,
-    inner: &'s Inner,
+    pub(crate) txn: RwTxn<'s>,
+    pub(crate) inner: &'s Inner,
     mark_index_config_current: bool,
     _writer: MutexGuard<'s, ()>,
 }
@@ -347,7 +347,7 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// Applies the difference between an entry's old and new index keys.
-    fn update_indexes(
+    pub(crate) fn update_indexes(
         &mut self,
         id: EntryId,
         old: &BTreeMap<AttrId, BTreeSet<Vec<u8>>>,
@@ -369,7 +369,11 @@ impl<'s> WriteTxn<'s> {
         Ok(())
     }
 
-    fn put_entry(&mut self, id: EntryId, attributes: &[WorkingAttribute]) -> Result<(), LdapError> {
+    pub(crate) fn put_entry(
+        &mut self,
+        id: EntryId,
+        attributes: &[WorkingAttribute],
+    ) -> Result<(), LdapError> {
         let numbers: Vec<u32> = attributes
             .iter()
             .map(|attribute| {
@@ -394,7 +398,10 @@ impl<'s> WriteTxn<'s> {
             .map_err(lmdb_to_ldap)
     }
 
-    fn stored_attributes(&self, id: EntryId) -> Result<Vec<WorkingAttribute>, LdapError> {
+    pub(crate) fn stored_attributes(
+        &self,
+        id: EntryId,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
         let encoded = read_entry(self.inner, &self.txn, id)?
             .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
         let descriptions = self
@@ -427,7 +434,7 @@ impl<'s> WriteTxn<'s> {
             .collect()
     }
 
-    fn lookup(&self, dn: &Dn) -> Result<(Vec<String>, DnLookup), LdapError> {
+    pub(crate) fn lookup(&self, dn: &Dn) -> Result<(Vec<String>, DnLookup), LdapError> {
         let rdns = self.inner.normalize_rdns(dn)?;
         let lookup = lookup_rdns(self.inner, &self.txn, &rdns)?;
         Ok((rdns, lookup))
@@ -628,6 +635,19 @@ impl<'s> WriteTxn<'s> {
         self.put_entry(id, &attributes)?;
         let keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &BTreeMap::new(), &keys)?;
+        if self.inner.options.memberof {
+            let members = self.group_members(&attributes);
+            if !members.is_empty() {
+                let group_dn = self.dn_of(id)?;
+                self.memberof_group_changed(
+                    id,
+                    Some(&group_dn),
+                    &BTreeSet::new(),
+                    Some(&group_dn),
+                    &members,
+                )?;
+            }
+        }
         Ok(id)
     }
 
@@ -642,6 +662,14 @@ impl<'s> WriteTxn<'s> {
                 format!("entry '{dn}' has {} children", node.child_count),
             ));
         }
+        let attributes = self.stored_attributes(id)?;
+        if self.inner.options.memberof {
+            let group_dn = self.dn_of(id)?;
+            let members = self.group_members(&attributes);
+            self.memberof_group_changed(id, Some(&group_dn), &members, None, &BTreeSet::new())?;
+            self.memberof_member_renamed_or_deleted(id, &group_dn, &attributes, None)?;
+        }
+        // Re-read: the memberOf upkeep above may have changed this entry's values.
         let attributes = self.stored_attributes(id)?;
         let keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &keys, &BTreeMap::new())?;
@@ -748,6 +776,20 @@ impl<'s> WriteTxn<'s> {
         let old_keys = self.inner.index_keys(&old_attributes);
         let new_keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &old_keys, &new_keys)?;
+        if self.inner.options.memberof {
+            let old_members = self.group_members(&old_attributes);
+            let new_members = self.group_members(&attributes);
+            if old_members != new_members {
+                let group_dn = self.dn_of(id)?;
+                self.memberof_group_changed(
+                    id,
+                    Some(&group_dn),
+                    &old_members,
+                    Some(&group_dn),
+                    &new_members,
+                )?;
+            }
+        }
         Ok(id)
     }
 
@@ -859,6 +901,7 @@ impl<'s> WriteTxn<'s> {
                 .checked_attributes(&to_owned_entry(new_dn, &attributes), false)?;
         }
 
+        let old_dn_text = self.dn_of(id)?;
         // Tree: move the one node.
         let mut old_key = Vec::new();
         layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut old_key);
@@ -890,6 +933,24 @@ impl<'s> WriteTxn<'s> {
         let old_keys = self.inner.index_keys(&old_attributes);
         let new_keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &old_keys, &new_keys)?;
+        if self.inner.options.memberof {
+            let new_dn_text = self.dn_of(id)?;
+            let old_members = self.group_members(&old_attributes);
+            let new_members = self.group_members(&attributes);
+            self.memberof_group_changed(
+                id,
+                Some(&old_dn_text),
+                &old_members,
+                Some(&new_dn_text),
+                &new_members,
+            )?;
+            self.memberof_member_renamed_or_deleted(
+                id,
+                &old_dn_text,
+                &attributes,
+                Some(&new_dn_text),
+            )?;
+        }
         Ok(id)
     }
 

@@ -1,0 +1,245 @@
+//! memberOf upkeep (`StoreOptions::memberof`): member entries of groupOfNames (`member`) and
+//! groupOfUniqueNames (`uniqueMember`) carry `memberOf: <group DN>`; deleting or renaming a
+//! member also fixes the groups' member lists (like OpenLDAP's memberof + refint overlays).
+//! Internal updates skip schema checks and timestamps. Known gap: moving a subtree renames its
+//! descendants, whose group memberships are not rewritten (only the moved entry's are).
+
+use std::collections::BTreeSet;
+
+use lmdir_schema::{AttrId, Dn, LdapError};
+
+use crate::layout::EntryId;
+use crate::write::{WorkingAttribute, WriteTxn};
+
+impl WriteTxn<'_> {
+    fn group_attributes(&self) -> (Option<AttrId>, Option<AttrId>) {
+        (
+            self.inner.schema.attribute("member"),
+            self.inner.schema.attribute("uniqueMember"),
+        )
+    }
+
+    /// Normalized DNs listed in `member` / `uniqueMember` (uniqueMember's `#bits` dropped).
+    pub(crate) fn group_members(&self, attributes: &[WorkingAttribute]) -> BTreeSet<String> {
+        let (member, unique_member) = self.group_attributes();
+        let mut members = BTreeSet::new();
+        for attribute in attributes {
+            let is_member = Some(attribute.attr) == member;
+            let is_unique = Some(attribute.attr) == unique_member;
+            if !is_member && !is_unique {
+                continue;
+            }
+            for (_, normalized) in &attribute.values {
+                let text = String::from_utf8_lossy(normalized);
+                let dn = if is_unique {
+                    strip_unique_id(&text)
+                } else {
+                    &text
+                };
+                members.insert(dn.to_string());
+            }
+        }
+        members
+    }
+
+    fn id_of_normalized_dn(&self, normalized: &str) -> Result<Option<EntryId>, LdapError> {
+        let Ok(dn) = Dn::parse(normalized) else {
+            return Ok(None);
+        };
+        let (_, lookup) = self.lookup(&dn)?;
+        Ok(lookup.found)
+    }
+
+    /// Reads an entry, lets `change` edit its attributes, writes it back with the index diff.
+    fn internal_update(
+        &mut self,
+        id: EntryId,
+        change: impl FnOnce(&mut Vec<WorkingAttribute>) -> Result<bool, LdapError>,
+    ) -> Result<(), LdapError> {
+        let old = self.stored_attributes(id)?;
+        let mut new = old.clone();
+        if !change(&mut new)? {
+            return Ok(());
+        }
+        new.retain(|attribute| !attribute.values.is_empty());
+        self.put_entry(id, &new)?;
+        let old_keys = self.inner.index_keys(&old);
+        let new_keys = self.inner.index_keys(&new);
+        self.update_indexes(id, &old_keys, &new_keys)
+    }
+
+    /// Adds or removes `memberOf: group_dn` on one member entry.
+    fn set_memberof(
+        &mut self,
+        member: EntryId,
+        group_dn: &str,
+        add: bool,
+    ) -> Result<(), LdapError> {
+        let Some(memberof) = self.inner.schema.attribute("memberOf") else {
+            return Ok(());
+        };
+        let normalized = self
+            .inner
+            .schema
+            .normalize_value(memberof, group_dn.as_bytes())?;
+        let name = self
+            .inner
+            .schema
+            .attribute_type(memberof)
+            .name()
+            .to_string();
+        self.internal_update(member, |attributes| {
+            let position = attributes
+                .iter()
+                .position(|attribute| attribute.attr == memberof && attribute.options.is_empty());
+            let present = position.is_some_and(|index| {
+                attributes[index]
+                    .values
+                    .iter()
+                    .any(|(_, value)| *value == normalized)
+            });
+            match (add, position) {
+                (true, _) if present => Ok(false),
+                (true, Some(index)) => {
+                    attributes[index]
+                        .values
+                        .push((group_dn.as_bytes().to_vec(), normalized));
+                    Ok(true)
+                }
+                (true, None) => {
+                    attributes.push(WorkingAttribute {
+                        text: name,
+                        attr: memberof,
+                        options: Vec::new(),
+                        values: vec![(group_dn.as_bytes().to_vec(), normalized)],
+                    });
+                    Ok(true)
+                }
+                (false, Some(index)) if present => {
+                    attributes[index]
+                        .values
+                        .retain(|(_, value)| *value != normalized);
+                    Ok(true)
+                }
+                (false, _) => Ok(false),
+            }
+        })
+    }
+
+    /// A group was added / modified / deleted / renamed: fix `memberOf` on the members that
+    /// left or joined (all of them when the group's DN changed).
+    pub(crate) fn memberof_group_changed(
+        &mut self,
+        _group: EntryId,
+        old_dn: Option<&str>,
+        old_members: &BTreeSet<String>,
+        new_dn: Option<&str>,
+        new_members: &BTreeSet<String>,
+    ) -> Result<(), LdapError> {
+        let dn_changed = old_dn != new_dn;
+        if let Some(old_dn) = old_dn {
+            for member in old_members {
+                if dn_changed || !new_members.contains(member) {
+                    if let Some(id) = self.id_of_normalized_dn(member)? {
+                        self.set_memberof(id, old_dn, false)?;
+                    }
+                }
+            }
+        }
+        if let Some(new_dn) = new_dn {
+            for member in new_members {
+                if dn_changed || !old_members.contains(member) {
+                    if let Some(id) = self.id_of_normalized_dn(member)? {
+                        self.set_memberof(id, new_dn, true)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A member entry was deleted (`new_dn` None) or renamed: remove or rewrite its DN in the
+    /// member lists of the groups its `memberOf` names.
+    pub(crate) fn memberof_member_renamed_or_deleted(
+        &mut self,
+        member: EntryId,
+        old_dn: &str,
+        attributes: &[WorkingAttribute],
+        new_dn: Option<&str>,
+    ) -> Result<(), LdapError> {
+        let Some(memberof) = self.inner.schema.attribute("memberOf") else {
+            return Ok(());
+        };
+        let old_normalized = self.inner.schema.normalize_dn_str(old_dn)?;
+        let groups: Vec<String> = attributes
+            .iter()
+            .filter(|attribute| attribute.attr == memberof)
+            .flat_map(|attribute| {
+                attribute
+                    .values
+                    .iter()
+                    .map(|(_, normalized)| String::from_utf8_lossy(normalized).into_owned())
+            })
+            .collect();
+        let (member_attr, unique_attr) = self.group_attributes();
+        for group_dn in groups {
+            let Some(group) = self.id_of_normalized_dn(&group_dn)? else {
+                continue;
+            };
+            if group == member {
+                continue;
+            }
+            let replacement = match new_dn {
+                Some(new_dn) => Some((
+                    new_dn.as_bytes().to_vec(),
+                    self.inner.schema.normalize_dn_str(new_dn)?.into_bytes(),
+                )),
+                None => None,
+            };
+            self.internal_update(group, |attributes| {
+                let mut changed = false;
+                for attribute in attributes.iter_mut() {
+                    let is_unique = Some(attribute.attr) == unique_attr;
+                    if Some(attribute.attr) != member_attr && !is_unique {
+                        continue;
+                    }
+                    let before = attribute.values.len();
+                    attribute.values.retain(|(_, normalized)| {
+                        let text = String::from_utf8_lossy(normalized);
+                        let dn = if is_unique {
+                            strip_unique_id(&text)
+                        } else {
+                            &text
+                        };
+                        dn != old_normalized
+                    });
+                    if attribute.values.len() != before {
+                        changed = true;
+                        if let Some((original, normalized)) = &replacement {
+                            if !attribute
+                                .values
+                                .iter()
+                                .any(|(_, value)| value == normalized)
+                            {
+                                attribute
+                                    .values
+                                    .push((original.clone(), normalized.clone()));
+                            }
+                        }
+                    }
+                }
+                Ok(changed)
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// `uniqueMember` values are `DN[#'bits'B]`: the DN part (a `#` inside a DN value is escaped,
+/// so the last unescaped `#` followed by `'` starts the optional UID).
+fn strip_unique_id(value: &str) -> &str {
+    match value.rfind("#'") {
+        Some(position) => &value[..position],
+        None => value,
+    }
+}
