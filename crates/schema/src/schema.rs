@@ -1187,14 +1187,45 @@ impl Schema {
                 ava.attr
             ))
         })?;
-        let normalized = self
-            .normalize_value(attr, &ava.value)
-            .map_err(|error| LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message)))?;
         let name = self.attribute_type(attr).name();
+        let rollback_length = output.len();
         output.extend(name.chars().map(|character| character.to_ascii_lowercase()));
         output.push('=');
+        let value_start = output.len();
+        if ava.value.is_ascii() && !ava.value.contains(&b'#') {
+            if let Some(case_fold) = self.direct_case_fold(attr) {
+                if write_prepared_ascii_escaped(&ava.value, case_fold, output) {
+                    return Ok(());
+                }
+                output.truncate(value_start);
+            }
+        }
+        let normalized = self.normalize_value(attr, &ava.value).map_err(|error| {
+            output.truncate(rollback_length);
+            LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message))
+        })?;
         escape_value(&normalized, output);
         Ok(())
+    }
+
+    /// For plain string types (Directory/IA5 String with a case rule) the case folding of the
+    /// one-pass ASCII prepare+escape; None for every other type.
+    fn direct_case_fold(&self, attr: AttrId) -> Option<bool> {
+        let attribute_type = self.attribute_type(attr);
+        match (
+            attribute_type.syntax,
+            attribute_type.equality.map(MatchingRule::family),
+        ) {
+            (
+                Syntax::DirectoryString | Syntax::Ia5String,
+                Some(NormalizationFamily::CaseIgnore | NormalizationFamily::CaseIgnoreIa5),
+            ) => Some(true),
+            (
+                Syntax::DirectoryString | Syntax::Ia5String,
+                Some(NormalizationFamily::CaseExact | NormalizationFamily::CaseExactIa5),
+            ) => Some(false),
+            _ => None,
+        }
     }
 
     fn write_normalized_rdn(&self, rdn: &Rdn, output: &mut String) -> Result<(), LdapError> {
@@ -1278,20 +1309,7 @@ impl Schema {
             );
             output.push('=');
             // Plain string types: prepare and escape in one pass, straight into the output.
-            let direct_case_fold = match (
-                attribute_type.syntax,
-                attribute_type.equality.map(MatchingRule::family),
-            ) {
-                (
-                    Syntax::DirectoryString | Syntax::Ia5String,
-                    Some(NormalizationFamily::CaseIgnore | NormalizationFamily::CaseIgnoreIa5),
-                ) => Some(true),
-                (
-                    Syntax::DirectoryString | Syntax::Ia5String,
-                    Some(NormalizationFamily::CaseExact | NormalizationFamily::CaseExactIa5),
-                ) => Some(false),
-                _ => None,
-            };
+            let direct_case_fold = self.direct_case_fold(attr);
             match direct_case_fold {
                 Some(case_fold) => {
                     if !write_prepared_ascii_escaped(value, case_fold, &mut output) {
@@ -1581,6 +1599,34 @@ mod tests {
             proptest::prop_assert_eq!(fast.is_ok(), general.is_ok(), "{:?} vs {:?}", fast, general);
             if let (Ok(fast), Ok(general)) = (fast, general) {
                 proptest::prop_assert_eq!(fast, general);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn one_pass_prepare_and_escape_equals_normalize_then_escape(
+            value in "[ -~\t\x01\x7f]{0,12}",
+            attribute in proptest::sample::select(vec!["cn", "mail", "homeDirectory", "labeledURI"]),
+        ) {
+            // Callers take the one-pass path only for values without '#'.
+            proptest::prop_assume!(!value.contains('#'));
+            let schema = Schema::builtin_shared();
+            let attr = schema.attribute(attribute).unwrap();
+            let case_fold = schema.direct_case_fold(attr).unwrap();
+            let mut direct = String::new();
+            let wrote = write_prepared_ascii_escaped(value.as_bytes(), case_fold, &mut direct);
+            let general = schema.normalize_value(attr, value.as_bytes()).map(|normalized| {
+                let mut escaped = String::new();
+                escape_value(&normalized, &mut escaped);
+                escaped
+            });
+            match (wrote, general) {
+                (true, Ok(expected)) => proptest::prop_assert_eq!(direct, expected),
+                (true, Err(error)) => proptest::prop_assert!(false, "direct path accepted what normalize refuses: {error}"),
+                // Nothing significant: the callers fall back to the general path.
+                (false, Ok(expected)) => proptest::prop_assert!(expected == "\\ " || expected.is_empty(), "{expected:?}"),
+                (false, Err(_)) => {}
             }
         }
     }
