@@ -1,9 +1,12 @@
-//! The only `unsafe` of the store: opening the LMDB environment through heed.
+//! The only `unsafe` of the store: opening and growing the LMDB environment through heed.
 //!
 //! Opening is unsafe in heed because LMDB cannot protect against misuse it cannot see:
 //! - `open`: the same environment must not be opened twice in one process (LMDB's lock file
 //!   is per process) and the files must not be modified by non-LMDB code. `Store::open` is the
 //!   only caller; it is the owner of the directory for the life of the `Store`.
+//! - `resize`: no transaction of this process may be open while the map is resized (they
+//!   hold pointers into the old mapping). `Store::write` calls it only while holding the writer
+//!   lock (no write txn) and the reader gate closed with zero live read txns.
 
 use std::path::Path;
 
@@ -32,4 +35,10 @@ pub(crate) fn open_environment(
         options.flags(flags);
         options.open(directory)
     }
+}
+
+/// Grows the map. The caller guarantees no transaction of this process is open.
+pub(crate) fn resize_environment(env: &Env<WithoutTls>, map_size_bytes: usize) -> heed::Result<()> {
+    // SAFETY: see the module comment (writer lock held, reader gate closed with no readers).
+    unsafe { env.resize(map_size_bytes) }
 }

@@ -9,7 +9,8 @@ use roaring::RoaringBitmap;
 use crate::codec::{EncodedAttribute, EncodedEntry, EncodedValues};
 use crate::layout::{self, EntryId, Node, ROOT_PARENT_ID};
 use crate::store::{
-    lmdb_to_ldap, DescriptionInfo, DescriptionTable, Inner, RawDatabase, Store, StoreError,
+    lmdb_to_ldap, DescriptionInfo, DescriptionTable, Inner, RawDatabase, ReaderTicket, Store,
+    StoreError,
 };
 
 /// Depth limit of the DN tree walks (a cycle from corruption must not hang a walk).
@@ -21,6 +22,8 @@ pub struct ReadTxn {
     pub(crate) txn: RoTxn<'static, WithoutTls>,
     pub(crate) inner: Arc<Inner>,
     pub(crate) descriptions: Arc<DescriptionTable>,
+    // Last: the reader slot is released after the LMDB txn ended.
+    _ticket: ReaderTicket,
 }
 
 impl Store {
@@ -28,12 +31,14 @@ impl Store {
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
         // Take the table before the txn: anything committed before the txn began had its
         // descriptions added to the table before its commit.
+        let ticket = self.inner.enter_reader();
         let descriptions = self.descriptions();
         let txn = self.inner.env.clone().static_read_txn()?;
         Ok(ReadTxn {
             txn,
             inner: self.inner.clone(),
             descriptions,
+            _ticket: ticket,
         })
     }
 }

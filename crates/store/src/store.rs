@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, WithoutTls};
@@ -163,6 +164,97 @@ pub(crate) struct Inner {
     /// LMDB allows one writer; this keeps a second `write()` in this process from blocking
     /// inside LMDB while holding other locks.
     pub writer: Mutex<()>,
+    /// Counts live read txns so the map can be grown when none is open.
+    pub reader_gate: Mutex<ReaderGate>,
+    pub reader_gate_changed: Condvar,
+}
+
+#[derive(Default)]
+pub(crate) struct ReaderGate {
+    pub readers: usize,
+    pub resizing: bool,
+}
+
+/// How long a map growth waits for open read txns to end before giving up this time (the
+/// write proceeds in the current map; growth is retried by the next write).
+pub const MAP_GROWTH_WAIT: Duration = Duration::from_secs(10);
+
+/// Held by every `ReadTxn`; releases its reader slot in the gate on drop.
+pub(crate) struct ReaderTicket {
+    pub inner: Arc<Inner>,
+}
+
+impl Drop for ReaderTicket {
+    fn drop(&mut self) {
+        let mut gate = self
+            .inner
+            .reader_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        gate.readers -= 1;
+        self.inner.reader_gate_changed.notify_all();
+    }
+}
+
+impl Inner {
+    /// Registers a reader, waiting while the map is being resized.
+    pub(crate) fn enter_reader(self: &Arc<Inner>) -> ReaderTicket {
+        let mut gate = self
+            .reader_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        while gate.resizing {
+            gate = self
+                .reader_gate_changed
+                .wait(gate)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        gate.readers += 1;
+        ReaderTicket {
+            inner: self.clone(),
+        }
+    }
+
+    /// Doubles the map when more than half of it is used. Called by the writer before it
+    /// opens its txn (so no write txn is open). Returns whether the map grew.
+    pub(crate) fn grow_map_if_needed(&self) -> Result<bool, StoreError> {
+        let info = self.env.info();
+        let page_size_bytes = self.env.unnamed_database_stat().page_size as usize;
+        let used_bytes = (info.last_page_number + 1).saturating_mul(page_size_bytes);
+        if used_bytes.saturating_mul(2) <= info.map_size {
+            return Ok(false);
+        }
+        let new_size = info.map_size.checked_mul(2).ok_or_else(|| {
+            StoreError::Config(format!(
+                "map of {} bytes is full and cannot double",
+                info.map_size
+            ))
+        })?;
+        let mut gate = self
+            .reader_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        gate.resizing = true;
+        let deadline = std::time::Instant::now() + MAP_GROWTH_WAIT;
+        while gate.readers > 0 {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                gate.resizing = false;
+                self.reader_gate_changed.notify_all();
+                return Ok(false);
+            }
+            gate = self
+                .reader_gate_changed
+                .wait_timeout(gate, deadline - now)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+        let result = crate::env::resize_environment(&self.env, new_size);
+        gate.resizing = false;
+        self.reader_gate_changed.notify_all();
+        result?;
+        Ok(true)
+    }
 }
 
 /// The LMDB store. Cheap to clone; Send + Sync.
@@ -426,6 +518,8 @@ impl Store {
                 descriptions: RwLock::new(Arc::new(table)),
                 descriptions_persisted: Mutex::new(persisted),
                 writer: Mutex::new(()),
+                reader_gate: Mutex::new(ReaderGate::default()),
+                reader_gate_changed: Condvar::new(),
             }),
         })
     }

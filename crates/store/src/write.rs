@@ -61,6 +61,9 @@ impl Store {
             .writer
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Grow the map ahead of need (no txn of ours is open here), so MAP_FULL only happens
+        // if one transaction writes more than the free half of the map.
+        self.inner.grow_map_if_needed()?;
         let txn = self.inner.env.write_txn()?;
         Ok(WriteTxn {
             txn,
