@@ -58,33 +58,18 @@ pub enum ChangeOperation {
     },
 }
 
-/// One `add:` / `delete:` / `replace:` / `increment:` block of a modify change record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Modification {
-    pub operation: ModOp,
-    /// The attribute description named after the operation keyword.
-    pub attribute: String,
-    pub values: Vec<Vec<u8>>,
-}
+/// One `add:` / `delete:` / `replace:` / `increment:` block of a modify change record is a
+/// `lmdir_schema::Modification` (`op`, `description`: the attribute named after the keyword,
+/// `values`), so a parsed change feeds the modify code directly.
+pub use lmdir_schema::{ModOp, Modification};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ModOp {
-    Add,
-    Delete,
-    Replace,
-    /// RFC 4525 Modify-Increment: exactly one value, the (signed integer) amount.
-    Increment,
-}
-
-impl ModOp {
-    /// The LDIF keyword for this operation.
-    pub fn keyword(self) -> &'static str {
-        match self {
-            ModOp::Add => "add",
-            ModOp::Delete => "delete",
-            ModOp::Replace => "replace",
-            ModOp::Increment => "increment",
-        }
+/// The LDIF keyword of a modify operation.
+pub fn mod_op_keyword(operation: ModOp) -> &'static str {
+    match operation {
+        ModOp::Add => "add",
+        ModOp::Delete => "delete",
+        ModOp::Replace => "replace",
+        ModOp::Increment => "increment",
     }
 }
 

@@ -14,8 +14,8 @@ use base64::Engine;
 use memchr::memchr;
 
 use crate::{
-    BodyView, ChangeOperation, ChangeRecord, Control, LdifError, LdifRecord, ModOp, Modification,
-    ParseOptions, RecordView,
+    mod_op_keyword, BodyView, ChangeOperation, ChangeRecord, Control, LdifError, LdifRecord, ModOp,
+    Modification, ParseOptions, RecordView,
 };
 
 /// Accepts missing padding and non-zero trailing bits: other LDIF writers are not all strict, and
@@ -651,7 +651,7 @@ impl<'a> Parser<'a, '_> {
             if attribute.kind != ValueKind::Plain {
                 return Err(self.error(
                     line.number,
-                    format!("{}: must name an attribute", operation.keyword()),
+                    format!("{}: must name an attribute", mod_op_keyword(operation)),
                 ));
             }
             let mut name_range = attribute.value.clone();
@@ -674,7 +674,7 @@ impl<'a> Parser<'a, '_> {
                         format!(
                             "value for {:?} inside the \"{}: {}\" block (missing '-' line?)",
                             printable(description),
-                            operation.keyword(),
+                            mod_op_keyword(operation),
                             name
                         ),
                     ));
@@ -692,8 +692,8 @@ impl<'a> Parser<'a, '_> {
                 ));
             }
             modifications.push(Modification {
-                operation,
-                attribute: name,
+                op: operation,
+                description: name,
                 values,
             });
             if !separator_seen {

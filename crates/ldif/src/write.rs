@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
-use crate::{ChangeOperation, ChangeRecord, LdifRecord, RecordBody};
+use crate::{mod_op_keyword, ChangeOperation, ChangeRecord, LdifRecord, RecordBody};
 
 /// Longest physical line written (bytes, newline excluded); continuation lines hold a space and
 /// `FOLD_COLUMN - 1` bytes.
@@ -119,11 +119,11 @@ impl<W: Write> LdifWriter<W> {
                 self.buffer.extend_from_slice(b"changetype: modify\n");
                 for modification in modifications {
                     self.push_value(
-                        modification.operation.keyword(),
-                        modification.attribute.as_bytes(),
+                        mod_op_keyword(modification.op),
+                        modification.description.as_bytes(),
                     );
                     for value in &modification.values {
-                        self.push_value(&modification.attribute, value);
+                        self.push_value(&modification.description, value);
                     }
                     self.buffer.extend_from_slice(b"-\n");
                 }

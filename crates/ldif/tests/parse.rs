@@ -139,23 +139,23 @@ fn change_modify_all_operations() {
         change(&record),
         ChangeOperation::Modify(vec![
             Modification {
-                operation: ModOp::Add,
-                attribute: "mail".into(),
+                op: ModOp::Add,
+                description: "mail".into(),
                 values: vec![b"a@x".to_vec(), b"b@x".to_vec()]
             },
             Modification {
-                operation: ModOp::Delete,
-                attribute: "description".into(),
+                op: ModOp::Delete,
+                description: "description".into(),
                 values: vec![]
             },
             Modification {
-                operation: ModOp::Replace,
-                attribute: "sn;lang-en".into(),
+                op: ModOp::Replace,
+                description: "sn;lang-en".into(),
                 values: vec![b"B".to_vec()]
             },
             Modification {
-                operation: ModOp::Increment,
-                attribute: "uidNumber".into(),
+                op: ModOp::Increment,
+                description: "uidNumber".into(),
                 values: vec![b"5".to_vec()]
             },
         ])

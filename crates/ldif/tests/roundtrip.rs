@@ -57,8 +57,8 @@ fn modification() -> impl Strategy<Value = Modification> {
                 }
             }
             Modification {
-                operation,
-                attribute,
+                op: operation,
+                description: attribute,
                 values,
             }
         })
