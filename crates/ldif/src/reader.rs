@@ -77,7 +77,7 @@ impl<R: BufRead> LdifReader<R> {
                 }
                 continue;
             }
-            if !block_is_record && block_line_is_record(text) {
+            if !block_is_record && block_line_is_record(text, first_line.is_none()) {
                 block_is_record = true;
             }
             first_line.get_or_insert(line_number);

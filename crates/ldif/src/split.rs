@@ -111,7 +111,9 @@ pub fn split_records(chunk: &[u8], first_line: u64, at_end_of_input: bool) -> Sp
         } else {
             if block.is_none() {
                 block = Some((position, line));
-                block_is_record = false;
+                // A continuation with nothing before it is malformed: parse it to report it
+                // rather than skipping it like a comment's continuation.
+                block_is_record = text[0] == b' ';
             }
             if !block_is_record && is_record_line(text) {
                 block_is_record = true;
@@ -285,6 +287,7 @@ impl<R: Read> Iterator for ChunkedRecordSource<R> {
     }
 }
 
-pub(crate) fn block_line_is_record(text: &[u8]) -> bool {
-    is_record_line(text)
+/// Whether a non-empty physical line makes its block a record (see `split_records`).
+pub(crate) fn block_line_is_record(text: &[u8], first_in_block: bool) -> bool {
+    (first_in_block && text[0] == b' ') || is_record_line(text)
 }

@@ -351,3 +351,16 @@ fn reader_reports_bad_version_block() {
     assert!(error.message.contains("unsupported LDIF version"));
     assert!(results[1].is_ok());
 }
+
+#[test]
+fn stray_continuation_after_a_blank_line_is_reported_not_skipped() {
+    let text = "dn: cn=A\ncn: A\n\n continued\n\n# comment\n folded comment\n\ndn: cn=B\ncn: B\n";
+    let results: Vec<_> = LdifReader::new(text.as_bytes()).collect();
+    assert_eq!(results.len(), 3);
+    let error = results[1].as_ref().unwrap_err();
+    assert_eq!(error.line, 4);
+    assert!(error.message.contains("no line to continue"), "{error}");
+    assert_eq!(results[2].as_ref().unwrap().dn, "cn=B");
+    let split = lmdir_ldif::split_records(text.as_bytes(), 1, true);
+    assert_eq!(split.records.len(), 3);
+}
