@@ -349,6 +349,8 @@ const EMBEDDED_SOURCE_NAME: &str = "<embedded default>";
 #[derive(Debug, Clone)]
 enum KeyStep {
     Key(&'static str),
+    /// A key chosen by the user (an indexed attribute's name).
+    Name(String),
     Index(usize),
 }
 
@@ -527,7 +529,13 @@ impl Config {
         }
         let mut seen_attributes: BTreeMap<String, &str> = BTreeMap::new();
         for (attribute, kinds) in &database.index {
-            let path = || vec![Key("database"), Key("index")];
+            let path = || {
+                vec![
+                    Key("database"),
+                    Key("index"),
+                    KeyStep::Name(attribute.clone()),
+                ]
+            };
             if !is_attribute_name(attribute) {
                 return Err(problem(
                     path(),
@@ -840,6 +848,12 @@ fn path_text(path: &[KeyStep]) -> String {
                 }
                 text.push_str(key);
             }
+            KeyStep::Name(name) => {
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(name);
+            }
             KeyStep::Index(index) => text.push_str(&format!("[{index}]")),
         }
     }
@@ -857,6 +871,7 @@ fn locate(text: &str, path: &[KeyStep]) -> Option<u64> {
     for step in path {
         let next = match (step, table, current) {
             (KeyStep::Key(key), Some(table), _) => table.get(*key),
+            (KeyStep::Name(name), Some(table), _) => table.get(name.as_str()),
             (KeyStep::Index(index), _, Some(DeValue::Array(array))) => array.get(*index),
             _ => None,
         };

@@ -315,20 +315,20 @@ fn validation_errors_name_line_and_key() {
     );
     assert_error(
         "[database.index]\n\"c n\" = [\"eq\"]\n",
-        1,
-        "database.index",
+        2,
+        "database.index.c n",
         "not an attribute name",
     );
     assert_error(
         "[database.index]\ncn = [\"eq\"]\nCN = [\"sub\"]\n",
-        1,
-        "database.index",
+        2,
+        "database.index.cn",
         "same attribute",
     );
     assert_error(
         "[database.index]\ncn = []\n",
-        1,
-        "database.index",
+        2,
+        "database.index.cn",
         "at least one index kind",
     );
     assert_error(
