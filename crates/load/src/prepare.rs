@@ -7,7 +7,9 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use lmdir_ldif::{BodyView, ChangeOperation, ParseOptions};
-use lmdir_schema::{AttrId, CheckedAttribute, Dn, Entry, LdapError, MatchingRule, Schema};
+use lmdir_schema::{
+    AttrId, AttributeDescription, CheckedAttribute, Dn, Entry, LdapError, MatchingRule, Schema,
+};
 use lmdir_store::codec::{encode_entry, AttributeToEncode};
 use lmdir_store::layout::{self, IndexKinds};
 
@@ -155,6 +157,31 @@ pub struct WorkerScratch {
     key: Vec<u8>,
     ordered: Vec<u8>,
     encoded_attributes: Vec<(u32, usize)>,
+    /// Description as written in the LDIF → resolved description and canonical text: the
+    /// same few dozen descriptions repeat on every entry, so each is parsed once per worker.
+    descriptions: HashMap<String, (AttributeDescription, String)>,
+}
+
+/// Descriptions cached per worker before the cache is reset (a hostile LDIF could use many).
+const DESCRIPTION_CACHE_ENTRIES_MAX: usize = 4096;
+
+impl WorkerScratch {
+    fn resolve(
+        &mut self,
+        schema: &Schema,
+        written: &str,
+    ) -> Result<&(AttributeDescription, String), LdapError> {
+        if !self.descriptions.contains_key(written) {
+            if self.descriptions.len() >= DESCRIPTION_CACHE_ENTRIES_MAX {
+                self.descriptions.clear();
+            }
+            let description = schema.parse_description(written)?;
+            let text = schema.description_string(&description);
+            self.descriptions
+                .insert(written.to_string(), (description, text));
+        }
+        Ok(self.descriptions.get(written).expect("inserted above"))
+    }
 }
 
 fn record_error(line: u64, dn: Option<&str>, message: impl Into<String>) -> RecordError {
@@ -200,19 +227,16 @@ pub fn prepare_record(
     let schema = &*context.schema;
     let dn = Dn::parse(dn_text)
         .map_err(|error| record_error(line, Some(dn_text), ldap_message(&error)))?;
-    let mut entry = Entry::new(dn);
-    match &view.body {
-        BodyView::Content(values) => {
-            for (description, value) in values {
-                entry.add_values(description, std::iter::once(value.to_vec()));
-            }
-        }
+    let values: Vec<(&str, &[u8])> = match &view.body {
+        BodyView::Content(values) => values
+            .iter()
+            .map(|(description, value)| (description.as_ref(), value.as_ref()))
+            .collect(),
         BodyView::Change(change) => match &change.operation {
-            ChangeOperation::Add(values) => {
-                for (description, value) in values {
-                    entry.add_values(description, std::iter::once(value.clone()));
-                }
-            }
+            ChangeOperation::Add(values) => values
+                .iter()
+                .map(|(description, value)| (description.as_str(), value.as_slice()))
+                .collect(),
             _ => {
                 return Err(record_error(
                     line,
@@ -221,22 +245,36 @@ pub fn prepare_record(
                 ))
             }
         },
-    }
-    let (normalized_dn, mut attributes) = if context.check_schema {
-        let checked = schema
-            .check_and_normalize(&entry)
-            .map_err(|error| record_error(line, Some(dn_text), ldap_message(&error)))?;
-        (checked.normalized_dn, checked.attributes)
-    } else {
-        let normalized_dn = schema
-            .normalize_dn(&entry.dn)
-            .map_err(|error| record_error(line, Some(dn_text), ldap_message(&error)))?;
-        let attributes = normalize_without_checks(schema, &entry)
-            .map_err(|error| record_error(line, Some(dn_text), ldap_message(&error)))?;
-        (normalized_dn, attributes)
     };
-    add_operational_attributes(context, &entry, &mut attributes, id)
-        .map_err(|error| record_error(line, Some(dn_text), ldap_message(&error)))?;
+    let fail = |error: LdapError| record_error(line, Some(dn_text), ldap_message(&error));
+    let (normalized_dn, mut attributes, entry) = if context.check_schema {
+        let mut entry = Entry::new(dn);
+        for (description, value) in &values {
+            entry.add_values(description, std::iter::once(value.to_vec()));
+        }
+        let checked = schema.check_and_normalize(&entry).map_err(fail)?;
+        (checked.normalized_dn, checked.attributes, entry)
+    } else {
+        let normalized_dn = schema.normalize_dn(&dn).map_err(fail)?;
+        let attributes = normalize_without_checks(schema, &values, scratch).map_err(fail)?;
+        // The structural class needs only the object classes.
+        let object_class = schema.object_class_attribute();
+        let mut entry = Entry::new(dn);
+        for attribute in attributes
+            .iter()
+            .filter(|attribute| attribute.description.attr == object_class)
+        {
+            entry.add_values(
+                &attribute.description_string,
+                attribute
+                    .values
+                    .iter()
+                    .map(|(original, _)| original.clone()),
+            );
+        }
+        (normalized_dn, attributes, entry)
+    };
+    add_operational_attributes(context, &entry, &mut attributes, id).map_err(fail)?;
     let (rdn_original, rdn_normalized, normalized_parent) =
         place_in_tree(context, &entry.dn, &normalized_dn)
             .map_err(|message| record_error(line, Some(dn_text), message))?;
@@ -319,47 +357,52 @@ fn add_operational_attributes(
     Ok(())
 }
 
-/// Normalization without schema checks (`--quick`): resolve descriptions and normalize values,
-/// merging descriptions that differ only in spelling.
+/// Normalization without schema checks (`--quick`), with the store's rules: descriptions that
+/// are equal once canonical are merged, values equal once normalized are kept once, and
+/// attributes left without values are dropped.
 fn normalize_without_checks(
     schema: &Schema,
-    entry: &Entry,
+    values: &[(&str, &[u8])],
+    scratch: &mut WorkerScratch,
 ) -> Result<Vec<CheckedAttribute>, LdapError> {
-    let mut attributes: Vec<CheckedAttribute> = Vec::with_capacity(entry.attributes.len());
-    for attribute in &entry.attributes {
-        let description = schema.parse_description(&attribute.description)?;
-        let description_string = schema.description_string(&description);
-        let mut values = Vec::with_capacity(attribute.values.len());
-        for value in &attribute.values {
-            let normalized = schema
-                .normalize_value(description.attr, value)
-                .map_err(|error| {
-                    LdapError::new(
-                        error.code,
-                        format!("{}: {}", attribute.description, error.message),
-                    )
-                })?;
-            values.push((value.clone(), normalized));
-        }
+    let mut attributes: Vec<CheckedAttribute> = Vec::with_capacity(24);
+    // Per attribute: normalized values seen, once an attribute has enough values for a linear
+    // duplicate scan to cost more than a set.
+    let mut seen: HashMap<usize, std::collections::HashSet<Vec<u8>>> = HashMap::new();
+    const LINEAR_SCAN_VALUES_MAX: usize = 16;
+    for (written, value) in values {
+        let (description, text) = scratch.resolve(schema, written)?;
+        let normalized = schema
+            .normalize_value(description.attr, value)
+            .map_err(|error| LdapError::new(error.code, format!("{written}: {}", error.message)))?;
         let position = match attributes
             .iter()
-            .position(|existing| existing.description_string == description_string)
+            .position(|existing| existing.description_string == *text)
         {
             Some(position) => position,
             None => {
                 attributes.push(CheckedAttribute {
-                    description,
-                    description_string,
+                    description: description.clone(),
+                    description_string: text.clone(),
                     values: Vec::new(),
                 });
                 attributes.len() - 1
             }
         };
         let target = &mut attributes[position].values;
-        for (original, normalized) in values {
-            if !target.iter().any(|(_, existing)| *existing == normalized) {
-                target.push((original, normalized));
-            }
+        let duplicate = if target.len() < LINEAR_SCAN_VALUES_MAX {
+            target.iter().any(|(_, existing)| *existing == normalized)
+        } else {
+            let set = seen.entry(position).or_insert_with(|| {
+                target
+                    .iter()
+                    .map(|(_, existing)| existing.clone())
+                    .collect()
+            });
+            !set.insert(normalized.clone())
+        };
+        if !duplicate {
+            target.push((value.to_vec(), normalized));
         }
     }
     attributes.retain(|attribute| !attribute.values.is_empty());
@@ -446,7 +489,28 @@ pub(crate) fn push_value_keys(
         key.extend_from_slice(&layout::hash_bytes(normalized));
         run.push(key, id)?;
     }
-    if kinds.contains(IndexKinds::SUBSTRING) {
+    if kinds.contains(IndexKinds::SUBSTRING) && normalized.is_ascii() {
+        // ASCII: characters are bytes, so the grams are byte windows (the store's
+        // `for_each_gram` computes character boundaries first; same grams, tested below).
+        let length = normalized.len();
+        let mut push_gram = |kind: u8, gram: &[u8]| -> Result<(), RunError> {
+            key.clear();
+            key.extend_from_slice(prefix);
+            key.push(kind);
+            key.extend_from_slice(&layout::hash_bytes(gram));
+            run.push(key, id)
+        };
+        for gram_length in layout::GRAM_LENGTH_MIN_CHARS..=layout::GRAM_LENGTH_MAX_CHARS.min(length)
+        {
+            push_gram(layout::KIND_INITIAL, &normalized[..gram_length])?;
+            push_gram(layout::KIND_FINAL, &normalized[length - gram_length..])?;
+        }
+        if length >= layout::GRAM_LENGTH_MAX_CHARS {
+            for window in normalized.windows(layout::GRAM_LENGTH_MAX_CHARS) {
+                push_gram(layout::KIND_ANY, window)?;
+            }
+        }
+    } else if kinds.contains(IndexKinds::SUBSTRING) {
         let mut failure = None;
         layout::for_each_gram(normalized, &mut |kind, gram| {
             if failure.is_some() {
