@@ -323,6 +323,12 @@ impl ReadTxn {
         &self.txn
     }
 
+    /// The raw LMDB read txn (for the loader/reindexer: reads through it are covered by the
+    /// reader gate, unlike a txn opened on `Store::env()` directly).
+    pub fn raw_txn(&self) -> &RoTxn<'static, WithoutTls> {
+        &self.txn
+    }
+
     pub fn schema(&self) -> &lmdir_schema::Schema {
         &self.inner.schema
     }

@@ -302,6 +302,65 @@ fn parse_index_config_text(text: &str, schema: &Schema) -> HashMap<AttrId, Index
     indexes
 }
 
+/// Reads `meta`'s description table (numbers must be dense from 0).
+fn load_description_table(
+    meta: RawDatabase,
+    txn: &heed::RoTxn,
+    schema: &Schema,
+) -> Result<DescriptionTable, StoreError> {
+    let mut table = DescriptionTable::default();
+    for row in meta.prefix_iter(txn, layout::META_DESCRIPTION_PREFIX)? {
+        let (key, value) = row?;
+        let number = layout::decode_id(&key[layout::META_DESCRIPTION_PREFIX.len()..])
+            .ok_or_else(|| StoreError::Format("bad description row key".into()))?;
+        if number as usize != table.entries.len() {
+            return Err(StoreError::Format(format!(
+                "description table has a gap at {number}"
+            )));
+        }
+        let text = std::str::from_utf8(value)
+            .map_err(|_| StoreError::Format(format!("description {number} is not UTF-8")))?;
+        let description = schema.parse_description(text).map_err(|error| {
+            StoreError::Format(format!(
+                "stored attribute description '{text}' is unknown to the schema: {}",
+                error.message
+            ))
+        })?;
+        table.by_text.insert(text.to_string(), number);
+        table.entries.push(DescriptionInfo {
+            text: text.to_string(),
+            attr: description.attr,
+            options: description.options,
+        });
+    }
+    Ok(table)
+}
+
+impl Store {
+    /// Re-reads the description table from `meta` (after a bulk loader wrote descriptions
+    /// directly). Call with no write txn of this `Store` open.
+    pub fn reload_descriptions(&self) -> Result<(), StoreError> {
+        let read = self.read()?;
+        let table = load_description_table(
+            self.inner.databases.meta,
+            read.raw_txn(),
+            &self.inner.schema,
+        )?;
+        let count = table.len();
+        *self
+            .inner
+            .descriptions
+            .write()
+            .expect("description lock poisoned") = Arc::new(table);
+        *self
+            .inner
+            .descriptions_persisted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = count;
+        Ok(())
+    }
+}
+
 impl Store {
     /// Opens (creating when absent) the store in `directory`.
     pub fn open(
@@ -426,34 +485,7 @@ impl Store {
                 )))
             }
         }
-        let mut table = DescriptionTable::default();
-        for row in databases
-            .meta
-            .prefix_iter(&write_txn, layout::META_DESCRIPTION_PREFIX)?
-        {
-            let (key, value) = row?;
-            let number = layout::decode_id(&key[layout::META_DESCRIPTION_PREFIX.len()..])
-                .ok_or_else(|| StoreError::Format("bad description row key".into()))?;
-            if number as usize != table.entries.len() {
-                return Err(StoreError::Format(format!(
-                    "description table has a gap at {number}"
-                )));
-            }
-            let text = std::str::from_utf8(value)
-                .map_err(|_| StoreError::Format(format!("description {number} is not UTF-8")))?;
-            let description = schema.parse_description(text).map_err(|error| {
-                StoreError::Format(format!(
-                    "stored attribute description '{text}' is unknown to the schema: {}",
-                    error.message
-                ))
-            })?;
-            table.by_text.insert(text.to_string(), number);
-            table.entries.push(DescriptionInfo {
-                text: text.to_string(),
-                attr: description.attr,
-                options: description.options,
-            });
-        }
+        let table = load_description_table(databases.meta, &write_txn, &schema)?;
         let configured_text = index_config_text(&configured_indexes, &schema);
         let entry_count = databases.id2entry.len(&write_txn)?;
         let stored_text = databases
