@@ -21,3 +21,15 @@ pub use store::{
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
 pub use write::{csn_value, timestamp_value, WriteContext, WriteTxn};
+
+#[cfg(test)]
+mod tests {
+    /// The server moves read txns between tasks and shares the store between threads.
+    #[test]
+    fn store_and_read_txn_are_thread_safe() {
+        fn send_and_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_and_sync::<crate::Store>();
+        send::<crate::ReadTxn>();
+    }
+}
