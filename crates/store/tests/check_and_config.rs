@@ -1,0 +1,115 @@
+//! `check()` names damage to the DN tree; an index configuration change is detected on reopen
+//! and the not-yet-built index is not used by searches.
+
+mod common;
+
+use common::*;
+use lmdir_schema::Filter;
+use lmdir_store::{layout, IndexKind, IndexKinds, Scope, SearchSpec, Store};
+
+#[test]
+fn check_names_tree_damage() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(50), 100);
+    assert!(store.check().unwrap().is_clean());
+    let department_dn = format!("ou=dept4,ou=people,{SUFFIX}");
+    let department = store.read().unwrap().dn_to_id(&department_dn).unwrap();
+    let leaf_dn = person_dn(14);
+    let leaf = store.read().unwrap().dn_to_id(&leaf_dn).unwrap();
+    {
+        let mut raw = store.env().write_txn().unwrap();
+        // Wrong subtree size on the department.
+        let bytes = store
+            .id2node_database()
+            .get(&raw, &layout::encode_id(department))
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        let node = layout::decode_node(&bytes).unwrap();
+        let mut damaged = Vec::new();
+        layout::encode_node(
+            &layout::Node {
+                subtree_size: node.subtree_size + 3,
+                ..node
+            },
+            &mut damaged,
+        );
+        store
+            .id2node_database()
+            .put(&mut raw, &layout::encode_id(department), &damaged)
+            .unwrap();
+        // A leaf whose dn2id row is gone.
+        let leaf_bytes = store
+            .id2node_database()
+            .get(&raw, &layout::encode_id(leaf))
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        let leaf_node = layout::decode_node(&leaf_bytes).unwrap();
+        let mut key = Vec::new();
+        layout::encode_dn2id_key(leaf_node.parent, leaf_node.rdn_normalized, &mut key);
+        store.dn2id_database().delete(&mut raw, &key).unwrap();
+        raw.commit().unwrap();
+    }
+    let report = store.check().unwrap();
+    let text = report.to_string();
+    assert!(
+        text.contains(&format!(
+            "entry {department} '{department_dn}': subtree size"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "dn2id: entry {leaf} '{leaf_dn}': no row under parent"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn index_config_change_is_detected_and_unbuilt_index_is_not_used() {
+    let temporary = tempfile::tempdir().unwrap();
+    {
+        let store = open(temporary.path());
+        add_all(&store, &directory(60), 100);
+        assert!(store.index_config_change().is_none());
+    }
+    let mut options = options();
+    options
+        .indexes
+        .insert("givenName".to_string(), vec![IndexKind::Equality]);
+    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    let change = store
+        .index_config_change()
+        .expect("the new index is reported");
+    assert_eq!(change.added, vec!["givenname:eq".to_string()]);
+    assert!(change.removed.is_empty());
+    let given_name = store.schema().attribute("givenName").unwrap();
+    assert!(store.indexed_kinds(given_name).is_empty());
+    assert_eq!(store.configured_kinds(given_name), IndexKinds::EQUALITY);
+
+    // The empty new index must not hide the existing entries from a search.
+    let filter = "(givenName=anna)";
+    let spec = SearchSpec {
+        base: SUFFIX.to_string(),
+        scope: Scope::Sub,
+        filter: store
+            .schema()
+            .prepare_filter(&Filter::parse(filter, 8).unwrap()),
+        size_limit: 0,
+        lookthrough_limit: 0,
+    };
+    let read = store.read().unwrap();
+    let found: Vec<u32> = read
+        .search(&spec)
+        .unwrap()
+        .map(|result| result.unwrap().0)
+        .collect();
+    assert_eq!(found.len(), 6);
+    assert_eq!(
+        found,
+        Oracle::build(&store).search(SUFFIX, Scope::Sub, filter)
+    );
+}
