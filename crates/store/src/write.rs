@@ -509,6 +509,21 @@ impl<'s> WriteTxn<'s> {
         self.set_operational(attributes, "entryCSN", csn_value(context.now), true)
     }
 
+    /// LMDB keys are limited (511 bytes by default); a dn2id key is 4 + normalized RDN bytes.
+    fn check_rdn_key_size(&self, rdn_normalized_bytes: usize, name: &str) -> Result<(), LdapError> {
+        let key_size_max = self.inner.env.max_key_size();
+        if 4 + rdn_normalized_bytes > key_size_max {
+            return Err(ldap(
+                ResultCode::ConstraintViolation,
+                format!(
+                    "'{name}': normalized RDN of {rdn_normalized_bytes} bytes exceeds the limit of {} bytes",
+                    key_size_max - 4
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn allocate_id(&mut self) -> Result<EntryId, LdapError> {
         let next = self
             .inner
@@ -615,6 +630,7 @@ impl<'s> WriteTxn<'s> {
             )?;
         }
 
+        self.check_rdn_key_size(rdn_normalized.len(), &entry.dn.to_string())?;
         let id = self.allocate_id()?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, rdn_normalized.as_bytes(), &mut key);
@@ -830,6 +846,7 @@ impl<'s> WriteTxn<'s> {
                 parent
             }
         };
+        self.check_rdn_key_size(new_rdn_normalized.len(), &new_rdn.to_string())?;
         let mut new_key = Vec::new();
         layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
         if let Some(existing) = self

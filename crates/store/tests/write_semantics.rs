@@ -54,6 +54,15 @@ fn writes_return_the_ldap_result_codes() {
         ResultCode::ObjectClassViolation
     );
 
+    let long_name = "x".repeat(600);
+    let long = entry(
+        &format!("cn={long_name},ou=people,{SUFFIX}"),
+        &[("objectClass", "person"), ("cn", &long_name), ("sn", "x")],
+    );
+    let error = write.add(&long, &context).unwrap_err();
+    assert_eq!(error.code, ResultCode::ConstraintViolation);
+    assert!(error.message.contains("exceeds the limit"), "{error}");
+
     // Operational attributes set on add.
     let id = write.dn_to_id(&alice).unwrap();
     let created = write.add(&person(600), &context).unwrap();
