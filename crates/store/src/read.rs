@@ -358,9 +358,26 @@ impl ReadTxn {
 
     /// The decoded entry (borrowing the map), or None when the ID is unused.
     pub fn entry(&self, id: EntryId) -> Result<Option<EntryRef<'_>>, LdapError> {
-        let Some(encoded) = read_entry(&self.inner, &self.txn, id)? else {
-            return Ok(None);
-        };
+        match self
+            .inner
+            .databases
+            .id2entry
+            .get(&self.txn, &layout::encode_id(id))
+            .map_err(lmdb_to_ldap)?
+        {
+            None => Ok(None),
+            Some(bytes) => Ok(Some(self.entry_from_bytes(id, bytes)?)),
+        }
+    }
+
+    /// Decodes an id2entry value read through this txn (validated once, then zero copy).
+    pub(crate) fn entry_from_bytes<'t>(
+        &'t self,
+        id: EntryId,
+        bytes: &'t [u8],
+    ) -> Result<EntryRef<'t>, LdapError> {
+        let encoded =
+            EncodedEntry::parse(bytes).map_err(|error| corrupt(format!("entry {id}: {error}")))?;
         // Check description numbers once so attribute iteration cannot meet an unknown one.
         for attribute in encoded.attributes() {
             if self
@@ -374,11 +391,11 @@ impl ReadTxn {
                 )));
             }
         }
-        Ok(Some(EntryRef {
+        Ok(EntryRef {
             id,
             encoded,
             read: self,
-        }))
+        })
     }
 
     /// The entry's DN as given (RDNs as originally written).

@@ -2,6 +2,9 @@
 
 use std::ops::Bound;
 
+use heed::types::Bytes;
+use heed::RoRange;
+
 use lmdir_schema::{AttrId, CoveredAttribute, LdapError, MatchingRule, PreparedFilter, ResultCode};
 use roaring::RoaringBitmap;
 
@@ -30,19 +33,22 @@ pub struct SearchSpec {
 }
 
 /// Where a search's candidate IDs come from.
-enum CandidateSource {
+enum CandidateSource<'a> {
     /// Exact candidate set, consumed from the smallest ID.
     Ids(RoaringBitmap),
     /// The whole DB in ID order (a subtree search of everything with no usable index):
-    /// walks id2entry without building a bitmap of all IDs.
-    Sequential { next: EntryId },
+    /// walks id2entry with one cursor from `next`, without building a bitmap of all IDs.
+    Sequential {
+        next: EntryId,
+        rows: Option<RoRange<'a, Bytes, Bytes>>,
+    },
 }
 
 /// The matching entries of a search, in ID order.
 pub struct SearchCursor<'a> {
     read: &'a ReadTxn,
     spec: &'a SearchSpec,
-    source: CandidateSource,
+    source: CandidateSource<'a>,
     returned: usize,
     examined: usize,
     finished: bool,
@@ -228,7 +234,7 @@ impl ReadTxn {
         &self,
         spec: &SearchSpec,
         base: EntryId,
-    ) -> Result<CandidateSource, LdapError> {
+    ) -> Result<CandidateSource<'_>, LdapError> {
         let candidates = self.filter_candidates(&spec.filter)?;
         let base_node = require_node(&self.inner, self.txn(), base)?;
         Ok(match spec.scope {
@@ -265,7 +271,10 @@ impl ReadTxn {
             Scope::Sub => {
                 let everything = base_node.subtree_size as u64 == self.entry_count()?;
                 match candidates {
-                    None if everything => CandidateSource::Sequential { next: 1 },
+                    None if everything => CandidateSource::Sequential {
+                        next: 1,
+                        rows: None,
+                    },
                     None => CandidateSource::Ids(subtree_ids(&self.inner, self.txn(), base)?),
                     Some(candidates) if everything => CandidateSource::Ids(candidates),
                     // Like back-mdb: walking the subtree costs its size; checking ancestry
@@ -323,7 +332,10 @@ impl<'a> SearchCursor<'a> {
             CandidateSource::Ids(ids) => {
                 ids.remove_range(..=id);
             }
-            CandidateSource::Sequential { next } => *next = (*next).max(id.saturating_add(1)),
+            CandidateSource::Sequential { next, rows } => {
+                *next = (*next).max(id.saturating_add(1));
+                *rows = None;
+            }
         }
         if id == EntryId::MAX {
             self.finished = true;
@@ -346,26 +358,30 @@ impl<'a> SearchCursor<'a> {
                         id
                     }
                 },
-                CandidateSource::Sequential { next } => {
-                    let found = self
-                        .read
-                        .inner
-                        .databases
-                        .id2entry
-                        .get_greater_than_or_equal_to(self.read.txn(), &layout::encode_id(*next))
-                        .map_err(lmdb_to_ldap)?;
-                    match found {
-                        None => return Ok(None),
-                        Some((key, _)) => {
-                            let id =
-                                layout::decode_id(key).ok_or_else(|| corrupt("id2entry key"))?;
-                            match id.checked_add(1) {
-                                Some(following) => *next = following,
-                                None => self.finished = true,
-                            }
-                            id
-                        }
+                CandidateSource::Sequential { next, rows } => {
+                    if rows.is_none() {
+                        let start = layout::encode_id(*next);
+                        let bounds: (Bound<&[u8]>, Bound<&[u8]>) =
+                            (Bound::Included(&start[..]), Bound::Unbounded);
+                        let read: &'a ReadTxn = self.read;
+                        *rows = Some(
+                            read.inner
+                                .databases
+                                .id2entry
+                                .range(read.txn(), &bounds)
+                                .map_err(lmdb_to_ldap)?,
+                        );
                     }
+                    let Some(row) = rows.as_mut().and_then(Iterator::next) else {
+                        return Ok(None);
+                    };
+                    let (key, value) = row.map_err(lmdb_to_ldap)?;
+                    let id = layout::decode_id(key).ok_or_else(|| corrupt("id2entry key"))?;
+                    if id == EntryId::MAX {
+                        self.finished = true;
+                    }
+                    let read: &'a ReadTxn = self.read;
+                    return Ok(Some((id, read.entry_from_bytes(id, value)?)));
                 }
             };
             // A candidate from an index may have been deleted only if the index is wrong;

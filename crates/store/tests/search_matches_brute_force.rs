@@ -184,26 +184,37 @@ fn every_filter_and_scope_matches_brute_force() {
         .unwrap();
     assert_eq!(error.code, ResultCode::AdminLimitExceeded);
 
-    // Paging: resuming after the last ID of each page gives the same sequence.
-    let mut paged = Vec::new();
-    let all_spec = SearchSpec {
-        size_limit: 0,
-        lookthrough_limit: 0,
-        ..limited.clone()
-    };
-    loop {
-        let page_read = store.read().unwrap();
-        let mut cursor = page_read.search(&all_spec).unwrap();
-        if let Some(last) = paged.last() {
-            cursor = cursor.resume_after(*last);
+    // Paging: resuming after the last ID of each page gives the same sequence, for an indexed
+    // filter (bitmap candidates) and an unindexed one (sequential id2entry walk).
+    for (filter_text, page_size) in [("(sn=smith)", 7), ("(givenName=anna)", 97)] {
+        let all_spec = SearchSpec {
+            size_limit: 0,
+            lookthrough_limit: 0,
+            filter: store
+                .schema()
+                .prepare_filter(&Filter::parse(filter_text, 8).unwrap()),
+            ..limited.clone()
+        };
+        let mut paged = Vec::new();
+        loop {
+            let page_read = store.read().unwrap();
+            let mut cursor = page_read.search(&all_spec).unwrap();
+            if let Some(last) = paged.last() {
+                cursor = cursor.resume_after(*last);
+            }
+            let page: Vec<u32> = cursor
+                .take(page_size)
+                .map(|result| result.unwrap().0)
+                .collect();
+            if page.is_empty() {
+                break;
+            }
+            paged.extend(page);
         }
-        let page: Vec<u32> = cursor.take(7).map(|result| result.unwrap().0).collect();
-        if page.is_empty() {
-            break;
-        }
-        paged.extend(page);
+        let expected = oracle.search(SUFFIX, Scope::Sub, filter_text);
+        assert!(expected.len() > page_size);
+        assert_eq!(paged, expected, "{filter_text}");
     }
-    assert_eq!(paged, oracle.search(SUFFIX, Scope::Sub, "(sn=smith)"));
 
     // A missing base reports the deepest existing ancestor.
     let error = read
