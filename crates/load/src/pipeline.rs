@@ -297,13 +297,7 @@ fn load_fresh(
         runs.iter().map(|run| run.spilled.len() as u64).sum::<u64>() + sequenced.tree_spills;
     let mut write_txn = store.env().write_txn()?;
     let merged = MergedRuns::new(runs)?;
-    write_index_runs(
-        &mut write_txn,
-        &databases,
-        merged,
-        &sequenced.rejected,
-        false,
-    )?;
+    write_index_runs(&mut write_txn, &databases, merged, &sequenced.rejected)?;
     // meta: the new description rows and the next ID.
     let meta = store.meta_database();
     for (number, text) in context
@@ -592,32 +586,34 @@ fn sequence(
     })
 }
 
-/// Writes merged (DB number ‖ key) → IDs runs into the index DBs as posting chunks, in key
-/// order with APPEND. `merge_with_stored`: union with chunks already stored (DBs not cleared).
-pub(crate) fn write_index_runs(
-    write_txn: &mut RwTxn<'_>,
-    databases: &[RawDatabase],
+/// Encoded posting chunks on their way from the merge thread to the LMDB writer: one arena
+/// and (DB number, key range, value range) per chunk, so a batch is two allocations.
+#[derive(Default)]
+struct ChunkBatch {
+    bytes: Vec<u8>,
+    chunks: Vec<(u16, std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+/// Chunks per batch handed to the writer.
+const CHUNK_BATCH_ITEMS: usize = 8192;
+
+/// The merge side: k-way merge, rejected IDs removed, IDs cut into 65,536-ID chunks and
+/// encoded with the store's layout.
+fn merge_and_encode(
     mut merged: MergedRuns,
     rejected: &RoaringBitmap,
-    merge_with_stored: bool,
+    output: Sender<ChunkBatch>,
 ) -> Result<(), LoadError> {
     let (mut key, mut ids) = (Vec::new(), Vec::new());
-    let mut full_key = Vec::with_capacity(64);
-    let mut last_key: Vec<u8> = Vec::new();
-    let mut last_database = usize::MAX;
     let mut low_halves: Vec<u16> = Vec::with_capacity(1024);
     let mut value = Vec::with_capacity(4096);
+    let mut batch = ChunkBatch::default();
     while merged.next_into(&mut key, &mut ids)? {
         assert!(
             key.len() > INDEX_DB_PREFIX_BYTES,
             "run keys carry a DB number and a kind"
         );
-        let database_number = u16::from_be_bytes([key[0], key[1]]) as usize;
-        let database = databases[database_number];
-        if database_number != last_database {
-            last_database = database_number;
-            last_key.clear();
-        }
+        let database_number = u16::from_be_bytes([key[0], key[1]]);
         if !rejected.is_empty() {
             ids.retain(|id| !rejected.contains(*id));
         }
@@ -630,27 +626,71 @@ pub(crate) fn write_index_runs(
                 low_halves.push(layout::low_half(ids[position]));
                 position += 1;
             }
-            layout::index_key_with_chunk(body, chunk, &mut full_key);
-            if merge_with_stored {
-                if let Some(stored) = database.get(write_txn, &full_key)? {
-                    let mut union = layout::decode_posting_chunk_low(stored).map_err(|error| {
-                        LoadError::Invalid(format!("index key {full_key:02x?}: {error}"))
-                    })?;
-                    union.extend(low_halves.iter().map(|low| u32::from(*low)));
-                    layout::encode_posting_chunk(&union, &mut value);
-                    database.put(write_txn, &full_key, &value)?;
-                    continue;
-                }
-            }
             layout::encode_posting_chunk_sorted(&low_halves, &mut value);
-            if !merge_with_stored && full_key > last_key {
-                database.put_with_flags(write_txn, PutFlags::APPEND, &full_key, &value)?;
-            } else {
-                database.put(write_txn, &full_key, &value)?;
-            }
-            last_key.clear();
-            last_key.extend_from_slice(&full_key);
+            let key_start = batch.bytes.len();
+            batch.bytes.extend_from_slice(body);
+            batch.bytes.extend_from_slice(&chunk.to_be_bytes());
+            let value_start = batch.bytes.len();
+            batch.bytes.extend_from_slice(&value);
+            batch.chunks.push((
+                database_number,
+                key_start..value_start,
+                value_start..batch.bytes.len(),
+            ));
+        }
+        if batch.chunks.len() >= CHUNK_BATCH_ITEMS
+            && output.send(std::mem::take(&mut batch)).is_err()
+        {
+            return Ok(());
         }
     }
+    if !batch.chunks.is_empty() {
+        let _ = output.send(batch);
+    }
     Ok(())
+}
+
+/// Writes merged (DB number ‖ key) → IDs runs into the (empty) index DBs as posting chunks in
+/// key order with APPEND. The merge and encoding run on a second thread, overlapping the
+/// single LMDB writer.
+pub(crate) fn write_index_runs(
+    write_txn: &mut RwTxn<'_>,
+    databases: &[RawDatabase],
+    merged: MergedRuns,
+    rejected: &RoaringBitmap,
+) -> Result<(), LoadError> {
+    let (sender, receiver) = bounded::<ChunkBatch>(4);
+    std::thread::scope(|scope| -> Result<(), LoadError> {
+        let producer = scope.spawn(move || merge_and_encode(merged, rejected, sender));
+        let written = (|| -> Result<(), LoadError> {
+            let mut last_key: Vec<u8> = Vec::new();
+            let mut last_database = u16::MAX;
+            for batch in &receiver {
+                for (database_number, key_range, value_range) in &batch.chunks {
+                    let database = databases[*database_number as usize];
+                    if *database_number != last_database {
+                        last_database = *database_number;
+                        last_key.clear();
+                    }
+                    let full_key = &batch.bytes[key_range.clone()];
+                    let value = &batch.bytes[value_range.clone()];
+                    // Keys arrive ascending per DB, so APPEND; a key that is not greater than
+                    // the last (impossible with the layout's prefix-free keys) falls back to put.
+                    if full_key > last_key.as_slice() {
+                        database.put_with_flags(write_txn, PutFlags::APPEND, full_key, value)?;
+                    } else {
+                        database.put(write_txn, full_key, value)?;
+                    }
+                    last_key.clear();
+                    last_key.extend_from_slice(full_key);
+                }
+            }
+            Ok(())
+        })();
+        // Unblock the producer if the writer failed, then collect its result.
+        drop(receiver);
+        let produced = producer.join().expect("the merge thread does not panic");
+        written?;
+        produced
+    })
 }

@@ -167,13 +167,7 @@ pub fn reindex(
     for database in &databases {
         database.clear(write.raw_txn())?;
     }
-    write_index_runs(
-        write.raw_txn(),
-        &databases,
-        merged,
-        &RoaringBitmap::new(),
-        false,
-    )?;
+    write_index_runs(write.raw_txn(), &databases, merged, &RoaringBitmap::new())?;
     write.mark_index_config_current();
     write
         .commit()
