@@ -41,6 +41,8 @@ pub enum Transport {
 pub struct Identity {
     /// The bound DN as given at bind (original form); empty = anonymous.
     pub dn: String,
+    /// The bound DN normalized (access control, self checks); empty = anonymous.
+    pub normalized_dn: String,
     pub is_rootdn: bool,
 }
 
@@ -103,7 +105,8 @@ pub async fn run(
     let mut last_activity = Instant::now();
 
     let ending = loop {
-        let idle_deadline = tokio::time::Instant::from_std(last_activity + settings.idle_timeout);
+        // Zero = never idle out; the branch is then disabled and the deadline unused.
+        let idle_deadline = tokio::time::Instant::from_std(last_activity + settings.idle_timeout.min(std::time::Duration::from_secs(86_400 * 365)));
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -197,7 +200,7 @@ pub async fn run(
                     }
                 }
             }
-            _ = tokio::time::sleep_until(idle_deadline), if outstanding.is_empty() => {
+            _ = tokio::time::sleep_until(idle_deadline), if outstanding.is_empty() && !settings.idle_timeout.is_zero() => {
                 break Ending::Notice(code::UNAVAILABLE, format!("idle for {} seconds", settings.idle_timeout.as_secs()));
             }
         }

@@ -4,7 +4,6 @@
 
 use crate::result::{code, OperationError};
 use ldap3_lber::parse::Parser;
-use ldap3_proto::control::ServerSortRequet;
 use ldap3_proto::control::LdapControl;
 use ldap3_proto::proto::LdapFilter;
 
@@ -14,25 +13,14 @@ pub const ASSERTION_OID: &str = "1.3.6.1.1.12";
 pub const PRE_READ_OID: &str = "1.3.6.1.1.13.1";
 pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
-pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
 pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
 
 /// Controls honoured by search.
-pub const SEARCH_CONTROLS: &[&str] = &[
-    PAGED_RESULTS_OID,
-    MANAGE_DSA_IT_OID,
-    ASSERTION_OID,
-    SORT_REQUEST_OID,
-];
+pub const SEARCH_CONTROLS: &[&str] = &[PAGED_RESULTS_OID, MANAGE_DSA_IT_OID, ASSERTION_OID];
 /// Controls honoured by compare.
 pub const COMPARE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
 /// Controls honoured by add, delete, modify and modrdn.
-pub const UPDATE_CONTROLS: &[&str] = &[
-    MANAGE_DSA_IT_OID,
-    ASSERTION_OID,
-    PRE_READ_OID,
-    POST_READ_OID,
-];
+pub const UPDATE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
 
 /// The decoded controls an operation acts on.
 #[derive(Debug, Clone, Default)]
@@ -45,9 +33,6 @@ pub struct RequestControls {
     /// Attribute lists of pre-read / post-read (RFC 4527).
     pub pre_read: Option<Vec<String>>,
     pub post_read: Option<Vec<String>>,
-    pub sort: Option<Vec<ServerSortRequet>>,
-    /// Whether the sort control was critical (sort failures then fail the search).
-    pub sort_critical: bool,
 }
 
 fn unavailable(oid: &str) -> OperationError {
@@ -92,18 +77,10 @@ pub fn parse(controls: &[LdapControl], honoured: &[&str]) -> Result<RequestContr
                     return Err(unavailable(MANAGE_DSA_IT_OID));
                 }
             }
-            LdapControl::ServerSort { sort_requests } => {
-                if honoured.contains(&SORT_REQUEST_OID) {
-                    if sort_requests.is_empty() {
-                        return Err(protocol_error(SORT_REQUEST_OID, "empty sort key list"));
-                    }
-                    parsed.sort = Some(sort_requests.clone());
-                    // Criticality is not kept by ldap3_proto; treat as non-critical (RFC 2891 then
-                    // returns unsorted results with a failure code in the response control).
-                    parsed.sort_critical = false;
-                } else {
-                    return Err(unavailable(SORT_REQUEST_OID));
-                }
+            LdapControl::ServerSort { .. } => {
+                // Server-side sort is not implemented (nor advertised). ldap3_proto drops this
+                // control's criticality, so it is treated as non-critical: results come
+                // unsorted, as RFC 2891 §1.1 allows.
             }
             LdapControl::PasswordPolicyRequest { criticality } => {
                 if *criticality {
@@ -227,7 +204,7 @@ mod tests {
             criticality: true,
             value: Some(value),
         };
-        let parsed = parse(&[control], UPDATE_CONTROLS).expect("parse");
+        let parsed = parse(&[control], &[PRE_READ_OID]).expect("parse");
         assert_eq!(parsed.pre_read, Some(vec!["cn".to_string(), "+".to_string()]));
     }
 

@@ -1,36 +1,300 @@
-//! The directory data behind the server: entry search, compare, updates and password checks.
-//! Until the store crate is wired in, the server runs without a database: the root DSE lists no
-//! naming context and every entry operation answers noSuchObject, as for any DN outside all
-//! naming contexts.
+//! The directory data behind the server, over lmdir-store: search (each in its own read txn on
+//! a blocking thread), compare, binds against userPassword, access control via lmdir-access, and
+//! updates through one writer thread that group-commits concurrent writes.
 
+use crate::ber::{EntryWriter, ResponseControl};
+use crate::connection::Identity;
 use crate::controls::RequestControls;
-use crate::operations::{OperationContext, SearchDone};
+use crate::operations::{OperationContext, Outgoing, SearchDone};
 use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
-use crate::server::ServerContext;
+use crate::server::{ServerContext, ServerError};
+use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapAddRequest, LdapCompareRequest, LdapExtendedRequest, LdapModifyDNRequest,
-    LdapModifyRequest, LdapSearchRequest,
+    LdapModifyRequest, LdapModifyType, LdapPasswordModifyRequest, LdapSearchRequest,
+    LdapSearchScope,
 };
+use lmdir_access::acl::{AccessPolicy, EntryAccess, Subject, TargetPart};
+use lmdir_schema::{
+    AttrId, Dn, Entry, Filter, LdapError, ModOp, Modification, OwnedEntryView, Schema,
+};
+use lmdir_store::{ReadTxn, Scope, SearchSpec, Store, WriteContext};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info};
 
-/// No database implementation exists yet in this build (uninhabited).
-pub enum Database {}
+/// Most write requests waiting for the writer; more wait in their connections (backpressure).
+const WRITE_QUEUE_LENGTH_MAX: usize = 1024;
+/// Most operations committed in one LMDB transaction.
+const WRITE_BATCH_OPERATIONS_MAX: usize = 64;
+/// Search output is handed to the connection in chunks of about this size.
+const SEARCH_CHUNK_BYTES: usize = 64 * 1024;
 
-impl Database {
-    pub async fn close(&self) {
-        match *self {}
+impl From<LdapError> for OperationError {
+    fn from(error: LdapError) -> Self {
+        OperationError {
+            code: error.code.code(),
+            message: error.message,
+            matched_dn: error.matched_dn.unwrap_or_default(),
+        }
     }
 }
 
-fn no_such_object(dn: &str) -> OperationError {
-    OperationError::new(
-        code::NO_SUCH_OBJECT,
-        format!("'{dn}' is not within any naming context of this server"),
-    )
+fn internal(error: impl std::fmt::Display) -> OperationError {
+    OperationError::new(code::OTHER, error.to_string())
 }
 
-/// DN equality for configured DNs (rootdn): case-insensitive, spaces around separators ignored.
-pub fn same_dn(_server: &ServerContext, left: &str, right: &str) -> bool {
+/// One update, as queued for the writer.
+#[derive(Debug)]
+enum WriteOperation {
+    Add(Entry),
+    Delete(String),
+    Modify(String, Vec<Modification>),
+    ModifyDn {
+        dn: String,
+        new_rdn: String,
+        delete_old_rdn: bool,
+        new_superior: Option<String>,
+    },
+}
+
+struct WriteJob {
+    operation: WriteOperation,
+    context: WriteContext,
+    reply: oneshot::Sender<Result<(), LdapError>>,
+}
+
+/// An open database: the store, its schema, the access policy and the writer thread.
+pub struct Database {
+    store: Store,
+    schema: Arc<Schema>,
+    policy: AccessPolicy,
+    write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
+    writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    user_password: Option<AttrId>,
+}
+
+impl Database {
+    /// Wraps an opened store; starts the writer thread.
+    pub fn new(store: Store, policy: AccessPolicy) -> Database {
+        let schema = store.schema().clone();
+        let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
+        let writer_store = store.clone();
+        let writer_thread = std::thread::Builder::new()
+            .name("lmdir-writer".to_string())
+            .spawn(move || run_writer(writer_store, receiver))
+            .expect("spawning the writer thread");
+        Database {
+            user_password: schema.attribute("userPassword"),
+            store,
+            schema,
+            policy,
+            write_queue: Mutex::new(Some(sender)),
+            writer_thread: Mutex::new(Some(writer_thread)),
+        }
+    }
+
+    /// Opens the store and access policy described by a config file.
+    pub fn open(config: &lmdir_config::Config) -> Result<Database, ServerError> {
+        let mut schema = Schema::builtin();
+        for path in &config.database.schema_files {
+            schema
+                .load_schema_file(path)
+                .map_err(|error| ServerError::Database(error.to_string()))?;
+        }
+        let schema = Arc::new(schema);
+        let indexes = config
+            .database
+            .index
+            .iter()
+            .map(|(attribute, kinds)| {
+                let kinds = kinds
+                    .iter()
+                    .filter_map(|kind| match kind {
+                        lmdir_config::IndexKind::Eq => Some(lmdir_store::IndexKind::Equality),
+                        lmdir_config::IndexKind::Presence => Some(lmdir_store::IndexKind::Presence),
+                        lmdir_config::IndexKind::Substring => {
+                            Some(lmdir_store::IndexKind::Substring)
+                        }
+                        lmdir_config::IndexKind::Ordered => Some(lmdir_store::IndexKind::Ordered),
+                        // Approximate matching is equality on normalized values (lmdir-schema):
+                        // the equality index serves it.
+                        lmdir_config::IndexKind::Approx => Some(lmdir_store::IndexKind::Equality),
+                    })
+                    .collect();
+                (attribute.clone(), kinds)
+            })
+            .collect();
+        let options = lmdir_store::StoreOptions {
+            suffix: config.database.suffix.clone(),
+            indexes,
+            sync: config.database.sync,
+            memberof: config.database.memberof,
+            ..lmdir_store::StoreOptions::default()
+        };
+        let store = Store::open(&config.database.directory, options, schema.clone())
+            .map_err(|error| {
+                ServerError::Database(format!(
+                    "{}: {error}",
+                    config.database.directory.display()
+                ))
+            })?;
+        let policy = AccessPolicy::from_config(
+            &config.access,
+            &schema,
+            &config.database.suffix,
+            &config.database.rootdn,
+        )
+        .map_err(|error| ServerError::Config(error.to_string()))?;
+        Ok(Database::new(store, policy))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Stops the writer after it has committed every queued write.
+    pub async fn close(&self) {
+        let sender = self
+            .write_queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        drop(sender);
+        let thread = self
+            .writer_thread
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+
+    fn normalize_dn(&self, dn: &str) -> Result<String, OperationError> {
+        self.schema.normalize_dn_str(dn).map_err(OperationError::from)
+    }
+
+    async fn submit(
+        &self,
+        operation: WriteOperation,
+        context: WriteContext,
+    ) -> Result<(), OperationError> {
+        let sender = self
+            .write_queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+            .ok_or_else(|| OperationError::new(code::UNAVAILABLE, "server shutting down"))?;
+        let (reply, response) = oneshot::channel();
+        sender
+            .send(WriteJob {
+                operation,
+                context,
+                reply,
+            })
+            .await
+            .map_err(|_| OperationError::new(code::UNAVAILABLE, "writer stopped"))?;
+        match response.await {
+            Ok(result) => result.map_err(OperationError::from),
+            Err(_) => Err(OperationError::new(code::OTHER, "writer failed")),
+        }
+    }
+}
+
+/// Applies one queued write inside the shared transaction.
+fn apply(txn: &mut lmdir_store::WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
+    match &job.operation {
+        WriteOperation::Add(entry) => txn.add(entry, &job.context).map(|_| ()),
+        WriteOperation::Delete(dn) => txn.delete(dn).map(|_| ()),
+        WriteOperation::Modify(dn, modifications) => {
+            txn.modify(dn, modifications, &job.context).map(|_| ())
+        }
+        WriteOperation::ModifyDn {
+            dn,
+            new_rdn,
+            delete_old_rdn,
+            new_superior,
+        } => txn
+            .modrdn(
+                dn,
+                new_rdn,
+                *delete_old_rdn,
+                new_superior.as_deref(),
+                &job.context,
+            )
+            .map(|_| ()),
+    }
+}
+
+/// The writer: takes every queued write (up to a bound), applies them in order in one LMDB
+/// transaction and commits once, then answers them all (responses only after a durable commit).
+/// LMDB has no savepoints, so when one operation fails the transaction is aborted, that
+/// operation is answered with its error, and the rest of the batch is re-applied in a fresh
+/// transaction: every committed operation ran against exactly the state it would have seen alone.
+fn run_writer(store: Store, mut receiver: mpsc::Receiver<WriteJob>) {
+    while let Some(first) = receiver.blocking_recv() {
+        let mut batch = vec![first];
+        while batch.len() < WRITE_BATCH_OPERATIONS_MAX {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        loop {
+            let mut txn = match store.write() {
+                Ok(txn) => txn,
+                Err(error) => {
+                    error!("write transaction failed to start: {error}");
+                    let failure: LdapError = error.into();
+                    for job in batch.drain(..) {
+                        let _ = job.reply.send(Err(failure.clone()));
+                    }
+                    break;
+                }
+            };
+            let mut failed_at = None;
+            for (index, job) in batch.iter().enumerate() {
+                if let Err(error) = apply(&mut txn, job) {
+                    failed_at = Some((index, error));
+                    break;
+                }
+            }
+            match failed_at {
+                Some((index, error)) => {
+                    drop(txn);
+                    let job = batch.remove(index);
+                    let _ = job.reply.send(Err(error));
+                    if batch.is_empty() {
+                        break;
+                    }
+                }
+                None => {
+                    let committed = txn.commit();
+                    for job in batch.drain(..) {
+                        let _ = job.reply.send(committed.clone());
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    info!("writer stopped: every queued write committed");
+}
+
+/// DN equality for configured DNs (rootdn): schema normalization when a database is open,
+/// otherwise case-insensitive with spaces around separators ignored.
+pub fn same_dn(server: &ServerContext, left: &str, right: &str) -> bool {
+    if let Some(database) = &server.database {
+        if let (Ok(left), Ok(right)) = (database.normalize_dn(left), database.normalize_dn(right))
+        {
+            return left == right;
+        }
+    }
     fn simple_normalize(dn: &str) -> String {
         dn.split(',')
             .map(|rdn| {
@@ -45,96 +309,941 @@ pub fn same_dn(_server: &ServerContext, left: &str, right: &str) -> bool {
     simple_normalize(left) == simple_normalize(right)
 }
 
-/// Checks a presented password against a stored value (cleartext compare, constant time in the
-/// length of the presented value).
+/// Checks a presented password against a stored value: cleartext or any `{SCHEME}` that
+/// lmdir-access verifies (constant-time compares).
 pub fn password_matches(stored: &[u8], presented: &[u8]) -> bool {
-    if stored.len() != presented.len() {
-        return false;
+    lmdir_access::password::verify(stored, presented)
+}
+
+/// Group membership over the store: `member` / `uniqueMember` of the group entry, read in the
+/// operation's own read transaction.
+struct StoreGroups<'txn> {
+    read: &'txn ReadTxn,
+    member_attributes: Vec<AttrId>,
+}
+
+impl lmdir_access::acl::GroupMembership for StoreGroups<'_> {
+    fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool {
+        let Ok(id) = self.read.dn_to_id(group_ndn) else {
+            return false;
+        };
+        let Ok(Some(group)) = self.read.entry(id) else {
+            return false;
+        };
+        self.member_attributes.iter().any(|attr| {
+            group.values_of(*attr).iter().any(|(_, normalized)| {
+                *normalized == member_ndn.as_bytes()
+                    || normalized.starts_with(member_ndn.as_bytes())
+                        && normalized.get(member_ndn.len()) == Some(&b'#')
+            })
+        })
     }
-    stored
-        .iter()
-        .zip(presented)
-        .fold(0u8, |difference, (a, b)| difference | (a ^ b))
-        == 0
+}
+
+impl Database {
+    fn groups<'txn>(&self, read: &'txn ReadTxn) -> StoreGroups<'txn> {
+        StoreGroups {
+            read,
+            member_attributes: ["member", "uniqueMember"]
+                .iter()
+                .filter_map(|name| self.schema.attribute(name))
+                .collect(),
+        }
+    }
+
+    fn subject<'a>(
+        &self,
+        identity: &'a Identity,
+        groups: &'a StoreGroups<'a>,
+    ) -> Subject<'a> {
+        let bound = (!identity.normalized_dn.is_empty()).then_some(identity.normalized_dn.as_str());
+        let mut subject = self.policy.subject(bound, groups);
+        subject.is_rootdn |= identity.is_rootdn;
+        subject
+    }
+}
+
+fn database_of(server: &ServerContext) -> Option<&Database> {
+    server.database.as_ref()
+}
+
+/// The normalized form of a bound DN (for access control and identity comparisons).
+pub fn normalized_identity_dn(server: &ServerContext, dn: &str) -> String {
+    if let Some(database) = database_of(server) {
+        if let Ok(normalized) = database.normalize_dn(dn) {
+            return normalized;
+        }
+    }
+    dn.to_lowercase()
+}
+
+fn no_such_object(dn: &str) -> OperationError {
+    OperationError::new(
+        code::NO_SUCH_OBJECT,
+        format!("'{dn}' is not within any naming context of this server"),
+    )
+}
+
+fn require_secure_write(context: &OperationContext) -> Result<(), OperationError> {
+    if context.server.settings.require_tls && !context.session.is_secure() {
+        return Err(OperationError::new(
+            code::CONFIDENTIALITY_REQUIRED,
+            "TLS is required before updates",
+        ));
+    }
+    Ok(())
 }
 
 pub async fn bind_entry(
-    _server: &ServerContext,
-    _dn: &str,
-    _password: &[u8],
-) -> Result<crate::connection::Identity, OperationError> {
-    // Unknown DN: invalidCredentials, never revealing whether the entry exists.
-    Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
+    server: &Arc<ServerContext>,
+    dn: &str,
+    password: &[u8],
+) -> Result<Identity, OperationError> {
+    if database_of(server).is_none() {
+        return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
+    }
+    let server = server.clone();
+    let dn = dn.to_string();
+    let password = password.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
+        let normalized_dn = database.normalize_dn(&dn).map_err(|_| invalid())?;
+        let read = database.store.read().map_err(internal)?;
+        let Ok(id) = read.dn_to_id(&normalized_dn) else {
+            return Err(invalid());
+        };
+        let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+            return Err(invalid());
+        };
+        let Some(password_attribute) = database.user_password else {
+            return Err(invalid());
+        };
+        let groups = database.groups(&read);
+        let anonymous = Identity::default();
+        let subject = database.subject(&anonymous, &groups);
+        let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
+        if !access.can_authenticate_with(password_attribute) {
+            return Err(invalid());
+        }
+        let verified = entry
+            .values_of(password_attribute)
+            .iter()
+            .any(|(stored, _)| password_matches(stored, &password));
+        if !verified {
+            return Err(invalid());
+        }
+        Ok(Identity {
+            dn,
+            normalized_dn: normalized_dn.clone(),
+            is_rootdn: database.policy.is_rootdn(&normalized_dn),
+        })
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// Resolved attribute selection against the schema.
+struct Selection {
+    all_user: bool,
+    all_operational: bool,
+    requested: HashSet<AttrId>,
+    has_subordinates: Option<AttrId>,
+    num_subordinates: Option<AttrId>,
+    entry_dn: Option<AttrId>,
+    subschema_subentry: Option<AttrId>,
+}
+
+impl Selection {
+    fn resolve(schema: &Schema, selection: &AttributeSelection) -> Selection {
+        let mut requested = HashSet::new();
+        for name in &selection.names {
+            let base = name.split(';').next().unwrap_or(name);
+            if let Some(attr) = schema.attribute(base) {
+                requested.extend(schema.subtypes(attr).iter().copied());
+            }
+        }
+        Selection {
+            all_user: selection.all_user,
+            all_operational: selection.all_operational,
+            requested,
+            has_subordinates: schema.attribute("hasSubordinates"),
+            num_subordinates: schema.attribute("numSubordinates"),
+            entry_dn: schema.attribute("entryDN"),
+            subschema_subentry: schema.attribute("subschemaSubentry"),
+        }
+    }
+
+    fn selects(&self, schema: &Schema, attr: AttrId) -> bool {
+        if self.requested.contains(&attr) {
+            return true;
+        }
+        if schema.attribute_type(attr).is_operational() {
+            self.all_operational
+        } else {
+            self.all_user
+        }
+    }
+
+    fn selects_computed(&self, attr: Option<AttrId>) -> bool {
+        attr.is_some_and(|attr| self.all_operational || self.requested.contains(&attr))
+    }
+}
+
+/// Writes one stored entry as a SearchResultEntry with the selected, readable attributes.
+#[allow(clippy::too_many_arguments)]
+fn write_stored_entry(
+    buffer: &mut BytesMut,
+    message_id: i32,
+    schema: &Schema,
+    read: &ReadTxn,
+    id: lmdir_store::EntryId,
+    entry: &lmdir_store::EntryRef<'_>,
+    dn: &str,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+    types_only: bool,
+) -> Result<(), OperationError> {
+    let mut writer = EntryWriter::begin(buffer, message_id, dn.as_bytes());
+    for attribute in entry.attributes() {
+        let attr = attribute.attr();
+        if !selection.selects(schema, attr) {
+            continue;
+        }
+        if access.is_some_and(|access| !access.can_read_attribute(attr)) {
+            continue;
+        }
+        let description = attribute.description_text().as_bytes();
+        if types_only {
+            writer.attribute(description, std::iter::empty());
+        } else {
+            writer.attribute(description, attribute.values().map(|(original, _)| original));
+        }
+    }
+    let computed: [(Option<AttrId>, &str); 4] = [
+        (selection.has_subordinates, "hasSubordinates"),
+        (selection.num_subordinates, "numSubordinates"),
+        (selection.entry_dn, "entryDN"),
+        (selection.subschema_subentry, "subschemaSubentry"),
+    ];
+    for (attr, name) in computed {
+        if !selection.selects_computed(attr) {
+            continue;
+        }
+        let value: Vec<u8> = match name {
+            "hasSubordinates" => {
+                if read.has_subordinates(id).map_err(OperationError::from)? {
+                    b"TRUE".to_vec()
+                } else {
+                    b"FALSE".to_vec()
+                }
+            }
+            "numSubordinates" => read
+                .num_subordinates(id)
+                .map_err(OperationError::from)?
+                .to_string()
+                .into_bytes(),
+            "entryDN" => dn.as_bytes().to_vec(),
+            _ => b"cn=Subschema".to_vec(),
+        };
+        if types_only {
+            writer.attribute(name.as_bytes(), std::iter::empty());
+        } else {
+            writer.attribute(name.as_bytes(), [value.as_slice()]);
+        }
+    }
+    writer.finish(&[]);
+    Ok(())
+}
+
+/// Paged-results cookie: the last entry ID sent and a fingerprint of the request it belongs to.
+fn paging_cookie(last_id: u32, fingerprint: u32) -> Vec<u8> {
+    let mut cookie = Vec::with_capacity(8);
+    cookie.extend_from_slice(&last_id.to_be_bytes());
+    cookie.extend_from_slice(&fingerprint.to_be_bytes());
+    cookie
+}
+
+fn request_fingerprint(request: &LdapSearchRequest, connection_id: u64) -> u32 {
+    // FNV-1a over what must stay the same between pages (RFC 2696 §3).
+    let mut hash: u32 = 0x811c_9dc5;
+    let text = format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+        connection_id,
+        request.base,
+        request.scope.clone() as i64,
+        crate::filter_text::to_string(&request.filter),
+        request.attrs.join(",")
+    );
+    for byte in text.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+fn paged_response_control(cookie: &[u8]) -> ResponseControl {
+    let mut value = BytesMut::new();
+    let mut writer = crate::ber::BerWriter::new(&mut value);
+    writer.open(crate::ber::tag::SEQUENCE);
+    writer.integer(crate::ber::tag::INTEGER, 0);
+    writer.octet_string(cookie);
+    writer.close();
+    drop(writer);
+    ResponseControl {
+        oid: crate::controls::PAGED_RESULTS_OID.to_string(),
+        criticality: false,
+        value: Some(value.to_vec()),
+    }
+}
+
+fn scope_of(scope: &LdapSearchScope) -> Result<Scope, OperationError> {
+    match scope {
+        LdapSearchScope::Base => Ok(Scope::Base),
+        LdapSearchScope::OneLevel => Ok(Scope::One),
+        LdapSearchScope::Subtree => Ok(Scope::Sub),
+        LdapSearchScope::Children => Err(OperationError::new(
+            code::PROTOCOL_ERROR,
+            "subordinate (children) scope is not supported",
+        )),
+    }
+}
+
+fn subschema_search(
+    context: &OperationContext,
+    database: &Database,
+    request: &LdapSearchRequest,
+    selection: &AttributeSelection,
+) -> Option<Result<(BytesMut, u64), OperationError>> {
+    let normalized = database.normalize_dn(&request.base).ok()?;
+    if normalized != "cn=subschema" {
+        return None;
+    }
+    if request.scope != LdapSearchScope::Base {
+        return Some(Ok((BytesMut::new(), 0)));
+    }
+    let entry = database.schema.subschema_entry();
+    let view = match OwnedEntryView::new(&database.schema, &entry) {
+        Ok(view) => view,
+        Err(error) => return Some(Err(error.into())),
+    };
+    let filter = match Filter::parse(
+        &crate::filter_text::to_string(&request.filter),
+        context.server.settings.filter_depth_max,
+    ) {
+        Ok(filter) => filter,
+        Err(error) => return Some(Err(error.into())),
+    };
+    if !database.schema.prepare_filter(&filter).evaluate(&view).is_true() {
+        return Some(Ok((BytesMut::new(), 0)));
+    }
+    let resolved = Selection::resolve(&database.schema, selection);
+    let mut buffer = BytesMut::with_capacity(256 * 1024);
+    let mut writer = EntryWriter::begin(&mut buffer, context.message_id, b"cn=Subschema");
+    for attribute in &entry.attributes {
+        let Some(attr) = database.schema.attribute(&attribute.description) else {
+            continue;
+        };
+        // The subschema's schema attributes are operational; objectClass and cn are user ones.
+        if !resolved.selects(&database.schema, attr) {
+            continue;
+        }
+        if request.typesonly {
+            writer.attribute(attribute.description.as_bytes(), std::iter::empty());
+        } else {
+            writer.attribute(
+                attribute.description.as_bytes(),
+                attribute.values.iter().map(Vec::as_slice),
+            );
+        }
+    }
+    writer.finish(&[]);
+    Some(Ok((buffer, 1)))
 }
 
 pub async fn search(
     context: &OperationContext,
     request: &LdapSearchRequest,
-    _controls: &RequestControls,
-    _selection: &AttributeSelection,
+    controls: &RequestControls,
+    selection: &AttributeSelection,
 ) -> Result<SearchDone, OperationError> {
-    match &context.server.database {
-        None => Err(no_such_object(&request.base)),
-        Some(database) => match *database {},
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(&request.base));
+    };
+    if let Some(result) = subschema_search(context, database, request, selection) {
+        let (buffer, count) = result?;
+        if count > 0 {
+            let _ = context.sender.send(Outgoing::Message(buffer.freeze())).await;
+        }
+        return Ok(SearchDone {
+            result: Ok(()),
+            entries_sent: count,
+            response_controls: Vec::new(),
+        });
     }
+    let server = context.server.clone();
+    let identity = context.session.identity.clone();
+    let request = request.clone();
+    let controls = controls.clone();
+    let selection = selection.clone();
+    let sender = context.sender.clone();
+    let cancelled = context.cancelled.clone();
+    let message_id = context.message_id;
+    let connection_id = context.session.connection_id;
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        let settings = &server.settings;
+        let started = Instant::now();
+        let scope = scope_of(&request.scope)?;
+        let filter = Filter::parse(
+            &crate::filter_text::to_string(&request.filter),
+            settings.filter_depth_max,
+        )?;
+        let prepared = database.schema.prepare_filter(&filter);
+        let is_root = identity.is_rootdn;
+        let size_limit = {
+            let requested = u64::try_from(request.sizelimit.max(0)).unwrap_or(0);
+            let configured = if is_root { 0 } else { settings.size_limit };
+            match (requested, configured) {
+                (0, limit) | (limit, 0) => limit,
+                (requested, configured) => requested.min(configured),
+            }
+        };
+        let time_limit = {
+            let requested = std::time::Duration::from_secs(u64::try_from(request.timelimit.max(0)).unwrap_or(0));
+            let configured = if is_root { std::time::Duration::ZERO } else { settings.time_limit };
+            match (requested.is_zero(), configured.is_zero()) {
+                (true, _) => configured,
+                (_, true) => requested,
+                _ => requested.min(configured),
+            }
+        };
+        let read = database.store.read().map_err(internal)?;
+        let normalized_base = database.normalize_dn(&request.base)?;
+        let spec = SearchSpec {
+            base: normalized_base.clone(),
+            scope,
+            filter: prepared.clone(),
+            size_limit: 0,
+            lookthrough_limit: if is_root { 0 } else { settings.lookthrough_limit as usize },
+        };
+        // The assertion control applies to the base entry (RFC 4528 §3).
+        if let Some(assertion) = &controls.assertion {
+            let base_id = read.dn_to_id(&normalized_base)?;
+            let base_entry = read
+                .entry(base_id)?
+                .ok_or_else(|| no_such_object(&request.base))?;
+            let assertion = Filter::parse(&crate::filter_text::to_string(assertion), settings.filter_depth_max)?;
+            if !database.schema.prepare_filter(&assertion).evaluate(&base_entry).is_true() {
+                return Err(OperationError::new(code::ASSERTION_FAILED, "assertion control failed on the base entry"));
+            }
+        }
+        let fingerprint = request_fingerprint(&request, connection_id);
+        let mut page_size = None;
+        let mut resume_after = None;
+        if let Some((size, cookie)) = &controls.paged {
+            if !cookie.is_empty() {
+                if cookie.len() != 8 || cookie[4..] != fingerprint.to_be_bytes() {
+                    return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "paged results cookie does not belong to this search"));
+                }
+                resume_after = Some(u32::from_be_bytes([cookie[0], cookie[1], cookie[2], cookie[3]]));
+            }
+            if *size == 0 {
+                // Size 0 abandons the paged search (RFC 2696 §3).
+                return Ok(SearchDone { result: Ok(()), entries_sent: 0, response_controls: vec![paged_response_control(&[])] });
+            }
+            page_size = Some(u64::try_from(*size).unwrap_or(u64::MAX));
+        }
+        let mut cursor = read.search(&spec)?;
+        if let Some(last) = resume_after {
+            cursor = cursor.resume_after(last);
+        }
+        let groups = database.groups(&read);
+        let subject = database.subject(&identity, &groups);
+        let resolved = Selection::resolve(&database.schema, &selection);
+        let mut buffer = BytesMut::with_capacity(SEARCH_CHUNK_BYTES + 4096);
+        let mut sent: u64 = 0;
+        let mut result = Ok(());
+        let mut next_cookie: Option<Vec<u8>> = page_size.map(|_| Vec::new());
+        for item in cursor {
+            if cancelled.load(Ordering::Acquire) {
+                return Err(OperationError::new(code::CANCELED, "abandoned"));
+            }
+            if !time_limit.is_zero() && started.elapsed() > time_limit {
+                result = Err(OperationError::new(code::TIME_LIMIT_EXCEEDED, "time limit exceeded"));
+                break;
+            }
+            let (id, entry) = match item {
+                Ok(found) => found,
+                Err(error) => {
+                    result = Err(error.into());
+                    break;
+                }
+            };
+            let normalized_dn = read.normalized_dn_of(id)?;
+            let access = if is_root {
+                None
+            } else {
+                let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
+                if !access.can_search_entry() || !access.can_read_entry() {
+                    continue;
+                }
+                // Items on attributes the subject may not search are Undefined for it.
+                if !access.restrict_filter(&prepared).evaluate(&entry).is_true() {
+                    continue;
+                }
+                Some(access)
+            };
+            if let Some(page) = page_size {
+                if sent == page {
+                    next_cookie = Some(paging_cookie(id.saturating_sub(1), fingerprint));
+                    break;
+                }
+            }
+            if size_limit > 0 && sent == size_limit {
+                result = Err(OperationError::new(code::SIZE_LIMIT_EXCEEDED, "size limit exceeded"));
+                break;
+            }
+            let dn = read.dn_of(id)?;
+            write_stored_entry(&mut buffer, message_id, &database.schema, &read, id, &entry, &dn, &resolved, access.as_ref(), request.typesonly)?;
+            sent += 1;
+            if buffer.len() >= SEARCH_CHUNK_BYTES
+                && sender.blocking_send(Outgoing::Message(buffer.split().freeze())).is_err()
+            {
+                return Err(OperationError::new(code::OTHER, "connection closed"));
+            }
+        }
+        if !buffer.is_empty() {
+            let _ = sender.blocking_send(Outgoing::Message(buffer.split().freeze()));
+        }
+        let response_controls = next_cookie
+            .map(|cookie| vec![paged_response_control(&cookie)])
+            .unwrap_or_default();
+        Ok(SearchDone { result, entries_sent: sent, response_controls })
+    })
+    .await
+    .map_err(internal)?
 }
 
 pub async fn compare(
     context: &OperationContext,
     request: &LdapCompareRequest,
 ) -> Result<bool, OperationError> {
-    match &context.server.database {
-        None => Err(no_such_object(&request.dn)),
-        Some(database) => match *database {},
+    let Some(_) = database_of(&context.server) else {
+        return Err(no_such_object(&request.dn));
+    };
+    let controls = crate::controls::parse(&context.controls, crate::controls::COMPARE_CONTROLS)?;
+    let server = context.server.clone();
+    let identity = context.session.identity.clone();
+    let request = request.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        let description = database.schema.parse_description(&request.atype)?;
+        let attr = description.attr;
+        let asserted = database.schema.normalize_value(attr, &request.val)?;
+        let normalized_dn = database.normalize_dn(&request.dn)?;
+        let read = database.store.read().map_err(internal)?;
+        let id = read.dn_to_id(&normalized_dn)?;
+        let entry = read.entry(id)?.ok_or_else(|| no_such_object(&request.dn))?;
+        if !identity.is_rootdn {
+            let groups = database.groups(&read);
+            let subject = database.subject(&identity, &groups);
+            let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
+            if !access.can_compare(attr) {
+                return Err(OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, format!("no compare access to {} of '{}'", request.atype, request.dn)));
+            }
+        }
+        if let Some(assertion) = &controls.assertion {
+            let assertion = Filter::parse(&crate::filter_text::to_string(assertion), server.settings.filter_depth_max)?;
+            if !database.schema.prepare_filter(&assertion).evaluate(&entry).is_true() {
+                return Err(OperationError::new(code::ASSERTION_FAILED, "assertion control failed"));
+            }
+        }
+        let subtypes = database.schema.subtypes(attr);
+        let mut found_attribute = false;
+        let mut matched = false;
+        for attribute in entry.attributes() {
+            if !subtypes.contains(&attribute.attr()) {
+                continue;
+            }
+            found_attribute = true;
+            if attribute.values().any(|(_, normalized)| normalized == asserted.as_slice()) {
+                matched = true;
+                break;
+            }
+        }
+        if !found_attribute {
+            return Err(OperationError::new(code::NO_SUCH_ATTRIBUTE, format!("'{}' has no {}", request.dn, request.atype)));
+        }
+        Ok(matched)
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// Access and assertion checks before an update, in a fresh read txn.
+fn check_update(
+    database: &Database,
+    identity: &Identity,
+    controls: &RequestControls,
+    filter_depth_max: usize,
+    target_dn: &str,
+    check: impl FnOnce(&Database, &ReadTxn, Option<&EntryAccess<'_>>, Option<&lmdir_store::EntryRef<'_>>) -> Result<(), OperationError>,
+) -> Result<(), OperationError> {
+    let read = database.store.read().map_err(internal)?;
+    let normalized = database.normalize_dn(target_dn)?;
+    let existing = match read.dn_to_id(&normalized) {
+        Ok(id) => read.entry(id)?,
+        Err(_) => None,
+    };
+    if let Some(assertion) = &controls.assertion {
+        let Some(entry) = existing.as_ref() else {
+            return Err(no_such_object(target_dn));
+        };
+        let assertion = Filter::parse(&crate::filter_text::to_string(assertion), filter_depth_max)?;
+        if !database.schema.prepare_filter(&assertion).evaluate(entry).is_true() {
+            return Err(OperationError::new(code::ASSERTION_FAILED, "assertion control failed"));
+        }
+    }
+    if identity.is_rootdn {
+        return check(database, &read, None, existing.as_ref());
+    }
+    let groups = database.groups(&read);
+    let subject = database.subject(identity, &groups);
+    match existing.as_ref() {
+        Some(entry) => {
+            let access = database.policy.for_entry(&subject, &normalized, entry);
+            check(database, &read, Some(&access), Some(entry))
+        }
+        None => check(database, &read, None, None).and_then(|()| {
+            // Non-root with no existing entry: only adds get here with meaningful checks.
+            Ok(())
+        }),
     }
 }
 
-pub async fn add(
-    context: &OperationContext,
-    request: LdapAddRequest,
+fn insufficient(what: &str, dn: &str) -> OperationError {
+    OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, format!("no write access to {what} of '{dn}'"))
+}
+
+/// Hashes cleartext userPassword values with the configured scheme.
+fn hash_cleartext_passwords(
+    database: &Database,
+    scheme_name: &str,
+    description: &str,
+    values: &mut [Vec<u8>],
 ) -> Result<(), OperationError> {
-    match &context.server.database {
-        None => Err(no_such_object(&request.dn)),
-        Some(database) => match *database {},
+    let Some(password_attribute) = database.user_password else {
+        return Ok(());
+    };
+    let is_password = database
+        .schema
+        .parse_description(description)
+        .is_ok_and(|parsed| parsed.attr == password_attribute);
+    if !is_password {
+        return Ok(());
     }
+    let scheme = lmdir_access::password::Scheme::from_name(scheme_name)
+        .ok_or_else(|| OperationError::new(code::OTHER, format!("password_hash scheme {scheme_name} is unknown")))?;
+    for value in values.iter_mut() {
+        if !lmdir_access::password::is_hashed(value) {
+            *value = lmdir_access::password::hash(scheme, value).map_err(internal)?;
+        }
+    }
+    Ok(())
+}
+
+fn parent_access_check(
+    database: &Database,
+    read: &ReadTxn,
+    identity: &Identity,
+    dn: &str,
+) -> Result<(), OperationError> {
+    if identity.is_rootdn {
+        return Ok(());
+    }
+    let parsed = Dn::parse(dn)?;
+    let Some(parent) = parsed.parent() else {
+        return Err(insufficient("children", "the root"));
+    };
+    let parent_normalized = database.schema.normalize_dn(&parent)?;
+    let parent_id = read.dn_to_id(&parent_normalized)?;
+    let parent_entry = read.entry(parent_id)?.ok_or_else(|| no_such_object(&parent.to_string()))?;
+    let groups = database.groups(read);
+    let subject = database.subject(identity, &groups);
+    let access = database.policy.for_entry(&subject, &parent_normalized, &parent_entry);
+    if !access.can_write_children() {
+        return Err(insufficient("children", &parent.to_string()));
+    }
+    Ok(())
+}
+
+pub async fn add(context: &OperationContext, request: LdapAddRequest) -> Result<(), OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(&request.dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let dn = Dn::parse(&request.dn)?;
+    let mut entry = Entry::new(dn);
+    for mut attribute in request.attributes {
+        hash_cleartext_passwords(database, &context.server.settings.password_hash, &attribute.atype, &mut attribute.vals)?;
+        entry.add_values(&attribute.atype, attribute.vals);
+    }
+    let identity = context.session.identity.clone();
+    let filter_depth_max = context.server.settings.filter_depth_max;
+    let target = request.dn.clone();
+    let check_entry = entry.clone();
+    let server = context.server.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        check_update(database, &identity, &controls, filter_depth_max, &target, |database, read, _, existing| {
+            if existing.is_some() {
+                return Ok(()); // the store answers entryAlreadyExists
+            }
+            parent_access_check(database, read, &identity, &target)?;
+            if !identity.is_rootdn {
+                let view = OwnedEntryView::new(&database.schema, &check_entry)?;
+                let groups = database.groups(read);
+                let subject = database.subject(&identity, &groups);
+                let normalized = database.schema.normalize_dn(&check_entry.dn)?;
+                let access = database.policy.for_entry(&subject, &normalized, &view);
+                if !access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write) {
+                    return Err(insufficient("entry", &target));
+                }
+                for attribute in &check_entry.attributes {
+                    if let Ok(parsed) = database.schema.parse_description(&attribute.description) {
+                        if !access.can_write_attribute(parsed.attr) {
+                            return Err(insufficient(&attribute.description, &target));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    })
+    .await
+    .map_err(internal)??;
+    let write_context = WriteContext::new(context.session.identity.dn.clone());
+    database.submit(WriteOperation::Add(entry), write_context).await
 }
 
 pub async fn delete(context: &OperationContext, dn: &str) -> Result<(), OperationError> {
-    match &context.server.database {
-        None => Err(no_such_object(dn)),
-        Some(database) => match *database {},
-    }
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let identity = context.session.identity.clone();
+    let filter_depth_max = context.server.settings.filter_depth_max;
+    let target = dn.to_string();
+    let server = context.server.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        check_update(database, &identity, &controls, filter_depth_max, &target, |database, read, access, existing| {
+            if existing.is_none() || identity.is_rootdn {
+                return Ok(());
+            }
+            if !access.is_some_and(|access| access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)) {
+                return Err(insufficient("entry", &target));
+            }
+            parent_access_check(database, read, &identity, &target)
+        })
+    })
+    .await
+    .map_err(internal)??;
+    let write_context = WriteContext::new(context.session.identity.dn.clone());
+    database.submit(WriteOperation::Delete(dn.to_string()), write_context).await
 }
 
-pub async fn modify(
-    context: &OperationContext,
-    request: LdapModifyRequest,
-) -> Result<(), OperationError> {
-    match &context.server.database {
-        None => Err(no_such_object(&request.dn)),
-        Some(database) => match *database {},
+fn modification_of(database: &Database, scheme: &str, change: ldap3_proto::proto::LdapModify) -> Result<Modification, OperationError> {
+    let op = match change.operation {
+        LdapModifyType::Add => ModOp::Add,
+        LdapModifyType::Delete => ModOp::Delete,
+        LdapModifyType::Replace => ModOp::Replace,
+        LdapModifyType::Increment => ModOp::Increment,
+    };
+    let mut values = change.modification.vals;
+    if matches!(op, ModOp::Add | ModOp::Replace) {
+        hash_cleartext_passwords(database, scheme, &change.modification.atype, &mut values)?;
     }
+    Ok(Modification { op, description: change.modification.atype, values })
 }
 
-pub async fn modify_dn(
-    context: &OperationContext,
-    request: LdapModifyDNRequest,
-) -> Result<(), OperationError> {
-    match &context.server.database {
-        None => Err(no_such_object(&request.dn)),
-        Some(database) => match *database {},
-    }
+pub async fn modify(context: &OperationContext, request: LdapModifyRequest) -> Result<(), OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(&request.dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let scheme = context.server.settings.password_hash.clone();
+    let modifications = request
+        .changes
+        .into_iter()
+        .map(|change| modification_of(database, &scheme, change))
+        .collect::<Result<Vec<_>, _>>()?;
+    let identity = context.session.identity.clone();
+    let filter_depth_max = context.server.settings.filter_depth_max;
+    let target = request.dn.clone();
+    let described: Vec<String> = modifications.iter().map(|m| m.description.clone()).collect();
+    let server = context.server.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        check_update(database, &identity, &controls, filter_depth_max, &target, |database, _, access, existing| {
+            if existing.is_none() || identity.is_rootdn {
+                return Ok(());
+            }
+            let Some(access) = access else {
+                return Err(insufficient("entry", &target));
+            };
+            for description in &described {
+                let parsed = database.schema.parse_description(description)?;
+                if !access.can_write_attribute(parsed.attr) {
+                    return Err(insufficient(description, &target));
+                }
+            }
+            Ok(())
+        })
+    })
+    .await
+    .map_err(internal)??;
+    let write_context = WriteContext::new(context.session.identity.dn.clone());
+    database.submit(WriteOperation::Modify(request.dn, modifications), write_context).await
+}
+
+pub async fn modify_dn(context: &OperationContext, request: LdapModifyDNRequest) -> Result<(), OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(&request.dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let identity = context.session.identity.clone();
+    let filter_depth_max = context.server.settings.filter_depth_max;
+    let target = request.dn.clone();
+    let new_superior = request.new_superior.clone();
+    let server = context.server.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        check_update(database, &identity, &controls, filter_depth_max, &target, |database, read, access, existing| {
+            if existing.is_none() || identity.is_rootdn {
+                return Ok(());
+            }
+            if !access.is_some_and(|access| access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)) {
+                return Err(insufficient("entry", &target));
+            }
+            parent_access_check(database, read, &identity, &target)?;
+            if let Some(superior) = &new_superior {
+                // Write on the new parent's children, checked as for an entry placed below it.
+                let placeholder = format!("cn=x,{superior}");
+                parent_access_check(database, read, &identity, &placeholder)?;
+            }
+            Ok(())
+        })
+    })
+    .await
+    .map_err(internal)??;
+    let write_context = WriteContext::new(context.session.identity.dn.clone());
+    database
+        .submit(
+            WriteOperation::ModifyDn {
+                dn: request.dn,
+                new_rdn: request.newrdn,
+                delete_old_rdn: request.deleteoldrdn,
+                new_superior: request.new_superior,
+            },
+            write_context,
+        )
+        .await
+}
+
+/// Characters of generated passwords: unambiguous letters and digits.
+const GENERATED_PASSWORD_ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+const GENERATED_PASSWORD_LENGTH: usize = 16;
+
+fn generate_password() -> String {
+    use rand::Rng;
+    let mut random = rand::rng();
+    (0..GENERATED_PASSWORD_LENGTH)
+        .map(|_| GENERATED_PASSWORD_ALPHABET[random.random_range(0..GENERATED_PASSWORD_ALPHABET.len())] as char)
+        .collect()
 }
 
 pub async fn password_modify(
     context: &OperationContext,
-    _request: &LdapExtendedRequest,
+    request: &LdapExtendedRequest,
 ) -> Result<(Option<String>, Option<Vec<u8>>), OperationError> {
-    match &context.server.database {
-        None => Err(OperationError::new(
-            code::UNWILLING_TO_PERFORM,
-            "no database holds passwords on this server",
-        )),
-        Some(database) => match *database {},
+    let Some(database) = database_of(&context.server) else {
+        return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "no database holds passwords on this server"));
+    };
+    require_secure_write(context)?;
+    let parsed = if request.value.is_none() {
+        LdapPasswordModifyRequest { user_identity: None, old_password: None, new_password: None }
+    } else {
+        LdapPasswordModifyRequest::try_from(request)
+            .map_err(|_| OperationError::new(code::PROTOCOL_ERROR, "malformed Password Modify request"))?
+    };
+    let identity = context.session.identity.clone();
+    let target_dn = match parsed.user_identity.as_deref() {
+        Some(user) => user.strip_prefix("dn:").unwrap_or(user).to_string(),
+        None if identity.dn.is_empty() => {
+            return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "anonymous users have no password to change"));
+        }
+        None => identity.dn.clone(),
+    };
+    let target_normalized = database.normalize_dn(&target_dn)?;
+    let is_self = identity.normalized_dn == target_normalized;
+    if !identity.is_rootdn && !is_self {
+        return Err(OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, "only the entry itself or the rootdn may change this password"));
+    }
+    let Some(password_attribute) = database.user_password else {
+        return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "the schema has no userPassword"));
+    };
+    if !identity.is_rootdn {
+        let old = parsed
+            .old_password
+            .as_deref()
+            .ok_or_else(|| OperationError::new(code::UNWILLING_TO_PERFORM, "the old password is required"))?
+            .as_bytes()
+            .to_vec();
+        let server = context.server.clone();
+        let target = target_normalized.clone();
+        tokio::task::spawn_blocking(move || {
+            let database = database_of(&server).expect("database present");
+            let read = database.store.read().map_err(internal)?;
+            let id = read.dn_to_id(&target)?;
+            let entry = read.entry(id)?.ok_or_else(|| no_such_object(&target))?;
+            let verified = entry.values_of(password_attribute).iter().any(|(stored, _)| password_matches(stored, &old));
+            if verified {
+                Ok(())
+            } else {
+                Err(OperationError::new(code::INVALID_CREDENTIALS, "old password does not match"))
+            }
+        })
+        .await
+        .map_err(internal)??;
+    }
+    let (new_password, generated) = match parsed.new_password {
+        Some(password) => (password, false),
+        None => (generate_password(), true),
+    };
+    let scheme_name = &context.server.settings.password_hash;
+    let scheme = lmdir_access::password::Scheme::from_name(scheme_name)
+        .ok_or_else(|| OperationError::new(code::OTHER, format!("password_hash scheme {scheme_name} is unknown")))?;
+    let hashed = lmdir_access::password::hash(scheme, new_password.as_bytes()).map_err(internal)?;
+    let modification = Modification { op: ModOp::Replace, description: "userPassword".to_string(), values: vec![hashed] };
+    database
+        .submit(WriteOperation::Modify(target_dn, vec![modification]), WriteContext::new(identity.dn.clone()))
+        .await?;
+    if generated {
+        // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }
+        let mut value = BytesMut::new();
+        let mut writer = crate::ber::BerWriter::new(&mut value);
+        writer.open(crate::ber::tag::SEQUENCE);
+        writer.primitive(0x80, new_password.as_bytes());
+        writer.close();
+        drop(writer);
+        Ok((None, Some(value.to_vec())))
+    } else {
+        Ok((None, None))
     }
 }

@@ -115,7 +115,6 @@ mod tests {
         for text in [
             "(objectClass=*)",
             "(&(uid=u1)(|(cn=a*b*c)(!(sn=x))))",
-            "(cn=K\\2a\\28\\29\\5c)",
             "(l=Kraków)",
             "(uidNumber>=10)",
             "(uidNumber<=10)",
@@ -126,6 +125,12 @@ mod tests {
             let parsed = parse_ldap_filter_str(text).expect(text);
             assert_eq!(to_string(&parsed), text);
         }
+    }
+
+    #[test]
+    fn special_characters_are_escaped() {
+        let filter = LdapFilter::Equality("cn".to_string(), "K*()\\\u{0}".to_string());
+        assert_eq!(to_string(&filter), "(cn=K\\2a\\28\\29\\5c\\00)");
     }
 
     #[test]

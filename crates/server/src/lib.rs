@@ -14,6 +14,7 @@ pub mod server;
 pub mod settings;
 pub mod tls;
 
-pub use server::{serve_settings, start, BoundAddress, RunningServer, ServerContext, ServerError};
+pub use database::Database;
+pub use server::{serve, serve_settings, start, BoundAddress, RunningServer, ServerContext, ServerError};
 pub use settings::{ListenAddress, ServerSettings};
 pub use tls::{ensure_demo_tls, DemoTlsFiles};

@@ -307,11 +307,14 @@ async fn bind_outcome(
             Ok(if uid == 0 {
                 Identity {
                     dn: server.settings.rootdn.clone(),
+                    normalized_dn: crate::database::normalized_identity_dn(server, &server.settings.rootdn),
                     is_rootdn: true,
                 }
             } else {
+                let dn = format!("gidNumber={gid}+uidNumber={uid},cn=peercred,cn=external,cn=auth");
                 Identity {
-                    dn: format!("gidNumber={gid}+uidNumber={uid},cn=peercred,cn=external,cn=auth"),
+                    normalized_dn: dn.to_lowercase(),
+                    dn,
                     is_rootdn: false,
                 }
             })
@@ -348,6 +351,7 @@ async fn bind_outcome(
                 ) {
                     Ok(Identity {
                         dn: request.dn.clone(),
+                        normalized_dn: crate::database::normalized_identity_dn(server, &request.dn),
                         is_rootdn: true,
                     })
                 } else {

@@ -415,6 +415,14 @@ impl ServerContext {
     }
 }
 
+/// `lmdir serve`: opens the database the config describes and serves it until SIGTERM or
+/// SIGINT, then shuts down gracefully (in-flight writes are committed and answered).
+pub async fn serve(config: lmdir_config::Config) -> Result<(), ServerError> {
+    let settings = ServerSettings::from_config(&config).map_err(ServerError::Config)?;
+    let database = crate::database::Database::open(&config)?;
+    serve_settings(settings, Some(database)).await
+}
+
 /// Runs until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn serve_settings(
     settings: ServerSettings,

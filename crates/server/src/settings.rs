@@ -103,8 +103,6 @@ pub struct ServerSettings {
     pub rootdn: String,
     /// Cleartext or `{SCHEME}`-hashed.
     pub rootpw: String,
-    /// Most paged-results cursors one connection may hold.
-    pub paged_cursors_per_connection_max: usize,
 }
 
 impl ServerSettings {
@@ -127,8 +125,41 @@ impl ServerSettings {
             suffix: "dc=example,dc=com".to_string(),
             rootdn: "cn=admin,dc=example,dc=com".to_string(),
             rootpw: "secret".to_string(),
-            paged_cursors_per_connection_max: 16,
         }
+    }
+}
+
+impl ServerSettings {
+    /// The settings a config file describes (listen URLs validated here).
+    pub fn from_config(config: &lmdir_config::Config) -> Result<ServerSettings, String> {
+        let server = &config.server;
+        let database = &config.database;
+        let listen = server
+            .listen
+            .iter()
+            .map(|url| ListenAddress::parse(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        let path_or_none = |path: &std::path::Path| {
+            (!path.as_os_str().is_empty()).then(|| path.to_path_buf())
+        };
+        Ok(ServerSettings {
+            listen,
+            tls_certificate: path_or_none(&server.tls_certificate),
+            tls_key: path_or_none(&server.tls_key),
+            require_tls: server.require_tls,
+            connections_max: server.connections_max as usize,
+            pdu_bytes_max: server.pdu_bytes_max as usize,
+            filter_depth_max: server.filter_depth_max as usize,
+            operations_per_connection_max: server.operations_per_connection_max as usize,
+            idle_timeout: Duration::from_secs(server.idle_timeout_seconds),
+            size_limit: server.size_limit,
+            time_limit: Duration::from_secs(server.time_limit_seconds),
+            lookthrough_limit: server.lookthrough_limit,
+            password_hash: server.password_hash.clone(),
+            suffix: database.suffix.clone(),
+            rootdn: database.rootdn.clone(),
+            rootpw: database.rootpw.clone(),
+        })
     }
 }
 

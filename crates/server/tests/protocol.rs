@@ -5,7 +5,8 @@ mod common;
 
 use common::{ldap_tool, text, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::exop::{WhoAmI, WhoAmIResp};
-use ldap3::{LdapConn, LdapConnSettings, RawControl, Scope, SearchEntry};
+use ldap3::controls::RawControl;
+use ldap3::{LdapConn, LdapConnSettings, Scope, SearchEntry};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

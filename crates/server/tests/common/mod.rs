@@ -20,6 +20,15 @@ impl TestServer {
     /// Starts with ldap://, ldaps:// (self-signed demo cert) and ldapi:// listeners; `adjust` may change
     /// settings before start.
     pub fn start(adjust: impl FnOnce(&mut ServerSettings)) -> TestServer {
+        TestServer::start_inner(adjust, false)
+    }
+
+    /// Like `start`, with an empty store for dc=example,dc=com behind it (default access policy).
+    pub fn start_with_database(adjust: impl FnOnce(&mut ServerSettings)) -> TestServer {
+        TestServer::start_inner(adjust, true)
+    }
+
+    fn start_inner(adjust: impl FnOnce(&mut ServerSettings), with_database: bool) -> TestServer {
         let directory = tempfile::tempdir().expect("tempdir");
         let tls = lmdir_server::ensure_demo_tls(directory.path()).expect("demo tls");
         let mut settings = ServerSettings::with_defaults(vec![
@@ -35,8 +44,9 @@ impl TestServer {
             .enable_all()
             .build()
             .expect("runtime");
+        let database = with_database.then(|| open_database(directory.path(), &settings));
         let running = runtime
-            .block_on(lmdir_server::start(settings, None))
+            .block_on(lmdir_server::start(settings, database))
             .expect("server start");
         TestServer {
             runtime,
@@ -88,8 +98,7 @@ pub fn ldap_tool(program: &str, arguments: &[&str]) -> Option<std::process::Outp
     let mut command = Command::new(program);
     command
         .args(arguments)
-        .env("LDAPTLS_REQCERT", "never")
-        .env("LDAPNOINIT", "1");
+        .env("LDAPTLS_REQCERT", "never");
     match command.output() {
         Ok(output) => Some(output),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -102,4 +111,32 @@ pub fn ldap_tool(program: &str, arguments: &[&str]) -> Option<std::process::Outp
 
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn open_database(directory: &std::path::Path, settings: &ServerSettings) -> lmdir_server::Database {
+    use std::sync::Arc;
+    let schema = Arc::new(lmdir_schema::Schema::builtin());
+    let indexes = [
+        ("objectClass", vec![lmdir_store::IndexKind::Equality]),
+        ("uid", vec![lmdir_store::IndexKind::Equality, lmdir_store::IndexKind::Substring]),
+        ("cn", vec![lmdir_store::IndexKind::Equality, lmdir_store::IndexKind::Substring]),
+        ("member", vec![lmdir_store::IndexKind::Equality]),
+        ("memberOf", vec![lmdir_store::IndexKind::Equality]),
+    ]
+    .into_iter()
+    .map(|(name, kinds)| (name.to_string(), kinds))
+    .collect();
+    let options = lmdir_store::StoreOptions {
+        suffix: settings.suffix.clone(),
+        indexes,
+        sync: false,
+        memberof: true,
+        ..lmdir_store::StoreOptions::default()
+    };
+    let data = directory.join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    let store = lmdir_store::Store::open(&data, options, schema.clone()).expect("store open");
+    let policy = lmdir_access::acl::AccessPolicy::from_config(&[], &schema, &settings.suffix, &settings.rootdn)
+        .expect("default policy");
+    lmdir_server::Database::new(store, policy)
 }

@@ -1,0 +1,457 @@
+//! Operations against a server with a real store: every operation, paged results, limits,
+//! access control and group commit, through the ldap3 crate and the ldap-utils binaries.
+
+mod common;
+
+use common::{ldap_tool, text, TestServer, ROOT_DN, ROOT_PASSWORD};
+use ldap3::controls::{Assertion, PagedResults};
+use ldap3::exop::{PasswordModify, PasswordModifyResp, WhoAmI, WhoAmIResp};
+use ldap3::{LdapConn, Mod, Scope, SearchEntry};
+use std::collections::HashSet;
+
+const SUFFIX: &str = "dc=example,dc=com";
+const ALICE: &str = "uid=alice,ou=People,dc=example,dc=com";
+
+fn set<'a>(values: &[&'a str]) -> HashSet<&'a str> {
+    values.iter().copied().collect()
+}
+
+fn root_connection(server: &TestServer) -> LdapConn {
+    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
+    connection
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("rootdn bind");
+    connection
+}
+
+/// Suffix, ou=People, ou=Groups, alice (password "alicepw") and bob, group admins with alice.
+fn populate(connection: &mut LdapConn) {
+    let entries: Vec<(String, Vec<(&str, HashSet<&str>)>)> = vec![
+        (
+            SUFFIX.to_string(),
+            vec![
+                ("objectClass", set(&["top", "dcObject", "organization"])),
+                ("dc", set(&["example"])),
+                ("o", set(&["Example"])),
+            ],
+        ),
+        (
+            "ou=People,dc=example,dc=com".to_string(),
+            vec![("objectClass", set(&["organizationalUnit"])), ("ou", set(&["People"]))],
+        ),
+        (
+            "ou=Groups,dc=example,dc=com".to_string(),
+            vec![("objectClass", set(&["organizationalUnit"])), ("ou", set(&["Groups"]))],
+        ),
+        (
+            ALICE.to_string(),
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&["alice"])),
+                ("cn", set(&["Alice Liddell"])),
+                ("sn", set(&["Liddell"])),
+                ("userPassword", set(&["alicepw"])),
+            ],
+        ),
+        (
+            "uid=bob,ou=People,dc=example,dc=com".to_string(),
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&["bob"])),
+                ("cn", set(&["Bob Builder"])),
+                ("sn", set(&["Builder"])),
+                ("userPassword", set(&["bobpw"])),
+            ],
+        ),
+        (
+            "cn=admins,ou=Groups,dc=example,dc=com".to_string(),
+            vec![
+                ("objectClass", set(&["groupOfNames"])),
+                ("cn", set(&["admins"])),
+                ("member", set(&[ALICE])),
+            ],
+        ),
+    ];
+    for (dn, attributes) in entries {
+        connection
+            .add(&dn, attributes)
+            .expect("add")
+            .success()
+            .unwrap_or_else(|error| panic!("adding {dn}: {error}"));
+    }
+}
+
+fn search(
+    connection: &mut LdapConn,
+    base: &str,
+    scope: Scope,
+    filter: &str,
+    attributes: &[&str],
+) -> (Vec<SearchEntry>, u32) {
+    let result = connection
+        .search(base, scope, filter, attributes.to_vec())
+        .expect("search");
+    (
+        result.0.into_iter().map(SearchEntry::construct).collect(),
+        result.1.rc,
+    )
+}
+
+#[test]
+fn search_scopes_filters_and_no_such_object() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root_connection(&server);
+    populate(&mut root);
+
+    let (people, rc) = search(&mut root, SUFFIX, Scope::Subtree, "(objectClass=person)", &["uid"]);
+    assert_eq!(rc, 0);
+    let uids: HashSet<&str> = people.iter().map(|entry| entry.attrs["uid"][0].as_str()).collect();
+    assert_eq!(uids, set(&["alice", "bob"]));
+
+    let (one, _) = search(&mut root, SUFFIX, Scope::OneLevel, "(objectClass=*)", &["1.1"]);
+    assert_eq!(one.len(), 2, "ou=People and ou=Groups");
+    assert!(one.iter().all(|entry| entry.attrs.is_empty()), "1.1 returns no attributes");
+
+    let (base, _) = search(&mut root, ALICE, Scope::Base, "(objectClass=*)", &["cn", "+"]);
+    assert_eq!(base.len(), 1);
+    assert_eq!(base[0].attrs["cn"], vec!["Alice Liddell"]);
+    assert!(base[0].attrs.contains_key("entryUUID"), "{:?}", base[0].attrs);
+    assert_eq!(base[0].attrs["hasSubordinates"], vec!["FALSE"]);
+    assert_eq!(base[0].attrs["memberOf"], vec!["cn=admins,ou=Groups,dc=example,dc=com"]);
+
+    let (substring, _) = search(&mut root, SUFFIX, Scope::Subtree, "(cn=ali*)", &["uid"]);
+    assert_eq!(substring.len(), 1);
+
+    let missing = root
+        .search("uid=x,ou=Nowhere,dc=example,dc=com", Scope::Base, "(objectClass=*)", vec!["*"])
+        .expect("search");
+    assert_eq!(missing.1.rc, 32);
+    assert_eq!(missing.1.matched, SUFFIX);
+}
+
+#[test]
+fn binds_compare_and_default_access_control() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root_connection(&server);
+    populate(&mut root);
+
+    // The cleartext password given on add was hashed with the configured scheme.
+    let (stored, _) = search(&mut root, ALICE, Scope::Base, "(objectClass=*)", &["userPassword"]);
+    assert!(stored[0].bin_attrs.get("userPassword").map_or_else(
+        || stored[0].attrs["userPassword"][0].starts_with("{SSHA}"),
+        |values| values[0].starts_with(b"{SSHA}")
+    ));
+
+    let mut alice = LdapConn::new(&server.ldap_url()).expect("connect");
+    assert_eq!(alice.simple_bind(ALICE, "wrong").expect("bind").rc, 49);
+    alice.simple_bind(ALICE, "alicepw").expect("bind").success().expect("alice binds");
+    let (exop, _) = alice.extended(WhoAmI).expect("whoami").success().expect("whoami");
+    assert_eq!(exop.parse::<WhoAmIResp>().authzid, format!("dn:{ALICE}"));
+
+    // Self reads own userPassword; others and anonymous do not see it.
+    let (own, _) = search(&mut alice, ALICE, Scope::Base, "(objectClass=*)", &["userPassword"]);
+    assert_eq!(own[0].attrs.len() + own[0].bin_attrs.len(), 1);
+    let (other, _) = search(
+        &mut alice,
+        "uid=bob,ou=People,dc=example,dc=com",
+        Scope::Base,
+        "(objectClass=*)",
+        &["userPassword", "cn"],
+    );
+    assert!(!other[0].attrs.contains_key("userPassword") && !other[0].bin_attrs.contains_key("userPassword"));
+    assert!(other[0].attrs.contains_key("cn"));
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let (hidden, _) = search(&mut anonymous, SUFFIX, Scope::Subtree, "(userPassword=*)", &["*"]);
+    assert!(hidden.is_empty(), "userPassword is not searchable by anonymous");
+
+    // Compare.
+    let equal = root.compare(ALICE, "sn", "LIDDELL").expect("compare");
+    assert_eq!(equal.0.rc, 6, "compareTrue (caseIgnoreMatch)");
+    let unequal = root.compare(ALICE, "sn", "Smith").expect("compare");
+    assert_eq!(unequal.0.rc, 5, "compareFalse");
+    let absent = root.compare(ALICE, "mail", "a@b").expect("compare");
+    assert_eq!(absent.0.rc, 16, "noSuchAttribute");
+
+    // Only the rootdn writes by default.
+    let denied = alice
+        .modify(ALICE, vec![Mod::Replace("description", set(&["mine"]))])
+        .expect("modify");
+    assert_eq!(denied.rc, 50);
+    let denied = anonymous
+        .add(
+            "uid=eve,ou=People,dc=example,dc=com",
+            vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["eve"])), ("cn", set(&["e"])), ("sn", set(&["e"]))],
+        )
+        .expect("add");
+    assert_eq!(denied.rc, 50);
+}
+
+#[test]
+fn updates_and_their_result_codes() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root_connection(&server);
+    populate(&mut root);
+
+    root.modify(ALICE, vec![Mod::Replace("description", set(&["updated"]))])
+        .expect("modify")
+        .success()
+        .expect("replace description");
+    let (entry, _) = search(&mut root, ALICE, Scope::Base, "(objectClass=*)", &["description", "modifiersName"]);
+    assert_eq!(entry[0].attrs["description"], vec!["updated"]);
+
+    let duplicate = root
+        .add(ALICE, vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["alice"])), ("cn", set(&["a"])), ("sn", set(&["a"]))])
+        .expect("add");
+    assert_eq!(duplicate.rc, 68, "entryAlreadyExists");
+    let orphan = root
+        .add("uid=x,ou=Nowhere,dc=example,dc=com", vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["x"])), ("cn", set(&["x"])), ("sn", set(&["x"]))])
+        .expect("add");
+    assert_eq!(orphan.rc, 32);
+    let missing_sn = root
+        .add("uid=y,ou=People,dc=example,dc=com", vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["y"])), ("cn", set(&["y"]))])
+        .expect("add");
+    assert_eq!(missing_sn.rc, 65, "objectClassViolation");
+
+    let non_leaf = root.delete("ou=People,dc=example,dc=com").expect("delete");
+    assert_eq!(non_leaf.rc, 66);
+
+    root.modifydn(ALICE, "uid=alice2", true, Some("ou=Groups,dc=example,dc=com"))
+        .expect("modrdn")
+        .success()
+        .expect("rename and move");
+    let (moved, _) = search(&mut root, "uid=alice2,ou=Groups,dc=example,dc=com", Scope::Base, "(objectClass=*)", &["uid"]);
+    assert_eq!(moved[0].attrs["uid"], vec!["alice2"]);
+
+    root.delete("uid=alice2,ou=Groups,dc=example,dc=com")
+        .expect("delete")
+        .success()
+        .expect("delete leaf");
+    let gone = root
+        .search("uid=alice2,ou=Groups,dc=example,dc=com", Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    assert_eq!(gone.1.rc, 32);
+
+    // Assertion control (RFC 4528).
+    let failed = root
+        .with_controls(Assertion::new("(sn=Nobody)"))
+        .modify("uid=bob,ou=People,dc=example,dc=com", vec![Mod::Replace("description", set(&["x"]))])
+        .expect("modify");
+    assert_eq!(failed.rc, 122, "assertionFailed");
+    root.with_controls(Assertion::new("(sn=Builder)"))
+        .modify("uid=bob,ou=People,dc=example,dc=com", vec![Mod::Replace("description", set(&["x"]))])
+        .expect("modify")
+        .success()
+        .expect("assertion holds");
+}
+
+#[test]
+fn password_modify_self_and_generated() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root_connection(&server);
+    populate(&mut root);
+
+    let mut alice = LdapConn::new(&server.ldap_url()).expect("connect");
+    alice.simple_bind(ALICE, "alicepw").expect("bind").success().expect("bind");
+    let wrong_old = alice
+        .extended(PasswordModify { user_id: None, old_pass: Some("nope"), new_pass: Some("newpw") })
+        .expect("exop");
+    assert_eq!(wrong_old.1.rc, 49);
+    alice
+        .extended(PasswordModify { user_id: None, old_pass: Some("alicepw"), new_pass: Some("newpw") })
+        .expect("exop")
+        .success()
+        .expect("self change");
+    let mut again = LdapConn::new(&server.ldap_url()).expect("connect");
+    again.simple_bind(ALICE, "newpw").expect("bind").success().expect("new password works");
+
+    let bob = "uid=bob,ou=People,dc=example,dc=com";
+    let denied = alice
+        .extended(PasswordModify { user_id: Some(bob), old_pass: Some("bobpw"), new_pass: Some("x") })
+        .expect("exop");
+    assert_eq!(denied.1.rc, 50, "a user may not change another's password");
+
+    let (exop, _) = root
+        .extended(PasswordModify { user_id: Some(bob), old_pass: None, new_pass: None })
+        .expect("exop")
+        .success()
+        .expect("rootdn generates a password");
+    let generated = exop.parse::<PasswordModifyResp>().gen_pass;
+    assert!(generated.len() >= 12);
+    let mut bob_connection = LdapConn::new(&server.ldap_url()).expect("connect");
+    bob_connection.simple_bind(bob, &generated).expect("bind").success().expect("generated password works");
+}
+
+#[test]
+fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
+    let server = TestServer::start_with_database(|settings| settings.size_limit = 7);
+    let mut root = root_connection(&server);
+    populate(&mut root);
+    for index in 0..25 {
+        let uid = format!("p{index:02}");
+        root.add(
+            &format!("uid={uid},ou=People,dc=example,dc=com"),
+            vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&[uid.as_str()])), ("cn", set(&[uid.as_str()])), ("sn", set(&["P"]))],
+        )
+        .expect("add")
+        .success()
+        .expect("add person");
+    }
+    let mut seen = HashSet::new();
+    let mut cookie = Vec::new();
+    let mut pages = 0;
+    loop {
+        let control = PagedResults { size: 10, cookie: cookie.clone() };
+        let result = root
+            .with_controls(control)
+            .search("ou=People,dc=example,dc=com", Scope::OneLevel, "(sn=P)", vec!["uid"])
+            .expect("search");
+        assert_eq!(result.1.rc, 0);
+        pages += 1;
+        for entry in result.0 {
+            assert!(seen.insert(SearchEntry::construct(entry).dn), "no entry twice");
+        }
+        let raw = result
+            .1
+            .ctrls
+            .iter()
+            .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
+            .expect("paged response control present");
+        let parsed: PagedResults = raw.1.parse();
+        if parsed.cookie.is_empty() {
+            break;
+        }
+        cookie = parsed.cookie;
+        assert!(pages < 10, "paging terminates");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 25);
+
+    // Anonymous is held to size_limit = 7; the rootdn is not.
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let limited = anonymous
+        .search("ou=People,dc=example,dc=com", Scope::OneLevel, "(sn=P)", vec!["uid"])
+        .expect("search");
+    assert_eq!(limited.1.rc, 4, "sizeLimitExceeded");
+    assert_eq!(limited.0.len(), 7);
+    let (all, rc) = search(&mut root, "ou=People,dc=example,dc=com", Scope::OneLevel, "(sn=P)", &["uid"]);
+    assert_eq!((all.len(), rc), (25, 0));
+}
+
+#[test]
+fn concurrent_writers_are_group_committed_without_loss() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root_connection(&server);
+    populate(&mut root);
+    let url = server.ldap_url();
+    let workers: Vec<_> = (0..6)
+        .map(|worker| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut connection = LdapConn::new(&url).expect("connect");
+                connection.simple_bind(ROOT_DN, ROOT_PASSWORD).expect("bind").success().expect("bind");
+                for index in 0..15 {
+                    let uid = format!("w{worker}n{index}");
+                    connection
+                        .add(
+                            &format!("uid={uid},ou=People,dc=example,dc=com"),
+                            vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&[uid.as_str()])), ("cn", set(&[uid.as_str()])), ("sn", set(&["W"]))],
+                        )
+                        .expect("add")
+                        .success()
+                        .expect("concurrent add");
+                    // Every fifth write fails (duplicate) and must fail alone.
+                    if index % 5 == 0 {
+                        let duplicate = connection
+                            .add(
+                                &format!("uid={uid},ou=People,dc=example,dc=com"),
+                                vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&[uid.as_str()])), ("cn", set(&[uid.as_str()])), ("sn", set(&["W"]))],
+                            )
+                            .expect("add");
+                        assert_eq!(duplicate.rc, 68);
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("worker");
+    }
+    let (written, rc) = search(&mut root, SUFFIX, Scope::Subtree, "(sn=W)", &["1.1"]);
+    assert_eq!((written.len(), rc), (90, 0));
+}
+
+#[test]
+fn subschema_is_published() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let (entries, rc) = search(
+        &mut anonymous,
+        "cn=Subschema",
+        Scope::Base,
+        "(objectClass=subschema)",
+        &["attributeTypes", "objectClasses", "ldapSyntaxes", "matchingRules"],
+    );
+    assert_eq!(rc, 0);
+    let attribute_types = &entries[0].attrs["attributeTypes"];
+    assert!(attribute_types.iter().any(|definition| definition.contains("NAME 'uid'") || definition.contains("'uid'")));
+    assert!(entries[0].attrs["objectClasses"].iter().any(|definition| definition.contains("inetOrgPerson")));
+    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
+    let (root_dse, _) = search(&mut connection, "", Scope::Base, "(objectClass=*)", &["namingContexts", "supportedExtension"]);
+    assert_eq!(root_dse[0].attrs["namingContexts"], vec![SUFFIX]);
+    assert!(root_dse[0].attrs["supportedExtension"].contains(&"1.3.6.1.4.1.4203.1.11.1".to_string()));
+}
+
+#[test]
+fn ldap_utils_cover_every_operation() {
+    let server = TestServer::start_with_database(|_| {});
+    let url = server.ldap_url();
+    let ldif_path = server.directory.path().join("base.ldif");
+    std::fs::write(
+        &ldif_path,
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\n\
+         dn: uid=carol,ou=People,dc=example,dc=com\nobjectClass: inetOrgPerson\nuid: carol\ncn: Carol\nsn: Kraków\nuserPassword: carolpw\n",
+    )
+    .expect("ldif");
+    let bind = ["-x", "-H", url.as_str(), "-D", ROOT_DN, "-w", ROOT_PASSWORD];
+    let run = |program: &str, extra: &[&str]| {
+        let mut arguments: Vec<&str> = bind.to_vec();
+        arguments.extend_from_slice(extra);
+        ldap_tool(program, &arguments)
+    };
+    let Some(output) = run("ldapadd", &["-f", ldif_path.to_str().expect("utf-8 path")]) else {
+        return;
+    };
+    assert!(output.status.success(), "ldapadd: {}", text(&output.stderr));
+
+    let output = run("ldapsearch", &["-LLL", "-b", SUFFIX, "(sn=krakow)", "uid"]).expect("ldapsearch");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("uid: carol"), "{}", text(&output.stdout));
+
+    let change = server.directory.path().join("change.ldif");
+    std::fs::write(&change, "dn: uid=carol,ou=People,dc=example,dc=com\nchangetype: modify\nreplace: description\ndescription: edited\n").expect("ldif");
+    let output = run("ldapmodify", &["-f", change.to_str().expect("path")]).expect("ldapmodify");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+
+    let output = run("ldapcompare", &["uid=carol,ou=People,dc=example,dc=com", "description:edited"]).expect("ldapcompare");
+    assert_eq!(output.status.code(), Some(6), "compareTrue: {}", text(&output.stdout));
+
+    let output = run("ldappasswd", &["-s", "carolnew", "uid=carol,ou=People,dc=example,dc=com"]).expect("ldappasswd");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let output = ldap_tool("ldapwhoami", &["-x", "-H", &url, "-D", "uid=carol,ou=People,dc=example,dc=com", "-w", "carolnew"]).expect("ldapwhoami");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+
+    let output = run("ldapmodrdn", &["-r", "uid=carol,ou=People,dc=example,dc=com", "uid=caroline"]).expect("ldapmodrdn");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+
+    let output = run("ldapsearch", &["-LLL", "-E", "pr=1/noprompt", "-b", SUFFIX, "(objectClass=*)", "1.1"]).expect("ldapsearch paged");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).matches("dn: ").count(), 3);
+
+    let output = run("ldapdelete", &["uid=caroline,ou=People,dc=example,dc=com"]).expect("ldapdelete");
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let output = run("ldapsearch", &["-LLL", "-b", "uid=caroline,ou=People,dc=example,dc=com", "-s", "base"]).expect("ldapsearch");
+    assert_eq!(output.status.code(), Some(32));
+}
