@@ -5,6 +5,10 @@
 
 mod commands;
 
+// The loader and the server allocate many small buffers from many threads.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

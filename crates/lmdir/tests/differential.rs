@@ -7,10 +7,29 @@ mod conformance;
 
 use conformance::{describe_difference, modify, search, Pair, SUFFIX};
 
-const SURNAMES: &[&str] = &["Kim", "Lee", "Müller", "Nowak", "García", "O'Brien", "Smith", "Żak", "de la Cruz", "Ng"];
-const GIVEN_NAMES: &[&str] = &["Anna", "Björn", "Chloé", "Dmitri", "Eve", "Fatima", "Grzegorz", "Hiro"];
+const SURNAMES: &[&str] = &[
+    "Kim",
+    "Lee",
+    "Müller",
+    "Nowak",
+    "García",
+    "O'Brien",
+    "Smith",
+    "Żak",
+    "de la Cruz",
+    "Ng",
+];
+const GIVEN_NAMES: &[&str] = &[
+    "Anna", "Björn", "Chloé", "Dmitri", "Eve", "Fatima", "Grzegorz", "Hiro",
+];
 const CITIES: &[&str] = &["Kraków", "Zürich", "Paris", "São Paulo", "New York", "Łódź"];
-const TITLES: &[&str] = &["Engineer", "Senior Engineer", "Manager", "Sales Rep", "Director"];
+const TITLES: &[&str] = &[
+    "Engineer",
+    "Senior Engineer",
+    "Manager",
+    "Sales Rep",
+    "Director",
+];
 const PEOPLE: usize = 150;
 
 fn dataset() -> String {
@@ -18,7 +37,11 @@ fn dataset() -> String {
     for index in 0..PEOPLE {
         let surname = SURNAMES[index % SURNAMES.len()];
         let given_name = GIVEN_NAMES[index % GIVEN_NAMES.len()];
-        let parent = if index % 10 == 0 { "ou=Sales,ou=People" } else { "ou=People" };
+        let parent = if index % 10 == 0 {
+            "ou=Sales,ou=People"
+        } else {
+            "ou=People"
+        };
         ldif += &format!(
             "\ndn: uid=g{index:03},{parent},{SUFFIX}\nobjectClass: inetOrgPerson\nobjectClass: posixAccount\n\
              uid: g{index:03}\ncn: {given_name} {surname}\nsn: {surname}\ngivenName: {given_name}\n\
@@ -44,9 +67,15 @@ fn dataset() -> String {
         }
     }
     for team in 0..PEOPLE / 10 {
-        ldif += &format!("\ndn: cn=team{team},ou=Groups,{SUFFIX}\nobjectClass: groupOfNames\ncn: team{team}\n");
+        ldif += &format!(
+            "\ndn: cn=team{team},ou=Groups,{SUFFIX}\nobjectClass: groupOfNames\ncn: team{team}\n"
+        );
         for member in team * 10..team * 10 + 10 {
-            let parent = if member % 10 == 0 { "ou=Sales,ou=People" } else { "ou=People" };
+            let parent = if member % 10 == 0 {
+                "ou=Sales,ou=People"
+            } else {
+                "ou=People"
+            };
             ldif += &format!("member: uid=g{member:03},{parent},{SUFFIX}\n");
         }
     }
@@ -223,7 +252,10 @@ fn hand_written_cases() -> Vec<Case> {
         ("dc=other,dc=com", "sub"),
         ("UID=KIM , OU=people,dc=EXAMPLE,dc=com", "base"),
         ("cn=Smith\\2C John,ou=People,dc=example,dc=com", "base"),
-        ("uid=klee+cn=Kim Lee,ou=Sales,ou=People,dc=example,dc=com", "base"),
+        (
+            "uid=klee+cn=Kim Lee,ou=Sales,ou=People,dc=example,dc=com",
+            "base",
+        ),
         ("ou=Empty,dc=example,dc=com", "one"),
         ("ou=Empty,dc=example,dc=com", "sub"),
     ] {
@@ -264,17 +296,44 @@ fn random_leaf(random: &mut Random) -> String {
         ("givenName", GIVEN_NAMES),
         ("l", CITIES),
         ("title", TITLES),
-        ("objectClass", &["person", "posixAccount", "groupOfNames", "organizationalUnit", "inetOrgPerson"]),
+        (
+            "objectClass",
+            &[
+                "person",
+                "posixAccount",
+                "groupOfNames",
+                "organizationalUnit",
+                "inetOrgPerson",
+            ],
+        ),
     ];
     let (attribute, pool) = value_pools[random.below(value_pools.len())];
     let value = random.pick(pool).to_string();
     let characters: Vec<char> = value.chars().collect();
-    let escape = |text: String| text.replace('\\', "\\5c").replace('*', "\\2a").replace('(', "\\28").replace(')', "\\29");
+    let escape = |text: String| {
+        text.replace('\\', "\\5c")
+            .replace('*', "\\2a")
+            .replace('(', "\\28")
+            .replace(')', "\\29")
+    };
     match random.below(7) {
         0 => format!("({attribute}={})", escape(value.to_uppercase())),
-        1 => format!("({attribute}={}*)", escape(characters[..characters.len().min(2)].iter().collect())),
-        2 => format!("({attribute}=*{})", escape(characters[characters.len().saturating_sub(2)..].iter().collect())),
-        3 if characters.len() > 3 => format!("({attribute}=*{}*)", escape(characters[1..3].iter().collect())),
+        1 => format!(
+            "({attribute}={}*)",
+            escape(characters[..characters.len().min(2)].iter().collect())
+        ),
+        2 => format!(
+            "({attribute}=*{})",
+            escape(
+                characters[characters.len().saturating_sub(2)..]
+                    .iter()
+                    .collect()
+            )
+        ),
+        3 if characters.len() > 3 => format!(
+            "({attribute}=*{}*)",
+            escape(characters[1..3].iter().collect())
+        ),
         4 => format!("(uidNumber>={})", 1000 + random.below(PEOPLE)),
         5 => format!("(uidNumber<={})", 1000 + random.below(PEOPLE)),
         _ => format!("({attribute}={})", escape(value)),
@@ -288,8 +347,14 @@ fn random_filter(random: &mut Random, depth: usize) -> String {
     match random.below(3) {
         0 => format!("(!{})", random_filter(random, depth - 1)),
         operator => {
-            let parts: Vec<String> = (0..1 + random.below(3)).map(|_| random_filter(random, depth - 1)).collect();
-            format!("({}{})", if operator == 1 { "&" } else { "|" }, parts.concat())
+            let parts: Vec<String> = (0..1 + random.below(3))
+                .map(|_| random_filter(random, depth - 1))
+                .collect();
+            format!(
+                "({}{})",
+                if operator == 1 { "&" } else { "|" },
+                parts.concat()
+            )
         }
     }
 }
@@ -308,15 +373,33 @@ fn run_cases(pair: &Pair, cases: &[Case]) -> Vec<String> {
     let mut differences = Vec::new();
     for case in cases {
         let [(_, openldap_port), (_, lmdir_port)] = pair.ports();
-        let openldap = search(openldap_port, &case.base, case.scope, &case.filter, &case.attributes, &case.extra);
-        let lmdir = search(lmdir_port, &case.base, case.scope, &case.filter, &case.attributes, &case.extra);
+        let openldap = search(
+            openldap_port,
+            &case.base,
+            case.scope,
+            &case.filter,
+            &case.attributes,
+            &case.extra,
+        );
+        let lmdir = search(
+            lmdir_port,
+            &case.base,
+            case.scope,
+            &case.filter,
+            &case.attributes,
+            &case.extra,
+        );
         let same = if case.count_only {
             openldap.code == lmdir.code && openldap.entries.len() == lmdir.entries.len()
         } else {
             openldap == lmdir
         };
         if !same {
-            differences.push(format!("{}\n{}", case.name, describe_difference(&openldap, &lmdir)));
+            differences.push(format!(
+                "{}\n{}",
+                case.name,
+                describe_difference(&openldap, &lmdir)
+            ));
         }
     }
     differences
@@ -373,7 +456,11 @@ fn searches_and_writes_match_openldap() {
 
     let hand_written = hand_written_cases();
     let generated = generated_cases(0x1D1F, 200);
-    assert!(hand_written.len() >= 300, "{} hand-written cases", hand_written.len());
+    assert!(
+        hand_written.len() >= 300,
+        "{} hand-written cases",
+        hand_written.len()
+    );
     let mut differences = run_cases(&pair, &hand_written);
     differences.extend(run_cases(&pair, &generated));
 
@@ -382,7 +469,10 @@ fn searches_and_writes_match_openldap() {
         let openldap = modify(openldap_port, &change);
         let lmdir = modify(lmdir_port, &change);
         if openldap.code != lmdir.code {
-            differences.push(format!("write '{name}': OpenLDAP {} lmdir {}", openldap.code, lmdir.code));
+            differences.push(format!(
+                "write '{name}': OpenLDAP {} lmdir {}",
+                openldap.code, lmdir.code
+            ));
         }
     }
     let mut final_state = case(SUFFIX, "sub", "(objectClass=*)");
@@ -391,5 +481,10 @@ fn searches_and_writes_match_openldap() {
     differences.extend(run_cases(&pair, &[final_state]));
 
     let total = hand_written.len() + generated.len();
-    assert!(differences.is_empty(), "{} of {total} cases differ from OpenLDAP:\n{}", differences.len(), differences.join("\n"));
+    assert!(
+        differences.is_empty(),
+        "{} of {total} cases differ from OpenLDAP:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
 }

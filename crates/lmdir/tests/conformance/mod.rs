@@ -52,14 +52,20 @@ pub fn tools_available() -> Result<(), String> {
             .iter()
             .any(|directory| Path::new(directory).join(tool).exists());
         if !found {
-            return Err(format!("{tool} is not installed (scripts/test.sh installs slapd and ldap-utils)"));
+            return Err(format!(
+                "{tool} is not installed (scripts/test.sh installs slapd and ldap-utils)"
+            ));
         }
     }
     Ok(())
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn slapd_binary() -> PathBuf {
@@ -179,7 +185,9 @@ impl Pair {
 }
 
 fn run_checked(command: &mut Command) {
-    let output = command.output().unwrap_or_else(|error| panic!("{command:?}: {error}"));
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
     assert!(
         output.status.success(),
         "{command:?} failed: {}{}",
@@ -192,7 +200,16 @@ fn wait_until_up(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let status = Command::new("ldapsearch")
-            .args(["-x", "-LLL", "-H", &format!("ldap://127.0.0.1:{port}"), "-b", "", "-s", "base"])
+            .args([
+                "-x",
+                "-LLL",
+                "-H",
+                &format!("ldap://127.0.0.1:{port}"),
+                "-b",
+                "",
+                "-s",
+                "base",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -214,9 +231,23 @@ pub struct Answer {
     pub matched_dn: Option<String>,
 }
 
-pub fn search(port: u16, base: &str, scope: &str, filter: &str, attributes: &[&str], extra: &[&str]) -> Answer {
+pub fn search(
+    port: u16,
+    base: &str,
+    scope: &str,
+    filter: &str,
+    attributes: &[&str],
+    extra: &[&str],
+) -> Answer {
     let mut command = Command::new("ldapsearch");
-    command.args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H", &format!("ldap://127.0.0.1:{port}")]);
+    command.args([
+        "-x",
+        "-LLL",
+        "-o",
+        "ldif-wrap=no",
+        "-H",
+        &format!("ldap://127.0.0.1:{port}"),
+    ]);
     command.args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", base, "-s", scope]);
     command.args(extra).arg(filter).args(attributes);
     answer(command.output().unwrap())
@@ -225,13 +256,26 @@ pub fn search(port: u16, base: &str, scope: &str, filter: &str, attributes: &[&s
 /// Applies one LDIF change record with ldapmodify as the rootdn.
 pub fn modify(port: u16, change: &str) -> Answer {
     let mut child = Command::new("ldapmodify")
-        .args(["-x", "-H", &format!("ldap://127.0.0.1:{port}"), "-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .args([
+            "-x",
+            "-H",
+            &format!("ldap://127.0.0.1:{port}"),
+            "-D",
+            ROOT_DN,
+            "-w",
+            ROOT_PASSWORD,
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(change.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(change.as_bytes())
+        .unwrap();
     let mut answer = answer(child.wait_with_output().unwrap());
     answer.entries.clear(); // ldapmodify prints "modifying entry ..." lines, not entries
     answer
@@ -257,7 +301,11 @@ pub fn normalize_dn(dn: &str) -> String {
         .map(|rdn| {
             rdn.split('+')
                 .map(|ava| match ava.split_once('=') {
-                    Some((name, value)) => format!("{}={}", name.trim().to_lowercase(), value.trim().to_lowercase()),
+                    Some((name, value)) => format!(
+                        "{}={}",
+                        name.trim().to_lowercase(),
+                        value.trim().to_lowercase()
+                    ),
                     None => ava.trim().to_lowercase(),
                 })
                 .collect::<Vec<_>>()
@@ -277,7 +325,9 @@ pub fn normalize_ldif(text: &str) -> BTreeSet<String> {
             if line.starts_with('#') || line.trim().is_empty() {
                 continue;
             }
-            let Some((name, value)) = line.split_once(':') else { continue };
+            let Some((name, value)) = line.split_once(':') else {
+                continue;
+            };
             let (name, value) = match value.strip_prefix(':') {
                 Some(encoded) => (name, format!(":: {}", encoded.trim())),
                 None => (name, format!(": {}", value.trim_start())),
@@ -294,7 +344,11 @@ pub fn normalize_ldif(text: &str) -> BTreeSet<String> {
             if NOT_COMPARED.contains(&name.as_str()) {
                 continue;
             }
-            let value = if VALUES_DIFFER_BY_NATURE.contains(&name.as_str()) { ": <differs by nature>".to_string() } else { value };
+            let value = if VALUES_DIFFER_BY_NATURE.contains(&name.as_str()) {
+                ": <differs by nature>".to_string()
+            } else {
+                value
+            };
             lines.entry(name).or_default().push(value);
         }
         if let Some(dn) = dn {
@@ -316,17 +370,25 @@ pub fn normalize_ldif(text: &str) -> BTreeSet<String> {
 
 fn decode_base64(text: &str) -> Vec<u8> {
     use base64::Engine;
-    base64::engine::general_purpose::STANDARD.decode(text.trim()).unwrap_or_default()
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .unwrap_or_default()
 }
 
 /// A compact description of how two answers differ, for the failure message.
 pub fn describe_difference(openldap: &Answer, lmdir: &Answer) -> String {
     let mut text = String::new();
     if openldap.code != lmdir.code {
-        text += &format!("  result code: OpenLDAP {} lmdir {}\n", openldap.code, lmdir.code);
+        text += &format!(
+            "  result code: OpenLDAP {} lmdir {}\n",
+            openldap.code, lmdir.code
+        );
     }
     if openldap.matched_dn != lmdir.matched_dn {
-        text += &format!("  matched DN: OpenLDAP {:?} lmdir {:?}\n", openldap.matched_dn, lmdir.matched_dn);
+        text += &format!(
+            "  matched DN: OpenLDAP {:?} lmdir {:?}\n",
+            openldap.matched_dn, lmdir.matched_dn
+        );
     }
     for entry in openldap.entries.difference(&lmdir.entries) {
         text += &format!("  only OpenLDAP:\n    {}\n", entry.replace('\n', "\n    "));

@@ -1,0 +1,358 @@
+//! One function per subcommand; each reads the config, opens what it needs and calls the crate
+//! that does the work.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use lmdir_config::{Config, IndexKind as ConfigIndexKind};
+use lmdir_schema::{Filter, Schema};
+use lmdir_store::{IndexKind, Scope, SearchSpec, Store, StoreOptions};
+
+use crate::Command;
+
+/// Filter nesting accepted on the command line (the server's limit comes from the config).
+const FILTER_DEPTH_MAX: usize = 64;
+/// People in the demo directory loaded into an empty database by `lmdir serve`.
+const DEMO_PEOPLE: u64 = 1000;
+
+pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
+    let config = match config_path {
+        Some(path) => Config::load(path)?,
+        None => Config::embedded_default(),
+    };
+    init_logging(&config);
+    match command {
+        Command::Gen { people, seed } => {
+            let stdout = std::io::stdout().lock();
+            let mut output = BufWriter::with_capacity(1 << 20, stdout);
+            lmdir_gen::generate(people, seed, &mut output).context("writing the generated LDIF")?;
+            output.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Load {
+            ldif,
+            quick,
+            continue_on_error,
+            memory,
+            threads,
+        } => {
+            let schema = load_schema(&config)?;
+            let mut options = lmdir_load::LoadOptions::new(
+                database_directory(&config)?,
+                store_options(&config),
+                schema,
+            );
+            options.quick = quick;
+            options.continue_on_error = continue_on_error;
+            options.memory_bytes_max = match memory {
+                Some(text) => parse_size(&text)?,
+                None => 0,
+            };
+            options.threads = threads.unwrap_or(0);
+            options.progress = true;
+            options.creators_name = config.database.rootdn.clone();
+            let summary = lmdir_load::load(&options, &ldif)?;
+            print!("{summary}");
+            Ok(if summary.skipped_count > 0 {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Export { output } => {
+            let store = open_store(&config)?;
+            let count = match output {
+                Some(path) => {
+                    let file = std::fs::File::create(&path)
+                        .with_context(|| format!("creating {}", path.display()))?;
+                    let mut writer = BufWriter::with_capacity(1 << 20, file);
+                    let count = store.export(&mut writer)?;
+                    writer.flush()?;
+                    count
+                }
+                None => {
+                    let mut writer = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+                    let count = store.export(&mut writer)?;
+                    writer.flush()?;
+                    count
+                }
+            };
+            eprintln!("exported {count} entries");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reindex { attributes } => {
+            let store = open_store(&config)?;
+            let attributes = if attributes.is_empty() {
+                None
+            } else {
+                Some(attributes.as_slice())
+            };
+            let summary = lmdir_load::reindex(&store, attributes, 0, 0)?;
+            println!(
+                "reindexed {} ({} entries) in {:.2} s",
+                summary.indexes.join(", "),
+                summary.entries,
+                summary.elapsed.as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stat => {
+            let store = open_store(&config)?;
+            print!("{}", store.stat()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check => {
+            let store = open_store(&config)?;
+            let report = store.check()?;
+            print!("{report}");
+            if report.is_clean() {
+                println!("check: clean");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("check: DAMAGED");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+        Command::Search {
+            base,
+            filter,
+            attributes,
+            scope,
+            size_limit,
+        } => {
+            let store = open_store(&config)?;
+            search(&store, &base, &filter, &attributes, &scope, size_limit)
+        }
+        Command::Serve { no_demo } => serve(config, no_demo),
+    }
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.server.log));
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn database_directory(config: &Config) -> Result<PathBuf> {
+    config
+        .database_directory()
+        .with_context(|| format!("resolving {}", config.database.directory.display()))
+}
+
+/// The built-in schema plus the config's extra `.schema` files, in order.
+pub fn load_schema(config: &Config) -> Result<Arc<Schema>> {
+    let mut schema = Schema::builtin();
+    for path in &config.database.schema_files {
+        schema
+            .load_schema_file(path)
+            .with_context(|| format!("loading schema file {}", path.display()))?;
+    }
+    Ok(Arc::new(schema))
+}
+
+pub fn store_options(config: &Config) -> StoreOptions {
+    let indexes = config
+        .database
+        .index
+        .iter()
+        .map(|(attribute, kinds)| {
+            let kinds = kinds
+                .iter()
+                .map(|kind| match kind {
+                    ConfigIndexKind::Eq => IndexKind::Equality,
+                    ConfigIndexKind::Presence => IndexKind::Presence,
+                    ConfigIndexKind::Substring => IndexKind::Substring,
+                    ConfigIndexKind::Ordered => IndexKind::Ordered,
+                    // Approximate matching is equality on normalized values (docs/compatibility.md),
+                    // so an approx index is the equality index.
+                    ConfigIndexKind::Approx => IndexKind::Equality,
+                })
+                .collect();
+            (attribute.clone(), kinds)
+        })
+        .collect();
+    StoreOptions {
+        suffix: config.database.suffix.clone(),
+        indexes,
+        sync: config.database.sync,
+        memberof: config.database.memberof,
+        ..StoreOptions::default()
+    }
+}
+
+pub fn open_store(config: &Config) -> Result<Store> {
+    let directory = database_directory(config)?;
+    let store = Store::open(&directory, store_options(config), load_schema(config)?)
+        .with_context(|| format!("opening the database in {}", directory.display()))?;
+    if let Some(change) = store.index_config_change() {
+        eprintln!(
+            "lmdir: the configured indexes differ from the built ones (not built: {}; no longer configured: {}); run `lmdir reindex`",
+            change.added.join(" "),
+            change.removed.join(" ")
+        );
+    }
+    Ok(store)
+}
+
+/// "512M", "2G", "1048576" → bytes.
+fn parse_size(text: &str) -> Result<usize> {
+    let text = text.trim();
+    let (digits, multiplier) = match text.chars().last().map(|unit| unit.to_ascii_uppercase()) {
+        Some('K') => (&text[..text.len() - 1], 1usize << 10),
+        Some('M') => (&text[..text.len() - 1], 1 << 20),
+        Some('G') => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    let number: usize = digits
+        .trim()
+        .parse()
+        .with_context(|| format!("--memory {text:?}: expected a size like 512M or 2G"))?;
+    number
+        .checked_mul(multiplier)
+        .with_context(|| format!("--memory {text:?} is too large"))
+}
+
+fn search(
+    store: &Store,
+    base: &str,
+    filter: &str,
+    attributes: &[String],
+    scope: &str,
+    size_limit: usize,
+) -> Result<ExitCode> {
+    let scope = match scope {
+        "base" => Scope::Base,
+        "one" | "onelevel" => Scope::One,
+        "sub" | "subtree" => Scope::Sub,
+        other => bail!("--scope {other:?}: expected base, one or sub"),
+    };
+    let filter =
+        Filter::parse(filter, FILTER_DEPTH_MAX).with_context(|| format!("filter {filter:?}"))?;
+    let read = store.read()?;
+    let spec = SearchSpec {
+        base: base.to_string(),
+        scope,
+        filter: read.schema().prepare_filter(&filter),
+        size_limit,
+        lookthrough_limit: 0,
+    };
+    let wanted: Vec<String> = attributes
+        .iter()
+        .map(|name| name.to_ascii_lowercase())
+        .collect();
+    let mut output = BufWriter::new(std::io::stdout().lock());
+    let mut ldif = lmdir_ldif::LdifWriter::new(&mut output);
+    let mut count = 0u64;
+    for result in read.search(&spec)? {
+        let (id, entry) = match result {
+            Ok(found) => found,
+            Err(error) if error.code == lmdir_schema::ResultCode::SizeLimitExceeded => {
+                ldif.flush()?;
+                eprintln!("size limit of {size_limit} reached");
+                return Ok(ExitCode::from(4));
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let dn = read.dn_of(id)?;
+        let mut values = Vec::new();
+        for attribute in entry.attributes() {
+            let description = attribute.description_text();
+            let base_name = description
+                .split(';')
+                .next()
+                .unwrap_or(description)
+                .to_ascii_lowercase();
+            if !wanted.is_empty() && !wanted.iter().any(|name| name == "*" || *name == base_name) {
+                continue;
+            }
+            for (original, _normalized) in attribute.values() {
+                values.push((description, original));
+            }
+        }
+        ldif.write_entry(&dn, values)?;
+        count += 1;
+    }
+    ldif.flush()?;
+    eprintln!("{count} entries");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn serve(config: Config, no_demo: bool) -> Result<ExitCode> {
+    let store = open_store(&config)?;
+    let empty = store.read()?.entry_count()? == 0;
+    if empty && !no_demo {
+        drop(store);
+        load_demo(&config)?;
+        print_demo_banner(&config);
+    } else {
+        drop(store);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(lmdir_server::serve(config))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Generates `lmdir gen` people into a temporary LDIF and bulk-loads it.
+fn load_demo(config: &Config) -> Result<()> {
+    if !config
+        .database
+        .suffix
+        .eq_ignore_ascii_case("dc=example,dc=com")
+    {
+        eprintln!(
+            "lmdir: the demo directory is for dc=example,dc=com; not loading it under {}",
+            config.database.suffix
+        );
+        return Ok(());
+    }
+    let scratch = tempfile::tempdir().context("creating a scratch directory for the demo LDIF")?;
+    let ldif_path = scratch.path().join("demo.ldif");
+    let mut file = BufWriter::new(std::fs::File::create(&ldif_path)?);
+    lmdir_gen::generate(DEMO_PEOPLE, 1, &mut file)?;
+    file.flush()?;
+    drop(file);
+    let directory = database_directory(config)?;
+    // An empty store directory was created by opening it; the loader builds beside it and renames.
+    let mut options =
+        lmdir_load::LoadOptions::new(directory, store_options(config), load_schema(config)?);
+    options.creators_name = config.database.rootdn.clone();
+    let summary = lmdir_load::load(&options, &ldif_path)?;
+    eprint!("demo directory: {summary}");
+    Ok(())
+}
+
+fn print_demo_banner(config: &Config) {
+    let listen = config.server.listen.first().cloned().unwrap_or_default();
+    println!("lmdir demo directory loaded ({DEMO_PEOPLE} people; every person's password is \"password\").");
+    println!("  root DN:  {}", config.database.rootdn);
+    println!("  password: {}", config.database.rootpw);
+    println!(
+        "  try:      ldapsearch -x -H {listen} -D '{}' -w '{}' -b '{}' '(uid=u0000001)'",
+        config.database.rootdn, config.database.rootpw, config.database.suffix
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2g").unwrap(), 2 << 30);
+        assert_eq!(parse_size("64k").unwrap(), 64 << 10);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+}
