@@ -426,7 +426,7 @@ fn ldap_utils_cover_every_operation() {
     };
     assert!(output.status.success(), "ldapadd: {}", text(&output.stderr));
 
-    let output = run("ldapsearch", &["-LLL", "-b", SUFFIX, "(sn=krakow)", "uid"]).expect("ldapsearch");
+    let output = run("ldapsearch", &["-LLL", "-b", SUFFIX, "(sn=KRAKÓW)", "uid"]).expect("ldapsearch");
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("uid: carol"), "{}", text(&output.stdout));
 
