@@ -347,16 +347,18 @@ impl Store {
             &self.inner.schema,
         )?;
         let count = table.len();
+        // Same lock order as `WriteTxn::commit`: the persisted count, then the table.
+        let mut persisted = self
+            .inner
+            .descriptions_persisted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         *self
             .inner
             .descriptions
             .write()
             .expect("description lock poisoned") = Arc::new(table);
-        *self
-            .inner
-            .descriptions_persisted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = count;
+        *persisted = count;
         Ok(())
     }
 }
