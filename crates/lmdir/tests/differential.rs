@@ -32,6 +32,16 @@ const TITLES: &[&str] = &[
 ];
 const PEOPLE: usize = 150;
 
+/// Differences kept on purpose, each explained in docs/compatibility.md: (case name, reason).
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
+    "write 'modify the RDN value away: notAllowedOnRDN'",
+    "RFC 4511 4.6 names notAllowedOnRDN (67) for removing an RDN value; OpenLDAP answers namingViolation (64)",
+)];
+
+fn is_known_difference(description: &str) -> bool {
+    KNOWN_DIFFERENCES.iter().any(|(case_name, _)| description.starts_with(case_name))
+}
+
 fn dataset() -> String {
     let mut ldif = include_str!("conformance/base.ldif").to_string();
     for index in 0..PEOPLE {
@@ -480,6 +490,7 @@ fn searches_and_writes_match_openldap() {
     final_state.name = "final state after the writes".to_string();
     differences.extend(run_cases(&pair, &[final_state]));
 
+    differences.retain(|description| !is_known_difference(description));
     let total = hand_written.len() + generated.len();
     assert!(
         differences.is_empty(),

@@ -294,19 +294,67 @@ fn answer(output: Output) -> Answer {
     }
 }
 
-/// DN spacing and case are left open by the standards for the names; values keep their case except
-/// where the attribute is case-insensitive, which for this data is every naming attribute.
-pub fn normalize_dn(dn: &str) -> String {
-    dn.split(',')
+/// Splits a DN string at unescaped `separator`s.
+fn split_unescaped(text: &str, separator: char) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut escaped = false;
+    for character in text.chars() {
+        if character == separator && !escaped {
+            parts.push(String::new());
+            continue;
+        }
+        escaped = character == '\\' && !escaped;
+        parts.last_mut().unwrap().push(character);
+    }
+    parts
+}
+
+/// RFC 4514 lets a value escape a character as `\,` or `\2C`: both become one canonical form (the
+/// character itself, backslash-escaped only where the RFC requires it).
+fn canonical_escapes(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut decoded = Vec::new();
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'\\' && index + 1 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[index + 1..(index + 3).min(bytes.len())]).unwrap_or("");
+            match u8::from_str_radix(hex, 16) {
+                Ok(byte) if hex.len() == 2 => {
+                    decoded.push(byte);
+                    index += 3;
+                }
+                _ => {
+                    decoded.push(bytes[index + 1]);
+                    index += 2;
+                }
+            }
+        } else {
+            decoded.push(bytes[index]);
+            index += 1;
+        }
+    }
+    let mut canonical = String::new();
+    for character in String::from_utf8_lossy(&decoded).chars() {
+        if matches!(character, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=') {
+            canonical.push('\\');
+        }
+        canonical.push(character);
+    }
+    canonical
+}
+
+/// A DN with canonical escapes and no spaces around separators; `lowercase` also folds case (names
+/// are case-insensitive; every naming attribute of this data set is too).
+fn canonical_dn(dn: &str, lowercase: bool) -> String {
+    let fold = |text: &str| if lowercase { text.to_lowercase() } else { text.to_string() };
+    split_unescaped(dn.trim(), ',')
+        .iter()
         .map(|rdn| {
-            rdn.split('+')
+            split_unescaped(rdn, '+')
+                .iter()
                 .map(|ava| match ava.split_once('=') {
-                    Some((name, value)) => format!(
-                        "{}={}",
-                        name.trim().to_lowercase(),
-                        value.trim().to_lowercase()
-                    ),
-                    None => ava.trim().to_lowercase(),
+                    Some((name, value)) => format!("{}={}", name.trim().to_lowercase(), fold(&canonical_escapes(value.trim()))),
+                    None => fold(ava.trim()),
                 })
                 .collect::<Vec<_>>()
                 .join("+")
@@ -314,6 +362,14 @@ pub fn normalize_dn(dn: &str) -> String {
         .collect::<Vec<_>>()
         .join(",")
 }
+
+/// DN spacing, escaping and case are left open by the standards for entry names.
+pub fn normalize_dn(dn: &str) -> String {
+    canonical_dn(dn, true)
+}
+
+/// DN-valued attributes keep their values' case but not their escaping or spacing.
+const DN_VALUED: &[&str] = &["entrydn", "member", "uniquemember", "creatorsname", "modifiersname", "manager", "seealso"];
 
 /// Each entry becomes one string: its normalized DN, then its sorted "attribute: value" lines.
 pub fn normalize_ldif(text: &str) -> BTreeSet<String> {
@@ -346,6 +402,8 @@ pub fn normalize_ldif(text: &str) -> BTreeSet<String> {
             }
             let value = if VALUES_DIFFER_BY_NATURE.contains(&name.as_str()) {
                 ": <differs by nature>".to_string()
+            } else if DN_VALUED.contains(&name.as_str()) && !value.starts_with("::") {
+                format!(": {}", canonical_dn(value.trim_start_matches(": "), false))
             } else {
                 value
             };
