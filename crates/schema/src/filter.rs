@@ -82,6 +82,40 @@ impl Filter {
     }
 }
 
+impl Filter {
+    /// Checks a filter built elsewhere (e.g. decoded from BER) against the limits `parse`
+    /// enforces: nesting at most `depth_max` And/Or/Not levels, at most `FILTER_ITEMS_MAX`
+    /// items (adminLimitExceeded otherwise). Iterative, so a hostile depth cannot overflow the
+    /// stack here; prepare and evaluate recurse, so run this first.
+    pub fn check_limits(&self, depth_max: usize) -> Result<(), LdapError> {
+        let mut pending: Vec<(&Filter, usize)> = vec![(self, 0)];
+        let mut items = 0usize;
+        while let Some((filter, depth)) = pending.pop() {
+            items += 1;
+            if items > FILTER_ITEMS_MAX {
+                return Err(LdapError::new(
+                    ResultCode::AdminLimitExceeded,
+                    format!("filter has more than {FILTER_ITEMS_MAX} items"),
+                ));
+            }
+            if depth > depth_max {
+                return Err(LdapError::new(
+                    ResultCode::AdminLimitExceeded,
+                    format!("filter nesting deeper than {depth_max} levels"),
+                ));
+            }
+            match filter {
+                Filter::And(children) | Filter::Or(children) => {
+                    pending.extend(children.iter().map(|child| (child, depth + 1)));
+                }
+                Filter::Not(child) => pending.push((child, depth + 1)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 struct FilterParser<'a> {
     text: &'a str,
     bytes: &'a [u8],

@@ -187,6 +187,42 @@ fn bad_filters_are_rejected_with_a_reason() {
 }
 
 #[test]
+fn limits_of_filters_built_elsewhere_are_checked_like_parsed_ones() {
+    let mut deep = Filter::Present {
+        description: "cn".into(),
+    };
+    for _ in 0..100_000 {
+        deep = Filter::Not(Box::new(deep));
+    }
+    let error = deep.check_limits(DEPTH_MAX).unwrap_err();
+    assert_eq!(error.code, ResultCode::AdminLimitExceeded);
+    // Dismantle iteratively: dropping 100,000 nested boxes recursively could overflow the stack.
+    let mut current = deep;
+    while let Filter::Not(inner) = current {
+        current = *inner;
+    }
+    let wide = Filter::Or(vec![
+        Filter::Present {
+            description: "cn".into()
+        };
+        lmdir_schema::FILTER_ITEMS_MAX
+    ]);
+    assert_eq!(
+        wide.check_limits(DEPTH_MAX).unwrap_err().code,
+        ResultCode::AdminLimitExceeded
+    );
+    for text in ["(&(cn=a)(|(sn=b)(!(uid=c))))", "(cn=a)", "(&)"] {
+        Filter::parse(text, 3).unwrap().check_limits(3).unwrap();
+    }
+    let nested = Filter::parse("(!(!(!(cn=a))))", 3).unwrap();
+    assert!(nested.check_limits(2).is_err());
+    assert!(
+        Filter::parse("(!(!(!(cn=a))))", 2).is_err(),
+        "parse and check_limits agree on depth"
+    );
+}
+
+#[test]
 fn display_gives_rfc_4515_strings() {
     for text in [
         "(&(objectClass=person)(|(cn=Babs*)(!(sn=Smith))))",
