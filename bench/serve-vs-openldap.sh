@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Serve the same `lmdir gen N` data (same 19 indexes) from OpenLDAP slapd (back-mdb) and from lmdir, one
+# after the other in one run, and drive each with the UnboundID LDAP SDK tools: searchrate uid equality
+# (8 threads), searchrate mail substring (4 threads), authrate (search + bind, 8 threads), modrate
+# (4 threads, both at default durability: fsync per commit), a full-subtree scan, and 1..16 concurrent
+# full scans. Prints each figure for both servers and the ratio.
+# Usage: bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
+source "$(dirname "$0")/common.sh"
+PEOPLE="${1:-200000}"
+INTERVAL_SECONDS="${2:-5}"
+INTERVALS="${3:-3}"
+OPENLDAP_PORT=3890
+LMDIR_PORT=3891
+LAST=$((PEOPLE - 1))
+ensure_packages
+ensure_unboundid
+build_lmdir
+
+LDIF="$WORK_DIR/people-$PEOPLE.ldif"
+[ -f "$LDIF" ] || { log "generating $LDIF"; "$LMDIR" gen "$PEOPLE" --seed 1 > "$LDIF"; }
+
+rm -rf "$WORK_DIR/openldap-serve" "$WORK_DIR/lmdir-serve" "$WORK_DIR/lmdir-serve.toml"
+SLAPD_CONF=$(write_slapd_config "$WORK_DIR/openldap-serve")
+LMDIR_CONF=$(write_lmdir_config "$WORK_DIR/lmdir-serve" "$LMDIR_PORT")
+log "loading both servers"
+slapadd -q -f "$SLAPD_CONF" -l "$LDIF" > "$WORK_DIR/serve-slapadd.out" 2>&1
+"$LMDIR" --config "$LMDIR_CONF" load --quick "$LDIF" > "$WORK_DIR/serve-lmdir-load.out" 2>&1
+
+unboundid() { java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher "$@"; }
+# The "overall" rate of the final CSV row (column $2 of the tool's CSV header naming it).
+overall_rate() { awk -F, -v column="$1" 'NF > 3 && $1 ~ /^[0-9"]/ { last = $column } END { gsub(/"/, "", last); print last }'; }
+common_rate_args() {
+  echo --hostname 127.0.0.1 --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
+    --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv
+}
+
+run_suite() {  # $1 name, $2 port; prints "name metric value" lines
+  local name="$1" port="$2" base="ou=People,$SUFFIX"
+  local uid_pattern="uid=u[0-$LAST%0000000]"
+  unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
+    --filter "($uid_pattern)" --attribute cn --numThreads 8 > "$WORK_DIR/$name-search-eq.csv" 2>&1
+  echo "$name search_uid_eq_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-eq.csv")"
+  unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
+    --filter "(mail=u[0-$LAST%0000000]@*)" --attribute cn --numThreads 4 > "$WORK_DIR/$name-search-sub.csv" 2>&1
+  echo "$name search_mail_substring_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-sub.csv")"
+  unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
+    --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv \
+    --baseDN "$base" --scope sub --filter "($uid_pattern)" --credentials password --numThreads 8 \
+    > "$WORK_DIR/$name-auth.csv" 2>&1
+  echo "$name auth_per_second $(overall_rate 4 < "$WORK_DIR/$name-auth.csv")"
+  unboundid modrate $(common_rate_args "$port") --entryDN "$uid_pattern,$base" --attribute description \
+    --valueLength 12 --numThreads 4 > "$WORK_DIR/$name-mod.csv" 2>&1
+  echo "$name modify_per_second $(overall_rate 4 < "$WORK_DIR/$name-mod.csv")"
+  local start end
+  start=$(date +%s.%N)
+  ldapsearch -x -LLL -H "ldap://127.0.0.1:$port" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" -s sub -z 0 '(objectClass=*)' > "$WORK_DIR/$name-scan.ldif"
+  end=$(date +%s.%N)
+  echo "$name full_scan_seconds $(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')"
+  echo "$name full_scan_entries $(grep -c '^dn:' "$WORK_DIR/$name-scan.ldif")"
+  local concurrency i
+  for concurrency in 1 2 4 8 16; do
+    start=$(date +%s.%N)
+    for i in $(seq 1 "$concurrency"); do
+      ldapsearch -x -LLL -H "ldap://127.0.0.1:$port" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" -s sub -z 0 '(objectClass=*)' > /dev/null &
+    done
+    wait
+    end=$(date +%s.%N)
+    echo "$name concurrent_scans_${concurrency}_seconds $(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')"
+  done
+}
+
+RESULTS="$WORK_DIR/serve-results.txt"
+: > "$RESULTS"
+log "OpenLDAP slapd"
+start_slapd "$WORK_DIR/openldap-serve" "$OPENLDAP_PORT"
+run_suite openldap "$OPENLDAP_PORT" | tee -a "$RESULTS"
+stop_slapd "$WORK_DIR/openldap-serve"
+
+log "lmdir serve"
+"$LMDIR" --config "$LMDIR_CONF" serve --no-demo > "$WORK_DIR/lmdir-serve.log" 2>&1 &
+LMDIR_PID=$!
+trap 'kill $LMDIR_PID 2>/dev/null || true' EXIT
+wait_ldap "$LMDIR_PORT"
+run_suite lmdir "$LMDIR_PORT" | tee -a "$RESULTS"
+kill "$LMDIR_PID"; wait "$LMDIR_PID" 2>/dev/null || true
+
+printf '\n%s people, %s cores, %s; rates are UnboundID "overall" figures\n' "$PEOPLE" "$(nproc)" "$(date -u +%F)"
+awk '{ value[$1, $2] = $3; metrics[$2] = 1; order[++n] = $2 }
+     END { printf "%-34s %12s %12s %8s\n", "metric", "OpenLDAP", "lmdir", "ratio";
+           for (i = 1; i <= n; i++) { m = order[i]; if (seen[m]++) continue;
+             o = value["openldap", m]; l = value["lmdir", m];
+             ratio = (m ~ /seconds/) ? (l > 0 ? o / l : 0) : (o > 0 ? l / o : 0);
+             printf "%-34s %12s %12s %7.2fx\n", m, o, l, ratio } }' "$RESULTS"
+echo "(ratio > 1 means lmdir is better: rate ratio lmdir/OpenLDAP, time ratio OpenLDAP/lmdir)"
