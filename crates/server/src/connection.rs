@@ -33,7 +33,10 @@ pub enum Transport {
     Tcp,
     Tls,
     /// Unix socket with the peer's uid/gid (SASL EXTERNAL identity).
-    Ldapi { uid: u32, gid: u32 },
+    Ldapi {
+        uid: u32,
+        gid: u32,
+    },
 }
 
 /// Authentication state of a connection.
@@ -106,7 +109,12 @@ pub async fn run(
 
     let ending = loop {
         // Zero = never idle out; the branch is then disabled and the deadline unused.
-        let idle_deadline = tokio::time::Instant::from_std(last_activity + settings.idle_timeout.min(std::time::Duration::from_secs(86_400 * 365)));
+        let idle_deadline = tokio::time::Instant::from_std(
+            last_activity
+                + settings
+                    .idle_timeout
+                    .min(std::time::Duration::from_secs(86_400 * 365)),
+        );
         tokio::select! {
             biased;
             changed = shutdown.changed() => {

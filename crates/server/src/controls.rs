@@ -43,14 +43,14 @@ fn unavailable(oid: &str) -> OperationError {
 }
 
 fn protocol_error(oid: &str, what: &str) -> OperationError {
-    OperationError::new(
-        code::PROTOCOL_ERROR,
-        format!("control {oid}: {what}"),
-    )
+    OperationError::new(code::PROTOCOL_ERROR, format!("control {oid}: {what}"))
 }
 
 /// Decodes `controls` for an operation that honours the OIDs in `honoured`.
-pub fn parse(controls: &[LdapControl], honoured: &[&str]) -> Result<RequestControls, OperationError> {
+pub fn parse(
+    controls: &[LdapControl],
+    honoured: &[&str],
+) -> Result<RequestControls, OperationError> {
     let mut parsed = RequestControls::default();
     for control in controls {
         match control {
@@ -82,10 +82,9 @@ pub fn parse(controls: &[LdapControl], honoured: &[&str]) -> Result<RequestContr
                 // control's criticality, so it is treated as non-critical: results come
                 // unsorted, as RFC 2891 §1.1 allows.
             }
-            LdapControl::PasswordPolicyRequest { criticality } => {
-                if *criticality {
-                    return Err(unavailable(PASSWORD_POLICY_OID));
-                }
+            // Password policy is not implemented; non-critical requests (nslcd) are ignored.
+            LdapControl::PasswordPolicyRequest { criticality: true } => {
+                return Err(unavailable(PASSWORD_POLICY_OID));
             }
             LdapControl::Unknown {
                 oid,
@@ -101,7 +100,8 @@ pub fn parse(controls: &[LdapControl], honoured: &[&str]) -> Result<RequestContr
                         parsed.assertion = Some(decode_filter(value)?);
                     }
                     PRE_READ_OID if applies => {
-                        parsed.pre_read = Some(decode_attribute_list(PRE_READ_OID, value.as_deref())?);
+                        parsed.pre_read =
+                            Some(decode_attribute_list(PRE_READ_OID, value.as_deref())?);
                     }
                     POST_READ_OID if applies => {
                         parsed.post_read =
@@ -111,17 +111,23 @@ pub fn parse(controls: &[LdapControl], honoured: &[&str]) -> Result<RequestContr
                     _ => {}
                 }
             }
-            LdapControl::SyncRequest { criticality, .. }
-            | LdapControl::SearchOptions { criticality, .. }
-            | LdapControl::ShowDeleted { criticality }
-            | LdapControl::SdFlags { criticality, .. }
-            | LdapControl::ExtendedDn { criticality, .. } => {
-                if *criticality {
-                    return Err(OperationError::new(
-                        code::UNAVAILABLE_CRITICAL_EXTENSION,
-                        "critical control not supported",
-                    ));
-                }
+            LdapControl::SyncRequest {
+                criticality: true, ..
+            }
+            | LdapControl::SearchOptions {
+                criticality: true, ..
+            }
+            | LdapControl::ShowDeleted { criticality: true }
+            | LdapControl::SdFlags {
+                criticality: true, ..
+            }
+            | LdapControl::ExtendedDn {
+                criticality: true, ..
+            } => {
+                return Err(OperationError::new(
+                    code::UNAVAILABLE_CRITICAL_EXTENSION,
+                    "critical control not supported",
+                ));
             }
             // Response-only controls sent in a request carry no meaning; ignored.
             _ => {}
@@ -188,9 +194,12 @@ mod tests {
         )
         .is_ok());
         assert_eq!(
-            parse(&[LdapControl::PasswordPolicyRequest { criticality: true }], &[])
-                .unwrap_err()
-                .code,
+            parse(
+                &[LdapControl::PasswordPolicyRequest { criticality: true }],
+                &[]
+            )
+            .unwrap_err()
+            .code,
             code::UNAVAILABLE_CRITICAL_EXTENSION
         );
     }
@@ -205,7 +214,10 @@ mod tests {
             value: Some(value),
         };
         let parsed = parse(&[control], &[PRE_READ_OID]).expect("parse");
-        assert_eq!(parsed.pre_read, Some(vec!["cn".to_string(), "+".to_string()]));
+        assert_eq!(
+            parsed.pre_read,
+            Some(vec!["cn".to_string(), "+".to_string()])
+        );
     }
 
     #[test]

@@ -114,16 +114,14 @@ impl Database {
             .map(|(attribute, kinds)| {
                 let kinds = kinds
                     .iter()
-                    .filter_map(|kind| match kind {
-                        lmdir_config::IndexKind::Eq => Some(lmdir_store::IndexKind::Equality),
-                        lmdir_config::IndexKind::Presence => Some(lmdir_store::IndexKind::Presence),
-                        lmdir_config::IndexKind::Substring => {
-                            Some(lmdir_store::IndexKind::Substring)
-                        }
-                        lmdir_config::IndexKind::Ordered => Some(lmdir_store::IndexKind::Ordered),
+                    .map(|kind| match kind {
+                        lmdir_config::IndexKind::Eq => lmdir_store::IndexKind::Equality,
+                        lmdir_config::IndexKind::Presence => lmdir_store::IndexKind::Presence,
+                        lmdir_config::IndexKind::Substring => lmdir_store::IndexKind::Substring,
+                        lmdir_config::IndexKind::Ordered => lmdir_store::IndexKind::Ordered,
                         // Approximate matching is equality on normalized values (lmdir-schema):
                         // the equality index serves it.
-                        lmdir_config::IndexKind::Approx => Some(lmdir_store::IndexKind::Equality),
+                        lmdir_config::IndexKind::Approx => lmdir_store::IndexKind::Equality,
                     })
                     .collect();
                 (attribute.clone(), kinds)
@@ -136,12 +134,9 @@ impl Database {
             memberof: config.database.memberof,
             ..lmdir_store::StoreOptions::default()
         };
-        let store = Store::open(&config.database.directory, options, schema.clone())
-            .map_err(|error| {
-                ServerError::Database(format!(
-                    "{}: {error}",
-                    config.database.directory.display()
-                ))
+        let store =
+            Store::open(&config.database.directory, options, schema.clone()).map_err(|error| {
+                ServerError::Database(format!("{}: {error}", config.database.directory.display()))
             })?;
         let policy = AccessPolicy::from_config(
             &config.access,
@@ -176,7 +171,9 @@ impl Database {
     }
 
     fn normalize_dn(&self, dn: &str) -> Result<String, OperationError> {
-        self.schema.normalize_dn_str(dn).map_err(OperationError::from)
+        self.schema
+            .normalize_dn_str(dn)
+            .map_err(OperationError::from)
     }
 
     async fn submit(
@@ -290,8 +287,7 @@ fn run_writer(store: Store, mut receiver: mpsc::Receiver<WriteJob>) {
 /// otherwise case-insensitive with spaces around separators ignored.
 pub fn same_dn(server: &ServerContext, left: &str, right: &str) -> bool {
     if let Some(database) = &server.database {
-        if let (Ok(left), Ok(right)) = (database.normalize_dn(left), database.normalize_dn(right))
-        {
+        if let (Ok(left), Ok(right)) = (database.normalize_dn(left), database.normalize_dn(right)) {
             return left == right;
         }
     }
@@ -351,11 +347,7 @@ impl Database {
         }
     }
 
-    fn subject<'a>(
-        &self,
-        identity: &'a Identity,
-        groups: &'a StoreGroups<'a>,
-    ) -> Subject<'a> {
+    fn subject<'a>(&self, identity: &'a Identity, groups: &'a StoreGroups<'a>) -> Subject<'a> {
         let bound = (!identity.normalized_dn.is_empty()).then_some(identity.normalized_dn.as_str());
         let mut subject = self.policy.subject(bound, groups);
         subject.is_rootdn |= identity.is_rootdn;
@@ -517,7 +509,10 @@ fn write_stored_entry(
         if types_only {
             writer.attribute(description, std::iter::empty());
         } else {
-            writer.attribute(description, attribute.values().map(|(original, _)| original));
+            writer.attribute(
+                description,
+                attribute.values().map(|(original, _)| original),
+            );
         }
     }
     let computed: [(Option<AttrId>, &str); 4] = [
@@ -634,7 +629,12 @@ fn subschema_search(
         Ok(filter) => filter,
         Err(error) => return Some(Err(error.into())),
     };
-    if !database.schema.prepare_filter(&filter).evaluate(&view).is_true() {
+    if !database
+        .schema
+        .prepare_filter(&filter)
+        .evaluate(&view)
+        .is_true()
+    {
         return Some(Ok((BytesMut::new(), 0)));
     }
     let resolved = Selection::resolve(&database.schema, selection);
@@ -673,7 +673,10 @@ pub async fn search(
     if let Some(result) = subschema_search(context, database, request, selection) {
         let (buffer, count) = result?;
         if count > 0 {
-            let _ = context.sender.send(Outgoing::Message(buffer.freeze())).await;
+            let _ = context
+                .sender
+                .send(Outgoing::Message(buffer.freeze()))
+                .await;
         }
         return Ok(SearchDone {
             result: Ok(()),
@@ -710,8 +713,14 @@ pub async fn search(
             }
         };
         let time_limit = {
-            let requested = std::time::Duration::from_secs(u64::try_from(request.timelimit.max(0)).unwrap_or(0));
-            let configured = if is_root { std::time::Duration::ZERO } else { settings.time_limit };
+            let requested = std::time::Duration::from_secs(
+                u64::try_from(request.timelimit.max(0)).unwrap_or(0),
+            );
+            let configured = if is_root {
+                std::time::Duration::ZERO
+            } else {
+                settings.time_limit
+            };
             match (requested.is_zero(), configured.is_zero()) {
                 (true, _) => configured,
                 (_, true) => requested,
@@ -725,7 +734,11 @@ pub async fn search(
             scope,
             filter: prepared.clone(),
             size_limit: 0,
-            lookthrough_limit: if is_root { 0 } else { settings.lookthrough_limit as usize },
+            lookthrough_limit: if is_root {
+                0
+            } else {
+                settings.lookthrough_limit as usize
+            },
         };
         // The assertion control applies to the base entry (RFC 4528 §3).
         if let Some(assertion) = &controls.assertion {
@@ -733,9 +746,20 @@ pub async fn search(
             let base_entry = read
                 .entry(base_id)?
                 .ok_or_else(|| no_such_object(&request.base))?;
-            let assertion = Filter::parse(&crate::filter_text::to_string(assertion), settings.filter_depth_max)?;
-            if !database.schema.prepare_filter(&assertion).evaluate(&base_entry).is_true() {
-                return Err(OperationError::new(code::ASSERTION_FAILED, "assertion control failed on the base entry"));
+            let assertion = Filter::parse(
+                &crate::filter_text::to_string(assertion),
+                settings.filter_depth_max,
+            )?;
+            if !database
+                .schema
+                .prepare_filter(&assertion)
+                .evaluate(&base_entry)
+                .is_true()
+            {
+                return Err(OperationError::new(
+                    code::ASSERTION_FAILED,
+                    "assertion control failed on the base entry",
+                ));
             }
         }
         let fingerprint = request_fingerprint(&request, connection_id);
@@ -744,13 +768,22 @@ pub async fn search(
         if let Some((size, cookie)) = &controls.paged {
             if !cookie.is_empty() {
                 if cookie.len() != 8 || cookie[4..] != fingerprint.to_be_bytes() {
-                    return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "paged results cookie does not belong to this search"));
+                    return Err(OperationError::new(
+                        code::UNWILLING_TO_PERFORM,
+                        "paged results cookie does not belong to this search",
+                    ));
                 }
-                resume_after = Some(u32::from_be_bytes([cookie[0], cookie[1], cookie[2], cookie[3]]));
+                resume_after = Some(u32::from_be_bytes([
+                    cookie[0], cookie[1], cookie[2], cookie[3],
+                ]));
             }
             if *size == 0 {
                 // Size 0 abandons the paged search (RFC 2696 §3).
-                return Ok(SearchDone { result: Ok(()), entries_sent: 0, response_controls: vec![paged_response_control(&[])] });
+                return Ok(SearchDone {
+                    result: Ok(()),
+                    entries_sent: 0,
+                    response_controls: vec![paged_response_control(&[])],
+                });
             }
             page_size = Some(u64::try_from(*size).unwrap_or(u64::MAX));
         }
@@ -770,7 +803,10 @@ pub async fn search(
                 return Err(OperationError::new(code::CANCELED, "abandoned"));
             }
             if !time_limit.is_zero() && started.elapsed() > time_limit {
-                result = Err(OperationError::new(code::TIME_LIMIT_EXCEEDED, "time limit exceeded"));
+                result = Err(OperationError::new(
+                    code::TIME_LIMIT_EXCEEDED,
+                    "time limit exceeded",
+                ));
                 break;
             }
             let (id, entry) = match item {
@@ -801,14 +837,30 @@ pub async fn search(
                 }
             }
             if size_limit > 0 && sent == size_limit {
-                result = Err(OperationError::new(code::SIZE_LIMIT_EXCEEDED, "size limit exceeded"));
+                result = Err(OperationError::new(
+                    code::SIZE_LIMIT_EXCEEDED,
+                    "size limit exceeded",
+                ));
                 break;
             }
             let dn = read.dn_of(id)?;
-            write_stored_entry(&mut buffer, message_id, &database.schema, &read, id, &entry, &dn, &resolved, access.as_ref(), request.typesonly)?;
+            write_stored_entry(
+                &mut buffer,
+                message_id,
+                &database.schema,
+                &read,
+                id,
+                &entry,
+                &dn,
+                &resolved,
+                access.as_ref(),
+                request.typesonly,
+            )?;
             sent += 1;
             if buffer.len() >= SEARCH_CHUNK_BYTES
-                && sender.blocking_send(Outgoing::Message(buffer.split().freeze())).is_err()
+                && sender
+                    .blocking_send(Outgoing::Message(buffer.split().freeze()))
+                    .is_err()
             {
                 return Err(OperationError::new(code::OTHER, "connection closed"));
             }
@@ -819,7 +871,11 @@ pub async fn search(
         let response_controls = next_cookie
             .map(|cookie| vec![paged_response_control(&cookie)])
             .unwrap_or_default();
-        Ok(SearchDone { result, entries_sent: sent, response_controls })
+        Ok(SearchDone {
+            result,
+            entries_sent: sent,
+            response_controls,
+        })
     })
     .await
     .map_err(internal)?
@@ -850,13 +906,27 @@ pub async fn compare(
             let subject = database.subject(&identity, &groups);
             let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
             if !access.can_compare(attr) {
-                return Err(OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, format!("no compare access to {} of '{}'", request.atype, request.dn)));
+                return Err(OperationError::new(
+                    code::INSUFFICIENT_ACCESS_RIGHTS,
+                    format!("no compare access to {} of '{}'", request.atype, request.dn),
+                ));
             }
         }
         if let Some(assertion) = &controls.assertion {
-            let assertion = Filter::parse(&crate::filter_text::to_string(assertion), server.settings.filter_depth_max)?;
-            if !database.schema.prepare_filter(&assertion).evaluate(&entry).is_true() {
-                return Err(OperationError::new(code::ASSERTION_FAILED, "assertion control failed"));
+            let assertion = Filter::parse(
+                &crate::filter_text::to_string(assertion),
+                server.settings.filter_depth_max,
+            )?;
+            if !database
+                .schema
+                .prepare_filter(&assertion)
+                .evaluate(&entry)
+                .is_true()
+            {
+                return Err(OperationError::new(
+                    code::ASSERTION_FAILED,
+                    "assertion control failed",
+                ));
             }
         }
         let subtypes = database.schema.subtypes(attr);
@@ -867,13 +937,19 @@ pub async fn compare(
                 continue;
             }
             found_attribute = true;
-            if attribute.values().any(|(_, normalized)| normalized == asserted.as_slice()) {
+            if attribute
+                .values()
+                .any(|(_, normalized)| normalized == asserted.as_slice())
+            {
                 matched = true;
                 break;
             }
         }
         if !found_attribute {
-            return Err(OperationError::new(code::NO_SUCH_ATTRIBUTE, format!("'{}' has no {}", request.dn, request.atype)));
+            return Err(OperationError::new(
+                code::NO_SUCH_ATTRIBUTE,
+                format!("'{}' has no {}", request.dn, request.atype),
+            ));
         }
         Ok(matched)
     })
@@ -888,7 +964,12 @@ fn check_update(
     controls: &RequestControls,
     filter_depth_max: usize,
     target_dn: &str,
-    check: impl FnOnce(&Database, &ReadTxn, Option<&EntryAccess<'_>>, Option<&lmdir_store::EntryRef<'_>>) -> Result<(), OperationError>,
+    check: impl FnOnce(
+        &Database,
+        &ReadTxn,
+        Option<&EntryAccess<'_>>,
+        Option<&lmdir_store::EntryRef<'_>>,
+    ) -> Result<(), OperationError>,
 ) -> Result<(), OperationError> {
     let read = database.store.read().map_err(internal)?;
     let normalized = database.normalize_dn(target_dn)?;
@@ -901,8 +982,16 @@ fn check_update(
             return Err(no_such_object(target_dn));
         };
         let assertion = Filter::parse(&crate::filter_text::to_string(assertion), filter_depth_max)?;
-        if !database.schema.prepare_filter(&assertion).evaluate(entry).is_true() {
-            return Err(OperationError::new(code::ASSERTION_FAILED, "assertion control failed"));
+        if !database
+            .schema
+            .prepare_filter(&assertion)
+            .evaluate(entry)
+            .is_true()
+        {
+            return Err(OperationError::new(
+                code::ASSERTION_FAILED,
+                "assertion control failed",
+            ));
         }
     }
     if identity.is_rootdn {
@@ -915,15 +1004,16 @@ fn check_update(
             let access = database.policy.for_entry(&subject, &normalized, entry);
             check(database, &read, Some(&access), Some(entry))
         }
-        None => check(database, &read, None, None).and_then(|()| {
-            // Non-root with no existing entry: only adds get here with meaningful checks.
-            Ok(())
-        }),
+        // No existing entry: an add (checked by its own callback) or a miss the store reports.
+        None => check(database, &read, None, None),
     }
 }
 
 fn insufficient(what: &str, dn: &str) -> OperationError {
-    OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, format!("no write access to {what} of '{dn}'"))
+    OperationError::new(
+        code::INSUFFICIENT_ACCESS_RIGHTS,
+        format!("no write access to {what} of '{dn}'"),
+    )
 }
 
 /// Hashes cleartext userPassword values with the configured scheme.
@@ -943,8 +1033,12 @@ fn hash_cleartext_passwords(
     if !is_password {
         return Ok(());
     }
-    let scheme = lmdir_access::password::Scheme::from_name(scheme_name)
-        .ok_or_else(|| OperationError::new(code::OTHER, format!("password_hash scheme {scheme_name} is unknown")))?;
+    let scheme = lmdir_access::password::Scheme::from_name(scheme_name).ok_or_else(|| {
+        OperationError::new(
+            code::OTHER,
+            format!("password_hash scheme {scheme_name} is unknown"),
+        )
+    })?;
     for value in values.iter_mut() {
         if !lmdir_access::password::is_hashed(value) {
             *value = lmdir_access::password::hash(scheme, value).map_err(internal)?;
@@ -968,17 +1062,24 @@ fn parent_access_check(
     };
     let parent_normalized = database.schema.normalize_dn(&parent)?;
     let parent_id = read.dn_to_id(&parent_normalized)?;
-    let parent_entry = read.entry(parent_id)?.ok_or_else(|| no_such_object(&parent.to_string()))?;
+    let parent_entry = read
+        .entry(parent_id)?
+        .ok_or_else(|| no_such_object(&parent.to_string()))?;
     let groups = database.groups(read);
     let subject = database.subject(identity, &groups);
-    let access = database.policy.for_entry(&subject, &parent_normalized, &parent_entry);
+    let access = database
+        .policy
+        .for_entry(&subject, &parent_normalized, &parent_entry);
     if !access.can_write_children() {
         return Err(insufficient("children", &parent.to_string()));
     }
     Ok(())
 }
 
-pub async fn add(context: &OperationContext, request: LdapAddRequest) -> Result<(), OperationError> {
+pub async fn add(
+    context: &OperationContext,
+    request: LdapAddRequest,
+) -> Result<(), OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
@@ -987,7 +1088,12 @@ pub async fn add(context: &OperationContext, request: LdapAddRequest) -> Result<
     let dn = Dn::parse(&request.dn)?;
     let mut entry = Entry::new(dn);
     for mut attribute in request.attributes {
-        hash_cleartext_passwords(database, &context.server.settings.password_hash, &attribute.atype, &mut attribute.vals)?;
+        hash_cleartext_passwords(
+            database,
+            &context.server.settings.password_hash,
+            &attribute.atype,
+            &mut attribute.vals,
+        )?;
         entry.add_values(&attribute.atype, attribute.vals);
     }
     let identity = context.session.identity.clone();
@@ -997,35 +1103,46 @@ pub async fn add(context: &OperationContext, request: LdapAddRequest) -> Result<
     let server = context.server.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        check_update(database, &identity, &controls, filter_depth_max, &target, |database, read, _, existing| {
-            if existing.is_some() {
-                return Ok(()); // the store answers entryAlreadyExists
-            }
-            parent_access_check(database, read, &identity, &target)?;
-            if !identity.is_rootdn {
-                let view = OwnedEntryView::new(&database.schema, &check_entry)?;
-                let groups = database.groups(read);
-                let subject = database.subject(&identity, &groups);
-                let normalized = database.schema.normalize_dn(&check_entry.dn)?;
-                let access = database.policy.for_entry(&subject, &normalized, &view);
-                if !access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write) {
-                    return Err(insufficient("entry", &target));
+        check_update(
+            database,
+            &identity,
+            &controls,
+            filter_depth_max,
+            &target,
+            |database, read, _, existing| {
+                if existing.is_some() {
+                    return Ok(()); // the store answers entryAlreadyExists
                 }
-                for attribute in &check_entry.attributes {
-                    if let Ok(parsed) = database.schema.parse_description(&attribute.description) {
-                        if !access.can_write_attribute(parsed.attr) {
-                            return Err(insufficient(&attribute.description, &target));
+                parent_access_check(database, read, &identity, &target)?;
+                if !identity.is_rootdn {
+                    let view = OwnedEntryView::new(&database.schema, &check_entry)?;
+                    let groups = database.groups(read);
+                    let subject = database.subject(&identity, &groups);
+                    let normalized = database.schema.normalize_dn(&check_entry.dn)?;
+                    let access = database.policy.for_entry(&subject, &normalized, &view);
+                    if !access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write) {
+                        return Err(insufficient("entry", &target));
+                    }
+                    for attribute in &check_entry.attributes {
+                        if let Ok(parsed) =
+                            database.schema.parse_description(&attribute.description)
+                        {
+                            if !access.can_write_attribute(parsed.attr) {
+                                return Err(insufficient(&attribute.description, &target));
+                            }
                         }
                     }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
     })
     .await
     .map_err(internal)??;
     let write_context = WriteContext::new(context.session.identity.dn.clone());
-    database.submit(WriteOperation::Add(entry), write_context).await
+    database
+        .submit(WriteOperation::Add(entry), write_context)
+        .await
 }
 
 pub async fn delete(context: &OperationContext, dn: &str) -> Result<(), OperationError> {
@@ -1040,23 +1157,38 @@ pub async fn delete(context: &OperationContext, dn: &str) -> Result<(), Operatio
     let server = context.server.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        check_update(database, &identity, &controls, filter_depth_max, &target, |database, read, access, existing| {
-            if existing.is_none() || identity.is_rootdn {
-                return Ok(());
-            }
-            if !access.is_some_and(|access| access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)) {
-                return Err(insufficient("entry", &target));
-            }
-            parent_access_check(database, read, &identity, &target)
-        })
+        check_update(
+            database,
+            &identity,
+            &controls,
+            filter_depth_max,
+            &target,
+            |database, read, access, existing| {
+                if existing.is_none() || identity.is_rootdn {
+                    return Ok(());
+                }
+                if !access.is_some_and(|access| {
+                    access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)
+                }) {
+                    return Err(insufficient("entry", &target));
+                }
+                parent_access_check(database, read, &identity, &target)
+            },
+        )
     })
     .await
     .map_err(internal)??;
     let write_context = WriteContext::new(context.session.identity.dn.clone());
-    database.submit(WriteOperation::Delete(dn.to_string()), write_context).await
+    database
+        .submit(WriteOperation::Delete(dn.to_string()), write_context)
+        .await
 }
 
-fn modification_of(database: &Database, scheme: &str, change: ldap3_proto::proto::LdapModify) -> Result<Modification, OperationError> {
+fn modification_of(
+    database: &Database,
+    scheme: &str,
+    change: ldap3_proto::proto::LdapModify,
+) -> Result<Modification, OperationError> {
     let op = match change.operation {
         LdapModifyType::Add => ModOp::Add,
         LdapModifyType::Delete => ModOp::Delete,
@@ -1067,10 +1199,17 @@ fn modification_of(database: &Database, scheme: &str, change: ldap3_proto::proto
     if matches!(op, ModOp::Add | ModOp::Replace) {
         hash_cleartext_passwords(database, scheme, &change.modification.atype, &mut values)?;
     }
-    Ok(Modification { op, description: change.modification.atype, values })
+    Ok(Modification {
+        op,
+        description: change.modification.atype,
+        values,
+    })
 }
 
-pub async fn modify(context: &OperationContext, request: LdapModifyRequest) -> Result<(), OperationError> {
+pub async fn modify(
+    context: &OperationContext,
+    request: LdapModifyRequest,
+) -> Result<(), OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
@@ -1085,33 +1224,51 @@ pub async fn modify(context: &OperationContext, request: LdapModifyRequest) -> R
     let identity = context.session.identity.clone();
     let filter_depth_max = context.server.settings.filter_depth_max;
     let target = request.dn.clone();
-    let described: Vec<String> = modifications.iter().map(|m| m.description.clone()).collect();
+    let described: Vec<String> = modifications
+        .iter()
+        .map(|m| m.description.clone())
+        .collect();
     let server = context.server.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        check_update(database, &identity, &controls, filter_depth_max, &target, |database, _, access, existing| {
-            if existing.is_none() || identity.is_rootdn {
-                return Ok(());
-            }
-            let Some(access) = access else {
-                return Err(insufficient("entry", &target));
-            };
-            for description in &described {
-                let parsed = database.schema.parse_description(description)?;
-                if !access.can_write_attribute(parsed.attr) {
-                    return Err(insufficient(description, &target));
+        check_update(
+            database,
+            &identity,
+            &controls,
+            filter_depth_max,
+            &target,
+            |database, _, access, existing| {
+                if existing.is_none() || identity.is_rootdn {
+                    return Ok(());
                 }
-            }
-            Ok(())
-        })
+                let Some(access) = access else {
+                    return Err(insufficient("entry", &target));
+                };
+                for description in &described {
+                    let parsed = database.schema.parse_description(description)?;
+                    if !access.can_write_attribute(parsed.attr) {
+                        return Err(insufficient(description, &target));
+                    }
+                }
+                Ok(())
+            },
+        )
     })
     .await
     .map_err(internal)??;
     let write_context = WriteContext::new(context.session.identity.dn.clone());
-    database.submit(WriteOperation::Modify(request.dn, modifications), write_context).await
+    database
+        .submit(
+            WriteOperation::Modify(request.dn, modifications),
+            write_context,
+        )
+        .await
 }
 
-pub async fn modify_dn(context: &OperationContext, request: LdapModifyDNRequest) -> Result<(), OperationError> {
+pub async fn modify_dn(
+    context: &OperationContext,
+    request: LdapModifyDNRequest,
+) -> Result<(), OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
@@ -1124,21 +1281,30 @@ pub async fn modify_dn(context: &OperationContext, request: LdapModifyDNRequest)
     let server = context.server.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        check_update(database, &identity, &controls, filter_depth_max, &target, |database, read, access, existing| {
-            if existing.is_none() || identity.is_rootdn {
-                return Ok(());
-            }
-            if !access.is_some_and(|access| access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)) {
-                return Err(insufficient("entry", &target));
-            }
-            parent_access_check(database, read, &identity, &target)?;
-            if let Some(superior) = &new_superior {
-                // Write on the new parent's children, checked as for an entry placed below it.
-                let placeholder = format!("cn=x,{superior}");
-                parent_access_check(database, read, &identity, &placeholder)?;
-            }
-            Ok(())
-        })
+        check_update(
+            database,
+            &identity,
+            &controls,
+            filter_depth_max,
+            &target,
+            |database, read, access, existing| {
+                if existing.is_none() || identity.is_rootdn {
+                    return Ok(());
+                }
+                if !access.is_some_and(|access| {
+                    access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)
+                }) {
+                    return Err(insufficient("entry", &target));
+                }
+                parent_access_check(database, read, &identity, &target)?;
+                if let Some(superior) = &new_superior {
+                    // Write on the new parent's children, checked as for an entry placed below it.
+                    let placeholder = format!("cn=x,{superior}");
+                    parent_access_check(database, read, &identity, &placeholder)?;
+                }
+                Ok(())
+            },
+        )
     })
     .await
     .map_err(internal)??;
@@ -1157,14 +1323,18 @@ pub async fn modify_dn(context: &OperationContext, request: LdapModifyDNRequest)
 }
 
 /// Characters of generated passwords: unambiguous letters and digits.
-const GENERATED_PASSWORD_ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+const GENERATED_PASSWORD_ALPHABET: &[u8] =
+    b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
 const GENERATED_PASSWORD_LENGTH: usize = 16;
 
 fn generate_password() -> String {
     use rand::Rng;
     let mut random = rand::rng();
     (0..GENERATED_PASSWORD_LENGTH)
-        .map(|_| GENERATED_PASSWORD_ALPHABET[random.random_range(0..GENERATED_PASSWORD_ALPHABET.len())] as char)
+        .map(|_| {
+            GENERATED_PASSWORD_ALPHABET[random.random_range(0..GENERATED_PASSWORD_ALPHABET.len())]
+                as char
+        })
         .collect()
 }
 
@@ -1173,36 +1343,55 @@ pub async fn password_modify(
     request: &LdapExtendedRequest,
 ) -> Result<(Option<String>, Option<Vec<u8>>), OperationError> {
     let Some(database) = database_of(&context.server) else {
-        return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "no database holds passwords on this server"));
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "no database holds passwords on this server",
+        ));
     };
     require_secure_write(context)?;
     let parsed = if request.value.is_none() {
-        LdapPasswordModifyRequest { user_identity: None, old_password: None, new_password: None }
+        LdapPasswordModifyRequest {
+            user_identity: None,
+            old_password: None,
+            new_password: None,
+        }
     } else {
-        LdapPasswordModifyRequest::try_from(request)
-            .map_err(|_| OperationError::new(code::PROTOCOL_ERROR, "malformed Password Modify request"))?
+        LdapPasswordModifyRequest::try_from(request).map_err(|_| {
+            OperationError::new(code::PROTOCOL_ERROR, "malformed Password Modify request")
+        })?
     };
     let identity = context.session.identity.clone();
     let target_dn = match parsed.user_identity.as_deref() {
         Some(user) => user.strip_prefix("dn:").unwrap_or(user).to_string(),
         None if identity.dn.is_empty() => {
-            return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "anonymous users have no password to change"));
+            return Err(OperationError::new(
+                code::UNWILLING_TO_PERFORM,
+                "anonymous users have no password to change",
+            ));
         }
         None => identity.dn.clone(),
     };
     let target_normalized = database.normalize_dn(&target_dn)?;
     let is_self = identity.normalized_dn == target_normalized;
     if !identity.is_rootdn && !is_self {
-        return Err(OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, "only the entry itself or the rootdn may change this password"));
+        return Err(OperationError::new(
+            code::INSUFFICIENT_ACCESS_RIGHTS,
+            "only the entry itself or the rootdn may change this password",
+        ));
     }
     let Some(password_attribute) = database.user_password else {
-        return Err(OperationError::new(code::UNWILLING_TO_PERFORM, "the schema has no userPassword"));
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "the schema has no userPassword",
+        ));
     };
     if !identity.is_rootdn {
         let old = parsed
             .old_password
             .as_deref()
-            .ok_or_else(|| OperationError::new(code::UNWILLING_TO_PERFORM, "the old password is required"))?
+            .ok_or_else(|| {
+                OperationError::new(code::UNWILLING_TO_PERFORM, "the old password is required")
+            })?
             .as_bytes()
             .to_vec();
         let server = context.server.clone();
@@ -1212,11 +1401,17 @@ pub async fn password_modify(
             let read = database.store.read().map_err(internal)?;
             let id = read.dn_to_id(&target)?;
             let entry = read.entry(id)?.ok_or_else(|| no_such_object(&target))?;
-            let verified = entry.values_of(password_attribute).iter().any(|(stored, _)| password_matches(stored, &old));
+            let verified = entry
+                .values_of(password_attribute)
+                .iter()
+                .any(|(stored, _)| password_matches(stored, &old));
             if verified {
                 Ok(())
             } else {
-                Err(OperationError::new(code::INVALID_CREDENTIALS, "old password does not match"))
+                Err(OperationError::new(
+                    code::INVALID_CREDENTIALS,
+                    "old password does not match",
+                ))
             }
         })
         .await
@@ -1227,12 +1422,23 @@ pub async fn password_modify(
         None => (generate_password(), true),
     };
     let scheme_name = &context.server.settings.password_hash;
-    let scheme = lmdir_access::password::Scheme::from_name(scheme_name)
-        .ok_or_else(|| OperationError::new(code::OTHER, format!("password_hash scheme {scheme_name} is unknown")))?;
+    let scheme = lmdir_access::password::Scheme::from_name(scheme_name).ok_or_else(|| {
+        OperationError::new(
+            code::OTHER,
+            format!("password_hash scheme {scheme_name} is unknown"),
+        )
+    })?;
     let hashed = lmdir_access::password::hash(scheme, new_password.as_bytes()).map_err(internal)?;
-    let modification = Modification { op: ModOp::Replace, description: "userPassword".to_string(), values: vec![hashed] };
+    let modification = Modification {
+        op: ModOp::Replace,
+        description: "userPassword".to_string(),
+        values: vec![hashed],
+    };
     database
-        .submit(WriteOperation::Modify(target_dn, vec![modification]), WriteContext::new(identity.dn.clone()))
+        .submit(
+            WriteOperation::Modify(target_dn, vec![modification]),
+            WriteContext::new(identity.dn.clone()),
+        )
         .await?;
     if generated {
         // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }

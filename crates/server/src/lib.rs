@@ -15,6 +15,8 @@ pub mod settings;
 pub mod tls;
 
 pub use database::Database;
-pub use server::{serve, serve_settings, start, BoundAddress, RunningServer, ServerContext, ServerError};
+pub use server::{
+    serve, serve_settings, start, BoundAddress, RunningServer, ServerContext, ServerError,
+};
 pub use settings::{ListenAddress, ServerSettings};
 pub use tls::{ensure_demo_tls, DemoTlsFiles};

@@ -12,8 +12,8 @@ use crate::server::ServerContext;
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::control::LdapControl;
 use ldap3_proto::proto::{
-    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchRequest,
-    LdapSearchScope, OID_PASSWORD_MODIFY, OID_WHOAMI,
+    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchRequest, LdapSearchScope,
+    OID_PASSWORD_MODIFY, OID_WHOAMI,
 };
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -69,7 +69,11 @@ impl OperationContext {
     ) {
         let (result_code, matched_dn, message) = match &result {
             Ok(()) => (code::SUCCESS, "", ""),
-            Err(error) => (error.code, error.matched_dn.as_str(), error.message.as_str()),
+            Err(error) => (
+                error.code,
+                error.matched_dn.as_str(),
+                error.message.as_str(),
+            ),
         };
         let mut buffer = BytesMut::with_capacity(32 + matched_dn.len() + message.len());
         ber::write_result_message(
@@ -201,7 +205,9 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 request.new_superior.as_deref().unwrap_or("")
             );
             let result = crate::database::modify_dn(&context, request).await;
-            context.finish(tag::MODIFY_DN_RESPONSE, result, started).await;
+            context
+                .finish(tag::MODIFY_DN_RESPONSE, result, started)
+                .await;
         }
         other => {
             // Responses sent by a client, intermediate responses: not requests.
@@ -210,7 +216,10 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 context.log_prefix(),
                 std::mem::discriminant(&other)
             );
-            let _ = context.sender.send(Outgoing::Done(context.message_id)).await;
+            let _ = context
+                .sender
+                .send(Outgoing::Done(context.message_id))
+                .await;
         }
     }
 }
@@ -307,7 +316,10 @@ async fn bind_outcome(
             Ok(if uid == 0 {
                 Identity {
                     dn: server.settings.rootdn.clone(),
-                    normalized_dn: crate::database::normalized_identity_dn(server, &server.settings.rootdn),
+                    normalized_dn: crate::database::normalized_identity_dn(
+                        server,
+                        &server.settings.rootdn,
+                    ),
                     is_rootdn: true,
                 }
             } else {
@@ -402,7 +414,13 @@ async fn search(context: &OperationContext, request: &LdapSearchRequest, started
         }
         Err(error) => {
             context
-                .finish_with_controls(tag::SEARCH_RESULT_DONE, Err(error), started, &[], " nentries=0")
+                .finish_with_controls(
+                    tag::SEARCH_RESULT_DONE,
+                    Err(error),
+                    started,
+                    &[],
+                    " nentries=0",
+                )
                 .await
         }
     }

@@ -139,9 +139,8 @@ impl ServerSettings {
             .iter()
             .map(|url| ListenAddress::parse(url))
             .collect::<Result<Vec<_>, _>>()?;
-        let path_or_none = |path: &std::path::Path| {
-            (!path.as_os_str().is_empty()).then(|| path.to_path_buf())
-        };
+        let path_or_none =
+            |path: &std::path::Path| (!path.as_os_str().is_empty()).then(|| path.to_path_buf());
         Ok(ServerSettings {
             listen,
             tls_certificate: path_or_none(&server.tls_certificate),

@@ -23,16 +23,17 @@ pub fn load_server_config(
     certificate_path: &Path,
     key_path: &Path,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-    let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(certificate_path)
-        .map_err(|error| TlsError::Certificate {
-            path: certificate_path.to_path_buf(),
-            message: error.to_string(),
-        })?
-        .collect::<Result<_, _>>()
-        .map_err(|error| TlsError::Certificate {
-            path: certificate_path.to_path_buf(),
-            message: error.to_string(),
-        })?;
+    let certificates: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(certificate_path)
+            .map_err(|error| TlsError::Certificate {
+                path: certificate_path.to_path_buf(),
+                message: error.to_string(),
+            })?
+            .collect::<Result<_, _>>()
+            .map_err(|error| TlsError::Certificate {
+                path: certificate_path.to_path_buf(),
+                message: error.to_string(),
+            })?;
     if certificates.is_empty() {
         return Err(TlsError::Certificate {
             path: certificate_path.to_path_buf(),
@@ -83,8 +84,11 @@ pub fn ensure_demo_tls(dir: &Path) -> Result<DemoTlsFiles, TlsError> {
     .map_err(|error| demo_error(error.to_string()))?;
     std::fs::write(&files.certificate_path, certified.cert.pem())
         .map_err(|error| demo_error(error.to_string()))?;
-    write_private_file(&files.key_path, certified.signing_key.serialize_pem().as_bytes())
-        .map_err(|error| demo_error(error.to_string()))?;
+    write_private_file(
+        &files.key_path,
+        certified.signing_key.serialize_pem().as_bytes(),
+    )
+    .map_err(|error| demo_error(error.to_string()))?;
     Ok(files)
 }
 

@@ -16,6 +16,9 @@ fn set<'a>(values: &[&'a str]) -> HashSet<&'a str> {
     values.iter().copied().collect()
 }
 
+/// An entry's attributes as ldap3's add takes them.
+type Attributes<'a> = Vec<(&'a str, HashSet<&'a str>)>;
+
 fn root_connection(server: &TestServer) -> LdapConn {
     let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
     connection
@@ -28,7 +31,7 @@ fn root_connection(server: &TestServer) -> LdapConn {
 
 /// Suffix, ou=People, ou=Groups, alice (password "alicepw") and bob, group admins with alice.
 fn populate(connection: &mut LdapConn) {
-    let entries: Vec<(String, Vec<(&str, HashSet<&str>)>)> = vec![
+    let entries: Vec<(String, Attributes)> = vec![
         (
             SUFFIX.to_string(),
             vec![
@@ -39,11 +42,17 @@ fn populate(connection: &mut LdapConn) {
         ),
         (
             "ou=People,dc=example,dc=com".to_string(),
-            vec![("objectClass", set(&["organizationalUnit"])), ("ou", set(&["People"]))],
+            vec![
+                ("objectClass", set(&["organizationalUnit"])),
+                ("ou", set(&["People"])),
+            ],
         ),
         (
             "ou=Groups,dc=example,dc=com".to_string(),
-            vec![("objectClass", set(&["organizationalUnit"])), ("ou", set(&["Groups"]))],
+            vec![
+                ("objectClass", set(&["organizationalUnit"])),
+                ("ou", set(&["Groups"])),
+            ],
         ),
         (
             ALICE.to_string(),
@@ -105,27 +114,63 @@ fn search_scopes_filters_and_no_such_object() {
     let mut root = root_connection(&server);
     populate(&mut root);
 
-    let (people, rc) = search(&mut root, SUFFIX, Scope::Subtree, "(objectClass=person)", &["uid"]);
+    let (people, rc) = search(
+        &mut root,
+        SUFFIX,
+        Scope::Subtree,
+        "(objectClass=person)",
+        &["uid"],
+    );
     assert_eq!(rc, 0);
-    let uids: HashSet<&str> = people.iter().map(|entry| entry.attrs["uid"][0].as_str()).collect();
+    let uids: HashSet<&str> = people
+        .iter()
+        .map(|entry| entry.attrs["uid"][0].as_str())
+        .collect();
     assert_eq!(uids, set(&["alice", "bob"]));
 
-    let (one, _) = search(&mut root, SUFFIX, Scope::OneLevel, "(objectClass=*)", &["1.1"]);
+    let (one, _) = search(
+        &mut root,
+        SUFFIX,
+        Scope::OneLevel,
+        "(objectClass=*)",
+        &["1.1"],
+    );
     assert_eq!(one.len(), 2, "ou=People and ou=Groups");
-    assert!(one.iter().all(|entry| entry.attrs.is_empty()), "1.1 returns no attributes");
+    assert!(
+        one.iter().all(|entry| entry.attrs.is_empty()),
+        "1.1 returns no attributes"
+    );
 
-    let (base, _) = search(&mut root, ALICE, Scope::Base, "(objectClass=*)", &["cn", "+"]);
+    let (base, _) = search(
+        &mut root,
+        ALICE,
+        Scope::Base,
+        "(objectClass=*)",
+        &["cn", "+"],
+    );
     assert_eq!(base.len(), 1);
     assert_eq!(base[0].attrs["cn"], vec!["Alice Liddell"]);
-    assert!(base[0].attrs.contains_key("entryUUID"), "{:?}", base[0].attrs);
+    assert!(
+        base[0].attrs.contains_key("entryUUID"),
+        "{:?}",
+        base[0].attrs
+    );
     assert_eq!(base[0].attrs["hasSubordinates"], vec!["FALSE"]);
-    assert_eq!(base[0].attrs["memberOf"], vec!["cn=admins,ou=Groups,dc=example,dc=com"]);
+    assert_eq!(
+        base[0].attrs["memberOf"],
+        vec!["cn=admins,ou=Groups,dc=example,dc=com"]
+    );
 
     let (substring, _) = search(&mut root, SUFFIX, Scope::Subtree, "(cn=ali*)", &["uid"]);
     assert_eq!(substring.len(), 1);
 
     let missing = root
-        .search("uid=x,ou=Nowhere,dc=example,dc=com", Scope::Base, "(objectClass=*)", vec!["*"])
+        .search(
+            "uid=x,ou=Nowhere,dc=example,dc=com",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["*"],
+        )
         .expect("search");
     assert_eq!(missing.1.rc, 32);
     assert_eq!(missing.1.matched, SUFFIX);
@@ -138,7 +183,13 @@ fn binds_compare_and_default_access_control() {
     populate(&mut root);
 
     // The cleartext password given on add was hashed with the configured scheme.
-    let (stored, _) = search(&mut root, ALICE, Scope::Base, "(objectClass=*)", &["userPassword"]);
+    let (stored, _) = search(
+        &mut root,
+        ALICE,
+        Scope::Base,
+        "(objectClass=*)",
+        &["userPassword"],
+    );
     assert!(stored[0].bin_attrs.get("userPassword").map_or_else(
         || stored[0].attrs["userPassword"][0].starts_with("{SSHA}"),
         |values| values[0].starts_with(b"{SSHA}")
@@ -146,12 +197,26 @@ fn binds_compare_and_default_access_control() {
 
     let mut alice = LdapConn::new(&server.ldap_url()).expect("connect");
     assert_eq!(alice.simple_bind(ALICE, "wrong").expect("bind").rc, 49);
-    alice.simple_bind(ALICE, "alicepw").expect("bind").success().expect("alice binds");
-    let (exop, _) = alice.extended(WhoAmI).expect("whoami").success().expect("whoami");
+    alice
+        .simple_bind(ALICE, "alicepw")
+        .expect("bind")
+        .success()
+        .expect("alice binds");
+    let (exop, _) = alice
+        .extended(WhoAmI)
+        .expect("whoami")
+        .success()
+        .expect("whoami");
     assert_eq!(exop.parse::<WhoAmIResp>().authzid, format!("dn:{ALICE}"));
 
     // Self reads own userPassword; others and anonymous do not see it.
-    let (own, _) = search(&mut alice, ALICE, Scope::Base, "(objectClass=*)", &["userPassword"]);
+    let (own, _) = search(
+        &mut alice,
+        ALICE,
+        Scope::Base,
+        "(objectClass=*)",
+        &["userPassword"],
+    );
     assert_eq!(own[0].attrs.len() + own[0].bin_attrs.len(), 1);
     let (other, _) = search(
         &mut alice,
@@ -160,11 +225,23 @@ fn binds_compare_and_default_access_control() {
         "(objectClass=*)",
         &["userPassword", "cn"],
     );
-    assert!(!other[0].attrs.contains_key("userPassword") && !other[0].bin_attrs.contains_key("userPassword"));
+    assert!(
+        !other[0].attrs.contains_key("userPassword")
+            && !other[0].bin_attrs.contains_key("userPassword")
+    );
     assert!(other[0].attrs.contains_key("cn"));
     let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
-    let (hidden, _) = search(&mut anonymous, SUFFIX, Scope::Subtree, "(userPassword=*)", &["*"]);
-    assert!(hidden.is_empty(), "userPassword is not searchable by anonymous");
+    let (hidden, _) = search(
+        &mut anonymous,
+        SUFFIX,
+        Scope::Subtree,
+        "(userPassword=*)",
+        &["*"],
+    );
+    assert!(
+        hidden.is_empty(),
+        "userPassword is not searchable by anonymous"
+    );
 
     // Compare.
     let equal = root.compare(ALICE, "sn", "LIDDELL").expect("compare");
@@ -182,7 +259,12 @@ fn binds_compare_and_default_access_control() {
     let denied = anonymous
         .add(
             "uid=eve,ou=People,dc=example,dc=com",
-            vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["eve"])), ("cn", set(&["e"])), ("sn", set(&["e"]))],
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&["eve"])),
+                ("cn", set(&["e"])),
+                ("sn", set(&["e"])),
+            ],
         )
         .expect("add");
     assert_eq!(denied.rc, 50);
@@ -198,30 +280,70 @@ fn updates_and_their_result_codes() {
         .expect("modify")
         .success()
         .expect("replace description");
-    let (entry, _) = search(&mut root, ALICE, Scope::Base, "(objectClass=*)", &["description", "modifiersName"]);
+    let (entry, _) = search(
+        &mut root,
+        ALICE,
+        Scope::Base,
+        "(objectClass=*)",
+        &["description", "modifiersName"],
+    );
     assert_eq!(entry[0].attrs["description"], vec!["updated"]);
 
     let duplicate = root
-        .add(ALICE, vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["alice"])), ("cn", set(&["a"])), ("sn", set(&["a"]))])
+        .add(
+            ALICE,
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&["alice"])),
+                ("cn", set(&["a"])),
+                ("sn", set(&["a"])),
+            ],
+        )
         .expect("add");
     assert_eq!(duplicate.rc, 68, "entryAlreadyExists");
     let orphan = root
-        .add("uid=x,ou=Nowhere,dc=example,dc=com", vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["x"])), ("cn", set(&["x"])), ("sn", set(&["x"]))])
+        .add(
+            "uid=x,ou=Nowhere,dc=example,dc=com",
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&["x"])),
+                ("cn", set(&["x"])),
+                ("sn", set(&["x"])),
+            ],
+        )
         .expect("add");
     assert_eq!(orphan.rc, 32);
     let missing_sn = root
-        .add("uid=y,ou=People,dc=example,dc=com", vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&["y"])), ("cn", set(&["y"]))])
+        .add(
+            "uid=y,ou=People,dc=example,dc=com",
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&["y"])),
+                ("cn", set(&["y"])),
+            ],
+        )
         .expect("add");
     assert_eq!(missing_sn.rc, 65, "objectClassViolation");
 
     let non_leaf = root.delete("ou=People,dc=example,dc=com").expect("delete");
     assert_eq!(non_leaf.rc, 66);
 
-    root.modifydn(ALICE, "uid=alice2", true, Some("ou=Groups,dc=example,dc=com"))
-        .expect("modrdn")
-        .success()
-        .expect("rename and move");
-    let (moved, _) = search(&mut root, "uid=alice2,ou=Groups,dc=example,dc=com", Scope::Base, "(objectClass=*)", &["uid"]);
+    root.modifydn(
+        ALICE,
+        "uid=alice2",
+        true,
+        Some("ou=Groups,dc=example,dc=com"),
+    )
+    .expect("modrdn")
+    .success()
+    .expect("rename and move");
+    let (moved, _) = search(
+        &mut root,
+        "uid=alice2,ou=Groups,dc=example,dc=com",
+        Scope::Base,
+        "(objectClass=*)",
+        &["uid"],
+    );
     assert_eq!(moved[0].attrs["uid"], vec!["alice2"]);
 
     root.delete("uid=alice2,ou=Groups,dc=example,dc=com")
@@ -229,18 +351,29 @@ fn updates_and_their_result_codes() {
         .success()
         .expect("delete leaf");
     let gone = root
-        .search("uid=alice2,ou=Groups,dc=example,dc=com", Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .search(
+            "uid=alice2,ou=Groups,dc=example,dc=com",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["1.1"],
+        )
         .expect("search");
     assert_eq!(gone.1.rc, 32);
 
     // Assertion control (RFC 4528).
     let failed = root
         .with_controls(Assertion::new("(sn=Nobody)"))
-        .modify("uid=bob,ou=People,dc=example,dc=com", vec![Mod::Replace("description", set(&["x"]))])
+        .modify(
+            "uid=bob,ou=People,dc=example,dc=com",
+            vec![Mod::Replace("description", set(&["x"]))],
+        )
         .expect("modify");
     assert_eq!(failed.rc, 122, "assertionFailed");
     root.with_controls(Assertion::new("(sn=Builder)"))
-        .modify("uid=bob,ou=People,dc=example,dc=com", vec![Mod::Replace("description", set(&["x"]))])
+        .modify(
+            "uid=bob,ou=People,dc=example,dc=com",
+            vec![Mod::Replace("description", set(&["x"]))],
+        )
         .expect("modify")
         .success()
         .expect("assertion holds");
@@ -253,34 +386,62 @@ fn password_modify_self_and_generated() {
     populate(&mut root);
 
     let mut alice = LdapConn::new(&server.ldap_url()).expect("connect");
-    alice.simple_bind(ALICE, "alicepw").expect("bind").success().expect("bind");
+    alice
+        .simple_bind(ALICE, "alicepw")
+        .expect("bind")
+        .success()
+        .expect("bind");
     let wrong_old = alice
-        .extended(PasswordModify { user_id: None, old_pass: Some("nope"), new_pass: Some("newpw") })
+        .extended(PasswordModify {
+            user_id: None,
+            old_pass: Some("nope"),
+            new_pass: Some("newpw"),
+        })
         .expect("exop");
     assert_eq!(wrong_old.1.rc, 49);
     alice
-        .extended(PasswordModify { user_id: None, old_pass: Some("alicepw"), new_pass: Some("newpw") })
+        .extended(PasswordModify {
+            user_id: None,
+            old_pass: Some("alicepw"),
+            new_pass: Some("newpw"),
+        })
         .expect("exop")
         .success()
         .expect("self change");
     let mut again = LdapConn::new(&server.ldap_url()).expect("connect");
-    again.simple_bind(ALICE, "newpw").expect("bind").success().expect("new password works");
+    again
+        .simple_bind(ALICE, "newpw")
+        .expect("bind")
+        .success()
+        .expect("new password works");
 
     let bob = "uid=bob,ou=People,dc=example,dc=com";
     let denied = alice
-        .extended(PasswordModify { user_id: Some(bob), old_pass: Some("bobpw"), new_pass: Some("x") })
+        .extended(PasswordModify {
+            user_id: Some(bob),
+            old_pass: Some("bobpw"),
+            new_pass: Some("x"),
+        })
         .expect("exop");
     assert_eq!(denied.1.rc, 50, "a user may not change another's password");
 
     let (exop, _) = root
-        .extended(PasswordModify { user_id: Some(bob), old_pass: None, new_pass: None })
+        .extended(PasswordModify {
+            user_id: Some(bob),
+            old_pass: None,
+            new_pass: None,
+        })
         .expect("exop")
         .success()
         .expect("rootdn generates a password");
     let generated = exop.parse::<PasswordModifyResp>().gen_pass;
     assert!(generated.len() >= 12);
     let mut bob_connection = LdapConn::new(&server.ldap_url()).expect("connect");
-    bob_connection.simple_bind(bob, &generated).expect("bind").success().expect("generated password works");
+    bob_connection
+        .simple_bind(bob, &generated)
+        .expect("bind")
+        .success()
+        .expect("generated password works");
 }
 
 #[test]
@@ -292,7 +453,12 @@ fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
         let uid = format!("p{index:02}");
         root.add(
             &format!("uid={uid},ou=People,dc=example,dc=com"),
-            vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&[uid.as_str()])), ("cn", set(&[uid.as_str()])), ("sn", set(&["P"]))],
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&[uid.as_str()])),
+                ("cn", set(&[uid.as_str()])),
+                ("sn", set(&["P"])),
+            ],
         )
         .expect("add")
         .success()
@@ -302,15 +468,26 @@ fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
     let mut cookie = Vec::new();
     let mut pages = 0;
     loop {
-        let control = PagedResults { size: 10, cookie: cookie.clone() };
+        let control = PagedResults {
+            size: 10,
+            cookie: cookie.clone(),
+        };
         let result = root
             .with_controls(control)
-            .search("ou=People,dc=example,dc=com", Scope::OneLevel, "(sn=P)", vec!["uid"])
+            .search(
+                "ou=People,dc=example,dc=com",
+                Scope::OneLevel,
+                "(sn=P)",
+                vec!["uid"],
+            )
             .expect("search");
         assert_eq!(result.1.rc, 0);
         pages += 1;
         for entry in result.0 {
-            assert!(seen.insert(SearchEntry::construct(entry).dn), "no entry twice");
+            assert!(
+                seen.insert(SearchEntry::construct(entry).dn),
+                "no entry twice"
+            );
         }
         let raw = result
             .1
@@ -331,11 +508,22 @@ fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
     // Anonymous is held to size_limit = 7; the rootdn is not.
     let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
     let limited = anonymous
-        .search("ou=People,dc=example,dc=com", Scope::OneLevel, "(sn=P)", vec!["uid"])
+        .search(
+            "ou=People,dc=example,dc=com",
+            Scope::OneLevel,
+            "(sn=P)",
+            vec!["uid"],
+        )
         .expect("search");
     assert_eq!(limited.1.rc, 4, "sizeLimitExceeded");
     assert_eq!(limited.0.len(), 7);
-    let (all, rc) = search(&mut root, "ou=People,dc=example,dc=com", Scope::OneLevel, "(sn=P)", &["uid"]);
+    let (all, rc) = search(
+        &mut root,
+        "ou=People,dc=example,dc=com",
+        Scope::OneLevel,
+        "(sn=P)",
+        &["uid"],
+    );
     assert_eq!((all.len(), rc), (25, 0));
 }
 
@@ -350,13 +538,22 @@ fn concurrent_writers_are_group_committed_without_loss() {
             let url = url.clone();
             std::thread::spawn(move || {
                 let mut connection = LdapConn::new(&url).expect("connect");
-                connection.simple_bind(ROOT_DN, ROOT_PASSWORD).expect("bind").success().expect("bind");
+                connection
+                    .simple_bind(ROOT_DN, ROOT_PASSWORD)
+                    .expect("bind")
+                    .success()
+                    .expect("bind");
                 for index in 0..15 {
                     let uid = format!("w{worker}n{index}");
                     connection
                         .add(
                             &format!("uid={uid},ou=People,dc=example,dc=com"),
-                            vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&[uid.as_str()])), ("cn", set(&[uid.as_str()])), ("sn", set(&["W"]))],
+                            vec![
+                                ("objectClass", set(&["inetOrgPerson"])),
+                                ("uid", set(&[uid.as_str()])),
+                                ("cn", set(&[uid.as_str()])),
+                                ("sn", set(&["W"])),
+                            ],
                         )
                         .expect("add")
                         .success()
@@ -366,7 +563,12 @@ fn concurrent_writers_are_group_committed_without_loss() {
                         let duplicate = connection
                             .add(
                                 &format!("uid={uid},ou=People,dc=example,dc=com"),
-                                vec![("objectClass", set(&["inetOrgPerson"])), ("uid", set(&[uid.as_str()])), ("cn", set(&[uid.as_str()])), ("sn", set(&["W"]))],
+                                vec![
+                                    ("objectClass", set(&["inetOrgPerson"])),
+                                    ("uid", set(&[uid.as_str()])),
+                                    ("cn", set(&[uid.as_str()])),
+                                    ("sn", set(&["W"])),
+                                ],
                             )
                             .expect("add");
                         assert_eq!(duplicate.rc, 68);
@@ -391,16 +593,33 @@ fn subschema_is_published() {
         "cn=Subschema",
         Scope::Base,
         "(objectClass=subschema)",
-        &["attributeTypes", "objectClasses", "ldapSyntaxes", "matchingRules"],
+        &[
+            "attributeTypes",
+            "objectClasses",
+            "ldapSyntaxes",
+            "matchingRules",
+        ],
     );
     assert_eq!(rc, 0);
     let attribute_types = &entries[0].attrs["attributeTypes"];
-    assert!(attribute_types.iter().any(|definition| definition.contains("NAME 'uid'") || definition.contains("'uid'")));
-    assert!(entries[0].attrs["objectClasses"].iter().any(|definition| definition.contains("inetOrgPerson")));
+    assert!(attribute_types
+        .iter()
+        .any(|definition| definition.contains("NAME 'uid'") || definition.contains("'uid'")));
+    assert!(entries[0].attrs["objectClasses"]
+        .iter()
+        .any(|definition| definition.contains("inetOrgPerson")));
     let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
-    let (root_dse, _) = search(&mut connection, "", Scope::Base, "(objectClass=*)", &["namingContexts", "supportedExtension"]);
+    let (root_dse, _) = search(
+        &mut connection,
+        "",
+        Scope::Base,
+        "(objectClass=*)",
+        &["namingContexts", "supportedExtension"],
+    );
     assert_eq!(root_dse[0].attrs["namingContexts"], vec![SUFFIX]);
-    assert!(root_dse[0].attrs["supportedExtension"].contains(&"1.3.6.1.4.1.4203.1.11.1".to_string()));
+    assert!(
+        root_dse[0].attrs["supportedExtension"].contains(&"1.3.6.1.4.1.4203.1.11.1".to_string())
+    );
 }
 
 #[test]
@@ -426,32 +645,96 @@ fn ldap_utils_cover_every_operation() {
     };
     assert!(output.status.success(), "ldapadd: {}", text(&output.stderr));
 
-    let output = run("ldapsearch", &["-LLL", "-b", SUFFIX, "(sn=KRAKÓW)", "uid"]).expect("ldapsearch");
+    let output =
+        run("ldapsearch", &["-LLL", "-b", SUFFIX, "(sn=KRAKÓW)", "uid"]).expect("ldapsearch");
     assert!(output.status.success(), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("uid: carol"), "{}", text(&output.stdout));
+    assert!(
+        text(&output.stdout).contains("uid: carol"),
+        "{}",
+        text(&output.stdout)
+    );
 
     let change = server.directory.path().join("change.ldif");
     std::fs::write(&change, "dn: uid=carol,ou=People,dc=example,dc=com\nchangetype: modify\nreplace: description\ndescription: edited\n").expect("ldif");
     let output = run("ldapmodify", &["-f", change.to_str().expect("path")]).expect("ldapmodify");
     assert!(output.status.success(), "{}", text(&output.stderr));
 
-    let output = run("ldapcompare", &["uid=carol,ou=People,dc=example,dc=com", "description:edited"]).expect("ldapcompare");
-    assert_eq!(output.status.code(), Some(6), "compareTrue: {}", text(&output.stdout));
+    let output = run(
+        "ldapcompare",
+        &[
+            "uid=carol,ou=People,dc=example,dc=com",
+            "description:edited",
+        ],
+    )
+    .expect("ldapcompare");
+    assert_eq!(
+        output.status.code(),
+        Some(6),
+        "compareTrue: {}",
+        text(&output.stdout)
+    );
 
-    let output = run("ldappasswd", &["-s", "carolnew", "uid=carol,ou=People,dc=example,dc=com"]).expect("ldappasswd");
+    let output = run(
+        "ldappasswd",
+        &["-s", "carolnew", "uid=carol,ou=People,dc=example,dc=com"],
+    )
+    .expect("ldappasswd");
     assert!(output.status.success(), "{}", text(&output.stderr));
-    let output = ldap_tool("ldapwhoami", &["-x", "-H", &url, "-D", "uid=carol,ou=People,dc=example,dc=com", "-w", "carolnew"]).expect("ldapwhoami");
+    let output = ldap_tool(
+        "ldapwhoami",
+        &[
+            "-x",
+            "-H",
+            &url,
+            "-D",
+            "uid=carol,ou=People,dc=example,dc=com",
+            "-w",
+            "carolnew",
+        ],
+    )
+    .expect("ldapwhoami");
     assert!(output.status.success(), "{}", text(&output.stderr));
 
-    let output = run("ldapmodrdn", &["-r", "uid=carol,ou=People,dc=example,dc=com", "uid=caroline"]).expect("ldapmodrdn");
+    let output = run(
+        "ldapmodrdn",
+        &[
+            "-r",
+            "uid=carol,ou=People,dc=example,dc=com",
+            "uid=caroline",
+        ],
+    )
+    .expect("ldapmodrdn");
     assert!(output.status.success(), "{}", text(&output.stderr));
 
-    let output = run("ldapsearch", &["-LLL", "-E", "pr=1/noprompt", "-b", SUFFIX, "(objectClass=*)", "1.1"]).expect("ldapsearch paged");
+    let output = run(
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-E",
+            "pr=1/noprompt",
+            "-b",
+            SUFFIX,
+            "(objectClass=*)",
+            "1.1",
+        ],
+    )
+    .expect("ldapsearch paged");
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout).matches("dn: ").count(), 3);
 
-    let output = run("ldapdelete", &["uid=caroline,ou=People,dc=example,dc=com"]).expect("ldapdelete");
+    let output =
+        run("ldapdelete", &["uid=caroline,ou=People,dc=example,dc=com"]).expect("ldapdelete");
     assert!(output.status.success(), "{}", text(&output.stderr));
-    let output = run("ldapsearch", &["-LLL", "-b", "uid=caroline,ou=People,dc=example,dc=com", "-s", "base"]).expect("ldapsearch");
+    let output = run(
+        "ldapsearch",
+        &[
+            "-LLL",
+            "-b",
+            "uid=caroline,ou=People,dc=example,dc=com",
+            "-s",
+            "base",
+        ],
+    )
+    .expect("ldapsearch");
     assert_eq!(output.status.code(), Some(32));
 }

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{ldap_tool, text, TestServer, ROOT_DN, ROOT_PASSWORD};
-use ldap3::exop::{WhoAmI, WhoAmIResp};
 use ldap3::controls::RawControl;
+use ldap3::exop::{WhoAmI, WhoAmIResp};
 use ldap3::{LdapConn, LdapConnSettings, Scope, SearchEntry};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -52,7 +52,9 @@ fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
 }
 
 #[test]
@@ -92,8 +94,15 @@ fn simple_binds_follow_rfc_4513() {
         .expect("bind");
     assert_eq!(unknown.rc, 49, "unknown DN → invalidCredentials");
     let unauthenticated = connection.simple_bind(ROOT_DN, "").expect("bind");
-    assert_eq!(unauthenticated.rc, 53, "DN without password is refused, never a login");
-    assert_eq!(whoami(&mut connection), "", "failed binds leave the connection anonymous");
+    assert_eq!(
+        unauthenticated.rc, 53,
+        "DN without password is refused, never a login"
+    );
+    assert_eq!(
+        whoami(&mut connection),
+        "",
+        "failed binds leave the connection anonymous"
+    );
 
     connection
         .simple_bind("CN=Admin, DC=Example, DC=Com", ROOT_PASSWORD)
@@ -177,7 +186,12 @@ fn too_deep_filter_is_refused_with_admin_limit_exceeded() {
     let server = TestServer::start(|settings| settings.filter_depth_max = 3);
     let mut connection = connect(&server);
     let shallow = connection
-        .search("", Scope::Base, "(&(objectClass=*)(!(vendorName=x)))", vec!["1.1"])
+        .search(
+            "",
+            Scope::Base,
+            "(&(objectClass=*)(!(vendorName=x)))",
+            vec!["1.1"],
+        )
         .expect("search");
     assert_eq!(shallow.1.rc, 0);
     let deep = connection
@@ -196,7 +210,12 @@ fn entries_outside_every_naming_context_are_no_such_object() {
     let server = TestServer::start(|_| {});
     let mut connection = connect(&server);
     let result = connection
-        .search("dc=example,dc=com", Scope::Subtree, "(objectClass=*)", vec!["*"])
+        .search(
+            "dc=example,dc=com",
+            Scope::Subtree,
+            "(objectClass=*)",
+            vec!["*"],
+        )
         .expect("search");
     assert_eq!(result.1.rc, 32);
     let compare = connection
@@ -271,7 +290,10 @@ fn oversize_pdu_closes_the_connection() {
     let mut connection = connect(&server);
     let long_filter = format!("(vendorName={})", "x".repeat(2000));
     let result = connection.search("", Scope::Base, &long_filter, vec!["1.1"]);
-    assert!(result.is_err(), "the server drops the connection: {result:?}");
+    assert!(
+        result.is_err(),
+        "the server drops the connection: {result:?}"
+    );
     let mut fresh = connect(&server);
     assert_eq!(whoami(&mut fresh), "");
 }
@@ -377,13 +399,19 @@ fn ldap_utils_root_dse_whoami_and_tls() {
     assert!(stdout.contains("supportedLDAPVersion: 3"), "{stdout}");
     assert!(stdout.contains("vendorName: lmdir"), "{stdout}");
 
-    let output = ldap_tool("ldapwhoami", &["-x", "-H", &url, "-D", ROOT_DN, "-w", ROOT_PASSWORD])
-        .expect("ldapwhoami present with ldapsearch");
+    let output = ldap_tool(
+        "ldapwhoami",
+        &["-x", "-H", &url, "-D", ROOT_DN, "-w", ROOT_PASSWORD],
+    )
+    .expect("ldapwhoami present with ldapsearch");
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert_eq!(text(&output.stdout).trim(), format!("dn:{ROOT_DN}"));
 
-    let output = ldap_tool("ldapwhoami", &["-x", "-H", &url, "-D", ROOT_DN, "-w", "bad"])
-        .expect("ldapwhoami");
+    let output = ldap_tool(
+        "ldapwhoami",
+        &["-x", "-H", &url, "-D", ROOT_DN, "-w", "bad"],
+    )
+    .expect("ldapwhoami");
     assert_eq!(output.status.code(), Some(49), "{}", text(&output.stderr));
 
     // StartTLS required (-ZZ) with a self-signed certificate.
@@ -398,15 +426,25 @@ fn ldap_utils_root_dse_whoami_and_tls() {
     let ldaps = server.ldaps_url();
     let output = ldap_tool(
         "ldapsearch",
-        &["-x", "-H", &ldaps, "-b", "", "-s", "base", "-LLL", "vendorName"],
+        &[
+            "-x",
+            "-H",
+            &ldaps,
+            "-b",
+            "",
+            "-s",
+            "base",
+            "-LLL",
+            "vendorName",
+        ],
     )
     .expect("ldapsearch");
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("vendorName: lmdir"));
 
     let ldapi = server.ldapi_url();
-    let output = ldap_tool("ldapwhoami", &["-Y", "EXTERNAL", "-H", &ldapi, "-Q"])
-        .expect("ldapwhoami");
+    let output =
+        ldap_tool("ldapwhoami", &["-Y", "EXTERNAL", "-H", &ldapi, "-Q"]).expect("ldapwhoami");
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).starts_with("dn:"));
 }

@@ -96,9 +96,7 @@ impl Drop for TestServer {
 /// Runs an ldap-utils binary; None (with a printed reason) when it is not installed.
 pub fn ldap_tool(program: &str, arguments: &[&str]) -> Option<std::process::Output> {
     let mut command = Command::new(program);
-    command
-        .args(arguments)
-        .env("LDAPTLS_REQCERT", "never");
+    command.args(arguments).env("LDAPTLS_REQCERT", "never");
     match command.output() {
         Ok(output) => Some(output),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -118,8 +116,20 @@ fn open_database(directory: &std::path::Path, settings: &ServerSettings) -> lmdi
     let schema = Arc::new(lmdir_schema::Schema::builtin());
     let indexes = [
         ("objectClass", vec![lmdir_store::IndexKind::Equality]),
-        ("uid", vec![lmdir_store::IndexKind::Equality, lmdir_store::IndexKind::Substring]),
-        ("cn", vec![lmdir_store::IndexKind::Equality, lmdir_store::IndexKind::Substring]),
+        (
+            "uid",
+            vec![
+                lmdir_store::IndexKind::Equality,
+                lmdir_store::IndexKind::Substring,
+            ],
+        ),
+        (
+            "cn",
+            vec![
+                lmdir_store::IndexKind::Equality,
+                lmdir_store::IndexKind::Substring,
+            ],
+        ),
         ("member", vec![lmdir_store::IndexKind::Equality]),
         ("memberOf", vec![lmdir_store::IndexKind::Equality]),
     ]
@@ -136,7 +146,12 @@ fn open_database(directory: &std::path::Path, settings: &ServerSettings) -> lmdi
     let data = directory.join("data");
     std::fs::create_dir_all(&data).expect("data dir");
     let store = lmdir_store::Store::open(&data, options, schema.clone()).expect("store open");
-    let policy = lmdir_access::acl::AccessPolicy::from_config(&[], &schema, &settings.suffix, &settings.rootdn)
-        .expect("default policy");
+    let policy = lmdir_access::acl::AccessPolicy::from_config(
+        &[],
+        &schema,
+        &settings.suffix,
+        &settings.rootdn,
+    )
+    .expect("default policy");
     lmdir_server::Database::new(store, policy)
 }
