@@ -164,6 +164,27 @@ fn search_scopes_filters_and_no_such_object() {
     let (substring, _) = search(&mut root, SUFFIX, Scope::Subtree, "(cn=ali*)", &["uid"]);
     assert_eq!(substring.len(), 1);
 
+    let (members, _) = search(
+        &mut root,
+        SUFFIX,
+        Scope::Subtree,
+        "(memberOf=cn=admins,ou=Groups,dc=example,dc=com)",
+        &["uid"],
+    );
+    assert_eq!(members.len(), 1, "memberOf is filterable");
+    assert_eq!(members[0].attrs["uid"], vec!["alice"]);
+
+    let (typed, _) = root
+        .search(ALICE, Scope::Base, "(objectClass=*)", vec!["sn"])
+        .map(|result| {
+            (
+                result.0.into_iter().map(SearchEntry::construct).collect::<Vec<_>>(),
+                result.1.rc,
+            )
+        })
+        .expect("search");
+    assert_eq!(typed[0].attrs["sn"], vec!["Liddell"]);
+
     let missing = root
         .search(
             "uid=x,ou=Nowhere,dc=example,dc=com",
@@ -737,4 +758,23 @@ fn ldap_utils_cover_every_operation() {
     )
     .expect("ldapsearch");
     assert_eq!(output.status.code(), Some(32));
+}
+
+#[test]
+fn require_tls_refuses_clear_writes() {
+    let server = TestServer::start_with_database(|settings| settings.require_tls = true);
+    // ldapi counts as secure: the rootdn populates over it via SASL EXTERNAL or a simple bind.
+    let mut secure = LdapConn::new(&server.ldapi_url()).expect("ldapi");
+    secure
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("bind over ldapi");
+    populate(&mut secure);
+    // A clear TCP connection may still read anonymously, but an update is refused.
+    let mut clear = LdapConn::new(&server.ldap_url()).expect("connect");
+    let refused = clear.delete("uid=bob,ou=People,dc=example,dc=com").expect("delete");
+    assert_eq!(refused.rc, 13, "confidentialityRequired");
+    let (found, rc) = search(&mut clear, SUFFIX, Scope::Subtree, "(uid=bob)", &["uid"]);
+    assert_eq!((found.len(), rc), (1, 0));
 }
