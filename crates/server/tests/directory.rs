@@ -178,7 +178,11 @@ fn search_scopes_filters_and_no_such_object() {
         .search(ALICE, Scope::Base, "(objectClass=*)", vec!["sn"])
         .map(|result| {
             (
-                result.0.into_iter().map(SearchEntry::construct).collect::<Vec<_>>(),
+                result
+                    .0
+                    .into_iter()
+                    .map(SearchEntry::construct)
+                    .collect::<Vec<_>>(),
                 result.1.rc,
             )
         })
@@ -773,8 +777,110 @@ fn require_tls_refuses_clear_writes() {
     populate(&mut secure);
     // A clear TCP connection may still read anonymously, but an update is refused.
     let mut clear = LdapConn::new(&server.ldap_url()).expect("connect");
-    let refused = clear.delete("uid=bob,ou=People,dc=example,dc=com").expect("delete");
+    let refused = clear
+        .delete("uid=bob,ou=People,dc=example,dc=com")
+        .expect("delete");
     assert_eq!(refused.rc, 13, "confidentialityRequired");
     let (found, rc) = search(&mut clear, SUFFIX, Scope::Subtree, "(uid=bob)", &["uid"]);
     assert_eq!((found.len(), rc), (1, 0));
+}
+
+#[test]
+fn configured_rules_grant_group_members_write_and_deny_others() {
+    use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
+    let rules = vec![
+        AccessRule {
+            to: AccessTarget {
+                subtree: Some("ou=People,dc=example,dc=com".to_string()),
+                attrs: vec!["userPassword".to_string()],
+                ..AccessTarget::default()
+            },
+            by: vec![
+                AccessClause {
+                    who: Who::SelfEntry,
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Anyone,
+                    access: AccessLevel::Auth,
+                },
+            ],
+        },
+        AccessRule {
+            to: AccessTarget {
+                subtree: Some("ou=People,dc=example,dc=com".to_string()),
+                ..AccessTarget::default()
+            },
+            by: vec![
+                AccessClause {
+                    who: Who::Group("cn=admins,ou=Groups,dc=example,dc=com".to_string()),
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Users,
+                    access: AccessLevel::Read,
+                },
+                AccessClause {
+                    who: Who::Anonymous,
+                    access: AccessLevel::None,
+                },
+            ],
+        },
+    ];
+    let server = TestServer::start_with_rules(rules);
+    let mut root = root_connection(&server);
+    populate(&mut root);
+    let bob_dn = "uid=bob,ou=People,dc=example,dc=com";
+
+    // alice (a member of cn=admins) writes bob; bob (not a member) cannot write alice.
+    let mut alice = LdapConn::new(&server.ldap_url()).expect("connect");
+    alice
+        .simple_bind(ALICE, "alicepw")
+        .expect("bind")
+        .success()
+        .expect("alice binds");
+    alice
+        .modify(
+            bob_dn,
+            vec![Mod::Replace("description", set(&["by alice"]))],
+        )
+        .expect("modify")
+        .success()
+        .expect("group member may write");
+    let mut bob = LdapConn::new(&server.ldap_url()).expect("connect");
+    bob.simple_bind(bob_dn, "bobpw")
+        .expect("bind")
+        .success()
+        .expect("bob binds");
+    let denied = bob
+        .modify(ALICE, vec![Mod::Replace("description", set(&["by bob"]))])
+        .expect("modify");
+    assert_eq!(denied.rc, 50);
+
+    // Users read entries but not others' passwords; anonymous sees nothing under People.
+    let (seen, _) = search(
+        &mut bob,
+        ALICE,
+        Scope::Base,
+        "(objectClass=*)",
+        &["cn", "userPassword"],
+    );
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].attrs.contains_key("cn"));
+    assert!(
+        !seen[0].attrs.contains_key("userPassword")
+            && !seen[0].bin_attrs.contains_key("userPassword")
+    );
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let (hidden, _) = search(
+        &mut anonymous,
+        "ou=People,dc=example,dc=com",
+        Scope::OneLevel,
+        "(objectClass=*)",
+        &["cn"],
+    );
+    assert!(hidden.is_empty());
+    // Comparing needs compare access: anonymous has none on People entries.
+    let compare = anonymous.compare(ALICE, "sn", "Liddell").expect("compare");
+    assert_eq!(compare.0.rc, 50);
 }

@@ -20,15 +20,23 @@ impl TestServer {
     /// Starts with ldap://, ldaps:// (self-signed demo cert) and ldapi:// listeners; `adjust` may change
     /// settings before start.
     pub fn start(adjust: impl FnOnce(&mut ServerSettings)) -> TestServer {
-        TestServer::start_inner(adjust, false)
+        TestServer::start_inner(adjust, None)
     }
 
     /// Like `start`, with an empty store for dc=example,dc=com behind it (default access policy).
     pub fn start_with_database(adjust: impl FnOnce(&mut ServerSettings)) -> TestServer {
-        TestServer::start_inner(adjust, true)
+        TestServer::start_inner(adjust, Some(Vec::new()))
     }
 
-    fn start_inner(adjust: impl FnOnce(&mut ServerSettings), with_database: bool) -> TestServer {
+    /// With a store and the given `[[access]]` rules.
+    pub fn start_with_rules(rules: Vec<lmdir_config::AccessRule>) -> TestServer {
+        TestServer::start_inner(|_| {}, Some(rules))
+    }
+
+    fn start_inner(
+        adjust: impl FnOnce(&mut ServerSettings),
+        database_rules: Option<Vec<lmdir_config::AccessRule>>,
+    ) -> TestServer {
         let directory = tempfile::tempdir().expect("tempdir");
         let tls = lmdir_server::ensure_demo_tls(directory.path()).expect("demo tls");
         let mut settings = ServerSettings::with_defaults(vec![
@@ -44,7 +52,8 @@ impl TestServer {
             .enable_all()
             .build()
             .expect("runtime");
-        let database = with_database.then(|| open_database(directory.path(), &settings));
+        let database =
+            database_rules.map(|rules| open_database(directory.path(), &settings, &rules));
         let running = runtime
             .block_on(lmdir_server::start(settings, database))
             .expect("server start");
@@ -111,7 +120,11 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn open_database(directory: &std::path::Path, settings: &ServerSettings) -> lmdir_server::Database {
+fn open_database(
+    directory: &std::path::Path,
+    settings: &ServerSettings,
+    rules: &[lmdir_config::AccessRule],
+) -> lmdir_server::Database {
     use std::sync::Arc;
     let schema = Arc::new(lmdir_schema::Schema::builtin());
     let indexes = [
@@ -147,7 +160,7 @@ fn open_database(directory: &std::path::Path, settings: &ServerSettings) -> lmdi
     std::fs::create_dir_all(&data).expect("data dir");
     let store = lmdir_store::Store::open(&data, options, schema.clone()).expect("store open");
     let policy = lmdir_access::acl::AccessPolicy::from_config(
-        &[],
+        rules,
         &schema,
         &settings.suffix,
         &settings.rootdn,
