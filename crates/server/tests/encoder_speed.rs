@@ -9,7 +9,10 @@ use lmdir_server::ber::EntryWriter;
 use std::time::Instant;
 use tokio_util::codec::Encoder;
 
-fn person() -> (String, Vec<(String, Vec<Vec<u8>>)>) {
+/// Attribute name and values.
+type AttributeValues = (String, Vec<Vec<u8>>);
+
+fn person() -> (String, Vec<AttributeValues>) {
     let attributes = [
         (
             "objectClass",
