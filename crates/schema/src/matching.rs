@@ -517,8 +517,11 @@ mod tests {
 
     #[test]
     fn integer_boolean_uuid_bitstring_rules() {
-        assert_eq!(normalized(MatchingRule::IntegerMatch, "0042"), "42");
-        assert_eq!(normalized(MatchingRule::IntegerMatch, "-0"), "0");
+        // RFC 4517 3.3.16 and OpenLDAP: no leading zeros, no negative zero.
+        assert!(MatchingRule::IntegerMatch.normalize(b"0042").is_err());
+        assert!(MatchingRule::IntegerMatch.normalize(b"-0").is_err());
+        assert_eq!(normalized(MatchingRule::IntegerMatch, "0"), "0");
+        assert_eq!(normalized(MatchingRule::IntegerMatch, "42"), "42");
         assert_eq!(normalized(MatchingRule::IntegerMatch, "-17"), "-17");
         assert!(MatchingRule::IntegerMatch.normalize(b"4x").is_err());
         assert!(MatchingRule::IntegerMatch.normalize(b"").is_err());

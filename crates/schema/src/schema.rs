@@ -1442,9 +1442,9 @@ mod tests {
     fn ordering_and_substring_forms_follow_the_rule_families() {
         let schema = Schema::builtin();
         let uid_number = schema.attribute("uidNumber").unwrap();
-        let normalized = schema.normalize_value(uid_number, b"0100").unwrap();
+        let normalized = schema.normalize_value(uid_number, b"100").unwrap();
         assert_eq!(
-            schema.ordering_key_for_value(uid_number, b"0100", &normalized),
+            schema.ordering_key_for_value(uid_number, b"100", &normalized),
             Some(MatchingRule::IntegerOrderingMatch.ordering_key(b"100"))
         );
         let cn = schema.attribute("cn").unwrap();
@@ -1555,7 +1555,8 @@ mod tests {
         assert_eq!(normalize("cn=a\\,b,dc=x"), "cn=a\\,b,dc=x");
         assert_eq!(normalize("cn=#04024869,dc=x"), "cn=hi,dc=x");
         assert_eq!(normalize("cn=KRAKÓW"), normalize("cn=Kraków"));
-        assert_eq!(normalize("uidNumber=007"), "uidnumber=7");
+        assert_eq!(normalize("uidNumber=7"), "uidnumber=7");
+        assert!(schema.normalize_dn_str("uidNumber=007").is_err());
         assert_eq!(normalize(""), "");
         assert_eq!(
             schema.normalize_dn_str("foo=bar").unwrap_err().code,

@@ -339,8 +339,9 @@ pub(crate) fn split_optional_uid(text: &str) -> Result<(&str, Option<&str>), Lda
     Ok((text, None))
 }
 
-/// Integer syntax: optional `-`, digits. Leading zeros are accepted and dropped (as OpenLDAP
-/// does); `-0` is zero. Returns (negative, digits without leading zeros).
+/// Integer syntax (RFC 4517 3.3.16): `0`, or an optional `-` then digits without a leading zero.
+/// Leading zeros and `-0` are invalid, as OpenLDAP's integerValidate has them (so `(uidNumber=01050)`
+/// is Undefined on both servers). Returns (negative, digits).
 pub(crate) fn parse_integer(value: &[u8]) -> Result<(bool, &[u8]), LdapError> {
     /// Digits beyond this are refused, not silently kept, so keys stay bounded.
     const INTEGER_DIGITS_MAX: usize = 4096;
@@ -348,7 +349,10 @@ pub(crate) fn parse_integer(value: &[u8]) -> Result<(bool, &[u8]), LdapError> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, value),
     };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    let leading_zero = digits.len() > 1 && digits[0] == b'0';
+    let negative_zero = negative && digits == b"0";
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) || leading_zero || negative_zero
+    {
         return Err(LdapError::invalid_syntax(format!(
             "'{}' is not an integer",
             String::from_utf8_lossy(&value[..value.len().min(64)])
@@ -359,11 +363,7 @@ pub(crate) fn parse_integer(value: &[u8]) -> Result<(bool, &[u8]), LdapError> {
             "integer has more than {INTEGER_DIGITS_MAX} digits"
         )));
     }
-    let first_nonzero = digits.iter().position(|digit| *digit != b'0');
-    match first_nonzero {
-        None => Ok((false, b"0")),
-        Some(start) => Ok((negative, &digits[start..])),
-    }
+    Ok((negative, digits))
 }
 
 /// Numeric OID (`1.2.3`) or descr (`cn`, `x-my-attr`).

@@ -122,7 +122,7 @@ fn entries_of_custom_classes_are_checked() {
             },
             Attribute {
                 description: "badge".into(),
-                values: vec![b"0042".to_vec()],
+                values: vec![b"42".to_vec()],
             },
             Attribute {
                 description: "exampleNickname".into(),

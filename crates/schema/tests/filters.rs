@@ -268,7 +268,9 @@ fn equality_uses_the_attribute_rule_and_subtypes() {
     );
     assert_eq!(evaluate("(objectClass=inetorgperson)"), Tri::True);
     assert_eq!(evaluate("(objectClass=2.16.840.1.113730.3.2.2)"), Tri::True);
-    assert_eq!(evaluate("(uidNumber=01042)"), Tri::True);
+    assert_eq!(evaluate("(uidNumber=1042)"), Tri::True);
+    // A leading zero is invalid integer syntax (RFC 4517, OpenLDAP): Undefined, not a match.
+    assert_eq!(evaluate("(uidNumber=01042)"), Tri::Undefined);
     assert_eq!(evaluate("(cn~=babs jensen)"), Tri::True);
 }
 
