@@ -450,6 +450,16 @@ impl Selection {
     fn resolve(schema: &Schema, selection: &AttributeSelection) -> Selection {
         let mut requested = HashSet::new();
         for name in &selection.names {
+            // RFC 4529: `@class` requests every attribute the class allows.
+            if let Some(class_name) = name.strip_prefix('@') {
+                if let Some(class) = schema.object_class(class_name) {
+                    let definition = schema.object_class_definition(class);
+                    for attr in definition.all_must.iter().chain(&definition.all_may) {
+                        requested.extend(schema.subtypes(*attr).iter().copied());
+                    }
+                }
+                continue;
+            }
             let base = name.split(';').next().unwrap_or(name);
             if let Some(attr) = schema.attribute(base) {
                 requested.extend(schema.subtypes(attr).iter().copied());

@@ -189,6 +189,23 @@ fn search_scopes_filters_and_no_such_object() {
         .expect("search");
     assert_eq!(typed[0].attrs["sn"], vec!["Liddell"]);
 
+    // RFC 4526 absolute true and false filters.
+    let (everything, _) = search(&mut root, ALICE, Scope::Base, "(&)", &["1.1"]);
+    assert_eq!(everything.len(), 1);
+    let (nothing, _) = search(&mut root, ALICE, Scope::Base, "(|)", &["1.1"]);
+    assert!(nothing.is_empty());
+
+    // RFC 4529: `@person` selects person's attributes (cn, sn, userPassword, ...), not uid.
+    let (by_class, _) = search(
+        &mut root,
+        ALICE,
+        Scope::Base,
+        "(objectClass=*)",
+        &["@person"],
+    );
+    assert!(by_class[0].attrs.contains_key("sn"));
+    assert!(!by_class[0].attrs.contains_key("uid"));
+
     let missing = root
         .search(
             "uid=x,ou=Nowhere,dc=example,dc=com",
