@@ -28,7 +28,7 @@ use crate::{LoadError, LoadOptions, LoadSummary, SKIPPED_REPORTED_MAX};
 /// LDIF read per batch.
 const CHUNK_BYTES: usize = 4 << 20;
 /// Commit the big write txn after this many bytes of values, so LMDB's dirty page list stays bounded.
-const COMMIT_EVERY_BYTES: usize = 256 << 20;
+const COMMIT_EVERY_BYTES: usize = 128 << 20;
 /// Batches in flight per worker (read ahead, being prepared, or waiting to be sequenced).
 const BATCHES_IN_FLIGHT_PER_WORKER: usize = 3;
 
@@ -220,7 +220,7 @@ fn load_fresh(
         operational: OperationalValues::new(SystemTime::now(), &options.creators_name),
     });
     let spill_directory = staging.to_path_buf();
-    let worker_budget = (memory_bytes / 10 * 7 / threads).max(1);
+    let worker_budget = (memory_bytes / 2 / threads).max(1);
     let tree_budget = (memory_bytes / 10).max(1);
 
     let abort = AtomicBool::new(false);
@@ -295,9 +295,17 @@ fn load_fresh(
     progress.phase("merging indexes");
     let spill_files =
         runs.iter().map(|run| run.spilled.len() as u64).sum::<u64>() + sequenced.tree_spills;
-    let mut write_txn = store.env().write_txn()?;
+    let mut write_txn = Some(store.env().write_txn()?);
     let merged = MergedRuns::new(runs)?;
-    write_index_runs(&mut write_txn, &databases, merged, &sequenced.rejected)?;
+    write_index_runs(
+        store.env(),
+        &mut write_txn,
+        Some(COMMIT_EVERY_BYTES),
+        &databases,
+        merged,
+        &sequenced.rejected,
+    )?;
+    let mut write_txn = write_txn.expect("a txn is open");
     // meta: the new description rows and the next ID.
     let meta = store.meta_database();
     for (number, text) in context
@@ -653,8 +661,12 @@ fn merge_and_encode(
 /// Writes merged (DB number ‖ key) → IDs runs into the (empty) index DBs as posting chunks in
 /// key order with APPEND. The merge and encoding run on a second thread, overlapping the
 /// single LMDB writer.
-pub(crate) fn write_index_runs(
-    write_txn: &mut RwTxn<'_>,
+/// With `commit_every_bytes`, the txn in `write_txn` is committed and replaced after that many
+/// bytes, so LMDB's dirty pages stay bounded (used on the staging DB, which nobody reads yet).
+pub(crate) fn write_index_runs<'e>(
+    env: &'e heed::Env<heed::WithoutTls>,
+    write_txn: &mut Option<RwTxn<'e>>,
+    commit_every_bytes: Option<usize>,
     databases: &[RawDatabase],
     merged: MergedRuns,
     rejected: &RoaringBitmap,
@@ -665,7 +677,17 @@ pub(crate) fn write_index_runs(
         let written = (|| -> Result<(), LoadError> {
             let mut last_key: Vec<u8> = Vec::new();
             let mut last_database = u16::MAX;
+            let mut bytes_since_commit = 0usize;
             for batch in &receiver {
+                if let Some(limit) = commit_every_bytes {
+                    bytes_since_commit += batch.bytes.len();
+                    if bytes_since_commit >= limit {
+                        bytes_since_commit = 0;
+                        write_txn.take().expect("a txn is open").commit()?;
+                        *write_txn = Some(env.write_txn()?);
+                    }
+                }
+                let txn = write_txn.as_mut().expect("a txn is open");
                 for (database_number, key_range, value_range) in &batch.chunks {
                     let database = databases[*database_number as usize];
                     if *database_number != last_database {
@@ -677,9 +699,9 @@ pub(crate) fn write_index_runs(
                     // Keys arrive ascending per DB, so APPEND; a key that is not greater than
                     // the last (impossible with the layout's prefix-free keys) falls back to put.
                     if full_key > last_key.as_slice() {
-                        database.put_with_flags(write_txn, PutFlags::APPEND, full_key, value)?;
+                        database.put_with_flags(txn, PutFlags::APPEND, full_key, value)?;
                     } else {
-                        database.put(write_txn, full_key, value)?;
+                        database.put(txn, full_key, value)?;
                     }
                     last_key.clear();
                     last_key.extend_from_slice(full_key);

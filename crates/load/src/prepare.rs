@@ -578,7 +578,7 @@ mod tests {
             let ours: BTreeSet<Vec<u8>> = finished
                 .memory
                 .into_iter()
-                .map(|(key, _)| key[2..].to_vec())
+                .map(|(key, _)| key.as_slice()[2..].to_vec())
                 .collect();
             let mut expected = Vec::new();
             let ordering = MatchingRule::CaseIgnoreOrderingMatch.ordering_key(value);

@@ -163,11 +163,22 @@ pub fn reindex(
         }
     })?;
     let merged = MergedRuns::new(runs)?;
-    let mut write = store.write()?;
+    // One txn for the rebuilt indexes, so readers never see them half built; then the
+    // store records that the configured indexes are built.
+    let mut write_txn = Some(store.env().write_txn()?);
     for database in &databases {
-        database.clear(write.raw_txn())?;
+        database.clear(write_txn.as_mut().expect("a txn is open"))?;
     }
-    write_index_runs(write.raw_txn(), &databases, merged, &RoaringBitmap::new())?;
+    write_index_runs(
+        store.env(),
+        &mut write_txn,
+        None,
+        &databases,
+        merged,
+        &RoaringBitmap::new(),
+    )?;
+    write_txn.expect("a txn is open").commit()?;
+    let mut write = store.write()?;
     write.mark_index_config_current();
     write
         .commit()

@@ -56,6 +56,64 @@ impl Hasher for WordHasher {
 
 pub type WordHashMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
+/// Keys up to this long live inside the map slot: index keys are 2 + 1 + 8 = 11 bytes, so the
+/// common case needs no heap allocation per distinct key.
+const INLINE_KEY_BYTES_MAX: usize = 22;
+
+/// A run key: inline when short, boxed otherwise. Hashes and compares as its byte slice, so the
+/// map can be probed with a plain `&[u8]`.
+#[derive(Clone)]
+pub enum RunKey {
+    Inline {
+        length: u8,
+        bytes: [u8; INLINE_KEY_BYTES_MAX],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl RunKey {
+    fn new(key: &[u8]) -> RunKey {
+        if key.len() <= INLINE_KEY_BYTES_MAX {
+            let mut bytes = [0u8; INLINE_KEY_BYTES_MAX];
+            bytes[..key.len()].copy_from_slice(key);
+            RunKey::Inline {
+                length: key.len() as u8,
+                bytes,
+            }
+        } else {
+            RunKey::Heap(key.into())
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            RunKey::Inline { length, bytes } => &bytes[..*length as usize],
+            RunKey::Heap(bytes) => bytes,
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for RunKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::hash::Hash for RunKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Must equal `[u8]`'s hash for `Borrow` lookups.
+        self.as_slice().hash(state);
+    }
+}
+
+impl PartialEq for RunKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for RunKey {}
+
 /// Errors of the run machinery; they name the spill file.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -88,7 +146,7 @@ impl SpilledRun {
 
 /// An in-memory, per-thread run: key → ascending IDs.
 pub struct PostingRun {
-    map: WordHashMap<Box<[u8]>, Vec<u32>>,
+    map: WordHashMap<RunKey, Vec<u32>>,
     estimated_bytes: usize,
     budget_bytes: usize,
     spill_directory: PathBuf,
@@ -125,8 +183,13 @@ impl PostingRun {
             }
             let mut ids = Vec::with_capacity(2);
             ids.push(id);
-            self.map.insert(key.into(), ids);
-            self.estimated_bytes += KEY_OVERHEAD_BYTES + key.len();
+            self.map.insert(RunKey::new(key), ids);
+            self.estimated_bytes += KEY_OVERHEAD_BYTES
+                + if key.len() > INLINE_KEY_BYTES_MAX {
+                    key.len()
+                } else {
+                    0
+                };
         }
         if self.estimated_bytes >= self.budget_bytes {
             self.spill()?;
@@ -161,7 +224,7 @@ impl PostingRun {
         let mut scratch = Vec::with_capacity(1024);
         for (key, ids) in &sorted {
             scratch.clear();
-            encode_record(&mut scratch, key, ids);
+            encode_record(&mut scratch, key.as_slice(), ids);
             encoder.write_all(&scratch).map_err(io_error(&path))?;
         }
         let mut writer = encoder.finish().map_err(|error| RunError::Io {
@@ -176,9 +239,9 @@ impl PostingRun {
         Ok(())
     }
 
-    fn take_sorted(&mut self) -> Vec<(Box<[u8]>, Vec<u32>)> {
-        let mut sorted: Vec<(Box<[u8]>, Vec<u32>)> = self.map.drain().collect();
-        sorted.sort_unstable_by(|left, right| left.0.cmp(&right.0));
+    fn take_sorted(&mut self) -> Vec<(RunKey, Vec<u32>)> {
+        let mut sorted: Vec<(RunKey, Vec<u32>)> = self.map.drain().collect();
+        sorted.sort_unstable_by(|left, right| left.0.as_slice().cmp(right.0.as_slice()));
         self.estimated_bytes = 0;
         sorted
     }
@@ -196,7 +259,7 @@ impl PostingRun {
 /// What a thread hands to the merger.
 pub struct FinishedRun {
     pub spilled: Vec<SpilledRun>,
-    pub memory: Vec<(Box<[u8]>, Vec<u32>)>,
+    pub memory: Vec<(RunKey, Vec<u32>)>,
 }
 
 fn write_varint(buffer: &mut Vec<u8>, mut value: u64) {
@@ -314,7 +377,7 @@ impl RunReader {
 
 enum Source {
     Spilled(Box<RunReader>),
-    Memory(std::vec::IntoIter<(Box<[u8]>, Vec<u32>)>),
+    Memory(std::vec::IntoIter<(RunKey, Vec<u32>)>),
 }
 
 struct Head {
@@ -386,7 +449,8 @@ impl MergedRuns {
             Source::Spilled(reader) => reader.next_into(&mut key, &mut ids)?,
             Source::Memory(iterator) => match iterator.next() {
                 Some((next_key, next_ids)) => {
-                    key = next_key.into_vec();
+                    key.clear();
+                    key.extend_from_slice(next_key.as_slice());
                     ids = next_ids;
                     true
                 }
