@@ -254,6 +254,22 @@ impl<'buffer> EntryWriter<'buffer> {
         EntryWriter { writer }
     }
 
+    /// A bare SearchResultEntry (no LDAPMessage around it), as carried in the value of the
+    /// pre-read / post-read response controls (RFC 4527 §3.2). End it with `finish_bare`.
+    pub fn begin_bare(buffer: &'buffer mut BytesMut, dn: &[u8]) -> Self {
+        let mut writer = BerWriter::new(buffer);
+        writer.open(tag::SEARCH_RESULT_ENTRY);
+        writer.octet_string(dn);
+        writer.open(tag::SEQUENCE);
+        EntryWriter { writer }
+    }
+
+    pub fn finish_bare(mut self) {
+        self.writer.close(); // attributes
+        self.writer.close(); // SearchResultEntry
+        debug_assert_eq!(self.writer.depth(), 0);
+    }
+
     /// Writes one PartialAttribute; with `values` empty it is the typesOnly form.
     pub fn attribute<'value>(
         &mut self,

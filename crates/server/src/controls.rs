@@ -20,7 +20,12 @@ pub const SEARCH_CONTROLS: &[&str] = &[PAGED_RESULTS_OID, MANAGE_DSA_IT_OID, ASS
 /// Controls honoured by compare.
 pub const COMPARE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
 /// Controls honoured by add, delete, modify and modrdn.
-pub const UPDATE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
+pub const UPDATE_CONTROLS: &[&str] = &[
+    MANAGE_DSA_IT_OID,
+    ASSERTION_OID,
+    PRE_READ_OID,
+    POST_READ_OID,
+];
 
 /// The decoded controls an operation acts on.
 #[derive(Debug, Clone, Default)]

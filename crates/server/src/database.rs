@@ -507,6 +507,34 @@ fn write_stored_entry(
     types_only: bool,
 ) -> Result<(), OperationError> {
     let mut writer = EntryWriter::begin(buffer, message_id, dn.as_bytes());
+    write_entry_attributes(
+        &mut writer,
+        schema,
+        read,
+        id,
+        entry,
+        dn,
+        selection,
+        access,
+        types_only,
+    )?;
+    writer.finish(&[]);
+    Ok(())
+}
+
+/// The selected, readable attributes of a stored entry (computed operational ones included).
+#[allow(clippy::too_many_arguments)]
+fn write_entry_attributes(
+    writer: &mut EntryWriter<'_>,
+    schema: &Schema,
+    read: &ReadTxn,
+    id: lmdir_store::EntryId,
+    entry: &lmdir_store::EntryRef<'_>,
+    dn: &str,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+    types_only: bool,
+) -> Result<(), OperationError> {
     for attribute in entry.attributes() {
         let attr = attribute.attr();
         if !selection.selects(schema, attr) {
@@ -557,8 +585,83 @@ fn write_stored_entry(
             writer.attribute(name.as_bytes(), [value.as_slice()]);
         }
     }
-    writer.finish(&[]);
     Ok(())
+}
+
+/// RFC 4527: the entry at `dn` as the value of a pre-read or post-read response control, with
+/// the requested attributes the subject may read; None when the entry does not exist.
+fn read_entry_control(
+    database: &Database,
+    identity: &Identity,
+    dn: &str,
+    attributes: &[String],
+    oid: &str,
+) -> Result<Option<ResponseControl>, OperationError> {
+    let read = database.store.read().map_err(internal)?;
+    let normalized = database.normalize_dn(dn)?;
+    let Ok(id) = read.dn_to_id(&normalized) else {
+        return Ok(None);
+    };
+    let Some(entry) = read.entry(id)? else {
+        return Ok(None);
+    };
+    let groups = database.groups(&read);
+    let subject = database.subject(identity, &groups);
+    let access =
+        (!identity.is_rootdn).then(|| database.policy.for_entry(&subject, &normalized, &entry));
+    if access
+        .as_ref()
+        .is_some_and(|access| !access.can_read_entry())
+    {
+        return Err(OperationError::new(
+            code::INSUFFICIENT_ACCESS_RIGHTS,
+            format!("no read access to '{dn}' for the read entry control"),
+        ));
+    }
+    let selection = Selection::resolve(
+        &database.schema,
+        &AttributeSelection::from_request(attributes),
+    );
+    let original_dn = read.dn_of(id)?;
+    let mut value = BytesMut::new();
+    let mut writer = EntryWriter::begin_bare(&mut value, original_dn.as_bytes());
+    write_entry_attributes(
+        &mut writer,
+        &database.schema,
+        &read,
+        id,
+        &entry,
+        &original_dn,
+        &selection,
+        access.as_ref(),
+        false,
+    )?;
+    writer.finish_bare();
+    Ok(Some(ResponseControl {
+        oid: oid.to_string(),
+        criticality: false,
+        value: Some(value.to_vec()),
+    }))
+}
+
+/// Runs a read-entry control on the blocking pool.
+async fn read_entry_control_async(
+    context: &OperationContext,
+    dn: String,
+    attributes: Option<Vec<String>>,
+    oid: &'static str,
+) -> Result<Option<ResponseControl>, OperationError> {
+    let Some(attributes) = attributes else {
+        return Ok(None);
+    };
+    let server = context.server.clone();
+    let identity = context.session.identity.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        read_entry_control(database, &identity, &dn, &attributes, oid)
+    })
+    .await
+    .map_err(internal)?
 }
 
 /// Paged-results cookie: the last entry ID sent and a fingerprint of the request it belongs to.
@@ -1089,12 +1192,15 @@ fn parent_access_check(
 pub async fn add(
     context: &OperationContext,
     request: LdapAddRequest,
-) -> Result<(), OperationError> {
+) -> Result<Vec<ResponseControl>, OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
+    let request_dn = request.dn.clone();
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let pre_read = controls.pre_read.clone();
+    let post_read = controls.post_read.clone();
     let dn = Dn::parse(&request.dn)?;
     let mut entry = Entry::new(dn);
     for mut attribute in request.attributes {
@@ -1149,18 +1255,32 @@ pub async fn add(
     })
     .await
     .map_err(internal)??;
+    let _ = pre_read; // nothing exists before an add
     let write_context = WriteContext::new(context.session.identity.dn.clone());
     database
         .submit(WriteOperation::Add(entry), write_context)
-        .await
+        .await?;
+    let post = read_entry_control_async(
+        context,
+        request_dn,
+        post_read,
+        crate::controls::POST_READ_OID,
+    )
+    .await?;
+    Ok(post.into_iter().collect())
 }
 
-pub async fn delete(context: &OperationContext, dn: &str) -> Result<(), OperationError> {
+pub async fn delete(
+    context: &OperationContext,
+    dn: &str,
+) -> Result<Vec<ResponseControl>, OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(dn));
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let pre_read = controls.pre_read.clone();
+    let post_read = controls.post_read.clone();
     let identity = context.session.identity.clone();
     let filter_depth_max = context.server.settings.filter_depth_max;
     let target = dn.to_string();
@@ -1188,10 +1308,19 @@ pub async fn delete(context: &OperationContext, dn: &str) -> Result<(), Operatio
     })
     .await
     .map_err(internal)??;
+    let _ = post_read; // nothing remains after a delete
+    let pre = read_entry_control_async(
+        context,
+        dn.to_string(),
+        pre_read,
+        crate::controls::PRE_READ_OID,
+    )
+    .await?;
     let write_context = WriteContext::new(context.session.identity.dn.clone());
     database
         .submit(WriteOperation::Delete(dn.to_string()), write_context)
-        .await
+        .await?;
+    Ok(pre.into_iter().collect())
 }
 
 fn modification_of(
@@ -1219,12 +1348,14 @@ fn modification_of(
 pub async fn modify(
     context: &OperationContext,
     request: LdapModifyRequest,
-) -> Result<(), OperationError> {
+) -> Result<Vec<ResponseControl>, OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let pre_read = controls.pre_read.clone();
+    let post_read = controls.post_read.clone();
     let scheme = context.server.settings.password_hash.clone();
     let modifications = request
         .changes
@@ -1266,24 +1397,41 @@ pub async fn modify(
     })
     .await
     .map_err(internal)??;
+    let pre = read_entry_control_async(
+        context,
+        request.dn.clone(),
+        pre_read,
+        crate::controls::PRE_READ_OID,
+    )
+    .await?;
     let write_context = WriteContext::new(context.session.identity.dn.clone());
     database
         .submit(
-            WriteOperation::Modify(request.dn, modifications),
+            WriteOperation::Modify(request.dn.clone(), modifications),
             write_context,
         )
-        .await
+        .await?;
+    let post = read_entry_control_async(
+        context,
+        request.dn,
+        post_read,
+        crate::controls::POST_READ_OID,
+    )
+    .await?;
+    Ok(pre.into_iter().chain(post).collect())
 }
 
 pub async fn modify_dn(
     context: &OperationContext,
     request: LdapModifyDNRequest,
-) -> Result<(), OperationError> {
+) -> Result<Vec<ResponseControl>, OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let pre_read = controls.pre_read.clone();
+    let post_read = controls.post_read.clone();
     let identity = context.session.identity.clone();
     let filter_depth_max = context.server.settings.filter_depth_max;
     let target = request.dn.clone();
@@ -1318,6 +1466,27 @@ pub async fn modify_dn(
     })
     .await
     .map_err(internal)??;
+    let pre = read_entry_control_async(
+        context,
+        request.dn.clone(),
+        pre_read,
+        crate::controls::PRE_READ_OID,
+    )
+    .await?;
+    let new_dn = {
+        let parent = match &request.new_superior {
+            Some(superior) => superior.clone(),
+            None => Dn::parse(&request.dn)?
+                .parent()
+                .map(|parent| parent.to_string())
+                .unwrap_or_default(),
+        };
+        if parent.is_empty() {
+            request.newrdn.clone()
+        } else {
+            format!("{},{parent}", request.newrdn)
+        }
+    };
     let write_context = WriteContext::new(context.session.identity.dn.clone());
     database
         .submit(
@@ -1329,7 +1498,10 @@ pub async fn modify_dn(
             },
             write_context,
         )
-        .await
+        .await?;
+    let post = read_entry_control_async(context, new_dn, post_read, crate::controls::POST_READ_OID)
+        .await?;
+    Ok(pre.into_iter().chain(post).collect())
 }
 
 /// Characters of generated passwords: unambiguous letters and digits.

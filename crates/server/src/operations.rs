@@ -59,6 +59,25 @@ impl OperationContext {
             .await;
     }
 
+    /// Ends an update: its response carries the pre-/post-read controls on success.
+    async fn finish_update(
+        &self,
+        response_tag: u8,
+        result: Result<Vec<ResponseControl>, OperationError>,
+        started: Instant,
+    ) {
+        match result {
+            Ok(controls) => {
+                self.finish_with_controls(response_tag, Ok(()), started, &controls, "")
+                    .await
+            }
+            Err(error) => {
+                self.finish_with_controls(response_tag, Err(error), started, &[], "")
+                    .await
+            }
+        }
+    }
+
     async fn finish_with_controls(
         &self,
         response_tag: u8,
@@ -183,17 +202,23 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
         LdapOp::AddRequest(request) => {
             info!("{} ADD dn=\"{}\"", context.log_prefix(), request.dn);
             let result = crate::database::add(&context, request).await;
-            context.finish(tag::ADD_RESPONSE, result, started).await;
+            context
+                .finish_update(tag::ADD_RESPONSE, result, started)
+                .await;
         }
         LdapOp::DelRequest(dn) => {
             info!("{} DEL dn=\"{}\"", context.log_prefix(), dn);
             let result = crate::database::delete(&context, &dn).await;
-            context.finish(tag::DELETE_RESPONSE, result, started).await;
+            context
+                .finish_update(tag::DELETE_RESPONSE, result, started)
+                .await;
         }
         LdapOp::ModifyRequest(request) => {
             info!("{} MOD dn=\"{}\"", context.log_prefix(), request.dn);
             let result = crate::database::modify(&context, request).await;
-            context.finish(tag::MODIFY_RESPONSE, result, started).await;
+            context
+                .finish_update(tag::MODIFY_RESPONSE, result, started)
+                .await;
         }
         LdapOp::ModifyDNRequest(request) => {
             info!(
@@ -206,7 +231,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             );
             let result = crate::database::modify_dn(&context, request).await;
             context
-                .finish(tag::MODIFY_DN_RESPONSE, result, started)
+                .finish_update(tag::MODIFY_DN_RESPONSE, result, started)
                 .await;
         }
         other => {

@@ -49,6 +49,8 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
                 controls::PAGED_RESULTS_OID,
                 controls::MANAGE_DSA_IT_OID,
                 controls::ASSERTION_OID,
+                controls::PRE_READ_OID,
+                controls::POST_READ_OID,
             ]),
             true,
         ),

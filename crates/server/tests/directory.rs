@@ -901,3 +901,48 @@ fn configured_rules_grant_group_members_write_and_deny_others() {
     let compare = anonymous.compare(ALICE, "sn", "Liddell").expect("compare");
     assert_eq!(compare.0.rc, 50);
 }
+
+#[test]
+fn pre_read_and_post_read_return_the_entry_around_a_modify() {
+    use ldap3::controls::{PostRead, PostReadResp, PreRead, PreReadResp};
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root_connection(&server);
+    populate(&mut root);
+    let result = root
+        .with_controls(vec![
+            PreRead::new(vec!["description"]),
+            PostRead::new(vec!["description", "uid"]),
+        ])
+        .modify(ALICE, vec![Mod::Replace("description", set(&["after"]))])
+        .expect("modify");
+    assert_eq!(result.rc, 0);
+    let pre: PreReadResp = result
+        .ctrls
+        .iter()
+        .find(|control| control.1.ctype == "1.3.6.1.1.13.1")
+        .expect("pre-read control")
+        .1
+        .parse();
+    assert!(
+        !pre.attrs.contains_key("description"),
+        "no description before: {:?}",
+        pre.attrs
+    );
+    let post: PostReadResp = result
+        .ctrls
+        .iter()
+        .find(|control| control.1.ctype == "1.3.6.1.1.13.2")
+        .expect("post-read control")
+        .1
+        .parse();
+    assert_eq!(post.attrs["description"], vec!["after"]);
+    assert_eq!(post.attrs["uid"], vec!["alice"]);
+
+    let renamed = root
+        .with_controls(PostRead::new(vec!["uid"]))
+        .modifydn(ALICE, "uid=alicia", true, None)
+        .expect("modrdn");
+    assert_eq!(renamed.rc, 0);
+    let post: PostReadResp = renamed.ctrls[0].1.parse();
+    assert_eq!(post.attrs["uid"], vec!["alicia"]);
+}
