@@ -929,10 +929,11 @@ pub async fn search(
                     break;
                 }
             };
-            let normalized_dn = read.normalized_dn_of(id)?;
             let access = if is_root {
                 None
             } else {
+                // The normalized DN is only needed for access control: the rootdn skips the walk.
+                let normalized_dn = read.normalized_dn_of(id)?;
                 let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
                 if !access.can_search_entry() || !access.can_read_entry() {
                     continue;
