@@ -127,6 +127,18 @@ pub fn load(options: &LoadOptions, ldif_path: &Path) -> Result<LoadSummary, Load
     let input_bytes_total = input.metadata().map(|metadata| metadata.len()).unwrap_or(0);
     if !is_empty_store_directory(&options.directory)? {
         let store_directory = &options.directory;
+        // Only a directory holding just an LMDB store is ours to load into or replace.
+        for item in std::fs::read_dir(store_directory).map_err(io_error(store_directory))? {
+            let item = item.map_err(io_error(store_directory))?;
+            let name = item.file_name();
+            if name != "data.mdb" && name != "lock.mdb" {
+                return Err(LoadError::Invalid(format!(
+                    "{}: not empty and not an lmdir store (it holds '{}')",
+                    store_directory.display(),
+                    name.to_string_lossy()
+                )));
+            }
+        }
         let has_entries = {
             let store = Store::open(
                 store_directory,

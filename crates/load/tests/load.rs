@@ -508,3 +508,25 @@ fn a_load_killed_midway_leaves_no_database() {
         .count();
     assert_eq!(leftovers, 0);
 }
+
+#[test]
+fn a_foreign_non_empty_directory_is_refused_untouched() {
+    let work = tempfile::tempdir().unwrap();
+    let path = write_file(work.path(), "in.ldif", &directory_ldif(3));
+    let directory = work.path().join("db");
+    std::fs::create_dir(&directory).unwrap();
+    std::fs::write(directory.join("notes.txt"), "keep me").unwrap();
+    let message = load(&options(&directory, true), &path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("not an lmdir store") && message.contains("notes.txt"),
+        "{message}"
+    );
+    let names: Vec<String> = std::fs::read_dir(&directory)
+        .unwrap()
+        .flatten()
+        .map(|item| item.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["notes.txt".to_string()]);
+}
