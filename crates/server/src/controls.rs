@@ -13,10 +13,16 @@ pub const ASSERTION_OID: &str = "1.3.6.1.1.12";
 pub const PRE_READ_OID: &str = "1.3.6.1.1.13.1";
 pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
+pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
 pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
 
 /// Controls honoured by search.
-pub const SEARCH_CONTROLS: &[&str] = &[PAGED_RESULTS_OID, MANAGE_DSA_IT_OID, ASSERTION_OID];
+pub const SEARCH_CONTROLS: &[&str] = &[
+    PAGED_RESULTS_OID,
+    MANAGE_DSA_IT_OID,
+    ASSERTION_OID,
+    SORT_REQUEST_OID,
+];
 /// Controls honoured by compare.
 pub const COMPARE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
 /// Controls honoured by add, delete, modify and modrdn.
@@ -38,6 +44,16 @@ pub struct RequestControls {
     /// Attribute lists of pre-read / post-read (RFC 4527).
     pub pre_read: Option<Vec<String>>,
     pub post_read: Option<Vec<String>>,
+    /// Server-side sort keys (RFC 2891).
+    pub sort: Option<Vec<SortKey>>,
+}
+
+/// One key of a server-side sort request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    pub attribute: String,
+    pub ordering_rule: Option<String>,
+    pub reverse: bool,
 }
 
 fn unavailable(oid: &str) -> OperationError {
@@ -82,10 +98,22 @@ pub fn parse(
                     return Err(unavailable(MANAGE_DSA_IT_OID));
                 }
             }
-            LdapControl::ServerSort { .. } => {
-                // Server-side sort is not implemented (nor advertised). ldap3_proto drops this
-                // control's criticality, so it is treated as non-critical: results come
-                // unsorted, as RFC 2891 §1.1 allows.
+            // ldap3_proto drops this control's criticality: it is treated as non-critical, so
+            // where it does not apply (or a key cannot be used) results come unsorted with the
+            // reason in the response control (RFC 2891 §1.2).
+            LdapControl::ServerSort { sort_requests }
+                if honoured.contains(&SORT_REQUEST_OID) && !sort_requests.is_empty() =>
+            {
+                parsed.sort = Some(
+                    sort_requests
+                        .iter()
+                        .map(|key| SortKey {
+                            attribute: key.attribute_name.clone(),
+                            ordering_rule: key.ordering_rule.clone(),
+                            reverse: key.reverse_order,
+                        })
+                        .collect(),
+                );
             }
             // Password policy is not implemented; non-critical requests (nslcd) are ignored.
             LdapControl::PasswordPolicyRequest { criticality: true } => {

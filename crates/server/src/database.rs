@@ -664,6 +664,114 @@ async fn read_entry_control_async(
     .map_err(internal)?
 }
 
+/// Most entries one sorted search may hold in memory.
+const SORTED_ENTRIES_MAX: usize = 100_000;
+
+/// A usable sort key: attribute, rule giving the order, direction.
+struct PlannedSortKey {
+    attr: AttrId,
+    rule: Option<lmdir_schema::MatchingRule>,
+    reverse: bool,
+}
+
+/// Resolves sort keys, or the RFC 2891 result code (and attribute) explaining why not.
+fn plan_sort(
+    schema: &Schema,
+    keys: &[crate::controls::SortKey],
+) -> Result<Vec<PlannedSortKey>, (u32, String)> {
+    keys.iter()
+        .map(|key| {
+            let attr = schema
+                .attribute(&key.attribute)
+                .ok_or((code::NO_SUCH_ATTRIBUTE, key.attribute.clone()))?;
+            let rule = match &key.ordering_rule {
+                Some(name) => Some(
+                    lmdir_schema::MatchingRule::by_name_or_oid(name)
+                        .ok_or((code::INAPPROPRIATE_MATCHING, key.attribute.clone()))?,
+                ),
+                None => schema.attribute_type(attr).ordering,
+            };
+            Ok(PlannedSortKey {
+                attr,
+                rule,
+                reverse: key.reverse,
+            })
+        })
+        .collect()
+}
+
+/// Per key, the value an entry sorts by: the smallest (largest when reversed) of its values
+/// in the key's order; None when the entry lacks the attribute.
+fn sort_values(entry: &lmdir_store::EntryRef<'_>, keys: &[PlannedSortKey]) -> Vec<Option<Vec<u8>>> {
+    keys.iter()
+        .map(|key| {
+            let candidates = entry
+                .values_of(key.attr)
+                .into_iter()
+                .map(|(_, normalized)| match key.rule {
+                    Some(rule) => rule.ordering_key(normalized),
+                    None => normalized.to_vec(),
+                });
+            if key.reverse {
+                candidates.max()
+            } else {
+                candidates.min()
+            }
+        })
+        .collect()
+}
+
+/// RFC 2891: entries without a sort attribute sort after all others, in either direction.
+fn compare_sort_values(
+    keys: &[PlannedSortKey],
+    left: &[Option<Vec<u8>>],
+    right: &[Option<Vec<u8>>],
+) -> std::cmp::Ordering {
+    use std::cmp::Ordering as Order;
+    for ((key, left), right) in keys.iter().zip(left).zip(right) {
+        let order = match (left, right) {
+            (Some(left), Some(right)) => {
+                let natural = left.cmp(right);
+                if key.reverse {
+                    natural.reverse()
+                } else {
+                    natural
+                }
+            }
+            (Some(_), None) => Order::Less,
+            (None, Some(_)) => Order::Greater,
+            (None, None) => Order::Equal,
+        };
+        if order != Order::Equal {
+            return order;
+        }
+    }
+    Order::Equal
+}
+
+/// SortResult ::= SEQUENCE { sortResult ENUMERATED, attributeType [0] AttributeDescription OPTIONAL }
+fn sort_response_control(plan: &Result<Vec<PlannedSortKey>, (u32, String)>) -> ResponseControl {
+    let mut value = BytesMut::new();
+    let mut writer = crate::ber::BerWriter::new(&mut value);
+    writer.open(crate::ber::tag::SEQUENCE);
+    match plan {
+        Ok(_) => writer.integer(crate::ber::tag::ENUMERATED, 0),
+        Err((result_code, attribute)) => {
+            writer.integer(crate::ber::tag::ENUMERATED, i64::from(*result_code));
+            if !attribute.is_empty() {
+                writer.primitive(0x80, attribute.as_bytes());
+            }
+        }
+    }
+    writer.close();
+    drop(writer);
+    ResponseControl {
+        oid: crate::controls::SORT_RESPONSE_OID.to_string(),
+        criticality: false,
+        value: Some(value.to_vec()),
+    }
+}
+
 /// Paged-results cookie: the last entry ID sent and a fingerprint of the request it belongs to.
 fn paging_cookie(last_id: u32, fingerprint: u32) -> Vec<u8> {
     let mut cookie = Vec::with_capacity(8);
@@ -911,6 +1019,13 @@ pub async fn search(
         let mut sent: u64 = 0;
         let mut result = Ok(());
         let mut next_cookie: Option<Vec<u8>> = page_size.map(|_| Vec::new());
+        // Sorting needs the whole result; with paging it is not applied (reported in the control).
+        let sort_plan = match (&controls.sort, page_size) {
+            (None, _) => None,
+            (Some(_), Some(_)) => Some(Err((code::UNWILLING_TO_PERFORM, String::new()))),
+            (Some(keys), None) => Some(plan_sort(&database.schema, keys)),
+        };
+        let mut sorted: Vec<(Vec<Option<Vec<u8>>>, bytes::Bytes)> = Vec::new();
         for item in cursor {
             if cancelled.load(Ordering::Acquire) {
                 return Err(OperationError::new(code::CANCELED, "abandoned"));
@@ -958,6 +1073,30 @@ pub async fn search(
                 break;
             }
             let dn = read.dn_of(id)?;
+            if let Some(Ok(keys)) = &sort_plan {
+                if sorted.len() >= SORTED_ENTRIES_MAX {
+                    return Err(OperationError::new(
+                        code::ADMIN_LIMIT_EXCEEDED,
+                        format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
+                    ));
+                }
+                let mut entry_bytes = BytesMut::new();
+                write_stored_entry(
+                    &mut entry_bytes,
+                    message_id,
+                    &database.schema,
+                    &read,
+                    id,
+                    &entry,
+                    &dn,
+                    &resolved,
+                    access.as_ref(),
+                    request.typesonly,
+                )?;
+                sorted.push((sort_values(&entry, keys), entry_bytes.freeze()));
+                sent += 1;
+                continue;
+            }
             write_stored_entry(
                 &mut buffer,
                 message_id,
@@ -979,12 +1118,28 @@ pub async fn search(
                 return Err(OperationError::new(code::OTHER, "connection closed"));
             }
         }
+        if let Some(Ok(keys)) = &sort_plan {
+            sorted.sort_by(|(left, _), (right, _)| compare_sort_values(keys, left, right));
+            for (_, bytes) in sorted.drain(..) {
+                buffer.extend_from_slice(&bytes);
+                if buffer.len() >= SEARCH_CHUNK_BYTES
+                    && sender
+                        .blocking_send(Outgoing::Message(buffer.split().freeze()))
+                        .is_err()
+                {
+                    return Err(OperationError::new(code::OTHER, "connection closed"));
+                }
+            }
+        }
         if !buffer.is_empty() {
             let _ = sender.blocking_send(Outgoing::Message(buffer.split().freeze()));
         }
-        let response_controls = next_cookie
+        let mut response_controls: Vec<ResponseControl> = next_cookie
             .map(|cookie| vec![paged_response_control(&cookie)])
             .unwrap_or_default();
+        if let Some(plan) = &sort_plan {
+            response_controls.push(sort_response_control(plan));
+        }
         Ok(SearchDone {
             result,
             entries_sent: sent,

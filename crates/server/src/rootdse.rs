@@ -51,6 +51,7 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
                 controls::ASSERTION_OID,
                 controls::PRE_READ_OID,
                 controls::POST_READ_OID,
+                controls::SORT_REQUEST_OID,
             ]),
             true,
         ),

@@ -946,3 +946,68 @@ fn pre_read_and_post_read_return_the_entry_around_a_modify() {
     let post: PostReadResp = renamed.ctrls[0].1.parse();
     assert_eq!(post.attrs["uid"], vec!["alicia"]);
 }
+
+#[test]
+fn server_side_sort_orders_results_and_reports_unknown_attributes() {
+    use ldap3::controls::RawControl;
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root_connection(&server);
+    populate(&mut root);
+    // SortKeyList ::= SEQUENCE OF SEQUENCE { attributeType, orderingRule [0] OPTIONAL, reverseOrder [1] }
+    let sort_control = |attribute: &str, reverse: bool| {
+        let mut key = vec![0x04, attribute.len() as u8];
+        key.extend_from_slice(attribute.as_bytes());
+        if reverse {
+            key.extend_from_slice(&[0x81, 0x01, 0xff]);
+        }
+        let mut inner = vec![0x30, key.len() as u8];
+        inner.extend_from_slice(&key);
+        let mut value = vec![0x30, inner.len() as u8];
+        value.extend_from_slice(&inner);
+        RawControl {
+            ctype: "1.2.840.113556.1.4.473".to_string(),
+            crit: false,
+            val: Some(value),
+        }
+    };
+    let uids = |connection: &mut LdapConn, control: RawControl| {
+        let result = connection
+            .with_controls(control)
+            .search(
+                SUFFIX,
+                Scope::Subtree,
+                "(objectClass=inetOrgPerson)",
+                vec!["uid"],
+            )
+            .expect("search");
+        let response = result
+            .1
+            .ctrls
+            .iter()
+            .find(|control| control.1.ctype == "1.2.840.113556.1.4.474")
+            .and_then(|control| control.1.val.clone())
+            .expect("sort response control");
+        let order: Vec<String> = result
+            .0
+            .into_iter()
+            .map(|entry| SearchEntry::construct(entry).attrs["uid"][0].clone())
+            .collect();
+        (order, response)
+    };
+    let (ascending, response) = uids(&mut root, sort_control("uid", false));
+    assert_eq!(ascending, vec!["alice", "bob"]);
+    assert_eq!(
+        response,
+        vec![0x30, 0x03, 0x0a, 0x01, 0x00],
+        "sortResult success"
+    );
+    let (descending, _) = uids(&mut root, sort_control("uid", true));
+    assert_eq!(descending, vec!["bob", "alice"]);
+    let (unsorted, response) = uids(&mut root, sort_control("noSuchAttr", false));
+    assert_eq!(unsorted.len(), 2);
+    assert_eq!(
+        &response[..5],
+        &[0x30, 0x0f, 0x0a, 0x01, 16],
+        "noSuchAttribute reported"
+    );
+}
