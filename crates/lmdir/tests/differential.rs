@@ -39,7 +39,9 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[(
 )];
 
 fn is_known_difference(description: &str) -> bool {
-    KNOWN_DIFFERENCES.iter().any(|(case_name, _)| description.starts_with(case_name))
+    KNOWN_DIFFERENCES
+        .iter()
+        .any(|(case_name, _)| description.starts_with(case_name))
 }
 
 fn dataset() -> String {

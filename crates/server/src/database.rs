@@ -20,7 +20,7 @@ use lmdir_schema::{
     AttrId, Dn, Entry, Filter, LdapError, ModOp, Modification, OwnedEntryView, Schema,
 };
 use lmdir_store::{ReadTxn, Scope, SearchSpec, Store, WriteContext};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -439,7 +439,10 @@ pub async fn bind_entry(
 struct Selection {
     all_user: bool,
     all_operational: bool,
-    requested: HashSet<AttrId>,
+    /// Requested attribute types (with subtypes) → the option sets asked for; an empty set
+    /// asks for every description of the type (`cn` selects `cn;lang-en` too, `cn;lang-en`
+    /// selects only descriptions carrying that option, RFC 4512 §2.5).
+    requested: HashMap<AttrId, Vec<Vec<String>>>,
     has_subordinates: Option<AttrId>,
     num_subordinates: Option<AttrId>,
     entry_dn: Option<AttrId>,
@@ -448,21 +451,28 @@ struct Selection {
 
 impl Selection {
     fn resolve(schema: &Schema, selection: &AttributeSelection) -> Selection {
-        let mut requested = HashSet::new();
+        let mut requested: HashMap<AttrId, Vec<Vec<String>>> = HashMap::new();
+        let mut request = |attr: AttrId, options: Vec<String>| {
+            for subtype in schema.subtypes(attr) {
+                requested.entry(*subtype).or_default().push(options.clone());
+            }
+        };
         for name in &selection.names {
             // RFC 4529: `@class` requests every attribute the class allows.
             if let Some(class_name) = name.strip_prefix('@') {
                 if let Some(class) = schema.object_class(class_name) {
                     let definition = schema.object_class_definition(class);
                     for attr in definition.all_must.iter().chain(&definition.all_may) {
-                        requested.extend(schema.subtypes(*attr).iter().copied());
+                        request(*attr, Vec::new());
                     }
                 }
                 continue;
             }
-            let base = name.split(';').next().unwrap_or(name);
+            let mut parts = name.split(';');
+            let base = parts.next().unwrap_or(name);
+            let options: Vec<String> = parts.map(|option| option.to_ascii_lowercase()).collect();
             if let Some(attr) = schema.attribute(base) {
-                requested.extend(schema.subtypes(attr).iter().copied());
+                request(attr, options);
             }
         }
         Selection {
@@ -476,8 +486,14 @@ impl Selection {
         }
     }
 
-    fn selects(&self, schema: &Schema, attr: AttrId) -> bool {
-        if self.requested.contains(&attr) {
+    /// `options`: the stored description's options (lowercased).
+    fn selects(&self, schema: &Schema, attr: AttrId, options: &[String]) -> bool {
+        let requested_here = self.requested.get(&attr).is_some_and(|option_sets| {
+            option_sets
+                .iter()
+                .any(|wanted| wanted.iter().all(|option| options.contains(option)))
+        });
+        if requested_here {
             return true;
         }
         if schema.attribute_type(attr).is_operational() {
@@ -488,7 +504,7 @@ impl Selection {
     }
 
     fn selects_computed(&self, attr: Option<AttrId>) -> bool {
-        attr.is_some_and(|attr| self.all_operational || self.requested.contains(&attr))
+        attr.is_some_and(|attr| self.all_operational || self.requested.contains_key(&attr))
     }
 }
 
@@ -537,7 +553,7 @@ fn write_entry_attributes(
 ) -> Result<(), OperationError> {
     for attribute in entry.attributes() {
         let attr = attribute.attr();
-        if !selection.selects(schema, attr) {
+        if !selection.selects(schema, attr, attribute.options()) {
             continue;
         }
         if access.is_some_and(|access| !access.can_read_attribute(attr)) {
@@ -866,7 +882,7 @@ fn subschema_search(
             continue;
         };
         // The subschema's schema attributes are operational; objectClass and cn are user ones.
-        if !resolved.selects(&database.schema, attr) {
+        if !resolved.selects(&database.schema, attr, &[]) {
             continue;
         }
         if request.typesonly {

@@ -395,6 +395,7 @@ impl ReadTxn {
             id,
             encoded,
             read: self,
+            virtual_entry_dn: false,
         })
     }
 
@@ -454,6 +455,8 @@ pub struct EntryRef<'txn> {
     pub id: EntryId,
     encoded: EncodedEntry<'txn>,
     read: &'txn ReadTxn,
+    /// Present the virtual entryDN attribute to filters (`EntryView`).
+    virtual_entry_dn: bool,
 }
 
 /// One attribute of an `EntryRef`.
@@ -484,6 +487,13 @@ impl<'txn> AttributeRef<'txn> {
 }
 
 impl<'txn> EntryRef<'txn> {
+    /// This entry, also presenting the virtual `entryDN` attribute (original and normalized DN)
+    /// to filter evaluation, as OpenLDAP does; searches turn it on when the filter tests entryDN.
+    pub fn with_virtual_entry_dn(mut self) -> Self {
+        self.virtual_entry_dn = true;
+        self
+    }
+
     pub fn attributes(&self) -> impl Iterator<Item = AttributeRef<'txn>> + 'txn {
         let descriptions: &'txn DescriptionTable = &self.read.descriptions;
         let id = self.id;
@@ -556,6 +566,21 @@ impl EntryView for EntryRef<'_> {
             if !visit(attribute.attr(), attribute.options(), &mut values) {
                 return;
             }
+        }
+        if self.virtual_entry_dn {
+            let schema = &self.read.inner.schema;
+            let (Some(entry_dn), Ok(original), Ok(normalized)) = (
+                schema.attribute("entryDN"),
+                self.read.dn_of(self.id),
+                self.read.normalized_dn_of(self.id),
+            ) else {
+                return;
+            };
+            let mut values = std::iter::once(StoredValue {
+                original: original.as_bytes(),
+                normalized: normalized.as_bytes(),
+            });
+            visit(entry_dn, &[], &mut values);
         }
     }
 

@@ -52,6 +52,29 @@ pub struct SearchCursor<'a> {
     returned: usize,
     examined: usize,
     finished: bool,
+    /// The filter tests the virtual entryDN attribute: present it on candidates (computing a
+    /// DN costs a parent walk, so only when asked).
+    filter_uses_entry_dn: bool,
+}
+
+/// Whether any leaf of `filter` applies to `attr`.
+fn filter_mentions(filter: &PreparedFilter, attr: AttrId) -> bool {
+    match filter {
+        PreparedFilter::True | PreparedFilter::False | PreparedFilter::Undefined => false,
+        PreparedFilter::And(parts) | PreparedFilter::Or(parts) => {
+            parts.iter().any(|part| filter_mentions(part, attr))
+        }
+        PreparedFilter::Not(inner) => filter_mentions(inner, attr),
+        PreparedFilter::Present { covered, .. } => covered.contains(&attr),
+        PreparedFilter::Equality { covered, .. }
+        | PreparedFilter::Approx { covered, .. }
+        | PreparedFilter::Substrings { covered, .. }
+        | PreparedFilter::GreaterOrEqual { covered, .. }
+        | PreparedFilter::LessOrEqual { covered, .. }
+        | PreparedFilter::Extensible { covered, .. } => {
+            covered.iter().any(|covered| covered.attr == attr)
+        }
+    }
 }
 
 impl ReadTxn {
@@ -304,6 +327,11 @@ impl ReadTxn {
     pub fn search<'a>(&'a self, spec: &'a SearchSpec) -> Result<SearchCursor<'a>, LdapError> {
         let base = self.dn_to_id(&spec.base)?;
         let source = self.scoped_candidates(spec, base)?;
+        let filter_uses_entry_dn = self
+            .inner
+            .schema
+            .attribute("entryDN")
+            .is_some_and(|entry_dn| filter_mentions(&spec.filter, entry_dn));
         Ok(SearchCursor {
             read: self,
             spec,
@@ -311,6 +339,7 @@ impl ReadTxn {
             returned: 0,
             examined: 0,
             finished: false,
+            filter_uses_entry_dn,
         })
     }
 
@@ -420,6 +449,11 @@ impl<'a> Iterator for SearchCursor<'a> {
                     ),
                 )));
             }
+            let entry = if self.filter_uses_entry_dn {
+                entry.with_virtual_entry_dn()
+            } else {
+                entry
+            };
             if self.spec.filter.evaluate(&entry).is_true() {
                 if self.spec.size_limit != 0 && self.returned >= self.spec.size_limit {
                     self.finished = true;

@@ -143,7 +143,10 @@ impl Pair {
         let mut text = format!(
             "[server]\nlisten = [\"ldap://127.0.0.1:{lmdir_port}\"]\nsize_limit = 0\n\
              [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
-             rootpw = \"{ROOT_PASSWORD}\"\n[database.index]\n",
+             rootpw = \"{ROOT_PASSWORD}\"\n\
+             # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
+             # refint overlays); the reference runs neither, so neither does this side.\n\
+             memberof = false\n[database.index]\n",
             root.join("lmdir-db").display()
         );
         for (attribute, kinds) in INDEXES {
@@ -317,7 +320,8 @@ fn canonical_escapes(value: &str) -> String {
     let mut index = 0;
     while index < bytes.len() {
         if bytes[index] == b'\\' && index + 1 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[index + 1..(index + 3).min(bytes.len())]).unwrap_or("");
+            let hex =
+                std::str::from_utf8(&bytes[index + 1..(index + 3).min(bytes.len())]).unwrap_or("");
             match u8::from_str_radix(hex, 16) {
                 Ok(byte) if hex.len() == 2 => {
                     decoded.push(byte);
@@ -346,14 +350,24 @@ fn canonical_escapes(value: &str) -> String {
 /// A DN with canonical escapes and no spaces around separators; `lowercase` also folds case (names
 /// are case-insensitive; every naming attribute of this data set is too).
 fn canonical_dn(dn: &str, lowercase: bool) -> String {
-    let fold = |text: &str| if lowercase { text.to_lowercase() } else { text.to_string() };
+    let fold = |text: &str| {
+        if lowercase {
+            text.to_lowercase()
+        } else {
+            text.to_string()
+        }
+    };
     split_unescaped(dn.trim(), ',')
         .iter()
         .map(|rdn| {
             split_unescaped(rdn, '+')
                 .iter()
                 .map(|ava| match ava.split_once('=') {
-                    Some((name, value)) => format!("{}={}", name.trim().to_lowercase(), fold(&canonical_escapes(value.trim()))),
+                    Some((name, value)) => format!(
+                        "{}={}",
+                        name.trim().to_lowercase(),
+                        fold(&canonical_escapes(value.trim()))
+                    ),
                     None => fold(ava.trim()),
                 })
                 .collect::<Vec<_>>()
@@ -369,7 +383,15 @@ pub fn normalize_dn(dn: &str) -> String {
 }
 
 /// DN-valued attributes keep their values' case but not their escaping or spacing.
-const DN_VALUED: &[&str] = &["entrydn", "member", "uniquemember", "creatorsname", "modifiersname", "manager", "seealso"];
+const DN_VALUED: &[&str] = &[
+    "entrydn",
+    "member",
+    "uniquemember",
+    "creatorsname",
+    "modifiersname",
+    "manager",
+    "seealso",
+];
 
 /// Each entry becomes one string: its normalized DN, then its sorted "attribute: value" lines.
 pub fn normalize_ldif(text: &str) -> BTreeSet<String> {
