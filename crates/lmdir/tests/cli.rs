@@ -1,0 +1,131 @@
+//! The offline tools through the real binary: gen → load → export → load → export is byte-identical,
+//! check is clean, search answers, and a bad config or LDIF is a clear error.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn lmdir(config: &Path, arguments: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lmdir"))
+        .arg("--config")
+        .arg(config)
+        .args(arguments)
+        .output()
+        .unwrap()
+}
+
+fn write_config(directory: &Path, name: &str) -> std::path::PathBuf {
+    let config = directory.join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nsuffix = \"dc=example,dc=com\"\ndirectory = \"{}\"\n\
+             [database.index]\nobjectClass = [\"eq\"]\nuid = [\"eq\", \"sub\"]\nmail = [\"eq\", \"sub\"]\n\
+             uidNumber = [\"eq\", \"ordered\"]\nmember = [\"eq\"]\nmemberOf = [\"eq\"]\n",
+            directory.join(name).display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+fn success(output: Output, what: &str) -> Vec<u8> {
+    assert!(
+        output.status.success(),
+        "{what} failed ({:?}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+#[test]
+fn export_load_export_is_byte_identical_and_checks_clean() {
+    let scratch = tempfile::tempdir().unwrap();
+    let first = write_config(scratch.path(), "first");
+    let second = write_config(scratch.path(), "second");
+    let generated = success(lmdir(&first, &["gen", "600", "--seed", "7"]), "gen");
+    let ldif = scratch.path().join("people.ldif");
+    std::fs::write(&ldif, &generated).unwrap();
+
+    success(lmdir(&first, &["load", ldif.to_str().unwrap()]), "load");
+    let first_export = success(lmdir(&first, &["export"]), "export");
+    let exported = scratch.path().join("export.ldif");
+    std::fs::write(&exported, &first_export).unwrap();
+    success(
+        lmdir(&second, &["load", exported.to_str().unwrap()]),
+        "load of the export",
+    );
+    let second_export = success(lmdir(&second, &["export"]), "second export");
+    assert!(
+        first_export.len() > generated.len(),
+        "the export carries operational attributes"
+    );
+    assert!(
+        first_export == second_export,
+        "export → load → export changed the bytes"
+    );
+
+    for config in [&first, &second] {
+        let report = String::from_utf8(success(lmdir(config, &["check"]), "check")).unwrap();
+        assert!(report.contains("clean"), "{report}");
+    }
+
+    let found = String::from_utf8(success(
+        lmdir(
+            &second,
+            &[
+                "search",
+                "ou=People,dc=example,dc=com",
+                "(uid=u0000042)",
+                "mail",
+            ],
+        ),
+        "search",
+    ))
+    .unwrap();
+    assert_eq!(found.matches("dn: ").count(), 1, "{found}");
+    assert!(found.contains("mail: u0000042@example.com"), "{found}");
+    assert!(
+        !found.contains("cn:"),
+        "only the requested attribute: {found}"
+    );
+}
+
+#[test]
+fn a_bad_config_names_its_file_line_and_key() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("broken.toml");
+    std::fs::write(
+        &config,
+        "[server]\nlisten = [\"ldap://127.0.0.1:3389\"]\nsize_limit = \"lots\"\n",
+    )
+    .unwrap();
+    let output = lmdir(&config, &["stat"]);
+    assert!(!output.status.success());
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("broken.toml"), "{message}");
+    assert!(message.contains(":3"), "line number: {message}");
+    assert!(message.contains("size_limit"), "key: {message}");
+}
+
+#[test]
+fn a_bad_record_names_its_line_and_leaves_no_database() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = write_config(scratch.path(), "db");
+    let ldif = scratch.path().join("bad.ldif");
+    std::fs::write(
+        &ldif,
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou People\n",
+    )
+    .unwrap();
+    let output = lmdir(&config, &["load", ldif.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("line 9"), "{message}");
+    assert!(message.contains("ou=People,dc=example,dc=com"), "{message}");
+    let entries = std::fs::read_dir(scratch.path().join("db"))
+        .map(|listing| listing.count())
+        .unwrap_or(0);
+    assert_eq!(entries, 0, "no half-loaded database is left behind");
+}
