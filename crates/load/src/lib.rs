@@ -6,6 +6,7 @@
 //! LMDB's single writer) appends `id2entry` in ID order, builds the DN tree, and at the end
 //! k-way merges the runs into each index DB in key order with APPEND. See README.md.
 
+mod memberof;
 mod pipeline;
 mod prepare;
 mod progress;

@@ -16,6 +16,7 @@ use lmdir_store::RawDatabase;
 use lmdir_store::Store;
 use roaring::RoaringBitmap;
 
+use crate::memberof::GroupMembers;
 use crate::prepare::{
     prepare_record, DescriptionNumbers, OperationalValues, PrepareContext, PreparedEntry,
     RecordError, WorkerScratch, INDEX_DB_PREFIX_BYTES,
@@ -230,6 +231,7 @@ fn load_fresh(
         indexes,
         descriptions: Arc::new(DescriptionNumbers::with_existing(existing_descriptions)),
         operational: OperationalValues::new(SystemTime::now(), &options.creators_name),
+        memberof: options.store.memberof,
     });
     let spill_directory = staging.to_path_buf();
     let worker_budget = (memory_bytes / 2 / threads).max(1);
@@ -303,11 +305,25 @@ fn load_fresh(
             Ok((sequenced, runs))
         },
     );
-    let (sequenced, runs) = outcome?;
+    let (sequenced, mut runs) = outcome?;
+    let mut write_txn = Some(store.env().write_txn()?);
+    if !sequenced.groups.is_empty() {
+        progress.phase("adding memberOf");
+        let memberof_run = crate::memberof::add_memberof(
+            &store,
+            &mut write_txn,
+            COMMIT_EVERY_BYTES,
+            &context,
+            &sequenced.groups,
+            &sequenced.rejected,
+            (memory_bytes / 2).max(1),
+            &spill_directory,
+        )?;
+        runs.extend(memberof_run);
+    }
     progress.phase("merging indexes");
     let spill_files =
         runs.iter().map(|run| run.spilled.len() as u64).sum::<u64>() + sequenced.tree_spills;
-    let mut write_txn = Some(store.env().write_txn()?);
     let merged = MergedRuns::new(runs)?;
     write_index_runs(
         store.env(),
@@ -455,6 +471,8 @@ struct Sequenced {
     skipped_count: u64,
     input_bytes: u64,
     tree_spills: u64,
+    /// Group entries and their member DNs (only with memberOf upkeep), in ID order.
+    groups: Vec<GroupMembers>,
 }
 
 struct Skips {
@@ -503,13 +521,14 @@ fn sequence(
     let mut entries = 0u64;
     let mut input_bytes = 0u64;
     let mut max_id = 0u32;
+    let mut groups: Vec<GroupMembers> = Vec::new();
     for batch in done {
         reorder.insert(batch.sequence, batch);
         while let Some(batch) = reorder.remove(&next_sequence) {
             next_sequence += 1;
             input_bytes += batch.input_bytes as u64;
             for result in batch.results {
-                let entry = match result {
+                let mut entry = match result {
                     Ok(entry) => entry,
                     Err(error) => {
                         skips.skip(error)?;
@@ -533,6 +552,9 @@ fn sequence(
                 )?;
                 max_id = max_id.max(entry.id);
                 entries += 1;
+                if !entry.group_members.is_empty() {
+                    groups.push((entry.id, std::mem::take(&mut entry.group_members)));
+                }
                 bytes_since_commit += entry.encoded.len();
                 if bytes_since_commit >= COMMIT_EVERY_BYTES {
                     write_txn.commit()?;
@@ -603,6 +625,7 @@ fn sequence(
         skipped_count: skips.count,
         input_bytes,
         tree_spills,
+        groups,
     })
 }
 

@@ -51,6 +51,9 @@ pub struct PreparedEntry {
     pub rdn_original: String,
     pub rdn_normalized: String,
     pub encoded: Vec<u8>,
+    /// With memberOf upkeep: the normalized DNs this entry's `member` / `uniqueMember` values
+    /// name (uniqueMember's `#'bits'B` dropped), sorted and distinct; empty otherwise.
+    pub group_members: Vec<String>,
 }
 
 /// The attribute-description number table shared by all workers: numbers are dense, assigned
@@ -102,6 +105,8 @@ pub struct PrepareContext {
     pub indexes: HashMap<AttrId, (u16, IndexKinds)>,
     pub descriptions: Arc<DescriptionNumbers>,
     pub operational: OperationalValues,
+    /// `StoreOptions::memberof`: collect group members for the memberOf pass.
+    pub memberof: bool,
 }
 
 /// Values of the operational attributes a load adds to entries that lack them.
@@ -299,6 +304,11 @@ pub fn prepare_record(
 
     push_index_keys(context, &attributes, id, run, scratch)
         .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;
+    let group_members = if context.memberof {
+        group_members(schema, &attributes)
+    } else {
+        Vec::new()
+    };
     Ok(PreparedEntry {
         id,
         line,
@@ -308,7 +318,33 @@ pub fn prepare_record(
         rdn_original,
         rdn_normalized,
         encoded,
+        group_members,
     })
+}
+
+/// The normalized member DNs of a group entry, exactly as the store's memberOf upkeep reads
+/// them: every `member` / `uniqueMember` attribute (any options), uniqueMember's optional
+/// `#'bits'B` suffix dropped.
+fn group_members(schema: &Schema, attributes: &[CheckedAttribute]) -> Vec<String> {
+    let member = schema.attribute("member");
+    let unique_member = schema.attribute("uniqueMember");
+    let mut members = std::collections::BTreeSet::new();
+    for attribute in attributes {
+        let is_member = Some(attribute.description.attr) == member;
+        let is_unique = Some(attribute.description.attr) == unique_member;
+        if !is_member && !is_unique {
+            continue;
+        }
+        for (_, normalized) in &attribute.values {
+            let text = String::from_utf8_lossy(normalized);
+            let dn = match text.rfind("#'") {
+                Some(position) if is_unique => &text[..position],
+                _ => &text[..],
+            };
+            members.insert(dn.to_string());
+        }
+    }
+    members.into_iter().collect()
 }
 
 /// Adds the operational attributes a server's add sets, in the store's order and with its

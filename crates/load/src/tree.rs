@@ -417,6 +417,7 @@ mod tests {
             rdn_original: normalized_dn.split(',').next().unwrap().to_string(),
             rdn_normalized: normalized_dn.split(',').next().unwrap().to_string(),
             encoded: Vec::new(),
+            group_members: Vec::new(),
         }
     }
 

@@ -530,3 +530,126 @@ fn a_foreign_non_empty_directory_is_refused_untouched() {
         .collect();
     assert_eq!(names, vec!["notes.txt".to_string()]);
 }
+
+/// Store options with memberOf upkeep and a memberOf equality + presence index.
+fn memberof_store_options() -> StoreOptions {
+    let mut options = store_options(true);
+    options.memberof = true;
+    options.indexes.insert(
+        "memberOf".to_string(),
+        vec![IndexKind::Equality, IndexKind::Presence],
+    );
+    options
+}
+
+/// Groups after their members, plus the edge cases of the store's memberOf semantics: a group
+/// naming itself, a uniqueMember with `#'bits'B`, a member that never exists and one that is
+/// added only after the group.
+fn memberof_ldif() -> String {
+    let mut ldif = directory_ldif(700);
+    ldif.push_str(
+        "dn: cn=self,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: self\n\
+         member: cn=self,ou=Groups,dc=example,dc=com\n\
+         member: uid=u0000001,ou=People,dc=example,dc=com\n\
+         member: uid=late,ou=People,dc=example,dc=com\n\
+         member: uid=nobody,ou=People,dc=example,dc=com\n\n\
+         dn: cn=unique,ou=Groups,dc=example,dc=com\nobjectClass: groupOfUniqueNames\ncn: unique\n\
+         uniqueMember: uid=u0000003,ou=People,dc=example,dc=com#'0101'B\n\
+         uniqueMember: uid=u0000004,ou=People,dc=example,dc=com\n\n\
+         dn: uid=late,ou=People,dc=example,dc=com\nobjectClass: account\nuid: late\n",
+    );
+    ldif
+}
+
+#[test]
+fn bulk_load_with_memberof_equals_single_entry_adds() {
+    let work = tempfile::tempdir().unwrap();
+    let ldif = memberof_ldif();
+    let path = write_file(work.path(), "in.ldif", &ldif);
+    let reference_directory = work.path().join("added");
+    let reference = Store::open(&reference_directory, memberof_store_options(), schema()).unwrap();
+    {
+        let mut write = reference.write().unwrap();
+        let context = WriteContext::new(ACTOR);
+        for record in lmdir_ldif::LdifReader::new(ldif.as_bytes()) {
+            let record = record.unwrap();
+            let lmdir_ldif::RecordBody::Content(values) = record.body else {
+                panic!("content records only")
+            };
+            let mut entry = Entry::new(Dn::parse(&record.dn).unwrap());
+            for (description, value) in values {
+                entry.add_values(&description, std::iter::once(value));
+            }
+            write.add(&entry, &context).unwrap();
+        }
+        write.commit().unwrap();
+    }
+    assert_clean(&reference);
+    let reference_export = stable_export(&reference);
+    assert!(reference_export.contains("memberOf: cn=group0,ou=Groups,dc=example,dc=com"));
+
+    for quick in [false, true] {
+        let directory = work.path().join(format!("loaded-{quick}"));
+        let mut load_options = options(&directory, true);
+        load_options.store = memberof_store_options();
+        load_options.quick = quick;
+        load(&load_options, &path).unwrap();
+        let loaded = Store::open(&directory, memberof_store_options(), schema()).unwrap();
+        assert_clean(&loaded);
+        assert_eq!(stable_export(&loaded), reference_export, "quick: {quick}");
+
+        let read = loaded.read().unwrap();
+        let ids_of = |dns: &[String]| -> Vec<u32> {
+            let mut ids: Vec<u32> = dns.iter().map(|dn| read.dn_to_id(dn).unwrap()).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let group0: Vec<String> = (0..700)
+            .step_by(3)
+            .take(60)
+            .map(|member| format!("uid=u{member:07},ou=People,dc=example,dc=com"))
+            .collect();
+        let self_members = [
+            "cn=self,ou=Groups,dc=example,dc=com".to_string(),
+            "uid=u0000001,ou=People,dc=example,dc=com".to_string(),
+        ];
+        let unique_members = [
+            "uid=u0000003,ou=People,dc=example,dc=com".to_string(),
+            "uid=u0000004,ou=People,dc=example,dc=com".to_string(),
+        ];
+        let answers = candidates(
+            &loaded,
+            &[
+                "(memberOf=cn=group0,ou=Groups,dc=example,dc=com)",
+                "(memberOf=CN=Self,ou=groups,dc=example,dc=com)",
+                "(memberOf=cn=unique,ou=Groups,dc=example,dc=com)",
+                "(memberOf=*)",
+            ],
+        );
+        assert_eq!(answers[0], Some(ids_of(&group0)));
+        assert_eq!(answers[1], Some(ids_of(&self_members)));
+        assert_eq!(answers[2], Some(ids_of(&unique_members)));
+        let late = read
+            .dn_to_id("uid=late,ou=People,dc=example,dc=com")
+            .unwrap();
+        let with_memberof = answers[3].as_ref().unwrap();
+        assert!(!with_memberof.contains(&late), "added after its group");
+        // 7 groups of up to 60 members (group5 and group6 are shorter), plus self's 2 and
+        // unique's 2 (u0000003 is already counted in group0).
+        let mut everyone: Vec<String> = (0..7)
+            .flat_map(|group| {
+                (group * 100..700)
+                    .step_by(3)
+                    .take(60)
+                    .map(|member| format!("uid=u{member:07},ou=People,dc=example,dc=com"))
+            })
+            .chain(self_members.iter().cloned())
+            .chain(unique_members.iter().cloned())
+            .collect();
+        everyone.sort();
+        everyone.dedup();
+        let mut expected_all = ids_of(&everyone);
+        expected_all.dedup();
+        assert_eq!(*with_memberof, expected_all);
+    }
+}
