@@ -73,11 +73,18 @@ fn main() {
     } else {
         lmdir_store::MAP_SIZE_DEFAULT_BYTES
     };
+    // `--memberof`: memberOf upkeep on, with a memberOf equality index.
+    let memberof = flag("--memberof");
+    let mut indexes = benchmark_indexes();
+    if memberof {
+        indexes.insert("memberOf".to_string(), vec![IndexKind::Equality]);
+    }
     let store_options = StoreOptions {
         map_size_bytes,
         suffix: "dc=example,dc=com".to_string(),
-        indexes: benchmark_indexes(),
+        indexes,
         sync: true,
+        memberof,
         ..StoreOptions::default()
     };
     let schema = Arc::new(Schema::builtin());
