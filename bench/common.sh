@@ -62,6 +62,8 @@ write_lmdir_config() {
     echo "directory = \"$dir\""
     echo "rootdn = \"$ROOTDN\""
     echo "rootpw = \"$ROOTPW\""
+    # The reference runs without the memberof overlay; same work on both sides (MEMBEROF=true to measure ours).
+    echo "memberof = ${MEMBEROF:-false}"
     echo "[database.index]"
     local line attr kinds
     for line in "${INDEX_SET[@]}"; do
