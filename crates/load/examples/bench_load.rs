@@ -85,7 +85,6 @@ fn main() {
         indexes,
         sync: true,
         memberof,
-        ..StoreOptions::default()
     };
     let schema = Arc::new(Schema::builtin());
     let mut options = LoadOptions::new(directory.clone(), store_options.clone(), schema.clone());
