@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use lmdir_config::{Config, IndexKind as ConfigIndexKind};
+use lmdir_config::Config;
 use lmdir_schema::{Filter, Schema};
-use lmdir_store::{IndexKind, Scope, SearchSpec, Store, StoreOptions};
+use lmdir_store::{Scope, SearchSpec, Store, StoreOptions};
 
 use crate::Command;
 
@@ -147,45 +147,13 @@ fn database_directory(config: &Config) -> Result<PathBuf> {
         .with_context(|| format!("resolving {}", config.database.directory.display()))
 }
 
-/// The built-in schema plus the config's extra `.schema` files, in order.
+/// The built-in schema plus the config's extra `.schema` files (shared with the server).
 pub fn load_schema(config: &Config) -> Result<Arc<Schema>> {
-    let mut schema = Schema::builtin();
-    for path in &config.database.schema_files {
-        schema
-            .load_schema_file(path)
-            .with_context(|| format!("loading schema file {}", path.display()))?;
-    }
-    Ok(Arc::new(schema))
+    Ok(lmdir_server::database::schema_from_config(config)?)
 }
 
 pub fn store_options(config: &Config) -> StoreOptions {
-    let indexes = config
-        .database
-        .index
-        .iter()
-        .map(|(attribute, kinds)| {
-            let kinds = kinds
-                .iter()
-                .map(|kind| match kind {
-                    ConfigIndexKind::Eq => IndexKind::Equality,
-                    ConfigIndexKind::Presence => IndexKind::Presence,
-                    ConfigIndexKind::Substring => IndexKind::Substring,
-                    ConfigIndexKind::Ordered => IndexKind::Ordered,
-                    // Approximate matching is equality on normalized values (docs/compatibility.md),
-                    // so an approx index is the equality index.
-                    ConfigIndexKind::Approx => IndexKind::Equality,
-                })
-                .collect();
-            (attribute.clone(), kinds)
-        })
-        .collect();
-    StoreOptions {
-        suffix: config.database.suffix.clone(),
-        indexes,
-        sync: config.database.sync,
-        memberof: config.database.memberof,
-        ..StoreOptions::default()
-    }
+    lmdir_server::database::store_options_from_config(config)
 }
 
 pub fn open_store(config: &Config) -> Result<Store> {

@@ -100,40 +100,8 @@ impl Database {
 
     /// Opens the store and access policy described by a config file.
     pub fn open(config: &lmdir_config::Config) -> Result<Database, ServerError> {
-        let mut schema = Schema::builtin();
-        for path in &config.database.schema_files {
-            schema
-                .load_schema_file(path)
-                .map_err(|error| ServerError::Database(error.to_string()))?;
-        }
-        let schema = Arc::new(schema);
-        let indexes = config
-            .database
-            .index
-            .iter()
-            .map(|(attribute, kinds)| {
-                let kinds = kinds
-                    .iter()
-                    .map(|kind| match kind {
-                        lmdir_config::IndexKind::Eq => lmdir_store::IndexKind::Equality,
-                        lmdir_config::IndexKind::Presence => lmdir_store::IndexKind::Presence,
-                        lmdir_config::IndexKind::Substring => lmdir_store::IndexKind::Substring,
-                        lmdir_config::IndexKind::Ordered => lmdir_store::IndexKind::Ordered,
-                        // Approximate matching is equality on normalized values (lmdir-schema):
-                        // the equality index serves it.
-                        lmdir_config::IndexKind::Approx => lmdir_store::IndexKind::Equality,
-                    })
-                    .collect();
-                (attribute.clone(), kinds)
-            })
-            .collect();
-        let options = lmdir_store::StoreOptions {
-            suffix: config.database.suffix.clone(),
-            indexes,
-            sync: config.database.sync,
-            memberof: config.database.memberof,
-            ..lmdir_store::StoreOptions::default()
-        };
+        let schema = schema_from_config(config)?;
+        let options = store_options_from_config(config);
         let store =
             Store::open(&config.database.directory, options, schema.clone()).map_err(|error| {
                 ServerError::Database(format!("{}: {error}", config.database.directory.display()))
@@ -367,6 +335,48 @@ pub fn normalized_identity_dn(server: &ServerContext, dn: &str) -> String {
         }
     }
     dn.to_lowercase()
+}
+
+/// The built-in schema plus the config's extra `.schema` files, in order.
+pub fn schema_from_config(config: &lmdir_config::Config) -> Result<Arc<Schema>, ServerError> {
+    let mut schema = Schema::builtin();
+    for path in &config.database.schema_files {
+        schema
+            .load_schema_file(path)
+            .map_err(|error| ServerError::Database(error.to_string()))?;
+    }
+    Ok(Arc::new(schema))
+}
+
+/// The store options a config describes (every command opens the store through this).
+pub fn store_options_from_config(config: &lmdir_config::Config) -> lmdir_store::StoreOptions {
+    let indexes = config
+        .database
+        .index
+        .iter()
+        .map(|(attribute, kinds)| {
+            let kinds = kinds
+                .iter()
+                .map(|kind| match kind {
+                    lmdir_config::IndexKind::Eq => lmdir_store::IndexKind::Equality,
+                    lmdir_config::IndexKind::Presence => lmdir_store::IndexKind::Presence,
+                    lmdir_config::IndexKind::Substring => lmdir_store::IndexKind::Substring,
+                    lmdir_config::IndexKind::Ordered => lmdir_store::IndexKind::Ordered,
+                    // Approximate matching is equality on normalized values (lmdir-schema):
+                    // the equality index serves it.
+                    lmdir_config::IndexKind::Approx => lmdir_store::IndexKind::Equality,
+                })
+                .collect();
+            (attribute.clone(), kinds)
+        })
+        .collect();
+    lmdir_store::StoreOptions {
+        suffix: config.database.suffix.clone(),
+        indexes,
+        sync: config.database.sync,
+        memberof: config.database.memberof,
+        ..lmdir_store::StoreOptions::default()
+    }
 }
 
 fn no_such_object(dn: &str) -> OperationError {
