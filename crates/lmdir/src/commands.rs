@@ -107,7 +107,7 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
         Command::Check => {
             let store = open_store(&config)?;
             let report = store.check()?;
-            print!("{report}");
+            println!("{report}");
             if report.is_clean() {
                 println!("check: clean");
                 Ok(ExitCode::SUCCESS)
