@@ -441,13 +441,71 @@ pub fn decode_posting_chunk_into(
             }
             if base == 0 && into.is_empty() {
                 *into = low_halves;
+                return Ok(());
+            }
+            // The stored bitmap holds low halves: one container, keyed 0. The full IDs are the
+            // same container keyed by the chunk number, so patch that key in a copy of the
+            // serialized bytes instead of re-inserting up to 65,536 IDs one by one.
+            let mut shifted_bytes = bytes[1..].to_vec();
+            let key_offset = roaring_single_container_key_offset(&shifted_bytes)?;
+            shifted_bytes[key_offset..key_offset + 2].copy_from_slice(&chunk.to_le_bytes());
+            let shifted = RoaringBitmap::deserialize_from(&shifted_bytes[..])
+                .map_err(|_| CorruptChunk("bad roaring bytes"))?;
+            if into.is_empty() {
+                *into = shifted;
             } else {
-                let shifted =
-                    RoaringBitmap::from_sorted_iter(low_halves.iter().map(|low| base | low))
-                        .expect("a bitmap iterates in sorted order");
                 *into |= shifted;
             }
             Ok(())
+        }
+        _ => Err(CorruptChunk("unknown tag")),
+    }
+}
+
+/// Roaring's portable format (little-endian): a cookie, then per container a (key u16,
+/// cardinality−1 u16) pair. Low halves always form exactly one container, keyed 0; this
+/// returns the byte offset of that key in the serialized bitmap.
+fn roaring_single_container_key_offset(serialized: &[u8]) -> Result<usize, CorruptChunk> {
+    const SERIAL_COOKIE_NO_RUN_CONTAINER: u32 = 12346;
+    const SERIAL_COOKIE: u32 = 12347;
+    let word = |offset: usize| -> Result<u32, CorruptChunk> {
+        serialized
+            .get(offset..offset + 4)
+            .map(|bytes| u32::from_le_bytes(bytes.try_into().expect("four bytes")))
+            .ok_or(CorruptChunk("short roaring header"))
+    };
+    let cookie = word(0)?;
+    let key_offset = if cookie == SERIAL_COOKIE_NO_RUN_CONTAINER {
+        if word(4)? != 1 {
+            return Err(CorruptChunk("roaring chunk is not one container"));
+        }
+        8
+    } else if cookie & 0xFFFF == SERIAL_COOKIE {
+        if (cookie >> 16) + 1 != 1 {
+            return Err(CorruptChunk("roaring chunk is not one container"));
+        }
+        // One run-flag byte follows the cookie.
+        5
+    } else {
+        return Err(CorruptChunk("unknown roaring cookie"));
+    };
+    if serialized.get(key_offset..key_offset + 4).is_none() {
+        return Err(CorruptChunk("short roaring header"));
+    }
+    Ok(key_offset)
+}
+
+/// How many IDs an encoded chunk holds, read from its header without decoding it (the
+/// search planner uses it to intersect the smallest posting lists first).
+pub fn posting_chunk_id_count(bytes: &[u8]) -> Result<u32, CorruptChunk> {
+    match bytes.first() {
+        Some(&CHUNK_TAG_LIST) => Ok(((bytes.len() - 1) / 2) as u32),
+        Some(&CHUNK_TAG_ROARING) => {
+            let serialized = &bytes[1..];
+            let key_offset = roaring_single_container_key_offset(serialized)?;
+            let cardinality_minus_one =
+                u16::from_le_bytes([serialized[key_offset + 2], serialized[key_offset + 3]]);
+            Ok(cardinality_minus_one as u32 + 1)
         }
         _ => Err(CorruptChunk("unknown tag")),
     }
@@ -680,10 +738,20 @@ mod tests {
             let low: RoaringBitmap = (0..count as u32).map(|i| (i * 7919) % 65536).collect();
             let mut bytes = Vec::new();
             encode_posting_chunk(&low, &mut bytes);
-            let mut decoded = RoaringBitmap::new();
-            decode_posting_chunk_into(&bytes, 3, &mut decoded).unwrap();
-            let expected: RoaringBitmap = low.iter().map(|l| (3 << 16) | l).collect();
-            assert_eq!(decoded, expected);
+            assert_eq!(posting_chunk_id_count(&bytes).unwrap(), count as u32);
+            for chunk in [0u16, 3, u16::MAX] {
+                let mut decoded = RoaringBitmap::new();
+                decode_posting_chunk_into(&bytes, chunk, &mut decoded).unwrap();
+                let base = (chunk as u32) << 16;
+                let expected: RoaringBitmap = low.iter().map(|l| base | l).collect();
+                assert_eq!(decoded, expected);
+                // Into a bitmap that already holds IDs of other chunks (the union path).
+                let mut prefilled: RoaringBitmap = [1u32, 70_000, u32::MAX].into_iter().collect();
+                decode_posting_chunk_into(&bytes, chunk, &mut prefilled).unwrap();
+                let mut expected_union = expected.clone();
+                expected_union.extend([1u32, 70_000, u32::MAX]);
+                assert_eq!(prefilled, expected_union);
+            }
             let sorted: Vec<u16> = low.iter().map(|l| l as u16).collect();
             let mut bytes_sorted = Vec::new();
             encode_posting_chunk_sorted(&sorted, &mut bytes_sorted);
@@ -691,6 +759,25 @@ mod tests {
         }
         assert!(decode_posting_chunk_low(&[9]).is_err());
         assert!(decode_posting_chunk_low(&[0, 1]).is_err());
+    }
+
+    #[test]
+    fn run_container_chunks_decode_into_any_chunk() {
+        // The roaring format with run containers (written after `optimize`) keeps its key at
+        // another offset; chunks written that way must decode and count too.
+        let mut low: RoaringBitmap = (100..30_000u32).collect();
+        assert!(low.optimize());
+        let mut bytes = vec![CHUNK_TAG_ROARING];
+        low.serialize_into(&mut bytes).unwrap();
+        assert_eq!(posting_chunk_id_count(&bytes).unwrap(), 29_900);
+        let mut decoded = RoaringBitmap::new();
+        decode_posting_chunk_into(&bytes, 7, &mut decoded).unwrap();
+        assert_eq!(decoded, ((7 << 16) + 100..(7 << 16) + 30_000).collect());
+        // Two containers cannot be low halves.
+        let two: RoaringBitmap = [1u32, 70_000].into_iter().collect();
+        let mut bad = vec![CHUNK_TAG_ROARING];
+        two.serialize_into(&mut bad).unwrap();
+        assert!(decode_posting_chunk_into(&bad, 1, &mut RoaringBitmap::new()).is_err());
     }
 
     #[test]

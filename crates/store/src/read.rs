@@ -277,27 +277,6 @@ pub(crate) fn is_within(
     )))
 }
 
-/// The IDs posted under one index key (without chunk), across all chunks.
-pub(crate) fn postings(
-    database: RawDatabase,
-    txn: &RoTxn,
-    key: &[u8],
-    into: &mut RoaringBitmap,
-) -> Result<(), LdapError> {
-    for row in database.prefix_iter(txn, key).map_err(lmdb_to_ldap)? {
-        let (full_key, value) = row.map_err(lmdb_to_ldap)?;
-        // Only exact key + 2-byte chunk: a longer key sharing the prefix is another key.
-        if full_key.len() != key.len() + 2 {
-            continue;
-        }
-        let (_, chunk) =
-            layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
-        layout::decode_posting_chunk_into(value, chunk, into)
-            .map_err(|error| corrupt(error.to_string()))?;
-    }
-    Ok(())
-}
-
 pub(crate) fn read_entry<'t>(
     inner: &Inner,
     txn: &'t RoTxn,

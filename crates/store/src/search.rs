@@ -9,10 +9,8 @@ use lmdir_schema::{AttrId, CoveredAttribute, LdapError, MatchingRule, PreparedFi
 use roaring::RoaringBitmap;
 
 use crate::layout::{self, EntryId, IndexKinds};
-use crate::read::{
-    children_of, corrupt, is_within, postings, require_node, subtree_ids, EntryRef, ReadTxn,
-};
-use crate::store::lmdb_to_ldap;
+use crate::read::{children_of, corrupt, is_within, require_node, subtree_ids, EntryRef, ReadTxn};
+use crate::store::{lmdb_to_ldap, RawDatabase};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -42,6 +40,36 @@ enum CandidateSource<'a> {
         next: EntryId,
         rows: Option<RoRange<'a, Bytes, Bytes>>,
     },
+}
+
+/// One index key's posting chunks as stored (zero-copy), with their total ID count.
+struct KeyPostings<'t> {
+    id_count: u64,
+    chunks: Vec<(u16, &'t [u8])>,
+}
+
+impl KeyPostings<'_> {
+    fn decode(&self) -> Result<RoaringBitmap, LdapError> {
+        let mut ids = RoaringBitmap::new();
+        for (chunk, bytes) in &self.chunks {
+            layout::decode_posting_chunk_into(bytes, *chunk, &mut ids)
+                .map_err(|error| corrupt(error.to_string()))?;
+        }
+        Ok(ids)
+    }
+}
+
+/// Testing one candidate against the filter (an entry read and a filter walk) costs about as
+/// much as decoding this many posting IDs.
+const CANDIDATE_TEST_COST_IN_DECODED_IDS: u64 = 64;
+/// Below this many candidates, further narrowing is never worth an index read.
+const CANDIDATES_FEW_ENOUGH: u64 = 4;
+
+/// Whether intersecting `candidate_count` candidates with a posting list of about
+/// `list_id_count` IDs costs less than testing the candidates it might remove.
+fn worth_intersecting(candidate_count: u64, list_id_count: u64) -> bool {
+    candidate_count > CANDIDATES_FEW_ENOUGH
+        && list_id_count <= candidate_count.saturating_mul(CANDIDATE_TEST_COST_IN_DECODED_IDS)
 }
 
 /// The matching entries of a search, in ID order.
@@ -88,38 +116,168 @@ impl ReadTxn {
             .unwrap_or_default()
     }
 
-    /// Postings of one key per covered attribute, unioned; None when any covered attribute
-    /// lacks the index (then the leaf is unindexed).
+    /// One index key's posting chunks, borrowed from the map, with their total ID count read
+    /// from the chunk headers (nothing decoded yet).
+    fn key_postings(
+        &self,
+        database: RawDatabase,
+        key: &[u8],
+    ) -> Result<KeyPostings<'_>, LdapError> {
+        let mut postings = KeyPostings {
+            id_count: 0,
+            chunks: Vec::new(),
+        };
+        for row in database
+            .prefix_iter(self.txn(), key)
+            .map_err(lmdb_to_ldap)?
+        {
+            let (full_key, value) = row.map_err(lmdb_to_ldap)?;
+            // Only exact key + 2-byte chunk: a longer key sharing the prefix is another key.
+            if full_key.len() != key.len() + 2 {
+                continue;
+            }
+            let (_, chunk) =
+                layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
+            postings.id_count += layout::posting_chunk_id_count(value)
+                .map_err(|error| corrupt(error.to_string()))?
+                as u64;
+            postings.chunks.push((chunk, value));
+        }
+        Ok(postings)
+    }
+
+    /// The index DB of each covered attribute, or None when any covered attribute lacks the
+    /// index kind (then the leaf is unindexed).
+    fn covered_databases(
+        &self,
+        covered: &[CoveredAttribute],
+        kind: IndexKinds,
+    ) -> Option<Vec<RawDatabase>> {
+        covered
+            .iter()
+            .map(|attribute| {
+                if !attribute.stored_form_usable
+                    || !self.usable_kinds(attribute.attr).contains(kind)
+                {
+                    return None;
+                }
+                self.inner.databases.indexes.get(&attribute.attr).copied()
+            })
+            .collect()
+    }
+
+    /// IDs posted under every one of `keys` (AND) in each covered attribute, unioned over the
+    /// attributes; None when any covered attribute lacks the index.
+    ///
+    /// Keys are intersected smallest posting list first, and intersecting stops once the
+    /// candidates are so few that testing each against the filter costs less than decoding
+    /// the next list: candidates only need to be a superset, since every candidate is tested.
     fn union_over_covered(
         &self,
         covered: &[CoveredAttribute],
         kind: IndexKinds,
         keys: &[Vec<u8>],
     ) -> Result<Option<RoaringBitmap>, LdapError> {
+        let Some(databases) = self.covered_databases(covered, kind) else {
+            return Ok(None);
+        };
         let mut union = RoaringBitmap::new();
-        for attribute in covered {
-            if !attribute.stored_form_usable || !self.usable_kinds(attribute.attr).contains(kind) {
-                return Ok(None);
-            }
-            let Some(database) = self.inner.databases.indexes.get(&attribute.attr) else {
-                return Ok(None);
-            };
-            // All keys must hit (AND) within one attribute.
+        for database in databases {
+            let mut lists = keys
+                .iter()
+                .map(|key| self.key_postings(database, key))
+                .collect::<Result<Vec<_>, _>>()?;
+            lists.sort_by_key(|postings| postings.id_count);
             let mut within: Option<RoaringBitmap> = None;
-            for key in keys {
-                let mut ids = RoaringBitmap::new();
-                postings(*database, self.txn(), key, &mut ids)?;
+            for postings in &lists {
+                if let Some(candidates) = &within {
+                    if candidates.is_empty()
+                        || !worth_intersecting(candidates.len(), postings.id_count)
+                    {
+                        break;
+                    }
+                }
+                let ids = postings.decode()?;
                 within = Some(match within {
                     None => ids,
                     Some(previous) => previous & ids,
                 });
-                if within.as_ref().is_some_and(RoaringBitmap::is_empty) {
-                    break;
-                }
             }
             union |= within.unwrap_or_default();
         }
         Ok(Some(union))
+    }
+
+    /// An upper bound of a filter's index candidates from posting headers alone (nothing is
+    /// decoded): for ordering the parts of an AND, and for the server to tell a search that
+    /// finishes in microseconds. None when not cheaply known.
+    pub fn estimated_candidate_count(
+        &self,
+        filter: &PreparedFilter,
+    ) -> Result<Option<u64>, LdapError> {
+        let (covered, kind, keys) = match filter {
+            PreparedFilter::False | PreparedFilter::Undefined => return Ok(Some(0)),
+            PreparedFilter::And(parts) => {
+                let mut smallest: Option<u64> = None;
+                for part in parts {
+                    if let Some(count) = self.estimated_candidate_count(part)? {
+                        smallest = Some(smallest.map_or(count, |known| known.min(count)));
+                    }
+                }
+                return Ok(smallest);
+            }
+            PreparedFilter::Or(parts) => {
+                let mut total = 0u64;
+                for part in parts {
+                    match self.estimated_candidate_count(part)? {
+                        Some(count) => total = total.saturating_add(count),
+                        None => return Ok(None),
+                    }
+                }
+                return Ok(Some(total));
+            }
+            PreparedFilter::Equality {
+                covered,
+                normalized,
+                ..
+            }
+            | PreparedFilter::Approx {
+                covered,
+                normalized,
+                ..
+            } => (
+                covered.clone(),
+                IndexKinds::EQUALITY,
+                vec![layout::equality_key(normalized)],
+            ),
+            PreparedFilter::Substrings {
+                covered,
+                initial,
+                any,
+                final_,
+                ..
+            } => {
+                let any: Vec<&[u8]> = any.iter().map(Vec::as_slice).collect();
+                match layout::substring_assertion_keys(initial.as_deref(), &any, final_.as_deref())
+                {
+                    None => return Ok(None),
+                    Some(keys) => (covered.clone(), IndexKinds::SUBSTRING, keys),
+                }
+            }
+            _ => return Ok(None),
+        };
+        let Some(databases) = self.covered_databases(&covered, kind) else {
+            return Ok(None);
+        };
+        let mut total = 0u64;
+        for database in databases {
+            let mut smallest = u64::MAX;
+            for key in &keys {
+                smallest = smallest.min(self.key_postings(database, key)?.id_count);
+            }
+            total = total.saturating_add(smallest);
+        }
+        Ok(Some(total))
     }
 
     fn ordered_candidates(
@@ -177,18 +335,37 @@ impl ReadTxn {
             // Nothing can evaluate to True.
             PreparedFilter::False | PreparedFilter::Undefined => Some(RoaringBitmap::new()),
             PreparedFilter::And(filters) => {
-                let mut result: Option<RoaringBitmap> = None;
+                // Most selective part first (by posting headers), so that e.g.
+                // (&(objectClass=posixAccount)(uid=jdoe)) never decodes objectClass's list.
+                let mut ordered = Vec::with_capacity(filters.len());
                 for filter in filters {
-                    if let Some(ids) = self.filter_candidates(filter)? {
-                        let narrowed = match result {
-                            None => ids,
-                            Some(previous) => previous & ids,
+                    let estimate = if filters.len() > 1 {
+                        self.estimated_candidate_count(filter)?
+                    } else {
+                        None
+                    };
+                    ordered.push((estimate, filter));
+                }
+                // Known estimates ascending, unknown ones last.
+                ordered.sort_by_key(|(estimate, _)| estimate.unwrap_or(u64::MAX));
+                let mut result: Option<RoaringBitmap> = None;
+                for (estimate, filter) in ordered {
+                    if let Some(candidates) = &result {
+                        let worth = match estimate {
+                            Some(list_id_count) => {
+                                worth_intersecting(candidates.len(), list_id_count)
+                            }
+                            None => candidates.len() > CANDIDATES_FEW_ENOUGH,
                         };
-                        let empty = narrowed.is_empty();
-                        result = Some(narrowed);
-                        if empty {
+                        if !worth {
                             break;
                         }
+                    }
+                    if let Some(ids) = self.filter_candidates(filter)? {
+                        result = Some(match result {
+                            None => ids,
+                            Some(previous) => previous & ids,
+                        });
                     }
                 }
                 result
