@@ -940,175 +940,194 @@ pub async fn search(
     let cancelled = context.cancelled.clone();
     let message_id = context.message_id;
     let connection_id = context.session.connection_id;
-    tokio::task::spawn_blocking(move || {
-        let database = database_of(&server).expect("database present");
-        let settings = &server.settings;
-        let started = Instant::now();
-        let scope = scope_of(&request.scope)?;
-        let filter = Filter::parse(
-            &crate::filter_text::to_string(&request.filter),
-            settings.filter_depth_max,
-        )?;
-        let prepared = database.schema.prepare_filter(&filter);
-        let is_root = identity.is_rootdn;
-        let size_limit = {
-            let requested = u64::try_from(request.sizelimit.max(0)).unwrap_or(0);
-            let configured = if is_root { 0 } else { settings.size_limit };
-            match (requested, configured) {
-                (0, limit) | (limit, 0) => limit,
-                (requested, configured) => requested.min(configured),
-            }
-        };
-        let time_limit = {
-            let requested = std::time::Duration::from_secs(
-                u64::try_from(request.timelimit.max(0)).unwrap_or(0),
-            );
-            let configured = if is_root {
-                std::time::Duration::ZERO
-            } else {
-                settings.time_limit
-            };
-            match (requested.is_zero(), configured.is_zero()) {
-                (true, _) => configured,
-                (_, true) => requested,
-                _ => requested.min(configured),
-            }
-        };
-        let read = database.store.read().map_err(internal)?;
-        let normalized_base = database.normalize_dn(&request.base)?;
-        let spec = SearchSpec {
-            base: normalized_base.clone(),
-            scope,
-            filter: prepared.clone(),
-            size_limit: 0,
-            lookthrough_limit: if is_root {
-                0
-            } else {
-                settings.lookthrough_limit as usize
-            },
-        };
-        // The assertion control applies to the base entry (RFC 4528 §3).
-        if let Some(assertion) = &controls.assertion {
-            let base_id = read.dn_to_id(&normalized_base)?;
-            let base_entry = read
-                .entry(base_id)?
-                .ok_or_else(|| no_such_object(&request.base))?;
-            let assertion = Filter::parse(
-                &crate::filter_text::to_string(assertion),
+    let inline = search_is_small(database, &request, context.server.settings.filter_depth_max);
+    // `sink` takes each chunk of encoded entries; false means the connection is gone.
+    let job =
+        move |sink: &mut dyn FnMut(bytes::Bytes) -> bool| -> Result<SearchDone, OperationError> {
+            let database = database_of(&server).expect("database present");
+            let settings = &server.settings;
+            let started = Instant::now();
+            let scope = scope_of(&request.scope)?;
+            let filter = Filter::parse(
+                &crate::filter_text::to_string(&request.filter),
                 settings.filter_depth_max,
             )?;
-            if !database
-                .schema
-                .prepare_filter(&assertion)
-                .evaluate(&base_entry)
-                .is_true()
-            {
-                return Err(OperationError::new(
-                    code::ASSERTION_FAILED,
-                    "assertion control failed on the base entry",
-                ));
-            }
-        }
-        let fingerprint = request_fingerprint(&request, connection_id);
-        let mut page_size = None;
-        let mut resume_after = None;
-        if let Some((size, cookie)) = &controls.paged {
-            if !cookie.is_empty() {
-                if cookie.len() != 8 || cookie[4..] != fingerprint.to_be_bytes() {
-                    return Err(OperationError::new(
-                        code::UNWILLING_TO_PERFORM,
-                        "paged results cookie does not belong to this search",
-                    ));
-                }
-                resume_after = Some(u32::from_be_bytes([
-                    cookie[0], cookie[1], cookie[2], cookie[3],
-                ]));
-            }
-            if *size == 0 {
-                // Size 0 abandons the paged search (RFC 2696 §3).
-                return Ok(SearchDone {
-                    result: Ok(()),
-                    entries_sent: 0,
-                    response_controls: vec![paged_response_control(&[])],
-                });
-            }
-            page_size = Some(u64::try_from(*size).unwrap_or(u64::MAX));
-        }
-        let mut cursor = read.search(&spec)?;
-        if let Some(last) = resume_after {
-            cursor = cursor.resume_after(last);
-        }
-        let groups = database.groups(&read);
-        let subject = database.subject(&identity, &groups);
-        let resolved = Selection::resolve(&database.schema, &selection);
-        let mut buffer = BytesMut::with_capacity(SEARCH_CHUNK_BYTES + 4096);
-        let mut sent: u64 = 0;
-        let mut result = Ok(());
-        let mut next_cookie: Option<Vec<u8>> = page_size.map(|_| Vec::new());
-        // Sorting needs the whole result; with paging it is not applied (reported in the control).
-        let sort_plan = match (&controls.sort, page_size) {
-            (None, _) => None,
-            (Some(_), Some(_)) => Some(Err((code::UNWILLING_TO_PERFORM, String::new()))),
-            (Some(keys), None) => Some(plan_sort(&database.schema, keys)),
-        };
-        let mut sorted: Vec<(Vec<Option<Vec<u8>>>, bytes::Bytes)> = Vec::new();
-        for item in cursor {
-            if cancelled.load(Ordering::Acquire) {
-                return Err(OperationError::new(code::CANCELED, "abandoned"));
-            }
-            if !time_limit.is_zero() && started.elapsed() > time_limit {
-                result = Err(OperationError::new(
-                    code::TIME_LIMIT_EXCEEDED,
-                    "time limit exceeded",
-                ));
-                break;
-            }
-            let (id, entry) = match item {
-                Ok(found) => found,
-                Err(error) => {
-                    result = Err(error.into());
-                    break;
+            let prepared = database.schema.prepare_filter(&filter);
+            let is_root = identity.is_rootdn;
+            let size_limit = {
+                let requested = u64::try_from(request.sizelimit.max(0)).unwrap_or(0);
+                let configured = if is_root { 0 } else { settings.size_limit };
+                match (requested, configured) {
+                    (0, limit) | (limit, 0) => limit,
+                    (requested, configured) => requested.min(configured),
                 }
             };
-            let access = if is_root {
-                None
-            } else {
-                // The normalized DN is only needed for access control: the rootdn skips the walk.
-                let normalized_dn = read.normalized_dn_of(id)?;
-                let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
-                if !access.can_search_entry() || !access.can_read_entry() {
-                    continue;
+            let time_limit = {
+                let requested = std::time::Duration::from_secs(
+                    u64::try_from(request.timelimit.max(0)).unwrap_or(0),
+                );
+                let configured = if is_root {
+                    std::time::Duration::ZERO
+                } else {
+                    settings.time_limit
+                };
+                match (requested.is_zero(), configured.is_zero()) {
+                    (true, _) => configured,
+                    (_, true) => requested,
+                    _ => requested.min(configured),
                 }
-                // Items on attributes the subject may not search are Undefined for it.
-                if !access.restrict_filter(&prepared).evaluate(&entry).is_true() {
-                    continue;
-                }
-                Some(access)
             };
-            if let Some(page) = page_size {
-                if sent == page {
-                    next_cookie = Some(paging_cookie(id.saturating_sub(1), fingerprint));
-                    break;
-                }
-            }
-            if size_limit > 0 && sent == size_limit {
-                result = Err(OperationError::new(
-                    code::SIZE_LIMIT_EXCEEDED,
-                    "size limit exceeded",
-                ));
-                break;
-            }
-            let dn = read.dn_of(id)?;
-            if let Some(Ok(keys)) = &sort_plan {
-                if sorted.len() >= SORTED_ENTRIES_MAX {
+            let read = database.store.read().map_err(internal)?;
+            let normalized_base = database.normalize_dn(&request.base)?;
+            let spec = SearchSpec {
+                base: normalized_base.clone(),
+                scope,
+                filter: prepared.clone(),
+                size_limit: 0,
+                lookthrough_limit: if is_root {
+                    0
+                } else {
+                    settings.lookthrough_limit as usize
+                },
+            };
+            // The assertion control applies to the base entry (RFC 4528 §3).
+            if let Some(assertion) = &controls.assertion {
+                let base_id = read.dn_to_id(&normalized_base)?;
+                let base_entry = read
+                    .entry(base_id)?
+                    .ok_or_else(|| no_such_object(&request.base))?;
+                let assertion = Filter::parse(
+                    &crate::filter_text::to_string(assertion),
+                    settings.filter_depth_max,
+                )?;
+                if !database
+                    .schema
+                    .prepare_filter(&assertion)
+                    .evaluate(&base_entry)
+                    .is_true()
+                {
                     return Err(OperationError::new(
-                        code::ADMIN_LIMIT_EXCEEDED,
-                        format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
+                        code::ASSERTION_FAILED,
+                        "assertion control failed on the base entry",
                     ));
                 }
-                let mut entry_bytes = BytesMut::new();
+            }
+            let fingerprint = request_fingerprint(&request, connection_id);
+            let mut page_size = None;
+            let mut resume_after = None;
+            if let Some((size, cookie)) = &controls.paged {
+                if !cookie.is_empty() {
+                    if cookie.len() != 8 || cookie[4..] != fingerprint.to_be_bytes() {
+                        return Err(OperationError::new(
+                            code::UNWILLING_TO_PERFORM,
+                            "paged results cookie does not belong to this search",
+                        ));
+                    }
+                    resume_after = Some(u32::from_be_bytes([
+                        cookie[0], cookie[1], cookie[2], cookie[3],
+                    ]));
+                }
+                if *size == 0 {
+                    // Size 0 abandons the paged search (RFC 2696 §3).
+                    return Ok(SearchDone {
+                        result: Ok(()),
+                        entries_sent: 0,
+                        response_controls: vec![paged_response_control(&[])],
+                    });
+                }
+                page_size = Some(u64::try_from(*size).unwrap_or(u64::MAX));
+            }
+            let mut cursor = read.search(&spec)?;
+            if let Some(last) = resume_after {
+                cursor = cursor.resume_after(last);
+            }
+            let groups = database.groups(&read);
+            let subject = database.subject(&identity, &groups);
+            let resolved = Selection::resolve(&database.schema, &selection);
+            let mut buffer = BytesMut::with_capacity(SEARCH_CHUNK_BYTES + 4096);
+            let mut sent: u64 = 0;
+            let mut result = Ok(());
+            let mut next_cookie: Option<Vec<u8>> = page_size.map(|_| Vec::new());
+            // Sorting needs the whole result; with paging it is not applied (reported in the control).
+            let sort_plan = match (&controls.sort, page_size) {
+                (None, _) => None,
+                (Some(_), Some(_)) => Some(Err((code::UNWILLING_TO_PERFORM, String::new()))),
+                (Some(keys), None) => Some(plan_sort(&database.schema, keys)),
+            };
+            let mut sorted: Vec<(Vec<Option<Vec<u8>>>, bytes::Bytes)> = Vec::new();
+            for item in cursor {
+                if cancelled.load(Ordering::Acquire) {
+                    return Err(OperationError::new(code::CANCELED, "abandoned"));
+                }
+                if !time_limit.is_zero() && started.elapsed() > time_limit {
+                    result = Err(OperationError::new(
+                        code::TIME_LIMIT_EXCEEDED,
+                        "time limit exceeded",
+                    ));
+                    break;
+                }
+                let (id, entry) = match item {
+                    Ok(found) => found,
+                    Err(error) => {
+                        result = Err(error.into());
+                        break;
+                    }
+                };
+                let access = if is_root {
+                    None
+                } else {
+                    // The normalized DN is only needed for access control: the rootdn skips the walk.
+                    let normalized_dn = read.normalized_dn_of(id)?;
+                    let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
+                    if !access.can_search_entry() || !access.can_read_entry() {
+                        continue;
+                    }
+                    // Items on attributes the subject may not search are Undefined for it.
+                    if !access.restrict_filter(&prepared).evaluate(&entry).is_true() {
+                        continue;
+                    }
+                    Some(access)
+                };
+                if let Some(page) = page_size {
+                    if sent == page {
+                        next_cookie = Some(paging_cookie(id.saturating_sub(1), fingerprint));
+                        break;
+                    }
+                }
+                if size_limit > 0 && sent == size_limit {
+                    result = Err(OperationError::new(
+                        code::SIZE_LIMIT_EXCEEDED,
+                        "size limit exceeded",
+                    ));
+                    break;
+                }
+                let dn = read.dn_of(id)?;
+                if let Some(Ok(keys)) = &sort_plan {
+                    if sorted.len() >= SORTED_ENTRIES_MAX {
+                        return Err(OperationError::new(
+                            code::ADMIN_LIMIT_EXCEEDED,
+                            format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
+                        ));
+                    }
+                    let mut entry_bytes = BytesMut::new();
+                    write_stored_entry(
+                        &mut entry_bytes,
+                        message_id,
+                        &database.schema,
+                        &read,
+                        id,
+                        &entry,
+                        &dn,
+                        &resolved,
+                        access.as_ref(),
+                        request.typesonly,
+                    )?;
+                    sorted.push((sort_values(&entry, keys), entry_bytes.freeze()));
+                    sent += 1;
+                    continue;
+                }
                 write_stored_entry(
-                    &mut entry_bytes,
+                    &mut buffer,
                     message_id,
                     &database.schema,
                     &read,
@@ -1119,61 +1138,85 @@ pub async fn search(
                     access.as_ref(),
                     request.typesonly,
                 )?;
-                sorted.push((sort_values(&entry, keys), entry_bytes.freeze()));
                 sent += 1;
-                continue;
-            }
-            write_stored_entry(
-                &mut buffer,
-                message_id,
-                &database.schema,
-                &read,
-                id,
-                &entry,
-                &dn,
-                &resolved,
-                access.as_ref(),
-                request.typesonly,
-            )?;
-            sent += 1;
-            if buffer.len() >= SEARCH_CHUNK_BYTES
-                && sender
-                    .blocking_send(Outgoing::Message(buffer.split().freeze()))
-                    .is_err()
-            {
-                return Err(OperationError::new(code::OTHER, "connection closed"));
-            }
-        }
-        if let Some(Ok(keys)) = &sort_plan {
-            sorted.sort_by(|(left, _), (right, _)| compare_sort_values(keys, left, right));
-            for (_, bytes) in sorted.drain(..) {
-                buffer.extend_from_slice(&bytes);
-                if buffer.len() >= SEARCH_CHUNK_BYTES
-                    && sender
-                        .blocking_send(Outgoing::Message(buffer.split().freeze()))
-                        .is_err()
-                {
+                if buffer.len() >= SEARCH_CHUNK_BYTES && !sink(buffer.split().freeze()) {
                     return Err(OperationError::new(code::OTHER, "connection closed"));
                 }
             }
+            if let Some(Ok(keys)) = &sort_plan {
+                sorted.sort_by(|(left, _), (right, _)| compare_sort_values(keys, left, right));
+                for (_, bytes) in sorted.drain(..) {
+                    buffer.extend_from_slice(&bytes);
+                    if buffer.len() >= SEARCH_CHUNK_BYTES && !sink(buffer.split().freeze()) {
+                        return Err(OperationError::new(code::OTHER, "connection closed"));
+                    }
+                }
+            }
+            if !buffer.is_empty() {
+                sink(buffer.split().freeze());
+            }
+            let mut response_controls: Vec<ResponseControl> = next_cookie
+                .map(|cookie| vec![paged_response_control(&cookie)])
+                .unwrap_or_default();
+            if let Some(plan) = &sort_plan {
+                response_controls.push(sort_response_control(plan));
+            }
+            Ok(SearchDone {
+                result,
+                entries_sent: sent,
+                response_controls,
+            })
+        };
+    if inline {
+        // Few candidates: run on this task; a hop to the blocking pool and back would cost
+        // more than the search (two thread wake-ups per operation on a busy server).
+        let mut chunks = Vec::new();
+        let done = job(&mut |chunk| {
+            chunks.push(chunk);
+            true
+        });
+        for chunk in chunks {
+            if sender.send(Outgoing::Message(chunk)).await.is_err() {
+                return Err(OperationError::new(code::OTHER, "connection closed"));
+            }
         }
-        if !buffer.is_empty() {
-            let _ = sender.blocking_send(Outgoing::Message(buffer.split().freeze()));
-        }
-        let mut response_controls: Vec<ResponseControl> = next_cookie
-            .map(|cookie| vec![paged_response_control(&cookie)])
-            .unwrap_or_default();
-        if let Some(plan) = &sort_plan {
-            response_controls.push(sort_response_control(plan));
-        }
-        Ok(SearchDone {
-            result,
-            entries_sent: sent,
-            response_controls,
-        })
+        return done;
+    }
+    tokio::task::spawn_blocking(move || {
+        job(&mut |chunk| sender.blocking_send(Outgoing::Message(chunk)).is_ok())
     })
     .await
     .map_err(internal)?
+}
+
+/// Most index candidates a search may have to run on the async task instead of the blocking
+/// pool: small enough that it finishes in microseconds and never stalls other clients.
+const INLINE_SEARCH_CANDIDATES_MAX: u64 = 16;
+
+/// Whether a search is known, from posting headers alone, to examine at most
+/// `INLINE_SEARCH_CANDIDATES_MAX` entries. Sorting, paging and any doubt answer false.
+fn search_is_small(
+    database: &Database,
+    request: &LdapSearchRequest,
+    filter_depth_max: usize,
+) -> bool {
+    if matches!(request.scope, LdapSearchScope::Base) {
+        return true;
+    }
+    let Ok(filter) = Filter::parse(
+        &crate::filter_text::to_string(&request.filter),
+        filter_depth_max,
+    ) else {
+        return false;
+    };
+    let prepared = database.schema.prepare_filter(&filter);
+    let Ok(read) = database.store.read() else {
+        return false;
+    };
+    matches!(
+        read.estimated_candidate_count(&prepared),
+        Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX
+    )
 }
 
 pub async fn compare(
