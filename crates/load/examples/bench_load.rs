@@ -1,49 +1,20 @@
 //! Times a bulk load of `lmdir gen N` with the benchmark's index set (issue 3):
-//! `cargo run --release -p lmdir-load --example bench_load -- N WORK_DIR [--check] [--default-mode] [--memory BYTES]`.
+//! `cargo run --release -p lmdir-load --example bench_load -- N WORK_DIR [--check] [--default-mode] [--memory BYTES]
+//! [--memberof] [--ldif PATH]` (`--ldif` loads an existing `lmdir gen N` file instead of generating one in WORK_DIR).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod common;
+
+use common::benchmark_indexes;
 use lmdir_load::{load, LoadOptions};
 use lmdir_schema::Schema;
-use lmdir_store::{IndexKind, Store, StoreOptions};
+use lmdir_store::{Store, StoreOptions};
 
 // The allocator the CLI is expected to use: the loader allocates per value on every core.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn benchmark_indexes() -> BTreeMap<String, Vec<IndexKind>> {
-    use IndexKind::*;
-    let mut indexes = BTreeMap::new();
-    indexes.insert("objectClass".to_string(), vec![Equality]);
-    for name in [
-        "cn",
-        "sn",
-        "givenName",
-        "mail",
-        "uid",
-        "title",
-        "description",
-        "telephoneNumber",
-    ] {
-        indexes.insert(name.to_string(), vec![Equality, Substring]);
-    }
-    for name in [
-        "uidNumber",
-        "gidNumber",
-        "employeeNumber",
-        "departmentNumber",
-        "postalCode",
-        "l",
-        "member",
-        "manager",
-        "ou",
-    ] {
-        indexes.insert(name.to_string(), vec![Equality]);
-    }
-    indexes
-}
 
 fn main() {
     let arguments: Vec<String> = std::env::args().collect();
@@ -54,7 +25,10 @@ fn main() {
     let work = PathBuf::from(arguments.get(2).expect("usage: bench_load N WORK_DIR"));
     let flag = |name: &str| arguments.iter().any(|argument| argument == name);
     std::fs::create_dir_all(&work).expect("work directory");
-    let ldif = work.join(format!("gen-{people}.ldif"));
+    let ldif = match arguments.iter().position(|argument| argument == "--ldif") {
+        Some(position) => PathBuf::from(arguments.get(position + 1).expect("--ldif PATH")),
+        None => work.join(format!("gen-{people}.ldif")),
+    };
     if !ldif.exists() {
         let started = std::time::Instant::now();
         let file = std::io::BufWriter::new(std::fs::File::create(&ldif).expect("create LDIF"));
@@ -75,10 +49,7 @@ fn main() {
     };
     // `--memberof`: memberOf upkeep on, with a memberOf equality index.
     let memberof = flag("--memberof");
-    let mut indexes = benchmark_indexes();
-    if memberof {
-        indexes.insert("memberOf".to_string(), vec![IndexKind::Equality]);
-    }
+    let indexes = benchmark_indexes(memberof);
     let store_options = StoreOptions {
         map_size_bytes,
         suffix: "dc=example,dc=com".to_string(),

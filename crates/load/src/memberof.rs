@@ -185,5 +185,5 @@ pub(crate) fn add_memberof<'e>(
             *write_txn = Some(store.env().write_txn()?);
         }
     }
-    Ok(Some(run.finish()))
+    Ok(Some(run.finish()?))
 }

@@ -460,7 +460,7 @@ fn prepare_batches(
             break;
         }
     }
-    Ok(run.finish())
+    run.finish()
 }
 
 struct Sequenced {

@@ -610,11 +610,12 @@ mod tests {
                 &mut scratch,
             )
             .unwrap();
-            let finished = run.finish();
+            let finished = run.finish().unwrap();
             let ours: BTreeSet<Vec<u8>> = finished
                 .memory
-                .into_iter()
-                .map(|(key, _)| key.as_slice()[2..].to_vec())
+                .iter()
+                .flat_map(|run| run.iter())
+                .map(|(key, _)| key[2..].to_vec())
                 .collect();
             let mut expected = Vec::new();
             let ordering = MatchingRule::CaseIgnoreOrderingMatch.ordering_key(value);

@@ -121,7 +121,7 @@ pub fn reindex(
                         }
                     }
                 }
-                Ok(run.finish())
+                Ok(run.finish()?)
             }));
         }
         drop(batch_receiver);

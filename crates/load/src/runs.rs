@@ -1,9 +1,11 @@
 //! Sorted runs of (key → ascending entry IDs) with a memory budget, compressed spills and a k-way merge.
 //!
 //! A loader thread owns one [`PostingRun`]: it appends `(key, id)` pairs (keys already carry their target
-//! DB number as a prefix) and IDs grouped per key right away, so 50M pairs collapse into a few million
-//! posting lists. When the run's estimated size passes its budget it is sorted by key and spilled to a temp
-//! file as an lz4 frame of `varint key length, key, varint id count, delta-varint ids`. At the end
+//! DB number as a prefix). Short keys are packed with their ID into one `u128` in a flat buffer that
+//! is sorted and grouped per key whenever it fills (a hash map of millions of keys spent most of its
+//! time in cache misses), so 50M pairs collapse into a few million posting lists in sorted runs.
+//! When the run's estimated size passes its budget everything in memory is merged and spilled to a
+//! temp file as an lz4 frame of `varint key length, key, varint id count, delta-varint ids`. At the end
 //! [`MergedRuns`] merges every spilled run plus the in-memory remainders in key order, merging each key's
 //! ID lists (runs of different threads interleave IDs, so lists are merged, not concatenated).
 
@@ -144,9 +146,93 @@ impl SpilledRun {
     }
 }
 
-/// An in-memory, per-thread run: key → ascending IDs.
+/// Keys up to this long are packed with their ID into one `u128` (key bytes zero-padded, then
+/// the key length, then the ID, all big-endian), so a push is an append to a flat buffer and
+/// grouping is a sort of integers: index keys are 2 + 1 + 8 = 11 bytes. The packed order is
+/// the keys' byte order (padding plus the length byte order a key before its extensions),
+/// then ID order.
+pub const PACKED_KEY_BYTES_MAX: usize = 11;
+const PACKED_LENGTH_BYTE: usize = 11;
+/// Buffer bytes per packed pair.
+const PACKED_PAIR_BYTES: usize = 16;
+/// Pairs buffered before they are sorted and grouped into a sorted in-memory run (32 MiB): large
+/// enough that hot keys collapse well, small enough to sort while the buffer is warm.
+const PAIRS_PER_SORT_MAX: usize = 1 << 21;
+/// Bytes a grouped key costs in a sorted run beyond its key bytes and IDs (two offsets).
+const SORTED_KEY_OVERHEAD_BYTES: usize = 16;
+
+fn pack(key: &[u8], id: u32) -> u128 {
+    debug_assert!(key.len() <= PACKED_KEY_BYTES_MAX);
+    let mut bytes = [0u8; 16];
+    bytes[..key.len()].copy_from_slice(key);
+    bytes[PACKED_LENGTH_BYTE] = key.len() as u8;
+    bytes[12..].copy_from_slice(&id.to_be_bytes());
+    u128::from_be_bytes(bytes)
+}
+
+/// Keys sorted ascending, each with its ascending distinct IDs, in three flat arrays.
+#[derive(Default)]
+pub struct SortedRun {
+    key_bytes: Vec<u8>,
+    /// Per key: where its bytes start in `key_bytes` and its IDs start in `ids`.
+    starts: Vec<(usize, usize)>,
+    ids: Vec<u32>,
+}
+
+impl SortedRun {
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+
+    /// The `index`-th key and its IDs.
+    pub fn get(&self, index: usize) -> (&[u8], &[u32]) {
+        let (key_start, ids_start) = self.starts[index];
+        let (key_end, ids_end) = self
+            .starts
+            .get(index + 1)
+            .copied()
+            .unwrap_or((self.key_bytes.len(), self.ids.len()));
+        (
+            &self.key_bytes[key_start..key_end],
+            &self.ids[ids_start..ids_end],
+        )
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u32])> {
+        (0..self.len()).map(|index| self.get(index))
+    }
+
+    /// Appends a key greater than every key so far, with its first ID.
+    fn push_key(&mut self, key: &[u8], id: u32) {
+        debug_assert!(self.last_key().is_none_or(|last| last < key));
+        self.starts.push((self.key_bytes.len(), self.ids.len()));
+        self.key_bytes.extend_from_slice(key);
+        self.ids.push(id);
+    }
+
+    fn last_key(&self) -> Option<&[u8]> {
+        self.starts
+            .last()
+            .map(|(key_start, _)| &self.key_bytes[*key_start..])
+    }
+
+    fn estimated_bytes(&self) -> usize {
+        self.key_bytes.len() + self.ids.len() * 4 + self.starts.len() * SORTED_KEY_OVERHEAD_BYTES
+    }
+}
+
+/// An in-memory, per-thread run: key → ascending IDs. Short keys are packed pairs in a flat
+/// buffer, sorted and grouped into a [`SortedRun`] whenever the buffer fills; longer keys
+/// (ordering-index and dn2id keys) are grouped in a hash map.
 pub struct PostingRun {
-    map: WordHashMap<RunKey, Vec<u32>>,
+    pairs: Vec<u128>,
+    pairs_per_sort: usize,
+    sorted: Vec<SortedRun>,
+    long_keys: WordHashMap<RunKey, Vec<u32>>,
     estimated_bytes: usize,
     budget_bytes: usize,
     spill_directory: PathBuf,
@@ -155,24 +241,43 @@ pub struct PostingRun {
 
 impl PostingRun {
     pub fn new(budget_bytes: usize, spill_directory: &Path) -> Self {
+        let budget_bytes = budget_bytes.max(1);
         PostingRun {
-            map: WordHashMap::default(),
+            pairs: Vec::new(),
+            // A quarter of the budget at most, so grouped runs have room beside the buffer.
+            pairs_per_sort: (budget_bytes / 4 / PACKED_PAIR_BYTES).clamp(1, PAIRS_PER_SORT_MAX),
+            sorted: Vec::new(),
+            long_keys: WordHashMap::default(),
             estimated_bytes: 0,
-            budget_bytes: budget_bytes.max(1),
+            budget_bytes,
             spill_directory: spill_directory.to_path_buf(),
             spilled: Vec::new(),
         }
     }
 
-    /// Adds `id` to `key`'s list. IDs pushed by one thread must not decrease per key (the loader
-    /// processes its batches in file order); a repeat of the last ID (two values giving the same key) is dropped.
+    /// Adds `id` to `key`'s list. A repeat of an ID for a key (two values giving the same key)
+    /// is kept once. IDs may arrive in any order; the merge sorts lists that need it.
     pub fn push(&mut self, key: &[u8], id: u32) -> Result<(), RunError> {
-        if let Some(ids) = self.map.get_mut(key) {
-            let last = *ids.last().expect("lists are created non-empty");
-            if last == id {
+        if key.len() <= PACKED_KEY_BYTES_MAX {
+            self.pairs.push(pack(key, id));
+            self.estimated_bytes += PACKED_PAIR_BYTES;
+            if self.pairs.len() >= self.pairs_per_sort {
+                self.sort_pairs();
+            }
+        } else {
+            self.push_long(key, id)?;
+        }
+        if self.estimated_bytes >= self.budget_bytes {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn push_long(&mut self, key: &[u8], id: u32) -> Result<(), RunError> {
+        if let Some(ids) = self.long_keys.get_mut(key) {
+            if ids.last() == Some(&id) {
                 return Ok(());
             }
-            debug_assert!(last < id, "IDs per key must ascend within a run");
             if ids.len() == ids.capacity() {
                 self.estimated_bytes += ids.capacity().max(4) * 4;
             }
@@ -183,16 +288,13 @@ impl PostingRun {
             }
             let mut ids = Vec::with_capacity(2);
             ids.push(id);
-            self.map.insert(RunKey::new(key), ids);
+            self.long_keys.insert(RunKey::new(key), ids);
             self.estimated_bytes += KEY_OVERHEAD_BYTES
                 + if key.len() > INLINE_KEY_BYTES_MAX {
                     key.len()
                 } else {
                     0
                 };
-        }
-        if self.estimated_bytes >= self.budget_bytes {
-            self.spill()?;
         }
         Ok(())
     }
@@ -205,12 +307,71 @@ impl PostingRun {
         self.spilled.len()
     }
 
-    /// Sorts the in-memory map and writes it as one compressed run file.
+    /// Sorts the packed pair buffer and groups it into one more sorted run.
+    fn sort_pairs(&mut self) {
+        if self.pairs.is_empty() {
+            return;
+        }
+        self.pairs.sort_unstable();
+        let mut run = SortedRun {
+            key_bytes: Vec::with_capacity(self.pairs.len() / 4 * PACKED_KEY_BYTES_MAX),
+            starts: Vec::with_capacity(self.pairs.len() / 4),
+            ids: Vec::with_capacity(self.pairs.len()),
+        };
+        let mut previous_key_part = None;
+        let mut previous_id = 0u32;
+        for pair in &self.pairs {
+            let key_part = pair >> 32;
+            let id = *pair as u32;
+            if previous_key_part == Some(key_part) {
+                if id != previous_id {
+                    run.ids.push(id);
+                }
+            } else {
+                let bytes = pair.to_be_bytes();
+                let length = bytes[PACKED_LENGTH_BYTE] as usize;
+                run.push_key(&bytes[..length], id);
+                previous_key_part = Some(key_part);
+            }
+            previous_id = id;
+        }
+        self.estimated_bytes = self
+            .estimated_bytes
+            .saturating_sub(self.pairs.len() * PACKED_PAIR_BYTES)
+            + run.estimated_bytes();
+        self.pairs.clear();
+        self.sorted.push(run);
+    }
+
+    /// Everything in memory as sorted runs (the pair buffer grouped, the long keys sorted);
+    /// the run is empty in memory afterwards.
+    fn take_sorted(&mut self) -> Vec<SortedRun> {
+        self.sort_pairs();
+        self.pairs = Vec::new();
+        let mut runs = std::mem::take(&mut self.sorted);
+        if !self.long_keys.is_empty() {
+            let mut entries: Vec<(RunKey, Vec<u32>)> = self.long_keys.drain().collect();
+            entries.sort_unstable_by(|left, right| left.0.as_slice().cmp(right.0.as_slice()));
+            let mut run = SortedRun::default();
+            for (key, mut ids) in entries {
+                ids.sort_unstable();
+                ids.dedup();
+                run.starts.push((run.key_bytes.len(), run.ids.len()));
+                run.key_bytes.extend_from_slice(key.as_slice());
+                run.ids.extend_from_slice(&ids);
+            }
+            runs.push(run);
+        }
+        self.estimated_bytes = 0;
+        runs
+    }
+
+    /// Sorts everything in memory and writes it as one compressed run file.
     pub fn spill(&mut self) -> Result<(), RunError> {
-        if self.map.is_empty() {
+        let runs = self.take_sorted();
+        if runs.is_empty() {
             return Ok(());
         }
-        let sorted = self.take_sorted();
         let file = tempfile::Builder::new()
             .prefix("lmdir-load-run-")
             .tempfile_in(&self.spill_directory)
@@ -222,44 +383,39 @@ impl PostingRun {
             handle,
         ));
         let mut scratch = Vec::with_capacity(1024);
-        for (key, ids) in &sorted {
+        let mut key_count = 0u64;
+        let mut merged = MergedRuns::from_sorted(runs);
+        let (mut key, mut ids) = (Vec::new(), Vec::new());
+        while merged.next_into(&mut key, &mut ids)? {
             scratch.clear();
-            encode_record(&mut scratch, key.as_slice(), ids);
+            encode_record(&mut scratch, &key, &ids);
             encoder.write_all(&scratch).map_err(io_error(&path))?;
+            key_count += 1;
         }
         let mut writer = encoder.finish().map_err(|error| RunError::Io {
             path: path.clone(),
             source: error.into(),
         })?;
         writer.flush().map_err(io_error(&path))?;
-        self.spilled.push(SpilledRun {
-            file,
-            key_count: sorted.len() as u64,
-        });
+        self.spilled.push(SpilledRun { file, key_count });
         Ok(())
     }
 
-    fn take_sorted(&mut self) -> Vec<(RunKey, Vec<u32>)> {
-        let mut sorted: Vec<(RunKey, Vec<u32>)> = self.map.drain().collect();
-        sorted.sort_unstable_by(|left, right| left.0.as_slice().cmp(right.0.as_slice()));
-        self.estimated_bytes = 0;
-        sorted
-    }
-
-    /// Finishes the run: its spilled files plus the sorted in-memory remainder.
-    pub fn finish(mut self) -> FinishedRun {
-        let memory = self.take_sorted();
-        FinishedRun {
+    /// Finishes the run: its spilled files plus the in-memory remainder as sorted runs (left
+    /// separate: combining them here would hold every ID twice at the load's memory peak).
+    pub fn finish(mut self) -> Result<FinishedRun, RunError> {
+        let runs = self.take_sorted();
+        Ok(FinishedRun {
             spilled: std::mem::take(&mut self.spilled),
-            memory,
-        }
+            memory: runs,
+        })
     }
 }
 
 /// What a thread hands to the merger.
 pub struct FinishedRun {
     pub spilled: Vec<SpilledRun>,
-    pub memory: Vec<(RunKey, Vec<u32>)>,
+    pub memory: Vec<SortedRun>,
 }
 
 fn write_varint(buffer: &mut Vec<u8>, mut value: u64) {
@@ -377,7 +533,8 @@ impl RunReader {
 
 enum Source {
     Spilled(Box<RunReader>),
-    Memory(std::vec::IntoIter<(RunKey, Vec<u32>)>),
+    /// A sorted in-memory run and the index of its next key.
+    Memory(SortedRun, usize),
 }
 
 struct Head {
@@ -424,8 +581,10 @@ impl MergedRuns {
                 sources.push(Source::Spilled(Box::new(RunReader::open(&spilled)?)));
                 spilled_files.push(spilled);
             }
-            if !run.memory.is_empty() {
-                sources.push(Source::Memory(run.memory.into_iter()));
+            for memory in run.memory {
+                if !memory.is_empty() {
+                    sources.push(Source::Memory(memory, 0));
+                }
             }
         }
         let mut merged = MergedRuns {
@@ -439,6 +598,25 @@ impl MergedRuns {
         Ok(merged)
     }
 
+    /// A merge of in-memory runs only (reading them cannot fail).
+    fn from_sorted(runs: Vec<SortedRun>) -> Self {
+        let mut merged = MergedRuns {
+            sources: runs
+                .into_iter()
+                .filter(|run| !run.is_empty())
+                .map(|run| Source::Memory(run, 0))
+                .collect(),
+            heap: BinaryHeap::new(),
+            _spilled: Vec::new(),
+        };
+        for source in 0..merged.sources.len() {
+            merged
+                .refill(source, Vec::new(), Vec::new())
+                .expect("in-memory sources do not fail");
+        }
+        merged
+    }
+
     fn refill(
         &mut self,
         source: usize,
@@ -447,15 +625,19 @@ impl MergedRuns {
     ) -> Result<(), RunError> {
         let more = match &mut self.sources[source] {
             Source::Spilled(reader) => reader.next_into(&mut key, &mut ids)?,
-            Source::Memory(iterator) => match iterator.next() {
-                Some((next_key, next_ids)) => {
+            Source::Memory(run, next) => {
+                if *next < run.len() {
+                    let (next_key, next_ids) = run.get(*next);
+                    *next += 1;
                     key.clear();
-                    key.extend_from_slice(next_key.as_slice());
-                    ids = next_ids;
+                    key.extend_from_slice(next_key);
+                    ids.clear();
+                    ids.extend_from_slice(next_ids);
                     true
+                } else {
+                    false
                 }
-                None => false,
-            },
+            }
         };
         if more {
             self.heap.push(Head { key, ids, source });
@@ -486,7 +668,9 @@ impl MergedRuns {
             self.refill(head.source, head.key, head.ids)?;
         }
         if needs_sort {
-            ids.sort_unstable();
+            // The lists are ascending runs (one per source): the stable sort merges natural
+            // runs in O(n log runs) where an unstable sort would start from scratch.
+            ids.sort();
             ids.dedup();
         }
         Ok(true)
@@ -509,7 +693,7 @@ mod tests {
             for (key, id) in pairs {
                 run.push(key, *id).unwrap();
             }
-            finished.push(run.finish());
+            finished.push(run.finish().unwrap());
         }
         let mut merged = MergedRuns::new(finished).unwrap();
         let mut result = BTreeMap::new();
@@ -543,7 +727,9 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
         #[test]
         fn merge_equals_naive_grouping(
-            keys_per_id in proptest::collection::vec(proptest::collection::vec(proptest::collection::vec(0u8..4, 0..5), 0..6), 1..300),
+            // Keys of 0..14 bytes over a tiny alphabet (zero included): packed and long keys,
+            // prefixes of each other, and equal-after-padding keys all meet in one merge.
+            keys_per_id in proptest::collection::vec(proptest::collection::vec(proptest::collection::vec(0u8..4, 0..14), 0..6), 1..300),
             thread_count in 1usize..4,
             budget_bytes in proptest::prop_oneof![proptest::strategy::Just(1usize), 200usize..2000, proptest::strategy::Just(1usize << 30)],
         ) {
@@ -568,7 +754,7 @@ mod tests {
             run.push(&[(id % 5) as u8], id).unwrap();
         }
         assert_eq!(run.spill_count(), 50);
-        let finished = run.finish();
+        let finished = run.finish().unwrap();
         let mut merged = MergedRuns::new(vec![finished]).unwrap();
         let (mut key, mut ids) = (Vec::new(), Vec::new());
         let mut count = 0;
@@ -594,7 +780,7 @@ mod tests {
         let mut run = PostingRun::new(1, directory.path());
         run.push(b"k", 1).unwrap();
         run.push(b"k", u32::MAX).unwrap();
-        let mut merged = MergedRuns::new(vec![run.finish()]).unwrap();
+        let mut merged = MergedRuns::new(vec![run.finish().unwrap()]).unwrap();
         let (mut key, mut ids) = (Vec::new(), Vec::new());
         assert!(merged.next_into(&mut key, &mut ids).unwrap());
         assert_eq!(ids, vec![1, u32::MAX]);

@@ -286,7 +286,7 @@ impl TreeBuilder {
             Some(all.into_iter())
         };
         Ok((
-            dn2id.finish(),
+            dn2id.finish()?,
             NodeRows {
                 reader,
                 sorted,
