@@ -80,6 +80,16 @@ impl<'buffer> BerWriter<'buffer> {
         }
     }
 
+    /// The tag and length of an element whose content (of `content_length` bytes) the caller
+    /// writes next, when the length is known up front (no slide on close).
+    pub fn header(&mut self, tag_byte: u8, content_length: usize) {
+        let mut length_bytes = [0u8; LENGTH_RESERVED_BYTES];
+        let length_size = encode_length(content_length, &mut length_bytes);
+        self.buffer.reserve(1 + length_size + content_length);
+        self.buffer.extend_from_slice(&[tag_byte]);
+        self.buffer.extend_from_slice(&length_bytes[..length_size]);
+    }
+
     /// A primitive element with the given content.
     pub fn primitive(&mut self, tag_byte: u8, content: &[u8]) {
         let mut length_bytes = [0u8; LENGTH_RESERVED_BYTES];
@@ -118,6 +128,18 @@ impl Drop for BerWriter<'_> {
             self.open_content_starts.len()
         );
     }
+}
+
+/// Bytes of a whole TLV (one tag byte, minimal length, content) with `content_length` bytes.
+fn primitive_encoded_length(content_length: usize) -> usize {
+    let length_size = match content_length {
+        0..=0x7F => 1,
+        0x80..=0xFF => 2,
+        0x100..=0xFFFF => 3,
+        0x1_0000..=0xFF_FFFF => 4,
+        _ => 5,
+    };
+    1 + length_size + content_length
 }
 
 /// Minimal definite-length encoding; returns the number of bytes written to `out`.
@@ -270,20 +292,27 @@ impl<'buffer> EntryWriter<'buffer> {
         debug_assert_eq!(self.writer.depth(), 0);
     }
 
-    /// Writes one PartialAttribute; with `values` empty it is the typesOnly form.
-    pub fn attribute<'value>(
-        &mut self,
-        description: &[u8],
-        values: impl IntoIterator<Item = &'value [u8]>,
-    ) {
-        self.writer.open(tag::SEQUENCE);
+    /// Writes one PartialAttribute; with `values` empty it is the typesOnly form. The lengths
+    /// are summed first (the values are borrowed slices, so that pass is cheap), so nothing is
+    /// written twice: this is most of a search's output.
+    pub fn attribute<'value, Values>(&mut self, description: &[u8], values: Values)
+    where
+        Values: IntoIterator<Item = &'value [u8]>,
+        Values::IntoIter: Clone,
+    {
+        let values = values.into_iter();
+        let set_length: usize = values
+            .clone()
+            .map(|value| primitive_encoded_length(value.len()))
+            .sum();
+        let sequence_length =
+            primitive_encoded_length(description.len()) + primitive_encoded_length(set_length);
+        self.writer.header(tag::SEQUENCE, sequence_length);
         self.writer.octet_string(description);
-        self.writer.open(tag::SET);
+        self.writer.header(tag::SET, set_length);
         for value in values {
             self.writer.octet_string(value);
         }
-        self.writer.close();
-        self.writer.close();
     }
 
     pub fn finish(mut self, controls: &[ResponseControl]) {

@@ -634,6 +634,17 @@ pub fn push_varint(mut value: u64, out: &mut Vec<u8>) {
 /// Reads a varint at `*position`, advancing it.
 #[inline]
 pub fn read_varint(bytes: &[u8], position: &mut usize) -> Option<u64> {
+    // Most varints (lengths, counts, description numbers) fit one byte: decode those inline.
+    if let Some(&byte) = bytes.get(*position) {
+        if byte < 0x80 {
+            *position += 1;
+            return Some(byte as u64);
+        }
+    }
+    read_varint_multi_byte(bytes, position)
+}
+
+fn read_varint_multi_byte(bytes: &[u8], position: &mut usize) -> Option<u64> {
     let mut value = 0u64;
     let mut shift = 0;
     loop {
