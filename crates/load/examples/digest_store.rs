@@ -1,7 +1,9 @@
 //! Prints a digest of every DB of a store loaded by `bench_load`, to compare two loads of the same
 //! LDIF (before/after a loader change): `digest_store DIRECTORY [--memberof]`. Every DB is
-//! digested byte for byte, except that `id2entry` leaves out the values that differ per run
-//! (entryUUID, createTimestamp, modifyTimestamp, entryCSN).
+//! digested byte for byte, except that attribute descriptions count by their text, not their
+//! number (workers number descriptions in the order they first meet them, which varies), and
+//! `id2entry` leaves out the values that differ per run (entryUUID, createTimestamp,
+//! modifyTimestamp, entryCSN).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -59,9 +61,15 @@ fn main() {
     for (name, database) in databases {
         let mut digest = Xxh3::new();
         let mut rows = 0u64;
+        let mut description_texts: Vec<Vec<u8>> = Vec::new();
         for row in database.iter(&read).expect("iterate") {
             let (key, value) = row.expect("row");
             rows += 1;
+            if name == "meta" && key.starts_with(lmdir_store::layout::META_DESCRIPTION_PREFIX) {
+                // Numbering aside, the set of descriptions must match.
+                description_texts.push(value.to_vec());
+                continue;
+            }
             digest.update(&(key.len() as u64).to_le_bytes());
             digest.update(key);
             if name == "id2entry" {
@@ -70,7 +78,12 @@ fn main() {
                     if skipped_numbers.contains(&attribute.description_number) {
                         continue;
                     }
-                    digest.update(&attribute.description_number.to_le_bytes());
+                    let text = &descriptions
+                        .get(attribute.description_number)
+                        .expect("every description number is in meta")
+                        .text;
+                    digest.update(&(text.len() as u64).to_le_bytes());
+                    digest.update(text.as_bytes());
                     for (original, normalized) in attribute.values() {
                         digest.update(&(original.len() as u64).to_le_bytes());
                         digest.update(original);
@@ -82,6 +95,10 @@ fn main() {
                 digest.update(&(value.len() as u64).to_le_bytes());
                 digest.update(value);
             }
+        }
+        description_texts.sort();
+        for text in &description_texts {
+            digest.update(text);
         }
         println!("{name:24} {rows:10} {:016x}", digest.digest());
     }

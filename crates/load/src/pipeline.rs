@@ -43,6 +43,9 @@ struct DoneBatch {
     sequence: u64,
     input_bytes: usize,
     results: Vec<Result<PreparedEntry, RecordError>>,
+    /// The batch's encoded `id2entry` values (`PreparedEntry::encoded` ranges into it); sent
+    /// back to the workers for reuse once written.
+    arena: Vec<u8>,
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
@@ -247,6 +250,8 @@ fn load_fresh(
     }
     let (work_sender, work_receiver) = bounded::<WorkBatch>(threads);
     let (done_sender, done_receiver) = bounded::<DoneBatch>(window);
+    // Arenas come back from the writer; at most one per batch in flight is kept.
+    let (arena_sender, arena_receiver) = bounded::<Vec<u8>>(window);
 
     let mut progress = Progress::new(options.progress, input_bytes_total);
     let outcome = std::thread::scope(
@@ -260,6 +265,7 @@ fn load_fresh(
                 let context = context.clone();
                 let work_receiver = work_receiver.clone();
                 let done_sender = done_sender.clone();
+                let arena_receiver = arena_receiver.clone();
                 let spill_directory = spill_directory.clone();
                 let abort = &abort;
                 workers.push(scope.spawn(move || {
@@ -267,6 +273,7 @@ fn load_fresh(
                         &context,
                         work_receiver,
                         done_sender,
+                        arena_receiver,
                         worker_budget,
                         &spill_directory,
                         abort,
@@ -275,11 +282,15 @@ fn load_fresh(
             }
             drop(work_receiver);
             drop(done_sender);
+            drop(arena_receiver);
             let sequenced = sequence(
                 options,
                 &store,
                 done_receiver,
-                &token_sender,
+                BatchReturns {
+                    tokens: &token_sender,
+                    arenas: &arena_sender,
+                },
                 tree_budget,
                 &spill_directory,
                 &mut progress,
@@ -422,6 +433,7 @@ fn prepare_batches(
     context: &PrepareContext,
     work: Receiver<WorkBatch>,
     done: Sender<DoneBatch>,
+    arenas: Receiver<Vec<u8>>,
     budget_bytes: usize,
     spill_directory: &Path,
     abort: &AtomicBool,
@@ -438,6 +450,10 @@ fn prepare_batches(
             break;
         }
         let mut results = Vec::with_capacity(batch.records.len());
+        let mut arena = arenas.try_recv().unwrap_or_default();
+        arena.clear();
+        // Encoded entries are a little larger than their LDIF (normalized values added).
+        arena.reserve(batch.bytes.len() + batch.bytes.len() / 2);
         for (offset, (bytes, first_line)) in batch.iter().enumerate() {
             let id = first_id + offset as u32;
             results.push(prepare_record(
@@ -447,6 +463,7 @@ fn prepare_batches(
                 id,
                 &mut run,
                 &mut scratch,
+                &mut arena,
             ));
         }
         if done
@@ -454,6 +471,7 @@ fn prepare_batches(
                 sequence,
                 input_bytes: batch.bytes.len(),
                 results,
+                arena,
             })
             .is_err()
         {
@@ -461,6 +479,13 @@ fn prepare_batches(
         }
     }
     run.finish()
+}
+
+/// What the writer hands back per written batch: a token (the reader may read one more batch)
+/// and the batch's arena (a worker may reuse it).
+struct BatchReturns<'a> {
+    tokens: &'a Sender<()>,
+    arenas: &'a Sender<Vec<u8>>,
 }
 
 struct Sequenced {
@@ -500,7 +525,7 @@ fn sequence(
     options: &LoadOptions,
     store: &Store,
     done: Receiver<DoneBatch>,
-    tokens: &Sender<()>,
+    returns: BatchReturns<'_>,
     tree_budget: usize,
     spill_directory: &Path,
     progress: &mut Progress,
@@ -548,7 +573,7 @@ fn sequence(
                     &mut write_txn,
                     PutFlags::APPEND,
                     &entry.id.to_be_bytes(),
-                    &entry.encoded,
+                    &batch.arena[entry.encoded.clone()],
                 )?;
                 max_id = max_id.max(entry.id);
                 entries += 1;
@@ -562,8 +587,9 @@ fn sequence(
                     bytes_since_commit = 0;
                 }
             }
-            // The batch is done with: let the reader read one more.
-            let _ = tokens.send(());
+            // The batch is done with: let the reader read one more, and a worker reuse the arena.
+            let _ = returns.arenas.try_send(batch.arena);
+            let _ = returns.tokens.send(());
             progress.update(entries, input_bytes);
         }
     }

@@ -50,7 +50,10 @@ pub struct PreparedEntry {
     pub normalized_parent: String,
     pub rdn_original: String,
     pub rdn_normalized: String,
-    pub encoded: Vec<u8>,
+    /// Where the encoded `id2entry` value lies in its batch's arena (one allocation per batch,
+    /// recycled: a fresh buffer per entry, freed on the writer thread, made the allocator
+    /// return and re-fault memory all load long).
+    pub encoded: std::ops::Range<usize>,
     /// With memberOf upkeep: the normalized DNs this entry's `member` / `uniqueMember` values
     /// name (uniqueMember's `#'bits'B` dropped), sorted and distinct; empty otherwise.
     pub group_members: Vec<String>,
@@ -161,6 +164,7 @@ impl OperationalValues {
 pub struct WorkerScratch {
     key: Vec<u8>,
     ordered: Vec<u8>,
+    encoded: Vec<u8>,
     encoded_attributes: Vec<(u32, usize)>,
     /// Description as written in the LDIF → resolved description and canonical text: the
     /// same few dozen descriptions repeat on every entry, so each is parsed once per worker.
@@ -220,6 +224,7 @@ pub fn prepare_record(
     id: u32,
     run: &mut PostingRun,
     scratch: &mut WorkerScratch,
+    arena: &mut Vec<u8>,
 ) -> Result<PreparedEntry, RecordError> {
     let view = lmdir_ldif::parse_record_view(record_bytes, first_line, &context.parse_options)
         .map_err(|error| RecordError {
@@ -299,11 +304,13 @@ pub fn prepare_record(
             values: &attributes[*position].values,
         })
         .collect();
-    let mut encoded = Vec::with_capacity(record_bytes.len() + record_bytes.len() / 2);
-    encode_entry(&to_encode, &mut encoded);
+    encode_entry(&to_encode, &mut scratch.encoded);
 
     push_index_keys(context, &attributes, id, run, scratch)
         .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;
+    let encoded_start = arena.len();
+    arena.extend_from_slice(&scratch.encoded);
+    let encoded = encoded_start..arena.len();
     let group_members = if context.memberof {
         group_members(schema, &attributes)
     } else {

@@ -416,7 +416,7 @@ mod tests {
             normalized_parent: parent.to_string(),
             rdn_original: normalized_dn.split(',').next().unwrap().to_string(),
             rdn_normalized: normalized_dn.split(',').next().unwrap().to_string(),
-            encoded: Vec::new(),
+            encoded: 0..0,
             group_members: Vec::new(),
         }
     }
