@@ -1,5 +1,6 @@
 //! Read transactions: DN tree lookups, zero-copy entries, posting lists.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use heed::{RoTxn, WithoutTls};
@@ -22,6 +23,10 @@ pub struct ReadTxn {
     pub(crate) txn: RoTxn<'static, WithoutTls>,
     pub(crate) inner: Arc<Inner>,
     pub(crate) descriptions: Arc<DescriptionTable>,
+    /// The last parent whose DN was built, per form (original, normalized): consecutive
+    /// entries of a search mostly share their parent, so their DNs cost one node read each.
+    /// Valid for the whole txn, whose snapshot never changes.
+    parent_dn_cache: [RefCell<Option<(EntryId, String)>>; 2],
     // Last: the reader slot is released after the LMDB txn ended.
     _ticket: ReaderTicket,
 }
@@ -38,6 +43,7 @@ impl Store {
             txn,
             inner: self.inner.clone(),
             descriptions,
+            parent_dn_cache: Default::default(),
             _ticket: ticket,
         })
     }
@@ -380,12 +386,36 @@ impl ReadTxn {
 
     /// The entry's DN as given (RDNs as originally written).
     pub fn dn_of(&self, id: EntryId) -> Result<String, LdapError> {
-        dn_of(&self.inner, &self.txn, id, false)
+        self.dn_of_cached(id, false)
     }
 
     /// The entry's normalized DN.
     pub fn normalized_dn_of(&self, id: EntryId) -> Result<String, LdapError> {
-        dn_of(&self.inner, &self.txn, id, true)
+        self.dn_of_cached(id, true)
+    }
+
+    fn dn_of_cached(&self, id: EntryId, normalized: bool) -> Result<String, LdapError> {
+        let node = require_node(&self.inner, &self.txn, id)?;
+        let rdn = if normalized {
+            node.rdn_normalized
+        } else {
+            node.rdn_original
+        };
+        let rdn = std::str::from_utf8(rdn)
+            .map_err(|_| corrupt(format!("RDN of entry {id} is not UTF-8")))?;
+        if node.parent == ROOT_PARENT_ID {
+            return Ok(rdn.to_string());
+        }
+        let cache = &self.parent_dn_cache[usize::from(normalized)];
+        if let Some((parent, parent_dn)) = &*cache.borrow() {
+            if *parent == node.parent {
+                return Ok(format!("{rdn},{parent_dn}"));
+            }
+        }
+        let parent_dn = dn_of(&self.inner, &self.txn, node.parent, normalized)?;
+        let dn = format!("{rdn},{parent_dn}");
+        *cache.borrow_mut() = Some((node.parent, parent_dn));
+        Ok(dn)
     }
 
     pub fn parent_of(&self, id: EntryId) -> Result<Option<EntryId>, LdapError> {
