@@ -269,24 +269,74 @@ async fn write_outgoing(
     first: Outgoing,
     receiver: &mut mpsc::Receiver<Outgoing>,
 ) -> Result<(), crate::pdu::PduError> {
+    let mut chunks: Vec<Bytes> = Vec::new();
     let mut next = Some(first);
-    let mut queued = 0usize;
     while let Some(outgoing) = next.take() {
         match outgoing {
-            Outgoing::Message(bytes) => {
-                framed.feed(bytes).await?;
-                queued += 1;
-            }
+            Outgoing::Message(bytes) if bytes.is_empty() => {}
+            Outgoing::Message(bytes) => chunks.push(bytes),
             Outgoing::Done(message_id) => {
                 outstanding.remove(&message_id);
             }
         }
         // Batch what is already waiting, up to a bound, so big searches flush in large writes.
-        if queued < 512 {
+        if chunks.len() < OUTGOING_BATCH_CHUNKS_MAX {
             next = receiver.try_recv().ok();
         }
     }
-    framed.flush().await
+    if chunks.is_empty() {
+        return Ok(());
+    }
+    // Whatever the codec still buffers goes first; then the chunks are written as they are,
+    // with vectored writes, instead of being copied into the codec's buffer (a search's
+    // output is written once, by the kernel).
+    framed.flush().await?;
+    write_all_vectored(framed.get_mut(), &chunks).await?;
+    tokio::io::AsyncWriteExt::flush(framed.get_mut()).await?;
+    Ok(())
+}
+
+/// Most queued messages gathered into one write.
+const OUTGOING_BATCH_CHUNKS_MAX: usize = 512;
+/// Most slices handed to one vectored write (Linux takes up to 1,024).
+const SLICES_PER_WRITE_MAX: usize = 64;
+
+/// Writes every chunk (none empty) in order, resuming after partial writes.
+async fn write_all_vectored(stream: &mut BoxedStream, chunks: &[Bytes]) -> std::io::Result<()> {
+    debug_assert!(chunks.iter().all(|chunk| !chunk.is_empty()));
+    use tokio::io::AsyncWriteExt;
+    let mut index = 0;
+    let mut offset = 0;
+    while index < chunks.len() {
+        let slices: Vec<std::io::IoSlice<'_>> = chunks[index..]
+            .iter()
+            .take(SLICES_PER_WRITE_MAX)
+            .enumerate()
+            .map(|(position, chunk)| {
+                std::io::IoSlice::new(if position == 0 {
+                    &chunk[offset..]
+                } else {
+                    &chunk[..]
+                })
+            })
+            .collect();
+        let mut written = stream.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while index < chunks.len() && written > 0 {
+            let left_in_chunk = chunks[index].len() - offset;
+            if written >= left_in_chunk {
+                written -= left_in_chunk;
+                index += 1;
+                offset = 0;
+            } else {
+                offset += written;
+                written = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn start_tls(
@@ -400,4 +450,29 @@ pub fn response_tag(operation: &LdapOp) -> Option<u8> {
         LdapOp::ExtendedRequest(_) => tag::EXTENDED_RESPONSE,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn vectored_writes_deliver_every_chunk_in_order_despite_partial_writes() {
+        // A 7-byte pipe forces partial writes that end inside chunks and between them.
+        let (writer, mut reader) = tokio::io::duplex(7);
+        let chunks: Vec<Bytes> = (1..=40u8)
+            .map(|length| Bytes::from(vec![length; length as usize]))
+            .collect();
+        let expected: Vec<u8> = chunks.iter().flat_map(|chunk| chunk.to_vec()).collect();
+        let reading = tokio::spawn(async move {
+            let mut received = Vec::new();
+            reader.read_to_end(&mut received).await.unwrap();
+            received
+        });
+        let mut stream: BoxedStream = Box::new(writer);
+        write_all_vectored(&mut stream, &chunks).await.unwrap();
+        drop(stream);
+        assert_eq!(reading.await.unwrap(), expected);
+    }
 }
