@@ -806,16 +806,22 @@ fn paging_cookie(last_id: u32, fingerprint: u32) -> Vec<u8> {
     cookie
 }
 
-fn request_fingerprint(request: &LdapSearchRequest, connection_id: u64) -> u32 {
-    // FNV-1a over what must stay the same between pages (RFC 2696 §3).
+fn request_fingerprint(
+    request: &LdapSearchRequest,
+    sort: Option<&[crate::controls::SortKey]>,
+    connection_id: u64,
+) -> u32 {
+    // FNV-1a over what must stay the same between pages (RFC 2696 §3). The sort keys count:
+    // a sorted search's cookie holds a position in the sorted order, not an entry ID.
     let mut hash: u32 = 0x811c_9dc5;
     let text = format!(
-        "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+        "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{:?}",
         connection_id,
         request.base,
         request.scope.clone() as i64,
         crate::filter_text::to_string(&request.filter),
-        request.attrs.join(",")
+        request.attrs.join(","),
+        sort
     );
     for byte in text.bytes() {
         hash ^= u32::from(byte);
@@ -1012,7 +1018,8 @@ pub async fn search(
                     ));
                 }
             }
-            let fingerprint = request_fingerprint(&request, connection_id);
+            let fingerprint =
+                request_fingerprint(&request, controls.sort.as_deref(), connection_id);
             let mut page_size = None;
             let mut resume_after = None;
             if let Some((size, cookie)) = &controls.paged {
@@ -1037,8 +1044,18 @@ pub async fn search(
                 }
                 page_size = Some(u64::try_from(*size).unwrap_or(u64::MAX));
             }
+            // Sorting needs the whole result. A sorted search pages through the sorted order,
+            // so its cookie holds a position there rather than the last ID sent.
+            let sort_plan = controls
+                .sort
+                .as_ref()
+                .map(|keys| plan_sort(&database.schema, keys));
+            let sort_keys = match &sort_plan {
+                Some(Ok(keys)) => Some(keys),
+                _ => None,
+            };
             let mut cursor = read.search(&spec)?;
-            if let Some(last) = resume_after {
+            if let (Some(last), None) = (resume_after, sort_keys) {
                 cursor = cursor.resume_after(last);
             }
             let groups = database.groups(&read);
@@ -1048,13 +1065,7 @@ pub async fn search(
             let mut sent: u64 = 0;
             let mut result = Ok(());
             let mut next_cookie: Option<Vec<u8>> = page_size.map(|_| Vec::new());
-            // Sorting needs the whole result; with paging it is not applied (reported in the control).
-            let sort_plan = match (&controls.sort, page_size) {
-                (None, _) => None,
-                (Some(_), Some(_)) => Some(Err((code::UNWILLING_TO_PERFORM, String::new()))),
-                (Some(keys), None) => Some(plan_sort(&database.schema, keys)),
-            };
-            let mut sorted: Vec<(Vec<Option<Vec<u8>>>, bytes::Bytes)> = Vec::new();
+            let mut sorted: Vec<(Vec<Option<Vec<u8>>>, lmdir_store::EntryId)> = Vec::new();
             for item in cursor {
                 if cancelled.load(Ordering::Acquire) {
                     return Err(OperationError::new(code::CANCELED, "abandoned"));
@@ -1088,6 +1099,16 @@ pub async fn search(
                     }
                     Some(access)
                 };
+                if let Some(keys) = sort_keys {
+                    if sorted.len() >= SORTED_ENTRIES_MAX {
+                        return Err(OperationError::new(
+                            code::ADMIN_LIMIT_EXCEEDED,
+                            format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
+                        ));
+                    }
+                    sorted.push((sort_values(&entry, keys), id));
+                    continue;
+                }
                 if let Some(page) = page_size {
                     if sent == page {
                         next_cookie = Some(paging_cookie(id.saturating_sub(1), fingerprint));
@@ -1102,30 +1123,6 @@ pub async fn search(
                     break;
                 }
                 let dn = read.dn_of(id)?;
-                if let Some(Ok(keys)) = &sort_plan {
-                    if sorted.len() >= SORTED_ENTRIES_MAX {
-                        return Err(OperationError::new(
-                            code::ADMIN_LIMIT_EXCEEDED,
-                            format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
-                        ));
-                    }
-                    let mut entry_bytes = BytesMut::new();
-                    write_stored_entry(
-                        &mut entry_bytes,
-                        message_id,
-                        &database.schema,
-                        &read,
-                        id,
-                        &entry,
-                        &dn,
-                        &resolved,
-                        access.as_ref(),
-                        request.typesonly,
-                    )?;
-                    sorted.push((sort_values(&entry, keys), entry_bytes.freeze()));
-                    sent += 1;
-                    continue;
-                }
                 write_stored_entry(
                     &mut buffer,
                     message_id,
@@ -1143,10 +1140,53 @@ pub async fn search(
                     return Err(OperationError::new(code::OTHER, "connection closed"));
                 }
             }
-            if let Some(Ok(keys)) = &sort_plan {
+            if let (Some(keys), Ok(())) = (sort_keys, &result) {
+                // Stable: equal keys keep ID order, so pages of a sorted search do not overlap.
                 sorted.sort_by(|(left, _), (right, _)| compare_sort_values(keys, left, right));
-                for (_, bytes) in sorted.drain(..) {
-                    buffer.extend_from_slice(&bytes);
+                let start = resume_after
+                    .map_or(0, |position| position as usize)
+                    .min(sorted.len());
+                let mut end = sorted.len();
+                if let Some(page) = page_size {
+                    let page_end = start.saturating_add(page as usize);
+                    if page_end < end {
+                        end = page_end;
+                        next_cookie = Some(paging_cookie(end as u32, fingerprint));
+                    }
+                }
+                // The size limit counts entries in sorted order (RFC 2891: sort, then return).
+                if size_limit > 0 && end - start > size_limit as usize {
+                    end = start + size_limit as usize;
+                    next_cookie = next_cookie.map(|_| Vec::new());
+                    result = Err(OperationError::new(
+                        code::SIZE_LIMIT_EXCEEDED,
+                        "size limit exceeded",
+                    ));
+                }
+                for (_, id) in &sorted[start..end] {
+                    let Some(entry) = read.entry(*id)? else {
+                        continue;
+                    };
+                    let access = if is_root {
+                        None
+                    } else {
+                        let normalized_dn = read.normalized_dn_of(*id)?;
+                        Some(database.policy.for_entry(&subject, &normalized_dn, &entry))
+                    };
+                    let dn = read.dn_of(*id)?;
+                    write_stored_entry(
+                        &mut buffer,
+                        message_id,
+                        &database.schema,
+                        &read,
+                        *id,
+                        &entry,
+                        &dn,
+                        &resolved,
+                        access.as_ref(),
+                        request.typesonly,
+                    )?;
+                    sent += 1;
                     if buffer.len() >= SEARCH_CHUNK_BYTES && !sink(buffer.split().freeze()) {
                         return Err(OperationError::new(code::OTHER, "connection closed"));
                     }

@@ -953,23 +953,6 @@ fn server_side_sort_orders_results_and_reports_unknown_attributes() {
     let server = TestServer::start_with_database(|_| {});
     let mut root = root_connection(&server);
     populate(&mut root);
-    // SortKeyList ::= SEQUENCE OF SEQUENCE { attributeType, orderingRule [0] OPTIONAL, reverseOrder [1] }
-    let sort_control = |attribute: &str, reverse: bool| {
-        let mut key = vec![0x04, attribute.len() as u8];
-        key.extend_from_slice(attribute.as_bytes());
-        if reverse {
-            key.extend_from_slice(&[0x81, 0x01, 0xff]);
-        }
-        let mut inner = vec![0x30, key.len() as u8];
-        inner.extend_from_slice(&key);
-        let mut value = vec![0x30, inner.len() as u8];
-        value.extend_from_slice(&inner);
-        RawControl {
-            ctype: "1.2.840.113556.1.4.473".to_string(),
-            crit: false,
-            val: Some(value),
-        }
-    };
     let uids = |connection: &mut LdapConn, control: RawControl| {
         let result = connection
             .with_controls(control)
@@ -994,20 +977,167 @@ fn server_side_sort_orders_results_and_reports_unknown_attributes() {
             .collect();
         (order, response)
     };
-    let (ascending, response) = uids(&mut root, sort_control("uid", false));
+    let (ascending, response) = uids(&mut root, sort_request_control("uid", false));
     assert_eq!(ascending, vec!["alice", "bob"]);
     assert_eq!(
         response,
         vec![0x30, 0x03, 0x0a, 0x01, 0x00],
         "sortResult success"
     );
-    let (descending, _) = uids(&mut root, sort_control("uid", true));
+    let (descending, _) = uids(&mut root, sort_request_control("uid", true));
     assert_eq!(descending, vec!["bob", "alice"]);
-    let (unsorted, response) = uids(&mut root, sort_control("noSuchAttr", false));
+    let (unsorted, response) = uids(&mut root, sort_request_control("noSuchAttr", false));
     assert_eq!(unsorted.len(), 2);
     assert_eq!(
         &response[..5],
         &[0x30, 0x0f, 0x0a, 0x01, 16],
         "noSuchAttribute reported"
     );
+}
+
+/// The RFC 2891 request control sorting by one attribute.
+fn sort_request_control(attribute: &str, reverse: bool) -> ldap3::controls::RawControl {
+    // SortKeyList ::= SEQUENCE OF SEQUENCE { attributeType, orderingRule [0] OPTIONAL, reverseOrder [1] }
+    let mut key = vec![0x04, attribute.len() as u8];
+    key.extend_from_slice(attribute.as_bytes());
+    if reverse {
+        key.extend_from_slice(&[0x81, 0x01, 0xff]);
+    }
+    let mut inner = vec![0x30, key.len() as u8];
+    inner.extend_from_slice(&key);
+    let mut value = vec![0x30, inner.len() as u8];
+    value.extend_from_slice(&inner);
+    ldap3::controls::RawControl {
+        ctype: "1.2.840.113556.1.4.473".to_string(),
+        crit: false,
+        val: Some(value),
+    }
+}
+
+#[test]
+fn sorted_searches_page_and_size_limit_in_sorted_order() {
+    use ldap3::controls::RawControl;
+    let server = TestServer::start_with_database(|settings| settings.size_limit = 7);
+    let mut root = root_connection(&server);
+    populate(&mut root);
+    // Added in reverse, so ID order is the opposite of the sorted order.
+    for index in (0..25).rev() {
+        let uid = format!("p{index:02}");
+        root.add(
+            &format!("uid={uid},ou=People,dc=example,dc=com"),
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&[uid.as_str()])),
+                ("cn", set(&[uid.as_str()])),
+                ("sn", set(&["P"])),
+            ],
+        )
+        .expect("add")
+        .success()
+        .expect("add person");
+    }
+    let expected: Vec<String> = (0..25).map(|index| format!("p{index:02}")).collect();
+    let uids_of = |entries: Vec<ldap3::ResultEntry>| -> Vec<String> {
+        entries
+            .into_iter()
+            .map(|entry| SearchEntry::construct(entry).attrs["uid"][0].clone())
+            .collect()
+    };
+
+    // Pages of a sorted search follow the sorted order, none overlapping.
+    let mut collected = Vec::new();
+    let mut cookie = Vec::new();
+    let mut pages = 0;
+    loop {
+        let paged: RawControl = PagedResults {
+            size: 10,
+            cookie: cookie.clone(),
+        }
+        .into();
+        let result = root
+            .with_controls(vec![paged, sort_request_control("uid", false)])
+            .search(
+                "ou=People,dc=example,dc=com",
+                Scope::OneLevel,
+                "(sn=P)",
+                vec!["uid"],
+            )
+            .expect("search");
+        assert_eq!(result.1.rc, 0);
+        pages += 1;
+        let page = uids_of(result.0);
+        assert!(page.len() <= 10);
+        collected.extend(page);
+        let parsed: PagedResults = result
+            .1
+            .ctrls
+            .iter()
+            .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
+            .expect("paged response control present")
+            .1
+            .parse();
+        if parsed.cookie.is_empty() {
+            break;
+        }
+        cookie = parsed.cookie;
+        assert!(pages < 10, "paging terminates");
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(collected, expected);
+
+    // A cookie from an unsorted search is refused by the sorted one (its number means an ID).
+    let first_unsorted = root
+        .with_controls(PagedResults {
+            size: 10,
+            cookie: Vec::new(),
+        })
+        .search(
+            "ou=People,dc=example,dc=com",
+            Scope::OneLevel,
+            "(sn=P)",
+            vec!["uid"],
+        )
+        .expect("search");
+    let unsorted_cookie: PagedResults = first_unsorted
+        .1
+        .ctrls
+        .iter()
+        .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
+        .expect("paged response control present")
+        .1
+        .parse();
+    let paged: RawControl = PagedResults {
+        size: 10,
+        cookie: unsorted_cookie.cookie,
+    }
+    .into();
+    let mixed = root
+        .with_controls(vec![paged, sort_request_control("uid", false)])
+        .search(
+            "ou=People,dc=example,dc=com",
+            Scope::OneLevel,
+            "(sn=P)",
+            vec!["uid"],
+        )
+        .expect("search");
+    assert_eq!(mixed.1.rc, 53, "unwillingToPerform");
+
+    // The size limit keeps the first entries in sorted order, whichever direction.
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    for (reverse, first_seven) in [
+        (false, expected[..7].to_vec()),
+        (true, expected.iter().rev().take(7).cloned().collect()),
+    ] {
+        let limited = anonymous
+            .with_controls(sort_request_control("uid", reverse))
+            .search(
+                "ou=People,dc=example,dc=com",
+                Scope::OneLevel,
+                "(sn=P)",
+                vec!["uid"],
+            )
+            .expect("search");
+        assert_eq!(limited.1.rc, 4, "sizeLimitExceeded");
+        assert_eq!(uids_of(limited.0), first_seven);
+    }
 }
