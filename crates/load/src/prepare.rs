@@ -3,7 +3,7 @@
 //! worker's posting run under the entry's ID.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use lmdir_ldif::{BodyView, ChangeOperation, ParseOptions};
@@ -12,6 +12,7 @@ use lmdir_schema::{
 };
 use lmdir_store::codec::{encode_entry, AttributeToEncode};
 use lmdir_store::layout::{self, IndexKinds};
+use rand::{Rng, SeedableRng};
 
 use crate::runs::{PostingRun, RunError};
 
@@ -119,6 +120,22 @@ pub struct OperationalValues {
     /// entryCSN's time part without the trailing `Z`, microseconds precision.
     csn_seconds: String,
     csn_micros: u32,
+    /// The operational attribute types the schema has, resolved once per load (normalizing
+    /// the creator's DN and parsing seven descriptions per entry cost 8% of the load).
+    resolved: OnceLock<Vec<ResolvedOperational>>,
+}
+
+/// A value as written and normalized.
+type ValuePair = (Vec<u8>, Vec<u8>);
+
+/// One operational attribute type, resolved against the schema.
+struct ResolvedOperational {
+    name: &'static str,
+    attr: AttrId,
+    description: Result<AttributeDescription, LdapError>,
+    description_string: String,
+    /// (value, normalized value) when every entry gets the same value.
+    constant: Option<Result<ValuePair, LdapError>>,
 }
 
 impl OperationalValues {
@@ -142,7 +159,38 @@ impl OperationalValues {
             timestamp: format!("{seconds}Z").into_bytes(),
             csn_seconds: seconds,
             csn_micros: since_epoch.subsec_micros(),
+            resolved: OnceLock::new(),
         }
+    }
+
+    /// The operational attributes in the order `WriteTxn::add` appends them (the ones the
+    /// schema lacks left out), with the values that are the same on every entry normalized.
+    fn resolved(&self, schema: &Schema) -> &[ResolvedOperational] {
+        self.resolved.get_or_init(|| {
+            OPERATIONAL_NAMES
+                .iter()
+                .filter_map(|name| {
+                    let attr = schema.attribute(name)?;
+                    let constant_value = match *name {
+                        "creatorsName" | "modifiersName" => Some(self.creators_name.clone()),
+                        "createTimestamp" | "modifyTimestamp" => Some(self.timestamp.clone()),
+                        _ => None,
+                    };
+                    let type_name = schema.attribute_type(attr).name();
+                    Some(ResolvedOperational {
+                        name,
+                        attr,
+                        description: schema.parse_description(type_name),
+                        description_string: type_name.to_string(),
+                        constant: constant_value.map(|value| {
+                            schema
+                                .normalize_value(attr, &value)
+                                .map(|normalized| (value, normalized))
+                        }),
+                    })
+                })
+                .collect()
+        })
     }
 
     /// A CSN unique per entry: the load's time plus the ID in the change-count field
@@ -165,6 +213,9 @@ pub struct WorkerScratch {
     key: Vec<u8>,
     ordered: Vec<u8>,
     encoded: Vec<u8>,
+    /// entryUUIDs are version-4 UUIDs from this generator (seeded from the OS once per
+    /// worker: one getrandom system call per entry cost more than the rest of the UUID).
+    uuid_random: Option<rand::rngs::StdRng>,
     encoded_attributes: Vec<(u32, usize)>,
     /// Description as written in the LDIF → resolved description and canonical text: the
     /// same few dozen descriptions repeat on every entry, so each is parsed once per worker.
@@ -284,7 +335,7 @@ pub fn prepare_record(
         }
         (normalized_dn, attributes, entry)
     };
-    add_operational_attributes(context, &entry, &mut attributes, id).map_err(fail)?;
+    add_operational_attributes(context, &entry, &mut attributes, id, scratch).map_err(fail)?;
     let (rdn_original, rdn_normalized, normalized_parent) =
         place_in_tree(context, &entry.dn, &normalized_dn)
             .map_err(|message| record_error(line, Some(dn_text), message))?;
@@ -362,38 +413,48 @@ fn add_operational_attributes(
     entry: &Entry,
     attributes: &mut Vec<CheckedAttribute>,
     id: u32,
+    scratch: &mut WorkerScratch,
 ) -> Result<(), LdapError> {
     let operational = &context.operational;
     let schema = &*context.schema;
-    for name in OPERATIONAL_NAMES {
-        let Some(attr) = schema.attribute(name) else {
-            continue;
-        };
+    for resolved in operational.resolved(schema) {
+        let attr = resolved.attr;
         if attributes.iter().any(|attribute| {
             attribute.description.attr == attr && attribute.description.options.is_empty()
         }) {
             continue;
         }
-        let value = match name {
-            "structuralObjectClass" => match schema.structural_object_class(entry) {
-                Ok(class) => schema
-                    .object_class_definition(class)
-                    .name()
-                    .as_bytes()
-                    .to_vec(),
-                Err(_) => continue,
-            },
-            "entryUUID" => uuid::Uuid::new_v4().to_string().into_bytes(),
-            "creatorsName" | "modifiersName" => operational.creators_name.clone(),
-            "createTimestamp" | "modifyTimestamp" => operational.timestamp.clone(),
-            "entryCSN" => operational.csn(id),
-            _ => unreachable!("every operational name is handled"),
+        let (value, normalized) = match &resolved.constant {
+            Some(constant) => constant.clone()?,
+            None => {
+                let value = match resolved.name {
+                    "structuralObjectClass" => match schema.structural_object_class(entry) {
+                        Ok(class) => schema
+                            .object_class_definition(class)
+                            .name()
+                            .as_bytes()
+                            .to_vec(),
+                        Err(_) => continue,
+                    },
+                    "entryUUID" => {
+                        let random = scratch
+                            .uuid_random
+                            .get_or_insert_with(rand::rngs::StdRng::from_os_rng);
+                        uuid::Builder::from_random_bytes(random.random())
+                            .into_uuid()
+                            .to_string()
+                            .into_bytes()
+                    }
+                    "entryCSN" => operational.csn(id),
+                    _ => unreachable!("the other operational values are constant"),
+                };
+                let normalized = schema.normalize_value(attr, &value)?;
+                (value, normalized)
+            }
         };
-        let normalized = schema.normalize_value(attr, &value)?;
-        let description = schema.parse_description(schema.attribute_type(attr).name())?;
         attributes.push(CheckedAttribute {
-            description_string: schema.attribute_type(attr).name().to_string(),
-            description,
+            description_string: resolved.description_string.clone(),
+            description: resolved.description.clone()?,
             values: vec![(value, normalized)],
         });
     }

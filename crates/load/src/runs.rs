@@ -259,6 +259,10 @@ impl PostingRun {
     /// is kept once. IDs may arrive in any order; the merge sorts lists that need it.
     pub fn push(&mut self, key: &[u8], id: u32) -> Result<(), RunError> {
         if key.len() <= PACKED_KEY_BYTES_MAX {
+            if self.pairs.capacity() == 0 {
+                // Reserved whole: growing by doubling copied the buffer and faulted it in twice.
+                self.pairs.reserve_exact(self.pairs_per_sort);
+            }
             self.pairs.push(pack(key, id));
             self.estimated_bytes += PACKED_PAIR_BYTES;
             if self.pairs.len() >= self.pairs_per_sort {
