@@ -21,6 +21,8 @@ use tracing::{info, warn};
 
 /// The StartTLS extended operation (RFC 4511 §4.14).
 pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
+/// The Cancel extended operation (RFC 3909).
+pub const CANCEL_OID: &str = "1.3.6.1.1.8";
 
 /// Any byte stream a connection runs on: TCP, TLS over TCP, or a unix socket.
 pub trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -104,6 +106,8 @@ pub async fn run(
     // Bounded so a client that stops reading slows its own searches down instead of growing memory.
     let (sender, mut receiver) = mpsc::channel::<Outgoing>(256);
     let mut outstanding: HashMap<i32, Outstanding> = HashMap::new();
+    // Cancel requests waiting for their target to finish: target message ID → Cancel's ID.
+    let mut pending_cancels: HashMap<i32, i32> = HashMap::new();
     let mut operation_counter: u64 = 0;
     let mut last_activity = Instant::now();
 
@@ -126,7 +130,7 @@ pub async fn run(
                 // The connection holds a sender clone only through operations; `None` cannot happen
                 // while `sender` lives here.
                 let Some(outgoing) = outgoing else { break Ending::PeerClosed };
-                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, outgoing, &mut receiver).await {
+                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut receiver).await {
                     info!("conn={connection_id} write failed: {error}");
                     break Ending::PeerClosed;
                 }
@@ -158,6 +162,33 @@ pub async fn run(
                         if let Some(abandoned) = outstanding.remove(&target) {
                             abandoned.cancelled.store(true, Ordering::Release);
                             abandoned.task.abort();
+                        }
+                        // The abandoned operation sends nothing more: a Cancel waiting on it ends here.
+                        if let Some(cancel_message_id) = pending_cancels.remove(&target) {
+                            let response = cancel_response(cancel_message_id, code::CANCELED);
+                            if framed.send(response).await.is_err() {
+                                break Ending::PeerClosed;
+                            }
+                        }
+                    }
+                    LdapOp::ExtendedRequest(ref request) if request.name == CANCEL_OID => {
+                        let result_code = match parse_cancel_id(request.value.as_deref()) {
+                            None => code::PROTOCOL_ERROR,
+                            Some(target) if pending_cancels.contains_key(&target) => code::CANNOT_CANCEL,
+                            Some(target) => match outstanding.get(&target) {
+                                // Answered when the target finishes: success if it stopped, tooLate if not.
+                                Some(operation) => {
+                                    operation.cancelled.store(true, Ordering::Release);
+                                    pending_cancels.insert(target, message.msgid);
+                                    info!("conn={connection_id} op={operation_id} CANCEL msg={target}");
+                                    continue;
+                                }
+                                None => code::NO_SUCH_OPERATION,
+                            },
+                        };
+                        info!("conn={connection_id} op={operation_id} CANCEL err={result_code}");
+                        if framed.send(cancel_response(message.msgid, result_code)).await.is_err() {
+                            break Ending::PeerClosed;
                         }
                     }
                     LdapOp::ExtendedRequest(ref request) if request.name == START_TLS_OID => {
@@ -239,9 +270,15 @@ pub async fn run(
             while !outstanding.is_empty() {
                 match tokio::time::timeout_at(grace, receiver.recv()).await {
                     Ok(Some(outgoing)) => {
-                        if write_outgoing(&mut framed, &mut outstanding, outgoing, &mut receiver)
-                            .await
-                            .is_err()
+                        if write_outgoing(
+                            &mut framed,
+                            &mut outstanding,
+                            &mut pending_cancels,
+                            outgoing,
+                            &mut receiver,
+                        )
+                        .await
+                        .is_err()
                         {
                             break;
                         }
@@ -266,6 +303,7 @@ pub async fn run(
 async fn write_outgoing(
     framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
     outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
     first: Outgoing,
     receiver: &mut mpsc::Receiver<Outgoing>,
 ) -> Result<(), crate::pdu::PduError> {
@@ -275,8 +313,20 @@ async fn write_outgoing(
         match outgoing {
             Outgoing::Message(bytes) if bytes.is_empty() => {}
             Outgoing::Message(bytes) => chunks.push(bytes),
-            Outgoing::Done(message_id) => {
+            Outgoing::Done {
+                message_id,
+                result_code,
+            } => {
                 outstanding.remove(&message_id);
+                // RFC 3909: the Cancel is answered after its target's own response.
+                if let Some(cancel_message_id) = pending_cancels.remove(&message_id) {
+                    let cancel_result = if result_code == code::CANCELED {
+                        code::SUCCESS
+                    } else {
+                        code::TOO_LATE
+                    };
+                    chunks.push(cancel_response(cancel_message_id, cancel_result));
+                }
             }
         }
         // Batch what is already waiting, up to a bound, so big searches flush in large writes.
@@ -294,6 +344,47 @@ async fn write_outgoing(
     write_all_vectored(framed.get_mut(), &chunks).await?;
     tokio::io::AsyncWriteExt::flush(framed.get_mut()).await?;
     Ok(())
+}
+
+/// The Cancel request value: `SEQUENCE { cancelID MessageID }` (RFC 3909 §2).
+fn parse_cancel_id(value: Option<&[u8]>) -> Option<i32> {
+    let value = value?;
+    let (&[0x30, sequence_length, 0x02, integer_length], integer) =
+        value.split_first_chunk::<4>()?
+    else {
+        return None;
+    };
+    let integer_length = integer_length as usize;
+    if sequence_length as usize != integer_length + 2
+        || integer.len() != integer_length
+        || !(1..=4).contains(&integer_length)
+    {
+        return None;
+    }
+    let mut id: i64 = if integer[0] & 0x80 != 0 { -1 } else { 0 };
+    for &byte in integer {
+        id = (id << 8) | i64::from(byte);
+    }
+    // MessageID ::= INTEGER (0 .. maxInt)
+    i32::try_from(id).ok().filter(|id| *id >= 0)
+}
+
+/// A Cancel response: an ExtendedResponse without name or value (RFC 3909 §2).
+fn cancel_response(message_id: i32, result_code: u32) -> Bytes {
+    let mut buffer = BytesMut::with_capacity(16);
+    ber::write_extended_response(
+        &mut buffer,
+        message_id,
+        &ResultFields {
+            code: result_code,
+            matched_dn: "",
+            message: "",
+        },
+        None,
+        None,
+        &[],
+    );
+    buffer.freeze()
 }
 
 /// Most queued messages gathered into one write.
@@ -456,6 +547,22 @@ pub fn response_tag(operation: &LdapOp) -> Option<u8> {
 mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
+
+    #[test]
+    fn cancel_ids_parse_and_bad_values_are_refused() {
+        assert_eq!(
+            parse_cancel_id(Some(&[0x30, 0x03, 0x02, 0x01, 0x05])),
+            Some(5)
+        );
+        assert_eq!(
+            parse_cancel_id(Some(&[0x30, 0x04, 0x02, 0x02, 0x01, 0x00])),
+            Some(256)
+        );
+        assert_eq!(parse_cancel_id(Some(&[0x30, 0x03, 0x02, 0x01, 0xff])), None);
+        assert_eq!(parse_cancel_id(Some(&[0x30, 0x03, 0x02, 0x02, 0x05])), None);
+        assert_eq!(parse_cancel_id(Some(&[0x30, 0x02, 0x02, 0x00])), None);
+        assert_eq!(parse_cancel_id(None), None);
+    }
 
     #[tokio::test]
     async fn vectored_writes_deliver_every_chunk_in_order_despite_partial_writes() {

@@ -26,8 +26,9 @@ use tracing::info;
 pub enum Outgoing {
     /// One encoded LDAPMessage.
     Message(Bytes),
-    /// The operation with this message ID has sent its final response.
-    Done(i32),
+    /// The operation with this message ID has sent its final response, with this result code
+    /// (a pending Cancel is answered from it).
+    Done { message_id: i32, result_code: u32 },
 }
 
 /// Everything an operation task needs.
@@ -116,7 +117,13 @@ impl OperationContext {
             message
         );
         self.send(buffer.freeze()).await;
-        let _ = self.sender.send(Outgoing::Done(self.message_id)).await;
+        let _ = self
+            .sender
+            .send(Outgoing::Done {
+                message_id: self.message_id,
+                result_code,
+            })
+            .await;
     }
 
     async fn finish_extended(
@@ -155,7 +162,13 @@ impl OperationContext {
             message
         );
         self.send(buffer.freeze()).await;
-        let _ = self.sender.send(Outgoing::Done(self.message_id)).await;
+        let _ = self
+            .sender
+            .send(Outgoing::Done {
+                message_id: self.message_id,
+                result_code,
+            })
+            .await;
     }
 }
 
@@ -243,7 +256,10 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             );
             let _ = context
                 .sender
-                .send(Outgoing::Done(context.message_id))
+                .send(Outgoing::Done {
+                    message_id: context.message_id,
+                    result_code: code::PROTOCOL_ERROR,
+                })
                 .await;
         }
     }

@@ -33,7 +33,10 @@ fn strings(values: &[&str]) -> Vec<String> {
 }
 
 pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
-    let mut extensions = vec![OID_WHOAMI.to_string()];
+    let mut extensions = vec![
+        OID_WHOAMI.to_string(),
+        crate::connection::CANCEL_OID.to_string(),
+    ];
     if server.has_database() {
         extensions.push(OID_PASSWORD_MODIFY.to_string());
     }

@@ -448,3 +448,202 @@ fn ldap_utils_root_dse_whoami_and_tls() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).starts_with("dn:"));
 }
+
+/// Sends LDAP messages over a raw socket and reads decoded responses: for exchanges the client
+/// crates cannot express (pipelined requests, hand-made extended request values).
+struct RawClient {
+    stream: TcpStream,
+    codec: ldap3_proto::LdapCodec,
+    received: bytes::BytesMut,
+}
+
+impl RawClient {
+    fn connect(server: &TestServer) -> RawClient {
+        let stream = TcpStream::connect(server.ldap_address()).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        RawClient {
+            stream,
+            codec: ldap3_proto::LdapCodec::default(),
+            received: bytes::BytesMut::new(),
+        }
+    }
+
+    /// Writes all `messages` in one write, so the server reads them back to back.
+    fn send(&mut self, messages: Vec<ldap3_proto::LdapMsg>) {
+        use tokio_util::codec::Encoder;
+        let mut buffer = bytes::BytesMut::new();
+        for message in messages {
+            self.codec.encode(message, &mut buffer).expect("encode");
+        }
+        self.stream.write_all(&buffer).expect("write");
+    }
+
+    fn receive(&mut self) -> ldap3_proto::LdapMsg {
+        use tokio_util::codec::Decoder;
+        loop {
+            if let Some(message) = self.codec.decode(&mut self.received).expect("decode") {
+                return message;
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            let count = self.stream.read(&mut chunk).expect("read");
+            assert!(count > 0, "server closed the connection");
+            self.received.extend_from_slice(&chunk[..count]);
+        }
+    }
+}
+
+fn cancel_request(message_id: i32, value: Option<Vec<u8>>) -> ldap3_proto::LdapMsg {
+    ldap3_proto::LdapMsg {
+        msgid: message_id,
+        op: ldap3_proto::proto::LdapOp::ExtendedRequest(ldap3_proto::proto::LdapExtendedRequest {
+            name: "1.3.6.1.1.8".to_string(),
+            value,
+        }),
+        ctrl: Vec::new(),
+    }
+}
+
+/// `SEQUENCE { cancelID INTEGER }` for small IDs.
+fn cancel_value(target: u8) -> Vec<u8> {
+    assert!(target < 0x80);
+    vec![0x30, 0x03, 0x02, 0x01, target]
+}
+
+fn extended_result_code(message: &ldap3_proto::LdapMsg) -> ldap3_proto::LdapResultCode {
+    match &message.op {
+        ldap3_proto::proto::LdapOp::ExtendedResponse(response) => response.res.code.clone(),
+        other => panic!("expected an extended response, got {other:?}"),
+    }
+}
+
+#[test]
+fn cancel_answers_after_its_target_and_refuses_unknown_targets() {
+    use ldap3_proto::proto::{
+        LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchScope,
+    };
+    use ldap3_proto::LdapResultCode;
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = connect(&server);
+    let supported = root_dse(&mut root, &["supportedExtension"]);
+    assert!(supported.attrs["supportedExtension"].contains(&"1.3.6.1.1.8".to_string()));
+
+    root.simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("root bind");
+    let add = |connection: &mut LdapConn, dn: &str, attributes: Vec<(&str, &str)>| {
+        let attributes = attributes
+            .into_iter()
+            .map(|(name, value)| (name, std::collections::HashSet::from([value])))
+            .collect();
+        connection
+            .add(dn, attributes)
+            .expect("add")
+            .success()
+            .expect("added");
+    };
+    add(
+        &mut root,
+        "dc=example,dc=com",
+        vec![
+            ("objectClass", "dcObject"),
+            ("objectClass", "organization"),
+            ("dc", "example"),
+            ("o", "Example"),
+        ],
+    );
+    // Enough entries that a search is sometimes still running when its Cancel is read.
+    for index in 0..300 {
+        let uid = format!("c{index:03}");
+        add(
+            &mut root,
+            &format!("uid={uid},dc=example,dc=com"),
+            vec![("objectClass", "account"), ("uid", &uid)],
+        );
+    }
+
+    let mut client = RawClient::connect(&server);
+    // Nothing outstanding under that ID.
+    client.send(vec![cancel_request(1, Some(cancel_value(77)))]);
+    let answer = client.receive();
+    assert_eq!(answer.msgid, 1);
+    assert_eq!(
+        extended_result_code(&answer),
+        LdapResultCode::NoSuchOperation
+    );
+    // A value that is not SEQUENCE { INTEGER }.
+    client.send(vec![cancel_request(2, Some(vec![0x04, 0x01, 0x05]))]);
+    assert_eq!(
+        extended_result_code(&client.receive()),
+        LdapResultCode::ProtocolError
+    );
+    client.send(vec![cancel_request(3, None)]);
+    assert_eq!(
+        extended_result_code(&client.receive()),
+        LdapResultCode::ProtocolError
+    );
+
+    // A search and a Cancel of it, back to back: whichever wins, the search is answered first
+    // (canceled, or done when the Cancel came too late) and the Cancel after it, consistently.
+    let mut canceled_rounds = 0;
+    for round in 0..20u8 {
+        let search_id = 10 + 2 * i32::from(round);
+        let search = ldap3_proto::LdapMsg {
+            msgid: search_id,
+            op: LdapOp::SearchRequest(LdapSearchRequest {
+                base: "dc=example,dc=com".to_string(),
+                scope: LdapSearchScope::Subtree,
+                aliases: LdapDerefAliases::Never,
+                sizelimit: 0,
+                timelimit: 0,
+                typesonly: false,
+                filter: LdapFilter::Present("objectClass".to_string()),
+                attrs: Vec::new(),
+            }),
+            ctrl: Vec::new(),
+        };
+        client.send(vec![
+            search,
+            cancel_request(search_id + 1, Some(cancel_value(search_id as u8))),
+        ]);
+        let search_done = loop {
+            let message = client.receive();
+            match message.op {
+                LdapOp::SearchResultEntry(_) => assert_eq!(message.msgid, search_id),
+                LdapOp::SearchResultDone(result) => {
+                    assert_eq!(
+                        message.msgid, search_id,
+                        "the search ends before the Cancel's answer"
+                    );
+                    break result.code;
+                }
+                LdapOp::ExtendedResponse(response) => {
+                    // The Cancel could only be answered early when it found nothing to cancel.
+                    assert_eq!(message.msgid, search_id + 1);
+                    assert_eq!(response.res.code, LdapResultCode::NoSuchOperation);
+                    panic!(
+                        "the search was still outstanding when the Cancel was read, yet unanswered"
+                    );
+                }
+                other => panic!("unexpected response {other:?}"),
+            }
+        };
+        let cancel_answer = client.receive();
+        assert_eq!(cancel_answer.msgid, search_id + 1);
+        let cancel_code = extended_result_code(&cancel_answer);
+        match search_done {
+            LdapResultCode::Canceled => {
+                canceled_rounds += 1;
+                assert_eq!(cancel_code, LdapResultCode::Success)
+            }
+            LdapResultCode::Success => assert!(
+                cancel_code == LdapResultCode::TooLate || cancel_code == LdapResultCode::NoSuchOperation,
+                "a finished search makes the Cancel tooLate (or finds nothing), not {cancel_code:?}"
+            ),
+            other => panic!("search ended with {other:?}"),
+        }
+    }
+    eprintln!("{canceled_rounds} of 20 searches were canceled, the others finished first");
+}
