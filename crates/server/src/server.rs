@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
@@ -33,6 +33,63 @@ pub struct ServerContext {
     active_connections: AtomicUsize,
     connection_counter: AtomicU64,
     all_closed: Notify,
+    refusals: Refusals,
+    started: Instant,
+}
+
+/// Connections refused over `connections_max`. Under a flood, one warning a second sums them
+/// up (instead of one line per connection), and at most `REFUSALS_IN_FLIGHT_MAX` notices are
+/// being written at once; beyond that a refused socket is simply closed.
+#[derive(Default)]
+struct Refusals {
+    not_yet_logged: AtomicU64,
+    last_log_milliseconds: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+const REFUSALS_IN_FLIGHT_MAX: usize = 64;
+const REFUSAL_LOG_INTERVAL_MILLISECONDS: u64 = 1_000;
+
+impl Refusals {
+    /// Counts one refusal and logs a summary when the last one is a second old.
+    fn note(&self, peer: &str, limit: usize, started: Instant) {
+        self.not_yet_logged.fetch_add(1, Ordering::AcqRel);
+        // Shifted by one interval so that the very first refusal is logged at once.
+        let now_milliseconds =
+            started.elapsed().as_millis() as u64 + REFUSAL_LOG_INTERVAL_MILLISECONDS;
+        let last = self.last_log_milliseconds.load(Ordering::Acquire);
+        let due = now_milliseconds.saturating_sub(last) >= REFUSAL_LOG_INTERVAL_MILLISECONDS;
+        // One thread wins the right to log this interval's summary.
+        if due
+            && self
+                .last_log_milliseconds
+                .compare_exchange(last, now_milliseconds, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let count = self.not_yet_logged.swap(0, Ordering::AcqRel);
+            if count > 0 {
+                warn!(
+                    "refused {count} connection(s) at the limit of {limit} connections (latest from {peer})"
+                );
+            }
+        }
+    }
+}
+
+/// Refuses a connection over the limit: counted, logged in summary, answered with a notice
+/// of disconnection while few such answers are in flight.
+fn refuse_connection(context: &Arc<ServerContext>, stream: BoxedStream, peer: &str) {
+    let limit = context.settings.connections_max;
+    context.refusals.note(peer, limit, context.started);
+    if context.refusals.in_flight.fetch_add(1, Ordering::AcqRel) >= REFUSALS_IN_FLIGHT_MAX {
+        context.refusals.in_flight.fetch_sub(1, Ordering::AcqRel);
+        return; // dropping the stream closes it
+    }
+    let context = context.clone();
+    tokio::spawn(async move {
+        refuse(stream, format!("too many connections (limit {limit})")).await;
+        context.refusals.in_flight.fetch_sub(1, Ordering::AcqRel);
+    });
 }
 
 impl ServerContext {
@@ -187,6 +244,8 @@ pub async fn start(
         active_connections: AtomicUsize::new(0),
         connection_counter: AtomicU64::new(0),
         all_closed: Notify::new(),
+        refusals: Refusals::default(),
+        started: Instant::now(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();
@@ -301,16 +360,7 @@ async fn accept_tcp(
         };
         let _ = stream.set_nodelay(true);
         let Some(connection_id) = admit(&context) else {
-            warn!(
-                "refusing connection from {peer}: {} connections (limit {})",
-                context.connections_max_reached_count(),
-                context.settings.connections_max
-            );
-            let limit = context.settings.connections_max;
-            tokio::spawn(refuse(
-                Box::new(stream),
-                format!("too many connections (limit {limit})"),
-            ));
+            refuse_connection(&context, Box::new(stream), &peer.to_string());
             continue;
         };
         let context = context.clone();
@@ -386,11 +436,8 @@ async fn accept_unix(
             }
         };
         let Some(connection_id) = admit(&context) else {
-            let limit = context.settings.connections_max;
-            tokio::spawn(refuse(
-                Box::new(stream),
-                format!("too many connections (limit {limit})"),
-            ));
+            let peer = format!("uid={} gid={}", credentials.uid(), credentials.gid());
+            refuse_connection(&context, Box::new(stream), &peer);
             continue;
         };
         let transport = Transport::Ldapi {
@@ -406,12 +453,6 @@ async fn accept_unix(
             peer,
             shutdown.clone(),
         ));
-    }
-}
-
-impl ServerContext {
-    fn connections_max_reached_count(&self) -> usize {
-        self.active_connections()
     }
 }
 
@@ -449,5 +490,28 @@ async fn wait_for_signal() {
         _ => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_of_refusals_is_logged_once_a_second_not_once_each() {
+        let refusals = Refusals::default();
+        let started = Instant::now();
+        refusals.note("peer-0", 10, started);
+        // The first refusal is reported at once.
+        assert_eq!(refusals.not_yet_logged.load(Ordering::Acquire), 0);
+        for index in 1..100 {
+            refusals.note(&format!("peer-{index}"), 10, started);
+        }
+        // The rest of the second's refusals wait for the next summary line.
+        assert_eq!(refusals.not_yet_logged.load(Ordering::Acquire), 99);
+        let an_interval_ago =
+            started - Duration::from_millis(REFUSAL_LOG_INTERVAL_MILLISECONDS + 10);
+        refusals.note("peer-100", 10, an_interval_ago);
+        assert_eq!(refusals.not_yet_logged.load(Ordering::Acquire), 0);
     }
 }
