@@ -494,6 +494,75 @@ impl RawClient {
     }
 }
 
+/// The suffix and 300 entries below it: enough that a search is usually still running when a
+/// request sent right behind it is read.
+fn populate_for_raw_tests(root: &mut LdapConn) {
+    root.simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("root bind");
+    let add = |connection: &mut LdapConn, dn: &str, attributes: Vec<(&str, Vec<&str>)>| {
+        let attributes = attributes
+            .into_iter()
+            .map(|(name, values)| (name, values.into_iter().collect()))
+            .collect();
+        connection
+            .add(dn, attributes)
+            .expect("add")
+            .success()
+            .expect("added");
+    };
+    add(
+        root,
+        "dc=example,dc=com",
+        vec![
+            ("objectClass", vec!["dcObject", "organization"]),
+            ("dc", vec!["example"]),
+            ("o", vec!["Example"]),
+        ],
+    );
+    for index in 0..300 {
+        let uid = format!("c{index:03}");
+        add(
+            root,
+            &format!("uid={uid},dc=example,dc=com"),
+            vec![("objectClass", vec!["account"]), ("uid", vec![&uid])],
+        );
+    }
+}
+
+/// A subtree search of every entry.
+fn subtree_search(message_id: i32) -> ldap3_proto::LdapMsg {
+    use ldap3_proto::proto::{
+        LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchScope,
+    };
+    ldap3_proto::LdapMsg {
+        msgid: message_id,
+        op: LdapOp::SearchRequest(LdapSearchRequest {
+            base: "dc=example,dc=com".to_string(),
+            scope: LdapSearchScope::Subtree,
+            aliases: LdapDerefAliases::Never,
+            sizelimit: 0,
+            timelimit: 0,
+            typesonly: false,
+            filter: LdapFilter::Present("objectClass".to_string()),
+            attrs: Vec::new(),
+        }),
+        ctrl: Vec::new(),
+    }
+}
+
+fn whoami_request(message_id: i32) -> ldap3_proto::LdapMsg {
+    ldap3_proto::LdapMsg {
+        msgid: message_id,
+        op: ldap3_proto::proto::LdapOp::ExtendedRequest(ldap3_proto::proto::LdapExtendedRequest {
+            name: "1.3.6.1.4.1.4203.1.11.3".to_string(),
+            value: None,
+        }),
+        ctrl: Vec::new(),
+    }
+}
+
 fn cancel_request(message_id: i32, value: Option<Vec<u8>>) -> ldap3_proto::LdapMsg {
     ldap3_proto::LdapMsg {
         msgid: message_id,
@@ -520,49 +589,14 @@ fn extended_result_code(message: &ldap3_proto::LdapMsg) -> ldap3_proto::LdapResu
 
 #[test]
 fn cancel_answers_after_its_target_and_refuses_unknown_targets() {
-    use ldap3_proto::proto::{
-        LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchScope,
-    };
+    use ldap3_proto::proto::LdapOp;
     use ldap3_proto::LdapResultCode;
     let server = TestServer::start_with_database(|_| {});
     let mut root = connect(&server);
     let supported = root_dse(&mut root, &["supportedExtension"]);
     assert!(supported.attrs["supportedExtension"].contains(&"1.3.6.1.1.8".to_string()));
 
-    root.simple_bind(ROOT_DN, ROOT_PASSWORD)
-        .expect("bind")
-        .success()
-        .expect("root bind");
-    let add = |connection: &mut LdapConn, dn: &str, attributes: Vec<(&str, &str)>| {
-        let attributes = attributes
-            .into_iter()
-            .map(|(name, value)| (name, std::collections::HashSet::from([value])))
-            .collect();
-        connection
-            .add(dn, attributes)
-            .expect("add")
-            .success()
-            .expect("added");
-    };
-    add(
-        &mut root,
-        "dc=example,dc=com",
-        vec![
-            ("objectClass", "dcObject"),
-            ("objectClass", "organization"),
-            ("dc", "example"),
-            ("o", "Example"),
-        ],
-    );
-    // Enough entries that a search is sometimes still running when its Cancel is read.
-    for index in 0..300 {
-        let uid = format!("c{index:03}");
-        add(
-            &mut root,
-            &format!("uid={uid},dc=example,dc=com"),
-            vec![("objectClass", "account"), ("uid", &uid)],
-        );
-    }
+    populate_for_raw_tests(&mut root);
 
     let mut client = RawClient::connect(&server);
     // Nothing outstanding under that ID.
@@ -590,20 +624,7 @@ fn cancel_answers_after_its_target_and_refuses_unknown_targets() {
     let mut canceled_rounds = 0;
     for round in 0..20u8 {
         let search_id = 10 + 2 * i32::from(round);
-        let search = ldap3_proto::LdapMsg {
-            msgid: search_id,
-            op: LdapOp::SearchRequest(LdapSearchRequest {
-                base: "dc=example,dc=com".to_string(),
-                scope: LdapSearchScope::Subtree,
-                aliases: LdapDerefAliases::Never,
-                sizelimit: 0,
-                timelimit: 0,
-                typesonly: false,
-                filter: LdapFilter::Present("objectClass".to_string()),
-                attrs: Vec::new(),
-            }),
-            ctrl: Vec::new(),
-        };
+        let search = subtree_search(search_id);
         client.send(vec![
             search,
             cancel_request(search_id + 1, Some(cancel_value(search_id as u8))),
@@ -646,4 +667,99 @@ fn cancel_answers_after_its_target_and_refuses_unknown_targets() {
         }
     }
     eprintln!("{canceled_rounds} of 20 searches were canceled, the others finished first");
+}
+
+#[test]
+fn abandoned_searches_end_silently_and_the_connection_goes_on() {
+    use ldap3_proto::proto::LdapOp;
+    use ldap3_proto::LdapResultCode;
+    let server = TestServer::start_with_database(|_| {});
+    populate_for_raw_tests(&mut connect(&server));
+    let mut client = RawClient::connect(&server);
+    let mut abandoned_rounds = 0;
+    for round in 0..20 {
+        let search_id = 10 + 2 * round;
+        let whoami_id = search_id + 1;
+        let abandon = ldap3_proto::LdapMsg {
+            msgid: 1000 + round,
+            op: LdapOp::AbandonRequest(search_id),
+            ctrl: Vec::new(),
+        };
+        client.send(vec![
+            subtree_search(search_id),
+            abandon,
+            whoami_request(whoami_id),
+        ]);
+        // Entries of the search may come first, and its SearchResultDone only if it finished
+        // before the Abandon was read. Abandon itself has no response.
+        let mut search_finished = false;
+        loop {
+            let message = client.receive();
+            match message.op {
+                LdapOp::SearchResultEntry(_) => assert_eq!(message.msgid, search_id),
+                LdapOp::SearchResultDone(result) => {
+                    assert_eq!(message.msgid, search_id);
+                    assert_eq!(result.code, LdapResultCode::Success);
+                    search_finished = true;
+                }
+                LdapOp::ExtendedResponse(response) => {
+                    assert_eq!(message.msgid, whoami_id, "only the Who am I is answered");
+                    assert_eq!(response.res.code, LdapResultCode::Success);
+                    break;
+                }
+                other => panic!("unexpected response {other:?}"),
+            }
+        }
+        if !search_finished {
+            abandoned_rounds += 1;
+        }
+    }
+    // Nothing of an abandoned search trails in later: the next exchange is answered alone.
+    client.send(vec![whoami_request(5000)]);
+    let next = client.receive();
+    assert_eq!(next.msgid, 5000, "no late message of an abandoned search");
+    eprintln!("{abandoned_rounds} of 20 searches were abandoned before they finished");
+}
+
+#[test]
+fn operations_beyond_the_per_connection_limit_are_answered_busy() {
+    use ldap3_proto::proto::LdapOp;
+    use ldap3_proto::LdapResultCode;
+    let server =
+        TestServer::start_with_database(|settings| settings.operations_per_connection_max = 1);
+    populate_for_raw_tests(&mut connect(&server));
+    let mut client = RawClient::connect(&server);
+    let mut busy_rounds = 0;
+    for round in 0..10 {
+        let first = 10 + 2 * round;
+        let second = first + 1;
+        client.send(vec![subtree_search(first), whoami_request(second)]);
+        let mut first_done = false;
+        let mut second_code = None;
+        while !(first_done && second_code.is_some()) {
+            let message = client.receive();
+            match message.op {
+                LdapOp::SearchResultEntry(_) => assert_eq!(message.msgid, first),
+                LdapOp::SearchResultDone(result) => {
+                    assert_eq!(
+                        (message.msgid, result.code),
+                        (first, LdapResultCode::Success)
+                    );
+                    first_done = true;
+                }
+                LdapOp::ExtendedResponse(response) => {
+                    assert_eq!(message.msgid, second);
+                    second_code = Some(response.res.code);
+                }
+                other => panic!("unexpected response {other:?}"),
+            }
+        }
+        // Busy while the search was outstanding; success only if it had already finished.
+        match second_code.expect("answered") {
+            LdapResultCode::Busy => busy_rounds += 1,
+            LdapResultCode::Success => {}
+            other => panic!("the second operation got {other:?}"),
+        }
+    }
+    eprintln!("{busy_rounds} of 10 second operations were refused busy");
 }
