@@ -697,7 +697,7 @@ fn merge_and_encode(
                 low_halves.push(layout::low_half(ids[position]));
                 position += 1;
             }
-            layout::encode_posting_chunk_sorted(&low_halves, &mut value);
+            encode_sorted_chunk(&low_halves, &mut value);
             let key_start = batch.bytes.len();
             batch.bytes.extend_from_slice(body);
             batch.bytes.extend_from_slice(&chunk.to_be_bytes());
@@ -719,6 +719,19 @@ fn merge_and_encode(
         let _ = output.send(batch);
     }
     Ok(())
+}
+
+/// `layout::encode_posting_chunk_sorted`, byte for byte, with the bitmap form built from the
+/// sorted IDs in one pass (collecting into a bitmap inserts one by one: 3% of the load's CPU, on
+/// the merge thread that the index writer waits for).
+fn encode_sorted_chunk(low_halves: &[u16], out: &mut Vec<u8>) {
+    if low_halves.len() <= layout::POSTING_LIST_FORM_MAX_IDS {
+        layout::encode_posting_chunk_sorted(low_halves, out);
+    } else {
+        let bitmap = RoaringBitmap::from_sorted_iter(low_halves.iter().map(|low| u32::from(*low)))
+            .expect("chunk IDs are ascending");
+        layout::encode_posting_chunk(&bitmap, out);
+    }
 }
 
 /// Writes merged (DB number ‖ key) → IDs runs into the (empty) index DBs as posting chunks in
@@ -778,4 +791,32 @@ pub(crate) fn write_index_runs<'e>(
         written?;
         produced
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The merge's one-pass bitmap encoding must equal the store's for every chunk shape.
+    #[test]
+    fn sorted_chunk_encoding_equals_the_store_encoding() {
+        let shapes: Vec<Vec<u16>> = vec![
+            vec![],
+            vec![7],
+            (0..layout::POSTING_LIST_FORM_MAX_IDS as u16).collect(),
+            (0..=layout::POSTING_LIST_FORM_MAX_IDS as u16).collect(),
+            (0..u16::MAX).step_by(3).collect(),
+            (0..=u16::MAX).collect(),
+            (1000..9000)
+                .chain(20_000..20_100)
+                .chain(60_000..65_000)
+                .collect(),
+        ];
+        for low_halves in shapes {
+            let (mut ours, mut store) = (Vec::new(), Vec::new());
+            encode_sorted_chunk(&low_halves, &mut ours);
+            layout::encode_posting_chunk_sorted(&low_halves, &mut store);
+            assert_eq!(ours, store, "{} IDs", low_halves.len());
+        }
+    }
 }
