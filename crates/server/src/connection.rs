@@ -104,7 +104,7 @@ pub async fn run(
     let codec = crate::pdu::PduCodec::new(settings.pdu_bytes_max, settings.filter_depth_max + 32);
     let mut framed = Framed::new(stream, codec);
     // Bounded so a client that stops reading slows its own searches down instead of growing memory.
-    let (sender, mut receiver) = mpsc::channel::<Outgoing>(256);
+    let (sender, mut receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
     let mut outstanding: HashMap<i32, Outstanding> = HashMap::new();
     // Cancel requests waiting for their target to finish: target message ID → Cancel's ID.
     let mut pending_cancels: HashMap<i32, i32> = HashMap::new();
@@ -386,6 +386,10 @@ fn cancel_response(message_id: i32, result_code: u32) -> Bytes {
     );
     buffer.freeze()
 }
+
+/// Responses queued per connection before operations wait for the socket. A big search sends
+/// chunks of up to 256 KiB, so this bounds a slow reader's queue at about 4 MiB.
+const OUTGOING_QUEUE_MESSAGES_MAX: usize = 16;
 
 /// Most queued messages gathered into one write.
 const OUTGOING_BATCH_CHUNKS_MAX: usize = 512;

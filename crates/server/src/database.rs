@@ -31,8 +31,10 @@ use tracing::{error, info};
 const WRITE_QUEUE_LENGTH_MAX: usize = 1024;
 /// Most operations committed in one LMDB transaction.
 const WRITE_BATCH_OPERATIONS_MAX: usize = 64;
-/// Search output is handed to the connection in chunks of about this size.
-const SEARCH_CHUNK_BYTES: usize = 64 * 1024;
+/// Search output is handed to the connection in chunks of about this size. Each hand-off wakes
+/// two threads; on a loaded machine fewer, larger ones preempt the reading client less (a full
+/// scan through ldapsearch measured faster with 256 KiB than with 64 KiB).
+const SEARCH_CHUNK_BYTES: usize = 256 * 1024;
 
 impl From<LdapError> for OperationError {
     fn from(error: LdapError) -> Self {
