@@ -14,7 +14,7 @@ use lmdir_store::codec::{encode_entry, AttributeToEncode};
 use lmdir_store::layout::{self, IndexKinds};
 use rand::{Rng, SeedableRng};
 
-use crate::runs::{PostingRun, RunError};
+use crate::runs::{PostingRun, RunError, WordHashMap};
 
 /// Index DB numbers are two bytes at the front of every run key, so one merged stream holds
 /// every index DB's keys grouped by DB.
@@ -219,7 +219,11 @@ pub struct WorkerScratch {
     encoded_attributes: Vec<(u32, usize)>,
     /// Description as written in the LDIF → resolved description and canonical text: the
     /// same few dozen descriptions repeat on every entry, so each is parsed once per worker.
-    descriptions: HashMap<String, (AttributeDescription, String)>,
+    /// (SipHash on these lookups cost more than the lookups; the keys are few and capped.)
+    descriptions: WordHashMap<String, (AttributeDescription, String)>,
+    /// Canonical description text → its number in the load's shared table (numbers never
+    /// change once given, so each worker asks the locked table once per description).
+    description_numbers: WordHashMap<String, u32>,
 }
 
 /// Descriptions cached per worker before the cache is reset (a hostile LDIF could use many).
@@ -241,6 +245,18 @@ impl WorkerScratch {
                 .insert(written.to_string(), (description, text));
         }
         Ok(self.descriptions.get(written).expect("inserted above"))
+    }
+
+    fn description_number(&mut self, context: &PrepareContext, text: &str) -> u32 {
+        if let Some(number) = self.description_numbers.get(text) {
+            return *number;
+        }
+        if self.description_numbers.len() >= DESCRIPTION_CACHE_ENTRIES_MAX {
+            self.description_numbers.clear();
+        }
+        let number = context.descriptions.number_of(text);
+        self.description_numbers.insert(text.to_string(), number);
+        number
     }
 }
 
@@ -342,9 +358,7 @@ pub fn prepare_record(
 
     scratch.encoded_attributes.clear();
     for (position, attribute) in attributes.iter().enumerate() {
-        let number = context
-            .descriptions
-            .number_of(&attribute.description_string);
+        let number = scratch.description_number(context, &attribute.description_string);
         scratch.encoded_attributes.push((number, position));
     }
     let to_encode: Vec<AttributeToEncode<'_>> = scratch
