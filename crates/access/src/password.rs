@@ -151,6 +151,19 @@ impl Scheme {
             .find(|scheme| scheme.name().eq_ignore_ascii_case(bare))
     }
 
+    /// Whether verifying a value of this scheme is deliberately slow (a key-derivation
+    /// function: milliseconds or more), so a server should not do it on its async reactor.
+    pub fn is_slow(self) -> bool {
+        matches!(
+            self,
+            Scheme::Pbkdf2Sha1
+                | Scheme::Pbkdf2Sha256
+                | Scheme::Pbkdf2Sha512
+                | Scheme::Argon2
+                | Scheme::Crypt
+        )
+    }
+
     /// Whether [`hash`] can write values of this scheme.
     pub fn can_hash(self) -> bool {
         matches!(

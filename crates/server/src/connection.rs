@@ -234,6 +234,35 @@ pub async fn run(
                             cancelled: cancelled.clone(),
                             sender: sender.clone(),
                         };
+                        let small_search = matches!(&operation, LdapOp::SearchRequest(request)
+                            if crate::database::search_is_small_for(&context, request));
+                        if small_search {
+                            // Microseconds of work: run it right here, writing its output as it
+                            // comes, instead of spawning a task another thread may steal.
+                            let (inline_sender, mut inline_receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
+                            let operation_context = OperationContext { sender: inline_sender, ..operation_context };
+                            let dispatch = operations::dispatch(operation_context, operation);
+                            tokio::pin!(dispatch);
+                            let mut dispatch_done = false;
+                            let mut write_failed = false;
+                            while !write_failed {
+                                tokio::select! {
+                                    () = &mut dispatch, if !dispatch_done => dispatch_done = true,
+                                    outgoing = inline_receiver.recv() => match outgoing {
+                                        Some(outgoing) => {
+                                            write_failed = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut inline_receiver).await.is_err();
+                                        }
+                                        // The operation finished and dropped its sender.
+                                        None => break,
+                                    },
+                                }
+                            }
+                            if write_failed {
+                                break Ending::PeerClosed;
+                            }
+                            last_activity = Instant::now();
+                            continue;
+                        }
                         let task = tokio::spawn(operations::dispatch(operation_context, operation));
                         outstanding.insert(message.msgid, Outstanding { cancelled, task: task.abort_handle() });
                     }

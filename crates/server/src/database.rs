@@ -403,16 +403,14 @@ pub async fn bind_entry(
     dn: &str,
     password: &[u8],
 ) -> Result<Identity, OperationError> {
-    if database_of(server).is_none() {
+    let Some(database) = database_of(server) else {
         return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
-    }
-    let server = server.clone();
-    let dn = dn.to_string();
-    let password = password.to_vec();
-    tokio::task::spawn_blocking(move || {
-        let database = database_of(&server).expect("database present");
-        let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
-        let normalized_dn = database.normalize_dn(&dn).map_err(|_| invalid())?;
+    };
+    let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
+    // Finding the entry and its stored passwords takes microseconds: done on this task. Only a
+    // deliberately slow scheme (PBKDF2, Argon2, crypt) is verified on the blocking pool.
+    let normalized_dn = database.normalize_dn(dn).map_err(|_| invalid())?;
+    let stored_passwords: Vec<Vec<u8>> = {
         let read = database.store.read().map_err(internal)?;
         let Ok(id) = read.dn_to_id(&normalized_dn) else {
             return Err(invalid());
@@ -430,21 +428,38 @@ pub async fn bind_entry(
         if !access.can_authenticate_with(password_attribute) {
             return Err(invalid());
         }
-        let verified = entry
+        entry
             .values_of(password_attribute)
             .iter()
-            .any(|(stored, _)| password_matches(stored, &password));
-        if !verified {
-            return Err(invalid());
+            .map(|(stored, _)| stored.to_vec())
+            .collect()
+    };
+    let slow = stored_passwords.iter().any(|stored| {
+        lmdir_access::password::scheme_of(stored).is_ok_and(|scheme| scheme.is_slow())
+    });
+    let verify = {
+        let password = password.to_vec();
+        move || {
+            stored_passwords
+                .iter()
+                .any(|stored| password_matches(stored, &password))
         }
-        Ok(Identity {
-            dn,
-            normalized_dn: normalized_dn.clone(),
-            is_rootdn: database.policy.is_rootdn(&normalized_dn),
-        })
+    };
+    let verified = if slow {
+        tokio::task::spawn_blocking(verify)
+            .await
+            .map_err(internal)?
+    } else {
+        verify()
+    };
+    if !verified {
+        return Err(invalid());
+    }
+    Ok(Identity {
+        dn: dn.to_string(),
+        normalized_dn: normalized_dn.clone(),
+        is_rootdn: database.policy.is_rootdn(&normalized_dn),
     })
-    .await
-    .map_err(internal)?
 }
 
 /// Resolved attribute selection against the schema.
@@ -1234,6 +1249,14 @@ pub async fn search(
 /// Most index candidates a search may have to run on the async task instead of the blocking
 /// pool: small enough that it finishes in microseconds and never stalls other clients.
 const INLINE_SEARCH_CANDIDATES_MAX: u64 = 16;
+
+/// Whether a search of this server's database is small enough to run on the connection's task
+/// (see `search_is_small`).
+pub fn search_is_small_for(server: &ServerContext, request: &LdapSearchRequest) -> bool {
+    database_of(server).is_some_and(|database| {
+        search_is_small(database, request, server.settings.filter_depth_max)
+    })
+}
 
 /// Whether a search is known, from posting headers alone, to examine at most
 /// `INLINE_SEARCH_CANDIDATES_MAX` entries. Sorting, paging and any doubt answer false.
