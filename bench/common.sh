@@ -46,7 +46,7 @@ ensure_unboundid() {
 build_lmdir() {
   log "building lmdir (release)"
   (cd "$REPO_DIR" && cargo build --release -q -p lmdir)
-  LMDIR="$REPO_DIR/target/release/lmdir"
+  LMDIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/lmdir"
   export LMDIR
 }
 
