@@ -51,27 +51,49 @@ run_suite() {  # $1 name, $2 port; prints "name metric value" lines
   unboundid modrate $(common_rate_args "$port") --entryDN "$uid_pattern,$base" --attribute description \
     --valueLength 12 --numThreads 4 > "$WORK_DIR/$name-mod.csv" 2>&1
   echo "$name modify_per_second $(overall_rate 4 < "$WORK_DIR/$name-mod.csv")"
-  local start end run scan_seconds=()
-  # The scan is bound by ldapsearch's own CPU, so other load on the machine moves it a lot:
-  # three runs, the median reported.
-  for run in 1 2 3; do
-    start=$(date +%s.%N)
-    ldapsearch -x -LLL -H "ldap://127.0.0.1:$port" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" -s sub -z 0 '(objectClass=*)' > "$WORK_DIR/$name-scan.ldif"
-    end=$(date +%s.%N)
-    scan_seconds+=("$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')")
+}
+
+scan_seconds() {  # $1 port, $2 output file; prints the wall seconds of one full-subtree ldapsearch
+  local start end
+  start=$(date +%s.%N)
+  ldapsearch -x -LLL -H "ldap://127.0.0.1:$1" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" -s sub -z 0 '(objectClass=*)' > "$2"
+  end=$(date +%s.%N)
+  awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }'
+}
+
+concurrent_scans_seconds() {  # $1 port, $2 concurrency
+  local start end i
+  start=$(date +%s.%N)
+  for i in $(seq 1 "$2"); do
+    ldapsearch -x -LLL -H "ldap://127.0.0.1:$1" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" -s sub -z 0 '(objectClass=*)' > /dev/null &
   done
-  echo "$name full_scan_seconds $(printf '%s\n' "${scan_seconds[@]}" | sort -n | sed -n 2p)"
-  log "$name full scan runs (seconds): ${scan_seconds[*]}"
-  echo "$name full_scan_entries $(grep -c '^dn:' "$WORK_DIR/$name-scan.ldif")"
-  local concurrency i
-  for concurrency in 1 2 4 8 16; do
-    start=$(date +%s.%N)
-    for i in $(seq 1 "$concurrency"); do
-      ldapsearch -x -LLL -H "ldap://127.0.0.1:$port" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" -s sub -z 0 '(objectClass=*)' > /dev/null &
+  wait
+  end=$(date +%s.%N)
+  awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }'
+}
+
+# Scans are bound by ldapsearch's own CPU and by whatever else the machine does (disk writeback
+# after modrate, for one), so both servers run at once here and their scans alternate: three
+# rounds, the median reported.
+run_scans() {
+  local round name port concurrency
+  declare -A runs
+  for round in 1 2 3; do
+    for name in openldap lmdir; do
+      port=$OPENLDAP_PORT; [ "$name" = lmdir ] && port=$LMDIR_PORT
+      runs[$name]+="$(scan_seconds "$port" "$WORK_DIR/$name-scan.ldif") "
     done
-    wait
-    end=$(date +%s.%N)
-    echo "$name concurrent_scans_${concurrency}_seconds $(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.2f", e - s }')"
+  done
+  for name in openldap lmdir; do
+    log "$name full scan runs (seconds): ${runs[$name]}"
+    echo "$name full_scan_seconds $(printf '%s\n' ${runs[$name]} | sort -n | sed -n 2p)"
+    echo "$name full_scan_entries $(grep -c '^dn:' "$WORK_DIR/$name-scan.ldif")"
+  done
+  for concurrency in 1 2 4 8 16; do
+    for name in openldap lmdir; do
+      port=$OPENLDAP_PORT; [ "$name" = lmdir ] && port=$LMDIR_PORT
+      echo "$name concurrent_scans_${concurrency}_seconds $(concurrent_scans_seconds "$port" "$concurrency")"
+    done
   done
 }
 
@@ -79,16 +101,20 @@ RESULTS="$WORK_DIR/serve-results.txt"
 : > "$RESULTS"
 log "OpenLDAP slapd"
 start_slapd "$WORK_DIR/openldap-serve" "$OPENLDAP_PORT"
+trap 'stop_slapd "$WORK_DIR/openldap-serve"' EXIT
 run_suite openldap "$OPENLDAP_PORT" | tee -a "$RESULTS"
-stop_slapd "$WORK_DIR/openldap-serve"
 
 log "lmdir serve"
 "$LMDIR" --config "$LMDIR_CONF" serve --no-demo > "$WORK_DIR/lmdir-serve.log" 2>&1 &
 LMDIR_PID=$!
-trap 'kill $LMDIR_PID 2>/dev/null || true' EXIT
+trap 'kill $LMDIR_PID 2>/dev/null || true; stop_slapd "$WORK_DIR/openldap-serve"' EXIT
 wait_ldap "$LMDIR_PORT"
 run_suite lmdir "$LMDIR_PORT" | tee -a "$RESULTS"
+
+log "full scans, both servers alternating"
+run_scans | tee -a "$RESULTS"
 kill "$LMDIR_PID"; wait "$LMDIR_PID" 2>/dev/null || true
+stop_slapd "$WORK_DIR/openldap-serve"
 
 printf '\n%s people, %s cores, %s; rates are UnboundID "overall" figures\n' "$PEOPLE" "$(nproc)" "$(date -u +%F)"
 awk '{ value[$1, $2] = $3; metrics[$2] = 1; order[++n] = $2 }
