@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Serve the same `lmdir gen N` data (same 19 indexes) from OpenLDAP slapd (back-mdb) and from lmdir, one
-# after the other in one run, and drive each with the UnboundID LDAP SDK tools: searchrate uid equality
-# (8 threads), searchrate mail substring (4 threads), authrate (search + bind, 8 threads), modrate
-# (4 threads, both at default durability: fsync per commit), a full-subtree scan, and 1..16 concurrent
-# full scans. Prints each figure for both servers and the ratio.
+# Serve the same `lmdir gen N` data (same 19 indexes) from OpenLDAP slapd (back-mdb) and from lmdir, both up
+# at once, and drive them with the UnboundID LDAP SDK tools, each test against one server then the other:
+# searchrate uid equality (8 threads), searchrate mail substring (4 threads), authrate (search + bind,
+# 8 threads), modrate (4 threads, both at default durability: fsync per commit), then full-subtree scans
+# (three alternating rounds, median) and 1..16 concurrent full scans. Prints each figure for both servers
+# and the ratio.
 # Usage: bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
@@ -34,23 +35,42 @@ common_rate_args() {
     --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv
 }
 
-run_suite() {  # $1 name, $2 port; prints "name metric value" lines
-  local name="$1" port="$2" base="ou=People,$SUFFIX"
+# One rate test against one server: $1 test, $2 name, $3 port; prints "name metric value".
+run_rate() {
+  local test="$1" name="$2" port="$3" base="ou=People,$SUFFIX"
   local uid_pattern="uid=u[0-$LAST%0000000]"
-  unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
-    --filter "($uid_pattern)" --attribute cn --numThreads 8 > "$WORK_DIR/$name-search-eq.csv" 2>&1
-  echo "$name search_uid_eq_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-eq.csv")"
-  unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
-    --filter "(mail=u[0-$LAST%0000000]@*)" --attribute cn --numThreads 4 > "$WORK_DIR/$name-search-sub.csv" 2>&1
-  echo "$name search_mail_substring_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-sub.csv")"
-  unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
-    --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv \
-    --baseDN "$base" --scope sub --filter "($uid_pattern)" --credentials password --numThreads 8 \
-    > "$WORK_DIR/$name-auth.csv" 2>&1
-  echo "$name auth_per_second $(overall_rate 4 < "$WORK_DIR/$name-auth.csv")"
-  unboundid modrate $(common_rate_args "$port") --entryDN "$uid_pattern,$base" --attribute description \
-    --valueLength 12 --numThreads 4 > "$WORK_DIR/$name-mod.csv" 2>&1
-  echo "$name modify_per_second $(overall_rate 4 < "$WORK_DIR/$name-mod.csv")"
+  case "$test" in
+    uid)
+      unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
+        --filter "($uid_pattern)" --attribute cn --numThreads 8 > "$WORK_DIR/$name-search-eq.csv" 2>&1
+      echo "$name search_uid_eq_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-eq.csv")" ;;
+    substring)
+      unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
+        --filter "(mail=u[0-$LAST%0000000]@*)" --attribute cn --numThreads 4 > "$WORK_DIR/$name-search-sub.csv" 2>&1
+      echo "$name search_mail_substring_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-sub.csv")" ;;
+    auth)
+      unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
+        --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv \
+        --baseDN "$base" --scope sub --filter "($uid_pattern)" --credentials password --numThreads 8 \
+        > "$WORK_DIR/$name-auth.csv" 2>&1
+      echo "$name auth_per_second $(overall_rate 4 < "$WORK_DIR/$name-auth.csv")" ;;
+    modify)
+      unboundid modrate $(common_rate_args "$port") --entryDN "$uid_pattern,$base" --attribute description \
+        --valueLength 12 --numThreads 4 > "$WORK_DIR/$name-mod.csv" 2>&1
+      echo "$name modify_per_second $(overall_rate 4 < "$WORK_DIR/$name-mod.csv")" ;;
+  esac
+}
+
+# Both servers are up; each test runs against one, then the other, so that a slow phase of the
+# (shared, virtual) machine does not land on one server's whole suite.
+run_rates() {
+  local test name port
+  for test in uid substring auth modify; do
+    for name in openldap lmdir; do
+      port=$OPENLDAP_PORT; [ "$name" = lmdir ] && port=$LMDIR_PORT
+      run_rate "$test" "$name" "$port"
+    done
+  done
 }
 
 scan_seconds() {  # $1 port, $2 output file; prints the wall seconds of one full-subtree ldapsearch
@@ -73,8 +93,8 @@ concurrent_scans_seconds() {  # $1 port, $2 concurrency
 }
 
 # Scans are bound by ldapsearch's own CPU and by whatever else the machine does (disk writeback
-# after modrate, for one), so both servers run at once here and their scans alternate: three
-# rounds, the median reported.
+# after modrate, for one), so their runs alternate between the servers: three rounds, the
+# median reported.
 run_scans() {
   local round name port concurrency
   declare -A runs
@@ -99,19 +119,15 @@ run_scans() {
 
 RESULTS="$WORK_DIR/serve-results.txt"
 : > "$RESULTS"
-log "OpenLDAP slapd"
+log "starting OpenLDAP slapd and lmdir serve"
 start_slapd "$WORK_DIR/openldap-serve" "$OPENLDAP_PORT"
-trap 'stop_slapd "$WORK_DIR/openldap-serve"' EXIT
-run_suite openldap "$OPENLDAP_PORT" | tee -a "$RESULTS"
-
-log "lmdir serve"
 "$LMDIR" --config "$LMDIR_CONF" serve --no-demo > "$WORK_DIR/lmdir-serve.log" 2>&1 &
 LMDIR_PID=$!
 trap 'kill $LMDIR_PID 2>/dev/null || true; stop_slapd "$WORK_DIR/openldap-serve"' EXIT
 wait_ldap "$LMDIR_PORT"
-run_suite lmdir "$LMDIR_PORT" | tee -a "$RESULTS"
-
-log "full scans, both servers alternating"
+log "rates, alternating between the servers"
+run_rates | tee -a "$RESULTS"
+log "full scans, alternating between the servers"
 run_scans | tee -a "$RESULTS"
 kill "$LMDIR_PID"; wait "$LMDIR_PID" 2>/dev/null || true
 stop_slapd "$WORK_DIR/openldap-serve"
