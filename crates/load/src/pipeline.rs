@@ -318,9 +318,19 @@ fn load_fresh(
             Ok((sequenced, runs))
         },
     );
-    let (sequenced, mut runs) = outcome?;
+    let (mut sequenced, mut runs) = outcome?;
     let mut write_txn = Some(store.env().write_txn()?);
+    let mut tree = sequenced.tree.take();
+    let mut tree_spills = 0;
     if !sequenced.groups.is_empty() {
+        // memberOf resolves member DNs through the tree: write it first.
+        progress.phase("writing the DN tree");
+        let tree = tree.take().expect("the tree is written once");
+        let mut tree_txn = write_txn.take().expect("a txn is open");
+        tree_spills = write_dn_tree(&store, &mut tree_txn, tree)?;
+        // memberOf reads the tree through its own read txns: commit it first.
+        tree_txn.commit()?;
+        write_txn = Some(store.env().write_txn()?);
         progress.phase("adding memberOf");
         let memberof_run = crate::memberof::add_memberof(
             &store,
@@ -335,9 +345,16 @@ fn load_fresh(
         runs.extend(memberof_run);
     }
     progress.phase("merging indexes");
-    let spill_files =
-        runs.iter().map(|run| run.spilled.len() as u64).sum::<u64>() + sequenced.tree_spills;
+    let run_spills = runs.iter().map(|run| run.spilled.len() as u64).sum::<u64>();
     let merged = MergedRuns::new(runs)?;
+    // Otherwise the single writer writes the tree while the merge thread already produces
+    // index chunks (they queue up), instead of the merge waiting for the tree.
+    let mut write_tree = |txn: &mut RwTxn<'_>| -> Result<(), LoadError> {
+        if let Some(tree) = tree.take() {
+            tree_spills = write_dn_tree(&store, txn, tree)?;
+        }
+        Ok(())
+    };
     write_index_runs(
         store.env(),
         &mut write_txn,
@@ -345,7 +362,9 @@ fn load_fresh(
         &databases,
         merged,
         &sequenced.rejected,
+        Some(&mut write_tree),
     )?;
+    let spill_files = run_spills + tree_spills;
     let mut write_txn = write_txn.expect("a txn is open");
     // meta: the new description rows and the next ID.
     let meta = store.meta_database();
@@ -497,7 +516,9 @@ struct Sequenced {
     skipped: Vec<RecordError>,
     skipped_count: u64,
     input_bytes: u64,
-    tree_spills: u64,
+    /// The DN tree, complete but not written yet: `write_dn_tree` writes it, overlapping the
+    /// index merge when it can (taken out once written).
+    tree: Option<TreeBuilder>,
     /// Group entries and their member DNs (only with memberOf upkeep), in ID order.
     groups: Vec<GroupMembers>,
 }
@@ -607,7 +628,26 @@ fn sequence(
         entries -= 1;
         skips.skip(error)?;
     }
-    progress.phase("writing the DN tree");
+    write_txn.commit()?;
+    Ok(Sequenced {
+        entries,
+        max_id,
+        rejected,
+        skipped: skips.skipped,
+        skipped_count: skips.count,
+        input_bytes,
+        tree: Some(tree),
+        groups,
+    })
+}
+
+/// Writes the DN tree (`id2node` in ID order with subtree sizes, then `dn2id` sorted), both with
+/// APPEND, into `write_txn`. Returns the number of spill files the tree used.
+fn write_dn_tree(
+    store: &Store,
+    write_txn: &mut RwTxn<'_>,
+    tree: TreeBuilder,
+) -> Result<u64, LoadError> {
     let (dn2id_run, mut rows) = tree.finish()?;
     let tree_spills = dn2id_run.spilled.len() as u64;
     let id2node = store.id2node_database();
@@ -622,7 +662,7 @@ fn sequence(
         };
         layout::encode_node(&node, &mut value);
         id2node.put_with_flags(
-            &mut write_txn,
+            write_txn,
             PutFlags::APPEND,
             &record.id.to_be_bytes(),
             &value,
@@ -637,24 +677,9 @@ fn sequence(
             1,
             "a dn2id key names exactly one entry (duplicates are rejected on arrival)"
         );
-        dn2id.put_with_flags(
-            &mut write_txn,
-            PutFlags::APPEND,
-            &key,
-            &ids[0].to_be_bytes(),
-        )?;
+        dn2id.put_with_flags(write_txn, PutFlags::APPEND, &key, &ids[0].to_be_bytes())?;
     }
-    write_txn.commit()?;
-    Ok(Sequenced {
-        entries,
-        max_id,
-        rejected,
-        skipped: skips.skipped,
-        skipped_count: skips.count,
-        input_bytes,
-        tree_spills,
-        groups,
-    })
+    Ok(tree_spills)
 }
 
 /// Encoded posting chunks on their way from the merge thread to the LMDB writer: one arena
@@ -665,8 +690,12 @@ struct ChunkBatch {
     chunks: Vec<(u16, std::ops::Range<usize>, std::ops::Range<usize>)>,
 }
 
-/// Chunks per batch handed to the writer.
+/// Chunks per batch handed to the writer, and the bytes at which a batch is handed over early.
 const CHUNK_BATCH_ITEMS: usize = 8192;
+const CHUNK_BATCH_BYTES_MAX: usize = 1 << 20;
+/// Batches queued between the merge thread and the writer: at most ~64 MiB, enough for the
+/// merge to run on while the writer writes the DN tree.
+const CHUNK_BATCHES_QUEUED_MAX: usize = 64;
 
 /// The merge side: k-way merge, rejected IDs removed, IDs cut into 65,536-ID chunks and
 /// encoded with the store's layout.
@@ -709,7 +738,7 @@ fn merge_and_encode(
                 value_start..batch.bytes.len(),
             ));
         }
-        if batch.chunks.len() >= CHUNK_BATCH_ITEMS
+        if (batch.chunks.len() >= CHUNK_BATCH_ITEMS || batch.bytes.len() >= CHUNK_BATCH_BYTES_MAX)
             && output.send(std::mem::take(&mut batch)).is_err()
         {
             return Ok(());
@@ -734,11 +763,16 @@ fn encode_sorted_chunk(low_halves: &[u16], out: &mut Vec<u8>) {
     }
 }
 
+/// Work for the index writer to do first, in its txn.
+pub(crate) type BeforeIndexes<'f, 'e> = &'f mut dyn FnMut(&mut RwTxn<'e>) -> Result<(), LoadError>;
+
 /// Writes merged (DB number ‖ key) → IDs runs into the (empty) index DBs as posting chunks in
 /// key order with APPEND. The merge and encoding run on a second thread, overlapping the
 /// single LMDB writer.
 /// With `commit_every_bytes`, the txn in `write_txn` is committed and replaced after that many
 /// bytes, so LMDB's dirty pages stay bounded (used on the staging DB, which nobody reads yet).
+/// `before_indexes` runs on the writer first, in the same txn, while the merge thread already
+/// fills the queue (the loader writes the DN tree there).
 pub(crate) fn write_index_runs<'e>(
     env: &'e heed::Env<heed::WithoutTls>,
     write_txn: &mut Option<RwTxn<'e>>,
@@ -746,11 +780,15 @@ pub(crate) fn write_index_runs<'e>(
     databases: &[RawDatabase],
     merged: MergedRuns,
     rejected: &RoaringBitmap,
+    before_indexes: Option<BeforeIndexes<'_, 'e>>,
 ) -> Result<(), LoadError> {
-    let (sender, receiver) = bounded::<ChunkBatch>(4);
+    let (sender, receiver) = bounded::<ChunkBatch>(CHUNK_BATCHES_QUEUED_MAX);
     std::thread::scope(|scope| -> Result<(), LoadError> {
         let producer = scope.spawn(move || merge_and_encode(merged, rejected, sender));
         let written = (|| -> Result<(), LoadError> {
+            if let Some(before_indexes) = before_indexes {
+                before_indexes(write_txn.as_mut().expect("a txn is open"))?;
+            }
             let mut last_key: Vec<u8> = Vec::new();
             let mut last_database = u16::MAX;
             let mut bytes_since_commit = 0usize;

@@ -176,6 +176,7 @@ pub fn reindex(
         &databases,
         merged,
         &RoaringBitmap::new(),
+        None,
     )?;
     write_txn.expect("a txn is open").commit()?;
     let mut write = store.write()?;
