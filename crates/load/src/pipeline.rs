@@ -239,7 +239,12 @@ fn load_fresh(
         memberof: options.store.memberof,
     });
     let spill_directory = staging.to_path_buf();
-    let worker_budget = (memory_bytes / 2 / threads).max(1);
+    // Half the budget is for the workers' sorted runs, less the index writer's queue, which the
+    // merge fills while the DN tree is written (so peak RSS stays near `--memory`).
+    let runs_bytes = (memory_bytes / 2)
+        .saturating_sub(CHUNK_QUEUE_BYTES_MAX)
+        .max(memory_bytes / 4);
+    let worker_budget = (runs_bytes / threads).max(1);
     let tree_budget = (memory_bytes / 10).max(1);
 
     let abort = AtomicBool::new(false);
@@ -696,6 +701,7 @@ const CHUNK_BATCH_BYTES_MAX: usize = 1 << 20;
 /// Batches queued between the merge thread and the writer: at most ~64 MiB, enough for the
 /// merge to run on while the writer writes the DN tree.
 const CHUNK_BATCHES_QUEUED_MAX: usize = 64;
+const CHUNK_QUEUE_BYTES_MAX: usize = CHUNK_BATCHES_QUEUED_MAX * CHUNK_BATCH_BYTES_MAX;
 
 /// The merge side: k-way merge, rejected IDs removed, IDs cut into 65,536-ID chunks and
 /// encoded with the store's layout.
