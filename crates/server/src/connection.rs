@@ -400,16 +400,26 @@ fn parse_cancel_id(value: Option<&[u8]>) -> Option<i32> {
 
 /// A Cancel response: an ExtendedResponse without name or value (RFC 3909 §2).
 fn cancel_response(message_id: i32, result_code: u32) -> Bytes {
-    let mut buffer = BytesMut::with_capacity(16);
+    extended_response(message_id, result_code, "", None)
+}
+
+/// An ExtendedResponse without a value.
+fn extended_response(
+    message_id: i32,
+    result_code: u32,
+    message: &str,
+    name: Option<&str>,
+) -> Bytes {
+    let mut buffer = BytesMut::with_capacity(64 + message.len());
     ber::write_extended_response(
         &mut buffer,
         message_id,
         &ResultFields {
             code: result_code,
             matched_dn: "",
-            message: "",
+            message,
         },
-        None,
+        name,
         None,
         &[],
     );
@@ -509,21 +519,9 @@ async fn start_tls(
         Some(error) => (error.code, error.message.as_str()),
         None => (code::SUCCESS, ""),
     };
-    let mut buffer = BytesMut::with_capacity(64);
-    ber::write_extended_response(
-        &mut buffer,
-        message_id,
-        &ResultFields {
-            code: result_code,
-            matched_dn: "",
-            message,
-        },
-        Some(START_TLS_OID),
-        None,
-        &[],
-    );
+    let response = extended_response(message_id, result_code, message, Some(START_TLS_OID));
     info!("conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={message}");
-    if framed.send(Bytes::from(buffer)).await.is_err() {
+    if framed.send(response).await.is_err() {
         return Err(());
     }
     let Some(tls_config) = context.tls_config.clone().filter(|_| refusal.is_none()) else {

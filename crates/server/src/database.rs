@@ -1083,6 +1083,30 @@ pub async fn search(
             let mut result = Ok(());
             let mut next_cookie: Option<Vec<u8>> = page_size.map(|_| Vec::new());
             let mut sorted: Vec<(Vec<Option<Vec<u8>>>, lmdir_store::EntryId)> = Vec::new();
+            // Encodes one entry into the output, handing each full chunk to the sink.
+            let mut emit = |buffer: &mut BytesMut,
+                            id: lmdir_store::EntryId,
+                            entry: &lmdir_store::EntryRef<'_>,
+                            dn: &str,
+                            access: Option<&EntryAccess<'_>>|
+             -> Result<(), OperationError> {
+                write_stored_entry(
+                    buffer,
+                    message_id,
+                    &database.schema,
+                    &read,
+                    id,
+                    entry,
+                    dn,
+                    &resolved,
+                    access,
+                    request.typesonly,
+                )?;
+                if buffer.len() >= SEARCH_CHUNK_BYTES && !sink(buffer.split().freeze()) {
+                    return Err(OperationError::new(code::OTHER, "connection closed"));
+                }
+                Ok(())
+            };
             for item in cursor {
                 if cancelled.load(Ordering::Acquire) {
                     return Err(OperationError::new(code::CANCELED, "abandoned"));
@@ -1140,22 +1164,8 @@ pub async fn search(
                     break;
                 }
                 let dn = read.dn_of(id)?;
-                write_stored_entry(
-                    &mut buffer,
-                    message_id,
-                    &database.schema,
-                    &read,
-                    id,
-                    &entry,
-                    &dn,
-                    &resolved,
-                    access.as_ref(),
-                    request.typesonly,
-                )?;
+                emit(&mut buffer, id, &entry, &dn, access.as_ref())?;
                 sent += 1;
-                if buffer.len() >= SEARCH_CHUNK_BYTES && !sink(buffer.split().freeze()) {
-                    return Err(OperationError::new(code::OTHER, "connection closed"));
-                }
             }
             if let (Some(keys), Ok(())) = (sort_keys, &result) {
                 // Stable: equal keys keep ID order, so pages of a sorted search do not overlap.
@@ -1191,22 +1201,8 @@ pub async fn search(
                         Some(database.policy.for_entry(&subject, &normalized_dn, &entry))
                     };
                     let dn = read.dn_of(*id)?;
-                    write_stored_entry(
-                        &mut buffer,
-                        message_id,
-                        &database.schema,
-                        &read,
-                        *id,
-                        &entry,
-                        &dn,
-                        &resolved,
-                        access.as_ref(),
-                        request.typesonly,
-                    )?;
+                    emit(&mut buffer, *id, &entry, &dn, access.as_ref())?;
                     sent += 1;
-                    if buffer.len() >= SEARCH_CHUNK_BYTES && !sink(buffer.split().freeze()) {
-                        return Err(OperationError::new(code::OTHER, "connection closed"));
-                    }
                 }
             }
             if !buffer.is_empty() {

@@ -55,6 +55,19 @@ impl OperationContext {
         let _ = self.sender.send(Outgoing::Message(bytes)).await;
     }
 
+    /// Sends the operation's final response, then tells the connection it is done (and how it
+    /// ended, for a Cancel waiting on it).
+    async fn send_final(&self, response: Bytes, result_code: u32) {
+        self.send(response).await;
+        let _ = self
+            .sender
+            .send(Outgoing::Done {
+                message_id: self.message_id,
+                result_code,
+            })
+            .await;
+    }
+
     async fn finish(&self, response_tag: u8, result: Result<(), OperationError>, started: Instant) {
         self.finish_with_controls(response_tag, result, started, &[], "")
             .await;
@@ -116,14 +129,7 @@ impl OperationContext {
             started.elapsed().as_micros(),
             message
         );
-        self.send(buffer.freeze()).await;
-        let _ = self
-            .sender
-            .send(Outgoing::Done {
-                message_id: self.message_id,
-                result_code,
-            })
-            .await;
+        self.send_final(buffer.freeze(), result_code).await;
     }
 
     async fn finish_extended(
@@ -161,14 +167,7 @@ impl OperationContext {
             started.elapsed().as_micros(),
             message
         );
-        self.send(buffer.freeze()).await;
-        let _ = self
-            .sender
-            .send(Outgoing::Done {
-                message_id: self.message_id,
-                result_code,
-            })
-            .await;
+        self.send_final(buffer.freeze(), result_code).await;
     }
 }
 

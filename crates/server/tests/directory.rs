@@ -486,12 +486,21 @@ fn password_modify_self_and_generated() {
         .expect("generated password works");
 }
 
-#[test]
-fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
-    let server = TestServer::start_with_database(|settings| settings.size_limit = 7);
-    let mut root = root_connection(&server);
-    populate(&mut root);
-    for index in 0..25 {
+/// The response control with this OID (it must be there).
+fn response_control<'c>(
+    controls: &'c [ldap3::controls::Control],
+    oid: &str,
+) -> &'c ldap3::controls::RawControl {
+    &controls
+        .iter()
+        .find(|control| control.1.ctype == oid)
+        .unwrap_or_else(|| panic!("response control {oid} present"))
+        .1
+}
+
+/// Adds `uid=pNN` people (sn=P) under ou=People in the given order (IDs follow it).
+fn add_people_p00_to_p24(root: &mut LdapConn, order: impl Iterator<Item = usize>) {
+    for index in order {
         let uid = format!("p{index:02}");
         root.add(
             &format!("uid={uid},ou=People,dc=example,dc=com"),
@@ -506,6 +515,14 @@ fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
         .success()
         .expect("add person");
     }
+}
+
+#[test]
+fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
+    let server = TestServer::start_with_database(|settings| settings.size_limit = 7);
+    let mut root = root_connection(&server);
+    populate(&mut root);
+    add_people_p00_to_p24(&mut root, 0..25);
     let mut seen = HashSet::new();
     let mut cookie = Vec::new();
     let mut pages = 0;
@@ -916,25 +933,13 @@ fn pre_read_and_post_read_return_the_entry_around_a_modify() {
         .modify(ALICE, vec![Mod::Replace("description", set(&["after"]))])
         .expect("modify");
     assert_eq!(result.rc, 0);
-    let pre: PreReadResp = result
-        .ctrls
-        .iter()
-        .find(|control| control.1.ctype == "1.3.6.1.1.13.1")
-        .expect("pre-read control")
-        .1
-        .parse();
+    let pre: PreReadResp = response_control(&result.ctrls, "1.3.6.1.1.13.1").parse();
     assert!(
         !pre.attrs.contains_key("description"),
         "no description before: {:?}",
         pre.attrs
     );
-    let post: PostReadResp = result
-        .ctrls
-        .iter()
-        .find(|control| control.1.ctype == "1.3.6.1.1.13.2")
-        .expect("post-read control")
-        .1
-        .parse();
+    let post: PostReadResp = response_control(&result.ctrls, "1.3.6.1.1.13.2").parse();
     assert_eq!(post.attrs["description"], vec!["after"]);
     assert_eq!(post.attrs["uid"], vec!["alice"]);
 
@@ -1021,21 +1026,7 @@ fn sorted_searches_page_and_size_limit_in_sorted_order() {
     let mut root = root_connection(&server);
     populate(&mut root);
     // Added in reverse, so ID order is the opposite of the sorted order.
-    for index in (0..25).rev() {
-        let uid = format!("p{index:02}");
-        root.add(
-            &format!("uid={uid},ou=People,dc=example,dc=com"),
-            vec![
-                ("objectClass", set(&["inetOrgPerson"])),
-                ("uid", set(&[uid.as_str()])),
-                ("cn", set(&[uid.as_str()])),
-                ("sn", set(&["P"])),
-            ],
-        )
-        .expect("add")
-        .success()
-        .expect("add person");
-    }
+    add_people_p00_to_p24(&mut root, (0..25).rev());
     let expected: Vec<String> = (0..25).map(|index| format!("p{index:02}")).collect();
     let uids_of = |entries: Vec<ldap3::ResultEntry>| -> Vec<String> {
         entries
@@ -1044,38 +1035,32 @@ fn sorted_searches_page_and_size_limit_in_sorted_order() {
             .collect()
     };
 
-    // Pages of a sorted search follow the sorted order, none overlapping.
-    let mut collected = Vec::new();
-    let mut cookie = Vec::new();
-    let mut pages = 0;
-    loop {
-        let paged: RawControl = PagedResults {
-            size: 10,
-            cookie: cookie.clone(),
-        }
-        .into();
-        let result = root
-            .with_controls(vec![paged, sort_request_control("uid", false)])
+    // A page of 10 of (sn=P) sorted by uid, from `cookie`.
+    let sorted_page = |root: &mut LdapConn, cookie: Vec<u8>| {
+        let paged: RawControl = PagedResults { size: 10, cookie }.into();
+        root.with_controls(vec![paged, sort_request_control("uid", false)])
             .search(
                 "ou=People,dc=example,dc=com",
                 Scope::OneLevel,
                 "(sn=P)",
                 vec!["uid"],
             )
-            .expect("search");
+            .expect("search")
+    };
+
+    // Pages of a sorted search follow the sorted order, none overlapping.
+    let mut collected = Vec::new();
+    let mut cookie = Vec::new();
+    let mut pages = 0;
+    loop {
+        let result = sorted_page(&mut root, cookie.clone());
         assert_eq!(result.1.rc, 0);
         pages += 1;
         let page = uids_of(result.0);
         assert!(page.len() <= 10);
         collected.extend(page);
-        let parsed: PagedResults = result
-            .1
-            .ctrls
-            .iter()
-            .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
-            .expect("paged response control present")
-            .1
-            .parse();
+        let parsed: PagedResults =
+            response_control(&result.1.ctrls, "1.2.840.113556.1.4.319").parse();
         if parsed.cookie.is_empty() {
             break;
         }
@@ -1098,28 +1083,9 @@ fn sorted_searches_page_and_size_limit_in_sorted_order() {
             vec!["uid"],
         )
         .expect("search");
-    let unsorted_cookie: PagedResults = first_unsorted
-        .1
-        .ctrls
-        .iter()
-        .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
-        .expect("paged response control present")
-        .1
-        .parse();
-    let paged: RawControl = PagedResults {
-        size: 10,
-        cookie: unsorted_cookie.cookie,
-    }
-    .into();
-    let mixed = root
-        .with_controls(vec![paged, sort_request_control("uid", false)])
-        .search(
-            "ou=People,dc=example,dc=com",
-            Scope::OneLevel,
-            "(sn=P)",
-            vec!["uid"],
-        )
-        .expect("search");
+    let unsorted_cookie: PagedResults =
+        response_control(&first_unsorted.1.ctrls, "1.2.840.113556.1.4.319").parse();
+    let mixed = sorted_page(&mut root, unsorted_cookie.cookie);
     assert_eq!(mixed.1.rc, 53, "unwillingToPerform");
 
     // The size limit keeps the first entries in sorted order, whichever direction.

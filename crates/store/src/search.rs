@@ -42,6 +42,57 @@ enum CandidateSource<'a> {
     },
 }
 
+/// What a leaf filter is looked up by in the indexes.
+enum LeafKeys<'f> {
+    /// Postings of every key (AND) within each covered attribute (OR over attributes).
+    Keys {
+        covered: &'f [CoveredAttribute],
+        kind: IndexKinds,
+        keys: Vec<Vec<u8>>,
+    },
+    /// A substring assertion too short to form any gram.
+    Unindexed,
+    /// Not an equality, approximate or substring leaf.
+    NotKeyed,
+}
+
+fn leaf_keys(filter: &PreparedFilter) -> LeafKeys<'_> {
+    match filter {
+        PreparedFilter::Equality {
+            covered,
+            normalized,
+            ..
+        }
+        | PreparedFilter::Approx {
+            covered,
+            normalized,
+            ..
+        } => LeafKeys::Keys {
+            covered,
+            kind: IndexKinds::EQUALITY,
+            keys: vec![layout::equality_key(normalized)],
+        },
+        PreparedFilter::Substrings {
+            covered,
+            initial,
+            any,
+            final_,
+            ..
+        } => {
+            let any: Vec<&[u8]> = any.iter().map(Vec::as_slice).collect();
+            match layout::substring_assertion_keys(initial.as_deref(), &any, final_.as_deref()) {
+                None => LeafKeys::Unindexed,
+                Some(keys) => LeafKeys::Keys {
+                    covered,
+                    kind: IndexKinds::SUBSTRING,
+                    keys,
+                },
+            }
+        }
+        _ => LeafKeys::NotKeyed,
+    }
+}
+
 /// One index key's posting chunks as stored (zero-copy), with their total ID count.
 struct KeyPostings<'t> {
     id_count: u64,
@@ -236,37 +287,16 @@ impl ReadTxn {
                 }
                 return Ok(Some(total));
             }
-            PreparedFilter::Equality {
-                covered,
-                normalized,
-                ..
-            }
-            | PreparedFilter::Approx {
-                covered,
-                normalized,
-                ..
-            } => (
-                covered.clone(),
-                IndexKinds::EQUALITY,
-                vec![layout::equality_key(normalized)],
-            ),
-            PreparedFilter::Substrings {
-                covered,
-                initial,
-                any,
-                final_,
-                ..
-            } => {
-                let any: Vec<&[u8]> = any.iter().map(Vec::as_slice).collect();
-                match layout::substring_assertion_keys(initial.as_deref(), &any, final_.as_deref())
-                {
-                    None => return Ok(None),
-                    Some(keys) => (covered.clone(), IndexKinds::SUBSTRING, keys),
-                }
-            }
-            _ => return Ok(None),
+            leaf => match leaf_keys(leaf) {
+                LeafKeys::Keys {
+                    covered,
+                    kind,
+                    keys,
+                } => (covered, kind, keys),
+                LeafKeys::Unindexed | LeafKeys::NotKeyed => return Ok(None),
+            },
         };
-        let Some(databases) = self.covered_databases(&covered, kind) else {
+        let Some(databases) = self.covered_databases(covered, kind) else {
             return Ok(None);
         };
         let mut total = 0u64;
@@ -381,34 +411,16 @@ impl ReadTxn {
                 Some(union)
             }
             PreparedFilter::Not(_) => None,
-            PreparedFilter::Equality {
-                covered,
-                normalized,
-                ..
-            }
-            | PreparedFilter::Approx {
-                covered,
-                normalized,
-                ..
-            } => self.union_over_covered(
-                covered,
-                IndexKinds::EQUALITY,
-                &[layout::equality_key(normalized)],
-            )?,
-            PreparedFilter::Substrings {
-                covered,
-                initial,
-                any,
-                final_,
-                ..
-            } => {
-                let any: Vec<&[u8]> = any.iter().map(Vec::as_slice).collect();
-                match layout::substring_assertion_keys(initial.as_deref(), &any, final_.as_deref())
-                {
-                    None => None,
-                    Some(keys) => self.union_over_covered(covered, IndexKinds::SUBSTRING, &keys)?,
-                }
-            }
+            PreparedFilter::Equality { .. }
+            | PreparedFilter::Approx { .. }
+            | PreparedFilter::Substrings { .. } => match leaf_keys(filter) {
+                LeafKeys::Keys {
+                    covered,
+                    kind,
+                    keys,
+                } => self.union_over_covered(covered, kind, &keys)?,
+                LeafKeys::Unindexed | LeafKeys::NotKeyed => None,
+            },
             PreparedFilter::GreaterOrEqual {
                 covered, rule, key, ..
             } => self.ordered_candidates(covered, *rule, key, true)?,
