@@ -1357,6 +1357,63 @@ pub async fn compare(
 }
 
 /// Access and assertion checks before an update, in a fresh read txn.
+/// Removing or renaming an existing entry: write on the entry itself and on its parent's children.
+fn entry_and_parent_writable(
+    database: &Database,
+    read: &ReadTxn,
+    identity: &Identity,
+    target: &str,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<(), OperationError> {
+    if !access
+        .is_some_and(|access| access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write))
+    {
+        return Err(insufficient("entry", target));
+    }
+    parent_access_check(database, read, identity, target)
+}
+
+/// `check_update` for an update of `target` by this connection's identity, on the blocking
+/// pool (it opens a read txn and may evaluate an assertion filter). `check` gets the identity and
+/// the target DN as well.
+async fn check_update_blocking<Check>(
+    context: &OperationContext,
+    controls: RequestControls,
+    target: String,
+    check: Check,
+) -> Result<(), OperationError>
+where
+    Check: FnOnce(
+            &Database,
+            &ReadTxn,
+            &Identity,
+            &str,
+            Option<&EntryAccess<'_>>,
+            Option<&lmdir_store::EntryRef<'_>>,
+        ) -> Result<(), OperationError>
+        + Send
+        + 'static,
+{
+    let identity = context.session.identity.clone();
+    let filter_depth_max = context.server.settings.filter_depth_max;
+    let server = context.server.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        check_update(
+            database,
+            &identity,
+            &controls,
+            filter_depth_max,
+            &target,
+            |database, read, access, existing| {
+                check(database, read, &identity, &target, access, existing)
+            },
+        )
+    })
+    .await
+    .map_err(internal)?
+}
+
 fn check_update(
     database: &Database,
     identity: &Identity,
@@ -1498,49 +1555,37 @@ pub async fn add(
         )?;
         entry.add_values(&attribute.atype, attribute.vals);
     }
-    let identity = context.session.identity.clone();
-    let filter_depth_max = context.server.settings.filter_depth_max;
-    let target = request.dn.clone();
     let check_entry = entry.clone();
-    let server = context.server.clone();
-    tokio::task::spawn_blocking(move || {
-        let database = database_of(&server).expect("database present");
-        check_update(
-            database,
-            &identity,
-            &controls,
-            filter_depth_max,
-            &target,
-            |database, read, _, existing| {
-                if existing.is_some() {
-                    return Ok(()); // the store answers entryAlreadyExists
+    check_update_blocking(
+        context,
+        controls,
+        request.dn.clone(),
+        move |database, read, identity, target, _, existing| {
+            if existing.is_some() {
+                return Ok(()); // the store answers entryAlreadyExists
+            }
+            parent_access_check(database, read, identity, target)?;
+            if !identity.is_rootdn {
+                let view = OwnedEntryView::new(&database.schema, &check_entry)?;
+                let groups = database.groups(read);
+                let subject = database.subject(identity, &groups);
+                let normalized = database.schema.normalize_dn(&check_entry.dn)?;
+                let access = database.policy.for_entry(&subject, &normalized, &view);
+                if !access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write) {
+                    return Err(insufficient("entry", target));
                 }
-                parent_access_check(database, read, &identity, &target)?;
-                if !identity.is_rootdn {
-                    let view = OwnedEntryView::new(&database.schema, &check_entry)?;
-                    let groups = database.groups(read);
-                    let subject = database.subject(&identity, &groups);
-                    let normalized = database.schema.normalize_dn(&check_entry.dn)?;
-                    let access = database.policy.for_entry(&subject, &normalized, &view);
-                    if !access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write) {
-                        return Err(insufficient("entry", &target));
-                    }
-                    for attribute in &check_entry.attributes {
-                        if let Ok(parsed) =
-                            database.schema.parse_description(&attribute.description)
-                        {
-                            if !access.can_write_attribute(parsed.attr) {
-                                return Err(insufficient(&attribute.description, &target));
-                            }
+                for attribute in &check_entry.attributes {
+                    if let Ok(parsed) = database.schema.parse_description(&attribute.description) {
+                        if !access.can_write_attribute(parsed.attr) {
+                            return Err(insufficient(&attribute.description, target));
                         }
                     }
                 }
-                Ok(())
-            },
-        )
-    })
-    .await
-    .map_err(internal)??;
+            }
+            Ok(())
+        },
+    )
+    .await?;
     let _ = pre_read; // nothing exists before an add
     let write_context = WriteContext::new(context.session.identity.dn.clone());
     database
@@ -1567,33 +1612,18 @@ pub async fn delete(
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
     let pre_read = controls.pre_read.clone();
     let post_read = controls.post_read.clone();
-    let identity = context.session.identity.clone();
-    let filter_depth_max = context.server.settings.filter_depth_max;
-    let target = dn.to_string();
-    let server = context.server.clone();
-    tokio::task::spawn_blocking(move || {
-        let database = database_of(&server).expect("database present");
-        check_update(
-            database,
-            &identity,
-            &controls,
-            filter_depth_max,
-            &target,
-            |database, read, access, existing| {
-                if existing.is_none() || identity.is_rootdn {
-                    return Ok(());
-                }
-                if !access.is_some_and(|access| {
-                    access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)
-                }) {
-                    return Err(insufficient("entry", &target));
-                }
-                parent_access_check(database, read, &identity, &target)
-            },
-        )
-    })
-    .await
-    .map_err(internal)??;
+    check_update_blocking(
+        context,
+        controls,
+        dn.to_string(),
+        move |database, read, identity, target, access, existing| {
+            if existing.is_none() || identity.is_rootdn {
+                return Ok(());
+            }
+            entry_and_parent_writable(database, read, identity, target, access)
+        },
+    )
+    .await?;
     let _ = post_read; // nothing remains after a delete
     let pre = read_entry_control_async(
         context,
@@ -1648,41 +1678,31 @@ pub async fn modify(
         .into_iter()
         .map(|change| modification_of(database, &scheme, change))
         .collect::<Result<Vec<_>, _>>()?;
-    let identity = context.session.identity.clone();
-    let filter_depth_max = context.server.settings.filter_depth_max;
-    let target = request.dn.clone();
     let described: Vec<String> = modifications
         .iter()
         .map(|m| m.description.clone())
         .collect();
-    let server = context.server.clone();
-    tokio::task::spawn_blocking(move || {
-        let database = database_of(&server).expect("database present");
-        check_update(
-            database,
-            &identity,
-            &controls,
-            filter_depth_max,
-            &target,
-            |database, _, access, existing| {
-                if existing.is_none() || identity.is_rootdn {
-                    return Ok(());
+    check_update_blocking(
+        context,
+        controls,
+        request.dn.clone(),
+        move |database, _, identity, target, access, existing| {
+            if existing.is_none() || identity.is_rootdn {
+                return Ok(());
+            }
+            let Some(access) = access else {
+                return Err(insufficient("entry", target));
+            };
+            for description in &described {
+                let parsed = database.schema.parse_description(description)?;
+                if !access.can_write_attribute(parsed.attr) {
+                    return Err(insufficient(description, target));
                 }
-                let Some(access) = access else {
-                    return Err(insufficient("entry", &target));
-                };
-                for description in &described {
-                    let parsed = database.schema.parse_description(description)?;
-                    if !access.can_write_attribute(parsed.attr) {
-                        return Err(insufficient(description, &target));
-                    }
-                }
-                Ok(())
-            },
-        )
-    })
-    .await
-    .map_err(internal)??;
+            }
+            Ok(())
+        },
+    )
+    .await?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),
@@ -1718,40 +1738,25 @@ pub async fn modify_dn(
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
     let pre_read = controls.pre_read.clone();
     let post_read = controls.post_read.clone();
-    let identity = context.session.identity.clone();
-    let filter_depth_max = context.server.settings.filter_depth_max;
-    let target = request.dn.clone();
     let new_superior = request.new_superior.clone();
-    let server = context.server.clone();
-    tokio::task::spawn_blocking(move || {
-        let database = database_of(&server).expect("database present");
-        check_update(
-            database,
-            &identity,
-            &controls,
-            filter_depth_max,
-            &target,
-            |database, read, access, existing| {
-                if existing.is_none() || identity.is_rootdn {
-                    return Ok(());
-                }
-                if !access.is_some_and(|access| {
-                    access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write)
-                }) {
-                    return Err(insufficient("entry", &target));
-                }
-                parent_access_check(database, read, &identity, &target)?;
-                if let Some(superior) = &new_superior {
-                    // Write on the new parent's children, checked as for an entry placed below it.
-                    let placeholder = format!("cn=x,{superior}");
-                    parent_access_check(database, read, &identity, &placeholder)?;
-                }
-                Ok(())
-            },
-        )
-    })
-    .await
-    .map_err(internal)??;
+    check_update_blocking(
+        context,
+        controls,
+        request.dn.clone(),
+        move |database, read, identity, target, access, existing| {
+            if existing.is_none() || identity.is_rootdn {
+                return Ok(());
+            }
+            entry_and_parent_writable(database, read, identity, target, access)?;
+            if let Some(superior) = &new_superior {
+                // Write on the new parent's children, checked as for an entry placed below it.
+                let placeholder = format!("cn=x,{superior}");
+                parent_access_check(database, read, identity, &placeholder)?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),
