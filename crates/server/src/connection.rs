@@ -225,6 +225,8 @@ pub async fn run(
                             break Ending::Notice(code::PROTOCOL_ERROR, format!("message ID {} is already in use", message.msgid));
                         }
                         let cancelled = Arc::new(AtomicBool::new(false));
+                        let small_search = matches!(&operation, LdapOp::SearchRequest(request)
+                            if crate::database::search_is_small_for(&context, request));
                         let operation_context = OperationContext {
                             server: context.clone(),
                             session: session.clone(),
@@ -233,9 +235,8 @@ pub async fn run(
                             controls: message.ctrl,
                             cancelled: cancelled.clone(),
                             sender: sender.clone(),
+                            small_search,
                         };
-                        let small_search = matches!(&operation, LdapOp::SearchRequest(request)
-                            if crate::database::search_is_small_for(&context, request));
                         if small_search {
                             // Microseconds of work: run it right here, writing its output as it
                             // comes, instead of spawning a task another thread may steal.

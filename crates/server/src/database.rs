@@ -963,7 +963,7 @@ pub async fn search(
     let cancelled = context.cancelled.clone();
     let message_id = context.message_id;
     let connection_id = context.session.connection_id;
-    let inline = search_is_small(database, &request, context.server.settings.filter_depth_max);
+    let inline = context.small_search;
     // `sink` takes each chunk of encoded entries; false means the connection is gone.
     let job =
         move |sink: &mut dyn FnMut(bytes::Bytes) -> bool| -> Result<SearchDone, OperationError> {

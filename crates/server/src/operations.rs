@@ -40,6 +40,9 @@ pub struct OperationContext {
     pub controls: Vec<LdapControl>,
     pub cancelled: Arc<AtomicBool>,
     pub sender: mpsc::Sender<Outgoing>,
+    /// A search the index says is small (`database::search_is_small_for`), decided once by the
+    /// connection: it runs on the connection's task, not the blocking pool.
+    pub small_search: bool,
 }
 
 impl OperationContext {
