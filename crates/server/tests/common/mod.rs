@@ -33,9 +33,28 @@ impl TestServer {
         TestServer::start_inner(|_| {}, Some(rules))
     }
 
+    /// With a store holding `people` people (see `person_dn`, password `PERSON_PASSWORD`) and
+    /// their groups (see `populate`), the given `[[access]]` rules (empty: the default policy) and
+    /// `adjust`ed settings. The attack tests run against this: a directory of thousands of entries.
+    pub fn start_populated(
+        people: usize,
+        rules: Vec<lmdir_config::AccessRule>,
+        adjust: impl FnOnce(&mut ServerSettings),
+    ) -> TestServer {
+        TestServer::start_full(adjust, Some(rules), people)
+    }
+
     fn start_inner(
         adjust: impl FnOnce(&mut ServerSettings),
         database_rules: Option<Vec<lmdir_config::AccessRule>>,
+    ) -> TestServer {
+        TestServer::start_full(adjust, database_rules, 0)
+    }
+
+    fn start_full(
+        adjust: impl FnOnce(&mut ServerSettings),
+        database_rules: Option<Vec<lmdir_config::AccessRule>>,
+        people: usize,
     ) -> TestServer {
         let directory = tempfile::tempdir().expect("tempdir");
         let tls = lmdir_server::ensure_demo_tls(directory.path()).expect("demo tls");
@@ -54,6 +73,12 @@ impl TestServer {
             .expect("runtime");
         let database =
             database_rules.map(|rules| open_database(directory.path(), &settings, &rules));
+        if people > 0 {
+            let database = database
+                .as_ref()
+                .expect("a populated server has a database");
+            populate(database.store(), people);
+        }
         let running = runtime
             .block_on(lmdir_server::start(settings, database))
             .expect("server start");
@@ -167,4 +192,99 @@ fn open_database(
     )
     .expect("default policy");
     lmdir_server::Database::new(store, policy)
+}
+
+/// The password of every person `populate` writes.
+pub const PERSON_PASSWORD: &str = "secret";
+/// People per group in `populate`'s directory.
+pub const PEOPLE_PER_GROUP: usize = 100;
+
+/// The DN of person `index` (0-based) in `populate`'s directory.
+pub fn person_dn(index: usize) -> String {
+    format!("uid=u{index:07},ou=people,dc=example,dc=com")
+}
+
+/// The DN of group `index` in `populate`'s directory.
+pub fn group_dn(index: usize) -> String {
+    format!("cn=group{index:04},ou=groups,dc=example,dc=com")
+}
+
+/// Writes dc=example,dc=com, ou=people, ou=groups, `people` inetOrgPerson entries (uid, cn, sn,
+/// mail, description, employeeNumber, userPassword `{SSHA}` of `PERSON_PASSWORD`) and one
+/// groupOfNames per `PEOPLE_PER_GROUP` people, in one transaction.
+pub fn populate(store: &lmdir_store::Store, people: usize) {
+    use lmdir_schema::{Dn, Entry};
+    let context = lmdir_store::WriteContext::new("cn=admin,dc=example,dc=com");
+    let entry = |dn: &str, attributes: &[(&str, Vec<Vec<u8>>)]| {
+        let mut entry = Entry::new(Dn::parse(dn).expect("fixture DN"));
+        for (description, values) in attributes {
+            entry.add_values(description, values.iter().cloned());
+        }
+        entry
+    };
+    let one = |value: &str| vec![value.as_bytes().to_vec()];
+    let mut txn = store.write().expect("write txn");
+    let top = [
+        entry(
+            "dc=example,dc=com",
+            &[
+                ("objectClass", vec![b"top".to_vec(), b"domain".to_vec()]),
+                ("dc", one("example")),
+            ],
+        ),
+        entry(
+            "ou=people,dc=example,dc=com",
+            &[
+                ("objectClass", one("organizationalUnit")),
+                ("ou", one("people")),
+            ],
+        ),
+        entry(
+            "ou=groups,dc=example,dc=com",
+            &[
+                ("objectClass", one("organizationalUnit")),
+                ("ou", one("groups")),
+            ],
+        ),
+    ];
+    for top_entry in &top {
+        txn.add(top_entry, &context).expect("fixture add");
+    }
+    let hash = lmdir_access::password::hash(
+        lmdir_access::password::Scheme::Ssha,
+        PERSON_PASSWORD.as_bytes(),
+    )
+    .expect("hash");
+    for index in 0..people {
+        let uid = format!("u{index:07}");
+        let person = entry(
+            &person_dn(index),
+            &[
+                ("objectClass", vec![b"inetOrgPerson".to_vec()]),
+                ("uid", one(&uid)),
+                ("cn", one(&format!("Person {index}"))),
+                ("sn", one(&format!("Surname{}", index % 997))),
+                ("mail", one(&format!("{uid}@example.com"))),
+                ("description", one(&format!("person number {index}"))),
+                ("employeeNumber", one(&index.to_string())),
+                ("userPassword", vec![hash.clone()]),
+            ],
+        );
+        txn.add(&person, &context).expect("fixture person");
+    }
+    for group in 0..people.div_ceil(PEOPLE_PER_GROUP) {
+        let members = (group * PEOPLE_PER_GROUP..people.min((group + 1) * PEOPLE_PER_GROUP))
+            .map(|index| person_dn(index).into_bytes())
+            .collect();
+        let group_entry = entry(
+            &group_dn(group),
+            &[
+                ("objectClass", one("groupOfNames")),
+                ("cn", one(&format!("group{group:04}"))),
+                ("member", members),
+            ],
+        );
+        txn.add(&group_entry, &context).expect("fixture group");
+    }
+    txn.commit().expect("fixture commit");
 }
