@@ -141,6 +141,92 @@ const TITLES: &[&str] = &[
     "Intern",
 ];
 
+const STREETS: &[&str] = &[
+    "Main Street",
+    "High Street",
+    "Station Road",
+    "Church Lane",
+    "Rue de la Paix",
+    "Hauptstraße",
+    "Calle Mayor",
+    "ul. Floriańska",
+    "Maple Avenue",
+    "Harbour View",
+    "Bahnhofstrasse",
+    "Via Roma",
+];
+
+/// Words of the large profile's descriptions (ASCII, so a cut never splits a character).
+const WORDS: &[&str] = &[
+    "responsible",
+    "for",
+    "the",
+    "quarterly",
+    "planning",
+    "of",
+    "regional",
+    "accounts",
+    "and",
+    "customer",
+    "onboarding",
+    "projects",
+    "in",
+    "close",
+    "cooperation",
+    "with",
+    "engineering",
+    "teams",
+    "across",
+    "several",
+    "sites",
+    "maintains",
+    "internal",
+    "tooling",
+    "documentation",
+    "reviews",
+    "budgets",
+    "mentors",
+    "new",
+    "colleagues",
+    "coordinates",
+    "vendor",
+    "contracts",
+    "security",
+    "audits",
+    "release",
+    "schedules",
+    "on-call",
+    "rotation",
+    "travels",
+    "often",
+    "speaks",
+    "German",
+    "French",
+    "Spanish",
+    "Japanese",
+    "prefers",
+    "email",
+    "over",
+    "phone",
+    "calls",
+    "available",
+    "mornings",
+    "building",
+    "floor",
+    "desk",
+    "near",
+    "the",
+    "kitchen",
+    "previously",
+    "worked",
+    "at",
+    "a",
+    "startup",
+    "university",
+    "hospital",
+    "bank",
+];
+
 const SHELLS: &[&str] = &["/bin/bash", "/bin/zsh", "/bin/sh", "/usr/bin/fish"];
 
 /// The `uid` of person `index`: `u` and 7 zero-padded digits.
@@ -153,12 +239,17 @@ pub fn person_dn(index: u64) -> String {
     format!("uid=u{index:07},{PEOPLE_DN}")
 }
 
-/// How many groups `generate` writes for `people` people.
+/// How many groups `generate` writes for `people` people in the standard profile.
 pub fn group_count(people: u64) -> u64 {
+    profile_group_count(people, Profile::Standard)
+}
+
+/// How many groups `generate_profile` writes for `people` people in `profile`.
+pub fn profile_group_count(people: u64, profile: Profile) -> u64 {
     if people == 0 {
         0
     } else {
-        people.div_ceil(100)
+        people.div_ceil(profile.people_per_group())
     }
 }
 
@@ -170,6 +261,39 @@ pub struct GenerateSummary {
     pub groups: u64,
     /// Member values over all groups.
     pub group_members: u64,
+}
+
+/// The shape of the generated people and groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// ~680 bytes of LDIF per person (~730 per entry with the groups), one short description,
+    /// mostly single mail and phone values, about 1.5 groups per person: the shape the first
+    /// benchmarks were tuned on.
+    #[default]
+    Standard,
+    /// ~1,210 bytes of LDIF per person (~1,340 per entry with the groups): descriptions of
+    /// 200..=600 characters, 2..=3 mail and telephoneNumber values, a postalAddress, and three
+    /// times as many groups (about three per person): a shape nothing was tuned for.
+    Large,
+}
+
+impl Profile {
+    /// `standard` or `large`.
+    pub fn parse(text: &str) -> Option<Profile> {
+        match text {
+            "standard" => Some(Profile::Standard),
+            "large" => Some(Profile::Large),
+            _ => None,
+        }
+    }
+
+    /// People per group, on average: the divisor of `group_count`.
+    fn people_per_group(self) -> u64 {
+        match self {
+            Profile::Standard => 100,
+            Profile::Large => 33,
+        }
+    }
 }
 
 /// SplitMix64: a tiny PRNG defined here so the output never changes with a dependency's version
@@ -247,8 +371,18 @@ pub fn ssha(password: &[u8], salt: &[u8]) -> String {
     format!("{{SSHA}}{}", STANDARD.encode(digest_and_salt))
 }
 
-/// Writes the whole synthetic directory as LDIF to `writer` (buffered internally).
+/// Writes the whole synthetic directory (standard profile) as LDIF to `writer`.
 pub fn generate(people: u64, seed: u64, writer: impl Write) -> io::Result<GenerateSummary> {
+    generate_profile(people, seed, Profile::Standard, writer)
+}
+
+/// Writes the whole synthetic directory of `profile` as LDIF to `writer` (buffered internally).
+pub fn generate_profile(
+    people: u64,
+    seed: u64,
+    profile: Profile,
+    writer: impl Write,
+) -> io::Result<GenerateSummary> {
     if people > PEOPLE_MAX {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -261,8 +395,40 @@ pub fn generate(people: u64, seed: u64, writer: impl Write) -> io::Result<Genera
         bytes: Vec::with_capacity(4096),
         spans: Vec::with_capacity(64),
     };
-    let mut entries = 0u64;
+    let mut entries = write_top_entries(&mut writer)?;
+    let mut dn = String::with_capacity(64);
+    for index in 0..people {
+        values.clear();
+        push_person(&mut values, &mut random, index, profile);
+        dn.clear();
+        dn.push_str("uid=");
+        dn.push_str(&person_uid(index));
+        dn.push(',');
+        dn.push_str(PEOPLE_DN);
+        values.write(&mut writer, &dn)?;
+        entries += 1;
+    }
+    let groups = profile_group_count(people, profile);
+    let mut group_members = 0u64;
+    for group in 0..groups {
+        values.clear();
+        group_members += push_group(&mut values, &mut random, group, people);
+        dn.clear();
+        dn.push_str(&format!("cn=group{group:05},{GROUPS_DN}"));
+        values.write(&mut writer, &dn)?;
+        entries += 1;
+    }
+    writer.flush()?;
+    Ok(GenerateSummary {
+        entries,
+        people,
+        groups,
+        group_members,
+    })
+}
 
+/// The suffix, `ou=People`, `ou=Groups` and the department units; returns how many entries.
+fn write_top_entries<W: Write>(writer: &mut LdifWriter<W>) -> io::Result<u64> {
     writer.write_entry(
         SUFFIX,
         [
@@ -288,7 +454,6 @@ pub fn generate(people: u64, seed: u64, writer: impl Write) -> io::Result<Genera
             ],
         )?;
     }
-    entries += 3;
     for department in DEPARTMENTS {
         writer.write_entry(
             &format!("ou={department},{SUFFIX}"),
@@ -299,128 +464,158 @@ pub fn generate(people: u64, seed: u64, writer: impl Write) -> io::Result<Genera
                 ("description", &format!("The {department} department")),
             ],
         )?;
-        entries += 1;
     }
+    Ok(3 + DEPARTMENTS.len() as u64)
+}
 
-    let mut dn = String::with_capacity(64);
-    let mut salt = [0u8; SALT_BYTES];
-    for index in 0..people {
-        values.clear();
-        let given_name = *random.pick(GIVEN_NAMES);
-        let surname = *random.pick(SURNAMES);
-        let department_number = random.below(DEPARTMENTS.len() as u64);
-        let department = DEPARTMENTS[department_number as usize];
-        let (city, postal_code) = *random.pick(CITIES);
-        for chunk in salt.chunks_mut(8) {
-            let random_bytes = random.next_u64().to_le_bytes();
-            chunk.copy_from_slice(&random_bytes[..chunk.len()]);
-        }
+/// Person `index`'s attributes. The standard profile's random draws come first and in a fixed
+/// order, so its output never changes when the large profile grows.
+fn push_person(values: &mut EntryValues, random: &mut Random, index: u64, profile: Profile) {
+    let given_name = *random.pick(GIVEN_NAMES);
+    let surname = *random.pick(SURNAMES);
+    let department_number = random.below(DEPARTMENTS.len() as u64);
+    let department = DEPARTMENTS[department_number as usize];
+    let (city, postal_code) = *random.pick(CITIES);
+    let salt: [u8; SALT_BYTES] = random.next_u64().to_le_bytes();
+    let large = profile == Profile::Large;
 
-        values.push("objectClass", "top");
-        values.push("objectClass", "person");
-        values.push("objectClass", "organizationalPerson");
-        values.push("objectClass", "inetOrgPerson");
-        values.push("objectClass", "posixAccount");
-        values.push_formatted("uid", format_args!("u{index:07}"));
-        values.push_formatted("cn", format_args!("{given_name} {surname}"));
-        if random.chance(5) {
-            values.push_formatted("cn", format_args!("{given_name} {surname} {index}"));
-        }
-        values.push("sn", surname);
-        values.push("givenName", given_name);
-        values.push_formatted("mail", format_args!("u{index:07}@example.com"));
-        if random.chance(10) {
-            values.push_formatted("mail", format_args!("u{index:07}.alt@example.org"));
-        }
+    values.push("objectClass", "top");
+    values.push("objectClass", "person");
+    values.push("objectClass", "organizationalPerson");
+    values.push("objectClass", "inetOrgPerson");
+    values.push("objectClass", "posixAccount");
+    values.push_formatted("uid", format_args!("u{index:07}"));
+    values.push_formatted("cn", format_args!("{given_name} {surname}"));
+    if random.chance(5) {
+        values.push_formatted("cn", format_args!("{given_name} {surname} {index}"));
+    }
+    values.push("sn", surname);
+    values.push("givenName", given_name);
+    values.push_formatted("mail", format_args!("u{index:07}@example.com"));
+    if random.chance(10) || large {
+        values.push_formatted("mail", format_args!("u{index:07}.alt@example.org"));
+    }
+    values.push_formatted(
+        "telephoneNumber",
+        format_args!("+1 555 {:03} {:04}", random.below(1000), index % 10_000),
+    );
+    if random.chance(20) || large {
         values.push_formatted(
             "telephoneNumber",
-            format_args!("+1 555 {:03} {:04}", random.below(1000), index % 10_000),
+            format_args!("+44 20 {:04} {:04}", random.below(10_000), index % 10_000),
         );
-        if random.chance(20) {
-            values.push_formatted(
-                "telephoneNumber",
-                format_args!("+44 20 {:04} {:04}", random.below(10_000), index % 10_000),
-            );
-        }
-        values.push("title", random.pick(TITLES));
-        if index > 0 {
-            // A tree of managers with fan-out 8: the manager is always an earlier entry.
-            values.push_formatted(
-                "manager",
-                format_args!("uid=u{:07},{PEOPLE_DN}", (index - 1) / 8),
-            );
-        }
+    }
+    values.push("title", random.pick(TITLES));
+    if index > 0 {
+        // A tree of managers with fan-out 8: the manager is always an earlier entry.
+        values.push_formatted(
+            "manager",
+            format_args!("uid=u{:07},{PEOPLE_DN}", (index - 1) / 8),
+        );
+    }
+    if large {
+        push_long_description(values, random, department);
+    } else {
         values.push_formatted(
             "description",
             format_args!("{given_name} works in {department} from {city}"),
         );
-        values.push_formatted("employeeNumber", format_args!("{index}"));
-        values.push_formatted(
-            "departmentNumber",
-            format_args!("{}", department_number + 1),
-        );
-        values.push("postalCode", postal_code);
-        values.push("l", city);
-        values.push("ou", department);
-        values.push_formatted("uidNumber", format_args!("{}", FIRST_UID_NUMBER + index));
-        values.push_formatted(
-            "gidNumber",
-            format_args!("{}", FIRST_UID_NUMBER + department_number),
-        );
-        values.push_formatted("homeDirectory", format_args!("/home/u{index:07}"));
-        values.push("loginShell", random.pick(SHELLS));
-        values.push("userPassword", ssha(PASSWORD.as_bytes(), &salt));
-
-        dn.clear();
-        dn.push_str("uid=");
-        dn.push_str(&person_uid(index));
-        dn.push(',');
-        dn.push_str(PEOPLE_DN);
-        values.write(&mut writer, &dn)?;
-        entries += 1;
     }
-
-    let groups = group_count(people);
-    let mut group_members = 0u64;
-    for group in 0..groups {
-        values.clear();
-        // Every 50th group is large (1,000 to 5,000 members), the rest have 2 to 100.
-        let wanted = if group % 50 == 0 {
-            1000 + random.below(4001)
-        } else {
-            2 + random.below(99)
-        };
-        let size = wanted.min(people);
-        let start = random.below(people);
-        let step = coprime_step(people, &mut random);
-        values.push("objectClass", "top");
-        values.push("objectClass", "groupOfNames");
-        values.push_formatted("cn", format_args!("group{group:05}"));
-        values.push_formatted(
-            "description",
-            format_args!("Synthetic group {group} with {size} members"),
-        );
-        values.push_formatted("owner", format_args!("uid=u{start:07},{PEOPLE_DN}"));
-        for member in 0..size {
-            // Distinct members: `step` is coprime with `people`, so `size <= people` steps never
-            // revisit an index.
-            let person = (start + member * step) % people;
-            values.push_formatted("member", format_args!("uid=u{person:07},{PEOPLE_DN}"));
-        }
-        group_members += size;
-        dn.clear();
-        dn.push_str(&format!("cn=group{group:05},{GROUPS_DN}"));
-        values.write(&mut writer, &dn)?;
-        entries += 1;
+    values.push_formatted("employeeNumber", format_args!("{index}"));
+    values.push_formatted(
+        "departmentNumber",
+        format_args!("{}", department_number + 1),
+    );
+    values.push("postalCode", postal_code);
+    values.push("l", city);
+    values.push("ou", department);
+    values.push_formatted("uidNumber", format_args!("{}", FIRST_UID_NUMBER + index));
+    values.push_formatted(
+        "gidNumber",
+        format_args!("{}", FIRST_UID_NUMBER + department_number),
+    );
+    values.push_formatted("homeDirectory", format_args!("/home/u{index:07}"));
+    values.push("loginShell", random.pick(SHELLS));
+    values.push("userPassword", ssha(PASSWORD.as_bytes(), &salt));
+    if large {
+        push_large_extras(values, random, index, (city, postal_code));
     }
+}
 
-    writer.flush()?;
-    Ok(GenerateSummary {
-        entries,
-        people,
-        groups,
-        group_members,
-    })
+/// The large profile's third mail and phone (for half the people) and a postal address.
+fn push_large_extras(
+    values: &mut EntryValues,
+    random: &mut Random,
+    index: u64,
+    (city, postal_code): (&str, &str),
+) {
+    if random.chance(50) {
+        values.push_formatted("mail", format_args!("u{index:07}@lists.example.net"));
+        values.push_formatted(
+            "telephoneNumber",
+            format_args!("+49 30 {:05} {:03}", random.below(100_000), index % 1000),
+        );
+    }
+    let house = 1 + random.below(400);
+    let street = random.pick(STREETS);
+    values.push_formatted(
+        "postalAddress",
+        format_args!("Example Corporation${house} {street}${postal_code} {city}"),
+    );
+}
+
+/// A description of 200..=600 ASCII characters: the department, then random words.
+fn push_long_description(values: &mut EntryValues, random: &mut Random, department: &str) {
+    const LENGTH_MIN_BYTES: u64 = 200;
+    const LENGTH_SPAN_BYTES: u64 = 401;
+    let start = values.bytes.len();
+    let target = LENGTH_MIN_BYTES + random.below(LENGTH_SPAN_BYTES);
+    // ASCII only (department names are), so the value stays plain text in LDIF, as most long
+    // free-text descriptions in real directories are.
+    let _ = write!(values.bytes, "Works in {department}.");
+    while ((values.bytes.len() - start) as u64) < target {
+        values.bytes.push(b' ');
+        values
+            .bytes
+            .extend_from_slice(random.pick(WORDS).as_bytes());
+    }
+    values.bytes.truncate(start + target as usize);
+    // A trailing space would make the LDIF value base64; the opening is shorter than any target.
+    while values.bytes.last() == Some(&b' ') {
+        values.bytes.pop();
+    }
+    debug_assert!(std::str::from_utf8(&values.bytes[start..]).is_ok());
+    values
+        .spans
+        .push(("description", start, values.bytes.len()));
+}
+
+/// Group `group`'s attributes; returns its member count. Every 50th group is large (1,000 to
+/// 5,000 members), the rest have 2 to 100.
+fn push_group(values: &mut EntryValues, random: &mut Random, group: u64, people: u64) -> u64 {
+    let wanted = if group.is_multiple_of(50) {
+        1000 + random.below(4001)
+    } else {
+        2 + random.below(99)
+    };
+    let size = wanted.min(people);
+    let start = random.below(people);
+    let step = coprime_step(people, random);
+    values.push("objectClass", "top");
+    values.push("objectClass", "groupOfNames");
+    values.push_formatted("cn", format_args!("group{group:05}"));
+    values.push_formatted(
+        "description",
+        format_args!("Synthetic group {group} with {size} members"),
+    );
+    values.push_formatted("owner", format_args!("uid=u{start:07},{PEOPLE_DN}"));
+    for member in 0..size {
+        // Distinct members: `step` is coprime with `people`, so `size <= people` steps never
+        // revisit an index.
+        let person = (start + member * step) % people;
+        values.push_formatted("member", format_args!("uid=u{person:07},{PEOPLE_DN}"));
+    }
+    size
 }
 
 /// A step in `1..modulus` coprime with `modulus` (1 if none is found quickly), so that walking

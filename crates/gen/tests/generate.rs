@@ -161,3 +161,61 @@ impl std::io::Write for CountingSink {
         Ok(())
     }
 }
+
+/// The large profile: a differently shaped directory for the benchmarks (issue: speed targets on
+/// data shapes we did not tune for), deterministic and valid like the standard one.
+#[test]
+fn large_profile_has_long_descriptions_more_values_and_more_groups() {
+    use lmdir_gen::{generate_profile, profile_group_count, Profile};
+    let people = 990;
+    let large = |seed| {
+        let mut bytes = Vec::new();
+        generate_profile(people, seed, Profile::Large, &mut bytes).unwrap();
+        bytes
+    };
+    let bytes = large(3);
+    assert_eq!(bytes, large(3));
+    assert_ne!(bytes, large(4));
+    let mut standard = Vec::new();
+    generate_profile(people, 3, Profile::Standard, &mut standard).unwrap();
+    assert_eq!(
+        standard,
+        output(people, 3),
+        "generate is the standard profile"
+    );
+
+    let records: Vec<_> = LdifReader::new(&bytes[..])
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let groups = profile_group_count(people, Profile::Large);
+    assert_eq!(groups, 30);
+    assert_eq!(records.len() as u64, 3 + 8 + people + groups);
+    let (mut memberships, mut third_mails) = (0u64, 0u64);
+    for record in &records {
+        let RecordBody::Content(attributes) = &record.body else {
+            panic!("content records only")
+        };
+        let count = |name: &str| attributes.iter().filter(|(d, _)| d == name).count();
+        memberships += count("member") as u64;
+        if !record.dn.ends_with(",ou=People,dc=example,dc=com") {
+            continue;
+        }
+        let description = &attributes
+            .iter()
+            .find(|(d, _)| d == "description")
+            .unwrap()
+            .1;
+        assert!(
+            (190..=600).contains(&description.len()),
+            "{}: description of {} bytes",
+            record.dn,
+            description.len()
+        );
+        assert!((2..=3).contains(&count("mail")), "{}", record.dn);
+        assert!((2..=3).contains(&count("telephoneNumber")), "{}", record.dn);
+        assert_eq!(count("postalAddress"), 1);
+        third_mails += u64::from(count("mail") == 3);
+    }
+    assert!(memberships >= 2 * people, "{memberships} memberships");
+    assert!((people / 4..=people * 3 / 4).contains(&third_mails));
+}

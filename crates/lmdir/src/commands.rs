@@ -25,10 +25,15 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
     };
     init_logging(&config);
     match command {
-        Command::Gen { people, seed } => {
+        Command::Gen {
+            people,
+            seed,
+            profile,
+        } => {
             let stdout = std::io::stdout().lock();
             let mut output = BufWriter::with_capacity(1 << 20, stdout);
-            lmdir_gen::generate(people, seed, &mut output).context("writing the generated LDIF")?;
+            lmdir_gen::generate_profile(people, seed, profile, &mut output)
+                .context("writing the generated LDIF")?;
             output.flush()?;
             Ok(ExitCode::SUCCESS)
         }

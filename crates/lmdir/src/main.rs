@@ -75,7 +75,16 @@ enum Command {
         people: u64,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// `standard` (~680 bytes of LDIF per person) or `large` (~1,210 bytes: long
+        /// descriptions, more mail and phone values, postal addresses, three times the groups).
+        #[arg(long, default_value = "standard", value_parser = parse_profile)]
+        profile: lmdir_gen::Profile,
     },
+}
+
+fn parse_profile(text: &str) -> Result<lmdir_gen::Profile, String> {
+    lmdir_gen::Profile::parse(text)
+        .ok_or_else(|| format!("unknown profile '{text}' (standard, large)"))
 }
 
 fn main() -> ExitCode {
