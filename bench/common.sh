@@ -19,6 +19,16 @@ INDEX_SET=(
   "member eq" "manager eq" "ou eq"
 )
 
+# The data shape: PROFILE=standard (default) or PROFILE=large (`lmdir gen --profile large`).
+PROFILE="${PROFILE:-standard}"
+
+# Prints the path of the generated LDIF of $1 people in $PROFILE, generating it once.
+generated_ldif() {
+  local people="$1" ldif="$WORK_DIR/people-$1-$PROFILE.ldif"
+  [ -f "$ldif" ] || { log "generating $ldif"; "$LMDIR" gen "$people" --seed 1 --profile "$PROFILE" > "$ldif"; }
+  echo "$ldif"
+}
+
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 ensure_packages() {

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Bulk load N generated people into OpenLDAP (slapadd -q, tool-threads 1) and lmdir (lmdir load --quick),
 # same LDIF, same 19 indexed attributes; prints wall times, the ratio, DB sizes and peak RSS.
-# Usage: bench/load-vs-openldap.sh N
+# Usage: [PROFILE=standard|large] bench/load-vs-openldap.sh N
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 ensure_packages
 build_lmdir
 
-LDIF="$WORK_DIR/people-$PEOPLE.ldif"
-[ -f "$LDIF" ] || { log "generating $LDIF"; "$LMDIR" gen "$PEOPLE" --seed 1 > "$LDIF"; }
+LDIF=$(generated_ldif "$PEOPLE")
 ENTRIES=$(grep -c '^dn:' "$LDIF")
 
 rm -rf "$WORK_DIR/openldap-load" "$WORK_DIR/lmdir-load" "$WORK_DIR/lmdir-load.toml"
@@ -25,7 +24,7 @@ OPENLDAP_MIB=$(db_size_mib "$WORK_DIR/openldap-load/db")
 LMDIR_MIB=$(db_size_mib "$WORK_DIR/lmdir-load")
 "$LMDIR" --config "$LMDIR_CONF" check > "$WORK_DIR/lmdir-check.out" 2>&1 && CHECK=clean || CHECK="FAILED (see $WORK_DIR/lmdir-check.out)"
 
-printf '\nload of %s entries (%s people), %s cores, %s\n' "$ENTRIES" "$PEOPLE" "$(nproc)" "$(date -u +%F)"
+printf '\nload of %s entries (%s people, profile %s), %s cores, %s\n' "$ENTRIES" "$PEOPLE" "$PROFILE" "$(nproc)" "$(date -u +%F)"
 printf '%-22s %10s %10s %12s\n' "" "seconds" "DB MiB" "peak RSS MiB"
 printf '%-22s %10s %10s %12s\n' "OpenLDAP slapadd -q" "$OPENLDAP_SECONDS" "$OPENLDAP_MIB" "$((OPENLDAP_RSS_KIB / 1024))"
 printf '%-22s %10s %10s %12s\n' "lmdir load --quick" "$LMDIR_SECONDS" "$LMDIR_MIB" "$((LMDIR_RSS_KIB / 1024))"

@@ -5,7 +5,7 @@
 # 8 threads), modrate (4 threads, both at default durability: fsync per commit), then full-subtree scans
 # (three alternating rounds, median) and 1..16 concurrent full scans. Prints each figure for both servers
 # and the ratio.
-# Usage: bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
+# Usage: [PROFILE=standard|large] bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 INTERVAL_SECONDS="${2:-5}"
@@ -17,8 +17,7 @@ ensure_packages
 ensure_unboundid
 build_lmdir
 
-LDIF="$WORK_DIR/people-$PEOPLE.ldif"
-[ -f "$LDIF" ] || { log "generating $LDIF"; "$LMDIR" gen "$PEOPLE" --seed 1 > "$LDIF"; }
+LDIF=$(generated_ldif "$PEOPLE")
 
 rm -rf "$WORK_DIR/openldap-serve" "$WORK_DIR/lmdir-serve" "$WORK_DIR/lmdir-serve.toml"
 SLAPD_CONF=$(write_slapd_config "$WORK_DIR/openldap-serve")
@@ -132,7 +131,7 @@ run_scans | tee -a "$RESULTS"
 kill "$LMDIR_PID"; wait "$LMDIR_PID" 2>/dev/null || true
 stop_slapd "$WORK_DIR/openldap-serve"
 
-printf '\n%s people, %s cores, %s; rates are UnboundID "overall" figures\n' "$PEOPLE" "$(nproc)" "$(date -u +%F)"
+printf '\n%s people (profile %s), %s cores, %s; rates are UnboundID "overall" figures\n' "$PEOPLE" "$PROFILE" "$(nproc)" "$(date -u +%F)"
 awk '{ value[$1, $2] = $3; metrics[$2] = 1; order[++n] = $2 }
      END { printf "%-34s %12s %12s %8s\n", "metric", "OpenLDAP", "lmdir", "ratio";
            for (i = 1; i <= n; i++) { m = order[i]; if (seen[m]++) continue;
