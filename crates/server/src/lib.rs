@@ -5,6 +5,8 @@ pub mod connection;
 pub mod controls;
 pub mod database;
 pub mod filter_text;
+pub mod metrics_http;
+pub mod monitor;
 pub mod operations;
 pub mod pdu;
 pub mod result;

@@ -10,6 +10,7 @@ mod memberof;
 mod read;
 mod search;
 mod store;
+mod usage;
 mod write;
 
 pub use admin::{CheckReport, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTED_MAX};
@@ -20,6 +21,7 @@ pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
+pub use usage::EnvironmentUsage;
 pub use write::{csn_value, timestamp_value, WriteContext, WriteTxn};
 
 #[cfg(test)]

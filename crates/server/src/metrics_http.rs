@@ -1,0 +1,132 @@
+//! The Prometheus scrape endpoint on `metrics_listen`: `GET /metrics` answers the text
+//! exposition, anything else 404. Bounded like the LDAP side: at most
+//! `SCRAPE_CONNECTIONS_MAX` connections at once (more are closed at accept), a request's
+//! headers must arrive within `HEADER_READ_TIMEOUT`, one request per connection.
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tracing::{debug, warn};
+
+/// Scrapers are few (a Prometheus or two); more connections than this are refused.
+const SCRAPE_CONNECTIONS_MAX: usize = 16;
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// OpenMetrics text, which Prometheus negotiates and reads.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Renders the exposition at scrape time.
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Serves scrapes until `shutdown` turns true (or its sender goes away).
+pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::Receiver<bool>) {
+    let slots = Arc::new(Semaphore::new(SCRAPE_CONNECTIONS_MAX));
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    warn!("metrics listener: accept failed: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            debug!(
+                "metrics listener: {SCRAPE_CONNECTIONS_MAX} scrapes in progress; closing one more"
+            );
+            continue;
+        };
+        let render = render.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                let response = respond(&request, &render);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(error) = connection.await {
+                debug!("metrics connection: {error}");
+            }
+            drop(permit);
+        });
+    }
+}
+
+fn respond<Body>(request: &Request<Body>, render: &Render) -> Response<Full<Bytes>> {
+    let (status, content_type, body) =
+        if request.method() == Method::GET && request.uri().path() == "/metrics" {
+            (StatusCode::OK, CONTENT_TYPE, render())
+        } else {
+            (
+                StatusCode::NOT_FOUND,
+                "text/plain; charset=utf-8",
+                "only GET /metrics is served here\n".to_string(),
+            )
+        };
+    Response::builder()
+        .status(status)
+        .header(hyper::header::CONTENT_TYPE, content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("a response from constant parts")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn get(address: std::net::SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    #[tokio::test]
+    async fn scrapes_render_and_other_paths_are_not_found() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let scrapes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = scrapes.clone();
+        let render: Render = Arc::new(move || {
+            let count = counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            format!("lmdir_scrapes {count}\n# EOF\n")
+        });
+        let server = tokio::spawn(serve(listener, render, stopped));
+
+        let first = get(address, "/metrics").await;
+        assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        assert!(first.contains("application/openmetrics-text"), "{first}");
+        assert!(first.ends_with("lmdir_scrapes 1\n# EOF\n"), "{first}");
+        assert!(get(address, "/metrics").await.contains("lmdir_scrapes 2"));
+        assert!(get(address, "/other").await.starts_with("HTTP/1.1 404"));
+        assert_eq!(scrapes.load(std::sync::atomic::Ordering::Relaxed), 2);
+
+        stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), server)
+            .await
+            .expect("the endpoint stops on shutdown")
+            .unwrap();
+    }
+}

@@ -1,0 +1,795 @@
+//! What the server does, counted once and read two ways: OpenLDAP's `cn=Monitor` subtree (which
+//! existing exporters and scripts read; see `monitor_tree`) and Prometheus' text format on
+//! `metrics_listen` (see `metrics_http`). Counting is a few relaxed atomic adds per operation.
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// The operations counted, in cn=Monitor's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OperationKind {
+    Bind,
+    Unbind,
+    Search,
+    Compare,
+    Modify,
+    Modrdn,
+    Add,
+    Delete,
+    Abandon,
+    Extended,
+}
+
+const OPERATION_KIND_COUNT: usize = 10;
+
+impl OperationKind {
+    pub const ALL: [OperationKind; OPERATION_KIND_COUNT] = [
+        OperationKind::Bind,
+        OperationKind::Unbind,
+        OperationKind::Search,
+        OperationKind::Compare,
+        OperationKind::Modify,
+        OperationKind::Modrdn,
+        OperationKind::Add,
+        OperationKind::Delete,
+        OperationKind::Abandon,
+        OperationKind::Extended,
+    ];
+
+    /// The RDN value of its entry under `cn=Operations,cn=Monitor` (OpenLDAP's names).
+    pub fn monitor_name(self) -> &'static str {
+        match self {
+            OperationKind::Bind => "Bind",
+            OperationKind::Unbind => "Unbind",
+            OperationKind::Search => "Search",
+            OperationKind::Compare => "Compare",
+            OperationKind::Modify => "Modify",
+            OperationKind::Modrdn => "Modrdn",
+            OperationKind::Add => "Add",
+            OperationKind::Delete => "Delete",
+            OperationKind::Abandon => "Abandon",
+            OperationKind::Extended => "Extended",
+        }
+    }
+
+    /// The `operation` label value in Prometheus metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            OperationKind::Bind => "bind",
+            OperationKind::Unbind => "unbind",
+            OperationKind::Search => "search",
+            OperationKind::Compare => "compare",
+            OperationKind::Modify => "modify",
+            OperationKind::Modrdn => "modrdn",
+            OperationKind::Add => "add",
+            OperationKind::Delete => "delete",
+            OperationKind::Abandon => "abandon",
+            OperationKind::Extended => "extended",
+        }
+    }
+
+    /// The operation a response (by its BER application tag) ends.
+    pub fn from_response_tag(response_tag: u8) -> Option<OperationKind> {
+        use crate::ber::tag;
+        Some(match response_tag {
+            tag::BIND_RESPONSE => OperationKind::Bind,
+            tag::SEARCH_RESULT_DONE => OperationKind::Search,
+            tag::COMPARE_RESPONSE => OperationKind::Compare,
+            tag::MODIFY_RESPONSE => OperationKind::Modify,
+            tag::MODIFY_DN_RESPONSE => OperationKind::Modrdn,
+            tag::ADD_RESPONSE => OperationKind::Add,
+            tag::DELETE_RESPONSE => OperationKind::Delete,
+            tag::EXTENDED_RESPONSE => OperationKind::Extended,
+            _ => return None,
+        })
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabel {
+    operation: &'static str,
+}
+
+/// The `result` label: the LDAP result code's name, so that a dashboard needs no code table.
+fn result_label(result_code: u32) -> &'static str {
+    use crate::result::code;
+    match result_code {
+        code::SUCCESS => "success",
+        code::COMPARE_TRUE => "compareTrue",
+        code::COMPARE_FALSE => "compareFalse",
+        code::INVALID_CREDENTIALS => "invalidCredentials",
+        code::NO_SUCH_OBJECT => "noSuchObject",
+        code::INSUFFICIENT_ACCESS_RIGHTS => "insufficientAccessRights",
+        code::SIZE_LIMIT_EXCEEDED => "sizeLimitExceeded",
+        code::TIME_LIMIT_EXCEEDED => "timeLimitExceeded",
+        code::ADMIN_LIMIT_EXCEEDED => "adminLimitExceeded",
+        code::BUSY => "busy",
+        code::UNWILLING_TO_PERFORM => "unwillingToPerform",
+        code::PROTOCOL_ERROR => "protocolError",
+        code::CANCELED => "canceled",
+        code::ASSERTION_FAILED => "assertionFailed",
+        code::UNAVAILABLE => "unavailable",
+        code::UNAVAILABLE_CRITICAL_EXTENSION => "unavailableCriticalExtension",
+        code::INVALID_DN_SYNTAX => "invalidDNSyntax",
+        code::NO_SUCH_ATTRIBUTE => "noSuchAttribute",
+        code::UNDEFINED_ATTRIBUTE_TYPE => "undefinedAttributeType",
+        19 => "constraintViolation",
+        20 => "attributeOrValueExists",
+        21 => "invalidAttributeSyntax",
+        64 => "namingViolation",
+        65 => "objectClassViolation",
+        66 => "notAllowedOnNonLeaf",
+        68 => "entryAlreadyExists",
+        _ => "other",
+    }
+}
+
+/// One open connection as cn=Monitor shows it (`cn=Connection N,cn=Connections,cn=Monitor`).
+#[derive(Debug)]
+pub struct ConnectionRecord {
+    pub number: u64,
+    pub peer: String,
+    pub listener: String,
+    pub started: SystemTime,
+    operations_received: AtomicU64,
+    operations_completed: AtomicU64,
+    last_activity_seconds: AtomicU64,
+    authz_dn: Mutex<String>,
+}
+
+impl ConnectionRecord {
+    /// An operation arrived on this connection.
+    pub fn operation_received(&self) {
+        self.operations_received.fetch_add(1, Ordering::Relaxed);
+        self.last_activity_seconds
+            .store(unix_seconds(SystemTime::now()), Ordering::Relaxed);
+    }
+
+    /// An operation on this connection sent its final response (or ended silently).
+    pub fn operation_completed(&self) {
+        self.operations_completed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The connection's identity changed (a bind).
+    pub fn set_authz_dn(&self, dn: &str) {
+        let mut current = self
+            .authz_dn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        current.clear();
+        current.push_str(dn);
+    }
+
+    fn authz_dn(&self) -> String {
+        self.authz_dn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
+/// Every counter the server keeps, with the Prometheus registry that names them.
+#[derive(Debug)]
+pub struct Monitor {
+    started: SystemTime,
+    initiated: [AtomicU64; OPERATION_KIND_COUNT],
+    completed: [AtomicU64; OPERATION_KIND_COUNT],
+    operations: Family<OperationLabels, Counter>,
+    durations: Family<OperationLabel, Histogram, fn() -> Histogram>,
+    connections_accepted: Counter,
+    bytes_sent: Counter,
+    messages_sent: Counter,
+    entries_sent: Counter,
+    failed_binds: Counter,
+    write_batch_operations: Histogram,
+    commit_seconds: Histogram,
+    open_connections: Mutex<BTreeMap<u64, Arc<ConnectionRecord>>>,
+    registry: Registry,
+}
+
+fn duration_histogram() -> Histogram {
+    // 50 µs .. ~13 s in factors of 4.
+    Histogram::new(exponential_buckets(0.000_05, 4.0, 10))
+}
+
+impl Default for Monitor {
+    fn default() -> Monitor {
+        Monitor::new()
+    }
+}
+
+impl Monitor {
+    pub fn new() -> Monitor {
+        let mut monitor = Monitor {
+            started: SystemTime::now(),
+            initiated: Default::default(),
+            completed: Default::default(),
+            operations: Family::default(),
+            durations: Family::new_with_constructor(duration_histogram),
+            connections_accepted: Counter::default(),
+            bytes_sent: Counter::default(),
+            messages_sent: Counter::default(),
+            entries_sent: Counter::default(),
+            failed_binds: Counter::default(),
+            // 1 .. 64 operations per commit (the writer's batch bound).
+            write_batch_operations: Histogram::new(exponential_buckets(1.0, 2.0, 7)),
+            commit_seconds: duration_histogram(),
+            open_connections: Mutex::new(BTreeMap::new()),
+            registry: Registry::with_prefix("lmdir"),
+        };
+        monitor.register_metrics();
+        monitor
+    }
+
+    fn register_metrics(&mut self) {
+        let registry = &mut self.registry;
+        registry.register(
+            "operations",
+            "LDAP operations completed, by operation and result",
+            self.operations.clone(),
+        );
+        registry.register(
+            "operation_duration_seconds",
+            "Time from an operation's arrival to its final response",
+            self.durations.clone(),
+        );
+        registry.register(
+            "connections_accepted",
+            "Connections accepted since start",
+            self.connections_accepted.clone(),
+        );
+        registry.register(
+            "sent_bytes",
+            "Bytes of LDAP messages queued to clients",
+            self.bytes_sent.clone(),
+        );
+        registry.register(
+            "sent_messages",
+            "LDAP messages (PDUs) queued to clients",
+            self.messages_sent.clone(),
+        );
+        registry.register(
+            "entries_returned",
+            "Search result entries sent",
+            self.entries_sent.clone(),
+        );
+        registry.register(
+            "failed_binds",
+            "Simple binds answered invalidCredentials",
+            self.failed_binds.clone(),
+        );
+        registry.register(
+            "write_batch_operations",
+            "Write operations committed together in one LMDB transaction",
+            self.write_batch_operations.clone(),
+        );
+        registry.register(
+            "write_commit_seconds",
+            "Time to apply and commit one write batch",
+            self.commit_seconds.clone(),
+        );
+    }
+
+    /// An operation arrived.
+    pub fn operation_initiated(&self, kind: OperationKind) {
+        self.initiated[kind.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An operation ended with `result_code` after `elapsed`.
+    pub fn operation_completed(&self, kind: OperationKind, result_code: u32, elapsed: Duration) {
+        self.completed[kind.index()].fetch_add(1, Ordering::Relaxed);
+        self.operations
+            .get_or_create(&OperationLabels {
+                operation: kind.label(),
+                result: result_label(result_code),
+            })
+            .inc();
+        self.durations
+            .get_or_create(&OperationLabel {
+                operation: kind.label(),
+            })
+            .observe(elapsed.as_secs_f64());
+        if kind == OperationKind::Bind && result_code == crate::result::code::INVALID_CREDENTIALS {
+            self.failed_binds.inc();
+        }
+    }
+
+    /// One message of `bytes` was queued to a client; `entries` of them search entries.
+    pub fn message_sent(&self, bytes: usize, entries: u64) {
+        self.bytes_sent.inc_by(bytes as u64);
+        self.messages_sent.inc();
+        self.entries_sent.inc_by(entries);
+    }
+
+    /// The writer committed a batch of `operations` in `elapsed`.
+    pub fn write_committed(&self, operations: usize, elapsed: Duration) {
+        self.write_batch_operations.observe(operations as f64);
+        self.commit_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// A connection was accepted; the record lives until `connection_closed(number)`.
+    pub fn connection_opened(
+        &self,
+        number: u64,
+        peer: &str,
+        listener: &str,
+    ) -> Arc<ConnectionRecord> {
+        self.connections_accepted.inc();
+        let now = SystemTime::now();
+        let record = Arc::new(ConnectionRecord {
+            number,
+            peer: peer.to_string(),
+            listener: listener.to_string(),
+            started: now,
+            operations_received: AtomicU64::new(0),
+            operations_completed: AtomicU64::new(0),
+            last_activity_seconds: AtomicU64::new(unix_seconds(now)),
+            authz_dn: Mutex::new(String::new()),
+        });
+        self.connections().insert(number, record.clone());
+        record
+    }
+
+    pub fn connection_closed(&self, number: u64) {
+        self.connections().remove(&number);
+    }
+
+    fn connections(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<ConnectionRecord>>> {
+        self.open_connections
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn started(&self) -> SystemTime {
+        self.started
+    }
+
+    /// Operations of `kind` initiated and completed so far.
+    pub fn operation_counts(&self, kind: OperationKind) -> (u64, u64) {
+        (
+            self.initiated[kind.index()].load(Ordering::Relaxed),
+            self.completed[kind.index()].load(Ordering::Relaxed),
+        )
+    }
+
+    /// The open connections, oldest first.
+    pub fn open_connection_records(&self) -> Vec<Arc<ConnectionRecord>> {
+        self.connections().values().cloned().collect()
+    }
+
+    pub fn totals(&self) -> Totals {
+        Totals {
+            connections_accepted: self.connections_accepted.get(),
+            bytes_sent: self.bytes_sent.get(),
+            messages_sent: self.messages_sent.get(),
+            entries_sent: self.entries_sent.get(),
+        }
+    }
+
+    /// The Prometheus text exposition: every counter here, then the gauges of `state`.
+    pub fn render_metrics(&self, state: &MonitorState) -> String {
+        let mut text = String::with_capacity(8 * 1024);
+        let mut gauges = Registry::with_prefix("lmdir");
+        register_state_gauges(&mut gauges, self, state);
+        // Writing to a String cannot fail.
+        let _ = encode_registry(&mut text, &self.registry);
+        let _ = encode_registry(&mut text, &gauges);
+        let _ = encode_eof(&mut text);
+        text
+    }
+}
+
+/// Counter totals for cn=Monitor's statistics entries.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Totals {
+    pub connections_accepted: u64,
+    pub bytes_sent: u64,
+    pub messages_sent: u64,
+    pub entries_sent: u64,
+}
+
+/// What the server is at the moment of a read (not counters): filled by the server from its
+/// context and the store, so this module needs neither.
+#[derive(Clone, Debug, Default)]
+pub struct MonitorState {
+    pub connections_current: u64,
+    pub connections_max: u64,
+    /// Tokio's worker threads, tasks alive, and tasks queued for a worker.
+    pub threads_max: u64,
+    pub tasks_alive: u64,
+    pub tasks_queued: u64,
+    pub database: Option<DatabaseState>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DatabaseState {
+    pub suffix: String,
+    pub directory: String,
+    pub usage: lmdir_store::EnvironmentUsage,
+}
+
+fn gauge(value: u64) -> Gauge {
+    let gauge = Gauge::default();
+    gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+    gauge
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+fn register_state_gauges(registry: &mut Registry, monitor: &Monitor, state: &MonitorState) {
+    let connections = Family::<StateLabel, Gauge>::default();
+    connections
+        .get_or_create(&StateLabel { state: "open" })
+        .set(state.connections_current as i64);
+    connections
+        .get_or_create(&StateLabel { state: "limit" })
+        .set(state.connections_max as i64);
+    registry.register("connections", "Client connections", connections);
+    let uptime = unix_seconds(SystemTime::now()).saturating_sub(unix_seconds(monitor.started));
+    registry.register("uptime_seconds", "Seconds since start", gauge(uptime));
+    registry.register("tasks_alive", "Tokio tasks alive", gauge(state.tasks_alive));
+    let Some(database) = &state.database else {
+        return;
+    };
+    let usage = &database.usage;
+    for (name, help, value) in [
+        ("lmdb_map_size_bytes", "LMDB map size", usage.map_size_bytes),
+        (
+            "lmdb_page_size_bytes",
+            "LMDB page size",
+            usage.page_size_bytes,
+        ),
+        (
+            "lmdb_pages_used",
+            "LMDB pages up to the last written",
+            usage.pages_used,
+        ),
+        (
+            "lmdb_pages_free",
+            "LMDB pages on the free list",
+            usage.pages_free,
+        ),
+        ("lmdb_readers_max", "LMDB reader slots", usage.readers_max),
+        (
+            "lmdb_readers_used",
+            "LMDB reader slots in use",
+            usage.readers_used,
+        ),
+        ("entries", "Entries in the database", usage.entries),
+    ] {
+        registry.register(name, help, gauge(value));
+    }
+}
+
+/// One cn=Monitor entry: its DN (as shown) and attributes.
+#[derive(Clone, Debug)]
+pub struct MonitorEntry {
+    pub dn: String,
+    pub attributes: Vec<(&'static str, Vec<Vec<u8>>)>,
+}
+
+/// `YYYYmmddHHMMSSZ`, as monitorTimestamp values are.
+fn generalized_time(time: SystemTime) -> Vec<u8> {
+    lmdir_store::timestamp_value(time)
+}
+
+impl MonitorEntry {
+    fn new(dn: String, object_class: &'static str, cn: &str) -> MonitorEntry {
+        MonitorEntry {
+            dn,
+            attributes: vec![
+                ("objectClass", vec![object_class.as_bytes().to_vec()]),
+                ("cn", vec![cn.as_bytes().to_vec()]),
+            ],
+        }
+    }
+
+    fn with(mut self, description: &'static str, value: impl ToString) -> MonitorEntry {
+        self.attributes
+            .push((description, vec![value.to_string().into_bytes()]));
+        self
+    }
+
+    fn with_bytes(mut self, description: &'static str, value: Vec<u8>) -> MonitorEntry {
+        self.attributes.push((description, vec![value]));
+        self
+    }
+}
+
+/// The DN of the monitor subtree's root.
+pub const MONITOR_DN: &str = "cn=Monitor";
+
+fn child(rdn: &str, parent: &str) -> String {
+    format!("{rdn},{parent}")
+}
+
+/// The whole cn=Monitor subtree now, parents before children, in OpenLDAP's shape.
+pub fn monitor_tree(monitor: &Monitor, state: &MonitorState) -> Vec<MonitorEntry> {
+    let mut entries = vec![
+        MonitorEntry::new(MONITOR_DN.to_string(), "monitorServer", "Monitor").with(
+            "monitoredInfo",
+            format!("lmdir {}", env!("CARGO_PKG_VERSION")),
+        ),
+    ];
+    connection_entries(monitor, state, &mut entries);
+    operation_entries(monitor, &mut entries);
+    statistics_entries(monitor, &mut entries);
+    thread_entries(state, &mut entries);
+    time_entries(monitor, &mut entries);
+    database_entries(state, &mut entries);
+    entries
+}
+
+fn counter_entry(parent: &str, cn: &str, value: u64) -> MonitorEntry {
+    MonitorEntry::new(
+        child(&format!("cn={cn}"), parent),
+        "monitorCounterObject",
+        cn,
+    )
+    .with("monitorCounter", value)
+}
+
+fn connection_entries(monitor: &Monitor, state: &MonitorState, entries: &mut Vec<MonitorEntry>) {
+    let parent = child("cn=Connections", MONITOR_DN);
+    entries.push(MonitorEntry::new(
+        parent.clone(),
+        "monitorContainer",
+        "Connections",
+    ));
+    entries.push(counter_entry(
+        &parent,
+        "Max File Descriptors",
+        state.connections_max,
+    ));
+    entries.push(counter_entry(
+        &parent,
+        "Total",
+        monitor.totals().connections_accepted,
+    ));
+    entries.push(counter_entry(&parent, "Current", state.connections_current));
+    for record in monitor.open_connection_records() {
+        let cn = format!("Connection {}", record.number);
+        let received = record.operations_received.load(Ordering::Relaxed);
+        let completed = record.operations_completed.load(Ordering::Relaxed);
+        let activity = SystemTime::UNIX_EPOCH
+            + Duration::from_secs(record.last_activity_seconds.load(Ordering::Relaxed));
+        entries.push(
+            MonitorEntry::new(
+                child(&format!("cn={cn}"), &parent),
+                "monitorConnection",
+                &cn,
+            )
+            .with("monitorConnectionNumber", record.number)
+            .with("monitorConnectionProtocol", 3)
+            .with("monitorConnectionOpsReceived", received)
+            .with(
+                "monitorConnectionOpsExecuting",
+                received.saturating_sub(completed),
+            )
+            .with("monitorConnectionOpsPending", 0)
+            .with("monitorConnectionOpsCompleted", completed)
+            .with("monitorConnectionAuthzDN", record.authz_dn())
+            .with("monitorConnectionListener", &record.listener)
+            .with("monitorConnectionPeerAddress", &record.peer)
+            .with_bytes(
+                "monitorConnectionStartTime",
+                generalized_time(record.started),
+            )
+            .with_bytes("monitorConnectionActivityTime", generalized_time(activity)),
+        );
+    }
+}
+
+fn operation_entries(monitor: &Monitor, entries: &mut Vec<MonitorEntry>) {
+    let parent = child("cn=Operations", MONITOR_DN);
+    let (mut initiated_all, mut completed_all) = (0, 0);
+    let mut children = Vec::with_capacity(OPERATION_KIND_COUNT);
+    for kind in OperationKind::ALL {
+        let (initiated, completed) = monitor.operation_counts(kind);
+        initiated_all += initiated;
+        completed_all += completed;
+        let cn = kind.monitor_name();
+        children.push(
+            MonitorEntry::new(child(&format!("cn={cn}"), &parent), "monitorOperation", cn)
+                .with("monitorOpInitiated", initiated)
+                .with("monitorOpCompleted", completed),
+        );
+    }
+    entries.push(
+        MonitorEntry::new(parent, "monitorOperation", "Operations")
+            .with("monitorOpInitiated", initiated_all)
+            .with("monitorOpCompleted", completed_all),
+    );
+    entries.extend(children);
+}
+
+fn statistics_entries(monitor: &Monitor, entries: &mut Vec<MonitorEntry>) {
+    let parent = child("cn=Statistics", MONITOR_DN);
+    let totals = monitor.totals();
+    entries.push(MonitorEntry::new(
+        parent.clone(),
+        "monitorContainer",
+        "Statistics",
+    ));
+    entries.push(counter_entry(&parent, "Bytes", totals.bytes_sent));
+    entries.push(counter_entry(&parent, "PDU", totals.messages_sent));
+    entries.push(counter_entry(&parent, "Entries", totals.entries_sent));
+    entries.push(counter_entry(&parent, "Referrals", 0));
+}
+
+fn thread_entries(state: &MonitorState, entries: &mut Vec<MonitorEntry>) {
+    let parent = child("cn=Threads", MONITOR_DN);
+    entries.push(MonitorEntry::new(
+        parent.clone(),
+        "monitorContainer",
+        "Threads",
+    ));
+    for (cn, value) in [
+        ("Max", state.threads_max),
+        ("Open", state.threads_max),
+        ("Active", state.tasks_alive),
+        ("Pending", state.tasks_queued),
+    ] {
+        entries.push(
+            MonitorEntry::new(child(&format!("cn={cn}"), &parent), "monitoredObject", cn)
+                .with("monitoredInfo", value),
+        );
+    }
+}
+
+fn time_entries(monitor: &Monitor, entries: &mut Vec<MonitorEntry>) {
+    let parent = child("cn=Time", MONITOR_DN);
+    let now = SystemTime::now();
+    let uptime = unix_seconds(now).saturating_sub(unix_seconds(monitor.started));
+    entries.push(MonitorEntry::new(
+        parent.clone(),
+        "monitorContainer",
+        "Time",
+    ));
+    entries.push(
+        MonitorEntry::new(child("cn=Start", &parent), "monitoredObject", "Start")
+            .with_bytes("monitorTimestamp", generalized_time(monitor.started)),
+    );
+    entries.push(
+        MonitorEntry::new(child("cn=Current", &parent), "monitoredObject", "Current")
+            .with_bytes("monitorTimestamp", generalized_time(now)),
+    );
+    entries.push(
+        MonitorEntry::new(child("cn=Uptime", &parent), "monitoredObject", "Uptime")
+            .with("monitoredInfo", uptime),
+    );
+}
+
+fn database_entries(state: &MonitorState, entries: &mut Vec<MonitorEntry>) {
+    let parent = child("cn=Databases", MONITOR_DN);
+    entries.push(MonitorEntry::new(
+        parent.clone(),
+        "monitorContainer",
+        "Databases",
+    ));
+    let Some(database) = &state.database else {
+        return;
+    };
+    let usage = &database.usage;
+    let mut entry = MonitorEntry::new(
+        child("cn=Database 1", &parent),
+        "monitoredObject",
+        "Database 1",
+    )
+    .with("monitoredInfo", "mdb")
+    .with("namingContexts", &database.suffix)
+    .with("olmDbDirectory", &database.directory)
+    .with("olmMDBPagesMax", usage.pages_max())
+    .with("olmMDBPagesUsed", usage.pages_used)
+    .with("olmMDBPagesFree", usage.pages_free)
+    .with("olmMDBReadersMax", usage.readers_max)
+    .with("olmMDBReadersUsed", usage.readers_used)
+    .with("olmMDBEntries", usage.entries);
+    entry.attributes[0].1.push(b"olmMDBDatabase".to_vec());
+    entries.push(entry);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_reach_both_views() {
+        let monitor = Monitor::new();
+        for _ in 0..3 {
+            monitor.operation_initiated(OperationKind::Search);
+            monitor.operation_completed(OperationKind::Search, 0, Duration::from_micros(80));
+        }
+        monitor.operation_initiated(OperationKind::Bind);
+        monitor.operation_completed(OperationKind::Bind, 49, Duration::from_millis(2));
+        monitor.message_sent(100, 1);
+        let record = monitor.connection_opened(7, "IP=127.0.0.1:5000", "ldap://127.0.0.1:389");
+        record.operation_received();
+        record.set_authz_dn("cn=admin,dc=example,dc=com");
+
+        let state = MonitorState {
+            connections_current: 1,
+            connections_max: 4096,
+            ..MonitorState::default()
+        };
+        let tree = monitor_tree(&monitor, &state);
+        let find = |dn: &str, attribute: &str| -> String {
+            let entry = tree.iter().find(|entry| entry.dn == dn).expect(dn);
+            let values = &entry
+                .attributes
+                .iter()
+                .find(|(name, _)| *name == attribute)
+                .expect(attribute)
+                .1;
+            String::from_utf8(values[0].clone()).unwrap()
+        };
+        assert_eq!(
+            find("cn=Search,cn=Operations,cn=Monitor", "monitorOpCompleted"),
+            "3"
+        );
+        assert_eq!(find("cn=Operations,cn=Monitor", "monitorOpInitiated"), "4");
+        assert_eq!(
+            find("cn=Bytes,cn=Statistics,cn=Monitor", "monitorCounter"),
+            "100"
+        );
+        assert_eq!(
+            find(
+                "cn=Connection 7,cn=Connections,cn=Monitor",
+                "monitorConnectionAuthzDN"
+            ),
+            "cn=admin,dc=example,dc=com"
+        );
+        // Parents come before children.
+        for (index, entry) in tree.iter().enumerate() {
+            if let Some((_, parent)) = entry.dn.split_once(',') {
+                assert!(
+                    tree[..index].iter().any(|earlier| earlier.dn == parent),
+                    "{}",
+                    entry.dn
+                );
+            }
+        }
+
+        let text = monitor.render_metrics(&state);
+        assert!(
+            text.contains("lmdir_operations_total{operation=\"search\",result=\"success\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("lmdir_failed_binds_total 1"), "{text}");
+        assert!(
+            text.contains("lmdir_connections{state=\"open\"} 1"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"));
+
+        monitor.connection_closed(7);
+        assert!(monitor.open_connection_records().is_empty());
+    }
+}
