@@ -10,7 +10,7 @@ use std::path::Path;
 use lmdir_ldif::{LdifReader, ParseOptions, RecordBody};
 
 use crate::conf::split_words;
-use crate::{Directive, Location, MigrateError, Parsed, SchemaSource};
+use crate::{Directive, Location, MigrateError, Note, NoteKind, Parsed, SchemaSource};
 
 /// Files read from a `slapd.d` tree before giving up (a real one has a few dozen).
 const CONFIG_DIRECTORY_FILES_MAX: usize = 10_000;
@@ -227,6 +227,20 @@ impl Entry<'_> {
                 .iter()
                 .any(|(attribute, _)| name.eq_ignore_ascii_case(attribute))
         });
+        let is_builtin_schema = self
+            .values("cn")
+            .next()
+            .is_some_and(|(_, cn)| cn.eq_ignore_ascii_case("schema"));
+        if is_schema && is_builtin_schema {
+            parsed.notes.push(Note {
+                location: self.location(self.line),
+                directive: format!("dn: {}", self.dn),
+                kind: NoteKind::NotNeeded,
+                reason: "slapd's built-in schema (its own config, monitor and syntax                          definitions); lmdir has its own built-in schema"
+                    .to_string(),
+            });
+            return;
+        }
         if is_schema {
             parsed.schema.push(self.schema_source());
             return;

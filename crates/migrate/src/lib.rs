@@ -72,6 +72,8 @@ pub enum SchemaSource {
 pub struct Parsed {
     pub directives: Vec<Directive>,
     pub schema: Vec<SchemaSource>,
+    /// What reading already decided needs no translation.
+    pub notes: Vec<Note>,
 }
 
 /// How a directive was handled when it could not be translated one to one.

@@ -39,6 +39,52 @@ const NOT_NEEDED: &[(&str, &str)] = &[
     ("rootdse", "lmdir builds its root DSE itself"),
 ];
 
+/// Settings `slaptest` and cn=config write out at slapd's default value: nothing to migrate
+/// (keyword, value; values compared case-insensitively).
+const SLAPD_DEFAULTS: &[(&str, &str)] = &[
+    ("addcontentacl", "false"),
+    ("attributeoptions", "lang-"),
+    ("authzpolicy", "none"),
+    ("dbnosync", "false"),
+    ("idletimeout", "0"),
+    ("lastbind", "false"),
+    ("localssf", "71"),
+    ("maxderefdepth", "0"),
+    ("maxderefdepth", "15"),
+    ("maxentrysize", "0"),
+    ("maxfilterdepth", "1000"),
+    ("maxreaders", "0"),
+    ("readonly", "false"),
+    ("reverselookup", "false"),
+    ("saslauxpropsdontusecopyignore", "false"),
+    ("saslsecprops", "noplain,noanonymous"),
+    ("schemadn", "cn=Subschema"),
+    ("sockbufmaxincoming", "262143"),
+    ("sockbufmaxincomingauth", "16777215"),
+    ("syncusesubentry", "false"),
+    ("tlsprotocolmin", "0.0"),
+    ("tlsverifyclient", "never"),
+    ("writetimeout", "0"),
+];
+
+/// slapd's own tuning, which has no effect on what a client sees.
+const SLAPD_TUNING: &[&str] = &[
+    "concurrency",
+    "configdir",
+    "configfile",
+    "connmaxpending",
+    "connmaxpendingauth",
+    "gentlehup",
+    "indexhash64",
+    "indexintlen",
+    "indexsubstranylen",
+    "indexsubstranystep",
+    "indexsubstrifmaxlen",
+    "indexsubstrifminlen",
+    "listenerthreads",
+    "threadqueues",
+];
+
 /// Sizes in `sizelimit` / `timelimit` directives: soft, hard, and (size only) unchecked.
 #[derive(Debug, Clone, Copy, Default)]
 struct Limits {
@@ -62,7 +108,7 @@ pub(crate) fn translate(
     let chosen = choose_database(&sections)?;
     let mut translator = Translator {
         draft: Draft::default(),
-        notes: Vec::new(),
+        notes: parsed.notes.clone(),
         access: Vec::new(),
         global_access: Vec::new(),
         global: SectionSettings::default(),
@@ -272,26 +318,16 @@ impl<'a> Translator<'a> {
                     *target = limits;
                 }
             }
-            "dbnosync" => self.draft.sync = Some(false),
-            "overlay" => self.overlay(directive),
-            "lastmod" => {
-                let on = directive.arguments().first().is_some_and(|value| {
-                    matches!(value.to_ascii_lowercase().as_str(), "on" | "true")
-                });
-                if on {
-                    self.note(
-                        directive,
-                        NoteKind::NotNeeded,
-                        "lmdir always maintains the operational attributes",
-                    );
-                } else {
-                    self.note(
-                        directive,
-                        NoteKind::NotTranslated,
-                        "lmdir always maintains the operational attributes",
-                    );
-                }
+            // slapd.conf's `dbnosync` has no argument; cn=config's olcDbNoSync is TRUE/FALSE.
+            "dbnosync"
+                if directive
+                    .arguments()
+                    .first()
+                    .is_none_or(|value| value.eq_ignore_ascii_case("true")) =>
+            {
+                self.draft.sync = Some(false)
             }
+            "overlay" => self.overlay(directive),
             "limits" => self.note(
                 directive,
                 NoteKind::NotTranslated,
@@ -304,6 +340,30 @@ impl<'a> Translator<'a> {
 
     fn common_directive(&mut self, directive: &Directive) {
         let keyword = directive.keyword();
+        if keyword == "lastmod" {
+            self.lastmod(directive);
+            return;
+        }
+        let value = directive.arguments().join(" ");
+        if SLAPD_DEFAULTS
+            .iter()
+            .any(|(name, default)| *name == keyword && default.eq_ignore_ascii_case(&value))
+        {
+            self.note(
+                directive,
+                NoteKind::NotNeeded,
+                "slapd's default value; lmdir's own default applies",
+            );
+            return;
+        }
+        if SLAPD_TUNING.contains(&keyword.as_str()) {
+            self.note(
+                directive,
+                NoteKind::NotNeeded,
+                "slapd tuning without effect on answers",
+            );
+            return;
+        }
         if let Some((_, reason)) = NOT_NEEDED.iter().find(|(name, _)| *name == keyword) {
             self.note(directive, NoteKind::NotNeeded, *reason);
             return;
@@ -324,6 +384,26 @@ impl<'a> Translator<'a> {
             _ => "no lmdir counterpart".to_string(),
         };
         self.note(directive, NoteKind::NotTranslated, reason);
+    }
+
+    fn lastmod(&mut self, directive: &Directive) {
+        let on = directive
+            .arguments()
+            .first()
+            .is_some_and(|value| matches!(value.to_ascii_lowercase().as_str(), "on" | "true"));
+        if on {
+            self.note(
+                directive,
+                NoteKind::NotNeeded,
+                "lmdir always maintains the operational attributes",
+            );
+        } else {
+            self.note(
+                directive,
+                NoteKind::NotTranslated,
+                "lmdir always maintains the operational attributes",
+            );
+        }
     }
 
     fn single(&mut self, directive: &Directive) -> Option<String> {
