@@ -188,7 +188,11 @@ fn parse_target(words: &[String], suffix: &str) -> Result<Option<AccessTarget>, 
                     return Ok(None);
                 }
             }
-            "filter" => target.filter = Some(value.to_string()),
+            // slapd accepts `filter=objectClass=person`; lmdir wants the RFC 4515 parentheses.
+            "filter" if value.trim_start().starts_with('(') => {
+                target.filter = Some(value.to_string())
+            }
+            "filter" => target.filter = Some(format!("({value})")),
             "attrs" | "attr" if style.is_empty() => {
                 for attribute in value.split(',').map(str::trim) {
                     if attribute.starts_with(['@', '!']) {
@@ -395,6 +399,11 @@ fn parse_who(text: &str) -> Result<Who, String> {
         return Err(format!("who {text:?} has no lmdir counterpart"));
     };
     let lower = name.to_ascii_lowercase();
+    if value.trim().is_empty() {
+        return Err(format!(
+            "who {text:?} names the empty DN (the anonymous identity)"
+        ));
+    }
     if let Some(style) = lower.strip_prefix("dn") {
         return match style.strip_prefix('.').unwrap_or(style) {
             "" | "base" | "baseobject" | "exact" => Ok(Who::Dn(value.to_string())),
@@ -541,5 +550,27 @@ mod tests {
         assert!(translation.notes[3].reason.contains("ssf=128"));
         assert!(translation.notes[6].reason.contains("continue"));
         assert!(translation.notes[7].reason.contains("break"));
+    }
+
+    #[test]
+    fn whole_database_targets_and_bare_filters() {
+        let translation = run(&[
+            "access to dn.subtree=\"dc=Example, dc=com\" filter=objectClass=person by * read",
+            "access to dn.subtree=\"dc=com\" by dn.exact=\"\" read by * search",
+            "access to dn.subtree=\"o=elsewhere\" by * write",
+        ]);
+        assert_eq!(translation.rules.len(), 2);
+        assert_eq!(translation.rules[0].to.subtree, None);
+        assert_eq!(
+            translation.rules[0].to.filter.as_deref(),
+            Some("(objectClass=person)")
+        );
+        assert_eq!(translation.rules[1].to, AccessTarget::default());
+        assert_eq!(
+            translation.rules[1].by,
+            vec![clause(Who::Anyone, AccessLevel::Search)]
+        );
+        let kinds: Vec<NoteKind> = translation.notes.iter().map(|note| note.kind).collect();
+        assert_eq!(kinds, vec![NoteKind::NotTranslated, NoteKind::NotNeeded]);
     }
 }

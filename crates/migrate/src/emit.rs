@@ -32,6 +32,19 @@ fn quoted(text: &str) -> String {
     toml::Value::String(text.to_string()).to_string()
 }
 
+/// A bare TOML key when the name allows one (attribute names almost always do).
+fn key(name: &str) -> String {
+    let bare = !name.is_empty()
+        && name
+            .chars()
+            .all(|character| character.is_ascii_alphanumeric() || matches!(character, '-' | '_'));
+    if bare {
+        name.to_string()
+    } else {
+        quoted(name)
+    }
+}
+
 fn quoted_list<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
     let items: Vec<String> = items.into_iter().map(quoted).collect();
     format!("[{}]", items.join(", "))
@@ -118,7 +131,7 @@ fn emit_database(draft: &Draft, text: &mut String) {
     *text += "\n[database.index]\n";
     for (attribute, kinds) in &draft.index {
         let kinds = quoted_list(kinds.iter().map(|kind| kind.name()));
-        *text += &format!("{} = {kinds}\n", quoted(attribute));
+        *text += &format!("{} = {kinds}\n", key(attribute));
     }
 }
 
