@@ -158,7 +158,7 @@ fn migrate(
         path.display().to_string()
     });
     Config::from_str(&migration.config_text, &source_name)
-        .context("the migrated config does not load (please report this)")?;
+        .context("the migrated config does not load")?;
     for file in &migration.schema_files {
         let path = schema_directory.join(&file.file_name);
         std::fs::write(&path, &file.text).with_context(|| format!("writing {}", path.display()))?;

@@ -162,7 +162,13 @@ fn add_ldif_entries(
             )
         })?;
         let RecordBody::Content(attributes) = record.body else {
-            continue;
+            return Err(MigrateError::new(
+                Some(Location {
+                    file: source_name.to_string(),
+                    line: record.line,
+                }),
+                format!("{}: a change record, not a cn=config entry", record.dn),
+            ));
         };
         let value_lines = attribute_lines(&physical_lines, record.line, attributes.len());
         let entry = Entry {

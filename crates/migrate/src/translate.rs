@@ -437,6 +437,7 @@ impl<'a> Translator<'a> {
 
     fn password_hash(&mut self, directive: &Directive) {
         let Some(first) = directive.arguments().first() else {
+            self.note(directive, NoteKind::NotTranslated, "no scheme given");
             return;
         };
         let scheme = first.trim_start_matches('{').trim_end_matches('}');
