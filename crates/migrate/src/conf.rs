@@ -134,54 +134,65 @@ fn is_schema_only(text: &str) -> bool {
     any
 }
 
-/// The logical lines of slapd.conf text with the number of each one's first physical line:
-/// comments and blank lines dropped, continuation lines joined with one space.
+/// The logical lines of slapd.conf text with the number of each one's first physical line, as
+/// slapd joins them: a line starting with whitespace continues the previous one (joined with one
+/// space), so does the line after one ending in a single `\` (joined directly); a blank line ends
+/// a logical line; a logical line starting with `#` (continuations included) is a comment.
 pub(crate) fn logical_lines(text: &str) -> Vec<(u64, String)> {
     let mut lines: Vec<(u64, String)> = Vec::new();
-    // Whether the previous physical line was a comment or blank: a continuation after it
-    // continues nothing (slapd treats a comment line as ending the logical line).
+    // Whether the next physical line may continue the last logical line.
     let mut open = false;
+    // Whether the next line continues a trailing `\`.
+    let mut glued = false;
     for (index, physical) in text.lines().enumerate() {
         let physical = physical.strip_suffix('\r').unwrap_or(physical);
         let number = index as u64 + 1;
-        if physical.starts_with('#') {
+        if physical.is_empty() {
             open = false;
+            glued = false;
             continue;
         }
-        if physical.trim().is_empty() {
-            open = false;
-            continue;
-        }
-        let is_continuation = physical.starts_with([' ', '\t']);
+        let continues = open && (glued || physical.starts_with([' ', '\t']));
+        let (body, ends_glued) = match physical.strip_suffix('\\') {
+            Some(body) if !body.ends_with('\\') => (body, true),
+            _ => (physical, false),
+        };
         match lines.last_mut() {
-            Some((_, logical)) if is_continuation && open => {
-                logical.push(' ');
-                logical.push_str(physical.trim());
+            Some((_, logical)) if continues => {
+                if !glued {
+                    logical.push(' ');
+                }
+                logical.push_str(if glued { body } else { body.trim_start() });
             }
-            _ => lines.push((number, physical.trim().to_string())),
+            _ => lines.push((number, body.to_string())),
         }
         open = true;
+        glued = ends_glued;
     }
     lines
+        .into_iter()
+        .map(|(number, logical)| (number, logical.trim().to_string()))
+        .filter(|(_, logical)| !logical.is_empty() && !logical.starts_with('#'))
+        .collect()
 }
 
-/// Splits a logical line into words: whitespace separates, `"` quotes (removed; `\"` inside
-/// quotes is a quote), other backslashes are kept (DNs carry `\,`).
+/// Splits a logical line into words as slapd does: whitespace separates outside `"` quotes,
+/// quotes are removed, and a backslash makes the next character literal (and is removed).
 pub(crate) fn split_words(line: &str) -> Result<Vec<String>, String> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
     let mut quoted = false;
-    let mut characters = line.chars().peekable();
+    let mut characters = line.chars();
     while let Some(character) = characters.next() {
         match character {
             '"' => {
                 quoted = !quoted;
                 in_word = true;
             }
-            '\\' if quoted && characters.peek() == Some(&'"') => {
-                word.push('"');
-                characters.next();
+            '\\' => {
+                word.push(characters.next().unwrap_or('\\'));
+                in_word = true;
             }
             character if character.is_whitespace() && !quoted => {
                 if in_word {
@@ -210,12 +221,18 @@ mod tests {
 
     #[test]
     fn continuation_comments_and_quotes() {
-        let text = "# top\nsuffix \"dc=example, dc=com\"\nindex cn,sn\n  eq,sub\n\n# x\n  orphan\n";
+        let text = "# top\n  still the comment\nsuffix \"dc=example, dc=com\"\nindex cn,sn\n  eq,sub\n\n  orphan\nrootdn cn=a\\\nb\n";
         let lines = logical_lines(text);
-        assert_eq!(lines[0], (2, "suffix \"dc=example, dc=com\"".to_string()));
-        assert_eq!(lines[1], (3, "index cn,sn eq,sub".to_string()));
-        // A continuation after a comment starts a line of its own (and is then unknown).
-        assert_eq!(lines[2], (7, "orphan".to_string()));
+        assert_eq!(
+            lines,
+            vec![
+                (3, "suffix \"dc=example, dc=com\"".to_string()),
+                (4, "index cn,sn eq,sub".to_string()),
+                // After a blank line an indented line starts a line of its own.
+                (7, "orphan".to_string()),
+                (8, "rootdn cn=ab".to_string()),
+            ]
+        );
         assert_eq!(
             split_words(&lines[0].1).unwrap(),
             vec!["suffix", "dc=example, dc=com"]
@@ -224,8 +241,9 @@ mod tests {
             split_words(r#"access to filter="(cn=a b)" by * read"#).unwrap(),
             vec!["access", "to", "filter=(cn=a b)", "by", "*", "read"]
         );
+        // slapd.conf needs `\\,` for a DN's `\,`: a backslash escapes the next character.
         assert_eq!(
-            split_words(r#"rootdn "cn=a\,b \"q\",dc=x""#).unwrap(),
+            split_words(r#"rootdn "cn=a\\,b \"q\",dc=x""#).unwrap(),
             vec!["rootdn", r#"cn=a\,b "q",dc=x"#]
         );
         assert!(split_words("suffix \"dc=x").is_err());
