@@ -54,6 +54,14 @@ const SLAPD_DEFAULTS: &[(&str, &str)] = &[
     ("maxentrysize", "0"),
     ("maxfilterdepth", "1000"),
     ("maxreaders", "0"),
+    ("memberof-dangling", "ignore"),
+    ("memberof-group-oc", "groupOfNames"),
+    ("memberof-member-ad", "member"),
+    ("memberof-memberof-ad", "memberOf"),
+    ("memberofdangling", "ignore"),
+    ("memberofgroupoc", "groupOfNames"),
+    ("memberofmemberad", "member"),
+    ("memberofmemberofad", "memberOf"),
     ("readonly", "false"),
     ("reverselookup", "false"),
     ("saslauxpropsdontusecopyignore", "false"),
@@ -354,6 +362,21 @@ impl<'a> Translator<'a> {
                 NoteKind::NotNeeded,
                 "slapd's default value; lmdir's own default applies",
             );
+            return;
+        }
+        if matches!(keyword.as_str(), "memberofrefint" | "memberof-refint") {
+            let (kind, reason) = if value.eq_ignore_ascii_case("true") {
+                (
+                    NoteKind::NotNeeded,
+                    "lmdir's memberOf upkeep removes deleted members from groups too",
+                )
+            } else {
+                (
+                    NoteKind::Approximated,
+                    "lmdir's memberOf upkeep also removes deleted members from groups",
+                )
+            };
+            self.note(directive, kind, reason);
             return;
         }
         if SLAPD_TUNING.contains(&keyword.as_str()) {

@@ -321,3 +321,22 @@ fn no_data_database_is_an_error_and_no_access_keeps_the_builtin_policy() {
     assert_eq!(config.access.len(), 1);
     assert_eq!(config.access[0].by[0].access, AccessLevel::None);
 }
+
+#[test]
+fn memberof_overlay_turns_lmdir_memberof_on() {
+    let directory = tempfile::tempdir().unwrap();
+    let n0 = "dn: olcDatabase={1}mdb,cn=config\nobjectClass: olcDatabaseConfig\n\
+olcDatabase: {1}mdb\nolcSuffix: dc=x\nolcAccess: {0}to * by * read\n\n\
+dn: olcOverlay={0}memberof,olcDatabase={1}mdb,cn=config\nobjectClass: olcOverlayConfig\n\
+objectClass: olcMemberOfConfig\nolcOverlay: {0}memberof\nolcMemberOfDangling: ignore\n\
+olcMemberOfRefInt: TRUE\n";
+    let migration = migrate_config_ldif(n0, "n0.ldif", &options(directory.path())).unwrap();
+    let config = load(&migration);
+    assert!(config.database.memberof);
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        Vec::<u64>::new()
+    );
+    assert_eq!(noted_lines(&migration, NoteKind::NotNeeded), vec![11, 12]);
+    assert_eq!(noted_lines(&migration, NoteKind::Approximated), vec![10]);
+}
