@@ -378,13 +378,41 @@ fn parse_level(word: &str) -> Result<(AccessLevel, Option<String>), String> {
                 Some("lmdir has no manage level: translated as write (no Relax control or manageDIT rights)".to_string()),
             ))
         }
-        _ => {
-            return Err(format!(
-                "{word}: partial privileges (add, delete, =/+/- privilege sets) are not translated"
-            ))
-        }
+        _ => match privilege_set_level(&lower) {
+            Some(level) => level,
+            None => {
+                return Err(format!(
+                    "{word}: partial privileges (add, delete, +/- or =set not equal to a level) \
+                     are not translated"
+                ))
+            }
+        },
     };
     Ok((level, None))
+}
+
+/// `=rscxd` is `read`: an exact privilege set that equals one of the levels (slapd.access(5):
+/// each level's privileges include the lower levels'; `w` is `a` plus `z`).
+fn privilege_set_level(word: &str) -> Option<AccessLevel> {
+    let set = word.strip_prefix('=')?;
+    if set == "0" {
+        return Some(AccessLevel::None);
+    }
+    let mut letters: Vec<char> = set.replace('w', "az").chars().collect();
+    letters.sort_unstable();
+    letters.dedup();
+    let letters: String = letters.into_iter().collect();
+    let levels = [
+        ("dx", AccessLevel::Auth),
+        ("cdx", AccessLevel::Compare),
+        ("cdsx", AccessLevel::Search),
+        ("cdrsx", AccessLevel::Read),
+        ("acdrsxz", AccessLevel::Write),
+    ];
+    levels
+        .iter()
+        .find(|(set, _)| *set == letters)
+        .map(|(_, level)| *level)
 }
 
 fn parse_who(text: &str) -> Result<Who, String> {
@@ -550,6 +578,22 @@ mod tests {
         assert!(translation.notes[3].reason.contains("ssf=128"));
         assert!(translation.notes[6].reason.contains("continue"));
         assert!(translation.notes[7].reason.contains("break"));
+    }
+
+    #[test]
+    fn privilege_sets_equal_to_a_level() {
+        assert_eq!(privilege_set_level("=rscxd"), Some(AccessLevel::Read));
+        assert_eq!(privilege_set_level("=wrscxd"), Some(AccessLevel::Write));
+        assert_eq!(privilege_set_level("=xd"), Some(AccessLevel::Auth));
+        assert_eq!(privilege_set_level("=0"), Some(AccessLevel::None));
+        assert_eq!(privilege_set_level("=rsc"), None);
+        assert_eq!(privilege_set_level("+rscxd"), None);
+        let translation = run(&["access to * by users =rscxd by * =rsc"]);
+        assert_eq!(
+            translation.rules[0].by,
+            vec![clause(Who::Users, AccessLevel::Read)]
+        );
+        assert_eq!(translation.notes.len(), 1);
     }
 
     #[test]
