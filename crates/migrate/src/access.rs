@@ -123,7 +123,7 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
         }
     };
     let clause_words = split_clauses(&words[by_position..])?;
-    let mut clauses = Vec::new();
+    let mut parsed = Vec::new();
     let mut ends_with_break = false;
     for (index, words) in clause_words.iter().enumerate() {
         let clause = parse_clause(words)?;
@@ -145,22 +145,39 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
                 ))
             }
         }
-        let translated = match (clause.who, clause.level) {
+        parsed.push((words, clause));
+    }
+    let mut clauses = Vec::new();
+    for (index, (words, clause)) in parsed.iter().enumerate() {
+        let translated = match (&clause.who, &clause.level) {
             (Ok(who), Ok((access, approximation))) => (
-                Some(AccessClause { who, access }),
-                approximation.map(|reason| (NoteKind::Approximated, reason)),
+                Some(AccessClause {
+                    who: who.clone(),
+                    access: *access,
+                }),
+                approximation
+                    .clone()
+                    .map(|reason| (NoteKind::Approximated, reason)),
             ),
-            (Err(reason), _) | (_, Err(reason)) => (
-                None,
-                Some((
-                    NoteKind::NotTranslated,
-                    format!(
-                        "clause `by {}` left out: {reason}; whom it named now falls to the \
-                         clauses after it",
-                        words.join(" ")
-                    ),
-                )),
-            ),
+            (Err(reason), _) | (_, Err(reason)) => {
+                let mut text = format!(
+                    "clause `by {}` left out: {reason}; whom it named now falls to the clauses \
+                     after it",
+                    words.join(" ")
+                );
+                let given = clause
+                    .level
+                    .as_ref()
+                    .map_or(AccessLevel::None, |level| level.0);
+                if let Some(more) = later_grant_above(&parsed[index + 1..], given) {
+                    text += &format!(
+                        " (REVIEW: a later clause grants {}, more than slapd's {})",
+                        more.word(),
+                        given.word()
+                    );
+                }
+                (None, Some((NoteKind::NotTranslated, text)))
+            }
         };
         clauses.push(translated);
     }
@@ -169,6 +186,16 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
         clauses,
         ends_with_break,
     }))
+}
+
+/// The highest level a translated later clause grants, when above `given`.
+fn later_grant_above(later: &[(&Vec<String>, Clause)], given: AccessLevel) -> Option<AccessLevel> {
+    later
+        .iter()
+        .filter(|(_, clause)| clause.who.is_ok())
+        .filter_map(|(_, clause)| clause.level.as_ref().ok().map(|level| level.0))
+        .max()
+        .filter(|level| *level > given)
 }
 
 /// The `<what>` words; `None` when they can match no entry under the suffix.
@@ -576,6 +603,10 @@ mod tests {
         let not_translated = |line| (line, NoteKind::NotTranslated);
         assert_eq!(lines, [1, 2, 3, 3, 3, 4, 5, 6].map(not_translated).to_vec());
         assert!(translation.notes[3].reason.contains("ssf=128"));
+        assert!(!translation.notes[2].reason.contains("REVIEW"));
+        assert!(translation.notes[4]
+            .reason
+            .contains("REVIEW: a later clause grants search"));
         assert!(translation.notes[6].reason.contains("continue"));
         assert!(translation.notes[7].reason.contains("break"));
     }
