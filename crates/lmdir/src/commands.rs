@@ -132,7 +132,55 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             search(&store, &base, &filter, &attributes, &scope, size_limit)
         }
         Command::Serve { no_demo } => serve(config, no_demo),
+        Command::Migrate {
+            from,
+            out,
+            directory,
+            listen,
+        } => migrate(&from, out.as_deref(), directory, listen),
     }
+}
+
+/// `lmdir migrate`: translates, checks the result with the config loader, writes the schema
+/// files and the config, and lists every directive not translated one to one on stderr.
+fn migrate(
+    from: &Path,
+    out: Option<&Path>,
+    directory: Option<PathBuf>,
+    listen: Vec<String>,
+) -> Result<ExitCode> {
+    let schema_directory = match out.and_then(Path::parent) {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let options = lmdir_migrate::MigrateOptions {
+        schema_directory: schema_directory.clone(),
+        database_directory: directory,
+        listen,
+    };
+    let migration = lmdir_migrate::migrate_path(from, &options)?;
+    let source_name = out.map_or("<migrated config>".to_string(), |path| {
+        path.display().to_string()
+    });
+    Config::from_str(&migration.config_text, &source_name)
+        .context("the migrated config does not load")?;
+    for file in &migration.schema_files {
+        let path = schema_directory.join(&file.file_name);
+        std::fs::write(&path, &file.text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    match out {
+        Some(path) => {
+            std::fs::write(path, &migration.config_text)
+                .with_context(|| format!("writing {}", path.display()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => print!("{}", migration.config_text),
+    }
+    for note in &migration.notes {
+        eprintln!("{note}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn init_logging(config: &Config) {

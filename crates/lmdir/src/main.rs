@@ -70,6 +70,22 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         size_limit: usize,
     },
+    /// Write an lmdir config from an OpenLDAP slapd.conf, `slapcat -n0` LDIF or slapd.d directory.
+    Migrate {
+        /// The OpenLDAP configuration: slapd.conf, `slapcat -n0` output, or a cn=config directory.
+        #[arg(long)]
+        from: PathBuf,
+        /// The lmdir config to write; schema files go beside it. Standard output when absent
+        /// (schema files then go to the current directory).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// lmdir's database directory, written into the config.
+        #[arg(long)]
+        directory: Option<PathBuf>,
+        /// A listener URL written into the config (repeatable; slapd had them from -h).
+        #[arg(long)]
+        listen: Vec<String>,
+    },
     /// Write a synthetic directory of N people as LDIF to standard output.
     Gen {
         people: u64,

@@ -60,7 +60,7 @@ pub fn tools_available() -> Result<(), String> {
     Ok(())
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -199,7 +199,7 @@ fn run_checked(command: &mut Command) {
     );
 }
 
-fn wait_until_up(port: u16) {
+pub fn wait_until_up(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
         let status = Command::new("ldapsearch")
@@ -284,7 +284,7 @@ pub fn modify(port: u16, change: &str) -> Answer {
     answer
 }
 
-fn answer(output: Output) -> Answer {
+pub fn answer(output: Output) -> Answer {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let matched_dn = stderr
         .lines()

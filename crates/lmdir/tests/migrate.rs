@@ -1,0 +1,319 @@
+//! `lmdir migrate` end to end, as the README's "Moving from OpenLDAP" section runs it: a private
+//! slapd from a slapd.conf (schema includes, indexes, limits, access rules), its cn=config made
+//! with `slaptest -F` and dumped with `slapcat -n0`; all three forms migrated; the data moved
+//! with `slapcat` → `lmdir load`; then the same searches (anonymous, as a user, as the rootdn)
+//! sent to both servers must get the same answers.
+
+#[allow(dead_code)] // the differential suite uses the rest of the harness
+mod conformance;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use conformance::{answer, describe_difference, wait_until_up, Answer, SUFFIX};
+use lmdir_config::Config;
+
+const ROOT_DN: &str = conformance::ROOT_DN;
+const ROOT_PASSWORD: &str = conformance::ROOT_PASSWORD;
+const PEOPLE: usize = 12;
+const USER_PASSWORD: &str = "userpw";
+
+fn user_dn(index: usize) -> String {
+    format!("uid=m{index:02},ou=People,{SUFFIX}")
+}
+
+fn dataset() -> String {
+    let mut ldif = include_str!("conformance/base.ldif").to_string();
+    for index in 0..PEOPLE {
+        ldif += &format!(
+            "\ndn: {}\nobjectClass: inetOrgPerson\nuid: m{index:02}\ncn: Member {index}\n\
+             sn: Member\ntitle: T{}\ntelephoneNumber: +1 555 01{index:02}\nuserPassword: {USER_PASSWORD}\n",
+            user_dn(index),
+            index % 3
+        );
+    }
+    ldif += &format!(
+        "\ndn: cn=editors,ou=Groups,{SUFFIX}\nobjectClass: groupOfNames\ncn: editors\nmember: {}\n",
+        user_dn(1)
+    );
+    ldif
+}
+
+fn slapd_conf(root: &Path) -> String {
+    let mut text = String::new();
+    for schema in ["core", "cosine", "inetorgperson", "nis"] {
+        text += &format!("include /etc/ldap/schema/{schema}.schema\n");
+    }
+    text += &format!(
+        "modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {root}/slapd.pid\n\
+         sizelimit unlimited\n\n\
+         database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
+         directory {root}/openldap-db\nmaxsize 1073741824\n\
+         index objectClass eq\nindex cn,sn,uid eq,sub\nindex member eq\n\
+         access to attrs=userPassword\n  by self write\n  by anonymous auth\n  by * none\n\
+         access to dn.subtree=\"ou=People,{SUFFIX}\" attrs=telephoneNumber\n  by group=\"cn=editors,ou=Groups,{SUFFIX}\" write\n\
+         \x20 by users read\n  by * none\n\
+         access to * by * read\n",
+        root = root.display()
+    );
+    text
+}
+
+fn tools_available() -> Result<(), String> {
+    conformance::tools_available()?;
+    for tool in ["slaptest", "slapcat"] {
+        if !Path::new("/usr/sbin").join(tool).exists() {
+            return Err(format!(
+                "{tool} is not installed (scripts/test.sh installs slapd)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn run_checked(command: &mut Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn lmdir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lmdir"))
+}
+
+/// `lmdir migrate --from <from> --out <directory>/lmdir.toml`; returns the loaded config and the
+/// notes printed.
+fn migrate(from: &Path, directory: &Path, port: u16) -> (Config, String) {
+    std::fs::create_dir_all(directory).unwrap();
+    let out = directory.join("lmdir.toml");
+    let notes = run_checked(
+        lmdir()
+            .arg("migrate")
+            .arg("--from")
+            .arg(from)
+            .arg("--out")
+            .arg(&out)
+            .arg("--directory")
+            .arg(directory.join("db"))
+            .arg("--listen")
+            .arg(format!("ldap://127.0.0.1:{port}")),
+    );
+    let config = Config::load(&out).unwrap_or_else(|error| panic!("{error}"));
+    (config, notes)
+}
+
+/// The settings all three forms of one configuration must agree on (schema file paths differ:
+/// slapd.conf names the stock files, cn=config's are written out). slapd lowercases the DNs
+/// in cn=config's access rules, so the comparison ignores case.
+fn essentials(config: &Config) -> String {
+    let text = format!(
+        "{:?} {:?} {:?} {:?} {:?} {} {}",
+        config.database.suffix,
+        config.database.rootdn,
+        config.database.index,
+        config.access,
+        config.server.listen,
+        config.server.size_limit,
+        config.database.memberof
+    );
+    text.to_lowercase()
+}
+
+struct Servers {
+    slapd_pid_file: PathBuf,
+    lmdir: Option<Child>,
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.lmdir.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Ok(pid) = std::fs::read_to_string(&self.slapd_pid_file) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+fn search(
+    port: u16,
+    bind: Option<(&str, &str)>,
+    base: &str,
+    filter: &str,
+    attributes: &[&str],
+) -> Answer {
+    let mut command = Command::new("ldapsearch");
+    command.args([
+        "-x",
+        "-LLL",
+        "-o",
+        "ldif-wrap=no",
+        "-H",
+        &format!("ldap://127.0.0.1:{port}"),
+    ]);
+    if let Some((dn, password)) = bind {
+        command.args(["-D", dn, "-w", password]);
+    }
+    command
+        .args(["-b", base, "-s", "sub", filter])
+        .args(attributes);
+    answer(command.output().unwrap())
+}
+
+#[test]
+fn migrated_server_answers_like_slapd() {
+    if let Err(reason) = tools_available() {
+        eprintln!("skipping the migrate end-to-end test: {reason}");
+        return;
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let root = directory.path();
+    std::fs::create_dir_all(root.join("openldap-db")).unwrap();
+    let conf_path = root.join("slapd.conf");
+    std::fs::write(&conf_path, slapd_conf(root)).unwrap();
+    let data_path = root.join("data.ldif");
+    std::fs::write(&data_path, dataset()).unwrap();
+    run_checked(
+        Command::new("slapadd")
+            .arg("-f")
+            .arg(&conf_path)
+            .arg("-l")
+            .arg(&data_path),
+    );
+    let slapd_port = conformance::free_port();
+    let mut servers = Servers {
+        slapd_pid_file: root.join("slapd.pid"),
+        lmdir: None,
+    };
+    run_checked(
+        Command::new("/usr/sbin/slapd")
+            .arg("-f")
+            .arg(&conf_path)
+            .arg("-h")
+            .arg(format!("ldap://127.0.0.1:{slapd_port}/")),
+    );
+
+    // The same configuration as cn=config: a slapd.d directory and its slapcat -n0 dump.
+    let slapd_d = root.join("slapd.d");
+    std::fs::create_dir_all(&slapd_d).unwrap();
+    run_checked(
+        Command::new("slaptest")
+            .arg("-f")
+            .arg(&conf_path)
+            .arg("-F")
+            .arg(&slapd_d),
+    );
+    let n0_path = root.join("config-n0.ldif");
+    run_checked(
+        Command::new("slapcat")
+            .arg("-n0")
+            .arg("-F")
+            .arg(&slapd_d)
+            .arg("-l")
+            .arg(&n0_path),
+    );
+
+    let lmdir_port = conformance::free_port();
+    let (from_conf, conf_notes) = migrate(&conf_path, &root.join("from-conf"), lmdir_port);
+    let (from_directory, _) = migrate(&slapd_d, &root.join("from-slapd.d"), lmdir_port);
+    let (from_n0, n0_notes) = migrate(&n0_path, &root.join("from-n0"), lmdir_port);
+    assert!(!conf_notes.contains("NOT TRANSLATED"), "{conf_notes}");
+    assert!(!n0_notes.contains("NOT TRANSLATED"), "{n0_notes}");
+    assert_eq!(essentials(&from_conf), essentials(&from_n0));
+    assert_eq!(essentials(&from_directory), essentials(&from_n0));
+    assert_eq!(from_conf.access.len(), 3);
+    assert_eq!(from_n0.database.schema_files.len(), 4);
+
+    // slapcat → lmdir load → serve, on the config migrated from slapcat -n0.
+    let export_path = root.join("export.ldif");
+    run_checked(
+        Command::new("slapcat")
+            .arg("-f")
+            .arg(&conf_path)
+            .arg("-l")
+            .arg(&export_path),
+    );
+    let config_path = root.join("from-n0/lmdir.toml");
+    run_checked(
+        lmdir()
+            .arg("--config")
+            .arg(&config_path)
+            .arg("load")
+            .arg(&export_path),
+    );
+    servers.lmdir = Some(
+        lmdir()
+            .arg("--config")
+            .arg(&config_path)
+            .args(["serve", "--no-demo"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(root.join("lmdir.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_until_up(slapd_port);
+    wait_until_up(lmdir_port);
+    compare_searches(slapd_port, lmdir_port);
+}
+
+fn compare_searches(slapd_port: u16, lmdir_port: u16) {
+    let member = user_dn(3);
+    let editor = user_dn(1);
+    let binds: [(&str, Option<(&str, &str)>); 4] = [
+        ("anonymous", None),
+        ("a user", Some((&member, USER_PASSWORD))),
+        ("an editor", Some((&editor, USER_PASSWORD))),
+        ("the rootdn", Some((ROOT_DN, ROOT_PASSWORD))),
+    ];
+    let searches: &[(&str, &str, &[&str])] = &[
+        (SUFFIX, "(objectClass=*)", &[]),
+        (
+            SUFFIX,
+            "(uid=m0*)",
+            &["uid", "telephoneNumber", "userPassword"],
+        ),
+        (SUFFIX, "(telephoneNumber=*)", &["cn"]),
+        (SUFFIX, "(userPassword=*)", &["uid"]),
+        (SUFFIX, "(cn=Member 1*)", &["*"]),
+    ];
+    let mut failures = String::new();
+    let mut compared_entries = 0;
+    for (who, bind) in binds {
+        for (base, filter, attributes) in searches {
+            let openldap = search(slapd_port, bind, base, filter, attributes);
+            let lmdir = search(lmdir_port, bind, base, filter, attributes);
+            compared_entries += openldap.entries.len();
+            if openldap != lmdir {
+                failures += &format!(
+                    "as {who}: {filter} {attributes:?}\n{}",
+                    describe_difference(&openldap, &lmdir)
+                );
+            }
+        }
+    }
+    // A wrong password fails the same way on both.
+    let wrong = Some((ROOT_DN, "wrong"));
+    let openldap = search(slapd_port, wrong, SUFFIX, "(objectClass=*)", &[]);
+    let lmdir = search(lmdir_port, wrong, SUFFIX, "(objectClass=*)", &[]);
+    assert_eq!(openldap.code, 49);
+    if openldap != lmdir {
+        failures += &format!("wrong password\n{}", describe_difference(&openldap, &lmdir));
+    }
+    assert!(
+        failures.is_empty(),
+        "the migrated lmdir answers differently:\n{failures}"
+    );
+    // Guard against comparing empty answers: anonymous + user + editor + rootdn saw data.
+    assert!(
+        compared_entries > 4 * PEOPLE,
+        "only {compared_entries} entries compared"
+    );
+}

@@ -1,0 +1,651 @@
+//! `access to <what> by <who> <access> [<control>] ...` (slapd.access(5)) into lmdir
+//! `[[access]]` rules, where lmdir's model means the same.
+//!
+//! Both evaluate rules in order, the first rule whose target matches decides, the first
+//! matching clause in it wins, and no matching rule or clause means no access; the rootdn is
+//! never checked. The database's rules come first, then the global (frontend) ones, as slapd
+//! appends them. A rule whose last clause is `by * break` and whose target is everything (the
+//! shape Debian's cn=config uses) is translated exactly by putting its other clauses first in
+//! every later rule and in a final catch-all rule.
+
+use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
+
+use crate::{Directive, Note, NoteKind};
+
+/// The translated rules, and a note for everything not translated one to one.
+pub(crate) struct AccessTranslation {
+    pub rules: Vec<AccessRule>,
+    pub notes: Vec<Note>,
+}
+
+/// `access_directives`: the database's `access` directives, then the global ones.
+pub(crate) fn translate_access(
+    access_directives: &[&Directive],
+    suffix: &str,
+) -> AccessTranslation {
+    let mut translation = AccessTranslation {
+        rules: Vec::new(),
+        notes: Vec::new(),
+    };
+    // Clauses of earlier `to * ... by * break` rules, tried first in every later rule.
+    let mut break_prefix: Vec<AccessClause> = Vec::new();
+    for directive in access_directives {
+        let note = |kind, reason: String| Note {
+            location: directive.location.clone(),
+            directive: directive.text.clone(),
+            kind,
+            reason,
+        };
+        let parsed = match parse_rule(directive.arguments(), suffix) {
+            Ok(RuleShape::OutsideSuffix(reason)) => {
+                translation.notes.push(note(NoteKind::NotNeeded, reason));
+                continue;
+            }
+            Ok(RuleShape::Rule(rule)) => rule,
+            Err(reason) => {
+                translation.notes.push(note(
+                    NoteKind::NotTranslated,
+                    format!("{reason}; the rule is left out, so the rules after it decide what it covered"),
+                ));
+                continue;
+            }
+        };
+        let mut clauses = break_prefix.clone();
+        for (clause, problem) in parsed.clauses {
+            if let Some((kind, reason)) = problem {
+                translation.notes.push(note(kind, reason));
+            }
+            if let Some(clause) = clause {
+                clauses.push(clause);
+            }
+        }
+        if parsed.ends_with_break {
+            break_prefix = clauses;
+            continue;
+        }
+        if clauses.is_empty() {
+            // A rule with no clause denies everyone what it covers; keep that.
+            clauses.push(AccessClause {
+                who: Who::Anyone,
+                access: AccessLevel::None,
+            });
+        }
+        translation.rules.push(AccessRule {
+            to: parsed.target,
+            by: clauses,
+        });
+    }
+    if !break_prefix.is_empty() {
+        translation.rules.push(AccessRule {
+            to: AccessTarget::default(),
+            by: break_prefix,
+        });
+    }
+    translation
+}
+
+/// How a clause differs from slapd's, when it does.
+type ClauseNote = (NoteKind, String);
+
+enum RuleShape {
+    /// The rule can match no entry of the database (the root DSE, the subschema entry, another
+    /// database's tree); why.
+    OutsideSuffix(String),
+    Rule(ParsedRule),
+}
+
+struct ParsedRule {
+    target: AccessTarget,
+    /// Each clause translated (or `None`) with a note when it was not translated one to one.
+    clauses: Vec<(Option<AccessClause>, Option<ClauseNote>)>,
+    /// Whether the last clause was `by * break` (only accepted when the target is everything).
+    ends_with_break: bool,
+}
+
+fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
+    let Some(first) = words.first() else {
+        return Err("empty access directive".to_string());
+    };
+    if !first.eq_ignore_ascii_case("to") {
+        return Err(format!("expected `to` after access, found {first:?}"));
+    }
+    let by_position = words
+        .iter()
+        .position(|word| word.eq_ignore_ascii_case("by"))
+        .unwrap_or(words.len());
+    let target = match parse_target(&words[1..by_position], suffix)? {
+        Some(target) => target,
+        None => {
+            return Ok(RuleShape::OutsideSuffix(format!(
+                "applies only to entries outside the suffix {suffix:?} (the root DSE, the \
+                 subschema entry or another database), which lmdir's rules do not govern"
+            )))
+        }
+    };
+    let clause_words = split_clauses(&words[by_position..])?;
+    let mut parsed = Vec::new();
+    let mut ends_with_break = false;
+    for (index, words) in clause_words.iter().enumerate() {
+        let clause = parse_clause(words)?;
+        match clause.control {
+            Control::Stop => {}
+            Control::Break
+                if index + 1 == clause_words.len()
+                    && clause.who_text == "*"
+                    && target == AccessTarget::default() =>
+            {
+                ends_with_break = true;
+                continue;
+            }
+            Control::Break | Control::Continue => {
+                return Err(format!(
+                    "`{}` keeps evaluating further clauses or rules, which lmdir's first-match \
+                     rules cannot express",
+                    words.join(" ")
+                ))
+            }
+        }
+        parsed.push((words, clause));
+    }
+    let mut clauses = Vec::new();
+    for (index, (words, clause)) in parsed.iter().enumerate() {
+        let translated = match (&clause.who, &clause.level) {
+            (Ok(who), Ok((access, approximation))) => (
+                Some(AccessClause {
+                    who: who.clone(),
+                    access: *access,
+                }),
+                approximation
+                    .clone()
+                    .map(|reason| (NoteKind::Approximated, reason)),
+            ),
+            (Err(reason), _) | (_, Err(reason)) => {
+                let mut text = format!(
+                    "clause `by {}` left out: {reason}; whom it named now falls to the clauses \
+                     after it",
+                    words.join(" ")
+                );
+                let given = clause
+                    .level
+                    .as_ref()
+                    .map_or(AccessLevel::None, |level| level.0);
+                if let Some(more) = later_grant_above(&parsed[index + 1..], given) {
+                    text += &format!(
+                        " (REVIEW: a later clause grants {}, more than slapd's {})",
+                        more.word(),
+                        given.word()
+                    );
+                }
+                (None, Some((NoteKind::NotTranslated, text)))
+            }
+        };
+        clauses.push(translated);
+    }
+    Ok(RuleShape::Rule(ParsedRule {
+        target,
+        clauses,
+        ends_with_break,
+    }))
+}
+
+/// The highest level a translated later clause grants, when above `given`.
+fn later_grant_above(later: &[(&Vec<String>, Clause)], given: AccessLevel) -> Option<AccessLevel> {
+    later
+        .iter()
+        .filter(|(_, clause)| clause.who.is_ok())
+        .filter_map(|(_, clause)| clause.level.as_ref().ok().map(|level| level.0))
+        .max()
+        .filter(|level| *level > given)
+}
+
+/// The `<what>` words; `None` when they can match no entry under the suffix.
+fn parse_target(words: &[String], suffix: &str) -> Result<Option<AccessTarget>, String> {
+    let mut target = AccessTarget::default();
+    for word in words {
+        if word == "*" {
+            continue;
+        }
+        let Some((name, value)) = word.split_once('=') else {
+            return Err(format!("unknown access target {word:?}"));
+        };
+        let (kind, style) = name.split_once('.').unwrap_or((name, ""));
+        match kind.to_ascii_lowercase().as_str() {
+            "dn" => {
+                if !place_dn_target(&mut target, &style.to_ascii_lowercase(), value, suffix)? {
+                    return Ok(None);
+                }
+            }
+            // slapd accepts `filter=objectClass=person`; lmdir wants the RFC 4515 parentheses.
+            "filter" if value.trim_start().starts_with('(') => {
+                target.filter = Some(value.to_string())
+            }
+            "filter" => target.filter = Some(format!("({value})")),
+            "attrs" | "attr" if style.is_empty() => {
+                for attribute in value.split(',').map(str::trim) {
+                    if attribute.starts_with(['@', '!']) {
+                        return Err(format!(
+                            "attrs={value}: object class sets ({attribute}) are not translated"
+                        ));
+                    }
+                    target.attrs.push(attribute.to_string());
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "access target {word:?} (values, regex or other selectors) has no lmdir \
+                     counterpart"
+                ))
+            }
+        }
+    }
+    Ok(Some(target))
+}
+
+/// Sets the DN part of a target; false when the DN selects nothing under the suffix.
+fn place_dn_target(
+    target: &mut AccessTarget,
+    style: &str,
+    dn: &str,
+    suffix: &str,
+) -> Result<bool, String> {
+    let normalized = loose_dn(dn);
+    let suffix = loose_dn(suffix);
+    let within = is_at_or_below(&normalized, &suffix);
+    let above = is_at_or_below(&suffix, &normalized);
+    match style {
+        "" | "base" | "baseobject" | "exact" => {
+            if !within {
+                return Ok(false);
+            }
+            target.dn = Some(dn.to_string());
+        }
+        "sub" | "subtree" => {
+            if !within && !above {
+                return Ok(false);
+            }
+            // A subtree at or above the suffix holds every entry of the database.
+            if within && normalized != suffix {
+                target.subtree = Some(dn.to_string());
+            }
+        }
+        other => {
+            return Err(format!(
+                "dn.{other}= targets are not translated (lmdir targets a subtree or one entry)"
+            ))
+        }
+    }
+    Ok(true)
+}
+
+/// Lowercased, without spaces around separators: enough to compare the DNs of one config.
+fn loose_dn(dn: &str) -> String {
+    dn.split(',')
+        .map(|rdn| rdn.split('=').map(str::trim).collect::<Vec<_>>().join("="))
+        .collect::<Vec<_>>()
+        .join(",")
+        .to_lowercase()
+}
+
+fn is_at_or_below(dn: &str, ancestor: &str) -> bool {
+    ancestor.is_empty() || dn == ancestor || dn.ends_with(&format!(",{ancestor}"))
+}
+
+/// The words of each `by` clause (without the `by`).
+fn split_clauses(words: &[String]) -> Result<Vec<Vec<String>>, String> {
+    let mut clauses: Vec<Vec<String>> = Vec::new();
+    for word in words {
+        if word.eq_ignore_ascii_case("by") {
+            clauses.push(Vec::new());
+        } else if let Some(clause) = clauses.last_mut() {
+            clause.push(word.clone());
+        }
+    }
+    if clauses.is_empty() || clauses.iter().any(Vec::is_empty) {
+        return Err("every access rule needs `by <who> <access>` clauses".to_string());
+    }
+    Ok(clauses)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Control {
+    Stop,
+    Continue,
+    Break,
+}
+
+struct Clause {
+    who_text: String,
+    who: Result<Who, String>,
+    /// The level, with the reason when it only approximates slapd's.
+    level: Result<(AccessLevel, Option<String>), String>,
+    control: Control,
+}
+
+fn parse_clause(words: &[String]) -> Result<Clause, String> {
+    let who_text = words[0].clone();
+    let mut rest = &words[1..];
+    let mut conditions = Vec::new();
+    while let Some(word) = rest.first() {
+        if is_access_word(word) || is_control_word(word) {
+            break;
+        }
+        conditions.push(word.clone());
+        rest = &rest[1..];
+    }
+    // slapd: no access given means none (`+0`).
+    let (level, rest) = match rest.first() {
+        Some(word) if is_access_word(word) => (parse_level(word), &rest[1..]),
+        _ => (Ok((AccessLevel::None, None)), rest),
+    };
+    let control = match rest.first().map(|word| word.to_ascii_lowercase()) {
+        None => Control::Stop,
+        Some(word) if word == "stop" => Control::Stop,
+        Some(word) if word == "continue" => Control::Continue,
+        Some(word) if word == "break" => Control::Break,
+        Some(word) => return Err(format!("unexpected {word:?} in `by {}`", words.join(" "))),
+    };
+    if rest.len() > 1 {
+        return Err(format!("unexpected words in `by {}`", words.join(" ")));
+    }
+    let who = if conditions.is_empty() {
+        parse_who(&who_text)
+    } else {
+        Err(format!(
+            "the extra conditions {} cannot be tested by lmdir",
+            conditions.join(" ")
+        ))
+    };
+    Ok(Clause {
+        who_text,
+        who,
+        level,
+        control,
+    })
+}
+
+const LEVEL_WORDS: &[&str] = &[
+    "none", "disclose", "auth", "compare", "search", "read", "write", "add", "delete", "manage",
+];
+
+fn is_access_word(word: &str) -> bool {
+    let lower = word.to_ascii_lowercase();
+    let level = lower.strip_prefix("self").unwrap_or(&lower);
+    LEVEL_WORDS.contains(&level) || lower.starts_with(['=', '+', '-'])
+}
+
+fn is_control_word(word: &str) -> bool {
+    ["stop", "continue", "break"]
+        .iter()
+        .any(|control| word.eq_ignore_ascii_case(control))
+}
+
+fn parse_level(word: &str) -> Result<(AccessLevel, Option<String>), String> {
+    let lower = word.to_ascii_lowercase();
+    if lower.starts_with("self") {
+        return Err(format!(
+            "{word}: levels limited to the requester's own DN as value are not translated"
+        ));
+    }
+    let level = match lower.as_str() {
+        "none" => AccessLevel::None,
+        "auth" => AccessLevel::Auth,
+        "compare" => AccessLevel::Compare,
+        "search" => AccessLevel::Search,
+        "read" => AccessLevel::Read,
+        "write" => AccessLevel::Write,
+        "disclose" => {
+            return Ok((
+                AccessLevel::None,
+                Some("lmdir has no disclose level: translated as none (the entry's existence is not disclosed in errors)".to_string()),
+            ))
+        }
+        "manage" => {
+            return Ok((
+                AccessLevel::Write,
+                Some("lmdir has no manage level: translated as write (no Relax control or manageDIT rights)".to_string()),
+            ))
+        }
+        _ => match privilege_set_level(&lower) {
+            Some(level) => level,
+            None => {
+                return Err(format!(
+                    "{word}: partial privileges (add, delete, +/- or =set not equal to a level) \
+                     are not translated"
+                ))
+            }
+        },
+    };
+    Ok((level, None))
+}
+
+/// `=rscxd` is `read`: an exact privilege set that equals one of the levels (slapd.access(5):
+/// each level's privileges include the lower levels'; `w` is `a` plus `z`).
+fn privilege_set_level(word: &str) -> Option<AccessLevel> {
+    let set = word.strip_prefix('=')?;
+    if set == "0" {
+        return Some(AccessLevel::None);
+    }
+    let mut letters: Vec<char> = set.replace('w', "az").chars().collect();
+    letters.sort_unstable();
+    letters.dedup();
+    let letters: String = letters.into_iter().collect();
+    let levels = [
+        ("dx", AccessLevel::Auth),
+        ("cdx", AccessLevel::Compare),
+        ("cdsx", AccessLevel::Search),
+        ("cdrsx", AccessLevel::Read),
+        ("acdrsxz", AccessLevel::Write),
+    ];
+    levels
+        .iter()
+        .find(|(set, _)| *set == letters)
+        .map(|(_, level)| *level)
+}
+
+fn parse_who(text: &str) -> Result<Who, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "*" => return Ok(Who::Anyone),
+        "anonymous" => return Ok(Who::Anonymous),
+        "users" => return Ok(Who::Users),
+        "self" => return Ok(Who::SelfEntry),
+        _ => {}
+    }
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(format!("who {text:?} has no lmdir counterpart"));
+    };
+    let lower = name.to_ascii_lowercase();
+    if value.trim().is_empty() {
+        return Err(format!(
+            "who {text:?} names the empty DN (the anonymous identity)"
+        ));
+    }
+    if let Some(style) = lower.strip_prefix("dn") {
+        return match style.strip_prefix('.').unwrap_or(style) {
+            "" | "base" | "baseobject" | "exact" => Ok(Who::Dn(value.to_string())),
+            "sub" | "subtree" => Ok(Who::DnSubtree(value.to_string())),
+            other => Err(format!("who dn.{other}= has no lmdir counterpart")),
+        };
+    }
+    if let Some(rest) = lower.strip_prefix("group") {
+        let (path, style) = rest.split_once('.').unwrap_or((rest, ""));
+        let member_kind = path.trim_start_matches('/');
+        let supported = matches!(
+            member_kind,
+            "" | "groupofnames" | "groupofnames/member" | "groupofuniquenames/uniquemember"
+        );
+        if supported && matches!(style, "" | "exact" | "base") {
+            return Ok(Who::Group(value.to_string()));
+        }
+        return Err(format!(
+            "who {name}= (other group classes, member attributes or styles) has no lmdir \
+             counterpart"
+        ));
+    }
+    Err(format!("who {name}= has no lmdir counterpart"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conf::split_words;
+    use crate::Location;
+
+    fn directives(lines: &[&str]) -> Vec<Directive> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(index, line)| Directive {
+                location: Location {
+                    file: "t".into(),
+                    line: index as u64 + 1,
+                },
+                words: split_words(line).unwrap(),
+                text: line.to_string(),
+            })
+            .collect()
+    }
+
+    fn run(lines: &[&str]) -> AccessTranslation {
+        let list = directives(lines);
+        let references: Vec<&Directive> = list.iter().collect();
+        translate_access(&references, "dc=example,dc=com")
+    }
+
+    fn clause(who: Who, access: AccessLevel) -> AccessClause {
+        AccessClause { who, access }
+    }
+
+    #[test]
+    fn debian_rules_translate_exactly() {
+        let peercred = "gidNumber=0+uidNumber=0,cn=peercred,cn=external,cn=auth";
+        let translation = run(&[
+            "access to attrs=userPassword by self write by anonymous auth by * none",
+            "access to attrs=shadowLastChange by self write by * read",
+            "access to * by * read",
+            &format!("access to * by dn.exact={peercred} manage by * break"),
+            "access to dn.exact=\"\" by * read",
+            "access to dn.base=\"cn=Subschema\" by * read",
+        ]);
+        assert_eq!(translation.rules.len(), 4, "{:?}", translation.rules);
+        assert_eq!(translation.rules[0].to.attrs, vec!["userPassword"]);
+        assert_eq!(
+            translation.rules[0].by,
+            vec![
+                clause(Who::SelfEntry, AccessLevel::Write),
+                clause(Who::Anonymous, AccessLevel::Auth),
+                clause(Who::Anyone, AccessLevel::None)
+            ]
+        );
+        assert_eq!(translation.rules[2].to, AccessTarget::default());
+        // The break rule has no later rule under the suffix: it becomes the final catch-all.
+        assert_eq!(
+            translation.rules[3].by,
+            vec![clause(Who::Dn(peercred.into()), AccessLevel::Write)]
+        );
+        let kinds: Vec<(u64, NoteKind)> = translation
+            .notes
+            .iter()
+            .map(|note| (note.location.line, note.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (4, NoteKind::Approximated),
+                (5, NoteKind::NotNeeded),
+                (6, NoteKind::NotNeeded)
+            ]
+        );
+    }
+
+    #[test]
+    fn break_clauses_go_first_in_later_rules() {
+        let translation = run(&[
+            "access to * by group=\"cn=admins,dc=example,dc=com\" write by * break",
+            "access to dn.subtree=\"ou=people,dc=example,dc=com\" filter=(objectClass=person) by users read",
+        ]);
+        assert_eq!(translation.rules.len(), 2);
+        let group = clause(
+            Who::Group("cn=admins,dc=example,dc=com".into()),
+            AccessLevel::Write,
+        );
+        assert_eq!(
+            translation.rules[0].by,
+            vec![group.clone(), clause(Who::Users, AccessLevel::Read)]
+        );
+        assert_eq!(
+            translation.rules[0].to.subtree.as_deref(),
+            Some("ou=people,dc=example,dc=com")
+        );
+        assert_eq!(translation.rules[1].by, vec![group]);
+        assert!(translation.notes.is_empty());
+    }
+
+    #[test]
+    fn untranslatable_parts_are_listed_never_dropped() {
+        let translation = run(&[
+            "access to dn.regex=\"^uid=.*\" by * read",
+            "access to dn.one=\"ou=x,dc=example,dc=com\" by * read",
+            "access to * by dn.regex=\"^uid=a\" write by ssf=128 users read by users =rw by * search",
+            "access to attrs=@inetOrgPerson by * read",
+            "access to * by users read continue by * none",
+            "access to * by users read break by * none",
+        ]);
+        assert_eq!(translation.rules.len(), 1);
+        assert_eq!(
+            translation.rules[0].by,
+            vec![clause(Who::Anyone, AccessLevel::Search)]
+        );
+        let lines: Vec<(u64, NoteKind)> = translation
+            .notes
+            .iter()
+            .map(|note| (note.location.line, note.kind))
+            .collect();
+        let not_translated = |line| (line, NoteKind::NotTranslated);
+        assert_eq!(lines, [1, 2, 3, 3, 3, 4, 5, 6].map(not_translated).to_vec());
+        assert!(translation.notes[3].reason.contains("ssf=128"));
+        assert!(!translation.notes[2].reason.contains("REVIEW"));
+        assert!(translation.notes[4]
+            .reason
+            .contains("REVIEW: a later clause grants search"));
+        assert!(translation.notes[6].reason.contains("continue"));
+        assert!(translation.notes[7].reason.contains("break"));
+    }
+
+    #[test]
+    fn privilege_sets_equal_to_a_level() {
+        assert_eq!(privilege_set_level("=rscxd"), Some(AccessLevel::Read));
+        assert_eq!(privilege_set_level("=wrscxd"), Some(AccessLevel::Write));
+        assert_eq!(privilege_set_level("=xd"), Some(AccessLevel::Auth));
+        assert_eq!(privilege_set_level("=0"), Some(AccessLevel::None));
+        assert_eq!(privilege_set_level("=rsc"), None);
+        assert_eq!(privilege_set_level("+rscxd"), None);
+        let translation = run(&["access to * by users =rscxd by * =rsc"]);
+        assert_eq!(
+            translation.rules[0].by,
+            vec![clause(Who::Users, AccessLevel::Read)]
+        );
+        assert_eq!(translation.notes.len(), 1);
+    }
+
+    #[test]
+    fn whole_database_targets_and_bare_filters() {
+        let translation = run(&[
+            "access to dn.subtree=\"dc=Example, dc=com\" filter=objectClass=person by * read",
+            "access to dn.subtree=\"dc=com\" by dn.exact=\"\" read by * search",
+            "access to dn.subtree=\"o=elsewhere\" by * write",
+        ]);
+        assert_eq!(translation.rules.len(), 2);
+        assert_eq!(translation.rules[0].to.subtree, None);
+        assert_eq!(
+            translation.rules[0].to.filter.as_deref(),
+            Some("(objectClass=person)")
+        );
+        assert_eq!(translation.rules[1].to, AccessTarget::default());
+        assert_eq!(
+            translation.rules[1].by,
+            vec![clause(Who::Anyone, AccessLevel::Search)]
+        );
+        let kinds: Vec<NoteKind> = translation.notes.iter().map(|note| note.kind).collect();
+        assert_eq!(kinds, vec![NoteKind::NotTranslated, NoteKind::NotNeeded]);
+    }
+}

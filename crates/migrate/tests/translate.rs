@@ -1,0 +1,342 @@
+//! Whole configurations in the shapes OpenLDAP writes them (a test-suite style slapd.conf, the
+//! cn=config Debian's slapd package creates, as `slapcat -n0` output and as a slapd.d
+//! directory): every produced config must load with lmdir-config, and every directive must be
+//! either translated or listed.
+
+use std::path::{Path, PathBuf};
+
+use lmdir_config::{AccessLevel, Config, IndexKind, Who};
+use lmdir_migrate::{
+    migrate_config_ldif, migrate_path, migrate_slapd_conf, MigrateOptions, Migration, NoteKind,
+};
+
+fn options(directory: &Path) -> MigrateOptions {
+    MigrateOptions {
+        schema_directory: directory.to_path_buf(),
+        database_directory: Some(directory.join("db")),
+        listen: vec!["ldap://127.0.0.1:3899".to_string()],
+    }
+}
+
+fn load(migration: &Migration) -> Config {
+    Config::from_str(&migration.config_text, "migrated.toml")
+        .unwrap_or_else(|error| panic!("{error}\n{}", migration.config_text))
+}
+
+fn noted_lines(migration: &Migration, kind: NoteKind) -> Vec<u64> {
+    let mut lines: Vec<u64> = migration
+        .notes
+        .iter()
+        .filter(|note| note.kind == kind)
+        .map(|note| note.location.line)
+        .collect();
+    lines.sort();
+    lines
+}
+
+const MINI_SCHEMA: &str = "# a test schema\nobjectidentifier testOID 1.3.6.1.4.1.99999.7\n\
+attributetype ( testOID:1 NAME 'testBadge'\n  EQUALITY caseIgnoreMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 )\n";
+
+/// In the style of OpenLDAP's test configurations, with one of each kind of directive.
+fn slapd_conf(schema_path: &Path) -> String {
+    format!(
+        "# test configuration\n\
+include {schema}\n\
+objectclass ( testOID:2 NAME 'testBadged' SUP top AUXILIARY MAY testBadge )\n\
+pidfile /var/run/slapd.pid\n\
+argsfile /var/run/slapd.args\n\
+modulepath /usr/lib/ldap\n\
+moduleload back_mdb.la\n\
+TLSCertificateFile /etc/ssl/ldap.crt\n\
+TLSCertificateKeyFile /etc/ssl/ldap.key\n\
+TLSCACertificateFile /etc/ssl/ca.crt\n\
+sizelimit size.soft=200 size.hard=1000 size.unchecked=5000\n\
+timelimit 60\n\
+access to dn.base=\"\" by * read\n\
+\n\
+database\tmdb\n\
+suffix\t\t\"o=University of Michigan,c=US\"\n\
+rootdn\t\t\"cn=Manager,o=University of Michigan,c=US\"\n\
+rootpw\t\tsecret\n\
+directory\t/var/lib/ldap/db.1\n\
+maxsize 1073741824\n\
+index default eq\n\
+index objectClass\n\
+index cn,sn,uid pres,eq,sub\n\
+index uidNumber,gidNumber eq\n\t,nolang\n\
+limits dn.exact=\"cn=Bulk,o=University of Michigan,c=US\" size=unlimited\n\
+overlay syncprov\n\
+access to attrs=userPassword\n\
+\tby self write\n\
+\tby anonymous auth\n\
+\tby * none\n\
+access to dn.subtree=\"ou=People,o=University of Michigan,c=US\"\n\
+\tby group/groupOfUniqueNames/uniqueMember=\"cn=Admins,o=University of Michigan,c=US\" write\n\
+\tby dn.regex=\"^uid=.*\" read\n\
+\tby users read\n\
+access to * by * read\n\
+\n\
+database ldif\n\
+suffix \"o=Other\"\n\
+directory /tmp/other\n",
+        schema = schema_path.display()
+    )
+}
+
+#[test]
+fn slapd_conf_translates_or_lists_every_directive() {
+    let directory = tempfile::tempdir().unwrap();
+    let schema_path = directory.path().join("test.schema");
+    std::fs::write(&schema_path, MINI_SCHEMA).unwrap();
+    let text = slapd_conf(&schema_path);
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let migration =
+        migrate_slapd_conf(&text, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+
+    assert_eq!(config.database.suffix, "o=University of Michigan,c=US");
+    assert_eq!(
+        config.database.rootdn,
+        "cn=Manager,o=University of Michigan,c=US"
+    );
+    assert_eq!(config.database.rootpw, "secret");
+    assert_eq!(config.database.directory, directory.path().join("db"));
+    assert_eq!(config.server.listen, vec!["ldap://127.0.0.1:3899"]);
+    assert_eq!(
+        config.server.tls_certificate,
+        PathBuf::from("/etc/ssl/ldap.crt")
+    );
+    assert_eq!(config.server.tls_key, PathBuf::from("/etc/ssl/ldap.key"));
+    assert_eq!(config.server.size_limit, 200);
+    assert_eq!(config.server.lookthrough_limit, 5000);
+    assert_eq!(config.server.time_limit_seconds, 60);
+    assert!(!config.database.memberof);
+    let index = &config.database.index;
+    assert_eq!(index["objectClass"], vec![IndexKind::Eq]);
+    assert_eq!(
+        index["cn"],
+        vec![IndexKind::Eq, IndexKind::Presence, IndexKind::Substring]
+    );
+    assert_eq!(index["gidNumber"], vec![IndexKind::Eq]);
+    assert_eq!(index.len(), 6);
+
+    // The included schema is read in place; the inline class is written out after it.
+    assert_eq!(config.database.schema_files.len(), 2);
+    assert_eq!(config.database.schema_files[0], schema_path);
+    assert_eq!(migration.schema_files.len(), 1);
+    assert_eq!(
+        config.database.schema_files[1],
+        directory.path().join(&migration.schema_files[0].file_name)
+    );
+
+    // Database rules, then the global one (outside the suffix: listed, not needed).
+    assert_eq!(config.access.len(), 3, "{}", migration.config_text);
+    assert_eq!(config.access[0].to.attrs, vec!["userPassword"]);
+    assert_eq!(
+        config.access[1].to.subtree.as_deref(),
+        Some("ou=People,o=University of Michigan,c=US")
+    );
+    let whos: Vec<(Who, AccessLevel)> = config.access[1]
+        .by
+        .iter()
+        .map(|clause| (clause.who.clone(), clause.access))
+        .collect();
+    assert_eq!(
+        whos,
+        vec![
+            (
+                Who::Group("cn=Admins,o=University of Michigan,c=US".into()),
+                AccessLevel::Write
+            ),
+            (Who::Users, AccessLevel::Read)
+        ]
+    );
+
+    // TLSCACertificateFile, limits, overlay syncprov, dn.regex clause, database ldif.
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        vec![10, 26, 27, 32, 38]
+    );
+    // pidfile, argsfile, modulepath, moduleload, the root DSE rule, directory, maxsize.
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotNeeded),
+        vec![4, 5, 6, 7, 13, 19, 20]
+    );
+    // size.hard differs from size.soft; nolang.
+    assert_eq!(migration.notes.len(), 14, "{:#?}", migration.notes);
+    assert!(migration.config_text.contains("NOT TRANSLATED"));
+}
+
+/// The cn=config Debian's slapd package creates (schema shortened to one definition each).
+const DEBIAN_N0: &str = "dn: cn=config\nobjectClass: olcGlobal\ncn: config\n\
+olcArgsFile: /var/run/slapd/slapd.args\nolcLogLevel: none\nolcPidFile: /var/run/slapd/slapd.pid\n\
+olcToolThreads: 1\nstructuralObjectClass: olcGlobal\n\
+entryUUID: 532c67b8-7ae5-1041-8c9f-1d3b105ff373\ncreatorsName: cn=config\n\n\
+dn: cn=module{0},cn=config\nobjectClass: olcModuleList\ncn: module{0}\n\
+olcModulePath: /usr/lib/ldap\nolcModuleLoad: {0}back_mdb\n\n\
+dn: cn=schema,cn=config\nobjectClass: olcSchemaConfig\ncn: schema\n\n\
+dn: cn={0}core,cn=schema,cn=config\nobjectClass: olcSchemaConfig\ncn: {0}core\n\
+olcAttributeTypes: {0}( 2.5.4.2 NAME 'knowledgeInformation' DESC 'RFC2256: kno\n wledge information' EQUALITY caseIgnoreMatch SYNTAX 1.3.6.1.4.1.1466.115.121.\n 1.15{32768} )\n\n\
+dn: olcDatabase={-1}frontend,cn=config\nobjectClass: olcDatabaseConfig\n\
+objectClass: olcFrontendConfig\nolcDatabase: {-1}frontend\n\
+olcAccess: {0}to * by dn.exact=gidNumber=0+uidNumber=0,cn=peercred,cn=external\n ,cn=auth manage by * break\n\
+olcAccess: {1}to dn.exact=\"\" by * read\n\
+olcAccess: {2}to dn.base=\"cn=Subschema\" by * read\n\
+olcSizeLimit: 500\n\n\
+dn: olcDatabase={0}config,cn=config\nobjectClass: olcDatabaseConfig\nolcDatabase: {0}config\n\
+olcAccess: {0}to * by dn.exact=gidNumber=0+uidNumber=0,cn=peercred,cn=external\n ,cn=auth manage by * break\n\
+olcRootDN: cn=admin,cn=config\n\n\
+dn: olcDatabase={1}mdb,cn=config\nobjectClass: olcDatabaseConfig\nobjectClass: olcMdbConfig\n\
+olcDatabase: {1}mdb\nolcDbDirectory: /var/lib/ldap\nolcSuffix: dc=nodomain\n\
+olcAccess: {0}to attrs=userPassword by self write by anonymous auth by * none\n\
+olcAccess: {1}to attrs=shadowLastChange by self write by * read\n\
+olcAccess: {2}to * by * read\nolcLastMod: TRUE\nolcRootDN: cn=admin,dc=nodomain\n\
+olcRootPW:: e1NTSEF9eVlVdUR1QUttNC9kdTB4VzdxMElhbm5seWx4SHR0Tjg=\n\
+olcDbCheckpoint: 512 30\nolcDbIndex: objectClass eq\nolcDbIndex: cn,uid eq\n\
+olcDbIndex: uidNumber,gidNumber eq\nolcDbIndex: member,memberUid eq\n\
+olcDbMaxSize: 1073741824\nstructuralObjectClass: olcMdbConfig\n";
+
+fn check_debian(migration: &Migration) {
+    let config = load(migration);
+    assert_eq!(config.database.suffix, "dc=nodomain");
+    assert_eq!(config.database.rootdn, "cn=admin,dc=nodomain");
+    assert_eq!(
+        config.database.rootpw,
+        "{SSHA}yYUuDuAKm4/du0xW7q0Iannlylx HttN8".replace(' ', "")
+    );
+    assert_eq!(config.server.size_limit, 500);
+    assert_eq!(config.database.index.len(), 7);
+    assert_eq!(config.database.index["memberUid"], vec![IndexKind::Eq]);
+    // Three database rules, then the frontend's `by * break` rule as the final catch-all.
+    assert_eq!(config.access.len(), 4, "{}", migration.config_text);
+    let peercred = "gidNumber=0+uidNumber=0,cn=peercred,cn=external,cn=auth";
+    assert_eq!(config.access[3].by[0].who, Who::Dn(peercred.into()));
+    assert_eq!(migration.schema_files.len(), 1);
+    assert_eq!(migration.schema_files[0].file_name, "core.schema");
+    assert!(migration.schema_files[0].text.contains(
+        "attributetype ( 2.5.4.2 NAME 'knowledgeInformation' DESC 'RFC2256: knowledge information'"
+    ));
+    assert!(config.database.schema_files[0].ends_with("core.schema"));
+    assert_eq!(
+        noted_lines(migration, NoteKind::NotTranslated),
+        Vec::<u64>::new()
+    );
+    // manage → write.
+    assert_eq!(
+        migration
+            .notes
+            .iter()
+            .filter(|note| note.kind == NoteKind::Approximated)
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn debian_cn_config_from_slapcat_n0() {
+    let directory = tempfile::tempdir().unwrap();
+    let migration = migrate_config_ldif(DEBIAN_N0, "n0.ldif", &options(directory.path())).unwrap();
+    check_debian(&migration);
+    // Every not-needed directive is named by its own line.
+    let not_needed = noted_lines(&migration, NoteKind::NotNeeded);
+    assert_eq!(
+        not_needed,
+        vec![4, 5, 6, 7, 15, 16, 35, 36, 41, 50, 55, 58, 63],
+        "{:#?}",
+        migration.notes
+    );
+}
+
+/// Writes the same configuration as a slapd.d tree: one file per entry, CRC comment lines,
+/// DNs relative to the parent, children in a directory named after their parent's file.
+fn write_config_directory(root: &Path) {
+    let mut records: Vec<(String, String)> = Vec::new();
+    for record in DEBIAN_N0.split("\n\n") {
+        let dn_line = record.lines().next().unwrap();
+        let dn = dn_line.strip_prefix("dn: ").unwrap().to_string();
+        records.push((dn, record.to_string()));
+    }
+    for (dn, record) in records {
+        // No value here holds a comma: "olcDatabase={1}mdb,cn=config" → cn=config/olcDatabase=...
+        let mut names: Vec<&str> = dn.split(',').collect();
+        names.reverse();
+        let (own_rdn, parents) = names.split_last().unwrap();
+        let path = parents
+            .iter()
+            .fold(root.to_path_buf(), |path, name| path.join(name));
+        std::fs::create_dir_all(&path).unwrap();
+        let body = record.replacen(&format!("dn: {dn}"), &format!("dn: {own_rdn}"), 1);
+        let text = format!(
+            "# AUTO-GENERATED FILE - DO NOT EDIT!! Use ldapmodify.\n# CRC32 0badc0de\n{body}\n"
+        );
+        std::fs::write(path.join(format!("{own_rdn}.ldif")), text).unwrap();
+    }
+}
+
+#[test]
+fn debian_cn_config_directory() {
+    let directory = tempfile::tempdir().unwrap();
+    let slapd_d = directory.path().join("slapd.d");
+    write_config_directory(&slapd_d);
+    assert!(slapd_d.join("cn=config/olcDatabase={1}mdb.ldif").exists());
+    assert!(slapd_d.join("cn=config/cn=schema/cn={0}core.ldif").exists());
+    let migration = migrate_path(&slapd_d, &options(directory.path())).unwrap();
+    check_debian(&migration);
+    let mdb_note = migration
+        .notes
+        .iter()
+        .find(|note| note.directive.contains("/var/lib/ldap"))
+        .unwrap();
+    assert!(mdb_note.location.file.ends_with("olcDatabase={1}mdb.ldif"));
+    // The CRC lines shift every line by two.
+    assert_eq!(mdb_note.location.line, 7);
+}
+
+#[test]
+fn no_data_database_is_an_error_and_no_access_keeps_the_builtin_policy() {
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let directory = tempfile::tempdir().unwrap();
+    let options = options(directory.path());
+    let error =
+        migrate_slapd_conf("database ldif\nsuffix o=x\n", "a.conf", &read, &options).unwrap_err();
+    assert!(error.message.contains("no mdb"), "{error}");
+
+    let migration =
+        migrate_slapd_conf("database mdb\nsuffix o=x\n", "b.conf", &read, &options).unwrap();
+    let config = load(&migration);
+    assert!(config.access.is_empty());
+    assert_eq!(migration.notes.len(), 1);
+    assert_eq!(migration.notes[0].kind, NoteKind::Approximated);
+    assert!(migration.notes[0].reason.contains("userPassword"));
+
+    // Rules exist but none reaches the database: nothing is readable, as in slapd.
+    let migration = migrate_slapd_conf(
+        "access to dn.base=\"\" by * read\ndatabase mdb\nsuffix o=x\n",
+        "c.conf",
+        &read,
+        &options,
+    )
+    .unwrap();
+    let config = load(&migration);
+    assert_eq!(config.access.len(), 1);
+    assert_eq!(config.access[0].by[0].access, AccessLevel::None);
+}
+
+#[test]
+fn memberof_overlay_turns_lmdir_memberof_on() {
+    let directory = tempfile::tempdir().unwrap();
+    let n0 = "dn: olcDatabase={1}mdb,cn=config\nobjectClass: olcDatabaseConfig\n\
+olcDatabase: {1}mdb\nolcSuffix: dc=x\nolcAccess: {0}to * by * read\n\n\
+dn: olcOverlay={0}memberof,olcDatabase={1}mdb,cn=config\nobjectClass: olcOverlayConfig\n\
+objectClass: olcMemberOfConfig\nolcOverlay: {0}memberof\nolcMemberOfDangling: ignore\n\
+olcMemberOfRefInt: TRUE\n";
+    let migration = migrate_config_ldif(n0, "n0.ldif", &options(directory.path())).unwrap();
+    let config = load(&migration);
+    assert!(config.database.memberof);
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        Vec::<u64>::new()
+    );
+    assert_eq!(noted_lines(&migration, NoteKind::NotNeeded), vec![11, 12]);
+    assert_eq!(noted_lines(&migration, NoteKind::Approximated), vec![10]);
+}
