@@ -47,6 +47,8 @@ pub struct ServerConfig {
     pub anonymous_pdu_bytes_max: u32,
     pub filter_depth_max: u32,
     pub operations_per_connection_max: u32,
+    /// Operations of one connection running at once (the rest wait, holding no thread).
+    pub running_operations_per_connection_max: u32,
     /// 0 = never close idle connections.
     pub idle_timeout_seconds: u64,
     /// A connection whose client takes no bytes for this long is closed (slapd `writetimeout`).
@@ -79,11 +81,12 @@ impl Default for ServerConfig {
             tls_key: PathBuf::new(),
             require_tls: false,
             connections_max: 4096,
-            connections_per_address_max: 256,
+            connections_per_address_max: 64,
             pdu_bytes_max: 4 * 1024 * 1024,
             anonymous_pdu_bytes_max: 256 * 1024,
             filter_depth_max: 64,
             operations_per_connection_max: 128,
+            running_operations_per_connection_max: 4,
             idle_timeout_seconds: 900,
             write_timeout_seconds: 60,
             tls_handshake_timeout_seconds: 10,
@@ -490,7 +493,7 @@ impl Config {
                 "require_tls on an ldap:// or ldaps:// listener needs tls_certificate and tls_key",
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 11] = [
+        let ranges: [(&'static str, u64, u64, u64); 12] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -509,6 +512,12 @@ impl Config {
                 server.anonymous_pdu_bytes_max.into(),
                 1024,
                 1 << 30,
+            ),
+            (
+                "running_operations_per_connection_max",
+                server.running_operations_per_connection_max.into(),
+                1,
+                1_000_000,
             ),
             (
                 "write_timeout_seconds",

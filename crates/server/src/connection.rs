@@ -115,6 +115,11 @@ pub async fn run(
     // Cancel requests waiting for their target to finish: target message ID → Cancel's ID.
     let mut pending_cancels: HashMap<i32, i32> = HashMap::new();
     let mut operation_counter: u64 = 0;
+    // Pipelined operations queue here, costing no thread: one connection holds at most this
+    // many blocking threads and read txns however many operations it sends.
+    let running = Arc::new(tokio::sync::Semaphore::new(
+        settings.running_operations_per_connection_max,
+    ));
     let mut last_activity = Instant::now();
 
     let ending = loop {
@@ -272,7 +277,12 @@ pub async fn run(
                             last_activity = Instant::now();
                             continue;
                         }
-                        let task = tokio::spawn(operations::dispatch(operation_context, operation));
+                        let turn = running.clone();
+                        let task = tokio::spawn(async move {
+                            // The semaphore lives as long as the connection: never closed.
+                            let Ok(_running) = turn.acquire_owned().await else { return };
+                            operations::dispatch(operation_context, operation).await
+                        });
                         outstanding.insert(message.msgid, Outstanding { cancelled, task: task.abort_handle() });
                     }
                 }

@@ -97,6 +97,8 @@ pub struct ServerSettings {
     pub anonymous_pdu_bytes_max: usize,
     pub filter_depth_max: usize,
     pub operations_per_connection_max: usize,
+    /// Operations of one connection running at once; the rest wait, holding no thread.
+    pub running_operations_per_connection_max: usize,
     pub idle_timeout: Duration,
     /// A connection whose client takes no bytes for this long is closed.
     pub write_timeout: Duration,
@@ -151,6 +153,8 @@ impl ServerSettings {
             anonymous_pdu_bytes_max: server.anonymous_pdu_bytes_max as usize,
             filter_depth_max: server.filter_depth_max as usize,
             operations_per_connection_max: server.operations_per_connection_max as usize,
+            running_operations_per_connection_max: server.running_operations_per_connection_max
+                as usize,
             idle_timeout: Duration::from_secs(server.idle_timeout_seconds),
             write_timeout: Duration::from_secs(server.write_timeout_seconds),
             tls_handshake_timeout: Duration::from_secs(server.tls_handshake_timeout_seconds),

@@ -243,8 +243,10 @@ fn a_bind_checks_only_the_first_planted_password_values() {
 
 #[test]
 fn a_client_that_stops_reading_is_closed_and_its_read_txns_released() {
+    const RUNNING_MAX: usize = 2;
     let server = TestServer::start_populated(5000, Vec::new(), |settings| {
         settings.write_timeout = Duration::from_secs(1);
+        settings.running_operations_per_connection_max = RUNNING_MAX;
         settings.size_limit = 0;
         settings.lookthrough_limit = 0;
     });
@@ -268,10 +270,15 @@ fn a_client_that_stops_reading_is_closed_and_its_read_txns_released() {
     probe_search(&server);
     // Without a write timeout the stalled connection would hold its searches' read txns and
     // blocking threads forever (the idle timeout does not apply while operations run).
+    // Meanwhile the 16 pipelined searches hold at most RUNNING_MAX read txns (and threads).
+    let mut most_read_txns = 0;
     eventually("the stalled connection is closed", || {
+        most_read_txns = most_read_txns.max(store.open_read_txns());
         server.running().context().active_connections() == 0
     });
     eventually("every read txn is released", || store.open_read_txns() == 0);
+    eprintln!("the stalled connection held at most {most_read_txns} read txns");
+    assert!(most_read_txns <= RUNNING_MAX);
     let messages = stalled.until_closed();
     let done = messages
         .iter()
