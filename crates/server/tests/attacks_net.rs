@@ -418,3 +418,72 @@ fn large_requests_need_a_bind() {
         other => panic!("expected the search to be answered, got {other:?}"),
     }
 }
+
+/// Log lines written by this test process (every test's server logs here).
+fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl Write for Sink {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = logs.clone();
+        tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || Sink(sink.clone()))
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        logs
+    })
+    .clone()
+}
+
+#[test]
+fn client_text_cannot_forge_log_lines() {
+    let logs = captured_logs();
+    let server = TestServer::start_populated(10, Vec::new(), |_| {});
+    let forged = "\nconn=999999 op=1 RESULT tag=97 err=0 text=forged\"";
+    let mut client = raw(&server);
+    client.bind(1, &format!("cn=x{forged},dc=example,dc=com"), "guess");
+    client.send(vec![
+        LdapMsg {
+            msgid: 2,
+            op: LdapOp::DelRequest(format!("cn=y{forged},dc=example,dc=com")),
+            ctrl: Vec::new(),
+        },
+        LdapMsg {
+            msgid: 3,
+            op: LdapOp::ExtendedRequest(LdapExtendedRequest {
+                name: format!("1.2.3{forged}"),
+                value: None,
+            }),
+            ctrl: Vec::new(),
+        },
+    ]);
+    let answered: Vec<i32> = (0..2)
+        .map(|_| client.receive().expect("an answer").msgid)
+        .collect();
+    assert_eq!(answered.len(), 2);
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    assert!(
+        !text.lines().any(|line| line.starts_with("conn=999999")),
+        "a client forged a log line:\n{text}"
+    );
+    // The text is there, escaped, inside its own line.
+    for field in [
+        "BIND dn=\"cn=x\\0aconn=999999",
+        "DEL dn=\"cn=y\\0aconn=999999",
+        "EXT oid=1.2.3\\0aconn=999999",
+    ] {
+        assert!(text.contains(field), "no {field} in:\n{text}");
+    }
+}
