@@ -344,7 +344,7 @@ pub async fn run(
         }
     }
     let _ = framed.close().await;
-    context.connection_closed();
+    // The connection's slot is given back when the accept loop's `Admission` drops, right after.
     info!("conn={connection_id} fd=0 closed");
 }
 

@@ -330,35 +330,46 @@ pub async fn start(
     })
 }
 
+/// One admitted connection: counted in `active_connections` (and against its address) until
+/// dropped, so a connection task that ends any way, a panic included, gives its slots back.
+struct Admission {
+    context: Arc<ServerContext>,
+    connection_id: u64,
+    _address_slot: Option<AddressSlot>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.context.connection_closed();
+    }
+}
+
 /// Counts a new connection in, or says why it is refused: over `connections_max`, or (for a
 /// network client) over `connections_per_address_max` for its address.
-fn admit(
-    context: &Arc<ServerContext>,
-    client: ClientKey,
-) -> Result<(u64, Option<AddressSlot>), String> {
+fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, String> {
     let previous = context.active_connections.fetch_add(1, Ordering::AcqRel);
+    let mut admission = Admission {
+        context: context.clone(),
+        connection_id: 0,
+        _address_slot: None,
+    };
     if previous >= context.settings.connections_max {
-        context.connection_closed();
         return Err(format!(
             "too many connections (limit {})",
             context.settings.connections_max
         ));
     }
-    let slot = match client {
-        ClientKey::Address(_) => {
-            let maximum = context.settings.connections_per_address_max;
-            let Some(slot) = context.address_connections.enter(client, maximum) else {
-                context.connection_closed();
-                return Err(format!(
-                    "too many connections from {client} (limit {maximum} per address)"
-                ));
-            };
-            Some(slot)
-        }
-        ClientKey::LocalUser(_) => None,
-    };
-    let connection_id = context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1;
-    Ok((connection_id, slot))
+    if let ClientKey::Address(_) = client {
+        let maximum = context.settings.connections_per_address_max;
+        let Some(slot) = context.address_connections.enter(client, maximum) else {
+            return Err(format!(
+                "too many connections from {client} (limit {maximum} per address)"
+            ));
+        };
+        admission._address_slot = Some(slot);
+    }
+    admission.connection_id = context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1;
+    Ok(admission)
 }
 
 async fn refuse(mut stream: BoxedStream, reason: String) {
@@ -393,8 +404,8 @@ async fn accept_tcp(
         };
         let _ = stream.set_nodelay(true);
         let client = ClientKey::of_ip(peer.ip());
-        let (connection_id, address_slot) = match admit(&context, client) {
-            Ok(admitted) => admitted,
+        let admission = match admit(&context, client) {
+            Ok(admission) => admission,
             Err(reason) => {
                 refuse_connection(&context, Box::new(stream), &peer.to_string(), reason);
                 continue;
@@ -403,11 +414,11 @@ async fn accept_tcp(
         let context = context.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            // Counted against the address until the connection ends.
-            let _address_slot = address_slot;
+            let connection_id = admission.connection_id;
+            // Counted until the connection ends.
+            let _admission = admission;
             if tls {
                 let Some(tls_config) = context.tls_config.clone() else {
-                    context.connection_closed();
                     return;
                 };
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
@@ -434,11 +445,9 @@ async fn accept_tcp(
                             "conn={connection_id} TLS handshake from {peer} failed: {}",
                             crate::log_text::escaped(&error.to_string())
                         );
-                        context.connection_closed();
                     }
                     Err(_) => {
                         info!("conn={connection_id} TLS handshake from {peer} timed out");
-                        context.connection_closed();
                     }
                 }
             } else {
@@ -484,8 +493,8 @@ async fn accept_unix(
         };
         let peer = format!("uid={} gid={}", credentials.uid(), credentials.gid());
         let client = ClientKey::LocalUser(credentials.uid());
-        let connection_id = match admit(&context, client) {
-            Ok((connection_id, _no_address_slot)) => connection_id,
+        let admission = match admit(&context, client) {
+            Ok(admission) => admission,
             Err(reason) => {
                 refuse_connection(&context, Box::new(stream), &peer, reason);
                 continue;
@@ -495,15 +504,23 @@ async fn accept_unix(
             uid: credentials.uid(),
             gid: credentials.gid(),
         };
-        tokio::spawn(connection::run(
-            context.clone(),
-            Box::new(stream),
-            transport,
-            client,
-            connection_id,
-            peer,
-            shutdown.clone(),
-        ));
+        let context = context.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let connection_id = admission.connection_id;
+            // Counted until the connection ends.
+            let _admission = admission;
+            connection::run(
+                context,
+                Box::new(stream),
+                transport,
+                client,
+                connection_id,
+                peer,
+                shutdown,
+            )
+            .await
+        });
     }
 }
 
