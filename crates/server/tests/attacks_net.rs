@@ -487,3 +487,23 @@ fn client_text_cannot_forge_log_lines() {
         assert!(text.contains(field), "no {field} in:\n{text}");
     }
 }
+
+#[test]
+fn a_rootpw_in_a_slow_scheme_is_checked_like_any_other() {
+    let hashed =
+        lmdir_access::password::hash(lmdir_access::password::Scheme::Pbkdf2Sha256, b"root-secret")
+            .expect("hash");
+    let server = TestServer::start_populated(10, Vec::new(), |settings| {
+        settings.rootpw = String::from_utf8(hashed).expect("a hash is text");
+    });
+    // Checked on the blocking pool (the scheme is slow by design); the answers are the same.
+    let mut client = raw(&server);
+    assert_eq!(
+        client.bind(1, ROOT_DN, "root-secret"),
+        LdapResultCode::Success
+    );
+    assert_eq!(
+        client.bind(2, ROOT_DN, ROOT_PASSWORD),
+        LdapResultCode::InvalidCredentials
+    );
+}
