@@ -39,17 +39,34 @@ pub struct ServerConfig {
     /// Refuse binds and writes before TLS (ldapi connections are exempt).
     pub require_tls: bool,
     pub connections_max: u32,
+    /// Concurrent connections from one IP address (IPv6: one /64); ldapi is not counted.
+    pub connections_per_address_max: u32,
+    /// Largest request once bound (slapd `sockbuf_max_incoming_auth`).
     pub pdu_bytes_max: u32,
+    /// Largest request before a successful bind (slapd `sockbuf_max_incoming`).
+    pub anonymous_pdu_bytes_max: u32,
     pub filter_depth_max: u32,
     pub operations_per_connection_max: u32,
+    /// Operations of one connection running at once (the rest wait, holding no thread).
+    pub running_operations_per_connection_max: u32,
     /// 0 = never close idle connections.
     pub idle_timeout_seconds: u64,
+    /// A connection whose client takes no bytes for this long is closed (slapd `writetimeout`).
+    pub write_timeout_seconds: u64,
+    /// TLS handshakes (ldaps and StartTLS) must finish within this.
+    pub tls_handshake_timeout_seconds: u64,
     /// Entries per search; 0 = unlimited. The rootdn is never limited.
     pub size_limit: u64,
-    /// 0 = unlimited.
+    /// 0 = unlimited. The rootdn is never limited.
     pub time_limit_seconds: u64,
-    /// Candidates examined per search; 0 = unlimited.
+    /// Candidates examined per search; 0 = unlimited. The rootdn is never limited.
     pub lookthrough_limit: u64,
+    /// Failed binds per client address answered without delay.
+    pub bind_failure_burst: u32,
+    /// After the burst, one failed bind per address per this interval; 0 = no throttling.
+    pub bind_failure_interval_milliseconds: u64,
+    /// `userPassword` values a simple bind verifies at most (the first ones stored).
+    pub bind_password_values_max: u32,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
@@ -64,13 +81,21 @@ impl Default for ServerConfig {
             tls_key: PathBuf::new(),
             require_tls: false,
             connections_max: 4096,
-            pdu_bytes_max: 16 * 1024 * 1024,
+            connections_per_address_max: 64,
+            pdu_bytes_max: 4 * 1024 * 1024,
+            anonymous_pdu_bytes_max: 256 * 1024,
             filter_depth_max: 64,
             operations_per_connection_max: 128,
+            running_operations_per_connection_max: 4,
             idle_timeout_seconds: 900,
+            write_timeout_seconds: 60,
+            tls_handshake_timeout_seconds: 10,
             size_limit: 500,
-            time_limit_seconds: 3600,
-            lookthrough_limit: 0,
+            time_limit_seconds: 60,
+            lookthrough_limit: 100_000,
+            bind_failure_burst: 5,
+            bind_failure_interval_milliseconds: 1000,
+            bind_password_values_max: 16,
             password_hash: "SSHA".to_string(),
             log: "info".to_string(),
         }
@@ -468,14 +493,62 @@ impl Config {
                 "require_tls on an ldap:// or ldaps:// listener needs tls_certificate and tls_key",
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 4] = [
+        let ranges: [(&'static str, u64, u64, u64); 12] = [
             (
                 "connections_max",
                 server.connections_max.into(),
                 1,
                 1_000_000,
             ),
+            (
+                "connections_per_address_max",
+                server.connections_per_address_max.into(),
+                1,
+                1_000_000,
+            ),
             ("pdu_bytes_max", server.pdu_bytes_max.into(), 1024, 1 << 30),
+            (
+                "anonymous_pdu_bytes_max",
+                server.anonymous_pdu_bytes_max.into(),
+                1024,
+                1 << 30,
+            ),
+            (
+                "running_operations_per_connection_max",
+                server.running_operations_per_connection_max.into(),
+                1,
+                1_000_000,
+            ),
+            (
+                "write_timeout_seconds",
+                server.write_timeout_seconds,
+                1,
+                86_400,
+            ),
+            (
+                "tls_handshake_timeout_seconds",
+                server.tls_handshake_timeout_seconds,
+                1,
+                3_600,
+            ),
+            (
+                "bind_failure_burst",
+                server.bind_failure_burst.into(),
+                1,
+                1_000_000,
+            ),
+            (
+                "bind_failure_interval_milliseconds",
+                server.bind_failure_interval_milliseconds,
+                0,
+                60_000,
+            ),
+            (
+                "bind_password_values_max",
+                server.bind_password_values_max.into(),
+                1,
+                1_000,
+            ),
             ("filter_depth_max", server.filter_depth_max.into(), 1, 1000),
             (
                 "operations_per_connection_max",

@@ -26,7 +26,7 @@ fn embedded_default_equals_built_in_defaults() {
     assert_eq!(embedded, empty);
     assert_eq!(embedded, Config::default());
     assert_eq!(embedded.server.listen, vec!["ldap://127.0.0.1:3389"]);
-    assert_eq!(embedded.server.pdu_bytes_max, 16_777_216);
+    assert_eq!(embedded.server.pdu_bytes_max, 4_194_304);
     assert_eq!(
         embedded.database.index["uidNumber"],
         vec![IndexKind::Eq, IndexKind::Ordered]

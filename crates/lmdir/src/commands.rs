@@ -131,7 +131,9 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             let store = open_store(&config)?;
             search(&store, &base, &filter, &attributes, &scope, size_limit)
         }
-        Command::Serve { no_demo } => serve(config, no_demo),
+        // Demo people (password "password") belong only to the no-config trial run: a server
+        // started with a config file, a production one or a new replica, never gets them.
+        Command::Serve { no_demo } => serve(config, config_path.is_none() && !no_demo),
         Command::Migrate {
             from,
             out,
@@ -306,10 +308,10 @@ fn search(
     Ok(ExitCode::SUCCESS)
 }
 
-fn serve(config: Config, no_demo: bool) -> Result<ExitCode> {
+fn serve(config: Config, offer_demo: bool) -> Result<ExitCode> {
     let store = open_store(&config)?;
     let empty = store.read()?.entry_count()? == 0;
-    if empty && !no_demo {
+    if empty && offer_demo {
         drop(store);
         load_demo(&config)?;
         print_demo_banner(&config);

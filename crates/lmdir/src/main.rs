@@ -26,9 +26,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the LDAP server (loads a demo directory into an empty database).
+    /// Run the LDAP server. Without --config, an empty database first gets a demo directory.
     Serve {
-        /// Do not load the demo directory into an empty database.
+        /// Without --config: do not load the demo directory into an empty database.
         #[arg(long)]
         no_demo: bool,
     },

@@ -4,6 +4,8 @@
 //! server shutdown.
 
 use crate::ber::{self, tag, ResultFields};
+use crate::client_limits::ClientKey;
+use crate::log_text::escaped;
 use crate::operations::{self, OperationContext, Outgoing};
 use crate::result::{code, OperationError};
 use crate::server::ServerContext;
@@ -13,7 +15,7 @@ use ldap3_proto::proto::{LdapExtendedRequest, LdapMsg, LdapOp};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio_util::codec::{Framed, FramedParts};
@@ -57,6 +59,8 @@ pub struct Session {
     pub connection_id: u64,
     pub identity: Identity,
     pub transport: Transport,
+    /// Whom per-client limits (bind throttling) count against.
+    pub client: ClientKey,
     /// TLS active (ldaps or after StartTLS).
     pub tls_active: bool,
 }
@@ -85,6 +89,7 @@ pub async fn run(
     context: Arc<ServerContext>,
     stream: BoxedStream,
     transport: Transport,
+    client: ClientKey,
     connection_id: u64,
     peer: String,
     mut shutdown: watch::Receiver<bool>,
@@ -94,6 +99,7 @@ pub async fn run(
         connection_id,
         identity: Identity::default(),
         transport,
+        client,
         tls_active,
     };
     info!(
@@ -101,14 +107,19 @@ pub async fn run(
         if session.tls_active { "TLS" } else { "clear" }
     );
     let settings = &context.settings;
-    let codec = crate::pdu::PduCodec::new(settings.pdu_bytes_max, settings.filter_depth_max + 32);
-    let mut framed = Framed::new(stream, codec);
+    let write_timeout = settings.write_timeout;
+    let mut framed = Framed::new(stream, pdu_codec(settings, &session.identity));
     // Bounded so a client that stops reading slows its own searches down instead of growing memory.
     let (sender, mut receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
     let mut outstanding: HashMap<i32, Outstanding> = HashMap::new();
     // Cancel requests waiting for their target to finish: target message ID → Cancel's ID.
     let mut pending_cancels: HashMap<i32, i32> = HashMap::new();
     let mut operation_counter: u64 = 0;
+    // Pipelined operations queue here, costing no thread: one connection holds at most this
+    // many blocking threads and read txns however many operations it sends.
+    let running = Arc::new(tokio::sync::Semaphore::new(
+        settings.running_operations_per_connection_max,
+    ));
     let mut last_activity = Instant::now();
 
     let ending = loop {
@@ -130,8 +141,8 @@ pub async fn run(
                 // The connection holds a sender clone only through operations; `None` cannot happen
                 // while `sender` lives here.
                 let Some(outgoing) = outgoing else { break Ending::PeerClosed };
-                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut receiver).await {
-                    info!("conn={connection_id} write failed: {error}");
+                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut receiver, write_timeout).await {
+                    info!("conn={connection_id} closing: {}", escaped(&error.to_string()));
                     break Ending::PeerClosed;
                 }
                 last_activity = Instant::now();
@@ -142,11 +153,11 @@ pub async fn run(
                     None => break Ending::PeerClosed,
                     Some(Ok(message)) => message,
                     Some(Err(crate::pdu::PduError::Io(error))) => {
-                        info!("conn={connection_id} read failed: {error}");
+                        info!("conn={connection_id} read failed: {}", escaped(&error.to_string()));
                         break Ending::PeerClosed;
                     }
                     Some(Err(error)) => {
-                        warn!("conn={connection_id} closing: {error}");
+                        warn!("conn={connection_id} closing: {}", escaped(&error.to_string()));
                         break Ending::Notice(code::PROTOCOL_ERROR, error.to_string());
                     }
                 };
@@ -166,7 +177,7 @@ pub async fn run(
                         // The abandoned operation sends nothing more: a Cancel waiting on it ends here.
                         if let Some(cancel_message_id) = pending_cancels.remove(&target) {
                             let response = cancel_response(cancel_message_id, code::CANCELED);
-                            if framed.send(response).await.is_err() {
+                            if send_within(&mut framed, response, write_timeout).await.is_err() {
                                 break Ending::PeerClosed;
                             }
                         }
@@ -187,14 +198,14 @@ pub async fn run(
                             },
                         };
                         info!("conn={connection_id} op={operation_id} CANCEL err={result_code}");
-                        if framed.send(cancel_response(message.msgid, result_code)).await.is_err() {
+                        if send_within(&mut framed, cancel_response(message.msgid, result_code), write_timeout).await.is_err() {
                             break Ending::PeerClosed;
                         }
                     }
                     LdapOp::ExtendedRequest(ref request) if request.name == START_TLS_OID => {
                         // The upgrade consumes the stream; a closed placeholder stands in until it is back.
                         let placeholder: BoxedStream = Box::new(tokio::io::join(tokio::io::empty(), tokio::io::sink()));
-                        let current = std::mem::replace(&mut framed, Framed::new(placeholder, crate::pdu::PduCodec::new(settings.pdu_bytes_max, settings.filter_depth_max + 32)));
+                        let current = std::mem::replace(&mut framed, Framed::new(placeholder, pdu_codec(settings, &session.identity)));
                         match start_tls(&context, &mut session, current, &outstanding, message.msgid, request, operation_id).await {
                             Ok(upgraded) => framed = upgraded,
                             Err(()) => break Ending::PeerClosed,
@@ -207,7 +218,9 @@ pub async fn run(
                             previous.task.abort();
                         }
                         let response = operations::bind(&context, &mut session, message.msgid, &request, &message.ctrl, operation_id).await;
-                        if framed.send(response).await.is_err() {
+                        // The request size allowed follows the identity: larger once bound.
+                        *framed.codec_mut() = pdu_codec(settings, &session.identity);
+                        if send_within(&mut framed, response, write_timeout).await.is_err() {
                             break Ending::PeerClosed;
                         }
                     }
@@ -215,7 +228,7 @@ pub async fn run(
                         if outstanding.len() >= settings.operations_per_connection_max {
                             info!("conn={connection_id} op={operation_id} refused: {} operations outstanding", outstanding.len());
                             if let Some(response) = operations::refusal(message.msgid, &operation, &OperationError::new(code::BUSY, format!("too many outstanding operations on this connection (limit {})", settings.operations_per_connection_max))) {
-                                if framed.send(response).await.is_err() {
+                                if send_within(&mut framed, response, write_timeout).await.is_err() {
                                     break Ending::PeerClosed;
                                 }
                             }
@@ -251,7 +264,7 @@ pub async fn run(
                                     () = &mut dispatch, if !dispatch_done => dispatch_done = true,
                                     outgoing = inline_receiver.recv() => match outgoing {
                                         Some(outgoing) => {
-                                            write_failed = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut inline_receiver).await.is_err();
+                                            write_failed = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut inline_receiver, write_timeout).await.is_err();
                                         }
                                         // The operation finished and dropped its sender.
                                         None => break,
@@ -264,7 +277,12 @@ pub async fn run(
                             last_activity = Instant::now();
                             continue;
                         }
-                        let task = tokio::spawn(operations::dispatch(operation_context, operation));
+                        let turn = running.clone();
+                        let task = tokio::spawn(async move {
+                            // The semaphore lives as long as the connection: never closed.
+                            let Ok(_running) = turn.acquire_owned().await else { return };
+                            operations::dispatch(operation_context, operation).await
+                        });
                         outstanding.insert(message.msgid, Outstanding { cancelled, task: task.abort_handle() });
                     }
                 }
@@ -306,6 +324,7 @@ pub async fn run(
                             &mut pending_cancels,
                             outgoing,
                             &mut receiver,
+                            write_timeout,
                         )
                         .await
                         .is_err()
@@ -325,7 +344,7 @@ pub async fn run(
         }
     }
     let _ = framed.close().await;
-    context.connection_closed();
+    // The connection's slot is given back when the accept loop's `Admission` drops, right after.
     info!("conn={connection_id} fd=0 closed");
 }
 
@@ -336,6 +355,7 @@ async fn write_outgoing(
     pending_cancels: &mut HashMap<i32, i32>,
     first: Outgoing,
     receiver: &mut mpsc::Receiver<Outgoing>,
+    write_timeout: Duration,
 ) -> Result<(), crate::pdu::PduError> {
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut next = Some(first);
@@ -370,10 +390,56 @@ async fn write_outgoing(
     // Whatever the codec still buffers goes first; then the chunks are written as they are,
     // with vectored writes, instead of being copied into the codec's buffer (a search's
     // output is written once, by the kernel).
-    framed.flush().await?;
-    write_all_vectored(framed.get_mut(), &chunks).await?;
-    tokio::io::AsyncWriteExt::flush(framed.get_mut()).await?;
+    within(write_timeout, framed.flush()).await?;
+    write_all_vectored(framed.get_mut(), &chunks, write_timeout).await?;
+    within(
+        write_timeout,
+        tokio::io::AsyncWriteExt::flush(framed.get_mut()),
+    )
+    .await?;
     Ok(())
+}
+
+/// The request codec for a connection bound as `identity`: before a successful bind only
+/// `anonymous_pdu_bytes_max` (unauthenticated clients cannot make the server buffer megabytes).
+fn pdu_codec(
+    settings: &crate::settings::ServerSettings,
+    identity: &Identity,
+) -> crate::pdu::PduCodec {
+    let pdu_bytes_max = if identity.dn.is_empty() {
+        settings.anonymous_pdu_bytes_max.min(settings.pdu_bytes_max)
+    } else {
+        settings.pdu_bytes_max
+    };
+    crate::pdu::PduCodec::new(pdu_bytes_max, settings.filter_depth_max + 32)
+}
+
+/// One write step (a write, a flush) that must progress within `write_timeout`: a client that
+/// takes nothing for that long is treated as gone (slapd's `writetimeout`), so the operations
+/// feeding it end and release their read transactions and threads.
+async fn within<T, E: Into<crate::pdu::PduError>>(
+    write_timeout: Duration,
+    step: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, crate::pdu::PduError> {
+    match tokio::time::timeout(write_timeout, step).await {
+        Ok(result) => result.map_err(Into::into),
+        Err(_) => Err(crate::pdu::PduError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the client took no data for {} s (write timeout)",
+                write_timeout.as_secs()
+            ),
+        ))),
+    }
+}
+
+/// Sends one response through the codec within the write timeout.
+async fn send_within(
+    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
+    response: Bytes,
+    write_timeout: Duration,
+) -> Result<(), crate::pdu::PduError> {
+    within(write_timeout, framed.send(response)).await
 }
 
 /// The Cancel request value: `SEQUENCE { cancelID MessageID }` (RFC 3909 §2).
@@ -437,7 +503,11 @@ const OUTGOING_BATCH_CHUNKS_MAX: usize = 512;
 const SLICES_PER_WRITE_MAX: usize = 64;
 
 /// Writes every chunk (none empty) in order, resuming after partial writes.
-async fn write_all_vectored(stream: &mut BoxedStream, chunks: &[Bytes]) -> std::io::Result<()> {
+async fn write_all_vectored(
+    stream: &mut BoxedStream,
+    chunks: &[Bytes],
+    write_timeout: Duration,
+) -> Result<(), crate::pdu::PduError> {
     debug_assert!(chunks.iter().all(|chunk| !chunk.is_empty()));
     use tokio::io::AsyncWriteExt;
     let mut index = 0;
@@ -455,9 +525,9 @@ async fn write_all_vectored(stream: &mut BoxedStream, chunks: &[Bytes]) -> std::
                 })
             })
             .collect();
-        let mut written = stream.write_vectored(&slices).await?;
+        let mut written = within(write_timeout, stream.write_vectored(&slices)).await?;
         if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
+            return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
         }
         while index < chunks.len() && written > 0 {
             let left_in_chunk = chunks[index].len() - offset;
@@ -521,8 +591,14 @@ async fn start_tls(
         None => (code::SUCCESS, ""),
     };
     let response = extended_response(message_id, result_code, message, Some(START_TLS_OID));
-    info!("conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={message}");
-    if framed.send(response).await.is_err() {
+    info!(
+        "conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={}",
+        escaped(message)
+    );
+    if send_within(&mut framed, response, context.settings.write_timeout)
+        .await
+        .is_err()
+    {
         return Err(());
     }
     let Some(tls_config) = context.tls_config.clone().filter(|_| refusal.is_none()) else {
@@ -534,7 +610,17 @@ async fn start_tls(
         return Err(());
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
-    match acceptor.accept(parts.io).await {
+    // A client that asks for TLS and then sends nothing must not hold the connection forever.
+    let handshake_timeout = context.settings.tls_handshake_timeout;
+    let Ok(handshake) = tokio::time::timeout(handshake_timeout, acceptor.accept(parts.io)).await
+    else {
+        info!(
+            "conn={connection_id} TLS handshake not finished within {} s; closing",
+            handshake_timeout.as_secs()
+        );
+        return Err(());
+    };
+    match handshake {
         Ok(tls_stream) => {
             session.tls_active = true;
             info!("conn={connection_id} TLS established");
@@ -544,7 +630,10 @@ async fn start_tls(
             Ok(Framed::from_parts(new_parts))
         }
         Err(error) => {
-            info!("conn={connection_id} TLS handshake failed: {error}");
+            info!(
+                "conn={connection_id} TLS handshake failed: {}",
+                escaped(&error.to_string())
+            );
             Err(())
         }
     }
@@ -610,7 +699,9 @@ mod tests {
             received
         });
         let mut stream: BoxedStream = Box::new(writer);
-        write_all_vectored(&mut stream, &chunks).await.unwrap();
+        write_all_vectored(&mut stream, &chunks, Duration::from_secs(60))
+            .await
+            .unwrap();
         drop(stream);
         assert_eq!(reading.await.unwrap(), expected);
     }

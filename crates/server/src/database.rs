@@ -281,6 +281,30 @@ pub fn password_matches(stored: &[u8], presented: &[u8]) -> bool {
     lmdir_access::password::verify(stored, presented)
 }
 
+/// Whether `presented` matches any of `stored` (already bounded by the caller). Fast schemes
+/// take microseconds and are checked on this task; if any value uses a deliberately slow scheme
+/// (PBKDF2, Argon2, crypt) all are checked on the blocking pool, so a bind never stalls the
+/// reactor, whether it is the rootdn's `rootpw` or an entry's `userPassword`.
+pub async fn any_password_matches(
+    stored: Vec<Vec<u8>>,
+    presented: &[u8],
+) -> Result<bool, OperationError> {
+    let slow = stored
+        .iter()
+        .any(|value| lmdir_access::password::scheme_of(value).is_ok_and(|scheme| scheme.is_slow()));
+    let presented = presented.to_vec();
+    let verify = move || {
+        stored
+            .iter()
+            .any(|value| password_matches(value, &presented))
+    };
+    if slow {
+        tokio::task::spawn_blocking(verify).await.map_err(internal)
+    } else {
+        Ok(verify())
+    }
+}
+
 /// Group membership over the store: `member` / `uniqueMember` of the group entry, read in the
 /// operation's own read transaction.
 struct StoreGroups<'txn> {
@@ -407,8 +431,7 @@ pub async fn bind_entry(
         return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
     };
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
-    // Finding the entry and its stored passwords takes microseconds: done on this task. Only a
-    // deliberately slow scheme (PBKDF2, Argon2, crypt) is verified on the blocking pool.
+    // Finding the entry and its stored passwords takes microseconds: done on this task.
     let normalized_dn = database.normalize_dn(dn).map_err(|_| invalid())?;
     let stored_passwords: Vec<Vec<u8>> = {
         let read = database.store.read().map_err(internal)?;
@@ -428,31 +451,24 @@ pub async fn bind_entry(
         if !access.can_authenticate_with(password_attribute) {
             return Err(invalid());
         }
-        entry
-            .values_of(password_attribute)
+        let values = entry.values_of(password_attribute);
+        // Values planted by whoever may write userPassword must not make each bind hash
+        // without bound: only the first `bind_password_values_max` count.
+        let values_max = server.settings.bind_password_values_max;
+        if values.len() > values_max {
+            tracing::warn!(
+                "bind dn=\"{}\": {} userPassword values, only the first {values_max} are checked",
+                crate::log_text::escaped(dn),
+                values.len()
+            );
+        }
+        values
             .iter()
+            .take(values_max)
             .map(|(stored, _)| stored.to_vec())
             .collect()
     };
-    let slow = stored_passwords.iter().any(|stored| {
-        lmdir_access::password::scheme_of(stored).is_ok_and(|scheme| scheme.is_slow())
-    });
-    let verify = {
-        let password = password.to_vec();
-        move || {
-            stored_passwords
-                .iter()
-                .any(|stored| password_matches(stored, &password))
-        }
-    };
-    let verified = if slow {
-        tokio::task::spawn_blocking(verify)
-            .await
-            .map_err(internal)?
-    } else {
-        verify()
-    };
-    if !verified {
+    if !any_password_matches(stored_passwords, password).await? {
         return Err(invalid());
     }
     Ok(Identity {

@@ -1,10 +1,12 @@
 //! lmdir-server: the LDAPv3 server (listeners, PDU framing, BER encoding, operations, controls).
 
 pub mod ber;
+pub mod client_limits;
 pub mod connection;
 pub mod controls;
 pub mod database;
 pub mod filter_text;
+pub mod log_text;
 pub mod metrics_http;
 pub mod monitor;
 pub mod operations;

@@ -5,6 +5,7 @@ use crate::ber::{self, tag, ResponseControl, ResultFields};
 use crate::connection::{response_tag, Session};
 use crate::controls::{self, RequestControls};
 use crate::filter_text;
+use crate::log_text::escaped;
 use crate::result::{code, OperationError};
 use crate::rootdse;
 use crate::selection::AttributeSelection;
@@ -130,7 +131,7 @@ impl OperationContext {
             result_code,
             extra_log,
             started.elapsed().as_micros(),
-            message
+            escaped(message)
         );
         self.send_final(buffer.freeze(), result_code).await;
     }
@@ -168,7 +169,7 @@ impl OperationContext {
             self.log_prefix(),
             result_code,
             started.elapsed().as_micros(),
-            message
+            escaped(message)
         );
         self.send_final(buffer.freeze(), result_code).await;
     }
@@ -201,8 +202,8 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             info!(
                 "{} CMP dn=\"{}\" attr=\"{}\"",
                 context.log_prefix(),
-                request.dn,
-                request.atype
+                escaped(&request.dn),
+                escaped(&request.atype)
             );
             let result = crate::database::compare(&context, &request).await;
             let response = match result {
@@ -215,21 +216,29 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 .await;
         }
         LdapOp::AddRequest(request) => {
-            info!("{} ADD dn=\"{}\"", context.log_prefix(), request.dn);
+            info!(
+                "{} ADD dn=\"{}\"",
+                context.log_prefix(),
+                escaped(&request.dn)
+            );
             let result = crate::database::add(&context, request).await;
             context
                 .finish_update(tag::ADD_RESPONSE, result, started)
                 .await;
         }
         LdapOp::DelRequest(dn) => {
-            info!("{} DEL dn=\"{}\"", context.log_prefix(), dn);
+            info!("{} DEL dn=\"{}\"", context.log_prefix(), escaped(&dn));
             let result = crate::database::delete(&context, &dn).await;
             context
                 .finish_update(tag::DELETE_RESPONSE, result, started)
                 .await;
         }
         LdapOp::ModifyRequest(request) => {
-            info!("{} MOD dn=\"{}\"", context.log_prefix(), request.dn);
+            info!(
+                "{} MOD dn=\"{}\"",
+                context.log_prefix(),
+                escaped(&request.dn)
+            );
             let result = crate::database::modify(&context, request).await;
             context
                 .finish_update(tag::MODIFY_RESPONSE, result, started)
@@ -239,10 +248,10 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             info!(
                 "{} MODRDN dn=\"{}\" newrdn=\"{}\" deleteoldrdn={} newsuperior=\"{}\"",
                 context.log_prefix(),
-                request.dn,
-                request.newrdn,
+                escaped(&request.dn),
+                escaped(&request.newrdn),
                 request.deleteoldrdn,
-                request.new_superior.as_deref().unwrap_or("")
+                escaped(request.new_superior.as_deref().unwrap_or(""))
             );
             let result = crate::database::modify_dn(&context, request).await;
             context
@@ -279,12 +288,15 @@ pub async fn bind(
     let started = Instant::now();
     let method = match &request.cred {
         LdapBindCred::Simple(_) => "128".to_string(),
-        LdapBindCred::SASL(credentials) => format!("163 mech={}", credentials.mechanism),
+        LdapBindCred::SASL(credentials) => format!("163 mech={}", escaped(&credentials.mechanism)),
         LdapBindCred::Unsupported => "unsupported".to_string(),
     };
     info!(
         "conn={} op={} BIND dn=\"{}\" method={}",
-        session.connection_id, operation_id, request.dn, method
+        session.connection_id,
+        operation_id,
+        escaped(&request.dn),
+        method
     );
     // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1).
     session.identity = crate::connection::Identity::default();
@@ -309,7 +321,7 @@ pub async fn bind(
         operation_id,
         result_code,
         started.elapsed().as_micros(),
-        message
+        escaped(&message)
     );
     let mut buffer = BytesMut::with_capacity(32 + message.len());
     ber::write_result_message(
@@ -375,47 +387,81 @@ async fn bind_outcome(
             })
         }
         LdapBindCred::Simple(password) => {
-            if request.dn.is_empty() {
-                if password.is_empty() {
-                    return Ok(Identity::default());
-                }
-                return Err(OperationError::new(
-                    code::INVALID_CREDENTIALS,
-                    "a password needs a bind DN",
-                ));
-            }
-            if password.is_empty() {
-                // RFC 4513 §5.1.2: an unauthenticated bind is never a login; refused like OpenLDAP.
-                return Err(OperationError::new(
-                    code::UNWILLING_TO_PERFORM,
-                    "unauthenticated bind (DN with no password) disallowed",
-                ));
-            }
-            if server.settings.require_tls && !session.is_secure() {
-                return Err(OperationError::new(
-                    code::CONFIDENTIALITY_REQUIRED,
-                    "TLS is required before a simple bind",
-                ));
-            }
-            if crate::database::same_dn(server, &request.dn, &server.settings.rootdn)
-                && !server.settings.rootpw.is_empty()
-            {
-                return if crate::database::password_matches(
-                    server.settings.rootpw.as_bytes(),
-                    password.as_bytes(),
-                ) {
-                    Ok(Identity {
-                        dn: request.dn.clone(),
-                        normalized_dn: crate::database::normalized_identity_dn(server, &request.dn),
-                        is_rootdn: true,
-                    })
-                } else {
-                    Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
-                };
-            }
-            crate::database::bind_entry(server, &request.dn, password.as_bytes()).await
+            simple_bind(server, session, &request.dn, password.as_bytes()).await
         }
     }
+}
+
+/// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client: once
+/// the client's failures exceed `bind_failure_burst`, every bind from it waits (whatever its
+/// outcome, so the wait tells nothing) before the password is checked.
+async fn simple_bind(
+    server: &Arc<ServerContext>,
+    session: &Session,
+    dn: &str,
+    password: &[u8],
+) -> Result<crate::connection::Identity, OperationError> {
+    use crate::connection::Identity;
+    if dn.is_empty() {
+        if password.is_empty() {
+            return Ok(Identity::default());
+        }
+        return Err(OperationError::new(
+            code::INVALID_CREDENTIALS,
+            "a password needs a bind DN",
+        ));
+    }
+    if password.is_empty() {
+        // RFC 4513 §5.1.2: an unauthenticated bind is never a login; refused like OpenLDAP.
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "unauthenticated bind (DN with no password) disallowed",
+        ));
+    }
+    if server.settings.require_tls && !session.is_secure() {
+        return Err(OperationError::new(
+            code::CONFIDENTIALITY_REQUIRED,
+            "TLS is required before a simple bind",
+        ));
+    }
+    let ticket = server.bind_throttle.admit(session.client);
+    if !ticket.delay.is_zero() {
+        info!(
+            "conn={} bind from {} throttled for {} ms after repeated failures",
+            session.connection_id,
+            session.client,
+            ticket.delay.as_millis()
+        );
+        tokio::time::sleep(ticket.delay).await;
+    }
+    let outcome = check_password(server, dn, password).await;
+    server
+        .bind_throttle
+        .settle(session.client, ticket, outcome.is_ok());
+    outcome
+}
+
+/// The identity `dn` binds as with `password`: the rootdn against `rootpw`, anyone else against
+/// their entry's `userPassword`.
+async fn check_password(
+    server: &Arc<ServerContext>,
+    dn: &str,
+    password: &[u8],
+) -> Result<crate::connection::Identity, OperationError> {
+    let settings = &server.settings;
+    if !settings.rootpw.is_empty() && crate::database::same_dn(server, dn, &settings.rootdn) {
+        let stored = vec![settings.rootpw.as_bytes().to_vec()];
+        return if crate::database::any_password_matches(stored, password).await? {
+            Ok(crate::connection::Identity {
+                dn: dn.to_string(),
+                normalized_dn: crate::database::normalized_identity_dn(server, dn),
+                is_rootdn: true,
+            })
+        } else {
+            Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
+        };
+    }
+    crate::database::bind_entry(server, dn, password).await
 }
 
 async fn search(context: &OperationContext, request: &LdapSearchRequest, started: Instant) {
@@ -508,7 +554,11 @@ async fn search_with_controls(
 }
 
 async fn extended(context: &OperationContext, request: &LdapExtendedRequest, started: Instant) {
-    info!("{} EXT oid={}", context.log_prefix(), request.name);
+    info!(
+        "{} EXT oid={}",
+        context.log_prefix(),
+        escaped(&request.name)
+    );
     let result = match controls::parse(&context.controls, &[]) {
         Err(error) => Err(error),
         Ok(_) => match request.name.as_str() {

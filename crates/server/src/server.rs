@@ -2,6 +2,7 @@
 //! connection limit, and shuts down gracefully (stop accepting, let in-flight operations answer,
 //! send a Notice of Disconnection, close).
 
+use crate::client_limits::{AddressConnections, AddressSlot, BindThrottle, ClientKey};
 use crate::connection::{self, BoxedStream, Transport};
 use crate::settings::{ListenAddress, ServerSettings};
 use std::net::SocketAddr;
@@ -35,9 +36,13 @@ pub struct ServerContext {
     all_closed: Notify,
     refusals: Refusals,
     started: Instant,
+    /// Open connections per client address (`connections_per_address_max`).
+    address_connections: Arc<AddressConnections>,
+    /// Failed-bind throttling per client (`bind_failure_*`).
+    pub bind_throttle: BindThrottle,
 }
 
-/// Connections refused over `connections_max`. Under a flood, one warning a second sums them
+/// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them
 /// up (instead of one line per connection), and at most `REFUSALS_IN_FLIGHT_MAX` notices are
 /// being written at once; beyond that a refused socket is simply closed.
 #[derive(Default)]
@@ -52,7 +57,7 @@ const REFUSAL_LOG_INTERVAL_MILLISECONDS: u64 = 1_000;
 
 impl Refusals {
     /// Counts one refusal and logs a summary when the last one is a second old.
-    fn note(&self, peer: &str, limit: usize, started: Instant) {
+    fn note(&self, peer: &str, reason: &str, started: Instant) {
         self.not_yet_logged.fetch_add(1, Ordering::AcqRel);
         // Shifted by one interval so that the very first refusal is logged at once.
         let now_milliseconds =
@@ -68,26 +73,28 @@ impl Refusals {
         {
             let count = self.not_yet_logged.swap(0, Ordering::AcqRel);
             if count > 0 {
-                warn!(
-                    "refused {count} connection(s) at the limit of {limit} connections (latest from {peer})"
-                );
+                warn!("refused {count} connection(s) (latest from {peer}: {reason})");
             }
         }
     }
 }
 
-/// Refuses a connection over the limit: counted, logged in summary, answered with a notice
+/// Refuses a connection over a limit: counted, logged in summary, answered with a notice
 /// of disconnection while few such answers are in flight.
-fn refuse_connection(context: &Arc<ServerContext>, stream: BoxedStream, peer: &str) {
-    let limit = context.settings.connections_max;
-    context.refusals.note(peer, limit, context.started);
+fn refuse_connection(
+    context: &Arc<ServerContext>,
+    stream: BoxedStream,
+    peer: &str,
+    reason: String,
+) {
+    context.refusals.note(peer, &reason, context.started);
     if context.refusals.in_flight.fetch_add(1, Ordering::AcqRel) >= REFUSALS_IN_FLIGHT_MAX {
         context.refusals.in_flight.fetch_sub(1, Ordering::AcqRel);
         return; // dropping the stream closes it
     }
     let context = context.clone();
     tokio::spawn(async move {
-        refuse(stream, format!("too many connections (limit {limit})")).await;
+        refuse(stream, reason).await;
         context.refusals.in_flight.fetch_sub(1, Ordering::AcqRel);
     });
 }
@@ -246,6 +253,11 @@ pub async fn start(
         all_closed: Notify::new(),
         refusals: Refusals::default(),
         started: Instant::now(),
+        address_connections: Arc::default(),
+        bind_throttle: BindThrottle::new(
+            settings.bind_failure_burst,
+            settings.bind_failure_interval,
+        ),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();
@@ -318,14 +330,46 @@ pub async fn start(
     })
 }
 
-/// Counts a new connection in, or refuses it (with a notice) over the limit.
-fn admit(context: &Arc<ServerContext>) -> Option<u64> {
-    let previous = context.active_connections.fetch_add(1, Ordering::AcqRel);
-    if previous >= context.settings.connections_max {
-        context.connection_closed();
-        return None;
+/// One admitted connection: counted in `active_connections` (and against its address) until
+/// dropped, so a connection task that ends any way, a panic included, gives its slots back.
+struct Admission {
+    context: Arc<ServerContext>,
+    connection_id: u64,
+    _address_slot: Option<AddressSlot>,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.context.connection_closed();
     }
-    Some(context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1)
+}
+
+/// Counts a new connection in, or says why it is refused: over `connections_max`, or (for a
+/// network client) over `connections_per_address_max` for its address.
+fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, String> {
+    let previous = context.active_connections.fetch_add(1, Ordering::AcqRel);
+    let mut admission = Admission {
+        context: context.clone(),
+        connection_id: 0,
+        _address_slot: None,
+    };
+    if previous >= context.settings.connections_max {
+        return Err(format!(
+            "too many connections (limit {})",
+            context.settings.connections_max
+        ));
+    }
+    if let ClientKey::Address(_) = client {
+        let maximum = context.settings.connections_per_address_max;
+        let Some(slot) = context.address_connections.enter(client, maximum) else {
+            return Err(format!(
+                "too many connections from {client} (limit {maximum} per address)"
+            ));
+        };
+        admission._address_slot = Some(slot);
+    }
+    admission.connection_id = context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1;
+    Ok(admission)
 }
 
 async fn refuse(mut stream: BoxedStream, reason: String) {
@@ -359,27 +403,37 @@ async fn accept_tcp(
             }
         };
         let _ = stream.set_nodelay(true);
-        let Some(connection_id) = admit(&context) else {
-            refuse_connection(&context, Box::new(stream), &peer.to_string());
-            continue;
+        let client = ClientKey::of_ip(peer.ip());
+        let admission = match admit(&context, client) {
+            Ok(admission) => admission,
+            Err(reason) => {
+                refuse_connection(&context, Box::new(stream), &peer.to_string(), reason);
+                continue;
+            }
         };
         let context = context.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
+            let connection_id = admission.connection_id;
+            // Counted until the connection ends.
+            let _admission = admission;
             if tls {
                 let Some(tls_config) = context.tls_config.clone() else {
-                    context.connection_closed();
                     return;
                 };
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
-                let handshake =
-                    tokio::time::timeout(Duration::from_secs(30), acceptor.accept(stream)).await;
+                let handshake = tokio::time::timeout(
+                    context.settings.tls_handshake_timeout,
+                    acceptor.accept(stream),
+                )
+                .await;
                 match handshake {
                     Ok(Ok(tls_stream)) => {
                         connection::run(
                             context,
                             Box::new(tls_stream),
                             Transport::Tls,
+                            client,
                             connection_id,
                             peer.to_string(),
                             shutdown,
@@ -387,12 +441,13 @@ async fn accept_tcp(
                         .await
                     }
                     Ok(Err(error)) => {
-                        info!("conn={connection_id} TLS handshake from {peer} failed: {error}");
-                        context.connection_closed();
+                        info!(
+                            "conn={connection_id} TLS handshake from {peer} failed: {}",
+                            crate::log_text::escaped(&error.to_string())
+                        );
                     }
                     Err(_) => {
                         info!("conn={connection_id} TLS handshake from {peer} timed out");
-                        context.connection_closed();
                     }
                 }
             } else {
@@ -400,6 +455,7 @@ async fn accept_tcp(
                     context,
                     Box::new(stream),
                     Transport::Tcp,
+                    client,
                     connection_id,
                     peer.to_string(),
                     shutdown,
@@ -435,24 +491,36 @@ async fn accept_unix(
                 continue;
             }
         };
-        let Some(connection_id) = admit(&context) else {
-            let peer = format!("uid={} gid={}", credentials.uid(), credentials.gid());
-            refuse_connection(&context, Box::new(stream), &peer);
-            continue;
+        let peer = format!("uid={} gid={}", credentials.uid(), credentials.gid());
+        let client = ClientKey::LocalUser(credentials.uid());
+        let admission = match admit(&context, client) {
+            Ok(admission) => admission,
+            Err(reason) => {
+                refuse_connection(&context, Box::new(stream), &peer, reason);
+                continue;
+            }
         };
         let transport = Transport::Ldapi {
             uid: credentials.uid(),
             gid: credentials.gid(),
         };
-        let peer = format!("uid={} gid={}", credentials.uid(), credentials.gid());
-        tokio::spawn(connection::run(
-            context.clone(),
-            Box::new(stream),
-            transport,
-            connection_id,
-            peer,
-            shutdown.clone(),
-        ));
+        let context = context.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let connection_id = admission.connection_id;
+            // Counted until the connection ends.
+            let _admission = admission;
+            connection::run(
+                context,
+                Box::new(stream),
+                transport,
+                client,
+                connection_id,
+                peer,
+                shutdown,
+            )
+            .await
+        });
     }
 }
 
@@ -501,17 +569,17 @@ mod refusal_tests {
     fn a_flood_of_refusals_is_logged_once_a_second_not_once_each() {
         let refusals = Refusals::default();
         let started = Instant::now();
-        refusals.note("peer-0", 10, started);
+        refusals.note("peer-0", "full", started);
         // The first refusal is reported at once.
         assert_eq!(refusals.not_yet_logged.load(Ordering::Acquire), 0);
         for index in 1..100 {
-            refusals.note(&format!("peer-{index}"), 10, started);
+            refusals.note(&format!("peer-{index}"), "full", started);
         }
         // The rest of the second's refusals wait for the next summary line.
         assert_eq!(refusals.not_yet_logged.load(Ordering::Acquire), 99);
         let an_interval_ago =
             started - Duration::from_millis(REFUSAL_LOG_INTERVAL_MILLISECONDS + 10);
-        refusals.note("peer-100", 10, an_interval_ago);
+        refusals.note("peer-100", "full", an_interval_ago);
         assert_eq!(refusals.not_yet_logged.load(Ordering::Acquire), 0);
     }
 }

@@ -89,15 +89,32 @@ pub struct ServerSettings {
     /// Refuse binds and writes before TLS (ldapi counts as secure).
     pub require_tls: bool,
     pub connections_max: usize,
+    /// Per IP address (IPv6: per /64); ldapi connections are not counted.
+    pub connections_per_address_max: usize,
+    /// Largest request once bound.
     pub pdu_bytes_max: usize,
+    /// Largest request before a successful bind (the smaller of the two applies).
+    pub anonymous_pdu_bytes_max: usize,
     pub filter_depth_max: usize,
     pub operations_per_connection_max: usize,
+    /// Operations of one connection running at once; the rest wait, holding no thread.
+    pub running_operations_per_connection_max: usize,
     pub idle_timeout: Duration,
+    /// A connection whose client takes no bytes for this long is closed.
+    pub write_timeout: Duration,
+    /// ldaps and StartTLS handshakes.
+    pub tls_handshake_timeout: Duration,
     /// 0 = unlimited; the rootdn is always unlimited.
     pub size_limit: u64,
     pub time_limit: Duration,
     /// 0 = unlimited.
     pub lookthrough_limit: u64,
+    /// Failed binds per address answered without delay.
+    pub bind_failure_burst: u32,
+    /// Then one failure per address per interval; zero = no throttling.
+    pub bind_failure_interval: Duration,
+    /// `userPassword` values one simple bind verifies at most.
+    pub bind_password_values_max: usize,
     pub password_hash: String,
     pub suffix: String,
     pub rootdn: String,
@@ -108,28 +125,12 @@ pub struct ServerSettings {
 impl ServerSettings {
     /// Settings with the embedded default config's values, listening on `listen`.
     pub fn with_defaults(listen: Vec<ListenAddress>) -> ServerSettings {
-        ServerSettings {
-            listen,
-            tls_certificate: None,
-            tls_key: None,
-            require_tls: false,
-            connections_max: 4096,
-            pdu_bytes_max: 16 * 1024 * 1024,
-            filter_depth_max: 64,
-            operations_per_connection_max: 128,
-            idle_timeout: Duration::from_secs(900),
-            size_limit: 500,
-            time_limit: Duration::from_secs(3600),
-            lookthrough_limit: 0,
-            password_hash: "SSHA".to_string(),
-            suffix: "dc=example,dc=com".to_string(),
-            rootdn: "cn=admin,dc=example,dc=com".to_string(),
-            rootpw: "secret".to_string(),
-        }
+        let mut settings = ServerSettings::from_config(&lmdir_config::Config::embedded_default())
+            .expect("the embedded default config maps to settings");
+        settings.listen = listen;
+        settings
     }
-}
 
-impl ServerSettings {
     /// The settings a config file describes (listen URLs validated here).
     pub fn from_config(config: &lmdir_config::Config) -> Result<ServerSettings, String> {
         let server = &config.server;
@@ -147,13 +148,22 @@ impl ServerSettings {
             tls_key: path_or_none(&server.tls_key),
             require_tls: server.require_tls,
             connections_max: server.connections_max as usize,
+            connections_per_address_max: server.connections_per_address_max as usize,
             pdu_bytes_max: server.pdu_bytes_max as usize,
+            anonymous_pdu_bytes_max: server.anonymous_pdu_bytes_max as usize,
             filter_depth_max: server.filter_depth_max as usize,
             operations_per_connection_max: server.operations_per_connection_max as usize,
+            running_operations_per_connection_max: server.running_operations_per_connection_max
+                as usize,
             idle_timeout: Duration::from_secs(server.idle_timeout_seconds),
+            write_timeout: Duration::from_secs(server.write_timeout_seconds),
+            tls_handshake_timeout: Duration::from_secs(server.tls_handshake_timeout_seconds),
             size_limit: server.size_limit,
             time_limit: Duration::from_secs(server.time_limit_seconds),
             lookthrough_limit: server.lookthrough_limit,
+            bind_failure_burst: server.bind_failure_burst,
+            bind_failure_interval: Duration::from_millis(server.bind_failure_interval_milliseconds),
+            bind_password_values_max: server.bind_password_values_max as usize,
             password_hash: server.password_hash.clone(),
             suffix: database.suffix.clone(),
             rootdn: database.rootdn.clone(),

@@ -625,6 +625,16 @@ impl Store {
             .clone()
     }
 
+    /// Read txns open right now in this process. Each pins an LMDB snapshot (pages freed after
+    /// it cannot be reused), so servers and tests watch that none is held by a gone client.
+    pub fn open_read_txns(&self) -> usize {
+        self.inner
+            .reader_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .readers
+    }
+
     /// Flushes to disk (useful with `sync: false`).
     pub fn sync(&self) -> Result<(), StoreError> {
         self.inner.env.force_sync()?;

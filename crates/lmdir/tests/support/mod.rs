@@ -112,6 +112,11 @@ impl TestServer {
 
     /// Starts `lmdir serve --no-demo` and waits until it accepts connections.
     pub fn start(&mut self) {
+        self.start_with(&["serve", "--no-demo"]);
+    }
+
+    /// Starts `lmdir --config FILE <arguments>` (a serve) and waits until it accepts connections.
+    pub fn start_with(&mut self, arguments: &[&str]) {
         assert!(self.child.is_none(), "the server is already running");
         let log_path = self
             .directory
@@ -120,7 +125,7 @@ impl TestServer {
         let child = Command::new(lmdir_binary())
             .arg("--config")
             .arg(&self.config_path)
-            .args(["serve", "--no-demo"])
+            .args(arguments)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log_path).expect("creating the server log"))
             .spawn()
