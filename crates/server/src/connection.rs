@@ -63,6 +63,8 @@ pub struct Session {
     pub client: ClientKey,
     /// TLS active (ldaps or after StartTLS).
     pub tls_active: bool,
+    /// This connection's entry in cn=Monitor.
+    pub monitor: Arc<crate::monitor::ConnectionRecord>,
 }
 
 impl Session {
@@ -95,12 +97,20 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let tls_active = transport == Transport::Tls;
+    let listener = match &transport {
+        Transport::Tcp => "ldap",
+        Transport::Tls => "ldaps",
+        Transport::Ldapi { .. } => "ldapi",
+    };
     let mut session = Session {
         connection_id,
         identity: Identity::default(),
         transport,
         client,
         tls_active,
+        monitor: context
+            .monitor
+            .connection_opened(connection_id, &peer, listener),
     };
     info!(
         "conn={connection_id} fd=0 ACCEPT from {peer} ({})",
@@ -163,6 +173,21 @@ pub async fn run(
                 };
                 operation_counter += 1;
                 let operation_id = operation_counter;
+                session.monitor.operation_received();
+                let kind = crate::monitor::OperationKind::of_request(&message.op);
+                if let Some(kind) = kind {
+                    context.monitor.operation_initiated(kind);
+                }
+                // Operations answered here, not by `dispatch`, are counted complete here too.
+                let answered_here = match &message.op {
+                    LdapOp::UnbindRequest | LdapOp::AbandonRequest(_) => true,
+                    LdapOp::ExtendedRequest(request) => request.name == CANCEL_OID || request.name == START_TLS_OID,
+                    _ => false,
+                };
+                if let (true, Some(kind)) = (answered_here, kind) {
+                    context.monitor.operation_completed(kind, code::SUCCESS, std::time::Duration::ZERO);
+                    session.monitor.operation_completed();
+                }
                 match message.op {
                     LdapOp::UnbindRequest => {
                         info!("conn={connection_id} op={operation_id} UNBIND");
@@ -366,7 +391,11 @@ async fn write_outgoing(
             Outgoing::Done {
                 message_id,
                 result_code,
+                response,
             } => {
+                if !response.is_empty() {
+                    chunks.push(response);
+                }
                 outstanding.remove(&message_id);
                 // RFC 3909: the Cancel is answered after its target's own response.
                 if let Some(cancel_message_id) = pending_cancels.remove(&message_id) {

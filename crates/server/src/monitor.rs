@@ -93,6 +93,24 @@ impl OperationKind {
         })
     }
 
+    /// The operation a request starts.
+    pub fn of_request(operation: &ldap3_proto::proto::LdapOp) -> Option<OperationKind> {
+        use ldap3_proto::proto::LdapOp;
+        Some(match operation {
+            LdapOp::BindRequest(_) => OperationKind::Bind,
+            LdapOp::UnbindRequest => OperationKind::Unbind,
+            LdapOp::SearchRequest(_) => OperationKind::Search,
+            LdapOp::CompareRequest(_) => OperationKind::Compare,
+            LdapOp::ModifyRequest(_) => OperationKind::Modify,
+            LdapOp::ModifyDNRequest(_) => OperationKind::Modrdn,
+            LdapOp::AddRequest(_) => OperationKind::Add,
+            LdapOp::DelRequest(_) => OperationKind::Delete,
+            LdapOp::AbandonRequest(_) => OperationKind::Abandon,
+            LdapOp::ExtendedRequest(_) => OperationKind::Extended,
+            _ => return None,
+        })
+    }
+
     fn index(self) -> usize {
         self as usize
     }

@@ -6,6 +6,7 @@ use crate::connection::{response_tag, Session};
 use crate::controls::{self, RequestControls};
 use crate::filter_text;
 use crate::log_text::escaped;
+use crate::monitor::OperationKind;
 use crate::result::{code, OperationError};
 use crate::rootdse;
 use crate::selection::AttributeSelection;
@@ -27,9 +28,16 @@ use tracing::info;
 pub enum Outgoing {
     /// One encoded LDAPMessage.
     Message(Bytes),
-    /// The operation with this message ID has sent its final response, with this result code
-    /// (a pending Cancel is answered from it).
-    Done { message_id: i32, result_code: u32 },
+    /// The operation with this message ID ends: its final `response` (empty when it sends
+    /// none), with this result code (a pending Cancel is answered from it). One message, so the
+    /// connection forgets the operation in the same step that writes its response: a client that
+    /// sends its next request on reading the response never finds this one still counted
+    /// against `operations_per_connection_max`.
+    Done {
+        message_id: i32,
+        result_code: u32,
+        response: Bytes,
+    },
 }
 
 /// Everything an operation task needs.
@@ -59,15 +67,27 @@ impl OperationContext {
         let _ = self.sender.send(Outgoing::Message(bytes)).await;
     }
 
-    /// Sends the operation's final response, then tells the connection it is done (and how it
-    /// ended, for a Cancel waiting on it).
-    async fn send_final(&self, response: Bytes, result_code: u32) {
-        self.send(response).await;
+    /// Sends the operation's final response, telling the connection it is done with it (and how
+    /// it ended, for a Cancel waiting on it).
+    async fn send_final(
+        &self,
+        response: Bytes,
+        response_tag: u8,
+        result_code: u32,
+        started: Instant,
+    ) {
+        if let Some(kind) = crate::monitor::OperationKind::from_response_tag(response_tag) {
+            self.server
+                .monitor
+                .operation_completed(kind, result_code, started.elapsed());
+        }
+        self.session.monitor.operation_completed();
         let _ = self
             .sender
             .send(Outgoing::Done {
                 message_id: self.message_id,
                 result_code,
+                response,
             })
             .await;
     }
@@ -133,7 +153,8 @@ impl OperationContext {
             started.elapsed().as_micros(),
             escaped(message)
         );
-        self.send_final(buffer.freeze(), result_code).await;
+        self.send_final(buffer.freeze(), response_tag, result_code, started)
+            .await;
     }
 
     async fn finish_extended(
@@ -171,7 +192,13 @@ impl OperationContext {
             started.elapsed().as_micros(),
             escaped(message)
         );
-        self.send_final(buffer.freeze(), result_code).await;
+        self.send_final(
+            buffer.freeze(),
+            tag::EXTENDED_RESPONSE,
+            result_code,
+            started,
+        )
+        .await;
     }
 }
 
@@ -270,6 +297,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 .send(Outgoing::Done {
                     message_id: context.message_id,
                     result_code: code::PROTOCOL_ERROR,
+                    response: Bytes::new(),
                 })
                 .await;
         }
@@ -323,6 +351,11 @@ pub async fn bind(
         started.elapsed().as_micros(),
         escaped(&message)
     );
+    server
+        .monitor
+        .operation_completed(OperationKind::Bind, result_code, started.elapsed());
+    session.monitor.operation_completed();
+    session.monitor.set_authz_dn(&session.identity.dn);
     let mut buffer = BytesMut::with_capacity(32 + message.len());
     ber::write_result_message(
         &mut buffer,

@@ -40,6 +40,8 @@ pub struct ServerContext {
     address_connections: Arc<AddressConnections>,
     /// Failed-bind throttling per client (`bind_failure_*`).
     pub bind_throttle: BindThrottle,
+    /// Counters for cn=Monitor and the Prometheus endpoint.
+    pub monitor: crate::monitor::Monitor,
 }
 
 /// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them
@@ -113,6 +115,39 @@ impl ServerContext {
 
     pub fn active_connections(&self) -> usize {
         self.active_connections.load(Ordering::Acquire)
+    }
+
+    /// What cn=Monitor and the metrics show besides counters: connections, runtime, LMDB.
+    pub fn monitor_state(&self) -> crate::monitor::MonitorState {
+        let runtime = tokio::runtime::Handle::try_current().map(|handle| handle.metrics());
+        let database = self.database.as_ref().and_then(|database| {
+            let store = database.store();
+            match store.environment_usage() {
+                Ok(usage) => Some(crate::monitor::DatabaseState {
+                    suffix: self.settings.suffix.clone(),
+                    directory: store.directory().display().to_string(),
+                    usage,
+                }),
+                Err(error) => {
+                    warn!("monitor: reading the LMDB environment failed: {error}");
+                    None
+                }
+            }
+        });
+        crate::monitor::MonitorState {
+            connections_current: self.active_connections() as u64,
+            connections_max: self.settings.connections_max as u64,
+            threads_max: runtime
+                .as_ref()
+                .map_or(0, |metrics| metrics.num_workers() as u64),
+            tasks_alive: runtime
+                .as_ref()
+                .map_or(0, |metrics| metrics.num_alive_tasks() as u64),
+            tasks_queued: runtime
+                .as_ref()
+                .map_or(0, |metrics| metrics.global_queue_depth() as u64),
+            database,
+        }
     }
 
     pub(crate) fn connection_closed(&self) {
@@ -258,6 +293,7 @@ pub async fn start(
             settings.bind_failure_burst,
             settings.bind_failure_interval,
         ),
+        monitor: crate::monitor::Monitor::new(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();
@@ -340,6 +376,7 @@ struct Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
+        self.context.monitor.connection_closed(self.connection_id);
         self.context.connection_closed();
     }
 }

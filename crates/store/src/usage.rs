@@ -31,6 +31,11 @@ impl EnvironmentUsage {
 }
 
 impl Store {
+    /// The directory holding the LMDB environment.
+    pub fn directory(&self) -> &std::path::Path {
+        self.inner.env.path()
+    }
+
     /// Reads the environment's usage: LMDB's env info and every DB's page counts.
     pub fn environment_usage(&self) -> Result<EnvironmentUsage, StoreError> {
         let inner = &self.inner;
