@@ -307,8 +307,8 @@ fn object_class_equality_covers_subclasses() {
     };
     assert_eq!(
         alternatives.len(),
-        4,
-        "person, organizationalPerson, residentialPerson, inetOrgPerson"
+        5,
+        "person, organizationalPerson, residentialPerson, inetOrgPerson, pilotPerson"
     );
 }
 
