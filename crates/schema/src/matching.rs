@@ -14,6 +14,9 @@ pub enum MatchingRuleKind {
     Equality,
     Ordering,
     Substrings,
+    /// integerBitAndMatch / integerBitOrMatch: usable in extensible filters only (an attribute
+    /// type cannot name one as its EQUALITY rule).
+    Bitwise,
 }
 
 /// How a rule turns a value into its comparable form. Rules of one family produce the same
@@ -109,6 +112,10 @@ matching_rules! {
     UuidOrderingMatch => ("UUIDOrderingMatch", "1.3.6.1.1.16.3", Ordering, Uuid, "1.3.6.1.1.16.1"),
     CsnMatch => ("CSNMatch", "1.3.6.1.4.1.4203.666.11.2.2", Equality, Csn, "1.3.6.1.4.1.4203.666.11.2.1"),
     CsnOrderingMatch => ("CSNOrderingMatch", "1.3.6.1.4.1.4203.666.11.2.3", Ordering, Csn, "1.3.6.1.4.1.4203.666.11.2.1"),
+    // Active Directory's bitwise rules, which slapd implements too; many applications filter
+    // with them (`(userAccountControl:1.2.840.113556.1.4.803:=2)`).
+    IntegerBitAndMatch => ("integerBitAndMatch", "1.2.840.113556.1.4.803", Bitwise, Integer, "1.3.6.1.4.1.1466.115.121.1.27"),
+    IntegerBitOrMatch => ("integerBitOrMatch", "1.2.840.113556.1.4.804", Bitwise, Integer, "1.3.6.1.4.1.1466.115.121.1.27"),
 }
 
 impl MatchingRule {
@@ -197,6 +204,21 @@ impl MatchingRule {
             | NormalizationFamily::TelephoneNumber
             | NormalizationFamily::CaseIgnoreList => normalize_without_schema(self.family(), piece),
             _ => Ok(piece.to_vec()),
+        }
+    }
+
+    /// For the bitwise rules: whether a normalized integer value matches the asserted bits
+    /// (all of them for integerBitAndMatch, any for integerBitOrMatch), as 64-bit two's
+    /// complement integers like slapd's. A value out of that range matches nothing; every
+    /// other rule answers false.
+    pub fn bitwise_matches(&self, normalized_value: &[u8], asserted: i64) -> bool {
+        let Some(value) = integer_as_i64(normalized_value) else {
+            return false;
+        };
+        match self {
+            MatchingRule::IntegerBitAndMatch => value & asserted == asserted,
+            MatchingRule::IntegerBitOrMatch => value & asserted != 0,
+            _ => false,
         }
     }
 
@@ -360,6 +382,11 @@ pub(crate) fn normalize_without_schema(
 
 pub(crate) fn utf8(value: &[u8]) -> Result<&str, LdapError> {
     std::str::from_utf8(value).map_err(|_| LdapError::invalid_syntax("value is not valid UTF-8"))
+}
+
+/// A normalized integer (`-?[1-9][0-9]*|0`) as an i64; None when it does not fit.
+pub(crate) fn integer_as_i64(normalized: &[u8]) -> Option<i64> {
+    std::str::from_utf8(normalized).ok()?.parse().ok()
 }
 
 /// Sign byte: negative < zero < positive.

@@ -579,8 +579,10 @@ impl Schema {
                     ]
                     .contains(&Some(*rule))
                         || attribute_type.syntax_oid.as_deref().is_some_and(|syntax| {
-                            rule.kind() == MatchingRuleKind::Equality
-                                && rule.applies_to_syntax(syntax)
+                            matches!(
+                                rule.kind(),
+                                MatchingRuleKind::Equality | MatchingRuleKind::Bitwise
+                            ) && rule.applies_to_syntax(syntax)
                         })
                 })
                 .map(AttributeType::name)
