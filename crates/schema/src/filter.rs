@@ -6,7 +6,7 @@ use std::fmt;
 use crate::entry::Entry;
 use crate::error::{LdapError, ResultCode};
 use crate::matching::{integer_as_i64, MatchingRule, MatchingRuleKind};
-use crate::schema::{AttrId, Schema};
+use crate::schema::{options_match, AttrId, Schema};
 
 /// Most filter items (leaves and operators) one filter may hold.
 pub const FILTER_ITEMS_MAX: usize = 100_000;
@@ -1004,8 +1004,7 @@ impl PreparedFilter {
             } => {
                 let mut found = false;
                 attributes(&mut |attr, value_options, _values| {
-                    found = covered.contains(&attr)
-                        && options.iter().all(|option| value_options.contains(option));
+                    found = covered.contains(&attr) && options_match(options, value_options);
                     !found
                 });
                 tri(found)
@@ -1124,7 +1123,7 @@ fn any_value(
         let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) else {
             return true;
         };
-        if !options.iter().all(|option| value_options.contains(option)) {
+        if !options_match(options, value_options) {
             return true;
         }
         for value in values {

@@ -331,12 +331,26 @@ pub struct AttributeDescription {
 
 impl AttributeDescription {
     /// True when every option of `self` is among `other_options` (RFC 4512 §2.5: a description
-    /// with more options is a subtype of one with fewer).
+    /// with more options is a subtype of one with fewer), language ranges included
+    /// (`options_match`).
     pub fn options_subset_of(&self, other_options: &[String]) -> bool {
-        self.options
-            .iter()
-            .all(|option| other_options.contains(option))
+        options_match(&self.options, other_options)
     }
+}
+
+/// Whether an attribute whose description carries `present` options is one a filter or an
+/// attribute selection asking for `asked` options means (both lowercased): every asked option
+/// is present, except that a language range (RFC 3866 §3: `lang-` then a tag prefix, ending
+/// with `-`) is met by any present language tag in the range: `lang-en-` by `lang-en` and
+/// `lang-en-us`, `lang-` by every language tag.
+pub fn options_match(asked: &[String], present: &[String]) -> bool {
+    asked.iter().all(|option| match option.strip_suffix('-') {
+        Some(tag) if option.starts_with("lang-") => present.iter().any(|candidate| {
+            // `lang-en` itself, or a longer tag continuing after the range's `-`.
+            candidate == tag || (candidate.len() > option.len() && candidate.starts_with(option))
+        }),
+        _ => present.contains(option),
+    })
 }
 
 /// A schema loading problem, naming the source (file), line and what is wrong.

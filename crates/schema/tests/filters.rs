@@ -458,6 +458,44 @@ fn extensible_matching() {
 }
 
 #[test]
+fn language_range_options_match_the_tags_in_the_range() {
+    // babs has cn;lang-de: Bärbel Jensen.
+    assert_eq!(evaluate("(cn;lang-de=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn;lang-de-=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(name;lang-de-=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn;lang-=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn;lang-=Babs Jensen)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-d-=Bärbel Jensen)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-en-=Bärbel Jensen)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-=*)"), Tri::True);
+    assert_eq!(evaluate("(sn;lang-=*)"), Tri::False);
+    let options = |text: &str| -> Vec<String> {
+        text.split(';')
+            .filter(|option| !option.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    for (asked, present, expected) in [
+        ("lang-en-", "lang-en-us", true),
+        ("lang-en-", "lang-en", true),
+        ("lang-en-", "lang-eng", false),
+        ("lang-en-", "lang-en-gb;lang-en-us", true),
+        ("lang-en-;binary", "binary;lang-en-gb", true),
+        ("lang-en-;binary", "lang-en-gb", false),
+        ("lang-", "lang-fr", true),
+        ("lang-", "", false),
+        ("lang-en", "lang-en-us", false),
+        ("", "lang-en", true),
+    ] {
+        assert_eq!(
+            lmdir_schema::options_match(&options(asked), &options(present)),
+            expected,
+            "{asked} in {present}"
+        );
+    }
+}
+
+#[test]
 fn bitwise_rules_test_bits_of_integer_values() {
     // uidNumber 1042 = 0b100_0001_0010.
     let and = "1.2.840.113556.1.4.803";
