@@ -41,6 +41,9 @@ pub enum NormalizationFamily {
     CaseIgnoreList,
     Uuid,
     Csn,
+    /// The OID that starts an RFC 4512 description (`( 2.5.6.0 NAME 'top' ... )`): how the
+    /// subschema attributes compare, so `(objectClasses=2.5.6.0)` finds `top`'s definition.
+    ObjectIdentifierFirstComponent,
 }
 
 macro_rules! matching_rules {
@@ -81,6 +84,7 @@ macro_rules! matching_rules {
 
 matching_rules! {
     ObjectIdentifierMatch => ("objectIdentifierMatch", "2.5.13.0", Equality, ObjectIdentifier, "1.3.6.1.4.1.1466.115.121.1.38"),
+    ObjectIdentifierFirstComponentMatch => ("objectIdentifierFirstComponentMatch", "2.5.13.30", Equality, ObjectIdentifierFirstComponent, "1.3.6.1.4.1.1466.115.121.1.38"),
     DistinguishedNameMatch => ("distinguishedNameMatch", "2.5.13.1", Equality, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
     CaseIgnoreMatch => ("caseIgnoreMatch", "2.5.13.2", Equality, CaseIgnore, "1.3.6.1.4.1.1466.115.121.1.15"),
     CaseIgnoreOrderingMatch => ("caseIgnoreOrderingMatch", "2.5.13.3", Ordering, CaseIgnore, "1.3.6.1.4.1.1466.115.121.1.15"),
@@ -149,6 +153,9 @@ impl MatchingRule {
             NormalizationFamily::CaseIgnoreList => MatchingRule::CaseIgnoreListMatch,
             NormalizationFamily::Uuid => MatchingRule::UuidMatch,
             NormalizationFamily::Csn => MatchingRule::CsnMatch,
+            NormalizationFamily::ObjectIdentifierFirstComponent => {
+                MatchingRule::ObjectIdentifierFirstComponentMatch
+            }
         }
     }
 
@@ -185,7 +192,9 @@ impl MatchingRule {
     /// names; `Schema::normalize_value` uses the server's own schema instead.
     pub fn normalize(&self, value: &[u8]) -> Result<Vec<u8>, LdapError> {
         match self.family() {
-            NormalizationFamily::DistinguishedName | NormalizationFamily::UniqueMember => {
+            NormalizationFamily::DistinguishedName
+            | NormalizationFamily::UniqueMember
+            | NormalizationFamily::ObjectIdentifierFirstComponent => {
                 crate::schema::Schema::builtin_shared().normalize_with_rule(*self, value)
             }
             _ => normalize_without_schema(self.family(), value),
@@ -374,8 +383,12 @@ pub(crate) fn normalize_without_schema(
                 ))
             }
         }
-        NormalizationFamily::DistinguishedName | NormalizationFamily::UniqueMember => {
-            unreachable!("DN normalization needs a schema; callers route it through Schema")
+        NormalizationFamily::DistinguishedName
+        | NormalizationFamily::UniqueMember
+        | NormalizationFamily::ObjectIdentifierFirstComponent => {
+            unreachable!(
+                "DN and OID-name normalization need a schema; callers route it through Schema"
+            )
         }
     }
 }
@@ -719,6 +732,9 @@ mod tests {
             NormalizationFamily::BitString => ("'01'B", "'1'B"),
             NormalizationFamily::DistinguishedName => ("CN=A,DC=X", "cn=b,dc=x"),
             NormalizationFamily::ObjectIdentifier => ("1.2.3", "Person"),
+            NormalizationFamily::ObjectIdentifierFirstComponent => {
+                ("( 1.2.3 NAME 'x' )", "( 1.2.4 )")
+            }
             NormalizationFamily::UniqueMember => ("cn=a#'01'B", "cn=b"),
             NormalizationFamily::Uuid => (
                 "00000000-0000-0000-0000-00000000000A",

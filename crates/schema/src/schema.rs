@@ -814,8 +814,38 @@ impl Schema {
                 }
                 Ok(lowered)
             }
+            NormalizationFamily::ObjectIdentifierFirstComponent => {
+                self.first_component_oid(utf8(value)?)
+            }
             family => normalize_without_schema(family, value),
         }
+    }
+
+    /// objectIdentifierFirstComponentMatch's form: of a description value (`( 2.5.6.0 NAME
+    /// 'top' ... )`) the OID it starts with; of an assertion (an OID or a name) the OID, with a
+    /// name resolved to the object class, attribute type or matching rule it names (the
+    /// values of cn=Subschema start with numeric OIDs).
+    fn first_component_oid(&self, text: &str) -> Result<Vec<u8>, LdapError> {
+        let text = text.trim();
+        let oid_text = match text.strip_prefix('(') {
+            Some(description) => description.split_whitespace().next().unwrap_or(""),
+            None => text,
+        };
+        crate::syntax::validate_oid_or_descr(oid_text)?;
+        let is_numeric = oid_text.starts_with(|character: char| character.is_ascii_digit());
+        if is_numeric {
+            return Ok(oid_text.as_bytes().to_vec());
+        }
+        let resolved = self
+            .object_class(oid_text)
+            .map(|id| self.object_class_definition(id).oid.clone())
+            .or_else(|| {
+                self.attribute(oid_text)
+                    .map(|id| self.attribute_type(id).oid.clone())
+            })
+            .or_else(|| MatchingRule::by_name_or_oid(oid_text).map(|rule| rule.oid().to_string()))
+            .unwrap_or_else(|| oid_text.to_ascii_lowercase());
+        Ok(resolved.into_bytes())
     }
 
     /// Normalized RDN: `name=value` per AVA with the lowercased primary name and the value

@@ -496,6 +496,30 @@ fn language_range_options_match_the_tags_in_the_range() {
 }
 
 #[test]
+fn subschema_attributes_match_by_the_oid_their_values_start_with() {
+    let schema = Schema::builtin();
+    let view = OwnedEntryView::new(&schema, &schema.subschema_entry()).unwrap();
+    let evaluate_on = |text: &str| {
+        schema
+            .prepare_filter(&Filter::parse(text, DEPTH_MAX).unwrap())
+            .evaluate(&view)
+    };
+    assert_eq!(evaluate_on("(objectClasses=2.5.6.0)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClasses=top)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClasses=pilotPerson)"), Tri::True);
+    assert_eq!(evaluate_on("(attributeTypes=2.5.4.3)"), Tri::True);
+    assert_eq!(evaluate_on("(attributeTypes=commonName)"), Tri::True);
+    assert_eq!(evaluate_on("(matchingRules=caseExactMatch)"), Tri::True);
+    assert_eq!(
+        evaluate_on("(ldapSyntaxes=1.3.6.1.4.1.1466.115.121.1.27)"),
+        Tri::True
+    );
+    assert_eq!(evaluate_on("(objectClasses=2.5.6.999)"), Tri::False);
+    assert_eq!(evaluate_on("(objectClasses=2.5.4.3)"), Tri::False);
+    assert_eq!(evaluate_on("(objectClasses=not an oid)"), Tri::Undefined);
+}
+
+#[test]
 fn bitwise_rules_test_bits_of_integer_values() {
     // uidNumber 1042 = 0b100_0001_0010.
     let and = "1.2.840.113556.1.4.803";

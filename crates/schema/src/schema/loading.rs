@@ -67,7 +67,6 @@ const UNIMPLEMENTED_RULES: &[(&str, &str)] = &[
     ("presentationAddressMatch", "2.5.13.22"),
     ("protocolInformationMatch", "2.5.13.24"),
     ("integerFirstComponentMatch", "2.5.13.29"),
-    ("objectIdentifierFirstComponentMatch", "2.5.13.30"),
     ("directoryStringFirstComponentMatch", "2.5.13.31"),
     ("wordMatch", "2.5.13.32"),
     ("keywordMatch", "2.5.13.33"),
