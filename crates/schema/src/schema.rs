@@ -424,9 +424,7 @@ impl Schema {
         static BUILTIN: OnceLock<Schema> = OnceLock::new();
         BUILTIN.get_or_init(|| {
             let mut schema = Schema::empty();
-            if let Err(error) =
-                schema.load_schema_text(BUILTIN_SCHEMA_TEXT, loading::BUILTIN_SOURCE_NAME)
-            {
+            if let Err(error) = schema.load_builtin_text(BUILTIN_SCHEMA_TEXT) {
                 panic!("the built-in schema text is invalid (a bug in lmdir-schema): {error}");
             }
             schema

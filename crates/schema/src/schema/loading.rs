@@ -12,9 +12,8 @@ use crate::matching::{MatchingRule, MatchingRuleKind};
 use crate::schema_text::{parse_definition, resolve_oid, Definition};
 use crate::syntax::{Syntax, KNOWN_SYNTAXES};
 
-/// The source name of the built-in schema text: definitions from it may be overridden by a
-/// configured file (as replacing OpenLDAP's nis.schema by rfc2307bis.schema does).
-pub(super) const BUILTIN_SOURCE_NAME: &str = "builtin.schema";
+/// The source name of the built-in schema text in messages.
+const BUILTIN_SOURCE_NAME: &str = "builtin.schema";
 
 /// Where a definition was read, for messages naming both sides of a conflict.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,9 +216,14 @@ impl Schema {
     /// `warnings()`) and is an error naming both places when the existing one came from loaded
     /// text. On error the schema keeps the definitions before the failing statement.
     pub fn load_schema_text(&mut self, text: &str, source_name: &str) -> Result<(), SchemaError> {
-        self.loading_builtin =
-            source_name == BUILTIN_SOURCE_NAME && self.attribute_types.is_empty();
-        let result = self.load_statements(text, source_name);
+        self.load_statements(text, source_name)
+    }
+
+    /// Loads lmdir's own schema text: its definitions are the built-in ones that configured
+    /// files may override.
+    pub(super) fn load_builtin_text(&mut self, text: &str) -> Result<(), SchemaError> {
+        self.loading_builtin = true;
+        let result = self.load_statements(text, BUILTIN_SOURCE_NAME);
         self.loading_builtin = false;
         result
     }
