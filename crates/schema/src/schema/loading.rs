@@ -175,11 +175,13 @@ impl AttributeType {
 }
 
 impl ObjectClass {
-    /// Same meaning for checking (descriptions and extensions aside).
+    /// Same meaning for checking (descriptions, extensions and the order and repetition of
+    /// list members aside: stock files list some MAY attributes twice).
     fn same_meaning(&self, other: &ObjectClass) -> bool {
         let sorted = |ids: &[u32]| {
             let mut ids = ids.to_vec();
             ids.sort_unstable();
+            ids.dedup();
             ids
         };
         let lowered = |names: &[String]| -> Vec<String> {
