@@ -283,3 +283,20 @@ fn overriding_a_supertype_reresolves_what_its_subtypes_inherit() {
         .unwrap_err();
     assert!(error.message.contains("as 'person'"), "{error}");
 }
+
+#[test]
+fn a_repeat_in_another_order_with_a_duplicate_member_is_not_an_override() {
+    let mut schema = Schema::builtin();
+    schema
+        .load_schema_text(
+            "objectclass ( 2.5.6.14 NAME 'device' SUP top STRUCTURAL MUST cn\n\tMAY ( l $ description $ serialNumber $ seeAlso $ owner $ ou $ o $ l ) )",
+            "stock.schema",
+        )
+        .unwrap();
+    let warnings = schema.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("stock.schema:1: object class 'device' (2.5.6.14) repeats"),
+        "{warnings:?}"
+    );
+}
