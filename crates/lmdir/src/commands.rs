@@ -203,8 +203,14 @@ fn database_directory(config: &Config) -> Result<PathBuf> {
 }
 
 /// The built-in schema plus the config's extra `.schema` files (shared with the server).
+/// Its loading notes are logged: an override of a built-in definition changes what entries
+/// are valid and how values match, so the operator must see it.
 pub fn load_schema(config: &Config) -> Result<Arc<Schema>> {
-    Ok(lmdir_server::database::schema_from_config(config)?)
+    let schema = lmdir_server::database::schema_from_config(config)?;
+    for note in schema.warnings() {
+        tracing::warn!("schema: {note}");
+    }
+    Ok(schema)
 }
 
 pub fn store_options(config: &Config) -> StoreOptions {

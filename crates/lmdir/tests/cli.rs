@@ -129,3 +129,35 @@ fn a_bad_record_names_its_line_and_leaves_no_database() {
         .unwrap_or(0);
     assert_eq!(entries, 0, "no half-loaded database is left behind");
 }
+
+#[test]
+fn a_schema_file_overriding_a_builtin_definition_is_logged_and_takes_effect() {
+    let scratch = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../schema/tests/fixtures/rfc2307bis_style.schema");
+    let config = scratch.path().join("bis.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\nsuffix = \"dc=example,dc=com\"\ndirectory = \"{}\"\nschema_files = [\"{}\"]\n",
+            scratch.path().join("bis").display(),
+            fixture.display()
+        ),
+    )
+    .unwrap();
+    let ldif = scratch.path().join("groups.ldif");
+    std::fs::write(
+        &ldif,
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: cn=admins,dc=example,dc=com\nobjectClass: groupOfNames\nobjectClass: posixGroup\n\
+         cn: admins\ngidNumber: 500\nmember: cn=admins,dc=example,dc=com\n",
+    )
+    .unwrap();
+    let output = lmdir(&config, &["load", ldif.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "load failed: {stderr}");
+    assert!(
+        stderr.contains("object class 'posixGroup' (1.3.6.1.1.1.2.2) overrides the built-in definition at builtin.schema:"),
+        "{stderr}"
+    );
+}

@@ -5,8 +5,8 @@ use std::fmt;
 
 use crate::entry::Entry;
 use crate::error::{LdapError, ResultCode};
-use crate::matching::{MatchingRule, MatchingRuleKind};
-use crate::schema::{AttrId, Schema};
+use crate::matching::{integer_as_i64, MatchingRule, MatchingRuleKind};
+use crate::schema::{options_match, AttrId, Schema};
 
 /// Most filter items (leaves and operators) one filter may hold.
 pub const FILTER_ITEMS_MAX: usize = 100_000;
@@ -514,10 +514,11 @@ pub trait EntryView {
     /// when `visit` returns false.
     fn for_each_attribute(&self, visit: &mut AttributeVisitor<'_>);
 
-    /// Calls `visit(attr, normalized value)` for each AVA of the entry's DN (all RDNs), for
-    /// `:dn:` extensible matching. `Schema::for_each_normalized_dn_ava` does this from a
-    /// normalized DN string.
-    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool);
+    /// Calls `visit(attr, value)` for each AVA of the entry's DN (all RDNs), for `:dn:`
+    /// extensible matching: the value as the DN spells it and its equality-normalized form (a
+    /// rule of another family than the type's own, such as caseExactMatch on `ou`, is applied
+    /// to the original). `Schema::for_each_dn_ava_of` does this from the DN string.
+    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool);
 }
 
 /// An attribute type a filter item applies to, and whether values stored normalized by the
@@ -800,6 +801,11 @@ impl Schema {
                 .collect(),
         };
         let (normalized, pieces) = match rule.kind() {
+            MatchingRuleKind::Bitwise => match self.normalize_with_rule(rule, value) {
+                // The bits must fit the 64-bit integer they are tested as.
+                Ok(normalized) if integer_as_i64(&normalized).is_some() => (normalized, None),
+                _ => return PreparedFilter::Undefined,
+            },
             MatchingRuleKind::Equality => match self.normalize_with_rule(rule, value) {
                 Ok(normalized) => (normalized, None),
                 Err(_) => return PreparedFilter::Undefined,
@@ -866,22 +872,32 @@ impl Schema {
         names
     }
 
-    /// Calls `visit(attr, normalized value)` for each AVA of a normalized DN string (as produced
-    /// by `normalize_dn`): the helper an `EntryView` needs for `for_each_dn_ava`.
-    pub fn for_each_normalized_dn_ava(
+    /// Calls `visit(attr, value)` for each AVA of a DN string as stored (original spelling),
+    /// with the value normalized by the type's equality rule: the helper an `EntryView` needs
+    /// for `for_each_dn_ava`. AVAs of unknown types or invalid values (never in a stored DN)
+    /// are skipped.
+    pub fn for_each_dn_ava_of(
         &self,
-        normalized_dn: &str,
-        visit: &mut dyn FnMut(AttrId, &[u8]) -> bool,
+        dn: &str,
+        visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool,
     ) {
-        let Ok(dn) = crate::dn::Dn::parse(normalized_dn) else {
+        let Ok(dn) = crate::dn::Dn::parse(dn) else {
             return;
         };
         for rdn in &dn.rdns {
             for ava in &rdn.avas {
-                if let Some(attr) = self.attribute(&ava.attr) {
-                    if !visit(attr, &ava.value) {
-                        return;
-                    }
+                let Some(attr) = self.attribute(&ava.attr) else {
+                    continue;
+                };
+                let Ok(normalized) = self.normalize_value(attr, &ava.value) else {
+                    continue;
+                };
+                let value = StoredValue {
+                    original: &ava.value,
+                    normalized: &normalized,
+                };
+                if !visit(attr, value) {
+                    return;
                 }
             }
         }
@@ -988,8 +1004,7 @@ impl PreparedFilter {
             } => {
                 let mut found = false;
                 attributes(&mut |attr, value_options, _values| {
-                    found = covered.contains(&attr)
-                        && options.iter().all(|option| value_options.contains(option));
+                    found = covered.contains(&attr) && options_match(options, value_options);
                     !found
                 });
                 tri(found)
@@ -1048,8 +1063,10 @@ impl PreparedFilter {
                 pieces,
                 ..
             } => {
+                let asserted_bits = integer_as_i64(normalized).unwrap_or(0);
                 let mut test = |candidate: &[u8]| match rule.kind() {
                     MatchingRuleKind::Equality => candidate == normalized.as_slice(),
+                    MatchingRuleKind::Bitwise => rule.bitwise_matches(candidate, asserted_bits),
                     MatchingRuleKind::Ordering => rule.ordering_key(candidate) < *normalized,
                     MatchingRuleKind::Substrings => match pieces {
                         Some((initial, any, final_)) => {
@@ -1065,13 +1082,7 @@ impl PreparedFilter {
                         if let Some(coverage) =
                             covered.iter().find(|coverage| coverage.attr == attr)
                         {
-                            found = if coverage.stored_form_usable {
-                                test(value)
-                            } else {
-                                rule.equality_rule()
-                                    .normalize(value)
-                                    .is_ok_and(|renormalized| test(&renormalized))
-                            };
+                            found = value_matches(coverage, *rule, value, &mut test);
                         }
                         !found
                     });
@@ -1087,7 +1098,7 @@ impl PreparedFilter {
 
 type AttributeWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool)
     + 'a;
-type DnWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[u8]) -> bool) + 'a;
+type DnWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) + 'a;
 
 fn tri(value: bool) -> Tri {
     if value {
@@ -1112,18 +1123,11 @@ fn any_value(
         let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) else {
             return true;
         };
-        if !options.iter().all(|option| value_options.contains(option)) {
+        if !options_match(options, value_options) {
             return true;
         }
         for value in values {
-            let matched = if coverage.stored_form_usable {
-                test(value.normalized)
-            } else {
-                rule.equality_rule()
-                    .normalize(value.original)
-                    .is_ok_and(|renormalized| test(&renormalized))
-            };
-            if matched {
+            if value_matches(coverage, rule, value, test) {
                 found = true;
                 return false;
             }
@@ -1131,6 +1135,23 @@ fn any_value(
         true
     });
     tri(found)
+}
+
+/// Whether one stored value passes `test`: its stored normalized bytes when they are of the
+/// rule's family, otherwise the original normalized again by the rule's family.
+fn value_matches(
+    coverage: &CoveredAttribute,
+    rule: MatchingRule,
+    value: StoredValue<'_>,
+    test: &mut dyn FnMut(&[u8]) -> bool,
+) -> bool {
+    if coverage.stored_form_usable {
+        test(value.normalized)
+    } else {
+        rule.equality_rule()
+            .normalize(value.original)
+            .is_ok_and(|renormalized| test(&renormalized))
+    }
 }
 
 /// (attribute, options, (original, normalized) values) of an `OwnedEntryView`.
@@ -1141,7 +1162,8 @@ type NormalizedAttribute = (AttrId, Vec<String>, Vec<(Vec<u8>, Vec<u8>)>);
 /// presents the virtual `entryDN` attribute.
 pub struct OwnedEntryView {
     attributes: Vec<NormalizedAttribute>,
-    dn_avas: Vec<(AttrId, Vec<u8>)>,
+    /// (type, original value, normalized value) of each AVA of the DN.
+    dn_avas: Vec<(AttrId, Vec<u8>, Vec<u8>)>,
 }
 
 impl OwnedEntryView {
@@ -1168,7 +1190,8 @@ impl OwnedEntryView {
                         format!("unknown attribute type '{}' in DN", ava.attr),
                     )
                 })?;
-                dn_avas.push((attr, schema.normalize_value(attr, &ava.value)?));
+                let normalized = schema.normalize_value(attr, &ava.value)?;
+                dn_avas.push((attr, ava.value.clone(), normalized));
             }
         }
         // entryDN is virtual (never stored) but filters may test it, as in OpenLDAP.
@@ -1199,8 +1222,12 @@ impl EntryView for OwnedEntryView {
         }
     }
 
-    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool) {
-        for (attr, value) in &self.dn_avas {
+    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
+        for (attr, original, normalized) in &self.dn_avas {
+            let value = StoredValue {
+                original,
+                normalized,
+            };
             if !visit(*attr, value) {
                 return;
             }

@@ -14,6 +14,9 @@ pub enum MatchingRuleKind {
     Equality,
     Ordering,
     Substrings,
+    /// integerBitAndMatch / integerBitOrMatch: usable in extensible filters only (an attribute
+    /// type cannot name one as its EQUALITY rule).
+    Bitwise,
 }
 
 /// How a rule turns a value into its comparable form. Rules of one family produce the same
@@ -38,6 +41,9 @@ pub enum NormalizationFamily {
     CaseIgnoreList,
     Uuid,
     Csn,
+    /// The OID that starts an RFC 4512 description (`( 2.5.6.0 NAME 'top' ... )`): how the
+    /// subschema attributes compare, so `(objectClasses=2.5.6.0)` finds `top`'s definition.
+    ObjectIdentifierFirstComponent,
 }
 
 macro_rules! matching_rules {
@@ -78,6 +84,7 @@ macro_rules! matching_rules {
 
 matching_rules! {
     ObjectIdentifierMatch => ("objectIdentifierMatch", "2.5.13.0", Equality, ObjectIdentifier, "1.3.6.1.4.1.1466.115.121.1.38"),
+    ObjectIdentifierFirstComponentMatch => ("objectIdentifierFirstComponentMatch", "2.5.13.30", Equality, ObjectIdentifierFirstComponent, "1.3.6.1.4.1.1466.115.121.1.38"),
     DistinguishedNameMatch => ("distinguishedNameMatch", "2.5.13.1", Equality, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
     CaseIgnoreMatch => ("caseIgnoreMatch", "2.5.13.2", Equality, CaseIgnore, "1.3.6.1.4.1.1466.115.121.1.15"),
     CaseIgnoreOrderingMatch => ("caseIgnoreOrderingMatch", "2.5.13.3", Ordering, CaseIgnore, "1.3.6.1.4.1.1466.115.121.1.15"),
@@ -109,6 +116,10 @@ matching_rules! {
     UuidOrderingMatch => ("UUIDOrderingMatch", "1.3.6.1.1.16.3", Ordering, Uuid, "1.3.6.1.1.16.1"),
     CsnMatch => ("CSNMatch", "1.3.6.1.4.1.4203.666.11.2.2", Equality, Csn, "1.3.6.1.4.1.4203.666.11.2.1"),
     CsnOrderingMatch => ("CSNOrderingMatch", "1.3.6.1.4.1.4203.666.11.2.3", Ordering, Csn, "1.3.6.1.4.1.4203.666.11.2.1"),
+    // Active Directory's bitwise rules, which slapd implements too; many applications filter
+    // with them (`(userAccountControl:1.2.840.113556.1.4.803:=2)`).
+    IntegerBitAndMatch => ("integerBitAndMatch", "1.2.840.113556.1.4.803", Bitwise, Integer, "1.3.6.1.4.1.1466.115.121.1.27"),
+    IntegerBitOrMatch => ("integerBitOrMatch", "1.2.840.113556.1.4.804", Bitwise, Integer, "1.3.6.1.4.1.1466.115.121.1.27"),
 }
 
 impl MatchingRule {
@@ -142,6 +153,9 @@ impl MatchingRule {
             NormalizationFamily::CaseIgnoreList => MatchingRule::CaseIgnoreListMatch,
             NormalizationFamily::Uuid => MatchingRule::UuidMatch,
             NormalizationFamily::Csn => MatchingRule::CsnMatch,
+            NormalizationFamily::ObjectIdentifierFirstComponent => {
+                MatchingRule::ObjectIdentifierFirstComponentMatch
+            }
         }
     }
 
@@ -178,7 +192,9 @@ impl MatchingRule {
     /// names; `Schema::normalize_value` uses the server's own schema instead.
     pub fn normalize(&self, value: &[u8]) -> Result<Vec<u8>, LdapError> {
         match self.family() {
-            NormalizationFamily::DistinguishedName | NormalizationFamily::UniqueMember => {
+            NormalizationFamily::DistinguishedName
+            | NormalizationFamily::UniqueMember
+            | NormalizationFamily::ObjectIdentifierFirstComponent => {
                 crate::schema::Schema::builtin_shared().normalize_with_rule(*self, value)
             }
             _ => normalize_without_schema(self.family(), value),
@@ -197,6 +213,21 @@ impl MatchingRule {
             | NormalizationFamily::TelephoneNumber
             | NormalizationFamily::CaseIgnoreList => normalize_without_schema(self.family(), piece),
             _ => Ok(piece.to_vec()),
+        }
+    }
+
+    /// For the bitwise rules: whether a normalized integer value matches the asserted bits
+    /// (all of them for integerBitAndMatch, any for integerBitOrMatch), as 64-bit two's
+    /// complement integers like slapd's. A value out of that range matches nothing; every
+    /// other rule answers false.
+    pub fn bitwise_matches(&self, normalized_value: &[u8], asserted: i64) -> bool {
+        let Some(value) = integer_as_i64(normalized_value) else {
+            return false;
+        };
+        match self {
+            MatchingRule::IntegerBitAndMatch => value & asserted == asserted,
+            MatchingRule::IntegerBitOrMatch => value & asserted != 0,
+            _ => false,
         }
     }
 
@@ -352,14 +383,23 @@ pub(crate) fn normalize_without_schema(
                 ))
             }
         }
-        NormalizationFamily::DistinguishedName | NormalizationFamily::UniqueMember => {
-            unreachable!("DN normalization needs a schema; callers route it through Schema")
+        NormalizationFamily::DistinguishedName
+        | NormalizationFamily::UniqueMember
+        | NormalizationFamily::ObjectIdentifierFirstComponent => {
+            unreachable!(
+                "DN and OID-name normalization need a schema; callers route it through Schema"
+            )
         }
     }
 }
 
 pub(crate) fn utf8(value: &[u8]) -> Result<&str, LdapError> {
     std::str::from_utf8(value).map_err(|_| LdapError::invalid_syntax("value is not valid UTF-8"))
+}
+
+/// A normalized integer (`-?[1-9][0-9]*|0`) as an i64; None when it does not fit.
+pub(crate) fn integer_as_i64(normalized: &[u8]) -> Option<i64> {
+    std::str::from_utf8(normalized).ok()?.parse().ok()
 }
 
 /// Sign byte: negative < zero < positive.
@@ -692,6 +732,9 @@ mod tests {
             NormalizationFamily::BitString => ("'01'B", "'1'B"),
             NormalizationFamily::DistinguishedName => ("CN=A,DC=X", "cn=b,dc=x"),
             NormalizationFamily::ObjectIdentifier => ("1.2.3", "Person"),
+            NormalizationFamily::ObjectIdentifierFirstComponent => {
+                ("( 1.2.3 NAME 'x' )", "( 1.2.4 )")
+            }
             NormalizationFamily::UniqueMember => ("cn=a#'01'B", "cn=b"),
             NormalizationFamily::Uuid => (
                 "00000000-0000-0000-0000-00000000000A",

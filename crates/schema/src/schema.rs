@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::dn::{escape_value, Dn, Rdn};
@@ -12,6 +11,8 @@ use crate::matching::{
     normalize_without_schema, utf8, MatchingRule, MatchingRuleKind, NormalizationFamily,
 };
 use crate::syntax::{split_optional_uid, Syntax, KNOWN_SYNTAXES};
+
+mod loading;
 
 /// Index of an attribute type in its schema's table.
 pub type AttrId = u32;
@@ -90,31 +91,6 @@ impl std::hash::Hasher for NameHasher {
 }
 
 type NameMap<V> = HashMap<String, V, std::hash::BuildHasherDefault<NameHasher>>;
-
-/// X.500 / RFC 4517 / RFC 4523 matching rules that appear in stock schema files but that lmdir
-/// does not implement (names and OIDs). An attribute naming one simply lacks that rule.
-const UNIMPLEMENTED_RULES: &[(&str, &str)] = &[
-    ("presentationAddressMatch", "2.5.13.22"),
-    ("protocolInformationMatch", "2.5.13.24"),
-    ("integerFirstComponentMatch", "2.5.13.29"),
-    ("objectIdentifierFirstComponentMatch", "2.5.13.30"),
-    ("directoryStringFirstComponentMatch", "2.5.13.31"),
-    ("wordMatch", "2.5.13.32"),
-    ("keywordMatch", "2.5.13.33"),
-    ("certificateExactMatch", "2.5.13.34"),
-    ("certificateMatch", "2.5.13.35"),
-    ("certificatePairExactMatch", "2.5.13.36"),
-    ("certificatePairMatch", "2.5.13.37"),
-    ("certificateListExactMatch", "2.5.13.38"),
-    ("certificateListMatch", "2.5.13.39"),
-    ("algorithmIdentifierMatch", "2.5.13.40"),
-];
-
-fn is_unimplemented_rule(name_or_oid: &str) -> bool {
-    UNIMPLEMENTED_RULES
-        .iter()
-        .any(|(name, oid)| name.eq_ignore_ascii_case(name_or_oid) || *oid == name_or_oid)
-}
 
 /// How an attribute type is used (RFC 4512 §4.1.2 USAGE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -355,12 +331,26 @@ pub struct AttributeDescription {
 
 impl AttributeDescription {
     /// True when every option of `self` is among `other_options` (RFC 4512 §2.5: a description
-    /// with more options is a subtype of one with fewer).
+    /// with more options is a subtype of one with fewer), language ranges included
+    /// (`options_match`).
     pub fn options_subset_of(&self, other_options: &[String]) -> bool {
-        self.options
-            .iter()
-            .all(|option| other_options.contains(option))
+        options_match(&self.options, other_options)
     }
+}
+
+/// Whether an attribute whose description carries `present` options is one a filter or an
+/// attribute selection asking for `asked` options means (both lowercased): every asked option
+/// is present, except that a language range (RFC 3866 §3: `lang-` then a tag prefix, ending
+/// with `-`) is met by any present language tag in the range: `lang-en-` by `lang-en` and
+/// `lang-en-us`, `lang-` by every language tag.
+pub fn options_match(asked: &[String], present: &[String]) -> bool {
+    asked.iter().all(|option| match option.strip_suffix('-') {
+        Some(tag) if option.starts_with("lang-") => present.iter().any(|candidate| {
+            // `lang-en` itself, or a longer tag continuing after the range's `-`.
+            candidate == tag || (candidate.len() > option.len() && candidate.starts_with(option))
+        }),
+        _ => present.contains(option),
+    })
 }
 
 /// A schema loading problem, naming the source (file), line and what is wrong.
@@ -392,10 +382,17 @@ pub struct Schema {
     object_classes: Vec<ObjectClass>,
     object_class_by_name: NameMap<ObjectClassId>,
     oid_macros: HashMap<String, String>,
-    /// Non-fatal loading notes (`file:line: ...`): redefinitions skipped, rules not implemented.
+    /// Where each attribute type / object class was defined (parallel to the tables).
+    attribute_origins: Vec<loading::Origin>,
+    object_class_origins: Vec<loading::Origin>,
+    /// `ldapsyntax` definitions read from schema text.
+    loaded_syntaxes: Vec<loading::LoadedSyntax>,
+    /// Non-fatal loading notes (`file:line: ...`): repeats, overrides, rules not implemented.
     warnings: Vec<String>,
     /// `file:line` of the statement being loaded, for warnings.
     current_location: String,
+    /// True while the built-in schema text itself is loaded.
+    loading_builtin: bool,
 }
 
 impl Schema {
@@ -408,8 +405,12 @@ impl Schema {
             object_classes: Vec::new(),
             object_class_by_name: NameMap::default(),
             oid_macros: HashMap::new(),
+            attribute_origins: Vec::new(),
+            object_class_origins: Vec::new(),
+            loaded_syntaxes: Vec::new(),
             warnings: Vec::new(),
             current_location: String::new(),
+            loading_builtin: false,
         }
     }
 
@@ -423,50 +424,18 @@ impl Schema {
         static BUILTIN: OnceLock<Schema> = OnceLock::new();
         BUILTIN.get_or_init(|| {
             let mut schema = Schema::empty();
-            if let Err(error) = schema.load_schema_text(BUILTIN_SCHEMA_TEXT, "builtin.schema") {
+            if let Err(error) = schema.load_builtin_text(BUILTIN_SCHEMA_TEXT) {
                 panic!("the built-in schema text is invalid (a bug in lmdir-schema): {error}");
             }
             schema
         })
     }
 
-    /// Reads an OpenLDAP `.schema` file and adds its definitions.
-    pub fn load_schema_file(&mut self, path: &Path) -> Result<(), SchemaError> {
-        let source_name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|error| SchemaError {
-            source_name: source_name.clone(),
-            line: 0,
-            message: format!("cannot read: {error}"),
-        })?;
-        self.load_schema_text(&text, &source_name)
-    }
-
-    /// Adds the definitions of OpenLDAP `.schema` text: `attributetype`, `objectclass`,
-    /// `objectidentifier` statements (keywords case-insensitive; `attributetypes:` /
-    /// `olcAttributeTypes:` LDIF-style forms too), continuation lines starting with whitespace,
-    /// `#` comments. On error the schema keeps the definitions before the failing statement.
-    pub fn load_schema_text(&mut self, text: &str, source_name: &str) -> Result<(), SchemaError> {
-        for statement in crate::schema_text::statements(text) {
-            let error = |message: String| SchemaError {
-                source_name: source_name.to_string(),
-                line: statement.line,
-                message,
-            };
-            if statement.text.len() > SCHEMA_STATEMENT_SIZE_BYTES_MAX {
-                return Err(error(format!(
-                    "statement longer than {SCHEMA_STATEMENT_SIZE_BYTES_MAX} bytes"
-                )));
-            }
-            self.current_location = format!("{source_name}:{}", statement.line);
-            self.load_statement(&statement.text).map_err(error)?;
-        }
-        Ok(())
-    }
-
-    /// Non-fatal notes from loading schema text: a definition repeating an existing one (same
-    /// OID and name, e.g. OpenLDAP's stock core.schema loaded over the built-in schema) is
-    /// skipped, and a matching rule lmdir does not implement (certificateExactMatch, ...) leaves
-    /// the attribute without that rule. Each note starts with `file:line:`.
+    /// Non-fatal notes from loading schema text, each starting with `file:line:`, which callers
+    /// should log: a definition repeating an existing one (OpenLDAP's stock core.schema over
+    /// the built-in schema) is skipped, a different definition of a built-in one overrides it
+    /// (rfc2307bis.schema's AUXILIARY posixGroup), and a matching rule lmdir does not implement
+    /// (certificateExactMatch, ...) leaves the attribute without that rule.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
@@ -474,334 +443,6 @@ impl Schema {
     fn warn(&mut self, message: String) {
         let note = format!("{}: {message}", self.current_location);
         self.warnings.push(note);
-    }
-
-    fn load_statement(&mut self, statement: &str) -> Result<(), String> {
-        let trimmed = statement.trim();
-        let keyword_end = trimmed
-            .find(|character: char| character.is_whitespace() || character == '(')
-            .unwrap_or(trimmed.len());
-        let keyword = trimmed[..keyword_end]
-            .trim_end_matches(':')
-            .to_ascii_lowercase();
-        let rest = trimmed[keyword_end..].trim();
-        match keyword.as_str() {
-            "attributetype" | "attributetypes" | "olcattributetypes" => {
-                let definition = crate::schema_text::parse_definition(rest, &self.oid_macros)?;
-                self.add_attribute_type(definition)
-            }
-            "objectclass" | "objectclasses" | "olcobjectclasses" => {
-                let definition = crate::schema_text::parse_definition(rest, &self.oid_macros)?;
-                self.add_object_class(definition)
-            }
-            "objectidentifier" | "olcobjectidentifier" => {
-                let mut words = rest.split_whitespace();
-                let (Some(name), Some(value), None) = (words.next(), words.next(), words.next())
-                else {
-                    return Err("objectidentifier needs exactly a name and an OID".to_string());
-                };
-                let resolved = crate::schema_text::resolve_oid(value, &self.oid_macros)?;
-                self.oid_macros.insert(name.to_ascii_lowercase(), resolved);
-                Ok(())
-            }
-            "" => Err("empty statement".to_string()),
-            other => Err(format!("unknown schema keyword '{other}'")),
-        }
-    }
-
-    fn add_attribute_type(
-        &mut self,
-        definition: crate::schema_text::Definition,
-    ) -> Result<(), String> {
-        if self.attribute_types.len() >= SCHEMA_DEFINITIONS_MAX {
-            return Err(format!(
-                "more than {SCHEMA_DEFINITIONS_MAX} attribute types"
-            ));
-        }
-        let oid = definition.oid.clone();
-        if let Some(existing) = self.attribute_by_name.get(&oid.to_ascii_lowercase()) {
-            let existing_name = self.attribute_types[*existing as usize].name().to_string();
-            if definition
-                .names
-                .first()
-                .is_some_and(|name| name.eq_ignore_ascii_case(&existing_name))
-            {
-                self.warn(format!(
-                    "attribute type '{existing_name}' ({oid}) is already defined; keeping the existing definition"
-                ));
-                return Ok(());
-            }
-        }
-        for key in std::iter::once(&oid).chain(definition.names.iter()) {
-            if self
-                .attribute_by_name
-                .contains_key(&key.to_ascii_lowercase())
-            {
-                return Err(format!("attribute type '{key}' is already defined"));
-            }
-        }
-        for keyword in ["EQUALITY", "ORDERING", "SUBSTR"] {
-            if let Some(name) = definition.single(keyword)? {
-                if is_unimplemented_rule(&name) {
-                    self.warn(format!(
-                        "attribute type '{oid}': matching rule '{name}' is not implemented; filters needing it are Undefined"
-                    ));
-                }
-            }
-        }
-        let sup_name = definition.single("SUP")?;
-        let sup = match &sup_name {
-            Some(name) => Some(
-                self.attribute(name)
-                    .ok_or_else(|| format!("attribute type '{oid}': unknown SUP '{name}'"))?,
-            ),
-            None => None,
-        };
-        let parent = sup.map(|id| self.attribute_types[id as usize].clone());
-        let rule =
-            |keyword: &str, kind: MatchingRuleKind| -> Result<Option<MatchingRule>, String> {
-                match definition.single(keyword)? {
-                    None => Ok(None),
-                    Some(name) if is_unimplemented_rule(&name) => Ok(None),
-                    Some(name) => {
-                        let rule = MatchingRule::by_name_or_oid(&name).ok_or_else(|| {
-                            format!("attribute type '{oid}': unknown matching rule '{name}'")
-                        })?;
-                        if rule.kind() != kind {
-                            return Err(format!(
-                                "attribute type '{oid}': '{name}' is not a {kind:?} rule"
-                            ));
-                        }
-                        Ok(Some(rule))
-                    }
-                }
-            };
-        let equality = rule("EQUALITY", MatchingRuleKind::Equality)?;
-        let ordering = rule("ORDERING", MatchingRuleKind::Ordering)?;
-        let substring = rule("SUBSTR", MatchingRuleKind::Substrings)?;
-        let (syntax_oid, syntax_length_max) = match definition.single("SYNTAX")? {
-            None => (None, None),
-            Some(text) => {
-                let text = text.trim_matches('\'').to_string();
-                let (oid_part, length) = match text.find('{') {
-                    Some(brace) => {
-                        let length = text[brace + 1..]
-                            .trim_end_matches('}')
-                            .parse::<u32>()
-                            .map_err(|_| {
-                                format!("attribute type '{oid}': bad syntax length in '{text}'")
-                            })?;
-                        (text[..brace].to_string(), Some(length))
-                    }
-                    None => (text.clone(), None),
-                };
-                let resolved = crate::schema_text::resolve_oid(&oid_part, &self.oid_macros)?;
-                (Some(resolved), length)
-            }
-        };
-        if syntax_oid.is_none() && parent.is_none() {
-            return Err(format!("attribute type '{oid}' needs SYNTAX or SUP"));
-        }
-        let usage = match definition
-            .single("USAGE")?
-            .map(|usage| usage.to_ascii_lowercase())
-        {
-            None => AttributeUsage::UserApplications,
-            Some(usage) => match usage.as_str() {
-                "userapplications" => AttributeUsage::UserApplications,
-                "directoryoperation" => AttributeUsage::DirectoryOperation,
-                "distributedoperation" => AttributeUsage::DistributedOperation,
-                "dsaoperation" => AttributeUsage::DsaOperation,
-                other => return Err(format!("attribute type '{oid}': unknown USAGE '{other}'")),
-            },
-        };
-        let declared = DeclaredFields {
-            equality: equality.is_some(),
-            ordering: ordering.is_some(),
-            substring: substring.is_some(),
-            syntax: syntax_oid.is_some(),
-        };
-        let inherited_syntax_oid = syntax_oid
-            .clone()
-            .or_else(|| parent.as_ref().and_then(|parent| parent.syntax_oid.clone()));
-        let attribute_type = AttributeType {
-            oid: oid.clone(),
-            names: definition.names.clone(),
-            description: definition.single("DESC")?,
-            obsolete: definition.flag("OBSOLETE"),
-            sup,
-            equality: equality.or_else(|| parent.as_ref().and_then(|parent| parent.equality)),
-            ordering: ordering.or_else(|| parent.as_ref().and_then(|parent| parent.ordering)),
-            substring: substring.or_else(|| parent.as_ref().and_then(|parent| parent.substring)),
-            syntax: inherited_syntax_oid
-                .as_deref()
-                .map(Syntax::from_oid)
-                .unwrap_or(Syntax::Unvalidated),
-            syntax_oid: inherited_syntax_oid,
-            syntax_length_max: syntax_length_max
-                .or_else(|| parent.as_ref().and_then(|parent| parent.syntax_length_max)),
-            single_value: definition.flag("SINGLE-VALUE"),
-            collective: definition.flag("COLLECTIVE"),
-            no_user_modification: definition.flag("NO-USER-MODIFICATION"),
-            usage,
-            extensions: definition.extensions(),
-            declared,
-            sup_name,
-        };
-        if attribute_type.no_user_modification
-            && attribute_type.usage == AttributeUsage::UserApplications
-        {
-            return Err(format!(
-                "attribute type '{oid}': NO-USER-MODIFICATION requires an operational USAGE"
-            ));
-        }
-        let id = self.attribute_types.len() as AttrId;
-        self.attribute_by_name.insert(oid.to_ascii_lowercase(), id);
-        for name in &attribute_type.names {
-            self.attribute_by_name.insert(name.to_ascii_lowercase(), id);
-        }
-        self.attribute_types.push(attribute_type);
-        self.subtypes.push(vec![id]);
-        // Register the new type as a subtype of every ancestor.
-        let mut ancestor = sup;
-        let mut depth = 0;
-        while let Some(ancestor_id) = ancestor {
-            self.subtypes[ancestor_id as usize].push(id);
-            ancestor = self.attribute_types[ancestor_id as usize].sup;
-            depth += 1;
-            assert!(
-                depth <= self.attribute_types.len(),
-                "SUP chains are acyclic: a type's SUP exists before it"
-            );
-        }
-        Ok(())
-    }
-
-    fn add_object_class(
-        &mut self,
-        definition: crate::schema_text::Definition,
-    ) -> Result<(), String> {
-        if self.object_classes.len() >= SCHEMA_DEFINITIONS_MAX {
-            return Err(format!("more than {SCHEMA_DEFINITIONS_MAX} object classes"));
-        }
-        let oid = definition.oid.clone();
-        if let Some(existing) = self.object_class_by_name.get(&oid.to_ascii_lowercase()) {
-            let existing_name = self.object_classes[*existing as usize].name().to_string();
-            if definition
-                .names
-                .first()
-                .is_some_and(|name| name.eq_ignore_ascii_case(&existing_name))
-            {
-                self.warn(format!(
-                    "object class '{existing_name}' ({oid}) is already defined; keeping the existing definition"
-                ));
-                return Ok(());
-            }
-        }
-        for key in std::iter::once(&oid).chain(definition.names.iter()) {
-            if self
-                .object_class_by_name
-                .contains_key(&key.to_ascii_lowercase())
-            {
-                return Err(format!("object class '{key}' is already defined"));
-            }
-        }
-        let sup_names = definition.list("SUP");
-        let must_names = definition.list("MUST");
-        let may_names = definition.list("MAY");
-        let mut sup = Vec::new();
-        for name in &sup_names {
-            sup.push(
-                self.object_class(name)
-                    .ok_or_else(|| format!("object class '{oid}': unknown SUP '{name}'"))?,
-            );
-        }
-        let resolve_attributes = |names: &[String], keyword: &str| -> Result<Vec<AttrId>, String> {
-            names
-                .iter()
-                .map(|name| {
-                    self.attribute(name).ok_or_else(|| {
-                        format!(
-                            "object class '{oid}': {keyword} names unknown attribute type '{name}'"
-                        )
-                    })
-                })
-                .collect()
-        };
-        let must = resolve_attributes(&must_names, "MUST")?;
-        let may = resolve_attributes(&may_names, "MAY")?;
-        let kinds = [
-            (definition.flag("ABSTRACT"), ObjectClassKind::Abstract),
-            (definition.flag("STRUCTURAL"), ObjectClassKind::Structural),
-            (definition.flag("AUXILIARY"), ObjectClassKind::Auxiliary),
-        ];
-        let declared_kinds: Vec<ObjectClassKind> = kinds
-            .iter()
-            .filter(|(set, _)| *set)
-            .map(|(_, kind)| *kind)
-            .collect();
-        let kind = match declared_kinds.as_slice() {
-            [] => ObjectClassKind::Structural,
-            [single] => *single,
-            _ => {
-                return Err(format!(
-                    "object class '{oid}' has more than one of ABSTRACT/STRUCTURAL/AUXILIARY"
-                ))
-            }
-        };
-        let id = self.object_classes.len() as ObjectClassId;
-        let mut superclasses = vec![id];
-        let mut all_must = must.clone();
-        let mut all_may = may.clone();
-        for parent_id in &sup {
-            let parent = &self.object_classes[*parent_id as usize];
-            if kind == ObjectClassKind::Structural && parent.kind == ObjectClassKind::Auxiliary
-                || kind == ObjectClassKind::Auxiliary && parent.kind == ObjectClassKind::Structural
-            {
-                return Err(format!(
-                    "object class '{oid}': {} class cannot inherit from {} class '{}'",
-                    kind.keyword(),
-                    parent.kind.keyword(),
-                    parent.name()
-                ));
-            }
-            for superclass in &parent.superclasses {
-                if !superclasses.contains(superclass) {
-                    superclasses.push(*superclass);
-                }
-            }
-            all_must.extend(&parent.all_must);
-            all_may.extend(&parent.all_may);
-        }
-        all_must.sort_unstable();
-        all_must.dedup();
-        all_may.sort_unstable();
-        all_may.dedup();
-        let object_class = ObjectClass {
-            oid: oid.clone(),
-            names: definition.names.clone(),
-            description: definition.single("DESC")?,
-            obsolete: definition.flag("OBSOLETE"),
-            sup,
-            kind,
-            must,
-            may,
-            all_must,
-            all_may,
-            superclasses,
-            extensions: definition.extensions(),
-            sup_names,
-            must_names,
-            may_names,
-        };
-        self.object_class_by_name
-            .insert(oid.to_ascii_lowercase(), id);
-        for name in &object_class.names {
-            self.object_class_by_name
-                .insert(name.to_ascii_lowercase(), id);
-        }
-        self.object_classes.push(object_class);
-        Ok(())
     }
 
     /// An attribute type by name or numeric OID, case-insensitive (`cn`, `commonName`, `2.5.4.3`).
@@ -922,11 +563,17 @@ impl Schema {
         MatchingRule::ALL.iter().copied()
     }
 
-    /// Known syntaxes as RFC 4512 `ldapSyntaxes` definition strings.
-    pub fn ldap_syntaxes(&self) -> impl Iterator<Item = String> {
+    /// Known syntaxes, then those loaded from `ldapsyntax` statements, as RFC 4512
+    /// `ldapSyntaxes` definition strings.
+    pub fn ldap_syntaxes(&self) -> impl Iterator<Item = String> + '_ {
         KNOWN_SYNTAXES
             .iter()
             .map(|(oid, description, _)| format!("( {oid} DESC '{description}' )"))
+            .chain(
+                self.loaded_syntaxes
+                    .iter()
+                    .map(|loaded| loaded.definition.clone()),
+            )
     }
 
     /// RFC 4512 matchingRuleUse definitions: each implemented rule with the attribute types it
@@ -944,8 +591,10 @@ impl Schema {
                     ]
                     .contains(&Some(*rule))
                         || attribute_type.syntax_oid.as_deref().is_some_and(|syntax| {
-                            rule.kind() == MatchingRuleKind::Equality
-                                && rule.applies_to_syntax(syntax)
+                            matches!(
+                                rule.kind(),
+                                MatchingRuleKind::Equality | MatchingRuleKind::Bitwise
+                            ) && rule.applies_to_syntax(syntax)
                         })
                 })
                 .map(AttributeType::name)
@@ -1163,8 +812,38 @@ impl Schema {
                 }
                 Ok(lowered)
             }
+            NormalizationFamily::ObjectIdentifierFirstComponent => {
+                self.first_component_oid(utf8(value)?)
+            }
             family => normalize_without_schema(family, value),
         }
+    }
+
+    /// objectIdentifierFirstComponentMatch's form: of a description value (`( 2.5.6.0 NAME
+    /// 'top' ... )`) the OID it starts with; of an assertion (an OID or a name) the OID, with a
+    /// name resolved to the object class, attribute type or matching rule it names (the
+    /// values of cn=Subschema start with numeric OIDs).
+    fn first_component_oid(&self, text: &str) -> Result<Vec<u8>, LdapError> {
+        let text = text.trim();
+        let oid_text = match text.strip_prefix('(') {
+            Some(description) => description.split_whitespace().next().unwrap_or(""),
+            None => text,
+        };
+        crate::syntax::validate_oid_or_descr(oid_text)?;
+        let is_numeric = oid_text.starts_with(|character: char| character.is_ascii_digit());
+        if is_numeric {
+            return Ok(oid_text.as_bytes().to_vec());
+        }
+        let resolved = self
+            .object_class(oid_text)
+            .map(|id| self.object_class_definition(id).oid.clone())
+            .or_else(|| {
+                self.attribute(oid_text)
+                    .map(|id| self.attribute_type(id).oid.clone())
+            })
+            .or_else(|| MatchingRule::by_name_or_oid(oid_text).map(|rule| rule.oid().to_string()))
+            .unwrap_or_else(|| oid_text.to_ascii_lowercase());
+        Ok(resolved.into_bytes())
     }
 
     /// Normalized RDN: `name=value` per AVA with the lowercased primary name and the value
@@ -1405,6 +1084,13 @@ mod tests {
         assert!(inet
             .superclasses
             .contains(&schema.object_class("person").unwrap()));
+    }
+
+    #[test]
+    fn the_builtin_schema_loads_without_notes() {
+        // A note here would be a repeat or an unimplemented rule inside lmdir's own text, and
+        // would be logged at every start.
+        assert_eq!(Schema::builtin().warnings(), &[] as &[String]);
     }
 
     #[test]

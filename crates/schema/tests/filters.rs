@@ -307,8 +307,8 @@ fn object_class_equality_covers_subclasses() {
     };
     assert_eq!(
         alternatives.len(),
-        4,
-        "person, organizationalPerson, residentialPerson, inetOrgPerson"
+        5,
+        "person, organizationalPerson, residentialPerson, inetOrgPerson, pilotPerson"
     );
 }
 
@@ -435,6 +435,12 @@ fn extensible_matching() {
     assert_eq!(evaluate("(ou:dn:=Marketing)"), Tri::False);
     assert_eq!(evaluate("(dc:dn:=EXAMPLE)"), Tri::True);
     assert_eq!(evaluate("(:dn:caseIgnoreMatch:=sales)"), Tri::True);
+    // A rule of another family than the type's own tests the DN value as written.
+    assert_eq!(evaluate("(:dn:caseExactMatch:=Sales)"), Tri::True);
+    assert_eq!(evaluate("(:dn:caseExactMatch:=sales)"), Tri::False);
+    assert_eq!(evaluate("(ou:dn:caseExactMatch:=Sales)"), Tri::True);
+    assert_eq!(evaluate("(dc:dn:caseExactIA5Match:=example)"), Tri::True);
+    assert_eq!(evaluate("(dc:dn:caseExactIA5Match:=EXAMPLE)"), Tri::False);
     assert_eq!(
         evaluate("(uidNumber:integerOrderingMatch:=2000)"),
         Tri::True,
@@ -452,23 +458,126 @@ fn extensible_matching() {
 }
 
 #[test]
-fn dn_avas_come_from_normalized_dn_strings() {
+fn language_range_options_match_the_tags_in_the_range() {
+    // babs has cn;lang-de: Bärbel Jensen.
+    assert_eq!(evaluate("(cn;lang-de=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn;lang-de-=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(name;lang-de-=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn;lang-=Bärbel Jensen)"), Tri::True);
+    assert_eq!(evaluate("(cn;lang-=Babs Jensen)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-d-=Bärbel Jensen)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-en-=Bärbel Jensen)"), Tri::False);
+    assert_eq!(evaluate("(cn;lang-=*)"), Tri::True);
+    assert_eq!(evaluate("(sn;lang-=*)"), Tri::False);
+    let options = |text: &str| -> Vec<String> {
+        text.split(';')
+            .filter(|option| !option.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    for (asked, present, expected) in [
+        ("lang-en-", "lang-en-us", true),
+        ("lang-en-", "lang-en", true),
+        ("lang-en-", "lang-eng", false),
+        ("lang-en-", "lang-en-gb;lang-en-us", true),
+        ("lang-en-;binary", "binary;lang-en-gb", true),
+        ("lang-en-;binary", "lang-en-gb", false),
+        ("lang-", "lang-fr", true),
+        ("lang-", "", false),
+        ("lang-en", "lang-en-us", false),
+        ("", "lang-en", true),
+    ] {
+        assert_eq!(
+            lmdir_schema::options_match(&options(asked), &options(present)),
+            expected,
+            "{asked} in {present}"
+        );
+    }
+}
+
+#[test]
+fn subschema_attributes_match_by_the_oid_their_values_start_with() {
+    let schema = Schema::builtin();
+    let view = OwnedEntryView::new(&schema, &schema.subschema_entry()).unwrap();
+    let evaluate_on = |text: &str| {
+        schema
+            .prepare_filter(&Filter::parse(text, DEPTH_MAX).unwrap())
+            .evaluate(&view)
+    };
+    assert_eq!(evaluate_on("(objectClasses=2.5.6.0)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClasses=top)"), Tri::True);
+    assert_eq!(evaluate_on("(objectClasses=pilotPerson)"), Tri::True);
+    assert_eq!(evaluate_on("(attributeTypes=2.5.4.3)"), Tri::True);
+    assert_eq!(evaluate_on("(attributeTypes=commonName)"), Tri::True);
+    assert_eq!(evaluate_on("(matchingRules=caseExactMatch)"), Tri::True);
+    assert_eq!(
+        evaluate_on("(ldapSyntaxes=1.3.6.1.4.1.1466.115.121.1.27)"),
+        Tri::True
+    );
+    assert_eq!(evaluate_on("(objectClasses=2.5.6.999)"), Tri::False);
+    assert_eq!(evaluate_on("(objectClasses=2.5.4.3)"), Tri::False);
+    assert_eq!(evaluate_on("(objectClasses=not an oid)"), Tri::Undefined);
+}
+
+#[test]
+fn bitwise_rules_test_bits_of_integer_values() {
+    // uidNumber 1042 = 0b100_0001_0010.
+    let and = "1.2.840.113556.1.4.803";
+    let or = "1.2.840.113556.1.4.804";
+    assert_eq!(evaluate(&format!("(uidNumber:{and}:=2)")), Tri::True);
+    assert_eq!(evaluate(&format!("(uidNumber:{and}:=18)")), Tri::True);
+    assert_eq!(evaluate(&format!("(uidNumber:{and}:=1042)")), Tri::True);
+    assert_eq!(evaluate(&format!("(uidNumber:{and}:=3)")), Tri::False);
+    assert_eq!(evaluate(&format!("(uidNumber:{or}:=3)")), Tri::True);
+    assert_eq!(evaluate(&format!("(uidNumber:{or}:=5)")), Tri::False);
+    assert_eq!(evaluate("(uidNumber:integerBitAndMatch:=1024)"), Tri::True);
+    assert_eq!(evaluate("(uidNumber:INTEGERBITORMATCH:=1)"), Tri::False);
+    // Attribute-less: every INTEGER attribute (uidNumber, gidNumber 100 = 0b110_0100).
+    assert_eq!(evaluate(&format!("(:{and}:=100)")), Tri::True);
+    assert_eq!(evaluate(&format!("(!(:{and}:=101))")), Tri::True);
+    // Assertions that are not 64-bit integers are Undefined.
+    assert_eq!(
+        evaluate(&format!("(uidNumber:{and}:=99999999999999999999)")),
+        Tri::Undefined
+    );
+    assert_eq!(evaluate(&format!("(uidNumber:{and}:=two)")), Tri::Undefined);
+    // Not an EQUALITY rule for an attribute type.
+    let error = Schema::builtin()
+        .load_schema_text(
+            "attributetype ( 1.3.6.1.4.1.99999.30.1 NAME 'flags' EQUALITY integerBitAndMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.27 )",
+            "flags.schema",
+        )
+        .unwrap_err();
+    assert!(error.message.contains("is not a Equality rule"), "{error}");
+}
+
+#[test]
+fn dn_avas_keep_their_original_spelling_beside_the_normalized_form() {
     let schema = Schema::builtin();
     let mut seen = Vec::new();
-    schema.for_each_normalized_dn_ava("cn=a\\,b+sn=c,dc=example", &mut |attr, value| {
+    schema.for_each_dn_ava_of("CN=A\\,B+sn=C,DC=Example", &mut |attr, value| {
         seen.push((
             schema.attribute_type(attr).name().to_string(),
-            value.to_vec(),
+            String::from_utf8(value.original.to_vec()).unwrap(),
+            String::from_utf8(value.normalized.to_vec()).unwrap(),
         ));
         true
     });
+    let expected = [
+        ("cn", "A,B", "a,b"),
+        ("sn", "C", "c"),
+        ("dc", "Example", "example"),
+    ];
     assert_eq!(
         seen,
-        vec![
-            ("cn".to_string(), b"a,b".to_vec()),
-            ("sn".to_string(), b"c".to_vec()),
-            ("dc".to_string(), b"example".to_vec())
-        ]
+        expected
+            .iter()
+            .map(|(name, original, normalized)| (
+                name.to_string(),
+                original.to_string(),
+                normalized.to_string()
+            ))
+            .collect::<Vec<_>>()
     );
 }
 

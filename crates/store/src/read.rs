@@ -593,12 +593,11 @@ impl EntryView for EntryRef<'_> {
         }
     }
 
-    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, &[u8]) -> bool) {
-        if let Ok(normalized_dn) = self.read.normalized_dn_of(self.id) {
-            self.read
-                .inner
-                .schema
-                .for_each_normalized_dn_ava(&normalized_dn, visit);
+    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
+        // The DN as written: `:dn:` rules of another family than the type's own (caseExactMatch
+        // on `ou`) test the original spelling.
+        if let Ok(dn) = self.read.dn_of(self.id) {
+            self.read.inner.schema.for_each_dn_ava_of(&dn, visit);
         }
     }
 }
