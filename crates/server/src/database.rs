@@ -1069,6 +1069,12 @@ pub async fn search(
                 .map(|keys| plan_sort(&database.schema, keys));
             let sort_keys = match &sort_plan {
                 Some(Ok(keys)) => Some(keys),
+                // RFC 2891 §2: a critical sort that cannot be done fails the search.
+                Some(Err(_)) if controls.sort_critical => {
+                    return Err(crate::controls::unavailable(
+                        crate::controls::SORT_REQUEST_OID,
+                    ))
+                }
                 _ => None,
             };
             let mut cursor = read.search(&spec)?;
