@@ -887,7 +887,27 @@ fn subschema_search(
     if request.scope != LdapSearchScope::Base {
         return Some(Ok((BytesMut::new(), 0)));
     }
-    let entry = database.schema.subschema_entry();
+    let mut entry = database.schema.subschema_entry();
+    for attribute in &mut entry.attributes {
+        if attribute.description == "objectClasses"
+            && database
+                .schema
+                .object_class(crate::rootdse::ROOT_DSE_OBJECT_CLASS)
+                .is_none()
+        {
+            let definition = crate::rootdse::ROOT_DSE_OBJECT_CLASS_DEFINITION;
+            attribute.values.push(definition.as_bytes().to_vec());
+        }
+    }
+    // The schema is loaded when the server starts and changes only with a restart: admin tools
+    // refresh their cached copy when modifyTimestamp is newer than what they hold.
+    let loaded = lmdir_store::timestamp_value(context.server.started_at);
+    for name in ["createTimestamp", "modifyTimestamp"] {
+        entry.attributes.push(lmdir_schema::Attribute {
+            description: name.to_string(),
+            values: vec![loaded.clone()],
+        });
+    }
     let view = match OwnedEntryView::new(&database.schema, &entry) {
         Ok(view) => view,
         Err(error) => return Some(Err(error.into())),

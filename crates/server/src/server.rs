@@ -35,6 +35,9 @@ pub struct ServerContext {
     all_closed: Notify,
     refusals: Refusals,
     started: Instant,
+    /// When the server started, i.e. when the schema it serves was loaded (cn=Subschema's
+    /// create/modifyTimestamp).
+    pub started_at: std::time::SystemTime,
 }
 
 /// Connections refused over `connections_max`. Under a flood, one warning a second sums them
@@ -246,6 +249,7 @@ pub async fn start(
         all_closed: Notify::new(),
         refusals: Refusals::default(),
         started: Instant::now(),
+        started_at: std::time::SystemTime::now(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();
@@ -300,6 +304,7 @@ pub async fn start(
                     address: path.display().to_string(),
                     message: error.to_string(),
                 })?;
+                set_ldapi_mode(path, settings.ldapi_mode)?;
                 addresses.push(BoundAddress::Ldapi(path.clone()));
                 info!("listening on ldapi://{}", path.display());
                 listener_tasks.push(tokio::spawn(accept_unix(
@@ -408,6 +413,18 @@ async fn accept_tcp(
             }
         });
     }
+}
+
+/// Gives the ldapi socket its configured mode: bind leaves it to the umask, and a client
+/// without write permission on the socket cannot connect at all.
+fn set_ldapi_mode(path: &std::path::Path, mode: u32) -> Result<(), ServerError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|error| {
+        ServerError::Listen {
+            address: path.display().to_string(),
+            message: format!("setting mode {mode:o}: {error}"),
+        }
+    })
 }
 
 async fn accept_unix(

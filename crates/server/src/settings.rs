@@ -88,6 +88,9 @@ pub struct ServerSettings {
     pub tls_key: Option<PathBuf>,
     /// Refuse binds and writes before TLS (ldapi counts as secure).
     pub require_tls: bool,
+    /// Permission bits of the ldapi socket (slapd: 0777; who may do what is decided by the
+    /// peer's uid/gid identity and the access rules, not by the socket file).
+    pub ldapi_mode: u32,
     pub connections_max: usize,
     pub pdu_bytes_max: usize,
     pub filter_depth_max: usize,
@@ -113,6 +116,7 @@ impl ServerSettings {
             tls_certificate: None,
             tls_key: None,
             require_tls: false,
+            ldapi_mode: 0o777,
             connections_max: 4096,
             pdu_bytes_max: 16 * 1024 * 1024,
             filter_depth_max: 64,
@@ -146,6 +150,7 @@ impl ServerSettings {
             tls_certificate: path_or_none(&server.tls_certificate),
             tls_key: path_or_none(&server.tls_key),
             require_tls: server.require_tls,
+            ldapi_mode: lmdir_config::parse_ldapi_mode(&server.ldapi_mode)?,
             connections_max: server.connections_max as usize,
             pdu_bytes_max: server.pdu_bytes_max as usize,
             filter_depth_max: server.filter_depth_max as usize,
