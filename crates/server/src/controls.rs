@@ -71,7 +71,8 @@ pub struct Tlv<'bytes> {
 }
 
 /// Reads the element at the start of `bytes`: single-byte identifiers (tag numbers below 31,
-/// all LDAP needs) and definite lengths of at most 4 bytes; returns it and what follows.
+/// all LDAP needs) and definite lengths of at most 8 bytes (as the PDU framing accepts);
+/// returns it and what follows.
 pub fn read_tlv(bytes: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
     let (&tag, rest) = bytes.split_first()?;
     if tag & 0x1f == 0x1f {
@@ -82,14 +83,14 @@ pub fn read_tlv(bytes: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
         (usize::from(first), rest)
     } else {
         let size = usize::from(first & 0x7f);
-        if size == 0 || size > 4 {
+        if size == 0 || size > 8 {
             return None;
         }
         let (length_bytes, rest) = rest.split_at_checked(size)?;
         let length = length_bytes
             .iter()
-            .fold(0usize, |total, byte| (total << 8) | usize::from(*byte));
-        (length, rest)
+            .fold(0u64, |total, byte| (total << 8) | u64::from(*byte));
+        (usize::try_from(length).ok()?, rest)
     };
     let (content, rest) = rest.split_at_checked(length)?;
     let whole = &bytes[..bytes.len() - rest.len()];
@@ -524,6 +525,27 @@ mod tests {
                 ),
                 control("1.2.3.4", false, None),
             ]
+        );
+    }
+
+    #[test]
+    fn tlv_reader_takes_long_form_lengths_and_refuses_what_does_not_fit() {
+        let (element, rest) = read_tlv(&[0x04, 0x84, 0, 0, 0, 2, b'a', b'b', 0xff]).expect("tlv");
+        assert_eq!(
+            (element.tag, element.content, rest),
+            (0x04, &b"ab"[..], &[0xff][..])
+        );
+        assert_eq!(element.whole.len(), 8);
+        assert!(
+            read_tlv(&[0x04, 0x81, 0x05, b'a']).is_none(),
+            "content cut short"
+        );
+        assert!(read_tlv(&[0x04, 0x80]).is_none(), "indefinite length");
+        assert!(read_tlv(&[0x1f, 0x01, 0x00]).is_none(), "high tag number");
+        assert!(read_tlv(&[0x04, 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 1]).is_none());
+        assert!(
+            elements(&[0x04, 0x01, b'a', 0x04]).is_none(),
+            "a trailing partial element"
         );
     }
 
