@@ -1090,9 +1090,10 @@ pub async fn search(
             let sort_keys = match &sort_plan {
                 Some(Ok(keys)) => Some(keys),
                 // RFC 2891 §2: a critical sort that cannot be done fails the search.
-                Some(Err(_)) if controls.sort_critical => {
-                    return Err(crate::controls::unavailable(
-                        crate::controls::SORT_REQUEST_OID,
+                Some(Err((result_code, attribute))) if controls.sort_critical => {
+                    return Err(OperationError::new(
+                        code::UNAVAILABLE_CRITICAL_EXTENSION,
+                        format!("critical sort control: cannot sort by {attribute} (result code {result_code})"),
                     ))
                 }
                 _ => None,
