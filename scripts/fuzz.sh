@@ -20,7 +20,8 @@ else
     toolchain=(+stable)
 fi
 
-targets=(pdu filter dn ldif entry)
+# Targets to run: all, or those named in FUZZ_TARGETS (space-separated).
+targets=(${FUZZ_TARGETS:-pdu filter dn ldif entry controls control_values})
 cargo "${toolchain[@]}" fuzz build -O
 
 failed=()

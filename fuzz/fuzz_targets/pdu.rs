@@ -1,5 +1,6 @@
-//! The server's PDU framing and decoding (size guard + ldap3_proto's codec) on arbitrary bytes,
-//! then what the server does with a decoded search filter: depth, text form, and parse.
+//! The server's PDU framing and decoding (size guard, strict envelope, our controls decoder,
+//! ldap3_proto for the operation) on arbitrary bytes, then what the server does with a decoded
+//! search filter: depth, text form, and parse.
 #![no_main]
 
 use bytes::BytesMut;

@@ -38,6 +38,8 @@ pub struct ServerConfig {
     pub tls_key: PathBuf,
     /// Refuse binds and writes before TLS (ldapi connections are exempt).
     pub require_tls: bool,
+    /// Permission bits of ldapi sockets, in octal (`"0777"`, as slapd).
+    pub ldapi_mode: String,
     pub connections_max: u32,
     /// Concurrent connections from one IP address (IPv6: one /64); ldapi is not counted.
     pub connections_per_address_max: u32,
@@ -80,6 +82,7 @@ impl Default for ServerConfig {
             tls_certificate: PathBuf::new(),
             tls_key: PathBuf::new(),
             require_tls: false,
+            ldapi_mode: "0777".to_string(),
             connections_max: 4096,
             connections_per_address_max: 64,
             pdu_bytes_max: 4 * 1024 * 1024,
@@ -493,6 +496,8 @@ impl Config {
                 "require_tls on an ldap:// or ldaps:// listener needs tls_certificate and tls_key",
             ));
         }
+        parse_ldapi_mode(&server.ldapi_mode)
+            .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
         let ranges: [(&'static str, u64, u64, u64); 12] = [
             (
                 "connections_max",
@@ -732,6 +737,20 @@ fn check_listen_url(url: &str) -> Result<ListenKind, String> {
         }
     }
     Ok(kind)
+}
+
+/// The ldapi socket's permission bits from their octal text (`"0777"`, `"770"`): 3 or 4 octal
+/// digits, at most 0777 (set-id and sticky bits mean nothing on a socket).
+pub fn parse_ldapi_mode(text: &str) -> Result<u32, String> {
+    let digits = text.trim();
+    let octal =
+        (3..=4).contains(&digits.len()) && digits.bytes().all(|b| (b'0'..=b'7').contains(&b));
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if octal && mode <= 0o777 => Ok(mode),
+        _ => Err(format!(
+            "{text:?} is not a socket mode: 3 or 4 octal digits up to \"0777\""
+        )),
+    }
 }
 
 fn check_log_filter(filter: &str) -> Result<(), String> {

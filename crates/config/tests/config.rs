@@ -379,3 +379,18 @@ fn error_display_format() {
     );
     let _ = PathBuf::new();
 }
+
+#[test]
+fn ldapi_mode_is_octal_up_to_0777() {
+    assert_eq!(Config::embedded_default().server.ldapi_mode, "0777");
+    assert_eq!(lmdir_config::parse_ldapi_mode("0777"), Ok(0o777));
+    assert_eq!(lmdir_config::parse_ldapi_mode("770"), Ok(0o770));
+    for bad in ["", "77", "0778", "1777", "rwx", "07777", "-777"] {
+        assert!(
+            lmdir_config::parse_ldapi_mode(bad).is_err(),
+            "{bad:?} accepted"
+        );
+    }
+    let error = error_of("[server]\nldapi_mode = \"0999\"\n");
+    assert!(error.to_string().contains("server.ldapi_mode"), "{error}");
+}

@@ -208,10 +208,12 @@ pub async fn run(
                         }
                     }
                     LdapOp::ExtendedRequest(ref request) if request.name == CANCEL_OID => {
-                        let result_code = match parse_cancel_id(request.value.as_deref()) {
-                            None => code::PROTOCOL_ERROR,
-                            Some(target) if pending_cancels.contains_key(&target) => code::CANNOT_CANCEL,
-                            Some(target) => match outstanding.get(&target) {
+                        let controls = crate::controls::parse(&message.controls, &[]);
+                        let result_code = match (controls, parse_cancel_id(request.value.as_deref())) {
+                            (Err(error), _) => error.code,
+                            (_, None) => code::PROTOCOL_ERROR,
+                            (_, Some(target)) if pending_cancels.contains_key(&target) => code::CANNOT_CANCEL,
+                            (_, Some(target)) => match outstanding.get(&target) {
                                 // Answered when the target finishes: success if it stopped, tooLate if not.
                                 Some(operation) => {
                                     operation.cancelled.store(true, Ordering::Release);
@@ -231,7 +233,7 @@ pub async fn run(
                         // The upgrade consumes the stream; a closed placeholder stands in until it is back.
                         let placeholder: BoxedStream = Box::new(tokio::io::join(tokio::io::empty(), tokio::io::sink()));
                         let current = std::mem::replace(&mut framed, Framed::new(placeholder, pdu_codec(settings, &session.identity)));
-                        match start_tls(&context, &mut session, current, &outstanding, message.msgid, request, operation_id).await {
+                        match start_tls(&context, &mut session, current, &outstanding, (message.msgid, &message.controls), request, operation_id).await {
                             Ok(upgraded) => framed = upgraded,
                             Err(()) => break Ending::PeerClosed,
                         }
@@ -242,7 +244,7 @@ pub async fn run(
                             previous.cancelled.store(true, Ordering::Release);
                             previous.task.abort();
                         }
-                        let response = operations::bind(&context, &mut session, message.msgid, &request, &message.ctrl, operation_id).await;
+                        let response = operations::bind(&context, &mut session, message.msgid, &request, &message.controls, operation_id).await;
                         // The request size allowed follows the identity: larger once bound.
                         *framed.codec_mut() = pdu_codec(settings, &session.identity);
                         if send_within(&mut framed, response, write_timeout).await.is_err() {
@@ -270,7 +272,7 @@ pub async fn run(
                             session: session.clone(),
                             message_id: message.msgid,
                             operation_id,
-                            controls: message.ctrl,
+                            controls: message.controls,
                             cancelled: cancelled.clone(),
                             sender: sender.clone(),
                             small_search,
@@ -578,13 +580,15 @@ async fn start_tls(
     session: &mut Session,
     mut framed: Framed<BoxedStream, crate::pdu::PduCodec>,
     outstanding: &HashMap<i32, Outstanding>,
-    message_id: i32,
+    (message_id, controls): (i32, &[crate::controls::Control]),
     request: &LdapExtendedRequest,
     operation_id: u64,
 ) -> Result<Framed<BoxedStream, crate::pdu::PduCodec>, ()> {
     let connection_id = session.connection_id;
     info!("conn={connection_id} op={operation_id} EXT oid={START_TLS_OID}");
-    let refusal = if request.value.is_some() {
+    let refusal = if let Err(error) = crate::controls::parse(controls, &[]) {
+        Some(error)
+    } else if request.value.is_some() {
         Some(OperationError::new(
             code::PROTOCOL_ERROR,
             "StartTLS request must not carry a value",

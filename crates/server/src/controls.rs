@@ -1,10 +1,19 @@
-//! Request controls: which ones each operation honours, decoding their values, and the
-//! criticality rule (unknown or inapplicable critical control → unavailableCriticalExtension;
-//! non-critical ones that are not implemented are ignored, RFC 4511 §4.1.11).
+//! Request controls (RFC 4511 §4.1.11), decoded here rather than by ldap3_proto, whose typed
+//! parser drops the criticality of some controls (sort, paged results) and logs a warning for
+//! every control it does not know (assertion, pre/post-read). Two steps:
+//! - `decode_controls`: the `[0] Controls` element of an LDAPMessage into `Control`s (OID,
+//!   criticality, raw value). A structurally malformed sequence is a malformed PDU: the
+//!   connection is closed with a notice, as slapd does.
+//! - `parse`: for one operation, each control it honours is decoded into `RequestControls`
+//!   (a bad value → protocolError); an unknown or inapplicable control is refused with
+//!   unavailableCriticalExtension when critical and ignored otherwise.
+//!
+//! The BER is read strictly (`Tlv`): every element must exactly fill its parent, so a control
+//! cut short by a wrong length is an error, never silently dropped. Every decoder is a pure
+//! function of bytes, so the fuzz targets call them directly.
 
 use crate::result::{code, OperationError};
 use ldap3_lber::parse::Parser;
-use ldap3_proto::control::LdapControl;
 use ldap3_proto::proto::LdapFilter;
 
 pub const PAGED_RESULTS_OID: &str = "1.2.840.113556.1.4.319";
@@ -14,7 +23,6 @@ pub const PRE_READ_OID: &str = "1.3.6.1.1.13.1";
 pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
 pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
-pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
 
 /// Controls honoured by search.
 pub const SEARCH_CONTROLS: &[&str] = &[
@@ -33,19 +41,206 @@ pub const UPDATE_CONTROLS: &[&str] = &[
     POST_READ_OID,
 ];
 
-/// The decoded controls an operation acts on.
+/// Most controls one request may carry. Clients send a handful (paged + sort + assertion is
+/// already many); the PDU size bounds the memory, this bounds the work per request.
+pub const CONTROLS_PER_MESSAGE_MAX: usize = 32;
+/// Most attribute selectors in one pre-read or post-read control: a few hundred covers every
+/// attribute type of a large schema; beyond that a request is only work for the server.
+pub const READ_CONTROL_ATTRIBUTES_MAX: usize = 256;
+/// BER nesting accepted in an assertion filter; filter depth itself is checked against
+/// `filter_depth_max` when the filter is parsed for evaluation.
+const ASSERTION_BER_DEPTH_MAX: usize = 64;
+
+/// BER identifier bytes read here.
+mod ber_tag {
+    pub const BOOLEAN: u8 = 0x01;
+    pub const INTEGER: u8 = 0x02;
+    pub const OCTET_STRING: u8 = 0x04;
+    pub const SEQUENCE: u8 = 0x30;
+    pub const CONTROLS: u8 = 0xa0;
+    pub const ORDERING_RULE: u8 = 0x80;
+    pub const REVERSE_ORDER: u8 = 0x81;
+}
+
+/// One BER element: identifier byte, content, and the whole encoding (header included).
+#[derive(Debug, Clone, Copy)]
+pub struct Tlv<'bytes> {
+    pub tag: u8,
+    pub content: &'bytes [u8],
+    pub whole: &'bytes [u8],
+}
+
+/// Reads the element at the start of `bytes`: single-byte identifiers (tag numbers below 31,
+/// all LDAP needs) and definite lengths of at most 8 bytes (as the PDU framing accepts);
+/// returns it and what follows.
+pub fn read_tlv(bytes: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
+    let (&tag, rest) = bytes.split_first()?;
+    if tag & 0x1f == 0x1f {
+        return None;
+    }
+    let (&first, rest) = rest.split_first()?;
+    let (length, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let size = usize::from(first & 0x7f);
+        if size == 0 || size > 8 {
+            return None;
+        }
+        let (length_bytes, rest) = rest.split_at_checked(size)?;
+        let length = length_bytes
+            .iter()
+            .fold(0u64, |total, byte| (total << 8) | u64::from(*byte));
+        (usize::try_from(length).ok()?, rest)
+    };
+    let (content, rest) = rest.split_at_checked(length)?;
+    let whole = &bytes[..bytes.len() - rest.len()];
+    Some((
+        Tlv {
+            tag,
+            content,
+            whole,
+        },
+        rest,
+    ))
+}
+
+/// The elements that exactly fill `content` (the content of a constructed element).
+pub fn elements(mut content: &[u8]) -> Option<Vec<Tlv<'_>>> {
+    let mut items = Vec::new();
+    while !content.is_empty() {
+        let (item, rest) = read_tlv(content)?;
+        items.push(item);
+        content = rest;
+    }
+    Some(items)
+}
+
+/// Whether every constructed element within `element`, down to `depth_left` levels, is exactly
+/// filled by its children.
+pub fn nested_well_formed(element: &Tlv<'_>, depth_left: usize) -> bool {
+    const CONSTRUCTED: u8 = 0x20;
+    if element.tag & CONSTRUCTED == 0 {
+        return true;
+    }
+    depth_left > 0
+        && elements(element.content).is_some_and(|children| {
+            children
+                .iter()
+                .all(|child| nested_well_formed(child, depth_left - 1))
+        })
+}
+
+/// `bytes` holding exactly one element with identifier `tag`.
+fn single(bytes: &[u8], tag: u8) -> Option<Tlv<'_>> {
+    match read_tlv(bytes)? {
+        (element, []) if element.tag == tag => Some(element),
+        _ => None,
+    }
+}
+
+/// The content of a one-byte BOOLEAN; any non-zero octet is TRUE (X.690 §8.2).
+fn boolean(content: &[u8]) -> Option<bool> {
+    match content {
+        [byte] => Some(*byte != 0),
+        _ => None,
+    }
+}
+
+/// INTEGER content octets (two's complement, 1..=8 bytes).
+fn integer(content: &[u8]) -> Option<i64> {
+    if content.is_empty() || content.len() > 8 {
+        return None;
+    }
+    let sign: i64 = if content[0] & 0x80 != 0 { -1 } else { 0 };
+    Some(
+        content
+            .iter()
+            .fold(sign, |total, byte| (total << 8) | i64::from(*byte)),
+    )
+}
+
+/// One control as sent: Control ::= SEQUENCE { controlType LDAPOID, criticality BOOLEAN
+/// DEFAULT FALSE, controlValue OCTET STRING OPTIONAL }.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    pub oid: String,
+    pub critical: bool,
+    pub value: Option<Vec<u8>>,
+}
+
+/// The Controls sequence is not a SEQUENCE OF Control.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed controls: {0}")]
+pub struct MalformedControls(pub String);
+
+fn malformed(what: &str) -> MalformedControls {
+    MalformedControls(what.to_string())
+}
+
+/// Decodes the encoded `[0] Controls` element of an LDAPMessage (identifier 0xa0 included).
+pub fn decode_controls(bytes: &[u8]) -> Result<Vec<Control>, MalformedControls> {
+    let controls = single(bytes, ber_tag::CONTROLS)
+        .ok_or_else(|| malformed("the element after protocolOp must be [0] Controls"))?;
+    elements(controls.content)
+        .ok_or_else(|| malformed("undecodable BER"))?
+        .into_iter()
+        .map(decode_control)
+        .collect()
+}
+
+fn decode_control(element: Tlv<'_>) -> Result<Control, MalformedControls> {
+    if element.tag != ber_tag::SEQUENCE {
+        return Err(malformed("a control must be a SEQUENCE"));
+    }
+    let fields = elements(element.content).ok_or_else(|| malformed("undecodable control"))?;
+    let mut fields = fields.into_iter().peekable();
+    let oid = fields
+        .next()
+        .filter(|field| field.tag == ber_tag::OCTET_STRING)
+        .ok_or_else(|| malformed("a control must start with its OID"))?;
+    let oid = std::str::from_utf8(oid.content)
+        .map_err(|_| malformed("control OID is not text"))?
+        .to_string();
+    let critical = match fields.next_if(|field| field.tag == ber_tag::BOOLEAN) {
+        Some(field) => boolean(field.content)
+            .ok_or_else(|| malformed("control criticality must be a one-byte BOOLEAN"))?,
+        None => false,
+    };
+    let value = match fields.next() {
+        None => None,
+        Some(field) if field.tag == ber_tag::OCTET_STRING => Some(field.content.to_vec()),
+        Some(_) => return Err(malformed("control value must be an OCTET STRING")),
+    };
+    if fields.next().is_some() {
+        return Err(malformed("a control has at most three fields"));
+    }
+    Ok(Control {
+        oid,
+        critical,
+        value,
+    })
+}
+
+/// The decoded controls an operation acts on; each `*_critical` says whether the client marked
+/// that control critical (an unhonourable critical control answers unavailableCriticalExtension).
 #[derive(Debug, Clone, Default)]
 pub struct RequestControls {
     /// Paged results: page size and cookie.
     pub paged: Option<(i64, Vec<u8>)>,
+    pub paged_critical: bool,
     pub manage_dsa_it: bool,
+    pub manage_dsa_it_critical: bool,
     /// The assertion filter (RFC 4528).
     pub assertion: Option<LdapFilter>,
+    pub assertion_critical: bool,
     /// Attribute lists of pre-read / post-read (RFC 4527).
     pub pre_read: Option<Vec<String>>,
+    pub pre_read_critical: bool,
     pub post_read: Option<Vec<String>>,
+    pub post_read_critical: bool,
     /// Server-side sort keys (RFC 2891).
     pub sort: Option<Vec<SortKey>>,
+    pub sort_critical: bool,
 }
 
 /// One key of a server-side sort request.
@@ -56,7 +251,9 @@ pub struct SortKey {
     pub reverse: bool,
 }
 
-fn unavailable(oid: &str) -> OperationError {
+/// unavailableCriticalExtension for a critical control that is unknown, inapplicable to the
+/// operation, or cannot be honoured.
+pub fn unavailable(oid: &str) -> OperationError {
     OperationError::new(
         code::UNAVAILABLE_CRITICAL_EXTENSION,
         format!("critical control {oid} is not supported for this operation"),
@@ -68,131 +265,196 @@ fn protocol_error(oid: &str, what: &str) -> OperationError {
 }
 
 /// Decodes `controls` for an operation that honours the OIDs in `honoured`.
-pub fn parse(
-    controls: &[LdapControl],
-    honoured: &[&str],
-) -> Result<RequestControls, OperationError> {
+pub fn parse(controls: &[Control], honoured: &[&str]) -> Result<RequestControls, OperationError> {
+    if controls.len() > CONTROLS_PER_MESSAGE_MAX {
+        return Err(OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!(
+                "{} controls exceed the limit of {CONTROLS_PER_MESSAGE_MAX} per request",
+                controls.len()
+            ),
+        ));
+    }
     let mut parsed = RequestControls::default();
+    let mut seen: Vec<&str> = Vec::new();
     for control in controls {
-        match control {
-            LdapControl::SimplePagedResults { size, cookie } => {
-                // ldap3_proto does not keep this control's criticality; clients mark it critical or
-                // not, and it is honoured wherever it applies (search).
-                if honoured.contains(&PAGED_RESULTS_OID) {
-                    if parsed.paged.is_some() {
-                        return Err(protocol_error(PAGED_RESULTS_OID, "given twice"));
-                    }
-                    if *size < 0 {
-                        return Err(protocol_error(PAGED_RESULTS_OID, "negative page size"));
-                    }
-                    parsed.paged = Some((*size, cookie.clone()));
-                } else {
-                    return Err(unavailable(PAGED_RESULTS_OID));
-                }
+        let oid = control.oid.as_str();
+        if !honoured.contains(&oid) {
+            // RFC 4511 §4.1.11: unrecognized or inappropriate controls are ignored unless critical.
+            if control.critical {
+                return Err(unavailable(oid));
             }
-            LdapControl::ManageDsaIT { criticality } => {
-                if honoured.contains(&MANAGE_DSA_IT_OID) {
-                    // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
-                    parsed.manage_dsa_it = true;
-                } else if *criticality {
-                    return Err(unavailable(MANAGE_DSA_IT_OID));
-                }
-            }
-            // ldap3_proto drops this control's criticality: it is treated as non-critical, so
-            // where it does not apply (or a key cannot be used) results come unsorted with the
-            // reason in the response control (RFC 2891 §1.2).
-            LdapControl::ServerSort { sort_requests }
-                if honoured.contains(&SORT_REQUEST_OID) && !sort_requests.is_empty() =>
-            {
-                parsed.sort = Some(
-                    sort_requests
-                        .iter()
-                        .map(|key| SortKey {
-                            attribute: key.attribute_name.clone(),
-                            ordering_rule: key.ordering_rule.clone(),
-                            reverse: key.reverse_order,
-                        })
-                        .collect(),
-                );
-            }
-            // Password policy is not implemented; non-critical requests (nslcd) are ignored.
-            LdapControl::PasswordPolicyRequest { criticality: true } => {
-                return Err(unavailable(PASSWORD_POLICY_OID));
-            }
-            LdapControl::Unknown {
-                oid,
-                criticality,
-                value,
-            } => {
-                let applies = honoured.contains(&oid.as_str());
-                match oid.as_str() {
-                    ASSERTION_OID if applies => {
-                        let value = value
-                            .as_deref()
-                            .ok_or_else(|| protocol_error(ASSERTION_OID, "missing value"))?;
-                        parsed.assertion = Some(decode_filter(value)?);
-                    }
-                    PRE_READ_OID if applies => {
-                        parsed.pre_read =
-                            Some(decode_attribute_list(PRE_READ_OID, value.as_deref())?);
-                    }
-                    POST_READ_OID if applies => {
-                        parsed.post_read =
-                            Some(decode_attribute_list(POST_READ_OID, value.as_deref())?);
-                    }
-                    _ if *criticality => return Err(unavailable(oid)),
-                    _ => {}
-                }
-            }
-            LdapControl::SyncRequest {
-                criticality: true, ..
-            }
-            | LdapControl::SearchOptions {
-                criticality: true, ..
-            }
-            | LdapControl::ShowDeleted { criticality: true }
-            | LdapControl::SdFlags {
-                criticality: true, ..
-            }
-            | LdapControl::ExtendedDn {
-                criticality: true, ..
-            } => {
-                return Err(OperationError::new(
-                    code::UNAVAILABLE_CRITICAL_EXTENSION,
-                    "critical control not supported",
-                ));
-            }
-            // Response-only controls sent in a request carry no meaning; ignored.
-            _ => {}
+            continue;
         }
+        if seen.contains(&oid) {
+            return Err(protocol_error(oid, "given more than once"));
+        }
+        seen.push(oid);
+        apply(&mut parsed, control)?;
     }
     Ok(parsed)
 }
 
-fn decode_filter(value: &[u8]) -> Result<LdapFilter, OperationError> {
-    let mut parser = Parser::new(64);
-    let (_, tag) = parser
+/// Decodes one honoured control's value into `parsed`.
+fn apply(parsed: &mut RequestControls, control: &Control) -> Result<(), OperationError> {
+    let value = control.value.as_deref();
+    let critical = control.critical;
+    match control.oid.as_str() {
+        PAGED_RESULTS_OID => {
+            parsed.paged = Some(decode_paged(value)?);
+            parsed.paged_critical = critical;
+        }
+        MANAGE_DSA_IT_OID => {
+            if value.is_some() {
+                return Err(protocol_error(MANAGE_DSA_IT_OID, "must not have a value"));
+            }
+            // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
+            parsed.manage_dsa_it = true;
+            parsed.manage_dsa_it_critical = critical;
+        }
+        ASSERTION_OID => {
+            parsed.assertion = Some(decode_assertion(value)?);
+            parsed.assertion_critical = critical;
+        }
+        PRE_READ_OID => {
+            parsed.pre_read = Some(decode_attribute_list(PRE_READ_OID, value)?);
+            parsed.pre_read_critical = critical;
+        }
+        POST_READ_OID => {
+            parsed.post_read = Some(decode_attribute_list(POST_READ_OID, value)?);
+            parsed.post_read_critical = critical;
+        }
+        SORT_REQUEST_OID => {
+            parsed.sort = Some(decode_sort(value)?);
+            parsed.sort_critical = critical;
+        }
+        // An OID listed as honoured without a decoder here: treat it as unknown.
+        other if critical => return Err(unavailable(other)),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The items of a value that must be one SEQUENCE.
+fn value_sequence<'value>(
+    oid: &str,
+    value: Option<&'value [u8]>,
+    what: &str,
+) -> Result<Vec<Tlv<'value>>, OperationError> {
+    let value = value.ok_or_else(|| protocol_error(oid, "missing value"))?;
+    single(value, ber_tag::SEQUENCE)
+        .and_then(|sequence| elements(sequence.content))
+        .ok_or_else(|| protocol_error(oid, &format!("{what} must be a SEQUENCE")))
+}
+
+/// realSearchControlValue ::= SEQUENCE { size INTEGER (0..maxInt), cookie OCTET STRING }
+/// (RFC 2696 §2).
+pub fn decode_paged(value: Option<&[u8]>) -> Result<(i64, Vec<u8>), OperationError> {
+    let oid = PAGED_RESULTS_OID;
+    let items = value_sequence(oid, value, "paged results value")?;
+    let [size, cookie] = items.as_slice() else {
+        return Err(protocol_error(oid, "value must hold a size and a cookie"));
+    };
+    let size = Some(size)
+        .filter(|size| size.tag == ber_tag::INTEGER)
+        .and_then(|size| integer(size.content))
+        .ok_or_else(|| protocol_error(oid, "page size must be an INTEGER"))?;
+    if cookie.tag != ber_tag::OCTET_STRING {
+        return Err(protocol_error(oid, "cookie must be an OCTET STRING"));
+    }
+    if !(0..=i64::from(i32::MAX)).contains(&size) {
+        return Err(protocol_error(oid, "page size outside 0..maxInt"));
+    }
+    Ok((size, cookie.content.to_vec()))
+}
+
+/// SortKeyList ::= SEQUENCE OF SEQUENCE { attributeType AttributeDescription,
+/// orderingRule [0] MatchingRuleId OPTIONAL, reverseOrder [1] BOOLEAN DEFAULT FALSE }
+/// (RFC 2891 §1.1). How many keys are accepted is decided where the sort is planned; the
+/// PDU size bounds what is decoded here.
+pub fn decode_sort(value: Option<&[u8]>) -> Result<Vec<SortKey>, OperationError> {
+    let keys = value_sequence(SORT_REQUEST_OID, value, "sort key list")?;
+    if keys.is_empty() {
+        return Err(protocol_error(SORT_REQUEST_OID, "no sort keys"));
+    }
+    keys.into_iter().map(decode_sort_key).collect()
+}
+
+fn decode_sort_key(key: Tlv<'_>) -> Result<SortKey, OperationError> {
+    let oid = SORT_REQUEST_OID;
+    let text = |content: &[u8]| {
+        std::str::from_utf8(content)
+            .map(str::to_string)
+            .map_err(|_| protocol_error(oid, "sort key text is not UTF-8"))
+    };
+    let fields = Some(key)
+        .filter(|key| key.tag == ber_tag::SEQUENCE)
+        .and_then(|key| elements(key.content))
+        .ok_or_else(|| protocol_error(oid, "a sort key must be a SEQUENCE"))?;
+    let mut fields = fields.into_iter().peekable();
+    let attribute = fields
+        .next()
+        .filter(|field| field.tag == ber_tag::OCTET_STRING)
+        .ok_or_else(|| protocol_error(oid, "a sort key must start with an attribute"))?;
+    let ordering_rule = match fields.next_if(|field| field.tag == ber_tag::ORDERING_RULE) {
+        Some(field) => Some(text(field.content)?),
+        None => None,
+    };
+    let reverse = match fields.next_if(|field| field.tag == ber_tag::REVERSE_ORDER) {
+        Some(field) => boolean(field.content)
+            .ok_or_else(|| protocol_error(oid, "reverseOrder must be a one-byte BOOLEAN"))?,
+        None => false,
+    };
+    if fields.next().is_some() {
+        return Err(protocol_error(oid, "unexpected field in a sort key"));
+    }
+    Ok(SortKey {
+        attribute: text(attribute.content)?,
+        ordering_rule,
+        reverse,
+    })
+}
+
+/// The assertion control's value is one Filter (RFC 4528 §3).
+pub fn decode_assertion(value: Option<&[u8]>) -> Result<LdapFilter, OperationError> {
+    let oid = ASSERTION_OID;
+    let value = value.ok_or_else(|| protocol_error(oid, "missing value"))?;
+    // Checked strictly first: ldap3_lber keeps the decoded prefix of a cut-short element.
+    let well_formed = match read_tlv(value) {
+        Some((filter, [])) => nested_well_formed(&filter, ASSERTION_BER_DEPTH_MAX),
+        _ => false,
+    };
+    if !well_formed {
+        return Err(protocol_error(oid, "undecodable filter"));
+    }
+    let (_, tag) = Parser::new(ASSERTION_BER_DEPTH_MAX)
         .parse(value)
-        .map_err(|_| protocol_error(ASSERTION_OID, "undecodable filter"))?;
-    LdapFilter::try_from(tag).map_err(|_| protocol_error(ASSERTION_OID, "invalid filter"))
+        .map_err(|_| protocol_error(oid, "undecodable filter"))?;
+    LdapFilter::try_from(tag).map_err(|_| protocol_error(oid, "invalid filter"))
 }
 
 /// AttributeSelection ::= SEQUENCE OF selector LDAPString (RFC 4527 §3.1).
-fn decode_attribute_list(oid: &str, value: Option<&[u8]>) -> Result<Vec<String>, OperationError> {
-    let value = value.ok_or_else(|| protocol_error(oid, "missing value"))?;
-    let mut parser = Parser::new(4);
-    let (_, tag) = parser
-        .parse(value)
-        .map_err(|_| protocol_error(oid, "undecodable attribute list"))?;
-    let items = tag
-        .match_id(16)
-        .and_then(|tag| tag.expect_constructed())
-        .ok_or_else(|| protocol_error(oid, "attribute list must be a SEQUENCE"))?;
+pub fn decode_attribute_list(
+    oid: &str,
+    value: Option<&[u8]>,
+) -> Result<Vec<String>, OperationError> {
+    let items = value_sequence(oid, value, "attribute list")?;
+    if items.len() > READ_CONTROL_ATTRIBUTES_MAX {
+        return Err(OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!(
+                "control {oid}: {} attributes exceed the limit of {READ_CONTROL_ATTRIBUTES_MAX}",
+                items.len()
+            ),
+        ));
+    }
     items
         .into_iter()
         .map(|item| {
-            item.expect_primitive()
-                .and_then(|bytes| String::from_utf8(bytes).ok())
+            Some(item)
+                .filter(|item| item.tag == ber_tag::OCTET_STRING)
+                .and_then(|item| std::str::from_utf8(item.content).ok())
+                .map(str::to_string)
                 .ok_or_else(|| protocol_error(oid, "attribute names must be strings"))
         })
         .collect()
@@ -201,83 +463,261 @@ fn decode_attribute_list(oid: &str, value: Option<&[u8]>) -> Result<Vec<String>,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ber::{tag, BerWriter};
+    use bytes::BytesMut;
 
-    #[test]
-    fn unknown_critical_is_refused_and_unknown_non_critical_ignored() {
-        let critical = LdapControl::Unknown {
-            oid: "1.2.3.4".to_string(),
-            criticality: true,
-            value: None,
-        };
-        let error = parse(&[critical], SEARCH_CONTROLS).unwrap_err();
-        assert_eq!(error.code, code::UNAVAILABLE_CRITICAL_EXTENSION);
-        let ignored = LdapControl::Unknown {
-            oid: "1.2.3.4".to_string(),
-            criticality: false,
-            value: None,
-        };
-        assert!(parse(&[ignored], SEARCH_CONTROLS).is_ok());
+    fn encode(write: impl FnOnce(&mut BerWriter<'_>)) -> Vec<u8> {
+        let mut buffer = BytesMut::new();
+        let mut writer = BerWriter::new(&mut buffer);
+        write(&mut writer);
+        drop(writer);
+        buffer.to_vec()
+    }
+
+    fn control(oid: &str, critical: bool, value: Option<Vec<u8>>) -> Control {
+        Control {
+            oid: oid.to_string(),
+            critical,
+            value,
+        }
+    }
+
+    fn sort_value(keys: &[(&str, Option<&str>, bool)]) -> Vec<u8> {
+        encode(|writer| {
+            writer.open(tag::SEQUENCE);
+            for (attribute, rule, reverse) in keys {
+                writer.open(tag::SEQUENCE);
+                writer.octet_string(attribute.as_bytes());
+                if let Some(rule) = rule {
+                    writer.primitive(0x80, rule.as_bytes());
+                }
+                if *reverse {
+                    writer.primitive(0x81, &[0xff]);
+                }
+                writer.close();
+            }
+            writer.close();
+        })
     }
 
     #[test]
-    fn password_policy_is_ignored_unless_critical() {
-        assert!(parse(
-            &[LdapControl::PasswordPolicyRequest { criticality: false }],
-            &[]
-        )
-        .is_ok());
+    fn controls_sequence_keeps_criticality_and_value() {
+        let bytes = encode(|writer| {
+            writer.open(tag::CONTROLS);
+            writer.open(tag::SEQUENCE);
+            writer.octet_string(SORT_REQUEST_OID.as_bytes());
+            writer.boolean(true);
+            writer.octet_string(&sort_value(&[("cn", None, false)]));
+            writer.close();
+            writer.open(tag::SEQUENCE);
+            writer.octet_string(b"1.2.3.4");
+            writer.close();
+            writer.close();
+        });
+        let decoded = decode_controls(&bytes).expect("decode");
         assert_eq!(
-            parse(
-                &[LdapControl::PasswordPolicyRequest { criticality: true }],
-                &[]
-            )
-            .unwrap_err()
-            .code,
+            decoded,
+            vec![
+                control(
+                    SORT_REQUEST_OID,
+                    true,
+                    Some(sort_value(&[("cn", None, false)]))
+                ),
+                control("1.2.3.4", false, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn tlv_reader_takes_long_form_lengths_and_refuses_what_does_not_fit() {
+        let (element, rest) = read_tlv(&[0x04, 0x84, 0, 0, 0, 2, b'a', b'b', 0xff]).expect("tlv");
+        assert_eq!(
+            (element.tag, element.content, rest),
+            (0x04, &b"ab"[..], &[0xff][..])
+        );
+        assert_eq!(element.whole.len(), 8);
+        assert!(
+            read_tlv(&[0x04, 0x81, 0x05, b'a']).is_none(),
+            "content cut short"
+        );
+        assert!(read_tlv(&[0x04, 0x80]).is_none(), "indefinite length");
+        assert!(read_tlv(&[0x1f, 0x01, 0x00]).is_none(), "high tag number");
+        assert!(read_tlv(&[0x04, 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 1]).is_none());
+        assert!(
+            elements(&[0x04, 0x01, b'a', 0x04]).is_none(),
+            "a trailing partial element"
+        );
+    }
+
+    #[test]
+    fn malformed_controls_sequences_are_refused() {
+        let cases: Vec<Vec<u8>> = vec![
+            // Not [0].
+            vec![0x30, 0x00],
+            // A control that is not a SEQUENCE.
+            vec![0xa0, 0x03, 0x04, 0x01, b'1'],
+            // Criticality of two bytes.
+            vec![
+                0xa0, 0x09, 0x30, 0x07, 0x04, 0x01, b'1', 0x01, 0x02, 0xff, 0xff,
+            ],
+            // A fourth field.
+            vec![
+                0xa0, 0x0b, 0x30, 0x09, 0x04, 0x01, b'1', 0x01, 0x01, 0xff, 0x04, 0x00, 0x04, 0x00,
+            ],
+            // Value that is not an OCTET STRING.
+            vec![0xa0, 0x07, 0x30, 0x05, 0x04, 0x01, b'1', 0x02, 0x00],
+        ];
+        for bytes in cases {
+            assert!(decode_controls(&bytes).is_err(), "{bytes:02x?} accepted");
+        }
+    }
+
+    #[test]
+    fn unknown_critical_is_refused_and_unknown_non_critical_ignored() {
+        let error = parse(&[control("1.2.3.4", true, None)], SEARCH_CONTROLS).unwrap_err();
+        assert_eq!(error.code, code::UNAVAILABLE_CRITICAL_EXTENSION);
+        assert!(parse(&[control("1.2.3.4", false, None)], SEARCH_CONTROLS).is_ok());
+    }
+
+    #[test]
+    fn inapplicable_control_follows_its_criticality() {
+        let paged = encode(|writer| {
+            writer.open(tag::SEQUENCE);
+            writer.integer(tag::INTEGER, 10);
+            writer.octet_string(b"");
+            writer.close();
+        });
+        let critical = control(PAGED_RESULTS_OID, true, Some(paged.clone()));
+        assert_eq!(
+            parse(&[critical], UPDATE_CONTROLS).unwrap_err().code,
             code::UNAVAILABLE_CRITICAL_EXTENSION
         );
+        let parsed = parse(
+            &[control(PAGED_RESULTS_OID, false, Some(paged.clone()))],
+            UPDATE_CONTROLS,
+        )
+        .expect("ignored");
+        assert!(parsed.paged.is_none());
+        let parsed = parse(
+            &[control(PAGED_RESULTS_OID, true, Some(paged))],
+            SEARCH_CONTROLS,
+        )
+        .expect("parse");
+        assert_eq!(parsed.paged, Some((10, Vec::new())));
+        assert!(parsed.paged_critical);
+    }
+
+    #[test]
+    fn sort_keys_decode_with_rule_and_direction() {
+        let value = sort_value(&[
+            ("sn", Some("caseIgnoreOrderingMatch"), true),
+            ("cn", None, false),
+        ]);
+        let parsed = parse(
+            &[control(SORT_REQUEST_OID, false, Some(value))],
+            SEARCH_CONTROLS,
+        )
+        .expect("parse");
+        assert!(!parsed.sort_critical);
+        assert_eq!(
+            parsed.sort,
+            Some(vec![
+                SortKey {
+                    attribute: "sn".to_string(),
+                    ordering_rule: Some("caseIgnoreOrderingMatch".to_string()),
+                    reverse: true,
+                },
+                SortKey {
+                    attribute: "cn".to_string(),
+                    ordering_rule: None,
+                    reverse: false,
+                },
+            ])
+        );
+    }
+
+    #[test]
+    fn bad_values_are_protocol_errors() {
+        let empty_sort = sort_value(&[]);
+        let negative_page = encode(|writer| {
+            writer.open(tag::SEQUENCE);
+            writer.integer(tag::INTEGER, -1);
+            writer.octet_string(b"");
+            writer.close();
+        });
+        let cases = [
+            control(SORT_REQUEST_OID, false, Some(empty_sort)),
+            control(SORT_REQUEST_OID, true, None),
+            control(PAGED_RESULTS_OID, false, Some(negative_page)),
+            control(PAGED_RESULTS_OID, false, Some(vec![0x30, 0x03, 0x02, 0x01])),
+            control(ASSERTION_OID, true, Some(vec![0x04, 0x00])),
+            control(MANAGE_DSA_IT_OID, false, Some(Vec::new())),
+        ];
+        for case in cases {
+            let error = parse(std::slice::from_ref(&case), SEARCH_CONTROLS).unwrap_err();
+            assert_eq!(error.code, code::PROTOCOL_ERROR, "{case:?}");
+        }
+    }
+
+    #[test]
+    fn a_control_given_twice_is_a_protocol_error() {
+        let twice = [
+            control(MANAGE_DSA_IT_OID, false, None),
+            control(MANAGE_DSA_IT_OID, false, None),
+        ];
+        assert_eq!(
+            parse(&twice, SEARCH_CONTROLS).unwrap_err().code,
+            code::PROTOCOL_ERROR
+        );
+    }
+
+    #[test]
+    fn counts_over_the_limits_are_admin_limit_exceeded() {
+        let many = vec![control("1.2.3.4", false, None); CONTROLS_PER_MESSAGE_MAX + 1];
+        assert_eq!(
+            parse(&many, SEARCH_CONTROLS).unwrap_err().code,
+            code::ADMIN_LIMIT_EXCEEDED
+        );
+        let attributes = encode(|writer| {
+            writer.open(tag::SEQUENCE);
+            for _ in 0..=READ_CONTROL_ATTRIBUTES_MAX {
+                writer.octet_string(b"cn");
+            }
+            writer.close();
+        });
+        let error = parse(
+            &[control(PRE_READ_OID, false, Some(attributes))],
+            UPDATE_CONTROLS,
+        )
+        .unwrap_err();
+        assert_eq!(error.code, code::ADMIN_LIMIT_EXCEEDED);
     }
 
     #[test]
     fn pre_read_attribute_list_decodes() {
         // SEQUENCE { "cn", "+" }
         let value = vec![0x30, 0x07, 0x04, 0x02, b'c', b'n', 0x04, 0x01, b'+'];
-        let control = LdapControl::Unknown {
-            oid: PRE_READ_OID.to_string(),
-            criticality: true,
-            value: Some(value),
-        };
-        let parsed = parse(&[control], &[PRE_READ_OID]).expect("parse");
+        let parsed =
+            parse(&[control(PRE_READ_OID, true, Some(value))], UPDATE_CONTROLS).expect("parse");
         assert_eq!(
             parsed.pre_read,
             Some(vec!["cn".to_string(), "+".to_string()])
         );
+        assert!(parsed.pre_read_critical);
     }
 
     #[test]
     fn assertion_filter_decodes() {
         // (cn=x) as BER: [3] { "cn", "x" }
         let value = vec![0xa3, 0x07, 0x04, 0x02, b'c', b'n', 0x04, 0x01, b'x'];
-        let control = LdapControl::Unknown {
-            oid: ASSERTION_OID.to_string(),
-            criticality: true,
-            value: Some(value),
-        };
-        let parsed = parse(&[control], COMPARE_CONTROLS).expect("parse");
+        let parsed = parse(
+            &[control(ASSERTION_OID, true, Some(value))],
+            COMPARE_CONTROLS,
+        )
+        .expect("parse");
         assert_eq!(
             parsed.assertion,
             Some(LdapFilter::Equality("cn".to_string(), "x".to_string()))
-        );
-    }
-
-    #[test]
-    fn paged_results_outside_search_is_refused() {
-        let paged = LdapControl::SimplePagedResults {
-            size: 10,
-            cookie: Vec::new(),
-        };
-        assert_eq!(
-            parse(&[paged], UPDATE_CONTROLS).unwrap_err().code,
-            code::UNAVAILABLE_CRITICAL_EXTENSION
         );
     }
 }

@@ -903,7 +903,27 @@ fn subschema_search(
     if request.scope != LdapSearchScope::Base {
         return Some(Ok((BytesMut::new(), 0)));
     }
-    let entry = database.schema.subschema_entry();
+    let mut entry = database.schema.subschema_entry();
+    for attribute in &mut entry.attributes {
+        if attribute.description == "objectClasses"
+            && database
+                .schema
+                .object_class(crate::rootdse::ROOT_DSE_OBJECT_CLASS)
+                .is_none()
+        {
+            let definition = crate::rootdse::ROOT_DSE_OBJECT_CLASS_DEFINITION;
+            attribute.values.push(definition.as_bytes().to_vec());
+        }
+    }
+    // The schema is loaded when the server starts and changes only with a restart: admin tools
+    // refresh their cached copy when modifyTimestamp is newer than what they hold.
+    let loaded = lmdir_store::timestamp_value(context.server.monitor.started());
+    for name in ["createTimestamp", "modifyTimestamp"] {
+        entry.attributes.push(lmdir_schema::Attribute {
+            description: name.to_string(),
+            values: vec![loaded.clone()],
+        });
+    }
     let view = match OwnedEntryView::new(&database.schema, &entry) {
         Ok(view) => view,
         Err(error) => return Some(Err(error.into())),
@@ -1085,6 +1105,13 @@ pub async fn search(
                 .map(|keys| plan_sort(&database.schema, keys));
             let sort_keys = match &sort_plan {
                 Some(Ok(keys)) => Some(keys),
+                // RFC 2891 §2: a critical sort that cannot be done fails the search.
+                Some(Err((result_code, attribute))) if controls.sort_critical => {
+                    return Err(OperationError::new(
+                        code::UNAVAILABLE_CRITICAL_EXTENSION,
+                        format!("critical sort control: cannot sort by {attribute} (result code {result_code})"),
+                    ))
+                }
                 _ => None,
             };
             let mut cursor = read.search(&spec)?;

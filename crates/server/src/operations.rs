@@ -12,7 +12,6 @@ use crate::rootdse;
 use crate::selection::AttributeSelection;
 use crate::server::ServerContext;
 use bytes::{Bytes, BytesMut};
-use ldap3_proto::control::LdapControl;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchRequest, LdapSearchScope,
     OID_PASSWORD_MODIFY, OID_WHOAMI,
@@ -46,7 +45,7 @@ pub struct OperationContext {
     pub session: Session,
     pub message_id: i32,
     pub operation_id: u64,
-    pub controls: Vec<LdapControl>,
+    pub controls: Vec<controls::Control>,
     pub cancelled: Arc<AtomicBool>,
     pub sender: mpsc::Sender<Outgoing>,
     /// A search the index says is small (`database::search_is_small_for`), decided once by the
@@ -310,7 +309,7 @@ pub async fn bind(
     session: &mut Session,
     message_id: i32,
     request: &LdapBindRequest,
-    request_controls: &[LdapControl],
+    request_controls: &[controls::Control],
     operation_id: u64,
 ) -> Bytes {
     let started = Instant::now();

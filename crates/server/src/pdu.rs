@@ -1,12 +1,25 @@
-//! Framing of LDAP PDUs on a stream: decoding with ldap3_proto's codec behind a size guard that
-//! reads the BER length header first, so a huge announced length is refused at once instead of
-//! buffering until the peer sends it; encoding is a pass-through of already-encoded bytes.
+//! Framing of LDAP PDUs on a stream. The BER length header is read first, so a huge announced
+//! length is refused at once instead of buffering until the peer sends it; a complete PDU is
+//! parsed with ldap3_lber, its controls are decoded by `controls` (keeping each one's
+//! criticality) and the rest by ldap3_proto's LdapMsg. Encoding is a pass-through of
+//! already-encoded bytes.
 
-use bytes::{Bytes, BytesMut};
-use ldap3_proto::proto::LdapMsg;
-use ldap3_proto::LdapCodec;
+use crate::controls::{self, Control};
+use bytes::{Buf, Bytes, BytesMut};
+use ldap3_lber::common::TagClass;
+use ldap3_lber::parse::Parser;
+use ldap3_lber::structure::{StructureTag, PL};
+use ldap3_proto::proto::{LdapMsg, LdapOp};
 use std::io;
 use tokio_util::codec::{Decoder, Encoder};
+
+/// One decoded request: LDAPMessage ::= SEQUENCE { messageID, protocolOp, controls [0] OPTIONAL }.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub msgid: i32,
+    pub op: LdapOp,
+    pub controls: Vec<Control>,
+}
 
 /// Why a PDU could not be decoded; each closes only the connection it arrived on.
 #[derive(Debug, thiserror::Error)]
@@ -23,22 +36,28 @@ pub enum PduError {
 }
 
 pub struct PduCodec {
-    inner: LdapCodec,
     pdu_bytes_max: usize,
+    ber_depth_max: usize,
 }
 
 impl PduCodec {
     pub fn new(pdu_bytes_max: usize, ber_depth_max: usize) -> Self {
         PduCodec {
-            // The inner limit counts the header too; ours counts the announced content.
-            inner: LdapCodec::new(Some(pdu_bytes_max + 16), Some(ber_depth_max)),
             pdu_bytes_max,
+            ber_depth_max,
         }
     }
 }
 
-/// Reads the outer TLV header; returns the announced content length when enough bytes are there.
-fn announced_length(buffer: &[u8]) -> Result<Option<u64>, PduError> {
+/// The outer TLV header: its size in bytes and the announced content length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Header {
+    header_bytes: usize,
+    content_bytes: u64,
+}
+
+/// Reads the outer TLV header; None until enough bytes are there.
+fn announced_length(buffer: &[u8]) -> Result<Option<Header>, PduError> {
     let Some(&first) = buffer.first() else {
         return Ok(None);
     };
@@ -51,7 +70,10 @@ fn announced_length(buffer: &[u8]) -> Result<Option<u64>, PduError> {
         return Ok(None);
     };
     if length_byte < 0x80 {
-        return Ok(Some(u64::from(length_byte)));
+        return Ok(Some(Header {
+            header_bytes: 2,
+            content_bytes: u64::from(length_byte),
+        }));
     }
     let length_size = usize::from(length_byte & 0x7f);
     if length_size == 0 {
@@ -67,31 +89,78 @@ fn announced_length(buffer: &[u8]) -> Result<Option<u64>, PduError> {
     let Some(length_bytes) = buffer.get(2..2 + length_size) else {
         return Ok(None);
     };
-    Ok(Some(
-        length_bytes
+    Ok(Some(Header {
+        header_bytes: 2 + length_size,
+        content_bytes: length_bytes
             .iter()
             .fold(0u64, |total, byte| (total << 8) | u64::from(*byte)),
-    ))
+    }))
+}
+
+/// Decodes one complete LDAPMessage (exactly `frame`, header included).
+pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, PduError> {
+    let malformed = |what: &str| PduError::Malformed(what.to_string());
+    // LDAPMessage ::= SEQUENCE { messageID, protocolOp, controls [0] Controls OPTIONAL },
+    // split strictly here: the controls are decoded by `controls`, never by ldap3_proto, which
+    // would lose criticality and warn about each control it does not know.
+    let elements = match controls::read_tlv(frame) {
+        Some((message, [])) if message.tag == 0x30 => controls::elements(message.content),
+        _ => None,
+    }
+    .ok_or_else(|| malformed("LDAPMessage is not one well-formed SEQUENCE"))?;
+    let (message_id, operation, controls) = match elements.as_slice() {
+        [message_id, operation] => (message_id, operation, Vec::new()),
+        [message_id, operation, controls] => (
+            message_id,
+            operation,
+            controls::decode_controls(controls.whole)
+                .map_err(|error| PduError::Malformed(error.to_string()))?,
+        ),
+        _ => return Err(malformed("LDAPMessage must have two or three elements")),
+    };
+    let parse = |element: &controls::Tlv<'_>| {
+        Parser::new(ber_depth_max)
+            .parse(element.whole)
+            .map(|(_, tag)| tag)
+            .map_err(|_| malformed("undecodable BER"))
+    };
+    let envelope = StructureTag {
+        class: TagClass::Universal,
+        id: 16,
+        payload: PL::C(vec![parse(message_id)?, parse(operation)?]),
+    };
+    let message =
+        LdapMsg::try_from(envelope).map_err(|error| PduError::Malformed(error.to_string()))?;
+    Ok(Request {
+        msgid: message.msgid,
+        op: message.op,
+        controls,
+    })
 }
 
 impl Decoder for PduCodec {
-    type Item = LdapMsg;
+    type Item = Request;
     type Error = PduError;
 
-    fn decode(&mut self, buffer: &mut BytesMut) -> Result<Option<LdapMsg>, PduError> {
-        match announced_length(buffer)? {
-            None => return Ok(None),
-            Some(length) if length > self.pdu_bytes_max as u64 => {
-                return Err(PduError::TooLarge {
-                    announced_bytes: length,
-                    limit_bytes: self.pdu_bytes_max,
-                })
-            }
-            Some(_) => {}
+    fn decode(&mut self, buffer: &mut BytesMut) -> Result<Option<Request>, PduError> {
+        let Some(header) = announced_length(buffer)? else {
+            return Ok(None);
+        };
+        if header.content_bytes > self.pdu_bytes_max as u64 {
+            return Err(PduError::TooLarge {
+                announced_bytes: header.content_bytes,
+                limit_bytes: self.pdu_bytes_max,
+            });
         }
-        self.inner
-            .decode(buffer)
-            .map_err(|error| PduError::Malformed(error.to_string()))
+        // Bounded by pdu_bytes_max just above. No reserve: a peer announcing a big PDU and
+        // sending nothing must not make the server allocate it.
+        let frame_bytes = header.header_bytes + header.content_bytes as usize;
+        if buffer.len() < frame_bytes {
+            return Ok(None);
+        }
+        let request = decode_message(&buffer[..frame_bytes], self.ber_depth_max);
+        buffer.advance(frame_bytes);
+        request.map(Some)
     }
 }
 
@@ -132,6 +201,67 @@ mod tests {
     fn wrong_tag_is_malformed() {
         let mut codec = PduCodec::new(1024, 32);
         let mut buffer = BytesMut::from(&b"GET / HTTP/1.1\r\n"[..]);
+        assert!(matches!(
+            codec.decode(&mut buffer),
+            Err(PduError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn controls_are_decoded_with_their_criticality() {
+        let mut codec = PduCodec::new(1024, 32);
+        // LDAPMessage { 2, delRequest "x", [0] { { "1.2.3.4", TRUE } } }
+        let mut buffer = BytesMut::from(
+            &[
+                0x30u8, 0x16, 0x02, 0x01, 0x02, 0x4a, 0x01, b'x', 0xa0, 0x0e, 0x30, 0x0c, 0x04,
+                0x07, b'1', b'.', b'2', b'.', b'3', b'.', b'4', 0x01, 0x01, 0xff,
+            ][..],
+        );
+        let request = codec.decode(&mut buffer).expect("decode").expect("request");
+        assert_eq!(request.msgid, 2);
+        assert_eq!(
+            request.controls,
+            vec![Control {
+                oid: "1.2.3.4".to_string(),
+                critical: true,
+                value: None
+            }]
+        );
+        assert!(buffer.is_empty());
+    }
+
+    #[test]
+    fn a_control_cut_short_by_its_length_is_malformed_not_dropped() {
+        let mut codec = PduCodec::new(1024, 32);
+        // As above, but the message's length ends inside the critical control.
+        let mut buffer = BytesMut::from(
+            &[
+                0x30u8, 0x14, 0x02, 0x01, 0x02, 0x4a, 0x01, b'x', 0xa0, 0x0e, 0x30, 0x0c, 0x04,
+                0x07, b'1', b'.', b'2', b'.', b'3', b'.', b'4', 0x01,
+            ][..],
+        );
+        assert!(matches!(
+            codec.decode(&mut buffer),
+            Err(PduError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_pdu_split_across_reads_waits_for_the_rest() {
+        let mut codec = PduCodec::new(1024, 32);
+        let mut buffer = BytesMut::from(&[0x30u8, 0x05, 0x02, 0x01, 0x01][..]);
+        assert!(matches!(codec.decode(&mut buffer), Ok(None)));
+        buffer.extend_from_slice(&[0x42, 0x00, 0x30]);
+        let request = codec.decode(&mut buffer).expect("decode").expect("request");
+        assert!(matches!(request.op, LdapOp::UnbindRequest));
+        assert_eq!(&buffer[..], &[0x30]);
+    }
+
+    #[test]
+    fn a_third_element_that_is_not_controls_is_malformed() {
+        let mut codec = PduCodec::new(1024, 32);
+        let mut buffer =
+            BytesMut::from(&[0x30u8, 0x07, 0x02, 0x01, 0x01, 0x42, 0x00, 0x04, 0x00][..]);
         assert!(matches!(
             codec.decode(&mut buffer),
             Err(PduError::Malformed(_))

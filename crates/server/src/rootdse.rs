@@ -32,6 +32,15 @@ fn strings(values: &[&str]) -> Vec<String> {
     values.iter().map(|value| value.to_string()).collect()
 }
 
+/// The root DSE's structural class. Clients check every objectClass value of an entry against
+/// cn=Subschema (python-ldap's strict check), so the class is published there too, under the OID
+/// and name slapd uses for its root DSE; it is not part of the stored schema because no stored
+/// entry may use it.
+pub const ROOT_DSE_OBJECT_CLASS: &str = "LDAProotDSE";
+/// `ROOT_DSE_OBJECT_CLASS`'s definition as published in cn=Subschema's objectClasses.
+pub const ROOT_DSE_OBJECT_CLASS_DEFINITION: &str =
+    "( 1.3.6.1.4.1.4203.1.4.1 NAME 'LDAProotDSE' DESC 'root DSE' SUP top STRUCTURAL MAY cn )";
+
 pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
     let mut extensions = vec![
         OID_WHOAMI.to_string(),
@@ -44,7 +53,11 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
         extensions.push(crate::connection::START_TLS_OID.to_string());
     }
     let mut attributes = vec![
-        attribute("objectClass", strings(&["top", "lmdirRootDSE"]), false),
+        attribute(
+            "objectClass",
+            strings(&["top", ROOT_DSE_OBJECT_CLASS]),
+            false,
+        ),
         attribute("supportedLDAPVersion", strings(&["3"]), true),
         attribute(
             "supportedControl",

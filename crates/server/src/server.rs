@@ -348,6 +348,7 @@ pub async fn start(
                     address: path.display().to_string(),
                     message: error.to_string(),
                 })?;
+                set_ldapi_mode(path, settings.ldapi_mode)?;
                 addresses.push(BoundAddress::Ldapi(path.clone()));
                 info!("listening on ldapi://{}", path.display());
                 listener_tasks.push(tokio::spawn(accept_unix(
@@ -501,6 +502,18 @@ async fn accept_tcp(
             }
         });
     }
+}
+
+/// Gives the ldapi socket its configured mode: bind leaves it to the umask, and a client
+/// without write permission on the socket cannot connect at all.
+fn set_ldapi_mode(path: &std::path::Path, mode: u32) -> Result<(), ServerError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|error| {
+        ServerError::Listen {
+            address: path.display().to_string(),
+            message: format!("setting mode {mode:o}: {error}"),
+        }
+    })
 }
 
 async fn accept_unix(

@@ -88,6 +88,9 @@ pub struct ServerSettings {
     pub tls_key: Option<PathBuf>,
     /// Refuse binds and writes before TLS (ldapi counts as secure).
     pub require_tls: bool,
+    /// Permission bits of the ldapi socket (slapd: 0777; who may do what is decided by the
+    /// peer's uid/gid identity and the access rules, not by the socket file).
+    pub ldapi_mode: u32,
     pub connections_max: usize,
     /// Per IP address (IPv6: per /64); ldapi connections are not counted.
     pub connections_per_address_max: usize,
@@ -147,6 +150,7 @@ impl ServerSettings {
             tls_certificate: path_or_none(&server.tls_certificate),
             tls_key: path_or_none(&server.tls_key),
             require_tls: server.require_tls,
+            ldapi_mode: lmdir_config::parse_ldapi_mode(&server.ldapi_mode)?,
             connections_max: server.connections_max as usize,
             connections_per_address_max: server.connections_per_address_max as usize,
             pdu_bytes_max: server.pdu_bytes_max as usize,
