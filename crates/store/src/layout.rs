@@ -13,6 +13,10 @@ pub type EntryId = u32;
 /// The parent ID of the top-level (suffix) entry.
 pub const ROOT_PARENT_ID: EntryId = 0;
 
+/// LMDB's data file in a store directory.
+pub const DATA_FILE_NAME: &str = "data.mdb";
+/// LMDB's own lock file (its reader table) in a store directory.
+pub const LMDB_LOCK_FILE_NAME: &str = "lock.mdb";
 pub const DB_META: &str = "meta";
 pub const DB_ID2ENTRY: &str = "id2entry";
 pub const DB_ID2NODE: &str = "id2node";

@@ -1,0 +1,88 @@
+//! Exclusion: the per-directory writer lock between processes, and the one policy for
+//! poisoned locks inside a process.
+//!
+//! Description numbers are allocated from each process's memory, so two writers on one
+//! directory would hand out the same number for different descriptions and overwrite each
+//! other's `meta` rows. Every read-write open therefore takes an exclusive advisory lock
+//! (`flock`, through `File::try_lock`) on `lmdir.lock` in the directory and keeps it for the
+//! life of the `Store`; the kernel releases it when the process ends, however it ends.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::store::StoreError;
+
+/// The lock file every read-write open locks, in the store directory.
+pub const LOCK_FILE_NAME: &str = "lmdir.lock";
+/// Bytes of the holder's description read back for the refusal message (pid and command).
+const HOLDER_TEXT_BYTES_MAX: u64 = 512;
+
+/// Held for the life of a read-write `Store`: closing the file releases the lock.
+pub(crate) struct DirectoryLock {
+    _file: File,
+}
+
+impl DirectoryLock {
+    /// Takes the directory's writer lock, or says who holds it.
+    pub(crate) fn acquire(directory: &Path) -> Result<DirectoryLock, StoreError> {
+        let path = directory.join(LOCK_FILE_NAME);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked {
+                    directory: directory.display().to_string(),
+                    holder: holder_text(&mut file),
+                })
+            }
+            Err(TryLockError::Error(error)) => return Err(error.into()),
+        }
+        // Only the holder writes the file, so the refusal message can name the process.
+        file.set_len(0)?;
+        file.seek(SeekFrom::Start(0))?;
+        let command: Vec<String> = std::env::args().collect();
+        write!(file, "pid {}: {}", std::process::id(), command.join(" "))?;
+        file.flush()?;
+        Ok(DirectoryLock { _file: file })
+    }
+}
+
+fn holder_text(file: &mut File) -> String {
+    let mut text = String::new();
+    let read = file
+        .take(HOLDER_TEXT_BYTES_MAX)
+        .read_to_string(&mut text)
+        .is_ok();
+    if read && !text.trim().is_empty() {
+        text.trim().to_string()
+    } else {
+        "process unknown".to_string()
+    }
+}
+
+// Poisoned locks: every value these locks guard is replaced by one assignment (an `Arc` swap,
+// a count, a map), so a thread that panicked while holding one cannot have left it half
+// written. The store therefore recovers the guard everywhere instead of spreading the panic
+// to every later reader.
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
