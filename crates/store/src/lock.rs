@@ -19,14 +19,15 @@ pub const LOCK_FILE_NAME: &str = "lmdir.lock";
 /// Bytes of the holder's description read back for the refusal message (pid and command).
 const HOLDER_TEXT_BYTES_MAX: u64 = 512;
 
-/// Held for the life of a read-write `Store`: closing the file releases the lock.
-pub(crate) struct DirectoryLock {
+/// Held for the life of a read-write `Store` (and by the bulk loader for a whole load):
+/// dropping it closes the file, which releases the lock.
+pub struct DirectoryLock {
     _file: File,
 }
 
 impl DirectoryLock {
     /// Takes the directory's writer lock, or says who holds it.
-    pub(crate) fn acquire(directory: &Path) -> Result<DirectoryLock, StoreError> {
+    pub fn acquire(directory: &Path) -> Result<DirectoryLock, StoreError> {
         let path = directory.join(LOCK_FILE_NAME);
         let mut file = OpenOptions::new()
             .read(true)

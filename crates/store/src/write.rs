@@ -504,19 +504,21 @@ impl<'s> WriteTxn<'s> {
         self.set_operational(attributes, "entryCSN", csn_value(context.now), true)
     }
 
-    /// LMDB keys are limited (511 bytes by default); a dn2id key is 4 + normalized RDN bytes.
-    fn check_rdn_key_size(&self, rdn_normalized_bytes: usize, name: &str) -> Result<(), LdapError> {
+    /// The RDN fits a node and a dn2id key (`layout::rdn_size_problem`).
+    fn check_rdn_size(
+        &self,
+        original_bytes: usize,
+        normalized_bytes: usize,
+        name: &str,
+    ) -> Result<(), LdapError> {
         let key_size_max = self.inner.env.max_key_size();
-        if 4 + rdn_normalized_bytes > key_size_max {
-            return Err(ldap(
+        match layout::rdn_size_problem(original_bytes, normalized_bytes, key_size_max) {
+            None => Ok(()),
+            Some(problem) => Err(ldap(
                 ResultCode::ConstraintViolation,
-                format!(
-                    "'{name}': normalized RDN of {rdn_normalized_bytes} bytes exceeds the limit of {} bytes",
-                    key_size_max - 4
-                ),
-            ));
+                format!("'{name}': {problem}"),
+            )),
         }
-        Ok(())
     }
 
     fn allocate_id(&mut self) -> Result<EntryId, LdapError> {
@@ -625,7 +627,11 @@ impl<'s> WriteTxn<'s> {
             )?;
         }
 
-        self.check_rdn_key_size(rdn_normalized.len(), &entry.dn.to_string())?;
+        self.check_rdn_size(
+            rdn_original.len(),
+            rdn_normalized.len(),
+            &entry.dn.to_string(),
+        )?;
         let id = self.allocate_id()?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, rdn_normalized.as_bytes(), &mut key);
@@ -900,7 +906,12 @@ impl<'s> WriteTxn<'s> {
                 parent
             }
         };
-        self.check_rdn_key_size(new_rdn_normalized.len(), &new_rdn.to_string())?;
+        let new_rdn_original = new_rdn.to_string();
+        self.check_rdn_size(
+            new_rdn_original.len(),
+            new_rdn_normalized.len(),
+            &new_rdn_original,
+        )?;
         let mut new_key = Vec::new();
         layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
         if let Some(existing) = self
