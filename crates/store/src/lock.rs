@@ -87,3 +87,98 @@ pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use lmdir_schema::{Dn, Entry, Filter, Schema};
+
+    use crate::{IndexKind, Scope, SearchSpec, Store, StoreOptions, WriteContext};
+
+    fn entry(dn: &str, attributes: &[(&str, &str)]) -> Entry {
+        let mut entry = Entry::new(Dn::parse(dn).unwrap());
+        for (description, value) in attributes {
+            entry.add_values(description, [value.as_bytes().to_vec()]);
+        }
+        entry
+    }
+
+    /// Panics on another thread while holding the lock `hold` takes.
+    fn poison(store: &Store, hold: fn(&Store)) {
+        let store = store.clone();
+        let outcome = std::thread::spawn(move || hold(&store)).join();
+        assert!(outcome.is_err(), "the holder panicked");
+    }
+
+    /// One policy: a panic under any store lock leaves later reads and writes working.
+    #[test]
+    fn poisoned_locks_are_recovered_everywhere() {
+        let temporary = tempfile::tempdir().unwrap();
+        let indexes = BTreeMap::from([("ou".to_string(), vec![IndexKind::Equality])]);
+        let options = StoreOptions {
+            suffix: "dc=example,dc=com".into(),
+            indexes,
+            sync: false,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(temporary.path(), options, Arc::new(Schema::builtin())).unwrap();
+        let context = WriteContext::new("cn=admin,dc=example,dc=com");
+        let mut write = store.write().unwrap();
+        let top = [("objectClass", "domain"), ("dc", "example")];
+        write
+            .add(&entry("dc=example,dc=com", &top), &context)
+            .unwrap();
+        write.commit().unwrap();
+
+        poison(&store, |store| {
+            let _guard = store.inner.descriptions.write();
+            panic!("under the description lock");
+        });
+        poison(&store, |store| {
+            let _guard = store.inner.usable_indexes.write();
+            panic!("under the index lock");
+        });
+        poison(&store, |store| {
+            let _guard = store.inner.index_config_change.write();
+            panic!("under the index change lock");
+        });
+        poison(&store, |store| {
+            let _guard = store.inner.descriptions_persisted.lock();
+            panic!("under the persisted count");
+        });
+        poison(&store, |store| {
+            let _guard = store.write();
+            panic!("under the writer lock");
+        });
+        assert!(store.inner.descriptions.is_poisoned());
+        assert!(store.inner.writer.is_poisoned());
+
+        let mut write = store.write().unwrap();
+        let unit = [("objectClass", "organizationalUnit"), ("ou", "people")];
+        let unit_dn = "ou=people,dc=example,dc=com";
+        write.add(&entry(unit_dn, &unit), &context).unwrap();
+        write.mark_index_config_current();
+        write.commit().unwrap();
+        store.reload_descriptions().unwrap();
+        assert!(store.index_config_change().is_none());
+        assert!(!store.descriptions().is_empty());
+        let read = store.read().unwrap();
+        let spec = SearchSpec {
+            base: "dc=example,dc=com".into(),
+            scope: Scope::Sub,
+            filter: read
+                .schema()
+                .prepare_filter(&Filter::parse("(ou=people)", 8).unwrap()),
+            size_limit: 0,
+            lookthrough_limit: 0,
+        };
+        let found: Vec<_> = read
+            .search(&spec)
+            .unwrap()
+            .map(|item| item.unwrap().0)
+            .collect();
+        assert_eq!(found, vec![read.dn_to_id(unit_dn).unwrap()]);
+    }
+}
