@@ -232,7 +232,7 @@ fn check_verifies_the_description_table_against_the_entries() {
     );
     // Reading the entry is an error, never a panic.
     let read = store.read().unwrap();
-    let error = read.entry(victim).err().expect("undecodable");
+    let error = read.entry(victim).expect_err("undecodable");
     assert_eq!(error.code, ResultCode::Other);
     assert!(error.message.contains("missing from the description table"));
 }
