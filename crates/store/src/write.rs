@@ -688,6 +688,10 @@ impl<'s> WriteTxn<'s> {
             // A repair (the server lets only the rootdn reach an undecodable entry): its
             // values, hence its keys and memberOf links, are unknown.
             tracing::warn!(entry = id, dn = %dn, "deleting an undecodable entry");
+            if self.inner.options.memberof {
+                let dn = self.dn_of(id)?;
+                self.memberof_unknown_entry_deleted(id, &dn)?;
+            }
             self.remove_from_every_index(id)?;
         }
         let id_key = layout::encode_id(id);

@@ -236,3 +236,82 @@ fn check_verifies_the_description_table_against_the_entries() {
     assert_eq!(error.code, ResultCode::Other);
     assert!(error.message.contains("missing from the description table"));
 }
+
+/// With memberOf upkeep, deleting an undecodable member drops it from the groups listing it,
+/// and deleting an undecodable group drops it from its members' memberOf.
+#[test]
+fn deleting_an_undecodable_entry_repairs_memberof_links() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = Store::open(
+        temporary.path(),
+        lmdir_store::StoreOptions {
+            memberof: true,
+            ..options()
+        },
+        schema(),
+    )
+    .unwrap();
+    let people = format!("ou=people,{SUFFIX}");
+    let person = |name: &str| format!("uid={name},{people}");
+    let group = |name: &str| format!("cn={name},{SUFFIX}");
+    let mut write = store.write().unwrap();
+    let top = [("objectClass", "domain"), ("dc", "example")];
+    write.add(&entry(SUFFIX, &top), &context()).unwrap();
+    let unit = [("objectClass", "organizationalUnit"), ("ou", "people")];
+    write.add(&entry(&people, &unit), &context()).unwrap();
+    for name in ["ann", "bob"] {
+        let attributes = [("objectClass", "account"), ("uid", name)];
+        write
+            .add(&entry(&person(name), &attributes), &context())
+            .unwrap();
+    }
+    let mut both = entry(
+        &group("both"),
+        &[("objectClass", "groupOfNames"), ("cn", "both")],
+    );
+    both.add_values(
+        "member",
+        [person("ann").into_bytes(), person("bob").into_bytes()],
+    );
+    write.add(&both, &context()).unwrap();
+    let mut ann_only = entry(
+        &group("ann"),
+        &[("objectClass", "groupOfNames"), ("cn", "ann")],
+    );
+    ann_only.add_values("member", [person("ann").into_bytes()]);
+    write.add(&ann_only, &context()).unwrap();
+    write.commit().unwrap();
+    let values_of = |dn: &str, attribute: &str| -> Vec<String> {
+        let read = store.read().unwrap();
+        let id = read.dn_to_id(dn).unwrap();
+        let found = read.entry(id).unwrap().unwrap();
+        let attr = read.schema().attribute(attribute).unwrap();
+        found
+            .values_of(attr)
+            .into_iter()
+            .map(|(_, normalized)| String::from_utf8(normalized.to_vec()).unwrap())
+            .collect()
+    };
+    assert_eq!(values_of(&person("bob"), "memberOf").len(), 1);
+
+    // An undecodable member.
+    let ann = store.read().unwrap().dn_to_id(&person("ann")).unwrap();
+    overwrite_entry(&store, ann, b"\x01\xff\xff\xffgarbage");
+    let mut write = store.write().unwrap();
+    write.delete(&person("ann")).unwrap();
+    write.commit().unwrap();
+    assert_eq!(values_of(&group("both"), "member").len(), 1);
+    assert!(values_of(&group("ann"), "member").is_empty());
+    let report = store.check().unwrap();
+    assert!(report.is_clean(), "{report}");
+
+    // An undecodable group.
+    let both_id = store.read().unwrap().dn_to_id(&group("both")).unwrap();
+    overwrite_entry(&store, both_id, b"\x01\xff\xff\xffgarbage");
+    let mut write = store.write().unwrap();
+    write.delete(&group("both")).unwrap();
+    write.commit().unwrap();
+    assert!(values_of(&person("bob"), "memberOf").is_empty());
+    let report = store.check().unwrap();
+    assert!(report.is_clean(), "{report}");
+}
