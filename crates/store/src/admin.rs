@@ -334,13 +334,44 @@ impl Store {
         let read = self.read()?;
         let databases = &self.inner.databases;
         let mut problems = Problems::default();
-        let describe = |id: EntryId| -> String {
-            match read.dn_of(id) {
-                Ok(dn) => format!("entry {id} '{dn}'"),
-                Err(_) => format!("entry {id}"),
-            }
-        };
+        let (parents, mut max_id) = self.check_tree(&read, &mut problems)?;
 
+        let descriptions = check_description_table(&read, &self.inner.schema, &mut problems)?;
+        let entries = self.check_entries(&read, &descriptions, &parents, &mut problems)?;
+        max_id = max_id.max(entries.max_id);
+        let (expected, entries_checked) = (entries.expected, entries.checked);
+        let next_id = databases
+            .meta
+            .get(read.txn(), layout::META_NEXT_ID)?
+            .and_then(layout::decode_id)
+            .unwrap_or(0);
+        if next_id <= max_id {
+            problems.push(format!(
+                "meta: next_id {next_id} is not above the largest ID {max_id}"
+            ));
+        }
+
+        let postings_checked =
+            self.check_indexes(&read, &expected, &entries.undecodable, &mut problems)?;
+        Ok(CheckReport {
+            entries_checked,
+            postings_checked,
+            problems: problems.listed,
+            problems_not_listed: problems.more,
+        })
+    }
+}
+
+impl Store {
+    /// Checks the DN tree: parent links, dn2id rows both ways, subtree sizes and child counts.
+    /// Returns each node's parent and the largest node ID.
+    fn check_tree(
+        &self,
+        read: &ReadTxn,
+        problems: &mut Problems,
+    ) -> Result<(HashMap<EntryId, EntryId>, EntryId), StoreError> {
+        let databases = &self.inner.databases;
+        let describe = |id: EntryId| describe(read, id);
         // Nodes: parent links, dn2id back-links; computed sizes.
         let mut parents: HashMap<EntryId, EntryId> = HashMap::new();
         let mut stored_sizes: HashMap<EntryId, (u32, u32)> = HashMap::new();
@@ -433,23 +464,20 @@ impl Store {
                 )),
             }
         }
+        Ok((parents, max_id))
+    }
 
-        let descriptions = check_description_table(&read, &self.inner.schema, &mut problems)?;
-        let entries = self.check_entries(&read, &descriptions, &parents, &mut problems)?;
-        max_id = max_id.max(entries.max_id);
-        let (expected, entries_checked) = (entries.expected, entries.checked);
-        let next_id = databases
-            .meta
-            .get(read.txn(), layout::META_NEXT_ID)?
-            .and_then(layout::decode_id)
-            .unwrap_or(0);
-        if next_id <= max_id {
-            problems.push(format!(
-                "meta: next_id {next_id} is not above the largest ID {max_id}"
-            ));
-        }
-
+    /// Compares every stored posting with the postings recomputed from the entries; returns
+    /// the number of stored postings.
+    fn check_indexes(
+        &self,
+        read: &ReadTxn,
+        expected: &HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>>,
+        undecodable: &RoaringBitmap,
+        problems: &mut Problems,
+    ) -> Result<u64, StoreError> {
         let mut postings_checked = 0;
+        let databases = &self.inner.databases;
         let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
         attrs.sort_unstable();
         for attr in attrs {
@@ -460,7 +488,7 @@ impl Store {
                 .attribute_type(attr)
                 .name()
                 .to_ascii_lowercase();
-            let stored = read_index(database, &read, &mut problems, &name)?;
+            let stored = read_index(database, read, problems, &name)?;
             let empty = BTreeMap::new();
             let wanted = expected.get(&attr).unwrap_or(&empty);
             for (key, ids) in &stored {
@@ -468,17 +496,17 @@ impl Store {
                 let kind = kind_name(key[0]);
                 let expected_ids = wanted.get(key).cloned().unwrap_or_default();
                 // An undecodable entry's postings are stale by nature: the entry is reported.
-                for id in &(ids - &expected_ids) - &entries.undecodable {
+                for id in &(ids - &expected_ids) - undecodable {
                     problems.push(format!(
                         "index {name} {kind}: {} posted under key {} without a value producing it",
-                        describe(id),
+                        describe(read, id),
                         hex(key)
                     ));
                 }
                 for id in &expected_ids - ids {
                     problems.push(format!(
                         "index {name} {kind}: {} missing from key {}",
-                        describe(id),
+                        describe(read, id),
                         hex(key)
                     ));
                 }
@@ -489,19 +517,22 @@ impl Store {
                         problems.push(format!(
                             "index {name} {}: {} missing from key {} (key absent)",
                             kind_name(key[0]),
-                            describe(id),
+                            describe(read, id),
                             hex(key)
                         ));
                     }
                 }
             }
         }
-        Ok(CheckReport {
-            entries_checked,
-            postings_checked,
-            problems: problems.listed,
-            problems_not_listed: problems.more,
-        })
+        Ok(postings_checked)
+    }
+}
+
+/// An entry as named in check problems: ID and DN when the tree gives one.
+fn describe(read: &ReadTxn, id: EntryId) -> String {
+    match read.dn_of(id) {
+        Ok(dn) => format!("entry {id} '{dn}'"),
+        Err(_) => format!("entry {id}"),
     }
 }
 
