@@ -68,7 +68,7 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             })
         }
         Command::Export { output } => {
-            let store = open_store(&config)?;
+            let store = open_store(&config, Access::Read)?;
             let count = match output {
                 Some(path) => {
                     let file = std::fs::File::create(&path)
@@ -89,7 +89,7 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Reindex { attributes } => {
-            let store = open_store(&config)?;
+            let store = open_store(&config, Access::Write)?;
             let attributes = if attributes.is_empty() {
                 None
             } else {
@@ -105,12 +105,12 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stat => {
-            let store = open_store(&config)?;
+            let store = open_store(&config, Access::Read)?;
             print!("{}", store.stat()?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => {
-            let store = open_store(&config)?;
+            let store = open_store(&config, Access::Read)?;
             let report = store.check()?;
             println!("{report}");
             if report.is_clean() {
@@ -128,7 +128,7 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             scope,
             size_limit,
         } => {
-            let store = open_store(&config)?;
+            let store = open_store(&config, Access::Read)?;
             search(&store, &base, &filter, &attributes, &scope, size_limit)
         }
         // Demo people (password "password") belong only to the no-config trial run: a server
@@ -217,10 +217,22 @@ pub fn store_options(config: &Config) -> StoreOptions {
     lmdir_server::database::store_options_from_config(config)
 }
 
-pub fn open_store(config: &Config) -> Result<Store> {
+/// How a command opens the store: `Write` takes the directory's writer lock (refused while a
+/// server, load or reindex holds it); `Read` takes none and works beside them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+pub fn open_store(config: &Config, access: Access) -> Result<Store> {
     let directory = database_directory(config)?;
-    let store = Store::open(&directory, store_options(config), load_schema(config)?)
-        .with_context(|| format!("opening the database in {}", directory.display()))?;
+    let (options, schema) = (store_options(config), load_schema(config)?);
+    let store = match access {
+        Access::Write => Store::open(&directory, options, schema),
+        Access::Read => Store::open_read_only(&directory, options, schema),
+    }
+    .with_context(|| format!("opening the database in {}", directory.display()))?;
     if let Some(change) = store.index_config_change() {
         eprintln!(
             "lmdir: the configured indexes differ from the built ones (not built: {}; no longer configured: {}); run `lmdir reindex`",
@@ -315,7 +327,8 @@ fn search(
 }
 
 fn serve(config: Config, offer_demo: bool) -> Result<ExitCode> {
-    let store = open_store(&config)?;
+    // Read-write: a second server on this directory is refused here, before anything else.
+    let store = open_store(&config, Access::Write)?;
     let empty = store.read()?.entry_count()? == 0;
     if empty && offer_demo {
         drop(store);

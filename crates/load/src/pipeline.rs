@@ -13,7 +13,7 @@ use lmdir_ldif::{ChunkedRecordSource, ParseOptions, RecordBatch};
 use lmdir_schema::AttrId;
 use lmdir_store::layout::{self, IndexKinds};
 use lmdir_store::RawDatabase;
-use lmdir_store::Store;
+use lmdir_store::{DirectoryLock, Store};
 use roaring::RoaringBitmap;
 
 use crate::memberof::GroupMembers;
@@ -81,16 +81,75 @@ pub(crate) fn index_databases(
     (numbers, databases)
 }
 
-fn is_empty_store_directory(directory: &Path) -> Result<bool, LoadError> {
-    if !directory.exists() {
-        return Ok(true);
-    }
-    let mut names = Vec::new();
+/// Whether an existing `directory` holds a data file. Anything but a store's own files there
+/// is an error: only a directory holding just a store is ours to load into or replace.
+fn has_data_file(directory: &Path) -> Result<bool, LoadError> {
+    let mut has_data = false;
     for item in std::fs::read_dir(directory).map_err(io_error(directory))? {
         let item = item.map_err(io_error(directory))?;
-        names.push(item.file_name().to_string_lossy().into_owned());
+        let name = item.file_name();
+        if name == layout::DATA_FILE_NAME {
+            has_data = true;
+        } else if name != layout::LMDB_LOCK_FILE_NAME && name != lmdir_store::LOCK_FILE_NAME {
+            return Err(LoadError::Invalid(format!(
+                "{}: not empty and not an lmdir store (it holds '{}')",
+                directory.display(),
+                name.to_string_lossy()
+            )));
+        }
     }
-    Ok(names.is_empty())
+    Ok(has_data)
+}
+
+/// Whether the store in `options.directory` has entries. Opened read-only: the caller already
+/// holds the directory's writer lock.
+fn holds_entries(options: &LoadOptions) -> Result<bool, LoadError> {
+    let directory = &options.directory;
+    let store = Store::open_read_only(directory, options.store.clone(), options.schema.clone())?;
+    let count = store.read()?.entry_count().map_err(|error| {
+        LoadError::Invalid(format!("{}: {}", directory.display(), error.message))
+    })?;
+    Ok(count > 0)
+}
+
+/// Puts the finished DB in place, then fsyncs the directory whose entries changed, so the
+/// rename survives a crash.
+/// - Absent target: the staging directory is renamed to it, its own writer lock held across
+///   the rename, so the new store is locked from the moment it appears.
+/// - Existing target (its lock held by the caller): the data file is renamed over the
+///   target's (atomic; a reader of the old file keeps its mapping).
+fn install(staging: &Path, directory: &Path, target_existed: bool) -> Result<(), LoadError> {
+    if !target_existed {
+        let _lock = DirectoryLock::acquire(staging)?;
+        std::fs::rename(staging, directory).map_err(io_error(directory))?;
+        return sync_directory(&parent_directory(directory));
+    }
+    // The old reader table belongs to the old data file; LMDB makes a new one.
+    let old_reader_table = directory.join(layout::LMDB_LOCK_FILE_NAME);
+    match std::fs::remove_file(&old_reader_table) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io_error(&old_reader_table)(error))
+        }
+        _ => {}
+    }
+    let target = directory.join(layout::DATA_FILE_NAME);
+    std::fs::rename(staging.join(layout::DATA_FILE_NAME), &target).map_err(io_error(&target))?;
+    sync_directory(directory)?;
+    let _ = std::fs::remove_dir_all(staging);
+    Ok(())
+}
+
+fn sync_directory(directory: &Path) -> Result<(), LoadError> {
+    File::open(directory)
+        .and_then(|handle| handle.sync_all())
+        .map_err(io_error(directory))
+}
+
+fn parent_directory(directory: &Path) -> PathBuf {
+    match directory.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 fn staging_directory(directory: &Path) -> Result<PathBuf, LoadError> {
@@ -101,10 +160,7 @@ fn staging_directory(directory: &Path) -> Result<PathBuf, LoadError> {
         })?
         .to_string_lossy()
         .into_owned();
-    let parent = match directory.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let parent = parent_directory(directory);
     std::fs::create_dir_all(&parent).map_err(io_error(&parent))?;
     // A load killed earlier leaves its staging directory behind; its process is gone.
     let prefix = format!(".{name}.loading-");
@@ -125,57 +181,39 @@ fn staging_directory(directory: &Path) -> Result<PathBuf, LoadError> {
 }
 
 /// Loads an LDIF file. Into an empty (or absent) directory the load builds a fresh DB beside
-/// it and renames it into place at the end, so a failed or killed load leaves no DB; into a
+/// it and moves it into place at the end, so a failed or killed load leaves no DB; into a
 /// non-empty store the entries are added through the store's own writes (slower, correct).
+/// The directory's writer lock is held throughout: a running server refuses the load.
 pub fn load(options: &LoadOptions, ldif_path: &Path) -> Result<LoadSummary, LoadError> {
     let started = Instant::now();
     let input = File::open(ldif_path).map_err(io_error(ldif_path))?;
     let input_bytes_total = input.metadata().map(|metadata| metadata.len()).unwrap_or(0);
-    if !is_empty_store_directory(&options.directory)? {
-        let store_directory = &options.directory;
-        // Only a directory holding just an LMDB store is ours to load into or replace.
-        for item in std::fs::read_dir(store_directory).map_err(io_error(store_directory))? {
-            let item = item.map_err(io_error(store_directory))?;
-            let name = item.file_name();
-            if name != "data.mdb" && name != "lock.mdb" {
-                return Err(LoadError::Invalid(format!(
-                    "{}: not empty and not an lmdir store (it holds '{}')",
-                    store_directory.display(),
-                    name.to_string_lossy()
-                )));
-            }
-        }
-        let has_entries = {
-            let store = Store::open(
-                store_directory,
-                options.store.clone(),
-                options.schema.clone(),
-            )?;
-            let read = store.env().read_txn()?;
-            store.id2entry_database().len(&read)? > 0
-        };
-        if has_entries {
+    let directory = &options.directory;
+    let target_existed = directory.exists();
+    // Held to the end: a server, load or reindex on this directory refuses this load here.
+    let lock = if target_existed {
+        let has_data = has_data_file(directory)?;
+        let lock = DirectoryLock::acquire(directory)?;
+        if has_data && holds_entries(options)? {
+            // The store's own writes take the lock again through `Store::open`.
+            drop(lock);
             return crate::reindex::load_into_existing(options, input, input_bytes_total, started);
         }
-        // An opened-but-empty store is replaced by the fresh one.
-        for item in std::fs::read_dir(store_directory).map_err(io_error(store_directory))? {
-            let item = item.map_err(io_error(store_directory))?;
-            std::fs::remove_file(item.path()).map_err(io_error(&item.path()))?;
-        }
-    }
-    let staging = staging_directory(&options.directory)?;
-    let result = load_fresh(options, input, input_bytes_total, &staging, started);
+        Some(lock)
+    } else {
+        None
+    };
+    let staging = staging_directory(directory)?;
+    let result = load_fresh(options, input, input_bytes_total, &staging, started)
+        .and_then(|summary| install(&staging, directory, target_existed).map(|()| summary));
     match result {
         Ok(mut summary) => {
-            if options.directory.exists() {
-                std::fs::remove_dir(&options.directory).map_err(io_error(&options.directory))?;
-            }
-            std::fs::rename(&staging, &options.directory).map_err(io_error(&options.directory))?;
-            summary.database_bytes = std::fs::metadata(options.directory.join("data.mdb"))
+            summary.database_bytes = std::fs::metadata(directory.join(layout::DATA_FILE_NAME))
                 .map(|m| m.len())
                 .unwrap_or(0);
             summary.elapsed = started.elapsed();
             summary.peak_rss_bytes = crate::peak_rss_bytes();
+            drop(lock);
             Ok(summary)
         }
         Err(error) => {
@@ -237,6 +275,7 @@ fn load_fresh(
         descriptions: Arc::new(DescriptionNumbers::with_existing(existing_descriptions)),
         operational: OperationalValues::new(SystemTime::now(), &options.creators_name),
         memberof: options.store.memberof,
+        key_size_max: store.env().max_key_size(),
     });
     let spill_directory = staging.to_path_buf();
     // Half the budget is for the workers' sorted runs, less the index writer's queue, which the

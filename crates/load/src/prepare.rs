@@ -111,6 +111,8 @@ pub struct PrepareContext {
     pub operational: OperationalValues,
     /// `StoreOptions::memberof`: collect group members for the memberOf pass.
     pub memberof: bool,
+    /// LMDB's key size limit (`Env::max_key_size`), for `layout::rdn_size_problem`.
+    pub key_size_max: usize,
 }
 
 /// Values of the operational attributes a load adds to entries that lack them.
@@ -355,6 +357,14 @@ pub fn prepare_record(
     let (rdn_original, rdn_normalized, normalized_parent) =
         place_in_tree(context, &entry.dn, &normalized_dn)
             .map_err(|message| record_error(line, Some(dn_text), message))?;
+    // Checked here, where the record can be named: the tree writer cannot store it.
+    if let Some(problem) = layout::rdn_size_problem(
+        rdn_original.len(),
+        rdn_normalized.len(),
+        context.key_size_max,
+    ) {
+        return Err(record_error(line, Some(dn_text), problem));
+    }
 
     scratch.encoded_attributes.clear();
     for (position, attribute) in attributes.iter().enumerate() {

@@ -288,9 +288,10 @@ pub(crate) fn load_into_existing(
         .map_err(|error| LoadError::Invalid(format!("commit: {error}")))?;
     store.sync()?;
     progress.finish();
-    let database_bytes = std::fs::metadata(Path::new(&options.directory).join("data.mdb"))
-        .map(|m| m.len())
-        .unwrap_or(0);
+    let database_bytes =
+        std::fs::metadata(Path::new(&options.directory).join(lmdir_store::layout::DATA_FILE_NAME))
+            .map(|m| m.len())
+            .unwrap_or(0);
     Ok(LoadSummary {
         entries,
         skipped,

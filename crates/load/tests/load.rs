@@ -653,3 +653,75 @@ fn bulk_load_with_memberof_equals_single_entry_adds() {
         assert_eq!(*with_memberof, expected_all);
     }
 }
+
+/// Issue 9: a load beside a process that has the store open for writing would number new
+/// descriptions from its own memory; it is refused, naming the directory, and changes nothing.
+#[test]
+fn a_load_into_a_store_open_for_writing_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let directory = work.path().join("db");
+    load(
+        &options(&directory, true),
+        &write_file(work.path(), "first.ldif", &directory_ldif(5)),
+    )
+    .unwrap();
+    let writer = open(&directory, true);
+    let count = writer.read().unwrap().entry_count().unwrap();
+    let second = write_file(
+        work.path(),
+        "second.ldif",
+        "dn: ou=More,dc=example,dc=com\nobjectClass: organizationalUnit\nou: More\ndescription;lang-fr: bonjour\n",
+    );
+    let error = load(&options(&directory, true), &second).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(
+            error,
+            LoadError::Store(lmdir_store::StoreError::Locked { .. })
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains(&directory.display().to_string()) && message.contains("pid "),
+        "{message}"
+    );
+    assert_eq!(writer.read().unwrap().entry_count().unwrap(), count);
+    assert!(writer
+        .descriptions()
+        .number_of("description;lang-fr")
+        .is_none());
+    // Once the writer is gone the same load goes through.
+    drop(writer);
+    load(&options(&directory, true), &second).unwrap();
+    assert_clean(&open(&directory, true));
+}
+
+/// An RDN too long for a DN (70,000 bytes) or for a dn2id key (over LMDB's key size) is a
+/// record error naming its line, with or without schema checks, not an abort of the load.
+#[test]
+fn an_overlong_rdn_is_rejected_naming_its_line() {
+    let work = tempfile::tempdir().unwrap();
+    let cases = [
+        (70_000usize, false, "longer than"),
+        (600, false, "exceeds the limit"),
+        (600, true, "exceeds the limit"),
+    ];
+    for (index, (length, quick, detail)) in cases.into_iter().enumerate() {
+        let value = "a".repeat(length);
+        let ldif = format!(
+            "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n\
+             dn: ou={value},dc=example,dc=com\nobjectClass: organizationalUnit\nou: {value}\n"
+        );
+        let path = write_file(work.path(), &format!("long{index}.ldif"), &ldif);
+        let directory = work.path().join(format!("db{index}"));
+        let mut options = options(&directory, true);
+        options.quick = quick;
+        let error = load(&options, &path).unwrap_err();
+        let message = error.to_string();
+        let tail = &message[message.len().saturating_sub(200)..];
+        assert!(matches!(error, LoadError::Record(_)), "{length}: {tail}");
+        assert!(message.starts_with("line 5 "), "{length}: {tail}");
+        assert!(tail.contains(detail), "{length}: {tail}");
+        assert!(!directory.exists(), "{length}: a failed load leaves no DB");
+    }
+}

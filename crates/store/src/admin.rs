@@ -1,12 +1,13 @@
 //! Whole-store operations: export (LDIF), stat, check.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io::Write;
 
 use lmdir_schema::{AttrId, LdapError};
 use roaring::RoaringBitmap;
 
+use crate::codec::EncodedEntry;
 use crate::layout::{self, EntryId, ROOT_PARENT_ID};
 use crate::read::{children_of, corrupt, ReadTxn, TREE_DEPTH_MAX};
 use crate::store::{RawDatabase, Store, StoreError};
@@ -333,13 +334,44 @@ impl Store {
         let read = self.read()?;
         let databases = &self.inner.databases;
         let mut problems = Problems::default();
-        let describe = |id: EntryId| -> String {
-            match read.dn_of(id) {
-                Ok(dn) => format!("entry {id} '{dn}'"),
-                Err(_) => format!("entry {id}"),
-            }
-        };
+        let (parents, mut max_id) = self.check_tree(&read, &mut problems)?;
 
+        let descriptions = check_description_table(&read, &self.inner.schema, &mut problems)?;
+        let entries = self.check_entries(&read, &descriptions, &parents, &mut problems)?;
+        max_id = max_id.max(entries.max_id);
+        let (expected, entries_checked) = (entries.expected, entries.checked);
+        let next_id = databases
+            .meta
+            .get(read.txn(), layout::META_NEXT_ID)?
+            .and_then(layout::decode_id)
+            .unwrap_or(0);
+        if next_id <= max_id {
+            problems.push(format!(
+                "meta: next_id {next_id} is not above the largest ID {max_id}"
+            ));
+        }
+
+        let postings_checked =
+            self.check_indexes(&read, &expected, &entries.undecodable, &mut problems)?;
+        Ok(CheckReport {
+            entries_checked,
+            postings_checked,
+            problems: problems.listed,
+            problems_not_listed: problems.more,
+        })
+    }
+}
+
+impl Store {
+    /// Checks the DN tree: parent links, dn2id rows both ways, subtree sizes and child counts.
+    /// Returns each node's parent and the largest node ID.
+    fn check_tree(
+        &self,
+        read: &ReadTxn,
+        problems: &mut Problems,
+    ) -> Result<(HashMap<EntryId, EntryId>, EntryId), StoreError> {
+        let databases = &self.inner.databases;
+        let describe = |id: EntryId| describe(read, id);
         // Nodes: parent links, dn2id back-links; computed sizes.
         let mut parents: HashMap<EntryId, EntryId> = HashMap::new();
         let mut stored_sizes: HashMap<EntryId, (u32, u32)> = HashMap::new();
@@ -432,46 +464,20 @@ impl Store {
                 )),
             }
         }
+        Ok((parents, max_id))
+    }
 
-        // Entries and recomputed postings.
-        let mut expected: HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>> = HashMap::new();
-        let mut entries_checked = 0;
-        for row in databases.id2entry.iter(read.txn())? {
-            let (key, _) = row?;
-            let Some(id) = layout::decode_id(key).filter(|_| key.len() == 4) else {
-                problems.push(format!("id2entry: bad key {}", hex(key)));
-                continue;
-            };
-            max_id = max_id.max(id);
-            entries_checked += 1;
-            if !parents.contains_key(&id) {
-                problems.push(format!("id2node: entry {id}: entry without node"));
-            }
-            match read.working_attributes(id) {
-                Ok(Some(attributes)) => {
-                    for (attr, keys) in self.inner.index_keys(&attributes) {
-                        let per_attr = expected.entry(attr).or_default();
-                        for key in keys {
-                            per_attr.entry(key).or_default().insert(id);
-                        }
-                    }
-                }
-                Ok(None) => {}
-                Err(error) => problems.push(format!("id2entry: entry {id}: {}", error.message)),
-            }
-        }
-        let next_id = databases
-            .meta
-            .get(read.txn(), layout::META_NEXT_ID)?
-            .and_then(layout::decode_id)
-            .unwrap_or(0);
-        if next_id <= max_id {
-            problems.push(format!(
-                "meta: next_id {next_id} is not above the largest ID {max_id}"
-            ));
-        }
-
+    /// Compares every stored posting with the postings recomputed from the entries; returns
+    /// the number of stored postings.
+    fn check_indexes(
+        &self,
+        read: &ReadTxn,
+        expected: &HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>>,
+        undecodable: &RoaringBitmap,
+        problems: &mut Problems,
+    ) -> Result<u64, StoreError> {
         let mut postings_checked = 0;
+        let databases = &self.inner.databases;
         let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
         attrs.sort_unstable();
         for attr in attrs {
@@ -482,24 +488,25 @@ impl Store {
                 .attribute_type(attr)
                 .name()
                 .to_ascii_lowercase();
-            let stored = read_index(database, &read, &mut problems, &name)?;
+            let stored = read_index(database, read, problems, &name)?;
             let empty = BTreeMap::new();
             let wanted = expected.get(&attr).unwrap_or(&empty);
             for (key, ids) in &stored {
                 postings_checked += ids.len();
                 let kind = kind_name(key[0]);
                 let expected_ids = wanted.get(key).cloned().unwrap_or_default();
-                for id in ids - &expected_ids {
+                // An undecodable entry's postings are stale by nature: the entry is reported.
+                for id in &(ids - &expected_ids) - undecodable {
                     problems.push(format!(
                         "index {name} {kind}: {} posted under key {} without a value producing it",
-                        describe(id),
+                        describe(read, id),
                         hex(key)
                     ));
                 }
                 for id in &expected_ids - ids {
                     problems.push(format!(
                         "index {name} {kind}: {} missing from key {}",
-                        describe(id),
+                        describe(read, id),
                         hex(key)
                     ));
                 }
@@ -510,18 +517,140 @@ impl Store {
                         problems.push(format!(
                             "index {name} {}: {} missing from key {} (key absent)",
                             kind_name(key[0]),
-                            describe(id),
+                            describe(read, id),
                             hex(key)
                         ));
                     }
                 }
             }
         }
-        Ok(CheckReport {
-            entries_checked,
-            postings_checked,
-            problems: problems.listed,
-            problems_not_listed: problems.more,
-        })
+        Ok(postings_checked)
+    }
+}
+
+/// An entry as named in check problems: ID and DN when the tree gives one.
+fn describe(read: &ReadTxn, id: EntryId) -> String {
+    match read.dn_of(id) {
+        Ok(dn) => format!("entry {id} '{dn}'"),
+        Err(_) => format!("entry {id}"),
+    }
+}
+
+/// What `check_entries` learned from id2entry.
+struct EntriesChecked {
+    checked: u64,
+    max_id: EntryId,
+    /// Postings recomputed from the stored values, per indexed attribute.
+    expected: HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>>,
+    undecodable: RoaringBitmap,
+}
+
+/// Checks `meta`'s description rows: well-formed keys, dense numbers, UTF-8 text known to the
+/// schema, no text under two numbers. Returns the numbers that are present.
+fn check_description_table(
+    read: &ReadTxn,
+    schema: &lmdir_schema::Schema,
+    problems: &mut Problems,
+) -> Result<HashSet<u32>, StoreError> {
+    let mut numbers = HashSet::new();
+    let mut by_text: HashMap<String, u32> = HashMap::new();
+    let mut expected_number = 0u32;
+    let prefix = layout::META_DESCRIPTION_PREFIX;
+    for row in read.inner.databases.meta.prefix_iter(read.txn(), prefix)? {
+        let (key, value) = row?;
+        let Some(number) =
+            layout::decode_id(&key[prefix.len()..]).filter(|_| key.len() == prefix.len() + 4)
+        else {
+            problems.push(format!("meta: bad description key {}", hex(key)));
+            continue;
+        };
+        if number != expected_number {
+            problems.push(format!(
+                "meta: description table has a gap: {number} follows {}",
+                expected_number.wrapping_sub(1)
+            ));
+        }
+        expected_number = number.saturating_add(1);
+        numbers.insert(number);
+        let Ok(text) = std::str::from_utf8(value) else {
+            problems.push(format!("meta: description {number} is not UTF-8"));
+            continue;
+        };
+        if let Err(error) = schema.parse_description(text) {
+            problems.push(format!(
+                "meta: description {number} '{text}' is unknown to the schema: {}",
+                error.message
+            ));
+        }
+        if let Some(first) = by_text.insert(text.to_ascii_lowercase(), number) {
+            problems.push(format!(
+                "meta: description '{text}' is stored twice, as {first} and {number}"
+            ));
+        }
+    }
+    Ok(numbers)
+}
+
+impl Store {
+    /// Decodes every entry against the stored description table (names each undecodable
+    /// one by ID and DN) and recomputes the postings the decodable ones produce.
+    fn check_entries(
+        &self,
+        read: &ReadTxn,
+        descriptions: &HashSet<u32>,
+        parents: &HashMap<EntryId, EntryId>,
+        problems: &mut Problems,
+    ) -> Result<EntriesChecked, StoreError> {
+        let mut checked = EntriesChecked {
+            checked: 0,
+            max_id: 0,
+            expected: HashMap::new(),
+            undecodable: RoaringBitmap::new(),
+        };
+        for row in self.inner.databases.id2entry.iter(read.txn())? {
+            let (key, value) = row?;
+            let Some(id) = layout::decode_id(key).filter(|_| key.len() == 4) else {
+                problems.push(format!("id2entry: bad key {}", hex(key)));
+                continue;
+            };
+            checked.max_id = checked.max_id.max(id);
+            checked.checked += 1;
+            if !parents.contains_key(&id) {
+                problems.push(format!("id2node: entry {id}: entry without node"));
+            }
+            let fault = match EncodedEntry::parse(value) {
+                Err(error) => Some(error.to_string()),
+                Ok(encoded) => encoded
+                    .attributes()
+                    .map(|attribute| attribute.description_number)
+                    .find(|number| !descriptions.contains(number))
+                    .map(|number| {
+                        format!("uses attribute description {number} missing from the description table")
+                    }),
+            };
+            let attributes = match fault {
+                None => read.working_attributes(id).map_err(|error| error.message),
+                Some(fault) => Err(fault),
+            };
+            match attributes {
+                Ok(Some(attributes)) => {
+                    for (attr, keys) in self.inner.index_keys(&attributes) {
+                        let per_attr = checked.expected.entry(attr).or_default();
+                        for key in keys {
+                            per_attr.entry(key).or_default().insert(id);
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(message) => {
+                    checked.undecodable.insert(id);
+                    let dn = read.dn_of(id).unwrap_or_else(|_| "DN unknown".to_string());
+                    problems.push(format!(
+                        "id2entry: entry {id} '{dn}' cannot be decoded ({message}); the rootdn can delete it"
+                    ));
+                }
+            }
+        }
+        Ok(checked)
     }
 }

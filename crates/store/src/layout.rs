@@ -13,6 +13,10 @@ pub type EntryId = u32;
 /// The parent ID of the top-level (suffix) entry.
 pub const ROOT_PARENT_ID: EntryId = 0;
 
+/// LMDB's data file in a store directory.
+pub const DATA_FILE_NAME: &str = "data.mdb";
+/// LMDB's own lock file (its reader table) in a store directory.
+pub const LMDB_LOCK_FILE_NAME: &str = "lock.mdb";
 pub const DB_META: &str = "meta";
 pub const DB_ID2ENTRY: &str = "id2entry";
 pub const DB_ID2NODE: &str = "id2node";
@@ -121,12 +125,37 @@ pub struct Node<'a> {
 
 const NODE_HEADER_BYTES: usize = 4 + 4 + 4 + 2;
 
+/// The longest original RDN a node can hold (its length is a u16).
+pub const RDN_ORIGINAL_BYTES_MAX: usize = u16::MAX as usize;
+
+/// Why an RDN cannot be stored, if it cannot: the original must fit the node's u16 length,
+/// and the dn2id key (4-byte parent ID + normalized RDN) must fit LMDB's key size
+/// (`Env::max_key_size`, 511 bytes by default). Writers check this before `encode_node`.
+pub fn rdn_size_problem(
+    original_bytes: usize,
+    normalized_bytes: usize,
+    key_size_max: usize,
+) -> Option<String> {
+    if original_bytes > RDN_ORIGINAL_BYTES_MAX {
+        return Some(format!(
+            "RDN of {original_bytes} bytes exceeds the limit of {RDN_ORIGINAL_BYTES_MAX} bytes"
+        ));
+    }
+    if 4 + normalized_bytes > key_size_max {
+        return Some(format!(
+            "normalized RDN of {normalized_bytes} bytes exceeds the limit of {} bytes",
+            key_size_max.saturating_sub(4)
+        ));
+    }
+    None
+}
+
 /// Encodes a node into `out` (cleared first).
 /// Layout: parent u32 BE, subtree size u32 BE, child count u32 BE, original RDN length u16 BE,
 /// original RDN bytes, normalized RDN bytes (the rest).
 pub fn encode_node(node: &Node<'_>, out: &mut Vec<u8>) {
     assert!(
-        node.rdn_original.len() <= u16::MAX as usize,
+        node.rdn_original.len() <= RDN_ORIGINAL_BYTES_MAX,
         "RDN longer than 65535 bytes must be rejected before encoding"
     );
     out.clear();

@@ -6,6 +6,7 @@ mod admin;
 pub mod codec;
 mod env;
 pub mod layout;
+mod lock;
 mod memberof;
 mod read;
 mod search;
@@ -15,6 +16,7 @@ mod write;
 
 pub use admin::{CheckReport, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTED_MAX};
 pub use layout::{EntryId, IndexKinds};
+pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
 pub use search::{Scope, SearchCursor, SearchSpec};
 pub use store::{

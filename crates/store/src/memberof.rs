@@ -8,7 +8,9 @@ use std::collections::BTreeSet;
 
 use lmdir_schema::{AttrId, Dn, LdapError};
 
-use crate::layout::EntryId;
+use crate::codec::EncodedEntry;
+use crate::layout::{self, EntryId};
+use crate::store::lmdb_to_ldap;
 use crate::write::{WorkingAttribute, WriteTxn};
 
 impl WriteTxn<'_> {
@@ -232,6 +234,94 @@ impl WriteTxn<'_> {
             })?;
         }
         Ok(())
+    }
+}
+
+impl WriteTxn<'_> {
+    /// memberOf upkeep for the delete of an entry whose values are unknown (undecodable): its
+    /// links are found by scanning every entry (a repair's cost): groups listing its DN drop
+    /// it, and entries whose memberOf names it (it was a group) drop that value.
+    pub(crate) fn memberof_unknown_entry_deleted(
+        &mut self,
+        id: EntryId,
+        dn: &str,
+    ) -> Result<(), LdapError> {
+        let Some(memberof) = self.inner.schema.attribute("memberOf") else {
+            return Ok(());
+        };
+        let normalized = self.inner.schema.normalize_dn_str(dn)?;
+        let (groups, members) = self.entries_linked_to(id, &normalized, memberof)?;
+        let mut group_dns = Vec::with_capacity(groups.len());
+        for group in groups {
+            let group_dn = crate::read::dn_of(self.inner, &self.txn, group, true)?.into_bytes();
+            group_dns.push((group_dn.clone(), group_dn));
+        }
+        let as_member = [WorkingAttribute {
+            text: "memberOf".to_string(),
+            attr: memberof,
+            options: Vec::new(),
+            values: group_dns,
+        }];
+        self.memberof_member_renamed_or_deleted(id, dn, &as_member, None)?;
+        for member in members {
+            self.set_memberof(member, dn, false)?;
+        }
+        Ok(())
+    }
+
+    /// (groups whose member / uniqueMember values name `normalized_dn`, entries whose memberOf
+    /// names it), `id` itself and undecodable entries left out.
+    fn entries_linked_to(
+        &self,
+        id: EntryId,
+        normalized_dn: &str,
+        memberof: AttrId,
+    ) -> Result<(Vec<EntryId>, Vec<EntryId>), LdapError> {
+        let (member_attr, unique_attr) = self.group_attributes();
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        let (mut groups, mut members) = (Vec::new(), Vec::new());
+        for row in self
+            .inner
+            .databases
+            .id2entry
+            .iter(&self.txn)
+            .map_err(lmdb_to_ldap)?
+        {
+            let (key, value) = row.map_err(lmdb_to_ldap)?;
+            let (Some(other), Ok(encoded)) = (layout::decode_id(key), EncodedEntry::parse(value))
+            else {
+                continue;
+            };
+            if other == id {
+                continue;
+            }
+            for attribute in encoded.attributes() {
+                let Some(info) = descriptions.get(attribute.description_number) else {
+                    continue;
+                };
+                let is_unique = Some(info.attr) == unique_attr;
+                let names_it = |normalized: &[u8]| {
+                    let text = String::from_utf8_lossy(normalized);
+                    let dn = if is_unique {
+                        strip_unique_id(&text)
+                    } else {
+                        &text
+                    };
+                    dn == normalized_dn
+                };
+                let listed = attribute
+                    .values()
+                    .any(|(_, normalized)| names_it(normalized));
+                if listed && (Some(info.attr) == member_attr || is_unique) {
+                    groups.push(other);
+                } else if listed && info.attr == memberof {
+                    members.push(other);
+                }
+            }
+        }
+        groups.dedup();
+        members.dedup();
+        Ok((groups, members))
     }
 }
 

@@ -37,8 +37,12 @@ impl Store {
         // Take the table before the txn: anything committed before the txn began had its
         // descriptions added to the table before its commit.
         let ticket = self.inner.enter_reader();
-        let descriptions = self.descriptions();
+        let mut descriptions = self.descriptions();
         let txn = self.inner.env.clone().static_read_txn()?;
+        if self.is_read_only() {
+            // Another process writes this DB: it may have committed new descriptions.
+            descriptions = self.inner.refresh_descriptions(&txn, descriptions)?;
+        }
         Ok(ReadTxn {
             txn,
             inner: self.inner.clone(),
@@ -505,17 +509,13 @@ impl<'txn> EntryRef<'txn> {
 
     pub fn attributes(&self) -> impl Iterator<Item = AttributeRef<'txn>> + 'txn {
         let descriptions: &'txn DescriptionTable = &self.read.descriptions;
-        let id = self.id;
-        self.encoded.attributes().map(move |encoded| AttributeRef {
-            description: descriptions
-                .get(encoded.description_number)
-                .unwrap_or_else(|| {
-                    panic!(
-                    "entry {id} uses attribute description {} missing from the description table",
-                    encoded.description_number
-                )
-                }),
-            encoded,
+        // `entry_from_bytes` checked every number against this same table, so none is
+        // skipped here; skipping (not panicking) keeps a reader alive whatever happens.
+        self.encoded.attributes().filter_map(move |encoded| {
+            Some(AttributeRef {
+                description: descriptions.get(encoded.description_number)?,
+                encoded,
+            })
         })
     }
 

@@ -130,6 +130,7 @@ pub struct SearchCursor<'a> {
     source: CandidateSource<'a>,
     returned: usize,
     examined: usize,
+    undecodable: usize,
     finished: bool,
     /// The filter tests the virtual entryDN attribute: present it on candidates (computing a
     /// DN costs a parent walk, so only when asked).
@@ -158,10 +159,7 @@ fn filter_mentions(filter: &PreparedFilter, attr: AttrId) -> bool {
 
 impl ReadTxn {
     fn usable_kinds(&self, attr: AttrId) -> IndexKinds {
-        self.inner
-            .usable_indexes
-            .read()
-            .expect("index lock poisoned")
+        crate::lock::read(&self.inner.usable_indexes)
             .get(&attr)
             .copied()
             .unwrap_or_default()
@@ -527,6 +525,7 @@ impl ReadTxn {
             source,
             returned: 0,
             examined: 0,
+            undecodable: 0,
             finished: false,
             filter_uses_entry_dn,
         })
@@ -598,16 +597,50 @@ impl<'a> SearchCursor<'a> {
                     if id == EntryId::MAX {
                         self.finished = true;
                     }
-                    let read: &'a ReadTxn = self.read;
-                    return Ok(Some((id, read.entry_from_bytes(id, value)?)));
+                    if let Some(entry) = self.decoded_or_skipped(id, value) {
+                        return Ok(Some((id, entry)));
+                    }
+                    continue;
                 }
             };
             // A candidate from an index may have been deleted only if the index is wrong;
             // skip silently rather than fail the search (check() reports it).
-            if let Some(entry) = self.read.entry(id)? {
+            let read: &'a ReadTxn = self.read;
+            let value = read
+                .inner
+                .databases
+                .id2entry
+                .get(read.txn(), &layout::encode_id(id))
+                .map_err(lmdb_to_ldap)?;
+            if let Some(entry) = value.and_then(|value| self.decoded_or_skipped(id, value)) {
                 return Ok(Some((id, entry)));
             }
         }
+    }
+
+    /// The decoded entry, or None (logged) when it cannot be decoded: one damaged entry must
+    /// not end every search that meets it. `lmdir check` names it; the rootdn can delete it.
+    fn decoded_or_skipped(&mut self, id: EntryId, value: &'a [u8]) -> Option<EntryRef<'a>> {
+        let read: &'a ReadTxn = self.read;
+        match read.entry_from_bytes(id, value) {
+            Ok(entry) => Some(entry),
+            Err(error) => {
+                self.undecodable += 1;
+                // Counted as examined too: the lookthrough limit bounds the work either way.
+                self.examined += 1;
+                tracing::error!(
+                    entry = id,
+                    "search skips an undecodable entry (run `lmdir check`): {}",
+                    error.message
+                );
+                None
+            }
+        }
+    }
+
+    /// Candidates skipped because they could not be decoded.
+    pub fn undecodable(&self) -> usize {
+        self.undecodable
     }
 }
 

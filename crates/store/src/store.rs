@@ -11,6 +11,7 @@ use heed::{CommitOrAbort, Database, Env, WithoutTls};
 use lmdir_schema::{AttrId, LdapError, ResultCode, Schema};
 
 use crate::layout::{self, IndexKinds};
+use crate::lock::DirectoryLock;
 
 pub type RawDatabase = Database<'static, Bytes, Bytes>;
 
@@ -78,6 +79,14 @@ pub enum StoreError {
     Config(String),
     #[error("I/O: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "the database in {directory} is already open for writing by another process ({holder}); \
+         only one server, load or reindex may use it at a time (export, stat, check and search \
+         work beside it)"
+    )]
+    Locked { directory: String, holder: String },
+    #[error("the store is open read-only")]
+    ReadOnly,
 }
 
 impl From<StoreError> for LdapError {
@@ -167,6 +176,9 @@ pub(crate) struct Inner {
     /// Counts live read txns so the map can be grown when none is open.
     pub reader_gate: Mutex<ReaderGate>,
     pub reader_gate_changed: Condvar,
+    /// The directory's writer lock; None for a read-only store. Last: released after the
+    /// environment is closed.
+    pub directory_lock: Option<DirectoryLock>,
 }
 
 #[derive(Default)]
@@ -186,11 +198,7 @@ pub(crate) struct ReaderTicket {
 
 impl Drop for ReaderTicket {
     fn drop(&mut self) {
-        let mut gate = self
-            .inner
-            .reader_gate
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut gate = crate::lock::lock(&self.inner.reader_gate);
         gate.readers -= 1;
         self.inner.reader_gate_changed.notify_all();
     }
@@ -199,10 +207,7 @@ impl Drop for ReaderTicket {
 impl Inner {
     /// Registers a reader, waiting while the map is being resized.
     pub(crate) fn enter_reader(self: &Arc<Inner>) -> ReaderTicket {
-        let mut gate = self
-            .reader_gate
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut gate = crate::lock::lock(&self.reader_gate);
         while gate.resizing {
             gate = self
                 .reader_gate_changed
@@ -230,10 +235,7 @@ impl Inner {
                 info.map_size
             ))
         })?;
-        let mut gate = self
-            .reader_gate
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut gate = crate::lock::lock(&self.reader_gate);
         gate.resizing = true;
         let deadline = std::time::Instant::now() + MAP_GROWTH_WAIT;
         while gate.readers > 0 {
@@ -303,7 +305,7 @@ fn parse_index_config_text(text: &str, schema: &Schema) -> HashMap<AttrId, Index
 }
 
 /// Reads `meta`'s description table (numbers must be dense from 0).
-fn load_description_table(
+pub(crate) fn load_description_table(
     meta: RawDatabase,
     txn: &heed::RoTxn,
     schema: &Schema,
@@ -336,6 +338,36 @@ fn load_description_table(
     Ok(table)
 }
 
+impl Inner {
+    /// For a read-only store: when `txn` sees more `meta` description rows than `table`
+    /// holds (another process committed new ones), the table reloaded from `txn`, also kept
+    /// for later reads; else `table`. One cursor step per read txn.
+    pub(crate) fn refresh_descriptions(
+        &self,
+        txn: &heed::RoTxn,
+        table: Arc<DescriptionTable>,
+    ) -> Result<Arc<DescriptionTable>, StoreError> {
+        let meta = self.databases.meta;
+        let last = match meta
+            .rev_prefix_iter(txn, layout::META_DESCRIPTION_PREFIX)?
+            .next()
+        {
+            None => return Ok(table),
+            Some(row) => row?.0,
+        };
+        let last_number = layout::decode_id(&last[layout::META_DESCRIPTION_PREFIX.len()..]);
+        if last_number.is_some_and(|number| (number as usize) < table.len()) {
+            return Ok(table);
+        }
+        let fresh = Arc::new(load_description_table(meta, txn, &self.schema)?);
+        let mut current = crate::lock::write(&self.descriptions);
+        if fresh.len() > current.len() {
+            *current = fresh.clone();
+        }
+        Ok(fresh)
+    }
+}
+
 impl Store {
     /// Re-reads the description table from `meta` (after a bulk loader wrote descriptions
     /// directly). Call with no write txn of this `Store` open.
@@ -348,214 +380,368 @@ impl Store {
         )?;
         let count = table.len();
         // Same lock order as `WriteTxn::commit`: the persisted count, then the table.
-        let mut persisted = self
-            .inner
-            .descriptions_persisted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *self
-            .inner
-            .descriptions
-            .write()
-            .expect("description lock poisoned") = Arc::new(table);
+        let mut persisted = crate::lock::lock(&self.inner.descriptions_persisted);
+        *crate::lock::write(&self.inner.descriptions) = Arc::new(table);
         *persisted = count;
         Ok(())
     }
 }
 
+/// The configuration resolved against the schema (errors name the attribute or suffix).
+struct Resolved {
+    configured_indexes: HashMap<AttrId, IndexKinds>,
+    suffix_rdns_normalized: Vec<String>,
+}
+
+fn resolve_options(options: &StoreOptions, schema: &Schema) -> Result<Resolved, StoreError> {
+    let mut configured_indexes: HashMap<AttrId, IndexKinds> = HashMap::new();
+    for (name, kinds) in &options.indexes {
+        let attr = schema.attribute(name).ok_or_else(|| {
+            StoreError::Config(format!("index on unknown attribute type '{name}'"))
+        })?;
+        let flags = kinds.iter().fold(IndexKinds::default(), |flags, kind| {
+            flags.union(kind.flag())
+        });
+        let attribute_type = schema.attribute_type(attr);
+        if flags.contains(IndexKinds::ORDERED) && attribute_type.ordering.is_none() {
+            return Err(StoreError::Config(format!(
+                "index '{name}': ordered index needs an ORDERING matching rule"
+            )));
+        }
+        let entry = configured_indexes.entry(attr).or_default();
+        *entry = entry.union(flags);
+    }
+    if configured_indexes.len() + 8 > DATABASE_COUNT_MAX as usize {
+        return Err(StoreError::Config(format!(
+            "{} indexed attributes exceed the limit of {}",
+            configured_indexes.len(),
+            DATABASE_COUNT_MAX - 8
+        )));
+    }
+    let suffix_dn = lmdir_schema::Dn::parse(&options.suffix).map_err(|error| {
+        StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
+    })?;
+    let mut suffix_rdns_normalized = Vec::with_capacity(suffix_dn.rdns.len());
+    for rdn in &suffix_dn.rdns {
+        suffix_rdns_normalized.push(schema.normalize_rdn(rdn).map_err(|error| {
+            StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
+        })?);
+    }
+    Ok(Resolved {
+        configured_indexes,
+        suffix_rdns_normalized,
+    })
+}
+
+fn index_database_name(schema: &Schema, attr: AttrId) -> String {
+    format!(
+        "{}{}",
+        layout::INDEX_DB_PREFIX,
+        schema.attribute_type(attr).name().to_ascii_lowercase()
+    )
+}
+
+/// Creates (when absent) and opens the core DBs and one DB per configured index.
+fn create_databases(
+    env: &Env<WithoutTls>,
+    configured_indexes: &HashMap<AttrId, IndexKinds>,
+    schema: &Schema,
+) -> Result<Databases, StoreError> {
+    let write_txn = env.write_txn()?;
+    let (meta, id2entry, id2node, dn2id) = env
+        .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
+            let meta: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_META))?;
+            let id2entry: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_ID2ENTRY))?;
+            let id2node: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_ID2NODE))?;
+            let dn2id: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_DN2ID))?;
+            Ok(CommitOrAbort::<_, ()>::Commit((
+                meta, id2entry, id2node, dn2id,
+            )))
+        })?
+        .commit()
+        .expect("the closure always commits");
+    let mut indexes = HashMap::with_capacity(configured_indexes.len());
+    for attr in configured_indexes.keys() {
+        let name = index_database_name(schema, *attr);
+        let write_txn = env.write_txn()?;
+        let database = env
+            .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
+                let database: Database<Bytes, Bytes> = opener.create_database(txn, Some(&name))?;
+                Ok(CommitOrAbort::<_, ()>::Commit(database))
+            })?
+            .commit()
+            .expect("the closure always commits");
+        indexes.insert(*attr, database);
+    }
+    Ok(Databases {
+        meta,
+        id2entry,
+        id2node,
+        dn2id,
+        indexes,
+    })
+}
+
+/// Opens the existing DBs without creating any: the core DBs must exist; a configured index
+/// whose DB was never created is simply absent (searches on it are unindexed).
+fn open_existing_databases(
+    env: &Env<WithoutTls>,
+    configured_indexes: &HashMap<AttrId, IndexKinds>,
+    schema: &Schema,
+) -> Result<Databases, StoreError> {
+    let open = |name: &str| -> Result<Option<RawDatabase>, StoreError> {
+        let txn = env.read_txn()?;
+        let opened = env
+            .open_databases_and_commit(txn, |opener, txn| -> heed::Result<_> {
+                let database: Option<Database<Bytes, Bytes>> =
+                    opener.open_database(txn, Some(name))?;
+                Ok(CommitOrAbort::<_, ()>::Commit(database))
+            })?
+            .commit()
+            .expect("the closure always commits");
+        Ok(opened)
+    };
+    let core = |name: &str| -> Result<RawDatabase, StoreError> {
+        open(name)?.ok_or_else(|| StoreError::Format(format!("the store has no '{name}' DB")))
+    };
+    let mut indexes = HashMap::new();
+    for attr in configured_indexes.keys() {
+        if let Some(database) = open(&index_database_name(schema, *attr))? {
+            indexes.insert(*attr, database);
+        }
+    }
+    let databases = Databases {
+        meta: core(layout::DB_META)?,
+        id2entry: core(layout::DB_ID2ENTRY)?,
+        id2node: core(layout::DB_ID2NODE)?,
+        dn2id: core(layout::DB_DN2ID)?,
+        indexes,
+    };
+    Ok(databases)
+}
+
+fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
+    match stored {
+        Some(bytes) if bytes == layout::FORMAT_VERSION.to_be_bytes() => Ok(()),
+        Some(bytes) => Err(StoreError::Format(format!(
+            "unsupported store format version {bytes:?} (this build reads {})",
+            layout::FORMAT_VERSION
+        ))),
+        None => Err(StoreError::Format("the store has no format version".into())),
+    }
+}
+
+/// The index kinds searches may use, and what differs from the built configuration.
+fn usable_indexes(
+    configured_indexes: &HashMap<AttrId, IndexKinds>,
+    configured_text: &[String],
+    stored_text: Option<String>,
+    entry_count: u64,
+    schema: &Schema,
+) -> (HashMap<AttrId, IndexKinds>, Option<IndexConfigChange>) {
+    match stored_text {
+        // A new or empty store: the indexes are trivially exact for any configuration.
+        _ if entry_count == 0 => (configured_indexes.clone(), None),
+        Some(stored) => {
+            let built = parse_index_config_text(&stored, schema);
+            let mut usable = HashMap::new();
+            for (attr, kinds) in configured_indexes {
+                let both = kinds.intersection(built.get(attr).copied().unwrap_or_default());
+                if !both.is_empty() {
+                    usable.insert(*attr, both);
+                }
+            }
+            let stored_lines: Vec<String> = stored.lines().map(str::to_string).collect();
+            let added: Vec<String> = configured_text
+                .iter()
+                .filter(|line| !stored_lines.contains(line))
+                .cloned()
+                .collect();
+            let removed: Vec<String> = stored_lines
+                .iter()
+                .filter(|line| !line.is_empty() && !configured_text.contains(line))
+                .cloned()
+                .collect();
+            let change = (!added.is_empty() || !removed.is_empty())
+                .then_some(IndexConfigChange { added, removed });
+            (usable, change)
+        }
+        None => (
+            HashMap::new(),
+            Some(IndexConfigChange {
+                added: configured_text.to_vec(),
+                removed: Vec::new(),
+            }),
+        ),
+    }
+}
+
+/// What an open reads from `meta`: the description table and the index usability.
+struct MetaState {
+    table: DescriptionTable,
+    usable_indexes: HashMap<AttrId, IndexKinds>,
+    change: Option<IndexConfigChange>,
+}
+
+fn read_meta_state(
+    databases: &Databases,
+    txn: &heed::RoTxn,
+    configured_indexes: &HashMap<AttrId, IndexKinds>,
+    schema: &Schema,
+) -> Result<MetaState, StoreError> {
+    check_format_version(databases.meta.get(txn, layout::META_FORMAT_VERSION)?)?;
+    let table = load_description_table(databases.meta, txn, schema)?;
+    let configured_text = index_config_text(configured_indexes, schema);
+    let entry_count = databases.id2entry.len(txn)?;
+    let stored_text = databases
+        .meta
+        .get(txn, layout::META_INDEX_CONFIG)?
+        .map(|bytes| String::from_utf8_lossy(bytes).into_owned());
+    let (mut usable_indexes, change) = usable_indexes(
+        configured_indexes,
+        &configured_text,
+        stored_text,
+        entry_count,
+        schema,
+    );
+    // A read-only open may lack a configured index's DB: nothing to search through.
+    usable_indexes.retain(|attr, _| databases.indexes.contains_key(attr));
+    Ok(MetaState {
+        table,
+        usable_indexes,
+        change,
+    })
+}
+
 impl Store {
-    /// Opens (creating when absent) the store in `directory`.
+    /// Opens (creating when absent) the store in `directory` for reading and writing. Takes
+    /// the directory's writer lock for the life of the `Store`: a second read-write open, in
+    /// this or another process, is refused with `StoreError::Locked`.
     pub fn open(
         directory: &Path,
         options: StoreOptions,
         schema: Arc<Schema>,
     ) -> Result<Store, StoreError> {
+        let resolved = resolve_options(&options, &schema)?;
         std::fs::create_dir_all(directory)?;
-        // Resolve the index configuration against the schema first: errors name the attribute.
-        let mut configured_indexes: HashMap<AttrId, IndexKinds> = HashMap::new();
-        for (name, kinds) in &options.indexes {
-            let attr = schema.attribute(name).ok_or_else(|| {
-                StoreError::Config(format!("index on unknown attribute type '{name}'"))
-            })?;
-            let flags = kinds.iter().fold(IndexKinds::default(), |flags, kind| {
-                flags.union(kind.flag())
-            });
-            let attribute_type = schema.attribute_type(attr);
-            if flags.contains(IndexKinds::ORDERED) && attribute_type.ordering.is_none() {
-                return Err(StoreError::Config(format!(
-                    "index '{name}': ordered index needs an ORDERING matching rule"
-                )));
-            }
-            let entry = configured_indexes.entry(attr).or_default();
-            *entry = entry.union(flags);
-        }
-        if configured_indexes.len() + 8 > DATABASE_COUNT_MAX as usize {
-            return Err(StoreError::Config(format!(
-                "{} indexed attributes exceed the limit of {}",
-                configured_indexes.len(),
-                DATABASE_COUNT_MAX - 8
-            )));
-        }
-        let suffix_dn = lmdir_schema::Dn::parse(&options.suffix).map_err(|error| {
-            StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
-        })?;
-        let mut suffix_rdns_normalized = Vec::with_capacity(suffix_dn.rdns.len());
-        for rdn in &suffix_dn.rdns {
-            suffix_rdns_normalized.push(schema.normalize_rdn(rdn).map_err(|error| {
-                StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
-            })?);
-        }
-
+        let lock = DirectoryLock::acquire(directory)?;
         let env = crate::env::open_environment(
             directory,
             options.map_size_bytes,
             DATABASE_COUNT_MAX,
             options.sync,
+            false,
         )?;
-        let index_names: Vec<(AttrId, String)> = configured_indexes
-            .keys()
-            .map(|attr| {
-                (
-                    *attr,
-                    format!(
-                        "{}{}",
-                        layout::INDEX_DB_PREFIX,
-                        schema.attribute_type(*attr).name().to_ascii_lowercase()
-                    ),
-                )
-            })
-            .collect();
-        let write_txn = env.write_txn()?;
-        let (meta, id2entry, id2node, dn2id) = env
-            .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
-                let meta: Database<Bytes, Bytes> =
-                    opener.create_database(txn, Some(layout::DB_META))?;
-                let id2entry: Database<Bytes, Bytes> =
-                    opener.create_database(txn, Some(layout::DB_ID2ENTRY))?;
-                let id2node: Database<Bytes, Bytes> =
-                    opener.create_database(txn, Some(layout::DB_ID2NODE))?;
-                let dn2id: Database<Bytes, Bytes> =
-                    opener.create_database(txn, Some(layout::DB_DN2ID))?;
-                Ok(CommitOrAbort::<_, ()>::Commit((
-                    meta, id2entry, id2node, dn2id,
-                )))
-            })?
-            .commit()
-            .expect("the closure always commits");
-        let mut indexes = HashMap::with_capacity(index_names.len());
-        for (attr, name) in &index_names {
-            let write_txn = env.write_txn()?;
-            let database = env
-                .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
-                    let database: Database<Bytes, Bytes> =
-                        opener.create_database(txn, Some(name))?;
-                    Ok(CommitOrAbort::<_, ()>::Commit(database))
-                })?
-                .commit()
-                .expect("the closure always commits");
-            indexes.insert(*attr, database);
-        }
-        let databases = Databases {
-            meta,
-            id2entry,
-            id2node,
-            dn2id,
-            indexes,
-        };
-
-        // Meta: format version, description table, index configuration.
+        let databases = create_databases(&env, &resolved.configured_indexes, &schema)?;
         let mut write_txn = env.write_txn()?;
-        match databases
+        if databases
             .meta
             .get(&write_txn, layout::META_FORMAT_VERSION)?
+            .is_none()
         {
-            None => {
-                databases.meta.put(
-                    &mut write_txn,
-                    layout::META_FORMAT_VERSION,
-                    &layout::FORMAT_VERSION.to_be_bytes(),
-                )?;
-                databases
-                    .meta
-                    .put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
-            }
-            Some(bytes) if bytes == layout::FORMAT_VERSION.to_be_bytes() => {}
-            Some(bytes) => {
-                return Err(StoreError::Format(format!(
-                    "unsupported store format version {bytes:?} (this build reads {})",
-                    layout::FORMAT_VERSION
-                )))
-            }
+            let meta = databases.meta;
+            meta.put(
+                &mut write_txn,
+                layout::META_FORMAT_VERSION,
+                &layout::FORMAT_VERSION.to_be_bytes(),
+            )?;
+            meta.put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
         }
-        let table = load_description_table(databases.meta, &write_txn, &schema)?;
-        let configured_text = index_config_text(&configured_indexes, &schema);
-        let entry_count = databases.id2entry.len(&write_txn)?;
-        let stored_text = databases
-            .meta
-            .get(&write_txn, layout::META_INDEX_CONFIG)?
-            .map(|bytes| String::from_utf8_lossy(bytes).into_owned());
-        let (usable_indexes, change) = match stored_text {
-            // A new or empty store: the indexes are trivially exact for any configuration.
-            _ if entry_count == 0 => {
-                databases.meta.put(
-                    &mut write_txn,
-                    layout::META_INDEX_CONFIG,
-                    configured_text.join("\n").as_bytes(),
-                )?;
-                (configured_indexes.clone(), None)
-            }
-            Some(stored) => {
-                let built = parse_index_config_text(&stored, &schema);
-                let mut usable = HashMap::new();
-                for (attr, kinds) in &configured_indexes {
-                    let both = kinds.intersection(built.get(attr).copied().unwrap_or_default());
-                    if !both.is_empty() {
-                        usable.insert(*attr, both);
-                    }
-                }
-                let stored_lines: Vec<String> = stored.lines().map(str::to_string).collect();
-                let added: Vec<String> = configured_text
-                    .iter()
-                    .filter(|line| !stored_lines.contains(line))
-                    .cloned()
-                    .collect();
-                let removed: Vec<String> = stored_lines
-                    .iter()
-                    .filter(|line| !line.is_empty() && !configured_text.contains(line))
-                    .cloned()
-                    .collect();
-                let change = (!added.is_empty() || !removed.is_empty())
-                    .then_some(IndexConfigChange { added, removed });
-                (usable, change)
-            }
-            None => (
-                HashMap::new(),
-                Some(IndexConfigChange {
-                    added: configured_text.clone(),
-                    removed: Vec::new(),
-                }),
-            ),
-        };
+        let state = read_meta_state(
+            &databases,
+            &write_txn,
+            &resolved.configured_indexes,
+            &schema,
+        )?;
+        if databases.id2entry.len(&write_txn)? == 0 {
+            // Empty: the indexes are exact for the configuration as it is now.
+            let text = index_config_text(&resolved.configured_indexes, &schema).join("\n");
+            databases
+                .meta
+                .put(&mut write_txn, layout::META_INDEX_CONFIG, text.as_bytes())?;
+        }
         write_txn.commit()?;
-        let persisted = table.entries.len();
-        Ok(Store {
+        Ok(Store::assemble(
+            env,
+            databases,
+            schema,
+            options,
+            resolved,
+            state,
+            Some(lock),
+        ))
+    }
+
+    /// Opens an existing store for reading only (export, stat, check, offline search): takes
+    /// no writer lock, so it works beside a running server or loader, creates nothing, and
+    /// `write()` is refused. Descriptions another process commits later are picked up by
+    /// each new `read()`.
+    pub fn open_read_only(
+        directory: &Path,
+        options: StoreOptions,
+        schema: Arc<Schema>,
+    ) -> Result<Store, StoreError> {
+        let resolved = resolve_options(&options, &schema)?;
+        if !directory.join(layout::DATA_FILE_NAME).is_file() {
+            return Err(StoreError::Config(format!(
+                "{}: no database here",
+                directory.display()
+            )));
+        }
+        let env = crate::env::open_environment(
+            directory,
+            options.map_size_bytes,
+            DATABASE_COUNT_MAX,
+            options.sync,
+            true,
+        )?;
+        let databases = open_existing_databases(&env, &resolved.configured_indexes, &schema)?;
+        let txn = env.read_txn()?;
+        let state = read_meta_state(&databases, &txn, &resolved.configured_indexes, &schema)?;
+        drop(txn);
+        Ok(Store::assemble(
+            env, databases, schema, options, resolved, state, None,
+        ))
+    }
+
+    fn assemble(
+        env: Env<WithoutTls>,
+        databases: Databases,
+        schema: Arc<Schema>,
+        options: StoreOptions,
+        resolved: Resolved,
+        state: MetaState,
+        lock: Option<DirectoryLock>,
+    ) -> Store {
+        let persisted = state.table.entries.len();
+        Store {
             inner: Arc::new(Inner {
                 env,
                 databases,
                 schema,
                 suffix_original: options.suffix.clone(),
                 options,
-                suffix_rdns_normalized,
-                configured_indexes,
-                usable_indexes: RwLock::new(usable_indexes),
-                index_config_change: RwLock::new(change),
-                descriptions: RwLock::new(Arc::new(table)),
+                suffix_rdns_normalized: resolved.suffix_rdns_normalized,
+                configured_indexes: resolved.configured_indexes,
+                usable_indexes: RwLock::new(state.usable_indexes),
+                index_config_change: RwLock::new(state.change),
+                descriptions: RwLock::new(Arc::new(state.table)),
                 descriptions_persisted: Mutex::new(persisted),
                 writer: Mutex::new(()),
                 reader_gate: Mutex::new(ReaderGate::default()),
                 reader_gate_changed: Condvar::new(),
+                directory_lock: lock,
             }),
-        })
+        }
+    }
+
+    /// Whether this store was opened with `open_read_only`.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.directory_lock.is_none()
     }
 
     pub fn schema(&self) -> &Arc<Schema> {
@@ -568,10 +754,7 @@ impl Store {
 
     /// The index kinds searches use for `attr` (configured and built).
     pub fn indexed_kinds(&self, attr: AttrId) -> IndexKinds {
-        self.inner
-            .usable_indexes
-            .read()
-            .expect("index lock poisoned")
+        crate::lock::read(&self.inner.usable_indexes)
             .get(&attr)
             .copied()
             .unwrap_or_default()
@@ -588,11 +771,7 @@ impl Store {
 
     /// Set when the configured indexes differ from the built ones: suggest `lmdir reindex`.
     pub fn index_config_change(&self) -> Option<IndexConfigChange> {
-        self.inner
-            .index_config_change
-            .read()
-            .expect("index lock poisoned")
-            .clone()
+        crate::lock::read(&self.inner.index_config_change).clone()
     }
 
     /// The raw LMDB environment (for the bulk loader and tests).
@@ -618,11 +797,7 @@ impl Store {
 
     /// The description table as of now.
     pub fn descriptions(&self) -> Arc<DescriptionTable> {
-        self.inner
-            .descriptions
-            .read()
-            .expect("description lock poisoned")
-            .clone()
+        crate::lock::read(&self.inner.descriptions).clone()
     }
 
     /// Read txns open right now in this process. Each pins an LMDB snapshot (pages freed after
@@ -647,18 +822,10 @@ impl Inner {
     /// visible to readers at once (harmless: unused until an entry using them commits) and
     /// their `meta` rows are written by the committing write txn.
     pub(crate) fn description_number(&self, text: &str, attr: AttrId, options: &[String]) -> u32 {
-        if let Some(number) = self
-            .descriptions
-            .read()
-            .expect("description lock poisoned")
-            .number_of(text)
-        {
+        if let Some(number) = crate::lock::read(&self.descriptions).number_of(text) {
             return number;
         }
-        let mut guard = self
-            .descriptions
-            .write()
-            .expect("description lock poisoned");
+        let mut guard = crate::lock::write(&self.descriptions);
         if let Some(number) = guard.number_of(text) {
             return number;
         }

@@ -8,8 +8,9 @@ use std::time::SystemTime;
 
 use heed::RwTxn;
 use lmdir_schema::{AttrId, Attribute, Dn, Entry, LdapError, Modification, Rdn, ResultCode};
+use roaring::RoaringBitmap;
 
-use crate::codec::{encode_entry, AttributeToEncode};
+use crate::codec::{encode_entry, AttributeToEncode, EncodedEntry};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
 use crate::read::DnPlacement;
 use crate::read::{
@@ -56,11 +57,10 @@ pub(crate) struct WorkingAttribute {
 impl Store {
     /// Starts the write transaction (waits for another one in this process to finish).
     pub fn write(&self) -> Result<WriteTxn<'_>, StoreError> {
-        let writer = self
-            .inner
-            .writer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.is_read_only() {
+            return Err(StoreError::ReadOnly);
+        }
+        let writer = crate::lock::lock(&self.inner.writer);
         // Grow the map ahead of need (no txn of ours is open here), so MAP_FULL only happens
         // if one transaction writes more than the free half of the map.
         self.inner.grow_map_if_needed()?;
@@ -407,12 +407,7 @@ impl<'s> WriteTxn<'s> {
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
         let encoded = read_entry(self.inner, &self.txn, id)?
             .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
-        let descriptions = self
-            .inner
-            .descriptions
-            .read()
-            .expect("description lock poisoned")
-            .clone();
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
         encoded
             .attributes()
             .map(|attribute| {
@@ -509,19 +504,21 @@ impl<'s> WriteTxn<'s> {
         self.set_operational(attributes, "entryCSN", csn_value(context.now), true)
     }
 
-    /// LMDB keys are limited (511 bytes by default); a dn2id key is 4 + normalized RDN bytes.
-    fn check_rdn_key_size(&self, rdn_normalized_bytes: usize, name: &str) -> Result<(), LdapError> {
+    /// The RDN fits a node and a dn2id key (`layout::rdn_size_problem`).
+    fn check_rdn_size(
+        &self,
+        original_bytes: usize,
+        normalized_bytes: usize,
+        name: &str,
+    ) -> Result<(), LdapError> {
         let key_size_max = self.inner.env.max_key_size();
-        if 4 + rdn_normalized_bytes > key_size_max {
-            return Err(ldap(
+        match layout::rdn_size_problem(original_bytes, normalized_bytes, key_size_max) {
+            None => Ok(()),
+            Some(problem) => Err(ldap(
                 ResultCode::ConstraintViolation,
-                format!(
-                    "'{name}': normalized RDN of {rdn_normalized_bytes} bytes exceeds the limit of {} bytes",
-                    key_size_max - 4
-                ),
-            ));
+                format!("'{name}': {problem}"),
+            )),
         }
-        Ok(())
     }
 
     fn allocate_id(&mut self) -> Result<EntryId, LdapError> {
@@ -630,7 +627,11 @@ impl<'s> WriteTxn<'s> {
             )?;
         }
 
-        self.check_rdn_key_size(rdn_normalized.len(), &entry.dn.to_string())?;
+        self.check_rdn_size(
+            rdn_original.len(),
+            rdn_normalized.len(),
+            &entry.dn.to_string(),
+        )?;
         let id = self.allocate_id()?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, rdn_normalized.as_bytes(), &mut key);
@@ -681,17 +682,18 @@ impl<'s> WriteTxn<'s> {
                 format!("entry '{dn}' has {} children", node.child_count),
             ));
         }
-        let attributes = self.stored_attributes(id)?;
-        if self.inner.options.memberof {
-            let group_dn = self.dn_of(id)?;
-            let members = self.group_members(&attributes);
-            self.memberof_group_changed(id, Some(&group_dn), &members, None, &BTreeSet::new())?;
-            self.memberof_member_renamed_or_deleted(id, &group_dn, &attributes, None)?;
+        if self.is_decodable(id)? {
+            self.unlink_decodable(id)?;
+        } else {
+            // A repair (the server lets only the rootdn reach an undecodable entry): its
+            // values, hence its keys and memberOf links, are unknown.
+            tracing::warn!(entry = id, dn = %dn, "deleting an undecodable entry");
+            if self.inner.options.memberof {
+                let dn = self.dn_of(id)?;
+                self.memberof_unknown_entry_deleted(id, &dn)?;
+            }
+            self.remove_from_every_index(id)?;
         }
-        // Re-read: the memberOf upkeep above may have changed this entry's values.
-        let attributes = self.stored_attributes(id)?;
-        let keys = self.inner.index_keys(&attributes);
-        self.update_indexes(id, &keys, &BTreeMap::new())?;
         let id_key = layout::encode_id(id);
         self.inner
             .databases
@@ -713,6 +715,68 @@ impl<'s> WriteTxn<'s> {
         self.adjust_subtree_sizes(node.parent, -1)?;
         self.adjust_child_count(node.parent, -1)?;
         Ok(id)
+    }
+
+    /// Whether the entry's id2entry row decodes with the known descriptions.
+    fn is_decodable(&self, id: EntryId) -> Result<bool, LdapError> {
+        let Some(bytes) = self
+            .inner
+            .databases
+            .id2entry
+            .get(&self.txn, &layout::encode_id(id))
+            .map_err(lmdb_to_ldap)?
+        else {
+            return Ok(false);
+        };
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        Ok(EncodedEntry::parse(bytes).is_ok_and(|encoded| {
+            encoded
+                .attributes()
+                .all(|attribute| descriptions.get(attribute.description_number).is_some())
+        }))
+    }
+
+    /// Removes a decodable entry's memberOf links and index postings (before its rows go).
+    fn unlink_decodable(&mut self, id: EntryId) -> Result<(), LdapError> {
+        let attributes = self.stored_attributes(id)?;
+        if self.inner.options.memberof {
+            let group_dn = self.dn_of(id)?;
+            let members = self.group_members(&attributes);
+            self.memberof_group_changed(id, Some(&group_dn), &members, None, &BTreeSet::new())?;
+            self.memberof_member_renamed_or_deleted(id, &group_dn, &attributes, None)?;
+        }
+        // Re-read: the memberOf upkeep above may have changed this entry's values.
+        let attributes = self.stored_attributes(id)?;
+        let keys = self.inner.index_keys(&attributes);
+        self.update_indexes(id, &keys, &BTreeMap::new())
+    }
+
+    /// Removes `id` from every posting of every index DB, found by scanning them: the keys
+    /// an undecodable entry produced cannot be recomputed. A repair's cost, paid once.
+    fn remove_from_every_index(&mut self, id: EntryId) -> Result<(), LdapError> {
+        let chunk = layout::chunk_of(id);
+        let attrs: Vec<AttrId> = self.inner.databases.indexes.keys().copied().collect();
+        for attr in attrs {
+            let database = self.inner.databases.indexes[&attr];
+            let mut keys = Vec::new();
+            for row in database.iter(&self.txn).map_err(lmdb_to_ldap)? {
+                let (full_key, value) = row.map_err(lmdb_to_ldap)?;
+                let Some((key, key_chunk)) = layout::split_index_key(full_key) else {
+                    continue;
+                };
+                let mut ids = RoaringBitmap::new();
+                if key_chunk == chunk
+                    && layout::decode_posting_chunk_into(value, chunk, &mut ids).is_ok()
+                    && ids.contains(id)
+                {
+                    keys.push(key.to_vec());
+                }
+            }
+            for key in keys {
+                self.posting_change(attr, &key, id, false)?;
+            }
+        }
+        Ok(())
     }
 
     /// The (attr, normalized value) pairs of an RDN.
@@ -846,7 +910,12 @@ impl<'s> WriteTxn<'s> {
                 parent
             }
         };
-        self.check_rdn_key_size(new_rdn_normalized.len(), &new_rdn.to_string())?;
+        let new_rdn_original = new_rdn.to_string();
+        self.check_rdn_size(
+            new_rdn_original.len(),
+            new_rdn_normalized.len(),
+            &new_rdn_original,
+        )?;
         let mut new_key = Vec::new();
         layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
         if let Some(existing) = self
@@ -1001,17 +1070,8 @@ impl<'s> WriteTxn<'s> {
     /// Commits all changes made in this transaction.
     pub fn commit(mut self) -> Result<(), LdapError> {
         // Persist descriptions allocated since the last commit (numbers are dense).
-        let mut persisted = self
-            .inner
-            .descriptions_persisted
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let table = self
-            .inner
-            .descriptions
-            .read()
-            .expect("description lock poisoned")
-            .clone();
+        let mut persisted = crate::lock::lock(&self.inner.descriptions_persisted);
+        let table = crate::lock::read(&self.inner.descriptions).clone();
         for number in *persisted..table.len() {
             let info = table.get(number as u32).expect("number below table length");
             let mut key = layout::META_DESCRIPTION_PREFIX.to_vec();
@@ -1038,12 +1098,8 @@ impl<'s> WriteTxn<'s> {
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = table.len();
         if mark {
-            *inner.usable_indexes.write().expect("index lock poisoned") =
-                inner.configured_indexes.clone();
-            *inner
-                .index_config_change
-                .write()
-                .expect("index lock poisoned") = None;
+            *crate::lock::write(&inner.usable_indexes) = inner.configured_indexes.clone();
+            *crate::lock::write(&inner.index_config_change) = None;
         }
         drop(_writer);
         Ok(())
