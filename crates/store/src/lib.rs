@@ -20,7 +20,7 @@ pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
-pub use write::{csn_value, timestamp_value, WriteContext, WriteTxn};
+pub use write::{csn_value, timestamp_value, StoredEntry, WriteContext, WriteTxn};
 
 #[cfg(test)]
 mod tests {

@@ -42,10 +42,11 @@ pub fn open(directory: &Path) -> Store {
 }
 
 pub fn context() -> WriteContext {
+    // As an importer writes: exported entries carry their operational attributes back in.
     WriteContext {
-        actor_dn: "cn=admin,dc=example,dc=com".to_string(),
         now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
-        skip_schema_check: false,
+        relax: true,
+        ..WriteContext::new("cn=admin,dc=example,dc=com")
     }
 }
 
