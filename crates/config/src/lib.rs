@@ -52,6 +52,13 @@ pub struct ServerConfig {
     pub lookthrough_limit: u64,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
+    /// Most time the single writer spends on one update; over it the update alone fails
+    /// (adminLimitExceeded) and the rest of its batch commits.
+    pub write_budget_milliseconds: u64,
+    /// Most attribute descriptions (type + options) one entry may hold after an update.
+    pub attribute_descriptions_per_entry_max: u32,
+    /// Most values one attribute of one add or modify may carry.
+    pub values_per_attribute_per_request_max: u32,
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     pub log: String,
 }
@@ -72,6 +79,9 @@ impl Default for ServerConfig {
             time_limit_seconds: 3600,
             lookthrough_limit: 0,
             password_hash: "SSHA".to_string(),
+            write_budget_milliseconds: 1000,
+            attribute_descriptions_per_entry_max: 1024,
+            values_per_attribute_per_request_max: 10_000,
             log: "info".to_string(),
         }
     }
@@ -468,7 +478,7 @@ impl Config {
                 "require_tls on an ldap:// or ldaps:// listener needs tls_certificate and tls_key",
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 4] = [
+        let ranges: [(&'static str, u64, u64, u64); 7] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -480,6 +490,25 @@ impl Config {
             (
                 "operations_per_connection_max",
                 server.operations_per_connection_max.into(),
+                1,
+                1_000_000,
+            ),
+            (
+                "write_budget_milliseconds",
+                server.write_budget_milliseconds,
+                10,
+                600_000,
+            ),
+            // 65,536: the most an entry record can hold (lmdir-store's codec).
+            (
+                "attribute_descriptions_per_entry_max",
+                server.attribute_descriptions_per_entry_max.into(),
+                16,
+                65_536,
+            ),
+            (
+                "values_per_attribute_per_request_max",
+                server.values_per_attribute_per_request_max.into(),
                 1,
                 1_000_000,
             ),

@@ -15,6 +15,9 @@ pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
 pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
 pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
+/// Relax Rules (draft-zeilenga-ldap-relax, OpenLDAP's OID): lets the rootdn set
+/// NO-USER-MODIFICATION attributes.
+pub const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
 
 /// Controls honoured by search.
 pub const SEARCH_CONTROLS: &[&str] = &[
@@ -31,6 +34,7 @@ pub const UPDATE_CONTROLS: &[&str] = &[
     ASSERTION_OID,
     PRE_READ_OID,
     POST_READ_OID,
+    RELAX_OID,
 ];
 
 /// The decoded controls an operation acts on.
@@ -46,6 +50,8 @@ pub struct RequestControls {
     pub post_read: Option<Vec<String>>,
     /// Server-side sort keys (RFC 2891).
     pub sort: Option<Vec<SortKey>>,
+    /// Relax Rules requested (honoured for the rootdn only).
+    pub relax: bool,
 }
 
 /// One key of a server-side sort request.
@@ -140,6 +146,8 @@ pub fn parse(
                         parsed.post_read =
                             Some(decode_attribute_list(POST_READ_OID, value.as_deref())?);
                     }
+                    // Relax Rules has no value (its presence is the request).
+                    RELAX_OID if applies => parsed.relax = true,
                     _ if *criticality => return Err(unavailable(oid)),
                     _ => {}
                 }

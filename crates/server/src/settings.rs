@@ -99,6 +99,10 @@ pub struct ServerSettings {
     /// 0 = unlimited.
     pub lookthrough_limit: u64,
     pub password_hash: String,
+    /// Most writer time per update (see `lmdir-config`).
+    pub write_budget: Duration,
+    pub attribute_descriptions_per_entry_max: usize,
+    pub values_per_attribute_per_request_max: usize,
     pub suffix: String,
     pub rootdn: String,
     /// Cleartext or `{SCHEME}`-hashed.
@@ -122,6 +126,9 @@ impl ServerSettings {
             time_limit: Duration::from_secs(3600),
             lookthrough_limit: 0,
             password_hash: "SSHA".to_string(),
+            write_budget: Duration::from_millis(1000),
+            attribute_descriptions_per_entry_max: 1024,
+            values_per_attribute_per_request_max: 10_000,
             suffix: "dc=example,dc=com".to_string(),
             rootdn: "cn=admin,dc=example,dc=com".to_string(),
             rootpw: "secret".to_string(),
@@ -155,6 +162,11 @@ impl ServerSettings {
             time_limit: Duration::from_secs(server.time_limit_seconds),
             lookthrough_limit: server.lookthrough_limit,
             password_hash: server.password_hash.clone(),
+            write_budget: Duration::from_millis(server.write_budget_milliseconds),
+            attribute_descriptions_per_entry_max: server.attribute_descriptions_per_entry_max
+                as usize,
+            values_per_attribute_per_request_max: server.values_per_attribute_per_request_max
+                as usize,
             suffix: database.suffix.clone(),
             rootdn: database.rootdn.clone(),
             rootpw: database.rootpw.clone(),
