@@ -364,25 +364,35 @@ impl Writer {
                 if let Some(superior) = new_superior {
                     self.require_children_write(txn, &subject, Some(Dn::parse(superior)?))?;
                 }
-                // The naming attributes gain (and may lose) values.
                 let mut naming = vec![Rdn::parse(new_rdn)?];
                 if *delete_old_rdn {
                     naming.extend(target.rdns.first().cloned());
                 }
-                for ava in naming.iter().flat_map(|rdn| rdn.avas.iter()) {
-                    let attr = self.schema().attribute(&ava.attr).ok_or_else(|| {
-                        ldap(
-                            ResultCode::InvalidDnSyntax,
-                            format!("unknown attribute type '{}' in RDN", ava.attr),
-                        )
-                    })?;
-                    if !access.can_write_attribute(attr) {
-                        return Err(insufficient(&ava.attr, &dn_text));
-                    }
-                }
-                Ok(())
+                self.require_naming_write(&access, &naming, &dn_text)
             }
         }
+    }
+
+    /// A rename gives the new RDN's attributes values (and takes the old one's with
+    /// deleteOldRdn): write on each.
+    fn require_naming_write(
+        &self,
+        access: &EntryAccess<'_>,
+        naming: &[Rdn],
+        dn_text: &str,
+    ) -> Result<(), LdapError> {
+        for ava in naming.iter().flat_map(|rdn| rdn.avas.iter()) {
+            let attr = self.schema().attribute(&ava.attr).ok_or_else(|| {
+                ldap(
+                    ResultCode::InvalidDnSyntax,
+                    format!("unknown attribute type '{}' in RDN", ava.attr),
+                )
+            })?;
+            if !access.can_write_attribute(attr) {
+                return Err(insufficient(&ava.attr, dn_text));
+            }
+        }
+        Ok(())
     }
 
     /// The assertion control: evaluated with the subject's search access, so attributes it may

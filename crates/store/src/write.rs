@@ -696,6 +696,52 @@ impl<'s> WriteTxn<'s> {
         Ok(next)
     }
 
+    /// The operational attributes of a new entry (kept when a relaxed writer gave them).
+    fn stamp_creation(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        entry: &Entry,
+        context: &WriteContext,
+    ) -> Result<(), LdapError> {
+        let timestamp = timestamp_value(context.now);
+        self.set_operational(
+            attributes,
+            "entryUUID",
+            uuid::Uuid::new_v4().to_string().into_bytes(),
+            false,
+        )?;
+        self.set_operational(
+            attributes,
+            "creatorsName",
+            context.actor_dn.clone().into_bytes(),
+            false,
+        )?;
+        self.set_operational(attributes, "createTimestamp", timestamp.clone(), false)?;
+        self.set_operational(
+            attributes,
+            "modifiersName",
+            context.actor_dn.clone().into_bytes(),
+            false,
+        )?;
+        self.set_operational(attributes, "modifyTimestamp", timestamp, false)?;
+        self.set_operational(attributes, "entryCSN", csn_value(context.now), false)?;
+        if let Ok(class) = self.inner.schema.structural_object_class(entry) {
+            let name = self
+                .inner
+                .schema
+                .object_class_definition(class)
+                .name()
+                .to_string();
+            self.set_operational(
+                attributes,
+                "structuralObjectClass",
+                name.into_bytes(),
+                false,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Adds an entry; returns its ID.
     pub fn add(&mut self, entry: &Entry, context: &WriteContext) -> Result<EntryId, LdapError> {
         let (rdns, lookup) = self.lookup(&entry.dn)?;
@@ -743,42 +789,7 @@ impl<'s> WriteTxn<'s> {
             self.refuse_no_user_modification(attribute.attr, context)?;
         }
         self.check_deadline()?;
-        let timestamp = timestamp_value(context.now);
-        self.set_operational(
-            &mut attributes,
-            "entryUUID",
-            uuid::Uuid::new_v4().to_string().into_bytes(),
-            false,
-        )?;
-        self.set_operational(
-            &mut attributes,
-            "creatorsName",
-            context.actor_dn.clone().into_bytes(),
-            false,
-        )?;
-        self.set_operational(&mut attributes, "createTimestamp", timestamp.clone(), false)?;
-        self.set_operational(
-            &mut attributes,
-            "modifiersName",
-            context.actor_dn.clone().into_bytes(),
-            false,
-        )?;
-        self.set_operational(&mut attributes, "modifyTimestamp", timestamp, false)?;
-        self.set_operational(&mut attributes, "entryCSN", csn_value(context.now), false)?;
-        if let Ok(class) = self.inner.schema.structural_object_class(entry) {
-            let name = self
-                .inner
-                .schema
-                .object_class_definition(class)
-                .name()
-                .to_string();
-            self.set_operational(
-                &mut attributes,
-                "structuralObjectClass",
-                name.into_bytes(),
-                false,
-            )?;
-        }
+        self.stamp_creation(&mut attributes, entry, context)?;
 
         self.check_rdn_key_size(rdn_normalized.len(), &entry.dn.to_string())?;
         self.check_entry_limits(&attributes, context)?;
