@@ -469,3 +469,64 @@ fn shutdown_with_the_writer_busy_answers_every_write_and_returns() {
         );
     }
 }
+
+#[test]
+fn an_update_assertion_on_a_hidden_attribute_is_never_an_oracle() {
+    let rules = vec![
+        AccessRule {
+            to: AccessTarget {
+                attrs: vec!["userPassword".to_string()],
+                ..AccessTarget::default()
+            },
+            by: vec![
+                AccessClause {
+                    who: Who::SelfEntry,
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Anyone,
+                    access: AccessLevel::Auth,
+                },
+            ],
+        },
+        AccessRule {
+            to: AccessTarget {
+                attrs: vec!["employeeNumber".to_string()],
+                ..AccessTarget::default()
+            },
+            by: vec![AccessClause {
+                who: Who::Anyone,
+                access: AccessLevel::None,
+            }],
+        },
+        AccessRule {
+            to: AccessTarget::default(),
+            by: vec![AccessClause {
+                who: Who::Anyone,
+                access: AccessLevel::Read,
+            }],
+        },
+    ];
+    let server = TestServer::start_populated(PEOPLE, rules, |_| {});
+    let target = person_dn(14);
+    let mut user = bind(&server, &target, PERSON_PASSWORD);
+    let change = || vec![Mod::Replace("userPassword".to_string(), set(&["changed"]))];
+    // employeeNumber of person 14 is "14": true, false and negated probes all fail alike.
+    for probe in [
+        "(employeeNumber=14)",
+        "(employeeNumber=15)",
+        "(!(employeeNumber=15))",
+    ] {
+        let result = user
+            .with_controls(ldap3::controls::Assertion::new(probe))
+            .modify(&target, change())
+            .expect("modify");
+        assert_eq!(result.rc, 122, "{probe}: {result:?}");
+    }
+    // A visible attribute still asserts normally.
+    user.with_controls(ldap3::controls::Assertion::new("(uid=u0000014)"))
+        .modify(&target, change())
+        .expect("modify")
+        .success()
+        .expect("assertion on a visible attribute holds");
+}
