@@ -57,6 +57,8 @@ pub struct ServerConfig {
     pub write_budget_milliseconds: u64,
     /// Most attribute descriptions (type + options) one entry may hold after an update.
     pub attribute_descriptions_per_entry_max: u32,
+    /// Most options (`;lang-de`, `;x-...`) in one attribute description of an update.
+    pub attribute_options_per_description_max: u32,
     /// Most values one attribute of one add or modify may carry.
     pub values_per_attribute_per_request_max: u32,
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
@@ -81,6 +83,7 @@ impl Default for ServerConfig {
             password_hash: "SSHA".to_string(),
             write_budget_milliseconds: 1000,
             attribute_descriptions_per_entry_max: 1024,
+            attribute_options_per_description_max: 8,
             values_per_attribute_per_request_max: 10_000,
             log: "info".to_string(),
         }
@@ -478,7 +481,7 @@ impl Config {
                 "require_tls on an ldap:// or ldaps:// listener needs tls_certificate and tls_key",
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 7] = [
+        let ranges: [(&'static str, u64, u64, u64); 8] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -505,6 +508,13 @@ impl Config {
                 server.attribute_descriptions_per_entry_max.into(),
                 16,
                 65_536,
+            ),
+            // 16: the most the schema parses (lmdir-schema's DESCRIPTION_OPTIONS_MAX).
+            (
+                "attribute_options_per_description_max",
+                server.attribute_options_per_description_max.into(),
+                0,
+                16,
             ),
             (
                 "values_per_attribute_per_request_max",

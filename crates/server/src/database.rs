@@ -1279,8 +1279,9 @@ pub async fn compare(
     .map_err(internal)?
 }
 
-/// Static checks of an update's attributes, before anything is hashed or queued: values per
-/// attribute and descriptions per request bounded (adminLimitExceeded), and a userPassword
+/// Static checks of an update's attributes, before anything is hashed or queued: options per
+/// description, values per attribute and descriptions per request bounded
+/// (adminLimitExceeded), and a userPassword
 /// given already hashed must carry a cost every later bind can afford (constraintViolation).
 fn check_request_attributes<'a>(
     database: &Database,
@@ -1289,6 +1290,16 @@ fn check_request_attributes<'a>(
 ) -> Result<(), OperationError> {
     let mut descriptions = std::collections::HashSet::new();
     for (description, values) in attributes {
+        let options = description.matches(';').count();
+        if options > settings.attribute_options_per_description_max {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!(
+                    "{description}: {options} options (limit {})",
+                    settings.attribute_options_per_description_max
+                ),
+            ));
+        }
         if values.len() > settings.values_per_attribute_per_request_max {
             return Err(OperationError::new(
                 code::ADMIN_LIMIT_EXCEEDED,

@@ -102,6 +102,7 @@ pub struct ServerSettings {
     /// Most writer time per update (see `lmdir-config`).
     pub write_budget: Duration,
     pub attribute_descriptions_per_entry_max: usize,
+    pub attribute_options_per_description_max: usize,
     pub values_per_attribute_per_request_max: usize,
     pub suffix: String,
     pub rootdn: String,
@@ -128,6 +129,7 @@ impl ServerSettings {
             password_hash: "SSHA".to_string(),
             write_budget: Duration::from_millis(1000),
             attribute_descriptions_per_entry_max: 1024,
+            attribute_options_per_description_max: 8,
             values_per_attribute_per_request_max: 10_000,
             suffix: "dc=example,dc=com".to_string(),
             rootdn: "cn=admin,dc=example,dc=com".to_string(),
@@ -164,6 +166,8 @@ impl ServerSettings {
             password_hash: server.password_hash.clone(),
             write_budget: Duration::from_millis(server.write_budget_milliseconds),
             attribute_descriptions_per_entry_max: server.attribute_descriptions_per_entry_max
+                as usize,
+            attribute_options_per_description_max: server.attribute_options_per_description_max
                 as usize,
             values_per_attribute_per_request_max: server.values_per_attribute_per_request_max
                 as usize,

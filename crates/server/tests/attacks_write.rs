@@ -83,6 +83,28 @@ fn a_flood_of_attribute_options_is_refused_and_the_entry_stays_readable() {
 }
 
 #[test]
+fn options_per_description_are_bounded() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
+        settings.attribute_options_per_description_max = 2;
+    });
+    let target = person_dn(6);
+    let mut user = bind(&server, &target, PERSON_PASSWORD);
+    let add = |user: &mut LdapConn, description: &str| {
+        user.modify(
+            &target,
+            vec![Mod::Add(
+                description.to_string(),
+                set(&["{SSHA}aGVsbG8gd29ybGQ="]),
+            )],
+        )
+        .expect("modify")
+        .rc
+    };
+    assert_eq!(add(&mut user, "userPassword;x-a;x-b"), 0);
+    assert_eq!(add(&mut user, "userPassword;x-a;x-b;x-c"), 11);
+}
+
+#[test]
 fn descriptions_per_entry_are_bounded_across_requests() {
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
         settings.attribute_descriptions_per_entry_max = 32;
