@@ -1286,10 +1286,11 @@ pub async fn compare(
 fn check_request_attributes<'a>(
     database: &Database,
     settings: &crate::settings::ServerSettings,
-    attributes: impl Iterator<Item = (&'a str, &'a [Vec<u8>])>,
+    attributes: impl Iterator<Item = (&'a str, &'a [Vec<u8>], bool)>,
 ) -> Result<(), OperationError> {
     let mut descriptions = std::collections::HashSet::new();
-    for (description, values) in attributes {
+    // `stores`: the values are added (add, modify add/replace), not only named for deletion.
+    for (description, values, stores) in attributes {
         let options = description.matches(';').count();
         if options > settings.attribute_options_per_description_max {
             return Err(OperationError::new(
@@ -1326,7 +1327,7 @@ fn check_request_attributes<'a>(
                 .parse_description(description)
                 .is_ok_and(|parsed| parsed.attr == password_attr)
         });
-        if is_password {
+        if is_password && stores {
             for value in values.iter().filter(|value| password::is_hashed(value)) {
                 password::check_cost(value, &password::STORE_COST_LIMITS).map_err(|error| {
                     OperationError::new(
@@ -1405,7 +1406,7 @@ pub async fn add(
         request
             .attributes
             .iter()
-            .map(|attribute| (attribute.atype.as_str(), attribute.vals.as_slice())),
+            .map(|attribute| (attribute.atype.as_str(), attribute.vals.as_slice(), true)),
     )?;
     let dn = Dn::parse(&request.dn)?;
     let mut entry = Entry::new(dn);
@@ -1478,9 +1479,14 @@ pub async fn modify(
     check_request_attributes(
         database,
         &context.server.settings,
-        modifications
-            .iter()
-            .map(|change| (change.description.as_str(), change.values.as_slice())),
+        modifications.iter().map(|change| {
+            let stores = matches!(change.op, ModOp::Add | ModOp::Replace);
+            (
+                change.description.as_str(),
+                change.values.as_slice(),
+                stores,
+            )
+        }),
     )?;
     let pre = read_entry_control_async(
         context,
