@@ -14,8 +14,8 @@ use crate::connection::Identity;
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_access::password::{self, Scheme};
 use lmdir_schema::{
-    AttrId, Dn, Entry, Filter, LdapError, ModOp, Modification, OwnedEntryView, Rdn, ResultCode,
-    Schema,
+    AttrId, Dn, Entry, EntryView, Filter, LdapError, ModOp, Modification, OwnedEntryView, Rdn,
+    ResultCode, Schema,
 };
 use lmdir_store::{Store, StoredEntry, WriteContext, WriteTxn};
 use std::collections::VecDeque;
@@ -313,7 +313,23 @@ impl Writer {
         };
         let existing = txn.entry_by_dn(&target)?;
         if let Some(assertion) = &job.assertion {
-            self.check_assertion(&subject, assertion, existing.as_ref(), &target)?;
+            match (&job.request, existing.as_ref()) {
+                // An add's assertion is tested on the entry being added (as OpenLDAP does).
+                (WriteRequest::Add(entry), _) => {
+                    let view = OwnedEntryView::new(self.schema(), entry)?;
+                    let normalized = self.schema().normalize_dn(&entry.dn)?;
+                    self.check_assertion(&subject, assertion, &normalized, &view)?;
+                }
+                (_, Some(entry)) => {
+                    self.check_assertion(&subject, assertion, &entry.normalized_dn, entry)?;
+                }
+                (_, None) => {
+                    return Err(ldap(
+                        ResultCode::NoSuchObject,
+                        format!("no such entry '{target}'"),
+                    ))
+                }
+            }
         }
         if job.identity.is_rootdn {
             return Ok(());
@@ -401,16 +417,10 @@ impl Writer {
         &self,
         subject: &Subject<'_>,
         assertion: &Filter,
-        existing: Option<&StoredEntry>,
-        target: &Dn,
+        normalized_dn: &str,
+        entry: &dyn EntryView,
     ) -> Result<(), LdapError> {
-        let Some(entry) = existing else {
-            return Err(ldap(
-                ResultCode::NoSuchObject,
-                format!("no such entry '{target}'"),
-            ));
-        };
-        let access = self.policy.for_entry(subject, &entry.normalized_dn, entry);
+        let access = self.policy.for_entry(subject, normalized_dn, entry);
         let prepared = self.schema().prepare_filter(assertion);
         if access.restrict_filter(&prepared).evaluate(entry).is_true() {
             Ok(())

@@ -552,3 +552,29 @@ fn an_update_assertion_on_a_hidden_attribute_is_never_an_oracle() {
         .success()
         .expect("assertion on a visible attribute holds");
 }
+
+#[test]
+fn an_add_assertion_is_tested_on_the_entry_being_added() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
+    let mut admin = root(&server);
+    let person = |uid: &str| {
+        vec![
+            ("objectClass".to_string(), set(&["inetOrgPerson"])),
+            ("uid".to_string(), set(&[uid])),
+            ("cn".to_string(), set(&[uid])),
+            ("sn".to_string(), set(&["Asserted"])),
+        ]
+    };
+    let dn = |uid: &str| format!("uid={uid},ou=people,dc=example,dc=com");
+    let failed = admin
+        .with_controls(ldap3::controls::Assertion::new("(sn=Other)"))
+        .add(&dn("asserted1"), person("asserted1"))
+        .expect("add");
+    assert_eq!(failed.rc, 122, "{failed:?}");
+    admin
+        .with_controls(ldap3::controls::Assertion::new("(sn=Asserted)"))
+        .add(&dn("asserted2"), person("asserted2"))
+        .expect("add")
+        .success()
+        .expect("the assertion holds on the new entry");
+}
