@@ -8,7 +8,8 @@
 //! a time budget; past it the update fails alone (adminLimitExceeded). When one fails, the
 //! transaction is aborted, that update is answered with its error, the updates before it are
 //! committed on their own in a fresh transaction (they succeeded on this very state), and the
-//! rest go on: each update is applied at most twice, whatever fails.
+//! rest go on: an update is re-applied only for a failure behind it in its own batch, so the
+//! work stays linear in the batch (not re-applying everything after every failure).
 
 use crate::connection::Identity;
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
@@ -244,8 +245,12 @@ impl Writer {
                     "the write exceeded its time budget while hashing passwords",
                 ));
             }
-            *value = password::hash(scheme, value)
-                .map_err(|error| ldap(ResultCode::Other, error.to_string()))?;
+            *value = password::hash(scheme, value).map_err(|error| match error {
+                password::PasswordError::TooLong => {
+                    ldap(ResultCode::ConstraintViolation, error.to_string())
+                }
+                other => ldap(ResultCode::Other, other.to_string()),
+            })?;
             Ok(())
         };
         let is_password = |description: &str| {
