@@ -15,23 +15,55 @@ use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 
-/// Largest PBKDF2 iteration count accepted in a stored value (OpenLDAP writes 10,000).
+/// Largest PBKDF2 iteration count verified in a stored value (OpenLDAP writes 10,000).
 pub const PBKDF2_ITERATIONS_MAX: u32 = 1_000_000;
 /// Iterations used by [`hash`] for `{PBKDF2-SHA256}`: OpenLDAP's pw-pbkdf2 default, so
 /// values move between the two servers and binds stay cheap.
 pub const PBKDF2_ITERATIONS_DEFAULT: u32 = 10_000;
-/// Largest Argon2 memory cost (KiB) accepted in a stored value: 256 MiB per bind attempt.
+/// Largest Argon2 memory cost (KiB) verified in a stored value: 256 MiB per bind attempt.
 pub const ARGON2_MEMORY_KIB_MAX: u32 = 262_144;
-/// Largest Argon2 time cost (passes) accepted in a stored value.
+/// Largest Argon2 time cost (passes) verified in a stored value.
 pub const ARGON2_TIME_COST_MAX: u32 = 64;
-/// Largest Argon2 parallelism accepted in a stored value.
+/// Largest Argon2 parallelism verified in a stored value.
 pub const ARGON2_PARALLELISM_MAX: u32 = 16;
 /// Argon2id costs used by [`hash`]: the OWASP minimum (19 MiB, 2 passes, 1 lane).
 pub const ARGON2_MEMORY_KIB_DEFAULT: u32 = 19_456;
 /// See [`ARGON2_MEMORY_KIB_DEFAULT`].
 pub const ARGON2_TIME_COST_DEFAULT: u32 = 2;
-/// Largest sha-crypt `rounds=` accepted in a stored value.
+/// Largest sha-crypt `rounds=` verified in a stored value.
 pub const CRYPT_ROUNDS_MAX: u32 = 1_000_000;
+
+/// Upper bounds on the cost parameters a stored value carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CostLimits {
+    pub pbkdf2_iterations: u32,
+    pub argon2_memory_kib: u32,
+    pub argon2_time_cost: u32,
+    pub argon2_parallelism: u32,
+    pub crypt_rounds: u32,
+}
+
+/// What [`verify`] computes at all: values imported from elsewhere (slappasswd, other
+/// servers) up to these costs still bind; anything above answers `CostTooHigh` uncomputed.
+pub const VERIFY_COST_LIMITS: CostLimits = CostLimits {
+    pbkdf2_iterations: PBKDF2_ITERATIONS_MAX,
+    argon2_memory_kib: ARGON2_MEMORY_KIB_MAX,
+    argon2_time_cost: ARGON2_TIME_COST_MAX,
+    argon2_parallelism: ARGON2_PARALLELISM_MAX,
+    crypt_rounds: CRYPT_ROUNDS_MAX,
+};
+
+/// What a client may store verbatim as a hash (see [`check_cost`]): every later bind to the
+/// entry pays this cost, so it stays near what a bind should cost (tens of milliseconds on
+/// one core): PBKDF2 at OWASP's 600,000 for SHA-256, Argon2 at 64 MiB × 4 passes × 4 lanes,
+/// sha-crypt at 20× glibc's default 5,000 rounds. Our own [`hash`] stays far below.
+pub const STORE_COST_LIMITS: CostLimits = CostLimits {
+    pbkdf2_iterations: 600_000,
+    argon2_memory_kib: 65_536,
+    argon2_time_cost: 4,
+    argon2_parallelism: 4,
+    crypt_rounds: 100_000,
+};
 /// Longest stored value or presented password handled (bytes); longer input is refused.
 pub const PASSWORD_LENGTH_BYTES_MAX: usize = 4096;
 /// Salt length for the salted digest schemes written by [`hash`].
@@ -226,6 +258,7 @@ pub fn verify_checked(stored: &[u8], presented: &[u8]) -> Result<bool, PasswordE
     if presented.is_empty() {
         return Ok(false);
     }
+    check_cost(stored, &VERIFY_COST_LIMITS)?;
     let scheme = scheme_of(stored)?;
     let payload = split_scheme(stored).1;
     match scheme {
@@ -247,6 +280,93 @@ pub fn verify_checked(stored: &[u8], presented: &[u8]) -> Result<bool, PasswordE
         Scheme::Argon2 => verify_argon2(payload, presented),
         Scheme::Crypt => verify_crypt(payload, presented),
     }
+}
+
+/// Refuses, computing nothing, a stored value longer than [`PASSWORD_LENGTH_BYTES_MAX`]
+/// (`TooLong`) or whose cost parameters exceed `limits` (`CostTooHigh`). Cleartext, digests
+/// and unknown schemes carry no cost; a cost field that does not parse is `Malformed`.
+pub fn check_cost(stored: &[u8], limits: &CostLimits) -> Result<(), PasswordError> {
+    if stored.len() > PASSWORD_LENGTH_BYTES_MAX {
+        return Err(PasswordError::TooLong);
+    }
+    let Ok(scheme) = scheme_of(stored) else {
+        return Ok(());
+    };
+    let payload = split_scheme(stored).1;
+    let costs = match scheme {
+        Scheme::Pbkdf2Sha1 | Scheme::Pbkdf2Sha256 | Scheme::Pbkdf2Sha512 => vec![(
+            "iterations",
+            pbkdf2_iterations(scheme, payload)?,
+            limits.pbkdf2_iterations,
+        )],
+        Scheme::Argon2 => {
+            let params = argon2_params(payload)?;
+            vec![
+                ("m", params.m_cost(), limits.argon2_memory_kib),
+                ("t", params.t_cost(), limits.argon2_time_cost),
+                ("p", params.p_cost(), limits.argon2_parallelism),
+            ]
+        }
+        Scheme::Crypt => crypt_rounds(payload)?
+            .map(|rounds| vec![("rounds", rounds, limits.crypt_rounds)])
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    for (field, value, limit) in costs {
+        if value > limit {
+            return Err(PasswordError::CostTooHigh {
+                scheme: scheme.name(),
+                field,
+                value: u64::from(value),
+                limit: u64::from(limit),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The iteration count of a PBKDF2 payload `iterations$salt$hash`.
+fn pbkdf2_iterations(scheme: Scheme, payload: &[u8]) -> Result<u32, PasswordError> {
+    let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
+    let iterations_text = text.split('$').next().unwrap_or_default();
+    let iterations: u32 = iterations_text.parse().map_err(|_| {
+        malformed(
+            scheme,
+            format!("iterations '{iterations_text}' is not a number"),
+        )
+    })?;
+    if iterations == 0 {
+        return Err(malformed(scheme, "iterations is 0"));
+    }
+    Ok(iterations)
+}
+
+/// The parameters of an Argon2 PHC string.
+fn argon2_params(payload: &[u8]) -> Result<argon2::Params, PasswordError> {
+    let scheme = Scheme::Argon2;
+    let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
+    let parsed = argon2::PasswordHash::new(text)
+        .map_err(|error| malformed(scheme, format!("PHC string: {error}")))?;
+    argon2::Params::try_from(&parsed)
+        .map_err(|error| malformed(scheme, format!("parameters: {error}")))
+}
+
+/// The `rounds=` of a sha-crypt string, when given (sha-crypt's default is 5,000). Counts
+/// beyond u32 are reported as u32::MAX: over any limit.
+fn crypt_rounds(payload: &[u8]) -> Result<Option<u32>, PasswordError> {
+    let scheme = Scheme::Crypt;
+    let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
+    let Some(rounds_text) = text
+        .get(3..)
+        .and_then(|rest| rest.split('$').next())
+        .and_then(|field| field.strip_prefix("rounds="))
+    else {
+        return Ok(None);
+    };
+    let rounds: u64 = rounds_text
+        .parse()
+        .map_err(|_| malformed(scheme, format!("rounds '{rounds_text}' is not a number")))?;
+    Ok(Some(u32::try_from(rounds).unwrap_or(u32::MAX)))
 }
 
 /// Makes a new stored value `{SCHEME}...` for `password` with a fresh random salt.
@@ -391,28 +511,12 @@ where
 {
     let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
     let mut fields = text.split('$');
-    let (Some(iterations_text), Some(salt_text), Some(hash_text), None) =
+    let (Some(_), Some(salt_text), Some(hash_text), None) =
         (fields.next(), fields.next(), fields.next(), fields.next())
     else {
         return Err(malformed(scheme, "expected iterations$salt$hash"));
     };
-    let iterations: u32 = iterations_text.parse().map_err(|_| {
-        malformed(
-            scheme,
-            format!("iterations '{iterations_text}' is not a number"),
-        )
-    })?;
-    if iterations == 0 {
-        return Err(malformed(scheme, "iterations is 0"));
-    }
-    if iterations > PBKDF2_ITERATIONS_MAX {
-        return Err(PasswordError::CostTooHigh {
-            scheme: scheme.name(),
-            field: "iterations",
-            value: u64::from(iterations),
-            limit: u64::from(PBKDF2_ITERATIONS_MAX),
-        });
-    }
+    let iterations = pbkdf2_iterations(scheme, payload)?;
     let salt = decode_adapted_base64(scheme, "salt", salt_text)?;
     let expected = decode_adapted_base64(scheme, "hash", hash_text)?;
     let digest_length = <D as Digest>::output_size();
@@ -448,22 +552,6 @@ fn verify_argon2(payload: &[u8], presented: &[u8]) -> Result<bool, PasswordError
     let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
     let parsed = PasswordHash::new(text)
         .map_err(|error| malformed(scheme, format!("PHC string: {error}")))?;
-    let params = argon2::Params::try_from(&parsed)
-        .map_err(|error| malformed(scheme, format!("parameters: {error}")))?;
-    for (field, value, limit) in [
-        ("m", params.m_cost(), ARGON2_MEMORY_KIB_MAX),
-        ("t", params.t_cost(), ARGON2_TIME_COST_MAX),
-        ("p", params.p_cost(), ARGON2_PARALLELISM_MAX),
-    ] {
-        if value > limit {
-            return Err(PasswordError::CostTooHigh {
-                scheme: scheme.name(),
-                field,
-                value: u64::from(value),
-                limit: u64::from(limit),
-            });
-        }
-    }
     match argon2::Argon2::default().verify_password(presented, &parsed) {
         Ok(()) => Ok(true),
         Err(argon2::password_hash::Error::PasswordInvalid) => Ok(false),
@@ -498,23 +586,6 @@ fn verify_crypt(payload: &[u8], presented: &[u8]) -> Result<bool, PasswordError>
             scheme,
             "only sha-crypt $5$ and $6$ are supported",
         ));
-    }
-    if let Some(rounds_text) = text[3..]
-        .split('$')
-        .next()
-        .and_then(|field| field.strip_prefix("rounds="))
-    {
-        let rounds: u64 = rounds_text
-            .parse()
-            .map_err(|_| malformed(scheme, format!("rounds '{rounds_text}' is not a number")))?;
-        if rounds > u64::from(CRYPT_ROUNDS_MAX) {
-            return Err(PasswordError::CostTooHigh {
-                scheme: scheme.name(),
-                field: "rounds",
-                value: rounds,
-                limit: u64::from(CRYPT_ROUNDS_MAX),
-            });
-        }
     }
     match sha_crypt::ShaCrypt::default().verify_password(presented, text) {
         Ok(()) => Ok(true),

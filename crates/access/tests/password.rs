@@ -295,3 +295,44 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn stored_costs_are_bounded_tighter_than_verified_ones() {
+    use lmdir_access::password::{check_cost, STORE_COST_LIMITS, VERIFY_COST_LIMITS};
+    // Within what verify computes, but every bind would pay it: refused for storing.
+    let extreme: &[(&[u8], &str)] = &[
+        (
+            b"{ARGON2}$argon2id$v=19$m=262144,t=64,p=1$c2FsdHNhbHRzYWx0c2FsdA$4ri7mhiSrnj9oEyFS4ZxbjEro69F+Nh/mAteAg51Amo",
+            "m",
+        ),
+        (
+            b"{PBKDF2-SHA256}1000000$SQJH7c9OtuGQ2Xyrba9OhQ$c3JxHuBA9CJQe3iBplVgKZGb55rHPDudxv0R537qw4Q",
+            "iterations",
+        ),
+        (
+            b"{CRYPT}$6$rounds=1000000$saltsaltsalt$PMWE8DTlam1JU37Piyk43bHcMxTJq6sgu5DKB0/tGPjanN35jcY68QkpDfPFUGPWX5uCxIQkSPzMmqEiVNgts.",
+            "rounds",
+        ),
+    ];
+    for (stored, expected_field) in extreme {
+        assert_eq!(check_cost(stored, &VERIFY_COST_LIMITS), Ok(()));
+        match check_cost(stored, &STORE_COST_LIMITS) {
+            Err(PasswordError::CostTooHigh { field, .. }) => assert_eq!(field, *expected_field),
+            other => panic!("{} gave {other:?}", String::from_utf8_lossy(stored)),
+        }
+    }
+    // What `hash` writes, and costless schemes, may always be stored.
+    for scheme in Scheme::ALL.into_iter().filter(|scheme| scheme.can_hash()) {
+        let stored = hash(scheme, b"secret").expect("hash");
+        assert_eq!(
+            check_cost(&stored, &STORE_COST_LIMITS),
+            Ok(()),
+            "{scheme:?}"
+        );
+    }
+    assert_eq!(check_cost(b"plain text", &STORE_COST_LIMITS), Ok(()));
+    assert_eq!(
+        check_cost(&vec![b'a'; 5000], &STORE_COST_LIMITS),
+        Err(PasswordError::TooLong)
+    );
+}

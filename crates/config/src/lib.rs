@@ -71,6 +71,15 @@ pub struct ServerConfig {
     pub bind_password_values_max: u32,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
+    /// Most time the single writer spends on one update; over it the update alone fails
+    /// (adminLimitExceeded) and the rest of its batch commits.
+    pub write_budget_milliseconds: u64,
+    /// Most attribute descriptions (type + options) one entry may hold after an update.
+    pub attribute_descriptions_per_entry_max: u32,
+    /// Most options (`;lang-de`, `;x-...`) in one attribute description of an update.
+    pub attribute_options_per_description_max: u32,
+    /// Most values one attribute of one add or modify may carry.
+    pub values_per_attribute_per_request_max: u32,
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     pub log: String,
 }
@@ -100,6 +109,10 @@ impl Default for ServerConfig {
             bind_failure_interval_milliseconds: 1000,
             bind_password_values_max: 16,
             password_hash: "SSHA".to_string(),
+            write_budget_milliseconds: 1000,
+            attribute_descriptions_per_entry_max: 1024,
+            attribute_options_per_description_max: 8,
+            values_per_attribute_per_request_max: 10_000,
             log: "info".to_string(),
         }
     }
@@ -498,7 +511,7 @@ impl Config {
         }
         parse_ldapi_mode(&server.ldapi_mode)
             .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
-        let ranges: [(&'static str, u64, u64, u64); 12] = [
+        let ranges: [(&'static str, u64, u64, u64); 16] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -558,6 +571,32 @@ impl Config {
             (
                 "operations_per_connection_max",
                 server.operations_per_connection_max.into(),
+                1,
+                1_000_000,
+            ),
+            (
+                "write_budget_milliseconds",
+                server.write_budget_milliseconds,
+                10,
+                600_000,
+            ),
+            // 65,536: the most an entry record can hold (lmdir-store's codec).
+            (
+                "attribute_descriptions_per_entry_max",
+                server.attribute_descriptions_per_entry_max.into(),
+                16,
+                65_536,
+            ),
+            // 16: the most the schema parses (lmdir-schema's DESCRIPTION_OPTIONS_MAX).
+            (
+                "attribute_options_per_description_max",
+                server.attribute_options_per_description_max.into(),
+                0,
+                16,
+            ),
+            (
+                "values_per_attribute_per_request_max",
+                server.values_per_attribute_per_request_max.into(),
                 1,
                 1_000_000,
             ),

@@ -176,7 +176,9 @@ pub(crate) fn add_memberof<'e>(
                 values,
             })
             .collect();
-        encode_entry(&to_encode, &mut encoded);
+        encode_entry(&to_encode, &mut encoded).map_err(|error| {
+            LoadError::Invalid(format!("an entry with its memberOf values: {error}"))
+        })?;
         id2entry.put(txn, &key, &encoded)?;
         bytes_since_commit += encoded.len();
         if bytes_since_commit >= commit_every_bytes {

@@ -379,7 +379,8 @@ pub fn prepare_record(
             values: &attributes[*position].values,
         })
         .collect();
-    encode_entry(&to_encode, &mut scratch.encoded);
+    encode_entry(&to_encode, &mut scratch.encoded)
+        .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;
 
     push_index_keys(context, &attributes, id, run, scratch)
         .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;

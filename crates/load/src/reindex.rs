@@ -211,10 +211,11 @@ pub(crate) fn load_into_existing(
         options.schema.clone(),
     )?;
     let mut progress = crate::progress::Progress::new(options.progress, input_bytes_total);
+    // An import keeps the operational attributes it carries (entryUUID, creatorsName, ...).
     let context = WriteContext {
-        actor_dn: options.creators_name.clone(),
-        now: std::time::SystemTime::now(),
         skip_schema_check: options.quick,
+        relax: true,
+        ..WriteContext::new(options.creators_name.clone())
     };
     let mut write = store.write()?;
     let mut entries = 0u64;

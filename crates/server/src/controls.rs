@@ -23,6 +23,9 @@ pub const PRE_READ_OID: &str = "1.3.6.1.1.13.1";
 pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
 pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
+/// Relax Rules (draft-zeilenga-ldap-relax, OpenLDAP's OID): lets the rootdn set
+/// NO-USER-MODIFICATION attributes.
+pub const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
 
 /// Controls honoured by search.
 pub const SEARCH_CONTROLS: &[&str] = &[
@@ -39,6 +42,7 @@ pub const UPDATE_CONTROLS: &[&str] = &[
     ASSERTION_OID,
     PRE_READ_OID,
     POST_READ_OID,
+    RELAX_OID,
 ];
 
 /// Most controls one request may carry. Clients send a handful (paged + sort + assertion is
@@ -241,6 +245,8 @@ pub struct RequestControls {
     /// Server-side sort keys (RFC 2891).
     pub sort: Option<Vec<SortKey>>,
     pub sort_critical: bool,
+    /// Relax Rules requested (honoured for the rootdn only).
+    pub relax: bool,
 }
 
 /// One key of a server-side sort request.
@@ -327,6 +333,13 @@ fn apply(parsed: &mut RequestControls, control: &Control) -> Result<(), Operatio
         SORT_REQUEST_OID => {
             parsed.sort = Some(decode_sort(value)?);
             parsed.sort_critical = critical;
+        }
+        RELAX_OID => {
+            // Relax Rules has no value: its presence is the request.
+            if value.is_some() {
+                return Err(protocol_error(RELAX_OID, "must not have a value"));
+            }
+            parsed.relax = true;
         }
         // An OID listed as honoured without a decoder here: treat it as unknown.
         other if critical => return Err(unavailable(other)),

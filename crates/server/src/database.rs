@@ -9,28 +9,25 @@ use crate::operations::{OperationContext, Outgoing, SearchDone};
 use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
 use crate::server::{ServerContext, ServerError};
+use crate::writer::{WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
 use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapAddRequest, LdapCompareRequest, LdapExtendedRequest, LdapModifyDNRequest,
     LdapModifyRequest, LdapModifyType, LdapPasswordModifyRequest, LdapSearchRequest,
     LdapSearchScope,
 };
-use lmdir_access::acl::{AccessPolicy, EntryAccess, Subject, TargetPart};
+use lmdir_access::acl::{AccessPolicy, EntryAccess, Subject};
+use lmdir_access::password;
 use lmdir_schema::{
     AttrId, Dn, Entry, Filter, LdapError, ModOp, Modification, OwnedEntryView, Schema,
 };
-use lmdir_store::{ReadTxn, Scope, SearchSpec, Store, WriteContext};
+use lmdir_store::{ReadTxn, Scope, SearchSpec, Store};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
-use tracing::{error, info};
 
-/// Most write requests waiting for the writer; more wait in their connections (backpressure).
-const WRITE_QUEUE_LENGTH_MAX: usize = 1024;
-/// Most operations committed in one LMDB transaction.
-const WRITE_BATCH_OPERATIONS_MAX: usize = 64;
 /// Search output is handed to the connection in chunks of about this size. Each hand-off wakes
 /// two threads; on a loaded machine fewer, larger ones preempt the reading client less (a full
 /// scan through ldapsearch measured faster with 256 KiB than with 64 KiB).
@@ -50,32 +47,15 @@ fn internal(error: impl std::fmt::Display) -> OperationError {
     OperationError::new(code::OTHER, error.to_string())
 }
 
-/// One update, as queued for the writer.
-#[derive(Debug)]
-enum WriteOperation {
-    Add(Entry),
-    Delete(String),
-    Modify(String, Vec<Modification>),
-    ModifyDn {
-        dn: String,
-        new_rdn: String,
-        delete_old_rdn: bool,
-        new_superior: Option<String>,
-    },
-}
-
-struct WriteJob {
-    operation: WriteOperation,
-    context: WriteContext,
-    reply: oneshot::Sender<Result<(), LdapError>>,
-}
-
 /// An open database: the store, its schema, the access policy and the writer thread.
 pub struct Database {
     store: Store,
     schema: Arc<Schema>,
-    policy: AccessPolicy,
+    policy: Arc<AccessPolicy>,
     write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
+    /// Set when shutdown begins: no new update is queued and queued ones are answered
+    /// unavailable (the writer's budget bounds the one it is applying).
+    writes_stopping: Arc<AtomicBool>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     user_password: Option<AttrId>,
 }
@@ -85,16 +65,23 @@ impl Database {
     pub fn new(store: Store, policy: AccessPolicy) -> Database {
         let schema = store.schema().clone();
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
-        let writer_store = store.clone();
+        let policy = Arc::new(policy);
+        let writes_stopping = Arc::new(AtomicBool::new(false));
+        let writer = Writer {
+            store: store.clone(),
+            policy: policy.clone(),
+            stopping: writes_stopping.clone(),
+        };
         let writer_thread = std::thread::Builder::new()
             .name("lmdir-writer".to_string())
-            .spawn(move || run_writer(writer_store, receiver))
+            .spawn(move || writer.run(receiver))
             .expect("spawning the writer thread");
         Database {
             user_password: schema.attribute("userPassword"),
             store,
             schema,
             policy,
+            writes_stopping,
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
         }
@@ -122,8 +109,15 @@ impl Database {
         &self.store
     }
 
-    /// Stops the writer after it has committed every queued write.
+    /// First step of shutdown: refuse new updates and answer queued ones unavailable, so
+    /// connections waiting on the writer are answered within about one write budget.
+    pub fn stop_writes(&self) {
+        self.writes_stopping.store(true, Ordering::Release);
+    }
+
+    /// Stops the writer (after `stop_writes`, queued updates are answered, not applied).
     pub async fn close(&self) {
+        self.stop_writes();
         let sender = self
             .write_queue
             .lock()
@@ -146,111 +140,24 @@ impl Database {
             .map_err(OperationError::from)
     }
 
-    async fn submit(
-        &self,
-        operation: WriteOperation,
-        context: WriteContext,
-    ) -> Result<(), OperationError> {
+    async fn submit(&self, job: WriteJob) -> Result<(), OperationError> {
+        if self.writes_stopping.load(Ordering::Acquire) {
+            return Err(OperationError::new(
+                code::UNAVAILABLE,
+                "server shutting down",
+            ));
+        }
         let sender = self
             .write_queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
             .ok_or_else(|| OperationError::new(code::UNAVAILABLE, "server shutting down"))?;
-        let (reply, response) = oneshot::channel();
         sender
-            .send(WriteJob {
-                operation,
-                context,
-                reply,
-            })
+            .send(job)
             .await
-            .map_err(|_| OperationError::new(code::UNAVAILABLE, "writer stopped"))?;
-        match response.await {
-            Ok(result) => result.map_err(OperationError::from),
-            Err(_) => Err(OperationError::new(code::OTHER, "writer failed")),
-        }
+            .map_err(|_| OperationError::new(code::UNAVAILABLE, "writer stopped"))
     }
-}
-
-/// Applies one queued write inside the shared transaction.
-fn apply(txn: &mut lmdir_store::WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
-    match &job.operation {
-        WriteOperation::Add(entry) => txn.add(entry, &job.context).map(|_| ()),
-        WriteOperation::Delete(dn) => txn.delete(dn).map(|_| ()),
-        WriteOperation::Modify(dn, modifications) => {
-            txn.modify(dn, modifications, &job.context).map(|_| ())
-        }
-        WriteOperation::ModifyDn {
-            dn,
-            new_rdn,
-            delete_old_rdn,
-            new_superior,
-        } => txn
-            .modrdn(
-                dn,
-                new_rdn,
-                *delete_old_rdn,
-                new_superior.as_deref(),
-                &job.context,
-            )
-            .map(|_| ()),
-    }
-}
-
-/// The writer: takes every queued write (up to a bound), applies them in order in one LMDB
-/// transaction and commits once, then answers them all (responses only after a durable commit).
-/// LMDB has no savepoints, so when one operation fails the transaction is aborted, that
-/// operation is answered with its error, and the rest of the batch is re-applied in a fresh
-/// transaction: every committed operation ran against exactly the state it would have seen alone.
-fn run_writer(store: Store, mut receiver: mpsc::Receiver<WriteJob>) {
-    while let Some(first) = receiver.blocking_recv() {
-        let mut batch = vec![first];
-        while batch.len() < WRITE_BATCH_OPERATIONS_MAX {
-            match receiver.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        loop {
-            let mut txn = match store.write() {
-                Ok(txn) => txn,
-                Err(error) => {
-                    error!("write transaction failed to start: {error}");
-                    let failure: LdapError = error.into();
-                    for job in batch.drain(..) {
-                        let _ = job.reply.send(Err(failure.clone()));
-                    }
-                    break;
-                }
-            };
-            let mut failed_at = None;
-            for (index, job) in batch.iter().enumerate() {
-                if let Err(error) = apply(&mut txn, job) {
-                    failed_at = Some((index, error));
-                    break;
-                }
-            }
-            match failed_at {
-                Some((index, error)) => {
-                    drop(txn);
-                    let job = batch.remove(index);
-                    let _ = job.reply.send(Err(error));
-                    if batch.is_empty() {
-                        break;
-                    }
-                }
-                None => {
-                    let committed = txn.commit();
-                    for job in batch.drain(..) {
-                        let _ = job.reply.send(committed.clone());
-                    }
-                    break;
-                }
-            }
-        }
-    }
-    info!("writer stopped: every queued write committed");
 }
 
 /// DN equality for configured DNs (rootdn): schema normalization when a database is open,
@@ -321,13 +228,32 @@ impl lmdir_access::acl::GroupMembership for StoreGroups<'_> {
             return false;
         };
         self.member_attributes.iter().any(|attr| {
-            group.values_of(*attr).iter().any(|(_, normalized)| {
-                *normalized == member_ndn.as_bytes()
-                    || normalized.starts_with(member_ndn.as_bytes())
-                        && normalized.get(member_ndn.len()) == Some(&b'#')
-            })
+            group
+                .values_of(*attr)
+                .iter()
+                .any(|(_, normalized)| names_member(normalized, member_ndn))
         })
     }
+}
+
+/// Whether a normalized member / uniqueMember value names `member_ndn` (uniqueMember may
+/// carry `#uid` after the DN).
+pub(crate) fn names_member(normalized: &[u8], member_ndn: &str) -> bool {
+    normalized == member_ndn.as_bytes()
+        || normalized.starts_with(member_ndn.as_bytes())
+            && normalized.get(member_ndn.len()) == Some(&b'#')
+}
+
+/// The access-control subject of a connection's identity.
+pub(crate) fn subject_for<'a>(
+    policy: &AccessPolicy,
+    identity: &'a Identity,
+    groups: &'a dyn lmdir_access::acl::GroupMembership,
+) -> Subject<'a> {
+    let bound = (!identity.normalized_dn.is_empty()).then_some(identity.normalized_dn.as_str());
+    let mut subject = policy.subject(bound, groups);
+    subject.is_rootdn |= identity.is_rootdn;
+    subject
 }
 
 impl Database {
@@ -342,10 +268,7 @@ impl Database {
     }
 
     fn subject<'a>(&self, identity: &'a Identity, groups: &'a StoreGroups<'a>) -> Subject<'a> {
-        let bound = (!identity.normalized_dn.is_empty()).then_some(identity.normalized_dn.as_str());
-        let mut subject = self.policy.subject(bound, groups);
-        subject.is_rootdn |= identity.is_rootdn;
-        subject
+        subject_for(&self.policy, identity, groups)
     }
 }
 
@@ -1399,185 +1322,115 @@ pub async fn compare(
     .map_err(internal)?
 }
 
-/// Access and assertion checks before an update, in a fresh read txn.
-/// Removing or renaming an existing entry: write on the entry itself and on its parent's children.
-fn entry_and_parent_writable(
+/// Static checks of an update's attributes, before anything is hashed or queued: options per
+/// description, values per attribute and descriptions per request bounded
+/// (adminLimitExceeded), and a userPassword
+/// given already hashed must carry a cost every later bind can afford (constraintViolation).
+fn check_request_attributes<'a>(
     database: &Database,
-    read: &ReadTxn,
-    identity: &Identity,
-    target: &str,
-    access: Option<&EntryAccess<'_>>,
+    settings: &crate::settings::ServerSettings,
+    attributes: impl Iterator<Item = (&'a str, &'a [Vec<u8>], bool)>,
 ) -> Result<(), OperationError> {
-    if !access
-        .is_some_and(|access| access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write))
-    {
-        return Err(insufficient("entry", target));
-    }
-    parent_access_check(database, read, identity, target)
-}
-
-/// `check_update` for an update of `target` by this connection's identity, on the blocking
-/// pool (it opens a read txn and may evaluate an assertion filter). `check` gets the identity and
-/// the target DN as well.
-async fn check_update_blocking<Check>(
-    context: &OperationContext,
-    controls: RequestControls,
-    target: String,
-    check: Check,
-) -> Result<(), OperationError>
-where
-    Check: FnOnce(
-            &Database,
-            &ReadTxn,
-            &Identity,
-            &str,
-            Option<&EntryAccess<'_>>,
-            Option<&lmdir_store::EntryRef<'_>>,
-        ) -> Result<(), OperationError>
-        + Send
-        + 'static,
-{
-    let identity = context.session.identity.clone();
-    let filter_depth_max = context.server.settings.filter_depth_max;
-    let server = context.server.clone();
-    tokio::task::spawn_blocking(move || {
-        let database = database_of(&server).expect("database present");
-        check_update(
-            database,
-            &identity,
-            &controls,
-            filter_depth_max,
-            &target,
-            |database, read, access, existing| {
-                check(database, read, &identity, &target, access, existing)
-            },
-        )
-    })
-    .await
-    .map_err(internal)?
-}
-
-fn check_update(
-    database: &Database,
-    identity: &Identity,
-    controls: &RequestControls,
-    filter_depth_max: usize,
-    target_dn: &str,
-    check: impl FnOnce(
-        &Database,
-        &ReadTxn,
-        Option<&EntryAccess<'_>>,
-        Option<&lmdir_store::EntryRef<'_>>,
-    ) -> Result<(), OperationError>,
-) -> Result<(), OperationError> {
-    let read = database.store.read().map_err(internal)?;
-    let normalized = database.normalize_dn(target_dn)?;
-    let existing = match read.dn_to_id(&normalized) {
-        // An undecodable entry: the rootdn acts on it without its values (to delete it,
-        // a repair); anyone else gets the error.
-        Ok(id) => match read.entry(id) {
-            Err(_) if identity.is_rootdn => None,
-            found => found?,
-        },
-        Err(_) => None,
-    };
-    if let Some(assertion) = &controls.assertion {
-        let Some(entry) = existing.as_ref() else {
-            return Err(no_such_object(target_dn));
-        };
-        let assertion = Filter::parse(&crate::filter_text::to_string(assertion), filter_depth_max)?;
-        if !database
-            .schema
-            .prepare_filter(&assertion)
-            .evaluate(entry)
-            .is_true()
-        {
+    let mut descriptions = std::collections::HashSet::new();
+    // `stores`: the values are added (add, modify add/replace), not only named for deletion.
+    for (description, values, stores) in attributes {
+        let options = description.matches(';').count();
+        if options > settings.attribute_options_per_description_max {
             return Err(OperationError::new(
-                code::ASSERTION_FAILED,
-                "assertion control failed",
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!(
+                    "{description}: {options} options (limit {})",
+                    settings.attribute_options_per_description_max
+                ),
             ));
         }
-    }
-    if identity.is_rootdn {
-        return check(database, &read, None, existing.as_ref());
-    }
-    let groups = database.groups(&read);
-    let subject = database.subject(identity, &groups);
-    match existing.as_ref() {
-        Some(entry) => {
-            let access = database.policy.for_entry(&subject, &normalized, entry);
-            check(database, &read, Some(&access), Some(entry))
+        if values.len() > settings.values_per_attribute_per_request_max {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!(
+                    "{description}: {} values in one request (limit {})",
+                    values.len(),
+                    settings.values_per_attribute_per_request_max
+                ),
+            ));
         }
-        // No existing entry: an add (checked by its own callback) or a miss the store reports.
-        None => check(database, &read, None, None),
+        descriptions.insert(description.to_ascii_lowercase());
+        if descriptions.len() > settings.attribute_descriptions_per_entry_max {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!(
+                    "more than {} attribute descriptions in one request",
+                    settings.attribute_descriptions_per_entry_max
+                ),
+            ));
+        }
+        let is_password = database.user_password.is_some_and(|password_attr| {
+            database
+                .schema
+                .parse_description(description)
+                .is_ok_and(|parsed| parsed.attr == password_attr)
+        });
+        if is_password && stores {
+            for value in values.iter().filter(|value| password::is_hashed(value)) {
+                password::check_cost(value, &password::STORE_COST_LIMITS).map_err(|error| {
+                    OperationError::new(
+                        code::CONSTRAINT_VIOLATION,
+                        format!("userPassword: {error}"),
+                    )
+                })?;
+            }
+        }
     }
+    Ok(())
 }
 
-fn insufficient(what: &str, dn: &str) -> OperationError {
-    OperationError::new(
-        code::INSUFFICIENT_ACCESS_RIGHTS,
-        format!("no write access to {what} of '{dn}'"),
-    )
-}
-
-/// Hashes cleartext userPassword values with the configured scheme.
-fn hash_cleartext_passwords(
-    database: &Database,
-    scheme_name: &str,
-    description: &str,
-    values: &mut [Vec<u8>],
-) -> Result<(), OperationError> {
-    let Some(password_attribute) = database.user_password else {
-        return Ok(());
-    };
-    let is_password = database
-        .schema
-        .parse_description(description)
-        .is_ok_and(|parsed| parsed.attr == password_attribute);
-    if !is_password {
-        return Ok(());
-    }
-    let scheme = lmdir_access::password::Scheme::from_name(scheme_name).ok_or_else(|| {
+/// The scheme cleartext passwords are hashed with (validated by the config).
+fn password_scheme(context: &OperationContext) -> Result<password::Scheme, OperationError> {
+    let name = &context.server.settings.password_hash;
+    password::Scheme::from_name(name).ok_or_else(|| {
         OperationError::new(
             code::OTHER,
-            format!("password_hash scheme {scheme_name} is unknown"),
+            format!("password_hash scheme {name} is unknown"),
         )
-    })?;
-    for value in values.iter_mut() {
-        if !lmdir_access::password::is_hashed(value) {
-            *value = lmdir_access::password::hash(scheme, value).map_err(internal)?;
-        }
-    }
-    Ok(())
+    })
 }
 
-fn parent_access_check(
+/// Queues an update for the writer, which decides access and the assertion inside its
+/// transaction, and waits for its answer (sent after the commit).
+async fn submit_update(
+    context: &OperationContext,
     database: &Database,
-    read: &ReadTxn,
-    identity: &Identity,
-    dn: &str,
+    controls: &RequestControls,
+    request: WriteRequest,
 ) -> Result<(), OperationError> {
-    if identity.is_rootdn {
-        return Ok(());
-    }
-    let parsed = Dn::parse(dn)?;
-    let Some(parent) = parsed.parent() else {
-        return Err(insufficient("children", "the root"));
+    let assertion = controls
+        .assertion
+        .as_ref()
+        .map(|assertion| {
+            Filter::parse(
+                &crate::filter_text::to_string(assertion),
+                context.server.settings.filter_depth_max,
+            )
+        })
+        .transpose()?;
+    let identity = context.session.identity.clone();
+    let settings = &context.server.settings;
+    let (reply, response) = oneshot::channel();
+    let job = WriteJob {
+        request,
+        relax: controls.relax && identity.is_rootdn,
+        identity,
+        assertion,
+        budget: settings.write_budget,
+        attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+        password_scheme: password_scheme(context)?,
+        reply,
     };
-    let parent_normalized = database.schema.normalize_dn(&parent)?;
-    let parent_id = read.dn_to_id(&parent_normalized)?;
-    let parent_entry = read
-        .entry(parent_id)?
-        .ok_or_else(|| no_such_object(&parent.to_string()))?;
-    let groups = database.groups(read);
-    let subject = database.subject(identity, &groups);
-    let access = database
-        .policy
-        .for_entry(&subject, &parent_normalized, &parent_entry);
-    if !access.can_write_children() {
-        return Err(insufficient("children", &parent.to_string()));
+    database.submit(job).await?;
+    match response.await {
+        Ok(result) => result.map_err(OperationError::from),
+        Err(_) => Err(OperationError::new(code::OTHER, "writer failed")),
     }
-    Ok(())
 }
 
 pub async fn add(
@@ -1590,59 +1443,25 @@ pub async fn add(
     let request_dn = request.dn.clone();
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    let pre_read = controls.pre_read.clone();
-    let post_read = controls.post_read.clone();
+    check_request_attributes(
+        database,
+        &context.server.settings,
+        request
+            .attributes
+            .iter()
+            .map(|attribute| (attribute.atype.as_str(), attribute.vals.as_slice(), true)),
+    )?;
     let dn = Dn::parse(&request.dn)?;
     let mut entry = Entry::new(dn);
-    for mut attribute in request.attributes {
-        hash_cleartext_passwords(
-            database,
-            &context.server.settings.password_hash,
-            &attribute.atype,
-            &mut attribute.vals,
-        )?;
+    for attribute in request.attributes {
         entry.add_values(&attribute.atype, attribute.vals);
     }
-    let check_entry = entry.clone();
-    check_update_blocking(
-        context,
-        controls,
-        request.dn.clone(),
-        move |database, read, identity, target, _, existing| {
-            if existing.is_some() {
-                return Ok(()); // the store answers entryAlreadyExists
-            }
-            parent_access_check(database, read, identity, target)?;
-            if !identity.is_rootdn {
-                let view = OwnedEntryView::new(&database.schema, &check_entry)?;
-                let groups = database.groups(read);
-                let subject = database.subject(identity, &groups);
-                let normalized = database.schema.normalize_dn(&check_entry.dn)?;
-                let access = database.policy.for_entry(&subject, &normalized, &view);
-                if !access.allowed(TargetPart::Entry, lmdir_access::acl::Access::Write) {
-                    return Err(insufficient("entry", target));
-                }
-                for attribute in &check_entry.attributes {
-                    if let Ok(parsed) = database.schema.parse_description(&attribute.description) {
-                        if !access.can_write_attribute(parsed.attr) {
-                            return Err(insufficient(&attribute.description, target));
-                        }
-                    }
-                }
-            }
-            Ok(())
-        },
-    )
-    .await?;
-    let _ = pre_read; // nothing exists before an add
-    let write_context = WriteContext::new(context.session.identity.dn.clone());
-    database
-        .submit(WriteOperation::Add(entry), write_context)
-        .await?;
+    // Nothing exists before an add: a pre-read control has nothing to return.
+    submit_update(context, database, &controls, WriteRequest::Add(entry)).await?;
     let post = read_entry_control_async(
         context,
         request_dn,
-        post_read,
+        controls.post_read,
         crate::controls::POST_READ_OID,
     )
     .await?;
@@ -1658,55 +1477,35 @@ pub async fn delete(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    let pre_read = controls.pre_read.clone();
-    let post_read = controls.post_read.clone();
-    check_update_blocking(
-        context,
-        controls,
-        dn.to_string(),
-        move |database, read, identity, target, access, existing| {
-            if existing.is_none() || identity.is_rootdn {
-                return Ok(());
-            }
-            entry_and_parent_writable(database, read, identity, target, access)
-        },
-    )
-    .await?;
-    let _ = post_read; // nothing remains after a delete
     let pre = read_entry_control_async(
         context,
         dn.to_string(),
-        pre_read,
+        controls.pre_read.clone(),
         crate::controls::PRE_READ_OID,
     )
     .await?;
-    let write_context = WriteContext::new(context.session.identity.dn.clone());
-    database
-        .submit(WriteOperation::Delete(dn.to_string()), write_context)
-        .await?;
+    submit_update(
+        context,
+        database,
+        &controls,
+        WriteRequest::Delete(dn.to_string()),
+    )
+    .await?;
     Ok(pre.into_iter().collect())
 }
 
-fn modification_of(
-    database: &Database,
-    scheme: &str,
-    change: ldap3_proto::proto::LdapModify,
-) -> Result<Modification, OperationError> {
+fn modification_of(change: ldap3_proto::proto::LdapModify) -> Modification {
     let op = match change.operation {
         LdapModifyType::Add => ModOp::Add,
         LdapModifyType::Delete => ModOp::Delete,
         LdapModifyType::Replace => ModOp::Replace,
         LdapModifyType::Increment => ModOp::Increment,
     };
-    let mut values = change.modification.vals;
-    if matches!(op, ModOp::Add | ModOp::Replace) {
-        hash_cleartext_passwords(database, scheme, &change.modification.atype, &mut values)?;
-    }
-    Ok(Modification {
+    Modification {
         op,
         description: change.modification.atype,
-        values,
-    })
+        values: change.modification.vals,
+    }
 }
 
 pub async fn modify(
@@ -1718,57 +1517,38 @@ pub async fn modify(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    let pre_read = controls.pre_read.clone();
-    let post_read = controls.post_read.clone();
-    let scheme = context.server.settings.password_hash.clone();
-    let modifications = request
-        .changes
-        .into_iter()
-        .map(|change| modification_of(database, &scheme, change))
-        .collect::<Result<Vec<_>, _>>()?;
-    let described: Vec<String> = modifications
-        .iter()
-        .map(|m| m.description.clone())
-        .collect();
-    check_update_blocking(
-        context,
-        controls,
-        request.dn.clone(),
-        move |database, _, identity, target, access, existing| {
-            if existing.is_none() || identity.is_rootdn {
-                return Ok(());
-            }
-            let Some(access) = access else {
-                return Err(insufficient("entry", target));
-            };
-            for description in &described {
-                let parsed = database.schema.parse_description(description)?;
-                if !access.can_write_attribute(parsed.attr) {
-                    return Err(insufficient(description, target));
-                }
-            }
-            Ok(())
-        },
-    )
-    .await?;
+    let modifications: Vec<Modification> =
+        request.changes.into_iter().map(modification_of).collect();
+    check_request_attributes(
+        database,
+        &context.server.settings,
+        modifications.iter().map(|change| {
+            let stores = matches!(change.op, ModOp::Add | ModOp::Replace);
+            (
+                change.description.as_str(),
+                change.values.as_slice(),
+                stores,
+            )
+        }),
+    )?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),
-        pre_read,
+        controls.pre_read.clone(),
         crate::controls::PRE_READ_OID,
     )
     .await?;
-    let write_context = WriteContext::new(context.session.identity.dn.clone());
-    database
-        .submit(
-            WriteOperation::Modify(request.dn.clone(), modifications),
-            write_context,
-        )
-        .await?;
+    submit_update(
+        context,
+        database,
+        &controls,
+        WriteRequest::Modify(request.dn.clone(), modifications),
+    )
+    .await?;
     let post = read_entry_control_async(
         context,
         request.dn,
-        post_read,
+        controls.post_read,
         crate::controls::POST_READ_OID,
     )
     .await?;
@@ -1784,31 +1564,10 @@ pub async fn modify_dn(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    let pre_read = controls.pre_read.clone();
-    let post_read = controls.post_read.clone();
-    let new_superior = request.new_superior.clone();
-    check_update_blocking(
-        context,
-        controls,
-        request.dn.clone(),
-        move |database, read, identity, target, access, existing| {
-            if existing.is_none() || identity.is_rootdn {
-                return Ok(());
-            }
-            entry_and_parent_writable(database, read, identity, target, access)?;
-            if let Some(superior) = &new_superior {
-                // Write on the new parent's children, checked as for an entry placed below it.
-                let placeholder = format!("cn=x,{superior}");
-                parent_access_check(database, read, identity, &placeholder)?;
-            }
-            Ok(())
-        },
-    )
-    .await?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),
-        pre_read,
+        controls.pre_read.clone(),
         crate::controls::PRE_READ_OID,
     )
     .await?;
@@ -1826,20 +1585,25 @@ pub async fn modify_dn(
             format!("{},{parent}", request.newrdn)
         }
     };
-    let write_context = WriteContext::new(context.session.identity.dn.clone());
-    database
-        .submit(
-            WriteOperation::ModifyDn {
-                dn: request.dn,
-                new_rdn: request.newrdn,
-                delete_old_rdn: request.deleteoldrdn,
-                new_superior: request.new_superior,
-            },
-            write_context,
-        )
-        .await?;
-    let post = read_entry_control_async(context, new_dn, post_read, crate::controls::POST_READ_OID)
-        .await?;
+    submit_update(
+        context,
+        database,
+        &controls,
+        WriteRequest::ModifyDn {
+            dn: request.dn,
+            new_rdn: request.newrdn,
+            delete_old_rdn: request.deleteoldrdn,
+            new_superior: request.new_superior,
+        },
+    )
+    .await?;
+    let post = read_entry_control_async(
+        context,
+        new_dn,
+        controls.post_read,
+        crate::controls::POST_READ_OID,
+    )
+    .await?;
     Ok(pre.into_iter().chain(post).collect())
 }
 
@@ -1857,6 +1621,40 @@ fn generate_password() -> String {
                 as char
         })
         .collect()
+}
+
+/// Checks Password Modify's old password against the target's stored values (a bind's cost,
+/// off the reactor); invalidCredentials when none matches.
+async fn verify_old_password(
+    context: &OperationContext,
+    target_dn: &str,
+    password_attribute: AttrId,
+    old: &[u8],
+) -> Result<(), OperationError> {
+    let server = context.server.clone();
+    let target = target_dn.to_string();
+    let old = old.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        let normalized = database.normalize_dn(&target)?;
+        let read = database.store.read().map_err(internal)?;
+        let id = read.dn_to_id(&normalized)?;
+        let entry = read.entry(id)?.ok_or_else(|| no_such_object(&target))?;
+        let verified = entry
+            .values_of(password_attribute)
+            .iter()
+            .any(|(stored, _)| password_matches(stored, &old));
+        if verified {
+            Ok(())
+        } else {
+            Err(OperationError::new(
+                code::INVALID_CREDENTIALS,
+                "old password does not match",
+            ))
+        }
+    })
+    .await
+    .map_err(internal)?
 }
 
 pub async fn password_modify(
@@ -1892,75 +1690,41 @@ pub async fn password_modify(
         }
         None => identity.dn.clone(),
     };
-    let target_normalized = database.normalize_dn(&target_dn)?;
-    let is_self = identity.normalized_dn == target_normalized;
-    if !identity.is_rootdn && !is_self {
-        return Err(OperationError::new(
-            code::INSUFFICIENT_ACCESS_RIGHTS,
-            "only the entry itself or the rootdn may change this password",
-        ));
-    }
     let Some(password_attribute) = database.user_password else {
         return Err(OperationError::new(
             code::UNWILLING_TO_PERFORM,
             "the schema has no userPassword",
         ));
     };
-    if !identity.is_rootdn {
-        let old = parsed
-            .old_password
-            .as_deref()
-            .ok_or_else(|| {
-                OperationError::new(code::UNWILLING_TO_PERFORM, "the old password is required")
-            })?
-            .as_bytes()
-            .to_vec();
-        let server = context.server.clone();
-        let target = target_normalized.clone();
-        tokio::task::spawn_blocking(move || {
-            let database = database_of(&server).expect("database present");
-            let read = database.store.read().map_err(internal)?;
-            let id = read.dn_to_id(&target)?;
-            let entry = read.entry(id)?.ok_or_else(|| no_such_object(&target))?;
-            let verified = entry
-                .values_of(password_attribute)
-                .iter()
-                .any(|(stored, _)| password_matches(stored, &old));
-            if verified {
-                Ok(())
-            } else {
-                Err(OperationError::new(
-                    code::INVALID_CREDENTIALS,
-                    "old password does not match",
-                ))
-            }
-        })
-        .await
-        .map_err(internal)??;
+    // Who may set it is the writer's decision (write access to userPassword, as for a modify:
+    // the entry itself under the default policy, a helpdesk group given write by `[[access]]`).
+    // An old password, when given, must match (RFC 3062 §2), whoever asks.
+    if let Some(old) = parsed.old_password.as_deref() {
+        verify_old_password(context, &target_dn, password_attribute, old.as_bytes()).await?;
     }
     let (new_password, generated) = match parsed.new_password {
         Some(password) => (password, false),
         None => (generate_password(), true),
     };
-    let scheme_name = &context.server.settings.password_hash;
-    let scheme = lmdir_access::password::Scheme::from_name(scheme_name).ok_or_else(|| {
-        OperationError::new(
-            code::OTHER,
-            format!("password_hash scheme {scheme_name} is unknown"),
-        )
-    })?;
-    let hashed = lmdir_access::password::hash(scheme, new_password.as_bytes()).map_err(internal)?;
-    let modification = Modification {
-        op: ModOp::Replace,
-        description: "userPassword".to_string(),
-        values: vec![hashed],
-    };
-    database
-        .submit(
-            WriteOperation::Modify(target_dn, vec![modification]),
-            WriteContext::new(identity.dn.clone()),
-        )
-        .await?;
+    if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
+        return Err(OperationError::new(
+            code::CONSTRAINT_VIOLATION,
+            format!(
+                "the new password is longer than {} bytes",
+                password::PASSWORD_LENGTH_BYTES_MAX
+            ),
+        ));
+    }
+    submit_update(
+        context,
+        database,
+        &RequestControls::default(),
+        WriteRequest::SetPassword {
+            dn: target_dn,
+            password: new_password.clone().into_bytes(),
+        },
+    )
+    .await?;
     if generated {
         // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }
         let mut value = BytesMut::new();

@@ -17,6 +17,7 @@ pub mod selection;
 pub mod server;
 pub mod settings;
 pub mod tls;
+mod writer;
 
 pub use database::Database;
 pub use server::{

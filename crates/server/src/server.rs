@@ -220,6 +220,9 @@ impl RunningServer {
     /// connection with a Notice of Disconnection. Waits at most `grace` for connections to close.
     pub async fn shutdown(self, grace: Duration) {
         info!("shutdown: stop accepting");
+        if let Some(database) = &self.context.database {
+            database.stop_writes();
+        }
         let _ = self.shutdown_sender.send(true);
         for task in self.listener_tasks {
             let _ = task.await;

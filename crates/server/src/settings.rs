@@ -119,6 +119,11 @@ pub struct ServerSettings {
     /// `userPassword` values one simple bind verifies at most.
     pub bind_password_values_max: usize,
     pub password_hash: String,
+    /// Most writer time per update (see `lmdir-config`).
+    pub write_budget: Duration,
+    pub attribute_descriptions_per_entry_max: usize,
+    pub attribute_options_per_description_max: usize,
+    pub values_per_attribute_per_request_max: usize,
     pub suffix: String,
     pub rootdn: String,
     /// Cleartext or `{SCHEME}`-hashed.
@@ -169,6 +174,13 @@ impl ServerSettings {
             bind_failure_interval: Duration::from_millis(server.bind_failure_interval_milliseconds),
             bind_password_values_max: server.bind_password_values_max as usize,
             password_hash: server.password_hash.clone(),
+            write_budget: Duration::from_millis(server.write_budget_milliseconds),
+            attribute_descriptions_per_entry_max: server.attribute_descriptions_per_entry_max
+                as usize,
+            attribute_options_per_description_max: server.attribute_options_per_description_max
+                as usize,
+            values_per_attribute_per_request_max: server.values_per_attribute_per_request_max
+                as usize,
             suffix: database.suffix.clone(),
             rootdn: database.rootdn.clone(),
             rootpw: database.rootpw.clone(),

@@ -19,9 +19,30 @@ pub struct AttributeToEncode<'a> {
     pub values: &'a [(Vec<u8>, Vec<u8>)],
 }
 
-/// Encodes an entry into `out` (cleared first).
-pub fn encode_entry(attributes: &[AttributeToEncode<'_>], out: &mut Vec<u8>) {
+/// Encodes an entry into `out` (cleared first). Refuses, writing nothing, what
+/// [`EncodedEntry::parse`] would reject (more than [`ATTRIBUTES_PER_ENTRY_MAX`] attributes or
+/// [`VALUES_PER_ATTRIBUTE_MAX`] values in one): a record that cannot be read back would make
+/// the entry unreadable, undeletable and fail `lmdir check`.
+pub fn encode_entry(
+    attributes: &[AttributeToEncode<'_>],
+    out: &mut Vec<u8>,
+) -> Result<(), CorruptEntry> {
     out.clear();
+    if attributes.len() > ATTRIBUTES_PER_ENTRY_MAX {
+        return Err(CorruptEntry {
+            position: 0,
+            reason: "too many attributes",
+        });
+    }
+    if attributes
+        .iter()
+        .any(|attribute| attribute.values.len() > VALUES_PER_ATTRIBUTE_MAX)
+    {
+        return Err(CorruptEntry {
+            position: 0,
+            reason: "too many values",
+        });
+    }
     out.push(ENTRY_FORMAT_VERSION);
     push_varint(attributes.len() as u64, out);
     for attribute in attributes {
@@ -39,6 +60,7 @@ pub fn encode_entry(attributes: &[AttributeToEncode<'_>], out: &mut Vec<u8>) {
             }
         }
     }
+    Ok(())
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -220,7 +242,8 @@ mod tests {
                 values: &values,
             }],
             &mut bytes,
-        );
+        )
+        .expect("encodable");
         assert!(EncodedEntry::parse(&bytes).is_ok());
         for cut in 0..bytes.len() {
             assert!(EncodedEntry::parse(&bytes[..cut]).is_err(), "cut at {cut}");
@@ -228,5 +251,32 @@ mod tests {
         let mut trailing = bytes.clone();
         trailing.push(0);
         assert!(EncodedEntry::parse(&trailing).is_err());
+    }
+
+    /// The invariant: whatever the encoder writes, the decoder reads; what the decoder would
+    /// reject, the encoder refuses (at the exact bounds).
+    #[test]
+    fn encoder_refuses_exactly_what_the_decoder_rejects() {
+        let one_value = vec![(b"x".to_vec(), b"x".to_vec())];
+        let attributes = |count: usize| -> Vec<AttributeToEncode<'_>> {
+            (0..count)
+                .map(|number| AttributeToEncode {
+                    description_number: number as u32,
+                    values: &one_value,
+                })
+                .collect()
+        };
+        let mut bytes = Vec::new();
+        encode_entry(&attributes(ATTRIBUTES_PER_ENTRY_MAX), &mut bytes).expect("at the bound");
+        let parsed = EncodedEntry::parse(&bytes).expect("decodes");
+        assert_eq!(parsed.attribute_count(), ATTRIBUTES_PER_ENTRY_MAX);
+        let refused = encode_entry(&attributes(ATTRIBUTES_PER_ENTRY_MAX + 1), &mut bytes);
+        assert_eq!(
+            refused.map_err(|error| error.reason),
+            Err("too many attributes")
+        );
+        assert!(bytes.is_empty(), "nothing written on refusal");
+        // The values bound is the same check on `values.len()`; 2^24 value pairs would take
+        // ~800 MB to build here.
     }
 }

@@ -818,27 +818,45 @@ impl Store {
 }
 
 impl Inner {
-    /// The number for a description, allocating a new one when unknown. New numbers become
-    /// visible to readers at once (harmless: unused until an entry using them commits) and
-    /// their `meta` rows are written by the committing write txn.
-    pub(crate) fn description_number(&self, text: &str, attr: AttrId, options: &[String]) -> u32 {
-        if let Some(number) = crate::lock::read(&self.descriptions).number_of(text) {
-            return number;
+    /// The description numbers of an entry's attributes, allocating the new ones. New numbers
+    /// become visible to readers at once (harmless: unused until an entry using them commits)
+    /// and their `meta` rows are written by the committing write txn. The table is copied (for
+    /// readers holding the old one) at most once per call, not once per new description: an
+    /// entry bringing thousands of new descriptions was quadratic.
+    pub(crate) fn description_numbers(
+        &self,
+        attributes: &[crate::write::WorkingAttribute],
+    ) -> Vec<u32> {
+        {
+            let table = crate::lock::read(&self.descriptions);
+            let known: Option<Vec<u32>> = attributes
+                .iter()
+                .map(|attribute| table.number_of(&attribute.text))
+                .collect();
+            if let Some(numbers) = known {
+                return numbers;
+            }
         }
         let mut guard = crate::lock::write(&self.descriptions);
-        if let Some(number) = guard.number_of(text) {
-            return number;
-        }
         let mut table = DescriptionTable::clone(&guard);
-        let number =
-            u32::try_from(table.entries.len()).expect("fewer than 2^32 attribute descriptions");
-        table.entries.push(DescriptionInfo {
-            text: text.to_string(),
-            attr,
-            options: options.to_vec(),
-        });
-        table.by_text.insert(text.to_string(), number);
+        let numbers = attributes
+            .iter()
+            .map(|attribute| {
+                if let Some(number) = table.number_of(&attribute.text) {
+                    return number;
+                }
+                let number = u32::try_from(table.entries.len())
+                    .expect("fewer than 2^32 attribute descriptions");
+                table.entries.push(DescriptionInfo {
+                    text: attribute.text.clone(),
+                    attr: attribute.attr,
+                    options: attribute.options.clone(),
+                });
+                table.by_text.insert(attribute.text.clone(), number);
+                number
+            })
+            .collect();
         *guard = Arc::new(table);
-        number
+        numbers
     }
 }

@@ -1,16 +1,18 @@
 //! Write transactions: add, delete, modify, modrdn — each keeping the DN tree and every index
 //! exact.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::MutexGuard;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use heed::RwTxn;
-use lmdir_schema::{AttrId, Attribute, Dn, Entry, LdapError, Modification, Rdn, ResultCode};
+use lmdir_schema::{
+    AttrId, Attribute, Dn, Entry, EntryView, LdapError, Modification, Rdn, ResultCode, StoredValue,
+};
 use roaring::RoaringBitmap;
 
-use crate::codec::{encode_entry, AttributeToEncode, EncodedEntry};
+use crate::codec::{encode_entry, AttributeToEncode, EncodedEntry, ATTRIBUTES_PER_ENTRY_MAX};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
 use crate::read::DnPlacement;
 use crate::read::{
@@ -24,6 +26,13 @@ pub struct WriteContext {
     pub actor_dn: String,
     pub now: SystemTime,
     pub skip_schema_check: bool,
+    /// Keep NO-USER-MODIFICATION attributes the writer supplies (entryUUID, creatorsName,
+    /// memberOf, ...): only the loader, replication and the Relax control may; otherwise they
+    /// are refused with constraintViolation (as OpenLDAP).
+    pub relax: bool,
+    /// Most attribute descriptions an entry may hold after this write (adminLimitExceeded
+    /// beyond); never above the codec's own `ATTRIBUTES_PER_ENTRY_MAX`.
+    pub attribute_descriptions_per_entry_max: usize,
 }
 
 impl WriteContext {
@@ -32,6 +41,8 @@ impl WriteContext {
             actor_dn: actor_dn.into(),
             now: SystemTime::now(),
             skip_schema_check: false,
+            relax: false,
+            attribute_descriptions_per_entry_max: ATTRIBUTES_PER_ENTRY_MAX,
         }
     }
 }
@@ -42,6 +53,8 @@ pub struct WriteTxn<'s> {
     pub(crate) txn: RwTxn<'s>,
     pub(crate) inner: &'s Inner,
     mark_index_config_current: bool,
+    /// Past this instant every step of a write fails with adminLimitExceeded (`set_deadline`).
+    deadline: Option<Instant>,
     _writer: MutexGuard<'s, ()>,
 }
 
@@ -69,6 +82,7 @@ impl Store {
             txn,
             inner: &self.inner,
             mark_index_config_current: false,
+            deadline: None,
             _writer: writer,
         })
     }
@@ -115,27 +129,32 @@ impl Inner {
         &self,
         attributes: &[Attribute],
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        // Hash lookups, not scans: a request may carry thousands of descriptions or values,
+        // and scanning made this quadratic.
         let mut working: Vec<WorkingAttribute> = Vec::with_capacity(attributes.len());
+        let mut positions: HashMap<String, usize> = HashMap::new();
+        let mut seen: Vec<HashSet<Vec<u8>>> = Vec::new();
         for attribute in attributes {
             let description = self.schema.parse_description(&attribute.description)?;
             let text = self.schema.description_string(&description);
-            let position = match working.iter().position(|existing| existing.text == text) {
-                Some(position) => position,
+            let position = match positions.get(&text) {
+                Some(position) => *position,
                 None => {
+                    positions.insert(text.clone(), working.len());
                     working.push(WorkingAttribute {
                         text,
                         attr: description.attr,
                         options: description.options,
                         values: Vec::new(),
                     });
+                    seen.push(HashSet::new());
                     working.len() - 1
                 }
             };
             for value in &attribute.values {
                 let normalized = self.schema.normalize_value(description.attr, value)?;
-                let target = &mut working[position].values;
-                if !target.iter().any(|(_, existing)| *existing == normalized) {
-                    target.push((value.clone(), normalized));
+                if seen[position].insert(normalized.clone()) {
+                    working[position].values.push((value.clone(), normalized));
                 }
             }
         }
@@ -245,7 +264,140 @@ impl OwnedNode {
     }
 }
 
+/// An entry as a write transaction sees it, owned (the same transaction may change it next):
+/// for access and assertion decisions made inside the writer's transaction.
+#[derive(Clone, Debug)]
+pub struct StoredEntry {
+    pub id: EntryId,
+    pub normalized_dn: String,
+    attributes: Vec<WorkingAttribute>,
+    /// The DN's AVAs as (type, original value, normalized value), for `:dn:` filter items.
+    dn_avas: Vec<(AttrId, Vec<u8>, Vec<u8>)>,
+}
+
+impl StoredEntry {
+    /// (original, normalized) values of every description of `attr`.
+    pub fn values_of(&self, attr: AttrId) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.attributes
+            .iter()
+            .filter(move |attribute| attribute.attr == attr)
+            .flat_map(|attribute| attribute.values.iter())
+            .map(|(original, normalized)| (original.as_slice(), normalized.as_slice()))
+    }
+}
+
+impl EntryView for StoredEntry {
+    fn for_each_attribute(
+        &self,
+        visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool
+                  + '_),
+    ) {
+        for attribute in &self.attributes {
+            let mut values = attribute
+                .values
+                .iter()
+                .map(|(original, normalized)| StoredValue {
+                    original,
+                    normalized,
+                });
+            if !visit(attribute.attr, &attribute.options, &mut values) {
+                return;
+            }
+        }
+    }
+
+    fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
+        for (attr, original, normalized) in &self.dn_avas {
+            let value = StoredValue {
+                original,
+                normalized,
+            };
+            if !visit(*attr, value) {
+                return;
+            }
+        }
+    }
+}
+
 impl<'s> WriteTxn<'s> {
+    /// Bounds the work of what follows: past `deadline` each step (a modification, an index
+    /// posting) fails with adminLimitExceeded, and the caller aborts or drops this request.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    fn check_deadline(&self) -> Result<(), LdapError> {
+        match self.deadline {
+            Some(deadline) if Instant::now() > deadline => Err(ldap(
+                ResultCode::AdminLimitExceeded,
+                "the write exceeded its time budget",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The entry at `dn` as this transaction sees it (None when absent).
+    pub fn entry_by_dn(&self, dn: &Dn) -> Result<Option<StoredEntry>, LdapError> {
+        let (_, lookup) = self.lookup(dn)?;
+        let Some(id) = lookup.found else {
+            return Ok(None);
+        };
+        let normalized_dn = crate::read::dn_of(self.inner, &self.txn, id, true)?;
+        // The DN as written: `:dn:` rules of another family than the type's own test the
+        // original spelling (as `EntryRef` does).
+        let original_dn = crate::read::dn_of(self.inner, &self.txn, id, false)?;
+        let mut dn_avas = Vec::new();
+        self.inner
+            .schema
+            .for_each_dn_ava_of(&original_dn, &mut |attr, value| {
+                dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
+                true
+            });
+        Ok(Some(StoredEntry {
+            id,
+            normalized_dn,
+            attributes: self.stored_attributes(id)?,
+            dn_avas,
+        }))
+    }
+
+    /// Refuses an entry with more descriptions than the context allows.
+    fn check_entry_limits(
+        &self,
+        attributes: &[WorkingAttribute],
+        context: &WriteContext,
+    ) -> Result<(), LdapError> {
+        let limit = context
+            .attribute_descriptions_per_entry_max
+            .min(ATTRIBUTES_PER_ENTRY_MAX);
+        if attributes.len() > limit {
+            return Err(ldap(
+                ResultCode::AdminLimitExceeded,
+                format!(
+                    "the entry would hold {} attribute descriptions (limit {limit})",
+                    attributes.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a client-supplied NO-USER-MODIFICATION attribute unless the context relaxes it.
+    fn refuse_no_user_modification(
+        &self,
+        attr: AttrId,
+        context: &WriteContext,
+    ) -> Result<(), LdapError> {
+        let attribute_type = self.inner.schema.attribute_type(attr);
+        if attribute_type.no_user_modification && !context.relax && !context.skip_schema_check {
+            return Err(ldap(
+                ResultCode::ConstraintViolation,
+                format!("{}: no user modification allowed", attribute_type.name()),
+            ));
+        }
+        Ok(())
+    }
+
     fn read_owned_node(&self, id: EntryId) -> Result<OwnedNode, LdapError> {
         Ok(OwnedNode::from(&require_node(self.inner, &self.txn, id)?))
     }
@@ -360,12 +512,14 @@ impl<'s> WriteTxn<'s> {
         for (attr, old_keys) in old {
             let new_keys = new.get(attr).unwrap_or(&empty);
             for key in old_keys.difference(new_keys) {
+                self.check_deadline()?;
                 self.posting_change(*attr, key, id, false)?;
             }
         }
         for (attr, new_keys) in new {
             let old_keys = old.get(attr).unwrap_or(&empty);
             for key in new_keys.difference(old_keys) {
+                self.check_deadline()?;
                 self.posting_change(*attr, key, id, true)?;
             }
         }
@@ -377,13 +531,7 @@ impl<'s> WriteTxn<'s> {
         id: EntryId,
         attributes: &[WorkingAttribute],
     ) -> Result<(), LdapError> {
-        let numbers: Vec<u32> = attributes
-            .iter()
-            .map(|attribute| {
-                self.inner
-                    .description_number(&attribute.text, attribute.attr, &attribute.options)
-            })
-            .collect();
+        let numbers = self.inner.description_numbers(attributes);
         let to_encode: Vec<AttributeToEncode<'_>> = attributes
             .iter()
             .zip(&numbers)
@@ -393,7 +541,12 @@ impl<'s> WriteTxn<'s> {
             })
             .collect();
         let mut bytes = Vec::new();
-        encode_entry(&to_encode, &mut bytes);
+        encode_entry(&to_encode, &mut bytes).map_err(|error| {
+            ldap(
+                ResultCode::AdminLimitExceeded,
+                format!("entry {id} cannot be stored: {}", error.reason),
+            )
+        })?;
         self.inner
             .databases
             .id2entry
@@ -548,6 +701,52 @@ impl<'s> WriteTxn<'s> {
         Ok(next)
     }
 
+    /// The operational attributes of a new entry (kept when a relaxed writer gave them).
+    fn stamp_creation(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        entry: &Entry,
+        context: &WriteContext,
+    ) -> Result<(), LdapError> {
+        let timestamp = timestamp_value(context.now);
+        self.set_operational(
+            attributes,
+            "entryUUID",
+            uuid::Uuid::new_v4().to_string().into_bytes(),
+            false,
+        )?;
+        self.set_operational(
+            attributes,
+            "creatorsName",
+            context.actor_dn.clone().into_bytes(),
+            false,
+        )?;
+        self.set_operational(attributes, "createTimestamp", timestamp.clone(), false)?;
+        self.set_operational(
+            attributes,
+            "modifiersName",
+            context.actor_dn.clone().into_bytes(),
+            false,
+        )?;
+        self.set_operational(attributes, "modifyTimestamp", timestamp, false)?;
+        self.set_operational(attributes, "entryCSN", csn_value(context.now), false)?;
+        if let Ok(class) = self.inner.schema.structural_object_class(entry) {
+            let name = self
+                .inner
+                .schema
+                .object_class_definition(class)
+                .name()
+                .to_string();
+            self.set_operational(
+                attributes,
+                "structuralObjectClass",
+                name.into_bytes(),
+                false,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Adds an entry; returns its ID.
     pub fn add(&mut self, entry: &Entry, context: &WriteContext) -> Result<EntryId, LdapError> {
         let (rdns, lookup) = self.lookup(&entry.dn)?;
@@ -587,51 +786,22 @@ impl<'s> WriteTxn<'s> {
             }
         };
 
+        self.check_deadline()?;
         let mut attributes = self
             .inner
             .checked_attributes(entry, context.skip_schema_check)?;
-        let timestamp = timestamp_value(context.now);
-        self.set_operational(
-            &mut attributes,
-            "entryUUID",
-            uuid::Uuid::new_v4().to_string().into_bytes(),
-            false,
-        )?;
-        self.set_operational(
-            &mut attributes,
-            "creatorsName",
-            context.actor_dn.clone().into_bytes(),
-            false,
-        )?;
-        self.set_operational(&mut attributes, "createTimestamp", timestamp.clone(), false)?;
-        self.set_operational(
-            &mut attributes,
-            "modifiersName",
-            context.actor_dn.clone().into_bytes(),
-            false,
-        )?;
-        self.set_operational(&mut attributes, "modifyTimestamp", timestamp, false)?;
-        self.set_operational(&mut attributes, "entryCSN", csn_value(context.now), false)?;
-        if let Ok(class) = self.inner.schema.structural_object_class(entry) {
-            let name = self
-                .inner
-                .schema
-                .object_class_definition(class)
-                .name()
-                .to_string();
-            self.set_operational(
-                &mut attributes,
-                "structuralObjectClass",
-                name.into_bytes(),
-                false,
-            )?;
+        for attribute in &attributes {
+            self.refuse_no_user_modification(attribute.attr, context)?;
         }
+        self.check_deadline()?;
+        self.stamp_creation(&mut attributes, entry, context)?;
 
         self.check_rdn_size(
             rdn_original.len(),
             rdn_normalized.len(),
             &entry.dn.to_string(),
         )?;
+        self.check_entry_limits(&attributes, context)?;
         let id = self.allocate_id()?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, rdn_normalized.as_bytes(), &mut key);
@@ -819,7 +989,8 @@ impl<'s> WriteTxn<'s> {
         let old_attributes = self.stored_attributes(id)?;
         let mut entry = to_owned_entry(dn.clone(), &old_attributes);
         for modification in modifications {
-            if !context.skip_schema_check {
+            self.check_deadline()?;
+            if !context.skip_schema_check && !context.relax {
                 self.inner
                     .schema
                     .check_user_modification(&modification.description)?;
@@ -850,11 +1021,14 @@ impl<'s> WriteTxn<'s> {
             }
         }
         self.stamp_modification(&mut attributes, context)?;
+        self.check_deadline()?;
         if !context.skip_schema_check {
             attributes = self
                 .inner
                 .checked_attributes(&to_owned_entry(dn, &attributes), false)?;
         }
+        self.check_entry_limits(&attributes, context)?;
+        self.check_deadline()?;
         self.put_entry(id, &attributes)?;
         let old_keys = self.inner.index_keys(&old_attributes);
         let new_keys = self.inner.index_keys(&attributes);
@@ -937,6 +1111,9 @@ impl<'s> WriteTxn<'s> {
         let old_attributes = self.stored_attributes(id)?;
         let mut attributes = old_attributes.clone();
         let new_assertions = self.rdn_assertions(&new_rdn)?;
+        for (attr, _, _) in &new_assertions {
+            self.refuse_no_user_modification(*attr, context)?;
+        }
         if delete_old_rdn {
             for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
                 if new_assertions
@@ -989,6 +1166,8 @@ impl<'s> WriteTxn<'s> {
                 .inner
                 .checked_attributes(&to_owned_entry(new_dn, &attributes), false)?;
         }
+        self.check_entry_limits(&attributes, context)?;
+        self.check_deadline()?;
 
         let old_dn_text = self.dn_of(id)?;
         // Tree: move the one node.

@@ -25,7 +25,7 @@ proptest! {
             .map(|(number, values)| AttributeToEncode { description_number: *number, values })
             .collect();
         let mut bytes = Vec::new();
-        encode_entry(&to_encode, &mut bytes);
+        encode_entry(&to_encode, &mut bytes).expect("encodable");
         let decoded = EncodedEntry::parse(&bytes).unwrap();
         prop_assert_eq!(decoded.attribute_count(), attributes.len());
         let round_trip: Attributes = decoded

@@ -32,7 +32,8 @@ fn reload_picks_up_descriptions_written_directly() {
                 values: &values,
             }],
             &mut bytes,
-        );
+        )
+        .expect("encodable");
         store
             .id2entry_database()
             .put(&mut raw, &layout::encode_id(uid_id), &bytes)

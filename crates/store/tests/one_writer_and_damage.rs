@@ -206,7 +206,8 @@ fn check_verifies_the_description_table_against_the_entries() {
             values: &values,
         }],
         &mut bytes,
-    );
+    )
+    .expect("one attribute of one value encodes");
     overwrite_entry(&store, victim, &bytes);
     // And a description stored twice under two numbers.
     let duplicate_number = store.descriptions().len() as u32;

@@ -1,0 +1,496 @@
+//! The writer thread: it owns LMDB's single write transaction, and every access, assertion and
+//! schema decision of an update is made here, inside that transaction, against the state the
+//! update will actually change. A decision made earlier in a read transaction could be stale:
+//! two pipelined requests (`add X`, then `modrdn X`) would both pass checks that saw the
+//! directory before the first one.
+//!
+//! Queued updates (up to a bound) share one transaction and one commit. Each update runs under
+//! a time budget; past it the update fails alone (adminLimitExceeded). When one fails, the
+//! transaction is aborted, that update is answered with its error, the updates before it are
+//! committed on their own in a fresh transaction (they succeeded on this very state), and the
+//! rest go on: an update is re-applied only for a failure behind it in its own batch, so the
+//! work stays linear in the batch (not re-applying everything after every failure).
+
+use crate::connection::Identity;
+use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
+use lmdir_access::password::{self, Scheme};
+use lmdir_schema::{
+    AttrId, Dn, Entry, EntryView, Filter, LdapError, ModOp, Modification, OwnedEntryView, Rdn,
+    ResultCode, Schema,
+};
+use lmdir_store::{Store, StoredEntry, WriteContext, WriteTxn};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info};
+
+/// Most write requests waiting for the writer; more wait in their connections (backpressure).
+pub(crate) const WRITE_QUEUE_LENGTH_MAX: usize = 1024;
+/// Most operations committed in one LMDB transaction.
+const WRITE_BATCH_OPERATIONS_MAX: usize = 64;
+
+/// One update as the client asked for it (access is decided by the writer).
+#[derive(Debug)]
+pub(crate) enum WriteRequest {
+    Add(Entry),
+    Delete(String),
+    Modify(String, Vec<Modification>),
+    ModifyDn {
+        dn: String,
+        new_rdn: String,
+        delete_old_rdn: bool,
+        new_superior: Option<String>,
+    },
+    /// Password Modify: replace the entry's userPassword with this cleartext, hashed by the
+    /// writer once write access to userPassword is established.
+    SetPassword {
+        dn: String,
+        password: Vec<u8>,
+    },
+}
+
+/// Who asks, with what, and under which limits.
+pub(crate) struct WriteJob {
+    pub request: WriteRequest,
+    pub identity: Identity,
+    /// The assertion control's filter (RFC 4528), evaluated on the target inside the txn.
+    pub assertion: Option<Filter>,
+    /// Relax Rules granted (the rootdn asked for it): NO-USER-MODIFICATION attributes kept.
+    pub relax: bool,
+    pub budget: Duration,
+    pub attribute_descriptions_per_entry_max: usize,
+    /// Scheme for cleartext userPassword values.
+    pub password_scheme: Scheme,
+    pub reply: oneshot::Sender<Result<(), LdapError>>,
+}
+
+/// What the writer thread shares with the server.
+pub(crate) struct Writer {
+    pub store: Store,
+    pub policy: Arc<AccessPolicy>,
+    /// Set at shutdown: queued updates are answered unavailable instead of applied.
+    pub stopping: Arc<AtomicBool>,
+}
+
+fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
+    LdapError::new(code, message)
+}
+
+fn insufficient(what: &str, dn: &str) -> LdapError {
+    ldap(
+        ResultCode::InsufficientAccessRights,
+        format!("no write access to {what} of '{dn}'"),
+    )
+}
+
+fn shutting_down() -> LdapError {
+    ldap(ResultCode::Unavailable, "server shutting down")
+}
+
+/// Group membership as the writer's transaction sees it.
+struct TxnGroups<'t, 's> {
+    txn: &'t WriteTxn<'s>,
+    member_attributes: Vec<AttrId>,
+}
+
+impl GroupMembership for TxnGroups<'_, '_> {
+    fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool {
+        let Ok(group_dn) = Dn::parse(group_ndn) else {
+            return false;
+        };
+        let Ok(Some(group)) = self.txn.entry_by_dn(&group_dn) else {
+            return false;
+        };
+        self.member_attributes.iter().any(|attr| {
+            group
+                .values_of(*attr)
+                .any(|(_, normalized)| crate::database::names_member(normalized, member_ndn))
+        })
+    }
+}
+
+impl Writer {
+    fn schema(&self) -> &Schema {
+        self.store.schema()
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// The thread's loop: batches of queued jobs, until the queue's last sender is gone.
+    pub(crate) fn run(self, mut receiver: mpsc::Receiver<WriteJob>) {
+        while let Some(first) = receiver.blocking_recv() {
+            let mut batch = VecDeque::from([first]);
+            while batch.len() < WRITE_BATCH_OPERATIONS_MAX {
+                match receiver.try_recv() {
+                    Ok(job) => batch.push_back(job),
+                    Err(_) => break,
+                }
+            }
+            self.run_batch(batch);
+        }
+        info!("writer stopped");
+    }
+
+    fn run_batch(&self, mut pending: VecDeque<WriteJob>) {
+        while !pending.is_empty() {
+            let mut txn = match self.store.write() {
+                Ok(txn) => txn,
+                Err(error) => {
+                    error!("write transaction failed to start: {error}");
+                    let failure: LdapError = error.into();
+                    for job in pending.drain(..) {
+                        let _ = job.reply.send(Err(failure.clone()));
+                    }
+                    return;
+                }
+            };
+            let mut applied = Vec::new();
+            let mut failed = None;
+            while let Some(mut job) = pending.pop_front() {
+                if self.stopping() {
+                    // Not started: answered, never applied (the budget bounds the one running).
+                    let _ = job.reply.send(Err(shutting_down()));
+                    for job in pending.drain(..) {
+                        let _ = job.reply.send(Err(shutting_down()));
+                    }
+                    break;
+                }
+                match self.apply(&mut txn, &mut job) {
+                    Ok(()) => applied.push(job),
+                    Err(error) => {
+                        failed = Some((job, error));
+                        break;
+                    }
+                }
+            }
+            match failed {
+                None => {
+                    let committed = txn.commit();
+                    for job in applied {
+                        let _ = job.reply.send(committed.clone());
+                    }
+                }
+                Some((job, error)) => {
+                    drop(txn);
+                    let _ = job.reply.send(Err(error));
+                    if !applied.is_empty() {
+                        self.run_batch(applied.into());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides and applies one job inside the shared transaction, within its budget.
+    fn apply(&self, txn: &mut WriteTxn<'_>, job: &mut WriteJob) -> Result<(), LdapError> {
+        let deadline = Instant::now() + job.budget;
+        txn.set_deadline(Some(deadline));
+        let result = self
+            .authorize(txn, job)
+            .and_then(|()| self.hash_passwords(job, deadline))
+            .and_then(|()| self.store_change(txn, job));
+        txn.set_deadline(None);
+        result
+    }
+
+    fn store_change(&self, txn: &mut WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
+        let context = WriteContext {
+            relax: job.relax,
+            attribute_descriptions_per_entry_max: job.attribute_descriptions_per_entry_max,
+            ..WriteContext::new(job.identity.dn.clone())
+        };
+        match &job.request {
+            WriteRequest::Add(entry) => txn.add(entry, &context).map(drop),
+            WriteRequest::Delete(dn) => txn.delete(dn).map(drop),
+            WriteRequest::Modify(dn, modifications) => {
+                txn.modify(dn, modifications, &context).map(drop)
+            }
+            WriteRequest::ModifyDn {
+                dn,
+                new_rdn,
+                delete_old_rdn,
+                new_superior,
+            } => txn
+                .modrdn(
+                    dn,
+                    new_rdn,
+                    *delete_old_rdn,
+                    new_superior.as_deref(),
+                    &context,
+                )
+                .map(drop),
+            WriteRequest::SetPassword { .. } => Err(ldap(
+                ResultCode::Other,
+                "Password Modify reached the store unhashed",
+            )),
+        }
+    }
+
+    /// Hashes cleartext userPassword values in place (after the access check, so a request
+    /// without write access costs no hashing; in place, so a re-applied job is not hashed
+    /// again). Stops at the deadline.
+    fn hash_passwords(&self, job: &mut WriteJob, deadline: Instant) -> Result<(), LdapError> {
+        let Some(password_attr) = self.schema().attribute("userPassword") else {
+            return Ok(());
+        };
+        let scheme = job.password_scheme;
+        let hash_one = |value: &mut Vec<u8>| -> Result<(), LdapError> {
+            if Instant::now() > deadline {
+                return Err(ldap(
+                    ResultCode::AdminLimitExceeded,
+                    "the write exceeded its time budget while hashing passwords",
+                ));
+            }
+            *value = password::hash(scheme, value).map_err(|error| match error {
+                password::PasswordError::TooLong => {
+                    ldap(ResultCode::ConstraintViolation, error.to_string())
+                }
+                other => ldap(ResultCode::Other, other.to_string()),
+            })?;
+            Ok(())
+        };
+        let is_password = |description: &str| {
+            self.schema()
+                .parse_description(description)
+                .is_ok_and(|parsed| parsed.attr == password_attr)
+        };
+        match &mut job.request {
+            // A new password is always a password, even one that looks like `{SSHA}...`; once
+            // hashed the job becomes the modify it is, so a re-applied job is not hashed twice.
+            WriteRequest::SetPassword { dn, password } => {
+                let mut value = std::mem::take(password);
+                hash_one(&mut value)?;
+                let modification = Modification {
+                    op: ModOp::Replace,
+                    description: "userPassword".to_string(),
+                    values: vec![value],
+                };
+                job.request = WriteRequest::Modify(std::mem::take(dn), vec![modification]);
+            }
+            WriteRequest::Add(entry) => {
+                for attribute in &mut entry.attributes {
+                    if is_password(&attribute.description) {
+                        for value in &mut attribute.values {
+                            if !password::is_hashed(value) {
+                                hash_one(value)?;
+                            }
+                        }
+                    }
+                }
+            }
+            WriteRequest::Modify(_, modifications) => {
+                for modification in modifications {
+                    let adds = matches!(modification.op, ModOp::Add | ModOp::Replace);
+                    if adds && is_password(&modification.description) {
+                        for value in &mut modification.values {
+                            if !password::is_hashed(value) {
+                                hash_one(value)?;
+                            }
+                        }
+                    }
+                }
+            }
+            WriteRequest::Delete(_) | WriteRequest::ModifyDn { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// The access and assertion decisions for a job, in the transaction's own view.
+    fn authorize(&self, txn: &WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
+        let groups = TxnGroups {
+            txn,
+            member_attributes: ["member", "uniqueMember"]
+                .iter()
+                .filter_map(|name| self.schema().attribute(name))
+                .collect(),
+        };
+        let subject = crate::database::subject_for(&self.policy, &job.identity, &groups);
+        let target = match &job.request {
+            WriteRequest::Add(entry) => entry.dn.clone(),
+            WriteRequest::Delete(dn)
+            | WriteRequest::Modify(dn, _)
+            | WriteRequest::ModifyDn { dn, .. }
+            | WriteRequest::SetPassword { dn, .. } => Dn::parse(dn)?,
+        };
+        let existing = match txn.entry_by_dn(&target) {
+            // An entry that cannot be decoded: the rootdn acts on it without its values (to
+            // delete it: a repair); anyone else, or an assertion, gets the error.
+            Err(_) if job.identity.is_rootdn && job.assertion.is_none() => None,
+            found => found?,
+        };
+        if let Some(assertion) = &job.assertion {
+            match (&job.request, existing.as_ref()) {
+                // An add's assertion is tested on the entry being added (as OpenLDAP does).
+                (WriteRequest::Add(entry), _) => {
+                    let view = OwnedEntryView::new(self.schema(), entry)?;
+                    let normalized = self.schema().normalize_dn(&entry.dn)?;
+                    self.check_assertion(&subject, assertion, &normalized, &view)?;
+                }
+                (_, Some(entry)) => {
+                    self.check_assertion(&subject, assertion, &entry.normalized_dn, entry)?;
+                }
+                (_, None) => {
+                    return Err(ldap(
+                        ResultCode::NoSuchObject,
+                        format!("no such entry '{target}'"),
+                    ))
+                }
+            }
+        }
+        if job.identity.is_rootdn {
+            return Ok(());
+        }
+        let dn_text = target.to_string();
+        let access_to =
+            |entry: &StoredEntry| self.policy.for_entry(&subject, &entry.normalized_dn, entry);
+        match (&job.request, existing.as_ref()) {
+            (WriteRequest::Add(entry), _) => self.authorize_add(txn, &subject, entry),
+            // A missing target: the store answers noSuchObject (with the matched DN).
+            (_, None) => Ok(()),
+            (WriteRequest::Delete(_), Some(entry)) => {
+                require_entry_write(&access_to(entry), &dn_text)?;
+                self.require_children_write(txn, &subject, target.parent())
+            }
+            (WriteRequest::Modify(_, modifications), Some(entry)) => {
+                let access = access_to(entry);
+                for modification in modifications {
+                    let parsed = self.schema().parse_description(&modification.description)?;
+                    if !access.can_write_attribute(parsed.attr) {
+                        return Err(insufficient(&modification.description, &dn_text));
+                    }
+                }
+                Ok(())
+            }
+            (WriteRequest::SetPassword { .. }, Some(entry)) => {
+                let password_attr = self
+                    .schema()
+                    .attribute("userPassword")
+                    .ok_or_else(|| ldap(ResultCode::UnwillingToPerform, "no userPassword"))?;
+                if !access_to(entry).can_write_attribute(password_attr) {
+                    return Err(insufficient("userPassword", &dn_text));
+                }
+                Ok(())
+            }
+            (
+                WriteRequest::ModifyDn {
+                    new_rdn,
+                    delete_old_rdn,
+                    new_superior,
+                    ..
+                },
+                Some(entry),
+            ) => {
+                let access = access_to(entry);
+                require_entry_write(&access, &dn_text)?;
+                self.require_children_write(txn, &subject, target.parent())?;
+                if let Some(superior) = new_superior {
+                    self.require_children_write(txn, &subject, Some(Dn::parse(superior)?))?;
+                }
+                let mut naming = vec![Rdn::parse(new_rdn)?];
+                if *delete_old_rdn {
+                    naming.extend(target.rdns.first().cloned());
+                }
+                self.require_naming_write(&access, &naming, &dn_text)
+            }
+        }
+    }
+
+    /// A rename gives the new RDN's attributes values (and takes the old one's with
+    /// deleteOldRdn): write on each.
+    fn require_naming_write(
+        &self,
+        access: &EntryAccess<'_>,
+        naming: &[Rdn],
+        dn_text: &str,
+    ) -> Result<(), LdapError> {
+        for ava in naming.iter().flat_map(|rdn| rdn.avas.iter()) {
+            let attr = self.schema().attribute(&ava.attr).ok_or_else(|| {
+                ldap(
+                    ResultCode::InvalidDnSyntax,
+                    format!("unknown attribute type '{}' in RDN", ava.attr),
+                )
+            })?;
+            if !access.can_write_attribute(attr) {
+                return Err(insufficient(&ava.attr, dn_text));
+            }
+        }
+        Ok(())
+    }
+
+    /// The assertion control: evaluated with the subject's search access, so attributes it may
+    /// not search are Undefined (assertionFailed), never an oracle.
+    fn check_assertion(
+        &self,
+        subject: &Subject<'_>,
+        assertion: &Filter,
+        normalized_dn: &str,
+        entry: &dyn EntryView,
+    ) -> Result<(), LdapError> {
+        let access = self.policy.for_entry(subject, normalized_dn, entry);
+        let prepared = self.schema().prepare_filter(assertion);
+        if access.restrict_filter(&prepared).evaluate(entry).is_true() {
+            Ok(())
+        } else {
+            Err(ldap(
+                ResultCode::AssertionFailed,
+                "assertion control failed",
+            ))
+        }
+    }
+
+    fn authorize_add(
+        &self,
+        txn: &WriteTxn<'_>,
+        subject: &Subject<'_>,
+        entry: &Entry,
+    ) -> Result<(), LdapError> {
+        let dn_text = entry.dn.to_string();
+        self.require_children_write(txn, subject, entry.dn.parent())?;
+        let view = OwnedEntryView::new(self.schema(), entry)?;
+        let normalized = self.schema().normalize_dn(&entry.dn)?;
+        let access = self.policy.for_entry(subject, &normalized, &view);
+        require_entry_write(&access, &dn_text)?;
+        for attribute in &entry.attributes {
+            let parsed = self.schema().parse_description(&attribute.description)?;
+            if !access.can_write_attribute(parsed.attr) {
+                return Err(insufficient(&attribute.description, &dn_text));
+            }
+        }
+        Ok(())
+    }
+
+    /// Write on the parent's children (adding below it, removing or moving from it). No parent
+    /// (the root) is the rootdn's alone; a missing parent is left to the store (noSuchObject).
+    fn require_children_write(
+        &self,
+        txn: &WriteTxn<'_>,
+        subject: &Subject<'_>,
+        parent: Option<Dn>,
+    ) -> Result<(), LdapError> {
+        let Some(parent) = parent else {
+            return Err(insufficient("children", "the root"));
+        };
+        let Some(parent_entry) = txn.entry_by_dn(&parent)? else {
+            return Ok(());
+        };
+        let access = self
+            .policy
+            .for_entry(subject, &parent_entry.normalized_dn, &parent_entry);
+        if !access.can_write_children() {
+            return Err(insufficient("children", &parent.to_string()));
+        }
+        Ok(())
+    }
+}
+
+fn require_entry_write(access: &EntryAccess<'_>, dn: &str) -> Result<(), LdapError> {
+    if access.allowed(TargetPart::Entry, Access::Write) {
+        Ok(())
+    } else {
+        Err(insufficient("entry", dn))
+    }
+}
