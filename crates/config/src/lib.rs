@@ -50,6 +50,14 @@ pub struct ServerConfig {
     pub time_limit_seconds: u64,
     /// Candidates examined per search; 0 = unlimited.
     pub lookthrough_limit: u64,
+    /// Filter items (leaves and substring pieces) per search or assertion filter.
+    pub filter_items_max: u32,
+    /// Attributes named in a search's or a pre/post-read control's attribute list.
+    pub requested_attributes_max: u32,
+    /// Keys of one server-side sort request.
+    pub sort_keys_max: u32,
+    /// Bytes of sort key values one sorted search may hold.
+    pub sort_bytes_max: u64,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
@@ -71,6 +79,10 @@ impl Default for ServerConfig {
             size_limit: 500,
             time_limit_seconds: 3600,
             lookthrough_limit: 0,
+            filter_items_max: 10_000,
+            requested_attributes_max: 1024,
+            sort_keys_max: 16,
+            sort_bytes_max: 64 * 1024 * 1024,
             password_hash: "SSHA".to_string(),
             log: "info".to_string(),
         }
@@ -468,7 +480,7 @@ impl Config {
                 "require_tls on an ldap:// or ldaps:// listener needs tls_certificate and tls_key",
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 4] = [
+        let ranges: [(&'static str, u64, u64, u64); 8] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -477,6 +489,21 @@ impl Config {
             ),
             ("pdu_bytes_max", server.pdu_bytes_max.into(), 1024, 1 << 30),
             ("filter_depth_max", server.filter_depth_max.into(), 1, 1000),
+            // lmdir-schema refuses more than 100,000 filter items whatever the config says.
+            (
+                "filter_items_max",
+                server.filter_items_max.into(),
+                1,
+                100_000,
+            ),
+            (
+                "requested_attributes_max",
+                server.requested_attributes_max.into(),
+                1,
+                100_000,
+            ),
+            ("sort_keys_max", server.sort_keys_max.into(), 1, 1024),
+            ("sort_bytes_max", server.sort_bytes_max, 1 << 20, 1 << 36),
             (
                 "operations_per_connection_max",
                 server.operations_per_connection_max.into(),

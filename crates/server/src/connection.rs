@@ -226,7 +226,7 @@ pub async fn run(
                         }
                         let cancelled = Arc::new(AtomicBool::new(false));
                         let small_search = matches!(&operation, LdapOp::SearchRequest(request)
-                            if crate::database::search_is_small_for(&context, request));
+                            if crate::database::search_is_small_for(&context, &session.identity, request));
                         let operation_context = OperationContext {
                             server: context.clone(),
                             session: session.clone(),

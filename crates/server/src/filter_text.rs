@@ -15,25 +15,78 @@ pub fn depth(filter: &LdapFilter) -> usize {
     }
 }
 
+/// Items of a filter: leaves plus substring pieces, what one filter test walks per entry.
+/// Counting stops past `stop_after`, so measuring a huge filter costs no more than the limit.
+pub fn item_count(filter: &LdapFilter, stop_after: usize) -> usize {
+    let mut count = 0usize;
+    let mut pending = vec![filter];
+    while let Some(filter) = pending.pop() {
+        if count > stop_after {
+            break;
+        }
+        match filter {
+            LdapFilter::And(children) | LdapFilter::Or(children) => pending.extend(children),
+            LdapFilter::Not(child) => pending.push(child),
+            LdapFilter::Substring(_, substrings) => {
+                count += 1 + substrings.any.len();
+            }
+            _ => count += 1,
+        }
+    }
+    count
+}
+
+/// Whether an attribute description names a password: its assertion values never reach a log.
+fn is_secret_attribute(description: &str) -> bool {
+    let base = description.split(';').next().unwrap_or(description);
+    base.eq_ignore_ascii_case("userPassword") || base == "2.5.4.35"
+}
+
+/// The filter for the stats log: RFC 4515 form with the values asserted on userPassword (and
+/// of extensible matches naming no attribute, which may test it) replaced by `<redacted>`.
+pub fn to_log_string(filter: &LdapFilter) -> String {
+    let mut out = String::with_capacity(64);
+    write_filter_redacting(&mut out, filter, true);
+    out
+}
+
 /// Writes `filter` in RFC 4515 form.
 pub fn write_filter(out: &mut String, filter: &LdapFilter) {
+    write_filter_redacting(out, filter, false);
+}
+
+fn write_filter_redacting(out: &mut String, filter: &LdapFilter, redact: bool) {
+    let secret = |attribute: &str| redact && is_secret_attribute(attribute);
     match filter {
-        LdapFilter::And(children) => write_set(out, '&', children),
-        LdapFilter::Or(children) => write_set(out, '|', children),
+        LdapFilter::And(children) => write_set(out, '&', children, redact),
+        LdapFilter::Or(children) => write_set(out, '|', children, redact),
         LdapFilter::Not(child) => {
             out.push_str("(!");
-            write_filter(out, child);
+            write_filter_redacting(out, child, redact);
             out.push(')');
         }
-        LdapFilter::Equality(attribute, value) => write_simple(out, attribute, "=", value),
-        LdapFilter::GreaterOrEqual(attribute, value) => write_simple(out, attribute, ">=", value),
-        LdapFilter::LessOrEqual(attribute, value) => write_simple(out, attribute, "<=", value),
-        LdapFilter::Approx(attribute, value) => write_simple(out, attribute, "~=", value),
+        LdapFilter::Equality(attribute, value) => {
+            write_simple(out, attribute, "=", value, secret(attribute))
+        }
+        LdapFilter::GreaterOrEqual(attribute, value) => {
+            write_simple(out, attribute, ">=", value, secret(attribute))
+        }
+        LdapFilter::LessOrEqual(attribute, value) => {
+            write_simple(out, attribute, "<=", value, secret(attribute))
+        }
+        LdapFilter::Approx(attribute, value) => {
+            write_simple(out, attribute, "~=", value, secret(attribute))
+        }
         LdapFilter::Present(attribute) => {
             let _ = write!(out, "({attribute}=*)");
         }
         LdapFilter::Substring(attribute, substrings) => {
             let _ = write!(out, "({attribute}=");
+            if secret(attribute) {
+                out.push_str(REDACTED);
+                out.push(')');
+                return;
+            }
             if let Some(initial) = &substrings.initial {
                 push_escaped(out, initial);
             }
@@ -60,26 +113,37 @@ pub fn write_filter(out: &mut String, filter: &LdapFilter) {
                 out.push_str(rule);
             }
             out.push_str(":=");
-            push_escaped(out, &assertion.match_value);
+            if assertion.type_.as_deref().is_none_or(secret) && redact {
+                out.push_str(REDACTED);
+            } else {
+                push_escaped(out, &assertion.match_value);
+            }
             out.push(')');
         }
     }
 }
 
-fn write_set(out: &mut String, operator: char, children: &[LdapFilter]) {
+fn write_set(out: &mut String, operator: char, children: &[LdapFilter], redact: bool) {
     out.push('(');
     out.push(operator);
     for child in children {
-        write_filter(out, child);
+        write_filter_redacting(out, child, redact);
     }
     out.push(')');
 }
 
-fn write_simple(out: &mut String, attribute: &str, operator: &str, value: &str) {
+/// What the log shows instead of a password assertion value.
+const REDACTED: &str = "<redacted>";
+
+fn write_simple(out: &mut String, attribute: &str, operator: &str, value: &str, redact: bool) {
     out.push('(');
     out.push_str(attribute);
     out.push_str(operator);
-    push_escaped(out, value);
+    if redact {
+        out.push_str(REDACTED);
+    } else {
+        push_escaped(out, value);
+    }
     out.push(')');
 }
 

@@ -5,6 +5,7 @@ pub mod connection;
 pub mod controls;
 pub mod database;
 pub mod filter_text;
+pub mod log_text;
 pub mod operations;
 pub mod pdu;
 pub mod result;

@@ -98,6 +98,14 @@ pub struct ServerSettings {
     pub time_limit: Duration,
     /// 0 = unlimited.
     pub lookthrough_limit: u64,
+    /// Leaves plus substring pieces of a search or assertion filter.
+    pub filter_items_max: usize,
+    /// Names in a search's or pre/post-read control's attribute list.
+    pub requested_attributes_max: usize,
+    /// Keys of one server-side sort request.
+    pub sort_keys_max: usize,
+    /// Bytes of sort key values one sorted search may hold.
+    pub sort_bytes_max: usize,
     pub password_hash: String,
     pub suffix: String,
     pub rootdn: String,
@@ -121,6 +129,10 @@ impl ServerSettings {
             size_limit: 500,
             time_limit: Duration::from_secs(3600),
             lookthrough_limit: 0,
+            filter_items_max: 10_000,
+            requested_attributes_max: 1024,
+            sort_keys_max: 16,
+            sort_bytes_max: 64 * 1024 * 1024,
             password_hash: "SSHA".to_string(),
             suffix: "dc=example,dc=com".to_string(),
             rootdn: "cn=admin,dc=example,dc=com".to_string(),
@@ -154,6 +166,10 @@ impl ServerSettings {
             size_limit: server.size_limit,
             time_limit: Duration::from_secs(server.time_limit_seconds),
             lookthrough_limit: server.lookthrough_limit,
+            filter_items_max: server.filter_items_max as usize,
+            requested_attributes_max: server.requested_attributes_max as usize,
+            sort_keys_max: server.sort_keys_max as usize,
+            sort_bytes_max: usize::try_from(server.sort_bytes_max).unwrap_or(usize::MAX),
             password_hash: server.password_hash.clone(),
             suffix: database.suffix.clone(),
             rootdn: database.rootdn.clone(),
