@@ -700,6 +700,7 @@ async fn read_entry_control_async(
     let Some(attributes) = attributes else {
         return Ok(None);
     };
+    crate::operations::attribute_list_within_limits(&context.server.settings, attributes.len())?;
     let server = context.server.clone();
     let identity = context.session.identity.clone();
     tokio::task::spawn_blocking(move || {
