@@ -600,3 +600,35 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
     };
     context.finish_extended(result, started).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldap3_proto::proto::LdapFilter;
+
+    #[test]
+    fn the_search_log_redacts_passwords_and_bounds_and_escapes_the_filter() {
+        let password = LdapFilter::And(vec![
+            LdapFilter::Equality("uid".to_string(), "bob".to_string()),
+            LdapFilter::Equality("userPassword;x".to_string(), "secret".to_string()),
+            LdapFilter::Approx("2.5.4.35".to_string(), "secret".to_string()),
+        ]);
+        assert_eq!(
+            search_log_filter(&password),
+            "(&(uid=bob)(userPassword;x=<redacted>)(2.5.4.35~=<redacted>))"
+        );
+        // A value cannot break the line or close the quotes of `filter="..."`.
+        let forged = LdapFilter::Equality("cn".to_string(), "x\"\nconn=1 op=1 BIND".to_string());
+        let logged = search_log_filter(&forged);
+        assert!(!logged.contains('\n') && !logged.contains('"'), "{logged}");
+        // 16 MiB of filter logs as about LOG_FILTER_BYTES_MAX.
+        let huge = LdapFilter::Equality("cn".to_string(), "y".repeat(16 << 20));
+        let logged = search_log_filter(&huge);
+        assert!(
+            logged.len() < log_text::LOG_FILTER_BYTES_MAX + 32,
+            "{}",
+            logged.len()
+        );
+        assert!(logged.ends_with(&format!("...({} bytes)", 16 * 1024 * 1024 + 5)));
+    }
+}

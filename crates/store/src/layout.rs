@@ -759,6 +759,32 @@ mod tests {
     }
 
     #[test]
+    fn huge_assertions_give_few_keys_all_from_a_matching_value() {
+        // Multi-byte characters, so a cut inside a character would make foreign grams.
+        let piece = "żółw".repeat(100_000);
+        // The value is the piece itself: it starts with, ends with and contains the piece.
+        let value = piece.clone();
+        let mut value_keys = Vec::new();
+        index_keys_for_value(
+            IndexKinds::SUBSTRING,
+            value.as_bytes(),
+            None,
+            &mut value_keys,
+        );
+        let many_pieces: Vec<&[u8]> = vec![piece.as_bytes(); 1000];
+        for keys in [
+            substring_assertion_keys(Some(piece.as_bytes()), &[], Some(piece.as_bytes())),
+            substring_assertion_keys(None, &many_pieces, None),
+        ] {
+            let keys = keys.expect("keys");
+            assert!(keys.len() <= SUBSTRING_ASSERTION_KEYS_MAX, "{}", keys.len());
+            for key in keys {
+                assert!(value_keys.contains(&key));
+            }
+        }
+    }
+
+    #[test]
     fn ordered_keys_keep_order_and_are_prefix_free() {
         let values: Vec<&[u8]> = vec![b"", b"\0", b"\0\0", b"\0a", b"a", b"ab", b"b"];
         for pair in values.windows(2) {
