@@ -1394,25 +1394,25 @@ fn search_done(
 }
 
 impl SearchJob {
-    /// Between entries: abandon stops the search; past the time limit it ends with
-    /// timeLimitExceeded (Err(Ok(..)) carries that result).
-    fn keep_going(
-        &self,
-        limits: &SearchLimits,
-    ) -> Result<Result<(), OperationError>, OperationError> {
+    /// Why the search must stop now, if it must: abandoned / cancelled, or past its time.
+    /// Asked between returned entries and, by the store, between examined candidates.
+    fn stop_reason(&self, limits: &SearchLimits) -> Option<LdapError> {
         if self.cancelled.load(Ordering::Acquire) {
-            return Err(OperationError::new(code::CANCELED, "abandoned"));
+            return Some(LdapError::new(
+                lmdir_schema::ResultCode::Canceled,
+                "abandoned",
+            ));
         }
         if limits
             .deadline
             .is_some_and(|deadline| Instant::now() > deadline)
         {
-            return Ok(Err(OperationError::new(
-                code::TIME_LIMIT_EXCEEDED,
+            return Some(LdapError::new(
+                lmdir_schema::ResultCode::TimeLimitExceeded,
                 "time limit exceeded",
-            )));
+            ));
         }
-        Ok(Ok(()))
+        None
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1426,15 +1426,18 @@ impl SearchJob {
         output: &mut SearchOutput<'_, '_>,
     ) -> Result<SearchDone, OperationError> {
         let sent_before = page.map_or(0, |page| page.sent_before);
-        let mut cursor = visible.read.search(spec)?;
+        let mut cursor = visible
+            .read
+            .search(spec)?
+            .stop_when(|| self.stop_reason(limits));
         if let Some(last) = page.and_then(|page| page.resume) {
             cursor = cursor.resume_after(last);
         }
         let mut cookie = page.map(|_| Vec::new());
         let mut result = Ok(());
         for item in cursor {
-            result = self.keep_going(limits)?;
-            if result.is_err() {
+            if let Some(stop) = self.stop_reason(limits) {
+                result = Err(stop.into());
                 break;
             }
             let (id, entry) = match item {
@@ -1486,12 +1489,20 @@ impl SearchJob {
         output: &mut SearchOutput<'_, '_>,
     ) -> Result<SearchDone, OperationError> {
         let mut sorted = SortBuffer::default();
-        for item in visible.read.search(spec)? {
-            let result = self.keep_going(limits)?;
-            if result.is_err() {
-                return Ok(search_done(result, 0, page.map(|_| Vec::new())));
+        let cursor = visible
+            .read
+            .search(spec)?
+            .stop_when(|| self.stop_reason(limits));
+        for item in cursor {
+            if let Some(stop) = self.stop_reason(limits) {
+                return Ok(search_done(Err(stop.into()), 0, page.map(|_| Vec::new())));
             }
-            let (id, entry) = item?;
+            let (id, entry) = match item {
+                Ok(found) => found,
+                Err(error) => {
+                    return Ok(search_done(Err(error.into()), 0, page.map(|_| Vec::new())))
+                }
+            };
             if let Some(access) = visible.access(id, &entry)? {
                 sorted.push(
                     sort_values(&entry, keys, &access),
