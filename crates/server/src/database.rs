@@ -538,13 +538,68 @@ impl Selection {
     }
 }
 
+/// Counts an entry's children as a subject may know of them (numSubordinates,
+/// hasSubordinates): the stored count when every entry is disclosed to the subject, otherwise
+/// the disclosed children, counted only up to `SUBORDINATES_CHECKED_MAX` children.
+struct Subordinates<'a> {
+    database: &'a Database,
+    read: &'a ReadTxn,
+    subject: &'a Subject<'a>,
+    every_entry_disclosed: bool,
+}
+
+/// Most children checked one by one for a subject that may not know of every entry; past it
+/// the computed attributes are left out rather than counting hidden children.
+const SUBORDINATES_CHECKED_MAX: u32 = 1000;
+
+impl<'a> Subordinates<'a> {
+    fn new(database: &'a Database, read: &'a ReadTxn, subject: &'a Subject<'a>) -> Self {
+        Subordinates {
+            database,
+            read,
+            subject,
+            every_entry_disclosed: database
+                .policy
+                .for_subject(subject)
+                .can_disclose_every_entry(),
+        }
+    }
+
+    /// The number of children of `id` the subject may know of; None when not counted.
+    fn count(&self, id: lmdir_store::EntryId) -> Result<Option<u32>, OperationError> {
+        let stored = self.read.num_subordinates(id)?;
+        if self.every_entry_disclosed || stored == 0 {
+            return Ok(Some(stored));
+        }
+        if stored > SUBORDINATES_CHECKED_MAX {
+            return Ok(None);
+        }
+        let mut disclosed = 0;
+        for child in self.read.children(id)? {
+            let Some(entry) = self.read.entry(child)? else {
+                continue;
+            };
+            let child_ndn = self.read.normalized_dn_of(child)?;
+            if self
+                .database
+                .policy
+                .for_entry(self.subject, &child_ndn, &entry)
+                .can_disclose_entry()
+            {
+                disclosed += 1;
+            }
+        }
+        Ok(Some(disclosed))
+    }
+}
+
 /// Writes one stored entry as a SearchResultEntry with the selected, readable attributes.
 #[allow(clippy::too_many_arguments)]
 fn write_stored_entry(
     buffer: &mut BytesMut,
     message_id: i32,
     schema: &Schema,
-    read: &ReadTxn,
+    subordinates: &Subordinates<'_>,
     id: lmdir_store::EntryId,
     entry: &lmdir_store::EntryRef<'_>,
     dn: &str,
@@ -556,7 +611,7 @@ fn write_stored_entry(
     write_entry_attributes(
         &mut writer,
         schema,
-        read,
+        subordinates,
         id,
         entry,
         dn,
@@ -573,7 +628,7 @@ fn write_stored_entry(
 fn write_entry_attributes(
     writer: &mut EntryWriter<'_>,
     schema: &Schema,
-    read: &ReadTxn,
+    subordinates: &Subordinates<'_>,
     id: lmdir_store::EntryId,
     entry: &lmdir_store::EntryRef<'_>,
     dn: &str,
@@ -610,18 +665,12 @@ fn write_entry_attributes(
             continue;
         }
         let value: Vec<u8> = match name {
-            "hasSubordinates" => {
-                if read.has_subordinates(id).map_err(OperationError::from)? {
-                    b"TRUE".to_vec()
-                } else {
-                    b"FALSE".to_vec()
-                }
-            }
-            "numSubordinates" => read
-                .num_subordinates(id)
-                .map_err(OperationError::from)?
-                .to_string()
-                .into_bytes(),
+            "hasSubordinates" | "numSubordinates" => match subordinates.count(id)? {
+                None => continue,
+                Some(count) if name == "numSubordinates" => count.to_string().into_bytes(),
+                Some(0) => b"FALSE".to_vec(),
+                Some(_) => b"TRUE".to_vec(),
+            },
             "entryDN" => dn.as_bytes().to_vec(),
             _ => b"cn=Subschema".to_vec(),
         };
@@ -674,7 +723,7 @@ fn read_entry_control(
     write_entry_attributes(
         &mut writer,
         &database.schema,
-        &read,
+        &Subordinates::new(database, &read, &subject),
         id,
         &entry,
         &original_dn,
@@ -1241,6 +1290,7 @@ impl SearchJob {
             job: self,
             database,
             read: &read,
+            subordinates: Subordinates::new(database, &read, &subject),
             selection: Selection::resolve(&database.schema, &self.selection),
             buffer: BytesMut::with_capacity(SEARCH_CHUNK_BYTES + 4096),
             sink,
@@ -1344,6 +1394,7 @@ struct SearchOutput<'a, 'sink> {
     job: &'a SearchJob,
     database: &'a Database,
     read: &'a ReadTxn,
+    subordinates: Subordinates<'a>,
     selection: Selection,
     buffer: BytesMut,
     sink: &'a mut ChunkSink<'sink>,
@@ -1362,7 +1413,7 @@ impl SearchOutput<'_, '_> {
             &mut self.buffer,
             self.job.message_id,
             &self.database.schema,
-            self.read,
+            &self.subordinates,
             id,
             entry,
             &dn,

@@ -250,6 +250,23 @@ fn a_hidden_entry_answers_exactly_as_a_missing_one() {
     };
     assert_eq!(compare(&hidden), compare(&missing));
     assert_eq!(compare(&hidden).0, NO_SUCH_OBJECT);
+    // The parent's computed child count leaves it out; the rootdn's counts every child.
+    let count = |connection: &mut LdapConn| {
+        let (entries, _) = connection
+            .search(
+                PEOPLE,
+                Scope::Base,
+                "(objectClass=*)",
+                vec!["numSubordinates"],
+            )
+            .expect("search")
+            .success()
+            .expect("parent visible");
+        let entry = SearchEntry::construct(entries.into_iter().next().expect("parent"));
+        entry.attrs["numSubordinates"][0].clone()
+    };
+    assert_eq!(count(&mut anonymous(&server)), "19");
+    assert_eq!(count(&mut root(&server)), "20");
     // The rootdn still finds it.
     let rooted = root(&server)
         .search(&hidden, Scope::Base, "(objectClass=*)", vec!["1.1"])
