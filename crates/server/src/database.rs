@@ -1689,6 +1689,9 @@ const INLINE_SEARCH_CANDIDATES_MAX: u64 = 16;
 /// Most filter items (leaves plus substring pieces) a search may have to be considered for the
 /// async task: deciding reads one posting header per item, and a big filter is never small.
 const INLINE_SEARCH_FILTER_ITEMS_MAX: usize = 64;
+/// Most bytes of names and values a search's filter may have to be considered for the async
+/// task: parsing and normalizing it there must take microseconds.
+const INLINE_SEARCH_FILTER_BYTES_MAX: usize = 4096;
 
 /// Whether a search of this server's database by `identity` is small enough to run on the
 /// connection's task (see `search_is_small`).
@@ -1722,6 +1725,8 @@ fn search_is_small(
     }
     if crate::filter_text::item_count(&request.filter, INLINE_SEARCH_FILTER_ITEMS_MAX)
         > INLINE_SEARCH_FILTER_ITEMS_MAX
+        || crate::filter_text::text_bytes(&request.filter, INLINE_SEARCH_FILTER_BYTES_MAX)
+            > INLINE_SEARCH_FILTER_BYTES_MAX
         || crate::filter_text::depth(&request.filter) > filter_depth_max
     {
         return false;
