@@ -1223,6 +1223,24 @@ fn disclosed_entry<'txn>(
 }
 
 impl SearchJob {
+    /// The sort keys, resolved (or why they cannot be used); more than `sort_keys_max` is
+    /// adminLimitExceeded before anything is read.
+    #[allow(clippy::type_complexity)]
+    fn sort_plan(
+        &self,
+        database: &Database,
+        settings: &crate::settings::ServerSettings,
+    ) -> Result<Option<Result<Vec<PlannedSortKey>, (u32, String)>>, OperationError> {
+        match &self.controls.sort {
+            Some(keys) if keys.len() > settings.sort_keys_max => Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!("more than {} sort keys", settings.sort_keys_max),
+            )),
+            Some(keys) => Ok(Some(plan_sort(&database.schema, keys))),
+            None => Ok(None),
+        }
+    }
+
     fn run(
         &self,
         database: &Database,
@@ -1248,16 +1266,7 @@ impl SearchJob {
                 .for_entry(&subject, &normalized_base, &base_entry);
             check_read_assertion(database, settings, &access, &base_entry, assertion)?;
         }
-        let sort_plan = match &self.controls.sort {
-            Some(keys) if keys.len() > settings.sort_keys_max => {
-                return Err(OperationError::new(
-                    code::ADMIN_LIMIT_EXCEEDED,
-                    format!("more than {} sort keys", settings.sort_keys_max),
-                ));
-            }
-            Some(keys) => Some(plan_sort(&database.schema, keys)),
-            None => None,
-        };
+        let sort_plan = self.sort_plan(database, settings)?;
         let fingerprint =
             request_fingerprint(request, self.controls.sort.as_deref(), self.connection_id);
         let page = match &self.controls.paged {
