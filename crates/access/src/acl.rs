@@ -512,13 +512,15 @@ impl AccessPolicy {
     }
 }
 
-/// What one subject may do wherever it looks: the lowest level any entry grants it on a part,
-/// so a decision made once per operation (which filter items may narrow index candidates,
+/// What one subject may do wherever it looks (everywhere, or at and below a search base): the
+/// lowest level any such entry grants it on a part, so a decision made once per operation (which filter items may narrow index candidates,
 /// whether stored child counts may be shown) cannot depend on a hidden value.
 #[derive(Debug)]
 pub struct SubjectAccess<'a> {
     policy: &'a AccessPolicy,
     subject: Subject<'a>,
+    /// Only entries at or below this normalized DN count (a search's base); None: all.
+    within: Option<String>,
     granted_everywhere: std::cell::RefCell<Vec<(TargetPart, Access)>>,
 }
 
@@ -528,6 +530,22 @@ impl AccessPolicy {
         SubjectAccess {
             policy: self,
             subject: *subject,
+            within: None,
+            granted_everywhere: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    /// As [`AccessPolicy::for_subject`], for the entries at or below `base_ndn` only (a
+    /// search's scope): rules that cannot match there do not lower the levels.
+    pub fn for_subject_within<'a>(
+        &'a self,
+        subject: &Subject<'a>,
+        base_ndn: &str,
+    ) -> SubjectAccess<'a> {
+        SubjectAccess {
+            policy: self,
+            subject: *subject,
+            within: Some(base_ndn.to_string()),
             granted_everywhere: std::cell::RefCell::new(Vec::new()),
         }
     }
@@ -562,7 +580,7 @@ impl SubjectAccess<'_> {
             .policy
             .rules
             .iter()
-            .filter(|rule| rule.parts.covers(part))
+            .filter(|rule| rule.parts.covers(part) && self.may_match_within(rule))
         {
             // Not self: an entry DN no bound DN equals (normalized DNs are never empty but
             // the root's, and nobody binds as the root).
@@ -572,11 +590,35 @@ impl SubjectAccess<'_> {
                 None => as_other,
             };
             lowest = lowest.min(as_other).min(as_self);
-            if matches!(rule.scope, Scope::All) && rule.filter.is_none() {
+            if self.matches_all_within(rule) {
                 return lowest;
             }
         }
         Access::None
+    }
+
+    /// Whether the rule's DN clause can match some entry at or below `within`.
+    fn may_match_within(&self, rule: &Rule) -> bool {
+        let Some(base) = self.within.as_deref() else {
+            return true;
+        };
+        match &rule.scope {
+            Scope::All => true,
+            Scope::Exact(ndn) => normalized_dn_is_within(ndn, base),
+            Scope::Subtree(top) => {
+                normalized_dn_is_within(top, base) || normalized_dn_is_within(base, top)
+            }
+        }
+    }
+
+    /// Whether the rule matches every entry at or below `within` (everywhere when None).
+    fn matches_all_within(&self, rule: &Rule) -> bool {
+        rule.filter.is_none()
+            && match (&rule.scope, self.within.as_deref()) {
+                (Scope::All, _) => true,
+                (Scope::Subtree(top), Some(base)) => normalized_dn_is_within(base, top),
+                _ => false,
+            }
     }
 
     /// May the subject use `attr` in a filter on every entry?

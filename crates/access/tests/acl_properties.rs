@@ -58,10 +58,17 @@ fn rule_strategy() -> impl Strategy<Value = AccessRuleSpec> {
             1..4,
         ),
         any::<bool>(),
+        0..5u8,
     )
-        .prop_map(|(attrs, by, with_filter)| AccessRuleSpec {
+        .prop_map(|(attrs, by, with_filter, place)| AccessRuleSpec {
             attrs: attrs.into_iter().map(String::from).collect(),
             filter: with_filter.then(|| "(objectClass=inetOrgPerson)".to_string()),
+            subtree: match place {
+                1 => Some("ou=people,dc=example,dc=com".to_string()),
+                2 => Some("ou=groups,dc=example,dc=com".to_string()),
+                _ => None,
+            },
+            dn: (place == 3).then(|| "uid=bob,ou=people,dc=example,dc=com".to_string()),
             by: by
                 .into_iter()
                 .map(|(who, access)| AccessGrantSpec {
@@ -69,7 +76,6 @@ fn rule_strategy() -> impl Strategy<Value = AccessRuleSpec> {
                     access: access.into(),
                 })
                 .collect(),
-            ..AccessRuleSpec::default()
         })
 }
 
@@ -179,9 +185,15 @@ proptest! {
         let groups = |_: &str, _: &str| false;
         let subject = policy.subject(bound, &groups);
         let everywhere = policy.for_subject(&subject);
+        let within_people = policy.for_subject_within(&subject, "ou=people,dc=example,dc=com");
+        let within_bob = policy.for_subject_within(&subject, &bob_ndn);
         let access = policy.for_entry(&subject, &bob_ndn, &bob_view);
         for part in [TargetPart::Entry, TargetPart::Children, TargetPart::Attribute(schema.attribute(attribute).unwrap())] {
             prop_assert!(everywhere.level_everywhere(part) <= access.level(part));
+            prop_assert!(within_people.level_everywhere(part) <= access.level(part));
+            prop_assert!(within_bob.level_everywhere(part) <= access.level(part));
+            // Looking at fewer entries can only raise the bound.
+            prop_assert!(everywhere.level_everywhere(part) <= within_people.level_everywhere(part));
         }
     }
 
@@ -203,9 +215,14 @@ proptest! {
             .for_entry(&subject, &bob_ndn, &bob_view)
             .restrict_filter(&filter)
             .evaluate(&bob_view);
-        let candidate = policy.for_subject(&subject).candidate_filter(&filter).evaluate(&bob_view);
-        prop_assert!(!restricted.is_true() || candidate.is_true(),
-            "{filter_text}: restricted {restricted:?}, candidate {candidate:?}");
+        for everywhere in [
+            policy.for_subject(&subject),
+            policy.for_subject_within(&subject, "ou=people,dc=example,dc=com"),
+        ] {
+            let candidate = everywhere.candidate_filter(&filter).evaluate(&bob_view);
+            prop_assert!(!restricted.is_true() || candidate.is_true(),
+                "{filter_text}: restricted {restricted:?}, candidate {candidate:?}");
+        }
     }
 }
 

@@ -1283,7 +1283,9 @@ impl SearchJob {
         };
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
-        let subject_access = database.policy.for_subject(&subject);
+        let subject_access = database
+            .policy
+            .for_subject_within(&subject, &normalized_base);
         let spec = SearchSpec {
             base: normalized_base,
             scope,
@@ -1750,9 +1752,14 @@ fn search_is_small(
     let Ok(read) = database.store.read() else {
         return false;
     };
+    let Ok(normalized_base) = database.normalize_dn(&request.base) else {
+        return false;
+    };
     let groups = database.groups(&read);
     let subject = database.subject(identity, &groups);
-    let subject_access = database.policy.for_subject(&subject);
+    let subject_access = database
+        .policy
+        .for_subject_within(&subject, &normalized_base);
     let candidates = subject_access.candidate_filter(&prepared);
     matches!(
         read.estimated_candidate_count(&candidates),
