@@ -447,6 +447,8 @@ pub(super) fn disclosed_entry<'txn>(
     }
     let mut missing = OperationError::new(
         code::NO_SUCH_OBJECT,
+        // The DN as the client gave it (so hidden and missing read alike), cut: a 16 MiB DN
+        // is not echoed back whole.
         format!("no such entry '{}'", crate::log_text::bounded(dn, 256)),
     );
     while let Some(id) = ancestor.filter(|id| *id != 0) {
