@@ -743,6 +743,25 @@ fn read_entry_control(
     }))
 }
 
+/// The attribute lists of pre-read / post-read within `requested_attributes_max`, checked
+/// before an update is written (a post-read refused after the write would report a failure
+/// for a change that was made).
+fn read_controls_within_limits(
+    context: &OperationContext,
+    controls: &RequestControls,
+) -> Result<(), OperationError> {
+    for attributes in [&controls.pre_read, &controls.post_read]
+        .into_iter()
+        .flatten()
+    {
+        crate::operations::attribute_list_within_limits(
+            &context.server.settings,
+            attributes.len(),
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs a read-entry control on the blocking pool.
 async fn read_entry_control_async(
     context: &OperationContext,
@@ -753,7 +772,6 @@ async fn read_entry_control_async(
     let Some(attributes) = attributes else {
         return Ok(None);
     };
-    crate::operations::attribute_list_within_limits(&context.server.settings, attributes.len())?;
     let server = context.server.clone();
     let identity = context.session.identity.clone();
     tokio::task::spawn_blocking(move || {
@@ -1026,6 +1044,7 @@ pub async fn add(
     let request_dn = request.dn.clone();
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     let pre_read = controls.pre_read.clone();
     let post_read = controls.post_read.clone();
     let dn = Dn::parse(&request.dn)?;
@@ -1094,6 +1113,7 @@ pub async fn delete(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     let pre_read = controls.pre_read.clone();
     let post_read = controls.post_read.clone();
     check_update_blocking(
@@ -1154,6 +1174,7 @@ pub async fn modify(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     let pre_read = controls.pre_read.clone();
     let post_read = controls.post_read.clone();
     let scheme = context.server.settings.password_hash.clone();
@@ -1220,6 +1241,7 @@ pub async fn modify_dn(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     let pre_read = controls.pre_read.clone();
     let post_read = controls.post_read.clone();
     let new_superior = request.new_superior.clone();

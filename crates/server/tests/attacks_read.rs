@@ -402,7 +402,37 @@ fn filters_and_attribute_lists_are_bounded() {
         .rc;
     assert_eq!(asserted, ADMIN_LIMIT_EXCEEDED);
     let attributes: Vec<String> = (0..101).map(|index| format!("a{index}")).collect();
-    assert_eq!(rc("(uid=u0000001)", attributes), ADMIN_LIMIT_EXCEEDED);
+    assert_eq!(
+        rc("(uid=u0000001)", attributes.clone()),
+        ADMIN_LIMIT_EXCEEDED
+    );
+    // A post-read list over the bound refuses the update before it is written.
+    let mut root = root(&server);
+    let refused = root
+        .with_controls(ldap3::controls::PostRead::new(
+            attributes.iter().map(String::as_str).collect(),
+        ))
+        .modify(
+            &person_dn(1),
+            vec![Mod::Replace("description", HashSet::from(["changed"]))],
+        )
+        .expect("modify");
+    assert_eq!(refused.rc, ADMIN_LIMIT_EXCEEDED);
+    let (entries, _) = root
+        .search(
+            &person_dn(1),
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["description"],
+        )
+        .expect("search")
+        .success()
+        .expect("read back");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("entry"));
+    assert_eq!(
+        entry.attrs["description"],
+        vec!["person number 1".to_string()]
+    );
 }
 
 /// Pages through `filter` under ou=people with pages of `page_size`; returns the entries seen
