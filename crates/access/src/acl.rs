@@ -512,6 +512,206 @@ impl AccessPolicy {
     }
 }
 
+/// What one subject may do wherever it looks (everywhere, or at and below a search base): the
+/// lowest level any such entry grants it on a part, so a decision made once per operation (which filter items may narrow index candidates,
+/// whether stored child counts may be shown) cannot depend on a hidden value.
+#[derive(Debug)]
+pub struct SubjectAccess<'a> {
+    policy: &'a AccessPolicy,
+    subject: Subject<'a>,
+    /// Only entries at or below this normalized DN count (a search's base); None: all.
+    within: Option<String>,
+    granted_everywhere: std::cell::RefCell<Vec<(TargetPart, Access)>>,
+}
+
+impl AccessPolicy {
+    /// Decisions about `subject` that hold for every entry (see [`SubjectAccess`]).
+    pub fn for_subject<'a>(&'a self, subject: &Subject<'a>) -> SubjectAccess<'a> {
+        SubjectAccess {
+            policy: self,
+            subject: *subject,
+            within: None,
+            granted_everywhere: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+
+    /// As [`AccessPolicy::for_subject`], for the entries at or below `base_ndn` only (a
+    /// search's scope): rules that cannot match there do not lower the levels.
+    pub fn for_subject_within<'a>(
+        &'a self,
+        subject: &Subject<'a>,
+        base_ndn: &str,
+    ) -> SubjectAccess<'a> {
+        SubjectAccess {
+            policy: self,
+            subject: *subject,
+            within: Some(base_ndn.to_string()),
+            granted_everywhere: std::cell::RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl SubjectAccess<'_> {
+    /// The level the subject holds on `part` of every entry: the least of the levels granted
+    /// by each rule that may decide it, up to the first rule matching all entries (an entry
+    /// no rule matches grants nothing). `self` clauses count both as matching and not, and
+    /// group membership depends on the subject only, so this bounds every entry's answer.
+    pub fn level_everywhere(&self, part: TargetPart) -> Access {
+        if self.subject.is_rootdn {
+            return Access::Write;
+        }
+        if let Some((_, level)) = self
+            .granted_everywhere
+            .borrow()
+            .iter()
+            .find(|(known, _)| *known == part)
+        {
+            return *level;
+        }
+        let level = self.compute_level_everywhere(part);
+        self.granted_everywhere.borrow_mut().push((part, level));
+        level
+    }
+
+    fn compute_level_everywhere(&self, part: TargetPart) -> Access {
+        let subject = &self.subject;
+        let mut lowest = Access::Write;
+        for rule in self
+            .policy
+            .rules
+            .iter()
+            .filter(|rule| rule.parts.covers(part) && self.may_match_within(rule))
+        {
+            // Not self: an entry DN no bound DN equals (normalized DNs are never empty but
+            // the root's, and nobody binds as the root).
+            let as_other = rule.granted(subject, "");
+            let as_self = match subject.bound_ndn {
+                Some(bound) => rule.granted(subject, bound),
+                None => as_other,
+            };
+            lowest = lowest.min(as_other).min(as_self);
+            if self.matches_all_within(rule) {
+                return lowest;
+            }
+        }
+        Access::None
+    }
+
+    /// Whether the rule's DN clause can match some entry at or below `within`.
+    fn may_match_within(&self, rule: &Rule) -> bool {
+        let Some(base) = self.within.as_deref() else {
+            return true;
+        };
+        match &rule.scope {
+            Scope::All => true,
+            Scope::Exact(ndn) => normalized_dn_is_within(ndn, base),
+            Scope::Subtree(top) => {
+                normalized_dn_is_within(top, base) || normalized_dn_is_within(base, top)
+            }
+        }
+    }
+
+    /// Whether the rule matches every entry at or below `within` (everywhere when None).
+    fn matches_all_within(&self, rule: &Rule) -> bool {
+        rule.filter.is_none()
+            && match (&rule.scope, self.within.as_deref()) {
+                (Scope::All, _) => true,
+                (Scope::Subtree(top), Some(base)) => normalized_dn_is_within(base, top),
+                _ => false,
+            }
+    }
+
+    /// May the subject use `attr` in a filter on every entry?
+    pub fn can_filter_on_everywhere(&self, attr: AttrId) -> bool {
+        self.level_everywhere(TargetPart::Attribute(attr))
+            .implies(Access::Search)
+    }
+
+    /// Whether every entry is disclosed to the subject (see [`EntryAccess::can_disclose_entry`]).
+    pub fn can_disclose_every_entry(&self) -> bool {
+        self.level_everywhere(TargetPart::Entry)
+            .implies(Access::Auth)
+    }
+
+    /// A filter that is true wherever the subject's restricted filter
+    /// ([`EntryAccess::restrict_filter`]) can be true on any entry, built only from items on
+    /// attributes the subject may search everywhere: the others are True where they count
+    /// positively and False under a negation. Index candidates and the store's own filter test
+    /// taken from it depend on no value hidden from the subject.
+    pub fn candidate_filter<'filter>(
+        &self,
+        filter: &'filter PreparedFilter,
+    ) -> Cow<'filter, PreparedFilter> {
+        if self.subject.is_rootdn || self.leaves_visible_everywhere(filter) {
+            Cow::Borrowed(filter)
+        } else {
+            Cow::Owned(self.widened(filter, true))
+        }
+    }
+
+    fn leaf_visible_everywhere(&self, filter: &PreparedFilter) -> bool {
+        match filter {
+            PreparedFilter::Present { covered, .. } => covered
+                .iter()
+                .all(|attr| self.can_filter_on_everywhere(*attr)),
+            PreparedFilter::Equality { covered, .. }
+            | PreparedFilter::Approx { covered, .. }
+            | PreparedFilter::Substrings { covered, .. }
+            | PreparedFilter::GreaterOrEqual { covered, .. }
+            | PreparedFilter::LessOrEqual { covered, .. } => covered
+                .iter()
+                .all(|covered| self.can_filter_on_everywhere(covered.attr)),
+            PreparedFilter::Extensible {
+                covered,
+                dn_attributes,
+                ..
+            } => {
+                covered
+                    .iter()
+                    .all(|covered| self.can_filter_on_everywhere(covered.attr))
+                    && (!dn_attributes || self.can_disclose_every_entry())
+            }
+            _ => true,
+        }
+    }
+
+    fn leaves_visible_everywhere(&self, filter: &PreparedFilter) -> bool {
+        match filter {
+            PreparedFilter::And(children) | PreparedFilter::Or(children) => children
+                .iter()
+                .all(|child| self.leaves_visible_everywhere(child)),
+            PreparedFilter::Not(child) => self.leaves_visible_everywhere(child),
+            leaf => self.leaf_visible_everywhere(leaf),
+        }
+    }
+
+    /// `positive`: whether the item counts towards a True result (not under an odd number of
+    /// negations). Replacing a positive item by True or a negated one by False can only raise
+    /// the result, so the widened filter is true wherever the original could be.
+    fn widened(&self, filter: &PreparedFilter, positive: bool) -> PreparedFilter {
+        match filter {
+            PreparedFilter::And(children) => PreparedFilter::And(
+                children
+                    .iter()
+                    .map(|child| self.widened(child, positive))
+                    .collect(),
+            ),
+            PreparedFilter::Or(children) => PreparedFilter::Or(
+                children
+                    .iter()
+                    .map(|child| self.widened(child, positive))
+                    .collect(),
+            ),
+            PreparedFilter::Not(child) => {
+                PreparedFilter::Not(Box::new(self.widened(child, !positive)))
+            }
+            leaf if self.leaf_visible_everywhere(leaf) => leaf.clone(),
+            _ if positive => PreparedFilter::True,
+            _ => PreparedFilter::False,
+        }
+    }
+}
+
 /// The decisions of one policy for one subject on one entry.
 #[derive(Debug, Clone)]
 pub struct EntryAccess<'policy> {
@@ -536,6 +736,13 @@ impl EntryAccess<'_> {
     /// Whether the subject holds `access` on a part of the entry.
     pub fn allowed(&self, part: TargetPart, access: Access) -> bool {
         self.level(part).implies(access)
+    }
+
+    /// May the subject learn that the entry exists (any level on `entry`, OpenLDAP's
+    /// `disclose`)? A hidden entry answers exactly as a missing one: noSuchObject, with a
+    /// matched DN only of a disclosed ancestor.
+    pub fn can_disclose_entry(&self) -> bool {
+        self.allowed(TargetPart::Entry, Access::Auth)
     }
 
     /// May the entry appear in search results at all (search on `entry`)?

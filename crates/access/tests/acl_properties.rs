@@ -58,10 +58,17 @@ fn rule_strategy() -> impl Strategy<Value = AccessRuleSpec> {
             1..4,
         ),
         any::<bool>(),
+        0..5u8,
     )
-        .prop_map(|(attrs, by, with_filter)| AccessRuleSpec {
+        .prop_map(|(attrs, by, with_filter, place)| AccessRuleSpec {
             attrs: attrs.into_iter().map(String::from).collect(),
             filter: with_filter.then(|| "(objectClass=inetOrgPerson)".to_string()),
+            subtree: match place {
+                1 => Some("ou=people,dc=example,dc=com".to_string()),
+                2 => Some("ou=groups,dc=example,dc=com".to_string()),
+                _ => None,
+            },
+            dn: (place == 3).then(|| "uid=bob,ou=people,dc=example,dc=com".to_string()),
             by: by
                 .into_iter()
                 .map(|(who, access)| AccessGrantSpec {
@@ -69,7 +76,6 @@ fn rule_strategy() -> impl Strategy<Value = AccessRuleSpec> {
                     access: access.into(),
                 })
                 .collect(),
-            ..AccessRuleSpec::default()
         })
 }
 
@@ -160,6 +166,96 @@ proptest! {
         prop_assert_eq!(as_rootdn.level(TargetPart::Entry), Access::Write);
         prop_assert_eq!(as_rootdn.level(TargetPart::Attribute(schema.attribute(attribute).unwrap())), Access::Write);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A subject's level "everywhere" is a lower bound of its level on any entry, so a decision
+    /// made from it (index candidates, stored child counts) never grants what an entry denies.
+    #[test]
+    fn level_everywhere_bounds_every_entry(
+        rules in proptest::collection::vec(rule_strategy(), 0..4),
+        bound in subject_strategy(),
+        attribute in proptest::sample::select(ATTRIBUTES),
+    ) {
+        let schema = Schema::builtin();
+        let policy = AccessPolicy::from_rules(&rules, &schema, SUFFIX, None).unwrap();
+        let (bob_ndn, bob_view) = bob(&schema);
+        let groups = |_: &str, _: &str| false;
+        let subject = policy.subject(bound, &groups);
+        let everywhere = policy.for_subject(&subject);
+        let within_people = policy.for_subject_within(&subject, "ou=people,dc=example,dc=com");
+        let within_bob = policy.for_subject_within(&subject, &bob_ndn);
+        let access = policy.for_entry(&subject, &bob_ndn, &bob_view);
+        for part in [TargetPart::Entry, TargetPart::Children, TargetPart::Attribute(schema.attribute(attribute).unwrap())] {
+            prop_assert!(everywhere.level_everywhere(part) <= access.level(part));
+            prop_assert!(within_people.level_everywhere(part) <= access.level(part));
+            prop_assert!(within_bob.level_everywhere(part) <= access.level(part));
+            // Looking at fewer entries can only raise the bound.
+            prop_assert!(everywhere.level_everywhere(part) <= within_people.level_everywhere(part));
+        }
+    }
+
+    /// The candidate filter (index candidates, the store's own test) is true wherever the
+    /// subject's restricted filter is: narrowing by it never loses an entry the subject gets.
+    #[test]
+    fn candidate_filter_keeps_every_entry_the_restricted_filter_matches(
+        rules in proptest::collection::vec(rule_strategy(), 0..4),
+        filter_text in filter_strategy(),
+        bound in subject_strategy(),
+    ) {
+        let schema = Schema::builtin();
+        let policy = AccessPolicy::from_rules(&rules, &schema, SUFFIX, None).unwrap();
+        let (bob_ndn, bob_view) = bob(&schema);
+        let groups = |_: &str, _: &str| false;
+        let subject = policy.subject(bound, &groups);
+        let filter = schema.prepare_filter(&Filter::parse(&filter_text, 16).unwrap());
+        let restricted = policy
+            .for_entry(&subject, &bob_ndn, &bob_view)
+            .restrict_filter(&filter)
+            .evaluate(&bob_view);
+        for everywhere in [
+            policy.for_subject(&subject),
+            policy.for_subject_within(&subject, "ou=people,dc=example,dc=com"),
+        ] {
+            let candidate = everywhere.candidate_filter(&filter).evaluate(&bob_view);
+            prop_assert!(!restricted.is_true() || candidate.is_true(),
+                "{filter_text}: restricted {restricted:?}, candidate {candidate:?}");
+        }
+    }
+}
+
+/// With `userPassword` hidden from anonymous (the default policy), a password item narrows
+/// nothing: the candidate filter does not mention it, whatever its value.
+#[test]
+fn candidate_filter_drops_items_hidden_anywhere() {
+    let schema = Schema::builtin();
+    let policy =
+        AccessPolicy::from_rules(&AccessPolicy::default_rules(), &schema, SUFFIX, None).unwrap();
+    let groups = |_: &str, _: &str| false;
+    let anonymous = policy.subject(None, &groups);
+    let everywhere = policy.for_subject(&anonymous);
+    let candidates = |text: &str| {
+        let filter = schema.prepare_filter(&Filter::parse(text, 8).unwrap());
+        everywhere.candidate_filter(&filter).into_owned()
+    };
+    let password = schema.attribute("userPassword").unwrap();
+    assert!(!everywhere.can_filter_on_everywhere(password));
+    assert!(everywhere.can_filter_on_everywhere(schema.attribute("uid").unwrap()));
+    assert!(everywhere.can_disclose_every_entry());
+    let right = candidates("(&(uid=bob)(userPassword={SSHA}P))");
+    let wrong = candidates("(&(uid=bob)(userPassword={SSHA}O))");
+    assert_eq!(format!("{right:?}"), format!("{wrong:?}"));
+    // Under a negation a hidden item widens to False, so the negation is True.
+    let (bob_ndn, bob_view) = bob(&schema);
+    let _ = bob_ndn;
+    assert!(candidates("(!(userPassword=secret))")
+        .evaluate(&bob_view)
+        .is_true());
+    assert!(candidates("(userPassword=nothing)")
+        .evaluate(&bob_view)
+        .is_true());
 }
 
 /// The case the property above is mostly about, written out: `name` covers `cn` and `sn`;

@@ -69,6 +69,14 @@ pub struct ServerConfig {
     pub bind_failure_interval_milliseconds: u64,
     /// `userPassword` values a simple bind verifies at most (the first ones stored).
     pub bind_password_values_max: u32,
+    /// Filter items (leaves and substring pieces) per search or assertion filter.
+    pub filter_items_max: u32,
+    /// Attributes named in a search's or a pre/post-read control's attribute list.
+    pub requested_attributes_max: u32,
+    /// Keys of one server-side sort request.
+    pub sort_keys_max: u32,
+    /// Bytes of sort key values one sorted search may hold.
+    pub sort_bytes_max: u64,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
     /// Most time the single writer spends on one update; over it the update alone fails
@@ -108,6 +116,10 @@ impl Default for ServerConfig {
             bind_failure_burst: 5,
             bind_failure_interval_milliseconds: 1000,
             bind_password_values_max: 16,
+            filter_items_max: 10_000,
+            requested_attributes_max: 1024,
+            sort_keys_max: 16,
+            sort_bytes_max: 64 * 1024 * 1024,
             password_hash: "SSHA".to_string(),
             write_budget_milliseconds: 1000,
             attribute_descriptions_per_entry_max: 1024,
@@ -511,7 +523,7 @@ impl Config {
         }
         parse_ldapi_mode(&server.ldapi_mode)
             .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
-        let ranges: [(&'static str, u64, u64, u64); 16] = [
+        let ranges: [(&'static str, u64, u64, u64); 20] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -568,6 +580,21 @@ impl Config {
                 1_000,
             ),
             ("filter_depth_max", server.filter_depth_max.into(), 1, 1000),
+            // lmdir-schema refuses more than 100,000 filter items whatever the config says.
+            (
+                "filter_items_max",
+                server.filter_items_max.into(),
+                1,
+                100_000,
+            ),
+            (
+                "requested_attributes_max",
+                server.requested_attributes_max.into(),
+                1,
+                100_000,
+            ),
+            ("sort_keys_max", server.sort_keys_max.into(), 1, 1024),
+            ("sort_bytes_max", server.sort_bytes_max, 1 << 20, 1 << 36),
             (
                 "operations_per_connection_max",
                 server.operations_per_connection_max.into(),

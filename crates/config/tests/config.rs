@@ -278,6 +278,30 @@ fn validation_errors_name_line_and_key() {
         "range",
     );
     assert_error(
+        "[server]\nfilter_items_max = 100001\n",
+        2,
+        "server.filter_items_max",
+        "range",
+    );
+    assert_error(
+        "[server]\nrequested_attributes_max = 0\n",
+        2,
+        "server.requested_attributes_max",
+        "range",
+    );
+    assert_error(
+        "[server]\nsort_keys_max = 0\n",
+        2,
+        "server.sort_keys_max",
+        "range",
+    );
+    assert_error(
+        "[server]\nsort_bytes_max = 1000\n",
+        2,
+        "server.sort_bytes_max",
+        "range",
+    );
+    assert_error(
         "[server]\npassword_hash = \"ROT13\"\n",
         2,
         "server.password_hash",

@@ -196,8 +196,10 @@ pub async fn run(
                     LdapOp::AbandonRequest(target) => {
                         info!("conn={connection_id} op={operation_id} ABANDON msg={target}");
                         if let Some(abandoned) = outstanding.remove(&target) {
-                            abandoned.cancelled.store(true, Ordering::Release);
+                            // Abort first: a job that sees the flag ends with `canceled`, and its
+                            // task must not be left free to send that for an abandoned operation.
                             abandoned.task.abort();
+                            abandoned.cancelled.store(true, Ordering::Release);
                         }
                         // The abandoned operation sends nothing more: a Cancel waiting on it ends here.
                         if let Some(cancel_message_id) = pending_cancels.remove(&target) {
@@ -266,7 +268,7 @@ pub async fn run(
                         }
                         let cancelled = Arc::new(AtomicBool::new(false));
                         let small_search = matches!(&operation, LdapOp::SearchRequest(request)
-                            if crate::database::search_is_small_for(&context, request));
+                            if crate::database::search_is_small_for(&context, &session.identity, request));
                         let operation_context = OperationContext {
                             server: context.clone(),
                             session: session.clone(),

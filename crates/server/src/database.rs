@@ -28,6 +28,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
+mod search;
+use search::{check_read_assertion, disclosed_entry};
+pub use search::{search, search_is_small_for};
+
 /// Search output is handed to the connection in chunks of about this size. Each hand-off wakes
 /// two threads; on a loaded machine fewer, larger ones preempt the reading client less (a full
 /// scan through ldapsearch measured faster with 256 KiB than with 64 KiB).
@@ -58,6 +62,8 @@ pub struct Database {
     writes_stopping: Arc<AtomicBool>,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     user_password: Option<AttrId>,
+    /// Keys the tags of paged-results cookies (random per start: cookies die with the server).
+    cookie_key: [u8; 32],
 }
 
 impl Database {
@@ -84,6 +90,7 @@ impl Database {
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
+            cookie_key: rand::random(),
         }
     }
 
@@ -474,13 +481,68 @@ impl Selection {
     }
 }
 
+/// Counts an entry's children as a subject may know of them (numSubordinates,
+/// hasSubordinates): the stored count when every entry is disclosed to the subject, otherwise
+/// the disclosed children, counted only up to `SUBORDINATES_CHECKED_MAX` children.
+struct Subordinates<'a> {
+    database: &'a Database,
+    read: &'a ReadTxn,
+    subject: &'a Subject<'a>,
+    every_entry_disclosed: bool,
+}
+
+/// Most children checked one by one for a subject that may not know of every entry; past it
+/// the computed attributes are left out rather than counting hidden children.
+const SUBORDINATES_CHECKED_MAX: u32 = 1000;
+
+impl<'a> Subordinates<'a> {
+    fn new(database: &'a Database, read: &'a ReadTxn, subject: &'a Subject<'a>) -> Self {
+        Subordinates {
+            database,
+            read,
+            subject,
+            every_entry_disclosed: database
+                .policy
+                .for_subject(subject)
+                .can_disclose_every_entry(),
+        }
+    }
+
+    /// The number of children of `id` the subject may know of; None when not counted.
+    fn count(&self, id: lmdir_store::EntryId) -> Result<Option<u32>, OperationError> {
+        let stored = self.read.num_subordinates(id)?;
+        if self.every_entry_disclosed || stored == 0 {
+            return Ok(Some(stored));
+        }
+        if stored > SUBORDINATES_CHECKED_MAX {
+            return Ok(None);
+        }
+        let mut disclosed = 0;
+        for child in self.read.children(id)? {
+            let Some(entry) = self.read.entry(child)? else {
+                continue;
+            };
+            let child_ndn = self.read.normalized_dn_of(child)?;
+            if self
+                .database
+                .policy
+                .for_entry(self.subject, &child_ndn, &entry)
+                .can_disclose_entry()
+            {
+                disclosed += 1;
+            }
+        }
+        Ok(Some(disclosed))
+    }
+}
+
 /// Writes one stored entry as a SearchResultEntry with the selected, readable attributes.
 #[allow(clippy::too_many_arguments)]
 fn write_stored_entry(
     buffer: &mut BytesMut,
     message_id: i32,
     schema: &Schema,
-    read: &ReadTxn,
+    subordinates: &Subordinates<'_>,
     id: lmdir_store::EntryId,
     entry: &lmdir_store::EntryRef<'_>,
     dn: &str,
@@ -492,7 +554,7 @@ fn write_stored_entry(
     write_entry_attributes(
         &mut writer,
         schema,
-        read,
+        subordinates,
         id,
         entry,
         dn,
@@ -509,7 +571,7 @@ fn write_stored_entry(
 fn write_entry_attributes(
     writer: &mut EntryWriter<'_>,
     schema: &Schema,
-    read: &ReadTxn,
+    subordinates: &Subordinates<'_>,
     id: lmdir_store::EntryId,
     entry: &lmdir_store::EntryRef<'_>,
     dn: &str,
@@ -546,18 +608,12 @@ fn write_entry_attributes(
             continue;
         }
         let value: Vec<u8> = match name {
-            "hasSubordinates" => {
-                if read.has_subordinates(id).map_err(OperationError::from)? {
-                    b"TRUE".to_vec()
-                } else {
-                    b"FALSE".to_vec()
-                }
-            }
-            "numSubordinates" => read
-                .num_subordinates(id)
-                .map_err(OperationError::from)?
-                .to_string()
-                .into_bytes(),
+            "hasSubordinates" | "numSubordinates" => match subordinates.count(id)? {
+                None => continue,
+                Some(count) if name == "numSubordinates" => count.to_string().into_bytes(),
+                Some(0) => b"FALSE".to_vec(),
+                Some(_) => b"TRUE".to_vec(),
+            },
             "entryDN" => dn.as_bytes().to_vec(),
             _ => b"cn=Subschema".to_vec(),
         };
@@ -610,7 +666,7 @@ fn read_entry_control(
     write_entry_attributes(
         &mut writer,
         &database.schema,
-        &read,
+        &Subordinates::new(database, &read, &subject),
         id,
         &entry,
         &original_dn,
@@ -624,6 +680,25 @@ fn read_entry_control(
         criticality: false,
         value: Some(value.to_vec()),
     }))
+}
+
+/// The attribute lists of pre-read / post-read within `requested_attributes_max`, checked
+/// before an update is written (a post-read refused after the write would report a failure
+/// for a change that was made).
+fn read_controls_within_limits(
+    context: &OperationContext,
+    controls: &RequestControls,
+) -> Result<(), OperationError> {
+    for attributes in [&controls.pre_read, &controls.post_read]
+        .into_iter()
+        .flatten()
+    {
+        crate::operations::attribute_list_within_limits(
+            &context.server.settings,
+            attributes.len(),
+        )?;
+    }
+    Ok(())
 }
 
 /// Runs a read-entry control on the blocking pool.
@@ -646,606 +721,6 @@ async fn read_entry_control_async(
     .map_err(internal)?
 }
 
-/// Most entries one sorted search may hold in memory.
-const SORTED_ENTRIES_MAX: usize = 100_000;
-
-/// A usable sort key: attribute, rule giving the order, direction.
-struct PlannedSortKey {
-    attr: AttrId,
-    rule: Option<lmdir_schema::MatchingRule>,
-    reverse: bool,
-}
-
-/// Resolves sort keys, or the RFC 2891 result code (and attribute) explaining why not.
-fn plan_sort(
-    schema: &Schema,
-    keys: &[crate::controls::SortKey],
-) -> Result<Vec<PlannedSortKey>, (u32, String)> {
-    keys.iter()
-        .map(|key| {
-            let attr = schema
-                .attribute(&key.attribute)
-                .ok_or((code::NO_SUCH_ATTRIBUTE, key.attribute.clone()))?;
-            let rule = match &key.ordering_rule {
-                Some(name) => Some(
-                    lmdir_schema::MatchingRule::by_name_or_oid(name)
-                        .ok_or((code::INAPPROPRIATE_MATCHING, key.attribute.clone()))?,
-                ),
-                None => schema.attribute_type(attr).ordering,
-            };
-            Ok(PlannedSortKey {
-                attr,
-                rule,
-                reverse: key.reverse,
-            })
-        })
-        .collect()
-}
-
-/// Per key, the value an entry sorts by: the smallest (largest when reversed) of its values
-/// in the key's order; None when the entry lacks the attribute.
-fn sort_values(entry: &lmdir_store::EntryRef<'_>, keys: &[PlannedSortKey]) -> Vec<Option<Vec<u8>>> {
-    keys.iter()
-        .map(|key| {
-            let candidates = entry
-                .values_of(key.attr)
-                .into_iter()
-                .map(|(_, normalized)| match key.rule {
-                    Some(rule) => rule.ordering_key(normalized),
-                    None => normalized.to_vec(),
-                });
-            if key.reverse {
-                candidates.max()
-            } else {
-                candidates.min()
-            }
-        })
-        .collect()
-}
-
-/// RFC 2891: entries without a sort attribute sort after all others, in either direction.
-fn compare_sort_values(
-    keys: &[PlannedSortKey],
-    left: &[Option<Vec<u8>>],
-    right: &[Option<Vec<u8>>],
-) -> std::cmp::Ordering {
-    use std::cmp::Ordering as Order;
-    for ((key, left), right) in keys.iter().zip(left).zip(right) {
-        let order = match (left, right) {
-            (Some(left), Some(right)) => {
-                let natural = left.cmp(right);
-                if key.reverse {
-                    natural.reverse()
-                } else {
-                    natural
-                }
-            }
-            (Some(_), None) => Order::Less,
-            (None, Some(_)) => Order::Greater,
-            (None, None) => Order::Equal,
-        };
-        if order != Order::Equal {
-            return order;
-        }
-    }
-    Order::Equal
-}
-
-/// SortResult ::= SEQUENCE { sortResult ENUMERATED, attributeType [0] AttributeDescription OPTIONAL }
-fn sort_response_control(plan: &Result<Vec<PlannedSortKey>, (u32, String)>) -> ResponseControl {
-    let mut value = BytesMut::new();
-    let mut writer = crate::ber::BerWriter::new(&mut value);
-    writer.open(crate::ber::tag::SEQUENCE);
-    match plan {
-        Ok(_) => writer.integer(crate::ber::tag::ENUMERATED, 0),
-        Err((result_code, attribute)) => {
-            writer.integer(crate::ber::tag::ENUMERATED, i64::from(*result_code));
-            if !attribute.is_empty() {
-                writer.primitive(0x80, attribute.as_bytes());
-            }
-        }
-    }
-    writer.close();
-    drop(writer);
-    ResponseControl {
-        oid: crate::controls::SORT_RESPONSE_OID.to_string(),
-        criticality: false,
-        value: Some(value.to_vec()),
-    }
-}
-
-/// Paged-results cookie: the last entry ID sent and a fingerprint of the request it belongs to.
-fn paging_cookie(last_id: u32, fingerprint: u32) -> Vec<u8> {
-    let mut cookie = Vec::with_capacity(8);
-    cookie.extend_from_slice(&last_id.to_be_bytes());
-    cookie.extend_from_slice(&fingerprint.to_be_bytes());
-    cookie
-}
-
-fn request_fingerprint(
-    request: &LdapSearchRequest,
-    sort: Option<&[crate::controls::SortKey]>,
-    connection_id: u64,
-) -> u32 {
-    // FNV-1a over what must stay the same between pages (RFC 2696 §3). The sort keys count:
-    // a sorted search's cookie holds a position in the sorted order, not an entry ID.
-    let mut hash: u32 = 0x811c_9dc5;
-    let text = format!(
-        "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{:?}",
-        connection_id,
-        request.base,
-        request.scope.clone() as i64,
-        crate::filter_text::to_string(&request.filter),
-        request.attrs.join(","),
-        sort
-    );
-    for byte in text.bytes() {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    hash
-}
-
-fn paged_response_control(cookie: &[u8]) -> ResponseControl {
-    let mut value = BytesMut::new();
-    let mut writer = crate::ber::BerWriter::new(&mut value);
-    writer.open(crate::ber::tag::SEQUENCE);
-    writer.integer(crate::ber::tag::INTEGER, 0);
-    writer.octet_string(cookie);
-    writer.close();
-    drop(writer);
-    ResponseControl {
-        oid: crate::controls::PAGED_RESULTS_OID.to_string(),
-        criticality: false,
-        value: Some(value.to_vec()),
-    }
-}
-
-fn scope_of(scope: &LdapSearchScope) -> Result<Scope, OperationError> {
-    match scope {
-        LdapSearchScope::Base => Ok(Scope::Base),
-        LdapSearchScope::OneLevel => Ok(Scope::One),
-        LdapSearchScope::Subtree => Ok(Scope::Sub),
-        LdapSearchScope::Children => Err(OperationError::new(
-            code::PROTOCOL_ERROR,
-            "subordinate (children) scope is not supported",
-        )),
-    }
-}
-
-fn subschema_search(
-    context: &OperationContext,
-    database: &Database,
-    request: &LdapSearchRequest,
-    selection: &AttributeSelection,
-) -> Option<Result<(BytesMut, u64), OperationError>> {
-    let normalized = database.normalize_dn(&request.base).ok()?;
-    if normalized != "cn=subschema" {
-        return None;
-    }
-    if request.scope != LdapSearchScope::Base {
-        return Some(Ok((BytesMut::new(), 0)));
-    }
-    let mut entry = database.schema.subschema_entry();
-    for attribute in &mut entry.attributes {
-        if attribute.description == "objectClasses"
-            && database
-                .schema
-                .object_class(crate::rootdse::ROOT_DSE_OBJECT_CLASS)
-                .is_none()
-        {
-            let definition = crate::rootdse::ROOT_DSE_OBJECT_CLASS_DEFINITION;
-            attribute.values.push(definition.as_bytes().to_vec());
-        }
-    }
-    // The schema is loaded when the server starts and changes only with a restart: admin tools
-    // refresh their cached copy when modifyTimestamp is newer than what they hold.
-    let loaded = lmdir_store::timestamp_value(context.server.monitor.started());
-    for name in ["createTimestamp", "modifyTimestamp"] {
-        entry.attributes.push(lmdir_schema::Attribute {
-            description: name.to_string(),
-            values: vec![loaded.clone()],
-        });
-    }
-    let view = match OwnedEntryView::new(&database.schema, &entry) {
-        Ok(view) => view,
-        Err(error) => return Some(Err(error.into())),
-    };
-    let filter = match Filter::parse(
-        &crate::filter_text::to_string(&request.filter),
-        context.server.settings.filter_depth_max,
-    ) {
-        Ok(filter) => filter,
-        Err(error) => return Some(Err(error.into())),
-    };
-    if !database
-        .schema
-        .prepare_filter(&filter)
-        .evaluate(&view)
-        .is_true()
-    {
-        return Some(Ok((BytesMut::new(), 0)));
-    }
-    let resolved = Selection::resolve(&database.schema, selection);
-    let mut buffer = BytesMut::with_capacity(256 * 1024);
-    let mut writer = EntryWriter::begin(&mut buffer, context.message_id, b"cn=Subschema");
-    for attribute in &entry.attributes {
-        let Some(attr) = database.schema.attribute(&attribute.description) else {
-            continue;
-        };
-        // The subschema's schema attributes are operational; objectClass and cn are user ones.
-        if !resolved.selects(&database.schema, attr, &[]) {
-            continue;
-        }
-        if request.typesonly {
-            writer.attribute(attribute.description.as_bytes(), std::iter::empty());
-        } else {
-            writer.attribute(
-                attribute.description.as_bytes(),
-                attribute.values.iter().map(Vec::as_slice),
-            );
-        }
-    }
-    writer.finish(&[]);
-    Some(Ok((buffer, 1)))
-}
-
-pub async fn search(
-    context: &OperationContext,
-    request: &LdapSearchRequest,
-    controls: &RequestControls,
-    selection: &AttributeSelection,
-) -> Result<SearchDone, OperationError> {
-    let Some(database) = database_of(&context.server) else {
-        return Err(no_such_object(&request.base));
-    };
-    if let Some(result) = subschema_search(context, database, request, selection) {
-        let (buffer, count) = result?;
-        if count > 0 {
-            let _ = context
-                .sender
-                .send(Outgoing::Message(buffer.freeze()))
-                .await;
-        }
-        return Ok(SearchDone {
-            result: Ok(()),
-            entries_sent: count,
-            response_controls: Vec::new(),
-        });
-    }
-    let server = context.server.clone();
-    let identity = context.session.identity.clone();
-    let request = request.clone();
-    let controls = controls.clone();
-    let selection = selection.clone();
-    let sender = context.sender.clone();
-    let cancelled = context.cancelled.clone();
-    let message_id = context.message_id;
-    let connection_id = context.session.connection_id;
-    let inline = context.small_search;
-    // `sink` takes each chunk of encoded entries; false means the connection is gone.
-    let job =
-        move |sink: &mut dyn FnMut(bytes::Bytes) -> bool| -> Result<SearchDone, OperationError> {
-            let database = database_of(&server).expect("database present");
-            let settings = &server.settings;
-            let started = Instant::now();
-            let scope = scope_of(&request.scope)?;
-            let filter = Filter::parse(
-                &crate::filter_text::to_string(&request.filter),
-                settings.filter_depth_max,
-            )?;
-            let prepared = database.schema.prepare_filter(&filter);
-            let is_root = identity.is_rootdn;
-            let size_limit = {
-                let requested = u64::try_from(request.sizelimit.max(0)).unwrap_or(0);
-                let configured = if is_root { 0 } else { settings.size_limit };
-                match (requested, configured) {
-                    (0, limit) | (limit, 0) => limit,
-                    (requested, configured) => requested.min(configured),
-                }
-            };
-            let time_limit = {
-                let requested = std::time::Duration::from_secs(
-                    u64::try_from(request.timelimit.max(0)).unwrap_or(0),
-                );
-                let configured = if is_root {
-                    std::time::Duration::ZERO
-                } else {
-                    settings.time_limit
-                };
-                match (requested.is_zero(), configured.is_zero()) {
-                    (true, _) => configured,
-                    (_, true) => requested,
-                    _ => requested.min(configured),
-                }
-            };
-            let read = database.store.read().map_err(internal)?;
-            let normalized_base = database.normalize_dn(&request.base)?;
-            let spec = SearchSpec {
-                base: normalized_base.clone(),
-                scope,
-                filter: prepared.clone(),
-                size_limit: 0,
-                lookthrough_limit: if is_root {
-                    0
-                } else {
-                    settings.lookthrough_limit as usize
-                },
-            };
-            // The assertion control applies to the base entry (RFC 4528 §3).
-            if let Some(assertion) = &controls.assertion {
-                let base_id = read.dn_to_id(&normalized_base)?;
-                let base_entry = read
-                    .entry(base_id)?
-                    .ok_or_else(|| no_such_object(&request.base))?;
-                let assertion = Filter::parse(
-                    &crate::filter_text::to_string(assertion),
-                    settings.filter_depth_max,
-                )?;
-                if !database
-                    .schema
-                    .prepare_filter(&assertion)
-                    .evaluate(&base_entry)
-                    .is_true()
-                {
-                    return Err(OperationError::new(
-                        code::ASSERTION_FAILED,
-                        "assertion control failed on the base entry",
-                    ));
-                }
-            }
-            let fingerprint =
-                request_fingerprint(&request, controls.sort.as_deref(), connection_id);
-            let mut page_size = None;
-            let mut resume_after = None;
-            if let Some((size, cookie)) = &controls.paged {
-                if !cookie.is_empty() {
-                    if cookie.len() != 8 || cookie[4..] != fingerprint.to_be_bytes() {
-                        return Err(OperationError::new(
-                            code::UNWILLING_TO_PERFORM,
-                            "paged results cookie does not belong to this search",
-                        ));
-                    }
-                    resume_after = Some(u32::from_be_bytes([
-                        cookie[0], cookie[1], cookie[2], cookie[3],
-                    ]));
-                }
-                if *size == 0 {
-                    // Size 0 abandons the paged search (RFC 2696 §3).
-                    return Ok(SearchDone {
-                        result: Ok(()),
-                        entries_sent: 0,
-                        response_controls: vec![paged_response_control(&[])],
-                    });
-                }
-                page_size = Some(u64::try_from(*size).unwrap_or(u64::MAX));
-            }
-            // Sorting needs the whole result. A sorted search pages through the sorted order,
-            // so its cookie holds a position there rather than the last ID sent.
-            let sort_plan = controls
-                .sort
-                .as_ref()
-                .map(|keys| plan_sort(&database.schema, keys));
-            let sort_keys = match &sort_plan {
-                Some(Ok(keys)) => Some(keys),
-                // RFC 2891 §2: a critical sort that cannot be done fails the search.
-                Some(Err((result_code, attribute))) if controls.sort_critical => {
-                    return Err(OperationError::new(
-                        code::UNAVAILABLE_CRITICAL_EXTENSION,
-                        format!("critical sort control: cannot sort by {attribute} (result code {result_code})"),
-                    ))
-                }
-                _ => None,
-            };
-            let mut cursor = read.search(&spec)?;
-            if let (Some(last), None) = (resume_after, sort_keys) {
-                cursor = cursor.resume_after(last);
-            }
-            let groups = database.groups(&read);
-            let subject = database.subject(&identity, &groups);
-            let resolved = Selection::resolve(&database.schema, &selection);
-            let mut buffer = BytesMut::with_capacity(SEARCH_CHUNK_BYTES + 4096);
-            let mut sent: u64 = 0;
-            let mut result = Ok(());
-            let mut next_cookie: Option<Vec<u8>> = page_size.map(|_| Vec::new());
-            let mut sorted: Vec<(Vec<Option<Vec<u8>>>, lmdir_store::EntryId)> = Vec::new();
-            // Encodes one entry into the output, handing each full chunk to the sink.
-            let mut emit = |buffer: &mut BytesMut,
-                            id: lmdir_store::EntryId,
-                            entry: &lmdir_store::EntryRef<'_>,
-                            dn: &str,
-                            access: Option<&EntryAccess<'_>>|
-             -> Result<(), OperationError> {
-                write_stored_entry(
-                    buffer,
-                    message_id,
-                    &database.schema,
-                    &read,
-                    id,
-                    entry,
-                    dn,
-                    &resolved,
-                    access,
-                    request.typesonly,
-                )?;
-                if buffer.len() >= SEARCH_CHUNK_BYTES && !sink(buffer.split().freeze()) {
-                    return Err(OperationError::new(code::OTHER, "connection closed"));
-                }
-                Ok(())
-            };
-            for item in cursor {
-                if cancelled.load(Ordering::Acquire) {
-                    return Err(OperationError::new(code::CANCELED, "abandoned"));
-                }
-                if !time_limit.is_zero() && started.elapsed() > time_limit {
-                    result = Err(OperationError::new(
-                        code::TIME_LIMIT_EXCEEDED,
-                        "time limit exceeded",
-                    ));
-                    break;
-                }
-                let (id, entry) = match item {
-                    Ok(found) => found,
-                    Err(error) => {
-                        result = Err(error.into());
-                        break;
-                    }
-                };
-                let access = if is_root {
-                    None
-                } else {
-                    // The normalized DN is only needed for access control: the rootdn skips the walk.
-                    let normalized_dn = read.normalized_dn_of(id)?;
-                    let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
-                    if !access.can_search_entry() || !access.can_read_entry() {
-                        continue;
-                    }
-                    // Items on attributes the subject may not search are Undefined for it.
-                    if !access.restrict_filter(&prepared).evaluate(&entry).is_true() {
-                        continue;
-                    }
-                    Some(access)
-                };
-                if let Some(keys) = sort_keys {
-                    if sorted.len() >= SORTED_ENTRIES_MAX {
-                        return Err(OperationError::new(
-                            code::ADMIN_LIMIT_EXCEEDED,
-                            format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
-                        ));
-                    }
-                    sorted.push((sort_values(&entry, keys), id));
-                    continue;
-                }
-                if let Some(page) = page_size {
-                    if sent == page {
-                        next_cookie = Some(paging_cookie(id.saturating_sub(1), fingerprint));
-                        break;
-                    }
-                }
-                if size_limit > 0 && sent == size_limit {
-                    result = Err(OperationError::new(
-                        code::SIZE_LIMIT_EXCEEDED,
-                        "size limit exceeded",
-                    ));
-                    break;
-                }
-                let dn = read.dn_of(id)?;
-                emit(&mut buffer, id, &entry, &dn, access.as_ref())?;
-                sent += 1;
-            }
-            if let (Some(keys), Ok(())) = (sort_keys, &result) {
-                // Stable: equal keys keep ID order, so pages of a sorted search do not overlap.
-                sorted.sort_by(|(left, _), (right, _)| compare_sort_values(keys, left, right));
-                let start = resume_after
-                    .map_or(0, |position| position as usize)
-                    .min(sorted.len());
-                let mut end = sorted.len();
-                if let Some(page) = page_size {
-                    let page_end = start.saturating_add(page as usize);
-                    if page_end < end {
-                        end = page_end;
-                        next_cookie = Some(paging_cookie(end as u32, fingerprint));
-                    }
-                }
-                // The size limit counts entries in sorted order (RFC 2891: sort, then return).
-                if size_limit > 0 && end - start > size_limit as usize {
-                    end = start + size_limit as usize;
-                    next_cookie = next_cookie.map(|_| Vec::new());
-                    result = Err(OperationError::new(
-                        code::SIZE_LIMIT_EXCEEDED,
-                        "size limit exceeded",
-                    ));
-                }
-                for (_, id) in &sorted[start..end] {
-                    let Some(entry) = read.entry(*id)? else {
-                        continue;
-                    };
-                    let access = if is_root {
-                        None
-                    } else {
-                        let normalized_dn = read.normalized_dn_of(*id)?;
-                        Some(database.policy.for_entry(&subject, &normalized_dn, &entry))
-                    };
-                    let dn = read.dn_of(*id)?;
-                    emit(&mut buffer, *id, &entry, &dn, access.as_ref())?;
-                    sent += 1;
-                }
-            }
-            if !buffer.is_empty() {
-                sink(buffer.split().freeze());
-            }
-            let mut response_controls: Vec<ResponseControl> = next_cookie
-                .map(|cookie| vec![paged_response_control(&cookie)])
-                .unwrap_or_default();
-            if let Some(plan) = &sort_plan {
-                response_controls.push(sort_response_control(plan));
-            }
-            Ok(SearchDone {
-                result,
-                entries_sent: sent,
-                response_controls,
-            })
-        };
-    if inline {
-        // Few candidates: run on this task; a hop to the blocking pool and back would cost
-        // more than the search (two thread wake-ups per operation on a busy server).
-        let mut chunks = Vec::new();
-        let done = job(&mut |chunk| {
-            chunks.push(chunk);
-            true
-        });
-        for chunk in chunks {
-            if sender.send(Outgoing::Message(chunk)).await.is_err() {
-                return Err(OperationError::new(code::OTHER, "connection closed"));
-            }
-        }
-        return done;
-    }
-    tokio::task::spawn_blocking(move || {
-        job(&mut |chunk| sender.blocking_send(Outgoing::Message(chunk)).is_ok())
-    })
-    .await
-    .map_err(internal)?
-}
-
-/// Most index candidates a search may have to run on the async task instead of the blocking
-/// pool: small enough that it finishes in microseconds and never stalls other clients.
-const INLINE_SEARCH_CANDIDATES_MAX: u64 = 16;
-
-/// Whether a search of this server's database is small enough to run on the connection's task
-/// (see `search_is_small`).
-pub fn search_is_small_for(server: &ServerContext, request: &LdapSearchRequest) -> bool {
-    database_of(server).is_some_and(|database| {
-        search_is_small(database, request, server.settings.filter_depth_max)
-    })
-}
-
-/// Whether a search is known, from posting headers alone, to examine at most
-/// `INLINE_SEARCH_CANDIDATES_MAX` entries. Sorting, paging and any doubt answer false.
-fn search_is_small(
-    database: &Database,
-    request: &LdapSearchRequest,
-    filter_depth_max: usize,
-) -> bool {
-    if matches!(request.scope, LdapSearchScope::Base) {
-        return true;
-    }
-    let Ok(filter) = Filter::parse(
-        &crate::filter_text::to_string(&request.filter),
-        filter_depth_max,
-    ) else {
-        return false;
-    };
-    let prepared = database.schema.prepare_filter(&filter);
-    let Ok(read) = database.store.read() else {
-        return false;
-    };
-    matches!(
-        read.estimated_candidate_count(&prepared),
-        Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX
-    )
-}
-
 pub async fn compare(
     context: &OperationContext,
     request: &LdapCompareRequest,
@@ -1259,67 +734,67 @@ pub async fn compare(
     let request = request.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        let description = database.schema.parse_description(&request.atype)?;
-        let attr = description.attr;
-        let asserted = database.schema.normalize_value(attr, &request.val)?;
-        let normalized_dn = database.normalize_dn(&request.dn)?;
-        let read = database.store.read().map_err(internal)?;
-        let id = read.dn_to_id(&normalized_dn)?;
-        let entry = read.entry(id)?.ok_or_else(|| no_such_object(&request.dn))?;
-        if !identity.is_rootdn {
-            let groups = database.groups(&read);
-            let subject = database.subject(&identity, &groups);
-            let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
-            if !access.can_compare(attr) {
-                return Err(OperationError::new(
-                    code::INSUFFICIENT_ACCESS_RIGHTS,
-                    format!("no compare access to {} of '{}'", request.atype, request.dn),
-                ));
-            }
-        }
-        if let Some(assertion) = &controls.assertion {
-            let assertion = Filter::parse(
-                &crate::filter_text::to_string(assertion),
-                server.settings.filter_depth_max,
-            )?;
-            if !database
-                .schema
-                .prepare_filter(&assertion)
-                .evaluate(&entry)
-                .is_true()
-            {
-                return Err(OperationError::new(
-                    code::ASSERTION_FAILED,
-                    "assertion control failed",
-                ));
-            }
-        }
-        let subtypes = database.schema.subtypes(attr);
-        let mut found_attribute = false;
-        let mut matched = false;
-        for attribute in entry.attributes() {
-            if !subtypes.contains(&attribute.attr()) {
-                continue;
-            }
-            found_attribute = true;
-            if attribute
-                .values()
-                .any(|(_, normalized)| normalized == asserted.as_slice())
-            {
-                matched = true;
-                break;
-            }
-        }
-        if !found_attribute {
-            return Err(OperationError::new(
-                code::NO_SUCH_ATTRIBUTE,
-                format!("'{}' has no {}", request.dn, request.atype),
-            ));
-        }
-        Ok(matched)
+        compare_entry(database, &server.settings, &identity, &request, &controls)
     })
     .await
     .map_err(internal)?
+}
+
+/// Compare (RFC 4511 §4.10) as the subject sees the entry: an entry it may not know of answers
+/// as a missing one; only the asserted type's subtypes it may compare are compared (`name`
+/// never matches a hidden `cn`); the assertion control sees hidden items as Undefined.
+fn compare_entry(
+    database: &Database,
+    settings: &crate::settings::ServerSettings,
+    identity: &Identity,
+    request: &LdapCompareRequest,
+    controls: &RequestControls,
+) -> Result<bool, OperationError> {
+    let description = database.schema.parse_description(&request.atype)?;
+    let attr = description.attr;
+    let asserted = database.schema.normalize_value(attr, &request.val)?;
+    let normalized_dn = database.normalize_dn(&request.dn)?;
+    let read = database.store.read().map_err(internal)?;
+    let groups = database.groups(&read);
+    let subject = database.subject(identity, &groups);
+    let (_, entry) = disclosed_entry(database, &read, &subject, &request.dn, &normalized_dn)?;
+    let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
+    let comparable: Vec<AttrId> = database
+        .schema
+        .subtypes(attr)
+        .iter()
+        .copied()
+        .filter(|subtype| access.can_compare(*subtype))
+        .collect();
+    if comparable.is_empty() {
+        return Err(OperationError::new(
+            code::INSUFFICIENT_ACCESS_RIGHTS,
+            format!("no compare access to {} of '{}'", request.atype, request.dn),
+        ));
+    }
+    if let Some(assertion) = &controls.assertion {
+        check_read_assertion(database, settings, &access, &entry, assertion)?;
+    }
+    let mut found_attribute = false;
+    for attribute in entry.attributes() {
+        if !comparable.contains(&attribute.attr()) {
+            continue;
+        }
+        found_attribute = true;
+        if attribute
+            .values()
+            .any(|(_, normalized)| normalized == asserted.as_slice())
+        {
+            return Ok(true);
+        }
+    }
+    if !found_attribute {
+        return Err(OperationError::new(
+            code::NO_SUCH_ATTRIBUTE,
+            format!("'{}' has no {}", request.dn, request.atype),
+        ));
+    }
+    Ok(false)
 }
 
 /// Static checks of an update's attributes, before anything is hashed or queued: options per
@@ -1443,6 +918,7 @@ pub async fn add(
     let request_dn = request.dn.clone();
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     check_request_attributes(
         database,
         &context.server.settings,
@@ -1477,6 +953,7 @@ pub async fn delete(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     let pre = read_entry_control_async(
         context,
         dn.to_string(),
@@ -1517,6 +994,7 @@ pub async fn modify(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     let modifications: Vec<Modification> =
         request.changes.into_iter().map(modification_of).collect();
     check_request_attributes(
@@ -1564,6 +1042,7 @@ pub async fn modify_dn(
     };
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),

@@ -5,96 +5,267 @@ use ldap3_proto::proto::LdapFilter;
 use std::fmt::Write;
 
 /// Nesting depth: a leaf is 1, `(&(a=b))` is 2.
+/// Iterative, so a hostile nesting cannot overflow the stack.
 pub fn depth(filter: &LdapFilter) -> usize {
-    match filter {
-        LdapFilter::And(children) | LdapFilter::Or(children) => {
-            1 + children.iter().map(depth).max().unwrap_or(0)
+    let mut deepest = 0;
+    let mut pending = vec![(filter, 1usize)];
+    while let Some((filter, level)) = pending.pop() {
+        deepest = deepest.max(level);
+        match filter {
+            LdapFilter::And(children) | LdapFilter::Or(children) => {
+                pending.extend(children.iter().map(|child| (child, level + 1)));
+            }
+            LdapFilter::Not(child) => pending.push((child, level + 1)),
+            _ => {}
         }
-        LdapFilter::Not(child) => 1 + depth(child),
-        _ => 1,
     }
+    deepest
+}
+
+/// Items of a filter: leaves plus substring pieces, what one filter test walks per entry.
+/// Counting stops past `stop_after`, so measuring a huge filter costs no more than the limit.
+pub fn item_count(filter: &LdapFilter, stop_after: usize) -> usize {
+    let mut count = 0usize;
+    let mut pending = vec![filter];
+    while let Some(filter) = pending.pop() {
+        if count > stop_after {
+            break;
+        }
+        match filter {
+            LdapFilter::And(children) | LdapFilter::Or(children) => pending.extend(children),
+            LdapFilter::Not(child) => pending.push(child),
+            LdapFilter::Substring(_, substrings) => {
+                count += 1 + substrings.any.len();
+            }
+            _ => count += 1,
+        }
+    }
+    count
+}
+
+/// Bytes of a filter's attribute names and assertion values, counted until past `stop_after`.
+pub fn text_bytes(filter: &LdapFilter, stop_after: usize) -> usize {
+    let mut bytes = 0usize;
+    let mut pending = vec![filter];
+    while let Some(filter) = pending.pop() {
+        if bytes > stop_after {
+            break;
+        }
+        bytes += match filter {
+            LdapFilter::And(children) | LdapFilter::Or(children) => {
+                pending.extend(children);
+                0
+            }
+            LdapFilter::Not(child) => {
+                pending.push(child);
+                0
+            }
+            LdapFilter::Present(attribute) => attribute.len(),
+            LdapFilter::Equality(attribute, value)
+            | LdapFilter::GreaterOrEqual(attribute, value)
+            | LdapFilter::LessOrEqual(attribute, value)
+            | LdapFilter::Approx(attribute, value) => attribute.len() + value.len(),
+            LdapFilter::Substring(attribute, substrings) => {
+                attribute.len()
+                    + substrings.initial.as_ref().map_or(0, String::len)
+                    + substrings.any.iter().map(String::len).sum::<usize>()
+                    + substrings.final_.as_ref().map_or(0, String::len)
+            }
+            LdapFilter::Extensible(assertion) => {
+                assertion.type_.as_ref().map_or(0, String::len)
+                    + assertion.matching_rule.as_ref().map_or(0, String::len)
+                    + assertion.match_value.len()
+            }
+        };
+    }
+    bytes
+}
+
+/// Whether an attribute description names a password: its assertion values never reach a log.
+fn is_secret_attribute(description: &str) -> bool {
+    let base = description.split(';').next().unwrap_or(description);
+    base.eq_ignore_ascii_case("userPassword") || base == "2.5.4.35"
+}
+
+/// The filter for the stats log: RFC 4515 form with the values asserted on userPassword (and
+/// of extensible matches naming no attribute, which may test it) replaced by `<redacted>`,
+/// written only up to about `bytes_max` bytes and then ended with `...`, so a 16 MiB filter
+/// costs the log no more than a short one.
+pub fn to_log_string(filter: &LdapFilter, bytes_max: usize) -> String {
+    let mut writer = FilterWriter {
+        out: String::with_capacity(64),
+        redact: true,
+        bytes_max,
+    };
+    writer.filter(filter);
+    if writer.out.len() > bytes_max {
+        let mut cut = bytes_max;
+        while !writer.out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        writer.out.truncate(cut);
+        writer.out.push_str("...");
+    }
+    writer.out
 }
 
 /// Writes `filter` in RFC 4515 form.
 pub fn write_filter(out: &mut String, filter: &LdapFilter) {
-    match filter {
-        LdapFilter::And(children) => write_set(out, '&', children),
-        LdapFilter::Or(children) => write_set(out, '|', children),
-        LdapFilter::Not(child) => {
-            out.push_str("(!");
-            write_filter(out, child);
-            out.push(')');
+    let mut writer = FilterWriter {
+        out: std::mem::take(out),
+        redact: false,
+        bytes_max: usize::MAX,
+    };
+    writer.filter(filter);
+    *out = writer.out;
+}
+
+/// What the log shows instead of a password assertion value.
+const REDACTED: &str = "<redacted>";
+
+/// RFC 4515 writer that may redact password values and stops adding text past `bytes_max`.
+struct FilterWriter {
+    out: String,
+    redact: bool,
+    bytes_max: usize,
+}
+
+impl FilterWriter {
+    fn full(&self) -> bool {
+        self.out.len() > self.bytes_max
+    }
+
+    fn secret(&self, attribute: &str) -> bool {
+        self.redact && is_secret_attribute(attribute)
+    }
+
+    /// Client text that is not an assertion value (attribute names, rule names).
+    fn name(&mut self, text: &str) {
+        let room = self
+            .bytes_max
+            .saturating_sub(self.out.len())
+            .saturating_add(1);
+        let mut cut = text.len().min(room);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
         }
-        LdapFilter::Equality(attribute, value) => write_simple(out, attribute, "=", value),
-        LdapFilter::GreaterOrEqual(attribute, value) => write_simple(out, attribute, ">=", value),
-        LdapFilter::LessOrEqual(attribute, value) => write_simple(out, attribute, "<=", value),
-        LdapFilter::Approx(attribute, value) => write_simple(out, attribute, "~=", value),
-        LdapFilter::Present(attribute) => {
-            let _ = write!(out, "({attribute}=*)");
-        }
-        LdapFilter::Substring(attribute, substrings) => {
-            let _ = write!(out, "({attribute}=");
-            if let Some(initial) = &substrings.initial {
-                push_escaped(out, initial);
+        self.out.push_str(&text[..cut]);
+    }
+
+    /// An assertion value, escaped (RFC 4515 §3); other characters (UTF-8 too) unchanged.
+    fn value(&mut self, value: &str) {
+        for character in value.chars() {
+            if self.full() {
+                return;
             }
-            out.push('*');
-            for any in &substrings.any {
-                push_escaped(out, any);
-                out.push('*');
+            match character {
+                '*' | '(' | ')' | '\\' | '\0' => {
+                    let _ = write!(self.out, "\\{:02x}", character as u32);
+                }
+                _ if (character as u32) < 0x20 || character == '\u{7f}' => {
+                    let _ = write!(self.out, "\\{:02x}", character as u32);
+                }
+                _ => self.out.push(character),
             }
-            if let Some(final_) = &substrings.final_ {
-                push_escaped(out, final_);
-            }
-            out.push(')');
-        }
-        LdapFilter::Extensible(assertion) => {
-            out.push('(');
-            if let Some(attribute) = &assertion.type_ {
-                out.push_str(attribute);
-            }
-            if assertion.dn_attributes {
-                out.push_str(":dn");
-            }
-            if let Some(rule) = &assertion.matching_rule {
-                out.push(':');
-                out.push_str(rule);
-            }
-            out.push_str(":=");
-            push_escaped(out, &assertion.match_value);
-            out.push(')');
         }
     }
-}
 
-fn write_set(out: &mut String, operator: char, children: &[LdapFilter]) {
-    out.push('(');
-    out.push(operator);
-    for child in children {
-        write_filter(out, child);
-    }
-    out.push(')');
-}
-
-fn write_simple(out: &mut String, attribute: &str, operator: &str, value: &str) {
-    out.push('(');
-    out.push_str(attribute);
-    out.push_str(operator);
-    push_escaped(out, value);
-    out.push(')');
-}
-
-/// Escapes special characters; other characters (including non-ASCII UTF-8) pass unchanged.
-fn push_escaped(out: &mut String, value: &str) {
-    for character in value.chars() {
-        match character {
-            '*' | '(' | ')' | '\\' | '\0' => {
-                let _ = write!(out, "\\{:02x}", character as u32);
-            }
-            _ if (character as u32) < 0x20 || character == '\u{7f}' => {
-                let _ = write!(out, "\\{:02x}", character as u32);
-            }
-            _ => out.push(character),
+    fn filter(&mut self, filter: &LdapFilter) {
+        if self.full() {
+            return;
         }
+        match filter {
+            LdapFilter::And(children) => self.set('&', children),
+            LdapFilter::Or(children) => self.set('|', children),
+            LdapFilter::Not(child) => {
+                self.out.push_str("(!");
+                self.filter(child);
+                self.out.push(')');
+            }
+            LdapFilter::Equality(attribute, value) => self.simple(attribute, "=", value),
+            LdapFilter::GreaterOrEqual(attribute, value) => self.simple(attribute, ">=", value),
+            LdapFilter::LessOrEqual(attribute, value) => self.simple(attribute, "<=", value),
+            LdapFilter::Approx(attribute, value) => self.simple(attribute, "~=", value),
+            LdapFilter::Present(attribute) => {
+                self.out.push('(');
+                self.name(attribute);
+                self.out.push_str("=*)");
+            }
+            LdapFilter::Substring(attribute, substrings) => self.substring(attribute, substrings),
+            LdapFilter::Extensible(assertion) => self.extensible(assertion),
+        }
+    }
+
+    fn substring(&mut self, attribute: &str, substrings: &ldap3_proto::proto::LdapSubstringFilter) {
+        self.out.push('(');
+        self.name(attribute);
+        self.out.push('=');
+        if self.secret(attribute) {
+            self.out.push_str(REDACTED);
+            self.out.push(')');
+            return;
+        }
+        if let Some(initial) = &substrings.initial {
+            self.value(initial);
+        }
+        self.out.push('*');
+        for any in &substrings.any {
+            if self.full() {
+                break;
+            }
+            self.value(any);
+            self.out.push('*');
+        }
+        if let Some(final_) = &substrings.final_ {
+            self.value(final_);
+        }
+        self.out.push(')');
+    }
+
+    fn extensible(&mut self, assertion: &ldap3_proto::proto::LdapMatchingRuleAssertion) {
+        self.out.push('(');
+        if let Some(attribute) = &assertion.type_ {
+            self.name(attribute);
+        }
+        if assertion.dn_attributes {
+            self.out.push_str(":dn");
+        }
+        if let Some(rule) = &assertion.matching_rule {
+            self.out.push(':');
+            self.name(rule);
+        }
+        self.out.push_str(":=");
+        // With no attribute named, the rule may apply to userPassword.
+        if self.redact && assertion.type_.as_deref().is_none_or(is_secret_attribute) {
+            self.out.push_str(REDACTED);
+        } else {
+            self.value(&assertion.match_value);
+        }
+        self.out.push(')');
+    }
+
+    fn set(&mut self, operator: char, children: &[LdapFilter]) {
+        self.out.push('(');
+        self.out.push(operator);
+        for child in children {
+            if self.full() {
+                break;
+            }
+            self.filter(child);
+        }
+        self.out.push(')');
+    }
+
+    fn simple(&mut self, attribute: &str, operator: &str, value: &str) {
+        self.out.push('(');
+        self.name(attribute);
+        self.out.push_str(operator);
+        if self.secret(attribute) {
+            self.out.push_str(REDACTED);
+        } else {
+            self.value(value);
+        }
+        self.out.push(')');
     }
 }
 

@@ -1,9 +1,17 @@
-//! Client-supplied text in log lines. A DN, an OID or an error text quoting either comes from
-//! the client; written raw, a newline in it would forge a whole log line and a quote would end
-//! the field early. `escaped` writes every such character as `\xx` (hex, as in LDAP string
-//! escapes), so one request is always one line and every field ends where the log says.
+//! Client-supplied text in log lines. A DN, an OID, a filter or an error text quoting one comes
+//! from the client; written raw, a newline in it would forge a whole log line, a quote would end
+//! the field early, and a 16 MiB filter would flood the log. `escaped` writes every such
+//! character as `\xx` (hex, as in LDAP string escapes), so one request is always one line and
+//! every field ends where the log says; `bounded` also cuts the text to a length first.
 
-use std::fmt;
+use std::fmt::{self, Write};
+
+/// Longest filter a log line shows, in bytes (before escaping).
+pub const LOG_FILTER_BYTES_MAX: usize = 1024;
+/// Longest DN (or other single name) a log line shows, in bytes (before escaping).
+pub const LOG_DN_BYTES_MAX: usize = 512;
+/// Longest attribute list a log line shows, in bytes (before escaping).
+pub const LOG_ATTRIBUTES_BYTES_MAX: usize = 256;
 
 /// Displays `text` with `"`, `\` and every control or line-breaking character written as `\xx`
 /// (UTF-8 bytes in hex); all else as is.
@@ -35,9 +43,24 @@ fn needs_escape(character: char) -> bool {
     character.is_control() || matches!(character, '"' | '\\' | '\u{2028}' | '\u{2029}')
 }
 
+/// `text` cut to at most `bytes_max` bytes (on a character boundary, with the full length
+/// noted), then `escaped`, for use inside `"..."`.
+pub fn bounded(text: &str, bytes_max: usize) -> String {
+    let mut cut = text.len().min(bytes_max);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let mut out = String::with_capacity(cut + 16);
+    let _ = write!(out, "{}", escaped(&text[..cut]));
+    if cut < text.len() {
+        let _ = write!(out, "...({} bytes)", text.len());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::escaped;
+    use super::*;
 
     #[test]
     fn line_breaks_quotes_and_controls_are_escaped_and_the_rest_kept() {
@@ -54,5 +77,26 @@ mod tests {
             "a\\e2\\80\\a8b\\c2\\85"
         );
         assert_eq!(escaped("").to_string(), "");
+    }
+
+    #[test]
+    fn escapes_line_breaks_quotes_and_backslashes() {
+        let forged = "uid=x\n2026 INFO conn=1 op=2 BIND dn=\"cn=admin\"\\";
+        let logged = bounded(forged, LOG_DN_BYTES_MAX);
+        assert!(!logged.contains('\n'));
+        assert!(!logged.contains('"'));
+        assert_eq!(
+            logged,
+            "uid=x\\0a2026 INFO conn=1 op=2 BIND dn=\\22cn=admin\\22\\5c"
+        );
+        assert_eq!(bounded("caf\u{e9}\r", 64), "caf\u{e9}\\0d");
+    }
+
+    #[test]
+    fn truncates_on_a_character_boundary_and_says_how_long() {
+        let long = "\u{e9}".repeat(1000); // 2 bytes each
+        let logged = bounded(&long, 101);
+        assert_eq!(logged, format!("{}...(2000 bytes)", "\u{e9}".repeat(50)));
+        assert_eq!(bounded("short", 10), "short");
     }
 }

@@ -5,6 +5,7 @@ use crate::ber::{self, tag, ResponseControl, ResultFields};
 use crate::connection::{response_tag, Session};
 use crate::controls::{self, RequestControls};
 use crate::filter_text;
+use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
 use crate::result::{code, OperationError};
@@ -150,7 +151,7 @@ impl OperationContext {
             result_code,
             extra_log,
             started.elapsed().as_micros(),
-            escaped(message)
+            log_text::bounded(message, log_text::LOG_FILTER_BYTES_MAX)
         );
         self.send_final(buffer.freeze(), response_tag, result_code, started)
             .await;
@@ -189,7 +190,7 @@ impl OperationContext {
             self.log_prefix(),
             result_code,
             started.elapsed().as_micros(),
-            escaped(message)
+            log_text::bounded(message, log_text::LOG_FILTER_BYTES_MAX)
         );
         self.send_final(
             buffer.freeze(),
@@ -228,8 +229,8 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             info!(
                 "{} CMP dn=\"{}\" attr=\"{}\"",
                 context.log_prefix(),
-                escaped(&request.dn),
-                escaped(&request.atype)
+                log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX),
+                log_text::bounded(&request.atype, log_text::LOG_DN_BYTES_MAX)
             );
             let result = crate::database::compare(&context, &request).await;
             let response = match result {
@@ -245,7 +246,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             info!(
                 "{} ADD dn=\"{}\"",
                 context.log_prefix(),
-                escaped(&request.dn)
+                log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX)
             );
             let result = crate::database::add(&context, request).await;
             context
@@ -253,7 +254,11 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 .await;
         }
         LdapOp::DelRequest(dn) => {
-            info!("{} DEL dn=\"{}\"", context.log_prefix(), escaped(&dn));
+            info!(
+                "{} DEL dn=\"{}\"",
+                context.log_prefix(),
+                log_text::bounded(&dn, log_text::LOG_DN_BYTES_MAX)
+            );
             let result = crate::database::delete(&context, &dn).await;
             context
                 .finish_update(tag::DELETE_RESPONSE, result, started)
@@ -263,7 +268,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             info!(
                 "{} MOD dn=\"{}\"",
                 context.log_prefix(),
-                escaped(&request.dn)
+                log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX)
             );
             let result = crate::database::modify(&context, request).await;
             context
@@ -274,10 +279,13 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
             info!(
                 "{} MODRDN dn=\"{}\" newrdn=\"{}\" deleteoldrdn={} newsuperior=\"{}\"",
                 context.log_prefix(),
-                escaped(&request.dn),
-                escaped(&request.newrdn),
+                log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX),
+                log_text::bounded(&request.newrdn, log_text::LOG_DN_BYTES_MAX),
                 request.deleteoldrdn,
-                escaped(request.new_superior.as_deref().unwrap_or(""))
+                log_text::bounded(
+                    request.new_superior.as_deref().unwrap_or(""),
+                    log_text::LOG_DN_BYTES_MAX
+                )
             );
             let result = crate::database::modify_dn(&context, request).await;
             context
@@ -322,8 +330,8 @@ pub async fn bind(
         "conn={} op={} BIND dn=\"{}\" method={}",
         session.connection_id,
         operation_id,
-        escaped(&request.dn),
-        method
+        log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX),
+        log_text::bounded(&method, log_text::LOG_DN_BYTES_MAX)
     );
     // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1).
     session.identity = crate::connection::Identity::default();
@@ -348,7 +356,7 @@ pub async fn bind(
         operation_id,
         result_code,
         started.elapsed().as_micros(),
-        escaped(&message)
+        log_text::bounded(&message, log_text::LOG_FILTER_BYTES_MAX)
     );
     server
         .monitor
@@ -497,28 +505,21 @@ async fn check_password(
 }
 
 async fn search(context: &OperationContext, request: &LdapSearchRequest, started: Instant) {
-    let filter = filter_text::to_string(&request.filter);
     info!(
         "{} SRCH base=\"{}\" scope={} deref={} filter=\"{}\" attrs=\"{}\"",
         context.log_prefix(),
-        request.base,
+        log_text::bounded(&request.base, log_text::LOG_DN_BYTES_MAX),
         request.scope.clone() as i64,
         request.aliases.clone() as i64,
-        filter,
-        request.attrs.join(" ")
+        search_log_filter(&request.filter),
+        log_text::bounded(&request.attrs.join(" "), log_text::LOG_ATTRIBUTES_BYTES_MAX)
     );
-    let depth = filter_text::depth(&request.filter);
-    let filter_depth_max = context.server.settings.filter_depth_max;
-    let result = if depth > filter_depth_max {
-        Err(OperationError::new(
-            code::ADMIN_LIMIT_EXCEEDED,
-            format!("filter nesting depth {depth} exceeds the limit of {filter_depth_max}"),
-        ))
-    } else {
-        match controls::parse(&context.controls, controls::SEARCH_CONTROLS) {
+    let result = match search_request_within_limits(&context.server.settings, request) {
+        Err(error) => Err(error),
+        Ok(()) => match controls::parse(&context.controls, controls::SEARCH_CONTROLS) {
             Err(error) => Err(error),
             Ok(parsed) => search_with_controls(context, request, &parsed).await,
-        }
+        },
     };
     match result {
         Ok(done) => {
@@ -545,6 +546,66 @@ async fn search(context: &OperationContext, request: &LdapSearchRequest, started
                 .await
         }
     }
+}
+
+/// The search filter as the stats log shows it: password values redacted, bounded, escaped.
+pub fn search_log_filter(filter: &ldap3_proto::proto::LdapFilter) -> String {
+    // The writer stops near the bound itself (it ends a cut filter with `...`); `bounded`
+    // escapes what it wrote.
+    log_text::bounded(
+        &filter_text::to_log_string(filter, log_text::LOG_FILTER_BYTES_MAX),
+        log_text::LOG_FILTER_BYTES_MAX + 8,
+    )
+}
+
+/// The limits a search request must meet before any work: filter nesting and size, and the
+/// length of the attribute list (each adminLimitExceeded, as OpenLDAP answers its limits).
+pub fn search_request_within_limits(
+    settings: &crate::settings::ServerSettings,
+    request: &LdapSearchRequest,
+) -> Result<(), OperationError> {
+    filter_within_limits(settings, &request.filter)?;
+    attribute_list_within_limits(settings, request.attrs.len())
+}
+
+/// Nesting depth and item count (leaves plus substring pieces) of a search or assertion filter.
+pub fn filter_within_limits(
+    settings: &crate::settings::ServerSettings,
+    filter: &ldap3_proto::proto::LdapFilter,
+) -> Result<(), OperationError> {
+    let depth = filter_text::depth(filter);
+    if depth > settings.filter_depth_max {
+        return Err(OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!(
+                "filter nesting depth {depth} exceeds the limit of {}",
+                settings.filter_depth_max
+            ),
+        ));
+    }
+    let items_max = settings.filter_items_max;
+    if filter_text::item_count(filter, items_max) > items_max {
+        return Err(OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!("filter has more than {items_max} items"),
+        ));
+    }
+    Ok(())
+}
+
+/// Length of a requested attribute list (search, pre-read, post-read).
+pub fn attribute_list_within_limits(
+    settings: &crate::settings::ServerSettings,
+    count: usize,
+) -> Result<(), OperationError> {
+    let attributes_max = settings.requested_attributes_max;
+    if count > attributes_max {
+        return Err(OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!("more than {attributes_max} attributes requested"),
+        ));
+    }
+    Ok(())
 }
 
 /// How a search ended (the SearchResultDone to send).
@@ -611,4 +672,36 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
         },
     };
     context.finish_extended(result, started).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ldap3_proto::proto::LdapFilter;
+
+    #[test]
+    fn the_search_log_redacts_passwords_and_bounds_and_escapes_the_filter() {
+        let password = LdapFilter::And(vec![
+            LdapFilter::Equality("uid".to_string(), "bob".to_string()),
+            LdapFilter::Equality("userPassword;x".to_string(), "secret".to_string()),
+            LdapFilter::Approx("2.5.4.35".to_string(), "secret".to_string()),
+        ]);
+        assert_eq!(
+            search_log_filter(&password),
+            "(&(uid=bob)(userPassword;x=<redacted>)(2.5.4.35~=<redacted>))"
+        );
+        // A value cannot break the line or close the quotes of `filter="..."`.
+        let forged = LdapFilter::Equality("cn".to_string(), "x\"\nconn=1 op=1 BIND".to_string());
+        let logged = search_log_filter(&forged);
+        assert!(!logged.contains('\n') && !logged.contains('"'), "{logged}");
+        // 16 MiB of filter logs as about LOG_FILTER_BYTES_MAX.
+        let huge = LdapFilter::Equality("cn".to_string(), "y".repeat(16 << 20));
+        let logged = search_log_filter(&huge);
+        assert!(
+            logged.len() < log_text::LOG_FILTER_BYTES_MAX + 32,
+            "{}",
+            logged.len()
+        );
+        assert!(logged.ends_with("yyy..."), "{logged}");
+    }
 }

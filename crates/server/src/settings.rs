@@ -118,6 +118,14 @@ pub struct ServerSettings {
     pub bind_failure_interval: Duration,
     /// `userPassword` values one simple bind verifies at most.
     pub bind_password_values_max: usize,
+    /// Leaves plus substring pieces of a search or assertion filter.
+    pub filter_items_max: usize,
+    /// Names in a search's or pre/post-read control's attribute list.
+    pub requested_attributes_max: usize,
+    /// Keys of one server-side sort request.
+    pub sort_keys_max: usize,
+    /// Bytes of sort key values one sorted search may hold.
+    pub sort_bytes_max: usize,
     pub password_hash: String,
     /// Most writer time per update (see `lmdir-config`).
     pub write_budget: Duration,
@@ -173,6 +181,10 @@ impl ServerSettings {
             bind_failure_burst: server.bind_failure_burst,
             bind_failure_interval: Duration::from_millis(server.bind_failure_interval_milliseconds),
             bind_password_values_max: server.bind_password_values_max as usize,
+            filter_items_max: server.filter_items_max as usize,
+            requested_attributes_max: server.requested_attributes_max as usize,
+            sort_keys_max: server.sort_keys_max as usize,
+            sort_bytes_max: usize::try_from(server.sort_bytes_max).unwrap_or(usize::MAX),
             password_hash: server.password_hash.clone(),
             write_budget: Duration::from_millis(server.write_budget_milliseconds),
             attribute_descriptions_per_entry_max: server.attribute_descriptions_per_entry_max

@@ -914,8 +914,14 @@ fn configured_rules_grant_group_members_write_and_deny_others() {
         &["cn"],
     );
     assert!(hidden.is_empty());
-    // Comparing needs compare access: anonymous has none on People entries.
+    // Anonymous holds no access at all on People entries, so it may not even learn that alice
+    // exists: compare answers noSuchObject, as for a missing entry (OpenLDAP's disclose).
     let compare = anonymous.compare(ALICE, "sn", "Liddell").expect("compare");
+    assert_eq!(compare.0.rc, 32);
+    // A user who may read but not compare userPassword gets insufficientAccessRights.
+    let compare = bob
+        .compare(ALICE, "userPassword", "alicepw")
+        .expect("compare");
     assert_eq!(compare.0.rc, 50);
 }
 

@@ -303,17 +303,48 @@ pub fn for_each_gram(normalized: &[u8], emit: &mut dyn FnMut(u8, &[u8])) {
     }
 }
 
+/// Bytes of one assertion piece that keys are taken from (about 30 windows): any gram of a
+/// part of a piece must also be in a matching value, so fewer keys only widen the candidates,
+/// and a 16 MiB piece costs no more than a short one.
+const ASSERTION_PIECE_BYTES_MAX: usize = 64;
+/// Most index keys of one substring assertion (each costs a posting lookup).
+pub const SUBSTRING_ASSERTION_KEYS_MAX: usize = 64;
+
+/// At most `ASSERTION_PIECE_BYTES_MAX` bytes of a piece, from its start or its end, cut on a
+/// character boundary when the piece is UTF-8 (grams are characters then).
+fn bounded_piece(piece: &[u8], keep_end: bool) -> &[u8] {
+    if piece.len() <= ASSERTION_PIECE_BYTES_MAX {
+        return piece;
+    }
+    let text = std::str::from_utf8(piece).ok();
+    let is_boundary = |at: usize| text.is_none_or(|text| text.is_char_boundary(at));
+    if keep_end {
+        let mut start = piece.len() - ASSERTION_PIECE_BYTES_MAX;
+        while !is_boundary(start) {
+            start += 1;
+        }
+        &piece[start..]
+    } else {
+        let mut end = ASSERTION_PIECE_BYTES_MAX;
+        while !is_boundary(end) {
+            end -= 1;
+        }
+        &piece[..end]
+    }
+}
+
 /// The index keys (without chunk) that one substring assertion must all hit: the longest
 /// usable initial / final gram, and "any" windows of 4 characters at step 2 over each piece
-/// (plus the last window). Pieces too short to form a gram add no key; if no key at all can be
-/// formed the assertion is unindexed (`None`).
+/// (plus the last window), from a bounded part of each piece and at most
+/// `SUBSTRING_ASSERTION_KEYS_MAX` in all. Pieces too short to form a gram add no key; if no
+/// key at all can be formed the assertion is unindexed (`None`).
 pub fn substring_assertion_keys(
     initial: Option<&[u8]>,
     any: &[&[u8]],
     final_: Option<&[u8]>,
 ) -> Option<Vec<Vec<u8>>> {
     let mut keys = Vec::new();
-    if let Some(piece) = initial {
+    if let Some(piece) = initial.map(|piece| bounded_piece(piece, false)) {
         let boundaries = character_boundaries(piece);
         let char_count = boundaries.len() - 1;
         if char_count >= GRAM_LENGTH_MIN_CHARS {
@@ -322,11 +353,7 @@ pub fn substring_assertion_keys(
         }
         push_any_windows(piece, &boundaries, &mut keys);
     }
-    for piece in any {
-        let boundaries = character_boundaries(piece);
-        push_any_windows(piece, &boundaries, &mut keys);
-    }
-    if let Some(piece) = final_ {
+    if let Some(piece) = final_.map(|piece| bounded_piece(piece, true)) {
         let boundaries = character_boundaries(piece);
         let char_count = boundaries.len() - 1;
         if char_count >= GRAM_LENGTH_MIN_CHARS {
@@ -338,6 +365,15 @@ pub fn substring_assertion_keys(
         }
         push_any_windows(piece, &boundaries, &mut keys);
     }
+    for piece in any {
+        if keys.len() >= SUBSTRING_ASSERTION_KEYS_MAX {
+            break;
+        }
+        let piece = bounded_piece(piece, false);
+        let boundaries = character_boundaries(piece);
+        push_any_windows(piece, &boundaries, &mut keys);
+    }
+    keys.truncate(SUBSTRING_ASSERTION_KEYS_MAX);
     keys.sort();
     keys.dedup();
     if keys.is_empty() {
@@ -749,6 +785,32 @@ mod tests {
             assert!(value_keys.contains(&key));
         }
         assert!(substring_assertion_keys(Some(b"j"), &[b"ab"], None).is_none());
+    }
+
+    #[test]
+    fn huge_assertions_give_few_keys_all_from_a_matching_value() {
+        // Multi-byte characters, so a cut inside a character would make foreign grams.
+        let piece = "żółw".repeat(100_000);
+        // The value is the piece itself: it starts with, ends with and contains the piece.
+        let value = piece.clone();
+        let mut value_keys = Vec::new();
+        index_keys_for_value(
+            IndexKinds::SUBSTRING,
+            value.as_bytes(),
+            None,
+            &mut value_keys,
+        );
+        let many_pieces: Vec<&[u8]> = vec![piece.as_bytes(); 1000];
+        for keys in [
+            substring_assertion_keys(Some(piece.as_bytes()), &[], Some(piece.as_bytes())),
+            substring_assertion_keys(None, &many_pieces, None),
+        ] {
+            let keys = keys.expect("keys");
+            assert!(keys.len() <= SUBSTRING_ASSERTION_KEYS_MAX, "{}", keys.len());
+            for key in keys {
+                assert!(value_keys.contains(&key));
+            }
+        }
     }
 
     #[test]

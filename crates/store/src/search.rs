@@ -123,6 +123,14 @@ fn worth_intersecting(candidate_count: u64, list_id_count: u64) -> bool {
         && list_id_count <= candidate_count.saturating_mul(CANDIDATE_TEST_COST_IN_DECODED_IDS)
 }
 
+/// Candidates a cursor examines between two calls of its stop check (`stop_when`): a scan
+/// that matches nothing still notices a deadline or an abandon within microseconds.
+const STOP_CHECK_INTERVAL_CANDIDATES: usize = 64;
+
+/// A caller's reason to end a search early (a deadline passed, the client abandoned), asked
+/// every `STOP_CHECK_INTERVAL_CANDIDATES` candidates.
+pub type StopCheck<'a> = Box<dyn Fn() -> Option<LdapError> + 'a>;
+
 /// The matching entries of a search, in ID order.
 pub struct SearchCursor<'a> {
     read: &'a ReadTxn,
@@ -135,6 +143,7 @@ pub struct SearchCursor<'a> {
     /// The filter tests the virtual entryDN attribute: present it on candidates (computing a
     /// DN costs a parent walk, so only when asked).
     filter_uses_entry_dn: bool,
+    stop: Option<StopCheck<'a>>,
 }
 
 /// Whether any leaf of `filter` applies to `attr`.
@@ -528,6 +537,7 @@ impl ReadTxn {
             undecodable: 0,
             finished: false,
             filter_uses_entry_dn,
+            stop: None,
         })
     }
 
@@ -557,6 +567,13 @@ impl<'a> SearchCursor<'a> {
         if id == EntryId::MAX {
             self.finished = true;
         }
+        self
+    }
+
+    /// Ends the search with `check`'s error once it gives one; asked between candidates,
+    /// matching or not, so the caller's limits hold even while nothing matches.
+    pub fn stop_when(mut self, check: impl Fn() -> Option<LdapError> + 'a) -> SearchCursor<'a> {
+        self.stop = Some(Box::new(check));
         self
     }
 
@@ -661,6 +678,12 @@ impl<'a> Iterator for SearchCursor<'a> {
                 }
             };
             self.examined += 1;
+            if self.examined.is_multiple_of(STOP_CHECK_INTERVAL_CANDIDATES) {
+                if let Some(error) = self.stop.as_ref().and_then(|check| check()) {
+                    self.finished = true;
+                    return Some(Err(error));
+                }
+            }
             if self.spec.lookthrough_limit != 0 && self.examined > self.spec.lookthrough_limit {
                 self.finished = true;
                 return Some(Err(LdapError::new(

@@ -113,3 +113,41 @@ fn index_config_change_is_detected_and_unbuilt_index_is_not_used() {
         Oracle::build(&store).search(SUFFIX, Scope::Sub, filter)
     );
 }
+
+/// A caller's stop check ends a scan that matches nothing within a bounded number of
+/// candidates, so limits such as a deadline or an abandon hold while nothing is returned.
+#[test]
+fn a_stop_check_ends_a_scan_that_matches_nothing() {
+    use std::cell::Cell;
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(300), 100);
+    let spec = SearchSpec {
+        base: SUFFIX.to_string(),
+        scope: Scope::Sub,
+        filter: store
+            .schema()
+            .prepare_filter(&Filter::parse("(description=matches nothing)", 8).unwrap()),
+        size_limit: 0,
+        lookthrough_limit: 0,
+    };
+    let read = store.read().unwrap();
+    let asked = Cell::new(0usize);
+    let results: Vec<_> = read
+        .search(&spec)
+        .unwrap()
+        .stop_when(|| {
+            asked.set(asked.get() + 1);
+            Some(lmdir_schema::LdapError::new(
+                lmdir_schema::ResultCode::TimeLimitExceeded,
+                "stop",
+            ))
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "one error, then the cursor is finished");
+    let error = results[0].as_ref().expect_err("stopped");
+    assert_eq!(error.code, lmdir_schema::ResultCode::TimeLimitExceeded);
+    assert_eq!(asked.get(), 1);
+    // Without a stop the same scan runs to its end and finds nothing.
+    assert_eq!(read.search(&spec).unwrap().count(), 0);
+}

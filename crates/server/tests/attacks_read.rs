@@ -1,0 +1,529 @@
+//! Issue 9, the read side, over the wire against a populated directory: no value hidden from a
+//! subject changes any answer it gets (assertion control, compare, sort, base lookup, index
+//! candidates), and every client-controlled count is bounded with a proper result code.
+
+mod common;
+
+use common::{person_dn, TestServer, ROOT_DN, ROOT_PASSWORD};
+use ldap3::controls::{Assertion, PagedResults, RawControl};
+use ldap3::{LdapConn, LdapResult, Mod, Scope, SearchEntry, SearchOptions};
+use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
+use std::collections::HashSet;
+
+const PEOPLE: &str = "ou=people,dc=example,dc=com";
+const ASSERTION_FAILED: u32 = 122;
+const ADMIN_LIMIT_EXCEEDED: u32 = 11;
+const SIZE_LIMIT_EXCEEDED: u32 = 4;
+const NO_SUCH_OBJECT: u32 = 32;
+
+fn root(server: &TestServer) -> LdapConn {
+    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
+    connection
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("rootdn bind");
+    connection
+}
+
+fn anonymous(server: &TestServer) -> LdapConn {
+    LdapConn::new(&server.ldap_url()).expect("connect")
+}
+
+/// `to <target> by * <level>`.
+fn rule(to: AccessTarget, access: AccessLevel) -> AccessRule {
+    AccessRule {
+        to,
+        by: vec![AccessClause {
+            who: Who::Anyone,
+            access,
+        }],
+    }
+}
+
+/// Everyone reads everything except `attribute`, which nobody may use at all.
+fn hide_attribute(attribute: &str) -> Vec<AccessRule> {
+    vec![
+        rule(
+            AccessTarget {
+                attrs: vec![attribute.to_string()],
+                ..AccessTarget::default()
+            },
+            AccessLevel::None,
+        ),
+        rule(AccessTarget::default(), AccessLevel::Read),
+    ]
+}
+
+/// The stored userPassword of an entry, as the rootdn reads it.
+fn stored_password(server: &TestServer, dn: &str) -> String {
+    let (entries, _) = root(server)
+        .search(dn, Scope::Base, "(objectClass=*)", vec!["userPassword"])
+        .expect("search")
+        .success()
+        .expect("root reads the password");
+    assert_eq!(entries.len(), 1);
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("entry"));
+    let value = &entry.bin_attrs.get("userPassword").map_or_else(
+        || entry.attrs["userPassword"][0].clone().into_bytes(),
+        |values| values[0].clone(),
+    );
+    String::from_utf8(value.clone()).expect("hash text")
+}
+
+/// Result code (and entry count) of an anonymous base search of `dn` with an assertion.
+fn base_search_with_assertion(server: &TestServer, dn: &str, assertion: &str) -> (u32, usize) {
+    let result = anonymous(server)
+        .with_controls(Assertion::new(assertion))
+        .search(dn, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    (result.1.rc, result.0.len())
+}
+
+#[test]
+fn assertion_control_reveals_nothing_of_a_hidden_password() {
+    let server = TestServer::start_populated(50, Vec::new(), |_| {});
+    let target = person_dn(1);
+    let hash = stored_password(&server, &target);
+    assert!(hash.starts_with("{SSHA}"), "{hash}");
+    // The issue's binary search: an ordering match below / above the real prefix, and
+    // equality with the hash or with the cleartext password.
+    let prefix = &hash[..8];
+    let mut above = prefix.as_bytes().to_vec();
+    *above.last_mut().expect("prefix") += 1;
+    let above = String::from_utf8(above).expect("ascii");
+    let assertions = [
+        format!("(userPassword:2.5.13.18:={prefix})"),
+        format!("(userPassword:2.5.13.18:={above})"),
+        format!("(userPassword={hash})"),
+        "(userPassword={SSHA}AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA)".to_string(),
+        format!("(userPassword={})", common::PERSON_PASSWORD),
+        "(userPassword=wrong)".to_string(),
+        "(userPassword=*)".to_string(),
+        "(!(userPassword=*))".to_string(),
+    ];
+    for assertion in &assertions {
+        assert_eq!(
+            base_search_with_assertion(&server, &target, assertion),
+            (ASSERTION_FAILED, 0),
+            "anonymous {assertion}"
+        );
+    }
+    // A visible attribute still asserts normally, and the rootdn sees everything.
+    assert_eq!(
+        base_search_with_assertion(&server, &target, "(uid=u0000001)"),
+        (0, 1)
+    );
+    let rooted = root(&server)
+        .with_controls(Assertion::new(format!("(userPassword={hash})")))
+        .search(&target, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    assert_eq!(rooted.1.rc, 0);
+}
+
+#[test]
+fn compare_with_an_assertion_reveals_nothing_of_a_hidden_password() {
+    let server = TestServer::start_populated(20, Vec::new(), |_| {});
+    let target = person_dn(2);
+    let hash = stored_password(&server, &target);
+    let answers: Vec<u32> = [
+        format!("(userPassword={hash})"),
+        "(userPassword=x)".to_string(),
+    ]
+    .iter()
+    .map(|assertion| {
+        anonymous(&server)
+            .with_controls(Assertion::new(assertion))
+            .compare(&target, "uid", "u0000002")
+            .expect("compare")
+            .0
+            .rc
+    })
+    .collect();
+    assert_eq!(answers, vec![ASSERTION_FAILED, ASSERTION_FAILED]);
+}
+
+#[test]
+fn sorting_by_a_hidden_attribute_orders_as_if_it_were_absent() {
+    let people = 30;
+    let server = TestServer::start_populated(people, Vec::new(), |_| {});
+    let mut root = root(&server);
+    // Distinct salted hashes, so an order by hash is a random order.
+    for index in 0..people {
+        root.modify(
+            &person_dn(index),
+            vec![Mod::Replace(
+                "userPassword",
+                HashSet::from([format!("password{index}").as_str()]),
+            )],
+        )
+        .expect("modify")
+        .success()
+        .expect("password set");
+    }
+    let order = |connection: &mut LdapConn| -> Vec<String> {
+        let result = connection
+            .with_controls(sort_control(&["userPassword"]))
+            .search(PEOPLE, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+            .expect("sorted search");
+        assert_eq!(result.1.rc, 0);
+        result
+            .0
+            .into_iter()
+            .map(|entry| SearchEntry::construct(entry).dn)
+            .collect()
+    };
+    let id_order: Vec<String> = (0..people).map(person_dn).collect();
+    // The attack works where the attribute is readable: the rootdn's order is the hashes'.
+    assert_ne!(order(&mut root), id_order, "sorting by hash reorders");
+    // Anonymous may not read userPassword: every entry sorts as lacking it (stable, ID order).
+    assert_eq!(order(&mut anonymous(&server)), id_order);
+}
+
+#[test]
+fn compare_on_a_supertype_does_not_match_a_hidden_subtype() {
+    let server = TestServer::start_populated(20, hide_attribute("cn"), |_| {});
+    let target = person_dn(3);
+    let compare = |value: &str| {
+        anonymous(&server)
+            .compare(&target, "name", value)
+            .expect("compare")
+            .0
+            .rc
+    };
+    // cn is "Person 3" (hidden), sn is "Surname3" (visible, a subtype of name too).
+    assert_eq!(compare("Person 3"), compare("Nobody At All"));
+    assert_eq!(compare("Person 3"), 5, "compareFalse");
+    assert_eq!(compare("Surname3"), 6, "compareTrue on the visible subtype");
+    // cn itself cannot be compared.
+    let direct = anonymous(&server)
+        .compare(&target, "cn", "Person 3")
+        .expect("compare")
+        .0
+        .rc;
+    assert_eq!(direct, 50, "insufficientAccessRights");
+}
+
+/// rc, matched DN and message of an anonymous base search (message with `dn` replaced by `X`).
+fn base_answer(server: &TestServer, dn: &str) -> (u32, String, String) {
+    let result: LdapResult = anonymous(server)
+        .search(dn, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search")
+        .1;
+    (result.rc, result.matched, result.text.replace(dn, "X"))
+}
+
+#[test]
+fn a_hidden_entry_answers_exactly_as_a_missing_one() {
+    let hidden = person_dn(4);
+    let rules = vec![
+        rule(
+            AccessTarget {
+                subtree: Some(hidden.clone()),
+                ..AccessTarget::default()
+            },
+            AccessLevel::None,
+        ),
+        rule(AccessTarget::default(), AccessLevel::Read),
+    ];
+    let server = TestServer::start_populated(20, rules, |_| {});
+    let missing = format!("uid=nobody,{PEOPLE}");
+    let hidden_answer = base_answer(&server, &hidden);
+    assert_eq!(hidden_answer, base_answer(&server, &missing));
+    assert_eq!(hidden_answer.0, NO_SUCH_OBJECT);
+    assert_eq!(hidden_answer.1, PEOPLE, "matched DN is the visible parent");
+    // Below the hidden entry, the matched DN skips it.
+    let below_hidden = format!("cn=x,{hidden}");
+    let below_missing = format!("cn=x,{missing}");
+    assert_eq!(
+        base_answer(&server, &below_hidden),
+        base_answer(&server, &below_missing)
+    );
+    assert_eq!(base_answer(&server, &below_hidden).1, PEOPLE);
+    // Compare on the hidden entry answers as on a missing one.
+    let compare = |dn: &str| {
+        let result = anonymous(&server)
+            .compare(dn, "uid", "u0000004")
+            .expect("compare")
+            .0;
+        (result.rc, result.matched)
+    };
+    assert_eq!(compare(&hidden), compare(&missing));
+    assert_eq!(compare(&hidden).0, NO_SUCH_OBJECT);
+    // The parent's computed child count leaves it out; the rootdn's counts every child.
+    let count = |connection: &mut LdapConn| {
+        let (entries, _) = connection
+            .search(
+                PEOPLE,
+                Scope::Base,
+                "(objectClass=*)",
+                vec!["numSubordinates"],
+            )
+            .expect("search")
+            .success()
+            .expect("parent visible");
+        let entry = SearchEntry::construct(entries.into_iter().next().expect("parent"));
+        entry.attrs["numSubordinates"][0].clone()
+    };
+    assert_eq!(count(&mut anonymous(&server)), "19");
+    assert_eq!(count(&mut root(&server)), "20");
+    // The rootdn still finds it.
+    let rooted = root(&server)
+        .search(&hidden, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    assert_eq!((rooted.1.rc, rooted.0.len()), (0, 1));
+}
+
+#[test]
+fn hidden_values_do_not_choose_index_candidates() {
+    // cn is indexed (equality and substrings) and hidden; with a look-through limit the number
+    // of candidates examined would tell how many entries hold a hidden value.
+    let server = TestServer::start_populated(300, hide_attribute("cn"), |settings| {
+        settings.lookthrough_limit = 50;
+    });
+    let answer = |filter: &str| {
+        let result = anonymous(&server)
+            .search(PEOPLE, Scope::Subtree, filter, vec!["1.1"])
+            .expect("search");
+        (result.1.rc, result.0.len())
+    };
+    // Index candidates from cn would be 111 entries for the first and none for the second.
+    let many = answer("(cn=Person 1*)");
+    let none = answer("(cn=Nobody*)");
+    assert_eq!(many, none);
+    assert_eq!(
+        many.0, ADMIN_LIMIT_EXCEEDED,
+        "both look through the subtree"
+    );
+    // A visible indexed attribute still narrows the candidates below the limit.
+    assert_eq!(answer("(|(uid=u0000010)(uid=u0000011))"), (0, 2));
+}
+
+/// The RFC 2891 sort request control with one ascending key per attribute.
+fn sort_control(attributes: &[&str]) -> RawControl {
+    let mut keys = Vec::new();
+    for attribute in attributes {
+        let mut key = vec![0x04];
+        ber_length(&mut key, attribute.len());
+        key.extend_from_slice(attribute.as_bytes());
+        keys.push(0x30);
+        ber_length(&mut keys, key.len());
+        keys.extend_from_slice(&key);
+    }
+    let mut value = vec![0x30];
+    ber_length(&mut value, keys.len());
+    value.extend_from_slice(&keys);
+    RawControl {
+        ctype: "1.2.840.113556.1.4.473".to_string(),
+        crit: false,
+        val: Some(value),
+    }
+}
+
+fn ber_length(out: &mut Vec<u8>, length: usize) {
+    if length < 0x80 {
+        out.push(length as u8);
+    } else {
+        let bytes = (length as u32).to_be_bytes();
+        let skip = bytes.iter().take_while(|byte| **byte == 0).count();
+        out.push(0x80 | (4 - skip) as u8);
+        out.extend_from_slice(&bytes[skip..]);
+    }
+}
+
+#[test]
+fn sort_keys_and_sorted_bytes_are_bounded() {
+    let server = TestServer::start_populated(400, Vec::new(), |settings| {
+        settings.sort_bytes_max = 64 * 1024;
+    });
+    let sorted = |attributes: &[&str]| {
+        anonymous(&server)
+            .with_controls(sort_control(attributes))
+            .search(PEOPLE, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+            .expect("search")
+            .1
+            .rc
+    };
+    // The issue's 20,000 keys (default sort_keys_max 16).
+    assert_eq!(sorted(&["cn"; 20_000]), ADMIN_LIMIT_EXCEEDED);
+    assert_eq!(sorted(&["cn"; 17]), ADMIN_LIMIT_EXCEEDED);
+    // 400 entries of one small key (~70 bytes each) fit in 64 KiB; 16 keys each do not.
+    let one_key = anonymous(&server)
+        .with_controls(sort_control(&["sn"]))
+        .with_search_options(SearchOptions::new().sizelimit(5))
+        .search(PEOPLE, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    assert_eq!(one_key.1.rc, SIZE_LIMIT_EXCEEDED);
+    assert_eq!(one_key.0.len(), 5);
+    assert_eq!(sorted(&["description"; 16]), ADMIN_LIMIT_EXCEEDED);
+}
+
+#[test]
+fn filters_and_attribute_lists_are_bounded() {
+    let server = TestServer::start_populated(10, Vec::new(), |settings| {
+        settings.filter_items_max = 1000;
+        settings.requested_attributes_max = 100;
+    });
+    let rc = |filter: &str, attributes: Vec<String>| {
+        anonymous(&server)
+            .search(PEOPLE, Scope::Subtree, filter, attributes)
+            .expect("search")
+            .1
+            .rc
+    };
+    let or_of = |count: usize| {
+        let items: String = (0..count)
+            .map(|index| format!("(uid=u{index:07})"))
+            .collect();
+        format!("(|{items})")
+    };
+    assert_eq!(rc(&or_of(1000), vec!["1.1".to_string()]), 0);
+    assert_eq!(
+        rc(&or_of(1001), vec!["1.1".to_string()]),
+        ADMIN_LIMIT_EXCEEDED
+    );
+    // The issue's 100,000-item filter.
+    assert_eq!(
+        rc(&or_of(100_000), vec!["1.1".to_string()]),
+        ADMIN_LIMIT_EXCEEDED
+    );
+    // Substring pieces count as items.
+    let pieces = format!("(cn=*{}*)", vec!["a"; 1001].join("*"));
+    assert_eq!(rc(&pieces, vec!["1.1".to_string()]), ADMIN_LIMIT_EXCEEDED);
+    // A 1 MiB substring piece is one item: answered (its index keys are bounded in the store).
+    let long_piece = format!("(cn=*{}*)", "x".repeat(1 << 20));
+    assert_eq!(rc(&long_piece, vec!["1.1".to_string()]), 0);
+    // Assertion filters are held to the same bound.
+    let asserted = anonymous(&server)
+        .with_controls(Assertion::new(or_of(1001)))
+        .search(&person_dn(1), Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search")
+        .1
+        .rc;
+    assert_eq!(asserted, ADMIN_LIMIT_EXCEEDED);
+    let attributes: Vec<String> = (0..101).map(|index| format!("a{index}")).collect();
+    assert_eq!(
+        rc("(uid=u0000001)", attributes.clone()),
+        ADMIN_LIMIT_EXCEEDED
+    );
+    // A post-read list over the bound refuses the update before it is written.
+    let mut root = root(&server);
+    let refused = root
+        .with_controls(ldap3::controls::PostRead::new(
+            attributes.iter().map(String::as_str).collect(),
+        ))
+        .modify(
+            &person_dn(1),
+            vec![Mod::Replace("description", HashSet::from(["changed"]))],
+        )
+        .expect("modify");
+    assert_eq!(refused.rc, ADMIN_LIMIT_EXCEEDED);
+    let (entries, _) = root
+        .search(
+            &person_dn(1),
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["description"],
+        )
+        .expect("search")
+        .success()
+        .expect("read back");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("entry"));
+    assert_eq!(
+        entry.attrs["description"],
+        vec!["person number 1".to_string()]
+    );
+}
+
+/// Pages through `filter` under ou=people with pages of `page_size`; returns the entries seen
+/// and the final result code.
+fn page_through(
+    connection: &mut LdapConn,
+    page_size: i32,
+    size_limit: i32,
+    sort: Option<&str>,
+) -> (usize, u32) {
+    let mut cookie = Vec::new();
+    let mut seen = 0;
+    for _ in 0..1000 {
+        let mut controls: Vec<RawControl> = vec![PagedResults {
+            size: page_size,
+            cookie: cookie.clone(),
+        }
+        .into()];
+        if let Some(attribute) = sort {
+            controls.push(sort_control(&[attribute]));
+        }
+        let result = connection
+            .with_controls(controls)
+            .with_search_options(SearchOptions::new().sizelimit(size_limit))
+            .search(PEOPLE, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+            .expect("search");
+        seen += result.0.len();
+        if result.1.rc != 0 {
+            return (seen, result.1.rc);
+        }
+        let parsed: PagedResults = result
+            .1
+            .ctrls
+            .iter()
+            .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
+            .expect("paged response")
+            .1
+            .parse();
+        if parsed.cookie.is_empty() {
+            return (seen, 0);
+        }
+        cookie = parsed.cookie;
+    }
+    panic!("paging never ended");
+}
+
+#[test]
+fn the_size_limit_counts_every_page_of_a_paged_search() {
+    let server = TestServer::start_populated(120, Vec::new(), |settings| {
+        settings.size_limit = 25;
+    });
+    let mut connection = anonymous(&server);
+    // The server's limit, then the client's own, unsorted and sorted.
+    assert_eq!(
+        page_through(&mut connection, 10, 0, None),
+        (25, SIZE_LIMIT_EXCEEDED)
+    );
+    assert_eq!(
+        page_through(&mut connection, 10, 15, None),
+        (15, SIZE_LIMIT_EXCEEDED)
+    );
+    assert_eq!(
+        page_through(&mut connection, 10, 0, Some("uid")),
+        (25, SIZE_LIMIT_EXCEEDED)
+    );
+    // The rootdn has no server limit: every person, in pages.
+    assert_eq!(page_through(&mut root(&server), 10, 0, None), (120, 0));
+
+    // A cookie the server did not issue (a reset count, another search's) is refused.
+    let first = connection
+        .with_controls(PagedResults {
+            size: 10,
+            cookie: Vec::new(),
+        })
+        .search(PEOPLE, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    let PagedResults { mut cookie, .. } = first
+        .1
+        .ctrls
+        .iter()
+        .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
+        .expect("paged response")
+        .1
+        .parse();
+    assert!(!cookie.is_empty());
+    for byte in &mut cookie[4..12] {
+        *byte = 0; // "nothing sent yet"
+    }
+    let forged = connection
+        .with_controls(PagedResults { size: 10, cookie })
+        .search(PEOPLE, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    assert_eq!(forged.1.rc, 53, "unwillingToPerform");
+}
