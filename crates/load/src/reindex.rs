@@ -1,7 +1,6 @@
 //! `reindex`: rebuild named (or all) index DBs from `id2entry` with the loader's sort/merge/APPEND
 //! pipeline; and the load path into a store that already holds entries.
 
-use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
@@ -201,7 +200,7 @@ pub fn reindex(
 /// a failure leaves the store as it was. Slower than the fresh path, and correct.
 pub(crate) fn load_into_existing(
     options: &LoadOptions,
-    input: File,
+    input: crate::LoadInput,
     input_bytes_total: u64,
     started: Instant,
 ) -> Result<LoadSummary, LoadError> {
