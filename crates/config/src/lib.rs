@@ -54,6 +54,19 @@ pub struct ServerConfig {
     pub password_hash: String,
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     pub log: String,
+    /// `lmdir serve` logs here (appending; reopened on SIGHUP); empty = standard error.
+    pub log_file: PathBuf,
+    /// `text` (human-readable lines) or `json` (one JSON object per line).
+    pub log_format: LogFormat,
+}
+
+/// The shape of the server's log lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 impl Default for ServerConfig {
@@ -73,6 +86,8 @@ impl Default for ServerConfig {
             lookthrough_limit: 0,
             password_hash: "SSHA".to_string(),
             log: "info".to_string(),
+            log_file: PathBuf::new(),
+            log_format: LogFormat::Text,
         }
     }
 }
