@@ -16,14 +16,17 @@ use crate::Command;
 /// Filter nesting accepted on the command line (the server's limit comes from the config).
 const FILTER_DEPTH_MAX: usize = 64;
 /// People in the demo directory loaded into an empty database by `lmdir serve`.
-const DEMO_PEOPLE: u64 = 1000;
+pub const DEMO_PEOPLE: u64 = 1000;
 
 pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
     let config = match config_path {
         Some(path) => Config::load(path)?,
         None => Config::embedded_default(),
     };
-    init_logging(&config);
+    // The server sets up its own logging (file, format, reloadable filter).
+    if !matches!(command, Command::Serve { .. }) {
+        crate::logging::init_for_command(&config.server);
+    }
     match command {
         Command::Gen { people, seed } => {
             let stdout = std::io::stdout().lock();
@@ -54,7 +57,11 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             options.threads = threads.unwrap_or(0);
             options.progress = true;
             options.creators_name = config.database.rootdn.clone();
-            let summary = lmdir_load::load(&options, &ldif)?;
+            let summary = if ldif.as_os_str() == "-" {
+                lmdir_load::load_from(&options, Box::new(std::io::stdin()), 0)?
+            } else {
+                lmdir_load::load(&options, &ldif)?
+            };
             print!("{summary}");
             Ok(if summary.skipped_count > 0 {
                 ExitCode::from(2)
@@ -108,7 +115,10 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             let store = open_store(&config)?;
             let report = store.check()?;
             println!("{report}");
-            if report.is_clean() {
+            if report.is_clean() && !report.notes.is_empty() {
+                println!("check: clean (some indexes could not be verified: see above)");
+                Ok(ExitCode::SUCCESS)
+            } else if report.is_clean() {
                 println!("check: clean");
                 Ok(ExitCode::SUCCESS)
             } else {
@@ -126,19 +136,12 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             let store = open_store(&config)?;
             search(&store, &base, &filter, &attributes, &scope, size_limit)
         }
-        Command::Serve { no_demo } => serve(config, no_demo),
+        Command::Serve { no_demo } => crate::service::serve(config, config_path, no_demo),
+        Command::Backup {
+            directory,
+            no_check,
+        } => crate::backup::backup(&config, &directory, !no_check),
     }
-}
-
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.server.log));
-    use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 fn database_directory(config: &Config) -> Result<PathBuf> {
@@ -253,25 +256,9 @@ fn search(
     Ok(ExitCode::SUCCESS)
 }
 
-fn serve(config: Config, no_demo: bool) -> Result<ExitCode> {
-    let store = open_store(&config)?;
-    let empty = store.read()?.entry_count()? == 0;
-    if empty && !no_demo {
-        drop(store);
-        load_demo(&config)?;
-        print_demo_banner(&config);
-    } else {
-        drop(store);
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(lmdir_server::serve(config))?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Generates `lmdir gen` people into a temporary LDIF and bulk-loads it.
-fn load_demo(config: &Config) -> Result<()> {
+/// Generates `lmdir gen` people into a temporary LDIF and bulk-loads it; false when the suffix
+/// is not the demo's (dc=example,dc=com) and nothing was loaded.
+pub fn load_demo(config: &Config) -> Result<bool> {
     if !config
         .database
         .suffix
@@ -281,7 +268,7 @@ fn load_demo(config: &Config) -> Result<()> {
             "lmdir: the demo directory is for dc=example,dc=com; not loading it under {}",
             config.database.suffix
         );
-        return Ok(());
+        return Ok(false);
     }
     let scratch = tempfile::tempdir().context("creating a scratch directory for the demo LDIF")?;
     let ldif_path = scratch.path().join("demo.ldif");
@@ -296,18 +283,7 @@ fn load_demo(config: &Config) -> Result<()> {
     options.creators_name = config.database.rootdn.clone();
     let summary = lmdir_load::load(&options, &ldif_path)?;
     eprint!("demo directory: {summary}");
-    Ok(())
-}
-
-fn print_demo_banner(config: &Config) {
-    let listen = config.server.listen.first().cloned().unwrap_or_default();
-    println!("lmdir demo directory loaded ({DEMO_PEOPLE} people; every person's password is \"password\").");
-    println!("  root DN:  {}", config.database.rootdn);
-    println!("  password: {}", config.database.rootpw);
-    println!(
-        "  try:      ldapsearch -x -H {listen} -D '{}' -w '{}' -b '{}' '(uid=u0000001)'",
-        config.database.rootdn, config.database.rootpw, config.database.suffix
-    );
+    Ok(true)
 }
 
 #[cfg(test)]
