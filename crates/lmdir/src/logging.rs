@@ -61,7 +61,7 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
     };
     let output = match &file {
         Some(file) => format_layer(server.log_format, file.clone(), false),
-        None if stderr_is_journal() => {
+        None if server.log_format == LogFormat::Text && stderr_is_journal() => {
             let lines = format::format().without_time().with_ansi(false);
             tracing_subscriber::fmt::layer()
                 .event_format(SyslogPriority(lines))

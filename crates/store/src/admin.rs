@@ -493,6 +493,7 @@ impl Store {
 
         let mut postings_checked = 0;
         let mut notes = Vec::new();
+        let mut unbuilt: Vec<(String, IndexKinds)> = Vec::new();
         let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
         attrs.sort_unstable();
         for attr in attrs {
@@ -505,7 +506,11 @@ impl Store {
                 .to_ascii_lowercase();
             let mut stored = read_index(database, &read, &mut problems, &name)?;
             let mut wanted = expected.remove(&attr).unwrap_or_default();
-            self.drop_unverifiable_kinds(attr, &name, &mut stored, &mut wanted, &mut notes);
+            let not_built =
+                self.drop_unverifiable_kinds(attr, &name, &mut stored, &mut wanted, &mut notes);
+            if !not_built.is_empty() {
+                unbuilt.push((name.clone(), not_built));
+            }
             let wanted = &wanted;
             for (key, ids) in &stored {
                 postings_checked += ids.len();
@@ -539,6 +544,9 @@ impl Store {
                 }
             }
         }
+        if !unbuilt.is_empty() {
+            notes.push(unbuilt_note(&unbuilt));
+        }
         Ok(CheckReport {
             entries_checked,
             postings_checked,
@@ -548,10 +556,11 @@ impl Store {
         })
     }
 
-    /// Removes the keys of `attr`'s index kinds that cannot be compared with the entries, and
-    /// notes why: kinds configured but not built yet (writes since the change posted only the
-    /// entries they touched, so every older entry would read as "missing"), and kinds no longer
-    /// configured (writes stopped maintaining them). Both are settled by a reindex, not damage.
+    /// Removes the keys of `attr`'s index kinds that cannot be compared with the entries and
+    /// returns the kinds configured but not built yet (writes since the change posted only the
+    /// entries they touched, so every older entry would read as "missing"). Kinds no longer
+    /// configured (writes stopped maintaining them) are removed too, with a note. Both are
+    /// settled by a reindex, not damage.
     fn drop_unverifiable_kinds(
         &self,
         attr: AttrId,
@@ -559,7 +568,7 @@ impl Store {
         stored: &mut BTreeMap<Vec<u8>, RoaringBitmap>,
         wanted: &mut BTreeMap<Vec<u8>, RoaringBitmap>,
         notes: &mut Vec<String>,
-    ) {
+    ) -> IndexKinds {
         let configured = self
             .inner
             .configured_indexes
@@ -575,26 +584,41 @@ impl Store {
             .copied()
             .unwrap_or_default();
         let not_built = IndexKinds(configured.0 & !usable.0);
-        if !not_built.is_empty() {
-            notes.push(format!(
-                "index {name} {} not built yet: run `lmdir reindex {name}`",
-                not_built.names().join(",")
-            ));
-            wanted.retain(|key, _| !not_built.contains(key_kind(key)));
-            stored.retain(|key, _| !not_built.contains(key_kind(key)));
-        }
-        let stored_before = stored.len();
-        // Keys of an unknown kind stay, to be reported as the damage they are.
+        wanted.retain(|key, _| !not_built.contains(key_kind(key)));
+        stored.retain(|key, _| !not_built.contains(key_kind(key)));
+        let mut dropped = IndexKinds::default();
         stored.retain(|key, _| {
             let kind = key_kind(key);
-            kind.is_empty() || configured.contains(kind)
+            // Keys of an unknown kind stay, to be reported as the damage they are.
+            let keep = kind.is_empty() || configured.contains(kind);
+            if !keep {
+                dropped = dropped.union(kind);
+            }
+            keep
         });
-        if stored.len() < stored_before {
+        if !dropped.is_empty() {
             notes.push(format!(
-                "index {name} holds keys of kinds no longer configured: run `lmdir reindex {name}` to drop them"
+                "index {name} {} no longer configured: run `lmdir reindex {name}` to drop its keys",
+                dropped.names().join(",")
             ));
         }
+        not_built
     }
+}
+
+/// One line naming every index kind not built yet and the one reindex that builds them all
+/// (a reindex marks the whole configured set as built, so it must name every such attribute).
+fn unbuilt_note(unbuilt: &[(String, IndexKinds)]) -> String {
+    let kinds: Vec<String> = unbuilt
+        .iter()
+        .map(|(name, kinds)| format!("{name} {}", kinds.names().join(",")))
+        .collect();
+    let names: Vec<&str> = unbuilt.iter().map(|(name, _)| name.as_str()).collect();
+    format!(
+        "index {} not built yet: run `lmdir reindex {}`",
+        kinds.join(", "),
+        names.join(" ")
+    )
 }
 
 /// The configurable index kind an index key (its first byte) belongs to; empty if unknown.
