@@ -379,3 +379,26 @@ fn error_display_format() {
     );
     let _ = PathBuf::new();
 }
+
+#[test]
+fn log_file_and_format() {
+    let config = Config::from_str(
+        "[server]\nlog_file = \"/var/log/lmdir/lmdir.log\"\nlog_format = \"json\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        config.server.log_file,
+        PathBuf::from("/var/log/lmdir/lmdir.log")
+    );
+    assert_eq!(config.server.log_format, lmdir_config::LogFormat::Json);
+    let default = Config::embedded_default();
+    assert!(default.server.log_file.as_os_str().is_empty());
+    assert_eq!(default.server.log_format, lmdir_config::LogFormat::Text);
+    assert_error(
+        "[server]\nlog_format = \"xml\"\n",
+        2,
+        "server.log_format",
+        "xml",
+    );
+}

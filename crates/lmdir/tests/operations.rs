@@ -496,3 +496,52 @@ fn systemd_readiness_and_sighup_reload_logs_and_tls_without_dropping_connections
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", output.status);
 }
+
+#[test]
+fn under_systemd_stderr_lines_carry_the_syslog_priority_and_no_timestamp() {
+    use std::os::unix::fs::MetadataExt;
+    let scratch = tempfile::tempdir().unwrap();
+    let port = support::free_port();
+    let config = scratch.path().join("lmdir.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nlog = \"info\"\n[database]\ndirectory = \"{}\"\n",
+            scratch.path().join("db").display()
+        ),
+    )
+    .unwrap();
+    let log = scratch.path().join("journal");
+    let journal = std::fs::File::create(&log).unwrap();
+    let metadata = journal.metadata().unwrap();
+    // What systemd sets when stderr is the journal: that stream's device and inode.
+    let stream = format!("{}:{}", metadata.dev(), metadata.ino());
+    let notify_path = scratch.path().join("notify.sock");
+    let notifications = UnixDatagram::bind(&notify_path).unwrap();
+    let child = Command::new(lmdir_binary())
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--no-demo"])
+        .env("JOURNAL_STREAM", &stream)
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(journal)
+        .spawn()
+        .unwrap();
+    receive_until(&notifications, "READY=1");
+    stop(child);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let listening = text
+        .lines()
+        .find(|line| line.contains("listening on"))
+        .unwrap_or_else(|| panic!("no listening line:\n{text}"));
+    assert!(
+        listening.starts_with("<6> INFO") || listening.starts_with("<6>INFO"),
+        "{listening}"
+    );
+    assert!(
+        text.lines().all(|line| line.starts_with('<')),
+        "every line has a priority:\n{text}"
+    );
+}
