@@ -179,7 +179,8 @@ pub fn reindex(
     )?;
     write_txn.expect("a txn is open").commit()?;
     let mut write = store.write()?;
-    write.mark_index_config_current();
+    let rebuilt: Vec<AttrId> = numbers.keys().copied().collect();
+    write.mark_indexes_built(&rebuilt);
     write
         .commit()
         .map_err(|error| LoadError::Invalid(format!("reindex commit: {error}")))?;

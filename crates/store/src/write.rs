@@ -1,7 +1,7 @@
 //! Write transactions: add, delete, modify, modrdn — each keeping the DN tree and every index
 //! exact.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::MutexGuard;
 use std::time::SystemTime;
@@ -35,12 +35,19 @@ impl WriteContext {
     }
 }
 
+/// Usable index kinds and the difference to the configuration still to report.
+type IndexState = (
+    HashMap<AttrId, IndexKinds>,
+    Option<crate::store::IndexConfigChange>,
+);
+
 /// The single write transaction. Dropping it aborts.
 pub struct WriteTxn<'s> {
     // Field order: the LMDB txn ends before the writer lock is released.
     pub(crate) txn: RwTxn<'s>,
     pub(crate) inner: &'s Inner,
-    mark_index_config_current: bool,
+    /// Attributes whose indexes were rebuilt for their configured kinds (`None` = not marked).
+    indexes_built: Option<Vec<AttrId>>,
     _writer: MutexGuard<'s, ()>,
 }
 
@@ -68,7 +75,7 @@ impl Store {
         Ok(WriteTxn {
             txn,
             inner: &self.inner,
-            mark_index_config_current: false,
+            indexes_built: None,
             _writer: writer,
         })
     }
@@ -988,9 +995,40 @@ impl<'s> WriteTxn<'s> {
         Ok(require_node(self.inner, &self.txn, id)?.child_count)
     }
 
-    /// Records that the indexes are now built for the configured kinds (after a reindex).
-    pub fn mark_index_config_current(&mut self) {
-        self.mark_index_config_current = true;
+    /// Records that the indexes of `attributes` are now built for their configured kinds (after
+    /// a reindex of them); the other attributes keep what was built before, so a partial
+    /// reindex never lets searches use an index kind nobody built.
+    pub fn mark_indexes_built(&mut self, attributes: &[AttrId]) {
+        self.indexes_built
+            .get_or_insert_with(Vec::new)
+            .extend_from_slice(attributes);
+    }
+
+    /// Writes `meta`'s record of the built indexes: what was usable before, plus the configured
+    /// kinds of the rebuilt `attributes`; returns the state searches switch to after the commit.
+    fn record_indexes_built(&mut self, attributes: &[AttrId]) -> Result<IndexState, LdapError> {
+        let inner = self.inner;
+        let mut built = inner
+            .usable_indexes
+            .read()
+            .expect("index lock poisoned")
+            .clone();
+        for attr in attributes {
+            if let Some(kinds) = inner.configured_indexes.get(attr) {
+                built.insert(*attr, *kinds);
+            }
+        }
+        let text = crate::store::index_config_text(&built, &inner.schema).join("\n");
+        inner
+            .databases
+            .meta
+            .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
+            .map_err(lmdb_to_ldap)?;
+        Ok(crate::store::index_state(
+            &inner.configured_indexes,
+            &text,
+            &inner.schema,
+        ))
     }
 
     /// The raw LMDB write txn (for the bulk loader and tests).
@@ -1022,28 +1060,20 @@ impl<'s> WriteTxn<'s> {
                 .put(&mut self.txn, &key, info.text.as_bytes())
                 .map_err(lmdb_to_ldap)?;
         }
-        if self.mark_index_config_current {
-            let text =
-                crate::store::index_config_text(&self.inner.configured_indexes, &self.inner.schema)
-                    .join("\n");
-            self.inner
-                .databases
-                .meta
-                .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
-                .map_err(lmdb_to_ldap)?;
-        }
-        let mark = self.mark_index_config_current;
+        let index_state = match self.indexes_built.take() {
+            Some(attributes) => Some(self.record_indexes_built(&attributes)?),
+            None => None,
+        };
         let inner = self.inner;
         let WriteTxn { txn, _writer, .. } = self;
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = table.len();
-        if mark {
-            *inner.usable_indexes.write().expect("index lock poisoned") =
-                inner.configured_indexes.clone();
+        if let Some((usable, change)) = index_state {
+            *inner.usable_indexes.write().expect("index lock poisoned") = usable;
             *inner
                 .index_config_change
                 .write()
-                .expect("index lock poisoned") = None;
+                .expect("index lock poisoned") = change;
         }
         drop(_writer);
         Ok(())
