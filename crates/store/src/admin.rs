@@ -606,8 +606,7 @@ impl Store {
     }
 }
 
-/// One line naming every index kind not built yet and the one reindex that builds them all
-/// (a reindex marks the whole configured set as built, so it must name every such attribute).
+/// One line naming every index kind not built yet and the one reindex that builds them all.
 fn unbuilt_note(unbuilt: &[(String, IndexKinds)]) -> String {
     let kinds: Vec<String> = unbuilt
         .iter()
