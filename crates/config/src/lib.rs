@@ -90,6 +90,19 @@ pub struct ServerConfig {
     pub values_per_attribute_per_request_max: u32,
     /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives.
     pub log: String,
+    /// `lmdir serve` logs here (appending; reopened on SIGHUP); empty = standard error.
+    pub log_file: PathBuf,
+    /// `text` (human-readable lines) or `json` (one JSON object per line).
+    pub log_format: LogFormat,
+}
+
+/// The shape of the server's log lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 impl Default for ServerConfig {
@@ -126,6 +139,8 @@ impl Default for ServerConfig {
             attribute_options_per_description_max: 8,
             values_per_attribute_per_request_max: 10_000,
             log: "info".to_string(),
+            log_file: PathBuf::new(),
+            log_format: LogFormat::Text,
         }
     }
 }

@@ -418,3 +418,26 @@ fn ldapi_mode_is_octal_up_to_0777() {
     let error = error_of("[server]\nldapi_mode = \"0999\"\n");
     assert!(error.to_string().contains("server.ldapi_mode"), "{error}");
 }
+
+#[test]
+fn log_file_and_format() {
+    let config = Config::from_str(
+        "[server]\nlog_file = \"/var/log/lmdir/lmdir.log\"\nlog_format = \"json\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        config.server.log_file,
+        PathBuf::from("/var/log/lmdir/lmdir.log")
+    );
+    assert_eq!(config.server.log_format, lmdir_config::LogFormat::Json);
+    let default = Config::embedded_default();
+    assert!(default.server.log_file.as_os_str().is_empty());
+    assert_eq!(default.server.log_format, lmdir_config::LogFormat::Text);
+    assert_error(
+        "[server]\nlog_format = \"xml\"\n",
+        2,
+        "server.log_format",
+        "xml",
+    );
+}

@@ -16,14 +16,17 @@ use crate::Command;
 /// Filter nesting accepted on the command line (the server's limit comes from the config).
 const FILTER_DEPTH_MAX: usize = 64;
 /// People in the demo directory loaded into an empty database by `lmdir serve`.
-const DEMO_PEOPLE: u64 = 1000;
+pub const DEMO_PEOPLE: u64 = 1000;
 
 pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
     let config = match config_path {
         Some(path) => Config::load(path)?,
         None => Config::embedded_default(),
     };
-    init_logging(&config);
+    // The server sets up its own logging (file, format, reloadable filter).
+    if !matches!(command, Command::Serve { .. }) {
+        crate::logging::init_for_command(&config.server);
+    }
     match command {
         Command::Gen {
             people,
@@ -59,7 +62,11 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             options.threads = threads.unwrap_or(0);
             options.progress = true;
             options.creators_name = config.database.rootdn.clone();
-            let summary = lmdir_load::load(&options, &ldif)?;
+            let summary = if ldif.as_os_str() == "-" {
+                lmdir_load::load_from(&options, Box::new(std::io::stdin()), 0)?
+            } else {
+                lmdir_load::load(&options, &ldif)?
+            };
             print!("{summary}");
             Ok(if summary.skipped_count > 0 {
                 ExitCode::from(2)
@@ -113,7 +120,10 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             let store = open_store(&config, Access::Read)?;
             let report = store.check()?;
             println!("{report}");
-            if report.is_clean() {
+            if report.is_clean() && !report.notes.is_empty() {
+                println!("check: clean (some indexes could not be verified: see above)");
+                Ok(ExitCode::SUCCESS)
+            } else if report.is_clean() {
                 println!("check: clean");
                 Ok(ExitCode::SUCCESS)
             } else {
@@ -131,9 +141,11 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             let store = open_store(&config, Access::Read)?;
             search(&store, &base, &filter, &attributes, &scope, size_limit)
         }
-        // Demo people (password "password") belong only to the no-config trial run: a server
-        // started with a config file, a production one or a new replica, never gets them.
-        Command::Serve { no_demo } => serve(config, config_path.is_none() && !no_demo),
+        Command::Serve { no_demo } => crate::service::serve(config, config_path, no_demo),
+        Command::Backup {
+            directory,
+            no_check,
+        } => crate::backup::backup(&config, &directory, !no_check),
         Command::Migrate {
             from,
             out,
@@ -183,17 +195,6 @@ fn migrate(
         eprintln!("{note}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn init_logging(config: &Config) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&config.server.log));
-    use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 fn database_directory(config: &Config) -> Result<PathBuf> {
@@ -326,26 +327,9 @@ fn search(
     Ok(ExitCode::SUCCESS)
 }
 
-fn serve(config: Config, offer_demo: bool) -> Result<ExitCode> {
-    // Read-write: a second server on this directory is refused here, before anything else.
-    let store = open_store(&config, Access::Write)?;
-    let empty = store.read()?.entry_count()? == 0;
-    if empty && offer_demo {
-        drop(store);
-        load_demo(&config)?;
-        print_demo_banner(&config);
-    } else {
-        drop(store);
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(lmdir_server::serve(config))?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Generates `lmdir gen` people into a temporary LDIF and bulk-loads it.
-fn load_demo(config: &Config) -> Result<()> {
+/// Generates `lmdir gen` people into a temporary LDIF and bulk-loads it; false when the suffix
+/// is not the demo's (dc=example,dc=com) and nothing was loaded.
+pub fn load_demo(config: &Config) -> Result<bool> {
     if !config
         .database
         .suffix
@@ -355,7 +339,7 @@ fn load_demo(config: &Config) -> Result<()> {
             "lmdir: the demo directory is for dc=example,dc=com; not loading it under {}",
             config.database.suffix
         );
-        return Ok(());
+        return Ok(false);
     }
     let scratch = tempfile::tempdir().context("creating a scratch directory for the demo LDIF")?;
     let ldif_path = scratch.path().join("demo.ldif");
@@ -370,18 +354,7 @@ fn load_demo(config: &Config) -> Result<()> {
     options.creators_name = config.database.rootdn.clone();
     let summary = lmdir_load::load(&options, &ldif_path)?;
     eprint!("demo directory: {summary}");
-    Ok(())
-}
-
-fn print_demo_banner(config: &Config) {
-    let listen = config.server.listen.first().cloned().unwrap_or_default();
-    println!("lmdir demo directory loaded ({DEMO_PEOPLE} people; every person's password is \"password\").");
-    println!("  root DN:  {}", config.database.rootdn);
-    println!("  password: {}", config.database.rootpw);
-    println!(
-        "  try:      ldapsearch -x -H {listen} -D '{}' -w '{}' -b '{}' '(uid=u0000001)'",
-        config.database.rootdn, config.database.rootpw, config.database.suffix
-    );
+    Ok(true)
 }
 
 #[cfg(test)]

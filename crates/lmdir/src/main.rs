@@ -3,7 +3,11 @@
 //! Every subcommand reads one TOML config (`--config FILE`, else the embedded default), opens what it
 //! needs and hands over to the crate that does the work.
 
+mod backup;
+mod banner;
 mod commands;
+mod logging;
+mod service;
 
 // The loader and the server allocate many small buffers from many threads.
 #[global_allocator]
@@ -34,6 +38,7 @@ enum Command {
     },
     /// Bulk-load an LDIF file (like slapadd).
     Load {
+        /// The LDIF file; `-` reads standard input (`slapcat | lmdir load -`).
         ldif: PathBuf,
         /// Skip schema checks and fsync until the end (like slapadd -q).
         #[arg(long)]
@@ -86,6 +91,16 @@ enum Command {
         #[arg(long)]
         listen: Vec<String>,
     },
+    /// Copy the database, consistent and compacted, into a new directory while the server runs;
+    /// the copy is then checked. Restore: stop the server, put DIR/data.mdb in the database
+    /// directory, start it.
+    Backup {
+        /// The directory to create (or an empty one); the copy is DIRECTORY/data.mdb.
+        directory: PathBuf,
+        /// Skip checking the copy (the check reads every entry and posting).
+        #[arg(long)]
+        no_check: bool,
+    },
     /// Write a synthetic directory of N people as LDIF to standard output.
     Gen {
         people: u64,
@@ -107,9 +122,21 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match commands::run(cli.config.as_deref(), cli.command) {
         Ok(code) => code,
+        // `lmdir export | head`: the reader left, which is how such a pipeline ends, not a failure.
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("lmdir: {error:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether the error comes from writing to a pipe whose reader has gone (EPIPE; Rust ignores
+/// SIGPIPE, so the write returns the error instead of killing the process).
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -21,9 +21,12 @@ use std::time::Duration;
 use lmdir_schema::Schema;
 use lmdir_store::{StoreError, StoreOptions};
 
-pub use pipeline::load;
+pub use pipeline::{load, load_from};
 pub use prepare::RecordError;
 pub use reindex::{reindex, ReindexSummary};
+
+/// LDIF to load: a file, or standard input. Read strictly forward, once.
+pub type LoadInput = Box<dyn std::io::Read + Send>;
 
 /// How to load.
 #[derive(Clone)]

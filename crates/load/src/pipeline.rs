@@ -24,7 +24,7 @@ use crate::prepare::{
 use crate::progress::Progress;
 use crate::runs::{FinishedRun, MergedRuns, PostingRun, RunError};
 use crate::tree::{TreeBuilder, TreeError};
-use crate::{LoadError, LoadOptions, LoadSummary, SKIPPED_REPORTED_MAX};
+use crate::{LoadError, LoadInput, LoadOptions, LoadSummary, SKIPPED_REPORTED_MAX};
 
 /// LDIF read per batch.
 const CHUNK_BYTES: usize = 4 << 20;
@@ -185,9 +185,20 @@ fn staging_directory(directory: &Path) -> Result<PathBuf, LoadError> {
 /// non-empty store the entries are added through the store's own writes (slower, correct).
 /// The directory's writer lock is held throughout: a running server refuses the load.
 pub fn load(options: &LoadOptions, ldif_path: &Path) -> Result<LoadSummary, LoadError> {
-    let started = Instant::now();
     let input = File::open(ldif_path).map_err(io_error(ldif_path))?;
     let input_bytes_total = input.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+    load_from(options, Box::new(input), input_bytes_total)
+}
+
+/// Loads LDIF from any reader (standard input for `lmdir load -`), as [`load`] does a file.
+/// The pipeline only reads forward, so a pipe streams through without being spooled;
+/// `input_bytes_total` only sizes the progress display (0 = unknown).
+pub fn load_from(
+    options: &LoadOptions,
+    input: LoadInput,
+    input_bytes_total: u64,
+) -> Result<LoadSummary, LoadError> {
+    let started = Instant::now();
     let directory = &options.directory;
     let target_existed = directory.exists();
     // Held to the end: a server, load or reindex on this directory refuses this load here.
@@ -225,7 +236,7 @@ pub fn load(options: &LoadOptions, ldif_path: &Path) -> Result<LoadSummary, Load
 
 fn load_fresh(
     options: &LoadOptions,
-    input: File,
+    input: LoadInput,
     input_bytes_total: u64,
     staging: &Path,
     started: Instant,
@@ -446,7 +457,7 @@ fn load_fresh(
 
 /// Stage 1: batches of records in file order, numbered; IDs are record ordinals.
 fn read_batches(
-    input: File,
+    input: LoadInput,
     tokens: Receiver<()>,
     work: Sender<WorkBatch>,
     abort: &AtomicBool,

@@ -21,10 +21,14 @@ impl Progress {
         let on_terminal = std::io::stderr().is_terminal();
         let bar = (enabled && on_terminal).then(|| {
             let bar = ProgressBar::new(total_bytes);
-            let style = ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {binary_bytes}/{binary_total_bytes} {msg} ETA {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            // Standard input has no size: no bar and no ETA, only what was read so far.
+            let template = if total_bytes == 0 {
+                "{spinner} [{elapsed_precise}] {binary_bytes} {msg}"
+            } else {
+                "{spinner} [{elapsed_precise}] {bar:30} {binary_bytes}/{binary_total_bytes} {msg} ETA {eta}"
+            };
+            let style =
+                ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar());
             bar.set_style(style);
             bar
         });

@@ -1,7 +1,6 @@
 //! `reindex`: rebuild named (or all) index DBs from `id2entry` with the loader's sort/merge/APPEND
 //! pipeline; and the load path into a store that already holds entries.
 
-use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
@@ -180,7 +179,8 @@ pub fn reindex(
     )?;
     write_txn.expect("a txn is open").commit()?;
     let mut write = store.write()?;
-    write.mark_index_config_current();
+    let rebuilt: Vec<AttrId> = numbers.keys().copied().collect();
+    write.mark_indexes_built(&rebuilt);
     write
         .commit()
         .map_err(|error| LoadError::Invalid(format!("reindex commit: {error}")))?;
@@ -201,7 +201,7 @@ pub fn reindex(
 /// a failure leaves the store as it was. Slower than the fresh path, and correct.
 pub(crate) fn load_into_existing(
     options: &LoadOptions,
-    input: File,
+    input: crate::LoadInput,
     input_bytes_total: u64,
     started: Instant,
 ) -> Result<LoadSummary, LoadError> {

@@ -30,6 +30,8 @@ pub enum ServerError {
 pub struct ServerContext {
     pub settings: ServerSettings,
     pub tls_config: Option<Arc<rustls::ServerConfig>>,
+    /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
+    tls_certificate: Option<Arc<crate::tls::ReloadableCertificate>>,
     pub database: Option<crate::database::Database>,
     active_connections: AtomicUsize,
     connection_counter: AtomicU64,
@@ -111,6 +113,16 @@ impl ServerContext {
             .listen
             .iter()
             .any(|address| matches!(address, ListenAddress::Ldapi(_)))
+    }
+
+    /// Re-reads the configured TLS certificate and key (after a renewal): new handshakes get
+    /// them, open connections go on undisturbed. `Ok(false)` when TLS is not configured; on an
+    /// error the certificate in use stays.
+    pub fn reload_tls(&self) -> Result<bool, crate::tls::TlsError> {
+        match &self.tls_certificate {
+            Some(certificate) => certificate.reload().map(|()| true),
+            None => Ok(false),
+        }
     }
 
     pub fn active_connections(&self) -> usize {
@@ -261,9 +273,12 @@ pub async fn start(
     settings: ServerSettings,
     database: Option<crate::database::Database>,
 ) -> Result<RunningServer, ServerError> {
-    let tls_config = match (&settings.tls_certificate, &settings.tls_key) {
-        (Some(certificate), Some(key)) => Some(crate::tls::load_server_config(certificate, key)?),
-        (None, None) => None,
+    let (tls_config, tls_certificate) = match (&settings.tls_certificate, &settings.tls_key) {
+        (Some(certificate), Some(key)) => {
+            let (config, reloadable) = crate::tls::load_reloadable_server_config(certificate, key)?;
+            (Some(config), Some(reloadable))
+        }
+        (None, None) => (None, None),
         _ => {
             return Err(ServerError::Config(
                 "tls_certificate and tls_key must be given together".to_string(),
@@ -285,6 +300,7 @@ pub async fn start(
     let context = Arc::new(ServerContext {
         settings: settings.clone(),
         tls_config,
+        tls_certificate,
         database,
         active_connections: AtomicUsize::new(0),
         connection_counter: AtomicU64::new(0),

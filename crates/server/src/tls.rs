@@ -1,10 +1,12 @@
 //! TLS material: loading the configured PEM certificate chain and key into a rustls server
 //! config (ring provider), and generating a self-signed pair for demos and tests.
 
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -23,6 +25,84 @@ pub fn load_server_config(
     certificate_path: &Path,
     key_path: &Path,
 ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    Ok(load_reloadable_server_config(certificate_path, key_path)?.0)
+}
+
+/// Builds a rustls server config whose certificate and key can be re-read from the same files
+/// later ([`ReloadableCertificate::reload`]): the config is shared by every acceptor, so a
+/// renewed certificate reaches new handshakes without touching listeners or connections.
+pub fn load_reloadable_server_config(
+    certificate_path: &Path,
+    key_path: &Path,
+) -> Result<(Arc<rustls::ServerConfig>, Arc<ReloadableCertificate>), TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certificate = Arc::new(ReloadableCertificate {
+        current: RwLock::new(Arc::new(load_certified_key(
+            certificate_path,
+            key_path,
+            &provider,
+        )?)),
+        certificate_path: certificate_path.to_path_buf(),
+        key_path: key_path.to_path_buf(),
+        provider: provider.clone(),
+    });
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| TlsError::Config(error.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(certificate.clone());
+    Ok((Arc::new(config), certificate))
+}
+
+/// The certificate chain and key every TLS handshake presents, swappable while serving.
+#[derive(Debug)]
+pub struct ReloadableCertificate {
+    current: RwLock<Arc<CertifiedKey>>,
+    certificate_path: PathBuf,
+    key_path: PathBuf,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ReloadableCertificate {
+    /// Re-reads the certificate and key files; on any error the one in use stays in use.
+    /// Connections already past their handshake keep the session they negotiated.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let fresh = load_certified_key(&self.certificate_path, &self.key_path, &self.provider)?;
+        *self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(fresh);
+        Ok(())
+    }
+
+    /// The end-entity certificate now presented (DER), to tell which one is in use.
+    pub fn end_entity_der(&self) -> Vec<u8> {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .end_entity_cert()
+            .map(|certificate| certificate.to_vec())
+            .unwrap_or_default()
+    }
+}
+
+impl ResolvesServerCert for ReloadableCertificate {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.current
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone(),
+        )
+    }
+}
+
+/// Reads a PEM certificate chain and its private key, checking that they belong together.
+fn load_certified_key(
+    certificate_path: &Path,
+    key_path: &Path,
+    provider: &rustls::crypto::CryptoProvider,
+) -> Result<CertifiedKey, TlsError> {
     let certificates: Vec<CertificateDer<'static>> =
         CertificateDer::pem_file_iter(certificate_path)
             .map_err(|error| TlsError::Certificate {
@@ -44,14 +124,8 @@ pub fn load_server_config(
         path: key_path.to_path_buf(),
         message: error.to_string(),
     })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|error| TlsError::Config(error.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certificates, key)
-        .map_err(|error| TlsError::Config(error.to_string()))?;
-    Ok(Arc::new(config))
+    CertifiedKey::from_der(certificates, key, provider)
+        .map_err(|error| TlsError::Config(error.to_string()))
 }
 
 /// Paths of a certificate/key pair written by [`ensure_demo_tls`].
@@ -117,6 +191,30 @@ mod tests {
         load_server_config(&files.certificate_path, &files.key_path).expect("load");
         let again = ensure_demo_tls(dir.path()).expect("second call");
         assert_eq!(std::fs::read(&again.certificate_path).expect("read"), first);
+    }
+
+    #[test]
+    fn reload_presents_the_renewed_certificate_and_keeps_the_old_one_on_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = ensure_demo_tls(dir.path()).expect("generate");
+        let (_, certificate) =
+            load_reloadable_server_config(&files.certificate_path, &files.key_path).expect("load");
+        let first = certificate.end_entity_der();
+        assert!(!first.is_empty());
+        // A renewal: a new pair written over the same paths.
+        std::fs::remove_file(&files.certificate_path).expect("remove cert");
+        std::fs::remove_file(&files.key_path).expect("remove key");
+        ensure_demo_tls(dir.path()).expect("regenerate");
+        certificate.reload().expect("reload");
+        let renewed = certificate.end_entity_der();
+        assert_ne!(renewed, first, "the renewed certificate is presented");
+        std::fs::write(&files.key_path, "not a key").expect("break the key");
+        assert!(certificate.reload().is_err());
+        assert_eq!(
+            certificate.end_entity_der(),
+            renewed,
+            "a bad file changes nothing"
+        );
     }
 
     #[test]

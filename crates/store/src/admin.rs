@@ -3,12 +3,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io::Write;
+use std::path::Path;
 
 use lmdir_schema::{AttrId, LdapError};
 use roaring::RoaringBitmap;
 
 use crate::codec::EncodedEntry;
-use crate::layout::{self, EntryId, ROOT_PARENT_ID};
+use crate::layout::{self, EntryId, IndexKinds, ROOT_PARENT_ID};
 use crate::read::{children_of, corrupt, ReadTxn, TREE_DEPTH_MAX};
 use crate::store::{RawDatabase, Store, StoreError};
 use crate::write::WorkingAttribute;
@@ -86,6 +87,19 @@ impl Store {
     /// Exports all entries as LDIF under one read txn (consistent while writers run).
     pub fn export(&self, output: &mut dyn Write) -> Result<u64, StoreError> {
         self.read()?.export(output)
+    }
+
+    /// Writes a consistent, compacted copy of the store to the new file `path` (LMDB's
+    /// `mdb_env_copy2` with `MDB_CP_COMPACT`): one read txn sees a single commit while writers,
+    /// in this process or a running server, go on; free pages are left out. The copy is synced
+    /// before returning. It is a complete `data.mdb`: a directory holding it opens as a store.
+    pub fn copy_compacted(&self, path: &Path) -> Result<u64, StoreError> {
+        let file = self
+            .inner
+            .env
+            .copy_to_path(path, heed::CompactionOption::Enabled)?;
+        file.sync_all()?;
+        Ok(file.metadata()?.len())
     }
 }
 
@@ -290,6 +304,9 @@ pub struct CheckReport {
     pub problems: Vec<String>,
     /// Problems beyond the listed ones.
     pub problems_not_listed: u64,
+    /// Not damage: index kinds that could not be verified because the index configuration
+    /// changed since they were built, each naming the reindex that settles it.
+    pub notes: Vec<String>,
 }
 
 impl CheckReport {
@@ -300,6 +317,9 @@ impl CheckReport {
 
 impl fmt::Display for CheckReport {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for note in &self.notes {
+            writeln!(formatter, "{note}")?;
+        }
         for problem in &self.problems {
             writeln!(formatter, "{problem}")?;
         }
@@ -351,13 +371,14 @@ impl Store {
             ));
         }
 
-        let postings_checked =
-            self.check_indexes(&read, &expected, &entries.undecodable, &mut problems)?;
+        let (postings_checked, notes) =
+            self.check_indexes(&read, expected, &entries.undecodable, &mut problems)?;
         Ok(CheckReport {
             entries_checked,
             postings_checked,
             problems: problems.listed,
             problems_not_listed: problems.more,
+            notes,
         })
     }
 }
@@ -468,16 +489,19 @@ impl Store {
     }
 
     /// Compares every stored posting with the postings recomputed from the entries; returns
-    /// the number of stored postings.
+    /// the number of stored postings and notes on indexes not built yet (or no longer
+    /// configured), which are a reindex to run, not damage.
     fn check_indexes(
         &self,
         read: &ReadTxn,
-        expected: &HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>>,
+        mut expected: HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>>,
         undecodable: &RoaringBitmap,
         problems: &mut Problems,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<(u64, Vec<String>), StoreError> {
         let mut postings_checked = 0;
         let databases = &self.inner.databases;
+        let mut notes = Vec::new();
+        let mut unbuilt: Vec<(String, IndexKinds)> = Vec::new();
         let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
         attrs.sort_unstable();
         for attr in attrs {
@@ -488,9 +512,14 @@ impl Store {
                 .attribute_type(attr)
                 .name()
                 .to_ascii_lowercase();
-            let stored = read_index(database, read, problems, &name)?;
-            let empty = BTreeMap::new();
-            let wanted = expected.get(&attr).unwrap_or(&empty);
+            let mut stored = read_index(database, read, problems, &name)?;
+            let mut wanted = expected.remove(&attr).unwrap_or_default();
+            let not_built =
+                self.drop_unverifiable_kinds(attr, &name, &mut stored, &mut wanted, &mut notes);
+            if !not_built.is_empty() {
+                unbuilt.push((name.clone(), not_built));
+            }
+            let wanted = &wanted;
             for (key, ids) in &stored {
                 postings_checked += ids.len();
                 let kind = kind_name(key[0]);
@@ -524,7 +553,10 @@ impl Store {
                 }
             }
         }
-        Ok(postings_checked)
+        if !unbuilt.is_empty() {
+            notes.push(unbuilt_note(&unbuilt));
+        }
+        Ok((postings_checked, notes))
     }
 }
 
@@ -652,5 +684,79 @@ impl Store {
             }
         }
         Ok(checked)
+    }
+
+    /// Removes the keys of `attr`'s index kinds that cannot be compared with the entries and
+    /// returns the kinds configured but not built yet (writes since the change posted only the
+    /// entries they touched, so every older entry would read as "missing"). Kinds no longer
+    /// configured (writes stopped maintaining them) are removed too, with a note. Both are
+    /// settled by a reindex, not damage.
+    fn drop_unverifiable_kinds(
+        &self,
+        attr: AttrId,
+        name: &str,
+        stored: &mut BTreeMap<Vec<u8>, RoaringBitmap>,
+        wanted: &mut BTreeMap<Vec<u8>, RoaringBitmap>,
+        notes: &mut Vec<String>,
+    ) -> IndexKinds {
+        let configured = self
+            .inner
+            .configured_indexes
+            .get(&attr)
+            .copied()
+            .unwrap_or_default();
+        let usable = self
+            .inner
+            .usable_indexes
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&attr)
+            .copied()
+            .unwrap_or_default();
+        let not_built = IndexKinds(configured.0 & !usable.0);
+        wanted.retain(|key, _| !not_built.contains(key_kind(key)));
+        stored.retain(|key, _| !not_built.contains(key_kind(key)));
+        let mut dropped = IndexKinds::default();
+        stored.retain(|key, _| {
+            let kind = key_kind(key);
+            // Keys of an unknown kind stay, to be reported as the damage they are.
+            let keep = kind.is_empty() || configured.contains(kind);
+            if !keep {
+                dropped = dropped.union(kind);
+            }
+            keep
+        });
+        if !dropped.is_empty() {
+            notes.push(format!(
+                "index {name} {} no longer configured: run `lmdir reindex {name}` to drop its keys",
+                dropped.names().join(",")
+            ));
+        }
+        not_built
+    }
+}
+
+/// One line naming every index kind not built yet and the one reindex that builds them all.
+fn unbuilt_note(unbuilt: &[(String, IndexKinds)]) -> String {
+    let kinds: Vec<String> = unbuilt
+        .iter()
+        .map(|(name, kinds)| format!("{name} {}", kinds.names().join(",")))
+        .collect();
+    let names: Vec<&str> = unbuilt.iter().map(|(name, _)| name.as_str()).collect();
+    format!(
+        "index {} not built yet: run `lmdir reindex {}`",
+        kinds.join(", "),
+        names.join(" ")
+    )
+}
+
+/// The configurable index kind an index key (its first byte) belongs to; empty if unknown.
+fn key_kind(key: &[u8]) -> IndexKinds {
+    match key.first().copied().unwrap_or_default() {
+        layout::KIND_EQUALITY => IndexKinds::EQUALITY,
+        layout::KIND_PRESENCE => IndexKinds::PRESENCE,
+        layout::KIND_INITIAL | layout::KIND_ANY | layout::KIND_FINAL => IndexKinds::SUBSTRING,
+        layout::KIND_ORDERED => IndexKinds::ORDERED,
+        _ => IndexKinds::default(),
     }
 }

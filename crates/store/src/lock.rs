@@ -155,11 +155,12 @@ mod tests {
         assert!(store.inner.descriptions.is_poisoned());
         assert!(store.inner.writer.is_poisoned());
 
+        let configured: Vec<_> = store.inner.configured_indexes.keys().copied().collect();
         let mut write = store.write().unwrap();
         let unit = [("objectClass", "organizationalUnit"), ("ou", "people")];
         let unit_dn = "ou=people,dc=example,dc=com";
         write.add(&entry(unit_dn, &unit), &context).unwrap();
-        write.mark_index_config_current();
+        write.mark_indexes_built(&configured);
         write.commit().unwrap();
         store.reload_descriptions().unwrap();
         assert!(store.index_config_change().is_none());

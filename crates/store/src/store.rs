@@ -135,7 +135,7 @@ impl DescriptionTable {
 
 /// What changed between the index configuration the stored indexes were built for and the
 /// configured one. New kinds are maintained on writes but not used by searches until a
-/// `reindex` rebuilds them and calls `WriteTxn::mark_index_config_current`.
+/// `reindex` rebuilds them and calls `WriteTxn::mark_indexes_built`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IndexConfigChange {
     /// `attr:kinds` lines configured but not built.
@@ -282,6 +282,38 @@ pub(crate) fn index_config_text(
         .collect();
     lines.sort();
     lines
+}
+
+/// From the configured indexes and `meta`'s record of the built ones: the kinds searches may
+/// use (configured and built), and the difference to report, if any.
+pub(crate) fn index_state(
+    configured: &HashMap<AttrId, IndexKinds>,
+    stored: &str,
+    schema: &Schema,
+) -> (HashMap<AttrId, IndexKinds>, Option<IndexConfigChange>) {
+    let built = parse_index_config_text(stored, schema);
+    let mut usable = HashMap::new();
+    for (attr, kinds) in configured {
+        let both = kinds.intersection(built.get(attr).copied().unwrap_or_default());
+        if !both.is_empty() {
+            usable.insert(*attr, both);
+        }
+    }
+    let configured_text = index_config_text(configured, schema);
+    let stored_lines: Vec<String> = stored.lines().map(str::to_string).collect();
+    let added: Vec<String> = configured_text
+        .iter()
+        .filter(|line| !stored_lines.contains(line))
+        .cloned()
+        .collect();
+    let removed: Vec<String> = stored_lines
+        .iter()
+        .filter(|line| !line.is_empty() && !configured_text.contains(line))
+        .cloned()
+        .collect();
+    let change =
+        (!added.is_empty() || !removed.is_empty()).then_some(IndexConfigChange { added, removed });
+    (usable, change)
 }
 
 fn parse_index_config_text(text: &str, schema: &Schema) -> HashMap<AttrId, IndexKinds> {
@@ -546,30 +578,7 @@ fn usable_indexes(
     match stored_text {
         // A new or empty store: the indexes are trivially exact for any configuration.
         _ if entry_count == 0 => (configured_indexes.clone(), None),
-        Some(stored) => {
-            let built = parse_index_config_text(&stored, schema);
-            let mut usable = HashMap::new();
-            for (attr, kinds) in configured_indexes {
-                let both = kinds.intersection(built.get(attr).copied().unwrap_or_default());
-                if !both.is_empty() {
-                    usable.insert(*attr, both);
-                }
-            }
-            let stored_lines: Vec<String> = stored.lines().map(str::to_string).collect();
-            let added: Vec<String> = configured_text
-                .iter()
-                .filter(|line| !stored_lines.contains(line))
-                .cloned()
-                .collect();
-            let removed: Vec<String> = stored_lines
-                .iter()
-                .filter(|line| !line.is_empty() && !configured_text.contains(line))
-                .cloned()
-                .collect();
-            let change = (!added.is_empty() || !removed.is_empty())
-                .then_some(IndexConfigChange { added, removed });
-            (usable, change)
-        }
+        Some(stored) => index_state(configured_indexes, &stored, schema),
         None => (
             HashMap::new(),
             Some(IndexConfigChange {

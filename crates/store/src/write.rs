@@ -47,12 +47,19 @@ impl WriteContext {
     }
 }
 
+/// Usable index kinds and the difference to the configuration still to report.
+type IndexState = (
+    HashMap<AttrId, IndexKinds>,
+    Option<crate::store::IndexConfigChange>,
+);
+
 /// The single write transaction. Dropping it aborts.
 pub struct WriteTxn<'s> {
     // Field order: the LMDB txn ends before the writer lock is released.
     pub(crate) txn: RwTxn<'s>,
     pub(crate) inner: &'s Inner,
-    mark_index_config_current: bool,
+    /// Attributes whose indexes were rebuilt for their configured kinds (`None` = not marked).
+    indexes_built: Option<Vec<AttrId>>,
     /// Past this instant every step of a write fails with adminLimitExceeded (`set_deadline`).
     deadline: Option<Instant>,
     _writer: MutexGuard<'s, ()>,
@@ -81,7 +88,7 @@ impl Store {
         Ok(WriteTxn {
             txn,
             inner: &self.inner,
-            mark_index_config_current: false,
+            indexes_built: None,
             deadline: None,
             _writer: writer,
         })
@@ -1236,9 +1243,40 @@ impl<'s> WriteTxn<'s> {
         Ok(require_node(self.inner, &self.txn, id)?.child_count)
     }
 
-    /// Records that the indexes are now built for the configured kinds (after a reindex).
-    pub fn mark_index_config_current(&mut self) {
-        self.mark_index_config_current = true;
+    /// Records that the indexes of `attributes` are now built for their configured kinds (after
+    /// a reindex of them); the other attributes keep what was built before, so a partial
+    /// reindex never lets searches use an index kind nobody built.
+    pub fn mark_indexes_built(&mut self, attributes: &[AttrId]) {
+        self.indexes_built
+            .get_or_insert_with(Vec::new)
+            .extend_from_slice(attributes);
+    }
+
+    /// Writes `meta`'s record of the built indexes: what was usable before, plus the configured
+    /// kinds of the rebuilt `attributes`; returns the state searches switch to after the commit.
+    fn record_indexes_built(&mut self, attributes: &[AttrId]) -> Result<IndexState, LdapError> {
+        let inner = self.inner;
+        let mut built = inner
+            .usable_indexes
+            .read()
+            .expect("index lock poisoned")
+            .clone();
+        for attr in attributes {
+            if let Some(kinds) = inner.configured_indexes.get(attr) {
+                built.insert(*attr, *kinds);
+            }
+        }
+        let text = crate::store::index_config_text(&built, &inner.schema).join("\n");
+        inner
+            .databases
+            .meta
+            .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
+            .map_err(lmdb_to_ldap)?;
+        Ok(crate::store::index_state(
+            &inner.configured_indexes,
+            &text,
+            &inner.schema,
+        ))
     }
 
     /// The raw LMDB write txn (for the bulk loader and tests).
@@ -1261,24 +1299,17 @@ impl<'s> WriteTxn<'s> {
                 .put(&mut self.txn, &key, info.text.as_bytes())
                 .map_err(lmdb_to_ldap)?;
         }
-        if self.mark_index_config_current {
-            let text =
-                crate::store::index_config_text(&self.inner.configured_indexes, &self.inner.schema)
-                    .join("\n");
-            self.inner
-                .databases
-                .meta
-                .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
-                .map_err(lmdb_to_ldap)?;
-        }
-        let mark = self.mark_index_config_current;
+        let index_state = match self.indexes_built.take() {
+            Some(attributes) => Some(self.record_indexes_built(&attributes)?),
+            None => None,
+        };
         let inner = self.inner;
         let WriteTxn { txn, _writer, .. } = self;
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = table.len();
-        if mark {
-            *crate::lock::write(&inner.usable_indexes) = inner.configured_indexes.clone();
-            *crate::lock::write(&inner.index_config_change) = None;
+        if let Some((usable, change)) = index_state {
+            *crate::lock::write(&inner.usable_indexes) = usable;
+            *crate::lock::write(&inner.index_config_change) = change;
         }
         drop(_writer);
         Ok(())

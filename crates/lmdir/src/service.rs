@@ -1,0 +1,150 @@
+//! `lmdir serve` as a service: systemd readiness (`Type=notify`), and the signals an operator
+//! sends: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the log filter, reopens the log file
+//! and re-reads the TLS certificate and key, all without dropping a connection.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use lmdir_config::Config;
+use lmdir_server::{RunningServer, ServerContext, ServerSettings};
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{error, info, warn};
+
+use crate::logging::{self, Logging};
+
+/// How long in-flight operations get to answer at shutdown before connections are closed.
+const SHUTDOWN_GRACE_SECONDS: u64 = 30;
+
+pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Result<ExitCode> {
+    let logging = logging::init_for_server(&config.server)?;
+    // Read-write: a second server on this directory is refused here, before anything else.
+    let store = crate::commands::open_store(&config, crate::commands::Access::Write)?;
+    let empty = store.read()?.entry_count()? == 0;
+    drop(store);
+    // Demo people (password "password") belong only to the no-config trial run: a server
+    // started with a config file, a production one or a new replica, never gets them.
+    let offer_demo = config_path.is_none() && !no_demo;
+    let demo = if empty && offer_demo {
+        Some(crate::commands::load_demo(&config)?)
+    } else {
+        None
+    };
+    let settings = ServerSettings::from_config(&config).map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let database = lmdir_server::Database::open(&config)?;
+        let running = lmdir_server::start(settings, Some(database)).await?;
+        if let Some(demo_loaded) = demo {
+            crate::banner::print(&config, demo_loaded, &running.addresses);
+        }
+        notify("READY=1");
+        wait_for_stop(&running, &config, config_path, &logging).await?;
+        notify("STOPPING=1");
+        running
+            .shutdown(Duration::from_secs(SHUTDOWN_GRACE_SECONDS))
+            .await;
+        Ok::<_, anyhow::Error>(ExitCode::SUCCESS)
+    })
+}
+
+/// Serves until SIGTERM or SIGINT, reloading on every SIGHUP meanwhile.
+async fn wait_for_stop(
+    running: &RunningServer,
+    config: &Config,
+    config_path: Option<&Path>,
+    logging: &Logging,
+) -> Result<()> {
+    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
+    let mut hangup = signal(SignalKind::hangup()).context("handling SIGHUP")?;
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => {
+                info!("SIGTERM received");
+                return Ok(());
+            }
+            _ = interrupt.recv() => {
+                info!("SIGINT received");
+                return Ok(());
+            }
+            _ = hangup.recv() => {
+                notify("RELOADING=1");
+                reload(running.context(), config, config_path, logging);
+                notify("READY=1");
+            }
+        }
+    }
+}
+
+/// SIGHUP: re-reads the config file for its `log` filter, reopens the log file, and reloads the
+/// TLS certificate and key from their configured paths. Anything that fails is logged and the
+/// running setting stays; other changed keys are named as needing a restart.
+fn reload(
+    context: &ServerContext,
+    running: &Config,
+    config_path: Option<&Path>,
+    logging: &Logging,
+) {
+    info!("SIGHUP received: reloading the log settings and the TLS certificate");
+    let fresh = match config_path {
+        Some(path) => match Config::load(path) {
+            Ok(fresh) => fresh,
+            Err(problem) => {
+                error!("SIGHUP: {problem}; keeping the running configuration");
+                running.clone()
+            }
+        },
+        None => running.clone(),
+    };
+    if let Err(problem) = logging.reload(&fresh.server) {
+        error!("SIGHUP: {problem:#}");
+    }
+    let mut others = fresh.clone();
+    others.server.log.clone_from(&running.server.log);
+    if others != *running {
+        warn!("SIGHUP: only `log` and the TLS files are reloaded; restart lmdir to apply the other changes in the config file");
+    }
+    match context.reload_tls() {
+        Ok(true) => info!("SIGHUP: TLS certificate and key reloaded"),
+        Ok(false) => {}
+        Err(problem) => error!("SIGHUP: {problem}; still presenting the previous certificate"),
+    }
+}
+
+/// Tells systemd about the service's state (sd_notify): `READY=1` once listening, `RELOADING=1`
+/// / `READY=1` around a SIGHUP reload, `STOPPING=1` at shutdown. Without `$NOTIFY_SOCKET` (not
+/// under systemd) it does nothing; a failure to send is logged, never fatal.
+pub fn notify(state: &str) {
+    let Some(socket_path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    if let Err(problem) = send_notification(&socket_path, state) {
+        warn!(
+            "sd_notify {state:?} to {}: {problem}",
+            socket_path.to_string_lossy()
+        );
+    }
+}
+
+fn send_notification(socket_path: &OsStr, state: &str) -> std::io::Result<()> {
+    let socket = UnixDatagram::unbound()?;
+    // `@name` is a socket in Linux's abstract namespace; anything else is a file system path.
+    match socket_path.as_bytes().strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let address = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            socket.send_to_addr(state.as_bytes(), &address)?;
+        }
+        None => {
+            socket.send_to(state.as_bytes(), socket_path)?;
+        }
+    }
+    Ok(())
+}
