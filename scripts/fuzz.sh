@@ -20,7 +20,7 @@ else
     toolchain=(+stable)
 fi
 
-targets=(pdu filter dn ldif entry)
+targets=(pdu filter dn ldif entry sync_control sync_cookie)
 cargo "${toolchain[@]}" fuzz build -O
 
 failed=()
