@@ -209,6 +209,19 @@ impl Cookie {
         Ok(cookie)
     }
 
+    /// The cookie a provider answers `consumer` with, as slapd builds it: the consumer's rid
+    /// echoed, the provider's own sid, and the provider's contextCSN set, so SIDs the provider
+    /// does not know are dropped. A sid above 0xfff (config validation never lets one through)
+    /// is left out rather than written into a cookie no one could parse.
+    pub fn reply_to(consumer: &Cookie, provider_sid: Option<u16>, context: &ContextCsns) -> Cookie {
+        Cookie {
+            rid: consumer.rid,
+            sid: provider_sid.filter(|sid| *sid <= SID_MAX),
+            csns: context.clone(),
+            delcsn: None,
+        }
+    }
+
     /// The cookie's text as bytes, for the wire.
     pub fn to_bytes(&self) -> Vec<u8> {
         self.to_string().into_bytes()
@@ -359,6 +372,19 @@ mod tests {
         assert_eq!(
             Cookie::parse(duplicate.as_bytes()),
             Err(CookieError::DuplicateSid(1))
+        );
+    }
+
+    #[test]
+    fn a_reply_echoes_rid_puts_own_sid_and_drops_unknown_sids() {
+        let consumer_text = format!("rid=042,sid=003,csn={CSN_1};{CSN_2}");
+        let consumer = Cookie::parse(consumer_text.as_bytes()).expect("parse");
+        let mut context = ContextCsns::new();
+        context.merge(csn("20260101120000.000009Z#000000#002#000000"));
+        let reply = Cookie::reply_to(&consumer, Some(7), &context);
+        assert_eq!(
+            reply.to_string(),
+            "rid=042,sid=007,csn=20260101120000.000009Z#000000#002#000000"
         );
     }
 
