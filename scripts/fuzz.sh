@@ -21,7 +21,7 @@ else
 fi
 
 # Targets to run: all, or those named in FUZZ_TARGETS (space-separated).
-targets=(${FUZZ_TARGETS:-pdu filter dn ldif entry controls control_values})
+targets=(${FUZZ_TARGETS:-pdu filter dn ldif entry controls control_values sync_control sync_cookie})
 cargo "${toolchain[@]}" fuzz build -O
 
 failed=()
