@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 need_packages=()
 command -v ldapsearch >/dev/null || need_packages+=(ldap-utils)
 command -v slapd >/dev/null || [ -x /usr/sbin/slapd ] || need_packages+=(slapd)
+# promtool checks the metrics endpoint's exposition (crates/server/tests/monitoring.rs).
+command -v promtool >/dev/null || need_packages+=(prometheus)
 if [ ${#need_packages[@]} -gt 0 ]; then
   echo "installing ${need_packages[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

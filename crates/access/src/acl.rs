@@ -291,7 +291,7 @@ struct Rule {
 impl Rule {
     fn matches_entry(&self, entry_ndn: &str, entry: &dyn EntryView) -> bool {
         let in_scope = match &self.scope {
-            Scope::All => true,
+            Scope::All => !normalized_dn_is_within(entry_ndn, MONITOR_NDN),
             Scope::Exact(ndn) => entry_ndn == ndn,
             Scope::Subtree(base) => normalized_dn_is_within(entry_ndn, base),
         };
@@ -325,6 +325,11 @@ impl Rule {
         Access::None
     }
 }
+
+/// The monitor tree's root (normalized). Rules may name it or entries below it; a rule for
+/// "all entries" (`to = {}`) covers the directory, never the monitor, so by default only the
+/// rootdn reads what the server is doing.
+pub const MONITOR_NDN: &str = "cn=monitor";
 
 /// A parsed, normalized access policy.
 #[derive(Debug, Clone)]
@@ -1003,11 +1008,11 @@ fn normalize_rule_dn(
     let ndn = schema
         .normalize_dn_str(text)
         .map_err(|error| rule_error(rule_index, field, format!("'{text}': {}", error.message)))?;
-    if !normalized_dn_is_within(&ndn, suffix_ndn) {
+    if !normalized_dn_is_within(&ndn, suffix_ndn) && !normalized_dn_is_within(&ndn, MONITOR_NDN) {
         return Err(rule_error(
             rule_index,
             field,
-            format!("'{text}' is outside the database suffix '{suffix_ndn}'"),
+            format!("'{text}' is outside the database suffix '{suffix_ndn}' and cn=Monitor"),
         ));
     }
     Ok(ndn)

@@ -40,6 +40,8 @@ pub struct ServerConfig {
     pub require_tls: bool,
     /// Permission bits of ldapi sockets, in octal (`"0777"`, as slapd).
     pub ldapi_mode: String,
+    /// `host:port` of the Prometheus scrape endpoint (`/metrics`); empty = none.
+    pub metrics_listen: String,
     pub connections_max: u32,
     /// Concurrent connections from one IP address (IPv6: one /64); ldapi is not counted.
     pub connections_per_address_max: u32,
@@ -113,6 +115,7 @@ impl Default for ServerConfig {
             tls_key: PathBuf::new(),
             require_tls: false,
             ldapi_mode: "0777".to_string(),
+            metrics_listen: String::new(),
             connections_max: 4096,
             connections_per_address_max: 64,
             pdu_bytes_max: 4 * 1024 * 1024,
@@ -538,6 +541,8 @@ impl Config {
         }
         parse_ldapi_mode(&server.ldapi_mode)
             .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
+        parse_metrics_listen(&server.metrics_listen)
+            .map_err(|message| problem(vec![Key("server"), Key("metrics_listen")], message))?;
         let ranges: [(&'static str, u64, u64, u64); 20] = [
             (
                 "connections_max",
@@ -832,6 +837,19 @@ pub fn parse_ldapi_mode(text: &str) -> Result<u32, String> {
             "{text:?} is not a socket mode: 3 or 4 octal digits up to \"0777\""
         )),
     }
+}
+
+/// The metrics endpoint's address: None when `text` is empty, else an `ip:port` (a name would
+/// need a resolver at start and could bind somewhere unexpected; the endpoint is meant for
+/// loopback or a management network).
+pub fn parse_metrics_listen(text: &str) -> Result<Option<std::net::SocketAddr>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse()
+        .map(Some)
+        .map_err(|_| format!("{text:?} is not an address: ip:port such as \"127.0.0.1:9330\""))
 }
 
 fn check_log_filter(filter: &str) -> Result<(), String> {

@@ -203,15 +203,10 @@ fn database_directory(config: &Config) -> Result<PathBuf> {
         .with_context(|| format!("resolving {}", config.database.directory.display()))
 }
 
-/// The built-in schema plus the config's extra `.schema` files (shared with the server).
-/// Its loading notes are logged: an override of a built-in definition changes what entries
-/// are valid and how values match, so the operator must see it.
+/// The built-in schema plus the config's extra `.schema` files (shared with the server, which
+/// logs its loading notes).
 pub fn load_schema(config: &Config) -> Result<Arc<Schema>> {
-    let schema = lmdir_server::database::schema_from_config(config)?;
-    for note in schema.warnings() {
-        tracing::warn!("schema: {note}");
-    }
-    Ok(schema)
+    Ok(lmdir_server::database::schema_from_config(config)?)
 }
 
 pub fn store_options(config: &Config) -> StoreOptions {

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
+mod monitor_search;
 mod search;
 use search::{check_read_assertion, disclosed_entry};
 pub use search::{search, search_is_small_for};
@@ -64,6 +65,8 @@ pub struct Database {
     user_password: Option<AttrId>,
     /// Keys the tags of paged-results cookies (random per start: cookies die with the server).
     cookie_key: [u8; 32],
+    /// The server's counters; the writer reports its batches here.
+    monitor: Arc<crate::monitor::Monitor>,
 }
 
 impl Database {
@@ -73,10 +76,12 @@ impl Database {
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
         let policy = Arc::new(policy);
         let writes_stopping = Arc::new(AtomicBool::new(false));
+        let monitor = Arc::new(crate::monitor::Monitor::new());
         let writer = Writer {
             store: store.clone(),
             policy: policy.clone(),
             stopping: writes_stopping.clone(),
+            monitor: monitor.clone(),
         };
         let writer_thread = std::thread::Builder::new()
             .name("lmdir-writer".to_string())
@@ -91,7 +96,13 @@ impl Database {
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             cookie_key: rand::random(),
+            monitor,
         }
+    }
+
+    /// The counters this database's writer reports to (the server shows them with its own).
+    pub fn monitor(&self) -> &Arc<crate::monitor::Monitor> {
+        &self.monitor
     }
 
     /// Opens the store and access policy described by a config file.
@@ -294,12 +305,18 @@ pub fn normalized_identity_dn(server: &ServerContext, dn: &str) -> String {
 }
 
 /// The built-in schema plus the config's extra `.schema` files, in order.
+/// Its loading notes are logged here, on every path that loads a schema (serve, load, check,
+/// reindex): an override of a built-in definition changes what entries are valid and how
+/// values match, so the operator must see it.
 pub fn schema_from_config(config: &lmdir_config::Config) -> Result<Arc<Schema>, ServerError> {
     let mut schema = Schema::builtin();
     for path in &config.database.schema_files {
         schema
             .load_schema_file(path)
             .map_err(|error| ServerError::Database(error.to_string()))?;
+    }
+    for note in schema.warnings() {
+        tracing::warn!("schema: {note}");
     }
     Ok(Arc::new(schema))
 }
@@ -464,7 +481,7 @@ impl Selection {
         let requested_here = self.requested.get(&attr).is_some_and(|option_sets| {
             option_sets
                 .iter()
-                .any(|wanted| wanted.iter().all(|option| options.contains(option)))
+                .any(|wanted| lmdir_schema::options_match(wanted, options))
         });
         if requested_here {
             return true;

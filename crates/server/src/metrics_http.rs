@@ -19,10 +19,12 @@ use tracing::{debug, warn};
 /// Scrapers are few (a Prometheus or two); more connections than this are refused.
 const SCRAPE_CONNECTIONS_MAX: usize = 16;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// OpenMetrics text, which Prometheus negotiates and reads.
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// OpenMetrics text, for scrapers that ask for it (Prometheus does, in its Accept header).
+const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Prometheus' classic text format, for everyone else (curl, promtool, older scrapers).
+const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Renders the exposition at scrape time.
+/// Renders the exposition (OpenMetrics text) at scrape time.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Serves scrapes until `shutdown` turns true (or its sender goes away).
@@ -71,9 +73,23 @@ pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::R
 }
 
 fn respond<Body>(request: &Request<Body>, render: &Render) -> Response<Full<Bytes>> {
+    let wants_openmetrics = request
+        .headers()
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .any(|value| {
+            value
+                .to_str()
+                .is_ok_and(|text| text.contains("application/openmetrics-text"))
+        });
     let (status, content_type, body) =
         if request.method() == Method::GET && request.uri().path() == "/metrics" {
-            (StatusCode::OK, CONTENT_TYPE, render())
+            if wants_openmetrics {
+                (StatusCode::OK, OPENMETRICS_CONTENT_TYPE, render())
+            } else {
+                let text = prometheus_text(&render());
+                (StatusCode::OK, PROMETHEUS_TEXT_CONTENT_TYPE, text)
+            }
         } else {
             (
                 StatusCode::NOT_FOUND,
@@ -88,14 +104,44 @@ fn respond<Body>(request: &Request<Body>, render: &Render) -> Response<Full<Byte
         .expect("a response from constant parts")
 }
 
+/// OpenMetrics text as Prometheus' classic text format (0.0.4): a counter's HELP and TYPE name
+/// its `_total` series, and the OpenMetrics-only `# UNIT` and `# EOF` lines go. Everything else
+/// (gauges, histograms, label syntax) is the same in both.
+fn prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut lines = openmetrics.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let name = rest.split(' ').next().unwrap_or_default();
+            let counter_type = format!("# TYPE {name} counter");
+            if lines.peek() == Some(&counter_type.as_str()) {
+                lines.next();
+                out.push_str(&format!("# HELP {name}_total{}\n", &rest[name.len()..]));
+                out.push_str(&format!("# TYPE {name}_total counter\n"));
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn get(address: std::net::SocketAddr, path: &str) -> String {
+        get_accepting(address, path, "*/*").await
+    }
+
+    async fn get_accepting(address: std::net::SocketAddr, path: &str, accept: &str) -> String {
         let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n");
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).await.unwrap();
@@ -111,15 +157,24 @@ mod tests {
         let counted = scrapes.clone();
         let render: Render = Arc::new(move || {
             let count = counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            format!("lmdir_scrapes {count}\n# EOF\n")
+            format!(
+                "# HELP lmdir_scrapes Scrapes.\n# TYPE lmdir_scrapes counter\nlmdir_scrapes_total {count}\n# EOF\n"
+            )
         });
         let server = tokio::spawn(serve(listener, render, stopped));
 
-        let first = get(address, "/metrics").await;
+        let first = get_accepting(address, "/metrics", "application/openmetrics-text").await;
         assert!(first.starts_with("HTTP/1.1 200"), "{first}");
         assert!(first.contains("application/openmetrics-text"), "{first}");
-        assert!(first.ends_with("lmdir_scrapes 1\n# EOF\n"), "{first}");
-        assert!(get(address, "/metrics").await.contains("lmdir_scrapes 2"));
+        assert!(first.ends_with("lmdir_scrapes_total 1\n# EOF\n"), "{first}");
+        let second = get(address, "/metrics").await;
+        assert!(second.contains("text/plain; version=0.0.4"), "{second}");
+        assert!(
+            second.ends_with(
+                "# HELP lmdir_scrapes_total Scrapes.\n# TYPE lmdir_scrapes_total counter\nlmdir_scrapes_total 2\n"
+            ),
+            "{second}"
+        );
         assert!(get(address, "/other").await.starts_with("HTTP/1.1 404"));
         assert_eq!(scrapes.load(std::sync::atomic::Ordering::Relaxed), 2);
 

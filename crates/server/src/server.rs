@@ -42,8 +42,11 @@ pub struct ServerContext {
     address_connections: Arc<AddressConnections>,
     /// Failed-bind throttling per client (`bind_failure_*`).
     pub bind_throttle: BindThrottle,
-    /// Counters for cn=Monitor and the Prometheus endpoint.
-    pub monitor: crate::monitor::Monitor,
+    /// Where `metrics_listen` bound (its port resolved), once bound.
+    metrics_address: std::sync::Mutex<Option<SocketAddr>>,
+    /// Counters for cn=Monitor and the Prometheus endpoint (the database's, which its writer
+    /// also reports to, when there is one).
+    pub monitor: Arc<crate::monitor::Monitor>,
 }
 
 /// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them
@@ -127,6 +130,14 @@ impl ServerContext {
 
     pub fn active_connections(&self) -> usize {
         self.active_connections.load(Ordering::Acquire)
+    }
+
+    /// The metrics endpoint's bound address (None without `metrics_listen`).
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        *self
+            .metrics_address
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// What cn=Monitor and the metrics show besides counters: connections, runtime, LMDB.
@@ -297,6 +308,10 @@ pub async fn start(
             "an ldaps:// listener needs tls_certificate and tls_key".to_string(),
         ));
     }
+    let monitor = match &database {
+        Some(database) => database.monitor().clone(),
+        None => Arc::new(crate::monitor::Monitor::new()),
+    };
     let context = Arc::new(ServerContext {
         settings: settings.clone(),
         tls_config,
@@ -312,7 +327,8 @@ pub async fn start(
             settings.bind_failure_burst,
             settings.bind_failure_interval,
         ),
-        monitor: crate::monitor::Monitor::new(),
+        monitor,
+        metrics_address: std::sync::Mutex::new(None),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();
@@ -378,12 +394,46 @@ pub async fn start(
             }
         }
     }
+    if let Some(address) = settings.metrics_listen {
+        listener_tasks.push(start_metrics(&context, address, shutdown_receiver.clone()).await?);
+    }
     Ok(RunningServer {
         addresses,
         context,
         shutdown_sender,
         listener_tasks,
     })
+}
+
+/// Binds `metrics_listen` and serves Prometheus scrapes of this server's monitor until shutdown.
+async fn start_metrics(
+    context: &Arc<ServerContext>,
+    address: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, ServerError> {
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|error| ServerError::Listen {
+            address: address.to_string(),
+            message: error.to_string(),
+        })?;
+    let local = listener.local_addr().map_err(|error| ServerError::Listen {
+        address: address.to_string(),
+        message: error.to_string(),
+    })?;
+    info!("metrics on http://{local}/metrics");
+    *context
+        .metrics_address
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(local);
+    let weak = Arc::downgrade(context);
+    let render: crate::metrics_http::Render = Arc::new(move || match weak.upgrade() {
+        Some(context) => context.monitor.render_metrics(&context.monitor_state()),
+        None => "# EOF\n".to_string(),
+    });
+    Ok(tokio::spawn(crate::metrics_http::serve(
+        listener, render, shutdown,
+    )))
 }
 
 /// One admitted connection: counted in `active_connections` (and against its address) until

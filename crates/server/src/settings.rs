@@ -91,6 +91,8 @@ pub struct ServerSettings {
     /// Permission bits of the ldapi socket (slapd: 0777; who may do what is decided by the
     /// peer's uid/gid identity and the access rules, not by the socket file).
     pub ldapi_mode: u32,
+    /// Where Prometheus scrapes `/metrics`; None = no endpoint.
+    pub metrics_listen: Option<std::net::SocketAddr>,
     pub connections_max: usize,
     /// Per IP address (IPv6: per /64); ldapi connections are not counted.
     pub connections_per_address_max: usize,
@@ -164,6 +166,7 @@ impl ServerSettings {
             tls_key: path_or_none(&server.tls_key),
             require_tls: server.require_tls,
             ldapi_mode: lmdir_config::parse_ldapi_mode(&server.ldapi_mode)?,
+            metrics_listen: lmdir_config::parse_metrics_listen(&server.metrics_listen)?,
             connections_max: server.connections_max as usize,
             connections_per_address_max: server.connections_per_address_max as usize,
             pdu_bytes_max: server.pdu_bytes_max as usize,

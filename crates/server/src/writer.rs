@@ -72,6 +72,8 @@ pub(crate) struct Writer {
     pub policy: Arc<AccessPolicy>,
     /// Set at shutdown: queued updates are answered unavailable instead of applied.
     pub stopping: Arc<AtomicBool>,
+    /// Batch sizes and commit times are reported here.
+    pub monitor: Arc<crate::monitor::Monitor>,
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -137,6 +139,7 @@ impl Writer {
 
     fn run_batch(&self, mut pending: VecDeque<WriteJob>) {
         while !pending.is_empty() {
+            let started = Instant::now();
             let mut txn = match self.store.write() {
                 Ok(txn) => txn,
                 Err(error) => {
@@ -170,6 +173,10 @@ impl Writer {
             match failed {
                 None => {
                     let committed = txn.commit();
+                    if committed.is_ok() {
+                        self.monitor
+                            .write_committed(applied.len(), started.elapsed());
+                    }
                     for job in applied {
                         let _ = job.reply.send(committed.clone());
                     }

@@ -172,6 +172,22 @@ fn extensible_dn_bitwise_and_language_range_filters_match_as_in_slapd() {
         dns(&[HELP_DESK])
     );
     assert_eq!(found(&mut connection, "(cn;lang-fr-=*)"), dns(&[]));
+    // ... and in the attributes asked for: `name;lang-en-` returns `cn;lang-en-us` (a subtype
+    // with a tag in the range), `description;lang-` every tagged description, `cn` alone not.
+    let (entries, _) = connection
+        .search(
+            HELP_DESK,
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["name;lang-en-", "description;lang-"],
+        )
+        .expect("search sent")
+        .success()
+        .expect("help desk read");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("one entry"));
+    let mut returned: Vec<&str> = entry.attrs.keys().map(String::as_str).collect();
+    returned.sort_unstable();
+    assert_eq!(returned, ["cn;lang-en-us", "description;lang-en-gb"]);
 }
 
 #[test]

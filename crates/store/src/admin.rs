@@ -501,7 +501,7 @@ impl Store {
         let mut postings_checked = 0;
         let databases = &self.inner.databases;
         let mut notes = Vec::new();
-        let mut unbuilt: Vec<(String, IndexKinds)> = Vec::new();
+        let mut unbuilt: Vec<(AttrId, String, IndexKinds)> = Vec::new();
         let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
         attrs.sort_unstable();
         for attr in attrs {
@@ -517,7 +517,7 @@ impl Store {
             let not_built =
                 self.drop_unverifiable_kinds(attr, &name, &mut stored, &mut wanted, &mut notes);
             if !not_built.is_empty() {
-                unbuilt.push((name.clone(), not_built));
+                unbuilt.push((attr, name.clone(), not_built));
             }
             let wanted = &wanted;
             for (key, ids) in &stored {
@@ -553,7 +553,19 @@ impl Store {
                 }
             }
         }
+        // A configured index a read-only open found no DB for: nothing of it is built.
+        for (attr, kinds) in &self.inner.configured_indexes {
+            if !kinds.is_empty() && !databases.indexes.contains_key(attr) {
+                let name = self.inner.schema.attribute_type(*attr).name();
+                unbuilt.push((*attr, name.to_ascii_lowercase(), *kinds));
+            }
+        }
         if !unbuilt.is_empty() {
+            unbuilt.sort_unstable_by_key(|(attr, _, _)| *attr);
+            let unbuilt: Vec<(String, IndexKinds)> = unbuilt
+                .into_iter()
+                .map(|(_, name, kinds)| (name, kinds))
+                .collect();
             notes.push(unbuilt_note(&unbuilt));
         }
         Ok((postings_checked, notes))

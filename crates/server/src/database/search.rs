@@ -158,7 +158,7 @@ fn paged_response_control(cookie: &[u8]) -> ResponseControl {
     }
 }
 
-fn scope_of(scope: &LdapSearchScope) -> Result<Scope, OperationError> {
+pub(super) fn scope_of(scope: &LdapSearchScope) -> Result<Scope, OperationError> {
     match scope {
         LdapSearchScope::Base => Ok(Scope::Base),
         LdapSearchScope::OneLevel => Ok(Scope::One),
@@ -256,7 +256,9 @@ pub async fn search(
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.base));
     };
-    if let Some(result) = subschema_search(context, database, request, selection) {
+    let special = subschema_search(context, database, request, selection)
+        .or_else(|| super::monitor_search::monitor_search(context, database, request, selection));
+    if let Some(result) = special {
         let (buffer, count) = result?;
         if count > 0 {
             let _ = context
@@ -399,7 +401,7 @@ fn search_limits(
 }
 
 /// A client filter (search or assertion) within the configured bounds, parsed.
-fn parse_client_filter(
+pub(super) fn parse_client_filter(
     settings: &crate::settings::ServerSettings,
     filter: &ldap3_proto::proto::LdapFilter,
 ) -> Result<Filter, OperationError> {

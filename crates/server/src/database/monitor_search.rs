@@ -1,0 +1,102 @@
+//! Searches under `cn=Monitor`: the live tree of `crate::monitor::monitor_tree`, built per
+//! search (it is a few dozen entries plus one per open connection, so at most
+//! `connections_max` + ~40). Access is the policy's, as for every entry: the rootdn reads it
+//! all; anyone else only what an `[[access]]` rule naming `cn=Monitor` grants, since a rule
+//! for "all entries" covers the directory, not the monitor (`lmdir_access::acl::MONITOR_NDN`).
+//! An entry the subject may not read is left out; a base it may not read answers noSuchObject
+//! as a missing one does.
+
+use super::search::{parse_client_filter, scope_of};
+use super::*;
+use crate::monitor::{monitor_tree, MonitorEntry};
+
+/// The search's answer when its base lies in the monitor tree, else None.
+pub(super) fn monitor_search(
+    context: &OperationContext,
+    database: &Database,
+    request: &LdapSearchRequest,
+    selection: &AttributeSelection,
+) -> Option<Result<(BytesMut, u64), OperationError>> {
+    let base = database.normalize_dn(&request.base).ok()?;
+    if !lmdir_schema::normalized_dn_is_within(&base, lmdir_access::acl::MONITOR_NDN) {
+        return None;
+    }
+    Some(answer(context, database, request, selection, &base))
+}
+
+fn answer(
+    context: &OperationContext,
+    database: &Database,
+    request: &LdapSearchRequest,
+    selection: &AttributeSelection,
+    base: &str,
+) -> Result<(BytesMut, u64), OperationError> {
+    let settings = &context.server.settings;
+    let scope = scope_of(&request.scope)?;
+    let prepared = database
+        .schema
+        .prepare_filter(&parse_client_filter(settings, &request.filter)?);
+    let tree = monitor_tree(&context.server.monitor, &context.server.monitor_state());
+    let read = database.store.read().map_err(internal)?;
+    let groups = database.groups(&read);
+    let identity = &context.session.identity;
+    let subject = database.subject(identity, &groups);
+    let resolved = Selection::resolve(&database.schema, selection);
+    let mut buffer = BytesMut::with_capacity(64 * 1024);
+    let (mut base_seen, mut sent) = (false, 0u64);
+    for monitor_entry in &tree {
+        let entry = owned_entry(monitor_entry)?;
+        let normalized = database.schema.normalize_dn(&entry.dn)?;
+        let view = OwnedEntryView::new(&database.schema, &entry)?;
+        let access = database.policy.for_entry(&subject, &normalized, &view);
+        if !identity.is_rootdn && !access.can_read_entry() {
+            continue;
+        }
+        base_seen |= normalized == base;
+        if !in_scope(&normalized, base, scope)
+            || !access.restrict_filter(&prepared).evaluate(&view).is_true()
+        {
+            continue;
+        }
+        let mut writer =
+            EntryWriter::begin(&mut buffer, context.message_id, monitor_entry.dn.as_bytes());
+        for attribute in &entry.attributes {
+            let Some(attr) = database.schema.attribute(&attribute.description) else {
+                continue;
+            };
+            let readable = identity.is_rootdn || access.can_read_attribute(attr);
+            if !readable || !resolved.selects(&database.schema, attr, &[]) {
+                continue;
+            }
+            let values = attribute.values.iter().map(Vec::as_slice);
+            if request.typesonly {
+                writer.attribute(attribute.description.as_bytes(), std::iter::empty());
+            } else {
+                writer.attribute(attribute.description.as_bytes(), values);
+            }
+        }
+        writer.finish(&[]);
+        sent += 1;
+    }
+    if !base_seen {
+        return Err(no_such_object(&request.base));
+    }
+    Ok((buffer, sent))
+}
+
+fn owned_entry(monitor_entry: &MonitorEntry) -> Result<lmdir_schema::Entry, OperationError> {
+    let mut entry = lmdir_schema::Entry::new(Dn::parse(&monitor_entry.dn)?);
+    for (description, values) in &monitor_entry.attributes {
+        entry.add_values(description, values.iter().cloned());
+    }
+    Ok(entry)
+}
+
+/// Whether `dn` (normalized) is in `scope` of `base` (normalized).
+fn in_scope(dn: &str, base: &str, scope: Scope) -> bool {
+    match scope {
+        Scope::Base => dn == base,
+        Scope::Sub => lmdir_schema::normalized_dn_is_within(dn, base),
+        Scope::One => dn.split_once(',').is_some_and(|(_, parent)| parent == base),
+    }
+}

@@ -1,0 +1,238 @@
+//! cn=Monitor and the Prometheus endpoint over the wire: counters that move with load (after N
+//! searches they say N more), OpenLDAP's entry shapes, access (rootdn only by default; a rule
+//! naming cn=Monitor opens it), and a scrape that names what happened.
+
+mod common;
+
+use common::{person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
+use ldap3::{LdapConn, LdapError, Scope, SearchEntry};
+use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
+use std::io::{Read, Write};
+
+const PEOPLE: usize = 200;
+
+fn bind(server: &TestServer, dn: &str, password: &str) -> LdapConn {
+    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
+    connection
+        .simple_bind(dn, password)
+        .expect("bind")
+        .success()
+        .expect("bind succeeds");
+    connection
+}
+
+/// One attribute of one monitor entry, read with `+` (monitor attributes are operational).
+fn monitor_value(connection: &mut LdapConn, dn: &str, attribute: &str) -> String {
+    let (entries, _) = connection
+        .search(dn, Scope::Base, "(objectClass=*)", vec!["*", "+"])
+        .expect("search")
+        .success()
+        .unwrap_or_else(|error| panic!("reading {dn}: {error}"));
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("one entry"));
+    entry
+        .attrs
+        .get(attribute)
+        .and_then(|values| values.first().cloned())
+        .unwrap_or_else(|| panic!("{dn} has no {attribute}: {:?}", entry.attrs))
+}
+
+fn completed_searches(connection: &mut LdapConn) -> u64 {
+    monitor_value(
+        connection,
+        "cn=Search,cn=Operations,cn=Monitor",
+        "monitorOpCompleted",
+    )
+    .parse()
+    .expect("a counter")
+}
+
+fn search_people(connection: &mut LdapConn, count: usize) {
+    for index in 0..count {
+        let (entries, _) = connection
+            .search(
+                "ou=people,dc=example,dc=com",
+                Scope::Subtree,
+                &format!("(uid=u{index:07})"),
+                vec!["cn"],
+            )
+            .expect("search")
+            .success()
+            .expect("search succeeds");
+        assert_eq!(entries.len(), 1);
+    }
+}
+
+fn result_code(result: Result<ldap3::SearchResult, LdapError>) -> u32 {
+    result.expect("search sent").1.rc
+}
+
+#[test]
+fn monitor_counters_move_with_load_and_only_the_rootdn_reads_them_by_default() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
+    let mut root = bind(&server, ROOT_DN, ROOT_PASSWORD);
+    let before = completed_searches(&mut root);
+    search_people(&mut root, 7);
+    // The first reading itself completed too.
+    assert_eq!(completed_searches(&mut root), before + 1 + 7);
+
+    let entries: u64 = monitor_value(
+        &mut root,
+        "cn=Database 1,cn=Databases,cn=Monitor",
+        "olmMDBEntries",
+    )
+    .parse()
+    .expect("a count");
+    let groups = PEOPLE.div_ceil(common::PEOPLE_PER_GROUP);
+    assert_eq!(entries as usize, 3 + PEOPLE + groups);
+    let current: u64 = monitor_value(
+        &mut root,
+        "cn=Current,cn=Connections,cn=Monitor",
+        "monitorCounter",
+    )
+    .parse()
+    .expect("a count");
+    assert!(current >= 1);
+    let authz = monitor_value(&mut root, "cn=Monitor", "monitoredInfo");
+    assert!(authz.starts_with("lmdir"), "{authz}");
+    // The subtree lists one entry per open connection, this one bound as the rootdn.
+    let (connections, _) = root
+        .search(
+            "cn=Connections,cn=Monitor",
+            Scope::OneLevel,
+            "(monitorConnectionAuthzDN=cn=admin,dc=example,dc=com)",
+            vec!["monitorConnectionNumber"],
+        )
+        .expect("search")
+        .success()
+        .expect("connections listed");
+    assert_eq!(connections.len(), 1);
+
+    // Anonymous and an ordinary user find no monitor at all: a hidden base is a missing one.
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let missing = anonymous.search("cn=Monitor", Scope::Subtree, "(objectClass=*)", vec!["*"]);
+    assert_eq!(result_code(missing), 32);
+    let mut user = bind(&server, &person_dn(3), PERSON_PASSWORD);
+    let missing = user.search("cn=Monitor", Scope::Base, "(objectClass=*)", vec!["+"]);
+    assert_eq!(result_code(missing), 32);
+}
+
+#[test]
+fn a_rule_naming_cn_monitor_opens_it_to_whom_it_says() {
+    let rules = vec![
+        AccessRule {
+            to: AccessTarget {
+                subtree: Some("cn=Monitor".to_string()),
+                ..AccessTarget::default()
+            },
+            by: vec![AccessClause {
+                who: Who::Users,
+                access: AccessLevel::Read,
+            }],
+        },
+        AccessRule {
+            to: AccessTarget::default(),
+            by: vec![AccessClause {
+                who: Who::Anyone,
+                access: AccessLevel::Read,
+            }],
+        },
+    ];
+    let server = TestServer::start_populated(PEOPLE, rules, |_| {});
+    let mut user = bind(&server, &person_dn(5), PERSON_PASSWORD);
+    search_people(&mut user, 2);
+    assert_eq!(completed_searches(&mut user), 2);
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let missing = anonymous.search("cn=Monitor", Scope::Base, "(objectClass=*)", vec!["+"]);
+    assert_eq!(
+        result_code(missing),
+        32,
+        "the rule grants users, not anonymous"
+    );
+}
+
+fn scrape(address: std::net::SocketAddr) -> String {
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to metrics");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .expect("timeout");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+fn metric(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in\n{body}"))
+}
+
+#[test]
+fn prometheus_scrapes_count_operations_entries_and_writes() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+    });
+    let address = server
+        .running()
+        .context()
+        .metrics_address()
+        .expect("metrics endpoint bound");
+    let series = "lmdir_operations_total{operation=\"search\",result=\"success\"}";
+    let mut root = bind(&server, ROOT_DN, ROOT_PASSWORD);
+    search_people(&mut root, 1);
+    let before = metric(&scrape(address), series);
+    search_people(&mut root, 5);
+    root.modify(
+        &person_dn(1),
+        vec![ldap3::Mod::Replace("description", ["changed"].into())],
+    )
+    .expect("modify")
+    .success()
+    .expect("modified");
+    let body = scrape(address);
+    assert_eq!(metric(&body, series), before + 5.0);
+    assert!(metric(&body, "lmdir_entries") as usize > PEOPLE);
+    assert!(metric(&body, "lmdir_write_batch_operations_count") >= 1.0);
+    assert!(metric(&body, "lmdir_connections{state=\"open\"}") >= 1.0);
+    assert!(
+        body.contains("# TYPE lmdir_operations_total counter"),
+        "{body}"
+    );
+    promtool_accepts(&body);
+}
+
+/// `promtool check metrics` (Debian's prometheus package) on a scrape, when it is installed.
+fn promtool_accepts(body: &str) {
+    let child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(_) => {
+            eprintln!("skipping the promtool check: promtool is not installed (apt-get install prometheus)");
+            return;
+        }
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("feed promtool");
+    let output = child.wait_with_output().expect("promtool ran");
+    assert!(
+        output.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
