@@ -29,8 +29,10 @@ pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Resul
     // Demo people (password "password") belong only to the no-config trial run: a server
     // started with a config file, a production one or a new replica, never gets them.
     let offer_demo = config_path.is_none() && !no_demo;
-    let demo = if empty && offer_demo {
-        Some(crate::commands::load_demo(&config)?)
+    // On an empty database the banner says what to do next (and what the demo holds when it
+    // was loaded); a server with data starts silently.
+    let banner = if empty {
+        Some(offer_demo && crate::commands::load_demo(&config)?)
     } else {
         None
     };
@@ -41,7 +43,7 @@ pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Resul
     runtime.block_on(async {
         let database = lmdir_server::Database::open(&config)?;
         let running = lmdir_server::start(settings, Some(database)).await?;
-        if let Some(demo_loaded) = demo {
+        if let Some(demo_loaded) = banner {
             crate::banner::print(&config, demo_loaded, &running.addresses);
         }
         notify("READY=1");
