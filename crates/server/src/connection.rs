@@ -151,7 +151,7 @@ pub async fn run(
                 // The connection holds a sender clone only through operations; `None` cannot happen
                 // while `sender` lives here.
                 let Some(outgoing) = outgoing else { break Ending::PeerClosed };
-                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut receiver, write_timeout).await {
+                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut receiver, write_timeout, &context.monitor).await {
                     info!("conn={connection_id} closing: {}", escaped(&error.to_string()));
                     break Ending::PeerClosed;
                 }
@@ -293,7 +293,7 @@ pub async fn run(
                                     () = &mut dispatch, if !dispatch_done => dispatch_done = true,
                                     outgoing = inline_receiver.recv() => match outgoing {
                                         Some(outgoing) => {
-                                            write_failed = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut inline_receiver, write_timeout).await.is_err();
+                                            write_failed = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut inline_receiver, write_timeout, &context.monitor).await.is_err();
                                         }
                                         // The operation finished and dropped its sender.
                                         None => break,
@@ -354,6 +354,7 @@ pub async fn run(
                             outgoing,
                             &mut receiver,
                             write_timeout,
+                            &context.monitor,
                         )
                         .await
                         .is_err()
@@ -385,6 +386,7 @@ async fn write_outgoing(
     first: Outgoing,
     receiver: &mut mpsc::Receiver<Outgoing>,
     write_timeout: Duration,
+    monitor: &crate::monitor::Monitor,
 ) -> Result<(), crate::pdu::PduError> {
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut next = Some(first);
@@ -430,6 +432,7 @@ async fn write_outgoing(
         tokio::io::AsyncWriteExt::flush(framed.get_mut()),
     )
     .await?;
+    monitor.bytes_sent(chunks.iter().map(Bytes::len).sum());
     Ok(())
 }
 

@@ -282,12 +282,12 @@ impl Monitor {
         );
         registry.register(
             "sent_bytes",
-            "Bytes of LDAP messages queued to clients",
+            "Bytes of LDAP messages written to clients",
             self.bytes_sent.clone(),
         );
         registry.register(
             "sent_messages",
-            "LDAP messages (PDUs) queued to clients",
+            "LDAP messages (PDUs) sent to clients",
             self.messages_sent.clone(),
         );
         registry.register(
@@ -336,10 +336,14 @@ impl Monitor {
         }
     }
 
-    /// One message of `bytes` was queued to a client; `entries` of them search entries.
-    pub fn message_sent(&self, bytes: usize, entries: u64) {
+    /// `bytes` of LDAP messages were written to a client.
+    pub fn bytes_sent(&self, bytes: usize) {
         self.bytes_sent.inc_by(bytes as u64);
-        self.messages_sent.inc();
+    }
+
+    /// `messages` LDAP messages (PDUs) were sent, `entries` of them search result entries.
+    pub fn messages_sent(&self, messages: u64, entries: u64) {
+        self.messages_sent.inc_by(messages);
         self.entries_sent.inc_by(entries);
     }
 
@@ -747,7 +751,8 @@ mod tests {
         }
         monitor.operation_initiated(OperationKind::Bind);
         monitor.operation_completed(OperationKind::Bind, 49, Duration::from_millis(2));
-        monitor.message_sent(100, 1);
+        monitor.bytes_sent(100);
+        monitor.messages_sent(2, 1);
         let record = monitor.connection_opened(7, "IP=127.0.0.1:5000", "ldap://127.0.0.1:389");
         record.operation_received();
         record.set_authz_dn("cn=admin,dc=example,dc=com");

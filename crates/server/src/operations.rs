@@ -82,6 +82,7 @@ impl OperationContext {
                 .operation_completed(kind, result_code, started.elapsed());
         }
         self.session.monitor.operation_completed();
+        self.server.monitor.messages_sent(1, 0);
         let _ = self
             .sender
             .send(Outgoing::Done {
@@ -524,6 +525,10 @@ async fn search(context: &OperationContext, request: &LdapSearchRequest, started
     match result {
         Ok(done) => {
             let extra = format!(" nentries={}", done.entries_sent);
+            context
+                .server
+                .monitor
+                .messages_sent(done.entries_sent, done.entries_sent);
             context
                 .finish_with_controls(
                     tag::SEARCH_RESULT_DONE,

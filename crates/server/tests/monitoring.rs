@@ -186,7 +186,9 @@ fn prometheus_scrapes_count_operations_entries_and_writes() {
     let series = "lmdir_operations_total{operation=\"search\",result=\"success\"}";
     let mut root = bind(&server, ROOT_DN, ROOT_PASSWORD);
     search_people(&mut root, 1);
-    let before = metric(&scrape(address), series);
+    let first = scrape(address);
+    let before = metric(&first, series);
+    let entries_before = metric(&first, "lmdir_entries_returned_total");
     search_people(&mut root, 5);
     root.modify(
         &person_dn(1),
@@ -197,6 +199,11 @@ fn prometheus_scrapes_count_operations_entries_and_writes() {
     .expect("modified");
     let body = scrape(address);
     assert_eq!(metric(&body, series), before + 5.0);
+    assert_eq!(
+        metric(&body, "lmdir_entries_returned_total"),
+        entries_before + 5.0
+    );
+    assert!(metric(&body, "lmdir_sent_bytes_total") > 0.0);
     assert!(metric(&body, "lmdir_entries") as usize > PEOPLE);
     assert!(metric(&body, "lmdir_write_batch_operations_count") >= 1.0);
     assert!(metric(&body, "lmdir_connections{state=\"open\"}") >= 1.0);
