@@ -932,6 +932,13 @@ pub async fn add(
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
+    if request.attributes.is_empty() {
+        // As slapd: an entry needs at least its object classes; an empty list is malformed.
+        return Err(OperationError::new(
+            code::PROTOCOL_ERROR,
+            "an add request must carry the entry's attributes",
+        ));
+    }
     let request_dn = request.dn.clone();
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;

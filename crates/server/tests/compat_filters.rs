@@ -298,3 +298,17 @@ fn an_rfc2307bis_schema_file_lets_posix_groups_be_groups_of_names() {
     assert_eq!(entries.len(), 1);
     runtime.block_on(running.shutdown(std::time::Duration::from_secs(10)));
 }
+
+/// OpenLDAP's test suite adds an entry with no attributes and expects protocolError (2), not
+/// objectClassViolation (65).
+#[test]
+fn an_add_without_attributes_is_a_protocol_error() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut connection = root_connection(&server.ldap_url());
+    populate(&mut connection);
+    let empty: Vec<(&str, std::collections::HashSet<&str>)> = Vec::new();
+    let result = connection
+        .add("cn=nothing,dc=example,dc=com", empty)
+        .expect("add sent");
+    assert_eq!(result.rc, 2, "{result:?}");
+}
