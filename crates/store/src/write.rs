@@ -1256,11 +1256,7 @@ impl<'s> WriteTxn<'s> {
     /// kinds of the rebuilt `attributes`; returns the state searches switch to after the commit.
     fn record_indexes_built(&mut self, attributes: &[AttrId]) -> Result<IndexState, LdapError> {
         let inner = self.inner;
-        let mut built = inner
-            .usable_indexes
-            .read()
-            .expect("index lock poisoned")
-            .clone();
+        let mut built = crate::lock::read(&inner.usable_indexes).clone();
         for attr in attributes {
             if let Some(kinds) = inner.configured_indexes.get(attr) {
                 built.insert(*attr, *kinds);
