@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{person_dn, TestServer, ROOT_DN, ROOT_PASSWORD};
+use common::{person_dn, root, TestServer};
 use ldap3::controls::{Assertion, PagedResults, RawControl};
 use ldap3::{LdapConn, LdapResult, Mod, Scope, SearchEntry, SearchOptions};
 use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
@@ -15,16 +15,6 @@ const ASSERTION_FAILED: u32 = 122;
 const ADMIN_LIMIT_EXCEEDED: u32 = 11;
 const SIZE_LIMIT_EXCEEDED: u32 = 4;
 const NO_SUCH_OBJECT: u32 = 32;
-
-fn root(server: &TestServer) -> LdapConn {
-    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
-    connection
-        .simple_bind(ROOT_DN, ROOT_PASSWORD)
-        .expect("bind")
-        .success()
-        .expect("rootdn bind");
-    connection
-}
 
 fn anonymous(server: &TestServer) -> LdapConn {
     LdapConn::new(&server.ldap_url()).expect("connect")

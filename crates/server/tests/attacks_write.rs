@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
+use common::{bind, person_dn, root, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::RawControl;
 use ldap3::exop::PasswordModify;
 use ldap3::{LdapConn, LdapConnAsync, Mod, Scope, SearchEntry};
@@ -16,20 +16,6 @@ use std::time::{Duration, Instant};
 
 const PEOPLE: usize = 2000;
 const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
-
-fn bind(server: &TestServer, dn: &str, password: &str) -> LdapConn {
-    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
-    connection
-        .simple_bind(dn, password)
-        .expect("bind")
-        .success()
-        .expect("bind succeeds");
-    connection
-}
-
-fn root(server: &TestServer) -> LdapConn {
-    bind(server, ROOT_DN, ROOT_PASSWORD)
-}
 
 fn set(values: &[&str]) -> HashSet<String> {
     values.iter().map(|value| value.to_string()).collect()

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{TestServer, ROOT_DN, ROOT_PASSWORD};
+use common::{bind_url, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};
 use std::collections::HashSet;
 
@@ -13,16 +13,6 @@ const ANN: &str = "uid=ann,ou=People,dc=example,dc=com";
 const BEN: &str = "uid=ben,ou=People,dc=example,dc=com";
 const DIVISION: &str = "ou=Information Technology Division,dc=example,dc=com";
 const HELP_DESK: &str = "cn=Help Desk,ou=Information Technology Division,dc=example,dc=com";
-
-fn root_connection(url: &str) -> LdapConn {
-    let mut connection = LdapConn::new(url).expect("connect");
-    connection
-        .simple_bind(ROOT_DN, ROOT_PASSWORD)
-        .expect("bind")
-        .success()
-        .expect("rootdn bind");
-    connection
-}
 
 fn add(connection: &mut LdapConn, dn: &str, attributes: &[(&str, &[&str])]) {
     let attributes: Vec<(&str, HashSet<&str>)> = attributes
@@ -111,7 +101,7 @@ fn dns(values: &[&str]) -> HashSet<String> {
 #[test]
 fn extensible_dn_bitwise_and_language_range_filters_match_as_in_slapd() {
     let server = TestServer::start_with_database(|_| {});
-    let mut connection = root_connection(&server.ldap_url());
+    let mut connection = bind_url(&server.ldap_url(), ROOT_DN, ROOT_PASSWORD);
     populate(&mut connection);
     let people = "ou=People,dc=example,dc=com";
     // :dn: tests every entry's DN values as written, with the rule asked for.
@@ -193,7 +183,7 @@ fn extensible_dn_bitwise_and_language_range_filters_match_as_in_slapd() {
 #[test]
 fn the_subschema_entry_matches_by_oid_or_name() {
     let server = TestServer::start_with_database(|_| {});
-    let mut connection = root_connection(&server.ldap_url());
+    let mut connection = bind_url(&server.ldap_url(), ROOT_DN, ROOT_PASSWORD);
     for (filter, expected) in [
         ("(objectClasses=2.5.6.0)", 1),
         ("(objectClasses=pilotPerson)", 1),
@@ -240,7 +230,7 @@ fn serve_with_schema_files(
 }
 
 fn add_posix_group_of_names(url: &str) -> Result<ldap3::LdapResult, LdapError> {
-    let mut connection = root_connection(url);
+    let mut connection = bind_url(url, ROOT_DN, ROOT_PASSWORD);
     add(
         &mut connection,
         SUFFIX,
@@ -284,7 +274,7 @@ fn an_rfc2307bis_schema_file_lets_posix_groups_be_groups_of_names() {
     let (runtime, running, url) =
         serve_with_schema_files(directory.path(), vec![rfc2307bis_fixture()]);
     add_posix_group_of_names(&url).expect("groupOfNames + posixGroup is accepted");
-    let mut connection = root_connection(&url);
+    let mut connection = bind_url(&url, ROOT_DN, ROOT_PASSWORD);
     let (entries, _) = connection
         .search(
             SUFFIX,
@@ -304,7 +294,7 @@ fn an_rfc2307bis_schema_file_lets_posix_groups_be_groups_of_names() {
 #[test]
 fn an_add_without_attributes_is_a_protocol_error() {
     let server = TestServer::start_with_database(|_| {});
-    let mut connection = root_connection(&server.ldap_url());
+    let mut connection = bind_url(&server.ldap_url(), ROOT_DN, ROOT_PASSWORD);
     populate(&mut connection);
     let empty: Vec<(&str, std::collections::HashSet<&str>)> = Vec::new();
     let result = connection

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{person_dn, TestServer, ROOT_DN, ROOT_PASSWORD};
+use common::{person_dn, root, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::RawControl;
 use ldap3::exop::Exop;
 use ldap3::{LdapConn, LdapResult, Mod, Scope, SearchEntry};
@@ -61,16 +61,6 @@ fn control(oid: &str, critical: bool, value: Option<Vec<u8>>) -> RawControl {
     }
 }
 
-fn bound(server: &TestServer) -> LdapConn {
-    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
-    connection
-        .simple_bind(ROOT_DN, ROOT_PASSWORD)
-        .expect("bind")
-        .success()
-        .expect("rootdn bind");
-    connection
-}
-
 fn people_search(
     connection: &mut LdapConn,
     controls: Vec<RawControl>,
@@ -103,7 +93,7 @@ fn sort_result_code(result: &LdapResult) -> Option<u8> {
 /// Every operation type with `extra` controls, in an order that keeps each one meaningful
 /// (the add creates what modify, modrdn and delete then touch); returns each result code.
 fn every_operation(server: &TestServer, extra: &RawControl) -> Vec<(&'static str, u32)> {
-    let mut connection = bound(server);
+    let mut connection = root(server);
     let added = "uid=controls-added,ou=people,dc=example,dc=com";
     let renamed = "uid=controls-renamed,ou=people,dc=example,dc=com";
     let controls = || vec![extra.clone()];
@@ -189,7 +179,7 @@ fn critical_unknown_control_is_refused_on_every_operation_and_non_critical_ignor
         assert_eq!(*code, 12, "{operation} with a critical unknown control");
     }
     // Nothing was applied: the add was refused, so the entry does not exist.
-    let mut connection = bound(&server);
+    let mut connection = root(&server);
     let probe = connection
         .search(
             "uid=controls-added,ou=people,dc=example,dc=com",
@@ -237,7 +227,7 @@ fn critical_control_on_start_tls_is_refused_and_the_connection_stays_clear() {
 #[test]
 fn sort_that_cannot_be_honoured_fails_only_when_critical() {
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
-    let mut connection = bound(&server);
+    let mut connection = root(&server);
     let unknown_attribute = sort_value("noSuchAttributeAtAll", None);
     let unknown_rule = sort_value("sn", Some("noSuchOrderingMatch"));
     for value in [&unknown_attribute, &unknown_rule] {
@@ -298,7 +288,7 @@ fn sort_that_cannot_be_honoured_fails_only_when_critical() {
 #[test]
 fn paged_results_outside_search_follows_its_criticality() {
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
-    let mut connection = bound(&server);
+    let mut connection = root(&server);
     let compare = |connection: &mut LdapConn, critical| {
         connection
             .with_controls(vec![control(
@@ -325,7 +315,7 @@ fn paged_results_outside_search_follows_its_criticality() {
 #[test]
 fn bad_control_values_answer_protocol_error_and_the_connection_continues() {
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
-    let mut connection = bound(&server);
+    let mut connection = root(&server);
     let bad = [
         control(SORT_REQUEST_OID, false, Some(vec![0x30, 0x03, 0x04, 0x01])),
         control(SORT_REQUEST_OID, false, Some(sequence(&[]))),
@@ -354,7 +344,7 @@ fn bad_control_values_answer_protocol_error_and_the_connection_continues() {
 #[test]
 fn too_many_controls_or_read_attributes_exceed_admin_limits() {
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
-    let mut connection = bound(&server);
+    let mut connection = root(&server);
     let many = vec![control(UNKNOWN_OID, false, None); 33];
     let (_, result) = people_search(&mut connection, many);
     assert_eq!(result.rc, 11, "more than 32 controls");
@@ -458,7 +448,7 @@ impl Write for LogWriter {
 fn supported_controls_do_not_warn() {
     let log = captured_log();
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
-    let mut connection = bound(&server);
+    let mut connection = root(&server);
     let assertion = tlv(0x87, b"objectClass");
     let attributes = sequence(&[tlv(0x04, b"description")]);
     let modify = connection

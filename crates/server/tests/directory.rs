@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{ldap_tool, text, TestServer, ROOT_DN, ROOT_PASSWORD};
+use common::{ldap_tool, root, text, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::{Assertion, PagedResults};
 use ldap3::exop::{PasswordModify, PasswordModifyResp, WhoAmI, WhoAmIResp};
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
@@ -18,16 +18,6 @@ fn set<'a>(values: &[&'a str]) -> HashSet<&'a str> {
 
 /// An entry's attributes as ldap3's add takes them.
 type Attributes<'a> = Vec<(&'a str, HashSet<&'a str>)>;
-
-fn root_connection(server: &TestServer) -> LdapConn {
-    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
-    connection
-        .simple_bind(ROOT_DN, ROOT_PASSWORD)
-        .expect("bind")
-        .success()
-        .expect("rootdn bind");
-    connection
-}
 
 /// Suffix, ou=People, ou=Groups, alice (password "alicepw") and bob, group admins with alice.
 fn populate(connection: &mut LdapConn) {
@@ -111,7 +101,7 @@ fn search(
 #[test]
 fn search_scopes_filters_and_no_such_object() {
     let server = TestServer::start_with_database(|_| {});
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
 
     let (people, rc) = search(
@@ -221,7 +211,7 @@ fn search_scopes_filters_and_no_such_object() {
 #[test]
 fn binds_compare_and_default_access_control() {
     let server = TestServer::start_with_database(|_| {});
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
 
     // The cleartext password given on add was hashed with the configured scheme.
@@ -315,7 +305,7 @@ fn binds_compare_and_default_access_control() {
 #[test]
 fn updates_and_their_result_codes() {
     let server = TestServer::start_with_database(|_| {});
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
 
     root.modify(ALICE, vec![Mod::Replace("description", set(&["updated"]))])
@@ -424,7 +414,7 @@ fn updates_and_their_result_codes() {
 #[test]
 fn password_modify_self_and_generated() {
     let server = TestServer::start_with_database(|_| {});
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
 
     let mut alice = LdapConn::new(&server.ldap_url()).expect("connect");
@@ -520,7 +510,7 @@ fn add_people_p00_to_p24(root: &mut LdapConn, order: impl Iterator<Item = usize>
 #[test]
 fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
     let server = TestServer::start_with_database(|settings| settings.size_limit = 7);
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
     add_people_p00_to_p24(&mut root, 0..25);
     let mut seen = HashSet::new();
@@ -589,7 +579,7 @@ fn paged_results_walk_a_real_cursor_and_size_limits_apply() {
 #[test]
 fn concurrent_writers_are_group_committed_without_loss() {
     let server = TestServer::start_with_database(|_| {});
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
     let url = server.ldap_url();
     let workers: Vec<_> = (0..6)
@@ -862,7 +852,7 @@ fn configured_rules_grant_group_members_write_and_deny_others() {
         },
     ];
     let server = TestServer::start_with_rules(rules);
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
     let bob_dn = "uid=bob,ou=People,dc=example,dc=com";
 
@@ -929,7 +919,7 @@ fn configured_rules_grant_group_members_write_and_deny_others() {
 fn pre_read_and_post_read_return_the_entry_around_a_modify() {
     use ldap3::controls::{PostRead, PostReadResp, PreRead, PreReadResp};
     let server = TestServer::start_with_database(|_| {});
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
     let result = root
         .with_controls(vec![
@@ -962,7 +952,7 @@ fn pre_read_and_post_read_return_the_entry_around_a_modify() {
 fn server_side_sort_orders_results_and_reports_unknown_attributes() {
     use ldap3::controls::RawControl;
     let server = TestServer::start_with_database(|_| {});
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
     let uids = |connection: &mut LdapConn, control: RawControl| {
         let result = connection
@@ -1029,7 +1019,7 @@ fn sort_request_control(attribute: &str, reverse: bool) -> ldap3::controls::RawC
 fn sorted_searches_page_and_size_limit_in_sorted_order() {
     use ldap3::controls::RawControl;
     let server = TestServer::start_with_database(|settings| settings.size_limit = 7);
-    let mut root = root_connection(&server);
+    let mut root = root(&server);
     populate(&mut root);
     // Added in reverse, so ID order is the opposite of the sorted order.
     add_people_p00_to_p24(&mut root, (0..25).rev());

@@ -4,22 +4,12 @@
 
 mod common;
 
-use common::{person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
+use common::{bind, person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};
 use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
 use std::io::{Read, Write};
 
 const PEOPLE: usize = 200;
-
-fn bind(server: &TestServer, dn: &str, password: &str) -> LdapConn {
-    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
-    connection
-        .simple_bind(dn, password)
-        .expect("bind")
-        .success()
-        .expect("bind succeeds");
-    connection
-}
 
 /// One attribute of one monitor entry, read with `+` (monitor attributes are operational).
 fn monitor_value(connection: &mut LdapConn, dn: &str, attribute: &str) -> String {

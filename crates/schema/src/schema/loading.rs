@@ -520,6 +520,31 @@ impl Schema {
         }
     }
 
+    /// A definition whose OID is already defined: an identical repeat is noted and kept; a
+    /// different one overrides a built-in definition (the caller checks and notes it) and is an
+    /// error against one from a configured file.
+    fn judge_redefinition(
+        &mut self,
+        label: &str,
+        same_meaning: bool,
+        origin: &Origin,
+    ) -> Result<Redefinition, String> {
+        if same_meaning {
+            self.warn(format!(
+                "{label} repeats the definition at {}; keeping it",
+                origin.location
+            ));
+            return Ok(Redefinition::Repeat);
+        }
+        if !origin.builtin {
+            return Err(format!(
+                "{label} is already defined differently at {}",
+                origin.location
+            ));
+        }
+        Ok(Redefinition::Override)
+    }
+
     fn redefine_attribute_type(
         &mut self,
         id: AttrId,
@@ -530,18 +555,9 @@ impl Schema {
         keeps_primary_name(&attribute_type.names, existing.name(), &origin)
             .map_err(|error| format!("attribute type '{}' {error}", existing.oid))?;
         let label = format!("attribute type '{}' ({})", existing.name(), existing.oid);
-        if existing.same_meaning(&attribute_type) {
-            self.warn(format!(
-                "{label} repeats the definition at {}; keeping it",
-                origin.location
-            ));
+        let same = existing.same_meaning(&attribute_type);
+        if self.judge_redefinition(&label, same, &origin)? == Redefinition::Repeat {
             return Ok(());
-        }
-        if !origin.builtin {
-            return Err(format!(
-                "{label} is already defined differently at {}",
-                origin.location
-            ));
         }
         if attribute_type
             .sup
@@ -762,18 +778,9 @@ impl Schema {
         keeps_primary_name(&object_class.names, existing.name(), &origin)
             .map_err(|error| format!("object class '{}' {error}", existing.oid))?;
         let label = format!("object class '{}' ({})", existing.name(), existing.oid);
-        if existing.same_meaning(&object_class) {
-            self.warn(format!(
-                "{label} repeats the definition at {}; keeping it",
-                origin.location
-            ));
+        let same = existing.same_meaning(&object_class);
+        if self.judge_redefinition(&label, same, &origin)? == Redefinition::Repeat {
             return Ok(());
-        }
-        if !origin.builtin {
-            return Err(format!(
-                "{label} is already defined differently at {}",
-                origin.location
-            ));
         }
         if object_class.sup.iter().any(|sup| {
             self.object_classes[*sup as usize]
@@ -836,4 +843,11 @@ impl Schema {
         self.object_class_origins[id as usize] = self.current_origin();
         Ok(())
     }
+}
+
+/// What a second definition of an OID does (see `judge_redefinition`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Redefinition {
+    Repeat,
+    Override,
 }

@@ -127,6 +127,27 @@ impl Drop for TestServer {
     }
 }
 
+/// A connection to `url` bound as `dn` (a failed bind panics, naming the DN).
+pub fn bind_url(url: &str, dn: &str, password: &str) -> ldap3::LdapConn {
+    let mut connection = ldap3::LdapConn::new(url).expect("connect");
+    connection
+        .simple_bind(dn, password)
+        .expect("bind sent")
+        .success()
+        .unwrap_or_else(|error| panic!("bind as '{dn}': {error}"));
+    connection
+}
+
+/// A connection to the server's ldap:// listener bound as `dn`.
+pub fn bind(server: &TestServer, dn: &str, password: &str) -> ldap3::LdapConn {
+    bind_url(&server.ldap_url(), dn, password)
+}
+
+/// A connection bound as the rootdn.
+pub fn root(server: &TestServer) -> ldap3::LdapConn {
+    bind(server, ROOT_DN, ROOT_PASSWORD)
+}
+
 /// Runs an ldap-utils binary; None (with a printed reason) when it is not installed.
 pub fn ldap_tool(program: &str, arguments: &[&str]) -> Option<std::process::Output> {
     let mut command = Command::new(program);
