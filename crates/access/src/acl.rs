@@ -655,29 +655,9 @@ impl SubjectAccess<'_> {
     }
 
     fn leaf_visible_everywhere(&self, filter: &PreparedFilter) -> bool {
-        match filter {
-            PreparedFilter::Present { covered, .. } => covered
-                .iter()
-                .all(|attr| self.can_filter_on_everywhere(*attr)),
-            PreparedFilter::Equality { covered, .. }
-            | PreparedFilter::Approx { covered, .. }
-            | PreparedFilter::Substrings { covered, .. }
-            | PreparedFilter::GreaterOrEqual { covered, .. }
-            | PreparedFilter::LessOrEqual { covered, .. } => covered
-                .iter()
-                .all(|covered| self.can_filter_on_everywhere(covered.attr)),
-            PreparedFilter::Extensible {
-                covered,
-                dn_attributes,
-                ..
-            } => {
-                covered
-                    .iter()
-                    .all(|covered| self.can_filter_on_everywhere(covered.attr))
-                    && (!dn_attributes || self.can_disclose_every_entry())
-            }
-            _ => true,
-        }
+        leaf_visible(filter, &|attr| self.can_filter_on_everywhere(attr), &|| {
+            self.can_disclose_every_entry()
+        })
     }
 
     fn leaves_visible_everywhere(&self, filter: &PreparedFilter) -> bool {
@@ -811,26 +791,9 @@ impl EntryAccess<'_> {
                 .iter()
                 .all(|child| self.filter_fully_visible(child)),
             PreparedFilter::Not(child) => self.filter_fully_visible(child),
-            PreparedFilter::Present { covered, .. } => {
-                covered.iter().all(|attr| self.can_filter_on(*attr))
-            }
-            PreparedFilter::Equality { covered, .. }
-            | PreparedFilter::Approx { covered, .. }
-            | PreparedFilter::Substrings { covered, .. }
-            | PreparedFilter::GreaterOrEqual { covered, .. }
-            | PreparedFilter::LessOrEqual { covered, .. } => covered
-                .iter()
-                .all(|covered_attribute| self.can_filter_on(covered_attribute.attr)),
-            PreparedFilter::Extensible {
-                covered,
-                dn_attributes,
-                ..
-            } => {
-                covered
-                    .iter()
-                    .all(|covered_attribute| self.can_filter_on(covered_attribute.attr))
-                    && (!dn_attributes || self.can_search_entry())
-            }
+            leaf => leaf_visible(leaf, &|attr| self.can_filter_on(attr), &|| {
+                self.can_search_entry()
+            }),
         }
     }
 
@@ -1212,5 +1175,33 @@ fn parse_who(
             field,
             format!("unknown who kind '{other}' (dn, dn.subtree, group)"),
         )),
+    }
+}
+
+/// Whether a filter leaf uses only attributes `can_filter_on` allows (and, for `:dn:`
+/// extensible items, whether `dn_visible`); anything that is not a leaf is visible here.
+fn leaf_visible(
+    filter: &PreparedFilter,
+    can_filter_on: &dyn Fn(AttrId) -> bool,
+    dn_visible: &dyn Fn() -> bool,
+) -> bool {
+    match filter {
+        PreparedFilter::Present { covered, .. } => covered.iter().all(|attr| can_filter_on(*attr)),
+        PreparedFilter::Equality { covered, .. }
+        | PreparedFilter::Approx { covered, .. }
+        | PreparedFilter::Substrings { covered, .. }
+        | PreparedFilter::GreaterOrEqual { covered, .. }
+        | PreparedFilter::LessOrEqual { covered, .. } => {
+            covered.iter().all(|covered| can_filter_on(covered.attr))
+        }
+        PreparedFilter::Extensible {
+            covered,
+            dn_attributes,
+            ..
+        } => {
+            covered.iter().all(|covered| can_filter_on(covered.attr))
+                && (!dn_attributes || dn_visible())
+        }
+        _ => true,
     }
 }
