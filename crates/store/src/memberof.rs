@@ -44,12 +44,68 @@ impl WriteTxn<'_> {
         members
     }
 
+    /// The entry a stored link names. While a moved subtree is being fixed, a link naming an
+    /// old DN below its old top is followed to where the entry is now.
     fn id_of_normalized_dn(&self, normalized: &str) -> Result<Option<EntryId>, LdapError> {
         let Ok(dn) = Dn::parse(normalized) else {
             return Ok(None);
         };
         let (_, lookup) = self.lookup(&dn)?;
-        Ok(lookup.found)
+        if lookup.found.is_some() {
+            return Ok(lookup.found);
+        }
+        let Some((old_top, new_top)) = &self.moved_subtree else {
+            return Ok(None);
+        };
+        let Some(prefix) = normalized.strip_suffix(old_top.as_str()) else {
+            return Ok(None);
+        };
+        if !(prefix.is_empty() || prefix.ends_with(',')) {
+            return Ok(None);
+        }
+        let Ok(moved) = Dn::parse(&format!("{prefix}{new_top}")) else {
+            return Ok(None);
+        };
+        Ok(self.lookup(&moved)?.1.found)
+    }
+
+    /// One entry's DN changed (rename or move) and maybe its values: its members' `memberOf`
+    /// follow the group's new DN, and the groups listing it list the new DN.
+    pub(crate) fn memberof_entry_renamed(
+        &mut self,
+        id: EntryId,
+        old_dn: &str,
+        new_dn: &str,
+        old_attributes: &[WorkingAttribute],
+        attributes: &[WorkingAttribute],
+    ) -> Result<(), LdapError> {
+        let old_members = self.group_members(old_attributes);
+        let new_members = self.group_members(attributes);
+        self.memberof_group_changed(id, Some(old_dn), &old_members, Some(new_dn), &new_members)?;
+        self.memberof_member_renamed_or_deleted(id, old_dn, attributes, Some(new_dn))
+    }
+
+    /// A subtree moved (`top` renamed from `old_top` to `new_top`): every entry below it has a
+    /// new DN too, so its links are fixed as for a rename (OpenLDAP's refint overlay does the
+    /// same). Bounded by the write's deadline, checked per entry.
+    pub(crate) fn memberof_subtree_renamed(
+        &mut self,
+        top: EntryId,
+        old_top: &str,
+        new_top: &str,
+    ) -> Result<(), LdapError> {
+        let below = crate::read::subtree_ids(self.inner, &self.txn, top)?;
+        for id in below.iter().filter(|id| *id != top) {
+            self.check_deadline()?;
+            let new_dn = self.dn_of(id)?;
+            let Some(prefix) = new_dn.strip_suffix(new_top) else {
+                continue;
+            };
+            let old_dn = format!("{prefix}{old_top}");
+            let attributes = self.stored_attributes(id)?;
+            self.memberof_entry_renamed(id, &old_dn, &new_dn, &attributes, &attributes)?;
+        }
+        Ok(())
     }
 
     /// Reads an entry, lets `change` edit its attributes, writes it back with the index diff.

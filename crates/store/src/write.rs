@@ -62,6 +62,9 @@ pub struct WriteTxn<'s> {
     indexes_built: Option<Vec<AttrId>>,
     /// Past this instant every step of a write fails with adminLimitExceeded (`set_deadline`).
     deadline: Option<Instant>,
+    /// While a subtree's memberOf links are being fixed after a move: its (old, new) top DN,
+    /// normalized, so a link still naming an old DN below it is resolved to the moved entry.
+    pub(crate) moved_subtree: Option<(String, String)>,
     _writer: MutexGuard<'s, ()>,
 }
 
@@ -89,6 +92,7 @@ impl Store {
             txn,
             inner: &self.inner,
             indexes_built: None,
+            moved_subtree: None,
             deadline: None,
             _writer: writer,
         })
@@ -333,7 +337,7 @@ impl<'s> WriteTxn<'s> {
         self.deadline = deadline;
     }
 
-    fn check_deadline(&self) -> Result<(), LdapError> {
+    pub(crate) fn check_deadline(&self) -> Result<(), LdapError> {
         match self.deadline {
             Some(deadline) if Instant::now() > deadline => Err(ldap(
                 ResultCode::AdminLimitExceeded,
@@ -1210,21 +1214,21 @@ impl<'s> WriteTxn<'s> {
         self.update_indexes(id, &old_keys, &new_keys)?;
         if self.inner.options.memberof {
             let new_dn_text = self.dn_of(id)?;
-            let old_members = self.group_members(&old_attributes);
-            let new_members = self.group_members(&attributes);
-            self.memberof_group_changed(
-                id,
-                Some(&old_dn_text),
-                &old_members,
-                Some(&new_dn_text),
-                &new_members,
-            )?;
-            self.memberof_member_renamed_or_deleted(
-                id,
-                &old_dn_text,
-                &attributes,
-                Some(&new_dn_text),
-            )?;
+            self.moved_subtree = Some((
+                self.inner.schema.normalize_dn_str(&old_dn_text)?,
+                self.inner.schema.normalize_dn_str(&new_dn_text)?,
+            ));
+            let fixed = self
+                .memberof_entry_renamed(
+                    id,
+                    &old_dn_text,
+                    &new_dn_text,
+                    &old_attributes,
+                    &attributes,
+                )
+                .and_then(|()| self.memberof_subtree_renamed(id, &old_dn_text, &new_dn_text));
+            self.moved_subtree = None;
+            fixed?;
         }
         Ok(id)
     }

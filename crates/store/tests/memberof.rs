@@ -136,3 +136,105 @@ fn memberof_follows_groups_and_members() {
     drop(read);
     assert_clean(&store);
 }
+
+/// Renaming a parent moves every entry below it: the groups listing them and the memberOf of
+/// a moved group's members follow (OpenLDAP's test with ou=People renamed to ou=Toons), also
+/// when a group and its members move together; a later delete leaves no stale member value.
+#[test]
+fn memberof_follows_a_renamed_subtree() {
+    let temporary = tempfile::tempdir().unwrap();
+    let mut options = options();
+    options.memberof = true;
+    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    add_all(&store, &directory(20), 100);
+    let context = context();
+    let team_unit = format!("ou=team,{SUFFIX}");
+    let team_group = format!("cn=crew,{team_unit}");
+    let team_member = format!("uid=cee,{team_unit}");
+    {
+        let mut write = store.write().unwrap();
+        write
+            .add(
+                &entry(
+                    &team_unit,
+                    &[("objectClass", "organizationalUnit"), ("ou", "team")],
+                ),
+                &context,
+            )
+            .unwrap();
+        let person = entry(
+            &team_member,
+            &[
+                ("objectClass", "inetOrgPerson"),
+                ("uid", "cee"),
+                ("cn", "Cee"),
+                ("sn", "Cee"),
+            ],
+        );
+        write.add(&person, &context).unwrap();
+        let mut crew = entry(
+            &team_group,
+            &[("objectClass", "groupOfNames"), ("cn", "crew")],
+        );
+        crew.add_values(
+            "member",
+            [team_member.clone().into_bytes(), person_dn(3).into_bytes()],
+        );
+        write.add(&crew, &context).unwrap();
+        write.commit().unwrap();
+    }
+    // ou=people (holding ou=dept3 holding user3, a member of group0 and of crew) becomes
+    // ou=toons: two levels below the renamed entry.
+    let people = format!("ou=people,{SUFFIX}");
+    let mut write = store.write().unwrap();
+    write
+        .modrdn(&people, "ou=toons", true, None, &context)
+        .unwrap();
+    // ou=team (the crew group and its member cee) moves below ou=groups.
+    write
+        .modrdn(
+            &team_unit,
+            "ou=squad",
+            true,
+            Some(&format!("ou=groups,{SUFFIX}")),
+            &context,
+        )
+        .unwrap();
+    write.commit().unwrap();
+    let normalize = |dn: &str| store.schema().normalize_dn_str(dn).unwrap();
+    let user3 = person_dn(3).replacen("ou=people", "ou=toons", 1);
+    let crew = format!("cn=crew,ou=squad,ou=groups,{SUFFIX}");
+    let cee = format!("uid=cee,ou=squad,ou=groups,{SUFFIX}");
+    {
+        let read = store.read().unwrap();
+        assert_eq!(members_of(&read, &crew), {
+            let mut expected = vec![normalize(&cee), normalize(&user3)];
+            expected.sort();
+            expected
+        });
+        assert_eq!(memberof_of(&read, &cee), vec![crew.clone()]);
+        assert!(
+            memberof_of(&read, &user3).contains(&crew),
+            "{:?}",
+            memberof_of(&read, &user3)
+        );
+        let stale = |values: Vec<String>| {
+            values
+                .iter()
+                .any(|dn| dn.contains("ou=people") || dn.contains("ou=team,"))
+        };
+        assert!(!stale(members_of(&read, &crew)));
+        for group in 0..1 {
+            let group_dn = format!("cn=group{group},ou=groups,{SUFFIX}");
+            assert!(!stale(members_of(&read, &group_dn)), "{group_dn}");
+        }
+    }
+    assert_clean(&store);
+    let mut write = store.write().unwrap();
+    write.delete(&user3).unwrap();
+    write.commit().unwrap();
+    let read = store.read().unwrap();
+    assert_eq!(members_of(&read, &crew), vec![normalize(&cee)]);
+    drop(read);
+    assert_clean(&store);
+}
