@@ -40,6 +40,24 @@ impl Dn {
     /// Parses an RFC 4514 string (`cn=J. Smith+uid=js,dc=example,dc=com`). Also accepts `;` as an
     /// RDN separator and spaces around separators (RFC 2253 leniency). Errors are invalidDNSyntax.
     pub fn parse(text: &str) -> Result<Dn, LdapError> {
+        Dn::parse_with(text, false)
+    }
+
+    /// Parses a DN stored as an attribute value: RFC 4514 only. LDAPv2 forms (`;` between RDNs,
+    /// `"quoted"` values, `OID.`-prefixed types) are refused, as slapd refuses them, since a
+    /// value is returned as stored and RFC 4514 clients cannot read those forms.
+    pub fn parse_value(text: &str) -> Result<Dn, LdapError> {
+        Dn::parse_with(text, true)
+    }
+
+    fn parse_with(text: &str, rfc4514_only: bool) -> Result<Dn, LdapError> {
+        if rfc4514_only {
+            if let Some(form) = ldapv2_form(text) {
+                return Err(LdapError::invalid_dn(format!(
+                    "'{text}': {form} is an LDAPv2 form, not RFC 4514"
+                )));
+            }
+        }
         if text.len() > DN_SIZE_BYTES_MAX {
             return Err(LdapError::invalid_dn(format!(
                 "DN longer than {DN_SIZE_BYTES_MAX} bytes"
@@ -133,6 +151,37 @@ impl Rdn {
         }
         Ok(dn.rdns.into_iter().next().expect("length checked"))
     }
+}
+
+/// The LDAPv2 (RFC 1779) feature a DN string uses outside escapes, if any: a `;` separator, a
+/// quoted value, or an `OID.` type prefix.
+fn ldapv2_form(text: &str) -> Option<&'static str> {
+    let bytes = text.as_bytes();
+    let mut index = 0;
+    let mut at_type_start = true;
+    while index < bytes.len() {
+        match bytes[index] {
+            b'\\' => {
+                index += 2;
+                at_type_start = false;
+                continue;
+            }
+            b';' => return Some("';' between RDNs"),
+            b'"' => return Some("a quoted value"),
+            b',' | b'+' => at_type_start = true,
+            b' ' => {}
+            _ if at_type_start => {
+                let rest = &bytes[index..];
+                if rest.len() >= 4 && rest[..4].eq_ignore_ascii_case(b"oid.") {
+                    return Some("an 'OID.' attribute type prefix");
+                }
+                at_type_start = false;
+            }
+            _ => {}
+        }
+        index += 1;
+    }
+    None
 }
 
 struct Parser<'a> {

@@ -296,7 +296,7 @@ impl Syntax {
                 }
             }
             Syntax::GeneralizedTime => parse_generalized_time(value).map(|_| ()),
-            Syntax::DistinguishedName => crate::dn::Dn::parse(utf8(value)?).map(|_| ()),
+            Syntax::DistinguishedName => crate::dn::Dn::parse_value(utf8(value)?).map(|_| ()),
             Syntax::NameAndOptionalUid => {
                 let text = utf8(value)?;
                 let (dn_part, _) = split_optional_uid(text)?;
@@ -598,6 +598,31 @@ mod tests {
         assert!(Syntax::Integer.validate(b"-12").is_ok());
         assert!(Syntax::DistinguishedName.validate(b"cn=a,dc=b").is_ok());
         assert!(Syntax::DistinguishedName.validate(b"cn").is_err());
+        // LDAPv2 forms are refused in values, as slapd refuses them; escaped characters and
+        // an "oid."-looking value are fine.
+        for ldapv2 in [
+            &b"UID=jsmith;O=example;C=US"[..],
+            b"CN=\"John Smith\",O=example",
+            b"OID.0.9.2342.19200300.100.1.1=jsmith,o=example",
+            b"cn=a, oid.2.5.4.3=b",
+        ] {
+            assert!(
+                Syntax::DistinguishedName.validate(ldapv2).is_err(),
+                "{}",
+                String::from_utf8_lossy(ldapv2)
+            );
+        }
+        for rfc4514 in [
+            &b"cn=a\\;b,dc=x"[..],
+            b"cn=oid.1,dc=x",
+            b"cn=J \\\"Q\\\" S,dc=x",
+        ] {
+            assert!(
+                Syntax::DistinguishedName.validate(rfc4514).is_ok(),
+                "{}",
+                String::from_utf8_lossy(rfc4514)
+            );
+        }
         assert!(Syntax::NameAndOptionalUid
             .validate(b"cn=a,dc=b#'01'B")
             .is_ok());
