@@ -46,8 +46,9 @@ pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Resul
         if let Some(demo_loaded) = banner {
             crate::banner::print(&config, demo_loaded, &running.addresses);
         }
+        let signals = install_signals()?;
         notify("READY=1");
-        wait_for_stop(&running, &config, config_path, &logging).await?;
+        wait_for_stop(signals, &running, &config, config_path, &logging).await?;
         notify("STOPPING=1");
         running
             .shutdown(Duration::from_secs(SHUTDOWN_GRACE_SECONDS))
@@ -56,16 +57,35 @@ pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Resul
     })
 }
 
+/// The signals `lmdir serve` handles. Installed before readiness is announced: a SIGHUP sent
+/// the moment systemd (or a test) sees READY=1 must reload, not kill with the default action.
+struct Signals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+fn install_signals() -> Result<Signals> {
+    Ok(Signals {
+        terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+        interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+        hangup: signal(SignalKind::hangup()).context("handling SIGHUP")?,
+    })
+}
+
 /// Serves until SIGTERM or SIGINT, reloading on every SIGHUP meanwhile.
 async fn wait_for_stop(
+    signals: Signals,
     running: &RunningServer,
     config: &Config,
     config_path: Option<&Path>,
     logging: &Logging,
 ) -> Result<()> {
-    let mut terminate = signal(SignalKind::terminate()).context("handling SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("handling SIGINT")?;
-    let mut hangup = signal(SignalKind::hangup()).context("handling SIGHUP")?;
+    let Signals {
+        mut terminate,
+        mut interrupt,
+        mut hangup,
+    } = signals;
     loop {
         tokio::select! {
             _ = terminate.recv() => {

@@ -155,7 +155,7 @@ impl Rdn {
 
 /// The LDAPv2 (RFC 1779) feature a DN string uses outside escapes, if any: a `;` separator, a
 /// quoted value, or an `OID.` type prefix.
-fn ldapv2_form(text: &str) -> Option<&'static str> {
+pub(crate) fn ldapv2_form(text: &str) -> Option<&'static str> {
     let bytes = text.as_bytes();
     let mut index = 0;
     let mut at_type_start = true;

@@ -780,11 +780,12 @@ impl Schema {
     ) -> Result<Vec<u8>, LdapError> {
         match rule.family() {
             NormalizationFamily::DistinguishedName => {
-                Ok(self.normalize_dn_str(utf8(value)?)?.into_bytes())
+                let text = rfc4514_dn_value(utf8(value)?)?;
+                Ok(self.normalize_dn_str(text)?.into_bytes())
             }
             NormalizationFamily::UniqueMember => {
                 let (dn_part, bits) = split_optional_uid(utf8(value)?)?;
-                let mut normalized = self.normalize_dn_str(dn_part)?;
+                let mut normalized = self.normalize_dn_str(rfc4514_dn_value(dn_part)?)?;
                 if let Some(bits) = bits {
                     normalized.push('#');
                     normalized.push_str(bits);
@@ -941,6 +942,8 @@ impl Schema {
     }
 
     /// Parses and normalizes a DN string in one step.
+    /// Normalizes a DN given as a request's name (RFC 2253 leniency kept: `;` separators and
+    /// the like are accepted there; values go through `rfc4514_dn_value` first).
     pub fn normalize_dn_str(&self, dn: &str) -> Result<String, LdapError> {
         if let Some(normalized) = self.normalize_simple_dn(dn) {
             return Ok(normalized);
@@ -999,6 +1002,19 @@ impl Schema {
             }
         }
         Some(output)
+    }
+}
+
+/// A DN-syntax value as given, when it is RFC 4514: LDAPv2 forms (`;` separators, quoted
+/// values, `OID.` prefixes) are refused as slapd refuses them, since a value is returned as
+/// stored and RFC 4514 clients cannot read those forms.
+fn rfc4514_dn_value(text: &str) -> Result<&str, LdapError> {
+    match crate::dn::ldapv2_form(text) {
+        None => Ok(text),
+        Some(form) => Err(LdapError::new(
+            crate::error::ResultCode::InvalidAttributeSyntax,
+            format!("'{text}': {form} is an LDAPv2 form, not RFC 4514"),
+        )),
     }
 }
 

@@ -302,3 +302,29 @@ fn an_add_without_attributes_is_a_protocol_error() {
         .expect("add sent");
     assert_eq!(result.rc, 2, "{result:?}");
 }
+
+/// LDAPv2-style DNs in DN-syntax values (OpenLDAP's test suite stores them and expects them
+/// refused or returned in RFC 4514 form): refused with invalidAttributeSyntax, as slapd does.
+#[test]
+fn ldapv2_dn_values_are_refused() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut connection = bind_url(&server.ldap_url(), ROOT_DN, ROOT_PASSWORD);
+    populate(&mut connection);
+    for value in [
+        "UID=jsmith;O=example;C=US",
+        "CN=\"John Smith\",O=example",
+        "OID.0.9.2342.19200300.100.1.1=jsmith,dc=example,dc=com",
+    ] {
+        let result = connection
+            .add(
+                "cn=v2group,dc=example,dc=com",
+                vec![
+                    ("objectClass", HashSet::from(["groupOfNames"])),
+                    ("cn", HashSet::from(["v2group"])),
+                    ("member", HashSet::from([value])),
+                ],
+            )
+            .expect("add sent");
+        assert_eq!(result.rc, 21, "{value}: {result:?}");
+    }
+}
