@@ -305,24 +305,50 @@ impl Rule {
     /// The level the first matching `by` clause grants, `None` (the level) when none matches.
     fn granted(&self, subject: &Subject<'_>, entry_ndn: &str) -> Access {
         for grant in &self.grants {
-            let matches = match &grant.who {
-                Who::Anyone => true,
-                Who::Anonymous => subject.bound_ndn.is_none(),
-                Who::Users => subject.bound_ndn.is_some(),
-                Who::SelfEntry => subject.bound_ndn == Some(entry_ndn),
-                Who::ExactDn(ndn) => subject.bound_ndn == Some(ndn.as_str()),
-                Who::Subtree(base) => subject
-                    .bound_ndn
-                    .is_some_and(|bound| normalized_dn_is_within(bound, base)),
-                Who::Group(group) => subject
-                    .bound_ndn
-                    .is_some_and(|bound| subject.groups.is_member(group, bound)),
-            };
-            if matches {
+            if grant.who.matches(subject, Some(entry_ndn)) {
                 return grant.access;
             }
         }
         Access::None
+    }
+}
+
+impl Who {
+    /// Whether the subject is who this names; `self` needs the entry (`None`: never).
+    fn matches(&self, subject: &Subject<'_>, entry_ndn: Option<&str>) -> bool {
+        match self {
+            Who::Anyone => true,
+            Who::Anonymous => subject.bound_ndn.is_none(),
+            Who::Users => subject.bound_ndn.is_some(),
+            Who::SelfEntry => entry_ndn.is_some() && subject.bound_ndn == entry_ndn,
+            Who::ExactDn(ndn) => subject.bound_ndn == Some(ndn.as_str()),
+            Who::Subtree(base) => subject
+                .bound_ndn
+                .is_some_and(|bound| normalized_dn_is_within(bound, base)),
+            Who::Group(group) => subject
+                .bound_ndn
+                .is_some_and(|bound| subject.groups.is_member(group, bound)),
+        }
+    }
+}
+
+/// A `who` outside access rules (the `[[limits]]` rules), DNs normalized, matched exactly as a
+/// `by` clause's; `self` is refused (it is about an entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectSelector(Who);
+
+impl SubjectSelector {
+    /// Parses a config `who` (as a `by` clause's), normalizing its DN with the schema.
+    pub fn parse(text: &str, schema: &Schema) -> Result<SubjectSelector, String> {
+        match parse_who_text(text, schema)? {
+            Who::SelfEntry => Err(format!("'{text}': self is only meaningful in access rules")),
+            who => Ok(SubjectSelector(who)),
+        }
+    }
+
+    /// Whether the subject is who this names (group membership through `subject.groups`).
+    pub fn matches(&self, subject: &Subject<'_>) -> bool {
+        self.0.matches(subject, None)
     }
 }
 
@@ -1137,7 +1163,11 @@ fn parse_who(
     text: &str,
     schema: &Schema,
 ) -> Result<Who, AclError> {
-    let field = format!("by[{grant_index}].who");
+    parse_who_text(text, schema)
+        .map_err(|reason| rule_error(rule_index, format!("by[{grant_index}].who"), reason))
+}
+
+fn parse_who_text(text: &str, schema: &Schema) -> Result<Who, String> {
     let trimmed = text.trim();
     let simple = match trimmed.to_ascii_lowercase().as_str() {
         "*" => Some(Who::Anyone),
@@ -1150,30 +1180,22 @@ fn parse_who(
         return Ok(who);
     }
     let Some((keyword, dn_text)) = trimmed.split_once('=') else {
-        return Err(rule_error(
-            rule_index,
-            field,
-            format!("'{text}' is not one of *, anonymous, users, self, dn=<DN>, dn.subtree=<DN>, group=<DN>"),
+        return Err(format!(
+            "'{text}' is not one of *, anonymous, users, self, dn=<DN>, dn.subtree=<DN>, group=<DN>"
         ));
     };
     let dn_text = dn_text.trim().trim_matches('"');
     let normalize = |kind: &str| {
-        schema.normalize_dn_str(dn_text).map_err(|error| {
-            rule_error(
-                rule_index,
-                format!("by[{grant_index}].who"),
-                format!("{kind} '{dn_text}': {}", error.message),
-            )
-        })
+        schema
+            .normalize_dn_str(dn_text)
+            .map_err(|error| format!("{kind} '{dn_text}': {}", error.message))
     };
     match keyword.trim().to_ascii_lowercase().as_str() {
         "dn" | "dn.exact" | "dn.base" => Ok(Who::ExactDn(normalize("dn")?)),
         "dn.subtree" => Ok(Who::Subtree(normalize("dn.subtree")?)),
         "group" => Ok(Who::Group(normalize("group")?)),
-        other => Err(rule_error(
-            rule_index,
-            field,
-            format!("unknown who kind '{other}' (dn, dn.subtree, group)"),
+        other => Err(format!(
+            "unknown who kind '{other}' (dn, dn.subtree, group)"
         )),
     }
 }

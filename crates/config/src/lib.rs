@@ -22,6 +22,10 @@ pub struct Config {
     /// `[[access]]` rules in file order; empty = the built-in default policy (see README).
     #[serde(default)]
     pub access: Vec<AccessRule>,
+    /// `[[limits]]` rules in file order; the first whose `who` matches the bound identity
+    /// gives its limits (keys it leaves out take the `[server]` values).
+    #[serde(default)]
+    pub limits: Vec<LimitsRule>,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -338,6 +342,93 @@ impl fmt::Display for Who {
     }
 }
 
+/// One `[[limits]]` rule (OpenLDAP's `limits` directive): search limits for the identities
+/// `who` matches. An absent key keeps the `[server]` value.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsRule {
+    /// As an `[[access]]` clause's `who`, except `self` (limits are not about an entry).
+    pub who: Who,
+    /// Entries per search (`[server] size_limit`; OpenLDAP `size`).
+    pub size: Option<Limit>,
+    /// Time per search (`[server] time_limit_seconds`; OpenLDAP `time`).
+    pub time_seconds: Option<Limit>,
+    /// Candidates examined per search (`[server] lookthrough_limit`; OpenLDAP `size.unchecked`).
+    pub lookthrough: Option<Limit>,
+    /// Entries over all pages of one paged search (OpenLDAP `size.prtotal`); absent = the
+    /// rule's (or the server's) size limit.
+    pub paged_total: Option<Limit>,
+    /// Largest page honoured; bigger page requests get pages of this size (OpenLDAP
+    /// `size.pr`); absent = no cap.
+    pub page_size: Option<Limit>,
+}
+
+impl LimitsRule {
+    /// The rule's limits with their config keys, for validation and messages.
+    pub fn keyed_limits(&self) -> [(&'static str, Option<Limit>); 5] {
+        [
+            ("size", self.size),
+            ("time_seconds", self.time_seconds),
+            ("lookthrough", self.lookthrough),
+            ("paged_total", self.paged_total),
+            ("page_size", self.page_size),
+        ]
+    }
+}
+
+/// A limit in a `[[limits]]` rule: a positive count or `"unlimited"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Count(u64),
+    Unlimited,
+}
+
+impl Limit {
+    /// The count as the server's settings hold limits: 0 = unlimited.
+    pub fn zero_unlimited(self) -> u64 {
+        match self {
+            Limit::Count(count) => count,
+            Limit::Unlimited => 0,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Limit, D::Error> {
+        deserializer.deserialize_any(LimitVisitor)
+    }
+}
+
+/// Reads a limit written as a number or a word; anything else (a table from `size.soft = 5`,
+/// a negative number) is an error saying what is expected.
+struct LimitVisitor;
+
+impl serde::de::Visitor<'_> for LimitVisitor {
+    type Value = Limit;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a positive number or \"unlimited\"")
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, count: u64) -> Result<Limit, E> {
+        Ok(Limit::Count(count))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, count: i64) -> Result<Limit, E> {
+        u64::try_from(count)
+            .map(Limit::Count)
+            .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(count), &self))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, word: &str) -> Result<Limit, E> {
+        if word.eq_ignore_ascii_case("unlimited") {
+            Ok(Limit::Unlimited)
+        } else {
+            Err(E::invalid_value(serde::de::Unexpected::Str(word), &self))
+        }
+    }
+}
+
 /// Access levels, each implying the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -409,6 +500,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             database: DatabaseConfig::default(),
             access: Vec::new(),
+            limits: Vec::new(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -753,6 +845,36 @@ impl Config {
                 ));
             }
         }
+        self.validate_limits()
+    }
+
+    fn validate_limits(&self) -> Result<(), Problem> {
+        use KeyStep::{Index, Key};
+        for (rule_index, rule) in self.limits.iter().enumerate() {
+            let path = |key: &'static str| vec![Key("limits"), Index(rule_index), Key(key)];
+            if rule.who == Who::SelfEntry {
+                return Err(problem(
+                    path("who"),
+                    "\"self\" means nothing in a limits rule (it is not about an entry)",
+                ));
+            }
+            let keyed = rule.keyed_limits();
+            if keyed.iter().all(|(_, limit)| limit.is_none()) {
+                return Err(problem(
+                    path("who"),
+                    "a limits rule needs at least one of size, time_seconds, lookthrough, \
+                     paged_total, page_size",
+                ));
+            }
+            for (key, limit) in keyed {
+                if limit == Some(Limit::Count(0)) {
+                    return Err(problem(
+                        path(key),
+                        "0 is not a limit: write a positive number or \"unlimited\"",
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -1010,12 +1132,28 @@ fn key_at(text: &str, offset: usize) -> Option<String> {
         candidate
             .strip_prefix("[[")
             .and_then(|rest| rest.split_once("]]"))
+            .map(|(name, _)| {
+                // An array of tables: name the element (`limits[1]`), as validation errors do.
+                let name = name.trim();
+                // Headers up to the error's line: the nearest one is the last of them.
+                let earlier = text[..line_end]
+                    .lines()
+                    .filter(|other| {
+                        other
+                            .trim()
+                            .strip_prefix("[[")
+                            .and_then(|rest| rest.split_once("]]"))
+                            .is_some_and(|(other, _)| other.trim() == name)
+                    })
+                    .count();
+                format!("{name}[{}]", earlier.saturating_sub(1))
+            })
             .or_else(|| {
                 candidate
                     .strip_prefix('[')
                     .and_then(|rest| rest.split_once(']'))
+                    .map(|(name, _)| name.trim().to_string())
             })
-            .map(|(name, _)| name.trim().to_string())
     };
     if let Some(header) = header_name(line) {
         return Some(header);

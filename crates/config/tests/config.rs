@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use lmdir_config::{AccessLevel, Config, ConfigError, IndexKind, Who, DEFAULT_CONFIG_TOML};
+use lmdir_config::{AccessLevel, Config, ConfigError, IndexKind, Limit, Who, DEFAULT_CONFIG_TOML};
 
 fn error_of(text: &str) -> ConfigError {
     Config::from_str(text, "test.toml").expect_err(text)
@@ -173,22 +173,27 @@ fn syntax_and_type_errors() {
     assert_error(
         "[[access]]\nto = {}\nby = [ { who = \"self\", access = \"writ\" } ]\n",
         3,
-        "access.access",
+        "access[0].access",
         "unknown variant",
     );
     assert_error(
         "[[access]]\nto = {}\nby = [ { who = \"everybody\", access = \"read\" } ]\n",
         3,
-        "access.who",
+        "access[0].who",
         "unknown who",
     );
     assert_error(
         "[[access]]\nto = { subtree = \"dc=x\", attr = [] }\nby = []\n",
         2,
-        "access.attr",
+        "access[0].attr",
         "unknown field",
     );
-    assert_error("[[access]]\nby = []\n", 1, "access", "missing field `to`");
+    assert_error(
+        "[[access]]\nby = []\n",
+        1,
+        "access[0]",
+        "missing field `to`",
+    );
 }
 
 #[test]
@@ -389,7 +394,7 @@ fn validation_errors_name_line_and_key() {
     assert_error(
         "[[access]]\nto = {}\nby = [{ who = \"dn.subtree=oops\", access = \"read\" }]\n",
         3,
-        "access.who",
+        "access[0].who",
         "attribute=value",
     );
 }
@@ -439,5 +444,73 @@ fn log_file_and_format() {
         2,
         "server.log_format",
         "xml",
+    );
+}
+
+#[test]
+fn limits_rules_parse_in_order() {
+    let config = Config::from_str(
+        "[[limits]]\nwho = \"group=cn=services,dc=example,dc=com\"\nsize = \"unlimited\"\n\
+         paged_total = \"Unlimited\"\n\
+         [[limits]]\nwho = \"anonymous\"\nsize = 10\ntime_seconds = 5\nlookthrough = 100\n\
+         page_size = 50\n",
+        "test.toml",
+    )
+    .expect("valid limits");
+    let services = &config.limits[0];
+    assert_eq!(
+        services.who,
+        Who::Group("cn=services,dc=example,dc=com".into())
+    );
+    assert_eq!(services.size, Some(Limit::Unlimited));
+    assert_eq!(services.paged_total, Some(Limit::Unlimited));
+    assert_eq!(services.time_seconds, None);
+    let anonymous = &config.limits[1];
+    assert_eq!(anonymous.who, Who::Anonymous);
+    assert_eq!(anonymous.size, Some(Limit::Count(10)));
+    assert_eq!(anonymous.time_seconds, Some(Limit::Count(5)));
+    assert_eq!(anonymous.lookthrough, Some(Limit::Count(100)));
+    assert_eq!(anonymous.page_size, Some(Limit::Count(50)));
+    assert_eq!(Limit::Unlimited.zero_unlimited(), 0);
+    assert!(Config::embedded_default().limits.is_empty());
+}
+
+#[test]
+fn limits_errors_name_rule_and_key() {
+    assert_error(
+        "[[limits]]\nwho = \"users\"\nsize = 5\n[[limits]]\nwho = \"self\"\nsize = 5\n",
+        5,
+        "limits[1].who",
+        "\"self\" means nothing",
+    );
+    assert_error(
+        "[[limits]]\nwho = \"users\"\n",
+        2,
+        "limits[0].who",
+        "at least one of size",
+    );
+    assert_error(
+        "[[limits]]\nwho = \"users\"\nsize = 5\ntime_seconds = 0\n",
+        4,
+        "limits[0].time_seconds",
+        "0 is not a limit",
+    );
+    assert_error(
+        "[[limits]]\nwho = \"users\"\nlookthrough = \"lots\"\n",
+        3,
+        "limits[0].lookthrough",
+        "expected a positive number or \"unlimited\"",
+    );
+    assert_error(
+        "[[limits]]\nwho = \"nobody\"\nsize = 5\n",
+        2,
+        "limits[0].who",
+        "unknown who",
+    );
+    assert_error(
+        "[[limits]]\nwho = \"users\"\nsize.soft = 5\n",
+        3,
+        "limits[0].size.soft",
+        "expected a positive number",
     );
 }

@@ -1,7 +1,7 @@
 //! The lmdir TOML text of the translated settings: only keys the OpenLDAP configuration (or the
 //! caller) set, so every other key keeps lmdir's default; the notes close the file as comments.
 
-use lmdir_config::{AccessRule, IndexKind};
+use lmdir_config::{AccessRule, IndexKind, Limit, LimitsRule};
 
 use crate::{Note, NoteKind};
 
@@ -26,6 +26,7 @@ pub(crate) struct Draft {
     pub memberof: bool,
     pub index: Vec<(String, Vec<IndexKind>)>,
     pub access: Vec<AccessRule>,
+    pub limits: Vec<LimitsRule>,
 }
 
 fn quoted(text: &str) -> String {
@@ -86,6 +87,7 @@ pub(crate) fn emit(draft: &Draft, notes: &[Note]) -> String {
     }
     emit_database(draft, &mut text);
     emit_access(&draft.access, &mut text);
+    emit_limits(&draft.limits, &mut text);
     emit_notes(notes, &mut text);
     text
 }
@@ -167,6 +169,19 @@ fn emit_access(rules: &[AccessRule], text: &mut String) {
             );
         }
         *text += "]\n";
+    }
+}
+
+fn emit_limits(rules: &[LimitsRule], text: &mut String) {
+    for rule in rules {
+        *text += &format!("\n[[limits]]\nwho = {}\n", quoted(&rule.who.to_string()));
+        for (key, limit) in rule.keyed_limits() {
+            match limit {
+                Some(Limit::Count(count)) => *text += &format!("{key} = {count}\n"),
+                Some(Limit::Unlimited) => *text += &format!("{key} = \"unlimited\"\n"),
+                None => {}
+            }
+        }
     }
 }
 

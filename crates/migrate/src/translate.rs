@@ -274,6 +274,7 @@ impl<'a> Translator<'a> {
         let keyword = directive.keyword();
         match keyword.as_str() {
             "access" => self.global_access.push(directive),
+            "limits" => self.limits_rule(directive),
             "sizelimit" | "timelimit" => {
                 if let Some(limits) = self.parse_limits(directive) {
                     let target = if keyword == "sizelimit" {
@@ -336,11 +337,7 @@ impl<'a> Translator<'a> {
                 self.draft.sync = Some(false)
             }
             "overlay" => self.overlay(directive),
-            "limits" => self.note(
-                directive,
-                NoteKind::NotTranslated,
-                "lmdir has no per-identity limits yet; the server-wide limits apply to everyone",
-            ),
+            "limits" => self.limits_rule(directive),
             // slapd accepts global directives in a database section too.
             _ => self.global_directive(directive),
         }
@@ -503,6 +500,30 @@ impl<'a> Translator<'a> {
             NoteKind::NotTranslated,
             format!("lmdir has no {name} overlay"),
         );
+    }
+
+    /// `limits <who> <limit>...` → a `[[limits]]` rule, with what does not map noted.
+    fn limits_rule(&mut self, directive: &Directive) {
+        let Some((who_text, words)) = directive.arguments().split_first() else {
+            self.note(directive, NoteKind::NotTranslated, "limits needs a who");
+            return;
+        };
+        let who = match limits_who(who_text) {
+            Ok(who) => who,
+            Err(reason) => {
+                self.note(directive, NoteKind::NotTranslated, reason);
+                return;
+            }
+        };
+        let (rule, lost) = limits_rule_words(who, words);
+        if !lost.is_empty() {
+            self.note(directive, NoteKind::NotTranslated, lost.join("; "));
+        }
+        if rule.keyed_limits().iter().any(|(_, limit)| limit.is_some()) {
+            self.draft.limits.push(rule);
+        } else if lost.is_empty() {
+            self.note(directive, NoteKind::NotTranslated, "no limit given");
+        }
     }
 
     /// `sizelimit {N|unlimited}` or `sizelimit size[.soft|.hard|.unchecked]=N ...` (and the
@@ -752,6 +773,82 @@ fn pick_limit(database: Limits, global: Limits, name: &str, notes: &mut Vec<Note
         }
     }
     Some(soft)
+}
+
+/// A `limits` selector as a `[[limits]]` who: `*`, `anonymous`, `users`, `dn[.exact|.base]=`,
+/// `dn.subtree=`, `group=` (groupOfNames / groupOfUniqueNames membership).
+fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
+    use lmdir_config::Who;
+    match text.to_ascii_lowercase().as_str() {
+        "*" => return Ok(Who::Anyone),
+        "anonymous" => return Ok(Who::Anonymous),
+        "users" => return Ok(Who::Users),
+        _ => {}
+    }
+    let unsupported = || {
+        format!(
+            "selector {text:?} has no lmdir counterpart (*, anonymous, users, dn.exact=, \
+             dn.subtree=, group= are translated)"
+        )
+    };
+    let (kind, pattern) = text.split_once('=').ok_or_else(unsupported)?;
+    let dn = pattern.trim().trim_matches('"').to_string();
+    match kind.to_ascii_lowercase().as_str() {
+        "dn" | "dn.exact" | "dn.base" => Ok(Who::Dn(dn)),
+        "dn.subtree" => Ok(Who::DnSubtree(dn)),
+        "group" => Ok(Who::Group(dn)),
+        _ => Err(unsupported()),
+    }
+}
+
+/// The limit words of a `limits` line as a rule for `who`, and why each word left out was.
+fn limits_rule_words(
+    who: lmdir_config::Who,
+    words: &[String],
+) -> (lmdir_config::LimitsRule, Vec<String>) {
+    use lmdir_config::Limit;
+    let mut rule = lmdir_config::LimitsRule {
+        who,
+        size: None,
+        time_seconds: None,
+        lookthrough: None,
+        paged_total: None,
+        page_size: None,
+    };
+    let mut lost = Vec::new();
+    let limit = |text: &str| match text.to_ascii_lowercase().as_str() {
+        "unlimited" | "none" => Some(Limit::Unlimited),
+        number => number
+            .parse()
+            .ok()
+            .filter(|&count| count > 0)
+            .map(Limit::Count),
+    };
+    for word in words {
+        let Some((name, value)) = word.split_once('=') else {
+            lost.push(format!("{word:?} is not <limit>=<value>"));
+            continue;
+        };
+        let slot = match name.to_ascii_lowercase().as_str() {
+            // lmdir has one size and one time limit: soft and hard both set it (the last wins).
+            "size" | "size.soft" | "size.hard" => &mut rule.size,
+            "time" | "time.soft" | "time.hard" => &mut rule.time_seconds,
+            "size.unchecked" => &mut rule.lookthrough,
+            "size.prtotal" => &mut rule.paged_total,
+            "size.pr" => &mut rule.page_size,
+            _ => {
+                lost.push(format!("{word} has no lmdir counterpart"));
+                continue;
+            }
+        };
+        match limit(value) {
+            Some(value) => *slot = Some(value),
+            None => lost.push(format!(
+                "{word}: lmdir limits are a positive number or unlimited"
+            )),
+        }
+    }
+    (rule, lost)
 }
 
 /// Parses limit words; returns the limits and the words that have no lmdir counterpart.

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lmdir_config::{AccessLevel, Config, IndexKind, Who};
+use lmdir_config::{AccessLevel, Config, IndexKind, Limit, LimitsRule, Who};
 use lmdir_migrate::{
     migrate_config_ldif, migrate_path, migrate_slapd_conf, MigrateOptions, Migration, NoteKind,
 };
@@ -152,10 +152,23 @@ fn slapd_conf_translates_or_lists_every_directive() {
         ]
     );
 
-    // TLSCACertificateFile, limits, overlay syncprov, dn.regex clause, database ldif.
+    // The per-identity limit of the bulk loader.
+    assert_eq!(
+        config.limits,
+        vec![LimitsRule {
+            who: Who::Dn("cn=Bulk,o=University of Michigan,c=US".into()),
+            size: Some(Limit::Unlimited),
+            time_seconds: None,
+            lookthrough: None,
+            paged_total: None,
+            page_size: None,
+        }]
+    );
+
+    // TLSCACertificateFile, overlay syncprov, dn.regex clause, database ldif.
     assert_eq!(
         noted_lines(&migration, NoteKind::NotTranslated),
-        vec![10, 26, 27, 32, 38]
+        vec![10, 27, 32, 38]
     );
     // pidfile, argsfile, modulepath, moduleload, the root DSE rule, directory, maxsize.
     assert_eq!(
@@ -163,7 +176,7 @@ fn slapd_conf_translates_or_lists_every_directive() {
         vec![4, 5, 6, 7, 13, 19, 20]
     );
     // size.hard differs from size.soft; nolang.
-    assert_eq!(migration.notes.len(), 14, "{:#?}", migration.notes);
+    assert_eq!(migration.notes.len(), 13, "{:#?}", migration.notes);
     assert!(migration.config_text.contains("NOT TRANSLATED"));
 }
 
@@ -339,4 +352,63 @@ olcMemberOfRefInt: TRUE\n";
     );
     assert_eq!(noted_lines(&migration, NoteKind::NotNeeded), vec![11, 12]);
     assert_eq!(noted_lines(&migration, NoteKind::Approximated), vec![10]);
+}
+
+#[test]
+fn limits_lines_become_limits_rules_or_say_why_not() {
+    let directory = tempfile::tempdir().unwrap();
+    let text = "database mdb\n\
+suffix \"dc=example,dc=com\"\n\
+limits group=\"cn=services,ou=groups,dc=example,dc=com\" size=unlimited size.prtotal=unlimited size.pr=1000\n\
+limits anonymous size.soft=50 size.hard=50 time=10 size.unchecked=1000\n\
+limits users size.prtotal=disabled size=100\n\
+limits dn.regex=\"^uid=.*\" size=unlimited\n\
+limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n";
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let migration =
+        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    let rule = |who: Who| LimitsRule {
+        who,
+        size: None,
+        time_seconds: None,
+        lookthrough: None,
+        paged_total: None,
+        page_size: None,
+    };
+    assert_eq!(
+        config.limits,
+        vec![
+            LimitsRule {
+                size: Some(Limit::Unlimited),
+                paged_total: Some(Limit::Unlimited),
+                page_size: Some(Limit::Count(1000)),
+                ..rule(Who::Group("cn=services,ou=groups,dc=example,dc=com".into()))
+            },
+            LimitsRule {
+                size: Some(Limit::Count(50)),
+                time_seconds: Some(Limit::Count(10)),
+                lookthrough: Some(Limit::Count(1000)),
+                ..rule(Who::Anonymous)
+            },
+            LimitsRule {
+                size: Some(Limit::Count(100)),
+                ..rule(Who::Users)
+            },
+            LimitsRule {
+                time_seconds: Some(Limit::Unlimited),
+                ..rule(Who::DnSubtree("ou=apps,dc=example,dc=com".into()))
+            },
+        ],
+        "{}",
+        migration.config_text
+    );
+    // size.prtotal=disabled (line 5) and the dn.regex selector (line 6) are listed.
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        vec![5, 6],
+        "{:#?}",
+        migration.notes
+    );
+    assert!(migration.config_text.contains("dn.regex"));
 }

@@ -67,6 +67,8 @@ pub struct Database {
     cookie_key: [u8; 32],
     /// The server's counters; the writer reports its batches here.
     monitor: Arc<crate::monitor::Monitor>,
+    /// Search limits per identity (`[[limits]]`), set when the server starts.
+    limits: crate::limits::IdentityLimits,
 }
 
 impl Database {
@@ -97,7 +99,24 @@ impl Database {
             writer_thread: Mutex::new(Some(writer_thread)),
             cookie_key: rand::random(),
             monitor,
+            limits: crate::limits::IdentityLimits::default(),
         }
+    }
+
+    /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot
+    /// normalize is a config error).
+    pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
+        self.limits = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        Ok(())
+    }
+
+    /// The effective search limits of a subject.
+    pub(crate) fn limits_of(
+        &self,
+        settings: &crate::settings::ServerSettings,
+        subject: &Subject<'_>,
+    ) -> crate::limits::EffectiveLimits {
+        self.limits.resolve(settings, subject)
     }
 
     /// The counters this database's writer reports to (the server shows them with its own).

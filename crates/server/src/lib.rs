@@ -6,6 +6,7 @@ pub mod connection;
 pub mod controls;
 pub mod database;
 pub mod filter_text;
+pub mod limits;
 pub mod log_text;
 pub mod metrics_http;
 pub mod monitor;

@@ -308,6 +308,15 @@ pub async fn start(
             "an ldaps:// listener needs tls_certificate and tls_key".to_string(),
         ));
     }
+    let database = match database {
+        Some(mut database) => {
+            database
+                .set_limits(&settings.limits)
+                .map_err(ServerError::Config)?;
+            Some(database)
+        }
+        None => None,
+    };
     let monitor = match &database {
         Some(database) => database.monitor().clone(),
         None => Arc::new(crate::monitor::Monitor::new()),

@@ -138,6 +138,8 @@ pub struct ServerSettings {
     pub rootdn: String,
     /// Cleartext or `{SCHEME}`-hashed.
     pub rootpw: String,
+    /// `[[limits]]` rules in config order (compiled against the schema when the server starts).
+    pub limits: Vec<lmdir_config::LimitsRule>,
 }
 
 impl ServerSettings {
@@ -199,6 +201,7 @@ impl ServerSettings {
             suffix: database.suffix.clone(),
             rootdn: database.rootdn.clone(),
             rootpw: database.rootpw.clone(),
+            limits: config.limits.clone(),
         })
     }
 }

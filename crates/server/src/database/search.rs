@@ -372,26 +372,27 @@ impl SortBuffer {
     }
 }
 
-/// The size and time limits of a search: the client's, capped by the server's (none for the
-/// rootdn); 0 / zero = unlimited.
+/// The size and time limits of a search: the client's, capped by the subject's (`[[limits]]` or
+/// the server's; none for the rootdn); a paged search's size limit is its total over all pages.
+/// 0 / zero = unlimited.
 fn search_limits(
-    settings: &crate::settings::ServerSettings,
+    effective: &crate::limits::EffectiveLimits,
     request: &LdapSearchRequest,
-    is_root: bool,
+    paged: bool,
 ) -> (u64, std::time::Duration) {
     let requested = u64::try_from(request.sizelimit.max(0)).unwrap_or(0);
-    let configured = if is_root { 0 } else { settings.size_limit };
+    let configured = if paged {
+        effective.paged_total
+    } else {
+        effective.size
+    };
     let size_limit = match (requested, configured) {
         (0, limit) | (limit, 0) => limit,
         (requested, configured) => requested.min(configured),
     };
     let requested =
         std::time::Duration::from_secs(u64::try_from(request.timelimit.max(0)).unwrap_or(0));
-    let configured = if is_root {
-        std::time::Duration::ZERO
-    } else {
-        settings.time_limit
-    };
+    let configured = effective.time;
     let time_limit = match (requested.is_zero(), configured.is_zero()) {
         (true, _) => configured,
         (_, true) => requested,
@@ -524,6 +525,7 @@ impl SearchJob {
         let read = database.store.read().map_err(internal)?;
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
+        let effective = database.limits_of(settings, &subject);
         let normalized_base = database.normalize_dn(&request.base)?;
         let (_, base_entry) =
             disclosed_entry(database, &read, &subject, &request.base, &normalized_base)?;
@@ -558,7 +560,14 @@ impl SearchJob {
                     response_controls: vec![paged_response_control(&[])],
                 })
             }
-            Some((size, cookie)) => Some(database.open_cookie(&fingerprint, *size, cookie)?),
+            // Pages bigger than `page_size` (OpenLDAP size.pr) are served at that size.
+            Some((size, cookie)) => {
+                let size = match i64::try_from(effective.page_size) {
+                    Ok(page_size) if page_size > 0 => (*size).min(page_size),
+                    _ => *size,
+                };
+                Some(database.open_cookie(&fingerprint, size, cookie)?)
+            }
         };
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
@@ -570,11 +579,7 @@ impl SearchJob {
             scope,
             filter: subject_access.candidate_filter(&prepared).into_owned(),
             size_limit: 0,
-            lookthrough_limit: if self.identity.is_rootdn {
-                0
-            } else {
-                settings.lookthrough_limit as usize
-            },
+            lookthrough_limit: usize::try_from(effective.lookthrough).unwrap_or(usize::MAX),
         };
         let mut output = SearchOutput {
             job: self,
@@ -593,7 +598,7 @@ impl SearchJob {
             prepared: &prepared,
             is_root: self.identity.is_rootdn,
         };
-        let (size, time) = search_limits(settings, request, self.identity.is_rootdn);
+        let (size, time) = search_limits(&effective, request, page.is_some());
         let limits = SearchLimits {
             size,
             deadline: (!time.is_zero()).then(|| started + time),
