@@ -6,10 +6,13 @@ use crate::ber::{EntryWriter, ResponseControl};
 use crate::connection::Identity;
 use crate::controls::RequestControls;
 use crate::operations::{OperationContext, Outgoing, SearchDone};
+use crate::ppolicy::{
+    self, AccountState, Policy, PolicyError, PolicyResponse, Slot, StateUpdate, Verdict,
+};
 use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
 use crate::server::{ServerContext, ServerError};
-use crate::writer::{WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
+use crate::writer::{PolicyState, WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
 use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapAddRequest, LdapCompareRequest, LdapExtendedRequest, LdapModifyDNRequest,
@@ -67,6 +70,8 @@ pub struct Database {
     cookie_key: [u8; 32],
     /// The server's counters; the writer reports its batches here.
     monitor: Arc<crate::monitor::Monitor>,
+    /// Password policy state updates waiting for the writer (one per entry).
+    pending_states: Arc<ppolicy::PendingStates>,
 }
 
 impl Database {
@@ -77,7 +82,9 @@ impl Database {
         let policy = Arc::new(policy);
         let writes_stopping = Arc::new(AtomicBool::new(false));
         let monitor = Arc::new(crate::monitor::Monitor::new());
+        let pending_states = Arc::new(ppolicy::PendingStates::default());
         let writer = Writer {
+            pending_states: pending_states.clone(),
             store: store.clone(),
             policy: policy.clone(),
             stopping: writes_stopping.clone(),
@@ -97,6 +104,7 @@ impl Database {
             writer_thread: Mutex::new(Some(writer_thread)),
             cookie_key: rand::random(),
             monitor,
+            pending_states,
         }
     }
 
@@ -369,10 +377,15 @@ fn require_secure_write(context: &OperationContext) -> Result<(), OperationError
     Ok(())
 }
 
+/// The identity `dn` binds as with `password` against its entry's userPassword, under the
+/// entry's password policy when one applies: a locked account and an expired password answer
+/// invalidCredentials, failures are recorded, and `response` says what the policy control
+/// tells the client.
 pub async fn bind_entry(
     server: &Arc<ServerContext>,
     dn: &str,
     password: &[u8],
+    response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
     let Some(database) = database_of(server) else {
         return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
@@ -380,23 +393,99 @@ pub async fn bind_entry(
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
     // Finding the entry and its stored passwords takes microseconds: done on this task.
     let normalized_dn = database.normalize_dn(dn).map_err(|_| invalid())?;
-    let stored_passwords: Vec<Vec<u8>> = {
-        let read = database.store.read().map_err(internal)?;
-        let Ok(id) = read.dn_to_id(&normalized_dn) else {
+    let (stored_passwords, policed) = database
+        .bind_candidate(server, dn, &normalized_dn)?
+        .ok_or_else(invalid)?;
+    let now_time = std::time::SystemTime::now();
+    let now = ppolicy::unix_seconds(now_time);
+    if let Some((policy, state)) = &policed {
+        if state.is_locked(policy, now) {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::AccountLocked),
+            });
             return Err(invalid());
+        }
+    }
+    let matched = any_password_matches(stored_passwords, password).await?;
+    let identity = Identity {
+        dn: dn.to_string(),
+        normalized_dn: normalized_dn.clone(),
+        is_rootdn: database.policy.is_rootdn(&normalized_dn),
+    };
+    let Some((policy, state)) = policed else {
+        return if matched {
+            Ok(identity)
+        } else {
+            Err(invalid())
+        };
+    };
+    if !matched {
+        database
+            .record_failure(server, &normalized_dn, policy, now_time)
+            .await;
+        return Err(invalid());
+    }
+    match ppolicy::verdict(&policy, &state, now) {
+        Verdict::Expired => {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::PasswordExpired),
+            });
+            Err(invalid())
+        }
+        Verdict::Bound {
+            response: said,
+            grace_login,
+        } => {
+            if said != PolicyResponse::default() {
+                *response = Some(said);
+            }
+            // A plain success writes nothing: only state to clear or a grace login to count.
+            if grace_login || !state.failures.is_empty() || state.locked_at.is_some() {
+                let update = StateUpdate {
+                    dn: normalized_dn,
+                    policy,
+                    failures: Vec::new(),
+                    success: true,
+                    grace_use_at: grace_login.then_some(now_time),
+                };
+                database
+                    .write_policy_state(server, PolicyState::Taken(Some(update)))
+                    .await;
+            }
+            Ok(identity)
+        }
+    }
+}
+
+/// A bind's stored passwords (bounded) and, when a policy applies, the policy and the
+/// account's state; None when the entry cannot be bound to.
+type BindCandidate = (Vec<Vec<u8>>, Option<(Policy, AccountState)>);
+
+impl Database {
+    fn bind_candidate(
+        &self,
+        server: &ServerContext,
+        dn: &str,
+        normalized_dn: &str,
+    ) -> Result<Option<BindCandidate>, OperationError> {
+        let read = self.store.read().map_err(internal)?;
+        let Ok(id) = read.dn_to_id(normalized_dn) else {
+            return Ok(None);
         };
         let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
-            return Err(invalid());
+            return Ok(None);
         };
-        let Some(password_attribute) = database.user_password else {
-            return Err(invalid());
+        let Some(password_attribute) = self.user_password else {
+            return Ok(None);
         };
-        let groups = database.groups(&read);
+        let groups = self.groups(&read);
         let anonymous = Identity::default();
-        let subject = database.subject(&anonymous, &groups);
-        let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
+        let subject = self.subject(&anonymous, &groups);
+        let access = self.policy.for_entry(&subject, normalized_dn, &entry);
         if !access.can_authenticate_with(password_attribute) {
-            return Err(invalid());
+            return Ok(None);
         }
         let values = entry.values_of(password_attribute);
         // Values planted by whoever may write userPassword must not make each bind hash
@@ -409,20 +498,116 @@ pub async fn bind_entry(
                 values.len()
             );
         }
-        values
+        let stored = values
             .iter()
             .take(values_max)
             .map(|(stored, _)| stored.to_vec())
-            .collect()
-    };
-    if !any_password_matches(stored_passwords, password).await? {
-        return Err(invalid());
+            .collect();
+        let policed = self.policy_of(server, &read, &entry).map(|policy| {
+            let state = AccountState::read(&self.schema, |attr| {
+                entry
+                    .values_of(attr)
+                    .iter()
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            });
+            (policy, state)
+        });
+        Ok(Some((stored, policed)))
     }
-    Ok(Identity {
-        dn: dn.to_string(),
-        normalized_dn: normalized_dn.clone(),
-        is_rootdn: database.policy.is_rootdn(&normalized_dn),
-    })
+
+    /// The password policy of `entry`: its pwdPolicySubentry, else the configured default;
+    /// None when neither names an entry (one point read, no cache: a changed policy entry
+    /// applies at the next bind).
+    fn policy_of(
+        &self,
+        server: &ServerContext,
+        read: &ReadTxn,
+        entry: &lmdir_store::EntryRef<'_>,
+    ) -> Option<Policy> {
+        let own = self
+            .schema
+            .attribute("pwdPolicySubentry")
+            .and_then(|attr| {
+                entry
+                    .values_of(attr)
+                    .first()
+                    .map(|(value, _)| value.to_vec())
+            })
+            .and_then(|value| String::from_utf8(value).ok());
+        let policy_dn = own.unwrap_or_else(|| server.settings.password_policy_default.clone());
+        if policy_dn.is_empty() {
+            return None;
+        }
+        let normalized = self.normalize_dn(&policy_dn).ok()?;
+        let id = read.dn_to_id(&normalized).ok()?;
+        let policy_entry = read.entry(id).ok()??;
+        Some(Policy::read(&self.schema, |attr| {
+            policy_entry
+                .values_of(attr)
+                .first()
+                .map(|(value, _)| value.to_vec())
+        }))
+    }
+
+    /// Records a failed bind: merged into the entry's pending update when there is one, else
+    /// queued as a new one; returns once the commit that holds it is done.
+    async fn record_failure(
+        &self,
+        server: &ServerContext,
+        dn: &str,
+        policy: Policy,
+        now: std::time::SystemTime,
+    ) {
+        match self.pending_states.fail(dn, policy, now) {
+            Slot::Merged(mut done) => {
+                let _ = done.wait_for(|committed| *committed).await;
+            }
+            Slot::Submit(done) => {
+                self.write_policy_state(server, PolicyState::Pending(dn.to_string()))
+                    .await;
+                done.send_replace(true);
+            }
+            Slot::Unshared => {
+                let update = StateUpdate::failure(dn, policy, now);
+                self.write_policy_state(server, PolicyState::Taken(Some(update)))
+                    .await;
+            }
+        }
+    }
+
+    /// Queues a policy state update and waits for its commit; a failure is logged (the bind's
+    /// answer does not depend on it).
+    async fn write_policy_state(&self, server: &ServerContext, state: PolicyState) {
+        let settings = &server.settings;
+        let (reply, response) = oneshot::channel();
+        let job = WriteJob {
+            request: WriteRequest::PolicyState(state),
+            identity: Identity::default(),
+            assertion: None,
+            relax: false,
+            budget: settings.write_budget,
+            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+            password_scheme: password::Scheme::Ssha,
+            password_policy_default: settings.password_policy_default.clone(),
+            reply,
+        };
+        let outcome = match self.submit(job).await {
+            Ok(()) => response.await.unwrap_or_else(|_| {
+                Err(lmdir_schema::LdapError::new(
+                    lmdir_schema::ResultCode::Other,
+                    "writer failed",
+                ))
+            }),
+            Err(error) => Err(lmdir_schema::LdapError::new(
+                lmdir_schema::ResultCode::Other,
+                error.message,
+            )),
+        };
+        if let Err(error) = outcome {
+            tracing::warn!("password policy state not recorded: {error}");
+        }
+    }
 }
 
 /// Resolved attribute selection against the schema.
@@ -916,6 +1101,7 @@ async fn submit_update(
         budget: settings.write_budget,
         attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
         password_scheme: password_scheme(context)?,
+        password_policy_default: settings.password_policy_default.clone(),
         reply,
     };
     database.submit(job).await?;

@@ -138,6 +138,8 @@ pub struct ServerSettings {
     pub rootdn: String,
     /// Cleartext or `{SCHEME}`-hashed.
     pub rootpw: String,
+    /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.
+    pub password_policy_default: String,
 }
 
 impl ServerSettings {
@@ -199,6 +201,7 @@ impl ServerSettings {
             suffix: database.suffix.clone(),
             rootdn: database.rootdn.clone(),
             rootpw: database.rootpw.clone(),
+            password_policy_default: database.password_policy_default.clone(),
         })
     }
 }
