@@ -45,6 +45,7 @@ pub const UPDATE_CONTROLS: &[&str] = &[
     PRE_READ_OID,
     POST_READ_OID,
     RELAX_OID,
+    crate::ppolicy::PASSWORD_POLICY_OID,
 ];
 
 /// Most controls one request may carry. Clients send a handful (paged + sort + assertion is

@@ -47,6 +47,7 @@ impl From<LdapError> for OperationError {
             code: error.code.code(),
             message: error.message,
             matched_dn: error.matched_dn.unwrap_or_default(),
+            controls: Vec::new(),
         }
     }
 }
@@ -459,11 +460,64 @@ pub async fn bind_entry(
     }
 }
 
+/// Checks a new cleartext password against the target's policy (pwdMinLength), as OpenLDAP's
+/// ppolicy does for modify and Password Modify: constraintViolation (19), and with the request
+/// control its error passwordTooShort. Hashed values cannot be measured and pass (OpenLDAP's
+/// pwdCheckQuality 1); the rootdn with Relax is exempt. Read before the writer: a policy or
+/// entry changed meanwhile only moves the check by one update.
+fn check_new_password(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    dn: &str,
+    new_password: &[u8],
+) -> Result<(), OperationError> {
+    let identity = &context.session.identity;
+    if (controls.relax && identity.is_rootdn) || password::is_hashed(new_password) {
+        return Ok(());
+    }
+    let Ok(normalized) = database.normalize_dn(dn) else {
+        return Ok(());
+    };
+    let read = database.store.read().map_err(internal)?;
+    let Ok(id) = read.dn_to_id(&normalized) else {
+        return Ok(());
+    };
+    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+        return Ok(());
+    };
+    let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
+        return Ok(());
+    };
+    let length = String::from_utf8_lossy(new_password).chars().count() as u64;
+    if length >= policy.min_length {
+        return Ok(());
+    }
+    let mut error = OperationError::new(
+        code::CONSTRAINT_VIOLATION,
+        "Password fails quality checking policy",
+    );
+    if controls.password_policy {
+        let response = PolicyResponse {
+            warning: None,
+            error: Some(PolicyError::PasswordTooShort),
+        };
+        error = error.with_control(response.control());
+    }
+    Err(error)
+}
+
 /// A bind's stored passwords (bounded) and, when a policy applies, the policy and the
 /// account's state; None when the entry cannot be bound to.
 type BindCandidate = (Vec<Vec<u8>>, Option<(Policy, AccountState)>);
 
 impl Database {
+    fn is_user_password(&self, description: &str) -> bool {
+        self.schema
+            .parse_description(description)
+            .is_ok_and(|parsed| Some(parsed.attr) == self.user_password)
+    }
+
     fn bind_candidate(
         &self,
         server: &ServerContext,
@@ -1207,6 +1261,14 @@ pub async fn modify(
     read_controls_within_limits(context, &controls)?;
     let modifications: Vec<Modification> =
         request.changes.into_iter().map(modification_of).collect();
+    let new_passwords = modifications
+        .iter()
+        .filter(|change| matches!(change.op, ModOp::Add | ModOp::Replace))
+        .filter(|change| database.is_user_password(&change.description))
+        .flat_map(|change| change.values.iter());
+    for password in new_passwords {
+        check_new_password(context, database, &controls, &request.dn, password)?;
+    }
     check_request_attributes(
         database,
         &context.server.settings,
@@ -1357,6 +1419,7 @@ pub async fn password_modify(
         ));
     };
     require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, &[ppolicy::PASSWORD_POLICY_OID])?;
     let parsed = if request.value.is_none() {
         LdapPasswordModifyRequest {
             user_identity: None,
@@ -1395,6 +1458,13 @@ pub async fn password_modify(
         Some(password) => (password, false),
         None => (generate_password(), true),
     };
+    check_new_password(
+        context,
+        database,
+        &controls,
+        &target_dn,
+        new_password.as_bytes(),
+    )?;
     if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
         return Err(OperationError::new(
             code::CONSTRAINT_VIOLATION,

@@ -126,6 +126,10 @@ impl OperationContext {
         response_controls: &[ResponseControl],
         extra_log: &str,
     ) {
+        let response_controls = match &result {
+            Err(error) if response_controls.is_empty() => error.controls.as_slice(),
+            _ => response_controls,
+        };
         let (result_code, matched_dn, message) = match &result {
             Ok(()) => (code::SUCCESS, "", ""),
             Err(error) => (
@@ -185,7 +189,10 @@ impl OperationContext {
             },
             name,
             value,
-            &[],
+            match &result {
+                Err(error) => &error.controls,
+                Ok(_) => &[],
+            },
         );
         info!(
             "{} RESULT tag=120 err={} duration_us={} text={}",

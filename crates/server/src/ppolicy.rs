@@ -113,6 +113,8 @@ pub struct Policy {
     pub max_age_seconds: u64,
     pub expire_warning_seconds: u64,
     pub grace_authn_limit: u64,
+    /// Fewest characters in a new cleartext password.
+    pub min_length: u64,
 }
 
 impl Policy {
@@ -133,6 +135,7 @@ impl Policy {
             max_age_seconds: number("pwdMaxAge"),
             expire_warning_seconds: number("pwdExpireWarning"),
             grace_authn_limit: number("pwdGraceAuthNLimit"),
+            min_length: number("pwdMinLength"),
         }
     }
 

@@ -23,7 +23,7 @@ const DAY_SECONDS: u64 = 86_400;
 
 /// The response control's contents: warning (tag 0 = timeBeforeExpiration, 1 =
 /// graceAuthNsRemaining, value) and error.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct PolicyResponse {
     warning: Option<(u8, u64)>,
     error: Option<u64>,
@@ -386,6 +386,36 @@ fn expiry_warns_then_grace_logins_count_down_then_binds_fail() {
             error: Some(0)
         })
     );
+
+    // A new password restarts the clock: pwdChangedTime is now, the grace uses are gone.
+    root(&server)
+        .modify(
+            &expired,
+            vec![Mod::Replace("userPassword", set(&["renewed"]))],
+        )
+        .expect("modify")
+        .success()
+        .expect("password reset");
+    let entry = read(&server, &expired);
+    assert!(values(&entry, "pwdGraceUseTime").is_empty(), "{entry:?}");
+    let changed = values(&entry, "pwdChangedTime");
+    assert_eq!(changed.len(), 1, "{entry:?}");
+    assert!(changed[0] >= generalized_time(600), "{changed:?}");
+    let renewed = policy_bind(&server, &expired, "renewed");
+    assert_eq!(renewed.rc, 0, "{renewed:?}");
+    assert!(policy_response(&renewed).is_none(), "{renewed:?}");
+}
+
+#[test]
+fn password_changes_outside_any_policy_leave_no_changed_time() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
+    let dn = person_dn(10);
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["renewed"]))])
+        .expect("modify")
+        .success()
+        .expect("password set");
+    assert!(values(&read(&server, &dn), "pwdChangedTime").is_empty());
 }
 
 #[test]
@@ -401,4 +431,61 @@ fn without_a_policy_failures_leave_no_state() {
     assert_eq!(result.rc, 0);
     assert!(policy_response(&result).is_none());
     assert!(values(&read(&server, &dn), "pwdFailureTime").is_empty());
+}
+
+#[test]
+fn short_new_passwords_are_refused_with_password_too_short() {
+    let server = lockout_server();
+    let strict = "cn=strict,ou=policies,dc=example,dc=com";
+    add_policy(&server, strict, &[("pwdMinLength", "8")]);
+    let dn = person_dn(11);
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("pwdPolicySubentry", set(&[strict]))])
+        .expect("modify")
+        .success()
+        .expect("policy chosen");
+    let control = || RawControl {
+        ctype: POLICY_OID.to_string(),
+        crit: false,
+        val: None,
+    };
+    let too_short = PolicyResponse {
+        warning: None,
+        error: Some(6),
+    };
+    // A modify of userPassword, by the user, with and without the request control.
+    let mut user = connect(&server);
+    user.simple_bind(&dn, PERSON_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("user binds");
+    let refused = user
+        .with_controls(control())
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["short"]))])
+        .expect("modify");
+    assert_eq!(refused.rc, 19, "{refused:?}");
+    assert_eq!(policy_response(&refused), Some(too_short));
+    let plain = user
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["short"]))])
+        .expect("modify");
+    assert_eq!(plain.rc, 19, "{plain:?}");
+    assert!(policy_response(&plain).is_none());
+
+    // Password Modify, likewise; a long enough password goes through.
+    let mut exop = |new: &str| {
+        user.with_controls(control())
+            .extended(ldap3::exop::PasswordModify {
+                user_id: None,
+                old_pass: None,
+                new_pass: Some(new),
+            })
+            .expect("exop")
+            .1
+    };
+    let refused = exop("short");
+    assert_eq!(refused.rc, 19, "{refused:?}");
+    assert_eq!(policy_response(&refused), Some(too_short));
+    assert_eq!(exop("long-enough").rc, 0);
+    assert_eq!(policy_bind(&server, &dn, "long-enough").rc, 0);
+    assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 49);
 }
