@@ -570,9 +570,10 @@ impl Database {
         Ok(Some((stored, policed)))
     }
 
-    /// The password policy of `entry`: its pwdPolicySubentry, else the configured default;
-    /// None when neither names an entry (one point read, no cache: a changed policy entry
-    /// applies at the next bind).
+    /// The password policy of `entry`: its pwdPolicySubentry when that names a pwdPolicy
+    /// entry, else the configured default; None when neither does (one point read each, no
+    /// cache: a changed policy entry applies at the next bind). A pwdPolicySubentry naming
+    /// some other entry does not turn the policy off: the default still applies.
     fn policy_of(
         &self,
         server: &ServerContext,
@@ -589,19 +590,31 @@ impl Database {
                     .map(|(value, _)| value.to_vec())
             })
             .and_then(|value| String::from_utf8(value).ok());
-        let policy_dn = own.unwrap_or_else(|| server.settings.password_policy_default.clone());
-        if policy_dn.is_empty() {
+        own.and_then(|dn| self.policy_entry(read, &dn))
+            .or_else(|| self.policy_entry(read, &server.settings.password_policy_default))
+    }
+
+    /// The policy held by the pwdPolicy entry at `dn`, if there is one.
+    fn policy_entry(&self, read: &ReadTxn, dn: &str) -> Option<Policy> {
+        if dn.is_empty() {
             return None;
         }
-        let normalized = self.normalize_dn(&policy_dn).ok()?;
+        let normalized = self.normalize_dn(dn).ok()?;
         let id = read.dn_to_id(&normalized).ok()?;
         let policy_entry = read.entry(id).ok()??;
-        Some(Policy::read(&self.schema, |attr| {
-            policy_entry
-                .values_of(attr)
-                .first()
-                .map(|(value, _)| value.to_vec())
-        }))
+        let object_class = self.schema.attribute("objectClass")?;
+        let is_policy = policy_entry
+            .values_of(object_class)
+            .iter()
+            .any(|(_, normalized)| normalized.eq_ignore_ascii_case(b"pwdpolicy"));
+        is_policy.then(|| {
+            Policy::read(&self.schema, |attr| {
+                policy_entry
+                    .values_of(attr)
+                    .first()
+                    .map(|(value, _)| value.to_vec())
+            })
+        })
     }
 
     /// Records a failed bind: merged into the entry's pending update when there is one, else

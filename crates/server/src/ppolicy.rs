@@ -410,3 +410,128 @@ impl PendingStates {
         self.lock().remove(dn)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_response_control_encodes_as_draft_behera_says() {
+        let warning = PolicyResponse {
+            warning: Some(PolicyWarning::TimeBeforeExpiration(300)),
+            error: None,
+        };
+        assert_eq!(
+            warning.encode(),
+            [0x30, 0x06, 0xa0, 0x04, 0x80, 0x02, 0x01, 0x2c]
+        );
+        let locked = PolicyResponse {
+            warning: None,
+            error: Some(PolicyError::AccountLocked),
+        };
+        assert_eq!(locked.encode(), [0x30, 0x03, 0x81, 0x01, 0x01]);
+        let grace = PolicyResponse {
+            warning: Some(PolicyWarning::GraceAuthNsRemaining(0)),
+            error: None,
+        };
+        assert_eq!(grace.encode(), [0x30, 0x05, 0xa0, 0x03, 0x81, 0x01, 0x00]);
+        // 128 needs a leading zero byte to stay positive.
+        assert_eq!(integer_content(128), [0x00, 0x80]);
+        assert_eq!(PolicyResponse::default().encode(), [0x30, 0x00]);
+    }
+
+    fn failure_at(seconds: i64) -> StoredTime {
+        StoredTime::new(UNIX_EPOCH + Duration::from_secs(seconds as u64))
+    }
+
+    fn lockout_policy(interval: u64) -> Policy {
+        Policy {
+            max_failure: 3,
+            lockout: true,
+            failure_count_interval_seconds: interval,
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn failures_outside_the_count_interval_are_forgotten() {
+        let now = 1_000_000;
+        let state = AccountState {
+            failures: vec![failure_at(now - 7200), failure_at(now - 10)],
+            ..AccountState::default()
+        };
+        let update = |interval| StateUpdate {
+            dn: "uid=x".to_string(),
+            policy: lockout_policy(interval),
+            failures: vec![failure_at(now)],
+            success: false,
+            grace_use_at: None,
+        };
+        let at = UNIX_EPOCH + Duration::from_secs(now as u64);
+        // Within an hour only one earlier failure counts: two recorded, no lock.
+        let changes = update(3600).modifications(&state, at);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].values.len(), 2);
+        // No interval: all three count and the account locks.
+        let changes = update(0).modifications(&state, at);
+        assert_eq!(changes[0].values.len(), 3);
+        assert_eq!(changes[1].description, "pwdAccountLockedTime");
+    }
+
+    #[test]
+    fn merged_failures_stay_within_the_policy_cap() {
+        let mut update = StateUpdate::failure(
+            "uid=x",
+            lockout_policy(0),
+            UNIX_EPOCH + Duration::from_secs(1),
+        );
+        for second in 2..100 {
+            update.add_failure(UNIX_EPOCH + Duration::from_secs(second));
+        }
+        assert_eq!(update.failures.len(), 3);
+        assert_eq!(update.failures[2].seconds, 99);
+    }
+
+    #[test]
+    fn expiry_warns_inside_the_window_and_counts_grace_logins() {
+        let policy = Policy {
+            max_age_seconds: 1000,
+            expire_warning_seconds: 100,
+            grace_authn_limit: 1,
+            ..Policy::default()
+        };
+        let state = |changed_at, grace_uses| AccountState {
+            changed_at: Some(changed_at),
+            grace_uses,
+            ..AccountState::default()
+        };
+        let bound = |warning| Verdict::Bound {
+            response: PolicyResponse {
+                warning,
+                error: None,
+            },
+            grace_login: false,
+        };
+        assert_eq!(verdict(&policy, &state(0, 0), 500), bound(None));
+        assert_eq!(
+            verdict(&policy, &state(0, 0), 950),
+            bound(Some(PolicyWarning::TimeBeforeExpiration(50)))
+        );
+        assert_eq!(
+            verdict(&policy, &state(0, 0), 1000),
+            Verdict::Bound {
+                response: PolicyResponse {
+                    warning: Some(PolicyWarning::GraceAuthNsRemaining(0)),
+                    error: None
+                },
+                grace_login: true
+            }
+        );
+        assert_eq!(verdict(&policy, &state(0, 1), 1000), Verdict::Expired);
+        // No pwdChangedTime: never expires.
+        assert_eq!(
+            verdict(&policy, &AccountState::default(), 5000),
+            bound(None)
+        );
+    }
+}

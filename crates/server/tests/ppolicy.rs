@@ -489,3 +489,27 @@ fn short_new_passwords_are_refused_with_password_too_short() {
     assert_eq!(policy_bind(&server, &dn, "long-enough").rc, 0);
     assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 49);
 }
+
+#[test]
+fn a_subentry_naming_no_policy_does_not_escape_the_default() {
+    let server = lockout_server();
+    let dn = person_dn(12);
+    // Not a pwdPolicy entry: the default policy still applies.
+    root(&server)
+        .modify(
+            &dn,
+            vec![Mod::Replace(
+                "pwdPolicySubentry",
+                set(&["ou=people,dc=example,dc=com"]),
+            )],
+        )
+        .expect("modify")
+        .success()
+        .expect("subentry set");
+    for _ in 0..MAX_FAILURE {
+        assert_eq!(policy_bind(&server, &dn, "wrong").rc, 49);
+    }
+    let locked = policy_bind(&server, &dn, PERSON_PASSWORD);
+    assert_eq!(locked.rc, 49);
+    assert_eq!(policy_response(&locked).and_then(|r| r.error), Some(1));
+}
