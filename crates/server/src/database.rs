@@ -460,10 +460,11 @@ pub async fn bind_entry(
     }
 }
 
-/// Checks a new cleartext password against the target's policy (pwdMinLength), as OpenLDAP's
-/// ppolicy does for modify and Password Modify: constraintViolation (19), and with the request
-/// control its error passwordTooShort. Hashed values cannot be measured and pass (OpenLDAP's
-/// pwdCheckQuality 1); the rootdn with Relax is exempt. Read before the writer: a policy or
+/// Checks a new password against the target's policy (pwdMinLength when pwdCheckQuality is
+/// set), as OpenLDAP's ppolicy does for modify and Password Modify: constraintViolation (19),
+/// and with the request control its error passwordTooShort (5, insufficientPasswordQuality,
+/// for a hashed value under pwdCheckQuality 2; under 1 it passes unmeasured). The rootdn is
+/// exempt, as slapd exempts password administrators. Read before the writer: a policy or
 /// entry changed meanwhile only moves the check by one update.
 fn check_new_password(
     context: &OperationContext,
@@ -472,8 +473,7 @@ fn check_new_password(
     dn: &str,
     new_password: &[u8],
 ) -> Result<(), OperationError> {
-    let identity = &context.session.identity;
-    if (controls.relax && identity.is_rootdn) || password::is_hashed(new_password) {
+    if context.session.identity.is_rootdn {
         return Ok(());
     }
     let Ok(normalized) = database.normalize_dn(dn) else {
@@ -489,10 +489,19 @@ fn check_new_password(
     let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
         return Ok(());
     };
-    let length = String::from_utf8_lossy(new_password).chars().count() as u64;
-    if length >= policy.min_length {
+    let failure = match policy.check_quality {
+        0 => None,
+        quality if password::is_hashed(new_password) => {
+            (quality >= 2).then_some(PolicyError::InsufficientPasswordQuality)
+        }
+        _ => {
+            let length = String::from_utf8_lossy(new_password).chars().count() as u64;
+            (length < policy.min_length).then_some(PolicyError::PasswordTooShort)
+        }
+    };
+    let Some(failure) = failure else {
         return Ok(());
-    }
+    };
     let mut error = OperationError::new(
         code::CONSTRAINT_VIOLATION,
         "Password fails quality checking policy",
@@ -500,7 +509,7 @@ fn check_new_password(
     if controls.password_policy {
         let response = PolicyResponse {
             warning: None,
-            error: Some(PolicyError::PasswordTooShort),
+            error: Some(failure),
         };
         error = error.with_control(response.control());
     }

@@ -113,8 +113,11 @@ pub struct Policy {
     pub max_age_seconds: u64,
     pub expire_warning_seconds: u64,
     pub grace_authn_limit: u64,
-    /// Fewest characters in a new cleartext password.
+    /// Fewest characters in a new cleartext password (checked when check_quality > 0).
     pub min_length: u64,
+    /// pwdCheckQuality: 0 = no quality checks, 1 = check what can be (hashed values pass),
+    /// 2 = check or refuse.
+    pub check_quality: u64,
 }
 
 impl Policy {
@@ -136,6 +139,7 @@ impl Policy {
             expire_warning_seconds: number("pwdExpireWarning"),
             grace_authn_limit: number("pwdGraceAuthNLimit"),
             min_length: number("pwdMinLength"),
+            check_quality: number("pwdCheckQuality"),
         }
     }
 

@@ -263,8 +263,9 @@ impl Writer {
     }
 
     /// After a change of userPassword on an entry under a password policy: pwdChangedTime is
-    /// now (expiry counts from it) and the grace logins of the old password are forgotten, as
-    /// OpenLDAP's ppolicy does. A Relax request that sets pwdChangedTime itself is kept.
+    /// now (expiry counts from it) and the old password's grace logins, failures and lock are
+    /// forgotten, as OpenLDAP's ppolicy does. A Relax request that sets pwdChangedTime itself
+    /// is kept.
     fn note_password_change(
         &self,
         txn: &mut WriteTxn<'_>,
@@ -318,18 +319,20 @@ impl Writer {
             return Ok(());
         }
         let now = std::time::SystemTime::now();
-        let modifications = vec![
-            Modification {
+        let modifications = vec![Modification {
+            op: ModOp::Replace,
+            description: "pwdChangedTime".to_string(),
+            values: vec![lmdir_store::timestamp_value(now)],
+        }];
+        let forgotten = ["pwdGraceUseTime", "pwdFailureTime", "pwdAccountLockedTime"];
+        let modifications = modifications
+            .into_iter()
+            .chain(forgotten.iter().map(|name| Modification {
                 op: ModOp::Replace,
-                description: "pwdChangedTime".to_string(),
-                values: vec![lmdir_store::timestamp_value(now)],
-            },
-            Modification {
-                op: ModOp::Replace,
-                description: "pwdGraceUseTime".to_string(),
+                description: name.to_string(),
                 values: Vec::new(),
-            },
-        ];
+            }))
+            .collect::<Vec<_>>();
         let context = WriteContext {
             relax: true,
             ..WriteContext::new(job.identity.dn.clone())

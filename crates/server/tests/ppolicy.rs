@@ -258,6 +258,20 @@ fn a_burst_of_failures_records_at_most_max_failure_times() {
     );
     assert_eq!(values(&entry, "pwdAccountLockedTime").len(), 1);
     assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 49);
+
+    // A password reset by the administrator forgets the lock and the failures (as slapd).
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["reset"]))])
+        .expect("modify")
+        .success()
+        .expect("password reset");
+    let entry = read(&server, &dn);
+    assert!(
+        values(&entry, "pwdAccountLockedTime").is_empty(),
+        "{entry:?}"
+    );
+    assert!(values(&entry, "pwdFailureTime").is_empty());
+    assert_eq!(policy_bind(&server, &dn, "reset").rc, 0);
 }
 
 #[test]
@@ -437,7 +451,11 @@ fn without_a_policy_failures_leave_no_state() {
 fn short_new_passwords_are_refused_with_password_too_short() {
     let server = lockout_server();
     let strict = "cn=strict,ou=policies,dc=example,dc=com";
-    add_policy(&server, strict, &[("pwdMinLength", "8")]);
+    add_policy(
+        &server,
+        strict,
+        &[("pwdMinLength", "8"), ("pwdCheckQuality", "1")],
+    );
     let dn = person_dn(11);
     root(&server)
         .modify(&dn, vec![Mod::Replace("pwdPolicySubentry", set(&[strict]))])
@@ -488,6 +506,37 @@ fn short_new_passwords_are_refused_with_password_too_short() {
     assert_eq!(exop("long-enough").rc, 0);
     assert_eq!(policy_bind(&server, &dn, "long-enough").rc, 0);
     assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 49);
+    // The rootdn is a password administrator: not held to the quality rules (as slapd).
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["tiny"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+}
+
+#[test]
+fn without_check_quality_the_minimum_length_is_not_enforced() {
+    let server = lockout_server();
+    let lenient = "cn=lenient,ou=policies,dc=example,dc=com";
+    add_policy(&server, lenient, &[("pwdMinLength", "8")]);
+    let dn = person_dn(13);
+    root(&server)
+        .modify(
+            &dn,
+            vec![Mod::Replace("pwdPolicySubentry", set(&[lenient]))],
+        )
+        .expect("modify")
+        .success()
+        .expect("policy chosen");
+    let mut user = connect(&server);
+    user.simple_bind(&dn, PERSON_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("user binds");
+    let changed = user
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["short"]))])
+        .expect("modify");
+    assert_eq!(changed.rc, 0, "{changed:?}");
 }
 
 #[test]
