@@ -460,18 +460,17 @@ pub async fn bind_entry(
     }
 }
 
-/// Checks a new password against the target's policy (pwdMinLength when pwdCheckQuality is
-/// set), as OpenLDAP's ppolicy does for modify and Password Modify: constraintViolation (19),
-/// and with the request control its error passwordTooShort (5, insufficientPasswordQuality,
-/// for a hashed value under pwdCheckQuality 2; under 1 it passes unmeasured). The rootdn is
-/// exempt, as slapd exempts password administrators. Read before the writer: a policy or
-/// entry changed meanwhile only moves the check by one update.
-fn check_new_password(
+/// Checks a password change against the target's policy (`ppolicy::change_refusal`), as
+/// OpenLDAP's ppolicy does for modify and Password Modify; the refusal's control error goes
+/// out when the request control came. The rootdn is exempt, as slapd exempts password
+/// administrators. Read before the writer: a policy or entry changed meanwhile only moves the
+/// check by one update.
+fn check_password_change(
     context: &OperationContext,
     database: &Database,
     controls: &RequestControls,
     dn: &str,
-    new_password: &[u8],
+    change: &ppolicy::PasswordChange<'_>,
 ) -> Result<(), OperationError> {
     if context.session.identity.is_rootdn {
         return Ok(());
@@ -489,23 +488,13 @@ fn check_new_password(
     let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
         return Ok(());
     };
-    let failure = match policy.check_quality {
-        0 => None,
-        quality if password::is_hashed(new_password) => {
-            (quality >= 2).then_some(PolicyError::InsufficientPasswordQuality)
-        }
-        _ => {
-            let length = String::from_utf8_lossy(new_password).chars().count() as u64;
-            (length < policy.min_length).then_some(PolicyError::PasswordTooShort)
-        }
-    };
-    let Some(failure) = failure else {
+    let state = database.account_state(&entry);
+    let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+    let Some((result_code, text, failure)) = ppolicy::change_refusal(&policy, &state, change, now)
+    else {
         return Ok(());
     };
-    let mut error = OperationError::new(
-        code::CONSTRAINT_VIOLATION,
-        "Password fails quality checking policy",
-    );
+    let mut error = OperationError::new(result_code, text);
     if controls.password_policy {
         let response = PolicyResponse {
             warning: None,
@@ -521,6 +510,16 @@ fn check_new_password(
 type BindCandidate = (Vec<Vec<u8>>, Option<(Policy, AccountState)>);
 
 impl Database {
+    fn account_state(&self, entry: &lmdir_store::EntryRef<'_>) -> AccountState {
+        AccountState::read(&self.schema, |attr| {
+            entry
+                .values_of(attr)
+                .iter()
+                .map(|(value, _)| value.to_vec())
+                .collect()
+        })
+    }
+
     fn is_user_password(&self, description: &str) -> bool {
         self.schema
             .parse_description(description)
@@ -566,16 +565,9 @@ impl Database {
             .take(values_max)
             .map(|(stored, _)| stored.to_vec())
             .collect();
-        let policed = self.policy_of(server, &read, &entry).map(|policy| {
-            let state = AccountState::read(&self.schema, |attr| {
-                entry
-                    .values_of(attr)
-                    .iter()
-                    .map(|(value, _)| value.to_vec())
-                    .collect()
-            });
-            (policy, state)
-        });
+        let policed = self
+            .policy_of(server, &read, &entry)
+            .map(|policy| (policy, self.account_state(&entry)));
         Ok(Some((stored, policed)))
     }
 
@@ -1283,13 +1275,24 @@ pub async fn modify(
     read_controls_within_limits(context, &controls)?;
     let modifications: Vec<Modification> =
         request.changes.into_iter().map(modification_of).collect();
-    let new_passwords = modifications
+    let password_changes = modifications
         .iter()
+        .filter(|change| database.is_user_password(&change.description));
+    let new_passwords: Vec<&[u8]> = password_changes
+        .clone()
         .filter(|change| matches!(change.op, ModOp::Add | ModOp::Replace))
-        .filter(|change| database.is_user_password(&change.description))
-        .flat_map(|change| change.values.iter());
-    for password in new_passwords {
-        check_new_password(context, database, &controls, &request.dn, password)?;
+        .flat_map(|change| change.values.iter().map(Vec::as_slice))
+        .collect();
+    if !new_passwords.is_empty() {
+        let change = ppolicy::PasswordChange {
+            by_self: context.session.identity.normalized_dn
+                == database.normalize_dn(&request.dn).unwrap_or_default(),
+            old_supplied: password_changes
+                .filter(|change| change.op == ModOp::Delete)
+                .any(|change| !change.values.is_empty()),
+            new_passwords,
+        };
+        check_password_change(context, database, &controls, &request.dn, &change)?;
     }
     check_request_attributes(
         database,
@@ -1480,13 +1483,12 @@ pub async fn password_modify(
         Some(password) => (password, false),
         None => (generate_password(), true),
     };
-    check_new_password(
-        context,
-        database,
-        &controls,
-        &target_dn,
-        new_password.as_bytes(),
-    )?;
+    let change = ppolicy::PasswordChange {
+        by_self: identity.normalized_dn == database.normalize_dn(&target_dn).unwrap_or_default(),
+        old_supplied: parsed.old_password.is_some(),
+        new_passwords: vec![new_password.as_bytes()],
+    };
+    check_password_change(context, database, &controls, &target_dn, &change)?;
     if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
         return Err(OperationError::new(
             code::CONSTRAINT_VIOLATION,

@@ -118,6 +118,12 @@ pub struct Policy {
     /// pwdCheckQuality: 0 = no quality checks, 1 = check what can be (hashed values pass),
     /// 2 = check or refuse.
     pub check_quality: u64,
+    /// pwdAllowUserChange (absent = TRUE, as draft-behera's default).
+    pub allow_user_change: bool,
+    /// pwdSafeModify: a user's change must prove the old password.
+    pub safe_modify: bool,
+    /// Seconds a password must be kept before its owner changes it again.
+    pub min_age_seconds: u64,
 }
 
 impl Policy {
@@ -140,6 +146,11 @@ impl Policy {
             grace_authn_limit: number("pwdGraceAuthNLimit"),
             min_length: number("pwdMinLength"),
             check_quality: number("pwdCheckQuality"),
+            allow_user_change: value("pwdAllowUserChange")
+                .is_none_or(|bytes| bytes.eq_ignore_ascii_case(b"TRUE")),
+            safe_modify: value("pwdSafeModify")
+                .is_some_and(|bytes| bytes.eq_ignore_ascii_case(b"TRUE")),
+            min_age_seconds: number("pwdMinAge"),
         }
     }
 
@@ -147,6 +158,79 @@ impl Policy {
         match self.max_failure {
             0 => RECORDED_FAILURES_DEFAULT,
             max => (max as usize).min(RECORDED_FAILURES_MAX),
+        }
+    }
+}
+
+/// A password change as the policy judges it (not by a password administrator).
+pub struct PasswordChange<'a> {
+    /// The entry changes its own password.
+    pub by_self: bool,
+    /// The old password was given (Password Modify's oldPasswd, or a delete of the old value).
+    pub old_supplied: bool,
+    pub new_passwords: Vec<&'a [u8]>,
+}
+
+/// Why a change is refused: the result code, slapd's text, and the control's error.
+pub type Refusal = (u32, &'static str, PolicyError);
+
+/// The checks of a password change in OpenLDAP's order: pwdAllowUserChange (own password
+/// only), pwdSafeModify, pwdMinAge, then quality (pwdCheckQuality with pwdMinLength).
+pub fn change_refusal(
+    policy: &Policy,
+    state: &AccountState,
+    change: &PasswordChange<'_>,
+    now: i64,
+) -> Option<Refusal> {
+    use crate::result::code;
+    if change.by_self && !policy.allow_user_change {
+        return Some((
+            code::INSUFFICIENT_ACCESS_RIGHTS,
+            "User alteration of password is not allowed",
+            PolicyError::PasswordModNotAllowed,
+        ));
+    }
+    if policy.safe_modify && !change.old_supplied {
+        return Some((
+            code::INSUFFICIENT_ACCESS_RIGHTS,
+            "Must supply old password to be changed as well as new one",
+            PolicyError::MustSupplyOldPassword,
+        ));
+    }
+    let young = state
+        .changed_at
+        .is_some_and(|changed_at| now.saturating_sub(changed_at) < policy.min_age_seconds as i64);
+    if policy.min_age_seconds > 0 && young {
+        return Some((
+            code::CONSTRAINT_VIOLATION,
+            "Password is too young to change",
+            PolicyError::PasswordTooYoung,
+        ));
+    }
+    change
+        .new_passwords
+        .iter()
+        .find_map(|password| quality_failure(policy, password))
+        .map(|failure| {
+            (
+                code::CONSTRAINT_VIOLATION,
+                "Password fails quality checking policy",
+                failure,
+            )
+        })
+}
+
+/// pwdCheckQuality: 0 checks nothing; a hashed value cannot be measured, so it passes under
+/// 1 and is refused under 2; a cleartext one must have pwdMinLength characters.
+fn quality_failure(policy: &Policy, password: &[u8]) -> Option<PolicyError> {
+    match policy.check_quality {
+        0 => None,
+        quality if lmdir_access::password::is_hashed(password) => {
+            (quality >= 2).then_some(PolicyError::InsufficientPasswordQuality)
+        }
+        _ => {
+            let length = String::from_utf8_lossy(password).chars().count() as u64;
+            (length < policy.min_length).then_some(PolicyError::PasswordTooShort)
         }
     }
 }

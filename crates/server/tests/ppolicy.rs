@@ -562,3 +562,85 @@ fn a_subentry_naming_no_policy_does_not_escape_the_default() {
     assert_eq!(locked.rc, 49);
     assert_eq!(policy_response(&locked).and_then(|r| r.error), Some(1));
 }
+
+/// Binds `dn` under a fresh policy made of `attributes` and returns the connection.
+fn user_under(
+    server: &TestServer,
+    policy_cn: &str,
+    attributes: &[(&str, &str)],
+    dn: &str,
+) -> LdapConn {
+    let policy = format!("cn={policy_cn},ou=policies,dc=example,dc=com");
+    add_policy(server, &policy, attributes);
+    root(server)
+        .modify(dn, vec![Mod::Replace("pwdPolicySubentry", set(&[&policy]))])
+        .expect("modify")
+        .success()
+        .expect("policy chosen");
+    let mut user = connect(server);
+    user.simple_bind(dn, PERSON_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("user binds");
+    user
+}
+
+/// Password Modify on oneself with the request control: (result code, control error).
+fn change_own(user: &mut LdapConn, old: Option<&str>, new: &str) -> (u32, Option<u64>) {
+    let control = RawControl {
+        ctype: POLICY_OID.to_string(),
+        crit: false,
+        val: None,
+    };
+    let result = user
+        .with_controls(control)
+        .extended(ldap3::exop::PasswordModify {
+            user_id: None,
+            old_pass: old,
+            new_pass: Some(new),
+        })
+        .expect("exop")
+        .1;
+    (result.rc, policy_response(&result).and_then(|r| r.error))
+}
+
+#[test]
+fn user_changes_follow_allow_user_change_safe_modify_and_min_age() {
+    let server = lockout_server();
+    // pwdAllowUserChange FALSE: 50 with passwordModNotAllowed (3); the rootdn still may.
+    let dn = person_dn(14);
+    let mut user = user_under(&server, "frozen", &[("pwdAllowUserChange", "FALSE")], &dn);
+    assert_eq!(change_own(&mut user, None, "new-password"), (50, Some(3)));
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["by-admin"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+
+    // pwdSafeModify: the old password is required (50, mustSupplyOldPassword 4); pwdMinAge
+    // an hour: a second change right after the first is too young (19, passwordTooYoung 7).
+    let dn = person_dn(15);
+    let attributes = [("pwdSafeModify", "TRUE"), ("pwdMinAge", "3600")];
+    let mut user = user_under(&server, "careful", &attributes, &dn);
+    assert_eq!(change_own(&mut user, None, "new-password"), (50, Some(4)));
+    assert_eq!(
+        change_own(&mut user, Some(PERSON_PASSWORD), "new-password"),
+        (0, None)
+    );
+    assert_eq!(
+        change_own(&mut user, Some("new-password"), "newer-password"),
+        (19, Some(7))
+    );
+    // A modify that deletes the old value and adds the new one proves the old password too;
+    // the age rule still holds it back.
+    let modified = user
+        .modify(
+            &dn,
+            vec![
+                Mod::Delete("userPassword", set(&["new-password"])),
+                Mod::Add("userPassword", set(&["newer-password"])),
+            ],
+        )
+        .expect("modify");
+    assert_eq!(modified.rc, 19, "{modified:?}");
+}
