@@ -632,9 +632,13 @@ impl Database {
                 let _ = done.wait_for(|committed| *committed).await;
             }
             Slot::Submit(done) => {
+                let _guard = ppolicy::SlotGuard {
+                    pending: &self.pending_states,
+                    dn: dn.to_string(),
+                    done,
+                };
                 self.write_policy_state(server, PolicyState::Pending(dn.to_string()))
                     .await;
-                done.send_replace(true);
             }
             Slot::Unshared => {
                 let update = StateUpdate::failure(dn, policy, now);

@@ -499,6 +499,30 @@ impl PendingStates {
     }
 }
 
+/// Held by the bind that opened a slot until its update is committed. Dropped (after the
+/// commit, or early when the bind is abandoned before its job is queued or when the writer
+/// answered without applying it), it removes the slot if the writer never took it, so no
+/// failure merges into an update that will never be written, and it wakes the merged binds.
+pub struct SlotGuard<'a> {
+    pub pending: &'a PendingStates,
+    pub dn: String,
+    pub done: Arc<watch::Sender<bool>>,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        let mut slots = self.pending.lock();
+        let ours = slots
+            .get(&self.dn)
+            .is_some_and(|(_, done)| Arc::ptr_eq(done, &self.done));
+        if ours {
+            slots.remove(&self.dn);
+        }
+        drop(slots);
+        self.done.send_replace(true);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,6 +602,30 @@ mod tests {
         }
         assert_eq!(update.failures.len(), 3);
         assert_eq!(update.failures[2].seconds, 99);
+    }
+
+    #[test]
+    fn an_abandoned_slot_is_removed_and_its_waiters_woken() {
+        let pending = PendingStates::default();
+        let at = UNIX_EPOCH + Duration::from_secs(1);
+        let Slot::Submit(done) = pending.fail("uid=x", lockout_policy(0), at) else {
+            panic!("the first failure opens a slot");
+        };
+        let Slot::Merged(waiter) = pending.fail("uid=x", lockout_policy(0), at) else {
+            panic!("the second merges");
+        };
+        drop(SlotGuard {
+            pending: &pending,
+            dn: "uid=x".to_string(),
+            done,
+        });
+        assert!(*waiter.borrow());
+        assert!(pending.take("uid=x").is_none());
+        // The next failure opens a fresh slot.
+        assert!(matches!(
+            pending.fail("uid=x", lockout_policy(0), at),
+            Slot::Submit(_)
+        ));
     }
 
     #[test]
