@@ -591,29 +591,15 @@ impl Database {
                     .map(|(value, _)| value.to_vec())
             })
             .and_then(|value| String::from_utf8(value).ok());
-        own.and_then(|dn| self.policy_entry(read, &dn))
-            .or_else(|| self.policy_entry(read, &server.settings.password_policy_default))
-    }
-
-    /// The policy held by the pwdPolicy entry at `dn`, if there is one.
-    fn policy_entry(&self, read: &ReadTxn, dn: &str) -> Option<Policy> {
-        if dn.is_empty() {
-            return None;
-        }
-        let normalized = self.normalize_dn(dn).ok()?;
-        let id = read.dn_to_id(&normalized).ok()?;
-        let policy_entry = read.entry(id).ok()??;
-        let object_class = self.schema.attribute("objectClass")?;
-        let is_policy = policy_entry
-            .values_of(object_class)
-            .iter()
-            .any(|(_, normalized)| normalized.eq_ignore_ascii_case(b"pwdpolicy"));
-        is_policy.then(|| {
-            Policy::read(&self.schema, |attr| {
+        Policy::resolve(own, &server.settings.password_policy_default, |dn| {
+            let id = read.dn_to_id(&self.normalize_dn(dn).ok()?).ok()?;
+            let policy_entry = read.entry(id).ok()??;
+            Policy::of_entry(&self.schema, |attr| {
                 policy_entry
                     .values_of(attr)
-                    .first()
+                    .iter()
                     .map(|(value, _)| value.to_vec())
+                    .collect()
             })
         })
     }

@@ -124,6 +124,8 @@ pub struct Policy {
     pub safe_modify: bool,
     /// Seconds a password must be kept before its owner changes it again.
     pub min_age_seconds: u64,
+    /// pwdMustChange: a password set by an administrator must be changed by its owner.
+    pub must_change: bool,
 }
 
 impl Policy {
@@ -151,7 +153,31 @@ impl Policy {
             safe_modify: value("pwdSafeModify")
                 .is_some_and(|bytes| bytes.eq_ignore_ascii_case(b"TRUE")),
             min_age_seconds: number("pwdMinAge"),
+            must_change: value("pwdMustChange")
+                .is_some_and(|bytes| bytes.eq_ignore_ascii_case(b"TRUE")),
         }
+    }
+
+    /// The policy an entry holds when it is a pwdPolicy entry (`values`: every stored value
+    /// of an attribute, as `AccountState::read` takes them).
+    pub fn of_entry(schema: &Schema, values: impl Fn(AttrId) -> Vec<Vec<u8>>) -> Option<Policy> {
+        let object_class = schema.attribute("objectClass")?;
+        let is_policy = values(object_class)
+            .iter()
+            .any(|value| value.eq_ignore_ascii_case(b"pwdPolicy"));
+        is_policy.then(|| Policy::read(schema, |attr| values(attr).into_iter().next()))
+    }
+
+    /// The policy of an entry: its pwdPolicySubentry (`own`) when that names a pwdPolicy
+    /// entry, else `default`; `lookup` reads the policy at a DN (None: no pwdPolicy there). A
+    /// subentry naming some other entry does not turn the policy off: the default applies.
+    pub fn resolve(
+        own: Option<String>,
+        default: &str,
+        lookup: impl Fn(&str) -> Option<Policy>,
+    ) -> Option<Policy> {
+        let at = |dn: &str| if dn.is_empty() { None } else { lookup(dn) };
+        own.and_then(|dn| at(&dn)).or_else(|| at(default))
     }
 
     fn recorded_failures_max(&self) -> usize {
@@ -264,6 +290,8 @@ pub struct AccountState {
     pub failures: Vec<StoredTime>,
     pub changed_at: Option<i64>,
     pub grace_uses: u64,
+    /// pwdReset TRUE: the password was set by an administrator.
+    pub reset: bool,
 }
 
 impl AccountState {
@@ -287,6 +315,11 @@ impl AccountState {
             failures: times("pwdFailureTime"),
             changed_at: first("pwdChangedTime"),
             grace_uses: times("pwdGraceUseTime").len() as u64,
+            reset: schema.attribute("pwdReset").is_some_and(|attr| {
+                values(attr)
+                    .first()
+                    .is_some_and(|value| value.eq_ignore_ascii_case(b"TRUE"))
+            }),
         }
     }
 
@@ -317,6 +350,15 @@ pub enum Verdict {
 /// pwdChangedTime or no pwdMaxAge: the password never expires.
 pub fn verdict(policy: &Policy, state: &AccountState, now: i64) -> Verdict {
     let mut response = PolicyResponse::default();
+    if policy.must_change && state.reset {
+        // Bound so the password can be changed; the client is told it must be (slapd also
+        // restricts the connection to that change: see the README).
+        response.error = Some(PolicyError::ChangeAfterReset);
+        return Verdict::Bound {
+            response,
+            grace_login: false,
+        };
+    }
     let max_age = policy.max_age_seconds;
     let Some(changed_at) = state.changed_at.filter(|_| max_age > 0) else {
         return Verdict::Bound {

@@ -12,7 +12,7 @@
 //! work stays linear in the batch (not re-applying everything after every failure).
 
 use crate::connection::Identity;
-use crate::ppolicy::{AccountState, PendingStates, StateUpdate};
+use crate::ppolicy::{AccountState, PendingStates, Policy, StateUpdate};
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_access::password::{self, Scheme};
 use lmdir_schema::{
@@ -312,12 +312,23 @@ impl Writer {
         let Some(entry) = txn.entry_by_dn(&Dn::parse(&dn)?)? else {
             return Ok(());
         };
-        let has_own_policy = entry.values_of(policy_subentry).next().is_some();
+        let own = entry
+            .values_of(policy_subentry)
+            .next()
+            .and_then(|(value, _)| String::from_utf8(value.to_vec()).ok());
         let has_password = entry.values_of(password_attr).next().is_some();
-        let under_policy = has_own_policy || !job.password_policy_default.is_empty();
-        if !has_password || !under_policy {
+        let policy = Policy::resolve(own, &job.password_policy_default, |dn| {
+            let policy_entry = txn.entry_by_dn(&Dn::parse(dn).ok()?).ok()??;
+            Policy::of_entry(self.schema(), |attr| {
+                policy_entry
+                    .values_of(attr)
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+        });
+        let (Some(policy), true) = (policy, has_password) else {
             return Ok(());
-        }
+        };
         let now = std::time::SystemTime::now();
         let modifications = vec![Modification {
             op: ModOp::Replace,
@@ -325,12 +336,28 @@ impl Writer {
             values: vec![lmdir_store::timestamp_value(now)],
         }];
         let forgotten = ["pwdGraceUseTime", "pwdFailureTime", "pwdAccountLockedTime"];
+        // An administrator's new password must be changed by its owner under pwdMustChange;
+        // anyone else's change clears the flag (OpenLDAP's behaviour). A request that sets
+        // pwdReset itself keeps its value.
+        let sets_reset = descriptions
+            .iter()
+            .any(|description| names(description, "pwdReset"));
+        let reset = match (sets_reset, job.identity.is_rootdn && policy.must_change) {
+            (true, _) => None,
+            (false, true) => Some(vec![b"TRUE".to_vec()]),
+            (false, false) => Some(Vec::new()),
+        };
         let modifications = modifications
             .into_iter()
             .chain(forgotten.iter().map(|name| Modification {
                 op: ModOp::Replace,
                 description: name.to_string(),
                 values: Vec::new(),
+            }))
+            .chain(reset.map(|values| Modification {
+                op: ModOp::Replace,
+                description: "pwdReset".to_string(),
+                values,
             }))
             .collect::<Vec<_>>();
         let context = WriteContext {

@@ -644,3 +644,36 @@ fn user_changes_follow_allow_user_change_safe_modify_and_min_age() {
         .expect("modify");
     assert_eq!(modified.rc, 19, "{modified:?}");
 }
+
+#[test]
+fn an_administrator_reset_must_be_changed_by_the_owner() {
+    let server = lockout_server();
+    let dn = person_dn(16);
+    drop(user_under(
+        &server,
+        "reset",
+        &[("pwdMustChange", "TRUE")],
+        &dn,
+    ));
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+    assert_eq!(values(&read(&server, &dn), "pwdReset"), vec!["TRUE"]);
+    // Bound, told changeAfterReset (2).
+    let bound = policy_bind(&server, &dn, "temporary");
+    assert_eq!(bound.rc, 0, "{bound:?}");
+    assert_eq!(policy_response(&bound).and_then(|r| r.error), Some(2));
+    // The owner's own change clears the flag.
+    let mut user = connect(&server);
+    user.simple_bind(&dn, "temporary")
+        .expect("bind")
+        .success()
+        .expect("user binds");
+    assert_eq!(change_own(&mut user, None, "chosen-by-me"), (0, None));
+    assert!(values(&read(&server, &dn), "pwdReset").is_empty());
+    let after = policy_bind(&server, &dn, "chosen-by-me");
+    assert_eq!(after.rc, 0);
+    assert!(policy_response(&after).is_none(), "{after:?}");
+}
