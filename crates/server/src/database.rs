@@ -460,38 +460,26 @@ pub async fn bind_entry(
     }
 }
 
-/// Checks a password change against the target's policy (`ppolicy::change_refusal`), as
-/// OpenLDAP's ppolicy does for modify and Password Modify; the refusal's control error goes
-/// out when the request control came. The rootdn is exempt, as slapd exempts password
-/// administrators. Read before the writer: a policy or entry changed meanwhile only moves the
-/// check by one update.
-fn check_password_change(
+/// Checks a password change against the target's policy (`ppolicy::change_refusal`, then
+/// pwdInHistory), as OpenLDAP's ppolicy does for modify and Password Modify; the refusal's
+/// control error goes out when the request control came. The rootdn is exempt, as slapd
+/// exempts password administrators. Read before the writer: a policy or entry changed
+/// meanwhile only moves the check by one update.
+async fn check_password_change(
     context: &OperationContext,
     database: &Database,
     controls: &RequestControls,
     dn: &str,
     change: &ppolicy::PasswordChange<'_>,
 ) -> Result<(), OperationError> {
-    if context.session.identity.is_rootdn {
-        return Ok(());
-    }
-    let Ok(normalized) = database.normalize_dn(dn) else {
-        return Ok(());
+    let refusal = match judge_password_change(context, database, dn, change)? {
+        None => None,
+        Some(Judged::Refused(refusal)) => Some(refusal),
+        Some(Judged::CheckHistory { current, history }) => {
+            history_refusal(change, current, history).await?
+        }
     };
-    let read = database.store.read().map_err(internal)?;
-    let Ok(id) = read.dn_to_id(&normalized) else {
-        return Ok(());
-    };
-    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
-        return Ok(());
-    };
-    let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
-        return Ok(());
-    };
-    let state = database.account_state(&entry);
-    let now = ppolicy::unix_seconds(std::time::SystemTime::now());
-    let Some((result_code, text, failure)) = ppolicy::change_refusal(&policy, &state, change, now)
-    else {
+    let Some((result_code, text, failure)) = refusal else {
         return Ok(());
     };
     let mut error = OperationError::new(result_code, text);
@@ -503,6 +491,102 @@ fn check_password_change(
         error = error.with_control(response.control());
     }
     Err(error)
+}
+
+/// What the read transaction says of a password change.
+enum Judged {
+    Refused(ppolicy::Refusal),
+    /// pwdInHistory applies: the new passwords must match none of these (bounded) values.
+    CheckHistory {
+        current: Vec<Vec<u8>>,
+        history: Vec<Vec<u8>>,
+    },
+}
+
+fn judge_password_change(
+    context: &OperationContext,
+    database: &Database,
+    dn: &str,
+    change: &ppolicy::PasswordChange<'_>,
+) -> Result<Option<Judged>, OperationError> {
+    if context.session.identity.is_rootdn {
+        return Ok(None);
+    }
+    let Ok(normalized) = database.normalize_dn(dn) else {
+        return Ok(None);
+    };
+    let read = database.store.read().map_err(internal)?;
+    let Ok(id) = read.dn_to_id(&normalized) else {
+        return Ok(None);
+    };
+    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+        return Ok(None);
+    };
+    let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
+        return Ok(None);
+    };
+    let state = database.account_state(&entry);
+    let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+    if let Some(refusal) = ppolicy::change_refusal(&policy, &state, change, now) {
+        return Ok(Some(Judged::Refused(refusal)));
+    }
+    if policy.in_history == 0 {
+        return Ok(None);
+    }
+    let values = |name: &str| -> Vec<Vec<u8>> {
+        database
+            .schema
+            .attribute(name)
+            .map_or_else(Vec::new, |attr| {
+                entry
+                    .values_of(attr)
+                    .iter()
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+    };
+    let bound = context.server.settings.bind_password_values_max;
+    let current = values("userPassword").into_iter().take(bound).collect();
+    let mut stored_history = values("pwdHistory");
+    // Values start with their generalized time: byte order is time order.
+    stored_history.sort();
+    let mut history: Vec<Vec<u8>> = stored_history
+        .iter()
+        .filter_map(|value| ppolicy::history_password(value).map(<[u8]>::to_vec))
+        .collect();
+    // The most recent pwdInHistory values (stored in time order; at most PASSWORD_HISTORY_MAX).
+    let excess = history.len().saturating_sub(policy.in_history);
+    history.drain(..excess);
+    Ok(Some(Judged::CheckHistory { current, history }))
+}
+
+/// pwdInHistory: a new cleartext password equal to the current one or to one in the history
+/// is refused (19, passwordInHistory), with slapd's texts. Hashed new values cannot be compared.
+async fn history_refusal(
+    change: &ppolicy::PasswordChange<'_>,
+    current: Vec<Vec<u8>>,
+    history: Vec<Vec<u8>>,
+) -> Result<Option<ppolicy::Refusal>, OperationError> {
+    for new in &change.new_passwords {
+        if password::is_hashed(new) {
+            continue;
+        }
+        if any_password_matches(current.clone(), new).await? {
+            return Ok(Some((
+                code::CONSTRAINT_VIOLATION,
+                "Password is not being changed from existing value",
+                PolicyError::PasswordInHistory,
+            )));
+        }
+        if any_password_matches(history.clone(), new).await? {
+            return Ok(Some((
+                code::CONSTRAINT_VIOLATION,
+                "Password is in history of old passwords",
+                PolicyError::PasswordInHistory,
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// A bind's stored passwords (bounded) and, when a policy applies, the policy and the
@@ -1282,7 +1366,7 @@ pub async fn modify(
                 .any(|change| !change.values.is_empty()),
             new_passwords,
         };
-        check_password_change(context, database, &controls, &request.dn, &change)?;
+        check_password_change(context, database, &controls, &request.dn, &change).await?;
     }
     check_request_attributes(
         database,
@@ -1478,7 +1562,7 @@ pub async fn password_modify(
         old_supplied: parsed.old_password.is_some(),
         new_passwords: vec![new_password.as_bytes()],
     };
-    check_password_change(context, database, &controls, &target_dn, &change)?;
+    check_password_change(context, database, &controls, &target_dn, &change).await?;
     if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
         return Err(OperationError::new(
             code::CONSTRAINT_VIOLATION,

@@ -23,6 +23,11 @@ pub const PENDING_STATE_ENTRIES_MAX: usize = 4096;
 /// Failure timestamps kept when the policy sets no pwdMaxFailure (OpenLDAP's default of
 /// pwdMaxRecordedFailure).
 const RECORDED_FAILURES_DEFAULT: usize = 5;
+/// Most old passwords kept in pwdHistory and checked against a new one, whatever pwdInHistory
+/// says: each check may be a slow hash, and the entry must not grow without bound.
+pub const PASSWORD_HISTORY_MAX: usize = 64;
+/// pwdHistory's syntax field: the old value is stored as an octet string.
+const HISTORY_SYNTAX_OID: &str = "1.3.6.1.4.1.1466.115.121.1.40";
 /// Failure timestamps kept whatever the policy says: an entry never grows without bound.
 const RECORDED_FAILURES_MAX: usize = 1000;
 
@@ -126,6 +131,8 @@ pub struct Policy {
     pub min_age_seconds: u64,
     /// pwdMustChange: a password set by an administrator must be changed by its owner.
     pub must_change: bool,
+    /// Old passwords a new one must differ from (capped at `PASSWORD_HISTORY_MAX`).
+    pub in_history: usize,
 }
 
 impl Policy {
@@ -153,6 +160,7 @@ impl Policy {
             safe_modify: value("pwdSafeModify")
                 .is_some_and(|bytes| bytes.eq_ignore_ascii_case(b"TRUE")),
             min_age_seconds: number("pwdMinAge"),
+            in_history: (number("pwdInHistory") as usize).min(PASSWORD_HISTORY_MAX),
             must_change: value("pwdMustChange")
                 .is_some_and(|bytes| bytes.eq_ignore_ascii_case(b"TRUE")),
         }
@@ -259,6 +267,44 @@ fn quality_failure(policy: &Policy, password: &[u8]) -> Option<PolicyError> {
             (length < policy.min_length).then_some(PolicyError::PasswordTooShort)
         }
     }
+}
+
+/// A pwdHistory value as OpenLDAP writes it: `time#syntax#length#old value`, the time to the
+/// microsecond so changes within one second keep their order.
+pub fn history_value(at: SystemTime, old: &[u8]) -> Vec<u8> {
+    let mut value = lmdir_store::precise_timestamp_value(at);
+    value.extend_from_slice(format!("#{HISTORY_SYNTAX_OID}#{}#", old.len()).as_bytes());
+    value.extend_from_slice(old);
+    value
+}
+
+/// The old password inside a pwdHistory value (None when malformed).
+pub fn history_password(value: &[u8]) -> Option<&[u8]> {
+    let mut fields = value.splitn(4, |byte| *byte == b'#');
+    let (_time, _syntax, length) = (fields.next()?, fields.next()?, fields.next()?);
+    let old = fields.next()?;
+    let length: usize = std::str::from_utf8(length).ok()?.parse().ok()?;
+    (old.len() == length).then_some(old)
+}
+
+/// pwdHistory after a change that replaced `old` passwords: the stored history plus one value
+/// per old password, the most recent `in_history` kept.
+pub fn updated_history(
+    stored: Vec<Vec<u8>>,
+    old: &[Vec<u8>],
+    in_history: usize,
+    at: SystemTime,
+) -> Vec<Vec<u8>> {
+    let mut history: Vec<Vec<u8>> = stored
+        .into_iter()
+        .chain(old.iter().map(|password| history_value(at, password)))
+        .collect();
+    // Values start with their generalized time: byte order is time order.
+    history.sort();
+    history.dedup();
+    let excess = history.len().saturating_sub(in_history);
+    history.drain(..excess);
+    history
 }
 
 /// Seconds since the epoch.

@@ -12,7 +12,7 @@
 //! work stays linear in the batch (not re-applying everything after every failure).
 
 use crate::connection::Identity;
-use crate::ppolicy::{AccountState, PendingStates, Policy, StateUpdate};
+use crate::ppolicy::{self, AccountState, PendingStates, Policy, StateUpdate};
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_access::password::{self, Scheme};
 use lmdir_schema::{
@@ -223,8 +223,12 @@ impl Writer {
         let result = self
             .authorize(txn, job)
             .and_then(|()| self.hash_passwords(job, deadline))
-            .and_then(|()| self.store_change(txn, job))
-            .and_then(|()| self.note_password_change(txn, job));
+            .and_then(|()| {
+                // The values a password change replaces, for pwdHistory.
+                let before = self.stored_passwords(txn, job)?;
+                self.store_change(txn, job)?;
+                self.note_password_change(txn, job, &before)
+            });
         txn.set_deadline(None);
         result
     }
@@ -266,10 +270,31 @@ impl Writer {
     /// now (expiry counts from it) and the old password's grace logins, failures and lock are
     /// forgotten, as OpenLDAP's ppolicy does. A Relax request that sets pwdChangedTime itself
     /// is kept.
+    /// The userPassword values of a modify's target before it applies (empty otherwise).
+    fn stored_passwords(
+        &self,
+        txn: &WriteTxn<'_>,
+        job: &WriteJob,
+    ) -> Result<Vec<Vec<u8>>, LdapError> {
+        let (WriteRequest::Modify(dn, _), Some(password_attr)) =
+            (&job.request, self.schema().attribute("userPassword"))
+        else {
+            return Ok(Vec::new());
+        };
+        let Some(entry) = txn.entry_by_dn(&Dn::parse(dn)?)? else {
+            return Ok(Vec::new());
+        };
+        Ok(entry
+            .values_of(password_attr)
+            .map(|(value, _)| value.to_vec())
+            .collect())
+    }
+
     fn note_password_change(
         &self,
         txn: &mut WriteTxn<'_>,
         job: &WriteJob,
+        before: &[Vec<u8>],
     ) -> Result<(), LdapError> {
         let (Some(password_attr), Some(policy_subentry)) = (
             self.schema().attribute("userPassword"),
@@ -359,12 +384,47 @@ impl Writer {
                 description: "pwdReset".to_string(),
                 values,
             }))
+            .chain(self.history_change(&entry, &policy, before, now))
             .collect::<Vec<_>>();
         let context = WriteContext {
             relax: true,
             ..WriteContext::new(job.identity.dn.clone())
         };
         txn.modify(&dn, &modifications, &context).map(drop)
+    }
+
+    /// pwdHistory with the replaced passwords added, under pwdInHistory.
+    fn history_change(
+        &self,
+        entry: &StoredEntry,
+        policy: &Policy,
+        before: &[Vec<u8>],
+        now: std::time::SystemTime,
+    ) -> Option<Modification> {
+        let history_attr = self.schema().attribute("pwdHistory")?;
+        if policy.in_history == 0 || before.is_empty() {
+            return None;
+        }
+        let stored = entry
+            .values_of(history_attr)
+            .map(|(value, _)| value.to_vec())
+            .collect();
+        let current: Vec<&[u8]> = self
+            .schema()
+            .attribute("userPassword")
+            .map(|attr| entry.values_of(attr).map(|(value, _)| value).collect())
+            .unwrap_or_default();
+        // Only the values the change removed become history.
+        let replaced: Vec<Vec<u8>> = before
+            .iter()
+            .filter(|old| !current.contains(&old.as_slice()))
+            .cloned()
+            .collect();
+        Some(Modification {
+            op: ModOp::Replace,
+            description: "pwdHistory".to_string(),
+            values: ppolicy::updated_history(stored, &replaced, policy.in_history, now),
+        })
     }
 
     fn store_change(&self, txn: &mut WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {

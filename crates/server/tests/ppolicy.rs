@@ -677,3 +677,22 @@ fn an_administrator_reset_must_be_changed_by_the_owner() {
     assert_eq!(after.rc, 0);
     assert!(policy_response(&after).is_none(), "{after:?}");
 }
+
+#[test]
+fn new_passwords_must_differ_from_the_current_and_the_remembered_ones() {
+    let server = lockout_server();
+    let dn = person_dn(17);
+    let mut user = user_under(&server, "history", &[("pwdInHistory", "2")], &dn);
+    assert_eq!(change_own(&mut user, None, "second"), (0, None));
+    assert_eq!(change_own(&mut user, None, "third"), (0, None));
+    assert_eq!(values(&read(&server, &dn), "pwdHistory").len(), 2);
+    // The current password (19, passwordInHistory 8), then a remembered one.
+    assert_eq!(change_own(&mut user, None, "third"), (19, Some(8)));
+    assert_eq!(change_own(&mut user, None, PERSON_PASSWORD), (19, Some(8)));
+    assert_eq!(change_own(&mut user, None, "second"), (19, Some(8)));
+    // Two are remembered: after one more change the first falls out of the history.
+    assert_eq!(change_own(&mut user, None, "fourth"), (0, None));
+    assert_eq!(values(&read(&server, &dn), "pwdHistory").len(), 2);
+    assert_eq!(change_own(&mut user, None, PERSON_PASSWORD), (0, None));
+    assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 0);
+}
