@@ -354,43 +354,49 @@ impl Writer {
         let (Some(policy), true) = (policy, has_password) else {
             return Ok(());
         };
-        let now = std::time::SystemTime::now();
-        let modifications = vec![Modification {
-            op: ModOp::Replace,
-            description: "pwdChangedTime".to_string(),
-            values: vec![lmdir_store::timestamp_value(now)],
-        }];
-        let forgotten = ["pwdGraceUseTime", "pwdFailureTime", "pwdAccountLockedTime"];
-        // An administrator's new password must be changed by its owner under pwdMustChange;
-        // anyone else's change clears the flag (OpenLDAP's behaviour). A request that sets
-        // pwdReset itself keeps its value.
         let sets_reset = descriptions
             .iter()
             .any(|description| names(description, "pwdReset"));
+        // An administrator's new password must be changed by its owner under pwdMustChange;
+        // anyone else's change clears the flag (OpenLDAP's behaviour). A request that sets
+        // pwdReset itself keeps its value.
         let reset = match (sets_reset, job.identity.is_rootdn && policy.must_change) {
             (true, _) => None,
             (false, true) => Some(vec![b"TRUE".to_vec()]),
             (false, false) => Some(Vec::new()),
         };
-        let modifications = modifications
-            .into_iter()
-            .chain(forgotten.iter().map(|name| Modification {
-                op: ModOp::Replace,
-                description: name.to_string(),
-                values: Vec::new(),
-            }))
-            .chain(reset.map(|values| Modification {
-                op: ModOp::Replace,
-                description: "pwdReset".to_string(),
-                values,
-            }))
-            .chain(self.history_change(&entry, &policy, before, now))
-            .collect::<Vec<_>>();
+        let modifications = self.password_change_state(&entry, &policy, reset, before);
         let context = WriteContext {
             relax: true,
             ..WriteContext::new(job.identity.dn.clone())
         };
         txn.modify(&dn, &modifications, &context).map(drop)
+    }
+
+    /// The state a password change leaves: pwdChangedTime now; grace uses, failures and lock
+    /// forgotten; pwdReset as decided (`None`: left as the request set it); pwdHistory.
+    fn password_change_state(
+        &self,
+        entry: &StoredEntry,
+        policy: &Policy,
+        reset: Option<Vec<Vec<u8>>>,
+        before: &[Vec<u8>],
+    ) -> Vec<Modification> {
+        let now = std::time::SystemTime::now();
+        let replace = |name: &str, values: Vec<Vec<u8>>| Modification {
+            op: ModOp::Replace,
+            description: name.to_string(),
+            values,
+        };
+        let forgotten = ["pwdGraceUseTime", "pwdFailureTime", "pwdAccountLockedTime"];
+        std::iter::once(replace(
+            "pwdChangedTime",
+            vec![lmdir_store::timestamp_value(now)],
+        ))
+        .chain(forgotten.iter().map(|name| replace(name, Vec::new())))
+        .chain(reset.map(|values| replace("pwdReset", values)))
+        .chain(self.history_change(entry, policy, before, now))
+        .collect()
     }
 
     /// pwdHistory with the replaced passwords added, under pwdInHistory.
