@@ -175,6 +175,9 @@ pub struct DatabaseConfig {
     pub sync: bool,
     /// Maintain `memberOf` on group members.
     pub memberof: bool,
+    /// DN of the pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none
+    /// (OpenLDAP's `ppolicy_default`).
+    pub password_policy_default: String,
     /// Indexed attribute → index kinds. Given in a file, it replaces the default set whole.
     pub index: BTreeMap<String, Vec<IndexKind>>,
 }
@@ -207,6 +210,7 @@ impl Default for DatabaseConfig {
             schema_files: Vec::new(),
             sync: true,
             memberof: true,
+            password_policy_default: String::new(),
             index,
         }
     }
@@ -782,6 +786,14 @@ impl Config {
         if !database.rootdn.is_empty() {
             check_dn(&database.rootdn)
                 .map_err(|message| problem(vec![Key("database"), Key("rootdn")], message))?;
+        }
+        if !database.password_policy_default.is_empty() {
+            check_dn(&database.password_policy_default).map_err(|message| {
+                problem(
+                    vec![Key("database"), Key("password_policy_default")],
+                    message,
+                )
+            })?;
         }
         let mut seen_attributes: BTreeMap<String, &str> = BTreeMap::new();
         for (attribute, kinds) in &database.index {

@@ -337,6 +337,12 @@ fn validation_errors_name_line_and_key() {
         "attribute=value",
     );
     assert_error(
+        "[database]\npassword_policy_default = \"cn=default,\"\n",
+        2,
+        "database.password_policy_default",
+        "attribute=value",
+    );
+    assert_error(
         "[database]\ndirectory = \"\"\n",
         2,
         "database.directory",

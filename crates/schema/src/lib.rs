@@ -33,7 +33,7 @@ pub use schema::{
     ObjectClassId, ObjectClassKind, Schema, SchemaError, BUILTIN_SCHEMA_TEXT,
     DESCRIPTION_OPTIONS_MAX, SCHEMA_DEFINITIONS_MAX,
 };
-pub use syntax::Syntax;
+pub use syntax::{generalized_time_unix_seconds, Syntax};
 
 #[cfg(test)]
 mod thread_safety {

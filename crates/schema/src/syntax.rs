@@ -428,6 +428,21 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// Seconds since the Unix epoch of an RFC 4517 GeneralizedTime (fraction dropped): what
+/// password policy compares its stored timestamps (pwdChangedTime, pwdFailureTime) with.
+pub fn generalized_time_unix_seconds(value: &[u8]) -> Result<i64, LdapError> {
+    let canonical = parse_generalized_time(value)?;
+    // The canonical form starts with exactly 14 UTC digits.
+    let digits = canonical.as_bytes();
+    let number = |start: usize, length: usize| {
+        digits[start..start + length]
+            .iter()
+            .fold(0i64, |total, digit| total * 10 + i64::from(digit - b'0'))
+    };
+    let days = days_from_civil(number(0, 4), number(4, 2) as u32, number(6, 2) as u32);
+    Ok(days * 86_400 + number(8, 2) * 3600 + number(10, 2) * 60 + number(12, 2))
+}
+
 /// Parses RFC 4517 GeneralizedTime and returns the canonical UTC form
 /// `YYYYMMDDHHMMSS[.fraction]Z` (fraction of seconds without trailing zeros).
 pub(crate) fn parse_generalized_time(value: &[u8]) -> Result<String, LdapError> {
@@ -574,6 +589,20 @@ pub(crate) fn parse_generalized_time(value: &[u8]) -> Result<String, LdapError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generalized_times_convert_to_unix_seconds() {
+        assert_eq!(generalized_time_unix_seconds(b"19700101000000Z"), Ok(0));
+        assert_eq!(
+            generalized_time_unix_seconds(b"20261122190000Z"),
+            Ok(1_795_374_000)
+        );
+        assert_eq!(
+            generalized_time_unix_seconds(b"20261122200000+0100"),
+            Ok(1_795_374_000)
+        );
+        assert!(generalized_time_unix_seconds(b"yesterday").is_err());
+    }
 
     #[test]
     fn civil_day_conversions_round_trip() {

@@ -176,7 +176,7 @@ fn encode_integer(value: i64, out: &mut [u8; 8]) -> usize {
 }
 
 /// One control to attach to a response.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseControl {
     pub oid: String,
     pub criticality: bool,

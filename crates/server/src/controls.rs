@@ -34,6 +34,8 @@ pub const SEARCH_CONTROLS: &[&str] = &[
     ASSERTION_OID,
     SORT_REQUEST_OID,
 ];
+/// Controls honoured by bind.
+pub const BIND_CONTROLS: &[&str] = &[crate::ppolicy::PASSWORD_POLICY_OID];
 /// Controls honoured by compare.
 pub const COMPARE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
 /// Controls honoured by add, delete, modify and modrdn.
@@ -43,6 +45,7 @@ pub const UPDATE_CONTROLS: &[&str] = &[
     PRE_READ_OID,
     POST_READ_OID,
     RELAX_OID,
+    crate::ppolicy::PASSWORD_POLICY_OID,
 ];
 
 /// Most controls one request may carry. Clients send a handful (paged + sort + assertion is
@@ -247,6 +250,9 @@ pub struct RequestControls {
     pub sort_critical: bool,
     /// Relax Rules requested (honoured for the rootdn only).
     pub relax: bool,
+    /// The password policy request control (no value): the response carries the policy's
+    /// warnings and errors.
+    pub password_policy: bool,
 }
 
 /// One key of a server-side sort request.
@@ -340,6 +346,15 @@ fn apply(parsed: &mut RequestControls, control: &Control) -> Result<(), Operatio
                 return Err(protocol_error(RELAX_OID, "must not have a value"));
             }
             parsed.relax = true;
+        }
+        crate::ppolicy::PASSWORD_POLICY_OID => {
+            if value.is_some() {
+                return Err(protocol_error(
+                    crate::ppolicy::PASSWORD_POLICY_OID,
+                    "must not have a value",
+                ));
+            }
+            parsed.password_policy = true;
         }
         // An OID listed as honoured without a decoder here: treat it as unknown.
         other if critical => return Err(unavailable(other)),

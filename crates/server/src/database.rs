@@ -6,10 +6,13 @@ use crate::ber::{EntryWriter, ResponseControl};
 use crate::connection::Identity;
 use crate::controls::RequestControls;
 use crate::operations::{OperationContext, Outgoing, SearchDone};
+use crate::ppolicy::{
+    self, AccountState, Policy, PolicyError, PolicyResponse, Slot, StateUpdate, Verdict,
+};
 use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
 use crate::server::{ServerContext, ServerError};
-use crate::writer::{WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
+use crate::writer::{PolicyState, WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
 use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapAddRequest, LdapCompareRequest, LdapExtendedRequest, LdapModifyDNRequest,
@@ -44,6 +47,7 @@ impl From<LdapError> for OperationError {
             code: error.code.code(),
             message: error.message,
             matched_dn: error.matched_dn.unwrap_or_default(),
+            controls: Vec::new(),
         }
     }
 }
@@ -69,6 +73,8 @@ pub struct Database {
     monitor: Arc<crate::monitor::Monitor>,
     /// Search limits per identity (`[[limits]]`), set when the server starts.
     limits: crate::limits::IdentityLimits,
+    /// Password policy state updates waiting for the writer (one per entry).
+    pending_states: Arc<ppolicy::PendingStates>,
 }
 
 impl Database {
@@ -79,7 +85,9 @@ impl Database {
         let policy = Arc::new(policy);
         let writes_stopping = Arc::new(AtomicBool::new(false));
         let monitor = Arc::new(crate::monitor::Monitor::new());
+        let pending_states = Arc::new(ppolicy::PendingStates::default());
         let writer = Writer {
+            pending_states: pending_states.clone(),
             store: store.clone(),
             policy: policy.clone(),
             stopping: writes_stopping.clone(),
@@ -100,6 +108,7 @@ impl Database {
             cookie_key: rand::random(),
             monitor,
             limits: crate::limits::IdentityLimits::default(),
+            pending_states,
         }
     }
 
@@ -388,10 +397,15 @@ fn require_secure_write(context: &OperationContext) -> Result<(), OperationError
     Ok(())
 }
 
+/// The identity `dn` binds as with `password` against its entry's userPassword, under the
+/// entry's password policy when one applies: a locked account and an expired password answer
+/// invalidCredentials, failures are recorded, and `response` says what the policy control
+/// tells the client.
 pub async fn bind_entry(
     server: &Arc<ServerContext>,
     dn: &str,
     password: &[u8],
+    response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
     let Some(database) = database_of(server) else {
         return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
@@ -399,23 +413,244 @@ pub async fn bind_entry(
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
     // Finding the entry and its stored passwords takes microseconds: done on this task.
     let normalized_dn = database.normalize_dn(dn).map_err(|_| invalid())?;
-    let stored_passwords: Vec<Vec<u8>> = {
-        let read = database.store.read().map_err(internal)?;
-        let Ok(id) = read.dn_to_id(&normalized_dn) else {
+    let (stored_passwords, policed) = database
+        .bind_candidate(server, dn, &normalized_dn)?
+        .ok_or_else(invalid)?;
+    let now_time = std::time::SystemTime::now();
+    let now = ppolicy::unix_seconds(now_time);
+    if let Some((policy, state)) = &policed {
+        if state.is_locked(policy, now) {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::AccountLocked),
+            });
             return Err(invalid());
+        }
+    }
+    let matched = any_password_matches(stored_passwords, password).await?;
+    let identity = Identity {
+        dn: dn.to_string(),
+        normalized_dn: normalized_dn.clone(),
+        is_rootdn: database.policy.is_rootdn(&normalized_dn),
+    };
+    let Some((policy, state)) = policed else {
+        return if matched {
+            Ok(identity)
+        } else {
+            Err(invalid())
+        };
+    };
+    if !matched {
+        database
+            .record_failure(server, &normalized_dn, policy, now_time)
+            .await;
+        return Err(invalid());
+    }
+    match ppolicy::verdict(&policy, &state, now) {
+        Verdict::Expired => {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::PasswordExpired),
+            });
+            Err(invalid())
+        }
+        Verdict::Bound {
+            response: said,
+            grace_login,
+        } => {
+            if said != PolicyResponse::default() {
+                *response = Some(said);
+            }
+            // A plain success writes nothing: only state to clear or a grace login to count.
+            if grace_login || !state.failures.is_empty() || state.locked_at.is_some() {
+                let update = StateUpdate {
+                    dn: normalized_dn,
+                    policy,
+                    failures: Vec::new(),
+                    success: true,
+                    grace_use_at: grace_login.then_some(now_time),
+                };
+                database
+                    .write_policy_state(server, PolicyState::Taken(Some(update)))
+                    .await;
+            }
+            Ok(identity)
+        }
+    }
+}
+
+/// Checks a password change against the target's policy (`ppolicy::change_refusal`, then
+/// pwdInHistory), as OpenLDAP's ppolicy does for modify and Password Modify; the refusal's
+/// control error goes out when the request control came. The rootdn is exempt, as slapd
+/// exempts password administrators. Read before the writer: a policy or entry changed
+/// meanwhile only moves the check by one update.
+async fn check_password_change(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    dn: &str,
+    change: &ppolicy::PasswordChange<'_>,
+) -> Result<(), OperationError> {
+    let refusal = match judge_password_change(context, database, dn, change)? {
+        None => None,
+        Some(Judged::Refused(refusal)) => Some(refusal),
+        Some(Judged::CheckHistory { current, history }) => {
+            history_refusal(change, current, history).await?
+        }
+    };
+    let Some((result_code, text, failure)) = refusal else {
+        return Ok(());
+    };
+    let mut error = OperationError::new(result_code, text);
+    if controls.password_policy {
+        let response = PolicyResponse {
+            warning: None,
+            error: Some(failure),
+        };
+        error = error.with_control(response.control());
+    }
+    Err(error)
+}
+
+/// What the read transaction says of a password change.
+enum Judged {
+    Refused(ppolicy::Refusal),
+    /// pwdInHistory applies: the new passwords must match none of these (bounded) values.
+    CheckHistory {
+        current: Vec<Vec<u8>>,
+        history: Vec<Vec<u8>>,
+    },
+}
+
+fn judge_password_change(
+    context: &OperationContext,
+    database: &Database,
+    dn: &str,
+    change: &ppolicy::PasswordChange<'_>,
+) -> Result<Option<Judged>, OperationError> {
+    if context.session.identity.is_rootdn {
+        return Ok(None);
+    }
+    let Ok(normalized) = database.normalize_dn(dn) else {
+        return Ok(None);
+    };
+    let read = database.store.read().map_err(internal)?;
+    let Ok(id) = read.dn_to_id(&normalized) else {
+        return Ok(None);
+    };
+    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+        return Ok(None);
+    };
+    let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
+        return Ok(None);
+    };
+    let state = database.account_state(&entry);
+    let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+    if let Some(refusal) = ppolicy::change_refusal(&policy, &state, change, now) {
+        return Ok(Some(Judged::Refused(refusal)));
+    }
+    if policy.in_history == 0 {
+        return Ok(None);
+    }
+    let values = |name: &str| -> Vec<Vec<u8>> {
+        database
+            .schema
+            .attribute(name)
+            .map_or_else(Vec::new, |attr| {
+                entry
+                    .values_of(attr)
+                    .iter()
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+    };
+    let bound = context.server.settings.bind_password_values_max;
+    let current = values("userPassword").into_iter().take(bound).collect();
+    let mut stored_history = values("pwdHistory");
+    // Values start with their generalized time: byte order is time order.
+    stored_history.sort();
+    let mut history: Vec<Vec<u8>> = stored_history
+        .iter()
+        .filter_map(|value| ppolicy::history_password(value).map(<[u8]>::to_vec))
+        .collect();
+    // The most recent pwdInHistory values (stored in time order; at most PASSWORD_HISTORY_MAX).
+    let excess = history.len().saturating_sub(policy.in_history);
+    history.drain(..excess);
+    Ok(Some(Judged::CheckHistory { current, history }))
+}
+
+/// pwdInHistory: a new cleartext password equal to the current one or to one in the history
+/// is refused (19, passwordInHistory), with slapd's texts. Hashed new values cannot be compared.
+async fn history_refusal(
+    change: &ppolicy::PasswordChange<'_>,
+    current: Vec<Vec<u8>>,
+    history: Vec<Vec<u8>>,
+) -> Result<Option<ppolicy::Refusal>, OperationError> {
+    for new in &change.new_passwords {
+        if password::is_hashed(new) {
+            continue;
+        }
+        if any_password_matches(current.clone(), new).await? {
+            return Ok(Some((
+                code::CONSTRAINT_VIOLATION,
+                "Password is not being changed from existing value",
+                PolicyError::PasswordInHistory,
+            )));
+        }
+        if any_password_matches(history.clone(), new).await? {
+            return Ok(Some((
+                code::CONSTRAINT_VIOLATION,
+                "Password is in history of old passwords",
+                PolicyError::PasswordInHistory,
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// A bind's stored passwords (bounded) and, when a policy applies, the policy and the
+/// account's state; None when the entry cannot be bound to.
+type BindCandidate = (Vec<Vec<u8>>, Option<(Policy, AccountState)>);
+
+impl Database {
+    fn account_state(&self, entry: &lmdir_store::EntryRef<'_>) -> AccountState {
+        AccountState::read(&self.schema, |attr| {
+            entry
+                .values_of(attr)
+                .iter()
+                .map(|(value, _)| value.to_vec())
+                .collect()
+        })
+    }
+
+    fn is_user_password(&self, description: &str) -> bool {
+        self.schema
+            .parse_description(description)
+            .is_ok_and(|parsed| Some(parsed.attr) == self.user_password)
+    }
+
+    fn bind_candidate(
+        &self,
+        server: &ServerContext,
+        dn: &str,
+        normalized_dn: &str,
+    ) -> Result<Option<BindCandidate>, OperationError> {
+        let read = self.store.read().map_err(internal)?;
+        let Ok(id) = read.dn_to_id(normalized_dn) else {
+            return Ok(None);
         };
         let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
-            return Err(invalid());
+            return Ok(None);
         };
-        let Some(password_attribute) = database.user_password else {
-            return Err(invalid());
+        let Some(password_attribute) = self.user_password else {
+            return Ok(None);
         };
-        let groups = database.groups(&read);
+        let groups = self.groups(&read);
         let anonymous = Identity::default();
-        let subject = database.subject(&anonymous, &groups);
-        let access = database.policy.for_entry(&subject, &normalized_dn, &entry);
+        let subject = self.subject(&anonymous, &groups);
+        let access = self.policy.for_entry(&subject, normalized_dn, &entry);
         if !access.can_authenticate_with(password_attribute) {
-            return Err(invalid());
+            return Ok(None);
         }
         let values = entry.values_of(password_attribute);
         // Values planted by whoever may write userPassword must not make each bind hash
@@ -428,20 +663,112 @@ pub async fn bind_entry(
                 values.len()
             );
         }
-        values
+        let stored = values
             .iter()
             .take(values_max)
             .map(|(stored, _)| stored.to_vec())
-            .collect()
-    };
-    if !any_password_matches(stored_passwords, password).await? {
-        return Err(invalid());
+            .collect();
+        let policed = self
+            .policy_of(server, &read, &entry)
+            .map(|policy| (policy, self.account_state(&entry)));
+        Ok(Some((stored, policed)))
     }
-    Ok(Identity {
-        dn: dn.to_string(),
-        normalized_dn: normalized_dn.clone(),
-        is_rootdn: database.policy.is_rootdn(&normalized_dn),
-    })
+
+    /// The password policy of `entry`: its pwdPolicySubentry when that names a pwdPolicy
+    /// entry, else the configured default; None when neither does (one point read each, no
+    /// cache: a changed policy entry applies at the next bind). A pwdPolicySubentry naming
+    /// some other entry does not turn the policy off: the default still applies.
+    fn policy_of(
+        &self,
+        server: &ServerContext,
+        read: &ReadTxn,
+        entry: &lmdir_store::EntryRef<'_>,
+    ) -> Option<Policy> {
+        let own = self
+            .schema
+            .attribute("pwdPolicySubentry")
+            .and_then(|attr| {
+                entry
+                    .values_of(attr)
+                    .first()
+                    .map(|(value, _)| value.to_vec())
+            })
+            .and_then(|value| String::from_utf8(value).ok());
+        Policy::resolve(own, &server.settings.password_policy_default, |dn| {
+            let id = read.dn_to_id(&self.normalize_dn(dn).ok()?).ok()?;
+            let policy_entry = read.entry(id).ok()??;
+            Policy::of_entry(&self.schema, |attr| {
+                policy_entry
+                    .values_of(attr)
+                    .iter()
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+        })
+    }
+
+    /// Records a failed bind: merged into the entry's pending update when there is one, else
+    /// queued as a new one; returns once the commit that holds it is done.
+    async fn record_failure(
+        &self,
+        server: &ServerContext,
+        dn: &str,
+        policy: Policy,
+        now: std::time::SystemTime,
+    ) {
+        match self.pending_states.fail(dn, policy, now) {
+            Slot::Merged(mut done) => {
+                let _ = done.wait_for(|committed| *committed).await;
+            }
+            Slot::Submit(done) => {
+                let _guard = ppolicy::SlotGuard {
+                    pending: &self.pending_states,
+                    dn: dn.to_string(),
+                    done,
+                };
+                self.write_policy_state(server, PolicyState::Pending(dn.to_string()))
+                    .await;
+            }
+            Slot::Unshared => {
+                let update = StateUpdate::failure(dn, policy, now);
+                self.write_policy_state(server, PolicyState::Taken(Some(update)))
+                    .await;
+            }
+        }
+    }
+
+    /// Queues a policy state update and waits for its commit; a failure is logged (the bind's
+    /// answer does not depend on it).
+    async fn write_policy_state(&self, server: &ServerContext, state: PolicyState) {
+        let settings = &server.settings;
+        let (reply, response) = oneshot::channel();
+        let job = WriteJob {
+            request: WriteRequest::PolicyState(state),
+            identity: Identity::default(),
+            assertion: None,
+            relax: false,
+            budget: settings.write_budget,
+            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+            password_scheme: password::Scheme::Ssha,
+            password_policy_default: settings.password_policy_default.clone(),
+            reply,
+        };
+        let outcome = match self.submit(job).await {
+            Ok(()) => response.await.unwrap_or_else(|_| {
+                Err(lmdir_schema::LdapError::new(
+                    lmdir_schema::ResultCode::Other,
+                    "writer failed",
+                ))
+            }),
+            Err(error) => Err(lmdir_schema::LdapError::new(
+                lmdir_schema::ResultCode::Other,
+                error.message,
+            )),
+        };
+        if let Err(error) = outcome {
+            tracing::warn!("password policy state not recorded: {error}");
+        }
+    }
 }
 
 /// Resolved attribute selection against the schema.
@@ -935,6 +1262,7 @@ async fn submit_update(
         budget: settings.write_budget,
         attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
         password_scheme: password_scheme(context)?,
+        password_policy_default: settings.password_policy_default.clone(),
         reply,
     };
     database.submit(job).await?;
@@ -1040,6 +1368,25 @@ pub async fn modify(
     read_controls_within_limits(context, &controls)?;
     let modifications: Vec<Modification> =
         request.changes.into_iter().map(modification_of).collect();
+    let password_changes = modifications
+        .iter()
+        .filter(|change| database.is_user_password(&change.description));
+    let new_passwords: Vec<&[u8]> = password_changes
+        .clone()
+        .filter(|change| matches!(change.op, ModOp::Add | ModOp::Replace))
+        .flat_map(|change| change.values.iter().map(Vec::as_slice))
+        .collect();
+    if !new_passwords.is_empty() {
+        let change = ppolicy::PasswordChange {
+            by_self: context.session.identity.normalized_dn
+                == database.normalize_dn(&request.dn).unwrap_or_default(),
+            old_supplied: password_changes
+                .filter(|change| change.op == ModOp::Delete)
+                .any(|change| !change.values.is_empty()),
+            new_passwords,
+        };
+        check_password_change(context, database, &controls, &request.dn, &change).await?;
+    }
     check_request_attributes(
         database,
         &context.server.settings,
@@ -1190,6 +1537,7 @@ pub async fn password_modify(
         ));
     };
     require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, &[ppolicy::PASSWORD_POLICY_OID])?;
     let parsed = if request.value.is_none() {
         LdapPasswordModifyRequest {
             user_identity: None,
@@ -1228,6 +1576,12 @@ pub async fn password_modify(
         Some(password) => (password, false),
         None => (generate_password(), true),
     };
+    let change = ppolicy::PasswordChange {
+        by_self: identity.normalized_dn == database.normalize_dn(&target_dn).unwrap_or_default(),
+        old_supplied: parsed.old_password.is_some(),
+        new_passwords: vec![new_password.as_bytes()],
+    };
+    check_password_change(context, database, &controls, &target_dn, &change).await?;
     if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
         return Err(OperationError::new(
             code::CONSTRAINT_VIOLATION,

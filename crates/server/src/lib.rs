@@ -12,6 +12,7 @@ pub mod metrics_http;
 pub mod monitor;
 pub mod operations;
 pub mod pdu;
+pub mod ppolicy;
 pub mod result;
 pub mod rootdse;
 pub mod selection;

@@ -8,6 +8,7 @@ use crate::filter_text;
 use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
+use crate::ppolicy::PolicyResponse;
 use crate::result::{code, OperationError};
 use crate::rootdse;
 use crate::selection::AttributeSelection;
@@ -125,6 +126,10 @@ impl OperationContext {
         response_controls: &[ResponseControl],
         extra_log: &str,
     ) {
+        let response_controls = match &result {
+            Err(error) if response_controls.is_empty() => error.controls.as_slice(),
+            _ => response_controls,
+        };
         let (result_code, matched_dn, message) = match &result {
             Ok(()) => (code::SUCCESS, "", ""),
             Err(error) => (
@@ -184,7 +189,10 @@ impl OperationContext {
             },
             name,
             value,
-            &[],
+            match &result {
+                Err(error) => &error.controls,
+                Ok(_) => &[],
+            },
         );
         info!(
             "{} RESULT tag=120 err={} duration_us={} text={}",
@@ -336,10 +344,21 @@ pub async fn bind(
     );
     // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1).
     session.identity = crate::connection::Identity::default();
-    let outcome = match controls::parse(request_controls, &[]) {
+    let mut policy_response = None;
+    let mut wants_policy = false;
+    let outcome = match controls::parse(request_controls, controls::BIND_CONTROLS) {
         Err(error) => Err(error),
-        Ok(_) => bind_outcome(server, session, request).await,
+        Ok(parsed) => {
+            wants_policy = parsed.password_policy;
+            bind_outcome(server, session, request, &mut policy_response).await
+        }
     };
+    // draft-behera §6: the response control answers a request control only.
+    let response_controls: Vec<ResponseControl> = policy_response
+        .filter(|_| wants_policy)
+        .map(|response| response.control())
+        .into_iter()
+        .collect();
     let result = match outcome {
         Ok(identity) => {
             session.identity = identity;
@@ -374,7 +393,7 @@ pub async fn bind(
             matched_dn: "",
             message: &message,
         },
-        &[],
+        &response_controls,
     );
     buffer.freeze()
 }
@@ -383,6 +402,7 @@ async fn bind_outcome(
     server: &Arc<ServerContext>,
     session: &Session,
     request: &LdapBindRequest,
+    policy_response: &mut Option<PolicyResponse>,
 ) -> Result<crate::connection::Identity, OperationError> {
     use crate::connection::{Identity, Transport};
     if request.version != 3 {
@@ -428,7 +448,14 @@ async fn bind_outcome(
             })
         }
         LdapBindCred::Simple(password) => {
-            simple_bind(server, session, &request.dn, password.as_bytes()).await
+            simple_bind(
+                server,
+                session,
+                &request.dn,
+                password.as_bytes(),
+                policy_response,
+            )
+            .await
         }
     }
 }
@@ -441,6 +468,7 @@ async fn simple_bind(
     session: &Session,
     dn: &str,
     password: &[u8],
+    policy_response: &mut Option<PolicyResponse>,
 ) -> Result<crate::connection::Identity, OperationError> {
     use crate::connection::Identity;
     if dn.is_empty() {
@@ -475,7 +503,7 @@ async fn simple_bind(
         );
         tokio::time::sleep(ticket.delay).await;
     }
-    let outcome = check_password(server, dn, password).await;
+    let outcome = check_password(server, dn, password, policy_response).await;
     server
         .bind_throttle
         .settle(session.client, ticket, outcome.is_ok());
@@ -488,6 +516,7 @@ async fn check_password(
     server: &Arc<ServerContext>,
     dn: &str,
     password: &[u8],
+    policy_response: &mut Option<PolicyResponse>,
 ) -> Result<crate::connection::Identity, OperationError> {
     let settings = &server.settings;
     if !settings.rootpw.is_empty() && crate::database::same_dn(server, dn, &settings.rootdn) {
@@ -502,7 +531,7 @@ async fn check_password(
             Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
         };
     }
-    crate::database::bind_entry(server, dn, password).await
+    crate::database::bind_entry(server, dn, password, policy_response).await
 }
 
 async fn search(context: &OperationContext, request: &LdapSearchRequest, started: Instant) {

@@ -40,6 +40,8 @@ pub struct OperationError {
     pub code: u32,
     pub message: String,
     pub matched_dn: String,
+    /// Controls the failure's response carries (the password policy control's error).
+    pub controls: Vec<crate::ber::ResponseControl>,
 }
 
 impl OperationError {
@@ -48,7 +50,13 @@ impl OperationError {
             code,
             message: message.into(),
             matched_dn: String::new(),
+            controls: Vec::new(),
         }
+    }
+
+    pub fn with_control(mut self, control: crate::ber::ResponseControl) -> Self {
+        self.controls.push(control);
+        self
     }
 
     pub fn with_matched_dn(mut self, matched_dn: impl Into<String>) -> Self {

@@ -140,6 +140,8 @@ pub struct ServerSettings {
     pub rootpw: String,
     /// `[[limits]]` rules in config order (compiled against the schema when the server starts).
     pub limits: Vec<lmdir_config::LimitsRule>,
+    /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.
+    pub password_policy_default: String,
 }
 
 impl ServerSettings {
@@ -202,6 +204,7 @@ impl ServerSettings {
             rootdn: database.rootdn.clone(),
             rootpw: database.rootpw.clone(),
             limits: config.limits.clone(),
+            password_policy_default: database.password_policy_default.clone(),
         })
     }
 }

@@ -12,6 +12,7 @@
 //! work stays linear in the batch (not re-applying everything after every failure).
 
 use crate::connection::Identity;
+use crate::ppolicy::{self, AccountState, PendingStates, Policy, StateUpdate};
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_access::password::{self, Scheme};
 use lmdir_schema::{
@@ -49,6 +50,19 @@ pub(crate) enum WriteRequest {
         dn: String,
         password: Vec<u8>,
     },
+    /// Password policy state (failed binds, lockout, grace logins): the server's own update,
+    /// decided against the entry inside the writer's transaction, never access-checked as the
+    /// user who bound.
+    PolicyState(PolicyState),
+}
+
+/// Where a policy state update is: still in the shared pending table (failures of the same
+/// entry merge into it until the writer takes it), or taken (kept in the job, so a job
+/// re-applied after a failure in its batch applies the same update).
+#[derive(Debug)]
+pub(crate) enum PolicyState {
+    Pending(String),
+    Taken(Option<StateUpdate>),
 }
 
 /// Who asks, with what, and under which limits.
@@ -63,6 +77,9 @@ pub(crate) struct WriteJob {
     pub attribute_descriptions_per_entry_max: usize,
     /// Scheme for cleartext userPassword values.
     pub password_scheme: Scheme,
+    /// `password_policy_default`: whether a password change falls under a policy when the
+    /// entry names none itself.
+    pub password_policy_default: String,
     pub reply: oneshot::Sender<Result<(), LdapError>>,
 }
 
@@ -74,6 +91,8 @@ pub(crate) struct Writer {
     pub stopping: Arc<AtomicBool>,
     /// Batch sizes and commit times are reported here.
     pub monitor: Arc<crate::monitor::Monitor>,
+    /// Policy state updates waiting for this writer, one per entry.
+    pub pending_states: Arc<PendingStates>,
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -196,12 +215,222 @@ impl Writer {
     fn apply(&self, txn: &mut WriteTxn<'_>, job: &mut WriteJob) -> Result<(), LdapError> {
         let deadline = Instant::now() + job.budget;
         txn.set_deadline(Some(deadline));
+        if let WriteRequest::PolicyState(state) = &mut job.request {
+            let result = self.apply_policy_state(txn, state);
+            txn.set_deadline(None);
+            return result;
+        }
         let result = self
             .authorize(txn, job)
             .and_then(|()| self.hash_passwords(job, deadline))
-            .and_then(|()| self.store_change(txn, job));
+            .and_then(|()| {
+                // The values a password change replaces, for pwdHistory.
+                let before = self.stored_passwords(txn, job)?;
+                self.store_change(txn, job)?;
+                self.note_password_change(txn, job, &before)
+            });
         txn.set_deadline(None);
         result
+    }
+
+    /// Applies a policy state update to the entry as this transaction sees it.
+    fn apply_policy_state(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        state: &mut PolicyState,
+    ) -> Result<(), LdapError> {
+        if let PolicyState::Pending(dn) = state {
+            *state = PolicyState::Taken(self.pending_states.take(dn).map(|(update, _)| update));
+        }
+        let PolicyState::Taken(Some(update)) = state else {
+            return Ok(());
+        };
+        let Some(entry) = txn.entry_by_dn(&Dn::parse(&update.dn)?)? else {
+            // Deleted since the bind: nothing to record.
+            return Ok(());
+        };
+        let current = AccountState::read(self.schema(), |attr| {
+            entry
+                .values_of(attr)
+                .map(|(value, _)| value.to_vec())
+                .collect()
+        });
+        let modifications = update.modifications(&current, std::time::SystemTime::now());
+        if modifications.is_empty() {
+            return Ok(());
+        }
+        let context = WriteContext {
+            relax: true,
+            ..WriteContext::new(update.dn.clone())
+        };
+        txn.modify(&update.dn, &modifications, &context).map(drop)
+    }
+
+    /// After a change of userPassword on an entry under a password policy: pwdChangedTime is
+    /// now (expiry counts from it) and the old password's grace logins, failures and lock are
+    /// forgotten, as OpenLDAP's ppolicy does. A Relax request that sets pwdChangedTime itself
+    /// is kept.
+    /// The userPassword values of a modify's target before it applies (empty otherwise).
+    fn stored_passwords(
+        &self,
+        txn: &WriteTxn<'_>,
+        job: &WriteJob,
+    ) -> Result<Vec<Vec<u8>>, LdapError> {
+        let (WriteRequest::Modify(dn, _), Some(password_attr)) =
+            (&job.request, self.schema().attribute("userPassword"))
+        else {
+            return Ok(Vec::new());
+        };
+        let Some(entry) = txn.entry_by_dn(&Dn::parse(dn)?)? else {
+            return Ok(Vec::new());
+        };
+        Ok(entry
+            .values_of(password_attr)
+            .map(|(value, _)| value.to_vec())
+            .collect())
+    }
+
+    fn note_password_change(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        job: &WriteJob,
+        before: &[Vec<u8>],
+    ) -> Result<(), LdapError> {
+        let (Some(password_attr), Some(policy_subentry)) = (
+            self.schema().attribute("userPassword"),
+            self.schema().attribute("pwdPolicySubentry"),
+        ) else {
+            return Ok(());
+        };
+        let names = |description: &str, name: &str| {
+            self.schema()
+                .parse_description(description)
+                .is_ok_and(|parsed| Some(parsed.attr) == self.schema().attribute(name))
+        };
+        let (dn, descriptions): (String, Vec<&str>) = match &job.request {
+            WriteRequest::Add(entry) => (
+                entry.dn.to_string(),
+                entry
+                    .attributes
+                    .iter()
+                    .map(|a| a.description.as_str())
+                    .collect(),
+            ),
+            WriteRequest::Modify(dn, modifications) => (
+                dn.clone(),
+                modifications
+                    .iter()
+                    .map(|m| m.description.as_str())
+                    .collect(),
+            ),
+            _ => return Ok(()),
+        };
+        let password_changed = descriptions
+            .iter()
+            .any(|description| names(description, "userPassword"));
+        let sets_changed_time = descriptions
+            .iter()
+            .any(|description| names(description, "pwdChangedTime"));
+        if !password_changed || sets_changed_time {
+            return Ok(());
+        }
+        let Some(entry) = txn.entry_by_dn(&Dn::parse(&dn)?)? else {
+            return Ok(());
+        };
+        let own = entry
+            .values_of(policy_subentry)
+            .next()
+            .and_then(|(value, _)| String::from_utf8(value.to_vec()).ok());
+        let has_password = entry.values_of(password_attr).next().is_some();
+        let policy = Policy::resolve(own, &job.password_policy_default, |dn| {
+            let policy_entry = txn.entry_by_dn(&Dn::parse(dn).ok()?).ok()??;
+            Policy::of_entry(self.schema(), |attr| {
+                policy_entry
+                    .values_of(attr)
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+        });
+        let (Some(policy), true) = (policy, has_password) else {
+            return Ok(());
+        };
+        let sets_reset = descriptions
+            .iter()
+            .any(|description| names(description, "pwdReset"));
+        // An administrator's new password must be changed by its owner under pwdMustChange;
+        // anyone else's change clears the flag (OpenLDAP's behaviour). A request that sets
+        // pwdReset itself keeps its value.
+        let reset = match (sets_reset, job.identity.is_rootdn && policy.must_change) {
+            (true, _) => None,
+            (false, true) => Some(vec![b"TRUE".to_vec()]),
+            (false, false) => Some(Vec::new()),
+        };
+        let modifications = self.password_change_state(&entry, &policy, reset, before);
+        let context = WriteContext {
+            relax: true,
+            ..WriteContext::new(job.identity.dn.clone())
+        };
+        txn.modify(&dn, &modifications, &context).map(drop)
+    }
+
+    /// The state a password change leaves: pwdChangedTime now; grace uses, failures and lock
+    /// forgotten; pwdReset as decided (`None`: left as the request set it); pwdHistory.
+    fn password_change_state(
+        &self,
+        entry: &StoredEntry,
+        policy: &Policy,
+        reset: Option<Vec<Vec<u8>>>,
+        before: &[Vec<u8>],
+    ) -> Vec<Modification> {
+        let now = std::time::SystemTime::now();
+        let replace = |name: &str, values: Vec<Vec<u8>>| Modification {
+            op: ModOp::Replace,
+            description: name.to_string(),
+            values,
+        };
+        let forgotten = ["pwdGraceUseTime", "pwdFailureTime", "pwdAccountLockedTime"];
+        std::iter::once(replace(
+            "pwdChangedTime",
+            vec![lmdir_store::timestamp_value(now)],
+        ))
+        .chain(forgotten.iter().map(|name| replace(name, Vec::new())))
+        .chain(reset.map(|values| replace("pwdReset", values)))
+        .chain(self.history_change(entry, policy, before, now))
+        .collect()
+    }
+
+    /// pwdHistory with the replaced passwords added, under pwdInHistory.
+    fn history_change(
+        &self,
+        entry: &StoredEntry,
+        policy: &Policy,
+        before: &[Vec<u8>],
+        now: std::time::SystemTime,
+    ) -> Option<Modification> {
+        let history_attr = self.schema().attribute("pwdHistory")?;
+        if policy.in_history == 0 || before.is_empty() {
+            return None;
+        }
+        let stored = entry
+            .values_of(history_attr)
+            .map(|(value, _)| value.to_vec())
+            .collect();
+        let current: Vec<&[u8]> = self
+            .schema()
+            .attribute("userPassword")
+            .map(|attr| entry.values_of(attr).map(|(value, _)| value).collect())
+            .unwrap_or_default();
+        // Only the values the change removed become history.
+        let replaced: Vec<Vec<u8>> = before
+            .iter()
+            .filter(|old| !current.contains(&old.as_slice()))
+            .cloned()
+            .collect();
+        Some(Modification {
+            op: ModOp::Replace,
+            description: "pwdHistory".to_string(),
+            values: ppolicy::updated_history(stored, &replaced, policy.in_history, now),
+        })
     }
 
     fn store_change(&self, txn: &mut WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
@@ -234,6 +463,7 @@ impl Writer {
                 ResultCode::Other,
                 "Password Modify reached the store unhashed",
             )),
+            WriteRequest::PolicyState(_) => Ok(()),
         }
     }
 
@@ -301,7 +531,9 @@ impl Writer {
                     }
                 }
             }
-            WriteRequest::Delete(_) | WriteRequest::ModifyDn { .. } => {}
+            WriteRequest::Delete(_)
+            | WriteRequest::ModifyDn { .. }
+            | WriteRequest::PolicyState(_) => {}
         }
         Ok(())
     }
@@ -322,6 +554,8 @@ impl Writer {
             | WriteRequest::Modify(dn, _)
             | WriteRequest::ModifyDn { dn, .. }
             | WriteRequest::SetPassword { dn, .. } => Dn::parse(dn)?,
+            // Never reached: apply() handles it before any access decision.
+            WriteRequest::PolicyState(_) => return Ok(()),
         };
         let existing = match txn.entry_by_dn(&target) {
             // An entry that cannot be decoded: the rootdn acts on it without its values (to
@@ -358,6 +592,8 @@ impl Writer {
             (WriteRequest::Add(entry), _) => self.authorize_add(txn, &subject, entry),
             // A missing target: the store answers noSuchObject (with the matched DN).
             (_, None) => Ok(()),
+            // The server's own update: returned above, before any decision as the user.
+            (WriteRequest::PolicyState(_), Some(_)) => Ok(()),
             (WriteRequest::Delete(_), Some(entry)) => {
                 require_entry_write(&access_to(entry), &dn_text)?;
                 self.require_children_write(txn, &subject, target.parent())

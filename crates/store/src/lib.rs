@@ -24,7 +24,9 @@ pub use store::{
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
 pub use usage::EnvironmentUsage;
-pub use write::{csn_value, timestamp_value, StoredEntry, WriteContext, WriteTxn};
+pub use write::{
+    csn_value, precise_timestamp_value, timestamp_value, StoredEntry, WriteContext, WriteTxn,
+};
 
 #[cfg(test)]
 mod tests {

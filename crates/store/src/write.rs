@@ -122,6 +122,13 @@ pub fn timestamp_value(now: SystemTime) -> Vec<u8> {
     format!("{}Z", generalized_time(now).0).into_bytes()
 }
 
+/// `YYYYmmddHHMMSS.uuuuuuZ`: distinct per microsecond, for multi-valued timestamps
+/// (pwdFailureTime, pwdGraceUseTime) whose values must differ.
+pub fn precise_timestamp_value(now: SystemTime) -> Vec<u8> {
+    let (seconds, microseconds) = generalized_time(now);
+    format!("{seconds}.{microseconds:06}Z").into_bytes()
+}
+
 /// OpenLDAP-style CSN: `YYYYmmddHHMMSS.uuuuuuZ#count#sid#mod`.
 pub fn csn_value(now: SystemTime) -> Vec<u8> {
     let (seconds, microseconds) = generalized_time(now);
