@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{bind, person_dn, root, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
+use common::{bind, grant, person_dn, root, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::RawControl;
 use ldap3::exop::PasswordModify;
 use ldap3::{LdapConn, LdapConnAsync, Mod, Scope, SearchEntry};
@@ -250,33 +250,23 @@ fn no_user_modification_attributes_are_refused_without_relax() {
 /// `ou=drop` is open to every user; everything else is read-only for them.
 fn drop_box_rules() -> Vec<AccessRule> {
     vec![
-        AccessRule {
-            to: AccessTarget {
+        grant(
+            AccessTarget {
                 subtree: Some("ou=drop,dc=example,dc=com".to_string()),
                 ..AccessTarget::default()
             },
-            by: vec![AccessClause {
-                who: Who::Users,
-                access: AccessLevel::Write,
-            }],
-        },
-        AccessRule {
-            to: AccessTarget {
+            Who::Users,
+            AccessLevel::Write,
+        ),
+        grant(
+            AccessTarget {
                 attrs: vec!["userPassword".to_string()],
                 ..AccessTarget::default()
             },
-            by: vec![AccessClause {
-                who: Who::Anyone,
-                access: AccessLevel::Auth,
-            }],
-        },
-        AccessRule {
-            to: AccessTarget::default(),
-            by: vec![AccessClause {
-                who: Who::Anyone,
-                access: AccessLevel::Read,
-            }],
-        },
+            Who::Anyone,
+            AccessLevel::Auth,
+        ),
+        grant(AccessTarget::default(), Who::Anyone, AccessLevel::Read),
     ]
 }
 
@@ -507,13 +497,7 @@ fn an_update_assertion_on_a_hidden_attribute_is_never_an_oracle() {
                 access: AccessLevel::None,
             }],
         },
-        AccessRule {
-            to: AccessTarget::default(),
-            by: vec![AccessClause {
-                who: Who::Anyone,
-                access: AccessLevel::Read,
-            }],
-        },
+        grant(AccessTarget::default(), Who::Anyone, AccessLevel::Read),
     ];
     let server = TestServer::start_populated(PEOPLE, rules, |_| {});
     let target = person_dn(14);

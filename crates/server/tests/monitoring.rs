@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::{bind, person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
+use common::{bind, grant, person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};
-use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
+use lmdir_config::{AccessLevel, AccessTarget, Who};
 use std::io::{Read, Write};
 
 const PEOPLE: usize = 200;
@@ -109,23 +109,15 @@ fn monitor_counters_move_with_load_and_only_the_rootdn_reads_them_by_default() {
 #[test]
 fn a_rule_naming_cn_monitor_opens_it_to_whom_it_says() {
     let rules = vec![
-        AccessRule {
-            to: AccessTarget {
+        grant(
+            AccessTarget {
                 subtree: Some("cn=Monitor".to_string()),
                 ..AccessTarget::default()
             },
-            by: vec![AccessClause {
-                who: Who::Users,
-                access: AccessLevel::Read,
-            }],
-        },
-        AccessRule {
-            to: AccessTarget::default(),
-            by: vec![AccessClause {
-                who: Who::Anyone,
-                access: AccessLevel::Read,
-            }],
-        },
+            Who::Users,
+            AccessLevel::Read,
+        ),
+        grant(AccessTarget::default(), Who::Anyone, AccessLevel::Read),
     ];
     let server = TestServer::start_populated(PEOPLE, rules, |_| {});
     let mut user = bind(&server, &person_dn(5), PERSON_PASSWORD);

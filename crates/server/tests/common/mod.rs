@@ -127,6 +127,18 @@ impl Drop for TestServer {
     }
 }
 
+/// An `[[access]]` rule with one `by` clause: `who` gets `access` to `to`.
+pub fn grant(
+    to: lmdir_config::AccessTarget,
+    who: lmdir_config::Who,
+    access: lmdir_config::AccessLevel,
+) -> lmdir_config::AccessRule {
+    lmdir_config::AccessRule {
+        to,
+        by: vec![lmdir_config::AccessClause { who, access }],
+    }
+}
+
 /// A connection to `url` bound as `dn` (a failed bind panics, naming the DN).
 pub fn bind_url(url: &str, dn: &str, password: &str) -> ldap3::LdapConn {
     let mut connection = ldap3::LdapConn::new(url).expect("connect");
