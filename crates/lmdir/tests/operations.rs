@@ -300,6 +300,18 @@ fn stop(mut child: Child) {
     let _ = child.wait();
 }
 
+/// Starts `lmdir serve` with `config` (logging under `scratch`), runs the banner's `try:` line
+/// in a shell, stops the server, and returns the line with what it printed (it must succeed).
+fn serve_and_run_try_line(config: &Path, scratch: &Path) -> (String, String) {
+    let log = scratch.join("serve.log");
+    let mut child = spawn_serve(config, &log, &[]);
+    let line = try_line(&mut child, &log);
+    let output = run_shell(&line);
+    stop(child);
+    let found = success(&output, &line);
+    (line, found)
+}
+
 #[test]
 fn the_banner_try_line_works_under_another_suffix() {
     let scratch = tempfile::tempdir().unwrap();
@@ -315,12 +327,7 @@ fn the_banner_try_line_works_under_another_suffix() {
         ),
     )
     .unwrap();
-    let log = scratch.path().join("serve.log");
-    let mut child = spawn_serve(&config, &log, &[]);
-    let line = try_line(&mut child, &log);
-    let output = run_shell(&line);
-    stop(child);
-    let found = success(&output, &line);
+    let (line, found) = serve_and_run_try_line(&config, scratch.path());
     assert!(
         found.contains("namingContexts: dc=acme,dc=org"),
         "{line}\n{found}"
@@ -344,12 +351,7 @@ fn the_banner_try_line_works_with_require_tls() {
         ),
     )
     .unwrap();
-    let log = scratch.path().join("serve.log");
-    let mut child = spawn_serve(&config, &log, &[]);
-    let line = try_line(&mut child, &log);
-    let output = run_shell(&line);
-    stop(child);
-    let found = success(&output, &line);
+    let (line, found) = serve_and_run_try_line(&config, scratch.path());
     // A server started from a config file never gets the demo people (issue 9): the try line
     // reads the root DSE, over StartTLS since require_tls is on.
     assert!(line.contains("-ZZ"), "{line}");
