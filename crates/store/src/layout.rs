@@ -287,20 +287,47 @@ fn character_boundaries(value: &[u8]) -> Vec<usize> {
 /// Calls `emit(kind, gram)` for every substring gram of a normalized value: initial and final
 /// grams of 2..=4 characters and every 4-character window as "any".
 pub fn for_each_gram(normalized: &[u8], emit: &mut dyn FnMut(u8, &[u8])) {
+    let _ = try_for_each_gram(normalized, &mut |kind, gram| -> Result<(), ()> {
+        emit(kind, gram);
+        Ok(())
+    });
+}
+
+/// `for_each_gram` whose `emit` may fail (the first failure stops the walk). ASCII values,
+/// nearly all of them, take byte windows directly: the character boundaries are the bytes,
+/// and computing them cost an allocation per value.
+fn try_for_each_gram<E>(
+    normalized: &[u8],
+    emit: &mut dyn FnMut(u8, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    if normalized.is_ascii() {
+        let length = normalized.len();
+        for gram_length in GRAM_LENGTH_MIN_CHARS..=GRAM_LENGTH_MAX_CHARS.min(length) {
+            emit(KIND_INITIAL, &normalized[..gram_length])?;
+            emit(KIND_FINAL, &normalized[length - gram_length..])?;
+        }
+        if length >= GRAM_LENGTH_MAX_CHARS {
+            for window in normalized.windows(GRAM_LENGTH_MAX_CHARS) {
+                emit(KIND_ANY, window)?;
+            }
+        }
+        return Ok(());
+    }
     let boundaries = character_boundaries(normalized);
     let char_count = boundaries.len() - 1;
     for length in GRAM_LENGTH_MIN_CHARS..=GRAM_LENGTH_MAX_CHARS.min(char_count) {
-        emit(KIND_INITIAL, &normalized[..boundaries[length]]);
-        emit(KIND_FINAL, &normalized[boundaries[char_count - length]..]);
+        emit(KIND_INITIAL, &normalized[..boundaries[length]])?;
+        emit(KIND_FINAL, &normalized[boundaries[char_count - length]..])?;
     }
     if char_count >= GRAM_LENGTH_MAX_CHARS {
         for start in 0..=char_count - GRAM_LENGTH_MAX_CHARS {
             emit(
                 KIND_ANY,
                 &normalized[boundaries[start]..boundaries[start + GRAM_LENGTH_MAX_CHARS]],
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 /// Bytes of one assertion piece that keys are taken from (about 30 windows): any gram of a
@@ -403,28 +430,55 @@ fn push_any_windows(piece: &[u8], boundaries: &[usize], keys: &mut Vec<Vec<u8>>)
 }
 
 /// Every index key (without chunk) that one stored normalized value produces for the given
-/// kinds. `ordering_key` is the attribute's ordering rule key of the value, when it has one.
-/// Keys may repeat across values: callers dedupe per entry.
-pub fn index_keys_for_value(
+/// kinds, handed to `emit` one at a time (built in a stack buffer: no allocation per key but
+/// the ordered one). `ordering_key` is the attribute's ordering rule key of the value, when it
+/// has one. Keys may repeat across values: callers dedupe per entry. The only place index keys
+/// of stored values are made: single-entry writes, the bulk loader and reindex all call it.
+pub fn index_keys_for_value<E>(
     kinds: IndexKinds,
     normalized: &[u8],
     ordering_key: Option<&[u8]>,
-    out: &mut Vec<Vec<u8>>,
-) {
+    emit: &mut dyn FnMut(&[u8]) -> Result<(), E>,
+) -> Result<(), E> {
     if kinds.contains(IndexKinds::PRESENCE) {
-        out.push(presence_key());
+        emit(&[KIND_PRESENCE])?;
     }
+    let hashed_key = |kind: u8, bytes: &[u8]| -> [u8; 9] {
+        let mut key = [kind; 9];
+        key[1..].copy_from_slice(&hash_bytes(bytes));
+        key
+    };
     if kinds.contains(IndexKinds::EQUALITY) {
-        out.push(equality_key(normalized));
+        emit(&hashed_key(KIND_EQUALITY, normalized))?;
     }
     if kinds.contains(IndexKinds::SUBSTRING) {
-        for_each_gram(normalized, &mut |kind, gram| out.push(gram_key(kind, gram)));
+        try_for_each_gram(normalized, &mut |kind, gram| emit(&hashed_key(kind, gram)))?;
     }
     if kinds.contains(IndexKinds::ORDERED) {
         if let Some(key) = ordering_key {
-            out.push(ordered_key(key));
+            emit(&ordered_key(key))?;
         }
     }
+    Ok(())
+}
+
+/// `index_keys_for_value` collected (for tests and small callers).
+pub fn index_keys_of_value(
+    kinds: IndexKinds,
+    normalized: &[u8],
+    ordering_key: Option<&[u8]>,
+) -> Vec<Vec<u8>> {
+    let mut keys = Vec::new();
+    let _ = index_keys_for_value(
+        kinds,
+        normalized,
+        ordering_key,
+        &mut |key| -> Result<(), ()> {
+            keys.push(key.to_vec());
+            Ok(())
+        },
+    );
+    keys
 }
 
 // ---------------------------------------------------------------- posting chunks
@@ -773,13 +827,7 @@ mod tests {
 
     #[test]
     fn assertion_grams_are_a_subset_of_value_grams() {
-        let mut value_keys = Vec::new();
-        index_keys_for_value(
-            IndexKinds::SUBSTRING,
-            b"jonathan smith",
-            None,
-            &mut value_keys,
-        );
+        let value_keys = index_keys_of_value(IndexKinds::SUBSTRING, b"jonathan smith", None);
         let keys = substring_assertion_keys(Some(b"jona"), &[b"than s"], Some(b"mith")).unwrap();
         for key in keys {
             assert!(value_keys.contains(&key));
@@ -793,13 +841,7 @@ mod tests {
         let piece = "żółw".repeat(100_000);
         // The value is the piece itself: it starts with, ends with and contains the piece.
         let value = piece.clone();
-        let mut value_keys = Vec::new();
-        index_keys_for_value(
-            IndexKinds::SUBSTRING,
-            value.as_bytes(),
-            None,
-            &mut value_keys,
-        );
+        let value_keys = index_keys_of_value(IndexKinds::SUBSTRING, value.as_bytes(), None);
         let many_pieces: Vec<&[u8]> = vec![piece.as_bytes(); 1000];
         for keys in [
             substring_assertion_keys(Some(piece.as_bytes()), &[], Some(piece.as_bytes())),

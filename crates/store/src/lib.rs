@@ -9,6 +9,7 @@ pub mod layout;
 mod lock;
 mod memberof;
 mod read;
+mod rows;
 mod search;
 mod store;
 mod usage;
@@ -18,15 +19,17 @@ pub use admin::{CheckReport, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTE
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
+pub use rows::{
+    csn_at, csn_value, precise_timestamp_value, timestamp_value, EntryRows, EntrySource,
+    FreshValues, IndexPlan, IndexedAttribute, OperationalStamp, RowScratch, TreePlace,
+};
 pub use search::{Scope, SearchCursor, SearchSpec};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
 pub use usage::EnvironmentUsage;
-pub use write::{
-    csn_value, precise_timestamp_value, timestamp_value, StoredEntry, WriteContext, WriteTxn,
-};
+pub use write::{StoredEntry, WriteContext, WriteTxn};
 
 #[cfg(test)]
 mod tests {

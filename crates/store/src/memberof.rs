@@ -6,12 +6,37 @@
 
 use std::collections::BTreeSet;
 
-use lmdir_schema::{AttrId, Dn, LdapError};
+use lmdir_schema::{AttrId, Dn, LdapError, Schema};
 
 use crate::codec::EncodedEntry;
 use crate::layout::{self, EntryId};
 use crate::store::lmdb_to_ldap;
 use crate::write::{WorkingAttribute, WriteTxn};
+
+/// Normalized DNs listed in `member` / `uniqueMember` (uniqueMember's `#bits` dropped): the
+/// one reading of a group's members, for single-entry writes and the bulk loader alike.
+pub(crate) fn group_members(schema: &Schema, attributes: &[WorkingAttribute]) -> BTreeSet<String> {
+    let member = schema.attribute("member");
+    let unique_member = schema.attribute("uniqueMember");
+    let mut members = BTreeSet::new();
+    for attribute in attributes {
+        let is_member = Some(attribute.attr) == member;
+        let is_unique = Some(attribute.attr) == unique_member;
+        if !is_member && !is_unique {
+            continue;
+        }
+        for (_, normalized) in &attribute.values {
+            let text = String::from_utf8_lossy(normalized);
+            let dn = if is_unique {
+                strip_unique_id(&text)
+            } else {
+                &text
+            };
+            members.insert(dn.to_string());
+        }
+    }
+    members
+}
 
 impl WriteTxn<'_> {
     fn group_attributes(&self) -> (Option<AttrId>, Option<AttrId>) {
@@ -21,27 +46,8 @@ impl WriteTxn<'_> {
         )
     }
 
-    /// Normalized DNs listed in `member` / `uniqueMember` (uniqueMember's `#bits` dropped).
     pub(crate) fn group_members(&self, attributes: &[WorkingAttribute]) -> BTreeSet<String> {
-        let (member, unique_member) = self.group_attributes();
-        let mut members = BTreeSet::new();
-        for attribute in attributes {
-            let is_member = Some(attribute.attr) == member;
-            let is_unique = Some(attribute.attr) == unique_member;
-            if !is_member && !is_unique {
-                continue;
-            }
-            for (_, normalized) in &attribute.values {
-                let text = String::from_utf8_lossy(normalized);
-                let dn = if is_unique {
-                    strip_unique_id(&text)
-                } else {
-                    &text
-                };
-                members.insert(dn.to_string());
-            }
-        }
-        members
+        group_members(&self.inner.schema, attributes)
     }
 
     /// The entry a stored link names. While a moved subtree is being fixed, a link naming an

@@ -164,6 +164,8 @@ pub(crate) struct Inner {
     pub suffix_original: String,
     /// Index kinds maintained by writes.
     pub configured_indexes: HashMap<AttrId, IndexKinds>,
+    /// The configured indexes that have a DB, numbered: what writes emit keys for.
+    pub index_plan: crate::rows::IndexPlan,
     /// Index kinds usable by searches (configured and built).
     pub usable_indexes: RwLock<HashMap<AttrId, IndexKinds>>,
     pub index_config_change: RwLock<Option<IndexConfigChange>>,
@@ -727,6 +729,9 @@ impl Store {
         lock: Option<DirectoryLock>,
     ) -> Store {
         let persisted = state.table.entries.len();
+        let mut planned = resolved.configured_indexes.clone();
+        planned.retain(|attr, _| databases.indexes.contains_key(attr));
+        let index_plan = crate::rows::IndexPlan::new(&schema, &planned);
         Store {
             inner: Arc::new(Inner {
                 env,
@@ -736,6 +741,7 @@ impl Store {
                 options,
                 suffix_rdns_normalized: resolved.suffix_rdns_normalized,
                 configured_indexes: resolved.configured_indexes,
+                index_plan,
                 usable_indexes: RwLock::new(state.usable_indexes),
                 index_config_change: RwLock::new(state.change),
                 descriptions: RwLock::new(Arc::new(state.table)),

@@ -1,8 +1,7 @@
 //! Write transactions: add, delete, modify, modrdn — each keeping the DN tree and every index
 //! exact.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::MutexGuard;
 use std::time::{Instant, SystemTime};
 
@@ -12,9 +11,8 @@ use lmdir_schema::{
 };
 use roaring::RoaringBitmap;
 
-use crate::codec::{encode_entry, AttributeToEncode, EncodedEntry, ATTRIBUTES_PER_ENTRY_MAX};
+use crate::codec::{EncodedEntry, ATTRIBUTES_PER_ENTRY_MAX};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
-use crate::read::DnPlacement;
 use crate::read::{
     corrupt, is_within, lookup_rdns, read_entry, require_node, DnLookup, TREE_DEPTH_MAX,
 };
@@ -99,85 +97,24 @@ impl Store {
     }
 }
 
-static CSN_COUNTER: AtomicU32 = AtomicU32::new(0);
-
-fn generalized_time(now: SystemTime) -> (String, u32) {
-    let datetime = time::OffsetDateTime::from(now);
-    (
-        format!(
-            "{:04}{:02}{:02}{:02}{:02}{:02}",
-            datetime.year(),
-            u8::from(datetime.month()),
-            datetime.day(),
-            datetime.hour(),
-            datetime.minute(),
-            datetime.second()
-        ),
-        datetime.microsecond(),
-    )
-}
-
-/// `YYYYmmddHHMMSSZ`.
-pub fn timestamp_value(now: SystemTime) -> Vec<u8> {
-    format!("{}Z", generalized_time(now).0).into_bytes()
-}
-
-/// `YYYYmmddHHMMSS.uuuuuuZ`: distinct per microsecond, for multi-valued timestamps
-/// (pwdFailureTime, pwdGraceUseTime) whose values must differ.
-pub fn precise_timestamp_value(now: SystemTime) -> Vec<u8> {
-    let (seconds, microseconds) = generalized_time(now);
-    format!("{seconds}.{microseconds:06}Z").into_bytes()
-}
-
-/// OpenLDAP-style CSN: `YYYYmmddHHMMSS.uuuuuuZ#count#sid#mod`.
-pub fn csn_value(now: SystemTime) -> Vec<u8> {
-    let (seconds, microseconds) = generalized_time(now);
-    let count = CSN_COUNTER.fetch_add(1, Ordering::Relaxed) % 0x100_0000;
-    format!("{seconds}.{microseconds:06}Z#{count:06x}#000#000000").into_bytes()
-}
+use crate::rows::{csn_value, timestamp_value};
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
     LdapError::new(code, message)
 }
 
 impl Inner {
-    /// Resolves and normalizes an owned entry's attributes without schema checks (merging
-    /// descriptions that are equal after canonicalization; dropping duplicate values).
+    /// Resolves and normalizes an owned entry's attributes without schema checks (the one
+    /// normalization: `rows::normalize_pairs`).
     pub(crate) fn normalize_attributes(
         &self,
         attributes: &[Attribute],
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
-        // Hash lookups, not scans: a request may carry thousands of descriptions or values,
-        // and scanning made this quadratic.
-        let mut working: Vec<WorkingAttribute> = Vec::with_capacity(attributes.len());
-        let mut positions: HashMap<String, usize> = HashMap::new();
-        let mut seen: Vec<HashSet<Vec<u8>>> = Vec::new();
-        for attribute in attributes {
-            let description = self.schema.parse_description(&attribute.description)?;
-            let text = self.schema.description_string(&description);
-            let position = match positions.get(&text) {
-                Some(position) => *position,
-                None => {
-                    positions.insert(text.clone(), working.len());
-                    working.push(WorkingAttribute {
-                        text,
-                        attr: description.attr,
-                        options: description.options,
-                        values: Vec::new(),
-                    });
-                    seen.push(HashSet::new());
-                    working.len() - 1
-                }
-            };
-            for value in &attribute.values {
-                let normalized = self.schema.normalize_value(description.attr, value)?;
-                if seen[position].insert(normalized.clone()) {
-                    working[position].values.push((value.clone(), normalized));
-                }
-            }
-        }
-        working.retain(|attribute| !attribute.values.is_empty());
-        Ok(working)
+        crate::rows::normalize_pairs(
+            &self.schema,
+            crate::rows::attribute_pairs(attributes),
+            &mut crate::rows::RowScratch::default(),
+        )
     }
 
     /// Schema-checks (unless skipped) and normalizes.
@@ -208,35 +145,12 @@ impl Inner {
         attributes: &[WorkingAttribute],
     ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
         let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        let mut buffer = Vec::new();
-        for attribute in attributes {
-            let kinds = self
-                .configured_indexes
-                .get(&attribute.attr)
-                .copied()
-                .unwrap_or_default();
-            if kinds.is_empty() {
-                continue;
-            }
-            let ordering = self.schema.attribute_type(attribute.attr).ordering;
-            let set = keys.entry(attribute.attr).or_default();
-            for (_, normalized) in &attribute.values {
-                buffer.clear();
-                let ordering_key = match ordering {
-                    Some(rule) if kinds.contains(IndexKinds::ORDERED) => {
-                        Some(rule.ordering_key(normalized))
-                    }
-                    _ => None,
-                };
-                layout::index_keys_for_value(
-                    kinds,
-                    normalized,
-                    ordering_key.as_deref(),
-                    &mut buffer,
-                );
-                set.extend(buffer.drain(..));
-            }
-        }
+        let plan = &self.index_plan;
+        let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
+            let attr = plan.attrs()[slot as usize];
+            keys.entry(attr).or_default().insert(key.to_vec());
+            Ok(())
+        });
         keys
     }
 }
@@ -379,41 +293,20 @@ impl<'s> WriteTxn<'s> {
         }))
     }
 
-    /// Refuses an entry with more descriptions than the context allows.
     fn check_entry_limits(
         &self,
         attributes: &[WorkingAttribute],
         context: &WriteContext,
     ) -> Result<(), LdapError> {
-        let limit = context
-            .attribute_descriptions_per_entry_max
-            .min(ATTRIBUTES_PER_ENTRY_MAX);
-        if attributes.len() > limit {
-            return Err(ldap(
-                ResultCode::AdminLimitExceeded,
-                format!(
-                    "the entry would hold {} attribute descriptions (limit {limit})",
-                    attributes.len()
-                ),
-            ));
-        }
-        Ok(())
+        crate::rows::check_entry_limits(attributes, context)
     }
 
-    /// Refuses a client-supplied NO-USER-MODIFICATION attribute unless the context relaxes it.
     fn refuse_no_user_modification(
         &self,
         attr: AttrId,
         context: &WriteContext,
     ) -> Result<(), LdapError> {
-        let attribute_type = self.inner.schema.attribute_type(attr);
-        if attribute_type.no_user_modification && !context.relax && !context.skip_schema_check {
-            return Err(ldap(
-                ResultCode::ConstraintViolation,
-                format!("{}: no user modification allowed", attribute_type.name()),
-            ));
-        }
-        Ok(())
+        crate::rows::refuse_no_user_modification(&self.inner.schema, attr, context)
     }
 
     fn read_owned_node(&self, id: EntryId) -> Result<OwnedNode, LdapError> {
@@ -549,22 +442,14 @@ impl<'s> WriteTxn<'s> {
         id: EntryId,
         attributes: &[WorkingAttribute],
     ) -> Result<(), LdapError> {
-        let numbers = self.inner.description_numbers(attributes);
-        let to_encode: Vec<AttributeToEncode<'_>> = attributes
-            .iter()
-            .zip(&numbers)
-            .map(|(attribute, number)| AttributeToEncode {
-                description_number: *number,
-                values: &attribute.values,
-            })
-            .collect();
         let mut bytes = Vec::new();
-        encode_entry(&to_encode, &mut bytes).map_err(|error| {
-            ldap(
-                ResultCode::AdminLimitExceeded,
-                format!("entry {id} cannot be stored: {}", error.reason),
-            )
-        })?;
+        crate::rows::encode_attributes(
+            self.inner,
+            attributes,
+            &mut crate::rows::RowScratch::default(),
+            &mut bytes,
+        )
+        .map_err(|error| ldap(error.code, format!("entry {id}: {}", error.message)))?;
         self.inner
             .databases
             .id2entry
@@ -719,53 +604,8 @@ impl<'s> WriteTxn<'s> {
         Ok(next)
     }
 
-    /// The operational attributes of a new entry (kept when a relaxed writer gave them).
-    fn stamp_creation(
-        &self,
-        attributes: &mut Vec<WorkingAttribute>,
-        entry: &Entry,
-        context: &WriteContext,
-    ) -> Result<(), LdapError> {
-        let timestamp = timestamp_value(context.now);
-        self.set_operational(
-            attributes,
-            "entryUUID",
-            uuid::Uuid::new_v4().to_string().into_bytes(),
-            false,
-        )?;
-        self.set_operational(
-            attributes,
-            "creatorsName",
-            context.actor_dn.clone().into_bytes(),
-            false,
-        )?;
-        self.set_operational(attributes, "createTimestamp", timestamp.clone(), false)?;
-        self.set_operational(
-            attributes,
-            "modifiersName",
-            context.actor_dn.clone().into_bytes(),
-            false,
-        )?;
-        self.set_operational(attributes, "modifyTimestamp", timestamp, false)?;
-        self.set_operational(attributes, "entryCSN", csn_value(context.now), false)?;
-        if let Ok(class) = self.inner.schema.structural_object_class(entry) {
-            let name = self
-                .inner
-                .schema
-                .object_class_definition(class)
-                .name()
-                .to_string();
-            self.set_operational(
-                attributes,
-                "structuralObjectClass",
-                name.into_bytes(),
-                false,
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Adds an entry; returns its ID.
+    /// Adds an entry; returns its ID. The entry's rows come from the one "entry → rows" step
+    /// (`rows.rs`) that the bulk loader's workers run too.
     pub fn add(&mut self, entry: &Entry, context: &WriteContext) -> Result<EntryId, LdapError> {
         let (rdns, lookup) = self.lookup(&entry.dn)?;
         if lookup.found.is_some() {
@@ -774,28 +614,21 @@ impl<'s> WriteTxn<'s> {
                 format!("entry '{}' already exists", entry.dn),
             ));
         }
-        let DnPlacement::UnderSuffix { below_suffix_rdns } = self.inner.place_dn(&rdns) else {
-            return Err(ldap(
-                ResultCode::NoSuchObject,
-                format!(
-                    "'{}' is not within the naming context '{}'",
-                    entry.dn, self.inner.suffix_original
-                ),
-            ));
-        };
-        let (parent, rdn_original, rdn_normalized) = if below_suffix_rdns == 0 {
-            // The top-level entry: its dn2id key is its whole normalized DN.
-            (
-                ROOT_PARENT_ID,
-                entry.dn.to_string(),
-                Inner::top_level_key(&rdns, 0),
-            )
+        self.check_deadline()?;
+        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
+        let rows = self.inner.entry_rows(
+            crate::rows::EntrySource::Entry(entry),
+            context,
+            &stamp,
+            &crate::rows::FreshValues::new(),
+            &mut crate::rows::RowScratch::default(),
+        )?;
+        let parent = if rows.place.is_top_level() {
+            ROOT_PARENT_ID
         } else {
             // The parent must exist: it is the lookup's deepest match covering all but one RDN.
             match lookup.deepest {
-                Some((parent, covered)) if covered == rdns.len() - 1 => {
-                    (parent, entry.dn.rdns[0].to_string(), rdns[0].clone())
-                }
+                Some((parent, covered)) if covered == rdns.len() - 1 => parent,
                 _ => {
                     let mut error = self.no_such_object(&entry.dn, &lookup)?;
                     error.message = format!("parent of '{}' does not exist", entry.dn);
@@ -803,26 +636,15 @@ impl<'s> WriteTxn<'s> {
                 }
             }
         };
-
         self.check_deadline()?;
-        let mut attributes = self
-            .inner
-            .checked_attributes(entry, context.skip_schema_check)?;
-        for attribute in &attributes {
-            self.refuse_no_user_modification(attribute.attr, context)?;
-        }
-        self.check_deadline()?;
-        self.stamp_creation(&mut attributes, entry, context)?;
-
-        self.check_rdn_size(
-            rdn_original.len(),
-            rdn_normalized.len(),
-            &entry.dn.to_string(),
-        )?;
-        self.check_entry_limits(&attributes, context)?;
         let id = self.allocate_id()?;
+        let crate::rows::EntryRows {
+            place,
+            attributes,
+            group_members,
+        } = rows;
         let mut key = Vec::new();
-        layout::encode_dn2id_key(parent, rdn_normalized.as_bytes(), &mut key);
+        layout::encode_dn2id_key(parent, place.rdn_normalized.as_bytes(), &mut key);
         self.inner
             .databases
             .dn2id
@@ -834,8 +656,8 @@ impl<'s> WriteTxn<'s> {
                 parent,
                 subtree_size: 1,
                 child_count: 0,
-                rdn_original: rdn_original.into_bytes(),
-                rdn_normalized: rdn_normalized.into_bytes(),
+                rdn_original: place.rdn_original.into_bytes(),
+                rdn_normalized: place.rdn_normalized.into_bytes(),
             },
         )?;
         self.adjust_subtree_sizes(parent, 1)?;
@@ -843,18 +665,15 @@ impl<'s> WriteTxn<'s> {
         self.put_entry(id, &attributes)?;
         let keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &BTreeMap::new(), &keys)?;
-        if self.inner.options.memberof {
-            let members = self.group_members(&attributes);
-            if !members.is_empty() {
-                let group_dn = self.dn_of(id)?;
-                self.memberof_group_changed(
-                    id,
-                    Some(&group_dn),
-                    &BTreeSet::new(),
-                    Some(&group_dn),
-                    &members,
-                )?;
-            }
+        if !group_members.is_empty() {
+            let group_dn = self.dn_of(id)?;
+            self.memberof_group_changed(
+                id,
+                Some(&group_dn),
+                &BTreeSet::new(),
+                Some(&group_dn),
+                &group_members,
+            )?;
         }
         Ok(id)
     }

@@ -1,0 +1,755 @@
+//! The one "entry → rows" step of every write that creates an entry: `WriteTxn::add` and the
+//! bulk loader's workers both call [`Store::entry_rows`], so a loaded entry is the same rows an
+//! add of the same record writes, by construction. The step is pure (it reads no LMDB page):
+//! normalize once, refuse what the writer may not set, stamp the operational attributes, place
+//! the DN under the suffix, and collect the group members; then [`EntryRows::encode`] gives the
+//! `id2entry` value and [`IndexPlan::entry_keys`] the index keys, into a caller's sink.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use lmdir_schema::{
+    AttrId, Attribute, AttributeDescription, Dn, Entry, LdapError, MatchingRule, ResultCode, Schema,
+};
+
+use crate::codec::{encode_entry, AttributeToEncode, ATTRIBUTES_PER_ENTRY_MAX};
+use crate::layout::{self, IndexKinds};
+use crate::read::DnPlacement;
+use crate::store::{Inner, Store};
+use crate::write::{WorkingAttribute, WriteContext};
+
+fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
+    LdapError::new(code, message)
+}
+
+// ---------------------------------------------------------------- time values and CSNs
+
+fn generalized_time(now: SystemTime) -> (String, u32) {
+    let datetime = time::OffsetDateTime::from(now);
+    (
+        format!(
+            "{:04}{:02}{:02}{:02}{:02}{:02}",
+            datetime.year(),
+            u8::from(datetime.month()),
+            datetime.day(),
+            datetime.hour(),
+            datetime.minute(),
+            datetime.second()
+        ),
+        datetime.microsecond(),
+    )
+}
+
+/// `YYYYmmddHHMMSSZ`.
+pub fn timestamp_value(now: SystemTime) -> Vec<u8> {
+    format!("{}Z", generalized_time(now).0).into_bytes()
+}
+
+/// `YYYYmmddHHMMSS.uuuuuuZ`: distinct per microsecond, for multi-valued timestamps
+/// (pwdFailureTime, pwdGraceUseTime) whose values must differ.
+pub fn precise_timestamp_value(now: SystemTime) -> Vec<u8> {
+    let (seconds, microseconds) = generalized_time(now);
+    format!("{seconds}.{microseconds:06}Z").into_bytes()
+}
+
+/// The CSN text of the `sequence`-th change at `now` (OpenLDAP's
+/// `YYYYmmddHHMMSS.uuuuuuZ#count#sid#mod`, through `lmdir_sync::Csn`): the low 24 bits are the
+/// count, the rest moves the time on by that many microseconds, so distinct sequences at one
+/// `now` give distinct CSNs. Server ID and modification number are 0 (no replication yet).
+/// The only place a CSN is made: single-entry writes pass a process-wide counter, the loader
+/// the entry's ID.
+pub fn csn_at(now: SystemTime, sequence: u64) -> Vec<u8> {
+    let since_epoch = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let micros = i64::try_from(since_epoch.as_micros())
+        .unwrap_or(i64::MAX)
+        .saturating_add(i64::try_from(sequence >> 24).unwrap_or(i64::MAX));
+    let count = (sequence & u64::from(lmdir_sync::csn::COUNT_MAX)) as u32;
+    let csn = lmdir_sync::Csn::new(micros, count, 0, 0)
+        .or_else(|_| lmdir_sync::Csn::new(0, count, 0, 0))
+        .expect("count and sid are in range");
+    csn.to_string().into_bytes()
+}
+
+static CSN_SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+/// A CSN for a change made now by this process (a process-wide counter as the sequence).
+pub fn csn_value(now: SystemTime) -> Vec<u8> {
+    csn_at(
+        now,
+        CSN_SEQUENCE.fetch_add(1, Ordering::Relaxed) & u64::from(lmdir_sync::csn::COUNT_MAX),
+    )
+}
+
+// ---------------------------------------------------------------- operational attributes
+
+/// A value as written and normalized.
+type ValuePair = (Vec<u8>, Vec<u8>);
+
+/// One operational attribute type the schema has.
+struct ResolvedOperational {
+    name: &'static str,
+    attr: AttrId,
+    text: String,
+    /// (value, normalized) when every entry of this write (or load) gets the same value.
+    constant: Option<Result<ValuePair, LdapError>>,
+}
+
+/// In the order a new entry gets them.
+const CREATION_ATTRIBUTES: [&str; 7] = [
+    "entryUUID",
+    "creatorsName",
+    "createTimestamp",
+    "modifiersName",
+    "modifyTimestamp",
+    "entryCSN",
+    "structuralObjectClass",
+];
+
+/// The operational attributes of one writer at one time, resolved against the schema once (a
+/// load makes one for all its entries: resolving per entry cost 8% of a load).
+pub struct OperationalStamp {
+    now: SystemTime,
+    resolved: Vec<ResolvedOperational>,
+}
+
+impl OperationalStamp {
+    pub fn new(schema: &Schema, context: &WriteContext) -> OperationalStamp {
+        let timestamp = timestamp_value(context.now);
+        let resolved = CREATION_ATTRIBUTES
+            .iter()
+            .filter_map(|name| {
+                let attr = schema.attribute(name)?;
+                let constant_value = match *name {
+                    "creatorsName" | "modifiersName" => Some(context.actor_dn.as_bytes().to_vec()),
+                    "createTimestamp" | "modifyTimestamp" => Some(timestamp.clone()),
+                    _ => None,
+                };
+                Some(ResolvedOperational {
+                    name,
+                    attr,
+                    text: schema.attribute_type(attr).name().to_string(),
+                    constant: constant_value.map(|value| {
+                        schema
+                            .normalize_value(attr, &value)
+                            .map(|normalized| (value, normalized))
+                    }),
+                })
+            })
+            .collect();
+        OperationalStamp {
+            now: context.now,
+            resolved,
+        }
+    }
+
+    /// Adds each creation attribute the entry lacks (no option-less attribute of its type):
+    /// a relaxed writer's own values are kept.
+    fn stamp_creation(
+        &self,
+        schema: &Schema,
+        attributes: &mut Vec<WorkingAttribute>,
+        structural: Option<lmdir_schema::ObjectClassId>,
+        fresh: &FreshValues,
+    ) -> Result<(), LdapError> {
+        for resolved in &self.resolved {
+            let attr = resolved.attr;
+            if attributes
+                .iter()
+                .any(|attribute| attribute.attr == attr && attribute.options.is_empty())
+            {
+                continue;
+            }
+            let (value, normalized) = match &resolved.constant {
+                Some(constant) => constant.clone()?,
+                None => {
+                    let value = match resolved.name {
+                        "structuralObjectClass" => match structural {
+                            Some(class) => schema
+                                .object_class_definition(class)
+                                .name()
+                                .as_bytes()
+                                .to_vec(),
+                            None => continue,
+                        },
+                        "entryUUID" => fresh.entry_uuid.to_string().into_bytes(),
+                        "entryCSN" => csn_at(self.now, fresh.csn_sequence),
+                        _ => unreachable!("the other creation values are constant"),
+                    };
+                    let normalized = schema.normalize_value(attr, &value)?;
+                    (value, normalized)
+                }
+            };
+            attributes.push(WorkingAttribute {
+                text: resolved.text.clone(),
+                attr,
+                options: Vec::new(),
+                values: vec![(value, normalized)],
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The values that differ per entry: the caller picks them (the server a random UUID and the
+/// process counter; the loader a UUID from its worker's generator and the entry's ID).
+pub struct FreshValues {
+    pub entry_uuid: uuid::Uuid,
+    pub csn_sequence: u64,
+}
+
+impl FreshValues {
+    /// A random UUID and the next CSN of this process.
+    pub fn new() -> FreshValues {
+        FreshValues {
+            entry_uuid: uuid::Uuid::new_v4(),
+            csn_sequence: CSN_SEQUENCE.fetch_add(1, Ordering::Relaxed)
+                & u64::from(lmdir_sync::csn::COUNT_MAX),
+        }
+    }
+}
+
+impl Default for FreshValues {
+    fn default() -> Self {
+        FreshValues::new()
+    }
+}
+
+// ---------------------------------------------------------------- normalization
+
+/// Per-thread caches of the step (the loader keeps one per worker; a single write makes one).
+#[derive(Default)]
+pub struct RowScratch {
+    /// Description as written → resolved description and canonical text: the same few dozen
+    /// descriptions repeat on every entry, so each is parsed once per thread.
+    descriptions: HashMap<String, (AttributeDescription, String)>,
+    /// Canonical description text → its number in the store's table (numbers never change
+    /// once given, so each thread asks the shared, locked table once per description).
+    description_numbers: HashMap<String, u32>,
+    numbers: Vec<u32>,
+}
+
+/// Descriptions cached per thread before the cache is reset (a hostile input could use many).
+const DESCRIPTION_CACHE_ENTRIES_MAX: usize = 4096;
+/// Up to this many attributes (values of one attribute) duplicates are found by a linear scan;
+/// past it by a hash set, so thousands of descriptions or values cost no quadratic time.
+const LINEAR_SCAN_ITEMS_MAX: usize = 16;
+
+impl RowScratch {
+    fn resolve(
+        &mut self,
+        schema: &Schema,
+        written: &str,
+    ) -> Result<&(AttributeDescription, String), LdapError> {
+        if !self.descriptions.contains_key(written) {
+            if self.descriptions.len() >= DESCRIPTION_CACHE_ENTRIES_MAX {
+                self.descriptions.clear();
+            }
+            let description = schema.parse_description(written)?;
+            let text = schema.description_string(&description);
+            self.descriptions
+                .insert(written.to_string(), (description, text));
+        }
+        Ok(self.descriptions.get(written).expect("inserted above"))
+    }
+}
+
+/// Resolves and normalizes (description, value) pairs without schema checks: descriptions
+/// equal once canonical are merged, values equal once normalized kept once, attributes left
+/// without values dropped. The only normalization of unchecked writes (adds, modify results,
+/// loads).
+pub(crate) fn normalize_pairs<'v>(
+    schema: &Schema,
+    pairs: impl Iterator<Item = (&'v str, &'v [u8])>,
+    scratch: &mut RowScratch,
+) -> Result<Vec<WorkingAttribute>, LdapError> {
+    let mut working: Vec<WorkingAttribute> = Vec::with_capacity(24);
+    let mut positions: HashMap<String, usize> = HashMap::new();
+    let mut seen: HashMap<usize, HashSet<Vec<u8>>> = HashMap::new();
+    for (written, value) in pairs {
+        let (description, text) = scratch.resolve(schema, written)?;
+        let normalized = schema
+            .normalize_value(description.attr, value)
+            .map_err(|error| LdapError::new(error.code, format!("{written}: {}", error.message)))?;
+        let position = if working.len() < LINEAR_SCAN_ITEMS_MAX {
+            working.iter().position(|existing| existing.text == *text)
+        } else {
+            if positions.is_empty() {
+                positions.extend(
+                    working
+                        .iter()
+                        .enumerate()
+                        .map(|(index, existing)| (existing.text.clone(), index)),
+                );
+            }
+            positions.get(text).copied()
+        };
+        let position = match position {
+            Some(position) => position,
+            None => {
+                working.push(WorkingAttribute {
+                    text: text.clone(),
+                    attr: description.attr,
+                    options: description.options.clone(),
+                    values: Vec::new(),
+                });
+                if !positions.is_empty() {
+                    positions.insert(text.clone(), working.len() - 1);
+                }
+                working.len() - 1
+            }
+        };
+        let target = &mut working[position].values;
+        let duplicate = if target.len() < LINEAR_SCAN_ITEMS_MAX {
+            target.iter().any(|(_, existing)| *existing == normalized)
+        } else {
+            let set = seen.entry(position).or_insert_with(|| {
+                target
+                    .iter()
+                    .map(|(_, existing)| existing.clone())
+                    .collect()
+            });
+            !set.insert(normalized.clone())
+        };
+        if !duplicate {
+            target.push((value.to_vec(), normalized));
+        }
+    }
+    working.retain(|attribute| !attribute.values.is_empty());
+    Ok(working)
+}
+
+/// The (description, value) pairs of an owned entry's attributes.
+pub(crate) fn attribute_pairs(
+    attributes: &[Attribute],
+) -> impl Iterator<Item = (&str, &[u8])> + '_ {
+    attributes.iter().flat_map(|attribute| {
+        attribute
+            .values
+            .iter()
+            .map(move |value| (attribute.description.as_str(), value.as_slice()))
+    })
+}
+
+/// Schema-checks and normalizes a whole entry; also gives its structural class.
+fn checked(
+    schema: &Schema,
+    entry: &Entry,
+) -> Result<(Vec<WorkingAttribute>, lmdir_schema::ObjectClassId), LdapError> {
+    let checked = schema.check_and_normalize(entry)?;
+    let attributes = checked
+        .attributes
+        .into_iter()
+        .map(|attribute| WorkingAttribute {
+            text: attribute.description_string,
+            attr: attribute.description.attr,
+            options: attribute.description.options,
+            values: attribute.values,
+        })
+        .collect();
+    Ok((attributes, checked.structural_object_class))
+}
+
+/// An entry to write: owned (a client's add, an import), or a record's pairs borrowed from the
+/// LDIF (the loader: no copy of every value into an `Entry` unless the schema is checked).
+pub enum EntrySource<'a> {
+    Entry(&'a Entry),
+    Pairs {
+        dn: &'a Dn,
+        pairs: &'a [(&'a str, &'a [u8])],
+    },
+}
+
+impl EntrySource<'_> {
+    fn dn(&self) -> &Dn {
+        match self {
+            EntrySource::Entry(entry) => &entry.dn,
+            EntrySource::Pairs { dn, .. } => dn,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the step
+
+/// Where a new entry goes in the DN tree.
+#[derive(Debug, Clone)]
+pub struct TreePlace {
+    /// Normalized RDNs, leaf first.
+    pub rdns: Vec<String>,
+    /// RDNs below the suffix entry's own name: 0 for the suffix (top-level) entry.
+    pub below_suffix_rdns: usize,
+    /// The node's RDN as written (the whole DN for the top-level entry) and normalized (its
+    /// `dn2id` key part).
+    pub rdn_original: String,
+    pub rdn_normalized: String,
+}
+
+impl TreePlace {
+    pub fn is_top_level(&self) -> bool {
+        self.below_suffix_rdns == 0
+    }
+
+    pub fn normalized_dn(&self) -> String {
+        self.rdns.join(",")
+    }
+
+    /// The parent's normalized DN; empty for the top-level entry.
+    pub fn normalized_parent(&self) -> String {
+        if self.is_top_level() {
+            String::new()
+        } else {
+            self.rdns[1..].join(",")
+        }
+    }
+}
+
+/// One new entry as rows: normalized and stamped attributes, its place in the tree, and the
+/// group members its values name (only with memberOf upkeep).
+pub struct EntryRows {
+    pub place: TreePlace,
+    pub(crate) attributes: Vec<WorkingAttribute>,
+    /// Normalized DNs named by `member` / `uniqueMember`, when the store keeps memberOf.
+    pub group_members: BTreeSet<String>,
+}
+
+impl Inner {
+    /// Normalized RDNs of `dn` and where it sits under the suffix (noSuchObject outside it).
+    pub(crate) fn tree_place(&self, dn: &Dn) -> Result<TreePlace, LdapError> {
+        if dn.rdns.is_empty() {
+            return Err(ldap(
+                ResultCode::UnwillingToPerform,
+                "the root DSE (empty DN) cannot be written",
+            ));
+        }
+        let rdns = self.normalize_rdns(dn)?;
+        let DnPlacement::UnderSuffix { below_suffix_rdns } = self.place_dn(&rdns) else {
+            return Err(ldap(
+                ResultCode::NoSuchObject,
+                format!(
+                    "'{dn}' is not within the naming context '{}'",
+                    self.suffix_original
+                ),
+            ));
+        };
+        let (rdn_original, rdn_normalized) = if below_suffix_rdns == 0 {
+            // The top-level entry: its dn2id key is its whole normalized DN.
+            (dn.to_string(), Inner::top_level_key(&rdns, 0))
+        } else {
+            (dn.rdns[0].to_string(), rdns[0].clone())
+        };
+        let key_size_max = self.env.max_key_size();
+        if let Some(problem) =
+            layout::rdn_size_problem(rdn_original.len(), rdn_normalized.len(), key_size_max)
+        {
+            return Err(ldap(
+                ResultCode::ConstraintViolation,
+                format!("'{dn}': {problem}"),
+            ));
+        }
+        Ok(TreePlace {
+            rdns,
+            below_suffix_rdns,
+            rdn_original,
+            rdn_normalized,
+        })
+    }
+
+    /// Normalizes (checking the schema unless the context skips it) and gives the structural
+    /// class when there is one.
+    fn normalized_attributes(
+        &self,
+        source: &EntrySource<'_>,
+        context: &WriteContext,
+        scratch: &mut RowScratch,
+    ) -> Result<(Vec<WorkingAttribute>, Option<lmdir_schema::ObjectClassId>), LdapError> {
+        let schema = &*self.schema;
+        if !context.skip_schema_check {
+            let (attributes, structural) = match source {
+                EntrySource::Entry(entry) => checked(schema, entry)?,
+                EntrySource::Pairs { dn, pairs } => {
+                    let mut entry = Entry::new((*dn).clone());
+                    for (description, value) in pairs.iter() {
+                        entry.add_values(description, std::iter::once(value.to_vec()));
+                    }
+                    checked(schema, &entry)?
+                }
+            };
+            return Ok((attributes, Some(structural)));
+        }
+        let attributes = match source {
+            EntrySource::Entry(entry) => {
+                normalize_pairs(schema, attribute_pairs(&entry.attributes), scratch)?
+            }
+            EntrySource::Pairs { pairs, .. } => {
+                normalize_pairs(schema, pairs.iter().copied(), scratch)?
+            }
+        };
+        // The structural class needs only the object classes.
+        let object_class = schema.object_class_attribute();
+        let mut classes = Entry::new(Dn::root());
+        for attribute in attributes.iter().filter(|a| a.attr == object_class) {
+            classes.add_values(
+                &attribute.text,
+                attribute
+                    .values
+                    .iter()
+                    .map(|(original, _)| original.clone()),
+            );
+        }
+        Ok((attributes, schema.structural_object_class(&classes).ok()))
+    }
+
+    /// The step: see the module comment. Fails with the LDAP result a single add answers.
+    pub(crate) fn entry_rows(
+        &self,
+        source: EntrySource<'_>,
+        context: &WriteContext,
+        stamp: &OperationalStamp,
+        fresh: &FreshValues,
+        scratch: &mut RowScratch,
+    ) -> Result<EntryRows, LdapError> {
+        let place = self.tree_place(source.dn())?;
+        let (mut attributes, structural) = self.normalized_attributes(&source, context, scratch)?;
+        for attribute in &attributes {
+            refuse_no_user_modification(&self.schema, attribute.attr, context)?;
+        }
+        stamp.stamp_creation(&self.schema, &mut attributes, structural, fresh)?;
+        check_entry_limits(&attributes, context)?;
+        let group_members = if self.options.memberof {
+            crate::memberof::group_members(&self.schema, &attributes)
+        } else {
+            BTreeSet::new()
+        };
+        Ok(EntryRows {
+            place,
+            attributes,
+            group_members,
+        })
+    }
+}
+
+/// Refuses a client-supplied NO-USER-MODIFICATION attribute unless the context relaxes it.
+pub(crate) fn refuse_no_user_modification(
+    schema: &Schema,
+    attr: AttrId,
+    context: &WriteContext,
+) -> Result<(), LdapError> {
+    let attribute_type = schema.attribute_type(attr);
+    if attribute_type.no_user_modification && !context.relax && !context.skip_schema_check {
+        return Err(ldap(
+            ResultCode::ConstraintViolation,
+            format!("{}: no user modification allowed", attribute_type.name()),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses an entry with more descriptions than the context allows.
+pub(crate) fn check_entry_limits(
+    attributes: &[WorkingAttribute],
+    context: &WriteContext,
+) -> Result<(), LdapError> {
+    let limit = context
+        .attribute_descriptions_per_entry_max
+        .min(ATTRIBUTES_PER_ENTRY_MAX);
+    if attributes.len() > limit {
+        return Err(ldap(
+            ResultCode::AdminLimitExceeded,
+            format!(
+                "the entry would hold {} attribute descriptions (limit {limit})",
+                attributes.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The "entry → rows" step for a writer outside a write txn (the bulk loader's workers;
+    /// thread-safe). `WriteTxn::add` runs the same step.
+    pub fn entry_rows(
+        &self,
+        source: EntrySource<'_>,
+        context: &WriteContext,
+        stamp: &OperationalStamp,
+        fresh: &FreshValues,
+        scratch: &mut RowScratch,
+    ) -> Result<EntryRows, LdapError> {
+        self.inner
+            .entry_rows(source, context, stamp, fresh, scratch)
+    }
+
+    /// The operational attributes a writer with `context` stamps (make once per load).
+    pub fn operational_stamp(&self, context: &WriteContext) -> OperationalStamp {
+        OperationalStamp::new(&self.inner.schema, context)
+    }
+
+    /// Where the store keeps each index: see [`IndexPlan`].
+    pub fn index_plan(&self) -> &IndexPlan {
+        &self.inner.index_plan
+    }
+}
+
+impl EntryRows {
+    pub fn normalized_dn(&self) -> String {
+        self.place.normalized_dn()
+    }
+
+    /// The entry's `id2entry` value into `out`, numbering new descriptions in the store's
+    /// table (they are written to `meta` by the commit that writes the entry).
+    pub fn encode(
+        &self,
+        store: &Store,
+        scratch: &mut RowScratch,
+        out: &mut Vec<u8>,
+    ) -> Result<(), LdapError> {
+        encode_attributes(&store.inner, &self.attributes, scratch, out)
+    }
+}
+
+/// Encodes attributes as an `id2entry` value (the one caller of `codec::encode_entry` for
+/// whole entries), numbering descriptions through the thread's cache.
+pub(crate) fn encode_attributes(
+    inner: &Inner,
+    attributes: &[WorkingAttribute],
+    scratch: &mut RowScratch,
+    out: &mut Vec<u8>,
+) -> Result<(), LdapError> {
+    scratch.numbers.clear();
+    let cached: Option<Vec<u32>> = attributes
+        .iter()
+        .map(|attribute| scratch.description_numbers.get(&attribute.text).copied())
+        .collect();
+    match cached {
+        Some(numbers) => scratch.numbers = numbers,
+        None => {
+            scratch.numbers = inner.description_numbers(attributes);
+            if scratch.description_numbers.len() >= DESCRIPTION_CACHE_ENTRIES_MAX {
+                scratch.description_numbers.clear();
+            }
+            for (attribute, number) in attributes.iter().zip(&scratch.numbers) {
+                scratch
+                    .description_numbers
+                    .insert(attribute.text.clone(), *number);
+            }
+        }
+    }
+    let to_encode: Vec<AttributeToEncode<'_>> = attributes
+        .iter()
+        .zip(&scratch.numbers)
+        .map(|(attribute, number)| AttributeToEncode {
+            description_number: *number,
+            values: &attribute.values,
+        })
+        .collect();
+    encode_entry(&to_encode, out).map_err(|error| {
+        ldap(
+            ResultCode::AdminLimitExceeded,
+            format!("the entry cannot be stored: {}", error.reason),
+        )
+    })
+}
+
+// ---------------------------------------------------------------- index keys
+
+/// One indexed attribute type: its slot (a dense number the bulk writer names index DBs by),
+/// kinds and ordering rule.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexedAttribute {
+    pub slot: u16,
+    pub kinds: IndexKinds,
+    ordering: Option<MatchingRule>,
+}
+
+/// The configured indexes in a fixed numbering (slots ascend with the attribute's ID).
+#[derive(Debug, Default)]
+pub struct IndexPlan {
+    by_attr: HashMap<AttrId, IndexedAttribute>,
+    attrs: Vec<AttrId>,
+}
+
+impl IndexPlan {
+    pub(crate) fn new(schema: &Schema, configured: &HashMap<AttrId, IndexKinds>) -> IndexPlan {
+        let mut attrs: Vec<AttrId> = configured
+            .iter()
+            .filter(|(_, kinds)| !kinds.is_empty())
+            .map(|(attr, _)| *attr)
+            .collect();
+        attrs.sort_unstable();
+        let by_attr = attrs
+            .iter()
+            .enumerate()
+            .map(|(slot, attr)| {
+                let indexed = IndexedAttribute {
+                    slot: u16::try_from(slot).expect("fewer than 65,536 index DBs"),
+                    kinds: configured[attr],
+                    ordering: schema.attribute_type(*attr).ordering,
+                };
+                (*attr, indexed)
+            })
+            .collect();
+        IndexPlan { by_attr, attrs }
+    }
+
+    pub fn get(&self, attr: AttrId) -> Option<&IndexedAttribute> {
+        self.by_attr.get(&attr)
+    }
+
+    /// The attribute of each slot.
+    pub fn attrs(&self) -> &[AttrId] {
+        &self.attrs
+    }
+
+    /// Every index key of one stored value of `attr` (none when it is not indexed), as
+    /// `emit(slot, key)`.
+    pub fn value_keys<E>(
+        &self,
+        attr: AttrId,
+        normalized: &[u8],
+        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Some(indexed) = self.by_attr.get(&attr) else {
+            return Ok(());
+        };
+        let ordering_key = match indexed.ordering {
+            Some(rule) if indexed.kinds.contains(IndexKinds::ORDERED) => {
+                Some(rule.ordering_key(normalized))
+            }
+            _ => None,
+        };
+        layout::index_keys_for_value(
+            indexed.kinds,
+            normalized,
+            ordering_key.as_deref(),
+            &mut |key| emit(indexed.slot, key),
+        )
+    }
+
+    /// Every index key of an entry's values (repeats possible: callers dedupe).
+    pub(crate) fn attribute_keys<E>(
+        &self,
+        attributes: &[WorkingAttribute],
+        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for attribute in attributes {
+            if !self.by_attr.contains_key(&attribute.attr) {
+                continue;
+            }
+            for (_, normalized) in &attribute.values {
+                self.value_keys(attribute.attr, normalized, emit)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every index key of a new entry.
+    pub fn entry_keys<E>(
+        &self,
+        rows: &EntryRows,
+        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.attribute_keys(&rows.attributes, emit)
+    }
+}
