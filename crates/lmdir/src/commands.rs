@@ -210,7 +210,7 @@ pub fn load_schema(config: &Config) -> Result<Arc<Schema>> {
 }
 
 pub fn store_options(config: &Config) -> StoreOptions {
-    lmdir_server::database::store_options_from_config(config)
+    StoreOptions::from_config(config)
 }
 
 /// How a command opens the store: `Write` takes the directory's writer lock (refused while a

@@ -1,11 +1,15 @@
 //! lmdir-load: the parallel bulk loader and reindexer.
 //!
 //! Stage 1 (a reader thread) cuts the LDIF into batches of records; stage 2 (one worker per core)
-//! parses, checks, normalizes and encodes each entry and groups its index keys into per-thread
-//! posting runs (spilled compressed when over the memory budget); stage 3 (the calling thread,
-//! LMDB's single writer) appends `id2entry` in ID order, builds the DN tree, and at the end
-//! k-way merges the runs into each index DB in key order with APPEND. See README.md.
+//! parses each record and runs the store's own "entry → rows" step on it (`Store::entry_rows`,
+//! the step `WriteTxn::add` runs), grouping the index keys into per-thread posting runs
+//! (spilled compressed when over the memory budget); stage 3 (the calling thread, LMDB's single
+//! writer) appends `id2entry` in ID order through the store's `BulkWriter`, builds the DN tree,
+//! and at the end k-way merges the runs into each index DB in key order. The loader only
+//! schedules (batches, runs, merge, threads, spill, progress); it writes no row of its own
+//! making. See README.md.
 
+mod existing;
 mod memberof;
 mod pipeline;
 mod prepare;
@@ -121,12 +125,16 @@ pub enum LoadError {
     },
     #[error("store: {0}")]
     Store(#[from] StoreError),
-    #[error("LMDB: {0}")]
-    Lmdb(#[from] heed::Error),
     #[error("{0}")]
     Run(#[from] runs::RunError),
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<lmdir_schema::LdapError> for LoadError {
+    fn from(error: lmdir_schema::LdapError) -> LoadError {
+        LoadError::Store(StoreError::Ldap(error))
+    }
 }
 
 /// Peak resident set size of this process (VmHWM), 0 when unknown.

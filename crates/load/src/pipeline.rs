@@ -1,25 +1,21 @@
 //! The load pipeline: reader thread → worker threads → the sequencer/writer (calling thread).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use heed::{PutFlags, RwTxn};
 use lmdir_ldif::{ChunkedRecordSource, ParseOptions, RecordBatch};
-use lmdir_schema::AttrId;
-use lmdir_store::layout::{self, IndexKinds};
-use lmdir_store::RawDatabase;
-use lmdir_store::{DirectoryLock, Store};
+use lmdir_store::layout;
+use lmdir_store::{BulkWriter, DirectoryLock, Store, StoreDirectory, WriteContext};
 use roaring::RoaringBitmap;
 
 use crate::memberof::GroupMembers;
 use crate::prepare::{
-    prepare_record, DescriptionNumbers, OperationalValues, PrepareContext, PreparedEntry,
-    RecordError, WorkerScratch, INDEX_DB_PREFIX_BYTES,
+    prepare_record, PrepareContext, PreparedEntry, RecordError, WorkerScratch,
+    INDEX_DB_PREFIX_BYTES,
 };
 use crate::progress::Progress;
 use crate::runs::{FinishedRun, MergedRuns, PostingRun, RunError};
@@ -28,10 +24,6 @@ use crate::{LoadError, LoadInput, LoadOptions, LoadSummary, SKIPPED_REPORTED_MAX
 
 /// LDIF read per batch.
 const CHUNK_BYTES: usize = 4 << 20;
-/// Commit the big write txn after this many bytes of values, so LMDB's dirty page list stays
-/// bounded: small enough that the pages one txn frees serve the next (128 MiB windows made the
-/// writer fault in fresh memory for every page; 16 MiB: peak RSS 630-660 -> 510 MB at 200k).
-const COMMIT_EVERY_BYTES: usize = 16 << 20;
 /// Batches in flight per worker (read ahead, being prepared, or waiting to be sequenced).
 const BATCHES_IN_FLIGHT_PER_WORKER: usize = 3;
 
@@ -57,48 +49,17 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
     }
 }
 
-/// The index DBs of a store in a fixed numbering (the run keys' 2-byte prefix).
-pub(crate) fn index_databases(
-    store: &Store,
-    only: Option<&[AttrId]>,
-) -> (HashMap<AttrId, (u16, IndexKinds)>, Vec<RawDatabase>) {
-    let schema = store.schema();
-    let mut attributes: Vec<AttrId> = schema
-        .attribute_types()
-        .map(|(attr, _)| attr)
-        .filter(|attr| {
-            !store.configured_kinds(*attr).is_empty() && store.index_database(*attr).is_some()
-        })
-        .filter(|attr| only.is_none_or(|only| only.contains(attr)))
-        .collect();
-    attributes.sort_unstable();
-    let mut numbers = HashMap::new();
-    let mut databases = Vec::new();
-    for attr in attributes {
-        numbers.insert(attr, (databases.len() as u16, store.configured_kinds(attr)));
-        databases.push(store.index_database(attr).expect("filtered above"));
-    }
-    (numbers, databases)
-}
-
 /// Whether an existing `directory` holds a data file. Anything but a store's own files there
 /// is an error: only a directory holding just a store is ours to load into or replace.
 fn has_data_file(directory: &Path) -> Result<bool, LoadError> {
-    let mut has_data = false;
-    for item in std::fs::read_dir(directory).map_err(io_error(directory))? {
-        let item = item.map_err(io_error(directory))?;
-        let name = item.file_name();
-        if name == layout::DATA_FILE_NAME {
-            has_data = true;
-        } else if name != layout::LMDB_LOCK_FILE_NAME && name != lmdir_store::LOCK_FILE_NAME {
-            return Err(LoadError::Invalid(format!(
-                "{}: not empty and not an lmdir store (it holds '{}')",
-                directory.display(),
-                name.to_string_lossy()
-            )));
-        }
+    match lmdir_store::inspect_directory(directory).map_err(io_error(directory))? {
+        StoreDirectory::Empty => Ok(false),
+        StoreDirectory::Store => Ok(true),
+        StoreDirectory::Foreign(name) => Err(LoadError::Invalid(format!(
+            "{}: not empty and not an lmdir store (it holds '{name}')",
+            directory.display(),
+        ))),
     }
-    Ok(has_data)
 }
 
 /// Whether the store in `options.directory` has entries. Opened read-only: the caller already
@@ -124,16 +85,7 @@ fn install(staging: &Path, directory: &Path, target_existed: bool) -> Result<(),
         std::fs::rename(staging, directory).map_err(io_error(directory))?;
         return sync_directory(&parent_directory(directory));
     }
-    // The old reader table belongs to the old data file; LMDB makes a new one.
-    let old_reader_table = directory.join(layout::LMDB_LOCK_FILE_NAME);
-    match std::fs::remove_file(&old_reader_table) {
-        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-            return Err(io_error(&old_reader_table)(error))
-        }
-        _ => {}
-    }
-    let target = directory.join(layout::DATA_FILE_NAME);
-    std::fs::rename(staging.join(layout::DATA_FILE_NAME), &target).map_err(io_error(&target))?;
+    lmdir_store::replace_data_file(staging, directory).map_err(io_error(directory))?;
     sync_directory(directory)?;
     let _ = std::fs::remove_dir_all(staging);
     Ok(())
@@ -208,7 +160,7 @@ pub fn load_from(
         if has_data && holds_entries(options)? {
             // The store's own writes take the lock again through `Store::open`.
             drop(lock);
-            return crate::reindex::load_into_existing(options, input, input_bytes_total, started);
+            return crate::existing::load_into_existing(options, input, input_bytes_total, started);
         }
         Some(lock)
     } else {
@@ -219,9 +171,7 @@ pub fn load_from(
         .and_then(|summary| install(&staging, directory, target_existed).map(|()| summary));
     match result {
         Ok(mut summary) => {
-            summary.database_bytes = std::fs::metadata(directory.join(layout::DATA_FILE_NAME))
-                .map(|m| m.len())
-                .unwrap_or(0);
+            summary.database_bytes = lmdir_store::data_file_bytes(directory);
             summary.elapsed = started.elapsed();
             summary.peak_rss_bytes = crate::peak_rss_bytes();
             drop(lock);
@@ -230,6 +180,42 @@ pub fn load_from(
         Err(error) => {
             let _ = std::fs::remove_dir_all(&staging);
             Err(error)
+        }
+    }
+}
+
+/// How a load divides its memory and cores.
+struct Budget {
+    threads: usize,
+    memory_bytes: usize,
+    /// Each worker's sorted runs before they spill.
+    worker_run_bytes: usize,
+    /// The DN tree's `dn2id` run before it spills.
+    tree_run_bytes: usize,
+}
+
+impl Budget {
+    fn new(options: &LoadOptions) -> Budget {
+        let threads = if options.threads == 0 {
+            std::thread::available_parallelism().map_or(2, |count| count.get())
+        } else {
+            options.threads
+        };
+        let memory_bytes = if options.memory_bytes_max == 0 {
+            crate::default_memory_bytes()
+        } else {
+            options.memory_bytes_max
+        };
+        // Half the budget is for the workers' sorted runs, less the index writer's queue, which
+        // the merge fills while the DN tree is written (so peak RSS stays near `--memory`).
+        let runs_bytes = (memory_bytes / 2)
+            .saturating_sub(CHUNK_QUEUE_BYTES_MAX)
+            .max(memory_bytes / 4);
+        Budget {
+            threads,
+            memory_bytes,
+            worker_run_bytes: (runs_bytes / threads).max(1),
+            tree_run_bytes: (memory_bytes / 10).max(1),
         }
     }
 }
@@ -246,57 +232,63 @@ fn load_fresh(
     // One fsync at the end instead of one per commit, in both modes.
     store_options.sync = false;
     let store = Store::open(staging, store_options, options.schema.clone())?;
-    let threads = if options.threads == 0 {
-        std::thread::available_parallelism().map_or(2, |count| count.get())
-    } else {
-        options.threads
+    let budget = Budget::new(options);
+    // A load writes as a relaxed importer: entries keep the operational values they carry.
+    let write = WriteContext {
+        now: SystemTime::now(),
+        skip_schema_check: options.quick,
+        relax: true,
+        ..WriteContext::new(options.creators_name.clone())
     };
-    let memory_bytes = if options.memory_bytes_max == 0 {
-        crate::default_memory_bytes()
-    } else {
-        options.memory_bytes_max
-    };
-    let (indexes, databases) = index_databases(&store, None);
-    let normalized_suffix = if options.store.suffix.is_empty() {
-        String::new()
-    } else {
-        options
-            .schema
-            .normalize_dn_str(&options.store.suffix)
-            .map_err(|error| {
-                LoadError::Invalid(format!(
-                    "suffix '{}': {}",
-                    options.store.suffix, error.message
-                ))
-            })?
-    };
-    let existing_descriptions: Vec<String> = {
-        let table = store.descriptions();
-        (0..table.len() as u32)
-            .filter_map(|number| table.get(number).map(|info| info.text.clone()))
-            .collect()
-    };
-    let existing_description_count = existing_descriptions.len();
-    let context = Arc::new(PrepareContext {
-        schema: options.schema.clone(),
-        parse_options: ParseOptions::default(),
-        check_schema: !options.quick,
-        normalized_suffix,
-        indexes,
-        descriptions: Arc::new(DescriptionNumbers::with_existing(existing_descriptions)),
-        operational: OperationalValues::new(SystemTime::now(), &options.creators_name),
-        memberof: options.store.memberof,
-        key_size_max: store.env().max_key_size(),
-    });
-    let spill_directory = staging.to_path_buf();
-    // Half the budget is for the workers' sorted runs, less the index writer's queue, which the
-    // merge fills while the DN tree is written (so peak RSS stays near `--memory`).
-    let runs_bytes = (memory_bytes / 2)
-        .saturating_sub(CHUNK_QUEUE_BYTES_MAX)
-        .max(memory_bytes / 4);
-    let worker_budget = (runs_bytes / threads).max(1);
-    let tree_budget = (memory_bytes / 10).max(1);
+    let context = PrepareContext::new(store.clone(), write);
+    let mut bulk = store.bulk_load()?;
+    let mut progress = Progress::new(options.progress, input_bytes_total);
+    let (mut sequenced, runs) = run_stages(
+        options,
+        &context,
+        &mut bulk,
+        input,
+        &budget,
+        staging,
+        &mut progress,
+    )?;
+    let spill_files = write_tree_and_indexes(
+        &store,
+        &mut bulk,
+        &mut sequenced,
+        runs,
+        &budget,
+        staging,
+        &mut progress,
+    )?;
+    bulk.finish(Some(sequenced.max_id + 1))?;
+    progress.finish();
+    drop(context);
+    drop(store);
+    Ok(LoadSummary {
+        entries: sequenced.entries,
+        skipped: sequenced.skipped,
+        skipped_count: sequenced.skipped_count,
+        elapsed: started.elapsed(),
+        input_bytes: sequenced.input_bytes,
+        database_bytes: 0,
+        peak_rss_bytes: 0,
+        spill_files,
+    })
+}
 
+/// Stages 1-3 running together: the reader thread, the workers, and the sequencer on this
+/// thread (LMDB's single writer). Returns what was sequenced and the workers' runs.
+fn run_stages(
+    options: &LoadOptions,
+    context: &PrepareContext,
+    bulk: &mut BulkWriter<'_>,
+    input: LoadInput,
+    budget: &Budget,
+    spill_directory: &Path,
+    progress: &mut Progress,
+) -> Result<(Sequenced, Vec<FinishedRun>), LoadError> {
+    let threads = budget.threads;
     let abort = AtomicBool::new(false);
     let window = threads * BATCHES_IN_FLIGHT_PER_WORKER;
     let (token_sender, token_receiver) = bounded::<()>(window);
@@ -309,9 +301,7 @@ fn load_fresh(
     let (done_sender, done_receiver) = bounded::<DoneBatch>(window);
     // Arenas come back from the writer; at most one per batch in flight is kept.
     let (arena_sender, arena_receiver) = bounded::<Vec<u8>>(window);
-
-    let mut progress = Progress::new(options.progress, input_bytes_total);
-    let outcome = std::thread::scope(
+    std::thread::scope(
         |scope| -> Result<(Sequenced, Vec<FinishedRun>), LoadError> {
             let reader = {
                 let abort = &abort;
@@ -319,20 +309,18 @@ fn load_fresh(
             };
             let mut workers = Vec::with_capacity(threads);
             for _ in 0..threads {
-                let context = context.clone();
                 let work_receiver = work_receiver.clone();
                 let done_sender = done_sender.clone();
                 let arena_receiver = arena_receiver.clone();
-                let spill_directory = spill_directory.clone();
                 let abort = &abort;
                 workers.push(scope.spawn(move || {
                     prepare_batches(
-                        &context,
+                        context,
                         work_receiver,
                         done_sender,
                         arena_receiver,
-                        worker_budget,
-                        &spill_directory,
+                        budget.worker_run_bytes,
+                        spill_directory,
                         abort,
                     )
                 }));
@@ -342,15 +330,15 @@ fn load_fresh(
             drop(arena_receiver);
             let sequenced = sequence(
                 options,
-                &store,
+                bulk,
                 done_receiver,
                 BatchReturns {
                     tokens: &token_sender,
                     arenas: &arena_sender,
                 },
-                tree_budget,
-                &spill_directory,
-                &mut progress,
+                budget.tree_run_bytes,
+                spill_directory,
+                progress,
             );
             if sequenced.is_err() {
                 abort.store(true, Ordering::SeqCst);
@@ -372,30 +360,37 @@ fn load_fresh(
             }
             Ok((sequenced, runs))
         },
-    );
-    let (mut sequenced, mut runs) = outcome?;
-    let mut write_txn = Some(store.env().write_txn()?);
+    )
+}
+
+/// After the entries: the DN tree, memberOf (which resolves member DNs through the tree, so
+/// the tree is written and committed first), and the merged indexes. Returns the spill files
+/// used.
+fn write_tree_and_indexes(
+    store: &Store,
+    bulk: &mut BulkWriter<'_>,
+    sequenced: &mut Sequenced,
+    mut runs: Vec<FinishedRun>,
+    budget: &Budget,
+    spill_directory: &Path,
+    progress: &mut Progress,
+) -> Result<u64, LoadError> {
     let mut tree = sequenced.tree.take();
     let mut tree_spills = 0;
     if !sequenced.groups.is_empty() {
-        // memberOf resolves member DNs through the tree: write it first.
         progress.phase("writing the DN tree");
         let tree = tree.take().expect("the tree is written once");
-        let mut tree_txn = write_txn.take().expect("a txn is open");
-        tree_spills = write_dn_tree(&store, &mut tree_txn, tree)?;
-        // memberOf reads the tree through its own read txns: commit it first.
-        tree_txn.commit()?;
-        write_txn = Some(store.env().write_txn()?);
+        tree_spills = write_dn_tree(bulk, tree)?;
+        // memberOf reads the tree through the store's read txns: commit it first.
+        bulk.checkpoint()?;
         progress.phase("adding memberOf");
         let memberof_run = crate::memberof::add_memberof(
-            &store,
-            &mut write_txn,
-            COMMIT_EVERY_BYTES,
-            &context,
+            store,
+            bulk,
             &sequenced.groups,
             &sequenced.rejected,
-            (memory_bytes / 2).max(1),
-            &spill_directory,
+            (budget.memory_bytes / 2).max(1),
+            spill_directory,
         )?;
         runs.extend(memberof_run);
     }
@@ -404,55 +399,14 @@ fn load_fresh(
     let merged = MergedRuns::new(runs)?;
     // Otherwise the single writer writes the tree while the merge thread already produces
     // index chunks (they queue up), instead of the merge waiting for the tree.
-    let mut write_tree = |txn: &mut RwTxn<'_>| -> Result<(), LoadError> {
+    let mut write_tree = |bulk: &mut BulkWriter<'_>| -> Result<(), LoadError> {
         if let Some(tree) = tree.take() {
-            tree_spills = write_dn_tree(&store, txn, tree)?;
+            tree_spills = write_dn_tree(bulk, tree)?;
         }
         Ok(())
     };
-    write_index_runs(
-        store.env(),
-        &mut write_txn,
-        Some(COMMIT_EVERY_BYTES),
-        &databases,
-        merged,
-        &sequenced.rejected,
-        Some(&mut write_tree),
-    )?;
-    let spill_files = run_spills + tree_spills;
-    let mut write_txn = write_txn.expect("a txn is open");
-    // meta: the new description rows and the next ID.
-    let meta = store.meta_database();
-    for (number, text) in context
-        .descriptions
-        .texts()
-        .iter()
-        .enumerate()
-        .skip(existing_description_count)
-    {
-        let mut key = layout::META_DESCRIPTION_PREFIX.to_vec();
-        key.extend_from_slice(&(number as u32).to_be_bytes());
-        meta.put(&mut write_txn, &key, text.as_bytes())?;
-    }
-    meta.put(
-        &mut write_txn,
-        layout::META_NEXT_ID,
-        &(sequenced.max_id + 1).to_be_bytes(),
-    )?;
-    write_txn.commit()?;
-    store.sync()?;
-    progress.finish();
-    drop(store);
-    Ok(LoadSummary {
-        entries: sequenced.entries,
-        skipped: sequenced.skipped,
-        skipped_count: sequenced.skipped_count,
-        elapsed: started.elapsed(),
-        input_bytes: sequenced.input_bytes,
-        database_bytes: 0,
-        peak_rss_bytes: 0,
-        spill_files,
-    })
+    write_index_runs(bulk, merged, &sequenced.rejected, Some(&mut write_tree))?;
+    Ok(run_spills + tree_spills)
 }
 
 /// Stage 1: batches of records in file order, numbered; IDs are record ordinals.
@@ -601,18 +555,14 @@ impl Skips {
 /// tree's rows written.
 fn sequence(
     options: &LoadOptions,
-    store: &Store,
+    bulk: &mut BulkWriter<'_>,
     done: Receiver<DoneBatch>,
     returns: BatchReturns<'_>,
     tree_budget: usize,
     spill_directory: &Path,
     progress: &mut Progress,
 ) -> Result<Sequenced, LoadError> {
-    let env = store.env();
-    let id2entry = store.id2entry_database();
     let mut tree = TreeBuilder::new(tree_budget, spill_directory)?;
-    let mut write_txn = env.write_txn()?;
-    let mut bytes_since_commit = 0usize;
     let mut reorder: BTreeMap<u64, DoneBatch> = BTreeMap::new();
     let mut next_sequence = 0u64;
     let mut skips = Skips {
@@ -647,22 +597,11 @@ fn sequence(
                     }
                     Err(TreeError::Run(error)) => return Err(error.into()),
                 }
-                id2entry.put_with_flags(
-                    &mut write_txn,
-                    PutFlags::APPEND,
-                    &entry.id.to_be_bytes(),
-                    &batch.arena[entry.encoded.clone()],
-                )?;
+                bulk.append_entry(entry.id, &batch.arena[entry.encoded.clone()])?;
                 max_id = max_id.max(entry.id);
                 entries += 1;
                 if !entry.group_members.is_empty() {
                     groups.push((entry.id, std::mem::take(&mut entry.group_members)));
-                }
-                bytes_since_commit += entry.encoded.len();
-                if bytes_since_commit >= COMMIT_EVERY_BYTES {
-                    write_txn.commit()?;
-                    write_txn = env.write_txn()?;
-                    bytes_since_commit = 0;
                 }
             }
             // The batch is done with: let the reader read one more, and a worker reuse the arena.
@@ -679,11 +618,10 @@ fn sequence(
     }
     for (id, error) in tree.orphans() {
         rejected.insert(id);
-        id2entry.delete(&mut write_txn, &id.to_be_bytes())?;
+        bulk.remove_entry(id)?;
         entries -= 1;
         skips.skip(error)?;
     }
-    write_txn.commit()?;
     Ok(Sequenced {
         entries,
         max_id,
@@ -696,17 +634,11 @@ fn sequence(
     })
 }
 
-/// Writes the DN tree (`id2node` in ID order with subtree sizes, then `dn2id` sorted), both with
-/// APPEND, into `write_txn`. Returns the number of spill files the tree used.
-fn write_dn_tree(
-    store: &Store,
-    write_txn: &mut RwTxn<'_>,
-    tree: TreeBuilder,
-) -> Result<u64, LoadError> {
+/// Writes the DN tree (`id2node` in ID order with subtree sizes, then `dn2id` sorted), both
+/// appended. Returns the number of spill files the tree used.
+fn write_dn_tree(bulk: &mut BulkWriter<'_>, tree: TreeBuilder) -> Result<u64, LoadError> {
     let (dn2id_run, mut rows) = tree.finish()?;
     let tree_spills = dn2id_run.spilled.len() as u64;
-    let id2node = store.id2node_database();
-    let mut value = Vec::with_capacity(256);
     while let Some((record, subtree_size, child_count)) = rows.next_row()? {
         let node = layout::Node {
             parent: record.parent,
@@ -715,15 +647,8 @@ fn write_dn_tree(
             rdn_original: &record.rdn_original,
             rdn_normalized: &record.rdn_normalized,
         };
-        layout::encode_node(&node, &mut value);
-        id2node.put_with_flags(
-            write_txn,
-            PutFlags::APPEND,
-            &record.id.to_be_bytes(),
-            &value,
-        )?;
+        bulk.append_node(record.id, &node)?;
     }
-    let dn2id = store.dn2id_database();
     let mut merged = MergedRuns::new(vec![dn2id_run])?;
     let (mut key, mut ids) = (Vec::new(), Vec::new());
     while merged.next_into(&mut key, &mut ids)? {
@@ -732,7 +657,7 @@ fn write_dn_tree(
             1,
             "a dn2id key names exactly one entry (duplicates are rejected on arrival)"
         );
-        dn2id.put_with_flags(write_txn, PutFlags::APPEND, &key, &ids[0].to_be_bytes())?;
+        bulk.append_dn2id(&key, ids[0])?;
     }
     Ok(tree_spills)
 }
@@ -819,62 +744,31 @@ fn encode_sorted_chunk(low_halves: &[u16], out: &mut Vec<u8>) {
     }
 }
 
-/// Work for the index writer to do first, in its txn.
-pub(crate) type BeforeIndexes<'f, 'e> = &'f mut dyn FnMut(&mut RwTxn<'e>) -> Result<(), LoadError>;
+/// Work for the index writer to do first.
+pub(crate) type BeforeIndexes<'f> = &'f mut dyn FnMut(&mut BulkWriter<'_>) -> Result<(), LoadError>;
 
-/// Writes merged (DB number ‖ key) → IDs runs into the (empty) index DBs as posting chunks in
-/// key order with APPEND. The merge and encoding run on a second thread, overlapping the
-/// single LMDB writer.
-/// With `commit_every_bytes`, the txn in `write_txn` is committed and replaced after that many
-/// bytes, so LMDB's dirty pages stay bounded (used on the staging DB, which nobody reads yet).
-/// `before_indexes` runs on the writer first, in the same txn, while the merge thread already
-/// fills the queue (the loader writes the DN tree there).
-pub(crate) fn write_index_runs<'e>(
-    env: &'e heed::Env<heed::WithoutTls>,
-    write_txn: &mut Option<RwTxn<'e>>,
-    commit_every_bytes: Option<usize>,
-    databases: &[RawDatabase],
+/// Writes merged (slot ‖ key) → IDs runs into the (empty) index DBs as posting chunks in key
+/// order through the bulk writer. The merge and encoding run on a second thread, overlapping
+/// the single LMDB writer. `before_indexes` runs on the writer first, while the merge thread
+/// already fills the queue (the loader writes the DN tree there).
+pub(crate) fn write_index_runs(
+    bulk: &mut BulkWriter<'_>,
     merged: MergedRuns,
     rejected: &RoaringBitmap,
-    before_indexes: Option<BeforeIndexes<'_, 'e>>,
+    before_indexes: Option<BeforeIndexes<'_>>,
 ) -> Result<(), LoadError> {
     let (sender, receiver) = bounded::<ChunkBatch>(CHUNK_BATCHES_QUEUED_MAX);
     std::thread::scope(|scope| -> Result<(), LoadError> {
         let producer = scope.spawn(move || merge_and_encode(merged, rejected, sender));
         let written = (|| -> Result<(), LoadError> {
             if let Some(before_indexes) = before_indexes {
-                before_indexes(write_txn.as_mut().expect("a txn is open"))?;
+                before_indexes(bulk)?;
             }
-            let mut last_key: Vec<u8> = Vec::new();
-            let mut last_database = u16::MAX;
-            let mut bytes_since_commit = 0usize;
             for batch in &receiver {
-                if let Some(limit) = commit_every_bytes {
-                    bytes_since_commit += batch.bytes.len();
-                    if bytes_since_commit >= limit {
-                        bytes_since_commit = 0;
-                        write_txn.take().expect("a txn is open").commit()?;
-                        *write_txn = Some(env.write_txn()?);
-                    }
-                }
-                let txn = write_txn.as_mut().expect("a txn is open");
-                for (database_number, key_range, value_range) in &batch.chunks {
-                    let database = databases[*database_number as usize];
-                    if *database_number != last_database {
-                        last_database = *database_number;
-                        last_key.clear();
-                    }
-                    let full_key = &batch.bytes[key_range.clone()];
+                for (slot, key_range, value_range) in &batch.chunks {
+                    let key = &batch.bytes[key_range.clone()];
                     let value = &batch.bytes[value_range.clone()];
-                    // Keys arrive ascending per DB, so APPEND; a key that is not greater than
-                    // the last (impossible with the layout's prefix-free keys) falls back to put.
-                    if full_key > last_key.as_slice() {
-                        database.put_with_flags(txn, PutFlags::APPEND, full_key, value)?;
-                    } else {
-                        database.put(txn, full_key, value)?;
-                    }
-                    last_key.clear();
-                    last_key.extend_from_slice(full_key);
+                    bulk.append_index_chunk(*slot, key, value)?;
                 }
             }
             Ok(())

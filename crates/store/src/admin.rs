@@ -11,7 +11,7 @@ use roaring::RoaringBitmap;
 use crate::codec::EncodedEntry;
 use crate::layout::{self, EntryId, IndexKinds, ROOT_PARENT_ID};
 use crate::read::{children_of, corrupt, ReadTxn, TREE_DEPTH_MAX};
-use crate::store::{RawDatabase, Store, StoreError};
+use crate::store::{lmdb_to_ldap, RawDatabase, Store, StoreError};
 use crate::write::WorkingAttribute;
 
 /// Problems listed in a `CheckReport` before the rest are only counted.
@@ -770,5 +770,146 @@ fn key_kind(key: &[u8]) -> IndexKinds {
         layout::KIND_INITIAL | layout::KIND_ANY | layout::KIND_FINAL => IndexKinds::SUBSTRING,
         layout::KIND_ORDERED => IndexKinds::ORDERED,
         _ => IndexKinds::default(),
+    }
+}
+
+impl Store {
+    /// The names of this store's DBs: `meta`, `id2entry`, `id2node`, `dn2id`, then one
+    /// `idx.<attribute>` per index DB, sorted.
+    pub fn database_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = [
+            layout::DB_META,
+            layout::DB_ID2ENTRY,
+            layout::DB_ID2NODE,
+            layout::DB_DN2ID,
+        ]
+        .iter()
+        .map(|name| name.to_string())
+        .collect();
+        let schema = &self.inner.schema;
+        let mut indexes: Vec<String> = self
+            .inner
+            .databases
+            .indexes
+            .keys()
+            .map(|attr| crate::store::index_database_name(schema, *attr))
+            .collect();
+        indexes.sort();
+        names.extend(indexes);
+        names
+    }
+}
+
+impl ReadTxn {
+    /// Visits every row of the DB named `name` (see `Store::database_names`) in key order.
+    pub(crate) fn for_each_row(
+        &self,
+        name: &str,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<(), LdapError> {
+        let databases = &self.inner.databases;
+        let database = match name {
+            layout::DB_META => Some(databases.meta),
+            layout::DB_ID2ENTRY => Some(databases.id2entry),
+            layout::DB_ID2NODE => Some(databases.id2node),
+            layout::DB_DN2ID => Some(databases.dn2id),
+            _ => name
+                .strip_prefix(layout::INDEX_DB_PREFIX)
+                .and_then(|attribute| self.inner.schema.attribute(attribute))
+                .and_then(|attr| databases.indexes.get(&attr).copied()),
+        }
+        .ok_or_else(|| {
+            LdapError::new(
+                lmdir_schema::ResultCode::NoSuchObject,
+                format!("no DB '{name}'"),
+            )
+        })?;
+        for row in database.iter(self.txn()).map_err(lmdb_to_ldap)? {
+            let (key, value) = row.map_err(lmdb_to_ldap)?;
+            visit(key, value);
+        }
+        Ok(())
+    }
+}
+
+/// One DB's digest (see `Store::database_digests`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatabaseDigest {
+    pub name: String,
+    pub rows: u64,
+    pub digest: u64,
+}
+
+impl Store {
+    /// A digest of every DB, to compare two stores built from the same input (the bulk loader
+    /// against single-entry adds). Every row counts byte for byte, except: descriptions count
+    /// by their text, not their number (threads number them in the order they meet them), and
+    /// the `id2entry` values of the attribute types named in `per_run` (entryUUID, timestamps,
+    /// entryCSN: they differ per run) are left out.
+    pub fn database_digests(&self, per_run: &[&str]) -> Result<Vec<DatabaseDigest>, StoreError> {
+        use xxhash_rust::xxh3::Xxh3;
+        let read = self.read()?;
+        let descriptions = read.descriptions().clone();
+        let per_run: Vec<AttrId> = per_run
+            .iter()
+            .filter_map(|name| self.inner.schema.attribute(name))
+            .collect();
+        let mut digests = Vec::new();
+        for name in self.database_names() {
+            let mut digest = Xxh3::new();
+            let mut rows = 0u64;
+            let mut description_texts: Vec<Vec<u8>> = Vec::new();
+            let mut problem = None;
+            let add = |digest: &mut Xxh3, bytes: &[u8]| {
+                digest.update(&(bytes.len() as u64).to_le_bytes());
+                digest.update(bytes);
+            };
+            read.for_each_row(&name, &mut |key, value| {
+                rows += 1;
+                if name == layout::DB_META && key.starts_with(layout::META_DESCRIPTION_PREFIX) {
+                    description_texts.push(value.to_vec());
+                    return;
+                }
+                add(&mut digest, key);
+                if name != layout::DB_ID2ENTRY {
+                    add(&mut digest, value);
+                    return;
+                }
+                let entry = match EncodedEntry::parse(value) {
+                    Ok(entry) => entry,
+                    Err(error) => {
+                        problem = Some(corrupt(format!("entry {key:02x?}: {error}")));
+                        return;
+                    }
+                };
+                for attribute in entry.attributes() {
+                    let Some(info) = descriptions.get(attribute.description_number) else {
+                        problem = Some(corrupt("unknown description number"));
+                        return;
+                    };
+                    if per_run.contains(&info.attr) {
+                        continue;
+                    }
+                    add(&mut digest, info.text.as_bytes());
+                    for (original, normalized) in attribute.values() {
+                        add(&mut digest, original);
+                        add(&mut digest, normalized);
+                    }
+                }
+            })?;
+            if let Some(problem) = problem {
+                return Err(problem.into());
+            }
+            description_texts.sort();
+            for text in &description_texts {
+                add(&mut digest, text);
+            }
+            digests.push(DatabaseDigest {
+                name,
+                rows,
+                digest: digest.digest(),
+            });
+        }
+        Ok(digests)
     }
 }

@@ -3,8 +3,10 @@
 //! writes, and check / stat / export.
 
 mod admin;
+mod bulk;
 pub mod codec;
 mod env;
+mod files;
 pub mod layout;
 mod lock;
 mod memberof;
@@ -15,7 +17,11 @@ mod store;
 mod usage;
 mod write;
 
-pub use admin::{CheckReport, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTED_MAX};
+pub use admin::{
+    CheckReport, DatabaseDigest, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTED_MAX,
+};
+pub use bulk::{BulkWriter, BULK_COMMIT_EVERY_BYTES};
+pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};

@@ -312,8 +312,8 @@ impl ReadTxn {
         &self.txn
     }
 
-    /// The raw LMDB read txn (for the loader/reindexer: reads through it are covered by the
-    /// reader gate, unlike a txn opened on `Store::env()` directly).
+    /// The raw LMDB read txn, for tests (feature `raw-access`).
+    #[cfg(feature = "raw-access")]
     pub fn raw_txn(&self) -> &RoTxn<'static, WithoutTls> {
         &self.txn
     }

@@ -753,3 +753,56 @@ impl IndexPlan {
         self.attribute_keys(&rows.attributes, emit)
     }
 }
+
+impl IndexPlan {
+    /// Every index key of a stored entry (an `id2entry` value) for the attributes `selected`
+    /// accepts: what a reindex rebuilds, with the same key function as every write.
+    pub fn stored_entry_keys<E: From<LdapError>>(
+        &self,
+        record: &[u8],
+        descriptions: &crate::DescriptionTable,
+        selected: &dyn Fn(AttrId) -> bool,
+        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let encoded = crate::codec::EncodedEntry::parse(record)
+            .map_err(|error| crate::read::corrupt(format!("entry: {error}")))?;
+        for attribute in encoded.attributes() {
+            let info = descriptions
+                .get(attribute.description_number)
+                .ok_or_else(|| {
+                    crate::read::corrupt(format!(
+                        "unknown description {}",
+                        attribute.description_number
+                    ))
+                })?;
+            if !self.by_attr.contains_key(&info.attr) || !selected(info.attr) {
+                continue;
+            }
+            for (_, normalized) in attribute.values() {
+                self.value_keys(info.attr, normalized, emit)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl crate::ReadTxn {
+    /// Every stored entry as (ID, `id2entry` value), in ID order (reindex reads them all).
+    pub fn stored_entries(
+        &self,
+    ) -> Result<impl Iterator<Item = Result<(crate::EntryId, &[u8]), LdapError>> + '_, LdapError>
+    {
+        let rows = self
+            .inner
+            .databases
+            .id2entry
+            .iter(self.txn())
+            .map_err(crate::store::lmdb_to_ldap)?;
+        Ok(rows.map(|row| {
+            let (key, value) = row.map_err(crate::store::lmdb_to_ldap)?;
+            let id = layout::decode_id(key)
+                .ok_or_else(|| crate::read::corrupt(format!("id2entry key {key:02x?}")))?;
+            Ok((id, value))
+        }))
+    }
+}

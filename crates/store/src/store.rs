@@ -407,11 +407,8 @@ impl Store {
     /// directly). Call with no write txn of this `Store` open.
     pub fn reload_descriptions(&self) -> Result<(), StoreError> {
         let read = self.read()?;
-        let table = load_description_table(
-            self.inner.databases.meta,
-            read.raw_txn(),
-            &self.inner.schema,
-        )?;
+        let table =
+            load_description_table(self.inner.databases.meta, read.txn(), &self.inner.schema)?;
         let count = table.len();
         // Same lock order as `WriteTxn::commit`: the persisted count, then the table.
         let mut persisted = crate::lock::lock(&self.inner.descriptions_persisted);
@@ -467,7 +464,7 @@ fn resolve_options(options: &StoreOptions, schema: &Schema) -> Result<Resolved, 
     })
 }
 
-fn index_database_name(schema: &Schema, attr: AttrId) -> String {
+pub(crate) fn index_database_name(schema: &Schema, attr: AttrId) -> String {
     format!(
         "{}{}",
         layout::INDEX_DB_PREFIX,
@@ -789,23 +786,30 @@ impl Store {
         crate::lock::read(&self.inner.index_config_change).clone()
     }
 
-    /// The raw LMDB environment (for the bulk loader and tests).
+    /// The raw LMDB environment, for tests that damage a store on purpose (feature
+    /// `raw-access`, never enabled by a production crate: every write goes through `WriteTxn`
+    /// or `BulkWriter`).
+    #[cfg(feature = "raw-access")]
     pub fn env(&self) -> &Env<WithoutTls> {
         &self.inner.env
     }
-
+    #[cfg(feature = "raw-access")]
     pub fn meta_database(&self) -> RawDatabase {
         self.inner.databases.meta
     }
+    #[cfg(feature = "raw-access")]
     pub fn id2entry_database(&self) -> RawDatabase {
         self.inner.databases.id2entry
     }
+    #[cfg(feature = "raw-access")]
     pub fn id2node_database(&self) -> RawDatabase {
         self.inner.databases.id2node
     }
+    #[cfg(feature = "raw-access")]
     pub fn dn2id_database(&self) -> RawDatabase {
         self.inner.databases.dn2id
     }
+    #[cfg(feature = "raw-access")]
     pub fn index_database(&self, attr: AttrId) -> Option<RawDatabase> {
         self.inner.databases.indexes.get(&attr).copied()
     }
@@ -873,5 +877,39 @@ impl Inner {
             .collect();
         *guard = Arc::new(table);
         numbers
+    }
+}
+
+impl StoreOptions {
+    /// The store options a configuration asks for: the one mapping of `[database]` for the
+    /// server and every CLI command (load, reindex, export, ...).
+    pub fn from_config(config: &lmdir_config::Config) -> StoreOptions {
+        let indexes = config
+            .database
+            .index
+            .iter()
+            .map(|(attribute, kinds)| {
+                let kinds = kinds
+                    .iter()
+                    .map(|kind| match kind {
+                        lmdir_config::IndexKind::Eq => IndexKind::Equality,
+                        lmdir_config::IndexKind::Presence => IndexKind::Presence,
+                        lmdir_config::IndexKind::Substring => IndexKind::Substring,
+                        lmdir_config::IndexKind::Ordered => IndexKind::Ordered,
+                        // Approximate matching is equality on normalized values (lmdir-schema):
+                        // the equality index serves it.
+                        lmdir_config::IndexKind::Approx => IndexKind::Equality,
+                    })
+                    .collect();
+                (attribute.clone(), kinds)
+            })
+            .collect();
+        StoreOptions {
+            suffix: config.database.suffix.clone(),
+            indexes,
+            sync: config.database.sync,
+            memberof: config.database.memberof,
+            ..StoreOptions::default()
+        }
     }
 }

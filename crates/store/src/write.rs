@@ -155,6 +155,61 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Writes the `meta` rows of the descriptions numbered since the last commit (numbers are
+    /// dense). Returns the persisted count's guard and the count to set once `txn` committed.
+    pub(crate) fn persist_descriptions(
+        &self,
+        txn: &mut RwTxn<'_>,
+    ) -> Result<(MutexGuard<'_, usize>, usize), LdapError> {
+        let persisted = crate::lock::lock(&self.descriptions_persisted);
+        let table = crate::lock::read(&self.descriptions).clone();
+        for number in *persisted..table.len() {
+            let info = table.get(number as u32).expect("number below table length");
+            let mut key = layout::META_DESCRIPTION_PREFIX.to_vec();
+            key.extend_from_slice(&(number as u32).to_be_bytes());
+            self.databases
+                .meta
+                .put(txn, &key, info.text.as_bytes())
+                .map_err(lmdb_to_ldap)?;
+        }
+        Ok((persisted, table.len()))
+    }
+
+    /// An entry's stored attributes, owned (for a write that changes them).
+    pub(crate) fn stored_attributes(
+        &self,
+        txn: &heed::RoTxn<'_, heed::WithoutTls>,
+        id: EntryId,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        let encoded = read_entry(self, txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.descriptions).clone();
+        encoded
+            .attributes()
+            .map(|attribute| {
+                let info = descriptions
+                    .get(attribute.description_number)
+                    .ok_or_else(|| {
+                        corrupt(format!(
+                            "entry {id}: unknown description {}",
+                            attribute.description_number
+                        ))
+                    })?;
+                Ok(WorkingAttribute {
+                    text: info.text.clone(),
+                    attr: info.attr,
+                    options: info.options.clone(),
+                    values: attribute
+                        .values()
+                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+}
+
 fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
     Entry {
         dn,
@@ -461,31 +516,7 @@ impl<'s> WriteTxn<'s> {
         &self,
         id: EntryId,
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
-        let encoded = read_entry(self.inner, &self.txn, id)?
-            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
-        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
-        encoded
-            .attributes()
-            .map(|attribute| {
-                let info = descriptions
-                    .get(attribute.description_number)
-                    .ok_or_else(|| {
-                        corrupt(format!(
-                            "entry {id}: unknown description {}",
-                            attribute.description_number
-                        ))
-                    })?;
-                Ok(WorkingAttribute {
-                    text: info.text.clone(),
-                    attr: info.attr,
-                    options: info.options.clone(),
-                    values: attribute
-                        .values()
-                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
-                        .collect(),
-                })
-            })
-            .collect()
+        self.inner.stored_attributes(&self.txn, id)
     }
 
     pub(crate) fn lookup(&self, dn: &Dn) -> Result<(Vec<String>, DnLookup), LdapError> {
@@ -1105,26 +1136,15 @@ impl<'s> WriteTxn<'s> {
         ))
     }
 
-    /// The raw LMDB write txn (for the bulk loader and tests).
+    /// The raw LMDB write txn, for tests (feature `raw-access`).
+    #[cfg(feature = "raw-access")]
     pub fn raw_txn(&mut self) -> &mut RwTxn<'s> {
         &mut self.txn
     }
 
     /// Commits all changes made in this transaction.
     pub fn commit(mut self) -> Result<(), LdapError> {
-        // Persist descriptions allocated since the last commit (numbers are dense).
-        let mut persisted = crate::lock::lock(&self.inner.descriptions_persisted);
-        let table = crate::lock::read(&self.inner.descriptions).clone();
-        for number in *persisted..table.len() {
-            let info = table.get(number as u32).expect("number below table length");
-            let mut key = layout::META_DESCRIPTION_PREFIX.to_vec();
-            key.extend_from_slice(&(number as u32).to_be_bytes());
-            self.inner
-                .databases
-                .meta
-                .put(&mut self.txn, &key, info.text.as_bytes())
-                .map_err(lmdb_to_ldap)?;
-        }
+        let (mut persisted, described) = self.inner.persist_descriptions(&mut self.txn)?;
         let index_state = match self.indexes_built.take() {
             Some(attributes) => Some(self.record_indexes_built(&attributes)?),
             None => None,
@@ -1132,7 +1152,7 @@ impl<'s> WriteTxn<'s> {
         let inner = self.inner;
         let WriteTxn { txn, _writer, .. } = self;
         txn.commit().map_err(lmdb_to_ldap)?;
-        *persisted = table.len();
+        *persisted = described;
         if let Some((usable, change)) = index_state {
             *crate::lock::write(&inner.usable_indexes) = usable;
             *crate::lock::write(&inner.index_config_change) = change;

@@ -1,0 +1,116 @@
+//! Loading into a store that already holds entries: through the store's own writes.
+
+use std::io::BufReader;
+use std::time::Instant;
+
+use lmdir_schema::{Dn, Entry};
+use lmdir_store::{Store, WriteContext};
+
+use crate::prepare::RecordError;
+use crate::{LoadError, LoadOptions, LoadSummary, SKIPPED_REPORTED_MAX};
+
+/// Loading into a store that already has entries: each entry goes through the store's own
+/// `add` (parent lookups, subtree sizes, posting chunk merges) inside one write transaction, so
+/// a failure leaves the store as it was. Slower than the fresh path, and correct.
+pub(crate) fn load_into_existing(
+    options: &LoadOptions,
+    input: crate::LoadInput,
+    input_bytes_total: u64,
+    started: Instant,
+) -> Result<LoadSummary, LoadError> {
+    let store = Store::open(
+        &options.directory,
+        options.store.clone(),
+        options.schema.clone(),
+    )?;
+    let mut progress = crate::progress::Progress::new(options.progress, input_bytes_total);
+    // An import keeps the operational attributes it carries (entryUUID, creatorsName, ...).
+    let context = WriteContext {
+        skip_schema_check: options.quick,
+        relax: true,
+        ..WriteContext::new(options.creators_name.clone())
+    };
+    let mut write = store.write()?;
+    let mut entries = 0u64;
+    let mut skipped = Vec::new();
+    let mut skipped_count = 0u64;
+    let mut skip = |error: RecordError| -> Result<(), LoadError> {
+        if !options.continue_on_error {
+            return Err(LoadError::Record(error));
+        }
+        skipped_count += 1;
+        if skipped.len() < SKIPPED_REPORTED_MAX {
+            skipped.push(error);
+        }
+        Ok(())
+    };
+    let reader = lmdir_ldif::LdifReader::new(BufReader::with_capacity(1 << 20, input));
+    for record in reader {
+        let record = match record {
+            Ok(record) => record,
+            Err(error) => {
+                // A reader error cannot be resumed after: the record boundaries are lost.
+                return Err(LoadError::Record(RecordError {
+                    line: error.line,
+                    dn: error.dn,
+                    message: error.message,
+                }));
+            }
+        };
+        let line = record.line;
+        let values = match record.body {
+            lmdir_ldif::RecordBody::Content(values) => values,
+            lmdir_ldif::RecordBody::Change(change) => match change.operation {
+                lmdir_ldif::ChangeOperation::Add(values) => values,
+                _ => {
+                    skip(RecordError {
+                        line,
+                        dn: Some(record.dn),
+                        message: "only entries and 'changetype: add' records can be loaded".into(),
+                    })?;
+                    continue;
+                }
+            },
+        };
+        let dn = match Dn::parse(&record.dn) {
+            Ok(dn) => dn,
+            Err(error) => {
+                skip(RecordError {
+                    line,
+                    dn: Some(record.dn),
+                    message: error.message,
+                })?;
+                continue;
+            }
+        };
+        let mut entry = Entry::new(dn);
+        for (description, value) in values {
+            entry.add_values(&description, std::iter::once(value));
+        }
+        match write.add(&entry, &context) {
+            Ok(_) => entries += 1,
+            Err(error) => skip(RecordError {
+                line,
+                dn: Some(record.dn),
+                message: error.to_string(),
+            })?,
+        }
+        progress.update(entries, 0);
+    }
+    write
+        .commit()
+        .map_err(|error| LoadError::Invalid(format!("commit: {error}")))?;
+    store.sync()?;
+    progress.finish();
+    let database_bytes = lmdir_store::data_file_bytes(&options.directory);
+    Ok(LoadSummary {
+        entries,
+        skipped,
+        skipped_count,
+        elapsed: started.elapsed(),
+        input_bytes: input_bytes_total,
+        database_bytes,
+        peak_rss_bytes: crate::peak_rss_bytes(),
+        spill_files: 0,
+    })
+}

@@ -1,0 +1,259 @@
+//! The narrow append-only writer the bulk loader and reindex drive: whole DBs written in key
+//! order with LMDB's APPEND (entries, nodes, `dn2id`, index chunks), then the descriptions and
+//! `next_id`. The rows themselves come from the same code single-entry writes use
+//! (`rows.rs`, `layout.rs`); this writer only places them. It holds the store's writer lock for
+//! its life, like a `WriteTxn`.
+
+use std::sync::MutexGuard;
+
+use heed::{PutFlags, RwTxn};
+use lmdir_schema::{AttrId, LdapError, ResultCode};
+
+use crate::layout::{self, EntryId, Node};
+use crate::rows::RowScratch;
+use crate::store::{lmdb_to_ldap, Inner, RawDatabase, Store, StoreError};
+use crate::write::WorkingAttribute;
+
+/// A bulk load commits after this many bytes written, so LMDB's dirty page list stays bounded:
+/// small enough that the pages one txn frees serve the next (128 MiB windows made the writer
+/// fault in fresh memory for every page; 16 MiB: peak RSS 630-660 -> 510 MB at 200k entries).
+pub const BULK_COMMIT_EVERY_BYTES: usize = 16 << 20;
+
+/// What a bulk writer fills.
+enum Mode {
+    /// An empty store, written from scratch; committed every `BULK_COMMIT_EVERY_BYTES` (the
+    /// loader builds it in a staging directory nobody reads).
+    Load,
+    /// Rebuilt index DBs of a live store, in one txn, so readers never see them half built.
+    Reindex,
+}
+
+/// The bulk writer (see the module comment). Dropping it without `finish` aborts the current
+/// txn (earlier periodic commits of a load stay: the loader deletes its staging directory).
+pub struct BulkWriter<'s> {
+    // Field order: the LMDB txn ends before the writer lock is released.
+    txn: Option<RwTxn<'s>>,
+    inner: &'s Inner,
+    mode: Mode,
+    bytes_since_commit: usize,
+    /// The last index key appended, per slot, so keys out of order fall back to a plain put.
+    last_index: (u16, Vec<u8>),
+    _writer: MutexGuard<'s, ()>,
+}
+
+fn invalid(message: impl Into<String>) -> StoreError {
+    StoreError::Ldap(LdapError::new(ResultCode::UnwillingToPerform, message))
+}
+
+impl Store {
+    /// A bulk writer into this store, which must hold no entry (a fresh load).
+    pub fn bulk_load(&self) -> Result<BulkWriter<'_>, StoreError> {
+        let writer = self.bulk_writer(Mode::Load)?;
+        let txn = writer.txn.as_ref().expect("a txn is open");
+        if self.inner.databases.id2entry.len(txn)? > 0 {
+            return Err(invalid("a bulk load needs an empty store"));
+        }
+        Ok(writer)
+    }
+
+    /// A bulk writer that rebuilds the index DBs of `attributes` (cleared first), in one txn.
+    pub fn bulk_reindex(&self, attributes: &[AttrId]) -> Result<BulkWriter<'_>, StoreError> {
+        let mut writer = self.bulk_writer(Mode::Reindex)?;
+        for attr in attributes {
+            let database =
+                self.inner.databases.indexes.get(attr).ok_or_else(|| {
+                    invalid(format!("attribute {attr:?} has no index DB to rebuild"))
+                })?;
+            database.clear(writer.txn.as_mut().expect("a txn is open"))?;
+        }
+        Ok(writer)
+    }
+
+    fn bulk_writer(&self, mode: Mode) -> Result<BulkWriter<'_>, StoreError> {
+        if self.is_read_only() {
+            return Err(StoreError::ReadOnly);
+        }
+        let writer = crate::lock::lock(&self.inner.writer);
+        self.inner.grow_map_if_needed()?;
+        let txn = self.inner.env.write_txn()?;
+        Ok(BulkWriter {
+            txn: Some(txn),
+            inner: &self.inner,
+            mode,
+            bytes_since_commit: 0,
+            last_index: (u16::MAX, Vec::new()),
+            _writer: writer,
+        })
+    }
+
+    /// The most bytes an LMDB key may have (RDN limits derive from it).
+    pub fn key_size_max(&self) -> usize {
+        self.inner.env.max_key_size()
+    }
+}
+
+impl<'s> BulkWriter<'s> {
+    fn txn(&mut self) -> &mut RwTxn<'s> {
+        self.txn.as_mut().expect("a txn is open until finish")
+    }
+
+    /// Counts written bytes; a load commits when the window is full.
+    fn wrote(&mut self, bytes: usize) -> Result<(), StoreError> {
+        self.bytes_since_commit += bytes;
+        if matches!(self.mode, Mode::Load) && self.bytes_since_commit >= BULK_COMMIT_EVERY_BYTES {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Commits what is written so far and goes on in a new txn (a load only: then the store's
+    /// read txns see it, as the memberOf pass needs).
+    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
+        if matches!(self.mode, Mode::Reindex) {
+            return Ok(());
+        }
+        self.bytes_since_commit = 0;
+        let mut txn = self.txn.take().expect("a txn is open until finish");
+        let (mut persisted, described) = self.inner.persist_descriptions(&mut txn)?;
+        txn.commit()?;
+        *persisted = described;
+        drop(persisted);
+        self.txn = Some(self.inner.env.write_txn()?);
+        Ok(())
+    }
+
+    /// Appends an entry's `id2entry` value (IDs ascending).
+    pub fn append_entry(&mut self, id: EntryId, encoded: &[u8]) -> Result<(), StoreError> {
+        let database = self.inner.databases.id2entry;
+        database.put_with_flags(
+            self.txn(),
+            PutFlags::APPEND,
+            &layout::encode_id(id),
+            encoded,
+        )?;
+        self.wrote(encoded.len())
+    }
+
+    /// Removes an appended entry (a record the tree rejected after its entry was written).
+    pub fn remove_entry(&mut self, id: EntryId) -> Result<(), StoreError> {
+        let database = self.inner.databases.id2entry;
+        database.delete(self.txn(), &layout::encode_id(id))?;
+        Ok(())
+    }
+
+    /// Appends a node row (IDs ascending).
+    pub fn append_node(&mut self, id: EntryId, node: &Node<'_>) -> Result<(), StoreError> {
+        let mut value = Vec::with_capacity(16 + node.rdn_original.len() * 2);
+        layout::encode_node(node, &mut value);
+        let database = self.inner.databases.id2node;
+        database.put_with_flags(self.txn(), PutFlags::APPEND, &layout::encode_id(id), &value)?;
+        self.wrote(value.len())
+    }
+
+    /// Appends a `dn2id` row; `key` is `layout::encode_dn2id_key`'s (keys ascending).
+    pub fn append_dn2id(&mut self, key: &[u8], id: EntryId) -> Result<(), StoreError> {
+        let database = self.inner.databases.dn2id;
+        database.put_with_flags(self.txn(), PutFlags::APPEND, key, &layout::encode_id(id))?;
+        self.wrote(key.len() + 4)
+    }
+
+    /// Writes one posting chunk of the index in `slot` (`IndexPlan` numbering): `key` is the
+    /// key with its chunk number, `value` the encoded chunk. Keys arrive ascending per slot, so
+    /// APPEND; a key not above the last (impossible with the layout's prefix-free keys) is put.
+    pub fn append_index_chunk(
+        &mut self,
+        slot: u16,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        let database = self.index_database(slot)?;
+        if self.last_index.0 != slot {
+            self.last_index.0 = slot;
+            self.last_index.1.clear();
+        }
+        let in_order = key > self.last_index.1.as_slice();
+        let txn = self.txn.as_mut().expect("a txn is open until finish");
+        if in_order {
+            database.put_with_flags(txn, PutFlags::APPEND, key, value)?;
+        } else {
+            database.put(txn, key, value)?;
+        }
+        self.last_index.1.clear();
+        self.last_index.1.extend_from_slice(key);
+        self.wrote(key.len() + value.len())
+    }
+
+    fn index_database(&self, slot: u16) -> Result<RawDatabase, StoreError> {
+        let attr = self.inner.index_plan.attrs().get(slot as usize).copied();
+        attr.and_then(|attr| self.inner.databases.indexes.get(&attr).copied())
+            .ok_or_else(|| invalid(format!("no index DB in slot {slot}")))
+    }
+
+    /// Adds `memberOf: <group DN>` values to an appended entry (after the tree is written: the
+    /// loader's memberOf pass), appending to its option-less memberOf attribute or adding one.
+    /// Returns the normalized values that are new (their index keys are the caller's to
+    /// emit, through `IndexPlan::value_keys`).
+    pub fn add_memberof(
+        &mut self,
+        member: EntryId,
+        group_dns: &[String],
+        scratch: &mut RowScratch,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let inner = self.inner;
+        let schema = &*inner.schema;
+        let Some(memberof) = schema.attribute("memberOf") else {
+            return Ok(Vec::new());
+        };
+        let mut attributes = inner.stored_attributes(self.txn(), member)?;
+        let position = attributes
+            .iter()
+            .position(|attribute| attribute.attr == memberof && attribute.options.is_empty());
+        let position = position.unwrap_or_else(|| {
+            attributes.push(WorkingAttribute {
+                text: schema.attribute_type(memberof).name().to_string(),
+                attr: memberof,
+                options: Vec::new(),
+                values: Vec::new(),
+            });
+            attributes.len() - 1
+        });
+        let mut added = Vec::new();
+        for group_dn in group_dns {
+            let normalized = schema.normalize_value(memberof, group_dn.as_bytes())?;
+            let values = &mut attributes[position].values;
+            if values.iter().any(|(_, value)| *value == normalized) {
+                continue;
+            }
+            values.push((group_dn.as_bytes().to_vec(), normalized.clone()));
+            added.push(normalized);
+        }
+        let mut encoded = Vec::new();
+        crate::rows::encode_attributes(inner, &attributes, scratch, &mut encoded)?;
+        let database = inner.databases.id2entry;
+        database.put(self.txn(), &layout::encode_id(member), &encoded)?;
+        self.wrote(encoded.len())?;
+        Ok(added)
+    }
+
+    /// Ends the bulk write: a load records `next_id` (one above the highest ID written);
+    /// descriptions numbered meanwhile get their `meta` rows; all is committed and, for a load,
+    /// flushed to disk.
+    pub fn finish(mut self, next_id: Option<EntryId>) -> Result<(), StoreError> {
+        let inner = self.inner;
+        let mut txn = self.txn.take().expect("a txn is open until finish");
+        if let Some(next_id) = next_id {
+            inner.databases.meta.put(
+                &mut txn,
+                layout::META_NEXT_ID,
+                &layout::encode_id(next_id),
+            )?;
+        }
+        let (mut persisted, described) = inner.persist_descriptions(&mut txn)?;
+        txn.commit().map_err(lmdb_to_ldap)?;
+        *persisted = described;
+        if matches!(self.mode, Mode::Load) {
+            inner.env.force_sync()?;
+        }
+        Ok(())
+    }
+}
