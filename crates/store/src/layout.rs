@@ -293,13 +293,13 @@ pub fn for_each_gram(normalized: &[u8], emit: &mut dyn FnMut(u8, &[u8])) {
     });
 }
 
+/// Where grams go: `(kind, gram)`; an error stops the walk.
+type GramSink<'a, E> = dyn FnMut(u8, &[u8]) -> Result<(), E> + 'a;
+
 /// `for_each_gram` whose `emit` may fail (the first failure stops the walk). ASCII values,
 /// nearly all of them, take byte windows directly: the character boundaries are the bytes,
 /// and computing them cost an allocation per value.
-fn try_for_each_gram<E>(
-    normalized: &[u8],
-    emit: &mut dyn FnMut(u8, &[u8]) -> Result<(), E>,
-) -> Result<(), E> {
+fn try_for_each_gram<E>(normalized: &[u8], emit: &mut GramSink<'_, E>) -> Result<(), E> {
     if normalized.is_ascii() {
         let length = normalized.len();
         for gram_length in GRAM_LENGTH_MIN_CHARS..=GRAM_LENGTH_MAX_CHARS.min(length) {
@@ -313,6 +313,11 @@ fn try_for_each_gram<E>(
         }
         return Ok(());
     }
+    try_grams_by_characters(normalized, emit)
+}
+
+/// The grams of any value, walking character boundaries (invalid UTF-8: bytes).
+fn try_grams_by_characters<E>(normalized: &[u8], emit: &mut GramSink<'_, E>) -> Result<(), E> {
     let boundaries = character_boundaries(normalized);
     let char_count = boundaries.len() - 1;
     for length in GRAM_LENGTH_MIN_CHARS..=GRAM_LENGTH_MAX_CHARS.min(char_count) {
@@ -797,6 +802,32 @@ mod tests {
         encode_node(&node, &mut bytes);
         assert_eq!(decode_node(&bytes), Some(node));
         assert_eq!(decode_node(&bytes[..5]), None);
+    }
+
+    /// The ASCII byte-window path gives exactly the character path's grams, in order.
+    #[test]
+    fn ascii_grams_equal_character_grams() {
+        for value in [
+            "",
+            "a",
+            "ab",
+            "abc",
+            "abcd",
+            "abcde",
+            "jonathan smith",
+            "12345",
+        ] {
+            let (mut fast, mut by_characters) = (Vec::new(), Vec::new());
+            for_each_gram(value.as_bytes(), &mut |kind, gram| {
+                fast.push((kind, gram.to_vec()))
+            });
+            let _ =
+                try_grams_by_characters(value.as_bytes(), &mut |kind, gram| -> Result<(), ()> {
+                    by_characters.push((kind, gram.to_vec()));
+                    Ok(())
+                });
+            assert_eq!(fast, by_characters, "{value:?}");
+        }
     }
 
     #[test]

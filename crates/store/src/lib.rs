@@ -27,7 +27,7 @@ pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
 pub use rows::{
     csn_at, csn_value, precise_timestamp_value, timestamp_value, EntryRows, EntrySource,
-    FreshValues, IndexPlan, IndexedAttribute, OperationalStamp, RowScratch, TreePlace,
+    FreshValues, IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
 };
 pub use search::{Scope, SearchCursor, SearchSpec};
 pub use store::{

@@ -654,6 +654,9 @@ pub(crate) fn encode_attributes(
 
 // ---------------------------------------------------------------- index keys
 
+/// Where index keys go: `(slot, key without chunk)`; an error stops the walk.
+pub type KeySink<'a, E> = dyn FnMut(u16, &[u8]) -> Result<(), E> + 'a;
+
 /// One indexed attribute type: its slot (a dense number the bulk writer names index DBs by),
 /// kinds and ordering rule.
 #[derive(Debug, Clone, Copy)]
@@ -708,7 +711,7 @@ impl IndexPlan {
         &self,
         attr: AttrId,
         normalized: &[u8],
-        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
+        emit: &mut KeySink<'_, E>,
     ) -> Result<(), E> {
         let Some(indexed) = self.by_attr.get(&attr) else {
             return Ok(());
@@ -731,7 +734,7 @@ impl IndexPlan {
     pub(crate) fn attribute_keys<E>(
         &self,
         attributes: &[WorkingAttribute],
-        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
+        emit: &mut KeySink<'_, E>,
     ) -> Result<(), E> {
         for attribute in attributes {
             if !self.by_attr.contains_key(&attribute.attr) {
@@ -745,11 +748,7 @@ impl IndexPlan {
     }
 
     /// Every index key of a new entry.
-    pub fn entry_keys<E>(
-        &self,
-        rows: &EntryRows,
-        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
+    pub fn entry_keys<E>(&self, rows: &EntryRows, emit: &mut KeySink<'_, E>) -> Result<(), E> {
         self.attribute_keys(&rows.attributes, emit)
     }
 }
@@ -762,7 +761,7 @@ impl IndexPlan {
         record: &[u8],
         descriptions: &crate::DescriptionTable,
         selected: &dyn Fn(AttrId) -> bool,
-        emit: &mut dyn FnMut(u16, &[u8]) -> Result<(), E>,
+        emit: &mut KeySink<'_, E>,
     ) -> Result<(), E> {
         let encoded = crate::codec::EncodedEntry::parse(record)
             .map_err(|error| crate::read::corrupt(format!("entry: {error}")))?;
