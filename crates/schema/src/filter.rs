@@ -50,6 +50,13 @@ pub enum Filter {
     },
 }
 
+/// Whether a byte may appear in a filter's attribute description or matching rule name
+/// (descriptors, OIDs, options; `_` as slapd accepts it). The text parser and the server's
+/// converter of decoded filters both hold names to this.
+pub fn is_filter_name_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b';' | b'.' | b'_')
+}
+
 fn filter_error(text: &str, position: usize, why: &str) -> LdapError {
     LdapError::new(
         ResultCode::ProtocolError,
@@ -191,9 +198,7 @@ impl FilterParser<'_> {
 
     fn description(&mut self) -> &str {
         let start = self.position;
-        while self.peek().is_some_and(|byte| {
-            byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b';' | b'.' | b'_')
-        }) {
+        while self.peek().is_some_and(is_filter_name_byte) {
             self.position += 1;
         }
         &self.text[start..self.position]

@@ -3,12 +3,16 @@
 //! limits, upgrades to TLS on StartTLS, and closes on unbind, idle timeout, malformed input or
 //! server shutdown.
 
-use crate::ber::{self, tag, ResultFields};
+use crate::ber::{self, ResultFields};
 use crate::client_limits::ClientKey;
+use crate::context::OperationContext;
+use crate::context::ServerContext;
+use crate::controls::{CANCEL_OID, START_TLS_OID};
 use crate::log_text::escaped;
-use crate::operations::{self, OperationContext, Outgoing};
+use crate::operations;
 use crate::result::{code, OperationError};
-use crate::server::ServerContext;
+use crate::session::{Identity, Session, Transport};
+use crate::sink::{Outgoing, ResultSink};
 use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use ldap3_proto::proto::{LdapExtendedRequest, LdapMsg, LdapOp};
@@ -21,58 +25,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::codec::{Framed, FramedParts};
 use tracing::{info, warn};
 
-/// The StartTLS extended operation (RFC 4511 §4.14).
-pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
-/// The Cancel extended operation (RFC 3909).
-pub const CANCEL_OID: &str = "1.3.6.1.1.8";
-
 /// Any byte stream a connection runs on: TCP, TLS over TCP, or a unix socket.
 pub trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> ByteStream for T {}
 pub type BoxedStream = Box<dyn ByteStream>;
-
-/// How a connection was accepted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transport {
-    Tcp,
-    Tls,
-    /// Unix socket with the peer's uid/gid (SASL EXTERNAL identity).
-    Ldapi {
-        uid: u32,
-        gid: u32,
-    },
-}
-
-/// Authentication state of a connection.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Identity {
-    /// The bound DN as given at bind (original form); empty = anonymous.
-    pub dn: String,
-    /// The bound DN normalized (access control, self checks); empty = anonymous.
-    pub normalized_dn: String,
-    pub is_rootdn: bool,
-}
-
-/// Per-connection state visible to operations.
-#[derive(Debug, Clone)]
-pub struct Session {
-    pub connection_id: u64,
-    pub identity: Identity,
-    pub transport: Transport,
-    /// Whom per-client limits (bind throttling) count against.
-    pub client: ClientKey,
-    /// TLS active (ldaps or after StartTLS).
-    pub tls_active: bool,
-    /// This connection's entry in cn=Monitor.
-    pub monitor: Arc<crate::monitor::ConnectionRecord>,
-}
-
-impl Session {
-    /// Whether the channel counts as confidential for `require_tls`.
-    pub fn is_secure(&self) -> bool {
-        self.tls_active || matches!(self.transport, Transport::Ldapi { .. })
-    }
-}
 
 struct Outstanding {
     cancelled: Arc<AtomicBool>,
@@ -267,8 +223,7 @@ pub async fn run(
                             break Ending::Notice(code::PROTOCOL_ERROR, format!("message ID {} is already in use", message.msgid));
                         }
                         let cancelled = Arc::new(AtomicBool::new(false));
-                        let small_search = matches!(&operation, LdapOp::SearchRequest(request)
-                            if crate::database::search_is_small_for(&context, &session.identity, request));
+                        let prepared = operations::prepare(&context, &session.identity, &operation);
                         let operation_context = OperationContext {
                             server: context.clone(),
                             session: session.clone(),
@@ -276,15 +231,14 @@ pub async fn run(
                             operation_id,
                             controls: message.controls,
                             cancelled: cancelled.clone(),
-                            sender: sender.clone(),
-                            small_search,
+                            sink: ResultSink::new(sender.clone()),
                         };
-                        if small_search {
+                        if prepared.runs_inline() {
                             // Microseconds of work: run it right here, writing its output as it
                             // comes, instead of spawning a task another thread may steal.
                             let (inline_sender, mut inline_receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
-                            let operation_context = OperationContext { sender: inline_sender, ..operation_context };
-                            let dispatch = operations::dispatch(operation_context, operation);
+                            let operation_context = OperationContext { sink: ResultSink::new(inline_sender), ..operation_context };
+                            let dispatch = operations::dispatch(operation_context, operation, prepared);
                             tokio::pin!(dispatch);
                             let mut dispatch_done = false;
                             let mut write_failed = false;
@@ -310,7 +264,7 @@ pub async fn run(
                         let task = tokio::spawn(async move {
                             // The semaphore lives as long as the connection: never closed.
                             let Ok(_running) = turn.acquire_owned().await else { return };
-                            operations::dispatch(operation_context, operation).await
+                            operations::dispatch(operation_context, operation, prepared).await
                         });
                         outstanding.insert(message.msgid, Outstanding { cancelled, task: task.abort_handle() });
                     }
@@ -685,21 +639,6 @@ pub fn encode_message(message: LdapMsg) -> Bytes {
         .encode(message, &mut buffer)
         .expect("encoding into a BytesMut cannot fail");
     buffer.freeze()
-}
-
-/// The response tag (for logs) of an LDAPResult-shaped response to `operation`.
-pub fn response_tag(operation: &LdapOp) -> Option<u8> {
-    Some(match operation {
-        LdapOp::BindRequest(_) => tag::BIND_RESPONSE,
-        LdapOp::SearchRequest(_) => tag::SEARCH_RESULT_DONE,
-        LdapOp::ModifyRequest(_) => tag::MODIFY_RESPONSE,
-        LdapOp::AddRequest(_) => tag::ADD_RESPONSE,
-        LdapOp::DelRequest(_) => tag::DELETE_RESPONSE,
-        LdapOp::ModifyDNRequest(_) => tag::MODIFY_DN_RESPONSE,
-        LdapOp::CompareRequest(_) => tag::COMPARE_RESPONSE,
-        LdapOp::ExtendedRequest(_) => tag::EXTENDED_RESPONSE,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

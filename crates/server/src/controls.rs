@@ -23,6 +23,11 @@ pub const PRE_READ_OID: &str = "1.3.6.1.1.13.1";
 pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
 pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
+/// The StartTLS extended operation (RFC 4511 §4.14).
+pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
+/// The Cancel extended operation (RFC 3909).
+pub const CANCEL_OID: &str = "1.3.6.1.1.8";
+
 /// Relax Rules (draft-zeilenga-ldap-relax, OpenLDAP's OID): lets the rootdn set
 /// NO-USER-MODIFICATION attributes.
 pub const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";

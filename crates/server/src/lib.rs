@@ -1,27 +1,46 @@
 //! lmdir-server: the LDAPv3 server (listeners, PDU framing, BER encoding, operations, controls).
+//!
+//! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
+//! server → connection → operations → {search, compare, update, password, rootdse} →
+//! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
+//! result, settings, limits, monitor, ppolicy, selection, filter_text, log_text, ...).
 
 pub mod ber;
 pub mod client_limits;
+mod compare;
 pub mod connection;
+pub mod context;
 pub mod controls;
-pub mod database;
+mod entry_read;
+pub mod filter;
 pub mod filter_text;
 pub mod limits;
 pub mod log_text;
 pub mod metrics_http;
 pub mod monitor;
 pub mod operations;
+mod password;
 pub mod pdu;
 pub mod ppolicy;
 pub mod result;
 pub mod rootdse;
+mod search;
 pub mod selection;
 pub mod server;
+pub mod session;
 pub mod settings;
+pub mod sink;
+mod subject;
 pub mod tls;
+mod update;
 mod writer;
 
-pub use database::Database;
+/// The database as the CLI opens it (kept at this path for `lmdir`'s commands).
+pub mod database {
+    pub use crate::context::{schema_from_config, store_options_from_config, Database};
+}
+
+pub use context::Database;
 pub use server::{
     serve, serve_settings, start, BoundAddress, RunningServer, ServerContext, ServerError,
 };

@@ -2,58 +2,25 @@
 //! operations (each in its own task, answering through the connection's outgoing queue).
 
 use crate::ber::{self, tag, ResponseControl, ResultFields};
-use crate::connection::{response_tag, Session};
+use crate::context::{OperationContext, ServerContext};
 use crate::controls::{self, RequestControls};
 use crate::filter_text;
 use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
-use crate::ppolicy::PolicyResponse;
 use crate::result::{code, OperationError};
 use crate::rootdse;
+use crate::search::{PreparedSearch, SearchDone};
 use crate::selection::AttributeSelection;
-use crate::server::ServerContext;
+use crate::session::{Identity, Session};
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchRequest, LdapSearchScope,
     OID_PASSWORD_MODIFY, OID_WHOAMI,
 };
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::mpsc;
 use tracing::info;
-
-/// What operation tasks send to their connection.
-#[derive(Debug)]
-pub enum Outgoing {
-    /// One encoded LDAPMessage.
-    Message(Bytes),
-    /// The operation with this message ID ends: its final `response` (empty when it sends
-    /// none), with this result code (a pending Cancel is answered from it). One message, so the
-    /// connection forgets the operation in the same step that writes its response: a client that
-    /// sends its next request on reading the response never finds this one still counted
-    /// against `operations_per_connection_max`.
-    Done {
-        message_id: i32,
-        result_code: u32,
-        response: Bytes,
-    },
-}
-
-/// Everything an operation task needs.
-pub struct OperationContext {
-    pub server: Arc<ServerContext>,
-    pub session: Session,
-    pub message_id: i32,
-    pub operation_id: u64,
-    pub controls: Vec<controls::Control>,
-    pub cancelled: Arc<AtomicBool>,
-    pub sender: mpsc::Sender<Outgoing>,
-    /// A search the index says is small (`database::search_is_small_for`), decided once by the
-    /// connection: it runs on the connection's task, not the blocking pool.
-    pub small_search: bool,
-}
 
 impl OperationContext {
     fn log_prefix(&self) -> String {
@@ -65,7 +32,7 @@ impl OperationContext {
 
     async fn send(&self, bytes: Bytes) {
         // A closed receiver means the connection is gone; the operation's work is then moot.
-        let _ = self.sender.send(Outgoing::Message(bytes)).await;
+        self.sink.send(bytes).await;
     }
 
     /// Sends the operation's final response, telling the connection it is done with it (and how
@@ -84,14 +51,7 @@ impl OperationContext {
         }
         self.session.monitor.operation_completed();
         self.server.monitor.messages_sent(1, 0);
-        let _ = self
-            .sender
-            .send(Outgoing::Done {
-                message_id: self.message_id,
-                result_code,
-                response,
-            })
-            .await;
+        self.sink.done(self.message_id, result_code, response).await;
     }
 
     async fn finish(&self, response_tag: u8, result: Result<(), OperationError>, started: Instant) {
@@ -211,6 +171,21 @@ impl OperationContext {
     }
 }
 
+/// The response tag (for logs) of an LDAPResult-shaped response to `operation`.
+pub fn response_tag(operation: &LdapOp) -> Option<u8> {
+    Some(match operation {
+        LdapOp::BindRequest(_) => tag::BIND_RESPONSE,
+        LdapOp::SearchRequest(_) => tag::SEARCH_RESULT_DONE,
+        LdapOp::ModifyRequest(_) => tag::MODIFY_RESPONSE,
+        LdapOp::AddRequest(_) => tag::ADD_RESPONSE,
+        LdapOp::DelRequest(_) => tag::DELETE_RESPONSE,
+        LdapOp::ModifyDNRequest(_) => tag::MODIFY_DN_RESPONSE,
+        LdapOp::CompareRequest(_) => tag::COMPARE_RESPONSE,
+        LdapOp::ExtendedRequest(_) => tag::EXTENDED_RESPONSE,
+        _ => return None,
+    })
+}
+
 /// A response refusing `operation` before it starts (e.g. busy); None for operations without a response.
 pub fn refusal(message_id: i32, operation: &LdapOp, error: &OperationError) -> Option<Bytes> {
     let response_tag = response_tag(operation)?;
@@ -228,11 +203,38 @@ pub fn refusal(message_id: i32, operation: &LdapOp, error: &OperationError) -> O
     Some(buffer.freeze())
 }
 
+/// What the connection learns of an operation before running it (for a search: its filter,
+/// converted once, and whether it is small enough to run on the connection's task).
+pub struct Prepared {
+    search: Option<PreparedSearch>,
+}
+
+impl Prepared {
+    /// Whether the connection runs the operation on its own task (microseconds of work).
+    pub fn runs_inline(&self) -> bool {
+        self.search.as_ref().is_some_and(|search| search.small)
+    }
+}
+
+/// Prepares an operation as the connection receives it.
+pub fn prepare(server: &ServerContext, identity: &Identity, operation: &LdapOp) -> Prepared {
+    let search = match operation {
+        LdapOp::SearchRequest(request) => Some(PreparedSearch::new(server, identity, request)),
+        _ => None,
+    };
+    Prepared { search }
+}
+
 /// Runs one non-bind operation to completion.
-pub async fn dispatch(context: OperationContext, operation: LdapOp) {
+pub async fn dispatch(context: OperationContext, operation: LdapOp, prepared: Prepared) {
     let started = Instant::now();
     match operation {
-        LdapOp::SearchRequest(request) => search(&context, &request, started).await,
+        LdapOp::SearchRequest(request) => {
+            let prepared = prepared.search.unwrap_or_else(|| {
+                PreparedSearch::new(&context.server, &context.session.identity, &request)
+            });
+            search(&context, &request, prepared, started).await
+        }
         LdapOp::ExtendedRequest(request) => extended(&context, &request, started).await,
         LdapOp::CompareRequest(request) => {
             info!(
@@ -241,7 +243,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX),
                 log_text::bounded(&request.atype, log_text::LOG_DN_BYTES_MAX)
             );
-            let result = crate::database::compare(&context, &request).await;
+            let result = crate::compare::compare(&context, &request).await;
             let response = match result {
                 Ok(true) => Err(OperationError::new(code::COMPARE_TRUE, "")),
                 Ok(false) => Err(OperationError::new(code::COMPARE_FALSE, "")),
@@ -257,7 +259,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 context.log_prefix(),
                 log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX)
             );
-            let result = crate::database::add(&context, request).await;
+            let result = crate::update::add(&context, request).await;
             context
                 .finish_update(tag::ADD_RESPONSE, result, started)
                 .await;
@@ -268,7 +270,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 context.log_prefix(),
                 log_text::bounded(&dn, log_text::LOG_DN_BYTES_MAX)
             );
-            let result = crate::database::delete(&context, &dn).await;
+            let result = crate::update::delete(&context, &dn).await;
             context
                 .finish_update(tag::DELETE_RESPONSE, result, started)
                 .await;
@@ -279,7 +281,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 context.log_prefix(),
                 log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX)
             );
-            let result = crate::database::modify(&context, request).await;
+            let result = crate::update::modify(&context, request).await;
             context
                 .finish_update(tag::MODIFY_RESPONSE, result, started)
                 .await;
@@ -296,7 +298,7 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                     log_text::LOG_DN_BYTES_MAX
                 )
             );
-            let result = crate::database::modify_dn(&context, request).await;
+            let result = crate::update::modify_dn(&context, request).await;
             context
                 .finish_update(tag::MODIFY_DN_RESPONSE, result, started)
                 .await;
@@ -308,13 +310,9 @@ pub async fn dispatch(context: OperationContext, operation: LdapOp) {
                 context.log_prefix(),
                 std::mem::discriminant(&other)
             );
-            let _ = context
-                .sender
-                .send(Outgoing::Done {
-                    message_id: context.message_id,
-                    result_code: code::PROTOCOL_ERROR,
-                    response: Bytes::new(),
-                })
+            context
+                .sink
+                .done(context.message_id, code::PROTOCOL_ERROR, Bytes::new())
                 .await;
         }
     }
@@ -343,14 +341,14 @@ pub async fn bind(
         log_text::bounded(&method, log_text::LOG_DN_BYTES_MAX)
     );
     // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1).
-    session.identity = crate::connection::Identity::default();
+    session.identity = crate::session::Identity::default();
     let mut policy_response = None;
     let mut wants_policy = false;
     let outcome = match controls::parse(request_controls, controls::BIND_CONTROLS) {
         Err(error) => Err(error),
         Ok(parsed) => {
             wants_policy = parsed.password_policy;
-            bind_outcome(server, session, request, &mut policy_response).await
+            crate::password::bind_outcome(server, session, request, &mut policy_response).await
         }
     };
     // draft-behera §6: the response control answers a request control only.
@@ -398,143 +396,12 @@ pub async fn bind(
     buffer.freeze()
 }
 
-async fn bind_outcome(
-    server: &Arc<ServerContext>,
-    session: &Session,
-    request: &LdapBindRequest,
-    policy_response: &mut Option<PolicyResponse>,
-) -> Result<crate::connection::Identity, OperationError> {
-    use crate::connection::{Identity, Transport};
-    if request.version != 3 {
-        return Err(OperationError::new(
-            code::PROTOCOL_ERROR,
-            format!("LDAP version {} is not supported; use 3", request.version),
-        ));
-    }
-    match &request.cred {
-        LdapBindCred::Unsupported => Err(OperationError::new(
-            code::AUTH_METHOD_NOT_SUPPORTED,
-            "authentication method not supported",
-        )),
-        LdapBindCred::SASL(credentials) => {
-            if !credentials.mechanism.eq_ignore_ascii_case("EXTERNAL") {
-                return Err(OperationError::new(
-                    code::AUTH_METHOD_NOT_SUPPORTED,
-                    format!("SASL mechanism {} not supported", credentials.mechanism),
-                ));
-            }
-            let Transport::Ldapi { uid, gid } = session.transport else {
-                return Err(OperationError::new(
-                    code::INAPPROPRIATE_AUTHENTICATION,
-                    "SASL EXTERNAL is only available over ldapi://",
-                ));
-            };
-            Ok(if uid == 0 {
-                Identity {
-                    dn: server.settings.rootdn.clone(),
-                    normalized_dn: crate::database::normalized_identity_dn(
-                        server,
-                        &server.settings.rootdn,
-                    ),
-                    is_rootdn: true,
-                }
-            } else {
-                let dn = format!("gidNumber={gid}+uidNumber={uid},cn=peercred,cn=external,cn=auth");
-                Identity {
-                    normalized_dn: dn.to_lowercase(),
-                    dn,
-                    is_rootdn: false,
-                }
-            })
-        }
-        LdapBindCred::Simple(password) => {
-            simple_bind(
-                server,
-                session,
-                &request.dn,
-                password.as_bytes(),
-                policy_response,
-            )
-            .await
-        }
-    }
-}
-
-/// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client: once
-/// the client's failures exceed `bind_failure_burst`, every bind from it waits (whatever its
-/// outcome, so the wait tells nothing) before the password is checked.
-async fn simple_bind(
-    server: &Arc<ServerContext>,
-    session: &Session,
-    dn: &str,
-    password: &[u8],
-    policy_response: &mut Option<PolicyResponse>,
-) -> Result<crate::connection::Identity, OperationError> {
-    use crate::connection::Identity;
-    if dn.is_empty() {
-        if password.is_empty() {
-            return Ok(Identity::default());
-        }
-        return Err(OperationError::new(
-            code::INVALID_CREDENTIALS,
-            "a password needs a bind DN",
-        ));
-    }
-    if password.is_empty() {
-        // RFC 4513 §5.1.2: an unauthenticated bind is never a login; refused like OpenLDAP.
-        return Err(OperationError::new(
-            code::UNWILLING_TO_PERFORM,
-            "unauthenticated bind (DN with no password) disallowed",
-        ));
-    }
-    if server.settings.require_tls && !session.is_secure() {
-        return Err(OperationError::new(
-            code::CONFIDENTIALITY_REQUIRED,
-            "TLS is required before a simple bind",
-        ));
-    }
-    let ticket = server.bind_throttle.admit(session.client);
-    if !ticket.delay.is_zero() {
-        info!(
-            "conn={} bind from {} throttled for {} ms after repeated failures",
-            session.connection_id,
-            session.client,
-            ticket.delay.as_millis()
-        );
-        tokio::time::sleep(ticket.delay).await;
-    }
-    let outcome = check_password(server, dn, password, policy_response).await;
-    server
-        .bind_throttle
-        .settle(session.client, ticket, outcome.is_ok());
-    outcome
-}
-
-/// The identity `dn` binds as with `password`: the rootdn against `rootpw`, anyone else against
-/// their entry's `userPassword`.
-async fn check_password(
-    server: &Arc<ServerContext>,
-    dn: &str,
-    password: &[u8],
-    policy_response: &mut Option<PolicyResponse>,
-) -> Result<crate::connection::Identity, OperationError> {
-    let settings = &server.settings;
-    if !settings.rootpw.is_empty() && crate::database::same_dn(server, dn, &settings.rootdn) {
-        let stored = vec![settings.rootpw.as_bytes().to_vec()];
-        return if crate::database::any_password_matches(stored, password).await? {
-            Ok(crate::connection::Identity {
-                dn: dn.to_string(),
-                normalized_dn: crate::database::normalized_identity_dn(server, dn),
-                is_rootdn: true,
-            })
-        } else {
-            Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
-        };
-    }
-    crate::database::bind_entry(server, dn, password, policy_response).await
-}
-
-async fn search(context: &OperationContext, request: &LdapSearchRequest, started: Instant) {
+async fn search(
+    context: &OperationContext,
+    request: &LdapSearchRequest,
+    prepared: PreparedSearch,
+    started: Instant,
+) {
     info!(
         "{} SRCH base=\"{}\" scope={} deref={} filter=\"{}\" attrs=\"{}\"",
         context.log_prefix(),
@@ -548,7 +415,7 @@ async fn search(context: &OperationContext, request: &LdapSearchRequest, started
         Err(error) => Err(error),
         Ok(()) => match controls::parse(&context.controls, controls::SEARCH_CONTROLS) {
             Err(error) => Err(error),
-            Ok(parsed) => search_with_controls(context, request, &parsed).await,
+            Ok(parsed) => search_with_controls(context, request, &parsed, prepared).await,
         },
     };
     match result {
@@ -598,61 +465,15 @@ pub fn search_request_within_limits(
     settings: &crate::settings::ServerSettings,
     request: &LdapSearchRequest,
 ) -> Result<(), OperationError> {
-    filter_within_limits(settings, &request.filter)?;
-    attribute_list_within_limits(settings, request.attrs.len())
-}
-
-/// Nesting depth and item count (leaves plus substring pieces) of a search or assertion filter.
-pub fn filter_within_limits(
-    settings: &crate::settings::ServerSettings,
-    filter: &ldap3_proto::proto::LdapFilter,
-) -> Result<(), OperationError> {
-    let depth = filter_text::depth(filter);
-    if depth > settings.filter_depth_max {
-        return Err(OperationError::new(
-            code::ADMIN_LIMIT_EXCEEDED,
-            format!(
-                "filter nesting depth {depth} exceeds the limit of {}",
-                settings.filter_depth_max
-            ),
-        ));
-    }
-    let items_max = settings.filter_items_max;
-    if filter_text::item_count(filter, items_max) > items_max {
-        return Err(OperationError::new(
-            code::ADMIN_LIMIT_EXCEEDED,
-            format!("filter has more than {items_max} items"),
-        ));
-    }
-    Ok(())
-}
-
-/// Length of a requested attribute list (search, pre-read, post-read).
-pub fn attribute_list_within_limits(
-    settings: &crate::settings::ServerSettings,
-    count: usize,
-) -> Result<(), OperationError> {
-    let attributes_max = settings.requested_attributes_max;
-    if count > attributes_max {
-        return Err(OperationError::new(
-            code::ADMIN_LIMIT_EXCEEDED,
-            format!("more than {attributes_max} attributes requested"),
-        ));
-    }
-    Ok(())
-}
-
-/// How a search ended (the SearchResultDone to send).
-pub struct SearchDone {
-    pub result: Result<(), OperationError>,
-    pub entries_sent: u64,
-    pub response_controls: Vec<ResponseControl>,
+    crate::filter::filter_within_limits(settings, &request.filter)?;
+    crate::selection::attribute_list_within_limits(settings, request.attrs.len())
 }
 
 async fn search_with_controls(
     context: &OperationContext,
     request: &LdapSearchRequest,
     request_controls: &RequestControls,
+    prepared: PreparedSearch,
 ) -> Result<SearchDone, OperationError> {
     let selection = AttributeSelection::from_request(&request.attrs);
     if request.base.is_empty() && request.scope == LdapSearchScope::Base {
@@ -677,7 +498,7 @@ async fn search_with_controls(
             response_controls: Vec::new(),
         });
     }
-    crate::database::search(context, request, request_controls, &selection).await
+    crate::search::search(context, request, request_controls, &selection, prepared).await
 }
 
 async fn extended(context: &OperationContext, request: &LdapExtendedRequest, started: Instant) {
@@ -698,7 +519,7 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
                 };
                 Ok((None, Some(authzid.into_bytes())))
             }
-            OID_PASSWORD_MODIFY => crate::database::password_modify(context, request).await,
+            OID_PASSWORD_MODIFY => crate::password::password_modify(context, request).await,
             other => Err(OperationError::new(
                 code::PROTOCOL_ERROR,
                 format!("unsupported extended operation {other}"),

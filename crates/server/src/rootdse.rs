@@ -2,9 +2,9 @@
 //! Everything advertised here is implemented.
 
 use crate::ber::EntryWriter;
+use crate::context::ServerContext;
 use crate::controls;
 use crate::selection::AttributeSelection;
-use crate::server::ServerContext;
 use bytes::BytesMut;
 use ldap3_proto::proto::{LdapFilter, OID_PASSWORD_MODIFY, OID_WHOAMI};
 
@@ -42,15 +42,12 @@ pub const ROOT_DSE_OBJECT_CLASS_DEFINITION: &str =
     "( 1.3.6.1.4.1.4203.1.4.1 NAME 'LDAProotDSE' DESC 'root DSE' SUP top STRUCTURAL MAY cn )";
 
 pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
-    let mut extensions = vec![
-        OID_WHOAMI.to_string(),
-        crate::connection::CANCEL_OID.to_string(),
-    ];
+    let mut extensions = vec![OID_WHOAMI.to_string(), controls::CANCEL_OID.to_string()];
     if server.has_database() {
         extensions.push(OID_PASSWORD_MODIFY.to_string());
     }
     if server.tls_config.is_some() {
-        extensions.push(crate::connection::START_TLS_OID.to_string());
+        extensions.push(controls::START_TLS_OID.to_string());
     }
     let mut attributes = vec![
         attribute(

@@ -1,6 +1,8 @@
 //! The requested-attributes list of a search (RFC 4511 §4.5.1.8): `*`, `+`, `1.1`, names, and
 //! (RFC 4529) `@objectClass` is not supported and treated as a name that matches nothing.
 
+use crate::result::{code, OperationError};
+
 /// Which attributes a search returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttributeSelection {
@@ -61,6 +63,21 @@ impl AttributeSelection {
             names.iter().any(|name| name.eq_ignore_ascii_case(base))
         })
     }
+}
+
+/// Length of a requested attribute list (search, pre-read, post-read).
+pub fn attribute_list_within_limits(
+    settings: &crate::settings::ServerSettings,
+    count: usize,
+) -> Result<(), OperationError> {
+    let attributes_max = settings.requested_attributes_max;
+    if count > attributes_max {
+        return Err(OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!("more than {attributes_max} attributes requested"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! connection limit, and shuts down gracefully (stop accepting, let in-flight operations answer,
 //! send a Notice of Disconnection, close).
 
-use crate::client_limits::{AddressConnections, AddressSlot, BindThrottle, ClientKey};
-use crate::connection::{self, BoxedStream, Transport};
+use crate::client_limits::{AddressSlot, BindThrottle, ClientKey};
+use crate::connection::{self, BoxedStream};
+use crate::session::Transport;
 use crate::settings::{ListenAddress, ServerSettings};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,50 +15,8 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Notify};
 use tracing::{error, info, warn};
 
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error("listen {address}: {message}")]
-    Listen { address: String, message: String },
-    #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
-    #[error("configuration: {0}")]
-    Config(String),
-    #[error("database: {0}")]
-    Database(String),
-}
-
-/// State shared by every connection.
-pub struct ServerContext {
-    pub settings: ServerSettings,
-    pub tls_config: Option<Arc<rustls::ServerConfig>>,
-    /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
-    tls_certificate: Option<Arc<crate::tls::ReloadableCertificate>>,
-    pub database: Option<crate::database::Database>,
-    active_connections: AtomicUsize,
-    connection_counter: AtomicU64,
-    all_closed: Notify,
-    refusals: Refusals,
-    started: Instant,
-    /// Open connections per client address (`connections_per_address_max`).
-    address_connections: Arc<AddressConnections>,
-    /// Failed-bind throttling per client (`bind_failure_*`).
-    pub bind_throttle: BindThrottle,
-    /// Where `metrics_listen` bound (its port resolved), once bound.
-    metrics_address: std::sync::Mutex<Option<SocketAddr>>,
-    /// Counters for cn=Monitor and the Prometheus endpoint (the database's, which its writer
-    /// also reports to, when there is one).
-    pub monitor: Arc<crate::monitor::Monitor>,
-}
-
-/// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them
-/// up (instead of one line per connection), and at most `REFUSALS_IN_FLIGHT_MAX` notices are
-/// being written at once; beyond that a refused socket is simply closed.
-#[derive(Default)]
-struct Refusals {
-    not_yet_logged: AtomicU64,
-    last_log_milliseconds: AtomicU64,
-    in_flight: AtomicUsize,
-}
+use crate::context::Refusals;
+pub use crate::context::{ServerContext, ServerError};
 
 const REFUSALS_IN_FLIGHT_MAX: usize = 64;
 const REFUSAL_LOG_INTERVAL_MILLISECONDS: u64 = 1_000;

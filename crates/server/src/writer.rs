@@ -11,8 +11,8 @@
 //! rest go on: an update is re-applied only for a failure behind it in its own batch, so the
 //! work stays linear in the batch (not re-applying everything after every failure).
 
-use crate::connection::Identity;
 use crate::ppolicy::{self, AccountState, PendingStates, Policy, StateUpdate};
+use crate::session::Identity;
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_access::password::{self, Scheme};
 use lmdir_schema::{
@@ -127,7 +127,7 @@ impl GroupMembership for TxnGroups<'_, '_> {
         self.member_attributes.iter().any(|attr| {
             group
                 .values_of(*attr)
-                .any(|(_, normalized)| crate::database::names_member(normalized, member_ndn))
+                .any(|(_, normalized)| crate::subject::names_member(normalized, member_ndn))
         })
     }
 }
@@ -547,7 +547,7 @@ impl Writer {
                 .filter_map(|name| self.schema().attribute(name))
                 .collect(),
         };
-        let subject = crate::database::subject_for(&self.policy, &job.identity, &groups);
+        let subject = crate::subject::subject_for(&self.policy, &job.identity, &groups);
         let target = match &job.request {
             WriteRequest::Add(entry) => entry.dn.clone(),
             WriteRequest::Delete(dn)

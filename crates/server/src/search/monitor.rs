@@ -6,9 +6,18 @@
 //! An entry the subject may not read is left out; a base it may not read answers noSuchObject
 //! as a missing one does.
 
-use super::search::{parse_client_filter, scope_of};
-use super::*;
+use super::scope_of;
+use crate::ber::EntryWriter;
+use crate::context::{internal, no_such_object};
+use crate::context::{Database, OperationContext};
+use crate::entry_read::Selection;
 use crate::monitor::{monitor_tree, MonitorEntry};
+use crate::result::OperationError;
+use crate::selection::AttributeSelection;
+use bytes::BytesMut;
+use ldap3_proto::proto::LdapSearchRequest;
+use lmdir_schema::{Dn, OwnedEntryView, PreparedFilter};
+use lmdir_store::Scope;
 
 /// The search's answer when its base lies in the monitor tree, else None.
 pub(super) fn monitor_search(
@@ -16,12 +25,20 @@ pub(super) fn monitor_search(
     database: &Database,
     request: &LdapSearchRequest,
     selection: &AttributeSelection,
+    filter: &mut Option<Result<PreparedFilter, OperationError>>,
 ) -> Option<Result<(BytesMut, u64), OperationError>> {
     let base = database.normalize_dn(&request.base).ok()?;
     if !lmdir_schema::normalized_dn_is_within(&base, lmdir_access::acl::MONITOR_NDN) {
         return None;
     }
-    Some(answer(context, database, request, selection, &base))
+    Some(answer(
+        context,
+        database,
+        request,
+        selection,
+        &base,
+        filter.take(),
+    ))
 }
 
 fn answer(
@@ -30,12 +47,11 @@ fn answer(
     request: &LdapSearchRequest,
     selection: &AttributeSelection,
     base: &str,
+    filter: Option<Result<PreparedFilter, OperationError>>,
 ) -> Result<(BytesMut, u64), OperationError> {
     let settings = &context.server.settings;
     let scope = scope_of(&request.scope)?;
-    let prepared = database
-        .schema
-        .prepare_filter(&parse_client_filter(settings, &request.filter)?);
+    let prepared = super::prepared_filter(database, settings, request, filter)?;
     let tree = monitor_tree(&context.server.monitor, &context.server.monitor_state());
     let read = database.store.read().map_err(internal)?;
     let groups = database.groups(&read);

@@ -1,0 +1,411 @@
+//! What an operation needs, with no connection types: the server's shared state (settings,
+//! monitor, TLS, throttles) and its database (store, schema, access policy, per-identity limits,
+//! the writer's queue). Every operation module builds on this one; nothing here imports them.
+
+use crate::client_limits::{AddressConnections, BindThrottle};
+use crate::controls::{self, RequestControls};
+use crate::result::{code, OperationError};
+use crate::session::{Identity, Session};
+use crate::settings::ServerSettings;
+use crate::sink::ResultSink;
+use crate::subject::{subject_for, StoreGroups};
+use crate::writer::{WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
+use lmdir_access::acl::{AccessPolicy, Subject};
+use lmdir_access::password;
+use lmdir_schema::{AttrId, LdapError, Schema};
+use lmdir_store::{ReadTxn, Store};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("listen {address}: {message}")]
+    Listen { address: String, message: String },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("database: {0}")]
+    Database(String),
+}
+
+/// State shared by every connection.
+pub struct ServerContext {
+    pub settings: ServerSettings,
+    pub tls_config: Option<Arc<rustls::ServerConfig>>,
+    /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
+    pub(crate) tls_certificate: Option<Arc<crate::tls::ReloadableCertificate>>,
+    pub database: Option<Database>,
+    pub(crate) active_connections: AtomicUsize,
+    pub(crate) connection_counter: AtomicU64,
+    pub(crate) all_closed: Notify,
+    pub(crate) refusals: Refusals,
+    pub(crate) started: Instant,
+    /// Open connections per client address (`connections_per_address_max`).
+    pub(crate) address_connections: Arc<AddressConnections>,
+    /// Failed-bind throttling per client (`bind_failure_*`).
+    pub bind_throttle: BindThrottle,
+    /// Where `metrics_listen` bound (its port resolved), once bound.
+    pub(crate) metrics_address: std::sync::Mutex<Option<SocketAddr>>,
+    /// Counters for cn=Monitor and the Prometheus endpoint (the database's, which its writer
+    /// also reports to, when there is one).
+    pub monitor: Arc<crate::monitor::Monitor>,
+}
+
+/// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them
+/// up (instead of one line per connection), and at most `REFUSALS_IN_FLIGHT_MAX` notices are
+/// being written at once; beyond that a refused socket is simply closed.
+#[derive(Default)]
+pub(crate) struct Refusals {
+    pub(crate) not_yet_logged: AtomicU64,
+    pub(crate) last_log_milliseconds: AtomicU64,
+    pub(crate) in_flight: AtomicUsize,
+}
+
+/// Everything an operation task needs.
+pub struct OperationContext {
+    pub server: Arc<ServerContext>,
+    pub session: Session,
+    pub message_id: i32,
+    pub operation_id: u64,
+    pub controls: Vec<controls::Control>,
+    pub cancelled: Arc<AtomicBool>,
+    /// Where the operation's messages go.
+    pub sink: ResultSink,
+}
+
+impl From<LdapError> for OperationError {
+    fn from(error: LdapError) -> Self {
+        OperationError {
+            code: error.code.code(),
+            message: error.message,
+            matched_dn: error.matched_dn.unwrap_or_default(),
+            controls: Vec::new(),
+        }
+    }
+}
+
+pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
+    OperationError::new(code::OTHER, error.to_string())
+}
+
+/// An open database: the store, its schema, the access policy and the writer thread.
+pub struct Database {
+    pub(crate) store: Store,
+    pub(crate) schema: Arc<Schema>,
+    pub(crate) policy: Arc<AccessPolicy>,
+    pub(crate) write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
+    /// Set when shutdown begins: no new update is queued and queued ones are answered
+    /// unavailable (the writer's budget bounds the one it is applying).
+    pub(crate) writes_stopping: Arc<AtomicBool>,
+    pub(crate) writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) user_password: Option<AttrId>,
+    /// Keys the tags of paged-results cookies (random per start: cookies die with the server).
+    pub(crate) cookie_key: [u8; 32],
+    /// The server's counters; the writer reports its batches here.
+    pub(crate) monitor: Arc<crate::monitor::Monitor>,
+    /// Search limits per identity (`[[limits]]`), set when the server starts.
+    pub(crate) limits: crate::limits::IdentityLimits,
+    /// Password policy state updates waiting for the writer (one per entry).
+    pub(crate) pending_states: Arc<crate::ppolicy::PendingStates>,
+}
+
+impl Database {
+    /// Wraps an opened store; starts the writer thread.
+    pub fn new(store: Store, policy: AccessPolicy) -> Database {
+        let schema = store.schema().clone();
+        let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
+        let policy = Arc::new(policy);
+        let writes_stopping = Arc::new(AtomicBool::new(false));
+        let monitor = Arc::new(crate::monitor::Monitor::new());
+        let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
+        let writer = Writer {
+            pending_states: pending_states.clone(),
+            store: store.clone(),
+            policy: policy.clone(),
+            stopping: writes_stopping.clone(),
+            monitor: monitor.clone(),
+        };
+        let writer_thread = std::thread::Builder::new()
+            .name("lmdir-writer".to_string())
+            .spawn(move || writer.run(receiver))
+            .expect("spawning the writer thread");
+        Database {
+            user_password: schema.attribute("userPassword"),
+            store,
+            schema,
+            policy,
+            writes_stopping,
+            write_queue: Mutex::new(Some(sender)),
+            writer_thread: Mutex::new(Some(writer_thread)),
+            cookie_key: rand::random(),
+            monitor,
+            limits: crate::limits::IdentityLimits::default(),
+            pending_states,
+        }
+    }
+
+    /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot
+    /// normalize is a config error).
+    pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
+        self.limits = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        Ok(())
+    }
+
+    /// The effective search limits of a subject.
+    pub(crate) fn limits_of(
+        &self,
+        settings: &ServerSettings,
+        subject: &Subject<'_>,
+    ) -> crate::limits::EffectiveLimits {
+        self.limits.resolve(settings, subject)
+    }
+
+    /// The counters this database's writer reports to (the server shows them with its own).
+    pub fn monitor(&self) -> &Arc<crate::monitor::Monitor> {
+        &self.monitor
+    }
+
+    /// Opens the store and access policy described by a config file.
+    pub fn open(config: &lmdir_config::Config) -> Result<Database, ServerError> {
+        let schema = schema_from_config(config)?;
+        let options = store_options_from_config(config);
+        let store =
+            Store::open(&config.database.directory, options, schema.clone()).map_err(|error| {
+                ServerError::Database(format!("{}: {error}", config.database.directory.display()))
+            })?;
+        let policy = AccessPolicy::from_config(
+            &config.access,
+            &schema,
+            &config.database.suffix,
+            &config.database.rootdn,
+        )
+        .map_err(|error| ServerError::Config(error.to_string()))?;
+        Ok(Database::new(store, policy))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// First step of shutdown: refuse new updates and answer queued ones unavailable, so
+    /// connections waiting on the writer are answered within about one write budget.
+    pub fn stop_writes(&self) {
+        self.writes_stopping.store(true, Ordering::Release);
+    }
+
+    /// Stops the writer (after `stop_writes`, queued updates are answered, not applied).
+    pub async fn close(&self) {
+        self.stop_writes();
+        let sender = self
+            .write_queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        drop(sender);
+        let thread = self
+            .writer_thread
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(thread) = thread {
+            let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        }
+    }
+
+    pub(crate) fn normalize_dn(&self, dn: &str) -> Result<String, OperationError> {
+        self.schema
+            .normalize_dn_str(dn)
+            .map_err(OperationError::from)
+    }
+
+    pub(crate) async fn submit(&self, job: WriteJob) -> Result<(), OperationError> {
+        if self.writes_stopping.load(Ordering::Acquire) {
+            return Err(OperationError::new(
+                code::UNAVAILABLE,
+                "server shutting down",
+            ));
+        }
+        let sender = self
+            .write_queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+            .ok_or_else(|| OperationError::new(code::UNAVAILABLE, "server shutting down"))?;
+        sender
+            .send(job)
+            .await
+            .map_err(|_| OperationError::new(code::UNAVAILABLE, "writer stopped"))
+    }
+}
+
+/// DN equality for configured DNs (rootdn): schema normalization when a database is open,
+/// otherwise case-insensitive with spaces around separators ignored.
+pub fn same_dn(server: &ServerContext, left: &str, right: &str) -> bool {
+    if let Some(database) = &server.database {
+        if let (Ok(left), Ok(right)) = (database.normalize_dn(left), database.normalize_dn(right)) {
+            return left == right;
+        }
+    }
+    fn simple_normalize(dn: &str) -> String {
+        dn.split(',')
+            .map(|rdn| {
+                rdn.split('=')
+                    .map(|part| part.trim().to_lowercase())
+                    .collect::<Vec<_>>()
+                    .join("=")
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+    simple_normalize(left) == simple_normalize(right)
+}
+
+impl Database {
+    pub(crate) fn groups<'txn>(&self, read: &'txn ReadTxn) -> StoreGroups<'txn> {
+        StoreGroups {
+            read,
+            member_attributes: ["member", "uniqueMember"]
+                .iter()
+                .filter_map(|name| self.schema.attribute(name))
+                .collect(),
+        }
+    }
+
+    pub(crate) fn subject<'a>(
+        &self,
+        identity: &'a Identity,
+        groups: &'a StoreGroups<'a>,
+    ) -> Subject<'a> {
+        subject_for(&self.policy, identity, groups)
+    }
+}
+
+pub(crate) fn database_of(server: &ServerContext) -> Option<&Database> {
+    server.database.as_ref()
+}
+
+/// The normalized form of a bound DN (for access control and identity comparisons).
+pub fn normalized_identity_dn(server: &ServerContext, dn: &str) -> String {
+    if let Some(database) = database_of(server) {
+        if let Ok(normalized) = database.normalize_dn(dn) {
+            return normalized;
+        }
+    }
+    dn.to_lowercase()
+}
+
+/// The built-in schema plus the config's extra `.schema` files, in order.
+/// Its loading notes are logged here, on every path that loads a schema (serve, load, check,
+/// reindex): an override of a built-in definition changes what entries are valid and how
+/// values match, so the operator must see it.
+pub fn schema_from_config(config: &lmdir_config::Config) -> Result<Arc<Schema>, ServerError> {
+    let mut schema = Schema::builtin();
+    for path in &config.database.schema_files {
+        schema
+            .load_schema_file(path)
+            .map_err(|error| ServerError::Database(error.to_string()))?;
+    }
+    for note in schema.warnings() {
+        tracing::warn!("schema: {note}");
+    }
+    Ok(Arc::new(schema))
+}
+
+/// The store options a config describes (every command opens the store through this).
+pub fn store_options_from_config(config: &lmdir_config::Config) -> lmdir_store::StoreOptions {
+    let indexes = config
+        .database
+        .index
+        .iter()
+        .map(|(attribute, kinds)| {
+            let kinds = kinds
+                .iter()
+                .map(|kind| match kind {
+                    lmdir_config::IndexKind::Eq => lmdir_store::IndexKind::Equality,
+                    lmdir_config::IndexKind::Presence => lmdir_store::IndexKind::Presence,
+                    lmdir_config::IndexKind::Substring => lmdir_store::IndexKind::Substring,
+                    lmdir_config::IndexKind::Ordered => lmdir_store::IndexKind::Ordered,
+                    // Approximate matching is equality on normalized values (lmdir-schema):
+                    // the equality index serves it.
+                    lmdir_config::IndexKind::Approx => lmdir_store::IndexKind::Equality,
+                })
+                .collect();
+            (attribute.clone(), kinds)
+        })
+        .collect();
+    lmdir_store::StoreOptions {
+        suffix: config.database.suffix.clone(),
+        indexes,
+        sync: config.database.sync,
+        memberof: config.database.memberof,
+        ..lmdir_store::StoreOptions::default()
+    }
+}
+
+pub(crate) fn no_such_object(dn: &str) -> OperationError {
+    OperationError::new(
+        code::NO_SUCH_OBJECT,
+        format!("'{dn}' is not within any naming context of this server"),
+    )
+}
+
+pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), OperationError> {
+    if context.server.settings.require_tls && !context.session.is_secure() {
+        return Err(OperationError::new(
+            code::CONFIDENTIALITY_REQUIRED,
+            "TLS is required before updates",
+        ));
+    }
+    Ok(())
+}
+
+/// The scheme cleartext passwords are hashed with (validated by the config).
+pub(crate) fn password_scheme(
+    context: &OperationContext,
+) -> Result<password::Scheme, OperationError> {
+    let name = &context.server.settings.password_hash;
+    password::Scheme::from_name(name).ok_or_else(|| {
+        OperationError::new(
+            code::OTHER,
+            format!("password_hash scheme {name} is unknown"),
+        )
+    })
+}
+
+/// Queues an update for the writer, which decides access and the assertion inside its
+/// transaction, and waits for its answer (sent after the commit).
+pub(crate) async fn submit_update(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    request: WriteRequest,
+) -> Result<(), OperationError> {
+    let assertion = controls
+        .assertion
+        .as_ref()
+        .map(|assertion| crate::filter::client_filter(&context.server.settings, assertion))
+        .transpose()?;
+    let identity = context.session.identity.clone();
+    let settings = &context.server.settings;
+    let (reply, response) = oneshot::channel();
+    let job = WriteJob {
+        request,
+        relax: controls.relax && identity.is_rootdn,
+        identity,
+        assertion,
+        budget: settings.write_budget,
+        attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+        password_scheme: password_scheme(context)?,
+        password_policy_default: settings.password_policy_default.clone(),
+        reply,
+    };
+    database.submit(job).await?;
+    match response.await {
+        Ok(result) => result.map_err(OperationError::from),
+        Err(_) => Err(OperationError::new(code::OTHER, "writer failed")),
+    }
+}

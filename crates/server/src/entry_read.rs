@@ -1,0 +1,367 @@
+//! What reads share (search, compare, pre-/post-read): the entry a subject may know of, the
+//! assertion control on a read, the attribute selection and the encoding of a stored entry with
+//! its computed operational attributes.
+
+use crate::ber::{EntryWriter, ResponseControl};
+use crate::context::{internal, Database};
+use crate::result::{code, OperationError};
+use crate::selection::AttributeSelection;
+use crate::session::Identity;
+use crate::settings::ServerSettings;
+use bytes::BytesMut;
+use lmdir_access::acl::{EntryAccess, Subject};
+use lmdir_schema::{AttrId, Schema};
+use lmdir_store::ReadTxn;
+use std::collections::HashMap;
+
+/// Resolved attribute selection against the schema.
+pub(crate) struct Selection {
+    all_user: bool,
+    all_operational: bool,
+    /// Requested attribute types (with subtypes) → the option sets asked for; an empty set
+    /// asks for every description of the type (`cn` selects `cn;lang-en` too, `cn;lang-en`
+    /// selects only descriptions carrying that option, RFC 4512 §2.5).
+    requested: HashMap<AttrId, Vec<Vec<String>>>,
+    has_subordinates: Option<AttrId>,
+    num_subordinates: Option<AttrId>,
+    entry_dn: Option<AttrId>,
+    subschema_subentry: Option<AttrId>,
+}
+
+impl Selection {
+    pub(crate) fn resolve(schema: &Schema, selection: &AttributeSelection) -> Selection {
+        let mut requested: HashMap<AttrId, Vec<Vec<String>>> = HashMap::new();
+        let mut request = |attr: AttrId, options: Vec<String>| {
+            for subtype in schema.subtypes(attr) {
+                requested.entry(*subtype).or_default().push(options.clone());
+            }
+        };
+        for name in &selection.names {
+            // RFC 4529: `@class` requests every attribute the class allows.
+            if let Some(class_name) = name.strip_prefix('@') {
+                if let Some(class) = schema.object_class(class_name) {
+                    let definition = schema.object_class_definition(class);
+                    for attr in definition.all_must.iter().chain(&definition.all_may) {
+                        request(*attr, Vec::new());
+                    }
+                }
+                continue;
+            }
+            let mut parts = name.split(';');
+            let base = parts.next().unwrap_or(name);
+            let options: Vec<String> = parts.map(|option| option.to_ascii_lowercase()).collect();
+            if let Some(attr) = schema.attribute(base) {
+                request(attr, options);
+            }
+        }
+        Selection {
+            all_user: selection.all_user,
+            all_operational: selection.all_operational,
+            requested,
+            has_subordinates: schema.attribute("hasSubordinates"),
+            num_subordinates: schema.attribute("numSubordinates"),
+            entry_dn: schema.attribute("entryDN"),
+            subschema_subentry: schema.attribute("subschemaSubentry"),
+        }
+    }
+
+    /// `options`: the stored description's options (lowercased).
+    pub(crate) fn selects(&self, schema: &Schema, attr: AttrId, options: &[String]) -> bool {
+        let requested_here = self.requested.get(&attr).is_some_and(|option_sets| {
+            option_sets
+                .iter()
+                .any(|wanted| lmdir_schema::options_match(wanted, options))
+        });
+        if requested_here {
+            return true;
+        }
+        if schema.attribute_type(attr).is_operational() {
+            self.all_operational
+        } else {
+            self.all_user
+        }
+    }
+
+    fn selects_computed(&self, attr: Option<AttrId>) -> bool {
+        attr.is_some_and(|attr| self.all_operational || self.requested.contains_key(&attr))
+    }
+}
+
+/// Counts an entry's children as a subject may know of them (numSubordinates,
+/// hasSubordinates): the stored count when every entry is disclosed to the subject, otherwise
+/// the disclosed children, counted only up to `SUBORDINATES_CHECKED_MAX` children.
+pub(crate) struct Subordinates<'a> {
+    database: &'a Database,
+    read: &'a ReadTxn,
+    subject: &'a Subject<'a>,
+    every_entry_disclosed: bool,
+}
+
+/// Most children checked one by one for a subject that may not know of every entry; past it
+/// the computed attributes are left out rather than counting hidden children.
+const SUBORDINATES_CHECKED_MAX: u32 = 1000;
+
+impl<'a> Subordinates<'a> {
+    pub(crate) fn new(database: &'a Database, read: &'a ReadTxn, subject: &'a Subject<'a>) -> Self {
+        Subordinates {
+            database,
+            read,
+            subject,
+            every_entry_disclosed: database
+                .policy
+                .for_subject(subject)
+                .can_disclose_every_entry(),
+        }
+    }
+
+    /// The number of children of `id` the subject may know of; None when not counted.
+    fn count(&self, id: lmdir_store::EntryId) -> Result<Option<u32>, OperationError> {
+        let stored = self.read.num_subordinates(id)?;
+        if self.every_entry_disclosed || stored == 0 {
+            return Ok(Some(stored));
+        }
+        if stored > SUBORDINATES_CHECKED_MAX {
+            return Ok(None);
+        }
+        let mut disclosed = 0;
+        for child in self.read.children(id)? {
+            let Some(entry) = self.read.entry(child)? else {
+                continue;
+            };
+            let child_ndn = self.read.normalized_dn_of(child)?;
+            if self
+                .database
+                .policy
+                .for_entry(self.subject, &child_ndn, &entry)
+                .can_disclose_entry()
+            {
+                disclosed += 1;
+            }
+        }
+        Ok(Some(disclosed))
+    }
+}
+
+/// Writes one stored entry as a SearchResultEntry with the selected, readable attributes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_stored_entry(
+    buffer: &mut BytesMut,
+    message_id: i32,
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    id: lmdir_store::EntryId,
+    entry: &lmdir_store::EntryRef<'_>,
+    dn: &str,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+    types_only: bool,
+) -> Result<(), OperationError> {
+    let mut writer = EntryWriter::begin(buffer, message_id, dn.as_bytes());
+    write_entry_attributes(
+        &mut writer,
+        schema,
+        subordinates,
+        id,
+        entry,
+        dn,
+        selection,
+        access,
+        types_only,
+    )?;
+    writer.finish(&[]);
+    Ok(())
+}
+
+/// The selected, readable attributes of a stored entry (computed operational ones included).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_entry_attributes(
+    writer: &mut EntryWriter<'_>,
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    id: lmdir_store::EntryId,
+    entry: &lmdir_store::EntryRef<'_>,
+    dn: &str,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+    types_only: bool,
+) -> Result<(), OperationError> {
+    for attribute in entry.attributes() {
+        let attr = attribute.attr();
+        if !selection.selects(schema, attr, attribute.options()) {
+            continue;
+        }
+        if access.is_some_and(|access| !access.can_read_attribute(attr)) {
+            continue;
+        }
+        let description = attribute.description_text().as_bytes();
+        if types_only {
+            writer.attribute(description, std::iter::empty());
+        } else {
+            writer.attribute(
+                description,
+                attribute.values().map(|(original, _)| original),
+            );
+        }
+    }
+    let computed: [(Option<AttrId>, &str); 4] = [
+        (selection.has_subordinates, "hasSubordinates"),
+        (selection.num_subordinates, "numSubordinates"),
+        (selection.entry_dn, "entryDN"),
+        (selection.subschema_subentry, "subschemaSubentry"),
+    ];
+    for (attr, name) in computed {
+        if !selection.selects_computed(attr) {
+            continue;
+        }
+        let value: Vec<u8> = match name {
+            "hasSubordinates" | "numSubordinates" => match subordinates.count(id)? {
+                None => continue,
+                Some(count) if name == "numSubordinates" => count.to_string().into_bytes(),
+                Some(0) => b"FALSE".to_vec(),
+                Some(_) => b"TRUE".to_vec(),
+            },
+            "entryDN" => dn.as_bytes().to_vec(),
+            _ => b"cn=Subschema".to_vec(),
+        };
+        if types_only {
+            writer.attribute(name.as_bytes(), std::iter::empty());
+        } else {
+            writer.attribute(name.as_bytes(), [value.as_slice()]);
+        }
+    }
+    Ok(())
+}
+
+/// RFC 4527: the entry at `dn` as the value of a pre-read or post-read response control, with
+/// the requested attributes the subject may read; None when the entry does not exist.
+pub(crate) fn read_entry_control(
+    database: &Database,
+    identity: &Identity,
+    dn: &str,
+    attributes: &[String],
+    oid: &str,
+) -> Result<Option<ResponseControl>, OperationError> {
+    let read = database.store.read().map_err(internal)?;
+    let normalized = database.normalize_dn(dn)?;
+    let Ok(id) = read.dn_to_id(&normalized) else {
+        return Ok(None);
+    };
+    let Some(entry) = read.entry(id)? else {
+        return Ok(None);
+    };
+    let groups = database.groups(&read);
+    let subject = database.subject(identity, &groups);
+    let access =
+        (!identity.is_rootdn).then(|| database.policy.for_entry(&subject, &normalized, &entry));
+    if access
+        .as_ref()
+        .is_some_and(|access| !access.can_read_entry())
+    {
+        return Err(OperationError::new(
+            code::INSUFFICIENT_ACCESS_RIGHTS,
+            format!("no read access to '{dn}' for the read entry control"),
+        ));
+    }
+    let selection = Selection::resolve(
+        &database.schema,
+        &AttributeSelection::from_request(attributes),
+    );
+    let original_dn = read.dn_of(id)?;
+    let mut value = BytesMut::new();
+    let mut writer = EntryWriter::begin_bare(&mut value, original_dn.as_bytes());
+    write_entry_attributes(
+        &mut writer,
+        &database.schema,
+        &Subordinates::new(database, &read, &subject),
+        id,
+        &entry,
+        &original_dn,
+        &selection,
+        access.as_ref(),
+        false,
+    )?;
+    writer.finish_bare();
+    Ok(Some(ResponseControl {
+        oid: oid.to_string(),
+        criticality: false,
+        value: Some(value.to_vec()),
+    }))
+}
+
+/// RFC 4528 on a read (search base, compare): the assertion holds when it is True with the
+/// items the subject may not search Undefined, so hidden values answer exactly as absent ones.
+pub(crate) fn check_read_assertion(
+    database: &Database,
+    settings: &ServerSettings,
+    access: &EntryAccess<'_>,
+    entry: &lmdir_store::EntryRef<'_>,
+    assertion: &ldap3_proto::proto::LdapFilter,
+) -> Result<(), OperationError> {
+    let assertion = crate::filter::client_filter(settings, assertion)?;
+    let prepared = database.schema.prepare_filter(&assertion);
+    if access.restrict_filter(&prepared).evaluate(entry).is_true() {
+        Ok(())
+    } else {
+        Err(OperationError::new(
+            code::ASSERTION_FAILED,
+            "assertion control failed",
+        ))
+    }
+}
+
+/// The entry at `dn` (normalized: `normalized`) if the subject may know of it. A missing entry
+/// and a hidden one answer the same noSuchObject, whose matched DN is the deepest ancestor the
+/// subject may know of (OpenLDAP's `disclose`), so neither the result code, the message nor
+/// the matched DN tells them apart.
+pub(crate) fn disclosed_entry<'txn>(
+    database: &Database,
+    read: &'txn ReadTxn,
+    subject: &Subject<'_>,
+    dn: &str,
+    normalized: &str,
+) -> Result<(lmdir_store::EntryId, lmdir_store::EntryRef<'txn>), OperationError> {
+    let (mut ancestor, found) = match read.dn_to_id(normalized) {
+        Ok(id) => (
+            read.parent_of(id)?,
+            read.entry(id)?.map(|entry| (id, entry)),
+        ),
+        Err(error) if error.code == lmdir_schema::ResultCode::NoSuchObject => {
+            let deepest = match &error.matched_dn {
+                Some(matched) => read.dn_to_id(matched).ok(),
+                None => None,
+            };
+            (deepest, None)
+        }
+        Err(error) => return Err(error.into()),
+    };
+    if let Some((id, entry)) = found {
+        if database
+            .policy
+            .for_entry(subject, normalized, &entry)
+            .can_disclose_entry()
+        {
+            return Ok((id, entry));
+        }
+    }
+    let mut missing = OperationError::new(
+        code::NO_SUCH_OBJECT,
+        // The DN as the client gave it (so hidden and missing read alike), cut: a 16 MiB DN
+        // is not echoed back whole.
+        format!("no such entry '{}'", crate::log_text::bounded(dn, 256)),
+    );
+    while let Some(id) = ancestor.filter(|id| *id != 0) {
+        if let Some(entry) = read.entry(id)? {
+            let ancestor_ndn = read.normalized_dn_of(id)?;
+            if database
+                .policy
+                .for_entry(subject, &ancestor_ndn, &entry)
+                .can_disclose_entry()
+            {
+                missing.matched_dn = read.dn_of(id)?;
+                break;
+            }
+        }
+        ancestor = read.parent_of(id)?;
+    }
+    Err(missing)
+}

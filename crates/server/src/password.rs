@@ -1,0 +1,699 @@
+//! Passwords: simple and SASL EXTERNAL binds, the password policy's glue (lock, expiry, grace,
+//! failures queued to the writer, checks of a change), and the Password Modify extended
+//! operation.
+
+use crate::context::{
+    database_of, internal, no_such_object, normalized_identity_dn, require_secure_write, same_dn,
+    submit_update, Database, OperationContext, ServerContext,
+};
+use crate::controls::RequestControls;
+use crate::ppolicy::{
+    self, AccountState, Policy, PolicyError, PolicyResponse, Slot, StateUpdate, Verdict,
+};
+use crate::result::{code, OperationError};
+use crate::session::{Identity, Session, Transport};
+use crate::writer::{PolicyState, WriteJob, WriteRequest};
+use bytes::BytesMut;
+use ldap3_proto::proto::{
+    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapPasswordModifyRequest,
+};
+use lmdir_access::password;
+use lmdir_schema::AttrId;
+use lmdir_store::ReadTxn;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tracing::info;
+
+/// Checks a presented password against a stored value: cleartext or any `{SCHEME}` that
+/// lmdir-access verifies (constant-time compares).
+pub fn password_matches(stored: &[u8], presented: &[u8]) -> bool {
+    lmdir_access::password::verify(stored, presented)
+}
+
+/// Whether `presented` matches any of `stored` (already bounded by the caller). Fast schemes
+/// take microseconds and are checked on this task; if any value uses a deliberately slow scheme
+/// (PBKDF2, Argon2, crypt) all are checked on the blocking pool, so a bind never stalls the
+/// reactor, whether it is the rootdn's `rootpw` or an entry's `userPassword`.
+pub async fn any_password_matches(
+    stored: Vec<Vec<u8>>,
+    presented: &[u8],
+) -> Result<bool, OperationError> {
+    let slow = stored
+        .iter()
+        .any(|value| lmdir_access::password::scheme_of(value).is_ok_and(|scheme| scheme.is_slow()));
+    let presented = presented.to_vec();
+    let verify = move || {
+        stored
+            .iter()
+            .any(|value| password_matches(value, &presented))
+    };
+    if slow {
+        tokio::task::spawn_blocking(verify).await.map_err(internal)
+    } else {
+        Ok(verify())
+    }
+}
+
+/// The identity `dn` binds as with `password` against its entry's userPassword, under the
+/// entry's password policy when one applies: a locked account and an expired password answer
+/// invalidCredentials, failures are recorded, and `response` says what the policy control
+/// tells the client.
+pub async fn bind_entry(
+    server: &Arc<ServerContext>,
+    dn: &str,
+    password: &[u8],
+    response: &mut Option<PolicyResponse>,
+) -> Result<Identity, OperationError> {
+    let Some(database) = database_of(server) else {
+        return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
+    };
+    let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
+    // Finding the entry and its stored passwords takes microseconds: done on this task.
+    let normalized_dn = database.normalize_dn(dn).map_err(|_| invalid())?;
+    let (stored_passwords, policed) = database
+        .bind_candidate(server, dn, &normalized_dn)?
+        .ok_or_else(invalid)?;
+    let now_time = std::time::SystemTime::now();
+    let now = ppolicy::unix_seconds(now_time);
+    if let Some((policy, state)) = &policed {
+        if state.is_locked(policy, now) {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::AccountLocked),
+            });
+            return Err(invalid());
+        }
+    }
+    let matched = any_password_matches(stored_passwords, password).await?;
+    let identity = Identity {
+        dn: dn.to_string(),
+        normalized_dn: normalized_dn.clone(),
+        is_rootdn: database.policy.is_rootdn(&normalized_dn),
+    };
+    let Some((policy, state)) = policed else {
+        return if matched {
+            Ok(identity)
+        } else {
+            Err(invalid())
+        };
+    };
+    if !matched {
+        database
+            .record_failure(server, &normalized_dn, policy, now_time)
+            .await;
+        return Err(invalid());
+    }
+    match ppolicy::verdict(&policy, &state, now) {
+        Verdict::Expired => {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::PasswordExpired),
+            });
+            Err(invalid())
+        }
+        Verdict::Bound {
+            response: said,
+            grace_login,
+        } => {
+            if said != PolicyResponse::default() {
+                *response = Some(said);
+            }
+            // A plain success writes nothing: only state to clear or a grace login to count.
+            if grace_login || !state.failures.is_empty() || state.locked_at.is_some() {
+                let update = StateUpdate {
+                    dn: normalized_dn,
+                    policy,
+                    failures: Vec::new(),
+                    success: true,
+                    grace_use_at: grace_login.then_some(now_time),
+                };
+                database
+                    .write_policy_state(server, PolicyState::Taken(Some(update)))
+                    .await;
+            }
+            Ok(identity)
+        }
+    }
+}
+
+/// Checks a password change against the target's policy (`ppolicy::change_refusal`, then
+/// pwdInHistory), as OpenLDAP's ppolicy does for modify and Password Modify; the refusal's
+/// control error goes out when the request control came. The rootdn is exempt, as slapd
+/// exempts password administrators. Read before the writer: a policy or entry changed
+/// meanwhile only moves the check by one update.
+pub(crate) async fn check_password_change(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    dn: &str,
+    change: &ppolicy::PasswordChange<'_>,
+) -> Result<(), OperationError> {
+    let refusal = match judge_password_change(context, database, dn, change)? {
+        None => None,
+        Some(Judged::Refused(refusal)) => Some(refusal),
+        Some(Judged::CheckHistory { current, history }) => {
+            history_refusal(change, current, history).await?
+        }
+    };
+    let Some((result_code, text, failure)) = refusal else {
+        return Ok(());
+    };
+    let mut error = OperationError::new(result_code, text);
+    if controls.password_policy {
+        let response = PolicyResponse {
+            warning: None,
+            error: Some(failure),
+        };
+        error = error.with_control(response.control());
+    }
+    Err(error)
+}
+
+/// What the read transaction says of a password change.
+enum Judged {
+    Refused(ppolicy::Refusal),
+    /// pwdInHistory applies: the new passwords must match none of these (bounded) values.
+    CheckHistory {
+        current: Vec<Vec<u8>>,
+        history: Vec<Vec<u8>>,
+    },
+}
+
+fn judge_password_change(
+    context: &OperationContext,
+    database: &Database,
+    dn: &str,
+    change: &ppolicy::PasswordChange<'_>,
+) -> Result<Option<Judged>, OperationError> {
+    if context.session.identity.is_rootdn {
+        return Ok(None);
+    }
+    let Ok(normalized) = database.normalize_dn(dn) else {
+        return Ok(None);
+    };
+    let read = database.store.read().map_err(internal)?;
+    let Ok(id) = read.dn_to_id(&normalized) else {
+        return Ok(None);
+    };
+    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+        return Ok(None);
+    };
+    let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
+        return Ok(None);
+    };
+    let state = database.account_state(&entry);
+    let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+    if let Some(refusal) = ppolicy::change_refusal(&policy, &state, change, now) {
+        return Ok(Some(Judged::Refused(refusal)));
+    }
+    if policy.in_history == 0 {
+        return Ok(None);
+    }
+    let values = |name: &str| -> Vec<Vec<u8>> {
+        database
+            .schema
+            .attribute(name)
+            .map_or_else(Vec::new, |attr| {
+                entry
+                    .values_of(attr)
+                    .iter()
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+    };
+    let bound = context.server.settings.bind_password_values_max;
+    let current = values("userPassword").into_iter().take(bound).collect();
+    let mut stored_history = values("pwdHistory");
+    // Values start with their generalized time: byte order is time order.
+    stored_history.sort();
+    let mut history: Vec<Vec<u8>> = stored_history
+        .iter()
+        .filter_map(|value| ppolicy::history_password(value).map(<[u8]>::to_vec))
+        .collect();
+    // The most recent pwdInHistory values (stored in time order; at most PASSWORD_HISTORY_MAX).
+    let excess = history.len().saturating_sub(policy.in_history);
+    history.drain(..excess);
+    Ok(Some(Judged::CheckHistory { current, history }))
+}
+
+/// pwdInHistory: a new cleartext password equal to the current one or to one in the history
+/// is refused (19, passwordInHistory), with slapd's texts. Hashed new values cannot be compared.
+async fn history_refusal(
+    change: &ppolicy::PasswordChange<'_>,
+    current: Vec<Vec<u8>>,
+    history: Vec<Vec<u8>>,
+) -> Result<Option<ppolicy::Refusal>, OperationError> {
+    for new in &change.new_passwords {
+        if password::is_hashed(new) {
+            continue;
+        }
+        if any_password_matches(current.clone(), new).await? {
+            return Ok(Some((
+                code::CONSTRAINT_VIOLATION,
+                "Password is not being changed from existing value",
+                PolicyError::PasswordInHistory,
+            )));
+        }
+        if any_password_matches(history.clone(), new).await? {
+            return Ok(Some((
+                code::CONSTRAINT_VIOLATION,
+                "Password is in history of old passwords",
+                PolicyError::PasswordInHistory,
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// A bind's stored passwords (bounded) and, when a policy applies, the policy and the
+/// account's state; None when the entry cannot be bound to.
+type BindCandidate = (Vec<Vec<u8>>, Option<(Policy, AccountState)>);
+
+impl Database {
+    fn account_state(&self, entry: &lmdir_store::EntryRef<'_>) -> AccountState {
+        AccountState::read(&self.schema, |attr| {
+            entry
+                .values_of(attr)
+                .iter()
+                .map(|(value, _)| value.to_vec())
+                .collect()
+        })
+    }
+
+    pub(crate) fn is_user_password(&self, description: &str) -> bool {
+        self.schema
+            .parse_description(description)
+            .is_ok_and(|parsed| Some(parsed.attr) == self.user_password)
+    }
+
+    fn bind_candidate(
+        &self,
+        server: &ServerContext,
+        dn: &str,
+        normalized_dn: &str,
+    ) -> Result<Option<BindCandidate>, OperationError> {
+        let read = self.store.read().map_err(internal)?;
+        let Ok(id) = read.dn_to_id(normalized_dn) else {
+            return Ok(None);
+        };
+        let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+            return Ok(None);
+        };
+        let Some(password_attribute) = self.user_password else {
+            return Ok(None);
+        };
+        let groups = self.groups(&read);
+        let anonymous = Identity::default();
+        let subject = self.subject(&anonymous, &groups);
+        let access = self.policy.for_entry(&subject, normalized_dn, &entry);
+        if !access.can_authenticate_with(password_attribute) {
+            return Ok(None);
+        }
+        let values = entry.values_of(password_attribute);
+        // Values planted by whoever may write userPassword must not make each bind hash
+        // without bound: only the first `bind_password_values_max` count.
+        let values_max = server.settings.bind_password_values_max;
+        if values.len() > values_max {
+            tracing::warn!(
+                "bind dn=\"{}\": {} userPassword values, only the first {values_max} are checked",
+                crate::log_text::escaped(dn),
+                values.len()
+            );
+        }
+        let stored = values
+            .iter()
+            .take(values_max)
+            .map(|(stored, _)| stored.to_vec())
+            .collect();
+        let policed = self
+            .policy_of(server, &read, &entry)
+            .map(|policy| (policy, self.account_state(&entry)));
+        Ok(Some((stored, policed)))
+    }
+
+    /// The password policy of `entry`: its pwdPolicySubentry when that names a pwdPolicy
+    /// entry, else the configured default; None when neither does (one point read each, no
+    /// cache: a changed policy entry applies at the next bind). A pwdPolicySubentry naming
+    /// some other entry does not turn the policy off: the default still applies.
+    fn policy_of(
+        &self,
+        server: &ServerContext,
+        read: &ReadTxn,
+        entry: &lmdir_store::EntryRef<'_>,
+    ) -> Option<Policy> {
+        let own = self
+            .schema
+            .attribute("pwdPolicySubentry")
+            .and_then(|attr| {
+                entry
+                    .values_of(attr)
+                    .first()
+                    .map(|(value, _)| value.to_vec())
+            })
+            .and_then(|value| String::from_utf8(value).ok());
+        Policy::resolve(own, &server.settings.password_policy_default, |dn| {
+            let id = read.dn_to_id(&self.normalize_dn(dn).ok()?).ok()?;
+            let policy_entry = read.entry(id).ok()??;
+            Policy::of_entry(&self.schema, |attr| {
+                policy_entry
+                    .values_of(attr)
+                    .iter()
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+        })
+    }
+
+    /// Records a failed bind: merged into the entry's pending update when there is one, else
+    /// queued as a new one; returns once the commit that holds it is done.
+    async fn record_failure(
+        &self,
+        server: &ServerContext,
+        dn: &str,
+        policy: Policy,
+        now: std::time::SystemTime,
+    ) {
+        match self.pending_states.fail(dn, policy, now) {
+            Slot::Merged(mut done) => {
+                let _ = done.wait_for(|committed| *committed).await;
+            }
+            Slot::Submit(done) => {
+                let _guard = ppolicy::SlotGuard {
+                    pending: &self.pending_states,
+                    dn: dn.to_string(),
+                    done,
+                };
+                self.write_policy_state(server, PolicyState::Pending(dn.to_string()))
+                    .await;
+            }
+            Slot::Unshared => {
+                let update = StateUpdate::failure(dn, policy, now);
+                self.write_policy_state(server, PolicyState::Taken(Some(update)))
+                    .await;
+            }
+        }
+    }
+
+    /// Queues a policy state update and waits for its commit; a failure is logged (the bind's
+    /// answer does not depend on it).
+    async fn write_policy_state(&self, server: &ServerContext, state: PolicyState) {
+        let settings = &server.settings;
+        let (reply, response) = oneshot::channel();
+        let job = WriteJob {
+            request: WriteRequest::PolicyState(state),
+            identity: Identity::default(),
+            assertion: None,
+            relax: false,
+            budget: settings.write_budget,
+            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+            password_scheme: password::Scheme::Ssha,
+            password_policy_default: settings.password_policy_default.clone(),
+            reply,
+        };
+        let outcome = match self.submit(job).await {
+            Ok(()) => response.await.unwrap_or_else(|_| {
+                Err(lmdir_schema::LdapError::new(
+                    lmdir_schema::ResultCode::Other,
+                    "writer failed",
+                ))
+            }),
+            Err(error) => Err(lmdir_schema::LdapError::new(
+                lmdir_schema::ResultCode::Other,
+                error.message,
+            )),
+        };
+        if let Err(error) = outcome {
+            tracing::warn!("password policy state not recorded: {error}");
+        }
+    }
+}
+
+/// Characters of generated passwords: unambiguous letters and digits.
+const GENERATED_PASSWORD_ALPHABET: &[u8] =
+    b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+const GENERATED_PASSWORD_LENGTH: usize = 16;
+
+fn generate_password() -> String {
+    use rand::Rng;
+    let mut random = rand::rng();
+    (0..GENERATED_PASSWORD_LENGTH)
+        .map(|_| {
+            GENERATED_PASSWORD_ALPHABET[random.random_range(0..GENERATED_PASSWORD_ALPHABET.len())]
+                as char
+        })
+        .collect()
+}
+
+/// Checks Password Modify's old password against the target's stored values (a bind's cost,
+/// off the reactor); invalidCredentials when none matches.
+async fn verify_old_password(
+    context: &OperationContext,
+    target_dn: &str,
+    password_attribute: AttrId,
+    old: &[u8],
+) -> Result<(), OperationError> {
+    let server = context.server.clone();
+    let target = target_dn.to_string();
+    let old = old.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        let normalized = database.normalize_dn(&target)?;
+        let read = database.store.read().map_err(internal)?;
+        let id = read.dn_to_id(&normalized)?;
+        let entry = read.entry(id)?.ok_or_else(|| no_such_object(&target))?;
+        let verified = entry
+            .values_of(password_attribute)
+            .iter()
+            .any(|(stored, _)| password_matches(stored, &old));
+        if verified {
+            Ok(())
+        } else {
+            Err(OperationError::new(
+                code::INVALID_CREDENTIALS,
+                "old password does not match",
+            ))
+        }
+    })
+    .await
+    .map_err(internal)?
+}
+
+pub async fn password_modify(
+    context: &OperationContext,
+    request: &LdapExtendedRequest,
+) -> Result<(Option<String>, Option<Vec<u8>>), OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "no database holds passwords on this server",
+        ));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, &[ppolicy::PASSWORD_POLICY_OID])?;
+    let parsed = if request.value.is_none() {
+        LdapPasswordModifyRequest {
+            user_identity: None,
+            old_password: None,
+            new_password: None,
+        }
+    } else {
+        LdapPasswordModifyRequest::try_from(request).map_err(|_| {
+            OperationError::new(code::PROTOCOL_ERROR, "malformed Password Modify request")
+        })?
+    };
+    let identity = context.session.identity.clone();
+    let target_dn = match parsed.user_identity.as_deref() {
+        Some(user) => user.strip_prefix("dn:").unwrap_or(user).to_string(),
+        None if identity.dn.is_empty() => {
+            return Err(OperationError::new(
+                code::UNWILLING_TO_PERFORM,
+                "anonymous users have no password to change",
+            ));
+        }
+        None => identity.dn.clone(),
+    };
+    let Some(password_attribute) = database.user_password else {
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "the schema has no userPassword",
+        ));
+    };
+    // Who may set it is the writer's decision (write access to userPassword, as for a modify:
+    // the entry itself under the default policy, a helpdesk group given write by `[[access]]`).
+    // An old password, when given, must match (RFC 3062 §2), whoever asks.
+    if let Some(old) = parsed.old_password.as_deref() {
+        verify_old_password(context, &target_dn, password_attribute, old.as_bytes()).await?;
+    }
+    let (new_password, generated) = match parsed.new_password {
+        Some(password) => (password, false),
+        None => (generate_password(), true),
+    };
+    let change = ppolicy::PasswordChange {
+        by_self: identity.normalized_dn == database.normalize_dn(&target_dn).unwrap_or_default(),
+        old_supplied: parsed.old_password.is_some(),
+        new_passwords: vec![new_password.as_bytes()],
+    };
+    check_password_change(context, database, &controls, &target_dn, &change).await?;
+    if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
+        return Err(OperationError::new(
+            code::CONSTRAINT_VIOLATION,
+            format!(
+                "the new password is longer than {} bytes",
+                password::PASSWORD_LENGTH_BYTES_MAX
+            ),
+        ));
+    }
+    submit_update(
+        context,
+        database,
+        &RequestControls::default(),
+        WriteRequest::SetPassword {
+            dn: target_dn,
+            password: new_password.clone().into_bytes(),
+        },
+    )
+    .await?;
+    if generated {
+        // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }
+        let mut value = BytesMut::new();
+        let mut writer = crate::ber::BerWriter::new(&mut value);
+        writer.open(crate::ber::tag::SEQUENCE);
+        writer.primitive(0x80, new_password.as_bytes());
+        writer.close();
+        drop(writer);
+        Ok((None, Some(value.to_vec())))
+    } else {
+        Ok((None, None))
+    }
+}
+
+pub(crate) async fn bind_outcome(
+    server: &Arc<ServerContext>,
+    session: &Session,
+    request: &LdapBindRequest,
+    policy_response: &mut Option<PolicyResponse>,
+) -> Result<Identity, OperationError> {
+    if request.version != 3 {
+        return Err(OperationError::new(
+            code::PROTOCOL_ERROR,
+            format!("LDAP version {} is not supported; use 3", request.version),
+        ));
+    }
+    match &request.cred {
+        LdapBindCred::Unsupported => Err(OperationError::new(
+            code::AUTH_METHOD_NOT_SUPPORTED,
+            "authentication method not supported",
+        )),
+        LdapBindCred::SASL(credentials) => {
+            if !credentials.mechanism.eq_ignore_ascii_case("EXTERNAL") {
+                return Err(OperationError::new(
+                    code::AUTH_METHOD_NOT_SUPPORTED,
+                    format!("SASL mechanism {} not supported", credentials.mechanism),
+                ));
+            }
+            let Transport::Ldapi { uid, gid } = session.transport else {
+                return Err(OperationError::new(
+                    code::INAPPROPRIATE_AUTHENTICATION,
+                    "SASL EXTERNAL is only available over ldapi://",
+                ));
+            };
+            Ok(if uid == 0 {
+                Identity {
+                    dn: server.settings.rootdn.clone(),
+                    normalized_dn: normalized_identity_dn(server, &server.settings.rootdn),
+                    is_rootdn: true,
+                }
+            } else {
+                let dn = format!("gidNumber={gid}+uidNumber={uid},cn=peercred,cn=external,cn=auth");
+                Identity {
+                    normalized_dn: dn.to_lowercase(),
+                    dn,
+                    is_rootdn: false,
+                }
+            })
+        }
+        LdapBindCred::Simple(password) => {
+            simple_bind(
+                server,
+                session,
+                &request.dn,
+                password.as_bytes(),
+                policy_response,
+            )
+            .await
+        }
+    }
+}
+
+/// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client: once
+/// the client's failures exceed `bind_failure_burst`, every bind from it waits (whatever its
+/// outcome, so the wait tells nothing) before the password is checked.
+async fn simple_bind(
+    server: &Arc<ServerContext>,
+    session: &Session,
+    dn: &str,
+    password: &[u8],
+    policy_response: &mut Option<PolicyResponse>,
+) -> Result<Identity, OperationError> {
+    if dn.is_empty() {
+        if password.is_empty() {
+            return Ok(Identity::default());
+        }
+        return Err(OperationError::new(
+            code::INVALID_CREDENTIALS,
+            "a password needs a bind DN",
+        ));
+    }
+    if password.is_empty() {
+        // RFC 4513 §5.1.2: an unauthenticated bind is never a login; refused like OpenLDAP.
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "unauthenticated bind (DN with no password) disallowed",
+        ));
+    }
+    if server.settings.require_tls && !session.is_secure() {
+        return Err(OperationError::new(
+            code::CONFIDENTIALITY_REQUIRED,
+            "TLS is required before a simple bind",
+        ));
+    }
+    let ticket = server.bind_throttle.admit(session.client);
+    if !ticket.delay.is_zero() {
+        info!(
+            "conn={} bind from {} throttled for {} ms after repeated failures",
+            session.connection_id,
+            session.client,
+            ticket.delay.as_millis()
+        );
+        tokio::time::sleep(ticket.delay).await;
+    }
+    let outcome = check_password(server, dn, password, policy_response).await;
+    server
+        .bind_throttle
+        .settle(session.client, ticket, outcome.is_ok());
+    outcome
+}
+
+/// The identity `dn` binds as with `password`: the rootdn against `rootpw`, anyone else against
+/// their entry's `userPassword`.
+async fn check_password(
+    server: &Arc<ServerContext>,
+    dn: &str,
+    password: &[u8],
+    policy_response: &mut Option<PolicyResponse>,
+) -> Result<Identity, OperationError> {
+    let settings = &server.settings;
+    if !settings.rootpw.is_empty() && same_dn(server, dn, &settings.rootdn) {
+        let stored = vec![settings.rootpw.as_bytes().to_vec()];
+        return if any_password_matches(stored, password).await? {
+            Ok(Identity {
+                dn: dn.to_string(),
+                normalized_dn: normalized_identity_dn(server, dn),
+                is_rootdn: true,
+            })
+        } else {
+            Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
+        };
+    }
+    bind_entry(server, dn, password, policy_response).await
+}

@@ -1,0 +1,169 @@
+//! Server-side sort (RFC 2891): the keys resolved against the schema, each entry's sort values
+//! as the subject may read them, the order, the response control, and the bounded buffer.
+
+use crate::ber::ResponseControl;
+use crate::result::{code, OperationError};
+use bytes::BytesMut;
+use lmdir_access::acl::EntryAccess;
+use lmdir_schema::{AttrId, Schema};
+
+/// Most entries one sorted search may hold in memory.
+pub(super) const SORTED_ENTRIES_MAX: usize = 100_000;
+
+/// A usable sort key: attribute, rule giving the order, direction.
+pub(super) struct PlannedSortKey {
+    attr: AttrId,
+    rule: Option<lmdir_schema::MatchingRule>,
+    reverse: bool,
+}
+
+/// The sort keys resolved, or the RFC 2891 result code (and attribute) explaining why not.
+pub(super) type SortPlan = Result<Vec<PlannedSortKey>, (u32, String)>;
+
+/// Resolves sort keys, or the RFC 2891 result code (and attribute) explaining why not.
+pub(super) fn plan_sort(
+    schema: &Schema,
+    keys: &[crate::controls::SortKey],
+) -> Result<Vec<PlannedSortKey>, (u32, String)> {
+    keys.iter()
+        .map(|key| {
+            let attr = schema
+                .attribute(&key.attribute)
+                .ok_or((code::NO_SUCH_ATTRIBUTE, key.attribute.clone()))?;
+            let rule = match &key.ordering_rule {
+                Some(name) => Some(
+                    lmdir_schema::MatchingRule::by_name_or_oid(name)
+                        .ok_or((code::INAPPROPRIATE_MATCHING, key.attribute.clone()))?,
+                ),
+                None => schema.attribute_type(attr).ordering,
+            };
+            Ok(PlannedSortKey {
+                attr,
+                rule,
+                reverse: key.reverse,
+            })
+        })
+        .collect()
+}
+
+/// Per key, the value an entry sorts by: the smallest (largest when reversed) of its values
+/// in the key's order; None when the entry lacks the attribute or the subject may not read it
+/// there (a hidden attribute sorts as an absent one, so the order reveals none of its values).
+pub(super) fn sort_values(
+    entry: &lmdir_store::EntryRef<'_>,
+    keys: &[PlannedSortKey],
+    access: &EntryAccess<'_>,
+) -> Vec<Option<Vec<u8>>> {
+    keys.iter()
+        .map(|key| {
+            if !access.can_read_attribute(key.attr) {
+                return None;
+            }
+            let candidates = entry
+                .values_of(key.attr)
+                .into_iter()
+                .map(|(_, normalized)| match key.rule {
+                    Some(rule) => rule.ordering_key(normalized),
+                    None => normalized.to_vec(),
+                });
+            if key.reverse {
+                candidates.max()
+            } else {
+                candidates.min()
+            }
+        })
+        .collect()
+}
+
+/// RFC 2891: entries without a sort attribute sort after all others, in either direction.
+pub(super) fn compare_sort_values(
+    keys: &[PlannedSortKey],
+    left: &[Option<Vec<u8>>],
+    right: &[Option<Vec<u8>>],
+) -> std::cmp::Ordering {
+    use std::cmp::Ordering as Order;
+    for ((key, left), right) in keys.iter().zip(left).zip(right) {
+        let order = match (left, right) {
+            (Some(left), Some(right)) => {
+                let natural = left.cmp(right);
+                if key.reverse {
+                    natural.reverse()
+                } else {
+                    natural
+                }
+            }
+            (Some(_), None) => Order::Less,
+            (None, Some(_)) => Order::Greater,
+            (None, None) => Order::Equal,
+        };
+        if order != Order::Equal {
+            return order;
+        }
+    }
+    Order::Equal
+}
+
+/// SortResult ::= SEQUENCE { sortResult ENUMERATED, attributeType [0] AttributeDescription OPTIONAL }
+pub(super) fn sort_response_control(
+    plan: &Result<Vec<PlannedSortKey>, (u32, String)>,
+) -> ResponseControl {
+    let mut value = BytesMut::new();
+    let mut writer = crate::ber::BerWriter::new(&mut value);
+    writer.open(crate::ber::tag::SEQUENCE);
+    match plan {
+        Ok(_) => writer.integer(crate::ber::tag::ENUMERATED, 0),
+        Err((result_code, attribute)) => {
+            writer.integer(crate::ber::tag::ENUMERATED, i64::from(*result_code));
+            if !attribute.is_empty() {
+                writer.primitive(0x80, attribute.as_bytes());
+            }
+        }
+    }
+    writer.close();
+    drop(writer);
+    ResponseControl {
+        oid: crate::controls::SORT_RESPONSE_OID.to_string(),
+        criticality: false,
+        value: Some(value.to_vec()),
+    }
+}
+
+/// Entries sorted so far: each one's sort values and ID, and the bytes they hold.
+#[derive(Default)]
+pub(super) struct SortBuffer {
+    pub(super) entries: Vec<(Vec<Option<Vec<u8>>>, lmdir_store::EntryId)>,
+    bytes: usize,
+}
+
+/// Bytes one sorted entry holds besides its key values (its row and one slot per key).
+pub(super) fn sort_entry_overhead_bytes(key_count: usize) -> usize {
+    std::mem::size_of::<(Vec<Option<Vec<u8>>>, lmdir_store::EntryId)>()
+        + key_count * std::mem::size_of::<Option<Vec<u8>>>()
+}
+
+impl SortBuffer {
+    /// Adds one entry, or adminLimitExceeded past the entry or byte bound.
+    pub(super) fn push(
+        &mut self,
+        values: Vec<Option<Vec<u8>>>,
+        id: lmdir_store::EntryId,
+        bytes_max: usize,
+    ) -> Result<(), OperationError> {
+        if self.entries.len() >= SORTED_ENTRIES_MAX {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
+            ));
+        }
+        self.bytes += sort_entry_overhead_bytes(values.len())
+            + values.iter().flatten().map(Vec::len).sum::<usize>();
+        if self.bytes > bytes_max {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!("sort keys of this search exceed {bytes_max} bytes"),
+            ));
+        }
+        self.entries.push((values, id));
+        Ok(())
+    }
+}

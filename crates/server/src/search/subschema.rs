@@ -1,0 +1,81 @@
+//! The cn=Subschema entry (RFC 4512 §4.2), built from the loaded schema per search.
+
+use crate::ber::EntryWriter;
+use crate::context::{Database, OperationContext};
+use crate::entry_read::Selection;
+use crate::result::OperationError;
+use crate::selection::AttributeSelection;
+use bytes::BytesMut;
+use ldap3_proto::proto::{LdapSearchRequest, LdapSearchScope};
+use lmdir_schema::{OwnedEntryView, PreparedFilter};
+
+pub(super) fn subschema_search(
+    context: &OperationContext,
+    database: &Database,
+    request: &LdapSearchRequest,
+    selection: &AttributeSelection,
+    filter: &mut Option<Result<PreparedFilter, OperationError>>,
+) -> Option<Result<(BytesMut, u64), OperationError>> {
+    let normalized = database.normalize_dn(&request.base).ok()?;
+    if normalized != "cn=subschema" {
+        return None;
+    }
+    if request.scope != LdapSearchScope::Base {
+        return Some(Ok((BytesMut::new(), 0)));
+    }
+    let mut entry = database.schema.subschema_entry();
+    for attribute in &mut entry.attributes {
+        if attribute.description == "objectClasses"
+            && database
+                .schema
+                .object_class(crate::rootdse::ROOT_DSE_OBJECT_CLASS)
+                .is_none()
+        {
+            let definition = crate::rootdse::ROOT_DSE_OBJECT_CLASS_DEFINITION;
+            attribute.values.push(definition.as_bytes().to_vec());
+        }
+    }
+    // The schema is loaded when the server starts and changes only with a restart: admin tools
+    // refresh their cached copy when modifyTimestamp is newer than what they hold.
+    let loaded = lmdir_store::timestamp_value(context.server.monitor.started());
+    for name in ["createTimestamp", "modifyTimestamp"] {
+        entry.attributes.push(lmdir_schema::Attribute {
+            description: name.to_string(),
+            values: vec![loaded.clone()],
+        });
+    }
+    let view = match OwnedEntryView::new(&database.schema, &entry) {
+        Ok(view) => view,
+        Err(error) => return Some(Err(error.into())),
+    };
+    let settings = &context.server.settings;
+    let filter = match super::prepared_filter(database, settings, request, filter.take()) {
+        Ok(filter) => filter,
+        Err(error) => return Some(Err(error)),
+    };
+    if !filter.evaluate(&view).is_true() {
+        return Some(Ok((BytesMut::new(), 0)));
+    }
+    let resolved = Selection::resolve(&database.schema, selection);
+    let mut buffer = BytesMut::with_capacity(256 * 1024);
+    let mut writer = EntryWriter::begin(&mut buffer, context.message_id, b"cn=Subschema");
+    for attribute in &entry.attributes {
+        let Some(attr) = database.schema.attribute(&attribute.description) else {
+            continue;
+        };
+        // The subschema's schema attributes are operational; objectClass and cn are user ones.
+        if !resolved.selects(&database.schema, attr, &[]) {
+            continue;
+        }
+        if request.typesonly {
+            writer.attribute(attribute.description.as_bytes(), std::iter::empty());
+        } else {
+            writer.attribute(
+                attribute.description.as_bytes(),
+                attribute.values.iter().map(Vec::as_slice),
+            );
+        }
+    }
+    writer.finish(&[]);
+    Some(Ok((buffer, 1)))
+}

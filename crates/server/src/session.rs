@@ -1,0 +1,48 @@
+//! What an operation knows of its connection: how it was accepted, who is bound, whom per-client
+//! limits count against. Below the connection, so operations never import it.
+
+use crate::client_limits::ClientKey;
+use std::sync::Arc;
+
+/// How a connection was accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Tls,
+    /// Unix socket with the peer's uid/gid (SASL EXTERNAL identity).
+    Ldapi {
+        uid: u32,
+        gid: u32,
+    },
+}
+
+/// Authentication state of a connection.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    /// The bound DN as given at bind (original form); empty = anonymous.
+    pub dn: String,
+    /// The bound DN normalized (access control, self checks); empty = anonymous.
+    pub normalized_dn: String,
+    pub is_rootdn: bool,
+}
+
+/// Per-connection state visible to operations.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub connection_id: u64,
+    pub identity: Identity,
+    pub transport: Transport,
+    /// Whom per-client limits (bind throttling) count against.
+    pub client: ClientKey,
+    /// TLS active (ldaps or after StartTLS).
+    pub tls_active: bool,
+    /// This connection's entry in cn=Monitor.
+    pub monitor: Arc<crate::monitor::ConnectionRecord>,
+}
+
+impl Session {
+    /// Whether the channel counts as confidential for `require_tls`.
+    pub fn is_secure(&self) -> bool {
+        self.tls_active || matches!(self.transport, Transport::Ldapi { .. })
+    }
+}

@@ -1,0 +1,320 @@
+//! Add, delete, modify and modify DN: static checks of the request, then submission to the
+//! writer (which decides access, the assertion and the schema inside its transaction), with the
+//! pre-/post-read controls around it.
+
+use crate::ber::ResponseControl;
+use crate::context::{
+    database_of, internal, no_such_object, require_secure_write, submit_update, Database,
+    OperationContext,
+};
+use crate::controls::RequestControls;
+use crate::entry_read::read_entry_control;
+use crate::password::check_password_change;
+use crate::ppolicy;
+use crate::result::{code, OperationError};
+use crate::settings::ServerSettings;
+use crate::writer::WriteRequest;
+use ldap3_proto::proto::{LdapAddRequest, LdapModifyDNRequest, LdapModifyRequest, LdapModifyType};
+use lmdir_access::password;
+use lmdir_schema::{Dn, Entry, ModOp, Modification};
+
+/// The attribute lists of pre-read / post-read within `requested_attributes_max`, checked
+/// before an update is written (a post-read refused after the write would report a failure
+/// for a change that was made).
+fn read_controls_within_limits(
+    context: &OperationContext,
+    controls: &RequestControls,
+) -> Result<(), OperationError> {
+    for attributes in [&controls.pre_read, &controls.post_read]
+        .into_iter()
+        .flatten()
+    {
+        crate::selection::attribute_list_within_limits(&context.server.settings, attributes.len())?;
+    }
+    Ok(())
+}
+
+/// Runs a read-entry control on the blocking pool.
+async fn read_entry_control_async(
+    context: &OperationContext,
+    dn: String,
+    attributes: Option<Vec<String>>,
+    oid: &'static str,
+) -> Result<Option<ResponseControl>, OperationError> {
+    let Some(attributes) = attributes else {
+        return Ok(None);
+    };
+    let server = context.server.clone();
+    let identity = context.session.identity.clone();
+    tokio::task::spawn_blocking(move || {
+        let database = database_of(&server).expect("database present");
+        read_entry_control(database, &identity, &dn, &attributes, oid)
+    })
+    .await
+    .map_err(internal)?
+}
+
+/// description, values per attribute and descriptions per request bounded
+/// (adminLimitExceeded), and a userPassword
+/// given already hashed must carry a cost every later bind can afford (constraintViolation).
+fn check_request_attributes<'a>(
+    database: &Database,
+    settings: &ServerSettings,
+    attributes: impl Iterator<Item = (&'a str, &'a [Vec<u8>], bool)>,
+) -> Result<(), OperationError> {
+    let mut descriptions = std::collections::HashSet::new();
+    // `stores`: the values are added (add, modify add/replace), not only named for deletion.
+    for (description, values, stores) in attributes {
+        let options = description.matches(';').count();
+        if options > settings.attribute_options_per_description_max {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!(
+                    "{description}: {options} options (limit {})",
+                    settings.attribute_options_per_description_max
+                ),
+            ));
+        }
+        if values.len() > settings.values_per_attribute_per_request_max {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!(
+                    "{description}: {} values in one request (limit {})",
+                    values.len(),
+                    settings.values_per_attribute_per_request_max
+                ),
+            ));
+        }
+        descriptions.insert(description.to_ascii_lowercase());
+        if descriptions.len() > settings.attribute_descriptions_per_entry_max {
+            return Err(OperationError::new(
+                code::ADMIN_LIMIT_EXCEEDED,
+                format!(
+                    "more than {} attribute descriptions in one request",
+                    settings.attribute_descriptions_per_entry_max
+                ),
+            ));
+        }
+        let is_password = database.user_password.is_some_and(|password_attr| {
+            database
+                .schema
+                .parse_description(description)
+                .is_ok_and(|parsed| parsed.attr == password_attr)
+        });
+        if is_password && stores {
+            for value in values.iter().filter(|value| password::is_hashed(value)) {
+                password::check_cost(value, &password::STORE_COST_LIMITS).map_err(|error| {
+                    OperationError::new(
+                        code::CONSTRAINT_VIOLATION,
+                        format!("userPassword: {error}"),
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn add(
+    context: &OperationContext,
+    request: LdapAddRequest,
+) -> Result<Vec<ResponseControl>, OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(&request.dn));
+    };
+    if request.attributes.is_empty() {
+        // As slapd: an entry needs at least its object classes; an empty list is malformed.
+        return Err(OperationError::new(
+            code::PROTOCOL_ERROR,
+            "an add request must carry the entry's attributes",
+        ));
+    }
+    let request_dn = request.dn.clone();
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
+    check_request_attributes(
+        database,
+        &context.server.settings,
+        request
+            .attributes
+            .iter()
+            .map(|attribute| (attribute.atype.as_str(), attribute.vals.as_slice(), true)),
+    )?;
+    let dn = Dn::parse(&request.dn)?;
+    let mut entry = Entry::new(dn);
+    for attribute in request.attributes {
+        entry.add_values(&attribute.atype, attribute.vals);
+    }
+    // Nothing exists before an add: a pre-read control has nothing to return.
+    submit_update(context, database, &controls, WriteRequest::Add(entry)).await?;
+    let post = read_entry_control_async(
+        context,
+        request_dn,
+        controls.post_read,
+        crate::controls::POST_READ_OID,
+    )
+    .await?;
+    Ok(post.into_iter().collect())
+}
+
+pub async fn delete(
+    context: &OperationContext,
+    dn: &str,
+) -> Result<Vec<ResponseControl>, OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
+    let pre = read_entry_control_async(
+        context,
+        dn.to_string(),
+        controls.pre_read.clone(),
+        crate::controls::PRE_READ_OID,
+    )
+    .await?;
+    submit_update(
+        context,
+        database,
+        &controls,
+        WriteRequest::Delete(dn.to_string()),
+    )
+    .await?;
+    Ok(pre.into_iter().collect())
+}
+
+fn modification_of(change: ldap3_proto::proto::LdapModify) -> Modification {
+    let op = match change.operation {
+        LdapModifyType::Add => ModOp::Add,
+        LdapModifyType::Delete => ModOp::Delete,
+        LdapModifyType::Replace => ModOp::Replace,
+        LdapModifyType::Increment => ModOp::Increment,
+    };
+    Modification {
+        op,
+        description: change.modification.atype,
+        values: change.modification.vals,
+    }
+}
+
+pub async fn modify(
+    context: &OperationContext,
+    request: LdapModifyRequest,
+) -> Result<Vec<ResponseControl>, OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(&request.dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
+    let modifications: Vec<Modification> =
+        request.changes.into_iter().map(modification_of).collect();
+    let password_changes = modifications
+        .iter()
+        .filter(|change| database.is_user_password(&change.description));
+    let new_passwords: Vec<&[u8]> = password_changes
+        .clone()
+        .filter(|change| matches!(change.op, ModOp::Add | ModOp::Replace))
+        .flat_map(|change| change.values.iter().map(Vec::as_slice))
+        .collect();
+    if !new_passwords.is_empty() {
+        let change = ppolicy::PasswordChange {
+            by_self: context.session.identity.normalized_dn
+                == database.normalize_dn(&request.dn).unwrap_or_default(),
+            old_supplied: password_changes
+                .filter(|change| change.op == ModOp::Delete)
+                .any(|change| !change.values.is_empty()),
+            new_passwords,
+        };
+        check_password_change(context, database, &controls, &request.dn, &change).await?;
+    }
+    check_request_attributes(
+        database,
+        &context.server.settings,
+        modifications.iter().map(|change| {
+            let stores = matches!(change.op, ModOp::Add | ModOp::Replace);
+            (
+                change.description.as_str(),
+                change.values.as_slice(),
+                stores,
+            )
+        }),
+    )?;
+    let pre = read_entry_control_async(
+        context,
+        request.dn.clone(),
+        controls.pre_read.clone(),
+        crate::controls::PRE_READ_OID,
+    )
+    .await?;
+    submit_update(
+        context,
+        database,
+        &controls,
+        WriteRequest::Modify(request.dn.clone(), modifications),
+    )
+    .await?;
+    let post = read_entry_control_async(
+        context,
+        request.dn,
+        controls.post_read,
+        crate::controls::POST_READ_OID,
+    )
+    .await?;
+    Ok(pre.into_iter().chain(post).collect())
+}
+
+pub async fn modify_dn(
+    context: &OperationContext,
+    request: LdapModifyDNRequest,
+) -> Result<Vec<ResponseControl>, OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(&request.dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
+    let pre = read_entry_control_async(
+        context,
+        request.dn.clone(),
+        controls.pre_read.clone(),
+        crate::controls::PRE_READ_OID,
+    )
+    .await?;
+    let new_dn = {
+        let parent = match &request.new_superior {
+            Some(superior) => superior.clone(),
+            None => Dn::parse(&request.dn)?
+                .parent()
+                .map(|parent| parent.to_string())
+                .unwrap_or_default(),
+        };
+        if parent.is_empty() {
+            request.newrdn.clone()
+        } else {
+            format!("{},{parent}", request.newrdn)
+        }
+    };
+    submit_update(
+        context,
+        database,
+        &controls,
+        WriteRequest::ModifyDn {
+            dn: request.dn,
+            new_rdn: request.newrdn,
+            delete_old_rdn: request.deleteoldrdn,
+            new_superior: request.new_superior,
+        },
+    )
+    .await?;
+    let post = read_entry_control_async(
+        context,
+        new_dn,
+        controls.post_read,
+        crate::controls::POST_READ_OID,
+    )
+    .await?;
+    Ok(pre.into_iter().chain(post).collect())
+}
