@@ -9,6 +9,7 @@ pub mod layout;
 mod lock;
 mod memberof;
 mod read;
+mod replica;
 mod search;
 mod store;
 mod usage;
@@ -18,6 +19,7 @@ pub use admin::{CheckReport, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTE
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
+pub use replica::SubtreeMember;
 pub use search::{Scope, SearchCursor, SearchSpec};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
