@@ -187,7 +187,7 @@ impl Database {
             .map_err(OperationError::from)
     }
 
-    async fn submit(&self, job: WriteJob) -> Result<(), OperationError> {
+    pub(crate) async fn submit(&self, job: WriteJob) -> Result<(), OperationError> {
         if self.writes_stopping.load(Ordering::Acquire) {
             return Err(OperationError::new(
                 code::UNAVAILABLE,

@@ -13,6 +13,7 @@ pub mod monitor;
 pub mod operations;
 pub mod pdu;
 pub mod ppolicy;
+pub mod replication;
 pub mod result;
 pub mod rootdse;
 pub mod selection;
