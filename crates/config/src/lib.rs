@@ -7,6 +7,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod replication;
+pub use replication::{
+    provider_scheme, ConsumerConfig, ReplicationConfig, SyncType, CONSUMERS_MAX,
+    INTERVAL_SECONDS_MAX, RID_MAX, SERVER_ID_MAX, SESSION_LOG_ENTRIES_MAX,
+};
+
 /// The embedded default configuration, also the documented example.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("default.toml");
 
@@ -26,6 +32,9 @@ pub struct Config {
     /// gives its limits (keys it leaves out take the `[server]` values).
     #[serde(default)]
     pub limits: Vec<LimitsRule>,
+    /// `[replication]`: server ID, provider and consumers (RFC 4533, OpenLDAP's names).
+    #[serde(default)]
+    pub replication: ReplicationConfig,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -505,6 +514,7 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             access: Vec::new(),
             limits: Vec::new(),
+            replication: ReplicationConfig::default(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -857,7 +867,8 @@ impl Config {
                 ));
             }
         }
-        self.validate_limits()
+        self.validate_limits()?;
+        self.replication.validate(&self.database.suffix)
     }
 
     fn validate_limits(&self) -> Result<(), Problem> {

@@ -12,6 +12,8 @@ pub mod tag {
     pub const ENUMERATED: u8 = 0x0a;
     pub const BOOLEAN: u8 = 0x01;
     pub const SEQUENCE: u8 = 0x30;
+    /// LDAPResult's `referral [3] Referral` (constructed).
+    pub const REFERRAL: u8 = 0xa3;
     pub const SET: u8 = 0x31;
     /// [APPLICATION 1] BindResponse.
     pub const BIND_RESPONSE: u8 = 0x61;
@@ -225,11 +227,31 @@ pub fn write_result_message(
     result: &ResultFields<'_>,
     controls: &[ResponseControl],
 ) {
+    write_result_message_with_referral(buffer, message_id, operation_tag, result, &[], controls);
+}
+
+/// As `write_result_message`, with the LDAPResult's `referral [3] SEQUENCE OF URI` when
+/// `referral` is not empty (RFC 4511 §4.1.10).
+pub fn write_result_message_with_referral(
+    buffer: &mut BytesMut,
+    message_id: i32,
+    operation_tag: u8,
+    result: &ResultFields<'_>,
+    referral: &[String],
+    controls: &[ResponseControl],
+) {
     let mut writer = BerWriter::new(buffer);
     writer.open(tag::SEQUENCE);
     writer.integer(tag::INTEGER, i64::from(message_id));
     writer.open(operation_tag);
     write_result_fields(&mut writer, result);
+    if !referral.is_empty() {
+        writer.open(tag::REFERRAL);
+        for url in referral {
+            writer.octet_string(url.as_bytes());
+        }
+        writer.close();
+    }
     writer.close();
     write_controls(&mut writer, controls);
     writer.close();

@@ -84,6 +84,7 @@ impl From<LdapError> for OperationError {
             message: error.message,
             matched_dn: error.matched_dn.unwrap_or_default(),
             controls: Vec::new(),
+            referral: Vec::new(),
         }
     }
 }
@@ -354,6 +355,14 @@ pub(crate) fn no_such_object(dn: &str) -> OperationError {
 }
 
 pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), OperationError> {
+    if let Some(provider) = &context.server.settings.update_referral {
+        // A read-only replica (OpenLDAP's updateref): every client write, the rootdn's too,
+        // belongs on the provider; a local write would be overwritten or diverge.
+        return Err(OperationError::referral(
+            provider,
+            "this server is a read-only replica: write to its provider",
+        ));
+    }
     if context.server.settings.require_tls && !context.session.is_secure() {
         return Err(OperationError::new(
             code::CONFIDENTIALITY_REQUIRED,

@@ -22,6 +22,7 @@ pub mod operations;
 mod password;
 pub mod pdu;
 pub mod ppolicy;
+pub mod replication;
 pub mod result;
 pub mod rootdse;
 mod search;

@@ -90,16 +90,17 @@ impl OperationContext {
             Err(error) if response_controls.is_empty() => error.controls.as_slice(),
             _ => response_controls,
         };
-        let (result_code, matched_dn, message) = match &result {
-            Ok(()) => (code::SUCCESS, "", ""),
+        let (result_code, matched_dn, message, referral) = match &result {
+            Ok(()) => (code::SUCCESS, "", "", &[][..]),
             Err(error) => (
                 error.code,
                 error.matched_dn.as_str(),
                 error.message.as_str(),
+                error.referral.as_slice(),
             ),
         };
         let mut buffer = BytesMut::with_capacity(32 + matched_dn.len() + message.len());
-        ber::write_result_message(
+        ber::write_result_message_with_referral(
             &mut buffer,
             self.message_id,
             response_tag,
@@ -108,6 +109,7 @@ impl OperationContext {
                 matched_dn,
                 message,
             },
+            referral,
             response_controls,
         );
         info!(

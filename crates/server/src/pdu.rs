@@ -5,7 +5,7 @@
 //! already-encoded bytes.
 
 use crate::controls::{self, Control};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use ldap3_lber::common::TagClass;
 use ldap3_lber::parse::Parser;
 use ldap3_lber::structure::{StructureTag, PL};
@@ -97,6 +97,30 @@ fn announced_length(buffer: &[u8]) -> Result<Option<Header>, PduError> {
     }))
 }
 
+/// Splits one complete LDAPMessage (header included) off the front of `buffer`; None until it
+/// has all arrived. An announced length over `pdu_bytes_max` is refused from the header alone.
+pub fn take_frame(
+    buffer: &mut BytesMut,
+    pdu_bytes_max: usize,
+) -> Result<Option<BytesMut>, PduError> {
+    let Some(header) = announced_length(buffer)? else {
+        return Ok(None);
+    };
+    if header.content_bytes > pdu_bytes_max as u64 {
+        return Err(PduError::TooLarge {
+            announced_bytes: header.content_bytes,
+            limit_bytes: pdu_bytes_max,
+        });
+    }
+    // Bounded by pdu_bytes_max just above. No reserve: a peer announcing a big PDU and
+    // sending nothing must not make us allocate it.
+    let frame_bytes = header.header_bytes + header.content_bytes as usize;
+    if buffer.len() < frame_bytes {
+        return Ok(None);
+    }
+    Ok(Some(buffer.split_to(frame_bytes)))
+}
+
 /// Decodes one complete LDAPMessage (exactly `frame`, header included).
 pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, PduError> {
     let malformed = |what: &str| PduError::Malformed(what.to_string());
@@ -143,24 +167,10 @@ impl Decoder for PduCodec {
     type Error = PduError;
 
     fn decode(&mut self, buffer: &mut BytesMut) -> Result<Option<Request>, PduError> {
-        let Some(header) = announced_length(buffer)? else {
-            return Ok(None);
-        };
-        if header.content_bytes > self.pdu_bytes_max as u64 {
-            return Err(PduError::TooLarge {
-                announced_bytes: header.content_bytes,
-                limit_bytes: self.pdu_bytes_max,
-            });
+        match take_frame(buffer, self.pdu_bytes_max)? {
+            Some(frame) => decode_message(&frame, self.ber_depth_max).map(Some),
+            None => Ok(None),
         }
-        // Bounded by pdu_bytes_max just above. No reserve: a peer announcing a big PDU and
-        // sending nothing must not make the server allocate it.
-        let frame_bytes = header.header_bytes + header.content_bytes as usize;
-        if buffer.len() < frame_bytes {
-            return Ok(None);
-        }
-        let request = decode_message(&buffer[..frame_bytes], self.ber_depth_max);
-        buffer.advance(frame_bytes);
-        request.map(Some)
     }
 }
 

@@ -10,6 +10,7 @@ pub mod code {
     pub const COMPARE_FALSE: u32 = 5;
     pub const COMPARE_TRUE: u32 = 6;
     pub const AUTH_METHOD_NOT_SUPPORTED: u32 = 7;
+    pub const REFERRAL: u32 = 10;
     pub const ADMIN_LIMIT_EXCEEDED: u32 = 11;
     pub const UNAVAILABLE_CRITICAL_EXTENSION: u32 = 12;
     pub const CONFIDENTIALITY_REQUIRED: u32 = 13;
@@ -42,6 +43,8 @@ pub struct OperationError {
     pub matched_dn: String,
     /// Controls the failure's response carries (the password policy control's error).
     pub controls: Vec<crate::ber::ResponseControl>,
+    /// Where to go instead (result referral, 10): the provider of a read-only replica.
+    pub referral: Vec<String>,
 }
 
 impl OperationError {
@@ -51,6 +54,15 @@ impl OperationError {
             message: message.into(),
             matched_dn: String::new(),
             controls: Vec::new(),
+            referral: Vec::new(),
+        }
+    }
+
+    /// The result referral (10) sending the client to `url`.
+    pub fn referral(url: &str, message: impl Into<String>) -> Self {
+        OperationError {
+            referral: vec![url.to_string()],
+            ..OperationError::new(code::REFERRAL, message)
         }
     }
 

@@ -365,6 +365,11 @@ pub async fn start(
     if let Some(address) = settings.metrics_listen {
         listener_tasks.push(start_metrics(&context, address, shutdown_receiver.clone()).await?);
     }
+    // Replication consumers end with the listeners, before the writer is closed.
+    listener_tasks.extend(crate::replication::start_consumers(
+        &context,
+        shutdown_receiver.clone(),
+    ));
     Ok(RunningServer {
         addresses,
         context,

@@ -142,6 +142,10 @@ pub struct ServerSettings {
     pub limits: Vec<lmdir_config::LimitsRule>,
     /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.
     pub password_policy_default: String,
+    /// `[replication]`: the consumers this server runs (RFC 4533).
+    pub replication: lmdir_config::ReplicationConfig,
+    /// A read-only replica's provider URL: client writes are referred there (result 10).
+    pub update_referral: Option<String>,
 }
 
 impl ServerSettings {
@@ -205,6 +209,11 @@ impl ServerSettings {
             rootpw: database.rootpw.clone(),
             limits: config.limits.clone(),
             password_policy_default: database.password_policy_default.clone(),
+            replication: config.replication.clone(),
+            update_referral: config
+                .replication
+                .is_read_only_replica()
+                .then(|| config.replication.consumer[0].provider.clone()),
         })
     }
 }

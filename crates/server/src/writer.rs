@@ -54,6 +54,9 @@ pub(crate) enum WriteRequest {
     /// decided against the entry inside the writer's transaction, never access-checked as the
     /// user who bound.
     PolicyState(PolicyState),
+    /// What a replication provider sent, with the cookie covering it: the server's own update
+    /// as the provider's copy, never access-checked and never restamped.
+    Replicate(crate::replication::apply::SyncBatch),
 }
 
 /// Where a policy state update is: still in the shared pending table (failures of the same
@@ -217,6 +220,11 @@ impl Writer {
         txn.set_deadline(Some(deadline));
         if let WriteRequest::PolicyState(state) = &mut job.request {
             let result = self.apply_policy_state(txn, state);
+            txn.set_deadline(None);
+            return result;
+        }
+        if let WriteRequest::Replicate(batch) = &job.request {
+            let result = crate::replication::apply::apply(txn, batch);
             txn.set_deadline(None);
             return result;
         }
@@ -463,7 +471,7 @@ impl Writer {
                 ResultCode::Other,
                 "Password Modify reached the store unhashed",
             )),
-            WriteRequest::PolicyState(_) => Ok(()),
+            WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => Ok(()),
         }
     }
 
@@ -533,7 +541,8 @@ impl Writer {
             }
             WriteRequest::Delete(_)
             | WriteRequest::ModifyDn { .. }
-            | WriteRequest::PolicyState(_) => {}
+            | WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_) => {}
         }
         Ok(())
     }
@@ -554,8 +563,8 @@ impl Writer {
             | WriteRequest::Modify(dn, _)
             | WriteRequest::ModifyDn { dn, .. }
             | WriteRequest::SetPassword { dn, .. } => Dn::parse(dn)?,
-            // Never reached: apply() handles it before any access decision.
-            WriteRequest::PolicyState(_) => return Ok(()),
+            // Never reached: apply() handles them before any access decision.
+            WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => return Ok(()),
         };
         let existing = match txn.entry_by_dn(&target) {
             // An entry that cannot be decoded: the rootdn acts on it without its values (to
@@ -593,7 +602,7 @@ impl Writer {
             // A missing target: the store answers noSuchObject (with the matched DN).
             (_, None) => Ok(()),
             // The server's own update: returned above, before any decision as the user.
-            (WriteRequest::PolicyState(_), Some(_)) => Ok(()),
+            (WriteRequest::PolicyState(_) | WriteRequest::Replicate(_), Some(_)) => Ok(()),
             (WriteRequest::Delete(_), Some(entry)) => {
                 require_entry_write(&access_to(entry), &dn_text)?;
                 self.require_children_write(txn, &subject, target.parent())

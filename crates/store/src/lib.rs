@@ -11,6 +11,7 @@ pub mod layout;
 mod lock;
 mod memberof;
 mod read;
+mod replica;
 mod rows;
 mod search;
 mod store;
@@ -29,6 +30,7 @@ pub use rows::{
     csn_at, csn_value, precise_timestamp_value, timestamp_value, EntryRows, EntrySource,
     FreshValues, IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
 };
+pub use replica::SubtreeMember;
 pub use search::{Scope, SearchCursor, SearchSpec};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,

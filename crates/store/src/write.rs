@@ -28,6 +28,9 @@ pub struct WriteContext {
     /// memberOf, ...): only the loader, replication and the Relax control may; otherwise they
     /// are refused with constraintViolation (as OpenLDAP).
     pub relax: bool,
+    /// The entry comes from a replication provider: the entryCSN, modifyTimestamp and
+    /// modifiersName it carries are the provider's and are kept, never restamped here.
+    pub replicated: bool,
     /// Most attribute descriptions an entry may hold after this write (adminLimitExceeded
     /// beyond); never above the codec's own `ATTRIBUTES_PER_ENTRY_MAX`.
     pub attribute_descriptions_per_entry_max: usize,
@@ -40,6 +43,7 @@ impl WriteContext {
             now: SystemTime::now(),
             skip_schema_check: false,
             relax: false,
+            replicated: false,
             attribute_descriptions_per_entry_max: ATTRIBUTES_PER_ENTRY_MAX,
         }
     }
@@ -576,19 +580,20 @@ impl<'s> WriteTxn<'s> {
         attributes: &mut Vec<WorkingAttribute>,
         context: &WriteContext,
     ) -> Result<(), LdapError> {
+        let restamp = !context.replicated;
         self.set_operational(
             attributes,
             "modifyTimestamp",
             timestamp_value(context.now),
-            true,
+            restamp,
         )?;
         self.set_operational(
             attributes,
             "modifiersName",
             context.actor_dn.clone().into_bytes(),
-            true,
+            restamp,
         )?;
-        self.set_operational(attributes, "entryCSN", csn_value(context.now), true)
+        self.set_operational(attributes, "entryCSN", csn_value(context.now), restamp)
     }
 
     /// The RDN fits a node and a dn2id key (`layout::rdn_size_problem`).

@@ -1,0 +1,238 @@
+//! `[replication]` and `[[replication.consumer]]`: RFC 4533 content synchronization with
+//! OpenLDAP's names (serverID, syncprov, syncrepl). Parsed and validated here; the server runs
+//! the consumers and (another part) the provider.
+
+use serde::Deserialize;
+
+use crate::{check_dn, problem, KeyStep, Problem};
+
+/// Highest server ID (OpenLDAP's serverID is 12 bits in a CSN).
+pub const SERVER_ID_MAX: u16 = 4095;
+/// Highest consumer rid (OpenLDAP prints it with three digits in the cookie).
+pub const RID_MAX: u16 = 999;
+/// Most changes the provider's session log may be configured to keep: each is a few dozen bytes
+/// in LMDB, so this bounds it to a few hundred MiB.
+pub const SESSION_LOG_ENTRIES_MAX: u64 = 10_000_000;
+/// Longest refreshOnly poll interval and reconnect delay: a year (a typo of a few zeros more is
+/// an error, not a consumer that silently never polls).
+pub const INTERVAL_SECONDS_MAX: u64 = 366 * 86_400;
+/// Most consumers one server runs (each is a connection and a task).
+pub const CONSUMERS_MAX: usize = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplicationConfig {
+    /// 1..=4095, unique per server (OpenLDAP's serverID); 0 = none.
+    pub server_id: u16,
+    /// Answer sync searches (OpenLDAP's syncprov overlay).
+    pub provider: bool,
+    /// Changes kept for the delete phase (syncprov-sessionlog).
+    pub session_log_entries: u64,
+    /// One per provider pulled from (OpenLDAP's syncrepl directive).
+    pub consumer: Vec<ConsumerConfig>,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            server_id: 0,
+            provider: false,
+            session_log_entries: 100_000,
+            consumer: Vec::new(),
+        }
+    }
+}
+
+impl ReplicationConfig {
+    /// A server with consumers that is not itself a provider: client writes are referred to
+    /// the (first) consumer's provider.
+    pub fn is_read_only_replica(&self) -> bool {
+        !self.consumer.is_empty() && (self.server_id == 0 || !self.provider)
+    }
+}
+
+/// The two RFC 4533 modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum SyncType {
+    #[serde(rename = "refreshOnly")]
+    RefreshOnly,
+    #[serde(rename = "refreshAndPersist")]
+    RefreshAndPersist,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerConfig {
+    /// 1..=999, unique among this server's consumers.
+    pub rid: u16,
+    /// `ldap://host[:port]` (with `starttls = true` for TLS) or `ldaps://host[:port]`.
+    pub provider: String,
+    /// The replicated subtree: the suffix or an entry below it.
+    pub search_base: String,
+    #[serde(rename = "type", default = "default_sync_type")]
+    pub sync_type: SyncType,
+    /// refreshOnly: seconds between the end of one poll and the next.
+    #[serde(default = "default_interval_seconds")]
+    pub interval_seconds: u64,
+    /// Seconds before reconnecting after any error.
+    #[serde(default = "default_retry_seconds")]
+    pub retry_seconds: u64,
+    /// Simple bind DN; empty = anonymous.
+    #[serde(default)]
+    pub bind_dn: String,
+    #[serde(default)]
+    pub credentials: String,
+    /// StartTLS on an ldap:// provider before binding.
+    #[serde(default)]
+    pub starttls: bool,
+    /// PEM file of the CA that signed the provider's certificate; empty = system roots.
+    #[serde(default)]
+    pub tls_ca_certificate: String,
+}
+
+fn default_sync_type() -> SyncType {
+    SyncType::RefreshAndPersist
+}
+fn default_interval_seconds() -> u64 {
+    60
+}
+fn default_retry_seconds() -> u64 {
+    5
+}
+
+/// The scheme of a provider URL, after checking its shape (`ldap://` or `ldaps://`, a host,
+/// an optional port, nothing else).
+pub fn provider_scheme(url: &str) -> Result<&'static str, String> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("{url:?} is not a URL (expected ldap:// or ldaps://)"))?;
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        "ldap" => "ldap",
+        "ldaps" => "ldaps",
+        _ => return Err(format!("{url:?}: the provider must be ldap:// or ldaps://")),
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains('/') || authority.contains('?') {
+        return Err(format!("{url:?}: expected {scheme}://host[:port]"));
+    }
+    if let Some((_, port)) = authority
+        .rsplit_once(':')
+        .filter(|_| !authority.ends_with(']'))
+    {
+        port.parse::<u16>()
+            .map_err(|_| format!("{url:?}: {port:?} is not a port"))?;
+    }
+    Ok(scheme)
+}
+
+impl ReplicationConfig {
+    pub(crate) fn validate(&self, suffix: &str) -> Result<(), Problem> {
+        use KeyStep::Key;
+        let path = |key: &'static str| vec![Key("replication"), Key(key)];
+        if self.server_id > SERVER_ID_MAX {
+            return Err(problem(
+                path("server_id"),
+                format!("{} is above {SERVER_ID_MAX}", self.server_id),
+            ));
+        }
+        if self.provider && self.server_id == 0 {
+            return Err(problem(
+                path("server_id"),
+                "a provider needs a server_id (1..4095) for its CSNs",
+            ));
+        }
+        if self.provider && !(1..=SESSION_LOG_ENTRIES_MAX).contains(&self.session_log_entries) {
+            return Err(problem(
+                path("session_log_entries"),
+                format!("must be 1..={SESSION_LOG_ENTRIES_MAX}"),
+            ));
+        }
+        if self.consumer.len() > CONSUMERS_MAX {
+            return Err(problem(
+                path("consumer"),
+                format!("at most {CONSUMERS_MAX} consumers"),
+            ));
+        }
+        for (index, consumer) in self.consumer.iter().enumerate() {
+            consumer.validate(index, suffix)?;
+            if self.consumer[..index].iter().any(|c| c.rid == consumer.rid) {
+                return Err(problem(
+                    consumer_path(index, "rid"),
+                    format!("rid {} is used by another consumer", consumer.rid),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn consumer_path(index: usize, key: &'static str) -> Vec<KeyStep> {
+    vec![
+        KeyStep::Key("replication"),
+        KeyStep::Key("consumer"),
+        KeyStep::Index(index),
+        KeyStep::Key(key),
+    ]
+}
+
+/// Whether `dn` is `suffix` or below it (a textual check, case- and space-insensitive; the
+/// server compares normalized DNs when it starts).
+fn within_suffix(dn: &str, suffix: &str) -> bool {
+    let squash = |text: &str| -> String {
+        text.split(',')
+            .map(|rdn| rdn.trim().to_ascii_lowercase())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let (dn, suffix) = (squash(dn), squash(suffix));
+    dn == suffix || dn.ends_with(&format!(",{suffix}"))
+}
+
+impl ConsumerConfig {
+    fn validate(&self, index: usize, suffix: &str) -> Result<(), Problem> {
+        let path = |key| consumer_path(index, key);
+        if !(1..=RID_MAX).contains(&self.rid) {
+            return Err(problem(path("rid"), format!("must be 1..={RID_MAX}")));
+        }
+        let scheme = provider_scheme(&self.provider).map_err(|m| problem(path("provider"), m))?;
+        check_dn(&self.search_base).map_err(|m| problem(path("search_base"), m))?;
+        if !within_suffix(&self.search_base, suffix) {
+            return Err(problem(
+                path("search_base"),
+                format!("{:?} is not within the suffix {suffix:?}", self.search_base),
+            ));
+        }
+        for (key, seconds) in [
+            ("interval_seconds", self.interval_seconds),
+            ("retry_seconds", self.retry_seconds),
+        ] {
+            if !(1..=INTERVAL_SECONDS_MAX).contains(&seconds) {
+                return Err(problem(
+                    path(key),
+                    format!("must be 1..={INTERVAL_SECONDS_MAX}"),
+                ));
+            }
+        }
+        if !self.bind_dn.is_empty() {
+            check_dn(&self.bind_dn).map_err(|m| problem(path("bind_dn"), m))?;
+        } else if !self.credentials.is_empty() {
+            return Err(problem(
+                path("credentials"),
+                "credentials without a bind_dn (an anonymous bind sends none)",
+            ));
+        }
+        if self.starttls && scheme == "ldaps" {
+            return Err(problem(
+                path("starttls"),
+                "an ldaps:// provider is already TLS: StartTLS is for ldap://",
+            ));
+        }
+        if !self.tls_ca_certificate.is_empty() && !self.starttls && scheme == "ldap" {
+            return Err(problem(
+                path("tls_ca_certificate"),
+                "a CA certificate without TLS: use ldaps:// or starttls = true",
+            ));
+        }
+        Ok(())
+    }
+}

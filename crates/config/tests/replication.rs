@@ -1,0 +1,142 @@
+//! `[replication]` and `[[replication.consumer]]`: values, defaults, and each error naming its key.
+
+use lmdir_config::{Config, ConfigError, SyncType};
+
+fn error_of(text: &str) -> ConfigError {
+    Config::from_str(text, "test.toml").expect_err(text)
+}
+
+fn assert_error(text: &str, key: &str, message_part: &str) {
+    let error = error_of(text);
+    assert_eq!(error.key.as_deref(), Some(key), "{text:?}: {error}");
+    assert!(error.line.is_some(), "{text:?}: {error}");
+    assert!(
+        error.message.contains(message_part),
+        "{text:?}: {error} should contain {message_part:?}"
+    );
+}
+
+const CONSUMER: &str = r#"
+[[replication.consumer]]
+rid = 7
+provider = "ldap://10.0.0.1:389"
+search_base = "ou=people,dc=example,dc=com"
+"#;
+
+#[test]
+fn defaults_and_a_full_consumer() {
+    let default = Config::default();
+    assert_eq!(default.replication.server_id, 0);
+    assert!(!default.replication.provider);
+    assert_eq!(default.replication.session_log_entries, 100_000);
+    assert!(default.replication.consumer.is_empty());
+    assert!(!default.replication.is_read_only_replica());
+
+    let config = Config::from_str(
+        r#"
+[replication]
+server_id = 3
+provider = true
+session_log_entries = 500
+[[replication.consumer]]
+rid = 1
+provider = "ldaps://ldap.example.com"
+search_base = "dc=example,dc=com"
+type = "refreshOnly"
+interval_seconds = 30
+retry_seconds = 2
+bind_dn = "cn=replicator,dc=example,dc=com"
+credentials = "secret"
+tls_ca_certificate = "/etc/ssl/ca.pem"
+"#,
+        "test.toml",
+    )
+    .unwrap();
+    let replication = &config.replication;
+    assert_eq!((replication.server_id, replication.provider), (3, true));
+    assert!(!replication.is_read_only_replica());
+    let consumer = &replication.consumer[0];
+    assert_eq!(consumer.sync_type, SyncType::RefreshOnly);
+    assert_eq!((consumer.interval_seconds, consumer.retry_seconds), (30, 2));
+    assert_eq!(consumer.tls_ca_certificate, "/etc/ssl/ca.pem");
+
+    let replica = Config::from_str(CONSUMER, "test.toml").unwrap();
+    let consumer = &replica.replication.consumer[0];
+    assert_eq!(consumer.sync_type, SyncType::RefreshAndPersist);
+    assert_eq!((consumer.interval_seconds, consumer.retry_seconds), (60, 5));
+    assert!(consumer.bind_dn.is_empty() && !consumer.starttls);
+    assert!(replica.replication.is_read_only_replica());
+}
+
+#[test]
+fn replication_errors_name_the_key() {
+    assert_error(
+        "[replication]\nserver_id = 4096\n",
+        "replication.server_id",
+        "4095",
+    );
+    assert_error(
+        "[replication]\nprovider = true\n",
+        "replication.server_id",
+        "server_id",
+    );
+    assert_error(
+        "[replication]\nserver_id = 1\nprovider = true\nsession_log_entries = 0\n",
+        "replication.session_log_entries",
+        "1..=",
+    );
+    let with = |line: &str| format!("{CONSUMER}{line}\n");
+    let key = |name: &str| format!("replication.consumer[0].{name}");
+    assert_error(
+        &CONSUMER.replace("rid = 7", "rid = 1000"),
+        &key("rid"),
+        "1..=999",
+    );
+    assert_error(
+        &CONSUMER.replace("ldap://10.0.0.1:389", "http://x"),
+        &key("provider"),
+        "ldap:// or ldaps://",
+    );
+    assert_error(
+        &CONSUMER.replace("10.0.0.1:389", "h:99999"),
+        &key("provider"),
+        "port",
+    );
+    assert_error(
+        &CONSUMER.replace("ou=people,dc=example,dc=com", "dc=other,dc=org"),
+        &key("search_base"),
+        "suffix",
+    );
+    assert_error(
+        &with("type = \"refreshSometimes\""),
+        &key("type"),
+        "variant",
+    );
+    assert_error(
+        &with("interval_seconds = 0"),
+        &key("interval_seconds"),
+        "1..=",
+    );
+    assert_error(&with("retry_seconds = 0"), &key("retry_seconds"), "1..=");
+    assert_error(&with("credentials = \"x\""), &key("credentials"), "bind_dn");
+    assert_error(
+        &with("bind_dn = \"nonsense\""),
+        &key("bind_dn"),
+        "attribute=value",
+    );
+    assert_error(
+        &with("tls_ca_certificate = \"/ca.pem\""),
+        &key("tls_ca_certificate"),
+        "TLS",
+    );
+    assert_error(
+        &(CONSUMER.replace("ldap://", "ldaps://") + "starttls = true\n"),
+        &key("starttls"),
+        "StartTLS",
+    );
+    assert_error(
+        &format!("{CONSUMER}{CONSUMER}"),
+        "replication.consumer[1].rid",
+        "rid 7",
+    );
+}

@@ -1,0 +1,377 @@
+//! lmdir as an RFC 4533 consumer of an unmodified OpenLDAP slapd (back-mdb + syncprov): the real
+//! `lmdir serve` replicating over the wire, checked by comparing full `ldapsearch` dumps of both
+//! servers (user attributes plus entryUUID, entryCSN, timestamps and names). Convergence is
+//! waited for by polling, with a generous hang guard only: nothing here depends on speed.
+
+#[allow(dead_code)]
+mod conformance;
+mod support;
+
+use conformance::{free_port, modify, wait_until_up, SUFFIX};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{TestServer, ROOT_DN, ROOT_PASSWORD};
+
+/// Longest wait for two servers to converge: a hang guard, not a speed requirement.
+const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
+/// The attributes both dumps hold: the provider's values the replica must keep as sent.
+const DUMPED: &[&str] = &[
+    "*",
+    "entryUUID",
+    "entryCSN",
+    "createTimestamp",
+    "modifyTimestamp",
+    "creatorsName",
+    "modifiersName",
+];
+
+/// An OpenLDAP provider: back-mdb with the syncprov overlay on its own port and directory.
+struct Provider {
+    directory: tempfile::TempDir,
+    port: u16,
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.directory.path().join("slapd.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+fn people_ldif(people: usize) -> String {
+    let mut text = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=people,{SUFFIX}\nobjectClass: organizationalUnit\nou: people\n\n\
+         dn: ou=moved,{SUFFIX}\nobjectClass: organizationalUnit\nou: moved\n\n"
+    );
+    for index in 0..people {
+        text += &format!(
+            "dn: uid=p{index:06},ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\nuid: p{index:06}\n\
+             cn: Person {index}\nsn: Number{index}\nmail: p{index}@example.com\n\
+             description: seeded person {index}\n\n"
+        );
+    }
+    text
+}
+
+fn run_checked(command: &mut Command) {
+    let output = command.output().expect("running a tool");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+impl Provider {
+    /// slapadd `people` people (with contextCSN, `-w`) and start slapd; `session_log` entries of
+    /// syncprov-sessionlog (0: none, so a returning consumer gets a present phase).
+    fn start(people: usize, session_log: usize) -> Provider {
+        let directory = tempfile::tempdir().expect("provider directory");
+        let root = directory.path();
+        std::fs::create_dir_all(root.join("db")).unwrap();
+        let mut config = String::new();
+        for schema in ["core", "cosine", "inetorgperson", "nis"] {
+            config += &format!("include /etc/ldap/schema/{schema}.schema\n");
+        }
+        config += &format!(
+            "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload syncprov\n\
+             pidfile {}\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
+             rootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\ndirectory {}\nmaxsize 1073741824\n\
+             index objectClass,entryCSN,entryUUID eq\noverlay syncprov\nsyncprov-checkpoint 100 1\n",
+            root.join("slapd.pid").display(),
+            root.join("db").display()
+        );
+        if session_log > 0 {
+            config += &format!("syncprov-sessionlog {session_log}\n");
+        }
+        std::fs::write(root.join("slapd.conf"), config).unwrap();
+        std::fs::write(root.join("data.ldif"), people_ldif(people)).unwrap();
+        run_checked(
+            Command::new("slapadd")
+                .args(["-q", "-w", "-f"])
+                .arg(root.join("slapd.conf"))
+                .arg("-l")
+                .arg(root.join("data.ldif")),
+        );
+        let provider = Provider {
+            port: free_port(),
+            directory,
+        };
+        provider.run();
+        provider
+    }
+
+    fn run(&self) {
+        run_checked(
+            Command::new("/usr/sbin/slapd")
+                .arg("-f")
+                .arg(self.directory.path().join("slapd.conf"))
+                .arg("-h")
+                .arg(self.url() + "/"),
+        );
+        wait_until_up(self.port);
+    }
+
+    fn url(&self) -> String {
+        format!("ldap://127.0.0.1:{}", self.port)
+    }
+
+    fn change(&self, ldif: &str) {
+        let answer = modify(self.port, ldif);
+        assert_eq!(answer.code, 0, "change on the provider failed: {ldif}");
+    }
+}
+
+/// An lmdir replica of `provider`, not started yet.
+fn replica(provider: &Provider, sync_type: &str) -> TestServer {
+    let consumer = format!(
+        "[replication]\n[[replication.consumer]]\nrid = 1\nprovider = \"{}\"\n\
+         search_base = \"{SUFFIX}\"\ntype = \"{sync_type}\"\ninterval_seconds = 1\n\
+         retry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n",
+        provider.url()
+    );
+    TestServer::prepare(&consumer, 0)
+}
+
+/// Every entry (DN lowercased) → its attribute lines, as `ldapsearch -LLL` prints them.
+type Dump = BTreeMap<String, BTreeSet<String>>;
+
+fn dump(port: u16) -> Dump {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", SUFFIX])
+        .args(DUMPED)
+        .output()
+        .expect("running ldapsearch");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut entries = Dump::new();
+    for record in text.split("\n\n").filter(|record| !record.trim().is_empty()) {
+        let mut lines = record.lines();
+        let dn = lines.next().unwrap_or_default().to_ascii_lowercase();
+        entries.insert(dn, lines.map(str::to_string).collect());
+    }
+    entries
+}
+
+fn summary(left: &Dump, right: &Dump) -> String {
+    let only_left: Vec<_> = left.keys().filter(|dn| !right.contains_key(*dn)).take(3).collect();
+    let only_right: Vec<_> = right.keys().filter(|dn| !left.contains_key(*dn)).take(3).collect();
+    let differing: Vec<_> = left
+        .iter()
+        .filter(|(dn, lines)| right.get(*dn).is_some_and(|other| other != *lines))
+        .take(2)
+        .map(|(dn, lines)| {
+            let other = &right[dn];
+            let missing: Vec<_> = lines.difference(other).collect();
+            let extra: Vec<_> = other.difference(lines).collect();
+            format!("{dn}: provider only {missing:?}, replica only {extra:?}")
+        })
+        .collect();
+    format!(
+        "{} vs {} entries; only on the provider {only_left:?}; only on the replica {only_right:?}; {differing:?}",
+        left.len(),
+        right.len()
+    )
+}
+
+/// Polls until the replica's dump equals the provider's (a hang guard bounds the wait).
+fn assert_converges(provider: &Provider, replica: &mut TestServer, context: &str) -> Dump {
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    loop {
+        let expected = dump(provider.port);
+        let found = dump(replica.port);
+        if expected == found && !expected.is_empty() {
+            return found;
+        }
+        replica.assert_running(context);
+        assert!(
+            Instant::now() < deadline,
+            "{context}: no convergence: {}\n{}",
+            summary(&expected, &found),
+            replica.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn entry_uuids_are_unique(dump: &Dump) {
+    let uuids: Vec<&String> = dump
+        .values()
+        .flat_map(|lines| lines.iter().filter(|line| line.starts_with("entryUUID: ")))
+        .collect();
+    let distinct: BTreeSet<_> = uuids.iter().collect();
+    assert_eq!(uuids.len(), dump.len(), "one entryUUID per entry");
+    assert_eq!(distinct.len(), uuids.len(), "no entryUUID twice");
+}
+
+fn tools_or_skip() -> bool {
+    if let Err(reason) = conformance::tools_available() {
+        eprintln!("skipped: {reason}");
+        return false;
+    }
+    assert!(
+        Path::new("/usr/lib/ldap/syncprov.la").exists(),
+        "slapd's syncprov module is missing"
+    );
+    true
+}
+
+fn entry_count(port: u16) -> usize {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", SUFFIX, "1.1"])
+        .output()
+        .expect("running ldapsearch");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.starts_with("dn:"))
+        .count()
+}
+
+#[test]
+fn refresh_only_loads_the_provider_and_polls_its_changes() {
+    if !tools_or_skip() {
+        return;
+    }
+    let provider = Provider::start(500, 1000);
+    let mut replica = replica(&provider, "refreshOnly");
+    replica.start();
+    let loaded = assert_converges(&provider, &mut replica, "refreshOnly initial load");
+    assert_eq!(loaded.len(), 503);
+    entry_uuids_are_unique(&loaded);
+    provider.change(&format!(
+        "dn: uid=p000007,ou=people,{SUFFIX}\nchangetype: modify\nreplace: description\n\
+         description: polled change\n\ndn: uid=p000008,ou=people,{SUFFIX}\nchangetype: delete\n"
+    ));
+    let polled = assert_converges(&provider, &mut replica, "refreshOnly poll");
+    assert_eq!(polled.len(), 502);
+    replica.assert_no_panic("refreshOnly");
+}
+
+#[test]
+fn refresh_and_persist_streams_adds_modifies_renames_and_deletes() {
+    if !tools_or_skip() {
+        return;
+    }
+    let provider = Provider::start(50, 1000);
+    let mut replica = replica(&provider, "refreshAndPersist");
+    replica.start();
+    assert_converges(&provider, &mut replica, "initial refresh");
+    provider.change(&format!(
+        "dn: uid=new1,ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+         uid: new1\ncn: New One\nsn: One\n\n\
+         dn: uid=p000001,ou=people,{SUFFIX}\nchangetype: modify\nreplace: mail\n\
+         mail: changed@example.com\n-\nadd: telephoneNumber\ntelephoneNumber: +1 555 0100\n\n\
+         dn: uid=p000002,ou=people,{SUFFIX}\nchangetype: modrdn\nnewrdn: uid=renamed2\n\
+         deleteoldrdn: 1\n\n\
+         dn: uid=p000003,ou=people,{SUFFIX}\nchangetype: modrdn\nnewrdn: uid=p000003\n\
+         deleteoldrdn: 0\nnewsuperior: ou=moved,{SUFFIX}\n\n\
+         dn: uid=p000004,ou=people,{SUFFIX}\nchangetype: delete\n"
+    ));
+    let streamed = assert_converges(&provider, &mut replica, "persisted changes");
+    assert!(streamed.contains_key(&format!("dn: uid=p000003,ou=moved,{SUFFIX}")));
+    assert!(streamed.contains_key(&format!("dn: uid=renamed2,ou=people,{SUFFIX}")));
+    assert!(!streamed.contains_key(&format!("dn: uid=p000004,ou=people,{SUFFIX}")));
+    entry_uuids_are_unique(&streamed);
+    replica.assert_no_panic("persist");
+}
+
+#[test]
+fn a_consumer_back_after_changes_and_deletes_converges_by_the_present_phase() {
+    if !tools_or_skip() {
+        return;
+    }
+    // No session log: the returning consumer gets a present phase, and must delete what the
+    // provider no longer mentions.
+    let provider = Provider::start(200, 0);
+    let mut replica = replica(&provider, "refreshAndPersist");
+    replica.start();
+    assert_converges(&provider, &mut replica, "before the stop");
+    replica.kill_hard();
+    let mut changes = String::new();
+    for index in 10..40 {
+        changes += &format!("dn: uid=p{index:06},ou=people,{SUFFIX}\nchangetype: delete\n\n");
+    }
+    changes += &format!(
+        "dn: uid=p000050,ou=people,{SUFFIX}\nchangetype: modify\nreplace: cn\ncn: Changed Offline\n\n\
+         dn: uid=offline,ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+         uid: offline\ncn: Added Offline\nsn: Offline\n"
+    );
+    provider.change(&changes);
+    replica.start();
+    let converged = assert_converges(&provider, &mut replica, "after the restart");
+    assert_eq!(converged.len(), 203 - 30 + 1);
+    replica.assert_check_clean("after the present phase");
+}
+
+#[test]
+fn a_consumer_killed_during_a_large_refresh_resumes_without_loss_or_duplicates() {
+    if !tools_or_skip() {
+        return;
+    }
+    let people = 10_000;
+    let provider = Provider::start(people, 1000);
+    let mut replica = replica(&provider, "refreshAndPersist");
+    replica.start();
+    // SIGKILL as soon as the refresh has committed something (when the machine is fast the
+    // refresh may be over by then: the restart is then checked all the same).
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    let mut seen = entry_count(replica.port);
+    while seen == 0 {
+        assert!(Instant::now() < deadline, "the refresh never started");
+        std::thread::sleep(Duration::from_millis(20));
+        seen = entry_count(replica.port);
+    }
+    replica.kill_hard();
+    eprintln!("killed the consumer with {seen} of {} entries", people + 3);
+    replica.assert_check_clean("after SIGKILL during the refresh");
+    provider.change(&format!(
+        "dn: uid=p000100,ou=people,{SUFFIX}\nchangetype: delete\n\n\
+         dn: uid=p000101,ou=people,{SUFFIX}\nchangetype: modify\nreplace: sn\nsn: While Down\n"
+    ));
+    replica.start();
+    let converged = assert_converges(&provider, &mut replica, "after the restart");
+    assert_eq!(converged.len(), people + 3 - 1);
+    entry_uuids_are_unique(&converged);
+    replica.assert_check_clean("after convergence");
+    replica.assert_no_panic("killed refresh");
+}
+
+#[test]
+fn a_client_write_to_the_replica_is_referred_to_the_provider() {
+    if !tools_or_skip() {
+        return;
+    }
+    let provider = Provider::start(5, 100);
+    let mut replica = replica(&provider, "refreshAndPersist");
+    replica.start();
+    assert_converges(&provider, &mut replica, "replica up");
+    let output = Command::new("ldapmodify")
+        .args(["-x", "-H"])
+        .arg(format!("ldap://127.0.0.1:{}", replica.port))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-f"])
+        .arg(write_file(
+            &replica,
+            &format!("dn: uid=p000001,ou=people,{SUFFIX}\nchangetype: delete\n"),
+        ))
+        .output()
+        .expect("running ldapmodify");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(10), "referral expected: {stderr}");
+    assert!(stderr.contains(&provider.url()), "the provider's URL: {stderr}");
+    // Nothing changed anywhere.
+    assert_converges(&provider, &mut replica, "after the refused write");
+}
+
+fn write_file(server: &TestServer, text: &str) -> PathBuf {
+    let path = server.directory.path().join("change.ldif");
+    std::fs::write(&path, text).unwrap();
+    path
+}

@@ -1,0 +1,517 @@
+//! One task per `[[replication.consumer]]`: connect to the provider, bind, send the sync search
+//! (Sync Request with the stored cookie, attributes `*` `+`, a critical ManageDsaIT as
+//! OpenLDAP's consumer sends), and hand what arrives to the server's one writer in batches,
+//! each with the cookie that covers it. refreshOnly polls every `interval_seconds`; any error
+//! ends the session, is logged, and the consumer reconnects after `retry_seconds`.
+
+use super::apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
+use super::link::{result_code, Link, LinkError, Message};
+use crate::connection::Identity;
+use crate::controls::{Control, MANAGE_DSA_IT_OID};
+use crate::server::ServerContext;
+use crate::writer::{WriteJob, WriteRequest};
+use ldap3_proto::proto::{
+    LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchResultEntry, LdapSearchScope,
+};
+use lmdir_config::{ConsumerConfig, SyncType};
+use lmdir_schema::{Dn, Entry};
+use lmdir_sync::messages::{E_SYNC_REFRESH_REQUIRED, SYNC_REQUEST_OID};
+use lmdir_sync::{SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+/// Changes handed to the writer in one job (one transaction): big enough that a refresh of
+/// many entries commits in few transactions, small enough that the writer's other work waits
+/// little.
+pub const SYNC_BATCH_CHANGES_MAX: usize = 256;
+/// Bytes of provider messages held in one batch before it is written (so 256 huge entries do
+/// not sit in memory at once).
+pub const SYNC_BATCH_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Entries a present phase may name (16 bytes each in a hash set, ~100 MiB at the limit): a
+/// provider announcing more is refused rather than growing the consumer without bound.
+pub const PRESENT_UUIDS_MAX: usize = 4 * 1024 * 1024;
+/// Writer time one batch may take: the end of a present phase lists the whole replicated
+/// subtree, so it is far above a client write's budget (a read-only replica has no client
+/// writes to delay).
+pub const SYNC_BATCH_BUDGET_SECONDS: u64 = 300;
+/// Attributes a provider returns with `+` that this server computes itself (never stored).
+const COMPUTED_ATTRIBUTES: &[&str] = &[
+    "entryDN",
+    "subschemaSubentry",
+    "hasSubordinates",
+    "numSubordinates",
+];
+
+/// Starts one task per configured consumer; each ends when `shutdown` turns true.
+pub fn start_consumers(
+    server: &Arc<ServerContext>,
+    shutdown: watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    if server.database.is_none() {
+        return Vec::new();
+    }
+    server
+        .settings
+        .replication
+        .consumer
+        .iter()
+        .map(|config| {
+            let consumer = Consumer {
+                server: server.clone(),
+                config: config.clone(),
+            };
+            tokio::spawn(consumer.run(shutdown.clone()))
+        })
+        .collect()
+}
+
+struct Consumer {
+    server: Arc<ServerContext>,
+    config: ConsumerConfig,
+}
+
+/// How a session ended without error.
+enum Ending {
+    /// refreshOnly: the poll is complete.
+    Polled,
+    /// e-syncRefreshRequired: the cookie is dropped, reload at once.
+    Reload,
+}
+
+/// Why a session failed.
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error("applying the provider's changes: {0}")]
+    Apply(String),
+}
+
+/// The session's progress through the refresh.
+struct Progress {
+    /// The cookie the search was sent with.
+    request_cookie: Option<Vec<u8>>,
+    /// During the refresh: every entry the provider mentioned (for the present phase);
+    /// None once the refresh is over (persist mode).
+    present: Option<HashSet<Uuid>>,
+    pending: Vec<SyncChange>,
+    pending_bytes: usize,
+    cookie: CookieUpdate,
+    applied: usize,
+}
+
+impl Progress {
+    fn note_present(&mut self, uuid: Uuid) -> Result<(), SessionError> {
+        if let Some(present) = &mut self.present {
+            if present.len() >= PRESENT_UUIDS_MAX && !present.contains(&uuid) {
+                return Err(LinkError::Limit(format!(
+                    "the present phase names more than {PRESENT_UUIDS_MAX} entries"
+                ))
+                .into());
+            }
+            present.insert(uuid);
+        }
+        Ok(())
+    }
+
+    fn set_cookie(&mut self, cookie: Option<Vec<u8>>) {
+        if let Some(cookie) = cookie {
+            self.cookie = CookieUpdate::Set(cookie);
+        }
+    }
+
+    /// The end of a present phase (RFC 4533 §3.4): what was not mentioned is gone. Not when
+    /// the provider says nothing changed since our cookie (it then mentions nothing at all,
+    /// as OpenLDAP's syncprov does: deleting everything would be wrong).
+    fn end_present_phase(&mut self, base: &Dn, cookie: Option<Vec<u8>>, refresh_done: bool) {
+        let changed = match (&self.request_cookie, &cookie) {
+            (None, _) => true,
+            (Some(sent), Some(received)) => sent != received,
+            (Some(_), None) => false,
+        };
+        let present = if refresh_done {
+            self.present.take()
+        } else {
+            self.present.replace(HashSet::new())
+        };
+        if let (true, Some(present)) = (changed, present) {
+            self.pending.push(SyncChange::DeleteUnmentioned {
+                base: base.clone(),
+                present,
+            });
+        }
+        self.set_cookie(cookie);
+    }
+
+    fn must_flush(&self) -> bool {
+        self.cookie != CookieUpdate::Keep
+            || self.pending.len() >= SYNC_BATCH_CHANGES_MAX
+            || self.pending_bytes >= SYNC_BATCH_BYTES_MAX
+    }
+}
+
+impl Consumer {
+    fn rid(&self) -> u16 {
+        self.config.rid
+    }
+
+    async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        info!(
+            "replication rid={:03} from {} ({:?}) started",
+            self.rid(),
+            self.config.provider,
+            self.config.sync_type
+        );
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let pause = tokio::select! {
+                _ = shutdown.changed() => return,
+                outcome = self.session() => match outcome {
+                    Ok(Ending::Polled) => Duration::from_secs(self.config.interval_seconds),
+                    Ok(Ending::Reload) => Duration::ZERO,
+                    Err(error) => {
+                        warn!(
+                            "replication rid={:03} from {}: {error}; retrying in {} s",
+                            self.rid(),
+                            self.config.provider,
+                            self.config.retry_seconds
+                        );
+                        Duration::from_secs(self.config.retry_seconds)
+                    }
+                },
+            };
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    fn database(&self) -> Result<&crate::database::Database, SessionError> {
+        self.server
+            .database
+            .as_ref()
+            .ok_or_else(|| SessionError::Apply("no database".into()))
+    }
+
+    fn stored_cookie(&self) -> Result<Option<Vec<u8>>, SessionError> {
+        let store = self.database()?.store();
+        let read = store
+            .read()
+            .map_err(|error| SessionError::Apply(error.to_string()))?;
+        read.sync_cookie(self.rid())
+            .map_err(|error| SessionError::Apply(error.to_string()))
+    }
+
+    /// One connection: the sync search until the poll ends (refreshOnly) or an error.
+    async fn session(&self) -> Result<Ending, SessionError> {
+        let base = Dn::parse(&self.config.search_base)
+            .map_err(|error| SessionError::Apply(error.to_string()))?;
+        let cookie = self.stored_cookie()?;
+        let mut link = Link::open(&self.config, self.server.settings.pdu_bytes_max).await?;
+        self.send_search(&mut link, cookie.clone()).await?;
+        let mut progress = Progress {
+            request_cookie: cookie,
+            present: Some(HashSet::new()),
+            pending: Vec::new(),
+            pending_bytes: 0,
+            cookie: CookieUpdate::Keep,
+            applied: 0,
+        };
+        loop {
+            let message = match link.buffered()? {
+                Some(message) => message,
+                None => {
+                    // Nothing more at hand: write what we have before waiting.
+                    self.flush(&mut progress).await?;
+                    link.receive().await?
+                }
+            };
+            progress.pending_bytes += link.last_frame_bytes;
+            if let Some(ending) = self.handle(message, &base, &mut progress)? {
+                self.flush(&mut progress).await?;
+                return ending;
+            }
+            if progress.must_flush() {
+                self.flush(&mut progress).await?;
+            }
+        }
+    }
+
+    async fn send_search(
+        &self,
+        link: &mut Link,
+        cookie: Option<Vec<u8>>,
+    ) -> Result<(), SessionError> {
+        let mode = match self.config.sync_type {
+            SyncType::RefreshOnly => SyncMode::RefreshOnly,
+            SyncType::RefreshAndPersist => SyncMode::RefreshAndPersist,
+        };
+        let sync = SyncRequest {
+            mode,
+            cookie,
+            reload_hint: false,
+        };
+        let search = LdapOp::SearchRequest(LdapSearchRequest {
+            base: self.config.search_base.clone(),
+            scope: LdapSearchScope::Subtree,
+            aliases: LdapDerefAliases::Never,
+            sizelimit: 0,
+            timelimit: 0,
+            typesonly: false,
+            filter: LdapFilter::Present("objectClass".to_string()),
+            attrs: vec!["*".to_string(), "+".to_string()],
+        });
+        let controls = vec![
+            // Critical: a server without sync must refuse, not answer a plain search whose
+            // end we would take for an empty present phase.
+            Control {
+                oid: SYNC_REQUEST_OID.to_string(),
+                critical: true,
+                value: Some(sync.encode()),
+            },
+            Control {
+                oid: MANAGE_DSA_IT_OID.to_string(),
+                critical: true,
+                value: None,
+            },
+        ];
+        link.send(search, controls).await?;
+        Ok(())
+    }
+
+    /// Takes in one message; `Some` when the session ends with it.
+    fn handle(
+        &self,
+        message: Message,
+        base: &Dn,
+        progress: &mut Progress,
+    ) -> Result<Option<Result<Ending, SessionError>>, SessionError> {
+        match message {
+            Message::Entry { entry, state } => {
+                let state = state.ok_or_else(|| {
+                    LinkError::Protocol(format!("entry '{}' without Sync State", entry.dn))
+                })?;
+                self.take_entry(entry, state, base, progress)?;
+            }
+            Message::Info(info) => self.take_info(info, base, progress)?,
+            Message::Done { result, done } => {
+                return Ok(Some(self.take_done(&result, done, base, progress)));
+            }
+            Message::Other(LdapOp::SearchResultReference(_)) => {}
+            Message::Other(other) => {
+                return Err(LinkError::Protocol(format!("an unexpected {other:?}")).into());
+            }
+        }
+        Ok(None)
+    }
+
+    fn take_entry(
+        &self,
+        entry: LdapSearchResultEntry,
+        state: SyncState,
+        base: &Dn,
+        progress: &mut Progress,
+    ) -> Result<(), SessionError> {
+        let uuid = state.entry_uuid;
+        match state.state {
+            SyncStateKind::Present => progress.note_present(uuid)?,
+            SyncStateKind::Add | SyncStateKind::Modify => {
+                progress.note_present(uuid)?;
+                let entry = self.to_entry(entry, &uuid, base)?;
+                progress.pending.push(SyncChange::Put { uuid, entry });
+            }
+            SyncStateKind::Delete => progress.pending.push(SyncChange::Delete(uuid)),
+        }
+        progress.set_cookie(state.cookie);
+        Ok(())
+    }
+
+    fn take_info(
+        &self,
+        info: SyncInfo,
+        base: &Dn,
+        progress: &mut Progress,
+    ) -> Result<(), SessionError> {
+        match info {
+            SyncInfo::NewCookie(cookie) => progress.set_cookie(Some(cookie)),
+            SyncInfo::RefreshDelete {
+                cookie,
+                refresh_done,
+            } => {
+                if refresh_done {
+                    progress.present = None;
+                    self.refresh_done(progress);
+                }
+                progress.set_cookie(cookie);
+            }
+            SyncInfo::RefreshPresent {
+                cookie,
+                refresh_done,
+            } => {
+                progress.end_present_phase(base, cookie, refresh_done);
+                if refresh_done {
+                    self.refresh_done(progress);
+                }
+            }
+            SyncInfo::SyncIdSet {
+                cookie,
+                refresh_deletes,
+                uuids,
+            } => {
+                for uuid in uuids {
+                    if refresh_deletes {
+                        progress.pending.push(SyncChange::Delete(uuid));
+                    } else {
+                        progress.note_present(uuid)?;
+                    }
+                }
+                progress.set_cookie(cookie);
+            }
+        }
+        Ok(())
+    }
+
+    fn refresh_done(&self, progress: &Progress) {
+        info!(
+            "replication rid={:03}: refresh done ({} changes so far), persisting",
+            self.rid(),
+            progress.applied + progress.pending.len()
+        );
+    }
+
+    fn take_done(
+        &self,
+        result: &ldap3_proto::proto::LdapResult,
+        done: Option<SyncDone>,
+        base: &Dn,
+        progress: &mut Progress,
+    ) -> Result<Ending, SessionError> {
+        let code = result_code(result);
+        if code == E_SYNC_REFRESH_REQUIRED {
+            info!(
+                "replication rid={:03}: the provider requires a full refresh; reloading",
+                self.rid()
+            );
+            progress.pending.clear();
+            progress.cookie = CookieUpdate::Forget;
+            return Ok(Ending::Reload);
+        }
+        if code != 0 {
+            return Err(LinkError::Refused {
+                what: "the sync search",
+                code,
+                message: result.message.clone(),
+            }
+            .into());
+        }
+        let done = done.ok_or_else(|| LinkError::Protocol("a result without Sync Done".into()))?;
+        if done.refresh_deletes {
+            progress.set_cookie(done.cookie);
+        } else {
+            progress.end_present_phase(base, done.cookie, true);
+        }
+        match self.config.sync_type {
+            SyncType::RefreshOnly => Ok(Ending::Polled),
+            SyncType::RefreshAndPersist => {
+                Err(LinkError::Protocol("the end of the persistent search".into()).into())
+            }
+        }
+    }
+
+    /// The entry as the provider sent it, minus what this server computes; refused when it
+    /// lies outside the replicated subtree (a provider writes nowhere else).
+    fn to_entry(
+        &self,
+        sent: LdapSearchResultEntry,
+        uuid: &Uuid,
+        base: &Dn,
+    ) -> Result<Entry, SessionError> {
+        let schema = self.database()?.store().schema().clone();
+        let invalid = |error: lmdir_schema::LdapError| {
+            SessionError::Link(LinkError::Protocol(format!(
+                "entry '{}': {}",
+                sent.dn, error.message
+            )))
+        };
+        let dn = Dn::parse(&sent.dn).map_err(invalid)?;
+        let normalized = schema.normalize_dn(&dn).map_err(invalid)?;
+        let normalized_base = schema.normalize_dn(base).map_err(invalid)?;
+        if normalized != normalized_base && !normalized.ends_with(&format!(",{normalized_base}")) {
+            return Err(LinkError::Protocol(format!(
+                "entry '{}' outside the search base '{}'",
+                sent.dn, self.config.search_base
+            ))
+            .into());
+        }
+        let mut entry = Entry::new(dn);
+        for attribute in sent.attributes {
+            let computed = COMPUTED_ATTRIBUTES
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(&attribute.atype));
+            if !computed {
+                entry.add_values(&attribute.atype, attribute.vals);
+            }
+        }
+        if !entry
+            .attributes
+            .iter()
+            .any(|attribute| attribute.description.eq_ignore_ascii_case("entryUUID"))
+        {
+            let text = super::apply::uuid_text(uuid);
+            entry.add_values("entryUUID", [text.into_bytes()]);
+        }
+        Ok(entry)
+    }
+
+    /// Hands the pending changes and cookie to the writer as one job and waits for its commit.
+    async fn flush(&self, progress: &mut Progress) -> Result<(), SessionError> {
+        let cookie = std::mem::replace(&mut progress.cookie, CookieUpdate::Keep);
+        if progress.pending.is_empty() && cookie == CookieUpdate::Keep {
+            return Ok(());
+        }
+        let changes = std::mem::take(&mut progress.pending);
+        progress.pending_bytes = 0;
+        progress.applied += changes.len();
+        let settings = &self.server.settings;
+        let (reply, response) = oneshot::channel();
+        let job = WriteJob {
+            request: WriteRequest::Replicate(SyncBatch {
+                rid: self.rid(),
+                changes,
+                cookie,
+            }),
+            identity: Identity {
+                dn: String::new(),
+                normalized_dn: String::new(),
+                is_rootdn: false,
+            },
+            assertion: None,
+            relax: true,
+            budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
+            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+            password_scheme: lmdir_access::password::Scheme::Ssha,
+            password_policy_default: String::new(),
+            reply,
+        };
+        self.database()?
+            .submit(job)
+            .await
+            .map_err(|error| SessionError::Apply(error.message))?;
+        match response.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(SessionError::Apply(format!(
+                "result {}: {}",
+                error.code.code(),
+                error.message
+            ))),
+            Err(_) => Err(SessionError::Apply("the writer stopped".into())),
+        }
+    }
+}

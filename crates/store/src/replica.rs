@@ -1,0 +1,171 @@
+//! The store's part in being an RFC 4533 consumer: finding an entry by its entryUUID, listing a
+//! replicated subtree for the present phase, replacing an entry as a provider sent it, and the
+//! consumer's cookie, kept in `meta` so it commits in the same transaction as the changes it
+//! covers (a crash can never leave the cookie ahead of or behind the data).
+
+use crate::layout::{self, EntryId};
+use crate::read::{children_of, corrupt, read_entry, TREE_DEPTH_MAX};
+use crate::store::lmdb_to_ldap;
+use crate::write::{WriteContext, WriteTxn};
+use crate::ReadTxn;
+use lmdir_schema::{Dn, Entry, LdapError, ModOp, Modification, ResultCode};
+use roaring::RoaringBitmap;
+
+/// `meta` key of a consumer's cookie: this prefix ‖ rid (u16 BE).
+const META_SYNC_COOKIE_PREFIX: &[u8] = b"sync_cookie:";
+
+fn cookie_key(rid: u16) -> Vec<u8> {
+    let mut key = META_SYNC_COOKIE_PREFIX.to_vec();
+    key.extend_from_slice(&rid.to_be_bytes());
+    key
+}
+
+/// One entry of a replicated subtree: its ID, depth below the base and normalized entryUUID
+/// (None when it has none, e.g. an entry made before replication).
+pub type SubtreeMember = (EntryId, usize, Option<Vec<u8>>);
+
+impl ReadTxn {
+    /// The cookie consumer `rid` stored with the last changes it applied.
+    pub fn sync_cookie(&self, rid: u16) -> Result<Option<Vec<u8>>, LdapError> {
+        Ok(self
+            .inner
+            .databases
+            .meta
+            .get(self.txn(), &cookie_key(rid))
+            .map_err(lmdb_to_ldap)?
+            .map(<[u8]>::to_vec))
+    }
+}
+
+impl WriteTxn<'_> {
+    /// Stores (or with None forgets) consumer `rid`'s cookie in this transaction.
+    pub fn set_sync_cookie(&mut self, rid: u16, cookie: Option<&[u8]>) -> Result<(), LdapError> {
+        let meta = self.inner.databases.meta;
+        match cookie {
+            Some(cookie) => meta.put(&mut self.txn, &cookie_key(rid), cookie),
+            None => meta.delete(&mut self.txn, &cookie_key(rid)).map(drop),
+        }
+        .map_err(lmdb_to_ldap)
+    }
+
+    /// The normalized entryUUID of an entry, if it has one.
+    fn entry_uuid_of(&self, id: EntryId) -> Result<Option<Vec<u8>>, LdapError> {
+        let Some(attr) = self.inner.schema.attribute("entryUUID") else {
+            return Ok(None);
+        };
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        for attribute in encoded.attributes() {
+            let is_uuid = descriptions
+                .get(attribute.description_number)
+                .is_some_and(|info| info.attr == attr);
+            if is_uuid {
+                return Ok(attribute.values().next().map(|(_, n)| n.to_vec()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The entry whose entryUUID is `uuid` (its text form), through the entryUUID equality
+    /// index, which replication requires (unwillingToPerform without it: a scan per change
+    /// would make every replicated write cost the whole directory).
+    pub fn entry_id_by_uuid(&self, uuid: &str) -> Result<Option<EntryId>, LdapError> {
+        let schema = &self.inner.schema;
+        let attr = schema.attribute("entryUUID").ok_or_else(|| {
+            LdapError::new(ResultCode::UnwillingToPerform, "no entryUUID in the schema")
+        })?;
+        let database = self
+            .inner
+            .configured_indexes
+            .get(&attr)
+            .filter(|kinds| kinds.contains(layout::IndexKinds::EQUALITY))
+            .and_then(|_| self.inner.databases.indexes.get(&attr).copied())
+            .ok_or_else(|| {
+                LdapError::new(
+                    ResultCode::UnwillingToPerform,
+                    "replication needs an equality index on entryUUID ([database.index])",
+                )
+            })?;
+        let normalized = schema.normalize_value(attr, uuid.as_bytes())?;
+        let key = layout::equality_key(&normalized);
+        let mut candidates = RoaringBitmap::new();
+        for row in database
+            .prefix_iter(&self.txn, &key)
+            .map_err(lmdb_to_ldap)?
+        {
+            let (full_key, value) = row.map_err(lmdb_to_ldap)?;
+            let Some((_, chunk)) = layout::split_index_key(full_key) else {
+                continue;
+            };
+            if full_key.len() == key.len() + 2 {
+                layout::decode_posting_chunk_into(value, chunk, &mut candidates)
+                    .map_err(|error| corrupt(error.to_string()))?;
+            }
+        }
+        // Keys are hashes: a candidate is the entry only if its value really matches.
+        for id in candidates {
+            if self.entry_uuid_of(id)?.as_deref() == Some(normalized.as_slice()) {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every entry of the subtree at `base` (itself included) with its depth and entryUUID;
+    /// empty when `base` does not exist. For the present phase: what the provider did not
+    /// mention is deleted, deepest first.
+    pub fn subtree_members(&self, base: &Dn) -> Result<Vec<SubtreeMember>, LdapError> {
+        let (_, lookup) = self.lookup(base)?;
+        let Some(top) = lookup.found else {
+            return Ok(Vec::new());
+        };
+        let mut members = Vec::new();
+        let mut stack = vec![(top, 0usize)];
+        while let Some((id, depth)) = stack.pop() {
+            if depth > TREE_DEPTH_MAX {
+                return Err(corrupt(format!("DN tree below entry {top} is too deep")));
+            }
+            self.check_deadline()?;
+            members.push((id, depth, self.entry_uuid_of(id)?));
+            for child in children_of(self.inner, &self.txn, id)? {
+                stack.push((child, depth + 1));
+            }
+        }
+        Ok(members)
+    }
+
+    /// Makes entry `id` hold exactly the attributes of `entry` (its DN is unchanged: a rename
+    /// is a separate modrdn). With a `replicated` context the provider's entryCSN,
+    /// modifyTimestamp and modifiersName are kept as given.
+    pub fn replace_entry(
+        &mut self,
+        id: EntryId,
+        entry: &Entry,
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
+        let dn = self.dn_of(id)?;
+        // Every stored description emptied first, then every given one set: spellings that
+        // differ ("CN" and "cn") still end as the given values.
+        // memberOf kept up by this store (`memberof`) is this store's fact, not the provider's.
+        let kept = (self.inner.options.memberof)
+            .then(|| self.inner.schema.attribute("memberOf"))
+            .flatten();
+        let emptied = self
+            .stored_attributes(id)?
+            .into_iter()
+            .filter(|attribute| Some(attribute.attr) != kept)
+            .map(|attribute| Modification {
+                op: ModOp::Replace,
+                description: attribute.text,
+                values: Vec::new(),
+            });
+        let given = entry.attributes.iter().map(|attribute| Modification {
+            op: ModOp::Replace,
+            description: attribute.description.clone(),
+            values: attribute.values.clone(),
+        });
+        let modifications: Vec<Modification> = emptied.chain(given).collect();
+        self.modify(&dn, &modifications, context)
+    }
+}
