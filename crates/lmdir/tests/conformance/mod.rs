@@ -40,6 +40,8 @@ const VALUES_DIFFER_BY_NATURE: &[&str] = &[
     "createtimestamp",
     "modifytimestamp",
     "contextcsn",
+    // Salted hashes (and lmdir hashes cleartext values on add, slapd keeps them as sent).
+    "userpassword",
 ];
 
 /// Operational attributes one server computes and the other does not (see docs/compatibility.md):
@@ -96,9 +98,24 @@ impl Drop for Pair {
     }
 }
 
+/// What runs on top of the plain back-mdb reference.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Overlays {
+    /// Nothing: lmdir runs with `memberof = false`, like the plain reference.
+    None,
+    /// slapd's memberof and refint overlays on `member`, lmdir's built-in `memberof = true`
+    /// (OpenLDAP's test057 configuration).
+    MemberOfRefint,
+}
+
 impl Pair {
     /// Loads `ldif` into both servers (slapadd, `lmdir load`) and starts them.
     pub fn start(ldif: &str) -> Pair {
+        Pair::start_with(ldif, Overlays::None)
+    }
+
+    /// As `start`, with `overlays` on the reference and the matching lmdir setting.
+    pub fn start_with(ldif: &str, overlays: Overlays) -> Pair {
         let directory = tempfile::tempdir().unwrap();
         let root = directory.path();
         let ldif_path = root.join("data.ldif");
@@ -112,8 +129,12 @@ impl Pair {
         for schema in ["core", "cosine", "inetorgperson", "nis"] {
             text += &format!("include /etc/ldap/schema/{schema}.schema\n");
         }
+        text += "modulepath /usr/lib/ldap\nmoduleload back_mdb\n";
+        if overlays == Overlays::MemberOfRefint {
+            text += "moduleload memberof\nmoduleload refint\n";
+        }
         text += &format!(
-            "modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {}\nsizelimit unlimited\n\
+            "pidfile {}\nsizelimit unlimited\n\
              database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
              directory {}\nmaxsize 1073741824\n",
             slapd_pid_file.display(),
@@ -121,6 +142,12 @@ impl Pair {
         );
         for (attribute, kinds) in INDEXES {
             text += &format!("index {attribute} {}\n", kinds.join(","));
+        }
+        // lmdir's built-in policy when no [[access]] is configured, so binds and Password Modify
+        // by users meet the same rights on both sides.
+        text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n";
+        if overlays == Overlays::MemberOfRefint {
+            text += "overlay memberof\nmemberof-refint TRUE\noverlay refint\nrefint_attributes member\n";
         }
         std::fs::write(&slapd_config, text).unwrap();
         run_checked(
@@ -145,9 +172,10 @@ impl Pair {
              [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
              rootpw = \"{ROOT_PASSWORD}\"\n\
              # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
-             # refint overlays); the reference runs neither, so neither does this side.\n\
-             memberof = false\n[database.index]\n",
-            root.join("lmdir-db").display()
+             # refint overlays): on only when the reference runs them.\n\
+             memberof = {}\n[database.index]\n",
+            root.join("lmdir-db").display(),
+            overlays == Overlays::MemberOfRefint
         );
         for (attribute, kinds) in INDEXES {
             let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
@@ -254,6 +282,20 @@ pub fn search(
     command.args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", base, "-s", scope]);
     command.args(extra).arg(filter).args(attributes);
     answer(command.output().unwrap())
+}
+
+/// Runs one ldap-utils `tool` (ldapwhoami, ldappasswd, ldapcompare...) against `port` with
+/// `arguments` after `-x -H URL`: its exit code (the LDAP result code) and its standard output.
+pub fn tool(port: u16, tool: &str, arguments: &[&str]) -> (i32, String) {
+    let output = Command::new(tool)
+        .args(["-x", "-H", &format!("ldap://127.0.0.1:{port}")])
+        .args(arguments)
+        .output()
+        .unwrap_or_else(|error| panic!("{tool}: {error}"));
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
 }
 
 /// Applies one LDIF change record with ldapmodify as the rootdn.
@@ -477,4 +519,65 @@ pub fn describe_difference(openldap: &Answer, lmdir: &Answer) -> String {
         text += &format!("  only lmdir:\n    {}\n", entry.replace('\n', "\n    "));
     }
     text
+}
+
+/// One search sent to both servers.
+pub struct Case {
+    pub name: String,
+    pub base: String,
+    pub scope: &'static str,
+    pub filter: String,
+    pub attributes: Vec<&'static str>,
+    pub extra: Vec<&'static str>,
+    /// Size-limited searches return an arbitrary subset: compare the code and the count only.
+    pub count_only: bool,
+}
+
+pub fn case(base: &str, scope: &'static str, filter: &str) -> Case {
+    Case {
+        name: format!("-b '{base}' -s {scope} '{filter}'"),
+        base: base.to_string(),
+        scope,
+        filter: filter.to_string(),
+        attributes: Vec::new(),
+        extra: Vec::new(),
+        count_only: false,
+    }
+}
+
+/// Sends every case to both servers; one description per case whose answers differ.
+pub fn run_cases(pair: &Pair, cases: &[Case]) -> Vec<String> {
+    let mut differences = Vec::new();
+    for case in cases {
+        let [(_, openldap_port), (_, lmdir_port)] = pair.ports();
+        let openldap = search(
+            openldap_port,
+            &case.base,
+            case.scope,
+            &case.filter,
+            &case.attributes,
+            &case.extra,
+        );
+        let lmdir = search(
+            lmdir_port,
+            &case.base,
+            case.scope,
+            &case.filter,
+            &case.attributes,
+            &case.extra,
+        );
+        let same = if case.count_only {
+            openldap.code == lmdir.code && openldap.entries.len() == lmdir.entries.len()
+        } else {
+            openldap == lmdir
+        };
+        if !same {
+            differences.push(format!(
+                "{}\n{}",
+                case.name,
+                describe_difference(&openldap, &lmdir)
+            ));
+        }
+    }
+    differences
 }
