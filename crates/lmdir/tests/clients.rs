@@ -47,7 +47,10 @@ fn missing_prerequisite() -> Option<String> {
             "{PYTHON} lacks python-ldap or ldap3 (apt-get install python3-ldap python3-ldap3)"
         ));
     }
-    if !Path::new(DEBIAN_SCHEMA_DIRECTORY).join("msuser.schema").exists() {
+    if !Path::new(DEBIAN_SCHEMA_DIRECTORY)
+        .join("msuser.schema")
+        .exists()
+    {
         return Some(format!(
             "{DEBIAN_SCHEMA_DIRECTORY} lacks Debian's schema files (apt-get install slapd)"
         ));
@@ -177,7 +180,11 @@ fn python_ldap_and_ldap3_clients_work_for_every_issue_10_item() {
         })
         .collect();
     scripts.sort();
-    assert_eq!(scripts.len(), 8, "one script per numbered item: {scripts:?}");
+    assert_eq!(
+        scripts.len(),
+        8,
+        "one script per numbered item: {scripts:?}"
+    );
     let failures: Vec<String> = scripts
         .iter()
         .filter_map(|script| run_script(&server, &ldapi, script).err())
