@@ -5,8 +5,6 @@
 //! sort control, attribute order, DN spacing and case, and values that differ by nature (timestamps,
 //! UUIDs, CSNs).
 
-#![allow(dead_code)] // each test binary uses a different part of the harness
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::net::TcpListener;
