@@ -125,31 +125,11 @@ impl Pair {
         let slapd_config = root.join("slapd.conf");
         let slapd_pid_file = root.join("slapd.pid");
         std::fs::create_dir_all(root.join("openldap-db")).unwrap();
-        let mut text = String::new();
-        for schema in ["core", "cosine", "inetorgperson", "nis"] {
-            text += &format!("include /etc/ldap/schema/{schema}.schema\n");
-        }
-        text += "modulepath /usr/lib/ldap\nmoduleload back_mdb\n";
-        if overlays == Overlays::MemberOfRefint {
-            text += "moduleload memberof\nmoduleload refint\n";
-        }
-        text += &format!(
-            "pidfile {}\nsizelimit unlimited\n\
-             database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
-             directory {}\nmaxsize 1073741824\n",
-            slapd_pid_file.display(),
-            root.join("openldap-db").display()
-        );
-        for (attribute, kinds) in INDEXES {
-            text += &format!("index {attribute} {}\n", kinds.join(","));
-        }
-        // lmdir's built-in policy when no [[access]] is configured, so binds and Password Modify
-        // by users meet the same rights on both sides.
-        text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n";
-        if overlays == Overlays::MemberOfRefint {
-            text += "overlay memberof\nmemberof-refint TRUE\noverlay refint\nrefint_attributes member\n";
-        }
-        std::fs::write(&slapd_config, text).unwrap();
+        std::fs::write(
+            &slapd_config,
+            slapd_config_text(root, &slapd_pid_file, overlays),
+        )
+        .unwrap();
         run_checked(
             Command::new("slapadd")
                 .arg("-f")
@@ -167,21 +147,7 @@ impl Pair {
 
         let lmdir_port = free_port();
         let lmdir_config = root.join("lmdir.toml");
-        let mut text = format!(
-            "[server]\nlisten = [\"ldap://127.0.0.1:{lmdir_port}\"]\nsize_limit = 0\n\
-             [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
-             rootpw = \"{ROOT_PASSWORD}\"\n\
-             # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
-             # refint overlays): on only when the reference runs them.\n\
-             memberof = {}\n[database.index]\n",
-            root.join("lmdir-db").display(),
-            overlays == Overlays::MemberOfRefint
-        );
-        for (attribute, kinds) in INDEXES {
-            let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
-            text += &format!("{attribute} = [{}]\n", kinds.join(", "));
-        }
-        std::fs::write(&lmdir_config, text).unwrap();
+        std::fs::write(&lmdir_config, lmdir_config_text(root, lmdir_port, overlays)).unwrap();
         let lmdir_binary = env!("CARGO_BIN_EXE_lmdir");
         run_checked(
             Command::new(lmdir_binary)
@@ -213,6 +179,56 @@ impl Pair {
     pub fn ports(&self) -> [(&'static str, u16); 2] {
         [("OpenLDAP", self.openldap_port), ("lmdir", self.lmdir_port)]
     }
+}
+
+/// The reference's slapd.conf: Debian's base schema, back-mdb with `INDEXES`, lmdir's built-in
+/// access policy, and the overlays asked for.
+fn slapd_config_text(root: &Path, pid_file: &Path, overlays: Overlays) -> String {
+    let mut text = String::new();
+    for schema in ["core", "cosine", "inetorgperson", "nis"] {
+        text += &format!("include /etc/ldap/schema/{schema}.schema\n");
+    }
+    text += "modulepath /usr/lib/ldap\nmoduleload back_mdb\n";
+    if overlays == Overlays::MemberOfRefint {
+        text += "moduleload memberof\nmoduleload refint\n";
+    }
+    text += &format!(
+        "pidfile {}\nsizelimit unlimited\n\
+         database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
+         directory {}\nmaxsize 1073741824\n",
+        pid_file.display(),
+        root.join("openldap-db").display()
+    );
+    for (attribute, kinds) in INDEXES {
+        text += &format!("index {attribute} {}\n", kinds.join(","));
+    }
+    // lmdir's built-in policy when no [[access]] is configured, so binds and Password Modify
+    // by users meet the same rights on both sides.
+    text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n";
+    if overlays == Overlays::MemberOfRefint {
+        text +=
+            "overlay memberof\nmemberof-refint TRUE\noverlay refint\nrefint_attributes member\n";
+    }
+    text
+}
+
+/// lmdir's config for the same data: `INDEXES`, no size limit, memberOf only with the overlays.
+fn lmdir_config_text(root: &Path, port: u16, overlays: Overlays) -> String {
+    let mut text = format!(
+        "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nsize_limit = 0\n\
+         [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
+         rootpw = \"{ROOT_PASSWORD}\"\n\
+         # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
+         # refint overlays): on only when the reference runs them.\n\
+         memberof = {}\n[database.index]\n",
+        root.join("lmdir-db").display(),
+        overlays == Overlays::MemberOfRefint
+    );
+    for (attribute, kinds) in INDEXES {
+        let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
+        text += &format!("{attribute} = [{}]\n", kinds.join(", "));
+    }
+    text
 }
 
 fn run_checked(command: &mut Command) {
