@@ -3,9 +3,10 @@
 //! standards allow, or that are deliberate, are listed in docs/compatibility.md and normalized away
 //! in `conformance/mod.rs`, nowhere else.
 
+#[allow(dead_code)] // the scripts suite uses the rest of the harness
 mod conformance;
 
-use conformance::{describe_difference, modify, search, Pair, SUFFIX};
+use conformance::{case, modify, run_cases, Case, Pair, SUFFIX};
 
 const SURNAMES: &[&str] = &[
     "Kim",
@@ -214,29 +215,6 @@ const SELECTION_BASES: &[&str] = &[
     "cn=admins,ou=Groups,dc=example,dc=com",
 ];
 
-struct Case {
-    name: String,
-    base: String,
-    scope: &'static str,
-    filter: String,
-    attributes: Vec<&'static str>,
-    extra: Vec<&'static str>,
-    /// Size-limited searches return an arbitrary subset: compare the code and the count only.
-    count_only: bool,
-}
-
-fn case(base: &str, scope: &'static str, filter: &str) -> Case {
-    Case {
-        name: format!("-b '{base}' -s {scope} '{filter}'"),
-        base: base.to_string(),
-        scope,
-        filter: filter.to_string(),
-        attributes: Vec::new(),
-        extra: Vec::new(),
-        count_only: false,
-    }
-}
-
 fn hand_written_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for &(base, scope) in BASES {
@@ -379,42 +357,6 @@ fn generated_cases(seed: u64, count: usize) -> Vec<Case> {
             case(base, scope, &random_filter(&mut random, 3))
         })
         .collect()
-}
-
-fn run_cases(pair: &Pair, cases: &[Case]) -> Vec<String> {
-    let mut differences = Vec::new();
-    for case in cases {
-        let [(_, openldap_port), (_, lmdir_port)] = pair.ports();
-        let openldap = search(
-            openldap_port,
-            &case.base,
-            case.scope,
-            &case.filter,
-            &case.attributes,
-            &case.extra,
-        );
-        let lmdir = search(
-            lmdir_port,
-            &case.base,
-            case.scope,
-            &case.filter,
-            &case.attributes,
-            &case.extra,
-        );
-        let same = if case.count_only {
-            openldap.code == lmdir.code && openldap.entries.len() == lmdir.entries.len()
-        } else {
-            openldap == lmdir
-        };
-        if !same {
-            differences.push(format!(
-                "{}\n{}",
-                case.name,
-                describe_difference(&openldap, &lmdir)
-            ));
-        }
-    }
-    differences
 }
 
 /// Write operations, each applied to both servers in order; failures included on purpose.

@@ -44,8 +44,9 @@ impl Dn {
     }
 
     /// Parses a DN stored as an attribute value: RFC 4514 only. LDAPv2 forms (`;` between RDNs,
-    /// `"quoted"` values, `OID.`-prefixed types) are refused, as slapd refuses them, since a
-    /// value is returned as stored and RFC 4514 clients cannot read those forms.
+    /// `"quoted"` values, `OID.`-prefixed types) are refused, since a value is returned as
+    /// stored and RFC 4514 clients cannot read those forms (slapd 2.5 refuses `OID.` types and
+    /// rewrites the other two: docs/compatibility.md).
     pub fn parse_value(text: &str) -> Result<Dn, LdapError> {
         Dn::parse_with(text, true)
     }

@@ -788,9 +788,12 @@ impl Schema {
         let covered = match &parsed {
             Some(parsed) => self.covered(parsed.attr, rule),
             // Attribute-less: every attribute the rule applies to, i.e. whose equality rule is
-            // of the rule's family or whose syntax is the rule's assertion syntax.
+            // of the rule's family or whose syntax is the rule's assertion syntax. Not the
+            // virtual entryDN: slapd tests the attributes an entry holds, so
+            // `(:distinguishedNameMatch:=<DN>)` finds the entries naming it, not the entry itself.
             None => self
                 .attribute_types()
+                .filter(|(attr, _)| Some(*attr) != self.attribute("entryDN"))
                 .filter_map(|(attr, attribute_type)| {
                     let same_family =
                         attribute_type.equality.map(MatchingRule::family) == Some(rule.family());
@@ -811,10 +814,12 @@ impl Schema {
                 Ok(normalized) if integer_as_i64(&normalized).is_some() => (normalized, None),
                 _ => return PreparedFilter::Undefined,
             },
-            MatchingRuleKind::Equality => match self.normalize_with_rule(rule, value) {
-                Ok(normalized) => (normalized, None),
-                Err(_) => return PreparedFilter::Undefined,
-            },
+            MatchingRuleKind::Equality | MatchingRuleKind::DnRelation => {
+                match self.normalize_with_rule(rule, value) {
+                    Ok(normalized) => (normalized, None),
+                    Err(_) => return PreparedFilter::Undefined,
+                }
+            }
             MatchingRuleKind::Ordering => match self.normalize_with_rule(rule, value) {
                 Ok(normalized) => (rule.ordering_key(&normalized), None),
                 Err(_) => return PreparedFilter::Undefined,
@@ -1072,6 +1077,7 @@ impl PreparedFilter {
                 let mut test = |candidate: &[u8]| match rule.kind() {
                     MatchingRuleKind::Equality => candidate == normalized.as_slice(),
                     MatchingRuleKind::Bitwise => rule.bitwise_matches(candidate, asserted_bits),
+                    MatchingRuleKind::DnRelation => rule.dn_relation_matches(candidate, normalized),
                     MatchingRuleKind::Ordering => rule.ordering_key(candidate) < *normalized,
                     MatchingRuleKind::Substrings => match pieces {
                         Some((initial, any, final_)) => {

@@ -17,6 +17,10 @@ pub enum MatchingRuleKind {
     /// integerBitAndMatch / integerBitOrMatch: usable in extensible filters only (an attribute
     /// type cannot name one as its EQUALITY rule).
     Bitwise,
+    /// OpenLDAP's dnSubtreeMatch, dnOneLevelMatch, dnSubordinateMatch and dnSuperiorMatch: a DN
+    /// value's place in the tree relative to the asserted DN, in extensible filters only
+    /// (`(entryDN:dnSubtreeMatch:=ou=People,dc=example,dc=com)`, OpenLDAP's test015).
+    DnRelation,
 }
 
 /// How a rule turns a value into its comparable form. Rules of one family produce the same
@@ -120,6 +124,11 @@ matching_rules! {
     // with them (`(userAccountControl:1.2.840.113556.1.4.803:=2)`).
     IntegerBitAndMatch => ("integerBitAndMatch", "1.2.840.113556.1.4.803", Bitwise, Integer, "1.3.6.1.4.1.1466.115.121.1.27"),
     IntegerBitOrMatch => ("integerBitOrMatch", "1.2.840.113556.1.4.804", Bitwise, Integer, "1.3.6.1.4.1.1466.115.121.1.27"),
+    // slapd's built-in DN relation rules (the OIDs slapd answers to).
+    DnOneLevelMatch => ("dnOneLevelMatch", "1.3.6.1.4.1.4203.666.4.8", DnRelation, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
+    DnSubtreeMatch => ("dnSubtreeMatch", "1.3.6.1.4.1.4203.666.4.9", DnRelation, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
+    DnSubordinateMatch => ("dnSubordinateMatch", "1.3.6.1.4.1.4203.666.4.10", DnRelation, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
+    DnSuperiorMatch => ("dnSuperiorMatch", "1.3.6.1.4.1.4203.666.4.11", DnRelation, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
 }
 
 impl MatchingRule {
@@ -227,6 +236,26 @@ impl MatchingRule {
         match self {
             MatchingRule::IntegerBitAndMatch => value & asserted == asserted,
             MatchingRule::IntegerBitOrMatch => value & asserted != 0,
+            _ => false,
+        }
+    }
+
+    /// For the DnRelation rules: whether the normalized DN `value` stands to the normalized
+    /// `asserted` DN as the rule says (subtree: at or below; one level: a child; subordinate:
+    /// strictly below; superior: strictly above).
+    pub fn dn_relation_matches(&self, value: &[u8], asserted: &[u8]) -> bool {
+        use crate::dn::{
+            normalized_dn_is_descendant_of, normalized_dn_is_within, normalized_dn_parent,
+        };
+        let (Ok(value), Ok(asserted)) = (std::str::from_utf8(value), std::str::from_utf8(asserted))
+        else {
+            return false;
+        };
+        match self {
+            MatchingRule::DnSubtreeMatch => normalized_dn_is_within(value, asserted),
+            MatchingRule::DnOneLevelMatch => normalized_dn_parent(value) == Some(asserted),
+            MatchingRule::DnSubordinateMatch => normalized_dn_is_descendant_of(value, asserted),
+            MatchingRule::DnSuperiorMatch => normalized_dn_is_descendant_of(asserted, value),
             _ => false,
         }
     }
@@ -800,6 +829,47 @@ mod tests {
             let rule = MatchingRule::CaseIgnoreMatch;
             if let Ok(once) = rule.normalize(text.as_bytes()) {
                 prop_assert_eq!(rule.normalize(&once).unwrap(), once);
+            }
+        }
+    }
+
+    #[test]
+    fn dn_relation_rules_place_a_dn_relative_to_the_asserted_one() {
+        let base = b"ou=people,dc=example,dc=com";
+        let cases: &[(&[u8], [bool; 4])] = &[
+            // value: [subtree, one level, subordinate, superior]
+            (b"ou=people,dc=example,dc=com", [true, false, false, false]),
+            (
+                b"cn=a,ou=people,dc=example,dc=com",
+                [true, true, true, false],
+            ),
+            (
+                b"cn=b,cn=a,ou=people,dc=example,dc=com",
+                [true, false, true, false],
+            ),
+            (b"dc=example,dc=com", [false, false, false, true]),
+            (b"dc=com", [false, false, false, true]),
+            // An escaped comma is not an RDN boundary.
+            (
+                b"cn=x\\,ou=people,dc=example,dc=com",
+                [false, false, false, false],
+            ),
+            (b"ou=other,dc=example,dc=com", [false, false, false, false]),
+        ];
+        let rules = [
+            MatchingRule::DnSubtreeMatch,
+            MatchingRule::DnOneLevelMatch,
+            MatchingRule::DnSubordinateMatch,
+            MatchingRule::DnSuperiorMatch,
+        ];
+        for (value, expected) in cases {
+            for (rule, expected) in rules.iter().zip(expected) {
+                assert_eq!(
+                    rule.dn_relation_matches(value, base),
+                    *expected,
+                    "{rule:?} {}",
+                    String::from_utf8_lossy(value)
+                );
             }
         }
     }

@@ -593,7 +593,9 @@ impl Schema {
                         || attribute_type.syntax_oid.as_deref().is_some_and(|syntax| {
                             matches!(
                                 rule.kind(),
-                                MatchingRuleKind::Equality | MatchingRuleKind::Bitwise
+                                MatchingRuleKind::Equality
+                                    | MatchingRuleKind::Bitwise
+                                    | MatchingRuleKind::DnRelation
                             ) && rule.applies_to_syntax(syntax)
                         })
                 })

@@ -40,6 +40,8 @@ const VALUES_DIFFER_BY_NATURE: &[&str] = &[
     "createtimestamp",
     "modifytimestamp",
     "contextcsn",
+    // Salted hashes (and lmdir hashes cleartext values on add, slapd keeps them as sent).
+    "userpassword",
 ];
 
 /// Operational attributes one server computes and the other does not (see docs/compatibility.md):
@@ -96,9 +98,24 @@ impl Drop for Pair {
     }
 }
 
+/// What runs on top of the plain back-mdb reference.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Overlays {
+    /// Nothing: lmdir runs with `memberof = false`, like the plain reference.
+    None,
+    /// slapd's memberof and refint overlays on `member`, lmdir's built-in `memberof = true`
+    /// (OpenLDAP's test057 configuration).
+    MemberOfRefint,
+}
+
 impl Pair {
     /// Loads `ldif` into both servers (slapadd, `lmdir load`) and starts them.
     pub fn start(ldif: &str) -> Pair {
+        Pair::start_with(ldif, Overlays::None)
+    }
+
+    /// As `start`, with `overlays` on the reference and the matching lmdir setting.
+    pub fn start_with(ldif: &str, overlays: Overlays) -> Pair {
         let directory = tempfile::tempdir().unwrap();
         let root = directory.path();
         let ldif_path = root.join("data.ldif");
@@ -108,21 +125,11 @@ impl Pair {
         let slapd_config = root.join("slapd.conf");
         let slapd_pid_file = root.join("slapd.pid");
         std::fs::create_dir_all(root.join("openldap-db")).unwrap();
-        let mut text = String::new();
-        for schema in ["core", "cosine", "inetorgperson", "nis"] {
-            text += &format!("include /etc/ldap/schema/{schema}.schema\n");
-        }
-        text += &format!(
-            "modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {}\nsizelimit unlimited\n\
-             database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
-             directory {}\nmaxsize 1073741824\n",
-            slapd_pid_file.display(),
-            root.join("openldap-db").display()
-        );
-        for (attribute, kinds) in INDEXES {
-            text += &format!("index {attribute} {}\n", kinds.join(","));
-        }
-        std::fs::write(&slapd_config, text).unwrap();
+        std::fs::write(
+            &slapd_config,
+            slapd_config_text(root, &slapd_pid_file, overlays),
+        )
+        .unwrap();
         run_checked(
             Command::new("slapadd")
                 .arg("-f")
@@ -140,20 +147,7 @@ impl Pair {
 
         let lmdir_port = free_port();
         let lmdir_config = root.join("lmdir.toml");
-        let mut text = format!(
-            "[server]\nlisten = [\"ldap://127.0.0.1:{lmdir_port}\"]\nsize_limit = 0\n\
-             [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
-             rootpw = \"{ROOT_PASSWORD}\"\n\
-             # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
-             # refint overlays); the reference runs neither, so neither does this side.\n\
-             memberof = false\n[database.index]\n",
-            root.join("lmdir-db").display()
-        );
-        for (attribute, kinds) in INDEXES {
-            let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
-            text += &format!("{attribute} = [{}]\n", kinds.join(", "));
-        }
-        std::fs::write(&lmdir_config, text).unwrap();
+        std::fs::write(&lmdir_config, lmdir_config_text(root, lmdir_port, overlays)).unwrap();
         let lmdir_binary = env!("CARGO_BIN_EXE_lmdir");
         run_checked(
             Command::new(lmdir_binary)
@@ -185,6 +179,56 @@ impl Pair {
     pub fn ports(&self) -> [(&'static str, u16); 2] {
         [("OpenLDAP", self.openldap_port), ("lmdir", self.lmdir_port)]
     }
+}
+
+/// The reference's slapd.conf: Debian's base schema, back-mdb with `INDEXES`, lmdir's built-in
+/// access policy, and the overlays asked for.
+fn slapd_config_text(root: &Path, pid_file: &Path, overlays: Overlays) -> String {
+    let mut text = String::new();
+    for schema in ["core", "cosine", "inetorgperson", "nis"] {
+        text += &format!("include /etc/ldap/schema/{schema}.schema\n");
+    }
+    text += "modulepath /usr/lib/ldap\nmoduleload back_mdb\n";
+    if overlays == Overlays::MemberOfRefint {
+        text += "moduleload memberof\nmoduleload refint\n";
+    }
+    text += &format!(
+        "pidfile {}\nsizelimit unlimited\n\
+         database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
+         directory {}\nmaxsize 1073741824\n",
+        pid_file.display(),
+        root.join("openldap-db").display()
+    );
+    for (attribute, kinds) in INDEXES {
+        text += &format!("index {attribute} {}\n", kinds.join(","));
+    }
+    // lmdir's built-in policy when no [[access]] is configured, so binds and Password Modify
+    // by users meet the same rights on both sides.
+    text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n";
+    if overlays == Overlays::MemberOfRefint {
+        text +=
+            "overlay memberof\nmemberof-refint TRUE\noverlay refint\nrefint_attributes member\n";
+    }
+    text
+}
+
+/// lmdir's config for the same data: `INDEXES`, no size limit, memberOf only with the overlays.
+fn lmdir_config_text(root: &Path, port: u16, overlays: Overlays) -> String {
+    let mut text = format!(
+        "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nsize_limit = 0\n\
+         [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
+         rootpw = \"{ROOT_PASSWORD}\"\n\
+         # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
+         # refint overlays): on only when the reference runs them.\n\
+         memberof = {}\n[database.index]\n",
+        root.join("lmdir-db").display(),
+        overlays == Overlays::MemberOfRefint
+    );
+    for (attribute, kinds) in INDEXES {
+        let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
+        text += &format!("{attribute} = [{}]\n", kinds.join(", "));
+    }
+    text
 }
 
 fn run_checked(command: &mut Command) {
@@ -254,6 +298,20 @@ pub fn search(
     command.args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", base, "-s", scope]);
     command.args(extra).arg(filter).args(attributes);
     answer(command.output().unwrap())
+}
+
+/// Runs one ldap-utils `tool` (ldapwhoami, ldappasswd, ldapcompare...) against `port` with
+/// `arguments` after `-x -H URL`: its exit code (the LDAP result code) and its standard output.
+pub fn tool(port: u16, tool: &str, arguments: &[&str]) -> (i32, String) {
+    let output = Command::new(tool)
+        .args(["-x", "-H", &format!("ldap://127.0.0.1:{port}")])
+        .args(arguments)
+        .output()
+        .unwrap_or_else(|error| panic!("{tool}: {error}"));
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
 }
 
 /// Applies one LDIF change record with ldapmodify as the rootdn.
@@ -347,8 +405,10 @@ fn canonical_escapes(value: &str) -> String {
     canonical
 }
 
-/// A DN with canonical escapes and no spaces around separators; `lowercase` also folds case (names
-/// are case-insensitive; every naming attribute of this data set is too).
+/// A DN with canonical escapes, no spaces around separators and the AVAs of a multi-valued RDN
+/// sorted (RFC 4514 2.2 leaves their order open: slapd sorts them, lmdir keeps the order given);
+/// `lowercase` also folds case (names are case-insensitive; every naming attribute of this data
+/// set is too).
 fn canonical_dn(dn: &str, lowercase: bool) -> String {
     let fold = |text: &str| {
         if lowercase {
@@ -360,7 +420,7 @@ fn canonical_dn(dn: &str, lowercase: bool) -> String {
     split_unescaped(dn.trim(), ',')
         .iter()
         .map(|rdn| {
-            split_unescaped(rdn, '+')
+            let mut avas: Vec<String> = split_unescaped(rdn, '+')
                 .iter()
                 .map(|ava| match ava.split_once('=') {
                     Some((name, value)) => format!(
@@ -370,8 +430,9 @@ fn canonical_dn(dn: &str, lowercase: bool) -> String {
                     ),
                     None => fold(ava.trim()),
                 })
-                .collect::<Vec<_>>()
-                .join("+")
+                .collect();
+            avas.sort();
+            avas.join("+")
         })
         .collect::<Vec<_>>()
         .join(",")
@@ -477,4 +538,65 @@ pub fn describe_difference(openldap: &Answer, lmdir: &Answer) -> String {
         text += &format!("  only lmdir:\n    {}\n", entry.replace('\n', "\n    "));
     }
     text
+}
+
+/// One search sent to both servers.
+pub struct Case {
+    pub name: String,
+    pub base: String,
+    pub scope: &'static str,
+    pub filter: String,
+    pub attributes: Vec<&'static str>,
+    pub extra: Vec<&'static str>,
+    /// Size-limited searches return an arbitrary subset: compare the code and the count only.
+    pub count_only: bool,
+}
+
+pub fn case(base: &str, scope: &'static str, filter: &str) -> Case {
+    Case {
+        name: format!("-b '{base}' -s {scope} '{filter}'"),
+        base: base.to_string(),
+        scope,
+        filter: filter.to_string(),
+        attributes: Vec::new(),
+        extra: Vec::new(),
+        count_only: false,
+    }
+}
+
+/// Sends every case to both servers; one description per case whose answers differ.
+pub fn run_cases(pair: &Pair, cases: &[Case]) -> Vec<String> {
+    let mut differences = Vec::new();
+    for case in cases {
+        let [(_, openldap_port), (_, lmdir_port)] = pair.ports();
+        let openldap = search(
+            openldap_port,
+            &case.base,
+            case.scope,
+            &case.filter,
+            &case.attributes,
+            &case.extra,
+        );
+        let lmdir = search(
+            lmdir_port,
+            &case.base,
+            case.scope,
+            &case.filter,
+            &case.attributes,
+            &case.extra,
+        );
+        let same = if case.count_only {
+            openldap.code == lmdir.code && openldap.entries.len() == lmdir.entries.len()
+        } else {
+            openldap == lmdir
+        };
+        if !same {
+            differences.push(format!(
+                "{}\n{}",
+                case.name,
+                describe_difference(&openldap, &lmdir)
+            ));
+        }
+    }
+    differences
 }

@@ -26,6 +26,18 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// What a test adds to the config `TestServer::prepare_with` writes.
+#[derive(Default)]
+pub struct Settings<'a> {
+    /// Listener URLs besides the loopback ldap:// one (`ldapi:///path`).
+    pub listen_extra: Vec<String>,
+    /// TOML lines appended to `[server]`.
+    pub server: &'a str,
+    /// TOML lines appended to `[database]`; may end with further tables (`[[access]]`,
+    /// `[[limits]]`).
+    pub database: &'a str,
+}
+
 /// A database directory plus config, and at most one running `lmdir serve` over it.
 pub struct TestServer {
     pub directory: tempfile::TempDir,
@@ -40,15 +52,33 @@ impl TestServer {
     /// Writes a config whose `[server]` table gets `extra_server_settings` appended (TOML lines),
     /// and loads `people` generated people (`lmdir gen`) when `people > 0`. Does not start serving.
     pub fn prepare(extra_server_settings: &str, people: u64) -> TestServer {
+        TestServer::prepare_with(
+            &Settings {
+                server: &format!("size_limit = 0\n{extra_server_settings}"),
+                ..Settings::default()
+            },
+            people,
+        )
+    }
+
+    /// As `prepare`, with every part of the config the test may add (`size_limit` is then the
+    /// default unless `settings.server` sets it).
+    pub fn prepare_with(settings: &Settings<'_>, people: u64) -> TestServer {
         let directory = tempfile::tempdir().expect("creating the test directory");
         let port = free_port();
         let config_path = directory.path().join("lmdir.toml");
+        let listeners: String = settings
+            .listen_extra
+            .iter()
+            .map(|url| format!(", \"{url}\""))
+            .collect();
         let text = format!(
-            "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nsize_limit = 0\nlog = \"warn\"\n\
-             {extra_server_settings}\n\
+            "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"{listeners}]\nlog = \"warn\"\n{}\n\
              [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
-             rootpw = \"{ROOT_PASSWORD}\"\n",
-            directory.path().join("db").display()
+             rootpw = \"{ROOT_PASSWORD}\"\n{}\n",
+            settings.server,
+            directory.path().join("db").display(),
+            settings.database,
         );
         std::fs::write(&config_path, text).expect("writing the test config");
         let server = TestServer {
