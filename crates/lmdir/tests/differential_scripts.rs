@@ -144,6 +144,13 @@ fn search_cases() -> Vec<Case> {
     inheritance.extra = vec!["-M", "-a", "never"];
     inheritance.name += " 2.5.4.0 userid -M";
     cases.push(named("test003", inheritance));
+    // Simple paged results (RFC 2696), which ldapsearch pages through by itself.
+    for extra in [&["-E", "pr=2/noprompt"][..], &["-E", "!pr=3/noprompt"]] {
+        let mut paged = case(SUFFIX, "sub", "(objectClass=*)");
+        paged.extra = extra.to_vec();
+        paged.name += &format!(" {extra:?}");
+        cases.push(named("test003", paged));
+    }
     cases
 }
 
