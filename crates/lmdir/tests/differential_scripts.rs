@@ -28,6 +28,18 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
         "RFC 4514 2.4 hexstring value of a string attribute: lmdir decodes the BER, slapd refuses (34)",
     ),
     (
+        "test009: -b 'ou=Remote,dc=example,dc=com' -s base '(objectClass=*)'\n",
+        "lmdir has no RFC 3296 referral objects: a referral entry is an ordinary entry (slapd: referral, 10)",
+    ),
+    (
+        "test009: -b 'cn=x,ou=Remote,dc=example,dc=com'",
+        "lmdir has no RFC 3296 referral objects: below one is noSuchObject (slapd: referral, 10)",
+    ),
+    (
+        "test009: -b 'dc=example,dc=com' -s one '(ou=Remote)'",
+        "lmdir has no RFC 3296 referral objects: the entry is returned (slapd: a continuation reference)",
+    ),
+    (
         "test005 case-only rename:",
         "a new RDN equal to the old under the equality rule: slapd rewrites the value to the new \
          spelling, lmdir keeps the stored one (the DN takes the new spelling on both)",
@@ -322,6 +334,35 @@ fn case_only_rename(pair: &Pair) -> Vec<String> {
     differences
 }
 
+/// test009: a referral object (RFC 3296) read with and without ManageDsaIT. Run last.
+fn referral_cases(pair: &Pair) -> Vec<String> {
+    let remote = "ou=Remote,dc=example,dc=com";
+    let mut differences = run_steps(
+        pair,
+        vec![(
+            "test009 add a referral object",
+            change(&format!(
+                "dn: {remote}\nchangetype: add\nobjectClass: referral\nobjectClass: extensibleObject\n\
+                 ou: Remote\nref: ldap://ldap.example.net/ou=Remote,dc=example,dc=com\n"
+            )),
+        )],
+    );
+    let mut cases = vec![
+        named("test009", case(remote, "base", "(objectClass=*)")),
+        named(
+            "test009",
+            case(&format!("cn=x,{remote}"), "base", "(objectClass=*)"),
+        ),
+        named("test009", case(SUFFIX, "one", "(ou=Remote)")),
+    ];
+    let mut managed = case(remote, "base", "(objectClass=*)");
+    managed.extra = vec!["-M"];
+    managed.name += " -M";
+    cases.push(named("test009", managed));
+    differences.extend(run_cases(pair, &cases));
+    differences
+}
+
 /// test010 (Password Modify) and test014 (whoami without proxied authorization).
 fn password_and_whoami_steps() -> Vec<(&'static str, Step)> {
     vec![
@@ -555,6 +596,7 @@ fn openldap_regression_script_cases_match_slapd() {
         &[old_base, whole_tree("after test010/test040")],
     ));
     differences.extend(run_steps(&pair, dn_value_steps()));
+    differences.extend(referral_cases(&pair));
     assert_no_differences(differences);
 }
 
