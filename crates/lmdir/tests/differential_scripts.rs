@@ -11,7 +11,10 @@
 #[allow(dead_code)] // the main suite uses the rest of the harness
 mod conformance;
 
-use conformance::{case, modify, run_cases, tool, Case, Overlays, Pair, ROOT_DN, ROOT_PASSWORD};
+use conformance::{
+    case, modify, run_cases, tool, Case, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SETUP_SIZE_LIMIT,
+    SETUP_UNLIMITED_DN,
+};
 
 const PEOPLE_AND_UNITS: &str = include_str!("conformance/scripts.ldif");
 const GROUPS: &str = include_str!("conformance/scripts_groups.ldif");
@@ -638,7 +641,7 @@ fn subtree_rename_keeps_member_and_member_of_as_slapd_memberof_refint() {
     if skip_without_tools() {
         return;
     }
-    let pair = Pair::start_with(PEOPLE_AND_UNITS, Overlays::MemberOfRefint);
+    let pair = Pair::start_with(PEOPLE_AND_UNITS, Setup::MemberOfRefint);
     let mut differences = run_steps(
         &pair,
         vec![("test057 add the groups", Step::Change(groups_as_adds()))],
@@ -676,4 +679,63 @@ fn subtree_rename_keeps_member_and_member_of_as_slapd_memberof_refint() {
         &membership_cases("test057 after the deletes"),
     ));
     assert_no_differences(differences);
+}
+
+/// test025: a size limit for everyone but one identity, as slapd `limits` and lmdir `[[limits]]`;
+/// (result code, entries) of each search by each identity, plain and paged.
+#[test]
+fn per_identity_size_limits_match_slapd_limits() {
+    if skip_without_tools() {
+        return;
+    }
+    let pair = Pair::start_with(&format!("{PEOPLE_AND_UNITS}\n{GROUPS}"), Setup::SizeLimits);
+    let identities: [(&str, &[&str]); 3] = [
+        ("anonymous", &[]),
+        ("a user", &["-D", ADA, "-w", "abrandt"]),
+        (
+            "the lifted identity",
+            &["-D", SETUP_UNLIMITED_DN, "-w", "bortiz"],
+        ),
+    ];
+    let searches: [&[&str]; 4] = [
+        &[],
+        &["-z", "2"],
+        &["-E", "pr=2/noprompt"],
+        &["-E", "pr=5/noprompt"],
+    ];
+    let mut differences = Vec::new();
+    let mut plain_answers = Vec::new();
+    for (who, bind) in identities {
+        for search in searches {
+            let mut arguments = vec!["-LLL", "-b", SUFFIX, "(objectClass=*)", "1.1"];
+            arguments.splice(0..0, bind.iter().chain(search.iter()).copied());
+            let [(_, openldap_port), (_, lmdir_port)] = pair.ports();
+            let answers = |port| {
+                let (code, output) = tool(port, "ldapsearch", &arguments);
+                (
+                    code,
+                    output
+                        .lines()
+                        .filter(|line| line.starts_with("dn:"))
+                        .count(),
+                )
+            };
+            let (openldap, lmdir) = (answers(openldap_port), answers(lmdir_port));
+            if openldap != lmdir {
+                differences.push(format!(
+                    "test025 {who} {search:?} (size limit {SETUP_SIZE_LIMIT}): OpenLDAP {openldap:?} lmdir {lmdir:?}"
+                ));
+            }
+            if search.is_empty() {
+                plain_answers.push(lmdir);
+            }
+        }
+    }
+    assert_no_differences(differences);
+    // The limit did bite, and was lifted: sizeLimitExceeded (4) for the first two, not the third.
+    let entries = PEOPLE_AND_UNITS.matches("\ndn: ").count() + GROUPS.matches("dn: ").count() + 1;
+    assert_eq!(
+        plain_answers,
+        [(4, SETUP_SIZE_LIMIT), (4, SETUP_SIZE_LIMIT), (0, entries)]
+    );
 }
