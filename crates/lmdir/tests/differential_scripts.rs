@@ -11,7 +11,10 @@
 #[allow(dead_code)] // the main suite uses the rest of the harness
 mod conformance;
 
-use conformance::{case, modify, run_cases, tool, Case, Overlays, Pair, ROOT_DN, ROOT_PASSWORD};
+use conformance::{
+    case, modify, run_cases, tool, Case, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SETUP_SIZE_LIMIT,
+    SETUP_UNLIMITED_DN,
+};
 
 const PEOPLE_AND_UNITS: &str = include_str!("conformance/scripts.ldif");
 const GROUPS: &str = include_str!("conformance/scripts_groups.ldif");
@@ -26,6 +29,23 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     (
         "test026: -b 'cn=#0C0A",
         "RFC 4514 2.4 hexstring value of a string attribute: lmdir decodes the BER, slapd refuses (34)",
+    ),
+    (
+        "test009: -b 'ou=Remote,dc=example,dc=com' -s base '(objectClass=*)'\n",
+        "lmdir has no RFC 3296 referral objects: a referral entry is an ordinary entry (slapd: referral, 10)",
+    ),
+    (
+        "test009: -b 'cn=x,ou=Remote,dc=example,dc=com'",
+        "lmdir has no RFC 3296 referral objects: below one is noSuchObject (slapd: referral, 10)",
+    ),
+    (
+        "test009: -b 'dc=example,dc=com' -s one '(ou=Remote)'",
+        "lmdir has no RFC 3296 referral objects: the entry is returned (slapd: a continuation reference)",
+    ),
+    (
+        "test005 case-only rename:",
+        "a new RDN equal to the old under the equality rule: slapd rewrites the value to the new \
+         spelling, lmdir keeps the stored one (the DN takes the new spelling on both)",
     ),
     (
         "write 'test026 an LDAPv2 DN value'",
@@ -144,6 +164,13 @@ fn search_cases() -> Vec<Case> {
     inheritance.extra = vec!["-M", "-a", "never"];
     inheritance.name += " 2.5.4.0 userid -M";
     cases.push(named("test003", inheritance));
+    // Simple paged results (RFC 2696), which ldapsearch pages through by itself.
+    for extra in [&["-E", "pr=2/noprompt"][..], &["-E", "!pr=3/noprompt"]] {
+        let mut paged = case(SUFFIX, "sub", "(objectClass=*)");
+        paged.extra = extra.to_vec();
+        paged.name += &format!(" {extra:?}");
+        cases.push(named("test003", paged));
+    }
     cases
 }
 
@@ -255,6 +282,13 @@ fn modify_and_modrdn_steps() -> Vec<(&'static str, Step)> {
         ("test005 modrdn with newSuperior", change(&format!("dn: cn=Eve Park+uid=epark,{field}\nchangetype: modrdn\nnewrdn: uid=epark+cn=Eve Park\ndeleteoldrdn: 1\nnewsuperior: ou=Research Division,ou=People,dc=example,dc=com\n"))),
         ("test005 modrdn dropping a required value", change(&format!("dn: cn=Dan Holm+uid=dholm,{field}\nchangetype: modrdn\nnewrdn: uid=dholm\ndeleteoldrdn: 1\n"))),
         ("test005 modrdn onto an existing entry", change(&format!("dn: {BEN}\nchangetype: modrdn\nnewrdn: cn=Ada Brandt\ndeleteoldrdn: 1\n"))),
+        ("test005 modrdn to its own name", change(&format!("dn: {BEN}\nchangetype: modrdn\nnewrdn: cn=Ben Ortiz\ndeleteoldrdn: 1\n"))),
+        ("test005 modrdn to an attribute the class does not allow", change("dn: ou=Field Office,ou=People,dc=example,dc=com\nchangetype: modrdn\nnewrdn: mail=field@example.com\ndeleteoldrdn: 0\n")),
+        ("test005 modrdn to an unknown attribute", change("dn: ou=Field Office,ou=People,dc=example,dc=com\nchangetype: modrdn\nnewrdn: noSuchAttr=x\ndeleteoldrdn: 0\n")),
+        ("test005 modrdn of a missing entry", change("dn: cn=Nobody,ou=People,dc=example,dc=com\nchangetype: modrdn\nnewrdn: cn=Somebody\ndeleteoldrdn: 1\n")),
+        ("test004 increment a string attribute", change(&format!("dn: {BEN}\nchangetype: modify\nincrement: sn\nsn: 1\n-\n"))),
+        ("test004 replace with a value twice", change(&format!("dn: {BEN}\nchangetype: modify\nreplace: mail\nmail: b@example.com\nmail: B@example.com\n-\n"))),
+        ("test004 delete a missing entry", change("dn: cn=Nobody,ou=People,dc=example,dc=com\nchangetype: delete\n")),
     ]
 }
 
@@ -269,6 +303,67 @@ fn dn_value_steps() -> Vec<(&'static str, Step)> {
         ("test026 a DN value with odd spacing and case", change(&format!("dn: {RESEARCH_STAFF}\nchangetype: modify\nadd: member\nmember: UID=JSmith , DC=Example,DC=COM\n-\n"))),
         ("test026 the same DN value again: attributeOrValueExists", change(&format!("dn: {RESEARCH_STAFF}\nchangetype: modify\nadd: member\nmember: uid=jsmith,dc=example,dc=com\n-\n"))),
     ]
+}
+
+/// test005: a rename that changes only the case of the RDN value, compared on the entry, then
+/// undone (the value's spelling differs afterwards: a known difference).
+fn case_only_rename(pair: &Pair) -> Vec<String> {
+    let rename = |from: &str, to: &str| {
+        change(&format!(
+            "dn: cn={from},ou=Research Division,ou=People,dc=example,dc=com\nchangetype: modrdn\n\
+             newrdn: cn={to}\ndeleteoldrdn: 1\n"
+        ))
+    };
+    let mut differences = run_steps(
+        pair,
+        vec![(
+            "test005 modrdn to a name differing in case",
+            rename("Ben Ortiz", "BEN ORTIZ"),
+        )],
+    );
+    differences.extend(run_cases(
+        pair,
+        &[selecting(
+            "test005 case-only rename",
+            BEN,
+            "(objectClass=*)",
+            &["cn"],
+        )],
+    ));
+    differences.extend(run_steps(
+        pair,
+        vec![("test005 modrdn back", rename("BEN ORTIZ", "Ben Ortiz"))],
+    ));
+    differences
+}
+
+/// test009: a referral object (RFC 3296) read with and without ManageDsaIT. Run last.
+fn referral_cases(pair: &Pair) -> Vec<String> {
+    let remote = "ou=Remote,dc=example,dc=com";
+    let mut differences = run_steps(
+        pair,
+        vec![(
+            "test009 add a referral object",
+            change(&format!(
+                "dn: {remote}\nchangetype: add\nobjectClass: referral\nobjectClass: extensibleObject\n\
+                 ou: Remote\nref: ldap://ldap.example.net/ou=Remote,dc=example,dc=com\n"
+            )),
+        )],
+    );
+    let mut cases = vec![
+        named("test009", case(remote, "base", "(objectClass=*)")),
+        named(
+            "test009",
+            case(&format!("cn=x,{remote}"), "base", "(objectClass=*)"),
+        ),
+        named("test009", case(SUFFIX, "one", "(ou=Remote)")),
+    ];
+    let mut managed = case(remote, "base", "(objectClass=*)");
+    managed.extra = vec!["-M"];
+    managed.name += " -M";
+    cases.push(named("test009", managed));
+    differences.extend(run_cases(pair, &cases));
+    differences
 }
 
 /// test010 (Password Modify) and test014 (whoami without proxied authorization).
@@ -489,6 +584,7 @@ fn openldap_regression_script_cases_match_slapd() {
     let mut differences = run_cases(&pair, &cases);
 
     differences.extend(run_steps(&pair, modify_and_modrdn_steps()));
+    differences.extend(case_only_rename(&pair));
     differences.extend(run_cases(&pair, &[whole_tree("after test004/test005")]));
     differences.extend(run_steps(&pair, password_and_whoami_steps()));
     differences.extend(run_steps(&pair, subtree_rename_steps()));
@@ -503,6 +599,7 @@ fn openldap_regression_script_cases_match_slapd() {
         &[old_base, whole_tree("after test010/test040")],
     ));
     differences.extend(run_steps(&pair, dn_value_steps()));
+    differences.extend(referral_cases(&pair));
     assert_no_differences(differences);
 }
 
@@ -544,7 +641,7 @@ fn subtree_rename_keeps_member_and_member_of_as_slapd_memberof_refint() {
     if skip_without_tools() {
         return;
     }
-    let pair = Pair::start_with(PEOPLE_AND_UNITS, Overlays::MemberOfRefint);
+    let pair = Pair::start_with(PEOPLE_AND_UNITS, Setup::MemberOfRefint);
     let mut differences = run_steps(
         &pair,
         vec![("test057 add the groups", Step::Change(groups_as_adds()))],
@@ -582,4 +679,63 @@ fn subtree_rename_keeps_member_and_member_of_as_slapd_memberof_refint() {
         &membership_cases("test057 after the deletes"),
     ));
     assert_no_differences(differences);
+}
+
+/// test025: a size limit for everyone but one identity, as slapd `limits` and lmdir `[[limits]]`;
+/// (result code, entries) of each search by each identity, plain and paged.
+#[test]
+fn per_identity_size_limits_match_slapd_limits() {
+    if skip_without_tools() {
+        return;
+    }
+    let pair = Pair::start_with(&format!("{PEOPLE_AND_UNITS}\n{GROUPS}"), Setup::SizeLimits);
+    let identities: [(&str, &[&str]); 3] = [
+        ("anonymous", &[]),
+        ("a user", &["-D", ADA, "-w", "abrandt"]),
+        (
+            "the lifted identity",
+            &["-D", SETUP_UNLIMITED_DN, "-w", "bortiz"],
+        ),
+    ];
+    let searches: [&[&str]; 4] = [
+        &[],
+        &["-z", "2"],
+        &["-E", "pr=2/noprompt"],
+        &["-E", "pr=5/noprompt"],
+    ];
+    let mut differences = Vec::new();
+    let mut plain_answers = Vec::new();
+    for (who, bind) in identities {
+        for search in searches {
+            let mut arguments = vec!["-LLL", "-b", SUFFIX, "(objectClass=*)", "1.1"];
+            arguments.splice(0..0, bind.iter().chain(search.iter()).copied());
+            let [(_, openldap_port), (_, lmdir_port)] = pair.ports();
+            let answers = |port| {
+                let (code, output) = tool(port, "ldapsearch", &arguments);
+                (
+                    code,
+                    output
+                        .lines()
+                        .filter(|line| line.starts_with("dn:"))
+                        .count(),
+                )
+            };
+            let (openldap, lmdir) = (answers(openldap_port), answers(lmdir_port));
+            if openldap != lmdir {
+                differences.push(format!(
+                    "test025 {who} {search:?} (size limit {SETUP_SIZE_LIMIT}): OpenLDAP {openldap:?} lmdir {lmdir:?}"
+                ));
+            }
+            if search.is_empty() {
+                plain_answers.push(lmdir);
+            }
+        }
+    }
+    assert_no_differences(differences);
+    // The limit did bite, and was lifted: sizeLimitExceeded (4) for the first two, not the third.
+    let entries = PEOPLE_AND_UNITS.matches("\ndn: ").count() + GROUPS.matches("dn: ").count() + 1;
+    assert_eq!(
+        plain_answers,
+        [(4, SETUP_SIZE_LIMIT), (4, SETUP_SIZE_LIMIT), (0, entries)]
+    );
 }

@@ -37,20 +37,37 @@ def done(script):
     print(f"{script}: ok")
 
 
-def python_ldap_root():
+# Hang guards only (a loaded machine never comes near them): no client call waits forever.
+TIMEOUT_SECONDS = 120
+
+
+def python_ldap_connection(url=URL):
+    """An unbound python-ldap connection with the hang guards."""
     import ldap
 
-    connection = ldap.initialize(URL)
+    connection = ldap.initialize(url)
+    connection.set_option(ldap.OPT_NETWORK_TIMEOUT, TIMEOUT_SECONDS)
+    connection.set_option(ldap.OPT_TIMEOUT, TIMEOUT_SECONDS)
     connection.protocol_version = 3
-    connection.simple_bind_s(ROOT_DN, ROOT_PASSWORD)
     return connection
+
+
+def python_ldap_as(dn, password):
+    connection = python_ldap_connection()
+    connection.simple_bind_s(dn, password)
+    return connection
+
+
+def python_ldap_root():
+    return python_ldap_as(ROOT_DN, ROOT_PASSWORD)
 
 
 def ldap3_connection(dn=ROOT_DN, password=ROOT_PASSWORD, **server_options):
     import ldap3
 
-    server = ldap3.Server(URL, **server_options)
-    return ldap3.Connection(server, user=dn, password=password, auto_bind=True, raise_exceptions=False)
+    server = ldap3.Server(URL, connect_timeout=TIMEOUT_SECONDS, **server_options)
+    return ldap3.Connection(server, user=dn, password=password, auto_bind=True, raise_exceptions=False,
+                            receive_timeout=TIMEOUT_SECONDS)
 
 
 def dns(connection_results):

@@ -5,7 +5,7 @@ it, with a generated password, and by a helpdesk group given write access to use
 import ldap
 import ldap3
 
-from common import HELPER, URL, done, expect, ldap3_connection, user
+from common import HELPER, done, expect, ldap3_connection, python_ldap_as, user
 
 
 def can_bind(dn, password):
@@ -14,12 +14,6 @@ def can_bind(dn, password):
         return True
     except ldap3.core.exceptions.LDAPException:
         return False
-
-
-def python_ldap_as(dn, password):
-    connection = ldap.initialize(URL)
-    connection.simple_bind_s(dn, password)
-    return connection
 
 
 def passwd_result(connection, dn, old, new):

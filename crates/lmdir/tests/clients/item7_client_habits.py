@@ -15,12 +15,12 @@ import ldap.schema
 from ldap.controls.libldap import AssertionControl
 from ldap.controls.readentry import PostReadControl, PreReadControl
 
-from common import BASE, LDAPI_PATH, done, expect, python_ldap_root, user
+from common import BASE, LDAPI_PATH, done, expect, python_ldap_connection, python_ldap_root, user
 
 LDAPI_URL = "ldapi://" + urllib.parse.quote(LDAPI_PATH, safe="")
 
 expect(stat.S_IMODE(os.stat(LDAPI_PATH).st_mode), 0o777, "ldapi socket mode")
-local = ldap.initialize(LDAPI_URL)
+local = python_ldap_connection(LDAPI_URL)
 expect(len(local.search_s("", ldap.SCOPE_BASE, "(objectClass=*)", ["namingContexts"])), 1, "root DSE over ldapi")
 if os.geteuid() == 0:
     # Connect as nobody, as a non-root local client would (setpriv drops the identity).

@@ -3,10 +3,9 @@ enumerates all users in pages of 1000 (SSSD's default ldap_page_size); anonymous
 keep the limit, paged or not."""
 
 import ldap
-import ldap3
 from ldap.controls.libldap import SimplePagedResultsControl
 
-from common import PEOPLE, SSSD, URL, USERS, done, expect, ldap3_connection, user
+from common import PEOPLE, SSSD, USERS, done, expect, ldap3_connection, python_ldap_as, user
 
 FILTER = "(&(objectClass=posixAccount)(uid=*))"
 PAGE = 1000
@@ -14,7 +13,7 @@ PAGE = 1000
 
 def ldap3_paged(dn, password):
     """ldap3's paged search, as SSSD pages: the entries it got and the final result code."""
-    connection = ldap3_connection(dn, password) if dn else ldap3.Connection(ldap3.Server(URL), auto_bind=True)
+    connection = ldap3_connection(dn, password)
     entries = list(connection.extend.standard.paged_search(
         PEOPLE, FILTER, attributes=["uid", "uidNumber"], paged_size=PAGE, generator=True))
     return len([entry for entry in entries if entry["type"] == "searchResEntry"]), connection.result["result"]
@@ -22,8 +21,7 @@ def ldap3_paged(dn, password):
 
 def python_ldap_paged(dn, password):
     """python-ldap's page loop with SimplePagedResultsControl: entries, pages, final result."""
-    connection = ldap.initialize(URL)
-    connection.simple_bind_s(dn, password)
+    connection = python_ldap_as(dn, password)
     control = SimplePagedResultsControl(True, size=PAGE, cookie=b"")
     count = pages = 0
     while True:

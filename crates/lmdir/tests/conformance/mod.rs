@@ -98,24 +98,33 @@ impl Drop for Pair {
     }
 }
 
-/// What runs on top of the plain back-mdb reference.
+/// How both servers are configured beyond the plain back-mdb reference.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Overlays {
-    /// Nothing: lmdir runs with `memberof = false`, like the plain reference.
-    None,
+pub enum Setup {
+    /// Nothing more: lmdir runs with `memberof = false`, like the plain reference.
+    Plain,
     /// slapd's memberof and refint overlays on `member`, lmdir's built-in `memberof = true`
     /// (OpenLDAP's test057 configuration).
     MemberOfRefint,
+    /// A size limit of `SETUP_SIZE_LIMIT` lifted for `SETUP_UNLIMITED_DN` (slapd `limits`,
+    /// lmdir `[[limits]]`; OpenLDAP's test025).
+    SizeLimits,
 }
+
+/// The size limit of `Setup::SizeLimits`.
+pub const SETUP_SIZE_LIMIT: usize = 3;
+/// The identity `Setup::SizeLimits` lifts the size limit for.
+pub const SETUP_UNLIMITED_DN: &str =
+    "cn=Ben Ortiz,ou=Research Division,ou=People,dc=example,dc=com";
 
 impl Pair {
     /// Loads `ldif` into both servers (slapadd, `lmdir load`) and starts them.
     pub fn start(ldif: &str) -> Pair {
-        Pair::start_with(ldif, Overlays::None)
+        Pair::start_with(ldif, Setup::Plain)
     }
 
-    /// As `start`, with `overlays` on the reference and the matching lmdir setting.
-    pub fn start_with(ldif: &str, overlays: Overlays) -> Pair {
+    /// As `start`, with `setup` on both servers.
+    pub fn start_with(ldif: &str, setup: Setup) -> Pair {
         let directory = tempfile::tempdir().unwrap();
         let root = directory.path();
         let ldif_path = root.join("data.ldif");
@@ -127,7 +136,7 @@ impl Pair {
         std::fs::create_dir_all(root.join("openldap-db")).unwrap();
         std::fs::write(
             &slapd_config,
-            slapd_config_text(root, &slapd_pid_file, overlays),
+            slapd_config_text(root, &slapd_pid_file, setup),
         )
         .unwrap();
         run_checked(
@@ -147,7 +156,7 @@ impl Pair {
 
         let lmdir_port = free_port();
         let lmdir_config = root.join("lmdir.toml");
-        std::fs::write(&lmdir_config, lmdir_config_text(root, lmdir_port, overlays)).unwrap();
+        std::fs::write(&lmdir_config, lmdir_config_text(root, lmdir_port, setup)).unwrap();
         let lmdir_binary = env!("CARGO_BIN_EXE_lmdir");
         run_checked(
             Command::new(lmdir_binary)
@@ -182,18 +191,22 @@ impl Pair {
 }
 
 /// The reference's slapd.conf: Debian's base schema, back-mdb with `INDEXES`, lmdir's built-in
-/// access policy, and the overlays asked for.
-fn slapd_config_text(root: &Path, pid_file: &Path, overlays: Overlays) -> String {
+/// access policy, and what `setup` adds.
+fn slapd_config_text(root: &Path, pid_file: &Path, setup: Setup) -> String {
     let mut text = String::new();
     for schema in ["core", "cosine", "inetorgperson", "nis"] {
         text += &format!("include /etc/ldap/schema/{schema}.schema\n");
     }
     text += "modulepath /usr/lib/ldap\nmoduleload back_mdb\n";
-    if overlays == Overlays::MemberOfRefint {
+    if setup == Setup::MemberOfRefint {
         text += "moduleload memberof\nmoduleload refint\n";
     }
+    let size_limit = match setup {
+        Setup::SizeLimits => SETUP_SIZE_LIMIT.to_string(),
+        _ => "unlimited".to_string(),
+    };
     text += &format!(
-        "pidfile {}\nsizelimit unlimited\n\
+        "pidfile {}\nsizelimit {size_limit}\n\
          database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
          directory {}\nmaxsize 1073741824\n",
         pid_file.display(),
@@ -205,28 +218,41 @@ fn slapd_config_text(root: &Path, pid_file: &Path, overlays: Overlays) -> String
     // lmdir's built-in policy when no [[access]] is configured, so binds and Password Modify
     // by users meet the same rights on both sides.
     text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n";
-    if overlays == Overlays::MemberOfRefint {
-        text +=
-            "overlay memberof\nmemberof-refint TRUE\noverlay refint\nrefint_attributes member\n";
+    match setup {
+        Setup::Plain => {}
+        Setup::MemberOfRefint => {
+            text +=
+                "overlay memberof\nmemberof-refint TRUE\noverlay refint\nrefint_attributes member\n"
+        }
+        Setup::SizeLimits => {
+            text += &format!("limits dn.exact=\"{SETUP_UNLIMITED_DN}\" size=unlimited\n")
+        }
     }
     text
 }
 
-/// lmdir's config for the same data: `INDEXES`, no size limit, memberOf only with the overlays.
-fn lmdir_config_text(root: &Path, port: u16, overlays: Overlays) -> String {
+/// lmdir's config for the same data: `INDEXES`, and what `setup` adds.
+fn lmdir_config_text(root: &Path, port: u16, setup: Setup) -> String {
+    let size_limit = match setup {
+        Setup::SizeLimits => SETUP_SIZE_LIMIT,
+        _ => 0,
+    };
     let mut text = format!(
-        "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nsize_limit = 0\n\
+        "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nsize_limit = {size_limit}\n\
          [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
          rootpw = \"{ROOT_PASSWORD}\"\n\
          # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
          # refint overlays): on only when the reference runs them.\n\
          memberof = {}\n[database.index]\n",
         root.join("lmdir-db").display(),
-        overlays == Overlays::MemberOfRefint
+        setup == Setup::MemberOfRefint
     );
     for (attribute, kinds) in INDEXES {
         let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
         text += &format!("{attribute} = [{}]\n", kinds.join(", "));
+    }
+    if setup == Setup::SizeLimits {
+        text += &format!("[[limits]]\nwho = \"dn={SETUP_UNLIMITED_DN}\"\nsize = \"unlimited\"\n");
     }
     text
 }
