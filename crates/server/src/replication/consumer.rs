@@ -6,7 +6,7 @@
 
 use super::apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
 use super::link::{result_code, Link, LinkError, Message};
-use crate::connection::Identity;
+use crate::session::Identity;
 use crate::controls::{Control, MANAGE_DSA_IT_OID};
 use crate::server::ServerContext;
 use crate::writer::{WriteJob, WriteRequest};

@@ -2,7 +2,8 @@
 //! provider against `tls_ca_certificate` or the system roots), simple bind, and the provider's
 //! messages framed and decoded with bounds (`pdu_bytes_max`, lmdir-sync's strict decoders).
 
-use crate::connection::{BoxedStream, START_TLS_OID};
+use crate::connection::BoxedStream;
+use crate::controls::START_TLS_OID;
 use crate::controls::{self, Control};
 use bytes::BytesMut;
 use ldap3_lber::common::TagClass;
