@@ -1,6 +1,8 @@
 //! Loading into a store that already holds entries: through the store's own writes.
 
-use std::io::BufReader;
+use std::io::{BufReader, Read};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use lmdir_schema::{Dn, Entry};
@@ -44,7 +46,12 @@ pub(crate) fn load_into_existing(
         }
         Ok(())
     };
-    let reader = lmdir_ldif::LdifReader::new(BufReader::with_capacity(1 << 20, input));
+    let bytes_read = Arc::new(AtomicU64::new(0));
+    let counted = CountingReader {
+        inner: input,
+        bytes_read: bytes_read.clone(),
+    };
+    let reader = lmdir_ldif::LdifReader::new(BufReader::with_capacity(1 << 20, counted));
     for record in reader {
         let record = match record {
             Ok(record) => record,
@@ -95,7 +102,7 @@ pub(crate) fn load_into_existing(
                 message: error.to_string(),
             })?,
         }
-        progress.update(entries, 0);
+        progress.update(entries, bytes_read.load(Ordering::Relaxed));
     }
     write
         .commit()
@@ -113,4 +120,18 @@ pub(crate) fn load_into_existing(
         peak_rss_bytes: crate::peak_rss_bytes(),
         spill_files: 0,
     })
+}
+
+/// Counts the bytes read through it, for the progress display (the LDIF reader owns the input).
+struct CountingReader {
+    inner: crate::LoadInput,
+    bytes_read: Arc<AtomicU64>,
+}
+
+impl Read for CountingReader {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let count = self.inner.read(buffer)?;
+        self.bytes_read.fetch_add(count as u64, Ordering::Relaxed);
+        Ok(count)
+    }
 }
