@@ -52,26 +52,7 @@ pub async fn run(
     peer: String,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let tls_active = transport == Transport::Tls;
-    let listener = match &transport {
-        Transport::Tcp => "ldap",
-        Transport::Tls => "ldaps",
-        Transport::Ldapi { .. } => "ldapi",
-    };
-    let mut session = Session {
-        connection_id,
-        identity: Identity::default(),
-        transport,
-        client,
-        tls_active,
-        monitor: context
-            .monitor
-            .connection_opened(connection_id, &peer, listener),
-    };
-    info!(
-        "conn={connection_id} fd=0 ACCEPT from {peer} ({})",
-        if session.tls_active { "TLS" } else { "clear" }
-    );
+    let mut session = open_session(&context, transport, client, connection_id, &peer);
     let settings = &context.settings;
     let write_timeout = settings.write_timeout;
     let mut framed = Framed::new(stream, pdu_codec(settings, &session.identity));
@@ -129,21 +110,7 @@ pub async fn run(
                 };
                 operation_counter += 1;
                 let operation_id = operation_counter;
-                session.monitor.operation_received();
-                let kind = crate::monitor::OperationKind::of_request(&message.op);
-                if let Some(kind) = kind {
-                    context.monitor.operation_initiated(kind);
-                }
-                // Operations answered here, not by `dispatch`, are counted complete here too.
-                let answered_here = match &message.op {
-                    LdapOp::UnbindRequest | LdapOp::AbandonRequest(_) => true,
-                    LdapOp::ExtendedRequest(request) => request.name == CANCEL_OID || request.name == START_TLS_OID,
-                    _ => false,
-                };
-                if let (true, Some(kind)) = (answered_here, kind) {
-                    context.monitor.operation_completed(kind, code::SUCCESS, std::time::Duration::ZERO);
-                    session.monitor.operation_completed();
-                }
+                count_received(&context, &session, &message.op);
                 match message.op {
                     LdapOp::UnbindRequest => {
                         info!("conn={connection_id} op={operation_id} UNBIND");
@@ -151,36 +118,19 @@ pub async fn run(
                     }
                     LdapOp::AbandonRequest(target) => {
                         info!("conn={connection_id} op={operation_id} ABANDON msg={target}");
-                        if let Some(abandoned) = outstanding.remove(&target) {
-                            // Abort first: a job that sees the flag ends with `canceled`, and its
-                            // task must not be left free to send that for an abandoned operation.
-                            abandoned.task.abort();
-                            abandoned.cancelled.store(true, Ordering::Release);
-                        }
-                        // The abandoned operation sends nothing more: a Cancel waiting on it ends here.
-                        if let Some(cancel_message_id) = pending_cancels.remove(&target) {
-                            let response = cancel_response(cancel_message_id, code::CANCELED);
+                        if let Some(response) = abandon(&mut outstanding, &mut pending_cancels, target) {
                             if send_within(&mut framed, response, write_timeout).await.is_err() {
                                 break Ending::PeerClosed;
                             }
                         }
                     }
                     LdapOp::ExtendedRequest(ref request) if request.name == CANCEL_OID => {
-                        let controls = crate::controls::parse(&message.controls, &[]);
-                        let result_code = match (controls, parse_cancel_id(request.value.as_deref())) {
-                            (Err(error), _) => error.code,
-                            (_, None) => code::PROTOCOL_ERROR,
-                            (_, Some(target)) if pending_cancels.contains_key(&target) => code::CANNOT_CANCEL,
-                            (_, Some(target)) => match outstanding.get(&target) {
-                                // Answered when the target finishes: success if it stopped, tooLate if not.
-                                Some(operation) => {
-                                    operation.cancelled.store(true, Ordering::Release);
-                                    pending_cancels.insert(target, message.msgid);
-                                    info!("conn={connection_id} op={operation_id} CANCEL msg={target}");
-                                    continue;
-                                }
-                                None => code::NO_SUCH_OPERATION,
-                            },
+                        let result_code = match cancel(&message.controls, request, message.msgid, &mut outstanding, &mut pending_cancels) {
+                            Ok(result_code) => result_code,
+                            Err(target) => {
+                                info!("conn={connection_id} op={operation_id} CANCEL msg={target}");
+                                continue;
+                            }
                         };
                         info!("conn={connection_id} op={operation_id} CANCEL err={result_code}");
                         if send_within(&mut framed, cancel_response(message.msgid, result_code), write_timeout).await.is_err() {
@@ -210,63 +160,11 @@ pub async fn run(
                         }
                     }
                     operation => {
-                        if outstanding.len() >= settings.operations_per_connection_max {
-                            info!("conn={connection_id} op={operation_id} refused: {} operations outstanding", outstanding.len());
-                            if let Some(response) = operations::refusal(message.msgid, &operation, &OperationError::new(code::BUSY, format!("too many outstanding operations on this connection (limit {})", settings.operations_per_connection_max))) {
-                                if send_within(&mut framed, response, write_timeout).await.is_err() {
-                                    break Ending::PeerClosed;
-                                }
-                            }
-                            continue;
+                        let started = OperationStart { message_id: message.msgid, operation_id, controls: message.controls, operation };
+                        if let Err(ending) = start_operation(&context, &session, &mut framed, &mut outstanding, &mut pending_cancels, &sender, &running, started).await {
+                            break ending;
                         }
-                        if outstanding.contains_key(&message.msgid) {
-                            break Ending::Notice(code::PROTOCOL_ERROR, format!("message ID {} is already in use", message.msgid));
-                        }
-                        let cancelled = Arc::new(AtomicBool::new(false));
-                        let prepared = operations::prepare(&context, &session.identity, &operation);
-                        let operation_context = OperationContext {
-                            server: context.clone(),
-                            session: session.clone(),
-                            message_id: message.msgid,
-                            operation_id,
-                            controls: message.controls,
-                            cancelled: cancelled.clone(),
-                            sink: ResultSink::new(sender.clone()),
-                        };
-                        if prepared.runs_inline() {
-                            // Microseconds of work: run it right here, writing its output as it
-                            // comes, instead of spawning a task another thread may steal.
-                            let (inline_sender, mut inline_receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
-                            let operation_context = OperationContext { sink: ResultSink::new(inline_sender), ..operation_context };
-                            let dispatch = operations::dispatch(operation_context, operation, prepared);
-                            tokio::pin!(dispatch);
-                            let mut dispatch_done = false;
-                            let mut write_failed = false;
-                            while !write_failed {
-                                tokio::select! {
-                                    () = &mut dispatch, if !dispatch_done => dispatch_done = true,
-                                    outgoing = inline_receiver.recv() => match outgoing {
-                                        Some(outgoing) => {
-                                            write_failed = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut inline_receiver, write_timeout, &context.monitor).await.is_err();
-                                        }
-                                        // The operation finished and dropped its sender.
-                                        None => break,
-                                    },
-                                }
-                            }
-                            if write_failed {
-                                break Ending::PeerClosed;
-                            }
-                            last_activity = Instant::now();
-                            continue;
-                        }
-                        let turn = running.clone();
-                        let task = tokio::spawn(async move {
-                            // The semaphore lives as long as the connection: never closed.
-                            let Ok(_running) = turn.acquire_owned().await else { return };
-                            operations::dispatch(operation_context, operation, prepared).await
-                        });
-                        outstanding.insert(message.msgid, Outstanding { cancelled, task: task.abort_handle() });
+                        last_activity = Instant::now();
                     }
                 }
             }
@@ -276,60 +174,319 @@ pub async fn run(
         }
     };
 
-    match ending {
-        Ending::Unbind | Ending::PeerClosed => {
-            for (_, operation) in outstanding.drain() {
-                operation.cancelled.store(true, Ordering::Release);
-                operation.task.abort();
+    close(
+        &mut framed,
+        ending,
+        &mut outstanding,
+        &mut pending_cancels,
+        &mut receiver,
+        write_timeout,
+        &context.monitor,
+    )
+    .await;
+    let _ = framed.close().await;
+    // The connection's slot is given back when the accept loop's `Admission` drops, right after.
+    info!("conn={connection_id} fd=0 closed");
+}
+
+/// The session of a connection just accepted (anonymous), counted in cn=Monitor.
+fn open_session(
+    context: &ServerContext,
+    transport: Transport,
+    client: ClientKey,
+    connection_id: u64,
+    peer: &str,
+) -> Session {
+    let tls_active = transport == Transport::Tls;
+    let listener = match &transport {
+        Transport::Tcp => "ldap",
+        Transport::Tls => "ldaps",
+        Transport::Ldapi { .. } => "ldapi",
+    };
+    let session = Session {
+        connection_id,
+        identity: Identity::default(),
+        transport,
+        client,
+        tls_active,
+        monitor: context
+            .monitor
+            .connection_opened(connection_id, peer, listener),
+    };
+    info!(
+        "conn={connection_id} fd=0 ACCEPT from {peer} ({})",
+        if session.tls_active { "TLS" } else { "clear" }
+    );
+    session
+}
+
+/// Counts a received request; the ones answered by the connection itself (not by `dispatch`)
+/// are counted complete here too.
+fn count_received(context: &ServerContext, session: &Session, operation: &LdapOp) {
+    session.monitor.operation_received();
+    let kind = crate::monitor::OperationKind::of_request(operation);
+    if let Some(kind) = kind {
+        context.monitor.operation_initiated(kind);
+    }
+    let answered_here = match operation {
+        LdapOp::UnbindRequest | LdapOp::AbandonRequest(_) => true,
+        LdapOp::ExtendedRequest(request) => {
+            request.name == CANCEL_OID || request.name == START_TLS_OID
+        }
+        _ => false,
+    };
+    if let (true, Some(kind)) = (answered_here, kind) {
+        context
+            .monitor
+            .operation_completed(kind, code::SUCCESS, std::time::Duration::ZERO);
+        session.monitor.operation_completed();
+    }
+}
+
+/// Cancel (RFC 3909): the result code to answer now, or Err(target) when the target is running
+/// and the answer waits for its end (success if it stopped, tooLate if not).
+fn cancel(
+    controls: &[crate::controls::Control],
+    request: &LdapExtendedRequest,
+    cancel_message_id: i32,
+    outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
+) -> Result<u32, i32> {
+    let controls = crate::controls::parse(controls, &[]);
+    Ok(
+        match (controls, parse_cancel_id(request.value.as_deref())) {
+            (Err(error), _) => error.code,
+            (_, None) => code::PROTOCOL_ERROR,
+            (_, Some(target)) if pending_cancels.contains_key(&target) => code::CANNOT_CANCEL,
+            (_, Some(target)) => match outstanding.get(&target) {
+                Some(operation) => {
+                    operation.cancelled.store(true, Ordering::Release);
+                    pending_cancels.insert(target, cancel_message_id);
+                    return Err(target);
+                }
+                None => code::NO_SUCH_OPERATION,
+            },
+        },
+    )
+}
+
+/// Abandons `target`: its task is aborted and it sends nothing more. Returns the response to a
+/// Cancel that was waiting on it (canceled), if any.
+fn abandon(
+    outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
+    target: i32,
+) -> Option<Bytes> {
+    if let Some(abandoned) = outstanding.remove(&target) {
+        // Abort first: a job that sees the flag ends with `canceled`, and its task must not be
+        // left free to send that for an abandoned operation.
+        abandoned.task.abort();
+        abandoned.cancelled.store(true, Ordering::Release);
+    }
+    pending_cancels
+        .remove(&target)
+        .map(|cancel_message_id| cancel_response(cancel_message_id, code::CANCELED))
+}
+
+/// A request the connection hands to `operations` (anything but bind, unbind, abandon, Cancel
+/// and StartTLS).
+struct OperationStart {
+    message_id: i32,
+    operation_id: u64,
+    controls: Vec<crate::controls::Control>,
+    operation: LdapOp,
+}
+
+/// Starts an operation: refused busy past `operations_per_connection_max`, run right here when
+/// it is small (a search the index says is small), else in its own task, which waits for one of
+/// the connection's `running_operations_per_connection_max` turns. Err ends the connection.
+#[allow(clippy::too_many_arguments)]
+async fn start_operation(
+    context: &Arc<ServerContext>,
+    session: &Session,
+    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
+    outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
+    sender: &mpsc::Sender<Outgoing>,
+    running: &Arc<tokio::sync::Semaphore>,
+    start: OperationStart,
+) -> Result<(), Ending> {
+    let settings = &context.settings;
+    let (connection_id, operation_id) = (session.connection_id, start.operation_id);
+    if outstanding.len() >= settings.operations_per_connection_max {
+        info!(
+            "conn={connection_id} op={operation_id} refused: {} operations outstanding",
+            outstanding.len()
+        );
+        let busy = OperationError::new(
+            code::BUSY,
+            format!(
+                "too many outstanding operations on this connection (limit {})",
+                settings.operations_per_connection_max
+            ),
+        );
+        if let Some(response) = operations::refusal(start.message_id, &start.operation, &busy) {
+            if send_within(framed, response, settings.write_timeout)
+                .await
+                .is_err()
+            {
+                return Err(Ending::PeerClosed);
             }
         }
+        return Ok(());
+    }
+    if outstanding.contains_key(&start.message_id) {
+        return Err(Ending::Notice(
+            code::PROTOCOL_ERROR,
+            format!("message ID {} is already in use", start.message_id),
+        ));
+    }
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let prepared = operations::prepare(context, &session.identity, &start.operation);
+    let operation_context = OperationContext {
+        server: context.clone(),
+        session: session.clone(),
+        message_id: start.message_id,
+        operation_id,
+        controls: start.controls,
+        cancelled: cancelled.clone(),
+        sink: ResultSink::new(sender.clone()),
+    };
+    let operation = start.operation;
+    if prepared.runs_inline() {
+        let write_failed = run_inline(
+            framed,
+            outstanding,
+            pending_cancels,
+            operation_context,
+            operation,
+            prepared,
+            settings.write_timeout,
+            &context.monitor,
+        )
+        .await;
+        return if write_failed {
+            Err(Ending::PeerClosed)
+        } else {
+            Ok(())
+        };
+    }
+    let turn = running.clone();
+    let task = tokio::spawn(async move {
+        // The semaphore lives as long as the connection: never closed.
+        let Ok(_running) = turn.acquire_owned().await else {
+            return;
+        };
+        operations::dispatch(operation_context, operation, prepared).await
+    });
+    outstanding.insert(
+        start.message_id,
+        Outstanding {
+            cancelled,
+            task: task.abort_handle(),
+        },
+    );
+    Ok(())
+}
+
+/// Runs a small operation on the connection's task, writing its output as it comes, instead of
+/// spawning a task another thread may steal (microseconds of work). True when a write failed.
+#[allow(clippy::too_many_arguments)]
+async fn run_inline(
+    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
+    outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
+    operation_context: OperationContext,
+    operation: LdapOp,
+    prepared: operations::Prepared,
+    write_timeout: Duration,
+    monitor: &crate::monitor::Monitor,
+) -> bool {
+    let (inline_sender, mut inline_receiver) =
+        mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
+    let operation_context = OperationContext {
+        sink: ResultSink::new(inline_sender),
+        ..operation_context
+    };
+    let dispatch = operations::dispatch(operation_context, operation, prepared);
+    tokio::pin!(dispatch);
+    let mut dispatch_done = false;
+    let mut write_failed = false;
+    while !write_failed {
+        tokio::select! {
+            () = &mut dispatch, if !dispatch_done => dispatch_done = true,
+            outgoing = inline_receiver.recv() => match outgoing {
+                Some(outgoing) => {
+                    write_failed = write_outgoing(framed, outstanding, pending_cancels, outgoing, &mut inline_receiver, write_timeout, monitor).await.is_err();
+                }
+                // The operation finished and dropped its sender.
+                None => break,
+            },
+        }
+    }
+    write_failed
+}
+
+/// Ends a connection as `ending` says: operations in flight are stopped (or, at shutdown,
+/// given a grace period to answer), then a Notice of Disconnection when one is due.
+#[allow(clippy::too_many_arguments)]
+async fn close(
+    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
+    ending: Ending,
+    outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
+    receiver: &mut mpsc::Receiver<Outgoing>,
+    write_timeout: Duration,
+    monitor: &crate::monitor::Monitor,
+) {
+    let stop_all = |outstanding: &mut HashMap<i32, Outstanding>| {
+        for (_, operation) in outstanding.drain() {
+            operation.cancelled.store(true, Ordering::Release);
+            operation.task.abort();
+        }
+    };
+    let notice = match ending {
+        Ending::Unbind | Ending::PeerClosed => {
+            stop_all(outstanding);
+            None
+        }
         Ending::Notice(result_code, reason) => {
-            for (_, operation) in outstanding.drain() {
-                operation.cancelled.store(true, Ordering::Release);
-                operation.task.abort();
-            }
-            let notice = ber::notice_of_disconnection(result_code, &reason);
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(2),
-                framed.send(notice.freeze()),
-            )
-            .await;
+            stop_all(outstanding);
+            Some((result_code, reason))
         }
         Ending::Shutdown => {
             // In-flight operations (writes especially) finish and are answered before the notice.
             let grace = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
             while !outstanding.is_empty() {
-                match tokio::time::timeout_at(grace, receiver.recv()).await {
-                    Ok(Some(outgoing)) => {
-                        if write_outgoing(
-                            &mut framed,
-                            &mut outstanding,
-                            &mut pending_cancels,
-                            outgoing,
-                            &mut receiver,
-                            write_timeout,
-                            &context.monitor,
-                        )
-                        .await
-                        .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    _ => break,
+                let Ok(Some(outgoing)) = tokio::time::timeout_at(grace, receiver.recv()).await
+                else {
+                    break;
+                };
+                let written = write_outgoing(
+                    framed,
+                    outstanding,
+                    pending_cancels,
+                    outgoing,
+                    receiver,
+                    write_timeout,
+                    monitor,
+                )
+                .await;
+                if written.is_err() {
+                    break;
                 }
             }
-            let notice = ber::notice_of_disconnection(code::UNAVAILABLE, "server shutting down");
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(2),
-                framed.send(notice.freeze()),
-            )
-            .await;
+            Some((code::UNAVAILABLE, "server shutting down".to_string()))
         }
+    };
+    if let Some((result_code, reason)) = notice {
+        let notice = ber::notice_of_disconnection(result_code, &reason);
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(2),
+            framed.send(notice.freeze()),
+        )
+        .await;
     }
-    let _ = framed.close().await;
-    // The connection's slot is given back when the accept loop's `Admission` drops, right after.
-    info!("conn={connection_id} fd=0 closed");
 }
 
 /// Writes one outgoing item and everything else already queued, then flushes once.

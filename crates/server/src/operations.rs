@@ -479,8 +479,17 @@ async fn search_with_controls(
 ) -> Result<SearchDone, OperationError> {
     let selection = AttributeSelection::from_request(&request.attrs);
     if request.base.is_empty() && request.scope == LdapSearchScope::Base {
-        let entry = rootdse::root_dse(&context.server);
-        let matches = rootdse::matches_filter(&entry, &request.filter);
+        let server = &context.server;
+        let schema = server
+            .database
+            .as_ref()
+            .map_or(lmdir_schema::Schema::builtin_shared(), |database| {
+                &database.schema
+            });
+        let mut prepared = prepared;
+        let filter = prepared.take_filter(schema, &server.settings, request)?;
+        let entry = rootdse::root_dse(server);
+        let matches = rootdse::matches(&entry, schema, &filter);
         let mut entries_sent = 0;
         if matches {
             let mut buffer = BytesMut::with_capacity(1024);

@@ -6,7 +6,8 @@ use crate::context::ServerContext;
 use crate::controls;
 use crate::selection::AttributeSelection;
 use bytes::BytesMut;
-use ldap3_proto::proto::{LdapFilter, OID_PASSWORD_MODIFY, OID_WHOAMI};
+use ldap3_proto::proto::{OID_PASSWORD_MODIFY, OID_WHOAMI};
+use lmdir_schema::{Dn, Entry, OwnedEntryView, PreparedFilter, Schema};
 
 /// One attribute of a synthesized entry.
 pub struct SyntheticAttribute {
@@ -108,52 +109,14 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
     }
 }
 
-/// Filter evaluation over a synthesized entry: presence and case-insensitive equality, which is
-/// what clients use on the root DSE (`(objectClass=*)`); other assertions are Undefined → no match.
-pub fn matches_filter(entry: &SyntheticEntry, filter: &LdapFilter) -> bool {
-    evaluate(entry, filter) == Some(true)
-}
-
-fn evaluate(entry: &SyntheticEntry, filter: &LdapFilter) -> Option<bool> {
-    let find = |name: &str| {
-        entry
-            .attributes
-            .iter()
-            .find(|attribute| attribute.name.eq_ignore_ascii_case(name))
-    };
-    match filter {
-        LdapFilter::And(children) => {
-            let mut result = Some(true);
-            for child in children {
-                match evaluate(entry, child) {
-                    Some(false) => return Some(false),
-                    None => result = None,
-                    Some(true) => {}
-                }
-            }
-            result
-        }
-        LdapFilter::Or(children) => {
-            let mut result = Some(false);
-            for child in children {
-                match evaluate(entry, child) {
-                    Some(true) => return Some(true),
-                    None => result = None,
-                    Some(false) => {}
-                }
-            }
-            result
-        }
-        LdapFilter::Not(child) => evaluate(entry, child).map(|value| !value),
-        LdapFilter::Present(name) => Some(find(name).is_some()),
-        LdapFilter::Equality(name, value) => Some(find(name).is_some_and(|attribute| {
-            attribute
-                .values
-                .iter()
-                .any(|stored| stored.eq_ignore_ascii_case(value.as_bytes()))
-        })),
-        _ => None,
+/// Whether a synthesized entry matches a search filter: the evaluator of stored entries over
+/// the entry's values normalized by the schema (an entry the schema cannot read matches nothing).
+pub fn matches(entry: &SyntheticEntry, schema: &Schema, filter: &PreparedFilter) -> bool {
+    let mut owned = Entry::new(Dn::root());
+    for attribute in &entry.attributes {
+        owned.add_values(attribute.name, attribute.values.iter().cloned());
     }
+    OwnedEntryView::new(schema, &owned).is_ok_and(|view| filter.evaluate(&view).is_true())
 }
 
 /// Writes `entry` as a SearchResultEntry with the requested attributes.

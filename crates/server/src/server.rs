@@ -238,11 +238,18 @@ impl RunningServer {
     }
 }
 
-/// Binds every listener and starts accepting. Port 0 picks a free port (see `addresses`).
-pub async fn start(
-    settings: ServerSettings,
-    database: Option<crate::database::Database>,
-) -> Result<RunningServer, ServerError> {
+/// The TLS configuration the settings name (a certificate and key given together), checked
+/// against the listeners: an ldaps:// listener needs one.
+#[allow(clippy::type_complexity)]
+fn tls_of(
+    settings: &ServerSettings,
+) -> Result<
+    (
+        Option<Arc<rustls::ServerConfig>>,
+        Option<Arc<crate::tls::ReloadableCertificate>>,
+    ),
+    ServerError,
+> {
     let (tls_config, tls_certificate) = match (&settings.tls_certificate, &settings.tls_key) {
         (Some(certificate), Some(key)) => {
             let (config, reloadable) = crate::tls::load_reloadable_server_config(certificate, key)?;
@@ -267,6 +274,38 @@ pub async fn start(
             "an ldaps:// listener needs tls_certificate and tls_key".to_string(),
         ));
     }
+    Ok((tls_config, tls_certificate))
+}
+
+/// Binds the ldapi:// socket, replacing one left by an earlier run (never anything else).
+fn bind_ldapi(path: &std::path::Path) -> Result<UnixListener, ServerError> {
+    if path.exists() {
+        // A socket left by an earlier run; refuse to delete anything that is not a socket.
+        use std::os::unix::fs::FileTypeExt;
+        let is_socket = std::fs::symlink_metadata(path)
+            .map(|metadata| metadata.file_type().is_socket())
+            .unwrap_or(false);
+        if !is_socket {
+            return Err(ServerError::Listen {
+                address: path.display().to_string(),
+                message: "exists and is not a socket".to_string(),
+            });
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let listener = UnixListener::bind(path).map_err(|error| ServerError::Listen {
+        address: path.display().to_string(),
+        message: error.to_string(),
+    })?;
+    Ok(listener)
+}
+
+/// Binds every listener and starts accepting. Port 0 picks a free port (see `addresses`).
+pub async fn start(
+    settings: ServerSettings,
+    database: Option<crate::database::Database>,
+) -> Result<RunningServer, ServerError> {
+    let (tls_config, tls_certificate) = tls_of(&settings)?;
     let database = match database {
         Some(mut database) => {
             database
@@ -333,24 +372,7 @@ pub async fn start(
                 )));
             }
             ListenAddress::Ldapi(path) => {
-                if path.exists() {
-                    // A socket left by an earlier run; refuse to delete anything that is not a socket.
-                    use std::os::unix::fs::FileTypeExt;
-                    let is_socket = std::fs::symlink_metadata(path)
-                        .map(|metadata| metadata.file_type().is_socket())
-                        .unwrap_or(false);
-                    if !is_socket {
-                        return Err(ServerError::Listen {
-                            address: path.display().to_string(),
-                            message: "exists and is not a socket".to_string(),
-                        });
-                    }
-                    let _ = std::fs::remove_file(path);
-                }
-                let listener = UnixListener::bind(path).map_err(|error| ServerError::Listen {
-                    address: path.display().to_string(),
-                    message: error.to_string(),
-                })?;
+                let listener = bind_ldapi(path)?;
                 set_ldapi_mode(path, settings.ldapi_mode)?;
                 addresses.push(BoundAddress::Ldapi(path.clone()));
                 info!("listening on ldapi://{}", path.display());

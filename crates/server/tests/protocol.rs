@@ -81,6 +81,30 @@ fn root_dse_lists_operational_attributes_only_on_request() {
     assert!(named.attrs.contains_key("vendorName"));
 }
 
+/// The root DSE is matched by the evaluator of stored entries, with the schema's matching
+/// rules (as slapd): vendorName is caseExactMatch, and supportedControl has no equality rule
+/// (RFC 4512), so an equality assertion on it is Undefined.
+#[test]
+fn root_dse_filters_use_the_schema_matching_rules() {
+    let server = TestServer::start(|_| {});
+    let mut connection = connect(&server);
+    let mut count = |filter: &str| {
+        let (entries, _) = connection
+            .search("", Scope::Base, filter, vec!["1.1"])
+            .expect("search")
+            .success()
+            .expect("root DSE search succeeds");
+        entries.len()
+    };
+    assert_eq!(count("(vendorName=lmdir)"), 1);
+    assert_eq!(count("(vendorName=LMDIR)"), 0);
+    assert_eq!(count("(|(objectClass=top)(vendorName=nobody))"), 1);
+    assert_eq!(count("(!(vendorName=lmdir))"), 0);
+    assert_eq!(count("(&(objectClass=*)(vendorName=nobody))"), 0);
+    assert_eq!(count("(supportedControl=1.2.840.113556.1.4.319)"), 0);
+    assert_eq!(count("(!(supportedControl=1.2.840.113556.1.4.319))"), 0);
+}
+
 #[test]
 fn simple_binds_follow_rfc_4513() {
     let server = TestServer::start(|_| {});

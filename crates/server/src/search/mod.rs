@@ -38,6 +38,9 @@ use std::time::Instant;
 /// two threads; on a loaded machine fewer, larger ones preempt the reading client less (a full
 /// scan through ldapsearch measured faster with 256 KiB than with 64 KiB).
 const SEARCH_CHUNK_BYTES: usize = 256 * 1024;
+/// The output buffer a search starts with: most searches return an entry or a few (an
+/// equality search one of ~1 KiB), so the full chunk is reserved only once the first one fills.
+const SEARCH_FIRST_BUFFER_BYTES: usize = 8 * 1024;
 
 /// How a search ended (the SearchResultDone to send).
 pub struct SearchDone {
@@ -147,11 +150,27 @@ fn prepared_filter(
     request: &LdapSearchRequest,
     converted: Option<Result<PreparedFilter, OperationError>>,
 ) -> Result<PreparedFilter, OperationError> {
-    match converted {
-        Some(filter) => filter,
-        None => Ok(database
-            .schema
-            .prepare_filter(&client_filter(settings, &request.filter)?)),
+    let mut prepared = PreparedSearch {
+        filter: converted,
+        read: None,
+        small: false,
+    };
+    prepared.take_filter(&database.schema, settings, request)
+}
+
+impl PreparedSearch {
+    /// The search's filter prepared against `schema`: the one converted on arrival, or
+    /// converted now.
+    pub(crate) fn take_filter(
+        &mut self,
+        schema: &lmdir_schema::Schema,
+        settings: &ServerSettings,
+        request: &LdapSearchRequest,
+    ) -> Result<PreparedFilter, OperationError> {
+        match self.filter.take() {
+            Some(filter) => filter,
+            None => Ok(schema.prepare_filter(&client_filter(settings, &request.filter)?)),
+        }
     }
 }
 
@@ -393,7 +412,7 @@ impl SearchJob {
             read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
             selection: Selection::resolve(&database.schema, &self.selection),
-            buffer: BytesMut::new(),
+            buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
             sink,
             sent: 0,
         };
@@ -515,8 +534,12 @@ impl SearchOutput<'_, '_> {
             self.job.request.typesonly,
         )?;
         self.sent += 1;
-        if self.buffer.len() >= SEARCH_CHUNK_BYTES && !(self.sink)(self.buffer.split().freeze()) {
-            return Err(OperationError::new(code::OTHER, "connection closed"));
+        if self.buffer.len() >= SEARCH_CHUNK_BYTES {
+            if !(self.sink)(self.buffer.split().freeze()) {
+                return Err(OperationError::new(code::OTHER, "connection closed"));
+            }
+            // A big result: the next chunks are written without growing step by step.
+            self.buffer.reserve(SEARCH_CHUNK_BYTES + 4096);
         }
         Ok(())
     }
