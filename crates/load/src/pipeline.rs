@@ -716,6 +716,14 @@ fn write_dn_tree(
             rdn_normalized: &record.rdn_normalized,
         };
         layout::encode_node(&node, &mut value);
+        // A child listed before its parent has the lower ID: recorded for parents-first output.
+        lmdir_store::record_parent_change(
+            store.meta_database(),
+            write_txn,
+            record.id,
+            None,
+            Some(record.parent),
+        )?;
         id2node.put_with_flags(
             write_txn,
             PutFlags::APPEND,

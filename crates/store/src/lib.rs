@@ -11,6 +11,7 @@ mod memberof;
 mod read;
 mod search;
 mod store;
+mod treeorder;
 mod usage;
 mod write;
 
@@ -18,10 +19,14 @@ pub use admin::{CheckReport, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTE
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
-pub use search::{Scope, SearchCursor, SearchSpec};
+pub use search::{Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
+};
+pub use treeorder::{
+    inversion_key, record_parent_change, TreePosition, META_INVERSIONS_TRACKED,
+    META_INVERSION_PREFIX,
 };
 pub use usage::EnvironmentUsage;
 pub use write::{

@@ -3,6 +3,7 @@
 //! within bounds, on the connection's task when the index says it is small.
 
 use super::*;
+use lmdir_store::TreePosition;
 
 /// Most entries one sorted search may hold in memory.
 const SORTED_ENTRIES_MAX: usize = 100_000;
@@ -326,8 +327,9 @@ type ChunkSink<'a> = dyn FnMut(bytes::Bytes) -> bool + 'a;
 /// Where a paged search stands, from its cookie.
 struct PageRequest {
     size: u64,
-    /// The last entry ID sent (unsorted) or the position reached in the sorted order.
-    resume: Option<u32>,
+    /// Unsorted: the tree position of the first entry not sent yet (parents-first order, see
+    /// lmdir_store::TreePosition); sorted: the index reached in the sorted order, as `id`.
+    resume: Option<TreePosition>,
     /// Entries the earlier pages of this paged search returned (the size limit is a total).
     sent_before: u64,
 }
@@ -776,12 +778,12 @@ impl SearchJob {
             .read
             .search(spec)?
             .stop_when(|| self.stop_reason(limits));
-        if let Some(last) = page.and_then(|page| page.resume) {
-            cursor = cursor.resume_after(last);
+        if let Some(position) = page.and_then(|page| page.resume) {
+            cursor = cursor.resume_from(position);
         }
         let mut cookie = page.map(|_| Vec::new());
         let mut result = Ok(());
-        for item in cursor {
+        while let Some(item) = cursor.next() {
             if let Some(stop) = self.stop_reason(limits) {
                 result = Err(stop.into());
                 break;
@@ -807,11 +809,11 @@ impl SearchJob {
             if let Some(page) = page {
                 if output.sent == page.size {
                     let total = sent_before + output.sent;
-                    cookie = Some(visible.database.seal_cookie(
-                        fingerprint,
-                        id.saturating_sub(1),
-                        total,
-                    ));
+                    // The next page starts with this entry, from its place in the order.
+                    let resume = cursor
+                        .last_position()
+                        .unwrap_or(TreePosition::in_id_order(id));
+                    cookie = Some(visible.database.seal_cookie(fingerprint, resume, total));
                     break;
                 }
             }
@@ -864,7 +866,7 @@ impl SearchJob {
         let total = sorted.entries.len();
         let start = page
             .and_then(|page| page.resume)
-            .map_or(0, |position| position as usize)
+            .map_or(0, |position| position.id as usize)
             .min(total);
         let mut end = total;
         let mut cookie = page.map(|_| Vec::new());
@@ -872,11 +874,11 @@ impl SearchJob {
             let page_end = start.saturating_add(usize::try_from(page.size).unwrap_or(usize::MAX));
             if page_end < end {
                 end = page_end;
-                cookie = Some(
-                    visible
-                        .database
-                        .seal_cookie(fingerprint, end as u32, end as u64),
-                );
+                cookie = Some(visible.database.seal_cookie(
+                    fingerprint,
+                    TreePosition::in_id_order(end as u32),
+                    end as u64,
+                ));
             }
         }
         // The size limit counts positions in sorted order, across all pages (RFC 2891: sort,
@@ -905,16 +907,21 @@ impl SearchJob {
 
 /// Bytes of a paged-results cookie's keyed hash.
 const COOKIE_TAG_BYTES: usize = 16;
-/// A cookie: resume point (u32 BE), entries sent so far (u64 BE), tag.
-const COOKIE_BYTES: usize = 4 + 8 + COOKIE_TAG_BYTES;
+/// A cookie: resume point (a tree position, 12 bytes), entries sent so far (u64 BE), tag.
+const COOKIE_BYTES: usize = TreePosition::BYTES + 8 + COOKIE_TAG_BYTES;
 
 impl Database {
-    fn cookie_tag(&self, fingerprint: &[u8; 32], resume: u32, sent: u64) -> [u8; COOKIE_TAG_BYTES] {
+    fn cookie_tag(
+        &self,
+        fingerprint: &[u8; 32],
+        resume: TreePosition,
+        sent: u64,
+    ) -> [u8; COOKIE_TAG_BYTES] {
         use sha2::Digest;
         let mut hash = sha2::Sha256::new();
         hash.update(self.cookie_key);
         hash.update(fingerprint);
-        hash.update(resume.to_be_bytes());
+        hash.update(resume.to_bytes());
         hash.update(sent.to_be_bytes());
         let digest = hash.finalize();
         let mut tag = [0u8; COOKIE_TAG_BYTES];
@@ -926,9 +933,9 @@ impl Database {
     /// how many entries the paged search has returned, under a tag keyed by a secret of this
     /// server, so a client can neither reset the count nor move the cookie to another search
     /// or connection. The server keeps no paged-search state at all.
-    fn seal_cookie(&self, fingerprint: &[u8; 32], resume: u32, sent: u64) -> Vec<u8> {
+    fn seal_cookie(&self, fingerprint: &[u8; 32], resume: TreePosition, sent: u64) -> Vec<u8> {
         let mut cookie = Vec::with_capacity(COOKIE_BYTES);
-        cookie.extend_from_slice(&resume.to_be_bytes());
+        cookie.extend_from_slice(&resume.to_bytes());
         cookie.extend_from_slice(&sent.to_be_bytes());
         cookie.extend_from_slice(&self.cookie_tag(fingerprint, resume, sent));
         cookie
@@ -958,13 +965,14 @@ impl Database {
         if cookie.len() != COOKIE_BYTES {
             return Err(foreign());
         }
-        let resume = u32::from_be_bytes(cookie[0..4].try_into().map_err(|_| foreign())?);
-        let sent = u64::from_be_bytes(cookie[4..12].try_into().map_err(|_| foreign())?);
+        let (resume, rest) = cookie.split_at(TreePosition::BYTES);
+        let resume = TreePosition::from_bytes(resume).ok_or_else(foreign)?;
+        let sent = u64::from_be_bytes(rest[0..8].try_into().map_err(|_| foreign())?);
         let expected = self.cookie_tag(fingerprint, resume, sent);
         // Every byte compared whatever the first difference, so timing tells nothing.
         let difference = expected
             .iter()
-            .zip(&cookie[12..])
+            .zip(&rest[8..])
             .fold(0u8, |difference, (left, right)| difference | (left ^ right));
         if difference != 0 {
             return Err(foreign());
