@@ -847,9 +847,11 @@ impl<'a> SearchCursor<'a> {
         loop {
             let tree = self.tree.as_ref()?;
             if tree.ahead.is_none() && !self.source_done {
-                let (id, entry, position) = match self.next_match()? {
-                    Ok(found) => found,
-                    Err(error) => return Some(Err(error)),
+                let (id, entry, position) = match self.next_match() {
+                    // Exhausted: what waits goes out next.
+                    None => continue,
+                    Some(Ok(found)) => found,
+                    Some(Err(error)) => return Some(Err(error)),
                 };
                 let position = position.unwrap_or(TreePosition::in_id_order(id));
                 let tree = self.tree.as_mut()?;
