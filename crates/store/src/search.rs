@@ -600,21 +600,21 @@ impl ReadTxn {
 impl<'a> SearchCursor<'a> {
     /// Skips every candidate up to and including the entry `id` (paged results: a new read
     /// txn per page resumes after the last entry sent).
-    pub fn resume_after(self, id: EntryId) -> SearchCursor<'a> {
-        let position = match &self.tree {
-            None => Ok(None),
-            Some(_) => PositionFinder::default().position(&self.read.inner, self.read.txn(), id),
-        };
-        let position = match position {
-            Ok(position) => position.unwrap_or(TreePosition::in_id_order(id)),
-            // The error comes back from the first `next`.
-            Err(_) => TreePosition::in_id_order(id),
-        };
-        if id == EntryId::MAX && self.tree.is_none() {
-            let mut cursor = self;
-            cursor.finished = true;
-            return cursor;
+    pub fn resume_after(mut self, id: EntryId) -> SearchCursor<'a> {
+        if self.tree.is_none() {
+            if id == EntryId::MAX {
+                self.finished = true;
+                return self;
+            }
+            return self.resume_from(TreePosition::in_id_order(id + 1));
         }
+        let position = PositionFinder::default()
+            .position(&self.read.inner, self.read.txn(), id)
+            .ok()
+            .flatten()
+            // An entry deleted since: its ID-order place is the best guess.
+            .unwrap_or(TreePosition::in_id_order(id));
+        // The next position after it (the ID is the last field of the order).
         self.resume_from(TreePosition {
             id: position.id.saturating_add(1),
             ..position

@@ -75,7 +75,11 @@ impl Model {
         match *operation {
             Operation::Add(parent) => {
                 // Index 0 of every 4 adds at the top, the rest under an existing unit.
-                let parent = if parent % 4 == 0 { None } else { self.pick(parent / 4) };
+                let parent = if parent % 4 == 0 {
+                    None
+                } else {
+                    self.pick(parent / 4)
+                };
                 let unit = self.next;
                 self.next += 1;
                 let dn = format!("ou=n{unit},{}", self.dn(parent));
@@ -100,7 +104,13 @@ impl Model {
                 }
                 let (old, superior) = (self.dn(Some(node)), self.dn(Some(parent)));
                 write
-                    .modrdn(&old, &format!("ou=n{node}"), false, Some(&superior), &context)
+                    .modrdn(
+                        &old,
+                        &format!("ou=n{node}"),
+                        false,
+                        Some(&superior),
+                        &context,
+                    )
                     .unwrap();
                 self.parents.insert(node, Some(parent));
             }
@@ -172,9 +182,13 @@ fn paged_ids(store: &Store, spec: &SearchSpec, page_size: usize) -> Vec<EntryId>
 fn assert_parents_first(read: &ReadTxn, ids: &[EntryId], what: &str) {
     let mut seen = BTreeSet::new();
     for id in ids {
-        assert!(seen.insert(*id), "{what}: entry {id} listed twice in {ids:?}");
+        assert!(
+            seen.insert(*id),
+            "{what}: entry {id} listed twice in {ids:?}"
+        );
     }
-    let places: HashMap<EntryId, usize> = ids.iter().enumerate().map(|(at, id)| (*id, at)).collect();
+    let places: HashMap<EntryId, usize> =
+        ids.iter().enumerate().map(|(at, id)| (*id, at)).collect();
     for (at, id) in ids.iter().enumerate() {
         let parent = read.parent_of(*id).unwrap().unwrap();
         if let Some(parent_at) = places.get(&parent) {
@@ -203,7 +217,11 @@ fn check_every_output(store: &Store, model: &Model, page_size: usize) {
     };
     for base in bases {
         for scope in [Scope::Sub, Scope::One] {
-            for filter in ["(objectClass=*)", "(description=odd)", units_filter.as_str()] {
+            for filter in [
+                "(objectClass=*)",
+                "(description=odd)",
+                units_filter.as_str(),
+            ] {
                 let spec = spec(&model.dn(base), scope, filter);
                 let what = format!("{base:?} {scope:?} {filter}");
                 let ids = all_ids(&read, &spec);
@@ -221,14 +239,26 @@ fn check_every_output(store: &Store, model: &Model, page_size: usize) {
                     };
                     in_scope && matches
                 };
-                let mut expected: BTreeSet<EntryId> =
-                    model.parents.keys().filter(|unit| matcher(unit)).map(|unit| id_of(*unit)).collect();
+                let mut expected: BTreeSet<EntryId> = model
+                    .parents
+                    .keys()
+                    .filter(|unit| matcher(unit))
+                    .map(|unit| id_of(*unit))
+                    .collect();
                 let suffix = read.dn_to_id(SUFFIX).unwrap();
                 if base.is_none() && scope == Scope::Sub && filter == "(objectClass=*)" {
                     expected.insert(suffix);
                 }
-                assert_eq!(ids.iter().copied().collect::<BTreeSet<_>>(), expected, "{what}");
-                assert_eq!(paged_ids(store, &spec, page_size), ids, "{what} paged by {page_size}");
+                assert_eq!(
+                    ids.iter().copied().collect::<BTreeSet<_>>(),
+                    expected,
+                    "{what}"
+                );
+                assert_eq!(
+                    paged_ids(store, &spec, page_size),
+                    ids,
+                    "{what} paged by {page_size}"
+                );
             }
         }
     }
@@ -268,7 +298,10 @@ fn moved_subtree_comes_after_its_new_parent_until_moved_back() {
     let mut model = Model::default();
     let mut write = store.write().unwrap();
     write
-        .add(&entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]), &context())
+        .add(
+            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+            &context(),
+        )
         .unwrap();
     write.commit().unwrap();
     for parent in [0, 1, 5, 9] {
