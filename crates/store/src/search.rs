@@ -561,16 +561,15 @@ impl ReadTxn {
             .schema
             .attribute("entryDN")
             .is_some_and(|entry_dn| filter_mentions(&spec.filter, entry_dn));
-        // One-level and subtree outputs can list a child before its parent only when some
-        // link is inverted; a base search has one entry.
-        let tree =
-            (spec.scope != Scope::Base && self.has_inverted_links()?).then(|| TreeOrdering {
-                finder: PositionFinder::default(),
-                deferred: BinaryHeap::new(),
-                ahead: None,
-                resume: None,
-                replay: RoaringBitmap::new(),
-            });
+        // Only a subtree output can hold an entry and its parent (a base search has one entry,
+        // a one-level search siblings), and only an inverted link can put the child first.
+        let tree = (spec.scope == Scope::Sub && self.has_inverted_links()?).then(|| TreeOrdering {
+            finder: PositionFinder::default(),
+            deferred: BinaryHeap::new(),
+            ahead: None,
+            resume: None,
+            replay: RoaringBitmap::new(),
+        });
         Ok(SearchCursor {
             read: self,
             spec,
@@ -627,13 +626,14 @@ impl<'a> SearchCursor<'a> {
         let Some(tree) = &mut self.tree else {
             // ID order: positions are IDs.
             match &mut self.source {
-                CandidateSource::Ids(ids) => ids.remove_range(..position.top),
+                CandidateSource::Ids(ids) => {
+                    ids.remove_range(..position.top);
+                }
                 CandidateSource::Sequential { next, rows } => {
                     *next = (*next).max(position.top);
                     *rows = None;
-                    0
                 }
-            };
+            }
             return self;
         };
         tree.resume = Some(position);
