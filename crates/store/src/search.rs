@@ -154,6 +154,9 @@ struct TreeOrdering<'a> {
     replay: RoaringBitmap,
 }
 
+/// A candidate ID and, from the sequential source, its id2entry value.
+type Candidate<'a> = (EntryId, Option<&'a [u8]>);
+
 /// A matching candidate with its position (when the search orders by tree position).
 type Found<'a> = (EntryId, EntryRef<'a>, Option<TreePosition>);
 
@@ -685,7 +688,7 @@ impl<'a> SearchCursor<'a> {
 
     /// The next candidate ID in ID order (the replayed ones first), None when exhausted; for
     /// the sequential source also its id2entry value.
-    fn next_candidate_id(&mut self) -> Result<Option<(EntryId, Option<&'a [u8]>)>, LdapError> {
+    fn next_candidate_id(&mut self) -> Result<Option<Candidate<'a>>, LdapError> {
         if let Some(id) = self.tree.as_mut().and_then(|tree| {
             let id = tree.replay.min()?;
             tree.replay.remove(id);

@@ -83,7 +83,7 @@ impl Model {
                 let unit = self.next;
                 self.next += 1;
                 let dn = format!("ou=n{unit},{}", self.dn(parent));
-                let parity = if unit % 2 == 0 { "even" } else { "odd" };
+                let parity = if unit.is_multiple_of(2) { "even" } else { "odd" };
                 let new = entry(
                     &dn,
                     &[
