@@ -371,6 +371,10 @@ impl Store {
             ));
         }
 
+        for problem in crate::treeorder::check_inversions(&read)? {
+            problems.push(problem);
+        }
+
         let (postings_checked, notes) =
             self.check_indexes(&read, expected, &entries.undecodable, &mut problems)?;
         Ok(CheckReport {

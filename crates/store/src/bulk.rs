@@ -147,6 +147,9 @@ impl<'s> BulkWriter<'s> {
         layout::encode_node(node, &mut value);
         let database = self.inner.databases.id2node;
         database.put_with_flags(self.txn(), PutFlags::APPEND, &layout::encode_id(id), &value)?;
+        // A child listed before its parent has the lower ID: recorded for parents-first output.
+        let meta = self.inner.databases.meta;
+        crate::treeorder::record_parent_change(meta, self.txn(), id, None, Some(node.parent))?;
         self.wrote(value.len())
     }
 

@@ -15,6 +15,7 @@ mod replica;
 mod rows;
 mod search;
 mod store;
+mod treeorder;
 mod usage;
 mod write;
 
@@ -31,11 +32,12 @@ pub use rows::{
     FreshValues, IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
 };
 pub use replica::SubtreeMember;
-pub use search::{Scope, SearchCursor, SearchSpec};
+pub use search::{Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
+pub use treeorder::{TreePosition, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
 pub use usage::EnvironmentUsage;
 pub use write::{StoredEntry, WriteContext, WriteTxn};
 

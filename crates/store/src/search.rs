@@ -1,5 +1,8 @@
-//! Search: filter → index candidates → scope → exact filter test, in ID order.
+//! Search: filter → index candidates → scope → exact filter test, in ID order, or, when the
+//! store has inverted links, parents first (`treeorder`).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ops::Bound;
 
 use heed::types::Bytes;
@@ -11,6 +14,7 @@ use roaring::RoaringBitmap;
 use crate::layout::{self, EntryId, IndexKinds};
 use crate::read::{children_of, corrupt, is_within, require_node, subtree_ids, EntryRef, ReadTxn};
 use crate::store::{lmdb_to_ldap, RawDatabase};
+use crate::treeorder::{ids_still_ahead_below, PositionFinder, TreePosition};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -131,7 +135,34 @@ const STOP_CHECK_INTERVAL_CANDIDATES: usize = 64;
 /// every `STOP_CHECK_INTERVAL_CANDIDATES` candidates.
 pub type StopCheck<'a> = Box<dyn Fn() -> Option<LdapError> + 'a>;
 
-/// The matching entries of a search, in ID order.
+/// Most matching entries a search holds back until their parent has been output (12 bytes
+/// each: 12 MiB); beyond it the search ends with adminLimitExceeded. Only a store with
+/// inverted links (child-first loads, subtrees moved under newer parents) holds any back.
+pub const TREE_ORDER_DEFERRED_ENTRIES_MAX: usize = 1 << 20;
+
+/// Parents-first ordering state of a search over a store with inverted links.
+struct TreeOrdering<'a> {
+    finder: PositionFinder,
+    /// Matches that must wait for an ancestor with a higher ID (smallest position first).
+    deferred: BinaryHeap<Reverse<TreePosition>>,
+    /// The next match that needs no waiting, read ahead to compare with `deferred`.
+    ahead: Option<(TreePosition, EntryRef<'a>)>,
+    /// Candidates before this position were output by earlier pages.
+    resume: Option<TreePosition>,
+    /// IDs below the resumed-from position that may still be ahead, examined before the
+    /// source (which then starts at that position's top ID).
+    replay: RoaringBitmap,
+}
+
+/// A candidate ID and, from the sequential source, its id2entry value.
+type Candidate<'a> = (EntryId, Option<&'a [u8]>);
+
+/// A matching candidate with its position (when the search orders by tree position).
+type Found<'a> = (EntryId, EntryRef<'a>, Option<TreePosition>);
+
+/// The matching entries of a search: in ID order, or parents first when the store has
+/// inverted links (see `treeorder`); either way each entry once, and `last_position` tells
+/// where a next page resumes.
 pub struct SearchCursor<'a> {
     read: &'a ReadTxn,
     spec: &'a SearchSpec,
@@ -139,7 +170,12 @@ pub struct SearchCursor<'a> {
     returned: usize,
     examined: usize,
     undecodable: usize,
+    /// No more entries (source exhausted and nothing deferred, or an error was returned).
     finished: bool,
+    /// The candidate source is exhausted.
+    source_done: bool,
+    tree: Option<TreeOrdering<'a>>,
+    last_position: Option<TreePosition>,
     /// The filter tests the virtual entryDN attribute: present it on candidates (computing a
     /// DN costs a parent walk, so only when asked).
     filter_uses_entry_dn: bool,
@@ -528,6 +564,15 @@ impl ReadTxn {
             .schema
             .attribute("entryDN")
             .is_some_and(|entry_dn| filter_mentions(&spec.filter, entry_dn));
+        // Only a subtree output can hold an entry and its parent (a base search has one entry,
+        // a one-level search siblings), and only an inverted link can put the child first.
+        let tree = (spec.scope == Scope::Sub && self.has_inverted_links()?).then(|| TreeOrdering {
+            finder: PositionFinder::default(),
+            deferred: BinaryHeap::new(),
+            ahead: None,
+            resume: None,
+            replay: RoaringBitmap::new(),
+        });
         Ok(SearchCursor {
             read: self,
             spec,
@@ -536,6 +581,9 @@ impl ReadTxn {
             examined: 0,
             undecodable: 0,
             finished: false,
+            source_done: false,
+            tree,
+            last_position: None,
             filter_uses_entry_dn,
             stop: None,
         })
@@ -552,22 +600,78 @@ impl ReadTxn {
 }
 
 impl<'a> SearchCursor<'a> {
-    /// Skips every candidate up to and including `id` (paged results: a new read txn per page
-    /// resumes after the last ID sent).
+    /// Skips every candidate up to and including the entry `id` (paged results: a new read
+    /// txn per page resumes after the last entry sent).
     pub fn resume_after(mut self, id: EntryId) -> SearchCursor<'a> {
+        if self.tree.is_none() {
+            if id == EntryId::MAX {
+                self.finished = true;
+                return self;
+            }
+            return self.resume_from(TreePosition::in_id_order(id + 1));
+        }
+        let position = PositionFinder::default()
+            .position(&self.read.inner, self.read.txn(), id)
+            .ok()
+            .flatten()
+            // An entry deleted since: its ID-order place is the best guess.
+            .unwrap_or(TreePosition::in_id_order(id));
+        // The next position after it (the ID is the last field of the order).
+        self.resume_from(TreePosition {
+            id: position.id.saturating_add(1),
+            ..position
+        })
+    }
+
+    /// Skips every candidate before `position` (paged results: the position of the first
+    /// entry not sent, from `last_position`, carried in the cookie).
+    pub fn resume_from(mut self, position: TreePosition) -> SearchCursor<'a> {
+        let Some(tree) = &mut self.tree else {
+            // ID order: positions are IDs.
+            match &mut self.source {
+                CandidateSource::Ids(ids) => {
+                    ids.remove_range(..position.top);
+                }
+                CandidateSource::Sequential { next, rows } => {
+                    *next = (*next).max(position.top);
+                    *rows = None;
+                }
+            }
+            return self;
+        };
+        tree.resume = Some(position);
+        // Only IDs below an inverted link can still be ahead of the position while lower than
+        // its top; without the record (an old DB opened read-only) every candidate is checked.
+        let ahead = match self.read.inversions_tracked() {
+            Ok(true) => ids_still_ahead_below(self.read, position),
+            Ok(false) => return self,
+            Err(error) => Err(error),
+        };
+        let Ok(ahead) = ahead else {
+            // Checking every candidate is always correct, only slower.
+            return self;
+        };
         match &mut self.source {
             CandidateSource::Ids(ids) => {
-                ids.remove_range(..=id);
+                let mut below = ids.clone();
+                below.remove_range(position.top..);
+                tree.replay = below & ahead;
+                ids.remove_range(..position.top);
             }
             CandidateSource::Sequential { next, rows } => {
-                *next = (*next).max(id.saturating_add(1));
+                // The sequential source covers the subtree being everything: every ID.
+                tree.replay = ahead;
+                tree.replay.remove_range(position.top..);
+                *next = (*next).max(position.top);
                 *rows = None;
             }
         }
-        if id == EntryId::MAX {
-            self.finished = true;
-        }
         self
+    }
+
+    /// Where the entry last returned stands: a page that ends before it resumes from here.
+    pub fn last_position(&self) -> Option<TreePosition> {
+        self.last_position
     }
 
     /// Ends the search with `check`'s error once it gives one; asked between candidates,
@@ -582,55 +686,93 @@ impl<'a> SearchCursor<'a> {
         self.returned
     }
 
-    fn next_candidate(&mut self) -> Result<Option<(EntryId, EntryRef<'a>)>, LdapError> {
+    /// The next candidate ID in ID order (the replayed ones first), None when exhausted; for
+    /// the sequential source also its id2entry value.
+    fn next_candidate_id(&mut self) -> Result<Option<Candidate<'a>>, LdapError> {
+        if let Some(id) = self.tree.as_mut().and_then(|tree| {
+            let id = tree.replay.min()?;
+            tree.replay.remove(id);
+            Some(id)
+        }) {
+            return Ok(Some((id, None)));
+        }
+        match &mut self.source {
+            CandidateSource::Ids(ids) => Ok(ids.min().map(|id| {
+                ids.remove(id);
+                (id, None)
+            })),
+            CandidateSource::Sequential { next, rows } => {
+                if rows.is_none() {
+                    let start = layout::encode_id(*next);
+                    let bounds: (Bound<&[u8]>, Bound<&[u8]>) =
+                        (Bound::Included(&start[..]), Bound::Unbounded);
+                    let read: &'a ReadTxn = self.read;
+                    *rows = Some(
+                        read.inner
+                            .databases
+                            .id2entry
+                            .range(read.txn(), &bounds)
+                            .map_err(lmdb_to_ldap)?,
+                    );
+                }
+                let Some(row) = rows.as_mut().and_then(Iterator::next) else {
+                    return Ok(None);
+                };
+                let (key, value) = row.map_err(lmdb_to_ldap)?;
+                let id = layout::decode_id(key).ok_or_else(|| corrupt("id2entry key"))?;
+                if id == EntryId::MAX {
+                    self.source_done = true;
+                }
+                Ok(Some((id, Some(value))))
+            }
+        }
+    }
+
+    /// The candidate's tree position when the search orders by it; Err(()) when the
+    /// candidate is to be skipped (before the resumed-from position, or without a node).
+    fn candidate_position(
+        &mut self,
+        id: EntryId,
+    ) -> Result<Result<Option<TreePosition>, ()>, LdapError> {
+        let Some(tree) = &mut self.tree else {
+            return Ok(Ok(None));
+        };
+        Ok(
+            match tree
+                .finder
+                .position(&self.read.inner, self.read.txn(), id)?
+            {
+                None => Err(()),
+                Some(position) if tree.resume.is_some_and(|resume| position < resume) => Err(()),
+                Some(position) => Ok(Some(position)),
+            },
+        )
+    }
+
+    fn next_candidate(&mut self) -> Result<Option<Found<'a>>, LdapError> {
         loop {
-            let id = match &mut self.source {
-                CandidateSource::Ids(ids) => match ids.min() {
-                    None => return Ok(None),
-                    Some(id) => {
-                        ids.remove(id);
-                        id
-                    }
-                },
-                CandidateSource::Sequential { next, rows } => {
-                    if rows.is_none() {
-                        let start = layout::encode_id(*next);
-                        let bounds: (Bound<&[u8]>, Bound<&[u8]>) =
-                            (Bound::Included(&start[..]), Bound::Unbounded);
-                        let read: &'a ReadTxn = self.read;
-                        *rows = Some(
-                            read.inner
-                                .databases
-                                .id2entry
-                                .range(read.txn(), &bounds)
-                                .map_err(lmdb_to_ldap)?,
-                        );
-                    }
-                    let Some(row) = rows.as_mut().and_then(Iterator::next) else {
-                        return Ok(None);
-                    };
-                    let (key, value) = row.map_err(lmdb_to_ldap)?;
-                    let id = layout::decode_id(key).ok_or_else(|| corrupt("id2entry key"))?;
-                    if id == EntryId::MAX {
-                        self.finished = true;
-                    }
-                    if let Some(entry) = self.decoded_or_skipped(id, value) {
-                        return Ok(Some((id, entry)));
-                    }
-                    continue;
+            let Some((id, value)) = self.next_candidate_id()? else {
+                return Ok(None);
+            };
+            // Positions first: a candidate an earlier page sent costs no entry read.
+            let Ok(position) = self.candidate_position(id)? else {
+                continue;
+            };
+            let value = match value {
+                Some(value) => Some(value),
+                // A candidate from an index may have been deleted only if the index is wrong;
+                // skip silently rather than fail the search (check() reports it).
+                None => {
+                    let read: &'a ReadTxn = self.read;
+                    read.inner
+                        .databases
+                        .id2entry
+                        .get(read.txn(), &layout::encode_id(id))
+                        .map_err(lmdb_to_ldap)?
                 }
             };
-            // A candidate from an index may have been deleted only if the index is wrong;
-            // skip silently rather than fail the search (check() reports it).
-            let read: &'a ReadTxn = self.read;
-            let value = read
-                .inner
-                .databases
-                .id2entry
-                .get(read.txn(), &layout::encode_id(id))
-                .map_err(lmdb_to_ldap)?;
             if let Some(entry) = value.and_then(|value| self.decoded_or_skipped(id, value)) {
-                return Ok(Some((id, entry)));
+                return Ok(Some((id, entry, position)));
             }
         }
     }
@@ -661,31 +803,26 @@ impl<'a> SearchCursor<'a> {
     }
 }
 
-impl<'a> Iterator for SearchCursor<'a> {
-    type Item = Result<(EntryId, EntryRef<'a>), LdapError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        while !self.finished {
-            let (id, entry) = match self.next_candidate() {
+impl<'a> SearchCursor<'a> {
+    /// The next candidate that matches the filter, in ID order; None once the source is
+    /// exhausted. Counts examined candidates and applies the stop check and lookthrough limit.
+    fn next_match(&mut self) -> Option<Result<Found<'a>, LdapError>> {
+        while !self.source_done {
+            let (id, entry, position) = match self.next_candidate() {
                 Ok(Some(found)) => found,
                 Ok(None) => {
-                    self.finished = true;
+                    self.source_done = true;
                     return None;
                 }
-                Err(error) => {
-                    self.finished = true;
-                    return Some(Err(error));
-                }
+                Err(error) => return Some(Err(error)),
             };
             self.examined += 1;
             if self.examined.is_multiple_of(STOP_CHECK_INTERVAL_CANDIDATES) {
                 if let Some(error) = self.stop.as_ref().and_then(|check| check()) {
-                    self.finished = true;
                     return Some(Err(error));
                 }
             }
             if self.spec.lookthrough_limit != 0 && self.examined > self.spec.lookthrough_limit {
-                self.finished = true;
                 return Some(Err(LdapError::new(
                     ResultCode::AdminLimitExceeded,
                     format!(
@@ -700,17 +837,103 @@ impl<'a> Iterator for SearchCursor<'a> {
                 entry
             };
             if self.spec.filter.evaluate(&entry).is_true() {
-                if self.spec.size_limit != 0 && self.returned >= self.spec.size_limit {
-                    self.finished = true;
-                    return Some(Err(LdapError::new(
-                        ResultCode::SizeLimitExceeded,
-                        format!("more than {} entries match", self.spec.size_limit),
-                    )));
-                }
-                self.returned += 1;
-                return Some(Ok((id, entry)));
+                return Some(Ok((id, entry, position)));
             }
         }
         None
+    }
+
+    /// The next match in tree-position order: matches come in ID order, and one whose
+    /// position's top is above its own ID waits (as its position only) until every match
+    /// before it has gone out. A waiting match is read again when its turn comes.
+    fn next_in_tree_order(&mut self) -> Option<Result<Found<'a>, LdapError>> {
+        loop {
+            let tree = self.tree.as_ref()?;
+            if tree.ahead.is_none() && !self.source_done {
+                let (id, entry, position) = match self.next_match() {
+                    // Exhausted: what waits goes out next.
+                    None => continue,
+                    Some(Ok(found)) => found,
+                    Some(Err(error)) => return Some(Err(error)),
+                };
+                let position = position.unwrap_or(TreePosition::in_id_order(id));
+                let tree = self.tree.as_mut()?;
+                if position.top > id {
+                    if tree.deferred.len() >= TREE_ORDER_DEFERRED_ENTRIES_MAX {
+                        return Some(Err(LdapError::new(
+                            ResultCode::AdminLimitExceeded,
+                            format!(
+                                "more than {TREE_ORDER_DEFERRED_ENTRIES_MAX} matching entries \
+                                 wait for a parent with a higher entry ID"
+                            ),
+                        )));
+                    }
+                    tree.deferred.push(Reverse(position));
+                } else {
+                    tree.ahead = Some((position, entry));
+                }
+                continue;
+            }
+            let tree = self.tree.as_mut()?;
+            let waiting_first = match (tree.deferred.peek(), &tree.ahead) {
+                (None, _) => false,
+                (Some(Reverse(waiting)), Some((ahead, _))) => waiting < ahead,
+                (Some(_), None) => true,
+            };
+            if !waiting_first {
+                let (position, entry) = tree.ahead.take()?;
+                return Some(Ok((position.id, entry, Some(position))));
+            }
+            let Reverse(position) = tree.deferred.pop()?;
+            match self.read.entry(position.id) {
+                Ok(Some(entry)) => {
+                    let entry = if self.filter_uses_entry_dn {
+                        entry.with_virtual_entry_dn()
+                    } else {
+                        entry
+                    };
+                    return Some(Ok((position.id, entry, Some(position))));
+                }
+                // Read and decoded a moment ago in this same snapshot.
+                Ok(None) => continue,
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+}
+
+impl<'a> Iterator for SearchCursor<'a> {
+    type Item = Result<(EntryId, EntryRef<'a>), LdapError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        let found = if self.tree.is_some() {
+            self.next_in_tree_order()
+        } else {
+            self.next_match()
+        };
+        let (id, entry, position) = match found {
+            None => {
+                self.finished = true;
+                return None;
+            }
+            Some(Err(error)) => {
+                self.finished = true;
+                return Some(Err(error));
+            }
+            Some(Ok(found)) => found,
+        };
+        if self.spec.size_limit != 0 && self.returned >= self.spec.size_limit {
+            self.finished = true;
+            return Some(Err(LdapError::new(
+                ResultCode::SizeLimitExceeded,
+                format!("more than {} entries match", self.spec.size_limit),
+            )));
+        }
+        self.returned += 1;
+        self.last_position = Some(position.unwrap_or(TreePosition::in_id_order(id)));
+        Some(Ok((id, entry)))
     }
 }

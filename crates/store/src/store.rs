@@ -659,6 +659,8 @@ impl Store {
             )?;
             meta.put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
         }
+        // Searches order parents first from the inverted-link record (`treeorder`).
+        crate::treeorder::track_inversions_once(databases.meta, databases.id2node, &mut write_txn)?;
         let state = read_meta_state(
             &databases,
             &write_txn,

@@ -397,6 +397,24 @@ impl<'s> WriteTxn<'s> {
             .map_err(lmdb_to_ldap)
     }
 
+    /// Keeps `meta`'s inverted-link record (parents-first output) right for a moved or
+    /// deleted node.
+    fn record_parent_change(
+        &mut self,
+        id: EntryId,
+        old_parent: Option<EntryId>,
+        new_parent: Option<EntryId>,
+    ) -> Result<(), LdapError> {
+        crate::treeorder::record_parent_change(
+            self.inner.databases.meta,
+            &mut self.txn,
+            id,
+            old_parent,
+            new_parent,
+        )
+        .map_err(lmdb_to_ldap)
+    }
+
     /// Adds `delta` to the subtree size of `start` and all its ancestors.
     fn adjust_subtree_sizes(&mut self, start: EntryId, delta: i64) -> Result<(), LdapError> {
         let mut current = start;
@@ -757,6 +775,7 @@ impl<'s> WriteTxn<'s> {
             .map_err(lmdb_to_ldap)?;
         self.adjust_subtree_sizes(node.parent, -1)?;
         self.adjust_child_count(node.parent, -1)?;
+        self.record_parent_change(id, Some(node.parent), None)?;
         Ok(id)
     }
 
@@ -1065,6 +1084,7 @@ impl<'s> WriteTxn<'s> {
         };
         self.put_node(id, &moved)?;
         if new_parent != node.parent {
+            self.record_parent_change(id, Some(node.parent), Some(new_parent))?;
             self.adjust_subtree_sizes(node.parent, -(node.subtree_size as i64))?;
             self.adjust_child_count(node.parent, -1)?;
             self.adjust_subtree_sizes(new_parent, node.subtree_size as i64)?;

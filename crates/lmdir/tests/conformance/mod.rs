@@ -626,3 +626,32 @@ pub fn run_cases(pair: &Pair, cases: &[Case]) -> Vec<String> {
     }
     differences
 }
+
+/// The normalized DNs of a subtree search as the rootdn, in the order the server sent them.
+pub fn dns_in_output_order(port: u16, base: &str, extra: &[&str]) -> Vec<String> {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no"])
+        .args(["-H", &format!("ldap://127.0.0.1:{port}")])
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", base, "-s", "sub"])
+        .args(extra)
+        .args(["(objectClass=*)", "1.1"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "ldapsearch on port {port} failed");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            if let Some(encoded) = line.strip_prefix("dn:: ") {
+                return Some(normalize_dn(&String::from_utf8_lossy(&decode_base64(
+                    encoded,
+                ))));
+            }
+            line.strip_prefix("dn: ").map(normalize_dn)
+        })
+        .collect()
+}
+
+/// The normalized DN of the parent of a normalized DN.
+pub fn parent_dn(dn: &str) -> String {
+    split_unescaped(dn, ',')[1..].join(",")
+}

@@ -7,6 +7,7 @@ mod paging;
 mod sort;
 mod subschema;
 
+use lmdir_store::TreePosition;
 use crate::ber::ResponseControl;
 use crate::context::{
     database_of, internal, no_such_object, Database, OperationContext, ServerContext,
@@ -596,12 +597,12 @@ impl SearchJob {
             .read
             .search(spec)?
             .stop_when(|| self.stop_reason(limits));
-        if let Some(last) = page.and_then(|page| page.resume) {
-            cursor = cursor.resume_after(last);
+        if let Some(position) = page.and_then(|page| page.resume) {
+            cursor = cursor.resume_from(position);
         }
         let mut cookie = page.map(|_| Vec::new());
         let mut result = Ok(());
-        for item in cursor {
+        while let Some(item) = cursor.next() {
             if let Some(stop) = self.stop_reason(limits) {
                 result = Err(stop.into());
                 break;
@@ -627,11 +628,11 @@ impl SearchJob {
             if let Some(page) = page {
                 if output.sent == page.size {
                     let total = sent_before + output.sent;
-                    cookie = Some(visible.database.seal_cookie(
-                        &page.fingerprint,
-                        id.saturating_sub(1),
-                        total,
-                    ));
+                    // The next page starts with this entry, from its place in the order.
+                    let resume = cursor
+                        .last_position()
+                        .unwrap_or(TreePosition::in_id_order(id));
+                    cookie = Some(visible.database.seal_cookie(&page.fingerprint, resume, total));
                     break;
                 }
             }
@@ -683,7 +684,7 @@ impl SearchJob {
         let total = sorted.entries.len();
         let start = page
             .and_then(|page| page.resume)
-            .map_or(0, |position| position as usize)
+            .map_or(0, |position| position.id as usize)
             .min(total);
         let mut end = total;
         let mut cookie = page.map(|_| Vec::new());
@@ -693,7 +694,7 @@ impl SearchJob {
                 end = page_end;
                 cookie = Some(visible.database.seal_cookie(
                     &page.fingerprint,
-                    end as u32,
+                    TreePosition::in_id_order(end as u32),
                     end as u64,
                 ));
             }

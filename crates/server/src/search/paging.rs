@@ -1,6 +1,7 @@
 //! Paged results (RFC 2696) without server state: the cookie carries where to resume and how
 //! many entries were returned, sealed by a keyed tag over the request's fingerprint.
 
+use lmdir_store::TreePosition;
 use crate::ber::ResponseControl;
 use crate::context::Database;
 use crate::result::{code, OperationError};
@@ -51,24 +52,30 @@ pub(super) struct PageRequest {
     /// What must stay the same between pages (`request_fingerprint`).
     pub(super) fingerprint: [u8; 32],
     pub(super) size: u64,
-    /// The last entry ID sent (unsorted) or the position reached in the sorted order.
-    pub(super) resume: Option<u32>,
+    /// Unsorted: the tree position of the first entry not sent yet (parents-first order, see
+    /// lmdir_store::TreePosition); sorted: the index reached in the sorted order, as `id`.
+    pub(super) resume: Option<TreePosition>,
     /// Entries the earlier pages of this paged search returned (the size limit is a total).
     pub(super) sent_before: u64,
 }
 
 /// Bytes of a paged-results cookie's keyed hash.
 const COOKIE_TAG_BYTES: usize = 16;
-/// A cookie: resume point (u32 BE), entries sent so far (u64 BE), tag.
-const COOKIE_BYTES: usize = 4 + 8 + COOKIE_TAG_BYTES;
+/// A cookie: resume point (a tree position, 12 bytes), entries sent so far (u64 BE), tag.
+const COOKIE_BYTES: usize = TreePosition::BYTES + 8 + COOKIE_TAG_BYTES;
 
 impl Database {
-    fn cookie_tag(&self, fingerprint: &[u8; 32], resume: u32, sent: u64) -> [u8; COOKIE_TAG_BYTES] {
+    fn cookie_tag(
+        &self,
+        fingerprint: &[u8; 32],
+        resume: TreePosition,
+        sent: u64,
+    ) -> [u8; COOKIE_TAG_BYTES] {
         use sha2::Digest;
         let mut hash = sha2::Sha256::new();
         hash.update(self.cookie_key);
         hash.update(fingerprint);
-        hash.update(resume.to_be_bytes());
+        hash.update(resume.to_bytes());
         hash.update(sent.to_be_bytes());
         let digest = hash.finalize();
         let mut tag = [0u8; COOKIE_TAG_BYTES];
@@ -80,9 +87,14 @@ impl Database {
     /// how many entries the paged search has returned, under a tag keyed by a secret of this
     /// server, so a client can neither reset the count nor move the cookie to another search
     /// or connection. The server keeps no paged-search state at all.
-    pub(super) fn seal_cookie(&self, fingerprint: &[u8; 32], resume: u32, sent: u64) -> Vec<u8> {
+    pub(super) fn seal_cookie(
+        &self,
+        fingerprint: &[u8; 32],
+        resume: TreePosition,
+        sent: u64,
+    ) -> Vec<u8> {
         let mut cookie = Vec::with_capacity(COOKIE_BYTES);
-        cookie.extend_from_slice(&resume.to_be_bytes());
+        cookie.extend_from_slice(&resume.to_bytes());
         cookie.extend_from_slice(&sent.to_be_bytes());
         cookie.extend_from_slice(&self.cookie_tag(fingerprint, resume, sent));
         cookie
@@ -113,13 +125,14 @@ impl Database {
         if cookie.len() != COOKIE_BYTES {
             return Err(foreign());
         }
-        let resume = u32::from_be_bytes(cookie[0..4].try_into().map_err(|_| foreign())?);
-        let sent = u64::from_be_bytes(cookie[4..12].try_into().map_err(|_| foreign())?);
+        let (resume, rest) = cookie.split_at(TreePosition::BYTES);
+        let resume = TreePosition::from_bytes(resume).ok_or_else(foreign)?;
+        let sent = u64::from_be_bytes(rest[0..8].try_into().map_err(|_| foreign())?);
         let expected = self.cookie_tag(&fingerprint, resume, sent);
         // Every byte compared whatever the first difference, so timing tells nothing.
         let difference = expected
             .iter()
-            .zip(&cookie[12..])
+            .zip(&rest[8..])
             .fold(0u8, |difference, (left, right)| difference | (left ^ right));
         if difference != 0 {
             return Err(foreign());
