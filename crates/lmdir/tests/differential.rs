@@ -6,7 +6,7 @@
 #[allow(dead_code)] // the scripts suite uses the rest of the harness
 mod conformance;
 
-use conformance::{case, modify, run_cases, Case, Pair, SUFFIX};
+use conformance::{case, describe_difference, modify, run_cases, search, Case, Pair, SUFFIX};
 
 const SURNAMES: &[&str] = &[
     "Kim",
