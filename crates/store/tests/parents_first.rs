@@ -83,7 +83,11 @@ impl Model {
                 let unit = self.next;
                 self.next += 1;
                 let dn = format!("ou=n{unit},{}", self.dn(parent));
-                let parity = if unit.is_multiple_of(2) { "even" } else { "odd" };
+                let parity = if unit.is_multiple_of(2) {
+                    "even"
+                } else {
+                    "odd"
+                };
                 let new = entry(
                     &dn,
                     &[
@@ -330,4 +334,46 @@ fn moved_subtree_comes_after_its_new_parent_until_moved_back() {
     let mut sorted = ids.clone();
     sorted.sort_unstable();
     assert_eq!(ids, sorted, "no inverted link: plain ID order");
+}
+
+/// `check` names an inverted link the record lacks (a search would list that child first)
+/// and a record the tree does not back.
+#[test]
+fn check_compares_the_inverted_link_record_with_the_tree() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    let mut model = Model::default();
+    let mut write = store.write().unwrap();
+    write
+        .add(
+            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+            &context(),
+        )
+        .unwrap();
+    write.commit().unwrap();
+    model.apply(&store, &Operation::Add(0)); // n0
+    model.apply(&store, &Operation::Add(0)); // n1, newer
+    model.apply(&store, &Operation::Move(0, 1)); // n0 under n1
+    assert!(store.check().unwrap().is_clean());
+    let (n0, n1) = {
+        let read = store.read().unwrap();
+        (
+            read.dn_to_id(&model.dn(Some(0))).unwrap(),
+            read.dn_to_id(&model.dn(Some(1))).unwrap(),
+        )
+    };
+    let meta = store.meta_database();
+    let mut write = store.write().unwrap();
+    meta.delete(write.raw_txn(), &lmdir_store::inversion_key(n1, n0))
+        .unwrap();
+    meta.put(
+        write.raw_txn(),
+        &lmdir_store::inversion_key(n0 + 7, n0),
+        &[],
+    )
+    .unwrap();
+    write.commit().unwrap();
+    let report = store.check().unwrap().to_string();
+    assert!(report.contains("but no inverted-link record"), "{report}");
+    assert!(report.contains("does not match the tree"), "{report}");
 }
