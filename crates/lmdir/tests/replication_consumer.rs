@@ -417,3 +417,52 @@ fn write_file(server: &TestServer, text: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// A hostile provider: answers the bind, then announces a 2 GiB message after the sync search.
+/// The consumer refuses it from the header (no allocation), logs why, retries, and keeps serving.
+#[test]
+fn a_provider_announcing_a_huge_message_is_refused_and_retried() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fake = Provider {
+        directory: tempfile::tempdir().unwrap(),
+        port,
+    };
+    let mut replica = replica(&fake, "refreshAndPersist");
+    let hostile = std::thread::spawn(move || {
+        let mut sessions = 0;
+        // Two sessions: the second proves the consumer came back after the refusal.
+        while sessions < 2 {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request); // the bind (message 2)
+            let bind_success = [
+                0x30, 0x0c, 0x02, 0x01, 0x02, 0x61, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00,
+            ];
+            let _ = stream.write_all(&bind_success);
+            let _ = stream.read(&mut request); // the sync search
+            let _ = stream.write_all(&[0x30, 0x84, 0x7f, 0xff, 0xff, 0xff, 0x02]);
+            sessions += 1;
+        }
+    });
+    replica.start();
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !hostile.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "the consumer did not retry: {}",
+            replica.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    hostile.join().unwrap();
+    replica.assert_running("after the hostile provider");
+    let logs = replica.logs();
+    assert!(
+        logs.contains("exceeds the limit"),
+        "the refusal is logged: {logs}"
+    );
+    assert_eq!(entry_count(replica.port), 0);
+    replica.assert_no_panic("hostile provider");
+}
