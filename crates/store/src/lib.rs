@@ -37,7 +37,7 @@ pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
-pub use treeorder::{TreePosition, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
+pub use treeorder::{inversion_key, TreePosition, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
 pub use usage::EnvironmentUsage;
 pub use write::{StoredEntry, WriteContext, WriteTxn};
 

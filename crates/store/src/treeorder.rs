@@ -31,7 +31,7 @@ pub const META_INVERSION_PREFIX: &[u8] = b"inv:";
 pub const META_INVERSIONS_TRACKED: &[u8] = b"inversions_tracked";
 
 /// The `meta` key recording that `child`'s parent is `parent` (meaningful when parent > child).
-pub(crate) fn inversion_key(parent: EntryId, child: EntryId) -> Vec<u8> {
+pub fn inversion_key(parent: EntryId, child: EntryId) -> Vec<u8> {
     let mut key = Vec::with_capacity(META_INVERSION_PREFIX.len() + 8);
     key.extend_from_slice(META_INVERSION_PREFIX);
     key.extend_from_slice(&parent.to_be_bytes());
