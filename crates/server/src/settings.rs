@@ -142,6 +142,8 @@ pub struct ServerSettings {
     pub limits: Vec<lmdir_config::LimitsRule>,
     /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.
     pub password_policy_default: String,
+    /// Proxied authorization policy (slapd's `authz-policy`; see `proxy_authz`).
+    pub authz_policy: lmdir_config::AuthzPolicy,
 }
 
 impl ServerSettings {
@@ -205,6 +207,7 @@ impl ServerSettings {
             rootpw: database.rootpw.clone(),
             limits: config.limits.clone(),
             password_policy_default: database.password_policy_default.clone(),
+            authz_policy: server.authz_policy,
         })
     }
 }
