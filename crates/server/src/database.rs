@@ -783,6 +783,8 @@ struct Selection {
     num_subordinates: Option<AttrId>,
     entry_dn: Option<AttrId>,
     subschema_subentry: Option<AttrId>,
+    /// The matched values control's filter (RFC 3876): only matching values are returned.
+    matched_values: Option<crate::matched_values::ValuesFilter>,
 }
 
 impl Selection {
@@ -819,6 +821,16 @@ impl Selection {
             num_subordinates: schema.attribute("numSubordinates"),
             entry_dn: schema.attribute("entryDN"),
             subschema_subentry: schema.attribute("subschemaSubentry"),
+            matched_values: None,
+        }
+    }
+
+    /// This selection returning only the values matching `items` (RFC 3876), when given.
+    fn with_matched_values(self, schema: &Schema, items: Option<&[Filter]>) -> Selection {
+        Selection {
+            matched_values: items
+                .map(|items| crate::matched_values::ValuesFilter::new(schema, items)),
+            ..self
         }
     }
 
@@ -953,6 +965,11 @@ fn write_entry_attributes(
         let description = attribute.description_text().as_bytes();
         if types_only {
             writer.attribute(description, std::iter::empty());
+        } else if let Some(matched) = &selection.matched_values {
+            let kept = matched.kept(attr, attribute.options(), attribute.values());
+            if !kept.is_empty() {
+                writer.attribute(description, kept.into_iter());
+            }
         } else {
             writer.attribute(
                 description,

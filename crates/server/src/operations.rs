@@ -163,6 +163,15 @@ impl OperationContext {
             .await;
     }
 
+    /// Answers `operation` with `error` before it starts.
+    async fn refuse(&self, operation: &LdapOp, error: OperationError, started: Instant) {
+        match response_tag(operation) {
+            Some(tag::EXTENDED_RESPONSE) => self.finish_extended(Err(error), started).await,
+            Some(response_tag) => self.finish(response_tag, Err(error), started).await,
+            None => {}
+        }
+    }
+
     async fn finish_extended(
         &self,
         result: Result<(Option<String>, Option<Vec<u8>>), OperationError>,
@@ -229,8 +238,12 @@ pub fn refusal(message_id: i32, operation: &LdapOp, error: &OperationError) -> O
 }
 
 /// Runs one non-bind operation to completion.
-pub async fn dispatch(context: OperationContext, operation: LdapOp) {
+pub async fn dispatch(mut context: OperationContext, operation: LdapOp) {
     let started = Instant::now();
+    // Proxied authorization (RFC 4370) chooses the identity the whole operation runs with.
+    if let Err(error) = crate::proxy_authz::assume_identity(&mut context).await {
+        return context.refuse(&operation, error, started).await;
+    }
     match operation {
         LdapOp::SearchRequest(request) => search(&context, &request, started).await,
         LdapOp::ExtendedRequest(request) => extended(&context, &request, started).await,

@@ -586,7 +586,8 @@ impl SearchJob {
             database,
             read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
-            selection: Selection::resolve(&database.schema, &self.selection),
+            selection: Selection::resolve(&database.schema, &self.selection)
+                .with_matched_values(&database.schema, self.controls.matched_values.as_deref()),
             buffer: BytesMut::with_capacity(SEARCH_CHUNK_BYTES + 4096),
             sink,
             sent: 0,
