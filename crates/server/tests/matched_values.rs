@@ -23,7 +23,12 @@ fn search(
 ) -> Result<Vec<(String, Attributes)>, u32> {
     let result = connection
         .with_controls(controls)
-        .search("ou=people,dc=example,dc=com", Scope::Subtree, filter, attributes)
+        .search(
+            "ou=people,dc=example,dc=com",
+            Scope::Subtree,
+            filter,
+            attributes,
+        )
         .expect("search sent");
     if result.1.rc != 0 {
         return Err(result.1.rc);
@@ -79,7 +84,7 @@ fn only_matching_values_return_by_the_schema_rules() {
         &mut u2,
         "(objectClass=inetOrgPerson)",
         vec!["mail"],
-        vec![MatchedValues::new("(mail=u0000007@example.com)")],
+        vec![MatchedValues::new("((mail=u0000007@example.com))")],
     )
     .expect("search");
     assert_eq!(all.len(), PEOPLE);
@@ -97,19 +102,26 @@ fn hidden_values_are_no_oracle() {
     let mut u2 = bind(&server, &person_dn(2), PERSON_PASSWORD);
     // u2 may not read u1's userPassword (default access: auth only): a right guess and a wrong
     // one answer the same.
-    let answers: Vec<_> = ["(userPassword=secret)", "(userPassword=wrong)", "(userPassword=*)"]
-        .iter()
-        .map(|item| {
-            search(
-                &mut u2,
-                "(uid=u0000001)",
-                vec!["userPassword", "uid"],
-                vec![MatchedValues::new(item)],
-            )
-            .expect("search")
-        })
-        .collect();
-    assert!(answers.iter().all(|answer| answer == &answers[0]), "{answers:?}");
+    let answers: Vec<_> = [
+        "((userPassword=secret))",
+        "((userPassword=wrong))",
+        "((userPassword=*))",
+    ]
+    .iter()
+    .map(|item| {
+        search(
+            &mut u2,
+            "(uid=u0000001)",
+            vec!["userPassword", "uid"],
+            vec![MatchedValues::new(item)],
+        )
+        .expect("search")
+    })
+    .collect();
+    assert!(
+        answers.iter().all(|answer| answer == &answers[0]),
+        "{answers:?}"
+    );
     assert!(!answers[0][0].1.contains_key("userPassword"));
     // The owner reads it, so it gets its value back by presence.
     let mut u1 = bind(&server, &person_dn(1), PERSON_PASSWORD);
@@ -117,7 +129,7 @@ fn hidden_values_are_no_oracle() {
         &mut u1,
         "(uid=u0000001)",
         vec!["userPassword"],
-        vec![MatchedValues::new("(userPassword=*)")],
+        vec![MatchedValues::new("((userPassword=*))")],
     )
     .expect("search");
     assert!(own[0].1.contains_key("userPassword"));
@@ -147,7 +159,7 @@ fn works_with_paging_and_sort() {
             .with_controls(vec![
                 paged,
                 sort.clone(),
-                MatchedValues::new("(mail=u00000*)"),
+                MatchedValues::new("((mail=u00000*))"),
             ])
             .search(
                 "ou=people,dc=example,dc=com",
@@ -211,14 +223,24 @@ fn malformed_oversized_and_misplaced_controls_are_refused() {
         (None, 2),
         (Some(vec![0x30, 0x05, 0xa3, 0x07]), 2),
     ] {
-        let answer = search(&mut connection, "(uid=u0000001)", vec!["cn"], vec![raw(true, value)]);
+        let answer = search(
+            &mut connection,
+            "(uid=u0000001)",
+            vec!["cn"],
+            vec![raw(true, value)],
+        );
         assert_eq!(answer.err(), Some(code));
     }
     let many = format!("({})", "(cn=x)".repeat(65));
-    let answer = search(&mut connection, "(uid=u0000001)", vec!["cn"], vec![MatchedValues::new(many)]);
+    let answer = search(
+        &mut connection,
+        "(uid=u0000001)",
+        vec!["cn"],
+        vec![MatchedValues::new(many)],
+    );
     assert_eq!(answer.err(), Some(11), "more items than the limit");
     // Compare does not honour it: critical → 12.
-    let mut control = MatchedValues::new("(cn=x)");
+    let mut control = MatchedValues::new("((cn=x))");
     control.crit = true;
     let result = connection
         .with_controls(control)
@@ -249,8 +271,17 @@ fn ldapsearch_sends_matched_values() {
     let Some(output) = common::ldap_tool(
         "ldapsearch",
         &[
-            "-x", "-H", &url, "-b", &person_dn(1), "-s", "base", "-E", "!mv=(mail=*two*)",
-            "mail", "uid",
+            "-x",
+            "-H",
+            &url,
+            "-b",
+            &person_dn(1),
+            "-s",
+            "base",
+            "-E",
+            "!mv=(mail=*two*)",
+            "mail",
+            "uid",
         ],
     ) else {
         return;
@@ -258,5 +289,8 @@ fn ldapsearch_sends_matched_values() {
     assert!(output.status.success(), "{}", common::text(&output.stderr));
     let text = common::text(&output.stdout);
     assert!(text.contains("mail: b@two.example"), "{text}");
-    assert!(!text.contains("a@one.example") && !text.contains("uid:"), "{text}");
+    assert!(
+        !text.contains("a@one.example") && !text.contains("uid:"),
+        "{text}"
+    );
 }
