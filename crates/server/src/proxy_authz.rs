@@ -3,7 +3,7 @@
 //! - a bound identity asks, with the control, that one operation run as another identity (an
 //!   authzId: `dn:<DN>`, `u:<uid>`, or empty for anonymous);
 //! - anonymous clients may not ask; asking for anonymous or for oneself is always allowed; the
-//!   rootdn may act as anyone;
+//!   rootdn may act as any DN within the database's suffix;
 //! - otherwise the policy decides: `to` needs a rule in the bound entry's `authzTo` naming the
 //!   target, `from` a rule in the target entry's `authzFrom` naming the bound identity, `any`
 //!   either and `all` both; `none` (the default) allows nothing more;
@@ -112,7 +112,8 @@ fn decide(
     let target = rules
         .target(authz_id)?
         .ok_or_else(|| denied("authzId mapping failed"))?;
-    if target.normalized_dn == bound.normalized_dn || bound.is_rootdn {
+    if target.normalized_dn == bound.normalized_dn || bound.is_rootdn && rules.in_database(&target)
+    {
         return Ok(target);
     }
     if rules.permitted(server.settings.authz_policy, bound, &target)? {
@@ -194,6 +195,15 @@ impl Rules<'_> {
             }));
         }
         Ok(None)
+    }
+
+    /// Whether `identity` lies in this database (slapd lets the rootdn act as any such DN).
+    fn in_database(&self, identity: &Identity) -> bool {
+        self.schema
+            .normalize_dn_str(&self.settings.suffix)
+            .is_ok_and(|suffix| {
+                lmdir_schema::normalized_dn_is_within(&identity.normalized_dn, &suffix)
+            })
     }
 
     /// Whether the policy lets `bound` act as `target` (neither self nor the rootdn asking).

@@ -70,6 +70,16 @@ fn policy_none_lets_only_the_rootdn_oneself_and_anonymous_through() {
     );
     assert_eq!(whoami_as(&mut u1, ""), Ok(String::new()), "anonymous");
     assert_eq!(whoami_as(&mut root(&server), &target), Ok(target.clone()));
+    // The rootdn acts as DNs of its database only, existing or not (as slapd).
+    let absent = "dn:uid=nobody,ou=people,dc=example,dc=com";
+    assert_eq!(
+        whoami_as(&mut root(&server), absent),
+        Ok(absent.to_string())
+    );
+    assert_eq!(
+        whoami_as(&mut root(&server), "dn:cn=x,dc=other"),
+        Err(DENIED)
+    );
     for bad in ["x:foo", "dn:not a dn", "u:nobody", "uid=u0000002"] {
         assert_eq!(whoami_as(&mut u1, bad), Err(DENIED), "{bad}");
     }
