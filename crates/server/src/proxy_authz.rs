@@ -171,7 +171,13 @@ impl Rules<'_> {
     fn target(&self, authz_id: &str) -> Result<Option<Identity>, OperationError> {
         if let Some(dn) = strip_prefix_ignore_case(authz_id, "dn:") {
             let dn = dn.trim_start();
-            let Ok(normalized) = self.schema.normalize_dn_str(dn) else {
+            // An empty DN names nobody (anonymous is the empty authzId), as slapd.
+            let Some(normalized) = self
+                .schema
+                .normalize_dn_str(dn)
+                .ok()
+                .filter(|normalized| !normalized.is_empty())
+            else {
                 return Ok(None);
             };
             return Ok(Some(Identity {

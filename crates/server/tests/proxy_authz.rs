@@ -80,7 +80,7 @@ fn policy_none_lets_only_the_rootdn_oneself_and_anonymous_through() {
         whoami_as(&mut root(&server), "dn:cn=x,dc=other"),
         Err(DENIED)
     );
-    for bad in ["x:foo", "dn:not a dn", "u:nobody", "uid=u0000002"] {
+    for bad in ["x:foo", "dn:not a dn", "dn:", "u:nobody", "uid=u0000002"] {
         assert_eq!(whoami_as(&mut u1, bad), Err(DENIED), "{bad}");
     }
     let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
