@@ -968,7 +968,7 @@ fn write_entry_attributes(
         } else if let Some(matched) = &selection.matched_values {
             let kept = matched.kept(attr, attribute.options(), attribute.values());
             if !kept.is_empty() {
-                writer.attribute(description, kept.into_iter());
+                writer.attribute(description, kept);
             }
         } else {
             writer.attribute(

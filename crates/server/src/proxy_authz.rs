@@ -408,7 +408,9 @@ fn parse_rule(schema: &Schema, text: &str) -> Rule {
         }
         schema.normalize_dn_str(dn).map_or(Rule::Nothing, make)
     };
-    const DN_FORMS: [(&str, fn(String) -> Rule); 5] = [
+    /// A rule's prefix and the rule it makes of the DN that follows.
+    type DnForm = (&'static str, fn(String) -> Rule);
+    const DN_FORMS: [DnForm; 5] = [
         ("dn:", Rule::Exact),
         ("dn.exact:", Rule::Exact),
         ("dn.subtree:", Rule::Subtree),
