@@ -1,5 +1,5 @@
 //! Each control value decoder on arbitrary bytes (the first byte picks the decoder): paged
-//! results, server-side sort, assertion, pre/post-read. Nothing may panic, and what is accepted
+//! results, server-side sort, assertion, pre/post-read, matched values. Nothing may panic, and what is accepted
 //! must respect the decoders' own rules and limits.
 #![no_main]
 
@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&selector, value)) = data.split_first() else {
         return;
     };
-    match selector % 4 {
+    match selector % 5 {
         0 => {
             if let Ok((size, _cookie)) = controls::decode_paged(Some(value)) {
                 assert!((0..=i64::from(i32::MAX)).contains(&size), "page size {size}");
@@ -26,6 +26,12 @@ fuzz_target!(|data: &[u8]| {
                 // What the server does next with an assertion: its text form, parsed again.
                 let text = lmdir_server::filter_text::to_string(&filter);
                 let _ = lmdir_schema::Filter::parse(&text, 64);
+            }
+        }
+        3 => {
+            if let Ok(items) = lmdir_server::matched_values::decode(Some(value)) {
+                let limit = lmdir_server::matched_values::MATCHED_VALUES_ITEMS_MAX;
+                assert!(!items.is_empty() && items.len() <= limit);
             }
         }
         _ => {

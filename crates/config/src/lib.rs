@@ -109,6 +109,26 @@ pub struct ServerConfig {
     pub log_file: PathBuf,
     /// `text` (human-readable lines) or `json` (one JSON object per line).
     pub log_format: LogFormat,
+    /// Which entries' `authzTo` / `authzFrom` rules let a bound identity act as another one
+    /// (proxied authorization, RFC 4370), as slapd's `authz-policy`.
+    pub authz_policy: AuthzPolicy,
+}
+
+/// slapd's `authz-policy`: which rules a proxied authorization must satisfy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthzPolicy {
+    /// No proxying (except the rootdn, as slapd).
+    #[default]
+    None,
+    /// The target entry's `authzFrom` must name the bound identity.
+    From,
+    /// The bound entry's `authzTo` must name the target.
+    To,
+    /// Either rule.
+    Any,
+    /// Both rules.
+    All,
 }
 
 /// The shape of the server's log lines.
@@ -157,6 +177,7 @@ impl Default for ServerConfig {
             log: "info".to_string(),
             log_file: PathBuf::new(),
             log_format: LogFormat::Text,
+            authz_policy: AuthzPolicy::None,
         }
     }
 }

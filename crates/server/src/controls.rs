@@ -38,6 +38,7 @@ pub const SEARCH_CONTROLS: &[&str] = &[
     MANAGE_DSA_IT_OID,
     ASSERTION_OID,
     SORT_REQUEST_OID,
+    crate::matched_values::MATCHED_VALUES_OID,
 ];
 /// Controls honoured by bind.
 pub const BIND_CONTROLS: &[&str] = &[crate::ppolicy::PASSWORD_POLICY_OID];
@@ -140,6 +141,14 @@ pub fn nested_well_formed(element: &Tlv<'_>, depth_left: usize) -> bool {
                 .iter()
                 .all(|child| nested_well_formed(child, depth_left - 1))
         })
+}
+
+/// The identifier of a universal SEQUENCE.
+pub const SEQUENCE_TAG: u8 = ber_tag::SEQUENCE;
+
+/// `bytes` holding exactly one element with identifier `tag`.
+pub fn single_element(bytes: &[u8], tag: u8) -> Option<Tlv<'_>> {
+    single(bytes, tag)
 }
 
 /// `bytes` holding exactly one element with identifier `tag`.
@@ -258,6 +267,9 @@ pub struct RequestControls {
     /// The password policy request control (no value): the response carries the policy's
     /// warnings and errors.
     pub password_policy: bool,
+    /// The matched values control's items (RFC 3876).
+    pub matched_values: Option<Vec<lmdir_schema::Filter>>,
+    pub matched_values_critical: bool,
 }
 
 /// One key of a server-side sort request.
@@ -361,6 +373,10 @@ fn apply(parsed: &mut RequestControls, control: &Control) -> Result<(), Operatio
             }
             parsed.password_policy = true;
         }
+        crate::matched_values::MATCHED_VALUES_OID => {
+            parsed.matched_values = Some(crate::matched_values::decode(value)?);
+            parsed.matched_values_critical = critical;
+        }
         // An OID listed as honoured without a decoder here: treat it as unknown.
         other if critical => return Err(unavailable(other)),
         _ => {}
@@ -450,8 +466,12 @@ fn decode_sort_key(key: Tlv<'_>) -> Result<SortKey, OperationError> {
 
 /// The assertion control's value is one Filter (RFC 4528 §3).
 pub fn decode_assertion(value: Option<&[u8]>) -> Result<LdapFilter, OperationError> {
-    let oid = ASSERTION_OID;
-    let value = value.ok_or_else(|| protocol_error(oid, "missing value"))?;
+    let value = value.ok_or_else(|| protocol_error(ASSERTION_OID, "missing value"))?;
+    decode_filter(ASSERTION_OID, value)
+}
+
+/// One BER Filter element (exactly `value`) of control `oid`, read strictly.
+pub fn decode_filter(oid: &str, value: &[u8]) -> Result<LdapFilter, OperationError> {
     // Checked strictly first: ldap3_lber keeps the decoded prefix of a cut-short element.
     let well_formed = match read_tlv(value) {
         Some((filter, [])) => nested_well_formed(&filter, ASSERTION_BER_DEPTH_MAX),

@@ -10,7 +10,7 @@ use crate::session::Identity;
 use crate::settings::ServerSettings;
 use bytes::BytesMut;
 use lmdir_access::acl::{EntryAccess, Subject};
-use lmdir_schema::{AttrId, Schema};
+use lmdir_schema::{AttrId, Filter, Schema};
 use lmdir_store::ReadTxn;
 use std::collections::HashMap;
 
@@ -26,6 +26,8 @@ pub(crate) struct Selection {
     num_subordinates: Option<AttrId>,
     entry_dn: Option<AttrId>,
     subschema_subentry: Option<AttrId>,
+    /// The matched values control's filter (RFC 3876): only matching values are returned.
+    matched_values: Option<crate::matched_values::ValuesFilter>,
 }
 
 impl Selection {
@@ -62,6 +64,20 @@ impl Selection {
             num_subordinates: schema.attribute("numSubordinates"),
             entry_dn: schema.attribute("entryDN"),
             subschema_subentry: schema.attribute("subschemaSubentry"),
+            matched_values: None,
+        }
+    }
+
+    /// This selection returning only the values matching `items` (RFC 3876), when given.
+    pub(crate) fn with_matched_values(
+        self,
+        schema: &Schema,
+        items: Option<&[Filter]>,
+    ) -> Selection {
+        Selection {
+            matched_values: items
+                .map(|items| crate::matched_values::ValuesFilter::new(schema, items)),
+            ..self
         }
     }
 
@@ -196,6 +212,11 @@ pub(crate) fn write_entry_attributes(
         let description = attribute.description_text().as_bytes();
         if types_only {
             writer.attribute(description, std::iter::empty());
+        } else if let Some(matched) = &selection.matched_values {
+            let kept = matched.kept(attr, attribute.options(), attribute.values());
+            if !kept.is_empty() {
+                writer.attribute(description, kept);
+            }
         } else {
             writer.attribute(
                 description,

@@ -125,6 +125,15 @@ impl OperationContext {
             .await;
     }
 
+    /// Answers `operation` with `error` before it starts.
+    async fn refuse(&self, operation: &LdapOp, error: OperationError, started: Instant) {
+        match response_tag(operation) {
+            Some(tag::EXTENDED_RESPONSE) => self.finish_extended(Err(error), started).await,
+            Some(response_tag) => self.finish(response_tag, Err(error), started).await,
+            None => {}
+        }
+    }
+
     async fn finish_extended(
         &self,
         result: Result<(Option<String>, Option<Vec<u8>>), OperationError>,
@@ -228,8 +237,21 @@ pub fn prepare(server: &ServerContext, identity: &Identity, operation: &LdapOp) 
 }
 
 /// Runs one non-bind operation to completion.
-pub async fn dispatch(context: OperationContext, operation: LdapOp, prepared: Prepared) {
+pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prepared: Prepared) {
     let started = Instant::now();
+    // Proxied authorization (RFC 4370) chooses the identity the whole operation runs with.
+    let proxied = context
+        .controls
+        .iter()
+        .any(|control| control.oid == crate::proxy_authz::PROXY_AUTHZ_OID);
+    if let Err(error) = crate::proxy_authz::assume_identity(&mut context).await {
+        return context.refuse(&operation, error, started).await;
+    }
+    if proxied {
+        // The search was prepared (candidates, estimate) for the bound identity, not the
+        // proxied one it now runs as: prepare it again for the right subject.
+        prepared.search = None;
+    }
     match operation {
         LdapOp::SearchRequest(request) => {
             let prepared = prepared.search.unwrap_or_else(|| {

@@ -32,6 +32,7 @@ pub mod code {
     pub const TOO_LATE: u32 = 120;
     pub const CANNOT_CANCEL: u32 = 121;
     pub const ASSERTION_FAILED: u32 = 122;
+    pub const AUTHORIZATION_DENIED: u32 = 123;
 }
 
 /// A failed operation: the result code, a message for the client, and the matchedDN when known.

@@ -66,6 +66,8 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
                 controls::PRE_READ_OID,
                 controls::POST_READ_OID,
                 controls::SORT_REQUEST_OID,
+                crate::matched_values::MATCHED_VALUES_OID,
+                crate::proxy_authz::PROXY_AUTHZ_OID,
             ]),
             true,
         ),

@@ -146,6 +146,8 @@ pub struct ServerSettings {
     pub replication: lmdir_config::ReplicationConfig,
     /// A read-only replica's provider URL: client writes are referred there (result 10).
     pub update_referral: Option<String>,
+    /// Proxied authorization policy (slapd's `authz-policy`; see `proxy_authz`).
+    pub authz_policy: lmdir_config::AuthzPolicy,
 }
 
 impl ServerSettings {
@@ -214,6 +216,7 @@ impl ServerSettings {
                 .replication
                 .is_read_only_replica()
                 .then(|| config.replication.consumer[0].provider.clone()),
+            authz_policy: server.authz_policy,
         })
     }
 }

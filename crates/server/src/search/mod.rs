@@ -7,7 +7,6 @@ mod paging;
 mod sort;
 mod subschema;
 
-use lmdir_store::TreePosition;
 use crate::ber::ResponseControl;
 use crate::context::{
     database_of, internal, no_such_object, Database, OperationContext, ServerContext,
@@ -25,6 +24,7 @@ use bytes::BytesMut;
 use ldap3_proto::proto::{LdapSearchRequest, LdapSearchScope};
 use lmdir_access::acl::{EntryAccess, Subject};
 use lmdir_schema::{LdapError, PreparedFilter};
+use lmdir_store::TreePosition;
 use lmdir_store::{ReadTxn, Scope, SearchSpec};
 use paging::{paged_response_control, request_fingerprint, PageRequest};
 use sort::{
@@ -412,7 +412,8 @@ impl SearchJob {
             database,
             read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
-            selection: Selection::resolve(&database.schema, &self.selection),
+            selection: Selection::resolve(&database.schema, &self.selection)
+                .with_matched_values(&database.schema, self.controls.matched_values.as_deref()),
             buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
             sink,
             sent: 0,
@@ -632,7 +633,11 @@ impl SearchJob {
                     let resume = cursor
                         .last_position()
                         .unwrap_or(TreePosition::in_id_order(id));
-                    cookie = Some(visible.database.seal_cookie(&page.fingerprint, resume, total));
+                    cookie = Some(
+                        visible
+                            .database
+                            .seal_cookie(&page.fingerprint, resume, total),
+                    );
                     break;
                 }
             }

@@ -1,12 +1,12 @@
 //! Paged results (RFC 2696) without server state: the cookie carries where to resume and how
 //! many entries were returned, sealed by a keyed tag over the request's fingerprint.
 
-use lmdir_store::TreePosition;
 use crate::ber::ResponseControl;
 use crate::context::Database;
 use crate::result::{code, OperationError};
 use bytes::BytesMut;
 use ldap3_proto::proto::LdapSearchRequest;
+use lmdir_store::TreePosition;
 
 /// SHA-256 of what must stay the same between pages (RFC 2696 §3): the connection, base,
 /// scope, filter, attributes, size limit and sort keys (a sorted search's cookie holds a
