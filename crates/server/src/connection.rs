@@ -65,6 +65,10 @@ pub struct Session {
     pub tls_active: bool,
     /// This connection's entry in cn=Monitor.
     pub monitor: Arc<crate::monitor::ConnectionRecord>,
+    /// The bind said changeAfterReset: until the password is changed only that change may run
+    /// (`ppolicy::change_after_reset_refusal`). Shared with the operation tasks, whose
+    /// successful password change clears it.
+    pub password_must_change: Arc<AtomicBool>,
 }
 
 impl Session {
@@ -111,6 +115,7 @@ pub async fn run(
         monitor: context
             .monitor
             .connection_opened(connection_id, &peer, listener),
+        password_must_change: Arc::new(AtomicBool::new(false)),
     };
     info!(
         "conn={connection_id} fd=0 ACCEPT from {peer} ({})",

@@ -629,6 +629,13 @@ impl Database {
             .is_ok_and(|parsed| Some(parsed.attr) == self.user_password)
     }
 
+    /// Whether `description` names an operational attribute type.
+    fn is_operational(&self, description: &str) -> bool {
+        self.schema
+            .parse_description(description)
+            .is_ok_and(|parsed| self.schema.attribute_type(parsed.attr).is_operational())
+    }
+
     fn bind_candidate(
         &self,
         server: &ServerContext,
@@ -1356,6 +1363,17 @@ fn modification_of(change: ldap3_proto::proto::LdapModify) -> Modification {
     }
 }
 
+/// Whether a modify changes only the password and operational attributes: all a connection
+/// bound with a reset password may do until it changes it (as slapd's ppolicy).
+pub fn changes_only_password(server: &ServerContext, request: &LdapModifyRequest) -> bool {
+    database_of(server).is_some_and(|database| {
+        request.changes.iter().all(|change| {
+            let description = &change.modification.atype;
+            database.is_user_password(description) || database.is_operational(description)
+        })
+    })
+}
+
 pub async fn modify(
     context: &OperationContext,
     request: LdapModifyRequest,
@@ -1371,6 +1389,7 @@ pub async fn modify(
     let password_changes = modifications
         .iter()
         .filter(|change| database.is_user_password(&change.description));
+    let changes_password = password_changes.clone().next().is_some();
     let new_passwords: Vec<&[u8]> = password_changes
         .clone()
         .filter(|change| matches!(change.op, ModOp::Add | ModOp::Replace))
@@ -1413,6 +1432,9 @@ pub async fn modify(
         WriteRequest::Modify(request.dn.clone(), modifications),
     )
     .await?;
+    if changes_password {
+        password_changed(context);
+    }
     let post = read_entry_control_async(
         context,
         request.dn,
@@ -1526,6 +1548,15 @@ async fn verify_old_password(
     .map_err(internal)?
 }
 
+/// A password change succeeded: the connection is no longer restricted to making one (slapd
+/// lifts its changeAfterReset restriction on any successful change from the connection).
+fn password_changed(context: &OperationContext) {
+    context
+        .session
+        .password_must_change
+        .store(false, Ordering::Release);
+}
+
 pub async fn password_modify(
     context: &OperationContext,
     request: &LdapExtendedRequest,
@@ -1601,6 +1632,7 @@ pub async fn password_modify(
         },
     )
     .await?;
+    password_changed(context);
     if generated {
         // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }
         let mut value = BytesMut::new();

@@ -696,3 +696,135 @@ fn new_passwords_must_differ_from_the_current_and_the_remembered_ones() {
     assert_eq!(change_own(&mut user, None, PERSON_PASSWORD), (0, None));
     assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 0);
 }
+
+fn policy_control() -> RawControl {
+    RawControl {
+        ctype: POLICY_OID.to_string(),
+        crit: false,
+        val: None,
+    }
+}
+
+/// slapd's restriction after an administrator's reset: the connection that bound with the reset
+/// password may read the root DSE, ask who it is and change the password; every other
+/// operation answers insufficientAccess (50), with the changeAfterReset control (2) on add and
+/// modify. The change lifts the restriction on that connection.
+#[test]
+fn a_connection_bound_with_a_reset_password_may_only_change_it() {
+    let server = lockout_server();
+    let dn = person_dn(18);
+    drop(user_under(
+        &server,
+        "restrict",
+        &[("pwdMustChange", "TRUE")],
+        &dn,
+    ));
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+    let mut user = connect(&server);
+    let bound = user
+        .with_controls(policy_control())
+        .simple_bind(&dn, "temporary")
+        .expect("bind");
+    assert_eq!(
+        (bound.rc, policy_response(&bound).and_then(|r| r.error)),
+        (0, Some(2))
+    );
+    let refused = |result: LdapResult, control: Option<u64>| {
+        assert_eq!(result.rc, 50, "{result:?}");
+        assert_eq!(policy_response(&result).and_then(|r| r.error), control);
+    };
+    let search = user
+        .with_controls(policy_control())
+        .search(&dn, Scope::Base, "(objectClass=*)", vec!["cn"])
+        .expect("search");
+    refused(search.1, None);
+    let compare = user.compare(&dn, "cn", "x").expect("compare");
+    refused(compare.0, None);
+    let modify = user
+        .with_controls(policy_control())
+        .modify(&dn, vec![Mod::Replace("description", set(&["x"]))])
+        .expect("modify");
+    refused(modify, Some(2));
+    let add = user
+        .with_controls(policy_control())
+        .add(
+            "cn=new,dc=example,dc=com",
+            vec![
+                ("objectClass", set(&["organizationalRole"])),
+                ("cn", set(&["new"])),
+            ],
+        )
+        .expect("add");
+    refused(add, Some(2));
+    refused(user.delete(&person_dn(19)).expect("delete"), None);
+    let rename = user
+        .modifydn(&person_dn(19), "uid=renamed", true, None)
+        .expect("modrdn");
+    refused(rename, None);
+    // Allowed: the root DSE, Who am I?, then the change itself.
+    let root_dse = user
+        .search("", Scope::Base, "(objectClass=*)", vec!["namingContexts"])
+        .expect("search")
+        .success();
+    assert!(root_dse.is_ok(), "{root_dse:?}");
+    let whoami = user.extended(ldap3::exop::WhoAmI).expect("whoami");
+    assert_eq!(whoami.1.rc, 0);
+    assert!(whoami.0.val.is_some());
+    assert_eq!(change_own(&mut user, None, "chosen-by-me"), (0, None));
+    // Lifted on this connection.
+    let search = user
+        .search(&dn, Scope::Base, "(objectClass=*)", vec!["cn"])
+        .expect("search")
+        .success();
+    assert!(search.is_ok(), "{search:?}");
+}
+
+/// A later bind as someone else, or a failed one, leaves no restriction behind; a modify of the
+/// password alone is allowed and lifts it too.
+#[test]
+fn the_restriction_ends_with_a_new_bind_or_a_password_modify() {
+    let server = lockout_server();
+    let dn = person_dn(20);
+    drop(user_under(
+        &server,
+        "rebind",
+        &[("pwdMustChange", "TRUE")],
+        &dn,
+    ));
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+    let mut user = connect(&server);
+    user.simple_bind(&dn, "temporary")
+        .expect("bind")
+        .success()
+        .expect("bound");
+    let searched = |user: &mut LdapConn| {
+        user.search(&dn, Scope::Base, "(objectClass=*)", vec!["cn"])
+            .expect("search")
+            .1
+            .rc
+    };
+    assert_eq!(searched(&mut user), 50);
+    user.simple_bind(&person_dn(21), PERSON_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("another identity binds");
+    assert_eq!(searched(&mut user), 0);
+    user.simple_bind(&dn, "temporary")
+        .expect("bind")
+        .success()
+        .expect("bound again");
+    assert_eq!(searched(&mut user), 50);
+    let changed = user
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["my-own"]))])
+        .expect("modify");
+    assert_eq!(changed.rc, 0, "{changed:?}");
+    assert_eq!(searched(&mut user), 0);
+}
