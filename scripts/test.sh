@@ -9,6 +9,8 @@ command -v ldapsearch >/dev/null || need_packages+=(ldap-utils)
 command -v slapd >/dev/null || [ -x /usr/sbin/slapd ] || need_packages+=(slapd)
 # promtool checks the metrics endpoint's exposition (crates/server/tests/monitoring.rs).
 command -v promtool >/dev/null || need_packages+=(prometheus)
+# python-ldap decodes the password policy control (crates/lmdir/tests/ppolicy_python.rs).
+/usr/bin/python3 -c 'import ldap' 2>/dev/null || need_packages+=(python3-ldap)
 if [ ${#need_packages[@]} -gt 0 ]; then
   echo "installing ${need_packages[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

@@ -418,6 +418,11 @@ pub async fn bind_entry(
         .ok_or_else(invalid)?;
     let now_time = std::time::SystemTime::now();
     let now = ppolicy::unix_seconds(now_time);
+    if policed.is_some() {
+        // As slapd: a bind under a policy answers the request control even with nothing to
+        // say (an empty response), whatever the outcome.
+        *response = Some(PolicyResponse::default());
+    }
     if let Some((policy, state)) = &policed {
         if state.is_locked(policy, now) {
             *response = Some(PolicyResponse {
@@ -458,9 +463,7 @@ pub async fn bind_entry(
             response: said,
             grace_login,
         } => {
-            if said != PolicyResponse::default() {
-                *response = Some(said);
-            }
+            *response = Some(said);
             // A plain success writes nothing: only state to clear or a grace login to count.
             if grace_login || !state.failures.is_empty() || state.locked_at.is_some() {
                 let update = StateUpdate {

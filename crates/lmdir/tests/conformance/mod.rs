@@ -96,9 +96,24 @@ impl Drop for Pair {
     }
 }
 
+/// Configuration added to each server on top of the shared one (e.g. an overlay and its
+/// counterpart in lmdir): slapd.conf lines for the global and the database section, TOML lines
+/// for lmdir's `[database]`.
+#[derive(Default)]
+pub struct Extra<'a> {
+    pub slapd_global: &'a str,
+    pub slapd_database: &'a str,
+    pub lmdir_database: &'a str,
+}
+
 impl Pair {
     /// Loads `ldif` into both servers (slapadd, `lmdir load`) and starts them.
     pub fn start(ldif: &str) -> Pair {
+        Pair::start_with(ldif, &Extra::default())
+    }
+
+    /// `start`, each server configured with its part of `extra`.
+    pub fn start_with(ldif: &str, extra: &Extra<'_>) -> Pair {
         let directory = tempfile::tempdir().unwrap();
         let root = directory.path();
         let ldif_path = root.join("data.ldif");
@@ -113,15 +128,17 @@ impl Pair {
             text += &format!("include /etc/ldap/schema/{schema}.schema\n");
         }
         text += &format!(
-            "modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {}\nsizelimit unlimited\n\
+            "modulepath /usr/lib/ldap\nmoduleload back_mdb\n{}pidfile {}\nsizelimit unlimited\n\
              database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
              directory {}\nmaxsize 1073741824\n",
+            extra.slapd_global,
             slapd_pid_file.display(),
             root.join("openldap-db").display()
         );
         for (attribute, kinds) in INDEXES {
             text += &format!("index {attribute} {}\n", kinds.join(","));
         }
+        text += extra.slapd_database;
         std::fs::write(&slapd_config, text).unwrap();
         run_checked(
             Command::new("slapadd")
@@ -146,8 +163,9 @@ impl Pair {
              rootpw = \"{ROOT_PASSWORD}\"\n\
              # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
              # refint overlays); the reference runs neither, so neither does this side.\n\
-             memberof = false\n[database.index]\n",
-            root.join("lmdir-db").display()
+             memberof = false\n{}[database.index]\n",
+            root.join("lmdir-db").display(),
+            extra.lmdir_database
         );
         for (attribute, kinds) in INDEXES {
             let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
