@@ -6,7 +6,7 @@
 //! of their own, so `journalctl -p warning` filters by level.
 
 use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -96,21 +96,13 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
     })
 }
 
-/// Bytes the writer thread gathers before a `write(2)`. It writes every queued line, then
-/// flushes once the queue is empty: under load one system call carries many lines, and no line
-/// waits in the buffer while the queue is idle.
-const LOG_WRITE_BUFFER_BYTES: usize = 64 * 1024;
-
 /// The server's lines go through a queue to one writer thread (tracing-appender).
 fn non_blocking<W: Write + Send + 'static>(destination: W) -> (NonBlocking, WorkerGuard) {
     NonBlockingBuilder::default()
         .lossy(false)
         .buffered_lines_limit(LOG_QUEUE_LINES_MAX)
         .thread_name("lmdir-log")
-        .finish(BufWriter::with_capacity(
-            LOG_WRITE_BUFFER_BYTES,
-            destination,
-        ))
+        .finish(destination)
 }
 
 type OutputLayer =
