@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 use lmdir_config::{LogFormat, ServerConfig};
 use tracing::{Level, Subscriber};
-use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields, Writer};
 use tracing_subscriber::fmt::writer::MakeWriter;
 use tracing_subscriber::fmt::FmtContext;
@@ -22,19 +21,10 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
-/// Log lines waiting for the writer thread at most. A logging thread never writes to the
-/// device itself (an operation's line costs formatting and a queue push, not a `write(2)` under
-/// the stderr lock); past this many queued lines it waits for room rather than dropping lines,
-/// so a stalled log device slows the server instead of leaving holes in the log. 16,384 lines of
-/// ~200 bytes are ~3 MiB.
-const LOG_QUEUE_LINES_MAX: usize = 16_384;
-
 /// What a running server can change in its logging on SIGHUP.
 pub struct Logging {
     filter: reload::Handle<EnvFilter, Registry>,
     file: Option<LogFile>,
-    /// Flushes the queued lines when the server ends.
-    _writer: WorkerGuard,
 }
 
 impl Logging {
@@ -69,20 +59,20 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
     } else {
         Some(LogFile::open(&server.log_file)?)
     };
-    let (writer, guard) = match &file {
-        Some(file) => non_blocking(file.clone()),
-        None => non_blocking(std::io::stderr()),
-    };
     let output = match &file {
-        Some(_) => format_layer(server.log_format, writer, false),
+        Some(file) => format_layer(server.log_format, file.clone(), false),
         None if server.log_format == LogFormat::Text && stderr_is_journal() => {
             let lines = format::format().without_time().with_ansi(false);
             tracing_subscriber::fmt::layer()
                 .event_format(SyslogPriority(lines))
-                .with_writer(writer)
+                .with_writer(std::io::stderr)
                 .boxed()
         }
-        None => format_layer(server.log_format, writer, std::io::stderr().is_terminal()),
+        None => format_layer(
+            server.log_format,
+            std::io::stderr,
+            std::io::stderr().is_terminal(),
+        ),
     };
     tracing_subscriber::registry()
         .with(filter)
@@ -92,17 +82,7 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
     Ok(Logging {
         filter: handle,
         file,
-        _writer: guard,
     })
-}
-
-/// The server's lines go through a queue to one writer thread (tracing-appender).
-fn non_blocking<W: Write + Send + 'static>(destination: W) -> (NonBlocking, WorkerGuard) {
-    NonBlockingBuilder::default()
-        .lossy(false)
-        .buffered_lines_limit(LOG_QUEUE_LINES_MAX)
-        .thread_name("lmdir-log")
-        .finish(destination)
 }
 
 type OutputLayer =
@@ -218,18 +198,6 @@ impl Write for LogFileWriter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         (&*self.0).flush()
-    }
-}
-
-/// The writer thread's destination: each line goes to the file open at the time (a SIGHUP
-/// reopen takes effect at the next line).
-impl Write for LogFile {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.make_writer().write(bytes)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.make_writer().flush()
     }
 }
 
