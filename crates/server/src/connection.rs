@@ -212,6 +212,7 @@ fn open_session(
         monitor: context
             .monitor
             .connection_opened(connection_id, peer, listener),
+        password_must_change: Arc::new(std::sync::atomic::AtomicBool::new(false)),
     };
     info!(
         "conn={connection_id} fd=0 ACCEPT from {peer} ({})",

@@ -13,6 +13,23 @@ pub const LOG_DN_BYTES_MAX: usize = 512;
 /// Longest attribute list a log line shows, in bytes (before escaping).
 pub const LOG_ATTRIBUTES_BYTES_MAX: usize = 256;
 
+/// `conn=N op=M`, the start of every operation's log line, displayed without an allocation.
+#[derive(Debug, Clone, Copy)]
+pub struct OperationPrefix {
+    pub connection_id: u64,
+    pub operation_id: u64,
+}
+
+impl fmt::Display for OperationPrefix {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "conn={} op={}",
+            self.connection_id, self.operation_id
+        )
+    }
+}
+
 /// Displays `text` with `"`, `\` and every control or line-breaking character written as `\xx`
 /// (UTF-8 bytes in hex); all else as is.
 pub fn escaped(text: &str) -> Escaped<'_> {

@@ -8,6 +8,7 @@ use crate::filter_text;
 use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
+use crate::ppolicy::PolicyError;
 use crate::result::{code, OperationError};
 use crate::rootdse;
 use crate::search::{PreparedSearch, SearchDone};
@@ -18,16 +19,18 @@ use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchRequest, LdapSearchScope,
     OID_PASSWORD_MODIFY, OID_WHOAMI,
 };
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::info;
 
 impl OperationContext {
-    fn log_prefix(&self) -> String {
-        format!(
-            "conn={} op={}",
-            self.session.connection_id, self.operation_id
-        )
+    /// `conn=N op=M`, written straight into the log line (no String per line).
+    fn log_prefix(&self) -> log_text::OperationPrefix {
+        log_text::OperationPrefix {
+            connection_id: self.session.connection_id,
+            operation_id: self.operation_id,
+        }
     }
 
     async fn send(&self, bytes: Bytes) {
@@ -239,6 +242,18 @@ pub fn prepare(server: &ServerContext, identity: &Identity, operation: &LdapOp) 
 /// Runs one non-bind operation to completion.
 pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prepared: Prepared) {
     let started = Instant::now();
+    if context.session.password_must_change.load(Ordering::Acquire) {
+        if let Some(refusal) = change_after_reset_refusal(&context, &operation) {
+            if let Some(response_tag) = response_tag(&operation) {
+                info!(
+                    "{} refused: the password must be changed first",
+                    context.log_prefix()
+                );
+                context.finish(response_tag, Err(refusal), started).await;
+            }
+            return;
+        }
+    }
     // Proxied authorization (RFC 4370) chooses the identity the whole operation runs with.
     let proxied = context
         .controls
@@ -342,6 +357,22 @@ pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prep
     }
 }
 
+/// The refusal of `operation` on a connection whose reset password must be changed first.
+fn change_after_reset_refusal(
+    context: &OperationContext,
+    operation: &LdapOp,
+) -> Option<OperationError> {
+    let wants_control = context
+        .controls
+        .iter()
+        .any(|control| control.oid == crate::ppolicy::PASSWORD_POLICY_OID);
+    crate::ppolicy::change_after_reset_refusal(
+        operation,
+        |request| crate::password::changes_only_password(&context.server, request),
+        wants_control,
+    )
+}
+
 /// Bind (RFC 4511 §4.2, RFC 4513): returns the encoded response; updates the session identity.
 pub async fn bind(
     server: &Arc<ServerContext>,
@@ -381,6 +412,11 @@ pub async fn bind(
         .map(|response| response.control())
         .into_iter()
         .collect();
+    let must_change = outcome.is_ok()
+        && policy_response.is_some_and(|said| said.error == Some(PolicyError::ChangeAfterReset));
+    session
+        .password_must_change
+        .store(must_change, Ordering::Release);
     let result = match outcome {
         Ok(identity) => {
             session.identity = identity;

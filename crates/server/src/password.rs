@@ -75,6 +75,11 @@ pub async fn bind_entry(
         .ok_or_else(invalid)?;
     let now_time = std::time::SystemTime::now();
     let now = ppolicy::unix_seconds(now_time);
+    if policed.is_some() {
+        // As slapd: a bind under a policy answers the request control even with nothing to
+        // say (an empty response), whatever the outcome.
+        *response = Some(PolicyResponse::default());
+    }
     if let Some((policy, state)) = &policed {
         if state.is_locked(policy, now) {
             *response = Some(PolicyResponse {
@@ -115,9 +120,7 @@ pub async fn bind_entry(
             response: said,
             grace_login,
         } => {
-            if said != PolicyResponse::default() {
-                *response = Some(said);
-            }
+            *response = Some(said);
             // A plain success writes nothing: only state to clear or a grace login to count.
             if grace_login || !state.failures.is_empty() || state.locked_at.is_some() {
                 let update = StateUpdate {
@@ -286,6 +289,13 @@ impl Database {
             .is_ok_and(|parsed| Some(parsed.attr) == self.user_password)
     }
 
+    /// Whether `description` names an operational attribute type.
+    fn is_operational(&self, description: &str) -> bool {
+        self.schema
+            .parse_description(description)
+            .is_ok_and(|parsed| self.schema.attribute_type(parsed.attr).is_operational())
+    }
+
     fn bind_candidate(
         &self,
         server: &ServerContext,
@@ -444,6 +454,29 @@ fn generate_password() -> String {
         .collect()
 }
 
+/// Whether a modify changes only the password and operational attributes: all a connection
+/// bound with a reset password may do until it changes it (as slapd's ppolicy).
+pub fn changes_only_password(
+    server: &ServerContext,
+    request: &ldap3_proto::proto::LdapModifyRequest,
+) -> bool {
+    database_of(server).is_some_and(|database| {
+        request.changes.iter().all(|change| {
+            let description = &change.modification.atype;
+            database.is_user_password(description) || database.is_operational(description)
+        })
+    })
+}
+
+/// A password change succeeded: the connection is no longer restricted to making one (slapd
+/// lifts its changeAfterReset restriction on any successful change from the connection).
+pub(crate) fn password_changed(context: &OperationContext) {
+    context
+        .session
+        .password_must_change
+        .store(false, std::sync::atomic::Ordering::Release);
+}
+
 /// Checks Password Modify's old password against the target's stored values (a bind's cost,
 /// off the reactor); invalidCredentials when none matches.
 async fn verify_old_password(
@@ -553,6 +586,7 @@ pub async fn password_modify(
         },
     )
     .await?;
+    password_changed(context);
     if generated {
         // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }
         let mut value = BytesMut::new();

@@ -9,6 +9,8 @@
 //! merge into it, and every bind waits for the commit that records it.
 
 use crate::ber::ResponseControl;
+use crate::result::{code, OperationError};
+use ldap3_proto::proto::{LdapModifyRequest, LdapOp, LdapSearchScope};
 use lmdir_schema::{generalized_time_unix_seconds, AttrId, ModOp, Modification, Schema};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -216,7 +218,6 @@ pub fn change_refusal(
     change: &PasswordChange<'_>,
     now: i64,
 ) -> Option<Refusal> {
-    use crate::result::code;
     if change.by_self && !policy.allow_user_change {
         return Some((
             code::INSUFFICIENT_ACCESS_RIGHTS,
@@ -397,8 +398,8 @@ pub enum Verdict {
 pub fn verdict(policy: &Policy, state: &AccountState, now: i64) -> Verdict {
     let mut response = PolicyResponse::default();
     if policy.must_change && state.reset {
-        // Bound so the password can be changed; the client is told it must be (slapd also
-        // restricts the connection to that change: see the README).
+        // Bound so the password can be changed; the client is told it must be, and the
+        // connection is restricted to that change (`change_after_reset_refusal`).
         response.error = Some(PolicyError::ChangeAfterReset);
         return Verdict::Bound {
             response,
@@ -432,6 +433,53 @@ pub fn verdict(policy: &Policy, state: &AccountState, now: i64) -> Verdict {
         response,
         grace_login: false,
     }
+}
+
+/// slapd's text for an operation refused on a connection that must change its password first.
+pub const CHANGE_AFTER_RESET_TEXT: &str =
+    "Operations are restricted to bind/unbind/abandon/StartTLS/modify password";
+
+/// What a connection bound with a reset password (pwdMustChange) may still do, as slapd's
+/// ppolicy overlay decides it: bind, unbind, abandon and every extended operation (StartTLS,
+/// Who am I?, Password Modify), reading the root DSE and the subschema, and a modify that
+/// touches only the password and operational attributes (`password_only`). Anything else is
+/// refused with insufficientAccess; the changeAfterReset control goes with the refusal of an
+/// add or modify that asked for it (`wants_control`), the operations slapd takes the request
+/// control on. One deliberate difference: slapd lets modrdn through, lmdir refuses it (the
+/// password is the only change allowed until it is made; docs/compatibility.md).
+pub fn change_after_reset_refusal(
+    operation: &LdapOp,
+    password_only: impl FnOnce(&LdapModifyRequest) -> bool,
+    wants_control: bool,
+) -> Option<OperationError> {
+    let allowed = match operation {
+        LdapOp::ExtendedRequest(_) => true,
+        LdapOp::SearchRequest(request) => {
+            let root_dse = request.base.is_empty() && request.scope == LdapSearchScope::Base;
+            root_dse || request.base.trim().eq_ignore_ascii_case("cn=subschema")
+        }
+        LdapOp::ModifyRequest(request) => password_only(request),
+        LdapOp::AddRequest(_)
+        | LdapOp::DelRequest(_)
+        | LdapOp::ModifyDNRequest(_)
+        | LdapOp::CompareRequest(_) => false,
+        // Not requests: `dispatch` answers them.
+        _ => true,
+    };
+    if allowed {
+        return None;
+    }
+    let refusal = OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, CHANGE_AFTER_RESET_TEXT);
+    let takes_control = matches!(operation, LdapOp::AddRequest(_) | LdapOp::ModifyRequest(_));
+    Some(if wants_control && takes_control {
+        let response = PolicyResponse {
+            warning: None,
+            error: Some(PolicyError::ChangeAfterReset),
+        };
+        refusal.with_control(response.control())
+    } else {
+        refusal
+    })
 }
 
 /// A state change the writer applies to one entry, decided against the entry as its

@@ -38,6 +38,10 @@ pub struct Session {
     pub tls_active: bool,
     /// This connection's entry in cn=Monitor.
     pub monitor: Arc<crate::monitor::ConnectionRecord>,
+    /// The bind said changeAfterReset: until the password is changed only that change may run
+    /// (`ppolicy::change_after_reset_refusal`). Shared with the operation tasks, whose
+    /// successful password change clears it.
+    pub password_must_change: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Session {

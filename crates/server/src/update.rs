@@ -214,6 +214,7 @@ pub async fn modify(
     let password_changes = modifications
         .iter()
         .filter(|change| database.is_user_password(&change.description));
+    let changes_password = password_changes.clone().next().is_some();
     let new_passwords: Vec<&[u8]> = password_changes
         .clone()
         .filter(|change| matches!(change.op, ModOp::Add | ModOp::Replace))
@@ -256,6 +257,9 @@ pub async fn modify(
         WriteRequest::Modify(request.dn.clone(), modifications),
     )
     .await?;
+    if changes_password {
+        crate::password::password_changed(context);
+    }
     let post = read_entry_control_async(
         context,
         request.dn,

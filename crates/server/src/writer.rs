@@ -367,8 +367,13 @@ impl Writer {
             .any(|description| names(description, "pwdReset"));
         // An administrator's new password must be changed by its owner under pwdMustChange;
         // anyone else's change clears the flag (OpenLDAP's behaviour). A request that sets
-        // pwdReset itself keeps its value.
-        let reset = match (sets_reset, job.identity.is_rootdn && policy.must_change) {
+        // pwdReset itself keeps its value, and so does an add: slapd's ppolicy marks only a
+        // modify of an existing entry's password as a reset.
+        let is_add = matches!(job.request, WriteRequest::Add(_));
+        let reset = match (
+            sets_reset || is_add,
+            job.identity.is_rootdn && policy.must_change,
+        ) {
             (true, _) => None,
             (false, true) => Some(vec![b"TRUE".to_vec()]),
             (false, false) => Some(Vec::new()),

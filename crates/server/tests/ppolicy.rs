@@ -226,7 +226,12 @@ fn failures_lock_the_account_until_the_rootdn_deletes_the_lock() {
         .expect("unlocked");
     let unlocked = policy_bind(&server, &dn, PERSON_PASSWORD);
     assert_eq!(unlocked.rc, 0, "{unlocked:?}");
-    assert!(policy_response(&unlocked).is_none(), "{unlocked:?}");
+    // Nothing to say: an empty response control, as slapd answers.
+    assert_eq!(
+        policy_response(&unlocked),
+        Some(PolicyResponse::default()),
+        "{unlocked:?}"
+    );
     // A success clears the failures.
     let entry = read(&server, &dn);
     assert!(values(&entry, "pwdFailureTime").is_empty(), "{entry:?}");
@@ -370,7 +375,12 @@ fn expiry_warns_then_grace_logins_count_down_then_binds_fail() {
     );
     let quiet = policy_bind(&server, &fresh, PERSON_PASSWORD);
     assert_eq!(quiet.rc, 0);
-    assert!(policy_response(&quiet).is_none(), "{quiet:?}");
+    // Nothing to say: an empty response control, as slapd answers.
+    assert_eq!(
+        policy_response(&quiet),
+        Some(PolicyResponse::default()),
+        "{quiet:?}"
+    );
 
     // Expired two days ago: two grace logins (1 then 0 remaining), then passwordExpired (0).
     set_state(
@@ -417,7 +427,12 @@ fn expiry_warns_then_grace_logins_count_down_then_binds_fail() {
     assert!(changed[0] >= generalized_time(600), "{changed:?}");
     let renewed = policy_bind(&server, &expired, "renewed");
     assert_eq!(renewed.rc, 0, "{renewed:?}");
-    assert!(policy_response(&renewed).is_none(), "{renewed:?}");
+    // Nothing to say: an empty response control, as slapd answers.
+    assert_eq!(
+        policy_response(&renewed),
+        Some(PolicyResponse::default()),
+        "{renewed:?}"
+    );
 }
 
 #[test]
@@ -675,7 +690,12 @@ fn an_administrator_reset_must_be_changed_by_the_owner() {
     assert!(values(&read(&server, &dn), "pwdReset").is_empty());
     let after = policy_bind(&server, &dn, "chosen-by-me");
     assert_eq!(after.rc, 0);
-    assert!(policy_response(&after).is_none(), "{after:?}");
+    // Nothing to say: an empty response control, as slapd answers.
+    assert_eq!(
+        policy_response(&after),
+        Some(PolicyResponse::default()),
+        "{after:?}"
+    );
 }
 
 #[test]
@@ -695,4 +715,136 @@ fn new_passwords_must_differ_from_the_current_and_the_remembered_ones() {
     assert_eq!(values(&read(&server, &dn), "pwdHistory").len(), 2);
     assert_eq!(change_own(&mut user, None, PERSON_PASSWORD), (0, None));
     assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 0);
+}
+
+fn policy_control() -> RawControl {
+    RawControl {
+        ctype: POLICY_OID.to_string(),
+        crit: false,
+        val: None,
+    }
+}
+
+/// slapd's restriction after an administrator's reset: the connection that bound with the reset
+/// password may read the root DSE, ask who it is and change the password; every other
+/// operation answers insufficientAccess (50), with the changeAfterReset control (2) on add and
+/// modify. The change lifts the restriction on that connection.
+#[test]
+fn a_connection_bound_with_a_reset_password_may_only_change_it() {
+    let server = lockout_server();
+    let dn = person_dn(18);
+    drop(user_under(
+        &server,
+        "restrict",
+        &[("pwdMustChange", "TRUE")],
+        &dn,
+    ));
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+    let mut user = connect(&server);
+    let bound = user
+        .with_controls(policy_control())
+        .simple_bind(&dn, "temporary")
+        .expect("bind");
+    assert_eq!(
+        (bound.rc, policy_response(&bound).and_then(|r| r.error)),
+        (0, Some(2))
+    );
+    let refused = |result: LdapResult, control: Option<u64>| {
+        assert_eq!(result.rc, 50, "{result:?}");
+        assert_eq!(policy_response(&result).and_then(|r| r.error), control);
+    };
+    let search = user
+        .with_controls(policy_control())
+        .search(&dn, Scope::Base, "(objectClass=*)", vec!["cn"])
+        .expect("search");
+    refused(search.1, None);
+    let compare = user.compare(&dn, "cn", "x").expect("compare");
+    refused(compare.0, None);
+    let modify = user
+        .with_controls(policy_control())
+        .modify(&dn, vec![Mod::Replace("description", set(&["x"]))])
+        .expect("modify");
+    refused(modify, Some(2));
+    let add = user
+        .with_controls(policy_control())
+        .add(
+            "cn=new,dc=example,dc=com",
+            vec![
+                ("objectClass", set(&["organizationalRole"])),
+                ("cn", set(&["new"])),
+            ],
+        )
+        .expect("add");
+    refused(add, Some(2));
+    refused(user.delete(&person_dn(19)).expect("delete"), None);
+    let rename = user
+        .modifydn(&person_dn(19), "uid=renamed", true, None)
+        .expect("modrdn");
+    refused(rename, None);
+    // Allowed: the root DSE, Who am I?, then the change itself.
+    let root_dse = user
+        .search("", Scope::Base, "(objectClass=*)", vec!["namingContexts"])
+        .expect("search")
+        .success();
+    assert!(root_dse.is_ok(), "{root_dse:?}");
+    let whoami = user.extended(ldap3::exop::WhoAmI).expect("whoami");
+    assert_eq!(whoami.1.rc, 0);
+    assert!(whoami.0.val.is_some());
+    assert_eq!(change_own(&mut user, None, "chosen-by-me"), (0, None));
+    // Lifted on this connection.
+    let search = user
+        .search(&dn, Scope::Base, "(objectClass=*)", vec!["cn"])
+        .expect("search")
+        .success();
+    assert!(search.is_ok(), "{search:?}");
+}
+
+/// A later bind as someone else, or a failed one, leaves no restriction behind; a modify of the
+/// password alone is allowed and lifts it too.
+#[test]
+fn the_restriction_ends_with_a_new_bind_or_a_password_modify() {
+    let server = lockout_server();
+    let dn = person_dn(20);
+    drop(user_under(
+        &server,
+        "rebind",
+        &[("pwdMustChange", "TRUE")],
+        &dn,
+    ));
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+    let mut user = connect(&server);
+    user.simple_bind(&dn, "temporary")
+        .expect("bind")
+        .success()
+        .expect("bound");
+    let searched = |user: &mut LdapConn| {
+        user.search(&dn, Scope::Base, "(objectClass=*)", vec!["cn"])
+            .expect("search")
+            .1
+            .rc
+    };
+    assert_eq!(searched(&mut user), 50);
+    user.simple_bind(&person_dn(21), PERSON_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("another identity binds");
+    assert_eq!(searched(&mut user), 0);
+    user.simple_bind(&dn, "temporary")
+        .expect("bind")
+        .success()
+        .expect("bound again");
+    assert_eq!(searched(&mut user), 50);
+    let changed = user
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["my-own"]))])
+        .expect("modify");
+    assert_eq!(changed.rc, 0, "{changed:?}");
+    assert_eq!(searched(&mut user), 0);
 }

@@ -111,6 +111,16 @@ pub enum Setup {
     SizeLimits,
 }
 
+/// Configuration added to each server on top of `Setup` (e.g. an overlay and its counterpart
+/// in lmdir): slapd.conf lines for the global and the database section, TOML lines for lmdir's
+/// `[database]`.
+#[derive(Default)]
+pub struct Extra<'a> {
+    pub slapd_global: &'a str,
+    pub slapd_database: &'a str,
+    pub lmdir_database: &'a str,
+}
+
 /// The size limit of `Setup::SizeLimits`.
 pub const SETUP_SIZE_LIMIT: usize = 3;
 /// The identity `Setup::SizeLimits` lifts the size limit for.
@@ -125,6 +135,11 @@ impl Pair {
 
     /// As `start`, with `setup` on both servers.
     pub fn start_with(ldif: &str, setup: Setup) -> Pair {
+        Pair::start_configured(ldif, setup, &Extra::default())
+    }
+
+    /// As `start_with`, each server also configured with its part of `extra`.
+    pub fn start_configured(ldif: &str, setup: Setup, extra: &Extra<'_>) -> Pair {
         let directory = tempfile::tempdir().unwrap();
         let root = directory.path();
         let ldif_path = root.join("data.ldif");
@@ -136,7 +151,7 @@ impl Pair {
         std::fs::create_dir_all(root.join("openldap-db")).unwrap();
         std::fs::write(
             &slapd_config,
-            slapd_config_text(root, &slapd_pid_file, setup),
+            slapd_config_text(root, &slapd_pid_file, setup, extra),
         )
         .unwrap();
         run_checked(
@@ -156,7 +171,11 @@ impl Pair {
 
         let lmdir_port = free_port();
         let lmdir_config = root.join("lmdir.toml");
-        std::fs::write(&lmdir_config, lmdir_config_text(root, lmdir_port, setup)).unwrap();
+        std::fs::write(
+            &lmdir_config,
+            lmdir_config_text(root, lmdir_port, setup, extra),
+        )
+        .unwrap();
         let lmdir_binary = env!("CARGO_BIN_EXE_lmdir");
         run_checked(
             Command::new(lmdir_binary)
@@ -192,7 +211,7 @@ impl Pair {
 
 /// The reference's slapd.conf: Debian's base schema, back-mdb with `INDEXES`, lmdir's built-in
 /// access policy, and what `setup` adds.
-fn slapd_config_text(root: &Path, pid_file: &Path, setup: Setup) -> String {
+fn slapd_config_text(root: &Path, pid_file: &Path, setup: Setup, extra: &Extra<'_>) -> String {
     let mut text = String::new();
     for schema in ["core", "cosine", "inetorgperson", "nis"] {
         text += &format!("include /etc/ldap/schema/{schema}.schema\n");
@@ -201,6 +220,7 @@ fn slapd_config_text(root: &Path, pid_file: &Path, setup: Setup) -> String {
     if setup == Setup::MemberOfRefint {
         text += "moduleload memberof\nmoduleload refint\n";
     }
+    text += extra.slapd_global;
     let size_limit = match setup {
         Setup::SizeLimits => SETUP_SIZE_LIMIT.to_string(),
         _ => "unlimited".to_string(),
@@ -228,11 +248,12 @@ fn slapd_config_text(root: &Path, pid_file: &Path, setup: Setup) -> String {
             text += &format!("limits dn.exact=\"{SETUP_UNLIMITED_DN}\" size=unlimited\n")
         }
     }
+    text += extra.slapd_database;
     text
 }
 
 /// lmdir's config for the same data: `INDEXES`, and what `setup` adds.
-fn lmdir_config_text(root: &Path, port: u16, setup: Setup) -> String {
+fn lmdir_config_text(root: &Path, port: u16, setup: Setup, extra: &Extra<'_>) -> String {
     let size_limit = match setup {
         Setup::SizeLimits => SETUP_SIZE_LIMIT,
         _ => 0,
@@ -243,9 +264,10 @@ fn lmdir_config_text(root: &Path, port: u16, setup: Setup) -> String {
          rootpw = \"{ROOT_PASSWORD}\"\n\
          # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
          # refint overlays): on only when the reference runs them.\n\
-         memberof = {}\n[database.index]\n",
+         memberof = {}\n{}[database.index]\n",
         root.join("lmdir-db").display(),
-        setup == Setup::MemberOfRefint
+        setup == Setup::MemberOfRefint,
+        extra.lmdir_database
     );
     for (attribute, kinds) in INDEXES {
         let kinds: Vec<String> = kinds.iter().map(|kind| format!("\"{kind}\"")).collect();
