@@ -668,16 +668,9 @@ impl<'s> WriteTxn<'s> {
                 format!("entry '{}' already exists", entry.dn),
             ));
         }
-        self.check_deadline()?;
-        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
-        let rows = self.inner.entry_rows(
-            crate::rows::EntrySource::Entry(entry),
-            context,
-            &stamp,
-            &crate::rows::FreshValues::new(),
-            &mut crate::rows::RowScratch::default(),
-        )?;
-        let parent = if rows.place.is_top_level() {
+        // The parent is looked for before the entry is checked, as slapd does: an add under a
+        // missing parent is noSuchObject whatever the entry holds.
+        let parent = if self.inner.tree_place(&entry.dn)?.is_top_level() {
             ROOT_PARENT_ID
         } else {
             // The parent must exist: it is the lookup's deepest match covering all but one RDN.
@@ -690,6 +683,15 @@ impl<'s> WriteTxn<'s> {
                 }
             }
         };
+        self.check_deadline()?;
+        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
+        let rows = self.inner.entry_rows(
+            crate::rows::EntrySource::Entry(entry),
+            context,
+            &stamp,
+            &crate::rows::FreshValues::new(),
+            &mut crate::rows::RowScratch::default(),
+        )?;
         self.check_deadline()?;
         let id = self.allocate_id()?;
         let crate::rows::EntryRows {
