@@ -113,7 +113,7 @@ impl Inner {
         crate::rows::normalize_pairs(
             &self.schema,
             crate::rows::attribute_pairs(attributes),
-            &mut crate::rows::RowScratch::default(),
+            &mut crate::rows::RowScratch::new(),
         )
     }
 
@@ -501,7 +501,7 @@ impl<'s> WriteTxn<'s> {
         crate::rows::encode_attributes(
             self.inner,
             attributes,
-            &mut crate::rows::RowScratch::default(),
+            &mut crate::rows::RowScratch::new(),
             &mut bytes,
         )
         .map_err(|error| ldap(error.code, format!("entry {id}: {}", error.message)))?;
@@ -652,7 +652,7 @@ impl<'s> WriteTxn<'s> {
             context,
             &stamp,
             &crate::rows::FreshValues::new(),
-            &mut crate::rows::RowScratch::default(),
+            &mut crate::rows::RowScratch::new(),
         )?;
         let parent = if rows.place.is_top_level() {
             ROOT_PARENT_ID
