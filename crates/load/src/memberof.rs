@@ -91,7 +91,7 @@ pub(crate) fn add_memberof(
     let plan = store.index_plan();
     let mut run = PostingRun::new(run_budget_bytes, spill_directory);
     let mut scratch = WorkerScratch::default();
-    let mut rows = RowScratch::default();
+    let mut rows = RowScratch::new();
     for (member_id, group_dns) in &memberships {
         let added = bulk.add_memberof(*member_id, group_dns, &mut rows)?;
         for normalized in &added {

@@ -81,7 +81,8 @@ impl PrepareContext {
 /// Reusable per-worker buffers, so the hot loop allocates little.
 #[derive(Default)]
 pub struct WorkerScratch {
-    pub(crate) rows: RowScratch,
+    /// The store's step caches, with the loader's word hasher (the LDIF is trusted input).
+    pub(crate) rows: RowScratch<std::hash::BuildHasherDefault<crate::runs::WordHasher>>,
     key: Vec<u8>,
     encoded: Vec<u8>,
     /// entryUUIDs are version-4 UUIDs from this generator (seeded from the OS once per

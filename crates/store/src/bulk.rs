@@ -196,11 +196,11 @@ impl<'s> BulkWriter<'s> {
     /// loader's memberOf pass), appending to its option-less memberOf attribute or adding one.
     /// Returns the normalized values that are new (their index keys are the caller's to
     /// emit, through `IndexPlan::value_keys`).
-    pub fn add_memberof(
+    pub fn add_memberof<S: std::hash::BuildHasher>(
         &mut self,
         member: EntryId,
         group_dns: &[String],
-        scratch: &mut RowScratch,
+        scratch: &mut RowScratch<S>,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         let inner = self.inner;
         let schema = &*inner.schema;

@@ -5,7 +5,9 @@
 //! the DN under the suffix, and collect the group members; then [`EntryRows::encode`] gives the
 //! `id2entry` value and [`IndexPlan::entry_keys`] the index keys, into a caller's sink.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
@@ -220,15 +222,27 @@ impl Default for FreshValues {
 // ---------------------------------------------------------------- normalization
 
 /// Per-thread caches of the step (the loader keeps one per worker; a single write makes one).
-#[derive(Default)]
-pub struct RowScratch {
+/// The hasher is SipHash by default (a client's add chooses the keys); the loader, whose input
+/// is the administrator's, passes a cheaper one (SipHash on these per-value lookups cost ~5% of
+/// a load).
+pub struct RowScratch<S = RandomState> {
     /// Description as written → resolved description and canonical text: the same few dozen
     /// descriptions repeat on every entry, so each is parsed once per thread.
-    descriptions: HashMap<String, (AttributeDescription, String)>,
+    descriptions: HashMap<String, (AttributeDescription, String), S>,
     /// Canonical description text → its number in the store's table (numbers never change
     /// once given, so each thread asks the shared, locked table once per description).
-    description_numbers: HashMap<String, u32>,
+    description_numbers: HashMap<String, u32, S>,
     numbers: Vec<u32>,
+}
+
+impl<S: Default> Default for RowScratch<S> {
+    fn default() -> Self {
+        RowScratch {
+            descriptions: HashMap::default(),
+            description_numbers: HashMap::default(),
+            numbers: Vec::new(),
+        }
+    }
 }
 
 /// Descriptions cached per thread before the cache is reset (a hostile input could use many).
@@ -238,6 +252,13 @@ const DESCRIPTION_CACHE_ENTRIES_MAX: usize = 4096;
 const LINEAR_SCAN_ITEMS_MAX: usize = 16;
 
 impl RowScratch {
+    /// Caches with SipHash, for writes whose input a client chooses.
+    pub fn new() -> RowScratch {
+        RowScratch::default()
+    }
+}
+
+impl<S: BuildHasher> RowScratch<S> {
     fn resolve(
         &mut self,
         schema: &Schema,
@@ -260,10 +281,10 @@ impl RowScratch {
 /// equal once canonical are merged, values equal once normalized kept once, attributes left
 /// without values dropped. The only normalization of unchecked writes (adds, modify results,
 /// loads).
-pub(crate) fn normalize_pairs<'v>(
+pub(crate) fn normalize_pairs<'v, S: BuildHasher>(
     schema: &Schema,
     pairs: impl Iterator<Item = (&'v str, &'v [u8])>,
-    scratch: &mut RowScratch,
+    scratch: &mut RowScratch<S>,
 ) -> Result<Vec<WorkingAttribute>, LdapError> {
     let mut working: Vec<WorkingAttribute> = Vec::with_capacity(24);
     let mut positions: HashMap<String, usize> = HashMap::new();
@@ -458,11 +479,11 @@ impl Inner {
 
     /// Normalizes (checking the schema unless the context skips it) and gives the structural
     /// class when there is one.
-    fn normalized_attributes(
+    fn normalized_attributes<S: BuildHasher>(
         &self,
         source: &EntrySource<'_>,
         context: &WriteContext,
-        scratch: &mut RowScratch,
+        scratch: &mut RowScratch<S>,
     ) -> Result<(Vec<WorkingAttribute>, Option<lmdir_schema::ObjectClassId>), LdapError> {
         let schema = &*self.schema;
         if !context.skip_schema_check {
@@ -502,13 +523,13 @@ impl Inner {
     }
 
     /// The step: see the module comment. Fails with the LDAP result a single add answers.
-    pub(crate) fn entry_rows(
+    pub(crate) fn entry_rows<S: BuildHasher>(
         &self,
         source: EntrySource<'_>,
         context: &WriteContext,
         stamp: &OperationalStamp,
         fresh: &FreshValues,
-        scratch: &mut RowScratch,
+        scratch: &mut RowScratch<S>,
     ) -> Result<EntryRows, LdapError> {
         let place = self.tree_place(source.dn())?;
         let (mut attributes, structural) = self.normalized_attributes(&source, context, scratch)?;
@@ -569,13 +590,13 @@ pub(crate) fn check_entry_limits(
 impl Store {
     /// The "entry → rows" step for a writer outside a write txn (the bulk loader's workers;
     /// thread-safe). `WriteTxn::add` runs the same step.
-    pub fn entry_rows(
+    pub fn entry_rows<S: BuildHasher>(
         &self,
         source: EntrySource<'_>,
         context: &WriteContext,
         stamp: &OperationalStamp,
         fresh: &FreshValues,
-        scratch: &mut RowScratch,
+        scratch: &mut RowScratch<S>,
     ) -> Result<EntryRows, LdapError> {
         self.inner
             .entry_rows(source, context, stamp, fresh, scratch)
@@ -599,10 +620,10 @@ impl EntryRows {
 
     /// The entry's `id2entry` value into `out`, numbering new descriptions in the store's
     /// table (they are written to `meta` by the commit that writes the entry).
-    pub fn encode(
+    pub fn encode<S: BuildHasher>(
         &self,
         store: &Store,
-        scratch: &mut RowScratch,
+        scratch: &mut RowScratch<S>,
         out: &mut Vec<u8>,
     ) -> Result<(), LdapError> {
         encode_attributes(&store.inner, &self.attributes, scratch, out)
@@ -611,10 +632,10 @@ impl EntryRows {
 
 /// Encodes attributes as an `id2entry` value (the one caller of `codec::encode_entry` for
 /// whole entries), numbering descriptions through the thread's cache.
-pub(crate) fn encode_attributes(
+pub(crate) fn encode_attributes<S: BuildHasher>(
     inner: &Inner,
     attributes: &[WorkingAttribute],
-    scratch: &mut RowScratch,
+    scratch: &mut RowScratch<S>,
     out: &mut Vec<u8>,
 ) -> Result<(), LdapError> {
     scratch.numbers.clear();
@@ -669,7 +690,8 @@ pub struct IndexedAttribute {
 /// The configured indexes in a fixed numbering (slots ascend with the attribute's ID).
 #[derive(Debug, Default)]
 pub struct IndexPlan {
-    by_attr: HashMap<AttrId, IndexedAttribute>,
+    /// By attribute ID (IDs are dense indexes into the schema): no hashing per value.
+    by_attr: Vec<Option<IndexedAttribute>>,
     attrs: Vec<AttrId>,
 }
 
@@ -681,23 +703,19 @@ impl IndexPlan {
             .map(|(attr, _)| *attr)
             .collect();
         attrs.sort_unstable();
-        let by_attr = attrs
-            .iter()
-            .enumerate()
-            .map(|(slot, attr)| {
-                let indexed = IndexedAttribute {
-                    slot: u16::try_from(slot).expect("fewer than 65,536 index DBs"),
-                    kinds: configured[attr],
-                    ordering: schema.attribute_type(*attr).ordering,
-                };
-                (*attr, indexed)
-            })
-            .collect();
+        let mut by_attr = vec![None; attrs.last().map_or(0, |last| *last as usize + 1)];
+        for (slot, attr) in attrs.iter().enumerate() {
+            by_attr[*attr as usize] = Some(IndexedAttribute {
+                slot: u16::try_from(slot).expect("fewer than 65,536 index DBs"),
+                kinds: configured[attr],
+                ordering: schema.attribute_type(*attr).ordering,
+            });
+        }
         IndexPlan { by_attr, attrs }
     }
 
     pub fn get(&self, attr: AttrId) -> Option<&IndexedAttribute> {
-        self.by_attr.get(&attr)
+        self.by_attr.get(attr as usize).and_then(Option::as_ref)
     }
 
     /// The attribute of each slot.
@@ -713,7 +731,7 @@ impl IndexPlan {
         normalized: &[u8],
         emit: &mut KeySink<'_, E>,
     ) -> Result<(), E> {
-        let Some(indexed) = self.by_attr.get(&attr) else {
+        let Some(indexed) = self.get(attr) else {
             return Ok(());
         };
         let ordering_key = match indexed.ordering {
@@ -737,7 +755,7 @@ impl IndexPlan {
         emit: &mut KeySink<'_, E>,
     ) -> Result<(), E> {
         for attribute in attributes {
-            if !self.by_attr.contains_key(&attribute.attr) {
+            if self.get(attribute.attr).is_none() {
                 continue;
             }
             for (_, normalized) in &attribute.values {
@@ -774,7 +792,7 @@ impl IndexPlan {
                         attribute.description_number
                     ))
                 })?;
-            if !self.by_attr.contains_key(&info.attr) || !selected(info.attr) {
+            if self.get(info.attr).is_none() || !selected(info.attr) {
                 continue;
             }
             for (_, normalized) in attribute.values() {

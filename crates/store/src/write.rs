@@ -117,7 +117,7 @@ impl Inner {
         crate::rows::normalize_pairs(
             &self.schema,
             crate::rows::attribute_pairs(attributes),
-            &mut crate::rows::RowScratch::default(),
+            &mut crate::rows::RowScratch::new(),
         )
     }
 
@@ -523,7 +523,7 @@ impl<'s> WriteTxn<'s> {
         crate::rows::encode_attributes(
             self.inner,
             attributes,
-            &mut crate::rows::RowScratch::default(),
+            &mut crate::rows::RowScratch::new(),
             &mut bytes,
         )
         .map_err(|error| ldap(error.code, format!("entry {id}: {}", error.message)))?;
@@ -690,7 +690,7 @@ impl<'s> WriteTxn<'s> {
             context,
             &stamp,
             &crate::rows::FreshValues::new(),
-            &mut crate::rows::RowScratch::default(),
+            &mut crate::rows::RowScratch::new(),
         )?;
         self.check_deadline()?;
         let id = self.allocate_id()?;
