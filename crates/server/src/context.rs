@@ -173,7 +173,7 @@ impl Database {
     /// Opens the store and access policy described by a config file.
     pub fn open(config: &lmdir_config::Config) -> Result<Database, ServerError> {
         let schema = schema_from_config(config)?;
-        let options = store_options_from_config(config);
+        let options = lmdir_store::StoreOptions::from_config(config);
         let store =
             Store::open(&config.database.directory, options, schema.clone()).map_err(|error| {
                 ServerError::Database(format!("{}: {error}", config.database.directory.display()))
@@ -314,37 +314,6 @@ pub fn schema_from_config(config: &lmdir_config::Config) -> Result<Arc<Schema>, 
         tracing::warn!("schema: {note}");
     }
     Ok(Arc::new(schema))
-}
-
-/// The store options a config describes (every command opens the store through this).
-pub fn store_options_from_config(config: &lmdir_config::Config) -> lmdir_store::StoreOptions {
-    let indexes = config
-        .database
-        .index
-        .iter()
-        .map(|(attribute, kinds)| {
-            let kinds = kinds
-                .iter()
-                .map(|kind| match kind {
-                    lmdir_config::IndexKind::Eq => lmdir_store::IndexKind::Equality,
-                    lmdir_config::IndexKind::Presence => lmdir_store::IndexKind::Presence,
-                    lmdir_config::IndexKind::Substring => lmdir_store::IndexKind::Substring,
-                    lmdir_config::IndexKind::Ordered => lmdir_store::IndexKind::Ordered,
-                    // Approximate matching is equality on normalized values (lmdir-schema):
-                    // the equality index serves it.
-                    lmdir_config::IndexKind::Approx => lmdir_store::IndexKind::Equality,
-                })
-                .collect();
-            (attribute.clone(), kinds)
-        })
-        .collect();
-    lmdir_store::StoreOptions {
-        suffix: config.database.suffix.clone(),
-        indexes,
-        sync: config.database.sync,
-        memberof: config.database.memberof,
-        ..lmdir_store::StoreOptions::default()
-    }
 }
 
 pub(crate) fn no_such_object(dn: &str) -> OperationError {

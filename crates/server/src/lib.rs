@@ -40,7 +40,7 @@ mod writer;
 
 /// The database as the CLI opens it (kept at this path for `lmdir`'s commands).
 pub mod database {
-    pub use crate::context::{schema_from_config, store_options_from_config, Database};
+    pub use crate::context::{schema_from_config, Database};
 }
 
 pub use context::Database;
