@@ -88,7 +88,7 @@ fn main() {
                         digest.update(&(original.len() as u64).to_le_bytes());
                         digest.update(original);
                         digest.update(&(normalized.len() as u64).to_le_bytes());
-                        digest.update(normalized);
+                        digest.update(&normalized.to_cow());
                     }
                 }
             } else {

@@ -110,7 +110,7 @@ pub fn reindex(
                                 push_value_keys(
                                     &prefix,
                                     *kinds,
-                                    normalized,
+                                    &normalized.to_cow(),
                                     *ordering,
                                     id,
                                     &mut run,
