@@ -95,40 +95,35 @@ fn is_ascii_lowercase_of(original: &[u8], normalized: &[u8]) -> bool {
             .all(|(original, normalized)| original.to_ascii_lowercase() == *normalized)
 }
 
-/// What a value's normalized code says, in the record's format version.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum NormalizedCode {
-    Same,
-    AsciiLowercase,
-    Stored(u64),
+/// Stored normalized bytes for a code: `code - offset` where the offset is 1 in version 1 and 2
+/// in version 2, none below it (0 = same as the original; 1 in version 2 = ASCII lowercase, in
+/// version 1 an empty stored form). One subtraction, so skipping values stays as cheap as in
+/// version 1.
+#[inline]
+fn stored_length(code: u64, stored_offset: u64) -> u64 {
+    code.saturating_sub(stored_offset)
 }
 
-fn normalized_code(version: u8, code: u64) -> NormalizedCode {
-    match (version, code) {
-        (_, CODE_SAME) => NormalizedCode::Same,
-        (ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED, length_plus_one) => {
-            NormalizedCode::Stored(length_plus_one - 1)
-        }
-        (_, CODE_ASCII_LOWERCASE) => NormalizedCode::AsciiLowercase,
-        (_, length_plus_offset) => NormalizedCode::Stored(length_plus_offset - CODE_STORED_OFFSET),
+fn stored_offset(version: u8) -> u64 {
+    if version == ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED {
+        1
+    } else {
+        CODE_STORED_OFFSET
     }
 }
 
-/// Reads one value's header and returns (original range start, original length, code),
-/// leaving `position` after the value. `None` only on a record `parse` would have refused.
+/// Reads one value's header, leaving `position` after the value; returns the original's start,
+/// its length and the normalized code. Only called on records `parse` validated.
+#[inline]
 fn read_value(
-    version: u8,
     bytes: &[u8],
+    stored_offset: u64,
     position: &mut usize,
-) -> Option<(usize, usize, NormalizedCode)> {
+) -> Option<(usize, usize, u64)> {
     let original_length = read_varint(bytes, position)? as usize;
-    let code = normalized_code(version, read_varint(bytes, position)?);
+    let code = read_varint(bytes, position)?;
     let start = *position;
-    let stored = match code {
-        NormalizedCode::Stored(length) => length as usize,
-        _ => 0,
-    };
-    *position = start.checked_add(original_length)?.checked_add(stored)?;
+    *position = start + original_length + stored_length(code, stored_offset) as usize;
     Some((start, original_length, code))
 }
 
@@ -172,7 +167,10 @@ impl<'a> NormalizedValue<'a> {
         match *self {
             NormalizedValue::Stored(bytes) => out.extend_from_slice(bytes),
             NormalizedValue::AsciiLowercaseOf(original) => {
-                out.extend(original.iter().map(u8::to_ascii_lowercase))
+                // Copy then lowercase in place: both run over whole words, not byte by byte.
+                let start = out.len();
+                out.extend_from_slice(original);
+                out[start..].make_ascii_lowercase();
             }
         }
     }
@@ -276,7 +274,7 @@ impl<'a> EncodedEntry<'a> {
     pub fn attributes(&self) -> EncodedAttributes<'a> {
         EncodedAttributes {
             bytes: self.bytes,
-            version: self.version,
+            stored_offset: stored_offset(self.version),
             position: self.body_start,
             remaining: self.attribute_count,
         }
@@ -290,10 +288,7 @@ fn parse_value(version: u8, bytes: &[u8], position: &mut usize) -> Result<(), Co
         read_varint(bytes, position).ok_or(corrupt(*position, "truncated value length"))?;
     let code =
         read_varint(bytes, position).ok_or(corrupt(*position, "truncated normalized length"))?;
-    let stored = match normalized_code(version, code) {
-        NormalizedCode::Stored(length) => length,
-        NormalizedCode::Same | NormalizedCode::AsciiLowercase => 0,
-    };
+    let stored = stored_length(code, stored_offset(version));
     let total = original_length
         .checked_add(stored)
         .ok_or(corrupt(*position, "length overflow"))?;
@@ -308,7 +303,7 @@ fn parse_value(version: u8, bytes: &[u8], position: &mut usize) -> Result<(), Co
 #[derive(Clone, Debug)]
 pub struct EncodedAttributes<'a> {
     bytes: &'a [u8],
-    version: u8,
+    stored_offset: u64,
     position: usize,
     remaining: usize,
 }
@@ -326,13 +321,13 @@ impl<'a> Iterator for EncodedAttributes<'a> {
         let values_start = self.position;
         // Skip the values to position the next attribute.
         for _ in 0..value_count {
-            read_value(self.version, self.bytes, &mut self.position)?;
+            read_value(self.bytes, self.stored_offset, &mut self.position)?;
         }
         Some(EncodedAttribute {
             description_number,
             value_count,
             bytes: self.bytes,
-            version: self.version,
+            stored_offset: self.stored_offset,
             values_start,
         })
     }
@@ -344,7 +339,7 @@ pub struct EncodedAttribute<'a> {
     pub description_number: u32,
     pub value_count: usize,
     bytes: &'a [u8],
-    version: u8,
+    stored_offset: u64,
     values_start: usize,
 }
 
@@ -353,7 +348,7 @@ impl<'a> EncodedAttribute<'a> {
     pub fn values(&self) -> EncodedValues<'a> {
         EncodedValues {
             bytes: self.bytes,
-            version: self.version,
+            stored_offset: self.stored_offset,
             position: self.values_start,
             remaining: self.value_count,
         }
@@ -393,7 +388,14 @@ impl<'a> EncodedAttribute<'a> {
     }
 
     fn computed_normalized(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(
+            self.values()
+                .map(|(original, normalized)| match normalized {
+                    NormalizedValue::AsciiLowercaseOf(_) => original.len(),
+                    NormalizedValue::Stored(_) => 0,
+                })
+                .sum(),
+        );
         for (_, normalized) in self.values() {
             if let NormalizedValue::AsciiLowercaseOf(_) = normalized {
                 normalized.extend_into(&mut out);
@@ -430,7 +432,7 @@ impl<'c> Iterator for SliceValues<'c> {
 #[derive(Clone, Debug)]
 pub struct EncodedValues<'a> {
     bytes: &'a [u8],
-    version: u8,
+    stored_offset: u64,
     position: usize,
     remaining: usize,
 }
@@ -444,14 +446,15 @@ impl<'a> Iterator for EncodedValues<'a> {
         }
         self.remaining -= 1;
         let (start, original_length, code) =
-            read_value(self.version, self.bytes, &mut self.position)?;
+            read_value(self.bytes, self.stored_offset, &mut self.position)?;
         let original = &self.bytes[start..start + original_length];
-        let normalized = match code {
-            NormalizedCode::Same => NormalizedValue::Stored(original),
-            NormalizedCode::AsciiLowercase => NormalizedValue::AsciiLowercaseOf(original),
-            NormalizedCode::Stored(_) => {
-                NormalizedValue::Stored(&self.bytes[start + original_length..self.position])
-            }
+        let normalized = if code == CODE_SAME {
+            NormalizedValue::Stored(original)
+        } else if code < self.stored_offset {
+            // Only code 1 in version 2 (version 1's offset is 1).
+            NormalizedValue::AsciiLowercaseOf(original)
+        } else {
+            NormalizedValue::Stored(&self.bytes[start + original_length..self.position])
         };
         Some((original, normalized))
     }
