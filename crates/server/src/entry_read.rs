@@ -213,7 +213,10 @@ pub(crate) fn write_entry_attributes(
         if types_only {
             writer.attribute(description, std::iter::empty());
         } else if let Some(matched) = &selection.matched_values {
-            let kept = matched.kept(attr, attribute.options(), attribute.values());
+            let values = attribute
+                .values()
+                .map(|(original, normalized)| (original, normalized.to_cow()));
+            let kept = matched.kept(attr, attribute.options(), values);
             if !kept.is_empty() {
                 writer.attribute(description, kept);
             }

@@ -84,11 +84,11 @@ impl ValuesFilter {
     }
 
     /// The values (original forms) of the attribute `attr` with `options` that are returned.
-    pub fn kept<'v>(
+    pub fn kept<'v, N: AsRef<[u8]>>(
         &self,
         attr: AttrId,
         options: &[String],
-        values: impl Iterator<Item = (&'v [u8], &'v [u8])>,
+        values: impl Iterator<Item = (&'v [u8], N)>,
     ) -> Vec<&'v [u8]> {
         values
             .filter(|(original, normalized)| {
@@ -97,7 +97,7 @@ impl ValuesFilter {
                     options,
                     StoredValue {
                         original,
-                        normalized,
+                        normalized: normalized.as_ref(),
                     },
                 )
             })

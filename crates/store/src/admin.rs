@@ -897,7 +897,7 @@ impl Store {
                     add(&mut digest, info.text.as_bytes());
                     for (original, normalized) in attribute.values() {
                         add(&mut digest, original);
-                        add(&mut digest, normalized);
+                        add(&mut digest, &normalized.to_cow());
                     }
                 }
             })?;

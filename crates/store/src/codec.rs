@@ -2,16 +2,37 @@
 //!
 //! Layout: version byte, varint attribute count, then per attribute its description number
 //! (from `meta`'s description table), varint value count, and per value: varint original length,
-//! varint normalized code (0 = normalized form identical to the original, else length + 1), the
-//! original bytes, then the normalized bytes when they differ. The DN is not stored (it lives in
-//! the DN tree). Decoding borrows from the input (the LMDB map): no copy.
+//! varint normalized code, the original bytes, then the normalized bytes when the code says they
+//! are stored. The DN is not stored (it lives in the DN tree).
+//!
+//! Normalized codes in version 2 (written today): 0 = normalized form identical to the original,
+//! 1 = normalized form is the ASCII lowercase of the original (not stored: computed when asked
+//! for), n + 2 = n normalized bytes follow the original. Version 1 (still read, never written)
+//! has only 0 and n + 1. Code 1 exists because case-ignoring rules (caseIgnoreMatch and kin)
+//! turn most values into exactly their ASCII lowercase: on the large benchmark profile those
+//! copies were 36 % of id2entry's bytes (descriptions of 200..600 characters stored twice), and
+//! dropping them keeps records under LMDB's overflow threshold (~2 KB on 4 KiB pages).
+//!
+//! Decoding borrows from the input (the LMDB map): no copy. Only a code-1 normalized value is
+//! computed, on demand ([`NormalizedValue`]), into a buffer no longer than its original, so a
+//! corrupt record cannot make the decoder allocate more than the record's own size.
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
 
 use crate::layout::{push_varint, read_varint};
 
-pub const ENTRY_FORMAT_VERSION: u8 = 1;
+/// The version `encode_entry` writes.
+pub const ENTRY_FORMAT_VERSION: u8 = 2;
+/// The first format (normalized values always stored when they differ); still decoded.
+pub const ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED: u8 = 1;
 /// Limits that keep a corrupt or hostile record from exhausting memory while decoding.
 pub const ATTRIBUTES_PER_ENTRY_MAX: usize = 1 << 16;
 pub const VALUES_PER_ATTRIBUTE_MAX: usize = 1 << 24;
+
+const CODE_SAME: u64 = 0;
+const CODE_ASCII_LOWERCASE: u64 = 1;
+const CODE_STORED_OFFSET: u64 = 2;
 
 /// One attribute to encode: its description number and its (original, normalized) values.
 pub struct AttributeToEncode<'a> {
@@ -51,16 +72,133 @@ pub fn encode_entry(
         for (original, normalized) in attribute.values {
             push_varint(original.len() as u64, out);
             if original == normalized {
-                push_varint(0, out);
+                push_varint(CODE_SAME, out);
+                out.extend_from_slice(original);
+            } else if is_ascii_lowercase_of(original, normalized) {
+                push_varint(CODE_ASCII_LOWERCASE, out);
                 out.extend_from_slice(original);
             } else {
-                push_varint(normalized.len() as u64 + 1, out);
+                push_varint(normalized.len() as u64 + CODE_STORED_OFFSET, out);
                 out.extend_from_slice(original);
                 out.extend_from_slice(normalized);
             }
         }
     }
     Ok(())
+}
+
+fn is_ascii_lowercase_of(original: &[u8], normalized: &[u8]) -> bool {
+    original.len() == normalized.len()
+        && original
+            .iter()
+            .zip(normalized)
+            .all(|(original, normalized)| original.to_ascii_lowercase() == *normalized)
+}
+
+/// Stored normalized bytes for a code: `code - offset` where the offset is 1 in version 1 and 2
+/// in version 2, none below it (0 = same as the original; 1 in version 2 = ASCII lowercase, in
+/// version 1 an empty stored form). One subtraction, so skipping values stays as cheap as in
+/// version 1.
+#[inline]
+fn stored_length(code: u64, stored_offset: u64) -> u64 {
+    code.saturating_sub(stored_offset)
+}
+
+fn stored_offset(version: u8) -> u64 {
+    if version == ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED {
+        1
+    } else {
+        CODE_STORED_OFFSET
+    }
+}
+
+/// Reads one value's header, leaving `position` after the value; returns the original's start,
+/// its length and the normalized code. Only called on records `parse` validated.
+#[inline]
+fn read_value(
+    bytes: &[u8],
+    stored_offset: u64,
+    position: &mut usize,
+) -> Option<(usize, usize, u64)> {
+    let original_length = read_varint(bytes, position)? as usize;
+    let code = read_varint(bytes, position)?;
+    let start = *position;
+    *position = start + original_length + stored_length(code, stored_offset) as usize;
+    Some((start, original_length, code))
+}
+
+/// The normalized form of a stored value: borrowed from the record, or the ASCII lowercase of
+/// the original, computed only when asked for (most readers send originals only).
+#[derive(Clone, Copy, Debug)]
+pub enum NormalizedValue<'a> {
+    Stored(&'a [u8]),
+    AsciiLowercaseOf(&'a [u8]),
+}
+
+impl<'a> NormalizedValue<'a> {
+    /// The bytes, borrowed when stored, else computed (never longer than the original).
+    pub fn to_cow(&self) -> Cow<'a, [u8]> {
+        match *self {
+            NormalizedValue::Stored(bytes) => Cow::Borrowed(bytes),
+            NormalizedValue::AsciiLowercaseOf(original) => {
+                Cow::Owned(original.to_ascii_lowercase())
+            }
+        }
+    }
+
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.to_cow().into_owned()
+    }
+
+    pub fn len(&self) -> usize {
+        match *self {
+            NormalizedValue::Stored(bytes) | NormalizedValue::AsciiLowercaseOf(bytes) => {
+                bytes.len()
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the bytes to `out` without an intermediate allocation.
+    pub fn extend_into(&self, out: &mut Vec<u8>) {
+        match *self {
+            NormalizedValue::Stored(bytes) => out.extend_from_slice(bytes),
+            NormalizedValue::AsciiLowercaseOf(original) => {
+                // Copy then lowercase in place: both run over whole words, not byte by byte.
+                let start = out.len();
+                out.extend_from_slice(original);
+                out[start..].make_ascii_lowercase();
+            }
+        }
+    }
+}
+
+/// Compares without computing the lowercase form.
+impl PartialEq<[u8]> for NormalizedValue<'_> {
+    fn eq(&self, other: &[u8]) -> bool {
+        match *self {
+            NormalizedValue::Stored(bytes) => bytes == other,
+            NormalizedValue::AsciiLowercaseOf(original) => is_ascii_lowercase_of(original, other),
+        }
+    }
+}
+
+impl PartialEq<&[u8]> for NormalizedValue<'_> {
+    fn eq(&self, other: &&[u8]) -> bool {
+        *self == **other
+    }
+}
+
+impl PartialEq for NormalizedValue<'_> {
+    fn eq(&self, other: &NormalizedValue<'_>) -> bool {
+        match *other {
+            NormalizedValue::Stored(bytes) => *self == *bytes,
+            NormalizedValue::AsciiLowercaseOf(_) => *self == *other.to_cow(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -74,6 +212,7 @@ pub struct CorruptEntry {
 #[derive(Clone, Copy, Debug)]
 pub struct EncodedEntry<'a> {
     bytes: &'a [u8],
+    version: u8,
     attribute_count: usize,
     body_start: usize,
 }
@@ -82,9 +221,12 @@ impl<'a> EncodedEntry<'a> {
     /// Validates the whole record once so later iteration is infallible.
     pub fn parse(bytes: &'a [u8]) -> Result<EncodedEntry<'a>, CorruptEntry> {
         let corrupt = |position, reason| CorruptEntry { position, reason };
-        if bytes.first() != Some(&ENTRY_FORMAT_VERSION) {
-            return Err(corrupt(0, "unknown format version"));
-        }
+        let version = match bytes.first() {
+            Some(&version @ (ENTRY_FORMAT_VERSION | ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED)) => {
+                version
+            }
+            _ => return Err(corrupt(0, "unknown format version")),
+        };
         let mut position = 1;
         let attribute_count = read_varint(bytes, &mut position)
             .ok_or(corrupt(position, "truncated attribute count"))?
@@ -106,17 +248,7 @@ impl<'a> EncodedEntry<'a> {
                 return Err(corrupt(position, "too many values"));
             }
             for _ in 0..value_count {
-                let original_length = read_varint(bytes, &mut position)
-                    .ok_or(corrupt(position, "truncated value length"))?;
-                let normalized_code = read_varint(bytes, &mut position)
-                    .ok_or(corrupt(position, "truncated normalized length"))?;
-                let total = original_length
-                    .checked_add(normalized_code.saturating_sub(1))
-                    .ok_or(corrupt(position, "length overflow"))?;
-                if total > (bytes.len() - position) as u64 {
-                    return Err(corrupt(position, "value runs past the record"));
-                }
-                position += total as usize;
+                parse_value(version, bytes, &mut position)?;
             }
         }
         if position != bytes.len() {
@@ -124,6 +256,7 @@ impl<'a> EncodedEntry<'a> {
         }
         Ok(EncodedEntry {
             bytes,
+            version,
             attribute_count,
             body_start,
         })
@@ -133,19 +266,44 @@ impl<'a> EncodedEntry<'a> {
         self.attribute_count
     }
 
+    /// The record's format version (1 or 2).
+    pub fn version(&self) -> u8 {
+        self.version
+    }
+
     pub fn attributes(&self) -> EncodedAttributes<'a> {
         EncodedAttributes {
             bytes: self.bytes,
+            stored_offset: stored_offset(self.version),
             position: self.body_start,
             remaining: self.attribute_count,
         }
     }
 }
 
+/// Validates one value's header and extent, advancing `position` past it.
+fn parse_value(version: u8, bytes: &[u8], position: &mut usize) -> Result<(), CorruptEntry> {
+    let corrupt = |position, reason| CorruptEntry { position, reason };
+    let original_length =
+        read_varint(bytes, position).ok_or(corrupt(*position, "truncated value length"))?;
+    let code =
+        read_varint(bytes, position).ok_or(corrupt(*position, "truncated normalized length"))?;
+    let stored = stored_length(code, stored_offset(version));
+    let total = original_length
+        .checked_add(stored)
+        .ok_or(corrupt(*position, "length overflow"))?;
+    if total > (bytes.len() - *position) as u64 {
+        return Err(corrupt(*position, "value runs past the record"));
+    }
+    *position += total as usize;
+    Ok(())
+}
+
 /// Iterator over the attributes of a validated entry.
 #[derive(Clone, Debug)]
 pub struct EncodedAttributes<'a> {
     bytes: &'a [u8],
+    stored_offset: u64,
     position: usize,
     remaining: usize,
 }
@@ -163,14 +321,13 @@ impl<'a> Iterator for EncodedAttributes<'a> {
         let values_start = self.position;
         // Skip the values to position the next attribute.
         for _ in 0..value_count {
-            let original_length = read_varint(self.bytes, &mut self.position)? as usize;
-            let normalized_code = read_varint(self.bytes, &mut self.position)? as usize;
-            self.position += original_length + normalized_code.saturating_sub(1);
+            read_value(self.bytes, self.stored_offset, &mut self.position)?;
         }
         Some(EncodedAttribute {
             description_number,
             value_count,
             bytes: self.bytes,
+            stored_offset: self.stored_offset,
             values_start,
         })
     }
@@ -182,44 +339,123 @@ pub struct EncodedAttribute<'a> {
     pub description_number: u32,
     pub value_count: usize,
     bytes: &'a [u8],
+    stored_offset: u64,
     values_start: usize,
 }
 
 impl<'a> EncodedAttribute<'a> {
-    /// (original, normalized) pairs, borrowed from the record.
+    /// (original, normalized) pairs, the originals borrowed from the record.
     pub fn values(&self) -> EncodedValues<'a> {
         EncodedValues {
             bytes: self.bytes,
+            stored_offset: self.stored_offset,
             position: self.values_start,
             remaining: self.value_count,
         }
+    }
+
+    /// Whether any value's normalized form is computed rather than stored (then
+    /// [`NormalizedValue::to_cow`] allocates).
+    pub fn has_computed_normalized(&self) -> bool {
+        self.values()
+            .any(|(_, normalized)| matches!(normalized, NormalizedValue::AsciiLowercaseOf(_)))
+    }
+}
+
+/// (original, normalized) pairs as plain slices, for callers that need the normalized bytes of
+/// every value (filter evaluation). Computed normalized forms of the whole attribute go into
+/// `computed` the first time one is reached, so an iteration that stops early, or never meets a
+/// computed one, allocates nothing.
+#[derive(Clone, Debug)]
+pub struct SliceValues<'c> {
+    values: EncodedValues<'c>,
+    attribute: EncodedAttribute<'c>,
+    computed: &'c OnceCell<Vec<u8>>,
+    computed_offset: usize,
+}
+
+impl<'a> EncodedAttribute<'a> {
+    pub fn slice_values<'c>(&self, computed: &'c OnceCell<Vec<u8>>) -> SliceValues<'c>
+    where
+        'a: 'c,
+    {
+        SliceValues {
+            values: self.values(),
+            attribute: *self,
+            computed,
+            computed_offset: 0,
+        }
+    }
+
+    fn computed_normalized(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            self.values()
+                .map(|(original, normalized)| match normalized {
+                    NormalizedValue::AsciiLowercaseOf(_) => original.len(),
+                    NormalizedValue::Stored(_) => 0,
+                })
+                .sum(),
+        );
+        for (_, normalized) in self.values() {
+            if let NormalizedValue::AsciiLowercaseOf(_) = normalized {
+                normalized.extend_into(&mut out);
+            }
+        }
+        out
+    }
+}
+
+impl<'c> Iterator for SliceValues<'c> {
+    type Item = (&'c [u8], &'c [u8]);
+
+    fn next(&mut self) -> Option<(&'c [u8], &'c [u8])> {
+        let (original, normalized) = self.values.next()?;
+        match normalized {
+            NormalizedValue::Stored(bytes) => Some((original, bytes)),
+            NormalizedValue::AsciiLowercaseOf(_) => {
+                let attribute = self.attribute;
+                let all = self
+                    .computed
+                    .get_or_init(|| attribute.computed_normalized());
+                let start = self.computed_offset;
+                self.computed_offset += original.len();
+                Some((original, all.get(start..self.computed_offset)?))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.values.size_hint()
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct EncodedValues<'a> {
     bytes: &'a [u8],
+    stored_offset: u64,
     position: usize,
     remaining: usize,
 }
 
 impl<'a> Iterator for EncodedValues<'a> {
-    type Item = (&'a [u8], &'a [u8]);
+    type Item = (&'a [u8], NormalizedValue<'a>);
 
-    fn next(&mut self) -> Option<(&'a [u8], &'a [u8])> {
+    fn next(&mut self) -> Option<(&'a [u8], NormalizedValue<'a>)> {
         if self.remaining == 0 {
             return None;
         }
         self.remaining -= 1;
-        let original_length = read_varint(self.bytes, &mut self.position)? as usize;
-        let normalized_code = read_varint(self.bytes, &mut self.position)? as usize;
-        let original = &self.bytes[self.position..self.position + original_length];
-        self.position += original_length;
-        if normalized_code == 0 {
-            return Some((original, original));
-        }
-        let normalized = &self.bytes[self.position..self.position + normalized_code - 1];
-        self.position += normalized_code - 1;
+        let (start, original_length, code) =
+            read_value(self.bytes, self.stored_offset, &mut self.position)?;
+        let original = &self.bytes[start..start + original_length];
+        let normalized = if code == CODE_SAME {
+            NormalizedValue::Stored(original)
+        } else if code < self.stored_offset {
+            // Only code 1 in version 2 (version 1's offset is 1).
+            NormalizedValue::AsciiLowercaseOf(original)
+        } else {
+            NormalizedValue::Stored(&self.bytes[start + original_length..self.position])
+        };
         Some((original, normalized))
     }
 
@@ -251,6 +487,111 @@ mod tests {
         let mut trailing = bytes.clone();
         trailing.push(0);
         assert!(EncodedEntry::parse(&trailing).is_err());
+    }
+
+    fn one_attribute(values: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        encode_entry(
+            &[AttributeToEncode {
+                description_number: 3,
+                values,
+            }],
+            &mut bytes,
+        )
+        .expect("encodable");
+        bytes
+    }
+
+    #[test]
+    fn ascii_lowercase_normalized_forms_are_a_code_not_bytes() {
+        let bytes = one_attribute(&[(b"Foo".to_vec(), b"foo".to_vec())]);
+        assert_eq!(
+            bytes,
+            [2, 1, 3, 1, 3, CODE_ASCII_LOWERCASE as u8, b'F', b'o', b'o']
+        );
+        // Not a pure ASCII lowercasing (space folding, non-ASCII case): stored.
+        let folded = one_attribute(&[("A  B".into(), "a b".into())]);
+        assert_eq!(folded[5], 3 + CODE_STORED_OFFSET as u8);
+        let non_ascii = one_attribute(&[("Ä".into(), "ä".into())]);
+        let (_, normalized) = EncodedEntry::parse(&non_ascii)
+            .unwrap()
+            .attributes()
+            .next()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap();
+        assert!(matches!(normalized, NormalizedValue::Stored(b) if b == "ä".as_bytes()));
+    }
+
+    #[test]
+    fn version_one_records_still_decode() {
+        // Written before version 2: code n + 1 means n stored bytes; 1 means an empty one.
+        let bytes = [
+            1, 1, 3, 2, 3, 4, b'F', b'o', b'o', b'f', b'o', b'o', 0, 2, b'X',
+        ];
+        let entry = EncodedEntry::parse(&bytes).expect("version 1 decodes");
+        assert_eq!(entry.version(), ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED);
+        let attribute = entry.attributes().next().unwrap();
+        let values: Vec<(Vec<u8>, Vec<u8>)> = attribute
+            .values()
+            .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+            .collect();
+        assert_eq!(
+            values,
+            [
+                (b"Foo".to_vec(), b"foo".to_vec()),
+                (Vec::new(), b"X".to_vec())
+            ]
+        );
+        assert!(!attribute.has_computed_normalized());
+    }
+
+    #[test]
+    fn slice_values_compute_only_when_reached() {
+        let bytes = one_attribute(&[
+            (b"same".to_vec(), b"same".to_vec()),
+            (b"Ab".to_vec(), b"ab".to_vec()),
+            (b"CdE".to_vec(), b"cde".to_vec()),
+        ]);
+        let attribute = EncodedEntry::parse(&bytes)
+            .unwrap()
+            .attributes()
+            .next()
+            .unwrap();
+        let computed = OnceCell::new();
+        let first = attribute.slice_values(&computed).next();
+        assert_eq!(first, Some((&b"same"[..], &b"same"[..])));
+        assert!(
+            computed.get().is_none(),
+            "nothing computed for a stored form"
+        );
+        let all: Vec<_> = attribute.slice_values(&computed).collect();
+        assert_eq!(
+            all,
+            [
+                (&b"same"[..], &b"same"[..]),
+                (b"Ab", b"ab"),
+                (b"CdE", b"cde")
+            ]
+        );
+        assert_eq!(
+            computed.get().map(Vec::len),
+            Some(5),
+            "once, for the whole attribute"
+        );
+    }
+
+    #[test]
+    fn normalized_comparisons_need_no_allocation() {
+        let lower = NormalizedValue::AsciiLowercaseOf(b"MiXed");
+        let (asserted, original): (&[u8], &[u8]) = (b"mixed", b"MiXed");
+        assert!(lower == asserted);
+        assert!(lower != original);
+        assert!(lower == *asserted);
+        assert!(lower == NormalizedValue::Stored(b"mixed"));
+        assert!(NormalizedValue::Stored(b"mixed") == lower);
+        assert_eq!(lower.len(), 5);
     }
 
     /// The invariant: whatever the encoder writes, the decoder reads; what the decoder would

@@ -373,7 +373,7 @@ impl WriteTxn<'_> {
                 };
                 let listed = attribute
                     .values()
-                    .any(|(_, normalized)| names_it(normalized));
+                    .any(|(_, normalized)| names_it(&normalized.to_cow()));
                 if listed && (Some(info.attr) == member_attr || is_unique) {
                     groups.push(other);
                 } else if listed && info.attr == memberof {

@@ -1,6 +1,7 @@
 //! Read transactions: DN tree lookups, zero-copy entries, posting lists.
 
-use std::cell::RefCell;
+use std::borrow::Cow;
+use std::cell::{OnceCell, RefCell};
 use std::sync::Arc;
 
 use heed::{RoTxn, WithoutTls};
@@ -530,10 +531,11 @@ impl<'txn> EntryRef<'txn> {
     }
 
     /// Values of all descriptions of `attr` (any options).
-    pub fn values_of(&self, attr: AttrId) -> Vec<(&'txn [u8], &'txn [u8])> {
+    pub fn values_of(&self, attr: AttrId) -> Vec<(&'txn [u8], Cow<'txn, [u8]>)> {
         self.attributes()
             .filter(|attribute| attribute.attr() == attr)
             .flat_map(|attribute| attribute.values())
+            .map(|(original, normalized)| (original, normalized.to_cow()))
             .collect()
     }
 
@@ -566,12 +568,16 @@ impl EntryView for EntryRef<'_> {
                   + '_),
     ) {
         for attribute in self.attributes() {
-            let mut values = attribute
-                .values()
-                .map(|(original, normalized)| StoredValue {
-                    original,
-                    normalized,
-                });
+            // Normalized forms the record does not store are computed only if `visit` reads them.
+            let computed = OnceCell::new();
+            let mut values =
+                attribute
+                    .encoded
+                    .slice_values(&computed)
+                    .map(|(original, normalized)| StoredValue {
+                        original,
+                        normalized,
+                    });
             if !visit(attribute.attr(), attribute.options(), &mut values) {
                 return;
             }

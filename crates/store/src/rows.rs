@@ -796,7 +796,7 @@ impl IndexPlan {
                 continue;
             }
             for (_, normalized) in attribute.values() {
-                self.value_keys(info.attr, normalized, emit)?;
+                self.value_keys(info.attr, &normalized.to_cow(), emit)?;
             }
         }
         Ok(())

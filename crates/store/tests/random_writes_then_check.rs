@@ -289,7 +289,7 @@ fn random_writes_keep_every_structure_exact() {
             entry
                 .values_of(sn)
                 .iter()
-                .all(|(_, normalized)| *normalized != b"smith")
+                .all(|(_, normalized)| normalized.as_ref() != b"smith")
         })
         .unwrap();
     let bogus_dn = store.read().unwrap().dn_of(bogus).unwrap();

@@ -63,7 +63,7 @@ pub(super) fn sort_values(
                 .values_of(key.attr)
                 .into_iter()
                 .map(|(_, normalized)| match key.rule {
-                    Some(rule) => rule.ordering_key(normalized),
+                    Some(rule) => rule.ordering_key(&normalized),
                     None => normalized.to_vec(),
                 });
             if key.reverse {
