@@ -151,7 +151,10 @@ fn dump(port: u16) -> Dump {
         .expect("running ldapsearch");
     let text = String::from_utf8_lossy(&output.stdout);
     let mut entries = Dump::new();
-    for record in text.split("\n\n").filter(|record| !record.trim().is_empty()) {
+    for record in text
+        .split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+    {
         let mut lines = record.lines();
         let dn = lines.next().unwrap_or_default().to_ascii_lowercase();
         entries.insert(dn, lines.map(str::to_string).collect());
@@ -160,8 +163,16 @@ fn dump(port: u16) -> Dump {
 }
 
 fn summary(left: &Dump, right: &Dump) -> String {
-    let only_left: Vec<_> = left.keys().filter(|dn| !right.contains_key(*dn)).take(3).collect();
-    let only_right: Vec<_> = right.keys().filter(|dn| !left.contains_key(*dn)).take(3).collect();
+    let only_left: Vec<_> = left
+        .keys()
+        .filter(|dn| !right.contains_key(*dn))
+        .take(3)
+        .collect();
+    let only_right: Vec<_> = right
+        .keys()
+        .filter(|dn| !left.contains_key(*dn))
+        .take(3)
+        .collect();
     let differing: Vec<_> = left
         .iter()
         .filter(|(dn, lines)| right.get(*dn).is_some_and(|other| other != *lines))
@@ -364,8 +375,15 @@ fn a_client_write_to_the_replica_is_referred_to_the_provider() {
         .output()
         .expect("running ldapmodify");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(10), "referral expected: {stderr}");
-    assert!(stderr.contains(&provider.url()), "the provider's URL: {stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(10),
+        "referral expected: {stderr}"
+    );
+    assert!(
+        stderr.contains(&provider.url()),
+        "the provider's URL: {stderr}"
+    );
     // Nothing changed anywhere.
     assert_converges(&provider, &mut replica, "after the refused write");
 }

@@ -26,6 +26,7 @@ pub(crate) struct Selection {
     num_subordinates: Option<AttrId>,
     entry_dn: Option<AttrId>,
     subschema_subentry: Option<AttrId>,
+    context_csn: Option<AttrId>,
 }
 
 impl Selection {
@@ -62,6 +63,7 @@ impl Selection {
             num_subordinates: schema.attribute("numSubordinates"),
             entry_dn: schema.attribute("entryDN"),
             subschema_subentry: schema.attribute("subschemaSubentry"),
+            context_csn: schema.attribute("contextCSN"),
         }
     }
 
@@ -185,9 +187,14 @@ pub(crate) fn write_entry_attributes(
     access: Option<&EntryAccess<'_>>,
     types_only: bool,
 ) -> Result<(), OperationError> {
+    let context_csns = context_csns(subordinates.read, id, selection, access)?;
     for attribute in entry.attributes() {
         let attr = attribute.attr();
         if !selection.selects(schema, attr, attribute.options()) {
+            continue;
+        }
+        if !context_csns.is_empty() && Some(attr) == selection.context_csn {
+            // A contextCSN loaded with the data (a slapcat LDIF): the live one replaces it.
             continue;
         }
         if access.is_some_and(|access| !access.can_read_attribute(attr)) {
@@ -229,7 +236,38 @@ pub(crate) fn write_entry_attributes(
             writer.attribute(name.as_bytes(), [value.as_slice()]);
         }
     }
+    if !context_csns.is_empty() {
+        let values: Vec<Vec<u8>> = match types_only {
+            true => Vec::new(),
+            false => context_csns
+                .iter()
+                .map(|csn| csn.to_string().into_bytes())
+                .collect(),
+        };
+        writer.attribute(b"contextCSN", values.iter().map(Vec::as_slice));
+    }
     Ok(())
+}
+
+/// The directory's contextCSN (one value per server ID) when `id` is the naming context's
+/// entry and the attribute is selected and readable; empty otherwise. It lives in the store's
+/// `meta`, written in the transaction of each change (`lmdir_store::context_csn`).
+fn context_csns(
+    read: &ReadTxn,
+    id: lmdir_store::EntryId,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Vec<lmdir_sync::Csn>, OperationError> {
+    let Some(attr) = selection.context_csn else {
+        return Ok(Vec::new());
+    };
+    if !selection.selects_computed(Some(attr))
+        || access.is_some_and(|access| !access.can_read_attribute(attr))
+        || read.parent_of(id)? != Some(lmdir_store::layout::ROOT_PARENT_ID)
+    {
+        return Ok(Vec::new());
+    }
+    Ok(read.context_csns()?)
 }
 
 /// RFC 4527: the entry at `dn` as the value of a pre-read or post-read response control, with

@@ -5,6 +5,7 @@
 mod admin;
 mod bulk;
 pub mod codec;
+pub mod context_csn;
 mod env;
 mod files;
 pub mod layout;
@@ -26,11 +27,11 @@ pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDire
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
-pub use rows::{
-    csn_at, csn_value, precise_timestamp_value, timestamp_value, EntryRows, EntrySource,
-    FreshValues, IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
-};
 pub use replica::SubtreeMember;
+pub use rows::{
+    csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,
+    IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
+};
 pub use search::{Scope, SearchCursor, SearchSpec};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,

@@ -88,7 +88,7 @@ pub(crate) fn apply(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<(), Lda
             SyncChange::DeleteUnmentioned { base, present } => {
                 delete_below(txn, base, |uuid| {
                     !uuid
-                        .and_then(|text| uuid_bytes(text))
+                        .and_then(uuid_bytes)
                         .is_some_and(|uuid| present.contains(&uuid))
                 })?;
             }
@@ -164,7 +164,7 @@ fn delete_below(
     for (id, _, uuid) in members {
         if doomed(uuid.as_deref()) {
             let dn = txn.dn_of(id)?;
-            txn.delete(&dn)?;
+            txn.delete_replicated(&dn)?;
         }
     }
     Ok(())

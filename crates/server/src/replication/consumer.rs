@@ -6,9 +6,9 @@
 
 use super::apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
 use super::link::{result_code, Link, LinkError, Message};
-use crate::session::Identity;
 use crate::controls::{Control, MANAGE_DSA_IT_OID};
 use crate::server::ServerContext;
+use crate::session::Identity;
 use crate::writer::{WriteJob, WriteRequest};
 use ldap3_proto::proto::{
     LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchResultEntry, LdapSearchScope,
