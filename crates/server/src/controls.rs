@@ -38,6 +38,7 @@ pub const SEARCH_CONTROLS: &[&str] = &[
     MANAGE_DSA_IT_OID,
     ASSERTION_OID,
     SORT_REQUEST_OID,
+    lmdir_sync::messages::SYNC_REQUEST_OID,
 ];
 /// Controls honoured by bind.
 pub const BIND_CONTROLS: &[&str] = &[crate::ppolicy::PASSWORD_POLICY_OID];
@@ -258,6 +259,8 @@ pub struct RequestControls {
     /// The password policy request control (no value): the response carries the policy's
     /// warnings and errors.
     pub password_policy: bool,
+    /// RFC 4533 Sync Request (content synchronization).
+    pub sync: Option<lmdir_sync::SyncRequest>,
 }
 
 /// One key of a server-side sort request.
@@ -328,6 +331,13 @@ fn apply(parsed: &mut RequestControls, control: &Control) -> Result<(), Operatio
             // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
             parsed.manage_dsa_it = true;
             parsed.manage_dsa_it_critical = critical;
+        }
+        lmdir_sync::messages::SYNC_REQUEST_OID => {
+            let decoded =
+                lmdir_sync::SyncRequest::decode(value.unwrap_or_default()).map_err(|error| {
+                    protocol_error(lmdir_sync::messages::SYNC_REQUEST_OID, &error.to_string())
+                })?;
+            parsed.sync = Some(decoded);
         }
         ASSERTION_OID => {
             parsed.assertion = Some(decode_assertion(value)?);

@@ -157,6 +157,7 @@ pub(crate) fn write_stored_entry(
     selection: &Selection,
     access: Option<&EntryAccess<'_>>,
     types_only: bool,
+    controls: &[ResponseControl],
 ) -> Result<(), OperationError> {
     let mut writer = EntryWriter::begin(buffer, message_id, dn.as_bytes());
     write_entry_attributes(
@@ -170,7 +171,7 @@ pub(crate) fn write_stored_entry(
         access,
         types_only,
     )?;
-    writer.finish(&[]);
+    writer.finish(controls);
     Ok(())
 }
 
