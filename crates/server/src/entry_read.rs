@@ -84,6 +84,18 @@ impl Selection {
         }
     }
 
+    /// Only stored attributes: what a replication consumer stores must be data, never values
+    /// this server computes per read (an OpenLDAP consumer refuses numSubordinates, which its
+    /// schema lacks, and would store the others as if they were data).
+    pub(crate) fn stored_only(mut self) -> Selection {
+        self.has_subordinates = None;
+        self.num_subordinates = None;
+        self.entry_dn = None;
+        self.subschema_subentry = None;
+        self.context_csn = None;
+        self
+    }
+
     fn selects_computed(&self, attr: Option<AttrId>) -> bool {
         attr.is_some_and(|attr| self.all_operational || self.requested.contains_key(&attr))
     }

@@ -606,6 +606,17 @@ impl<'s> WriteTxn<'s> {
         )
     }
 
+    /// A change this store makes on its own to another entry (memberOf upkeep: a group losing
+    /// a deleted member, a member's memberOf): it takes a CSN like any change, so a
+    /// replication consumer sees the entry as changed.
+    pub(crate) fn stamp_internal_change(
+        &mut self,
+        attributes: &mut Vec<WorkingAttribute>,
+    ) -> Result<(), LdapError> {
+        let csn = self.next_csn(SystemTime::now())?;
+        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
+    }
+
     /// Raises the contextCSN of the server ID in the entry's (replicated) entryCSN to it.
     fn follow_entry_csn(&mut self, attributes: &[WorkingAttribute]) -> Result<(), LdapError> {
         let Some(attr) = self.inner.schema.attribute("entryCSN") else {

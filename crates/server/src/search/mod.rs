@@ -393,7 +393,10 @@ impl SearchJob {
             database,
             read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
-            selection: Selection::resolve(&database.schema, &self.selection),
+            selection: match self.controls.sync {
+                Some(_) => Selection::resolve(&database.schema, &self.selection).stored_only(),
+                None => Selection::resolve(&database.schema, &self.selection),
+            },
             buffer: BytesMut::new(),
             sink,
             sent: 0,
