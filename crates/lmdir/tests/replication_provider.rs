@@ -200,3 +200,82 @@ fn a_slapd_refresh_only_consumer_loads_lmdir_and_follows_its_changes() {
     assert_eq!(after.len(), loaded.len(), "one added, one deleted");
     provider.assert_no_panic("provider");
 }
+
+/// Values of `attribute` in every entry of `scope` at `base` on lmdir, as `ldapsearch` prints
+/// them.
+fn values(port: u16, base: &str, scope: &str, attribute: &str) -> Vec<String> {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args([
+            "-D",
+            ROOT_DN,
+            "-w",
+            ROOT_PASSWORD,
+            "-s",
+            scope,
+            "-b",
+            base,
+            attribute,
+        ])
+        .output()
+        .expect("running ldapsearch");
+    let prefix = format!("{attribute}: ");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix(&prefix).map(str::to_string))
+        .collect()
+}
+
+/// contextCSN of server ID 1 and the newest entryCSN of server ID 1 (CSN text orders as CSNs).
+fn context_and_newest(port: u16) -> (Option<String>, Option<String>) {
+    let ours = |csn: &String| csn.contains("#001#");
+    let context = values(port, SUFFIX, "base", "contextCSN")
+        .into_iter()
+        .find(ours);
+    let newest = values(port, SUFFIX, "sub", "entryCSN")
+        .into_iter()
+        .filter(ours)
+        .max();
+    (context, newest)
+}
+
+#[test]
+fn context_csn_matches_the_data_after_a_sigkill_mid_writes() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", 50);
+    provider.start();
+    let port = provider.port;
+    let person = values(port, SUFFIX, "sub", "uid")
+        .into_iter()
+        .next()
+        .expect("a person");
+    let dn = values(port, SUFFIX, "sub", "entryDN")
+        .into_iter()
+        .find(|dn| dn.starts_with(&format!("uid={person},")))
+        .expect("the person's DN");
+    // A stream of modifies, killed while it runs: whatever committed, contextCSN matches it.
+    let changes: String = (0..2000)
+        .map(|index| {
+            format!("dn: {dn}\nchangetype: modify\nreplace: description\ndescription: {index}\n\n")
+        })
+        .collect();
+    let writer = std::thread::spawn(move || modify(port, &changes));
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while context_and_newest(port).0.is_none() {
+        assert!(Instant::now() < deadline, "no write committed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    provider.kill_hard();
+    let _ = writer.join();
+    provider.start();
+    let (context, newest) = context_and_newest(port);
+    assert!(context.is_some(), "a committed change left a contextCSN");
+    assert_eq!(
+        context, newest,
+        "contextCSN is the newest committed entryCSN"
+    );
+    provider.assert_check_clean("after SIGKILL");
+}
