@@ -18,6 +18,11 @@ use crate::ReadTxn;
 /// `meta` key of the largest CSN of one server ID: this prefix ‖ sid (u16 BE).
 const META_CONTEXT_CSN_PREFIX: &[u8] = b"context_csn:";
 
+/// Whether a `meta` key holds a contextCSN.
+pub(crate) fn is_context_csn_key(key: &[u8]) -> bool {
+    key.starts_with(META_CONTEXT_CSN_PREFIX)
+}
+
 fn context_csn_key(sid: u16) -> Vec<u8> {
     let mut key = META_CONTEXT_CSN_PREFIX.to_vec();
     key.extend_from_slice(&sid.to_be_bytes());
@@ -74,6 +79,20 @@ impl ReadTxn {
             );
         }
         Ok(csns)
+    }
+}
+
+impl crate::BulkWriter<'_> {
+    /// Records `csn` as the contextCSN of its server ID in the load's transaction: the loader
+    /// gives the newest CSN it stamped, so a consumer's cookie covers the loaded entries.
+    pub fn set_context_csn(&mut self, csn: Csn) -> Result<(), crate::StoreError> {
+        let meta = self.inner.databases.meta;
+        meta.put(
+            self.txn(),
+            &context_csn_key(csn.sid()),
+            csn.to_string().as_bytes(),
+        )?;
+        Ok(())
     }
 }
 

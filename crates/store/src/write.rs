@@ -580,11 +580,7 @@ impl<'s> WriteTxn<'s> {
         attributes: &mut Vec<WorkingAttribute>,
         context: &WriteContext,
     ) -> Result<(), LdapError> {
-        if context.replicated {
-            // The provider's entryCSN is kept: its server ID's contextCSN follows it.
-            return self.follow_entry_csn(attributes);
-        }
-        let restamp = true;
+        let restamp = !context.replicated;
         self.set_operational(
             attributes,
             "modifyTimestamp",
@@ -597,13 +593,12 @@ impl<'s> WriteTxn<'s> {
             context.actor_dn.clone().into_bytes(),
             restamp,
         )?;
+        if context.replicated {
+            // The provider's entryCSN is kept: its server ID's contextCSN follows it.
+            return self.follow_entry_csn(attributes);
+        }
         let csn = self.next_csn(context.now)?;
-        self.set_operational(
-            attributes,
-            "entryCSN",
-            csn.to_string().into_bytes(),
-            restamp,
-        )
+        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
     }
 
     /// A change this store makes on its own to another entry (memberOf upkeep: a group losing
