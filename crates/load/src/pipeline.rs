@@ -261,6 +261,12 @@ fn load_fresh(
         staging,
         &mut progress,
     )?;
+    // The newest CSN the load stamped (`csn_at` grows with the entry ID); entries that carried
+    // their own entryCSN keep it and are not counted.
+    let newest = lmdir_store::csn_at(context.write.now, u64::from(sequenced.max_id));
+    if let Ok(csn) = lmdir_sync::Csn::parse(&newest) {
+        bulk.set_context_csn(csn)?;
+    }
     bulk.finish(Some(sequenced.max_id + 1))?;
     progress.finish();
     drop(context);

@@ -164,6 +164,7 @@ pub fn prepare_record(
     let fresh = FreshValues {
         entry_uuid: uuid::Builder::from_random_bytes(random.random()).into_uuid(),
         csn_sequence: u64::from(id),
+        csn: None,
     };
     let store = &context.store;
     let rows = store

@@ -740,3 +740,28 @@ fn an_overlong_rdn_is_rejected_naming_its_line() {
         assert!(!directory.exists(), "{length}: a failed load leaves no DB");
     }
 }
+
+#[test]
+fn a_load_records_the_newest_csn_it_stamped_as_context_csn() {
+    let work = tempfile::tempdir().unwrap();
+    let path = write_file(work.path(), "in.ldif", &directory_ldif(300));
+    let directory = work.path().join("loaded");
+    load(&options(&directory, false), &path).unwrap();
+    let store = open(&directory, false);
+    let read = store.read().unwrap();
+    let context = read.context_csns().unwrap();
+    let newest = (1..=read.entry_count().unwrap() as u32)
+        .filter_map(|id| {
+            let entry = read.entry(id).unwrap()?;
+            let value = entry
+                .attribute_by_text("entryCSN")?
+                .values()
+                .next()?
+                .0
+                .to_vec();
+            Some(lmdir_sync::Csn::parse(&value).unwrap())
+        })
+        .max()
+        .expect("loaded entries have entryCSNs");
+    assert_eq!(context, vec![newest]);
+}

@@ -39,6 +39,7 @@ pub const SEARCH_CONTROLS: &[&str] = &[
     ASSERTION_OID,
     SORT_REQUEST_OID,
     crate::matched_values::MATCHED_VALUES_OID,
+    lmdir_sync::messages::SYNC_REQUEST_OID,
 ];
 /// Controls honoured by bind.
 pub const BIND_CONTROLS: &[&str] = &[crate::ppolicy::PASSWORD_POLICY_OID];
@@ -270,6 +271,8 @@ pub struct RequestControls {
     /// The matched values control's items (RFC 3876).
     pub matched_values: Option<Vec<lmdir_schema::Filter>>,
     pub matched_values_critical: bool,
+    /// RFC 4533 Sync Request (content synchronization).
+    pub sync: Option<lmdir_sync::SyncRequest>,
 }
 
 /// One key of a server-side sort request.
@@ -340,6 +343,13 @@ fn apply(parsed: &mut RequestControls, control: &Control) -> Result<(), Operatio
             // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
             parsed.manage_dsa_it = true;
             parsed.manage_dsa_it_critical = critical;
+        }
+        lmdir_sync::messages::SYNC_REQUEST_OID => {
+            let decoded =
+                lmdir_sync::SyncRequest::decode(value.unwrap_or_default()).map_err(|error| {
+                    protocol_error(lmdir_sync::messages::SYNC_REQUEST_OID, &error.to_string())
+                })?;
+            parsed.sync = Some(decoded);
         }
         ASSERTION_OID => {
             parsed.assertion = Some(decode_assertion(value)?);

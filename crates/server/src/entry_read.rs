@@ -28,6 +28,7 @@ pub(crate) struct Selection {
     subschema_subentry: Option<AttrId>,
     /// The matched values control's filter (RFC 3876): only matching values are returned.
     matched_values: Option<crate::matched_values::ValuesFilter>,
+    context_csn: Option<AttrId>,
 }
 
 impl Selection {
@@ -65,6 +66,7 @@ impl Selection {
             entry_dn: schema.attribute("entryDN"),
             subschema_subentry: schema.attribute("subschemaSubentry"),
             matched_values: None,
+            context_csn: schema.attribute("contextCSN"),
         }
     }
 
@@ -96,6 +98,18 @@ impl Selection {
         } else {
             self.all_user
         }
+    }
+
+    /// Only stored attributes: what a replication consumer stores must be data, never values
+    /// this server computes per read (an OpenLDAP consumer refuses numSubordinates, which its
+    /// schema lacks, and would store the others as if they were data).
+    pub(crate) fn stored_only(mut self) -> Selection {
+        self.has_subordinates = None;
+        self.num_subordinates = None;
+        self.entry_dn = None;
+        self.subschema_subentry = None;
+        self.context_csn = None;
+        self
     }
 
     fn selects_computed(&self, attr: Option<AttrId>) -> bool {
@@ -171,6 +185,7 @@ pub(crate) fn write_stored_entry(
     selection: &Selection,
     access: Option<&EntryAccess<'_>>,
     types_only: bool,
+    controls: &[ResponseControl],
 ) -> Result<(), OperationError> {
     let mut writer = EntryWriter::begin(buffer, message_id, dn.as_bytes());
     write_entry_attributes(
@@ -184,7 +199,7 @@ pub(crate) fn write_stored_entry(
         access,
         types_only,
     )?;
-    writer.finish(&[]);
+    writer.finish(controls);
     Ok(())
 }
 
@@ -201,9 +216,14 @@ pub(crate) fn write_entry_attributes(
     access: Option<&EntryAccess<'_>>,
     types_only: bool,
 ) -> Result<(), OperationError> {
+    let context_csns = context_csns(subordinates.read, id, selection, access)?;
     for attribute in entry.attributes() {
         let attr = attribute.attr();
         if !selection.selects(schema, attr, attribute.options()) {
+            continue;
+        }
+        if !context_csns.is_empty() && Some(attr) == selection.context_csn {
+            // A contextCSN loaded with the data (a slapcat LDIF): the live one replaces it.
             continue;
         }
         if access.is_some_and(|access| !access.can_read_attribute(attr)) {
@@ -253,7 +273,38 @@ pub(crate) fn write_entry_attributes(
             writer.attribute(name.as_bytes(), [value.as_slice()]);
         }
     }
+    if !context_csns.is_empty() {
+        let values: Vec<Vec<u8>> = match types_only {
+            true => Vec::new(),
+            false => context_csns
+                .iter()
+                .map(|csn| csn.to_string().into_bytes())
+                .collect(),
+        };
+        writer.attribute(b"contextCSN", values.iter().map(Vec::as_slice));
+    }
     Ok(())
+}
+
+/// The directory's contextCSN (one value per server ID) when `id` is the naming context's
+/// entry and the attribute is selected and readable; empty otherwise. It lives in the store's
+/// `meta`, written in the transaction of each change (`lmdir_store::context_csn`).
+fn context_csns(
+    read: &ReadTxn,
+    id: lmdir_store::EntryId,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Vec<lmdir_sync::Csn>, OperationError> {
+    let Some(attr) = selection.context_csn else {
+        return Ok(Vec::new());
+    };
+    if !selection.selects_computed(Some(attr))
+        || access.is_some_and(|access| !access.can_read_attribute(attr))
+        || read.parent_of(id)? != Some(lmdir_store::layout::ROOT_PARENT_ID)
+    {
+        return Ok(Vec::new());
+    }
+    Ok(read.context_csns()?)
 }
 
 /// RFC 4527: the entry at `dn` as the value of a pre-read or post-read response control, with

@@ -311,6 +311,11 @@ pub async fn start(
             database
                 .set_limits(&settings.limits)
                 .map_err(ServerError::Config)?;
+            // Every CSN this server issues carries its server ID (`[replication] server_id`).
+            database
+                .store()
+                .set_server_id(settings.replication.server_id)
+                .map_err(|error| ServerError::Config(error.to_string()))?;
             Some(database)
         }
         None => None,

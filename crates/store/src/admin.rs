@@ -849,7 +849,7 @@ impl Store {
     /// against single-entry adds). Every row counts byte for byte, except: descriptions count
     /// by their text, not their number (threads number them in the order they meet them), and
     /// the `id2entry` values of the attribute types named in `per_run` (entryUUID, timestamps,
-    /// entryCSN: they differ per run) are left out.
+    /// entryCSN: they differ per run) and the contextCSN values are left out.
     pub fn database_digests(&self, per_run: &[&str]) -> Result<Vec<DatabaseDigest>, StoreError> {
         use xxhash_rust::xxh3::Xxh3;
         let read = self.read()?;
@@ -875,6 +875,10 @@ impl Store {
                     return;
                 }
                 add(&mut digest, key);
+                if name == layout::DB_META && crate::context_csn::is_context_csn_key(key) {
+                    // The contextCSN is a CSN: it differs per run, like entryCSN.
+                    return;
+                }
                 if name != layout::DB_ID2ENTRY {
                     add(&mut digest, value);
                     return;

@@ -33,7 +33,7 @@ enum Mode {
 pub struct BulkWriter<'s> {
     // Field order: the LMDB txn ends before the writer lock is released.
     txn: Option<RwTxn<'s>>,
-    inner: &'s Inner,
+    pub(crate) inner: &'s Inner,
     mode: Mode,
     bytes_since_commit: usize,
     /// The last index key appended, per slot, so keys out of order fall back to a plain put.
@@ -93,7 +93,7 @@ impl Store {
 }
 
 impl<'s> BulkWriter<'s> {
-    fn txn(&mut self) -> &mut RwTxn<'s> {
+    pub(crate) fn txn(&mut self) -> &mut RwTxn<'s> {
         self.txn.as_mut().expect("a txn is open until finish")
     }
 

@@ -5,6 +5,7 @@
 mod admin;
 mod bulk;
 pub mod codec;
+pub mod context_csn;
 mod env;
 mod files;
 pub mod layout;
@@ -29,8 +30,8 @@ pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
 pub use replica::SubtreeMember;
 pub use rows::{
-    csn_at, csn_value, precise_timestamp_value, timestamp_value, EntryRows, EntrySource,
-    FreshValues, IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
+    csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,
+    IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
 };
 pub use search::{Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
 pub use store::{

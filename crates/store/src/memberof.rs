@@ -126,6 +126,7 @@ impl WriteTxn<'_> {
             return Ok(());
         }
         new.retain(|attribute| !attribute.values.is_empty());
+        self.stamp_internal_change(&mut new)?;
         self.put_entry(id, &new)?;
         let old_keys = self.inner.index_keys(&old);
         let new_keys = self.inner.index_keys(&new);

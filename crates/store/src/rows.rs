@@ -58,9 +58,8 @@ pub fn precise_timestamp_value(now: SystemTime) -> Vec<u8> {
 /// The CSN text of the `sequence`-th change at `now` (OpenLDAP's
 /// `YYYYmmddHHMMSS.uuuuuuZ#count#sid#mod`, through `lmdir_sync::Csn`): the low 24 bits are the
 /// count, the rest moves the time on by that many microseconds, so distinct sequences at one
-/// `now` give distinct CSNs. Server ID and modification number are 0 (no replication yet).
-/// The only place a CSN is made: single-entry writes pass a process-wide counter, the loader
-/// the entry's ID.
+/// `now` give distinct CSNs. Server ID and modification number are 0. The loader's CSNs (the
+/// entry's ID as the sequence); single-entry writes take theirs from `WriteTxn::next_csn`.
 pub fn csn_at(now: SystemTime, sequence: u64) -> Vec<u8> {
     let since_epoch = now
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -76,14 +75,6 @@ pub fn csn_at(now: SystemTime, sequence: u64) -> Vec<u8> {
 }
 
 static CSN_SEQUENCE: AtomicU64 = AtomicU64::new(0);
-
-/// A CSN for a change made now by this process (a process-wide counter as the sequence).
-pub fn csn_value(now: SystemTime) -> Vec<u8> {
-    csn_at(
-        now,
-        CSN_SEQUENCE.fetch_add(1, Ordering::Relaxed) & u64::from(lmdir_sync::csn::COUNT_MAX),
-    )
-}
 
 // ---------------------------------------------------------------- operational attributes
 
@@ -177,7 +168,10 @@ impl OperationalStamp {
                             None => continue,
                         },
                         "entryUUID" => fresh.entry_uuid.to_string().into_bytes(),
-                        "entryCSN" => csn_at(self.now, fresh.csn_sequence),
+                        "entryCSN" => match fresh.csn {
+                            Some(csn) => csn.to_string().into_bytes(),
+                            None => csn_at(self.now, fresh.csn_sequence),
+                        },
                         _ => unreachable!("the other creation values are constant"),
                     };
                     let normalized = schema.normalize_value(attr, &value)?;
@@ -200,6 +194,9 @@ impl OperationalStamp {
 pub struct FreshValues {
     pub entry_uuid: uuid::Uuid,
     pub csn_sequence: u64,
+    /// The write transaction's CSN for this change (`WriteTxn::next_csn`); None: made from
+    /// `csn_sequence` (the loader).
+    pub csn: Option<lmdir_sync::Csn>,
 }
 
 impl FreshValues {
@@ -209,6 +206,7 @@ impl FreshValues {
             entry_uuid: uuid::Uuid::new_v4(),
             csn_sequence: CSN_SEQUENCE.fetch_add(1, Ordering::Relaxed)
                 & u64::from(lmdir_sync::csn::COUNT_MAX),
+            csn: None,
         }
     }
 }

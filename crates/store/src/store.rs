@@ -175,6 +175,8 @@ pub(crate) struct Inner {
     /// LMDB allows one writer; this keeps a second `write()` in this process from blocking
     /// inside LMDB while holding other locks.
     pub writer: Mutex<()>,
+    /// This server's ID and CSN generator (`context_csn`).
+    pub csns: Mutex<crate::context_csn::CsnState>,
     /// Counts live read txns so the map can be grown when none is open.
     pub reader_gate: Mutex<ReaderGate>,
     pub reader_gate_changed: Condvar,
@@ -746,6 +748,7 @@ impl Store {
                 descriptions: RwLock::new(Arc::new(state.table)),
                 descriptions_persisted: Mutex::new(persisted),
                 writer: Mutex::new(()),
+                csns: Mutex::new(Default::default()),
                 reader_gate: Mutex::new(ReaderGate::default()),
                 reader_gate_changed: Condvar::new(),
                 directory_lock: lock,

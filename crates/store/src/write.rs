@@ -101,7 +101,7 @@ impl Store {
     }
 }
 
-use crate::rows::{csn_value, timestamp_value};
+use crate::rows::timestamp_value;
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
     LdapError::new(code, message)
@@ -594,7 +594,7 @@ impl<'s> WriteTxn<'s> {
     }
 
     fn stamp_modification(
-        &self,
+        &mut self,
         attributes: &mut Vec<WorkingAttribute>,
         context: &WriteContext,
     ) -> Result<(), LdapError> {
@@ -611,7 +611,39 @@ impl<'s> WriteTxn<'s> {
             context.actor_dn.clone().into_bytes(),
             restamp,
         )?;
-        self.set_operational(attributes, "entryCSN", csn_value(context.now), restamp)
+        if context.replicated {
+            // The provider's entryCSN is kept: its server ID's contextCSN follows it.
+            return self.follow_entry_csn(attributes);
+        }
+        let csn = self.next_csn(context.now)?;
+        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
+    }
+
+    /// A change this store makes on its own to another entry (memberOf upkeep: a group losing
+    /// a deleted member, a member's memberOf): it takes a CSN like any change, so a
+    /// replication consumer sees the entry as changed.
+    pub(crate) fn stamp_internal_change(
+        &mut self,
+        attributes: &mut Vec<WorkingAttribute>,
+    ) -> Result<(), LdapError> {
+        let csn = self.next_csn(SystemTime::now())?;
+        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
+    }
+
+    /// Raises the contextCSN of the server ID in the entry's (replicated) entryCSN to it.
+    fn follow_entry_csn(&mut self, attributes: &[WorkingAttribute]) -> Result<(), LdapError> {
+        let Some(attr) = self.inner.schema.attribute("entryCSN") else {
+            return Ok(());
+        };
+        let csn = attributes
+            .iter()
+            .filter(|attribute| attribute.attr == attr)
+            .flat_map(|attribute| &attribute.values)
+            .find_map(|(value, _)| lmdir_sync::Csn::parse(value).ok());
+        match csn {
+            Some(csn) => self.advance_context_csn(csn),
+            None => Ok(()),
+        }
     }
 
     /// The RDN fits a node and a dn2id key (`layout::rdn_size_problem`).
@@ -685,13 +717,23 @@ impl<'s> WriteTxn<'s> {
         };
         self.check_deadline()?;
         let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
+        let fresh = crate::rows::FreshValues {
+            csn: match context.replicated {
+                true => None,
+                false => Some(self.next_csn(context.now)?),
+            },
+            ..crate::rows::FreshValues::new()
+        };
         let rows = self.inner.entry_rows(
             crate::rows::EntrySource::Entry(entry),
             context,
             &stamp,
-            &crate::rows::FreshValues::new(),
+            &fresh,
             &mut crate::rows::RowScratch::new(),
         )?;
+        if context.replicated {
+            self.follow_entry_csn(&rows.attributes)?;
+        }
         self.check_deadline()?;
         let id = self.allocate_id()?;
         let crate::rows::EntryRows {
@@ -734,8 +776,20 @@ impl<'s> WriteTxn<'s> {
         Ok(id)
     }
 
-    /// Deletes a leaf entry.
+    /// Deletes a leaf entry: a change of this server, so it takes a CSN (contextCSN).
     pub fn delete(&mut self, dn: &str) -> Result<EntryId, LdapError> {
+        let id = self.unlink_leaf(dn)?;
+        self.next_csn(SystemTime::now())?;
+        Ok(id)
+    }
+
+    /// Deletes a leaf entry as a replication provider deleted it: the change is the
+    /// provider's, so this server's contextCSN does not move.
+    pub fn delete_replicated(&mut self, dn: &str) -> Result<EntryId, LdapError> {
+        self.unlink_leaf(dn)
+    }
+
+    fn unlink_leaf(&mut self, dn: &str) -> Result<EntryId, LdapError> {
         let dn = Dn::parse(dn)?;
         let id = self.existing(&dn)?;
         let node = self.read_owned_node(id)?;

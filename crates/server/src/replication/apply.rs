@@ -164,7 +164,7 @@ fn delete_below(
     for (id, _, uuid) in members {
         if doomed(uuid.as_deref()) {
             let dn = txn.dn_of(id)?;
-            txn.delete(&dn)?;
+            txn.delete_replicated(&dn)?;
         }
     }
     Ok(())

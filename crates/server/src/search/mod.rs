@@ -6,6 +6,7 @@ mod monitor;
 mod paging;
 mod sort;
 mod subschema;
+mod sync;
 
 use crate::ber::ResponseControl;
 use crate::context::{
@@ -412,8 +413,15 @@ impl SearchJob {
             database,
             read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
-            selection: Selection::resolve(&database.schema, &self.selection)
-                .with_matched_values(&database.schema, self.controls.matched_values.as_deref()),
+            selection: {
+                let selection = Selection::resolve(&database.schema, &self.selection)
+                    .with_matched_values(&database.schema, self.controls.matched_values.as_deref());
+                // A sync search sends stored values only (a consumer refuses computed ones).
+                match self.controls.sync {
+                    Some(_) => selection.stored_only(),
+                    None => selection,
+                }
+            },
             buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
             sink,
             sent: 0,
@@ -424,6 +432,24 @@ impl SearchJob {
             subject: &subject,
             prepared: &prepared,
             is_root: self.identity.is_rootdn,
+        };
+        let sync = match &self.controls.sync {
+            Some(request) => {
+                if page.is_some() || sort_plan.is_some() {
+                    return Err(OperationError::new(
+                        code::UNWILLING_TO_PERFORM,
+                        "a sync search is neither paged nor sorted",
+                    ));
+                }
+                Some(sync::SyncRefresh::start(
+                    request,
+                    settings.replication.provider,
+                    settings.replication.server_id,
+                    &read,
+                    &database.schema,
+                )?)
+            }
+            None => None,
         };
         let (size, time) = search_limits(&effective, &self.request, page.is_some());
         let limits = SearchLimits {
@@ -440,7 +466,10 @@ impl SearchJob {
                 page.as_ref(),
                 &mut output,
             )?,
-            _ => self.run_unsorted(&spec, &visible, &limits, page.as_ref(), &mut output)?,
+            _ => match &sync {
+                Some(sync) => self.run_sync(&spec, &visible, &limits, sync, &mut output)?,
+                None => self.run_unsorted(&spec, &visible, &limits, page.as_ref(), &mut output)?,
+            },
         };
         if !output.buffer.is_empty() {
             (output.sink)(output.buffer.split().freeze());
@@ -522,7 +551,26 @@ impl SearchOutput<'_, '_> {
         entry: &lmdir_store::EntryRef<'_>,
         access: &EntryAccess<'_>,
     ) -> Result<(), OperationError> {
+        self.emit_with(id, entry, access, None)
+    }
+
+    /// `sync`: the entry's state in a sync refresh (a present state sends no attributes).
+    fn emit_with(
+        &mut self,
+        id: lmdir_store::EntryId,
+        entry: &lmdir_store::EntryRef<'_>,
+        access: &EntryAccess<'_>,
+        sync: Option<sync::EntryState>,
+    ) -> Result<(), OperationError> {
         let dn = self.read.dn_of(id)?;
+        let controls = match sync {
+            Some(sync::EntryState::Present(control)) => {
+                sync::write_present(&mut self.buffer, self.job.message_id, &dn, &control);
+                return self.count_sent();
+            }
+            Some(sync::EntryState::Add(control)) => vec![control],
+            None => Vec::new(),
+        };
         write_stored_entry(
             &mut self.buffer,
             self.job.message_id,
@@ -534,7 +582,12 @@ impl SearchOutput<'_, '_> {
             &self.selection,
             Some(access),
             self.job.request.typesonly,
+            &controls,
         )?;
+        self.count_sent()
+    }
+
+    fn count_sent(&mut self) -> Result<(), OperationError> {
         self.sent += 1;
         if self.buffer.len() >= SEARCH_CHUNK_BYTES {
             if !(self.sink)(self.buffer.split().freeze()) {
@@ -563,6 +616,57 @@ fn search_done(
 }
 
 impl SearchJob {
+    /// A sync refresh (RFC 4533 refreshOnly): every visible entry with its Sync State, under
+    /// the same limits and access as any search, then the Sync Done.
+    fn run_sync(
+        &self,
+        spec: &SearchSpec,
+        visible: &VisibleEntries<'_>,
+        limits: &SearchLimits,
+        sync: &sync::SyncRefresh,
+        output: &mut SearchOutput<'_, '_>,
+    ) -> Result<SearchDone, OperationError> {
+        let mut result = Ok(());
+        if sync.sends_entries() {
+            let cursor = visible
+                .read
+                .search(spec)?
+                .stop_when(|| self.stop_reason(limits));
+            for item in cursor {
+                if let Some(stop) = self.stop_reason(limits) {
+                    result = Err(stop.into());
+                    break;
+                }
+                let (id, entry) = match item {
+                    Ok(found) => found,
+                    Err(error) => {
+                        result = Err(error.into());
+                        break;
+                    }
+                };
+                let Some(access) = visible.access(id, &entry)? else {
+                    continue;
+                };
+                let Some(state) = sync.state_of(&entry) else {
+                    continue;
+                };
+                if limits.size > 0 && output.sent >= limits.size {
+                    result = Err(OperationError::new(
+                        code::SIZE_LIMIT_EXCEEDED,
+                        "size limit exceeded",
+                    ));
+                    break;
+                }
+                output.emit_with(id, &entry, &access, Some(state))?;
+            }
+        }
+        let mut done = search_done(result, output.sent, None);
+        if done.result.is_ok() {
+            done.response_controls.push(sync.done_control());
+        }
+        Ok(done)
+    }
+
     /// Why the search must stop now, if it must: abandoned / cancelled, or past its time.
     /// Asked between returned entries and, by the store, between examined candidates.
     fn stop_reason(&self, limits: &SearchLimits) -> Option<LdapError> {

@@ -1,0 +1,281 @@
+//! lmdir as an RFC 4533 provider for an unmodified OpenLDAP slapd consumer (`syncrepl`
+//! refreshOnly): the real `lmdir serve` with `[replication] provider = true`, a private slapd
+//! pulling from it, checked by comparing `ldapsearch` dumps of both (user attributes plus
+//! entryUUID, entryCSN, timestamps and names). Convergence is polled, with a generous hang guard
+//! only: nothing here depends on speed.
+
+#[allow(dead_code)]
+mod conformance;
+mod support;
+
+use conformance::{free_port, modify, wait_until_up, SUFFIX};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{TestServer, ROOT_DN, ROOT_PASSWORD};
+
+/// Longest wait for the consumer to converge: a hang guard, not a speed requirement.
+const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
+const DUMPED: &[&str] = &[
+    "*",
+    "entryUUID",
+    "entryCSN",
+    "createTimestamp",
+    "modifyTimestamp",
+    "creatorsName",
+    "modifiersName",
+];
+const PEOPLE: u64 = 300;
+
+/// A slapd (back-mdb) whose only content comes from a `syncrepl` consumer of lmdir.
+struct Consumer {
+    directory: tempfile::TempDir,
+    port: u16,
+    /// slapd in the foreground (`-d sync`), its sync log in the directory.
+    child: std::process::Child,
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Consumer {
+    fn start(provider_port: u16) -> Consumer {
+        let directory = tempfile::tempdir().expect("consumer directory");
+        let root = directory.path();
+        std::fs::create_dir_all(root.join("db")).unwrap();
+        let mut config = String::new();
+        for schema in ["core", "cosine", "inetorgperson", "nis"] {
+            config += &format!("include /etc/ldap/schema/{schema}.schema\n");
+        }
+        config += &format!(
+            "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload memberof\npidfile {}\nsizelimit unlimited\n\
+             database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=consumer,{SUFFIX}\"\nrootpw secret\n\
+             directory {}\nmaxsize 1073741824\nindex objectClass,entryCSN,entryUUID eq\n\
+             syncrepl rid=001 provider=ldap://127.0.0.1:{provider_port} bindmethod=simple \
+             binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
+             type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n",
+            root.join("slapd.pid").display(),
+            root.join("db").display()
+        );
+        std::fs::write(root.join("slapd.conf"), config).unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(root.join("slapd.log")).unwrap();
+        let child = Command::new("/usr/sbin/slapd")
+            .arg("-f")
+            .arg(root.join("slapd.conf"))
+            .arg("-h")
+            .arg(format!("ldap://127.0.0.1:{port}/"))
+            .args(["-d", "sync"])
+            .stderr(log)
+            .spawn()
+            .expect("starting slapd");
+        wait_until_up(port);
+        Consumer {
+            directory,
+            port,
+            child,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
+    }
+}
+
+type Dump = BTreeMap<String, BTreeSet<String>>;
+
+fn dump(port: u16, bind_dn: &str) -> Dump {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", bind_dn, "-w", "secret", "-b", SUFFIX])
+        .args(DUMPED)
+        .output()
+        .expect("running ldapsearch");
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+        .map(|record| {
+            let mut lines = record.lines();
+            let dn = lines.next().unwrap_or_default().to_ascii_lowercase();
+            (dn, lines.map(str::to_string).collect())
+        })
+        .collect()
+}
+
+fn assert_converges(provider: &mut TestServer, consumer: &Consumer, context: &str) -> Dump {
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    loop {
+        let expected = dump(provider.port, ROOT_DN);
+        let found = dump(consumer.port, &format!("cn=consumer,{SUFFIX}"));
+        if expected == found && !expected.is_empty() {
+            return found;
+        }
+        provider.assert_running(context);
+        if Instant::now() >= deadline {
+            let missing: Vec<_> = expected
+                .keys()
+                .filter(|dn| !found.contains_key(*dn))
+                .take(3)
+                .collect();
+            let extra: Vec<_> = found
+                .keys()
+                .filter(|dn| !expected.contains_key(*dn))
+                .take(3)
+                .collect();
+            let differing: Vec<_> = expected
+                .iter()
+                .filter(|(dn, lines)| found.get(*dn).is_some_and(|other| other != *lines))
+                .take(1)
+                .map(|(dn, lines)| {
+                    (
+                        dn,
+                        lines.symmetric_difference(&found[dn]).collect::<Vec<_>>(),
+                    )
+                })
+                .collect();
+            panic!(
+                "{context}: no convergence: {} vs {} entries; missing {missing:?}; extra {extra:?}; {differing:?}\n{}\nslapd:\n{}",
+                expected.len(),
+                found.len(),
+                provider.logs(),
+                consumer.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn tools_or_skip() -> bool {
+    if let Err(reason) = conformance::tools_available() {
+        eprintln!("skipped: {reason}");
+        return false;
+    }
+    Path::new("/usr/lib/ldap/back_mdb.la").exists()
+}
+
+#[test]
+fn a_slapd_refresh_only_consumer_loads_lmdir_and_follows_its_changes() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider =
+        TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", PEOPLE);
+    provider.start();
+    let consumer = Consumer::start(provider.port);
+    let loaded = assert_converges(&mut provider, &consumer, "initial refresh");
+    assert!(loaded.len() as u64 > PEOPLE);
+    let person = loaded
+        .keys()
+        .find(|dn| dn.starts_with("dn: uid="))
+        .expect("a person")
+        .trim_start_matches("dn: ")
+        .to_string();
+    let parent = person.split_once(',').expect("a parent").1.to_string();
+    let port = provider.port;
+    let change = |ldif: String| {
+        let answer = modify(port, &ldif);
+        assert_eq!(answer.code, 0, "change on lmdir failed: {ldif}");
+    };
+    change(format!(
+        "dn: uid=added,{parent}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: added\n\
+         cn: Added\nsn: Added\n\ndn: {person}\nchangetype: modify\nreplace: description\n\
+         description: changed on lmdir\n"
+    ));
+    assert_converges(&mut provider, &consumer, "add and modify");
+    change(format!(
+        "dn: uid=added,{parent}\nchangetype: modrdn\nnewrdn: uid=renamed\ndeleteoldrdn: 1\n\n\
+         dn: {person}\nchangetype: delete\n"
+    ));
+    let after = assert_converges(
+        &mut provider,
+        &consumer,
+        "modrdn and delete (present phase)",
+    );
+    assert_eq!(after.len(), loaded.len(), "one added, one deleted");
+    provider.assert_no_panic("provider");
+}
+
+/// Values of `attribute` in every entry of `scope` at `base` on lmdir, as `ldapsearch` prints
+/// them.
+fn values(port: u16, base: &str, scope: &str, attribute: &str) -> Vec<String> {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args([
+            "-D",
+            ROOT_DN,
+            "-w",
+            ROOT_PASSWORD,
+            "-s",
+            scope,
+            "-b",
+            base,
+            attribute,
+        ])
+        .output()
+        .expect("running ldapsearch");
+    let prefix = format!("{attribute}: ");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix(&prefix).map(str::to_string))
+        .collect()
+}
+
+/// contextCSN of server ID 1 and the newest entryCSN of server ID 1 (CSN text orders as CSNs).
+fn context_and_newest(port: u16) -> (Option<String>, Option<String>) {
+    let ours = |csn: &String| csn.contains("#001#");
+    let context = values(port, SUFFIX, "base", "contextCSN")
+        .into_iter()
+        .find(ours);
+    let newest = values(port, SUFFIX, "sub", "entryCSN")
+        .into_iter()
+        .filter(ours)
+        .max();
+    (context, newest)
+}
+
+#[test]
+fn context_csn_matches_the_data_after_a_sigkill_mid_writes() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", 50);
+    provider.start();
+    let port = provider.port;
+    let person = values(port, SUFFIX, "sub", "uid")
+        .into_iter()
+        .next()
+        .expect("a person");
+    let dn = values(port, SUFFIX, "sub", "entryDN")
+        .into_iter()
+        .find(|dn| dn.starts_with(&format!("uid={person},")))
+        .expect("the person's DN");
+    // A stream of modifies, killed while it runs: whatever committed, contextCSN matches it.
+    let changes: String = (0..2000)
+        .map(|index| {
+            format!("dn: {dn}\nchangetype: modify\nreplace: description\ndescription: {index}\n\n")
+        })
+        .collect();
+    let writer = std::thread::spawn(move || modify(port, &changes));
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while context_and_newest(port).0.is_none() {
+        assert!(Instant::now() < deadline, "no write committed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    provider.kill_hard();
+    let _ = writer.join();
+    provider.start();
+    let (context, newest) = context_and_newest(port);
+    assert!(context.is_some(), "a committed change left a contextCSN");
+    assert_eq!(
+        context, newest,
+        "contextCSN is the newest committed entryCSN"
+    );
+    provider.assert_check_clean("after SIGKILL");
+}
