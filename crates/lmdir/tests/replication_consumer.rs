@@ -149,8 +149,13 @@ impl Provider {
 
 /// An lmdir replica of `provider`, not started yet.
 fn replica(provider: &Provider, sync_type: &str) -> TestServer {
+    replica_with(provider, sync_type, "")
+}
+
+/// As `replica`, with `server_settings` (TOML lines) added to its `[server]` table.
+fn replica_with(provider: &Provider, sync_type: &str, server_settings: &str) -> TestServer {
     let consumer = format!(
-        "[replication]\n[[replication.consumer]]\nrid = 1\nprovider = \"{}\"\n\
+        "{server_settings}\n[replication]\n[[replication.consumer]]\nrid = 1\nprovider = \"{}\"\n\
          search_base = \"{SUFFIX}\"\ntype = \"{sync_type}\"\ninterval_seconds = 1\n\
          retry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n",
         provider.url()
@@ -346,6 +351,17 @@ fn a_consumer_back_after_changes_and_deletes_converges_by_the_present_phase() {
     replica.assert_check_clean("after the present phase");
 }
 
+/// The replica's `pdu_bytes_max` in the killed-refresh test: far above any seeded entry, below
+/// the one entry made too big for it.
+const REPLICA_PDU_BYTES_MAX: usize = 64 * 1024;
+
+/// A refresh interrupted after some batches committed, made certain rather than raced: one
+/// entry late in the provider's refresh order is larger than the replica's `pdu_bytes_max`, so
+/// every session commits the batches before it and then fails (no cookie yet: syncprov sends
+/// it only at the end of the refresh). The replica is SIGKILLed in that state, the provider
+/// deletes an entry the replica already holds, and the restarted consumer must remove it:
+/// a refresh sent without a cookie gets the provider's whole content, which syncprov ends with
+/// a delete phase naming nothing.
 #[test]
 fn a_consumer_killed_during_a_large_refresh_resumes_without_loss_or_duplicates() {
     if !tools_or_skip() {
@@ -353,23 +369,37 @@ fn a_consumer_killed_during_a_large_refresh_resumes_without_loss_or_duplicates()
     }
     let people = 10_000;
     let provider = Provider::start(people, 1000);
-    let mut replica = replica(&provider, "refreshAndPersist");
+    let blocker = format!("uid=p005000,ou=people,{SUFFIX}");
+    provider.change(&format!(
+        "dn: {blocker}\nchangetype: modify\nreplace: description\ndescription: {}\n",
+        "x".repeat(REPLICA_PDU_BYTES_MAX)
+    ));
+    let mut replica = replica_with(
+        &provider,
+        "refreshAndPersist",
+        &format!("pdu_bytes_max = {REPLICA_PDU_BYTES_MAX}"),
+    );
     replica.start();
-    // SIGKILL as soon as the refresh has committed something (when the machine is fast the
-    // refresh may be over by then: the restart is then checked all the same).
     let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
-    let mut seen = entry_count(replica.port);
-    while seen == 0 {
-        assert!(Instant::now() < deadline, "the refresh never started");
-        std::thread::sleep(Duration::from_millis(20));
-        seen = entry_count(replica.port);
+    while !replica.logs().contains("exceeds the limit") {
+        replica.assert_running("waiting for the interrupted refresh");
+        assert!(
+            Instant::now() < deadline,
+            "the refresh never reached the oversized entry: {}",
+            replica.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
+    let seen = entry_count(replica.port);
     replica.kill_hard();
     eprintln!("killed the consumer with {seen} of {} entries", people + 3);
+    // Some batches committed (p000100 among them), the refresh did not end.
+    assert!(seen > 103 && seen < people + 3, "{seen} entries");
     replica.assert_check_clean("after SIGKILL during the refresh");
     provider.change(&format!(
         "dn: uid=p000100,ou=people,{SUFFIX}\nchangetype: delete\n\n\
-         dn: uid=p000101,ou=people,{SUFFIX}\nchangetype: modify\nreplace: sn\nsn: While Down\n"
+         dn: uid=p000101,ou=people,{SUFFIX}\nchangetype: modify\nreplace: sn\nsn: While Down\n\n\
+         dn: {blocker}\nchangetype: modify\nreplace: description\ndescription: small again\n"
     ));
     replica.start();
     let converged = assert_converges(&provider, &mut replica, "after the restart");

@@ -147,6 +147,23 @@ impl Progress {
         self.set_cookie(cookie);
     }
 
+    /// The end of a delete phase (RFC 4533 §3.4): the provider named what is gone. Except when
+    /// the search was sent without a cookie: the provider then sends its whole content, and
+    /// syncprov ends that with a delete phase naming nothing (it assumes an empty consumer),
+    /// while this store may hold entries from an earlier refresh that was interrupted after
+    /// some batches committed but before its cookie. What such a refresh did not mention is
+    /// gone from the provider, exactly as at the end of a present phase.
+    fn end_delete_phase(&mut self, base: &Dn, cookie: Option<Vec<u8>>, refresh_done: bool) {
+        if self.request_cookie.is_none() {
+            self.end_present_phase(base, cookie, refresh_done);
+            return;
+        }
+        if refresh_done {
+            self.present = None;
+        }
+        self.set_cookie(cookie);
+    }
+
     fn must_flush(&self) -> bool {
         self.cookie != CookieUpdate::Keep
             || self.pending.len() >= SYNC_BATCH_CHANGES_MAX
@@ -345,11 +362,10 @@ impl Consumer {
                 cookie,
                 refresh_done,
             } => {
+                progress.end_delete_phase(base, cookie, refresh_done);
                 if refresh_done {
-                    progress.present = None;
                     self.refresh_done(progress);
                 }
-                progress.set_cookie(cookie);
             }
             SyncInfo::RefreshPresent {
                 cookie,
@@ -413,7 +429,7 @@ impl Consumer {
         }
         let done = done.ok_or_else(|| LinkError::Protocol("a result without Sync Done".into()))?;
         if done.refresh_deletes {
-            progress.set_cookie(done.cookie);
+            progress.end_delete_phase(base, done.cookie, true);
         } else {
             progress.end_present_phase(base, done.cookie, true);
         }
@@ -513,5 +529,39 @@ impl Consumer {
             ))),
             Err(_) => Err(SessionError::Apply("the writer stopped".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(request_cookie: Option<&[u8]>) -> Progress {
+        Progress {
+            request_cookie: request_cookie.map(<[u8]>::to_vec),
+            present: Some(HashSet::from([[7u8; 16]])),
+            pending: Vec::new(),
+            pending_bytes: 0,
+            cookie: CookieUpdate::Keep,
+            applied: 0,
+        }
+    }
+
+    #[test]
+    fn a_delete_phase_after_a_search_without_cookie_removes_what_it_did_not_mention() {
+        let base = Dn::parse("dc=example,dc=com").unwrap();
+        let mut first = progress(None);
+        first.end_delete_phase(&base, Some(b"csn".to_vec()), true);
+        assert!(matches!(
+            first.pending.as_slice(),
+            [SyncChange::DeleteUnmentioned { present, .. }] if present.contains(&[7u8; 16])
+        ));
+        assert_eq!(first.cookie, CookieUpdate::Set(b"csn".to_vec()));
+
+        let mut resumed = progress(Some(b"old"));
+        resumed.end_delete_phase(&base, Some(b"csn".to_vec()), true);
+        assert!(resumed.pending.is_empty(), "the provider named the deletes");
+        assert!(resumed.present.is_none());
+        assert_eq!(resumed.cookie, CookieUpdate::Set(b"csn".to_vec()));
     }
 }
