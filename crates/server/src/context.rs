@@ -112,6 +112,9 @@ pub struct Database {
     pub(crate) limits: crate::limits::IdentityLimits,
     /// Password policy state updates waiting for the writer (one per entry).
     pub(crate) pending_states: Arc<crate::ppolicy::PendingStates>,
+    /// The suffix shows its contextCSN only on a replicating server (a server ID, a provider or
+    /// a consumer), as slapd shows it only with syncprov or syncrepl; set when the server starts.
+    pub(crate) shows_context_csn: bool,
 }
 
 impl Database {
@@ -145,12 +148,18 @@ impl Database {
             cookie_key: rand::random(),
             monitor,
             limits: crate::limits::IdentityLimits::default(),
+            shows_context_csn: false,
             pending_states,
         }
     }
 
     /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot
     /// normalize is a config error).
+    pub(crate) fn set_replicating(&mut self, replication: &lmdir_config::ReplicationConfig) {
+        self.shows_context_csn =
+            replication.server_id != 0 || replication.provider || !replication.consumer.is_empty();
+    }
+
     pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
         self.limits = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
         Ok(())

@@ -216,7 +216,10 @@ pub(crate) fn write_entry_attributes(
     access: Option<&EntryAccess<'_>>,
     types_only: bool,
 ) -> Result<(), OperationError> {
-    let context_csns = context_csns(subordinates.read, id, selection, access)?;
+    let context_csns = match subordinates.database.shows_context_csn {
+        true => context_csns(subordinates.read, id, selection, access)?,
+        false => Vec::new(),
+    };
     for attribute in entry.attributes() {
         let attr = attribute.attr();
         if !selection.selects(schema, attr, attribute.options()) {

@@ -152,20 +152,14 @@ fn context_csn_is_the_newest_change_after_every_write() {
 
 #[test]
 fn context_csn_is_not_returned_on_other_entries_nor_without_asking() {
-    let server = TestServer::start_populated(10, Vec::new(), |_| {});
+    let server = TestServer::start_populated(10, Vec::new(), |settings| {
+        settings.replication.server_id = SERVER_ID;
+    });
     let mut connection = root(&server);
-    let (entries, _) = connection
-        .search(SUFFIX, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
-        .expect("search answered")
-        .success()
-        .expect("search succeeded");
-    let with_context: Vec<String> = entries
-        .into_iter()
-        .map(SearchEntry::construct)
-        .filter(|entry| entry.attrs.contains_key("contextCSN"))
-        .map(|entry| entry.dn)
-        .collect();
-    assert_eq!(with_context, vec![SUFFIX.to_string()]);
+    assert_eq!(
+        entries_with_context_csn(&mut connection),
+        vec![SUFFIX.to_string()]
+    );
     let (entries, _) = connection
         .search(SUFFIX, Scope::Base, "(objectClass=*)", vec!["*"])
         .expect("search answered")
@@ -174,4 +168,26 @@ fn context_csn_is_not_returned_on_other_entries_nor_without_asking() {
     assert!(!SearchEntry::construct(entries.into_iter().next().unwrap())
         .attrs
         .contains_key("contextCSN"));
+}
+
+/// The DNs of the entries a `*` `+` subtree search returns with a contextCSN.
+fn entries_with_context_csn(connection: &mut LdapConn) -> Vec<String> {
+    let (entries, _) = connection
+        .search(SUFFIX, Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
+        .expect("search answered")
+        .success()
+        .expect("search succeeded");
+    entries
+        .into_iter()
+        .map(SearchEntry::construct)
+        .filter(|entry| entry.attrs.contains_key("contextCSN"))
+        .map(|entry| entry.dn)
+        .collect()
+}
+
+#[test]
+fn a_server_that_does_not_replicate_shows_no_context_csn_as_slapd_without_syncprov() {
+    let server = TestServer::start_populated(10, Vec::new(), |_| {});
+    let mut connection = root(&server);
+    assert!(entries_with_context_csn(&mut connection).is_empty());
 }
