@@ -4,9 +4,12 @@
 //! Under systemd, stderr goes to the journal, which stamps every line with the time and reads a
 //! leading `<N>` as the syslog priority: there the text lines carry that prefix and no timestamp
 //! of their own, so `journalctl -p warning` filters by level.
+//!
+//! Lines are written out in batches (`log_buffer`), at most `LOG_FLUSH_INTERVAL_MILLISECONDS`
+//! after they are logged, instead of one write(2) per line.
 
 use std::fs::File;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -21,10 +24,13 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
+use crate::log_buffer::{Destination, LogBuffer};
+
 /// What a running server can change in its logging on SIGHUP.
 pub struct Logging {
     filter: reload::Handle<EnvFilter, Registry>,
     file: Option<LogFile>,
+    buffer: LogBuffer,
 }
 
 impl Logging {
@@ -34,10 +40,23 @@ impl Logging {
         self.filter
             .reload(filter_for(server))
             .context("changing the log filter")?;
-        if let Some(file) = &self.file {
-            file.reopen()?;
+        match &self.file {
+            Some(file) => self.buffer.flush_around(|| file.reopen()),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Writes out the buffered lines now: before telling systemd the server is ready, and at
+    /// shutdown, so nothing logged up to there waits on (or dies with) the flush interval.
+    pub fn flush(&self) {
+        self.buffer.flush();
+    }
+}
+
+impl Drop for Logging {
+    /// `serve` returning, with success or an error: the lines logged so far are written out.
+    fn drop(&mut self) {
+        self.buffer.flush();
     }
 }
 
@@ -59,18 +78,24 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
     } else {
         Some(LogFile::open(&server.log_file)?)
     };
+    let destination = match &file {
+        Some(file) => Destination::File(Arc::clone(&file.file)),
+        None => Destination::Stderr,
+    };
+    // Lines are batched (see log_buffer): stderr and the file alike, text and JSON alike.
+    let buffer = LogBuffer::start(destination).context("starting the log flusher thread")?;
     let output = match &file {
-        Some(file) => format_layer(server.log_format, file.clone(), false),
+        Some(_) => format_layer(server.log_format, buffer.clone(), false),
         None if server.log_format == LogFormat::Text && stderr_is_journal() => {
             let lines = format::format().without_time().with_ansi(false);
             tracing_subscriber::fmt::layer()
                 .event_format(SyslogPriority(lines))
-                .with_writer(std::io::stderr)
+                .with_writer(buffer.clone())
                 .boxed()
         }
         None => format_layer(
             server.log_format,
-            std::io::stderr,
+            buffer.clone(),
             std::io::stderr().is_terminal(),
         ),
     };
@@ -82,6 +107,7 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
     Ok(Logging {
         filter: handle,
         file,
+        buffer,
     })
 }
 
@@ -153,25 +179,23 @@ where
 
 /// The log file, appended to, and reopened at the same path on SIGHUP. Cheap to clone.
 #[derive(Clone)]
-pub struct LogFile(Arc<LogFileState>);
-
-struct LogFileState {
+pub struct LogFile {
     path: PathBuf,
-    file: Mutex<Arc<File>>,
+    /// Shared with the log buffer's destination, which writes each batch to the current file.
+    file: Arc<Mutex<Arc<File>>>,
 }
 
 impl LogFile {
     fn open(path: &Path) -> Result<LogFile> {
-        Ok(LogFile(Arc::new(LogFileState {
+        Ok(LogFile {
             path: path.to_path_buf(),
-            file: Mutex::new(Arc::new(open_append(path)?)),
-        })))
+            file: Arc::new(Mutex::new(Arc::new(open_append(path)?))),
+        })
     }
 
     fn reopen(&self) -> Result<()> {
-        let fresh = Arc::new(open_append(&self.0.path)?);
+        let fresh = Arc::new(open_append(&self.path)?);
         *self
-            .0
             .file
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = fresh;
@@ -179,38 +203,11 @@ impl LogFile {
     }
 }
 
+/// O_APPEND: each batch of whole lines lands at the end, even if another process appends too.
 fn open_append(path: &Path) -> Result<File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .with_context(|| format!("opening the log file {}", path.display()))
-}
-
-/// Writes one event's formatted line; the file is O_APPEND, so each line lands whole at the end
-/// even with many threads logging.
-pub struct LogFileWriter(Arc<File>);
-
-impl Write for LogFileWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        (&*self.0).write(bytes)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        (&*self.0).flush()
-    }
-}
-
-impl<'writer> MakeWriter<'writer> for LogFile {
-    type Writer = LogFileWriter;
-
-    fn make_writer(&'writer self) -> LogFileWriter {
-        LogFileWriter(
-            self.0
-                .file
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .clone(),
-        )
-    }
 }

@@ -6,6 +6,7 @@
 mod backup;
 mod banner;
 mod commands;
+mod log_buffer;
 mod logging;
 mod service;
 

@@ -47,12 +47,14 @@ pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Resul
             crate::banner::print(&config, demo_loaded, &running.addresses);
         }
         let signals = install_signals()?;
+        logging.flush();
         notify("READY=1");
         wait_for_stop(signals, &running, &config, config_path, &logging).await?;
         notify("STOPPING=1");
         running
             .shutdown(Duration::from_secs(SHUTDOWN_GRACE_SECONDS))
             .await;
+        logging.flush();
         Ok::<_, anyhow::Error>(ExitCode::SUCCESS)
     })
 }
@@ -99,6 +101,7 @@ async fn wait_for_stop(
             _ = hangup.recv() => {
                 notify("RELOADING=1");
                 reload(running.context(), config, config_path, logging);
+                logging.flush();
                 notify("READY=1");
             }
         }

@@ -558,3 +558,81 @@ fn under_systemd_stderr_lines_carry_the_syslog_priority_and_no_timestamp() {
         "every line has a priority:\n{text}"
     );
 }
+
+/// Root DSE searches on `connection`, each checked to succeed.
+fn search_root_dse(connection: &mut LdapConn, searches: usize) {
+    for _ in 0..searches {
+        let (entries, _) = connection
+            .search("", Scope::Base, "(objectClass=*)", vec!["namingContexts"])
+            .expect("root DSE search")
+            .success()
+            .expect("root DSE result");
+        assert_eq!(entries.len(), 1);
+    }
+}
+
+/// How many lines of the log say `marker` (e.g. ` SRCH `).
+fn lines_with(text: &str, marker: &str) -> usize {
+    text.lines().filter(|line| line.contains(marker)).count()
+}
+
+/// Log lines are batched in memory (crates/lmdir/src/log_buffer.rs). On an idle server the
+/// flusher thread writes a line out without any shutdown (the wait is only a hang guard: without
+/// the timer the line would never come); a burst larger than the buffer is written out as it
+/// fills; and a clean SIGTERM shutdown leaves every operation's request and result line in the
+/// file, none lost in the buffer.
+#[test]
+fn buffered_log_lines_arrive_within_the_flush_interval_and_none_is_lost_at_shutdown() {
+    const SEARCHES: usize = 2_000;
+    let scratch = tempfile::tempdir().unwrap();
+    let port = support::free_port();
+    let log_file = scratch.path().join("lmdir.log");
+    let config = scratch.path().join("lmdir.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nlog = \"info\"\nlog_file = \"{}\"\n\
+             [database]\ndirectory = \"{}\"\n",
+            log_file.display(),
+            scratch.path().join("db").display()
+        ),
+    )
+    .unwrap();
+    let notify_path = scratch.path().join("notify.sock");
+    let notifications = UnixDatagram::bind(&notify_path).unwrap();
+    let child = spawn_serve(
+        &config,
+        &scratch.path().join("stderr.log"),
+        &[("NOTIFY_SOCKET", notify_path.as_path())],
+    );
+    receive_until(&notifications, "READY=1");
+    let mut connection = connect_as_root(&format!("ldap://127.0.0.1:{port}"));
+    search_root_dse(&mut connection, 1);
+    let deadline = Instant::now() + WAIT_MAX;
+    while lines_with(
+        &std::fs::read_to_string(&log_file).unwrap(),
+        "RESULT tag=5 ",
+    ) < 1
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the idle server never wrote its line out"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    search_root_dse(&mut connection, SEARCHES);
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    receive_until(&notifications, "STOPPING=1");
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output.status);
+    let text = std::fs::read_to_string(&log_file).unwrap();
+    // Well over one buffer of lines, so the inline write of a full buffer took part.
+    assert!(text.len() > 2 * 64 * 1024, "{} bytes", text.len());
+    assert_eq!(lines_with(&text, " SRCH "), SEARCHES + 1);
+    assert_eq!(lines_with(&text, "RESULT tag=5 "), SEARCHES + 1);
+    assert!(text.ends_with('\n'), "the last line is whole");
+    assert_eq!(lines_with(&text, "SIGTERM received"), 1);
+}

@@ -4,7 +4,7 @@
 //! character as `\xx` (hex, as in LDAP string escapes), so one request is always one line and
 //! every field ends where the log says; `bounded` also cuts the text to a length first.
 
-use std::fmt::{self, Write};
+use std::fmt;
 
 /// Longest filter a log line shows, in bytes (before escaping).
 pub const LOG_FILTER_BYTES_MAX: usize = 1024;
@@ -61,18 +61,29 @@ fn needs_escape(character: char) -> bool {
 }
 
 /// `text` cut to at most `bytes_max` bytes (on a character boundary, with the full length
-/// noted), then `escaped`, for use inside `"..."`.
-pub fn bounded(text: &str, bytes_max: usize) -> String {
+/// noted), then `escaped`, for use inside `"..."`. Borrowed and displayed in place: an
+/// operation's log line allocates nothing for its fields (issue 13, logging stays cheap).
+pub fn bounded(text: &str, bytes_max: usize) -> Bounded<'_> {
     let mut cut = text.len().min(bytes_max);
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    let mut out = String::with_capacity(cut + 16);
-    let _ = write!(out, "{}", escaped(&text[..cut]));
-    if cut < text.len() {
-        let _ = write!(out, "...({} bytes)", text.len());
+    Bounded { text, cut }
+}
+
+pub struct Bounded<'a> {
+    text: &'a str,
+    cut: usize,
+}
+
+impl fmt::Display for Bounded<'_> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        escaped(&self.text[..self.cut]).fmt(formatter)?;
+        if self.cut < self.text.len() {
+            write!(formatter, "...({} bytes)", self.text.len())?;
+        }
+        Ok(())
     }
-    out
 }
 
 #[cfg(test)]
@@ -99,21 +110,21 @@ mod tests {
     #[test]
     fn escapes_line_breaks_quotes_and_backslashes() {
         let forged = "uid=x\n2026 INFO conn=1 op=2 BIND dn=\"cn=admin\"\\";
-        let logged = bounded(forged, LOG_DN_BYTES_MAX);
+        let logged = bounded(forged, LOG_DN_BYTES_MAX).to_string();
         assert!(!logged.contains('\n'));
         assert!(!logged.contains('"'));
         assert_eq!(
             logged,
             "uid=x\\0a2026 INFO conn=1 op=2 BIND dn=\\22cn=admin\\22\\5c"
         );
-        assert_eq!(bounded("caf\u{e9}\r", 64), "caf\u{e9}\\0d");
+        assert_eq!(bounded("caf\u{e9}\r", 64).to_string(), "caf\u{e9}\\0d");
     }
 
     #[test]
     fn truncates_on_a_character_boundary_and_says_how_long() {
         let long = "\u{e9}".repeat(1000); // 2 bytes each
-        let logged = bounded(&long, 101);
+        let logged = bounded(&long, 101).to_string();
         assert_eq!(logged, format!("{}...(2000 bytes)", "\u{e9}".repeat(50)));
-        assert_eq!(bounded("short", 10), "short");
+        assert_eq!(bounded("short", 10).to_string(), "short");
     }
 }

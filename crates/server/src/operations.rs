@@ -517,6 +517,7 @@ pub fn search_log_filter(filter: &ldap3_proto::proto::LdapFilter) -> String {
         &filter_text::to_log_string(filter, log_text::LOG_FILTER_BYTES_MAX),
         log_text::LOG_FILTER_BYTES_MAX + 8,
     )
+    .to_string()
 }
 
 /// The limits a search request must meet before any work: filter nesting and size, and the
