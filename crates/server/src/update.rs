@@ -21,6 +21,21 @@ use lmdir_schema::{Dn, Entry, ModOp, Modification};
 /// The attribute lists of pre-read / post-read within `requested_attributes_max`, checked
 /// before an update is written (a post-read refused after the write would report a failure
 /// for a change that was made).
+/// What every update does first: the database (noSuchObject without one), the transport and
+/// replica checks, and its controls, parsed and within limits.
+fn open_update<'c>(
+    context: &'c OperationContext,
+    dn: &str,
+) -> Result<(&'c Database, RequestControls), OperationError> {
+    let Some(database) = database_of(&context.server) else {
+        return Err(no_such_object(dn));
+    };
+    require_secure_write(context)?;
+    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    read_controls_within_limits(context, &controls)?;
+    Ok((database, controls))
+}
+
 fn read_controls_within_limits(
     context: &OperationContext,
     controls: &RequestControls,
@@ -119,9 +134,6 @@ pub async fn add(
     context: &OperationContext,
     request: LdapAddRequest,
 ) -> Result<Vec<ResponseControl>, OperationError> {
-    let Some(database) = database_of(&context.server) else {
-        return Err(no_such_object(&request.dn));
-    };
     if request.attributes.is_empty() {
         // As slapd: an entry needs at least its object classes; an empty list is malformed.
         return Err(OperationError::new(
@@ -130,9 +142,7 @@ pub async fn add(
         ));
     }
     let request_dn = request.dn.clone();
-    require_secure_write(context)?;
-    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    read_controls_within_limits(context, &controls)?;
+    let (database, controls) = open_update(context, &request.dn)?;
     check_request_attributes(
         database,
         &context.server.settings,
@@ -162,12 +172,7 @@ pub async fn delete(
     context: &OperationContext,
     dn: &str,
 ) -> Result<Vec<ResponseControl>, OperationError> {
-    let Some(database) = database_of(&context.server) else {
-        return Err(no_such_object(dn));
-    };
-    require_secure_write(context)?;
-    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    read_controls_within_limits(context, &controls)?;
+    let (database, controls) = open_update(context, dn)?;
     let pre = read_entry_control_async(
         context,
         dn.to_string(),
@@ -203,12 +208,7 @@ pub async fn modify(
     context: &OperationContext,
     request: LdapModifyRequest,
 ) -> Result<Vec<ResponseControl>, OperationError> {
-    let Some(database) = database_of(&context.server) else {
-        return Err(no_such_object(&request.dn));
-    };
-    require_secure_write(context)?;
-    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    read_controls_within_limits(context, &controls)?;
+    let (database, controls) = open_update(context, &request.dn)?;
     let modifications: Vec<Modification> =
         request.changes.into_iter().map(modification_of).collect();
     let password_changes = modifications
@@ -274,12 +274,7 @@ pub async fn modify_dn(
     context: &OperationContext,
     request: LdapModifyDNRequest,
 ) -> Result<Vec<ResponseControl>, OperationError> {
-    let Some(database) = database_of(&context.server) else {
-        return Err(no_such_object(&request.dn));
-    };
-    require_secure_write(context)?;
-    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
-    read_controls_within_limits(context, &controls)?;
+    let (database, controls) = open_update(context, &request.dn)?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),
