@@ -351,7 +351,7 @@ async fn start_operation(
         operation_id,
         controls: start.controls,
         cancelled: cancelled.clone(),
-        sink: ResultSink::new(sender.clone()),
+        sink: ResultSink::new(sender.clone(), cancelled.clone()),
     };
     let operation = start.operation;
     if prepared.runs_inline() {
@@ -406,7 +406,7 @@ async fn run_inline(
     let (inline_sender, mut inline_receiver) =
         mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
     let operation_context = OperationContext {
-        sink: ResultSink::new(inline_sender),
+        sink: ResultSink::new(inline_sender, operation_context.cancelled.clone()),
         ..operation_context
     };
     let dispatch = operations::dispatch(operation_context, operation, prepared);
@@ -504,8 +504,11 @@ async fn write_outgoing(
     let mut next = Some(first);
     while let Some(outgoing) = next.take() {
         match outgoing {
-            Outgoing::Message(bytes) if bytes.is_empty() => {}
-            Outgoing::Message(bytes) => chunks.push(bytes),
+            Outgoing::Message { bytes, .. } if bytes.is_empty() => {}
+            // Abandoned (or cancelled) since it was queued: RFC 4511 4.11 lets the server stop
+            // sending, and the client has already moved on.
+            Outgoing::Message { stopped, .. } if stopped.load(Ordering::Acquire) => {}
+            Outgoing::Message { bytes, .. } => chunks.push(bytes),
             Outgoing::Done {
                 message_id,
                 result_code,

@@ -2,13 +2,20 @@
 //! messages. Defined below the connection so that operations never name its types.
 
 use bytes::Bytes;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// What operation tasks send to their connection.
 #[derive(Debug)]
 pub enum Outgoing {
-    /// One encoded LDAPMessage.
-    Message(Bytes),
+    /// One or more encoded LDAPMessages of an operation, and that operation's stop flag: the
+    /// connection drops them unwritten once the operation is abandoned or cancelled, so output
+    /// that was waiting for room in the queue never reaches the client after an Abandon.
+    Message {
+        bytes: Bytes,
+        stopped: Arc<AtomicBool>,
+    },
     /// The operation with this message ID ends: its final `response` (empty when it sends
     /// none), with this result code (a pending Cancel is answered from it). One message, so the
     /// connection forgets the operation in the same step that writes its response: a client that
@@ -26,21 +33,30 @@ pub enum Outgoing {
 #[derive(Clone)]
 pub struct ResultSink {
     sender: mpsc::Sender<Outgoing>,
+    /// The operation's abandon/cancel flag (`OperationContext::cancelled`).
+    stopped: Arc<AtomicBool>,
 }
 
 impl ResultSink {
-    pub fn new(sender: mpsc::Sender<Outgoing>) -> ResultSink {
-        ResultSink { sender }
+    pub fn new(sender: mpsc::Sender<Outgoing>, stopped: Arc<AtomicBool>) -> ResultSink {
+        ResultSink { sender, stopped }
+    }
+
+    fn message(&self, bytes: Bytes) -> Outgoing {
+        Outgoing::Message {
+            bytes,
+            stopped: self.stopped.clone(),
+        }
     }
 
     /// Queues one or more encoded messages, waiting while the queue is full.
     pub async fn send(&self, bytes: Bytes) -> bool {
-        self.sender.send(Outgoing::Message(bytes)).await.is_ok()
+        self.sender.send(self.message(bytes)).await.is_ok()
     }
 
     /// `send` from a blocking thread (a search on the blocking pool).
     pub fn send_blocking(&self, bytes: Bytes) -> bool {
-        self.sender.blocking_send(Outgoing::Message(bytes)).is_ok()
+        self.sender.blocking_send(self.message(bytes)).is_ok()
     }
 
     /// Ends the operation `message_id`: its final response (empty for none) and result code.
