@@ -208,6 +208,9 @@ pub struct DatabaseConfig {
     /// DN of the pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none
     /// (OpenLDAP's `ppolicy_default`).
     pub password_policy_default: String,
+    /// LMDB map size the store opens with; the map doubles by itself when more than half is
+    /// used, so this is a starting reservation of address space, not a cap.
+    pub map_size_bytes: u64,
     /// Indexed attribute → index kinds. Given in a file, it replaces the default set whole.
     pub index: BTreeMap<String, Vec<IndexKind>>,
 }
@@ -241,10 +244,19 @@ impl Default for DatabaseConfig {
             sync: true,
             memberof: true,
             password_policy_default: String::new(),
+            map_size_bytes: MAP_SIZE_DEFAULT_BYTES,
             index,
         }
     }
 }
+
+/// The map LMDB reserves at open by default: 1 TiB of address space, not of disk (the file
+/// grows with the data). Tools that cannot reserve that much (valgrind) set a smaller one.
+pub const MAP_SIZE_DEFAULT_BYTES: u64 = 1 << 40;
+/// Smallest configurable map: below it the map would double at once on any real directory.
+pub const MAP_SIZE_MIN_BYTES: u64 = 16 << 20;
+/// Largest configurable map (16 TiB): beyond what x86-64 user address space comfortably gives.
+pub const MAP_SIZE_MAX_BYTES: u64 = 16 << 40;
 
 /// The kinds of index an attribute can have (shared with the store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -825,6 +837,15 @@ impl Config {
                     message,
                 )
             })?;
+        }
+        if !(MAP_SIZE_MIN_BYTES..=MAP_SIZE_MAX_BYTES).contains(&database.map_size_bytes) {
+            return Err(problem(
+                vec![Key("database"), Key("map_size_bytes")],
+                format!(
+                    "the map size must be between {MAP_SIZE_MIN_BYTES} (16 MiB) and \
+                     {MAP_SIZE_MAX_BYTES} (16 TiB) bytes"
+                ),
+            ));
         }
         let mut seen_attributes: BTreeMap<String, &str> = BTreeMap::new();
         for (attribute, kinds) in &database.index {

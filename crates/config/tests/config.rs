@@ -343,6 +343,12 @@ fn validation_errors_name_line_and_key() {
         "attribute=value",
     );
     assert_error(
+        "[database]\nmap_size_bytes = 4096\n",
+        2,
+        "database.map_size_bytes",
+        "between",
+    );
+    assert_error(
         "[database]\ndirectory = \"\"\n",
         2,
         "database.directory",
