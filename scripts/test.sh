@@ -12,11 +12,37 @@ command -v promtool >/dev/null || need_packages+=(prometheus)
 # python-ldap and ldap3 drive lmdir as real clients (crates/lmdir/tests/clients.rs).
 /usr/bin/python3 -c "import ldap" 2>/dev/null || need_packages+=(python3-ldap)
 /usr/bin/python3 -c "import ldap3" 2>/dev/null || need_packages+=(python3-ldap3)
+# nslcd, its NSS module and pam_ldap, driven by getent and pamtester in a private mount namespace
+# (crates/lmdir/tests/nss_pam.rs).
+nss_pam_packages=(nslcd libnss-ldapd libpam-ldapd pamtester)
+for package in "${nss_pam_packages[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || need_packages+=("$package")
+done
+if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 if [ ${#need_packages[@]} -gt 0 ]; then
   echo "installing ${need_packages[*]}"
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  # No daemon a package brings (slapd, nslcd) is started by its install: the tests start their
+  # own. A policy-rc.d already there is the machine's and stays.
+  policy=/usr/sbin/policy-rc.d
+  made_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 755 "$policy"
+    made_policy=yes
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_packages[@]}" >/dev/null
+  [ -z "$made_policy" ] || $SUDO rm -f "$policy"
+fi
+# Leave the host's logins alone: libpam-ldapd's install adds pam_ldap to /etc/pam.d/common-*
+# (pam-auth-update); the test uses a PAM service of its own. libnss-ldapd's debconf question
+# (which nsswitch.conf lines get ldap) has no default, so a noninteractive install leaves
+# /etc/nsswitch.conf as it was. nslcd is not a boot-time service here.
+if [ -e /usr/share/pam-configs/ldap ] && grep -qs pam_ldap /etc/pam.d/common-auth; then
+  $SUDO pam-auth-update --package --remove ldap
+fi
+if [ -e /etc/init.d/nslcd ]; then
+  $SUDO update-rc.d nslcd disable >/dev/null 2>&1 || true
 fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs) first" >&2

@@ -1,0 +1,529 @@
+//! nslcd, libnss-ldapd and pam_ldap (Debian's nss-pam-ldapd) against lmdir's password policy,
+//! and against slapd's ppolicy overlay on the same data as the reference: `getent` reads the
+//! LDAP users and group, `pamtester` logs in with the right password, inside the expiry warning
+//! window, after three wrong passwords, and after an administrator's reset.
+//!
+//! nslcd reads the fixed /etc/nslcd.conf, serves the fixed /run/nslcd/socket, and getent and
+//! pamtester find it through /etc/nsswitch.conf and /etc/pam.d: `tests/nss_pam/session.sh` runs
+//! in a private mount (and pid) namespace where those paths are bind mounts of the test's own
+//! files, so the host's configuration is never touched and nslcd dies with the namespace.
+//!
+//! No step waits for time to pass: the rootdn writes the past into pwdChangedTime with Relax.
+
+#[allow(dead_code)] // shared with differential.rs; this suite uses part of it
+mod conformance;
+
+use conformance::{Extra, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SUFFIX};
+use ldap3::controls::RawControl;
+use ldap3::{LdapConn, Mod, Scope, SearchEntry};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
+/// The PAM service the test's own /etc/pam.d holds (pam_ldap for every stack).
+const SERVICE: &str = "lmdir-nss-test";
+const DAY_SECONDS: u64 = 86_400;
+const MAX_AGE_SECONDS: u64 = 30 * DAY_SECONDS;
+const EXPIRE_WARNING_SECONDS: u64 = 7 * DAY_SECONDS;
+/// alice's password was set this long before the test: 3.5 days before it expires, inside the
+/// warning window, so nslcd's whole-days message reads 3 whatever the seconds the test takes.
+const WARNED_AGE_SECONDS: u64 = MAX_AGE_SECONDS - 3 * DAY_SECONDS - DAY_SECONDS / 2;
+const WARNING_SHOWN: &str = "Password will expire in 3 days";
+/// Hang guard for one whole nslcd session (start, every step, stop); never reached normally.
+const SESSION_SECONDS_MAX: u64 = 60;
+/// pam_ldap.so and libnss_ldap.so.2 live in the multiarch library directory.
+const LIBRARY_DIRECTORIES: &[&str] = &["/lib", "/usr/lib", "/lib64", "/usr/lib64"];
+
+/// A user: uid, uidNumber, login shell, password.
+const USERS: &[(&str, u32, &str, &str)] = &[
+    ("alice", 20001, "/bin/bash", "alice-password"),
+    ("bob", 20002, "/bin/sh", "bob-password"),
+    ("carol", 20003, "/bin/bash", "carol-password"),
+    ("dave", 20004, "/bin/bash", "dave-password"),
+];
+const GROUP: &str = "ldapstaff";
+const GROUP_NUMBER: u32 = 20000;
+const RESET_PASSWORD: &str = "given-by-admin";
+
+fn ldif() -> String {
+    let mut text = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=policies,{SUFFIX}\nobjectClass: organizationalUnit\nou: policies\n\n\
+         dn: ou=people,{SUFFIX}\nobjectClass: organizationalUnit\nou: people\n\n\
+         dn: ou=groups,{SUFFIX}\nobjectClass: organizationalUnit\nou: groups\n\n\
+         dn: cn=default,ou=policies,{SUFFIX}\nobjectClass: organizationalRole\n\
+         objectClass: pwdPolicy\ncn: default\npwdAttribute: userPassword\npwdMaxFailure: 3\n\
+         pwdLockout: TRUE\npwdLockoutDuration: 3600\npwdMaxAge: {MAX_AGE_SECONDS}\n\
+         pwdExpireWarning: {EXPIRE_WARNING_SECONDS}\npwdMustChange: TRUE\n\n"
+    );
+    for (uid, number, shell, password) in USERS {
+        text += &format!(
+            "dn: uid={uid},ou=people,{SUFFIX}\nobjectClass: inetOrgPerson\n\
+             objectClass: posixAccount\nuid: {uid}\ncn: User {uid}\nsn: {uid}\n\
+             uidNumber: {number}\ngidNumber: {GROUP_NUMBER}\nhomeDirectory: /home/{uid}\n\
+             loginShell: {shell}\nuserPassword: {password}\n\n"
+        );
+    }
+    text += &format!(
+        "dn: cn={GROUP},ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: {GROUP}\n\
+         gidNumber: {GROUP_NUMBER}\nmemberUid: alice\nmemberUid: bob\n"
+    );
+    text
+}
+
+/// The ppolicy overlay on slapd (with `ppolicy_use_lockout`, as lmdir always answers a locked
+/// account; docs/compatibility.md), the same default policy on lmdir.
+fn extra() -> Extra<'static> {
+    Extra {
+        slapd_global: "moduleload ppolicy.la\n",
+        slapd_database: "overlay ppolicy\n\
+             ppolicy_default \"cn=default,ou=policies,dc=example,dc=com\"\n\
+             ppolicy_use_lockout\n",
+        lmdir_database: "password_policy_default = \"cn=default,ou=policies,dc=example,dc=com\"\n",
+    }
+}
+
+fn library_exists(relative: &str) -> bool {
+    LIBRARY_DIRECTORIES.iter().any(|directory| {
+        let Ok(entries) = std::fs::read_dir(directory) else {
+            return false;
+        };
+        Path::new(directory).join(relative).exists()
+            || entries
+                .flatten()
+                .any(|entry| entry.path().join(relative).exists())
+    })
+}
+
+/// Why the test cannot run here, if it cannot (scripts/test.sh installs the packages; the test
+/// environment runs as root, which a private mount namespace needs).
+fn missing_prerequisite() -> Option<String> {
+    if let Err(reason) = conformance::tools_available() {
+        return Some(reason);
+    }
+    let packages = "apt-get install nslcd libnss-ldapd libpam-ldapd pamtester";
+    for tool in ["/usr/sbin/nslcd", "/usr/bin/pamtester", "/usr/bin/getent"] {
+        if !Path::new(tool).exists() {
+            return Some(format!("{tool} is not installed ({packages})"));
+        }
+    }
+    for library in ["security/pam_ldap.so", "libnss_ldap.so.2"] {
+        if !library_exists(library) {
+            return Some(format!("{library} is not installed ({packages})"));
+        }
+    }
+    let namespace = Command::new("unshare")
+        .args(["--mount", "--pid", "--fork", "true"])
+        .output();
+    if !namespace.is_ok_and(|output| output.status.success()) {
+        return Some("unshare --mount --pid cannot run here (needs root)".to_string());
+    }
+    None
+}
+
+fn user_dn(uid: &str) -> String {
+    format!("uid={uid},ou=people,{SUFFIX}")
+}
+
+fn root(port: u16) -> LdapConn {
+    let mut connection = LdapConn::new(&format!("ldap://127.0.0.1:{port}")).expect("connect");
+    connection
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("the rootdn binds");
+    connection
+}
+
+/// alice's password set 26.5 days ago (inside the warning window), carol's reset by the
+/// administrator (pwdReset under pwdMustChange).
+fn prepare_policy_state(port: u16) {
+    let changed_at = UNIX_EPOCH
+        + Duration::from_secs(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs()
+                - WARNED_AGE_SECONDS,
+        );
+    let changed = String::from_utf8(lmdir_store::timestamp_value(changed_at)).expect("ASCII");
+    let mut connection = root(port);
+    connection
+        .with_controls(RawControl {
+            ctype: RELAX_OID.to_string(),
+            crit: true,
+            val: None,
+        })
+        .modify(
+            &user_dn("alice"),
+            vec![Mod::Replace(
+                "pwdChangedTime",
+                HashSet::from([changed.as_str()]),
+            )],
+        )
+        .expect("modify")
+        .success()
+        .expect("pwdChangedTime written");
+    connection
+        .extended(ldap3::exop::PasswordModify {
+            user_id: Some(&user_dn("carol")),
+            old_pass: None,
+            new_pass: Some(RESET_PASSWORD),
+        })
+        .expect("exop")
+        .1
+        .success()
+        .expect("administrator reset");
+}
+
+/// An operational attribute of a user as the rootdn reads it.
+fn state_of(port: u16, uid: &str, attribute: &str) -> Vec<String> {
+    let (entries, _) = root(port)
+        .search(
+            &user_dn(uid),
+            Scope::Base,
+            "(objectClass=*)",
+            vec![attribute],
+        )
+        .expect("search")
+        .success()
+        .expect("the user is readable");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("the user"));
+    entry
+        .attrs
+        .into_iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(attribute))
+        .map(|(_, values)| values)
+        .unwrap_or_default()
+}
+
+fn password_of(uid: &str) -> &'static str {
+    USERS
+        .iter()
+        .find(|user| user.0 == uid)
+        .map(|user| user.3)
+        .expect("a known user")
+}
+
+/// One step of a session: its name, what it reads on standard input, the command.
+type Step = (String, String, String);
+
+fn login(name: &str, uid: &str, password: &str, operations: &str) -> Step {
+    (
+        name.to_string(),
+        password.to_string(),
+        format!("pamtester {SERVICE} {uid} {operations}"),
+    )
+}
+
+fn lookup(name: &str, arguments: &str) -> Step {
+    (
+        name.to_string(),
+        String::new(),
+        format!("getent {arguments}"),
+    )
+}
+
+/// nslcd as Debian configures it (`pam_authc_search BASE`: after the user's bind, nslcd reads
+/// the user's own entry on that connection): lookups, a plain login, one inside the warning
+/// window, three wrong passwords then the right one, and a login after an administrator's reset.
+fn default_steps() -> Vec<Step> {
+    let mut steps = vec![
+        lookup("passwd", "passwd alice dave"),
+        lookup("passwd_by_number", "passwd 20002"),
+        lookup("group", &format!("group {GROUP}")),
+        login(
+            "plain_login",
+            "dave",
+            password_of("dave"),
+            "authenticate acct_mgmt",
+        ),
+        login(
+            "warned_login",
+            "alice",
+            password_of("alice"),
+            "authenticate acct_mgmt",
+        ),
+    ];
+    for attempt in 1..=3 {
+        steps.push(login(
+            &format!("wrong_{attempt}"),
+            "bob",
+            "not-the-password",
+            "authenticate",
+        ));
+    }
+    steps.push(login(
+        "locked_login",
+        "bob",
+        password_of("bob"),
+        "authenticate acct_mgmt",
+    ));
+    steps.push(login(
+        "reset_login",
+        "carol",
+        RESET_PASSWORD,
+        "authenticate acct_mgmt",
+    ));
+    steps
+}
+
+/// With `pam_authc_search NONE` nslcd trusts the bind alone, so the reset user authenticates
+/// and pam_ldap's account stage answers the changeAfterReset it was told.
+fn no_search_steps() -> Vec<Step> {
+    vec![login(
+        "reset_login_without_search",
+        "carol",
+        RESET_PASSWORD,
+        "authenticate acct_mgmt",
+    )]
+}
+
+/// What one nslcd session showed: each step's exit code and output, and nslcd's log.
+struct Transcript {
+    steps: BTreeMap<String, (i32, String)>,
+    nslcd_log: String,
+}
+
+impl Transcript {
+    fn step(&self, name: &str) -> &(i32, String) {
+        self.steps
+            .get(name)
+            .unwrap_or_else(|| panic!("step {name} did not run:\n{}", self.nslcd_log))
+    }
+
+    /// The lines where nslcd reports the password policy response and what it concluded (the
+    /// connection ids removed): what the two servers must say alike. timeBeforeExpiration's
+    /// seconds depend on the instant of the bind, so they are kept as the whole days nslcd
+    /// shows the user (the test's half-day margin keeps that number fixed).
+    fn policy_lines(&self) -> Vec<String> {
+        self.nslcd_log
+            .lines()
+            .filter(|line| {
+                line.contains("PASSWORDPOLICYRESPONSE")
+                    || line.contains(": Account locked")
+                    || line.contains(": Password must be changed")
+            })
+            .map(|line| {
+                let line = line.split_once("> ").map_or(line, |(_, rest)| rest);
+                match line
+                    .split_once("password will expire in ")
+                    .and_then(|(_, rest)| rest.strip_suffix(" seconds)"))
+                    .and_then(|seconds| seconds.parse::<u64>().ok())
+                {
+                    Some(seconds) => {
+                        format!("expiry warning: {} whole days", seconds / DAY_SECONDS)
+                    }
+                    None => line.to_string(),
+                }
+            })
+            .collect()
+    }
+}
+
+fn session_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nss_pam/session.sh")
+}
+
+/// Writes nslcd.conf (with `nslcd_extra` lines), nsswitch.conf, pam.d and the steps for a
+/// server on `port`.
+fn write_session_files(directory: &Path, port: u16, nslcd_extra: &str, steps: &[Step]) {
+    std::fs::write(
+        directory.join("nslcd.conf"),
+        format!(
+            "uid nslcd\ngid nslcd\nuri ldap://127.0.0.1:{port}/\nbase {SUFFIX}\n\
+             pam_authc_ppolicy yes\n{nslcd_extra}"
+        ),
+    )
+    .expect("nslcd.conf");
+    std::fs::write(
+        directory.join("nsswitch.conf"),
+        "passwd: files ldap\ngroup: files ldap\nshadow: files ldap\n",
+    )
+    .expect("nsswitch.conf");
+    let pam = directory.join("pam.d");
+    std::fs::create_dir_all(&pam).expect("pam.d");
+    std::fs::write(
+        pam.join(SERVICE),
+        "auth required pam_ldap.so\naccount required pam_ldap.so\n\
+         password required pam_ldap.so\nsession required pam_ldap.so\n",
+    )
+    .expect("the PAM service");
+    let steps: String = steps
+        .iter()
+        .map(|(name, input, command)| format!("{name}|{input}|{command}\n"))
+        .collect();
+    std::fs::write(directory.join("steps"), steps).expect("steps");
+}
+
+/// Runs `steps` through nslcd (configured with `nslcd_extra` lines) pointed at the server on
+/// `port`.
+fn run_session(port: u16, nslcd_extra: &str, steps: &[Step]) -> Transcript {
+    let directory = tempfile::tempdir().expect("session directory");
+    write_session_files(directory.path(), port, nslcd_extra, steps);
+    let output = Command::new("timeout")
+        .args(["--kill-after=5", &SESSION_SECONDS_MAX.to_string()])
+        .args([
+            "unshare",
+            "--mount",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--propagation",
+            "private",
+            "sh",
+        ])
+        .arg(session_script())
+        .arg(directory.path())
+        .output()
+        .expect("running unshare");
+    let nslcd_log = std::fs::read_to_string(directory.path().join("nslcd.log")).unwrap_or_default();
+    assert!(
+        output.status.success(),
+        "the nslcd session failed ({}):\n{}{}\nnslcd:\n{nslcd_log}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out = directory.path().join("out");
+    let steps = steps
+        .iter()
+        .filter_map(|(name, _, _)| {
+            let code = std::fs::read_to_string(out.join(format!("{name}.rc"))).ok()?;
+            let text = std::fs::read_to_string(out.join(name)).ok()?;
+            Some((
+                name.clone(),
+                (code.trim().parse().expect("an exit code"), text),
+            ))
+        })
+        .collect();
+    Transcript { steps, nslcd_log }
+}
+
+/// What nslcd and pam_ldap must show against either server.
+fn assert_shown(server: &str, transcript: &Transcript) {
+    let context = |name: &str| {
+        format!(
+            "{server}, step {name}: {:?}\nnslcd:\n{}",
+            transcript.step(name),
+            transcript.nslcd_log
+        )
+    };
+    let (code, text) = transcript.step("passwd");
+    assert_eq!(*code, 0, "{}", context("passwd"));
+    assert!(
+        text.contains("alice:*:20001:20000:User alice:/home/alice:/bin/bash")
+            && text.contains("dave:*:20004:20000:User dave:/home/dave:/bin/bash"),
+        "{}",
+        context("passwd")
+    );
+    let (code, text) = transcript.step("passwd_by_number");
+    assert!(
+        *code == 0 && text.contains("bob:*:20002:20000:User bob:/home/bob:/bin/sh"),
+        "{}",
+        context("passwd_by_number")
+    );
+    // nslcd lists memberUid values in no particular order.
+    let (code, text) = transcript.step("group");
+    let members = text
+        .trim()
+        .strip_prefix(&format!("{GROUP}:*:{GROUP_NUMBER}:"))
+        .map(|members| members.split(',').collect::<HashSet<_>>());
+    assert!(
+        *code == 0 && members == Some(HashSet::from(["alice", "bob"])),
+        "{}",
+        context("group")
+    );
+    let (code, text) = transcript.step("plain_login");
+    assert!(
+        *code == 0 && text.contains("successfully authenticated") && !text.contains("expire"),
+        "{}",
+        context("plain_login")
+    );
+    let (code, text) = transcript.step("warned_login");
+    assert!(
+        *code == 0 && text.contains(WARNING_SHOWN),
+        "{}",
+        context("warned_login")
+    );
+    for name in [
+        "wrong_1",
+        "wrong_2",
+        "wrong_3",
+        "locked_login",
+        "reset_login",
+    ] {
+        let (code, text) = transcript.step(name);
+        assert!(
+            *code != 0 && text.contains("Authentication failure"),
+            "{}",
+            context(name)
+        );
+    }
+    let policy = transcript.policy_lines();
+    for line in [
+        format!("{}: Account locked", user_dn("bob")),
+        format!("{}: Password must be changed", user_dn("carol")),
+    ] {
+        assert!(
+            policy.contains(&line),
+            "{server}: nslcd did not log {line:?}:\n{}",
+            transcript.nslcd_log
+        );
+    }
+}
+
+/// Without nslcd's own search, the reset user's password is accepted and pam_ldap's account
+/// stage demands a new one (PAM_NEW_AUTHTOK_REQD), with nslcd's text for changeAfterReset.
+fn assert_change_required(server: &str, transcript: &Transcript) {
+    let (code, text) = transcript.step("reset_login_without_search");
+    assert!(
+        *code != 0
+            && text.contains("successfully authenticated")
+            && text.contains("Password must be changed")
+            && text.contains("Authentication token is no longer valid; new one required"),
+        "{server}: {text:?} ({code})\nnslcd:\n{}",
+        transcript.nslcd_log
+    );
+}
+
+#[test]
+fn nslcd_and_pam_ldap_show_the_password_policy() {
+    if let Some(reason) = missing_prerequisite() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{reason}");
+        }
+        eprintln!("SKIPPING the nslcd/pam_ldap test: {reason}");
+        return;
+    }
+    let pair = Pair::start_configured(&ldif(), Setup::Plain, &extra());
+    let mut transcripts = Vec::new();
+    for (server, port) in [("slapd", pair.openldap_port), ("lmdir", pair.lmdir_port)] {
+        prepare_policy_state(port);
+        let default = run_session(port, "", &default_steps());
+        assert_shown(server, &default);
+        // The lockout pam_ldap was refused by is the server's: pwdAccountLockedTime is set.
+        assert_eq!(
+            state_of(port, "bob", "pwdAccountLockedTime").len(),
+            1,
+            "{server}: bob is not locked"
+        );
+        let no_search = run_session(port, "pam_authc_search NONE\n", &no_search_steps());
+        assert_change_required(server, &no_search);
+        transcripts.push((default, no_search));
+    }
+    let (slapd, lmdir) = (&transcripts[0], &transcripts[1]);
+    for (theirs, ours) in [(&slapd.0, &lmdir.0), (&slapd.1, &lmdir.1)] {
+        assert_eq!(
+            theirs.steps, ours.steps,
+            "getent/pamtester show something else with lmdir than with slapd"
+        );
+        assert_eq!(
+            theirs.policy_lines(),
+            ours.policy_lines(),
+            "nslcd reads lmdir's password policy responses otherwise than slapd's"
+        );
+    }
+}
