@@ -103,13 +103,26 @@ fn missing_prerequisite() -> Option<String> {
     if let Err(reason) = conformance::tools_available() {
         return Some(reason);
     }
-    let packages = "apt-get install nslcd libnss-ldapd libpam-ldapd pamtester";
-    for tool in ["/usr/sbin/nslcd", "/usr/bin/pamtester", "/usr/bin/getent"] {
+    let packages = "apt-get install nslcd libnss-ldapd libpam-ldapd pamtester sssd-ldap";
+    for tool in [
+        "/usr/sbin/nslcd",
+        "/usr/sbin/sssd",
+        "/usr/bin/pamtester",
+        "/usr/bin/getent",
+        "/etc/sssd",
+        "/var/lib/sss",
+        "/var/log/sssd",
+    ] {
         if !Path::new(tool).exists() {
             return Some(format!("{tool} is not installed ({packages})"));
         }
     }
-    for library in ["security/pam_ldap.so", "libnss_ldap.so.2"] {
+    for library in [
+        "security/pam_ldap.so",
+        "libnss_ldap.so.2",
+        "security/pam_sss.so",
+        "libnss_sss.so.2",
+    ] {
         if !library_exists(library) {
             return Some(format!("{library} is not installed ({packages})"));
         }
@@ -226,10 +239,9 @@ fn lookup(name: &str, arguments: &str) -> Step {
     )
 }
 
-/// nslcd as Debian configures it (`pam_authc_search BASE`: after the user's bind, nslcd reads
-/// the user's own entry on that connection): lookups, a plain login, one inside the warning
-/// window, three wrong passwords then the right one, and a login after an administrator's reset.
-fn default_steps() -> Vec<Step> {
+/// Lookups, a plain login, one inside the warning window, three wrong passwords then the right
+/// one, and a login after an administrator's reset.
+fn policy_steps() -> Vec<Step> {
     let mut steps = vec![
         lookup("passwd", "passwd alice dave"),
         lookup("passwd_by_number", "passwd 20002"),
@@ -270,36 +282,78 @@ fn default_steps() -> Vec<Step> {
     steps
 }
 
-/// With `pam_authc_search NONE` nslcd trusts the bind alone, so the reset user authenticates
-/// and pam_ldap's account stage answers the changeAfterReset it was told.
-fn no_search_steps() -> Vec<Step> {
-    vec![login(
-        "reset_login_without_search",
-        "carol",
-        RESET_PASSWORD,
-        "authenticate acct_mgmt",
-    )]
+/// The NSS/PAM client under test, as its config file configures it.
+#[derive(Clone, Copy)]
+enum Client {
+    /// nslcd with these nslcd.conf lines added to the plain config (which keeps Debian's
+    /// default `pam_authc_search BASE`: after the user's bind, nslcd reads the user's own entry
+    /// on that connection).
+    Nslcd(&'static str),
+    /// SSSD's LDAP provider, without TLS (loopback) and without a credential cache, so every
+    /// login reaches the server.
+    Sssd,
 }
 
-/// What one nslcd session showed: each step's exit code and output, and nslcd's log.
+impl Client {
+    fn daemon(self) -> &'static str {
+        match self {
+            Client::Nslcd(_) => "nslcd",
+            Client::Sssd => "sssd",
+        }
+    }
+
+    /// The nsswitch.conf source and the PAM module of the client.
+    fn modules(self) -> (&'static str, &'static str) {
+        match self {
+            Client::Nslcd(_) => ("ldap", "pam_ldap.so"),
+            Client::Sssd => ("sss", "pam_sss.so"),
+        }
+    }
+
+    /// The client's config file: name and text, for a server on `port`.
+    fn config(self, port: u16) -> (&'static str, String) {
+        match self {
+            Client::Nslcd(extra) => (
+                "nslcd.conf",
+                format!(
+                    "uid nslcd\ngid nslcd\nuri ldap://127.0.0.1:{port}/\nbase {SUFFIX}\n\
+                     pam_authc_ppolicy yes\n{extra}"
+                ),
+            ),
+            Client::Sssd => (
+                "sssd.conf",
+                format!(
+                    "[sssd]\nservices = nss, pam\ndomains = LDAP\n\n[nss]\n\n[pam]\n\n\
+                     [domain/LDAP]\nid_provider = ldap\nauth_provider = ldap\n\
+                     access_provider = permit\nldap_uri = ldap://127.0.0.1:{port}\n\
+                     ldap_search_base = {SUFFIX}\nldap_schema = rfc2307\n\
+                     ldap_id_use_start_tls = false\nldap_auth_disable_tls_never_use_in_production = true\n\
+                     cache_credentials = false\n"
+                ),
+            ),
+        }
+    }
+}
+
+/// What one session showed: each step's exit code and output, and the daemon's log.
 struct Transcript {
     steps: BTreeMap<String, (i32, String)>,
-    nslcd_log: String,
+    daemon_log: String,
 }
 
 impl Transcript {
     fn step(&self, name: &str) -> &(i32, String) {
         self.steps
             .get(name)
-            .unwrap_or_else(|| panic!("step {name} did not run:\n{}", self.nslcd_log))
+            .unwrap_or_else(|| panic!("step {name} did not run:\n{}", self.daemon_log))
     }
 
     /// The lines where nslcd reports the password policy response and what it concluded (the
     /// connection ids removed): what the two servers must say alike. timeBeforeExpiration's
     /// seconds depend on the instant of the bind, so they are kept as the whole days nslcd
     /// shows the user (the test's half-day margin keeps that number fixed).
-    fn policy_lines(&self) -> Vec<String> {
-        self.nslcd_log
+    fn nslcd_policy_lines(&self) -> Vec<String> {
+        self.daemon_log
             .lines()
             .filter(|line| {
                 line.contains("PASSWORDPOLICYRESPONSE")
@@ -327,28 +381,24 @@ fn session_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/nss_pam/session.sh")
 }
 
-/// Writes nslcd.conf (with `nslcd_extra` lines), nsswitch.conf, pam.d and the steps for a
-/// server on `port`.
-fn write_session_files(directory: &Path, port: u16, nslcd_extra: &str, steps: &[Step]) {
-    std::fs::write(
-        directory.join("nslcd.conf"),
-        format!(
-            "uid nslcd\ngid nslcd\nuri ldap://127.0.0.1:{port}/\nbase {SUFFIX}\n\
-             pam_authc_ppolicy yes\n{nslcd_extra}"
-        ),
-    )
-    .expect("nslcd.conf");
+/// Writes the client's config, nsswitch.conf, pam.d and the steps for a server on `port`.
+fn write_session_files(directory: &Path, client: Client, port: u16, steps: &[Step]) {
+    let (config_name, config) = client.config(port);
+    std::fs::write(directory.join(config_name), config).expect("the client's config");
+    let (source, module) = client.modules();
     std::fs::write(
         directory.join("nsswitch.conf"),
-        "passwd: files ldap\ngroup: files ldap\nshadow: files ldap\n",
+        format!("passwd: files {source}\ngroup: files {source}\nshadow: files {source}\n"),
     )
     .expect("nsswitch.conf");
     let pam = directory.join("pam.d");
     std::fs::create_dir_all(&pam).expect("pam.d");
     std::fs::write(
         pam.join(SERVICE),
-        "auth required pam_ldap.so\naccount required pam_ldap.so\n\
-         password required pam_ldap.so\nsession required pam_ldap.so\n",
+        format!(
+            "auth required {module}\naccount required {module}\n\
+             password required {module}\nsession required {module}\n"
+        ),
     )
     .expect("the PAM service");
     let steps: String = steps
@@ -358,11 +408,10 @@ fn write_session_files(directory: &Path, port: u16, nslcd_extra: &str, steps: &[
     std::fs::write(directory.join("steps"), steps).expect("steps");
 }
 
-/// Runs `steps` through nslcd (configured with `nslcd_extra` lines) pointed at the server on
-/// `port`.
-fn run_session(port: u16, nslcd_extra: &str, steps: &[Step]) -> Transcript {
+/// Runs `steps` through `client` pointed at the server on `port`.
+fn run_session(client: Client, port: u16, steps: &[Step]) -> Transcript {
     let directory = tempfile::tempdir().expect("session directory");
-    write_session_files(directory.path(), port, nslcd_extra, steps);
+    write_session_files(directory.path(), client, port, steps);
     let output = Command::new("timeout")
         .args(["--kill-after=5", &SESSION_SECONDS_MAX.to_string()])
         .args([
@@ -376,13 +425,16 @@ fn run_session(port: u16, nslcd_extra: &str, steps: &[Step]) -> Transcript {
             "sh",
         ])
         .arg(session_script())
+        .arg(client.daemon())
         .arg(directory.path())
         .output()
         .expect("running unshare");
-    let nslcd_log = std::fs::read_to_string(directory.path().join("nslcd.log")).unwrap_or_default();
+    let daemon_log =
+        std::fs::read_to_string(directory.path().join("daemon.log")).unwrap_or_default();
     assert!(
         output.status.success(),
-        "the nslcd session failed ({}):\n{}{}\nnslcd:\n{nslcd_log}",
+        "the {} session failed ({}):\n{}{}\nlog:\n{daemon_log}",
+        client.daemon(),
         output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
@@ -399,22 +451,24 @@ fn run_session(port: u16, nslcd_extra: &str, steps: &[Step]) -> Transcript {
             ))
         })
         .collect();
-    Transcript { steps, nslcd_log }
+    Transcript { steps, daemon_log }
 }
 
-/// What nslcd and pam_ldap must show against either server.
-fn assert_shown(server: &str, transcript: &Transcript) {
+/// What the client must show against either server after `policy_steps`: the lookups, the
+/// warning text `warning`, refusals after the wrong passwords and while locked, and `reset`'s
+/// texts for the reset user's login.
+fn assert_shown(server: &str, transcript: &Transcript, warning: &str, reset: &[&str]) {
     let context = |name: &str| {
         format!(
-            "{server}, step {name}: {:?}\nnslcd:\n{}",
+            "{server}, step {name}: {:?}\nlog:\n{}",
             transcript.step(name),
-            transcript.nslcd_log
+            transcript.daemon_log
         )
     };
     let (code, text) = transcript.step("passwd");
-    assert_eq!(*code, 0, "{}", context("passwd"));
     assert!(
-        text.contains("alice:*:20001:20000:User alice:/home/alice:/bin/bash")
+        *code == 0
+            && text.contains("alice:*:20001:20000:User alice:/home/alice:/bin/bash")
             && text.contains("dave:*:20004:20000:User dave:/home/dave:/bin/bash"),
         "{}",
         context("passwd")
@@ -425,7 +479,7 @@ fn assert_shown(server: &str, transcript: &Transcript) {
         "{}",
         context("passwd_by_number")
     );
-    // nslcd lists memberUid values in no particular order.
+    // The clients list memberUid values in no particular order.
     let (code, text) = transcript.step("group");
     let members = text
         .trim()
@@ -444,17 +498,11 @@ fn assert_shown(server: &str, transcript: &Transcript) {
     );
     let (code, text) = transcript.step("warned_login");
     assert!(
-        *code == 0 && text.contains(WARNING_SHOWN),
+        *code == 0 && text.contains(warning),
         "{}",
         context("warned_login")
     );
-    for name in [
-        "wrong_1",
-        "wrong_2",
-        "wrong_3",
-        "locked_login",
-        "reset_login",
-    ] {
+    for name in ["wrong_1", "wrong_2", "wrong_3", "locked_login"] {
         let (code, text) = transcript.step(name);
         assert!(
             *code != 0 && text.contains("Authentication failure"),
@@ -462,7 +510,25 @@ fn assert_shown(server: &str, transcript: &Transcript) {
             context(name)
         );
     }
-    let policy = transcript.policy_lines();
+    let (code, text) = transcript.step("reset_login");
+    assert!(
+        *code != 0 && reset.iter().all(|shown| text.contains(shown)),
+        "{}",
+        context("reset_login")
+    );
+}
+
+/// nslcd as Debian configures it: the warning, a refusal for the reset user (nslcd's search of
+/// the user's own entry is refused by the reset restriction), and nslcd's log naming the
+/// lockout and the reset from the response control.
+fn assert_nslcd_shown(server: &str, transcript: &Transcript) {
+    assert_shown(
+        server,
+        transcript,
+        "Password will expire in 3 days",
+        &["Authentication failure"],
+    );
+    let policy = transcript.nslcd_policy_lines();
     for line in [
         format!("{}: Account locked", user_dn("bob")),
         format!("{}: Password must be changed", user_dn("carol")),
@@ -470,60 +536,110 @@ fn assert_shown(server: &str, transcript: &Transcript) {
         assert!(
             policy.contains(&line),
             "{server}: nslcd did not log {line:?}:\n{}",
-            transcript.nslcd_log
+            transcript.daemon_log
         );
     }
 }
 
-/// Without nslcd's own search, the reset user's password is accepted and pam_ldap's account
-/// stage demands a new one (PAM_NEW_AUTHTOK_REQD), with nslcd's text for changeAfterReset.
-fn assert_change_required(server: &str, transcript: &Transcript) {
-    let (code, text) = transcript.step("reset_login_without_search");
+/// With `pam_authc_search NONE` nslcd trusts the bind alone, so the reset user authenticates
+/// and pam_ldap's account stage demands a new password (PAM_NEW_AUTHTOK_REQD) with nslcd's text
+/// for changeAfterReset.
+fn assert_nslcd_change_required(server: &str, transcript: &Transcript) {
+    let (code, text) = transcript.step("reset_login");
     assert!(
         *code != 0
             && text.contains("successfully authenticated")
             && text.contains("Password must be changed")
             && text.contains("Authentication token is no longer valid; new one required"),
         "{server}: {text:?} ({code})\nnslcd:\n{}",
-        transcript.nslcd_log
+        transcript.daemon_log
     );
 }
 
+/// SSSD: its own texts for the warning and for the reset (PAM_NEW_AUTHTOK_REQD).
+fn assert_sssd_shown(server: &str, transcript: &Transcript) {
+    assert_shown(
+        server,
+        transcript,
+        "Your password will expire in 3 day(s).",
+        &[
+            "successfully authenticated",
+            "Password expired. Change your password now.",
+            "Authentication token is no longer valid; new one required",
+        ],
+    );
+}
+
+/// The rootdn unlocks the user as in OpenLDAP: pwdAccountLockedTime deleted (and the failure
+/// times, so the next client starts from none).
+fn unlock(port: u16, uid: &str) {
+    root(port)
+        .with_controls(RawControl {
+            ctype: RELAX_OID.to_string(),
+            crit: true,
+            val: None,
+        })
+        .modify(
+            &user_dn(uid),
+            vec![
+                Mod::Delete("pwdAccountLockedTime", HashSet::new()),
+                Mod::Delete("pwdFailureTime", HashSet::new()),
+            ],
+        )
+        .expect("modify")
+        .success()
+        .expect("unlocked");
+}
+
+fn assert_locked(server: &str, port: u16, client: &str) {
+    assert_eq!(
+        state_of(port, "bob", "pwdAccountLockedTime").len(),
+        1,
+        "{server}: bob is not locked after {client}'s wrong passwords"
+    );
+}
+
+/// Every client's sessions against the server on `port`, in order: nslcd, nslcd without its
+/// search, SSSD.
+fn run_clients(server: &str, port: u16) -> Vec<Transcript> {
+    prepare_policy_state(port);
+    let nslcd = run_session(Client::Nslcd(""), port, &policy_steps());
+    assert_nslcd_shown(server, &nslcd);
+    assert_locked(server, port, "nslcd");
+    let reset_step: Vec<Step> = policy_steps()
+        .into_iter()
+        .filter(|step| step.0 == "reset_login")
+        .collect();
+    let no_search = run_session(Client::Nslcd("pam_authc_search NONE\n"), port, &reset_step);
+    assert_nslcd_change_required(server, &no_search);
+    unlock(port, "bob");
+    let sssd = run_session(Client::Sssd, port, &policy_steps());
+    assert_sssd_shown(server, &sssd);
+    assert_locked(server, port, "SSSD");
+    vec![nslcd, no_search, sssd]
+}
+
 #[test]
-fn nslcd_and_pam_ldap_show_the_password_policy() {
+fn nslcd_pam_ldap_and_sssd_show_the_password_policy() {
     if let Some(reason) = missing_prerequisite() {
         if std::env::var_os("CI").is_some() {
             panic!("{reason}");
         }
-        eprintln!("SKIPPING the nslcd/pam_ldap test: {reason}");
+        eprintln!("SKIPPING the nslcd/SSSD test: {reason}");
         return;
     }
     let pair = Pair::start_configured(&ldif(), Setup::Plain, &extra());
-    let mut transcripts = Vec::new();
-    for (server, port) in [("slapd", pair.openldap_port), ("lmdir", pair.lmdir_port)] {
-        prepare_policy_state(port);
-        let default = run_session(port, "", &default_steps());
-        assert_shown(server, &default);
-        // The lockout pam_ldap was refused by is the server's: pwdAccountLockedTime is set.
-        assert_eq!(
-            state_of(port, "bob", "pwdAccountLockedTime").len(),
-            1,
-            "{server}: bob is not locked"
-        );
-        let no_search = run_session(port, "pam_authc_search NONE\n", &no_search_steps());
-        assert_change_required(server, &no_search);
-        transcripts.push((default, no_search));
-    }
-    let (slapd, lmdir) = (&transcripts[0], &transcripts[1]);
-    for (theirs, ours) in [(&slapd.0, &lmdir.0), (&slapd.1, &lmdir.1)] {
+    let slapd = run_clients("slapd", pair.openldap_port);
+    let lmdir = run_clients("lmdir", pair.lmdir_port);
+    for (theirs, ours) in slapd.iter().zip(&lmdir) {
         assert_eq!(
             theirs.steps, ours.steps,
             "getent/pamtester show something else with lmdir than with slapd"
         );
-        assert_eq!(
-            theirs.policy_lines(),
-            ours.policy_lines(),
-            "nslcd reads lmdir's password policy responses otherwise than slapd's"
-        );
     }
+    assert_eq!(
+        slapd[0].nslcd_policy_lines(),
+        lmdir[0].nslcd_policy_lines(),
+        "nslcd reads lmdir's password policy responses otherwise than slapd's"
+    );
 }
