@@ -30,7 +30,9 @@ const EXPIRE_WARNING_SECONDS: u64 = 7 * DAY_SECONDS;
 /// alice's password was set this long before the test: 3.5 days before it expires, inside the
 /// warning window, so nslcd's whole-days message reads 3 whatever the seconds the test takes.
 const WARNED_AGE_SECONDS: u64 = MAX_AGE_SECONDS - 3 * DAY_SECONDS - DAY_SECONDS / 2;
-const WARNING_SHOWN: &str = "Password will expire in 3 days";
+/// What nslcd (pam_ldap) and SSSD (pam_sss) show for that: whole days left.
+const NSLCD_WARNING: &str = "Password will expire in 3 days";
+const SSSD_WARNING: &str = "Your password will expire in 3 day(s).";
 /// Hang guard for one whole nslcd session (start, every step, stop); never reached normally.
 const SESSION_SECONDS_MAX: u64 = 60;
 /// pam_ldap.so and libnss_ldap.so.2 live in the multiarch library directory.
@@ -525,7 +527,7 @@ fn assert_nslcd_shown(server: &str, transcript: &Transcript) {
     assert_shown(
         server,
         transcript,
-        "Password will expire in 3 days",
+        NSLCD_WARNING,
         &["Authentication failure"],
     );
     let policy = transcript.nslcd_policy_lines();
@@ -561,7 +563,7 @@ fn assert_sssd_shown(server: &str, transcript: &Transcript) {
     assert_shown(
         server,
         transcript,
-        "Your password will expire in 3 day(s).",
+        SSSD_WARNING,
         &[
             "successfully authenticated",
             "Password expired. Change your password now.",
