@@ -33,7 +33,7 @@ const WARNED_AGE_SECONDS: u64 = MAX_AGE_SECONDS - 3 * DAY_SECONDS - DAY_SECONDS 
 /// What nslcd (pam_ldap) and SSSD (pam_sss) show for that: whole days left.
 const NSLCD_WARNING: &str = "Password will expire in 3 days";
 const SSSD_WARNING: &str = "Your password will expire in 3 day(s).";
-/// Hang guard for one whole nslcd session (start, every step, stop); never reached normally.
+/// Hang guard for one whole session (daemon start, every step, stop); never reached normally.
 const SESSION_SECONDS_MAX: u64 = 60;
 /// pam_ldap.so and libnss_ldap.so.2 live in the multiarch library directory.
 const LIBRARY_DIRECTORIES: &[&str] = &["/lib", "/usr/lib", "/lib64", "/usr/lib64"];
@@ -291,8 +291,10 @@ enum Client {
     /// default `pam_authc_search BASE`: after the user's bind, nslcd reads the user's own entry
     /// on that connection).
     Nslcd(&'static str),
-    /// SSSD's LDAP provider, without TLS (loopback) and without a credential cache, so every
-    /// login reaches the server.
+    /// SSSD's LDAP provider, without a credential cache, so every login reaches the server, and
+    /// without TLS (loopback): SSSD then refuses every login unless
+    /// `ldap_auth_disable_tls_never_use_in_production` is set, although its config validator
+    /// calls that option unknown.
     Sssd,
 }
 
@@ -329,7 +331,8 @@ impl Client {
                      [domain/LDAP]\nid_provider = ldap\nauth_provider = ldap\n\
                      access_provider = permit\nldap_uri = ldap://127.0.0.1:{port}\n\
                      ldap_search_base = {SUFFIX}\nldap_schema = rfc2307\n\
-                     ldap_id_use_start_tls = false\nldap_auth_disable_tls_never_use_in_production = true\n\
+                     ldap_id_use_start_tls = false\n\
+                     ldap_auth_disable_tls_never_use_in_production = true\n\
                      cache_credentials = false\n"
                 ),
             ),
