@@ -30,7 +30,11 @@ const EXPIRE_WARNING_SECONDS: u64 = 7 * DAY_SECONDS;
 /// alice's password was set this long before the test: 3.5 days before it expires, inside the
 /// warning window, so nslcd's whole-days message reads 3 whatever the seconds the test takes.
 const WARNED_AGE_SECONDS: u64 = MAX_AGE_SECONDS - 3 * DAY_SECONDS - DAY_SECONDS / 2;
-/// What nslcd (pam_ldap) and SSSD (pam_sss) show for that: whole days left.
+/// erin's password was set this long before the test: past pwdMaxAge, so her logins are grace
+/// logins.
+const EXPIRED_AGE_SECONDS: u64 = 2 * MAX_AGE_SECONDS;
+const GRACE_LOGINS: u32 = 2;
+/// What nslcd (pam_ldap) and SSSD (pam_sss) show for alice: whole days left.
 const NSLCD_WARNING: &str = "Password will expire in 3 days";
 const SSSD_WARNING: &str = "Your password will expire in 3 day(s).";
 /// Hang guard for one whole session (daemon start, every step, stop); never reached normally.
@@ -44,6 +48,7 @@ const USERS: &[(&str, u32, &str, &str)] = &[
     ("bob", 20002, "/bin/sh", "bob-password"),
     ("carol", 20003, "/bin/bash", "carol-password"),
     ("dave", 20004, "/bin/bash", "dave-password"),
+    ("erin", 20005, "/bin/bash", "erin-password"),
 ];
 const GROUP: &str = "ldapstaff";
 const GROUP_NUMBER: u32 = 20000;
@@ -58,7 +63,8 @@ fn ldif() -> String {
          dn: cn=default,ou=policies,{SUFFIX}\nobjectClass: organizationalRole\n\
          objectClass: pwdPolicy\ncn: default\npwdAttribute: userPassword\npwdMaxFailure: 3\n\
          pwdLockout: TRUE\npwdLockoutDuration: 3600\npwdMaxAge: {MAX_AGE_SECONDS}\n\
-         pwdExpireWarning: {EXPIRE_WARNING_SECONDS}\npwdMustChange: TRUE\n\n"
+         pwdExpireWarning: {EXPIRE_WARNING_SECONDS}\npwdGraceAuthNLimit: {GRACE_LOGINS}\n\
+         pwdMustChange: TRUE\n\n"
     );
     for (uid, number, shell, password) in USERS {
         text += &format!(
@@ -152,36 +158,44 @@ fn root(port: u16) -> LdapConn {
     connection
 }
 
-/// alice's password set 26.5 days ago (inside the warning window), carol's reset by the
-/// administrator (pwdReset under pwdMustChange).
-fn prepare_policy_state(port: u16) {
-    let changed_at = UNIX_EPOCH
-        + Duration::from_secs(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .expect("after 1970")
-                .as_secs()
-                - WARNED_AGE_SECONDS,
-        );
-    let changed = String::from_utf8(lmdir_store::timestamp_value(changed_at)).expect("ASCII");
-    let mut connection = root(port);
-    connection
+/// The rootdn writes policy state (NO-USER-MODIFICATION attributes: with Relax).
+fn set_state(port: u16, uid: &str, changes: Vec<Mod<&str>>) {
+    root(port)
         .with_controls(RawControl {
             ctype: RELAX_OID.to_string(),
             crit: true,
             val: None,
         })
-        .modify(
-            &user_dn("alice"),
-            vec![Mod::Replace(
-                "pwdChangedTime",
-                HashSet::from([changed.as_str()]),
-            )],
-        )
+        .modify(&user_dn(uid), changes)
         .expect("modify")
         .success()
-        .expect("pwdChangedTime written");
-    connection
+        .expect("state written");
+}
+
+/// pwdChangedTime `age_seconds` ago.
+fn set_password_age(port: u16, uid: &str, age_seconds: u64) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let changed_at = UNIX_EPOCH + Duration::from_secs(now - age_seconds);
+    let changed = String::from_utf8(lmdir_store::timestamp_value(changed_at)).expect("ASCII");
+    set_state(
+        port,
+        uid,
+        vec![Mod::Replace(
+            "pwdChangedTime",
+            HashSet::from([changed.as_str()]),
+        )],
+    );
+}
+
+/// alice's password set 26.5 days ago (inside the warning window), erin's past pwdMaxAge,
+/// carol's reset by the administrator (pwdReset under pwdMustChange).
+fn prepare_policy_state(port: u16) {
+    set_password_age(port, "alice", WARNED_AGE_SECONDS);
+    set_password_age(port, "erin", EXPIRED_AGE_SECONDS);
+    root(port)
         .extended(ldap3::exop::PasswordModify {
             user_id: Some(&user_dn("carol")),
             old_pass: None,
@@ -242,7 +256,7 @@ fn lookup(name: &str, arguments: &str) -> Step {
 }
 
 /// Lookups, a plain login, one inside the warning window, three wrong passwords then the right
-/// one, and a login after an administrator's reset.
+/// one, a grace login past pwdMaxAge, and a login after an administrator's reset.
 fn policy_steps() -> Vec<Step> {
     let mut steps = vec![
         lookup("passwd", "passwd alice dave"),
@@ -273,6 +287,12 @@ fn policy_steps() -> Vec<Step> {
         "locked_login",
         "bob",
         password_of("bob"),
+        "authenticate acct_mgmt",
+    ));
+    steps.push(login(
+        "grace_login",
+        "erin",
+        password_of("erin"),
         "authenticate acct_mgmt",
     ));
     steps.push(login(
@@ -459,10 +479,19 @@ fn run_session(client: Client, port: u16, steps: &[Step]) -> Transcript {
     Transcript { steps, daemon_log }
 }
 
-/// What the client must show against either server after `policy_steps`: the lookups, the
-/// warning text `warning`, refusals after the wrong passwords and while locked, and `reset`'s
-/// texts for the reset user's login.
-fn assert_shown(server: &str, transcript: &Transcript, warning: &str, reset: &[&str]) {
+/// A client's own texts for the policy's outcomes.
+struct Shown {
+    /// Inside pwdExpireWarning.
+    warning: &'static str,
+    /// The first grace login past pwdMaxAge.
+    grace: &'static str,
+    /// All of these for the login after an administrator's reset.
+    reset: &'static [&'static str],
+}
+
+/// What the client must show against either server after `policy_steps`: the lookups, its
+/// `shown` texts, and refusals after the wrong passwords and while locked.
+fn assert_shown(server: &str, transcript: &Transcript, shown: &Shown) {
     let context = |name: &str| {
         format!(
             "{server}, step {name}: {:?}\nlog:\n{}",
@@ -503,7 +532,7 @@ fn assert_shown(server: &str, transcript: &Transcript, warning: &str, reset: &[&
     );
     let (code, text) = transcript.step("warned_login");
     assert!(
-        *code == 0 && text.contains(warning),
+        *code == 0 && text.contains(shown.warning),
         "{}",
         context("warned_login")
     );
@@ -515,9 +544,15 @@ fn assert_shown(server: &str, transcript: &Transcript, warning: &str, reset: &[&
             context(name)
         );
     }
+    let (code, text) = transcript.step("grace_login");
+    assert!(
+        *code == 0 && text.contains(shown.grace),
+        "{}",
+        context("grace_login")
+    );
     let (code, text) = transcript.step("reset_login");
     assert!(
-        *code != 0 && reset.iter().all(|shown| text.contains(shown)),
+        *code != 0 && shown.reset.iter().all(|part| text.contains(part)),
         "{}",
         context("reset_login")
     );
@@ -530,8 +565,11 @@ fn assert_nslcd_shown(server: &str, transcript: &Transcript) {
     assert_shown(
         server,
         transcript,
-        NSLCD_WARNING,
-        &["Authentication failure"],
+        &Shown {
+            warning: NSLCD_WARNING,
+            grace: "Password expired, 1 grace logins left",
+            reset: &["Authentication failure"],
+        },
     );
     let policy = transcript.nslcd_policy_lines();
     for line in [
@@ -566,34 +604,35 @@ fn assert_sssd_shown(server: &str, transcript: &Transcript) {
     assert_shown(
         server,
         transcript,
-        SSSD_WARNING,
-        &[
-            "successfully authenticated",
-            "Password expired. Change your password now.",
-            "Authentication token is no longer valid; new one required",
-        ],
+        &Shown {
+            warning: SSSD_WARNING,
+            grace: "Your password has expired. You have 1 grace login(s) remaining.",
+            reset: &[
+                "successfully authenticated",
+                "Password expired. Change your password now.",
+                "Authentication token is no longer valid; new one required",
+            ],
+        },
     );
 }
 
-/// The rootdn unlocks the user as in OpenLDAP: pwdAccountLockedTime deleted (and the failure
-/// times, so the next client starts from none).
-fn unlock(port: u16, uid: &str) {
-    root(port)
-        .with_controls(RawControl {
-            ctype: RELAX_OID.to_string(),
-            crit: true,
-            val: None,
-        })
-        .modify(
-            &user_dn(uid),
-            vec![
-                Mod::Delete("pwdAccountLockedTime", HashSet::new()),
-                Mod::Delete("pwdFailureTime", HashSet::new()),
-            ],
-        )
-        .expect("modify")
-        .success()
-        .expect("unlocked");
+/// Between two clients: the rootdn unlocks bob as in OpenLDAP, by deleting pwdAccountLockedTime
+/// (and the failure times, so the next client starts from none), and gives erin her grace
+/// logins back.
+fn restore_policy_state(port: u16) {
+    set_state(
+        port,
+        "bob",
+        vec![
+            Mod::Delete("pwdAccountLockedTime", HashSet::new()),
+            Mod::Delete("pwdFailureTime", HashSet::new()),
+        ],
+    );
+    set_state(
+        port,
+        "erin",
+        vec![Mod::Delete("pwdGraceUseTime", HashSet::new())],
+    );
 }
 
 fn assert_locked(server: &str, port: u16, client: &str) {
@@ -617,7 +656,7 @@ fn run_clients(server: &str, port: u16) -> Vec<Transcript> {
         .collect();
     let no_search = run_session(Client::Nslcd("pam_authc_search NONE\n"), port, &reset_step);
     assert_nslcd_change_required(server, &no_search);
-    unlock(port, "bob");
+    restore_policy_state(port);
     let sssd = run_session(Client::Sssd, port, &policy_steps());
     assert_sssd_shown(server, &sssd);
     assert_locked(server, port, "SSSD");
