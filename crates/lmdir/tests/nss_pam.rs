@@ -1,12 +1,15 @@
-//! nslcd, libnss-ldapd and pam_ldap (Debian's nss-pam-ldapd) against lmdir's password policy,
-//! and against slapd's ppolicy overlay on the same data as the reference: `getent` reads the
-//! LDAP users and group, `pamtester` logs in with the right password, inside the expiry warning
-//! window, after three wrong passwords, and after an administrator's reset.
+//! The NSS/PAM clients of issue 13 against lmdir's password policy, and against slapd's ppolicy
+//! overlay on the same data as the reference: nslcd with libnss-ldapd and pam_ldap (Debian's
+//! nss-pam-ldapd), then SSSD's LDAP provider with pam_sss. `getent` reads the LDAP users and
+//! group; `pamtester` logs in with the right password, inside the expiry warning window, past
+//! pwdMaxAge (a grace login), after three wrong passwords, and after an administrator's reset.
+//! What each client shows must be what it shows with slapd (docs/compatibility.md).
 //!
-//! nslcd reads the fixed /etc/nslcd.conf, serves the fixed /run/nslcd/socket, and getent and
-//! pamtester find it through /etc/nsswitch.conf and /etc/pam.d: `tests/nss_pam/session.sh` runs
-//! in a private mount (and pid) namespace where those paths are bind mounts of the test's own
-//! files, so the host's configuration is never touched and nslcd dies with the namespace.
+//! The daemons read fixed paths (/etc/nslcd.conf, /run/nslcd; /etc/sssd, /var/lib/sss) and
+//! getent and pamtester find them through /etc/nsswitch.conf and /etc/pam.d:
+//! `tests/nss_pam/session.sh` runs in a private mount (and pid) namespace where those paths are
+//! bind mounts of the test's own files, so the host's configuration is never touched and the
+//! daemon dies with the namespace.
 //!
 //! No step waits for time to pass: the rootdn writes the past into pwdChangedTime with Relax.
 
@@ -22,7 +25,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
-/// The PAM service the test's own /etc/pam.d holds (pam_ldap for every stack).
+/// The PAM service the test's own /etc/pam.d holds (the client's module for every stack).
 const SERVICE: &str = "lmdir-nss-test";
 const DAY_SECONDS: u64 = 86_400;
 const MAX_AGE_SECONDS: u64 = 30 * DAY_SECONDS;
@@ -39,7 +42,7 @@ const NSLCD_WARNING: &str = "Password will expire in 3 days";
 const SSSD_WARNING: &str = "Your password will expire in 3 day(s).";
 /// Hang guard for one whole session (daemon start, every step, stop); never reached normally.
 const SESSION_SECONDS_MAX: u64 = 60;
-/// pam_ldap.so and libnss_ldap.so.2 live in the multiarch library directory.
+/// Where the PAM and NSS modules are looked for (they live in the multiarch subdirectory).
 const LIBRARY_DIRECTORIES: &[&str] = &["/lib", "/usr/lib", "/lib64", "/usr/lib64"];
 
 /// A user: uid, uidNumber, login shell, password.
