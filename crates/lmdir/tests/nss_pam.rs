@@ -56,6 +56,7 @@ const USERS: &[(&str, u32, &str, &str)] = &[
 const GROUP: &str = "ldapstaff";
 const GROUP_NUMBER: u32 = 20000;
 const RESET_PASSWORD: &str = "given-by-admin";
+const CHOSEN_PASSWORD: &str = "chosen-by-carol";
 
 fn ldif() -> String {
     let mut text = format!(
@@ -119,6 +120,7 @@ fn missing_prerequisite() -> Option<String> {
         "/usr/sbin/nslcd",
         "/usr/sbin/sssd",
         "/usr/bin/pamtester",
+        "/usr/bin/setpriv",
         "/usr/bin/getent",
         "/etc/sssd",
         "/var/lib/sss",
@@ -198,6 +200,11 @@ fn set_password_age(port: u16, uid: &str, age_seconds: u64) {
 fn prepare_policy_state(port: u16) {
     set_password_age(port, "alice", WARNED_AGE_SECONDS);
     set_password_age(port, "erin", EXPIRED_AGE_SECONDS);
+    reset_carol(port);
+}
+
+/// The administrator sets carol's password (Password Modify without the old one): pwdReset.
+fn reset_carol(port: u16) {
     root(port)
         .extended(ldap3::exop::PasswordModify {
             user_id: Some(&user_dn("carol")),
@@ -305,6 +312,30 @@ fn policy_steps() -> Vec<Step> {
         "authenticate acct_mgmt",
     ));
     steps
+}
+
+/// After the reset: carol changes her password through PAM as herself (pamtester under her uid,
+/// as `passwd` would run: as root pam_ldap would ask for the LDAP administrator's password),
+/// then logs in with the new one without any demand.
+fn change_steps() -> Vec<Step> {
+    let carol = USERS.iter().find(|user| user.0 == "carol").expect("carol");
+    vec![
+        (
+            "password_change".to_string(),
+            format!("{RESET_PASSWORD}\\n{CHOSEN_PASSWORD}\\n{CHOSEN_PASSWORD}"),
+            format!(
+                "setpriv --reuid={} --regid={GROUP_NUMBER} --clear-groups \
+                 pamtester {SERVICE} carol chauthtok",
+                carol.1
+            ),
+        ),
+        login(
+            "login_after_change",
+            "carol",
+            CHOSEN_PASSWORD,
+            "authenticate acct_mgmt",
+        ),
+    ]
 }
 
 /// The NSS/PAM client under test, as its config file configures it.
@@ -602,6 +633,32 @@ fn assert_nslcd_change_required(server: &str, transcript: &Transcript) {
     );
 }
 
+/// The reset user's change through PAM succeeded (the server cleared pwdReset), and the new
+/// password logs in with no demand.
+fn assert_changed(server: &str, port: u16, transcript: &Transcript) {
+    for (name, shown) in [
+        (
+            "password_change",
+            "authentication token altered successfully",
+        ),
+        ("login_after_change", "successfully authenticated"),
+    ] {
+        let (code, text) = transcript.step(name);
+        assert!(
+            *code == 0
+                && text.contains(shown)
+                && !text.contains("must")
+                && !text.contains("xpired"),
+            "{server}, step {name}: {text:?} ({code})\nlog:\n{}",
+            transcript.daemon_log
+        );
+    }
+    assert!(
+        state_of(port, "carol", "pwdReset").is_empty(),
+        "{server}: pwdReset is still set after carol's change"
+    );
+}
+
 /// SSSD: its own texts for the warning and for the reset (PAM_NEW_AUTHTOK_REQD).
 fn assert_sssd_shown(server: &str, transcript: &Transcript) {
     assert_shown(
@@ -620,8 +677,8 @@ fn assert_sssd_shown(server: &str, transcript: &Transcript) {
 }
 
 /// Between two clients: the rootdn unlocks bob as in OpenLDAP, by deleting pwdAccountLockedTime
-/// (and the failure times, so the next client starts from none), and gives erin her grace
-/// logins back.
+/// (and the failure times, so the next client starts from none), gives erin her grace logins
+/// back, and resets carol's password again (the client before changed it).
 fn restore_policy_state(port: u16) {
     set_state(
         port,
@@ -636,6 +693,7 @@ fn restore_policy_state(port: u16) {
         "erin",
         vec![Mod::Delete("pwdGraceUseTime", HashSet::new())],
     );
+    reset_carol(port);
 }
 
 fn assert_locked(server: &str, port: u16, client: &str) {
@@ -653,15 +711,20 @@ fn run_clients(server: &str, port: u16) -> Vec<Transcript> {
     let nslcd = run_session(Client::Nslcd(""), port, &policy_steps());
     assert_nslcd_shown(server, &nslcd);
     assert_locked(server, port, "nslcd");
-    let reset_step: Vec<Step> = policy_steps()
+    let mut reset_steps: Vec<Step> = policy_steps()
         .into_iter()
         .filter(|step| step.0 == "reset_login")
         .collect();
-    let no_search = run_session(Client::Nslcd("pam_authc_search NONE\n"), port, &reset_step);
+    reset_steps.extend(change_steps());
+    let no_search = run_session(Client::Nslcd("pam_authc_search NONE\n"), port, &reset_steps);
     assert_nslcd_change_required(server, &no_search);
+    assert_changed(server, port, &no_search);
     restore_policy_state(port);
-    let sssd = run_session(Client::Sssd, port, &policy_steps());
+    let mut sssd_steps = policy_steps();
+    sssd_steps.extend(change_steps());
+    let sssd = run_session(Client::Sssd, port, &sssd_steps);
     assert_sssd_shown(server, &sssd);
+    assert_changed(server, port, &sssd);
     assert_locked(server, port, "SSSD");
     vec![nslcd, no_search, sssd]
 }

@@ -6,7 +6,8 @@
 #
 # $1 is the daemon, nslcd or sssd; $2 the test's directory: nsswitch.conf, pam.d/, nslcd.conf or
 # sssd.conf, and `steps`, one step a line: NAME|STANDARD INPUT|COMMAND (`|`, not a tab: read
-# merges consecutive tabs, so an empty input would vanish). Each step's output goes to out/NAME,
+# merges consecutive tabs, so an empty input would vanish; `\n` in the input separates the answers
+# to several prompts). Each step's output goes to out/NAME,
 # its exit code to out/NAME.rc; the daemon's debug log to daemon.log.
 set -eu
 daemon=$1
@@ -65,7 +66,7 @@ done
 mkdir -p "$dir/out"
 while IFS='|' read -r name input command; do
   set +e
-  printf '%s\n' "$input" | sh -c "$command" > "$dir/out/$name" 2>&1
+  printf '%b\n' "$input" | sh -c "$command" > "$dir/out/$name" 2>&1
   echo $? > "$dir/out/$name.rc"
   set -e
 done < "$dir/steps"
