@@ -592,9 +592,9 @@ fn assert_shown(server: &str, transcript: &Transcript, shown: &Shown) {
     );
 }
 
-/// nslcd as Debian configures it: the warning, a refusal for the reset user (nslcd's search of
-/// the user's own entry is refused by the reset restriction), and nslcd's log naming the
-/// lockout and the reset from the response control.
+/// nslcd as Debian configures it: the warning, refusals for the reset user's login and password
+/// change (nslcd's search of the user's own entry is refused by the reset restriction), and
+/// nslcd's log naming the lockout and the reset from the response control.
 fn assert_nslcd_shown(server: &str, transcript: &Transcript) {
     assert_shown(
         server,
@@ -604,6 +604,12 @@ fn assert_nslcd_shown(server: &str, transcript: &Transcript) {
             grace: "Password expired, 1 grace logins left",
             reset: &["Authentication failure"],
         },
+    );
+    let (code, text) = transcript.step("password_change_refused");
+    assert!(
+        *code != 0 && text.contains("Authentication failure"),
+        "{server}: {text:?} ({code})\nnslcd:\n{}",
+        transcript.daemon_log
     );
     let policy = transcript.nslcd_policy_lines();
     for line in [
@@ -708,7 +714,13 @@ fn assert_locked(server: &str, port: u16, client: &str) {
 /// search, SSSD.
 fn run_clients(server: &str, port: u16) -> Vec<Transcript> {
     prepare_policy_state(port);
-    let nslcd = run_session(Client::Nslcd(""), port, &policy_steps());
+    // With Debian's `pam_authc_search BASE`, the reset user cannot change the password through
+    // PAM either: the check of the old one is the same refused read.
+    let mut nslcd_steps = policy_steps();
+    let mut refused_change = change_steps().remove(0);
+    refused_change.0 = "password_change_refused".to_string();
+    nslcd_steps.push(refused_change);
+    let nslcd = run_session(Client::Nslcd(""), port, &nslcd_steps);
     assert_nslcd_shown(server, &nslcd);
     assert_locked(server, port, "nslcd");
     let mut reset_steps: Vec<Step> = policy_steps()
