@@ -12,11 +12,56 @@ command -v promtool >/dev/null || need_packages+=(prometheus)
 # python-ldap and ldap3 drive lmdir as real clients (crates/lmdir/tests/clients.rs).
 /usr/bin/python3 -c "import ldap" 2>/dev/null || need_packages+=(python3-ldap)
 /usr/bin/python3 -c "import ldap3" 2>/dev/null || need_packages+=(python3-ldap3)
+# nslcd with its NSS module and pam_ldap, and SSSD's LDAP provider, driven by getent and pamtester
+# in a private mount namespace (crates/lmdir/tests/nss_pam.rs).
+for package in nslcd libnss-ldapd libpam-ldapd pamtester sssd-ldap; do
+  dpkg -s "$package" >/dev/null 2>&1 || need_packages+=("$package")
+done
+installed() { dpkg -s "$1" >/dev/null 2>&1; }
+if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 if [ ${#need_packages[@]} -gt 0 ]; then
   echo "installing ${need_packages[*]}"
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  # Installing the NSS/PAM clients edits the host's logins. Only the edits of packages new here
+  # are undone, so a machine that already uses nslcd or SSSD keeps its setup: libpam-ldapd,
+  # libpam-sss and libpam-pwquality add their modules to /etc/pam.d/common-* (pam-auth-update);
+  # libnss-sss appends sss to nsswitch.conf's passwd, group, shadow, services and netgroup lines.
+  # (libnss-ldapd asks which lines get ldap, with no default: unattended, it changes nothing.)
+  new_profiles=()
+  installed libpam-ldapd || new_profiles+=(ldap)
+  installed libpam-sss || new_profiles+=(sss)
+  installed libpam-pwquality || new_profiles+=(pwquality)
+  new_daemons=()
+  installed nslcd || new_daemons+=(nslcd)
+  installed sssd-common || new_daemons+=(sssd)
+  nsswitch_before=""
+  if ! installed libnss-sss; then
+    nsswitch_before=$(mktemp)
+    cp /etc/nsswitch.conf "$nsswitch_before"
+  fi
+  # No daemon a package brings (slapd, nslcd, sssd) is started by its install: the tests start
+  # their own. A policy-rc.d already there is the machine's and stays.
+  policy=/usr/sbin/policy-rc.d
+  made_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 755 "$policy"
+    made_policy=yes
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_packages[@]}" >/dev/null
+  [ -z "$made_policy" ] || $SUDO rm -f "$policy"
+  if [ ${#new_profiles[@]} -gt 0 ]; then
+    $SUDO pam-auth-update --package --remove "${new_profiles[@]}"
+  fi
+  if [ -n "$nsswitch_before" ]; then
+    $SUDO cp "$nsswitch_before" /etc/nsswitch.conf
+    rm -f "$nsswitch_before"
+  fi
+  # Nor do they start at boot.
+  for daemon in ${new_daemons[@]+"${new_daemons[@]}"}; do
+    $SUDO update-rc.d "$daemon" disable >/dev/null 2>&1 || true
+    $SUDO systemctl disable --quiet "$daemon.service" >/dev/null 2>&1 || true
+  done
 fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs) first" >&2

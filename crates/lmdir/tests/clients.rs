@@ -1,9 +1,9 @@
 //! Real clients against a real lmdir: python-ldap and ldap3 scripts (`tests/clients/item*.py`),
 //! one per numbered item of issue 10 (schema files, rfc2307bis, extended filters and renames,
 //! bitwise rules, Password Modify, critical sort, small client habits, per-identity limits), run
-//! against one server whose config is what such a deployment would write. nslcd and SSSD are not
-//! run: both need root-owned config and the host's NSS/PAM (see docs/compatibility.md); the scripts
-//! replay their LDAP traffic instead (SSSD's paged enumeration, nslcd's Password Modify).
+//! against one server whose config is what such a deployment would write. The scripts replay LDAP
+//! traffic of SSSD and nslcd (SSSD's paged enumeration, nslcd's Password Modify); the daemons
+//! themselves run in `nss_pam.rs`.
 
 mod support;
 
