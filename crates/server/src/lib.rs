@@ -25,6 +25,7 @@ pub mod pdu;
 pub mod ppolicy;
 pub mod proxy_authz;
 pub mod replication;
+pub mod replication_status;
 pub mod result;
 pub mod rootdse;
 mod search;

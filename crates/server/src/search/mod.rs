@@ -451,6 +451,13 @@ impl SearchJob {
             }
             None => None,
         };
+        // Counted in cn=Monitor and `lmdir_sync_searches` while the refresh runs.
+        let _sync_running = sync.as_ref().map(|_| {
+            database
+                .monitor()
+                .replication
+                .sync_search_started("refreshOnly")
+        });
         let (size, time) = search_limits(&effective, &self.request, page.is_some());
         let limits = SearchLimits {
             size,
