@@ -904,4 +904,68 @@ mod tests {
         monitor.connection_closed(7);
         assert!(monitor.open_connection_records().is_empty());
     }
+
+    #[test]
+    fn a_consumer_shows_as_openldap_shows_syncrepl_and_in_the_metrics() {
+        use crate::replication_status::{ChangeCounts, ConsumerIdentity};
+        let monitor = Monitor::new();
+        let status = monitor.replication.register_consumer(ConsumerIdentity {
+            rid: 7,
+            provider: "ldap://provider:389".into(),
+            search_base: "dc=example,dc=com".into(),
+            sync_type: "refreshAndPersist",
+        });
+        status.searching("127.0.0.1:40000", None);
+        let cookie = b"rid=007,csn=20250101000000.000000Z#000000#000#000000";
+        status.contact(None, Some(cookie));
+        let mut covered = lmdir_sync::ContextCsns::new();
+        covered.merge(lmdir_sync::Csn::parse(&cookie[12..]).unwrap());
+        let counts = ChangeCounts {
+            adds: 2,
+            renames: 1,
+            ..ChangeCounts::default()
+        };
+        status.committed(counts, &covered);
+        let running = monitor.replication.sync_search_started("refreshOnly");
+        let state = MonitorState {
+            database: Some(DatabaseState::default()),
+            ..MonitorState::default()
+        };
+        let tree = monitor_tree(&monitor, &state);
+        let consumer = "cn=Consumer 007,cn=Database 1,cn=Databases,cn=Monitor";
+        let entry = tree
+            .iter()
+            .find(|entry| entry.dn == consumer)
+            .expect(consumer);
+        let value = |name: &str| {
+            let (_, values) = entry
+                .attributes
+                .iter()
+                .find(|(n, _)| *n == name)
+                .expect(name);
+            String::from_utf8(values[0].clone()).unwrap()
+        };
+        assert_eq!(value("objectClass"), "olmSyncReplInstance");
+        assert_eq!(value("olmSRProviderURIList"), "ldap://provider:389");
+        assert_eq!(value("olmSRSyncPhase"), "Refresh");
+        assert_eq!(value("olmSRConnection"), "IP=127.0.0.1:40000");
+        assert_eq!(value("olmSRLastCookieRcvd").as_bytes(), cookie);
+        assert_eq!(value("contextCSN").as_bytes(), &cookie[12..]);
+        let adds = tree
+            .iter()
+            .find(|entry| entry.dn == format!("cn=Adds,{consumer}"))
+            .expect("the adds counter");
+        assert_eq!(adds.attributes[2], ("monitorCounter", vec![b"2".to_vec()]));
+        let text = monitor.render_metrics(&state);
+        for series in [
+            "lmdir_replication_changes_applied_total{rid=\"7\",kind=\"add\"} 2",
+            "lmdir_replication_changes_applied_total{rid=\"7\",kind=\"rename\"} 1",
+            "lmdir_replication_connected{rid=\"7\"} 1",
+            "lmdir_replication_refreshes_total{rid=\"7\"} 1",
+            "lmdir_sync_searches{mode=\"refreshOnly\"} 1",
+        ] {
+            assert!(text.contains(series), "{series} in {text}");
+        }
+        drop(running);
+    }
 }
