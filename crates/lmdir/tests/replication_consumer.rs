@@ -736,3 +736,57 @@ fn an_access_rule_opens_the_consumer_monitor_entry_to_whom_it_names() {
     );
     replica.assert_no_panic("access to the monitor");
 }
+
+/// A provider that cannot be reached: the consumer's entry says it waits to retry, keeps the
+/// error and when it retries next, counts the failed sessions, and the metrics say it is not
+/// connected.
+#[test]
+fn an_unreachable_provider_shows_as_waiting_to_retry_with_its_error() {
+    if !tools_or_skip() {
+        return;
+    }
+    // A port nobody listens on (bound once, then released).
+    let closed = Provider {
+        directory: tempfile::tempdir().unwrap(),
+        port: conformance::free_port(),
+    };
+    let metrics_port = conformance::free_port();
+    let mut replica = replica_with(
+        &closed,
+        "refreshAndPersist",
+        &format!("metrics_listen = \"127.0.0.1:{metrics_port}\""),
+    );
+    replica.start();
+    let root = Some((ROOT_DN, ROOT_PASSWORD));
+    let port = replica.port;
+    let reconnects = |entry: &BTreeMap<String, Vec<String>>| -> u64 {
+        one(entry, "monitorCounter").parse().unwrap_or(0)
+    };
+    let reconnects_dn = format!("cn=Reconnects,{CONSUMER_MONITOR_DN}");
+    wait_for("two failed sessions", &mut replica, || {
+        read_entry(port, root, &reconnects_dn).is_ok_and(|entry| reconnects(&entry) >= 2)
+    });
+    let entry = read_entry(port, root, CONSUMER_MONITOR_DN).expect("the consumer's entry");
+    assert_eq!(one(&entry, "olmSRProviderURIList"), closed.url());
+    assert!(!entry.contains_key("olmSRConnection"), "{entry:?}");
+    assert!(entry.contains_key("olmSRNextConnect"), "{entry:?}");
+    let error_dn = format!("cn=Last Error,{CONSUMER_MONITOR_DN}");
+    let error = read_entry(port, root, &error_dn).expect("the last error");
+    assert!(
+        one(&error, "monitoredInfo").contains("refused"),
+        "{error:?}"
+    );
+    let body = scrape(metrics_port);
+    assert_eq!(
+        metric(&body, "lmdir_replication_connected{rid=\"1\"}"),
+        Some(0.0)
+    );
+    assert!(metric(&body, "lmdir_replication_reconnects_total{rid=\"1\"}").unwrap_or(0.0) >= 2.0);
+    assert_eq!(
+        metric(&body, "lmdir_replication_refreshes_total{rid=\"1\"}"),
+        Some(0.0),
+        "no sync search was ever sent"
+    );
+    promtool_accepts(&body);
+    replica.assert_no_panic("unreachable provider");
+}

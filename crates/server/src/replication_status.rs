@@ -340,8 +340,8 @@ impl ConsumerStatus {
     /// A session starts connecting; `stored_cookie` is what this server has committed.
     pub fn connecting(&self, stored_cookie: Option<&[u8]>) {
         let mut state = self.state();
+        // next_connect stays: the time this attempt was scheduled for, as slapd shows it.
         state.phase = SyncPhase::Connecting;
-        state.next_connect = None;
         if let Some(cookie) = stored_cookie {
             state.committed.merge_all(&cookie_csns(cookie));
         }
@@ -381,15 +381,18 @@ impl ConsumerStatus {
 
     /// A batch committed: `counts` applied, and the CSNs it covered (its entries' and cookie's).
     pub fn committed(&self, counts: ChangeCounts, csns: &ContextCsns) {
+        let now = SystemTime::now();
+        {
+            let mut state = self.state();
+            state.committed.merge_all(csns);
+            state.last_sync = Some(now);
+            self.update_lag(&state);
+        }
+        self.last_sync.set(unix_seconds(now));
+        // Counted last: a reader that sees the counts also sees the lag they brought.
         for (counter, value) in self.applied.iter().zip(counts.by_kind()) {
             counter.inc_by(value);
         }
-        let now = SystemTime::now();
-        let mut state = self.state();
-        state.committed.merge_all(csns);
-        state.last_sync = Some(now);
-        self.last_sync.set(unix_seconds(now));
-        self.update_lag(&state);
     }
 
     /// The provider answered e-syncRefreshRequired: the cookie is dropped, a reload follows.
