@@ -304,8 +304,12 @@ fn cookie_csns(cookie: &[u8]) -> ContextCsns {
         .unwrap_or_default()
 }
 
+/// At most `max` bytes of a provider's value, as text: cn=Monitor shows it as a directory
+/// string, which a provider's invalid UTF-8 must not break.
 fn bounded(bytes: &[u8], max: usize) -> Vec<u8> {
-    bytes[..bytes.len().min(max)].to_vec()
+    String::from_utf8_lossy(&bytes[..bytes.len().min(max)])
+        .into_owned()
+        .into_bytes()
 }
 
 impl ConsumerStatus {
@@ -518,6 +522,11 @@ mod tests {
         assert_eq!(status.counts().refreshes, 1);
         assert!(status.connected());
 
+        status.contact(None, Some(b"rid=007,csn=\xff"));
+        assert_eq!(
+            status.snapshot().last_cookie_received,
+            "rid=007,csn=\u{fffd}".as_bytes()
+        );
         status.failed(&"é".repeat(LAST_ERROR_BYTES_MAX), SystemTime::now());
         let state = status.snapshot();
         assert!(state.last_error.len() <= LAST_ERROR_BYTES_MAX);
