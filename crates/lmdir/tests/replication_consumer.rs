@@ -496,3 +496,297 @@ fn a_provider_announcing_a_huge_message_is_refused_and_retried() {
     assert_eq!(entry_count(replica.port), 0);
     replica.assert_no_panic("hostile provider");
 }
+
+/// The consumer's entry in cn=Monitor (OpenLDAP 2.5's place and names for a syncrepl consumer).
+const CONSUMER_MONITOR_DN: &str = "cn=Consumer 001,cn=Database 1,cn=Databases,cn=Monitor";
+/// Its counter of modifies applied (`monitorCounter`).
+const MODIFIES_MONITOR_DN: &str =
+    "cn=Modifies,cn=Consumer 001,cn=Database 1,cn=Databases,cn=Monitor";
+/// The modify series of `lmdir_replication_changes_applied_total` for the test's consumer.
+const MODIFIES_SERIES: &str = "lmdir_replication_changes_applied_total{rid=\"1\",kind=\"modify\"}";
+const READER_DN: &str = "uid=reader,ou=people,dc=example,dc=com";
+const OTHER_DN: &str = "uid=other,ou=people,dc=example,dc=com";
+
+/// Two people who can bind (with password "secret"), added on the provider.
+fn add_bindable_people(provider: &Provider) {
+    let mut ldif = String::new();
+    for uid in ["reader", "other"] {
+        ldif += &format!(
+            "dn: uid={uid},ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+             uid: {uid}\ncn: {uid}\nsn: {uid}\nuserPassword: secret\n\n"
+        );
+    }
+    provider.change(&ldif);
+}
+
+/// The attributes of one entry read with ldapsearch as `who` (`None`: anonymous), or the
+/// LDAP result code when the read fails.
+fn read_entry(
+    port: u16,
+    who: Option<(&str, &str)>,
+    dn: &str,
+) -> Result<BTreeMap<String, Vec<String>>, i32> {
+    let mut arguments = vec!["-LLL", "-o", "ldif-wrap=no", "-s", "base", "-b", dn];
+    if let Some((bind_dn, password)) = who {
+        arguments.extend(["-D", bind_dn, "-w", password]);
+    }
+    arguments.extend(["*", "+"]);
+    let (code, text) = conformance::tool(port, "ldapsearch", &arguments);
+    if code != 0 {
+        return Err(code);
+    }
+    let mut attributes = BTreeMap::<String, Vec<String>>::new();
+    for line in text.lines().skip(1) {
+        if let Some((name, value)) = line.split_once(": ") {
+            attributes
+                .entry(name.to_string())
+                .or_default()
+                .push(value.to_string());
+        }
+    }
+    Ok(attributes)
+}
+
+fn one(attributes: &BTreeMap<String, Vec<String>>, name: &str) -> String {
+    attributes
+        .get(name)
+        .and_then(|values| values.first().cloned())
+        .unwrap_or_default()
+}
+
+/// Polls `condition` until it holds (a hang guard bounds the wait, nothing depends on speed).
+fn wait_for(context: &str, replica: &mut TestServer, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !condition() {
+        replica.assert_running(context);
+        assert!(Instant::now() < deadline, "{context}: {}", replica.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+fn metric(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// `promtool check metrics` on a scrape (Debian's prometheus package), when installed.
+fn promtool_accepts(body: &str) {
+    use std::io::Write;
+    let Ok(mut child) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("skipping the promtool check: promtool is not installed");
+        return;
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("feed promtool");
+    let output = child.wait_with_output().expect("promtool ran");
+    assert!(
+        output.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn provider_context_csns(provider: &Provider) -> Vec<String> {
+    let root = Some((ROOT_DN, ROOT_PASSWORD));
+    let mut csns = read_entry(provider.port, root, SUFFIX)
+        .expect("the provider's suffix")
+        .remove("contextCSN")
+        .unwrap_or_default();
+    csns.sort();
+    csns
+}
+
+/// The consumer's cn=Monitor entry names its provider and phase, its cookie and contextCSN
+/// follow the provider's, and N modifies on the provider move both the metric and the
+/// cn=Monitor counter by exactly N. Only the rootdn reads it under the default access.
+#[test]
+fn the_monitor_and_metrics_show_the_consumer_and_count_what_it_applies() {
+    if !tools_or_skip() {
+        return;
+    }
+    let provider = Provider::start(20, 1000);
+    add_bindable_people(&provider);
+    let metrics_port = conformance::free_port();
+    let mut replica = replica_with(
+        &provider,
+        "refreshAndPersist",
+        &format!("metrics_listen = \"127.0.0.1:{metrics_port}\""),
+    );
+    replica.start();
+    assert_converges(&provider, &mut replica, "initial refresh");
+    let root = Some((ROOT_DN, ROOT_PASSWORD));
+    let port = replica.port;
+    let monitor = || read_entry(port, root, CONSUMER_MONITOR_DN);
+    let mut entry = BTreeMap::new();
+    wait_for("the consumer persisting", &mut replica, || {
+        entry = monitor().unwrap_or_default();
+        one(&entry, "olmSRSyncPhase") == "Persist" && entry.contains_key("olmSRLastCookieRcvd")
+    });
+    assert_eq!(one(&entry, "olmSRProviderURIList"), provider.url());
+    assert_eq!(one(&entry, "objectClass"), "olmSyncReplInstance");
+    assert!(one(&entry, "olmSRConnection").starts_with("IP=127.0.0.1:"));
+    let first_cookie = one(&entry, "olmSRLastCookieRcvd");
+
+    let before = scrape(metrics_port);
+    let modifies_before = metric(&before, MODIFIES_SERIES).expect("the modify series");
+    let changes = 7;
+    let mut ldif = String::new();
+    for index in 0..changes {
+        ldif += &format!(
+            "dn: uid=p{index:06},ou=people,{SUFFIX}\nchangetype: modify\nreplace: description\n\
+             description: monitored change {index}\n\n"
+        );
+    }
+    provider.change(&ldif);
+    assert_converges(&provider, &mut replica, "after the modifies");
+    let expected = modifies_before + f64::from(changes);
+    let mut body = String::new();
+    wait_for("the counter", &mut replica, || {
+        body = scrape(metrics_port);
+        metric(&body, MODIFIES_SERIES).is_some_and(|value| value >= expected)
+    });
+    assert_eq!(metric(&body, MODIFIES_SERIES), Some(expected), "{body}");
+    assert_eq!(
+        metric(&body, "lmdir_replication_connected{rid=\"1\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&body, "lmdir_replication_lag_seconds{rid=\"1\"}"),
+        Some(0.0),
+        "caught up: {body}"
+    );
+    promtool_accepts(&body);
+    let counter = read_entry(replica.port, root, MODIFIES_MONITOR_DN).expect("modifies counter");
+    assert_eq!(one(&counter, "monitorCounter"), expected.to_string());
+
+    let provider_csns = provider_context_csns(&provider);
+    wait_for("the consumer's contextCSN", &mut replica, || {
+        entry = monitor().unwrap_or_default();
+        let mut csns = entry.get("contextCSN").cloned().unwrap_or_default();
+        csns.sort();
+        csns == provider_csns
+    });
+    assert_ne!(
+        one(&entry, "olmSRLastCookieRcvd"),
+        first_cookie,
+        "the cookie moved"
+    );
+
+    // Default access: an ordinary user and anonymous find no monitor at all.
+    let user = Some((OTHER_DN, "secret"));
+    assert_eq!(read_entry(replica.port, user, CONSUMER_MONITOR_DN), Err(32));
+    assert_eq!(read_entry(replica.port, None, CONSUMER_MONITOR_DN), Err(32));
+    replica.assert_no_panic("monitored replica");
+}
+
+/// An `[[access]]` rule naming cn=Monitor opens the consumer's entry to whom it names, and
+/// only to them.
+#[test]
+fn an_access_rule_opens_the_consumer_monitor_entry_to_whom_it_names() {
+    if !tools_or_skip() {
+        return;
+    }
+    let provider = Provider::start(5, 100);
+    add_bindable_people(&provider);
+    let rules = format!(
+        "[[access]]\nto = {{ subtree = \"cn=Monitor\" }}\n\
+         by = [ {{ who = \"dn={READER_DN}\", access = \"read\" }} ]\n\
+         [[access]]\nto = {{}}\nby = [ {{ who = \"*\", access = \"read\" }} ]\n"
+    );
+    let mut replica = replica_with(&provider, "refreshOnly", &rules);
+    replica.start();
+    assert_converges(&provider, &mut replica, "replica up");
+    let reader = Some((READER_DN, "secret"));
+    let entry = read_entry(replica.port, reader, CONSUMER_MONITOR_DN).expect("the reader reads");
+    assert_eq!(one(&entry, "olmSRProviderURIList"), provider.url());
+    assert_eq!(one(&entry, "monitoredInfo"), "refreshOnly");
+    let other = Some((OTHER_DN, "secret"));
+    assert_eq!(
+        read_entry(replica.port, other, CONSUMER_MONITOR_DN),
+        Err(32)
+    );
+    replica.assert_no_panic("access to the monitor");
+}
+
+/// A provider that cannot be reached: the consumer's entry says it waits to retry, keeps the
+/// error and when it retries next, counts the failed sessions, and the metrics say it is not
+/// connected.
+#[test]
+fn an_unreachable_provider_shows_as_waiting_to_retry_with_its_error() {
+    if !tools_or_skip() {
+        return;
+    }
+    // A port nobody listens on (bound once, then released).
+    let closed = Provider {
+        directory: tempfile::tempdir().unwrap(),
+        port: conformance::free_port(),
+    };
+    let metrics_port = conformance::free_port();
+    let mut replica = replica_with(
+        &closed,
+        "refreshAndPersist",
+        &format!("metrics_listen = \"127.0.0.1:{metrics_port}\""),
+    );
+    replica.start();
+    let root = Some((ROOT_DN, ROOT_PASSWORD));
+    let port = replica.port;
+    let reconnects = |entry: &BTreeMap<String, Vec<String>>| -> u64 {
+        one(entry, "monitorCounter").parse().unwrap_or(0)
+    };
+    let reconnects_dn = format!("cn=Reconnects,{CONSUMER_MONITOR_DN}");
+    wait_for("two failed sessions", &mut replica, || {
+        read_entry(port, root, &reconnects_dn).is_ok_and(|entry| reconnects(&entry) >= 2)
+    });
+    let entry = read_entry(port, root, CONSUMER_MONITOR_DN).expect("the consumer's entry");
+    assert_eq!(one(&entry, "olmSRProviderURIList"), closed.url());
+    assert!(!entry.contains_key("olmSRConnection"), "{entry:?}");
+    assert!(entry.contains_key("olmSRNextConnect"), "{entry:?}");
+    let error_dn = format!("cn=Last Error,{CONSUMER_MONITOR_DN}");
+    let error = read_entry(port, root, &error_dn).expect("the last error");
+    assert!(
+        one(&error, "monitoredInfo").contains("refused"),
+        "{error:?}"
+    );
+    let body = scrape(metrics_port);
+    assert_eq!(
+        metric(&body, "lmdir_replication_connected{rid=\"1\"}"),
+        Some(0.0)
+    );
+    assert!(metric(&body, "lmdir_replication_reconnects_total{rid=\"1\"}").unwrap_or(0.0) >= 2.0);
+    assert_eq!(
+        metric(&body, "lmdir_replication_refreshes_total{rid=\"1\"}"),
+        Some(0.0),
+        "no sync search was ever sent"
+    );
+    promtool_accepts(&body);
+    replica.assert_no_panic("unreachable provider");
+}

@@ -3,7 +3,8 @@
 //! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
 //! server → connection → operations → {search, compare, update, password, rootdse} →
 //! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
-//! result, settings, limits, monitor, ppolicy, selection, filter_text, log_text, ...).
+//! result, settings, limits, monitor, replication_status, ppolicy, selection, filter_text,
+//! log_text, ...).
 
 pub mod ber;
 pub mod client_limits;
@@ -25,6 +26,7 @@ pub mod pdu;
 pub mod ppolicy;
 pub mod proxy_authz;
 pub mod replication;
+pub mod replication_status;
 pub mod result;
 pub mod rootdse;
 mod search;

@@ -2,6 +2,7 @@
 //! existing exporters and scripts read; see `monitor_tree`) and Prometheus' text format on
 //! `metrics_listen` (see `metrics_http`). Counting is a few relaxed atomic adds per operation.
 
+use crate::replication_status::{counter_rows, ConsumerStatus, ReplicationMonitor};
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -226,6 +227,8 @@ pub struct Monitor {
     write_batch_operations: Histogram,
     commit_seconds: Histogram,
     open_connections: Mutex<BTreeMap<u64, Arc<ConnectionRecord>>>,
+    /// Replication consumers and the provider's sync searches.
+    pub replication: ReplicationMonitor,
     registry: Registry,
 }
 
@@ -257,6 +260,7 @@ impl Monitor {
             write_batch_operations: Histogram::new(exponential_buckets(1.0, 2.0, 7)),
             commit_seconds: duration_histogram(),
             open_connections: Mutex::new(BTreeMap::new()),
+            replication: ReplicationMonitor::default(),
             registry: Registry::with_prefix("lmdir"),
         };
         monitor.register_metrics();
@@ -310,6 +314,7 @@ impl Monitor {
             "Time to apply and commit one write batch",
             self.commit_seconds.clone(),
         );
+        self.replication.register_metrics(registry);
     }
 
     /// An operation arrived.
@@ -566,6 +571,9 @@ pub fn monitor_tree(monitor: &Monitor, state: &MonitorState) -> Vec<MonitorEntry
     thread_entries(state, &mut entries);
     time_entries(monitor, &mut entries);
     database_entries(state, &mut entries);
+    if state.database.is_some() {
+        replication_entries(monitor, &mut entries);
+    }
     entries
 }
 
@@ -738,6 +746,87 @@ fn database_entries(state: &MonitorState, entries: &mut Vec<MonitorEntry>) {
     entries.push(entry);
 }
 
+/// The database entry that replication entries hang below (OpenLDAP puts each syncrepl
+/// consumer under the database it writes to).
+fn database_dn() -> String {
+    child("cn=Database 1", &child("cn=Databases", MONITOR_DN))
+}
+
+/// One `olmSyncReplInstance` per consumer, as OpenLDAP 2.5's syncrepl shows it, with counter
+/// children in back-monitor's shape; then the provider's running sync searches.
+fn replication_entries(monitor: &Monitor, entries: &mut Vec<MonitorEntry>) {
+    let database = database_dn();
+    for status in monitor.replication.consumers() {
+        consumer_entries(&status, &database, entries);
+    }
+    let parent = child("cn=Sync Searches", &database);
+    entries.push(MonitorEntry::new(
+        parent.clone(),
+        "monitorContainer",
+        "Sync Searches",
+    ));
+    for mode in ["refreshOnly", "refreshAndPersist"] {
+        let running = monitor.replication.sync_searches(mode);
+        entries.push(counter_entry(&parent, mode, running.max(0) as u64));
+    }
+}
+
+fn consumer_entries(status: &ConsumerStatus, database: &str, entries: &mut Vec<MonitorEntry>) {
+    let identity = &status.identity;
+    let state = status.snapshot();
+    let cn = format!("Consumer {:03}", identity.rid);
+    let dn = child(&format!("cn={cn}"), database);
+    let mut entry = MonitorEntry::new(dn.clone(), "olmSyncReplInstance", &cn)
+        .with("monitoredInfo", identity.sync_type)
+        .with("olmSRProviderURIList", &identity.provider)
+        .with("olmSRSyncPhase", state.phase.monitor_name());
+    let optional_text = [
+        ("olmSRConnection", state.connection.into_bytes()),
+        ("olmSRLastCookieRcvd", state.last_cookie_received),
+        ("olmSRLastCookieSent", state.last_cookie_sent),
+    ];
+    for (name, value) in optional_text {
+        if !value.is_empty() {
+            entry = entry.with_bytes(name, value);
+        }
+    }
+    let times = [
+        ("olmSRNextConnect", state.next_connect),
+        ("olmSRLastConnect", state.last_connect),
+        ("olmSRLastContact", state.last_contact),
+    ];
+    for (name, time) in times {
+        if let Some(time) = time {
+            entry = entry.with_bytes(name, generalized_time(time));
+        }
+    }
+    let csns: Vec<Vec<u8>> = state
+        .committed
+        .iter()
+        .map(|csn| csn.to_string().into_bytes())
+        .collect();
+    if !csns.is_empty() {
+        entry.attributes.push(("contextCSN", csns));
+    }
+    entries.push(entry);
+    for (cn, value) in counter_rows(&status.counts()) {
+        entries.push(counter_entry(&dn, cn, value));
+    }
+    if let Some(time) = state.last_sync {
+        entries.push(
+            MonitorEntry::new(child("cn=Last Sync", &dn), "monitoredObject", "Last Sync")
+                .with_bytes("monitorTimestamp", generalized_time(time)),
+        );
+    }
+    if let Some(time) = state.last_error_time {
+        entries.push(
+            MonitorEntry::new(child("cn=Last Error", &dn), "monitoredObject", "Last Error")
+                .with("monitoredInfo", &state.last_error)
+                .with_bytes("monitorTimestamp", generalized_time(time)),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -814,5 +903,69 @@ mod tests {
 
         monitor.connection_closed(7);
         assert!(monitor.open_connection_records().is_empty());
+    }
+
+    #[test]
+    fn a_consumer_shows_as_openldap_shows_syncrepl_and_in_the_metrics() {
+        use crate::replication_status::{ChangeCounts, ConsumerIdentity};
+        let monitor = Monitor::new();
+        let status = monitor.replication.register_consumer(ConsumerIdentity {
+            rid: 7,
+            provider: "ldap://provider:389".into(),
+            search_base: "dc=example,dc=com".into(),
+            sync_type: "refreshAndPersist",
+        });
+        status.searching("127.0.0.1:40000", None);
+        let cookie = b"rid=007,csn=20250101000000.000000Z#000000#000#000000";
+        status.contact(None, Some(cookie));
+        let mut covered = lmdir_sync::ContextCsns::new();
+        covered.merge(lmdir_sync::Csn::parse(&cookie[12..]).unwrap());
+        let counts = ChangeCounts {
+            adds: 2,
+            renames: 1,
+            ..ChangeCounts::default()
+        };
+        status.committed(counts, &covered);
+        let running = monitor.replication.sync_search_started("refreshOnly");
+        let state = MonitorState {
+            database: Some(DatabaseState::default()),
+            ..MonitorState::default()
+        };
+        let tree = monitor_tree(&monitor, &state);
+        let consumer = "cn=Consumer 007,cn=Database 1,cn=Databases,cn=Monitor";
+        let entry = tree
+            .iter()
+            .find(|entry| entry.dn == consumer)
+            .expect(consumer);
+        let value = |name: &str| {
+            let (_, values) = entry
+                .attributes
+                .iter()
+                .find(|(n, _)| *n == name)
+                .expect(name);
+            String::from_utf8(values[0].clone()).unwrap()
+        };
+        assert_eq!(value("objectClass"), "olmSyncReplInstance");
+        assert_eq!(value("olmSRProviderURIList"), "ldap://provider:389");
+        assert_eq!(value("olmSRSyncPhase"), "Refresh");
+        assert_eq!(value("olmSRConnection"), "IP=127.0.0.1:40000");
+        assert_eq!(value("olmSRLastCookieRcvd").as_bytes(), cookie);
+        assert_eq!(value("contextCSN").as_bytes(), &cookie[12..]);
+        let adds = tree
+            .iter()
+            .find(|entry| entry.dn == format!("cn=Adds,{consumer}"))
+            .expect("the adds counter");
+        assert_eq!(adds.attributes[2], ("monitorCounter", vec![b"2".to_vec()]));
+        let text = monitor.render_metrics(&state);
+        for series in [
+            "lmdir_replication_changes_applied_total{rid=\"7\",kind=\"add\"} 2",
+            "lmdir_replication_changes_applied_total{rid=\"7\",kind=\"rename\"} 1",
+            "lmdir_replication_connected{rid=\"7\"} 1",
+            "lmdir_replication_refreshes_total{rid=\"7\"} 1",
+            "lmdir_sync_searches{mode=\"refreshOnly\"} 1",
+        ] {
+            assert!(text.contains(series), "{series} in {text}");
+        }
+        drop(running);
     }
 }

@@ -1,9 +1,12 @@
 //! What a provider sent, applied by the writer inside its transaction, together with the cookie
 //! that covers it: a crash leaves both as they were before, or both after.
 
+use crate::replication_status::ChangeCounts;
 use lmdir_schema::{Dn, Entry, LdapError, ResultCode};
 use lmdir_store::{EntryId, WriteContext, WriteTxn};
+use lmdir_sync::{ContextCsns, Cookie, Csn};
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 /// An entryUUID as the Sync State control carries it.
 pub(crate) type Uuid = [u8; 16];
@@ -37,6 +40,37 @@ pub(crate) struct SyncBatch {
     pub rid: u16,
     pub changes: Vec<SyncChange>,
     pub cookie: CookieUpdate,
+    /// What the batch did, set by each application of it (the writer may apply a batch again
+    /// in a new transaction when a neighbour failed, so it is set, never added to); the
+    /// consumer reads it once the commit is confirmed.
+    pub applied: Arc<Mutex<ChangeCounts>>,
+}
+
+impl SyncBatch {
+    /// The CSNs this batch covers once committed: its entries' entryCSN and its cookie's.
+    pub(crate) fn csns(&self) -> ContextCsns {
+        let mut csns = ContextCsns::new();
+        for change in &self.changes {
+            if let SyncChange::Put { entry, .. } = change {
+                let values = entry
+                    .attributes
+                    .iter()
+                    .filter(|attribute| attribute.description.eq_ignore_ascii_case("entryCSN"))
+                    .flat_map(|attribute| attribute.values.iter());
+                for value in values {
+                    if let Ok(csn) = Csn::parse(value) {
+                        csns.merge(csn);
+                    }
+                }
+            }
+        }
+        if let CookieUpdate::Set(cookie) = &self.cookie {
+            if let Ok(cookie) = Cookie::parse(cookie) {
+                csns.merge_all(cookie.csns());
+            }
+        }
+        csns
+    }
 }
 
 /// `8-4-4-4-12` lowercase hex, entryUUID's text form.
@@ -68,6 +102,7 @@ pub(crate) fn uuid_bytes(text: &[u8]) -> Option<Uuid> {
 
 /// Applies a batch in the writer's transaction (the caller commits).
 pub(crate) fn apply(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<(), LdapError> {
+    let mut counts = ChangeCounts::default();
     // The provider's values as sent: its operational attributes kept (relax, replicated) and no
     // schema check (OpenLDAP's consumer default, `schemachecking=off`): the provider checked.
     let context = WriteContext {
@@ -78,15 +113,19 @@ pub(crate) fn apply(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<(), Lda
     };
     for change in &batch.changes {
         match change {
-            SyncChange::Put { uuid, entry } => put(txn, uuid, entry, &context)?,
+            SyncChange::Put { uuid, entry } => match put(txn, uuid, entry, &context)? {
+                Put::Added => counts.adds += 1,
+                Put::Modified => counts.modifies += 1,
+                Put::Renamed => counts.renames += 1,
+            },
             SyncChange::Delete(uuid) => {
                 if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
                     let dn = Dn::parse(&txn.dn_of(id)?)?;
-                    delete_below(txn, &dn, |_| true)?;
+                    counts.deletes += delete_below(txn, &dn, |_| true)?;
                 }
             }
             SyncChange::DeleteUnmentioned { base, present } => {
-                delete_below(txn, base, |uuid| {
+                counts.deletes += delete_below(txn, base, |uuid| {
                     !uuid
                         .and_then(uuid_bytes)
                         .is_some_and(|uuid| present.contains(&uuid))
@@ -95,10 +134,22 @@ pub(crate) fn apply(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<(), Lda
         }
     }
     match &batch.cookie {
-        CookieUpdate::Keep => Ok(()),
-        CookieUpdate::Set(cookie) => txn.set_sync_cookie(batch.rid, Some(cookie)),
-        CookieUpdate::Forget => txn.set_sync_cookie(batch.rid, None),
+        CookieUpdate::Keep => {}
+        CookieUpdate::Set(cookie) => txn.set_sync_cookie(batch.rid, Some(cookie))?,
+        CookieUpdate::Forget => txn.set_sync_cookie(batch.rid, None)?,
     }
+    *batch
+        .applied
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = counts;
+    Ok(())
+}
+
+/// What `put` did to the local entry.
+enum Put {
+    Added,
+    Modified,
+    Renamed,
 }
 
 /// An added or modified entry: found by entryUUID (renamed when the provider's DN differs),
@@ -108,13 +159,13 @@ fn put(
     uuid: &Uuid,
     entry: &Entry,
     context: &WriteContext,
-) -> Result<(), LdapError> {
+) -> Result<Put, LdapError> {
     let by_uuid = txn.entry_id_by_uuid(&uuid_text(uuid))?;
     let by_dn = txn.entry_by_dn(&entry.dn)?.map(|stored| stored.id);
-    let id = match (by_uuid, by_dn) {
-        (None, None) => return txn.add(entry, context).map(drop),
-        (Some(id), Some(holder)) if id == holder => id,
-        (None, Some(holder)) => holder,
+    let (id, done) = match (by_uuid, by_dn) {
+        (None, None) => return txn.add(entry, context).map(|_| Put::Added),
+        (Some(id), Some(holder)) if id == holder => (id, Put::Modified),
+        (None, Some(holder)) => (holder, Put::Modified),
         (Some(id), holder) => {
             if holder.is_some() {
                 // Another local entry holds the name the provider gave this one: the
@@ -122,10 +173,10 @@ fn put(
                 delete_below(txn, &entry.dn, |_| true)?;
             }
             rename(txn, id, &entry.dn, context)?;
-            id
+            (id, Put::Renamed)
         }
     };
-    txn.replace_entry(id, entry, context).map(drop)
+    txn.replace_entry(id, entry, context).map(|_| done)
 }
 
 fn rename(
@@ -153,21 +204,23 @@ fn rename(
 }
 
 /// Deletes the entries of the subtree at `base` that `doomed` picks (given each one's
-/// normalized entryUUID), deepest first so that every delete is of a leaf.
+/// normalized entryUUID), deepest first so that every delete is of a leaf; returns how many.
 fn delete_below(
     txn: &mut WriteTxn<'_>,
     base: &Dn,
     doomed: impl Fn(Option<&[u8]>) -> bool,
-) -> Result<(), LdapError> {
+) -> Result<u64, LdapError> {
     let mut members = txn.subtree_members(base)?;
     members.sort_by_key(|(_, depth, _)| std::cmp::Reverse(*depth));
+    let mut deleted = 0;
     for (id, _, uuid) in members {
         if doomed(uuid.as_deref()) {
             let dn = txn.dn_of(id)?;
             txn.delete_replicated(&dn)?;
+            deleted += 1;
         }
     }
-    Ok(())
+    Ok(deleted)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use super::apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
 use super::link::{result_code, Link, LinkError, Message};
 use crate::controls::{Control, MANAGE_DSA_IT_OID};
+use crate::replication_status::{ChangeCounts, ConsumerIdentity, ConsumerStatus};
 use crate::server::ServerContext;
 use crate::session::Identity;
 use crate::writer::{WriteJob, WriteRequest};
@@ -16,10 +17,10 @@ use ldap3_proto::proto::{
 use lmdir_config::{ConsumerConfig, SyncType};
 use lmdir_schema::{Dn, Entry};
 use lmdir_sync::messages::{E_SYNC_REFRESH_REQUIRED, SYNC_REQUEST_OID};
-use lmdir_sync::{SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind};
+use lmdir_sync::{Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind};
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -60,9 +61,22 @@ pub fn start_consumers(
         .consumer
         .iter()
         .map(|config| {
+            let status = server
+                .monitor
+                .replication
+                .register_consumer(ConsumerIdentity {
+                    rid: config.rid,
+                    provider: config.provider.clone(),
+                    search_base: config.search_base.clone(),
+                    sync_type: match config.sync_type {
+                        SyncType::RefreshOnly => "refreshOnly",
+                        SyncType::RefreshAndPersist => "refreshAndPersist",
+                    },
+                });
             let consumer = Consumer {
                 server: server.clone(),
                 config: config.clone(),
+                status,
             };
             tokio::spawn(consumer.run(shutdown.clone()))
         })
@@ -72,6 +86,8 @@ pub fn start_consumers(
 struct Consumer {
     server: Arc<ServerContext>,
     config: ConsumerConfig,
+    /// What cn=Monitor and the metrics show of this consumer.
+    status: Arc<ConsumerStatus>,
 }
 
 /// How a session ended without error.
@@ -185,12 +201,16 @@ impl Consumer {
         );
         loop {
             if *shutdown.borrow() {
-                return;
+                break;
             }
             let pause = tokio::select! {
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => break,
                 outcome = self.session() => match outcome {
-                    Ok(Ending::Polled) => Duration::from_secs(self.config.interval_seconds),
+                    Ok(Ending::Polled) => {
+                        let pause = Duration::from_secs(self.config.interval_seconds);
+                        self.status.polled(SystemTime::now() + pause);
+                        pause
+                    }
                     Ok(Ending::Reload) => Duration::ZERO,
                     Err(error) => {
                         warn!(
@@ -199,15 +219,18 @@ impl Consumer {
                             self.config.provider,
                             self.config.retry_seconds
                         );
-                        Duration::from_secs(self.config.retry_seconds)
+                        let pause = Duration::from_secs(self.config.retry_seconds);
+                        self.status.failed(&error.to_string(), SystemTime::now() + pause);
+                        pause
                     }
                 },
             };
             tokio::select! {
-                _ = shutdown.changed() => return,
+                _ = shutdown.changed() => break,
                 _ = tokio::time::sleep(pause) => {}
             }
         }
+        self.status.stopped();
     }
 
     fn database(&self) -> Result<&crate::database::Database, SessionError> {
@@ -231,8 +254,11 @@ impl Consumer {
         let base = Dn::parse(&self.config.search_base)
             .map_err(|error| SessionError::Apply(error.to_string()))?;
         let cookie = self.stored_cookie()?;
+        self.status.connecting(cookie.as_deref());
         let mut link = Link::open(&self.config, self.server.settings.pdu_bytes_max).await?;
         self.send_search(&mut link, cookie.clone()).await?;
+        self.status
+            .searching(&link.local_address, cookie.as_deref());
         let mut progress = Progress {
             request_cookie: cookie,
             present: Some(HashSet::new()),
@@ -251,6 +277,8 @@ impl Consumer {
                 }
             };
             progress.pending_bytes += link.last_frame_bytes;
+            let (csn, cookie) = marks(&message);
+            self.status.contact(csn, cookie);
             if let Some(ending) = self.handle(message, &base, &mut progress)? {
                 self.flush(&mut progress).await?;
                 return ending;
@@ -395,6 +423,7 @@ impl Consumer {
     }
 
     fn refresh_done(&self, progress: &Progress) {
+        self.status.persisting();
         info!(
             "replication rid={:03}: refresh done ({} changes so far), persisting",
             self.rid(),
@@ -417,6 +446,7 @@ impl Consumer {
             );
             progress.pending.clear();
             progress.cookie = CookieUpdate::Forget;
+            self.status.reloading();
             return Ok(Ending::Reload);
         }
         if code != 0 {
@@ -497,12 +527,16 @@ impl Consumer {
         progress.applied += changes.len();
         let settings = &self.server.settings;
         let (reply, response) = oneshot::channel();
+        let applied = Arc::new(Mutex::new(ChangeCounts::default()));
+        let batch = SyncBatch {
+            rid: self.rid(),
+            changes,
+            cookie,
+            applied: applied.clone(),
+        };
+        let covered = batch.csns();
         let job = WriteJob {
-            request: WriteRequest::Replicate(SyncBatch {
-                rid: self.rid(),
-                changes,
-                cookie,
-            }),
+            request: WriteRequest::Replicate(batch),
             identity: Identity {
                 dn: String::new(),
                 normalized_dn: String::new(),
@@ -521,7 +555,11 @@ impl Consumer {
             .await
             .map_err(|error| SessionError::Apply(error.message))?;
         match response.await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                let counts = *applied.lock().unwrap_or_else(|poison| poison.into_inner());
+                self.status.committed(counts, &covered);
+                Ok(())
+            }
             Ok(Err(error)) => Err(SessionError::Apply(format!(
                 "result {}: {}",
                 error.code.code(),
@@ -529,6 +567,34 @@ impl Consumer {
             ))),
             Err(_) => Err(SessionError::Apply("the writer stopped".into())),
         }
+    }
+}
+
+/// The entryCSN and cookie a provider message carries, for the consumer's status.
+fn marks(message: &Message) -> (Option<Csn>, Option<&[u8]>) {
+    match message {
+        Message::Entry { entry, state } => {
+            let csn = entry
+                .attributes
+                .iter()
+                .find(|attribute| attribute.atype.eq_ignore_ascii_case("entryCSN"))
+                .and_then(|attribute| attribute.vals.first())
+                .and_then(|value| Csn::parse(value).ok());
+            let cookie = state.as_ref().and_then(|state| state.cookie.as_deref());
+            (csn, cookie)
+        }
+        Message::Info(info) => (None, info_cookie(info)),
+        Message::Done { done, .. } => (None, done.as_ref().and_then(|d| d.cookie.as_deref())),
+        Message::Other(_) => (None, None),
+    }
+}
+
+fn info_cookie(info: &SyncInfo) -> Option<&[u8]> {
+    match info {
+        SyncInfo::NewCookie(cookie) => Some(cookie),
+        SyncInfo::RefreshDelete { cookie, .. }
+        | SyncInfo::RefreshPresent { cookie, .. }
+        | SyncInfo::SyncIdSet { cookie, .. } => cookie.as_deref(),
     }
 }
 

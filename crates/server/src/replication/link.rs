@@ -77,6 +77,8 @@ pub(crate) struct Link {
     next_message_id: i32,
     /// The bytes of the frame last received (bounds the consumer's batch by bytes).
     pub last_frame_bytes: usize,
+    /// Our end of the connection, `addr:port` (cn=Monitor's olmSRConnection).
+    pub local_address: String,
 }
 
 async fn guarded<T>(
@@ -176,6 +178,10 @@ impl Link {
         let (address, host, ldaps) = address_of(&config.provider)?;
         let tcp = guarded("connect", async { Ok(TcpStream::connect(&address).await?) }).await?;
         let _ = tcp.set_nodelay(true);
+        let local_address = tcp
+            .local_addr()
+            .map(|address| address.to_string())
+            .unwrap_or_default();
         let stream: BoxedStream = if ldaps {
             tls_wrap(tcp, &host, config).await?
         } else if config.starttls {
@@ -192,6 +198,7 @@ impl Link {
             // Message 1 was StartTLS's when there was one; IDs need only be unique.
             next_message_id: 2,
             last_frame_bytes: 0,
+            local_address,
         };
         guarded("bind", link.bind(config)).await?;
         Ok(link)

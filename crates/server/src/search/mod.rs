@@ -451,6 +451,20 @@ impl SearchJob {
             }
             None => None,
         };
+        // Counted in cn=Monitor and `lmdir_sync_searches` while the refresh runs (a persistent
+        // search keeps its own guard for as long as it streams).
+        let _sync_running = self
+            .controls
+            .sync
+            .as_ref()
+            .filter(|_| sync.is_some())
+            .map(|request| {
+                let mode = match request.mode {
+                    lmdir_sync::SyncMode::RefreshOnly => "refreshOnly",
+                    lmdir_sync::SyncMode::RefreshAndPersist => "refreshAndPersist",
+                };
+                database.monitor().replication.sync_search_started(mode)
+            });
         let (size, time) = search_limits(&effective, &self.request, page.is_some());
         let limits = SearchLimits {
             size,
