@@ -15,6 +15,7 @@ mod read;
 mod replica;
 mod rows;
 mod search;
+mod session_log;
 mod store;
 mod treeorder;
 mod usage;
@@ -32,6 +33,9 @@ pub use replica::SubtreeMember;
 pub use rows::{
     csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,
     IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
+};
+pub use session_log::{
+    LoggedChange, LoggedCsn, LoggedKind, SessionLog, SESSION_LOG_ENTRIES_MAX,
 };
 pub use search::{Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
 pub use store::{
