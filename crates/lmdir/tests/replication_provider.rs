@@ -10,8 +10,8 @@ mod support;
 
 use conformance::{free_port, modify, wait_until_up, SUFFIX};
 use ldap3::controls::{
-    parse_syncinfo, Control, EntryState, RawControl, RefreshMode, SyncDone, SyncInfo,
-    SyncRequest, SyncState,
+    parse_syncinfo, Control, EntryState, RawControl, RefreshMode, SyncDone, SyncInfo, SyncRequest,
+    SyncState,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -342,7 +342,12 @@ fn refresh(port: u16, base: &str, cookie: Option<Vec<u8>>) -> Refresh {
     };
     let mut stream = ldap
         .with_controls(RawControl::from(request))
-        .streaming_search(base, ldap3::Scope::Subtree, "(objectClass=*)", vec!["*", "+"])
+        .streaming_search(
+            base,
+            ldap3::Scope::Subtree,
+            "(objectClass=*)",
+            vec!["*", "+"],
+        )
         .expect("sync search");
     let mut got = Refresh::default();
     while let Some(entry) = stream.next().expect("sync search message") {
@@ -454,7 +459,10 @@ fn a_cookie_the_session_log_covers_gets_a_delete_phase() {
     assert!(delta.id_sets >= 1 && delta.refresh_deletes, "{delta:?}");
     let gone: Uuids = before.added.difference(&after.added).cloned().collect();
     assert_eq!(gone.len(), 3, "two deleted and one moved out of {parent}");
-    assert_eq!(delta.deleted, gone, "exactly the deleted and moved-out UUIDs");
+    assert_eq!(
+        delta.deleted, gone,
+        "exactly the deleted and moved-out UUIDs"
+    );
     assert!(
         delta.added.len() < 10 && delta.added.is_subset(&after.added),
         "only changed entries are sent: {} of {}",
@@ -467,10 +475,17 @@ fn a_cookie_the_session_log_covers_gets_a_delete_phase() {
         .chain(&delta.added)
         .cloned()
         .collect();
-    assert_eq!(applied, after.added, "the delta applied to the old set is the new set");
+    assert_eq!(
+        applied, after.added,
+        "the delta applied to the old set is the new set"
+    );
 
     // The slapd consumer (whole suffix) converges from its cookie the same way.
-    assert_converges(&mut provider, &consumer, "deletes and renames (delete phase)");
+    assert_converges(
+        &mut provider,
+        &consumer,
+        "deletes and renames (delete phase)",
+    );
     provider.assert_no_panic("provider");
 }
 
@@ -507,10 +522,19 @@ fn a_consumer_offline_longer_than_the_session_log_reloads_and_converges() {
         "a cookie older than the log: {stale:?}"
     );
 
+    // slapd's consumer sends reloadHint TRUE: it gets the present phase instead of 4096.
     consumer.resume();
-    assert_converges(&mut provider, &consumer, "slapd after e-syncRefreshRequired");
+    assert_converges(
+        &mut provider,
+        &consumer,
+        "slapd with a cookie older than the log",
+    );
     replica.start();
-    assert_replica_converges(&mut provider, &mut replica, "lmdir after e-syncRefreshRequired");
+    assert_replica_converges(
+        &mut provider,
+        &mut replica,
+        "lmdir after e-syncRefreshRequired",
+    );
     replica.assert_check_clean("lmdir replica");
     provider.assert_check_clean("provider");
     provider.assert_no_panic("provider");
@@ -560,7 +584,10 @@ fn a_cookie_taken_before_a_sigkill_still_gets_a_correct_delete_phase() {
     assert_eq!(delta.presents, 0, "a delete phase");
     let gone: Uuids = before.added.difference(&after.added).cloned().collect();
     assert!(!gone.is_empty());
-    assert_eq!(delta.deleted, gone, "the log holds exactly the committed deletes");
+    assert_eq!(
+        delta.deleted, gone,
+        "the log holds exactly the committed deletes"
+    );
     let (context, newest) = context_and_newest(port);
     assert!(context >= newest, "contextCSN covers every entryCSN");
     provider.assert_check_clean("after SIGKILL");

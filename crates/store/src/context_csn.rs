@@ -12,9 +12,9 @@ use std::time::SystemTime;
 
 use crate::read::corrupt;
 use crate::store::{lmdb_to_ldap, RawDatabase, Store};
-use heed::RoTxn;
 use crate::write::WriteTxn;
 use crate::ReadTxn;
+use heed::RoTxn;
 
 /// `meta` key of the largest CSN of one server ID: this prefix ‖ sid (u16 BE).
 const META_CONTEXT_CSN_PREFIX: &[u8] = b"context_csn:";

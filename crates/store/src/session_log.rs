@@ -201,10 +201,9 @@ fn stored_floor(inner: &Inner, txn: &RoTxn) -> Result<Vec<LoggedCsn>, LdapError>
 
 /// The log's state; None without a log.
 fn session_log_state(inner: &Inner, txn: &RoTxn) -> Result<Option<SessionLog>, LdapError> {
-    let (Some(database), Some(entries_max)) = (
-        inner.databases.session_log,
-        stored_entries_max(inner, txn)?,
-    ) else {
+    let (Some(database), Some(entries_max)) =
+        (inner.databases.session_log, stored_entries_max(inner, txn)?)
+    else {
         return Ok(None);
     };
     Ok(Some(SessionLog {
@@ -325,9 +324,7 @@ impl WriteTxn<'_> {
             let (key, value) = (key.to_vec(), value.to_vec());
             let change = LoggedChange::decode(&value)
                 .ok_or_else(|| corrupt(format!("session log row {key:02x?} is undecodable")))?;
-            database
-                .delete(&mut self.txn, &key)
-                .map_err(lmdb_to_ldap)?;
+            database.delete(&mut self.txn, &key).map_err(lmdb_to_ldap)?;
             self.raise_floor(change.csn)?;
             rows -= 1;
         }
@@ -446,9 +443,9 @@ pub(crate) fn check_session_log(read: &ReadTxn) -> Result<Vec<String>, LdapError
         None if rows > 0 => problems.push(format!(
             "sessionlog: {rows} rows but meta has no session_log_entries"
         )),
-        Some(max) if rows > max => problems.push(format!(
-            "sessionlog: {rows} rows, above its cap of {max}"
-        )),
+        Some(max) if rows > max => {
+            problems.push(format!("sessionlog: {rows} rows, above its cap of {max}"))
+        }
         _ => {}
     }
     Ok(problems)

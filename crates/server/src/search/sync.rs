@@ -6,7 +6,8 @@
 //! entryUUIDs of entries deleted or renamed out of the search since then as Sync Info
 //! syncIdSets with refreshDeletes TRUE, then Sync Done with refreshDeletes TRUE (the consumer
 //! deletes exactly those). A cookie older than the log is answered e-syncRefreshRequired (4096):
-//! the consumer drops it and reloads. Without a session log the refresh is a present phase:
+//! the consumer drops it and reloads; with reloadHint TRUE (the consumer accepts a reload, as
+//! slapd's always does) it gets the present phase instead. Without a session log the refresh is a present phase:
 //! changed entries whole, unchanged ones as `present` with no attributes; the consumer deletes
 //! what was not mentioned (refreshDeletes FALSE). A consumer already up to date gets no entries
 //! and refreshDeletes TRUE (nothing to delete).
@@ -15,14 +16,13 @@ use crate::ber::{EntryWriter, ResponseControl};
 use crate::result::{code, OperationError};
 use bytes::BytesMut;
 use lmdir_schema::{AttrId, Schema};
-use lmdir_store::{EntryRef, ReadTxn};
 use lmdir_store::{EntryId, LoggedKind, TREE_DEPTH_MAX};
+use lmdir_store::{EntryRef, ReadTxn};
 use lmdir_sync::messages::{
     E_SYNC_REFRESH_REQUIRED, SYNC_DONE_OID, SYNC_INFO_OID, SYNC_STATE_OID, UUID_BYTES,
 };
 use lmdir_sync::{
-    ContextCsns, Cookie, Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState,
-    SyncStateKind,
+    ContextCsns, Cookie, Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind,
 };
 use std::collections::HashSet;
 
@@ -97,6 +97,10 @@ impl SyncRefresh {
             .as_ref()
             .is_some_and(|known| context.status_of(known).is_up_to_date());
         let deletes = match (&known, read.session_log()?) {
+            // A consumer that accepts a reload (reloadHint TRUE, as slapd's syncrepl always
+            // sends) gets the present phase, as slapd's syncprov answers a cookie older than
+            // its session log; one that does not is told to reload.
+            (Some(known), Some(log)) if !log.covers(known) && request.reload_hint => None,
             (Some(known), Some(log)) if !log.covers(known) => {
                 return Err(OperationError::new(
                     E_SYNC_REFRESH_REQUIRED,
