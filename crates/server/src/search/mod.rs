@@ -448,8 +448,11 @@ impl SearchJob {
                     &read,
                     &database.schema,
                 )?;
-                let base_id = read.dn_to_id(&spec.base)?;
-                refresh.collect_deletes(&read, &|id| visible.returns(base_id, spec.scope, id))?;
+                if refresh.is_delete_phase() {
+                    let base_id = read.dn_to_id(&spec.base)?;
+                    refresh
+                        .collect_deletes(&read, &|id| visible.returns(base_id, spec.scope, id))?;
+                }
                 Some(refresh)
             }
             None => None,

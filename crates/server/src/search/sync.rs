@@ -125,6 +125,11 @@ impl SyncRefresh {
         !self.up_to_date
     }
 
+    /// Whether this refresh is a delete phase (until `collect_deletes` falls back).
+    pub(super) fn is_delete_phase(&self) -> bool {
+        self.deletes.is_some()
+    }
+
     /// The delete phase's UUIDs (empty outside one).
     pub(super) fn deletes(&self) -> &[Uuid] {
         self.deletes.as_deref().unwrap_or_default()
