@@ -93,21 +93,25 @@ impl SyncRefresh {
             .filter(|_| !request.reload_hint || !consumer.csns().is_empty())
             .map(|_| consumer.csns().clone())
             .filter(|csns| !csns.is_empty());
-        let up_to_date = known
+        let mut up_to_date = known
             .as_ref()
             .is_some_and(|known| context.status_of(known).is_up_to_date());
         let deletes = match (&known, read.session_log()?) {
+            (Some(known), Some(log)) if log.covers(known) => Some(Vec::new()),
             // A consumer that accepts a reload (reloadHint TRUE, as slapd's syncrepl always
             // sends) gets the present phase, as slapd's syncprov answers a cookie older than
-            // its session log; one that does not is told to reload.
-            (Some(known), Some(log)) if !log.covers(known) && request.reload_hint => None,
-            (Some(known), Some(log)) if !log.covers(known) => {
+            // its session log (even when its CSNs look current: a delete applied for our
+            // provider moves no contextCSN); one that does not is told to reload.
+            (Some(_), Some(_)) if request.reload_hint => {
+                up_to_date = false;
+                None
+            }
+            (Some(_), Some(_)) => {
                 return Err(OperationError::new(
                     E_SYNC_REFRESH_REQUIRED,
                     "the cookie is older than the session log: reload",
                 ));
             }
-            (Some(_), Some(_)) => Some(Vec::new()),
             _ => None,
         };
         let sid = (server_id != 0).then_some(server_id);
