@@ -10,8 +10,8 @@ use crate::{check_dn, problem, KeyStep, Problem};
 pub const SERVER_ID_MAX: u16 = 4095;
 /// Highest consumer rid (OpenLDAP prints it with three digits in the cookie).
 pub const RID_MAX: u16 = 999;
-/// Most changes the provider's session log may be configured to keep: each is a few dozen bytes
-/// in LMDB, so this bounds it to a few hundred MiB.
+/// Most changes the provider's session log may be configured to keep: each is ~80 bytes in
+/// LMDB, so this bounds it under a GiB (the store refuses more: `lmdir_store::SESSION_LOG_ENTRIES_MAX`).
 pub const SESSION_LOG_ENTRIES_MAX: u64 = 10_000_000;
 /// Longest refreshOnly poll interval and reconnect delay: a year (a typo of a few zeros more is
 /// an error, not a consumer that silently never polls).
@@ -141,10 +141,10 @@ impl ReplicationConfig {
                 "a provider needs a server_id (1..4095) for its CSNs",
             ));
         }
-        if self.provider && !(1..=SESSION_LOG_ENTRIES_MAX).contains(&self.session_log_entries) {
+        if self.session_log_entries > SESSION_LOG_ENTRIES_MAX {
             return Err(problem(
                 path("session_log_entries"),
-                format!("must be 1..={SESSION_LOG_ENTRIES_MAX}"),
+                format!("must be 0..={SESSION_LOG_ENTRIES_MAX} (0 = no session log)"),
             ));
         }
         if self.consumer.len() > CONSUMERS_MAX {

@@ -81,9 +81,9 @@ fn replication_errors_name_the_key() {
         "server_id",
     );
     assert_error(
-        "[replication]\nserver_id = 1\nprovider = true\nsession_log_entries = 0\n",
+        "[replication]\nserver_id = 1\nprovider = true\nsession_log_entries = 10000001\n",
         "replication.session_log_entries",
-        "1..=",
+        "0..=",
     );
     let with = |line: &str| format!("{CONSUMER}{line}\n");
     let key = |name: &str| format!("replication.consumer[0].{name}");

@@ -9,6 +9,10 @@ mod conformance;
 mod support;
 
 use conformance::{free_port, modify, wait_until_up, SUFFIX};
+use ldap3::controls::{
+    parse_syncinfo, Control, EntryState, RawControl, RefreshMode, SyncDone, SyncInfo, SyncRequest,
+    SyncState,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
@@ -44,6 +48,19 @@ impl Drop for Consumer {
 }
 
 impl Consumer {
+    /// SIGKILL, keeping the consumer's database and config for `resume`.
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts slapd again on the same database, config and port.
+    fn resume(&mut self) {
+        self.stop();
+        self.child = spawn_slapd(self.directory.path(), self.port);
+        wait_until_up(self.port);
+    }
+
     fn start(provider_port: u16) -> Consumer {
         let directory = tempfile::tempdir().expect("consumer directory");
         let root = directory.path();
@@ -64,16 +81,7 @@ impl Consumer {
         );
         std::fs::write(root.join("slapd.conf"), config).unwrap();
         let port = free_port();
-        let log = std::fs::File::create(root.join("slapd.log")).unwrap();
-        let child = Command::new("/usr/sbin/slapd")
-            .arg("-f")
-            .arg(root.join("slapd.conf"))
-            .arg("-h")
-            .arg(format!("ldap://127.0.0.1:{port}/"))
-            .args(["-d", "sync"])
-            .stderr(log)
-            .spawn()
-            .expect("starting slapd");
+        let child = spawn_slapd(root, port);
         wait_until_up(port);
         Consumer {
             directory,
@@ -85,6 +93,25 @@ impl Consumer {
     fn log(&self) -> String {
         std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
     }
+}
+
+/// slapd in the foreground (`-d sync`) on the config in `root`, its log appended to
+/// `root/slapd.log`.
+fn spawn_slapd(root: &Path, port: u16) -> std::process::Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("slapd.log"))
+        .unwrap();
+    Command::new("/usr/sbin/slapd")
+        .arg("-f")
+        .arg(root.join("slapd.conf"))
+        .arg("-h")
+        .arg(format!("ldap://127.0.0.1:{port}/"))
+        .args(["-d", "sync"])
+        .stderr(log)
+        .spawn()
+        .expect("starting slapd")
 }
 
 type Dump = BTreeMap<String, BTreeSet<String>>;
@@ -278,4 +305,322 @@ fn context_csn_matches_the_data_after_a_sigkill_mid_writes() {
         "contextCSN is the newest committed entryCSN"
     );
     provider.assert_check_clean("after SIGKILL");
+}
+
+const SYNC_STATE_OID: &str = "1.3.6.1.4.1.4203.1.9.1.2";
+const SYNC_DONE_OID: &str = "1.3.6.1.4.1.4203.1.9.1.3";
+const E_SYNC_REFRESH_REQUIRED: u32 = 4096;
+
+type Uuids = BTreeSet<Vec<u8>>;
+
+/// What one refreshOnly sync search (ldap3, as a consumer) got back.
+#[derive(Debug, Default)]
+struct Refresh {
+    code: u32,
+    /// entryUUIDs sent whole (state add).
+    added: Uuids,
+    /// Entries sent as `present` (a present phase).
+    presents: usize,
+    /// UUIDs of the syncIdSets with refreshDeletes TRUE (a delete phase).
+    deleted: Uuids,
+    id_sets: usize,
+    cookie: Option<Vec<u8>>,
+    refresh_deletes: bool,
+}
+
+/// A refreshOnly sync search of the subtree at `base` on lmdir with `cookie`, as the rootdn.
+fn refresh(port: u16, base: &str, cookie: Option<Vec<u8>>) -> Refresh {
+    let mut ldap = ldap3::LdapConn::new(&format!("ldap://127.0.0.1:{port}")).expect("connect");
+    ldap.simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("bind result");
+    let request = SyncRequest {
+        mode: RefreshMode::RefreshOnly,
+        cookie,
+        reload_hint: false,
+    };
+    let mut stream = ldap
+        .with_controls(RawControl::from(request))
+        .streaming_search(
+            base,
+            ldap3::Scope::Subtree,
+            "(objectClass=*)",
+            vec!["*", "+"],
+        )
+        .expect("sync search");
+    let mut got = Refresh::default();
+    while let Some(entry) = stream.next().expect("sync search message") {
+        if entry.is_intermediate() {
+            match parse_syncinfo(entry) {
+                SyncInfo::SyncIdSet {
+                    refresh_deletes,
+                    sync_uuids,
+                    ..
+                } => {
+                    assert!(refresh_deletes, "a syncIdSet of a delete phase");
+                    got.id_sets += 1;
+                    got.deleted.extend(sync_uuids);
+                }
+                other => panic!("unexpected Sync Info {other:?}"),
+            }
+            continue;
+        }
+        for Control(_, raw) in &entry.1 {
+            if raw.ctype == SYNC_STATE_OID {
+                let state: SyncState = raw.parse();
+                match state.state {
+                    EntryState::Add => {
+                        got.added.insert(state.entry_uuid);
+                    }
+                    EntryState::Present => got.presents += 1,
+                    other => panic!("unexpected state {other:?} in a refresh"),
+                }
+            }
+        }
+    }
+    let result = stream.result();
+    got.code = result.rc;
+    for Control(_, raw) in &result.ctrls {
+        if raw.ctype == SYNC_DONE_OID {
+            let done: SyncDone = raw.parse();
+            got.cookie = done.cookie;
+            got.refresh_deletes = done.refresh_deletes;
+        }
+    }
+    got
+}
+
+/// DNs of the people (uid=...) on lmdir, in a stable order.
+fn people(port: u16) -> Vec<String> {
+    let mut dns: Vec<String> = values(port, SUFFIX, "sub", "entryDN")
+        .into_iter()
+        .filter(|dn| dn.starts_with("uid="))
+        .collect();
+    dns.sort();
+    dns
+}
+
+fn deletes_ldif(dns: &[String]) -> String {
+    dns.iter()
+        .map(|dn| format!("dn: {dn}\nchangetype: delete\n\n"))
+        .collect()
+}
+
+fn provider_with_log(session_log_entries: u64, people: u64) -> TestServer {
+    let mut provider = TestServer::prepare(
+        &format!(
+            "[replication]\nserver_id = 1\nprovider = true\n\
+             session_log_entries = {session_log_entries}\n"
+        ),
+        people,
+    );
+    provider.start();
+    provider
+}
+
+#[test]
+fn a_cookie_the_session_log_covers_gets_a_delete_phase() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = provider_with_log(100_000, PEOPLE);
+    let port = provider.port;
+    let consumer = Consumer::start(port);
+    assert_converges(&mut provider, &consumer, "initial refresh");
+    let persons = people(port);
+    let parent = persons[0].split_once(',').expect("a parent").1.to_string();
+    let in_parent: Vec<&String> = persons
+        .iter()
+        .filter(|dn| dn.ends_with(&format!(",{parent}")))
+        .collect();
+    assert!(in_parent.len() >= 4, "people under {parent}");
+    let before = refresh(port, &parent, None);
+    assert_eq!(before.code, 0);
+    let cookie = before.cookie.clone().expect("a cookie");
+
+    // Two deletes, a rename within the parent, a move out of it (to the suffix).
+    let renamed_rdn = "uid=renamed-in-place";
+    let change = |ldif: String| {
+        let answer = modify(port, &ldif);
+        assert_eq!(answer.code, 0, "change on lmdir failed: {ldif}");
+    };
+    change(format!(
+        "dn: {}\nchangetype: delete\n\ndn: {}\nchangetype: delete\n\n\
+         dn: {}\nchangetype: modrdn\nnewrdn: {renamed_rdn}\ndeleteoldrdn: 0\n\n\
+         dn: {}\nchangetype: modrdn\nnewrdn: uid=moved-out\ndeleteoldrdn: 0\nnewsuperior: {SUFFIX}\n",
+        in_parent[0], in_parent[1], in_parent[2], in_parent[3]
+    ));
+
+    let delta = refresh(port, &parent, Some(cookie));
+    let after = refresh(port, &parent, None);
+    assert_eq!(delta.code, 0, "delete phase answered");
+    assert_eq!(delta.presents, 0, "no present phase: {delta:?}");
+    assert!(delta.id_sets >= 1 && delta.refresh_deletes, "{delta:?}");
+    let gone: Uuids = before.added.difference(&after.added).cloned().collect();
+    assert_eq!(gone.len(), 3, "two deleted and one moved out of {parent}");
+    assert_eq!(
+        delta.deleted, gone,
+        "exactly the deleted and moved-out UUIDs"
+    );
+    assert!(
+        delta.added.len() < 10 && delta.added.is_subset(&after.added),
+        "only changed entries are sent: {} of {}",
+        delta.added.len(),
+        after.added.len()
+    );
+    let applied: Uuids = before
+        .added
+        .difference(&delta.deleted)
+        .chain(&delta.added)
+        .cloned()
+        .collect();
+    assert_eq!(
+        applied, after.added,
+        "the delta applied to the old set is the new set"
+    );
+
+    // The slapd consumer (whole suffix) converges from its cookie the same way.
+    assert_converges(
+        &mut provider,
+        &consumer,
+        "deletes and renames (delete phase)",
+    );
+    provider.assert_no_panic("provider");
+}
+
+#[test]
+fn a_consumer_offline_longer_than_the_session_log_reloads_and_converges() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = provider_with_log(50, PEOPLE);
+    let port = provider.port;
+    let mut consumer = Consumer::start(port);
+    assert_converges(&mut provider, &consumer, "initial refresh");
+    let mut replica = TestServer::prepare(
+        &format!(
+            "[replication]\n[[replication.consumer]]\nrid = 2\n\
+             provider = \"ldap://127.0.0.1:{port}\"\nsearch_base = \"{SUFFIX}\"\n\
+             type = \"refreshOnly\"\ninterval_seconds = 1\nretry_seconds = 1\n\
+             bind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n"
+        ),
+        0,
+    );
+    replica.start();
+    assert_replica_converges(&mut provider, &mut replica, "lmdir replica, initial");
+    let cookie = refresh(port, SUFFIX, None).cookie.expect("a cookie");
+    consumer.stop();
+    replica.kill_hard();
+
+    let persons = people(port);
+    let answer = modify(port, &deletes_ldif(&persons[..200]));
+    assert_eq!(answer.code, 0, "200 deletes");
+    let stale = refresh(port, SUFFIX, Some(cookie));
+    assert_eq!(
+        stale.code, E_SYNC_REFRESH_REQUIRED,
+        "a cookie older than the log: {stale:?}"
+    );
+
+    // slapd's consumer sends reloadHint TRUE: it gets the present phase instead of 4096.
+    consumer.resume();
+    assert_converges(
+        &mut provider,
+        &consumer,
+        "slapd with a cookie older than the log",
+    );
+    replica.start();
+    assert_replica_converges(
+        &mut provider,
+        &mut replica,
+        "lmdir after e-syncRefreshRequired",
+    );
+    replica.assert_check_clean("lmdir replica");
+    provider.assert_check_clean("provider");
+    provider.assert_no_panic("provider");
+}
+
+fn assert_replica_converges(provider: &mut TestServer, replica: &mut TestServer, context: &str) {
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    loop {
+        let expected = dump(provider.port, ROOT_DN);
+        if expected == dump(replica.port, ROOT_DN) && !expected.is_empty() {
+            return;
+        }
+        provider.assert_running(context);
+        replica.assert_running(context);
+        assert!(
+            Instant::now() < deadline,
+            "{context}: no convergence\n{}",
+            replica.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_cookie_taken_before_a_sigkill_still_gets_a_correct_delete_phase() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = provider_with_log(100_000, PEOPLE);
+    let port = provider.port;
+    let before = refresh(port, SUFFIX, None);
+    let cookie = before.cookie.clone().expect("a cookie");
+    let persons = people(port);
+    let ldif = deletes_ldif(&persons);
+    let writer = std::thread::spawn(move || modify(port, &ldif));
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while people(port).len() == persons.len() {
+        assert!(Instant::now() < deadline, "no delete committed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    provider.kill_hard();
+    let _ = writer.join();
+    provider.start();
+    let delta = refresh(port, SUFFIX, Some(cookie));
+    let after = refresh(port, SUFFIX, None);
+    assert_eq!(delta.code, 0, "{delta:?}");
+    assert_eq!(delta.presents, 0, "a delete phase");
+    let gone: Uuids = before.added.difference(&after.added).cloned().collect();
+    assert!(!gone.is_empty());
+    assert_eq!(
+        delta.deleted, gone,
+        "the log holds exactly the committed deletes"
+    );
+    let (context, newest) = context_and_newest(port);
+    assert!(context >= newest, "contextCSN covers every entryCSN");
+    provider.assert_check_clean("after SIGKILL");
+}
+
+#[test]
+fn the_session_log_never_holds_more_than_its_cap() {
+    if !tools_or_skip() {
+        return;
+    }
+    const CAP: usize = 20;
+    let provider = provider_with_log(CAP as u64, PEOPLE);
+    let port = provider.port;
+    let old_cookie = refresh(port, SUFFIX, None).cookie.expect("a cookie");
+    let persons = people(port);
+    let answer = modify(port, &deletes_ldif(&persons[..CAP * 10]));
+    assert_eq!(answer.code, 0, "10x the cap in deletes");
+    let stat = provider.run_command(&["stat"]);
+    let text = String::from_utf8_lossy(&stat.stdout);
+    let rows: usize = text
+        .lines()
+        .find_map(|line| line.strip_prefix("sessionlog"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|rows| rows.parse().ok())
+        .unwrap_or_else(|| panic!("no sessionlog row count in lmdir stat:\n{text}"));
+    assert_eq!(rows, CAP, "the log is full and trimmed to its cap");
+    assert_eq!(
+        refresh(port, SUFFIX, Some(old_cookie)).code,
+        E_SYNC_REFRESH_REQUIRED
+    );
+    let fresh = refresh(port, SUFFIX, None).cookie.expect("a cookie");
+    let current = refresh(port, SUFFIX, Some(fresh));
+    assert_eq!(current.code, 0);
+    assert!(current.added.is_empty() && current.deleted.is_empty() && current.presents == 0);
+    provider.assert_check_clean("after trimming");
 }

@@ -317,6 +317,15 @@ pub async fn start(
                 .store()
                 .set_server_id(settings.replication.server_id)
                 .map_err(|error| ServerError::Config(error.to_string()))?;
+            // The delete phase's log exists only while this server is a provider.
+            let replication = &settings.replication;
+            database
+                .store()
+                .set_session_log_entries(match replication.provider {
+                    true => replication.session_log_entries,
+                    false => 0,
+                })
+                .map_err(|error| ServerError::Config(error.to_string()))?;
             Some(database)
         }
         None => None,

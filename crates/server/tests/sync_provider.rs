@@ -94,10 +94,13 @@ fn context_csn_text(connection: &mut LdapConn) -> Vec<String> {
     entry.attrs["contextCSN"].clone()
 }
 
+/// A provider without a session log (`session_log_entries = 0`): a refresh with a cookie is a
+/// present phase (the delete phase is shown by `crates/lmdir/tests/replication_provider.rs`).
 fn provider() -> TestServer {
     TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
         settings.replication.server_id = SERVER_ID;
         settings.replication.provider = true;
+        settings.replication.session_log_entries = 0;
     })
 }
 

@@ -246,6 +246,10 @@ impl Store {
         ] {
             stat.databases.push(database_stat(name, database, &read)?);
         }
+        if let Some(database) = databases.session_log {
+            stat.databases
+                .push(database_stat(layout::DB_SESSION_LOG, database, &read)?);
+        }
         let mut attrs: Vec<(&AttrId, &RawDatabase)> = databases.indexes.iter().collect();
         attrs.sort_by_key(|(attr, _)| {
             self.inner
@@ -372,6 +376,9 @@ impl Store {
         }
 
         for problem in crate::treeorder::check_inversions(&read)? {
+            problems.push(problem);
+        }
+        for problem in crate::session_log::check_session_log(&read)? {
             problems.push(problem);
         }
 

@@ -11,9 +11,10 @@ use lmdir_sync::{Csn, CsnGenerator};
 use std::time::SystemTime;
 
 use crate::read::corrupt;
-use crate::store::{lmdb_to_ldap, Store};
+use crate::store::{lmdb_to_ldap, RawDatabase, Store};
 use crate::write::WriteTxn;
 use crate::ReadTxn;
+use heed::RoTxn;
 
 /// `meta` key of the largest CSN of one server ID: this prefix ‖ sid (u16 BE).
 const META_CONTEXT_CSN_PREFIX: &[u8] = b"context_csn:";
@@ -66,20 +67,23 @@ impl Store {
 impl ReadTxn {
     /// The directory's contextCSN: the newest committed CSN of each server ID, by server ID.
     pub fn context_csns(&self) -> Result<Vec<Csn>, LdapError> {
-        let meta = self.inner.databases.meta;
-        let mut csns = Vec::new();
-        for row in meta
-            .prefix_iter(self.txn(), META_CONTEXT_CSN_PREFIX)
-            .map_err(lmdb_to_ldap)?
-        {
-            let (_, value) = row.map_err(lmdb_to_ldap)?;
-            csns.push(
-                Csn::parse(value)
-                    .map_err(|error| corrupt(format!("stored contextCSN: {error}")))?,
-            );
-        }
-        Ok(csns)
+        stored_context_csns(self.inner.databases.meta, self.txn())
     }
+}
+
+/// Every stored contextCSN, by server ID.
+fn stored_context_csns(meta: RawDatabase, txn: &RoTxn) -> Result<Vec<Csn>, LdapError> {
+    let mut csns = Vec::new();
+    for row in meta
+        .prefix_iter(txn, META_CONTEXT_CSN_PREFIX)
+        .map_err(lmdb_to_ldap)?
+    {
+        let (_, value) = row.map_err(lmdb_to_ldap)?;
+        csns.push(
+            Csn::parse(value).map_err(|error| corrupt(format!("stored contextCSN: {error}")))?,
+        );
+    }
+    Ok(csns)
 }
 
 impl crate::BulkWriter<'_> {
@@ -97,6 +101,11 @@ impl crate::BulkWriter<'_> {
 }
 
 impl WriteTxn<'_> {
+    /// The contextCSN (every server ID's value) as this transaction sees it.
+    pub(crate) fn context_csn_values(&self) -> Result<Vec<Csn>, LdapError> {
+        stored_context_csns(self.inner.databases.meta, &self.txn)
+    }
+
     /// The stored contextCSN of server ID `sid` as this transaction sees it.
     fn stored_context_csn(&self, sid: u16) -> Result<Option<Csn>, LdapError> {
         let stored = self

@@ -21,6 +21,8 @@ pub const DB_META: &str = "meta";
 pub const DB_ID2ENTRY: &str = "id2entry";
 pub const DB_ID2NODE: &str = "id2node";
 pub const DB_DN2ID: &str = "dn2id";
+/// The provider's session log (`session_log.rs`): sequence (u64 BE) → logged delete/rename.
+pub const DB_SESSION_LOG: &str = "sessionlog";
 /// Index DBs are named `idx.<lowercased primary attribute name>`.
 pub const INDEX_DB_PREFIX: &str = "idx.";
 

@@ -15,6 +15,7 @@ mod read;
 mod replica;
 mod rows;
 mod search;
+mod session_log;
 mod store;
 mod treeorder;
 mod usage;
@@ -34,6 +35,7 @@ pub use rows::{
     IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
 };
 pub use search::{Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
+pub use session_log::{LoggedChange, LoggedCsn, LoggedKind, SessionLog, SESSION_LOG_ENTRIES_MAX};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
     StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,

@@ -423,6 +423,11 @@ impl ReadTxn {
         Ok(dn)
     }
 
+    /// Whether `id` lies in the subtree of `ancestor` (itself included).
+    pub fn is_within(&self, id: EntryId, ancestor: EntryId) -> Result<bool, LdapError> {
+        is_within(&self.inner, &self.txn, id, ancestor)
+    }
+
     pub fn parent_of(&self, id: EntryId) -> Result<Option<EntryId>, LdapError> {
         Ok(read_node(&self.inner, &self.txn, id)?.map(|node| node.parent))
     }

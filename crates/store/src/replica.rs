@@ -49,7 +49,7 @@ impl WriteTxn<'_> {
     }
 
     /// The normalized entryUUID of an entry, if it has one.
-    fn entry_uuid_of(&self, id: EntryId) -> Result<Option<Vec<u8>>, LdapError> {
+    pub(crate) fn entry_uuid_of(&self, id: EntryId) -> Result<Option<Vec<u8>>, LdapError> {
         let Some(attr) = self.inner.schema.attribute("entryUUID") else {
             return Ok(None);
         };

@@ -149,6 +149,8 @@ pub(crate) struct Databases {
     pub id2entry: RawDatabase,
     pub id2node: RawDatabase,
     pub dn2id: RawDatabase,
+    /// The session log; None only in a read-only open of a store made before it existed.
+    pub session_log: Option<RawDatabase>,
     /// One DB per configured attribute.
     pub indexes: HashMap<AttrId, RawDatabase>,
 }
@@ -481,7 +483,7 @@ fn create_databases(
     schema: &Schema,
 ) -> Result<Databases, StoreError> {
     let write_txn = env.write_txn()?;
-    let (meta, id2entry, id2node, dn2id) = env
+    let (meta, id2entry, id2node, dn2id, session_log) = env
         .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
             let meta: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_META))?;
@@ -491,8 +493,14 @@ fn create_databases(
                 opener.create_database(txn, Some(layout::DB_ID2NODE))?;
             let dn2id: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_DN2ID))?;
+            let session_log: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_SESSION_LOG))?;
             Ok(CommitOrAbort::<_, ()>::Commit((
-                meta, id2entry, id2node, dn2id,
+                meta,
+                id2entry,
+                id2node,
+                dn2id,
+                session_log,
             )))
         })?
         .commit()
@@ -515,6 +523,7 @@ fn create_databases(
         id2entry,
         id2node,
         dn2id,
+        session_log: Some(session_log),
         indexes,
     })
 }
@@ -552,6 +561,7 @@ fn open_existing_databases(
         id2entry: core(layout::DB_ID2ENTRY)?,
         id2node: core(layout::DB_ID2NODE)?,
         dn2id: core(layout::DB_DN2ID)?,
+        session_log: open(layout::DB_SESSION_LOG)?,
         indexes,
     };
     Ok(databases)

@@ -778,18 +778,23 @@ impl<'s> WriteTxn<'s> {
 
     /// Deletes a leaf entry: a change of this server, so it takes a CSN (contextCSN).
     pub fn delete(&mut self, dn: &str) -> Result<EntryId, LdapError> {
-        let id = self.unlink_leaf(dn)?;
-        self.next_csn(SystemTime::now())?;
-        Ok(id)
+        // The CSN first: the session log records the delete under it before the rows go.
+        let csn = self.next_csn(SystemTime::now())?;
+        self.unlink_leaf(dn, Some(csn))
     }
 
     /// Deletes a leaf entry as a replication provider deleted it: the change is the
     /// provider's, so this server's contextCSN does not move.
     pub fn delete_replicated(&mut self, dn: &str) -> Result<EntryId, LdapError> {
-        self.unlink_leaf(dn)
+        self.unlink_leaf(dn, None)
     }
 
-    fn unlink_leaf(&mut self, dn: &str) -> Result<EntryId, LdapError> {
+    /// `csn`: the delete's own CSN (None: applied for a provider), for the session log.
+    fn unlink_leaf(
+        &mut self,
+        dn: &str,
+        csn: Option<lmdir_sync::Csn>,
+    ) -> Result<EntryId, LdapError> {
         let dn = Dn::parse(dn)?;
         let id = self.existing(&dn)?;
         let node = self.read_owned_node(id)?;
@@ -799,6 +804,7 @@ impl<'s> WriteTxn<'s> {
                 format!("entry '{dn}' has {} children", node.child_count),
             ));
         }
+        self.log_removal(id, csn)?;
         if self.is_decodable(id)? {
             self.unlink_decodable(id)?;
         } else {
@@ -1150,6 +1156,7 @@ impl<'s> WriteTxn<'s> {
         let old_keys = self.inner.index_keys(&old_attributes);
         let new_keys = self.inner.index_keys(&attributes);
         self.update_indexes(id, &old_keys, &new_keys)?;
+        self.log_rename(id, &attributes)?;
         if self.inner.options.memberof {
             let new_dn_text = self.dn_of(id)?;
             self.moved_subtree = Some((

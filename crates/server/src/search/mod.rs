@@ -441,13 +441,19 @@ impl SearchJob {
                         "a sync search is neither paged nor sorted",
                     ));
                 }
-                Some(sync::SyncRefresh::start(
+                let mut refresh = sync::SyncRefresh::start(
                     request,
                     settings.replication.provider,
                     settings.replication.server_id,
                     &read,
                     &database.schema,
-                )?)
+                )?;
+                if refresh.is_delete_phase() {
+                    let base_id = read.dn_to_id(&spec.base)?;
+                    refresh
+                        .collect_deletes(&read, &|id| visible.returns(base_id, spec.scope, id))?;
+                }
+                Some(refresh)
             }
             None => None,
         };
@@ -511,6 +517,29 @@ struct VisibleEntries<'a> {
 }
 
 impl<'a> VisibleEntries<'a> {
+    /// Whether the existing entry `id` is returned by a search of `scope` at `base_id` (the
+    /// scope, the subject's access and the whole filter), for a sync delete phase.
+    fn returns(
+        &self,
+        base_id: lmdir_store::EntryId,
+        scope: lmdir_store::Scope,
+        id: lmdir_store::EntryId,
+    ) -> Result<bool, OperationError> {
+        let in_scope = match scope {
+            lmdir_store::Scope::Base => id == base_id,
+            lmdir_store::Scope::One => self.read.parent_of(id)? == Some(base_id),
+            lmdir_store::Scope::Sub => self.read.is_within(id, base_id)?,
+        };
+        let Some(entry) = self.read.entry(id)?.filter(|_| in_scope) else {
+            return Ok(false);
+        };
+        if self.is_root {
+            // `access` leaves the rootdn's filter test to the store's cursor.
+            return Ok(self.prepared.evaluate(&entry).is_true());
+        }
+        Ok(self.access(id, &entry)?.is_some())
+    }
+
     /// The subject's access to an entry the store found, when the entry is returned: the
     /// subject may search and read it and the filter, with the items it may not search there
     /// Undefined, is True.
@@ -603,6 +632,11 @@ impl SearchOutput<'_, '_> {
 
     fn count_sent(&mut self) -> Result<(), OperationError> {
         self.sent += 1;
+        self.flush_if_full()
+    }
+
+    /// Hands the buffer to the connection once it holds a chunk.
+    fn flush_if_full(&mut self) -> Result<(), OperationError> {
         if self.buffer.len() >= SEARCH_CHUNK_BYTES {
             if !(self.sink)(self.buffer.split().freeze()) {
                 return Err(OperationError::new(code::OTHER, "connection closed"));
@@ -672,6 +706,12 @@ impl SearchJob {
                     break;
                 }
                 output.emit_with(id, &entry, &access, Some(state))?;
+            }
+        }
+        if result.is_ok() {
+            for info in sync::delete_phase_messages(sync.deletes()) {
+                sync::write_sync_info(&mut output.buffer, self.message_id, &info);
+                output.flush_if_full()?;
             }
         }
         let mut done = search_done(result, output.sent, None);

@@ -1,20 +1,39 @@
 //! RFC 4533 refreshOnly on a search (the provider side, as OpenLDAP's syncprov): every entry
 //! carries a Sync State control and the SearchResultDone a Sync Done with the cookie of the
 //! search's own snapshot (the contextCSN read in the same read transaction as the entries).
-//! With a cookie the refresh is a present phase: entries changed since the consumer's CSN
-//! for their server ID are sent whole (state add), unchanged ones as `present` with no
-//! attributes; the consumer deletes what was not mentioned (refreshDeletes FALSE). A consumer
-//! already up to date gets no entries and refreshDeletes TRUE (nothing to delete).
+//! With a cookie and a session log that covers it (`lmdir_store::SessionLog`) the refresh is a
+//! delete phase: entries changed since the cookie are sent whole (state add), then the
+//! entryUUIDs of entries deleted or renamed out of the search since then as Sync Info
+//! syncIdSets with refreshDeletes TRUE, then Sync Done with refreshDeletes TRUE (the consumer
+//! deletes exactly those). A cookie older than the log is answered e-syncRefreshRequired (4096):
+//! the consumer drops it and reloads; with reloadHint TRUE (the consumer accepts a reload, as
+//! slapd's always does) it gets the present phase instead. Without a session log the refresh is a present phase:
+//! changed entries whole, unchanged ones as `present` with no attributes; the consumer deletes
+//! what was not mentioned (refreshDeletes FALSE). A consumer already up to date gets no entries
+//! and refreshDeletes TRUE (nothing to delete).
 
 use crate::ber::{EntryWriter, ResponseControl};
 use crate::result::{code, OperationError};
 use bytes::BytesMut;
 use lmdir_schema::{AttrId, Schema};
+use lmdir_store::{EntryId, LoggedKind, TREE_DEPTH_MAX};
 use lmdir_store::{EntryRef, ReadTxn};
-use lmdir_sync::messages::{SYNC_DONE_OID, SYNC_STATE_OID};
-use lmdir_sync::{
-    ContextCsns, Cookie, Csn, SyncDone, SyncMode, SyncRequest, SyncState, SyncStateKind,
+use lmdir_sync::messages::{
+    E_SYNC_REFRESH_REQUIRED, SYNC_DONE_OID, SYNC_INFO_OID, SYNC_STATE_OID, UUID_BYTES,
 };
+use lmdir_sync::{
+    ContextCsns, Cookie, Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind,
+};
+use std::collections::HashSet;
+
+/// UUIDs per syncIdSet message of a delete phase: ~20 KiB each, as slapd's present sets of
+/// 256 are small; our own consumer accepts up to `SYNC_ID_SET_UUIDS_MAX` per message.
+pub(super) const DELETE_PHASE_UUIDS_PER_MESSAGE: usize = 1024;
+/// Most UUIDs one delete phase collects (16 bytes each: 16 MiB). Beyond, the refresh falls back
+/// to a present phase, whose memory does not grow with the number of deletes.
+pub(super) const DELETE_PHASE_UUIDS_MAX: usize = 1_048_576;
+
+type Uuid = [u8; UUID_BYTES];
 
 /// What a refresh sends for each entry in scope.
 pub(super) enum EntryState {
@@ -27,6 +46,9 @@ pub(super) enum EntryState {
 pub(super) struct SyncRefresh {
     /// The consumer's CSNs; None without a cookie (every entry is sent whole).
     known: Option<ContextCsns>,
+    /// Some in a delete phase: the UUIDs to delete (filled by `collect_deletes`); entries not
+    /// changed since the cookie are then not sent at all.
+    deletes: Option<Vec<Uuid>>,
     /// The consumer already holds every change: nothing is sent.
     up_to_date: bool,
     reply_cookie: Vec<u8>,
@@ -71,12 +93,31 @@ impl SyncRefresh {
             .filter(|_| !request.reload_hint || !consumer.csns().is_empty())
             .map(|_| consumer.csns().clone())
             .filter(|csns| !csns.is_empty());
-        let up_to_date = known
+        let mut up_to_date = known
             .as_ref()
             .is_some_and(|known| context.status_of(known).is_up_to_date());
+        let deletes = match (&known, read.session_log()?) {
+            (Some(known), Some(log)) if log.covers(known) => Some(Vec::new()),
+            // A consumer that accepts a reload (reloadHint TRUE, as slapd's syncrepl always
+            // sends) gets the present phase, as slapd's syncprov answers a cookie older than
+            // its session log (even when its CSNs look current: a delete applied for our
+            // provider moves no contextCSN); one that does not is told to reload.
+            (Some(_), Some(_)) if request.reload_hint => {
+                up_to_date = false;
+                None
+            }
+            (Some(_), Some(_)) => {
+                return Err(OperationError::new(
+                    E_SYNC_REFRESH_REQUIRED,
+                    "the cookie is older than the session log: reload",
+                ));
+            }
+            _ => None,
+        };
         let sid = (server_id != 0).then_some(server_id);
         Ok(SyncRefresh {
             known,
+            deletes,
             up_to_date,
             reply_cookie: Cookie::reply_to(&consumer, sid, &context).to_bytes(),
             entry_uuid: schema.attribute("entryUUID"),
@@ -86,6 +127,64 @@ impl SyncRefresh {
 
     pub(super) fn sends_entries(&self) -> bool {
         !self.up_to_date
+    }
+
+    /// Whether this refresh is a delete phase (until `collect_deletes` falls back).
+    pub(super) fn is_delete_phase(&self) -> bool {
+        self.deletes.is_some()
+    }
+
+    /// The delete phase's UUIDs (empty outside one).
+    pub(super) fn deletes(&self) -> &[Uuid] {
+        self.deletes.as_deref().unwrap_or_default()
+    }
+
+    /// Collects, for a delete phase, the UUIDs of the entries deleted or renamed out of this
+    /// search since the cookie; `visible` tells whether an existing entry is returned by the
+    /// search. Falls back to a present phase when a renamed entry that is visible has
+    /// children (they may have moved into the search unchanged, and only a present phase
+    /// sends unchanged entries) or past `DELETE_PHASE_UUIDS_MAX`.
+    pub(super) fn collect_deletes(
+        &mut self,
+        read: &ReadTxn,
+        visible: &dyn Fn(EntryId) -> Result<bool, OperationError>,
+    ) -> Result<(), OperationError> {
+        let (Some(known), Some(_)) = (&self.known, &self.deletes) else {
+            return Ok(());
+        };
+        let mut collector = DeleteCollector {
+            read,
+            visible,
+            uuid_attr: self.entry_uuid,
+            uuids: Vec::new(),
+            seen: HashSet::new(),
+            fall_back: false,
+        };
+        let mut failure = None;
+        read.for_each_unseen_change(known, &mut |change| {
+            let kept = match change.kind {
+                LoggedKind::Delete => Ok(crate::replication::apply::uuid_bytes(&change.uuid)
+                    .is_none_or(|uuid| collector.push(uuid))),
+                LoggedKind::Rename => collector.renamed(change.entry),
+            };
+            match kept {
+                Ok(kept) => Ok(kept),
+                Err(error) => {
+                    failure = Some(error);
+                    Ok(false)
+                }
+            }
+        })?;
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        if collector.fall_back {
+            self.deletes = None;
+            self.up_to_date = false;
+        } else {
+            self.deletes = Some(collector.uuids);
+        }
+        Ok(())
     }
 
     fn first_value<'e>(entry: &'e EntryRef<'_>, attr: Option<AttrId>) -> Option<&'e [u8]> {
@@ -104,10 +203,11 @@ impl SyncRefresh {
                 .and_then(|text| Csn::parse(text).ok())
                 .is_none_or(|csn| known.get(csn.sid()).is_none_or(|seen| csn > seen)),
         };
-        let state = if changed {
-            SyncStateKind::Add
-        } else {
-            SyncStateKind::Present
+        let state = match (changed, &self.deletes) {
+            (true, _) => SyncStateKind::Add,
+            // A delete phase sends only what changed.
+            (false, Some(_)) => return None,
+            (false, None) => SyncStateKind::Present,
         };
         let control = ResponseControl {
             oid: SYNC_STATE_OID.to_string(),
@@ -135,7 +235,7 @@ impl SyncRefresh {
             value: Some(
                 SyncDone {
                     cookie: Some(self.reply_cookie.clone()),
-                    refresh_deletes: self.up_to_date,
+                    refresh_deletes: self.up_to_date || self.deletes.is_some(),
                 }
                 .encode(),
             ),
@@ -152,4 +252,90 @@ pub(super) fn write_present(
 ) {
     let writer = EntryWriter::begin(buffer, message_id, dn.as_bytes());
     writer.finish(std::slice::from_ref(control));
+}
+
+/// Gathers a delete phase's UUIDs, each once.
+struct DeleteCollector<'a> {
+    read: &'a ReadTxn,
+    visible: &'a dyn Fn(EntryId) -> Result<bool, OperationError>,
+    uuid_attr: Option<AttrId>,
+    uuids: Vec<Uuid>,
+    seen: HashSet<Uuid>,
+    fall_back: bool,
+}
+
+impl DeleteCollector<'_> {
+    /// Adds one UUID; false (stop) once the phase would hold too many.
+    fn push(&mut self, uuid: Uuid) -> bool {
+        if self.seen.insert(uuid) {
+            self.uuids.push(uuid);
+        }
+        if self.uuids.len() > DELETE_PHASE_UUIDS_MAX {
+            self.fall_back = true;
+        }
+        !self.fall_back
+    }
+
+    /// A renamed entry (with its subtree, which moved along): every member that exists and
+    /// is not visible any more is deleted on the consumer. A deleted one has its own row.
+    fn renamed(&mut self, top: EntryId) -> Result<bool, OperationError> {
+        if self.read.entry(top)?.is_none() {
+            return Ok(true);
+        }
+        if (self.visible)(top)? && self.read.has_subordinates(top)? {
+            self.fall_back = true;
+            return Ok(false);
+        }
+        let mut stack = vec![(top, 0usize)];
+        while let Some((id, depth)) = stack.pop() {
+            if depth > TREE_DEPTH_MAX {
+                return Err(OperationError::new(
+                    code::OTHER,
+                    "the DN tree is deeper than the store allows",
+                ));
+            }
+            if !(self.visible)(id)? {
+                let uuid = match self.read.entry(id)? {
+                    Some(entry) => SyncRefresh::first_value(&entry, self.uuid_attr)
+                        .and_then(crate::replication::apply::uuid_bytes),
+                    None => None,
+                };
+                if uuid.is_some_and(|uuid| !self.push(uuid)) {
+                    return Ok(false);
+                }
+            }
+            for child in self.read.children(id)? {
+                stack.push((child, depth + 1));
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// One Sync Info intermediate response (RFC 4533 §2.5) of the search `message_id`.
+pub(super) fn write_sync_info(buffer: &mut BytesMut, message_id: i32, info: &SyncInfo) {
+    use crate::ber::{tag, BerWriter};
+    /// [APPLICATION 25] IntermediateResponse, constructed.
+    const INTERMEDIATE_RESPONSE: u8 = 0x79;
+    const RESPONSE_NAME: u8 = 0x80;
+    const RESPONSE_VALUE: u8 = 0x81;
+    let mut writer = BerWriter::new(buffer);
+    writer.open(tag::SEQUENCE);
+    writer.integer(tag::INTEGER, i64::from(message_id));
+    writer.open(INTERMEDIATE_RESPONSE);
+    writer.primitive(RESPONSE_NAME, SYNC_INFO_OID.as_bytes());
+    writer.primitive(RESPONSE_VALUE, &info.encode());
+    writer.close();
+    writer.close();
+}
+
+/// The syncIdSet messages of a delete phase, `DELETE_PHASE_UUIDS_PER_MESSAGE` UUIDs each.
+pub(super) fn delete_phase_messages(uuids: &[Uuid]) -> impl Iterator<Item = SyncInfo> + '_ {
+    uuids
+        .chunks(DELETE_PHASE_UUIDS_PER_MESSAGE)
+        .map(|chunk| SyncInfo::SyncIdSet {
+            cookie: None,
+            refresh_deletes: true,
+            uuids: chunk.to_vec(),
+        })
 }
