@@ -498,3 +498,212 @@ fn a_provider_killed_mid_stream_loses_nothing() {
     assert_eq!(dns.len(), unique.len(), "a DN exported twice");
     assert_no_echo(&nodes, "after the restart");
 }
+
+/// An unmodified OpenLDAP slapd in multi-provider with one lmdir node: back-mdb, `serverID 2`,
+/// `multiprovider on`, the syncprov overlay, and a refreshOnly `syncrepl` from lmdir; started
+/// empty in the foreground.
+struct Slapd {
+    directory: tempfile::TempDir,
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for Slapd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Slapd {
+    fn start(port: u16, lmdir_port: u16) -> Slapd {
+        let directory = tempfile::tempdir().expect("slapd directory");
+        let root = directory.path();
+        std::fs::create_dir_all(root.join("db")).unwrap();
+        let mut config = String::new();
+        for schema in ["core", "cosine", "inetorgperson", "nis"] {
+            config += &format!("include /etc/ldap/schema/{schema}.schema\n");
+        }
+        config += &format!(
+            "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload syncprov\n\
+             pidfile {}\nserverID 2\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
+             rootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\ndirectory {}\nmaxsize 1073741824\n\
+             index objectClass,entryCSN,entryUUID eq\n\
+             syncrepl rid=001 provider=ldap://127.0.0.1:{lmdir_port} bindmethod=simple \
+             binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
+             type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n\
+             multiprovider on\noverlay syncprov\nsyncprov-checkpoint 100 1\n",
+            root.join("slapd.pid").display(),
+            root.join("db").display()
+        );
+        std::fs::write(root.join("slapd.conf"), config).unwrap();
+        let log = std::fs::File::create(root.join("slapd.log")).unwrap();
+        let child = Command::new("/usr/sbin/slapd")
+            .arg("-f")
+            .arg(root.join("slapd.conf"))
+            .arg("-h")
+            .arg(format!("ldap://127.0.0.1:{port}/"))
+            .args(["-d", "sync"])
+            .stderr(log)
+            .spawn()
+            .expect("starting slapd");
+        conformance::wait_until_up(port);
+        Slapd {
+            directory,
+            port,
+            child,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
+    }
+}
+
+/// Every entry of the server at `port` with the replicated operational attributes, as
+/// `ldapsearch` prints them, each record's lines and the records sorted.
+fn ldap_dump(port: u16) -> String {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", SUFFIX])
+        .args([
+            "*",
+            "entryUUID",
+            "entryCSN",
+            "createTimestamp",
+            "modifyTimestamp",
+        ])
+        .args(["creatorsName", "modifiersName"])
+        .output()
+        .expect("running ldapsearch");
+    let mut records: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+        .map(|record| {
+            let mut lines = record.lines();
+            let dn = lines.next().unwrap_or_default().to_lowercase();
+            let mut rest: Vec<&str> = lines.collect();
+            rest.sort_unstable();
+            format!("{dn}\n{}", rest.join("\n"))
+        })
+        .collect();
+    records.sort_unstable();
+    records.join("\n\n")
+}
+
+/// People only (no groups: slapd here runs neither memberof nor refint, which lmdir's
+/// memberOf upkeep corresponds to; see docs/compatibility.md).
+fn people_ldif(people: usize) -> String {
+    let mut text = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=people,{SUFFIX}\nobjectClass: organizationalUnit\nou: people\n\n"
+    );
+    for index in 0..people {
+        text += &format!(
+            "dn: {}\nobjectClass: inetOrgPerson\nuid: u{index:07}\ncn: Person {index}\n\
+             sn: Number{index}\ndescription: seeded {index}\n\n",
+            person(index)
+        );
+    }
+    text
+}
+
+#[test]
+fn lmdir_and_slapd_in_multi_provider_converge() {
+    let slapd_port = support::free_port();
+    let server = TestServer::prepare("", 0);
+    let ldif = server.directory.path().join("people.ldif");
+    std::fs::write(&ldif, people_ldif(PEOPLE as usize)).unwrap();
+    let loaded = server.run_command(&["load".as_ref(), ldif.as_os_str()]);
+    assert!(loaded.status.success(), "lmdir load failed");
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&server.config_path)
+        .unwrap();
+    write!(
+        config,
+        "\n[replication]\nserver_id = 1\nprovider = true\n[[replication.consumer]]\nrid = 2\n\
+         provider = \"ldap://127.0.0.1:{slapd_port}\"\nsearch_base = \"{SUFFIX}\"\n\
+         type = \"refreshOnly\"\ninterval_seconds = 1\nretry_seconds = 1\n\
+         bind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n"
+    )
+    .unwrap();
+    let mut lmdir = Node {
+        server,
+        sid: 1,
+        links: Vec::new(),
+    };
+    lmdir.server.start();
+    let slapd = Slapd::start(slapd_port, lmdir.server.port);
+    let converged = |lmdir: &mut Node, context: &str, ready: &dyn Fn(&str) -> bool| {
+        let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+        loop {
+            let (ours, theirs) = (ldap_dump(lmdir.server.port), ldap_dump(slapd.port));
+            if ours == theirs && ready(&ours) {
+                lmdir.server.assert_check_clean(context);
+                return ours;
+            }
+            lmdir.server.assert_running(context);
+            assert!(
+                Instant::now() < deadline,
+                "{context}: no convergence\nlmdir:\n{ours}\nslapd:\n{theirs}\nlmdir log:\n{}\n\
+                 slapd log:\n{}",
+                lmdir.server.logs(),
+                slapd.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    converged(&mut lmdir, "slapd's initial refresh", &|dump| {
+        !record(dump, &person(PEOPLE as usize - 1)).is_empty()
+    });
+
+    // Writes on both: different entries, the same entry (the later, slapd's, wins), adds,
+    // deletes and renames on each side.
+    let slapd_node = |text: &str| {
+        let answer = modify(slapd.port, text);
+        assert_eq!(answer.code, 0, "{text}: {answer:?}");
+    };
+    set_description(&lmdir, &person(1), "on lmdir");
+    slapd_node(&format!(
+        "dn: {}\nchangetype: modify\nreplace: description\ndescription: on slapd\n",
+        person(2)
+    ));
+    set_description(&lmdir, &person(3), "same entry, first on lmdir");
+    slapd_node(&format!(
+        "dn: {}\nchangetype: modify\nreplace: description\ndescription: same entry, later on slapd\n",
+        person(3)
+    ));
+    add_person(&lmdir, "added-on-lmdir");
+    slapd_node(&format!(
+        "dn: uid=added-on-slapd,ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+         uid: added-on-slapd\ncn: s\nsn: s\n"
+    ));
+    change(&lmdir, &format!("dn: {}\nchangetype: delete\n", person(4)));
+    slapd_node(&format!("dn: {}\nchangetype: delete\n", person(5)));
+    change(
+        &lmdir,
+        &format!(
+            "dn: {}\nchangetype: modrdn\nnewrdn: uid=renamed-on-lmdir\ndeleteoldrdn: 1\n",
+            person(6)
+        ),
+    );
+    slapd_node(&format!(
+        "dn: {}\nchangetype: modrdn\nnewrdn: uid=renamed-on-slapd\ndeleteoldrdn: 1\n",
+        person(7)
+    ));
+    let dump = converged(&mut lmdir, "writes on both", &|dump| {
+        record(dump, &person(3)).contains("later on slapd")
+            && record(dump, &person(1)).contains("on lmdir")
+            && record(dump, &person(2)).contains("on slapd")
+            && !record(dump, &format!("uid=added-on-lmdir,ou=people,{SUFFIX}")).is_empty()
+            && !record(dump, &format!("uid=added-on-slapd,ou=people,{SUFFIX}")).is_empty()
+            && record(dump, &person(4)).is_empty()
+            && record(dump, &person(5)).is_empty()
+            && !record(dump, &format!("uid=renamed-on-lmdir,ou=people,{SUFFIX}")).is_empty()
+            && !record(dump, &format!("uid=renamed-on-slapd,ou=people,{SUFFIX}")).is_empty()
+    });
+    // Both servers' CSNs are kept as issued: each change carries its origin's server ID.
+    assert!(dump.contains("#001#000000") && dump.contains("#002#000000"));
+}

@@ -199,6 +199,21 @@ fn local_wins(txn: &WriteTxn<'_>, id: EntryId, incoming: Option<Csn>) -> Result<
     Ok(matches!((incoming, held), (Some(incoming), Some(held)) if incoming <= held))
 }
 
+/// Whether this node already held the version of `entry` a provider sends, though it holds
+/// no such entry now: its entryCSN is at or below this node's contextCSN for the same server
+/// ID, which only moves once every change up to it is here. The entry was deleted here since;
+/// a provider that has not seen the delete yet (a first full refresh, a stale peer) must not
+/// bring it back. A change this node has not seen (a modify made elsewhere after the delete)
+/// is newer and is added.
+fn seen_before(txn: &WriteTxn<'_>, entry: &Entry) -> Result<bool, LdapError> {
+    let Some(incoming) = sent_csn(entry) else {
+        return Ok(false);
+    };
+    Ok(txn
+        .stored_context_csn(incoming.sid())?
+        .is_some_and(|held| incoming <= held))
+}
+
 /// An added or modified entry: found by entryUUID (renamed when the provider's DN differs),
 /// else by DN (it takes the provider's entryUUID), else added. With `resolve_conflicts` a
 /// local entry with a later or equal entryCSN wins and nothing is written (false); that also
@@ -222,6 +237,7 @@ fn put(
         }
     }
     let id = match (by_uuid, by_dn) {
+        (None, None) if resolve_conflicts && seen_before(txn, entry)? => return Ok(false),
         (None, None) => return txn.add(entry, context).map(|_| true),
         (Some(id), Some(holder)) if id == holder => id,
         (None, Some(holder)) => holder,
