@@ -232,9 +232,13 @@ fn record<'e>(export: &'e str, dn: &str) -> &'e str {
 
 /// The node's contextCSN values (one per server ID), as the rootdn reads them on the suffix.
 fn context_csns(node: &Node) -> Vec<String> {
+    context_csns_at(node.server.port)
+}
+
+fn context_csns_at(port: u16) -> Vec<String> {
     let output = Command::new("ldapsearch")
         .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
-        .arg(format!("ldap://127.0.0.1:{}", node.server.port))
+        .arg(format!("ldap://127.0.0.1:{port}"))
         .args([
             "-D",
             ROOT_DN,
@@ -706,4 +710,10 @@ fn lmdir_and_slapd_in_multi_provider_converge() {
     });
     // Both servers' CSNs are kept as issued: each change carries its origin's server ID.
     assert!(dump.contains("#001#000000") && dump.contains("#002#000000"));
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while context_csns_at(lmdir.server.port) != context_csns_at(slapd.port) {
+        assert!(Instant::now() < deadline, "the contextCSNs never agreed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(context_csns_at(slapd.port).len() >= 2, "both servers' IDs");
 }
