@@ -717,3 +717,45 @@ fn lmdir_and_slapd_in_multi_provider_converge() {
     }
     assert!(context_csns_at(slapd.port).len() >= 2, "both servers' IDs");
 }
+
+#[test]
+fn a_node_consuming_itself_under_another_name_applies_nothing() {
+    // The config cannot see through the proxy: the consumer finds out from the provider's
+    // cookie, which carries this node's own server ID.
+    let mut server = TestServer::prepare("", PEOPLE);
+    let proxy = Proxy::start(server.port);
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&server.config_path)
+        .unwrap();
+    write!(
+        config,
+        "\n[replication]\nserver_id = 7\nprovider = true\n[[replication.consumer]]\nrid = 7\n\
+         provider = \"{}\"\nsearch_base = \"{SUFFIX}\"\ntype = \"refreshOnly\"\n\
+         interval_seconds = 1\nretry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\n\
+         credentials = \"{ROOT_PASSWORD}\"\n",
+        proxy.url()
+    )
+    .unwrap();
+    server.start();
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !server.logs().contains("this server's own server_id 7") {
+        server.assert_running("consuming itself");
+        assert!(
+            Instant::now() < deadline,
+            "never noticed: {}",
+            server.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let node = Node {
+        server,
+        sid: 7,
+        links: vec![proxy],
+    };
+    // Still writable, and no cookie of its own taken as a provider's.
+    set_description(&node, &person(1), "written while consuming itself");
+    let stored = node.server.run_command(&["export"]);
+    assert!(String::from_utf8_lossy(&stored.stdout).contains("written while consuming itself"));
+    node.server.assert_check_clean("consuming itself");
+}

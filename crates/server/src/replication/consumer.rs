@@ -616,6 +616,23 @@ mod tests {
     }
 
     #[test]
+    fn a_provider_moved_only_when_its_cookie_holds_a_newer_csn() {
+        let ours = b"rid=002,sid=001,csn=20260101000000.000000Z#000000#001#000000;\
+                     20260101000000.000000Z#000000#002#000000";
+        let same = b"rid=002,sid=002,csn=20260101000000.000000Z#000000#002#000000";
+        let newer = b"rid=002,sid=002,csn=20260102000000.000000Z#000000#002#000000";
+        let other_sid = b"rid=002,sid=002,csn=20200101000000.000000Z#000000#003#000000";
+        assert!(
+            !provider_moved(ours, same),
+            "behind us on sid 1, equal on sid 2"
+        );
+        assert!(provider_moved(ours, newer));
+        assert!(provider_moved(ours, other_sid), "a server ID we never saw");
+        assert!(provider_moved(b"x", b"y"), "unparsable: compared as text");
+        assert!(!provider_moved(b"x", b"x"));
+    }
+
+    #[test]
     fn a_delete_phase_after_a_search_without_cookie_removes_what_it_did_not_mention() {
         let base = Dn::parse("dc=example,dc=com").unwrap();
         let mut first = progress(None);
