@@ -431,7 +431,7 @@ fn three_nodes_in_a_full_mesh_converge() {
 }
 
 #[test]
-fn a_provider_killed_mid_stream_loses_nothing() {
+fn a_provider_and_a_consumer_killed_mid_stream_lose_nothing() {
     let mut nodes = mesh(2);
     converge(&mut nodes, "initial refresh", |export| {
         !record(export, &person(PEOPLE as usize - 1)).is_empty()
@@ -487,6 +487,9 @@ fn a_provider_killed_mid_stream_loses_nothing() {
         .write_all(&stream.as_bytes()[split..])
         .unwrap();
     let _ = rest.wait();
+    // The consumer too dies without warning, whatever it was applying, and comes back.
+    nodes[1].server.kill_hard();
+    nodes[1].server.start();
     let last = PEOPLE as usize - 1;
     let export = converge(&mut nodes, "after the provider restarted", |export| {
         record(export, &person(last)).contains(&format!("stream {last}"))
