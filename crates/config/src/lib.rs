@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 mod replication;
 pub use replication::{
-    provider_scheme, ConsumerConfig, ReplicationConfig, SyncType, CONSUMERS_MAX,
+    provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
     INTERVAL_SECONDS_MAX, RID_MAX, SERVER_ID_MAX, SESSION_LOG_ENTRIES_MAX,
 };
 
@@ -910,7 +910,8 @@ impl Config {
             }
         }
         self.validate_limits()?;
-        self.replication.validate(&self.database.suffix)
+        self.replication
+            .validate(&self.database.suffix, &self.server.listen)
     }
 
     fn validate_limits(&self) -> Result<(), Problem> {

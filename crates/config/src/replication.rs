@@ -43,11 +43,42 @@ impl Default for ReplicationConfig {
     }
 }
 
+/// The three shapes a replicating server takes (besides none at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicationShape {
+    /// No consumers, not a provider.
+    Standalone,
+    /// `server_id` + `provider = true`, no consumers: the one writable master others pull from.
+    Provider,
+    /// Consumers without `server_id` + `provider = true`: client writes get a referral to the
+    /// first consumer's provider (slapd's `updateref`).
+    ReadOnlyReplica,
+    /// `server_id` + `provider = true` + consumers to every other node: every node takes client
+    /// writes, stamped with its own server ID, and pulls the others' (slapd's `multiprovider on`).
+    MultiProvider,
+}
+
 impl ReplicationConfig {
+    pub fn shape(&self) -> ReplicationShape {
+        let writable_provider = self.server_id != 0 && self.provider;
+        match (self.consumer.is_empty(), writable_provider) {
+            (true, false) => ReplicationShape::Standalone,
+            (true, true) => ReplicationShape::Provider,
+            (false, false) => ReplicationShape::ReadOnlyReplica,
+            (false, true) => ReplicationShape::MultiProvider,
+        }
+    }
+
     /// A server with consumers that is not itself a provider: client writes are referred to
     /// the (first) consumer's provider.
     pub fn is_read_only_replica(&self) -> bool {
-        !self.consumer.is_empty() && (self.server_id == 0 || !self.provider)
+        self.shape() == ReplicationShape::ReadOnlyReplica
+    }
+
+    /// A server that takes client writes and also pulls other providers' changes: conflicts
+    /// between them are resolved by CSN.
+    pub fn is_multi_provider(&self) -> bool {
+        self.shape() == ReplicationShape::MultiProvider
     }
 }
 
@@ -126,7 +157,9 @@ pub fn provider_scheme(url: &str) -> Result<&'static str, String> {
 }
 
 impl ReplicationConfig {
-    pub(crate) fn validate(&self, suffix: &str) -> Result<(), Problem> {
+    /// `listen` is the server's own listener URLs: a consumer pulling from one of them would
+    /// replicate from this server itself.
+    pub(crate) fn validate(&self, suffix: &str, listen: &[String]) -> Result<(), Problem> {
         use KeyStep::Key;
         let path = |key: &'static str| vec![Key("replication"), Key(key)];
         if self.server_id > SERVER_ID_MAX {
@@ -155,6 +188,19 @@ impl ReplicationConfig {
         }
         for (index, consumer) in self.consumer.iter().enumerate() {
             consumer.validate(index, suffix)?;
+            if let Some(own) = listen
+                .iter()
+                .find(|own| same_listener(&consumer.provider, own))
+            {
+                return Err(problem(
+                    consumer_path(index, "provider"),
+                    format!(
+                        "{:?} is this server's own listener {own:?}: a consumer of itself \
+                         (list only the OTHER nodes of a multi-provider set)",
+                        consumer.provider
+                    ),
+                ));
+            }
             if self.consumer[..index].iter().any(|c| c.rid == consumer.rid) {
                 return Err(problem(
                     consumer_path(index, "rid"),
@@ -164,6 +210,38 @@ impl ReplicationConfig {
         }
         Ok(())
     }
+}
+
+/// Scheme, lowercased host and port (the scheme's default when absent) of an ldap(s) URL.
+fn endpoint(url: &str) -> Option<(String, String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "ldap" => 389,
+        "ldaps" => 636,
+        _ => return None,
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !authority.ends_with(']') => (host, port.parse().ok()?),
+        _ => (authority, default_port),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((scheme, host.to_ascii_lowercase(), port))
+}
+
+/// Whether a provider URL certainly names this server's listener `own`: the same scheme and
+/// port, and the same host, or a loopback host while `own` listens on every address. Other
+/// spellings of this machine (its DNS name, another of its addresses) cannot be told from the
+/// config; the consumer then notices at run time that the provider answers with this
+/// server's own server ID, and refuses it.
+fn same_listener(provider: &str, own: &str) -> bool {
+    let (Some(provider), Some(own)) = (endpoint(provider), endpoint(own)) else {
+        return false;
+    };
+    let loopback = ["localhost", "127.0.0.1", "::1"].contains(&provider.1.as_str());
+    let wildcard = ["0.0.0.0", "::", ""].contains(&own.1.as_str());
+    provider.0 == own.0 && provider.2 == own.2 && (provider.1 == own.1 || (loopback && wildcard))
 }
 
 fn consumer_path(index: usize, key: &'static str) -> Vec<KeyStep> {

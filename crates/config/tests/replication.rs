@@ -140,3 +140,54 @@ fn replication_errors_name_the_key() {
         "rid 7",
     );
 }
+
+#[test]
+fn the_three_shapes_and_a_consumer_of_itself() {
+    use lmdir_config::ReplicationShape;
+    let shape = |text: &str| {
+        Config::from_str(text, "test.toml")
+            .unwrap()
+            .replication
+            .shape()
+    };
+    let provider = "[replication]\nserver_id = 1\nprovider = true\n";
+    assert_eq!(shape(""), ReplicationShape::Standalone);
+    assert_eq!(shape(provider), ReplicationShape::Provider);
+    assert_eq!(shape(CONSUMER), ReplicationShape::ReadOnlyReplica);
+    let multi = format!("{provider}{CONSUMER}");
+    assert_eq!(shape(&multi), ReplicationShape::MultiProvider);
+    assert!(Config::from_str(&multi, "test.toml")
+        .unwrap()
+        .replication
+        .is_multi_provider());
+
+    // A consumer whose provider is this server's own listener would replicate from itself.
+    let own = |listen: &str, provider: &str| {
+        format!(
+            "[server]\nlisten = [\"{listen}\"]\n{}\n[[replication.consumer]]\nrid = 2\n\
+             provider = \"{provider}\"\nsearch_base = \"dc=example,dc=com\"\n",
+            provider_table()
+        )
+    };
+    fn provider_table() -> &'static str {
+        "[replication]\nserver_id = 1\nprovider = true"
+    }
+    for (listen, provider) in [
+        ("ldap://127.0.0.1:3389", "ldap://127.0.0.1:3389"),
+        ("ldap://LDAP1.example.com", "ldap://ldap1.example.com:389/"),
+        ("ldap://0.0.0.0:3389", "ldap://localhost:3389"),
+    ] {
+        assert_error(
+            &own(listen, provider),
+            "replication.consumer[0].provider",
+            "own listener",
+        );
+    }
+    for (listen, provider) in [
+        ("ldap://127.0.0.1:3389", "ldap://127.0.0.1:3390"),
+        ("ldap://127.0.0.1:389", "ldaps://127.0.0.1:389"),
+        ("ldap://0.0.0.0:3389", "ldap://10.0.0.2:3389"),
+    ] {
+        Config::from_str(&own(listen, provider), "test.toml").expect(provider);
+    }
+}

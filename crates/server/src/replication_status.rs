@@ -60,6 +60,9 @@ pub struct ChangeCounts {
     pub modifies: u64,
     pub deletes: u64,
     pub renames: u64,
+    /// Entries left as they were (not in the counters): the local entryCSN was later or equal
+    /// (multi-provider), or the present phase did not cover them.
+    pub kept: u64,
 }
 
 /// The kinds, as the `kind` label and cn=Monitor's counter entries name them.
@@ -330,6 +333,7 @@ impl ConsumerStatus {
                 modifies,
                 deletes,
                 renames,
+                kept: 0,
             },
             reloads: self.reloads.get(),
             refreshes: self.refreshes.get(),

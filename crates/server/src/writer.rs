@@ -224,7 +224,14 @@ impl Writer {
             return result;
         }
         if let WriteRequest::Replicate(batch) = &job.request {
-            let result = crate::replication::apply::apply(txn, batch);
+            let result = crate::replication::apply::apply(txn, batch).map(|applied| {
+                tracing::debug!(
+                    "replication rid={:03}: {} entries changed, {} kept as they were",
+                    batch.rid,
+                    applied.total(),
+                    applied.kept
+                );
+            });
             txn.set_deadline(None);
             return result;
         }

@@ -107,7 +107,7 @@ impl WriteTxn<'_> {
     }
 
     /// The stored contextCSN of server ID `sid` as this transaction sees it.
-    fn stored_context_csn(&self, sid: u16) -> Result<Option<Csn>, LdapError> {
+    pub fn stored_context_csn(&self, sid: u16) -> Result<Option<Csn>, LdapError> {
         let stored = self
             .inner
             .databases

@@ -20,6 +20,9 @@ fn cookie_key(rid: u16) -> Vec<u8> {
     key
 }
 
+/// One value as (original, normalized).
+type ValuePair = (Vec<u8>, Vec<u8>);
+
 /// One entry of a replicated subtree: its ID, depth below the base and normalized entryUUID
 /// (None when it has none, e.g. an entry made before replication).
 pub type SubtreeMember = (EntryId, usize, Option<Vec<u8>>);
@@ -48,23 +51,43 @@ impl WriteTxn<'_> {
         .map_err(lmdb_to_ldap)
     }
 
-    /// The normalized entryUUID of an entry, if it has one.
-    pub(crate) fn entry_uuid_of(&self, id: EntryId) -> Result<Option<Vec<u8>>, LdapError> {
-        let Some(attr) = self.inner.schema.attribute("entryUUID") else {
+    /// The first value of attribute `name` (by its schema name) of entry `id`, as
+    /// (original, normalized).
+    fn first_value(&self, id: EntryId, name: &str) -> Result<Option<ValuePair>, LdapError> {
+        let Some(attr) = self.inner.schema.attribute(name) else {
             return Ok(None);
         };
         let encoded = read_entry(self.inner, &self.txn, id)?
             .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
         let descriptions = crate::lock::read(&self.inner.descriptions).clone();
         for attribute in encoded.attributes() {
-            let is_uuid = descriptions
+            let matches = descriptions
                 .get(attribute.description_number)
                 .is_some_and(|info| info.attr == attr);
-            if is_uuid {
-                return Ok(attribute.values().next().map(|(_, n)| n.to_vec()));
+            if matches {
+                return Ok(attribute
+                    .values()
+                    .next()
+                    .map(|(original, normalized)| (original.to_vec(), normalized.to_vec())));
             }
         }
         Ok(None)
+    }
+
+    /// The normalized entryUUID of an entry, if it has one.
+    pub(crate) fn entry_uuid_of(&self, id: EntryId) -> Result<Option<Vec<u8>>, LdapError> {
+        Ok(self
+            .first_value(id, "entryUUID")?
+            .map(|(_, normalized)| normalized))
+    }
+
+    /// The entryCSN of an entry; None when it has none or it is not a CSN (an entry made
+    /// before CSNs were kept): multi-provider conflict resolution compares it with a
+    /// provider's.
+    pub fn entry_csn_of(&self, id: EntryId) -> Result<Option<lmdir_sync::Csn>, LdapError> {
+        Ok(self
+            .first_value(id, "entryCSN")?
+            .and_then(|(original, _)| lmdir_sync::Csn::parse(&original).ok()))
     }
 
     /// The entry whose entryUUID is `uuid` (its text form), through the entryUUID equality

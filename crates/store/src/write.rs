@@ -29,7 +29,10 @@ pub struct WriteContext {
     /// are refused with constraintViolation (as OpenLDAP).
     pub relax: bool,
     /// The entry comes from a replication provider: the entryCSN, modifyTimestamp and
-    /// modifiersName it carries are the provider's and are kept, never restamped here.
+    /// modifiersName it carries are the provider's and are kept, never restamped here. The
+    /// contextCSN does not follow it: the consumer advances it from the provider's cookie in
+    /// the same transaction (`advance_context_csn`), once everything that cookie covers is
+    /// applied, since a refresh sends entries in tree order, not CSN order.
     pub replicated: bool,
     /// Most attribute descriptions an entry may hold after this write (adminLimitExceeded
     /// beyond); never above the codec's own `ATTRIBUTES_PER_ENTRY_MAX`.
@@ -67,6 +70,8 @@ pub struct WriteTxn<'s> {
     /// While a subtree's memberOf links are being fixed after a move: its (old, new) top DN,
     /// normalized, so a link still naming an old DN below it is resolved to the moved entry.
     pub(crate) moved_subtree: Option<(String, String)>,
+    /// While a replication consumer applies a provider's changes (`set_applying_replicated`).
+    applying_replicated: bool,
     _writer: MutexGuard<'s, ()>,
 }
 
@@ -95,6 +100,7 @@ impl Store {
             inner: &self.inner,
             indexes_built: None,
             moved_subtree: None,
+            applying_replicated: false,
             deadline: None,
             _writer: writer,
         })
@@ -612,38 +618,36 @@ impl<'s> WriteTxn<'s> {
             restamp,
         )?;
         if context.replicated {
-            // The provider's entryCSN is kept: its server ID's contextCSN follows it.
-            return self.follow_entry_csn(attributes);
+            // The provider's entryCSN is kept (see `WriteContext::replicated`).
+            return Ok(());
         }
         let csn = self.next_csn(context.now)?;
         self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
     }
 
+    /// Marks the writes that follow, until set back to false, as a replication provider's
+    /// changes being applied: the memberOf upkeep they cause keeps each touched entry's
+    /// entryCSN. That upkeep derives from replicated content alone, so every node derives the
+    /// same values; a CSN of this node on it would make it look like a local change that is
+    /// newer than the provider's, which multi-provider conflict resolution would let win (a
+    /// deleted member brought back by its memberOf touch-up).
+    pub fn set_applying_replicated(&mut self, applying: bool) {
+        self.applying_replicated = applying;
+    }
+
     /// A change this store makes on its own to another entry (memberOf upkeep: a group losing
     /// a deleted member, a member's memberOf): it takes a CSN like any change, so a
-    /// replication consumer sees the entry as changed.
+    /// replication consumer sees the entry as changed; except while applying replicated
+    /// changes (`set_applying_replicated`).
     pub(crate) fn stamp_internal_change(
         &mut self,
         attributes: &mut Vec<WorkingAttribute>,
     ) -> Result<(), LdapError> {
+        if self.applying_replicated {
+            return Ok(());
+        }
         let csn = self.next_csn(SystemTime::now())?;
         self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
-    }
-
-    /// Raises the contextCSN of the server ID in the entry's (replicated) entryCSN to it.
-    fn follow_entry_csn(&mut self, attributes: &[WorkingAttribute]) -> Result<(), LdapError> {
-        let Some(attr) = self.inner.schema.attribute("entryCSN") else {
-            return Ok(());
-        };
-        let csn = attributes
-            .iter()
-            .filter(|attribute| attribute.attr == attr)
-            .flat_map(|attribute| &attribute.values)
-            .find_map(|(value, _)| lmdir_sync::Csn::parse(value).ok());
-        match csn {
-            Some(csn) => self.advance_context_csn(csn),
-            None => Ok(()),
-        }
     }
 
     /// The RDN fits a node and a dn2id key (`layout::rdn_size_problem`).
@@ -731,9 +735,6 @@ impl<'s> WriteTxn<'s> {
             &fresh,
             &mut crate::rows::RowScratch::new(),
         )?;
-        if context.replicated {
-            self.follow_entry_csn(&rows.attributes)?;
-        }
         self.check_deadline()?;
         let id = self.allocate_id()?;
         let crate::rows::EntryRows {

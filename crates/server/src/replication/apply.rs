@@ -21,7 +21,8 @@ pub(crate) enum SyncChange {
     /// deleted a parent before its children).
     Delete(Uuid),
     /// End of a present phase: every local entry under `base` whose entryUUID is not in
-    /// `present` is gone from the provider.
+    /// `present` is gone from the provider (on a multi-provider node: only those whose
+    /// entryCSN the provider's cookie covers, see `covered`).
     DeleteUnmentioned { base: Dn, present: HashSet<Uuid> },
 }
 
@@ -40,6 +41,14 @@ pub(crate) struct SyncBatch {
     pub rid: u16,
     pub changes: Vec<SyncChange>,
     pub cookie: CookieUpdate,
+    /// This server's own server ID (0: none): a provider's cookie never moves its contextCSN.
+    pub server_id: u16,
+    /// This server takes client writes too (multi-provider): an incoming entry loses to a
+    /// local one with a later or equal entryCSN, and a present phase deletes only what the
+    /// provider's cookie covers, as slapd's consumer does. A read-only replica applies what
+    /// its one provider says (its only CSNs of its own are memberOf upkeep stamps, which
+    /// must not shadow the provider's changes).
+    pub resolve_conflicts: bool,
     /// What the batch did, set by each application of it (the writer may apply a batch again
     /// in a new transaction when a neighbour failed, so it is set, never added to); the
     /// consumer reads it once the commit is confirmed.
@@ -52,15 +61,8 @@ impl SyncBatch {
         let mut csns = ContextCsns::new();
         for change in &self.changes {
             if let SyncChange::Put { entry, .. } = change {
-                let values = entry
-                    .attributes
-                    .iter()
-                    .filter(|attribute| attribute.description.eq_ignore_ascii_case("entryCSN"))
-                    .flat_map(|attribute| attribute.values.iter());
-                for value in values {
-                    if let Ok(csn) = Csn::parse(value) {
-                        csns.merge(csn);
-                    }
+                if let Some(csn) = sent_csn(entry) {
+                    csns.merge(csn);
                 }
             }
         }
@@ -101,8 +103,20 @@ pub(crate) fn uuid_bytes(text: &[u8]) -> Option<Uuid> {
 }
 
 /// Applies a batch in the writer's transaction (the caller commits).
-pub(crate) fn apply(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<(), LdapError> {
-    let mut counts = ChangeCounts::default();
+pub(crate) fn apply(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCounts, LdapError> {
+    txn.set_applying_replicated(true);
+    let result = apply_changes(txn, batch);
+    // The transaction goes on with other jobs of the group commit: client writes again.
+    txn.set_applying_replicated(false);
+    let counts = result?;
+    *batch
+        .applied
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = counts;
+    Ok(counts)
+}
+
+fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCounts, LdapError> {
     // The provider's values as sent: its operational attributes kept (relax, replicated) and no
     // schema check (OpenLDAP's consumer default, `schemachecking=off`): the provider checked.
     let context = WriteContext {
@@ -111,38 +125,115 @@ pub(crate) fn apply(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<(), Lda
         skip_schema_check: true,
         ..WriteContext::new(String::new())
     };
+    let cookie_csns = match &batch.cookie {
+        CookieUpdate::Set(cookie) => Cookie::parse(cookie).ok().map(|c| c.csns().clone()),
+        _ => None,
+    };
+    let mut applied = ChangeCounts::default();
     for change in &batch.changes {
         match change {
-            SyncChange::Put { uuid, entry } => match put(txn, uuid, entry, &context)? {
-                Put::Added => counts.adds += 1,
-                Put::Modified => counts.modifies += 1,
-                Put::Renamed => counts.renames += 1,
-            },
+            SyncChange::Put { uuid, entry } => {
+                match put(txn, uuid, entry, &context, batch.resolve_conflicts)? {
+                    Some(Put::Added) => applied.adds += 1,
+                    Some(Put::Modified) => applied.modifies += 1,
+                    Some(Put::Renamed) => applied.renames += 1,
+                    None => applied.kept += 1,
+                }
+            }
             SyncChange::Delete(uuid) => {
+                // As slapd's consumer: an explicit delete carries no CSN of its own and is
+                // applied whatever the local entry's entryCSN (syncrepl_entry's delete case).
                 if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
                     let dn = Dn::parse(&txn.dn_of(id)?)?;
-                    counts.deletes += delete_below(txn, &dn, |_| true)?;
+                    applied.deletes += delete_below(txn, &dn, |_, _| true)?;
                 }
             }
             SyncChange::DeleteUnmentioned { base, present } => {
-                counts.deletes += delete_below(txn, base, |uuid| {
-                    !uuid
+                let covering = batch
+                    .resolve_conflicts
+                    .then(|| cookie_csns.clone().unwrap_or_default());
+                let deleted = delete_below(txn, base, |uuid, csn| {
+                    let mentioned = uuid
                         .and_then(uuid_bytes)
-                        .is_some_and(|uuid| present.contains(&uuid))
+                        .is_some_and(|uuid| present.contains(&uuid));
+                    !mentioned && covered(covering.as_ref(), csn)
                 })?;
+                applied.deletes += deleted;
             }
         }
     }
     match &batch.cookie {
         CookieUpdate::Keep => {}
-        CookieUpdate::Set(cookie) => txn.set_sync_cookie(batch.rid, Some(cookie))?,
+        CookieUpdate::Set(cookie) => {
+            txn.set_sync_cookie(batch.rid, Some(cookie))?;
+            advance_from_cookie(txn, cookie_csns.as_ref(), batch.server_id)?;
+        }
         CookieUpdate::Forget => txn.set_sync_cookie(batch.rid, None)?,
     }
-    *batch
-        .applied
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = counts;
+    Ok(applied)
+}
+
+/// Whether a present phase's cookie covers a local entry the provider did not mention, so
+/// that its absence there means it was deleted (slapd's nonpresent_callback): its entryCSN is
+/// at or below the cookie's CSN for the same server ID. An entry the provider has not seen yet
+/// (written here, or pulled from a third node, after the provider's contextCSN for that server
+/// ID) stays. An entry without a CSN is covered. Without `covering` (a read-only replica)
+/// everything unmentioned is gone.
+fn covered(covering: Option<&ContextCsns>, csn: Option<Csn>) -> bool {
+    match (covering, csn) {
+        (None, _) | (_, None) => true,
+        (Some(covering), Some(csn)) => covering.get(csn.sid()).is_some_and(|seen| csn <= seen),
+    }
+}
+
+/// The contextCSN follows the provider's cookie once everything it covers is applied (in this
+/// same transaction): this node's own provider then answers with a cookie covering the changes
+/// pulled, and never re-stamps them. This server's own server ID is left alone: only its own
+/// writes move it, and a provider's older view of it must not make the CSN generator and the
+/// stored contextCSN disagree.
+fn advance_from_cookie(
+    txn: &mut WriteTxn<'_>,
+    csns: Option<&ContextCsns>,
+    server_id: u16,
+) -> Result<(), LdapError> {
+    for csn in csns.into_iter().flat_map(ContextCsns::iter) {
+        if server_id == 0 || csn.sid() != server_id {
+            txn.advance_context_csn(csn)?;
+        }
+    }
     Ok(())
+}
+
+/// The entryCSN a provider sent with an entry.
+fn sent_csn(entry: &Entry) -> Option<Csn> {
+    entry
+        .attributes
+        .iter()
+        .filter(|attribute| attribute.description.eq_ignore_ascii_case("entryCSN"))
+        .flat_map(|attribute| &attribute.values)
+        .find_map(|value| Csn::parse(value).ok())
+}
+
+/// Whether the local entry `id` is at least as new as `incoming` (the later change wins, per
+/// entry, as slapd's dn_callback: an equal CSN is the same change arriving again).
+fn local_wins(txn: &WriteTxn<'_>, id: EntryId, incoming: Option<Csn>) -> Result<bool, LdapError> {
+    let held = txn.entry_csn_of(id)?;
+    Ok(matches!((incoming, held), (Some(incoming), Some(held)) if incoming <= held))
+}
+
+/// Whether this node already held the version of `entry` a provider sends, though it holds
+/// no such entry now: its entryCSN is at or below this node's contextCSN for the same server
+/// ID, which only moves once every change up to it is here. The entry was deleted here since;
+/// a provider that has not seen the delete yet (a first full refresh, a stale peer) must not
+/// bring it back. A change this node has not seen (a modify made elsewhere after the delete)
+/// is newer and is added.
+fn seen_before(txn: &WriteTxn<'_>, entry: &Entry) -> Result<bool, LdapError> {
+    let Some(incoming) = sent_csn(entry) else {
+        return Ok(false);
+    };
+    Ok(txn
+        .stored_context_csn(incoming.sid())?
+        .is_some_and(|held| incoming <= held))
 }
 
 /// What `put` did to the local entry.
@@ -153,30 +244,43 @@ enum Put {
 }
 
 /// An added or modified entry: found by entryUUID (renamed when the provider's DN differs),
-/// else by DN (it takes the provider's entryUUID), else added.
+/// else by DN (it takes the provider's entryUUID), else added. With `resolve_conflicts` a
+/// local entry with a later or equal entryCSN wins and nothing is written (None); that also
+/// settles two nodes adding the same DN with different entryUUIDs: each keeps or takes the
+/// one with the later CSN, so all pick the same winner.
 fn put(
     txn: &mut WriteTxn<'_>,
     uuid: &Uuid,
     entry: &Entry,
     context: &WriteContext,
-) -> Result<Put, LdapError> {
+    resolve_conflicts: bool,
+) -> Result<Option<Put>, LdapError> {
     let by_uuid = txn.entry_id_by_uuid(&uuid_text(uuid))?;
     let by_dn = txn.entry_by_dn(&entry.dn)?.map(|stored| stored.id);
+    if resolve_conflicts {
+        let incoming = sent_csn(entry);
+        for local in [by_uuid, by_dn].into_iter().flatten() {
+            if local_wins(txn, local, incoming)? {
+                return Ok(None);
+            }
+        }
+    }
     let (id, done) = match (by_uuid, by_dn) {
-        (None, None) => return txn.add(entry, context).map(|_| Put::Added),
+        (None, None) if resolve_conflicts && seen_before(txn, entry)? => return Ok(None),
+        (None, None) => return txn.add(entry, context).map(|_| Some(Put::Added)),
         (Some(id), Some(holder)) if id == holder => (id, Put::Modified),
         (None, Some(holder)) => (holder, Put::Modified),
         (Some(id), holder) => {
             if holder.is_some() {
                 // Another local entry holds the name the provider gave this one: the
                 // provider's view wins (the other one is gone or renamed there).
-                delete_below(txn, &entry.dn, |_| true)?;
+                delete_below(txn, &entry.dn, |_, _| true)?;
             }
             rename(txn, id, &entry.dn, context)?;
             (id, Put::Renamed)
         }
     };
-    txn.replace_entry(id, entry, context).map(|_| done)
+    txn.replace_entry(id, entry, context).map(|_| Some(done))
 }
 
 fn rename(
@@ -204,17 +308,18 @@ fn rename(
 }
 
 /// Deletes the entries of the subtree at `base` that `doomed` picks (given each one's
-/// normalized entryUUID), deepest first so that every delete is of a leaf; returns how many.
+/// normalized entryUUID and entryCSN), deepest first so that every delete is of a leaf; an
+/// entry that still has children (some were kept) is kept too. Returns how many it deleted.
 fn delete_below(
     txn: &mut WriteTxn<'_>,
     base: &Dn,
-    doomed: impl Fn(Option<&[u8]>) -> bool,
+    doomed: impl Fn(Option<&[u8]>, Option<Csn>) -> bool,
 ) -> Result<u64, LdapError> {
     let mut members = txn.subtree_members(base)?;
     members.sort_by_key(|(_, depth, _)| std::cmp::Reverse(*depth));
     let mut deleted = 0;
     for (id, _, uuid) in members {
-        if doomed(uuid.as_deref()) {
+        if doomed(uuid.as_deref(), txn.entry_csn_of(id)?) && txn.num_subordinates(id)? == 0 {
             let dn = txn.dn_of(id)?;
             txn.delete_replicated(&dn)?;
             deleted += 1;
@@ -226,6 +331,28 @@ fn delete_below(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_present_phase_deletes_only_what_the_cookie_covers() {
+        let csn = |text: &str| Csn::parse(text.as_bytes()).unwrap();
+        let mut covering = ContextCsns::new();
+        covering.merge(csn("20260101000000.000000Z#000000#001#000000"));
+        let older = csn("20251231000000.000000Z#000000#001#000000");
+        let newer = csn("20260102000000.000000Z#000000#001#000000");
+        let other_sid = csn("20200101000000.000000Z#000000#002#000000");
+        assert!(covered(Some(&covering), Some(older)));
+        assert!(covered(
+            Some(&covering),
+            Some(csn("20260101000000.000000Z#000000#001#000000"))
+        ));
+        assert!(!covered(Some(&covering), Some(newer)), "not seen there yet");
+        assert!(
+            !covered(Some(&covering), Some(other_sid)),
+            "sid unknown there"
+        );
+        assert!(covered(Some(&covering), None), "no CSN: as slapd, covered");
+        assert!(covered(None, Some(newer)), "a read-only replica deletes");
+    }
 
     #[test]
     fn uuid_text_and_bytes_round_trip() {

@@ -17,7 +17,9 @@ use ldap3_proto::proto::{
 use lmdir_config::{ConsumerConfig, SyncType};
 use lmdir_schema::{Dn, Entry};
 use lmdir_sync::messages::{E_SYNC_REFRESH_REQUIRED, SYNC_REQUEST_OID};
-use lmdir_sync::{Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind};
+use lmdir_sync::{
+    ContextCsns, Cookie, Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind,
+};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -146,7 +148,7 @@ impl Progress {
     fn end_present_phase(&mut self, base: &Dn, cookie: Option<Vec<u8>>, refresh_done: bool) {
         let changed = match (&self.request_cookie, &cookie) {
             (None, _) => true,
-            (Some(sent), Some(received)) => sent != received,
+            (Some(sent), Some(received)) => provider_moved(sent, received),
             (Some(_), None) => false,
         };
         let present = if refresh_done {
@@ -184,6 +186,20 @@ impl Progress {
         self.cookie != CookieUpdate::Keep
             || self.pending.len() >= SYNC_BATCH_CHANGES_MAX
             || self.pending_bytes >= SYNC_BATCH_BYTES_MAX
+    }
+}
+
+/// Whether a provider's cookie holds a change the consumer's did not: a CSN newer than the
+/// consumer's for its server ID, or of a server ID the consumer did not name. (Compared as
+/// text when either does not parse.) The cookies differ in their `sid` field anyway, and on
+/// a multi-provider node the consumer's carries CSNs the provider may not have.
+fn provider_moved(sent: &[u8], received: &[u8]) -> bool {
+    match (Cookie::parse(sent), Cookie::parse(received)) {
+        (Ok(sent), Ok(received)) => received
+            .csns()
+            .iter()
+            .any(|csn| sent.csns().get(csn.sid()).is_none_or(|held| csn > held)),
+        _ => sent != received,
     }
 }
 
@@ -240,20 +256,69 @@ impl Consumer {
             .ok_or_else(|| SessionError::Apply("no database".into()))
     }
 
-    fn stored_cookie(&self) -> Result<Option<Vec<u8>>, SessionError> {
+    fn server_id(&self) -> u16 {
+        self.server.settings.replication.server_id
+    }
+
+    fn multi_provider(&self) -> bool {
+        self.server.settings.replication.is_multi_provider()
+    }
+
+    /// The cookie the sync search is sent with: none before the first complete refresh from
+    /// this provider. A read-only replica sends the provider's last cookie back. A
+    /// multi-provider node sends, as slapd's consumer does, its own server ID and its whole
+    /// contextCSN (every server ID's newest CSN it holds, its own included, read in the same
+    /// transaction): the provider then sends only entries changed after what this node
+    /// already holds, so a change that came from here, or reached here through a third node,
+    /// is not sent back (no echo).
+    fn request_cookie(&self) -> Result<Option<Vec<u8>>, SessionError> {
         let store = self.database()?.store();
+        let failed = |error: lmdir_schema::LdapError| SessionError::Apply(error.to_string());
         let read = store
             .read()
             .map_err(|error| SessionError::Apply(error.to_string()))?;
-        read.sync_cookie(self.rid())
-            .map_err(|error| SessionError::Apply(error.to_string()))
+        let Some(stored) = read.sync_cookie(self.rid()).map_err(failed)? else {
+            return Ok(None);
+        };
+        if !self.multi_provider() {
+            return Ok(Some(stored));
+        }
+        let mut csns = ContextCsns::new();
+        if let Ok(cookie) = Cookie::parse(&stored) {
+            csns.merge_all(cookie.csns());
+        }
+        for csn in read.context_csns().map_err(failed)? {
+            csns.merge(csn);
+        }
+        let cookie = Cookie::new(Some(self.rid()), Some(self.server_id()), csns, None)
+            .map_err(|error| SessionError::Apply(error.to_string()))?;
+        Ok(Some(cookie.to_bytes()))
+    }
+
+    /// A provider answering with this server's own server ID is this server itself (its URL
+    /// is another name of this machine's listener: slapd then replicates from itself) or a
+    /// peer misconfigured with the same ID; either way its changes must not be applied.
+    fn check_provider_sid(&self, cookie: &CookieUpdate) -> Result<(), SessionError> {
+        let CookieUpdate::Set(cookie) = cookie else {
+            return Ok(());
+        };
+        let sid = Cookie::parse(cookie).ok().and_then(|cookie| cookie.sid());
+        if self.server_id() != 0 && sid == Some(self.server_id()) {
+            return Err(SessionError::Apply(format!(
+                "the provider {} answers with this server's own server_id {}: it is this \
+                 server itself or a peer with the same server_id; nothing applied",
+                self.config.provider,
+                self.server_id()
+            )));
+        }
+        Ok(())
     }
 
     /// One connection: the sync search until the poll ends (refreshOnly) or an error.
     async fn session(&self) -> Result<Ending, SessionError> {
         let base = Dn::parse(&self.config.search_base)
             .map_err(|error| SessionError::Apply(error.to_string()))?;
-        let cookie = self.stored_cookie()?;
+        let cookie = self.request_cookie()?;
         self.status.connecting(cookie.as_deref());
         let mut link = Link::open(&self.config, self.server.settings.pdu_bytes_max).await?;
         self.send_search(&mut link, cookie.clone()).await?;
@@ -522,6 +587,7 @@ impl Consumer {
         if progress.pending.is_empty() && cookie == CookieUpdate::Keep {
             return Ok(());
         }
+        self.check_provider_sid(&cookie)?;
         let changes = std::mem::take(&mut progress.pending);
         progress.pending_bytes = 0;
         progress.applied += changes.len();
@@ -532,6 +598,8 @@ impl Consumer {
             rid: self.rid(),
             changes,
             cookie,
+            server_id: self.server_id(),
+            resolve_conflicts: self.multi_provider(),
             applied: applied.clone(),
         };
         let covered = batch.csns();
@@ -611,6 +679,23 @@ mod tests {
             cookie: CookieUpdate::Keep,
             applied: 0,
         }
+    }
+
+    #[test]
+    fn a_provider_moved_only_when_its_cookie_holds_a_newer_csn() {
+        let ours = b"rid=002,sid=001,csn=20260101000000.000000Z#000000#001#000000;\
+                     20260101000000.000000Z#000000#002#000000";
+        let same = b"rid=002,sid=002,csn=20260101000000.000000Z#000000#002#000000";
+        let newer = b"rid=002,sid=002,csn=20260102000000.000000Z#000000#002#000000";
+        let other_sid = b"rid=002,sid=002,csn=20200101000000.000000Z#000000#003#000000";
+        assert!(
+            !provider_moved(ours, same),
+            "behind us on sid 1, equal on sid 2"
+        );
+        assert!(provider_moved(ours, newer));
+        assert!(provider_moved(ours, other_sid), "a server ID we never saw");
+        assert!(provider_moved(b"x", b"y"), "unparsable: compared as text");
+        assert!(!provider_moved(b"x", b"x"));
     }
 
     #[test]

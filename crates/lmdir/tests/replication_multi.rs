@@ -1,0 +1,764 @@
+//! Multi-provider between lmdir servers: every node has a `server_id`, `provider = true` and a
+//! refreshOnly consumer (1 s interval) of every other node, each link through a small TCP proxy
+//! the test can cut. Client writes go to any node; the nodes must converge to the same
+//! `lmdir export` (entryUUID and entryCSN included) with `lmdir check` clean, resolve the same
+//! conflicts the same way, and not send changes back and forth once quiet. Convergence is
+//! polled with a generous hang guard only: nothing here depends on speed.
+
+#[allow(dead_code)]
+mod conformance;
+mod support;
+
+use conformance::{modify, SUFFIX};
+use std::io::Write;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::{TestServer, ROOT_DN, ROOT_PASSWORD};
+
+/// Longest wait for the nodes to converge: a hang guard, not a speed requirement.
+const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
+const PEOPLE: u64 = 40;
+
+/// A TCP proxy between a consumer and its provider that can drop every connection and refuse
+/// new ones until healed: a cut network link.
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    streams: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target_port: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the proxy");
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let streams: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (accept_cut, accept_streams) = (cut.clone(), streams.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if accept_cut.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection closes at once
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target_port)) else {
+                    continue;
+                };
+                let mut held = accept_streams.lock().unwrap();
+                held.push(client.try_clone().unwrap());
+                held.push(server.try_clone().unwrap());
+                drop(held);
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server, client);
+            }
+        });
+        Proxy { port, cut, streams }
+    }
+
+    fn url(&self) -> String {
+        format!("ldap://127.0.0.1:{}", self.port)
+    }
+
+    /// Drops every open connection and refuses new ones.
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for stream in self.streams.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Copies one direction until either side closes.
+fn pipe(mut from: TcpStream, mut to: TcpStream) {
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut from, &mut to);
+        let _ = to.shutdown(Shutdown::Both);
+        let _ = from.shutdown(Shutdown::Both);
+    });
+}
+
+/// One node: its server and the proxies its consumers pull through (one per other node).
+struct Node {
+    server: TestServer,
+    sid: u16,
+    links: Vec<Proxy>,
+}
+
+/// `count` nodes with server IDs 1..=count; node 0 is loaded with `PEOPLE` people, the others
+/// start empty and receive everything by replication. Every node consumes every other one.
+fn mesh(count: usize) -> Vec<Node> {
+    let servers: Vec<TestServer> = (0..count)
+        .map(|index| TestServer::prepare("", if index == 0 { PEOPLE } else { 0 }))
+        .collect();
+    let ports: Vec<u16> = servers.iter().map(|server| server.port).collect();
+    let mut nodes: Vec<Node> = servers
+        .into_iter()
+        .enumerate()
+        .map(|(index, server)| {
+            let sid = index as u16 + 1;
+            let mut text = format!("\n[replication]\nserver_id = {sid}\nprovider = true\n");
+            let mut links = Vec::new();
+            for (peer, port) in ports.iter().enumerate().filter(|(peer, _)| *peer != index) {
+                let proxy = Proxy::start(*port);
+                text += &format!(
+                    "[[replication.consumer]]\nrid = {}\nprovider = \"{}\"\n\
+                     search_base = \"{SUFFIX}\"\ntype = \"refreshOnly\"\ninterval_seconds = 1\n\
+                     retry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n",
+                    peer + 1,
+                    proxy.url()
+                );
+                links.push(proxy);
+            }
+            let mut config = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&server.config_path)
+                .unwrap();
+            config.write_all(text.as_bytes()).unwrap();
+            Node { server, sid, links }
+        })
+        .collect();
+    for node in &mut nodes {
+        node.server.start();
+    }
+    nodes
+}
+
+/// `lmdir export` of the node with each record's lines sorted and the records sorted by DN:
+/// siblings come in ID order, which is each node's own order of arrival, and a replaced
+/// entry's attributes may be stored in another order; the content is what must agree.
+fn export_ldif(node: &Node) -> String {
+    let output = node.server.run_command(&["export"]);
+    assert!(output.status.success(), "lmdir export failed");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut records: Vec<String> = text
+        .split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+        .map(|record| {
+            let mut lines = record.lines();
+            let dn = lines.next().unwrap_or_default().to_lowercase();
+            let mut rest: Vec<&str> = lines.collect();
+            rest.sort_unstable();
+            format!("{dn}\n{}", rest.join("\n"))
+        })
+        .collect();
+    records.sort_unstable();
+    records.join("\n\n")
+}
+
+/// Waits until every node exports the same LDIF and `ready` holds for it; returns it.
+fn converge(nodes: &mut [Node], context: &str, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    loop {
+        let exports: Vec<String> = nodes.iter().map(export_ldif).collect();
+        if exports.iter().all(|export| export == &exports[0]) && ready(&exports[0]) {
+            for node in nodes.iter() {
+                node.server.assert_check_clean(context);
+            }
+            return exports[0].clone();
+        }
+        for node in nodes.iter_mut() {
+            node.server.assert_running(context);
+        }
+        if Instant::now() >= deadline {
+            let first = exports[0].lines().collect::<Vec<_>>();
+            for (index, other) in exports.iter().enumerate().skip(1) {
+                let differing: Vec<_> = other
+                    .lines()
+                    .filter(|line| !first.contains(line))
+                    .take(20)
+                    .collect();
+                eprintln!(
+                    "{context}: node {} differs from node 1: {differing:#?}",
+                    index + 1
+                );
+            }
+            for (index, node) in nodes.iter().enumerate() {
+                let lines = exports[index].lines().count();
+                eprintln!(
+                    "node {} ({lines} lines) log:\n{}",
+                    index + 1,
+                    node.server.logs()
+                );
+            }
+            panic!("{context}: the nodes did not converge");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn person(index: usize) -> String {
+    format!("uid=u{index:07},ou=people,{SUFFIX}")
+}
+
+fn change(node: &Node, text: &str) {
+    let answer = modify(node.server.port, text);
+    assert_eq!(answer.code, 0, "{text}: {answer:?}");
+}
+
+fn set_description(node: &Node, dn: &str, value: &str) {
+    change(
+        node,
+        &format!("dn: {dn}\nchangetype: modify\nreplace: description\ndescription: {value}\n"),
+    );
+}
+
+fn add_person(node: &Node, uid: &str) {
+    change(
+        node,
+        &format!(
+            "dn: uid={uid},ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+             uid: {uid}\ncn: {uid}\nsn: {uid}\n"
+        ),
+    );
+}
+
+/// The LDIF record of `dn` in an export (empty when absent).
+fn record<'e>(export: &'e str, dn: &str) -> &'e str {
+    export
+        .split("\n\n")
+        .find(|record| {
+            record
+                .lines()
+                .next()
+                .is_some_and(|line| line.eq_ignore_ascii_case(&format!("dn: {dn}")))
+        })
+        .unwrap_or("")
+}
+
+/// The node's contextCSN values (one per server ID), as the rootdn reads them on the suffix.
+fn context_csns(node: &Node) -> Vec<String> {
+    context_csns_at(node.server.port)
+}
+
+fn context_csns_at(port: u16) -> Vec<String> {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args([
+            "-D",
+            ROOT_DN,
+            "-w",
+            ROOT_PASSWORD,
+            "-s",
+            "base",
+            "-b",
+            SUFFIX,
+        ])
+        .arg("contextCSN")
+        .output()
+        .expect("running ldapsearch");
+    let mut csns: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix("contextCSN: "))
+        .map(str::to_string)
+        .collect();
+    // A cookie lists its CSNs by server ID, the third `#` field.
+    csns.sort_by_key(|csn| csn.split('#').nth(2).map(str::to_string));
+    csns
+}
+
+/// How many whole entries (changed since the cookie) `provider` sends to a refreshOnly sync
+/// search made with the cookie `consumer`'s consumer sends: its server ID and its contextCSN.
+/// Unchanged entries come as `present`, a DN without attributes.
+fn entries_sent(provider: &Node, consumer: &Node) -> usize {
+    let cookie = format!(
+        "rid=001,sid={:03x},csn={}",
+        consumer.sid,
+        context_csns(consumer).join(";")
+    );
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{}", provider.server.port))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", SUFFIX])
+        .arg("-E")
+        .arg(format!("sync=ro/{cookie}"))
+        .arg("entryCSN")
+        .stderr(Stdio::piped())
+        .output()
+        .expect("running ldapsearch");
+    assert!(
+        output.status.success(),
+        "sync search: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.starts_with("entryCSN: "))
+        .count()
+}
+
+/// Once quiet, no node sends any entry to any other: a change that went A→B does not come
+/// back B→A (the consumer's cookie carries every server ID's CSN it holds).
+fn assert_no_echo(nodes: &[Node], context: &str) {
+    for provider in nodes {
+        for consumer in nodes.iter().filter(|node| node.sid != provider.sid) {
+            assert_eq!(
+                entries_sent(provider, consumer),
+                0,
+                "{context}: node {} still sends entries to node {}",
+                provider.sid,
+                consumer.sid
+            );
+        }
+    }
+}
+
+#[test]
+fn two_nodes_converge_with_conflicts_resolved_by_csn() {
+    let mut nodes = mesh(2);
+    let initial = converge(&mut nodes, "initial refresh", |export| {
+        !record(export, &person(PEOPLE as usize - 1)).is_empty()
+    });
+    assert!(initial.contains("entryUUID: ") && initial.contains("entryCSN: "));
+
+    // Both nodes take writes: different entries, then the same entry on both, the later wins.
+    for index in 0..5 {
+        set_description(&nodes[0], &person(index), &format!("from node 1: {index}"));
+        set_description(
+            &nodes[1],
+            &person(index + 5),
+            &format!("from node 2: {index}"),
+        );
+    }
+    add_person(&nodes[0], "added-on-1");
+    add_person(&nodes[1], "added-on-2");
+    set_description(&nodes[0], &person(20), "first, on node 1");
+    set_description(&nodes[1], &person(20), "later, on node 2");
+    let export = converge(&mut nodes, "concurrent writes", |export| {
+        record(export, &person(20)).contains("later, on node 2")
+            && !record(export, &format!("uid=added-on-2,ou=people,{SUFFIX}")).is_empty()
+            && !record(export, &format!("uid=added-on-1,ou=people,{SUFFIX}")).is_empty()
+    });
+    for index in 0..5 {
+        assert!(record(&export, &person(index)).contains(&format!("from node 1: {index}")));
+        assert!(record(&export, &person(index + 5)).contains(&format!("from node 2: {index}")));
+    }
+    assert_no_echo(&nodes, "after concurrent writes");
+
+    // Links cut both ways: the same entry changed on both sides, the same DN added on both
+    // (two entryUUIDs), a delete on one side and a later modify of that entry on the other,
+    // and a modify followed by a later delete.
+    for node in &nodes {
+        node.links.iter().for_each(Proxy::cut);
+    }
+    set_description(&nodes[1], &person(21), "earlier, on node 2");
+    set_description(&nodes[0], &person(21), "later, on node 1");
+    add_person(&nodes[1], "twin");
+    add_person(&nodes[0], "twin");
+    change(
+        &nodes[0],
+        &format!("dn: {}\nchangetype: delete\n", person(22)),
+    );
+    set_description(&nodes[1], &person(22), "modified after the delete");
+    set_description(&nodes[0], &person(23), "modified before the delete");
+    change(
+        &nodes[1],
+        &format!("dn: {}\nchangetype: delete\n", person(23)),
+    );
+    let twin_on_1 = record(&export_ldif(&nodes[0]), &twin()).to_string();
+    // The count below is real: with the links cut, node 1 holds changes node 2 lacks.
+    assert!(
+        entries_sent(&nodes[0], &nodes[1]) >= 3,
+        "node 2 lacks node 1's changes"
+    );
+    for node in &nodes {
+        node.links.iter().for_each(Proxy::heal);
+    }
+    let export = converge(&mut nodes, "after the cut link healed", |export| {
+        record(export, &person(21)).contains("later, on node 1")
+            && !record(export, &person(22)).is_empty()
+            && !record(export, &person(23)).is_empty()
+    });
+    // The later add of the same DN wins on every node, with its entryUUID.
+    assert_eq!(record(&export, &twin()), twin_on_1);
+    // A present phase deletes only what the other side has seen: a modify the deleting node
+    // had not seen when it deleted brings the entry back everywhere (as slapd's consumer).
+    assert!(record(&export, &person(22)).contains("modified after the delete"));
+    assert!(record(&export, &person(23)).contains("modified before the delete"));
+    assert_no_echo(&nodes, "after healing");
+}
+
+fn twin() -> String {
+    format!("uid=twin,ou=people,{SUFFIX}")
+}
+
+#[test]
+fn three_nodes_in_a_full_mesh_converge() {
+    let mut nodes = mesh(3);
+    converge(&mut nodes, "initial refresh", |export| {
+        !record(export, &person(PEOPLE as usize - 1)).is_empty()
+    });
+    for (index, node) in nodes.iter().enumerate() {
+        add_person(node, &format!("from-node-{}", index + 1));
+        set_description(node, &person(index), &format!("node {}", index + 1));
+        set_description(
+            node,
+            &person(30),
+            &format!("same entry, node {}", index + 1),
+        );
+    }
+    change(
+        &nodes[2],
+        &format!("dn: {}\nchangetype: delete\n", person(31)),
+    );
+    // One node cut off from both others, then healed: it catches up and they catch up on it.
+    nodes[0].links.iter().for_each(Proxy::cut);
+    for node in &nodes[1..] {
+        node.links[0].cut();
+    }
+    set_description(&nodes[0], &person(32), "written while cut off");
+    set_description(&nodes[1], &person(33), "written while node 1 was cut off");
+    for node in &nodes {
+        node.links.iter().for_each(Proxy::heal);
+    }
+    let export = converge(&mut nodes, "three nodes", |export| {
+        (1..=3).all(|index| {
+            !record(export, &format!("uid=from-node-{index},ou=people,{SUFFIX}")).is_empty()
+        }) && record(export, &person(30)).contains("same entry, node 3")
+            && record(export, &person(31)).is_empty()
+            && record(export, &person(32)).contains("written while cut off")
+            && record(export, &person(33)).contains("written while node 1 was cut off")
+    });
+    for index in 0..3 {
+        assert!(record(&export, &person(index)).contains(&format!("node {}", index + 1)));
+    }
+    assert_no_echo(&nodes, "three nodes, quiet");
+}
+
+#[test]
+fn a_provider_and_a_consumer_killed_mid_stream_lose_nothing() {
+    let mut nodes = mesh(2);
+    converge(&mut nodes, "initial refresh", |export| {
+        !record(export, &person(PEOPLE as usize - 1)).is_empty()
+    });
+    // A stream of modifies and adds on node 1, killed while it runs; node 2 is pulling.
+    let stream: String = (0..PEOPLE as usize)
+        .map(|index| {
+            format!(
+                "dn: {}\nchangetype: modify\nreplace: description\ndescription: stream {index}\n\n\
+                 dn: uid=stream{index},ou=people,{SUFFIX}\nchangetype: add\n\
+                 objectClass: inetOrgPerson\nuid: stream{index}\ncn: s\nsn: s\n\n",
+                person(index)
+            )
+        })
+        .collect();
+    let mut writer = Command::new("ldapmodify")
+        .args(["-x", "-c", "-H"])
+        .arg(format!("ldap://127.0.0.1:{}", nodes[0].server.port))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = writer.stdin.take().unwrap();
+    let half = stream.len() / 2;
+    let split = stream[..half].rfind("\n\n").unwrap() + 2;
+    input.write_all(&stream.as_bytes()[..split]).unwrap();
+    input.flush().unwrap();
+    // Node 2 has seen some of it (polls every second); then node 1 dies without warning.
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !export_ldif(&nodes[1]).contains("description: stream 0") {
+        assert!(Instant::now() < deadline, "node 2 never saw the stream");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    nodes[0].server.kill_hard();
+    drop(input);
+    let _ = writer.wait();
+    nodes[0].server.start();
+    // The rest of the stream, after the restart; ldapmodify -c goes past what already exists.
+    let mut rest = Command::new("ldapmodify")
+        .args(["-x", "-c", "-H"])
+        .arg(format!("ldap://127.0.0.1:{}", nodes[0].server.port))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    rest.stdin
+        .take()
+        .unwrap()
+        .write_all(&stream.as_bytes()[split..])
+        .unwrap();
+    let _ = rest.wait();
+    // The consumer too dies without warning, whatever it was applying, and comes back.
+    nodes[1].server.kill_hard();
+    nodes[1].server.start();
+    let last = PEOPLE as usize - 1;
+    let export = converge(&mut nodes, "after the provider restarted", |export| {
+        record(export, &person(last)).contains(&format!("stream {last}"))
+            && !record(export, &format!("uid=stream{last},ou=people,{SUFFIX}")).is_empty()
+    });
+    // Nothing lost: every change node 1 committed is on node 2 (the exports are equal); and
+    // nothing duplicated: each DN once.
+    let dns: Vec<&str> = export
+        .lines()
+        .filter(|line| line.starts_with("dn: "))
+        .collect();
+    let unique: std::collections::BTreeSet<_> = dns.iter().map(|dn| dn.to_lowercase()).collect();
+    assert_eq!(dns.len(), unique.len(), "a DN exported twice");
+    assert_no_echo(&nodes, "after the restart");
+}
+
+/// An unmodified OpenLDAP slapd in multi-provider with one lmdir node: back-mdb, `serverID 2`,
+/// `multiprovider on`, the syncprov overlay, and a refreshOnly `syncrepl` from lmdir; started
+/// empty in the foreground.
+struct Slapd {
+    directory: tempfile::TempDir,
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for Slapd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Slapd {
+    fn start(port: u16, lmdir_port: u16) -> Slapd {
+        let directory = tempfile::tempdir().expect("slapd directory");
+        let root = directory.path();
+        std::fs::create_dir_all(root.join("db")).unwrap();
+        let mut config = String::new();
+        for schema in ["core", "cosine", "inetorgperson", "nis"] {
+            config += &format!("include /etc/ldap/schema/{schema}.schema\n");
+        }
+        config += &format!(
+            "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload syncprov\n\
+             pidfile {}\nserverID 2\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
+             rootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\ndirectory {}\nmaxsize 1073741824\n\
+             index objectClass,entryCSN,entryUUID eq\n\
+             syncrepl rid=001 provider=ldap://127.0.0.1:{lmdir_port} bindmethod=simple \
+             binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
+             type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n\
+             multiprovider on\noverlay syncprov\nsyncprov-checkpoint 100 1\n",
+            root.join("slapd.pid").display(),
+            root.join("db").display()
+        );
+        std::fs::write(root.join("slapd.conf"), config).unwrap();
+        let log = std::fs::File::create(root.join("slapd.log")).unwrap();
+        let child = Command::new("/usr/sbin/slapd")
+            .arg("-f")
+            .arg(root.join("slapd.conf"))
+            .arg("-h")
+            .arg(format!("ldap://127.0.0.1:{port}/"))
+            .args(["-d", "sync"])
+            .stderr(log)
+            .spawn()
+            .expect("starting slapd");
+        conformance::wait_until_up(port);
+        Slapd {
+            directory,
+            port,
+            child,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
+    }
+}
+
+/// Every entry of the server at `port` with the replicated operational attributes, as
+/// `ldapsearch` prints them, each record's lines and the records sorted.
+fn ldap_dump(port: u16) -> String {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", SUFFIX])
+        .args([
+            "*",
+            "entryUUID",
+            "entryCSN",
+            "createTimestamp",
+            "modifyTimestamp",
+        ])
+        .args(["creatorsName", "modifiersName"])
+        .output()
+        .expect("running ldapsearch");
+    let mut records: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+        .map(|record| {
+            let mut lines = record.lines();
+            let dn = lines.next().unwrap_or_default().to_lowercase();
+            let mut rest: Vec<&str> = lines.collect();
+            rest.sort_unstable();
+            format!("{dn}\n{}", rest.join("\n"))
+        })
+        .collect();
+    records.sort_unstable();
+    records.join("\n\n")
+}
+
+/// People only (no groups: slapd here runs neither memberof nor refint, which lmdir's
+/// memberOf upkeep corresponds to; see docs/compatibility.md).
+fn people_ldif(people: usize) -> String {
+    let mut text = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=people,{SUFFIX}\nobjectClass: organizationalUnit\nou: people\n\n"
+    );
+    for index in 0..people {
+        text += &format!(
+            "dn: {}\nobjectClass: inetOrgPerson\nuid: u{index:07}\ncn: Person {index}\n\
+             sn: Number{index}\ndescription: seeded {index}\n\n",
+            person(index)
+        );
+    }
+    text
+}
+
+#[test]
+fn lmdir_and_slapd_in_multi_provider_converge() {
+    let slapd_port = support::free_port();
+    let server = TestServer::prepare("", 0);
+    let ldif = server.directory.path().join("people.ldif");
+    std::fs::write(&ldif, people_ldif(PEOPLE as usize)).unwrap();
+    let loaded = server.run_command(&["load".as_ref(), ldif.as_os_str()]);
+    assert!(loaded.status.success(), "lmdir load failed");
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&server.config_path)
+        .unwrap();
+    write!(
+        config,
+        "\n[replication]\nserver_id = 1\nprovider = true\n[[replication.consumer]]\nrid = 2\n\
+         provider = \"ldap://127.0.0.1:{slapd_port}\"\nsearch_base = \"{SUFFIX}\"\n\
+         type = \"refreshOnly\"\ninterval_seconds = 1\nretry_seconds = 1\n\
+         bind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n"
+    )
+    .unwrap();
+    let mut lmdir = Node {
+        server,
+        sid: 1,
+        links: Vec::new(),
+    };
+    lmdir.server.start();
+    let slapd = Slapd::start(slapd_port, lmdir.server.port);
+    let converged = |lmdir: &mut Node, context: &str, ready: &dyn Fn(&str) -> bool| {
+        let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+        loop {
+            let (ours, theirs) = (ldap_dump(lmdir.server.port), ldap_dump(slapd.port));
+            if ours == theirs && ready(&ours) {
+                lmdir.server.assert_check_clean(context);
+                return ours;
+            }
+            lmdir.server.assert_running(context);
+            assert!(
+                Instant::now() < deadline,
+                "{context}: no convergence\nlmdir:\n{ours}\nslapd:\n{theirs}\nlmdir log:\n{}\n\
+                 slapd log:\n{}",
+                lmdir.server.logs(),
+                slapd.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    converged(&mut lmdir, "slapd's initial refresh", &|dump| {
+        !record(dump, &person(PEOPLE as usize - 1)).is_empty()
+    });
+
+    // Writes on both: different entries, the same entry (the later, slapd's, wins), adds,
+    // deletes and renames on each side.
+    let slapd_node = |text: &str| {
+        let answer = modify(slapd.port, text);
+        assert_eq!(answer.code, 0, "{text}: {answer:?}");
+    };
+    set_description(&lmdir, &person(1), "on lmdir");
+    slapd_node(&format!(
+        "dn: {}\nchangetype: modify\nreplace: description\ndescription: on slapd\n",
+        person(2)
+    ));
+    set_description(&lmdir, &person(3), "same entry, first on lmdir");
+    slapd_node(&format!(
+        "dn: {}\nchangetype: modify\nreplace: description\ndescription: same entry, later on slapd\n",
+        person(3)
+    ));
+    add_person(&lmdir, "added-on-lmdir");
+    slapd_node(&format!(
+        "dn: uid=added-on-slapd,ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+         uid: added-on-slapd\ncn: s\nsn: s\n"
+    ));
+    change(&lmdir, &format!("dn: {}\nchangetype: delete\n", person(4)));
+    slapd_node(&format!("dn: {}\nchangetype: delete\n", person(5)));
+    change(
+        &lmdir,
+        &format!(
+            "dn: {}\nchangetype: modrdn\nnewrdn: uid=renamed-on-lmdir\ndeleteoldrdn: 1\n",
+            person(6)
+        ),
+    );
+    slapd_node(&format!(
+        "dn: {}\nchangetype: modrdn\nnewrdn: uid=renamed-on-slapd\ndeleteoldrdn: 1\n",
+        person(7)
+    ));
+    let dump = converged(&mut lmdir, "writes on both", &|dump| {
+        record(dump, &person(3)).contains("later on slapd")
+            && record(dump, &person(1)).contains("on lmdir")
+            && record(dump, &person(2)).contains("on slapd")
+            && !record(dump, &format!("uid=added-on-lmdir,ou=people,{SUFFIX}")).is_empty()
+            && !record(dump, &format!("uid=added-on-slapd,ou=people,{SUFFIX}")).is_empty()
+            && record(dump, &person(4)).is_empty()
+            && record(dump, &person(5)).is_empty()
+            && !record(dump, &format!("uid=renamed-on-lmdir,ou=people,{SUFFIX}")).is_empty()
+            && !record(dump, &format!("uid=renamed-on-slapd,ou=people,{SUFFIX}")).is_empty()
+    });
+    // Both servers' CSNs are kept as issued: each change carries its origin's server ID.
+    assert!(dump.contains("#001#000000") && dump.contains("#002#000000"));
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while context_csns_at(lmdir.server.port) != context_csns_at(slapd.port) {
+        assert!(Instant::now() < deadline, "the contextCSNs never agreed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(context_csns_at(slapd.port).len() >= 2, "both servers' IDs");
+}
+
+#[test]
+fn a_node_consuming_itself_under_another_name_applies_nothing() {
+    // The config cannot see through the proxy: the consumer finds out from the provider's
+    // cookie, which carries this node's own server ID.
+    let mut server = TestServer::prepare("", PEOPLE);
+    let proxy = Proxy::start(server.port);
+    let mut config = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&server.config_path)
+        .unwrap();
+    write!(
+        config,
+        "\n[replication]\nserver_id = 7\nprovider = true\n[[replication.consumer]]\nrid = 7\n\
+         provider = \"{}\"\nsearch_base = \"{SUFFIX}\"\ntype = \"refreshOnly\"\n\
+         interval_seconds = 1\nretry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\n\
+         credentials = \"{ROOT_PASSWORD}\"\n",
+        proxy.url()
+    )
+    .unwrap();
+    server.start();
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !server.logs().contains("this server's own server_id 7") {
+        server.assert_running("consuming itself");
+        assert!(
+            Instant::now() < deadline,
+            "never noticed: {}",
+            server.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let node = Node {
+        server,
+        sid: 7,
+        links: vec![proxy],
+    };
+    // Still writable, and no cookie of its own taken as a provider's.
+    set_description(&node, &person(1), "written while consuming itself");
+    let stored = node.server.run_command(&["export"]);
+    assert!(String::from_utf8_lossy(&stored.stdout).contains("written while consuming itself"));
+    node.server.assert_check_clean("consuming itself");
+}
