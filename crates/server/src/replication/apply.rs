@@ -20,6 +20,11 @@ pub(crate) enum SyncChange {
     /// Deleted on the provider (with everything below it locally: the provider could not have
     /// deleted a parent before its children).
     Delete(Uuid),
+    /// Named gone by a delete phase (a syncIdSet with refreshDeletes): on a multi-provider node
+    /// deleted only when the batch's cookie covers the local entryCSN, as for a present phase
+    /// (`covered`), so a change the provider had not seen when it deleted brings the entry back
+    /// whichever phase the provider's session log chose.
+    DeleteListed(Uuid),
     /// End of a present phase: every local entry under `base` whose entryUUID is not in
     /// `present` is gone from the provider (on a multi-provider node: only those whose
     /// entryCSN the provider's cookie covers, see `covered`).
@@ -146,6 +151,13 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
                 if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
                     let dn = Dn::parse(&txn.dn_of(id)?)?;
                     applied.deletes += delete_below(txn, &dn, |_, _| true)?;
+                }
+            }
+            SyncChange::DeleteListed(uuid) => {
+                let covering = cookie_csns.as_ref().filter(|_| batch.resolve_conflicts);
+                if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
+                    let dn = Dn::parse(&txn.dn_of(id)?)?;
+                    applied.deletes += delete_below(txn, &dn, |_, csn| covered(covering, csn))?;
                 }
             }
             SyncChange::DeleteUnmentioned { base, present } => {

@@ -476,7 +476,7 @@ impl Consumer {
             } => {
                 for uuid in uuids {
                     if refresh_deletes {
-                        progress.pending.push(SyncChange::Delete(uuid));
+                        progress.pending.push(SyncChange::DeleteListed(uuid));
                     } else {
                         progress.note_present(uuid)?;
                     }

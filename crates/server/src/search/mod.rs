@@ -709,7 +709,8 @@ impl SearchJob {
             }
         }
         if result.is_ok() {
-            for info in sync::delete_phase_messages(sync.deletes()) {
+            let deletes = sync.deletes();
+            for info in sync::delete_phase_messages(&deletes) {
                 sync::write_sync_info(&mut output.buffer, self.message_id, &info);
                 output.flush_if_full()?;
             }

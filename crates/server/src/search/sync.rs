@@ -24,6 +24,7 @@ use lmdir_sync::messages::{
 use lmdir_sync::{
     ContextCsns, Cookie, Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind,
 };
+use std::cell::RefCell;
 use std::collections::HashSet;
 
 /// UUIDs per syncIdSet message of a delete phase: ~20 KiB each, as slapd's present sets of
@@ -49,6 +50,12 @@ pub(super) struct SyncRefresh {
     /// Some in a delete phase: the UUIDs to delete (filled by `collect_deletes`); entries not
     /// changed since the cookie are then not sent at all.
     deletes: Option<Vec<Uuid>>,
+    /// Logged deletes whose entry is in the search now, seen by `state_of`: deleted, then
+    /// brought back with the same entryUUID by a replicated change (multi-provider). They are
+    /// not named gone: the consumer holds or gets the entry as it is now.
+    revived: RefCell<HashSet<Uuid>>,
+    /// The UUIDs of `deletes`, for `state_of` to look up.
+    logged: HashSet<Uuid>,
     /// The consumer already holds every change: nothing is sent.
     up_to_date: bool,
     reply_cookie: Vec<u8>,
@@ -118,6 +125,8 @@ impl SyncRefresh {
         Ok(SyncRefresh {
             known,
             deletes,
+            revived: RefCell::new(HashSet::new()),
+            logged: HashSet::new(),
             up_to_date,
             reply_cookie: Cookie::reply_to(&consumer, sid, &context).to_bytes(),
             entry_uuid: schema.attribute("entryUUID"),
@@ -134,9 +143,16 @@ impl SyncRefresh {
         self.deletes.is_some()
     }
 
-    /// The delete phase's UUIDs (empty outside one).
-    pub(super) fn deletes(&self) -> &[Uuid] {
-        self.deletes.as_deref().unwrap_or_default()
+    /// The delete phase's UUIDs (empty outside one), less those whose entry the search met
+    /// (call after the entries are sent).
+    pub(super) fn deletes(&self) -> Vec<Uuid> {
+        let revived = self.revived.borrow();
+        let logged = self.deletes.as_deref().unwrap_or_default();
+        logged
+            .iter()
+            .filter(|uuid| !revived.contains(*uuid))
+            .copied()
+            .collect()
     }
 
     /// Collects, for a delete phase, the UUIDs of the entries deleted or renamed out of this
@@ -183,6 +199,7 @@ impl SyncRefresh {
             self.up_to_date = false;
         } else {
             self.deletes = Some(collector.uuids);
+            self.logged = collector.seen;
         }
         Ok(())
     }
@@ -203,6 +220,9 @@ impl SyncRefresh {
                 .and_then(|text| Csn::parse(text).ok())
                 .is_none_or(|csn| known.get(csn.sid()).is_none_or(|seen| csn > seen)),
         };
+        if self.logged.contains(&uuid) {
+            self.revived.borrow_mut().insert(uuid);
+        }
         let state = match (changed, &self.deletes) {
             (true, _) => SyncStateKind::Add,
             // A delete phase sends only what changed.
