@@ -11,6 +11,7 @@ use lmdir_schema::{
 };
 use roaring::RoaringBitmap;
 
+use crate::changes::{ChangeKind, CommittedChanges};
 use crate::codec::{EncodedEntry, ATTRIBUTES_PER_ENTRY_MAX};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
 use crate::read::{
@@ -67,6 +68,8 @@ pub struct WriteTxn<'s> {
     /// While a subtree's memberOf links are being fixed after a move: its (old, new) top DN,
     /// normalized, so a link still naming an old DN below it is resolved to the moved entry.
     pub(crate) moved_subtree: Option<(String, String)>,
+    /// The changes made so far, when recorded (`record_changes`).
+    pub(crate) changes: crate::changes::ChangeLog,
     _writer: MutexGuard<'s, ()>,
 }
 
@@ -96,6 +99,7 @@ impl Store {
             indexes_built: None,
             moved_subtree: None,
             deadline: None,
+            changes: Default::default(),
             _writer: writer,
         })
     }
@@ -773,20 +777,41 @@ impl<'s> WriteTxn<'s> {
                 &group_members,
             )?;
         }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::Add, id, &attributes, dn, None);
+        }
         Ok(id)
     }
 
     /// Deletes a leaf entry: a change of this server, so it takes a CSN (contextCSN).
     pub fn delete(&mut self, dn: &str) -> Result<EntryId, LdapError> {
         let id = self.unlink_leaf(dn)?;
-        self.next_csn(SystemTime::now())?;
+        let csn = self.next_csn(SystemTime::now())?;
+        self.set_deleted_csn(id, Some(csn));
         Ok(id)
     }
 
     /// Deletes a leaf entry as a replication provider deleted it: the change is the
     /// provider's, so this server's contextCSN does not move.
     pub fn delete_replicated(&mut self, dn: &str) -> Result<EntryId, LdapError> {
-        self.unlink_leaf(dn)
+        let id = self.unlink_leaf(dn)?;
+        self.set_deleted_csn(id, None);
+        Ok(id)
+    }
+
+    /// Records the delete of entry `id` (before its rows go: its entryUUID and DN).
+    fn record_delete(&mut self, id: EntryId, decodable: bool) -> Result<(), LdapError> {
+        if !self.is_recording_changes() {
+            return Ok(());
+        }
+        let attributes = match decodable {
+            true => self.stored_attributes(id)?,
+            false => Vec::new(),
+        };
+        let dn = self.dn_of(id)?;
+        self.record_change(ChangeKind::Delete, id, &attributes, dn.clone(), Some(dn));
+        Ok(())
     }
 
     fn unlink_leaf(&mut self, dn: &str) -> Result<EntryId, LdapError> {
@@ -799,7 +824,9 @@ impl<'s> WriteTxn<'s> {
                 format!("entry '{dn}' has {} children", node.child_count),
             ));
         }
-        if self.is_decodable(id)? {
+        let decodable = self.is_decodable(id)?;
+        self.record_delete(id, decodable)?;
+        if decodable {
             self.unlink_decodable(id)?;
         } else {
             // A repair (the server lets only the rootdn reach an undecodable entry): its
@@ -995,6 +1022,10 @@ impl<'s> WriteTxn<'s> {
                 )?;
             }
         }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::Modify, id, &attributes, dn, None);
+        }
         Ok(id)
     }
 
@@ -1168,6 +1199,10 @@ impl<'s> WriteTxn<'s> {
             self.moved_subtree = None;
             fixed?;
         }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::ModRdn, id, &attributes, dn, Some(old_dn_text));
+        }
         Ok(id)
     }
 
@@ -1224,7 +1259,15 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// Commits all changes made in this transaction.
-    pub fn commit(mut self) -> Result<(), LdapError> {
+    pub fn commit(self) -> Result<(), LdapError> {
+        self.commit_with_changes().map(drop)
+    }
+
+    /// Commits, and hands back the changes recorded (`record_changes`; empty otherwise), now
+    /// that they are committed.
+    pub fn commit_with_changes(mut self) -> Result<CommittedChanges, LdapError> {
+        let mut committed = std::mem::take(&mut self.changes.committed);
+        committed.txn_id = self.txn.id() as u64;
         let (mut persisted, described) = self.inner.persist_descriptions(&mut self.txn)?;
         let index_state = match self.indexes_built.take() {
             Some(attributes) => Some(self.record_indexes_built(&attributes)?),
@@ -1239,6 +1282,6 @@ impl<'s> WriteTxn<'s> {
             *crate::lock::write(&inner.index_config_change) = change;
         }
         drop(_writer);
-        Ok(())
+        Ok(committed)
     }
 }
