@@ -3,7 +3,7 @@
 //! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
 //! server → connection → operations → {search, compare, update, password, rootdse} →
 //! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
-//! result, settings, limits, monitor, ppolicy, selection, filter_text, log_text, ...).
+//! result, settings, limits, monitor, ppolicy, persist, selection, filter_text, log_text, ...).
 
 pub mod ber;
 pub mod client_limits;
@@ -22,6 +22,7 @@ pub mod monitor;
 pub mod operations;
 mod password;
 pub mod pdu;
+mod persist;
 pub mod ppolicy;
 pub mod proxy_authz;
 pub mod replication;

@@ -5,15 +5,19 @@
 //! for their server ID are sent whole (state add), unchanged ones as `present` with no
 //! attributes; the consumer deletes what was not mentioned (refreshDeletes FALSE). A consumer
 //! already up to date gets no entries and refreshDeletes TRUE (nothing to delete).
+//!
+//! refreshAndPersist runs the same refresh and ends it with a Sync Info instead of the
+//! SearchResultDone: refreshPresent (or refreshDelete when nothing was sent) with refreshDone
+//! TRUE and the snapshot's cookie, as syncprov does; `persist.rs` streams the changes after it.
 
-use crate::ber::{EntryWriter, ResponseControl};
+use crate::ber::{write_intermediate_response, EntryWriter, ResponseControl};
 use crate::result::{code, OperationError};
 use bytes::BytesMut;
 use lmdir_schema::{AttrId, Schema};
 use lmdir_store::{EntryRef, ReadTxn};
-use lmdir_sync::messages::{SYNC_DONE_OID, SYNC_STATE_OID};
+use lmdir_sync::messages::{SYNC_DONE_OID, SYNC_INFO_OID, SYNC_STATE_OID};
 use lmdir_sync::{
-    ContextCsns, Cookie, Csn, SyncDone, SyncMode, SyncRequest, SyncState, SyncStateKind,
+    ContextCsns, Cookie, Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind,
 };
 
 /// What a refresh sends for each entry in scope.
@@ -32,6 +36,47 @@ pub(super) struct SyncRefresh {
     reply_cookie: Vec<u8>,
     entry_uuid: Option<AttrId>,
     entry_csn: Option<AttrId>,
+    /// refreshAndPersist: what the persist phase starts from.
+    persist: Option<RefreshEnd>,
+}
+
+/// Where a refresh left a refreshAndPersist search: its snapshot (the LMDB transaction ID and
+/// the contextCSN read in it) and how to build the cookies of the changes that follow.
+#[derive(Clone, Debug)]
+pub(super) struct RefreshEnd {
+    pub(super) snapshot_id: u64,
+    pub(super) context: ContextCsns,
+    pub(super) consumer: Cookie,
+    pub(super) sid: Option<u16>,
+}
+
+impl RefreshEnd {
+    /// The cookie after a change stamped `csn` (slapd's: the snapshot's contextCSN with the
+    /// change's CSN merged in).
+    pub(super) fn advance(&mut self, csn: Csn) -> Vec<u8> {
+        self.context.merge(csn);
+        Cookie::reply_to(&self.consumer, self.sid, &self.context).to_bytes()
+    }
+}
+
+/// A Sync State control (RFC 4533 §2.3).
+pub(super) fn state_control(
+    state: SyncStateKind,
+    entry_uuid: [u8; 16],
+    cookie: Option<Vec<u8>>,
+) -> ResponseControl {
+    ResponseControl {
+        oid: SYNC_STATE_OID.to_string(),
+        criticality: false,
+        value: Some(
+            SyncState {
+                state,
+                entry_uuid,
+                cookie,
+            }
+            .encode(),
+        ),
+    }
 }
 
 fn unwilling(message: &str) -> OperationError {
@@ -51,9 +96,6 @@ impl SyncRefresh {
             return Err(unwilling(
                 "this server is not a replication provider ([replication] provider)",
             ));
-        }
-        if request.mode == SyncMode::RefreshAndPersist {
-            return Err(unwilling("refreshAndPersist is not supported yet"));
         }
         let mut context = ContextCsns::new();
         for csn in read.context_csns()? {
@@ -81,7 +123,36 @@ impl SyncRefresh {
             reply_cookie: Cookie::reply_to(&consumer, sid, &context).to_bytes(),
             entry_uuid: schema.attribute("entryUUID"),
             entry_csn: schema.attribute("entryCSN"),
+            persist: (request.mode == SyncMode::RefreshAndPersist).then(|| RefreshEnd {
+                snapshot_id: read.snapshot_id(),
+                context,
+                consumer,
+                sid,
+            }),
         })
+    }
+
+    /// refreshAndPersist: where the persist phase starts (None for refreshOnly).
+    pub(super) fn persist_start(&self) -> Option<RefreshEnd> {
+        self.persist.clone()
+    }
+
+    /// The Sync Info ending a refreshAndPersist refresh: refreshPresent after a present phase,
+    /// refreshDelete when the consumer was up to date (nothing to delete), both with
+    /// refreshDone TRUE and the snapshot's cookie.
+    pub(super) fn write_refresh_done(&self, buffer: &mut BytesMut, message_id: i32) {
+        let cookie = Some(self.reply_cookie.clone());
+        let info = match self.up_to_date {
+            true => SyncInfo::RefreshDelete {
+                cookie,
+                refresh_done: true,
+            },
+            false => SyncInfo::RefreshPresent {
+                cookie,
+                refresh_done: true,
+            },
+        };
+        write_intermediate_response(buffer, message_id, SYNC_INFO_OID, &info.encode());
     }
 
     pub(super) fn sends_entries(&self) -> bool {
@@ -109,18 +180,7 @@ impl SyncRefresh {
         } else {
             SyncStateKind::Present
         };
-        let control = ResponseControl {
-            oid: SYNC_STATE_OID.to_string(),
-            criticality: false,
-            value: Some(
-                SyncState {
-                    state,
-                    entry_uuid: uuid,
-                    cookie: None,
-                }
-                .encode(),
-            ),
-        };
+        let control = state_control(state, uuid, None);
         Some(match state {
             SyncStateKind::Add => EntryState::Add(control),
             _ => EntryState::Present(control),
@@ -143,7 +203,8 @@ impl SyncRefresh {
     }
 }
 
-/// A SearchResultEntry with no attributes: an unchanged entry of the present phase.
+/// A SearchResultEntry with no attributes: an unchanged entry of the present phase, or a
+/// deleted one (delete state) in the persist phase.
 pub(super) fn write_present(
     buffer: &mut BytesMut,
     message_id: i32,
