@@ -1,8 +1,9 @@
 //! lmdir as an RFC 4533 provider for an unmodified OpenLDAP slapd consumer (`syncrepl`
-//! refreshOnly): the real `lmdir serve` with `[replication] provider = true`, a private slapd
-//! pulling from it, checked by comparing `ldapsearch` dumps of both (user attributes plus
-//! entryUUID, entryCSN, timestamps and names). Convergence is polled, with a generous hang guard
-//! only: nothing here depends on speed.
+//! refreshOnly and refreshAndPersist) and for another lmdir: the real `lmdir serve` with
+//! `[replication] provider = true`, a private consumer pulling from it, checked by comparing
+//! `ldapsearch` dumps of both (user attributes plus entryUUID, entryCSN, timestamps and names)
+//! and, at the end, `slapcat` / `lmdir export` against `lmdir export`. Convergence is polled,
+//! with a generous hang guard only: nothing here depends on speed.
 
 #[allow(dead_code)]
 mod conformance;
@@ -45,6 +46,11 @@ impl Drop for Consumer {
 
 impl Consumer {
     fn start(provider_port: u16) -> Consumer {
+        Consumer::start_typed(provider_port, "refreshOnly interval=00:00:00:01")
+    }
+
+    /// A consumer of `type=<sync_type>` (with its own further syncrepl words).
+    fn start_typed(provider_port: u16, sync_type: &str) -> Consumer {
         let directory = tempfile::tempdir().expect("consumer directory");
         let root = directory.path();
         std::fs::create_dir_all(root.join("db")).unwrap();
@@ -55,10 +61,10 @@ impl Consumer {
         config += &format!(
             "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload memberof\npidfile {}\nsizelimit unlimited\n\
              database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=consumer,{SUFFIX}\"\nrootpw secret\n\
-             directory {}\nmaxsize 1073741824\nindex objectClass,entryCSN,entryUUID eq\n\
+             directory {}\nmaxsize 1073741824\ndbnosync\nindex objectClass,entryCSN,entryUUID eq\n\
              syncrepl rid=001 provider=ldap://127.0.0.1:{provider_port} bindmethod=simple \
              binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
-             type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n",
+             type={sync_type} retry=\"1 +\" schemachecking=off\n",
             root.join("slapd.pid").display(),
             root.join("db").display()
         );
@@ -85,6 +91,52 @@ impl Consumer {
     fn log(&self) -> String {
         std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
     }
+
+    /// `slapcat` of the consumer's database (mdb allows it beside the running slapd).
+    fn slapcat(&self) -> String {
+        let output = Command::new("/usr/sbin/slapcat")
+            .arg("-f")
+            .arg(self.directory.path().join("slapd.conf"))
+            .args(["-o", "ldif_wrap=no"])
+            .output()
+            .expect("running slapcat");
+        assert!(output.status.success(), "slapcat failed");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+/// DN (lowercased) → (entryUUID, entryCSN) of every record of an LDIF dump (folded lines
+/// joined first).
+fn identities(ldif: &str) -> BTreeMap<String, (String, String)> {
+    let unfolded = ldif.replace("\n ", "");
+    unfolded
+        .split("\n\n")
+        .filter_map(|record| {
+            let mut dn = None;
+            let (mut uuid, mut csn) = (String::new(), String::new());
+            for line in record.lines() {
+                if let Some(value) = line.strip_prefix("dn: ") {
+                    dn = Some(value.to_ascii_lowercase().replace(", ", ","));
+                } else if let Some(value) = line.strip_prefix("entryUUID: ") {
+                    uuid = value.to_ascii_lowercase();
+                } else if let Some(value) = line.strip_prefix("entryCSN: ") {
+                    csn = value.to_string();
+                }
+            }
+            dn.map(|dn| (dn, (uuid, csn)))
+        })
+        .collect()
+}
+
+/// `lmdir export` of a server's database.
+fn export(server: &TestServer) -> String {
+    let output = server.run_command(&["export"]);
+    assert!(
+        output.status.success(),
+        "lmdir export failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 type Dump = BTreeMap<String, BTreeSet<String>>;
@@ -278,4 +330,96 @@ fn context_csn_matches_the_data_after_a_sigkill_mid_writes() {
         "contextCSN is the newest committed entryCSN"
     );
     provider.assert_check_clean("after SIGKILL");
+}
+
+/// People loaded before a refreshAndPersist consumer starts (the initial refresh's size).
+const PERSIST_PEOPLE: u64 = 10_000;
+
+/// Adds, modifies, a modrdn with newSuperior and deletes on lmdir, each answered before the
+/// next; returns nothing, panics on a failed change.
+fn change_stream(port: u16, people: &[String]) {
+    let change = |ldif: String| {
+        let answer = modify(port, &ldif);
+        assert_eq!(answer.code, 0, "change on lmdir failed: {ldif}");
+    };
+    let parent = people[0].split_once(',').expect("a parent").1.to_string();
+    change(format!(
+        "dn: ou=moved,{SUFFIX}\nchangetype: add\nobjectClass: organizationalUnit\nou: moved\n\n\
+         dn: uid=added,{parent}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: added\n\
+         cn: Added\nsn: Added\n"
+    ));
+    for (index, person) in people.iter().enumerate().take(20) {
+        change(format!(
+            "dn: {person}\nchangetype: modify\nreplace: description\ndescription: persisted {index}\n"
+        ));
+    }
+    change(format!(
+        "dn: uid=added,{parent}\nchangetype: modrdn\nnewrdn: uid=renamed\ndeleteoldrdn: 1\n\
+         newsuperior: ou=moved,{SUFFIX}\n\ndn: {}\nchangetype: modrdn\nnewrdn: uid=mover\n\
+         deleteoldrdn: 0\nnewsuperior: ou=moved,{SUFFIX}\n",
+        people[1]
+    ));
+    for person in &people[2..6] {
+        change(format!("dn: {person}\nchangetype: delete\n"));
+    }
+}
+
+/// The DNs of some people on lmdir.
+fn some_people(dump: &Dump) -> Vec<String> {
+    dump.keys()
+        .filter(|dn| dn.starts_with("dn: uid="))
+        .take(10)
+        .map(|dn| dn.trim_start_matches("dn: ").to_string())
+        .collect()
+}
+
+/// The same entries with the same entryUUID and entryCSN in both dumps.
+fn assert_same_identities(provider: &str, consumer: &str, context: &str) {
+    let (provider, consumer) = (identities(provider), identities(consumer));
+    assert_eq!(provider.len(), consumer.len(), "{context}: entry counts");
+    let differing: Vec<_> = provider
+        .iter()
+        .filter(|(dn, identity)| consumer.get(*dn) != Some(identity))
+        .take(3)
+        .collect();
+    assert!(differing.is_empty(), "{context}: differing {differing:?}");
+    assert!(
+        provider
+            .values()
+            .all(|(uuid, csn)| !uuid.is_empty() && !csn.is_empty()),
+        "{context}: every entry has an entryUUID and an entryCSN"
+    );
+}
+
+#[test]
+fn a_slapd_refresh_and_persist_consumer_follows_lmdir_without_polling() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "[replication]\nserver_id = 1\nprovider = true\n",
+        PERSIST_PEOPLE,
+    );
+    provider.start();
+    let consumer = Consumer::start_typed(provider.port, "refreshAndPersist");
+    let loaded = assert_converges(&mut provider, &consumer, "initial refresh");
+    assert!(loaded.len() as u64 > PERSIST_PEOPLE);
+    change_stream(provider.port, &some_people(&loaded));
+    let after = assert_converges(&mut provider, &consumer, "persisted changes");
+    assert_eq!(after.len(), loaded.len() + 2 - 4, "two added, four deleted");
+    // One refresh, then everything came through the persist phase: slapd never reconnected.
+    let log = consumer.log();
+    assert_eq!(
+        log.matches("REFRESH_PRESENT").count(),
+        1,
+        "one refresh phase:\n{log}"
+    );
+    provider.assert_no_panic("provider");
+    let consumer_copy = consumer.slapcat();
+    provider.kill_hard();
+    assert_same_identities(
+        &export(&provider),
+        &consumer_copy,
+        "slapcat vs lmdir export",
+    );
 }

@@ -59,6 +59,26 @@ pub struct CommittedChanges {
     pub overflowed: bool,
 }
 
+impl CommittedChanges {
+    /// Puts the changes in the order of their CSNs, which is the order a consumer must apply
+    /// them in (OpenLDAP's ignores a CSN older than the last one it applied). A change is
+    /// recorded when it is complete, so a modrdn or delete comes after the memberOf upkeep it
+    /// caused although its CSN is older. A change without a CSN (a replicated delete) keeps
+    /// its place after the change before it. Stable: equal keys keep their order.
+    pub(crate) fn sort_by_csn(&mut self) {
+        let mut last = None;
+        let mut keyed: Vec<(Option<Csn>, Change)> = std::mem::take(&mut self.changes)
+            .into_iter()
+            .map(|change| {
+                last = change.csn.or(last);
+                (last, change)
+            })
+            .collect();
+        keyed.sort_by_key(|(key, _)| *key);
+        self.changes = keyed.into_iter().map(|(_, change)| change).collect();
+    }
+}
+
 /// The recorder inside a write transaction.
 #[derive(Default)]
 pub(crate) struct ChangeLog {
@@ -126,12 +146,18 @@ impl WriteTxn<'_> {
         self.changes.committed.changes.push(change);
     }
 
-    /// A delete's CSN is taken after its record (the entry's rows are gone by then).
+    /// A delete's CSN is taken after its record (the entry's rows, and the memberOf upkeep
+    /// recorded after it, are gone or done by then).
     pub(crate) fn set_deleted_csn(&mut self, id: EntryId, csn: Option<Csn>) {
-        if let Some(change) = self.changes.committed.changes.last_mut() {
-            if change.id == id && change.kind == ChangeKind::Delete {
-                change.csn = csn;
-            }
+        let deleted = self
+            .changes
+            .committed
+            .changes
+            .iter_mut()
+            .rev()
+            .find(|change| change.id == id && change.kind == ChangeKind::Delete);
+        if let Some(change) = deleted {
+            change.csn = csn;
         }
     }
 

@@ -1268,6 +1268,7 @@ impl<'s> WriteTxn<'s> {
     pub fn commit_with_changes(mut self) -> Result<CommittedChanges, LdapError> {
         let mut committed = std::mem::take(&mut self.changes.committed);
         committed.txn_id = self.txn.id() as u64;
+        committed.sort_by_csn();
         let (mut persisted, described) = self.inner.persist_descriptions(&mut self.txn)?;
         let index_state = match self.indexes_built.take() {
             Some(attributes) => Some(self.record_indexes_built(&attributes)?),

@@ -51,11 +51,14 @@ pub(super) struct RefreshEnd {
 }
 
 impl RefreshEnd {
-    /// The cookie after a change stamped `csn` (slapd's: the snapshot's contextCSN with the
-    /// change's CSN merged in).
+    /// The cookie of a change that stamped `csn`: that CSN alone, as syncprov sends it
+    /// (OpenLDAP's consumer compares the cookie's first CSN with what it holds for that CSN's
+    /// server ID, and merges it in).
     pub(super) fn advance(&mut self, csn: Csn) -> Vec<u8> {
         self.context.merge(csn);
-        Cookie::reply_to(&self.consumer, self.sid, &self.context).to_bytes()
+        let mut single = ContextCsns::new();
+        single.merge(csn);
+        Cookie::reply_to(&self.consumer, self.sid, &single).to_bytes()
     }
 }
 
