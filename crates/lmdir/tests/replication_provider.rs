@@ -161,10 +161,24 @@ fn dump(port: u16, bind_dn: &str) -> Dump {
 }
 
 fn assert_converges(provider: &mut TestServer, consumer: &Consumer, context: &str) -> Dump {
+    let bind_dn = format!("cn=consumer,{SUFFIX}");
+    assert_converges_on(provider, (consumer.port, &bind_dn), context, &|| {
+        consumer.log()
+    })
+}
+
+/// Polls until the dump of the consumer at `port` (read as `bind_dn`) equals the provider's;
+/// `consumer_log` explains a failure.
+fn assert_converges_on(
+    provider: &mut TestServer,
+    (port, bind_dn): (u16, &str),
+    context: &str,
+    consumer_log: &dyn Fn() -> String,
+) -> Dump {
     let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
     loop {
         let expected = dump(provider.port, ROOT_DN);
-        let found = dump(consumer.port, &format!("cn=consumer,{SUFFIX}"));
+        let found = dump(port, bind_dn);
         if expected == found && !expected.is_empty() {
             return found;
         }
@@ -192,11 +206,11 @@ fn assert_converges(provider: &mut TestServer, consumer: &Consumer, context: &st
                 })
                 .collect();
             panic!(
-                "{context}: no convergence: {} vs {} entries; missing {missing:?}; extra {extra:?}; {differing:?}\n{}\nslapd:\n{}",
+                "{context}: no convergence: {} vs {} entries; missing {missing:?}; extra {extra:?}; {differing:?}\n{}\nconsumer:\n{}",
                 expected.len(),
                 found.len(),
                 provider.logs(),
-                consumer.log()
+                consumer_log()
             );
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -422,4 +436,306 @@ fn a_slapd_refresh_and_persist_consumer_follows_lmdir_without_polling() {
         &consumer_copy,
         "slapcat vs lmdir export",
     );
+}
+
+#[test]
+fn an_lmdir_refresh_and_persist_consumer_follows_lmdir() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "[replication]\nserver_id = 1\nprovider = true\n",
+        PERSIST_PEOPLE,
+    );
+    provider.start();
+    let mut consumer = TestServer::prepare(
+        &format!(
+            "[replication]\n[[replication.consumer]]\nrid = 1\n\
+             provider = \"ldap://127.0.0.1:{}\"\nsearch_base = \"{SUFFIX}\"\n\
+             type = \"refreshAndPersist\"\nretry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\n\
+             credentials = \"{ROOT_PASSWORD}\"\n",
+            provider.port
+        ),
+        0,
+    );
+    consumer.start();
+    let target = (consumer.port, ROOT_DN);
+    let loaded = assert_converges_on(&mut provider, target, "initial refresh", &|| {
+        consumer.logs()
+    });
+    assert!(loaded.len() as u64 > PERSIST_PEOPLE);
+    change_stream(provider.port, &some_people(&loaded));
+    let after = assert_converges_on(&mut provider, target, "persisted changes", &|| {
+        consumer.logs()
+    });
+    assert_eq!(after.len(), loaded.len() + 2 - 4, "two added, four deleted");
+    provider.assert_no_panic("provider");
+    consumer.assert_no_panic("consumer");
+    provider.kill_hard();
+    consumer.kill_hard();
+    assert_same_identities(&export(&provider), &export(&consumer), "lmdir exports");
+    consumer.assert_check_clean("consumer");
+}
+
+/// Hand-built PDUs and reading for a raw persist client.
+mod raw {
+    use super::support::ber::{first_message, integer, message, simple_bind, tlv};
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    pub const SEARCH_RESULT_ENTRY: u8 = 0x64;
+    pub const SEARCH_RESULT_DONE: u8 = 0x65;
+    pub const INTERMEDIATE_RESPONSE: u8 = 0x79;
+    pub const BIND_RESPONSE: u8 = 0x61;
+    /// Longest wait for one expected message: a hang guard only.
+    const MESSAGE_WAIT_MAX: Duration = Duration::from_secs(60);
+
+    /// A bound connection as `dn`.
+    pub fn connect(port: u16, dn: &str, password: &str) -> Client {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+        stream
+            .write_all(&simple_bind(1, dn, password))
+            .expect("sending the bind");
+        let mut client = Client {
+            stream,
+            buffer: Vec::new(),
+        };
+        let (tag, _) = client.next_message().expect("a bind response");
+        assert_eq!(tag, BIND_RESPONSE);
+        client
+    }
+
+    /// A subtree search of `base` for every entry with a refreshAndPersist Sync Request.
+    pub fn persist_search(message_id: u32, base: &str) -> Vec<u8> {
+        let mut search = tlv(0x04, base.as_bytes());
+        search.extend(tlv(0x0a, &[2]));
+        search.extend(tlv(0x0a, &[0]));
+        search.extend(integer(0));
+        search.extend(integer(0));
+        search.extend(tlv(0x01, &[0]));
+        search.extend(tlv(0x87, b"objectClass"));
+        search.extend(tlv(0x30, &[]));
+        let mut control = tlv(0x04, b"1.3.6.1.4.1.4203.1.9.1.1");
+        control.extend(tlv(0x04, &tlv(0x30, &tlv(0x0a, &[3]))));
+        let mut operation = tlv(0x63, &search);
+        operation.extend(tlv(0xa0, &tlv(0x30, &control)));
+        message(message_id, &operation)
+    }
+
+    pub struct Client {
+        pub stream: TcpStream,
+        buffer: Vec<u8>,
+    }
+
+    impl Client {
+        pub fn send(&mut self, bytes: &[u8]) {
+            self.stream.write_all(bytes).expect("sending");
+        }
+
+        /// The next whole message: its protocol op tag and bytes; None once closed.
+        pub fn next_message(&mut self) -> Option<(u8, Vec<u8>)> {
+            let deadline = Instant::now() + MESSAGE_WAIT_MAX;
+            loop {
+                if let Some((tag, length)) = first_message(&self.buffer) {
+                    let bytes: Vec<u8> = self.buffer.drain(..length).collect();
+                    return Some((tag, bytes));
+                }
+                let now = Instant::now();
+                assert!(now < deadline, "no message within the hang guard");
+                self.stream
+                    .set_read_timeout(Some(deadline - now))
+                    .expect("read timeout");
+                let mut chunk = [0u8; 65536];
+                match self.stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => return None,
+                    Ok(count) => self.buffer.extend_from_slice(&chunk[..count]),
+                }
+            }
+        }
+
+        /// Reads until a message with `tag` (None if the connection closed first).
+        pub fn until(&mut self, tag: u8) -> Option<Vec<u8>> {
+            loop {
+                let (found, bytes) = self.next_message()?;
+                if found == tag {
+                    return Some(bytes);
+                }
+            }
+        }
+    }
+
+    /// The result code of a SearchResultDone message.
+    pub fn result_code(done: &[u8]) -> u32 {
+        let position = done
+            .iter()
+            .position(|byte| *byte == SEARCH_RESULT_DONE)
+            .expect("a SearchResultDone");
+        // [APPLICATION 5] length (short or 0x81/0x82 long form), then ENUMERATED.
+        let mut at = position + 1;
+        at += if done[at] & 0x80 != 0 {
+            1 + (done[at] & 0x7f) as usize
+        } else {
+            1
+        };
+        assert_eq!(done[at], 0x0a, "resultCode");
+        let length = done[at + 1] as usize;
+        done[at + 2..at + 2 + length]
+            .iter()
+            .fold(0, |total, byte| (total << 8) | u32::from(*byte))
+    }
+}
+
+/// Whether process `pid` has exited (gone, or a zombie waiting to be reaped).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn persist_searches_are_counted_and_end_on_abandon_and_on_shutdown() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "[replication]\nserver_id = 1\nprovider = true\npersist_searches_max = 1\n",
+        20,
+    );
+    provider.start();
+    let port = provider.port;
+    let mut first = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    first.send(&raw::persist_search(2, SUFFIX));
+    first
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    // A change reaches the running persist search.
+    let person = values(port, SUFFIX, "sub", "entryDN")
+        .into_iter()
+        .find(|dn| dn.starts_with("uid="))
+        .expect("a person");
+    let answer = modify(
+        port,
+        &format!("dn: {person}\nchangetype: modify\nreplace: description\ndescription: seen\n"),
+    );
+    assert_eq!(answer.code, 0);
+    let (tag, entry) = first.next_message().expect("the change");
+    assert_eq!(tag, raw::SEARCH_RESULT_ENTRY);
+    assert!(String::from_utf8_lossy(&entry).contains("seen"));
+    // persist_searches_max = 1: a second one is busy while the first runs.
+    let mut second = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    second.send(&raw::persist_search(2, SUFFIX));
+    let done = second.until(raw::SEARCH_RESULT_DONE).expect("an answer");
+    assert_eq!(
+        raw::result_code(&done),
+        51,
+        "busy beyond persist_searches_max"
+    );
+    // Abandon ends the first and gives its place back.
+    first.send(&super_abandon(3, 2));
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    let mut message_id = 3;
+    loop {
+        second.send(&raw::persist_search(message_id, SUFFIX));
+        let (tag, bytes) = second.next_message().expect("an answer");
+        if tag != raw::SEARCH_RESULT_DONE {
+            break;
+        }
+        assert_eq!(raw::result_code(&bytes), 51);
+        assert!(
+            Instant::now() < deadline,
+            "the abandoned search kept its place"
+        );
+        message_id += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    second
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the second refresh ends with a Sync Info");
+    // Shutdown ends the running persist search and the server stops.
+    let pid = provider.pid();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    while second.next_message().is_some() {}
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !exited(pid) {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    provider.assert_no_panic("provider");
+}
+
+/// AbandonRequest.
+fn super_abandon(message_id: u32, target: u32) -> Vec<u8> {
+    support::ber::abandon(message_id, target)
+}
+
+#[test]
+fn a_consumer_that_stops_reading_is_ended_and_others_are_served() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "write_timeout_seconds = 1\n[replication]\nserver_id = 1\nprovider = true\n",
+        20,
+    );
+    provider.start();
+    let port = provider.port;
+    let mut stalled = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    stalled.send(&raw::persist_search(2, SUFFIX));
+    stalled
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    // It reads nothing more. 32 MiB of changes: far past what the socket buffers and the
+    // connection's queue hold.
+    let person = values(port, SUFFIX, "sub", "entryDN")
+        .into_iter()
+        .find(|dn| dn.starts_with("uid="))
+        .expect("a person");
+    let big = "x".repeat(64 * 1024);
+    let changes: String = (0..512)
+        .map(|index| {
+            format!("dn: {person}\nchangetype: modify\nreplace: description\ndescription: {index}{big}\n\n")
+        })
+        .collect();
+    let answer = modify(port, &changes);
+    assert_eq!(answer.code, 0, "the writes are served");
+    // Others are served meanwhile.
+    assert_eq!(values(port, &person, "base", "entryDN").len(), 1);
+    // The stalled connection is closed (write_timeout_seconds) without anyone reading from
+    // it: only the connection counting is left.
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    loop {
+        let current = values(
+            port,
+            "cn=Current,cn=Connections,cn=Monitor",
+            "base",
+            "monitorCounter",
+        );
+        if current == ["1"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still open: {current:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // What it was sent ends with the close or with e-syncRefreshRequired, never more.
+    let mut ended_with = None;
+    while let Some((tag, bytes)) = stalled.next_message() {
+        if tag == raw::SEARCH_RESULT_DONE {
+            ended_with = Some(raw::result_code(&bytes));
+            break;
+        }
+    }
+    assert!(
+        matches!(ended_with, None | Some(4096)),
+        "ended with {ended_with:?}"
+    );
+    provider.assert_running("after the stalled consumer");
+    provider.assert_no_panic("provider");
 }
