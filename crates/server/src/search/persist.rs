@@ -393,3 +393,71 @@ fn write_delete(
     write_present(&mut output.buffer, output.job.message_id, dn, &control);
     output.count_sent()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(txn_id: u64) -> Published {
+        Published::Change {
+            txn_id,
+            change: Arc::new(Change {
+                kind: ChangeKind::Modify,
+                id: 7,
+                entry_uuid: Some([1; 16]),
+                csn: None,
+                dn: "cn=x".to_string(),
+                old_dn: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_lagging_or_overflowed_subscriber_must_refresh_and_the_snapshot_is_skipped() {
+        let refresh = lmdir_sync::messages::E_SYNC_REFRESH_REQUIRED;
+        let take = |item, snapshot| Subscription::take(item, snapshot);
+        assert!(
+            matches!(take(Ok(change(5)), 5), Ok(None)),
+            "in the snapshot"
+        );
+        assert!(matches!(take(Ok(change(6)), 5), Ok(Some((6, _)))));
+        let lagged = take(Err(RecvError::Lagged), 5).unwrap_err();
+        assert_eq!(lagged.code, refresh);
+        let overflow = take(Ok(Published::Overflow { txn_id: 6 }), 5).unwrap_err();
+        assert_eq!(overflow.code, refresh);
+        assert!(matches!(
+            take(Ok(Published::Overflow { txn_id: 5 }), 5),
+            Ok(None)
+        ));
+        assert_eq!(
+            take(Err(RecvError::Closed), 5).unwrap_err().code,
+            code::UNAVAILABLE
+        );
+    }
+
+    /// The real broadcast: a receiver further behind than its capacity is told it lagged.
+    #[test]
+    fn the_bounded_broadcast_reports_a_lagging_receiver() {
+        let hub = Arc::new(crate::persist::PersistHub::default());
+        hub.enable();
+        let Ok((_ticket, mut changes, _stop)) = hub.join(1, 1) else {
+            panic!("joined");
+        };
+        assert!(matches!(hub.join(2, 1), Err(Refused::ServerFull(1))));
+        for txn_id in 0..=crate::persist::PERSIST_QUEUE_CHANGES_MAX as u64 {
+            hub.publish(lmdir_store::CommittedChanges {
+                txn_id,
+                changes: vec![match change(txn_id) {
+                    Published::Change { change, .. } => (*change).clone(),
+                    Published::Overflow { .. } => unreachable!(),
+                }],
+                overflowed: false,
+            });
+        }
+        let item = changes.try_recv().map_err(RecvError::from);
+        assert_eq!(
+            Subscription::take(item, 0).unwrap_err().code,
+            lmdir_sync::messages::E_SYNC_REFRESH_REQUIRED
+        );
+    }
+}
