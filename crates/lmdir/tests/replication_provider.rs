@@ -739,3 +739,64 @@ fn a_consumer_that_stops_reading_is_ended_and_others_are_served() {
     provider.assert_running("after the stalled consumer");
     provider.assert_no_panic("provider");
 }
+
+#[test]
+fn a_subtree_moved_into_and_out_of_a_persist_search_scope_is_sent_entry_by_entry() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", 5);
+    provider.start();
+    let port = provider.port;
+    let people = format!("ou=People,{SUFFIX}");
+    let mut client = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    client.send(&raw::persist_search(2, &people));
+    client
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    let change = |ldif: String| assert_eq!(modify(port, &ldif).code, 0, "{ldif}");
+    // Built outside the search's scope: nothing is sent for it.
+    change(format!(
+        "dn: ou=team,{SUFFIX}\nchangetype: add\nobjectClass: organizationalUnit\nou: team\n\n\
+         dn: uid=t1,ou=team,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: t1\n\
+         cn: T1\nsn: T1\n"
+    ));
+    change(format!(
+        "dn: ou=team,{SUFFIX}\nchangetype: modrdn\nnewrdn: ou=team\ndeleteoldrdn: 0\n\
+         newsuperior: {people}\n"
+    ));
+    let mut received = String::new();
+    for _ in 0..2 {
+        let (tag, bytes) = client.next_message().expect("a moved entry");
+        assert_eq!(tag, raw::SEARCH_RESULT_ENTRY);
+        received += &String::from_utf8_lossy(&bytes);
+    }
+    assert!(
+        received.contains(&format!("ou=team,{people}")),
+        "{received}"
+    );
+    assert!(
+        received.contains(&format!("uid=t1,ou=team,{people}")),
+        "{received}"
+    );
+    // Moved out again: both leave the scope as deletes naming their last DN in it.
+    change(format!(
+        "dn: ou=team,{people}\nchangetype: modrdn\nnewrdn: ou=team\ndeleteoldrdn: 0\n\
+         newsuperior: {SUFFIX}\n"
+    ));
+    let mut received = String::new();
+    for _ in 0..2 {
+        let (tag, bytes) = client.next_message().expect("a moved-out entry");
+        assert_eq!(tag, raw::SEARCH_RESULT_ENTRY);
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("inetOrgPerson"),
+            "no attributes"
+        );
+        received += &String::from_utf8_lossy(&bytes);
+    }
+    assert!(
+        received.contains(&format!("uid=t1,ou=team,{people}")),
+        "{received}"
+    );
+    provider.assert_no_panic("provider");
+}

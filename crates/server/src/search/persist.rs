@@ -32,6 +32,10 @@ use tokio::sync::{broadcast, watch};
 /// Most changes turned into messages in one read transaction (and one hand-off to the
 /// connection): a burst is sent in a few large writes, and no snapshot lives long.
 const PERSIST_BATCH_CHANGES_MAX: usize = 256;
+/// Most entries below a moved entry that a persistent search sends itself, when the move takes
+/// them into or out of its scope (a consumer moves the entries it holds along with their
+/// parent otherwise); a bigger move ends the search with e-syncRefreshRequired.
+const PERSIST_MOVED_SUBTREE_ENTRIES_MAX: u32 = 10_000;
 /// How often a waiting persistent search looks at its Cancel flag (RFC 3909 sets a flag; an
 /// Abandon aborts the task at once). Not a deadline: only how soon a Cancel is noticed.
 const PERSIST_CANCEL_CHECK_MILLISECONDS: u64 = 200;
@@ -265,7 +269,10 @@ impl SearchJob {
                 continue;
             };
             let cookie = change.csn.map(|csn| end.advance(csn));
-            send_change(&visible, &place, change, uuid, cookie, &mut output)?;
+            send_change(&visible, &place, change, uuid, cookie.clone(), &mut output)?;
+            if change.kind == ChangeKind::ModRdn {
+                send_moved_descendants(&visible, &place, change, cookie, &mut output)?;
+            }
         }
         let count = output.sent;
         if !output.buffer.is_empty() {
@@ -342,6 +349,69 @@ fn send_change(
         return Ok(());
     }
     write_delete(output, last_dn, uuid, cookie)
+}
+
+/// The entries below a moved one whose move took them into the search's scope (sent whole,
+/// when visible) or out of it (sent as deletes, when readable).
+fn send_moved_descendants(
+    visible: &VisibleEntries<'_>,
+    place: &Place,
+    change: &Change,
+    cookie: Option<Vec<u8>>,
+    output: &mut SearchOutput<'_, '_>,
+) -> Result<(), OperationError> {
+    let read = visible.read;
+    let (Some(old_top), Some(_)) = (change.old_dn.as_deref(), read.entry(change.id)?) else {
+        return Ok(());
+    };
+    let below = read.subtree_size(change.id)?.saturating_sub(1);
+    if below == 0 {
+        return Ok(());
+    }
+    if below > PERSIST_MOVED_SUBTREE_ENTRIES_MAX {
+        return Err(refresh_required(
+            "a moved subtree is larger than a persistent search follows",
+        ));
+    }
+    let database = visible.database;
+    let normalize = |dn: &str| database.normalize_dn(dn).unwrap_or_default();
+    let new_top = read.dn_of(change.id)?;
+    let uuid_attr = database.schema.attribute("entryUUID");
+    let mut pending = read.children(change.id)?;
+    while let Some(id) = pending.pop() {
+        pending.extend(read.children(id)?);
+        let dn = read.dn_of(id)?;
+        let Some(prefix) = dn.strip_suffix(new_top.as_str()) else {
+            continue;
+        };
+        let old_dn = format!("{prefix}{old_top}");
+        let (before, after) = (
+            place.holds(&normalize(&old_dn)),
+            place.holds(&normalize(&dn)),
+        );
+        let Some(entry) = read.entry(id)? else {
+            continue;
+        };
+        let uuid = uuid_attr
+            .and_then(|attr| entry.values_of(attr).first().map(|(value, _)| *value))
+            .and_then(lmdir_store::changes::uuid_bytes);
+        let Some(uuid) = uuid else {
+            continue;
+        };
+        match (before, after) {
+            (false, true) => {
+                if let Some(access) = visible.access(id, &entry)? {
+                    let control = state_control(SyncStateKind::Add, uuid, cookie.clone());
+                    output.emit_with(id, &entry, &access, Some(EntryState::Add(control)))?;
+                }
+            }
+            (true, false) if readable(visible, &normalize(&dn), &entry) => {
+                write_delete(output, &old_dn, uuid, cookie.clone())?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Whether the subject may search and read this entry (whatever the filter says).
