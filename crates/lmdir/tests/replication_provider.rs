@@ -800,3 +800,33 @@ fn a_subtree_moved_into_and_out_of_a_persist_search_scope_is_sent_entry_by_entry
     );
     provider.assert_no_panic("provider");
 }
+
+#[test]
+fn cancel_ends_a_persist_search_with_canceled() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", 5);
+    provider.start();
+    let mut client = raw::connect(provider.port, ROOT_DN, ROOT_PASSWORD);
+    client.send(&raw::persist_search(2, SUFFIX));
+    client
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    // RFC 3909 Cancel of message 2.
+    use support::ber::{integer, message, tlv};
+    let mut request = tlv(0x80, b"1.3.6.1.1.8");
+    request.extend(tlv(0x81, &tlv(0x30, &integer(2))));
+    client.send(&message(3, &tlv(0x77, &request)));
+    let done = client
+        .until(raw::SEARCH_RESULT_DONE)
+        .expect("the search ends");
+    assert_eq!(raw::result_code(&done), 118, "canceled");
+    let (tag, response) = client.next_message().expect("the Cancel's answer");
+    assert_eq!(tag, 0x78);
+    assert!(
+        response.windows(3).any(|w| w == [0x0a, 0x01, 0x00]),
+        "success"
+    );
+    provider.assert_no_panic("provider");
+}
