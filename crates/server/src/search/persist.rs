@@ -24,13 +24,15 @@ use bytes::{Bytes, BytesMut};
 use lmdir_schema::{Dn, Entry, OwnedEntryView};
 use lmdir_store::{Change, ChangeKind, Scope};
 use lmdir_sync::{SyncMode, SyncStateKind};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
-/// Most changes turned into messages in one read transaction (and one hand-off to the
-/// connection): a burst is sent in a few large writes, and no snapshot lives long.
+/// Most changes taken from the broadcast at once. They are turned into messages about 256 KiB
+/// (`SEARCH_CHUNK_BYTES`) at a time, each round in one short read transaction, so a burst is
+/// sent in a few large writes, no snapshot lives long and a round holds about one chunk.
 const PERSIST_BATCH_CHANGES_MAX: usize = 256;
 /// Most entries below a moved entry that a persistent search sends itself, when the move takes
 /// them into or out of its scope (a consumer moves the entries it holds along with their
@@ -204,18 +206,21 @@ impl SearchJob {
     ) -> Result<SearchDone, OperationError> {
         let settings = &context.server.settings;
         let mut sent = entries_before;
+        let mut batch = VecDeque::new();
         loop {
-            let batch = match subscription.next(&self.cancelled, end.snapshot_id).await {
-                Next::Changes(batch) => batch,
-                Next::End(error) => {
-                    return Ok(SearchDone {
-                        result: Err(error),
-                        entries_sent: sent,
-                        response_controls: Vec::new(),
-                    })
+            if batch.is_empty() {
+                match subscription.next(&self.cancelled, end.snapshot_id).await {
+                    Next::Changes(changes) => batch.extend(changes),
+                    Next::End(error) => {
+                        return Ok(SearchDone {
+                            result: Err(error),
+                            entries_sent: sent,
+                            response_controls: Vec::new(),
+                        })
+                    }
                 }
-            };
-            let (chunks, count) = self.persist_batch(database, settings, &batch, &mut end)?;
+            }
+            let (chunks, count) = self.persist_batch(database, settings, &mut batch, &mut end)?;
             for chunk in chunks {
                 if !context.sink.send(chunk).await {
                     return Err(OperationError::new(code::OTHER, "connection closed"));
@@ -230,7 +235,7 @@ impl SearchJob {
         &self,
         database: &Database,
         settings: &ServerSettings,
-        batch: &[(u64, Arc<Change>)],
+        batch: &mut VecDeque<(u64, Arc<Change>)>,
         end: &mut RefreshEnd,
     ) -> Result<(Vec<Bytes>, u64), OperationError> {
         let scope = scope_of(&self.request.scope)?;
@@ -247,7 +252,9 @@ impl SearchJob {
             is_root: self.identity.is_rootdn,
         };
         let mut chunks = Vec::new();
+        let produced = std::cell::Cell::new(0usize);
         let mut sink = |chunk: Bytes| {
+            produced.set(produced.get() + chunk.len());
             chunks.push(chunk);
             true
         };
@@ -264,14 +271,18 @@ impl SearchJob {
             sent: 0,
         };
         let place = Place { base, scope };
-        for (_, change) in batch {
+        // Bounded output per round: the rest of the batch waits for the next one.
+        while produced.get() + output.buffer.len() < super::SEARCH_CHUNK_BYTES {
+            let Some((_, change)) = batch.pop_front() else {
+                break;
+            };
             let Some(uuid) = change.entry_uuid else {
                 continue;
             };
             let cookie = change.csn.map(|csn| end.advance(csn));
-            send_change(&visible, &place, change, uuid, cookie.clone(), &mut output)?;
+            send_change(&visible, &place, &change, uuid, cookie.clone(), &mut output)?;
             if change.kind == ChangeKind::ModRdn {
-                send_moved_descendants(&visible, &place, change, cookie, &mut output)?;
+                send_moved_descendants(&visible, &place, &change, cookie, &mut output)?;
             }
         }
         let count = output.sent;
