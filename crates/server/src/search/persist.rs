@@ -107,6 +107,13 @@ impl Subscription {
     /// The next changes committed after the snapshot, as many as are already there (up to the
     /// batch bound), or why the search ends.
     async fn next(&mut self, cancelled: &std::sync::atomic::AtomicBool, snapshot_id: u64) -> Next {
+        if *self.stop.borrow_and_update() {
+            // Shutdown began before this search subscribed (or while it was sending).
+            return Next::End(OperationError::new(
+                code::UNAVAILABLE,
+                "server shutting down",
+            ));
+        }
         let mut check =
             tokio::time::interval(Duration::from_millis(PERSIST_CANCEL_CHECK_MILLISECONDS));
         let first = loop {
