@@ -18,6 +18,9 @@ pub const SESSION_LOG_ENTRIES_MAX: u64 = 10_000_000;
 pub const INTERVAL_SECONDS_MAX: u64 = 366 * 86_400;
 /// Most consumers one server runs (each is a connection and a task).
 pub const CONSUMERS_MAX: usize = 64;
+/// Highest `persist_searches_max`: each persistent search holds a task, a connection turn and
+/// a place in the change broadcast, so tens of thousands is already far past any deployment.
+pub const PERSIST_SEARCHES_MAX_MAX: u32 = 65_536;
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -28,6 +31,8 @@ pub struct ReplicationConfig {
     pub provider: bool,
     /// Changes kept for the delete phase (syncprov-sessionlog).
     pub session_log_entries: u64,
+    /// Most refreshAndPersist searches running at once on this provider (busy beyond).
+    pub persist_searches_max: u32,
     /// One per provider pulled from (OpenLDAP's syncrepl directive).
     pub consumer: Vec<ConsumerConfig>,
 }
@@ -38,6 +43,7 @@ impl Default for ReplicationConfig {
             server_id: 0,
             provider: false,
             session_log_entries: 100_000,
+            persist_searches_max: 64,
             consumer: Vec::new(),
         }
     }
@@ -178,6 +184,12 @@ impl ReplicationConfig {
             return Err(problem(
                 path("session_log_entries"),
                 format!("must be 0..={SESSION_LOG_ENTRIES_MAX} (0 = no session log)"),
+            ));
+        }
+        if !(1..=PERSIST_SEARCHES_MAX_MAX).contains(&self.persist_searches_max) {
+            return Err(problem(
+                path("persist_searches_max"),
+                format!("must be 1..={PERSIST_SEARCHES_MAX_MAX}"),
             ));
         }
         if self.consumer.len() > CONSUMERS_MAX {

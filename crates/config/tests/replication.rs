@@ -29,6 +29,7 @@ fn defaults_and_a_full_consumer() {
     assert_eq!(default.replication.server_id, 0);
     assert!(!default.replication.provider);
     assert_eq!(default.replication.session_log_entries, 100_000);
+    assert_eq!(default.replication.persist_searches_max, 64);
     assert!(default.replication.consumer.is_empty());
     assert!(!default.replication.is_read_only_replica());
 
@@ -84,6 +85,11 @@ fn replication_errors_name_the_key() {
         "[replication]\nserver_id = 1\nprovider = true\nsession_log_entries = 10000001\n",
         "replication.session_log_entries",
         "0..=",
+    );
+    assert_error(
+        "[replication]\npersist_searches_max = 0\n",
+        "replication.persist_searches_max",
+        "1..=",
     );
     let with = |line: &str| format!("{CONSUMER}{line}\n");
     let key = |name: &str| format!("replication.consumer[0].{name}");

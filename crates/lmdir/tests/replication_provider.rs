@@ -1,8 +1,9 @@
 //! lmdir as an RFC 4533 provider for an unmodified OpenLDAP slapd consumer (`syncrepl`
-//! refreshOnly): the real `lmdir serve` with `[replication] provider = true`, a private slapd
-//! pulling from it, checked by comparing `ldapsearch` dumps of both (user attributes plus
-//! entryUUID, entryCSN, timestamps and names). Convergence is polled, with a generous hang guard
-//! only: nothing here depends on speed.
+//! refreshOnly and refreshAndPersist) and for another lmdir: the real `lmdir serve` with
+//! `[replication] provider = true`, a private consumer pulling from it, checked by comparing
+//! `ldapsearch` dumps of both (user attributes plus entryUUID, entryCSN, timestamps and names)
+//! and, at the end, `slapcat` / `lmdir export` against `lmdir export`. Convergence is polled,
+//! with a generous hang guard only: nothing here depends on speed.
 
 #[allow(dead_code)]
 mod conformance;
@@ -62,6 +63,11 @@ impl Consumer {
     }
 
     fn start(provider_port: u16) -> Consumer {
+        Consumer::start_typed(provider_port, "refreshOnly interval=00:00:00:01")
+    }
+
+    /// A consumer of `type=<sync_type>` (with its own further syncrepl words).
+    fn start_typed(provider_port: u16, sync_type: &str) -> Consumer {
         let directory = tempfile::tempdir().expect("consumer directory");
         let root = directory.path();
         std::fs::create_dir_all(root.join("db")).unwrap();
@@ -72,10 +78,10 @@ impl Consumer {
         config += &format!(
             "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload memberof\npidfile {}\nsizelimit unlimited\n\
              database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=consumer,{SUFFIX}\"\nrootpw secret\n\
-             directory {}\nmaxsize 1073741824\nindex objectClass,entryCSN,entryUUID eq\n\
+             directory {}\nmaxsize 1073741824\ndbnosync\nindex objectClass,entryCSN,entryUUID eq\n\
              syncrepl rid=001 provider=ldap://127.0.0.1:{provider_port} bindmethod=simple \
              binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
-             type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n",
+             type={sync_type} retry=\"1 +\" schemachecking=off\n",
             root.join("slapd.pid").display(),
             root.join("db").display()
         );
@@ -93,6 +99,52 @@ impl Consumer {
     fn log(&self) -> String {
         std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
     }
+
+    /// `slapcat` of the consumer's database (mdb allows it beside the running slapd).
+    fn slapcat(&self) -> String {
+        let output = Command::new("/usr/sbin/slapcat")
+            .arg("-f")
+            .arg(self.directory.path().join("slapd.conf"))
+            .args(["-o", "ldif_wrap=no"])
+            .output()
+            .expect("running slapcat");
+        assert!(output.status.success(), "slapcat failed");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+/// DN (lowercased) → (entryUUID, entryCSN) of every record of an LDIF dump (folded lines
+/// joined first).
+fn identities(ldif: &str) -> BTreeMap<String, (String, String)> {
+    let unfolded = ldif.replace("\n ", "");
+    unfolded
+        .split("\n\n")
+        .filter_map(|record| {
+            let mut dn = None;
+            let (mut uuid, mut csn) = (String::new(), String::new());
+            for line in record.lines() {
+                if let Some(value) = line.strip_prefix("dn: ") {
+                    dn = Some(value.to_ascii_lowercase().replace(", ", ","));
+                } else if let Some(value) = line.strip_prefix("entryUUID: ") {
+                    uuid = value.to_ascii_lowercase();
+                } else if let Some(value) = line.strip_prefix("entryCSN: ") {
+                    csn = value.to_string();
+                }
+            }
+            dn.map(|dn| (dn, (uuid, csn)))
+        })
+        .collect()
+}
+
+/// `lmdir export` of a server's database.
+fn export(server: &TestServer) -> String {
+    let output = server.run_command(&["export"]);
+    assert!(
+        output.status.success(),
+        "lmdir export failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// slapd in the foreground (`-d sync`) on the config in `root`, its log appended to
@@ -136,10 +188,24 @@ fn dump(port: u16, bind_dn: &str) -> Dump {
 }
 
 fn assert_converges(provider: &mut TestServer, consumer: &Consumer, context: &str) -> Dump {
+    let bind_dn = format!("cn=consumer,{SUFFIX}");
+    assert_converges_on(provider, (consumer.port, &bind_dn), context, &|| {
+        consumer.log()
+    })
+}
+
+/// Polls until the dump of the consumer at `port` (read as `bind_dn`) equals the provider's;
+/// `consumer_log` explains a failure.
+fn assert_converges_on(
+    provider: &mut TestServer,
+    (port, bind_dn): (u16, &str),
+    context: &str,
+    consumer_log: &dyn Fn() -> String,
+) -> Dump {
     let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
     loop {
         let expected = dump(provider.port, ROOT_DN);
-        let found = dump(consumer.port, &format!("cn=consumer,{SUFFIX}"));
+        let found = dump(port, bind_dn);
         if expected == found && !expected.is_empty() {
             return found;
         }
@@ -167,11 +233,11 @@ fn assert_converges(provider: &mut TestServer, consumer: &Consumer, context: &st
                 })
                 .collect();
             panic!(
-                "{context}: no convergence: {} vs {} entries; missing {missing:?}; extra {extra:?}; {differing:?}\n{}\nslapd:\n{}",
+                "{context}: no convergence: {} vs {} entries; missing {missing:?}; extra {extra:?}; {differing:?}\n{}\nconsumer:\n{}",
                 expected.len(),
                 found.len(),
                 provider.logs(),
-                consumer.log()
+                consumer_log()
             );
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -623,4 +689,489 @@ fn the_session_log_never_holds_more_than_its_cap() {
     assert_eq!(current.code, 0);
     assert!(current.added.is_empty() && current.deleted.is_empty() && current.presents == 0);
     provider.assert_check_clean("after trimming");
+}
+
+/// People loaded before a refreshAndPersist consumer starts (the initial refresh's size).
+const PERSIST_PEOPLE: u64 = 10_000;
+
+/// Adds, modifies, a modrdn with newSuperior and deletes on lmdir, each answered before the
+/// next; returns nothing, panics on a failed change.
+fn change_stream(port: u16, people: &[String]) {
+    let change = |ldif: String| {
+        let answer = modify(port, &ldif);
+        assert_eq!(answer.code, 0, "change on lmdir failed: {ldif}");
+    };
+    let parent = people[0].split_once(',').expect("a parent").1.to_string();
+    change(format!(
+        "dn: ou=moved,{SUFFIX}\nchangetype: add\nobjectClass: organizationalUnit\nou: moved\n\n\
+         dn: uid=added,{parent}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: added\n\
+         cn: Added\nsn: Added\n"
+    ));
+    for (index, person) in people.iter().enumerate().take(20) {
+        change(format!(
+            "dn: {person}\nchangetype: modify\nreplace: description\ndescription: persisted {index}\n"
+        ));
+    }
+    change(format!(
+        "dn: uid=added,{parent}\nchangetype: modrdn\nnewrdn: uid=renamed\ndeleteoldrdn: 1\n\
+         newsuperior: ou=moved,{SUFFIX}\n\ndn: {}\nchangetype: modrdn\nnewrdn: uid=mover\n\
+         deleteoldrdn: 0\nnewsuperior: ou=moved,{SUFFIX}\n",
+        people[1]
+    ));
+    for person in &people[2..6] {
+        change(format!("dn: {person}\nchangetype: delete\n"));
+    }
+}
+
+/// The DNs of some people on lmdir.
+fn some_people(dump: &Dump) -> Vec<String> {
+    dump.keys()
+        .filter(|dn| dn.starts_with("dn: uid="))
+        .take(10)
+        .map(|dn| dn.trim_start_matches("dn: ").to_string())
+        .collect()
+}
+
+/// The same entries with the same entryUUID and entryCSN in both dumps.
+fn assert_same_identities(provider: &str, consumer: &str, context: &str) {
+    let (provider, consumer) = (identities(provider), identities(consumer));
+    assert_eq!(provider.len(), consumer.len(), "{context}: entry counts");
+    let differing: Vec<_> = provider
+        .iter()
+        .filter(|(dn, identity)| consumer.get(*dn) != Some(identity))
+        .take(3)
+        .collect();
+    assert!(differing.is_empty(), "{context}: differing {differing:?}");
+    assert!(
+        provider
+            .values()
+            .all(|(uuid, csn)| !uuid.is_empty() && !csn.is_empty()),
+        "{context}: every entry has an entryUUID and an entryCSN"
+    );
+}
+
+#[test]
+fn a_slapd_refresh_and_persist_consumer_follows_lmdir_without_polling() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "[replication]\nserver_id = 1\nprovider = true\n",
+        PERSIST_PEOPLE,
+    );
+    provider.start();
+    let consumer = Consumer::start_typed(provider.port, "refreshAndPersist");
+    let loaded = assert_converges(&mut provider, &consumer, "initial refresh");
+    assert!(loaded.len() as u64 > PERSIST_PEOPLE);
+    change_stream(provider.port, &some_people(&loaded));
+    let after = assert_converges(&mut provider, &consumer, "persisted changes");
+    assert_eq!(after.len(), loaded.len() + 2 - 4, "two added, four deleted");
+    // One refresh, then everything came through the persist phase: slapd never reconnected.
+    let log = consumer.log();
+    assert_eq!(
+        log.matches("REFRESH_PRESENT").count(),
+        1,
+        "one refresh phase:\n{log}"
+    );
+    provider.assert_no_panic("provider");
+    let consumer_copy = consumer.slapcat();
+    provider.kill_hard();
+    assert_same_identities(
+        &export(&provider),
+        &consumer_copy,
+        "slapcat vs lmdir export",
+    );
+}
+
+#[test]
+fn an_lmdir_refresh_and_persist_consumer_follows_lmdir() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "[replication]\nserver_id = 1\nprovider = true\n",
+        PERSIST_PEOPLE,
+    );
+    provider.start();
+    let mut consumer = TestServer::prepare(
+        &format!(
+            "[replication]\n[[replication.consumer]]\nrid = 1\n\
+             provider = \"ldap://127.0.0.1:{}\"\nsearch_base = \"{SUFFIX}\"\n\
+             type = \"refreshAndPersist\"\nretry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\n\
+             credentials = \"{ROOT_PASSWORD}\"\n",
+            provider.port
+        ),
+        0,
+    );
+    consumer.start();
+    let target = (consumer.port, ROOT_DN);
+    let loaded = assert_converges_on(&mut provider, target, "initial refresh", &|| {
+        consumer.logs()
+    });
+    assert!(loaded.len() as u64 > PERSIST_PEOPLE);
+    change_stream(provider.port, &some_people(&loaded));
+    let after = assert_converges_on(&mut provider, target, "persisted changes", &|| {
+        consumer.logs()
+    });
+    assert_eq!(after.len(), loaded.len() + 2 - 4, "two added, four deleted");
+    provider.assert_no_panic("provider");
+    consumer.assert_no_panic("consumer");
+    provider.kill_hard();
+    consumer.kill_hard();
+    assert_same_identities(&export(&provider), &export(&consumer), "lmdir exports");
+    consumer.assert_check_clean("consumer");
+}
+
+/// Hand-built PDUs and reading for a raw persist client.
+mod raw {
+    use super::support::ber::{first_message, integer, message, simple_bind, tlv};
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+
+    pub const SEARCH_RESULT_ENTRY: u8 = 0x64;
+    pub const SEARCH_RESULT_DONE: u8 = 0x65;
+    pub const INTERMEDIATE_RESPONSE: u8 = 0x79;
+    pub const BIND_RESPONSE: u8 = 0x61;
+    /// Longest wait for one expected message: a hang guard only.
+    const MESSAGE_WAIT_MAX: Duration = Duration::from_secs(60);
+
+    /// A bound connection as `dn`.
+    pub fn connect(port: u16, dn: &str, password: &str) -> Client {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
+        stream
+            .write_all(&simple_bind(1, dn, password))
+            .expect("sending the bind");
+        let mut client = Client {
+            stream,
+            buffer: Vec::new(),
+        };
+        let (tag, _) = client.next_message().expect("a bind response");
+        assert_eq!(tag, BIND_RESPONSE);
+        client
+    }
+
+    /// A subtree search of `base` for every entry with a refreshAndPersist Sync Request.
+    pub fn persist_search(message_id: u32, base: &str) -> Vec<u8> {
+        let mut search = tlv(0x04, base.as_bytes());
+        search.extend(tlv(0x0a, &[2]));
+        search.extend(tlv(0x0a, &[0]));
+        search.extend(integer(0));
+        search.extend(integer(0));
+        search.extend(tlv(0x01, &[0]));
+        search.extend(tlv(0x87, b"objectClass"));
+        search.extend(tlv(0x30, &[]));
+        let mut control = tlv(0x04, b"1.3.6.1.4.1.4203.1.9.1.1");
+        control.extend(tlv(0x04, &tlv(0x30, &tlv(0x0a, &[3]))));
+        let mut operation = tlv(0x63, &search);
+        operation.extend(tlv(0xa0, &tlv(0x30, &control)));
+        message(message_id, &operation)
+    }
+
+    pub struct Client {
+        pub stream: TcpStream,
+        buffer: Vec<u8>,
+    }
+
+    impl Client {
+        pub fn send(&mut self, bytes: &[u8]) {
+            self.stream.write_all(bytes).expect("sending");
+        }
+
+        /// The next whole message: its protocol op tag and bytes; None once closed.
+        pub fn next_message(&mut self) -> Option<(u8, Vec<u8>)> {
+            let deadline = Instant::now() + MESSAGE_WAIT_MAX;
+            loop {
+                if let Some((tag, length)) = first_message(&self.buffer) {
+                    let bytes: Vec<u8> = self.buffer.drain(..length).collect();
+                    return Some((tag, bytes));
+                }
+                let now = Instant::now();
+                assert!(now < deadline, "no message within the hang guard");
+                self.stream
+                    .set_read_timeout(Some(deadline - now))
+                    .expect("read timeout");
+                let mut chunk = [0u8; 65536];
+                match self.stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => return None,
+                    Ok(count) => self.buffer.extend_from_slice(&chunk[..count]),
+                }
+            }
+        }
+
+        /// Reads until a message with `tag` (None if the connection closed first).
+        pub fn until(&mut self, tag: u8) -> Option<Vec<u8>> {
+            loop {
+                let (found, bytes) = self.next_message()?;
+                if found == tag {
+                    return Some(bytes);
+                }
+            }
+        }
+    }
+
+    /// The result code of a SearchResultDone message.
+    pub fn result_code(done: &[u8]) -> u32 {
+        let position = done
+            .iter()
+            .position(|byte| *byte == SEARCH_RESULT_DONE)
+            .expect("a SearchResultDone");
+        // [APPLICATION 5] length (short or 0x81/0x82 long form), then ENUMERATED.
+        let mut at = position + 1;
+        at += if done[at] & 0x80 != 0 {
+            1 + (done[at] & 0x7f) as usize
+        } else {
+            1
+        };
+        assert_eq!(done[at], 0x0a, "resultCode");
+        let length = done[at + 1] as usize;
+        done[at + 2..at + 2 + length]
+            .iter()
+            .fold(0, |total, byte| (total << 8) | u32::from(*byte))
+    }
+}
+
+/// Whether process `pid` has exited (gone, or a zombie waiting to be reaped).
+fn exited(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn persist_searches_are_counted_and_end_on_abandon_and_on_shutdown() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "[replication]\nserver_id = 1\nprovider = true\npersist_searches_max = 1\n",
+        20,
+    );
+    provider.start();
+    let port = provider.port;
+    let mut first = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    first.send(&raw::persist_search(2, SUFFIX));
+    first
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    // A change reaches the running persist search.
+    let person = values(port, SUFFIX, "sub", "entryDN")
+        .into_iter()
+        .find(|dn| dn.starts_with("uid="))
+        .expect("a person");
+    let answer = modify(
+        port,
+        &format!("dn: {person}\nchangetype: modify\nreplace: description\ndescription: seen\n"),
+    );
+    assert_eq!(answer.code, 0);
+    let (tag, entry) = first.next_message().expect("the change");
+    assert_eq!(tag, raw::SEARCH_RESULT_ENTRY);
+    assert!(String::from_utf8_lossy(&entry).contains("seen"));
+    // persist_searches_max = 1: a second one is busy while the first runs.
+    let mut second = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    second.send(&raw::persist_search(2, SUFFIX));
+    let done = second.until(raw::SEARCH_RESULT_DONE).expect("an answer");
+    assert_eq!(
+        raw::result_code(&done),
+        51,
+        "busy beyond persist_searches_max"
+    );
+    // Abandon ends the first and gives its place back.
+    first.send(&super_abandon(3, 2));
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    let mut message_id = 3;
+    loop {
+        second.send(&raw::persist_search(message_id, SUFFIX));
+        let (tag, bytes) = second.next_message().expect("an answer");
+        if tag != raw::SEARCH_RESULT_DONE {
+            break;
+        }
+        assert_eq!(raw::result_code(&bytes), 51);
+        assert!(
+            Instant::now() < deadline,
+            "the abandoned search kept its place"
+        );
+        message_id += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    second
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the second refresh ends with a Sync Info");
+    // Shutdown ends the running persist search and the server stops.
+    let pid = provider.pid();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    while second.next_message().is_some() {}
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !exited(pid) {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    provider.assert_no_panic("provider");
+}
+
+/// AbandonRequest.
+fn super_abandon(message_id: u32, target: u32) -> Vec<u8> {
+    support::ber::abandon(message_id, target)
+}
+
+#[test]
+fn a_consumer_that_stops_reading_is_ended_and_others_are_served() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare(
+        "write_timeout_seconds = 1\n[replication]\nserver_id = 1\nprovider = true\n",
+        20,
+    );
+    provider.start();
+    let port = provider.port;
+    let mut stalled = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    stalled.send(&raw::persist_search(2, SUFFIX));
+    stalled
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    // It reads nothing more. 32 MiB of changes: far past what the socket buffers and the
+    // connection's queue hold.
+    let person = values(port, SUFFIX, "sub", "entryDN")
+        .into_iter()
+        .find(|dn| dn.starts_with("uid="))
+        .expect("a person");
+    let big = "x".repeat(64 * 1024);
+    let changes: String = (0..512)
+        .map(|index| {
+            format!("dn: {person}\nchangetype: modify\nreplace: description\ndescription: {index}{big}\n\n")
+        })
+        .collect();
+    let answer = modify(port, &changes);
+    assert_eq!(answer.code, 0, "the writes are served");
+    // Others are served meanwhile.
+    assert_eq!(values(port, &person, "base", "entryDN").len(), 1);
+    // The stalled connection is closed (write_timeout_seconds) without anyone reading from
+    // it: only the connection counting is left.
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    loop {
+        let current = values(
+            port,
+            "cn=Current,cn=Connections,cn=Monitor",
+            "base",
+            "monitorCounter",
+        );
+        if current == ["1"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still open: {current:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // What it was sent ends with the close or with e-syncRefreshRequired, never more.
+    let mut ended_with = None;
+    while let Some((tag, bytes)) = stalled.next_message() {
+        if tag == raw::SEARCH_RESULT_DONE {
+            ended_with = Some(raw::result_code(&bytes));
+            break;
+        }
+    }
+    assert!(
+        matches!(ended_with, None | Some(4096)),
+        "ended with {ended_with:?}"
+    );
+    provider.assert_running("after the stalled consumer");
+    provider.assert_no_panic("provider");
+}
+
+#[test]
+fn a_subtree_moved_into_and_out_of_a_persist_search_scope_is_sent_entry_by_entry() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", 5);
+    provider.start();
+    let port = provider.port;
+    let people = format!("ou=People,{SUFFIX}");
+    let mut client = raw::connect(port, ROOT_DN, ROOT_PASSWORD);
+    client.send(&raw::persist_search(2, &people));
+    client
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    let change = |ldif: String| assert_eq!(modify(port, &ldif).code, 0, "{ldif}");
+    // Built outside the search's scope: nothing is sent for it.
+    change(format!(
+        "dn: ou=team,{SUFFIX}\nchangetype: add\nobjectClass: organizationalUnit\nou: team\n\n\
+         dn: uid=t1,ou=team,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: t1\n\
+         cn: T1\nsn: T1\n"
+    ));
+    change(format!(
+        "dn: ou=team,{SUFFIX}\nchangetype: modrdn\nnewrdn: ou=team\ndeleteoldrdn: 0\n\
+         newsuperior: {people}\n"
+    ));
+    let mut received = String::new();
+    for _ in 0..2 {
+        let (tag, bytes) = client.next_message().expect("a moved entry");
+        assert_eq!(tag, raw::SEARCH_RESULT_ENTRY);
+        received += &String::from_utf8_lossy(&bytes);
+    }
+    assert!(
+        received.contains(&format!("ou=team,{people}")),
+        "{received}"
+    );
+    assert!(
+        received.contains(&format!("uid=t1,ou=team,{people}")),
+        "{received}"
+    );
+    // Moved out again: both leave the scope as deletes naming their last DN in it.
+    change(format!(
+        "dn: ou=team,{people}\nchangetype: modrdn\nnewrdn: ou=team\ndeleteoldrdn: 0\n\
+         newsuperior: {SUFFIX}\n"
+    ));
+    let mut received = String::new();
+    for _ in 0..2 {
+        let (tag, bytes) = client.next_message().expect("a moved-out entry");
+        assert_eq!(tag, raw::SEARCH_RESULT_ENTRY);
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("inetOrgPerson"),
+            "no attributes"
+        );
+        received += &String::from_utf8_lossy(&bytes);
+    }
+    assert!(
+        received.contains(&format!("uid=t1,ou=team,{people}")),
+        "{received}"
+    );
+    provider.assert_no_panic("provider");
+}
+
+#[test]
+fn cancel_ends_a_persist_search_with_canceled() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", 5);
+    provider.start();
+    let mut client = raw::connect(provider.port, ROOT_DN, ROOT_PASSWORD);
+    client.send(&raw::persist_search(2, SUFFIX));
+    client
+        .until(raw::INTERMEDIATE_RESPONSE)
+        .expect("the refresh ends with a Sync Info");
+    // RFC 3909 Cancel of message 2.
+    use support::ber::{integer, message, tlv};
+    let mut request = tlv(0x80, b"1.3.6.1.1.8");
+    request.extend(tlv(0x81, &tlv(0x30, &integer(2))));
+    client.send(&message(3, &tlv(0x77, &request)));
+    let done = client
+        .until(raw::SEARCH_RESULT_DONE)
+        .expect("the search ends");
+    assert_eq!(raw::result_code(&done), 118, "canceled");
+    let (tag, response) = client.next_message().expect("the Cancel's answer");
+    assert_eq!(tag, 0x78);
+    assert!(
+        response.windows(3).any(|w| w == [0x0a, 0x01, 0x00]),
+        "success"
+    );
+    provider.assert_no_panic("provider");
 }

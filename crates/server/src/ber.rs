@@ -34,6 +34,12 @@ pub mod tag {
     pub const EXTENDED_RESPONSE_NAME: u8 = 0x8a;
     /// ExtendedResponse responseValue [11] (primitive).
     pub const EXTENDED_RESPONSE_VALUE: u8 = 0x8b;
+    /// [APPLICATION 25] IntermediateResponse.
+    pub const INTERMEDIATE_RESPONSE: u8 = 0x79;
+    /// IntermediateResponse responseName [0] (primitive).
+    pub const INTERMEDIATE_RESPONSE_NAME: u8 = 0x80;
+    /// IntermediateResponse responseValue [1] (primitive).
+    pub const INTERMEDIATE_RESPONSE_VALUE: u8 = 0x81;
 }
 
 /// Bytes reserved for a length while the content is written; 1 + 4 bytes covers every length up to
@@ -279,6 +285,23 @@ pub fn write_extended_response(
     }
     writer.close();
     write_controls(&mut writer, controls);
+    writer.close();
+}
+
+/// Writes an IntermediateResponse message (RFC 4511 §4.13), e.g. a Sync Info (RFC 4533).
+pub fn write_intermediate_response(
+    buffer: &mut BytesMut,
+    message_id: i32,
+    response_name: &str,
+    response_value: &[u8],
+) {
+    let mut writer = BerWriter::new(buffer);
+    writer.open(tag::SEQUENCE);
+    writer.integer(tag::INTEGER, i64::from(message_id));
+    writer.open(tag::INTERMEDIATE_RESPONSE);
+    writer.primitive(tag::INTERMEDIATE_RESPONSE_NAME, response_name.as_bytes());
+    writer.primitive(tag::INTERMEDIATE_RESPONSE_VALUE, response_value);
+    writer.close();
     writer.close();
 }
 

@@ -115,6 +115,8 @@ pub struct Database {
     /// The suffix shows its contextCSN only on a replicating server (a server ID, a provider or
     /// a consumer), as slapd shows it only with syncprov or syncrepl; set when the server starts.
     pub(crate) shows_context_csn: bool,
+    /// Committed changes for refreshAndPersist searches (published by the writer).
+    pub(crate) persist: Arc<crate::persist::PersistHub>,
 }
 
 impl Database {
@@ -126,7 +128,9 @@ impl Database {
         let writes_stopping = Arc::new(AtomicBool::new(false));
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
+        let persist = Arc::new(crate::persist::PersistHub::default());
         let writer = Writer {
+            persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
             policy: policy.clone(),
@@ -150,6 +154,7 @@ impl Database {
             limits: crate::limits::IdentityLimits::default(),
             shows_context_csn: false,
             pending_states,
+            persist,
         }
     }
 
@@ -158,6 +163,9 @@ impl Database {
     pub(crate) fn set_replicating(&mut self, replication: &lmdir_config::ReplicationConfig) {
         self.shows_context_csn =
             replication.server_id != 0 || replication.provider || !replication.consumer.is_empty();
+        if replication.provider {
+            self.persist.enable();
+        }
     }
 
     pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
@@ -205,6 +213,8 @@ impl Database {
     /// connections waiting on the writer are answered within about one write budget.
     pub fn stop_writes(&self) {
         self.writes_stopping.store(true, Ordering::Release);
+        // Persistent searches never end on their own: they end now, so connections close.
+        self.persist.stop();
     }
 
     /// Stops the writer (after `stop_writes`, queued updates are answered, not applied).

@@ -3,8 +3,8 @@
 //! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
 //! server → connection → operations → {search, compare, update, password, rootdse} →
 //! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
-//! result, settings, limits, monitor, replication_status, ppolicy, selection, filter_text,
-//! log_text, ...).
+//! result, settings, limits, monitor, replication_status, ppolicy, persist, selection,
+//! filter_text, log_text, ...).
 
 pub mod ber;
 pub mod client_limits;
@@ -23,6 +23,7 @@ pub mod monitor;
 pub mod operations;
 mod password;
 pub mod pdu;
+mod persist;
 pub mod ppolicy;
 pub mod proxy_authz;
 pub mod replication;

@@ -96,6 +96,8 @@ pub(crate) struct Writer {
     pub monitor: Arc<crate::monitor::Monitor>,
     /// Policy state updates waiting for this writer, one per entry.
     pub pending_states: Arc<PendingStates>,
+    /// Where committed changes go for refreshAndPersist searches.
+    pub persist: Arc<crate::persist::PersistHub>,
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -173,6 +175,9 @@ impl Writer {
                     return;
                 }
             };
+            if self.persist.is_enabled() {
+                txn.record_changes();
+            }
             let mut applied = Vec::new();
             let mut failed = None;
             while let Some(mut job) = pending.pop_front() {
@@ -194,11 +199,15 @@ impl Writer {
             }
             match failed {
                 None => {
-                    let committed = txn.commit();
-                    if committed.is_ok() {
+                    let committed = txn.commit_with_changes().map(|changes| {
                         self.monitor
                             .write_committed(applied.len(), started.elapsed());
-                    }
+                        // Published before any job is answered: a client that reads its
+                        // answer and then looks at a persist search finds its change queued.
+                        if self.persist.is_enabled() {
+                            self.persist.publish(changes);
+                        }
+                    });
                     for job in applied {
                         let _ = job.reply.send(committed.clone());
                     }

@@ -2,7 +2,8 @@
 //! in scope comes with Sync State add and its entryUUID, and the Sync Done carries a cookie
 //! whose CSNs are the directory's contextCSN; with that cookie only the entries changed since
 //! come whole, the others as `present` (the consumer deletes what is not mentioned); an
-//! up-to-date consumer gets nothing and refreshDeletes TRUE.
+//! up-to-date consumer gets nothing and refreshDeletes TRUE. (refreshAndPersist is tested with
+//! real consumers in crates/lmdir/tests/replication_provider.rs.)
 
 mod common;
 
@@ -158,19 +159,19 @@ fn refresh_only_then_present_phase_then_up_to_date() {
 }
 
 #[test]
-fn refused_without_provider_and_persist_not_yet() {
+fn refused_without_provider_or_with_a_bad_cookie() {
     let server = TestServer::start_populated(10, Vec::new(), |_| {});
     let mut connection = root(&server);
     assert_eq!(
         sync_search(&mut connection, SyncMode::RefreshOnly, None).err(),
         Some(53)
     );
-    let server = provider();
-    let mut connection = root(&server);
     assert_eq!(
         sync_search(&mut connection, SyncMode::RefreshAndPersist, None).err(),
         Some(53)
     );
+    let server = provider();
+    let mut connection = root(&server);
     assert_eq!(
         sync_search(
             &mut connection,
@@ -180,4 +181,16 @@ fn refused_without_provider_and_persist_not_yet() {
         .err(),
         Some(2)
     );
+    // A persistent search whose refresh fails ends there (and gives its place back).
+    for _ in 0..3 {
+        assert_eq!(
+            sync_search(
+                &mut connection,
+                SyncMode::RefreshAndPersist,
+                Some(b"rid=1,csn=garbage")
+            )
+            .err(),
+            Some(2)
+        );
+    }
 }

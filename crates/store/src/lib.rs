@@ -4,6 +4,7 @@
 
 mod admin;
 mod bulk;
+pub mod changes;
 pub mod codec;
 pub mod context_csn;
 mod env;
@@ -25,6 +26,7 @@ pub use admin::{
     CheckReport, DatabaseDigest, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTED_MAX,
 };
 pub use bulk::{BulkWriter, BULK_COMMIT_EVERY_BYTES};
+pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};

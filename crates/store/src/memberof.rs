@@ -130,7 +130,12 @@ impl WriteTxn<'_> {
         self.put_entry(id, &new)?;
         let old_keys = self.inner.index_keys(&old);
         let new_keys = self.inner.index_keys(&new);
-        self.update_indexes(id, &old_keys, &new_keys)
+        self.update_indexes(id, &old_keys, &new_keys)?;
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(crate::changes::ChangeKind::Modify, id, &new, dn, None);
+        }
+        Ok(())
     }
 
     /// Adds or removes `memberOf: group_dn` on one member entry.

@@ -313,6 +313,12 @@ impl ReadTxn {
         &self.txn
     }
 
+    /// The LMDB transaction ID of the last commit this snapshot sees: it holds every
+    /// `CommittedChanges` whose `txn_id` is at most this.
+    pub fn snapshot_id(&self) -> u64 {
+        self.txn.id() as u64
+    }
+
     /// The raw LMDB read txn, for tests (feature `raw-access`).
     #[cfg(feature = "raw-access")]
     pub fn raw_txn(&self) -> &RoTxn<'static, WithoutTls> {

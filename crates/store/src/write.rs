@@ -11,6 +11,7 @@ use lmdir_schema::{
 };
 use roaring::RoaringBitmap;
 
+use crate::changes::{ChangeKind, CommittedChanges};
 use crate::codec::{EncodedEntry, ATTRIBUTES_PER_ENTRY_MAX};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
 use crate::read::{
@@ -72,6 +73,8 @@ pub struct WriteTxn<'s> {
     pub(crate) moved_subtree: Option<(String, String)>,
     /// While a replication consumer applies a provider's changes (`set_applying_replicated`).
     applying_replicated: bool,
+    /// The changes made so far, when recorded (`record_changes`).
+    pub(crate) changes: crate::changes::ChangeLog,
     _writer: MutexGuard<'s, ()>,
 }
 
@@ -102,6 +105,7 @@ impl Store {
             moved_subtree: None,
             applying_replicated: false,
             deadline: None,
+            changes: Default::default(),
             _writer: writer,
         })
     }
@@ -774,6 +778,10 @@ impl<'s> WriteTxn<'s> {
                 &group_members,
             )?;
         }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::Add, id, &attributes, dn, None);
+        }
         Ok(id)
     }
 
@@ -781,13 +789,31 @@ impl<'s> WriteTxn<'s> {
     pub fn delete(&mut self, dn: &str) -> Result<EntryId, LdapError> {
         // The CSN first: the session log records the delete under it before the rows go.
         let csn = self.next_csn(SystemTime::now())?;
-        self.unlink_leaf(dn, Some(csn))
+        let id = self.unlink_leaf(dn, Some(csn))?;
+        self.set_deleted_csn(id, Some(csn));
+        Ok(id)
     }
 
     /// Deletes a leaf entry as a replication provider deleted it: the change is the
     /// provider's, so this server's contextCSN does not move.
     pub fn delete_replicated(&mut self, dn: &str) -> Result<EntryId, LdapError> {
-        self.unlink_leaf(dn, None)
+        let id = self.unlink_leaf(dn, None)?;
+        self.set_deleted_csn(id, None);
+        Ok(id)
+    }
+
+    /// Records the delete of entry `id` (before its rows go: its entryUUID and DN).
+    fn record_delete(&mut self, id: EntryId, decodable: bool) -> Result<(), LdapError> {
+        if !self.is_recording_changes() {
+            return Ok(());
+        }
+        let attributes = match decodable {
+            true => self.stored_attributes(id)?,
+            false => Vec::new(),
+        };
+        let dn = self.dn_of(id)?;
+        self.record_change(ChangeKind::Delete, id, &attributes, dn.clone(), Some(dn));
+        Ok(())
     }
 
     /// `csn`: the delete's own CSN (None: applied for a provider), for the session log.
@@ -806,7 +832,9 @@ impl<'s> WriteTxn<'s> {
             ));
         }
         self.log_removal(id, csn)?;
-        if self.is_decodable(id)? {
+        let decodable = self.is_decodable(id)?;
+        self.record_delete(id, decodable)?;
+        if decodable {
             self.unlink_decodable(id)?;
         } else {
             // A repair (the server lets only the rootdn reach an undecodable entry): its
@@ -1002,6 +1030,10 @@ impl<'s> WriteTxn<'s> {
                 )?;
             }
         }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::Modify, id, &attributes, dn, None);
+        }
         Ok(id)
     }
 
@@ -1176,6 +1208,10 @@ impl<'s> WriteTxn<'s> {
             self.moved_subtree = None;
             fixed?;
         }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::ModRdn, id, &attributes, dn, Some(old_dn_text));
+        }
         Ok(id)
     }
 
@@ -1232,7 +1268,16 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// Commits all changes made in this transaction.
-    pub fn commit(mut self) -> Result<(), LdapError> {
+    pub fn commit(self) -> Result<(), LdapError> {
+        self.commit_with_changes().map(drop)
+    }
+
+    /// Commits, and hands back the changes recorded (`record_changes`; empty otherwise), now
+    /// that they are committed.
+    pub fn commit_with_changes(mut self) -> Result<CommittedChanges, LdapError> {
+        let mut committed = std::mem::take(&mut self.changes.committed);
+        committed.txn_id = self.txn.id() as u64;
+        committed.sort_by_csn();
         let (mut persisted, described) = self.inner.persist_descriptions(&mut self.txn)?;
         let index_state = match self.indexes_built.take() {
             Some(attributes) => Some(self.record_indexes_built(&attributes)?),
@@ -1247,6 +1292,6 @@ impl<'s> WriteTxn<'s> {
             *crate::lock::write(&inner.index_config_change) = change;
         }
         drop(_writer);
-        Ok(())
+        Ok(committed)
     }
 }

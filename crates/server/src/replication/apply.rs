@@ -95,16 +95,7 @@ pub(crate) fn uuid_text(uuid: &Uuid) -> String {
 
 /// The 16 bytes of an entryUUID text value (hyphens ignored); None if it is not one.
 pub(crate) fn uuid_bytes(text: &[u8]) -> Option<Uuid> {
-    let digits: Vec<u8> = text.iter().copied().filter(|byte| *byte != b'-').collect();
-    if digits.len() != 32 {
-        return None;
-    }
-    let mut uuid = [0u8; 16];
-    for (index, pair) in digits.chunks(2).enumerate() {
-        let text = std::str::from_utf8(pair).ok()?;
-        uuid[index] = u8::from_str_radix(text, 16).ok()?;
-    }
-    Some(uuid)
+    lmdir_store::changes::uuid_bytes(text)
 }
 
 /// Applies a batch in the writer's transaction (the caller commits).

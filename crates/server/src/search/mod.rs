@@ -4,6 +4,7 @@
 
 mod monitor;
 mod paging;
+mod persist;
 mod sort;
 mod subschema;
 mod sync;
@@ -204,8 +205,14 @@ pub async fn search(
             response_controls: Vec::new(),
         });
     }
-    let server = context.server.clone();
-    let job = SearchJob {
+    // A persistent search subscribes to the changes before its refresh opens its snapshot (so
+    // no change falls between), hence never in the estimate's earlier read txn.
+    let subscription = persist::subscribe(context, database, controls)?;
+    let (read, small) = match subscription {
+        Some(_) => (None, false),
+        None => (read, small),
+    };
+    let job_of = |filter, read| SearchJob {
         request: request.clone(),
         controls: controls.clone(),
         selection: selection.clone(),
@@ -216,7 +223,26 @@ pub async fn search(
         filter,
         read,
     };
+    let follow = subscription.map(|subscription| (subscription, job_of(None, None)));
+    let (done, refresh_end) = run_job(context, job_of(filter, read), small).await?;
+    match (follow, refresh_end) {
+        (Some((subscription, job)), Some(end)) if done.result.is_ok() => {
+            job.persist(context, database, subscription, end, done.entries_sent)
+                .await
+        }
+        _ => Ok(done),
+    }
+}
+
+/// Runs a search's job: here when small, else on the blocking pool.
+async fn run_job(
+    context: &OperationContext,
+    job: SearchJob,
+    small: bool,
+) -> Result<(SearchDone, Option<sync::RefreshEnd>), OperationError> {
+    let server = context.server.clone();
     if small {
+        let database = database_of(&server).expect("database present");
         // Few candidates: run on this task; a hop to the blocking pool and back would cost
         // more than the search (two thread wake-ups per operation on a busy server).
         let mut chunks = Vec::new();
@@ -372,12 +398,14 @@ impl SearchJob {
         Ok(Ok(Some(database.open_cookie(fingerprint, size, cookie)?)))
     }
 
+    /// Runs the search; a refreshAndPersist refresh also returns where its persist phase
+    /// starts.
     fn run(
         mut self,
         database: &Database,
         settings: &ServerSettings,
         sink: &mut ChunkSink<'_>,
-    ) -> Result<SearchDone, OperationError> {
+    ) -> Result<(SearchDone, Option<sync::RefreshEnd>), OperationError> {
         let started = Instant::now();
         let scope = scope_of(&self.request.scope)?;
         let prepared = prepared_filter(database, settings, &self.request, self.filter.take())?;
@@ -392,7 +420,7 @@ impl SearchJob {
         let sort_plan = self.sort_plan(database, settings)?;
         let page = match self.page_request(database, &effective)? {
             Ok(page) => page,
-            Err(abandoned) => return Ok(abandoned),
+            Err(abandoned) => return Ok((abandoned, None)),
         };
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
@@ -472,10 +500,15 @@ impl SearchJob {
                 database.monitor().replication.sync_search_started(mode)
             });
         let (size, time) = search_limits(&effective, &self.request, page.is_some());
+        // A persistent search never ends on its own: no time limit (its refresh included).
+        let persistent = sync
+            .as_ref()
+            .is_some_and(|sync| sync.persist_start().is_some());
         let limits = SearchLimits {
             size,
-            deadline: (!time.is_zero()).then(|| started + time),
+            deadline: (!time.is_zero() && !persistent).then(|| started + time),
         };
+        let mut refresh_end = None;
         let mut done = match &sort_plan {
             Some(Ok(keys)) => self.run_sorted(
                 settings,
@@ -487,7 +520,13 @@ impl SearchJob {
                 &mut output,
             )?,
             _ => match &sync {
-                Some(sync) => self.run_sync(&spec, &visible, &limits, sync, &mut output)?,
+                Some(sync) => {
+                    let done = self.run_sync(&spec, &visible, &limits, sync, &mut output)?;
+                    if done.result.is_ok() {
+                        refresh_end = sync.persist_start();
+                    }
+                    done
+                }
                 None => self.run_unsorted(&spec, &visible, &limits, page.as_ref(), &mut output)?,
             },
         };
@@ -497,7 +536,7 @@ impl SearchJob {
         if let Some(plan) = &sort_plan {
             done.response_controls.push(sort_response_control(plan));
         }
-        Ok(done)
+        Ok((done, refresh_end))
     }
 }
 
@@ -716,8 +755,11 @@ impl SearchJob {
             }
         }
         let mut done = search_done(result, output.sent, None);
-        if done.result.is_ok() {
-            done.response_controls.push(sync.done_control());
+        match (&done.result, sync.persist_start()) {
+            (Err(_), _) => {}
+            // refreshAndPersist: the refresh ends with a Sync Info; the search goes on.
+            (Ok(()), Some(_)) => sync.write_refresh_done(&mut output.buffer, self.message_id),
+            (Ok(()), None) => done.response_controls.push(sync.done_control()),
         }
         Ok(done)
     }

@@ -109,7 +109,7 @@ fn owned_entry(monitor_entry: &MonitorEntry) -> Result<lmdir_schema::Entry, Oper
 }
 
 /// Whether `dn` (normalized) is in `scope` of `base` (normalized).
-fn in_scope(dn: &str, base: &str, scope: Scope) -> bool {
+pub(super) fn in_scope(dn: &str, base: &str, scope: Scope) -> bool {
     match scope {
         Scope::Base => dn == base,
         Scope::Sub => lmdir_schema::normalized_dn_is_within(dn, base),

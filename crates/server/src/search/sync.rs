@@ -1,4 +1,4 @@
-//! RFC 4533 refreshOnly on a search (the provider side, as OpenLDAP's syncprov): every entry
+//! RFC 4533 sync searches (the provider side, as OpenLDAP's syncprov): every entry
 //! carries a Sync State control and the SearchResultDone a Sync Done with the cookie of the
 //! search's own snapshot (the contextCSN read in the same read transaction as the entries).
 //! With a cookie and a session log that covers it (`lmdir_store::SessionLog`) the refresh is a
@@ -7,12 +7,16 @@
 //! syncIdSets with refreshDeletes TRUE, then Sync Done with refreshDeletes TRUE (the consumer
 //! deletes exactly those). A cookie older than the log is answered e-syncRefreshRequired (4096):
 //! the consumer drops it and reloads; with reloadHint TRUE (the consumer accepts a reload, as
-//! slapd's always does) it gets the present phase instead. Without a session log the refresh is a present phase:
-//! changed entries whole, unchanged ones as `present` with no attributes; the consumer deletes
+//! slapd's always does) it gets the present phase instead. Without a session log the refresh
+//! is a present phase: changed entries whole, unchanged ones as `present` with no attributes; the consumer deletes
 //! what was not mentioned (refreshDeletes FALSE). A consumer already up to date gets no entries
 //! and refreshDeletes TRUE (nothing to delete).
+//!
+//! refreshAndPersist runs the same refresh and ends it with a Sync Info instead of the
+//! SearchResultDone: refreshPresent (refreshDelete after a delete phase) with refreshDone
+//! TRUE and the snapshot's cookie, as syncprov does; `persist.rs` streams the changes after it.
 
-use crate::ber::{EntryWriter, ResponseControl};
+use crate::ber::{write_intermediate_response, EntryWriter, ResponseControl};
 use crate::result::{code, OperationError};
 use bytes::BytesMut;
 use lmdir_schema::{AttrId, Schema};
@@ -61,6 +65,50 @@ pub(super) struct SyncRefresh {
     reply_cookie: Vec<u8>,
     entry_uuid: Option<AttrId>,
     entry_csn: Option<AttrId>,
+    /// refreshAndPersist: what the persist phase starts from.
+    persist: Option<RefreshEnd>,
+}
+
+/// Where a refresh left a refreshAndPersist search: its snapshot (the LMDB transaction ID and
+/// the contextCSN read in it) and how to build the cookies of the changes that follow.
+#[derive(Clone, Debug)]
+pub(super) struct RefreshEnd {
+    pub(super) snapshot_id: u64,
+    pub(super) context: ContextCsns,
+    pub(super) consumer: Cookie,
+    pub(super) sid: Option<u16>,
+}
+
+impl RefreshEnd {
+    /// The cookie of a change that stamped `csn`: that CSN alone, as syncprov sends it
+    /// (OpenLDAP's consumer compares the cookie's first CSN with what it holds for that CSN's
+    /// server ID, and merges it in).
+    pub(super) fn advance(&mut self, csn: Csn) -> Vec<u8> {
+        self.context.merge(csn);
+        let mut single = ContextCsns::new();
+        single.merge(csn);
+        Cookie::reply_to(&self.consumer, self.sid, &single).to_bytes()
+    }
+}
+
+/// A Sync State control (RFC 4533 §2.3).
+pub(super) fn state_control(
+    state: SyncStateKind,
+    entry_uuid: [u8; 16],
+    cookie: Option<Vec<u8>>,
+) -> ResponseControl {
+    ResponseControl {
+        oid: SYNC_STATE_OID.to_string(),
+        criticality: false,
+        value: Some(
+            SyncState {
+                state,
+                entry_uuid,
+                cookie,
+            }
+            .encode(),
+        ),
+    }
 }
 
 fn unwilling(message: &str) -> OperationError {
@@ -80,9 +128,6 @@ impl SyncRefresh {
             return Err(unwilling(
                 "this server is not a replication provider ([replication] provider)",
             ));
-        }
-        if request.mode == SyncMode::RefreshAndPersist {
-            return Err(unwilling("refreshAndPersist is not supported yet"));
         }
         let mut context = ContextCsns::new();
         for csn in read.context_csns()? {
@@ -131,7 +176,36 @@ impl SyncRefresh {
             reply_cookie: Cookie::reply_to(&consumer, sid, &context).to_bytes(),
             entry_uuid: schema.attribute("entryUUID"),
             entry_csn: schema.attribute("entryCSN"),
+            persist: (request.mode == SyncMode::RefreshAndPersist).then(|| RefreshEnd {
+                snapshot_id: read.snapshot_id(),
+                context,
+                consumer,
+                sid,
+            }),
         })
+    }
+
+    /// refreshAndPersist: where the persist phase starts (None for refreshOnly).
+    pub(super) fn persist_start(&self) -> Option<RefreshEnd> {
+        self.persist.clone()
+    }
+
+    /// The Sync Info ending a refreshAndPersist refresh: refreshPresent after a present phase,
+    /// refreshDelete after a delete phase or when the consumer was up to date (nothing to
+    /// delete), both with refreshDone TRUE and the snapshot's cookie (as `done_control`).
+    pub(super) fn write_refresh_done(&self, buffer: &mut BytesMut, message_id: i32) {
+        let cookie = Some(self.reply_cookie.clone());
+        let info = match self.up_to_date || self.deletes.is_some() {
+            true => SyncInfo::RefreshDelete {
+                cookie,
+                refresh_done: true,
+            },
+            false => SyncInfo::RefreshPresent {
+                cookie,
+                refresh_done: true,
+            },
+        };
+        write_intermediate_response(buffer, message_id, SYNC_INFO_OID, &info.encode());
     }
 
     pub(super) fn sends_entries(&self) -> bool {
@@ -229,18 +303,7 @@ impl SyncRefresh {
             (false, Some(_)) => return None,
             (false, None) => SyncStateKind::Present,
         };
-        let control = ResponseControl {
-            oid: SYNC_STATE_OID.to_string(),
-            criticality: false,
-            value: Some(
-                SyncState {
-                    state,
-                    entry_uuid: uuid,
-                    cookie: None,
-                }
-                .encode(),
-            ),
-        };
+        let control = state_control(state, uuid, None);
         Some(match state {
             SyncStateKind::Add => EntryState::Add(control),
             _ => EntryState::Present(control),
@@ -263,7 +326,8 @@ impl SyncRefresh {
     }
 }
 
-/// A SearchResultEntry with no attributes: an unchanged entry of the present phase.
+/// A SearchResultEntry with no attributes: an unchanged entry of the present phase, or a
+/// deleted one (delete state) in the persist phase.
 pub(super) fn write_present(
     buffer: &mut BytesMut,
     message_id: i32,

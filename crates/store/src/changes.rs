@@ -1,0 +1,186 @@
+//! The changes a write transaction made, handed back by [`WriteTxn::commit_with_changes`] once
+//! they are committed: what an RFC 4533 provider streams to its persistent searches (OpenLDAP's
+//! syncprov does the same from its overlay's response callbacks). Only a committed list ever
+//! leaves the transaction, so an aborted write is never published.
+//!
+//! Recording is off unless the transaction asks for it (`record_changes`): the bulk load into a
+//! non-empty store and the offline tools pay nothing. A transaction keeps at most
+//! `CHANGES_PER_TXN_MAX` records; past that it keeps none and says so (`overflowed`), and a
+//! reader must treat that as "everything may have changed" (a provider ends its persistent
+//! searches with e-syncRefreshRequired).
+//!
+//! A subtree move is one record: the moved entry's, with its DN before and after. Its
+//! descendants' entries are unchanged (their DNs follow the moved node), and a consumer that
+//! applies the move moves its own copy of the subtree; a reader for which the move changes
+//! whether descendants are in scope expands the record itself (`ReadTxn::subtree_ids`).
+
+use lmdir_sync::Csn;
+
+use crate::layout::EntryId;
+use crate::write::{WorkingAttribute, WriteTxn};
+
+/// Most change records one transaction keeps; beyond, it keeps none and is `overflowed`.
+/// A writer batch of client updates makes at most a few hundred; a replicated present phase
+/// deleting a large subtree can make more, and its readers refresh instead.
+pub const CHANGES_PER_TXN_MAX: usize = 65_536;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Add,
+    Modify,
+    ModRdn,
+    Delete,
+}
+
+/// One change to one entry, as committed.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub kind: ChangeKind,
+    pub id: EntryId,
+    /// The entry's entryUUID (16 bytes); None when it has none (it cannot be replicated).
+    pub entry_uuid: Option<[u8; 16]>,
+    /// The entryCSN the change stamped (or, replicated, carried); None for a replicated
+    /// delete (the provider's delete has no CSN here) or an entry without one.
+    pub csn: Option<Csn>,
+    /// The entry's DN after the change (for a delete: its last DN).
+    pub dn: String,
+    /// The DN before a modrdn or delete.
+    pub old_dn: Option<String>,
+}
+
+/// What one committed transaction changed, in the order it changed it.
+#[derive(Clone, Debug, Default)]
+pub struct CommittedChanges {
+    /// The LMDB transaction ID the changes committed as: a read snapshot whose
+    /// [`crate::ReadTxn::snapshot_id`] is at least this one sees them.
+    pub txn_id: u64,
+    pub changes: Vec<Change>,
+    /// More than `CHANGES_PER_TXN_MAX` changes: `changes` is empty and incomplete.
+    pub overflowed: bool,
+}
+
+impl CommittedChanges {
+    /// Puts the changes in the order of their CSNs, which is the order a consumer must apply
+    /// them in (OpenLDAP's ignores a CSN older than the last one it applied). A change is
+    /// recorded when it is complete, so a modrdn or delete comes after the memberOf upkeep it
+    /// caused although its CSN is older. A change without a CSN (a replicated delete) keeps
+    /// its place after the change before it. Stable: equal keys keep their order.
+    pub(crate) fn sort_by_csn(&mut self) {
+        let mut last = None;
+        let mut keyed: Vec<(Option<Csn>, Change)> = std::mem::take(&mut self.changes)
+            .into_iter()
+            .map(|change| {
+                last = change.csn.or(last);
+                (last, change)
+            })
+            .collect();
+        keyed.sort_by_key(|(key, _)| *key);
+        self.changes = keyed.into_iter().map(|(_, change)| change).collect();
+    }
+}
+
+/// The recorder inside a write transaction.
+#[derive(Default)]
+pub(crate) struct ChangeLog {
+    recording: bool,
+    pub(crate) committed: CommittedChanges,
+}
+
+/// The 16 bytes of an entryUUID's text (hyphens ignored).
+pub fn uuid_bytes(text: &[u8]) -> Option<[u8; 16]> {
+    let mut uuid = [0u8; 16];
+    let mut digits = text.iter().filter(|byte| **byte != b'-');
+    for byte in &mut uuid {
+        let high = (*digits.next()? as char).to_digit(16)?;
+        let low = (*digits.next()? as char).to_digit(16)?;
+        *byte = (high * 16 + low) as u8;
+    }
+    digits.next().is_none().then_some(uuid)
+}
+
+impl WriteTxn<'_> {
+    /// Keep a record of every change from now on, handed back by `commit_with_changes`.
+    pub fn record_changes(&mut self) {
+        self.changes.recording = true;
+    }
+
+    /// The first value of attribute `name` among `attributes`.
+    fn first_working_value<'a>(
+        &self,
+        attributes: &'a [WorkingAttribute],
+        name: &str,
+    ) -> Option<&'a [u8]> {
+        let attr = self.inner.schema.attribute(name)?;
+        attributes
+            .iter()
+            .find(|attribute| attribute.attr == attr)
+            .and_then(|attribute| attribute.values.first())
+            .map(|(original, _)| original.as_slice())
+    }
+
+    /// Records one change of entry `id`, whose attributes are now `attributes`.
+    pub(crate) fn record_change(
+        &mut self,
+        kind: ChangeKind,
+        id: EntryId,
+        attributes: &[WorkingAttribute],
+        dn: String,
+        old_dn: Option<String>,
+    ) {
+        if !self.changes.recording || self.changes.committed.overflowed {
+            return;
+        }
+        if self.changes.committed.changes.len() >= CHANGES_PER_TXN_MAX {
+            self.changes.committed.changes = Vec::new();
+            self.changes.committed.overflowed = true;
+            return;
+        }
+        let change = Change {
+            kind,
+            id,
+            entry_uuid: self
+                .first_working_value(attributes, "entryUUID")
+                .and_then(uuid_bytes),
+            csn: self
+                .first_working_value(attributes, "entryCSN")
+                .and_then(|text| Csn::parse(text).ok()),
+            dn,
+            old_dn,
+        };
+        self.changes.committed.changes.push(change);
+    }
+
+    /// A delete's CSN is taken after its record (the entry's rows, and the memberOf upkeep
+    /// recorded after it, are gone or done by then).
+    pub(crate) fn set_deleted_csn(&mut self, id: EntryId, csn: Option<Csn>) {
+        let deleted = self
+            .changes
+            .committed
+            .changes
+            .iter_mut()
+            .rev()
+            .find(|change| change.id == id && change.kind == ChangeKind::Delete);
+        if let Some(change) = deleted {
+            change.csn = csn;
+        }
+    }
+
+    pub(crate) fn is_recording_changes(&self) -> bool {
+        self.changes.recording
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uuid_bytes;
+
+    #[test]
+    fn uuid_text_to_bytes() {
+        let uuid = uuid_bytes(b"12345678-9abc-def0-0123-456789ABCDEF").unwrap();
+        assert_eq!(uuid[0], 0x12);
+        assert_eq!(uuid[15], 0xef);
+        assert_eq!(uuid_bytes(b"12345678"), None);
+        assert_eq!(uuid_bytes(b"zz345678-9abc-def0-0123-456789abcdef"), None);
+        assert_eq!(uuid_bytes(b"12345678-9abc-def0-0123-456789abcdef00"), None);
+    }
+}
