@@ -26,7 +26,7 @@ use ldap3_proto::proto::{LdapSearchRequest, LdapSearchScope};
 use lmdir_access::acl::{EntryAccess, Subject};
 use lmdir_schema::{LdapError, PreparedFilter};
 use lmdir_store::TreePosition;
-use lmdir_store::{ReadTxn, Scope, SearchSpec};
+use lmdir_store::{ReadTxn, Scope, SearchCursor, SearchSpec};
 use paging::{paged_response_control, request_fingerprint, PageRequest};
 use sort::{
     compare_sort_values, plan_sort, sort_response_control, sort_values, PlannedSortKey, SortBuffer,
@@ -481,6 +481,18 @@ impl SearchJob {
     }
 }
 
+/// One step of a search's walk over its candidates (`SearchJob::next_visible`).
+enum Step<'r, 'a> {
+    /// The next entry the subject gets back, with the subject's access to it.
+    Visible(
+        lmdir_store::EntryId,
+        lmdir_store::EntryRef<'r>,
+        EntryAccess<'a>,
+    ),
+    /// The walk is over: Ok when the candidates ran out, else why it stopped.
+    End(Result<(), OperationError>),
+}
+
 /// A search's size limit (0 = none) and when its time runs out.
 struct SearchLimits {
     size: u64,
@@ -628,24 +640,17 @@ impl SearchJob {
     ) -> Result<SearchDone, OperationError> {
         let mut result = Ok(());
         if sync.sends_entries() {
-            let cursor = visible
+            let mut cursor = visible
                 .read
                 .search(spec)?
                 .stop_when(|| self.stop_reason(limits));
-            for item in cursor {
-                if let Some(stop) = self.stop_reason(limits) {
-                    result = Err(stop.into());
-                    break;
-                }
-                let (id, entry) = match item {
-                    Ok(found) => found,
-                    Err(error) => {
-                        result = Err(error.into());
+            loop {
+                let (id, entry, access) = match self.next_visible(&mut cursor, visible, limits)? {
+                    Step::Visible(id, entry, access) => (id, entry, access),
+                    Step::End(end) => {
+                        result = end;
                         break;
                     }
-                };
-                let Some(access) = visible.access(id, &entry)? else {
-                    continue;
                 };
                 let Some(state) = sync.state_of(&entry) else {
                     continue;
@@ -665,6 +670,30 @@ impl SearchJob {
             done.response_controls.push(sync.done_control());
         }
         Ok(done)
+    }
+
+    /// The next candidate the subject gets back, or why the walk ends: the candidates ran
+    /// out (Ok), the search was abandoned or ran out of time, or the store failed (Err). The
+    /// one loop head of unsorted, sorted and sync searches.
+    fn next_visible<'r, 'a>(
+        &self,
+        cursor: &mut SearchCursor<'r>,
+        visible: &VisibleEntries<'a>,
+        limits: &SearchLimits,
+    ) -> Result<Step<'r, 'a>, OperationError> {
+        for item in cursor.by_ref() {
+            if let Some(stop) = self.stop_reason(limits) {
+                return Ok(Step::End(Err(stop.into())));
+            }
+            let (id, entry) = match item {
+                Ok(found) => found,
+                Err(error) => return Ok(Step::End(Err(error.into()))),
+            };
+            if let Some(access) = visible.access(id, &entry)? {
+                return Ok(Step::Visible(id, entry, access));
+            }
+        }
+        Ok(Step::End(Ok(())))
     }
 
     /// Why the search must stop now, if it must: abandoned / cancelled, or past its time.
@@ -707,20 +736,13 @@ impl SearchJob {
         }
         let mut cookie = page.map(|_| Vec::new());
         let mut result = Ok(());
-        while let Some(item) = cursor.next() {
-            if let Some(stop) = self.stop_reason(limits) {
-                result = Err(stop.into());
-                break;
-            }
-            let (id, entry) = match item {
-                Ok(found) => found,
-                Err(error) => {
-                    result = Err(error.into());
+        loop {
+            let (id, entry, access) = match self.next_visible(&mut cursor, visible, limits)? {
+                Step::Visible(id, entry, access) => (id, entry, access),
+                Step::End(end) => {
+                    result = end;
                     break;
                 }
-            };
-            let Some(access) = visible.access(id, &entry)? else {
-                continue;
             };
             // The size limit counts every page of a paged search (the cookie carries the count).
             if limits.size > 0 && sent_before + output.sent >= limits.size {
@@ -764,26 +786,23 @@ impl SearchJob {
         output: &mut SearchOutput<'_, '_>,
     ) -> Result<SearchDone, OperationError> {
         let mut sorted = SortBuffer::default();
-        let cursor = visible
+        let mut cursor = visible
             .read
             .search(spec)?
             .stop_when(|| self.stop_reason(limits));
-        for item in cursor {
-            if let Some(stop) = self.stop_reason(limits) {
-                return Ok(search_done(Err(stop.into()), 0, page.map(|_| Vec::new())));
-            }
-            let (id, entry) = match item {
-                Ok(found) => found,
-                Err(error) => {
-                    return Ok(search_done(Err(error.into()), 0, page.map(|_| Vec::new())))
+        loop {
+            match self.next_visible(&mut cursor, visible, limits)? {
+                Step::Visible(id, entry, access) => {
+                    sorted.push(
+                        sort_values(&entry, keys, &access),
+                        id,
+                        settings.sort_bytes_max,
+                    )?;
                 }
-            };
-            if let Some(access) = visible.access(id, &entry)? {
-                sorted.push(
-                    sort_values(&entry, keys, &access),
-                    id,
-                    settings.sort_bytes_max,
-                )?;
+                Step::End(Ok(())) => break,
+                Step::End(Err(stop)) => {
+                    return Ok(search_done(Err(stop), 0, page.map(|_| Vec::new())))
+                }
             }
         }
         // Stable: equal keys keep ID order, so pages of a sorted search do not overlap.
