@@ -28,6 +28,9 @@ pub struct ReadTxn {
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
     parent_dn_cache: [RefCell<Option<(EntryId, String)>>; 2],
+    /// The last DN `dn_to_id` found and its ID: a search looks its base up twice (the base
+    /// check, then the scope), a parse and a tree walk each time.
+    found_dn_cache: RefCell<Option<(String, EntryId)>>,
     // Last: the reader slot is released after the LMDB txn ended.
     _ticket: ReaderTicket,
 }
@@ -49,6 +52,7 @@ impl Store {
             inner: self.inner.clone(),
             descriptions,
             parent_dn_cache: Default::default(),
+            found_dn_cache: RefCell::new(None),
             _ticket: ticket,
         })
     }
@@ -326,8 +330,15 @@ impl ReadTxn {
     /// Parses, normalizes and looks up a DN. A miss is NoSuchObject whose matched DN is the
     /// deepest existing ancestor.
     pub fn dn_to_id(&self, dn: &str) -> Result<EntryId, LdapError> {
+        if let Some((found, id)) = &*self.found_dn_cache.borrow() {
+            if found == dn {
+                return Ok(*id);
+            }
+        }
         let parsed = Dn::parse(dn)?;
-        self.dn_to_id_parsed(&parsed)
+        let id = self.dn_to_id_parsed(&parsed)?;
+        *self.found_dn_cache.borrow_mut() = Some((dn.to_string(), id));
+        Ok(id)
     }
 
     pub fn dn_to_id_parsed(&self, dn: &Dn) -> Result<EntryId, LdapError> {

@@ -72,6 +72,9 @@ pub struct PreparedSearch {
     filter: Option<Result<PreparedFilter, OperationError>>,
     /// The estimate's read transaction, kept only for a search that runs right away.
     read: Option<ReadTxn>,
+    /// The base DN normalized (None: not yet): once per search, for the special bases, the
+    /// estimate and the base check alike.
+    normalized_base: Option<Result<String, OperationError>>,
     /// Run on the connection's task rather than the blocking pool.
     pub small: bool,
 }
@@ -102,11 +105,13 @@ impl PreparedSearch {
         let mut prepared = PreparedSearch {
             filter: None,
             read: None,
+            normalized_base: None,
             small: base_scope,
         };
         let Some(database) = database_of(server) else {
             return prepared;
         };
+        prepared.normalized_base = Some(database.normalize_dn(&request.base));
         if crate::filter_text::item_count(&request.filter, INLINE_SEARCH_FILTER_ITEMS_MAX)
             > INLINE_SEARCH_FILTER_ITEMS_MAX
             || crate::filter_text::text_bytes(&request.filter, INLINE_SEARCH_FILTER_BYTES_MAX)
@@ -116,8 +121,10 @@ impl PreparedSearch {
         }
         let filter = client_filter(&server.settings, &request.filter)
             .map(|filter| database.schema.prepare_filter(&filter));
-        if let (Ok(filter), false) = (&filter, base_scope) {
-            prepared.read = database.small_search_txn(identity, request, filter);
+        if let (Ok(filter), Some(Ok(base)), false) =
+            (&filter, &prepared.normalized_base, base_scope)
+        {
+            prepared.read = database.small_search_txn(identity, base, filter);
             prepared.small = prepared.read.is_some();
         }
         prepared.filter = Some(filter);
@@ -130,15 +137,14 @@ impl Database {
     fn small_search_txn(
         &self,
         identity: &Identity,
-        request: &LdapSearchRequest,
+        normalized_base: &str,
         filter: &PreparedFilter,
     ) -> Option<ReadTxn> {
         let read = self.store.read().ok()?;
-        let normalized_base = self.normalize_dn(&request.base).ok()?;
         let count = {
             let groups = self.groups(&read);
             let subject = self.subject(identity, &groups);
-            let subject_access = self.policy.for_subject_within(&subject, &normalized_base);
+            let subject_access = self.policy.for_subject_within(&subject, normalized_base);
             read.estimated_candidate_count(&subject_access.candidate_filter(filter))
         };
         matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX).then_some(read)
@@ -155,6 +161,7 @@ fn prepared_filter(
     let mut prepared = PreparedSearch {
         filter: converted,
         read: None,
+        normalized_base: None,
         small: false,
     };
     prepared.take_filter(&database.schema, settings, request)
@@ -189,10 +196,16 @@ pub async fn search(
     let PreparedSearch {
         mut filter,
         read,
+        normalized_base,
         small,
     } = prepared;
-    let special = subschema::subschema_search(context, database, request, selection, &mut filter)
-        .or_else(|| monitor::monitor_search(context, database, request, selection, &mut filter));
+    let normalized_base = normalized_base.unwrap_or_else(|| database.normalize_dn(&request.base));
+    let base = normalized_base.as_deref().ok();
+    let special =
+        subschema::subschema_search(context, database, request, selection, base, &mut filter)
+            .or_else(|| {
+                monitor::monitor_search(context, database, request, selection, base, &mut filter)
+            });
     if let Some(result) = special {
         let (buffer, count) = result?;
         if count > 0 {
@@ -215,6 +228,7 @@ pub async fn search(
         cancelled: context.cancelled.clone(),
         filter,
         read,
+        normalized_base,
     };
     if small {
         // Few candidates: run on this task; a hop to the blocking pool and back would cost
@@ -253,6 +267,7 @@ struct SearchJob {
     cancelled: Arc<std::sync::atomic::AtomicBool>,
     filter: Option<Result<PreparedFilter, OperationError>>,
     read: Option<ReadTxn>,
+    normalized_base: Result<String, OperationError>,
 }
 
 /// A sink takes each chunk of encoded entries; false means the connection is gone.
@@ -325,7 +340,7 @@ impl SearchJob {
         read: &ReadTxn,
         subject: &Subject<'_>,
     ) -> Result<String, OperationError> {
-        let normalized_base = database.normalize_dn(&self.request.base)?;
+        let normalized_base = self.normalized_base.clone()?;
         let (_, base_entry) = disclosed_entry(
             database,
             read,
