@@ -32,6 +32,7 @@ use sort::{
     compare_sort_values, plan_sort, sort_response_control, sort_values, PlannedSortKey, SortBuffer,
     SortPlan,
 };
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -414,10 +415,20 @@ impl SearchJob {
         let subject_access = database
             .policy
             .for_subject_within(&subject, &normalized_base);
+        let widened = match subject_access.candidate_filter(&prepared) {
+            Cow::Borrowed(_) => None,
+            Cow::Owned(widened) => Some(widened),
+        };
+        // The store tests its filter on every entry it returns: when that is the client's
+        // filter itself, it is moved there rather than copied.
+        let (store_filter, client_filter) = match widened {
+            None => (prepared, None),
+            Some(widened) => (widened, Some(prepared)),
+        };
         let spec = SearchSpec {
             base: normalized_base,
             scope,
-            filter: subject_access.candidate_filter(&prepared).into_owned(),
+            filter: store_filter,
             // The server counts returned entries itself (`SearchLimits::size`, over all pages):
             // the store's own count serves the offline `lmdir search`.
             size_limit: 0,
@@ -441,13 +452,14 @@ impl SearchJob {
             sink,
             sent: 0,
         };
-        let visible = VisibleEntries {
+        let visible = VisibleEntries::new(
             database,
-            read: &read,
-            subject: &subject,
-            prepared: &prepared,
-            is_root: self.identity.is_rootdn,
-        };
+            &read,
+            &subject,
+            &subject_access,
+            client_filter.as_ref().unwrap_or(&spec.filter),
+            client_filter.is_none(),
+        );
         let sync = match &self.controls.sync {
             Some(request) => {
                 if page.is_some() || sort_plan.is_some() {
@@ -520,10 +532,53 @@ struct VisibleEntries<'a> {
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     prepared: &'a lmdir_schema::PreparedFilter,
-    is_root: bool,
+    /// The store tested `prepared` itself on each entry it returns.
+    store_tested: bool,
+    /// Set when every entry below the base gives the subject the same access (the rootdn's,
+    /// or a policy whose rules do not look at the entry): decided once, not per entry.
+    uniform: Option<UniformAccess<'a>>,
+}
+
+/// The access every entry of a search gives its subject, and what follows from it once.
+struct UniformAccess<'a> {
+    access: EntryAccess<'a>,
+    /// The subject may search and read the entries at all.
+    returns_entries: bool,
+    /// The filter as the subject may evaluate it here; None when that is the filter the
+    /// store already tested (nothing restricted), so the entry needs no second test.
+    restricted: Option<lmdir_schema::PreparedFilter>,
 }
 
 impl<'a> VisibleEntries<'a> {
+    fn new(
+        database: &'a Database,
+        read: &'a ReadTxn,
+        subject: &'a Subject<'a>,
+        subject_access: &lmdir_access::acl::SubjectAccess<'a>,
+        prepared: &'a lmdir_schema::PreparedFilter,
+        store_tested: bool,
+    ) -> VisibleEntries<'a> {
+        let uniform = subject_access.uniform_entry_access().map(|access| {
+            let restricted = match access.restrict_filter(prepared) {
+                Cow::Borrowed(_) if store_tested => None,
+                restricted => Some(restricted.into_owned()),
+            };
+            UniformAccess {
+                returns_entries: access.can_search_entry() && access.can_read_entry(),
+                access,
+                restricted,
+            }
+        });
+        VisibleEntries {
+            database,
+            read,
+            subject,
+            prepared,
+            store_tested,
+            uniform,
+        }
+    }
+
     /// The subject's access to an entry the store found, when the entry is returned: the
     /// subject may search and read it and the filter, with the items it may not search there
     /// Undefined, is True.
@@ -532,13 +587,13 @@ impl<'a> VisibleEntries<'a> {
         id: lmdir_store::EntryId,
         entry: &lmdir_store::EntryRef<'_>,
     ) -> Result<Option<EntryAccess<'a>>, OperationError> {
-        if self.is_root {
-            // The rootdn's access ignores the DN: skip the parent walk.
-            return Ok(Some(self.database.policy.for_entry(
-                self.subject,
-                "",
-                entry,
-            )));
+        if let Some(uniform) = &self.uniform {
+            let matches = uniform.returns_entries
+                && uniform
+                    .restricted
+                    .as_ref()
+                    .is_none_or(|restricted| restricted.evaluate(entry).is_true());
+            return Ok(matches.then(|| uniform.access.clone()));
         }
         let normalized_dn = self.read.normalized_dn_of(id)?;
         let access = self
@@ -548,14 +603,11 @@ impl<'a> VisibleEntries<'a> {
         if !access.can_search_entry() || !access.can_read_entry() {
             return Ok(None);
         }
-        if !access
-            .restrict_filter(self.prepared)
-            .evaluate(entry)
-            .is_true()
-        {
-            return Ok(None);
-        }
-        Ok(Some(access))
+        let matches = match access.restrict_filter(self.prepared) {
+            Cow::Borrowed(_) if self.store_tested => true,
+            restricted => restricted.evaluate(entry).is_true(),
+        };
+        Ok(matches.then_some(access))
     }
 }
 
