@@ -332,6 +332,17 @@ impl SearchJob {
         Ok(Some(plan))
     }
 
+    /// The requested attributes resolved against the schema, with the matched values control;
+    /// a sync search sends stored values only (a consumer refuses computed ones).
+    fn resolved_selection(&self, database: &Database) -> Selection {
+        let selection = Selection::resolve(&database.schema, &self.selection)
+            .with_matched_values(&database.schema, self.controls.matched_values.as_deref());
+        match self.controls.sync {
+            Some(_) => selection.stored_only(),
+            None => selection,
+        }
+    }
+
     /// The base entry as the subject may see it (noSuchObject as a missing one otherwise) and
     /// the assertion control on it (RFC 4528 §3); returns the normalized base.
     fn check_base(
@@ -415,16 +426,7 @@ impl SearchJob {
         let subject_access = database
             .policy
             .for_subject_within(&subject, &normalized_base);
-        let widened = match subject_access.candidate_filter(&prepared) {
-            Cow::Borrowed(_) => None,
-            Cow::Owned(widened) => Some(widened),
-        };
-        // The store tests its filter on every entry it returns: when that is the client's
-        // filter itself, it is moved there rather than copied.
-        let (store_filter, client_filter) = match widened {
-            None => (prepared, None),
-            Some(widened) => (widened, Some(prepared)),
-        };
+        let (store_filter, client_filter) = store_filter(&subject_access, prepared);
         let spec = SearchSpec {
             base: normalized_base,
             scope,
@@ -439,15 +441,7 @@ impl SearchJob {
             database,
             read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
-            selection: {
-                let selection = Selection::resolve(&database.schema, &self.selection)
-                    .with_matched_values(&database.schema, self.controls.matched_values.as_deref());
-                // A sync search sends stored values only (a consumer refuses computed ones).
-                match self.controls.sync {
-                    Some(_) => selection.stored_only(),
-                    None => selection,
-                }
-            },
+            selection: self.resolved_selection(database),
             buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
             sink,
             sent: 0,
@@ -518,6 +512,23 @@ enum Step<'r, 'a> {
     ),
     /// The walk is over: Ok when the candidates ran out, else why it stopped.
     End(Result<(), OperationError>),
+}
+
+/// The filter the store tests on every candidate (what the subject may search everywhere) and,
+/// when that differs, the client's own filter; when it is the client's filter itself, it is
+/// moved to the store rather than copied (None second).
+fn store_filter(
+    subject_access: &lmdir_access::acl::SubjectAccess<'_>,
+    prepared: PreparedFilter,
+) -> (PreparedFilter, Option<PreparedFilter>) {
+    let widened = match subject_access.candidate_filter(&prepared) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(widened) => Some(widened),
+    };
+    match widened {
+        None => (prepared, None),
+        Some(widened) => (widened, Some(prepared)),
+    }
 }
 
 /// A search's size limit (0 = none) and when its time runs out.
