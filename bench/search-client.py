@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""One connection, N searches one after another, each waiting for its SearchResultDone: the load for
-counting a server's CPU per search (bench/search-cpu.sh). Usage: search-client.py PORT N eq|sub
-(eq: (uid=uNNNNNNN) on `lmdir gen 20000` data; sub: (mail=*NNNNN*)). No dependencies: raw BER."""
+"""One connection, N operations one after another, each waiting for its response: the load for
+counting a server's CPU per operation (bench/search-cpu.sh, bench/search-instructions.sh).
+Usage: search-client.py PORT N eq|sub|bind|scan [PEOPLE]
+(eq: (uid=uNNNNNNN) on `lmdir gen PEOPLE` data, PEOPLE 20000 unless given; sub: (mail=*NNNNN*);
+bind: a simple bind as uid=uNNNNNNN,ou=People with the generated password; scan: (objectClass=*)
+over the whole suffix). Searches are anonymous and ask for every attribute. No dependencies: raw BER."""
 import socket, sys
 
 def length(n):
@@ -17,6 +20,11 @@ def search(msgid, base, filt, attrs=()):
         + tlv(0x01, b'\x00') + filt + tlv(0x30, b''.join(octets(a) for a in attrs))
     return tlv(0x30, integer(0x02, msgid) + tlv(0x63, body))
 
+def bind(msgid, dn, password):
+    body = integer(0x02, 3) + octets(dn) + octets(password, 0x80)
+    return tlv(0x30, integer(0x02, msgid) + tlv(0x60, body))
+
+def present(attr): return octets(attr, 0x87)
 def eq(attr, value): return tlv(0xa3, octets(attr) + octets(value))
 def sub_any(attr, piece): return tlv(0xa4, octets(attr) + tlv(0x30, octets(piece, 0x81)))
 
@@ -36,18 +44,32 @@ def read_message(sock, buf):
         buf += data
 
 port, n, kind = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+people = int(sys.argv[4]) if len(sys.argv) > 4 else 20000
 sock = socket.create_connection(('127.0.0.1', port))
 buf = b''
 entries = 0
 for i in range(1, n + 1):
-    k = (i * 7919) % 20000
-    if kind == 'eq': f = eq('uid', 'u%07d' % k)
-    else: f = sub_any('mail', '%05d' % (k % 100000))
-    sock.sendall(search(i, 'dc=example,dc=com', f))
+    k = (i * 7919) % people
+    if kind == 'bind':
+        sock.sendall(bind(i, 'uid=u%07d,ou=People,dc=example,dc=com' % k, 'password'))
+        done = 0x61
+    else:
+        if kind == 'eq': f = eq('uid', 'u%07d' % k)
+        elif kind == 'scan': f = present('objectClass')
+        else: f = sub_any('mail', '%05d' % (k % 100000))
+        sock.sendall(search(i, 'dc=example,dc=com', f))
+        done = 0x65
     while True:
         msg, buf = read_message(sock, buf)
-        # op tag after the message id
-        if b'\x65' in msg[:12] and msg[msg.index(b'\x02') + 2 + msg[msg.index(b'\x02') + 1]] == 0x65:
+        # skip the outer header and the message id: the op's tag, then its length, then (for a
+        # result) the resultCode ENUMERATED
+        at = 2 + (msg[1] & 0x7f if msg[1] & 0x80 else 0)
+        at += 2 + msg[at + 1]
+        op = msg[at]
+        if op == done:
+            at += 2 + (msg[at + 1] & 0x7f if msg[at + 1] & 0x80 else 0)
+            if msg[at] == 0x0a and msg[at + 2] != 0:
+                raise SystemExit('operation %d: result code %d' % (i, msg[at + 2]))
             break
         entries += 1
-print('searches', n, 'entries', entries)
+print('operations', n, 'entries', entries)

@@ -582,7 +582,7 @@ impl AccessPolicy {
     }
 }
 
-impl SubjectAccess<'_> {
+impl<'a> SubjectAccess<'a> {
     /// The level the subject holds on `part` of every entry: the least of the levels granted
     /// by each rule that may decide it, up to the first rule matching all entries (an entry
     /// no rule matches grants nothing). `self` clauses count both as matching and not, and
@@ -650,6 +650,50 @@ impl SubjectAccess<'_> {
                 (Scope::Subtree(top), Some(base)) => normalized_dn_is_within(base, top),
                 _ => false,
             }
+    }
+
+    /// The access every entry at or below `within` gives the subject, when it is the same for
+    /// all of them: each rule that may match there matches every such entry (no filter, no
+    /// narrower DN) and grants without looking at the entry (no `self` clause for a bound
+    /// subject). Then a search decides access once instead of per entry (no DN to build, no
+    /// rules to match per returned entry). None when it may differ, or without a `within`.
+    pub fn uniform_entry_access(&self) -> Option<EntryAccess<'a>> {
+        if self.subject.is_rootdn {
+            return Some(EntryAccess {
+                matched: Vec::new(),
+                is_rootdn: true,
+            });
+        }
+        let base = self.within.as_deref()?;
+        // `Scope::All` leaves out the monitor tree, so only a base outside it (and not the
+        // root, above it) makes "all" mean every entry below.
+        if base.is_empty() || normalized_dn_is_within(base, MONITOR_NDN) {
+            return None;
+        }
+        let policy: &'a AccessPolicy = self.policy;
+        let mut matched = Vec::new();
+        for rule in &policy.rules {
+            if !self.may_match_within(rule) {
+                continue;
+            }
+            if !self.matches_all_within(rule) {
+                return None;
+            }
+            let depends_on_entry = self.subject.bound_ndn.is_some()
+                && rule
+                    .grants
+                    .iter()
+                    .any(|grant| matches!(grant.who, Who::SelfEntry));
+            if depends_on_entry {
+                return None;
+            }
+            // Not `self` (anonymous, or no such clause): the entry's DN is not consulted.
+            matched.push((&rule.parts, rule.granted(&self.subject, "")));
+        }
+        Some(EntryAccess {
+            matched,
+            is_rootdn: false,
+        })
     }
 
     /// May the subject use `attr` in a filter on every entry?

@@ -197,6 +197,30 @@ proptest! {
         }
     }
 
+    /// An access said to be uniform below a base (a search then decides access once) is the
+    /// access `for_entry` gives each entry there, on every part.
+    #[test]
+    fn uniform_access_is_each_entrys_access(
+        rules in proptest::collection::vec(rule_strategy(), 0..4),
+        bound in subject_strategy(),
+        attribute in proptest::sample::select(ATTRIBUTES),
+    ) {
+        let schema = Schema::builtin();
+        let policy = AccessPolicy::from_rules(&rules, &schema, SUFFIX, None).unwrap();
+        let (bob_ndn, bob_view) = bob(&schema);
+        let groups = |_: &str, _: &str| false;
+        let subject = policy.subject(bound, &groups);
+        let access = policy.for_entry(&subject, &bob_ndn, &bob_view);
+        for base in [SUFFIX, "ou=people,dc=example,dc=com", bob_ndn.as_str()] {
+            let Some(uniform) = policy.for_subject_within(&subject, base).uniform_entry_access() else {
+                continue;
+            };
+            for part in [TargetPart::Entry, TargetPart::Children, TargetPart::Attribute(schema.attribute(attribute).unwrap())] {
+                prop_assert_eq!(uniform.level(part), access.level(part), "base {}", base);
+            }
+        }
+    }
+
     /// The candidate filter (index candidates, the store's own test) is true wherever the
     /// subject's restricted filter is: narrowing by it never loses an entry the subject gets.
     #[test]
@@ -224,6 +248,34 @@ proptest! {
                 "{filter_text}: restricted {restricted:?}, candidate {candidate:?}");
         }
     }
+}
+
+/// The default policy is uniform below the suffix for anonymous searches, not for a bound
+/// subject (its own entry grants it more on userPassword), nor below the monitor tree.
+#[test]
+fn default_policy_is_uniform_for_anonymous_only() {
+    let schema = Schema::builtin();
+    let policy =
+        AccessPolicy::from_rules(&AccessPolicy::default_rules(), &schema, SUFFIX, None).unwrap();
+    let groups = |_: &str, _: &str| false;
+    let anonymous = policy.subject(None, &groups);
+    let bound = policy.subject(Some("uid=bob,ou=people,dc=example,dc=com"), &groups);
+    assert!(policy
+        .for_subject_within(&anonymous, SUFFIX)
+        .uniform_entry_access()
+        .is_some());
+    assert!(policy
+        .for_subject_within(&bound, SUFFIX)
+        .uniform_entry_access()
+        .is_none());
+    assert!(policy
+        .for_subject_within(&anonymous, "cn=monitor")
+        .uniform_entry_access()
+        .is_none());
+    assert!(policy
+        .for_subject(&anonymous)
+        .uniform_entry_access()
+        .is_none());
 }
 
 /// With `userPassword` hidden from anonymous (the default policy), a password item narrows

@@ -45,6 +45,9 @@ pub mod tag {
 /// Bytes reserved for a length while the content is written; 1 + 4 bytes covers every length up to
 /// 4 GiB, far above any PDU limit.
 const LENGTH_RESERVED_BYTES: usize = 5;
+/// Values of one attribute `EntryWriter::attribute` keeps (on the stack) between its length
+/// pass and its write pass; most attributes have one to three.
+const ATTRIBUTE_VALUES_KEPT_MAX: usize = 16;
 
 /// Writes nested TLVs into a buffer. `open` reserves room for the length, `close` writes the minimal
 /// length and slides the content left if fewer bytes were needed.
@@ -346,17 +349,35 @@ impl<'buffer> EntryWriter<'buffer> {
         Values::IntoIter: Clone,
     {
         let values = values.into_iter();
-        let set_length: usize = values
-            .clone()
-            .map(|value| primitive_encoded_length(value.len()))
-            .sum();
+        // The first values are kept from the length pass, so that decoding them (stored
+        // values are varint-framed) is not done twice; more are read again.
+        let mut kept: [&[u8]; ATTRIBUTE_VALUES_KEPT_MAX] = [&[]; ATTRIBUTE_VALUES_KEPT_MAX];
+        let mut count = 0;
+        let mut set_length = 0;
+        for value in values.clone() {
+            set_length += primitive_encoded_length(value.len());
+            if count < ATTRIBUTE_VALUES_KEPT_MAX {
+                kept[count] = value;
+            }
+            count += 1;
+        }
         let sequence_length =
             primitive_encoded_length(description.len()) + primitive_encoded_length(set_length);
+        // The whole attribute at once: the elements below then never grow the buffer.
+        self.writer
+            .buffer
+            .reserve(primitive_encoded_length(sequence_length));
         self.writer.header(tag::SEQUENCE, sequence_length);
         self.writer.octet_string(description);
         self.writer.header(tag::SET, set_length);
-        for value in values {
-            self.writer.octet_string(value);
+        if count <= ATTRIBUTE_VALUES_KEPT_MAX {
+            for value in &kept[..count] {
+                self.writer.octet_string(value);
+            }
+        } else {
+            for value in values {
+                self.writer.octet_string(value);
+            }
         }
     }
 

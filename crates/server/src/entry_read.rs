@@ -398,29 +398,29 @@ pub(crate) fn disclosed_entry<'txn>(
     dn: &str,
     normalized: &str,
 ) -> Result<(lmdir_store::EntryId, lmdir_store::EntryRef<'txn>), OperationError> {
-    let (mut ancestor, found) = match read.dn_to_id(normalized) {
-        Ok(id) => (
-            read.parent_of(id)?,
-            read.entry(id)?.map(|entry| (id, entry)),
-        ),
+    let mut ancestor = match read.dn_to_id(normalized) {
+        Ok(id) => {
+            if let Some(entry) = read.entry(id)? {
+                if database
+                    .policy
+                    .for_entry(subject, normalized, &entry)
+                    .can_disclose_entry()
+                {
+                    return Ok((id, entry));
+                }
+            }
+            // Hidden (or gone): the matched DN comes from its ancestors. Read only here: a
+            // disclosed base, every search's case, needs no parent.
+            read.parent_of(id)?
+        }
         Err(error) if error.code == lmdir_schema::ResultCode::NoSuchObject => {
-            let deepest = match &error.matched_dn {
+            match &error.matched_dn {
                 Some(matched) => read.dn_to_id(matched).ok(),
                 None => None,
-            };
-            (deepest, None)
+            }
         }
         Err(error) => return Err(error.into()),
     };
-    if let Some((id, entry)) = found {
-        if database
-            .policy
-            .for_entry(subject, normalized, &entry)
-            .can_disclose_entry()
-        {
-            return Ok((id, entry));
-        }
-    }
     let mut missing = OperationError::new(
         code::NO_SUCH_OBJECT,
         // The DN as the client gave it (so hidden and missing read alike), cut: a 16 MiB DN

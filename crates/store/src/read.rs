@@ -28,6 +28,9 @@ pub struct ReadTxn {
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
     parent_dn_cache: [RefCell<Option<(EntryId, String)>>; 2],
+    /// The last DN `dn_to_id` found and its ID: a search looks its base up twice (the base
+    /// check, then the scope), a parse and a tree walk each time.
+    found_dn_cache: RefCell<Option<(String, EntryId)>>,
     // Last: the reader slot is released after the LMDB txn ended.
     _ticket: ReaderTicket,
 }
@@ -49,6 +52,7 @@ impl Store {
             inner: self.inner.clone(),
             descriptions,
             parent_dn_cache: Default::default(),
+            found_dn_cache: RefCell::new(None),
             _ticket: ticket,
         })
     }
@@ -194,6 +198,16 @@ pub(crate) fn require_node<'t>(
 }
 
 /// The DN of an entry: its RDNs joined up the parent chain (original or normalized forms).
+/// `rdn,parent_dn` in one allocation of the exact size (`format!` costs as much again, once
+/// per returned entry).
+fn joined_dn(rdn: &str, parent_dn: &str) -> String {
+    let mut dn = String::with_capacity(rdn.len() + 1 + parent_dn.len());
+    dn.push_str(rdn);
+    dn.push(',');
+    dn.push_str(parent_dn);
+    dn
+}
+
 pub(crate) fn dn_of(
     inner: &Inner,
     txn: &RoTxn,
@@ -332,8 +346,15 @@ impl ReadTxn {
     /// Parses, normalizes and looks up a DN. A miss is NoSuchObject whose matched DN is the
     /// deepest existing ancestor.
     pub fn dn_to_id(&self, dn: &str) -> Result<EntryId, LdapError> {
+        if let Some((found, id)) = &*self.found_dn_cache.borrow() {
+            if found == dn {
+                return Ok(*id);
+            }
+        }
         let parsed = Dn::parse(dn)?;
-        self.dn_to_id_parsed(&parsed)
+        let id = self.dn_to_id_parsed(&parsed)?;
+        *self.found_dn_cache.borrow_mut() = Some((dn.to_string(), id));
+        Ok(id)
     }
 
     pub fn dn_to_id_parsed(&self, dn: &Dn) -> Result<EntryId, LdapError> {
@@ -420,11 +441,11 @@ impl ReadTxn {
         let cache = &self.parent_dn_cache[usize::from(normalized)];
         if let Some((parent, parent_dn)) = &*cache.borrow() {
             if *parent == node.parent {
-                return Ok(format!("{rdn},{parent_dn}"));
+                return Ok(joined_dn(rdn, parent_dn));
             }
         }
         let parent_dn = dn_of(&self.inner, &self.txn, node.parent, normalized)?;
-        let dn = format!("{rdn},{parent_dn}");
+        let dn = joined_dn(rdn, &parent_dn);
         *cache.borrow_mut() = Some((node.parent, parent_dn));
         Ok(dn)
     }

@@ -27,12 +27,13 @@ use ldap3_proto::proto::{LdapSearchRequest, LdapSearchScope};
 use lmdir_access::acl::{EntryAccess, Subject};
 use lmdir_schema::{LdapError, PreparedFilter};
 use lmdir_store::TreePosition;
-use lmdir_store::{ReadTxn, Scope, SearchSpec};
+use lmdir_store::{ReadTxn, Scope, SearchCursor, SearchSpec};
 use paging::{paged_response_control, request_fingerprint, PageRequest};
 use sort::{
     compare_sort_values, plan_sort, sort_response_control, sort_values, PlannedSortKey, SortBuffer,
     SortPlan,
 };
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -73,6 +74,9 @@ pub struct PreparedSearch {
     filter: Option<Result<PreparedFilter, OperationError>>,
     /// The estimate's read transaction, kept only for a search that runs right away.
     read: Option<ReadTxn>,
+    /// The base DN normalized (None: not yet): once per search, for the special bases, the
+    /// estimate and the base check alike.
+    normalized_base: Option<Result<String, OperationError>>,
     /// Run on the connection's task rather than the blocking pool.
     pub small: bool,
 }
@@ -103,11 +107,13 @@ impl PreparedSearch {
         let mut prepared = PreparedSearch {
             filter: None,
             read: None,
+            normalized_base: None,
             small: base_scope,
         };
         let Some(database) = database_of(server) else {
             return prepared;
         };
+        prepared.normalized_base = Some(database.normalize_dn(&request.base));
         if crate::filter_text::item_count(&request.filter, INLINE_SEARCH_FILTER_ITEMS_MAX)
             > INLINE_SEARCH_FILTER_ITEMS_MAX
             || crate::filter_text::text_bytes(&request.filter, INLINE_SEARCH_FILTER_BYTES_MAX)
@@ -117,8 +123,10 @@ impl PreparedSearch {
         }
         let filter = client_filter(&server.settings, &request.filter)
             .map(|filter| database.schema.prepare_filter(&filter));
-        if let (Ok(filter), false) = (&filter, base_scope) {
-            prepared.read = database.small_search_txn(identity, request, filter);
+        if let (Ok(filter), Some(Ok(base)), false) =
+            (&filter, &prepared.normalized_base, base_scope)
+        {
+            prepared.read = database.small_search_txn(identity, base, filter);
             prepared.small = prepared.read.is_some();
         }
         prepared.filter = Some(filter);
@@ -131,15 +139,14 @@ impl Database {
     fn small_search_txn(
         &self,
         identity: &Identity,
-        request: &LdapSearchRequest,
+        normalized_base: &str,
         filter: &PreparedFilter,
     ) -> Option<ReadTxn> {
         let read = self.store.read().ok()?;
-        let normalized_base = self.normalize_dn(&request.base).ok()?;
         let count = {
             let groups = self.groups(&read);
             let subject = self.subject(identity, &groups);
-            let subject_access = self.policy.for_subject_within(&subject, &normalized_base);
+            let subject_access = self.policy.for_subject_within(&subject, normalized_base);
             read.estimated_candidate_count(&subject_access.candidate_filter(filter))
         };
         matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX).then_some(read)
@@ -156,6 +163,7 @@ fn prepared_filter(
     let mut prepared = PreparedSearch {
         filter: converted,
         read: None,
+        normalized_base: None,
         small: false,
     };
     prepared.take_filter(&database.schema, settings, request)
@@ -190,10 +198,16 @@ pub async fn search(
     let PreparedSearch {
         mut filter,
         read,
+        normalized_base,
         small,
     } = prepared;
-    let special = subschema::subschema_search(context, database, request, selection, &mut filter)
-        .or_else(|| monitor::monitor_search(context, database, request, selection, &mut filter));
+    let normalized_base = normalized_base.unwrap_or_else(|| database.normalize_dn(&request.base));
+    let base = normalized_base.as_deref().ok();
+    let special =
+        subschema::subschema_search(context, database, request, selection, base, &mut filter)
+            .or_else(|| {
+                monitor::monitor_search(context, database, request, selection, base, &mut filter)
+            });
     if let Some(result) = special {
         let (buffer, count) = result?;
         if count > 0 {
@@ -212,7 +226,7 @@ pub async fn search(
         Some(_) => (None, false),
         None => (read, small),
     };
-    let job_of = |filter, read| SearchJob {
+    let job_of = |filter, read, normalized_base| SearchJob {
         request: request.clone(),
         controls: controls.clone(),
         selection: selection.clone(),
@@ -222,9 +236,12 @@ pub async fn search(
         cancelled: context.cancelled.clone(),
         filter,
         read,
+        normalized_base,
     };
-    let follow = subscription.map(|subscription| (subscription, job_of(None, None)));
-    let (done, refresh_end) = run_job(context, job_of(filter, read), small).await?;
+    let follow = subscription
+        .map(|subscription| (subscription, job_of(None, None, normalized_base.clone())));
+    let (done, refresh_end) =
+        run_job(context, job_of(filter, read, normalized_base), small).await?;
     match (follow, refresh_end) {
         (Some((subscription, job)), Some(end)) if done.result.is_ok() => {
             job.persist(context, database, subscription, end, done.entries_sent)
@@ -279,6 +296,7 @@ struct SearchJob {
     cancelled: Arc<std::sync::atomic::AtomicBool>,
     filter: Option<Result<PreparedFilter, OperationError>>,
     read: Option<ReadTxn>,
+    normalized_base: Result<String, OperationError>,
 }
 
 /// A sink takes each chunk of encoded entries; false means the connection is gone.
@@ -342,6 +360,17 @@ impl SearchJob {
         Ok(Some(plan))
     }
 
+    /// The requested attributes resolved against the schema, with the matched values control;
+    /// a sync search sends stored values only (a consumer refuses computed ones).
+    fn resolved_selection(&self, database: &Database) -> Selection {
+        let selection = Selection::resolve(&database.schema, &self.selection)
+            .with_matched_values(&database.schema, self.controls.matched_values.as_deref());
+        match self.controls.sync {
+            Some(_) => selection.stored_only(),
+            None => selection,
+        }
+    }
+
     /// The base entry as the subject may see it (noSuchObject as a missing one otherwise) and
     /// the assertion control on it (RFC 4528 §3); returns the normalized base.
     fn check_base(
@@ -351,7 +380,7 @@ impl SearchJob {
         read: &ReadTxn,
         subject: &Subject<'_>,
     ) -> Result<String, OperationError> {
-        let normalized_base = database.normalize_dn(&self.request.base)?;
+        let normalized_base = self.normalized_base.clone()?;
         let (_, base_entry) = disclosed_entry(
             database,
             read,
@@ -427,10 +456,11 @@ impl SearchJob {
         let subject_access = database
             .policy
             .for_subject_within(&subject, &normalized_base);
+        let (store_filter, client_filter) = store_filter(&subject_access, prepared);
         let spec = SearchSpec {
             base: normalized_base,
             scope,
-            filter: subject_access.candidate_filter(&prepared).into_owned(),
+            filter: store_filter,
             // The server counts returned entries itself (`SearchLimits::size`, over all pages):
             // the store's own count serves the offline `lmdir search`.
             size_limit: 0,
@@ -441,26 +471,19 @@ impl SearchJob {
             database,
             read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
-            selection: {
-                let selection = Selection::resolve(&database.schema, &self.selection)
-                    .with_matched_values(&database.schema, self.controls.matched_values.as_deref());
-                // A sync search sends stored values only (a consumer refuses computed ones).
-                match self.controls.sync {
-                    Some(_) => selection.stored_only(),
-                    None => selection,
-                }
-            },
+            selection: self.resolved_selection(database),
             buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
             sink,
             sent: 0,
         };
-        let visible = VisibleEntries {
+        let visible = VisibleEntries::new(
             database,
-            read: &read,
-            subject: &subject,
-            prepared: &prepared,
-            is_root: self.identity.is_rootdn,
-        };
+            &read,
+            &subject,
+            &subject_access,
+            client_filter.as_ref().unwrap_or(&spec.filter),
+            client_filter.is_none(),
+        );
         let sync = match &self.controls.sync {
             Some(request) => {
                 if page.is_some() || sort_plan.is_some() {
@@ -540,6 +563,35 @@ impl SearchJob {
     }
 }
 
+/// One step of a search's walk over its candidates (`SearchJob::next_visible`).
+enum Step<'r, 'a> {
+    /// The next entry the subject gets back, with the subject's access to it.
+    Visible(
+        lmdir_store::EntryId,
+        lmdir_store::EntryRef<'r>,
+        EntryAccess<'a>,
+    ),
+    /// The walk is over: Ok when the candidates ran out, else why it stopped.
+    End(Result<(), OperationError>),
+}
+
+/// The filter the store tests on every candidate (what the subject may search everywhere) and,
+/// when that differs, the client's own filter; when it is the client's filter itself, it is
+/// moved to the store rather than copied (None second).
+fn store_filter(
+    subject_access: &lmdir_access::acl::SubjectAccess<'_>,
+    prepared: PreparedFilter,
+) -> (PreparedFilter, Option<PreparedFilter>) {
+    let widened = match subject_access.candidate_filter(&prepared) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(widened) => Some(widened),
+    };
+    match widened {
+        None => (prepared, None),
+        Some(widened) => (widened, Some(prepared)),
+    }
+}
+
 /// A search's size limit (0 = none) and when its time runs out.
 struct SearchLimits {
     size: u64,
@@ -552,10 +604,53 @@ struct VisibleEntries<'a> {
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     prepared: &'a lmdir_schema::PreparedFilter,
-    is_root: bool,
+    /// The store tested `prepared` itself on each entry it returns.
+    store_tested: bool,
+    /// Set when every entry below the base gives the subject the same access (the rootdn's,
+    /// or a policy whose rules do not look at the entry): decided once, not per entry.
+    uniform: Option<UniformAccess<'a>>,
+}
+
+/// The access every entry of a search gives its subject, and what follows from it once.
+struct UniformAccess<'a> {
+    access: EntryAccess<'a>,
+    /// The subject may search and read the entries at all.
+    returns_entries: bool,
+    /// The filter as the subject may evaluate it here; None when that is the filter the
+    /// store already tested (nothing restricted), so the entry needs no second test.
+    restricted: Option<lmdir_schema::PreparedFilter>,
 }
 
 impl<'a> VisibleEntries<'a> {
+    fn new(
+        database: &'a Database,
+        read: &'a ReadTxn,
+        subject: &'a Subject<'a>,
+        subject_access: &lmdir_access::acl::SubjectAccess<'a>,
+        prepared: &'a lmdir_schema::PreparedFilter,
+        store_tested: bool,
+    ) -> VisibleEntries<'a> {
+        let uniform = subject_access.uniform_entry_access().map(|access| {
+            let restricted = match access.restrict_filter(prepared) {
+                Cow::Borrowed(_) if store_tested => None,
+                restricted => Some(restricted.into_owned()),
+            };
+            UniformAccess {
+                returns_entries: access.can_search_entry() && access.can_read_entry(),
+                access,
+                restricted,
+            }
+        });
+        VisibleEntries {
+            database,
+            read,
+            subject,
+            prepared,
+            store_tested,
+            uniform,
+        }
+    }
+
     /// Whether the existing entry `id` is returned by a search of `scope` at `base_id` (the
     /// scope, the subject's access and the whole filter), for a sync delete phase.
     fn returns(
@@ -572,9 +667,10 @@ impl<'a> VisibleEntries<'a> {
         let Some(entry) = self.read.entry(id)?.filter(|_| in_scope) else {
             return Ok(false);
         };
-        if self.is_root {
-            // `access` leaves the rootdn's filter test to the store's cursor.
-            return Ok(self.prepared.evaluate(&entry).is_true());
+        // `access` leaves the filter to the store's cursor when the store tested it; this
+        // entry did not come from the cursor.
+        if self.store_tested && !self.prepared.evaluate(&entry).is_true() {
+            return Ok(false);
         }
         Ok(self.access(id, &entry)?.is_some())
     }
@@ -587,13 +683,13 @@ impl<'a> VisibleEntries<'a> {
         id: lmdir_store::EntryId,
         entry: &lmdir_store::EntryRef<'_>,
     ) -> Result<Option<EntryAccess<'a>>, OperationError> {
-        if self.is_root {
-            // The rootdn's access ignores the DN: skip the parent walk.
-            return Ok(Some(self.database.policy.for_entry(
-                self.subject,
-                "",
-                entry,
-            )));
+        if let Some(uniform) = &self.uniform {
+            let matches = uniform.returns_entries
+                && uniform
+                    .restricted
+                    .as_ref()
+                    .is_none_or(|restricted| restricted.evaluate(entry).is_true());
+            return Ok(matches.then(|| uniform.access.clone()));
         }
         let normalized_dn = self.read.normalized_dn_of(id)?;
         let access = self
@@ -603,14 +699,11 @@ impl<'a> VisibleEntries<'a> {
         if !access.can_search_entry() || !access.can_read_entry() {
             return Ok(None);
         }
-        if !access
-            .restrict_filter(self.prepared)
-            .evaluate(entry)
-            .is_true()
-        {
-            return Ok(None);
-        }
-        Ok(Some(access))
+        let matches = match access.restrict_filter(self.prepared) {
+            Cow::Borrowed(_) if self.store_tested => true,
+            restricted => restricted.evaluate(entry).is_true(),
+        };
+        Ok(matches.then_some(access))
     }
 }
 
@@ -715,24 +808,17 @@ impl SearchJob {
     ) -> Result<SearchDone, OperationError> {
         let mut result = Ok(());
         if sync.sends_entries() {
-            let cursor = visible
+            let mut cursor = visible
                 .read
                 .search(spec)?
                 .stop_when(|| self.stop_reason(limits));
-            for item in cursor {
-                if let Some(stop) = self.stop_reason(limits) {
-                    result = Err(stop.into());
-                    break;
-                }
-                let (id, entry) = match item {
-                    Ok(found) => found,
-                    Err(error) => {
-                        result = Err(error.into());
+            loop {
+                let (id, entry, access) = match self.next_visible(&mut cursor, visible, limits)? {
+                    Step::Visible(id, entry, access) => (id, entry, access),
+                    Step::End(end) => {
+                        result = end;
                         break;
                     }
-                };
-                let Some(access) = visible.access(id, &entry)? else {
-                    continue;
                 };
                 let Some(state) = sync.state_of(&entry) else {
                     continue;
@@ -762,6 +848,30 @@ impl SearchJob {
             (Ok(()), None) => done.response_controls.push(sync.done_control()),
         }
         Ok(done)
+    }
+
+    /// The next candidate the subject gets back, or why the walk ends: the candidates ran
+    /// out (Ok), the search was abandoned or ran out of time, or the store failed (Err). The
+    /// one loop head of unsorted, sorted and sync searches.
+    fn next_visible<'r, 'a>(
+        &self,
+        cursor: &mut SearchCursor<'r>,
+        visible: &VisibleEntries<'a>,
+        limits: &SearchLimits,
+    ) -> Result<Step<'r, 'a>, OperationError> {
+        for item in cursor.by_ref() {
+            if let Some(stop) = self.stop_reason(limits) {
+                return Ok(Step::End(Err(stop.into())));
+            }
+            let (id, entry) = match item {
+                Ok(found) => found,
+                Err(error) => return Ok(Step::End(Err(error.into()))),
+            };
+            if let Some(access) = visible.access(id, &entry)? {
+                return Ok(Step::Visible(id, entry, access));
+            }
+        }
+        Ok(Step::End(Ok(())))
     }
 
     /// Why the search must stop now, if it must: abandoned / cancelled, or past its time.
@@ -804,20 +914,13 @@ impl SearchJob {
         }
         let mut cookie = page.map(|_| Vec::new());
         let mut result = Ok(());
-        while let Some(item) = cursor.next() {
-            if let Some(stop) = self.stop_reason(limits) {
-                result = Err(stop.into());
-                break;
-            }
-            let (id, entry) = match item {
-                Ok(found) => found,
-                Err(error) => {
-                    result = Err(error.into());
+        loop {
+            let (id, entry, access) = match self.next_visible(&mut cursor, visible, limits)? {
+                Step::Visible(id, entry, access) => (id, entry, access),
+                Step::End(end) => {
+                    result = end;
                     break;
                 }
-            };
-            let Some(access) = visible.access(id, &entry)? else {
-                continue;
             };
             // The size limit counts every page of a paged search (the cookie carries the count).
             if limits.size > 0 && sent_before + output.sent >= limits.size {
@@ -861,26 +964,23 @@ impl SearchJob {
         output: &mut SearchOutput<'_, '_>,
     ) -> Result<SearchDone, OperationError> {
         let mut sorted = SortBuffer::default();
-        let cursor = visible
+        let mut cursor = visible
             .read
             .search(spec)?
             .stop_when(|| self.stop_reason(limits));
-        for item in cursor {
-            if let Some(stop) = self.stop_reason(limits) {
-                return Ok(search_done(Err(stop.into()), 0, page.map(|_| Vec::new())));
-            }
-            let (id, entry) = match item {
-                Ok(found) => found,
-                Err(error) => {
-                    return Ok(search_done(Err(error.into()), 0, page.map(|_| Vec::new())))
+        loop {
+            match self.next_visible(&mut cursor, visible, limits)? {
+                Step::Visible(id, entry, access) => {
+                    sorted.push(
+                        sort_values(&entry, keys, &access),
+                        id,
+                        settings.sort_bytes_max,
+                    )?;
                 }
-            };
-            if let Some(access) = visible.access(id, &entry)? {
-                sorted.push(
-                    sort_values(&entry, keys, &access),
-                    id,
-                    settings.sort_bytes_max,
-                )?;
+                Step::End(Ok(())) => break,
+                Step::End(Err(stop)) => {
+                    return Ok(search_done(Err(stop), 0, page.map(|_| Vec::new())))
+                }
             }
         }
         // Stable: equal keys keep ID order, so pages of a sorted search do not overlap.

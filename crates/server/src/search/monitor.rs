@@ -25,10 +25,11 @@ pub(super) fn monitor_search(
     database: &Database,
     request: &LdapSearchRequest,
     selection: &AttributeSelection,
+    normalized_base: Option<&str>,
     filter: &mut Option<Result<PreparedFilter, OperationError>>,
 ) -> Option<Result<(BytesMut, u64), OperationError>> {
-    let base = database.normalize_dn(&request.base).ok()?;
-    if !lmdir_schema::normalized_dn_is_within(&base, lmdir_access::acl::MONITOR_NDN) {
+    let base = normalized_base?;
+    if !lmdir_schema::normalized_dn_is_within(base, lmdir_access::acl::MONITOR_NDN) {
         return None;
     }
     Some(answer(
@@ -36,7 +37,7 @@ pub(super) fn monitor_search(
         database,
         request,
         selection,
-        &base,
+        base,
         filter.take(),
     ))
 }

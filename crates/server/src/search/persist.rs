@@ -251,13 +251,10 @@ impl SearchJob {
         let read = database.store.read().map_err(internal)?;
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
-        let visible = VisibleEntries {
-            database,
-            read: &read,
-            subject: &subject,
-            prepared: &prepared,
-            is_root: self.identity.is_rootdn,
-        };
+        let subject_access = database.policy.for_subject_within(&subject, &base);
+        // Changed entries do not come from a store cursor: `access` tests the whole filter.
+        let visible =
+            VisibleEntries::new(database, &read, &subject, &subject_access, &prepared, false);
         let mut chunks = Vec::new();
         let produced = std::cell::Cell::new(0usize);
         let mut sink = |chunk: Bytes| {
@@ -438,8 +435,9 @@ fn readable(
     normalized_dn: &str,
     entry: &lmdir_store::EntryRef<'_>,
 ) -> bool {
-    if visible.is_root {
-        return true;
+    if let Some(uniform) = &visible.uniform {
+        // The same access below the base for every entry (the rootdn's among them).
+        return uniform.returns_entries;
     }
     let access = visible
         .database
@@ -450,8 +448,9 @@ fn readable(
 
 /// Whether the subject may search and read an entry at this DN, its values unknown.
 fn readable_name(visible: &VisibleEntries<'_>, dn: &str, normalized_dn: &str) -> bool {
-    if visible.is_root {
-        return true;
+    if let Some(uniform) = &visible.uniform {
+        // The same access below the base for every entry (the rootdn's among them).
+        return uniform.returns_entries;
     }
     let schema = &visible.database.schema;
     let Ok(parsed) = Dn::parse(dn) else {

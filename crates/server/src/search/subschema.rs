@@ -14,10 +14,10 @@ pub(super) fn subschema_search(
     database: &Database,
     request: &LdapSearchRequest,
     selection: &AttributeSelection,
+    normalized_base: Option<&str>,
     filter: &mut Option<Result<PreparedFilter, OperationError>>,
 ) -> Option<Result<(BytesMut, u64), OperationError>> {
-    let normalized = database.normalize_dn(&request.base).ok()?;
-    if normalized != "cn=subschema" {
+    if normalized_base? != "cn=subschema" {
         return None;
     }
     if request.scope != LdapSearchScope::Base {
