@@ -10,6 +10,7 @@
 # Instructions per search = (total(N2) - total(N1)) / (N2 - N1): start-up, loading and shutdown
 # cancel out. 20,000 people (`lmdir gen 20000 --seed 1`, default indexes), loaded once natively;
 # `[database] map_size_bytes` keeps LMDB's reservation small enough for valgrind.
+# KEEP=DIR keeps each run's callgrind output as DIR/LEVEL-FORMAT-N.out (for callgrind_annotate).
 set -euo pipefail
 BIN=$(realpath "$1"); N1=${2:-1000}; N2=${3:-4000}; shift $(( $# < 3 ? $# : 3 ))
 CASES=("$@"); [ ${#CASES[@]} -gt 0 ] || CASES=(warn-text info-text info-json)
@@ -50,6 +51,7 @@ instructions() {
   kill -TERM "$SERVER"
   wait "$SERVER" || true
   SERVER=""
+  [ -z "${KEEP:-}" ] || cp "$out" "$KEEP/$(basename "$1" .toml)-$2.out"
   sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$out"
 }
 
