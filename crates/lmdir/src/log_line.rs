@@ -262,8 +262,22 @@ fn write_json(line: &mut Vec<u8>, metadata: &Metadata<'_>, event: &Event<'_>, no
     line.push(b'"');
     event.record(&mut JsonFields(&mut *line));
     line.extend_from_slice(b",\"target\":");
-    json_value(line, metadata.target());
+    json_str(line, metadata.target());
     line.push(b'}');
+}
+
+/// Appends `text` as a JSON string. JSON escapes only `"`, `\` and controls below 0x20
+/// (RFC 8259 §7): a string without them (a target, a field name, most result lines) is copied
+/// between quotes as is, after one vectorized scan; any other goes through serde_json.
+fn json_str(line: &mut Vec<u8>, text: &str) {
+    let escaped_by_json = |byte: u8| byte < 0x20 || byte == b'"' || byte == b'\\';
+    if contains_byte_where(text.as_bytes(), escaped_by_json) {
+        json_value(line, text);
+    } else {
+        line.push(b'"');
+        line.extend_from_slice(text.as_bytes());
+        line.push(b'"');
+    }
 }
 
 /// Appends `value` serialized by serde_json (a string escaped and quoted, a number as is).
@@ -284,7 +298,7 @@ impl JsonFields<'_> {
             return false; // The `log` crate's metadata, already shown as the target.
         }
         self.0.push(b',');
-        json_value(self.0, raw_name(name));
+        json_str(self.0, raw_name(name));
         self.0.push(b':');
         true
     }
@@ -298,7 +312,7 @@ impl JsonFields<'_> {
 
 thread_local! {
     /// A formatted field's text on its way to being escaped (see `record_debug`).
-    static UNESCAPED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static UNFORMATTED: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 impl Visit for JsonFields<'_> {
@@ -315,35 +329,33 @@ impl Visit for JsonFields<'_> {
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.member(field, value);
+        if self.name(field) {
+            json_str(self.0, value);
+        }
     }
 
-    /// The message (and any field given as `%value` or `?value`). Formatted raw into the line
-    /// first, then escaped by serde_json in one pass: handing serde_json each of the pieces a
-    /// message is formatted from costs more than twice as much per line (callgrind, issue 13).
+    /// The message (and any field given as `%value` or `?value`): formatted into a reused
+    /// string first, then escaped in one pass; handing serde_json each piece the message is
+    /// formatted from costs more than twice as much per line (callgrind, issue 13).
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if !self.name(field) {
             return;
         }
-        let start = self.0.len();
-        let _ = write!(LineWriter(self.0), "{value:?}");
-        let moved = UNESCAPED.try_with(|unescaped| {
-            let Ok(mut unescaped) = unescaped.try_borrow_mut() else {
+        let written = UNFORMATTED.try_with(|text| {
+            let Ok(mut text) = text.try_borrow_mut() else {
                 return false;
             };
-            unescaped.clear();
-            unescaped.extend_from_slice(&self.0[start..]);
-            self.0.truncate(start);
-            // Written from `str` pieces: UTF-8.
-            json_value(self.0, std::str::from_utf8(&unescaped).unwrap_or_default());
-            if unescaped.capacity() > LINE_BYTES_KEPT {
-                *unescaped = Vec::new();
+            text.clear();
+            let _ = write!(text, "{value:?}");
+            json_str(self.0, &text);
+            if text.capacity() > LINE_BYTES_KEPT {
+                *text = String::new();
             }
             true
         });
-        if moved != Ok(true) {
-            let raw = self.0.split_off(start);
-            json_value(self.0, &String::from_utf8_lossy(&raw));
+        if written != Ok(true) {
+            // A field whose formatting logs an event: that inner event gets its own string.
+            json_str(self.0, &format!("{value:?}"));
         }
     }
 }
@@ -508,6 +520,29 @@ mod tests {
         });
         assert_eq!(ours[27..], theirs[27..]);
         assert!(ours.contains("bell\\x07 escape\\x1b[31m next\\u{85}line © é \\x7f \\x08\\x0c"));
+    }
+
+    /// Copied as is or escaped by serde_json, a string comes out as serde_json writes it.
+    #[test]
+    fn json_strings_are_what_serde_json_writes() {
+        let long = format!("{}\"{}", "a".repeat(40), "b".repeat(40));
+        for text in [
+            "",
+            "lmdir_server::operations",
+            "conn=1 op=2 RESULT tag=5 err=0 nentries=1 duration_us=9 text=",
+            "dn=\"x\"",
+            "back\\slash",
+            "tab\tnew\nline\u{1}\u{1f}",
+            "\u{7f} \u{85} é \u{2028}",
+            long.as_str(),
+        ] {
+            let mut line = Vec::new();
+            json_str(&mut line, text);
+            assert_eq!(
+                String::from_utf8(line).unwrap(),
+                serde_json::to_string(text).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -118,10 +118,10 @@ impl OperationContext {
         info!(
             "{} RESULT tag={} err={}{} duration_us={} text={}",
             self.log_prefix(),
-            response_tag & 0x1f,
-            result_code,
+            log_text::Integer(response_tag & 0x1f),
+            log_text::Integer(result_code),
             EntriesSent(entries_sent),
-            started.elapsed().as_micros(),
+            log_text::Integer(started.elapsed().as_micros()),
             log_text::bounded(message, log_text::LOG_FILTER_BYTES_MAX)
         );
         self.send_final(buffer.freeze(), response_tag, result_code, started)
@@ -466,8 +466,8 @@ async fn search(
         "{} SRCH base=\"{}\" scope={} deref={} filter=\"{}\" attrs=\"{}\"",
         context.log_prefix(),
         log_text::bounded(&request.base, log_text::LOG_DN_BYTES_MAX),
-        request.scope.clone() as i64,
-        request.aliases.clone() as i64,
+        log_text::Integer(request.scope.clone() as i64),
+        log_text::Integer(request.aliases.clone() as i64),
         search_log_filter(&request.filter),
         log_text::bounded(&request.attrs.join(" "), log_text::LOG_ATTRIBUTES_BYTES_MAX)
     );
@@ -528,7 +528,7 @@ struct EntriesSent(Option<u64>);
 impl std::fmt::Display for EntriesSent {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
-            Some(entries) => write!(formatter, " nentries={entries}"),
+            Some(entries) => write!(formatter, " nentries={}", log_text::Integer(entries)),
             None => Ok(()),
         }
     }
