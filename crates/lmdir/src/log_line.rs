@@ -1,10 +1,11 @@
 //! The server's log lines, written straight into a reused per-thread byte buffer and handed to the
-//! batching `LogBuffer` whole. tracing-subscriber's formatters cost a search about 15% more
-//! instructions at `log = "info"` than at `warn` (docs/benchmarks.md, issue 13): a timestamp
-//! rendered through `fmt` from scratch per line, a `String` for it in JSON, and every character of
-//! the message passed one by one through the ANSI sanitizer. Here the timestamp up to the second
-//! is cached per thread, fields are written once into the line, and the sanitizer only rewrites a
-//! line that holds a character it must escape (almost never).
+//! batching `LogBuffer` whole. With tracing-subscriber's formatters a search cost 12.6% (text)
+//! and 18.1% (JSON) more instructions at `log = "info"` than at `warn`; with this one 3.4% and
+//! 4.3% (callgrind, docs/benchmarks.md, issue 13). There the timestamp was rendered through `fmt`
+//! from scratch per line (and allocated in JSON), every character of a text message went one by
+//! one through the ANSI sanitizer, and serde_json escaped each formatted piece of a JSON message
+//! separately. Here the timestamp up to the second is cached per thread, the message is formatted
+//! once, and the sanitizer and JSON escaping only run on text holding a byte that needs them.
 //!
 //! The lines keep tracing-subscriber's layout, so nothing reading them changes:
 //! - text: `2026-11-22T22:51:32.123456Z  INFO target: message key=value`
@@ -83,7 +84,7 @@ impl<S: Subscriber> Layer<S> for LineLayer {
 }
 
 /// Appends `event` as one whole line, newline included, to `line`.
-pub fn write_line(shape: LineShape, line: &mut Vec<u8>, event: &Event<'_>, now: SystemTime) {
+fn write_line(shape: LineShape, line: &mut Vec<u8>, event: &Event<'_>, now: SystemTime) {
     // Events forwarded from the `log` crate carry their real target in fields.
     let normalized = event.normalized_metadata();
     let metadata = normalized.as_ref().unwrap_or_else(|| event.metadata());
@@ -216,7 +217,7 @@ fn sanitize_terminal_controls(line: &mut Vec<u8>, start: usize) {
 fn write_timestamp(line: &mut Vec<u8>, now: SystemTime) {
     let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let seconds = since_epoch.as_secs();
-    SECOND.with(|cached| {
+    let cached = SECOND.try_with(|cached| {
         let mut cached = cached.borrow_mut();
         if cached.0 != seconds {
             cached.1 = second_prefix(seconds);
@@ -224,6 +225,10 @@ fn write_timestamp(line: &mut Vec<u8>, now: SystemTime) {
         }
         line.extend_from_slice(cached.1.as_bytes());
     });
+    if cached.is_err() {
+        // A thread logging while its thread-locals are torn down.
+        line.extend_from_slice(second_prefix(seconds).as_bytes());
+    }
     let mut digits = [b'0'; 6];
     let mut micros = since_epoch.subsec_micros();
     for digit in digits.iter_mut().rev() {
@@ -252,8 +257,8 @@ fn second_prefix(seconds: u64) -> String {
 }
 
 /// One JSON object: timestamp, level, the event's fields (message first, as recorded), target.
-/// The timestamp and level are ASCII without quotes or backslashes; every other string goes
-/// through serde_json's escaping.
+/// The timestamp and level are ASCII without quotes or backslashes; every other string is
+/// written by `json_str`.
 fn write_json(line: &mut Vec<u8>, metadata: &Metadata<'_>, event: &Event<'_>, now: SystemTime) {
     line.extend_from_slice(b"{\"timestamp\":\"");
     write_timestamp(line, now);
@@ -282,8 +287,7 @@ fn json_str(line: &mut Vec<u8>, text: &str) {
 
 /// Appends `value` serialized by serde_json (a string escaped and quoted, a number as is).
 fn json_value<T: serde::Serialize + ?Sized>(line: &mut Vec<u8>, value: &T) {
-    // Writing into a Vec cannot fail, nor can these values (str, numbers, fmt::Arguments)
-    // unless a Display implementation errs: the line then ends that string early, still one line.
+    // Serializing a str, a number or a bool into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *line, value);
 }
 
@@ -311,8 +315,8 @@ impl JsonFields<'_> {
 }
 
 thread_local! {
-    /// A formatted field's text on its way to being escaped (see `record_debug`).
-    static UNFORMATTED: RefCell<String> = const { RefCell::new(String::new()) };
+    /// A field's formatted text on its way to being escaped (see `record_debug`).
+    static UNESCAPED: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 impl Visit for JsonFields<'_> {
@@ -341,7 +345,7 @@ impl Visit for JsonFields<'_> {
         if !self.name(field) {
             return;
         }
-        let written = UNFORMATTED.try_with(|text| {
+        let written = UNESCAPED.try_with(|text| {
             let Ok(mut text) = text.try_borrow_mut() else {
                 return false;
             };
