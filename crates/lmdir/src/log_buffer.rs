@@ -68,6 +68,11 @@ impl LogBuffer {
         Ok(LogBuffer(shared))
     }
 
+    /// Adds one whole line (or several), written out with the next batch.
+    pub fn append(&self, line: &[u8]) {
+        self.0.append(line);
+    }
+
     /// Writes out every buffered line now.
     pub fn flush(&self) {
         self.0.flush(lock(&self.0.pending));

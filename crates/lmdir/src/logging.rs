@@ -15,16 +15,12 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use lmdir_config::{LogFormat, ServerConfig};
-use tracing::{Level, Subscriber};
-use tracing_subscriber::fmt::format::{self, FormatEvent, FormatFields, Writer};
-use tracing_subscriber::fmt::writer::MakeWriter;
-use tracing_subscriber::fmt::FmtContext;
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter, Layer, Registry};
 
 use crate::log_buffer::{Destination, LogBuffer};
+use crate::log_line::{LineLayer, LineShape};
 
 /// What a running server can change in its logging on SIGHUP.
 pub struct Logging {
@@ -84,20 +80,25 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
     };
     // Lines are batched (see log_buffer): stderr and the file alike, text and JSON alike.
     let buffer = LogBuffer::start(destination).context("starting the log flusher thread")?;
+    // Lines are written by lmdir's own formatter (log_line), except on a terminal, where
+    // tracing-subscriber's colours help a person reading and nothing is measured.
     let output = match &file {
-        Some(_) => format_layer(server.log_format, buffer.clone(), false),
         None if server.log_format == LogFormat::Text && stderr_is_journal() => {
-            let lines = format::format().without_time().with_ansi(false);
+            LineLayer::new(LineShape::Journal, buffer.clone()).boxed()
+        }
+        None if server.log_format == LogFormat::Text && std::io::stderr().is_terminal() => {
             tracing_subscriber::fmt::layer()
-                .event_format(SyslogPriority(lines))
+                .with_ansi(true)
                 .with_writer(buffer.clone())
                 .boxed()
         }
-        None => format_layer(
-            server.log_format,
-            buffer.clone(),
-            std::io::stderr().is_terminal(),
-        ),
+        _ => {
+            let shape = match server.log_format {
+                LogFormat::Text => LineShape::Text,
+                LogFormat::Json => LineShape::Json,
+            };
+            LineLayer::new(shape, buffer.clone()).boxed()
+        }
     };
     tracing_subscriber::registry()
         .with(filter)
@@ -109,28 +110,6 @@ pub fn init_for_server(server: &ServerConfig) -> Result<Logging> {
         file,
         buffer,
     })
-}
-
-type OutputLayer =
-    Box<dyn Layer<tracing_subscriber::layer::Layered<ReloadFilter, Registry>> + Send + Sync>;
-type ReloadFilter = reload::Layer<EnvFilter, Registry>;
-
-fn format_layer<W>(log_format: LogFormat, writer: W, ansi: bool) -> OutputLayer
-where
-    W: for<'writer> MakeWriter<'writer> + Send + Sync + 'static,
-{
-    match log_format {
-        // One JSON object per line: time, level, target, the message and its fields.
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .flatten_event(true)
-            .with_writer(writer)
-            .boxed(),
-        LogFormat::Text => tracing_subscriber::fmt::layer()
-            .with_ansi(ansi)
-            .with_writer(writer)
-            .boxed(),
-    }
 }
 
 /// `RUST_LOG` wins over the config, as it always has; a bad one falls back to the config.
@@ -149,32 +128,6 @@ fn stderr_is_journal() -> bool {
         return false;
     };
     stream == format!("{}:{}", metadata.dev(), metadata.ino())
-}
-
-/// Prefixes each line with its syslog priority (`<3>` error … `<7>` trace) for the journal.
-struct SyslogPriority<F>(F);
-
-impl<S, N, F> FormatEvent<S, N> for SyslogPriority<F>
-where
-    S: Subscriber + for<'lookup> LookupSpan<'lookup>,
-    N: for<'writer> FormatFields<'writer> + 'static,
-    F: FormatEvent<S, N>,
-{
-    fn format_event(
-        &self,
-        context: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> std::fmt::Result {
-        let priority = match *event.metadata().level() {
-            Level::ERROR => 3,
-            Level::WARN => 4,
-            Level::INFO => 6,
-            Level::DEBUG | Level::TRACE => 7,
-        };
-        write!(writer, "<{priority}>")?;
-        self.0.format_event(context, writer, event)
-    }
 }
 
 /// The log file, appended to, and reopened at the same path on SIGHUP. Cheap to clone.

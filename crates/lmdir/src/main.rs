@@ -7,6 +7,7 @@ mod backup;
 mod banner;
 mod commands;
 mod log_buffer;
+mod log_line;
 mod logging;
 mod service;
 

@@ -58,7 +58,7 @@ impl OperationContext {
     }
 
     async fn finish(&self, response_tag: u8, result: Result<(), OperationError>, started: Instant) {
-        self.finish_with_controls(response_tag, result, started, &[], "")
+        self.finish_with_controls(response_tag, result, started, &[], None)
             .await;
     }
 
@@ -71,11 +71,11 @@ impl OperationContext {
     ) {
         match result {
             Ok(controls) => {
-                self.finish_with_controls(response_tag, Ok(()), started, &controls, "")
+                self.finish_with_controls(response_tag, Ok(()), started, &controls, None)
                     .await
             }
             Err(error) => {
-                self.finish_with_controls(response_tag, Err(error), started, &[], "")
+                self.finish_with_controls(response_tag, Err(error), started, &[], None)
                     .await
             }
         }
@@ -87,7 +87,7 @@ impl OperationContext {
         result: Result<(), OperationError>,
         started: Instant,
         response_controls: &[ResponseControl],
-        extra_log: &str,
+        entries_sent: Option<u64>,
     ) {
         let response_controls = match &result {
             Err(error) if response_controls.is_empty() => error.controls.as_slice(),
@@ -118,10 +118,10 @@ impl OperationContext {
         info!(
             "{} RESULT tag={} err={}{} duration_us={} text={}",
             self.log_prefix(),
-            response_tag & 0x1f,
-            result_code,
-            extra_log,
-            started.elapsed().as_micros(),
+            log_text::Integer(response_tag & 0x1f),
+            log_text::Integer(result_code),
+            EntriesSent(entries_sent),
+            log_text::Integer(started.elapsed().as_micros()),
             log_text::bounded(message, log_text::LOG_FILTER_BYTES_MAX)
         );
         self.send_final(buffer.freeze(), response_tag, result_code, started)
@@ -466,8 +466,8 @@ async fn search(
         "{} SRCH base=\"{}\" scope={} deref={} filter=\"{}\" attrs=\"{}\"",
         context.log_prefix(),
         log_text::bounded(&request.base, log_text::LOG_DN_BYTES_MAX),
-        request.scope.clone() as i64,
-        request.aliases.clone() as i64,
+        log_text::Integer(request.scope.clone() as i64),
+        log_text::Integer(request.aliases.clone() as i64),
         search_log_filter(&request.filter),
         log_text::bounded(&request.attrs.join(" "), log_text::LOG_ATTRIBUTES_BYTES_MAX)
     );
@@ -480,7 +480,6 @@ async fn search(
     };
     match result {
         Ok(done) => {
-            let extra = format!(" nentries={}", done.entries_sent);
             context
                 .server
                 .monitor
@@ -491,33 +490,48 @@ async fn search(
                     done.result,
                     started,
                     &done.response_controls,
-                    &extra,
+                    Some(done.entries_sent),
                 )
                 .await
         }
         Err(error) => {
             context
-                .finish_with_controls(
-                    tag::SEARCH_RESULT_DONE,
-                    Err(error),
-                    started,
-                    &[],
-                    " nentries=0",
-                )
+                .finish_with_controls(tag::SEARCH_RESULT_DONE, Err(error), started, &[], Some(0))
                 .await
         }
     }
 }
 
 /// The search filter as the stats log shows it: password values redacted, bounded, escaped.
-pub fn search_log_filter(filter: &ldap3_proto::proto::LdapFilter) -> String {
-    // The writer stops near the bound itself (it ends a cut filter with `...`); `bounded`
-    // escapes what it wrote.
-    log_text::bounded(
-        &filter_text::to_log_string(filter, log_text::LOG_FILTER_BYTES_MAX),
-        log_text::LOG_FILTER_BYTES_MAX + 8,
-    )
-    .to_string()
+/// Built only where the line is logged, and escaped straight into the line.
+pub fn search_log_filter(filter: &ldap3_proto::proto::LdapFilter) -> LogFilter {
+    LogFilter(filter_text::to_log_string(
+        filter,
+        log_text::LOG_FILTER_BYTES_MAX,
+    ))
+}
+
+/// A filter written for the log (see `search_log_filter`).
+pub struct LogFilter(String);
+
+impl std::fmt::Display for LogFilter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The writer stops near the bound itself (it ends a cut filter with `...`); `bounded`
+        // escapes what it wrote.
+        log_text::bounded(&self.0, log_text::LOG_FILTER_BYTES_MAX + 8).fmt(formatter)
+    }
+}
+
+/// ` nentries=N` after a search's result code; nothing for other operations.
+struct EntriesSent(Option<u64>);
+
+impl std::fmt::Display for EntriesSent {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(entries) => write!(formatter, " nentries={}", log_text::Integer(entries)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The limits a search request must meet before any work: filter nesting and size, and the
@@ -612,16 +626,16 @@ mod tests {
             LdapFilter::Approx("2.5.4.35".to_string(), "secret".to_string()),
         ]);
         assert_eq!(
-            search_log_filter(&password),
+            search_log_filter(&password).to_string(),
             "(&(uid=bob)(userPassword;x=<redacted>)(2.5.4.35~=<redacted>))"
         );
         // A value cannot break the line or close the quotes of `filter="..."`.
         let forged = LdapFilter::Equality("cn".to_string(), "x\"\nconn=1 op=1 BIND".to_string());
-        let logged = search_log_filter(&forged);
+        let logged = search_log_filter(&forged).to_string();
         assert!(!logged.contains('\n') && !logged.contains('"'), "{logged}");
         // 16 MiB of filter logs as about LOG_FILTER_BYTES_MAX.
         let huge = LdapFilter::Equality("cn".to_string(), "y".repeat(16 << 20));
-        let logged = search_log_filter(&huge);
+        let logged = search_log_filter(&huge).to_string();
         assert!(
             logged.len() < log_text::LOG_FILTER_BYTES_MAX + 32,
             "{}",
