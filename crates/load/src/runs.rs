@@ -170,6 +170,77 @@ fn pack(key: &[u8], id: u32) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
+/// Below this many pairs a comparison sort is cheaper than the radix sort's histograms.
+const RADIX_SORT_PAIRS_MIN: usize = 4096;
+
+/// Sorts packed pairs ascending. A least-significant-digit radix sort: one stable counting
+/// pass per byte that is not the same in every pair (the slot's high byte, the key length and
+/// the high bytes of the ID usually are), ~10 passes of a few instructions per pair where
+/// `sort_unstable` spent ~250 instructions per pair on 2M pairs (18 % of a load's
+/// instructions on the standard profile). Pairs are pushed in ascending ID order by each
+/// worker, so when the IDs are already ascending the ID bytes need no pass: a stable sort by
+/// key keeps them in order. `scratch` is the second buffer the passes alternate with.
+fn sort_packed(pairs: &mut Vec<u128>, scratch: &mut Vec<u128>) {
+    if pairs.len() < RADIX_SORT_PAIRS_MIN {
+        pairs.sort_unstable();
+        return;
+    }
+    let ids_ascending = pairs.windows(2).all(|two| two[0] as u32 <= two[1] as u32);
+    // Digit d is the d-th byte from the least significant end; the ID is digits 0..4.
+    let first_digit = if ids_ascending { 4 } else { 0 };
+    let mut histograms = vec![[0usize; 256]; 16];
+    for pair in pairs.iter() {
+        let (high, low) = ((*pair >> 64) as u64, *pair as u64);
+        for byte in 0..8 {
+            histograms[8 + byte][usize::from((high >> (byte * 8)) as u8)] += 1;
+        }
+        if ids_ascending {
+            for byte in 4..8 {
+                histograms[byte][usize::from((low >> (byte * 8)) as u8)] += 1;
+            }
+        } else {
+            for byte in 0..8 {
+                histograms[byte][usize::from((low >> (byte * 8)) as u8)] += 1;
+            }
+        }
+    }
+    scratch.clear();
+    scratch.reserve_exact(pairs.capacity());
+    scratch.resize(pairs.len(), 0);
+    let mut sorted_in_scratch = false;
+    for (digit, histogram) in histograms.iter().enumerate().skip(first_digit) {
+        if histogram.contains(&pairs.len()) {
+            continue; // every pair has the same byte here
+        }
+        let mut offsets = [0usize; 256];
+        let mut total = 0;
+        for (offset, count) in offsets.iter_mut().zip(histogram) {
+            *offset = total;
+            total += count;
+        }
+        let (source, target) = if sorted_in_scratch {
+            (&scratch[..], &mut pairs[..])
+        } else {
+            (&pairs[..], &mut scratch[..])
+        };
+        let (in_high_word, shift) = (digit >= 8, (digit % 8) * 8);
+        for pair in source {
+            let word = if in_high_word {
+                (*pair >> 64) as u64
+            } else {
+                *pair as u64
+            };
+            let offset = &mut offsets[usize::from((word >> shift) as u8)];
+            target[*offset] = *pair;
+            *offset += 1;
+        }
+        sorted_in_scratch = !sorted_in_scratch;
+    }
+    if sorted_in_scratch {
+        std::mem::swap(pairs, scratch);
+    }
+}
+
 /// Keys sorted ascending, each with its ascending distinct IDs, in three flat arrays.
 #[derive(Default)]
 pub struct SortedRun {
@@ -230,6 +301,9 @@ impl SortedRun {
 /// (ordering-index and dn2id keys) are grouped in a hash map.
 pub struct PostingRun {
     pairs: Vec<u128>,
+    /// The radix sort's second buffer, as large as `pairs` once the first full buffer is
+    /// sorted (a quarter of the budget at most, like `pairs`).
+    sort_scratch: Vec<u128>,
     pairs_per_sort: usize,
     sorted: Vec<SortedRun>,
     long_keys: WordHashMap<RunKey, Vec<u32>>,
@@ -244,6 +318,7 @@ impl PostingRun {
         let budget_bytes = budget_bytes.max(1);
         PostingRun {
             pairs: Vec::new(),
+            sort_scratch: Vec::new(),
             // A quarter of the budget at most, so grouped runs have room beside the buffer.
             pairs_per_sort: (budget_bytes / 4 / PACKED_PAIR_BYTES).clamp(1, PAIRS_PER_SORT_MAX),
             sorted: Vec::new(),
@@ -316,7 +391,7 @@ impl PostingRun {
         if self.pairs.is_empty() {
             return;
         }
-        self.pairs.sort_unstable();
+        sort_packed(&mut self.pairs, &mut self.sort_scratch);
         let mut run = SortedRun {
             key_bytes: Vec::with_capacity(self.pairs.len() / 4 * PACKED_KEY_BYTES_MAX),
             starts: Vec::with_capacity(self.pairs.len() / 4),
@@ -352,6 +427,7 @@ impl PostingRun {
     fn take_sorted(&mut self) -> Vec<SortedRun> {
         self.sort_pairs();
         self.pairs = Vec::new();
+        self.sort_scratch = Vec::new();
         let mut runs = std::mem::take(&mut self.sorted);
         if !self.long_keys.is_empty() {
             let mut entries: Vec<(RunKey, Vec<u32>)> = self.long_keys.drain().collect();
@@ -747,6 +823,47 @@ mod tests {
                 }
             }
             proptest::prop_assert_eq!(run_scenario(&pairs_per_thread, budget_bytes), expected(&pairs_per_thread));
+        }
+    }
+
+    /// The radix sort equals a comparison sort: IDs pushed ascending (the ID bytes skipped)
+    /// and in any order, keys of every packed length, few and many distinct bytes per digit.
+    #[test]
+    fn radix_sort_equals_comparison_sort() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            // SplitMix64: deterministic, no dependency.
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut value = state;
+            value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            value ^ (value >> 31)
+        };
+        for (count, ids_ascending, key_alphabet) in [
+            (RADIX_SORT_PAIRS_MIN, true, 256u64),
+            (50_000, true, 3),
+            (50_000, false, 256),
+            (20_000, false, 2),
+        ] {
+            let mut pairs: Vec<u128> = (0..count)
+                .map(|index| {
+                    let length = (next() % (PACKED_KEY_BYTES_MAX as u64 + 1)) as usize;
+                    let key: Vec<u8> = (0..length).map(|_| (next() % key_alphabet) as u8).collect();
+                    let id = if ids_ascending {
+                        index as u32 / 3
+                    } else {
+                        next() as u32
+                    };
+                    pack(&key, id)
+                })
+                .collect();
+            let mut expected = pairs.clone();
+            expected.sort_unstable();
+            sort_packed(&mut pairs, &mut Vec::new());
+            assert!(
+                pairs == expected,
+                "{count} pairs, ids ascending {ids_ascending}"
+            );
         }
     }
 
