@@ -161,11 +161,19 @@ const PAIRS_PER_SORT_MAX: usize = 1 << 21;
 /// Bytes a grouped key costs in a sorted run beyond its key bytes and IDs (two offsets).
 const SORTED_KEY_OVERHEAD_BYTES: usize = 16;
 
-fn pack(key: &[u8], id: u32) -> u128 {
-    debug_assert!(key.len() <= PACKED_KEY_BYTES_MAX);
+/// Packs the key `prefix ‖ key` (at most `PACKED_KEY_BYTES_MAX` bytes together) with `id`.
+fn pack(prefix: &[u8], key: &[u8], id: u32) -> u128 {
+    let length = prefix.len() + key.len();
+    debug_assert!(length <= PACKED_KEY_BYTES_MAX);
     let mut bytes = [0u8; 16];
-    bytes[..key.len()].copy_from_slice(key);
-    bytes[PACKED_LENGTH_BYTE] = key.len() as u8;
+    bytes[..prefix.len()].copy_from_slice(prefix);
+    // A slot and a hashed key (kind + 8 bytes) are nearly every key: a fixed-size copy
+    // instead of a call to memcpy.
+    match <&[u8; 9]>::try_from(key) {
+        Ok(hashed) if prefix.len() == 2 => bytes[2..11].copy_from_slice(hashed),
+        _ => bytes[prefix.len()..length].copy_from_slice(key),
+    }
+    bytes[PACKED_LENGTH_BYTE] = length as u8;
     bytes[12..].copy_from_slice(&id.to_be_bytes());
     u128::from_be_bytes(bytes)
 }
@@ -334,18 +342,40 @@ impl PostingRun {
     /// is kept once. IDs may arrive in any order; the merge sorts lists that need it.
     pub fn push(&mut self, key: &[u8], id: u32) -> Result<(), RunError> {
         if key.len() <= PACKED_KEY_BYTES_MAX {
-            if self.pairs.capacity() == 0 {
-                // Reserved whole: growing by doubling copied the buffer and faulted it in twice.
-                self.pairs.reserve_exact(self.pairs_per_sort);
-            }
-            self.pairs.push(pack(key, id));
-            self.estimated_bytes += PACKED_PAIR_BYTES;
-            if self.pairs.len() >= self.pairs_per_sort {
-                self.sort_pairs();
-            }
+            self.push_packed(pack(&[], key, id))
         } else {
             self.push_long(key, id)?;
+            self.spill_if_full()
         }
+    }
+
+    /// `push` of the key `prefix ‖ key` without building it first (the loader's index keys:
+    /// a slot and a hashed key), the common case packed straight from its parts.
+    pub fn push_prefixed(&mut self, prefix: [u8; 2], key: &[u8], id: u32) -> Result<(), RunError> {
+        if prefix.len() + key.len() <= PACKED_KEY_BYTES_MAX {
+            return self.push_packed(pack(&prefix, key, id));
+        }
+        let mut whole = Vec::with_capacity(prefix.len() + key.len());
+        whole.extend_from_slice(&prefix);
+        whole.extend_from_slice(key);
+        self.push_long(&whole, id)?;
+        self.spill_if_full()
+    }
+
+    fn push_packed(&mut self, pair: u128) -> Result<(), RunError> {
+        if self.pairs.capacity() == 0 {
+            // Reserved whole: growing by doubling copied the buffer and faulted it in twice.
+            self.pairs.reserve_exact(self.pairs_per_sort);
+        }
+        self.pairs.push(pair);
+        self.estimated_bytes += PACKED_PAIR_BYTES;
+        if self.pairs.len() >= self.pairs_per_sort {
+            self.sort_pairs();
+        }
+        self.spill_if_full()
+    }
+
+    fn spill_if_full(&mut self) -> Result<(), RunError> {
         if self.estimated_bytes >= self.budget_bytes {
             self.spill()?;
         }
@@ -854,7 +884,7 @@ mod tests {
                     } else {
                         next() as u32
                     };
-                    pack(&key, id)
+                    pack(&[], &key, id)
                 })
                 .collect();
             let mut expected = pairs.clone();
@@ -865,6 +895,34 @@ mod tests {
                 "{count} pairs, ids ascending {ids_ascending}"
             );
         }
+    }
+
+    /// `push_prefixed` is `push` of the joined key, packed (9-byte hashed keys and others) or not.
+    #[test]
+    fn prefixed_push_equals_push_of_the_joined_key() {
+        let directory = tempfile::tempdir().unwrap();
+        let (mut joined, mut prefixed) = (
+            PostingRun::new(1 << 20, directory.path()),
+            PostingRun::new(1 << 20, directory.path()),
+        );
+        for id in 1..=200u32 {
+            let length = (id % 13) as usize;
+            let key: Vec<u8> = (0..length)
+                .map(|index| (id as usize * 7 + index) as u8 % 5)
+                .collect();
+            let prefix = [0, (id % 3) as u8];
+            prefixed.push_prefixed(prefix, &key, id).unwrap();
+            joined.push(&[&prefix[..], &key].concat(), id).unwrap();
+        }
+        let collect = |run: PostingRun| {
+            let mut merged = MergedRuns::new(vec![run.finish().unwrap()]).unwrap();
+            let (mut key, mut ids, mut all) = (Vec::new(), Vec::new(), Vec::new());
+            while merged.next_into(&mut key, &mut ids).unwrap() {
+                all.push((key.clone(), ids.clone()));
+            }
+            all
+        };
+        assert_eq!(collect(prefixed), collect(joined));
     }
 
     #[test]
