@@ -517,19 +517,15 @@ impl Inner {
                 normalize_pairs(schema, pairs.iter().copied(), scratch)?
             }
         };
-        // The structural class needs only the object classes.
+        // The structural class needs only the object classes' values (as written).
         let object_class = schema.object_class_attribute();
-        let mut classes = Entry::new(Dn::root());
-        for attribute in attributes.iter().filter(|a| a.attr == object_class) {
-            classes.add_values(
-                &attribute.text,
-                attribute
-                    .values
-                    .iter()
-                    .map(|(original, _)| original.clone()),
-            );
-        }
-        Ok((attributes, schema.structural_object_class(&classes).ok()))
+        let values = attributes
+            .iter()
+            .filter(|attribute| attribute.attr == object_class)
+            .flat_map(|attribute| attribute.values.iter())
+            .map(|(original, _)| original.as_slice());
+        let structural = schema.structural_object_class_of_values(values).ok();
+        Ok((attributes, structural))
     }
 
     /// The step: see the module comment. Fails with the LDAP result a single add answers.
