@@ -28,14 +28,18 @@ if [ -z "${BENCH_LOAD:-}" ]; then
 fi
 TAG="${TAG:-lmdir}"
 
+# The annotated profile of callgrind file $1, inclusive costs, written once beside it.
+annotated() {
+  [ -f "$1.inclusive" ] || callgrind_annotate --inclusive=yes --threshold=100 "$1" > "$1.inclusive" 2>/dev/null
+  echo "$1.inclusive"
+}
 # Inclusive instructions of the function (symbol) whose name matches $2 in callgrind file $1;
 # lines naming a binary in brackets are whole symbols (the others are code inlined into them).
 inclusive() {
-  [ -f "$1.inclusive" ] || callgrind_annotate --inclusive=yes --threshold=100 "$1" > "$1.inclusive" 2>/dev/null
   awk -v pattern="$2" '/ \[\// && $0 ~ pattern { gsub(",", "", $1); print $1; found = 1; exit }
-    END { if (!found) print 0 }' "$1.inclusive"
+    END { if (!found) print 0 }' "$(annotated "$1")"
 }
-total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }'; }
+total() { awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }' "$(annotated "$1")"; }
 per_entry() { awk -v a="$1" -v n="$2" 'BEGIN { printf "%.0f", a / n }'; }
 
 for profile in $PROFILES; do
@@ -43,24 +47,26 @@ for profile in $PROFILES; do
   [ -f "$ldif" ] || "$BENCH_LOAD" "$PEOPLE" "$OUT" --profile "$profile" --ldif "$ldif" --small-map >/dev/null 2>&1
   entries=$(grep -c '^dn:' "$ldif")
   lmdir_cg="$OUT/$TAG-$profile.cg"
-  log "lmdir under callgrind: $entries entries, profile $profile"
-  valgrind --tool=callgrind --callgrind-out-file="$lmdir_cg" \
-    "$BENCH_LOAD" "$PEOPLE" "$OUT" --ldif "$ldif" --small-map > "$OUT/$TAG-$profile.out" 2>&1
-  rm -rf "$OUT/db-$PEOPLE"
-  rm -f "$lmdir_cg.inclusive"
+  # REUSE=yes: tabulate the callgrind files of an earlier run instead of running again.
+  if [ "${REUSE:-no}" != yes ] || [ ! -f "$lmdir_cg" ]; then
+    log "lmdir under callgrind: $entries entries, profile $profile"
+    valgrind --tool=callgrind --callgrind-out-file="$lmdir_cg" \
+      "$BENCH_LOAD" "$PEOPLE" "$OUT" --ldif "$ldif" --small-map > "$OUT/$TAG-$profile.out" 2>&1
+    rm -rf "$OUT/db-$PEOPLE" "$lmdir_cg.inclusive"
+  fi
   lmdir_total=$(total "$lmdir_cg")
 
   slapadd_total=0
-  if [ "$SLAPADD" != no ]; then
+  if [ "$SLAPADD" != no ] && { [ "${REUSE:-no}" != yes ] || [ ! -f "$OUT/slapadd-$profile.cg" ]; }; then
     instance="$OUT/openldap-$profile"
     rm -rf "$instance"
     config=$(write_slapd_config "$instance")
     log "slapadd -q under callgrind: profile $profile"
     valgrind --tool=callgrind --callgrind-out-file="$OUT/slapadd-$profile.cg" \
       slapadd -q -f "$config" -l "$ldif" > "$OUT/slapadd-$profile.out" 2>&1
-    rm -rf "$instance"
-    slapadd_total=$(total "$OUT/slapadd-$profile.cg")
+    rm -rf "$instance" "$OUT/slapadd-$profile.cg.inclusive"
   fi
+  [ "$SLAPADD" = no ] || slapadd_total=$(total "$OUT/slapadd-$profile.cg")
 
   printf '\nprofile %s: %s entries (%s people), %s\n' "$profile" "$entries" "$PEOPLE" "$(date -u +%F)"
   printf '%-58s %16s %12s\n' "phase (inclusive, all threads)" "instructions" "per entry"

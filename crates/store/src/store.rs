@@ -916,7 +916,6 @@ impl StoreOptions {
             memberof: config.database.memberof,
             map_size_bytes: usize::try_from(config.database.map_size_bytes)
                 .unwrap_or(MAP_SIZE_DEFAULT_BYTES),
-            ..StoreOptions::default()
         }
     }
 }
