@@ -80,8 +80,8 @@ for profile in $PROFILES; do
   row "    operational attributes (stamp_creation)" "$(inclusive "$lmdir_cg" 'stamp_creation')"
   row "    DN placement (tree_place)" "$(inclusive "$lmdir_cg" 'Inner>::tree_place')"
   row "    id2entry value (encode_attributes)" "$(inclusive "$lmdir_cg" 'rows::encode_attributes')"
-  row "    index keys (attribute_keys, sorts it triggers)" "$(inclusive "$lmdir_cg" 'IndexPlan::attribute_keys')"
-  row "    pair sorts (PostingRun::sort_pairs, all)" "$(inclusive "$lmdir_cg" 'PostingRun::sort_pairs')"
+  row "    index keys (index_keys_for_value: grams, hashes, pushes)" "$(inclusive "$lmdir_cg" 'layout::index_keys_for_value')"
+  row "    pair sorts (sort_pairs; in the pushes when a buffer fills)" "$(inclusive "$lmdir_cg" 'PostingRun::sort_pairs')"
   row "  parallel: sequencer (id2entry APPEND, tree)" "$(inclusive "$lmdir_cg" 'pipeline::sequence')"
   # Serial tail: after the workers finish (two threads: the merge feeds the one writer).
   row "  tail, writer thread (write_tree_and_indexes)" "$(inclusive "$lmdir_cg" 'pipeline::write_tree_and_indexes')"

@@ -178,74 +178,97 @@ fn pack(prefix: &[u8], key: &[u8], id: u32) -> u128 {
     u128::from_be_bytes(bytes)
 }
 
-/// Below this many pairs a comparison sort is cheaper than the radix sort's histograms.
-const RADIX_SORT_PAIRS_MIN: usize = 4096;
+/// Below this many pairs a comparison sort is cheaper than another radix pass.
+const RADIX_SORT_PAIRS_MIN: usize = 256;
 
-/// Sorts packed pairs ascending. A least-significant-digit radix sort: one stable counting
-/// pass per byte that is not the same in every pair (the slot's high byte, the key length and
-/// the high bytes of the ID usually are), ~10 passes of a few instructions per pair where
-/// `sort_unstable` spent ~250 instructions per pair on 2M pairs (18 % of a load's
-/// instructions on the standard profile). Pairs are pushed in ascending ID order by each
-/// worker, so when the IDs are already ascending the ID bytes need no pass: a stable sort by
-/// key keeps them in order. `scratch` is the second buffer the passes alternate with.
+/// Sorts packed pairs ascending: a most-significant-digit radix sort. Each pass counts one
+/// byte of a bucket and, unless every pair has the same byte there (the slot's high byte, a
+/// hot key's hash), moves the pairs into per-byte buckets (stable, through `scratch`); buckets
+/// of fewer than `RADIX_SORT_PAIRS_MIN` pairs are finished by a comparison sort. Index keys
+/// are a slot, a kind and a hash, so after three passes the buckets are small: ~150
+/// instructions per pair where `sort_unstable` spent ~280 on 2M pairs (the largest cost per
+/// entry on the standard profile; an LSD radix sort, one pass per varying byte, also spent
+/// ~280). Pairs are pushed in ascending ID order by each worker, so when the IDs are already
+/// ascending a bucket whose key bytes are all equal is done: the stable passes kept its IDs
+/// in order.
 fn sort_packed(pairs: &mut Vec<u128>, scratch: &mut Vec<u128>) {
     if pairs.len() < RADIX_SORT_PAIRS_MIN {
         pairs.sort_unstable();
         return;
     }
     let ids_ascending = pairs.windows(2).all(|two| two[0] as u32 <= two[1] as u32);
-    // Digit d is the d-th byte from the least significant end; the ID is digits 0..4.
-    let first_digit = if ids_ascending { 4 } else { 0 };
-    let mut histograms = vec![[0usize; 256]; 16];
-    for pair in pairs.iter() {
-        let (high, low) = ((*pair >> 64) as u64, *pair as u64);
-        for byte in 0..8 {
-            histograms[8 + byte][usize::from((high >> (byte * 8)) as u8)] += 1;
-        }
-        if ids_ascending {
-            for byte in 4..8 {
-                histograms[byte][usize::from((low >> (byte * 8)) as u8)] += 1;
-            }
-        } else {
-            for byte in 0..8 {
-                histograms[byte][usize::from((low >> (byte * 8)) as u8)] += 1;
-            }
-        }
-    }
     scratch.clear();
     scratch.reserve_exact(pairs.capacity());
     scratch.resize(pairs.len(), 0);
-    let mut sorted_in_scratch = false;
-    for (digit, histogram) in histograms.iter().enumerate().skip(first_digit) {
-        if histogram.contains(&pairs.len()) {
-            continue; // every pair has the same byte here
+    radix_sort_from(pairs, scratch, 15, ids_ascending);
+}
+
+/// Sorts `pairs` whose bytes above `digit` (counted from the least significant byte) are all
+/// equal; `scratch` is as long as `pairs`.
+fn radix_sort_from(
+    pairs: &mut [u128],
+    scratch: &mut [u128],
+    mut digit: usize,
+    ids_ascending: bool,
+) {
+    loop {
+        if pairs.len() < RADIX_SORT_PAIRS_MIN {
+            pairs.sort_unstable();
+            return;
+        }
+        if ids_ascending && digit < 4 {
+            return; // equal keys, IDs in pushed (ascending) order
+        }
+        let (in_high_word, shift) = (digit >= 8, (digit % 8) * 8);
+        let byte_of = |pair: u128| {
+            let word = if in_high_word {
+                (pair >> 64) as u64
+            } else {
+                pair as u64
+            };
+            usize::from((word >> shift) as u8)
+        };
+        let mut counts = [0usize; 256];
+        for pair in pairs.iter() {
+            counts[byte_of(*pair)] += 1;
+        }
+        if counts.contains(&pairs.len()) {
+            // Every pair has the same byte here: on to the next without moving anything.
+            if digit == 0 {
+                return;
+            }
+            digit -= 1;
+            continue;
         }
         let mut offsets = [0usize; 256];
         let mut total = 0;
-        for (offset, count) in offsets.iter_mut().zip(histogram) {
+        for (offset, count) in offsets.iter_mut().zip(&counts) {
             *offset = total;
             total += count;
         }
-        let (source, target) = if sorted_in_scratch {
-            (&scratch[..], &mut pairs[..])
-        } else {
-            (&pairs[..], &mut scratch[..])
-        };
-        let (in_high_word, shift) = (digit >= 8, (digit % 8) * 8);
-        for pair in source {
-            let word = if in_high_word {
-                (*pair >> 64) as u64
-            } else {
-                *pair as u64
-            };
-            let offset = &mut offsets[usize::from((word >> shift) as u8)];
-            target[*offset] = *pair;
+        for pair in pairs.iter() {
+            let offset = &mut offsets[byte_of(*pair)];
+            scratch[*offset] = *pair;
             *offset += 1;
         }
-        sorted_in_scratch = !sorted_in_scratch;
-    }
-    if sorted_in_scratch {
-        std::mem::swap(pairs, scratch);
+        pairs.copy_from_slice(scratch);
+        if digit == 0 {
+            return;
+        }
+        let mut start = 0;
+        for count in counts {
+            if count > 1 {
+                let range = start..start + count;
+                radix_sort_from(
+                    &mut pairs[range.clone()],
+                    &mut scratch[range],
+                    digit - 1,
+                    ids_ascending,
+                );
+            }
+            start += count;
+        }
+        return;
     }
 }
 
@@ -870,7 +893,7 @@ mod tests {
             value ^ (value >> 31)
         };
         for (count, ids_ascending, key_alphabet) in [
-            (RADIX_SORT_PAIRS_MIN, true, 256u64),
+            (RADIX_SORT_PAIRS_MIN * 16, true, 256u64),
             (50_000, true, 3),
             (50_000, false, 256),
             (20_000, false, 2),
