@@ -333,7 +333,7 @@ impl SortedRun {
 pub struct PostingRun {
     pairs: Vec<u128>,
     /// The radix sort's second buffer, as large as `pairs` once the first full buffer is
-    /// sorted (a quarter of the budget at most, like `pairs`).
+    /// sorted (both together a quarter of the budget at most).
     sort_scratch: Vec<u128>,
     pairs_per_sort: usize,
     sorted: Vec<SortedRun>,
@@ -350,8 +350,9 @@ impl PostingRun {
         PostingRun {
             pairs: Vec::new(),
             sort_scratch: Vec::new(),
-            // A quarter of the budget at most, so grouped runs have room beside the buffer.
-            pairs_per_sort: (budget_bytes / 4 / PACKED_PAIR_BYTES).clamp(1, PAIRS_PER_SORT_MAX),
+            // The buffer and the radix sort's scratch (as large) a quarter of the budget at
+            // most, so grouped runs have room beside them.
+            pairs_per_sort: (budget_bytes / 8 / PACKED_PAIR_BYTES).clamp(1, PAIRS_PER_SORT_MAX),
             sorted: Vec::new(),
             long_keys: WordHashMap::default(),
             estimated_bytes: 0,
