@@ -1,6 +1,7 @@
 //! Times a bulk load of `lmdir gen N` with the benchmark's index set (issue 3):
 //! `cargo run --release -p lmdir-load --example bench_load -- N WORK_DIR [--check] [--default-mode] [--memory BYTES]
-//! [--memberof] [--ldif PATH]` (`--ldif` loads an existing `lmdir gen N` file instead of generating one in WORK_DIR).
+//! [--memberof] [--ldif PATH] [--profile standard|large] [--small-map]` (`--ldif` loads an existing `lmdir gen N`
+//! file instead of generating one in WORK_DIR; `--profile` is `lmdir gen`'s data shape).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,14 +26,26 @@ fn main() {
     let work = PathBuf::from(arguments.get(2).expect("usage: bench_load N WORK_DIR"));
     let flag = |name: &str| arguments.iter().any(|argument| argument == name);
     std::fs::create_dir_all(&work).expect("work directory");
-    let ldif = match arguments.iter().position(|argument| argument == "--ldif") {
-        Some(position) => PathBuf::from(arguments.get(position + 1).expect("--ldif PATH")),
-        None => work.join(format!("gen-{people}.ldif")),
+    let value_of = |name: &str| {
+        let position = arguments.iter().position(|argument| argument == name)?;
+        Some(
+            arguments
+                .get(position + 1)
+                .unwrap_or_else(|| panic!("{name} needs a value")),
+        )
+    };
+    let profile = value_of("--profile").map_or(lmdir_gen::Profile::Standard, |name| {
+        lmdir_gen::Profile::parse(name).expect("--profile standard|large")
+    });
+    let ldif = match value_of("--ldif") {
+        Some(path) => PathBuf::from(path),
+        None if profile == lmdir_gen::Profile::Standard => work.join(format!("gen-{people}.ldif")),
+        None => work.join(format!("gen-{people}-large.ldif")),
     };
     if !ldif.exists() {
         let started = std::time::Instant::now();
         let file = std::io::BufWriter::new(std::fs::File::create(&ldif).expect("create LDIF"));
-        lmdir_gen::generate(people, 1, file).expect("generate");
+        lmdir_gen::generate_profile(people, 1, profile, file).expect("generate");
         eprintln!(
             "generated {} in {:.2} s",
             ldif.display(),
@@ -62,8 +75,8 @@ fn main() {
     options.quick = !flag("--default-mode");
     options.progress = true;
     options.creators_name = "cn=admin,dc=example,dc=com".to_string();
-    if let Some(position) = arguments.iter().position(|argument| argument == "--memory") {
-        options.memory_bytes_max = arguments[position + 1].parse().expect("--memory BYTES");
+    if let Some(memory) = value_of("--memory") {
+        options.memory_bytes_max = memory.parse().expect("--memory BYTES");
     }
     let summary = load(&options, &ldif).unwrap_or_else(|error| panic!("load failed: {error}"));
     print!("{summary}");

@@ -285,6 +285,8 @@ fn load_fresh(
 
 /// Stages 1-3 running together: the reader thread, the workers, and the sequencer on this
 /// thread (LMDB's single writer). Returns what was sequenced and the workers' runs.
+// Each phase stays out of line so an instruction profile names it (bench/load-instructions.sh).
+#[inline(never)]
 fn run_stages(
     options: &LoadOptions,
     context: &PrepareContext,
@@ -372,6 +374,7 @@ fn run_stages(
 /// After the entries: the DN tree, memberOf (which resolves member DNs through the tree, so
 /// the tree is written and committed first), and the merged indexes. Returns the spill files
 /// used.
+#[inline(never)]
 fn write_tree_and_indexes(
     store: &Store,
     bulk: &mut BulkWriter<'_>,
@@ -416,6 +419,7 @@ fn write_tree_and_indexes(
 }
 
 /// Stage 1: batches of records in file order, numbered; IDs are record ordinals.
+#[inline(never)]
 fn read_batches(
     input: LoadInput,
     tokens: Receiver<()>,
@@ -465,6 +469,7 @@ fn read_batches(
 }
 
 /// Stage 2: prepare every record of each batch; index keys go into this thread's run.
+#[inline(never)]
 fn prepare_batches(
     context: &PrepareContext,
     work: Receiver<WorkBatch>,
@@ -559,6 +564,7 @@ impl Skips {
 
 /// Stage 3: batches back in file order; id2entry appended; the DN tree built; at the end the
 /// tree's rows written.
+#[inline(never)]
 fn sequence(
     options: &LoadOptions,
     bulk: &mut BulkWriter<'_>,
@@ -642,6 +648,7 @@ fn sequence(
 
 /// Writes the DN tree (`id2node` in ID order with subtree sizes, then `dn2id` sorted), both
 /// appended. Returns the number of spill files the tree used.
+#[inline(never)]
 fn write_dn_tree(bulk: &mut BulkWriter<'_>, tree: TreeBuilder) -> Result<u64, LoadError> {
     let (dn2id_run, mut rows) = tree.finish()?;
     let tree_spills = dn2id_run.spilled.len() as u64;
@@ -686,6 +693,7 @@ const CHUNK_QUEUE_BYTES_MAX: usize = CHUNK_BATCHES_QUEUED_MAX * CHUNK_BATCH_BYTE
 
 /// The merge side: k-way merge, rejected IDs removed, IDs cut into 65,536-ID chunks and
 /// encoded with the store's layout.
+#[inline(never)]
 fn merge_and_encode(
     mut merged: MergedRuns,
     rejected: &RoaringBitmap,
@@ -757,6 +765,7 @@ pub(crate) type BeforeIndexes<'f> = &'f mut dyn FnMut(&mut BulkWriter<'_>) -> Re
 /// order through the bulk writer. The merge and encoding run on a second thread, overlapping
 /// the single LMDB writer. `before_indexes` runs on the writer first, while the merge thread
 /// already fills the queue (the loader writes the DN tree there).
+#[inline(never)]
 pub(crate) fn write_index_runs(
     bulk: &mut BulkWriter<'_>,
     merged: MergedRuns,

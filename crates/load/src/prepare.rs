@@ -83,7 +83,6 @@ impl PrepareContext {
 pub struct WorkerScratch {
     /// The store's step caches, with the loader's word hasher (the LDIF is trusted input).
     pub(crate) rows: RowScratch<std::hash::BuildHasherDefault<crate::runs::WordHasher>>,
-    key: Vec<u8>,
     encoded: Vec<u8>,
     /// entryUUIDs are version-4 UUIDs from this generator (seeded from the OS once per
     /// worker: one getrandom system call per entry cost more than the rest of the UUID).
@@ -99,10 +98,7 @@ impl WorkerScratch {
         key: &[u8],
         id: u32,
     ) -> Result<(), crate::runs::RunError> {
-        self.key.clear();
-        self.key.extend_from_slice(&slot.to_be_bytes());
-        self.key.extend_from_slice(key);
-        run.push(&self.key, id)
+        run.push_prefixed(slot.to_be_bytes(), key, id)
     }
 }
 

@@ -307,7 +307,16 @@ impl Schema {
                 values.extend(attribute.values.iter().map(Vec::as_slice));
             }
         }
-        let classes = self.listed_object_classes(values.into_iter())?;
+        self.structural_object_class_of_values(values.into_iter())
+    }
+
+    /// The structural object class of an entry whose objectClass values are `values` (a
+    /// writer that has them at hand need not build an `Entry` for this).
+    pub fn structural_object_class_of_values<'a>(
+        &self,
+        values: impl Iterator<Item = &'a [u8]>,
+    ) -> Result<ObjectClassId, LdapError> {
+        let classes = self.listed_object_classes(values)?;
         self.structural_of_classes(&classes)
     }
 

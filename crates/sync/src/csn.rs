@@ -173,20 +173,28 @@ impl fmt::Display for Csn {
         let microsecond = self.micros.rem_euclid(1_000_000);
         // In range by construction (years 0000..=9999), which `time` represents.
         let moment = OffsetDateTime::from_unix_timestamp(seconds).map_err(|_| fmt::Error)?;
-        write!(
-            formatter,
-            "{:04}{:02}{:02}{:02}{:02}{:02}.{:06}Z#{:06x}#{:03x}#{:06x}",
-            moment.year(),
-            u8::from(moment.month()),
-            moment.day(),
-            moment.hour(),
-            moment.minute(),
-            moment.second(),
-            microsecond,
-            self.count,
-            self.sid,
-            self.modification
-        )
+        // Digits into a fixed buffer (every field is fixed width): `write!` with ten padded
+        // fields cost ~3,800 instructions per CSN, and a bulk load formats one per entry.
+        let mut text = *b"00000000000000.000000Z#000000#000#000000";
+        put_digits(&mut text[0..4], moment.year().unsigned_abs(), 10);
+        put_digits(&mut text[4..6], u32::from(u8::from(moment.month())), 10);
+        put_digits(&mut text[6..8], u32::from(moment.day()), 10);
+        put_digits(&mut text[8..10], u32::from(moment.hour()), 10);
+        put_digits(&mut text[10..12], u32::from(moment.minute()), 10);
+        put_digits(&mut text[12..14], u32::from(moment.second()), 10);
+        put_digits(&mut text[15..21], microsecond as u32, 10);
+        put_digits(&mut text[23..29], self.count, 16);
+        put_digits(&mut text[30..33], u32::from(self.sid), 16);
+        put_digits(&mut text[34..40], self.modification, 16);
+        formatter.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)
+    }
+}
+
+/// `value`'s last `out.len()` digits in `radix` (lowercase hex), zero-padded.
+fn put_digits(out: &mut [u8], mut value: u32, radix: u32) {
+    for digit in out.iter_mut().rev() {
+        *digit = b"0123456789abcdef"[(value % radix) as usize];
+        value /= radix;
     }
 }
 
@@ -253,6 +261,47 @@ impl CsnGenerator {
 
 #[cfg(test)]
 mod tests {
+    /// The digit-by-digit text equals `write!` with padded fields (the oracle), at both ends
+    /// of the time range and across every field's range.
+    #[test]
+    fn text_equals_padded_formatting() {
+        let oracle = |csn: &Csn| {
+            let moment =
+                OffsetDateTime::from_unix_timestamp(csn.micros.div_euclid(1_000_000)).unwrap();
+            format!(
+                "{:04}{:02}{:02}{:02}{:02}{:02}.{:06}Z#{:06x}#{:03x}#{:06x}",
+                moment.year(),
+                u8::from(moment.month()),
+                moment.day(),
+                moment.hour(),
+                moment.minute(),
+                moment.second(),
+                csn.micros.rem_euclid(1_000_000),
+                csn.count,
+                csn.sid,
+                csn.modification
+            )
+        };
+        let times = [
+            MICROS_MIN,
+            MICROS_MIN + 1,
+            -1,
+            0,
+            1_763_851_234_567_890,
+            MICROS_MAX,
+        ];
+        for (index, micros) in times.into_iter().enumerate() {
+            for (count, sid, modification) in [
+                (0, 0, 0),
+                (0x12_3abc, 0x7f, 9),
+                (COUNT_MAX, SID_MAX, MODIFICATION_MAX),
+            ] {
+                let csn = Csn::new(micros, count, sid, modification).unwrap();
+                assert_eq!(csn.to_string(), oracle(&csn), "time {index}");
+            }
+        }
+    }
+
     use super::*;
 
     #[test]
