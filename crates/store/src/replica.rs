@@ -6,8 +6,10 @@
 use crate::layout::{self, EntryId};
 use crate::read::{children_of, corrupt, read_entry, TREE_DEPTH_MAX};
 use crate::store::lmdb_to_ldap;
+use crate::store::Inner;
 use crate::write::{WriteContext, WriteTxn};
 use crate::ReadTxn;
+use heed::RoTxn;
 use lmdir_schema::{Dn, Entry, LdapError, ModOp, Modification, ResultCode};
 use roaring::RoaringBitmap;
 
@@ -28,6 +30,12 @@ type ValuePair = (Vec<u8>, Vec<u8>);
 pub type SubtreeMember = (EntryId, usize, Option<Vec<u8>>);
 
 impl ReadTxn {
+    /// The entry whose entryUUID is `uuid` (its text form), through the entryUUID equality
+    /// index (unwillingToPerform without it).
+    pub fn entry_id_by_uuid(&self, uuid: &str) -> Result<Option<EntryId>, LdapError> {
+        entry_id_by_uuid(&self.inner, self.txn(), uuid)
+    }
+
     /// The cookie consumer `rid` stored with the last changes it applied.
     pub fn sync_cookie(&self, rid: u16) -> Result<Option<Vec<u8>>, LdapError> {
         Ok(self
@@ -51,33 +59,10 @@ impl WriteTxn<'_> {
         .map_err(lmdb_to_ldap)
     }
 
-    /// The first value of attribute `name` (by its schema name) of entry `id`, as
-    /// (original, normalized).
-    fn first_value(&self, id: EntryId, name: &str) -> Result<Option<ValuePair>, LdapError> {
-        let Some(attr) = self.inner.schema.attribute(name) else {
-            return Ok(None);
-        };
-        let encoded = read_entry(self.inner, &self.txn, id)?
-            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
-        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
-        for attribute in encoded.attributes() {
-            let matches = descriptions
-                .get(attribute.description_number)
-                .is_some_and(|info| info.attr == attr);
-            if matches {
-                return Ok(attribute
-                    .values()
-                    .next()
-                    .map(|(original, normalized)| (original.to_vec(), normalized.to_vec())));
-            }
-        }
-        Ok(None)
-    }
-
     /// The normalized entryUUID of an entry, if it has one.
     pub(crate) fn entry_uuid_of(&self, id: EntryId) -> Result<Option<Vec<u8>>, LdapError> {
         Ok(self
-            .first_value(id, "entryUUID")?
+            .first_value_of(id, "entryUUID")?
             .map(|(_, normalized)| normalized))
     }
 
@@ -86,7 +71,7 @@ impl WriteTxn<'_> {
     /// provider's.
     pub fn entry_csn_of(&self, id: EntryId) -> Result<Option<lmdir_sync::Csn>, LdapError> {
         Ok(self
-            .first_value(id, "entryCSN")?
+            .first_value_of(id, "entryCSN")?
             .and_then(|(original, _)| lmdir_sync::Csn::parse(&original).ok()))
     }
 
@@ -94,45 +79,11 @@ impl WriteTxn<'_> {
     /// index, which replication requires (unwillingToPerform without it: a scan per change
     /// would make every replicated write cost the whole directory).
     pub fn entry_id_by_uuid(&self, uuid: &str) -> Result<Option<EntryId>, LdapError> {
-        let schema = &self.inner.schema;
-        let attr = schema.attribute("entryUUID").ok_or_else(|| {
-            LdapError::new(ResultCode::UnwillingToPerform, "no entryUUID in the schema")
-        })?;
-        let database = self
-            .inner
-            .configured_indexes
-            .get(&attr)
-            .filter(|kinds| kinds.contains(layout::IndexKinds::EQUALITY))
-            .and_then(|_| self.inner.databases.indexes.get(&attr).copied())
-            .ok_or_else(|| {
-                LdapError::new(
-                    ResultCode::UnwillingToPerform,
-                    "replication needs an equality index on entryUUID ([database.index])",
-                )
-            })?;
-        let normalized = schema.normalize_value(attr, uuid.as_bytes())?;
-        let key = layout::equality_key(&normalized);
-        let mut candidates = RoaringBitmap::new();
-        for row in database
-            .prefix_iter(&self.txn, &key)
-            .map_err(lmdb_to_ldap)?
-        {
-            let (full_key, value) = row.map_err(lmdb_to_ldap)?;
-            let Some((_, chunk)) = layout::split_index_key(full_key) else {
-                continue;
-            };
-            if full_key.len() == key.len() + 2 {
-                layout::decode_posting_chunk_into(value, chunk, &mut candidates)
-                    .map_err(|error| corrupt(error.to_string()))?;
-            }
-        }
-        // Keys are hashes: a candidate is the entry only if its value really matches.
-        for id in candidates {
-            if self.entry_uuid_of(id)?.as_deref() == Some(normalized.as_slice()) {
-                return Ok(Some(id));
-            }
-        }
-        Ok(None)
+        entry_id_by_uuid(self.inner, &self.txn, uuid)
+    }
+
+    fn first_value_of(&self, id: EntryId, name: &str) -> Result<Option<ValuePair>, LdapError> {
+        first_value(self.inner, &self.txn, id, name)
     }
 
     /// Every entry of the subtree at `base` (itself included) with its depth and entryUUID;
@@ -191,4 +142,75 @@ impl WriteTxn<'_> {
         let modifications: Vec<Modification> = emptied.chain(given).collect();
         self.modify(&dn, &modifications, context)
     }
+}
+
+/// The first value of attribute `name` (by its schema name) of entry `id`, as
+/// (original, normalized).
+fn first_value(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    name: &str,
+) -> Result<Option<ValuePair>, LdapError> {
+    let Some(attr) = inner.schema.attribute(name) else {
+        return Ok(None);
+    };
+    let encoded = read_entry(inner, txn, id)?
+        .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+    let descriptions = crate::lock::read(&inner.descriptions).clone();
+    for attribute in encoded.attributes() {
+        let matches = descriptions
+            .get(attribute.description_number)
+            .is_some_and(|info| info.attr == attr);
+        if matches {
+            return Ok(attribute
+                .values()
+                .next()
+                .map(|(original, normalized)| (original.to_vec(), normalized.to_vec())));
+        }
+    }
+    Ok(None)
+}
+
+/// The entry whose entryUUID is `uuid` (text form), by the entryUUID equality index.
+fn entry_id_by_uuid(inner: &Inner, txn: &RoTxn, uuid: &str) -> Result<Option<EntryId>, LdapError> {
+    let schema = &inner.schema;
+    let attr = schema.attribute("entryUUID").ok_or_else(|| {
+        LdapError::new(ResultCode::UnwillingToPerform, "no entryUUID in the schema")
+    })?;
+    let database = inner
+        .configured_indexes
+        .get(&attr)
+        .filter(|kinds| kinds.contains(layout::IndexKinds::EQUALITY))
+        .and_then(|_| inner.databases.indexes.get(&attr).copied())
+        .ok_or_else(|| {
+            LdapError::new(
+                ResultCode::UnwillingToPerform,
+                "replication needs an equality index on entryUUID ([database.index])",
+            )
+        })?;
+    let normalized = schema.normalize_value(attr, uuid.as_bytes())?;
+    let key = layout::equality_key(&normalized);
+    let mut candidates = RoaringBitmap::new();
+    for row in database.prefix_iter(txn, &key).map_err(lmdb_to_ldap)? {
+        let (full_key, value) = row.map_err(lmdb_to_ldap)?;
+        let Some((_, chunk)) = layout::split_index_key(full_key) else {
+            continue;
+        };
+        if full_key.len() == key.len() + 2 {
+            layout::decode_posting_chunk_into(value, chunk, &mut candidates)
+                .map_err(|error| corrupt(error.to_string()))?;
+        }
+    }
+    // Keys are hashes: a candidate is the entry only if its value really matches.
+    for id in candidates {
+        if first_value(inner, txn, id, "entryUUID")?
+            .map(|(_, normalized)| normalized)
+            .as_deref()
+            == Some(normalized.as_slice())
+        {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
 }

@@ -24,7 +24,7 @@ pub(crate) enum SyncChange {
     /// deleted only when the batch's cookie covers the local entryCSN, as for a present phase
     /// (`covered`), so a change the provider had not seen when it deleted brings the entry back
     /// whichever phase the provider's session log chose.
-    DeleteListed(Uuid),
+    DeleteListed(Vec<Uuid>),
     /// End of a present phase: every local entry under `base` whose entryUUID is not in
     /// `present` is gone from the provider (on a multi-provider node: only those whose
     /// entryCSN the provider's cookie covers, see `covered`).
@@ -144,11 +144,15 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
                     applied.deletes += delete_below(txn, &dn, |_, _| true)?;
                 }
             }
-            SyncChange::DeleteListed(uuid) => {
+            SyncChange::DeleteListed(uuids) => {
+                // Written with the cookie that ended the phase (the consumer holds them until
+                // one arrives), so `covering` is what the provider had seen.
                 let covering = cookie_csns.as_ref().filter(|_| batch.resolve_conflicts);
-                if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
-                    let dn = Dn::parse(&txn.dn_of(id)?)?;
-                    applied.deletes += delete_below(txn, &dn, |_, csn| covered(covering, csn))?;
+                for uuid in uuids {
+                    if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
+                        let dn = Dn::parse(&txn.dn_of(id)?)?;
+                        applied.deletes += delete_below(txn, &dn, |_, csn| covered(covering, csn))?;
+                    }
                 }
             }
             SyncChange::DeleteUnmentioned { base, present } => {

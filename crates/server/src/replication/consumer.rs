@@ -120,6 +120,10 @@ struct Progress {
     pending_bytes: usize,
     cookie: CookieUpdate,
     applied: usize,
+    /// UUIDs a delete phase named gone (syncIdSets with refreshDeletes), held until a cookie
+    /// arrives: a multi-provider node deletes only what that cookie covers, so they must be
+    /// written in the same batch as it, never flushed ahead of it.
+    listed: Vec<Uuid>,
 }
 
 impl Progress {
@@ -136,7 +140,22 @@ impl Progress {
         Ok(())
     }
 
+    fn note_listed(&mut self, uuid: Uuid) -> Result<(), SessionError> {
+        if self.listed.len() >= PRESENT_UUIDS_MAX {
+            return Err(LinkError::Limit(format!(
+                "the delete phase names more than {PRESENT_UUIDS_MAX} entries"
+            ))
+            .into());
+        }
+        self.listed.push(uuid);
+        Ok(())
+    }
+
     fn set_cookie(&mut self, cookie: Option<Vec<u8>>) {
+        if cookie.is_some() && !self.listed.is_empty() {
+            let listed = std::mem::take(&mut self.listed);
+            self.pending.push(SyncChange::DeleteListed(listed));
+        }
         if let Some(cookie) = cookie {
             self.cookie = CookieUpdate::Set(cookie);
         }
@@ -331,6 +350,7 @@ impl Consumer {
             pending_bytes: 0,
             cookie: CookieUpdate::Keep,
             applied: 0,
+            listed: Vec::new(),
         };
         loop {
             let message = match link.buffered()? {
@@ -476,7 +496,7 @@ impl Consumer {
             } => {
                 for uuid in uuids {
                     if refresh_deletes {
-                        progress.pending.push(SyncChange::DeleteListed(uuid));
+                        progress.note_listed(uuid)?;
                     } else {
                         progress.note_present(uuid)?;
                     }
@@ -510,6 +530,7 @@ impl Consumer {
                 self.rid()
             );
             progress.pending.clear();
+            progress.listed.clear();
             progress.cookie = CookieUpdate::Forget;
             self.status.reloading();
             return Ok(Ending::Reload);

@@ -834,8 +834,7 @@ impl SearchJob {
             }
         }
         if result.is_ok() {
-            let deletes = sync.deletes();
-            for info in sync::delete_phase_messages(&deletes) {
+            for info in sync::delete_phase_messages(sync.deletes()) {
                 sync::write_sync_info(&mut output.buffer, self.message_id, &info);
                 output.flush_if_full()?;
             }

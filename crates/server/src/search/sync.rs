@@ -28,7 +28,6 @@ use lmdir_sync::messages::{
 use lmdir_sync::{
     ContextCsns, Cookie, Csn, SyncDone, SyncInfo, SyncMode, SyncRequest, SyncState, SyncStateKind,
 };
-use std::cell::RefCell;
 use std::collections::HashSet;
 
 /// UUIDs per syncIdSet message of a delete phase: ~20 KiB each, as slapd's present sets of
@@ -54,12 +53,6 @@ pub(super) struct SyncRefresh {
     /// Some in a delete phase: the UUIDs to delete (filled by `collect_deletes`); entries not
     /// changed since the cookie are then not sent at all.
     deletes: Option<Vec<Uuid>>,
-    /// Logged deletes whose entry is in the search now, seen by `state_of`: deleted, then
-    /// brought back with the same entryUUID by a replicated change (multi-provider). They are
-    /// not named gone: the consumer holds or gets the entry as it is now.
-    revived: RefCell<HashSet<Uuid>>,
-    /// The UUIDs of `deletes`, for `state_of` to look up.
-    logged: HashSet<Uuid>,
     /// The consumer already holds every change: nothing is sent.
     up_to_date: bool,
     reply_cookie: Vec<u8>,
@@ -170,8 +163,6 @@ impl SyncRefresh {
         Ok(SyncRefresh {
             known,
             deletes,
-            revived: RefCell::new(HashSet::new()),
-            logged: HashSet::new(),
             up_to_date,
             reply_cookie: Cookie::reply_to(&consumer, sid, &context).to_bytes(),
             entry_uuid: schema.attribute("entryUUID"),
@@ -217,16 +208,9 @@ impl SyncRefresh {
         self.deletes.is_some()
     }
 
-    /// The delete phase's UUIDs (empty outside one), less those whose entry the search met
-    /// (call after the entries are sent).
-    pub(super) fn deletes(&self) -> Vec<Uuid> {
-        let revived = self.revived.borrow();
-        let logged = self.deletes.as_deref().unwrap_or_default();
-        logged
-            .iter()
-            .filter(|uuid| !revived.contains(*uuid))
-            .copied()
-            .collect()
+    /// The delete phase's UUIDs (empty outside one).
+    pub(super) fn deletes(&self) -> &[Uuid] {
+        self.deletes.as_deref().unwrap_or_default()
     }
 
     /// Collects, for a delete phase, the UUIDs of the entries deleted or renamed out of this
@@ -253,8 +237,7 @@ impl SyncRefresh {
         let mut failure = None;
         read.for_each_unseen_change(known, &mut |change| {
             let kept = match change.kind {
-                LoggedKind::Delete => Ok(crate::replication::apply::uuid_bytes(&change.uuid)
-                    .is_none_or(|uuid| collector.push(uuid))),
+                LoggedKind::Delete => collector.deleted(&change.uuid),
                 LoggedKind::Rename => collector.renamed(change.entry),
             };
             match kept {
@@ -273,7 +256,6 @@ impl SyncRefresh {
             self.up_to_date = false;
         } else {
             self.deletes = Some(collector.uuids);
-            self.logged = collector.seen;
         }
         Ok(())
     }
@@ -294,9 +276,6 @@ impl SyncRefresh {
                 .and_then(|text| Csn::parse(text).ok())
                 .is_none_or(|csn| known.get(csn.sid()).is_none_or(|seen| csn > seen)),
         };
-        if self.logged.contains(&uuid) {
-            self.revived.borrow_mut().insert(uuid);
-        }
         let state = match (changed, &self.deletes) {
             (true, _) => SyncStateKind::Add,
             // A delete phase sends only what changed.
@@ -358,6 +337,25 @@ impl DeleteCollector<'_> {
             self.fall_back = true;
         }
         !self.fall_back
+    }
+
+    /// A deleted entry, unless an entry with its entryUUID is in the search now: deleted, then
+    /// brought back with the same entryUUID by a replicated change (multi-provider); the
+    /// consumer holds or gets it as it is now, and naming it gone would delete it there.
+    fn deleted(&mut self, uuid_text: &[u8]) -> Result<bool, OperationError> {
+        let Some(uuid) = crate::replication::apply::uuid_bytes(uuid_text) else {
+            return Ok(true);
+        };
+        let now = match std::str::from_utf8(uuid_text) {
+            Ok(text) => self.read.entry_id_by_uuid(text)?,
+            Err(_) => None,
+        };
+        if let Some(id) = now {
+            if (self.visible)(id)? {
+                return Ok(true);
+            }
+        }
+        Ok(self.push(uuid))
     }
 
     /// A renamed entry (with its subtree, which moved along): every member that exists and
