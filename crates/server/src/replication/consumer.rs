@@ -699,6 +699,7 @@ mod tests {
             pending_bytes: 0,
             cookie: CookieUpdate::Keep,
             applied: 0,
+            listed: Vec::new(),
         }
     }
 
@@ -734,6 +735,25 @@ mod tests {
         resumed.end_delete_phase(&base, Some(b"csn".to_vec()), true);
         assert!(resumed.pending.is_empty(), "the provider named the deletes");
         assert!(resumed.present.is_none());
+        assert_eq!(resumed.cookie, CookieUpdate::Set(b"csn".to_vec()));
+    }
+
+    #[test]
+    fn a_delete_phase_is_held_until_the_cookie_that_ends_it() {
+        let base = Dn::parse("dc=example,dc=com").unwrap();
+        let mut resumed = progress(Some(b"old"));
+        resumed.note_listed([1u8; 16]).unwrap();
+        resumed.note_listed([2u8; 16]).unwrap();
+        resumed.set_cookie(None);
+        assert!(
+            resumed.pending.is_empty(),
+            "nothing to flush ahead of the cookie"
+        );
+        resumed.end_delete_phase(&base, Some(b"csn".to_vec()), true);
+        assert!(matches!(
+            resumed.pending.as_slice(),
+            [SyncChange::DeleteListed(uuids)] if uuids == &vec![[1u8; 16], [2u8; 16]]
+        ));
         assert_eq!(resumed.cookie, CookieUpdate::Set(b"csn".to_vec()));
     }
 }
