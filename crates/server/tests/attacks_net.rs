@@ -270,7 +270,9 @@ fn a_client_that_stops_reading_is_closed_and_its_read_txns_released() {
     probe_search(&server);
     // Without a write timeout the stalled connection would hold its searches' read txns and
     // blocking threads forever (the idle timeout does not apply while operations run).
-    // Meanwhile the 16 pipelined searches hold at most RUNNING_MAX read txns (and threads).
+    // Meanwhile the 16 pipelined searches hold at most RUNNING_MAX read txns (and threads), plus
+    // the one the connection task opens to estimate the next request before it gets a turn
+    // (one at a time: the task prepares requests in order, and drops a large one's txn).
     let mut most_read_txns = 0;
     eventually("the stalled connection is closed", || {
         most_read_txns = most_read_txns.max(store.open_read_txns());
@@ -278,7 +280,10 @@ fn a_client_that_stops_reading_is_closed_and_its_read_txns_released() {
     });
     eventually("every read txn is released", || store.open_read_txns() == 0);
     eprintln!("the stalled connection held at most {most_read_txns} read txns");
-    assert!(most_read_txns <= RUNNING_MAX);
+    assert!(
+        most_read_txns <= RUNNING_MAX + 1,
+        "{most_read_txns} read txns"
+    );
     let messages = stalled.until_closed();
     let done = messages
         .iter()
