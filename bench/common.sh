@@ -67,6 +67,8 @@ write_lmdir_config() {
     echo "[server]"
     echo "listen = [\"ldap://127.0.0.1:$port\"]"
     echo "size_limit = 0"
+    # LMDIR_LOG=warn drops the per-operation lines (default: lmdir's default level, info).
+    [ -z "${LMDIR_LOG:-}" ] || echo "log = \"$LMDIR_LOG\""
     echo "[database]"
     echo "suffix = \"$SUFFIX\""
     echo "directory = \"$dir\""
@@ -94,6 +96,8 @@ write_slapd_config() {
     echo "moduleload back_mdb"
     echo "pidfile $dir/slapd.pid"
     echo "tool-threads 1"
+    # SLAPD_LOGLEVEL=0 drops slapd's per-operation stats lines (default: slapd's own default).
+    [ -z "${SLAPD_LOGLEVEL:-}" ] || echo "loglevel $SLAPD_LOGLEVEL"
     echo "sizelimit unlimited"
     echo "database mdb"
     echo "suffix \"$SUFFIX\""
