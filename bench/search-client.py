@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """One connection, N operations one after another, each waiting for its response: the load for
 counting a server's CPU per operation (bench/search-cpu.sh, bench/search-instructions.sh).
-Usage: search-client.py PORT N eq|sub|bind|scan [PEOPLE]
+Usage: search-client.py PORT N eq|sub|subinit|bind|scan [PEOPLE]
 (eq: (uid=uNNNNNNN) on `lmdir gen PEOPLE` data, PEOPLE 20000 unless given; sub: (mail=*NNNNN*);
+subinit: (mail=uNNNNNNN@*), the shape bench/serve-vs-openldap.sh's searchrate sends;
 bind: a simple bind as uid=uNNNNNNN,ou=People with the generated password; scan: (objectClass=*)
 over the whole suffix). Searches are anonymous and ask for every attribute. No dependencies: raw BER."""
 import socket, sys
@@ -27,6 +28,7 @@ def bind(msgid, dn, password):
 def present(attr): return octets(attr, 0x87)
 def eq(attr, value): return tlv(0xa3, octets(attr) + octets(value))
 def sub_any(attr, piece): return tlv(0xa4, octets(attr) + tlv(0x30, octets(piece, 0x81)))
+def sub_initial(attr, piece): return tlv(0xa4, octets(attr) + tlv(0x30, octets(piece, 0x80)))
 
 def read_message(sock, buf):
     while True:
@@ -56,6 +58,7 @@ for i in range(1, n + 1):
     else:
         if kind == 'eq': f = eq('uid', 'u%07d' % k)
         elif kind == 'scan': f = present('objectClass')
+        elif kind == 'subinit': f = sub_initial('mail', 'u%07d@' % k)
         else: f = sub_any('mail', '%05d' % (k % 100000))
         sock.sendall(search(i, 'dc=example,dc=com', f))
         done = 0x65

@@ -49,6 +49,13 @@ impl Proxy {
                 held.push(client.try_clone().unwrap());
                 held.push(server.try_clone().unwrap());
                 drop(held);
+                // A cut that came after the check above drained the list before these two
+                // were in it: this connection must not outlive it.
+                if accept_cut.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    let _ = server.shutdown(Shutdown::Both);
+                    continue;
+                }
                 pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
                 pipe(server, client);
             }
@@ -150,12 +157,18 @@ fn export_ldif(node: &Node) -> String {
     records.join("\n\n")
 }
 
-/// Waits until every node exports the same LDIF and `ready` holds for it; returns it.
+/// Waits until every node exports the same LDIF, `ready` holds for it and every node holds
+/// the same contextCSNs; returns the export. A consumer may commit a refresh's entries before
+/// the cookie that covers them (the cookie comes last, in its own transaction), so equal data
+/// alone does not mean quiet: until the cookies agree, a provider still has changes to send.
 fn converge(nodes: &mut [Node], context: &str, ready: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
     loop {
         let exports: Vec<String> = nodes.iter().map(export_ldif).collect();
-        if exports.iter().all(|export| export == &exports[0]) && ready(&exports[0]) {
+        if exports.iter().all(|export| export == &exports[0])
+            && ready(&exports[0])
+            && same_context_csns(nodes)
+        {
             for node in nodes.iter() {
                 node.server.assert_check_clean(context);
             }
@@ -180,8 +193,9 @@ fn converge(nodes: &mut [Node], context: &str, ready: impl Fn(&str) -> bool) -> 
             for (index, node) in nodes.iter().enumerate() {
                 let lines = exports[index].lines().count();
                 eprintln!(
-                    "node {} ({lines} lines) log:\n{}",
+                    "node {} ({lines} lines, contextCSN {:?}) log:\n{}",
                     index + 1,
+                    context_csns(node),
                     node.server.logs()
                 );
             }
@@ -189,6 +203,12 @@ fn converge(nodes: &mut [Node], context: &str, ready: impl Fn(&str) -> bool) -> 
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Whether every node holds the same contextCSN values.
+fn same_context_csns(nodes: &[Node]) -> bool {
+    let first = context_csns(&nodes[0]);
+    nodes[1..].iter().all(|node| context_csns(node) == first)
 }
 
 fn person(index: usize) -> String {
