@@ -12,6 +12,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PEOPLE="${PEOPLE:-20000}"
 CHANGES="${CHANGES:-2000}"
 RATE="${RATE:-200}"
+# Hang guard for a consumer's initial refresh (slapd's consumer syncs each entry to disk: 20,000
+# large entries take minutes).
+CONVERGE_WAIT_SECONDS="${CONVERGE_WAIT_SECONDS:-1800}"
 ensure_packages
 if [ -z "${LMDIR:-}" ]; then build_lmdir; fi
 RUN="$WORK_DIR/lag-$$"
@@ -31,7 +34,7 @@ TARGET_DN="$(grep -m1 '^dn: uid=' "$LDIF" | cut -c5-)"
 wait_converged() {
   local count_provider count_consumer i
   count_provider=$(ldapsearch -x -LLL -H "ldap://127.0.0.1:$1" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" 1.1 | grep -c '^dn:')
-  for i in $(seq 1 600); do
+  for i in $(seq 1 "$CONVERGE_WAIT_SECONDS"); do
     count_consumer=$(ldapsearch -x -LLL -H "ldap://127.0.0.1:$2" -D "$ROOTDN" -w "$ROOTPW" -b "$SUFFIX" 1.1 2>/dev/null | grep -c '^dn:' || true)
     [ "$count_consumer" = "$count_provider" ] && return 0
     sleep 1
