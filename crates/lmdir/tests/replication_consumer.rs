@@ -5,9 +5,12 @@
 
 #[allow(dead_code)]
 mod conformance;
+#[allow(dead_code)]
+mod slapd_sync;
 mod support;
 
 use conformance::{free_port, modify, wait_until_up, SUFFIX};
+use slapd_sync::Dump;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,17 +19,6 @@ use support::{TestServer, ROOT_DN, ROOT_PASSWORD};
 
 /// Longest wait for two servers to converge: a hang guard, not a speed requirement.
 const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
-/// The attributes both dumps hold: the provider's values the replica must keep as sent.
-const DUMPED: &[&str] = &[
-    "*",
-    "entryUUID",
-    "entryCSN",
-    "createTimestamp",
-    "modifyTimestamp",
-    "creatorsName",
-    "modifiersName",
-];
-
 /// An OpenLDAP provider: back-mdb with the syncprov overlay on its own port and directory.
 struct Provider {
     directory: tempfile::TempDir,
@@ -100,16 +92,11 @@ impl Provider {
     fn start(people: usize, session_log: usize) -> Provider {
         let directory = tempfile::tempdir().expect("provider directory");
         let root = directory.path();
-        let mut config = String::new();
-        for schema in ["core", "cosine", "inetorgperson", "nis"] {
-            config += &format!("include /etc/ldap/schema/{schema}.schema\n");
-        }
+        let mut config = slapd_sync::config_head(root, &["syncprov"]);
         config += &format!(
-            "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload syncprov\n\
-             pidfile {}\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
+            "sizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
              rootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\ndirectory {}\nmaxsize 1073741824\n\
              index objectClass,entryCSN,entryUUID eq\noverlay syncprov\nsyncprov-checkpoint 100 1\n",
-            root.join("slapd.pid").display(),
             root.join("db").display()
         );
         if session_log > 0 {
@@ -163,57 +150,8 @@ fn replica_with(provider: &Provider, sync_type: &str, server_settings: &str) -> 
     TestServer::prepare(&consumer, 0)
 }
 
-/// Every entry (DN lowercased) → its attribute lines, as `ldapsearch -LLL` prints them.
-type Dump = BTreeMap<String, BTreeSet<String>>;
-
 fn dump(port: u16) -> Dump {
-    let output = Command::new("ldapsearch")
-        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
-        .arg(format!("ldap://127.0.0.1:{port}"))
-        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", SUFFIX])
-        .args(DUMPED)
-        .output()
-        .expect("running ldapsearch");
-    let text = String::from_utf8_lossy(&output.stdout);
-    let mut entries = Dump::new();
-    for record in text
-        .split("\n\n")
-        .filter(|record| !record.trim().is_empty())
-    {
-        let mut lines = record.lines();
-        let dn = lines.next().unwrap_or_default().to_ascii_lowercase();
-        entries.insert(dn, lines.map(str::to_string).collect());
-    }
-    entries
-}
-
-fn summary(left: &Dump, right: &Dump) -> String {
-    let only_left: Vec<_> = left
-        .keys()
-        .filter(|dn| !right.contains_key(*dn))
-        .take(3)
-        .collect();
-    let only_right: Vec<_> = right
-        .keys()
-        .filter(|dn| !left.contains_key(*dn))
-        .take(3)
-        .collect();
-    let differing: Vec<_> = left
-        .iter()
-        .filter(|(dn, lines)| right.get(*dn).is_some_and(|other| other != *lines))
-        .take(2)
-        .map(|(dn, lines)| {
-            let other = &right[dn];
-            let missing: Vec<_> = lines.difference(other).collect();
-            let extra: Vec<_> = other.difference(lines).collect();
-            format!("{dn}: provider only {missing:?}, replica only {extra:?}")
-        })
-        .collect();
-    format!(
-        "{} vs {} entries; only on the provider {only_left:?}; only on the replica {only_right:?}; {differing:?}",
-        left.len(),
-        right.len()
-    )
+    slapd_sync::dump(port, ROOT_DN, ROOT_PASSWORD)
 }
 
 /// Polls until the replica's dump equals the provider's (a hang guard bounds the wait).
@@ -229,7 +167,7 @@ fn assert_converges(provider: &Provider, replica: &mut TestServer, context: &str
         assert!(
             Instant::now() < deadline,
             "{context}: no convergence: {}\n{}",
-            summary(&expected, &found),
+            slapd_sync::difference(&expected, &found),
             replica.logs()
         );
         std::thread::sleep(Duration::from_millis(200));

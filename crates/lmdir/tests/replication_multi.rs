@@ -7,6 +7,8 @@
 
 #[allow(dead_code)]
 mod conformance;
+#[allow(dead_code)]
+mod slapd_sync;
 mod support;
 
 use conformance::{modify, SUFFIX};
@@ -141,7 +143,12 @@ fn mesh(count: usize) -> Vec<Node> {
 fn export_ldif(node: &Node) -> String {
     let output = node.server.run_command(&["export"]);
     assert!(output.status.success(), "lmdir export failed");
-    let text = String::from_utf8(output.stdout).unwrap();
+    sorted_records(&String::from_utf8(output.stdout).unwrap())
+}
+
+/// LDIF text with each record's lines after the DN sorted and the records sorted by DN: the
+/// content, whatever order a server stored or sent it in.
+fn sorted_records(text: &str) -> String {
     let mut records: Vec<String> = text
         .split("\n\n")
         .filter(|record| !record.trim().is_empty())
@@ -547,33 +554,19 @@ impl Slapd {
         let directory = tempfile::tempdir().expect("slapd directory");
         let root = directory.path();
         std::fs::create_dir_all(root.join("db")).unwrap();
-        let mut config = String::new();
-        for schema in ["core", "cosine", "inetorgperson", "nis"] {
-            config += &format!("include /etc/ldap/schema/{schema}.schema\n");
-        }
+        let mut config = slapd_sync::config_head(root, &["syncprov"]);
         config += &format!(
-            "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload syncprov\n\
-             pidfile {}\nserverID 2\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
+            "serverID 2\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
              rootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\ndirectory {}\nmaxsize 1073741824\n\
              index objectClass,entryCSN,entryUUID eq\n\
              syncrepl rid=001 provider=ldap://127.0.0.1:{lmdir_port} bindmethod=simple \
              binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
              type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n\
              multiprovider on\noverlay syncprov\nsyncprov-checkpoint 100 1\n",
-            root.join("slapd.pid").display(),
             root.join("db").display()
         );
         std::fs::write(root.join("slapd.conf"), config).unwrap();
-        let log = std::fs::File::create(root.join("slapd.log")).unwrap();
-        let child = Command::new("/usr/sbin/slapd")
-            .arg("-f")
-            .arg(root.join("slapd.conf"))
-            .arg("-h")
-            .arg(format!("ldap://127.0.0.1:{port}/"))
-            .args(["-d", "sync"])
-            .stderr(log)
-            .spawn()
-            .expect("starting slapd");
+        let child = slapd_sync::spawn(root, port);
         conformance::wait_until_up(port);
         Slapd {
             directory,
@@ -583,7 +576,7 @@ impl Slapd {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
+        slapd_sync::log(self.directory.path())
     }
 }
 
@@ -594,29 +587,10 @@ fn ldap_dump(port: u16) -> String {
         .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
         .arg(format!("ldap://127.0.0.1:{port}"))
         .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", SUFFIX])
-        .args([
-            "*",
-            "entryUUID",
-            "entryCSN",
-            "createTimestamp",
-            "modifyTimestamp",
-        ])
-        .args(["creatorsName", "modifiersName"])
+        .args(slapd_sync::DUMPED)
         .output()
         .expect("running ldapsearch");
-    let mut records: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .split("\n\n")
-        .filter(|record| !record.trim().is_empty())
-        .map(|record| {
-            let mut lines = record.lines();
-            let dn = lines.next().unwrap_or_default().to_lowercase();
-            let mut rest: Vec<&str> = lines.collect();
-            rest.sort_unstable();
-            format!("{dn}\n{}", rest.join("\n"))
-        })
-        .collect();
-    records.sort_unstable();
-    records.join("\n\n")
+    sorted_records(&String::from_utf8_lossy(&output.stdout))
 }
 
 /// People only (no groups: slapd here runs neither memberof nor refint, which lmdir's

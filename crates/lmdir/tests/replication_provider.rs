@@ -7,6 +7,8 @@
 
 #[allow(dead_code)]
 mod conformance;
+#[allow(dead_code)]
+mod slapd_sync;
 mod support;
 
 use conformance::{free_port, modify, wait_until_up, SUFFIX};
@@ -14,6 +16,7 @@ use ldap3::controls::{
     parse_syncinfo, Control, EntryState, RawControl, RefreshMode, SyncDone, SyncInfo, SyncRequest,
     SyncState,
 };
+use slapd_sync::Dump;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
@@ -22,15 +25,6 @@ use support::{TestServer, ROOT_DN, ROOT_PASSWORD};
 
 /// Longest wait for the consumer to converge: a hang guard, not a speed requirement.
 const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
-const DUMPED: &[&str] = &[
-    "*",
-    "entryUUID",
-    "entryCSN",
-    "createTimestamp",
-    "modifyTimestamp",
-    "creatorsName",
-    "modifiersName",
-];
 const PEOPLE: u64 = 300;
 
 /// A slapd (back-mdb) whose only content comes from a `syncrepl` consumer of lmdir.
@@ -58,7 +52,7 @@ impl Consumer {
     /// Starts slapd again on the same database, config and port.
     fn resume(&mut self) {
         self.stop();
-        self.child = spawn_slapd(self.directory.path(), self.port);
+        self.child = slapd_sync::spawn(self.directory.path(), self.port);
         wait_until_up(self.port);
     }
 
@@ -71,23 +65,19 @@ impl Consumer {
         let directory = tempfile::tempdir().expect("consumer directory");
         let root = directory.path();
         std::fs::create_dir_all(root.join("db")).unwrap();
-        let mut config = String::new();
-        for schema in ["core", "cosine", "inetorgperson", "nis"] {
-            config += &format!("include /etc/ldap/schema/{schema}.schema\n");
-        }
+        let mut config = slapd_sync::config_head(root, &["memberof"]);
         config += &format!(
-            "modulepath /usr/lib/ldap\nmoduleload back_mdb\nmoduleload memberof\npidfile {}\nsizelimit unlimited\n\
+            "sizelimit unlimited\n\
              database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=consumer,{SUFFIX}\"\nrootpw secret\n\
              directory {}\nmaxsize 1073741824\ndbnosync\nindex objectClass,entryCSN,entryUUID eq\n\
              syncrepl rid=001 provider=ldap://127.0.0.1:{provider_port} bindmethod=simple \
              binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
              type={sync_type} retry=\"1 +\" schemachecking=off\n",
-            root.join("slapd.pid").display(),
             root.join("db").display()
         );
         std::fs::write(root.join("slapd.conf"), config).unwrap();
         let port = free_port();
-        let child = spawn_slapd(root, port);
+        let child = slapd_sync::spawn(root, port);
         wait_until_up(port);
         Consumer {
             directory,
@@ -97,7 +87,7 @@ impl Consumer {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.directory.path().join("slapd.log")).unwrap_or_default()
+        slapd_sync::log(self.directory.path())
     }
 
     /// `slapcat` of the consumer's database (mdb allows it beside the running slapd).
@@ -147,44 +137,8 @@ fn export(server: &TestServer) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// slapd in the foreground (`-d sync`) on the config in `root`, its log appended to
-/// `root/slapd.log`.
-fn spawn_slapd(root: &Path, port: u16) -> std::process::Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(root.join("slapd.log"))
-        .unwrap();
-    Command::new("/usr/sbin/slapd")
-        .arg("-f")
-        .arg(root.join("slapd.conf"))
-        .arg("-h")
-        .arg(format!("ldap://127.0.0.1:{port}/"))
-        .args(["-d", "sync"])
-        .stderr(log)
-        .spawn()
-        .expect("starting slapd")
-}
-
-type Dump = BTreeMap<String, BTreeSet<String>>;
-
 fn dump(port: u16, bind_dn: &str) -> Dump {
-    let output = Command::new("ldapsearch")
-        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
-        .arg(format!("ldap://127.0.0.1:{port}"))
-        .args(["-D", bind_dn, "-w", "secret", "-b", SUFFIX])
-        .args(DUMPED)
-        .output()
-        .expect("running ldapsearch");
-    let text = String::from_utf8_lossy(&output.stdout);
-    text.split("\n\n")
-        .filter(|record| !record.trim().is_empty())
-        .map(|record| {
-            let mut lines = record.lines();
-            let dn = lines.next().unwrap_or_default().to_ascii_lowercase();
-            (dn, lines.map(str::to_string).collect())
-        })
-        .collect()
+    slapd_sync::dump(port, bind_dn, ROOT_PASSWORD)
 }
 
 fn assert_converges(provider: &mut TestServer, consumer: &Consumer, context: &str) -> Dump {
@@ -211,31 +165,9 @@ fn assert_converges_on(
         }
         provider.assert_running(context);
         if Instant::now() >= deadline {
-            let missing: Vec<_> = expected
-                .keys()
-                .filter(|dn| !found.contains_key(*dn))
-                .take(3)
-                .collect();
-            let extra: Vec<_> = found
-                .keys()
-                .filter(|dn| !expected.contains_key(*dn))
-                .take(3)
-                .collect();
-            let differing: Vec<_> = expected
-                .iter()
-                .filter(|(dn, lines)| found.get(*dn).is_some_and(|other| other != *lines))
-                .take(1)
-                .map(|(dn, lines)| {
-                    (
-                        dn,
-                        lines.symmetric_difference(&found[dn]).collect::<Vec<_>>(),
-                    )
-                })
-                .collect();
             panic!(
-                "{context}: no convergence: {} vs {} entries; missing {missing:?}; extra {extra:?}; {differing:?}\n{}\nconsumer:\n{}",
-                expected.len(),
-                found.len(),
+                "{context}: no convergence: {}\n{}\nconsumer:\n{}",
+                slapd_sync::difference(&expected, &found),
                 provider.logs(),
                 consumer_log()
             );

@@ -1,0 +1,113 @@
+//! What the replication tests share about an unmodified OpenLDAP slapd beside lmdir: the head of
+//! its config, starting it in the foreground with its sync log, and comparing full `ldapsearch`
+//! dumps of two servers.
+
+use super::conformance::SUFFIX;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// The attributes a dump holds: a provider's values a consumer must keep as sent.
+pub const DUMPED: &[&str] = &[
+    "*",
+    "entryUUID",
+    "entryCSN",
+    "createTimestamp",
+    "modifyTimestamp",
+    "creatorsName",
+    "modifiersName",
+];
+
+/// Every entry (DN lowercased) → its attribute lines, as `ldapsearch -LLL` prints them.
+pub type Dump = BTreeMap<String, BTreeSet<String>>;
+
+/// The first lines of a slapd.conf in `root`: the schemas the tests use, back_mdb and
+/// `modules`, the pid file.
+pub fn config_head(root: &Path, modules: &[&str]) -> String {
+    let mut config = String::new();
+    for schema in ["core", "cosine", "inetorgperson", "nis"] {
+        config += &format!("include /etc/ldap/schema/{schema}.schema\n");
+    }
+    config += "modulepath /usr/lib/ldap\nmoduleload back_mdb\n";
+    for module in modules {
+        config += &format!("moduleload {module}\n");
+    }
+    config += &format!("pidfile {}\n", root.join("slapd.pid").display());
+    config
+}
+
+/// slapd in the foreground (`-d sync`) on the config in `root`, its log appended to
+/// `root/slapd.log`.
+pub fn spawn(root: &Path, port: u16) -> std::process::Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("slapd.log"))
+        .unwrap();
+    Command::new("/usr/sbin/slapd")
+        .arg("-f")
+        .arg(root.join("slapd.conf"))
+        .arg("-h")
+        .arg(format!("ldap://127.0.0.1:{port}/"))
+        .args(["-d", "sync"])
+        .stderr(log)
+        .spawn()
+        .expect("starting slapd")
+}
+
+/// The sync log `spawn` keeps in `root`.
+pub fn log(root: &Path) -> String {
+    std::fs::read_to_string(root.join("slapd.log")).unwrap_or_default()
+}
+
+/// Every entry below the suffix of the server at `port`, read as `bind_dn` / `password`.
+pub fn dump(port: u16, bind_dn: &str, password: &str) -> Dump {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", bind_dn, "-w", password, "-b", SUFFIX])
+        .args(DUMPED)
+        .output()
+        .expect("running ldapsearch");
+    String::from_utf8_lossy(&output.stdout)
+        .split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+        .map(|record| {
+            let mut lines = record.lines();
+            let dn = lines.next().unwrap_or_default().to_ascii_lowercase();
+            (dn, lines.map(str::to_string).collect())
+        })
+        .collect()
+}
+
+/// How two dumps differ, for a failure message: the counts, a few DNs only on either side and
+/// the lines that differ in the first two entries on both.
+pub fn difference(provider: &Dump, consumer: &Dump) -> String {
+    let only_provider: Vec<_> = provider
+        .keys()
+        .filter(|dn| !consumer.contains_key(*dn))
+        .take(3)
+        .collect();
+    let only_consumer: Vec<_> = consumer
+        .keys()
+        .filter(|dn| !provider.contains_key(*dn))
+        .take(3)
+        .collect();
+    let differing: Vec<_> = provider
+        .iter()
+        .filter(|(dn, lines)| consumer.get(*dn).is_some_and(|other| other != *lines))
+        .take(2)
+        .map(|(dn, lines)| {
+            let other = &consumer[dn];
+            let missing: Vec<_> = lines.difference(other).collect();
+            let extra: Vec<_> = other.difference(lines).collect();
+            format!("{dn}: provider only {missing:?}, consumer only {extra:?}")
+        })
+        .collect();
+    format!(
+        "{} vs {} entries; only on the provider {only_provider:?}; only on the consumer \
+         {only_consumer:?}; {differing:?}",
+        provider.len(),
+        consumer.len()
+    )
+}
