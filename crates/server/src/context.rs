@@ -39,6 +39,10 @@ pub struct ServerContext {
     /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
     pub(crate) tls_certificate: Option<Arc<crate::tls::ReloadableCertificate>>,
     pub database: Option<Database>,
+    /// `settings.rootdn` normalized by the database's schema when the server started (None
+    /// without a database or when it does not normalize): each simple bind compares its
+    /// normalized DN with it instead of normalizing the rootdn again.
+    pub(crate) rootdn_normalized: Option<String>,
     pub(crate) active_connections: AtomicUsize,
     pub(crate) connection_counter: AtomicU64,
     pub(crate) all_closed: Notify,

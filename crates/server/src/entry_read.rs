@@ -321,7 +321,7 @@ pub(crate) fn read_entry_control(
 ) -> Result<Option<ResponseControl>, OperationError> {
     let read = database.store.read().map_err(internal)?;
     let normalized = database.normalize_dn(dn)?;
-    let Ok(id) = read.dn_to_id(&normalized) else {
+    let Ok(id) = read.normalized_dn_to_id(&normalized) else {
         return Ok(None);
     };
     let Some(entry) = read.entry(id)? else {
@@ -398,7 +398,7 @@ pub(crate) fn disclosed_entry<'txn>(
     dn: &str,
     normalized: &str,
 ) -> Result<(lmdir_store::EntryId, lmdir_store::EntryRef<'txn>), OperationError> {
-    let mut ancestor = match read.dn_to_id(normalized) {
+    let mut ancestor = match read.normalized_dn_to_id(normalized) {
         Ok(id) => {
             if let Some(entry) = read.entry(id)? {
                 if database

@@ -15,7 +15,7 @@ pub(crate) struct StoreGroups<'txn> {
 
 impl lmdir_access::acl::GroupMembership for StoreGroups<'_> {
     fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool {
-        let Ok(id) = self.read.dn_to_id(group_ndn) else {
+        let Ok(id) = self.read.normalized_dn_to_id(group_ndn) else {
             return false;
         };
         let Ok(Some(group)) = self.read.entry(id) else {
