@@ -354,8 +354,7 @@ impl Database {
         entry: &lmdir_store::EntryRef<'_>,
     ) -> Option<Policy> {
         let own = self
-            .schema
-            .attribute("pwdPolicySubentry")
+            .pwd_policy_subentry
             .and_then(|attr| {
                 entry
                     .values_of(attr)

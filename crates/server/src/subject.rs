@@ -10,7 +10,7 @@ use lmdir_store::ReadTxn;
 /// operation's own read transaction.
 pub(crate) struct StoreGroups<'txn> {
     pub(crate) read: &'txn ReadTxn,
-    pub(crate) member_attributes: Vec<AttrId>,
+    pub(crate) member_attributes: &'txn [AttrId],
 }
 
 impl lmdir_access::acl::GroupMembership for StoreGroups<'_> {
