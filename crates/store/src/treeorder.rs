@@ -164,7 +164,7 @@ impl InvertedLinksKnown {
     fn set(&self, snapshot: u64, answer: bool) {
         // IDs past 2^62 (never reached: one per commit) are simply not remembered.
         if snapshot < 1 << 62 {
-            let packed = (snapshot << 1 | u64::from(answer)) + 1;
+            let packed = ((snapshot << 1) | u64::from(answer)) + 1;
             self.0.store(packed, Ordering::Relaxed);
         }
     }
