@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """One connection, N operations one after another, each waiting for its response: the load for
 counting a server's CPU per operation (bench/search-cpu.sh, bench/search-instructions.sh).
-Usage: search-client.py PORT N eq|sub|subinit|bind|scan [PEOPLE]
+Usage: search-client.py PORT N eq|sub|subinit|bind|authsearch|scan [PEOPLE]
 (eq: (uid=uNNNNNNN) on `lmdir gen PEOPLE` data, PEOPLE 20000 unless given; sub: (mail=*NNNNN*);
 subinit: (mail=uNNNNNNN@*), the shape bench/serve-vs-openldap.sh's searchrate sends;
-bind: a simple bind as uid=uNNNNNNN,ou=People with the generated password; scan: (objectClass=*)
-over the whole suffix). Searches are anonymous and ask for every attribute. No dependencies: raw BER."""
+bind: a simple bind as uid=uNNNNNNN,ou=People with the generated password; authsearch: the
+search half of UnboundID authrate, (uid=uNNNNNNN) on a connection bound as the rootdn of
+bench/common.sh, asking for no attributes (1.1); scan: (objectClass=*) over the whole suffix).
+Other searches are anonymous and ask for every attribute. No dependencies: raw BER."""
 import socket, sys
 
 def length(n):
@@ -50,17 +52,28 @@ people = int(sys.argv[4]) if len(sys.argv) > 4 else 20000
 sock = socket.create_connection(('127.0.0.1', port))
 buf = b''
 entries = 0
+if kind == 'authsearch':
+    # message ID n + 1: not reused by the searches (1..n)
+    sock.sendall(bind(n + 1, 'cn=admin,dc=example,dc=com', 'secret'))
+    msg, buf = read_message(sock, buf)
+    at = 2 + (msg[1] & 0x7f if msg[1] & 0x80 else 0)
+    at += 2 + msg[at + 1]
+    at += 2 + (msg[at + 1] & 0x7f if msg[at + 1] & 0x80 else 0)
+    if msg[at] != 0x0a or msg[at + 2] != 0:
+        raise SystemExit('rootdn bind failed')
 for i in range(1, n + 1):
     k = (i * 7919) % people
     if kind == 'bind':
         sock.sendall(bind(i, 'uid=u%07d,ou=People,dc=example,dc=com' % k, 'password'))
         done = 0x61
     else:
+        attrs = ()
         if kind == 'eq': f = eq('uid', 'u%07d' % k)
+        elif kind == 'authsearch': f, attrs = eq('uid', 'u%07d' % k), ('1.1',)
         elif kind == 'scan': f = present('objectClass')
         elif kind == 'subinit': f = sub_initial('mail', 'u%07d@' % k)
         else: f = sub_any('mail', '%05d' % (k % 100000))
-        sock.sendall(search(i, 'dc=example,dc=com', f))
+        sock.sendall(search(i, 'dc=example,dc=com', f, attrs))
         done = 0x65
     while True:
         msg, buf = read_message(sock, buf)

@@ -7,7 +7,8 @@
 # For each operation kind: counters zeroed, N1 operations, dump; zeroed, N2 operations, dump;
 # instructions per operation = (total(N2) - total(N1)) / (N2 - N1), so connection setup and warm-up
 # cancel out. Kinds: eq (uid=u…), sub (mail=*NNNNN*), bind (simple bind as a person, {SSHA}),
-# scan (objectClass=* over the suffix; reported per returned entry).
+# authsearch (uid=u… as the rootdn asking for no attributes: authrate's search half; not in the
+# default KINDS), scan (objectClass=* over the suffix; reported per returned entry).
 # Usage: [PROFILE=standard|large] [SERVERS="lmdir openldap"] [KINDS="eq sub bind scan"] [LMDIR=binary]
 #        bench/search-instructions.sh [N_PEOPLE] [N1] [N2]
 # Keeps the callgrind dumps in $WORK_DIR/instructions-*/ for callgrind_annotate --inclusive=yes.

@@ -39,6 +39,10 @@ pub struct ServerContext {
     /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
     pub(crate) tls_certificate: Option<Arc<crate::tls::ReloadableCertificate>>,
     pub database: Option<Database>,
+    /// `settings.rootdn` normalized by the database's schema when the server started (None
+    /// without a database or when it does not normalize): each simple bind compares its
+    /// normalized DN with it instead of normalizing the rootdn again.
+    pub(crate) rootdn_normalized: Option<String>,
     pub(crate) active_connections: AtomicUsize,
     pub(crate) connection_counter: AtomicU64,
     pub(crate) all_closed: Notify,
@@ -104,6 +108,10 @@ pub struct Database {
     pub(crate) writes_stopping: Arc<AtomicBool>,
     pub(crate) writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) user_password: Option<AttrId>,
+    /// The group membership attributes (`member`, `uniqueMember`) and `pwdPolicySubentry`,
+    /// resolved once: every search and bind needs them, and the schema never changes.
+    pub(crate) member_attributes: Vec<AttrId>,
+    pub(crate) pwd_policy_subentry: Option<AttrId>,
     /// Keys the tags of paged-results cookies (random per start: cookies die with the server).
     pub(crate) cookie_key: [u8; 32],
     /// The server's counters; the writer reports its batches here.
@@ -143,6 +151,11 @@ impl Database {
             .expect("spawning the writer thread");
         Database {
             user_password: schema.attribute("userPassword"),
+            member_attributes: ["member", "uniqueMember"]
+                .iter()
+                .filter_map(|name| schema.attribute(name))
+                .collect(),
+            pwd_policy_subentry: schema.attribute("pwdPolicySubentry"),
             store,
             schema,
             policy,
@@ -285,13 +298,10 @@ pub fn same_dn(server: &ServerContext, left: &str, right: &str) -> bool {
 }
 
 impl Database {
-    pub(crate) fn groups<'txn>(&self, read: &'txn ReadTxn) -> StoreGroups<'txn> {
+    pub(crate) fn groups<'txn>(&'txn self, read: &'txn ReadTxn) -> StoreGroups<'txn> {
         StoreGroups {
             read,
-            member_attributes: ["member", "uniqueMember"]
-                .iter()
-                .filter_map(|name| self.schema.attribute(name))
-                .collect(),
+            member_attributes: &self.member_attributes,
         }
     }
 

@@ -83,6 +83,12 @@ impl Selection {
         }
     }
 
+    /// Whether `selects` can answer true for any stored attribute: false for a request of
+    /// `1.1` alone (or of names the schema does not know).
+    pub(crate) fn may_select_stored(&self) -> bool {
+        self.all_user || self.all_operational || !self.requested.is_empty()
+    }
+
     /// `options`: the stored description's options (lowercased).
     pub(crate) fn selects(&self, schema: &Schema, attr: AttrId, options: &[String]) -> bool {
         let requested_here = self.requested.get(&attr).is_some_and(|option_sets| {
@@ -220,7 +226,9 @@ pub(crate) fn write_entry_attributes(
         true => context_csns(subordinates.read, id, selection, access)?,
         false => Vec::new(),
     };
-    for attribute in entry.attributes() {
+    // `1.1` alone (every authrate search) selects no stored attribute: none is decoded.
+    let stored = selection.may_select_stored().then(|| entry.attributes());
+    for attribute in stored.into_iter().flatten() {
         let attr = attribute.attr();
         if !selection.selects(schema, attr, attribute.options()) {
             continue;
@@ -321,7 +329,7 @@ pub(crate) fn read_entry_control(
 ) -> Result<Option<ResponseControl>, OperationError> {
     let read = database.store.read().map_err(internal)?;
     let normalized = database.normalize_dn(dn)?;
-    let Ok(id) = read.dn_to_id(&normalized) else {
+    let Ok(id) = read.normalized_dn_to_id(&normalized) else {
         return Ok(None);
     };
     let Some(entry) = read.entry(id)? else {
@@ -398,7 +406,7 @@ pub(crate) fn disclosed_entry<'txn>(
     dn: &str,
     normalized: &str,
 ) -> Result<(lmdir_store::EntryId, lmdir_store::EntryRef<'txn>), OperationError> {
-    let mut ancestor = match read.dn_to_id(normalized) {
+    let mut ancestor = match read.normalized_dn_to_id(normalized) {
         Ok(id) => {
             if let Some(entry) = read.entry(id)? {
                 if database

@@ -54,22 +54,20 @@ pub async fn any_password_matches(
     }
 }
 
-/// The identity `dn` binds as with `password` against its entry's userPassword, under the
-/// entry's password policy when one applies: a locked account and an expired password answer
-/// invalidCredentials, failures are recorded, and `response` says what the policy control
-/// tells the client.
-pub async fn bind_entry(
+/// The identity `dn` (normalized: `normalized_dn`) binds as with `password` against its
+/// entry's userPassword, under the entry's password policy when one applies: a locked account
+/// and an expired password answer invalidCredentials, failures are recorded, and `response`
+/// says what the policy control tells the client.
+async fn bind_entry(
     server: &Arc<ServerContext>,
+    database: &Database,
     dn: &str,
+    normalized_dn: String,
     password: &[u8],
     response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
-    let Some(database) = database_of(server) else {
-        return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
-    };
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
     // Finding the entry and its stored passwords takes microseconds: done on this task.
-    let normalized_dn = database.normalize_dn(dn).map_err(|_| invalid())?;
     let (stored_passwords, policed) = database
         .bind_candidate(server, dn, &normalized_dn)?
         .ok_or_else(invalid)?;
@@ -90,14 +88,9 @@ pub async fn bind_entry(
         }
     }
     let matched = any_password_matches(stored_passwords, password).await?;
-    let identity = Identity {
-        dn: dn.to_string(),
-        normalized_dn: normalized_dn.clone(),
-        is_rootdn: database.policy.is_rootdn(&normalized_dn),
-    };
     let Some((policy, state)) = policed else {
         return if matched {
-            Ok(identity)
+            Ok(bound_identity(database, dn, normalized_dn))
         } else {
             Err(invalid())
         };
@@ -124,7 +117,7 @@ pub async fn bind_entry(
             // A plain success writes nothing: only state to clear or a grace login to count.
             if grace_login || !state.failures.is_empty() || state.locked_at.is_some() {
                 let update = StateUpdate {
-                    dn: normalized_dn,
+                    dn: normalized_dn.clone(),
                     policy,
                     failures: Vec::new(),
                     success: true,
@@ -134,8 +127,17 @@ pub async fn bind_entry(
                     .write_policy_state(server, PolicyState::Taken(Some(update)))
                     .await;
             }
-            Ok(identity)
+            Ok(bound_identity(database, dn, normalized_dn))
         }
+    }
+}
+
+/// The identity of a successful bind as an entry.
+fn bound_identity(database: &Database, dn: &str, normalized_dn: String) -> Identity {
+    Identity {
+        dn: dn.to_string(),
+        is_rootdn: database.policy.is_rootdn(&normalized_dn),
+        normalized_dn,
     }
 }
 
@@ -195,7 +197,7 @@ fn judge_password_change(
         return Ok(None);
     };
     let read = database.store.read().map_err(internal)?;
-    let Ok(id) = read.dn_to_id(&normalized) else {
+    let Ok(id) = read.normalized_dn_to_id(&normalized) else {
         return Ok(None);
     };
     let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
@@ -303,7 +305,7 @@ impl Database {
         normalized_dn: &str,
     ) -> Result<Option<BindCandidate>, OperationError> {
         let read = self.store.read().map_err(internal)?;
-        let Ok(id) = read.dn_to_id(normalized_dn) else {
+        let Ok(id) = read.normalized_dn_to_id(normalized_dn) else {
             return Ok(None);
         };
         let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
@@ -352,8 +354,7 @@ impl Database {
         entry: &lmdir_store::EntryRef<'_>,
     ) -> Option<Policy> {
         let own = self
-            .schema
-            .attribute("pwdPolicySubentry")
+            .pwd_policy_subentry
             .and_then(|attr| {
                 entry
                     .values_of(attr)
@@ -362,7 +363,9 @@ impl Database {
             })
             .and_then(|value| String::from_utf8(value).ok());
         Policy::resolve(own, &server.settings.password_policy_default, |dn| {
-            let id = read.dn_to_id(&self.normalize_dn(dn).ok()?).ok()?;
+            let id = read
+                .normalized_dn_to_id(&self.normalize_dn(dn).ok()?)
+                .ok()?;
             let policy_entry = read.entry(id).ok()??;
             Policy::of_entry(&self.schema, |attr| {
                 policy_entry
@@ -492,7 +495,7 @@ async fn verify_old_password(
         let database = database_of(&server).expect("database present");
         let normalized = database.normalize_dn(&target)?;
         let read = database.store.read().map_err(internal)?;
-        let id = read.dn_to_id(&normalized)?;
+        let id = read.normalized_dn_to_id(&normalized)?;
         let entry = read.entry(id)?.ok_or_else(|| no_such_object(&target))?;
         let verified = entry
             .values_of(password_attribute)
@@ -709,7 +712,8 @@ async fn simple_bind(
 }
 
 /// The identity `dn` binds as with `password`: the rootdn against `rootpw`, anyone else against
-/// their entry's `userPassword`.
+/// their entry's `userPassword`. The DN is normalized once, for the rootdn check, the entry's
+/// lookup and the identity alike.
 async fn check_password(
     server: &Arc<ServerContext>,
     dn: &str,
@@ -717,17 +721,41 @@ async fn check_password(
     policy_response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
     let settings = &server.settings;
-    if !settings.rootpw.is_empty() && same_dn(server, dn, &settings.rootdn) {
+    let database = database_of(server);
+    let normalized = database.map(|database| database.normalize_dn(dn));
+    if !settings.rootpw.is_empty() && names_rootdn(server, dn, normalized.as_ref()) {
         let stored = vec![settings.rootpw.as_bytes().to_vec()];
         return if any_password_matches(stored, password).await? {
+            let normalized_dn = match normalized {
+                Some(Ok(normalized)) => normalized,
+                _ => normalized_identity_dn(server, dn),
+            };
             Ok(Identity {
                 dn: dn.to_string(),
-                normalized_dn: normalized_identity_dn(server, dn),
+                normalized_dn,
                 is_rootdn: true,
             })
         } else {
             Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
         };
     }
-    bind_entry(server, dn, password, policy_response).await
+    match (database, normalized) {
+        (Some(database), Some(Ok(normalized))) => {
+            bind_entry(server, database, dn, normalized, password, policy_response).await
+        }
+        _ => Err(OperationError::new(code::INVALID_CREDENTIALS, "")),
+    }
+}
+
+/// Whether the bind DN `dn` (`normalized` by the database, when there is one) is the rootdn:
+/// `same_dn`'s answer, from the rootdn normalized when the server started.
+fn names_rootdn(
+    server: &ServerContext,
+    dn: &str,
+    normalized: Option<&Result<String, OperationError>>,
+) -> bool {
+    match (normalized, &server.rootdn_normalized) {
+        (Some(Ok(normalized)), Some(rootdn)) => normalized == rootdn,
+        _ => same_dn(server, dn, &server.settings.rootdn),
+    }
 }

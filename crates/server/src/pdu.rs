@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use ldap3_lber::common::TagClass;
 use ldap3_lber::parse::Parser;
 use ldap3_lber::structure::{StructureTag, PL};
-use ldap3_proto::proto::{LdapMsg, LdapOp};
+use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
 use std::io;
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -142,6 +142,13 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         ),
         _ => return Err(malformed("LDAPMessage must have two or three elements")),
     };
+    if let Some((msgid, op)) = simple_bind(message_id, operation) {
+        return Ok(Request {
+            msgid,
+            op,
+            controls,
+        });
+    }
     let parse = |element: &controls::Tlv<'_>| {
         Parser::new(ber_depth_max)
             .parse(element.whole)
@@ -159,6 +166,54 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         msgid: message.msgid,
         op: message.op,
         controls,
+    })
+}
+
+/// A simple bind (half of an authrate's requests) decoded straight from its elements, without
+/// the `StructureTag` tree and the copies of ldap3_proto's path. Only the plain shape is taken
+/// here: `{ version INTEGER, name OCTET STRING, simple [0] }` with UTF-8 name and password,
+/// nothing after; anything else (SASL, constructed strings, extra elements, bad UTF-8) is left
+/// to ldap3_proto, which decodes every request taken here to this same value.
+fn simple_bind(
+    message_id: &controls::Tlv<'_>,
+    operation: &controls::Tlv<'_>,
+) -> Option<(i32, LdapOp)> {
+    const INTEGER: u8 = 0x02;
+    const OCTET_STRING: u8 = 0x04;
+    const BIND_REQUEST: u8 = 0x60;
+    const SIMPLE: u8 = 0x80;
+    if message_id.tag != INTEGER || operation.tag != BIND_REQUEST {
+        return None;
+    }
+    let (version, rest) = controls::read_tlv(operation.content)?;
+    let (name, rest) = controls::read_tlv(rest)?;
+    let (password, rest) = controls::read_tlv(rest)?;
+    if !rest.is_empty() || version.tag != INTEGER || name.tag != OCTET_STRING {
+        return None;
+    }
+    if password.tag != SIMPLE {
+        return None;
+    }
+    // ldap3_proto's truncations: the message ID to i32, the version to i64.
+    let msgid = ber_integer_as_ldap3_proto(message_id.content)? as i32;
+    let version = ber_integer_as_ldap3_proto(version.content)? as i64;
+    let dn = std::str::from_utf8(name.content).ok()?.to_string();
+    let password = std::str::from_utf8(password.content).ok()?.to_string();
+    let request = LdapBindRequest {
+        version,
+        dn,
+        cred: LdapBindCred::Simple(password),
+    };
+    Some((msgid, LdapOp::BindRequest(request)))
+}
+
+/// An INTEGER's content read as ldap3_proto reads it: at most 8 bytes, big-endian, zero-padded
+/// (not sign-extended).
+fn ber_integer_as_ldap3_proto(content: &[u8]) -> Option<u64> {
+    (content.len() <= 8).then(|| {
+        content
+            .iter()
+            .fold(0u64, |value, byte| (value << 8) | u64::from(*byte))
     })
 }
 
@@ -186,6 +241,111 @@ impl Encoder<Bytes> for PduCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bind message: `30 len 02 msgid... 60 len <body>`.
+    fn bind_frame(message_id: &[u8], body: &[u8]) -> Vec<u8> {
+        let mut content = vec![0x02, message_id.len() as u8];
+        content.extend_from_slice(message_id);
+        content.push(0x60);
+        content.push(body.len() as u8);
+        content.extend_from_slice(body);
+        let mut frame = vec![0x30, content.len() as u8];
+        frame.extend_from_slice(&content);
+        frame
+    }
+
+    /// What ldap3_proto alone makes of a frame (the path every other request takes).
+    fn through_ldap3_proto(frame: &[u8]) -> Option<(i32, LdapOp)> {
+        let (message, _) = controls::read_tlv(frame)?;
+        let elements = controls::elements(message.content)?;
+        let tags = elements
+            .iter()
+            .map(|element| {
+                Parser::new(32)
+                    .parse(element.whole)
+                    .map(|(_, tag)| tag)
+                    .ok()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let envelope = StructureTag {
+            class: TagClass::Universal,
+            id: 16,
+            payload: PL::C(tags),
+        };
+        LdapMsg::try_from(envelope)
+            .ok()
+            .map(|message| (message.msgid, message.op))
+    }
+
+    #[test]
+    fn simple_binds_decode_as_ldap3_proto_decodes_them() {
+        let simple = |name: &[u8], password: &[u8]| {
+            let mut body = vec![0x02, 0x01, 0x03, 0x04, name.len() as u8];
+            body.extend_from_slice(name);
+            body.push(0x80);
+            body.push(password.len() as u8);
+            body.extend_from_slice(password);
+            body
+        };
+        let cases: Vec<Vec<u8>> = vec![
+            bind_frame(
+                &[0x05],
+                &simple(b"uid=u1,ou=People,dc=example,dc=com", b"password"),
+            ),
+            bind_frame(&[0x00, 0x80], &simple(b"cn=x", b"secret")),
+            bind_frame(&[0xff, 0xff, 0xff, 0xff], &simple(b"", b"")),
+            bind_frame(
+                &[0x01, 0x02, 0x03, 0x04, 0x05, 0x06],
+                &simple("cn=Zoë".as_bytes(), b"p"),
+            ),
+            bind_frame(&[], &simple(b"cn=x", b"p")),
+            // version 2, two-byte version, a version in nine bytes (too long for ldap3_proto)
+            bind_frame(&[0x07], &[0x02, 0x01, 0x02, 0x04, 0x00, 0x80, 0x01, b'p']),
+            bind_frame(
+                &[0x07],
+                &[0x02, 0x02, 0x00, 0x03, 0x04, 0x00, 0x80, 0x01, b'p'],
+            ),
+            bind_frame(
+                &[0x07],
+                &[
+                    0x02, 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0x04, 0x00, 0x80, 0x00,
+                ],
+            ),
+            // a name or password that is not UTF-8
+            bind_frame(&[0x07], &simple(&[0xff, 0xfe], b"p")),
+            bind_frame(&[0x07], &simple(b"cn=x", &[0xc3])),
+            // an element after the credentials, a long-form length, SASL, unknown choice
+            bind_frame(
+                &[0x07],
+                &[0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00, 0x04, 0x00],
+            ),
+            bind_frame(
+                &[0x07],
+                &[0x02, 0x01, 0x03, 0x04, 0x81, 0x01, b'x', 0x80, 0x00],
+            ),
+            bind_frame(
+                &[0x07],
+                &[
+                    0x02, 0x01, 0x03, 0x04, 0x00, 0xa3, 0x06, 0x04, 0x04, b'P', b'L', b'A', b'I',
+                ],
+            ),
+            bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x04, 0x00, 0x81, 0x00]),
+            // the credentials missing, the name not an OCTET STRING
+            bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x04, 0x00]),
+            bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x0c, 0x00, 0x80, 0x00]),
+        ];
+        for frame in cases {
+            let expected = through_ldap3_proto(&frame);
+            let got = decode_message(&frame, 32)
+                .ok()
+                .map(|request| (request.msgid, request.op));
+            assert_eq!(
+                format!("{got:?}"),
+                format!("{expected:?}"),
+                "frame {frame:02x?}"
+            );
+        }
+    }
 
     #[test]
     fn huge_announced_length_is_refused_before_the_body_arrives() {

@@ -334,10 +334,14 @@ pub async fn start(
         Some(database) => database.monitor().clone(),
         None => Arc::new(crate::monitor::Monitor::new()),
     };
+    let rootdn_normalized = database
+        .as_ref()
+        .and_then(|database| database.normalize_dn(&settings.rootdn).ok());
     let context = Arc::new(ServerContext {
         settings: settings.clone(),
         tls_config,
         tls_certificate,
+        rootdn_normalized,
         database,
         active_connections: AtomicUsize::new(0),
         connection_counter: AtomicU64::new(0),

@@ -10,12 +10,12 @@ use lmdir_store::ReadTxn;
 /// operation's own read transaction.
 pub(crate) struct StoreGroups<'txn> {
     pub(crate) read: &'txn ReadTxn,
-    pub(crate) member_attributes: Vec<AttrId>,
+    pub(crate) member_attributes: &'txn [AttrId],
 }
 
 impl lmdir_access::acl::GroupMembership for StoreGroups<'_> {
     fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool {
-        let Ok(id) = self.read.dn_to_id(group_ndn) else {
+        let Ok(id) = self.read.normalized_dn_to_id(group_ndn) else {
             return false;
         };
         let Ok(Some(group)) = self.read.entry(id) else {

@@ -67,7 +67,7 @@ pub(crate) enum DnPlacement {
 }
 
 impl Inner {
-    pub(crate) fn place_dn(&self, rdns_normalized: &[String]) -> DnPlacement {
+    pub(crate) fn place_dn<S: AsRef<str>>(&self, rdns_normalized: &[S]) -> DnPlacement {
         let suffix = &self.suffix_rdns_normalized;
         if suffix.is_empty() {
             return if rdns_normalized.is_empty() {
@@ -82,7 +82,8 @@ impl Inner {
             return DnPlacement::Outside;
         }
         let split = rdns_normalized.len() - suffix.len();
-        if rdns_normalized[split..] == suffix[..] {
+        let own_name = rdns_normalized[split..].iter().map(AsRef::as_ref);
+        if own_name.eq(suffix.iter().map(String::as_str)) {
             DnPlacement::UnderSuffix {
                 below_suffix_rdns: split,
             }
@@ -100,8 +101,19 @@ impl Inner {
     }
 
     /// The dn2id key part of the top-level entry (its whole normalized DN).
-    pub(crate) fn top_level_key(rdns_normalized: &[String], below_suffix_rdns: usize) -> String {
-        rdns_normalized[below_suffix_rdns..].join(",")
+    pub(crate) fn top_level_key<S: AsRef<str>>(
+        rdns_normalized: &[S],
+        below_suffix_rdns: usize,
+    ) -> String {
+        let parts = &rdns_normalized[below_suffix_rdns..];
+        let mut key = String::with_capacity(parts.iter().map(|rdn| rdn.as_ref().len() + 1).sum());
+        for (index, rdn) in parts.iter().enumerate() {
+            if index > 0 {
+                key.push(',');
+            }
+            key.push_str(rdn.as_ref());
+        }
+        key
     }
 }
 
@@ -114,10 +126,10 @@ pub(crate) struct DnLookup {
     pub deepest: Option<(EntryId, usize)>,
 }
 
-pub(crate) fn lookup_rdns(
+pub(crate) fn lookup_rdns<S: AsRef<str>>(
     inner: &Inner,
     txn: &RoTxn,
-    rdns_normalized: &[String],
+    rdns_normalized: &[S],
 ) -> Result<DnLookup, LdapError> {
     let DnPlacement::UnderSuffix { below_suffix_rdns } = inner.place_dn(rdns_normalized) else {
         return Ok(DnLookup {
@@ -136,7 +148,7 @@ pub(crate) fn lookup_rdns(
     };
     let mut covered = rdns_normalized.len() - below_suffix_rdns;
     for rdn in rdns_normalized[..below_suffix_rdns].iter().rev() {
-        layout::encode_dn2id_key(current, rdn.as_bytes(), &mut key);
+        layout::encode_dn2id_key(current, rdn.as_ref().as_bytes(), &mut key);
         match get_id(inner.databases.dn2id, txn, &key)? {
             Some(child) => {
                 current = child;
@@ -355,6 +367,30 @@ impl ReadTxn {
         let id = self.dn_to_id_parsed(&parsed)?;
         *self.found_dn_cache.borrow_mut() = Some((dn.to_string(), id));
         Ok(id)
+    }
+
+    /// Looks up a DN already in the schema's normalized form (`Schema::normalize_dn_str`): its
+    /// RDNs are the normalized DN split at unescaped commas, so it is neither parsed nor
+    /// normalized again (the server normalizes each request's DN once). A miss goes the way
+    /// of `dn_to_id`, for the same noSuchObject and matched DN (and the right answer should the
+    /// DN not be normalized after all).
+    pub fn normalized_dn_to_id(&self, normalized: &str) -> Result<EntryId, LdapError> {
+        if let Some((found, id)) = &*self.found_dn_cache.borrow() {
+            if found == normalized {
+                return Ok(*id);
+            }
+        }
+        let rdns = lmdir_schema::split_rdns(normalized);
+        if rdns.len() > lmdir_schema::DN_RDN_COUNT_MAX {
+            return self.dn_to_id(normalized);
+        }
+        match lookup_rdns(&self.inner, &self.txn, &rdns)?.found {
+            Some(id) => {
+                *self.found_dn_cache.borrow_mut() = Some((normalized.to_string(), id));
+                Ok(id)
+            }
+            None => self.dn_to_id(normalized),
+        }
     }
 
     pub fn dn_to_id_parsed(&self, dn: &Dn) -> Result<EntryId, LdapError> {

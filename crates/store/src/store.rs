@@ -188,6 +188,8 @@ pub(crate) struct Inner {
     /// Counts live read txns so the map can be grown when none is open.
     pub reader_gate: Mutex<ReaderGate>,
     pub reader_gate_changed: Condvar,
+    /// `ReadTxn::has_inverted_links` of the latest snapshot that asked.
+    pub inverted_links_known: crate::treeorder::InvertedLinksKnown,
     /// The directory's writer lock; None for a read-only store. Last: released after the
     /// environment is closed.
     pub directory_lock: Option<DirectoryLock>,
@@ -776,6 +778,7 @@ impl Store {
                 csns: Mutex::new(Default::default()),
                 reader_gate: Mutex::new(ReaderGate::default()),
                 reader_gate_changed: Condvar::new(),
+                inverted_links_known: Default::default(),
                 directory_lock: lock,
             }),
         }

@@ -15,6 +15,7 @@
 //! from the entry's parent chain alone, so a paged search can resume from one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use heed::RwTxn;
 use lmdir_schema::LdapError;
@@ -147,10 +148,42 @@ pub(crate) fn recorded_inversions(
     Ok(links)
 }
 
+/// The last `has_inverted_links` answer and the snapshot it holds for, shared by a store's
+/// read txns: every subtree search asks, and the txns opened between two commits read the same
+/// snapshot (one LMDB txn ID), so only the first of them reads `meta` (two B-tree lookups).
+/// Packed in one word, `(snapshot << 1 | answer) + 1`; 0 = nothing known yet.
+#[derive(Default)]
+pub(crate) struct InvertedLinksKnown(AtomicU64);
+
+impl InvertedLinksKnown {
+    fn get(&self, snapshot: u64) -> Option<bool> {
+        let packed = self.0.load(Ordering::Relaxed).checked_sub(1)?;
+        (packed >> 1 == snapshot).then_some(packed & 1 == 1)
+    }
+
+    fn set(&self, snapshot: u64, answer: bool) {
+        // IDs past 2^62 (never reached: one per commit) are simply not remembered.
+        if snapshot < 1 << 62 {
+            let packed = ((snapshot << 1) | u64::from(answer)) + 1;
+            self.0.store(packed, Ordering::Relaxed);
+        }
+    }
+}
+
 impl ReadTxn {
     /// Whether ID order may put a child before its parent in this snapshot: some inverted
     /// link is recorded, or the DB predates the record (then every output is ordered).
     pub fn has_inverted_links(&self) -> Result<bool, LdapError> {
+        let snapshot = self.snapshot_id();
+        if let Some(known) = self.inner.inverted_links_known.get(snapshot) {
+            return Ok(known);
+        }
+        let answer = self.read_has_inverted_links()?;
+        self.inner.inverted_links_known.set(snapshot, answer);
+        Ok(answer)
+    }
+
+    fn read_has_inverted_links(&self) -> Result<bool, LdapError> {
         let meta = self.inner.databases.meta;
         if meta
             .get(self.txn(), META_INVERSIONS_TRACKED)
