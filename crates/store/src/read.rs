@@ -393,21 +393,10 @@ impl ReadTxn {
         id: EntryId,
         bytes: &'t [u8],
     ) -> Result<EntryRef<'t>, LdapError> {
-        let encoded =
-            EncodedEntry::parse(bytes).map_err(|error| corrupt(format!("entry {id}: {error}")))?;
-        // Check description numbers once so attribute iteration cannot meet an unknown one.
-        for attribute in encoded.attributes() {
-            if self
-                .descriptions
-                .get(attribute.description_number)
-                .is_none()
-            {
-                return Err(corrupt(format!(
-                    "entry {id} uses attribute description {} missing from the description table",
-                    attribute.description_number
-                )));
-            }
-        }
+        // Description numbers are checked in the same pass, so attribute iteration cannot
+        // meet an unknown one.
+        let encoded = EncodedEntry::parse_within(bytes, self.descriptions.len() as u64)
+            .map_err(|error| corrupt(format!("entry {id}: {error}")))?;
         Ok(EntryRef {
             id,
             encoded,
