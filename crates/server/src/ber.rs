@@ -91,16 +91,6 @@ impl<'buffer> BerWriter<'buffer> {
         }
     }
 
-    /// The tag and length of an element whose content (of `content_length` bytes) the caller
-    /// writes next, when the length is known up front (no slide on close).
-    pub fn header(&mut self, tag_byte: u8, content_length: usize) {
-        let mut length_bytes = [0u8; LENGTH_RESERVED_BYTES];
-        let length_size = encode_length(content_length, &mut length_bytes);
-        self.buffer.reserve(1 + length_size + content_length);
-        self.buffer.extend_from_slice(&[tag_byte]);
-        self.buffer.extend_from_slice(&length_bytes[..length_size]);
-    }
-
     /// A primitive element with the given content.
     pub fn primitive(&mut self, tag_byte: u8, content: &[u8]) {
         let mut length_bytes = [0u8; LENGTH_RESERVED_BYTES];
@@ -151,6 +141,30 @@ fn primitive_encoded_length(content_length: usize) -> usize {
         _ => 5,
     };
     1 + length_size + content_length
+}
+
+/// Writes a tag and the minimal length of `content_length` at `out[at..]`; returns the position
+/// after them. `out` was sized for them. Always inlined: called per value, and a call costs
+/// as much as the stores (measured: not inlined at `#[inline]`).
+#[inline(always)]
+fn put_header(out: &mut [u8], at: usize, tag_byte: u8, content_length: usize) -> usize {
+    out[at] = tag_byte;
+    if content_length < 0x80 {
+        out[at + 1] = content_length as u8;
+        return at + 2;
+    }
+    let mut length_bytes = [0u8; LENGTH_RESERVED_BYTES];
+    let length_size = encode_length(content_length, &mut length_bytes);
+    out[at + 1..at + 1 + length_size].copy_from_slice(&length_bytes[..length_size]);
+    at + 1 + length_size
+}
+
+/// A whole primitive element at `out[at..]`; returns the position after it.
+#[inline(always)]
+fn put_primitive(out: &mut [u8], at: usize, tag_byte: u8, content: &[u8]) -> usize {
+    let at = put_header(out, at, tag_byte, content.len());
+    out[at..at + content.len()].copy_from_slice(content);
+    at + content.len()
 }
 
 /// Minimal definite-length encoding; returns the number of bytes written to `out`.
@@ -363,22 +377,26 @@ impl<'buffer> EntryWriter<'buffer> {
         }
         let sequence_length =
             primitive_encoded_length(description.len()) + primitive_encoded_length(set_length);
-        // The whole attribute at once: the elements below then never grow the buffer.
-        self.writer
-            .buffer
-            .reserve(primitive_encoded_length(sequence_length));
-        self.writer.header(tag::SEQUENCE, sequence_length);
-        self.writer.octet_string(description);
-        self.writer.header(tag::SET, set_length);
+        let total = primitive_encoded_length(sequence_length);
+        // The whole attribute is sized at once and filled in place: each tag and length is a
+        // byte store, not an append that checks capacity and calls memcpy (three per value,
+        // then most of a full scan's instructions).
+        let start = self.writer.buffer.len();
+        self.writer.buffer.resize(start + total, 0);
+        let out = &mut self.writer.buffer[start..];
+        let mut at = put_header(out, 0, tag::SEQUENCE, sequence_length);
+        at = put_primitive(out, at, tag::OCTET_STRING, description);
+        at = put_header(out, at, tag::SET, set_length);
         if count <= ATTRIBUTE_VALUES_KEPT_MAX {
             for value in &kept[..count] {
-                self.writer.octet_string(value);
+                at = put_primitive(out, at, tag::OCTET_STRING, value);
             }
         } else {
             for value in values {
-                self.writer.octet_string(value);
+                at = put_primitive(out, at, tag::OCTET_STRING, value);
             }
         }
+        debug_assert_eq!(at, total, "attribute length computed and written differ");
     }
 
     pub fn finish(mut self, controls: &[ResponseControl]) {

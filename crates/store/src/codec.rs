@@ -220,6 +220,17 @@ pub struct EncodedEntry<'a> {
 impl<'a> EncodedEntry<'a> {
     /// Validates the whole record once so later iteration is infallible.
     pub fn parse(bytes: &'a [u8]) -> Result<EncodedEntry<'a>, CorruptEntry> {
+        Self::parse_within(bytes, u64::from(u32::MAX) + 1)
+    }
+
+    /// As [`EncodedEntry::parse`], also rejecting description numbers from `description_count`
+    /// up (description numbers are dense: a reader's table holds `0..description_count`). One
+    /// pass checks both, where a second walk of every value would cost as much again on each
+    /// read (a full scan decodes every entry).
+    pub fn parse_within(
+        bytes: &'a [u8],
+        description_count: u64,
+    ) -> Result<EncodedEntry<'a>, CorruptEntry> {
         let corrupt = |position, reason| CorruptEntry { position, reason };
         let version = match bytes.first() {
             Some(&version @ (ENTRY_FORMAT_VERSION | ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED)) => {
@@ -240,6 +251,12 @@ impl<'a> EncodedEntry<'a> {
                 .ok_or(corrupt(position, "truncated description number"))?;
             if number > u32::MAX as u64 {
                 return Err(corrupt(position, "description number above u32"));
+            }
+            if number >= description_count {
+                return Err(corrupt(
+                    position,
+                    "description number missing from the description table",
+                ));
             }
             let value_count = read_varint(bytes, &mut position)
                 .ok_or(corrupt(position, "truncated value count"))?
@@ -487,6 +504,17 @@ mod tests {
         let mut trailing = bytes.clone();
         trailing.push(0);
         assert!(EncodedEntry::parse(&trailing).is_err());
+    }
+
+    #[test]
+    fn parse_within_rejects_description_numbers_past_the_table() {
+        let bytes = one_attribute(&[(b"x".to_vec(), b"x".to_vec())]);
+        assert!(EncodedEntry::parse_within(&bytes, 4).is_ok());
+        let error = EncodedEntry::parse_within(&bytes, 3).expect_err("number 3 of 3");
+        assert_eq!(
+            error.reason,
+            "description number missing from the description table"
+        );
     }
 
     fn one_attribute(values: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {

@@ -112,7 +112,7 @@ pub fn decode_id(bytes: &[u8]) -> Option<EntryId> {
 // ---------------------------------------------------------------- id2node
 
 /// A DN-tree node: the value of `id2node`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Node<'a> {
     pub parent: EntryId,
     /// Entries in this node's subtree, itself included.

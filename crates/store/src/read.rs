@@ -429,26 +429,16 @@ impl ReadTxn {
         id: EntryId,
         bytes: &'t [u8],
     ) -> Result<EntryRef<'t>, LdapError> {
-        let encoded =
-            EncodedEntry::parse(bytes).map_err(|error| corrupt(format!("entry {id}: {error}")))?;
-        // Check description numbers once so attribute iteration cannot meet an unknown one.
-        for attribute in encoded.attributes() {
-            if self
-                .descriptions
-                .get(attribute.description_number)
-                .is_none()
-            {
-                return Err(corrupt(format!(
-                    "entry {id} uses attribute description {} missing from the description table",
-                    attribute.description_number
-                )));
-            }
-        }
+        // Description numbers are checked in the same pass, so attribute iteration cannot
+        // meet an unknown one.
+        let encoded = EncodedEntry::parse_within(bytes, self.descriptions.len() as u64)
+            .map_err(|error| corrupt(format!("entry {id}: {error}")))?;
         Ok(EntryRef {
             id,
             encoded,
             read: self,
             virtual_entry_dn: false,
+            node: None,
         })
     }
 
@@ -464,6 +454,17 @@ impl ReadTxn {
 
     fn dn_of_cached(&self, id: EntryId, normalized: bool) -> Result<String, LdapError> {
         let node = require_node(&self.inner, &self.txn, id)?;
+        self.dn_from_node(id, &node, normalized)
+    }
+
+    /// The DN of `id` from its node (already read), the parent's DN from the cache when the
+    /// last entry had the same parent.
+    fn dn_from_node(
+        &self,
+        id: EntryId,
+        node: &Node<'_>,
+        normalized: bool,
+    ) -> Result<String, LdapError> {
         let rdn = if normalized {
             node.rdn_normalized
         } else {
@@ -539,6 +540,9 @@ pub struct EntryRef<'txn> {
     read: &'txn ReadTxn,
     /// Present the virtual entryDN attribute to filters (`EntryView`).
     virtual_entry_dn: bool,
+    /// The entry's DN-tree node when the reader found it along the way (a sequential scan
+    /// walks id2node beside id2entry): its DN then needs no lookup of its own.
+    node: Option<Node<'txn>>,
 }
 
 /// One attribute of an `EntryRef`.
@@ -607,8 +611,18 @@ impl<'txn> EntryRef<'txn> {
             .collect()
     }
 
+    /// The entry's DN as given (what `ReadTxn::dn_of` answers).
     pub fn dn(&self) -> Result<String, LdapError> {
-        self.read.dn_of(self.id)
+        match &self.node {
+            Some(node) => self.read.dn_from_node(self.id, node, false),
+            None => self.read.dn_of(self.id),
+        }
+    }
+
+    /// This entry with its DN-tree node, read by the caller along the way.
+    pub(crate) fn with_node(mut self, node: Node<'txn>) -> Self {
+        self.node = Some(node);
+        self
     }
 
     /// An owned copy.

@@ -469,7 +469,6 @@ impl SearchJob {
         let mut output = SearchOutput {
             job: &self,
             database,
-            read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
             selection: self.resolved_selection(database),
             buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
@@ -564,12 +563,13 @@ impl SearchJob {
 }
 
 /// One step of a search's walk over its candidates (`SearchJob::next_visible`).
-enum Step<'r, 'a> {
-    /// The next entry the subject gets back, with the subject's access to it.
+enum Step<'r, 'v, 'a> {
+    /// The next entry the subject gets back, with the subject's access to it (borrowed when
+    /// every entry gives the same: no copy per entry).
     Visible(
         lmdir_store::EntryId,
         lmdir_store::EntryRef<'r>,
-        EntryAccess<'a>,
+        Cow<'v, EntryAccess<'a>>,
     ),
     /// The walk is over: Ok when the candidates ran out, else why it stopped.
     End(Result<(), OperationError>),
@@ -682,14 +682,14 @@ impl<'a> VisibleEntries<'a> {
         &self,
         id: lmdir_store::EntryId,
         entry: &lmdir_store::EntryRef<'_>,
-    ) -> Result<Option<EntryAccess<'a>>, OperationError> {
+    ) -> Result<Option<Cow<'_, EntryAccess<'a>>>, OperationError> {
         if let Some(uniform) = &self.uniform {
             let matches = uniform.returns_entries
                 && uniform
                     .restricted
                     .as_ref()
                     .is_none_or(|restricted| restricted.evaluate(entry).is_true());
-            return Ok(matches.then(|| uniform.access.clone()));
+            return Ok(matches.then_some(Cow::Borrowed(&uniform.access)));
         }
         let normalized_dn = self.read.normalized_dn_of(id)?;
         let access = self
@@ -703,7 +703,7 @@ impl<'a> VisibleEntries<'a> {
             Cow::Borrowed(_) if self.store_tested => true,
             restricted => restricted.evaluate(entry).is_true(),
         };
-        Ok(matches.then_some(access))
+        Ok(matches.then_some(Cow::Owned(access)))
     }
 }
 
@@ -711,7 +711,6 @@ impl<'a> VisibleEntries<'a> {
 struct SearchOutput<'a, 'sink> {
     job: &'a SearchJob,
     database: &'a Database,
-    read: &'a ReadTxn,
     subordinates: Subordinates<'a>,
     selection: Selection,
     buffer: BytesMut,
@@ -737,7 +736,8 @@ impl SearchOutput<'_, '_> {
         access: &EntryAccess<'_>,
         sync: Option<sync::EntryState>,
     ) -> Result<(), OperationError> {
-        let dn = self.read.dn_of(id)?;
+        // The entry's own DN: a sequential scan found its node along the way (no lookup).
+        let dn = entry.dn()?;
         let controls = match sync {
             Some(sync::EntryState::Present(control)) => {
                 sync::write_present(&mut self.buffer, self.job.message_id, &dn, &control);
@@ -852,12 +852,12 @@ impl SearchJob {
     /// The next candidate the subject gets back, or why the walk ends: the candidates ran
     /// out (Ok), the search was abandoned or ran out of time, or the store failed (Err). The
     /// one loop head of unsorted, sorted and sync searches.
-    fn next_visible<'r, 'a>(
+    fn next_visible<'r, 'v, 'a>(
         &self,
         cursor: &mut SearchCursor<'r>,
-        visible: &VisibleEntries<'a>,
+        visible: &'v VisibleEntries<'a>,
         limits: &SearchLimits,
-    ) -> Result<Step<'r, 'a>, OperationError> {
+    ) -> Result<Step<'r, 'v, 'a>, OperationError> {
         for item in cursor.by_ref() {
             if let Some(stop) = self.stop_reason(limits) {
                 return Ok(Step::End(Err(stop.into())));

@@ -265,7 +265,6 @@ impl SearchJob {
         let mut output = SearchOutput {
             job: self,
             database,
-            read: &read,
             subordinates: Subordinates::new(database, &read, &subject),
             selection: Selection::resolve(&database.schema, &self.selection)
                 .with_matched_values(&database.schema, self.controls.matched_values.as_deref())
