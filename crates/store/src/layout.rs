@@ -688,27 +688,7 @@ pub fn change_posting_chunk(
                 return Err(CorruptChunk("odd list length"));
             }
             let count = body.len() / 2;
-            let at = |index: usize| u16::from_be_bytes([body[2 * index], body[2 * index + 1]]);
-            // Fast path: appending past the largest ID (IDs grow with time).
-            let position = if count > 0 && at(count - 1) < low {
-                Err(count)
-            } else {
-                let (mut low_index, mut high_index) = (0, count);
-                let mut found = None;
-                while low_index < high_index {
-                    let middle = (low_index + high_index) / 2;
-                    match at(middle).cmp(&low) {
-                        std::cmp::Ordering::Less => low_index = middle + 1,
-                        std::cmp::Ordering::Greater => high_index = middle,
-                        std::cmp::Ordering::Equal => {
-                            found = Some(middle);
-                            break;
-                        }
-                    }
-                }
-                found.ok_or(low_index)
-            };
-            match (position, add) {
+            match (list_position(body, low), add) {
                 (Ok(_), true) | (Err(_), false) => Ok(ChunkChange::Unchanged),
                 (Ok(index), false) => {
                     if count == 1 {
@@ -752,6 +732,42 @@ pub fn change_posting_chunk(
         }
         _ => Err(CorruptChunk("unknown tag")),
     }
+}
+
+/// Where `low` is in the body of a list chunk (sorted u16 BE, even length): `Ok(index)` when
+/// present, else `Err(index)` where it would go.
+fn list_position(body: &[u8], low: u16) -> Result<usize, usize> {
+    let count = body.len() / 2;
+    let at = |index: usize| u16::from_be_bytes([body[2 * index], body[2 * index + 1]]);
+    // Fast path: past the largest ID (IDs grow with time, so writes mostly append).
+    if count > 0 && at(count - 1) < low {
+        return Err(count);
+    }
+    let (mut low_index, mut high_index) = (0, count);
+    while low_index < high_index {
+        let middle = (low_index + high_index) / 2;
+        match at(middle).cmp(&low) {
+            std::cmp::Ordering::Less => low_index = middle + 1,
+            std::cmp::Ordering::Greater => high_index = middle,
+            std::cmp::Ordering::Equal => return Ok(middle),
+        }
+    }
+    Err(low_index)
+}
+
+/// Whether a chunk is in list form (sorted u16 BE IDs, looked up by `list_chunk_contains`).
+pub fn is_list_chunk(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&CHUNK_TAG_LIST) && bytes.len() % 2 == 1
+}
+
+/// Whether a chunk in list form holds `low`, by binary search (nothing decoded); None for a
+/// chunk in roaring form or a damaged one (the caller decodes it instead, which reports it).
+pub fn list_chunk_contains(bytes: &[u8], low: u16) -> Option<bool> {
+    let body = bytes.strip_prefix(&[CHUNK_TAG_LIST])?;
+    if !body.len().is_multiple_of(2) {
+        return None;
+    }
+    Some(list_position(body, low).is_ok())
 }
 
 /// Decodes a chunk to its low halves.

@@ -112,6 +112,25 @@ impl KeyPostings<'_> {
         }
         Ok(ids)
     }
+
+    /// Every chunk is in list form: candidates can be looked up in it without decoding.
+    fn in_list_form(&self) -> bool {
+        self.chunks
+            .iter()
+            .all(|(_, bytes)| layout::is_list_chunk(bytes))
+    }
+
+    /// Whether `id` is posted, by binary search in its list chunk (`in_list_form` holds);
+    /// a chunk that cannot be searched keeps the ID (candidates may be a superset).
+    fn list_contains(&self, id: EntryId) -> bool {
+        let chunk = layout::chunk_of(id);
+        self.chunks
+            .iter()
+            .find(|(number, _)| *number == chunk)
+            .is_some_and(|(_, bytes)| {
+                layout::list_chunk_contains(bytes, layout::low_half(id)).unwrap_or(true)
+            })
+    }
 }
 
 /// Testing one candidate against the filter (an entry read and a filter walk) costs about as
@@ -127,8 +146,8 @@ fn worth_intersecting(candidate_count: u64, list_id_count: u64) -> bool {
         && list_id_count <= candidate_count.saturating_mul(CANDIDATE_TEST_COST_IN_DECODED_IDS)
 }
 
-/// Posting IDs the estimates in one read txn may decode in all, to intersect the shortest
-/// lists of their leaves (a few array containers: microseconds, however big the filter): a
+/// Posting IDs the estimates in one read txn may decode (or look candidates up in) in all, to
+/// intersect the shortest lists of their leaves (microseconds, however big the filter): a
 /// substring assertion's grams each have hundreds of entries in a large directory while
 /// together they match one, and only the intersection tells the server the search is small.
 /// Beyond it an estimate is bounded by the posting headers alone.
@@ -287,11 +306,15 @@ impl ReadTxn {
     }
 
     /// IDs posted under every one of `keys` (AND) in one index DB, or `Err(bound)` (an upper
-    /// bound of them) when decoding the next list would take `decoded` past `decoded_ids_max`.
+    /// bound of them) when decoding or looking up the next list would take `decoded` (IDs
+    /// decoded plus candidates looked up) past `decoded_ids_max`.
     ///
-    /// Keys are intersected smallest posting list first, and intersecting stops once the
-    /// candidates are so few that testing each against the filter costs less than decoding
-    /// the next list: candidates only need to be a superset, since every candidate is tested.
+    /// Keys are intersected smallest posting list first. A list in list form with more IDs
+    /// than there are candidates is not decoded: each candidate is looked up in it (binary
+    /// search), which costs less than decoding it and far less than testing a candidate. Other
+    /// lists are decoded only while the candidates are not so few that testing each against
+    /// the filter costs less than decoding the list: candidates only need to be a superset,
+    /// since every candidate is tested.
     fn intersect_keys(
         &self,
         database: RawDatabase,
@@ -306,10 +329,22 @@ impl ReadTxn {
         lists.sort_by_key(|postings| postings.id_count);
         let mut within: Option<RoaringBitmap> = None;
         for postings in &lists {
-            if let Some(candidates) = &within {
-                if candidates.is_empty() || !worth_intersecting(candidates.len(), postings.id_count)
-                {
+            if let Some(candidates) = &mut within {
+                if candidates.is_empty() {
                     break;
+                }
+                if candidates.len() <= postings.id_count && postings.in_list_form() {
+                    let after = decoded.saturating_add(candidates.len());
+                    if after > decoded_ids_max {
+                        return Ok(Err(candidates.len()));
+                    }
+                    *decoded = after;
+                    candidates.retain(|id| postings.list_contains(id));
+                    continue;
+                }
+                // Lists come smallest first: a later one may still be looked up.
+                if !worth_intersecting(candidates.len(), postings.id_count) {
+                    continue;
                 }
             }
             let after = decoded.saturating_add(postings.id_count);
