@@ -370,8 +370,10 @@ fn bounded_piece(piece: &[u8], keep_end: bool) -> &[u8] {
 /// The index keys (without chunk) that one substring assertion must all hit: the longest
 /// usable initial / final gram, and "any" windows of 4 characters at step 2 over each piece
 /// (plus the last window), from a bounded part of each piece and at most
-/// `SUBSTRING_ASSERTION_KEYS_MAX` in all. Pieces too short to form a gram add no key; if no
-/// key at all can be formed the assertion is unindexed (`None`).
+/// `SUBSTRING_ASSERTION_KEYS_MAX` in all. The window an initial (final) gram of 4 characters
+/// already pins to the start (end) is left out: every value with that gram has the window,
+/// so its list is a superset and only costs a lookup. Pieces too short to form a gram add
+/// no key; if no key at all can be formed the assertion is unindexed (`None`).
 pub fn substring_assertion_keys(
     initial: Option<&[u8]>,
     any: &[&[u8]],
@@ -385,7 +387,7 @@ pub fn substring_assertion_keys(
             let length = char_count.min(GRAM_LENGTH_MAX_CHARS);
             keys.push(gram_key(KIND_INITIAL, &piece[..boundaries[length]]));
         }
-        push_any_windows(piece, &boundaries, &mut keys);
+        push_any_windows(piece, &boundaries, Pinned::First, &mut keys);
     }
     if let Some(piece) = final_.map(|piece| bounded_piece(piece, true)) {
         let boundaries = character_boundaries(piece);
@@ -397,7 +399,7 @@ pub fn substring_assertion_keys(
                 &piece[boundaries[char_count - length]..],
             ));
         }
-        push_any_windows(piece, &boundaries, &mut keys);
+        push_any_windows(piece, &boundaries, Pinned::Last, &mut keys);
     }
     for piece in any {
         if keys.len() >= SUBSTRING_ASSERTION_KEYS_MAX {
@@ -405,7 +407,7 @@ pub fn substring_assertion_keys(
         }
         let piece = bounded_piece(piece, false);
         let boundaries = character_boundaries(piece);
-        push_any_windows(piece, &boundaries, &mut keys);
+        push_any_windows(piece, &boundaries, Pinned::None, &mut keys);
     }
     keys.truncate(SUBSTRING_ASSERTION_KEYS_MAX);
     keys.sort();
@@ -417,7 +419,17 @@ pub fn substring_assertion_keys(
     }
 }
 
-fn push_any_windows(piece: &[u8], boundaries: &[usize], keys: &mut Vec<Vec<u8>>) {
+/// Which window of a piece an initial or final gram already stands for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pinned {
+    None,
+    /// The piece is an initial one: its first window is its initial gram.
+    First,
+    /// The piece is a final one: its last window is its final gram.
+    Last,
+}
+
+fn push_any_windows(piece: &[u8], boundaries: &[usize], pinned: Pinned, keys: &mut Vec<Vec<u8>>) {
     let char_count = boundaries.len() - 1;
     if char_count < GRAM_LENGTH_MAX_CHARS {
         return;
@@ -425,10 +437,14 @@ fn push_any_windows(piece: &[u8], boundaries: &[usize], keys: &mut Vec<Vec<u8>>)
     let last_start = char_count - GRAM_LENGTH_MAX_CHARS;
     let mut start = 0;
     loop {
-        keys.push(gram_key(
-            KIND_ANY,
-            &piece[boundaries[start]..boundaries[start + GRAM_LENGTH_MAX_CHARS]],
-        ));
+        let pinned_here = (pinned == Pinned::First && start == 0)
+            || (pinned == Pinned::Last && start == last_start);
+        if !pinned_here {
+            keys.push(gram_key(
+                KIND_ANY,
+                &piece[boundaries[start]..boundaries[start + GRAM_LENGTH_MAX_CHARS]],
+            ));
+        }
         if start == last_start {
             break;
         }
@@ -672,27 +688,7 @@ pub fn change_posting_chunk(
                 return Err(CorruptChunk("odd list length"));
             }
             let count = body.len() / 2;
-            let at = |index: usize| u16::from_be_bytes([body[2 * index], body[2 * index + 1]]);
-            // Fast path: appending past the largest ID (IDs grow with time).
-            let position = if count > 0 && at(count - 1) < low {
-                Err(count)
-            } else {
-                let (mut low_index, mut high_index) = (0, count);
-                let mut found = None;
-                while low_index < high_index {
-                    let middle = (low_index + high_index) / 2;
-                    match at(middle).cmp(&low) {
-                        std::cmp::Ordering::Less => low_index = middle + 1,
-                        std::cmp::Ordering::Greater => high_index = middle,
-                        std::cmp::Ordering::Equal => {
-                            found = Some(middle);
-                            break;
-                        }
-                    }
-                }
-                found.ok_or(low_index)
-            };
-            match (position, add) {
+            match (list_position(body, low), add) {
                 (Ok(_), true) | (Err(_), false) => Ok(ChunkChange::Unchanged),
                 (Ok(index), false) => {
                     if count == 1 {
@@ -736,6 +732,42 @@ pub fn change_posting_chunk(
         }
         _ => Err(CorruptChunk("unknown tag")),
     }
+}
+
+/// Where `low` is in the body of a list chunk (sorted u16 BE, even length): `Ok(index)` when
+/// present, else `Err(index)` where it would go.
+fn list_position(body: &[u8], low: u16) -> Result<usize, usize> {
+    let count = body.len() / 2;
+    let at = |index: usize| u16::from_be_bytes([body[2 * index], body[2 * index + 1]]);
+    // Fast path: past the largest ID (IDs grow with time, so writes mostly append).
+    if count > 0 && at(count - 1) < low {
+        return Err(count);
+    }
+    let (mut low_index, mut high_index) = (0, count);
+    while low_index < high_index {
+        let middle = (low_index + high_index) / 2;
+        match at(middle).cmp(&low) {
+            std::cmp::Ordering::Less => low_index = middle + 1,
+            std::cmp::Ordering::Greater => high_index = middle,
+            std::cmp::Ordering::Equal => return Ok(middle),
+        }
+    }
+    Err(low_index)
+}
+
+/// Whether a chunk is in list form (sorted u16 BE IDs, looked up by `list_chunk_contains`).
+pub fn is_list_chunk(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&CHUNK_TAG_LIST) && bytes.len() % 2 == 1
+}
+
+/// Whether a chunk in list form holds `low`, by binary search (nothing decoded); None for a
+/// chunk in roaring form or a damaged one (the caller decodes it instead, which reports it).
+pub fn list_chunk_contains(bytes: &[u8], low: u16) -> Option<bool> {
+    let body = bytes.strip_prefix(&[CHUNK_TAG_LIST])?;
+    if !body.len().is_multiple_of(2) {
+        return None;
+    }
+    Some(list_position(body, low).is_ok())
 }
 
 /// Decodes a chunk to its low halves.
@@ -866,6 +898,26 @@ mod tests {
             assert!(value_keys.contains(&key));
         }
         assert!(substring_assertion_keys(Some(b"j"), &[b"ab"], None).is_none());
+    }
+
+    #[test]
+    fn windows_pinned_by_an_initial_or_final_gram_are_left_out() {
+        let keys = substring_assertion_keys(Some(b"u0001234@"), &[], None).unwrap();
+        let expected: Vec<Vec<u8>> = vec![
+            gram_key(KIND_INITIAL, b"u000"),
+            gram_key(KIND_ANY, b"0012"),
+            gram_key(KIND_ANY, b"1234"),
+            gram_key(KIND_ANY, b"234@"),
+        ];
+        assert_eq!(keys.len(), expected.len());
+        assert!(expected.iter().all(|key| keys.contains(key)));
+        let keys = substring_assertion_keys(None, &[], Some(b"@example")).unwrap();
+        assert!(keys.contains(&gram_key(KIND_FINAL, b"mple")));
+        assert!(!keys.contains(&gram_key(KIND_ANY, b"mple")));
+        assert!(keys.contains(&gram_key(KIND_ANY, b"@exa")));
+        // A piece of exactly four characters: the gram alone.
+        let keys = substring_assertion_keys(Some(b"abcd"), &[b"abcd"], Some(b"abcd")).unwrap();
+        assert_eq!(keys.len(), 3);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct ReadTxn {
     /// The last DN `dn_to_id` found and its ID: a search looks its base up twice (the base
     /// check, then the scope), a parse and a tree walk each time.
     found_dn_cache: RefCell<Option<(String, EntryId)>>,
+    /// Leaf candidates an estimate computed, for the search that follows in this snapshot.
+    pub(crate) kept_leaves: RefCell<crate::search::KeptLeaves>,
     // Last: the reader slot is released after the LMDB txn ended.
     _ticket: ReaderTicket,
 }
@@ -53,6 +55,7 @@ impl Store {
             descriptions,
             parent_dn_cache: Default::default(),
             found_dn_cache: RefCell::new(None),
+            kept_leaves: RefCell::default(),
             _ticket: ticket,
         })
     }

@@ -112,6 +112,25 @@ impl KeyPostings<'_> {
         }
         Ok(ids)
     }
+
+    /// Every chunk is in list form: candidates can be looked up in it without decoding.
+    fn in_list_form(&self) -> bool {
+        self.chunks
+            .iter()
+            .all(|(_, bytes)| layout::is_list_chunk(bytes))
+    }
+
+    /// Whether `id` is posted, by binary search in its list chunk (`in_list_form` holds);
+    /// a chunk that cannot be searched keeps the ID (candidates may be a superset).
+    fn list_contains(&self, id: EntryId) -> bool {
+        let chunk = layout::chunk_of(id);
+        self.chunks
+            .iter()
+            .find(|(number, _)| *number == chunk)
+            .is_some_and(|(_, bytes)| {
+                layout::list_chunk_contains(bytes, layout::low_half(id)).unwrap_or(true)
+            })
+    }
 }
 
 /// Testing one candidate against the filter (an entry read and a filter walk) costs about as
@@ -125,6 +144,32 @@ const CANDIDATES_FEW_ENOUGH: u64 = 4;
 fn worth_intersecting(candidate_count: u64, list_id_count: u64) -> bool {
     candidate_count > CANDIDATES_FEW_ENOUGH
         && list_id_count <= candidate_count.saturating_mul(CANDIDATE_TEST_COST_IN_DECODED_IDS)
+}
+
+/// Posting IDs the estimates in one read txn may decode (or look candidates up in) in all, to
+/// intersect the shortest lists of their leaves (microseconds, however big the filter): a
+/// substring assertion's grams each have hundreds of entries in a large directory while
+/// together they match one, and only the intersection tells the server the search is small.
+/// Beyond it an estimate is bounded by the posting headers alone.
+const ESTIMATE_DECODED_IDS_MAX: u64 = 4096;
+/// Leaves whose estimated candidates one read txn keeps for the search that follows (all of
+/// them together hold at most `ESTIMATE_DECODED_IDS_MAX` IDs).
+const KEPT_LEAVES_MAX: usize = 8;
+
+/// A leaf's index candidates, computed by its estimate, kept in the read txn so the search in
+/// the same snapshot does not read and decode the same posting lists again.
+struct KeptCandidates {
+    covered: Vec<CoveredAttribute>,
+    keys: Vec<Vec<u8>>,
+    candidates: RoaringBitmap,
+}
+
+/// What the estimates of one read txn decoded and kept.
+#[derive(Default)]
+pub(crate) struct KeptLeaves {
+    leaves: Vec<KeptCandidates>,
+    /// Posting IDs decoded by estimates so far (at most `ESTIMATE_DECODED_IDS_MAX`).
+    decoded_ids: u64,
 }
 
 /// Candidates a cursor examines between two calls of its stop check (`stop_when`): a scan
@@ -305,57 +350,176 @@ impl ReadTxn {
             .collect()
     }
 
-    /// IDs posted under every one of `keys` (AND) in each covered attribute, unioned over the
-    /// attributes; None when any covered attribute lacks the index.
+    /// IDs posted under every one of `keys` (AND) in one index DB, or `Err(bound)` (an upper
+    /// bound of them) when decoding or looking up the next list would take `decoded` (IDs
+    /// decoded plus candidates looked up) past `decoded_ids_max`.
     ///
-    /// Keys are intersected smallest posting list first, and intersecting stops once the
-    /// candidates are so few that testing each against the filter costs less than decoding
-    /// the next list: candidates only need to be a superset, since every candidate is tested.
+    /// Keys are intersected smallest posting list first. A list in list form with more IDs
+    /// than there are candidates is not decoded: each candidate is looked up in it (binary
+    /// search), which costs less than decoding it and far less than testing a candidate. Other
+    /// lists are decoded only while the candidates are not so few that testing each against
+    /// the filter costs less than decoding the list: candidates only need to be a superset,
+    /// since every candidate is tested.
+    fn intersect_keys(
+        &self,
+        database: RawDatabase,
+        keys: &[Vec<u8>],
+        decoded: &mut u64,
+        decoded_ids_max: u64,
+    ) -> Result<Result<RoaringBitmap, u64>, LdapError> {
+        let mut lists = keys
+            .iter()
+            .map(|key| self.key_postings(database, key))
+            .collect::<Result<Vec<_>, _>>()?;
+        lists.sort_by_key(|postings| postings.id_count);
+        let mut within: Option<RoaringBitmap> = None;
+        for postings in &lists {
+            if let Some(candidates) = &mut within {
+                if candidates.is_empty() {
+                    break;
+                }
+                if candidates.len() <= postings.id_count && postings.in_list_form() {
+                    let after = decoded.saturating_add(candidates.len());
+                    if after > decoded_ids_max {
+                        return Ok(Err(candidates.len()));
+                    }
+                    *decoded = after;
+                    candidates.retain(|id| postings.list_contains(id));
+                    continue;
+                }
+                // Lists come smallest first: a later one may still be looked up.
+                if !worth_intersecting(candidates.len(), postings.id_count) {
+                    continue;
+                }
+            }
+            let after = decoded.saturating_add(postings.id_count);
+            if after > decoded_ids_max {
+                return Ok(Err(within.map_or(postings.id_count, |ids| ids.len())));
+            }
+            *decoded = after;
+            let ids = postings.decode()?;
+            within = Some(match within {
+                None => ids,
+                Some(previous) => previous & ids,
+            });
+        }
+        Ok(Ok(within.unwrap_or_default()))
+    }
+
+    /// IDs posted under every one of `keys` (AND) in each covered attribute, unioned over the
+    /// attributes; None when any covered attribute lacks the index. `Err(bound)`: decoding
+    /// would have taken `decoded` past `decoded_ids_max` posting IDs; `bound` is an upper
+    /// bound of the candidates (from what was intersected, else from the posting headers).
     fn union_over_covered(
         &self,
         covered: &[CoveredAttribute],
         kind: IndexKinds,
         keys: &[Vec<u8>],
-    ) -> Result<Option<RoaringBitmap>, LdapError> {
+        decoded: &mut u64,
+        decoded_ids_max: u64,
+    ) -> Result<Option<Result<RoaringBitmap, u64>>, LdapError> {
         let Some(databases) = self.covered_databases(covered, kind) else {
             return Ok(None);
         };
         let mut union = RoaringBitmap::new();
+        let mut budget = decoded_ids_max;
+        let mut beyond_budget: Option<u64> = None;
         for database in databases {
-            let mut lists = keys
-                .iter()
-                .map(|key| self.key_postings(database, key))
-                .collect::<Result<Vec<_>, _>>()?;
-            lists.sort_by_key(|postings| postings.id_count);
-            let mut within: Option<RoaringBitmap> = None;
-            for postings in &lists {
-                if let Some(candidates) = &within {
-                    if candidates.is_empty()
-                        || !worth_intersecting(candidates.len(), postings.id_count)
-                    {
-                        break;
-                    }
+            match self.intersect_keys(database, keys, decoded, budget)? {
+                Ok(ids) => union |= ids,
+                Err(bound) => {
+                    beyond_budget = Some(beyond_budget.unwrap_or(0).saturating_add(bound));
+                    // The other attributes' bounds from their headers alone.
+                    budget = *decoded;
                 }
-                let ids = postings.decode()?;
-                within = Some(match within {
-                    None => ids,
-                    Some(previous) => previous & ids,
-                });
             }
-            union |= within.unwrap_or_default();
         }
-        Ok(Some(union))
+        Ok(Some(match beyond_budget {
+            None => Ok(union),
+            Some(bound) => Err(bound.saturating_add(union.len())),
+        }))
     }
 
-    /// An upper bound of a filter's index candidates from posting headers alone (nothing is
-    /// decoded): for ordering the parts of an AND, and for the server to tell a search that
-    /// finishes in microseconds. None when not cheaply known.
+    /// The index candidates of an equality, approximate, substring or presence leaf (None:
+    /// an attribute it covers lacks the index), reusing what its estimate in this txn kept.
+    fn leaf_candidates(
+        &self,
+        covered: &[CoveredAttribute],
+        kind: IndexKinds,
+        keys: &[Vec<u8>],
+    ) -> Result<Option<RoaringBitmap>, LdapError> {
+        if let Some(kept) = self.kept_candidates(covered, keys) {
+            return Ok(Some(kept));
+        }
+        Ok(
+            match self.union_over_covered(covered, kind, keys, &mut 0, u64::MAX)? {
+                Some(Ok(ids)) => Some(ids),
+                // Only a decode budget stops early, and there is none here; unconstrained by
+                // the index is correct anyway (every candidate is tested).
+                Some(Err(_)) | None => None,
+            },
+        )
+    }
+
+    /// Candidates of a leaf kept by its estimate earlier in this txn.
+    fn kept_candidates(
+        &self,
+        covered: &[CoveredAttribute],
+        keys: &[Vec<u8>],
+    ) -> Option<RoaringBitmap> {
+        self.kept_leaves
+            .borrow()
+            .leaves
+            .iter()
+            .find(|kept| kept.covered == covered && kept.keys == keys)
+            .map(|kept| kept.candidates.clone())
+    }
+
+    /// An upper bound of a keyed leaf's index candidates: exact when the smallest posting
+    /// lists fit what is left of this txn's `ESTIMATE_DECODED_IDS_MAX` (then kept for the
+    /// search, the snapshot never changes), else from the headers.
+    fn estimated_leaf_count(
+        &self,
+        covered: &[CoveredAttribute],
+        kind: IndexKinds,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<Option<u64>, LdapError> {
+        if let Some(kept) = self.kept_candidates(covered, &keys) {
+            return Ok(Some(kept.len()));
+        }
+        let mut decoded = self.kept_leaves.borrow().decoded_ids;
+        let estimate =
+            self.union_over_covered(covered, kind, &keys, &mut decoded, ESTIMATE_DECODED_IDS_MAX)?;
+        let mut kept = self.kept_leaves.borrow_mut();
+        kept.decoded_ids = decoded;
+        Ok(match estimate {
+            None => None,
+            Some(Ok(ids)) => {
+                let count = ids.len();
+                if kept.leaves.len() < KEPT_LEAVES_MAX {
+                    kept.leaves.push(KeptCandidates {
+                        covered: covered.to_vec(),
+                        keys,
+                        candidates: ids,
+                    });
+                }
+                Some(count)
+            }
+            Some(Err(bound)) => Some(bound),
+        })
+    }
+
+    /// An upper bound of a filter's index candidates from posting headers, and from the
+    /// smallest lists of a leaf when they are short (at most `ESTIMATE_DECODED_IDS_MAX` IDs
+    /// decoded per read txn; the candidates found are kept for a search in it): for ordering
+    /// the parts of an AND, and for the server to tell a search that finishes in microseconds.
+    /// None when not cheaply known.
     pub fn estimated_candidate_count(
         &self,
         filter: &PreparedFilter,
     ) -> Result<Option<u64>, LdapError> {
-        let (covered, kind, keys) = match filter {
-            PreparedFilter::False | PreparedFilter::Undefined => return Ok(Some(0)),
+        match filter {
+            PreparedFilter::False | PreparedFilter::Undefined => Ok(Some(0)),
             PreparedFilter::And(parts) => {
                 let mut smallest: Option<u64> = None;
                 for part in parts {
@@ -363,7 +527,7 @@ impl ReadTxn {
                         smallest = Some(smallest.map_or(count, |known| known.min(count)));
                     }
                 }
-                return Ok(smallest);
+                Ok(smallest)
             }
             PreparedFilter::Or(parts) => {
                 let mut total = 0u64;
@@ -373,29 +537,17 @@ impl ReadTxn {
                         None => return Ok(None),
                     }
                 }
-                return Ok(Some(total));
+                Ok(Some(total))
             }
             leaf => match leaf_keys(leaf) {
                 LeafKeys::Keys {
                     covered,
                     kind,
                     keys,
-                } => (covered, kind, keys),
-                LeafKeys::Unindexed | LeafKeys::NotKeyed => return Ok(None),
+                } => self.estimated_leaf_count(covered, kind, keys),
+                LeafKeys::Unindexed | LeafKeys::NotKeyed => Ok(None),
             },
-        };
-        let Some(databases) = self.covered_databases(covered, kind) else {
-            return Ok(None);
-        };
-        let mut total = 0u64;
-        for database in databases {
-            let mut smallest = u64::MAX;
-            for key in &keys {
-                smallest = smallest.min(self.key_postings(database, key)?.id_count);
-            }
-            total = total.saturating_add(smallest);
         }
-        Ok(Some(total))
     }
 
     fn ordered_candidates(
@@ -506,7 +658,7 @@ impl ReadTxn {
                     covered,
                     kind,
                     keys,
-                } => self.union_over_covered(covered, kind, &keys)?,
+                } => self.leaf_candidates(covered, kind, &keys)?,
                 LeafKeys::Unindexed | LeafKeys::NotKeyed => None,
             },
             PreparedFilter::GreaterOrEqual {
@@ -523,7 +675,7 @@ impl ReadTxn {
                         stored_form_usable: true,
                     })
                     .collect();
-                self.union_over_covered(&covered, IndexKinds::PRESENCE, &[layout::presence_key()])?
+                self.leaf_candidates(&covered, IndexKinds::PRESENCE, &[layout::presence_key()])?
             }
             PreparedFilter::Extensible { .. } => None,
         })

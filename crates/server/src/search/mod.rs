@@ -93,8 +93,10 @@ const INLINE_SEARCH_FILTER_ITEMS_MAX: usize = 64;
 const INLINE_SEARCH_FILTER_BYTES_MAX: usize = 4096;
 
 impl PreparedSearch {
-    /// Converts the filter (if small) and decides whether the search is known, from posting
-    /// headers alone, to examine at most `INLINE_SEARCH_CANDIDATES_MAX` entries; base-scope
+    /// Converts the filter (if small) and decides whether the search is known, from the index
+    /// (posting headers, and a leaf's lists when they are short: see
+    /// `ReadTxn::estimated_candidate_count`, which keeps those candidates for the search in the
+    /// same txn), to examine at most `INLINE_SEARCH_CANDIDATES_MAX` entries; base-scope
     /// reads always are. Any doubt answers not small. The estimate reads only the items the
     /// subject may search everywhere (as the search itself), so which thread runs a search
     /// does not depend on hidden values.
