@@ -457,6 +457,19 @@ fn three_nodes_in_a_full_mesh_converge() {
     assert_no_echo(&nodes, "three nodes, quiet");
 }
 
+/// `ldapmodify -c` as the rootdn of the server at `port`, reading its changes from a pipe.
+fn ldapmodify_continuing(port: u16) -> std::process::Child {
+    Command::new("ldapmodify")
+        .args(["-x", "-c", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn a_provider_and_a_consumer_killed_mid_stream_lose_nothing() {
     let mut nodes = mesh(2);
@@ -474,15 +487,7 @@ fn a_provider_and_a_consumer_killed_mid_stream_lose_nothing() {
             )
         })
         .collect();
-    let mut writer = Command::new("ldapmodify")
-        .args(["-x", "-c", "-H"])
-        .arg(format!("ldap://127.0.0.1:{}", nodes[0].server.port))
-        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut writer = ldapmodify_continuing(nodes[0].server.port);
     let mut input = writer.stdin.take().unwrap();
     let half = stream.len() / 2;
     let split = stream[..half].rfind("\n\n").unwrap() + 2;
@@ -499,15 +504,7 @@ fn a_provider_and_a_consumer_killed_mid_stream_lose_nothing() {
     let _ = writer.wait();
     nodes[0].server.start();
     // The rest of the stream, after the restart; ldapmodify -c goes past what already exists.
-    let mut rest = Command::new("ldapmodify")
-        .args(["-x", "-c", "-H"])
-        .arg(format!("ldap://127.0.0.1:{}", nodes[0].server.port))
-        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut rest = ldapmodify_continuing(nodes[0].server.port);
     rest.stdin
         .take()
         .unwrap()
@@ -536,48 +533,20 @@ fn a_provider_and_a_consumer_killed_mid_stream_lose_nothing() {
 /// An unmodified OpenLDAP slapd in multi-provider with one lmdir node: back-mdb, `serverID 2`,
 /// `multiprovider on`, the syncprov overlay, and a refreshOnly `syncrepl` from lmdir; started
 /// empty in the foreground.
-struct Slapd {
-    directory: tempfile::TempDir,
-    port: u16,
-    child: std::process::Child,
-}
-
-impl Drop for Slapd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Slapd {
-    fn start(port: u16, lmdir_port: u16) -> Slapd {
-        let directory = tempfile::tempdir().expect("slapd directory");
-        let root = directory.path();
-        std::fs::create_dir_all(root.join("db")).unwrap();
-        let mut config = slapd_sync::config_head(root, &["syncprov"]);
-        config += &format!(
-            "serverID 2\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
-             rootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\ndirectory {}\nmaxsize 1073741824\n\
-             index objectClass,entryCSN,entryUUID eq\n\
-             syncrepl rid=001 provider=ldap://127.0.0.1:{lmdir_port} bindmethod=simple \
-             binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
-             type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n\
-             multiprovider on\noverlay syncprov\nsyncprov-checkpoint 100 1\n",
-            root.join("db").display()
-        );
-        std::fs::write(root.join("slapd.conf"), config).unwrap();
-        let child = slapd_sync::spawn(root, port);
-        conformance::wait_until_up(port);
-        Slapd {
-            directory,
-            port,
-            child,
-        }
-    }
-
-    fn log(&self) -> String {
-        slapd_sync::log(self.directory.path())
-    }
+fn start_slapd(port: u16, lmdir_port: u16) -> slapd_sync::Slapd {
+    slapd_sync::Slapd::start(port, |root| {
+        slapd_sync::config_head(root, &["syncprov"])
+            + &format!(
+                "serverID 2\nsizelimit unlimited\ndatabase mdb\nsuffix \"{SUFFIX}\"\n\
+                 rootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\ndirectory {}\nmaxsize 1073741824\n\
+                 index objectClass,entryCSN,entryUUID eq\n\
+                 syncrepl rid=001 provider=ldap://127.0.0.1:{lmdir_port} bindmethod=simple \
+                 binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
+                 type=refreshOnly interval=00:00:00:01 retry=\"1 +\" schemachecking=off\n\
+                 multiprovider on\noverlay syncprov\nsyncprov-checkpoint 100 1\n",
+                root.join("db").display()
+            )
+    })
 }
 
 /// Every entry of the server at `port` with the replicated operational attributes, as
@@ -636,7 +605,7 @@ fn lmdir_and_slapd_in_multi_provider_converge() {
         links: Vec::new(),
     };
     lmdir.server.start();
-    let slapd = Slapd::start(slapd_port, lmdir.server.port);
+    let slapd = start_slapd(slapd_port, lmdir.server.port);
     let converged = |lmdir: &mut Node, context: &str, ready: &dyn Fn(&str) -> bool| {
         let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
         loop {

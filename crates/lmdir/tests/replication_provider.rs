@@ -11,7 +11,7 @@ mod conformance;
 mod slapd_sync;
 mod support;
 
-use conformance::{free_port, modify, wait_until_up, SUFFIX};
+use conformance::{free_port, modify, SUFFIX};
 use ldap3::controls::{
     parse_syncinfo, Control, EntryState, RawControl, RefreshMode, SyncDone, SyncInfo, SyncRequest,
     SyncState,
@@ -28,79 +28,26 @@ const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
 const PEOPLE: u64 = 300;
 
 /// A slapd (back-mdb) whose only content comes from a `syncrepl` consumer of lmdir.
-struct Consumer {
-    directory: tempfile::TempDir,
-    port: u16,
-    /// slapd in the foreground (`-d sync`), its sync log in the directory.
-    child: std::process::Child,
+type Consumer = slapd_sync::Slapd;
+
+fn start_consumer(provider_port: u16) -> Consumer {
+    start_consumer_typed(provider_port, "refreshOnly interval=00:00:00:01")
 }
 
-impl Drop for Consumer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Consumer {
-    /// SIGKILL, keeping the consumer's database and config for `resume`.
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Starts slapd again on the same database, config and port.
-    fn resume(&mut self) {
-        self.stop();
-        self.child = slapd_sync::spawn(self.directory.path(), self.port);
-        wait_until_up(self.port);
-    }
-
-    fn start(provider_port: u16) -> Consumer {
-        Consumer::start_typed(provider_port, "refreshOnly interval=00:00:00:01")
-    }
-
-    /// A consumer of `type=<sync_type>` (with its own further syncrepl words).
-    fn start_typed(provider_port: u16, sync_type: &str) -> Consumer {
-        let directory = tempfile::tempdir().expect("consumer directory");
-        let root = directory.path();
-        std::fs::create_dir_all(root.join("db")).unwrap();
-        let mut config = slapd_sync::config_head(root, &["memberof"]);
-        config += &format!(
-            "sizelimit unlimited\n\
-             database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=consumer,{SUFFIX}\"\nrootpw secret\n\
-             directory {}\nmaxsize 1073741824\ndbnosync\nindex objectClass,entryCSN,entryUUID eq\n\
-             syncrepl rid=001 provider=ldap://127.0.0.1:{provider_port} bindmethod=simple \
-             binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
-             type={sync_type} retry=\"1 +\" schemachecking=off\n",
-            root.join("db").display()
-        );
-        std::fs::write(root.join("slapd.conf"), config).unwrap();
-        let port = free_port();
-        let child = slapd_sync::spawn(root, port);
-        wait_until_up(port);
-        Consumer {
-            directory,
-            port,
-            child,
-        }
-    }
-
-    fn log(&self) -> String {
-        slapd_sync::log(self.directory.path())
-    }
-
-    /// `slapcat` of the consumer's database (mdb allows it beside the running slapd).
-    fn slapcat(&self) -> String {
-        let output = Command::new("/usr/sbin/slapcat")
-            .arg("-f")
-            .arg(self.directory.path().join("slapd.conf"))
-            .args(["-o", "ldif_wrap=no"])
-            .output()
-            .expect("running slapcat");
-        assert!(output.status.success(), "slapcat failed");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
+/// A consumer of `type=<sync_type>` (with its own further syncrepl words).
+fn start_consumer_typed(provider_port: u16, sync_type: &str) -> Consumer {
+    Consumer::start(free_port(), |root| {
+        slapd_sync::config_head(root, &["memberof"])
+            + &format!(
+                "sizelimit unlimited\n\
+                 database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"cn=consumer,{SUFFIX}\"\nrootpw secret\n\
+                 directory {}\nmaxsize 1073741824\ndbnosync\nindex objectClass,entryCSN,entryUUID eq\n\
+                 syncrepl rid=001 provider=ldap://127.0.0.1:{provider_port} bindmethod=simple \
+                 binddn=\"{ROOT_DN}\" credentials={ROOT_PASSWORD} searchbase=\"{SUFFIX}\" \
+                 type={sync_type} retry=\"1 +\" schemachecking=off\n",
+                root.join("db").display()
+            )
+    })
 }
 
 /// DN (lowercased) → (entryUUID, entryCSN) of every record of an LDIF dump (folded lines
@@ -192,7 +139,7 @@ fn a_slapd_refresh_only_consumer_loads_lmdir_and_follows_its_changes() {
     let mut provider =
         TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", PEOPLE);
     provider.start();
-    let consumer = Consumer::start(provider.port);
+    let consumer = start_consumer(provider.port);
     let loaded = assert_converges(&mut provider, &consumer, "initial refresh");
     assert!(loaded.len() as u64 > PEOPLE);
     let person = loaded
@@ -424,7 +371,7 @@ fn a_cookie_the_session_log_covers_gets_a_delete_phase() {
     }
     let mut provider = provider_with_log(100_000, PEOPLE);
     let port = provider.port;
-    let consumer = Consumer::start(port);
+    let consumer = start_consumer(port);
     assert_converges(&mut provider, &consumer, "initial refresh");
     let persons = people(port);
     let parent = persons[0].split_once(',').expect("a parent").1.to_string();
@@ -494,7 +441,7 @@ fn a_consumer_offline_longer_than_the_session_log_reloads_and_converges() {
     }
     let mut provider = provider_with_log(50, PEOPLE);
     let port = provider.port;
-    let mut consumer = Consumer::start(port);
+    let mut consumer = start_consumer(port);
     assert_converges(&mut provider, &consumer, "initial refresh");
     let mut replica = TestServer::prepare(
         &format!(
@@ -692,7 +639,7 @@ fn a_slapd_refresh_and_persist_consumer_follows_lmdir_without_polling() {
         PERSIST_PEOPLE,
     );
     provider.start();
-    let consumer = Consumer::start_typed(provider.port, "refreshAndPersist");
+    let consumer = start_consumer_typed(provider.port, "refreshAndPersist");
     let loaded = assert_converges(&mut provider, &consumer, "initial refresh");
     assert!(loaded.len() as u64 > PERSIST_PEOPLE);
     change_stream(provider.port, &some_people(&loaded));

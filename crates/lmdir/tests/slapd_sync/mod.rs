@@ -111,3 +111,64 @@ pub fn difference(provider: &Dump, consumer: &Dump) -> String {
         consumer.len()
     )
 }
+
+/// A slapd in the foreground (`-d sync`) on the config and database in its own directory, its
+/// sync log there too; killed when dropped.
+pub struct Slapd {
+    directory: tempfile::TempDir,
+    pub port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for Slapd {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Slapd {
+    /// Writes `config(root)` as slapd.conf in a new directory with an empty `db`, and serves
+    /// it on `port`.
+    pub fn start(port: u16, config: impl FnOnce(&Path) -> String) -> Slapd {
+        let directory = tempfile::tempdir().expect("slapd directory");
+        let root = directory.path();
+        std::fs::create_dir_all(root.join("db")).unwrap();
+        std::fs::write(root.join("slapd.conf"), config(root)).unwrap();
+        let child = spawn(root, port);
+        super::conformance::wait_until_up(port);
+        Slapd {
+            directory,
+            port,
+            child,
+        }
+    }
+
+    /// SIGKILL, keeping the database and config for `resume`.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts slapd again on the same database, config and port.
+    pub fn resume(&mut self) {
+        self.stop();
+        self.child = spawn(self.directory.path(), self.port);
+        super::conformance::wait_until_up(self.port);
+    }
+
+    pub fn log(&self) -> String {
+        log(self.directory.path())
+    }
+
+    /// `slapcat` of the database (mdb allows it beside the running slapd).
+    pub fn slapcat(&self) -> String {
+        let output = Command::new("/usr/sbin/slapcat")
+            .arg("-f")
+            .arg(self.directory.path().join("slapd.conf"))
+            .args(["-o", "ldif_wrap=no"])
+            .output()
+            .expect("running slapcat");
+        assert!(output.status.success(), "slapcat failed");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
