@@ -923,6 +923,7 @@ mod tests {
         let counts = ChangeCounts {
             adds: 2,
             renames: 1,
+            kept: 4,
             ..ChangeCounts::default()
         };
         status.committed(counts, &covered);
@@ -956,10 +957,16 @@ mod tests {
             .find(|entry| entry.dn == format!("cn=Adds,{consumer}"))
             .expect("the adds counter");
         assert_eq!(adds.attributes[2], ("monitorCounter", vec![b"2".to_vec()]));
+        let kept = tree
+            .iter()
+            .find(|entry| entry.dn == format!("cn=Kept,{consumer}"))
+            .expect("the kept counter");
+        assert_eq!(kept.attributes[2], ("monitorCounter", vec![b"4".to_vec()]));
         let text = monitor.render_metrics(&state);
         for series in [
             "lmdir_replication_changes_applied_total{rid=\"7\",kind=\"add\"} 2",
             "lmdir_replication_changes_applied_total{rid=\"7\",kind=\"rename\"} 1",
+            "lmdir_replication_changes_kept_total{rid=\"7\"} 4",
             "lmdir_replication_connected{rid=\"7\"} 1",
             "lmdir_replication_refreshes_total{rid=\"7\"} 1",
             "lmdir_sync_searches{mode=\"refreshOnly\"} 1",

@@ -60,8 +60,8 @@ pub struct ChangeCounts {
     pub modifies: u64,
     pub deletes: u64,
     pub renames: u64,
-    /// Entries left as they were (not in the counters): the local entryCSN was later or equal
-    /// (multi-provider), or the present phase did not cover them.
+    /// Entries the provider sent that were left as they were (not in `total`): the local
+    /// entryCSN was later or equal, or a later change had deleted the entry (multi-provider).
     pub kept: u64,
 }
 
@@ -106,6 +106,7 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 pub struct ReplicationMonitor {
     consumers: Mutex<Vec<Arc<ConsumerStatus>>>,
     applied: Family<RidKindLabels, Counter>,
+    kept: Family<RidLabel, Counter>,
     reloads: Family<RidLabel, Counter>,
     refreshes: Family<RidLabel, Counter>,
     reconnects: Family<RidLabel, Counter>,
@@ -122,6 +123,11 @@ impl ReplicationMonitor {
             "replication_changes_applied",
             "Changes from the provider committed by this consumer, by kind",
             self.applied.clone(),
+        );
+        registry.register(
+            "replication_changes_kept",
+            "Entries from the provider left as they were (multi-provider conflicts): the local entryCSN was as new or newer, or a later change had deleted the entry here",
+            self.kept.clone(),
         );
         registry.register(
             "replication_reloads",
@@ -176,6 +182,7 @@ impl ReplicationMonitor {
         let status = Arc::new(ConsumerStatus {
             identity,
             applied,
+            kept: self.kept.get_or_create(&rid).clone(),
             reloads: self.reloads.get_or_create(&rid).clone(),
             refreshes: self.refreshes.get_or_create(&rid).clone(),
             reconnects: self.reconnects.get_or_create(&rid).clone(),
@@ -282,6 +289,7 @@ impl Default for ConsumerState {
 pub struct ConsumerStatus {
     pub identity: ConsumerIdentity,
     applied: [Counter; 4],
+    kept: Counter,
     reloads: Counter,
     refreshes: Counter,
     reconnects: Counter,
@@ -333,7 +341,7 @@ impl ConsumerStatus {
                 modifies,
                 deletes,
                 renames,
-                kept: 0,
+                kept: self.kept.get(),
             },
             reloads: self.reloads.get(),
             refreshes: self.refreshes.get(),
@@ -401,6 +409,7 @@ impl ConsumerStatus {
         for (counter, value) in self.applied.iter().zip(counts.by_kind()) {
             counter.inc_by(value);
         }
+        self.kept.inc_by(counts.kept);
     }
 
     /// The provider answered e-syncRefreshRequired: the cookie is dropped, a reload follows.
@@ -482,6 +491,7 @@ pub fn counter_rows(counts: &ConsumerCounts) -> Vec<(&'static str, u64)> {
         .zip(counts.applied.by_kind())
         .map(|((_, cn), value)| (*cn, value))
         .collect();
+    rows.push(("Kept", counts.applied.kept));
     rows.push(("Refreshes", counts.refreshes));
     rows.push(("Reloads", counts.reloads));
     rows.push(("Reconnects", counts.reconnects));
@@ -517,12 +527,19 @@ mod tests {
         status.committed(
             ChangeCounts {
                 modifies: 3,
+                kept: 2,
                 ..ChangeCounts::default()
             },
             &covered,
         );
         assert_eq!(status.lag_seconds(), 0.0);
         assert_eq!(status.counts().applied.modifies, 3);
+        assert_eq!(status.counts().applied.kept, 2);
+        assert_eq!(
+            status.counts().applied.total(),
+            3,
+            "kept entries are not changes"
+        );
         assert_eq!(status.counts().refreshes, 1);
         assert!(status.connected());
 
