@@ -250,6 +250,9 @@ impl Default for DatabaseConfig {
     }
 }
 
+/// entryUUID's OID (RFC 4530), as an index key may name it.
+const ENTRY_UUID_OID: &str = "1.3.6.1.1.16.4";
+
 /// The map LMDB reserves at open by default: 1 TiB of address space, not of disk (the file
 /// grows with the data). Tools that cannot reserve that much (valgrind) set a smaller one.
 pub const MAP_SIZE_DEFAULT_BYTES: u64 = 1 << 40;
@@ -911,7 +914,29 @@ impl Config {
         }
         self.validate_limits()?;
         self.replication
-            .validate(&self.database.suffix, &self.server.listen)
+            .validate(&self.database.suffix, &self.server.listen)?;
+        self.validate_consumer_index()
+    }
+
+    /// A consumer finds every entry the provider sends by its entryUUID (changes, deletes, the
+    /// present phase): without that equality index each would fail with unwillingToPerform.
+    fn validate_consumer_index(&self) -> Result<(), Problem> {
+        use KeyStep::Key;
+        if self.replication.consumer.is_empty() {
+            return Ok(());
+        }
+        let indexed = self.database.index.iter().any(|(attribute, kinds)| {
+            (attribute.eq_ignore_ascii_case("entryUUID") || attribute == ENTRY_UUID_OID)
+                && kinds.contains(&IndexKind::Eq)
+        });
+        if indexed {
+            return Ok(());
+        }
+        Err(problem(
+            vec![Key("database"), Key("index")],
+            "a replication consumer needs `entryUUID = [\"eq\"]`: it finds the entries the \
+             provider sends by their entryUUID",
+        ))
     }
 
     fn validate_limits(&self) -> Result<(), Problem> {

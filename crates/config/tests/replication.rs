@@ -197,3 +197,28 @@ fn the_three_shapes_and_a_consumer_of_itself() {
         Config::from_str(&own(listen, provider), "test.toml").expect(provider);
     }
 }
+
+#[test]
+fn a_consumer_needs_the_entry_uuid_equality_index() {
+    let index = |lines: &str| {
+        format!("[database]\nsuffix = \"dc=example,dc=com\"\n[database.index]\n{lines}\n{CONSUMER}")
+    };
+    assert_error(
+        &index("uid = [\"eq\"]"),
+        "database.index",
+        "entryUUID = [\"eq\"]",
+    );
+    assert_error(
+        &index("entryUUID = [\"pres\"]"),
+        "database.index",
+        "entryUUID",
+    );
+    for named in ["entryUUID", "entryuuid", "\"1.3.6.1.1.16.4\""] {
+        let text = index(&format!("{named} = [\"eq\"]"));
+        Config::from_str(&text, "test.toml").expect(&text);
+    }
+    // Without a consumer the index is the operator's choice.
+    let provider_only =
+        "[database.index]\nuid = [\"eq\"]\n[replication]\nserver_id = 1\nprovider = true\n";
+    Config::from_str(provider_only, "test.toml").expect(provider_only);
+}
