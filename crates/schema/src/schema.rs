@@ -447,25 +447,7 @@ impl Schema {
 
     /// An attribute type by name or numeric OID, case-insensitive (`cn`, `commonName`, `2.5.4.3`).
     pub fn attribute(&self, name_or_oid: &str) -> Option<AttrId> {
-        if let Some(id) = self.attribute_by_name.get(name_or_oid) {
-            return Some(*id);
-        }
-        if !name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
-            return None;
-        }
-        // Lowercase into a stack buffer: this runs for every attribute of every loaded entry.
-        let mut buffer = [0u8; 64];
-        if name_or_oid.len() <= buffer.len() {
-            let lowered = &mut buffer[..name_or_oid.len()];
-            lowered.copy_from_slice(name_or_oid.as_bytes());
-            lowered.make_ascii_lowercase();
-            let lowered =
-                std::str::from_utf8(lowered).expect("ASCII lowercasing keeps UTF-8 valid");
-            return self.attribute_by_name.get(lowered).copied();
-        }
-        self.attribute_by_name
-            .get(&name_or_oid.to_ascii_lowercase())
-            .copied()
+        get_case_insensitive(&self.attribute_by_name, name_or_oid)
     }
 
     /// The ordering-index key of a stored value of `attr`: None when the type has no ORDERING
@@ -542,9 +524,7 @@ impl Schema {
         if let Some(id) = self.object_class_by_name.get(name_or_oid) {
             return Some(*id);
         }
-        self.object_class_by_name
-            .get(&name_or_oid.trim().to_ascii_lowercase())
-            .copied()
+        get_case_insensitive(&self.object_class_by_name, name_or_oid.trim())
     }
 
     pub fn object_class_definition(&self, id: ObjectClassId) -> &ObjectClass {
@@ -764,6 +744,9 @@ impl Schema {
             ) | (Syntax::Integer, Some(NormalizationFamily::Integer))
                 | (Syntax::Uuid, Some(NormalizationFamily::Uuid))
         );
+        if let Some(normalized) = self.known_object_class_value(attribute_type, value) {
+            return Ok(normalized);
+        }
         if !validated_by_rule {
             attribute_type.syntax.validate(value).map_err(in_context)?;
         }
@@ -771,6 +754,29 @@ impl Schema {
             None => Ok(value.to_vec()),
             Some(rule) => self.normalize_with_rule(rule, value).map_err(in_context),
         }
+    }
+
+    /// An `objectClass` value (OID syntax, objectIdentifierMatch) naming a known class without
+    /// surrounding spaces: validated once and normalized to the class's lowercased name without
+    /// the general path's second validation and lowercase copy (every entry has several).
+    /// None: the general path decides.
+    fn known_object_class_value(
+        &self,
+        attribute_type: &AttributeType,
+        value: &[u8],
+    ) -> Option<Vec<u8>> {
+        let family = attribute_type.equality.map(MatchingRule::family);
+        if attribute_type.syntax != Syntax::ObjectIdentifier
+            || family != Some(NormalizationFamily::ObjectIdentifier)
+        {
+            return None;
+        }
+        let text = std::str::from_utf8(value).ok()?;
+        crate::syntax::validate_oid_or_descr(text).ok()?;
+        let id = get_case_insensitive(&self.object_class_by_name, text)?;
+        let mut normalized = self.object_class_definition(id).name().as_bytes().to_vec();
+        normalized.make_ascii_lowercase();
+        Some(normalized)
     }
 
     /// Normalizes with a given rule's family, using this schema for DN attribute names and
@@ -1005,6 +1011,27 @@ impl Schema {
         }
         Some(output)
     }
+}
+
+/// `map`'s value for `name_or_oid` ASCII-lowercased (the maps' keys are): this runs for every
+/// attribute and object class value of every loaded entry, so the lowercase copy is made on
+/// the stack.
+fn get_case_insensitive<V: Copy>(map: &NameMap<V>, name_or_oid: &str) -> Option<V> {
+    if let Some(id) = map.get(name_or_oid) {
+        return Some(*id);
+    }
+    if !name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut buffer = [0u8; 64];
+    if name_or_oid.len() <= buffer.len() {
+        let lowered = &mut buffer[..name_or_oid.len()];
+        lowered.copy_from_slice(name_or_oid.as_bytes());
+        lowered.make_ascii_lowercase();
+        let lowered = std::str::from_utf8(lowered).expect("ASCII lowercasing keeps UTF-8 valid");
+        return map.get(lowered).copied();
+    }
+    map.get(&name_or_oid.to_ascii_lowercase()).copied()
 }
 
 /// A DN-syntax value as given, when it is RFC 4514: LDAPv2 forms (`;` separators, quoted
