@@ -34,7 +34,23 @@ pub const DESCRIPTION_OPTIONS_MAX: usize = 16;
 /// optional ASCII case fold) with RFC 4514 escaping, appended to `output` in one pass. Returns
 /// false (leaving partial output) when nothing significant remains, which the general path
 /// handles (empty values are invalid, all-space ones become an escaped space).
-fn write_prepared_ascii_escaped(value: &[u8], case_fold: bool, output: &mut String) -> bool {
+fn write_prepared_ascii_escaped(value: &str, case_fold: bool, output: &mut String) -> bool {
+    // The usual value (`u0000035`, `People`, `example`): printable, no space, nothing to
+    // escape, so preparation is at most a case fold: copied whole rather than byte by byte.
+    let plain = !value.is_empty()
+        && value.bytes().all(|byte| {
+            (0x21..=0x7E).contains(&byte)
+                && !matches!(byte, b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | b'=')
+        });
+    if plain {
+        let start = output.len();
+        output.push_str(value);
+        if case_fold {
+            output[start..].make_ascii_lowercase();
+        }
+        return true;
+    }
+    let value = value.as_bytes();
     let mut pending_space = false;
     let mut wrote = false;
     for &byte in value {
@@ -877,12 +893,16 @@ impl Schema {
         })?;
         let name = self.attribute_type(attr).name();
         let rollback_length = output.len();
-        output.extend(name.chars().map(|character| character.to_ascii_lowercase()));
+        output.push_str(name);
+        output[rollback_length..].make_ascii_lowercase();
         output.push('=');
         let value_start = output.len();
-        if ava.value.is_ascii() && !ava.value.contains(&b'#') {
+        let ascii_text = std::str::from_utf8(&ava.value)
+            .ok()
+            .filter(|text| text.is_ascii() && !text.contains('#'));
+        if let Some(text) = ascii_text {
             if let Some(case_fold) = self.direct_case_fold(attr) {
-                if write_prepared_ascii_escaped(&ava.value, case_fold, output) {
+                if write_prepared_ascii_escaped(text, case_fold, output) {
                     return Ok(());
                 }
                 output.truncate(value_start);
@@ -986,17 +1006,14 @@ impl Schema {
             }
             crate::syntax::validate_oid_or_descr(attribute).ok()?;
             let attr = self.attribute(attribute)?;
-            let value = value.trim_matches(' ').as_bytes();
+            let value = value.trim_matches(' ');
             let attribute_type = self.attribute_type(attr);
             if index > 0 {
                 output.push(',');
             }
-            output.extend(
-                attribute_type
-                    .name()
-                    .chars()
-                    .map(|character| character.to_ascii_lowercase()),
-            );
+            let name_start = output.len();
+            output.push_str(attribute_type.name());
+            output[name_start..].make_ascii_lowercase();
             output.push('=');
             // Plain string types: prepare and escape in one pass, straight into the output.
             let direct_case_fold = self.direct_case_fold(attr);
@@ -1006,7 +1023,10 @@ impl Schema {
                         return None;
                     }
                 }
-                None => escape_value(&self.normalize_value(attr, value).ok()?, &mut output),
+                None => escape_value(
+                    &self.normalize_value(attr, value.as_bytes()).ok()?,
+                    &mut output,
+                ),
             }
         }
         Some(output)
@@ -1347,7 +1367,7 @@ mod tests {
             let attr = schema.attribute(attribute).unwrap();
             let case_fold = schema.direct_case_fold(attr).unwrap();
             let mut direct = String::new();
-            let wrote = write_prepared_ascii_escaped(value.as_bytes(), case_fold, &mut direct);
+            let wrote = write_prepared_ascii_escaped(&value, case_fold, &mut direct);
             let general = schema.normalize_value(attr, value.as_bytes()).map(|normalized| {
                 let mut escaped = String::new();
                 escape_value(&normalized, &mut escaped);
