@@ -185,14 +185,18 @@ pub fn prepare_record(
         .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;
     let encoded_start = arena.len();
     arena.extend_from_slice(&scratch.encoded);
+    let normalized_dn = rows.normalized_dn();
+    let normalized_parent = rows.place.normalized_parent();
+    // The rows are done with: their RDN strings move into the entry rather than being copied.
+    let place = rows.place;
     Ok(PreparedEntry {
         id,
         line,
         dn: dn_text.to_string(),
-        normalized_dn: rows.normalized_dn(),
-        normalized_parent: rows.place.normalized_parent(),
-        rdn_original: rows.place.rdn_original.clone(),
-        rdn_normalized: rows.place.rdn_normalized.clone(),
+        normalized_dn,
+        normalized_parent,
+        rdn_original: place.rdn_original,
+        rdn_normalized: place.rdn_normalized,
         encoded: encoded_start..arena.len(),
         group_members: rows.group_members.into_iter().collect(),
     })

@@ -34,7 +34,23 @@ pub const DESCRIPTION_OPTIONS_MAX: usize = 16;
 /// optional ASCII case fold) with RFC 4514 escaping, appended to `output` in one pass. Returns
 /// false (leaving partial output) when nothing significant remains, which the general path
 /// handles (empty values are invalid, all-space ones become an escaped space).
-fn write_prepared_ascii_escaped(value: &[u8], case_fold: bool, output: &mut String) -> bool {
+fn write_prepared_ascii_escaped(value: &str, case_fold: bool, output: &mut String) -> bool {
+    // The usual value (`u0000035`, `People`, `example`): printable, no space, nothing to
+    // escape, so preparation is at most a case fold: copied whole rather than byte by byte.
+    let plain = !value.is_empty()
+        && value.bytes().all(|byte| {
+            (0x21..=0x7E).contains(&byte)
+                && !matches!(byte, b'"' | b'+' | b',' | b';' | b'<' | b'>' | b'\\' | b'=')
+        });
+    if plain {
+        let start = output.len();
+        output.push_str(value);
+        if case_fold {
+            output[start..].make_ascii_lowercase();
+        }
+        return true;
+    }
+    let value = value.as_bytes();
     let mut pending_space = false;
     let mut wrote = false;
     for &byte in value {
@@ -447,25 +463,7 @@ impl Schema {
 
     /// An attribute type by name or numeric OID, case-insensitive (`cn`, `commonName`, `2.5.4.3`).
     pub fn attribute(&self, name_or_oid: &str) -> Option<AttrId> {
-        if let Some(id) = self.attribute_by_name.get(name_or_oid) {
-            return Some(*id);
-        }
-        if !name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
-            return None;
-        }
-        // Lowercase into a stack buffer: this runs for every attribute of every loaded entry.
-        let mut buffer = [0u8; 64];
-        if name_or_oid.len() <= buffer.len() {
-            let lowered = &mut buffer[..name_or_oid.len()];
-            lowered.copy_from_slice(name_or_oid.as_bytes());
-            lowered.make_ascii_lowercase();
-            let lowered =
-                std::str::from_utf8(lowered).expect("ASCII lowercasing keeps UTF-8 valid");
-            return self.attribute_by_name.get(lowered).copied();
-        }
-        self.attribute_by_name
-            .get(&name_or_oid.to_ascii_lowercase())
-            .copied()
+        get_case_insensitive(&self.attribute_by_name, name_or_oid)
     }
 
     /// The ordering-index key of a stored value of `attr`: None when the type has no ORDERING
@@ -542,9 +540,7 @@ impl Schema {
         if let Some(id) = self.object_class_by_name.get(name_or_oid) {
             return Some(*id);
         }
-        self.object_class_by_name
-            .get(&name_or_oid.trim().to_ascii_lowercase())
-            .copied()
+        get_case_insensitive(&self.object_class_by_name, name_or_oid.trim())
     }
 
     pub fn object_class_definition(&self, id: ObjectClassId) -> &ObjectClass {
@@ -764,6 +760,9 @@ impl Schema {
             ) | (Syntax::Integer, Some(NormalizationFamily::Integer))
                 | (Syntax::Uuid, Some(NormalizationFamily::Uuid))
         );
+        if let Some(normalized) = self.known_object_class_value(attribute_type, value) {
+            return Ok(normalized);
+        }
         if !validated_by_rule {
             attribute_type.syntax.validate(value).map_err(in_context)?;
         }
@@ -771,6 +770,29 @@ impl Schema {
             None => Ok(value.to_vec()),
             Some(rule) => self.normalize_with_rule(rule, value).map_err(in_context),
         }
+    }
+
+    /// An `objectClass` value (OID syntax, objectIdentifierMatch) naming a known class without
+    /// surrounding spaces: validated once and normalized to the class's lowercased name without
+    /// the general path's second validation and lowercase copy (every entry has several).
+    /// None: the general path decides.
+    fn known_object_class_value(
+        &self,
+        attribute_type: &AttributeType,
+        value: &[u8],
+    ) -> Option<Vec<u8>> {
+        let family = attribute_type.equality.map(MatchingRule::family);
+        if attribute_type.syntax != Syntax::ObjectIdentifier
+            || family != Some(NormalizationFamily::ObjectIdentifier)
+        {
+            return None;
+        }
+        let text = std::str::from_utf8(value).ok()?;
+        crate::syntax::validate_oid_or_descr(text).ok()?;
+        let id = get_case_insensitive(&self.object_class_by_name, text)?;
+        let mut normalized = self.object_class_definition(id).name().as_bytes().to_vec();
+        normalized.make_ascii_lowercase();
+        Some(normalized)
     }
 
     /// Normalizes with a given rule's family, using this schema for DN attribute names and
@@ -871,12 +893,16 @@ impl Schema {
         })?;
         let name = self.attribute_type(attr).name();
         let rollback_length = output.len();
-        output.extend(name.chars().map(|character| character.to_ascii_lowercase()));
+        output.push_str(name);
+        output[rollback_length..].make_ascii_lowercase();
         output.push('=');
         let value_start = output.len();
-        if ava.value.is_ascii() && !ava.value.contains(&b'#') {
+        let ascii_text = std::str::from_utf8(&ava.value)
+            .ok()
+            .filter(|text| text.is_ascii() && !text.contains('#'));
+        if let Some(text) = ascii_text {
             if let Some(case_fold) = self.direct_case_fold(attr) {
-                if write_prepared_ascii_escaped(&ava.value, case_fold, output) {
+                if write_prepared_ascii_escaped(text, case_fold, output) {
                     return Ok(());
                 }
                 output.truncate(value_start);
@@ -980,17 +1006,14 @@ impl Schema {
             }
             crate::syntax::validate_oid_or_descr(attribute).ok()?;
             let attr = self.attribute(attribute)?;
-            let value = value.trim_matches(' ').as_bytes();
+            let value = value.trim_matches(' ');
             let attribute_type = self.attribute_type(attr);
             if index > 0 {
                 output.push(',');
             }
-            output.extend(
-                attribute_type
-                    .name()
-                    .chars()
-                    .map(|character| character.to_ascii_lowercase()),
-            );
+            let name_start = output.len();
+            output.push_str(attribute_type.name());
+            output[name_start..].make_ascii_lowercase();
             output.push('=');
             // Plain string types: prepare and escape in one pass, straight into the output.
             let direct_case_fold = self.direct_case_fold(attr);
@@ -1000,11 +1023,35 @@ impl Schema {
                         return None;
                     }
                 }
-                None => escape_value(&self.normalize_value(attr, value).ok()?, &mut output),
+                None => escape_value(
+                    &self.normalize_value(attr, value.as_bytes()).ok()?,
+                    &mut output,
+                ),
             }
         }
         Some(output)
     }
+}
+
+/// `map`'s value for `name_or_oid` ASCII-lowercased (the maps' keys are): this runs for every
+/// attribute and object class value of every loaded entry, so the lowercase copy is made on
+/// the stack.
+fn get_case_insensitive<V: Copy>(map: &NameMap<V>, name_or_oid: &str) -> Option<V> {
+    if let Some(id) = map.get(name_or_oid) {
+        return Some(*id);
+    }
+    if !name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
+        return None;
+    }
+    let mut buffer = [0u8; 64];
+    if name_or_oid.len() <= buffer.len() {
+        let lowered = &mut buffer[..name_or_oid.len()];
+        lowered.copy_from_slice(name_or_oid.as_bytes());
+        lowered.make_ascii_lowercase();
+        let lowered = std::str::from_utf8(lowered).expect("ASCII lowercasing keeps UTF-8 valid");
+        return map.get(lowered).copied();
+    }
+    map.get(&name_or_oid.to_ascii_lowercase()).copied()
 }
 
 /// A DN-syntax value as given, when it is RFC 4514: LDAPv2 forms (`;` separators, quoted
@@ -1320,7 +1367,7 @@ mod tests {
             let attr = schema.attribute(attribute).unwrap();
             let case_fold = schema.direct_case_fold(attr).unwrap();
             let mut direct = String::new();
-            let wrote = write_prepared_ascii_escaped(value.as_bytes(), case_fold, &mut direct);
+            let wrote = write_prepared_ascii_escaped(&value, case_fold, &mut direct);
             let general = schema.normalize_value(attr, value.as_bytes()).map(|normalized| {
                 let mut escaped = String::new();
                 escape_value(&normalized, &mut escaped);
