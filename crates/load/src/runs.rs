@@ -167,15 +167,20 @@ fn pack(prefix: &[u8], key: &[u8], id: u32) -> u128 {
     debug_assert!(length <= PACKED_KEY_BYTES_MAX);
     let mut bytes = [0u8; 16];
     bytes[..prefix.len()].copy_from_slice(prefix);
-    // A slot and a hashed key (kind + 8 bytes) are nearly every key: a fixed-size copy
-    // instead of a call to memcpy.
-    match <&[u8; 9]>::try_from(key) {
-        Ok(hashed) if prefix.len() == 2 => bytes[2..11].copy_from_slice(hashed),
-        _ => bytes[prefix.len()..length].copy_from_slice(key),
-    }
+    bytes[prefix.len()..length].copy_from_slice(key);
     bytes[PACKED_LENGTH_BYTE] = length as u8;
     bytes[12..].copy_from_slice(&id.to_be_bytes());
     u128::from_be_bytes(bytes)
+}
+
+/// `pack` of a slot and a hashed key (kind + 8 bytes): nearly every key the loader pushes,
+/// built from two big-endian words instead of byte copies.
+#[inline]
+fn pack_hashed(prefix: [u8; 2], key: &[u8; 9], id: u32) -> u128 {
+    let [k0, k1, k2, k3, k4, k5, k6, k7, k8] = *key;
+    let high = u64::from_be_bytes([prefix[0], prefix[1], k0, k1, k2, k3, k4, k5]);
+    let low = u32::from_be_bytes([k6, k7, k8, PACKED_KEY_BYTES_MAX as u8]);
+    (u128::from(high) << 64) | (u128::from(low) << 32) | u128::from(id)
 }
 
 /// Below this many pairs a comparison sort is cheaper than another radix pass.
@@ -374,8 +379,23 @@ impl PostingRun {
     }
 
     /// `push` of the key `prefix ‖ key` without building it first (the loader's index keys:
-    /// a slot and a hashed key), the common case packed straight from its parts.
+    /// a slot and a hashed key), the common case packed straight from its parts. Inlined into
+    /// the key callback: a call with its register saves cost as much as the push itself.
+    #[inline]
     pub fn push_prefixed(&mut self, prefix: [u8; 2], key: &[u8], id: u32) -> Result<(), RunError> {
+        if let Ok(hashed) = <&[u8; 9]>::try_from(key) {
+            return self.push_packed(pack_hashed(prefix, hashed, id));
+        }
+        self.push_prefixed_other(prefix, key, id)
+    }
+
+    #[inline(never)]
+    fn push_prefixed_other(
+        &mut self,
+        prefix: [u8; 2],
+        key: &[u8],
+        id: u32,
+    ) -> Result<(), RunError> {
         if prefix.len() + key.len() <= PACKED_KEY_BYTES_MAX {
             return self.push_packed(pack(&prefix, key, id));
         }
@@ -386,21 +406,32 @@ impl PostingRun {
         self.spill_if_full()
     }
 
+    /// An append while the buffer has room; the budget is checked when it fills.
+    #[inline]
     fn push_packed(&mut self, pair: u128) -> Result<(), RunError> {
+        if self.pairs.len() + 1 < self.pairs.capacity() {
+            self.pairs.push(pair);
+            return Ok(());
+        }
+        self.push_packed_and_sort(pair)
+    }
+
+    #[inline(never)]
+    fn push_packed_and_sort(&mut self, pair: u128) -> Result<(), RunError> {
         if self.pairs.capacity() == 0 {
             // Reserved whole: growing by doubling copied the buffer and faulted it in twice.
             self.pairs.reserve_exact(self.pairs_per_sort);
         }
         self.pairs.push(pair);
-        self.estimated_bytes += PACKED_PAIR_BYTES;
         if self.pairs.len() >= self.pairs_per_sort {
             self.sort_pairs();
         }
         self.spill_if_full()
     }
 
+    /// Spills when the sorted runs, the long keys and the pair buffer reach the budget.
     fn spill_if_full(&mut self) -> Result<(), RunError> {
-        if self.estimated_bytes >= self.budget_bytes {
+        if self.estimated_bytes() >= self.budget_bytes {
             self.spill()?;
         }
         Ok(())
@@ -433,7 +464,7 @@ impl PostingRun {
     }
 
     pub fn estimated_bytes(&self) -> usize {
-        self.estimated_bytes
+        self.estimated_bytes + self.pairs.len() * PACKED_PAIR_BYTES
     }
 
     pub fn spill_count(&self) -> usize {
@@ -468,10 +499,7 @@ impl PostingRun {
             }
             previous_id = id;
         }
-        self.estimated_bytes = self
-            .estimated_bytes
-            .saturating_sub(self.pairs.len() * PACKED_PAIR_BYTES)
-            + run.estimated_bytes();
+        self.estimated_bytes += run.estimated_bytes();
         self.pairs.clear();
         self.sorted.push(run);
     }
