@@ -184,97 +184,186 @@ fn pack_hashed(prefix: [u8; 2], key: &[u8; 9], id: u32) -> u128 {
 }
 
 /// Below this many pairs a comparison sort is cheaper than another radix pass.
-const RADIX_SORT_PAIRS_MIN: usize = 256;
+const RADIX_SORT_PAIRS_MIN: usize = 64;
+/// A radix pass buckets by at most this many bits (65,536 buckets).
+const DIGIT_BITS_MAX: u32 = 16;
+/// ... and at least this many.
+const DIGIT_BITS_MIN: u32 = 4;
+/// A pass over `n` pairs makes about `n / 2^DIGIT_PAIRS_PER_BUCKET_LOG2` buckets: few enough
+/// that their counts cost ~1 instruction per pair, many enough that a bucket rarely holds
+/// more than one key.
+const DIGIT_PAIRS_PER_BUCKET_LOG2: u32 = 3;
 
-/// Sorts packed pairs ascending: a most-significant-digit radix sort. Each pass counts one
-/// byte of a bucket and, unless every pair has the same byte there (the slot's high byte, a
-/// hot key's hash), moves the pairs into per-byte buckets (stable, through `scratch`); buckets
-/// of fewer than `RADIX_SORT_PAIRS_MIN` pairs are finished by a comparison sort. Index keys
-/// are a slot, a kind and a hash, so after three passes the buckets are small: ~150
-/// instructions per pair where `sort_unstable` spent ~280 on 2M pairs (the largest cost per
-/// entry on the standard profile; an LSD radix sort, one pass per varying byte, also spent
-/// ~280). Pairs are pushed in ascending ID order by each worker, so when the IDs are already
-/// ascending a bucket whose key bytes are all equal is done: the stable passes kept its IDs
-/// in order.
+/// Sorts packed pairs ascending: a most-significant-digit radix sort. Each pass first finds
+/// the first bit where the bucket's pairs differ (one OR of XORs, instead of a counting pass
+/// per constant byte such as the slot's high byte), then buckets by the digit starting there,
+/// as wide as the bucket is large (16 bits over a full buffer: the slot and the kind), into
+/// the other buffer; each bucket goes on from there, so the buffers take turns and nothing is
+/// copied back. Buckets of fewer than `RADIX_SORT_PAIRS_MIN` pairs are finished by a
+/// comparison sort. Pairs are pushed in ascending ID order by each worker, so when the IDs
+/// are already ascending a bucket whose keys are all equal is done: the passes are stable.
+/// For index keys (a slot, a kind, a hash; each key ~25 pairs) two passes leave about one key
+/// per bucket: ~60 instructions per pair where byte-wise passes with a copy back spent ~175.
 fn sort_packed(pairs: &mut Vec<u128>, scratch: &mut Vec<u128>) {
     if pairs.len() < RADIX_SORT_PAIRS_MIN {
         pairs.sort_unstable();
         return;
     }
+    assert!(pairs.len() <= u32::MAX as usize, "bucket offsets are u32");
     let ids_ascending = pairs.windows(2).all(|two| two[0] as u32 <= two[1] as u32);
     scratch.clear();
     scratch.reserve_exact(pairs.capacity());
     scratch.resize(pairs.len(), 0);
-    radix_sort_from(pairs, scratch, 15, ids_ascending);
+    radix_sort(
+        RadixBuffers {
+            data: pairs,
+            other: scratch,
+            result_in_other: false,
+        },
+        ids_ascending,
+        &mut Vec::new(),
+    );
 }
 
-/// Sorts `pairs` whose bytes above `digit` (counted from the least significant byte) are all
-/// equal; `scratch` is as long as `pairs`.
-fn radix_sort_from(
-    pairs: &mut [u128],
-    scratch: &mut [u128],
-    mut digit: usize,
-    ids_ascending: bool,
-) {
-    loop {
-        if pairs.len() < RADIX_SORT_PAIRS_MIN {
-            pairs.sort_unstable();
-            return;
+/// A bucket being sorted: its pairs are in `data`; `other` is as long and free; the sorted
+/// pairs must end in `other` when `result_in_other`, else in `data`.
+struct RadixBuffers<'a> {
+    data: &'a mut [u128],
+    other: &'a mut [u128],
+    result_in_other: bool,
+}
+
+impl RadixBuffers<'_> {
+    /// Sorted by a comparison sort where the result belongs.
+    fn finish_by_comparison(self) {
+        if self.result_in_other {
+            self.other.copy_from_slice(self.data);
+            self.other.sort_unstable();
+        } else {
+            self.data.sort_unstable();
         }
-        if ids_ascending && digit < 4 {
-            return; // equal keys, IDs in pushed (ascending) order
+    }
+
+    /// Already sorted: moved where the result belongs.
+    fn finish_sorted(self) {
+        if self.result_in_other {
+            self.other.copy_from_slice(self.data);
         }
-        let (in_high_word, shift) = (digit >= 8, (digit % 8) * 8);
-        let byte_of = |pair: u128| {
-            let word = if in_high_word {
-                (pair >> 64) as u64
-            } else {
-                pair as u64
-            };
-            usize::from((word >> shift) as u8)
-        };
-        let mut counts = [0usize; 256];
-        for pair in pairs.iter() {
-            counts[byte_of(*pair)] += 1;
+    }
+}
+
+/// A digit of a packed pair: `mask` of the high or low 64-bit word shifted right by `shift`.
+#[derive(Clone, Copy)]
+struct Digit {
+    high_word: bool,
+    shift: u32,
+    mask: u64,
+}
+
+impl Digit {
+    /// The digit of up to `bits` bits starting `start` bits from the most significant,
+    /// narrowed so that it does not straddle the two words.
+    fn at(start: u32, bits: u32) -> Digit {
+        let high_word = start < 64;
+        let start_in_word = start % 64;
+        let bits = bits.min(64 - start_in_word);
+        Digit {
+            high_word,
+            shift: 64 - start_in_word - bits,
+            mask: (1u64 << bits) - 1,
         }
-        if counts.contains(&pairs.len()) {
-            // Every pair has the same byte here: on to the next without moving anything.
-            if digit == 0 {
-                return;
-            }
-            digit -= 1;
-            continue;
+    }
+
+    fn buckets(self) -> usize {
+        self.mask as usize + 1
+    }
+}
+
+/// Counts each digit value of `pairs` into `counts` (zeroed by the caller).
+fn count_digits(pairs: &[u128], digit: Digit, counts: &mut [u32]) {
+    // Two loops so the word choice is not tested per pair.
+    if digit.high_word {
+        for pair in pairs {
+            counts[(((*pair >> 64) as u64 >> digit.shift) & digit.mask) as usize] += 1;
         }
-        let mut offsets = [0usize; 256];
-        let mut total = 0;
-        for (offset, count) in offsets.iter_mut().zip(&counts) {
-            *offset = total;
-            total += count;
+    } else {
+        for pair in pairs {
+            counts[((*pair as u64 >> digit.shift) & digit.mask) as usize] += 1;
         }
-        for pair in pairs.iter() {
-            let offset = &mut offsets[byte_of(*pair)];
-            scratch[*offset] = *pair;
+    }
+}
+
+/// Moves `from` into `to` by digit, stably; `offsets` are the buckets' starts and end as
+/// their ends.
+fn scatter_digits(from: &[u128], to: &mut [u128], digit: Digit, offsets: &mut [u32]) {
+    if digit.high_word {
+        for pair in from {
+            let offset =
+                &mut offsets[(((*pair >> 64) as u64 >> digit.shift) & digit.mask) as usize];
+            to[*offset as usize] = *pair;
             *offset += 1;
         }
-        pairs.copy_from_slice(scratch);
-        if digit == 0 {
-            return;
+    } else {
+        for pair in from {
+            let offset = &mut offsets[((*pair as u64 >> digit.shift) & digit.mask) as usize];
+            to[*offset as usize] = *pair;
+            *offset += 1;
         }
-        let mut start = 0;
-        for count in counts {
-            if count > 1 {
-                let range = start..start + count;
-                radix_sort_from(
-                    &mut pairs[range.clone()],
-                    &mut scratch[range],
-                    digit - 1,
-                    ids_ascending,
-                );
-            }
-            start += count;
-        }
-        return;
     }
+}
+
+/// Sorts one bucket. `spare_offsets` holds bucket-offset arrays for reuse (one per level).
+fn radix_sort(buffers: RadixBuffers<'_>, ids_ascending: bool, spare_offsets: &mut Vec<Vec<u32>>) {
+    let length = buffers.data.len();
+    if length < RADIX_SORT_PAIRS_MIN {
+        return buffers.finish_by_comparison();
+    }
+    let first = buffers.data[0];
+    let differing = buffers
+        .data
+        .iter()
+        .fold(0u128, |bits, pair| bits | (pair ^ first));
+    // With ascending IDs only the key part (above the ID) is left to sort.
+    let to_sort = if ids_ascending {
+        differing >> 32
+    } else {
+        differing
+    };
+    if to_sort == 0 {
+        return buffers.finish_sorted(); // equal keys, IDs in pushed (ascending) order
+    }
+    let bits = (length.ilog2().saturating_sub(DIGIT_PAIRS_PER_BUCKET_LOG2))
+        .clamp(DIGIT_BITS_MIN, DIGIT_BITS_MAX);
+    let digit = Digit::at(differing.leading_zeros(), bits);
+    let mut offsets = spare_offsets.pop().unwrap_or_default();
+    offsets.clear();
+    offsets.resize(digit.buckets(), 0);
+    count_digits(buffers.data, digit, &mut offsets);
+    let mut total = 0u32;
+    for offset in offsets.iter_mut() {
+        let count = *offset;
+        *offset = total;
+        total += count;
+    }
+    scatter_digits(buffers.data, buffers.other, digit, &mut offsets);
+    // The pairs are in `other` now: each bucket continues from there.
+    let mut start = 0usize;
+    for end in offsets.iter() {
+        let end = *end as usize;
+        if end > start {
+            radix_sort(
+                RadixBuffers {
+                    data: &mut buffers.other[start..end],
+                    other: &mut buffers.data[start..end],
+                    result_in_other: !buffers.result_in_other,
+                },
+                ids_ascending,
+                spare_offsets,
+            );
+        }
+        start = end;
+    }
+    spare_offsets.push(offsets);
 }
 
 /// Keys sorted ascending, each with its ascending distinct IDs, in three flat arrays.
@@ -923,6 +1012,8 @@ mod tests {
         };
         for (count, ids_ascending, key_alphabet) in [
             (RADIX_SORT_PAIRS_MIN * 16, true, 256u64),
+            (200_000, true, 256),
+            (100_000, false, 4),
             (50_000, true, 3),
             (50_000, false, 256),
             (20_000, false, 2),
