@@ -183,16 +183,18 @@ fn pack_hashed(prefix: [u8; 2], key: &[u8; 9], id: u32) -> u128 {
     (u128::from(high) << 64) | (u128::from(low) << 32) | u128::from(id)
 }
 
-/// Below this many pairs a comparison sort is cheaper than another radix pass.
-const RADIX_SORT_PAIRS_MIN: usize = 64;
+/// Below this many pairs a comparison sort is cheaper than another radix pass (16 and 64
+/// measured worse).
+const RADIX_SORT_PAIRS_MIN: usize = 32;
 /// A radix pass buckets by at most this many bits (65,536 buckets).
 const DIGIT_BITS_MAX: u32 = 16;
 /// ... and at least this many.
 const DIGIT_BITS_MIN: u32 = 4;
-/// A pass over `n` pairs makes about `n / 2^DIGIT_PAIRS_PER_BUCKET_LOG2` buckets: few enough
-/// that their counts cost ~1 instruction per pair, many enough that a bucket rarely holds
-/// more than one key.
-const DIGIT_PAIRS_PER_BUCKET_LOG2: u32 = 3;
+/// A pass over `n` pairs makes about `n / 2^DIGIT_PAIRS_PER_BUCKET_LOG2` buckets: as many
+/// buckets as pairs (their counts cost a few instructions per pair) measured cheaper than 2
+/// or 8 pairs a bucket, whose small comparison sorts cost more (most buckets hold several
+/// rare keys, not one hot one).
+const DIGIT_PAIRS_PER_BUCKET_LOG2: u32 = 0;
 
 /// Sorts packed pairs ascending: a most-significant-digit radix sort. Each pass first finds
 /// the first bit where the bucket's pairs differ (one OR of XORs, instead of a counting pass
@@ -202,8 +204,7 @@ const DIGIT_PAIRS_PER_BUCKET_LOG2: u32 = 3;
 /// copied back. Buckets of fewer than `RADIX_SORT_PAIRS_MIN` pairs are finished by a
 /// comparison sort. Pairs are pushed in ascending ID order by each worker, so when the IDs
 /// are already ascending a bucket whose keys are all equal is done: the passes are stable.
-/// For index keys (a slot, a kind, a hash; each key ~25 pairs) two passes leave about one key
-/// per bucket: ~60 instructions per pair where byte-wise passes with a copy back spent ~175.
+/// For index keys (a slot, a kind, a hash) two passes leave buckets of a few keys.
 fn sort_packed(pairs: &mut Vec<u128>, scratch: &mut Vec<u128>) {
     if pairs.len() < RADIX_SORT_PAIRS_MIN {
         pairs.sort_unstable();
@@ -211,13 +212,16 @@ fn sort_packed(pairs: &mut Vec<u128>, scratch: &mut Vec<u128>) {
     }
     assert!(pairs.len() <= u32::MAX as usize, "bucket offsets are u32");
     let ids_ascending = pairs.windows(2).all(|two| two[0] as u32 <= two[1] as u32);
-    scratch.clear();
-    scratch.reserve_exact(pairs.capacity());
-    scratch.resize(pairs.len(), 0);
+    if scratch.len() < pairs.len() {
+        // Zeroed once (an allocation of fresh, already zero pages), then reused as it is:
+        // clearing and refilling it zeroed 16 bytes a pair before every sort.
+        *scratch = vec![0; pairs.capacity().max(pairs.len())];
+    }
+    let length = pairs.len();
     radix_sort(
         RadixBuffers {
             data: pairs,
-            other: scratch,
+            other: &mut scratch[..length],
             result_in_other: false,
         },
         ids_ascending,
