@@ -10,7 +10,7 @@
 //! ID lists (runs of different threads interleave IDs, so lists are merged, not concatenated).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -158,8 +158,8 @@ const PACKED_PAIR_BYTES: usize = 16;
 /// Pairs buffered before they are sorted and grouped into a sorted in-memory run (32 MiB): large
 /// enough that hot keys collapse well, small enough to sort while the buffer is warm.
 const PAIRS_PER_SORT_MAX: usize = 1 << 21;
-/// Bytes a grouped key costs in a sorted run beyond its key bytes and IDs (two offsets).
-const SORTED_KEY_OVERHEAD_BYTES: usize = 16;
+/// Long keys' IDs held before the run spills, whatever the budget (their offsets are u32).
+const LONG_KEY_IDS_MAX: usize = 1 << 30;
 
 /// Packs the key `prefix ‖ key` (at most `PACKED_KEY_BYTES_MAX` bytes together) with `id`.
 fn pack(prefix: &[u8], key: &[u8], id: u32) -> u128 {
@@ -167,163 +167,310 @@ fn pack(prefix: &[u8], key: &[u8], id: u32) -> u128 {
     debug_assert!(length <= PACKED_KEY_BYTES_MAX);
     let mut bytes = [0u8; 16];
     bytes[..prefix.len()].copy_from_slice(prefix);
-    // A slot and a hashed key (kind + 8 bytes) are nearly every key: a fixed-size copy
-    // instead of a call to memcpy.
-    match <&[u8; 9]>::try_from(key) {
-        Ok(hashed) if prefix.len() == 2 => bytes[2..11].copy_from_slice(hashed),
-        _ => bytes[prefix.len()..length].copy_from_slice(key),
-    }
+    bytes[prefix.len()..length].copy_from_slice(key);
     bytes[PACKED_LENGTH_BYTE] = length as u8;
     bytes[12..].copy_from_slice(&id.to_be_bytes());
     u128::from_be_bytes(bytes)
 }
 
-/// Below this many pairs a comparison sort is cheaper than another radix pass.
-const RADIX_SORT_PAIRS_MIN: usize = 256;
+/// `pack` of a slot and a hashed key (kind + 8 bytes): nearly every key the loader pushes,
+/// built from two big-endian words instead of byte copies.
+#[inline]
+fn pack_hashed(prefix: [u8; 2], key: &[u8; 9], id: u32) -> u128 {
+    let [k0, k1, k2, k3, k4, k5, k6, k7, k8] = *key;
+    let high = u64::from_be_bytes([prefix[0], prefix[1], k0, k1, k2, k3, k4, k5]);
+    let low = u32::from_be_bytes([k6, k7, k8, PACKED_KEY_BYTES_MAX as u8]);
+    (u128::from(high) << 64) | (u128::from(low) << 32) | u128::from(id)
+}
 
-/// Sorts packed pairs ascending: a most-significant-digit radix sort. Each pass counts one
-/// byte of a bucket and, unless every pair has the same byte there (the slot's high byte, a
-/// hot key's hash), moves the pairs into per-byte buckets (stable, through `scratch`); buckets
-/// of fewer than `RADIX_SORT_PAIRS_MIN` pairs are finished by a comparison sort. Index keys
-/// are a slot, a kind and a hash, so after three passes the buckets are small: ~150
-/// instructions per pair where `sort_unstable` spent ~280 on 2M pairs (the largest cost per
-/// entry on the standard profile; an LSD radix sort, one pass per varying byte, also spent
-/// ~280). Pairs are pushed in ascending ID order by each worker, so when the IDs are already
-/// ascending a bucket whose key bytes are all equal is done: the stable passes kept its IDs
-/// in order.
+/// Below this many pairs a comparison sort is cheaper than another radix pass (16 and 64
+/// measured worse).
+const RADIX_SORT_PAIRS_MIN: usize = 32;
+/// A radix pass buckets by at most this many bits (65,536 buckets).
+const DIGIT_BITS_MAX: u32 = 16;
+/// ... and at least this many.
+const DIGIT_BITS_MIN: u32 = 4;
+/// A pass over `n` pairs makes about `n / 2^DIGIT_PAIRS_PER_BUCKET_LOG2` buckets: as many
+/// buckets as pairs (their counts cost a few instructions per pair) measured cheaper than 2
+/// or 8 pairs a bucket, whose small comparison sorts cost more (most buckets hold several
+/// rare keys, not one hot one).
+const DIGIT_PAIRS_PER_BUCKET_LOG2: u32 = 0;
+
+/// Sorts packed pairs ascending: a most-significant-digit radix sort. Each pass first finds
+/// the first bit where the bucket's pairs differ (one OR of XORs, instead of a counting pass
+/// per constant byte such as the slot's high byte), then buckets by the digit starting there,
+/// as wide as the bucket is large (16 bits over a full buffer: the slot and the kind), into
+/// the other buffer; each bucket goes on from there, so the buffers take turns and nothing is
+/// copied back. Buckets of fewer than `RADIX_SORT_PAIRS_MIN` pairs are finished by a
+/// comparison sort. Pairs are pushed in ascending ID order by each worker, so when the IDs
+/// are already ascending a bucket whose keys are all equal is done: the passes are stable.
+/// For index keys (a slot, a kind, a hash) two passes leave buckets of a few keys.
 fn sort_packed(pairs: &mut Vec<u128>, scratch: &mut Vec<u128>) {
     if pairs.len() < RADIX_SORT_PAIRS_MIN {
         pairs.sort_unstable();
         return;
     }
+    assert!(pairs.len() <= u32::MAX as usize, "bucket offsets are u32");
     let ids_ascending = pairs.windows(2).all(|two| two[0] as u32 <= two[1] as u32);
-    scratch.clear();
-    scratch.reserve_exact(pairs.capacity());
-    scratch.resize(pairs.len(), 0);
-    radix_sort_from(pairs, scratch, 15, ids_ascending);
+    if scratch.len() < pairs.len() {
+        // Zeroed once (an allocation of fresh, already zero pages), then reused as it is:
+        // clearing and refilling it zeroed 16 bytes a pair before every sort.
+        *scratch = vec![0; pairs.capacity().max(pairs.len())];
+    }
+    let length = pairs.len();
+    radix_sort(
+        RadixBuffers {
+            data: pairs,
+            other: &mut scratch[..length],
+            result_in_other: false,
+        },
+        ids_ascending,
+        &mut Vec::new(),
+    );
 }
 
-/// Sorts `pairs` whose bytes above `digit` (counted from the least significant byte) are all
-/// equal; `scratch` is as long as `pairs`.
-fn radix_sort_from(
-    pairs: &mut [u128],
-    scratch: &mut [u128],
-    mut digit: usize,
-    ids_ascending: bool,
-) {
-    loop {
-        if pairs.len() < RADIX_SORT_PAIRS_MIN {
-            pairs.sort_unstable();
-            return;
+/// A bucket being sorted: its pairs are in `data`; `other` is as long and free; the sorted
+/// pairs must end in `other` when `result_in_other`, else in `data`.
+struct RadixBuffers<'a> {
+    data: &'a mut [u128],
+    other: &'a mut [u128],
+    result_in_other: bool,
+}
+
+impl RadixBuffers<'_> {
+    /// Sorted by a comparison sort where the result belongs.
+    fn finish_by_comparison(self) {
+        if self.result_in_other {
+            self.other.copy_from_slice(self.data);
+            self.other.sort_unstable();
+        } else {
+            self.data.sort_unstable();
         }
-        if ids_ascending && digit < 4 {
-            return; // equal keys, IDs in pushed (ascending) order
+    }
+
+    /// Already sorted: moved where the result belongs.
+    fn finish_sorted(self) {
+        if self.result_in_other {
+            self.other.copy_from_slice(self.data);
         }
-        let (in_high_word, shift) = (digit >= 8, (digit % 8) * 8);
-        let byte_of = |pair: u128| {
-            let word = if in_high_word {
-                (pair >> 64) as u64
-            } else {
-                pair as u64
-            };
-            usize::from((word >> shift) as u8)
-        };
-        let mut counts = [0usize; 256];
-        for pair in pairs.iter() {
-            counts[byte_of(*pair)] += 1;
-        }
-        if counts.contains(&pairs.len()) {
-            // Every pair has the same byte here: on to the next without moving anything.
-            if digit == 0 {
-                return;
-            }
-            digit -= 1;
-            continue;
-        }
-        let mut offsets = [0usize; 256];
-        let mut total = 0;
-        for (offset, count) in offsets.iter_mut().zip(&counts) {
-            *offset = total;
-            total += count;
-        }
-        for pair in pairs.iter() {
-            let offset = &mut offsets[byte_of(*pair)];
-            scratch[*offset] = *pair;
-            *offset += 1;
-        }
-        pairs.copy_from_slice(scratch);
-        if digit == 0 {
-            return;
-        }
-        let mut start = 0;
-        for count in counts {
-            if count > 1 {
-                let range = start..start + count;
-                radix_sort_from(
-                    &mut pairs[range.clone()],
-                    &mut scratch[range],
-                    digit - 1,
-                    ids_ascending,
-                );
-            }
-            start += count;
-        }
-        return;
     }
 }
 
-/// Keys sorted ascending, each with its ascending distinct IDs, in three flat arrays.
+/// A digit of a packed pair: `mask` of the high or low 64-bit word shifted right by `shift`.
+#[derive(Clone, Copy)]
+struct Digit {
+    high_word: bool,
+    shift: u32,
+    mask: u64,
+}
+
+impl Digit {
+    /// The digit of up to `bits` bits starting `start` bits from the most significant,
+    /// narrowed so that it does not straddle the two words.
+    fn at(start: u32, bits: u32) -> Digit {
+        let high_word = start < 64;
+        let start_in_word = start % 64;
+        let bits = bits.min(64 - start_in_word);
+        Digit {
+            high_word,
+            shift: 64 - start_in_word - bits,
+            mask: (1u64 << bits) - 1,
+        }
+    }
+
+    fn buckets(self) -> usize {
+        self.mask as usize + 1
+    }
+}
+
+/// Counts each digit value of `pairs` into `counts` (zeroed by the caller).
+fn count_digits(pairs: &[u128], digit: Digit, counts: &mut [u32]) {
+    // Two loops so the word choice is not tested per pair.
+    if digit.high_word {
+        for pair in pairs {
+            counts[(((*pair >> 64) as u64 >> digit.shift) & digit.mask) as usize] += 1;
+        }
+    } else {
+        for pair in pairs {
+            counts[((*pair as u64 >> digit.shift) & digit.mask) as usize] += 1;
+        }
+    }
+}
+
+/// Moves `from` into `to` by digit, stably; `offsets` are the buckets' starts and end as
+/// their ends.
+fn scatter_digits(from: &[u128], to: &mut [u128], digit: Digit, offsets: &mut [u32]) {
+    if digit.high_word {
+        for pair in from {
+            let offset =
+                &mut offsets[(((*pair >> 64) as u64 >> digit.shift) & digit.mask) as usize];
+            to[*offset as usize] = *pair;
+            *offset += 1;
+        }
+    } else {
+        for pair in from {
+            let offset = &mut offsets[((*pair as u64 >> digit.shift) & digit.mask) as usize];
+            to[*offset as usize] = *pair;
+            *offset += 1;
+        }
+    }
+}
+
+/// Sorts one bucket. `spare_offsets` holds bucket-offset arrays for reuse (one per level).
+fn radix_sort(buffers: RadixBuffers<'_>, ids_ascending: bool, spare_offsets: &mut Vec<Vec<u32>>) {
+    let length = buffers.data.len();
+    if length < RADIX_SORT_PAIRS_MIN {
+        return buffers.finish_by_comparison();
+    }
+    let first = buffers.data[0];
+    let differing = buffers
+        .data
+        .iter()
+        .fold(0u128, |bits, pair| bits | (pair ^ first));
+    // With ascending IDs only the key part (above the ID) is left to sort.
+    let to_sort = if ids_ascending {
+        differing >> 32
+    } else {
+        differing
+    };
+    if to_sort == 0 {
+        return buffers.finish_sorted(); // equal keys, IDs in pushed (ascending) order
+    }
+    let bits = (length.ilog2().saturating_sub(DIGIT_PAIRS_PER_BUCKET_LOG2))
+        .clamp(DIGIT_BITS_MIN, DIGIT_BITS_MAX);
+    let digit = Digit::at(differing.leading_zeros(), bits);
+    let mut offsets = spare_offsets.pop().unwrap_or_default();
+    offsets.clear();
+    offsets.resize(digit.buckets(), 0);
+    count_digits(buffers.data, digit, &mut offsets);
+    let mut total = 0u32;
+    for offset in offsets.iter_mut() {
+        let count = *offset;
+        *offset = total;
+        total += count;
+    }
+    scatter_digits(buffers.data, buffers.other, digit, &mut offsets);
+    // The pairs are in `other` now: each bucket continues from there.
+    let mut start = 0usize;
+    for end in offsets.iter() {
+        let end = *end as usize;
+        if end > start {
+            radix_sort(
+                RadixBuffers {
+                    data: &mut buffers.other[start..end],
+                    other: &mut buffers.data[start..end],
+                    result_in_other: !buffers.result_in_other,
+                },
+                ids_ascending,
+                spare_offsets,
+            );
+        }
+        start = end;
+    }
+    spare_offsets.push(offsets);
+}
+
+/// Bytes of a key's packed form: the key zero-padded to `PACKED_KEY_BYTES_MAX` bytes, then
+/// its length (a packed pair without its ID).
+const PACKED_FORM_BYTES: usize = PACKED_KEY_BYTES_MAX + 1;
+
+/// Keys sorted ascending, each with its ascending distinct IDs, in flat arrays. A run holds
+/// either packed keys (a grouped pair buffer: 12 bytes a key, no offsets) or long keys.
 #[derive(Default)]
 pub struct SortedRun {
-    key_bytes: Vec<u8>,
-    /// Per key: where its bytes start in `key_bytes` and its IDs start in `ids`.
-    starts: Vec<(usize, usize)>,
+    packed_keys: Vec<[u8; PACKED_FORM_BYTES]>,
+    long_key_bytes: Vec<u8>,
+    /// Where each long key starts in `long_key_bytes`.
+    long_key_starts: Vec<usize>,
+    /// Where each key's IDs start in `ids`.
+    id_starts: Vec<u32>,
     ids: Vec<u32>,
 }
 
+/// A key's merge word: its first `PACKED_KEY_BYTES_MAX` bytes zero-padded, then its length
+/// (`PACKED_KEY_BYTES_MAX + 1` for any longer key). Words order as the keys' bytes do, except
+/// that two long keys with the same first bytes have equal words.
+fn merge_word(key: &[u8]) -> u128 {
+    let mut form = [0u8; 16];
+    let prefix = key.len().min(PACKED_KEY_BYTES_MAX);
+    form[4..4 + prefix].copy_from_slice(&key[..prefix]);
+    form[15] = key.len().min(PACKED_FORM_BYTES) as u8;
+    u128::from_be_bytes(form)
+}
+
+/// The merge word of a packed form (the same as `merge_word` of its key).
+fn packed_word(form: &[u8; PACKED_FORM_BYTES]) -> u128 {
+    let mut bytes = [0u8; 16];
+    bytes[4..].copy_from_slice(form);
+    u128::from_be_bytes(bytes)
+}
+
+/// A word above every key's: an exhausted merge source.
+const EXHAUSTED_WORD: u128 = u128::MAX;
+
 impl SortedRun {
     pub fn len(&self) -> usize {
-        self.starts.len()
+        self.id_starts.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.id_starts.is_empty()
+    }
+
+    /// The `index`-th key.
+    pub fn key(&self, index: usize) -> &[u8] {
+        if self.packed_keys.is_empty() {
+            let start = self.long_key_starts[index];
+            let end = self
+                .long_key_starts
+                .get(index + 1)
+                .copied()
+                .unwrap_or(self.long_key_bytes.len());
+            &self.long_key_bytes[start..end]
+        } else {
+            let form = &self.packed_keys[index];
+            &form[..form[PACKED_KEY_BYTES_MAX] as usize]
+        }
+    }
+
+    /// The `index`-th key's merge word.
+    fn word(&self, index: usize) -> u128 {
+        match self.packed_keys.get(index) {
+            Some(form) => packed_word(form),
+            None => merge_word(self.key(index)),
+        }
+    }
+
+    /// The `index`-th key's IDs.
+    pub fn ids(&self, index: usize) -> &[u32] {
+        let start = self.id_starts[index] as usize;
+        let end = self
+            .id_starts
+            .get(index + 1)
+            .map_or(self.ids.len(), |end| *end as usize);
+        &self.ids[start..end]
     }
 
     /// The `index`-th key and its IDs.
     pub fn get(&self, index: usize) -> (&[u8], &[u32]) {
-        let (key_start, ids_start) = self.starts[index];
-        let (key_end, ids_end) = self
-            .starts
-            .get(index + 1)
-            .copied()
-            .unwrap_or((self.key_bytes.len(), self.ids.len()));
-        (
-            &self.key_bytes[key_start..key_end],
-            &self.ids[ids_start..ids_end],
-        )
+        (self.key(index), self.ids(index))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u32])> {
         (0..self.len()).map(|index| self.get(index))
     }
 
-    /// Appends a key greater than every key so far, with its first ID.
-    fn push_key(&mut self, key: &[u8], id: u32) {
-        debug_assert!(self.last_key().is_none_or(|last| last < key));
-        self.starts.push((self.key_bytes.len(), self.ids.len()));
-        self.key_bytes.extend_from_slice(key);
-        self.ids.push(id);
-    }
-
-    fn last_key(&self) -> Option<&[u8]> {
-        self.starts
-            .last()
-            .map(|(key_start, _)| &self.key_bytes[*key_start..])
+    /// The ID count so far as an offset (a run holds fewer than 2^32 IDs: a pair buffer
+    /// holds at most `PAIRS_PER_SORT_MAX`, the long keys spill before `LONG_KEY_IDS_MAX`).
+    fn id_offset(&self) -> u32 {
+        u32::try_from(self.ids.len()).expect("a sorted run holds fewer than 2^32 IDs")
     }
 
     fn estimated_bytes(&self) -> usize {
-        self.key_bytes.len() + self.ids.len() * 4 + self.starts.len() * SORTED_KEY_OVERHEAD_BYTES
+        self.packed_keys.len() * PACKED_FORM_BYTES
+            + self.long_key_bytes.len()
+            + self.long_key_starts.len() * size_of::<usize>()
+            + (self.id_starts.len() + self.ids.len()) * size_of::<u32>()
     }
 }
 
@@ -338,6 +485,8 @@ pub struct PostingRun {
     pairs_per_sort: usize,
     sorted: Vec<SortedRun>,
     long_keys: WordHashMap<RunKey, Vec<u32>>,
+    /// IDs held in `long_keys`.
+    long_key_ids: usize,
     estimated_bytes: usize,
     budget_bytes: usize,
     spill_directory: PathBuf,
@@ -355,6 +504,7 @@ impl PostingRun {
             pairs_per_sort: (budget_bytes / 8 / PACKED_PAIR_BYTES).clamp(1, PAIRS_PER_SORT_MAX),
             sorted: Vec::new(),
             long_keys: WordHashMap::default(),
+            long_key_ids: 0,
             estimated_bytes: 0,
             budget_bytes,
             spill_directory: spill_directory.to_path_buf(),
@@ -374,8 +524,23 @@ impl PostingRun {
     }
 
     /// `push` of the key `prefix ‖ key` without building it first (the loader's index keys:
-    /// a slot and a hashed key), the common case packed straight from its parts.
+    /// a slot and a hashed key), the common case packed straight from its parts. Inlined into
+    /// the key callback: a call with its register saves cost as much as the push itself.
+    #[inline]
     pub fn push_prefixed(&mut self, prefix: [u8; 2], key: &[u8], id: u32) -> Result<(), RunError> {
+        if let Ok(hashed) = <&[u8; 9]>::try_from(key) {
+            return self.push_packed(pack_hashed(prefix, hashed, id));
+        }
+        self.push_prefixed_other(prefix, key, id)
+    }
+
+    #[inline(never)]
+    fn push_prefixed_other(
+        &mut self,
+        prefix: [u8; 2],
+        key: &[u8],
+        id: u32,
+    ) -> Result<(), RunError> {
         if prefix.len() + key.len() <= PACKED_KEY_BYTES_MAX {
             return self.push_packed(pack(&prefix, key, id));
         }
@@ -386,21 +551,32 @@ impl PostingRun {
         self.spill_if_full()
     }
 
+    /// An append while the buffer has room; the budget is checked when it fills.
+    #[inline]
     fn push_packed(&mut self, pair: u128) -> Result<(), RunError> {
+        if self.pairs.len() + 1 < self.pairs.capacity() {
+            self.pairs.push(pair);
+            return Ok(());
+        }
+        self.push_packed_and_sort(pair)
+    }
+
+    #[inline(never)]
+    fn push_packed_and_sort(&mut self, pair: u128) -> Result<(), RunError> {
         if self.pairs.capacity() == 0 {
             // Reserved whole: growing by doubling copied the buffer and faulted it in twice.
             self.pairs.reserve_exact(self.pairs_per_sort);
         }
         self.pairs.push(pair);
-        self.estimated_bytes += PACKED_PAIR_BYTES;
         if self.pairs.len() >= self.pairs_per_sort {
             self.sort_pairs();
         }
         self.spill_if_full()
     }
 
+    /// Spills when the sorted runs, the long keys and the pair buffer reach the budget.
     fn spill_if_full(&mut self) -> Result<(), RunError> {
-        if self.estimated_bytes >= self.budget_bytes {
+        if self.estimated_bytes() >= self.budget_bytes || self.long_key_ids >= LONG_KEY_IDS_MAX {
             self.spill()?;
         }
         Ok(())
@@ -415,6 +591,7 @@ impl PostingRun {
                 self.estimated_bytes += ids.capacity().max(4) * 4;
             }
             ids.push(id);
+            self.long_key_ids += 1;
         } else {
             if key.len() > KEY_BYTES_MAX {
                 return Err(RunError::KeyTooLong { length: key.len() });
@@ -422,6 +599,7 @@ impl PostingRun {
             let mut ids = Vec::with_capacity(2);
             ids.push(id);
             self.long_keys.insert(RunKey::new(key), ids);
+            self.long_key_ids += 1;
             self.estimated_bytes += KEY_OVERHEAD_BYTES
                 + if key.len() > INLINE_KEY_BYTES_MAX {
                     key.len()
@@ -433,7 +611,7 @@ impl PostingRun {
     }
 
     pub fn estimated_bytes(&self) -> usize {
-        self.estimated_bytes
+        self.estimated_bytes + self.pairs.len() * PACKED_PAIR_BYTES
     }
 
     pub fn spill_count(&self) -> usize {
@@ -447,31 +625,32 @@ impl PostingRun {
         }
         sort_packed(&mut self.pairs, &mut self.sort_scratch);
         let mut run = SortedRun {
-            key_bytes: Vec::with_capacity(self.pairs.len() / 4 * PACKED_KEY_BYTES_MAX),
-            starts: Vec::with_capacity(self.pairs.len() / 4),
+            // Index keys average ~25 pairs each; a quarter is room enough for most buffers.
+            packed_keys: Vec::with_capacity(self.pairs.len() / 4),
+            id_starts: Vec::with_capacity(self.pairs.len() / 4),
             ids: Vec::with_capacity(self.pairs.len()),
+            ..SortedRun::default()
         };
-        let mut previous_key_part = None;
+        // No key part reaches this (they are 96 bits): the first pair starts a key.
+        let mut previous_key_part = u128::MAX;
         let mut previous_id = 0u32;
         for pair in &self.pairs {
             let key_part = pair >> 32;
             let id = *pair as u32;
-            if previous_key_part == Some(key_part) {
-                if id != previous_id {
-                    run.ids.push(id);
-                }
-            } else {
+            if key_part != previous_key_part {
                 let bytes = pair.to_be_bytes();
-                let length = bytes[PACKED_LENGTH_BYTE] as usize;
-                run.push_key(&bytes[..length], id);
-                previous_key_part = Some(key_part);
+                let mut form = [0u8; PACKED_FORM_BYTES];
+                form.copy_from_slice(&bytes[..PACKED_FORM_BYTES]);
+                run.id_starts.push(run.ids.len() as u32);
+                run.packed_keys.push(form);
+                run.ids.push(id);
+                previous_key_part = key_part;
+            } else if id != previous_id {
+                run.ids.push(id);
             }
             previous_id = id;
         }
-        self.estimated_bytes = self
-            .estimated_bytes
-            .saturating_sub(self.pairs.len() * PACKED_PAIR_BYTES)
-            + run.estimated_bytes();
+        self.estimated_bytes += run.estimated_bytes();
         self.pairs.clear();
         self.sorted.push(run);
     }
@@ -490,12 +669,14 @@ impl PostingRun {
             for (key, mut ids) in entries {
                 ids.sort_unstable();
                 ids.dedup();
-                run.starts.push((run.key_bytes.len(), run.ids.len()));
-                run.key_bytes.extend_from_slice(key.as_slice());
+                run.id_starts.push(run.id_offset());
+                run.long_key_starts.push(run.long_key_bytes.len());
+                run.long_key_bytes.extend_from_slice(key.as_slice());
                 run.ids.extend_from_slice(&ids);
             }
             runs.push(run);
         }
+        self.long_key_ids = 0;
         self.estimated_bytes = 0;
         runs
     }
@@ -665,43 +846,67 @@ impl RunReader {
     }
 }
 
+/// One run being merged, positioned at its current key.
 enum Source {
-    Spilled(Box<RunReader>),
-    /// A sorted in-memory run and the index of its next key.
+    Spilled {
+        reader: Box<RunReader>,
+        key: Vec<u8>,
+        ids: Vec<u32>,
+    },
+    /// A sorted in-memory run and the index of its current key.
     Memory(SortedRun, usize),
 }
 
-struct Head {
-    key: Vec<u8>,
-    ids: Vec<u32>,
-    source: usize,
-}
+impl Source {
+    fn key(&self) -> &[u8] {
+        match self {
+            Source::Spilled { key, .. } => key,
+            Source::Memory(run, position) => run.key(*position),
+        }
+    }
 
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
+    fn ids(&self) -> &[u32] {
+        match self {
+            Source::Spilled { ids, .. } => ids,
+            Source::Memory(run, position) => run.ids(*position),
+        }
     }
-}
-impl Eq for Head {}
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Head {
-    // Reversed: BinaryHeap is a max-heap and the merge wants the smallest key first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .key
-            .cmp(&self.key)
-            .then_with(|| other.source.cmp(&self.source))
+
+    /// The current key's merge word, reading the next key first unless `at_start`;
+    /// `EXHAUSTED_WORD` at the end.
+    fn advance(&mut self, at_start: bool) -> Result<u128, RunError> {
+        match self {
+            Source::Spilled { reader, key, ids } => Ok(if reader.next_into(key, ids)? {
+                merge_word(key)
+            } else {
+                EXHAUSTED_WORD
+            }),
+            Source::Memory(run, position) => {
+                if !at_start {
+                    *position += 1;
+                }
+                Ok(if *position < run.len() {
+                    run.word(*position)
+                } else {
+                    EXHAUSTED_WORD
+                })
+            }
+        }
     }
 }
 
 /// k-way merge of finished runs in key order; each key's IDs come out merged and ascending.
+/// A winner tree over the sources' merge words: taking a key replays one path of log2(k)
+/// integer comparisons (long keys with equal first bytes compare their bytes).
 pub struct MergedRuns {
+    /// The sources, padded with empty runs to a power of two.
     sources: Vec<Source>,
-    heap: BinaryHeap<Head>,
+    /// Each source's current merge word.
+    words: Vec<u128>,
+    /// `tree[1]` is the source with the smallest key; node n's children are 2n and 2n + 1;
+    /// the leaves (from `sources.len()`) are the sources in order.
+    tree: Vec<usize>,
+    merge_scratch: Vec<u32>,
     // Keeps the spill files alive (and deletes them) for the merge's lifetime.
     _spilled: Vec<SpilledRun>,
 }
@@ -712,7 +917,11 @@ impl MergedRuns {
         let mut spilled_files = Vec::new();
         for run in runs {
             for spilled in run.spilled {
-                sources.push(Source::Spilled(Box::new(RunReader::open(&spilled)?)));
+                sources.push(Source::Spilled {
+                    reader: Box::new(RunReader::open(&spilled)?),
+                    key: Vec::new(),
+                    ids: Vec::new(),
+                });
                 spilled_files.push(spilled);
             }
             for memory in run.memory {
@@ -721,94 +930,145 @@ impl MergedRuns {
                 }
             }
         }
-        let mut merged = MergedRuns {
-            sources,
-            heap: BinaryHeap::new(),
-            _spilled: spilled_files,
-        };
-        for source in 0..merged.sources.len() {
-            merged.refill(source, Vec::new(), Vec::new())?;
-        }
-        Ok(merged)
+        Self::from_sources(sources, spilled_files)
     }
 
     /// A merge of in-memory runs only (reading them cannot fail).
     fn from_sorted(runs: Vec<SortedRun>) -> Self {
-        let mut merged = MergedRuns {
-            sources: runs
-                .into_iter()
-                .filter(|run| !run.is_empty())
-                .map(|run| Source::Memory(run, 0))
-                .collect(),
-            heap: BinaryHeap::new(),
-            _spilled: Vec::new(),
-        };
-        for source in 0..merged.sources.len() {
-            merged
-                .refill(source, Vec::new(), Vec::new())
-                .expect("in-memory sources do not fail");
-        }
-        merged
+        let sources = runs
+            .into_iter()
+            .filter(|run| !run.is_empty())
+            .map(|run| Source::Memory(run, 0))
+            .collect();
+        Self::from_sources(sources, Vec::new()).expect("in-memory sources do not fail")
     }
 
-    fn refill(
-        &mut self,
-        source: usize,
-        mut key: Vec<u8>,
-        mut ids: Vec<u32>,
-    ) -> Result<(), RunError> {
-        let more = match &mut self.sources[source] {
-            Source::Spilled(reader) => reader.next_into(&mut key, &mut ids)?,
-            Source::Memory(run, next) => {
-                if *next < run.len() {
-                    let (next_key, next_ids) = run.get(*next);
-                    *next += 1;
-                    key.clear();
-                    key.extend_from_slice(next_key);
-                    ids.clear();
-                    ids.extend_from_slice(next_ids);
-                    true
-                } else {
-                    false
-                }
-            }
+    fn from_sources(mut sources: Vec<Source>, spilled: Vec<SpilledRun>) -> Result<Self, RunError> {
+        let leaves = sources.len().max(1).next_power_of_two();
+        sources.resize_with(leaves, || Source::Memory(SortedRun::default(), 0));
+        let words = sources
+            .iter_mut()
+            .map(|source| source.advance(true))
+            .collect::<Result<Vec<u128>, RunError>>()?;
+        let mut merged = MergedRuns {
+            sources,
+            words,
+            tree: vec![0; 2 * leaves],
+            merge_scratch: Vec::new(),
+            _spilled: spilled,
         };
-        if more {
-            self.heap.push(Head { key, ids, source });
+        for leaf in 0..leaves {
+            merged.tree[leaves + leaf] = leaf;
+        }
+        for node in (1..leaves).rev() {
+            merged.tree[node] = merged.winner(merged.tree[2 * node], merged.tree[2 * node + 1]);
+        }
+        Ok(merged)
+    }
+
+    /// Of two sources, the one whose key comes first (the lower index on a tie).
+    fn winner(&self, left: usize, right: usize) -> usize {
+        let (left_word, right_word) = (self.words[left], self.words[right]);
+        let left_first = if left_word != right_word {
+            left_word < right_word
+        } else if is_long_word(left_word) {
+            match self.sources[left].key().cmp(self.sources[right].key()) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => left < right,
+            }
+        } else {
+            left < right
+        };
+        if left_first {
+            left
+        } else {
+            right
+        }
+    }
+
+    /// Moves `source` to its next key and replays its path to the root.
+    fn advance(&mut self, source: usize) -> Result<(), RunError> {
+        self.words[source] = self.sources[source].advance(false)?;
+        let mut node = (self.sources.len() + source) / 2;
+        while node >= 1 {
+            self.tree[node] = self.winner(self.tree[2 * node], self.tree[2 * node + 1]);
+            node /= 2;
         }
         Ok(())
     }
 
     /// The next key and its merged ascending IDs, written into the caller's buffers; false at the end.
     pub fn next_into(&mut self, key: &mut Vec<u8>, ids: &mut Vec<u32>) -> Result<bool, RunError> {
-        let Some(first) = self.heap.pop() else {
+        let first = self.tree[1];
+        let word = self.words[first];
+        if word == EXHAUSTED_WORD {
             return Ok(false);
-        };
+        }
         key.clear();
-        key.extend_from_slice(&first.key);
+        key.extend_from_slice(self.sources[first].key());
         ids.clear();
-        ids.extend_from_slice(&first.ids);
-        let mut needs_sort = false;
-        self.refill(first.source, first.key, first.ids)?;
-        while let Some(head) = self.heap.peek() {
-            if head.key != *key {
-                break;
+        ids.extend_from_slice(self.sources[first].ids());
+        self.advance(first)?;
+        loop {
+            let next = self.tree[1];
+            if self.words[next] != word
+                || (is_long_word(word) && self.sources[next].key() != key.as_slice())
+            {
+                return Ok(true);
             }
-            let head = self.heap.pop().expect("peeked");
-            if let (Some(last), Some(next_first)) = (ids.last(), head.ids.first()) {
-                needs_sort |= next_first <= last;
-            }
-            ids.extend_from_slice(&head.ids);
-            self.refill(head.source, head.key, head.ids)?;
+            merge_ids(ids, self.sources[next].ids(), &mut self.merge_scratch);
+            self.advance(next)?;
         }
-        if needs_sort {
-            // The lists are ascending runs (one per source): the stable sort merges natural
-            // runs in O(n log runs) where an unstable sort would start from scratch.
-            ids.sort();
-            ids.dedup();
-        }
-        Ok(true)
     }
+}
+
+/// Whether a merge word is a long key's (its bytes decide between equal words).
+fn is_long_word(word: u128) -> bool {
+    word as u8 == PACKED_FORM_BYTES as u8
+}
+
+/// Merges the ascending distinct IDs `more` into the ascending distinct `out`. Runs of
+/// different workers interleave whole record batches, so blocks are copied whole, found by
+/// an exponential search.
+fn merge_ids(out: &mut Vec<u32>, more: &[u32], scratch: &mut Vec<u32>) {
+    match (out.last(), more.first()) {
+        (Some(last), Some(first)) if first <= last => {}
+        _ => return out.extend_from_slice(more),
+    }
+    scratch.clear();
+    scratch.reserve(out.len() + more.len());
+    let (mut left, mut right) = (&out[..], more);
+    while let (Some(&left_id), Some(&right_id)) = (left.first(), right.first()) {
+        if left_id < right_id {
+            let block = count_below(left, right_id);
+            scratch.extend_from_slice(&left[..block]);
+            left = &left[block..];
+        } else if right_id < left_id {
+            let block = count_below(right, left_id);
+            scratch.extend_from_slice(&right[..block]);
+            right = &right[block..];
+        } else {
+            scratch.push(left_id);
+            left = &left[1..];
+            right = &right[1..];
+        }
+    }
+    scratch.extend_from_slice(left);
+    scratch.extend_from_slice(right);
+    std::mem::swap(out, scratch);
+}
+
+/// How many of the ascending `ids` (the first below `bound`) are below `bound`: an exponential
+/// then a binary search, so a short block costs little.
+fn count_below(ids: &[u32], bound: u32) -> usize {
+    let mut high = 1;
+    while high < ids.len() && ids[high] < bound {
+        high *= 2;
+    }
+    let low = high / 2;
+    let high = high.min(ids.len());
+    low + ids[low..high].partition_point(|id| *id < bound)
 }
 
 #[cfg(test)]
@@ -895,6 +1155,8 @@ mod tests {
         };
         for (count, ids_ascending, key_alphabet) in [
             (RADIX_SORT_PAIRS_MIN * 16, true, 256u64),
+            (200_000, true, 256),
+            (100_000, false, 4),
             (50_000, true, 3),
             (50_000, false, 256),
             (20_000, false, 2),
