@@ -86,7 +86,7 @@ for profile in $PROFILES; do
   # Serial tail: after the workers finish (two threads: the merge feeds the one writer).
   row "  tail, writer thread (write_tree_and_indexes)" "$(inclusive "$lmdir_cg" 'pipeline::write_tree_and_indexes')"
   row "    DN tree (write_dn_tree)" "$(inclusive "$lmdir_cg" 'pipeline::write_dn_tree')"
-  row "    index chunk APPEND (append_index_chunk)" "$(inclusive "$lmdir_cg" 'BulkWriter::append_index_chunk')"
+  row "    index chunk APPEND (append_index_chunks)" "$(inclusive "$lmdir_cg" 'BulkWriter::append_index_chunks')"
   row "  tail, merge thread (merge_and_encode)" "$(inclusive "$lmdir_cg" 'pipeline::merge_and_encode')"
   row "  tail: final commit (BulkWriter::finish)" "$(inclusive "$lmdir_cg" 'BulkWriter::finish')"
   if [ "$SLAPADD" != no ]; then

@@ -587,11 +587,14 @@ fn sequence(
     let mut input_bytes = 0u64;
     let mut max_id = 0u32;
     let mut groups: Vec<GroupMembers> = Vec::new();
+    // The batch's accepted entries, appended together through one cursor.
+    let mut accepted: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
         reorder.insert(batch.sequence, batch);
         while let Some(batch) = reorder.remove(&next_sequence) {
             next_sequence += 1;
             input_bytes += batch.input_bytes as u64;
+            accepted.clear();
             for result in batch.results {
                 let mut entry = match result {
                     Ok(entry) => entry,
@@ -609,13 +612,19 @@ fn sequence(
                     }
                     Err(TreeError::Run(error)) => return Err(error.into()),
                 }
-                bulk.append_entry(entry.id, &batch.arena[entry.encoded.clone()])?;
+                accepted.push((entry.id, entry.encoded.clone()));
                 max_id = max_id.max(entry.id);
                 entries += 1;
                 if !entry.group_members.is_empty() {
                     groups.push((entry.id, std::mem::take(&mut entry.group_members)));
                 }
             }
+            let arena = &batch.arena;
+            bulk.append_entries(
+                accepted
+                    .iter()
+                    .map(|(id, encoded)| (*id, &arena[encoded.clone()])),
+            )?;
             // The batch is done with: let the reader read one more, and a worker reuse the arena.
             let _ = returns.arenas.try_send(batch.arena);
             let _ = returns.tokens.send(());
@@ -646,31 +655,63 @@ fn sequence(
     })
 }
 
+/// Tree rows read ahead and appended through one cursor at a time.
+const TREE_ROWS_PER_APPEND: usize = 4096;
+
 /// Writes the DN tree (`id2node` in ID order with subtree sizes, then `dn2id` sorted), both
 /// appended. Returns the number of spill files the tree used.
 #[inline(never)]
 fn write_dn_tree(bulk: &mut BulkWriter<'_>, tree: TreeBuilder) -> Result<u64, LoadError> {
     let (dn2id_run, mut rows) = tree.finish()?;
     let tree_spills = dn2id_run.spilled.len() as u64;
-    while let Some((record, subtree_size, child_count)) = rows.next_row()? {
-        let node = layout::Node {
-            parent: record.parent,
-            subtree_size,
-            child_count,
-            rdn_original: &record.rdn_original,
-            rdn_normalized: &record.rdn_normalized,
-        };
-        bulk.append_node(record.id, &node)?;
+    // Rows are read (fallibly) in groups, each group appended through one cursor.
+    let mut records = Vec::with_capacity(TREE_ROWS_PER_APPEND);
+    loop {
+        records.clear();
+        while records.len() < TREE_ROWS_PER_APPEND {
+            match rows.next_row()? {
+                Some(row) => records.push(row),
+                None => break,
+            }
+        }
+        if records.is_empty() {
+            break;
+        }
+        bulk.append_nodes(records.iter().map(|(record, subtree_size, child_count)| {
+            let node = layout::Node {
+                parent: record.parent,
+                subtree_size: *subtree_size,
+                child_count: *child_count,
+                rdn_original: &record.rdn_original,
+                rdn_normalized: &record.rdn_normalized,
+            };
+            (record.id, node)
+        }))?;
     }
     let mut merged = MergedRuns::new(vec![dn2id_run])?;
     let (mut key, mut ids) = (Vec::new(), Vec::new());
-    while merged.next_into(&mut key, &mut ids)? {
-        assert_eq!(
-            ids.len(),
-            1,
-            "a dn2id key names exactly one entry (duplicates are rejected on arrival)"
-        );
-        bulk.append_dn2id(&key, ids[0])?;
+    // dn2id keys in one arena per group: (key range, ID).
+    let (mut keys, mut dn2id_rows) = (Vec::new(), Vec::with_capacity(TREE_ROWS_PER_APPEND));
+    loop {
+        keys.clear();
+        dn2id_rows.clear();
+        while dn2id_rows.len() < TREE_ROWS_PER_APPEND && merged.next_into(&mut key, &mut ids)? {
+            assert_eq!(
+                ids.len(),
+                1,
+                "a dn2id key names exactly one entry (duplicates are rejected on arrival)"
+            );
+            dn2id_rows.push((keys.len()..keys.len() + key.len(), ids[0]));
+            keys.extend_from_slice(&key);
+        }
+        if dn2id_rows.is_empty() {
+            break;
+        }
+        bulk.append_dn2ids(
+            dn2id_rows
+                .iter()
+                .map(|(range, id)| (&keys[range.clone()], *id)),
+        )?;
     }
     Ok(tree_spills)
 }
@@ -780,11 +821,16 @@ pub(crate) fn write_index_runs(
                 before_indexes(bulk)?;
             }
             for batch in &receiver {
-                for (slot, key_range, value_range) in &batch.chunks {
-                    let key = &batch.bytes[key_range.clone()];
-                    let value = &batch.bytes[value_range.clone()];
-                    bulk.append_index_chunk(*slot, key, value)?;
-                }
+                let bytes = &batch.bytes;
+                bulk.append_index_chunks(batch.chunks.iter().map(
+                    |(slot, key_range, value_range)| {
+                        (
+                            *slot,
+                            &bytes[key_range.clone()],
+                            &bytes[value_range.clone()],
+                        )
+                    },
+                ))?;
             }
             Ok(())
         })();
