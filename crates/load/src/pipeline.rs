@@ -405,7 +405,7 @@ fn write_tree_and_indexes(
     }
     progress.phase("merging indexes");
     let run_spills = runs.iter().map(|run| run.spilled.len() as u64).sum::<u64>();
-    let merged = MergedRuns::new(runs)?;
+    let parts = MergedRuns::split(runs, budget.threads)?;
     // Otherwise the single writer writes the tree while the merge thread already produces
     // index chunks (they queue up), instead of the merge waiting for the tree.
     let mut write_tree = |bulk: &mut BulkWriter<'_>| -> Result<(), LoadError> {
@@ -414,7 +414,7 @@ fn write_tree_and_indexes(
         }
         Ok(())
     };
-    write_index_runs(bulk, merged, &sequenced.rejected, Some(&mut write_tree))?;
+    write_index_runs(bulk, parts, &sequenced.rejected, Some(&mut write_tree))?;
     Ok(run_spills + tree_spills)
 }
 
@@ -803,40 +803,61 @@ fn encode_sorted_chunk(low_halves: &[u16], out: &mut Vec<u8>) {
 pub(crate) type BeforeIndexes<'f> = &'f mut dyn FnMut(&mut BulkWriter<'_>) -> Result<(), LoadError>;
 
 /// Writes merged (slot ‖ key) → IDs runs into the (empty) index DBs as posting chunks in key
-/// order through the bulk writer. The merge and encoding run on a second thread, overlapping
-/// the single LMDB writer. `before_indexes` runs on the writer first, while the merge thread
-/// already fills the queue (the loader writes the DN tree there).
+/// order through the bulk writer. `parts` are the merge cut into ascending key ranges
+/// (`MergedRuns::split`): each is merged and encoded on its own thread into its own queue, and
+/// the single LMDB writer drains the queues in order, so every DB is still appended in key
+/// order while the later parts merge ahead. `before_indexes` runs on the writer first, while
+/// the merge threads already fill their queues (the loader writes the DN tree there).
 #[inline(never)]
 pub(crate) fn write_index_runs(
     bulk: &mut BulkWriter<'_>,
-    merged: MergedRuns,
+    parts: Vec<MergedRuns>,
     rejected: &RoaringBitmap,
     before_indexes: Option<BeforeIndexes<'_>>,
 ) -> Result<(), LoadError> {
-    let (sender, receiver) = bounded::<ChunkBatch>(CHUNK_BATCHES_QUEUED_MAX);
+    // The queues share the one queue budget (counted in `--memory`).
+    let queued_per_part = (CHUNK_BATCHES_QUEUED_MAX / parts.len().max(1)).max(1);
     std::thread::scope(|scope| -> Result<(), LoadError> {
-        let producer = scope.spawn(move || merge_and_encode(merged, rejected, sender));
+        let mut producers = Vec::with_capacity(parts.len());
+        let mut receivers = Vec::with_capacity(parts.len());
+        for (number, merged) in parts.into_iter().enumerate() {
+            let (sender, receiver) = bounded::<ChunkBatch>(queued_per_part);
+            let producer = std::thread::Builder::new()
+                .name(format!("lmdir-merge-{number}"))
+                .spawn_scoped(scope, move || merge_and_encode(merged, rejected, sender))
+                .map_err(|error| LoadError::Invalid(format!("starting a merge thread: {error}")))?;
+            producers.push(producer);
+            receivers.push(receiver);
+        }
         let written = (|| -> Result<(), LoadError> {
             if let Some(before_indexes) = before_indexes {
                 before_indexes(bulk)?;
             }
-            for batch in &receiver {
-                let bytes = &batch.bytes;
-                bulk.append_index_chunks(batch.chunks.iter().map(
-                    |(slot, key_range, value_range)| {
-                        (
-                            *slot,
-                            &bytes[key_range.clone()],
-                            &bytes[value_range.clone()],
-                        )
-                    },
-                ))?;
+            for receiver in &receivers {
+                for batch in receiver {
+                    let bytes = &batch.bytes;
+                    bulk.append_index_chunks(batch.chunks.iter().map(
+                        |(slot, key_range, value_range)| {
+                            (
+                                *slot,
+                                &bytes[key_range.clone()],
+                                &bytes[value_range.clone()],
+                            )
+                        },
+                    ))?;
+                }
             }
             Ok(())
         })();
-        // Unblock the producer if the writer failed, then collect its result.
-        drop(receiver);
-        let produced = producer.join().expect("the merge thread does not panic");
+        // Unblock the producers if the writer failed, then collect their results.
+        drop(receivers);
+        let mut produced = Ok(());
+        for producer in producers {
+            let result = producer.join().expect("the merge threads do not panic");
+            if produced.is_ok() {
+                produced = result;
+            }
+        }
         written?;
         produced
     })

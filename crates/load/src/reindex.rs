@@ -73,11 +73,11 @@ pub fn reindex(
     };
     let worker_run_bytes = (memory_bytes / 10 * 8 / threads).max(1);
     let (runs, entries) = reindex_runs(store, &rebuilt, threads, worker_run_bytes)?;
-    let merged = MergedRuns::new(runs)?;
+    let parts = MergedRuns::split(runs, threads)?;
     // One txn for the rebuilt indexes, so readers never see them half built; then the
     // store records that the configured indexes are built.
     let mut bulk = store.bulk_reindex(&rebuilt)?;
-    write_index_runs(&mut bulk, merged, &RoaringBitmap::new(), None)?;
+    write_index_runs(&mut bulk, parts, &RoaringBitmap::new(), None)?;
     bulk.finish(None)?;
     let mut write = store.write()?;
     write.mark_indexes_built(&rebuilt);

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes a new key costs in the in-memory map beyond its own bytes (box, vec header, table slot, slack).
 const KEY_OVERHEAD_BYTES: usize = 88;
@@ -316,6 +317,20 @@ impl SortedRun {
         self.ids.push(id);
     }
 
+    /// The index of the first key at or above `key`.
+    fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.get(middle).0 < key {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
+    }
+
     fn last_key(&self) -> Option<&[u8]> {
         self.starts
             .last()
@@ -579,8 +594,8 @@ struct RunReader {
 }
 
 impl RunReader {
-    fn open(run: &SpilledRun) -> Result<Self, RunError> {
-        let path = run.path().to_path_buf();
+    fn open(path: &Path) -> Result<Self, RunError> {
+        let path = path.to_path_buf();
         let file = File::open(&path).map_err(io_error(&path))?;
         Ok(RunReader {
             decoder: lz4_flex::frame::FrameDecoder::new(BufReader::with_capacity(
@@ -667,8 +682,8 @@ impl RunReader {
 
 enum Source {
     Spilled(Box<RunReader>),
-    /// A sorted in-memory run and the index of its next key.
-    Memory(SortedRun, usize),
+    /// A sorted in-memory run (shared by the parts of a split merge) and the index of its next key.
+    Memory(Arc<SortedRun>, usize),
 }
 
 struct Head {
@@ -698,12 +713,19 @@ impl Ord for Head {
     }
 }
 
+/// What merging one key costs against one of its IDs (heap, copies and the chunk encoding per
+/// key; copies, sort and encoding per ID), measured on the merge thread: it places the cuts of
+/// `MergedRuns::split`.
+const MERGE_KEY_WEIGHT_IDS: usize = 7;
+
 /// k-way merge of finished runs in key order; each key's IDs come out merged and ascending.
 pub struct MergedRuns {
     sources: Vec<Source>,
     heap: BinaryHeap<Head>,
+    /// Keys from here on belong to the next part of a split merge (`MergedRuns::split`).
+    end: Option<Vec<u8>>,
     // Keeps the spill files alive (and deletes them) for the merge's lifetime.
-    _spilled: Vec<SpilledRun>,
+    _spilled: Arc<Vec<SpilledRun>>,
 }
 
 impl MergedRuns {
@@ -712,19 +734,20 @@ impl MergedRuns {
         let mut spilled_files = Vec::new();
         for run in runs {
             for spilled in run.spilled {
-                sources.push(Source::Spilled(Box::new(RunReader::open(&spilled)?)));
+                sources.push(Source::Spilled(Box::new(RunReader::open(spilled.path())?)));
                 spilled_files.push(spilled);
             }
             for memory in run.memory {
                 if !memory.is_empty() {
-                    sources.push(Source::Memory(memory, 0));
+                    sources.push(Source::Memory(Arc::new(memory), 0));
                 }
             }
         }
         let mut merged = MergedRuns {
             sources,
             heap: BinaryHeap::new(),
-            _spilled: spilled_files,
+            end: None,
+            _spilled: Arc::new(spilled_files),
         };
         for source in 0..merged.sources.len() {
             merged.refill(source, Vec::new(), Vec::new())?;
@@ -738,10 +761,11 @@ impl MergedRuns {
             sources: runs
                 .into_iter()
                 .filter(|run| !run.is_empty())
-                .map(|run| Source::Memory(run, 0))
+                .map(|run| Source::Memory(Arc::new(run), 0))
                 .collect(),
             heap: BinaryHeap::new(),
-            _spilled: Vec::new(),
+            end: None,
+            _spilled: Arc::new(Vec::new()),
         };
         for source in 0..merged.sources.len() {
             merged
@@ -773,10 +797,116 @@ impl MergedRuns {
                 }
             }
         };
-        if more {
+        if more && self.end.as_ref().is_none_or(|end| key < *end) {
             self.heap.push(Head { key, ids, source });
         }
         Ok(())
+    }
+
+    /// The merge of `runs` cut into up to `parts` merges over disjoint key ranges, ascending:
+    /// one after another they yield exactly what `MergedRuns::new(runs)` yields, and each can
+    /// run on its own thread. The cuts balance the merge's work over the in-memory runs (each
+    /// key of a run costs a heap step and copies, `MERGE_KEY_WEIGHT_IDS` IDs' worth), taken at
+    /// keys of the largest run. In-memory runs are shared; each part opens its own reader of
+    /// every spill file and skips the keys below its range. Without in-memory runs there is
+    /// no estimate and the merge stays whole.
+    pub fn split(runs: Vec<FinishedRun>, parts: usize) -> Result<Vec<MergedRuns>, RunError> {
+        let whole = MergedRuns::new(runs)?;
+        let memory: Vec<&SortedRun> = whole
+            .sources
+            .iter()
+            .filter_map(|source| match source {
+                Source::Memory(run, _) => Some(&**run),
+                Source::Spilled(_) => None,
+            })
+            .collect();
+        let weight = |run: &SortedRun, index: usize| {
+            let ids_below = run.starts.get(index).map_or(run.ids.len(), |start| start.1);
+            index * MERGE_KEY_WEIGHT_IDS + ids_below
+        };
+        let work_below = |key: &[u8]| -> usize {
+            memory
+                .iter()
+                .map(|run| weight(run, run.lower_bound(key)))
+                .sum()
+        };
+        let total: usize = memory.iter().map(|run| weight(run, run.len())).sum();
+        let mut cuts: Vec<Vec<u8>> = Vec::new();
+        if let Some(largest) = memory.iter().max_by_key(|run| run.len()) {
+            let mut low = 0;
+            for part in 1..parts.max(1) {
+                let target = total * part / parts;
+                // The first key of the largest run with at least `target` work below it.
+                let mut high = largest.len();
+                while low < high {
+                    let middle = (low + high) / 2;
+                    if work_below(largest.get(middle).0) < target {
+                        low = middle + 1;
+                    } else {
+                        high = middle;
+                    }
+                }
+                if low < largest.len() && low > 0 {
+                    let cut = largest.get(low).0;
+                    if cuts.last().is_none_or(|last| last.as_slice() < cut) {
+                        cuts.push(cut.to_vec());
+                    }
+                }
+            }
+        }
+        if cuts.is_empty() {
+            return Ok(vec![whole]);
+        }
+        let mut merges = Vec::with_capacity(cuts.len() + 1);
+        let mut start: Option<Vec<u8>> = None;
+        for end in cuts.into_iter().map(Some).chain([None]) {
+            merges.push(whole.part(start.as_deref(), end.clone())?);
+            start = end;
+        }
+        Ok(merges)
+    }
+
+    /// The keys of this (unstarted) merge's runs from `start` (inclusive) to `end` (exclusive).
+    fn part(&self, start: Option<&[u8]>, end: Option<Vec<u8>>) -> Result<MergedRuns, RunError> {
+        let mut part = MergedRuns {
+            sources: Vec::with_capacity(self.sources.len()),
+            heap: BinaryHeap::new(),
+            end,
+            _spilled: Arc::clone(&self._spilled),
+        };
+        for source in &self.sources {
+            let source = match source {
+                Source::Memory(run, _) => Source::Memory(
+                    Arc::clone(run),
+                    start.map_or(0, |start| run.lower_bound(start)),
+                ),
+                Source::Spilled(reader) => {
+                    Source::Spilled(Box::new(RunReader::open(&reader.path)?))
+                }
+            };
+            part.sources.push(source);
+            let index = part.sources.len() - 1;
+            if let (Some(start), Source::Spilled(reader)) = (start, &mut part.sources[index]) {
+                // Records below the range are decoded and dropped; the first one in it is the
+                // source's head.
+                let (mut key, mut ids) = (Vec::new(), Vec::new());
+                while reader.next_into(&mut key, &mut ids)? {
+                    if key.as_slice() >= start {
+                        if part.end.as_ref().is_none_or(|end| key < *end) {
+                            part.heap.push(Head {
+                                key,
+                                ids,
+                                source: index,
+                            });
+                        }
+                        break;
+                    }
+                }
+                continue;
+            }
+            part.refill(index, Vec::new(), Vec::new())?;
+        }
+        Ok(part)
     }
 
     /// The next key and its merged ascending IDs, written into the caller's buffers; false at the end.
@@ -819,6 +949,7 @@ mod tests {
     fn run_scenario(
         pairs_per_thread: &[Vec<(Vec<u8>, u32)>],
         budget_bytes: usize,
+        parts: usize,
     ) -> BTreeMap<Vec<u8>, Vec<u32>> {
         let directory = tempfile::tempdir().unwrap();
         let mut finished = Vec::new();
@@ -829,16 +960,20 @@ mod tests {
             }
             finished.push(run.finish().unwrap());
         }
-        let mut merged = MergedRuns::new(finished).unwrap();
+        // A split merge's parts, one after another, are the whole merge.
+        let merges = MergedRuns::split(finished, parts).unwrap();
+        assert!(!merges.is_empty() && merges.len() <= parts);
         let mut result = BTreeMap::new();
         let (mut key, mut ids) = (Vec::new(), Vec::new());
         let mut previous_key: Option<Vec<u8>> = None;
-        while merged.next_into(&mut key, &mut ids).unwrap() {
-            if let Some(previous) = &previous_key {
-                assert!(previous < &key, "merge must emit strictly ascending keys");
+        for mut merged in merges {
+            while merged.next_into(&mut key, &mut ids).unwrap() {
+                if let Some(previous) = &previous_key {
+                    assert!(previous < &key, "merge must emit strictly ascending keys");
+                }
+                previous_key = Some(key.clone());
+                result.insert(key.clone(), ids.clone());
             }
-            previous_key = Some(key.clone());
-            result.insert(key.clone(), ids.clone());
         }
         result
     }
@@ -866,6 +1001,7 @@ mod tests {
             keys_per_id in proptest::collection::vec(proptest::collection::vec(proptest::collection::vec(0u8..4, 0..14), 0..6), 1..300),
             thread_count in 1usize..4,
             budget_bytes in proptest::prop_oneof![proptest::strategy::Just(1usize), 200usize..2000, proptest::strategy::Just(1usize << 30)],
+            parts in 1usize..4,
         ) {
             // IDs are dealt to threads in batches of 7, like the loader deals record batches to workers.
             let mut pairs_per_thread = vec![Vec::new(); thread_count];
@@ -876,8 +1012,50 @@ mod tests {
                     pairs_per_thread[thread].push((key.clone(), id));
                 }
             }
-            proptest::prop_assert_eq!(run_scenario(&pairs_per_thread, budget_bytes), expected(&pairs_per_thread));
+            proptest::prop_assert_eq!(run_scenario(&pairs_per_thread, budget_bytes, parts), expected(&pairs_per_thread));
         }
+    }
+
+    /// A split over spilled and in-memory runs really cuts (every part non-empty, the spill
+    /// readers of later parts skipping what earlier parts merge) and loses or repeats nothing.
+    #[test]
+    fn split_merge_with_spills_cuts_and_equals_the_whole() {
+        let mut pairs_per_thread = vec![Vec::new(), Vec::new()];
+        for id in 1..=3000u32 {
+            let key = (id % 997).to_be_bytes().to_vec();
+            pairs_per_thread[(id as usize / 50) % 2].push((key, id));
+        }
+        let directory = tempfile::tempdir().unwrap();
+        let mut finished = Vec::new();
+        for pairs in &pairs_per_thread {
+            let mut run = PostingRun::new(1 << 20, directory.path());
+            for (index, (key, id)) in pairs.iter().enumerate() {
+                run.push(key, *id).unwrap();
+                if index == pairs.len() / 2 {
+                    run.spill().unwrap();
+                }
+            }
+            finished.push(run.finish().unwrap());
+        }
+        assert!(finished
+            .iter()
+            .all(|run| !run.spilled.is_empty() && !run.memory.is_empty()));
+        let merges = MergedRuns::split(finished, 3).unwrap();
+        assert_eq!(merges.len(), 3);
+        let mut result = BTreeMap::new();
+        let (mut key, mut ids) = (Vec::new(), Vec::new());
+        for mut merged in merges {
+            let mut keys_in_part = 0;
+            while merged.next_into(&mut key, &mut ids).unwrap() {
+                assert!(
+                    result.insert(key.clone(), ids.clone()).is_none(),
+                    "a key in two parts"
+                );
+                keys_in_part += 1;
+            }
+            assert!(keys_in_part > 0);
+        }
+        assert_eq!(result, expected(&pairs_per_thread));
     }
 
     /// The radix sort equals a comparison sort: IDs pushed ascending (the ID bytes skipped)
