@@ -8,9 +8,9 @@ use lmdir_schema::AttrId;
 use lmdir_store::Store;
 use roaring::RoaringBitmap;
 
-use crate::pipeline::write_index_runs;
+use crate::pipeline::{split_merge, write_index_runs};
 use crate::prepare::WorkerScratch;
-use crate::runs::{FinishedRun, MergedRuns, PostingRun};
+use crate::runs::{FinishedRun, PostingRun};
 use crate::LoadError;
 
 /// Entries handed to a reindex worker at once.
@@ -73,11 +73,11 @@ pub fn reindex(
     };
     let worker_run_bytes = (memory_bytes / 10 * 8 / threads).max(1);
     let (runs, entries) = reindex_runs(store, &rebuilt, threads, worker_run_bytes)?;
-    let merged = MergedRuns::new(runs)?;
+    let parts = split_merge(runs, threads)?;
     // One txn for the rebuilt indexes, so readers never see them half built; then the
     // store records that the configured indexes are built.
     let mut bulk = store.bulk_reindex(&rebuilt)?;
-    write_index_runs(&mut bulk, merged, &RoaringBitmap::new(), None)?;
+    write_index_runs(&mut bulk, parts, &RoaringBitmap::new(), None)?;
     bulk.finish(None)?;
     let mut write = store.write()?;
     write.mark_indexes_built(&rebuilt);

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes a new key costs in the in-memory map beyond its own bytes (box, vec header, table slot, slack).
 const KEY_OVERHEAD_BYTES: usize = 88;
@@ -451,6 +452,27 @@ impl SortedRun {
         &self.ids[start..end]
     }
 
+    /// The index of the first key at or above `key`.
+    fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut low, mut high) = (0, self.len());
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.key(middle) < key {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
+    }
+
+    /// The IDs of the keys before the `index`-th.
+    fn ids_below(&self, index: usize) -> usize {
+        self.id_starts
+            .get(index)
+            .map_or(self.ids.len(), |start| *start as usize)
+    }
+
     /// The `index`-th key and its IDs.
     pub fn get(&self, index: usize) -> (&[u8], &[u32]) {
         (self.key(index), self.ids(index))
@@ -760,8 +782,8 @@ struct RunReader {
 }
 
 impl RunReader {
-    fn open(run: &SpilledRun) -> Result<Self, RunError> {
-        let path = run.path().to_path_buf();
+    fn open(path: &Path) -> Result<Self, RunError> {
+        let path = path.to_path_buf();
         let file = File::open(&path).map_err(io_error(&path))?;
         Ok(RunReader {
             decoder: lz4_flex::frame::FrameDecoder::new(BufReader::with_capacity(
@@ -846,29 +868,39 @@ impl RunReader {
     }
 }
 
-/// One run being merged, positioned at its current key.
+/// One run being merged, positioned at its current key; a part of a split merge
+/// (`MergedRuns::split`) sees only the keys of its range.
 enum Source {
     Spilled {
         reader: Box<RunReader>,
         key: Vec<u8>,
         ids: Vec<u32>,
+        /// The range's first key: the reader skips the records below it at the start.
+        start: Option<Vec<u8>>,
+        /// The first key past the range.
+        end: Option<Vec<u8>>,
     },
-    /// A sorted in-memory run and the index of its current key.
-    Memory(SortedRun, usize),
+    /// A sorted in-memory run (shared by the parts of a split merge), the index of its current
+    /// key and the index past its range.
+    Memory {
+        run: Arc<SortedRun>,
+        position: usize,
+        end: usize,
+    },
 }
 
 impl Source {
     fn key(&self) -> &[u8] {
         match self {
             Source::Spilled { key, .. } => key,
-            Source::Memory(run, position) => run.key(*position),
+            Source::Memory { run, position, .. } => run.key(*position),
         }
     }
 
     fn ids(&self) -> &[u32] {
         match self {
             Source::Spilled { ids, .. } => ids,
-            Source::Memory(run, position) => run.ids(*position),
+            Source::Memory { run, position, .. } => run.ids(*position),
         }
     }
 
@@ -876,16 +908,32 @@ impl Source {
     /// `EXHAUSTED_WORD` at the end.
     fn advance(&mut self, at_start: bool) -> Result<u128, RunError> {
         match self {
-            Source::Spilled { reader, key, ids } => Ok(if reader.next_into(key, ids)? {
-                merge_word(key)
-            } else {
-                EXHAUSTED_WORD
-            }),
-            Source::Memory(run, position) => {
+            Source::Spilled {
+                reader,
+                key,
+                ids,
+                start,
+                end,
+            } => {
+                let mut more = reader.next_into(key, ids)?;
+                if let (true, Some(start)) = (at_start, start.as_deref()) {
+                    // Records below the range are decoded and dropped.
+                    while more && key.as_slice() < start {
+                        more = reader.next_into(key, ids)?;
+                    }
+                }
+                let within = end.as_deref().is_none_or(|end| key.as_slice() < end);
+                Ok(if more && within {
+                    merge_word(key)
+                } else {
+                    EXHAUSTED_WORD
+                })
+            }
+            Source::Memory { run, position, end } => {
                 if !at_start {
                     *position += 1;
                 }
-                Ok(if *position < run.len() {
+                Ok(if *position < *end {
                     run.word(*position)
                 } else {
                     EXHAUSTED_WORD
@@ -907,45 +955,144 @@ pub struct MergedRuns {
     /// the leaves (from `sources.len()`) are the sources in order.
     tree: Vec<usize>,
     merge_scratch: Vec<u32>,
-    // Keeps the spill files alive (and deletes them) for the merge's lifetime.
-    _spilled: Vec<SpilledRun>,
+    // Keeps the spill files alive (and deletes them) until every part's merge is gone.
+    _spilled: Arc<Vec<SpilledRun>>,
+}
+
+/// What merging one key costs against one of its IDs (a tree replay, copies and the chunk
+/// encoding per key; copies, merge and encoding per ID), measured on the merge thread: it
+/// places the cuts of `MergedRuns::split`.
+const MERGE_KEY_WEIGHT_IDS: usize = 7;
+
+/// Up to `parts - 1` ascending cut keys that split the in-memory runs' merge work evenly,
+/// taken at keys of the largest run; none without in-memory runs.
+fn split_cuts(memory: &[Arc<SortedRun>], parts: usize) -> Vec<Vec<u8>> {
+    let weight =
+        |run: &SortedRun, index: usize| index * MERGE_KEY_WEIGHT_IDS + run.ids_below(index);
+    let work_below = |key: &[u8]| -> usize {
+        memory
+            .iter()
+            .map(|run| weight(run, run.lower_bound(key)))
+            .sum()
+    };
+    let total: usize = memory.iter().map(|run| weight(run, run.len())).sum();
+    let mut cuts: Vec<Vec<u8>> = Vec::new();
+    let Some(largest) = memory.iter().max_by_key(|run| run.len()) else {
+        return cuts;
+    };
+    let mut low = 0;
+    for part in 1..parts.max(1) {
+        let target = total * part / parts;
+        // The first key of the largest run with at least `target` work below it.
+        let mut high = largest.len();
+        while low < high {
+            let middle = (low + high) / 2;
+            if work_below(largest.key(middle)) < target {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        if low < largest.len() && low > 0 {
+            let cut = largest.key(low);
+            if cuts.last().is_none_or(|last| last.as_slice() < cut) {
+                cuts.push(cut.to_vec());
+            }
+        }
+    }
+    cuts
+}
+
+/// The finished runs' in-memory runs (shared) and spill files.
+fn run_parts(runs: Vec<FinishedRun>) -> (Vec<Arc<SortedRun>>, Vec<SpilledRun>) {
+    let mut memory = Vec::new();
+    let mut spilled = Vec::new();
+    for run in runs {
+        spilled.extend(run.spilled);
+        memory.extend(
+            run.memory
+                .into_iter()
+                .filter(|run| !run.is_empty())
+                .map(Arc::new),
+        );
+    }
+    (memory, spilled)
 }
 
 impl MergedRuns {
     pub fn new(runs: Vec<FinishedRun>) -> Result<Self, RunError> {
-        let mut sources = Vec::new();
-        let mut spilled_files = Vec::new();
-        for run in runs {
-            for spilled in run.spilled {
-                sources.push(Source::Spilled {
-                    reader: Box::new(RunReader::open(&spilled)?),
-                    key: Vec::new(),
-                    ids: Vec::new(),
-                });
-                spilled_files.push(spilled);
-            }
-            for memory in run.memory {
-                if !memory.is_empty() {
-                    sources.push(Source::Memory(memory, 0));
-                }
-            }
-        }
-        Self::from_sources(sources, spilled_files)
+        let (memory, spilled) = run_parts(runs);
+        Self::part(&memory, Arc::new(spilled), None, None)
     }
 
     /// A merge of in-memory runs only (reading them cannot fail).
     fn from_sorted(runs: Vec<SortedRun>) -> Self {
-        let sources = runs
+        let memory: Vec<Arc<SortedRun>> = runs
             .into_iter()
             .filter(|run| !run.is_empty())
-            .map(|run| Source::Memory(run, 0))
+            .map(Arc::new)
             .collect();
-        Self::from_sources(sources, Vec::new()).expect("in-memory sources do not fail")
+        Self::part(&memory, Arc::new(Vec::new()), None, None)
+            .expect("in-memory sources do not fail")
     }
 
-    fn from_sources(mut sources: Vec<Source>, spilled: Vec<SpilledRun>) -> Result<Self, RunError> {
+    /// The merge of `runs` cut into up to `parts` merges over disjoint key ranges, ascending:
+    /// one after another they yield exactly what `MergedRuns::new(runs)` yields, and each can
+    /// run on its own thread. The cuts balance the merge's work over the in-memory runs (each
+    /// key of a run costs `MERGE_KEY_WEIGHT_IDS` IDs' worth), taken at keys of the largest run.
+    /// In-memory runs are shared; each part opens its own reader of every spill file and skips
+    /// the keys below its range. Without in-memory runs there is no estimate and the merge
+    /// stays whole.
+    pub fn split(runs: Vec<FinishedRun>, parts: usize) -> Result<Vec<MergedRuns>, RunError> {
+        let (memory, spilled) = run_parts(runs);
+        let spilled = Arc::new(spilled);
+        let cuts = split_cuts(&memory, parts);
+        let mut merges = Vec::with_capacity(cuts.len() + 1);
+        let mut start: Option<&[u8]> = None;
+        for end in cuts.iter().map(|cut| Some(cut.as_slice())).chain([None]) {
+            merges.push(Self::part(&memory, spilled.clone(), start, end)?);
+            start = end;
+        }
+        Ok(merges)
+    }
+
+    /// The merge of the keys from `start` (inclusive) to `end` (exclusive) of the runs.
+    fn part(
+        memory: &[Arc<SortedRun>],
+        spilled: Arc<Vec<SpilledRun>>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<Self, RunError> {
+        let mut sources = Vec::with_capacity(spilled.len() + memory.len());
+        for file in spilled.iter() {
+            sources.push(Source::Spilled {
+                reader: Box::new(RunReader::open(file.path())?),
+                key: Vec::new(),
+                ids: Vec::new(),
+                start: start.map(<[u8]>::to_vec),
+                end: end.map(<[u8]>::to_vec),
+            });
+        }
+        for run in memory {
+            sources.push(Source::Memory {
+                run: run.clone(),
+                position: start.map_or(0, |start| run.lower_bound(start)),
+                end: end.map_or(run.len(), |end| run.lower_bound(end)),
+            });
+        }
+        Self::from_sources(sources, spilled)
+    }
+
+    fn from_sources(
+        mut sources: Vec<Source>,
+        spilled: Arc<Vec<SpilledRun>>,
+    ) -> Result<Self, RunError> {
         let leaves = sources.len().max(1).next_power_of_two();
-        sources.resize_with(leaves, || Source::Memory(SortedRun::default(), 0));
+        sources.resize_with(leaves, || Source::Memory {
+            run: Arc::new(SortedRun::default()),
+            position: 0,
+            end: 0,
+        });
         let words = sources
             .iter_mut()
             .map(|source| source.advance(true))
@@ -1079,6 +1226,7 @@ mod tests {
     fn run_scenario(
         pairs_per_thread: &[Vec<(Vec<u8>, u32)>],
         budget_bytes: usize,
+        parts: usize,
     ) -> BTreeMap<Vec<u8>, Vec<u32>> {
         let directory = tempfile::tempdir().unwrap();
         let mut finished = Vec::new();
@@ -1089,16 +1237,20 @@ mod tests {
             }
             finished.push(run.finish().unwrap());
         }
-        let mut merged = MergedRuns::new(finished).unwrap();
+        // A split merge's parts, one after another, are the whole merge.
+        let merges = MergedRuns::split(finished, parts).unwrap();
+        assert!(!merges.is_empty() && merges.len() <= parts);
         let mut result = BTreeMap::new();
         let (mut key, mut ids) = (Vec::new(), Vec::new());
         let mut previous_key: Option<Vec<u8>> = None;
-        while merged.next_into(&mut key, &mut ids).unwrap() {
-            if let Some(previous) = &previous_key {
-                assert!(previous < &key, "merge must emit strictly ascending keys");
+        for mut merged in merges {
+            while merged.next_into(&mut key, &mut ids).unwrap() {
+                if let Some(previous) = &previous_key {
+                    assert!(previous < &key, "merge must emit strictly ascending keys");
+                }
+                previous_key = Some(key.clone());
+                result.insert(key.clone(), ids.clone());
             }
-            previous_key = Some(key.clone());
-            result.insert(key.clone(), ids.clone());
         }
         result
     }
@@ -1126,6 +1278,7 @@ mod tests {
             keys_per_id in proptest::collection::vec(proptest::collection::vec(proptest::collection::vec(0u8..4, 0..14), 0..6), 1..300),
             thread_count in 1usize..4,
             budget_bytes in proptest::prop_oneof![proptest::strategy::Just(1usize), 200usize..2000, proptest::strategy::Just(1usize << 30)],
+            parts in 1usize..4,
         ) {
             // IDs are dealt to threads in batches of 7, like the loader deals record batches to workers.
             let mut pairs_per_thread = vec![Vec::new(); thread_count];
@@ -1136,8 +1289,50 @@ mod tests {
                     pairs_per_thread[thread].push((key.clone(), id));
                 }
             }
-            proptest::prop_assert_eq!(run_scenario(&pairs_per_thread, budget_bytes), expected(&pairs_per_thread));
+            proptest::prop_assert_eq!(run_scenario(&pairs_per_thread, budget_bytes, parts), expected(&pairs_per_thread));
         }
+    }
+
+    /// A split over spilled and in-memory runs really cuts (every part non-empty, the spill
+    /// readers of later parts skipping what earlier parts merge) and loses or repeats nothing.
+    #[test]
+    fn split_merge_with_spills_cuts_and_equals_the_whole() {
+        let mut pairs_per_thread = vec![Vec::new(), Vec::new()];
+        for id in 1..=3000u32 {
+            let key = (id % 997).to_be_bytes().to_vec();
+            pairs_per_thread[(id as usize / 50) % 2].push((key, id));
+        }
+        let directory = tempfile::tempdir().unwrap();
+        let mut finished = Vec::new();
+        for pairs in &pairs_per_thread {
+            let mut run = PostingRun::new(1 << 20, directory.path());
+            for (index, (key, id)) in pairs.iter().enumerate() {
+                run.push(key, *id).unwrap();
+                if index == pairs.len() / 2 {
+                    run.spill().unwrap();
+                }
+            }
+            finished.push(run.finish().unwrap());
+        }
+        assert!(finished
+            .iter()
+            .all(|run| !run.spilled.is_empty() && !run.memory.is_empty()));
+        let merges = MergedRuns::split(finished, 3).unwrap();
+        assert_eq!(merges.len(), 3);
+        let mut result = BTreeMap::new();
+        let (mut key, mut ids) = (Vec::new(), Vec::new());
+        for mut merged in merges {
+            let mut keys_in_part = 0;
+            while merged.next_into(&mut key, &mut ids).unwrap() {
+                assert!(
+                    result.insert(key.clone(), ids.clone()).is_none(),
+                    "a key in two parts"
+                );
+                keys_in_part += 1;
+            }
+            assert!(keys_in_part > 0);
+        }
+        assert_eq!(result, expected(&pairs_per_thread));
     }
 
     /// The radix sort equals a comparison sort: IDs pushed ascending (the ID bytes skipped)

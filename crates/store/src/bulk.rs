@@ -6,9 +6,10 @@
 
 use std::sync::MutexGuard;
 
-use heed::{PutFlags, RwTxn};
+use heed::RwTxn;
 use lmdir_schema::{AttrId, LdapError, ResultCode};
 
+use crate::env::Appender;
 use crate::layout::{self, EntryId, Node};
 use crate::rows::RowScratch;
 use crate::store::{lmdb_to_ldap, Inner, RawDatabase, Store, StoreError};
@@ -122,16 +123,52 @@ impl<'s> BulkWriter<'s> {
         Ok(())
     }
 
-    /// Appends an entry's `id2entry` value (IDs ascending).
-    pub fn append_entry(&mut self, id: EntryId, encoded: &[u8]) -> Result<(), StoreError> {
+    /// Writes `rows` (append?, key, value) into `database` through one long-lived cursor
+    /// (`env::Appender`: each APPEND a leaf append instead of a walk from the root). A load
+    /// commits every `BULK_COMMIT_EVERY_BYTES` (keys and values counted): the cursor is
+    /// dropped, the txn committed, and a new cursor opened in the next txn.
+    fn put_rows<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        database: RawDatabase,
+        rows: &mut impl Iterator<Item = (bool, K, V)>,
+    ) -> Result<(), StoreError> {
+        loop {
+            let window_left = match self.mode {
+                Mode::Load => BULK_COMMIT_EVERY_BYTES.saturating_sub(self.bytes_since_commit),
+                Mode::Reindex => usize::MAX,
+            };
+            let mut written = 0usize;
+            let mut window_full = false;
+            {
+                let txn = self.txn.as_mut().expect("a txn is open until finish");
+                let mut appender = Appender::open(database, txn)?;
+                for (append, key, value) in rows.by_ref() {
+                    let (key, value) = (key.as_ref(), value.as_ref());
+                    appender.put(append, key, value)?;
+                    written += key.len() + value.len();
+                    if written >= window_left {
+                        window_full = true;
+                        break;
+                    }
+                }
+            }
+            self.wrote(written)?;
+            if !window_full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Appends `id2entry` values (IDs ascending, above every ID written).
+    pub fn append_entries<'e>(
+        &mut self,
+        entries: impl IntoIterator<Item = (EntryId, &'e [u8])>,
+    ) -> Result<(), StoreError> {
         let database = self.inner.databases.id2entry;
-        database.put_with_flags(
-            self.txn(),
-            PutFlags::APPEND,
-            &layout::encode_id(id),
-            encoded,
-        )?;
-        self.wrote(encoded.len())
+        let mut rows = entries
+            .into_iter()
+            .map(|(id, encoded)| (true, layout::encode_id(id), encoded));
+        self.put_rows(database, &mut rows)
     }
 
     /// Removes an appended entry (a record the tree rejected after its entry was written).
@@ -141,49 +178,76 @@ impl<'s> BulkWriter<'s> {
         Ok(())
     }
 
-    /// Appends a node row (IDs ascending).
-    pub fn append_node(&mut self, id: EntryId, node: &Node<'_>) -> Result<(), StoreError> {
-        let mut value = Vec::with_capacity(16 + node.rdn_original.len() * 2);
-        layout::encode_node(node, &mut value);
-        let database = self.inner.databases.id2node;
-        database.put_with_flags(self.txn(), PutFlags::APPEND, &layout::encode_id(id), &value)?;
-        // A child listed before its parent has the lower ID: recorded for parents-first output.
-        let meta = self.inner.databases.meta;
-        crate::treeorder::record_parent_change(meta, self.txn(), id, None, Some(node.parent))?;
-        self.wrote(value.len())
-    }
-
-    /// Appends a `dn2id` row; `key` is `layout::encode_dn2id_key`'s (keys ascending).
-    pub fn append_dn2id(&mut self, key: &[u8], id: EntryId) -> Result<(), StoreError> {
-        let database = self.inner.databases.dn2id;
-        database.put_with_flags(self.txn(), PutFlags::APPEND, key, &layout::encode_id(id))?;
-        self.wrote(key.len() + 4)
-    }
-
-    /// Writes one posting chunk of the index in `slot` (`IndexPlan` numbering): `key` is the
-    /// key with its chunk number, `value` the encoded chunk. Keys arrive ascending per slot, so
-    /// APPEND; a key not above the last (impossible with the layout's prefix-free keys) is put.
-    pub fn append_index_chunk(
+    /// Appends node rows (IDs ascending, above every ID written).
+    pub fn append_nodes<'n>(
         &mut self,
-        slot: u16,
-        key: &[u8],
-        value: &[u8],
+        nodes: impl IntoIterator<Item = (EntryId, Node<'n>)>,
     ) -> Result<(), StoreError> {
-        let database = self.index_database(slot)?;
-        if self.last_index.0 != slot {
-            self.last_index.0 = slot;
-            self.last_index.1.clear();
+        let database = self.inner.databases.id2node;
+        // A child listed before its parent has the lower ID: recorded for parents-first
+        // output once the cursor is closed (`meta` is another DB of the same txn).
+        let mut inverted = Vec::new();
+        let mut rows = nodes.into_iter().map(|(id, node)| {
+            if node.parent > id {
+                inverted.push((id, node.parent));
+            }
+            let mut value = Vec::with_capacity(16 + node.rdn_original.len() * 2);
+            layout::encode_node(&node, &mut value);
+            (true, layout::encode_id(id), value)
+        });
+        self.put_rows(database, &mut rows)?;
+        let meta = self.inner.databases.meta;
+        for (id, parent) in inverted {
+            crate::treeorder::record_parent_change(meta, self.txn(), id, None, Some(parent))?;
         }
-        let in_order = key > self.last_index.1.as_slice();
-        let txn = self.txn.as_mut().expect("a txn is open until finish");
-        if in_order {
-            database.put_with_flags(txn, PutFlags::APPEND, key, value)?;
-        } else {
-            database.put(txn, key, value)?;
+        Ok(())
+    }
+
+    /// Appends `dn2id` rows; each key is `layout::encode_dn2id_key`'s (keys ascending, above
+    /// every key written).
+    pub fn append_dn2ids<'k>(
+        &mut self,
+        rows: impl IntoIterator<Item = (&'k [u8], EntryId)>,
+    ) -> Result<(), StoreError> {
+        let database = self.inner.databases.dn2id;
+        let mut rows = rows
+            .into_iter()
+            .map(|(key, id)| (true, key, layout::encode_id(id)));
+        self.put_rows(database, &mut rows)
+    }
+
+    /// Writes posting chunks: (slot in `IndexPlan` numbering, key with its chunk number,
+    /// encoded chunk). Keys arrive ascending per slot and the slots one after another, so
+    /// APPEND through one cursor per run of a slot; a key not above the slot's last (impossible
+    /// with the layout's prefix-free keys) is put.
+    // Out of line so an instruction profile names it (bench/load-instructions.sh).
+    #[inline(never)]
+    pub fn append_index_chunks<'c>(
+        &mut self,
+        chunks: impl IntoIterator<Item = (u16, &'c [u8], &'c [u8])>,
+    ) -> Result<(), StoreError> {
+        let mut chunks = chunks.into_iter().peekable();
+        while let Some(&(slot, _, _)) = chunks.peek() {
+            let database = self.index_database(slot)?;
+            let mut last = std::mem::take(&mut self.last_index.1);
+            if self.last_index.0 != slot {
+                self.last_index.0 = slot;
+                last.clear();
+            }
+            let mut rows = std::iter::from_fn(|| chunks.next_if(|chunk| chunk.0 == slot)).map(
+                |(_, key, value)| {
+                    let in_order = key > last.as_slice();
+                    last.clear();
+                    last.extend_from_slice(key);
+                    (in_order, key, value)
+                },
+            );
+            let written = self.put_rows(database, &mut rows);
+            drop(rows);
+            self.last_index.1 = last;
+            written?;
         }
-        self.last_index.1.clear();
-        self.last_index.1.extend_from_slice(key);
-        self.wrote(key.len() + value.len())
+        Ok(())
     }
 
     fn index_database(&self, slot: u16) -> Result<RawDatabase, StoreError> {
