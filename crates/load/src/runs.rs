@@ -724,6 +724,9 @@ pub struct MergedRuns {
     heap: BinaryHeap<Head>,
     /// Keys from here on belong to the next part of a split merge (`MergedRuns::split`).
     end: Option<Vec<u8>>,
+    /// A split part's first key: its spill readers skip what lies below it at the first
+    /// `next_into`, on the thread that merges the part (decoding is the part's work).
+    start: Option<Vec<u8>>,
     // Keeps the spill files alive (and deletes them) for the merge's lifetime.
     _spilled: Arc<Vec<SpilledRun>>,
 }
@@ -747,6 +750,7 @@ impl MergedRuns {
             sources,
             heap: BinaryHeap::new(),
             end: None,
+            start: None,
             _spilled: Arc::new(spilled_files),
         };
         for source in 0..merged.sources.len() {
@@ -765,6 +769,7 @@ impl MergedRuns {
                 .collect(),
             heap: BinaryHeap::new(),
             end: None,
+            start: None,
             _spilled: Arc::new(Vec::new()),
         };
         for source in 0..merged.sources.len() {
@@ -867,11 +872,13 @@ impl MergedRuns {
     }
 
     /// The keys of this (unstarted) merge's runs from `start` (inclusive) to `end` (exclusive).
+    /// In-memory runs are positioned here; spill readers at the part's first `next_into`.
     fn part(&self, start: Option<&[u8]>, end: Option<Vec<u8>>) -> Result<MergedRuns, RunError> {
         let mut part = MergedRuns {
             sources: Vec::with_capacity(self.sources.len()),
             heap: BinaryHeap::new(),
             end,
+            start: start.map(<[u8]>::to_vec),
             _spilled: Arc::clone(&self._spilled),
         };
         for source in &self.sources {
@@ -886,31 +893,42 @@ impl MergedRuns {
             };
             part.sources.push(source);
             let index = part.sources.len() - 1;
-            if let (Some(start), Source::Spilled(reader)) = (start, &mut part.sources[index]) {
-                // Records below the range are decoded and dropped; the first one in it is the
-                // source's head.
-                let (mut key, mut ids) = (Vec::new(), Vec::new());
-                while reader.next_into(&mut key, &mut ids)? {
-                    if key.as_slice() >= start {
-                        if part.end.as_ref().is_none_or(|end| key < *end) {
-                            part.heap.push(Head {
-                                key,
-                                ids,
-                                source: index,
-                            });
-                        }
-                        break;
-                    }
-                }
-                continue;
+            if start.is_none() || matches!(part.sources[index], Source::Memory(..)) {
+                part.refill(index, Vec::new(), Vec::new())?;
             }
-            part.refill(index, Vec::new(), Vec::new())?;
         }
         Ok(part)
     }
 
+    /// Reads each spill reader up to the part's first key (the records below are decoded and
+    /// dropped) and makes the first record in range the source's head.
+    fn skip_spilled_below(&mut self, start: &[u8]) -> Result<(), RunError> {
+        for index in 0..self.sources.len() {
+            let Source::Spilled(reader) = &mut self.sources[index] else {
+                continue;
+            };
+            let (mut key, mut ids) = (Vec::new(), Vec::new());
+            while reader.next_into(&mut key, &mut ids)? {
+                if key.as_slice() >= start {
+                    if self.end.as_ref().is_none_or(|end| key < *end) {
+                        self.heap.push(Head {
+                            key,
+                            ids,
+                            source: index,
+                        });
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The next key and its merged ascending IDs, written into the caller's buffers; false at the end.
     pub fn next_into(&mut self, key: &mut Vec<u8>, ids: &mut Vec<u32>) -> Result<bool, RunError> {
+        if let Some(start) = self.start.take() {
+            self.skip_spilled_below(&start)?;
+        }
         let Some(first) = self.heap.pop() else {
             return Ok(false);
         };
