@@ -955,6 +955,9 @@ pub struct MergedRuns {
     /// the leaves (from `sources.len()`) are the sources in order.
     tree: Vec<usize>,
     merge_scratch: Vec<u32>,
+    /// Whether the sources stand at their first keys: a part positions them at its first
+    /// `next_into`, so spill readers skip below its range on its own merge thread.
+    started: bool,
     // Keeps the spill files alive (and deletes them) until every part's merge is gone.
     _spilled: Arc<Vec<SpilledRun>>,
 }
@@ -1093,24 +1096,30 @@ impl MergedRuns {
             position: 0,
             end: 0,
         });
-        let words = sources
-            .iter_mut()
-            .map(|source| source.advance(true))
-            .collect::<Result<Vec<u128>, RunError>>()?;
-        let mut merged = MergedRuns {
+        Ok(MergedRuns {
+            words: vec![EXHAUSTED_WORD; leaves],
             sources,
-            words,
             tree: vec![0; 2 * leaves],
             merge_scratch: Vec::new(),
+            started: false,
             _spilled: spilled,
-        };
+        })
+    }
+
+    /// Positions every source at its first key in range and builds the tree.
+    fn start(&mut self) -> Result<(), RunError> {
+        let leaves = self.sources.len();
+        for (word, source) in self.words.iter_mut().zip(&mut self.sources) {
+            *word = source.advance(true)?;
+        }
         for leaf in 0..leaves {
-            merged.tree[leaves + leaf] = leaf;
+            self.tree[leaves + leaf] = leaf;
         }
         for node in (1..leaves).rev() {
-            merged.tree[node] = merged.winner(merged.tree[2 * node], merged.tree[2 * node + 1]);
+            self.tree[node] = self.winner(self.tree[2 * node], self.tree[2 * node + 1]);
         }
-        Ok(merged)
+        self.started = true;
+        Ok(())
     }
 
     /// Of two sources, the one whose key comes first (the lower index on a tie).
@@ -1147,6 +1156,9 @@ impl MergedRuns {
 
     /// The next key and its merged ascending IDs, written into the caller's buffers; false at the end.
     pub fn next_into(&mut self, key: &mut Vec<u8>, ids: &mut Vec<u32>) -> Result<bool, RunError> {
+        if !self.started {
+            self.start()?;
+        }
         let first = self.tree[1];
         let word = self.words[first];
         if word == EXHAUSTED_WORD {
