@@ -4,7 +4,10 @@
 //! (`rows.rs`, `layout.rs`); this writer only places them. It holds the store's writer lock for
 //! its life, like a `WriteTxn`.
 
+use std::fs::File;
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::MutexGuard;
+use std::thread::JoinHandle;
 
 use heed::RwTxn;
 use lmdir_schema::{AttrId, LdapError, ResultCode};
@@ -39,7 +42,63 @@ pub struct BulkWriter<'s> {
     bytes_since_commit: usize,
     /// The last index key appended, per slot, so keys out of order fall back to a plain put.
     last_index: (u16, Vec<u8>),
+    /// A load's background writeback of committed pages (None for a reindex).
+    write_back: Option<WriteBack>,
     _writer: MutexGuard<'s, ()>,
+}
+
+/// Writes a load's committed pages to disk while the load goes on, so the final fsync waits
+/// only for the last ones instead of the whole DB (a load runs with NO_SYNC; the kernel would
+/// otherwise start writing only when the final fsync asks). One thread calls fdatasync on the
+/// data file after each periodic commit; a commit made while one runs is covered by the next.
+struct WriteBack {
+    requests: Option<SyncSender<()>>,
+    /// Ends with the first fdatasync error, which `finish` reports.
+    thread: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl WriteBack {
+    fn start(data_file: &std::path::Path) -> Result<WriteBack, StoreError> {
+        let file = File::open(data_file)?;
+        let (requests, received) = sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("lmdir-writeback".into())
+            .spawn(move || {
+                while received.recv().is_ok() {
+                    file.sync_data()?;
+                }
+                Ok(())
+            })?;
+        Ok(WriteBack {
+            requests: Some(requests),
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks for a writeback of what is committed now (merged with one already asked for).
+    fn request(&self) {
+        if let Some(requests) = &self.requests {
+            match requests.try_send(()) {
+                Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
+            }
+        }
+    }
+
+    /// Waits for the thread; its first error, if any.
+    fn stop(&mut self) -> std::io::Result<()> {
+        self.requests = None;
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(std::io::Error::other("the writeback thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for WriteBack {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
 }
 
 fn invalid(message: impl Into<String>) -> StoreError {
@@ -77,12 +136,19 @@ impl Store {
         let writer = crate::lock::lock(&self.inner.writer);
         self.inner.grow_map_if_needed()?;
         let txn = self.inner.env.write_txn()?;
+        let write_back = match mode {
+            Mode::Load => Some(WriteBack::start(
+                &self.inner.env.path().join(layout::DATA_FILE_NAME),
+            )?),
+            Mode::Reindex => None,
+        };
         Ok(BulkWriter {
             txn: Some(txn),
             inner: &self.inner,
             mode,
             bytes_since_commit: 0,
             last_index: (u16::MAX, Vec::new()),
+            write_back,
             _writer: writer,
         })
     }
@@ -119,6 +185,9 @@ impl<'s> BulkWriter<'s> {
         txn.commit()?;
         *persisted = described;
         drop(persisted);
+        if let Some(write_back) = &self.write_back {
+            write_back.request();
+        }
         self.txn = Some(self.inner.env.write_txn()?);
         Ok(())
     }
@@ -318,6 +387,9 @@ impl<'s> BulkWriter<'s> {
         let (mut persisted, described) = inner.persist_descriptions(&mut txn)?;
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = described;
+        if let Some(mut write_back) = self.write_back.take() {
+            write_back.stop()?;
+        }
         if matches!(self.mode, Mode::Load) {
             inner.env.force_sync()?;
         }
