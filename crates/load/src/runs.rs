@@ -896,15 +896,17 @@ impl Source {
 }
 
 /// k-way merge of finished runs in key order; each key's IDs come out merged and ascending.
-/// A winner tree over the sources' merge words: taking a key replays one path of log2(k)
-/// integer comparisons (long keys with equal first bytes compare their bytes).
+/// A loser tree over the sources' merge words: taking a key replays one path of log2(k)
+/// integer comparisons against the losers kept there (long keys with equal first bytes
+/// compare their bytes).
 pub struct MergedRuns {
     /// The sources, padded with empty runs to a power of two.
     sources: Vec<Source>,
     /// Each source's current merge word.
     words: Vec<u128>,
-    /// `tree[1]` is the source with the smallest key; node n's children are 2n and 2n + 1;
-    /// the leaves (from `sources.len()`) are the sources in order.
+    /// `tree[0]` is the source with the smallest key; internal node n (from 1; children 2n
+    /// and 2n + 1, the leaves from `sources.len()` being the sources in order) holds the
+    /// loser of the match played there.
     tree: Vec<usize>,
     merge_scratch: Vec<u32>,
     // Keeps the spill files alive (and deletes them) for the merge's lifetime.
@@ -953,17 +955,24 @@ impl MergedRuns {
         let mut merged = MergedRuns {
             sources,
             words,
-            tree: vec![0; 2 * leaves],
+            tree: vec![0; leaves],
             merge_scratch: Vec::new(),
             _spilled: spilled,
         };
-        for leaf in 0..leaves {
-            merged.tree[leaves + leaf] = leaf;
-        }
-        for node in (1..leaves).rev() {
-            merged.tree[node] = merged.winner(merged.tree[2 * node], merged.tree[2 * node + 1]);
-        }
+        merged.tree[0] = merged.play(1);
         Ok(merged)
+    }
+
+    /// Plays the matches below `node`, keeping each loser; the winner.
+    fn play(&mut self, node: usize) -> usize {
+        let leaves = self.sources.len();
+        if node >= leaves {
+            return node - leaves;
+        }
+        let (left, right) = (self.play(2 * node), self.play(2 * node + 1));
+        let winner = self.winner(left, right);
+        self.tree[node] = if winner == left { right } else { left };
+        winner
     }
 
     /// Of two sources, the one whose key comes first (the lower index on a tie).
@@ -990,17 +999,23 @@ impl MergedRuns {
     /// Moves `source` to its next key and replays its path to the root.
     fn advance(&mut self, source: usize) -> Result<(), RunError> {
         self.words[source] = self.sources[source].advance(false)?;
+        let mut candidate = source;
         let mut node = (self.sources.len() + source) / 2;
         while node >= 1 {
-            self.tree[node] = self.winner(self.tree[2 * node], self.tree[2 * node + 1]);
+            let kept = self.tree[node];
+            if self.winner(kept, candidate) == kept {
+                self.tree[node] = candidate;
+                candidate = kept;
+            }
             node /= 2;
         }
+        self.tree[0] = candidate;
         Ok(())
     }
 
     /// The next key and its merged ascending IDs, written into the caller's buffers; false at the end.
     pub fn next_into(&mut self, key: &mut Vec<u8>, ids: &mut Vec<u32>) -> Result<bool, RunError> {
-        let first = self.tree[1];
+        let first = self.tree[0];
         let word = self.words[first];
         if word == EXHAUSTED_WORD {
             return Ok(false);
@@ -1011,7 +1026,7 @@ impl MergedRuns {
         ids.extend_from_slice(self.sources[first].ids());
         self.advance(first)?;
         loop {
-            let next = self.tree[1];
+            let next = self.tree[0];
             if self.words[next] != word
                 || (is_long_word(word) && self.sources[next].key() != key.as_slice())
             {
