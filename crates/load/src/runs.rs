@@ -1390,6 +1390,34 @@ mod tests {
         }
     }
 
+    /// Merging ID lists equals sorting their union: interleaved single IDs, whole blocks,
+    /// shared IDs (kept once) and lists that do not overlap at all.
+    #[test]
+    fn merged_id_lists_equal_their_sorted_union() {
+        let cases: Vec<(Vec<u32>, Vec<u32>)> = vec![
+            ((0..100).step_by(2).collect(), (1..100).step_by(2).collect()),
+            (
+                (0..1000).chain(3000..4000).collect(),
+                (1000..3000).chain(4000..4100).collect(),
+            ),
+            ((0..50).collect(), (25..75).collect()),
+            ((10..20).collect(), (0..10).collect()),
+            ((0..10).collect(), (10..20).collect()),
+            (vec![5], vec![5]),
+            (vec![], vec![1, 2]),
+            (vec![1, 2], vec![]),
+        ];
+        let mut scratch = Vec::new();
+        for (left, right) in cases {
+            let mut expected: Vec<u32> = left.iter().chain(&right).copied().collect();
+            expected.sort_unstable();
+            expected.dedup();
+            let mut merged = left.clone();
+            merge_ids(&mut merged, &right, &mut scratch);
+            assert_eq!(merged, expected, "{left:?} + {right:?}");
+        }
+    }
+
     /// `push_prefixed` is `push` of the joined key, packed (9-byte hashed keys and others) or not.
     #[test]
     fn prefixed_push_equals_push_of_the_joined_key() {
