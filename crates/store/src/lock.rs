@@ -18,6 +18,13 @@ use crate::store::StoreError;
 pub const LOCK_FILE_NAME: &str = "lmdir.lock";
 /// Bytes of the holder's description read back for the refusal message (pid and command).
 const HOLDER_TEXT_BYTES_MAX: u64 = 512;
+/// How long a busy lock is retried before the open is refused. A `flock` belongs to the open
+/// file, and a child forked by any thread of the holder's process keeps the file open until it
+/// execs (milliseconds for a process with a large heap): a lock its holder has released can
+/// still be busy for that long. A real holder (a server, a load) holds it far longer.
+const BUSY_RETRY_MILLISECONDS_MAX: u64 = 250;
+/// The pause between two tries of a busy lock.
+const BUSY_RETRY_STEP_MILLISECONDS: u64 = 5;
 
 /// Held for the life of a read-write `Store` (and by the bulk loader for a whole load):
 /// dropping it closes the file, which releases the lock.
@@ -35,15 +42,11 @@ impl DirectoryLock {
             .create(true)
             .truncate(false)
             .open(&path)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked {
-                    directory: directory.display().to_string(),
-                    holder: holder_text(&mut file),
-                })
-            }
-            Err(TryLockError::Error(error)) => return Err(error.into()),
+        if !try_lock_within_grace(&file)? {
+            return Err(StoreError::Locked {
+                directory: directory.display().to_string(),
+                holder: holder_text(&mut file),
+            });
         }
         // Only the holder writes the file, so the refusal message can name the process.
         file.set_len(0)?;
@@ -53,6 +56,22 @@ impl DirectoryLock {
         file.flush()?;
         Ok(DirectoryLock { _file: file })
     }
+}
+
+/// Takes the lock, retrying a busy one for `BUSY_RETRY_MILLISECONDS_MAX`; false if still busy.
+fn try_lock_within_grace(file: &File) -> Result<bool, StoreError> {
+    let tries = BUSY_RETRY_MILLISECONDS_MAX / BUSY_RETRY_STEP_MILLISECONDS;
+    for try_number in 0..=tries {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(TryLockError::WouldBlock) if try_number < tries => std::thread::sleep(
+                std::time::Duration::from_millis(BUSY_RETRY_STEP_MILLISECONDS),
+            ),
+            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::Error(error)) => return Err(error.into()),
+        }
+    }
+    Ok(false)
 }
 
 fn holder_text(file: &mut File) -> String {
