@@ -537,9 +537,6 @@ impl Schema {
     }
 
     pub fn object_class(&self, name_or_oid: &str) -> Option<ObjectClassId> {
-        if let Some(id) = self.object_class_by_name.get(name_or_oid) {
-            return Some(*id);
-        }
         get_case_insensitive(&self.object_class_by_name, name_or_oid.trim())
     }
 
