@@ -62,6 +62,9 @@ pub fn parse_record_view<'a>(
             next_line: first_line,
         },
         options,
+        // Descriptions are then sliced from it: checking each one's UTF-8 again cost ~100
+        // instructions per line.
+        record_text: std::str::from_utf8(bytes).ok(),
         dn: None,
         values_count: 0,
         last_line: first_line,
@@ -103,6 +106,8 @@ impl<'a> PhysicalLines<'a> {
 struct LogicalLine<'a> {
     number: u64,
     text: Cow<'a, [u8]>,
+    /// Where `text` starts in the record when it is borrowed.
+    start: Option<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -185,6 +190,8 @@ fn printable(bytes: &[u8]) -> String {
 struct Parser<'a, 'o> {
     lines: PhysicalLines<'a>,
     options: &'o ParseOptions,
+    /// The whole record when it is UTF-8 (nearly always).
+    record_text: Option<&'a str>,
     /// The record's DN once read, for error messages.
     dn: Option<Cow<'a, str>>,
     values_count: usize,
@@ -207,13 +214,14 @@ impl<'a> Parser<'a, '_> {
     /// The next logical line, unfolded; `None` at the end of the record. An empty line ends the
     /// record: anything other than blank lines and comments after it is an error.
     fn next_raw_line(&mut self) -> Result<Option<LogicalLine<'a>>, LdifError> {
-        let (number, first) = loop {
+        let (number, first, start) = loop {
+            let start = self.lines.position;
             let Some((number, first)) = self.lines.next() else {
                 return Ok(None);
             };
             self.last_line = number;
             if !first.is_empty() || self.started {
-                break (number, first);
+                break (number, first, start);
             }
         };
         if first.is_empty() {
@@ -237,6 +245,7 @@ impl<'a> Parser<'a, '_> {
             return Ok(Some(LogicalLine {
                 number,
                 text: Cow::Borrowed(first),
+                start: Some(start),
             }));
         }
         let mut joined = first.to_vec();
@@ -256,6 +265,7 @@ impl<'a> Parser<'a, '_> {
         Ok(Some(LogicalLine {
             number,
             text: Cow::Owned(joined),
+            start: None,
         }))
     }
 
@@ -335,6 +345,13 @@ impl<'a> Parser<'a, '_> {
                     printable(bytes)
                 ),
             ));
+        }
+        let in_record = self
+            .record_text
+            .zip(line.start)
+            .and_then(|(text, start)| text.get(start + range.start..start + range.end));
+        if let Some(description) = in_record {
+            return Ok(Cow::Borrowed(description));
         }
         match sub_bytes(&line.text, range) {
             Cow::Borrowed(bytes) => std::str::from_utf8(bytes).ok().map(Cow::Borrowed),

@@ -1034,11 +1034,9 @@ impl Schema {
 /// attribute and object class value of every loaded entry, so the lowercase copy is made on
 /// the stack.
 fn get_case_insensitive<V: Copy>(map: &NameMap<V>, name_or_oid: &str) -> Option<V> {
-    if let Some(id) = map.get(name_or_oid) {
-        return Some(*id);
-    }
+    // No key has an uppercase letter: a name with one is looked up once, lowercased.
     if !name_or_oid.bytes().any(|byte| byte.is_ascii_uppercase()) {
-        return None;
+        return map.get(name_or_oid).copied();
     }
     let mut buffer = [0u8; 64];
     if name_or_oid.len() <= buffer.len() {
