@@ -54,6 +54,12 @@ ensure_unboundid() {
 }
 
 build_lmdir() {
+  # LMDIR=path measures a binary built earlier (a before/after pair) instead of building this tree.
+  if [ -n "${LMDIR:-}" ]; then
+    [ -x "$LMDIR" ] || { echo "LMDIR=$LMDIR is not an executable" >&2; exit 2; }
+    export LMDIR
+    return
+  fi
   log "building lmdir (release)"
   (cd "$REPO_DIR" && cargo build --release -q -p lmdir)
   LMDIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/lmdir"
