@@ -454,16 +454,7 @@ impl SortedRun {
 
     /// The index of the first key at or above `key`.
     fn lower_bound(&self, key: &[u8]) -> usize {
-        let (mut low, mut high) = (0, self.len());
-        while low < high {
-            let middle = (low + high) / 2;
-            if self.key(middle) < key {
-                low = middle + 1;
-            } else {
-                high = middle;
-            }
-        }
-        low
+        first_index_not_below(0, self.len(), |index| self.key(index) < key)
     }
 
     /// The IDs of the keys before the `index`-th.
@@ -987,15 +978,9 @@ fn split_cuts(memory: &[Arc<SortedRun>], parts: usize) -> Vec<Vec<u8>> {
     for part in 1..parts.max(1) {
         let target = total * part / parts;
         // The first key of the largest run with at least `target` work below it.
-        let mut high = largest.len();
-        while low < high {
-            let middle = (low + high) / 2;
-            if work_below(largest.key(middle)) < target {
-                low = middle + 1;
-            } else {
-                high = middle;
-            }
-        }
+        low = first_index_not_below(low, largest.len(), |index| {
+            work_below(largest.key(index)) < target
+        });
         if low < largest.len() && low > 0 {
             let cut = largest.key(low);
             if cuts.last().is_none_or(|last| last.as_slice() < cut) {
@@ -1004,6 +989,19 @@ fn split_cuts(memory: &[Arc<SortedRun>], parts: usize) -> Vec<Vec<u8>> {
         }
     }
     cuts
+}
+
+/// The first index of `low..high` where `below` turns false (`below` is true, then false).
+fn first_index_not_below(mut low: usize, mut high: usize, below: impl Fn(usize) -> bool) -> usize {
+    while low < high {
+        let middle = low + (high - low) / 2;
+        if below(middle) {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    low
 }
 
 /// The finished runs' in-memory runs (shared) and spill files.

@@ -5,7 +5,7 @@
 //! its life, like a `WriteTxn`.
 
 use std::fs::File;
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::MutexGuard;
 use std::thread::JoinHandle;
 
@@ -78,9 +78,9 @@ impl WriteBack {
     /// Asks for a writeback of what is committed now (merged with one already asked for).
     fn request(&self) {
         if let Some(requests) = &self.requests {
-            match requests.try_send(()) {
-                Ok(()) | Err(TrySendError::Full(())) | Err(TrySendError::Disconnected(())) => {}
-            }
+            // Full: a writeback is already asked for and covers this commit. Disconnected: the
+            // thread stopped on an error, which `finish` reports.
+            let _ = requests.try_send(());
         }
     }
 
@@ -137,9 +137,9 @@ impl Store {
         self.inner.grow_map_if_needed()?;
         let txn = self.inner.env.write_txn()?;
         let write_back = match mode {
-            Mode::Load => Some(WriteBack::start(
-                &self.inner.env.path().join(layout::DATA_FILE_NAME),
-            )?),
+            Mode::Load => Some(WriteBack::start(&crate::files::data_file_path(
+                self.inner.env.path(),
+            ))?),
             Mode::Reindex => None,
         };
         Ok(BulkWriter {

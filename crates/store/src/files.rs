@@ -43,12 +43,17 @@ pub fn replace_data_file(staging: &Path, directory: &Path) -> std::io::Result<()
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
         _ => {}
     }
-    std::fs::rename(staging.join(DATA_FILE_NAME), directory.join(DATA_FILE_NAME))
+    std::fs::rename(data_file_path(staging), data_file_path(directory))
+}
+
+/// Where `directory`'s LMDB data file is.
+pub(crate) fn data_file_path(directory: &Path) -> std::path::PathBuf {
+    directory.join(DATA_FILE_NAME)
 }
 
 /// The size of `directory`'s data file in bytes (0 when absent).
 pub fn data_file_bytes(directory: &Path) -> u64 {
-    std::fs::metadata(directory.join(DATA_FILE_NAME))
+    std::fs::metadata(data_file_path(directory))
         .map(|metadata| metadata.len())
         .unwrap_or(0)
 }

@@ -60,18 +60,20 @@ impl DirectoryLock {
 
 /// Takes the lock, retrying a busy one for `BUSY_RETRY_MILLISECONDS_MAX`; false if still busy.
 fn try_lock_within_grace(file: &File) -> Result<bool, StoreError> {
-    let tries = BUSY_RETRY_MILLISECONDS_MAX / BUSY_RETRY_STEP_MILLISECONDS;
-    for try_number in 0..=tries {
+    let mut retries_left = BUSY_RETRY_MILLISECONDS_MAX / BUSY_RETRY_STEP_MILLISECONDS;
+    loop {
         match file.try_lock() {
             Ok(()) => return Ok(true),
-            Err(TryLockError::WouldBlock) if try_number < tries => std::thread::sleep(
-                std::time::Duration::from_millis(BUSY_RETRY_STEP_MILLISECONDS),
-            ),
-            Err(TryLockError::WouldBlock) => return Ok(false),
+            Err(TryLockError::WouldBlock) if retries_left == 0 => return Ok(false),
+            Err(TryLockError::WouldBlock) => {
+                retries_left -= 1;
+                std::thread::sleep(std::time::Duration::from_millis(
+                    BUSY_RETRY_STEP_MILLISECONDS,
+                ));
+            }
             Err(TryLockError::Error(error)) => return Err(error.into()),
         }
     }
-    Ok(false)
 }
 
 fn holder_text(file: &mut File) -> String {

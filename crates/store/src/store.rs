@@ -725,7 +725,7 @@ impl Store {
         schema: Arc<Schema>,
     ) -> Result<Store, StoreError> {
         let resolved = resolve_options(&options, &schema)?;
-        if !directory.join(layout::DATA_FILE_NAME).is_file() {
+        if !crate::files::data_file_path(directory).is_file() {
             return Err(StoreError::Config(format!(
                 "{}: no database here",
                 directory.display()
