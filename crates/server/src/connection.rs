@@ -10,6 +10,7 @@ use crate::context::ServerContext;
 use crate::controls::{CANCEL_OID, START_TLS_OID};
 use crate::log_text::escaped;
 use crate::operations;
+use crate::request::Operation;
 use crate::result::{code, OperationError};
 use crate::session::{Identity, Session, Transport};
 use crate::sink::{Outgoing, ResultSink};
@@ -112,11 +113,11 @@ pub async fn run(
                 let operation_id = operation_counter;
                 count_received(&context, &session, &message.op);
                 match message.op {
-                    LdapOp::UnbindRequest => {
+                    Operation::Other(LdapOp::UnbindRequest) => {
                         info!("conn={connection_id} op={operation_id} UNBIND");
                         break Ending::Unbind;
                     }
-                    LdapOp::AbandonRequest(target) => {
+                    Operation::Other(LdapOp::AbandonRequest(target)) => {
                         info!("conn={connection_id} op={operation_id} ABANDON msg={target}");
                         if let Some(response) = abandon(&mut outstanding, &mut pending_cancels, target) {
                             if send_within(&mut framed, response, write_timeout).await.is_err() {
@@ -124,7 +125,7 @@ pub async fn run(
                             }
                         }
                     }
-                    LdapOp::ExtendedRequest(ref request) if request.name == CANCEL_OID => {
+                    Operation::Other(LdapOp::ExtendedRequest(ref request)) if request.name == CANCEL_OID => {
                         let result_code = match cancel(&message.controls, request, message.msgid, &mut outstanding, &mut pending_cancels) {
                             Ok(result_code) => result_code,
                             Err(target) => {
@@ -137,7 +138,7 @@ pub async fn run(
                             break Ending::PeerClosed;
                         }
                     }
-                    LdapOp::ExtendedRequest(ref request) if request.name == START_TLS_OID => {
+                    Operation::Other(LdapOp::ExtendedRequest(ref request)) if request.name == START_TLS_OID => {
                         // The upgrade consumes the stream; a closed placeholder stands in until it is back.
                         let placeholder: BoxedStream = Box::new(tokio::io::join(tokio::io::empty(), tokio::io::sink()));
                         let current = std::mem::replace(&mut framed, Framed::new(placeholder, pdu_codec(settings, &session.identity)));
@@ -146,7 +147,7 @@ pub async fn run(
                             Err(()) => break Ending::PeerClosed,
                         }
                     }
-                    LdapOp::BindRequest(request) => {
+                    Operation::Other(LdapOp::BindRequest(request)) => {
                         // Binds are handled in order, with nothing else running (RFC 4511 §4.2.1).
                         for (_, previous) in outstanding.drain() {
                             previous.cancelled.store(true, Ordering::Release);
@@ -223,15 +224,15 @@ fn open_session(
 
 /// Counts a received request; the ones answered by the connection itself (not by `dispatch`)
 /// are counted complete here too.
-fn count_received(context: &ServerContext, session: &Session, operation: &LdapOp) {
+fn count_received(context: &ServerContext, session: &Session, operation: &Operation) {
     session.monitor.operation_received();
     let kind = crate::monitor::OperationKind::of_request(operation);
     if let Some(kind) = kind {
         context.monitor.operation_initiated(kind);
     }
     let answered_here = match operation {
-        LdapOp::UnbindRequest | LdapOp::AbandonRequest(_) => true,
-        LdapOp::ExtendedRequest(request) => {
+        Operation::Other(LdapOp::UnbindRequest | LdapOp::AbandonRequest(_)) => true,
+        Operation::Other(LdapOp::ExtendedRequest(request)) => {
             request.name == CANCEL_OID || request.name == START_TLS_OID
         }
         _ => false,
@@ -295,7 +296,7 @@ struct OperationStart {
     message_id: i32,
     operation_id: u64,
     controls: Vec<crate::controls::Control>,
-    operation: LdapOp,
+    operation: Operation,
 }
 
 /// Starts an operation: refused busy past `operations_per_connection_max`, run right here when
@@ -398,7 +399,7 @@ async fn run_inline(
     outstanding: &mut HashMap<i32, Outstanding>,
     pending_cancels: &mut HashMap<i32, i32>,
     operation_context: OperationContext,
-    operation: LdapOp,
+    operation: Operation,
     prepared: operations::Prepared,
     write_timeout: Duration,
     monitor: &crate::monitor::Monitor,

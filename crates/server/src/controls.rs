@@ -13,8 +13,6 @@
 //! function of bytes, so the fuzz targets call them directly.
 
 use crate::result::{code, OperationError};
-use ldap3_lber::parse::Parser;
-use ldap3_proto::proto::LdapFilter;
 
 pub const PAGED_RESULTS_OID: &str = "1.2.840.113556.1.4.319";
 pub const MANAGE_DSA_IT_OID: &str = "2.16.840.1.113730.3.4.2";
@@ -253,7 +251,7 @@ pub struct RequestControls {
     pub manage_dsa_it: bool,
     pub manage_dsa_it_critical: bool,
     /// The assertion filter (RFC 4528).
-    pub assertion: Option<LdapFilter>,
+    pub assertion: Option<crate::filter::RawFilter>,
     pub assertion_critical: bool,
     /// Attribute lists of pre-read / post-read (RFC 4527).
     pub pre_read: Option<Vec<String>>,
@@ -474,26 +472,12 @@ fn decode_sort_key(key: Tlv<'_>) -> Result<SortKey, OperationError> {
     })
 }
 
-/// The assertion control's value is one Filter (RFC 4528 §3).
-pub fn decode_assertion(value: Option<&[u8]>) -> Result<LdapFilter, OperationError> {
+/// The assertion control's value is one Filter (RFC 4528 §3), checked well-formed here and
+/// decoded against the configured limits where the operation uses it.
+pub fn decode_assertion(value: Option<&[u8]>) -> Result<crate::filter::RawFilter, OperationError> {
     let value = value.ok_or_else(|| protocol_error(ASSERTION_OID, "missing value"))?;
-    decode_filter(ASSERTION_OID, value)
-}
-
-/// One BER Filter element (exactly `value`) of control `oid`, read strictly.
-pub fn decode_filter(oid: &str, value: &[u8]) -> Result<LdapFilter, OperationError> {
-    // Checked strictly first: ldap3_lber keeps the decoded prefix of a cut-short element.
-    let well_formed = match read_tlv(value) {
-        Some((filter, [])) => nested_well_formed(&filter, ASSERTION_BER_DEPTH_MAX),
-        _ => false,
-    };
-    if !well_formed {
-        return Err(protocol_error(oid, "undecodable filter"));
-    }
-    let (_, tag) = Parser::new(ASSERTION_BER_DEPTH_MAX)
-        .parse(value)
-        .map_err(|_| protocol_error(oid, "undecodable filter"))?;
-    LdapFilter::try_from(tag).map_err(|_| protocol_error(oid, "invalid filter"))
+    crate::filter::RawFilter::new(value, ASSERTION_BER_DEPTH_MAX)
+        .ok_or_else(|| protocol_error(ASSERTION_OID, "undecodable filter"))
 }
 
 /// AttributeSelection ::= SEQUENCE OF selector LDAPString (RFC 4527 §3.1).
@@ -778,9 +762,14 @@ mod tests {
             COMPARE_CONTROLS,
         )
         .expect("parse");
+        let settings = crate::settings::ServerSettings::with_defaults(Vec::new());
+        let assertion = parsed.assertion.expect("assertion");
         assert_eq!(
-            parsed.assertion,
-            Some(LdapFilter::Equality("cn".to_string(), "x".to_string()))
+            crate::filter::client_filter(&settings, &assertion).expect("decodes"),
+            lmdir_schema::Filter::Equality {
+                description: "cn".to_string(),
+                value: b"x".to_vec(),
+            }
         );
     }
 }

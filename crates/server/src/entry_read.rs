@@ -381,7 +381,7 @@ pub(crate) fn check_read_assertion(
     settings: &ServerSettings,
     access: &EntryAccess<'_>,
     entry: &lmdir_store::EntryRef<'_>,
-    assertion: &ldap3_proto::proto::LdapFilter,
+    assertion: &crate::filter::RawFilter,
 ) -> Result<(), OperationError> {
     let assertion = crate::filter::client_filter(settings, assertion)?;
     let prepared = database.schema.prepare_filter(&assertion);

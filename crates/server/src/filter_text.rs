@@ -1,103 +1,30 @@
-//! RFC 4515 string form of a decoded filter (for the stats log and for lmdir-schema's parser) and
-//! the nesting-depth limit.
+//! RFC 4515 string form of a request's filter, written straight from its BER (`RawFilter`)
+//! for the stats log: bounded, escaped, password values redacted, whatever the filter's size
+//! and whether or not it is within the limits that decoding it for the search enforces.
 
-use ldap3_proto::proto::LdapFilter;
+use crate::controls::{elements, read_tlv, Tlv};
+use crate::filter::{tag, RawFilter};
 use std::fmt::Write;
 
-/// Nesting depth: a leaf is 1, `(&(a=b))` is 2.
-/// Iterative, so a hostile nesting cannot overflow the stack.
-pub fn depth(filter: &LdapFilter) -> usize {
-    let mut deepest = 0;
-    let mut pending = vec![(filter, 1usize)];
-    while let Some((filter, level)) = pending.pop() {
-        deepest = deepest.max(level);
-        match filter {
-            LdapFilter::And(children) | LdapFilter::Or(children) => {
-                pending.extend(children.iter().map(|child| (child, level + 1)));
-            }
-            LdapFilter::Not(child) => pending.push((child, level + 1)),
-            _ => {}
-        }
-    }
-    deepest
-}
-
-/// Items of a filter: leaves plus substring pieces, what one filter test walks per entry.
-/// Counting stops past `stop_after`, so measuring a huge filter costs no more than the limit.
-pub fn item_count(filter: &LdapFilter, stop_after: usize) -> usize {
-    let mut count = 0usize;
-    let mut pending = vec![filter];
-    while let Some(filter) = pending.pop() {
-        if count > stop_after {
-            break;
-        }
-        match filter {
-            LdapFilter::And(children) | LdapFilter::Or(children) => pending.extend(children),
-            LdapFilter::Not(child) => pending.push(child),
-            LdapFilter::Substring(_, substrings) => {
-                count += 1 + substrings.any.len();
-            }
-            _ => count += 1,
-        }
-    }
-    count
-}
-
-/// Bytes of a filter's attribute names and assertion values, counted until past `stop_after`.
-pub fn text_bytes(filter: &LdapFilter, stop_after: usize) -> usize {
-    let mut bytes = 0usize;
-    let mut pending = vec![filter];
-    while let Some(filter) = pending.pop() {
-        if bytes > stop_after {
-            break;
-        }
-        bytes += match filter {
-            LdapFilter::And(children) | LdapFilter::Or(children) => {
-                pending.extend(children);
-                0
-            }
-            LdapFilter::Not(child) => {
-                pending.push(child);
-                0
-            }
-            LdapFilter::Present(attribute) => attribute.len(),
-            LdapFilter::Equality(attribute, value)
-            | LdapFilter::GreaterOrEqual(attribute, value)
-            | LdapFilter::LessOrEqual(attribute, value)
-            | LdapFilter::Approx(attribute, value) => attribute.len() + value.len(),
-            LdapFilter::Substring(attribute, substrings) => {
-                attribute.len()
-                    + substrings.initial.as_ref().map_or(0, String::len)
-                    + substrings.any.iter().map(String::len).sum::<usize>()
-                    + substrings.final_.as_ref().map_or(0, String::len)
-            }
-            LdapFilter::Extensible(assertion) => {
-                assertion.type_.as_ref().map_or(0, String::len)
-                    + assertion.matching_rule.as_ref().map_or(0, String::len)
-                    + assertion.match_value.len()
-            }
-        };
-    }
-    bytes
-}
-
 /// Whether an attribute description names a password: its assertion values never reach a log.
-fn is_secret_attribute(description: &str) -> bool {
-    let base = description.split(';').next().unwrap_or(description);
-    base.eq_ignore_ascii_case("userPassword") || base == "2.5.4.35"
+fn is_secret_attribute(description: &[u8]) -> bool {
+    let base = description
+        .split(|byte| *byte == b';')
+        .next()
+        .unwrap_or(description);
+    base.eq_ignore_ascii_case(b"userPassword") || base == b"2.5.4.35"
 }
 
 /// The filter for the stats log: RFC 4515 form with the values asserted on userPassword (and
 /// of extensible matches naming no attribute, which may test it) replaced by `<redacted>`,
 /// written only up to about `bytes_max` bytes and then ended with `...`, so a 16 MiB filter
 /// costs the log no more than a short one.
-pub fn to_log_string(filter: &LdapFilter, bytes_max: usize) -> String {
+pub fn to_log_string(filter: &RawFilter, bytes_max: usize) -> String {
     let mut writer = FilterWriter {
         out: String::with_capacity(64),
-        redact: true,
         bytes_max,
     };
-    writer.filter(filter);
+    writer.filter(&filter.element());
     if writer.out.len() > bytes_max {
         let mut cut = bytes_max;
         while !writer.out.is_char_boundary(cut) {
@@ -109,24 +36,15 @@ pub fn to_log_string(filter: &LdapFilter, bytes_max: usize) -> String {
     writer.out
 }
 
-/// Writes `filter` in RFC 4515 form.
-pub fn write_filter(out: &mut String, filter: &LdapFilter) {
-    let mut writer = FilterWriter {
-        out: std::mem::take(out),
-        redact: false,
-        bytes_max: usize::MAX,
-    };
-    writer.filter(filter);
-    *out = writer.out;
-}
-
 /// What the log shows instead of a password assertion value.
 const REDACTED: &str = "<redacted>";
+/// What the log shows for a part of a filter that does not decode (the search answers it).
+const UNDECODABLE: &str = "?";
 
-/// RFC 4515 writer that may redact password values and stops adding text past `bytes_max`.
+/// RFC 4515 writer over a filter's BER that redacts password values and stops adding text
+/// past `bytes_max`. Nesting was bounded when the request's PDU was checked.
 struct FilterWriter {
     out: String,
-    redact: bool,
     bytes_max: usize,
 }
 
@@ -135,12 +53,9 @@ impl FilterWriter {
         self.out.len() > self.bytes_max
     }
 
-    fn secret(&self, attribute: &str) -> bool {
-        self.redact && is_secret_attribute(attribute)
-    }
-
     /// Client text that is not an assertion value (attribute names, rule names).
-    fn name(&mut self, text: &str) {
+    fn name(&mut self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
         let room = self
             .bytes_max
             .saturating_sub(self.out.len())
@@ -152,20 +67,35 @@ impl FilterWriter {
         self.out.push_str(&text[..cut]);
     }
 
-    /// An assertion value, escaped (RFC 4515 §3); other characters (UTF-8 too) unchanged.
-    fn value(&mut self, value: &str) {
+    /// An assertion value, escaped (RFC 4515 §3): UTF-8 text unchanged but for the special
+    /// characters, any other byte as `\xx`.
+    fn value(&mut self, value: &[u8]) {
         // Most values are plain ASCII with nothing to escape: copied at once, up to the same
         // place the loop below stops (one byte past the bound), instead of a char at a time.
         let plain =
             |byte: u8| (0x20..0x7f).contains(&byte) && !matches!(byte, b'*' | b'(' | b')' | b'\\');
-        if !crate::log_text::contains_byte_where(value.as_bytes(), |byte| !plain(byte)) {
+        if !crate::log_text::contains_byte_where(value, |byte| !plain(byte)) {
             if !self.full() {
                 let room = (self.bytes_max - self.out.len()).saturating_add(1);
-                self.out.push_str(&value[..value.len().min(room)]);
+                let plain = std::str::from_utf8(&value[..value.len().min(room)]).unwrap_or("");
+                self.out.push_str(plain);
             }
             return;
         }
-        for character in value.chars() {
+        let Ok(text) = std::str::from_utf8(value) else {
+            for byte in value {
+                if self.full() {
+                    return;
+                }
+                if plain(*byte) {
+                    self.out.push(char::from(*byte));
+                } else {
+                    let _ = write!(self.out, "\\{byte:02x}");
+                }
+            }
+            return;
+        };
+        for character in text.chars() {
             if self.full() {
                 return;
             }
@@ -181,119 +111,138 @@ impl FilterWriter {
         }
     }
 
-    fn filter(&mut self, filter: &LdapFilter) {
+    fn filter(&mut self, element: &Tlv<'_>) {
         if self.full() {
             return;
         }
-        match filter {
-            LdapFilter::And(children) => self.set('&', children),
-            LdapFilter::Or(children) => self.set('|', children),
-            LdapFilter::Not(child) => {
+        match element.tag {
+            tag::AND => self.set('&', element.content),
+            tag::OR => self.set('|', element.content),
+            tag::NOT => {
                 self.out.push_str("(!");
-                self.filter(child);
+                match read_tlv(element.content) {
+                    Some((child, _)) => self.filter(&child),
+                    None => self.out.push_str(UNDECODABLE),
+                }
                 self.out.push(')');
             }
-            LdapFilter::Equality(attribute, value) => self.simple(attribute, "=", value),
-            LdapFilter::GreaterOrEqual(attribute, value) => self.simple(attribute, ">=", value),
-            LdapFilter::LessOrEqual(attribute, value) => self.simple(attribute, "<=", value),
-            LdapFilter::Approx(attribute, value) => self.simple(attribute, "~=", value),
-            LdapFilter::Present(attribute) => {
+            tag::EQUALITY => self.simple(element.content, "="),
+            tag::GREATER_OR_EQUAL => self.simple(element.content, ">="),
+            tag::LESS_OR_EQUAL => self.simple(element.content, "<="),
+            tag::APPROX => self.simple(element.content, "~="),
+            tag::PRESENT => {
                 self.out.push('(');
-                self.name(attribute);
+                self.name(element.content);
                 self.out.push_str("=*)");
             }
-            LdapFilter::Substring(attribute, substrings) => self.substring(attribute, substrings),
-            LdapFilter::Extensible(assertion) => self.extensible(assertion),
+            tag::SUBSTRINGS => self.substring(element.content),
+            tag::EXTENSIBLE => self.extensible(element.content),
+            _ => self.out.push_str(UNDECODABLE),
         }
     }
 
-    fn substring(&mut self, attribute: &str, substrings: &ldap3_proto::proto::LdapSubstringFilter) {
+    fn substring(&mut self, content: &[u8]) {
+        let parts = elements(content).unwrap_or_default();
+        let [attribute, pieces] = parts.as_slice() else {
+            self.out.push_str(UNDECODABLE);
+            return;
+        };
         self.out.push('(');
-        self.name(attribute);
+        self.name(attribute.content);
         self.out.push('=');
-        if self.secret(attribute) {
+        if is_secret_attribute(attribute.content) {
             self.out.push_str(REDACTED);
             self.out.push(')');
             return;
         }
-        if let Some(initial) = &substrings.initial {
-            self.value(initial);
+        let pieces = elements(pieces.content).unwrap_or_default();
+        if pieces
+            .first()
+            .is_none_or(|piece| piece.tag != tag::SUBSTRING_INITIAL)
+        {
+            self.out.push('*');
         }
-        self.out.push('*');
-        for any in &substrings.any {
+        for piece in &pieces {
             if self.full() {
                 break;
             }
-            self.value(any);
-            self.out.push('*');
-        }
-        if let Some(final_) = &substrings.final_ {
-            self.value(final_);
+            self.value(piece.content);
+            if piece.tag != tag::SUBSTRING_FINAL {
+                self.out.push('*');
+            }
         }
         self.out.push(')');
     }
 
-    fn extensible(&mut self, assertion: &ldap3_proto::proto::LdapMatchingRuleAssertion) {
+    fn extensible(&mut self, content: &[u8]) {
+        let parts = elements(content).unwrap_or_default();
+        let part = |wanted: u8| parts.iter().find(|part| part.tag == wanted);
         self.out.push('(');
-        if let Some(attribute) = &assertion.type_ {
-            self.name(attribute);
+        let attribute = part(tag::RULE_TYPE);
+        if let Some(attribute) = attribute {
+            self.name(attribute.content);
         }
-        if assertion.dn_attributes {
+        if part(tag::DN_ATTRIBUTES).is_some_and(|flag| flag.content.iter().any(|byte| *byte != 0)) {
             self.out.push_str(":dn");
         }
-        if let Some(rule) = &assertion.matching_rule {
+        if let Some(rule) = part(tag::MATCHING_RULE) {
             self.out.push(':');
-            self.name(rule);
+            self.name(rule.content);
         }
         self.out.push_str(":=");
         // With no attribute named, the rule may apply to userPassword.
-        if self.redact && assertion.type_.as_deref().is_none_or(is_secret_attribute) {
+        if attribute.is_none_or(|attribute| is_secret_attribute(attribute.content)) {
             self.out.push_str(REDACTED);
-        } else {
-            self.value(&assertion.match_value);
+        } else if let Some(value) = part(tag::MATCH_VALUE) {
+            self.value(value.content);
         }
         self.out.push(')');
     }
 
-    fn set(&mut self, operator: char, children: &[LdapFilter]) {
+    fn set(&mut self, operator: char, content: &[u8]) {
         self.out.push('(');
         self.out.push(operator);
-        for child in children {
+        let mut rest = content;
+        while let Some((child, after)) = read_tlv(rest) {
             if self.full() {
                 break;
             }
-            self.filter(child);
+            self.filter(&child);
+            rest = after;
         }
         self.out.push(')');
     }
 
-    fn simple(&mut self, attribute: &str, operator: &str, value: &str) {
+    fn simple(&mut self, content: &[u8], operator: &str) {
+        let parts = elements(content).unwrap_or_default();
+        let [attribute, value] = parts.as_slice() else {
+            self.out.push_str(UNDECODABLE);
+            return;
+        };
         self.out.push('(');
-        self.name(attribute);
+        self.name(attribute.content);
         self.out.push_str(operator);
-        if self.secret(attribute) {
+        if is_secret_attribute(attribute.content) {
             self.out.push_str(REDACTED);
         } else {
-            self.value(value);
+            self.value(value.content);
         }
         self.out.push(')');
     }
-}
-
-/// The RFC 4515 string of `filter`.
-pub fn to_string(filter: &LdapFilter) -> String {
-    let mut out = String::with_capacity(64);
-    write_filter(&mut out, filter);
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ldap3_proto::parse_ldap_filter_str;
+    use crate::filter::tests::encode;
+    use lmdir_schema::Filter;
+
+    fn logged(text: &str, bytes_max: usize) -> String {
+        to_log_string(&encode(&Filter::parse(text, 64).expect(text)), bytes_max)
+    }
 
     #[test]
-    fn round_trips_through_ldap3_proto_parser() {
+    fn round_trips_through_the_parser() {
         for text in [
             "(objectClass=*)",
             "(&(uid=u1)(|(cn=a*b*c)(!(sn=x))))",
@@ -303,38 +252,32 @@ mod tests {
             "(cn~=smith)",
             "(cn=*mid*)",
             "(cn=start*)",
+            "(cn:dn:caseExactMatch:=x)",
         ] {
-            let parsed = parse_ldap_filter_str(text).expect(text);
-            assert_eq!(to_string(&parsed), text);
+            assert_eq!(logged(text, usize::MAX), text);
         }
     }
 
     #[test]
-    fn special_characters_are_escaped() {
-        let filter = LdapFilter::Equality("cn".to_string(), "K*()\\\u{0}".to_string());
-        assert_eq!(to_string(&filter), "(cn=K\\2a\\28\\29\\5c\\00)");
+    fn special_characters_and_binary_values_are_escaped() {
+        assert_eq!(
+            logged("(cn=K\\2a\\28\\29\\5c\\00)", usize::MAX),
+            "(cn=K\\2a\\28\\29\\5c\\00)"
+        );
+        assert_eq!(
+            logged("(jpegPhoto=\\ff\\d8)", usize::MAX),
+            "(jpegPhoto=\\ff\\d8)"
+        );
     }
 
     /// A plain value is copied whole, and stops where the character loop would: one byte past
     /// the bound, which `to_log_string` then cuts and marks.
     #[test]
     fn plain_and_escaped_values_are_cut_at_the_same_place() {
-        let plain = LdapFilter::Equality("cn".to_string(), "abcdefghijklmnop".to_string());
-        assert_eq!(to_log_string(&plain, 10), "(cn=abcdef...");
-        let escaped = LdapFilter::Equality("cn".to_string(), "abcdefghijklmno(".to_string());
-        assert_eq!(to_log_string(&escaped, 10), "(cn=abcdef...");
-        let both = LdapFilter::And(vec![plain.clone(), plain]);
-        assert_eq!(to_log_string(&both, 20), "(&(cn=abcdefghijklmn...");
-        assert_eq!(
-            to_log_string(&both, 1000),
-            "(&(cn=abcdefghijklmnop)(cn=abcdefghijklmnop))"
-        );
-    }
-
-    #[test]
-    fn depth_counts_nesting() {
-        let parsed = parse_ldap_filter_str("(&(a=1)(|(b=2)(!(c=3))))").expect("parse");
-        assert_eq!(depth(&parsed), 4);
-        assert_eq!(depth(&LdapFilter::Present("a".to_string())), 1);
+        assert_eq!(logged("(cn=abcdefghijklmnop)", 10), "(cn=abcdef...");
+        assert_eq!(logged("(cn=abcdefghijklmno\\28)", 10), "(cn=abcdef...");
+        let both = "(&(cn=abcdefghijklmnop)(cn=abcdefghijklmnop))";
+        assert_eq!(logged(both, 20), "(&(cn=abcdefghijklmn...");
+        assert_eq!(logged(both, 1000), both);
     }
 }

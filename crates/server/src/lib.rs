@@ -28,6 +28,7 @@ pub mod ppolicy;
 pub mod proxy_authz;
 pub mod replication;
 pub mod replication_status;
+pub mod request;
 pub mod result;
 pub mod rootdse;
 mod search;

@@ -8,7 +8,7 @@
 //! filter (matching rules, subtypes, options). Only attributes the subject may read reach the
 //! test (the caller checks first), so the control reveals nothing a plain read would not.
 
-use crate::controls::{elements, read_tlv, single_element, SEQUENCE_TAG};
+use crate::controls::{elements, single_element, SEQUENCE_TAG};
 use crate::result::{code, OperationError};
 use lmdir_schema::{
     AttrId, AttributeVisitor, EntryView, Filter, PreparedFilter, Schema, StoredValue,
@@ -19,13 +19,6 @@ pub const MATCHED_VALUES_OID: &str = "1.2.826.0.1.3344810.2.3";
 /// Most items one ValuesReturnFilter may hold: every returned value is tested against each
 /// item, so this bounds the work per value. Real clients send one or a few.
 pub const MATCHED_VALUES_ITEMS_MAX: usize = 64;
-
-/// BER identifiers of the SimpleFilterItem choices (RFC 3876 §2: the Filter choices without
-/// and, or, not).
-/// A SimpleFilterItem is one leaf: no nesting to bound beyond that.
-const SIMPLE_ITEM_DEPTH_MAX: usize = 2;
-
-const SIMPLE_ITEM_TAGS: [u8; 7] = [0xa3, 0xa4, 0xa5, 0xa6, 0x87, 0xa8, 0xa9];
 
 fn protocol_error(what: &str) -> OperationError {
     OperationError::new(
@@ -57,12 +50,7 @@ pub fn decode(value: Option<&[u8]>) -> Result<Vec<Filter>, OperationError> {
     items
         .iter()
         .map(|item| {
-            if !SIMPLE_ITEM_TAGS.contains(&item.tag) || read_tlv(item.whole).is_none() {
-                return Err(protocol_error("items must be simple filter items"));
-            }
-            let ldap = crate::controls::decode_filter(MATCHED_VALUES_OID, item.whole)?;
-            Filter::parse(&crate::filter_text::to_string(&ldap), SIMPLE_ITEM_DEPTH_MAX)
-                .map_err(|error| protocol_error(&error.message))
+            crate::filter::simple_filter_item(item).map_err(|error| protocol_error(&error.message))
         })
         .collect()
 }

@@ -95,12 +95,16 @@ impl OperationKind {
     }
 
     /// The operation a request starts.
-    pub fn of_request(operation: &ldap3_proto::proto::LdapOp) -> Option<OperationKind> {
+    pub fn of_request(operation: &crate::request::Operation) -> Option<OperationKind> {
+        use crate::request::Operation;
         use ldap3_proto::proto::LdapOp;
+        let operation = match operation {
+            Operation::Search(_) => return Some(OperationKind::Search),
+            Operation::Other(operation) => operation,
+        };
         Some(match operation {
             LdapOp::BindRequest(_) => OperationKind::Bind,
             LdapOp::UnbindRequest => OperationKind::Unbind,
-            LdapOp::SearchRequest(_) => OperationKind::Search,
             LdapOp::CompareRequest(_) => OperationKind::Compare,
             LdapOp::ModifyRequest(_) => OperationKind::Modify,
             LdapOp::ModifyDNRequest(_) => OperationKind::Modrdn,

@@ -9,6 +9,7 @@ use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
 use crate::ppolicy::PolicyError;
+use crate::request::{Operation, SearchRequest};
 use crate::result::{code, OperationError};
 use crate::rootdse;
 use crate::search::{PreparedSearch, SearchDone};
@@ -16,7 +17,7 @@ use crate::selection::AttributeSelection;
 use crate::session::{Identity, Session};
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{
-    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchRequest, LdapSearchScope,
+    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchScope,
     OID_PASSWORD_MODIFY, OID_WHOAMI,
 };
 use std::sync::atomic::Ordering;
@@ -129,7 +130,7 @@ impl OperationContext {
     }
 
     /// Answers `operation` with `error` before it starts.
-    async fn refuse(&self, operation: &LdapOp, error: OperationError, started: Instant) {
+    async fn refuse(&self, operation: &Operation, error: OperationError, started: Instant) {
         match response_tag(operation) {
             Some(tag::EXTENDED_RESPONSE) => self.finish_extended(Err(error), started).await,
             Some(response_tag) => self.finish(response_tag, Err(error), started).await,
@@ -186,10 +187,13 @@ impl OperationContext {
 }
 
 /// The response tag (for logs) of an LDAPResult-shaped response to `operation`.
-pub fn response_tag(operation: &LdapOp) -> Option<u8> {
+pub fn response_tag(operation: &Operation) -> Option<u8> {
+    let operation = match operation {
+        Operation::Search(_) => return Some(tag::SEARCH_RESULT_DONE),
+        Operation::Other(operation) => operation,
+    };
     Some(match operation {
         LdapOp::BindRequest(_) => tag::BIND_RESPONSE,
-        LdapOp::SearchRequest(_) => tag::SEARCH_RESULT_DONE,
         LdapOp::ModifyRequest(_) => tag::MODIFY_RESPONSE,
         LdapOp::AddRequest(_) => tag::ADD_RESPONSE,
         LdapOp::DelRequest(_) => tag::DELETE_RESPONSE,
@@ -201,7 +205,7 @@ pub fn response_tag(operation: &LdapOp) -> Option<u8> {
 }
 
 /// A response refusing `operation` before it starts (e.g. busy); None for operations without a response.
-pub fn refusal(message_id: i32, operation: &LdapOp, error: &OperationError) -> Option<Bytes> {
+pub fn refusal(message_id: i32, operation: &Operation, error: &OperationError) -> Option<Bytes> {
     let response_tag = response_tag(operation)?;
     let mut buffer = BytesMut::with_capacity(64);
     let fields = ResultFields {
@@ -231,16 +235,16 @@ impl Prepared {
 }
 
 /// Prepares an operation as the connection receives it.
-pub fn prepare(server: &ServerContext, identity: &Identity, operation: &LdapOp) -> Prepared {
+pub fn prepare(server: &ServerContext, identity: &Identity, operation: &Operation) -> Prepared {
     let search = match operation {
-        LdapOp::SearchRequest(request) => Some(PreparedSearch::new(server, identity, request)),
-        _ => None,
+        Operation::Search(request) => Some(PreparedSearch::new(server, identity, request)),
+        Operation::Other(_) => None,
     };
     Prepared { search }
 }
 
 /// Runs one non-bind operation to completion.
-pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prepared: Prepared) {
+pub async fn dispatch(mut context: OperationContext, operation: Operation, mut prepared: Prepared) {
     let started = Instant::now();
     if context.session.password_must_change.load(Ordering::Acquire) {
         if let Some(refusal) = change_after_reset_refusal(&context, &operation) {
@@ -267,13 +271,16 @@ pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prep
         // proxied one it now runs as: prepare it again for the right subject.
         prepared.search = None;
     }
-    match operation {
-        LdapOp::SearchRequest(request) => {
+    let operation = match operation {
+        Operation::Search(request) => {
             let prepared = prepared.search.unwrap_or_else(|| {
                 PreparedSearch::new(&context.server, &context.session.identity, &request)
             });
-            search(&context, &request, prepared, started).await
+            return search(&context, &request, prepared, started).await;
         }
+        Operation::Other(operation) => operation,
+    };
+    match operation {
         LdapOp::ExtendedRequest(request) => extended(&context, &request, started).await,
         LdapOp::CompareRequest(request) => {
             info!(
@@ -360,7 +367,7 @@ pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prep
 /// The refusal of `operation` on a connection whose reset password must be changed first.
 fn change_after_reset_refusal(
     context: &OperationContext,
-    operation: &LdapOp,
+    operation: &Operation,
 ) -> Option<OperationError> {
     let wants_control = context
         .controls
@@ -458,7 +465,7 @@ pub async fn bind(
 
 async fn search(
     context: &OperationContext,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     prepared: PreparedSearch,
     started: Instant,
 ) {
@@ -504,7 +511,7 @@ async fn search(
 
 /// The search filter as the stats log shows it: password values redacted, bounded, escaped.
 /// Built only where the line is logged, and escaped straight into the line.
-pub fn search_log_filter(filter: &ldap3_proto::proto::LdapFilter) -> LogFilter {
+pub fn search_log_filter(filter: &crate::filter::RawFilter) -> LogFilter {
     LogFilter(filter_text::to_log_string(
         filter,
         log_text::LOG_FILTER_BYTES_MAX,
@@ -534,19 +541,19 @@ impl std::fmt::Display for EntriesSent {
     }
 }
 
-/// The limits a search request must meet before any work: filter nesting and size, and the
-/// length of the attribute list (each adminLimitExceeded, as OpenLDAP answers its limits).
+/// The limit a search request must meet before any work besides its filter's (nesting and
+/// items, checked as the filter is decoded): the length of the attribute list
+/// (adminLimitExceeded, as OpenLDAP answers its limits).
 pub fn search_request_within_limits(
     settings: &crate::settings::ServerSettings,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
 ) -> Result<(), OperationError> {
-    crate::filter::filter_within_limits(settings, &request.filter)?;
     crate::selection::attribute_list_within_limits(settings, request.attrs.len())
 }
 
 async fn search_with_controls(
     context: &OperationContext,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     request_controls: &RequestControls,
     prepared: PreparedSearch,
 ) -> Result<SearchDone, OperationError> {
@@ -616,25 +623,36 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ldap3_proto::proto::LdapFilter;
+    use crate::filter::tests::encode;
+    use lmdir_schema::Filter;
+
+    fn equality(description: &str, value: &str) -> Filter {
+        Filter::Equality {
+            description: description.to_string(),
+            value: value.as_bytes().to_vec(),
+        }
+    }
 
     #[test]
     fn the_search_log_redacts_passwords_and_bounds_and_escapes_the_filter() {
-        let password = LdapFilter::And(vec![
-            LdapFilter::Equality("uid".to_string(), "bob".to_string()),
-            LdapFilter::Equality("userPassword;x".to_string(), "secret".to_string()),
-            LdapFilter::Approx("2.5.4.35".to_string(), "secret".to_string()),
-        ]);
+        let password = encode(&Filter::And(vec![
+            equality("uid", "bob"),
+            equality("userPassword;x", "secret"),
+            Filter::Approx {
+                description: "2.5.4.35".to_string(),
+                value: b"secret".to_vec(),
+            },
+        ]));
         assert_eq!(
             search_log_filter(&password).to_string(),
             "(&(uid=bob)(userPassword;x=<redacted>)(2.5.4.35~=<redacted>))"
         );
         // A value cannot break the line or close the quotes of `filter="..."`.
-        let forged = LdapFilter::Equality("cn".to_string(), "x\"\nconn=1 op=1 BIND".to_string());
+        let forged = encode(&equality("cn", "x\"\nconn=1 op=1 BIND"));
         let logged = search_log_filter(&forged).to_string();
         assert!(!logged.contains('\n') && !logged.contains('"'), "{logged}");
         // 16 MiB of filter logs as about LOG_FILTER_BYTES_MAX.
-        let huge = LdapFilter::Equality("cn".to_string(), "y".repeat(16 << 20));
+        let huge = encode(&equality("cn", &"y".repeat(16 << 20)));
         let logged = search_log_filter(&huge).to_string();
         assert!(
             logged.len() < log_text::LOG_FILTER_BYTES_MAX + 32,

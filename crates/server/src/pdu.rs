@@ -1,10 +1,12 @@
 //! Framing of LDAP PDUs on a stream. The BER length header is read first, so a huge announced
 //! length is refused at once instead of buffering until the peer sends it; a complete PDU is
-//! parsed with ldap3_lber, its controls are decoded by `controls` (keeping each one's
-//! criticality) and the rest by ldap3_proto's LdapMsg. Encoding is a pass-through of
+//! split strictly here, its controls are decoded by `controls` (keeping each one's
+//! criticality), a search request by `request` (our own types, octet-string filter values), a
+//! plain simple bind straight from its elements, and the rest by ldap3_proto's LdapMsg. Encoding is a pass-through of
 //! already-encoded bytes.
 
 use crate::controls::{self, Control};
+use crate::request::{self, Operation};
 use bytes::{Bytes, BytesMut};
 use ldap3_lber::common::TagClass;
 use ldap3_lber::parse::Parser;
@@ -17,7 +19,7 @@ use tokio_util::codec::{Decoder, Encoder};
 #[derive(Debug, Clone)]
 pub struct Request {
     pub msgid: i32,
-    pub op: LdapOp,
+    pub op: Operation,
     pub controls: Vec<Control>,
 }
 
@@ -145,7 +147,16 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
     if let Some((msgid, op)) = simple_bind(message_id, operation) {
         return Ok(Request {
             msgid,
-            op,
+            op: Operation::Other(op),
+            controls,
+        });
+    }
+    if request::is_search(operation) {
+        let msgid = message_id_of(message_id).ok_or_else(|| malformed("message ID"))?;
+        let search = request::search_request(operation, ber_depth_max).map_err(malformed)?;
+        return Ok(Request {
+            msgid,
+            op: Operation::Search(Box::new(search)),
             controls,
         });
     }
@@ -164,9 +175,18 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         LdapMsg::try_from(envelope).map_err(|error| PduError::Malformed(error.to_string()))?;
     Ok(Request {
         msgid: message.msgid,
-        op: message.op,
+        op: Operation::Other(message.op),
         controls,
     })
+}
+
+/// MessageID ::= INTEGER (0 .. maxInt).
+fn message_id_of(element: &controls::Tlv<'_>) -> Option<i32> {
+    const INTEGER: u8 = 0x02;
+    if element.tag != INTEGER || element.content.first().is_none_or(|byte| byte & 0x80 != 0) {
+        return None;
+    }
+    i32::try_from(ber_integer_as_ldap3_proto(element.content)?).ok()
 }
 
 /// A simple bind (half of an authrate's requests) decoded straight from its elements, without
@@ -338,7 +358,10 @@ mod tests {
             let expected = through_ldap3_proto(&frame);
             let got = decode_message(&frame, 32)
                 .ok()
-                .map(|request| (request.msgid, request.op));
+                .map(|request| match request.op {
+                    Operation::Other(op) => (request.msgid, op),
+                    Operation::Search(_) => panic!("a bind decoded as a search"),
+                });
             assert_eq!(
                 format!("{got:?}"),
                 format!("{expected:?}"),
@@ -423,7 +446,10 @@ mod tests {
         assert!(matches!(codec.decode(&mut buffer), Ok(None)));
         buffer.extend_from_slice(&[0x42, 0x00, 0x30]);
         let request = codec.decode(&mut buffer).expect("decode").expect("request");
-        assert!(matches!(request.op, LdapOp::UnbindRequest));
+        assert!(matches!(
+            request.op,
+            Operation::Other(LdapOp::UnbindRequest)
+        ));
         assert_eq!(&buffer[..], &[0x30]);
     }
 

@@ -9,6 +9,7 @@
 //! merge into it, and every bind waits for the commit that records it.
 
 use crate::ber::ResponseControl;
+use crate::request::Operation;
 use crate::result::{code, OperationError};
 use ldap3_proto::proto::{LdapModifyRequest, LdapOp, LdapSearchScope};
 use lmdir_schema::{generalized_time_unix_seconds, AttrId, ModOp, Modification, Schema};
@@ -448,29 +449,34 @@ pub const CHANGE_AFTER_RESET_TEXT: &str =
 /// control on. One deliberate difference: slapd lets modrdn through, lmdir refuses it (the
 /// password is the only change allowed until it is made; docs/compatibility.md).
 pub fn change_after_reset_refusal(
-    operation: &LdapOp,
+    operation: &Operation,
     password_only: impl FnOnce(&LdapModifyRequest) -> bool,
     wants_control: bool,
 ) -> Option<OperationError> {
     let allowed = match operation {
-        LdapOp::ExtendedRequest(_) => true,
-        LdapOp::SearchRequest(request) => {
+        Operation::Search(request) => {
             let root_dse = request.base.is_empty() && request.scope == LdapSearchScope::Base;
             root_dse || request.base.trim().eq_ignore_ascii_case("cn=subschema")
         }
-        LdapOp::ModifyRequest(request) => password_only(request),
-        LdapOp::AddRequest(_)
-        | LdapOp::DelRequest(_)
-        | LdapOp::ModifyDNRequest(_)
-        | LdapOp::CompareRequest(_) => false,
+        Operation::Other(LdapOp::ExtendedRequest(_)) => true,
+        Operation::Other(LdapOp::ModifyRequest(request)) => password_only(request),
+        Operation::Other(
+            LdapOp::AddRequest(_)
+            | LdapOp::DelRequest(_)
+            | LdapOp::ModifyDNRequest(_)
+            | LdapOp::CompareRequest(_),
+        ) => false,
         // Not requests: `dispatch` answers them.
-        _ => true,
+        Operation::Other(_) => true,
     };
     if allowed {
         return None;
     }
     let refusal = OperationError::new(code::INSUFFICIENT_ACCESS_RIGHTS, CHANGE_AFTER_RESET_TEXT);
-    let takes_control = matches!(operation, LdapOp::AddRequest(_) | LdapOp::ModifyRequest(_));
+    let takes_control = matches!(
+        operation,
+        Operation::Other(LdapOp::AddRequest(_) | LdapOp::ModifyRequest(_))
+    );
     Some(if wants_control && takes_control {
         let response = PolicyResponse {
             warning: None,

@@ -787,3 +787,58 @@ fn operations_beyond_the_per_connection_limit_are_answered_busy() {
     }
     eprintln!("{busy_rounds} of 10 second operations were refused busy");
 }
+
+/// A filter's assertion values are octet strings (RFC 4511 §4.1.6): a value that is not UTF-8
+/// (`\ff\fe`, as in binary attributes, certificates, GUIDs) is answered, as slapd answers it,
+/// and the connection goes on. Before lmdir decoded searches itself, ldap3_proto's String
+/// filters refused the PDU and the connection was closed with a Notice of Disconnection.
+#[test]
+fn binary_assertion_values_are_answered_and_the_connection_goes_on() {
+    let server = TestServer::start_populated(3, Vec::new(), |_| {});
+    const PEOPLE: &str = "ou=people,dc=example,dc=com";
+    let mut connection = common::root(&server);
+    let filters = [
+        "(userPassword=\\ff\\fe)",
+        "(|(cn=\\ff\\fe\\00)(uid=u0000001))",
+        "(cn=*\\c3\\28*)",
+        "(!(description>=\\80))",
+    ];
+    for filter in filters {
+        let ldap3::SearchResult(entries, result) = connection
+            .search(PEOPLE, Scope::Subtree, filter, vec!["uid"])
+            .unwrap_or_else(|error| panic!("{filter}: {error}"));
+        assert_eq!(result.rc, 0, "{filter}: {}", result.text);
+        // Undefined items (a value no Directory String holds) match nothing, even under NOT.
+        let expected = usize::from(filter.contains("uid=u0000001"));
+        assert_eq!(entries.len(), expected, "{filter}");
+    }
+    // The same connection still answers.
+    assert_eq!(whoami(&mut connection), format!("dn:{}", ROOT_DN));
+    // ldap-utils sends the same bytes.
+    let url = server.ldap_url();
+    let Some(output) = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-H",
+            &url,
+            "-D",
+            ROOT_DN,
+            "-w",
+            ROOT_PASSWORD,
+            "-b",
+            PEOPLE,
+            "-LLL",
+            "(|(userPassword=\\ff\\fe)(uid=u0000002))",
+            "uid",
+        ],
+    ) else {
+        return;
+    };
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("uid: u0000002"),
+        "{}",
+        text(&output.stdout)
+    );
+}

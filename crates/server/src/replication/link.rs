@@ -396,7 +396,13 @@ fn decode(frame: &[u8]) -> Result<Message, LinkError> {
             .find(|control| control.oid == oid)
             .map(|control| control.value.clone().unwrap_or_default())
     };
-    Ok(match decoded.op {
+    let operation = match decoded.op {
+        crate::request::Operation::Other(operation) => operation,
+        crate::request::Operation::Search(_) => {
+            return Err(protocol("a search request from the provider"))
+        }
+    };
+    Ok(match operation {
         LdapOp::SearchResultEntry(entry) => Message::Entry {
             state: value_of(SYNC_STATE_OID)
                 .map(|value| SyncState::decode(&value))

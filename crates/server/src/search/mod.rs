@@ -17,13 +17,14 @@ use crate::controls::RequestControls;
 use crate::entry_read::{
     check_read_assertion, disclosed_entry, write_stored_entry, Selection, Subordinates,
 };
-use crate::filter::client_filter;
+use crate::filter::{client_filter, client_filter_with_items};
+use crate::request::SearchRequest;
 use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
 use crate::session::Identity;
 use crate::settings::ServerSettings;
 use bytes::BytesMut;
-use ldap3_proto::proto::{LdapSearchRequest, LdapSearchScope};
+use ldap3_proto::proto::LdapSearchScope;
 use lmdir_access::acl::{EntryAccess, Subject};
 use lmdir_schema::{LdapError, PreparedFilter};
 use lmdir_store::TreePosition;
@@ -88,8 +89,8 @@ const INLINE_SEARCH_CANDIDATES_MAX: u64 = 16;
 /// Most filter items (leaves plus substring pieces) a search may have to be considered for the
 /// async task: deciding reads one posting header per item, and a big filter is never small.
 const INLINE_SEARCH_FILTER_ITEMS_MAX: usize = 64;
-/// Most bytes of names and values a search's filter may have to be considered for the async
-/// task: converting and normalizing it there must take microseconds.
+/// Most bytes a search's filter (BER) may have to be considered for the async task: decoding
+/// and normalizing it there must take microseconds.
 const INLINE_SEARCH_FILTER_BYTES_MAX: usize = 4096;
 
 impl PreparedSearch {
@@ -103,7 +104,7 @@ impl PreparedSearch {
     pub fn new(
         server: &ServerContext,
         identity: &Identity,
-        request: &LdapSearchRequest,
+        request: &SearchRequest,
     ) -> PreparedSearch {
         let base_scope = matches!(request.scope, LdapSearchScope::Base);
         let mut prepared = PreparedSearch {
@@ -116,15 +117,17 @@ impl PreparedSearch {
             return prepared;
         };
         prepared.normalized_base = Some(database.normalize_dn(&request.base));
-        if crate::filter_text::item_count(&request.filter, INLINE_SEARCH_FILTER_ITEMS_MAX)
-            > INLINE_SEARCH_FILTER_ITEMS_MAX
-            || crate::filter_text::text_bytes(&request.filter, INLINE_SEARCH_FILTER_BYTES_MAX)
-                > INLINE_SEARCH_FILTER_BYTES_MAX
-        {
+        if request.filter.as_bytes().len() > INLINE_SEARCH_FILTER_BYTES_MAX {
             return prepared;
         }
-        let filter = client_filter(&server.settings, &request.filter)
-            .map(|filter| database.schema.prepare_filter(&filter));
+        let decoded = client_filter_with_items(&server.settings, &request.filter);
+        let few_items =
+            matches!(decoded, Ok((_, items)) if items <= INLINE_SEARCH_FILTER_ITEMS_MAX);
+        let filter = decoded.map(|(filter, _)| database.schema.prepare_filter(&filter));
+        if !few_items {
+            prepared.filter = Some(filter);
+            return prepared;
+        }
         if let (Ok(filter), Some(Ok(base)), false) =
             (&filter, &prepared.normalized_base, base_scope)
         {
@@ -159,7 +162,7 @@ impl Database {
 fn prepared_filter(
     database: &Database,
     settings: &ServerSettings,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     converted: Option<Result<PreparedFilter, OperationError>>,
 ) -> Result<PreparedFilter, OperationError> {
     let mut prepared = PreparedSearch {
@@ -178,7 +181,7 @@ impl PreparedSearch {
         &mut self,
         schema: &lmdir_schema::Schema,
         settings: &ServerSettings,
-        request: &LdapSearchRequest,
+        request: &SearchRequest,
     ) -> Result<PreparedFilter, OperationError> {
         match self.filter.take() {
             Some(filter) => filter,
@@ -189,7 +192,7 @@ impl PreparedSearch {
 
 pub async fn search(
     context: &OperationContext,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     controls: &RequestControls,
     selection: &AttributeSelection,
     prepared: PreparedSearch,
@@ -289,7 +292,7 @@ async fn run_job(
 
 /// One search request with what it needs from its connection, run in one read txn.
 struct SearchJob {
-    request: LdapSearchRequest,
+    request: SearchRequest,
     controls: RequestControls,
     selection: AttributeSelection,
     identity: Identity,
@@ -308,7 +311,7 @@ type ChunkSink<'a> = dyn FnMut(bytes::Bytes) -> bool + 'a;
 /// 0 / zero = unlimited.
 fn search_limits(
     effective: &crate::limits::EffectiveLimits,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     paged: bool,
 ) -> (u64, std::time::Duration) {
     let requested = u64::try_from(request.sizelimit.max(0)).unwrap_or(0);

@@ -12,10 +12,10 @@ use crate::context::{internal, no_such_object};
 use crate::context::{Database, OperationContext};
 use crate::entry_read::Selection;
 use crate::monitor::{monitor_tree, MonitorEntry};
+use crate::request::SearchRequest;
 use crate::result::OperationError;
 use crate::selection::AttributeSelection;
 use bytes::BytesMut;
-use ldap3_proto::proto::LdapSearchRequest;
 use lmdir_schema::{Dn, OwnedEntryView, PreparedFilter};
 use lmdir_store::Scope;
 
@@ -23,7 +23,7 @@ use lmdir_store::Scope;
 pub(super) fn monitor_search(
     context: &OperationContext,
     database: &Database,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     selection: &AttributeSelection,
     normalized_base: Option<&str>,
     filter: &mut Option<Result<PreparedFilter, OperationError>>,
@@ -45,7 +45,7 @@ pub(super) fn monitor_search(
 fn answer(
     context: &OperationContext,
     database: &Database,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     selection: &AttributeSelection,
     base: &str,
     filter: Option<Result<PreparedFilter, OperationError>>,

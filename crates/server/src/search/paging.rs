@@ -3,16 +3,16 @@
 
 use crate::ber::ResponseControl;
 use crate::context::Database;
+use crate::request::SearchRequest;
 use crate::result::{code, OperationError};
 use bytes::BytesMut;
-use ldap3_proto::proto::LdapSearchRequest;
 use lmdir_store::TreePosition;
 
 /// SHA-256 of what must stay the same between pages (RFC 2696 §3): the connection, base,
 /// scope, filter, attributes, size limit and sort keys (a sorted search's cookie holds a
 /// position in the sorted order, not an entry ID).
 pub(super) fn request_fingerprint(
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     sort: Option<&[crate::controls::SortKey]>,
     connection_id: u64,
 ) -> [u8; 32] {
@@ -22,8 +22,8 @@ pub(super) fn request_fingerprint(
         connection_id,
         request.base,
         request.scope.clone() as i64,
-        // The decoded filter's own form: it identifies the filter as well as a text would.
-        request.filter,
+        // The filter's BER, exactly as the client sent it.
+        request.filter.as_bytes(),
         request.attrs,
         request.sizelimit,
         request.typesonly,

@@ -3,16 +3,17 @@
 use crate::ber::EntryWriter;
 use crate::context::{Database, OperationContext};
 use crate::entry_read::Selection;
+use crate::request::SearchRequest;
 use crate::result::OperationError;
 use crate::selection::AttributeSelection;
 use bytes::BytesMut;
-use ldap3_proto::proto::{LdapSearchRequest, LdapSearchScope};
+use ldap3_proto::proto::LdapSearchScope;
 use lmdir_schema::{OwnedEntryView, PreparedFilter};
 
 pub(super) fn subschema_search(
     context: &OperationContext,
     database: &Database,
-    request: &LdapSearchRequest,
+    request: &SearchRequest,
     selection: &AttributeSelection,
     normalized_base: Option<&str>,
     filter: &mut Option<Result<PreparedFilter, OperationError>>,
