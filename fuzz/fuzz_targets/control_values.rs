@@ -23,9 +23,11 @@ fuzz_target!(|data: &[u8]| {
         }
         2 => {
             if let Ok(filter) = controls::decode_assertion(Some(value)) {
-                // What the server does next with an assertion: its text form, parsed again.
-                let text = lmdir_server::filter_text::to_string(&filter);
-                let _ = lmdir_schema::Filter::parse(&text, 64);
+                // What the server does next with an assertion: decode it under the default
+                // limits, and log it.
+                let settings = lmdir_server::settings::ServerSettings::with_defaults(Vec::new());
+                let _ = lmdir_server::filter::client_filter(&settings, &filter);
+                let _ = lmdir_server::filter_text::to_log_string(&filter, 1024);
             }
         }
         3 => {

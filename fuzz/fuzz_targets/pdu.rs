@@ -1,10 +1,10 @@
 //! The server's PDU framing and decoding (size guard, strict envelope, our controls decoder,
-//! ldap3_proto for the operation) on arbitrary bytes, then what the server does with a decoded
-//! search filter: depth, text form, and parse.
+//! our search request decoder, ldap3_proto for the other operations) on arbitrary bytes, then
+//! what the server does with a decoded search filter: decode it under the default limits, log it.
 #![no_main]
 
 use bytes::BytesMut;
-use ldap3_proto::proto::LdapOp;
+use lmdir_server::request::Operation;
 use libfuzzer_sys::fuzz_target;
 use lmdir_server::pdu::PduCodec;
 use tokio_util::codec::Decoder;
@@ -21,12 +21,10 @@ fuzz_target!(|data: &[u8]| {
         let Ok(Some(message)) = codec.decode(&mut buffer) else {
             break;
         };
-        if let LdapOp::SearchRequest(request) = &message.op {
-            let depth = lmdir_server::filter_text::depth(&request.filter);
-            if depth <= FILTER_DEPTH_MAX {
-                let text = lmdir_server::filter_text::to_string(&request.filter);
-                let _ = lmdir_schema::Filter::parse(&text, FILTER_DEPTH_MAX);
-            }
+        if let Operation::Search(request) = &message.op {
+            let settings = lmdir_server::settings::ServerSettings::with_defaults(Vec::new());
+            let _ = lmdir_server::filter::client_filter(&settings, &request.filter);
+            let _ = lmdir_server::filter_text::to_log_string(&request.filter, 1024);
         }
     }
 });

@@ -16,7 +16,8 @@ pub async fn compare(
     let Some(_) = database_of(&context.server) else {
         return Err(no_such_object(&request.dn));
     };
-    let controls = crate::controls::parse(&context.controls, crate::controls::COMPARE_CONTROLS)?;
+    let controls =
+        crate::controls::parse(&context.controls, crate::controls::OperationClass::Compare)?;
     let server = context.server.clone();
     let identity = context.session.identity.clone();
     let request = request.clone();

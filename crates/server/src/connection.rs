@@ -254,7 +254,7 @@ fn cancel(
     outstanding: &mut HashMap<i32, Outstanding>,
     pending_cancels: &mut HashMap<i32, i32>,
 ) -> Result<u32, i32> {
-    let controls = crate::controls::parse(controls, &[]);
+    let controls = crate::controls::parse(controls, crate::controls::OperationClass::Connection);
     Ok(
         match (controls, parse_cancel_id(request.value.as_deref())) {
             (Err(error), _) => error.code,
@@ -707,7 +707,9 @@ async fn start_tls(
 ) -> Result<Framed<BoxedStream, crate::pdu::PduCodec>, ()> {
     let connection_id = session.connection_id;
     info!("conn={connection_id} op={operation_id} EXT oid={START_TLS_OID}");
-    let refusal = if let Err(error) = crate::controls::parse(controls, &[]) {
+    let refusal = if let Err(error) =
+        crate::controls::parse(controls, crate::controls::OperationClass::Connection)
+    {
         Some(error)
     } else if request.value.is_some() {
         Some(OperationError::new(

@@ -30,28 +30,175 @@ pub const CANCEL_OID: &str = "1.3.6.1.1.8";
 /// NO-USER-MODIFICATION attributes.
 pub const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
 
-/// Controls honoured by search.
-pub const SEARCH_CONTROLS: &[&str] = &[
-    PAGED_RESULTS_OID,
-    MANAGE_DSA_IT_OID,
-    ASSERTION_OID,
-    SORT_REQUEST_OID,
-    crate::matched_values::MATCHED_VALUES_OID,
-    lmdir_sync::messages::SYNC_REQUEST_OID,
+/// The kinds of operation a request control may be honoured on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperationClass {
+    Bind,
+    Search,
+    Compare,
+    /// Add, delete, modify and modrdn.
+    Update,
+    PasswordModify,
+    /// Other extended operations answered by `operations` (Who am I?).
+    Extended,
+    /// Requests the connection answers itself (StartTLS, Cancel): no control applies.
+    Connection,
+}
+
+use OperationClass::{Bind, Compare, Extended, PasswordModify, Search, Update};
+
+/// One request control lmdir honours: its OID, the operations it applies to and the decoder of
+/// its value into `RequestControls` (a bad value → protocolError). A control on an operation
+/// it does not apply to is unknown there (RFC 4511 §4.1.11: refused with
+/// unavailableCriticalExtension when critical, else ignored). The root DSE's supportedControl
+/// lists exactly these, so a control added here is advertised and honoured in one step.
+pub struct RegisteredControl {
+    pub oid: &'static str,
+    pub name: &'static str,
+    pub operations: &'static [OperationClass],
+    decode: fn(&mut RequestControls, &Control) -> Result<(), OperationError>,
+}
+
+/// Every request control lmdir honours.
+pub const REGISTRY: &[RegisteredControl] = &[
+    RegisteredControl {
+        oid: PAGED_RESULTS_OID,
+        name: "simple paged results (RFC 2696)",
+        operations: &[Search],
+        decode: |parsed, control| {
+            parsed.paged = Some(decode_paged(control.value.as_deref())?);
+            parsed.paged_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: MANAGE_DSA_IT_OID,
+        name: "ManageDsaIT (RFC 3296)",
+        operations: &[Search, Compare, Update],
+        decode: |parsed, control| {
+            no_value(control)?;
+            // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
+            parsed.manage_dsa_it = true;
+            parsed.manage_dsa_it_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: ASSERTION_OID,
+        name: "assertion (RFC 4528)",
+        operations: &[Search, Compare, Update],
+        decode: |parsed, control| {
+            parsed.assertion = Some(decode_assertion(control.value.as_deref())?);
+            parsed.assertion_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: PRE_READ_OID,
+        name: "pre-read (RFC 4527)",
+        operations: &[Update],
+        decode: |parsed, control| {
+            parsed.pre_read = Some(decode_attribute_list(
+                PRE_READ_OID,
+                control.value.as_deref(),
+            )?);
+            parsed.pre_read_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: POST_READ_OID,
+        name: "post-read (RFC 4527)",
+        operations: &[Update],
+        decode: |parsed, control| {
+            let value = control.value.as_deref();
+            parsed.post_read = Some(decode_attribute_list(POST_READ_OID, value)?);
+            parsed.post_read_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: SORT_REQUEST_OID,
+        name: "server-side sorting (RFC 2891)",
+        operations: &[Search],
+        decode: |parsed, control| {
+            parsed.sort = Some(decode_sort(control.value.as_deref())?);
+            parsed.sort_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: crate::matched_values::MATCHED_VALUES_OID,
+        name: "matched values (RFC 3876)",
+        operations: &[Search],
+        decode: |parsed, control| {
+            parsed.matched_values = Some(crate::matched_values::decode(control.value.as_deref())?);
+            parsed.matched_values_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: lmdir_sync::messages::SYNC_REQUEST_OID,
+        name: "content synchronization (RFC 4533)",
+        operations: &[Search],
+        decode: |parsed, control| {
+            let value = control.value.as_deref().unwrap_or_default();
+            let decoded = lmdir_sync::SyncRequest::decode(value).map_err(|error| {
+                protocol_error(lmdir_sync::messages::SYNC_REQUEST_OID, &error.to_string())
+            })?;
+            parsed.sync = Some(decoded);
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: RELAX_OID,
+        name: "Relax Rules (honoured for the rootdn)",
+        operations: &[Update],
+        decode: |parsed, control| {
+            // Relax Rules has no value: its presence is the request.
+            no_value(control)?;
+            parsed.relax = true;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: crate::ppolicy::PASSWORD_POLICY_OID,
+        name: "password policy (draft-behera-ldap-password-policy)",
+        operations: &[Bind, Update, PasswordModify],
+        decode: |parsed, control| {
+            no_value(control)?;
+            parsed.password_policy = true;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: crate::proxy_authz::PROXY_AUTHZ_OID,
+        name: "proxied authorization (RFC 4370)",
+        operations: &[Search, Compare, Update, PasswordModify, Extended],
+        // `proxy_authz::assume_identity` decodes it and takes it off the request before the
+        // operation parses its controls.
+        decode: |_, _| Ok(()),
+    },
 ];
-/// Controls honoured by bind.
-pub const BIND_CONTROLS: &[&str] = &[crate::ppolicy::PASSWORD_POLICY_OID];
-/// Controls honoured by compare.
-pub const COMPARE_CONTROLS: &[&str] = &[MANAGE_DSA_IT_OID, ASSERTION_OID];
-/// Controls honoured by add, delete, modify and modrdn.
-pub const UPDATE_CONTROLS: &[&str] = &[
-    MANAGE_DSA_IT_OID,
-    ASSERTION_OID,
-    PRE_READ_OID,
-    POST_READ_OID,
-    RELAX_OID,
-    crate::ppolicy::PASSWORD_POLICY_OID,
-];
+
+/// The registered control with `oid` when it applies to `class`.
+fn registered(oid: &str, class: OperationClass) -> Option<&'static RegisteredControl> {
+    REGISTRY
+        .iter()
+        .find(|control| control.oid == oid && control.operations.contains(&class))
+}
+
+/// Every OID of `REGISTRY` (the root DSE's supportedControl).
+pub fn supported_control_oids() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|control| control.oid)
+}
+
+fn no_value(control: &Control) -> Result<(), OperationError> {
+    match control.value {
+        Some(_) => Err(protocol_error(&control.oid, "must not have a value")),
+        None => Ok(()),
+    }
+}
 
 /// Most controls one request may carry. Clients send a handful (paged + sort + assertion is
 /// already many); the PDU size bounds the memory, this bounds the work per request.
@@ -294,8 +441,11 @@ fn protocol_error(oid: &str, what: &str) -> OperationError {
     OperationError::new(code::PROTOCOL_ERROR, format!("control {oid}: {what}"))
 }
 
-/// Decodes `controls` for an operation that honours the OIDs in `honoured`.
-pub fn parse(controls: &[Control], honoured: &[&str]) -> Result<RequestControls, OperationError> {
+/// Decodes `controls` for an operation of `class`, each through its registered decoder.
+pub fn parse(
+    controls: &[Control],
+    class: OperationClass,
+) -> Result<RequestControls, OperationError> {
     if controls.len() > CONTROLS_PER_MESSAGE_MAX {
         return Err(OperationError::new(
             code::ADMIN_LIMIT_EXCEEDED,
@@ -309,87 +459,20 @@ pub fn parse(controls: &[Control], honoured: &[&str]) -> Result<RequestControls,
     let mut seen: Vec<&str> = Vec::new();
     for control in controls {
         let oid = control.oid.as_str();
-        if !honoured.contains(&oid) {
+        let Some(registered) = registered(oid, class) else {
             // RFC 4511 §4.1.11: unrecognized or inappropriate controls are ignored unless critical.
             if control.critical {
                 return Err(unavailable(oid));
             }
             continue;
-        }
+        };
         if seen.contains(&oid) {
             return Err(protocol_error(oid, "given more than once"));
         }
         seen.push(oid);
-        apply(&mut parsed, control)?;
+        (registered.decode)(&mut parsed, control)?;
     }
     Ok(parsed)
-}
-
-/// Decodes one honoured control's value into `parsed`.
-fn apply(parsed: &mut RequestControls, control: &Control) -> Result<(), OperationError> {
-    let value = control.value.as_deref();
-    let critical = control.critical;
-    match control.oid.as_str() {
-        PAGED_RESULTS_OID => {
-            parsed.paged = Some(decode_paged(value)?);
-            parsed.paged_critical = critical;
-        }
-        MANAGE_DSA_IT_OID => {
-            if value.is_some() {
-                return Err(protocol_error(MANAGE_DSA_IT_OID, "must not have a value"));
-            }
-            // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
-            parsed.manage_dsa_it = true;
-            parsed.manage_dsa_it_critical = critical;
-        }
-        lmdir_sync::messages::SYNC_REQUEST_OID => {
-            let decoded =
-                lmdir_sync::SyncRequest::decode(value.unwrap_or_default()).map_err(|error| {
-                    protocol_error(lmdir_sync::messages::SYNC_REQUEST_OID, &error.to_string())
-                })?;
-            parsed.sync = Some(decoded);
-        }
-        ASSERTION_OID => {
-            parsed.assertion = Some(decode_assertion(value)?);
-            parsed.assertion_critical = critical;
-        }
-        PRE_READ_OID => {
-            parsed.pre_read = Some(decode_attribute_list(PRE_READ_OID, value)?);
-            parsed.pre_read_critical = critical;
-        }
-        POST_READ_OID => {
-            parsed.post_read = Some(decode_attribute_list(POST_READ_OID, value)?);
-            parsed.post_read_critical = critical;
-        }
-        SORT_REQUEST_OID => {
-            parsed.sort = Some(decode_sort(value)?);
-            parsed.sort_critical = critical;
-        }
-        RELAX_OID => {
-            // Relax Rules has no value: its presence is the request.
-            if value.is_some() {
-                return Err(protocol_error(RELAX_OID, "must not have a value"));
-            }
-            parsed.relax = true;
-        }
-        crate::ppolicy::PASSWORD_POLICY_OID => {
-            if value.is_some() {
-                return Err(protocol_error(
-                    crate::ppolicy::PASSWORD_POLICY_OID,
-                    "must not have a value",
-                ));
-            }
-            parsed.password_policy = true;
-        }
-        crate::matched_values::MATCHED_VALUES_OID => {
-            parsed.matched_values = Some(crate::matched_values::decode(value)?);
-            parsed.matched_values_critical = critical;
-        }
-        // An OID listed as honoured without a decoder here: treat it as unknown.
-        other if critical => return Err(unavailable(other)),
-        _ => {}
-    }
-    Ok(())
 }
 
 /// The items of a value that must be one SEQUENCE.
@@ -621,9 +704,9 @@ mod tests {
 
     #[test]
     fn unknown_critical_is_refused_and_unknown_non_critical_ignored() {
-        let error = parse(&[control("1.2.3.4", true, None)], SEARCH_CONTROLS).unwrap_err();
+        let error = parse(&[control("1.2.3.4", true, None)], OperationClass::Search).unwrap_err();
         assert_eq!(error.code, code::UNAVAILABLE_CRITICAL_EXTENSION);
-        assert!(parse(&[control("1.2.3.4", false, None)], SEARCH_CONTROLS).is_ok());
+        assert!(parse(&[control("1.2.3.4", false, None)], OperationClass::Search).is_ok());
     }
 
     #[test]
@@ -636,18 +719,18 @@ mod tests {
         });
         let critical = control(PAGED_RESULTS_OID, true, Some(paged.clone()));
         assert_eq!(
-            parse(&[critical], UPDATE_CONTROLS).unwrap_err().code,
+            parse(&[critical], OperationClass::Update).unwrap_err().code,
             code::UNAVAILABLE_CRITICAL_EXTENSION
         );
         let parsed = parse(
             &[control(PAGED_RESULTS_OID, false, Some(paged.clone()))],
-            UPDATE_CONTROLS,
+            OperationClass::Update,
         )
         .expect("ignored");
         assert!(parsed.paged.is_none());
         let parsed = parse(
             &[control(PAGED_RESULTS_OID, true, Some(paged))],
-            SEARCH_CONTROLS,
+            OperationClass::Search,
         )
         .expect("parse");
         assert_eq!(parsed.paged, Some((10, Vec::new())));
@@ -662,7 +745,7 @@ mod tests {
         ]);
         let parsed = parse(
             &[control(SORT_REQUEST_OID, false, Some(value))],
-            SEARCH_CONTROLS,
+            OperationClass::Search,
         )
         .expect("parse");
         assert!(!parsed.sort_critical);
@@ -701,7 +784,7 @@ mod tests {
             control(MANAGE_DSA_IT_OID, false, Some(Vec::new())),
         ];
         for case in cases {
-            let error = parse(std::slice::from_ref(&case), SEARCH_CONTROLS).unwrap_err();
+            let error = parse(std::slice::from_ref(&case), OperationClass::Search).unwrap_err();
             assert_eq!(error.code, code::PROTOCOL_ERROR, "{case:?}");
         }
     }
@@ -713,7 +796,7 @@ mod tests {
             control(MANAGE_DSA_IT_OID, false, None),
         ];
         assert_eq!(
-            parse(&twice, SEARCH_CONTROLS).unwrap_err().code,
+            parse(&twice, OperationClass::Search).unwrap_err().code,
             code::PROTOCOL_ERROR
         );
     }
@@ -722,7 +805,7 @@ mod tests {
     fn counts_over_the_limits_are_admin_limit_exceeded() {
         let many = vec![control("1.2.3.4", false, None); CONTROLS_PER_MESSAGE_MAX + 1];
         assert_eq!(
-            parse(&many, SEARCH_CONTROLS).unwrap_err().code,
+            parse(&many, OperationClass::Search).unwrap_err().code,
             code::ADMIN_LIMIT_EXCEEDED
         );
         let attributes = encode(|writer| {
@@ -734,7 +817,7 @@ mod tests {
         });
         let error = parse(
             &[control(PRE_READ_OID, false, Some(attributes))],
-            UPDATE_CONTROLS,
+            OperationClass::Update,
         )
         .unwrap_err();
         assert_eq!(error.code, code::ADMIN_LIMIT_EXCEEDED);
@@ -744,8 +827,11 @@ mod tests {
     fn pre_read_attribute_list_decodes() {
         // SEQUENCE { "cn", "+" }
         let value = vec![0x30, 0x07, 0x04, 0x02, b'c', b'n', 0x04, 0x01, b'+'];
-        let parsed =
-            parse(&[control(PRE_READ_OID, true, Some(value))], UPDATE_CONTROLS).expect("parse");
+        let parsed = parse(
+            &[control(PRE_READ_OID, true, Some(value))],
+            OperationClass::Update,
+        )
+        .expect("parse");
         assert_eq!(
             parsed.pre_read,
             Some(vec!["cn".to_string(), "+".to_string()])
@@ -759,7 +845,7 @@ mod tests {
         let value = vec![0xa3, 0x07, 0x04, 0x02, b'c', b'n', 0x04, 0x01, b'x'];
         let parsed = parse(
             &[control(ASSERTION_OID, true, Some(value))],
-            COMPARE_CONTROLS,
+            OperationClass::Compare,
         )
         .expect("parse");
         let settings = crate::settings::ServerSettings::with_defaults(Vec::new());

@@ -406,7 +406,7 @@ pub async fn bind(
     session.identity = crate::session::Identity::default();
     let mut policy_response = None;
     let mut wants_policy = false;
-    let outcome = match controls::parse(request_controls, controls::BIND_CONTROLS) {
+    let outcome = match controls::parse(request_controls, controls::OperationClass::Bind) {
         Err(error) => Err(error),
         Ok(parsed) => {
             wants_policy = parsed.password_policy;
@@ -480,7 +480,7 @@ async fn search(
     );
     let result = match search_request_within_limits(&context.server.settings, request) {
         Err(error) => Err(error),
-        Ok(()) => match controls::parse(&context.controls, controls::SEARCH_CONTROLS) {
+        Ok(()) => match controls::parse(&context.controls, controls::OperationClass::Search) {
             Err(error) => Err(error),
             Ok(parsed) => search_with_controls(context, request, &parsed, prepared).await,
         },
@@ -598,7 +598,7 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
         context.log_prefix(),
         escaped(&request.name)
     );
-    let result = match controls::parse(&context.controls, &[]) {
+    let result = match controls::parse(&context.controls, controls::OperationClass::Extended) {
         Err(error) => Err(error),
         Ok(_) => match request.name.as_str() {
             OID_WHOAMI => {

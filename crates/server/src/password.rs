@@ -525,7 +525,10 @@ pub async fn password_modify(
         ));
     };
     require_secure_write(context)?;
-    let controls = crate::controls::parse(&context.controls, &[ppolicy::PASSWORD_POLICY_OID])?;
+    let controls = crate::controls::parse(
+        &context.controls,
+        crate::controls::OperationClass::PasswordModify,
+    )?;
     let parsed = if request.value.is_none() {
         LdapPasswordModifyRequest {
             user_identity: None,

@@ -59,16 +59,9 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
         attribute("supportedLDAPVersion", strings(&["3"]), true),
         attribute(
             "supportedControl",
-            strings(&[
-                controls::PAGED_RESULTS_OID,
-                controls::MANAGE_DSA_IT_OID,
-                controls::ASSERTION_OID,
-                controls::PRE_READ_OID,
-                controls::POST_READ_OID,
-                controls::SORT_REQUEST_OID,
-                crate::matched_values::MATCHED_VALUES_OID,
-                crate::proxy_authz::PROXY_AUTHZ_OID,
-            ]),
+            controls::supported_control_oids()
+                .map(str::to_string)
+                .collect(),
             true,
         ),
         attribute("supportedExtension", extensions, true),

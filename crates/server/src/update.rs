@@ -31,7 +31,8 @@ fn open_update<'c>(
         return Err(no_such_object(dn));
     };
     require_secure_write(context)?;
-    let controls = crate::controls::parse(&context.controls, crate::controls::UPDATE_CONTROLS)?;
+    let controls =
+        crate::controls::parse(&context.controls, crate::controls::OperationClass::Update)?;
     read_controls_within_limits(context, &controls)?;
     Ok((database, controls))
 }

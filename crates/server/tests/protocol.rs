@@ -842,3 +842,52 @@ fn binary_assertion_values_are_answered_and_the_connection_goes_on() {
         text(&output.stdout)
     );
 }
+
+/// supportedControl lists every control lmdir honours, from the one registry: the content
+/// synchronization, password policy and Relax Rules controls (all honoured) were missing, so
+/// clients that look before they ask (Apache Directory Studio, JNDI tools) did not use them.
+/// Each listed control is honoured: marked critical on an operation it applies to, it is
+/// never refused as unavailable.
+#[test]
+fn supported_control_lists_exactly_what_is_honoured() {
+    let server = TestServer::start(|_| {});
+    let mut connection = connect(&server);
+    let entry = root_dse(&mut connection, &["supportedControl"]);
+    let listed: std::collections::BTreeSet<String> =
+        entry.attrs["supportedControl"].iter().cloned().collect();
+    let registered: std::collections::BTreeSet<String> =
+        lmdir_server::controls::supported_control_oids()
+            .map(str::to_string)
+            .collect();
+    assert_eq!(listed, registered);
+    for oid in [
+        "1.3.6.1.4.1.4203.1.9.1.1",
+        "1.3.6.1.4.1.42.2.27.8.5.1",
+        "1.3.6.1.4.1.4203.666.5.12",
+        "1.2.840.113556.1.4.319",
+        "1.2.826.0.1.3344810.2.3",
+    ] {
+        assert!(listed.contains(oid), "{oid} missing from {listed:?}");
+    }
+    // The password policy control, critical, on a bind it applies to: honoured.
+    let mut bind = connect(&server);
+    let result = bind
+        .with_controls(RawControl {
+            ctype: "1.3.6.1.4.1.42.2.27.8.5.1".to_string(),
+            crit: true,
+            val: None,
+        })
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind");
+    assert_eq!(result.rc, 0, "{}", result.text);
+    // Relax, critical, on a search it does not apply to: unavailableCriticalExtension.
+    let result = connection
+        .with_controls(RawControl {
+            ctype: "1.3.6.1.4.1.4203.666.5.12".to_string(),
+            crit: true,
+            val: None,
+        })
+        .search("", Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    assert_eq!(result.1.rc, 12);
+}
