@@ -21,6 +21,9 @@ pub const PRE_READ_OID: &str = "1.3.6.1.1.13.1";
 pub const POST_READ_OID: &str = "1.3.6.1.1.13.2";
 pub const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
 pub const SORT_RESPONSE_OID: &str = "1.2.840.113556.1.4.474";
+/// Virtual list view (draft-ietf-ldapext-ldapv3-vlv-09), request and response.
+pub const VLV_REQUEST_OID: &str = "2.16.840.1.113730.3.4.9";
+pub const VLV_RESPONSE_OID: &str = "2.16.840.1.113730.3.4.10";
 /// The StartTLS extended operation (RFC 4511 §4.14).
 pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
 /// The Cancel extended operation (RFC 3909).
@@ -124,6 +127,15 @@ pub const REGISTRY: &[RegisteredControl] = &[
         decode: |parsed, control| {
             parsed.sort = Some(decode_sort(control.value.as_deref())?);
             parsed.sort_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: VLV_REQUEST_OID,
+        name: "virtual list view (draft-ietf-ldapext-ldapv3-vlv-09)",
+        operations: &[Search],
+        decode: |parsed, control| {
+            parsed.vlv = Some(decode_vlv(control.value.as_deref())?);
             Ok(())
         },
     },
@@ -408,6 +420,8 @@ pub struct RequestControls {
     /// Server-side sort keys (RFC 2891).
     pub sort: Option<Vec<SortKey>>,
     pub sort_critical: bool,
+    /// Virtual list view: the window of the sorted result to return.
+    pub vlv: Option<VlvRequest>,
     /// Relax Rules requested (honoured for the rootdn only).
     pub relax: bool,
     /// The password policy request control (no value): the response carries the policy's
@@ -418,6 +432,27 @@ pub struct RequestControls {
     pub matched_values_critical: bool,
     /// RFC 4533 Sync Request (content synchronization).
     pub sync: Option<lmdir_sync::SyncRequest>,
+}
+
+/// VirtualListViewRequest ::= SEQUENCE { beforeCount INTEGER (0..maxInt), afterCount INTEGER
+/// (0..maxInt), target CHOICE { byOffset [0] SEQUENCE { offset INTEGER (0..maxInt),
+/// contentCount INTEGER (0..maxInt) }, greaterThanOrEqual [1] AssertionValue }, contextID
+/// OCTET STRING OPTIONAL }. lmdir keeps no state between requests (each one sorts again in its
+/// own snapshot), so the context ID is read and not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VlvRequest {
+    pub before: u32,
+    pub after: u32,
+    pub target: VlvTarget,
+}
+
+/// Where a virtual list view's window is centred.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VlvTarget {
+    /// A 1-based position, scaled from the client's idea of the list's size when it differs.
+    ByOffset { offset: u32, content_count: u32 },
+    /// The first entry whose first sort key is at or after this value in the sort order.
+    GreaterThanOrEqual(Vec<u8>),
 }
 
 /// One key of a server-side sort request.
@@ -561,6 +596,57 @@ pub fn decode_assertion(value: Option<&[u8]>) -> Result<crate::filter::RawFilter
     let value = value.ok_or_else(|| protocol_error(ASSERTION_OID, "missing value"))?;
     crate::filter::RawFilter::new(value, ASSERTION_BER_DEPTH_MAX)
         .ok_or_else(|| protocol_error(ASSERTION_OID, "undecodable filter"))
+}
+
+/// The virtual list view request control's value (`VlvRequest`).
+pub fn decode_vlv(value: Option<&[u8]>) -> Result<VlvRequest, OperationError> {
+    const BY_OFFSET: u8 = 0xa0;
+    const GREATER_OR_EQUAL: u8 = 0x81;
+    let oid = VLV_REQUEST_OID;
+    let fields = value_sequence(oid, value, "virtual list view request")?;
+    let count = |field: &Tlv<'_>, what: &str| {
+        Some(field)
+            .filter(|field| field.tag == ber_tag::INTEGER)
+            .and_then(|field| integer(field.content))
+            .and_then(|number| u32::try_from(number).ok())
+            .filter(|number| i32::try_from(*number).is_ok())
+            .ok_or_else(|| protocol_error(oid, &format!("{what} must be an INTEGER (0..maxInt)")))
+    };
+    let (before, after, target, context) = match fields.as_slice() {
+        [before, after, target] => (before, after, target, None),
+        [before, after, target, context] => (before, after, target, Some(context)),
+        _ => return Err(protocol_error(oid, "value must hold 3 or 4 fields")),
+    };
+    if context.is_some_and(|context| context.tag != ber_tag::OCTET_STRING) {
+        return Err(protocol_error(oid, "contextID must be an OCTET STRING"));
+    }
+    let target = match target.tag {
+        BY_OFFSET => {
+            let parts = elements(target.content).unwrap_or_default();
+            let [offset, content_count] = parts.as_slice() else {
+                return Err(protocol_error(
+                    oid,
+                    "byOffset must hold an offset and a count",
+                ));
+            };
+            VlvTarget::ByOffset {
+                offset: count(offset, "offset")?,
+                content_count: count(content_count, "contentCount")?,
+            }
+        }
+        GREATER_OR_EQUAL => VlvTarget::GreaterThanOrEqual(target.content.to_vec()),
+        _ => {
+            return Err(protocol_error(
+                oid,
+                "target must be byOffset or greaterThanOrEqual",
+            ))
+        }
+    };
+    Ok(VlvRequest {
+        before: count(before, "beforeCount")?,
+        after: count(after, "afterCount")?,
+        target,
+    })
 }
 
 /// AttributeSelection ::= SEQUENCE OF selector LDAPString (RFC 4527 §3.1).

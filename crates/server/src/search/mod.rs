@@ -8,6 +8,7 @@ mod persist;
 mod sort;
 mod subschema;
 mod sync;
+mod vlv;
 
 use crate::ber::ResponseControl;
 use crate::context::{
@@ -456,6 +457,9 @@ impl SearchJob {
             Ok(page) => page,
             Err(abandoned) => return Ok((abandoned, None)),
         };
+        if self.controls.vlv.is_some() {
+            vlv_prerequisites(page.is_some(), sort_plan.as_ref())?;
+        }
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
         let subject_access = database
@@ -991,6 +995,9 @@ impl SearchJob {
         sorted
             .entries
             .sort_by(|(left, _), (right, _)| compare_sort_values(keys, left, right));
+        if let Some(request) = &self.controls.vlv {
+            return self.send_vlv_window(request, &sorted, keys, visible, limits, output);
+        }
         let total = sorted.entries.len();
         let start = page
             .and_then(|page| page.resume)
@@ -1030,5 +1037,70 @@ impl SearchJob {
             }
         }
         Ok(search_done(result, output.sent, cookie))
+    }
+
+    /// A virtual list view's window of the sorted result, with its response control. The size
+    /// limit counts the window's entries.
+    fn send_vlv_window(
+        &self,
+        request: &crate::controls::VlvRequest,
+        sorted: &SortBuffer,
+        keys: &[PlannedSortKey],
+        visible: &VisibleEntries<'_>,
+        limits: &SearchLimits,
+        output: &mut SearchOutput<'_, '_>,
+    ) -> Result<SearchDone, OperationError> {
+        let total = sorted.entries.len();
+        let first_key = |index: usize| sorted.entries[index].0[0].as_deref();
+        let schema = &visible.database.schema;
+        let window = vlv::window(request, total, &keys[0], schema, first_key)
+            .map_err(|result| vlv::refusal(result, total, "virtual list view not possible"))?;
+        let mut end = window.end;
+        let mut result = Ok(());
+        let size_limit = usize::try_from(limits.size).unwrap_or(usize::MAX);
+        if size_limit > 0 && end - window.start > size_limit {
+            end = window.start + size_limit;
+            result = Err(OperationError::new(
+                code::SIZE_LIMIT_EXCEEDED,
+                "size limit exceeded",
+            ));
+        }
+        for (_, id) in &sorted.entries[window.start..end] {
+            let Some(entry) = visible.read.entry(*id)? else {
+                continue;
+            };
+            if let Some(access) = visible.access(*id, &entry)? {
+                output.emit(*id, &entry, &access)?;
+            }
+        }
+        let mut done = search_done(result, output.sent, None);
+        let control =
+            vlv::response_control(window.target_position, total, vlv::vlv_result::SUCCESS);
+        done.response_controls.push(control);
+        Ok(done)
+    }
+}
+
+/// A virtual list view needs a usable sort and no paging (sssvlv's answers: LDAP_VLV_ERROR with
+/// sortControlMissing; unwillingToPerform with paged results).
+fn vlv_prerequisites(paged: bool, sort_plan: Option<&SortPlan>) -> Result<(), OperationError> {
+    if paged {
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "virtual list view is incompatible with paged results",
+        ));
+    }
+    match sort_plan {
+        None => Err(vlv::refusal(
+            vlv::vlv_result::SORT_CONTROL_MISSING,
+            0,
+            "a sort control is required with a virtual list view",
+        )),
+        Some(Err((_, attribute))) => Err(vlv::refusal(
+            vlv::vlv_result::INAPPROPRIATE_MATCHING,
+            0,
+            &format!("cannot sort by {attribute} for a virtual list view"),
+        )),
+        Some(Ok(_)) => Ok(()),
     }
 }

@@ -81,26 +81,44 @@ pub(super) fn compare_sort_values(
     left: &[Option<Vec<u8>>],
     right: &[Option<Vec<u8>>],
 ) -> std::cmp::Ordering {
+    keys.iter()
+        .zip(left)
+        .zip(right)
+        .map(|((key, left), right)| compare_key_values(key, left.as_deref(), right.as_deref()))
+        .find(|order| order.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
+}
+
+/// One key's order of two sort values (None: the entry lacks the attribute, sorting last).
+pub(super) fn compare_key_values(
+    key: &PlannedSortKey,
+    left: Option<&[u8]>,
+    right: Option<&[u8]>,
+) -> std::cmp::Ordering {
     use std::cmp::Ordering as Order;
-    for ((key, left), right) in keys.iter().zip(left).zip(right) {
-        let order = match (left, right) {
-            (Some(left), Some(right)) => {
-                let natural = left.cmp(right);
-                if key.reverse {
-                    natural.reverse()
-                } else {
-                    natural
-                }
-            }
-            (Some(_), None) => Order::Less,
-            (None, Some(_)) => Order::Greater,
-            (None, None) => Order::Equal,
-        };
-        if order != Order::Equal {
-            return order;
-        }
+    match (left, right) {
+        (Some(left), Some(right)) if key.reverse => left.cmp(right).reverse(),
+        (Some(left), Some(right)) => left.cmp(right),
+        (Some(_), None) => Order::Less,
+        (None, Some(_)) => Order::Greater,
+        (None, None) => Order::Equal,
     }
-    Order::Equal
+}
+
+/// An assertion value in the form `sort_values` gives an entry's value of `key`; None when the
+/// value is invalid for the key's rule (or its attribute's syntax).
+pub(super) fn assertion_sort_value(
+    schema: &Schema,
+    key: &PlannedSortKey,
+    value: &[u8],
+) -> Option<Vec<u8>> {
+    match key.rule {
+        Some(rule) => schema
+            .normalize_with_rule(rule, value)
+            .ok()
+            .map(|normalized| rule.ordering_key(&normalized)),
+        None => schema.normalize_value(key.attr, value).ok(),
+    }
 }
 
 /// SortResult ::= SEQUENCE { sortResult ENUMERATED, attributeType [0] AttributeDescription OPTIONAL }
