@@ -69,12 +69,22 @@ pub async fn assume_identity(context: &mut OperationContext) -> Result<(), Opera
         )
     })?;
     let bound = context.session.identity.clone();
-    let server = context.server.clone();
-    let identity = tokio::task::spawn_blocking(move || decide(&server, &bound, &value))
-        .await
-        .map_err(|error| OperationError::new(code::OTHER, error.to_string()))??;
-    context.session.identity = identity;
+    context.session.identity = authorized_identity(&context.server, bound, value).await?;
     Ok(())
+}
+
+/// The identity `bound` may act as when it asks for `authz_id`: the proxied authorization
+/// control's value, or the authorization identity of a SASL bind (RFC 4422 §3.4.1). One
+/// decision for both; authorizationDenied when it may not.
+pub(crate) async fn authorized_identity(
+    server: &std::sync::Arc<crate::server::ServerContext>,
+    bound: Identity,
+    authz_id: Vec<u8>,
+) -> Result<Identity, OperationError> {
+    let server = server.clone();
+    tokio::task::spawn_blocking(move || decide(&server, &bound, &authz_id))
+        .await
+        .map_err(|error| OperationError::new(code::OTHER, error.to_string()))?
 }
 
 /// The identity `bound` may act as, asked for by `authz_id`.
