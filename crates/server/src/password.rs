@@ -551,7 +551,7 @@ async fn verify_old_password(
             .await
             .map(drop)
     };
-    match throttled(server, &context.session, check).await {
+    match throttled(server, &context.session, target_dn, check).await {
         Err(error) if error.code == code::INVALID_CREDENTIALS => Err(unwilling_to_verify()),
         outcome => outcome,
     }
@@ -780,25 +780,28 @@ async fn simple_bind(
     throttled(
         server,
         session,
+        dn,
         check_password(server, dn, password, policy_response),
     )
     .await
 }
 
-/// Runs a password check under the client's failed-bind throttle (binds and Password Modify's
-/// old password alike): once the client's failures exceed `bind_failure_burst`, every check
+/// Runs a password check of `dn` under the client's failed-bind throttle (binds and Password
+/// Modify's old password alike): once the client's failures exceed `bind_failure_burst`, every check
 /// from it waits first (whatever its outcome, so the wait tells nothing), and a failure costs
 /// a token.
 async fn throttled<T>(
     server: &ServerContext,
     session: &Session,
+    dn: &str,
     check: impl std::future::Future<Output = Result<T, OperationError>>,
 ) -> Result<T, OperationError> {
     let ticket = server.bind_throttle.admit(session.client);
     if !ticket.delay.is_zero() {
         info!(
-            "conn={} password check from {} throttled for {} ms after repeated failures",
+            "conn={} password check of dn=\"{}\" from {} throttled for {} ms after repeated failures",
             session.connection_id,
+            crate::log_text::escaped(dn),
             session.client,
             ticket.delay.as_millis()
         );
