@@ -641,9 +641,12 @@ impl Writer {
                 if modifications.is_empty() {
                     require_entry_write(&access, &dn_text)?;
                 }
+                let own = entry.normalized_dn == job.identity.normalized_dn;
                 for modification in modifications {
                     let parsed = self.schema().parse_description(&modification.description)?;
-                    if !access.can_write_attribute(parsed.attr) {
+                    if !access.can_write_attribute(parsed.attr)
+                        || own && self.is_policy_state(parsed.attr)
+                    {
                         return Err(insufficient(&modification.description, &dn_text));
                     }
                 }
@@ -742,6 +745,17 @@ impl Writer {
             ancestor = txn.parent_of(id)?;
         }
         Err(missing)
+    }
+
+    /// Whether `attr` is password policy state a user may write in OpenLDAP's schema (the rest
+    /// is NO-USER-MODIFICATION). An entry never writes its own, whatever `[[access]]` grants it
+    /// (a `self write` rule on every attribute is common): it could point itself at a laxer
+    /// policy, lift its own lock or its must-change flag. Others with write access (a
+    /// helpdesk unlocking an account) may.
+    fn is_policy_state(&self, attr: AttrId) -> bool {
+        ppolicy::USER_WRITABLE_STATE
+            .iter()
+            .any(|name| self.schema().attribute(name) == Some(attr))
     }
 
     /// A rename gives the new RDN's attributes values (and takes the old one's with

@@ -949,3 +949,83 @@ fn wrong_old_passwords_are_throttled_as_failed_binds() {
         "{FAILURES} wrong old passwords answered in {elapsed:?}, less than {least:?}"
     );
 }
+
+#[test]
+fn an_entry_never_writes_its_own_password_policy_state() {
+    // A common rule: every user writes its own entry.
+    let rules = vec![
+        AccessRule {
+            to: AccessTarget {
+                attrs: vec!["userPassword".to_string()],
+                ..AccessTarget::default()
+            },
+            by: vec![
+                AccessClause {
+                    who: Who::SelfEntry,
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Anyone,
+                    access: AccessLevel::Auth,
+                },
+            ],
+        },
+        AccessRule {
+            to: AccessTarget::default(),
+            by: vec![
+                AccessClause {
+                    who: Who::SelfEntry,
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Anyone,
+                    access: AccessLevel::Read,
+                },
+            ],
+        },
+    ];
+    let server = TestServer::start_populated(PEOPLE, rules, |settings| {
+        settings.password_policy_default = DEFAULT_POLICY.to_string();
+    });
+    add_lockout_policy(&server);
+    add_entry(
+        &server,
+        "cn=lax,ou=policies,dc=example,dc=com",
+        &[
+            ("objectClass", &["organizationalRole", "pwdPolicy"]),
+            ("cn", &["lax"]),
+            ("pwdAttribute", &["userPassword"]),
+        ],
+    );
+    let user = person_dn(7);
+    let mut own = bind(&server, &user, PERSON_PASSWORD);
+    let mut modify = |changes: Vec<Mod<&str>>| own.modify(&user, changes).expect("modify").rc;
+    assert_eq!(
+        modify(vec![Mod::Replace("description", set_of(&["mine"]))]),
+        0
+    );
+    let lax = "cn=lax,ou=policies,dc=example,dc=com";
+    assert_eq!(
+        modify(vec![Mod::Replace("pwdPolicySubentry", set_of(&[lax]))]),
+        50,
+        "a user pointed itself at a laxer policy"
+    );
+    assert_eq!(
+        modify(vec![Mod::Replace("pwdReset", set_of(&["FALSE"]))]),
+        50
+    );
+    assert_eq!(
+        modify(vec![Mod::Delete("pwdAccountLockedTime", HashSet::new())]),
+        50,
+        "a user may not lift its own lock"
+    );
+    // An administrator still manages them.
+    let reset = root(&server)
+        .modify(&user, vec![Mod::Replace("pwdReset", set_of(&["TRUE"]))])
+        .expect("modify");
+    assert_eq!(reset.rc, 0, "{reset:?}");
+}
+
+fn set_of<'a>(values: &[&'a str]) -> HashSet<&'a str> {
+    values.iter().copied().collect()
+}

@@ -433,7 +433,10 @@ fn sasl_external_grants_only_an_authzid_proxying_would() {
         external_whoami(&server, "dn:cn=someone,dc=elsewhere,dc=org"),
         insufficient
     );
-    assert_eq!(external_whoami(&server, "u:nobody-has-this-uid"), insufficient);
+    assert_eq!(
+        external_whoami(&server, "u:nobody-has-this-uid"),
+        insufficient
+    );
     if own_uid() == "0" {
         // root is the rootdn over ldapi: it may act as any DN of its database, and as itself.
         assert_eq!(
@@ -450,7 +453,13 @@ fn sasl_external_grants_only_an_authzid_proxying_would() {
         );
     } else {
         // Any other local user is its peercred identity: no rule lets it become anyone.
-        assert_eq!(external_whoami(&server, &format!("dn:{ROOT_DN}")), insufficient);
-        assert_eq!(external_whoami(&server, &format!("dn:{person}")), insufficient);
+        assert_eq!(
+            external_whoami(&server, &format!("dn:{ROOT_DN}")),
+            insufficient
+        );
+        assert_eq!(
+            external_whoami(&server, &format!("dn:{person}")),
+            insufficient
+        );
     }
 }
