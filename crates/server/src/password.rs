@@ -220,6 +220,18 @@ fn judge_password_change(
     let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
         return Ok(None);
     };
+    // Only a subject that may set the password hears what the policy thinks of it: anyone
+    // else gets the writer's answer (noSuchObject for an entry it may not know of,
+    // insufficientAccess), never a quality or history verdict that tells the entry exists.
+    let groups = database.groups(&read);
+    let subject = database.subject(&context.session.identity, &groups);
+    let access = database.policy.for_entry(&subject, &normalized, &entry);
+    let may_set = database
+        .user_password
+        .is_some_and(|attr| access.can_disclose_entry() && access.can_write_attribute(attr));
+    if !may_set {
+        return Ok(None);
+    }
     let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
         return Ok(None);
     };

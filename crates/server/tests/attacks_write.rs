@@ -836,6 +836,13 @@ fn an_empty_modify_needs_write_access_to_the_entry() {
 
 /// The default password policy locks an account after three failures.
 fn add_lockout_policy(server: &TestServer) {
+    add_default_policy(
+        server,
+        &[("pwdMaxFailure", &["3"]), ("pwdLockout", &["TRUE"])],
+    );
+}
+
+fn add_default_policy(server: &TestServer, rules: &[(&str, &[&str])]) {
     add_entry(
         server,
         "ou=policies,dc=example,dc=com",
@@ -844,17 +851,13 @@ fn add_lockout_policy(server: &TestServer) {
             ("ou", &["policies"]),
         ],
     );
-    add_entry(
-        server,
-        DEFAULT_POLICY,
-        &[
-            ("objectClass", &["organizationalRole", "pwdPolicy"]),
-            ("cn", &["default"]),
-            ("pwdAttribute", &["userPassword"]),
-            ("pwdMaxFailure", &["3"]),
-            ("pwdLockout", &["TRUE"]),
-        ],
-    );
+    let mut attributes: Vec<(&str, &[&str])> = vec![
+        ("objectClass", &["organizationalRole", "pwdPolicy"]),
+        ("cn", &["default"]),
+        ("pwdAttribute", &["userPassword"]),
+    ];
+    attributes.extend_from_slice(rules);
+    add_entry(server, DEFAULT_POLICY, &attributes);
 }
 
 fn change_password(
@@ -1028,4 +1031,45 @@ fn an_entry_never_writes_its_own_password_policy_state() {
 
 fn set_of<'a>(values: &[&'a str]) -> HashSet<&'a str> {
     values.iter().copied().collect()
+}
+
+#[test]
+fn the_policy_judges_a_new_password_only_for_who_may_set_it() {
+    let server = TestServer::start_populated(PEOPLE, hidden_hosts_rules(), |settings| {
+        settings.password_policy_default = DEFAULT_POLICY.to_string();
+    });
+    add_default_policy(
+        &server,
+        &[("pwdCheckQuality", &["2"]), ("pwdMinLength", &["10"])],
+    );
+    add_entry(
+        &server,
+        HOSTS,
+        &[("objectClass", &["organizationalUnit"]), ("ou", &["hosts"])],
+    );
+    let hidden = format!("uid=svc,{HOSTS}");
+    add_entry(
+        &server,
+        &hidden,
+        &[
+            ("objectClass", &["account", "simpleSecurityObject"]),
+            ("uid", &["svc"]),
+            ("userPassword", &["service-secret"]),
+        ],
+    );
+    let mut user = bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let mut set_short = |dn: &str| {
+        let result = user
+            .modify(dn, vec![Mod::Replace("userPassword", set_of(&["short"]))])
+            .expect("modify");
+        answer(&result, dn)
+    };
+    // Another user's password: no write access, so no verdict on its quality.
+    assert_eq!(set_short(&person_dn(2)).0, 50);
+    // An entry the user may not know of: as a missing one, not "too short".
+    let hidden_answer = set_short(&hidden);
+    assert_eq!(hidden_answer, set_short(&format!("uid=none,{HOSTS}")));
+    assert_eq!((hidden_answer.0, hidden_answer.1.as_str()), (32, SUFFIX));
+    // Its own: the policy speaks.
+    assert_eq!(set_short(&person_dn(1)).0, 19);
 }
