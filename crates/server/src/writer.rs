@@ -621,27 +621,40 @@ impl Writer {
         if job.identity.is_rootdn {
             return Ok(());
         }
-        let dn_text = target.to_string();
-        let access_to =
-            |entry: &StoredEntry| self.policy.for_entry(&subject, &entry.normalized_dn, entry);
         match (&job.request, existing.as_ref()) {
             (WriteRequest::Add(entry), _) => self.authorize_add(txn, &subject, entry),
-            // A missing target: the store answers noSuchObject (with the matched DN).
+            // Never: known_target found every other target or answered noSuchObject.
             (_, None) => Ok(()),
-            // The server's own update: returned above, before any decision as the user.
-            (WriteRequest::PolicyState(_) | WriteRequest::Replicate(_), Some(_)) => Ok(()),
-            (WriteRequest::Delete(_), Some(entry)) => {
-                require_entry_write(&access_to(entry), &dn_text)?;
-                self.require_children_write(txn, &subject, target.parent())
+            (request, Some(entry)) => {
+                self.authorize_change(txn, &subject, &job.identity, request, &target, entry)
             }
-            (WriteRequest::Modify(_, modifications), Some(entry)) => {
-                let access = access_to(entry);
+        }
+    }
+
+    /// Access to change the existing `entry` at `target` (a disclosed one: `known_target`).
+    fn authorize_change(
+        &self,
+        txn: &WriteTxn<'_>,
+        subject: &Subject<'_>,
+        identity: &Identity,
+        request: &WriteRequest,
+        target: &Dn,
+        entry: &StoredEntry,
+    ) -> Result<(), LdapError> {
+        let dn_text = target.to_string();
+        let access = self.policy.for_entry(subject, &entry.normalized_dn, entry);
+        match request {
+            WriteRequest::Delete(_) => {
+                require_entry_write(&access, &dn_text)?;
+                self.require_children_write(txn, subject, target.parent())
+            }
+            WriteRequest::Modify(_, modifications) => {
                 // A modify with no change still restamps the entry (modifiersName, entryCSN,
                 // replicated): that is a write of the entry itself.
                 if modifications.is_empty() {
                     require_entry_write(&access, &dn_text)?;
                 }
-                let own = entry.normalized_dn == job.identity.normalized_dn;
+                let own = entry.normalized_dn == identity.normalized_dn;
                 for modification in modifications {
                     let parsed = self.schema().parse_description(&modification.description)?;
                     if !access.can_write_attribute(parsed.attr)
@@ -652,38 +665,38 @@ impl Writer {
                 }
                 Ok(())
             }
-            (WriteRequest::SetPassword { .. }, Some(entry)) => {
+            WriteRequest::SetPassword { .. } => {
                 let password_attr = self
                     .schema()
                     .attribute("userPassword")
                     .ok_or_else(|| ldap(ResultCode::UnwillingToPerform, "no userPassword"))?;
-                if !access_to(entry).can_write_attribute(password_attr) {
+                if !access.can_write_attribute(password_attr) {
                     return Err(insufficient("userPassword", &dn_text));
                 }
                 Ok(())
             }
-            (
-                WriteRequest::ModifyDn {
-                    new_rdn,
-                    delete_old_rdn,
-                    new_superior,
-                    ..
-                },
-                Some(entry),
-            ) => {
-                let access = access_to(entry);
+            WriteRequest::ModifyDn {
+                new_rdn,
+                delete_old_rdn,
+                new_superior,
+                ..
+            } => {
                 require_entry_write(&access, &dn_text)?;
-                self.require_children_write(txn, &subject, target.parent())?;
+                self.require_children_write(txn, subject, target.parent())?;
                 if let Some(superior) = new_superior {
                     let superior = Dn::parse(superior)?;
-                    self.disclosed(txn, &subject, &superior)?;
-                    self.require_children_write(txn, &subject, Some(superior))?;
+                    self.disclosed(txn, subject, &superior)?;
+                    self.require_children_write(txn, subject, Some(superior))?;
                 }
                 let mut naming = vec![Rdn::parse(new_rdn)?];
                 if *delete_old_rdn {
                     naming.extend(target.rdns.first().cloned());
                 }
                 self.require_naming_write(&access, &naming, &dn_text)
+            }
+            // The server's own updates and adds: decided before (apply(), authorize_add).
+            WriteRequest::Add(_) | WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => {
+                Ok(())
             }
         }
     }
