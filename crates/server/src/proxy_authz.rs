@@ -23,6 +23,8 @@ use lmdir_schema::{Filter, Schema};
 use lmdir_store::{ReadTxn, Scope, SearchSpec};
 
 pub const PROXY_AUTHZ_OID: &str = "2.16.840.1.113730.3.4.18";
+/// The attribute of an entry naming whom that entry may act as (`authz_policy` to/any/all).
+pub(crate) const AUTHZ_TO: &str = "authzTo";
 
 /// Longest authzId the control may carry (slapd's own DN limit, SLAP_LDAPDN_MAXLEN).
 pub const AUTHZ_ID_BYTES_MAX: usize = 8192;
@@ -229,7 +231,7 @@ impl Rules<'_> {
         bound: &Identity,
         target: &Identity,
     ) -> Result<bool, OperationError> {
-        let to = || self.entry_rules_allow(&bound.normalized_dn, "authzTo", target);
+        let to = || self.entry_rules_allow(&bound.normalized_dn, AUTHZ_TO, target);
         let from = || self.entry_rules_allow(&target.normalized_dn, "authzFrom", bound);
         Ok(match policy {
             AuthzPolicy::None => false,

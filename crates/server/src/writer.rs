@@ -658,7 +658,7 @@ impl Writer {
                 for modification in modifications {
                     let parsed = self.schema().parse_description(&modification.description)?;
                     if !access.can_write_attribute(parsed.attr)
-                        || own && self.is_policy_state(parsed.attr)
+                        || own && self.is_self_granting(parsed.attr)
                     {
                         return Err(insufficient(&modification.description, &dn_text));
                     }
@@ -760,14 +760,16 @@ impl Writer {
         Err(missing)
     }
 
-    /// Whether `attr` is password policy state a user may write in OpenLDAP's schema (the rest
-    /// is NO-USER-MODIFICATION). An entry never writes its own, whatever `[[access]]` grants it
-    /// (a `self write` rule on every attribute is common): it could point itself at a laxer
-    /// policy, lift its own lock or its must-change flag. Others with write access (a
+    /// Whether an entry may never write `attr` on itself, whatever `[[access]]` grants it (a
+    /// `self write` rule on every attribute is common), because it would grant itself what
+    /// administrators decide: the password policy state OpenLDAP's schema leaves
+    /// user-modifiable (a laxer policy, lifting its own lock or must-change flag) and `authzTo`
+    /// (whom it may act as: `dn.regex:.*` would make it anyone). Others with write access (a
     /// helpdesk unlocking an account) may.
-    fn is_policy_state(&self, attr: AttrId) -> bool {
+    fn is_self_granting(&self, attr: AttrId) -> bool {
         ppolicy::USER_WRITABLE_STATE
             .iter()
+            .chain(&[crate::proxy_authz::AUTHZ_TO])
             .any(|name| self.schema().attribute(name) == Some(attr))
     }
 

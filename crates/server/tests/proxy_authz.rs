@@ -261,6 +261,51 @@ fn users_cannot_grant_themselves_authz_rules_under_the_default_access() {
     );
 }
 
+#[test]
+fn an_entry_never_writes_its_own_authz_to_even_with_self_write() {
+    // A common rule: every user writes its own entry (userPassword included).
+    let rules = vec![AccessRule {
+        to: AccessTarget::default(),
+        by: vec![
+            AccessClause {
+                who: Who::SelfEntry,
+                access: AccessLevel::Write,
+            },
+            AccessClause {
+                who: Who::Anyone,
+                access: AccessLevel::Read,
+            },
+        ],
+    }];
+    let server = server(AuthzPolicy::To, rules);
+    let mut u1 = user(&server, 1);
+    let result = u1
+        .modify(
+            &person_dn(1),
+            vec![Mod::Add("authzTo", HashSet::from(["dn.regex:.*"]))],
+        )
+        .expect("modify sent");
+    assert_eq!(
+        result.rc, 50,
+        "a user granted itself every identity: {result:?}"
+    );
+    assert_eq!(
+        whoami_as(&mut u1, &format!("dn:{}", person_dn(2))),
+        Err(DENIED)
+    );
+    // authzFrom on its own entry grants others, not itself: still its own to write.
+    let result = u1
+        .modify(
+            &person_dn(1),
+            vec![Mod::Add(
+                "authzFrom",
+                HashSet::from([person_dn(3).as_str()]),
+            )],
+        )
+        .expect("modify sent");
+    assert_eq!(result.rc, 0, "{result:?}");
+}
+
 fn mail_of(connection: &mut LdapConn, proxied: Option<&str>, dn: &str) -> Result<Vec<String>, u32> {
     if let Some(authz_id) = proxied {
         connection.with_controls(ProxyAuth {
