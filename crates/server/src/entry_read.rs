@@ -319,24 +319,21 @@ fn context_csns(
 }
 
 /// RFC 4527: the entry at `dn` as the value of a pre-read or post-read response control, with
-/// the requested attributes the subject may read; None when the entry does not exist.
+/// the requested attributes the subject may read. An entry the subject may not know of answers
+/// exactly as a missing one (noSuchObject, the matched DN only of a disclosed ancestor): the
+/// answer the update itself gives.
 pub(crate) fn read_entry_control(
     database: &Database,
     identity: &Identity,
     dn: &str,
     attributes: &[String],
     oid: &str,
-) -> Result<Option<ResponseControl>, OperationError> {
+) -> Result<ResponseControl, OperationError> {
     let read = database.store.read().map_err(internal)?;
     let normalized = database.normalize_dn(dn)?;
-    let Ok(id) = read.normalized_dn_to_id(&normalized) else {
-        return Ok(None);
-    };
-    let Some(entry) = read.entry(id)? else {
-        return Ok(None);
-    };
     let groups = database.groups(&read);
     let subject = database.subject(identity, &groups);
+    let (id, entry) = disclosed_entry(database, &read, &subject, dn, &normalized)?;
     let access =
         (!identity.is_rootdn).then(|| database.policy.for_entry(&subject, &normalized, &entry));
     if access
@@ -367,11 +364,11 @@ pub(crate) fn read_entry_control(
         false,
     )?;
     writer.finish_bare();
-    Ok(Some(ResponseControl {
+    Ok(ResponseControl {
         oid: oid.to_string(),
         criticality: false,
         value: Some(value.to_vec()),
-    }))
+    })
 }
 
 /// RFC 4528 on a read (search base, compare): the assertion holds when it is True with the

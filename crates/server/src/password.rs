@@ -3,8 +3,8 @@
 //! operation.
 
 use crate::context::{
-    database_of, internal, no_such_object, normalized_identity_dn, require_secure_write, same_dn,
-    submit_update, Database, OperationContext, ServerContext,
+    database_of, internal, normalized_identity_dn, require_secure_write, same_dn, submit_update,
+    Database, OperationContext, ServerContext,
 };
 use crate::controls::RequestControls;
 use crate::ppolicy::{
@@ -54,10 +54,54 @@ pub async fn any_password_matches(
     }
 }
 
+/// Checks `password` against the entry's userPassword under its password policy, when one
+/// applies: a locked account answers invalidCredentials without a look at the password, a wrong
+/// password is recorded as a failure (pwdFailureTime, then the lock), and `response` says what
+/// the policy control tells the client. The one path of every password check of an entry: a
+/// bind's and Password Modify's old password. Ok holds the policy and the account's state
+/// before the check (None: no policy applies).
+async fn check_entry_password(
+    server: &Arc<ServerContext>,
+    database: &Database,
+    dn: &str,
+    normalized_dn: &str,
+    password: &[u8],
+    response: &mut Option<PolicyResponse>,
+) -> Result<Option<(Policy, AccountState)>, OperationError> {
+    let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
+    // Finding the entry and its stored passwords takes microseconds: done on this task.
+    let (stored_passwords, policed) = database
+        .bind_candidate(server, dn, normalized_dn)?
+        .ok_or_else(invalid)?;
+    let now_time = std::time::SystemTime::now();
+    if policed.is_some() {
+        // As slapd: a bind under a policy answers the request control even with nothing to
+        // say (an empty response), whatever the outcome.
+        *response = Some(PolicyResponse::default());
+    }
+    if let Some((policy, state)) = &policed {
+        if state.is_locked(policy, ppolicy::unix_seconds(now_time)) {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::AccountLocked),
+            });
+            return Err(invalid());
+        }
+    }
+    if any_password_matches(stored_passwords, password).await? {
+        return Ok(policed);
+    }
+    if let Some((policy, _)) = policed {
+        database
+            .record_failure(server, normalized_dn, policy, now_time)
+            .await;
+    }
+    Err(invalid())
+}
+
 /// The identity `dn` (normalized: `normalized_dn`) binds as with `password` against its
-/// entry's userPassword, under the entry's password policy when one applies: a locked account
-/// and an expired password answer invalidCredentials, failures are recorded, and `response`
-/// says what the policy control tells the client.
+/// entry's userPassword (`check_entry_password`), then the policy's verdict: an expired
+/// password answers invalidCredentials, a grace login is counted.
 async fn bind_entry(
     server: &Arc<ServerContext>,
     database: &Database,
@@ -67,40 +111,13 @@ async fn bind_entry(
     response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
-    // Finding the entry and its stored passwords takes microseconds: done on this task.
-    let (stored_passwords, policed) = database
-        .bind_candidate(server, dn, &normalized_dn)?
-        .ok_or_else(invalid)?;
+    let policed =
+        check_entry_password(server, database, dn, &normalized_dn, password, response).await?;
+    let Some((policy, state)) = policed else {
+        return Ok(bound_identity(database, dn, normalized_dn));
+    };
     let now_time = std::time::SystemTime::now();
     let now = ppolicy::unix_seconds(now_time);
-    if policed.is_some() {
-        // As slapd: a bind under a policy answers the request control even with nothing to
-        // say (an empty response), whatever the outcome.
-        *response = Some(PolicyResponse::default());
-    }
-    if let Some((policy, state)) = &policed {
-        if state.is_locked(policy, now) {
-            *response = Some(PolicyResponse {
-                warning: None,
-                error: Some(PolicyError::AccountLocked),
-            });
-            return Err(invalid());
-        }
-    }
-    let matched = any_password_matches(stored_passwords, password).await?;
-    let Some((policy, state)) = policed else {
-        return if matched {
-            Ok(bound_identity(database, dn, normalized_dn))
-        } else {
-            Err(invalid())
-        };
-    };
-    if !matched {
-        database
-            .record_failure(server, &normalized_dn, policy, now_time)
-            .await;
-        return Err(invalid());
-    }
     match ppolicy::verdict(&policy, &state, now) {
         Verdict::Expired => {
             *response = Some(PolicyResponse {
@@ -203,6 +220,18 @@ fn judge_password_change(
     let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
         return Ok(None);
     };
+    // Only a subject that may set the password hears what the policy thinks of it: anyone
+    // else gets the writer's answer (noSuchObject for an entry it may not know of,
+    // insufficientAccess), never a quality or history verdict that tells the entry exists.
+    let groups = database.groups(&read);
+    let subject = database.subject(&context.session.identity, &groups);
+    let access = database.policy.for_entry(&subject, &normalized, &entry);
+    let may_set = database
+        .user_password
+        .is_some_and(|attr| access.can_disclose_entry() && access.can_write_attribute(attr));
+    if !may_set {
+        return Ok(None);
+    }
     let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
         return Ok(None);
     };
@@ -480,38 +509,64 @@ pub(crate) fn password_changed(context: &OperationContext) {
         .store(false, std::sync::atomic::Ordering::Release);
 }
 
-/// Checks Password Modify's old password against the target's stored values (a bind's cost,
-/// off the reactor); invalidCredentials when none matches.
-async fn verify_old_password(
+/// Password Modify's answer to an old password it will not verify (slapd's words): the same
+/// for a subject that may not change the password, a wrong guess and a locked account.
+fn unwilling_to_verify() -> OperationError {
+    OperationError::new(
+        code::UNWILLING_TO_PERFORM,
+        "unwilling to verify old password",
+    )
+}
+
+/// Whether the subject may set the userPassword of `target_dn` (write access to it, as the
+/// writer decides for the change itself). An entry the subject may not know of answers as a
+/// missing one.
+async fn may_change_password(
     context: &OperationContext,
     target_dn: &str,
     password_attribute: AttrId,
-    old: &[u8],
-) -> Result<(), OperationError> {
+) -> Result<bool, OperationError> {
     let server = context.server.clone();
+    let identity = context.session.identity.clone();
     let target = target_dn.to_string();
-    let old = old.to_vec();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
         let normalized = database.normalize_dn(&target)?;
         let read = database.store.read().map_err(internal)?;
-        let id = read.normalized_dn_to_id(&normalized)?;
-        let entry = read.entry(id)?.ok_or_else(|| no_such_object(&target))?;
-        let verified = entry
-            .values_of(password_attribute)
-            .iter()
-            .any(|(stored, _)| password_matches(stored, &old));
-        if verified {
-            Ok(())
-        } else {
-            Err(OperationError::new(
-                code::INVALID_CREDENTIALS,
-                "old password does not match",
-            ))
-        }
+        let groups = database.groups(&read);
+        let subject = database.subject(&identity, &groups);
+        let (_, entry) =
+            crate::entry_read::disclosed_entry(database, &read, &subject, &target, &normalized)?;
+        Ok(database
+            .policy
+            .for_entry(&subject, &normalized, &entry)
+            .can_write_attribute(password_attribute))
     })
     .await
     .map_err(internal)?
+}
+
+/// Checks Password Modify's old password as a bind checks one (`check_entry_password`, under
+/// the client's bind throttle): a wrong one is a failed bind of the target, counted towards its
+/// lockout, and a locked account is never compared. Every failure answers alike.
+async fn verify_old_password(
+    context: &OperationContext,
+    database: &Database,
+    target_dn: &str,
+    old: &[u8],
+) -> Result<(), OperationError> {
+    let server = &context.server;
+    let normalized = database.normalize_dn(target_dn)?;
+    let check = async {
+        let mut unsaid = None;
+        check_entry_password(server, database, target_dn, &normalized, old, &mut unsaid)
+            .await
+            .map(drop)
+    };
+    match throttled(server, &context.session, target_dn, check).await {
+        Err(error) if error.code == code::INVALID_CREDENTIALS => Err(unwilling_to_verify()),
+        outcome => outcome,
+    }
 }
 
 pub async fn password_modify(
@@ -541,14 +596,16 @@ pub async fn password_modify(
         })?
     };
     let identity = context.session.identity.clone();
+    if identity.normalized_dn.is_empty() {
+        // As slapd, whatever the target and the old password: anonymous has nothing to change
+        // and learns nothing.
+        return Err(OperationError::new(
+            code::STRONG_AUTH_REQUIRED,
+            "only authenticated users may change passwords",
+        ));
+    }
     let target_dn = match parsed.user_identity.as_deref() {
         Some(user) => user.strip_prefix("dn:").unwrap_or(user).to_string(),
-        None if identity.dn.is_empty() => {
-            return Err(OperationError::new(
-                code::UNWILLING_TO_PERFORM,
-                "anonymous users have no password to change",
-            ));
-        }
         None => identity.dn.clone(),
     };
     let Some(password_attribute) = database.user_password else {
@@ -557,11 +614,24 @@ pub async fn password_modify(
             "the schema has no userPassword",
         ));
     };
-    // Who may set it is the writer's decision (write access to userPassword, as for a modify:
-    // the entry itself under the default policy, a helpdesk group given write by `[[access]]`).
-    // An old password, when given, must match (RFC 3062 §2), whoever asks.
-    if let Some(old) = parsed.old_password.as_deref() {
-        verify_old_password(context, &target_dn, password_attribute, old.as_bytes()).await?;
+    // Access first (write access to userPassword, as for a modify: the entry itself under the
+    // default policy, a helpdesk group given write by `[[access]]`), so nothing that follows
+    // (the old password, the policy's checks) answers a subject that may not change it. The
+    // writer decides it again in its transaction for the change itself.
+    let may_change = may_change_password(context, &target_dn, password_attribute).await?;
+    match (may_change, parsed.old_password.as_deref()) {
+        (false, Some(_)) => return Err(unwilling_to_verify()),
+        (false, None) => {
+            return Err(OperationError::new(
+                code::INSUFFICIENT_ACCESS_RIGHTS,
+                format!("no write access to userPassword of '{target_dn}'"),
+            ))
+        }
+        // An old password, when given, must match (RFC 3062 §2), whoever asks.
+        (true, Some(old)) => {
+            verify_old_password(context, database, &target_dn, old.as_bytes()).await?;
+        }
+        (true, None) => {}
     }
     let (new_password, generated) = match parsed.new_password {
         Some(password) => (password, false),
@@ -637,7 +707,7 @@ pub(crate) async fn bind_outcome(
                     "SASL EXTERNAL is only available over ldapi://",
                 ));
             };
-            Ok(if uid == 0 {
+            let authenticated = if uid == 0 {
                 Identity {
                     dn: server.settings.rootdn.clone(),
                     normalized_dn: normalized_identity_dn(server, &server.settings.rootdn),
@@ -650,7 +720,8 @@ pub(crate) async fn bind_outcome(
                     dn,
                     is_rootdn: false,
                 }
-            })
+            };
+            external_authorization(server, authenticated, &credentials.credentials).await
         }
         LdapBindCred::Simple(password) => {
             simple_bind(
@@ -663,6 +734,30 @@ pub(crate) async fn bind_outcome(
             .await
         }
     }
+}
+
+/// SASL EXTERNAL's authorization identity (RFC 4422 §3.4.1, RFC 4513 §5.2.3): none (empty
+/// credentials) is the authenticated identity; one the client names is granted only as the
+/// proxied authorization control would grant it (oneself; the rootdn any DN of the database;
+/// authzTo / authzFrom under `authz_policy`), else the bind fails with insufficientAccessRights
+/// (50), as slapd answers it.
+async fn external_authorization(
+    server: &Arc<ServerContext>,
+    authenticated: Identity,
+    authz_id: &[u8],
+) -> Result<Identity, OperationError> {
+    if authz_id.is_empty() {
+        return Ok(authenticated);
+    }
+    crate::proxy_authz::authorized_identity(server, authenticated, authz_id.to_vec())
+        .await
+        .map_err(|error| match error.code {
+            code::AUTHORIZATION_DENIED => OperationError::new(
+                code::INSUFFICIENT_ACCESS_RIGHTS,
+                format!("SASL authorization failure: {}", error.message),
+            ),
+            _ => error,
+        })
 }
 
 /// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client: once
@@ -697,17 +792,37 @@ async fn simple_bind(
             "TLS is required before a simple bind",
         ));
     }
+    throttled(
+        server,
+        session,
+        dn,
+        check_password(server, dn, password, policy_response),
+    )
+    .await
+}
+
+/// Runs a password check of `dn` under the client's failed-bind throttle (binds and Password
+/// Modify's old password alike): once the client's failures exceed `bind_failure_burst`, every check
+/// from it waits first (whatever its outcome, so the wait tells nothing), and a failure costs
+/// a token.
+async fn throttled<T>(
+    server: &ServerContext,
+    session: &Session,
+    dn: &str,
+    check: impl std::future::Future<Output = Result<T, OperationError>>,
+) -> Result<T, OperationError> {
     let ticket = server.bind_throttle.admit(session.client);
     if !ticket.delay.is_zero() {
         info!(
-            "conn={} bind from {} throttled for {} ms after repeated failures",
+            "conn={} password check of dn=\"{}\" from {} throttled for {} ms after repeated failures",
             session.connection_id,
+            crate::log_text::escaped(dn),
             session.client,
             ticket.delay.as_millis()
         );
         tokio::time::sleep(ticket.delay).await;
     }
-    let outcome = check_password(server, dn, password, policy_response).await;
+    let outcome = check.await;
     server
         .bind_throttle
         .settle(session.client, ticket, outcome.is_ok());

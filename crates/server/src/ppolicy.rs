@@ -18,6 +18,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
+/// The password policy's operational attributes OpenLDAP's schema lets users write (the others
+/// are NO-USER-MODIFICATION): the policy an entry falls under, its lock, its must-change flag
+/// and its validity window. The writer never lets an entry write its own.
+pub(crate) const USER_WRITABLE_STATE: &[&str] = &[
+    "pwdPolicySubentry",
+    "pwdAccountLockedTime",
+    "pwdReset",
+    "pwdStartTime",
+    "pwdEndTime",
+];
+
 /// The password policy request/response control (draft-behera §6).
 pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
 /// Entries with a state update waiting for the writer at once. Past it, a failure is written

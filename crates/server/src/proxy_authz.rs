@@ -23,6 +23,8 @@ use lmdir_schema::{Filter, Schema};
 use lmdir_store::{ReadTxn, Scope, SearchSpec};
 
 pub const PROXY_AUTHZ_OID: &str = "2.16.840.1.113730.3.4.18";
+/// The attribute of an entry naming whom that entry may act as (`authz_policy` to/any/all).
+pub(crate) const AUTHZ_TO: &str = "authzTo";
 
 /// Longest authzId the control may carry (slapd's own DN limit, SLAP_LDAPDN_MAXLEN).
 pub const AUTHZ_ID_BYTES_MAX: usize = 8192;
@@ -69,12 +71,22 @@ pub async fn assume_identity(context: &mut OperationContext) -> Result<(), Opera
         )
     })?;
     let bound = context.session.identity.clone();
-    let server = context.server.clone();
-    let identity = tokio::task::spawn_blocking(move || decide(&server, &bound, &value))
-        .await
-        .map_err(|error| OperationError::new(code::OTHER, error.to_string()))??;
-    context.session.identity = identity;
+    context.session.identity = authorized_identity(&context.server, bound, value).await?;
     Ok(())
+}
+
+/// The identity `bound` may act as when it asks for `authz_id`: the proxied authorization
+/// control's value, or the authorization identity of a SASL bind (RFC 4422 §3.4.1). One
+/// decision for both; authorizationDenied when it may not.
+pub(crate) async fn authorized_identity(
+    server: &std::sync::Arc<crate::server::ServerContext>,
+    bound: Identity,
+    authz_id: Vec<u8>,
+) -> Result<Identity, OperationError> {
+    let server = server.clone();
+    tokio::task::spawn_blocking(move || decide(&server, &bound, &authz_id))
+        .await
+        .map_err(|error| OperationError::new(code::OTHER, error.to_string()))?
 }
 
 /// The identity `bound` may act as, asked for by `authz_id`.
@@ -219,7 +231,7 @@ impl Rules<'_> {
         bound: &Identity,
         target: &Identity,
     ) -> Result<bool, OperationError> {
-        let to = || self.entry_rules_allow(&bound.normalized_dn, "authzTo", target);
+        let to = || self.entry_rules_allow(&bound.normalized_dn, AUTHZ_TO, target);
         let from = || self.entry_rules_allow(&target.normalized_dn, "authzFrom", bound);
         Ok(match policy {
             AuthzPolicy::None => false,

@@ -64,7 +64,17 @@ async fn read_entry_control_async(
     let identity = context.session.identity.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        read_entry_control(database, &identity, &dn, &attributes, oid)
+        match read_entry_control(database, &identity, &dn, &attributes, oid) {
+            Ok(control) => Ok(Some(control)),
+            // After the update (post-read): an entry gone since (or out of the subject's
+            // sight) has nothing to return, and the update's own answer stands.
+            Err(error)
+                if error.code == code::NO_SUCH_OBJECT && oid == crate::controls::POST_READ_OID =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
     })
     .await
     .map_err(internal)?

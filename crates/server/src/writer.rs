@@ -587,11 +587,17 @@ impl Writer {
             // Never reached: apply() handles them before any access decision.
             WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => return Ok(()),
         };
-        let existing = match txn.entry_by_dn(&target) {
-            // An entry that cannot be decoded: the rootdn acts on it without its values (to
-            // delete it: a repair); anyone else, or an assertion, gets the error.
-            Err(_) if job.identity.is_rootdn && job.assertion.is_none() => None,
-            found => found?,
+        let existing = if job.identity.is_rootdn {
+            match txn.entry_by_dn(&target) {
+                // An entry that cannot be decoded: the rootdn acts on it without its values (to
+                // delete it: a repair); an assertion gets the error.
+                Err(_) if job.assertion.is_none() => None,
+                found => found?,
+            }
+        } else {
+            // Before the assertion and any access decision: neither may tell a hidden entry
+            // from a missing one.
+            self.known_target(txn, &subject, &job.request, &target)?
         };
         if let Some(assertion) = &job.assertion {
             match (&job.request, existing.as_ref()) {
@@ -615,53 +621,72 @@ impl Writer {
         if job.identity.is_rootdn {
             return Ok(());
         }
-        let dn_text = target.to_string();
-        let access_to =
-            |entry: &StoredEntry| self.policy.for_entry(&subject, &entry.normalized_dn, entry);
         match (&job.request, existing.as_ref()) {
             (WriteRequest::Add(entry), _) => self.authorize_add(txn, &subject, entry),
-            // A missing target: the store answers noSuchObject (with the matched DN).
+            // Never: known_target found every other target or answered noSuchObject.
             (_, None) => Ok(()),
-            // The server's own update: returned above, before any decision as the user.
-            (WriteRequest::PolicyState(_) | WriteRequest::Replicate(_), Some(_)) => Ok(()),
-            (WriteRequest::Delete(_), Some(entry)) => {
-                require_entry_write(&access_to(entry), &dn_text)?;
-                self.require_children_write(txn, &subject, target.parent())
+            (request, Some(entry)) => {
+                self.authorize_change(txn, &subject, &job.identity, request, &target, entry)
             }
-            (WriteRequest::Modify(_, modifications), Some(entry)) => {
-                let access = access_to(entry);
+        }
+    }
+
+    /// Access to change the existing `entry` at `target` (a disclosed one: `known_target`).
+    fn authorize_change(
+        &self,
+        txn: &WriteTxn<'_>,
+        subject: &Subject<'_>,
+        identity: &Identity,
+        request: &WriteRequest,
+        target: &Dn,
+        entry: &StoredEntry,
+    ) -> Result<(), LdapError> {
+        let dn_text = target.to_string();
+        let access = self.policy.for_entry(subject, &entry.normalized_dn, entry);
+        match request {
+            WriteRequest::Delete(_) => {
+                require_entry_write(&access, &dn_text)?;
+                self.require_children_write(txn, subject, target.parent())
+            }
+            WriteRequest::Modify(_, modifications) => {
+                // A modify with no change still restamps the entry (modifiersName, entryCSN,
+                // replicated): that is a write of the entry itself.
+                if modifications.is_empty() {
+                    require_entry_write(&access, &dn_text)?;
+                }
+                let own = entry.normalized_dn == identity.normalized_dn;
                 for modification in modifications {
                     let parsed = self.schema().parse_description(&modification.description)?;
-                    if !access.can_write_attribute(parsed.attr) {
+                    if !access.can_write_attribute(parsed.attr)
+                        || own && self.is_self_granting(parsed.attr)
+                    {
                         return Err(insufficient(&modification.description, &dn_text));
                     }
                 }
                 Ok(())
             }
-            (WriteRequest::SetPassword { .. }, Some(entry)) => {
+            WriteRequest::SetPassword { .. } => {
                 let password_attr = self
                     .schema()
                     .attribute("userPassword")
                     .ok_or_else(|| ldap(ResultCode::UnwillingToPerform, "no userPassword"))?;
-                if !access_to(entry).can_write_attribute(password_attr) {
+                if !access.can_write_attribute(password_attr) {
                     return Err(insufficient("userPassword", &dn_text));
                 }
                 Ok(())
             }
-            (
-                WriteRequest::ModifyDn {
-                    new_rdn,
-                    delete_old_rdn,
-                    new_superior,
-                    ..
-                },
-                Some(entry),
-            ) => {
-                let access = access_to(entry);
+            WriteRequest::ModifyDn {
+                new_rdn,
+                delete_old_rdn,
+                new_superior,
+                ..
+            } => {
                 require_entry_write(&access, &dn_text)?;
-                self.require_children_write(txn, &subject, target.parent())?;
+                self.require_children_write(txn, subject, target.parent())?;
                 if let Some(superior) = new_superior {
-                    self.require_children_write(txn, &subject, Some(Dn::parse(superior)?))?;
+                    let superior = Dn::parse(superior)?;
+                    self.disclosed(txn, subject, &superior)?;
+                    self.require_children_write(txn, subject, Some(superior))?;
                 }
                 let mut naming = vec![Rdn::parse(new_rdn)?];
                 if *delete_old_rdn {
@@ -669,7 +694,83 @@ impl Writer {
                 }
                 self.require_naming_write(&access, &naming, &dn_text)
             }
+            // The server's own updates and adds: decided before (apply(), authorize_add).
+            WriteRequest::Add(_) | WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => {
+                Ok(())
+            }
         }
+    }
+
+    /// The target of a job by a subject other than the rootdn, as that subject may know of
+    /// it: an add's parent must be disclosed (the entry at the add's own DN, if any, is left to
+    /// the store's alreadyExists, which needs write on the parent's children to reach); any
+    /// other target must be. Otherwise noSuchObject, exactly as for a missing entry.
+    fn known_target(
+        &self,
+        txn: &WriteTxn<'_>,
+        subject: &Subject<'_>,
+        request: &WriteRequest,
+        target: &Dn,
+    ) -> Result<Option<StoredEntry>, LdapError> {
+        if let WriteRequest::Add(_) = request {
+            if let Some(parent) = target.parent() {
+                self.disclosed(txn, subject, &parent)?;
+            }
+            return Ok(None);
+        }
+        self.disclosed(txn, subject, target).map(Some)
+    }
+
+    /// The entry at `dn` if the subject may know of it (any access to `entry`, OpenLDAP's
+    /// `disclose`). A hidden entry and a missing one answer the same noSuchObject, whose
+    /// matched DN is the deepest ancestor the subject may know of: the writer's side of
+    /// `entry_read::disclosed_entry`, in the writer's own transaction.
+    fn disclosed(
+        &self,
+        txn: &WriteTxn<'_>,
+        subject: &Subject<'_>,
+        dn: &Dn,
+    ) -> Result<StoredEntry, LdapError> {
+        let is_disclosed = |entry: &StoredEntry| {
+            self.policy
+                .for_entry(subject, &entry.normalized_dn, entry)
+                .can_disclose_entry()
+        };
+        let mut ancestor = match txn.entry_by_dn(dn)? {
+            Some(entry) if is_disclosed(&entry) => return Ok(entry),
+            Some(entry) => txn.parent_of(entry.id)?,
+            // Its deepest existing ancestor, checked below like any other.
+            None => txn.deepest_existing(dn)?,
+        };
+        let text = dn.to_string();
+        let mut missing = ldap(
+            ResultCode::NoSuchObject,
+            // Cut: a 16 MiB DN is not echoed back whole.
+            format!("no such entry '{}'", crate::log_text::bounded(&text, 256)),
+        );
+        while let Some(id) = ancestor.filter(|id| *id != lmdir_store::layout::ROOT_PARENT_ID) {
+            if let Some(entry) = txn.entry_by_id(id)? {
+                if is_disclosed(&entry) {
+                    missing = missing.with_matched_dn(txn.dn_of(id)?);
+                    break;
+                }
+            }
+            ancestor = txn.parent_of(id)?;
+        }
+        Err(missing)
+    }
+
+    /// Whether an entry may never write `attr` on itself, whatever `[[access]]` grants it (a
+    /// `self write` rule on every attribute is common), because it would grant itself what
+    /// administrators decide: the password policy state OpenLDAP's schema leaves
+    /// user-modifiable (a laxer policy, lifting its own lock or must-change flag) and `authzTo`
+    /// (whom it may act as: `dn.regex:.*` would make it anyone). Others with write access (a
+    /// helpdesk unlocking an account) may.
+    fn is_self_granting(&self, attr: AttrId) -> bool {
+        ppolicy::USER_WRITABLE_STATE
+            .iter()
+            .chain(&[crate::proxy_authz::AUTHZ_TO])
+            .any(|name| self.schema().attribute(name) == Some(attr))
     }
 
     /// A rename gives the new RDN's attributes values (and takes the old one's with

@@ -404,7 +404,7 @@ fn password_modify_follows_write_access_to_user_password() {
             new_pass: Some("other"),
         })
         .expect("exop");
-    assert_eq!(wrong.1.rc, 49);
+    assert_eq!(wrong.1.rc, 53, "slapd: unwilling to verify old password");
 }
 
 #[test]
@@ -547,4 +547,529 @@ fn an_add_assertion_is_tested_on_the_entry_being_added() {
         .expect("add")
         .success()
         .expect("the assertion holds on the new entry");
+}
+
+const SUFFIX: &str = "dc=example,dc=com";
+const HOSTS: &str = "ou=hosts,dc=example,dc=com";
+const DEFAULT_POLICY: &str = "cn=default,ou=policies,dc=example,dc=com";
+
+/// A result as a client sees it: code, matched DN, message with `dn` written `X`.
+fn answer(result: &ldap3::LdapResult, dn: &str) -> (u32, String, String) {
+    (
+        result.rc,
+        result.matched.clone(),
+        result.text.replace(dn, "X"),
+    )
+}
+
+fn anonymous(server: &TestServer) -> LdapConn {
+    LdapConn::new(&server.ldap_url()).expect("connect")
+}
+
+/// The rootdn adds `dn` with these attributes.
+fn add_entry(server: &TestServer, dn: &str, attributes: &[(&str, &[&str])]) {
+    root(server)
+        .add(
+            dn,
+            attributes
+                .iter()
+                .map(|(name, values)| (name.to_string(), set(values)))
+                .collect(),
+        )
+        .expect("add")
+        .success()
+        .unwrap_or_else(|error| panic!("add {dn}: {error}"));
+}
+
+/// What every write and read answers for `dn`, as `connection` asks: modify (with and without
+/// changes, with a pre-read control), delete, rename, compare, add below it, Password Modify
+/// and a base search.
+fn write_answers(
+    connection: &mut LdapConn,
+    dn: &str,
+) -> Vec<(&'static str, (u32, String, String))> {
+    let pre_read = RawControl {
+        ctype: "1.3.6.1.1.13.1".to_string(),
+        crit: true,
+        // SEQUENCE OF AttributeDescription: "cn"
+        val: Some(vec![0x30, 0x04, 0x04, 0x02, b'c', b'n']),
+    };
+    let below = format!("cn=new,{dn}");
+    vec![
+        (
+            "modify",
+            connection
+                .modify(
+                    dn,
+                    vec![Mod::Replace("description".to_string(), set(&["x"]))],
+                )
+                .expect("modify"),
+        ),
+        (
+            "empty modify",
+            connection
+                .modify(dn, Vec::<Mod<String>>::new())
+                .expect("modify"),
+        ),
+        (
+            "modify with pre-read",
+            connection
+                .with_controls(pre_read)
+                .modify(
+                    dn,
+                    vec![Mod::Replace("description".to_string(), set(&["y"]))],
+                )
+                .expect("modify"),
+        ),
+        ("delete", connection.delete(dn).expect("delete")),
+        (
+            "modrdn",
+            connection
+                .modifydn(dn, "cn=renamed", true, None)
+                .expect("modrdn"),
+        ),
+        (
+            "compare",
+            connection.compare(dn, "cn", "h1").expect("compare").0,
+        ),
+        (
+            "add below",
+            connection
+                .add(
+                    &below,
+                    vec![
+                        ("objectClass".to_string(), set(&["device"])),
+                        ("cn".to_string(), set(&["new"])),
+                    ],
+                )
+                .expect("add"),
+        ),
+        (
+            "password modify",
+            connection
+                .extended(PasswordModify {
+                    user_id: Some(dn),
+                    old_pass: None,
+                    new_pass: Some("x"),
+                })
+                .expect("exop")
+                .1,
+        ),
+        (
+            "search",
+            connection
+                .search(dn, Scope::Base, "(objectClass=*)", vec!["1.1"])
+                .expect("search")
+                .1,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, result)| {
+        let seen = answer(&result, dn);
+        (name, (seen.0, seen.1, seen.2.replace(&below, "X")))
+    })
+    .collect()
+}
+
+/// `ou=hosts` is known to nobody but the rootdn, `ou=drop` is open to every user, the rest as
+/// the default policy.
+fn hidden_hosts_rules() -> Vec<AccessRule> {
+    let subtree = |dn: &str| AccessTarget {
+        subtree: Some(dn.to_string()),
+        ..AccessTarget::default()
+    };
+    vec![
+        grant(subtree(HOSTS), Who::SelfEntry, AccessLevel::Read),
+        grant(
+            subtree("ou=drop,dc=example,dc=com"),
+            Who::Users,
+            AccessLevel::Write,
+        ),
+        AccessRule {
+            to: AccessTarget {
+                attrs: vec!["userPassword".to_string()],
+                ..AccessTarget::default()
+            },
+            by: vec![
+                AccessClause {
+                    who: Who::SelfEntry,
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Anyone,
+                    access: AccessLevel::Auth,
+                },
+            ],
+        },
+        grant(AccessTarget::default(), Who::Anyone, AccessLevel::Read),
+    ]
+}
+
+#[test]
+fn every_operation_answers_for_a_hidden_entry_as_for_a_missing_one() {
+    let server = TestServer::start_populated(PEOPLE, hidden_hosts_rules(), |_| {});
+    add_entry(
+        &server,
+        HOSTS,
+        &[("objectClass", &["organizationalUnit"]), ("ou", &["hosts"])],
+    );
+    let hidden = format!("cn=h1,{HOSTS}");
+    add_entry(
+        &server,
+        &hidden,
+        &[("objectClass", &["device"]), ("cn", &["h1"])],
+    );
+    let missing = format!("cn=h9,{HOSTS}");
+    let user = person_dn(1);
+    for (who, mut connection) in [
+        ("anonymous", anonymous(&server)),
+        ("a user", bind(&server, &user, PERSON_PASSWORD)),
+    ] {
+        let hidden_answers = write_answers(&mut connection, &hidden);
+        let missing_answers = write_answers(&mut connection, &missing);
+        for ((operation, seen), (_, expected)) in hidden_answers.iter().zip(&missing_answers) {
+            if who == "anonymous" && *operation == "password modify" {
+                assert_eq!(seen.0, 8, "anonymous Password Modify: {seen:?}");
+            } else {
+                // The nearest ancestor this subject may know of is the suffix, for both.
+                assert_eq!(
+                    (seen.0, seen.1.as_str()),
+                    (32, SUFFIX),
+                    "{who}: {operation} of a hidden entry: {seen:?}"
+                );
+            }
+            assert_eq!(
+                seen, expected,
+                "{who}: {operation}: hidden and missing differ"
+            );
+        }
+    }
+    // The hidden entry is untouched and still there for the rootdn.
+    let entry = read_entry(&mut root(&server), &hidden);
+    assert!(!entry.attrs.contains_key("description"), "{entry:?}");
+}
+
+#[test]
+fn a_hidden_new_superior_or_parent_answers_as_a_missing_one() {
+    let server = TestServer::start_populated(PEOPLE, hidden_hosts_rules(), |_| {});
+    add_entry(
+        &server,
+        HOSTS,
+        &[("objectClass", &["organizationalUnit"]), ("ou", &["hosts"])],
+    );
+    add_entry(
+        &server,
+        "ou=drop,dc=example,dc=com",
+        &[("objectClass", &["organizationalUnit"]), ("ou", &["drop"])],
+    );
+    let mut user = bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let mover = "uid=mover,ou=drop,dc=example,dc=com";
+    user.add(
+        mover,
+        vec![
+            ("objectClass".to_string(), set(&["account"])),
+            ("uid".to_string(), set(&["mover"])),
+        ],
+    )
+    .expect("add")
+    .success()
+    .expect("a user adds in ou=drop");
+    let mut move_under = |superior: &str| {
+        let result = user
+            .modifydn(mover, "uid=mover", true, Some(superior))
+            .expect("modrdn");
+        answer(&result, superior)
+    };
+    let hidden = move_under(HOSTS);
+    assert_eq!(hidden, move_under("ou=nowhere,dc=example,dc=com"));
+    assert_eq!((hidden.0, hidden.1.as_str()), (32, SUFFIX), "{hidden:?}");
+    // Below the hidden subtree the store's matched DN (ou=hosts) is never the answer.
+    let deep = move_under(&format!("cn=nothing,{HOSTS}"));
+    assert_eq!((deep.0, deep.1.as_str()), (32, SUFFIX), "{deep:?}");
+}
+
+#[test]
+fn an_empty_modify_needs_write_access_to_the_entry() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
+    let target = person_dn(4);
+    let stamps = |server: &TestServer| {
+        let mut admin = root(server);
+        let entry = read_entry(&mut admin, &target);
+        let suffix = read_entry(&mut admin, SUFFIX);
+        (
+            entry.attrs.get("entryCSN").cloned(),
+            entry.attrs.get("modifiersName").cloned(),
+            entry.attrs.get("modifyTimestamp").cloned(),
+            suffix.attrs.get("contextCSN").cloned(),
+        )
+    };
+    let before = stamps(&server);
+    let empty = |connection: &mut LdapConn| {
+        connection
+            .modify(&target, Vec::<Mod<String>>::new())
+            .expect("modify")
+            .rc
+    };
+    assert_eq!(empty(&mut anonymous(&server)), 50, "anonymous");
+    assert_eq!(
+        empty(&mut bind(&server, &person_dn(5), PERSON_PASSWORD)),
+        50,
+        "another user"
+    );
+    // The default policy lets a user write its password only, not its entry.
+    assert_eq!(
+        empty(&mut bind(&server, &target, PERSON_PASSWORD)),
+        50,
+        "itself"
+    );
+    assert_eq!(
+        stamps(&server),
+        before,
+        "a refused empty modify changed the entry"
+    );
+    // With write access to the entry it is a touch, as on slapd (rootdn: success, restamped).
+    assert_eq!(empty(&mut root(&server)), 0, "rootdn");
+    let after = stamps(&server);
+    assert_ne!(after.0, before.0, "the rootdn's empty modify restamps");
+    assert_eq!(after.1, Some(vec![ROOT_DN.to_string()]));
+}
+
+/// The default password policy locks an account after three failures.
+fn add_lockout_policy(server: &TestServer) {
+    add_default_policy(
+        server,
+        &[("pwdMaxFailure", &["3"]), ("pwdLockout", &["TRUE"])],
+    );
+}
+
+fn add_default_policy(server: &TestServer, rules: &[(&str, &[&str])]) {
+    add_entry(
+        server,
+        "ou=policies,dc=example,dc=com",
+        &[
+            ("objectClass", &["organizationalUnit"]),
+            ("ou", &["policies"]),
+        ],
+    );
+    let mut attributes: Vec<(&str, &[&str])> = vec![
+        ("objectClass", &["organizationalRole", "pwdPolicy"]),
+        ("cn", &["default"]),
+        ("pwdAttribute", &["userPassword"]),
+    ];
+    attributes.extend_from_slice(rules);
+    add_entry(server, DEFAULT_POLICY, &attributes);
+}
+
+fn change_password(
+    connection: &mut LdapConn,
+    user: Option<&str>,
+    old: &str,
+    new: &str,
+) -> (u32, String) {
+    let result = connection
+        .extended(PasswordModify {
+            user_id: user,
+            old_pass: Some(old),
+            new_pass: Some(new),
+        })
+        .expect("exop")
+        .1;
+    (result.rc, result.text)
+}
+
+#[test]
+fn password_modify_is_no_password_oracle() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
+        settings.password_policy_default = DEFAULT_POLICY.to_string();
+    });
+    add_lockout_policy(&server);
+    let target = person_dn(13);
+    let passwords = |server: &TestServer| read_entry(&mut root(server), &target).attrs;
+    let before = passwords(&server);
+    // Anonymous: strongerAuthRequired, as slapd, whatever the guess.
+    let mut nobody = anonymous(&server);
+    let right = change_password(&mut nobody, Some(&target), PERSON_PASSWORD, "x");
+    assert_eq!(right.0, 8, "{right:?}");
+    assert_eq!(
+        right,
+        change_password(&mut nobody, Some(&target), "wrong", "x")
+    );
+    // Another user (no write access): the same answer for a right and a wrong guess (slapd: 53).
+    let mut other = bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let right = change_password(&mut other, Some(&target), PERSON_PASSWORD, "x");
+    assert_eq!(right.0, 53, "{right:?}");
+    assert_eq!(
+        right,
+        change_password(&mut other, Some(&target), "wrong", "x")
+    );
+    assert_eq!(
+        passwords(&server),
+        before,
+        "no guess was recorded or applied"
+    );
+    // The entry itself: a wrong old password is a failed bind, counted to the lockout.
+    let mut own = bind(&server, &target, PERSON_PASSWORD);
+    for _ in 0..3 {
+        assert_eq!(change_password(&mut own, None, "wrong", "x").0, 53);
+    }
+    let entry = passwords(&server);
+    assert_eq!(
+        entry.get("pwdFailureTime").map(Vec::len),
+        Some(3),
+        "{entry:?}"
+    );
+    assert!(entry.contains_key("pwdAccountLockedTime"), "{entry:?}");
+    assert!(!can_bind(&server, &target, PERSON_PASSWORD), "locked");
+    // Locked: the right old password answers as a wrong one and changes nothing.
+    let locked = change_password(&mut own, None, PERSON_PASSWORD, "new-one");
+    assert_eq!(locked, change_password(&mut own, None, "wrong", "new-one"));
+    assert_eq!(
+        passwords(&server).get("userPassword"),
+        before.get("userPassword"),
+        "a locked account's password was changed through Password Modify"
+    );
+}
+
+#[test]
+fn wrong_old_passwords_are_throttled_as_failed_binds() {
+    const BURST: u32 = 2;
+    const INTERVAL: Duration = Duration::from_millis(500);
+    const FAILURES: u32 = 6;
+    let server = TestServer::start_populated(20, Vec::new(), |settings| {
+        settings.bind_failure_burst = BURST;
+        settings.bind_failure_interval = INTERVAL;
+    });
+    let mut own = bind(&server, &person_dn(3), PERSON_PASSWORD);
+    let started = Instant::now();
+    for _ in 0..FAILURES {
+        assert_eq!(change_password(&mut own, None, "guess", "x").0, 53);
+    }
+    // A lower bound only, which load can only make truer.
+    let least = INTERVAL * (FAILURES - BURST);
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= least - Duration::from_millis(50),
+        "{FAILURES} wrong old passwords answered in {elapsed:?}, less than {least:?}"
+    );
+}
+
+#[test]
+fn an_entry_never_writes_its_own_password_policy_state() {
+    // A common rule: every user writes its own entry.
+    let rules = vec![
+        AccessRule {
+            to: AccessTarget {
+                attrs: vec!["userPassword".to_string()],
+                ..AccessTarget::default()
+            },
+            by: vec![
+                AccessClause {
+                    who: Who::SelfEntry,
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Anyone,
+                    access: AccessLevel::Auth,
+                },
+            ],
+        },
+        AccessRule {
+            to: AccessTarget::default(),
+            by: vec![
+                AccessClause {
+                    who: Who::SelfEntry,
+                    access: AccessLevel::Write,
+                },
+                AccessClause {
+                    who: Who::Anyone,
+                    access: AccessLevel::Read,
+                },
+            ],
+        },
+    ];
+    let server = TestServer::start_populated(PEOPLE, rules, |settings| {
+        settings.password_policy_default = DEFAULT_POLICY.to_string();
+    });
+    add_lockout_policy(&server);
+    add_entry(
+        &server,
+        "cn=lax,ou=policies,dc=example,dc=com",
+        &[
+            ("objectClass", &["organizationalRole", "pwdPolicy"]),
+            ("cn", &["lax"]),
+            ("pwdAttribute", &["userPassword"]),
+        ],
+    );
+    let user = person_dn(7);
+    let mut own = bind(&server, &user, PERSON_PASSWORD);
+    let mut modify = |changes: Vec<Mod<&str>>| own.modify(&user, changes).expect("modify").rc;
+    assert_eq!(
+        modify(vec![Mod::Replace("description", set_of(&["mine"]))]),
+        0
+    );
+    let lax = "cn=lax,ou=policies,dc=example,dc=com";
+    assert_eq!(
+        modify(vec![Mod::Replace("pwdPolicySubentry", set_of(&[lax]))]),
+        50,
+        "a user pointed itself at a laxer policy"
+    );
+    assert_eq!(
+        modify(vec![Mod::Replace("pwdReset", set_of(&["FALSE"]))]),
+        50
+    );
+    assert_eq!(
+        modify(vec![Mod::Delete("pwdAccountLockedTime", HashSet::new())]),
+        50,
+        "a user may not lift its own lock"
+    );
+    // An administrator still manages them.
+    let reset = root(&server)
+        .modify(&user, vec![Mod::Replace("pwdReset", set_of(&["TRUE"]))])
+        .expect("modify");
+    assert_eq!(reset.rc, 0, "{reset:?}");
+}
+
+fn set_of<'a>(values: &[&'a str]) -> HashSet<&'a str> {
+    values.iter().copied().collect()
+}
+
+#[test]
+fn the_policy_judges_a_new_password_only_for_who_may_set_it() {
+    let server = TestServer::start_populated(PEOPLE, hidden_hosts_rules(), |settings| {
+        settings.password_policy_default = DEFAULT_POLICY.to_string();
+    });
+    add_default_policy(
+        &server,
+        &[("pwdCheckQuality", &["2"]), ("pwdMinLength", &["10"])],
+    );
+    add_entry(
+        &server,
+        HOSTS,
+        &[("objectClass", &["organizationalUnit"]), ("ou", &["hosts"])],
+    );
+    let hidden = format!("uid=svc,{HOSTS}");
+    add_entry(
+        &server,
+        &hidden,
+        &[
+            ("objectClass", &["account", "simpleSecurityObject"]),
+            ("uid", &["svc"]),
+            ("userPassword", &["service-secret"]),
+        ],
+    );
+    let mut user = bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let mut set_short = |dn: &str| {
+        let result = user
+            .modify(dn, vec![Mod::Replace("userPassword", set_of(&["short"]))])
+            .expect("modify");
+        answer(&result, dn)
+    };
+    // Another user's password: no write access, so no verdict on its quality.
+    assert_eq!(set_short(&person_dn(2)).0, 50);
+    // An entry the user may not know of: as a missing one, not "too short".
+    let hidden_answer = set_short(&hidden);
+    assert_eq!(hidden_answer, set_short(&format!("uid=none,{HOSTS}")));
+    assert_eq!((hidden_answer.0, hidden_answer.1.as_str()), (32, SUFFIX));
+    // Its own: the policy speaks.
+    assert_eq!(set_short(&person_dn(1)).0, 19);
 }

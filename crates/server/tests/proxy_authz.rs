@@ -261,6 +261,51 @@ fn users_cannot_grant_themselves_authz_rules_under_the_default_access() {
     );
 }
 
+#[test]
+fn an_entry_never_writes_its_own_authz_to_even_with_self_write() {
+    // A common rule: every user writes its own entry (userPassword included).
+    let rules = vec![AccessRule {
+        to: AccessTarget::default(),
+        by: vec![
+            AccessClause {
+                who: Who::SelfEntry,
+                access: AccessLevel::Write,
+            },
+            AccessClause {
+                who: Who::Anyone,
+                access: AccessLevel::Read,
+            },
+        ],
+    }];
+    let server = server(AuthzPolicy::To, rules);
+    let mut u1 = user(&server, 1);
+    let result = u1
+        .modify(
+            &person_dn(1),
+            vec![Mod::Add("authzTo", HashSet::from(["dn.regex:.*"]))],
+        )
+        .expect("modify sent");
+    assert_eq!(
+        result.rc, 50,
+        "a user granted itself every identity: {result:?}"
+    );
+    assert_eq!(
+        whoami_as(&mut u1, &format!("dn:{}", person_dn(2))),
+        Err(DENIED)
+    );
+    // authzFrom on its own entry grants others, not itself: still its own to write.
+    let result = u1
+        .modify(
+            &person_dn(1),
+            vec![Mod::Add(
+                "authzFrom",
+                HashSet::from([person_dn(3).as_str()]),
+            )],
+        )
+        .expect("modify sent");
+    assert_eq!(result.rc, 0, "{result:?}");
+}
+
 fn mail_of(connection: &mut LdapConn, proxied: Option<&str>, dn: &str) -> Result<Vec<String>, u32> {
     if let Some(authz_id) = proxied {
         connection.with_controls(ProxyAuth {
@@ -393,4 +438,73 @@ fn ldap_utils_proxy_with_authzid() {
     .expect("ran before");
     assert!(output.status.success(), "{}", common::text(&output.stderr));
     assert!(common::text(&output.stdout).contains("uid: u0000007"));
+}
+
+/// `ldapwhoami -Y EXTERNAL -X authz_id` over ldapi: the identity bound, or the result code.
+fn external_whoami(server: &TestServer, authz_id: &str) -> Result<String, i32> {
+    let ldapi = server.ldapi_url();
+    let output = common::ldap_tool(
+        "ldapwhoami",
+        &["-Y", "EXTERNAL", "-H", &ldapi, "-Q", "-X", authz_id],
+    )
+    .expect("ldapwhoami (ldap-utils) drives SASL EXTERNAL with an authzId");
+    if output.status.success() {
+        Ok(common::text(&output.stdout).trim().to_string())
+    } else {
+        Err(output.status.code().unwrap_or(-1))
+    }
+}
+
+/// The test process's uid (the peer credentials ldapi sees), from /proc.
+fn own_uid() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("Uid:"))
+                .and_then(|line| line.split_whitespace().nth(1).map(str::to_string))
+        })
+        .expect("uid")
+}
+
+#[test]
+fn sasl_external_grants_only_an_authzid_proxying_would() {
+    let server = server(AuthzPolicy::None, Vec::new());
+    let person = person_dn(3);
+    let insufficient = Err(50);
+    // Outside the database nobody may be assumed, not even by the rootdn (slapd: 50).
+    assert_eq!(
+        external_whoami(&server, "dn:cn=someone,dc=elsewhere,dc=org"),
+        insufficient
+    );
+    assert_eq!(
+        external_whoami(&server, "u:nobody-has-this-uid"),
+        insufficient
+    );
+    if own_uid() == "0" {
+        // root is the rootdn over ldapi: it may act as any DN of its database, and as itself.
+        assert_eq!(
+            external_whoami(&server, &format!("dn:{person}")),
+            Ok(format!("dn:{person}"))
+        );
+        assert_eq!(
+            external_whoami(&server, "u:u0000005"),
+            Ok(format!("dn:{}", person_dn(5)))
+        );
+        assert_eq!(
+            external_whoami(&server, &format!("dn:{ROOT_DN}")),
+            Ok(format!("dn:{ROOT_DN}"))
+        );
+    } else {
+        // Any other local user is its peercred identity: no rule lets it become anyone.
+        assert_eq!(
+            external_whoami(&server, &format!("dn:{ROOT_DN}")),
+            insufficient
+        );
+        assert_eq!(
+            external_whoami(&server, &format!("dn:{person}")),
+            insufficient
+        );
+    }
 }

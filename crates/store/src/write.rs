@@ -340,9 +340,29 @@ impl<'s> WriteTxn<'s> {
     /// The entry at `dn` as this transaction sees it (None when absent).
     pub fn entry_by_dn(&self, dn: &Dn) -> Result<Option<StoredEntry>, LdapError> {
         let (_, lookup) = self.lookup(dn)?;
-        let Some(id) = lookup.found else {
+        match lookup.found {
+            Some(id) => self.entry_by_id(id),
+            None => Ok(None),
+        }
+    }
+
+    /// The deepest entry at or above `dn` as this transaction sees it (None when not even the
+    /// naming context's entry is there): one point lookup per RDN, whatever `dn` names.
+    pub fn deepest_existing(&self, dn: &Dn) -> Result<Option<EntryId>, LdapError> {
+        let (_, lookup) = self.lookup(dn)?;
+        Ok(lookup.deepest.map(|(id, _)| id))
+    }
+
+    /// The parent of entry `id` (0 for the naming context's entry; None when `id` is absent).
+    pub fn parent_of(&self, id: EntryId) -> Result<Option<EntryId>, LdapError> {
+        Ok(crate::read::read_node(self.inner, &self.txn, id)?.map(|node| node.parent))
+    }
+
+    /// The entry with ID `id` as this transaction sees it (None when absent).
+    pub fn entry_by_id(&self, id: EntryId) -> Result<Option<StoredEntry>, LdapError> {
+        if crate::read::read_node(self.inner, &self.txn, id)?.is_none() {
             return Ok(None);
-        };
+        }
         let normalized_dn = crate::read::dn_of(self.inner, &self.txn, id, true)?;
         // The DN as written: `:dn:` rules of another family than the type's own test the
         // original spelling (as `EntryRef` does).
