@@ -81,10 +81,10 @@ pub fn text_bytes(filter: &LdapFilter, stop_after: usize) -> usize {
     bytes
 }
 
-/// Whether an attribute description names a password: its assertion values never reach a log.
+/// Whether an attribute description names a password or a hash of one (the access crate's
+/// `SECRET_ATTRIBUTES`): its assertion values never reach a log.
 fn is_secret_attribute(description: &str) -> bool {
-    let base = description.split(';').next().unwrap_or(description);
-    base.eq_ignore_ascii_case("userPassword") || base == "2.5.4.35"
+    lmdir_access::acl::names_secret_attribute(description)
 }
 
 /// The filter for the stats log: RFC 4515 form with the values asserted on userPassword (and
