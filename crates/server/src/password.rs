@@ -662,9 +662,10 @@ pub(crate) async fn bind_outcome(
     }
 }
 
-/// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client: once
-/// the client's failures exceed `bind_failure_burst`, every bind from it waits (whatever its
-/// outcome, so the wait tells nothing) before the password is checked.
+/// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client and
+/// bind DN: once that pair's failures exceed `bind_failure_burst` (or the client's, over all
+/// DNs, `bind_failure_address_burst`), its binds wait (whatever their outcome, so the wait
+/// tells nothing) before the password is checked.
 async fn simple_bind(
     server: &Arc<ServerContext>,
     session: &Session,
@@ -694,7 +695,12 @@ async fn simple_bind(
             "TLS is required before a simple bind",
         ));
     }
-    let ticket = server.bind_throttle.admit(session.client);
+    // Throttled per (client, DN): one user's typos do not slow the others behind a shared
+    // client; the client's own, larger budget still slows guessing across many DNs.
+    let throttle_dn = database_of(server)
+        .and_then(|database| database.normalize_dn(dn).ok())
+        .unwrap_or_else(|| dn.to_ascii_lowercase());
+    let ticket = server.bind_throttle.admit(session.client, &throttle_dn);
     if !ticket.delay.is_zero() {
         info!(
             "conn={} bind from {} throttled for {} ms after repeated failures",
@@ -705,9 +711,7 @@ async fn simple_bind(
         tokio::time::sleep(ticket.delay).await;
     }
     let outcome = check_password(server, dn, password, policy_response).await;
-    server
-        .bind_throttle
-        .settle(session.client, ticket, outcome.is_ok());
+    server.bind_throttle.settle(ticket, outcome.is_ok());
     outcome
 }
 

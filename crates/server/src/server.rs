@@ -91,6 +91,13 @@ impl ServerContext {
         self.active_connections.load(Ordering::Acquire)
     }
 
+    /// refreshAndPersist searches holding a `persist_searches_max` slot now.
+    pub fn persist_searches_running(&self) -> usize {
+        self.database
+            .as_ref()
+            .map_or(0, |database| database.persist.running_searches())
+    }
+
     /// The metrics endpoint's bound address (None without `metrics_listen`).
     pub fn metrics_address(&self) -> Option<SocketAddr> {
         *self
@@ -350,8 +357,11 @@ pub async fn start(
         started: Instant::now(),
         address_connections: Arc::default(),
         bind_throttle: BindThrottle::new(
-            settings.bind_failure_burst,
-            settings.bind_failure_interval,
+            (settings.bind_failure_burst, settings.bind_failure_interval),
+            (
+                settings.bind_failure_address_burst,
+                settings.bind_failure_address_interval,
+            ),
         ),
         monitor,
         metrics_address: std::sync::Mutex::new(None),
@@ -480,8 +490,11 @@ fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, S
             context.settings.connections_max
         ));
     }
-    if let ClientKey::Address(_) = client {
-        let maximum = context.settings.connections_per_address_max;
+    let settings = &context.settings;
+    if let Some(maximum) = client.connections_maximum(
+        settings.connections_per_address_max,
+        settings.connections_per_loopback_address_max,
+    ) {
         let Some(slot) = context.address_connections.enter(client, maximum) else {
             return Err(format!(
                 "too many connections from {client} (limit {maximum} per address)"
