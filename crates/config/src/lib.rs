@@ -56,10 +56,11 @@ pub struct ServerConfig {
     /// `host:port` of the Prometheus scrape endpoint (`/metrics`); empty = none.
     pub metrics_listen: String,
     pub connections_max: u32,
-    /// Concurrent connections from one IP address (IPv6: one /64); ldapi is not counted.
+    /// Concurrent connections from one IP address (IPv6: one /64) other than loopback.
     pub connections_per_address_max: u32,
-    /// The same for a loopback address (127.0.0.0/8, ::1): local services (a Postfix or PHP
-    /// pool) hold many connections, and only this host can connect from there.
+    /// The same for a loopback address (127.0.0.0/8, ::1) and for one local user over ldapi:
+    /// local services (a Postfix or PHP pool) hold many connections, and only this host can
+    /// connect from there.
     pub connections_per_loopback_address_max: u32,
     /// Largest request once bound (slapd `sockbuf_max_incoming_auth`).
     pub pdu_bytes_max: u32,

@@ -37,14 +37,13 @@ impl ClientKey {
 }
 
 impl ClientKey {
-    /// The most connections this client may hold at once: a loopback address (only this host's
-    /// own services connect from there) gets `loopback_maximum`, any other address `maximum`;
-    /// None for ldapi (not counted per client).
-    pub fn connections_maximum(&self, maximum: usize, loopback_maximum: usize) -> Option<usize> {
+    /// The most connections this client may hold at once: a loopback address or a local user
+    /// over ldapi (only this host's own services connect from there) gets `loopback_maximum`,
+    /// any other address `maximum`.
+    pub fn connections_maximum(&self, maximum: usize, loopback_maximum: usize) -> usize {
         match self {
-            ClientKey::Address(address) if address.is_loopback() => Some(loopback_maximum),
-            ClientKey::Address(_) => Some(maximum),
-            ClientKey::LocalUser(_) => None,
+            ClientKey::Address(address) if !address.is_loopback() => maximum,
+            ClientKey::Address(_) | ClientKey::LocalUser(_) => loopback_maximum,
         }
     }
 }
@@ -59,8 +58,8 @@ impl fmt::Display for ClientKey {
     }
 }
 
-/// Open connections per address. Entries exist only while connections do, so the table is
-/// bounded by `connections_max`.
+/// Open connections per client (address, or local user over ldapi). Entries exist only while
+/// connections do, so the table is bounded by `connections_max`.
 #[derive(Default)]
 pub struct AddressConnections {
     counts: Mutex<HashMap<ClientKey, usize>>,
@@ -343,18 +342,18 @@ mod tests {
         for local in ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1"] {
             assert_eq!(
                 loopback(local).connections_maximum(64, 1024),
-                Some(1024),
+                1024,
                 "{local}"
             );
         }
         for remote in ["192.0.2.1", "10.0.0.1", "2001:db8::1", "::2"] {
             assert_eq!(
                 loopback(remote).connections_maximum(64, 1024),
-                Some(64),
+                64,
                 "{remote}"
             );
         }
-        assert_eq!(ClientKey::LocalUser(0).connections_maximum(64, 1024), None);
+        assert_eq!(ClientKey::LocalUser(0).connections_maximum(64, 1024), 1024);
     }
 
     #[test]

@@ -475,8 +475,9 @@ impl Drop for Admission {
     }
 }
 
-/// Counts a new connection in, or says why it is refused: over `connections_max`, or (for a
-/// network client) over `connections_per_address_max` for its address.
+/// Counts a new connection in, or says why it is refused: over `connections_max`, or over its
+/// client's cap (`connections_per_address_max`, or `connections_per_loopback_address_max` for
+/// loopback and ldapi clients).
 fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, String> {
     let previous = context.active_connections.fetch_add(1, Ordering::AcqRel);
     let mut admission = Admission {
@@ -491,17 +492,16 @@ fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, S
         ));
     }
     let settings = &context.settings;
-    if let Some(maximum) = client.connections_maximum(
+    let maximum = client.connections_maximum(
         settings.connections_per_address_max,
         settings.connections_per_loopback_address_max,
-    ) {
-        let Some(slot) = context.address_connections.enter(client, maximum) else {
-            return Err(format!(
-                "too many connections from {client} (limit {maximum} per address)"
-            ));
-        };
-        admission._address_slot = Some(slot);
-    }
+    );
+    let Some(slot) = context.address_connections.enter(client, maximum) else {
+        return Err(format!(
+            "too many connections from {client} (limit {maximum})"
+        ));
+    };
+    admission._address_slot = Some(slot);
     admission.connection_id = context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1;
     Ok(admission)
 }

@@ -94,9 +94,9 @@ pub struct ServerSettings {
     /// Where Prometheus scrapes `/metrics`; None = no endpoint.
     pub metrics_listen: Option<std::net::SocketAddr>,
     pub connections_max: usize,
-    /// Per IP address (IPv6: per /64); ldapi connections are not counted.
+    /// Per IP address (IPv6: per /64) other than loopback.
     pub connections_per_address_max: usize,
-    /// Per loopback address (127.0.0.0/8, ::1): this host's own services.
+    /// Per loopback address (127.0.0.0/8, ::1) and per ldapi uid: this host's own services.
     pub connections_per_loopback_address_max: usize,
     /// Largest request once bound.
     pub pdu_bytes_max: usize,

@@ -412,7 +412,13 @@ fn bind_waits(server: &TestServer, source: [u8; 4], dn: &str, within: Duration) 
             error.kind(),
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
         ),
-        Ok(_) => false,
+        Ok(count) => {
+            assert!(
+                count > 0,
+                "the server closed the connection instead of answering"
+            );
+            false
+        }
     }
 }
 
@@ -489,6 +495,54 @@ fn guessing_many_accounts_from_one_address_spends_its_budget() {
         elsewhere.bind(1, &person_dn(10), PERSON_PASSWORD),
         LdapResultCode::Success
     );
+}
+
+/// The first message the server sends on an ldapi connection after an anonymous bind request.
+fn ldapi_bind_answer(server: &TestServer) -> (std::os::unix::net::UnixStream, LdapOp) {
+    use tokio_util::codec::{Decoder, Encoder};
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(server.ldapi_path()).expect("ldapi connect");
+    stream.set_read_timeout(Some(HANG_GUARD)).expect("timeout");
+    let mut codec = ldap3_proto::LdapCodec::new(Some(1 << 20), None);
+    let mut buffer = bytes::BytesMut::new();
+    codec
+        .encode(bind_request(1, "", ""), &mut buffer)
+        .expect("encode");
+    // A refused connection may be closed before the request is written: its notice is read.
+    let _ = stream.write_all(&buffer);
+    let mut received = bytes::BytesMut::new();
+    loop {
+        if let Some(message) = codec.decode(&mut received).expect("decode") {
+            return (stream, message.op);
+        }
+        let mut chunk = [0u8; 4096];
+        let count = stream.read(&mut chunk).expect("an answer");
+        assert!(count > 0, "closed without an answer");
+        received.extend_from_slice(&chunk[..count]);
+    }
+}
+
+/// A local user over ldapi (the socket is 0777, as slapd's) was never counted per client, so
+/// one shell account could hold all of `connections_max` and lock every client out; it now
+/// meets the loopback cap.
+#[test]
+fn one_local_user_over_ldapi_meets_the_loopback_cap() {
+    let server = TestServer::start_populated(10, Vec::new(), |settings| {
+        settings.connections_per_loopback_address_max = 3;
+    });
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let (stream, answer) = ldapi_bind_answer(&server);
+        assert!(matches!(answer, LdapOp::BindResponse(_)), "{answer:?}");
+        held.push(stream);
+    }
+    let (_over, answer) = ldapi_bind_answer(&server);
+    match answer {
+        LdapOp::ExtendedResponse(notice) => {
+            assert_eq!(notice.res.code, LdapResultCode::Busy, "{notice:?}")
+        }
+        other => panic!("expected a busy notice, got {other:?}"),
+    }
 }
 
 /// Issue 19 item 9: a local Postfix or PHP pool holds more than 64 connections from 127.0.0.1;
