@@ -87,6 +87,20 @@ impl ReplicationConfig {
         }
     }
 
+    /// The per-identity share that applies: `persist_searches_per_identity_max`, at most
+    /// `persist_searches_max` (a small server keeps its old meaning without more keys).
+    pub fn persist_share_per_identity(&self) -> u32 {
+        self.persist_searches_per_identity_max
+            .min(self.persist_searches_max)
+    }
+
+    /// The reserve that applies: `persist_searches_reserved`, at most half of
+    /// `persist_searches_max`, so others always keep the other half.
+    pub fn persist_reserve(&self) -> u32 {
+        self.persist_searches_reserved
+            .min(self.persist_searches_max / 2)
+    }
+
     /// The bind DNs whose persistent searches may take the reserved slots (with the rootdn):
     /// `replica_dns` and every consumer's `bind_dn` (in a multi-provider ring each node binds
     /// to the others as the identity its peers bind to it with).
@@ -216,16 +230,16 @@ impl ReplicationConfig {
                 format!("must be 1..={PERSIST_SEARCHES_MAX_MAX}"),
             ));
         }
-        if !(1..=self.persist_searches_max).contains(&self.persist_searches_per_identity_max) {
+        if !(1..=PERSIST_SEARCHES_MAX_MAX).contains(&self.persist_searches_per_identity_max) {
             return Err(problem(
                 path("persist_searches_per_identity_max"),
-                "must be 1..=persist_searches_max".to_string(),
+                format!("must be 1..={PERSIST_SEARCHES_MAX_MAX}"),
             ));
         }
-        if self.persist_searches_reserved >= self.persist_searches_max {
+        if self.persist_searches_reserved > PERSIST_SEARCHES_MAX_MAX {
             return Err(problem(
                 path("persist_searches_reserved"),
-                "must be below persist_searches_max (0 = no reserve)".to_string(),
+                format!("must be 0..={PERSIST_SEARCHES_MAX_MAX} (0 = no reserve)"),
             ));
         }
         if self.replica_dns.len() > CONSUMERS_MAX {

@@ -69,8 +69,8 @@ pub(super) fn subscribe(
     let replication = &settings.replication;
     let limits = PersistLimits {
         searches_max: replication.persist_searches_max as usize,
-        per_identity_max: replication.persist_searches_per_identity_max as usize,
-        reserved: replication.persist_searches_reserved as usize,
+        per_identity_max: replication.persist_share_per_identity() as usize,
+        reserved: replication.persist_reserve() as usize,
     };
     let identity = &context.session.identity;
     let subject = PersistSubject {
