@@ -352,6 +352,35 @@ impl SubjectSelector {
     }
 }
 
+/// Every attribute that holds a password or a password hash, by name and OID: the built-in
+/// policy gives them the userPassword protection (self write, others auth only) and the stats
+/// log never shows a value asserted on one. The one place to add another.
+pub const SECRET_ATTRIBUTES: &[(&str, &str)] = &[
+    ("userPassword", "2.5.4.35"),
+    ("authPassword", "1.3.6.1.4.1.4203.1.3.4"),
+    ("pwdHistory", "1.3.6.1.4.1.42.2.27.8.1.20"),
+];
+
+/// The password policy's per-account state (draft-behera): when and how often a bind failed,
+/// whether the account is locked or was reset. The built-in policy lets the entry itself and
+/// the rootdn read it, nobody else (it tells an attacker which accounts are near lockout).
+pub const PASSWORD_POLICY_STATE_ATTRIBUTES: &[(&str, &str)] = &[
+    ("pwdFailureTime", "1.3.6.1.4.1.42.2.27.8.1.19"),
+    ("pwdAccountLockedTime", "1.3.6.1.4.1.42.2.27.8.1.17"),
+    ("pwdGraceUseTime", "1.3.6.1.4.1.42.2.27.8.1.21"),
+    ("pwdReset", "1.3.6.1.4.1.42.2.27.8.1.22"),
+    ("pwdLastSuccess", "1.3.6.1.4.1.42.2.27.8.1.29"),
+];
+
+/// Whether an attribute description (`userPassword;x`, `2.5.4.35`) names one of
+/// `SECRET_ATTRIBUTES`, without a schema (the stats log redacts by this).
+pub fn names_secret_attribute(description: &str) -> bool {
+    let base = description.split(';').next().unwrap_or(description);
+    SECRET_ATTRIBUTES
+        .iter()
+        .any(|(name, oid)| base.eq_ignore_ascii_case(name) || base == *oid)
+}
+
 /// The monitor tree's root (normalized). Rules may name it or entries below it; a rule for
 /// "all entries" (`to = {}`) covers the directory, never the monitor, so by default only the
 /// rootdn reads what the server is doing.
@@ -401,7 +430,7 @@ impl AccessPolicy {
         let is_default = rules.is_empty();
         let default_rules;
         let specs = if is_default {
-            default_rules = AccessPolicy::default_rules();
+            default_rules = AccessPolicy::default_rules(schema);
             &default_rules[..]
         } else {
             rules
@@ -435,33 +464,60 @@ impl AccessPolicy {
     /// The rules used when the config has none:
     ///
     /// ```toml
-    /// [[access]]
-    /// to = { attrs = ["userPassword"] }
+    /// [[access]]   # every name of SECRET_ATTRIBUTES the schema knows
+    /// to = { attrs = ["userPassword", "authPassword", "pwdHistory"] }
     /// by = [ { who = "self", access = "write" }, { who = "*", access = "auth" } ]
+    /// [[access]]   # every name of PASSWORD_POLICY_STATE_ATTRIBUTES
+    /// to = { attrs = ["pwdFailureTime", "pwdAccountLockedTime", "pwdGraceUseTime", "pwdReset", "pwdLastSuccess"] }
+    /// by = [ { who = "self", access = "read" } ]
     /// [[access]]
     /// to = {}
     /// by = [ { who = "*", access = "read" } ]
     /// ```
     ///
-    /// So anyone may bind, nobody reads, searches or compares another entry's password, an
-    /// entry reads and changes its own, everything else is readable by all and only the
-    /// rootdn writes.
-    pub fn default_rules() -> Vec<AccessRuleSpec> {
+    /// So anyone may bind, nobody reads, searches or compares another entry's password or old
+    /// password hashes, an entry reads and changes its own password, reads (never changes) its
+    /// own lockout and failure state, which nobody else but the rootdn sees; everything else
+    /// is readable by all and only the rootdn writes. Names the schema does not define
+    /// (authPassword without its schema file) are left out.
+    pub fn default_rules(schema: &Schema) -> Vec<AccessRuleSpec> {
         let grant = |who: &str, access: &str| AccessGrantSpec {
             who: who.into(),
             access: access.into(),
         };
-        vec![
-            AccessRuleSpec {
-                attrs: vec!["userPassword".into()],
-                by: vec![grant("self", "write"), grant("*", "auth")],
+        let known = |names: &[(&str, &str)]| -> Vec<String> {
+            names
+                .iter()
+                .filter(|(name, _)| schema.attribute(name).is_some())
+                .map(|(name, _)| (*name).to_string())
+                .collect()
+        };
+        // An empty `attrs` would mean every attribute: a rule none of whose names the schema
+        // defines is left out.
+        let protected = [
+            (
+                known(SECRET_ATTRIBUTES),
+                vec![grant("self", "write"), grant("*", "auth")],
+            ),
+            (
+                known(PASSWORD_POLICY_STATE_ATTRIBUTES),
+                vec![grant("self", "read")],
+            ),
+        ];
+        let mut rules: Vec<AccessRuleSpec> = protected
+            .into_iter()
+            .filter(|(attrs, _)| !attrs.is_empty())
+            .map(|(attrs, by)| AccessRuleSpec {
+                attrs,
+                by,
                 ..AccessRuleSpec::default()
-            },
-            AccessRuleSpec {
-                by: vec![grant("*", "read")],
-                ..AccessRuleSpec::default()
-            },
-        ]
+            })
+            .collect();
+        rules.push(AccessRuleSpec {
+            by: vec![grant("*", "read")],
+            ..AccessRuleSpec::default()
+        });
+        rules
     }
 
     /// Whether the policy is the built-in default (no `[[access]]` rules configured).

@@ -256,7 +256,8 @@ proptest! {
 fn default_policy_is_uniform_for_anonymous_only() {
     let schema = Schema::builtin();
     let policy =
-        AccessPolicy::from_rules(&AccessPolicy::default_rules(), &schema, SUFFIX, None).unwrap();
+        AccessPolicy::from_rules(&AccessPolicy::default_rules(&schema), &schema, SUFFIX, None)
+            .unwrap();
     let groups = |_: &str, _: &str| false;
     let anonymous = policy.subject(None, &groups);
     let bound = policy.subject(Some("uid=bob,ou=people,dc=example,dc=com"), &groups);
@@ -284,7 +285,8 @@ fn default_policy_is_uniform_for_anonymous_only() {
 fn candidate_filter_drops_items_hidden_anywhere() {
     let schema = Schema::builtin();
     let policy =
-        AccessPolicy::from_rules(&AccessPolicy::default_rules(), &schema, SUFFIX, None).unwrap();
+        AccessPolicy::from_rules(&AccessPolicy::default_rules(&schema), &schema, SUFFIX, None)
+            .unwrap();
     let groups = |_: &str, _: &str| false;
     let anonymous = policy.subject(None, &groups);
     let everywhere = policy.for_subject(&anonymous);
@@ -356,3 +358,67 @@ fn partially_hidden_supertype_is_undefined_unless_a_visible_subtype_matches() {
     assert_eq!(evaluate("(uid=bob)"), (Tri::True, Tri::True));
     assert_eq!(evaluate("(!(uid=alice))"), (Tri::True, Tri::True));
 }
+
+/// Issue 19 item 5: the built-in policy protects every secret attribute as userPassword (the
+/// entry itself writes, others only bind), and the lockout state is the entry's own to read,
+/// never to change; nobody else but the rootdn gets anything of either.
+#[test]
+fn default_policy_protects_every_secret_and_the_lockout_state() {
+    let schema = Schema::builtin();
+    let rootdn = "cn=admin,dc=example,dc=com";
+    let policy = AccessPolicy::from_rules(
+        &AccessPolicy::default_rules(&schema),
+        &schema,
+        SUFFIX,
+        Some(rootdn),
+    )
+    .unwrap();
+    let (bob_ndn, bob_view) = bob(&schema);
+    let groups = |_: &str, _: &str| false;
+    let anonymous = policy.subject(None, &groups);
+    let other = policy.subject(Some("uid=eve,ou=people,dc=example,dc=com"), &groups);
+    let own = policy.subject(Some(&bob_ndn), &groups);
+    let root = policy.subject(Some(rootdn), &groups);
+    let level = |subject, name: &str| {
+        let attribute = schema.attribute(name).unwrap();
+        let access = policy.for_entry(subject, &bob_ndn, &bob_view);
+        LEVELS_IN_ORDER
+            .iter()
+            .rev()
+            .copied()
+            .find(|&level| access.allowed(TargetPart::Attribute(attribute), level))
+            .unwrap_or(Access::None)
+    };
+    for secret in ["userPassword", "pwdHistory"] {
+        assert_eq!(level(&anonymous, secret), Access::Auth, "{secret}");
+        assert_eq!(level(&other, secret), Access::Auth, "{secret}");
+        assert_eq!(level(&own, secret), Access::Write, "{secret}");
+    }
+    for state in [
+        "pwdFailureTime",
+        "pwdAccountLockedTime",
+        "pwdGraceUseTime",
+        "pwdReset",
+    ] {
+        assert_eq!(level(&anonymous, state), Access::None, "{state}");
+        assert_eq!(level(&other, state), Access::None, "{state}");
+        assert_eq!(level(&own, state), Access::Read, "{state}");
+        assert_eq!(level(&root, state), Access::Write, "{state}");
+    }
+    assert_eq!(level(&anonymous, "pwdChangedTime"), Access::Read);
+    assert_eq!(level(&anonymous, "mail"), Access::Read);
+    // Every secret the schema defines is in the rule; an unknown one (authPassword without its
+    // schema file) is left out instead of failing the policy.
+    let rules = AccessPolicy::default_rules(&schema);
+    assert!(rules[0].attrs.iter().any(|name| name == "pwdHistory"));
+    assert!(!rules[0].attrs.iter().any(|name| name == "authPassword"));
+}
+
+const LEVELS_IN_ORDER: &[Access] = &[
+    Access::None,
+    Access::Auth,
+    Access::Compare,
+    Access::Search,
+    Access::Read,
+    Access::Write,
+];

@@ -56,8 +56,12 @@ pub struct ServerConfig {
     /// `host:port` of the Prometheus scrape endpoint (`/metrics`); empty = none.
     pub metrics_listen: String,
     pub connections_max: u32,
-    /// Concurrent connections from one IP address (IPv6: one /64); ldapi is not counted.
+    /// Concurrent connections from one IP address (IPv6: one /64) other than loopback.
     pub connections_per_address_max: u32,
+    /// The same for a loopback address (127.0.0.0/8, ::1) and for one local user over ldapi:
+    /// local services (a Postfix or PHP pool) hold many connections, and only this host can
+    /// connect from there.
+    pub connections_per_loopback_address_max: u32,
     /// Largest request once bound (slapd `sockbuf_max_incoming_auth`).
     pub pdu_bytes_max: u32,
     /// Largest request before a successful bind (slapd `sockbuf_max_incoming`).
@@ -78,10 +82,15 @@ pub struct ServerConfig {
     pub time_limit_seconds: u64,
     /// Candidates examined per search; 0 = unlimited. The rootdn is never limited.
     pub lookthrough_limit: u64,
-    /// Failed binds per client address answered without delay.
+    /// Failed binds per client address and bind DN answered without delay.
     pub bind_failure_burst: u32,
-    /// After the burst, one failed bind per address per this interval; 0 = no throttling.
+    /// After the burst, one failed bind per address and DN per this interval; 0 = no
+    /// throttling.
     pub bind_failure_interval_milliseconds: u64,
+    /// Failed binds per client address (all DNs together) answered without delay.
+    pub bind_failure_address_burst: u32,
+    /// After that burst, one failed bind per address per this interval; 0 = no address budget.
+    pub bind_failure_address_interval_milliseconds: u64,
     /// `userPassword` values a simple bind verifies at most (the first ones stored).
     pub bind_password_values_max: u32,
     /// Filter items (leaves and substring pieces) per search or assertion filter.
@@ -151,6 +160,7 @@ impl Default for ServerConfig {
             metrics_listen: String::new(),
             connections_max: 4096,
             connections_per_address_max: 64,
+            connections_per_loopback_address_max: 1024,
             pdu_bytes_max: 4 * 1024 * 1024,
             anonymous_pdu_bytes_max: 256 * 1024,
             filter_depth_max: 64,
@@ -164,6 +174,8 @@ impl Default for ServerConfig {
             lookthrough_limit: 100_000,
             bind_failure_burst: 5,
             bind_failure_interval_milliseconds: 1000,
+            bind_failure_address_burst: 100,
+            bind_failure_address_interval_milliseconds: 100,
             bind_password_values_max: 16,
             filter_items_max: 10_000,
             requested_attributes_max: 1024,
@@ -685,7 +697,7 @@ impl Config {
             .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
         parse_metrics_listen(&server.metrics_listen)
             .map_err(|message| problem(vec![Key("server"), Key("metrics_listen")], message))?;
-        let ranges: [(&'static str, u64, u64, u64); 20] = [
+        let ranges: [(&'static str, u64, u64, u64); 23] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -695,6 +707,12 @@ impl Config {
             (
                 "connections_per_address_max",
                 server.connections_per_address_max.into(),
+                1,
+                1_000_000,
+            ),
+            (
+                "connections_per_loopback_address_max",
+                server.connections_per_loopback_address_max.into(),
                 1,
                 1_000_000,
             ),
@@ -732,6 +750,18 @@ impl Config {
             (
                 "bind_failure_interval_milliseconds",
                 server.bind_failure_interval_milliseconds,
+                0,
+                60_000,
+            ),
+            (
+                "bind_failure_address_burst",
+                server.bind_failure_address_burst.into(),
+                1,
+                1_000_000,
+            ),
+            (
+                "bind_failure_address_interval_milliseconds",
+                server.bind_failure_address_interval_milliseconds,
                 0,
                 60_000,
             ),

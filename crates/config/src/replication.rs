@@ -33,6 +33,15 @@ pub struct ReplicationConfig {
     pub session_log_entries: u64,
     /// Most refreshAndPersist searches running at once on this provider (busy beyond).
     pub persist_searches_max: u32,
+    /// Most of them one identity runs (anonymous is one identity; adminLimitExceeded beyond).
+    /// The rootdn and `replica_dns` are not held to it.
+    pub persist_searches_per_identity_max: u32,
+    /// Of `persist_searches_max`, the slots only the rootdn and `replica_dns` may take, so
+    /// other clients filling the rest never lock replication out.
+    pub persist_searches_reserved: u32,
+    /// Bind DNs of the replicas pulling from this provider (besides every consumer's
+    /// `bind_dn`, the identity a multi-provider peer binds as): they may use the reserve.
+    pub replica_dns: Vec<String>,
     /// One per provider pulled from (OpenLDAP's syncrepl directive).
     pub consumer: Vec<ConsumerConfig>,
 }
@@ -44,6 +53,9 @@ impl Default for ReplicationConfig {
             provider: false,
             session_log_entries: 100_000,
             persist_searches_max: 64,
+            persist_searches_per_identity_max: 16,
+            persist_searches_reserved: 8,
+            replica_dns: Vec::new(),
             consumer: Vec::new(),
         }
     }
@@ -73,6 +85,32 @@ impl ReplicationConfig {
             (false, false) => ReplicationShape::ReadOnlyReplica,
             (false, true) => ReplicationShape::MultiProvider,
         }
+    }
+
+    /// The per-identity share that applies: `persist_searches_per_identity_max`, at most
+    /// `persist_searches_max` (a small server keeps its old meaning without more keys).
+    pub fn persist_share_per_identity(&self) -> u32 {
+        self.persist_searches_per_identity_max
+            .min(self.persist_searches_max)
+    }
+
+    /// The reserve that applies: `persist_searches_reserved`, at most half of
+    /// `persist_searches_max`, so others always keep the other half.
+    pub fn persist_reserve(&self) -> u32 {
+        self.persist_searches_reserved
+            .min(self.persist_searches_max / 2)
+    }
+
+    /// The bind DNs whose persistent searches may take the reserved slots (with the rootdn):
+    /// `replica_dns` and every consumer's `bind_dn` (in a multi-provider ring each node binds
+    /// to the others as the identity its peers bind to it with).
+    pub fn replica_identities(&self) -> impl Iterator<Item = &str> {
+        self.replica_dns.iter().map(String::as_str).chain(
+            self.consumer
+                .iter()
+                .map(|consumer| consumer.bind_dn.as_str())
+                .filter(|dn| !dn.is_empty()),
+        )
     }
 
     /// A server with consumers that is not itself a provider: client writes are referred to
@@ -191,6 +229,27 @@ impl ReplicationConfig {
                 path("persist_searches_max"),
                 format!("must be 1..={PERSIST_SEARCHES_MAX_MAX}"),
             ));
+        }
+        if !(1..=PERSIST_SEARCHES_MAX_MAX).contains(&self.persist_searches_per_identity_max) {
+            return Err(problem(
+                path("persist_searches_per_identity_max"),
+                format!("must be 1..={PERSIST_SEARCHES_MAX_MAX}"),
+            ));
+        }
+        if self.persist_searches_reserved > PERSIST_SEARCHES_MAX_MAX {
+            return Err(problem(
+                path("persist_searches_reserved"),
+                format!("must be 0..={PERSIST_SEARCHES_MAX_MAX} (0 = no reserve)"),
+            ));
+        }
+        if self.replica_dns.len() > CONSUMERS_MAX {
+            return Err(problem(
+                path("replica_dns"),
+                format!("at most {CONSUMERS_MAX} DNs"),
+            ));
+        }
+        for dn in &self.replica_dns {
+            check_dn(dn).map_err(|message| problem(path("replica_dns"), message))?;
         }
         if self.consumer.len() > CONSUMERS_MAX {
             return Err(problem(

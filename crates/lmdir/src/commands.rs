@@ -78,7 +78,8 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             let store = open_store(&config, Access::Read)?;
             let count = match output {
                 Some(path) => {
-                    let file = std::fs::File::create(&path)
+                    // Entries carry their userPassword hashes: owner-only, as the database.
+                    let file = crate::private_file::create(&path)
                         .with_context(|| format!("creating {}", path.display()))?;
                     let mut writer = BufWriter::with_capacity(1 << 20, file);
                     let count = store.export(&mut writer)?;
@@ -185,7 +186,8 @@ fn migrate(
     }
     match out {
         Some(path) => {
-            std::fs::write(path, &migration.config_text)
+            // The config carries rootpw and the consumers' credentials: owner-only.
+            crate::private_file::write(path, migration.config_text.as_bytes())
                 .with_context(|| format!("writing {}", path.display()))?;
             eprintln!("wrote {}", path.display());
         }

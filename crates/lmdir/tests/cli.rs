@@ -161,3 +161,93 @@ fn a_schema_file_overriding_a_builtin_definition_is_logged_and_takes_effect() {
         "{stderr}"
     );
 }
+
+/// `lmdir ARGS` run under umask 022 (the usual login umask), as `sh` sets it.
+fn lmdir_umask_022(config: &Path, arguments: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg("umask 022 && exec \"$@\"")
+        .arg("sh")
+        .arg(env!("CARGO_BIN_EXE_lmdir"))
+        .arg("--config")
+        .arg(config)
+        .args(arguments)
+        .output()
+        .unwrap()
+}
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+/// Issue 19 item 8: a backup, an export and a migrated config hold password hashes (or
+/// rootpw): each is created 0600 like the live database, whatever the umask, and an export
+/// over an existing world-readable file leaves it 0600 too.
+#[test]
+fn files_holding_password_hashes_are_created_owner_only_under_umask_022() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = write_config(scratch.path(), "db");
+    let generated = success(lmdir(&config, &["gen", "50", "--seed", "3"]), "gen");
+    let ldif = scratch.path().join("people.ldif");
+    std::fs::write(&ldif, &generated).unwrap();
+    success(lmdir(&config, &["load", ldif.to_str().unwrap()]), "load");
+    assert_eq!(mode_of(&scratch.path().join("db/data.mdb")), 0o600);
+
+    let backup = scratch.path().join("backup");
+    success(
+        lmdir_umask_022(&config, &["backup", backup.to_str().unwrap()]),
+        "backup",
+    );
+    assert_eq!(mode_of(&backup.join("data.mdb")), 0o600, "backup data.mdb");
+
+    let exported = scratch.path().join("export.ldif");
+    success(
+        lmdir_umask_022(&config, &["export", exported.to_str().unwrap()]),
+        "export",
+    );
+    assert_eq!(mode_of(&exported), 0o600, "new export");
+    assert!(std::fs::read_to_string(&exported)
+        .unwrap()
+        .contains("userPassword"));
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exported, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    success(
+        lmdir_umask_022(&config, &["export", exported.to_str().unwrap()]),
+        "export over an existing file",
+    );
+    assert_eq!(mode_of(&exported), 0o600, "export over a 0644 file");
+
+    let slapd_conf = scratch.path().join("slapd.conf");
+    std::fs::write(
+        &slapd_conf,
+        "database mdb\nsuffix \"dc=example,dc=com\"\nrootdn \"cn=admin,dc=example,dc=com\"\n\
+         rootpw {SSHA}aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ndirectory /var/lib/ldap\n",
+    )
+    .unwrap();
+    let migrated = scratch.path().join("migrated/lmdir.toml");
+    std::fs::create_dir_all(migrated.parent().unwrap()).unwrap();
+    success(
+        lmdir_umask_022(
+            &config,
+            &[
+                "migrate",
+                "--from",
+                slapd_conf.to_str().unwrap(),
+                "--out",
+                migrated.to_str().unwrap(),
+            ],
+        ),
+        "migrate",
+    );
+    assert!(std::fs::read_to_string(&migrated)
+        .unwrap()
+        .contains("rootpw"));
+    assert_eq!(mode_of(&migrated), 0o600, "migrated config");
+}

@@ -389,7 +389,8 @@ fn hostile_server(idle_timeout_seconds: u64) -> TestServer {
         &format!(
             "connections_max = {CONNECTIONS_MAX}\nidle_timeout_seconds = {idle_timeout_seconds}\n\
              filter_depth_max = 64\npdu_bytes_max = 4194304\n\
-             connections_per_address_max = 1000000\nbind_failure_interval_milliseconds = 0\n"
+             connections_per_address_max = 1000000\nconnections_per_loopback_address_max = 1000000\n\
+             bind_failure_interval_milliseconds = 0\nbind_failure_address_interval_milliseconds = 0\n"
         ),
         200,
     );

@@ -6,13 +6,10 @@ use crate::controls::{elements, read_tlv, Tlv};
 use crate::filter::{tag, RawFilter};
 use std::fmt::Write;
 
-/// Whether an attribute description names a password: its assertion values never reach a log.
+/// Whether an attribute description names a password or a hash of one (the access crate's
+/// `SECRET_ATTRIBUTES`): its assertion values never reach a log.
 fn is_secret_attribute(description: &[u8]) -> bool {
-    let base = description
-        .split(|byte| *byte == b';')
-        .next()
-        .unwrap_or(description);
-    base.eq_ignore_ascii_case(b"userPassword") || base == b"2.5.4.35"
+    std::str::from_utf8(description).is_ok_and(lmdir_access::acl::names_secret_attribute)
 }
 
 /// The filter for the stats log: RFC 4515 form with the values asserted on userPassword (and

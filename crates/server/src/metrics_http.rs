@@ -1,8 +1,14 @@
 //! The Prometheus scrape endpoint on `metrics_listen`: `GET /metrics` answers the text
-//! exposition, anything else 404. Bounded like the LDAP side: at most
-//! `SCRAPE_CONNECTIONS_MAX` connections at once (more are closed at accept), a request's
-//! headers must arrive within `HEADER_READ_TIMEOUT`, one request per connection.
+//! exposition, anything else 404. Bounded like the LDAP side, and kept answering while idle or
+//! slow clients hold connections: at most `SCRAPE_CONNECTIONS_MAX` connections at once and
+//! `SCRAPE_CONNECTIONS_PER_ADDRESS_MAX` per client address (IPv6: per /64); a new connection
+//! over either cap evicts the oldest connection (of that address, or of all) whose request has
+//! not arrived yet, and is closed only when every one of them is being answered. A request's
+//! headers must arrive within `HEADER_READ_TIMEOUT`; one request per connection. A scraper
+//! sends its request as soon as it connects, so it is answered however many idle connections
+//! others open.
 
+use crate::client_limits::ClientKey;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::server::conn::http1;
@@ -10,15 +16,19 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
-/// Scrapers are few (a Prometheus or two); more connections than this are refused.
+/// Scrapers are few (a Prometheus or two): connections open at once.
 const SCRAPE_CONNECTIONS_MAX: usize = 16;
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections one client address holds at once, so one host cannot take every slot.
+const SCRAPE_CONNECTIONS_PER_ADDRESS_MAX: usize = 4;
+/// A scraper sends its whole request at once; a connection silent this long is closed.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// OpenMetrics text, for scrapers that ask for it (Prometheus does, in its Accept header).
 const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// Prometheus' classic text format, for everyone else (curl, promtool, older scrapers).
@@ -27,13 +37,77 @@ const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=u
 /// Renders the exposition (OpenMetrics text) at scrape time.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// One open scrape connection.
+struct Open {
+    id: u64,
+    client: ClientKey,
+    /// Its request has arrived (it is being answered): never evicted.
+    requested: Arc<AtomicBool>,
+    task: tokio::task::AbortHandle,
+}
+
+/// The open connections, oldest first (at most `SCRAPE_CONNECTIONS_MAX`).
+#[derive(Default)]
+struct Connections {
+    open: Mutex<Vec<Open>>,
+}
+
+impl Connections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Open>> {
+        self.open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Makes room for a connection of `client`: the oldest connection still waiting for its
+    /// request is evicted (of that client when it is at its cap, else of all when the
+    /// endpoint is full), and returned for closing. None when no room can be made (every
+    /// candidate is being answered).
+    fn make_room(open: &mut Vec<Open>, client: ClientKey) -> Option<Vec<Open>> {
+        let mut evicted = Vec::new();
+        let of_client = open.iter().filter(|entry| entry.client == client).count();
+        if of_client >= SCRAPE_CONNECTIONS_PER_ADDRESS_MAX {
+            evicted.push(Self::evict_oldest_idle(open, Some(client))?);
+        }
+        if open.len() >= SCRAPE_CONNECTIONS_MAX {
+            evicted.push(Self::evict_oldest_idle(open, None)?);
+        }
+        Some(evicted)
+    }
+
+    fn evict_oldest_idle(open: &mut Vec<Open>, client: Option<ClientKey>) -> Option<Open> {
+        let index = open.iter().position(|entry| {
+            !entry.requested.load(Ordering::Acquire)
+                && client.is_none_or(|client| entry.client == client)
+        })?;
+        Some(open.remove(index))
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().retain(|entry| entry.id != id);
+    }
+}
+
+/// Takes a connection out of the table when its task ends, however it ends.
+struct Registered {
+    connections: Arc<Connections>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.connections.remove(self.id);
+    }
+}
+
 /// Serves scrapes until `shutdown` turns true (or its sender goes away).
 pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::Receiver<bool>) {
-    let slots = Arc::new(Semaphore::new(SCRAPE_CONNECTIONS_MAX));
+    let connections = Arc::new(Connections::default());
+    let mut next_id: u64 = 0;
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(pair) => pair,
                 Err(error) => {
                     warn!("metrics listener: accept failed: {error}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -47,28 +121,80 @@ pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::R
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            debug!(
-                "metrics listener: {SCRAPE_CONNECTIONS_MAX} scrapes in progress; closing one more"
-            );
-            continue;
-        };
-        let render = render.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                let response = respond(&request, &render);
-                async move { Ok::<_, Infallible>(response) }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .keep_alive(false)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                debug!("metrics connection: {error}");
-            }
-            drop(permit);
-        });
+        next_id += 1;
+        admit(
+            &connections,
+            next_id,
+            stream,
+            ClientKey::of_ip(peer.ip()),
+            &render,
+        );
+    }
+}
+
+/// Starts serving one accepted connection when room can be made for it, else closes it.
+fn admit(
+    connections: &Arc<Connections>,
+    id: u64,
+    stream: tokio::net::TcpStream,
+    client: ClientKey,
+    render: &Render,
+) {
+    let mut open = connections.lock();
+    let Some(evicted) = Connections::make_room(&mut open, client) else {
+        debug!(
+            "metrics listener: every connection is being answered; closing one more from {client}"
+        );
+        return;
+    };
+    for entry in &evicted {
+        debug!(
+            "metrics listener: closing an idle connection from {}",
+            entry.client
+        );
+    }
+    let requested = Arc::new(AtomicBool::new(false));
+    let registered = Registered {
+        connections: connections.clone(),
+        id,
+    };
+    let task = tokio::spawn(serve_connection(
+        stream,
+        render.clone(),
+        requested.clone(),
+        registered,
+    ));
+    open.push(Open {
+        id,
+        client,
+        requested,
+        task: task.abort_handle(),
+    });
+    drop(open);
+    // Outside the lock: an aborted task's guard takes it when it drops.
+    for entry in evicted {
+        entry.task.abort();
+    }
+}
+
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    render: Render,
+    requested: Arc<AtomicBool>,
+    _registered: Registered,
+) {
+    let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+        requested.store(true, Ordering::Release);
+        let response = respond(&request, &render);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(error) = connection.await {
+        debug!("metrics connection: {error}");
     }
 }
 

@@ -225,22 +225,37 @@ pub fn refusal(message_id: i32, operation: &Operation, error: &OperationError) -
 /// converted once, and whether it is small enough to run on the connection's task).
 pub struct Prepared {
     search: Option<PreparedSearch>,
+    /// A sync search (RFC 4533): a refreshAndPersist one never ends on its own.
+    may_persist: bool,
 }
 
 impl Prepared {
-    /// Whether the connection runs the operation on its own task (microseconds of work).
+    /// Whether the connection runs the operation on its own task (microseconds of work). Never
+    /// a search that may persist, however small its refresh: on the connection's task it would
+    /// stop the connection reading (its Abandon, Cancel, Unbind, a closed socket) for good.
     pub fn runs_inline(&self) -> bool {
-        self.search.as_ref().is_some_and(|search| search.small)
+        !self.may_persist && self.search.as_ref().is_some_and(|search| search.small)
     }
 }
 
 /// Prepares an operation as the connection receives it.
-pub fn prepare(server: &ServerContext, identity: &Identity, operation: &Operation) -> Prepared {
+pub fn prepare(
+    server: &ServerContext,
+    identity: &Identity,
+    operation: &Operation,
+    request_controls: &[controls::Control],
+) -> Prepared {
     let search = match operation {
         Operation::Search(request) => Some(PreparedSearch::new(server, identity, request)),
         Operation::Other(_) => None,
     };
-    Prepared { search }
+    let may_persist = request_controls
+        .iter()
+        .any(|control| control.oid == lmdir_sync::messages::SYNC_REQUEST_OID);
+    Prepared {
+        search,
+        may_persist,
+    }
 }
 
 /// Runs one non-bind operation to completion.

@@ -760,9 +760,10 @@ async fn external_authorization(
         })
 }
 
-/// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client: once
-/// the client's failures exceed `bind_failure_burst`, every bind from it waits (whatever its
-/// outcome, so the wait tells nothing) before the password is checked.
+/// A simple bind (RFC 4513 §5.1). Binds that check a password are throttled per client and
+/// bind DN: once that pair's failures exceed `bind_failure_burst` (or the client's, over all
+/// DNs, `bind_failure_address_burst`), its binds wait (whatever their outcome, so the wait
+/// tells nothing) before the password is checked.
 async fn simple_bind(
     server: &Arc<ServerContext>,
     session: &Session,
@@ -801,17 +802,21 @@ async fn simple_bind(
     .await
 }
 
-/// Runs a password check of `dn` under the client's failed-bind throttle (binds and Password
-/// Modify's old password alike): once the client's failures exceed `bind_failure_burst`, every check
-/// from it waits first (whatever its outcome, so the wait tells nothing), and a failure costs
-/// a token.
+/// Runs a password check of `dn` under the failed-bind throttle (binds and Password Modify's old
+/// password alike), per (client, DN): one user's typos do not slow the others behind a shared
+/// client, while the client's own, larger budget still slows guessing across many DNs. Once
+/// either is spent, every check waits first (whatever its outcome, so the wait tells nothing),
+/// and a failure costs a token of both.
 async fn throttled<T>(
     server: &ServerContext,
     session: &Session,
     dn: &str,
     check: impl std::future::Future<Output = Result<T, OperationError>>,
 ) -> Result<T, OperationError> {
-    let ticket = server.bind_throttle.admit(session.client);
+    let throttle_dn = database_of(server)
+        .and_then(|database| database.normalize_dn(dn).ok())
+        .unwrap_or_else(|| dn.to_ascii_lowercase());
+    let ticket = server.bind_throttle.admit(session.client, &throttle_dn);
     if !ticket.delay.is_zero() {
         info!(
             "conn={} password check of dn=\"{}\" from {} throttled for {} ms after repeated failures",
@@ -823,9 +828,7 @@ async fn throttled<T>(
         tokio::time::sleep(ticket.delay).await;
     }
     let outcome = check.await;
-    server
-        .bind_throttle
-        .settle(session.client, ticket, outcome.is_ok());
+    server.bind_throttle.settle(ticket, outcome.is_ok());
     outcome
 }
 

@@ -36,31 +36,81 @@ pub(crate) struct PersistHub {
     enabled: AtomicBool,
     /// Set at shutdown: every persistent search ends.
     stop: watch::Sender<bool>,
-    /// Running persistent searches, by connection.
-    running: Mutex<HashMap<u64, usize>>,
+    /// Running persistent searches, by connection, by identity and in all.
+    running: Mutex<Running>,
+}
+
+/// Who holds the persist slots. Entries exist only while searches run, so every map is bounded
+/// by `persist_searches_max`.
+#[derive(Default)]
+struct Running {
+    by_connection: HashMap<u64, usize>,
+    /// By normalized bind DN ("" = anonymous, one identity however many clients).
+    by_identity: HashMap<String, usize>,
+    total: usize,
+    /// Searches of identities that are neither the rootdn nor a replica.
+    unprivileged: usize,
+}
+
+/// Who asks for a persist slot.
+pub(crate) struct PersistSubject {
+    pub connection_id: u64,
+    /// The normalized DN the search runs as; empty = anonymous.
+    pub identity: String,
+    /// The rootdn or a configured replica: may take the reserved slots, no per-identity cap.
+    pub privileged: bool,
+}
+
+/// The bounds a new persistent search must fit in (`[replication]`).
+#[derive(Clone, Copy)]
+pub(crate) struct PersistLimits {
+    /// `persist_searches_max`: server-wide.
+    pub searches_max: usize,
+    /// `persist_searches_per_identity_max`.
+    pub per_identity_max: usize,
+    /// `persist_searches_reserved`: slots only privileged subjects take.
+    pub reserved: usize,
 }
 
 /// A persistent search's place in the count; given back when dropped.
 pub(crate) struct PersistTicket {
     hub: Arc<PersistHub>,
     connection_id: u64,
+    identity: String,
+    privileged: bool,
+}
+
+/// Decrements a count in `map`, removing the entry at zero.
+fn release<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: &K) {
+    if let Some(count) = map.get_mut(key) {
+        *count -= 1;
+        if *count == 0 {
+            map.remove(key);
+        }
+    }
 }
 
 impl Drop for PersistTicket {
     fn drop(&mut self) {
         let mut running = self.hub.counts();
-        if let Some(count) = running.get_mut(&self.connection_id) {
-            *count -= 1;
-            if *count == 0 {
-                running.remove(&self.connection_id);
-            }
+        release(&mut running.by_connection, &self.connection_id);
+        release(&mut running.by_identity, &self.identity);
+        running.total -= 1;
+        if !self.privileged {
+            running.unprivileged -= 1;
         }
     }
 }
 
 /// Why a persistent search may not start.
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Refused {
+    /// Every slot is taken.
     ServerFull(usize),
+    /// Every slot but the reserved ones is taken (by unprivileged subjects).
+    OnlyReservedLeft(usize),
+    /// This identity runs its share already.
+    IdentityFull(usize),
     ConnectionFull,
 }
 
@@ -70,13 +120,13 @@ impl Default for PersistHub {
             sender: broadcast::channel(PERSIST_QUEUE_CHANGES_MAX).0,
             enabled: AtomicBool::new(false),
             stop: watch::channel(false).0,
-            running: Mutex::new(HashMap::new()),
+            running: Mutex::new(Running::default()),
         }
     }
 }
 
 impl PersistHub {
-    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<u64, usize>> {
+    fn counts(&self) -> std::sync::MutexGuard<'_, Running> {
         // A panic while holding it cannot leave the counts half-updated (one step each).
         self.running
             .lock()
@@ -113,15 +163,22 @@ impl PersistHub {
         self.stop.send_replace(true);
     }
 
-    /// A place for one more persistent search of `connection_id`, within
-    /// `persist_searches_max` for the server and `PERSIST_SEARCHES_PER_CONNECTION_MAX` for the
-    /// connection; with it the subscription to the changes committed from now on and the stop
-    /// signal. Subscribe before the refresh opens its snapshot, so no change falls between.
+    /// Persistent searches running now (monitoring and tests).
+    pub(crate) fn running_searches(&self) -> usize {
+        self.counts().total
+    }
+
+    /// A place for one more persistent search of `subject`, within `limits`: the server's
+    /// `searches_max`, less the reserve unless the subject is the rootdn or a replica, the
+    /// identity's share (privileged subjects have none) and
+    /// `PERSIST_SEARCHES_PER_CONNECTION_MAX` for the connection; with it the subscription to
+    /// the changes committed from now on and the stop signal. Subscribe before the refresh
+    /// opens its snapshot, so no change falls between.
     #[allow(clippy::type_complexity)]
     pub(crate) fn join(
         self: &Arc<Self>,
-        connection_id: u64,
-        searches_max: usize,
+        subject: PersistSubject,
+        limits: PersistLimits,
     ) -> Result<
         (
             PersistTicket,
@@ -131,23 +188,106 @@ impl PersistHub {
         Refused,
     > {
         let mut running = self.counts();
-        let total: usize = running.values().sum();
-        if total >= searches_max {
-            return Err(Refused::ServerFull(searches_max));
+        if running.total >= limits.searches_max {
+            return Err(Refused::ServerFull(limits.searches_max));
         }
-        let count = running.entry(connection_id).or_insert(0);
-        if *count >= PERSIST_SEARCHES_PER_CONNECTION_MAX {
+        let open_to_all = limits.searches_max.saturating_sub(limits.reserved);
+        if !subject.privileged && running.unprivileged >= open_to_all {
+            return Err(Refused::OnlyReservedLeft(limits.reserved));
+        }
+        let identity_count = running
+            .by_identity
+            .get(&subject.identity)
+            .copied()
+            .unwrap_or(0);
+        if !subject.privileged && identity_count >= limits.per_identity_max {
+            return Err(Refused::IdentityFull(limits.per_identity_max));
+        }
+        let connection_count = running
+            .by_connection
+            .get(&subject.connection_id)
+            .copied()
+            .unwrap_or(0);
+        if connection_count >= PERSIST_SEARCHES_PER_CONNECTION_MAX {
             return Err(Refused::ConnectionFull);
         }
-        *count += 1;
+        *running
+            .by_connection
+            .entry(subject.connection_id)
+            .or_insert(0) += 1;
+        *running
+            .by_identity
+            .entry(subject.identity.clone())
+            .or_insert(0) += 1;
+        running.total += 1;
+        if !subject.privileged {
+            running.unprivileged += 1;
+        }
         drop(running);
         Ok((
             PersistTicket {
                 hub: self.clone(),
-                connection_id,
+                connection_id: subject.connection_id,
+                identity: subject.identity,
+                privileged: subject.privileged,
             },
             self.sender.subscribe(),
             self.stop.subscribe(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subject(connection_id: u64, identity: &str, privileged: bool) -> PersistSubject {
+        PersistSubject {
+            connection_id,
+            identity: identity.to_string(),
+            privileged,
+        }
+    }
+
+    const LIMITS: PersistLimits = PersistLimits {
+        searches_max: 8,
+        per_identity_max: 4,
+        reserved: 2,
+    };
+
+    #[test]
+    fn identities_get_a_share_and_the_reserve_is_kept_for_the_rootdn_and_replicas() {
+        let hub = Arc::new(PersistHub::default());
+        let mut held = Vec::new();
+        for connection in 0..2 {
+            for _ in 0..2 {
+                held.push(hub.join(subject(connection, "", false), LIMITS).unwrap().0);
+            }
+        }
+        assert_eq!(
+            hub.join(subject(9, "", false), LIMITS).err(),
+            Some(Refused::IdentityFull(4))
+        );
+        held.push(hub.join(subject(10, "uid=a", false), LIMITS).unwrap().0);
+        held.push(hub.join(subject(10, "uid=a", false), LIMITS).unwrap().0);
+        assert_eq!(
+            hub.join(subject(10, "uid=a", false), LIMITS).err(),
+            Some(Refused::OnlyReservedLeft(2))
+        );
+        assert_eq!(
+            hub.join(subject(11, "uid=b", false), LIMITS).err(),
+            Some(Refused::OnlyReservedLeft(2))
+        );
+        held.push(hub.join(subject(12, "cn=admin", true), LIMITS).unwrap().0);
+        held.push(hub.join(subject(13, "cn=replica", true), LIMITS).unwrap().0);
+        assert_eq!(
+            hub.join(subject(14, "cn=replica", true), LIMITS).err(),
+            Some(Refused::ServerFull(8))
+        );
+        assert_eq!(hub.running_searches(), 8);
+        drop(held);
+        assert_eq!(hub.running_searches(), 0);
+        let running = hub.counts();
+        assert!(running.by_identity.is_empty() && running.by_connection.is_empty());
     }
 }

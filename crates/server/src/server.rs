@@ -91,6 +91,13 @@ impl ServerContext {
         self.active_connections.load(Ordering::Acquire)
     }
 
+    /// refreshAndPersist searches holding a `persist_searches_max` slot now.
+    pub fn persist_searches_running(&self) -> usize {
+        self.database
+            .as_ref()
+            .map_or(0, |database| database.persist.running_searches())
+    }
+
     /// The metrics endpoint's bound address (None without `metrics_listen`).
     pub fn metrics_address(&self) -> Option<SocketAddr> {
         *self
@@ -350,8 +357,11 @@ pub async fn start(
         started: Instant::now(),
         address_connections: Arc::default(),
         bind_throttle: BindThrottle::new(
-            settings.bind_failure_burst,
-            settings.bind_failure_interval,
+            (settings.bind_failure_burst, settings.bind_failure_interval),
+            (
+                settings.bind_failure_address_burst,
+                settings.bind_failure_address_interval,
+            ),
         ),
         monitor,
         metrics_address: std::sync::Mutex::new(None),
@@ -465,8 +475,9 @@ impl Drop for Admission {
     }
 }
 
-/// Counts a new connection in, or says why it is refused: over `connections_max`, or (for a
-/// network client) over `connections_per_address_max` for its address.
+/// Counts a new connection in, or says why it is refused: over `connections_max`, or over its
+/// client's cap (`connections_per_address_max`, or `connections_per_loopback_address_max` for
+/// loopback and ldapi clients).
 fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, String> {
     let previous = context.active_connections.fetch_add(1, Ordering::AcqRel);
     let mut admission = Admission {
@@ -480,15 +491,17 @@ fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, S
             context.settings.connections_max
         ));
     }
-    if let ClientKey::Address(_) = client {
-        let maximum = context.settings.connections_per_address_max;
-        let Some(slot) = context.address_connections.enter(client, maximum) else {
-            return Err(format!(
-                "too many connections from {client} (limit {maximum} per address)"
-            ));
-        };
-        admission._address_slot = Some(slot);
-    }
+    let settings = &context.settings;
+    let maximum = client.connections_maximum(
+        settings.connections_per_address_max,
+        settings.connections_per_loopback_address_max,
+    );
+    let Some(slot) = context.address_connections.enter(client, maximum) else {
+        return Err(format!(
+            "too many connections from {client} (limit {maximum})"
+        ));
+    };
+    admission._address_slot = Some(slot);
     admission.connection_id = context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1;
     Ok(admission)
 }

@@ -94,8 +94,10 @@ pub struct ServerSettings {
     /// Where Prometheus scrapes `/metrics`; None = no endpoint.
     pub metrics_listen: Option<std::net::SocketAddr>,
     pub connections_max: usize,
-    /// Per IP address (IPv6: per /64); ldapi connections are not counted.
+    /// Per IP address (IPv6: per /64) other than loopback.
     pub connections_per_address_max: usize,
+    /// Per loopback address (127.0.0.0/8, ::1) and per ldapi uid: this host's own services.
+    pub connections_per_loopback_address_max: usize,
     /// Largest request once bound.
     pub pdu_bytes_max: usize,
     /// Largest request before a successful bind (the smaller of the two applies).
@@ -114,10 +116,14 @@ pub struct ServerSettings {
     pub time_limit: Duration,
     /// 0 = unlimited.
     pub lookthrough_limit: u64,
-    /// Failed binds per address answered without delay.
+    /// Failed binds per address and bind DN answered without delay.
     pub bind_failure_burst: u32,
-    /// Then one failure per address per interval; zero = no throttling.
+    /// Then one failure per address and DN per interval; zero = no throttling.
     pub bind_failure_interval: Duration,
+    /// Failed binds per address, all DNs together, answered without delay.
+    pub bind_failure_address_burst: u32,
+    /// Then one failure per address per interval; zero = no address budget.
+    pub bind_failure_address_interval: Duration,
     /// `userPassword` values one simple bind verifies at most.
     pub bind_password_values_max: usize,
     /// Leaves plus substring pieces of a search or assertion filter.
@@ -179,6 +185,8 @@ impl ServerSettings {
             metrics_listen: lmdir_config::parse_metrics_listen(&server.metrics_listen)?,
             connections_max: server.connections_max as usize,
             connections_per_address_max: server.connections_per_address_max as usize,
+            connections_per_loopback_address_max: server.connections_per_loopback_address_max
+                as usize,
             pdu_bytes_max: server.pdu_bytes_max as usize,
             anonymous_pdu_bytes_max: server.anonymous_pdu_bytes_max as usize,
             filter_depth_max: server.filter_depth_max as usize,
@@ -193,6 +201,10 @@ impl ServerSettings {
             lookthrough_limit: server.lookthrough_limit,
             bind_failure_burst: server.bind_failure_burst,
             bind_failure_interval: Duration::from_millis(server.bind_failure_interval_milliseconds),
+            bind_failure_address_burst: server.bind_failure_address_burst,
+            bind_failure_address_interval: Duration::from_millis(
+                server.bind_failure_address_interval_milliseconds,
+            ),
             bind_password_values_max: server.bind_password_values_max as usize,
             filter_items_max: server.filter_items_max as usize,
             requested_attributes_max: server.requested_attributes_max as usize,

@@ -201,6 +201,7 @@ fn a_bind_checks_only_the_first_planted_password_values() {
     let server = TestServer::start_populated(50, Vec::new(), |settings| {
         settings.bind_password_values_max = 4;
         settings.bind_failure_interval = Duration::ZERO;
+        settings.bind_failure_address_interval = Duration::ZERO;
     });
     let mut root = raw(&server);
     assert_eq!(
@@ -329,8 +330,11 @@ fn starttls_without_a_handshake_is_closed() {
 
 #[test]
 fn connections_over_the_per_address_cap_are_answered_busy() {
+    // The test's clients are all on loopback: the loopback cap is the one they meet (which cap
+    // an address gets is `client_limits`' unit test).
     let server = TestServer::start_populated(10, Vec::new(), |settings| {
         settings.connections_per_address_max = 3;
+        settings.connections_per_loopback_address_max = 3;
     });
     let mut held: Vec<RawClient> = (0..3).map(|_| raw(&server)).collect();
     // Each is admitted (answers a bind) before the next address test.
@@ -391,6 +395,366 @@ fn failed_binds_past_the_burst_are_slowed_per_address() {
         other.bind(1, &person_dn(2), PERSON_PASSWORD),
         LdapResultCode::Success
     );
+}
+
+/// Whether a bind sent on a fresh connection from `source` is still unanswered after `within`
+/// (a throttled bind waits the throttle's interval, here far longer).
+fn bind_waits(server: &TestServer, source: [u8; 4], dn: &str, within: Duration) -> bool {
+    let mut client = raw_from(server, source, 0);
+    client
+        .stream
+        .set_read_timeout(Some(within))
+        .expect("read timeout");
+    client.send(vec![bind_request(1, dn, PERSON_PASSWORD)]);
+    let mut chunk = [0u8; 1024];
+    match client.stream.read(&mut chunk) {
+        Err(error) => matches!(
+            error.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        Ok(count) => {
+            assert!(
+                count > 0,
+                "the server closed the connection instead of answering"
+            );
+            false
+        }
+    }
+}
+
+/// Issue 19 item 9: 20 wrong binds for one user through a shared client (a mail server) leave
+/// the other users of that client unthrottled, while the guessed account stays throttled. The
+/// account throttle's interval is 30 s, so "not throttled" is an answer within a third of that
+/// and "throttled" is no answer within 3 s: bounds no machine's speed can break.
+#[test]
+fn one_users_failed_binds_do_not_slow_another_user_behind_the_same_client() {
+    const FAILURES: u32 = 20;
+    let server = TestServer::start_populated(10, Vec::new(), |settings| {
+        settings.bind_failure_burst = FAILURES;
+        settings.bind_failure_interval = Duration::from_secs(30);
+    });
+    let mut mail_server = raw(&server);
+    for attempt in 0..FAILURES {
+        assert_eq!(
+            mail_server.bind(attempt as i32 + 1, &person_dn(1), "typo"),
+            LdapResultCode::InvalidCredentials
+        );
+    }
+    // Another user through the same client binds without the throttle's wait.
+    let mut other = raw(&server);
+    other
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    let started = Instant::now();
+    assert_eq!(
+        other.bind(1, &person_dn(2), PERSON_PASSWORD),
+        LdapResultCode::Success
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The guessed account is throttled, from this client, right password or not.
+    assert!(bind_waits(
+        &server,
+        [127, 0, 0, 1],
+        &person_dn(1),
+        Duration::from_secs(3)
+    ));
+    // Its DN spelled another way is the same account.
+    assert!(bind_waits(
+        &server,
+        [127, 0, 0, 1],
+        &person_dn(1).to_uppercase(),
+        Duration::from_secs(3)
+    ));
+}
+
+/// The address keeps a budget over all DNs: guessing many accounts from one address is slowed
+/// once it is spent (here 5 failures, then one per 30 s), other addresses are not.
+#[test]
+fn guessing_many_accounts_from_one_address_spends_its_budget() {
+    let server = TestServer::start_populated(20, Vec::new(), |settings| {
+        settings.bind_failure_burst = 100;
+        settings.bind_failure_address_burst = 5;
+        settings.bind_failure_address_interval = Duration::from_secs(30);
+    });
+    let mut sprayer = raw_from(&server, [127, 0, 0, 4], 0);
+    for index in 0..5 {
+        assert_eq!(
+            sprayer.bind(index as i32 + 1, &person_dn(index), "guess"),
+            LdapResultCode::InvalidCredentials
+        );
+    }
+    assert!(bind_waits(
+        &server,
+        [127, 0, 0, 4],
+        &person_dn(10),
+        Duration::from_secs(3)
+    ));
+    let mut elsewhere = raw_from(&server, [127, 0, 0, 5], 0);
+    assert_eq!(
+        elsewhere.bind(1, &person_dn(10), PERSON_PASSWORD),
+        LdapResultCode::Success
+    );
+}
+
+/// The first message the server sends on an ldapi connection after an anonymous bind request.
+fn ldapi_bind_answer(server: &TestServer) -> (std::os::unix::net::UnixStream, LdapOp) {
+    use tokio_util::codec::{Decoder, Encoder};
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(server.ldapi_path()).expect("ldapi connect");
+    stream.set_read_timeout(Some(HANG_GUARD)).expect("timeout");
+    let mut codec = ldap3_proto::LdapCodec::new(Some(1 << 20), None);
+    let mut buffer = bytes::BytesMut::new();
+    codec
+        .encode(bind_request(1, "", ""), &mut buffer)
+        .expect("encode");
+    // A refused connection may be closed before the request is written: its notice is read.
+    let _ = stream.write_all(&buffer);
+    let mut received = bytes::BytesMut::new();
+    loop {
+        if let Some(message) = codec.decode(&mut received).expect("decode") {
+            return (stream, message.op);
+        }
+        let mut chunk = [0u8; 4096];
+        let count = stream.read(&mut chunk).expect("an answer");
+        assert!(count > 0, "closed without an answer");
+        received.extend_from_slice(&chunk[..count]);
+    }
+}
+
+/// A local user over ldapi (the socket is 0777, as slapd's) was never counted per client, so
+/// one shell account could hold all of `connections_max` and lock every client out; it now
+/// meets the loopback cap.
+#[test]
+fn one_local_user_over_ldapi_meets_the_loopback_cap() {
+    let server = TestServer::start_populated(10, Vec::new(), |settings| {
+        settings.connections_per_loopback_address_max = 3;
+    });
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let (stream, answer) = ldapi_bind_answer(&server);
+        assert!(matches!(answer, LdapOp::BindResponse(_)), "{answer:?}");
+        held.push(stream);
+    }
+    let (_over, answer) = ldapi_bind_answer(&server);
+    match answer {
+        LdapOp::ExtendedResponse(notice) => {
+            assert_eq!(notice.res.code, LdapResultCode::Busy, "{notice:?}")
+        }
+        other => panic!("expected a busy notice, got {other:?}"),
+    }
+}
+
+/// Issue 19 item 9: a local Postfix or PHP pool holds more than 64 connections from 127.0.0.1;
+/// with the default config every one of them is served.
+#[test]
+fn a_local_pool_of_a_hundred_connections_is_served_by_default() {
+    let server = TestServer::start_populated(10, Vec::new(), |_| {});
+    let mut pool: Vec<RawClient> = (0..100).map(|_| raw(&server)).collect();
+    for (index, client) in pool.iter_mut().enumerate() {
+        assert_eq!(
+            client.bind(1, "", ""),
+            LdapResultCode::Success,
+            "connection {index} from 127.0.0.1"
+        );
+    }
+}
+
+/// A provider (server ID 1) with the given persist limits (max, per identity, reserved).
+fn provider(limits: Option<(u32, u32, u32)>, replica: Option<String>) -> TestServer {
+    TestServer::start_populated(20, Vec::new(), |settings| {
+        settings.replication.server_id = 1;
+        settings.replication.provider = true;
+        if let Some((max, per_identity, reserved)) = limits {
+            settings.replication.persist_searches_max = max;
+            settings.replication.persist_searches_per_identity_max = per_identity;
+            settings.replication.persist_searches_reserved = reserved;
+        }
+        settings.replication.replica_dns = replica.into_iter().collect();
+    })
+}
+
+/// A refreshAndPersist base search of `dn` asking for no attributes (`ldapsearch -E
+/// '!sync=rp' -s base -b DN 1.1`): the server judges it small.
+fn persist_search(message_id: i32, dn: &str) -> LdapMsg {
+    LdapMsg {
+        msgid: message_id,
+        op: LdapOp::SearchRequest(LdapSearchRequest {
+            base: dn.to_string(),
+            scope: ldap3_proto::proto::LdapSearchScope::Base,
+            aliases: ldap3_proto::proto::LdapDerefAliases::Never,
+            sizelimit: 0,
+            timelimit: 0,
+            typesonly: false,
+            filter: LdapFilter::Present("objectClass".to_string()),
+            attrs: vec!["1.1".to_string()],
+        }),
+        ctrl: vec![ldap3_proto::control::LdapControl::SyncRequest {
+            criticality: true,
+            mode: ldap3_proto::proto::SyncRequestMode::RefreshAndPersist,
+            cookie: None,
+            reload_hint: false,
+        }],
+    }
+}
+
+/// How a persistent search of `message_id` started: None once its refresh is done and it
+/// persists, else the result code it ended with.
+fn persist_outcome(client: &mut RawClient, message_id: i32) -> Option<LdapResultCode> {
+    loop {
+        let message = client.receive().expect("an answer to the sync search");
+        assert_eq!(message.msgid, message_id, "{message:?}");
+        match message.op {
+            LdapOp::SearchResultDone(result) => return Some(result.code),
+            LdapOp::IntermediateResponse(_) => return None,
+            _ => {}
+        }
+    }
+}
+
+fn whoami_request(message_id: i32) -> LdapMsg {
+    LdapMsg {
+        msgid: message_id,
+        op: LdapOp::ExtendedRequest(LdapExtendedRequest {
+            name: "1.3.6.1.4.1.4203.1.11.3".to_string(),
+            value: None,
+        }),
+        ctrl: Vec::new(),
+    }
+}
+
+/// Issue 19 item 3, the reproduction: 64 clients start a small refreshAndPersist search and go
+/// away (`timeout 0.5 ldapsearch -E '!sync=rp' -s base ...`). Every connection closes and
+/// frees its slot; the same address is served again and the rootdn starts a persist search.
+#[test]
+fn persistent_searches_of_vanished_clients_free_their_connections_and_slots() {
+    let server = provider(None, None);
+    for _ in 0..64 {
+        let mut client = raw(&server);
+        client.send(vec![persist_search(1, &person_dn(7))]);
+        drop(client);
+    }
+    eventually("the vanished clients' connections close", || {
+        server.running().context().active_connections() == 0
+    });
+    eventually("their persist slots are free", || {
+        server.running().context().persist_searches_running() == 0
+    });
+    let mut again = raw(&server);
+    again.send(vec![whoami_request(1)]);
+    match again.receive().expect("a whoami answer").op {
+        LdapOp::ExtendedResponse(response) => {
+            assert_eq!(response.res.code, LdapResultCode::Success)
+        }
+        other => panic!("expected a whoami answer, got {other:?}"),
+    }
+    let mut admin = raw(&server);
+    assert_eq!(
+        admin.bind(1, ROOT_DN, ROOT_PASSWORD),
+        LdapResultCode::Success
+    );
+    admin.send(vec![persist_search(2, &person_dn(7))]);
+    assert_eq!(persist_outcome(&mut admin, 2), None, "the rootdn persists");
+}
+
+/// Abandon and Unbind sent on a connection whose small persistent search runs are read and
+/// acted on: the search ends, its slot is freed, later requests are answered.
+#[test]
+fn abandon_and_unbind_reach_a_connection_running_a_small_persistent_search() {
+    let server = provider(None, None);
+    let mut client = raw(&server);
+    client.send(vec![persist_search(1, &person_dn(3))]);
+    assert_eq!(persist_outcome(&mut client, 1), None);
+    assert_eq!(server.running().context().persist_searches_running(), 1);
+    client.send(vec![
+        LdapMsg {
+            msgid: 2,
+            op: LdapOp::AbandonRequest(1),
+            ctrl: Vec::new(),
+        },
+        whoami_request(3),
+    ]);
+    let answer = client.receive().expect("the whoami after the abandon");
+    assert_eq!(answer.msgid, 3, "{answer:?}");
+    eventually("the abandoned search frees its slot", || {
+        server.running().context().persist_searches_running() == 0
+    });
+    client.send(vec![persist_search(4, &person_dn(3))]);
+    assert_eq!(persist_outcome(&mut client, 4), None);
+    client.send(vec![LdapMsg {
+        msgid: 5,
+        op: LdapOp::UnbindRequest,
+        ctrl: Vec::new(),
+    }]);
+    assert!(client.until_closed().is_empty(), "closed on unbind");
+    eventually("the unbound connection's search frees its slot", || {
+        server.running().context().persist_searches_running() == 0
+    });
+}
+
+/// Persist slots per identity: anonymous (one identity however many clients) gets its share
+/// (adminLimitExceeded beyond), ordinary users together leave the reserve (busy beyond), and
+/// the rootdn and a configured replica still start theirs; a full server answers busy.
+#[test]
+fn persist_slots_are_shared_per_identity_with_a_reserve_for_the_rootdn_and_replicas() {
+    let replica = person_dn(19);
+    let server = provider(Some((8, 4, 2)), Some(replica.clone()));
+    let base = person_dn(5);
+    let start = |client: &mut RawClient, message_id: i32| {
+        client.send(vec![persist_search(message_id, &base)]);
+        persist_outcome(client, message_id)
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut anonymous = raw(&server);
+        assert_eq!(start(&mut anonymous, 1), None);
+        assert_eq!(start(&mut anonymous, 2), None);
+        held.push(anonymous);
+    }
+    let mut fifth = raw(&server);
+    assert_eq!(
+        start(&mut fifth, 1),
+        Some(LdapResultCode::AdminLimitExceeded)
+    );
+    let mut user = raw(&server);
+    assert_eq!(
+        user.bind(1, &person_dn(1), PERSON_PASSWORD),
+        LdapResultCode::Success
+    );
+    assert_eq!(start(&mut user, 2), None);
+    assert_eq!(start(&mut user, 3), None);
+    let mut other_user = raw(&server);
+    assert_eq!(
+        other_user.bind(1, &person_dn(2), PERSON_PASSWORD),
+        LdapResultCode::Success
+    );
+    assert_eq!(start(&mut other_user, 2), Some(LdapResultCode::Busy));
+    let mut admin = raw(&server);
+    assert_eq!(
+        admin.bind(1, ROOT_DN, ROOT_PASSWORD),
+        LdapResultCode::Success
+    );
+    assert_eq!(
+        start(&mut admin, 2),
+        None,
+        "the rootdn takes a reserved slot"
+    );
+    let mut replication = raw(&server);
+    assert_eq!(
+        replication.bind(1, &replica, PERSON_PASSWORD),
+        LdapResultCode::Success
+    );
+    assert_eq!(
+        start(&mut replication, 2),
+        None,
+        "the replica takes the other"
+    );
+    assert_eq!(
+        start(&mut admin, 3),
+        Some(LdapResultCode::Busy),
+        "all 8 are taken"
+    );
+    assert_eq!(server.running().context().persist_searches_running(), 8);
 }
 
 #[test]

@@ -520,3 +520,135 @@ fn the_size_limit_counts_every_page_of_a_paged_search() {
         .expect("search");
     assert_eq!(forged.1.rc, 53, "unwillingToPerform");
 }
+
+/// Every value of `attributes` on `dn` that `connection` can read (searching with a filter on
+/// them too, so a search-only leak counts).
+fn visible_values(connection: &mut LdapConn, dn: &str, attributes: &[&str]) -> Vec<String> {
+    let mut seen = Vec::new();
+    for filter in std::iter::once("(objectClass=*)".to_string()).chain(
+        attributes
+            .iter()
+            .map(|attribute| format!("({attribute}=*)")),
+    ) {
+        let (entries, _) = connection
+            .search(dn, Scope::Base, &filter, attributes.to_vec())
+            .expect("search")
+            .success()
+            .expect("base search answers");
+        for entry in entries {
+            let entry = SearchEntry::construct(entry);
+            for (name, values) in entry.attrs.iter() {
+                seen.extend(values.iter().map(|value| format!("{name}: {value}")));
+            }
+            for (name, values) in entry.bin_attrs.iter() {
+                seen.extend(values.iter().map(|value| format!("{name}: {value:?}")));
+            }
+            if filter != "(objectClass=*)" {
+                seen.push(format!("{filter} matched"));
+            }
+        }
+    }
+    seen
+}
+
+/// Issue 19 item 5: after a user changes their password twice, pwdHistory holds the old
+/// `{SSHA}` hashes, and a failed bind leaves pwdFailureTime. With the built-in policy nobody
+/// but the entry itself (and the rootdn) reads, searches or compares the old hashes, and the
+/// lockout state is hidden from anonymous and other users alike.
+#[test]
+fn old_password_hashes_and_lockout_state_are_hidden_by_the_default_policy() {
+    let policy = "cn=default,ou=policies,dc=example,dc=com";
+    let server = TestServer::start_populated(200, Vec::new(), |settings| {
+        settings.password_policy_default = policy.to_string();
+    });
+    let mut admin = root(&server);
+    let set = |values: &[&'static str]| values.iter().copied().collect::<HashSet<&str>>();
+    admin
+        .add(
+            "ou=policies,dc=example,dc=com",
+            vec![
+                ("objectClass", set(&["organizationalUnit"])),
+                ("ou", set(&["policies"])),
+            ],
+        )
+        .expect("add")
+        .success()
+        .expect("ou=policies");
+    admin
+        .add(
+            policy,
+            vec![
+                ("objectClass", set(&["organizationalRole", "pwdPolicy"])),
+                ("cn", set(&["default"])),
+                ("pwdAttribute", set(&["userPassword"])),
+                ("pwdInHistory", set(&["3"])),
+                ("pwdMaxFailure", set(&["3"])),
+                ("pwdLockout", set(&["TRUE"])),
+            ],
+        )
+        .expect("add")
+        .success()
+        .expect("policy");
+    let owner_dn = person_dn(4);
+    let mut owner = common::bind(&server, &owner_dn, common::PERSON_PASSWORD);
+    for password in ["second-secret", "third-secret"] {
+        owner
+            .modify(
+                &owner_dn,
+                vec![Mod::Replace("userPassword", set(&[password]))],
+            )
+            .expect("modify")
+            .success()
+            .expect("the owner changes their password");
+    }
+    let failing_dn = person_dn(5);
+    let failed = LdapConn::new(&server.ldap_url())
+        .expect("connect")
+        .simple_bind(&failing_dn, "wrong")
+        .expect("bind answered");
+    assert_eq!(failed.rc, 49);
+
+    let secrets = ["pwdHistory", "pwdFailureTime", "userPassword"];
+    // The rootdn sees what there is to hide (the fixture really holds it).
+    let rooted = visible_values(&mut admin, &owner_dn, &secrets);
+    assert!(
+        rooted
+            .iter()
+            .any(|value| value.starts_with("pwdHistory: ") && value.contains("{SSHA}")),
+        "{rooted:?}"
+    );
+    let rooted = visible_values(&mut admin, &failing_dn, &secrets);
+    assert!(
+        rooted
+            .iter()
+            .any(|value| value.starts_with("pwdFailureTime: ")),
+        "{rooted:?}"
+    );
+    // The owner reads their own history; nobody else learns anything of it.
+    let own = visible_values(&mut owner, &owner_dn, &["pwdHistory"]);
+    assert!(
+        own.iter().any(|value| value.starts_with("pwdHistory: ")),
+        "{own:?}"
+    );
+    let mut other = common::bind(&server, &person_dn(9), common::PERSON_PASSWORD);
+    for (who, connection) in [
+        ("anonymous", &mut anonymous(&server)),
+        ("another user", &mut other),
+    ] {
+        for dn in [&owner_dn, &failing_dn] {
+            let seen = visible_values(connection, dn, &secrets);
+            assert!(seen.is_empty(), "{who} sees {seen:?} on {dn}");
+        }
+        let compared = connection
+            .compare(&owner_dn, "pwdHistory", "x")
+            .expect("compare answered");
+        assert_ne!(
+            compared.0.rc, 5,
+            "{who}: compare on pwdHistory must not run"
+        );
+        assert_ne!(
+            compared.0.rc, 6,
+            "{who}: compare on pwdHistory must not run"
+        );
+    }
+}

@@ -8,6 +8,7 @@ use common::{bind, grant, person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};
 use lmdir_config::{AccessLevel, AccessTarget, Who};
 use std::io::{Read, Write};
+use std::net::SocketAddr;
 
 const PEOPLE: usize = 200;
 
@@ -228,4 +229,63 @@ fn promtool_accepts(body: &str) {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// A TCP connection to `address` from the loopback address `source` (any 127.x.y.z is this
+/// host on Linux, so a test can play several clients).
+fn connect_from(server: &TestServer, source: [u8; 4], address: SocketAddr) -> std::net::TcpStream {
+    let stream = server.runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(SocketAddr::from((source, 0)))
+            .expect("bind source address");
+        socket.connect(address).await.expect("connect")
+    });
+    let stream = stream.into_std().expect("std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .expect("timeout");
+    stream
+}
+
+/// Issue 19 item 6: clients that connect and send `GET /m` and nothing more, the endpoint's
+/// whole connection cap's worth from one address and as many again from others, do not lock
+/// scrapes out: a scrape from a holding address and one from elsewhere are both answered.
+#[test]
+fn idle_half_requests_do_not_lock_scrapes_out() {
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+    });
+    let address = server
+        .running()
+        .context()
+        .metrics_address()
+        .expect("metrics endpoint bound");
+    let mut idle = Vec::new();
+    for source in [
+        [127, 0, 0, 1],
+        [127, 0, 0, 2],
+        [127, 0, 0, 3],
+        [127, 0, 0, 4],
+    ] {
+        for _ in 0..16 {
+            let mut stream = connect_from(&server, source, address);
+            stream.write_all(b"GET /m").expect("half a request");
+            idle.push(stream);
+        }
+    }
+    for source in [[127, 0, 0, 1], [127, 0, 0, 9]] {
+        let mut stream = connect_from(&server, source, address);
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .expect("request");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("response");
+        assert!(
+            response.starts_with("HTTP/1.1 200") && response.contains("lmdir_entries"),
+            "scrape from {source:?}: {response:?}"
+        );
+    }
+    drop(idle);
 }

@@ -149,6 +149,7 @@ fn lockout_server() -> TestServer {
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
         settings.password_policy_default = DEFAULT_POLICY.to_string();
         settings.bind_failure_burst = 100_000;
+        settings.bind_failure_address_burst = 100_000;
     });
     add_policy(
         &server,
@@ -451,6 +452,7 @@ fn password_changes_outside_any_policy_leave_no_changed_time() {
 fn without_a_policy_failures_leave_no_state() {
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
         settings.bind_failure_burst = 100_000;
+        settings.bind_failure_address_burst = 100_000;
     });
     let dn = person_dn(9);
     for _ in 0..MAX_FAILURE + 1 {

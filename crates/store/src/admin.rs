@@ -9,7 +9,7 @@ use lmdir_schema::{AttrId, LdapError};
 use roaring::RoaringBitmap;
 
 use crate::codec::EncodedEntry;
-use crate::layout::{self, EntryId, IndexKinds, ROOT_PARENT_ID};
+use crate::layout::{self, EntryId, IndexKinds, DATA_FILE_MODE, ROOT_PARENT_ID};
 use crate::read::{children_of, corrupt, ReadTxn, TREE_DEPTH_MAX};
 use crate::store::{lmdb_to_ldap, RawDatabase, Store, StoreError};
 use crate::write::WorkingAttribute;
@@ -93,12 +93,26 @@ impl Store {
     /// `mdb_env_copy2` with `MDB_CP_COMPACT`): one read txn sees a single commit while writers,
     /// in this process or a running server, go on; free pages are left out. The copy is synced
     /// before returning. It is a complete `data.mdb`: a directory holding it opens as a store.
+    /// It holds every password hash, so it is created 0600 like the live file, whatever the
+    /// umask (never readable by others, not even while it is written); `path` must not exist.
     pub fn copy_compacted(&self, path: &Path) -> Result<u64, StoreError> {
-        let file = self
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(DATA_FILE_MODE)
+            .open(path)?;
+        let copied = self
             .inner
             .env
-            .copy_to_path(path, heed::CompactionOption::Enabled)?;
-        file.sync_all()?;
+            .copy_to_file(&mut file, heed::CompactionOption::Enabled)
+            .map_err(StoreError::from)
+            .and_then(|()| Ok(file.sync_all()?));
+        if let Err(error) = copied {
+            let _ = std::fs::remove_file(path);
+            return Err(error);
+        }
         Ok(file.metadata()?.len())
     }
 }

@@ -15,6 +15,9 @@ pub const ROOT_PARENT_ID: EntryId = 0;
 
 /// LMDB's data file in a store directory.
 pub const DATA_FILE_NAME: &str = "data.mdb";
+/// The mode LMDB creates `data.mdb` with (heed opens environments 0600); copies of it
+/// (`Store::copy_compacted`) get the same, since they hold every password hash.
+pub const DATA_FILE_MODE: u32 = 0o600;
 /// LMDB's own lock file (its reader table) in a store directory.
 pub const LMDB_LOCK_FILE_NAME: &str = "lock.mdb";
 pub const DB_META: &str = "meta";

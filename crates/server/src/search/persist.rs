@@ -17,7 +17,7 @@ use super::{scope_of, SearchDone, SearchJob, SearchOutput, VisibleEntries};
 use crate::context::{internal, Database, OperationContext};
 use crate::controls::RequestControls;
 use crate::entry_read::{Selection, Subordinates};
-use crate::persist::{PersistTicket, Published, Refused};
+use crate::persist::{PersistLimits, PersistSubject, PersistTicket, Published, Refused};
 use crate::result::{code, OperationError};
 use crate::settings::ServerSettings;
 use bytes::{Bytes, BytesMut};
@@ -50,8 +50,9 @@ pub(super) struct Subscription {
 }
 
 /// Subscribes a refreshAndPersist search (None for any other search, or when this server is no
-/// provider: the refresh refuses it then), within `persist_searches_max` and the connection's
-/// share; busy beyond.
+/// provider: the refresh refuses it then), within `persist_searches_max` less the reserve (the
+/// rootdn and replicas may use it), the identity's share and the connection's; see
+/// `persist_refusal` for the answers beyond.
 pub(super) fn subscribe(
     context: &OperationContext,
     database: &Database,
@@ -65,27 +66,74 @@ pub(super) fn subscribe(
     if !persistent || !settings.replication.provider {
         return Ok(None);
     }
-    let searches_max = settings.replication.persist_searches_max as usize;
-    match database
-        .persist
-        .join(context.session.connection_id, searches_max)
-    {
+    let replication = &settings.replication;
+    let limits = PersistLimits {
+        searches_max: replication.persist_searches_max as usize,
+        per_identity_max: replication.persist_share_per_identity() as usize,
+        reserved: replication.persist_reserve() as usize,
+    };
+    let identity = &context.session.identity;
+    let subject = PersistSubject {
+        connection_id: context.session.connection_id,
+        identity: identity.normalized_dn.clone(),
+        privileged: identity.is_rootdn || is_replica(database, replication, identity),
+    };
+    match database.persist.join(subject, limits) {
         Ok((ticket, changes, stop)) => Ok(Some(Subscription {
             _ticket: ticket,
             changes,
             stop,
         })),
-        Err(Refused::ServerFull(limit)) => Err(OperationError::new(
+        Err(refused) => Err(persist_refusal(refused)),
+    }
+}
+
+/// Whether `identity` is one of the replicas the config names (`replica_dns`, the consumers'
+/// bind DNs): a few DNs, normalized when a persistent search starts.
+fn is_replica(
+    database: &Database,
+    replication: &lmdir_config::ReplicationConfig,
+    identity: &crate::session::Identity,
+) -> bool {
+    !identity.normalized_dn.is_empty()
+        && replication.replica_identities().any(|dn| {
+            database
+                .normalize_dn(dn)
+                .is_ok_and(|normalized| normalized == identity.normalized_dn)
+        })
+}
+
+/// The answer to a persistent search that may not start: busy (51) while the server's slots,
+/// or all but the reserved ones, or the connection's are taken (it may succeed later);
+/// adminLimitExceeded (11) when the identity runs its configured share (a limit on that
+/// subject, as slapd answers its per-identity limits).
+fn persist_refusal(refused: Refused) -> OperationError {
+    match refused {
+        Refused::ServerFull(limit) => OperationError::new(
             code::BUSY,
             format!("{limit} persistent sync searches are running (persist_searches_max)"),
-        )),
-        Err(Refused::ConnectionFull) => Err(OperationError::new(
+        ),
+        Refused::OnlyReservedLeft(reserved) => OperationError::new(
+            code::BUSY,
+            format!(
+                "the free persistent sync search slots are the {reserved} reserved for the \
+                 rootdn and replicas (persist_searches_reserved)"
+            ),
+        ),
+        Refused::IdentityFull(limit) => OperationError::new(
+            code::ADMIN_LIMIT_EXCEEDED,
+            format!(
+                "this identity runs {limit} persistent sync searches already \
+                 (persist_searches_per_identity_max)"
+            ),
+        ),
+        Refused::ConnectionFull => OperationError::new(
             code::BUSY,
             format!(
                 "this connection runs {} persistent sync searches already",
                 crate::persist::PERSIST_SEARCHES_PER_CONNECTION_MAX
             ),
-        )),
+        ),
     }
 }
 
@@ -526,10 +574,23 @@ mod tests {
     fn the_bounded_broadcast_reports_a_lagging_receiver() {
         let hub = Arc::new(crate::persist::PersistHub::default());
         hub.enable();
-        let Ok((_ticket, mut changes, _stop)) = hub.join(1, 1) else {
+        let limits = PersistLimits {
+            searches_max: 1,
+            per_identity_max: 1,
+            reserved: 0,
+        };
+        let subject = |connection_id| PersistSubject {
+            connection_id,
+            identity: String::new(),
+            privileged: false,
+        };
+        let Ok((_ticket, mut changes, _stop)) = hub.join(subject(1), limits) else {
             panic!("joined");
         };
-        assert!(matches!(hub.join(2, 1), Err(Refused::ServerFull(1))));
+        assert!(matches!(
+            hub.join(subject(2), limits),
+            Err(Refused::ServerFull(1))
+        ));
         for txn_id in 0..=crate::persist::PERSIST_QUEUE_CHANGES_MAX as u64 {
             hub.publish(lmdir_store::CommittedChanges {
                 txn_id,
