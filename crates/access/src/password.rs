@@ -15,6 +15,9 @@ use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 
+mod crypt;
+pub use crypt::CryptFormat;
+
 /// Largest PBKDF2 iteration count verified in a stored value (OpenLDAP writes 10,000).
 pub const PBKDF2_ITERATIONS_MAX: u32 = 1_000_000;
 /// Iterations used by [`hash`] for `{PBKDF2-SHA256}`: OpenLDAP's pw-pbkdf2 default, so
@@ -30,8 +33,17 @@ pub const ARGON2_PARALLELISM_MAX: u32 = 16;
 pub const ARGON2_MEMORY_KIB_DEFAULT: u32 = 19_456;
 /// See [`ARGON2_MEMORY_KIB_DEFAULT`].
 pub const ARGON2_TIME_COST_DEFAULT: u32 = 2;
-/// Largest sha-crypt `rounds=` verified in a stored value.
+/// Largest crypt(3) round count verified in a stored value: sha-crypt's `rounds=`, SunMD5's
+/// `rounds=` (on top of its 4,096 fixed rounds), BSDi's count of DES passes.
 pub const CRYPT_ROUNDS_MAX: u32 = 1_000_000;
+/// Largest bcrypt cost (log2 of the rounds) verified in a stored value: 2^13 rounds, about half
+/// a second on one core.
+pub const BCRYPT_COST_MAX: u32 = 13;
+/// Largest scrypt / yescrypt N·r·p verified in a stored value: 2^21, i.e. 256 MiB of memory
+/// (128·N·r bytes) at p = 1, as [`ARGON2_MEMORY_KIB_MAX`].
+pub const SCRYPT_WORK_MAX: u64 = 1 << 21;
+/// Largest yescrypt `t` (extra passes at the same memory) verified in a stored value.
+pub const YESCRYPT_TIME_MAX: u32 = 4;
 
 /// Upper bounds on the cost parameters a stored value carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +53,10 @@ pub struct CostLimits {
     pub argon2_time_cost: u32,
     pub argon2_parallelism: u32,
     pub crypt_rounds: u32,
+    pub bcrypt_cost: u32,
+    /// N·r·p of scrypt `$7$` and (gost-)yescrypt `$y$`/`$gy$`: memory is 128·N·r bytes.
+    pub scrypt_work: u64,
+    pub yescrypt_time: u32,
 }
 
 /// What [`verify`] computes at all: values imported from elsewhere (slappasswd, other
@@ -51,18 +67,26 @@ pub const VERIFY_COST_LIMITS: CostLimits = CostLimits {
     argon2_time_cost: ARGON2_TIME_COST_MAX,
     argon2_parallelism: ARGON2_PARALLELISM_MAX,
     crypt_rounds: CRYPT_ROUNDS_MAX,
+    bcrypt_cost: BCRYPT_COST_MAX,
+    scrypt_work: SCRYPT_WORK_MAX,
+    yescrypt_time: YESCRYPT_TIME_MAX,
 };
 
 /// What a client may store verbatim as a hash (see [`check_cost`]): every later bind to the
 /// entry pays this cost, so it stays near what a bind should cost (tens of milliseconds on
 /// one core): PBKDF2 at OWASP's 600,000 for SHA-256, Argon2 at 64 MiB × 4 passes × 4 lanes,
-/// sha-crypt at 20× glibc's default 5,000 rounds. Our own [`hash`] stays far below.
+/// sha-crypt (and SunMD5, BSDi) at 20× glibc's default 5,000 rounds, bcrypt at cost 12,
+/// scrypt/yescrypt at N·r·p = 2^19 (64 MiB: `mkpasswd -m scrypt`'s default; yescrypt's is
+/// 16 MiB) with no extra yescrypt passes. Our own [`hash`] stays far below.
 pub const STORE_COST_LIMITS: CostLimits = CostLimits {
     pbkdf2_iterations: 600_000,
     argon2_memory_kib: 65_536,
     argon2_time_cost: 4,
     argon2_parallelism: 4,
     crypt_rounds: 100_000,
+    bcrypt_cost: 12,
+    scrypt_work: 1 << 19,
+    yescrypt_time: 0,
 };
 /// Longest stored value or presented password handled (bytes); longer input is refused.
 pub const PASSWORD_LENGTH_BYTES_MAX: usize = 4096;
@@ -307,18 +331,30 @@ pub fn check_cost(stored: &[u8], limits: &CostLimits) -> Result<(), PasswordErro
                 ("p", params.p_cost(), limits.argon2_parallelism),
             ]
         }
-        Scheme::Crypt => crypt_rounds(payload)?
-            .map(|rounds| vec![("rounds", rounds, limits.crypt_rounds)])
-            .unwrap_or_default(),
+        Scheme::Crypt => {
+            let text = crypt_text(payload)?;
+            return check_limits(crypt::format_of(text)?.label(), crypt::costs(text, limits)?);
+        }
         _ => Vec::new(),
     };
+    let widened = costs
+        .into_iter()
+        .map(|(field, value, limit)| (field, u64::from(value), u64::from(limit)));
+    check_limits(scheme.name(), widened.collect())
+}
+
+/// `CostTooHigh` for the first (field, value, limit) whose value is over its limit.
+fn check_limits(
+    scheme: &'static str,
+    costs: Vec<(&'static str, u64, u64)>,
+) -> Result<(), PasswordError> {
     for (field, value, limit) in costs {
         if value > limit {
             return Err(PasswordError::CostTooHigh {
-                scheme: scheme.name(),
+                scheme,
                 field,
-                value: u64::from(value),
-                limit: u64::from(limit),
+                value,
+                limit,
             });
         }
     }
@@ -349,24 +385,6 @@ fn argon2_params(payload: &[u8]) -> Result<argon2::Params, PasswordError> {
         .map_err(|error| malformed(scheme, format!("PHC string: {error}")))?;
     argon2::Params::try_from(&parsed)
         .map_err(|error| malformed(scheme, format!("parameters: {error}")))
-}
-
-/// The `rounds=` of a sha-crypt string, when given (sha-crypt's default is 5,000). Counts
-/// beyond u32 are reported as u32::MAX: over any limit.
-fn crypt_rounds(payload: &[u8]) -> Result<Option<u32>, PasswordError> {
-    let scheme = Scheme::Crypt;
-    let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
-    let Some(rounds_text) = text
-        .get(3..)
-        .and_then(|rest| rest.split('$').next())
-        .and_then(|field| field.strip_prefix("rounds="))
-    else {
-        return Ok(None);
-    };
-    let rounds: u64 = rounds_text
-        .parse()
-        .map_err(|_| malformed(scheme, format!("rounds '{rounds_text}' is not a number")))?;
-    Ok(Some(u32::try_from(rounds).unwrap_or(u32::MAX)))
 }
 
 /// Makes a new stored value `{SCHEME}...` for `password` with a fresh random salt.
@@ -575,23 +593,14 @@ fn hash_argon2(password: &[u8]) -> Result<String, PasswordError> {
     Ok(phc.to_string())
 }
 
-/// `{CRYPT}$5$...` / `{CRYPT}$6$...` (sha-crypt). Other crypt(3) formats (DES, `$1$`,
-/// `$2y$`) are not supported and fail verification with an error.
+/// The crypt(3) string of a `{CRYPT}` payload.
+fn crypt_text(payload: &[u8]) -> Result<&str, PasswordError> {
+    std::str::from_utf8(payload).map_err(|_| malformed(Scheme::Crypt, "not UTF-8"))
+}
+
+/// `{CRYPT}` + any crypt(3) format libxcrypt makes (see [`CryptFormat`]).
 fn verify_crypt(payload: &[u8], presented: &[u8]) -> Result<bool, PasswordError> {
-    use sha_crypt::password_hash::PasswordVerifier;
-    let scheme = Scheme::Crypt;
-    let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
-    if !(text.starts_with("$5$") || text.starts_with("$6$")) {
-        return Err(malformed(
-            scheme,
-            "only sha-crypt $5$ and $6$ are supported",
-        ));
-    }
-    match sha_crypt::ShaCrypt::default().verify_password(presented, text) {
-        Ok(()) => Ok(true),
-        Err(sha_crypt::password_hash::Error::PasswordInvalid) => Ok(false),
-        Err(error) => Err(malformed(scheme, format!("{error}"))),
-    }
+    crypt::verify(crypt_text(payload)?, presented)
 }
 
 fn hash_crypt_sha512(password: &[u8]) -> Result<String, PasswordError> {

@@ -34,6 +34,53 @@ const GLIBC_CRYPT_VECTORS: &[&str] = &[
     "{CRYPT}$6$rounds=1000$abc$MqEcPZUYRGGcOeq7PhMpfjfu/F0HrVEI0OlZBijWvO8mSG77iNUDP5MqFceKpJTBc8iITVtNyLiNTRNCxv6oh0",
 ];
 
+/// Debian 12 libxcrypt: `mkpasswd -m METHOD secret` for every method `mkpasswd -m help`
+/// lists, then the settings mkpasswd does not make ($2y$, bare and bare-salt SunMD5, a
+/// yescrypt N below the default, scrypt at N = 2^12) through crypt() itself (Python's `crypt`).
+const LIBXCRYPT_VECTORS: &[&str] = &[
+    "{CRYPT}$y$j9T$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+    "{CRYPT}$gy$j9T$Z2Weunx7Vmq91NyxOiyKe1$98KoOcpbke3PrJ7RpRDxkU98iTats/Cry1IoTiWcmQ3",
+    "{CRYPT}$7$CU..../....HpHaLMQfOeiI2iFh/1QVz0$/fwPJ0ls25MfcODj7v.SshMJpp5uj7PtCmlnuddN848",
+    "{CRYPT}$2b$05$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+    "{CRYPT}$2a$05$iGsbBRl0RREklrpdMqxkae.P9IzVcconfziesFqARZER/s0BNzuTe",
+    "{CRYPT}$6$Mzm5RrP8dm4nLiOg$.vuzRqVW6hvhhvjeAw.unMo8iktaNR586X5hpB6HNFPgaxl.ZWcw5YYnhj3v3XT/VdfHG3bwhSUqoXHHB/uAq/",
+    "{CRYPT}$5$Z4pSgTlHDsXpwoQr$QCylZUc4D4dF4WDxFeTyhcSmJRwYFfHCBd8XaOJidwB",
+    "{CRYPT}$md5,rounds=37856$zLVwGR12$$qwqbfdZ.vLi.ZfMgF1hj/.",
+    "{CRYPT}$1$ZmFsP47X$SGrXijJDN/p/FnIJ1i/ZA0",
+    "{CRYPT}_J9..OMeV1yqJwoDu4Xw",
+    "{CRYPT}g2CyTOcD393jE",
+    "{CRYPT}$3$$878d8014606cda29677a44efa1353fc7",
+    "{CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a",
+    "{CRYPT}$md5$abcdefgh$$TFWU.dlIfuoAjNld5IaX3.",
+    "{CRYPT}$md5,rounds=10$abcdefgh$H2KLeZpPVZR8AJzwAoLhB1",
+    "{CRYPT}$y$j75$abcdefghijklmnop$vZlXu1XtxOBWRxjOpQqONp1WYfMO0dN.H4xeSMU2ZvC",
+    "{CRYPT}$7$A/..../....abcdefgh$BBYMblLX618TrrkR2IpTqgIr8jbVtMlzE7O8Y0xaNxA",
+];
+
+/// libxcrypt crypt() of the non-ASCII password "sécret" (UTF-8): NT widens bytes, bcrypt
+/// hashes them as they are.
+const LIBXCRYPT_NON_ASCII_VECTORS: &[&str] = &[
+    "{CRYPT}$3$$4bbabe021006d2a32aaedcd283dd15ba",
+    "{CRYPT}$2a$05$abcdefghijklmnopqrstuue73ccPeu6jOIGNYCxh9sGEWx4Cb.zJm",
+    "{CRYPT}$2y$05$abcdefghijklmnopqrstuue73ccPeu6jOIGNYCxh9sGEWx4Cb.zJm",
+];
+
+#[test]
+fn libxcrypt_non_ascii_vectors() {
+    for stored in LIBXCRYPT_NON_ASCII_VECTORS {
+        assert_eq!(
+            verify_checked(stored.as_bytes(), "sécret".as_bytes()),
+            Ok(true),
+            "{stored}"
+        );
+        assert_eq!(
+            verify_checked(stored.as_bytes(), b"secret"),
+            Ok(false),
+            "{stored}"
+        );
+    }
+}
+
 /// The reference argon2 CLI (`argon2 saltsaltsaltsalt -id ... -e`), as OpenLDAP 2.6 stores it.
 const ARGON2ID_VECTORS: &[&str] = &[
     "{ARGON2}$argon2id$v=19$m=65536,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$4ri7mhiSrnj9oEyFS4ZxbjEro69F+Nh/mAteAg51Amo",
@@ -44,6 +91,7 @@ fn all_vectors() -> impl Iterator<Item = &'static str> {
     SLAPPASSWD_VECTORS
         .iter()
         .chain(GLIBC_CRYPT_VECTORS)
+        .chain(LIBXCRYPT_VECTORS)
         .chain(ARGON2ID_VECTORS)
         .copied()
 }
@@ -139,8 +187,19 @@ fn malformed_values_are_errors() {
         // A SHA-1-sized hash under PBKDF2-SHA256.
         b"{PBKDF2-SHA256}10000$9O.ISd2GUo0WkeQoDOR8HA$AsV.t3zvSIDTcouO/IC6LospTRw",
         b"{ARGON2}argon2id-but-not-phc",
-        b"{CRYPT}SKfNmCimz.CH2",
+        // 12 characters: no crypt(3) format.
+        b"{CRYPT}SKfNmCimz.CH",
         b"{CRYPT}$1$abc$def",
+        b"{CRYPT}$2b$5$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+        b"{CRYPT}$2b$99$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+        b"{CRYPT}$7$CU..../....",
+        b"{CRYPT}$7$CU..../....HpHaLMQfOeiI2iFh/1QVz0$short",
+        b"{CRYPT}$y$j9T$rn7WCwJvX9aYHQJeH2V8K1",
+        b"{CRYPT}$gy$j9T$Z2Weunx7Vmq91NyxOiyKe1$98KoOcpbke3PrJ7",
+        b"{CRYPT}$3$$878D8014606CDA29677A44EFA1353FC7",
+        b"{CRYPT}_J9..OMeV",
+        b"{CRYPT}$md5$abcdefgh$$short",
+        b"{CRYPT}$sha1$40000$salt$hash",
         b"{CRYPT}$6$rounds=lots$abc$def",
     ];
     for stored in cases {
@@ -172,6 +231,35 @@ fn costs_over_the_limits_are_refused_without_computing() {
             b"{CRYPT}$6$rounds=999999999$saltsaltsalt$PMWE8DTlam1JU37Piyk43bHcMxTJq6sgu5DKB0/tGPjanN35jcY68QkpDfPFUGPWX5uCxIQkSPzMmqEiVNgts.",
             "rounds",
         ),
+        (
+            b"{CRYPT}$2b$31$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+            "cost",
+        ),
+        // N = 2^40.
+        (
+            b"{CRYPT}$7$cU..../....HpHaLMQfOeiI2iFh/1QVz0$/fwPJ0ls25MfcODj7v.SshMJpp5uj7PtCmlnuddN848",
+            "N*r*p",
+        ),
+        // N = 2^30.
+        (
+            b"{CRYPT}$y$jRT$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+            "N*r*p",
+        ),
+        (
+            b"{CRYPT}$gy$jRT$Z2Weunx7Vmq91NyxOiyKe1$98KoOcpbke3PrJ7RpRDxkU98iTats/Cry1IoTiWcmQ3",
+            "N*r*p",
+        ),
+        // t = 5.
+        (
+            b"{CRYPT}$y$j9T/2$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+            "t",
+        ),
+        (
+            b"{CRYPT}$md5,rounds=4000000000$zLVwGR12$$qwqbfdZ.vLi.ZfMgF1hj/.",
+            "rounds",
+        ),
+        // BSDi count 2^24 - 1.
+        (b"{CRYPT}_zzzzOMeV1yqJwoDu4Xw", "rounds"),
     ];
     for (stored, expected_field) in cases {
         match verify_checked(stored, b"secret") {
@@ -313,6 +401,21 @@ fn stored_costs_are_bounded_tighter_than_verified_ones() {
             b"{CRYPT}$6$rounds=1000000$saltsaltsalt$PMWE8DTlam1JU37Piyk43bHcMxTJq6sgu5DKB0/tGPjanN35jcY68QkpDfPFUGPWX5uCxIQkSPzMmqEiVNgts.",
             "rounds",
         ),
+        (
+            b"{CRYPT}$2b$13$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+            "cost",
+        ),
+        // `mkpasswd -m scrypt -R 8`: 128 MiB.
+        (
+            b"{CRYPT}$7$DU..../..../3I/V5HsroIDVdzoqXA/z.$4EhMUhgyWilJsM2W6m7BFm91CI5PDnjRXD1xNKRXBY5",
+            "N*r*p",
+        ),
+        // t = 1.
+        (
+            b"{CRYPT}$y$j9T/.$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+            "t",
+        ),
+        (b"{CRYPT}_/.k.OMeV1yqJwoDu4Xw", "rounds"),
     ];
     for (stored, expected_field) in extreme {
         assert_eq!(check_cost(stored, &VERIFY_COST_LIMITS), Ok(()));
