@@ -260,9 +260,32 @@ pub fn scheme_of(stored: &[u8]) -> Result<Scheme, PasswordError> {
     }
 }
 
-/// Whether the value carries a known hashing scheme prefix (so it must not be hashed again).
+/// Whether a written value is already a hash and is stored as given: it starts with a
+/// `{SCHEME}` prefix ([`has_scheme_prefix`]) other than `{CLEARTEXT}`, whether lmdir knows the
+/// scheme or not (Dovecot's `{SHA512-CRYPT}`, `{BLF-CRYPT}`, `{PLAIN-MD5}`...: hashing those
+/// again would lose them). The one place every write path asks "is this already a hash".
 pub fn is_hashed(stored: &[u8]) -> bool {
-    matches!(scheme_of(stored), Ok(scheme) if scheme != Scheme::Cleartext)
+    has_scheme_prefix(stored) && scheme_of(stored) != Ok(Scheme::Cleartext)
+}
+
+/// Longest scheme name recognised inside a `{SCHEME}` prefix.
+const SCHEME_NAME_LENGTH_MAX: usize = 64;
+
+/// Whether the value starts with `{NAME}`: a letter, then letters, digits, `-`, `_` or `.`
+/// (Dovecot's `{SHA256.HEX}`), at most [`SCHEME_NAME_LENGTH_MAX`] characters.
+pub fn has_scheme_prefix(stored: &[u8]) -> bool {
+    let Some(rest) = stored.strip_prefix(b"{") else {
+        return false;
+    };
+    let Some(close) = rest.iter().position(|&byte| byte == b'}') else {
+        return false;
+    };
+    let name = &rest[..close];
+    name.len() <= SCHEME_NAME_LENGTH_MAX
+        && name.first().is_some_and(u8::is_ascii_alphabetic)
+        && name
+            .iter()
+            .all(|&byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
 }
 
 /// Whether `presented` is the password `stored` describes. Unknown schemes, malformed values,

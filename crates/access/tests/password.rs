@@ -345,11 +345,21 @@ fn verify_only_schemes_refuse_to_hash() {
 }
 
 #[test]
-fn is_hashed_recognizes_known_prefixes_only() {
+fn is_hashed_recognizes_every_scheme_prefix() {
     assert!(is_hashed(b"{SSHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40"));
     assert!(is_hashed(b"{crypt}$6$x$y"));
+    // Schemes lmdir does not know are hashes all the same: stored as given, never re-hashed.
+    assert!(is_hashed(b"{NOPE}secret"));
+    assert!(is_hashed(b"{SHA512-CRYPT}$6$x$y"));
+    assert!(is_hashed(b"{BLF-CRYPT}$2y$05$x"));
+    assert!(is_hashed(b"{SHA256.HEX}abcd"));
     assert!(!is_hashed(b"secret"));
-    assert!(!is_hashed(b"{NOPE}secret"));
+    assert!(!is_hashed(b"{CLEARTEXT}secret"));
+    // Not the `{NAME}` syntax: cleartext that happens to start with a brace.
+    assert!(!is_hashed(b"{}secret"));
+    assert!(!is_hashed(b"{1abc}secret"));
+    assert!(!is_hashed(b"{has space}secret"));
+    assert!(!is_hashed(b"{unclosed"));
 }
 
 mod properties {

@@ -420,6 +420,7 @@ impl Database {
             budget: settings.write_budget,
             attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
             password_scheme: password::Scheme::Ssha,
+            hash_cleartext: false,
             password_policy_default: settings.password_policy_default.clone(),
             reply,
         };
