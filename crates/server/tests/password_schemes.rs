@@ -192,3 +192,40 @@ fn cleartext_is_kept_when_password_hash_cleartext_is_off() {
     );
     assert_eq!(bind_code(&server, &dn, "third-pw"), 0);
 }
+
+/// The loader keeps a byte-identical repeated value once (as slapadd); a client's add that
+/// repeats a value stays attributeOrValueExists (20), as RFC 4511 says and slapd answers.
+#[test]
+fn a_repeated_value_over_ldap_stays_attribute_or_value_exists() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut root = root(&server);
+    add_suffix(&mut root);
+    let ldif = format!(
+        "dn: cn=jaj,{SUFFIX}\nobjectClass: person\ncn: jaj\nsn: jaj\n\
+         userpassword:: amFq\nuserpassword:: amFq\n"
+    );
+    let file = server.directory.path().join("repeat.ldif");
+    std::fs::write(&file, ldif).expect("write");
+    let url = server.ldap_url();
+    let arguments = [
+        "-x",
+        "-H",
+        &url,
+        "-D",
+        common::ROOT_DN,
+        "-w",
+        common::ROOT_PASSWORD,
+        "-f",
+        file.to_str().expect("path"),
+    ];
+    let Some(output) = common::ldap_tool("ldapadd", &arguments) else {
+        assert!(std::env::var_os("CI").is_none(), "ldapadd is missing");
+        return;
+    };
+    assert_eq!(
+        output.status.code(),
+        Some(20),
+        "{}",
+        common::text(&output.stderr)
+    );
+}
