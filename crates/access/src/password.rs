@@ -307,7 +307,11 @@ pub fn verify_checked(stored: &[u8], presented: &[u8]) -> Result<bool, PasswordE
     }
     check_cost(stored, &VERIFY_COST_LIMITS)?;
     let scheme = scheme_of(stored)?;
-    let payload = split_scheme(stored).1;
+    verify_scheme(scheme, split_scheme(stored).1, presented)
+}
+
+/// Verifies `presented` against the payload of a value of `scheme` (costs already checked).
+fn verify_scheme(scheme: Scheme, payload: &[u8], presented: &[u8]) -> Result<bool, PasswordError> {
     match scheme {
         // `payload` is the whole value without a prefix, or what follows `{CLEARTEXT}`.
         Scheme::Cleartext => Ok(bool::from(payload.ct_eq(presented))),
@@ -326,6 +330,38 @@ pub fn verify_checked(stored: &[u8], presented: &[u8]) -> Result<bool, PasswordE
         Scheme::Pbkdf2Sha512 => verify_pbkdf2::<Sha512>(scheme, payload, presented),
         Scheme::Argon2 => verify_argon2(payload, presented),
         Scheme::Crypt => verify_crypt(payload, presented),
+    }
+}
+
+/// Whether a stored value can be verified at all, without a password and without running a
+/// key-derivation function: a known scheme, a well-formed value (the digests' base64 and
+/// length, the KDFs' parameters, the crypt(3) format) and costs within [`VERIFY_COST_LIMITS`].
+/// `Err` says why not; `lmdir check` lists such values, a bind logs them.
+pub fn check_verifiable(stored: &[u8]) -> Result<(), PasswordError> {
+    check_cost(stored, &VERIFY_COST_LIMITS)?;
+    let scheme = scheme_of(stored)?;
+    if !scheme.is_slow() {
+        // Microseconds: the digest's own decoding says whether the value is well formed.
+        verify_scheme(scheme, split_scheme(stored).1, b"\0")?;
+    }
+    Ok(())
+}
+
+/// The scheme of a stored value as `lmdir check` counts and a bind logs it: the scheme's name,
+/// `CRYPT/<mkpasswd method>` for a crypt(3) format, `CLEARTEXT` without a prefix, and an unknown
+/// `{NAME}`'s name as written (at most 64 characters).
+pub fn scheme_label(stored: &[u8]) -> String {
+    match split_scheme(stored) {
+        (None, _) => Scheme::Cleartext.name().to_string(),
+        (Some(name), payload) => match Scheme::from_name(name) {
+            Some(Scheme::Crypt) => std::str::from_utf8(payload)
+                .ok()
+                .and_then(CryptFormat::of)
+                .map_or("CRYPT", CryptFormat::label)
+                .to_string(),
+            Some(scheme) => scheme.name().to_string(),
+            None => name.chars().take(SCHEME_NAME_LENGTH_MAX).collect(),
+        },
     }
 }
 

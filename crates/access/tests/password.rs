@@ -450,3 +450,39 @@ fn stored_costs_are_bounded_tighter_than_verified_ones() {
         Err(PasswordError::TooLong)
     );
 }
+
+#[test]
+fn verifiability_is_told_without_a_password_and_labelled_by_scheme() {
+    use lmdir_access::password::{check_verifiable, scheme_label};
+    for stored in all_vectors().chain(LIBXCRYPT_NON_ASCII_VECTORS.iter().copied()) {
+        assert_eq!(check_verifiable(stored.as_bytes()), Ok(()), "{stored}");
+    }
+    assert_eq!(check_verifiable(b"plain"), Ok(()));
+    assert!(matches!(
+        check_verifiable(b"{SHA512-CRYPT}$6$x$y"),
+        Err(PasswordError::UnknownScheme(_))
+    ));
+    assert!(matches!(
+        check_verifiable(b"{SSHA}!!!notbase64"),
+        Err(PasswordError::Malformed { .. })
+    ));
+    assert!(matches!(
+        check_verifiable(b"{CRYPT}$1$abc$def"),
+        Err(PasswordError::Malformed { .. })
+    ));
+    assert!(matches!(
+        check_verifiable(b"{CRYPT}$2b$31$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG"),
+        Err(PasswordError::CostTooHigh { .. })
+    ));
+    let labels = [
+        ("{ssha}abc", "SSHA"),
+        ("secret", "CLEARTEXT"),
+        ("{CRYPT}$y$j9T$a$b", "CRYPT/yescrypt"),
+        ("{CRYPT}g2CyTOcD393jE", "CRYPT/descrypt"),
+        ("{CRYPT}$9$x", "CRYPT"),
+        ("{BLF-CRYPT}$2y$05$x", "BLF-CRYPT"),
+    ];
+    for (stored, label) in labels {
+        assert_eq!(scheme_label(stored.as_bytes()), label, "{stored}");
+    }
+}

@@ -9,6 +9,7 @@ mod commands;
 mod log_buffer;
 mod log_line;
 mod logging;
+mod password_audit;
 mod service;
 
 // The loader and the server allocate many small buffers from many threads.

@@ -186,7 +186,15 @@ pub(super) fn costs(
                 ),
             ]
         }
-        CryptFormat::Des | CryptFormat::Md5 | CryptFormat::Nt => Vec::new(),
+        CryptFormat::Md5 => {
+            md5_hash(text)?;
+            Vec::new()
+        }
+        CryptFormat::Nt => {
+            nt_hex(text)?;
+            Vec::new()
+        }
+        CryptFormat::Des => Vec::new(),
     })
 }
 
@@ -242,17 +250,22 @@ fn verify_bsdi(text: &str, presented: &[u8]) -> Result<bool, PasswordError> {
 }
 
 /// `$1$` + up to 8 salt characters + `$` + 22 hash characters.
-fn verify_md5(text: &str, presented: &[u8]) -> Result<bool, PasswordError> {
+fn md5_hash(text: &str) -> Result<&str, PasswordError> {
     let format = CryptFormat::Md5;
     let Some((salt, hash)) = text[3..].split_once('$') else {
         return Err(malformed(format, "expected $1$salt$hash"));
     };
-    if salt.len() > 8 || hash.len() != 22 || !is_itoa64(hash) || salt.contains('$') {
+    if salt.len() > 8 || hash.len() != 22 || !is_itoa64(hash) {
         return Err(malformed(
             format,
             "expected up to 8 salt and 22 hash characters",
         ));
     }
+    Ok(hash)
+}
+
+fn verify_md5(text: &str, presented: &[u8]) -> Result<bool, PasswordError> {
+    md5_hash(text)?;
     Ok(pwhash::md5_crypt::verify(presented, text))
 }
 
@@ -409,17 +422,20 @@ fn push_itoa64(out: &mut Vec<u8>, mut value: u32, count: usize) {
 
 /// `$3$$` + 32 lowercase hex digits of MD4 over the password widened byte by byte to UTF-16LE
 /// (libxcrypt's NT method does not decode UTF-8).
-fn verify_nt(text: &str, presented: &[u8]) -> Result<bool, PasswordError> {
+fn nt_hex(text: &str) -> Result<&str, PasswordError> {
     let format = CryptFormat::Nt;
-    let hex = text
-        .strip_prefix("$3$$")
+    text.strip_prefix("$3$$")
         .filter(|hex| {
             hex.len() == 32
                 && hex
                     .bytes()
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         })
-        .ok_or_else(|| malformed(format, "expected $3$$ and 32 lowercase hex digits"))?;
+        .ok_or_else(|| malformed(format, "expected $3$$ and 32 lowercase hex digits"))
+}
+
+fn verify_nt(text: &str, presented: &[u8]) -> Result<bool, PasswordError> {
+    let hex = nt_hex(text)?;
     let widened: Vec<u8> = presented.iter().flat_map(|&byte| [byte, 0]).collect();
     let digest = md4::Md4::digest(&widened);
     let computed: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
