@@ -486,3 +486,71 @@ fn verifiability_is_told_without_a_password_and_labelled_by_scheme() {
         assert_eq!(scheme_label(stored.as_bytes()), label, "{stored}");
     }
 }
+
+/// libxcrypt itself, when installed: for every method `mkpasswd -m help` lists, hashes of
+/// random passwords made by `mkpasswd` verify with the password and not with another. Without
+/// mkpasswd the test passes with a note, except under CI=true where it fails.
+#[test]
+fn mkpasswd_hashes_of_random_passwords_verify() {
+    use rand::Rng;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let help = match Command::new("mkpasswd").args(["-m", "help"]).output() {
+        Ok(output) => String::from_utf8_lossy(&output.stdout).into_owned(),
+        Err(error) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mkpasswd is missing (apt-get install whois): {error}"
+            );
+            eprintln!("skipping: mkpasswd is not installed ({error})");
+            return;
+        }
+    };
+    let methods: Vec<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Available methods"))
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(methods.len() >= 12, "{help}");
+    let mut random = rand::rng();
+    for method in methods {
+        for _ in 0..2 {
+            let length = random.random_range(1..=24);
+            let password: String = (0..length)
+                .map(|_| char::from(random.random_range(0x21u8..0x7f)))
+                .collect();
+            let mut child = Command::new("mkpasswd")
+                .args(["-m", method, "--stdin"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("mkpasswd");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(password.as_bytes())
+                .expect("write");
+            let output = child.wait_with_output().expect("mkpasswd");
+            assert!(output.status.success(), "mkpasswd -m {method}");
+            let stored = format!(
+                "{{CRYPT}}{}",
+                String::from_utf8_lossy(&output.stdout).trim()
+            );
+            assert_eq!(
+                verify_checked(stored.as_bytes(), password.as_bytes()),
+                Ok(true),
+                "{method}: {password:?} → {stored}"
+            );
+            // A different first byte changes even DES's eight significant characters.
+            let mut wrong = password.into_bytes();
+            wrong[0] = if wrong[0] == b'!' { b'#' } else { b'!' };
+            assert_eq!(
+                verify_checked(stored.as_bytes(), &wrong),
+                Ok(false),
+                "{method}: {stored}"
+            );
+        }
+    }
+}
