@@ -125,6 +125,15 @@ pub enum PasswordError {
     },
 }
 
+/// Dovecot's names for crypt(3) formats, verified as `{CRYPT}` (slapd does not know them).
+pub const DOVECOT_CRYPT_ALIASES: [&str; 5] = [
+    "DES-CRYPT",
+    "MD5-CRYPT",
+    "SHA256-CRYPT",
+    "SHA512-CRYPT",
+    "BLF-CRYPT",
+];
+
 /// A password storage scheme, named as OpenLDAP names it inside `{}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
@@ -193,7 +202,9 @@ impl Scheme {
     }
 
     /// Looks a scheme up by name, case-insensitively, with or without braces.
-    /// `PBKDF2` is OpenLDAP's alias of `PBKDF2-SHA1`.
+    /// `PBKDF2` is OpenLDAP's alias of `PBKDF2-SHA1`; Dovecot's crypt(3) schemes
+    /// ([`DOVECOT_CRYPT_ALIASES`]: `{SHA512-CRYPT}$6$...`, `{BLF-CRYPT}$2y$...`) are `CRYPT`,
+    /// since their payload is the crypt(3) string itself.
     pub fn from_name(name: &str) -> Option<Scheme> {
         let bare = name
             .strip_prefix('{')
@@ -201,6 +212,12 @@ impl Scheme {
             .unwrap_or(name);
         if bare.eq_ignore_ascii_case("PBKDF2") {
             return Some(Scheme::Pbkdf2Sha1);
+        }
+        if DOVECOT_CRYPT_ALIASES
+            .iter()
+            .any(|alias| alias.eq_ignore_ascii_case(bare))
+        {
+            return Some(Scheme::Crypt);
         }
         Scheme::ALL
             .into_iter()

@@ -66,6 +66,20 @@ const LIBXCRYPT_NON_ASCII_VECTORS: &[&str] = &[
 ];
 
 #[test]
+fn dovecot_crypt_aliases_verify_their_crypt_strings() {
+    for stored in [
+        "{SHA512-CRYPT}$6$Mzm5RrP8dm4nLiOg$.vuzRqVW6hvhhvjeAw.unMo8iktaNR586X5hpB6HNFPgaxl.ZWcw5YYnhj3v3XT/VdfHG3bwhSUqoXHHB/uAq/",
+        "{SHA256-CRYPT}$5$Z4pSgTlHDsXpwoQr$QCylZUc4D4dF4WDxFeTyhcSmJRwYFfHCBd8XaOJidwB",
+        "{MD5-CRYPT}$1$ZmFsP47X$SGrXijJDN/p/FnIJ1i/ZA0",
+        "{BLF-CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a",
+        "{DES-CRYPT}g2CyTOcD393jE",
+    ] {
+        assert_eq!(verify_checked(stored.as_bytes(), b"secret"), Ok(true), "{stored}");
+        assert_eq!(verify_checked(stored.as_bytes(), b"secreT"), Ok(false), "{stored}");
+    }
+}
+
+#[test]
 fn libxcrypt_non_ascii_vectors() {
     for stored in LIBXCRYPT_NON_ASCII_VECTORS {
         assert_eq!(
@@ -140,6 +154,8 @@ fn scheme_names_are_case_insensitive() {
     assert_eq!(Scheme::from_name("pbkdf2"), Some(Scheme::Pbkdf2Sha1));
     assert_eq!(Scheme::from_name("crypt"), Some(Scheme::Crypt));
     assert_eq!(Scheme::from_name("{BLOWFISH}"), None);
+    assert_eq!(Scheme::from_name("{sha512-crypt}"), Some(Scheme::Crypt));
+    assert_eq!(Scheme::from_name("BLF-CRYPT"), Some(Scheme::Crypt));
 }
 
 #[test]
@@ -459,7 +475,7 @@ fn verifiability_is_told_without_a_password_and_labelled_by_scheme() {
     }
     assert_eq!(check_verifiable(b"plain"), Ok(()));
     assert!(matches!(
-        check_verifiable(b"{SHA512-CRYPT}$6$x$y"),
+        check_verifiable(b"{PLAIN-MD5}5ebe2294ecd0e0f08eab7690d2a6ee69"),
         Err(PasswordError::UnknownScheme(_))
     ));
     assert!(matches!(
@@ -480,7 +496,8 @@ fn verifiability_is_told_without_a_password_and_labelled_by_scheme() {
         ("{CRYPT}$y$j9T$a$b", "CRYPT/yescrypt"),
         ("{CRYPT}g2CyTOcD393jE", "CRYPT/descrypt"),
         ("{CRYPT}$9$x", "CRYPT"),
-        ("{BLF-CRYPT}$2y$05$x", "BLF-CRYPT"),
+        ("{BLF-CRYPT}$2y$05$x", "CRYPT/bcrypt"),
+        ("{PLAIN-MD5}5ebe", "PLAIN-MD5"),
     ];
     for (stored, label) in labels {
         assert_eq!(scheme_label(stored.as_bytes()), label, "{stored}");

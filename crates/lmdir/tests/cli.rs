@@ -179,7 +179,8 @@ fn load_keeps_repeats_once_and_check_accounts_for_password_schemes() {
          userPassword: {CRYPT}$y$j9T$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB\n\
          userPassword: {CRYPT}g2CyTOcD393jE\n\n\
          dn: cn=dovecot,dc=example,dc=com\nobjectClass: person\ncn: dovecot\nsn: d\n\
-         userPassword: {BLF-CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a\n\n\
+         userPassword: {BLF-CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a\n\
+         userPassword: {PLAIN-MD5}5ebe2294ecd0e0f08eab7690d2a6ee69\n\n\
          dn: cn=broken,dc=example,dc=com\nobjectClass: person\ncn: broken\nsn: b\n\
          userPassword: {CRYPT}$1$abc$def\n\
          userPassword: {CRYPT}$2b$31$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG\n",
@@ -193,13 +194,13 @@ fn load_keeps_repeats_once_and_check_accounts_for_password_schemes() {
     let report = String::from_utf8_lossy(&success(output, "check")).into_owned();
     assert!(
         report.contains(
-            "userPassword values by scheme: BLF-CRYPT 1, CLEARTEXT 1, CRYPT/bcrypt 1, \
-             CRYPT/descrypt 1, CRYPT/md5crypt 1, CRYPT/yescrypt 1"
+            "userPassword values by scheme: CLEARTEXT 1, CRYPT/bcrypt 2, CRYPT/descrypt 1, \
+             CRYPT/md5crypt 1, CRYPT/yescrypt 1, PLAIN-MD5 1"
         ),
         "{report}"
     );
     for expected in [
-        "warning: cn=dovecot,dc=example,dc=com: userPassword value #0 (BLF-CRYPT): unknown password scheme 'BLF-CRYPT'",
+        "warning: cn=dovecot,dc=example,dc=com: userPassword value #1 (PLAIN-MD5): unknown password scheme 'PLAIN-MD5'",
         "warning: cn=broken,dc=example,dc=com: userPassword value #0 (CRYPT/md5crypt): malformed",
         "warning: cn=broken,dc=example,dc=com: userPassword value #1 (CRYPT/bcrypt): CRYPT/bcrypt cost cost=31 exceeds the limit 13",
         "warning: 3 userPassword values cannot be verified by a bind",

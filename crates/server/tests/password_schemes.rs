@@ -28,7 +28,8 @@ const CRYPT_OF_SECRET: &[&str] = &[
     "{CRYPT}$3$$878d8014606cda29677a44efa1353fc7",
 ];
 
-/// Dovecot's and others' schemes lmdir does not know: kept byte for byte.
+/// Dovecot's and others' schemes, kept byte for byte: Dovecot's crypt(3) aliases (the first
+/// two, of "secret") are verified as `{CRYPT}`, the others are not known.
 const FOREIGN_SCHEMES: &[&str] = &[
     "{SHA512-CRYPT}$6$Mzm5RrP8dm4nLiOg$.vuzRqVW6hvhhvjeAw.unMo8iktaNR586X5hpB6HNFPgaxl.ZWcw5YYnhj3v3XT/VdfHG3bwhSUqoXHHB/uAq/",
     "{BLF-CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a",
@@ -138,7 +139,16 @@ fn unknown_scheme_prefixes_are_stored_as_given_on_add_and_modify() {
     .success()
     .expect("modify add");
     assert_eq!(stored_passwords(&mut root, &dn), owned(FOREIGN_SCHEMES));
-    // Not verifiable by lmdir (as by slapd): a bind with the password behind them fails.
+    assert_eq!(bind_code(&server, &dn, "secret"), 0);
+    assert_eq!(bind_code(&server, &dn, "Secret"), 49);
+    // {PLAIN-MD5} is kept but not verified: with only it left, "secret" does not bind.
+    root.modify(
+        &dn,
+        vec![Mod::Replace("userPassword", set(&FOREIGN_SCHEMES[2..3]))],
+    )
+    .expect("modify")
+    .success()
+    .expect("modify replace");
     assert_eq!(bind_code(&server, &dn, "secret"), 49);
 
     // Cleartext is still hashed by default, and a {CRYPT} value kept as given.
