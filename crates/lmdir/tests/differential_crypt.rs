@@ -96,6 +96,13 @@ fn crypt_binds_match_openldap_for_every_mkpasswd_method() {
     ldif += &format!(
         "dn: {broken}\nobjectClass: person\ncn: broken\nsn: b\nuserPassword: {{CRYPT}}$1$abc$def\n\n"
     );
+    // Dovecot's alias of {CRYPT}: a documented difference (slapd does not know the scheme).
+    let dovecot = format!("cn=dovecot,{SUFFIX}");
+    let dovecot_password = random_password();
+    ldif += &format!(
+        "dn: {dovecot}\nobjectClass: person\ncn: dovecot\nsn: d\nuserPassword: {{SHA512-CRYPT}}{}\n\n",
+        mkpasswd("sha512crypt", &dovecot_password)
+    );
     let pair = Pair::start(&ldif);
     let mut differences = Vec::new();
     for (method, dn, password, hash) in &accounts {
@@ -117,6 +124,9 @@ fn crypt_binds_match_openldap_for_every_mkpasswd_method() {
         );
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert_eq!(whoami(pair.openldap_port, &dovecot, &dovecot_password), 49);
+    assert_eq!(whoami(pair.lmdir_port, &dovecot, &dovecot_password), 0);
+    assert_eq!(whoami(pair.lmdir_port, &dovecot, "wrong"), 49);
     assert_eq!(whoami(pair.openldap_port, &broken, "secret"), 49);
     assert_eq!(whoami(pair.lmdir_port, &broken, "secret"), 49);
     // The log is written in batches: wait (generously) for the bind's warning to reach it.
