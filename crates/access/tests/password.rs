@@ -402,6 +402,17 @@ mod properties {
         }
 
         #[test]
+        fn verify_never_panics_on_crypt_garbage(
+            prefix_index in 0..14usize,
+            payload in "[./0-9A-Za-z$,=é€_]{0,90}") {
+            let prefixes = ["", "$1$", "$2b$", "$2b$1", "$5$", "$6$", "$md5,rounds=", "$md5$", "$3$$",
+                            "$7$", "$y$", "$gy$", "_", "$2y$0"];
+            let stored = format!("{{CRYPT}}{}{payload}", prefixes[prefix_index]);
+            let _ = verify_checked(stored.as_bytes(), b"secret");
+            let _ = lmdir_access::password::check_verifiable(stored.as_bytes());
+        }
+
+        #[test]
         fn verify_never_panics_on_scheme_prefixed_garbage(
             scheme_index in 0..Scheme::ALL.len(),
             payload in "[A-Za-z0-9+/=.$,]{0,120}") {

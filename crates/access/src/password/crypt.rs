@@ -123,7 +123,7 @@ impl CryptFormat {
 pub(super) fn format_of(text: &str) -> Result<CryptFormat, PasswordError> {
     CryptFormat::of(text).ok_or_else(|| PasswordError::Malformed {
         scheme: "CRYPT",
-        reason: "not a crypt(3) format libxcrypt makes".to_string(),
+        reason: "not a crypt(3) format lmdir verifies (those Debian's mkpasswd makes)".to_string(),
     })
 }
 
@@ -276,9 +276,8 @@ fn bcrypt_cost(text: &str) -> Result<u64, PasswordError> {
     if text.len() != 60 || bytes[6] != b'$' {
         return Err(malformed(format, "expected $2b$NN$ and 53 characters"));
     }
-    text[4..6]
-        .parse::<u64>()
-        .ok()
+    text.get(4..6)
+        .and_then(|digits| digits.parse::<u64>().ok())
         .filter(|cost| (4..=31).contains(cost))
         .ok_or_else(|| malformed(format, "cost is not a number from 04 to 31"))
 }
