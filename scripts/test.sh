@@ -7,10 +7,11 @@ cd "$(dirname "$0")/.."
 need_packages=()
 command -v ldapsearch >/dev/null || need_packages+=(ldap-utils)
 command -v slapd >/dev/null || [ -x /usr/sbin/slapd ] || need_packages+=(slapd)
+# mkpasswd (whois) makes every crypt(3) format libxcrypt has (crates/access/tests/password.rs,
+# crates/lmdir/tests/differential_crypt.rs).
+command -v mkpasswd >/dev/null || need_packages+=(whois)
 # promtool checks the metrics endpoint's exposition (crates/server/tests/monitoring.rs).
 command -v promtool >/dev/null || need_packages+=(prometheus)
-# mkpasswd makes the crypt(3) hashes the password-scheme tests verify against slapd.
-command -v mkpasswd >/dev/null || need_packages+=(whois)
 # python-ldap and ldap3 drive lmdir as real clients (crates/lmdir/tests/clients.rs).
 /usr/bin/python3 -c "import ldap" 2>/dev/null || need_packages+=(python3-ldap)
 /usr/bin/python3 -c "import ldap3" 2>/dev/null || need_packages+=(python3-ldap3)

@@ -15,6 +15,9 @@ use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 
+mod crypt;
+pub use crypt::CryptFormat;
+
 /// Largest PBKDF2 iteration count verified in a stored value (OpenLDAP writes 10,000).
 pub const PBKDF2_ITERATIONS_MAX: u32 = 1_000_000;
 /// Iterations used by [`hash`] for `{PBKDF2-SHA256}`: OpenLDAP's pw-pbkdf2 default, so
@@ -30,8 +33,17 @@ pub const ARGON2_PARALLELISM_MAX: u32 = 16;
 pub const ARGON2_MEMORY_KIB_DEFAULT: u32 = 19_456;
 /// See [`ARGON2_MEMORY_KIB_DEFAULT`].
 pub const ARGON2_TIME_COST_DEFAULT: u32 = 2;
-/// Largest sha-crypt `rounds=` verified in a stored value.
+/// Largest crypt(3) round count verified in a stored value: sha-crypt's `rounds=`, SunMD5's
+/// `rounds=` (on top of its 4,096 fixed rounds), BSDi's count of DES passes.
 pub const CRYPT_ROUNDS_MAX: u32 = 1_000_000;
+/// Largest bcrypt cost (log2 of the rounds) verified in a stored value: 2^13 rounds, about half
+/// a second on one core.
+pub const BCRYPT_COST_MAX: u32 = 13;
+/// Largest scrypt / yescrypt N·r·p verified in a stored value: 2^21, i.e. 256 MiB of memory
+/// (128·N·r bytes) at p = 1, as [`ARGON2_MEMORY_KIB_MAX`].
+pub const SCRYPT_WORK_MAX: u64 = 1 << 21;
+/// Largest yescrypt `t` (extra passes at the same memory) verified in a stored value.
+pub const YESCRYPT_TIME_MAX: u32 = 4;
 
 /// Upper bounds on the cost parameters a stored value carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +53,10 @@ pub struct CostLimits {
     pub argon2_time_cost: u32,
     pub argon2_parallelism: u32,
     pub crypt_rounds: u32,
+    pub bcrypt_cost: u32,
+    /// N·r·p of scrypt `$7$` and (gost-)yescrypt `$y$`/`$gy$`: memory is 128·N·r bytes.
+    pub scrypt_work: u64,
+    pub yescrypt_time: u32,
 }
 
 /// What [`verify`] computes at all: values imported from elsewhere (slappasswd, other
@@ -51,18 +67,26 @@ pub const VERIFY_COST_LIMITS: CostLimits = CostLimits {
     argon2_time_cost: ARGON2_TIME_COST_MAX,
     argon2_parallelism: ARGON2_PARALLELISM_MAX,
     crypt_rounds: CRYPT_ROUNDS_MAX,
+    bcrypt_cost: BCRYPT_COST_MAX,
+    scrypt_work: SCRYPT_WORK_MAX,
+    yescrypt_time: YESCRYPT_TIME_MAX,
 };
 
 /// What a client may store verbatim as a hash (see [`check_cost`]): every later bind to the
 /// entry pays this cost, so it stays near what a bind should cost (tens of milliseconds on
 /// one core): PBKDF2 at OWASP's 600,000 for SHA-256, Argon2 at 64 MiB × 4 passes × 4 lanes,
-/// sha-crypt at 20× glibc's default 5,000 rounds. Our own [`hash`] stays far below.
+/// sha-crypt (and SunMD5, BSDi) at 20× glibc's default 5,000 rounds, bcrypt at cost 12,
+/// scrypt/yescrypt at N·r·p = 2^19 (64 MiB: `mkpasswd -m scrypt`'s default; yescrypt's is
+/// 16 MiB) with no extra yescrypt passes. Our own [`hash`] stays far below.
 pub const STORE_COST_LIMITS: CostLimits = CostLimits {
     pbkdf2_iterations: 600_000,
     argon2_memory_kib: 65_536,
     argon2_time_cost: 4,
     argon2_parallelism: 4,
     crypt_rounds: 100_000,
+    bcrypt_cost: 12,
+    scrypt_work: 1 << 19,
+    yescrypt_time: 0,
 };
 /// Longest stored value or presented password handled (bytes); longer input is refused.
 pub const PASSWORD_LENGTH_BYTES_MAX: usize = 4096;
@@ -100,6 +124,15 @@ pub enum PasswordError {
         reason: String,
     },
 }
+
+/// Dovecot's names for crypt(3) formats, verified as `{CRYPT}` (slapd does not know them).
+pub const DOVECOT_CRYPT_ALIASES: [&str; 5] = [
+    "DES-CRYPT",
+    "MD5-CRYPT",
+    "SHA256-CRYPT",
+    "SHA512-CRYPT",
+    "BLF-CRYPT",
+];
 
 /// A password storage scheme, named as OpenLDAP names it inside `{}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,7 +202,9 @@ impl Scheme {
     }
 
     /// Looks a scheme up by name, case-insensitively, with or without braces.
-    /// `PBKDF2` is OpenLDAP's alias of `PBKDF2-SHA1`.
+    /// `PBKDF2` is OpenLDAP's alias of `PBKDF2-SHA1`; Dovecot's crypt(3) schemes
+    /// ([`DOVECOT_CRYPT_ALIASES`]: `{SHA512-CRYPT}$6$...`, `{BLF-CRYPT}$2y$...`) are `CRYPT`,
+    /// since their payload is the crypt(3) string itself.
     pub fn from_name(name: &str) -> Option<Scheme> {
         let bare = name
             .strip_prefix('{')
@@ -177,6 +212,12 @@ impl Scheme {
             .unwrap_or(name);
         if bare.eq_ignore_ascii_case("PBKDF2") {
             return Some(Scheme::Pbkdf2Sha1);
+        }
+        if DOVECOT_CRYPT_ALIASES
+            .iter()
+            .any(|alias| alias.eq_ignore_ascii_case(bare))
+        {
+            return Some(Scheme::Crypt);
         }
         Scheme::ALL
             .into_iter()
@@ -236,9 +277,32 @@ pub fn scheme_of(stored: &[u8]) -> Result<Scheme, PasswordError> {
     }
 }
 
-/// Whether the value carries a known hashing scheme prefix (so it must not be hashed again).
+/// Whether a written value is already a hash and is stored as given: it starts with a
+/// `{SCHEME}` prefix ([`has_scheme_prefix`]) other than `{CLEARTEXT}`, whether lmdir knows the
+/// scheme or not (Dovecot's `{SHA512-CRYPT}`, `{BLF-CRYPT}`, `{PLAIN-MD5}`...: hashing those
+/// again would lose them). The one place every write path asks "is this already a hash".
 pub fn is_hashed(stored: &[u8]) -> bool {
-    matches!(scheme_of(stored), Ok(scheme) if scheme != Scheme::Cleartext)
+    has_scheme_prefix(stored) && scheme_of(stored) != Ok(Scheme::Cleartext)
+}
+
+/// Longest scheme name recognised inside a `{SCHEME}` prefix.
+const SCHEME_NAME_LENGTH_MAX: usize = 64;
+
+/// Whether the value starts with `{NAME}`: a letter, then letters, digits, `-`, `_` or `.`
+/// (Dovecot's `{SHA256.HEX}`), at most [`SCHEME_NAME_LENGTH_MAX`] characters.
+pub fn has_scheme_prefix(stored: &[u8]) -> bool {
+    let Some(rest) = stored.strip_prefix(b"{") else {
+        return false;
+    };
+    let Some(close) = rest.iter().position(|&byte| byte == b'}') else {
+        return false;
+    };
+    let name = &rest[..close];
+    name.len() <= SCHEME_NAME_LENGTH_MAX
+        && name.first().is_some_and(u8::is_ascii_alphabetic)
+        && name
+            .iter()
+            .all(|&byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'))
 }
 
 /// Whether `presented` is the password `stored` describes. Unknown schemes, malformed values,
@@ -260,7 +324,11 @@ pub fn verify_checked(stored: &[u8], presented: &[u8]) -> Result<bool, PasswordE
     }
     check_cost(stored, &VERIFY_COST_LIMITS)?;
     let scheme = scheme_of(stored)?;
-    let payload = split_scheme(stored).1;
+    verify_scheme(scheme, split_scheme(stored).1, presented)
+}
+
+/// Verifies `presented` against the payload of a value of `scheme` (costs already checked).
+fn verify_scheme(scheme: Scheme, payload: &[u8], presented: &[u8]) -> Result<bool, PasswordError> {
     match scheme {
         // `payload` is the whole value without a prefix, or what follows `{CLEARTEXT}`.
         Scheme::Cleartext => Ok(bool::from(payload.ct_eq(presented))),
@@ -279,6 +347,38 @@ pub fn verify_checked(stored: &[u8], presented: &[u8]) -> Result<bool, PasswordE
         Scheme::Pbkdf2Sha512 => verify_pbkdf2::<Sha512>(scheme, payload, presented),
         Scheme::Argon2 => verify_argon2(payload, presented),
         Scheme::Crypt => verify_crypt(payload, presented),
+    }
+}
+
+/// Whether a stored value can be verified at all, without a password and without running a
+/// key-derivation function: a known scheme, a well-formed value (the digests' base64 and
+/// length, the KDFs' parameters, the crypt(3) format) and costs within [`VERIFY_COST_LIMITS`].
+/// `Err` says why not; `lmdir check` lists such values, a bind logs them.
+pub fn check_verifiable(stored: &[u8]) -> Result<(), PasswordError> {
+    check_cost(stored, &VERIFY_COST_LIMITS)?;
+    let scheme = scheme_of(stored)?;
+    if !scheme.is_slow() {
+        // Microseconds: the digest's own decoding says whether the value is well formed.
+        verify_scheme(scheme, split_scheme(stored).1, b"\0")?;
+    }
+    Ok(())
+}
+
+/// The scheme of a stored value as `lmdir check` counts and a bind logs it: the scheme's name,
+/// `CRYPT/<mkpasswd method>` for a crypt(3) format, `CLEARTEXT` without a prefix, and an unknown
+/// `{NAME}`'s name as written (at most 64 characters).
+pub fn scheme_label(stored: &[u8]) -> String {
+    match split_scheme(stored) {
+        (None, _) => Scheme::Cleartext.name().to_string(),
+        (Some(name), payload) => match Scheme::from_name(name) {
+            Some(Scheme::Crypt) => std::str::from_utf8(payload)
+                .ok()
+                .and_then(CryptFormat::of)
+                .map_or("CRYPT", CryptFormat::label)
+                .to_string(),
+            Some(scheme) => scheme.name().to_string(),
+            None => name.chars().take(SCHEME_NAME_LENGTH_MAX).collect(),
+        },
     }
 }
 
@@ -307,18 +407,30 @@ pub fn check_cost(stored: &[u8], limits: &CostLimits) -> Result<(), PasswordErro
                 ("p", params.p_cost(), limits.argon2_parallelism),
             ]
         }
-        Scheme::Crypt => crypt_rounds(payload)?
-            .map(|rounds| vec![("rounds", rounds, limits.crypt_rounds)])
-            .unwrap_or_default(),
+        Scheme::Crypt => {
+            let text = crypt_text(payload)?;
+            return check_limits(crypt::format_of(text)?.label(), crypt::costs(text, limits)?);
+        }
         _ => Vec::new(),
     };
+    let widened = costs
+        .into_iter()
+        .map(|(field, value, limit)| (field, u64::from(value), u64::from(limit)));
+    check_limits(scheme.name(), widened.collect())
+}
+
+/// `CostTooHigh` for the first (field, value, limit) whose value is over its limit.
+fn check_limits(
+    scheme: &'static str,
+    costs: Vec<(&'static str, u64, u64)>,
+) -> Result<(), PasswordError> {
     for (field, value, limit) in costs {
         if value > limit {
             return Err(PasswordError::CostTooHigh {
-                scheme: scheme.name(),
+                scheme,
                 field,
-                value: u64::from(value),
-                limit: u64::from(limit),
+                value,
+                limit,
             });
         }
     }
@@ -349,24 +461,6 @@ fn argon2_params(payload: &[u8]) -> Result<argon2::Params, PasswordError> {
         .map_err(|error| malformed(scheme, format!("PHC string: {error}")))?;
     argon2::Params::try_from(&parsed)
         .map_err(|error| malformed(scheme, format!("parameters: {error}")))
-}
-
-/// The `rounds=` of a sha-crypt string, when given (sha-crypt's default is 5,000). Counts
-/// beyond u32 are reported as u32::MAX: over any limit.
-fn crypt_rounds(payload: &[u8]) -> Result<Option<u32>, PasswordError> {
-    let scheme = Scheme::Crypt;
-    let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
-    let Some(rounds_text) = text
-        .get(3..)
-        .and_then(|rest| rest.split('$').next())
-        .and_then(|field| field.strip_prefix("rounds="))
-    else {
-        return Ok(None);
-    };
-    let rounds: u64 = rounds_text
-        .parse()
-        .map_err(|_| malformed(scheme, format!("rounds '{rounds_text}' is not a number")))?;
-    Ok(Some(u32::try_from(rounds).unwrap_or(u32::MAX)))
 }
 
 /// Makes a new stored value `{SCHEME}...` for `password` with a fresh random salt.
@@ -575,23 +669,14 @@ fn hash_argon2(password: &[u8]) -> Result<String, PasswordError> {
     Ok(phc.to_string())
 }
 
-/// `{CRYPT}$5$...` / `{CRYPT}$6$...` (sha-crypt). Other crypt(3) formats (DES, `$1$`,
-/// `$2y$`) are not supported and fail verification with an error.
+/// The crypt(3) string of a `{CRYPT}` payload.
+fn crypt_text(payload: &[u8]) -> Result<&str, PasswordError> {
+    std::str::from_utf8(payload).map_err(|_| malformed(Scheme::Crypt, "not UTF-8"))
+}
+
+/// `{CRYPT}` + any crypt(3) format libxcrypt makes (see [`CryptFormat`]).
 fn verify_crypt(payload: &[u8], presented: &[u8]) -> Result<bool, PasswordError> {
-    use sha_crypt::password_hash::PasswordVerifier;
-    let scheme = Scheme::Crypt;
-    let text = std::str::from_utf8(payload).map_err(|_| malformed(scheme, "not UTF-8"))?;
-    if !(text.starts_with("$5$") || text.starts_with("$6$")) {
-        return Err(malformed(
-            scheme,
-            "only sha-crypt $5$ and $6$ are supported",
-        ));
-    }
-    match sha_crypt::ShaCrypt::default().verify_password(presented, text) {
-        Ok(()) => Ok(true),
-        Err(sha_crypt::password_hash::Error::PasswordInvalid) => Ok(false),
-        Err(error) => Err(malformed(scheme, format!("{error}"))),
-    }
+    crypt::verify(crypt_text(payload)?, presented)
 }
 
 fn hash_crypt_sha512(password: &[u8]) -> Result<String, PasswordError> {

@@ -34,6 +34,67 @@ const GLIBC_CRYPT_VECTORS: &[&str] = &[
     "{CRYPT}$6$rounds=1000$abc$MqEcPZUYRGGcOeq7PhMpfjfu/F0HrVEI0OlZBijWvO8mSG77iNUDP5MqFceKpJTBc8iITVtNyLiNTRNCxv6oh0",
 ];
 
+/// Debian 12 libxcrypt: `mkpasswd -m METHOD secret` for every method `mkpasswd -m help`
+/// lists, then the settings mkpasswd does not make ($2y$, bare and bare-salt SunMD5, a
+/// yescrypt N below the default, scrypt at N = 2^12) through crypt() itself (Python's `crypt`).
+const LIBXCRYPT_VECTORS: &[&str] = &[
+    "{CRYPT}$y$j9T$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+    "{CRYPT}$gy$j9T$Z2Weunx7Vmq91NyxOiyKe1$98KoOcpbke3PrJ7RpRDxkU98iTats/Cry1IoTiWcmQ3",
+    "{CRYPT}$7$CU..../....HpHaLMQfOeiI2iFh/1QVz0$/fwPJ0ls25MfcODj7v.SshMJpp5uj7PtCmlnuddN848",
+    "{CRYPT}$2b$05$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+    "{CRYPT}$2a$05$iGsbBRl0RREklrpdMqxkae.P9IzVcconfziesFqARZER/s0BNzuTe",
+    "{CRYPT}$6$Mzm5RrP8dm4nLiOg$.vuzRqVW6hvhhvjeAw.unMo8iktaNR586X5hpB6HNFPgaxl.ZWcw5YYnhj3v3XT/VdfHG3bwhSUqoXHHB/uAq/",
+    "{CRYPT}$5$Z4pSgTlHDsXpwoQr$QCylZUc4D4dF4WDxFeTyhcSmJRwYFfHCBd8XaOJidwB",
+    "{CRYPT}$md5,rounds=37856$zLVwGR12$$qwqbfdZ.vLi.ZfMgF1hj/.",
+    "{CRYPT}$1$ZmFsP47X$SGrXijJDN/p/FnIJ1i/ZA0",
+    "{CRYPT}_J9..OMeV1yqJwoDu4Xw",
+    "{CRYPT}g2CyTOcD393jE",
+    "{CRYPT}$3$$878d8014606cda29677a44efa1353fc7",
+    "{CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a",
+    "{CRYPT}$md5$abcdefgh$$TFWU.dlIfuoAjNld5IaX3.",
+    "{CRYPT}$md5,rounds=10$abcdefgh$H2KLeZpPVZR8AJzwAoLhB1",
+    "{CRYPT}$y$j75$abcdefghijklmnop$vZlXu1XtxOBWRxjOpQqONp1WYfMO0dN.H4xeSMU2ZvC",
+    "{CRYPT}$7$A/..../....abcdefgh$BBYMblLX618TrrkR2IpTqgIr8jbVtMlzE7O8Y0xaNxA",
+];
+
+/// libxcrypt crypt() of the non-ASCII password "sécret" (UTF-8): NT widens bytes, bcrypt
+/// hashes them as they are.
+const LIBXCRYPT_NON_ASCII_VECTORS: &[&str] = &[
+    "{CRYPT}$3$$4bbabe021006d2a32aaedcd283dd15ba",
+    "{CRYPT}$2a$05$abcdefghijklmnopqrstuue73ccPeu6jOIGNYCxh9sGEWx4Cb.zJm",
+    "{CRYPT}$2y$05$abcdefghijklmnopqrstuue73ccPeu6jOIGNYCxh9sGEWx4Cb.zJm",
+];
+
+#[test]
+fn dovecot_crypt_aliases_verify_their_crypt_strings() {
+    for stored in [
+        "{SHA512-CRYPT}$6$Mzm5RrP8dm4nLiOg$.vuzRqVW6hvhhvjeAw.unMo8iktaNR586X5hpB6HNFPgaxl.ZWcw5YYnhj3v3XT/VdfHG3bwhSUqoXHHB/uAq/",
+        "{SHA256-CRYPT}$5$Z4pSgTlHDsXpwoQr$QCylZUc4D4dF4WDxFeTyhcSmJRwYFfHCBd8XaOJidwB",
+        "{MD5-CRYPT}$1$ZmFsP47X$SGrXijJDN/p/FnIJ1i/ZA0",
+        "{BLF-CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a",
+        "{DES-CRYPT}g2CyTOcD393jE",
+    ] {
+        assert_eq!(verify_checked(stored.as_bytes(), b"secret"), Ok(true), "{stored}");
+        assert_eq!(verify_checked(stored.as_bytes(), b"secreT"), Ok(false), "{stored}");
+    }
+}
+
+#[test]
+fn libxcrypt_non_ascii_vectors() {
+    for stored in LIBXCRYPT_NON_ASCII_VECTORS {
+        assert_eq!(
+            verify_checked(stored.as_bytes(), "sécret".as_bytes()),
+            Ok(true),
+            "{stored}"
+        );
+        assert_eq!(
+            verify_checked(stored.as_bytes(), b"secret"),
+            Ok(false),
+            "{stored}"
+        );
+    }
+}
+
 /// The reference argon2 CLI (`argon2 saltsaltsaltsalt -id ... -e`), as OpenLDAP 2.6 stores it.
 const ARGON2ID_VECTORS: &[&str] = &[
     "{ARGON2}$argon2id$v=19$m=65536,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$4ri7mhiSrnj9oEyFS4ZxbjEro69F+Nh/mAteAg51Amo",
@@ -44,6 +105,7 @@ fn all_vectors() -> impl Iterator<Item = &'static str> {
     SLAPPASSWD_VECTORS
         .iter()
         .chain(GLIBC_CRYPT_VECTORS)
+        .chain(LIBXCRYPT_VECTORS)
         .chain(ARGON2ID_VECTORS)
         .copied()
 }
@@ -92,6 +154,8 @@ fn scheme_names_are_case_insensitive() {
     assert_eq!(Scheme::from_name("pbkdf2"), Some(Scheme::Pbkdf2Sha1));
     assert_eq!(Scheme::from_name("crypt"), Some(Scheme::Crypt));
     assert_eq!(Scheme::from_name("{BLOWFISH}"), None);
+    assert_eq!(Scheme::from_name("{sha512-crypt}"), Some(Scheme::Crypt));
+    assert_eq!(Scheme::from_name("BLF-CRYPT"), Some(Scheme::Crypt));
 }
 
 #[test]
@@ -122,7 +186,8 @@ fn unknown_scheme_is_an_error_not_a_cleartext_match() {
         Err(PasswordError::UnknownScheme("BLOWFISH".into()))
     );
     assert!(!verify(stored, b"secret"));
-    assert!(!is_hashed(stored));
+    // ...and it is kept as a hash, never hashed again as if it were a password.
+    assert!(is_hashed(stored));
 }
 
 #[test]
@@ -139,8 +204,19 @@ fn malformed_values_are_errors() {
         // A SHA-1-sized hash under PBKDF2-SHA256.
         b"{PBKDF2-SHA256}10000$9O.ISd2GUo0WkeQoDOR8HA$AsV.t3zvSIDTcouO/IC6LospTRw",
         b"{ARGON2}argon2id-but-not-phc",
-        b"{CRYPT}SKfNmCimz.CH2",
+        // 12 characters: no crypt(3) format.
+        b"{CRYPT}SKfNmCimz.CH",
         b"{CRYPT}$1$abc$def",
+        b"{CRYPT}$2b$5$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+        b"{CRYPT}$2b$99$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+        b"{CRYPT}$7$CU..../....",
+        b"{CRYPT}$7$CU..../....HpHaLMQfOeiI2iFh/1QVz0$short",
+        b"{CRYPT}$y$j9T$rn7WCwJvX9aYHQJeH2V8K1",
+        b"{CRYPT}$gy$j9T$Z2Weunx7Vmq91NyxOiyKe1$98KoOcpbke3PrJ7",
+        b"{CRYPT}$3$$878D8014606CDA29677A44EFA1353FC7",
+        b"{CRYPT}_J9..OMeV",
+        b"{CRYPT}$md5$abcdefgh$$short",
+        b"{CRYPT}$sha1$40000$salt$hash",
         b"{CRYPT}$6$rounds=lots$abc$def",
     ];
     for stored in cases {
@@ -172,6 +248,35 @@ fn costs_over_the_limits_are_refused_without_computing() {
             b"{CRYPT}$6$rounds=999999999$saltsaltsalt$PMWE8DTlam1JU37Piyk43bHcMxTJq6sgu5DKB0/tGPjanN35jcY68QkpDfPFUGPWX5uCxIQkSPzMmqEiVNgts.",
             "rounds",
         ),
+        (
+            b"{CRYPT}$2b$31$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+            "cost",
+        ),
+        // N = 2^40.
+        (
+            b"{CRYPT}$7$cU..../....HpHaLMQfOeiI2iFh/1QVz0$/fwPJ0ls25MfcODj7v.SshMJpp5uj7PtCmlnuddN848",
+            "N*r*p",
+        ),
+        // N = 2^30.
+        (
+            b"{CRYPT}$y$jRT$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+            "N*r*p",
+        ),
+        (
+            b"{CRYPT}$gy$jRT$Z2Weunx7Vmq91NyxOiyKe1$98KoOcpbke3PrJ7RpRDxkU98iTats/Cry1IoTiWcmQ3",
+            "N*r*p",
+        ),
+        // t = 5.
+        (
+            b"{CRYPT}$y$j9T/2$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+            "t",
+        ),
+        (
+            b"{CRYPT}$md5,rounds=4000000000$zLVwGR12$$qwqbfdZ.vLi.ZfMgF1hj/.",
+            "rounds",
+        ),
+        // BSDi count 2^24 - 1.
+        (b"{CRYPT}_zzzzOMeV1yqJwoDu4Xw", "rounds"),
     ];
     for (stored, expected_field) in cases {
         match verify_checked(stored, b"secret") {
@@ -257,11 +362,21 @@ fn verify_only_schemes_refuse_to_hash() {
 }
 
 #[test]
-fn is_hashed_recognizes_known_prefixes_only() {
+fn is_hashed_recognizes_every_scheme_prefix() {
     assert!(is_hashed(b"{SSHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40"));
     assert!(is_hashed(b"{crypt}$6$x$y"));
+    // Schemes lmdir does not know are hashes all the same: stored as given, never re-hashed.
+    assert!(is_hashed(b"{NOPE}secret"));
+    assert!(is_hashed(b"{SHA512-CRYPT}$6$x$y"));
+    assert!(is_hashed(b"{BLF-CRYPT}$2y$05$x"));
+    assert!(is_hashed(b"{SHA256.HEX}abcd"));
     assert!(!is_hashed(b"secret"));
-    assert!(!is_hashed(b"{NOPE}secret"));
+    assert!(!is_hashed(b"{CLEARTEXT}secret"));
+    // Not the `{NAME}` syntax: cleartext that happens to start with a brace.
+    assert!(!is_hashed(b"{}secret"));
+    assert!(!is_hashed(b"{1abc}secret"));
+    assert!(!is_hashed(b"{has space}secret"));
+    assert!(!is_hashed(b"{unclosed"));
 }
 
 mod properties {
@@ -284,6 +399,17 @@ mod properties {
         fn verify_never_panics(stored in proptest::collection::vec(any::<u8>(), 0..200),
                                presented in proptest::collection::vec(any::<u8>(), 0..40)) {
             let _ = verify_checked(&stored, &presented);
+        }
+
+        #[test]
+        fn verify_never_panics_on_crypt_garbage(
+            prefix_index in 0..14usize,
+            payload in "[./0-9A-Za-z$,=é€_]{0,90}") {
+            let prefixes = ["", "$1$", "$2b$", "$2b$1", "$5$", "$6$", "$md5,rounds=", "$md5$", "$3$$",
+                            "$7$", "$y$", "$gy$", "_", "$2y$0"];
+            let stored = format!("{{CRYPT}}{}{payload}", prefixes[prefix_index]);
+            let _ = verify_checked(stored.as_bytes(), b"secret");
+            let _ = lmdir_access::password::check_verifiable(stored.as_bytes());
         }
 
         #[test]
@@ -313,6 +439,21 @@ fn stored_costs_are_bounded_tighter_than_verified_ones() {
             b"{CRYPT}$6$rounds=1000000$saltsaltsalt$PMWE8DTlam1JU37Piyk43bHcMxTJq6sgu5DKB0/tGPjanN35jcY68QkpDfPFUGPWX5uCxIQkSPzMmqEiVNgts.",
             "rounds",
         ),
+        (
+            b"{CRYPT}$2b$13$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG",
+            "cost",
+        ),
+        // `mkpasswd -m scrypt -R 8`: 128 MiB.
+        (
+            b"{CRYPT}$7$DU..../..../3I/V5HsroIDVdzoqXA/z.$4EhMUhgyWilJsM2W6m7BFm91CI5PDnjRXD1xNKRXBY5",
+            "N*r*p",
+        ),
+        // t = 1.
+        (
+            b"{CRYPT}$y$j9T/.$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB",
+            "t",
+        ),
+        (b"{CRYPT}_/.k.OMeV1yqJwoDu4Xw", "rounds"),
     ];
     for (stored, expected_field) in extreme {
         assert_eq!(check_cost(stored, &VERIFY_COST_LIMITS), Ok(()));
@@ -335,4 +476,109 @@ fn stored_costs_are_bounded_tighter_than_verified_ones() {
         check_cost(&vec![b'a'; 5000], &STORE_COST_LIMITS),
         Err(PasswordError::TooLong)
     );
+}
+
+#[test]
+fn verifiability_is_told_without_a_password_and_labelled_by_scheme() {
+    use lmdir_access::password::{check_verifiable, scheme_label};
+    for stored in all_vectors().chain(LIBXCRYPT_NON_ASCII_VECTORS.iter().copied()) {
+        assert_eq!(check_verifiable(stored.as_bytes()), Ok(()), "{stored}");
+    }
+    assert_eq!(check_verifiable(b"plain"), Ok(()));
+    assert!(matches!(
+        check_verifiable(b"{PLAIN-MD5}5ebe2294ecd0e0f08eab7690d2a6ee69"),
+        Err(PasswordError::UnknownScheme(_))
+    ));
+    assert!(matches!(
+        check_verifiable(b"{SSHA}!!!notbase64"),
+        Err(PasswordError::Malformed { .. })
+    ));
+    assert!(matches!(
+        check_verifiable(b"{CRYPT}$1$abc$def"),
+        Err(PasswordError::Malformed { .. })
+    ));
+    assert!(matches!(
+        check_verifiable(b"{CRYPT}$2b$31$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG"),
+        Err(PasswordError::CostTooHigh { .. })
+    ));
+    let labels = [
+        ("{ssha}abc", "SSHA"),
+        ("secret", "CLEARTEXT"),
+        ("{CRYPT}$y$j9T$a$b", "CRYPT/yescrypt"),
+        ("{CRYPT}g2CyTOcD393jE", "CRYPT/descrypt"),
+        ("{CRYPT}$9$x", "CRYPT"),
+        ("{BLF-CRYPT}$2y$05$x", "CRYPT/bcrypt"),
+        ("{PLAIN-MD5}5ebe", "PLAIN-MD5"),
+    ];
+    for (stored, label) in labels {
+        assert_eq!(scheme_label(stored.as_bytes()), label, "{stored}");
+    }
+}
+
+/// libxcrypt itself, when installed: for every method `mkpasswd -m help` lists, hashes of
+/// random passwords made by `mkpasswd` verify with the password and not with another. Without
+/// mkpasswd the test passes with a note, except under CI=true where it fails.
+#[test]
+fn mkpasswd_hashes_of_random_passwords_verify() {
+    use rand::Rng;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let help = match Command::new("mkpasswd").args(["-m", "help"]).output() {
+        Ok(output) => String::from_utf8_lossy(&output.stdout).into_owned(),
+        Err(error) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mkpasswd is missing (apt-get install whois): {error}"
+            );
+            eprintln!("skipping: mkpasswd is not installed ({error})");
+            return;
+        }
+    };
+    let methods: Vec<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Available methods"))
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(methods.len() >= 12, "{help}");
+    let mut random = rand::rng();
+    for method in methods {
+        for _ in 0..2 {
+            let length = random.random_range(1..=24);
+            let password: String = (0..length)
+                .map(|_| char::from(random.random_range(0x21u8..0x7f)))
+                .collect();
+            let mut child = Command::new("mkpasswd")
+                .args(["-m", method, "--stdin"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("mkpasswd");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(password.as_bytes())
+                .expect("write");
+            let output = child.wait_with_output().expect("mkpasswd");
+            assert!(output.status.success(), "mkpasswd -m {method}");
+            let stored = format!(
+                "{{CRYPT}}{}",
+                String::from_utf8_lossy(&output.stdout).trim()
+            );
+            assert_eq!(
+                verify_checked(stored.as_bytes(), password.as_bytes()),
+                Ok(true),
+                "{method}: {password:?} → {stored}"
+            );
+            // A different first byte changes even DES's eight significant characters.
+            let mut wrong = password.into_bytes();
+            wrong[0] = if wrong[0] == b'!' { b'#' } else { b'!' };
+            assert_eq!(
+                verify_checked(stored.as_bytes(), &wrong),
+                Ok(false),
+                "{method}: {stored}"
+            );
+        }
+    }
 }

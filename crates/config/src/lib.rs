@@ -103,6 +103,9 @@ pub struct ServerConfig {
     pub sort_bytes_max: u64,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
+    /// Whether a cleartext `userPassword` written by add or modify is hashed with
+    /// `password_hash` (a value with a `{SCHEME}` prefix is always stored as given).
+    pub password_hash_cleartext: bool,
     /// Most time the single writer spends on one update; over it the update alone fails
     /// (adminLimitExceeded) and the rest of its batch commits.
     pub write_budget_milliseconds: u64,
@@ -182,6 +185,7 @@ impl Default for ServerConfig {
             sort_keys_max: 16,
             sort_bytes_max: 64 * 1024 * 1024,
             password_hash: "SSHA".to_string(),
+            password_hash_cleartext: true,
             write_budget_milliseconds: 1000,
             attribute_descriptions_per_entry_max: 1024,
             attribute_options_per_description_max: 8,

@@ -121,6 +121,8 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             let store = open_store(&config, Access::Read)?;
             let report = store.check()?;
             println!("{report}");
+            // Warnings, not damage: they leave the exit status alone.
+            print!("{}", crate::password_audit::audit(&store)?);
             if report.is_clean() && !report.notes.is_empty() {
                 println!("check: clean (some indexes could not be verified: see above)");
                 Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ mod commands;
 mod log_buffer;
 mod log_line;
 mod logging;
+mod password_audit;
 mod private_file;
 mod service;
 

@@ -251,3 +251,55 @@ fn files_holding_password_hashes_are_created_owner_only_under_umask_022() {
         .contains("rootpw"));
     assert_eq!(mode_of(&migrated), 0o600, "migrated config");
 }
+
+/// Issue 20: `lmdir load` keeps a value repeated byte for byte once (OpenLDAP's
+/// test-whoami.ldif) and says so; `lmdir check` counts userPassword values by scheme and names
+/// the entries whose values a bind cannot verify, as warnings that leave the exit status 0.
+#[test]
+fn load_keeps_repeats_once_and_check_accounts_for_password_schemes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = write_config(scratch.path(), "db");
+    let ldif = scratch.path().join("in.ldif");
+    std::fs::write(
+        &ldif,
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: E\n\n\
+         dn: cn=jaj,dc=example,dc=com\nobjectClass: person\ncn: jaj\nsn: jaj\n\
+         userpassword:: amFq\nuserpassword:: amFq\n\n\
+         dn: cn=yes,dc=example,dc=com\nobjectClass: person\ncn: yes\nsn: yes\n\
+         userPassword: {CRYPT}$y$j9T$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB\n\
+         userPassword: {CRYPT}g2CyTOcD393jE\n\n\
+         dn: cn=dovecot,dc=example,dc=com\nobjectClass: person\ncn: dovecot\nsn: d\n\
+         userPassword: {BLF-CRYPT}$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a\n\
+         userPassword: {PLAIN-MD5}5ebe2294ecd0e0f08eab7690d2a6ee69\n\n\
+         dn: cn=broken,dc=example,dc=com\nobjectClass: person\ncn: broken\nsn: b\n\
+         userPassword: {CRYPT}$1$abc$def\n\
+         userPassword: {CRYPT}$2b$31$uPN6O9HosABmx.Zxn4yXTuJHXn5J.USQDlvK4xOd3zpvo7wzyANmG\n",
+    )
+    .unwrap();
+    let output = lmdir(&config, &["load", ldif.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&success(output, "load")).into_owned();
+    assert!(stdout.contains("1 repeated values kept once"), "{stdout}");
+
+    let output = lmdir(&config, &["check"]);
+    let report = String::from_utf8_lossy(&success(output, "check")).into_owned();
+    assert!(
+        report.contains(
+            "userPassword values by scheme: CLEARTEXT 1, CRYPT/bcrypt 2, CRYPT/descrypt 1, \
+             CRYPT/md5crypt 1, CRYPT/yescrypt 1, PLAIN-MD5 1"
+        ),
+        "{report}"
+    );
+    for expected in [
+        "warning: cn=dovecot,dc=example,dc=com: userPassword value #1 (PLAIN-MD5): unknown password scheme 'PLAIN-MD5'",
+        "warning: cn=broken,dc=example,dc=com: userPassword value #0 (CRYPT/md5crypt): malformed",
+        "warning: cn=broken,dc=example,dc=com: userPassword value #1 (CRYPT/bcrypt): CRYPT/bcrypt cost cost=31 exceeds the limit 13",
+        "warning: 3 userPassword values cannot be verified by a bind",
+        "check: clean",
+    ] {
+        assert!(report.contains(expected), "{expected}\n{report}");
+    }
+    assert!(
+        !report.contains("$2b$31$"),
+        "no hash in the report: {report}"
+    );
+}

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use lmdir_schema::{Dn, Entry};
+use lmdir_schema::{Dn, Entry, ResultCode};
 use lmdir_store::{Store, WriteContext};
 
 use crate::prepare::RecordError;
@@ -34,6 +34,7 @@ pub(crate) fn load_into_existing(
     };
     let mut write = store.write()?;
     let mut entries = 0u64;
+    let mut repeated_values = 0u64;
     let mut skipped = Vec::new();
     let mut skipped_count = 0u64;
     let mut skip = |error: RecordError| -> Result<(), LoadError> {
@@ -94,7 +95,16 @@ pub(crate) fn load_into_existing(
         for (description, value) in values {
             entry.add_values(&description, std::iter::once(value));
         }
-        match write.add(&entry, &context) {
+        let mut added = write.add(&entry, &context);
+        // As the bulk path: a value repeated byte for byte is loaded once and counted.
+        if matches!(&added, Err(error) if error.code == ResultCode::AttributeOrValueExists) {
+            let dropped = crate::drop_repeated_values(&mut entry);
+            if dropped > 0 {
+                added = write.add(&entry, &context);
+                repeated_values += dropped * u64::from(added.is_ok());
+            }
+        }
+        match added {
             Ok(_) => entries += 1,
             Err(error) => skip(RecordError {
                 line,
@@ -119,6 +129,7 @@ pub(crate) fn load_into_existing(
         database_bytes,
         peak_rss_bytes: crate::peak_rss_bytes(),
         spill_files: 0,
+        repeated_values,
     })
 }
 

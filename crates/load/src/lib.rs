@@ -81,6 +81,37 @@ pub struct LoadSummary {
     pub database_bytes: u64,
     pub peak_rss_bytes: u64,
     pub spill_files: u64,
+    /// Values repeated byte for byte within one entry, loaded once (slapadd keeps them too).
+    pub repeated_values: u64,
+}
+
+/// The pairs of one record with every byte-identical repeat of a value (same attribute
+/// description, case-insensitively, and the same bytes) after the first dropped, and how many
+/// were dropped. Called only for a record already refused with attributeOrValueExists.
+pub(crate) fn without_repeated_values<'a>(
+    pairs: &[(&'a str, &'a [u8])],
+) -> (Vec<(&'a str, &'a [u8])>, u64) {
+    let mut kept: Vec<(&'a str, &'a [u8])> = Vec::with_capacity(pairs.len());
+    let mut seen: std::collections::HashSet<(String, &'a [u8])> = std::collections::HashSet::new();
+    for &(description, value) in pairs {
+        if seen.insert((description.to_ascii_lowercase(), value)) {
+            kept.push((description, value));
+        }
+    }
+    let dropped = (pairs.len() - kept.len()) as u64;
+    (kept, dropped)
+}
+
+/// [`without_repeated_values`] for an owned entry (loads into an existing database).
+pub(crate) fn drop_repeated_values(entry: &mut lmdir_schema::Entry) -> u64 {
+    let mut dropped = 0u64;
+    for attribute in &mut entry.attributes {
+        let before = attribute.values.len();
+        let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+        attribute.values.retain(|value| seen.insert(value.clone()));
+        dropped += (before - attribute.values.len()) as u64;
+    }
+    dropped
 }
 
 /// Skipped records kept for the report; the count covers all.
@@ -104,6 +135,13 @@ impl std::fmt::Display for LoadSummary {
             self.peak_rss_bytes as f64 / 1e6,
             self.spill_files
         )?;
+        if self.repeated_values > 0 {
+            writeln!(
+                formatter,
+                "{} repeated values kept once (a value repeated byte for byte in one entry)",
+                self.repeated_values
+            )?;
+        }
         if self.skipped_count > 0 {
             for error in &self.skipped {
                 writeln!(formatter, "skipped: {error}")?;

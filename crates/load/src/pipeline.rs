@@ -273,6 +273,7 @@ fn load_fresh(
     drop(store);
     Ok(LoadSummary {
         entries: sequenced.entries,
+        repeated_values: sequenced.repeated_values,
         skipped: sequenced.skipped,
         skipped_count: sequenced.skipped_count,
         elapsed: started.elapsed(),
@@ -531,6 +532,7 @@ struct BatchReturns<'a> {
 
 struct Sequenced {
     entries: u64,
+    repeated_values: u64,
     max_id: u32,
     rejected: RoaringBitmap,
     skipped: Vec<RecordError>,
@@ -584,6 +586,7 @@ fn sequence(
     };
     let mut rejected = RoaringBitmap::new();
     let mut entries = 0u64;
+    let mut repeated_values = 0u64;
     let mut input_bytes = 0u64;
     let mut max_id = 0u32;
     let mut groups: Vec<GroupMembers> = Vec::new();
@@ -615,6 +618,7 @@ fn sequence(
                 accepted.push((entry.id, entry.encoded.clone()));
                 max_id = max_id.max(entry.id);
                 entries += 1;
+                repeated_values += entry.repeated_values;
                 if !entry.group_members.is_empty() {
                     groups.push((entry.id, std::mem::take(&mut entry.group_members)));
                 }
@@ -645,6 +649,7 @@ fn sequence(
     }
     Ok(Sequenced {
         entries,
+        repeated_values,
         max_id,
         rejected,
         skipped: skips.skipped,

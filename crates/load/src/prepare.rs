@@ -6,8 +6,10 @@
 //! record in errors.
 
 use lmdir_ldif::{BodyView, ChangeOperation, ParseOptions};
-use lmdir_schema::{Dn, LdapError};
-use lmdir_store::{EntrySource, FreshValues, OperationalStamp, RowScratch, Store, WriteContext};
+use lmdir_schema::{Dn, LdapError, ResultCode};
+use lmdir_store::{
+    EntryRows, EntrySource, FreshValues, OperationalStamp, RowScratch, Store, WriteContext,
+};
 use rand::{Rng, SeedableRng};
 
 use crate::runs::PostingRun;
@@ -54,6 +56,8 @@ pub struct PreparedEntry {
     /// With memberOf upkeep: the normalized DNs this entry's `member` / `uniqueMember` values
     /// name, sorted and distinct; empty otherwise.
     pub group_members: Vec<String>,
+    /// Byte-identical repeated values dropped from the record (see [`crate::without_repeated_values`]).
+    pub repeated_values: u64,
 }
 
 /// Everything a worker needs that does not change during a load.
@@ -163,18 +167,8 @@ pub fn prepare_record(
         csn: None,
     };
     let store = &context.store;
-    let rows = store
-        .entry_rows(
-            EntrySource::Pairs {
-                dn: &dn,
-                pairs: &pairs,
-            },
-            &context.write,
-            &context.stamp,
-            &fresh,
-            &mut scratch.rows,
-        )
-        .map_err(fail)?;
+    let (rows, repeated_values) =
+        rows_keeping_repeats_once(context, &dn, &pairs, &fresh, scratch).map_err(fail)?;
     let mut encoded = std::mem::take(&mut scratch.encoded);
     let encoding = rows.encode(store, &mut scratch.rows, &mut encoded);
     scratch.encoded = encoded;
@@ -199,5 +193,39 @@ pub fn prepare_record(
         rdn_normalized: place.rdn_normalized,
         encoded: encoded_start..arena.len(),
         group_members: rows.group_members.into_iter().collect(),
+        repeated_values,
     })
+}
+
+/// The record's rows. A record that repeats a value byte for byte (OpenLDAP's own
+/// test-whoami.ldif repeats `userpassword:: amFq`) is loaded with the value once, as slapadd
+/// does, and the count of dropped repeats returned: only after the store refused it with
+/// attributeOrValueExists, so a load without repeats does no extra work. Values equal only
+/// under the matching rule stay an error, as does any repeat sent by a client.
+fn rows_keeping_repeats_once(
+    context: &PrepareContext,
+    dn: &Dn,
+    pairs: &[(&str, &[u8])],
+    fresh: &FreshValues,
+    scratch: &mut WorkerScratch,
+) -> Result<(EntryRows, u64), LdapError> {
+    let rows_of = |pairs: &[(&str, &[u8])], scratch: &mut WorkerScratch| {
+        context.store.entry_rows(
+            EntrySource::Pairs { dn, pairs },
+            &context.write,
+            &context.stamp,
+            fresh,
+            &mut scratch.rows,
+        )
+    };
+    match rows_of(pairs, scratch) {
+        Err(error) if error.code == ResultCode::AttributeOrValueExists => {
+            let (kept, dropped) = crate::without_repeated_values(pairs);
+            if dropped == 0 {
+                return Err(error);
+            }
+            Ok((rows_of(&kept, scratch)?, dropped))
+        }
+        other => Ok((other?, 0)),
+    }
 }

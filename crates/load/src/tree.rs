@@ -418,6 +418,7 @@ mod tests {
             rdn_normalized: normalized_dn.split(',').next().unwrap().to_string(),
             encoded: 0..0,
             group_members: Vec::new(),
+            repeated_values: 0,
         }
     }
 

@@ -765,3 +765,56 @@ fn a_load_records_the_newest_csn_it_stamped_as_context_csn() {
         .expect("loaded entries have entryCSNs");
     assert_eq!(context, vec![newest]);
 }
+
+/// OpenLDAP's test-whoami.ldif repeats `userpassword:: amFq` in one entry; slapadd loads it.
+/// lmdir loads a value repeated byte for byte once and counts it, on the bulk path and into an
+/// existing store; the result equals single-entry adds of the LDIF without the repeats. Values
+/// equal only under the matching rule stay an error.
+#[test]
+fn repeated_identical_values_load_once_and_are_counted() {
+    let work = tempfile::tempdir().unwrap();
+    let base = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\n\
+                dc: example\no: Example\n\n";
+    let repeated = format!(
+        "{base}dn: cn=jaj,dc=example,dc=com\nobjectClass: person\ncn: jaj\nsn: jaj\n\
+         userpassword:: amFq\nuserpassword:: amFq\ndescription: x\nDescription: x\n"
+    );
+    let once = format!(
+        "{base}dn: cn=jaj,dc=example,dc=com\nobjectClass: person\ncn: jaj\nsn: jaj\n\
+         userpassword:: amFq\ndescription: x\n"
+    );
+    let path = write_file(work.path(), "whoami.ldif", &repeated);
+    let loaded_directory = work.path().join("loaded");
+    let summary = load(&options(&loaded_directory, true), &path).unwrap();
+    assert_eq!((summary.entries, summary.repeated_values), (2, 2));
+    assert!(
+        summary.to_string().contains("2 repeated values kept once"),
+        "{summary}"
+    );
+    let loaded = open(&loaded_directory, true);
+    assert_clean(&loaded);
+    let reference = build_with_adds(&work.path().join("added"), &once, true);
+    assert_eq!(stable_export(&loaded), stable_export(&reference));
+    assert_eq!(digests(&loaded), digests(&reference));
+    drop(loaded);
+
+    // Into an existing store, through the store's own add.
+    let more = write_file(
+        work.path(),
+        "more.ldif",
+        "dn: cn=again,dc=example,dc=com\nobjectClass: person\ncn: again\nsn: a\nsn: a\n",
+    );
+    let summary = load(&options(&loaded_directory, true), &more).unwrap();
+    assert_eq!((summary.entries, summary.repeated_values), (1, 1));
+    assert_clean(&open(&loaded_directory, true));
+
+    // Equal under caseIgnoreMatch but not the same bytes: still attributeOrValueExists.
+    let equal_only = format!(
+        "{base}dn: cn=jaj,dc=example,dc=com\nobjectClass: person\ncn: jaj\nsn: Jaj\nsn: jaj\n"
+    );
+    let path = write_file(work.path(), "equal.ldif", &equal_only);
+    let error = load(&options(&work.path().join("refused"), true), &path)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("attributeOrValueExists"), "{error}");
+}

@@ -407,6 +407,7 @@ pub(crate) async fn submit_update(
         budget: settings.write_budget,
         attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
         password_scheme: password_scheme(context)?,
+        hash_cleartext: settings.password_hash_cleartext,
         password_policy_default: settings.password_policy_default.clone(),
         reply,
     };

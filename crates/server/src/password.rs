@@ -22,12 +22,28 @@ use lmdir_schema::AttrId;
 use lmdir_store::ReadTxn;
 use std::sync::Arc;
 use tokio::sync::oneshot;
-use tracing::info;
+use tracing::{info, warn};
 
 /// Checks a presented password against a stored value: cleartext or any `{SCHEME}` that
-/// lmdir-access verifies (constant-time compares).
-pub fn password_matches(stored: &[u8], presented: &[u8]) -> bool {
-    lmdir_access::password::verify(stored, presented)
+/// lmdir-access verifies (constant-time compares). A value that cannot be verified at all
+/// (unknown scheme, malformed, cost over the bound) does not match, and when `dn` names its
+/// entry a warning says why, with the entry and the scheme, never the value: the client sees
+/// only invalidCredentials, as from slapd.
+pub fn password_matches(stored: &[u8], presented: &[u8], dn: Option<&str>) -> bool {
+    match password::verify_checked(stored, presented) {
+        Ok(matched) => matched,
+        Err(error) => {
+            if let Some(dn) = dn {
+                warn!(
+                    dn,
+                    scheme = %password::scheme_label(stored),
+                    reason = %error,
+                    "a userPassword value cannot be verified"
+                );
+            }
+            false
+        }
+    }
 }
 
 /// Whether `presented` matches any of `stored` (already bounded by the caller). Fast schemes
@@ -37,15 +53,17 @@ pub fn password_matches(stored: &[u8], presented: &[u8]) -> bool {
 pub async fn any_password_matches(
     stored: Vec<Vec<u8>>,
     presented: &[u8],
+    dn: Option<&str>,
 ) -> Result<bool, OperationError> {
     let slow = stored
         .iter()
         .any(|value| lmdir_access::password::scheme_of(value).is_ok_and(|scheme| scheme.is_slow()));
     let presented = presented.to_vec();
+    let dn = dn.map(str::to_string);
     let verify = move || {
         stored
             .iter()
-            .any(|value| password_matches(value, &presented))
+            .any(|value| password_matches(value, &presented, dn.as_deref()))
     };
     if slow {
         tokio::task::spawn_blocking(verify).await.map_err(internal)
@@ -88,7 +106,7 @@ async fn check_entry_password(
             return Err(invalid());
         }
     }
-    if any_password_matches(stored_passwords, password).await? {
+    if any_password_matches(stored_passwords, password, Some(dn)).await? {
         return Ok(policed);
     }
     if let Some((policy, _)) = policed {
@@ -281,14 +299,14 @@ async fn history_refusal(
         if password::is_hashed(new) {
             continue;
         }
-        if any_password_matches(current.clone(), new).await? {
+        if any_password_matches(current.clone(), new, None).await? {
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is not being changed from existing value",
                 PolicyError::PasswordInHistory,
             )));
         }
-        if any_password_matches(history.clone(), new).await? {
+        if any_password_matches(history.clone(), new, None).await? {
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is in history of old passwords",
@@ -449,6 +467,7 @@ impl Database {
             budget: settings.write_budget,
             attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
             password_scheme: password::Scheme::Ssha,
+            hash_cleartext: false,
             password_policy_default: settings.password_policy_default.clone(),
             reply,
         };
@@ -846,7 +865,7 @@ async fn check_password(
     let normalized = database.map(|database| database.normalize_dn(dn));
     if !settings.rootpw.is_empty() && names_rootdn(server, dn, normalized.as_ref()) {
         let stored = vec![settings.rootpw.as_bytes().to_vec()];
-        return if any_password_matches(stored, password).await? {
+        return if any_password_matches(stored, password, Some(dn)).await? {
             let normalized_dn = match normalized {
                 Some(Ok(normalized)) => normalized,
                 _ => normalized_identity_dn(server, dn),

@@ -17,6 +17,7 @@ pub mod code {
     pub const CONFIDENTIALITY_REQUIRED: u32 = 13;
     pub const NO_SUCH_ATTRIBUTE: u32 = 16;
     pub const UNDEFINED_ATTRIBUTE_TYPE: u32 = 17;
+    pub const ATTRIBUTE_OR_VALUE_EXISTS: u32 = 20;
     pub const CONSTRAINT_VIOLATION: u32 = 19;
     pub const INAPPROPRIATE_MATCHING: u32 = 18;
     pub const NO_SUCH_OBJECT: u32 = 32;

@@ -135,6 +135,7 @@ pub struct ServerSettings {
     /// Bytes of sort key values one sorted search may hold.
     pub sort_bytes_max: usize,
     pub password_hash: String,
+    pub password_hash_cleartext: bool,
     /// Most writer time per update (see `lmdir-config`).
     pub write_budget: Duration,
     pub attribute_descriptions_per_entry_max: usize,
@@ -211,6 +212,7 @@ impl ServerSettings {
             sort_keys_max: server.sort_keys_max as usize,
             sort_bytes_max: usize::try_from(server.sort_bytes_max).unwrap_or(usize::MAX),
             password_hash: server.password_hash.clone(),
+            password_hash_cleartext: server.password_hash_cleartext,
             write_budget: Duration::from_millis(server.write_budget_milliseconds),
             attribute_descriptions_per_entry_max: server.attribute_descriptions_per_entry_max
                 as usize,

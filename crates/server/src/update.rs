@@ -82,7 +82,8 @@ async fn read_entry_control_async(
 
 /// description, values per attribute and descriptions per request bounded
 /// (adminLimitExceeded), and a userPassword
-/// given already hashed must carry a cost every later bind can afford (constraintViolation).
+/// given already hashed must carry a cost every later bind can afford (constraintViolation); a
+/// userPassword value repeated in the request is attributeOrValueExists before any hashing.
 fn check_request_attributes<'a>(
     database: &Database,
     settings: &ServerSettings,
@@ -128,6 +129,18 @@ fn check_request_attributes<'a>(
                 .is_ok_and(|parsed| parsed.attr == password_attr)
         });
         if is_password && stores {
+            // Decided before cleartext is hashed (two hashes of one password differ by salt):
+            // a repeated value is attributeOrValueExists, as for any other attribute.
+            let mut seen = std::collections::HashSet::with_capacity(values.len());
+            if let Some(index) = values
+                .iter()
+                .position(|value| !seen.insert(value.as_slice()))
+            {
+                return Err(OperationError::new(
+                    code::ATTRIBUTE_OR_VALUE_EXISTS,
+                    format!("{description}: value #{index} provided more than once"),
+                ));
+            }
             for value in values.iter().filter(|value| password::is_hashed(value)) {
                 password::check_cost(value, &password::STORE_COST_LIMITS).map_err(|error| {
                     OperationError::new(

@@ -80,6 +80,9 @@ pub(crate) struct WriteJob {
     pub attribute_descriptions_per_entry_max: usize,
     /// Scheme for cleartext userPassword values.
     pub password_scheme: Scheme,
+    /// `password_hash_cleartext`: whether add and modify hash cleartext userPassword values
+    /// (Password Modify always hashes its new password).
+    pub hash_cleartext: bool,
     /// `password_policy_default`: whether a password change falls under a policy when the
     /// entry names none itself.
     pub password_policy_default: String,
@@ -498,12 +501,15 @@ impl Writer {
 
     /// Hashes cleartext userPassword values in place (after the access check, so a request
     /// without write access costs no hashing; in place, so a re-applied job is not hashed
-    /// again). Stops at the deadline.
+    /// again). Add and modify hash only under `password_hash_cleartext`, and never a value
+    /// that is already a hash ([`password::is_hashed`]: a known or unknown `{SCHEME}`).
+    /// Stops at the deadline.
     fn hash_passwords(&self, job: &mut WriteJob, deadline: Instant) -> Result<(), LdapError> {
         let Some(password_attr) = self.schema().attribute("userPassword") else {
             return Ok(());
         };
         let scheme = job.password_scheme;
+        let hash_cleartext = job.hash_cleartext;
         let hash_one = |value: &mut Vec<u8>| -> Result<(), LdapError> {
             if Instant::now() > deadline {
                 return Err(ldap(
@@ -539,7 +545,7 @@ impl Writer {
             }
             WriteRequest::Add(entry) => {
                 for attribute in &mut entry.attributes {
-                    if is_password(&attribute.description) {
+                    if hash_cleartext && is_password(&attribute.description) {
                         for value in &mut attribute.values {
                             if !password::is_hashed(value) {
                                 hash_one(value)?;
@@ -551,7 +557,7 @@ impl Writer {
             WriteRequest::Modify(_, modifications) => {
                 for modification in modifications {
                     let adds = matches!(modification.op, ModOp::Add | ModOp::Replace);
-                    if adds && is_password(&modification.description) {
+                    if hash_cleartext && adds && is_password(&modification.description) {
                         for value in &mut modification.values {
                             if !password::is_hashed(value) {
                                 hash_one(value)?;

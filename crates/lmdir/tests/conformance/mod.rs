@@ -207,6 +207,11 @@ impl Pair {
     pub fn ports(&self) -> [(&'static str, u16); 2] {
         [("OpenLDAP", self.openldap_port), ("lmdir", self.lmdir_port)]
     }
+
+    /// What lmdir has logged so far (its standard error).
+    pub fn lmdir_log(&self) -> String {
+        std::fs::read_to_string(self._directory.path().join("lmdir.log")).unwrap_or_default()
+    }
 }
 
 /// The reference's slapd.conf: Debian's base schema, back-mdb with `INDEXES`, lmdir's built-in

@@ -636,6 +636,7 @@ impl Consumer {
             budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
             attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
             password_scheme: lmdir_access::password::Scheme::Ssha,
+            hash_cleartext: false,
             password_policy_default: String::new(),
             reply,
         };

@@ -1,0 +1,148 @@
+//! Differential: `{CRYPT}` userPassword values in every format Debian's libxcrypt makes
+//! (`mkpasswd -m help` lists the methods; each hash is made here by `mkpasswd` with a random
+//! password) are stored on slapd and lmdir alike, and simple binds with the right and a wrong
+//! password answer the same. slapd's `{CRYPT}` (libxcrypt's crypt()) is the reference.
+
+#[allow(dead_code)] // the other suites use the rest of the harness
+mod conformance;
+
+use conformance::{tool, Pair, SUFFIX};
+use std::hash::BuildHasher;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// The methods `mkpasswd -m help` lists (the first word of each line after the heading).
+fn mkpasswd_methods() -> Result<Vec<String>, String> {
+    let output = Command::new("mkpasswd")
+        .args(["-m", "help"])
+        .output()
+        .map_err(|error| format!("mkpasswd is not installed (apt-get install whois): {error}"))?;
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let methods: Vec<String> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("Available methods"))
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next().map(str::to_string))
+        .collect();
+    if methods.is_empty() {
+        return Err(format!("mkpasswd -m help listed no methods: {text}"));
+    }
+    Ok(methods)
+}
+
+/// `mkpasswd -m method --stdin` of `password`.
+fn mkpasswd(method: &str, password: &str) -> String {
+    let mut child = Command::new("mkpasswd")
+        .args(["-m", method, "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("mkpasswd");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(password.as_bytes())
+        .expect("write");
+    let output = child.wait_with_output().expect("mkpasswd");
+    assert!(output.status.success(), "mkpasswd -m {method}");
+    String::from_utf8(output.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string()
+}
+
+/// A random printable password of 6 to 21 characters, no spaces (mkpasswd reads one line).
+fn random_password() -> String {
+    const ALPHABET: &[u8] =
+        b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789!#%&*+-.:=?@^_~";
+    let state = std::collections::hash_map::RandomState::new();
+    let length = 6 + (state.hash_one(0u8) % 16) as usize;
+    (0..length)
+        .map(|index| ALPHABET[(state.hash_one(index + 1) % ALPHABET.len() as u64) as usize] as char)
+        .collect()
+}
+
+fn whoami(port: u16, dn: &str, password: &str) -> i32 {
+    tool(port, "ldapwhoami", &["-D", dn, "-w", password]).0
+}
+
+#[test]
+fn crypt_binds_match_openldap_for_every_mkpasswd_method() {
+    let methods = conformance::tools_available().and_then(|()| mkpasswd_methods());
+    let methods = match methods {
+        Ok(methods) => methods,
+        Err(reason) if std::env::var_os("CI").is_some() => panic!("{reason}"),
+        Err(reason) => {
+            eprintln!("skipping the crypt differential: {reason}");
+            return;
+        }
+    };
+    let mut ldif = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: E\n\n"
+    );
+    let mut accounts = Vec::new();
+    for method in &methods {
+        let password = random_password();
+        let hash = mkpasswd(method, &password);
+        let dn = format!("cn={method},{SUFFIX}");
+        ldif += &format!(
+            "dn: {dn}\nobjectClass: person\ncn: {method}\nsn: {method}\nuserPassword: {{CRYPT}}{hash}\n\n"
+        );
+        accounts.push((method.clone(), dn, password, hash));
+    }
+    // A value neither server can verify: both refuse, lmdir logs why.
+    let broken = format!("cn=broken,{SUFFIX}");
+    ldif += &format!(
+        "dn: {broken}\nobjectClass: person\ncn: broken\nsn: b\nuserPassword: {{CRYPT}}$1$abc$def\n\n"
+    );
+    // Dovecot's alias of {CRYPT}: a documented difference (slapd does not know the scheme).
+    let dovecot = format!("cn=dovecot,{SUFFIX}");
+    let dovecot_password = random_password();
+    ldif += &format!(
+        "dn: {dovecot}\nobjectClass: person\ncn: dovecot\nsn: d\nuserPassword: {{SHA512-CRYPT}}{}\n\n",
+        mkpasswd("sha512crypt", &dovecot_password)
+    );
+    let pair = Pair::start(&ldif);
+    let mut differences = Vec::new();
+    for (method, dn, password, hash) in &accounts {
+        let wrong = format!("{password}x");
+        for (label, presented) in [("right", password.as_str()), ("wrong", wrong.as_str())] {
+            let openldap = whoami(pair.openldap_port, dn, presented);
+            let lmdir = whoami(pair.lmdir_port, dn, presented);
+            if openldap != lmdir {
+                differences.push(format!(
+                    "{method} ({hash}), {label} password {presented:?}: OpenLDAP {openldap}, lmdir {lmdir}"
+                ));
+            }
+        }
+        // The reference itself takes the right password: the comparison means something.
+        assert_eq!(
+            whoami(pair.openldap_port, dn, password),
+            0,
+            "slapd, {method}"
+        );
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert_eq!(whoami(pair.openldap_port, &dovecot, &dovecot_password), 49);
+    assert_eq!(whoami(pair.lmdir_port, &dovecot, &dovecot_password), 0);
+    assert_eq!(whoami(pair.lmdir_port, &dovecot, "wrong"), 49);
+    assert_eq!(whoami(pair.openldap_port, &broken, "secret"), 49);
+    assert_eq!(whoami(pair.lmdir_port, &broken, "secret"), 49);
+    // The log is written in batches: wait (generously) for the bind's warning to reach it.
+    let logged = |log: &str| {
+        log.lines().any(|line| {
+            line.contains("cannot be verified")
+                && line.contains(&broken)
+                && line.contains("CRYPT/md5crypt")
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut log = pair.lmdir_log();
+    while !logged(&log) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        log = pair.lmdir_log();
+    }
+    assert!(logged(&log), "{log}");
+    assert!(!log.contains("$1$abc$def"), "the hash stays out of the log");
+}
