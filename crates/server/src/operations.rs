@@ -232,8 +232,12 @@ impl Prepared {
 
 /// Prepares an operation as the connection receives it.
 pub fn prepare(server: &ServerContext, identity: &Identity, operation: &LdapOp) -> Prepared {
+    // A session `require_authentication` refuses gets no work done for it (no candidates).
+    let refused = server.settings.require_authentication && identity.dn.is_empty();
     let search = match operation {
-        LdapOp::SearchRequest(request) => Some(PreparedSearch::new(server, identity, request)),
+        LdapOp::SearchRequest(request) if !refused => {
+            Some(PreparedSearch::new(server, identity, request))
+        }
         _ => None,
     };
     Prepared { search }
@@ -242,6 +246,13 @@ pub fn prepare(server: &ServerContext, identity: &Identity, operation: &LdapOp) 
 /// Runs one non-bind operation to completion.
 pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prepared: Prepared) {
     let started = Instant::now();
+    if let Some(refusal) = authentication_refusal(&context, &operation) {
+        info!(
+            "{} refused: authentication required (require_authentication)",
+            context.log_prefix()
+        );
+        return context.refuse(&operation, refusal, started).await;
+    }
     if context.session.password_must_change.load(Ordering::Acquire) {
         if let Some(refusal) = change_after_reset_refusal(&context, &operation) {
             if let Some(response_tag) = response_tag(&operation) {
@@ -354,6 +365,31 @@ pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prep
                 .done(context.message_id, code::PROTOCOL_ERROR, Bytes::new())
                 .await;
         }
+    }
+}
+
+/// The refusal of `operation` from a session that has not bound while `require_authentication`
+/// is set (slapd's `require authc`), as slapd 2.5 answers: updates strongerAuthRequired (8,
+/// slapd checks `allow update_anon` first), Password Modify its own anonymous refusal, every
+/// other operation unwillingToPerform (53) — searches of the root DSE and cn=Subschema and Who
+/// am I? included. Bind, StartTLS, Cancel, Abandon and Unbind never reach `dispatch`.
+fn authentication_refusal(context: &OperationContext, operation: &LdapOp) -> Option<OperationError> {
+    if !context.server.settings.require_authentication || !context.session.identity.dn.is_empty() {
+        return None;
+    }
+    match operation {
+        LdapOp::AddRequest(_)
+        | LdapOp::DelRequest(_)
+        | LdapOp::ModifyRequest(_)
+        | LdapOp::ModifyDNRequest(_) => Some(OperationError::new(
+            code::STRONG_AUTH_REQUIRED,
+            "modifications require authentication",
+        )),
+        LdapOp::ExtendedRequest(request) if request.name == OID_PASSWORD_MODIFY => None,
+        _ => Some(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "authentication required",
+        )),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod code {
     pub const COMPARE_FALSE: u32 = 5;
     pub const COMPARE_TRUE: u32 = 6;
     pub const AUTH_METHOD_NOT_SUPPORTED: u32 = 7;
+    pub const STRONG_AUTH_REQUIRED: u32 = 8;
     pub const REFERRAL: u32 = 10;
     pub const ADMIN_LIMIT_EXCEEDED: u32 = 11;
     pub const UNAVAILABLE_CRITICAL_EXTENSION: u32 = 12;
