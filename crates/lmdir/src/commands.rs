@@ -191,8 +191,8 @@ fn migrate(
         }
         None => print!("{}", migration.config_text),
     }
-    for note in &migration.notes {
-        eprintln!("{note}");
+    for line in lmdir_migrate::report(&migration.notes) {
+        eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -373,7 +373,10 @@ pub async fn dispatch(mut context: OperationContext, operation: LdapOp, mut prep
 /// slapd checks `allow update_anon` first), Password Modify its own anonymous refusal, every
 /// other operation unwillingToPerform (53) — searches of the root DSE and cn=Subschema and Who
 /// am I? included. Bind, StartTLS, Cancel, Abandon and Unbind never reach `dispatch`.
-fn authentication_refusal(context: &OperationContext, operation: &LdapOp) -> Option<OperationError> {
+fn authentication_refusal(
+    context: &OperationContext,
+    operation: &LdapOp,
+) -> Option<OperationError> {
     if !context.server.settings.require_authentication || !context.session.identity.dn.is_empty() {
         return None;
     }
