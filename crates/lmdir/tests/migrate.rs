@@ -401,6 +401,31 @@ fn policy_answers(port: u16) -> Vec<(String, i32)> {
         .search(SUFFIX, ldap3::Scope::Base, "(objectClass=*)", vec!["1.1"])
         .unwrap();
     answers.push(("unbound search".into(), anonymous.1.rc as i32));
+    for base in ["", "cn=Subschema"] {
+        let result = unbound
+            .search(base, ldap3::Scope::Base, "(objectClass=*)", vec!["1.1"])
+            .unwrap();
+        answers.push((format!("unbound search of {base:?}"), result.1.rc as i32));
+    }
+    let target = user_dn(1);
+    let compare = unbound.compare(&target, "uid", "m01").unwrap();
+    answers.push(("unbound compare".into(), compare.0.rc as i32));
+    let whoami = unbound.extended(ldap3::exop::WhoAmI).unwrap();
+    answers.push(("unbound whoami".into(), whoami.1.rc as i32));
+    let modify = unbound
+        .modify(
+            &target,
+            vec![ldap3::Mod::Replace(
+                "sn",
+                std::collections::HashSet::from(["x"]),
+            )],
+        )
+        .unwrap();
+    answers.push(("unbound modify".into(), modify.rc as i32));
+    answers.push((
+        "unbound delete".into(),
+        unbound.delete(&target).unwrap().rc as i32,
+    ));
     let reader = user_dn(0);
     let limited = search(
         port,
@@ -503,10 +528,11 @@ fn migrated_policies_answer_like_slapd_on_every_route() {
     );
     wait_for_bind(slapd_port);
     let expected = policy_answers(slapd_port);
-    // The answers slapd gives: 48, 53, sizeLimitExceeded with 3 entries, then a lockout.
+    // The answers slapd gives: 48, 53 to all but updates (8), sizeLimitExceeded with 3
+    // entries, then a lockout.
     assert_eq!(
         expected.iter().map(|(_, code)| *code).collect::<Vec<_>>(),
-        vec![48, 53, 4, 3, 0, 49, 49, 49],
+        vec![48, 53, 53, 53, 53, 53, 8, 8, 4, 3, 0, 49, 49, 49],
         "{expected:?}"
     );
 
