@@ -6,7 +6,8 @@
 //! here; each is named after the script whose behaviour it covers. Every difference fails the test
 //! unless listed in docs/compatibility.md and `KNOWN_DIFFERENCES`.
 //!
-//! Not here: matched values and proxied authorization (their own tests), parents-first output.
+//! Not here: proxied authorization (its own tests), parents-first output. Matched values on the
+//! data are also in differential.rs; test015's own cases are here.
 
 #[allow(dead_code)] // the main suite uses the rest of the harness
 mod conformance;
@@ -105,6 +106,51 @@ fn root_dse_and_subschema_cases() -> Vec<Case> {
         cases.push(selecting("test000", "cn=Subschema", filter, &["cn"]));
     }
     cases
+}
+
+/// test015's values return filter searches (RFC 3876 matched values), on the data and on
+/// cn=Subschema, where objectIdentifierFirstComponentMatch keeps the one definition whose OID
+/// is asserted (issue 20 #8: lmdir returned every attribute type).
+fn matched_values_cases() -> Vec<Case> {
+    let cases: &[(&str, &str, &str, &[&'static str])] = &[
+        (SUFFIX, "(o=Example, Inc.)", "!mv=(o=Example, Inc.)", &[]),
+        (
+            SUFFIX,
+            "(dc=example)",
+            "!mv=((o:caseExactMatch:=Example, Inc.)(dc=example))",
+            &[],
+        ),
+        (SUFFIX, "(dc=example)", "!mv=((o={*)(dc=*))", &[]),
+        (
+            "cn=Subschema",
+            "(attributeTypes=0.9.2342.19200300.100.1.25)",
+            "!mv=(attributeTypes=0.9.2342.19200300.100.1.25)",
+            &["attributeTypes"],
+        ),
+        (
+            "cn=Subschema",
+            "(objectClass=*)",
+            "!mv=(attributeTypes=dc)",
+            &["attributeTypes"],
+        ),
+        (
+            "cn=Subschema",
+            "(objectClass=*)",
+            "!mv=(matchingRules=2.5.13.2)",
+            &["matchingRules"],
+        ),
+    ];
+    cases
+        .iter()
+        .map(|(base, filter, control, attributes)| {
+            let scope = if *base == SUFFIX { "sub" } else { "base" };
+            let mut matched = case(base, scope, filter);
+            matched.attributes = attributes.to_vec();
+            matched.extra = vec!["-E", control];
+            matched.name = format!("test015: {} -E {control}", matched.name);
+            matched
+        })
+        .collect()
 }
 
 /// test003 and test015: equality, substrings, presence, extensible match with and without `:dn:`,
@@ -581,6 +627,7 @@ fn openldap_regression_script_cases_match_slapd() {
     cases.extend(search_cases());
     cases.extend(language_cases());
     cases.extend(dn_form_cases());
+    cases.extend(matched_values_cases());
     let mut differences = run_cases(&pair, &cases);
 
     differences.extend(run_steps(&pair, modify_and_modrdn_steps()));
