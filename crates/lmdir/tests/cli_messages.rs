@@ -6,7 +6,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 const DEBIAN_SCHEMA: [&str; 4] = ["core", "cosine", "nis", "inetorgperson"];
