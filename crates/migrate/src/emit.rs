@@ -45,6 +45,10 @@ pub(crate) struct Replication {
     pub provider: bool,
     pub session_log_entries: Option<u64>,
     pub consumers: Vec<Consumer>,
+    /// The URL of the `serverid N URL` line taken as this server's (multi-provider).
+    pub own_url: Option<String>,
+    /// `updateref URL`: where it was and the URL.
+    pub update_referral: Option<(crate::Location, String, String)>,
 }
 
 /// One `syncrepl` line as a `[[replication.consumer]]`.

@@ -409,6 +409,12 @@ impl<'a> Translator<'a> {
             }
             "syncprovsessionlog" => self.session_log(directive),
             "syncrepl" => self.syncrepl(directive),
+            "updateref" => {
+                if let Some(url) = self.single(directive) {
+                    self.draft.replication.update_referral =
+                        Some((directive.location.clone(), directive.text.clone(), url))
+                }
+            }
             "mirrormode" | "multiprovider" if flag_on(directive) => self.note(
                 directive,
                 NoteKind::NotNeeded,

@@ -553,3 +553,54 @@ fn an_empty_file_is_named_empty() {
     assert!(error.message.contains("is empty"), "{error}");
     assert!(!error.message.contains("no mdb"), "{error}");
 }
+
+/// A read-only consumer (`updateref` to its provider) and a multi-provider node (`serverid N URL`
+/// lines, a syncrepl to every node including itself) become lmdir's shapes.
+#[test]
+fn replication_shapes_are_translated() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let consumer = "database mdb\nsuffix dc=x\n\
+syncrepl rid=1 provider=ldap://p.example/ bindmethod=simple binddn=\"cn=r,dc=x\" credentials=s searchbase=\"dc=x\" retry=\"5 5 300 +\" timeout=1\n\
+updateref ldap://p.example\noverlay syncprov\n";
+    let migration =
+        migrate_slapd_conf(consumer, "consumer.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    assert!(
+        config.replication.is_read_only_replica(),
+        "{}",
+        migration.config_text
+    );
+    assert_eq!(config.replication.server_id, 0);
+    assert_eq!(config.replication.consumer[0].retry_seconds, 5);
+    // A cascading replica (syncprov on the consumer) has no lmdir form: listed.
+    assert!(!config.replication.provider);
+    assert_eq!(noted_lines(&migration, NoteKind::NotTranslated), vec![0]);
+    assert_eq!(noted_lines(&migration, NoteKind::NotNeeded), vec![4]);
+
+    let multi = "serverid 1 ldap://a.example\nserverid 2 ldap://b.example\n\
+database mdb\nsuffix dc=x\n\
+syncrepl rid=1 provider=ldap://a.example bindmethod=simple binddn=\"cn=r,dc=x\" credentials=s searchbase=\"dc=x\"\n\
+syncrepl rid=2 provider=ldap://b.example bindmethod=simple binddn=\"cn=r,dc=x\" credentials=s searchbase=\"dc=x\"\n\
+multiprovider on\noverlay syncprov\n";
+    let migration =
+        migrate_slapd_conf(multi, "multi.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    assert!(
+        config.replication.is_multi_provider(),
+        "{}",
+        migration.config_text
+    );
+    assert_eq!(config.replication.server_id, 1);
+    let providers: Vec<&str> = config
+        .replication
+        .consumer
+        .iter()
+        .map(|consumer| consumer.provider.as_str())
+        .collect();
+    assert_eq!(providers, vec!["ldap://b.example"]);
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        Vec::<u64>::new()
+    );
+}

@@ -20,6 +20,18 @@ pub(super) fn flag_on(directive: &Directive) -> bool {
     })
 }
 
+fn replication_note(directive: String, kind: NoteKind, reason: &str) -> Note {
+    Note {
+        location: Location {
+            file: "(replication)".to_string(),
+            line: 0,
+        },
+        directive,
+        kind,
+        reason: reason.to_string(),
+    }
+}
+
 /// The one note about slapd's defaults, the same on every route (a slapd.conf leaves defaults
 /// out; cn=config writes many of them).
 pub(super) fn defaults_note(hash_cleartext: bool) -> Note {
@@ -168,6 +180,8 @@ impl<'a> Translator<'a> {
             (Some(id), 1) => self.draft.replication.server_id = Some(id),
             (Some(id), 2) if self.draft.replication.server_id.is_none() => {
                 self.draft.replication.server_id = Some(id);
+                self.draft.replication.own_url =
+                    Some(arguments[1].trim_end_matches('/').to_string());
                 self.note(
                     directive,
                     NoteKind::Approximated,
@@ -203,24 +217,84 @@ impl<'a> Translator<'a> {
         }
     }
 
-    /// slapd's syncprov works without a `serverID` (its CSNs carry SID 000); lmdir's provider
-    /// needs one.
+    /// The replication shape as a whole: a multi-provider node's consumer of itself goes, a
+    /// provider gets a server_id, a consumer's write referral is compared with lmdir's.
     pub(super) fn finish_replication(&mut self) {
         let replication = &mut self.draft.replication;
+        if let Some(own) = &replication.own_url {
+            let before = replication.consumers.len();
+            replication
+                .consumers
+                .retain(|consumer| &consumer.provider != own);
+            if replication.consumers.len() < before {
+                self.notes.push(replication_note(
+                    format!("syncrepl provider={own}"),
+                    NoteKind::NotNeeded,
+                    "this server's own URL (its serverid line): lmdir does not replicate from itself",
+                ));
+            }
+        }
+        self.finish_update_referral();
+        let replication = &mut self.draft.replication;
+        if replication.provider
+            && replication.server_id.is_none()
+            && !replication.consumers.is_empty()
+        {
+            // slapd's cascading replica (syncprov on a consumer, no serverID): lmdir's provider
+            // with consumers is a writable multi-provider node, not a read-only one.
+            replication.provider = false;
+            self.notes.push(replication_note(
+                "overlay syncprov on a consumer without serverID".to_string(),
+                NoteKind::NotTranslated,
+                "lmdir cannot be a read-only replica and a provider at once: its consumers \
+                 must replicate from this server's provider instead",
+            ));
+        }
         if replication.provider && replication.server_id.is_none() {
             replication.server_id = Some(1);
-            self.notes.push(Note {
-                location: Location {
-                    file: "(replication)".to_string(),
-                    line: 0,
-                },
-                directive: "overlay syncprov without serverID".to_string(),
-                kind: NoteKind::Approximated,
-                reason: "an lmdir provider needs [replication] server_id: 1 is written; give \
-                         every server of a replication group its own"
-                    .to_string(),
-            });
+            self.notes.push(replication_note(
+                "overlay syncprov without serverID".to_string(),
+                NoteKind::Approximated,
+                "an lmdir provider needs [replication] server_id: 1 is written; give every \
+                 server of a replication group its own",
+            ));
         }
+    }
+
+    /// slapd's `updateref` on a consumer: lmdir's read-only replica refers writes to its first
+    /// consumer's provider; slapd without `updateref` refuses them (53).
+    fn finish_update_referral(&mut self) {
+        let replication = &self.draft.replication;
+        let writable = replication.provider && replication.server_id.is_some();
+        let read_only = !replication.consumers.is_empty() && !writable;
+        let first = replication
+            .consumers
+            .first()
+            .map(|consumer| consumer.provider.clone());
+        let note = match (&replication.update_referral, read_only, first) {
+            (Some((location, text, url)), true, Some(first)) => {
+                let same = url.trim_end_matches('/') == first;
+                let (kind, reason) = if same {
+                    (NoteKind::NotNeeded, "lmdir's read-only replica refers writes to its first consumer's provider, this URL".to_string())
+                } else {
+                    (NoteKind::Approximated, format!("lmdir's read-only replica refers writes to its first consumer's provider ({first}), not to this URL"))
+                };
+                Note { location: location.clone(), directive: text.clone(), kind, reason }
+            }
+            (Some((location, text, _)), false, _) => Note {
+                location: location.clone(),
+                directive: text.clone(),
+                kind: NoteKind::NotTranslated,
+                reason: "not a read-only replica here: lmdir refers writes only as a replica with consumers and no provider of its own".to_string(),
+            },
+            (None, true, Some(first)) => replication_note(
+                "syncrepl without updateref".to_string(),
+                NoteKind::Approximated,
+                &format!("slapd refuses writes to a consumer without updateref (53); lmdir's read-only replica refers them to {first} (10)"),
+            ),
+            _ => return,
+        };
+        self.notes.push(note);
     }
 
     /// `overlay ppolicy`'s flags, judged once all are read.
