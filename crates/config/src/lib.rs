@@ -51,6 +51,12 @@ pub struct ServerConfig {
     pub tls_key: PathBuf,
     /// Refuse binds and writes before TLS (ldapi connections are exempt).
     pub require_tls: bool,
+    /// Answer an anonymous simple bind (empty DN and password) with inappropriateAuthentication
+    /// (48), as slapd's `disallow bind_anon`.
+    pub disallow_anonymous_bind: bool,
+    /// Refuse every operation but bind and StartTLS from a session that has not bound, as
+    /// slapd's `require authc`.
+    pub require_authentication: bool,
     /// Permission bits of ldapi sockets, in octal (`"0777"`, as slapd).
     pub ldapi_mode: String,
     /// `host:port` of the Prometheus scrape endpoint (`/metrics`); empty = none.
@@ -159,6 +165,8 @@ impl Default for ServerConfig {
             tls_certificate: PathBuf::new(),
             tls_key: PathBuf::new(),
             require_tls: false,
+            disallow_anonymous_bind: false,
+            require_authentication: false,
             ldapi_mode: "0777".to_string(),
             metrics_listen: String::new(),
             connections_max: 4096,

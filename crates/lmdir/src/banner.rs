@@ -22,6 +22,9 @@ pub fn print(config: &Config, demo_loaded: bool, addresses: &[BoundAddress]) {
             database.suffix
         );
     }
+    if let Some(line) = data_line(config) {
+        println!("  data:     {line}");
+    }
     if !database.rootdn.is_empty() {
         println!("  root DN:  {}", database.rootdn);
         if !is_hashed(&database.rootpw) {
@@ -31,6 +34,22 @@ pub fn print(config: &Config, demo_loaded: bool, addresses: &[BoundAddress]) {
     if let Some(line) = try_line(config, demo_loaded, addresses) {
         println!("  try:      {line}");
     }
+}
+
+/// Where the database is; a relative `directory` (the default `./lmdir-data`) is said to be
+/// relative to the directory the server was started in, which is easy to miss.
+pub fn data_line(config: &Config) -> Option<String> {
+    let absolute = config.database_directory().ok()?;
+    let configured = &config.database.directory;
+    Some(if configured.is_relative() {
+        format!(
+            "{} ({} is relative to the directory lmdir was started in)",
+            absolute.display(),
+            configured.display()
+        )
+    } else {
+        absolute.display().to_string()
+    })
 }
 
 /// The `ldapsearch` command line, or None when nothing is listening.

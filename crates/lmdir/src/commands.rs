@@ -195,8 +195,8 @@ fn migrate(
         }
         None => print!("{}", migration.config_text),
     }
-    for note in &migration.notes {
-        eprintln!("{note}");
+    for line in lmdir_migrate::report(&migration.notes) {
+        eprintln!("{line}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -234,10 +234,10 @@ pub fn open_store(config: &Config, access: Access) -> Result<Store> {
     }
     .with_context(|| format!("opening the database in {}", directory.display()))?;
     if let Some(change) = store.index_config_change() {
+        // Not damage: the data is whole, an index not built yet is not used by searches and
+        // one no longer configured is ignored; `lmdir check` still exits 0.
         eprintln!(
-            "lmdir: the configured indexes differ from the built ones (not built: {}; no longer configured: {}); run `lmdir reindex`",
-            change.added.join(" "),
-            change.removed.join(" ")
+            "lmdir: the configured indexes differ from the built ones ({change}); run `lmdir reindex` (not damage)"
         );
     }
     Ok(store)

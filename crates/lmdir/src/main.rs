@@ -139,8 +139,13 @@ fn main() -> ExitCode {
 /// SIGPIPE, so the write returns the error instead of killing the process).
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
-        cause
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        let io = cause.downcast_ref::<std::io::Error>().or_else(|| {
+            // The store's I/O error carries the io::Error in its message, not as a source.
+            match cause.downcast_ref::<lmdir_store::StoreError>() {
+                Some(lmdir_store::StoreError::Io(io)) => Some(io),
+                _ => None,
+            }
+        });
+        io.is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }

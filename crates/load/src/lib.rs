@@ -152,21 +152,35 @@ impl std::fmt::Display for LoadSummary {
     }
 }
 
+/// Each message includes the error it wraps, so none is also a `source()`: `lmdir`'s
+/// `{:#}` prints the chain, and a wrapped error would appear twice.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{0}")]
     Record(RecordError),
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("store: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     #[error("{0}")]
-    Run(#[from] runs::RunError),
+    Run(runs::RunError),
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<StoreError> for LoadError {
+    fn from(error: StoreError) -> LoadError {
+        LoadError::Store(error)
+    }
+}
+
+impl From<runs::RunError> for LoadError {
+    fn from(error: runs::RunError) -> LoadError {
+        LoadError::Run(error)
+    }
 }
 
 impl From<lmdir_schema::LdapError> for LoadError {

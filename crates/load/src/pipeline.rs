@@ -43,9 +43,9 @@ struct DoneBatch {
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
-    move |source| LoadError::Io {
+    move |error| LoadError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 

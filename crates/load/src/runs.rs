@@ -120,8 +120,9 @@ impl Eq for RunKey {}
 /// Errors of the run machinery; they name the spill file.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("spill file {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    /// The message names the I/O error itself, so it is no `source()` (the chain would repeat it).
+    #[error("spill file {path}: {error}")]
+    Io { path: PathBuf, error: io::Error },
     #[error("spill file {path}: corrupt run ({what})")]
     Corrupt { path: PathBuf, what: &'static str },
     #[error("index key of {length} bytes exceeds the {KEY_BYTES_MAX}-byte limit")]
@@ -129,9 +130,9 @@ pub enum RunError {
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> RunError + '_ {
-    move |source| RunError::Io {
+    move |error| RunError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 
@@ -722,7 +723,7 @@ impl PostingRun {
         }
         let mut writer = encoder.finish().map_err(|error| RunError::Io {
             path: path.clone(),
-            source: error.into(),
+            error: error.into(),
         })?;
         writer.flush().map_err(io_error(&path))?;
         self.spilled.push(SpilledRun { file, key_count });
@@ -802,7 +803,7 @@ impl RunReader {
                 Err(error) => {
                     return Err(RunError::Io {
                         path: self.path.clone(),
-                        source: error,
+                        error,
                     })
                 }
             }

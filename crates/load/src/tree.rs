@@ -56,9 +56,9 @@ pub struct TreeBuilder {
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Io {
+    move |error| RunError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 
@@ -244,7 +244,7 @@ impl TreeBuilder {
         let path = nodes_file.path().to_path_buf();
         let mut writer = nodes.finish().map_err(|error| RunError::Io {
             path: path.clone(),
-            source: error.into(),
+            error: error.into(),
         })?;
         writer.flush().map_err(io_error(&path))?;
         drop(writer);
@@ -333,7 +333,7 @@ impl NodeFileReader {
                 Err(error) => {
                     return Err(RunError::Io {
                         path: self.path.clone(),
-                        source: error,
+                        error,
                     })
                 }
             }

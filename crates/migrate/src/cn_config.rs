@@ -10,7 +10,7 @@ use std::path::Path;
 use lmdir_ldif::{LdifReader, ParseOptions, RecordBody};
 
 use crate::conf::split_words;
-use crate::{Directive, Location, MigrateError, Note, NoteKind, Parsed, SchemaSource};
+use crate::{Directive, Location, MigrateError, Parsed, SchemaSource};
 
 /// Files read from a `slapd.d` tree before giving up (a real one has a few dozen).
 const CONFIG_DIRECTORY_FILES_MAX: usize = 10_000;
@@ -52,9 +52,14 @@ const WORD_LIST_KEYWORDS: &[&str] = &[
     "loglevel",
     "security",
     "require",
+    "requires",
     "allow",
+    "allows",
     "disallow",
+    "disallows",
     "envflags",
+    "syncrepl",
+    "serverid",
 ];
 
 pub(crate) fn parse_config_ldif(text: &str, source_name: &str) -> Result<Parsed, MigrateError> {
@@ -238,13 +243,8 @@ impl Entry<'_> {
             .next()
             .is_some_and(|(_, cn)| cn.eq_ignore_ascii_case("schema"));
         if is_schema && is_builtin_schema {
-            parsed.notes.push(Note {
-                location: self.location(self.line),
-                directive: format!("dn: {}", self.dn),
-                kind: NoteKind::NotNeeded,
-                reason: "slapd's built-in schema (its own config, monitor and syntax                          definitions); lmdir has its own built-in schema"
-                    .to_string(),
-            });
+            // slapd's built-in schema (its config, monitor and syntax definitions): lmdir has
+            // its own. Skipped without a note, as a slapd.conf never names it.
             return;
         }
         if is_schema {
@@ -324,6 +324,8 @@ fn keyword_of(attribute: &str) -> String {
         "toolthreads" => "tool-threads".to_string(),
         "passwordhash" => "password-hash".to_string(),
         "nosync" => "dbnosync".to_string(),
+        // syncprov's attributes: `olcSpSessionlog` is `syncprov-sessionlog`.
+        sp if sp.starts_with("sp") => format!("syncprov-{}", &sp[2..]),
         other => other.to_string(),
     }
 }

@@ -27,6 +27,43 @@ pub(crate) struct Draft {
     pub index: Vec<(String, Vec<IndexKind>)>,
     pub access: Vec<AccessRule>,
     pub limits: Vec<LimitsRule>,
+    pub password_policy_default: Option<String>,
+    pub disallow_anonymous_bind: bool,
+    pub require_authentication: bool,
+    pub write_timeout_seconds: Option<u64>,
+    pub anonymous_pdu_bytes_max: Option<u64>,
+    pub pdu_bytes_max: Option<u64>,
+    pub filter_depth_max: Option<u64>,
+    pub authz_policy: Option<String>,
+    pub replication: Replication,
+}
+
+/// `[replication]`: `serverid`, `overlay syncprov`, `syncprov-sessionlog`, `syncrepl`.
+#[derive(Debug, Default)]
+pub(crate) struct Replication {
+    pub server_id: Option<u16>,
+    pub provider: bool,
+    pub session_log_entries: Option<u64>,
+    pub consumers: Vec<Consumer>,
+    /// The URL of the `serverid N URL` line taken as this server's (multi-provider).
+    pub own_url: Option<String>,
+    /// `updateref URL`: where it was and the URL.
+    pub update_referral: Option<(crate::Location, String, String)>,
+}
+
+/// One `syncrepl` line as a `[[replication.consumer]]`.
+#[derive(Debug, Default)]
+pub(crate) struct Consumer {
+    pub rid: u16,
+    pub provider: String,
+    pub search_base: String,
+    pub refresh_only: bool,
+    pub interval_seconds: Option<u64>,
+    pub retry_seconds: Option<u64>,
+    pub bind_dn: String,
+    pub credentials: String,
+    pub starttls: bool,
+    pub tls_ca_certificate: String,
 }
 
 fn quoted(text: &str) -> String {
@@ -68,13 +105,26 @@ pub(crate) fn emit(draft: &Draft, notes: &[Note]) -> String {
         ("tls_certificate", &draft.tls_certificate),
         ("tls_key", &draft.tls_key),
         ("password_hash", &draft.password_hash),
+        ("authz_policy", &draft.authz_policy),
     ];
     let numbers = [
         ("size_limit", draft.size_limit),
         ("time_limit_seconds", draft.time_limit_seconds),
         ("lookthrough_limit", draft.lookthrough_limit),
         ("idle_timeout_seconds", draft.idle_timeout_seconds),
+        ("write_timeout_seconds", draft.write_timeout_seconds),
+        ("anonymous_pdu_bytes_max", draft.anonymous_pdu_bytes_max),
+        ("pdu_bytes_max", draft.pdu_bytes_max),
+        ("filter_depth_max", draft.filter_depth_max),
     ];
+    for (key, on) in [
+        ("disallow_anonymous_bind", draft.disallow_anonymous_bind),
+        ("require_authentication", draft.require_authentication),
+    ] {
+        if on {
+            text += &format!("{key} = true\n");
+        }
+    }
     for (key, value) in strings {
         if let Some(value) = value {
             text += &format!("{key} = {}\n", quoted(value));
@@ -86,6 +136,7 @@ pub(crate) fn emit(draft: &Draft, notes: &[Note]) -> String {
         }
     }
     emit_database(draft, &mut text);
+    emit_replication(&draft.replication, &mut text);
     emit_access(&draft.access, &mut text);
     emit_limits(&draft.limits, &mut text);
     emit_notes(notes, &mut text);
@@ -119,6 +170,9 @@ fn emit_database(draft: &Draft, text: &mut String) {
         }
         *text += "]\n";
     }
+    if let Some(dn) = &draft.password_policy_default {
+        *text += &format!("password_policy_default = {}\n", quoted(dn));
+    }
     if let Some(sync) = draft.sync {
         *text += &format!("sync = {sync}\n");
     }
@@ -134,6 +188,57 @@ fn emit_database(draft: &Draft, text: &mut String) {
     for (attribute, kinds) in &draft.index {
         let kinds = quoted_list(kinds.iter().map(|kind| kind.name()));
         *text += &format!("{} = {kinds}\n", key(attribute));
+    }
+}
+
+fn emit_replication(replication: &Replication, text: &mut String) {
+    if replication.server_id.is_none()
+        && !replication.provider
+        && replication.session_log_entries.is_none()
+        && replication.consumers.is_empty()
+    {
+        return;
+    }
+    *text += "\n[replication]\n";
+    if let Some(id) = replication.server_id {
+        *text += &format!("server_id = {id}\n");
+    }
+    if replication.provider {
+        *text += "provider = true\n";
+    }
+    if let Some(entries) = replication.session_log_entries {
+        *text += &format!("session_log_entries = {entries}\n");
+    }
+    for consumer in &replication.consumers {
+        *text += &format!(
+            "\n[[replication.consumer]]\nrid = {}\nprovider = {}\nsearch_base = {}\n",
+            consumer.rid,
+            quoted(&consumer.provider),
+            quoted(&consumer.search_base)
+        );
+        if consumer.refresh_only {
+            *text += "type = \"refreshOnly\"\n";
+        }
+        for (key, value) in [
+            ("interval_seconds", consumer.interval_seconds),
+            ("retry_seconds", consumer.retry_seconds),
+        ] {
+            if let Some(value) = value {
+                *text += &format!("{key} = {value}\n");
+            }
+        }
+        for (key, value) in [
+            ("bind_dn", &consumer.bind_dn),
+            ("credentials", &consumer.credentials),
+            ("tls_ca_certificate", &consumer.tls_ca_certificate),
+        ] {
+            if !value.is_empty() {
+                *text += &format!("{key} = {}\n", quoted(value));
+            }
+        }
+        if consumer.starttls {
+            *text += "starttls = true\n";
+        }
     }
 }
 
@@ -190,13 +295,9 @@ fn emit_notes(notes: &[Note], text: &mut String) {
         *text += "\n# Every directive was translated.\n";
         return;
     }
-    let mut sorted: Vec<&Note> = notes.iter().collect();
-    // What needs the administrator first.
-    sorted.sort_by_key(|note| std::cmp::Reverse(note.kind));
     *text +=
         "\n# Notes: directives not translated one to one (file:line: kind: directive: reason)\n";
-    for note in sorted {
-        let line = note.to_string().replace('\n', " ");
+    for line in crate::report(notes) {
         *text += &format!("# {line}\n");
     }
     let lost = notes

@@ -44,17 +44,27 @@ pub struct Directive {
 }
 
 impl Directive {
-    /// The keyword, lowercased (slapd keywords are case-insensitive).
+    /// The keyword, lowercased and without `-` and `_` (slapd keywords are case-insensitive,
+    /// and cn=config's names drop the separators: `sockbuf_max_incoming` is
+    /// `olcSockbufMaxIncoming`, `ppolicy_default` is `olcPPolicyDefault`).
     pub fn keyword(&self) -> String {
         self.words
             .first()
-            .map(|word| word.to_ascii_lowercase())
+            .map(|word| canonical(word))
             .unwrap_or_default()
     }
 
     pub fn arguments(&self) -> &[String] {
         self.words.get(1..).unwrap_or(&[])
     }
+}
+
+/// A keyword or option word as compared: lowercase, `-` and `_` removed.
+pub(crate) fn canonical(word: &str) -> String {
+    word.chars()
+        .filter(|character| !matches!(character, '-' | '_'))
+        .map(|character| character.to_ascii_lowercase())
+        .collect()
 }
 
 /// Where the definitions of one schema come from.
@@ -117,6 +127,35 @@ impl fmt::Display for Note {
             self.reason
         )
     }
+}
+
+/// The notes as a short report: each directive not translated or approximated on its own line
+/// (those first), the not-needed ones one line per reason with their count.
+pub fn report(notes: &[Note]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for kind in [NoteKind::NotTranslated, NoteKind::Approximated] {
+        lines.extend(
+            notes
+                .iter()
+                .filter(|note| note.kind == kind)
+                .map(|note| note.to_string().replace('\n', " ")),
+        );
+    }
+    let mut reasons: Vec<(&str, usize)> = Vec::new();
+    for note in notes.iter().filter(|note| note.kind == NoteKind::NotNeeded) {
+        match reasons
+            .iter_mut()
+            .find(|(reason, _)| *reason == note.reason)
+        {
+            Some((_, count)) => *count += 1,
+            None => reasons.push((&note.reason, 1)),
+        }
+    }
+    reasons.sort();
+    for (reason, count) in reasons {
+        lines.push(format!("not needed ({count}): {reason}"));
+    }
+    lines
 }
 
 /// What the caller decides that the OpenLDAP configuration does not say.
@@ -209,7 +248,17 @@ pub fn detect_source_kind(path: &Path) -> Result<SourceKind, MigrateError> {
 /// Reads a configuration of any recognized kind and translates it.
 pub fn migrate_path(path: &Path, options: &MigrateOptions) -> Result<Migration, MigrateError> {
     let source_name = path.display().to_string();
-    let parsed = match detect_source_kind(path)? {
+    let kind = detect_source_kind(path)?;
+    if kind != SourceKind::ConfigDirectory && !has_content(&read_text(path)?) {
+        return Err(MigrateError::new(
+            None,
+            format!(
+                "{source_name} is empty: nothing to migrate (on a system configured by \
+                 slapd.conf, `slapcat -n0` writes nothing: migrate the slapd.conf itself)"
+            ),
+        ));
+    }
+    let parsed = match kind {
         SourceKind::ConfigDirectory => read_config_directory(path)?,
         SourceKind::ConfigLdif => cn_config::parse_config_ldif(&read_text(path)?, &source_name)?,
         SourceKind::SlapdConf => {
@@ -240,6 +289,13 @@ pub fn migrate_config_ldif(
 ) -> Result<Migration, MigrateError> {
     let parsed = cn_config::parse_config_ldif(text, source_name)?;
     translate::translate(&parsed, options)
+}
+
+/// Whether a configuration text holds anything but blank and comment lines.
+fn has_content(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .any(|line| !line.is_empty() && !line.starts_with('#'))
 }
 
 fn read_text(path: &Path) -> Result<String, MigrateError> {

@@ -9,22 +9,28 @@ use std::collections::BTreeMap;
 use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, IndexKind, Who};
 
 use crate::access::translate_access;
+use crate::canonical;
 use crate::emit::{emit, Draft};
 use crate::{
     Directive, Location, MigrateError, MigrateOptions, Migration, Note, NoteKind, Parsed,
     SchemaFile, SchemaSource,
 };
 
+mod settings;
+
+use settings::{defaults_note, flag_on};
+
 /// Backends whose data `lmdir load` takes from `slapcat`.
 const DATA_BACKENDS: &[&str] = &["mdb", "hdb", "bdb"];
 
-/// Directives that configure slapd's process or LMDB sizing, which lmdir does on its own.
+/// Directives that configure slapd's process or LMDB sizing, which lmdir does on its own
+/// (keywords as `Directive::keyword` gives them: lowercase, no `-` or `_`).
 const NOT_NEEDED: &[(&str, &str)] = &[
     ("pidfile", "lmdir does not write a pid file"),
     ("argsfile", "lmdir does not write an args file"),
     ("modulepath", "lmdir has no loadable modules"),
     ("moduleload", "lmdir has no loadable modules; what a module provided is judged at its `database` or `overlay` line"),
-    ("tool-threads", "lmdir load uses every core (--threads)"),
+    ("toolthreads", "lmdir load uses every core (--threads)"),
     ("threads", "lmdir sizes its thread pools itself"),
     ("loglevel", "lmdir's log levels differ: set [server] log"),
     ("directory", "lmdir keeps its own LMDB files (not slapd's format) in [database] directory"),
@@ -35,51 +41,80 @@ const NOT_NEEDED: &[(&str, &str)] = &[
     ("dbpagesize", "lmdir uses LMDB's page size"),
     ("rtxnsize", "lmdir's readers use one read transaction per operation"),
     ("searchstack", "lmdir's search needs no stack setting"),
-    ("monitoring", "lmdir has no cn=Monitor"),
     ("rootdse", "lmdir builds its root DSE itself"),
+    ("syncprovcheckpoint", "lmdir stores the contextCSN in the transaction of every change"),
 ];
 
-/// Settings `slaptest` and cn=config write out at slapd's default value: nothing to migrate
-/// (keyword, value; values compared case-insensitively).
+/// Settings at slapd's default value (keyword, value; values compared case-insensitively):
+/// `slaptest` and cn=config write them out, slapd.conf usually leaves them out. Either way
+/// they mean the same, so they are skipped without a note, and every route gives the same
+/// report; what lmdir's own defaults change is said once (`defaults_note`).
 const SLAPD_DEFAULTS: &[(&str, &str)] = &[
     ("addcontentacl", "false"),
     ("attributeoptions", "lang-"),
     ("authzpolicy", "none"),
+    ("concurrency", "0"),
+    ("connmaxpending", "100"),
+    ("connmaxpendingauth", "1000"),
     ("dbnosync", "false"),
+    ("gentlehup", "false"),
     ("idletimeout", "0"),
+    ("indexhash64", "false"),
+    ("indexintlen", "4"),
+    ("indexsubstranylen", "4"),
+    ("indexsubstranystep", "2"),
+    ("indexsubstrifmaxlen", "4"),
+    ("indexsubstrifminlen", "2"),
     ("lastbind", "false"),
+    ("lastmod", "on"),
+    ("lastmod", "true"),
+    ("listenerthreads", "1"),
     ("localssf", "71"),
+    ("loglevel", "0"),
     ("maxderefdepth", "0"),
     ("maxderefdepth", "15"),
     ("maxentrysize", "0"),
     ("maxfilterdepth", "1000"),
     ("maxreaders", "0"),
-    ("memberof-dangling", "ignore"),
-    ("memberof-group-oc", "groupOfNames"),
-    ("memberof-member-ad", "member"),
-    ("memberof-memberof-ad", "memberOf"),
+    ("maxsize", "10485760"),
     ("memberofdangling", "ignore"),
     ("memberofgroupoc", "groupOfNames"),
     ("memberofmemberad", "member"),
     ("memberofmemberofad", "memberOf"),
+    ("mirrormode", "false"),
+    ("mode", "0600"),
+    ("multiprovider", "false"),
+    ("ppolicydisablewrite", "false"),
+    ("ppolicyforwardupdates", "false"),
+    ("ppolicyhashcleartext", "false"),
+    ("ppolicysendnetscapecontrols", "false"),
+    ("ppolicyuselockout", "false"),
     ("readonly", "false"),
+    ("require", "none"),
     ("reverselookup", "false"),
+    ("rtxnsize", "10000"),
     ("saslauxpropsdontusecopyignore", "false"),
     ("saslsecprops", "noplain,noanonymous"),
     ("schemadn", "cn=Subschema"),
+    ("searchstack", "16"),
     ("sockbufmaxincoming", "262143"),
     ("sockbufmaxincomingauth", "16777215"),
     ("syncusesubentry", "false"),
+    ("threadqueues", "1"),
+    ("threads", "16"),
     ("tlsprotocolmin", "0.0"),
     ("tlsverifyclient", "never"),
+    ("toolthreads", "1"),
     ("writetimeout", "0"),
 ];
+
+/// Written by cn=config about itself, not settings: skipped without a note on every route.
+/// `monitoring` is here too: lmdir always serves cn=Monitor (slapd's mdb default is on).
+const CONFIG_BOOKKEEPING: &[&str] = &["configfile", "configdir", "monitoring"];
 
 /// slapd's own tuning, which has no effect on what a client sees.
 const SLAPD_TUNING: &[&str] = &[
     "concurrency",
-    "configdir",
-    "configfile",
     "connmaxpending",
     "connmaxpendingauth",
     "gentlehup",
@@ -92,6 +127,10 @@ const SLAPD_TUNING: &[&str] = &[
     "listenerthreads",
     "threadqueues",
 ];
+
+/// slapd's limits when none is configured (slapd.conf(5): `sizelimit 500`, `timelimit 3600`).
+const SLAPD_SIZE_LIMIT: u64 = 500;
+const SLAPD_TIME_LIMIT_SECONDS: u64 = 3600;
 
 /// Sizes in `sizelimit` / `timelimit` directives: soft, hard, and (size only) unchecked.
 #[derive(Debug, Clone, Copy, Default)]
@@ -125,6 +164,7 @@ pub(crate) fn translate(
         tls_key: None,
         indexes: BTreeMap::new(),
         index_default: Vec::new(),
+        ppolicy: PpolicyFlags::default(),
     };
     for (index, section) in sections.iter().enumerate() {
         match section.kind {
@@ -229,6 +269,16 @@ struct Translator<'a> {
     indexes: BTreeMap<String, (String, Vec<IndexKind>)>,
     /// `index default` kinds, for `index attr` lines that name none.
     index_default: Vec<IndexKind>,
+    /// `overlay ppolicy` and its flags, judged together at the end.
+    ppolicy: PpolicyFlags<'a>,
+}
+
+/// What `overlay ppolicy` and its `ppolicy_*` flags said.
+#[derive(Default)]
+struct PpolicyFlags<'a> {
+    overlay: Option<&'a Directive>,
+    use_lockout: bool,
+    hash_cleartext: Option<&'a Directive>,
 }
 
 impl<'a> Translator<'a> {
@@ -246,8 +296,13 @@ impl<'a> Translator<'a> {
             return;
         };
         let backend = section.backend();
-        let reason = if backend == "config" {
-            "the cn=config database: lmdir's configuration is its TOML file".to_string()
+        if backend == "config" {
+            // cn=config's own database (always there in a slapd.d): lmdir's configuration is
+            // its TOML file. Silent, so a slapd.d reports what its slapd.conf reports.
+            return;
+        }
+        let reason = if backend == "monitor" {
+            "lmdir serves cn=Monitor itself, without a database".to_string()
         } else {
             let suffixes: Vec<&str> = section
                 .directives
@@ -261,7 +316,7 @@ impl<'a> Translator<'a> {
                 section.directives.len()
             )
         };
-        let kind = if backend == "config" || backend == "monitor" {
+        let kind = if backend == "monitor" {
             NoteKind::NotNeeded
         } else {
             NoteKind::NotTranslated
@@ -273,6 +328,7 @@ impl<'a> Translator<'a> {
     fn global_directive(&mut self, directive: &'a Directive) {
         let keyword = directive.keyword();
         match keyword.as_str() {
+            _ if self.is_default(directive) => {}
             "access" => self.global_access.push(directive),
             "limits" => self.limits_rule(directive),
             "sizelimit" | "timelimit" => {
@@ -291,12 +347,19 @@ impl<'a> Translator<'a> {
             "tlscertificatekeyfile" => {
                 self.tls_key = self.single(directive).map(|path| (directive, path))
             }
-            "password-hash" => self.password_hash(directive),
+            "passwordhash" => self.password_hash(directive),
             "idletimeout" => {
                 if let Some(seconds) = self.number(directive) {
                     self.draft.idle_timeout_seconds = Some(seconds);
                 }
             }
+            "disallow" | "disallows" => self.disallow(directive),
+            "require" | "requires" => self.require(directive),
+            "writetimeout" | "sockbufmaxincoming" | "sockbufmaxincomingauth" | "maxfilterdepth" => {
+                self.server_number(directive)
+            }
+            "authzpolicy" => self.authz_policy(directive),
+            "serverid" => self.server_id(directive),
             _ => self.common_directive(directive),
         }
     }
@@ -338,6 +401,26 @@ impl<'a> Translator<'a> {
             }
             "overlay" => self.overlay(directive),
             "limits" => self.limits_rule(directive),
+            _ if self.is_default(directive) => {}
+            "ppolicydefault" => self.draft.password_policy_default = self.single(directive),
+            "ppolicyuselockout" => self.ppolicy.use_lockout = flag_on(directive),
+            "ppolicyhashcleartext" if flag_on(directive) => {
+                self.ppolicy.hash_cleartext = Some(directive)
+            }
+            "syncprovsessionlog" => self.session_log(directive),
+            "syncrepl" => self.syncrepl(directive),
+            "updateref" => {
+                if let Some(url) = self.single(directive) {
+                    self.draft.replication.update_referral =
+                        Some((directive.location.clone(), directive.text.clone(), url))
+                }
+            }
+            "mirrormode" | "multiprovider" if flag_on(directive) => self.note(
+                directive,
+                NoteKind::NotNeeded,
+                "lmdir is multi-provider when it has [replication] server_id, provider = true \
+                 and a consumer of every other provider",
+            ),
             // slapd accepts global directives in a database section too.
             _ => self.global_directive(directive),
         }
@@ -350,18 +433,10 @@ impl<'a> Translator<'a> {
             return;
         }
         let value = directive.arguments().join(" ");
-        if SLAPD_DEFAULTS
-            .iter()
-            .any(|(name, default)| *name == keyword && default.eq_ignore_ascii_case(&value))
-        {
-            self.note(
-                directive,
-                NoteKind::NotNeeded,
-                "slapd's default value; lmdir's own default applies",
-            );
+        if self.is_default(directive) {
             return;
         }
-        if matches!(keyword.as_str(), "memberofrefint" | "memberof-refint") {
+        if keyword == "memberofrefint" {
             let (kind, reason) = if value.eq_ignore_ascii_case("true") {
                 (
                     NoteKind::NotNeeded,
@@ -389,13 +464,17 @@ impl<'a> Translator<'a> {
             return;
         }
         let reason = match keyword.as_str() {
-            "syncrepl" | "serverid" | "mirrormode" | "multiprovider" | "updateref" => {
-                "lmdir has no replication".to_string()
-            }
+            "updateref" => "a read-only lmdir replica (consumers without server_id) refers \
+                            writes to its first consumer's provider, not to this URL"
+                .to_string(),
             "readonly" => "lmdir has no read-only mode".to_string(),
-            "security" | "require" | "allow" | "disallow" => {
-                "lmdir's counterparts are [server] require_tls and its fixed rules; review by hand"
+            "security" => {
+                "lmdir's counterpart is [server] require_tls (TLS before binds and writes); \
+                 review by hand"
                     .to_string()
+            }
+            "allow" | "allows" => {
+                "lmdir allows none of these: LDAPv3 only, no anonymous updates".to_string()
             }
             keyword if keyword.starts_with("tls") => {
                 "lmdir takes only the certificate and key files; no CA, client verification or cipher settings"
@@ -483,8 +562,21 @@ impl<'a> Translator<'a> {
         }
     }
 
-    fn overlay(&mut self, directive: &Directive) {
+    fn overlay(&mut self, directive: &'a Directive) {
         let name = directive.arguments().first().cloned().unwrap_or_default();
+        match name.to_ascii_lowercase().as_str() {
+            // lmdir applies draft-behera policies (pwdPolicySubentry, password_policy_default)
+            // without an overlay; the flags are judged at the end.
+            "ppolicy" => {
+                self.ppolicy.overlay = Some(directive);
+                return;
+            }
+            "syncprov" => {
+                self.draft.replication.provider = true;
+                return;
+            }
+            _ => {}
+        }
         if name.eq_ignore_ascii_case("memberof") {
             self.draft.memberof = true;
             self.note(
@@ -616,20 +708,33 @@ impl<'a> Translator<'a> {
         parsed: &Parsed,
         options: &MigrateOptions,
     ) -> Result<Migration, MigrateError> {
-        self.draft.size_limit = pick_limit(
-            self.database.size,
-            self.global.size,
-            "sizelimit",
-            &mut self.notes,
+        // slapd's limits are written out even where slapd was left at its default (on every
+        // route: slapd.conf leaves them out, cn=config may write them), so the migrated server
+        // limits searches as slapd did; `defaults_note` says so once.
+        self.draft.size_limit = Some(
+            pick_limit(
+                self.database.size,
+                self.global.size,
+                "sizelimit",
+                &mut self.notes,
+            )
+            .unwrap_or(SLAPD_SIZE_LIMIT),
         );
-        self.draft.time_limit_seconds = pick_limit(
-            self.database.time,
-            self.global.time,
-            "timelimit",
-            &mut self.notes,
+        self.draft.time_limit_seconds = Some(
+            pick_limit(
+                self.database.time,
+                self.global.time,
+                "timelimit",
+                &mut self.notes,
+            )
+            .unwrap_or(SLAPD_TIME_LIMIT_SECONDS),
         );
         self.draft.lookthrough_limit = self.database.size.unchecked.or(self.global.size.unchecked);
         self.finish_tls();
+        self.finish_ppolicy();
+        self.finish_replication();
+        self.notes
+            .push(defaults_note(self.ppolicy.hash_cleartext.is_some()));
         for (_, (name, mut kinds)) in std::mem::take(&mut self.indexes) {
             kinds.sort();
             self.draft.index.push((name, kinds));

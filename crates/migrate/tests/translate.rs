@@ -165,18 +165,21 @@ fn slapd_conf_translates_or_lists_every_directive() {
         }]
     );
 
-    // TLSCACertificateFile, overlay syncprov, dn.regex clause, database ldif.
+    // TLSCACertificateFile, dn.regex clause, database ldif.
     assert_eq!(
         noted_lines(&migration, NoteKind::NotTranslated),
-        vec![10, 27, 32, 38]
+        vec![10, 32, 38]
     );
+    // overlay syncprov: a provider, with server_id 1 (noted: slapd's needs none).
+    assert!(config.replication.provider);
+    assert_eq!(config.replication.server_id, 1);
     // pidfile, argsfile, modulepath, moduleload, the root DSE rule, directory, maxsize.
     assert_eq!(
         noted_lines(&migration, NoteKind::NotNeeded),
         vec![4, 5, 6, 7, 13, 19, 20]
     );
-    // size.hard differs from size.soft; nolang.
-    assert_eq!(migration.notes.len(), 13, "{:#?}", migration.notes);
+    // size.hard differs from size.soft; nolang; server_id 1 for syncprov; slapd's defaults.
+    assert_eq!(migration.notes.len(), 14, "{:#?}", migration.notes);
     assert!(migration.config_text.contains("NOT TRANSLATED"));
 }
 
@@ -234,15 +237,17 @@ fn check_debian(migration: &Migration) {
         noted_lines(migration, NoteKind::NotTranslated),
         Vec::<u64>::new()
     );
-    // manage → write.
+    // manage → write, and the one note on slapd's defaults.
     assert_eq!(
         migration
             .notes
             .iter()
             .filter(|note| note.kind == NoteKind::Approximated)
             .count(),
-        1
+        2
     );
+    // slapd's time limit, left at its default, is written out.
+    assert_eq!(config.server.time_limit_seconds, 3600);
 }
 
 #[test]
@@ -254,7 +259,9 @@ fn debian_cn_config_from_slapcat_n0() {
     let not_needed = noted_lines(&migration, NoteKind::NotNeeded);
     assert_eq!(
         not_needed,
-        vec![4, 5, 6, 7, 15, 16, 35, 36, 41, 50, 55, 58, 63],
+        // Not olcToolThreads: 1 (slapd's default), the built-in cn=schema and cn=config's own
+        // database: a slapd.conf has none of them, so they are not reported.
+        vec![4, 5, 6, 15, 16, 35, 36, 50, 58, 63],
         "{:#?}",
         migration.notes
     );
@@ -318,9 +325,15 @@ fn no_data_database_is_an_error_and_no_access_keeps_the_builtin_policy() {
         migrate_slapd_conf("database mdb\nsuffix o=x\n", "b.conf", &read, &options).unwrap();
     let config = load(&migration);
     assert!(config.access.is_empty());
-    assert_eq!(migration.notes.len(), 1);
-    assert_eq!(migration.notes[0].kind, NoteKind::Approximated);
-    assert!(migration.notes[0].reason.contains("userPassword"));
+    // The access note and the one on slapd's defaults.
+    assert_eq!(migration.notes.len(), 2, "{:#?}", migration.notes);
+    assert!(migration
+        .notes
+        .iter()
+        .all(|note| note.kind == NoteKind::Approximated));
+    assert!(migration.notes[1].reason.contains("userPassword"));
+    assert_eq!(config.server.size_limit, 500);
+    assert_eq!(config.server.time_limit_seconds, 3600);
 
     // Rules exist but none reaches the database: nothing is readable, as in slapd.
     let migration = migrate_slapd_conf(
@@ -350,8 +363,10 @@ olcMemberOfRefInt: TRUE\n";
         noted_lines(&migration, NoteKind::NotTranslated),
         Vec::<u64>::new()
     );
-    assert_eq!(noted_lines(&migration, NoteKind::NotNeeded), vec![11, 12]);
-    assert_eq!(noted_lines(&migration, NoteKind::Approximated), vec![10]);
+    // olcMemberOfDangling: ignore is slapd's default: no note.
+    assert_eq!(noted_lines(&migration, NoteKind::NotNeeded), vec![12]);
+    // The overlay, and slapd's defaults (line 0).
+    assert_eq!(noted_lines(&migration, NoteKind::Approximated), vec![0, 10]);
 }
 
 #[test]
@@ -411,4 +426,181 @@ limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n";
         migration.notes
     );
     assert!(migration.config_text.contains("dn.regex"));
+}
+
+/// Issue 20 #3 and #4: what lmdir has is translated, from slapd.conf and from cn=config alike:
+/// the ppolicy overlay and its flags, anonymous-access restrictions, cn=Monitor, replication
+/// and the server's own limits.
+#[test]
+fn password_policy_anonymous_access_and_replication_are_translated() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let conf = "disallow bind_anon\nrequire authc\nwritetimeout 30\n\
+sockbuf_max_incoming 100000\nsockbuf_max_incoming_auth 8388608\nauthz-policy to\n\
+serverid 3\n\
+database mdb\nsuffix dc=x\nmonitoring on\n\
+syncrepl rid=7 provider=ldap://provider.example:389 bindmethod=simple\n  \
+binddn=\"cn=repl,dc=x\" credentials=s3cret searchbase=\"dc=x\" type=refreshOnly\n  \
+interval=00:00:05:00 retry=\"30 +\" starttls=critical\n\
+overlay syncprov\nsyncprov-checkpoint 100 10\nsyncprov-sessionlog 5000\n\
+overlay ppolicy\nppolicy_default \"cn=default,ou=policies,dc=x\"\nppolicy_use_lockout\n\
+ppolicy_hash_cleartext\n\
+database monitor\n";
+    let from_conf =
+        migrate_slapd_conf(conf, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let n0 = "dn: cn=config\nobjectClass: olcGlobal\ncn: config\nolcDisallows: bind_anon\n\
+olcRequires: authc\nolcWriteTimeout: 30\nolcSockbufMaxIncoming: 100000\n\
+olcSockbufMaxIncomingAuth: 8388608\nolcAuthzPolicy: to\nolcServerID: 3\n\n\
+dn: olcDatabase={1}mdb,cn=config\nobjectClass: olcMdbConfig\nolcDatabase: {1}mdb\n\
+olcSuffix: dc=x\nolcRequires: authc\nolcMonitoring: TRUE\n\
+olcSyncrepl: {0}rid=7 provider=ldap://provider.example:389 bindmethod=simple binddn=\"cn=re\n pl,dc=x\" \
+credentials=s3cret searchbase=\"dc=x\" type=refreshOnly interval=00:00:05:00 retry=\"30 +\" starttls=critical\n\n\
+dn: olcOverlay={0}syncprov,olcDatabase={1}mdb,cn=config\nobjectClass: olcSyncProvConfig\n\
+olcOverlay: {0}syncprov\nolcSpCheckpoint: 100 10\nolcSpSessionlog: 5000\n\n\
+dn: olcOverlay={1}ppolicy,olcDatabase={1}mdb,cn=config\nobjectClass: olcPPolicyConfig\n\
+olcOverlay: {1}ppolicy\nolcPPolicyDefault: cn=default,ou=policies,dc=x\n\
+olcPPolicyHashCleartext: TRUE\nolcPPolicyUseLockout: TRUE\nolcPPolicyForwardUpdates: FALSE\n\
+olcPPolicyDisableWrite: FALSE\nolcPPolicySendNetscapeControls: FALSE\n\n\
+dn: olcDatabase={2}monitor,cn=config\nobjectClass: olcDatabaseConfig\nolcDatabase: {2}monitor\n\
+olcMonitoring: FALSE\n";
+    let from_n0 = migrate_config_ldif(n0, "n0.ldif", &options(directory.path())).unwrap();
+    for migration in [&from_conf, &from_n0] {
+        let config = load(migration);
+        let lost: Vec<String> = migration
+            .notes
+            .iter()
+            .filter(|note| note.kind == NoteKind::NotTranslated)
+            .map(ToString::to_string)
+            .collect();
+        assert!(lost.is_empty(), "{lost:#?}");
+        assert!(
+            !migration.config_text.contains("no cn=Monitor")
+                && !migration.config_text.contains("ppolicy overlay"),
+            "{}",
+            migration.config_text
+        );
+        assert_eq!(
+            config.database.password_policy_default,
+            "cn=default,ou=policies,dc=x"
+        );
+        assert!(config.server.disallow_anonymous_bind);
+        assert!(config.server.require_authentication);
+        assert_eq!(config.server.write_timeout_seconds, 30);
+        assert_eq!(config.server.anonymous_pdu_bytes_max, 100000);
+        assert_eq!(config.server.pdu_bytes_max, 8388608);
+        assert_eq!(config.server.authz_policy, lmdir_config::AuthzPolicy::To);
+        assert_eq!(config.replication.server_id, 3);
+        assert!(config.replication.provider);
+        assert_eq!(config.replication.session_log_entries, 5000);
+        let consumer = &config.replication.consumer[0];
+        assert_eq!(
+            (
+                consumer.rid,
+                consumer.provider.as_str(),
+                consumer.search_base.as_str()
+            ),
+            (7, "ldap://provider.example:389", "dc=x")
+        );
+        assert_eq!(
+            (consumer.bind_dn.as_str(), consumer.credentials.as_str()),
+            ("cn=repl,dc=x", "s3cret")
+        );
+        assert_eq!(
+            (consumer.interval_seconds, consumer.retry_seconds),
+            (300, 30)
+        );
+        assert!(consumer.starttls);
+        let hash_note = migration
+            .notes
+            .iter()
+            .find(|note| note.directive.to_lowercase().contains("hash"))
+            .expect("ppolicy_hash_cleartext is reported");
+        assert_eq!(hash_note.kind, NoteKind::NotNeeded);
+        assert!(hash_note.reason.contains("hash-on-write default"));
+    }
+    assert_eq!(
+        lmdir_migrate::report(&from_conf.notes),
+        lmdir_migrate::report(&from_n0.notes)
+    );
+}
+
+/// Issue 20 #4: `disallow`/`require` words lmdir has no setting for are listed, not dropped.
+#[test]
+fn other_restrictions_are_listed() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let migration = migrate_slapd_conf(
+        "disallow bind_anon tls_2_anon\nrequire bind strong\nallow bind_v2\ndatabase mdb\nsuffix dc=x\n",
+        "slapd.conf",
+        &read,
+        &options(directory.path()),
+    )
+    .unwrap();
+    assert!(load(&migration).server.disallow_anonymous_bind);
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        vec![1, 2, 3]
+    );
+}
+
+/// Issue 20 #5: an empty file (what `slapcat -n0` leaves on a slapd.conf system) says so.
+#[test]
+fn an_empty_file_is_named_empty() {
+    let directory = tempfile::tempdir().unwrap();
+    let empty = directory.path().join("config.ldif");
+    std::fs::write(&empty, "\n# nothing\n").unwrap();
+    let error = migrate_path(&empty, &options(directory.path())).unwrap_err();
+    assert!(error.message.contains("is empty"), "{error}");
+    assert!(!error.message.contains("no mdb"), "{error}");
+}
+
+/// A read-only consumer (`updateref` to its provider) and a multi-provider node (`serverid N URL`
+/// lines, a syncrepl to every node including itself) become lmdir's shapes.
+#[test]
+fn replication_shapes_are_translated() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let consumer = "database mdb\nsuffix dc=x\n\
+syncrepl rid=1 provider=ldap://p.example/ bindmethod=simple binddn=\"cn=r,dc=x\" credentials=s searchbase=\"dc=x\" retry=\"5 5 300 +\" timeout=1\n\
+updateref ldap://p.example\noverlay syncprov\n";
+    let migration =
+        migrate_slapd_conf(consumer, "consumer.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    assert!(
+        config.replication.is_read_only_replica(),
+        "{}",
+        migration.config_text
+    );
+    assert_eq!(config.replication.server_id, 0);
+    assert_eq!(config.replication.consumer[0].retry_seconds, 5);
+    // A cascading replica (syncprov on the consumer) has no lmdir form: listed.
+    assert!(!config.replication.provider);
+    assert_eq!(noted_lines(&migration, NoteKind::NotTranslated), vec![0]);
+    assert_eq!(noted_lines(&migration, NoteKind::NotNeeded), vec![4]);
+
+    let multi = "serverid 1 ldap://a.example\nserverid 2 ldap://b.example\n\
+database mdb\nsuffix dc=x\n\
+syncrepl rid=1 provider=ldap://a.example bindmethod=simple binddn=\"cn=r,dc=x\" credentials=s searchbase=\"dc=x\"\n\
+syncrepl rid=2 provider=ldap://b.example bindmethod=simple binddn=\"cn=r,dc=x\" credentials=s searchbase=\"dc=x\"\n\
+multiprovider on\noverlay syncprov\n";
+    let migration =
+        migrate_slapd_conf(multi, "multi.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    assert!(
+        config.replication.is_multi_provider(),
+        "{}",
+        migration.config_text
+    );
+    assert_eq!(config.replication.server_id, 1);
+    let providers: Vec<&str> = config
+        .replication
+        .consumer
+        .iter()
+        .map(|consumer| consumer.provider.as_str())
+        .collect();
+    assert_eq!(providers, vec!["ldap://b.example"]);
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        Vec::<u64>::new()
+    );
 }

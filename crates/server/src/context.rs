@@ -339,10 +339,32 @@ pub fn schema_from_config(config: &lmdir_config::Config) -> Result<Arc<Schema>, 
             .load_schema_file(path)
             .map_err(|error| ServerError::Database(error.to_string()))?;
     }
-    for note in schema.warnings() {
-        tracing::warn!("schema: {note}");
-    }
+    log_schema_notes(&schema);
     Ok(Arc::new(schema))
+}
+
+/// Logs the schema's loading notes, each once per process: `lmdir serve` loads the schema for
+/// its startup checks and again for the server, and the operator needs each note once. Repeats
+/// of a definition with the same meaning are one summary line.
+fn log_schema_notes(schema: &Schema) {
+    static LOGGED: std::sync::Mutex<Option<std::collections::HashSet<String>>> =
+        std::sync::Mutex::new(None);
+    let mut logged = LOGGED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let logged = logged.get_or_insert_with(Default::default);
+    for note in schema.warnings() {
+        if logged.insert(note.clone()) {
+            tracing::warn!("schema: {note}");
+        }
+    }
+    let repeated = schema.repeated_definitions();
+    if repeated > 0 && logged.insert(format!("repeated {repeated}")) {
+        tracing::info!(
+            "schema: {repeated} definitions in schema_files repeat built-in or earlier ones \
+             with the same meaning (kept once)"
+        );
+    }
 }
 
 pub(crate) fn no_such_object(dn: &str) -> OperationError {

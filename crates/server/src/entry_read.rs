@@ -83,6 +83,36 @@ impl Selection {
         }
     }
 
+    /// Writes one attribute of an entry built in memory (cn=Subschema, cn=Monitor) as a stored
+    /// one is written: no values under typesOnly, only the matching ones under the matched
+    /// values control (a value its type's rule cannot normalize matches nothing).
+    pub(crate) fn write_built_attribute(
+        &self,
+        schema: &Schema,
+        writer: &mut EntryWriter<'_>,
+        (attr, description): (AttrId, &str),
+        values: &[Vec<u8>],
+        types_only: bool,
+    ) {
+        let description = description.as_bytes();
+        if types_only {
+            writer.attribute(description, std::iter::empty());
+            return;
+        }
+        let Some(matched) = &self.matched_values else {
+            writer.attribute(description, values.iter().map(Vec::as_slice));
+            return;
+        };
+        let normalized = values.iter().filter_map(|value| {
+            let normalized = schema.normalize_value(attr, value).ok()?;
+            Some((value.as_slice(), normalized))
+        });
+        let kept = matched.kept(attr, &[], normalized);
+        if !kept.is_empty() {
+            writer.attribute(description, kept);
+        }
+    }
+
     /// Whether `selects` can answer true for any stored attribute: false for a request of
     /// `1.1` alone (or of names the schema does not know).
     pub(crate) fn may_select_stored(&self) -> bool {

@@ -245,9 +245,13 @@ pub fn prepare(
     operation: &Operation,
     request_controls: &[controls::Control],
 ) -> Prepared {
+    // A session `require_authentication` refuses gets no work done for it (no candidates).
+    let refused = server.settings.require_authentication && identity.dn.is_empty();
     let search = match operation {
-        Operation::Search(request) => Some(PreparedSearch::new(server, identity, request)),
-        Operation::Other(_) => None,
+        Operation::Search(request) if !refused => {
+            Some(PreparedSearch::new(server, identity, request))
+        }
+        _ => None,
     };
     let may_persist = request_controls
         .iter()
@@ -261,6 +265,13 @@ pub fn prepare(
 /// Runs one non-bind operation to completion.
 pub async fn dispatch(mut context: OperationContext, operation: Operation, mut prepared: Prepared) {
     let started = Instant::now();
+    if let Some(refusal) = authentication_refusal(&context, &operation) {
+        info!(
+            "{} refused: authentication required (require_authentication)",
+            context.log_prefix()
+        );
+        return context.refuse(&operation, refusal, started).await;
+    }
     if context.session.password_must_change.load(Ordering::Acquire) {
         if let Some(refusal) = change_after_reset_refusal(&context, &operation) {
             if let Some(response_tag) = response_tag(&operation) {
@@ -376,6 +387,40 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
                 .done(context.message_id, code::PROTOCOL_ERROR, Bytes::new())
                 .await;
         }
+    }
+}
+
+/// The refusal of `operation` from a session that has not bound while `require_authentication`
+/// is set (slapd's `require authc`), as slapd 2.5 answers: updates strongerAuthRequired (8,
+/// slapd checks `allow update_anon` first), Password Modify its own anonymous refusal, every
+/// other operation unwillingToPerform (53) — searches of the root DSE and cn=Subschema and Who
+/// am I? included. Bind, StartTLS, Cancel, Abandon and Unbind never reach `dispatch`.
+fn authentication_refusal(
+    context: &OperationContext,
+    operation: &Operation,
+) -> Option<OperationError> {
+    if !context.server.settings.require_authentication || !context.session.identity.dn.is_empty() {
+        return None;
+    }
+    match operation {
+        Operation::Other(
+            LdapOp::AddRequest(_)
+            | LdapOp::DelRequest(_)
+            | LdapOp::ModifyRequest(_)
+            | LdapOp::ModifyDNRequest(_),
+        ) => Some(OperationError::new(
+            code::STRONG_AUTH_REQUIRED,
+            "modifications require authentication",
+        )),
+        Operation::Other(LdapOp::ExtendedRequest(request))
+            if request.name == OID_PASSWORD_MODIFY =>
+        {
+            None
+        }
+        _ => Some(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "authentication required",
+        )),
     }
 }
 

@@ -792,6 +792,13 @@ async fn simple_bind(
 ) -> Result<Identity, OperationError> {
     if dn.is_empty() {
         if password.is_empty() {
+            if server.settings.disallow_anonymous_bind {
+                // slapd's `disallow bind_anon`: the same code and text.
+                return Err(OperationError::new(
+                    code::INAPPROPRIATE_AUTHENTICATION,
+                    "anonymous bind disallowed",
+                ));
+            }
             return Ok(Identity::default());
         }
         return Err(OperationError::new(

@@ -88,6 +88,11 @@ pub struct ServerSettings {
     pub tls_key: Option<PathBuf>,
     /// Refuse binds and writes before TLS (ldapi counts as secure).
     pub require_tls: bool,
+    /// Answer an anonymous simple bind with inappropriateAuthentication (slapd's `disallow
+    /// bind_anon`).
+    pub disallow_anonymous_bind: bool,
+    /// Refuse every operation but bind and StartTLS before a bind (slapd's `require authc`).
+    pub require_authentication: bool,
     /// Permission bits of the ldapi socket (slapd: 0777; who may do what is decided by the
     /// peer's uid/gid identity and the access rules, not by the socket file).
     pub ldapi_mode: u32,
@@ -182,6 +187,8 @@ impl ServerSettings {
             tls_certificate: path_or_none(&server.tls_certificate),
             tls_key: path_or_none(&server.tls_key),
             require_tls: server.require_tls,
+            disallow_anonymous_bind: server.disallow_anonymous_bind,
+            require_authentication: server.require_authentication,
             ldapi_mode: lmdir_config::parse_ldapi_mode(&server.ldapi_mode)?,
             metrics_listen: lmdir_config::parse_metrics_listen(&server.metrics_listen)?,
             connections_max: server.connections_max as usize,

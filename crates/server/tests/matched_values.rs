@@ -294,3 +294,46 @@ fn ldapsearch_sends_matched_values() {
         "{text}"
     );
 }
+
+/// The entries the server builds itself (cn=Subschema, cn=Monitor) honour the control too: a
+/// definition is kept by its OID or name under objectIdentifierFirstComponentMatch (issue 20 #8,
+/// OpenLDAP's test015), a monitor value by its type's rule.
+#[test]
+fn built_entries_return_only_matching_values() {
+    let server = started();
+    let mut connection = root(&server);
+    let values = |connection: &mut LdapConn, base: &str, filter: &str, attribute: &str| {
+        let result = connection
+            .with_controls(vec![MatchedValues::new(filter)])
+            .search(base, Scope::Base, "(objectClass=*)", vec![attribute])
+            .expect("search")
+            .success()
+            .expect("success");
+        let mut entries: Vec<SearchEntry> =
+            result.0.into_iter().map(SearchEntry::construct).collect();
+        let entry = entries.pop().expect("one entry");
+        entry.attrs.get(attribute).cloned().unwrap_or_default()
+    };
+    for filter in [
+        "((attributeTypes=0.9.2342.19200300.100.1.25))",
+        "((attributeTypes=domainComponent))",
+    ] {
+        let kept = values(&mut connection, "cn=Subschema", filter, "attributeTypes");
+        assert_eq!(kept.len(), 1, "{filter}: {kept:?}");
+        assert!(kept[0].starts_with("( 0.9.2342.19200300.100.1.25 NAME ( 'dc'"));
+    }
+    let none = values(
+        &mut connection,
+        "cn=Subschema",
+        "((objectClasses=1.2.3.4.5.6.7))",
+        "objectClasses",
+    );
+    assert!(none.is_empty(), "{none:?}");
+    let counters = values(
+        &mut connection,
+        "cn=Database 1,cn=Databases,cn=Monitor",
+        "((olmMDBEntries=999999))",
+        "olmMDBEntries",
+    );
+    assert!(counters.is_empty(), "{counters:?}");
+}

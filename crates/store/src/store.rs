@@ -73,18 +73,20 @@ impl Default for StoreOptions {
     }
 }
 
+/// Each message includes the error it wraps, so none is also a `source()`: a caller printing
+/// the chain (`lmdir`'s `{:#}`) would show it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("LMDB: {0}")]
-    Lmdb(#[from] heed::Error),
+    Lmdb(heed::Error),
     #[error("{0}")]
-    Ldap(#[from] LdapError),
+    Ldap(LdapError),
     #[error("store format: {0}")]
     Format(String),
     #[error("configuration: {0}")]
     Config(String),
     #[error("I/O: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     #[error(
         "the database in {directory} is already open for writing by another process ({holder}); \
          only one server, load or reindex may use it at a time (export, stat, check and search \
@@ -93,6 +95,24 @@ pub enum StoreError {
     Locked { directory: String, holder: String },
     #[error("the store is open read-only")]
     ReadOnly,
+}
+
+impl From<heed::Error> for StoreError {
+    fn from(error: heed::Error) -> StoreError {
+        StoreError::Lmdb(error)
+    }
+}
+
+impl From<LdapError> for StoreError {
+    fn from(error: LdapError) -> StoreError {
+        StoreError::Ldap(error)
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(error: std::io::Error) -> StoreError {
+        StoreError::Io(error)
+    }
 }
 
 impl From<StoreError> for LdapError {
@@ -148,6 +168,25 @@ pub struct IndexConfigChange {
     pub added: Vec<String>,
     /// `attr:kinds` lines built but no longer configured.
     pub removed: Vec<String>,
+}
+
+/// `not built: cn:sub; no longer configured: ou:eq`, naming only the non-empty sides.
+impl std::fmt::Display for IndexConfigChange {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sides = [
+            ("not built", &self.added),
+            ("no longer configured", &self.removed),
+        ];
+        let parts: Vec<String> = sides
+            .iter()
+            .filter(|(_, lines)| !lines.is_empty())
+            .map(|(name, lines)| format!("{name}: {}", lines.join(" ")))
+            .collect();
+        if parts.is_empty() {
+            return formatter.write_str("the index settings changed");
+        }
+        formatter.write_str(&parts.join("; "))
+    }
 }
 
 pub(crate) struct Databases {

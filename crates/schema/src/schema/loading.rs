@@ -154,30 +154,37 @@ fn inherit_attribute_fields(child: &mut AttributeType, parent: &AttributeType) {
 }
 
 impl AttributeType {
-    /// Same meaning for matching and checking (descriptions, extensions and syntax length
-    /// bounds aside): a repeat of such a definition changes nothing.
-    fn same_meaning(&self, other: &AttributeType) -> bool {
+    /// What differs in meaning for matching and checking (descriptions, extensions and syntax
+    /// length bounds aside); empty = a repeat of such a definition changes nothing.
+    fn differences(&self, other: &AttributeType) -> Vec<&'static str> {
         let lowered = |names: &[String]| -> Vec<String> {
             names.iter().map(|name| name.to_ascii_lowercase()).collect()
         };
-        self.oid == other.oid
-            && lowered(&self.names) == lowered(&other.names)
-            && self.sup == other.sup
-            && self.equality == other.equality
-            && self.ordering == other.ordering
-            && self.substring == other.substring
-            && self.syntax_oid == other.syntax_oid
-            && self.single_value == other.single_value
-            && self.collective == other.collective
-            && self.no_user_modification == other.no_user_modification
-            && self.usage == other.usage
+        [
+            ("NAME", lowered(&self.names) == lowered(&other.names)),
+            ("SUP", self.sup == other.sup),
+            ("EQUALITY", self.equality == other.equality),
+            ("ORDERING", self.ordering == other.ordering),
+            ("SUBSTR", self.substring == other.substring),
+            ("SYNTAX", self.syntax_oid == other.syntax_oid),
+            ("SINGLE-VALUE", self.single_value == other.single_value),
+            ("COLLECTIVE", self.collective == other.collective),
+            (
+                "NO-USER-MODIFICATION",
+                self.no_user_modification == other.no_user_modification,
+            ),
+            ("USAGE", self.usage == other.usage),
+        ]
+        .into_iter()
+        .filter_map(|(field, same)| (!same).then_some(field))
+        .collect()
     }
 }
 
 impl ObjectClass {
-    /// Same meaning for checking (descriptions, extensions and the order and repetition of
-    /// list members aside: stock files list some MAY attributes twice).
-    fn same_meaning(&self, other: &ObjectClass) -> bool {
+    /// What differs in meaning for checking (descriptions, extensions and the order and
+    /// repetition of list members aside: stock files list some MAY attributes twice).
+    fn differences(&self, other: &ObjectClass) -> Vec<&'static str> {
         let sorted = |ids: &[u32]| {
             let mut ids = ids.to_vec();
             ids.sort_unstable();
@@ -187,12 +194,16 @@ impl ObjectClass {
         let lowered = |names: &[String]| -> Vec<String> {
             names.iter().map(|name| name.to_ascii_lowercase()).collect()
         };
-        self.oid == other.oid
-            && lowered(&self.names) == lowered(&other.names)
-            && sorted(&self.sup) == sorted(&other.sup)
-            && self.kind == other.kind
-            && sorted(&self.must) == sorted(&other.must)
-            && sorted(&self.may) == sorted(&other.may)
+        [
+            ("NAME", lowered(&self.names) == lowered(&other.names)),
+            ("SUP", sorted(&self.sup) == sorted(&other.sup)),
+            ("kind", self.kind == other.kind),
+            ("MUST", sorted(&self.must) == sorted(&other.must)),
+            ("MAY", sorted(&self.may) == sorted(&other.may)),
+        ]
+        .into_iter()
+        .filter_map(|(field, same)| (!same).then_some(field))
+        .collect()
     }
 }
 
@@ -520,26 +531,25 @@ impl Schema {
         }
     }
 
-    /// A definition whose OID is already defined: an identical repeat is noted and kept; a
-    /// different one overrides a built-in definition (the caller checks and notes it) and is an
-    /// error against one from a configured file.
+    /// A definition whose OID is already defined: a repeat with the same meaning is counted
+    /// (`repeated_definitions`) and the first kept; a different one overrides a built-in
+    /// definition (the caller checks and notes it) and is an error against one from a
+    /// configured file.
     fn judge_redefinition(
         &mut self,
         label: &str,
-        same_meaning: bool,
+        differences: &[&str],
         origin: &Origin,
     ) -> Result<Redefinition, String> {
-        if same_meaning {
-            self.warn(format!(
-                "{label} repeats the definition at {}; keeping it",
-                origin.location
-            ));
+        if differences.is_empty() {
+            self.repeated_definitions += 1;
             return Ok(Redefinition::Repeat);
         }
         if !origin.builtin {
             return Err(format!(
-                "{label} is already defined differently at {}",
-                origin.location
+                "{label} is already defined differently at {} ({} differ)",
+                origin.location,
+                differences.join(", ")
             ));
         }
         Ok(Redefinition::Override)
@@ -555,8 +565,8 @@ impl Schema {
         keeps_primary_name(&attribute_type.names, existing.name(), &origin)
             .map_err(|error| format!("attribute type '{}' {error}", existing.oid))?;
         let label = format!("attribute type '{}' ({})", existing.name(), existing.oid);
-        let same = existing.same_meaning(&attribute_type);
-        if self.judge_redefinition(&label, same, &origin)? == Redefinition::Repeat {
+        let differences = existing.differences(&attribute_type);
+        if self.judge_redefinition(&label, &differences, &origin)? == Redefinition::Repeat {
             return Ok(());
         }
         if attribute_type
@@ -566,8 +576,9 @@ impl Schema {
             return Err(format!("{label}: SUP would make a cycle"));
         }
         self.warn(format!(
-            "{label} overrides the built-in definition at {}",
-            origin.location
+            "{label} overrides the built-in definition at {} (its {} differ)",
+            origin.location,
+            differences.join(", ")
         ));
         self.replace_attribute_type(id, attribute_type);
         Ok(())
@@ -778,8 +789,8 @@ impl Schema {
         keeps_primary_name(&object_class.names, existing.name(), &origin)
             .map_err(|error| format!("object class '{}' {error}", existing.oid))?;
         let label = format!("object class '{}' ({})", existing.name(), existing.oid);
-        let same = existing.same_meaning(&object_class);
-        if self.judge_redefinition(&label, same, &origin)? == Redefinition::Repeat {
+        let differences = existing.differences(&object_class);
+        if self.judge_redefinition(&label, &differences, &origin)? == Redefinition::Repeat {
             return Ok(());
         }
         if object_class.sup.iter().any(|sup| {
@@ -792,8 +803,9 @@ impl Schema {
         self.replace_object_class(id, object_class)
             .map_err(|error| format!("{label}: the override breaks a subclass: {error}"))?;
         self.warn(format!(
-            "{label} overrides the built-in definition at {}",
-            origin.location
+            "{label} overrides the built-in definition at {} (its {} differ)",
+            origin.location,
+            differences.join(", ")
         ));
         Ok(())
     }

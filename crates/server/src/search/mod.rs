@@ -209,10 +209,11 @@ pub async fn search(
     } = prepared;
     let normalized_base = normalized_base.unwrap_or_else(|| database.normalize_dn(&request.base));
     let base = normalized_base.as_deref().ok();
+    let requested = (selection, controls.matched_values.as_deref());
     let special =
-        subschema::subschema_search(context, database, request, selection, base, &mut filter)
+        subschema::subschema_search(context, database, request, requested, base, &mut filter)
             .or_else(|| {
-                monitor::monitor_search(context, database, request, selection, base, &mut filter)
+                monitor::monitor_search(context, database, request, requested, base, &mut filter)
             });
     if let Some(result) = special {
         let (buffer, count) = result?;

@@ -16,7 +16,7 @@ use crate::request::SearchRequest;
 use crate::result::OperationError;
 use crate::selection::AttributeSelection;
 use bytes::BytesMut;
-use lmdir_schema::{Dn, OwnedEntryView, PreparedFilter};
+use lmdir_schema::{Dn, Filter, OwnedEntryView, PreparedFilter};
 use lmdir_store::Scope;
 
 /// The search's answer when its base lies in the monitor tree, else None.
@@ -24,7 +24,7 @@ pub(super) fn monitor_search(
     context: &OperationContext,
     database: &Database,
     request: &SearchRequest,
-    selection: &AttributeSelection,
+    (selection, matched_values): (&AttributeSelection, Option<&[Filter]>),
     normalized_base: Option<&str>,
     filter: &mut Option<Result<PreparedFilter, OperationError>>,
 ) -> Option<Result<(BytesMut, u64), OperationError>> {
@@ -36,7 +36,7 @@ pub(super) fn monitor_search(
         context,
         database,
         request,
-        selection,
+        (selection, matched_values),
         base,
         filter.take(),
     ))
@@ -46,7 +46,7 @@ fn answer(
     context: &OperationContext,
     database: &Database,
     request: &SearchRequest,
-    selection: &AttributeSelection,
+    (selection, matched_values): (&AttributeSelection, Option<&[Filter]>),
     base: &str,
     filter: Option<Result<PreparedFilter, OperationError>>,
 ) -> Result<(BytesMut, u64), OperationError> {
@@ -58,7 +58,8 @@ fn answer(
     let groups = database.groups(&read);
     let identity = &context.session.identity;
     let subject = database.subject(identity, &groups);
-    let resolved = Selection::resolve(&database.schema, selection);
+    let resolved = Selection::resolve(&database.schema, selection)
+        .with_matched_values(&database.schema, matched_values);
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     let (mut base_seen, mut sent) = (false, 0u64);
     for monitor_entry in &tree {
@@ -85,12 +86,13 @@ fn answer(
             if !readable || !resolved.selects(&database.schema, attr, &[]) {
                 continue;
             }
-            let values = attribute.values.iter().map(Vec::as_slice);
-            if request.typesonly {
-                writer.attribute(attribute.description.as_bytes(), std::iter::empty());
-            } else {
-                writer.attribute(attribute.description.as_bytes(), values);
-            }
+            resolved.write_built_attribute(
+                &database.schema,
+                &mut writer,
+                (attr, &attribute.description),
+                &attribute.values,
+                request.typesonly,
+            );
         }
         writer.finish(&[]);
         sent += 1;

@@ -8,13 +8,13 @@ use crate::result::OperationError;
 use crate::selection::AttributeSelection;
 use bytes::BytesMut;
 use ldap3_proto::proto::LdapSearchScope;
-use lmdir_schema::{OwnedEntryView, PreparedFilter};
+use lmdir_schema::{Filter, OwnedEntryView, PreparedFilter};
 
 pub(super) fn subschema_search(
     context: &OperationContext,
     database: &Database,
     request: &SearchRequest,
-    selection: &AttributeSelection,
+    (selection, matched_values): (&AttributeSelection, Option<&[Filter]>),
     normalized_base: Option<&str>,
     filter: &mut Option<Result<PreparedFilter, OperationError>>,
 ) -> Option<Result<(BytesMut, u64), OperationError>> {
@@ -57,7 +57,8 @@ pub(super) fn subschema_search(
     if !filter.evaluate(&view).is_true() {
         return Some(Ok((BytesMut::new(), 0)));
     }
-    let resolved = Selection::resolve(&database.schema, selection);
+    let resolved = Selection::resolve(&database.schema, selection)
+        .with_matched_values(&database.schema, matched_values);
     let mut buffer = BytesMut::with_capacity(256 * 1024);
     let mut writer = EntryWriter::begin(&mut buffer, context.message_id, b"cn=Subschema");
     for attribute in &entry.attributes {
@@ -68,14 +69,13 @@ pub(super) fn subschema_search(
         if !resolved.selects(&database.schema, attr, &[]) {
             continue;
         }
-        if request.typesonly {
-            writer.attribute(attribute.description.as_bytes(), std::iter::empty());
-        } else {
-            writer.attribute(
-                attribute.description.as_bytes(),
-                attribute.values.iter().map(Vec::as_slice),
-            );
-        }
+        resolved.write_built_attribute(
+            &database.schema,
+            &mut writer,
+            (attr, &attribute.description),
+            &attribute.values,
+            request.typesonly,
+        );
     }
     writer.finish(&[]);
     Some(Ok((buffer, 1)))
