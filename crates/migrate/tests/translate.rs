@@ -516,7 +516,7 @@ olcMonitoring: FALSE\n";
             .find(|note| note.directive.to_lowercase().contains("hash"))
             .expect("ppolicy_hash_cleartext is reported");
         assert_eq!(hash_note.kind, NoteKind::NotNeeded);
-        assert!(hash_note.reason.contains("hash-on-write default"));
+        assert!(hash_note.reason.contains("password_hash_cleartext = true"));
     }
     assert_eq!(
         lmdir_migrate::report(&from_conf.notes),

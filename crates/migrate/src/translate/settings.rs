@@ -43,7 +43,9 @@ pub(super) fn defaults_note(hash_cleartext: bool) -> Note {
         .to_string();
     if !hash_cleartext {
         reason += "; slapd keeps a cleartext userPassword as written (no \
-                   ppolicy_hash_cleartext), lmdir hashes it on add and modify";
+                   ppolicy_hash_cleartext), lmdir hashes it on add and modify unless \
+                   [server] password_hash_cleartext = false (for services that read the \
+                   cleartext, e.g. CRAM-MD5)";
     }
     Note {
         location: Location {
@@ -306,8 +308,9 @@ impl<'a> Translator<'a> {
             self.note(
                 directive,
                 NoteKind::NotNeeded,
-                "ppolicy_hash_cleartext maps to lmdir's hash-on-write default: a cleartext userPassword is hashed with \
-                 [server] password_hash on add and modify",
+                "ppolicy_hash_cleartext is lmdir's default, [server] password_hash_cleartext = \
+                 true: a cleartext userPassword is hashed with [server] password_hash on add and \
+                 modify",
             );
         }
         if !self.ppolicy.use_lockout {
