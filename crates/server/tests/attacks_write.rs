@@ -6,7 +6,10 @@
 
 mod common;
 
-use common::{bind, grant, person_dn, root, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
+use common::{
+    bind, grant, own_password_rule, person_dn, root, rule_by, TestServer, PERSON_PASSWORD, ROOT_DN,
+    ROOT_PASSWORD,
+};
 use ldap3::controls::RawControl;
 use ldap3::exop::PasswordModify;
 use ldap3::{LdapConn, LdapConnAsync, Mod, Scope, SearchEntry};
@@ -471,22 +474,7 @@ fn shutdown_with_the_writer_busy_answers_every_write_and_returns() {
 #[test]
 fn an_update_assertion_on_a_hidden_attribute_is_never_an_oracle() {
     let rules = vec![
-        AccessRule {
-            to: AccessTarget {
-                attrs: vec!["userPassword".to_string()],
-                ..AccessTarget::default()
-            },
-            by: vec![
-                AccessClause {
-                    who: Who::SelfEntry,
-                    access: AccessLevel::Write,
-                },
-                AccessClause {
-                    who: Who::Anyone,
-                    access: AccessLevel::Auth,
-                },
-            ],
-        },
+        own_password_rule(),
         AccessRule {
             to: AccessTarget {
                 attrs: vec!["employeeNumber".to_string()],
@@ -685,22 +673,7 @@ fn hidden_hosts_rules() -> Vec<AccessRule> {
             Who::Users,
             AccessLevel::Write,
         ),
-        AccessRule {
-            to: AccessTarget {
-                attrs: vec!["userPassword".to_string()],
-                ..AccessTarget::default()
-            },
-            by: vec![
-                AccessClause {
-                    who: Who::SelfEntry,
-                    access: AccessLevel::Write,
-                },
-                AccessClause {
-                    who: Who::Anyone,
-                    access: AccessLevel::Auth,
-                },
-            ],
-        },
+        own_password_rule(),
         grant(AccessTarget::default(), Who::Anyone, AccessLevel::Read),
     ]
 }
@@ -957,35 +930,14 @@ fn wrong_old_passwords_are_throttled_as_failed_binds() {
 fn an_entry_never_writes_its_own_password_policy_state() {
     // A common rule: every user writes its own entry.
     let rules = vec![
-        AccessRule {
-            to: AccessTarget {
-                attrs: vec!["userPassword".to_string()],
-                ..AccessTarget::default()
-            },
-            by: vec![
-                AccessClause {
-                    who: Who::SelfEntry,
-                    access: AccessLevel::Write,
-                },
-                AccessClause {
-                    who: Who::Anyone,
-                    access: AccessLevel::Auth,
-                },
+        own_password_rule(),
+        rule_by(
+            AccessTarget::default(),
+            &[
+                (Who::SelfEntry, AccessLevel::Write),
+                (Who::Anyone, AccessLevel::Read),
             ],
-        },
-        AccessRule {
-            to: AccessTarget::default(),
-            by: vec![
-                AccessClause {
-                    who: Who::SelfEntry,
-                    access: AccessLevel::Write,
-                },
-                AccessClause {
-                    who: Who::Anyone,
-                    access: AccessLevel::Read,
-                },
-            ],
-        },
+        ),
     ];
     let server = TestServer::start_populated(PEOPLE, rules, |settings| {
         settings.password_policy_default = DEFAULT_POLICY.to_string();

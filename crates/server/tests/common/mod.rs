@@ -139,6 +139,44 @@ pub fn grant(
     }
 }
 
+/// An `[[access]]` rule to `to` whose `by` clauses are `by`, in order.
+pub fn rule_by(
+    to: lmdir_config::AccessTarget,
+    by: &[(lmdir_config::Who, lmdir_config::AccessLevel)],
+) -> lmdir_config::AccessRule {
+    lmdir_config::AccessRule {
+        to,
+        by: by
+            .iter()
+            .map(|(who, access)| lmdir_config::AccessClause {
+                who: who.clone(),
+                access: *access,
+            })
+            .collect(),
+    }
+}
+
+/// The attributes `names` of every entry, as an `[[access]]` target.
+pub fn attributes(names: &[&str]) -> lmdir_config::AccessTarget {
+    lmdir_config::AccessTarget {
+        attrs: names.iter().map(|name| name.to_string()).collect(),
+        ..lmdir_config::AccessTarget::default()
+    }
+}
+
+/// The usual password rule: the entry writes its own userPassword, anyone else may bind with
+/// it and nothing more.
+pub fn own_password_rule() -> lmdir_config::AccessRule {
+    use lmdir_config::{AccessLevel, Who};
+    rule_by(
+        attributes(&["userPassword"]),
+        &[
+            (Who::SelfEntry, AccessLevel::Write),
+            (Who::Anyone, AccessLevel::Auth),
+        ],
+    )
+}
+
 /// A connection to `url` bound as `dn` (a failed bind panics, naming the DN).
 pub fn bind_url(url: &str, dn: &str, password: &str) -> ldap3::LdapConn {
     let mut connection = ldap3::LdapConn::new(url).expect("connect");
