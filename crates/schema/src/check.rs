@@ -341,6 +341,20 @@ impl Schema {
         entry: &mut Entry,
         modification: &Modification,
     ) -> Result<(), LdapError> {
+        self.apply_modification_with(entry, modification, false)
+    }
+
+    /// `apply_modification`, permissive (the permissive modify control,
+    /// 1.2.840.113556.1.4.1413) when `permissive`: adding a value the attribute holds skips
+    /// that value, deleting a value or an attribute that is absent skips it, instead of
+    /// attributeOrValueExists / noSuchAttribute. A value given twice in one request is still
+    /// an error.
+    pub fn apply_modification_with(
+        &self,
+        entry: &mut Entry,
+        modification: &Modification,
+        permissive: bool,
+    ) -> Result<(), LdapError> {
         let description = self.parse_description(&modification.description)?;
         let name = self.description_string(&description);
         let position = entry.attributes.iter().position(|attribute| {
@@ -388,29 +402,35 @@ impl Schema {
                     ));
                 }
                 let new_normalized = normalize_all(&modification.values, "add")?;
-                let mut seen: std::collections::HashSet<Vec<u8>> =
+                let existing: std::collections::HashSet<Vec<u8>> =
                     existing_normalized(position, entry).into_iter().collect();
+                let mut given = std::collections::HashSet::new();
+                let mut added = Vec::with_capacity(modification.values.len());
                 for (index, normalized) in new_normalized.into_iter().enumerate() {
-                    if seen.contains(&normalized) {
+                    let held = existing.contains(&normalized);
+                    if (held && !permissive) || !given.insert(normalized) {
                         return Err(violation(
                             ResultCode::AttributeOrValueExists,
                             format!("modify/add: {name}: value #{index} already exists"),
                         ));
                     }
-                    seen.insert(normalized);
+                    if !held {
+                        added.push(modification.values[index].clone());
+                    }
                 }
                 match position {
-                    Some(index) => entry.attributes[index]
-                        .values
-                        .extend(modification.values.iter().cloned()),
+                    Some(index) => entry.attributes[index].values.extend(added),
                     None => entry.attributes.push(Attribute {
                         description: name,
-                        values: modification.values.clone(),
+                        values: added,
                     }),
                 }
             }
             ModOp::Delete => {
                 let Some(index) = position else {
+                    if permissive {
+                        return Ok(());
+                    }
                     return Err(violation(
                         ResultCode::NoSuchAttribute,
                         format!("modify/delete: {name}: no such attribute"),
@@ -427,7 +447,7 @@ impl Schema {
                 let to_delete_set: std::collections::HashSet<&[u8]> =
                     to_delete.iter().map(Vec::as_slice).collect();
                 for (value_index, normalized) in to_delete.iter().enumerate() {
-                    if !existing_set.contains(normalized.as_slice()) {
+                    if !permissive && !existing_set.contains(normalized.as_slice()) {
                         return Err(violation(
                             ResultCode::NoSuchAttribute,
                             format!("modify/delete: {name}: value #{value_index} does not exist"),

@@ -424,6 +424,7 @@ pub(crate) async fn submit_update(
     let job = WriteJob {
         request,
         relax: controls.relax && identity.is_rootdn,
+        permissive_modify: controls.permissive_modify,
         identity,
         assertion,
         budget: settings.write_budget,

@@ -29,6 +29,10 @@ pub const START_TLS_OID: &str = "1.3.6.1.4.1.1466.20037";
 /// The Cancel extended operation (RFC 3909).
 pub const CANCEL_OID: &str = "1.3.6.1.1.8";
 
+/// Permissive modify (Active Directory's OID, honoured by slapd): adding a value that is there
+/// or deleting one that is not succeeds.
+pub const PERMISSIVE_MODIFY_OID: &str = "1.2.840.113556.1.4.1413";
+
 /// Relax Rules (draft-zeilenga-ldap-relax, OpenLDAP's OID): lets the rootdn set
 /// NO-USER-MODIFICATION attributes.
 pub const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
@@ -39,8 +43,10 @@ pub enum OperationClass {
     Bind,
     Search,
     Compare,
-    /// Add, delete, modify and modrdn.
+    /// Add, delete and modrdn (a control for `Update` applies to `Modify` too).
     Update,
+    /// Modify.
+    Modify,
     PasswordModify,
     /// Other extended operations answered by `operations` (Who am I?).
     Extended,
@@ -48,7 +54,7 @@ pub enum OperationClass {
     Connection,
 }
 
-use OperationClass::{Bind, Compare, Extended, PasswordModify, Search, Update};
+use OperationClass::{Bind, Compare, Extended, Modify, PasswordModify, Search, Update};
 
 /// One request control lmdir honours: its OID, the operations it applies to and the decoder of
 /// its value into `RequestControls` (a bad value → protocolError). A control on an operation
@@ -174,6 +180,16 @@ pub const REGISTRY: &[RegisteredControl] = &[
         },
     },
     RegisteredControl {
+        oid: PERMISSIVE_MODIFY_OID,
+        name: "permissive modify",
+        operations: &[Modify],
+        decode: |parsed, control| {
+            no_value(control)?;
+            parsed.permissive_modify = true;
+            Ok(())
+        },
+    },
+    RegisteredControl {
         oid: crate::ppolicy::PASSWORD_POLICY_OID,
         name: "password policy (draft-behera-ldap-password-policy)",
         operations: &[Bind, Update, PasswordModify],
@@ -195,9 +211,11 @@ pub const REGISTRY: &[RegisteredControl] = &[
 
 /// The registered control with `oid` when it applies to `class`.
 fn registered(oid: &str, class: OperationClass) -> Option<&'static RegisteredControl> {
-    REGISTRY
-        .iter()
-        .find(|control| control.oid == oid && control.operations.contains(&class))
+    REGISTRY.iter().find(|control| {
+        control.oid == oid
+            && (control.operations.contains(&class)
+                || (class == Modify && control.operations.contains(&Update)))
+    })
 }
 
 /// Every OID of `REGISTRY` (the root DSE's supportedControl).
@@ -424,6 +442,8 @@ pub struct RequestControls {
     pub vlv: Option<VlvRequest>,
     /// Relax Rules requested (honoured for the rootdn only).
     pub relax: bool,
+    /// Permissive modify requested.
+    pub permissive_modify: bool,
     /// The password policy request control (no value): the response carries the policy's
     /// warnings and errors.
     pub password_policy: bool,

@@ -464,6 +464,7 @@ impl Database {
             identity: Identity::default(),
             assertion: None,
             relax: false,
+            permissive_modify: false,
             budget: settings.write_budget,
             attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
             password_scheme: password::Scheme::Ssha,

@@ -7,7 +7,7 @@ use crate::context::{
     database_of, internal, no_such_object, require_secure_write, submit_update, Database,
     OperationContext,
 };
-use crate::controls::RequestControls;
+use crate::controls::{OperationClass, RequestControls};
 use crate::entry_read::read_entry_control;
 use crate::password::check_password_change;
 use crate::ppolicy;
@@ -26,13 +26,13 @@ use lmdir_schema::{Dn, Entry, ModOp, Modification};
 fn open_update<'c>(
     context: &'c OperationContext,
     dn: &str,
+    class: crate::controls::OperationClass,
 ) -> Result<(&'c Database, RequestControls), OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(dn));
     };
     require_secure_write(context)?;
-    let controls =
-        crate::controls::parse(&context.controls, crate::controls::OperationClass::Update)?;
+    let controls = crate::controls::parse(&context.controls, class)?;
     read_controls_within_limits(context, &controls)?;
     Ok((database, controls))
 }
@@ -166,7 +166,7 @@ pub async fn add(
         ));
     }
     let request_dn = request.dn.clone();
-    let (database, controls) = open_update(context, &request.dn)?;
+    let (database, controls) = open_update(context, &request.dn, OperationClass::Update)?;
     check_request_attributes(
         database,
         &context.server.settings,
@@ -196,7 +196,7 @@ pub async fn delete(
     context: &OperationContext,
     dn: &str,
 ) -> Result<Vec<ResponseControl>, OperationError> {
-    let (database, controls) = open_update(context, dn)?;
+    let (database, controls) = open_update(context, dn, OperationClass::Update)?;
     let pre = read_entry_control_async(
         context,
         dn.to_string(),
@@ -232,7 +232,7 @@ pub async fn modify(
     context: &OperationContext,
     request: LdapModifyRequest,
 ) -> Result<Vec<ResponseControl>, OperationError> {
-    let (database, controls) = open_update(context, &request.dn)?;
+    let (database, controls) = open_update(context, &request.dn, OperationClass::Modify)?;
     let modifications: Vec<Modification> =
         request.changes.into_iter().map(modification_of).collect();
     let password_changes = modifications
@@ -298,7 +298,7 @@ pub async fn modify_dn(
     context: &OperationContext,
     request: LdapModifyDNRequest,
 ) -> Result<Vec<ResponseControl>, OperationError> {
-    let (database, controls) = open_update(context, &request.dn)?;
+    let (database, controls) = open_update(context, &request.dn, OperationClass::Update)?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),

@@ -76,6 +76,8 @@ pub(crate) struct WriteJob {
     pub assertion: Option<Filter>,
     /// Relax Rules granted (the rootdn asked for it): NO-USER-MODIFICATION attributes kept.
     pub relax: bool,
+    /// The permissive modify control: present values added and absent ones deleted are skipped.
+    pub permissive_modify: bool,
     pub budget: Duration,
     pub attribute_descriptions_per_entry_max: usize,
     /// Scheme for cleartext userPassword values.
@@ -468,6 +470,7 @@ impl Writer {
     fn store_change(&self, txn: &mut WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
         let context = WriteContext {
             relax: job.relax,
+            permissive_modify: job.permissive_modify,
             attribute_descriptions_per_entry_max: job.attribute_descriptions_per_entry_max,
             ..WriteContext::new(job.identity.dn.clone())
         };

@@ -38,6 +38,9 @@ pub struct WriteContext {
     /// Most attribute descriptions an entry may hold after this write (adminLimitExceeded
     /// beyond); never above the codec's own `ATTRIBUTES_PER_ENTRY_MAX`.
     pub attribute_descriptions_per_entry_max: usize,
+    /// The permissive modify control: a modify adding a value that is there or deleting one
+    /// that is not skips it (`Schema::apply_modification_with`).
+    pub permissive_modify: bool,
 }
 
 impl WriteContext {
@@ -49,6 +52,7 @@ impl WriteContext {
             relax: false,
             replicated: false,
             attribute_descriptions_per_entry_max: ATTRIBUTES_PER_ENTRY_MAX,
+            permissive_modify: false,
         }
     }
 }
@@ -998,9 +1002,11 @@ impl<'s> WriteTxn<'s> {
                     .schema
                     .check_user_modification(&modification.description)?;
             }
-            self.inner
-                .schema
-                .apply_modification(&mut entry, modification)?;
+            self.inner.schema.apply_modification_with(
+                &mut entry,
+                modification,
+                context.permissive_modify,
+            )?;
         }
         let node = self.read_owned_node(id)?;
         let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;

@@ -633,6 +633,7 @@ impl Consumer {
             },
             assertion: None,
             relax: true,
+            permissive_modify: false,
             budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
             attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
             password_scheme: lmdir_access::password::Scheme::Ssha,
