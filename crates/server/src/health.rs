@@ -14,7 +14,8 @@
 
 use crate::context::Database;
 use crate::context::ServerContext;
-use crate::replication_status::ConsumerStatus;
+use crate::replication_status::{ConsumerStatus, ReplicationMonitor};
+use lmdir_config::ReplicationConfig;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,7 +28,11 @@ pub fn not_ready_reasons(context: &ServerContext) -> Vec<String> {
         Some(database) => database_reasons(database, &mut reasons),
         None => reasons.push("database: not open".to_string()),
     }
-    consumer_reasons(context, &mut reasons);
+    consumer_reasons(
+        &context.settings.replication,
+        &context.monitor.replication,
+        &mut reasons,
+    );
     reasons
 }
 
@@ -51,14 +56,15 @@ fn database_reasons(database: &Database, reasons: &mut Vec<String>) {
     }
 }
 
-fn consumer_reasons(context: &ServerContext, reasons: &mut Vec<String>) {
-    let replication = &context.settings.replication;
+fn consumer_reasons(
+    replication: &ReplicationConfig,
+    monitor: &ReplicationMonitor,
+    reasons: &mut Vec<String>,
+) {
     if replication.consumer.is_empty() {
         return;
     }
-    let registered: HashMap<u16, Arc<ConsumerStatus>> = context
-        .monitor
-        .replication
+    let registered: HashMap<u16, Arc<ConsumerStatus>> = monitor
         .consumers()
         .into_iter()
         .map(|status| (status.identity.rid, status))
@@ -83,5 +89,78 @@ fn consumer_reasons(context: &ServerContext, reasons: &mut Vec<String>) {
                 replication.ready_lag_seconds_max
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication_status::ConsumerIdentity;
+    use lmdir_sync::Csn;
+
+    fn consumer(rid: u16) -> lmdir_config::ConsumerConfig {
+        lmdir_config::ConsumerConfig {
+            rid,
+            provider: "ldap://provider.example:389".into(),
+            search_base: "dc=example,dc=com".into(),
+            sync_type: lmdir_config::SyncType::RefreshAndPersist,
+            interval_seconds: 60,
+            retry_seconds: 5,
+            bind_dn: String::new(),
+            credentials: String::new(),
+            starttls: false,
+            tls_ca_certificate: String::new(),
+        }
+    }
+
+    fn reasons(replication: &ReplicationConfig, monitor: &ReplicationMonitor) -> Vec<String> {
+        let mut reasons = Vec::new();
+        consumer_reasons(replication, monitor, &mut reasons);
+        reasons
+    }
+
+    #[test]
+    fn a_consumer_is_ready_once_refreshed_and_within_the_lag() {
+        let replication = ReplicationConfig {
+            ready_lag_seconds_max: 2,
+            consumer: vec![consumer(7), consumer(8)],
+            ..ReplicationConfig::default()
+        };
+        let monitor = ReplicationMonitor::default();
+        let status = monitor.register_consumer(ConsumerIdentity {
+            rid: 7,
+            provider: "ldap://provider.example:389".into(),
+            search_base: "dc=example,dc=com".into(),
+            sync_type: "refreshAndPersist",
+        });
+        assert_eq!(
+            reasons(&replication, &monitor),
+            [
+                "replication rid=007: first refresh not complete",
+                "replication rid=008: not started"
+            ]
+        );
+        let committed = "20250101000000.000000Z#000000#001#000000";
+        status.connecting(Some(format!("rid=007,csn={committed}").as_bytes()));
+        status.searching("127.0.0.1:5000", None);
+        status.persisting();
+        status.flushed();
+        let only_rid_7 = ReplicationConfig {
+            consumer: vec![consumer(7)],
+            ..replication.clone()
+        };
+        assert!(reasons(&only_rid_7, &monitor).is_empty());
+        let within = Csn::parse(b"20250101000002.000000Z#000000#001#000000").unwrap();
+        status.contact(Some(within), None);
+        assert!(
+            reasons(&only_rid_7, &monitor).is_empty(),
+            "2 s is at most 2"
+        );
+        let beyond = Csn::parse(b"20250101000002.500000Z#000000#001#000000").unwrap();
+        status.contact(Some(beyond), None);
+        assert_eq!(
+            reasons(&only_rid_7, &monitor),
+            ["replication rid=007: lag 2.5 s above ready_lag_seconds_max 2"]
+        );
     }
 }
