@@ -12,6 +12,8 @@ command -v slapd >/dev/null || [ -x /usr/sbin/slapd ] || need_packages+=(slapd)
 command -v mkpasswd >/dev/null || need_packages+=(whois)
 # promtool checks the metrics endpoint's exposition (crates/server/tests/monitoring.rs).
 command -v promtool >/dev/null || need_packages+=(prometheus)
+# HAProxy balances lmdir nodes by their /readyz health check (crates/lmdir/tests/scale_out.rs).
+[ -x /usr/sbin/haproxy ] || need_packages+=(haproxy)
 # python-ldap and ldap3 drive lmdir as real clients (crates/lmdir/tests/clients.rs).
 /usr/bin/python3 -c "import ldap" 2>/dev/null || need_packages+=(python3-ldap)
 /usr/bin/python3 -c "import ldap3" 2>/dev/null || need_packages+=(python3-ldap3)

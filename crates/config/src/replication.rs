@@ -42,6 +42,9 @@ pub struct ReplicationConfig {
     /// Bind DNs of the replicas pulling from this provider (besides every consumer's
     /// `bind_dn`, the identity a multi-provider peer binds as): they may use the reserve.
     pub replica_dns: Vec<String>,
+    /// The most replication lag (seconds, `lmdir_replication_lag_seconds`) a consumer may
+    /// show while the server answers `/readyz` with 200 (1..=INTERVAL_SECONDS_MAX).
+    pub ready_lag_seconds_max: u64,
     /// One per provider pulled from (OpenLDAP's syncrepl directive).
     pub consumer: Vec<ConsumerConfig>,
 }
@@ -56,6 +59,7 @@ impl Default for ReplicationConfig {
             persist_searches_per_identity_max: 16,
             persist_searches_reserved: 8,
             replica_dns: Vec::new(),
+            ready_lag_seconds_max: 60,
             consumer: Vec::new(),
         }
     }
@@ -240,6 +244,12 @@ impl ReplicationConfig {
             return Err(problem(
                 path("persist_searches_reserved"),
                 format!("must be 0..={PERSIST_SEARCHES_MAX_MAX} (0 = no reserve)"),
+            ));
+        }
+        if !(1..=INTERVAL_SECONDS_MAX).contains(&self.ready_lag_seconds_max) {
+            return Err(problem(
+                path("ready_lag_seconds_max"),
+                format!("must be 1..={INTERVAL_SECONDS_MAX}"),
             ));
         }
         if self.replica_dns.len() > CONSUMERS_MAX {

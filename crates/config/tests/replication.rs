@@ -91,6 +91,16 @@ fn replication_errors_name_the_key() {
         "replication.persist_searches_max",
         "1..=",
     );
+    assert_error(
+        "[replication]\nready_lag_seconds_max = 0\n",
+        "replication.ready_lag_seconds_max",
+        "1..=",
+    );
+    assert_error(
+        "[replication]\nready_lag_seconds_max = 31622401\n",
+        "replication.ready_lag_seconds_max",
+        "1..=31622400",
+    );
     let with = |line: &str| format!("{CONSUMER}{line}\n");
     let key = |name: &str| format!("replication.consumer[0].{name}");
     assert_error(

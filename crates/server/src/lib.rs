@@ -1,7 +1,7 @@
 //! lmdir-server: the LDAPv3 server (listeners, PDU framing, BER encoding, operations, controls).
 //!
 //! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
-//! server → connection → operations → {search, compare, update, password, rootdse} →
+//! server → {connection, health} → operations → {search, compare, update, password, rootdse} →
 //! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
 //! result, settings, limits, monitor, replication_status, ppolicy, persist, selection,
 //! filter_text, log_text, ...).
@@ -15,6 +15,7 @@ pub mod controls;
 mod entry_read;
 pub mod filter;
 pub mod filter_text;
+pub mod health;
 pub mod limits;
 pub mod log_text;
 pub mod matched_values;

@@ -1,5 +1,8 @@
 //! The Prometheus scrape endpoint on `metrics_listen`: `GET /metrics` answers the text
-//! exposition, anything else 404. Bounded like the LDAP side, and kept answering while idle or
+//! exposition; `/livez` answers 200 while the process serves, `/readyz` (and `/health`, the
+//! same) 200 when the server is ready for clients and 503 with the reasons when not (as
+//! Kubernetes probes and HAProxy's `option httpchk` expect; GET or HEAD, anything else 405);
+//! any other path 404. Bounded like the LDAP side, and kept answering while idle or
 //! slow clients hold connections: at most `SCRAPE_CONNECTIONS_MAX` connections at once and
 //! `SCRAPE_CONNECTIONS_PER_ADDRESS_MAX` per client address (IPv6: per /64); a new connection
 //! over either cap evicts the oldest connection (of that address, or of all) whose request has
@@ -34,8 +37,20 @@ const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 /// Prometheus' classic text format, for everyone else (curl, promtool, older scrapers).
 const PROMETHEUS_TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// Health answers: plain text, never cached (a probe must see the state now).
+const HEALTH_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
+
 /// Renders the exposition (OpenMetrics text) at scrape time.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+/// Why the server is not ready now, one reason a line (empty when ready).
+pub type Readiness = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// What the endpoint answers from.
+#[derive(Clone)]
+pub struct Endpoints {
+    pub render: Render,
+    pub readiness: Readiness,
+}
 
 /// One open scrape connection.
 struct Open {
@@ -101,7 +116,11 @@ impl Drop for Registered {
 }
 
 /// Serves scrapes until `shutdown` turns true (or its sender goes away).
-pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    endpoints: Endpoints,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let connections = Arc::new(Connections::default());
     let mut next_id: u64 = 0;
     loop {
@@ -127,7 +146,7 @@ pub async fn serve(listener: TcpListener, render: Render, mut shutdown: watch::R
             next_id,
             stream,
             ClientKey::of_ip(peer.ip()),
-            &render,
+            &endpoints,
         );
     }
 }
@@ -138,7 +157,7 @@ fn admit(
     id: u64,
     stream: tokio::net::TcpStream,
     client: ClientKey,
-    render: &Render,
+    endpoints: &Endpoints,
 ) {
     let mut open = connections.lock();
     let Some(evicted) = Connections::make_room(&mut open, client) else {
@@ -160,7 +179,7 @@ fn admit(
     };
     let task = tokio::spawn(serve_connection(
         stream,
-        render.clone(),
+        endpoints.clone(),
         requested.clone(),
         registered,
     ));
@@ -179,13 +198,13 @@ fn admit(
 
 async fn serve_connection(
     stream: tokio::net::TcpStream,
-    render: Render,
+    endpoints: Endpoints,
     requested: Arc<AtomicBool>,
     _registered: Registered,
 ) {
     let service = service_fn(move |request: Request<hyper::body::Incoming>| {
         requested.store(true, Ordering::Release);
-        let response = respond(&request, &render);
+        let response = respond(&request, &endpoints);
         async move { Ok::<_, Infallible>(response) }
     });
     let connection = http1::Builder::new()
@@ -198,7 +217,47 @@ async fn serve_connection(
     }
 }
 
-fn respond<Body>(request: &Request<Body>, render: &Render) -> Response<Full<Bytes>> {
+fn respond<Body>(request: &Request<Body>, endpoints: &Endpoints) -> Response<Full<Bytes>> {
+    match request.uri().path() {
+        "/livez" => health(request.method(), Vec::new, "live"),
+        "/readyz" | "/health" => health(request.method(), &*endpoints.readiness, "ready"),
+        _ => metrics(request, &endpoints.render),
+    }
+}
+
+/// A health answer: 200 `{ok}` when `reasons` gives none, else 503 with them; HEAD gets the
+/// same status and headers without the body; other methods 405.
+fn health(method: &Method, reasons: impl Fn() -> Vec<String>, ok: &str) -> Response<Full<Bytes>> {
+    let mut builder = Response::builder()
+        .header(hyper::header::CONTENT_TYPE, HEALTH_CONTENT_TYPE)
+        .header(hyper::header::CACHE_CONTROL, "no-store");
+    let (status, body) = if method != Method::GET && method != Method::HEAD {
+        builder = builder.header(hyper::header::ALLOW, "GET, HEAD");
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD\n".to_string(),
+        )
+    } else {
+        let reasons = reasons();
+        if reasons.is_empty() {
+            (StatusCode::OK, format!("{ok}\n"))
+        } else {
+            let mut body = format!("not {ok}\n");
+            for reason in reasons {
+                body.push_str(&reason);
+                body.push('\n');
+            }
+            (StatusCode::SERVICE_UNAVAILABLE, body)
+        }
+    };
+    builder
+        .status(status)
+        .body(Full::new(Bytes::from(body)))
+        .expect("a response from constant parts")
+}
+
+/// `GET /metrics`; any other path (or method) 404.
+fn metrics<Body>(request: &Request<Body>, render: &Render) -> Response<Full<Bytes>> {
     let wants_openmetrics = request
         .headers()
         .get_all(hyper::header::ACCEPT)
@@ -220,7 +279,7 @@ fn respond<Body>(request: &Request<Body>, render: &Render) -> Response<Full<Byte
             (
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",
-                "only GET /metrics is served here\n".to_string(),
+                "only GET /metrics, /livez, /readyz and /health are served here\n".to_string(),
             )
         };
     Response::builder()
@@ -266,8 +325,18 @@ mod tests {
     }
 
     async fn get_accepting(address: std::net::SocketAddr, path: &str, accept: &str) -> String {
+        request(address, "GET", path, accept).await
+    }
+
+    async fn request(
+        address: std::net::SocketAddr,
+        method: &str,
+        path: &str,
+        accept: &str,
+    ) -> String {
         let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n");
+        let request =
+            format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\n\r\n");
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).await.unwrap();
@@ -287,7 +356,8 @@ mod tests {
                 "# HELP lmdir_scrapes Scrapes.\n# TYPE lmdir_scrapes counter\nlmdir_scrapes_total {count}\n# EOF\n"
             )
         });
-        let server = tokio::spawn(serve(listener, render, stopped));
+        let readiness: Readiness = Arc::new(Vec::new);
+        let server = tokio::spawn(serve(listener, Endpoints { render, readiness }, stopped));
 
         let first = get_accepting(address, "/metrics", "application/openmetrics-text").await;
         assert!(first.starts_with("HTTP/1.1 200"), "{first}");
@@ -303,6 +373,52 @@ mod tests {
         );
         assert!(get(address, "/other").await.starts_with("HTTP/1.1 404"));
         assert_eq!(scrapes.load(std::sync::atomic::Ordering::Relaxed), 2);
+
+        stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), server)
+            .await
+            .expect("the endpoint stops on shutdown")
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn health_answers_the_readiness_now_without_caching() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        let ready = Arc::new(AtomicBool::new(false));
+        let seen = ready.clone();
+        let readiness: Readiness = Arc::new(move || match seen.load(Ordering::Acquire) {
+            true => Vec::new(),
+            false => vec!["replication rid=007: first refresh not complete".to_string()],
+        });
+        let render: Render = Arc::new(|| "# EOF\n".to_string());
+        let server = tokio::spawn(serve(listener, Endpoints { render, readiness }, stopped));
+
+        let live = get(address, "/livez").await;
+        assert!(live.starts_with("HTTP/1.1 200"), "{live}");
+        assert!(live.ends_with("\r\n\r\nlive\n"), "{live}");
+        for path in ["/readyz", "/health"] {
+            let answer = get(address, path).await;
+            assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+            assert!(answer.contains("cache-control: no-store"), "{answer}");
+            assert!(answer.contains("content-type: text/plain"), "{answer}");
+            assert!(
+                answer.ends_with("not ready\nreplication rid=007: first refresh not complete\n"),
+                "{answer}"
+            );
+        }
+        let head = request(address, "HEAD", "/readyz", "*/*").await;
+        assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+        assert!(head.ends_with("\r\n\r\n"), "HEAD has no body: {head}");
+        ready.store(true, Ordering::Release);
+        let answer = get(address, "/readyz").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\nready\n"), "{answer}");
+        let post = request(address, "POST", "/readyz", "*/*").await;
+        assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+        assert!(post.contains("allow: GET, HEAD"), "{post}");
+        assert!(get(address, "/metrics").await.starts_with("HTTP/1.1 200"));
 
         stop.send(true).unwrap();
         tokio::time::timeout(Duration::from_secs(30), server)

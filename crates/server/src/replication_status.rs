@@ -263,6 +263,9 @@ pub struct ConsumerState {
     pub received: ContextCsns,
     /// The newest CSN per server ID committed here (the stored cookie and applied entries).
     pub committed: ContextCsns,
+    /// A refresh has been committed whole since the consumer started (or since its last
+    /// reload): until then `/readyz` answers 503. Stays set while disconnected.
+    pub refreshed: bool,
 }
 
 impl Default for ConsumerState {
@@ -280,6 +283,7 @@ impl Default for ConsumerState {
             last_error_time: None,
             received: ContextCsns::new(),
             committed: ContextCsns::new(),
+            refreshed: false,
         }
     }
 }
@@ -412,18 +416,36 @@ impl ConsumerStatus {
         self.kept.inc_by(counts.kept);
     }
 
-    /// The provider answered e-syncRefreshRequired: the cookie is dropped, a reload follows.
-    pub fn reloading(&self) {
-        self.reloads.inc();
-        self.state().committed = ContextCsns::new();
+    /// Everything received so far is committed (a batch's commit succeeded, or nothing was
+    /// left to write): once the refresh is over (`persisting`), the consumer is refreshed.
+    pub fn flushed(&self) {
+        let mut state = self.state();
+        if state.phase == SyncPhase::Persisting {
+            state.refreshed = true;
+        }
     }
 
-    /// A refreshOnly poll completed; the next starts at `next`.
+    /// A refresh has been committed whole since the start or the last reload.
+    pub fn refreshed(&self) -> bool {
+        self.state().refreshed
+    }
+
+    /// The provider answered e-syncRefreshRequired: the cookie is dropped, a reload follows,
+    /// and the consumer is not refreshed until that reload has been committed.
+    pub fn reloading(&self) {
+        self.reloads.inc();
+        let mut state = self.state();
+        state.committed = ContextCsns::new();
+        state.refreshed = false;
+    }
+
+    /// A refreshOnly poll completed (its changes committed); the next starts at `next`.
     pub fn polled(&self, next: SystemTime) {
         self.connected.set(0);
         let now = SystemTime::now();
         self.last_sync.set(unix_seconds(now));
         let mut state = self.state();
+        state.refreshed = true;
         state.phase = SyncPhase::WaitingToPoll;
         state.connection.clear();
         state.last_sync = Some(now);
@@ -519,6 +541,18 @@ mod tests {
         status.connecting(Some(format!("rid=007,csn={old}").as_bytes()));
         status.searching("127.0.0.1:5000", None);
         assert_eq!(status.lag_seconds(), 0.0);
+        status.flushed();
+        assert!(
+            !status.refreshed(),
+            "a batch during the refresh is not the refresh"
+        );
+        status.persisting();
+        assert!(
+            !status.refreshed(),
+            "the refresh's last batch is not committed yet"
+        );
+        status.flushed();
+        assert!(status.refreshed());
         let new = csn("20250101000002.500000Z#000000#001#000000");
         status.contact(Some(new), None);
         assert_eq!(status.lag_seconds(), 2.5);
@@ -555,6 +589,12 @@ mod tests {
         assert!(state.connection.is_empty());
         assert!(!status.connected());
         assert_eq!(status.counts().reconnects, 1);
+        assert!(
+            status.refreshed(),
+            "a refreshed consumer stays so while disconnected"
+        );
+        status.reloading();
+        assert!(!status.refreshed(), "a reload starts over");
     }
 
     #[test]

@@ -429,7 +429,8 @@ pub async fn start(
     })
 }
 
-/// Binds `metrics_listen` and serves Prometheus scrapes of this server's monitor until shutdown.
+/// Binds `metrics_listen` and serves Prometheus scrapes of this server's monitor, and its
+/// health (`/livez`, `/readyz`), until shutdown.
 async fn start_metrics(
     context: &Arc<ServerContext>,
     address: SocketAddr,
@@ -455,8 +456,15 @@ async fn start_metrics(
         Some(context) => context.monitor.render_metrics(&context.monitor_state()),
         None => "# EOF\n".to_string(),
     });
+    let weak = Arc::downgrade(context);
+    let readiness: crate::metrics_http::Readiness = Arc::new(move || match weak.upgrade() {
+        Some(context) => crate::health::not_ready_reasons(&context),
+        None => vec!["server: shutting down".to_string()],
+    });
     Ok(tokio::spawn(crate::metrics_http::serve(
-        listener, render, shutdown,
+        listener,
+        crate::metrics_http::Endpoints { render, readiness },
+        shutdown,
     )))
 }
 

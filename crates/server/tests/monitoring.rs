@@ -289,3 +289,116 @@ fn idle_half_requests_do_not_lock_scrapes_out() {
     }
     drop(idle);
 }
+
+/// One request to the metrics listener: (status code, the whole response).
+fn http(address: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to metrics");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .expect("timeout");
+    stream
+        .write_all(format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {response:?}"));
+    (status, response)
+}
+
+fn metrics_address(server: &TestServer) -> SocketAddr {
+    server
+        .running()
+        .context()
+        .metrics_address()
+        .expect("metrics endpoint bound")
+}
+
+#[test]
+fn a_plain_server_is_live_and_ready_until_its_writes_stop() {
+    let server = TestServer::start_with_database(|settings| {
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+    });
+    let address = metrics_address(&server);
+    let (status, live) = http(address, "GET", "/livez");
+    assert_eq!(status, 200, "{live}");
+    for path in ["/readyz", "/health"] {
+        let (status, ready) = http(address, "GET", path);
+        assert_eq!(status, 200, "{ready}");
+        assert!(ready.contains("cache-control: no-store"), "{ready}");
+        assert!(ready.ends_with("\r\n\r\nready\n"), "{ready}");
+    }
+    let (status, head) = http(address, "HEAD", "/readyz");
+    assert_eq!(status, 200);
+    assert!(head.ends_with("\r\n\r\n"), "HEAD has no body: {head}");
+    assert_eq!(http(address, "DELETE", "/readyz").0, 405);
+    assert_eq!(http(address, "GET", "/metrics").0, 200);
+
+    // The first step of shutdown: a balancer must stop sending clients before they fail.
+    let database = server.running().context().database.as_ref().expect("db");
+    database.stop_writes();
+    let (status, ready) = http(address, "GET", "/readyz");
+    assert_eq!(status, 503, "{ready}");
+    assert!(
+        ready.ends_with("not ready\nserver: shutting down\n"),
+        "{ready}"
+    );
+    assert_eq!(http(address, "GET", "/livez").0, 200, "still live");
+}
+
+#[test]
+fn a_consumer_that_never_refreshed_makes_the_server_not_ready_naming_only_its_rid() {
+    // A port nothing listens on: the consumer's connection is refused, again and again.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address");
+    let provider = format!("ldap://{closed}");
+    let server = TestServer::start_with_database(|settings| {
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+        settings
+            .replication
+            .consumer
+            .push(lmdir_config::ConsumerConfig {
+                rid: 7,
+                provider: provider.clone(),
+                search_base: "dc=example,dc=com".to_string(),
+                sync_type: lmdir_config::SyncType::RefreshAndPersist,
+                interval_seconds: 60,
+                retry_seconds: 1,
+                bind_dn: "cn=replicator,dc=example,dc=com".to_string(),
+                credentials: "secret".to_string(),
+                starttls: false,
+                tls_ca_certificate: String::new(),
+            });
+    });
+    let address = metrics_address(&server);
+    assert_eq!(http(address, "GET", "/livez").0, 200);
+    // Before and after its first failed attempt (the status says it was tried).
+    let consumer = server.running().context().monitor.replication.consumers()[0].clone();
+    for attempt in 0..2 {
+        let (status, ready) = http(address, "GET", "/readyz");
+        assert_eq!(status, 503, "{ready}");
+        assert!(
+            ready.ends_with("not ready\nreplication rid=007: first refresh not complete\n"),
+            "{ready}"
+        );
+        for secret in [
+            provider.as_str(),
+            &closed.port().to_string(),
+            "cn=replicator",
+        ] {
+            assert!(!ready.contains(secret), "{secret} in {ready}");
+        }
+        if attempt == 0 {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while consumer.snapshot().last_error.is_empty() {
+                assert!(std::time::Instant::now() < deadline, "no attempt in 60 s");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}

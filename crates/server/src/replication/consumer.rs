@@ -606,6 +606,7 @@ impl Consumer {
     async fn flush(&self, progress: &mut Progress) -> Result<(), SessionError> {
         let cookie = std::mem::replace(&mut progress.cookie, CookieUpdate::Keep);
         if progress.pending.is_empty() && cookie == CookieUpdate::Keep {
+            self.status.flushed();
             return Ok(());
         }
         self.check_provider_sid(&cookie)?;
@@ -649,6 +650,7 @@ impl Consumer {
             Ok(Ok(())) => {
                 let counts = *applied.lock().unwrap_or_else(|poison| poison.into_inner());
                 self.status.committed(counts, &covered);
+                self.status.flushed();
                 Ok(())
             }
             Ok(Err(error)) => Err(SessionError::Apply(format!(
