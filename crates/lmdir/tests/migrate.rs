@@ -168,18 +168,14 @@ fn search(
     answer(command.output().unwrap())
 }
 
-#[test]
-fn migrated_server_answers_like_slapd() {
-    if !require_tools("migrated_server_answers_like_slapd") {
-        return;
-    }
-    let directory = tempfile::tempdir().unwrap();
-    let root = directory.path();
+/// Writes `conf` as `root/slapd.conf` and `ldif` as `root/data.ldif` and loads it with slapadd
+/// (into `root/openldap-db`): the config's path.
+fn slapadd_into(root: &Path, conf: &str, ldif: &str) -> PathBuf {
     std::fs::create_dir_all(root.join("openldap-db")).unwrap();
     let conf_path = root.join("slapd.conf");
-    std::fs::write(&conf_path, slapd_conf(root)).unwrap();
+    std::fs::write(&conf_path, conf).unwrap();
     let data_path = root.join("data.ldif");
-    std::fs::write(&data_path, dataset()).unwrap();
+    std::fs::write(&data_path, ldif).unwrap();
     run_checked(
         Command::new("slapadd")
             .arg("-f")
@@ -187,6 +183,17 @@ fn migrated_server_answers_like_slapd() {
             .arg("-l")
             .arg(&data_path),
     );
+    conf_path
+}
+
+#[test]
+fn migrated_server_answers_like_slapd() {
+    if !require_tools("migrated_server_answers_like_slapd") {
+        return;
+    }
+    let directory = tempfile::tempdir().unwrap();
+    let root = directory.path();
+    let conf_path = slapadd_into(root, &slapd_conf(root), &dataset());
     let slapd_port = conformance::free_port();
     let mut servers = Servers {
         slapd_pid_file: root.join("slapd.pid"),
@@ -475,18 +482,7 @@ fn migrated_policies_answer_like_slapd_on_every_route() {
     }
     let directory = tempfile::tempdir().unwrap();
     let root = directory.path();
-    std::fs::create_dir_all(root.join("openldap-db")).unwrap();
-    let conf_path = root.join("slapd.conf");
-    std::fs::write(&conf_path, policy_slapd_conf(root)).unwrap();
-    let data_path = root.join("data.ldif");
-    std::fs::write(&data_path, policy_dataset()).unwrap();
-    run_checked(
-        Command::new("slapadd")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-l")
-            .arg(&data_path),
-    );
+    let conf_path = slapadd_into(root, &policy_slapd_conf(root), &policy_dataset());
     let export_path = root.join("export.ldif");
     run_checked(
         Command::new("slapcat")
