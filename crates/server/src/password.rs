@@ -12,7 +12,7 @@ use crate::ppolicy::{
 };
 use crate::result::{code, OperationError};
 use crate::session::{Identity, Session, Transport};
-use crate::writer::{PolicyState, WriteJob, WriteRequest};
+use crate::writer::{PolicyState, Update, WriteJob, WriteRequest};
 use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapPasswordModifyRequest,
@@ -460,16 +460,18 @@ impl Database {
         let settings = &server.settings;
         let (reply, response) = oneshot::channel();
         let job = WriteJob {
-            request: WriteRequest::PolicyState(state),
-            identity: Identity::default(),
-            assertion: None,
-            relax: false,
-            permissive_modify: false,
-            budget: settings.write_budget,
-            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
-            password_scheme: password::Scheme::Ssha,
-            hash_cleartext: false,
-            password_policy_default: settings.password_policy_default.clone(),
+            update: Update {
+                request: WriteRequest::PolicyState(state),
+                identity: Identity::default(),
+                assertion: None,
+                relax: false,
+                permissive_modify: false,
+                budget: settings.write_budget,
+                attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+                password_scheme: password::Scheme::Ssha,
+                hash_cleartext: false,
+                password_policy_default: settings.password_policy_default.clone(),
+            },
             reply,
         };
         let outcome = match self.submit(job).await {

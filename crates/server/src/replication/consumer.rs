@@ -10,7 +10,7 @@ use crate::controls::{Control, MANAGE_DSA_IT_OID};
 use crate::replication_status::{ChangeCounts, ConsumerIdentity, ConsumerStatus};
 use crate::server::ServerContext;
 use crate::session::Identity;
-use crate::writer::{WriteJob, WriteRequest};
+use crate::writer::{Update, WriteJob, WriteRequest};
 use ldap3_proto::proto::{
     LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchResultEntry, LdapSearchScope,
 };
@@ -626,20 +626,22 @@ impl Consumer {
         };
         let covered = batch.csns();
         let job = WriteJob {
-            request: WriteRequest::Replicate(batch),
-            identity: Identity {
-                dn: String::new(),
-                normalized_dn: String::new(),
-                is_rootdn: false,
+            update: Update {
+                request: WriteRequest::Replicate(batch),
+                identity: Identity {
+                    dn: String::new(),
+                    normalized_dn: String::new(),
+                    is_rootdn: false,
+                },
+                assertion: None,
+                relax: true,
+                permissive_modify: false,
+                budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
+                attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+                password_scheme: lmdir_access::password::Scheme::Ssha,
+                hash_cleartext: false,
+                password_policy_default: String::new(),
             },
-            assertion: None,
-            relax: true,
-            permissive_modify: false,
-            budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
-            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
-            password_scheme: lmdir_access::password::Scheme::Ssha,
-            hash_cleartext: false,
-            password_policy_default: String::new(),
             reply,
         };
         self.database()?
