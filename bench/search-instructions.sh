@@ -8,7 +8,9 @@
 # instructions per operation = (total(N2) - total(N1)) / (N2 - N1), so connection setup and warm-up
 # cancel out. Kinds: eq (uid=u…), sub (mail=*NNNNN*), bind (simple bind as a person, {SSHA}),
 # authsearch (uid=u… as the rootdn asking for no attributes: authrate's search half; not in the
-# default KINDS), scan (objectClass=* over the suffix; reported per returned entry).
+# default KINDS), scan (objectClass=* over the suffix; reported per returned entry), modify (the
+# rootdn replaces one person's description) and add (the rootdn adds a person): both fsync per
+# commit on both servers, which callgrind does not count (user space only).
 # Usage: [PROFILE=standard|large|mixed] [SERVERS="lmdir openldap"] [KINDS="eq sub bind scan"] [LMDIR=binary]
 #        bench/search-instructions.sh [N_PEOPLE] [N1] [N2]
 # Keeps the callgrind dumps in $WORK_DIR/instructions-*/ for callgrind_annotate --inclusive=yes.

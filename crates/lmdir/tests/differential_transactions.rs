@@ -5,9 +5,7 @@
 #[allow(dead_code)] // the other differential suites use the rest of the harness
 mod conformance;
 
-use conformance::{search, Pair, ROOT_DN, ROOT_PASSWORD, SUFFIX};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use conformance::{search, Pair, SUFFIX};
 
 fn dataset() -> String {
     format!(
@@ -21,27 +19,7 @@ fn dataset() -> String {
 
 /// `ldapmodify -E <transaction>` of `ldif` as the rootdn: its exit code (the LDAP result).
 fn ldapmodify_in_transaction(port: u16, transaction: &str, ldif: &str) -> i32 {
-    let mut child = Command::new("ldapmodify")
-        .args([
-            "-x",
-            "-H",
-            &format!("ldap://127.0.0.1:{port}"),
-            "-D",
-            ROOT_DN,
-        ])
-        .args(["-w", ROOT_PASSWORD, "-E", transaction])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ldapmodify");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(ldif.as_bytes())
-        .expect("write");
-    child.wait().expect("wait").code().unwrap_or(-1)
+    conformance::ldap_change_code(port, "ldapmodify", &["-E", transaction], ldif)
 }
 
 fn people(port: u16) -> Vec<String> {
