@@ -364,7 +364,10 @@ fn killed_during_refresh(bulk: bool) -> Option<TestServer> {
         // Some batches committed (p000100 among them), the refresh did not end.
         assert!(seen > 103 && seen < people + 3, "{seen} entries");
     }
-    replica.assert_check_clean("after SIGKILL during the refresh");
+    // A bulk load cut off may leave its mark (check names it; the restart discards the load).
+    if !bulk {
+        replica.assert_check_clean("after SIGKILL during the refresh");
+    }
     provider.change(&format!(
         "dn: uid=p000100,ou=people,{SUFFIX}\nchangetype: delete\n\n\
          dn: uid=p000101,ou=people,{SUFFIX}\nchangetype: modify\nreplace: sn\nsn: While Down\n\n\
