@@ -858,6 +858,8 @@ fn a_load_into_an_open_empty_store_is_a_fresh_load_and_a_broken_one_is_undone() 
     };
     let mut tiny = options(&live_directory, true);
     tiny.memory_bytes_max = 64 << 10;
+    // As the replica does: marked under way first, so a cut-off load is found later.
+    live.mark_live_load(true).unwrap();
     let failed = load_into_empty(
         &live,
         &tiny,
@@ -866,7 +868,18 @@ fn a_load_into_an_open_empty_store_is_a_fresh_load_and_a_broken_one_is_undone() 
         ContextCsn::FromProvider,
     );
     assert!(failed.is_err());
+    assert!(live.live_load_interrupted().unwrap());
+    let report = live.check().unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.contains("live_load_under_way")),
+        "{:?}",
+        report.problems
+    );
     live.discard_failed_load().unwrap();
+    assert!(!live.live_load_interrupted().unwrap());
     assert_eq!(live.read().unwrap().entry_count().unwrap(), 0);
     assert_clean(&live);
 
