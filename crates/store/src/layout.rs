@@ -718,6 +718,9 @@ pub fn change_posting_chunk(
             }
         }
         Some(&CHUNK_TAG_ROARING) => {
+            if let Some(change) = edit_roaring_in_place(&bytes[1..], low, add, out) {
+                return Ok(change);
+            }
             let mut bitmap = decode_posting_chunk_low(bytes)?;
             let changed = if add {
                 bitmap.insert(low as u32)
@@ -735,6 +738,127 @@ pub fn change_posting_chunk(
         }
         _ => Err(CorruptChunk("unknown tag")),
     }
+}
+
+/// The roaring serialization of a chunk's low halves as `encode_posting_chunk` writes it: no
+/// run containers, one container keyed 0, so a fixed 16-byte header (cookie, count, key,
+/// cardinality - 1, offset) and then the array (cardinality u16 LE) or the bitmap (8 KiB).
+const ROARING_COOKIE_NO_RUNS: u32 = 12346;
+const ROARING_HEADER_BYTES: usize = 16;
+const ROARING_ARRAY_MAX: usize = 4096;
+const ROARING_BITMAP_BYTES: usize = 8192;
+
+/// Adds or removes `low` in a roaring chunk's bytes without decoding them: a bit set or
+/// cleared in the bitmap form, a value spliced into the array form, and the cardinality
+/// rewritten. None when the change would cross a form's bounds (array ↔ bitmap at 4,096, back
+/// to the list form at 1,024) or the bytes are not of the one-container shape: the caller
+/// decodes and encodes, and the result is the same bytes either way (tests).
+fn edit_roaring_in_place(
+    serialized: &[u8],
+    low: u16,
+    add: bool,
+    out: &mut Vec<u8>,
+) -> Option<ChunkChange> {
+    let header = serialized.get(..ROARING_HEADER_BYTES)?;
+    let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    let half = |at: usize| u16::from_le_bytes([header[at], header[at + 1]]);
+    if word(0) != ROARING_COOKIE_NO_RUNS
+        || word(4) != 1
+        || half(8) != 0
+        || word(12) as usize != ROARING_HEADER_BYTES
+    {
+        return None;
+    }
+    let cardinality = half(10) as usize + 1;
+    let data = &serialized[ROARING_HEADER_BYTES..];
+    let new_cardinality = if cardinality > ROARING_ARRAY_MAX {
+        edit_roaring_bitmap(data, low, add, cardinality)?
+    } else {
+        edit_roaring_array(data, low, add, cardinality)?
+    };
+    let Some(new_cardinality) = new_cardinality else {
+        return Some(ChunkChange::Unchanged);
+    };
+    out.clear();
+    out.push(CHUNK_TAG_ROARING);
+    out.extend_from_slice(&header[..10]);
+    out.extend_from_slice(&((new_cardinality - 1) as u16).to_le_bytes());
+    out.extend_from_slice(&header[12..]);
+    if cardinality > ROARING_ARRAY_MAX {
+        out.extend_from_slice(data);
+        let byte = 1 + ROARING_HEADER_BYTES + low as usize / 8;
+        out[byte] ^= 1 << (low % 8);
+    } else {
+        let values = &data[..2 * cardinality];
+        let index = roaring_array_position(values, low).unwrap_or_else(|index| index);
+        out.extend_from_slice(&values[..2 * index]);
+        if add {
+            out.extend_from_slice(&low.to_le_bytes());
+            out.extend_from_slice(&values[2 * index..]);
+        } else {
+            out.extend_from_slice(&values[2 * index + 2..]);
+        }
+    }
+    Some(ChunkChange::Written)
+}
+
+/// The new cardinality of a bitmap container after the change (inner None: nothing to
+/// change); None when it would leave the bitmap form.
+fn edit_roaring_bitmap(
+    data: &[u8],
+    low: u16,
+    add: bool,
+    cardinality: usize,
+) -> Option<Option<usize>> {
+    if data.len() != ROARING_BITMAP_BYTES {
+        return None;
+    }
+    let present = data[low as usize / 8] & (1 << (low % 8)) != 0;
+    match (present, add) {
+        (true, true) | (false, false) => Some(None),
+        (false, true) => Some(Some(cardinality + 1)),
+        (true, false) if cardinality - 1 > ROARING_ARRAY_MAX => Some(Some(cardinality - 1)),
+        (true, false) => None,
+    }
+}
+
+/// As `edit_roaring_bitmap`, for an array container.
+fn edit_roaring_array(
+    data: &[u8],
+    low: u16,
+    add: bool,
+    cardinality: usize,
+) -> Option<Option<usize>> {
+    if data.len() != 2 * cardinality {
+        return None;
+    }
+    match (roaring_array_position(data, low), add) {
+        (Ok(_), true) | (Err(_), false) => Some(None),
+        (Err(_), true) if cardinality < ROARING_ARRAY_MAX => Some(Some(cardinality + 1)),
+        (Ok(_), false) if cardinality - 1 > POSTING_LIST_FORM_MAX_IDS => {
+            Some(Some(cardinality - 1))
+        }
+        _ => None,
+    }
+}
+
+/// Where `low` is in a roaring array container's values (u16 LE, sorted).
+fn roaring_array_position(values: &[u8], low: u16) -> Result<usize, usize> {
+    let count = values.len() / 2;
+    let at = |index: usize| u16::from_le_bytes([values[2 * index], values[2 * index + 1]]);
+    if count > 0 && at(count - 1) < low {
+        return Err(count);
+    }
+    let (mut low_index, mut high_index) = (0, count);
+    while low_index < high_index {
+        let middle = (low_index + high_index) / 2;
+        match at(middle).cmp(&low) {
+            std::cmp::Ordering::Less => low_index = middle + 1,
+            std::cmp::Ordering::Greater => high_index = middle,
+            std::cmp::Ordering::Equal => return Ok(middle),
+        }
+    }
+    Err(low_index)
 }
 
 /// Where `low` is in the body of a list chunk (sorted u16 BE, even length): `Ok(index)` when
@@ -824,6 +948,67 @@ fn read_varint_multi_byte(bytes: &[u8], position: &mut usize) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The in-place roaring edit gives the bytes (and the answer) a decode, change and encode
+    /// gives, at every size around the forms' bounds (1,024 list/roaring, 4,096 array/bitmap).
+    #[test]
+    fn roaring_chunks_edited_in_place_match_a_decode_and_encode() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut in_place = 0;
+        for size in [
+            1025, 1026, 1100, 2000, 4095, 4096, 4097, 4098, 5000, 30_000, 65_535,
+        ] {
+            let mut bitmap = RoaringBitmap::new();
+            while bitmap.len() < size {
+                bitmap.insert((next() % 65_536) as u32);
+            }
+            let mut bytes = Vec::new();
+            encode_posting_chunk(&bitmap, &mut bytes);
+            for step in 0..300 {
+                let low = if step % 2 == 0 {
+                    bitmap.select((next() % bitmap.len()) as u32).unwrap() as u16
+                } else {
+                    (next() % 65_536) as u16
+                };
+                let add = next() % 2 == 0;
+                let changed = if add {
+                    bitmap.insert(low as u32)
+                } else {
+                    bitmap.remove(low as u32)
+                };
+                let mut expected = Vec::new();
+                let expected_change = match (changed, bitmap.is_empty()) {
+                    (false, _) => ChunkChange::Unchanged,
+                    (true, true) => ChunkChange::Empty,
+                    (true, false) => {
+                        encode_posting_chunk(&bitmap, &mut expected);
+                        ChunkChange::Written
+                    }
+                };
+                let mut scratch = Vec::new();
+                in_place += usize::from(
+                    bytes[0] == CHUNK_TAG_ROARING
+                        && edit_roaring_in_place(&bytes[1..], low, add, &mut scratch).is_some(),
+                );
+                let mut out = Vec::new();
+                let change = change_posting_chunk(Some(&bytes), low, add, &mut out).unwrap();
+                assert_eq!(change, expected_change, "size {size} step {step}");
+                if change == ChunkChange::Written {
+                    assert_eq!(out, expected, "size {size} step {step} low {low} add {add}");
+                    bytes = out;
+                }
+            }
+        }
+        // Not vacuous: most changes took the in-place path.
+        assert!(in_place > 2000, "{in_place}");
+    }
+
     use super::*;
 
     #[test]
