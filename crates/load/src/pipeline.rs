@@ -591,7 +591,7 @@ fn sequence(
     let mut max_id = 0u32;
     let mut groups: Vec<GroupMembers> = Vec::new();
     // The batch's accepted entries, appended together through one cursor.
-    let mut accepted: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
+    let mut accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
         reorder.insert(batch.sequence, batch);
         while let Some(batch) = reorder.remove(&next_sequence) {
@@ -615,7 +615,7 @@ fn sequence(
                     }
                     Err(TreeError::Run(error)) => return Err(error.into()),
                 }
-                accepted.push((entry.id, entry.encoded.clone()));
+                accepted.push((entry.id, entry.encoded.clone(), entry.value_rows.clone()));
                 max_id = max_id.max(entry.id);
                 entries += 1;
                 repeated_values += entry.repeated_values;
@@ -627,7 +627,13 @@ fn sequence(
             bulk.append_entries(
                 accepted
                     .iter()
-                    .map(|(id, encoded)| (*id, &arena[encoded.clone()])),
+                    .map(|(id, encoded, _)| (*id, &arena[encoded.clone()])),
+            )?;
+            bulk.append_value_rows(
+                accepted
+                    .iter()
+                    .filter(|(_, _, rows)| !rows.is_empty())
+                    .map(|(_, _, rows)| &arena[rows.clone()]),
             )?;
             // The batch is done with: let the reader read one more, and a worker reuse the arena.
             let _ = returns.arenas.try_send(batch.arena);

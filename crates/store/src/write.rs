@@ -136,7 +136,7 @@ impl Inner {
     }
 
     /// Schema-checks (unless skipped) and normalizes.
-    fn checked_attributes(
+    pub(crate) fn checked_attributes(
         &self,
         entry: &Entry,
         skip_schema_check: bool,
@@ -174,6 +174,44 @@ impl Inner {
 }
 
 impl Inner {
+    /// Makes entry `id`'s `id2value` rows exactly `framed` (key order): a merge of the rows
+    /// there with the new ones, so only rows that differ are written or deleted. Returns the
+    /// bytes written.
+    pub(crate) fn replace_value_rows(
+        &self,
+        txn: &mut RwTxn<'_>,
+        id: EntryId,
+        framed: &[u8],
+    ) -> Result<usize, LdapError> {
+        let database = self
+            .databases
+            .values
+            .ok_or_else(|| corrupt("the store has no id2value DB"))?;
+        let mut prefix = Vec::new();
+        layout::value_key_prefix(id, None, &mut prefix);
+        let mut existing: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for row in database.prefix_iter(txn, &prefix).map_err(lmdb_to_ldap)? {
+            let (key, value) = row.map_err(lmdb_to_ldap)?;
+            existing.push((key.to_vec(), value.to_vec()));
+        }
+        let mut written = 0;
+        let mut old = existing.iter().peekable();
+        for (key, value) in layout::framed_rows(framed) {
+            while let Some((old_key, _)) = old.next_if(|(old_key, _)| old_key.as_slice() < key) {
+                database.delete(txn, old_key).map_err(lmdb_to_ldap)?;
+            }
+            let same = old.next_if(|(old_key, _)| old_key == key);
+            if same.is_none_or(|(_, old_value)| old_value != value) {
+                database.put(txn, key, value).map_err(lmdb_to_ldap)?;
+                written += key.len() + value.len();
+            }
+        }
+        for (old_key, _) in old {
+            database.delete(txn, old_key).map_err(lmdb_to_ldap)?;
+        }
+        Ok(written)
+    }
+
     /// Writes the `meta` rows of the descriptions numbered since the last commit (numbers are
     /// dense). Returns the persisted count's guard and the count to set once `txn` committed.
     pub(crate) fn persist_descriptions(
@@ -192,6 +230,35 @@ impl Inner {
                 .map_err(lmdb_to_ldap)?;
         }
         Ok((persisted, table.len()))
+    }
+
+    /// An entry's inline attributes, owned; its out-of-line ones are left out unread.
+    pub(crate) fn stored_attributes_inline(
+        &self,
+        txn: &heed::RoTxn<'_, heed::WithoutTls>,
+        id: EntryId,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        let encoded = read_entry(self, txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.descriptions).clone();
+        encoded
+            .attributes()
+            .filter(|attribute| !attribute.out_of_line)
+            .map(|attribute| {
+                let info = descriptions
+                    .get(attribute.description_number)
+                    .ok_or_else(|| corrupt(format!("entry {id}: unknown description")))?;
+                Ok(WorkingAttribute {
+                    text: info.text.clone(),
+                    attr: info.attr,
+                    options: info.options.clone(),
+                    values: attribute
+                        .values()
+                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                        .collect(),
+                })
+            })
+            .collect()
     }
 
     /// An entry's stored attributes, owned (for a write that changes them).
@@ -214,21 +281,33 @@ impl Inner {
                             attribute.description_number
                         ))
                     })?;
+                let values = match attribute.out_of_line {
+                    false => attribute
+                        .values()
+                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                        .collect(),
+                    true => {
+                        let mut values = Vec::with_capacity(attribute.value_count);
+                        let number = attribute.description_number;
+                        for row in crate::read::out_of_line_rows(self, txn, id, number)? {
+                            let row = row?;
+                            values.push((row.original.to_vec(), row.normalized.to_vec()));
+                        }
+                        values
+                    }
+                };
                 Ok(WorkingAttribute {
                     text: info.text.clone(),
                     attr: info.attr,
                     options: info.options.clone(),
-                    values: attribute
-                        .values()
-                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
-                        .collect(),
+                    values,
                 })
             })
             .collect()
     }
 }
 
-fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
+pub(crate) fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
     Entry {
         dn,
         attributes: attributes
@@ -553,19 +632,33 @@ impl<'s> WriteTxn<'s> {
         id: EntryId,
         attributes: &[WorkingAttribute],
     ) -> Result<(), LdapError> {
-        let mut bytes = Vec::new();
+        let (mut bytes, mut value_rows) = (Vec::new(), Vec::new());
         crate::rows::encode_attributes(
             self.inner,
+            id,
             attributes,
             &mut crate::rows::RowScratch::new(),
             &mut bytes,
+            &mut value_rows,
         )
         .map_err(|error| ldap(error.code, format!("entry {id}: {}", error.message)))?;
         self.inner
             .databases
             .id2entry
             .put(&mut self.txn, &layout::encode_id(id), &bytes)
-            .map_err(lmdb_to_ldap)
+            .map_err(lmdb_to_ldap)?;
+        self.replace_value_rows(id, &value_rows)
+    }
+
+    /// Makes entry `id`'s `id2value` rows exactly `framed` (`Inner::replace_value_rows`).
+    pub(crate) fn replace_value_rows(
+        &mut self,
+        id: EntryId,
+        framed: &[u8],
+    ) -> Result<(), LdapError> {
+        self.check_deadline()?;
+        self.inner.replace_value_rows(&mut self.txn, id, framed)?;
+        Ok(())
     }
 
     pub(crate) fn stored_attributes(
@@ -627,7 +720,7 @@ impl<'s> WriteTxn<'s> {
         Ok(())
     }
 
-    fn stamp_modification(
+    pub(crate) fn stamp_modification(
         &mut self,
         attributes: &mut Vec<WorkingAttribute>,
         context: &WriteContext,
@@ -870,6 +963,7 @@ impl<'s> WriteTxn<'s> {
             }
             self.remove_from_every_index(id)?;
         }
+        self.replace_value_rows(id, &[])?;
         let id_key = layout::encode_id(id);
         self.inner
             .databases
@@ -993,6 +1087,9 @@ impl<'s> WriteTxn<'s> {
     ) -> Result<EntryId, LdapError> {
         let dn = Dn::parse(dn)?;
         let id = self.existing(&dn)?;
+        if let Some(id) = self.modify_out_of_line(id, &dn, modifications, context)? {
+            return Ok(id);
+        }
         let old_attributes = self.stored_attributes(id)?;
         let mut entry = to_owned_entry(dn.clone(), &old_attributes);
         for modification in modifications {
