@@ -383,6 +383,35 @@ pub(crate) fn out_of_line_contains(
     }
 }
 
+/// Whether entry `id`'s out-of-line description `number` holds a value whose normalized form
+/// starts with `prefix`: one cursor positioning (keys hold a value's first
+/// `VALUE_KEY_NORMALIZED_BYTES_MAX` bytes, so values sharing a shorter prefix are adjacent).
+pub(crate) fn out_of_line_has_prefix(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    number: u32,
+    prefix: &[u8],
+) -> Result<bool, LdapError> {
+    if prefix.len() > layout::VALUE_KEY_NORMALIZED_BYTES_MAX {
+        for row in out_of_line_rows(inner, txn, id, number)? {
+            if row?.normalized.starts_with(prefix) {
+                return Ok(true);
+            }
+        }
+        return Ok(false);
+    }
+    let Some(database) = inner.databases.values else {
+        return Ok(false);
+    };
+    let mut key = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + prefix.len());
+    layout::encode_value_key(id, number, prefix, &mut key);
+    Ok(database
+        .get_greater_than_or_equal_to(txn, &key)
+        .map_err(lmdb_to_ldap)?
+        .is_some_and(|(found, _)| found.starts_with(&key)))
+}
+
 impl ReadTxn {
     pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
         &self.txn
@@ -735,6 +764,24 @@ impl<'txn> AttributeRef<'txn> {
             rows: None,
         })
     }
+    /// Whether a value's normalized form starts with `prefix`: one cursor positioning for an
+    /// out-of-line attribute, a walk of the record's values otherwise.
+    pub fn has_value_with_prefix(&self, prefix: &[u8]) -> Result<bool, LdapError> {
+        if !self.encoded.out_of_line {
+            return Ok(self
+                .encoded
+                .values()
+                .any(|(_, value)| value.to_cow().starts_with(prefix)));
+        }
+        out_of_line_has_prefix(
+            &self.read.inner,
+            &self.read.txn,
+            self.id,
+            self.encoded.description_number,
+            prefix,
+        )
+    }
+
     /// Whether a value of this normalized form is present: one point lookup for an out-of-line
     /// attribute, a walk of the record's values otherwise.
     pub fn contains_normalized(&self, normalized: &[u8]) -> Result<bool, LdapError> {
@@ -886,6 +933,18 @@ impl EntryView for EntryRef<'_> {
         if let Ok(dn) = self.read.dn_of(self.id) {
             self.read.inner.schema.for_each_dn_ava_of(&dn, visit);
         }
+    }
+
+    fn lookup_normalized(
+        &self,
+        attr: AttrId,
+        options: &[String],
+        normalized: &[u8],
+    ) -> Option<bool> {
+        let attribute = self.attributes().find(|attribute| {
+            attribute.is_out_of_line() && attribute.attr() == attr && attribute.options() == options
+        })?;
+        attribute.contains_normalized(normalized).ok()
     }
 }
 

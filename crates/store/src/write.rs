@@ -348,29 +348,114 @@ impl OwnedNode {
     }
 }
 
-/// An entry as a write transaction sees it, owned (the same transaction may change it next):
-/// for access and assertion decisions made inside the writer's transaction.
-#[derive(Clone, Debug)]
-pub struct StoredEntry {
+/// An entry as a write transaction sees it, for access and assertion decisions made inside the
+/// writer's transaction: its inline attributes owned, its out-of-line ones read from the
+/// transaction when asked (streamed, or one lookup for an equality test), so deciding on a
+/// 100,000-member group reads no member it does not test.
+#[derive(Clone)]
+pub struct StoredEntry<'t> {
     pub id: EntryId,
     pub normalized_dn: String,
     attributes: Vec<WorkingAttribute>,
+    /// Out-of-line descriptions: (description number, attribute, options).
+    outside: Vec<(u32, AttrId, Vec<String>)>,
     /// The DN's AVAs as (type, original value, normalized value), for `:dn:` filter items.
     dn_avas: Vec<(AttrId, Vec<u8>, Vec<u8>)>,
+    inner: &'t Inner,
+    txn: &'t heed::RoTxn<'t>,
 }
 
-impl StoredEntry {
-    /// (original, normalized) values of every description of `attr`.
-    pub fn values_of(&self, attr: AttrId) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.attributes
-            .iter()
-            .filter(move |attribute| attribute.attr == attr)
-            .flat_map(|attribute| attribute.values.iter())
-            .map(|(original, normalized)| (original.as_slice(), normalized.as_slice()))
+impl std::fmt::Debug for StoredEntry<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StoredEntry")
+            .field("id", &self.id)
+            .field("normalized_dn", &self.normalized_dn)
+            .field("attributes", &self.attributes)
+            .field("outside", &self.outside)
+            .finish()
     }
 }
 
-impl EntryView for StoredEntry {
+impl<'t> StoredEntry<'t> {
+    /// (original, normalized) values of every description of `attr`, out-of-line ones streamed.
+    pub fn values_of(&self, attr: AttrId) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let inline = self
+            .attributes
+            .iter()
+            .filter(move |attribute| attribute.attr == attr)
+            .flat_map(|attribute| attribute.values.iter())
+            .map(|(original, normalized)| (original.as_slice(), normalized.as_slice()));
+        let outside = self
+            .outside
+            .iter()
+            .filter(move |(_, outside_attr, _)| *outside_attr == attr)
+            .flat_map(|(number, _, _)| self.outside_values(*number));
+        inline.chain(outside)
+    }
+
+    /// One out-of-line description's values (a damaged row ends them, logged; `check` names it).
+    fn outside_values(&self, number: u32) -> impl Iterator<Item = (&'t [u8], &'t [u8])> + 't {
+        let rows = crate::read::out_of_line_rows(self.inner, self.txn, self.id, number);
+        let rows: Box<dyn Iterator<Item = _> + 't> = match rows {
+            Ok(rows) => Box::new(rows),
+            Err(error) => Box::new(std::iter::once(Err(error))),
+        };
+        rows.map_while(|row| match row {
+            Ok(row) => Some((row.original, row.normalized)),
+            Err(error) => {
+                tracing::error!(error = %error.message, "reading out-of-line values");
+                None
+            }
+        })
+    }
+
+    /// Whether a description of `attr` holds a value of this normalized form (a lookup for an
+    /// out-of-line description).
+    pub fn has_value(&self, attr: AttrId, normalized: &[u8]) -> bool {
+        self.attributes
+            .iter()
+            .filter(|attribute| attribute.attr == attr)
+            .any(|attribute| {
+                attribute
+                    .values
+                    .iter()
+                    .any(|(_, value)| value == normalized)
+            })
+            || self.outside.iter().any(|(number, outside_attr, _)| {
+                *outside_attr == attr
+                    && crate::read::out_of_line_contains(
+                        self.inner, self.txn, self.id, *number, normalized,
+                    )
+                    .unwrap_or(false)
+            })
+    }
+}
+
+impl StoredEntry<'_> {
+    /// Whether a value of a description of `attr` starts with `prefix` (a cursor positioning
+    /// for an out-of-line description).
+    pub fn has_value_with_prefix(&self, attr: AttrId, prefix: &[u8]) -> bool {
+        self.attributes
+            .iter()
+            .filter(|attribute| attribute.attr == attr)
+            .any(|attribute| {
+                attribute
+                    .values
+                    .iter()
+                    .any(|(_, value)| value.starts_with(prefix))
+            })
+            || self.outside.iter().any(|(number, outside_attr, _)| {
+                *outside_attr == attr
+                    && crate::read::out_of_line_has_prefix(
+                        self.inner, self.txn, self.id, *number, prefix,
+                    )
+                    .unwrap_or(false)
+            })
+    }
+}
+
+impl EntryView for StoredEntry<'_> {
     fn for_each_attribute(
         &self,
         visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool
@@ -388,6 +473,17 @@ impl EntryView for StoredEntry {
                 return;
             }
         }
+        for (number, attr, options) in &self.outside {
+            let mut values =
+                self.outside_values(*number)
+                    .map(|(original, normalized)| StoredValue {
+                        original,
+                        normalized,
+                    });
+            if !visit(*attr, options, &mut values) {
+                return;
+            }
+        }
     }
 
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
@@ -400,6 +496,21 @@ impl EntryView for StoredEntry {
                 return;
             }
         }
+    }
+
+    fn lookup_normalized(
+        &self,
+        attr: AttrId,
+        options: &[String],
+        normalized: &[u8],
+    ) -> Option<bool> {
+        let (number, _, _) = self
+            .outside
+            .iter()
+            .find(|(_, outside_attr, outside_options)| {
+                *outside_attr == attr && outside_options == options
+            })?;
+        crate::read::out_of_line_contains(self.inner, self.txn, self.id, *number, normalized).ok()
     }
 }
 
@@ -421,7 +532,7 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// The entry at `dn` as this transaction sees it (None when absent).
-    pub fn entry_by_dn(&self, dn: &Dn) -> Result<Option<StoredEntry>, LdapError> {
+    pub fn entry_by_dn(&self, dn: &Dn) -> Result<Option<StoredEntry<'_>>, LdapError> {
         let (_, lookup) = self.lookup(dn)?;
         match lookup.found {
             Some(id) => self.entry_by_id(id),
@@ -442,7 +553,7 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// The entry with ID `id` as this transaction sees it (None when absent).
-    pub fn entry_by_id(&self, id: EntryId) -> Result<Option<StoredEntry>, LdapError> {
+    pub fn entry_by_id(&self, id: EntryId) -> Result<Option<StoredEntry<'_>>, LdapError> {
         if crate::read::read_node(self.inner, &self.txn, id)?.is_none() {
             return Ok(None);
         }
@@ -457,11 +568,29 @@ impl<'s> WriteTxn<'s> {
                 dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
                 true
             });
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        let outside = encoded
+            .attributes()
+            .filter(|attribute| attribute.out_of_line)
+            .filter_map(|attribute| {
+                let info = descriptions.get(attribute.description_number)?;
+                Some((
+                    attribute.description_number,
+                    info.attr,
+                    info.options.clone(),
+                ))
+            })
+            .collect();
         Ok(Some(StoredEntry {
             id,
             normalized_dn,
-            attributes: self.stored_attributes(id)?,
+            attributes: self.inner.stored_attributes_inline(&self.txn, id)?,
+            outside,
             dn_avas,
+            inner: self.inner,
+            txn: &self.txn,
         }))
     }
 

@@ -20,13 +20,7 @@ fn member_dn(index: usize) -> String {
 
 fn tree() -> Vec<Entry> {
     vec![
-        entry(
-            SUFFIX,
-            &[
-                ("objectClass", "domain"),
-                ("dc", "example"),
-            ],
-        ),
+        entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
         entry(
             &format!("ou=people,{SUFFIX}"),
             &[("objectClass", "organizationalUnit"), ("ou", "people")],
@@ -81,7 +75,11 @@ fn stored_values(store: &Store, name: &str) -> (BTreeSet<(Vec<u8>, Vec<u8>)>, bo
         .values()
         .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
         .collect();
-    assert_eq!(values.len(), attribute.value_count(), "marker count = values");
+    assert_eq!(
+        values.len(),
+        attribute.value_count(),
+        "marker count = values"
+    );
     (values, attribute.is_out_of_line())
 }
 
@@ -101,7 +99,10 @@ fn change(op: ModOp, name: &str, values: Vec<Vec<u8>>) -> Modification {
 }
 
 fn member_values(indexes: &[usize]) -> Vec<Vec<u8>> {
-    indexes.iter().map(|index| member_dn(*index).into_bytes()).collect()
+    indexes
+        .iter()
+        .map(|index| member_dn(*index).into_bytes())
+        .collect()
 }
 
 /// Groups whose `member` equals the DN, by the store's search (equality index on member).
@@ -262,7 +263,11 @@ fn point_changes_keep_memberof() {
     };
     assert_eq!(memberof(1), [GROUP]);
     modify(&store, &[change(ModOp::Add, "member", member_values(&[3]))]).unwrap();
-    modify(&store, &[change(ModOp::Delete, "member", member_values(&[1]))]).unwrap();
+    modify(
+        &store,
+        &[change(ModOp::Delete, "member", member_values(&[1]))],
+    )
+    .unwrap();
     assert_eq!(memberof(3), [GROUP]);
     assert!(memberof(1).is_empty());
     assert_eq!(memberof(0), [GROUP]);
@@ -284,7 +289,11 @@ fn the_threshold_moves_an_attribute_out_and_back_in() {
     add_all(&store, &[group(&[1], at_threshold)], 1);
     assert!(!stored_values(&store, "description").1);
     let one_more = vec![b"Topic extra".to_vec()];
-    modify(&store, &[change(ModOp::Add, "description", one_more.clone())]).unwrap();
+    modify(
+        &store,
+        &[change(ModOp::Add, "description", one_more.clone())],
+    )
+    .unwrap();
     let (values, outside) = stored_values(&store, "description");
     assert!(outside);
     assert_eq!(values.len(), at_threshold + 1);
@@ -292,7 +301,11 @@ fn the_threshold_moves_an_attribute_out_and_back_in() {
     // A point add and delete while out of line, then back to the threshold: inline again.
     modify(
         &store,
-        &[change(ModOp::Add, "description", vec![b"Topic two".to_vec()])],
+        &[change(
+            ModOp::Add,
+            "description",
+            vec![b"Topic two".to_vec()],
+        )],
     )
     .unwrap();
     assert!(stored_values(&store, "description").1);
