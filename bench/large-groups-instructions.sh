@@ -30,6 +30,8 @@ directory = "$DIR"
 rootdn = "$ROOTDN"
 rootpw = "$ROOTPW"
 memberof = true
+# valgrind cannot reserve the default 1 TiB map.
+map_size_bytes = 4294967296
 [database.index]
 objectClass = ["eq"]
 uid = ["eq"]
@@ -42,7 +44,11 @@ valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind/callgrind.out.%p"
   "$LMDIR" --config "$DIR.toml" serve --no-demo > "$DIR.serve.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 600); do ldapsearch -x -H "ldap://127.0.0.1:$PORT" -b "" -s base >/dev/null 2>&1 && break; sleep 0.5; done
+for _ in $(seq 1 600); do
+  kill -0 "$PID" 2>/dev/null || { log "lmdir stopped: see $DIR.serve.log"; exit 1; }
+  ldapsearch -x -H "ldap://127.0.0.1:$PORT" -b "" -s base >/dev/null 2>&1 && break
+  sleep 0.5
+done
 
 dump_total() {  # $1 label: dumps the counters, prints the instructions since they were zeroed
   local before after file

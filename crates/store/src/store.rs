@@ -898,6 +898,10 @@ impl Store {
         self.inner.databases.dn2id
     }
     #[cfg(feature = "raw-access")]
+    pub fn id2value_database(&self) -> Option<RawDatabase> {
+        self.inner.databases.values
+    }
+    #[cfg(feature = "raw-access")]
     pub fn index_database(&self, attr: AttrId) -> Option<RawDatabase> {
         self.inner.databases.indexes.get(&attr).copied()
     }

@@ -336,3 +336,32 @@ fn the_threshold_moves_an_attribute_out_and_back_in() {
         .unwrap();
     assert_eq!(values.rows, 0);
 }
+
+/// `check` names an out-of-line value that is missing, one that is there without a marker and
+/// a malformed row.
+#[test]
+fn check_names_damaged_id2value_rows() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &tree(), 10);
+    add_all(&store, &[group(&[1, 2, 3], 0)], 1);
+    assert_clean(&store);
+    let id = store.read().unwrap().dn_to_id(GROUP).unwrap();
+    let number = store.descriptions().number_of("member").unwrap();
+    let database = store.id2value_database().unwrap();
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    let mut raw = store.env().write_txn().unwrap();
+    let gone = member_dn(2).to_ascii_lowercase();
+    layout::encode_value_key(id, number, gone.as_bytes(), &mut key);
+    assert!(database.delete(&mut raw, &key).unwrap());
+    layout::encode_value_row(id, number + 40, b"x", b"x", &mut key, &mut value);
+    database.put(&mut raw, &key, &value).unwrap();
+    layout::encode_value_key(id + 1, number, b"y", &mut key);
+    database.put(&mut raw, &key, &[9]).unwrap();
+    raw.commit().unwrap();
+    let report = store.check().unwrap();
+    let problems = report.problems.join("\n");
+    assert!(problems.contains("marks 3 values, id2value holds 2"), "{problems}");
+    assert!(problems.contains("without an out-of-line marker"), "{problems}");
+    assert!(problems.contains("malformed row"), "{problems}");
+}
