@@ -266,6 +266,9 @@ impl WriteTxn<'_> {
                 )),
                 None => None,
             };
+            if self.point_member_renamed(group, &old_normalized, replacement.as_ref())? {
+                continue;
+            }
             self.internal_update(group, |attributes| {
                 let mut changed = false;
                 for attribute in attributes.iter_mut() {

@@ -97,7 +97,7 @@ impl WriteTxn<'_> {
             return Ok(None);
         }
         self.refuse_rdn_point_deletes(dn, &changes)?;
-        self.write_point_modify(id, &attributes, &outside, &changes)?;
+        self.write_point_modify(id, &attributes, &outside, &changes, true)?;
         Ok(Some(id))
     }
 
@@ -403,14 +403,15 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
-    /// Writes the record, the `id2value` rows, the index keys and the memberOf upkeep of a
-    /// planned point modify.
+    /// Writes the record, the `id2value` rows, the index keys and (`memberof_upkeep`) the
+    /// memberOf upkeep of a planned point modify.
     fn write_point_modify(
         &mut self,
         id: EntryId,
         attributes: &[WorkingAttribute],
         outside: &[Outside],
         changes: &PointChanges,
+        memberof_upkeep: bool,
     ) -> Result<(), LdapError> {
         let old_inline = self.inline_attributes(id)?;
         self.put_record_with_markers(id, attributes, outside)?;
@@ -446,7 +447,9 @@ impl WriteTxn<'_> {
         let new_keys = self.inner.index_keys(attributes);
         self.update_indexes(id, &old_keys, &new_keys)?;
         self.update_point_indexes(id, changes)?;
-        self.point_memberof(id, changes)?;
+        if memberof_upkeep {
+            self.point_memberof(id, changes)?;
+        }
         if self.is_recording_changes() {
             let dn = self.dn_of(id)?;
             self.record_change(ChangeKind::Modify, id, attributes, dn, None);
@@ -542,5 +545,92 @@ impl WriteTxn<'_> {
         }
         let group_dn = self.dn_of(id)?;
         self.memberof_group_changed(id, Some(&group_dn), &left, Some(&group_dn), &joined)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// memberOf upkeep of a member deleted (`replacement` None) or renamed, on one group whose
+    /// member / uniqueMember values live out of line: the values naming `old_normalized` (for
+    /// uniqueMember with any `#uid`) go and the replacement comes, by point writes, as the
+    /// general way's internal update would do it (entryCSN stamped, no schema check). False:
+    /// nothing written, take the general way.
+    pub(crate) fn point_member_renamed(
+        &mut self,
+        group: EntryId,
+        old_normalized: &str,
+        replacement: Option<&(Vec<u8>, Vec<u8>)>,
+    ) -> Result<bool, LdapError> {
+        let Some(mut outside) = self.outside_descriptions(group)? else {
+            return Ok(false);
+        };
+        let member = self.inner.schema.attribute("member");
+        let unique = self.inner.schema.attribute("uniqueMember");
+        let mut changes = PointChanges::new();
+        let mut with_uid = old_normalized.as_bytes().to_vec();
+        with_uid.push(b'#');
+        for target in outside.iter_mut() {
+            let is_unique = Some(target.attr) == unique;
+            if Some(target.attr) != member && !is_unique {
+                continue;
+            }
+            let mut gone = Vec::new();
+            let exact = old_normalized.as_bytes();
+            if out_of_line_contains(self.inner, &self.txn, group, target.number, exact)? {
+                gone.push(exact.to_vec());
+            }
+            if is_unique {
+                gone.extend(crate::read::out_of_line_values_with_prefix(
+                    self.inner,
+                    &self.txn,
+                    group,
+                    target.number,
+                    &with_uid,
+                )?);
+            }
+            if gone.is_empty() {
+                continue;
+            }
+            for normalized in gone {
+                target.count -= 1;
+                changes.insert(
+                    (target.number, normalized.clone()),
+                    PointChange {
+                        number: target.number,
+                        attr: target.attr,
+                        normalized,
+                        existed: true,
+                        after: None,
+                    },
+                );
+            }
+            if let Some((original, normalized)) = replacement {
+                if !self.point_present(group, target, normalized, &changes)? {
+                    target.count += 1;
+                    changes.insert(
+                        (target.number, normalized.clone()),
+                        PointChange {
+                            number: target.number,
+                            attr: target.attr,
+                            normalized: normalized.clone(),
+                            existed: false,
+                            after: Some(original.clone()),
+                        },
+                    );
+                }
+            }
+            if target.count == 0 || !self.inner.is_out_of_line(target.attr, target.count) {
+                return Ok(false);
+            }
+        }
+        if changes.is_empty() {
+            return Ok(true);
+        }
+        if !self.point_deletes_are_exact(&changes) {
+            return Ok(false);
+        }
+        let mut inline = self.inline_attributes(group)?;
+        self.stamp_internal_change(&mut inline)?;
+        self.write_point_modify(group, &inline, &outside, &changes, false)?;
+        Ok(true)
     }
 }

@@ -412,6 +412,46 @@ pub(crate) fn out_of_line_has_prefix(
         .is_some_and(|(found, _)| found.starts_with(&key)))
 }
 
+/// The normalized values of entry `id`'s out-of-line description `number` that start with
+/// `prefix` (adjacent in key order when the prefix fits a key; walked otherwise).
+pub(crate) fn out_of_line_values_with_prefix(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    number: u32,
+    prefix: &[u8],
+) -> Result<Vec<Vec<u8>>, LdapError> {
+    let mut found = Vec::new();
+    if prefix.len() > layout::VALUE_KEY_NORMALIZED_BYTES_MAX {
+        for row in out_of_line_rows(inner, txn, id, number)? {
+            let row = row?;
+            if row.normalized.starts_with(prefix) {
+                found.push(row.normalized.to_vec());
+            }
+        }
+        return Ok(found);
+    }
+    let Some(database) = inner.databases.values else {
+        return Ok(found);
+    };
+    let mut start = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + prefix.len());
+    layout::encode_value_key(id, number, prefix, &mut start);
+    let range: (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>) = (
+        std::ops::Bound::Included(&start),
+        std::ops::Bound::Unbounded,
+    );
+    for row in database.range(txn, &range).map_err(lmdb_to_ldap)? {
+        let (key, value) = row.map_err(lmdb_to_ldap)?;
+        if !key.starts_with(&start) {
+            break;
+        }
+        let row = layout::decode_value_row(key, value)
+            .ok_or_else(|| corrupt(format!("entry {id}: malformed id2value row {key:02x?}")))?;
+        found.push(row.normalized.to_vec());
+    }
+    Ok(found)
+}
+
 impl ReadTxn {
     pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
         &self.txn

@@ -361,7 +361,71 @@ fn check_names_damaged_id2value_rows() {
     raw.commit().unwrap();
     let report = store.check().unwrap();
     let problems = report.problems.join("\n");
-    assert!(problems.contains("marks 3 values, id2value holds 2"), "{problems}");
-    assert!(problems.contains("without an out-of-line marker"), "{problems}");
+    assert!(
+        problems.contains("marks 3 values, id2value holds 2"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("without an out-of-line marker"),
+        "{problems}"
+    );
     assert!(problems.contains("malformed row"), "{problems}");
+}
+
+/// Deleting or renaming a member fixes the big groups by point writes: member values, and
+/// uniqueMember values with or without a `#uid`.
+#[test]
+fn deleting_and_renaming_members_fix_out_of_line_groups() {
+    let temporary = tempfile::tempdir().unwrap();
+    let mut options = options();
+    options.memberof = true;
+    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    let mut entries = tree();
+    entries.extend((0..4).map(person));
+    add_all(&store, &entries, 10);
+    add_all(&store, &[group(&[0, 1, 2, 3], 0)], 1);
+    let unique_dn = format!("cn=unique,ou=groups,{SUFFIX}");
+    let mut unique = entry(
+        &unique_dn,
+        &[("objectClass", "groupOfUniqueNames"), ("cn", "unique")],
+    );
+    unique.add_values(
+        "uniqueMember",
+        [
+            format!("{}#'0101'B", member_dn(1)).into_bytes(),
+            member_dn(1).into_bytes(),
+            member_dn(2).into_bytes(),
+            member_dn(3).into_bytes(),
+        ],
+    );
+    add_all(&store, &[unique], 1);
+    let mut write = store.write().unwrap();
+    write.delete(&member_dn(1)).unwrap();
+    write
+        .modrdn(&member_dn(2), "uid=m2b", true, None, &context())
+        .unwrap();
+    write.commit().unwrap();
+    let renamed = format!("uid=m2b,ou=people,{SUFFIX}");
+    let normalized = |name: &str, dn: &str| -> BTreeSet<String> {
+        let read = store.read().unwrap();
+        let id = read.dn_to_id(dn).unwrap();
+        let entry = read.entry(id).unwrap().unwrap();
+        let attribute = entry.attribute_by_text(name).unwrap();
+        attribute
+            .values()
+            .map(|(_, normalized)| String::from_utf8(normalized.to_vec()).unwrap())
+            .collect()
+    };
+    let expected: BTreeSet<String> = [member_dn(0), renamed.clone(), member_dn(3)]
+        .iter()
+        .map(|dn| dn.to_ascii_lowercase())
+        .collect();
+    assert_eq!(normalized("member", GROUP), expected);
+    let expected: BTreeSet<String> = [renamed.clone(), member_dn(3)]
+        .iter()
+        .map(|dn| dn.to_ascii_lowercase())
+        .collect();
+    assert_eq!(normalized("uniqueMember", &unique_dn), expected);
+    assert_eq!(groups_naming(&store, 1), 0);
+    assert_clean(&store);
 }
