@@ -730,7 +730,7 @@ mod tests {
     #[test]
     fn out_of_line_attributes_keep_only_a_marker() {
         let inline = vec![(b"Foo".to_vec(), b"foo".to_vec())];
-        let outside = vec![
+        let outside = [
             (b"A".to_vec(), b"a".to_vec()),
             (b"B".to_vec(), b"b".to_vec()),
         ];

@@ -678,6 +678,14 @@ impl Inner {
     }
 }
 
+/// (original, normalized) pairs.
+type ValuePairs = Vec<(Vec<u8>, Vec<u8>)>;
+/// An out-of-line value in row order: description number, key tail, the (original, normalized)
+/// pair.
+type OrderedValue<'a> = (u32, std::borrow::Cow<'a, [u8]>, &'a (Vec<u8>, Vec<u8>));
+/// An entry's (ID, record) with every value inline ([`crate::ReadTxn::inlined_record`]).
+type InlinedRecord<'a> = Result<(crate::EntryId, std::borrow::Cow<'a, [u8]>), LdapError>;
+
 /// The `id2value` rows of an entry's out-of-line attributes, framed, in key order (numbers are
 /// the attributes' description numbers). Two values with one key (the same normalized value)
 /// are attributeOrValueExists.
@@ -687,7 +695,7 @@ fn encode_value_rows(
     out: &mut Vec<u8>,
 ) -> Result<(), LdapError> {
     out.clear();
-    let mut order: Vec<(u32, std::borrow::Cow<'_, [u8]>, &(Vec<u8>, Vec<u8>))> = attributes
+    let mut order: Vec<OrderedValue<'_>> = attributes
         .iter()
         .flat_map(|(number, attribute)| {
             attribute
@@ -940,10 +948,7 @@ impl crate::ReadTxn {
     /// ([`crate::ReadTxn::inlined_record`]), so [`IndexPlan::stored_entry_keys`] sees them all.
     pub fn stored_entries(
         &self,
-    ) -> Result<
-        impl Iterator<Item = Result<(crate::EntryId, std::borrow::Cow<'_, [u8]>), LdapError>> + '_,
-        LdapError,
-    > {
+    ) -> Result<impl Iterator<Item = InlinedRecord<'_>> + '_, LdapError> {
         let rows = self
             .inner
             .databases
@@ -970,7 +975,7 @@ impl crate::ReadTxn {
         if !encoded.has_out_of_line() {
             return Ok(std::borrow::Cow::Borrowed(record));
         }
-        let mut values: Vec<(u32, Vec<(Vec<u8>, Vec<u8>)>)> = Vec::new();
+        let mut values: Vec<(u32, ValuePairs)> = Vec::new();
         for attribute in encoded.attributes() {
             let number = attribute.description_number;
             let pairs = match attribute.out_of_line {
