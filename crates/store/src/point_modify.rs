@@ -13,7 +13,7 @@
 //! value removes its equality key: two values of one entry with the same 64-bit hash would
 //! leave the other unindexed (`lmdir check` would name it).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use lmdir_schema::{AttrId, Dn, Entry, LdapError, ModOp, Modification, ResultCode};
 
@@ -632,5 +632,78 @@ impl WriteTxn<'_> {
         self.stamp_internal_change(&mut inline)?;
         self.write_point_modify(group, &inline, &outside, &changes, false)?;
         Ok(true)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// The entry's out-of-line descriptions as (number, attribute, options, text), from its
+    /// record alone.
+    pub(crate) fn out_of_line_descriptions(
+        &self,
+        id: EntryId,
+    ) -> Result<Vec<(u32, AttrId, Vec<String>, String)>, LdapError> {
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        encoded
+            .attributes()
+            .filter(|attribute| attribute.out_of_line)
+            .map(|attribute| {
+                let info = descriptions
+                    .get(attribute.description_number)
+                    .ok_or_else(|| corrupt(format!("entry {id}: unknown description")))?;
+                Ok((
+                    attribute.description_number,
+                    info.attr,
+                    info.options.clone(),
+                    info.text.clone(),
+                ))
+            })
+            .collect()
+    }
+
+    /// The delete and add of values that make out-of-line description `number` of entry `id`
+    /// hold exactly `values` (a provider's whole attribute): the stored values are streamed and
+    /// compared, so a one-member change of a replicated group is a one-member point modify.
+    /// None when a given value does not normalize (the general way answers it).
+    pub(crate) fn point_difference(
+        &self,
+        id: EntryId,
+        (number, attr, text): (u32, AttrId, &str),
+        values: &[Vec<u8>],
+    ) -> Result<Option<Vec<Modification>>, LdapError> {
+        let mut given: HashMap<Vec<u8>, &Vec<u8>> = HashMap::with_capacity(values.len());
+        for value in values {
+            let Ok(normalized) = self.inner.schema.normalize_value(attr, value) else {
+                return Ok(None);
+            };
+            given.insert(normalized, value);
+        }
+        let (mut deleted, mut added) = (Vec::new(), Vec::new());
+        for row in crate::read::out_of_line_rows(self.inner, &self.txn, id, number)? {
+            let row = row?;
+            match given.remove(row.normalized) {
+                Some(original) if original.as_slice() == row.original => {}
+                Some(original) => {
+                    deleted.push(row.original.to_vec());
+                    added.push(original.clone());
+                }
+                None => deleted.push(row.original.to_vec()),
+            }
+        }
+        added.extend(given.into_values().cloned());
+        let change = |op, values: Vec<Vec<u8>>| Modification {
+            op,
+            description: text.to_string(),
+            values,
+        };
+        let mut modifications = Vec::new();
+        if !deleted.is_empty() {
+            modifications.push(change(ModOp::Delete, deleted));
+        }
+        if !added.is_empty() {
+            modifications.push(change(ModOp::Add, added));
+        }
+        Ok(Some(modifications))
     }
 }

@@ -431,3 +431,61 @@ fn deleting_and_renaming_members_fix_out_of_line_groups() {
     assert_eq!(groups_naming(&store, 1), 0);
     assert_clean(&store);
 }
+
+/// A provider's whole entry replaces a big group by the values that differ (a member gone, one
+/// new, one respelled), the rest of the record as sent.
+#[test]
+fn replacing_a_big_group_as_a_provider_sent_it() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &tree(), 10);
+    add_all(&store, &[group(&[1, 2, 3, 4], 300)], 1);
+    let mut sent = group(&[2, 3, 4, 5], 0);
+    for attribute in &mut sent.attributes {
+        if attribute.description == "member" {
+            // Member 2 respelled in lower case: the same value, a new original.
+            attribute.values[0] = member_dn(2).into_bytes();
+        }
+    }
+    sent.add_values("description", [b"only one".to_vec()]);
+    let id = store.read().unwrap().dn_to_id(GROUP).unwrap();
+    // As a consumer applies it (crates/server/src/replication/apply.rs).
+    let replicated = lmdir_store::WriteContext {
+        relax: true,
+        replicated: true,
+        skip_schema_check: true,
+        ..context()
+    };
+    let mut write = store.write().unwrap();
+    write.replace_entry(id, &sent, &replicated).unwrap();
+    write.commit().unwrap();
+    let (members, outside) = stored_values(&store, "member");
+    assert!(outside);
+    let originals: BTreeSet<Vec<u8>> = members.into_iter().map(|(original, _)| original).collect();
+    let expected: BTreeSet<Vec<u8>> = [
+        member_dn(2),
+        member_dn(3).to_uppercase(),
+        member_dn(4).to_uppercase(),
+        member_dn(5).to_uppercase(),
+    ]
+    .into_iter()
+    .map(String::into_bytes)
+    .collect();
+    assert_eq!(originals, expected);
+    let (descriptions, outside) = stored_values(&store, "description");
+    assert_eq!(descriptions.len(), 1);
+    assert!(!outside);
+    assert_eq!(groups_naming(&store, 1), 0);
+    assert_eq!(groups_naming(&store, 5), 1);
+    assert_clean(&store);
+    // Again with only the members changed: the point way (one gone, one new).
+    let mut again = group(&[2, 3, 4, 6], 0);
+    again.add_values("description", [b"only one".to_vec()]);
+    let mut write = store.write().unwrap();
+    write.replace_entry(id, &again, &replicated).unwrap();
+    write.commit().unwrap();
+    assert_eq!(stored_values(&store, "member").0.len(), 4);
+    assert_eq!(groups_naming(&store, 5), 0);
+    assert_eq!(groups_naming(&store, 6), 1);
+    assert_clean(&store);
+}
