@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Instructions of one member add to (and one member delete from) the big group of
-# bench/large-groups.sh's data, lmdir under `valgrind --tool=callgrind` (counts repeat on a shared
-# machine where times do not). Counters zeroed, N1 adds, dump; zeroed, N2 adds, dump;
-# per operation = (total(N2) - total(N1)) / (N2 - N1): connection setup cancels out. The same
-# for deletes of the members just added. For a before/after pair run it twice with
-# LMDIR=<binary of each build>.
-# Usage: [LMDIR=binary] bench/large-groups-instructions.sh [N] [N1] [N2]
+# bench/large-groups.sh's data, and of its read kinds (readgroup, compare, search, memberof),
+# lmdir under `valgrind --tool=callgrind` (counts repeat on a shared machine where times do not).
+# Counters zeroed, N1 operations, dump; zeroed, N2 operations, dump; per operation =
+# (total(N2) - total(N1)) / (N2 - N1): connection setup cancels out. Deletes are of the members
+# just added. For a before/after pair run it twice with LMDIR=<binary of each build>.
+# Usage: [LMDIR=binary] [READS="readgroup compare search memberof"] [WRITES=0: no add/delete]
+#        bench/large-groups-instructions.sh [N] [N1] [N2]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-100000}"
 N1="${2:-2}"
@@ -71,14 +72,21 @@ zeroed_run() {  # $1 kind, $2 count: zero the counters, run, dump; prints the in
   python3 "$CLIENT" run "$1" "$2" "$PEOPLE" "$PORT"
   dump_total "$1-$2"
 }
-python3 "$CLIENT" run add 1 "$PEOPLE" "$PORT"     # warm: pages, caches, descriptions
-python3 "$CLIENT" run delete 1 "$PEOPLE" "$PORT"
-A1=$(zeroed_run add "$N1")
-python3 "$CLIENT" run delete "$N1" "$PEOPLE" "$PORT"
-A2=$(zeroed_run add "$N2")
-D1=$(zeroed_run delete "$N1")
-python3 "$CLIENT" run add "$N1" "$PEOPLE" "$PORT"
-D2=$(zeroed_run delete "$N2")
-echo "member_add_instructions_per_operation $(( (A2 - A1) / (N2 - N1) ))"
-echo "member_delete_instructions_per_operation $(( (D2 - D1) / (N2 - N1) ))"
+if [ "${WRITES:-1}" = 1 ]; then
+  python3 "$CLIENT" run add 1 "$PEOPLE" "$PORT"     # warm: pages, caches, descriptions
+  python3 "$CLIENT" run delete 1 "$PEOPLE" "$PORT"
+  A1=$(zeroed_run add "$N1")
+  python3 "$CLIENT" run delete "$N1" "$PEOPLE" "$PORT"
+  A2=$(zeroed_run add "$N2")
+  D1=$(zeroed_run delete "$N1")
+  python3 "$CLIENT" run add "$N1" "$PEOPLE" "$PORT"
+  D2=$(zeroed_run delete "$N2")
+  echo "member_add_instructions_per_operation $(( (A2 - A1) / (N2 - N1) ))"
+  echo "member_delete_instructions_per_operation $(( (D2 - D1) / (N2 - N1) ))"
+fi
+for kind in ${READS-readgroup compare search memberof}; do
+  R1=$(zeroed_run "$kind" "$N1")
+  R2=$(zeroed_run "$kind" "$N2")
+  echo "${kind}_instructions_per_operation $(( (R2 - R1) / (N2 - N1) ))"
+done
 log "dumps in $DIR/callgrind (callgrind_annotate --inclusive=yes)"
