@@ -564,6 +564,9 @@ impl Skips {
     }
 }
 
+/// Largest arena handed back to the workers for reuse.
+const ARENA_KEPT_BYTES_MAX: usize = 64 << 20;
+
 /// Stage 3: batches back in file order; id2entry appended; the DN tree built; at the end the
 /// tree's rows written.
 #[inline(never)]
@@ -635,8 +638,11 @@ fn sequence(
                     .filter(|(_, _, rows)| !rows.is_empty())
                     .map(|(_, _, rows)| &arena[rows.clone()]),
             )?;
-            // The batch is done with: let the reader read one more, and a worker reuse the arena.
-            let _ = returns.arenas.try_send(batch.arena);
+            // The batch is done with: let the reader read one more, and a worker reuse the arena
+            // (not one a large group grew: ~6 MiB is the usual size).
+            if batch.arena.capacity() <= ARENA_KEPT_BYTES_MAX {
+                let _ = returns.arenas.try_send(batch.arena);
+            }
             let _ = returns.tokens.send(());
             progress.update(entries, input_bytes);
         }

@@ -84,6 +84,9 @@ impl PrepareContext {
     }
 }
 
+/// Most bytes a worker's scratch buffer keeps between entries.
+const SCRATCH_KEPT_BYTES_MAX: usize = 16 << 20;
+
 /// Reusable per-worker buffers, so the hot loop allocates little.
 #[derive(Default)]
 pub struct WorkerScratch {
@@ -186,6 +189,10 @@ pub fn prepare_record(
     arena.extend_from_slice(&scratch.encoded);
     let encoded_end = arena.len();
     arena.extend_from_slice(&scratch.value_rows);
+    // A large group's rows (100 MB for a million members) are not kept for the next entry.
+    if scratch.value_rows.capacity() > SCRATCH_KEPT_BYTES_MAX {
+        scratch.value_rows = Vec::new();
+    }
     let normalized_dn = rows.normalized_dn();
     let normalized_parent = rows.place.normalized_parent();
     // The rows are done with: their RDN strings move into the entry rather than being copied.
