@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use lmdir_ldif::{ChunkedRecordSource, ParseOptions, RecordBatch};
+use lmdir_ldif::{ChunkedRecordSource, RecordBatch};
 use lmdir_store::layout;
 use lmdir_store::{BulkWriter, DirectoryLock, Store, StoreDirectory, WriteContext};
 use roaring::RoaringBitmap;
@@ -427,8 +427,11 @@ fn read_batches(
     work: Sender<WorkBatch>,
     abort: &AtomicBool,
 ) -> Result<(), LoadError> {
-    let mut source =
-        ChunkedRecordSource::with_chunk_bytes(input, &ParseOptions::default(), CHUNK_BYTES);
+    let mut source = ChunkedRecordSource::with_chunk_bytes(
+        input,
+        &crate::prepare::load_parse_options(),
+        CHUNK_BYTES,
+    );
     let mut next_id: u64 = 1;
     let mut sequence = 0u64;
     loop {

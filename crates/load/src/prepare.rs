@@ -77,10 +77,21 @@ impl PrepareContext {
         let stamp = store.operational_stamp(&write);
         PrepareContext {
             store,
-            parse_options: ParseOptions::default(),
+            parse_options: load_parse_options(),
             write,
             stamp,
         }
+    }
+}
+
+/// The LDIF limits of a load: a trusted file whose groups may name millions of members, so a
+/// record may hold as many values as the store's codec takes in one attribute and 256 MiB (a
+/// group of 4 million 60-byte member DNs); other limits as the LDIF reader's defaults.
+pub fn load_parse_options() -> ParseOptions {
+    ParseOptions {
+        record_bytes_max: 256 << 20,
+        values_max: lmdir_store::codec::VALUES_PER_ATTRIBUTE_MAX,
+        ..ParseOptions::default()
     }
 }
 
