@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use lmdir_ldif::{ChunkedRecordSource, ParseOptions, RecordBatch};
+use lmdir_ldif::{ChunkedRecordSource, RecordBatch};
 use lmdir_store::layout;
 use lmdir_store::{BulkWriter, DirectoryLock, Store, StoreDirectory, WriteContext};
 use roaring::RoaringBitmap;
@@ -484,8 +484,11 @@ fn read_batches(
     work: Sender<WorkBatch>,
     abort: &AtomicBool,
 ) -> Result<(), LoadError> {
-    let mut source =
-        ChunkedRecordSource::with_chunk_bytes(input, &ParseOptions::default(), CHUNK_BYTES);
+    let mut source = ChunkedRecordSource::with_chunk_bytes(
+        input,
+        &crate::prepare::load_parse_options(),
+        CHUNK_BYTES,
+    );
     let mut next_id: u64 = 1;
     let mut sequence = 0u64;
     loop {
@@ -621,6 +624,9 @@ impl Skips {
     }
 }
 
+/// Largest arena handed back to the workers for reuse.
+const ARENA_KEPT_BYTES_MAX: usize = 64 << 20;
+
 /// Stage 3: batches back in file order; id2entry appended; the DN tree built; at the end the
 /// tree's rows written.
 #[inline(never)]
@@ -648,7 +654,7 @@ fn sequence(
     let mut max_id = 0u32;
     let mut groups: Vec<GroupMembers> = Vec::new();
     // The batch's accepted entries, appended together through one cursor.
-    let mut accepted: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
+    let mut accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
         reorder.insert(batch.sequence, batch);
         while let Some(batch) = reorder.remove(&next_sequence) {
@@ -672,7 +678,7 @@ fn sequence(
                     }
                     Err(TreeError::Run(error)) => return Err(error.into()),
                 }
-                accepted.push((entry.id, entry.encoded.clone()));
+                accepted.push((entry.id, entry.encoded.clone(), entry.value_rows.clone()));
                 max_id = max_id.max(entry.id);
                 entries += 1;
                 repeated_values += entry.repeated_values;
@@ -684,10 +690,19 @@ fn sequence(
             bulk.append_entries(
                 accepted
                     .iter()
-                    .map(|(id, encoded)| (*id, &arena[encoded.clone()])),
+                    .map(|(id, encoded, _)| (*id, &arena[encoded.clone()])),
             )?;
-            // The batch is done with: let the reader read one more, and a worker reuse the arena.
-            let _ = returns.arenas.try_send(batch.arena);
+            bulk.append_value_rows(
+                accepted
+                    .iter()
+                    .filter(|(_, _, rows)| !rows.is_empty())
+                    .map(|(_, _, rows)| &arena[rows.clone()]),
+            )?;
+            // The batch is done with: let the reader read one more, and a worker reuse the arena
+            // (not one a large group grew: ~6 MiB is the usual size).
+            if batch.arena.capacity() <= ARENA_KEPT_BYTES_MAX {
+                let _ = returns.arenas.try_send(batch.arena);
+            }
             let _ = returns.tokens.send(());
             progress.update(entries, input_bytes);
         }

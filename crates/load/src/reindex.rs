@@ -142,7 +142,7 @@ fn reindex_runs(
             let mut batch = Vec::with_capacity(REINDEX_BATCH_ENTRIES);
             for row in read.stored_entries()? {
                 let (id, value) = row?;
-                batch.push((id, value.to_vec()));
+                batch.push((id, value.into_owned()));
                 entries += 1;
                 if batch.len() == REINDEX_BATCH_ENTRIES {
                     let full =

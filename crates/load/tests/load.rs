@@ -121,6 +121,22 @@ fn directory_ldif(people: usize) -> String {
     text
 }
 
+/// One group naming every person of `directory_ldif(people)` (member lives out of line
+/// always) with `descriptions` values of `description` (out of line past the threshold).
+fn big_group_ldif(people: usize, descriptions: usize) -> String {
+    let mut text = String::from(
+        "dn: cn=everyone,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: everyone\n",
+    );
+    for index in (0..people).rev() {
+        writeln!(text, "member: uid=U{index:07},ou=People,dc=example,dc=com").unwrap();
+    }
+    for index in 0..descriptions {
+        writeln!(text, "description: Topic {index}").unwrap();
+    }
+    text.push('\n');
+    text
+}
+
 fn write_file(directory: &Path, name: &str, text: &str) -> PathBuf {
     let path = directory.join(name);
     std::fs::write(&path, text).unwrap();
@@ -196,11 +212,11 @@ fn build_with_adds(directory: &Path, ldif: &str, with_sn_substring: bool) -> Sto
 #[test]
 fn bulk_load_equals_single_entry_adds_and_checks_clean() {
     let work = tempfile::tempdir().unwrap();
-    let ldif = directory_ldif(2000);
+    let ldif = directory_ldif(2000) + &big_group_ldif(2000, 300);
     let path = write_file(work.path(), "in.ldif", &ldif);
     let loaded_directory = work.path().join("loaded");
     let summary = load(&options(&loaded_directory, true), &path).unwrap();
-    assert_eq!(summary.entries, 3 + 2000 + 20);
+    assert_eq!(summary.entries, 3 + 2000 + 20 + 1);
     assert_eq!(summary.skipped_count, 0);
     let loaded = open(&loaded_directory, true);
     assert_clean(&loaded);

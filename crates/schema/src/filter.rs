@@ -524,6 +524,20 @@ pub trait EntryView {
     /// rule of another family than the type's own, such as caseExactMatch on `ou`, is applied
     /// to the original). `Schema::for_each_dn_ava_of` does this from the DN string.
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool);
+
+    /// Whether the description `attr` + `options` (as `for_each_attribute` gives them) holds a
+    /// value whose stored normalized form is `normalized`, when the view answers that with a
+    /// lookup rather than a walk of the values (a store's out-of-line attribute: one B-tree
+    /// lookup among 100,000 members); None makes the evaluator walk the values. Equality
+    /// items ask it before reading a description's values.
+    fn lookup_normalized(
+        &self,
+        _attr: AttrId,
+        _options: &[String],
+        _normalized: &[u8],
+    ) -> Option<bool> {
+        None
+    }
 }
 
 /// An attribute type a filter item applies to, and whether values stored normalized by the
@@ -978,12 +992,19 @@ pub fn substrings_match(
 impl PreparedFilter {
     /// Evaluates the filter over an entry (RFC 4511 §4.5.1.7 three-valued logic).
     pub fn evaluate<V: EntryView + ?Sized>(&self, view: &V) -> Tri {
-        self.evaluate_dyn(&|visit| view.for_each_attribute(visit), &|visit| {
-            view.for_each_dn_ava(visit)
-        })
+        self.evaluate_dyn(
+            &|visit| view.for_each_attribute(visit),
+            &|visit| view.for_each_dn_ava(visit),
+            &|attr, options, normalized| view.lookup_normalized(attr, options, normalized),
+        )
     }
 
-    fn evaluate_dyn(&self, attributes: &AttributeWalker<'_>, dn_avas: &DnWalker<'_>) -> Tri {
+    fn evaluate_dyn(
+        &self,
+        attributes: &AttributeWalker<'_>,
+        dn_avas: &DnWalker<'_>,
+        lookup: &Lookup<'_>,
+    ) -> Tri {
         match self {
             PreparedFilter::True => Tri::True,
             PreparedFilter::False => Tri::False,
@@ -991,7 +1012,7 @@ impl PreparedFilter {
             PreparedFilter::And(filters) => {
                 let mut result = Tri::True;
                 for filter in filters {
-                    result = result.and(filter.evaluate_dyn(attributes, dn_avas));
+                    result = result.and(filter.evaluate_dyn(attributes, dn_avas, lookup));
                     if result == Tri::False {
                         break;
                     }
@@ -1001,14 +1022,14 @@ impl PreparedFilter {
             PreparedFilter::Or(filters) => {
                 let mut result = Tri::False;
                 for filter in filters {
-                    result = result.or(filter.evaluate_dyn(attributes, dn_avas));
+                    result = result.or(filter.evaluate_dyn(attributes, dn_avas, lookup));
                     if result == Tri::True {
                         break;
                     }
                 }
                 result
             }
-            PreparedFilter::Not(filter) => filter.evaluate_dyn(attributes, dn_avas).not(),
+            PreparedFilter::Not(filter) => filter.evaluate_dyn(attributes, dn_avas, lookup).not(),
             PreparedFilter::Present {
                 options, covered, ..
             } => {
@@ -1032,9 +1053,34 @@ impl PreparedFilter {
                 covered,
                 normalized,
                 ..
-            } => any_value(attributes, options, covered, *rule, &mut |candidate| {
-                candidate == normalized.as_slice()
-            }),
+            } => {
+                let mut found = false;
+                attributes(&mut |attr, value_options, values| {
+                    let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr)
+                    else {
+                        return true;
+                    };
+                    if !options_match(options, value_options) {
+                        return true;
+                    }
+                    if coverage.stored_form_usable {
+                        if let Some(hit) = lookup(attr, value_options, normalized) {
+                            found = hit;
+                            return !found;
+                        }
+                    }
+                    for value in values {
+                        if value_matches(coverage, *rule, value, &mut |candidate| {
+                            candidate == normalized.as_slice()
+                        }) {
+                            found = true;
+                            return false;
+                        }
+                    }
+                    true
+                });
+                tri(found)
+            }
             PreparedFilter::Substrings {
                 options,
                 rule,
@@ -1110,6 +1156,7 @@ impl PreparedFilter {
 type AttributeWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool)
     + 'a;
 type DnWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) + 'a;
+type Lookup<'a> = dyn Fn(AttrId, &[String], &[u8]) -> Option<bool> + 'a;
 
 fn tri(value: bool) -> Tri {
     if value {

@@ -70,10 +70,8 @@ fn compare_entry(
             continue;
         }
         found_attribute = true;
-        if attribute
-            .values()
-            .any(|(_, normalized)| normalized == asserted.as_slice())
-        {
+        // One lookup for an out-of-line attribute (a large group's members).
+        if attribute.contains_normalized(&asserted).map_err(internal)? {
             return Ok(true);
         }
     }

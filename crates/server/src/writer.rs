@@ -156,10 +156,10 @@ impl GroupMembership for TxnGroups<'_, '_> {
         let Ok(Some(group)) = self.txn.entry_by_dn(&group_dn) else {
             return false;
         };
+        let uid_prefix = crate::subject::member_uid_prefix(member_ndn);
         self.member_attributes.iter().any(|attr| {
-            group
-                .values_of(*attr)
-                .any(|(_, normalized)| crate::subject::names_member(normalized, member_ndn))
+            group.has_value(*attr, member_ndn.as_bytes())
+                || group.has_value_with_prefix(*attr, &uid_prefix)
         })
     }
 }
@@ -770,13 +770,13 @@ impl Writer {
     /// it: an add's parent must be disclosed (the entry at the add's own DN, if any, is left to
     /// the store's alreadyExists, which needs write on the parent's children to reach); any
     /// other target must be. Otherwise noSuchObject, exactly as for a missing entry.
-    fn known_target(
+    fn known_target<'t>(
         &self,
-        txn: &WriteTxn<'_>,
+        txn: &'t WriteTxn<'_>,
         subject: &Subject<'_>,
         request: &WriteRequest,
         target: &Dn,
-    ) -> Result<Option<StoredEntry>, LdapError> {
+    ) -> Result<Option<StoredEntry<'t>>, LdapError> {
         if let WriteRequest::Add(_) = request {
             if let Some(parent) = target.parent() {
                 self.disclosed(txn, subject, &parent)?;
@@ -790,12 +790,12 @@ impl Writer {
     /// `disclose`). A hidden entry and a missing one answer the same noSuchObject, whose
     /// matched DN is the deepest ancestor the subject may know of: the writer's side of
     /// `entry_read::disclosed_entry`, in the writer's own transaction.
-    fn disclosed(
+    fn disclosed<'t>(
         &self,
-        txn: &WriteTxn<'_>,
+        txn: &'t WriteTxn<'_>,
         subject: &Subject<'_>,
         dn: &Dn,
-    ) -> Result<StoredEntry, LdapError> {
+    ) -> Result<StoredEntry<'t>, LdapError> {
         let is_disclosed = |entry: &StoredEntry| {
             self.policy
                 .for_entry(subject, &entry.normalized_dn, entry)

@@ -264,6 +264,10 @@ impl Store {
             stat.databases
                 .push(database_stat(layout::DB_SESSION_LOG, database, &read)?);
         }
+        if let Some(database) = databases.values {
+            stat.databases
+                .push(database_stat(layout::DB_ID2VALUE, database, &read)?);
+        }
         let mut attrs: Vec<(&AttrId, &RawDatabase)> = databases.indexes.iter().collect();
         attrs.sort_by_key(|(attr, _)| {
             self.inner
@@ -376,6 +380,7 @@ impl Store {
 
         let descriptions = check_description_table(&read, &self.inner.schema, &mut problems)?;
         let entries = self.check_entries(&read, &descriptions, &parents, &mut problems)?;
+        check_value_rows(&read, &entries.markers, &mut problems)?;
         max_id = max_id.max(entries.max_id);
         let (expected, entries_checked) = (entries.expected, entries.checked);
         let next_id = databases
@@ -623,6 +628,8 @@ struct EntriesChecked {
     /// Postings recomputed from the stored values, per indexed attribute.
     expected: HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>>,
     undecodable: RoaringBitmap,
+    /// Out-of-line markers: (entry, description number) → value count.
+    markers: HashMap<(EntryId, u32), usize>,
 }
 
 /// Checks `meta`'s description rows: well-formed keys, dense numbers, UTF-8 text known to the
@@ -686,6 +693,7 @@ impl Store {
             max_id: 0,
             expected: HashMap::new(),
             undecodable: RoaringBitmap::new(),
+            markers: HashMap::new(),
         };
         for row in self.inner.databases.id2entry.iter(read.txn())? {
             let (key, value) = row?;
@@ -700,13 +708,23 @@ impl Store {
             }
             let fault = match EncodedEntry::parse(value) {
                 Err(error) => Some(error.to_string()),
-                Ok(encoded) => encoded
+                Ok(encoded) => {
+                    for attribute in encoded
+                        .attributes()
+                        .filter(|attribute| attribute.out_of_line)
+                    {
+                        checked
+                            .markers
+                            .insert((id, attribute.description_number), attribute.value_count);
+                    }
+                    encoded
                     .attributes()
                     .map(|attribute| attribute.description_number)
                     .find(|number| !descriptions.contains(number))
                     .map(|number| {
                         format!("uses attribute description {number} missing from the description table")
-                    }),
+                    })
+                }
             };
             let attributes = match fault {
                 None => read.working_attributes(id).map_err(|error| error.message),
@@ -784,6 +802,55 @@ impl Store {
     }
 }
 
+/// Checks `id2value` against the entries' out-of-line markers: every row decodes and belongs
+/// to a marker, the rows of a marker are as many as its count (keys are unique and sorted by
+/// LMDB, so no value is there twice).
+fn check_value_rows(
+    read: &ReadTxn,
+    markers: &HashMap<(EntryId, u32), usize>,
+    problems: &mut Problems,
+) -> Result<(), StoreError> {
+    let Some(database) = read.inner.databases.values else {
+        if !markers.is_empty() {
+            problems.push(
+                "id2value: entries have out-of-line values but there is no id2value DB".into(),
+            );
+        }
+        return Ok(());
+    };
+    let mut counted: HashMap<(EntryId, u32), usize> = HashMap::new();
+    for row in database.iter(read.txn())? {
+        let (key, value) = row?;
+        let Some(row) = layout::decode_value_row(key, value) else {
+            problems.push(format!("id2value: malformed row {}", hex(key)));
+            continue;
+        };
+        let marker = (row.id, row.description_number);
+        if !markers.contains_key(&marker) {
+            problems.push(format!(
+                "id2value: {}: a value of description {} without an out-of-line marker",
+                describe(read, row.id),
+                row.description_number
+            ));
+            continue;
+        }
+        *counted.entry(marker).or_default() += 1;
+    }
+    let mut markers: Vec<_> = markers.iter().collect();
+    markers.sort();
+    for (marker, count) in markers {
+        let found = counted.get(marker).copied().unwrap_or_default();
+        if found != *count {
+            problems.push(format!(
+                "id2value: {}: description {} marks {count} values, id2value holds {found}",
+                describe(read, marker.0),
+                marker.1
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One line naming every index kind not built yet and the one reindex that builds them all.
 fn unbuilt_note(unbuilt: &[(String, IndexKinds)]) -> String {
     let kinds: Vec<String> = unbuilt
@@ -822,6 +889,9 @@ impl Store {
         .iter()
         .map(|name| name.to_string())
         .collect();
+        if self.inner.databases.values.is_some() {
+            names.push(layout::DB_ID2VALUE.to_string());
+        }
         let schema = &self.inner.schema;
         let mut indexes: Vec<String> = self
             .inner
@@ -849,6 +919,7 @@ impl ReadTxn {
             layout::DB_ID2ENTRY => Some(databases.id2entry),
             layout::DB_ID2NODE => Some(databases.id2node),
             layout::DB_DN2ID => Some(databases.dn2id),
+            layout::DB_ID2VALUE => databases.values,
             _ => name
                 .strip_prefix(layout::INDEX_DB_PREFIX)
                 .and_then(|attribute| self.inner.schema.attribute(attribute))
@@ -881,7 +952,9 @@ impl Store {
     /// against single-entry adds). Every row counts byte for byte, except: descriptions count
     /// by their text, not their number (threads number them in the order they meet them), and
     /// the `id2entry` values of the attribute types named in `per_run` (entryUUID, timestamps,
-    /// entryCSN: they differ per run) and the contextCSN values are left out.
+    /// entryCSN: they differ per run) and the contextCSN values are left out; `id2value` rows
+    /// count by entry, description text, value key tail and value, summed whatever their order
+    /// (which follows the description numbers).
     pub fn database_digests(&self, per_run: &[&str]) -> Result<Vec<DatabaseDigest>, StoreError> {
         use xxhash_rust::xxh3::Xxh3;
         let read = self.read()?;
@@ -895,6 +968,7 @@ impl Store {
             let mut digest = Xxh3::new();
             let mut rows = 0u64;
             let mut description_texts: Vec<Vec<u8>> = Vec::new();
+            let mut value_rows_sum = 0u64;
             let mut problem = None;
             let add = |digest: &mut Xxh3, bytes: &[u8]| {
                 digest.update(&(bytes.len() as u64).to_le_bytes());
@@ -904,6 +978,21 @@ impl Store {
                 rows += 1;
                 if name == layout::DB_META && key.starts_with(layout::META_DESCRIPTION_PREFIX) {
                     description_texts.push(value.to_vec());
+                    return;
+                }
+                if name == layout::DB_ID2VALUE {
+                    let Some(info) = key.get(4..8).and_then(|number| {
+                        descriptions.get(u32::from_be_bytes(number.try_into().ok()?))
+                    }) else {
+                        problem = Some(corrupt("id2value row of an unknown description"));
+                        return;
+                    };
+                    let mut row = Xxh3::new();
+                    add(&mut row, &key[..4]);
+                    add(&mut row, info.text.as_bytes());
+                    add(&mut row, &key[8..]);
+                    add(&mut row, value);
+                    value_rows_sum = value_rows_sum.wrapping_add(row.digest());
                     return;
                 }
                 add(&mut digest, key);
@@ -931,6 +1020,9 @@ impl Store {
                         continue;
                     }
                     add(&mut digest, info.text.as_bytes());
+                    if attribute.out_of_line {
+                        add(&mut digest, &(attribute.value_count as u64).to_le_bytes());
+                    }
                     for (original, normalized) in attribute.values() {
                         add(&mut digest, original);
                         add(&mut digest, &normalized.to_cow());
@@ -944,6 +1036,7 @@ impl Store {
             for text in &description_texts {
                 add(&mut digest, text);
             }
+            digest.update(&value_rows_sum.to_le_bytes());
             digests.push(DatabaseDigest {
                 name,
                 rows,

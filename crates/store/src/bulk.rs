@@ -303,10 +303,31 @@ impl<'s> BulkWriter<'s> {
         self.put_rows(database, &mut rows)
     }
 
-    /// Removes an appended entry (a record the tree rejected after its entry was written).
+    /// Appends `id2value` rows, framed (`layout::push_framed_row`, what `EntryRows::encode`
+    /// gives), keys ascending above every key written (entries in ID order).
+    pub fn append_value_rows<'r>(
+        &mut self,
+        framed: impl IntoIterator<Item = &'r [u8]>,
+    ) -> Result<(), StoreError> {
+        let database = self
+            .inner
+            .databases
+            .values
+            .ok_or_else(|| invalid("the store has no id2value DB".to_string()))?;
+        let mut rows = framed
+            .into_iter()
+            .flat_map(layout::framed_rows)
+            .map(|(key, value)| (true, key, value));
+        self.put_rows(database, &mut rows)
+    }
+
+    /// Removes an appended entry (a record the tree rejected after its entry was written),
+    /// with its `id2value` rows.
     pub fn remove_entry(&mut self, id: EntryId) -> Result<(), StoreError> {
         let database = self.inner.databases.id2entry;
         database.delete(self.txn(), &layout::encode_id(id))?;
+        let inner = self.inner;
+        inner.replace_value_rows(self.txn(), id, &[])?;
         Ok(())
     }
 
@@ -426,11 +447,19 @@ impl<'s> BulkWriter<'s> {
             values.push((group_dn.as_bytes().to_vec(), normalized.clone()));
             added.push(normalized);
         }
-        let mut encoded = Vec::new();
-        crate::rows::encode_attributes(inner, &attributes, scratch, &mut encoded)?;
+        let (mut encoded, mut value_rows) = (Vec::new(), Vec::new());
+        crate::rows::encode_attributes(
+            inner,
+            member,
+            &attributes,
+            scratch,
+            &mut encoded,
+            &mut value_rows,
+        )?;
         let database = inner.databases.id2entry;
         database.put(self.txn(), &layout::encode_id(member), &encoded)?;
-        self.wrote(encoded.len())?;
+        let values_written = inner.replace_value_rows(self.txn(), member, &value_rows)?;
+        self.wrote(encoded.len() + values_written)?;
         Ok(added)
     }
 

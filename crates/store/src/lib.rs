@@ -12,6 +12,7 @@ mod files;
 pub mod layout;
 mod lock;
 mod memberof;
+mod point_modify;
 mod read;
 mod replica;
 mod rows;
@@ -30,7 +31,7 @@ pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
-pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
+pub use read::{AttributeRef, AttributeValues, EntryRef, ReadTxn, TREE_DEPTH_MAX};
 pub use replica::SubtreeMember;
 pub use rows::{
     csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,

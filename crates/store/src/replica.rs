@@ -120,26 +120,70 @@ impl WriteTxn<'_> {
     ) -> Result<EntryId, LdapError> {
         let dn = self.dn_of(id)?;
         // Every stored description emptied first, then every given one set: spellings that
-        // differ ("CN" and "cn") still end as the given values.
+        // differ ("CN" and "cn") still end as the given values. An out-of-line description the
+        // provider sends again changes by the values that differ (point writes, its stored
+        // values streamed, never all in memory).
         // memberOf kept up by this store (`memberof`) is this store's fact, not the provider's.
         let kept = (self.inner.options.memberof)
             .then(|| self.inner.schema.attribute("memberOf"))
             .flatten();
-        let emptied = self
-            .stored_attributes(id)?
-            .into_iter()
-            .filter(|attribute| Some(attribute.attr) != kept)
-            .map(|attribute| Modification {
-                op: ModOp::Replace,
-                description: attribute.text,
-                values: Vec::new(),
+        let outside = self.out_of_line_descriptions(id)?;
+        let mut modifications = Vec::new();
+        let mut given = Vec::new();
+        for attribute in &entry.attributes {
+            let described = self.inner.schema.parse_description(&attribute.description);
+            let stored = described.ok().and_then(|description| {
+                outside.iter().find(|(_, attr, options, _)| {
+                    *attr == description.attr && *options == description.options
+                })
             });
-        let given = entry.attributes.iter().map(|attribute| Modification {
-            op: ModOp::Replace,
-            description: attribute.description.clone(),
-            values: attribute.values.clone(),
-        });
-        let modifications: Vec<Modification> = emptied.chain(given).collect();
+            let difference = match stored {
+                Some((number, attr, _, text)) if !attribute.values.is_empty() => {
+                    self.point_difference(id, (*number, *attr, text), &attribute.values)?
+                }
+                _ => None,
+            };
+            match difference {
+                Some(changes) => given.extend(changes),
+                None => given.push(Modification {
+                    op: ModOp::Replace,
+                    description: attribute.description.clone(),
+                    values: attribute.values.clone(),
+                }),
+            }
+        }
+        let sent_again = |text: &str, attr| {
+            entry.attributes.iter().any(|attribute| {
+                self.inner
+                    .schema
+                    .parse_description(&attribute.description)
+                    .is_ok_and(|description| {
+                        description.attr == attr
+                            && self.inner.schema.description_string(&description) == text
+                    })
+            })
+        };
+        let stored_texts = self
+            .inner
+            .stored_attributes_inline(&self.txn, id)?
+            .into_iter()
+            .map(|attribute| (attribute.attr, attribute.text))
+            .chain(
+                outside
+                    .iter()
+                    .filter(|(_, attr, _, text)| !sent_again(text, *attr))
+                    .map(|(_, attr, _, text)| (*attr, text.clone())),
+            );
+        for (attr, text) in stored_texts {
+            if Some(attr) != kept {
+                modifications.push(Modification {
+                    op: ModOp::Replace,
+                    description: text,
+                    values: Vec::new(),
+                });
+            }
+        }
+        modifications.extend(given);
         self.modify(&dn, &modifications, context)
     }
 }

@@ -196,6 +196,9 @@ pub(crate) struct Databases {
     pub dn2id: RawDatabase,
     /// The session log; None only in a read-only open of a store made before it existed.
     pub session_log: Option<RawDatabase>,
+    /// Out-of-line attribute values (`layout::encode_value_row`); None only in a read-only
+    /// open of a store made before it existed (which then has no out-of-line attribute).
+    pub values: Option<RawDatabase>,
     /// One DB per configured attribute.
     pub indexes: HashMap<AttrId, RawDatabase>,
 }
@@ -213,6 +216,9 @@ pub(crate) struct Inner {
     pub configured_indexes: HashMap<AttrId, IndexKinds>,
     /// The configured indexes that have a DB, numbered: what writes emit keys for.
     pub index_plan: crate::rows::IndexPlan,
+    /// Attribute types whose values always live out of line (`layout::OUT_OF_LINE_ALWAYS`
+    /// that the schema knows).
+    pub out_of_line_always: Vec<AttrId>,
     /// Index kinds usable by searches (configured and built).
     pub usable_indexes: RwLock<HashMap<AttrId, IndexKinds>>,
     pub index_config_change: RwLock<Option<IndexConfigChange>>,
@@ -539,7 +545,7 @@ fn create_databases(
     schema: &Schema,
 ) -> Result<Databases, StoreError> {
     let write_txn = env.write_txn()?;
-    let (meta, id2entry, id2node, dn2id, session_log) = env
+    let (meta, id2entry, id2node, dn2id, session_log, values) = env
         .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
             let meta: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_META))?;
@@ -551,12 +557,15 @@ fn create_databases(
                 opener.create_database(txn, Some(layout::DB_DN2ID))?;
             let session_log: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_SESSION_LOG))?;
+            let values: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_ID2VALUE))?;
             Ok(CommitOrAbort::<_, ()>::Commit((
                 meta,
                 id2entry,
                 id2node,
                 dn2id,
                 session_log,
+                values,
             )))
         })?
         .commit()
@@ -580,6 +589,7 @@ fn create_databases(
         id2node,
         dn2id,
         session_log: Some(session_log),
+        values: Some(values),
         indexes,
     })
 }
@@ -618,6 +628,7 @@ fn open_existing_databases(
         id2node: core(layout::DB_ID2NODE)?,
         dn2id: core(layout::DB_DN2ID)?,
         session_log: open(layout::DB_SESSION_LOG)?,
+        values: open(layout::DB_ID2VALUE)?,
         indexes,
     };
     Ok(databases)
@@ -799,6 +810,10 @@ impl Store {
         let mut planned = resolved.configured_indexes.clone();
         planned.retain(|attr, _| databases.indexes.contains_key(attr));
         let index_plan = crate::rows::IndexPlan::new(&schema, &planned);
+        let out_of_line_always = layout::OUT_OF_LINE_ALWAYS
+            .iter()
+            .filter_map(|name| schema.attribute(name))
+            .collect();
         Store {
             inner: Arc::new(Inner {
                 env,
@@ -809,6 +824,7 @@ impl Store {
                 suffix_rdns_normalized: resolved.suffix_rdns_normalized,
                 configured_indexes: resolved.configured_indexes,
                 index_plan,
+                out_of_line_always,
                 usable_indexes: RwLock::new(state.usable_indexes),
                 index_config_change: RwLock::new(state.change),
                 descriptions: RwLock::new(Arc::new(state.table)),
@@ -880,6 +896,10 @@ impl Store {
     #[cfg(feature = "raw-access")]
     pub fn dn2id_database(&self) -> RawDatabase {
         self.inner.databases.dn2id
+    }
+    #[cfg(feature = "raw-access")]
+    pub fn id2value_database(&self) -> Option<RawDatabase> {
+        self.inner.databases.values
     }
     #[cfg(feature = "raw-access")]
     pub fn index_database(&self, attr: AttrId) -> Option<RawDatabase> {
