@@ -159,6 +159,7 @@ impl Store {
         for database in [databases.id2entry, databases.id2node, databases.dn2id]
             .into_iter()
             .chain(databases.session_log)
+            .chain(databases.values)
             .chain(databases.indexes.values().copied())
         {
             database.clear(&mut txn)?;
