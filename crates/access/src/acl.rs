@@ -1040,6 +1040,19 @@ impl EntryAccess<'_> {
                 covered,
                 key: key.clone(),
             }),
+            // The chain itself was resolved with the subject's rights (each link's entry
+            // decided on its own); here, as any leaf, the entry's own chaining attribute.
+            PreparedFilter::InChain {
+                attr,
+                covered,
+                normalized,
+                members,
+            } => leaf(covered, &|covered| PreparedFilter::InChain {
+                attr: *attr,
+                covered,
+                normalized: normalized.clone(),
+                members: members.clone(),
+            }),
             PreparedFilter::Extensible {
                 rule,
                 attr,
@@ -1313,7 +1326,8 @@ fn leaf_visible(
         | PreparedFilter::Approx { covered, .. }
         | PreparedFilter::Substrings { covered, .. }
         | PreparedFilter::GreaterOrEqual { covered, .. }
-        | PreparedFilter::LessOrEqual { covered, .. } => {
+        | PreparedFilter::LessOrEqual { covered, .. }
+        | PreparedFilter::InChain { covered, .. } => {
             covered.iter().all(|covered| can_filter_on(covered.attr))
         }
         PreparedFilter::Extensible {
