@@ -125,6 +125,8 @@ pub struct Database {
     pub(crate) shows_context_csn: bool,
     /// Committed changes for refreshAndPersist searches (published by the writer).
     pub(crate) persist: Arc<crate::persist::PersistHub>,
+    /// `[integrity]`, shared with the writer (set when the server starts).
+    pub(crate) integrity: crate::integrity::SharedIntegrity,
 }
 
 impl Database {
@@ -137,7 +139,9 @@ impl Database {
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
         let persist = Arc::new(crate::persist::PersistHub::default());
+        let integrity = crate::integrity::SharedIntegrity::default();
         let writer = Writer {
+            integrity: integrity.clone(),
             persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
@@ -168,7 +172,19 @@ impl Database {
             shows_context_csn: false,
             pending_states,
             persist,
+            integrity,
         }
+    }
+
+    /// Compiles `[integrity]` against this database's schema and hands it to the writer.
+    pub(crate) fn set_integrity(
+        &self,
+        config: &lmdir_config::IntegrityConfig,
+        suffix: &str,
+    ) -> Result<(), String> {
+        let compiled = crate::integrity::Integrity::compile(config, &self.schema, suffix)?;
+        crate::integrity::install(&self.integrity, compiled);
+        Ok(())
     }
 
     /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot

@@ -103,6 +103,8 @@ pub(crate) struct Writer {
     pub pending_states: Arc<PendingStates>,
     /// Where committed changes go for refreshAndPersist searches.
     pub persist: Arc<crate::persist::PersistHub>,
+    /// `[integrity]` (refint, unique), set when the server starts.
+    pub integrity: crate::integrity::SharedIntegrity,
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -255,7 +257,11 @@ impl Writer {
             .and_then(|()| {
                 // The values a password change replaces, for pwdHistory.
                 let before = self.stored_passwords(txn, job)?;
+                let integrity = crate::integrity::current(&self.integrity);
+                let may_name = |holder: &StoredEntry| self.discloses(txn, &job.identity, holder);
+                let renamed = integrity.before_change(txn, &job.request, &may_name)?;
                 self.store_change(txn, job)?;
+                integrity.after_change(txn, &job.request, renamed)?;
                 self.note_password_change(txn, job, &before)
             });
         txn.set_deadline(None);
@@ -728,6 +734,23 @@ impl Writer {
             return Ok(None);
         }
         self.disclosed(txn, subject, target).map(Some)
+    }
+
+    /// Whether `identity` may learn that `entry` exists (OpenLDAP's disclose), in this txn.
+    fn discloses(&self, txn: &WriteTxn<'_>, identity: &Identity, entry: &StoredEntry) -> bool {
+        let groups = TxnGroups {
+            txn,
+            member_attributes: ["member", "uniqueMember"]
+                .iter()
+                .filter_map(|name| self.schema().attribute(name))
+                .collect(),
+        };
+        let subject = crate::subject::subject_for(&self.policy, identity, &groups);
+        subject.is_rootdn
+            || self
+                .policy
+                .for_entry(&subject, &entry.normalized_dn, entry)
+                .can_disclose_entry()
     }
 
     /// The entry at `dn` if the subject may know of it (any access to `entry`, OpenLDAP's

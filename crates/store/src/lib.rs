@@ -14,6 +14,7 @@ pub mod layout;
 mod lock;
 mod memberof;
 mod read;
+mod referrers;
 mod replica;
 mod rows;
 mod search;
