@@ -62,6 +62,15 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             options.threads = threads.unwrap_or(0);
             options.progress = true;
             options.creators_name = config.database.rootdn.clone();
+            options.unique = config
+                .integrity
+                .unique
+                .iter()
+                .map(|rule| lmdir_load::UniqueScope {
+                    base: rule.base.clone(),
+                    attributes: rule.attributes.clone(),
+                })
+                .collect();
             let summary = if ldif.as_os_str() == "-" {
                 lmdir_load::load_from(&options, Box::new(std::io::stdin()), 0)?
             } else {

@@ -110,3 +110,97 @@ impl WriteTxn<'_> {
         Ok(ids)
     }
 }
+
+/// Entries sharing one value of an attribute (`ReadTxn::duplicate_values`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateValue {
+    /// The value as the first of them holds it.
+    pub value: Vec<u8>,
+    /// Two or more entry IDs, ascending.
+    pub ids: Vec<EntryId>,
+}
+
+impl crate::read::ReadTxn {
+    /// Every value of `attr` (any options) held by more than one entry at or below `base`
+    /// (uniqueness of a bulk load). With an equality index, only keys posting two or more
+    /// IDs are read (then confirmed on the entries' values, keys being hashes); without, every
+    /// entry is read.
+    pub fn duplicate_values(
+        &self,
+        attr: AttrId,
+        base: EntryId,
+    ) -> Result<Vec<DuplicateValue>, LdapError> {
+        let within = crate::read::subtree_ids(&self.inner, self.txn(), base)?;
+        let groups = match self.shared_equality_keys(attr)? {
+            Some(groups) => groups,
+            None => vec![within.iter().collect()],
+        };
+        let mut duplicates = Vec::new();
+        for ids in groups {
+            let mut by_value: std::collections::BTreeMap<Vec<u8>, DuplicateValue> =
+                std::collections::BTreeMap::new();
+            for id in ids.into_iter().filter(|id| within.contains(*id)) {
+                let Some(entry) = self.entry(id)? else {
+                    continue;
+                };
+                let mut seen = std::collections::BTreeSet::new();
+                for (original, normalized) in entry.values_of(attr) {
+                    if !seen.insert(normalized.to_vec()) {
+                        continue;
+                    }
+                    let duplicate =
+                        by_value
+                            .entry(normalized.into_owned())
+                            .or_insert_with(|| DuplicateValue {
+                                value: original.to_vec(),
+                                ids: Vec::new(),
+                            });
+                    duplicate.ids.push(id);
+                }
+            }
+            duplicates.extend(by_value.into_values().filter(|value| value.ids.len() > 1));
+        }
+        Ok(duplicates)
+    }
+
+    /// The ID lists of `attr`'s equality keys posting two or more IDs (None: no usable index).
+    fn shared_equality_keys(&self, attr: AttrId) -> Result<Option<Vec<Vec<EntryId>>>, LdapError> {
+        let usable = crate::lock::read(&self.inner.usable_indexes)
+            .get(&attr)
+            .is_some_and(|kinds| kinds.contains(IndexKinds::EQUALITY));
+        let Some(database) = self.inner.databases.indexes.get(&attr).copied() else {
+            return Ok(None);
+        };
+        if !usable {
+            return Ok(None);
+        }
+        let mut groups = Vec::new();
+        let mut current: Option<(Vec<u8>, roaring::RoaringBitmap)> = None;
+        let prefix = [layout::KIND_EQUALITY];
+        for row in database
+            .prefix_iter(self.txn(), &prefix)
+            .map_err(lmdb_to_ldap)?
+        {
+            let (full_key, value) = row.map_err(lmdb_to_ldap)?;
+            let (body, chunk) =
+                layout::split_index_key(full_key).ok_or_else(|| corrupt("short index key"))?;
+            if current
+                .as_ref()
+                .is_none_or(|(key, _)| key.as_slice() != body)
+            {
+                if let Some((_, ids)) = current.take().filter(|(_, ids)| ids.len() > 1) {
+                    groups.push(ids.iter().collect());
+                }
+                current = Some((body.to_vec(), roaring::RoaringBitmap::new()));
+            }
+            if let Some((_, ids)) = current.as_mut() {
+                layout::decode_posting_chunk_into(value, chunk, ids)
+                    .map_err(|error| corrupt(error.to_string()))?;
+            }
+        }
+        if let Some((_, ids)) = current.filter(|(_, ids)| ids.len() > 1) {
+            groups.push(ids.iter().collect());
+        }
+        Ok(Some(groups))
+    }
+}
