@@ -97,3 +97,52 @@ fn check_names(names: &[String], path: Vec<KeyStep>) -> Result<(), Problem> {
         None => Ok(()),
     }
 }
+
+/// Most `[[dynlist]]` rules.
+pub const DYNLIST_RULES_MAX: usize = 16;
+
+/// One `[[dynlist]]` rule (OpenLDAP's `dynlist-attrset <class> <url-attr> <member-attr>`):
+/// entries of `object_class` list as `member_attribute` the DNs their `url_attribute` URLs
+/// (`ldap:///base??scope?filter`) find, searched with the reader's rights.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DynlistRule {
+    pub object_class: String,
+    #[serde(default = "default_url_attribute")]
+    pub url_attribute: String,
+    #[serde(default = "default_member_attribute")]
+    pub member_attribute: String,
+}
+
+fn default_url_attribute() -> String {
+    "memberURL".to_string()
+}
+
+fn default_member_attribute() -> String {
+    "member".to_string()
+}
+
+pub(crate) fn validate_dynlist(rules: &[DynlistRule]) -> Result<(), Problem> {
+    use KeyStep::{Index, Key};
+    if rules.len() > DYNLIST_RULES_MAX {
+        return Err(problem(
+            vec![Key("dynlist")],
+            format!("more than {DYNLIST_RULES_MAX} dynlist rules"),
+        ));
+    }
+    for (index, rule) in rules.iter().enumerate() {
+        for (key, name) in [
+            ("object_class", &rule.object_class),
+            ("url_attribute", &rule.url_attribute),
+            ("member_attribute", &rule.member_attribute),
+        ] {
+            if !is_attribute_name(name) {
+                return Err(problem(
+                    vec![Key("dynlist"), Index(index), Key(key)],
+                    format!("{name:?} is not a name"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod integrity;
-pub use integrity::{IntegrityConfig, UniqueRule, INTEGRITY_ITEMS_MAX};
+pub use integrity::{
+    DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
+};
 mod replication;
 pub use replication::{
     provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
@@ -40,6 +42,9 @@ pub struct Config {
     /// `[integrity]`: referential integrity and attribute uniqueness (refint, unique).
     #[serde(default)]
     pub integrity: IntegrityConfig,
+    /// `[[dynlist]]`: dynamic groups (OpenLDAP's dynlist overlay).
+    #[serde(default)]
+    pub dynlist: Vec<DynlistRule>,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -581,6 +586,7 @@ impl Default for Config {
             limits: Vec::new(),
             replication: ReplicationConfig::default(),
             integrity: IntegrityConfig::default(),
+            dynlist: Vec::new(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -964,6 +970,7 @@ impl Config {
         self.replication
             .validate(&self.database.suffix, &self.server.listen)?;
         self.integrity.validate()?;
+        integrity::validate_dynlist(&self.dynlist)?;
         self.validate_consumer_index()
     }
 

@@ -37,6 +37,8 @@ pub(crate) struct Draft {
     pub authz_policy: Option<String>,
     pub replication: Replication,
     pub integrity: Integrity,
+    /// `dynlist-attrset` lines as `[[dynlist]]` rules.
+    pub dynlist: Vec<lmdir_config::DynlistRule>,
 }
 
 /// `[integrity]`: the refint and unique overlays.
@@ -149,6 +151,14 @@ pub(crate) fn emit(draft: &Draft, notes: &[Note]) -> String {
     emit_database(draft, &mut text);
     emit_replication(&draft.replication, &mut text);
     emit_integrity(&draft.integrity, &mut text);
+    for rule in &draft.dynlist {
+        text += &format!(
+            "\n[[dynlist]]\nobject_class = {}\nurl_attribute = {}\nmember_attribute = {}\n",
+            quoted(&rule.object_class),
+            quoted(&rule.url_attribute),
+            quoted(&rule.member_attribute)
+        );
+    }
     emit_access(&draft.access, &mut text);
     emit_limits(&draft.limits, &mut text);
     emit_notes(notes, &mut text);

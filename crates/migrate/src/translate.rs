@@ -578,7 +578,7 @@ impl<'a> Translator<'a> {
                 return;
             }
             // Translated by their directives into [integrity].
-            "refint" | "unique" => return,
+            "refint" | "unique" | "dynlist" => return,
             _ => {}
         }
         if name.eq_ignore_ascii_case("memberof") {

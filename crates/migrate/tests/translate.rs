@@ -669,3 +669,48 @@ olcUniqueBase: dc=x\n";
         );
     }
 }
+
+/// `dynlist-attrset` lines become `[[dynlist]]` rules (slapd.conf and cn=config); the forms
+/// lmdir has no counterpart for are listed, a `+memberOf` part noted.
+#[test]
+fn dynlist_attrsets_become_dynlist_rules() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let conf = "database mdb\nsuffix dc=x\noverlay dynlist\n\
+dynlist-attrset groupOfURLs memberURL member\n\
+dynlist-attrset groupOfURLs ldap:///ou=g,dc=x??sub memberURL member\n\
+dynlist-attrset nisMailAlias labeledURI\n\
+dynlist-attrset groupOfURLs memberURL uniqueMember+memberOf@groupOfNames\n";
+    let from_conf =
+        migrate_slapd_conf(conf, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let n0 = "dn: olcDatabase={1}mdb,cn=config\nobjectClass: olcDatabaseConfig\n\
+olcDatabase: {1}mdb\nolcSuffix: dc=x\n\n\
+dn: olcOverlay={0}dynlist,olcDatabase={1}mdb,cn=config\nobjectClass: olcOverlayConfig\n\
+objectClass: olcDynListConfig\nolcOverlay: {0}dynlist\n\
+olcDynListAttrSet: {0}groupOfURLs memberURL member\n\
+olcDynListAttrSet: {1}groupOfURLs ldap:///ou=g,dc=x??sub memberURL member\n\
+olcDynListAttrSet: {2}nisMailAlias labeledURI\n\
+olcDynListAttrSet: {3}groupOfURLs memberURL uniqueMember+memberOf@groupOfNames\n";
+    let from_n0 = migrate_config_ldif(n0, "n0.ldif", &options(directory.path())).unwrap();
+    for (migration, not_translated, approximated) in
+        [(&from_conf, vec![5, 6], 7), (&from_n0, vec![11, 12], 13)]
+    {
+        let rules: Vec<(String, String, String)> = load(migration)
+            .dynlist
+            .into_iter()
+            .map(|rule| (rule.object_class, rule.url_attribute, rule.member_attribute))
+            .collect();
+        let rule = |member: &str| ("groupOfURLs".into(), "memberURL".into(), member.to_string());
+        assert_eq!(
+            rules,
+            vec![rule("member"), rule("uniqueMember")],
+            "{}",
+            migration.config_text
+        );
+        assert_eq!(
+            noted_lines(migration, NoteKind::NotTranslated),
+            not_translated
+        );
+        assert!(noted_lines(migration, NoteKind::Approximated).contains(&approximated));
+    }
+}

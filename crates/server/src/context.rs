@@ -127,6 +127,8 @@ pub struct Database {
     pub(crate) persist: Arc<crate::persist::PersistHub>,
     /// `[integrity]`, shared with the writer (set when the server starts).
     pub(crate) integrity: crate::integrity::SharedIntegrity,
+    /// `[[dynlist]]` rules (set when the server starts).
+    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
 }
 
 impl Database {
@@ -173,7 +175,17 @@ impl Database {
             pending_states,
             persist,
             integrity,
+            dynlist: Vec::new(),
         }
+    }
+
+    /// Compiles the `[[dynlist]]` rules against this database's schema.
+    pub(crate) fn set_dynlist(
+        &mut self,
+        rules: &[lmdir_config::DynlistRule],
+    ) -> Result<(), String> {
+        self.dynlist = crate::dynlist::compile(rules, &self.schema)?;
+        Ok(())
     }
 
     /// Compiles `[integrity]` against this database's schema and hands it to the writer.

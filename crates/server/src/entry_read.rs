@@ -256,11 +256,23 @@ pub(crate) fn write_entry_attributes(
         true => context_csns(subordinates.read, id, selection, access)?,
         false => Vec::new(),
     };
+    let mut dynamic = dynamic_members(schema, subordinates, entry, selection, access)?;
     // `1.1` alone (every authrate search) selects no stored attribute: none is decoded.
     let stored = selection.may_select_stored().then(|| entry.attributes());
     for attribute in stored.into_iter().flatten() {
         let attr = attribute.attr();
         if !selection.selects(schema, attr, attribute.options()) {
+            continue;
+        }
+        if let Some(dynamic) = dynamic
+            .as_mut()
+            .filter(|dynamic| dynamic.attr == attr && attribute.options().is_empty())
+        {
+            // Written with the dynamic members, once (an attribute appears once in an entry).
+            dynamic.stored = attribute
+                .values()
+                .map(|(original, _)| original.to_vec())
+                .collect();
             continue;
         }
         if !context_csns.is_empty() && Some(attr) == selection.context_csn {
@@ -287,6 +299,9 @@ pub(crate) fn write_entry_attributes(
                 attribute.values().map(|(original, _)| original),
             );
         }
+    }
+    if let Some(dynamic) = dynamic {
+        dynamic.write(writer, schema, selection, types_only);
     }
     let computed: [(Option<AttrId>, &str); 4] = [
         (selection.has_subordinates, "hasSubordinates"),
@@ -325,6 +340,88 @@ pub(crate) fn write_entry_attributes(
         writer.attribute(b"contextCSN", values.iter().map(Vec::as_slice));
     }
     Ok(())
+}
+
+/// A dynamic group's member attribute (`[[dynlist]]`): its stored values and the members
+/// its URLs find for the reader.
+struct DynamicMembers {
+    attr: AttrId,
+    stored: Vec<Vec<u8>>,
+    found: Vec<Vec<u8>>,
+}
+
+/// The dynamic members of `entry` when it is a dynamic group whose member attribute is
+/// selected and readable; None otherwise (nothing is searched).
+fn dynamic_members(
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    entry: &lmdir_store::EntryRef<'_>,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Option<DynamicMembers>, OperationError> {
+    let database = subordinates.database;
+    let Some(rule) = crate::dynlist::rule_of(&database.dynlist, schema, entry) else {
+        return Ok(None);
+    };
+    let attr = rule.member_attr;
+    let readable = access.is_none_or(|access| access.can_read_attribute(attr));
+    if !selection.selects(schema, attr, &[]) || !readable {
+        return Ok(None);
+    }
+    let found = crate::dynlist::members(
+        database,
+        subordinates.read,
+        subordinates.subject,
+        rule,
+        entry,
+    )?;
+    Ok(Some(DynamicMembers {
+        attr,
+        stored: Vec::new(),
+        found,
+    }))
+}
+
+impl DynamicMembers {
+    /// The stored values, then the found members not among them (compared as DNs).
+    fn write(
+        self,
+        writer: &mut EntryWriter<'_>,
+        schema: &Schema,
+        selection: &Selection,
+        types_only: bool,
+    ) {
+        let name = schema.attribute_type(self.attr).name().as_bytes();
+        let mut seen = std::collections::HashSet::new();
+        let mut values: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for value in self.stored.into_iter().chain(self.found) {
+            let normalized = schema
+                .normalize_value(self.attr, &value)
+                .unwrap_or_else(|_| value.clone());
+            if seen.insert(normalized.clone()) {
+                values.push((value, normalized));
+            }
+        }
+        if values.is_empty() {
+            return;
+        }
+        if types_only {
+            writer.attribute(name, std::iter::empty());
+            return;
+        }
+        let pairs = values
+            .iter()
+            .map(|(original, normalized)| (original.as_slice(), normalized.as_slice()));
+        match &selection.matched_values {
+            Some(matched) => {
+                let kept = matched.kept(self.attr, &[], pairs);
+                if !kept.is_empty() {
+                    writer.attribute(name, kept);
+                }
+            }
+            None => writer.attribute(name, pairs.map(|(original, _)| original)),
+        }
+    }
 }
 
 /// The directory's contextCSN (one value per server ID) when `id` is the naming context's

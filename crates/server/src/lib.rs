@@ -12,6 +12,7 @@ mod compare;
 pub mod connection;
 pub mod context;
 pub mod controls;
+mod dynlist;
 mod entry_read;
 pub mod filter;
 pub mod filter_text;

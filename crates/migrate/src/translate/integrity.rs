@@ -37,6 +37,7 @@ impl<'a> Translator<'a> {
                 self.draft.integrity.referential_modifiers_name = self.single(directive);
             }
             "uniqueuri" => self.unique_uri(directive),
+            "dynlistattrset" => self.dynlist_attrset(directive),
             "uniquebase" | "uniqueattributes" | "uniqueattribute" | "uniqueignore"
             | "uniquestrict" => self.note(
                 directive,
@@ -47,6 +48,49 @@ impl<'a> Translator<'a> {
             _ => return false,
         }
         true
+    }
+
+    /// `dynlist-attrset <class> <url-attr> <member-attr>` → a `[[dynlist]]` rule. An URI
+    /// restricting the groups, no member attribute (the found entries' attributes merged
+    /// in), a mapped attribute (`a:b`) or more than one member attribute is listed; a
+    /// `+memberOf` part is translated without it, noted.
+    fn dynlist_attrset(&mut self, directive: &Directive) {
+        let joined = directive.arguments().join(" ");
+        let words: Vec<&str> = joined.split_whitespace().collect();
+        let reason = match words.as_slice() {
+            [_, uri, ..] if uri.to_ascii_lowercase().starts_with("ldap") => {
+                Some("a URI restricting the dynamic groups has no lmdir counterpart")
+            }
+            [_, _] => Some(
+                "dynlist without a member attribute (the found entries' attributes merged in) \
+                 has no lmdir counterpart",
+            ),
+            [_, _, member] if member.contains(':') => {
+                Some("a mapped member attribute has no lmdir counterpart")
+            }
+            [_, _, _] => None,
+            _ => Some("lmdir's dynamic groups list one member attribute"),
+        };
+        if let Some(reason) = reason {
+            self.note(directive, NoteKind::NotTranslated, reason);
+            return;
+        }
+        let (member, member_of) = match words[2].split_once('+') {
+            Some((member, member_of)) => (member, Some(member_of)),
+            None => (words[2], None),
+        };
+        if member_of.is_some() {
+            self.note(
+                directive,
+                NoteKind::Approximated,
+                "lmdir lists dynamic members but does not compute their memberOf",
+            );
+        }
+        self.draft.dynlist.push(lmdir_config::DynlistRule {
+            object_class: words[0].to_string(),
+            url_attribute: words[1].to_string(),
+            member_attribute: member.to_string(),
+        });
     }
 
     /// One URI per directive, its keywords (`strict`, `ignore`) quoted with it or not.

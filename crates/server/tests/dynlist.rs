@@ -1,0 +1,140 @@
+//! `[[dynlist]]` over the wire: a dynamic group's members are what its URLs find with the
+//! reader's own rights (an entry hidden from the reader is not listed), merged after stored
+//! values, and only when the member attribute is asked for. The built-in schema has no
+//! groupOfURLs, so the rule here is on extensibleObject with labeledURI (the differential
+//! suite runs slapd's own groupOfURLs/memberURL).
+
+mod common;
+
+use common::{bind, grant, own_password_rule, root, rule_by, TestServer};
+use ldap3::{LdapConn, Scope, SearchEntry};
+use lmdir_config::{AccessLevel, AccessTarget, Who};
+use std::collections::{BTreeSet, HashSet};
+
+const SUFFIX: &str = "dc=example,dc=com";
+
+fn add(connection: &mut LdapConn, dn: &str, attributes: &[(&str, &[&str])]) {
+    let attributes: Vec<(&str, HashSet<&str>)> = attributes
+        .iter()
+        .map(|(name, values)| (*name, values.iter().copied().collect()))
+        .collect();
+    connection
+        .add(dn, attributes)
+        .unwrap()
+        .success()
+        .unwrap_or_else(|error| panic!("add {dn}: {error}"));
+}
+
+fn members(connection: &mut LdapConn, dn: &str, attributes: Vec<&str>) -> BTreeSet<String> {
+    let (entries, _) = connection
+        .search(dn, Scope::Base, "(objectClass=*)", attributes)
+        .unwrap()
+        .success()
+        .unwrap();
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("the group"));
+    entry
+        .attrs
+        .get("member")
+        .into_iter()
+        .flatten()
+        .map(|dn| dn.to_ascii_lowercase())
+        .collect()
+}
+
+#[test]
+fn dynamic_members_are_found_with_the_readers_rights() {
+    let viewer = format!("uid=viewer,ou=people,{SUFFIX}");
+    let bob = format!("uid=bob,ou=people,{SUFFIX}");
+    let rules = vec![
+        own_password_rule(),
+        rule_by(
+            AccessTarget {
+                dn: Some(bob.clone()),
+                ..AccessTarget::default()
+            },
+            &[
+                (Who::Dn(viewer.clone()), AccessLevel::None),
+                (Who::Anyone, AccessLevel::Read),
+            ],
+        ),
+        grant(AccessTarget::default(), Who::Anyone, AccessLevel::Read),
+    ];
+    let server = TestServer::start_populated(0, rules, |settings| {
+        settings.dynlist = vec![lmdir_config::DynlistRule {
+            object_class: "extensibleObject".into(),
+            url_attribute: "labeledURI".into(),
+            member_attribute: "member".into(),
+        }];
+    });
+    let mut connection = root(&server);
+    add(
+        &mut connection,
+        SUFFIX,
+        &[("objectClass", &["top", "domain"]), ("dc", &["example"])],
+    );
+    for ou in ["people", "groups"] {
+        add(
+            &mut connection,
+            &format!("ou={ou},{SUFFIX}"),
+            &[("objectClass", &["organizationalUnit"]), ("ou", &[ou])],
+        );
+    }
+    for (uid, department) in [("ann", "7"), ("bob", "7"), ("cat", "8"), ("viewer", "9")] {
+        add(
+            &mut connection,
+            &format!("uid={uid},ou=people,{SUFFIX}"),
+            &[
+                ("objectClass", &["inetOrgPerson"]),
+                ("uid", &[uid]),
+                ("cn", &[uid]),
+                ("sn", &[uid]),
+                ("departmentNumber", &[department]),
+                ("userPassword", &["secret"]),
+            ],
+        );
+    }
+    let group = format!("cn=dyn,ou=groups,{SUFFIX}");
+    let url = format!("ldap:///ou=people,{SUFFIX}??sub?(departmentNumber=7)");
+    let static_member = format!("uid=cat,ou=people,{SUFFIX}");
+    add(
+        &mut connection,
+        &group,
+        &[
+            ("objectClass", &["organizationalRole", "extensibleObject"]),
+            ("cn", &["dyn"]),
+            ("labeledURI", &[url.as_str()]),
+            ("member", &[static_member.as_str(), bob.as_str()]),
+        ],
+    );
+    let ann = format!("uid=ann,ou=people,{SUFFIX}");
+    let expected = |dns: &[&String]| -> BTreeSet<String> {
+        dns.iter().map(|dn| dn.to_ascii_lowercase()).collect()
+    };
+    assert_eq!(
+        members(&mut connection, &group, vec!["member"]),
+        expected(&[&ann, &bob, &static_member])
+    );
+    assert!(members(&mut connection, &group, vec!["cn"]).is_empty());
+    let mut viewer_connection = bind(&server, &viewer, "secret");
+    // bob is stored and found, but the reader may not see him as found; the stored value stays.
+    assert_eq!(
+        members(&mut viewer_connection, &group, vec!["*"]),
+        expected(&[&ann, &bob, &static_member])
+    );
+    connection
+        .modify(
+            &group,
+            vec![ldap3::Mod::Delete("member", HashSet::from([bob.as_str()]))],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(
+        members(&mut viewer_connection, &group, vec!["*"]),
+        expected(&[&ann, &static_member])
+    );
+    assert_eq!(
+        members(&mut connection, &group, vec!["*"]),
+        expected(&[&ann, &bob, &static_member])
+    );
+}
