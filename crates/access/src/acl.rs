@@ -781,6 +781,19 @@ impl<'a> SubjectAccess<'a> {
     }
 
     fn leaf_visible_everywhere(&self, filter: &PreparedFilter) -> bool {
+        // A resolved in-chain item is the set its walk reached with this subject's rights,
+        // each link admitted only where the subject may search the chaining attribute: no
+        // hidden value made it, so index candidates may come from it (the per-entry test
+        // still restricts it).
+        if matches!(
+            filter,
+            PreparedFilter::InChain {
+                members: Some(_),
+                ..
+            }
+        ) {
+            return true;
+        }
         leaf_visible(filter, &|attr| self.can_filter_on_everywhere(attr), &|| {
             self.can_disclose_every_entry()
         })
