@@ -5,13 +5,14 @@
 //! an entry the reader may not search and read, or that the filter (with the items the reader
 //! may not search Undefined) does not match, is not listed. Bounded: at most
 //! `DYNLIST_EXAMINED_MAX` candidates per entry read (adminLimitExceeded beyond) and
-//! `DYNLIST_URLS_MAX` URLs.
+//! `DYNLIST_URLS_MAX` URLs. In-chain walks follow dynamic members too (`in_chain_links`).
 
 use crate::context::Database;
 use crate::result::{code, OperationError};
 use lmdir_access::acl::Subject;
 use lmdir_schema::{AttrId, Filter, Schema};
 use lmdir_store::{EntryRef, ReadTxn, Scope, SearchSpec};
+use std::collections::HashMap;
 
 /// Most candidate entries the URLs of one dynamic group examine when it is read.
 const DYNLIST_EXAMINED_MAX: usize = 100_000;
@@ -59,6 +60,83 @@ pub(crate) fn compile(
             })
         })
         .collect()
+}
+
+/// Links the dynamic groups make for in-chain walks on `attr`, as `subject` sees them: for a
+/// rule's member attribute, a member's normalized DN → the dynamic groups listing it; for
+/// memberOf (rules listing member or uniqueMember), a dynamic group's normalized DN → its
+/// members. Empty when no rule applies. Every dynamic group the subject may search and read
+/// is evaluated once (each bounded as on a read).
+pub(crate) fn in_chain_links(
+    database: &Database,
+    read: &ReadTxn,
+    subject: &Subject<'_>,
+    attr: AttrId,
+) -> Result<HashMap<Vec<u8>, Vec<lmdir_store::EntryId>>, OperationError> {
+    let schema = &database.schema;
+    let member_of = schema.attribute("memberOf") == Some(attr);
+    let group_attributes = [schema.attribute("member"), schema.attribute("uniqueMember")];
+    let mut links: HashMap<Vec<u8>, Vec<lmdir_store::EntryId>> = HashMap::new();
+    for rule in &database.dynlist {
+        let forward = member_of && group_attributes.contains(&Some(rule.member_attr));
+        if rule.member_attr != attr && !forward {
+            continue;
+        }
+        for (group, group_dn) in dynamic_groups(database, read, subject, rule)? {
+            let Some(entry) = read.entry(group)? else {
+                continue;
+            };
+            for member_dn in members(database, read, subject, rule, &entry)? {
+                let Some(member) = std::str::from_utf8(&member_dn)
+                    .ok()
+                    .and_then(|dn| read.dn_to_id(dn).ok())
+                else {
+                    continue;
+                };
+                if forward {
+                    let key = schema.normalize_value(attr, group_dn.as_bytes())?;
+                    links.entry(key).or_default().push(member);
+                } else {
+                    let key = schema.normalize_value(attr, &member_dn)?;
+                    links.entry(key).or_default().push(group);
+                }
+            }
+        }
+    }
+    Ok(links)
+}
+
+/// The entries of a rule's class the subject may search and read, with their DNs.
+fn dynamic_groups(
+    database: &Database,
+    read: &ReadTxn,
+    subject: &Subject<'_>,
+    rule: &DynamicGroup,
+) -> Result<Vec<(lmdir_store::EntryId, String)>, OperationError> {
+    let schema = &database.schema;
+    let filter = schema.prepare_filter(&Filter::Equality {
+        description: "objectClass".to_string(),
+        value: rule.class.clone(),
+    });
+    let mut groups = Vec::new();
+    for root in read.root_ids()? {
+        let spec = SearchSpec {
+            base: read.normalized_dn_of(root)?,
+            scope: Scope::Sub,
+            filter: filter.clone(),
+            size_limit: 0,
+            lookthrough_limit: DYNLIST_EXAMINED_MAX,
+        };
+        for result in read.search(&spec)? {
+            let (id, group) = result?;
+            let normalized = read.normalized_dn_of(id)?;
+            let access = database.policy.for_entry(subject, &normalized, &group);
+            if subject.is_rootdn || (access.can_search_entry() && access.can_read_entry()) {
+                groups.push((id, read.dn_of(id)?));
+            }
+        }
+    }
+    Ok(groups)
 }
 
 /// The rule `entry` falls under (its objectClass values hold the rule's class).

@@ -137,4 +137,40 @@ fn dynamic_members_are_found_with_the_readers_rights() {
         members(&mut connection, &group, vec!["*"]),
         expected(&[&ann, &bob, &static_member])
     );
+    // In-chain walks follow dynamic members too (ann is in dyn only through its URL).
+    let outer = format!("cn=outer,ou=groups,{SUFFIX}");
+    add(
+        &mut connection,
+        &outer,
+        &[
+            ("objectClass", &["groupOfNames"]),
+            ("cn", &["outer"]),
+            ("member", &[group.as_str()]),
+        ],
+    );
+    let chain = |attribute: &str, dn: &str| format!("({attribute}:1.2.840.113556.1.4.1941:={dn})");
+    assert_eq!(
+        found(&mut connection, &chain("member", &ann)),
+        expected(&[&group, &outer])
+    );
+    assert_eq!(
+        found(&mut connection, &chain("memberOf", &outer)),
+        expected(&[&group, &ann, &bob, &static_member])
+    );
+    assert_eq!(
+        found(&mut viewer_connection, &chain("memberOf", &outer)),
+        expected(&[&group, &ann, &static_member])
+    );
+}
+
+fn found(connection: &mut LdapConn, filter: &str) -> BTreeSet<String> {
+    let (entries, _) = connection
+        .search(SUFFIX, Scope::Subtree, filter, vec!["1.1"])
+        .unwrap()
+        .success()
+        .unwrap();
+    entries
+        .into_iter()
+        .map(|entry| SearchEntry::construct(entry).dn.to_ascii_lowercase())
+        .collect()
 }

@@ -21,6 +21,9 @@ pub struct InChainBounds<'a> {
     pub examined_max: usize,
     /// Asked every `STOP_CHECK_INTERVAL` candidates: Some(error) ends the walk with it.
     pub stop: &'a dyn Fn() -> Option<LdapError>,
+    /// Entries linked to a value by values the store does not hold (a dynamic group's
+    /// members): followed like stored links, without testing stored values.
+    pub computed_links: &'a dyn Fn(&[u8]) -> Vec<EntryId>,
 }
 
 /// What one walk found and what it cost.
@@ -40,6 +43,16 @@ struct Walk<'w> {
     refused: &'w mut RoaringBitmap,
     /// The next level's link values (DNs of the entries just joined).
     next: &'w mut Vec<Vec<u8>>,
+    /// The entries linked to the current value by computed values (`computed_links`).
+    computed: &'w RoaringBitmap,
+}
+
+/// The value an equality link item asserts.
+fn value_of(link: &PreparedFilter) -> Vec<u8> {
+    match link {
+        PreparedFilter::Equality { normalized, .. } => normalized.clone(),
+        _ => Vec::new(),
+    }
 }
 
 impl ReadTxn {
@@ -84,10 +97,14 @@ impl ReadTxn {
                     covered: query.covered.to_vec(),
                     normalized: value,
                 };
+                let computed: RoaringBitmap = (bounds.computed_links)(&value_of(&link))
+                    .into_iter()
+                    .collect();
                 let mut walk = Walk {
                     outcome: &mut outcome,
                     refused: &mut refused,
                     next: &mut next,
+                    computed: &computed,
                 };
                 self.follow(&link, bounds, admit, &mut walk)?;
             }
@@ -115,10 +132,11 @@ impl ReadTxn {
         admit: &mut dyn FnMut(EntryId, &EntryRef<'_>, bool) -> bool,
         walk: &mut Walk<'_>,
     ) -> Result<(), LdapError> {
-        let candidates = match self.filter_candidates(link)? {
+        let mut candidates = match self.filter_candidates(link)? {
             Some(candidates) => candidates,
             None => self.every_id()?,
         };
+        candidates |= walk.computed;
         for id in &candidates {
             if walk.outcome.members.contains(id) || walk.refused.contains(id) {
                 continue;
@@ -127,7 +145,7 @@ impl ReadTxn {
             let Some(entry) = self.entry(id)? else {
                 continue;
             };
-            if !link.evaluate(&entry).is_true() {
+            if !walk.computed.contains(id) && !link.evaluate(&entry).is_true() {
                 continue;
             }
             if !admit(id, &entry, true) {

@@ -33,10 +33,13 @@ pub(super) fn resolve(
             0 => 0,
             limit => limit.saturating_sub(examined).max(1),
         };
+        let dynamic = crate::dynlist::in_chain_links(database, read, subject, query.attr)?;
+        let computed_links = |value: &[u8]| dynamic.get(value).cloned().unwrap_or_default();
         let bounds = InChainBounds {
             depth_max: IN_CHAIN_DEPTH_MAX,
             examined_max: usize::try_from(remaining).unwrap_or(usize::MAX),
             stop,
+            computed_links: &computed_links,
         };
         let mut admit = |id, entry: &EntryRef<'_>, linked: bool| {
             subject.is_rootdn || admits(database, read, subject, id, entry, linked, query.covered)
