@@ -112,6 +112,10 @@ pub struct DynlistRule {
     pub url_attribute: String,
     #[serde(default = "default_member_attribute")]
     pub member_attribute: String,
+    /// Also list the dynamic groups an entry is found by as this attribute's values (slapd's
+    /// `member+memberOf`); empty = not.
+    #[serde(default)]
+    pub member_of_attribute: String,
 }
 
 fn default_url_attribute() -> String {
@@ -135,8 +139,9 @@ pub(crate) fn validate_dynlist(rules: &[DynlistRule]) -> Result<(), Problem> {
             ("object_class", &rule.object_class),
             ("url_attribute", &rule.url_attribute),
             ("member_attribute", &rule.member_attribute),
+            ("member_of_attribute", &rule.member_of_attribute),
         ] {
-            if !is_attribute_name(name) {
+            if !is_attribute_name(name) && !(key == "member_of_attribute" && name.is_empty()) {
                 return Err(problem(
                     vec![Key("dynlist"), Index(index), Key(key)],
                     format!("{name:?} is not a name"),

@@ -117,3 +117,81 @@ fn dynamic_groups_answer_as_slapd_dynlist() {
     // Not vacuous: members were listed (seven: ann, bob, dan; two: cat, ann).
     assert!(members_listed >= 10, "{members_listed}");
 }
+
+/// `(dn, value)` pairs of `attribute` in a raw ldapsearch output (DNs and values lowercased:
+/// the servers may spell them differently).
+fn pairs(output: &str, attribute: &str) -> std::collections::BTreeSet<(String, String)> {
+    let mut found = std::collections::BTreeSet::new();
+    let mut dn = String::new();
+    let prefix = format!("{}: ", attribute.to_ascii_lowercase());
+    for line in output.lines() {
+        if let Some(rest) = line.strip_prefix("dn: ") {
+            dn = rest.to_ascii_lowercase();
+        } else if line.to_ascii_lowercase().starts_with(&prefix) {
+            found.insert((dn.clone(), line[prefix.len()..].to_ascii_lowercase()));
+        }
+    }
+    found
+}
+
+/// With `member+memberOf` (lmdir: `member_of_attribute`), an entry a dynamic group finds lists
+/// that group in memberOf, on both servers.
+#[test]
+fn dynamic_member_of_answers_as_slapd_dynlist() {
+    if let Err(reason) = conformance::tools_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI=true and a dependency is missing: {reason}"
+        );
+        eprintln!("skipping the dynlist differential: {reason}");
+        return;
+    }
+    let pair = Pair::start_configured(
+        &dataset(),
+        Setup::Plain,
+        &Extra {
+            slapd_global: &format!("include {DYNGROUP_SCHEMA}\nmoduleload dynlist\n"),
+            slapd_database: "overlay dynlist\n\
+                             dynlist-attrset groupOfURLs memberURL member+memberOf\n",
+            lmdir_database: &format!(
+                "schema_files = [\"{DYNGROUP_SCHEMA}\"]\n\
+                 [[dynlist]]\nobject_class = \"groupOfURLs\"\nmember_of_attribute = \"memberOf\"\n"
+            ),
+        },
+    );
+    let people = format!("ou=People,{SUFFIX}");
+    let mut differences = Vec::new();
+    let mut listed = 0;
+    for attributes in [&["memberOf"][..], &["cn", "memberOf"], &["+"], &["*"]] {
+        let answers: Vec<_> = [pair.openldap_port, pair.lmdir_port]
+            .into_iter()
+            .map(|port| {
+                let mut arguments = vec![
+                    "-LLL",
+                    "-o",
+                    "ldif-wrap=no",
+                    "-D",
+                    conformance::ROOT_DN,
+                    "-w",
+                    conformance::ROOT_PASSWORD,
+                    "-b",
+                    &people,
+                    "(objectClass=inetOrgPerson)",
+                ];
+                arguments.extend_from_slice(attributes);
+                let (code, output) = conformance::tool(port, "ldapsearch", &arguments);
+                (code, pairs(&output, "memberOf"))
+            })
+            .collect();
+        listed += answers[1].1.len();
+        if answers[0] != answers[1] {
+            differences.push(format!(
+                "{attributes:?}\n  OpenLDAP: {:?}\n  lmdir:    {:?}",
+                answers[0], answers[1]
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    // Not vacuous: ann is in seven and two, bob and dan in seven, cat in two (asked twice).
+    assert!(listed >= 10, "{listed}");
+}

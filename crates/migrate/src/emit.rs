@@ -158,6 +158,12 @@ pub(crate) fn emit(draft: &Draft, notes: &[Note]) -> String {
             quoted(&rule.url_attribute),
             quoted(&rule.member_attribute)
         );
+        if !rule.member_of_attribute.is_empty() {
+            text += &format!(
+                "member_of_attribute = {}\n",
+                quoted(&rule.member_of_attribute)
+            );
+        }
     }
     emit_access(&draft.access, &mut text);
     emit_limits(&draft.limits, &mut text);

@@ -671,7 +671,8 @@ olcUniqueBase: dc=x\n";
 }
 
 /// `dynlist-attrset` lines become `[[dynlist]]` rules (slapd.conf and cn=config); the forms
-/// lmdir has no counterpart for are listed, a `+memberOf` part noted.
+/// lmdir has no counterpart for are listed; `+memberOf` becomes `member_of_attribute` (its
+/// `@class` of static groups noted).
 #[test]
 fn dynlist_attrsets_become_dynlist_rules() {
     let directory = tempfile::tempdir().unwrap();
@@ -695,15 +696,29 @@ olcDynListAttrSet: {3}groupOfURLs memberURL uniqueMember+memberOf@groupOfNames\n
     for (migration, not_translated, approximated) in
         [(&from_conf, vec![5, 6], 7), (&from_n0, vec![11, 12], 13)]
     {
-        let rules: Vec<(String, String, String)> = load(migration)
+        let rules: Vec<(String, String, String, String)> = load(migration)
             .dynlist
             .into_iter()
-            .map(|rule| (rule.object_class, rule.url_attribute, rule.member_attribute))
+            .map(|rule| {
+                (
+                    rule.object_class,
+                    rule.url_attribute,
+                    rule.member_attribute,
+                    rule.member_of_attribute,
+                )
+            })
             .collect();
-        let rule = |member: &str| ("groupOfURLs".into(), "memberURL".into(), member.to_string());
+        let rule = |member: &str, member_of: &str| {
+            (
+                "groupOfURLs".to_string(),
+                "memberURL".to_string(),
+                member.to_string(),
+                member_of.to_string(),
+            )
+        };
         assert_eq!(
             rules,
-            vec![rule("member"), rule("uniqueMember")],
+            vec![rule("member", ""), rule("uniqueMember", "memberOf")],
             "{}",
             migration.config_text
         );

@@ -28,6 +28,8 @@ pub(crate) struct DynamicGroup {
     class: Vec<u8>,
     url_attr: AttrId,
     pub(crate) member_attr: AttrId,
+    /// Where an entry lists the dynamic groups that find it (slapd's `+memberOf`).
+    pub(crate) member_of_attr: Option<AttrId>,
 }
 
 /// Resolves the rules; an unknown class or attribute is an error naming it.
@@ -53,10 +55,15 @@ pub(crate) fn compile(
                     .attribute(name)
                     .ok_or_else(|| format!("[[dynlist]]: unknown attribute {name:?}"))
             };
+            let member_of_attr = match rule.member_of_attribute.as_str() {
+                "" => None,
+                name => Some(attribute(name)?),
+            };
             Ok(DynamicGroup {
                 class,
                 url_attr: attribute(&rule.url_attribute)?,
                 member_attr: attribute(&rule.member_attribute)?,
+                member_of_attr,
             })
         })
         .collect()
@@ -104,6 +111,38 @@ pub(crate) fn in_chain_links(
         }
     }
     Ok(links)
+}
+
+/// For the rules listing dynamic groups in an attribute (`member_of_attr`): each entry some
+/// dynamic group finds, as `subject` sees them → (that attribute, the group's DN) pairs.
+pub(crate) fn member_of(
+    database: &Database,
+    read: &ReadTxn,
+    subject: &Subject<'_>,
+) -> Result<HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>>, OperationError> {
+    let mut listed: HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>> = HashMap::new();
+    for rule in &database.dynlist {
+        let Some(member_of_attr) = rule.member_of_attr else {
+            continue;
+        };
+        for (group, group_dn) in dynamic_groups(database, read, subject, rule)? {
+            let Some(entry) = read.entry(group)? else {
+                continue;
+            };
+            for member_dn in members(database, read, subject, rule, &entry)? {
+                if let Some(member) = std::str::from_utf8(&member_dn)
+                    .ok()
+                    .and_then(|dn| read.dn_to_id(dn).ok())
+                {
+                    listed
+                        .entry(member)
+                        .or_default()
+                        .push((member_of_attr, group_dn.clone()));
+                }
+            }
+        }
+    }
+    Ok(listed)
 }
 
 /// The entries of a rule's class the subject may search and read, with their DNs.

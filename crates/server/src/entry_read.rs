@@ -161,7 +161,13 @@ pub(crate) struct Subordinates<'a> {
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     every_entry_disclosed: bool,
+    /// The dynamic groups that find each entry (`[[dynlist]] member_of_attribute`), worked
+    /// out once per operation when first needed.
+    dynamic_member_of: std::cell::RefCell<Option<DynamicMemberOf>>,
 }
+
+/// Entry → (attribute, dynamic group DN) pairs it is listed in.
+type DynamicMemberOf = std::collections::HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>>;
 
 /// Most children checked one by one for a subject that may not know of every entry; past it
 /// the computed attributes are left out rather than counting hidden children.
@@ -177,7 +183,32 @@ impl<'a> Subordinates<'a> {
                 .policy
                 .for_subject(subject)
                 .can_disclose_every_entry(),
+            dynamic_member_of: std::cell::RefCell::new(None),
         }
+    }
+
+    /// The dynamic groups finding `id`, listed in `attr`.
+    fn dynamic_groups_of(
+        &self,
+        id: lmdir_store::EntryId,
+        attr: AttrId,
+    ) -> Result<Vec<Vec<u8>>, OperationError> {
+        let mut cached = self.dynamic_member_of.borrow_mut();
+        if cached.is_none() {
+            *cached = Some(crate::dynlist::member_of(
+                self.database,
+                self.read,
+                self.subject,
+            )?);
+        }
+        Ok(cached
+            .as_ref()
+            .and_then(|listed| listed.get(&id))
+            .into_iter()
+            .flatten()
+            .filter(|(listed_in, _)| *listed_in == attr)
+            .map(|(_, group)| group.as_bytes().to_vec())
+            .collect())
     }
 
     /// The number of children of `id` the subject may know of; None when not counted.
@@ -257,6 +288,13 @@ pub(crate) fn write_entry_attributes(
         false => Vec::new(),
     };
     let mut dynamic = dynamic_members(schema, subordinates, entry, selection, access)?;
+    dynamic.extend(dynamic_member_of(
+        schema,
+        subordinates,
+        id,
+        selection,
+        access,
+    )?);
     // `1.1` alone (every authrate search) selects no stored attribute: none is decoded.
     let stored = selection.may_select_stored().then(|| entry.attributes());
     for attribute in stored.into_iter().flatten() {
@@ -265,8 +303,8 @@ pub(crate) fn write_entry_attributes(
             continue;
         }
         if let Some(dynamic) = dynamic
-            .as_mut()
-            .filter(|dynamic| dynamic.attr == attr && attribute.options().is_empty())
+            .iter_mut()
+            .find(|dynamic| dynamic.attr == attr && attribute.options().is_empty())
         {
             // Written with the dynamic members, once (an attribute appears once in an entry).
             dynamic.stored = attribute
@@ -300,7 +338,7 @@ pub(crate) fn write_entry_attributes(
             );
         }
     }
-    if let Some(dynamic) = dynamic {
+    for dynamic in dynamic {
         dynamic.write(writer, schema, selection, types_only);
     }
     let computed: [(Option<AttrId>, &str); 4] = [
@@ -358,15 +396,15 @@ fn dynamic_members(
     entry: &lmdir_store::EntryRef<'_>,
     selection: &Selection,
     access: Option<&EntryAccess<'_>>,
-) -> Result<Option<DynamicMembers>, OperationError> {
+) -> Result<Vec<DynamicMembers>, OperationError> {
     let database = subordinates.database;
     let Some(rule) = crate::dynlist::rule_of(&database.dynlist, schema, entry) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let attr = rule.member_attr;
     let readable = access.is_none_or(|access| access.can_read_attribute(attr));
     if !selection.selects(schema, attr, &[]) || !readable {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let found = crate::dynlist::members(
         database,
@@ -375,11 +413,41 @@ fn dynamic_members(
         rule,
         entry,
     )?;
-    Ok(Some(DynamicMembers {
+    Ok(vec![DynamicMembers {
         attr,
         stored: Vec::new(),
         found,
-    }))
+    }])
+}
+
+/// The dynamic groups that find entry `id`, for each rule's memberOf attribute that is
+/// selected and readable (the groups are worked out once per operation).
+fn dynamic_member_of(
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    id: lmdir_store::EntryId,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Vec<DynamicMembers>, OperationError> {
+    let mut listed: Vec<DynamicMembers> = Vec::new();
+    let attributes = subordinates
+        .database
+        .dynlist
+        .iter()
+        .filter_map(|rule| rule.member_of_attr);
+    for attr in attributes {
+        let readable = access.is_none_or(|access| access.can_read_attribute(attr));
+        let known = listed.iter().any(|dynamic| dynamic.attr == attr);
+        if !selection.selects(schema, attr, &[]) || !readable || known {
+            continue;
+        }
+        listed.push(DynamicMembers {
+            attr,
+            stored: Vec::new(),
+            found: subordinates.dynamic_groups_of(id, attr)?,
+        });
+    }
+    Ok(listed)
 }
 
 impl DynamicMembers {

@@ -53,7 +53,8 @@ impl<'a> Translator<'a> {
     /// `dynlist-attrset <class> <url-attr> <member-attr>` → a `[[dynlist]]` rule. An URI
     /// restricting the groups, no member attribute (the found entries' attributes merged
     /// in), a mapped attribute (`a:b`) or more than one member attribute is listed; a
-    /// `+memberOf` part is translated without it, noted.
+    /// `+memberOf` part becomes `member_of_attribute` (an `@class` of static groups is noted:
+    /// lmdir's memberOf upkeep covers those).
     fn dynlist_attrset(&mut self, directive: &Directive) {
         let joined = directive.arguments().join(" ");
         let words: Vec<&str> = joined.split_whitespace().collect();
@@ -76,20 +77,25 @@ impl<'a> Translator<'a> {
             return;
         }
         let (member, member_of) = match words[2].split_once('+') {
-            Some((member, member_of)) => (member, Some(member_of)),
-            None => (words[2], None),
+            Some((member, member_of)) => (member, member_of),
+            None => (words[2], ""),
         };
-        if member_of.is_some() {
+        let (member_of, static_class) = match member_of.split_once('@') {
+            Some((member_of, class)) => (member_of, Some(class)),
+            None => (member_of, None),
+        };
+        if static_class.is_some() {
             self.note(
                 directive,
                 NoteKind::Approximated,
-                "lmdir lists dynamic members but does not compute their memberOf",
+                "static groups' memberOf comes from lmdir's memberOf upkeep ([database] memberof)",
             );
         }
         self.draft.dynlist.push(lmdir_config::DynlistRule {
             object_class: words[0].to_string(),
             url_attribute: words[1].to_string(),
             member_attribute: member.to_string(),
+            member_of_attribute: member_of.to_string(),
         });
     }
 
