@@ -141,7 +141,8 @@ pub(crate) fn validate_dynlist(rules: &[DynlistRule]) -> Result<(), Problem> {
             ("member_attribute", &rule.member_attribute),
             ("member_of_attribute", &rule.member_of_attribute),
         ] {
-            if !is_attribute_name(name) && !(key == "member_of_attribute" && name.is_empty()) {
+            let optional_empty = key == "member_of_attribute" && name.is_empty();
+            if !optional_empty && !is_attribute_name(name) {
                 return Err(problem(
                     vec![Key("dynlist"), Index(index), Key(key)],
                     format!("{name:?} is not a name"),

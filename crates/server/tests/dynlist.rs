@@ -64,6 +64,7 @@ fn dynamic_members_are_found_with_the_readers_rights() {
             object_class: "extensibleObject".into(),
             url_attribute: "labeledURI".into(),
             member_attribute: "member".into(),
+            member_of_attribute: "memberOf".into(),
         }];
     });
     let mut connection = root(&server);
@@ -136,6 +137,27 @@ fn dynamic_members_are_found_with_the_readers_rights() {
     assert_eq!(
         members(&mut connection, &group, vec!["*"]),
         expected(&[&ann, &bob, &static_member])
+    );
+    // ann lists the dynamic group in memberOf (found by its URL); cat holds a stored value.
+    let member_of = |connection: &mut LdapConn, dn: &str| -> BTreeSet<String> {
+        let (entries, _) = connection
+            .search(dn, Scope::Base, "(objectClass=*)", vec!["memberOf"])
+            .unwrap()
+            .success()
+            .unwrap();
+        let entry = SearchEntry::construct(entries.into_iter().next().expect("the entry"));
+        entry
+            .attrs
+            .get("memberOf")
+            .into_iter()
+            .flatten()
+            .map(|dn| dn.to_ascii_lowercase())
+            .collect()
+    };
+    assert_eq!(member_of(&mut viewer_connection, &ann), expected(&[&group]));
+    assert_eq!(
+        member_of(&mut connection, &static_member),
+        expected(&[&group])
     );
     // In-chain walks follow dynamic members too (ann is in dyn only through its URL).
     let outer = format!("cn=outer,ou=groups,{SUFFIX}");
