@@ -179,6 +179,15 @@ impl Database {
         }
     }
 
+    /// What the dynamic group functions need of this database.
+    pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
+        crate::dynlist::DynlistView {
+            schema: &self.schema,
+            policy: &self.policy,
+            rules: &self.dynlist,
+        }
+    }
+
     /// Compiles the `[[dynlist]]` rules against this database's schema.
     pub(crate) fn set_dynlist(
         &mut self,

@@ -7,9 +7,8 @@
 //! `DYNLIST_EXAMINED_MAX` candidates per entry read (adminLimitExceeded beyond) and
 //! `DYNLIST_URLS_MAX` URLs. In-chain walks follow dynamic members too (`in_chain_links`).
 
-use crate::context::Database;
 use crate::result::{code, OperationError};
-use lmdir_access::acl::Subject;
+use lmdir_access::acl::{AccessPolicy, Subject};
 use lmdir_schema::{AttrId, Filter, Schema};
 use lmdir_store::{EntryRef, ReadTxn, Scope, SearchSpec};
 use std::collections::HashMap;
@@ -20,6 +19,14 @@ const DYNLIST_EXAMINED_MAX: usize = 100_000;
 const DYNLIST_URLS_MAX: usize = 64;
 /// Nesting depth a URL's filter may have.
 const URL_FILTER_DEPTH_MAX: usize = 32;
+
+/// What dynamic groups are worked out with: the database's schema, access policy and rules
+/// (`Database::dynlist_view`).
+pub(crate) struct DynlistView<'a> {
+    pub schema: &'a Schema,
+    pub policy: &'a AccessPolicy,
+    pub rules: &'a [DynamicGroup],
+}
 
 /// One `[[dynlist]]` rule resolved against the schema.
 #[derive(Debug)]
@@ -75,16 +82,16 @@ pub(crate) fn compile(
 /// members. Empty when no rule applies. Every dynamic group the subject may search and read
 /// is evaluated once (each bounded as on a read).
 pub(crate) fn in_chain_links(
-    database: &Database,
+    database: &DynlistView<'_>,
     read: &ReadTxn,
     subject: &Subject<'_>,
     attr: AttrId,
 ) -> Result<HashMap<Vec<u8>, Vec<lmdir_store::EntryId>>, OperationError> {
-    let schema = &database.schema;
+    let schema = database.schema;
     let member_of = schema.attribute("memberOf") == Some(attr);
     let group_attributes = [schema.attribute("member"), schema.attribute("uniqueMember")];
     let mut links: HashMap<Vec<u8>, Vec<lmdir_store::EntryId>> = HashMap::new();
-    for rule in &database.dynlist {
+    for rule in database.rules {
         let forward = member_of && group_attributes.contains(&Some(rule.member_attr));
         if rule.member_attr != attr && !forward {
             continue;
@@ -116,12 +123,12 @@ pub(crate) fn in_chain_links(
 /// For the rules listing dynamic groups in an attribute (`member_of_attr`): each entry some
 /// dynamic group finds, as `subject` sees them → (that attribute, the group's DN) pairs.
 pub(crate) fn member_of(
-    database: &Database,
+    database: &DynlistView<'_>,
     read: &ReadTxn,
     subject: &Subject<'_>,
 ) -> Result<HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>>, OperationError> {
     let mut listed: HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>> = HashMap::new();
-    for rule in &database.dynlist {
+    for rule in database.rules {
         let Some(member_of_attr) = rule.member_of_attr else {
             continue;
         };
@@ -147,12 +154,12 @@ pub(crate) fn member_of(
 
 /// The entries of a rule's class the subject may search and read, with their DNs.
 fn dynamic_groups(
-    database: &Database,
+    database: &DynlistView<'_>,
     read: &ReadTxn,
     subject: &Subject<'_>,
     rule: &DynamicGroup,
 ) -> Result<Vec<(lmdir_store::EntryId, String)>, OperationError> {
-    let schema = &database.schema;
+    let schema = database.schema;
     let filter = schema.prepare_filter(&Filter::Equality {
         description: "objectClass".to_string(),
         value: rule.class.clone(),
@@ -197,7 +204,7 @@ pub(crate) fn rule_of<'r>(
 
 /// The DNs `entry`'s URLs find, as `subject` may see them, in the order found.
 pub(crate) fn members(
-    database: &Database,
+    database: &DynlistView<'_>,
     read: &ReadTxn,
     subject: &Subject<'_>,
     rule: &DynamicGroup,
@@ -216,14 +223,14 @@ pub(crate) fn members(
 
 /// One URL's search, its matches the subject may see appended to `found`.
 fn search_url(
-    database: &Database,
+    database: &DynlistView<'_>,
     read: &ReadTxn,
     subject: &Subject<'_>,
     query: &UrlQuery,
     examined: &mut usize,
     found: &mut Vec<Vec<u8>>,
 ) -> Result<(), OperationError> {
-    let schema = &database.schema;
+    let schema = database.schema;
     let (Ok(base), Ok(filter)) = (
         schema.normalize_dn_str(&query.base),
         Filter::parse(&query.filter, URL_FILTER_DEPTH_MAX),

@@ -196,7 +196,7 @@ impl<'a> Subordinates<'a> {
         let mut cached = self.dynamic_member_of.borrow_mut();
         if cached.is_none() {
             *cached = Some(crate::dynlist::member_of(
-                self.database,
+                &self.database.dynlist_view(),
                 self.read,
                 self.subject,
             )?);
@@ -407,7 +407,7 @@ fn dynamic_members(
         return Ok(Vec::new());
     }
     let found = crate::dynlist::members(
-        database,
+        &database.dynlist_view(),
         subordinates.read,
         subordinates.subject,
         rule,

@@ -11,13 +11,24 @@
 //!   the delete still succeeds), logged.
 //! - Attribute uniqueness (OpenLDAP's unique overlay): see `check_unique`.
 
-use crate::writer::WriteRequest;
 use lmdir_schema::{
     normalized_dn_is_within, AttrId, LdapError, ModOp, Modification, ResultCode, Schema,
 };
 use lmdir_store::{EntryId, StoredEntry, WriteContext, WriteTxn};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
+
+/// A client's change as the rules see it (the writer's request, without its other kinds).
+pub(crate) enum Change<'r> {
+    Add(&'r lmdir_schema::Entry),
+    Delete(&'r str),
+    Modify(&'r str, &'r [Modification]),
+    Rename {
+        dn: &'r str,
+        new_rdn: &'r str,
+        new_superior: Option<&'r str>,
+    },
+}
 
 /// Entries naming a DN, with the referential attributes (and normalized value) that do.
 type Referrers = BTreeMap<EntryId, Vec<(AttrId, Vec<u8>)>>;
@@ -120,19 +131,17 @@ impl Integrity {
     pub(crate) fn before_change(
         &self,
         txn: &WriteTxn<'_>,
-        request: &WriteRequest,
+        request: &Change<'_>,
         may_name: &dyn Fn(&StoredEntry) -> bool,
     ) -> Result<Option<(EntryId, String)>, LdapError> {
         if !self.unique.is_empty() {
             self.check_unique(txn, request, may_name)?;
         }
         match request {
-            WriteRequest::ModifyDn { dn, .. } if !self.referential.is_empty() => {
-                match txn.dn_to_id(dn) {
-                    Ok(id) => Ok(Some((id, txn.dn_of(id)?))),
-                    Err(_) => Ok(None),
-                }
-            }
+            Change::Rename { dn, .. } if !self.referential.is_empty() => match txn.dn_to_id(dn) {
+                Ok(id) => Ok(Some((id, txn.dn_of(id)?))),
+                Err(_) => Ok(None),
+            },
             _ => Ok(None),
         }
     }
@@ -141,12 +150,12 @@ impl Integrity {
     pub(crate) fn after_change(
         &self,
         txn: &mut WriteTxn<'_>,
-        request: &WriteRequest,
+        request: &Change<'_>,
         renamed: Option<(EntryId, String)>,
     ) -> Result<(), LdapError> {
         match (request, renamed) {
-            (WriteRequest::Delete(dn), _) if !self.referential.is_empty() => self.deleted(txn, dn),
-            (WriteRequest::ModifyDn { .. }, Some((id, old_dn))) => {
+            (Change::Delete(dn), _) if !self.referential.is_empty() => self.deleted(txn, dn),
+            (Change::Rename { .. }, Some((id, old_dn))) => {
                 let new_dn = txn.dn_of(id)?;
                 self.renamed(txn, id, &old_dn, &new_dn)
             }
@@ -161,7 +170,7 @@ impl Integrity {
     fn check_unique(
         &self,
         txn: &WriteTxn<'_>,
-        request: &WriteRequest,
+        request: &Change<'_>,
         may_name: &dyn Fn(&StoredEntry) -> bool,
     ) -> Result<(), LdapError> {
         let schema = txn.schema();
@@ -367,7 +376,7 @@ struct WrittenValues {
 }
 
 impl WrittenValues {
-    fn of(schema: &Schema, request: &WriteRequest) -> Option<WrittenValues> {
+    fn of(schema: &Schema, request: &Change<'_>) -> Option<WrittenValues> {
         let attribute = |description: &str| {
             schema
                 .parse_description(description)
@@ -376,7 +385,7 @@ impl WrittenValues {
         };
         let mut values = Vec::new();
         let (normalized_dn, current_dn) = match request {
-            WriteRequest::Add(entry) => {
+            Change::Add(entry) => {
                 for item in &entry.attributes {
                     let Some(attr) = attribute(&item.description) else {
                         continue;
@@ -385,8 +394,8 @@ impl WrittenValues {
                 }
                 (schema.normalize_dn_str(&entry.dn.to_string()).ok()?, None)
             }
-            WriteRequest::Modify(dn, modifications) => {
-                for modification in modifications {
+            Change::Modify(dn, modifications) => {
+                for modification in modifications.iter() {
                     let adds = matches!(modification.op, ModOp::Add | ModOp::Replace);
                     let Some(attr) = attribute(&modification.description).filter(|_| adds) else {
                         continue;
@@ -398,13 +407,12 @@ impl WrittenValues {
                             .map(|value| (attr, value.clone())),
                     );
                 }
-                (schema.normalize_dn_str(dn).ok()?, Some(dn.clone()))
+                (schema.normalize_dn_str(dn).ok()?, Some(dn.to_string()))
             }
-            WriteRequest::ModifyDn {
+            Change::Rename {
                 dn,
                 new_rdn,
                 new_superior,
-                ..
             } => {
                 let rdn = lmdir_schema::Rdn::parse(new_rdn).ok()?;
                 for ava in &rdn.avas {
@@ -425,9 +433,9 @@ impl WrittenValues {
                 } else {
                     format!("{rdn},{parent}")
                 };
-                (new_dn, Some(dn.clone()))
+                (new_dn, Some(dn.to_string()))
             }
-            _ => return None,
+            Change::Delete(_) => return None,
         };
         Some(WrittenValues {
             values,

@@ -2,9 +2,9 @@
 //!
 //! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
 //! server → {connection, health} → operations → {search, compare, update, password, rootdse} →
-//! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
-//! result, settings, limits, monitor, replication_status, ppolicy, persist, selection,
-//! filter_text, log_text, ...).
+//! entry_read → context → {writer → integrity, dynlist} → {session, sink, subject, filter} →
+//! leaves (ber, controls, result, settings, limits, monitor, replication_status, ppolicy,
+//! persist, selection, filter_text, log_text, ...).
 
 pub mod ber;
 pub mod client_limits;

@@ -107,6 +107,27 @@ pub(crate) struct Writer {
     pub integrity: crate::integrity::SharedIntegrity,
 }
 
+/// A request as `[integrity]` sees it (None: no rule looks at it).
+fn integrity_change(request: &WriteRequest) -> Option<crate::integrity::Change<'_>> {
+    use crate::integrity::Change;
+    Some(match request {
+        WriteRequest::Add(entry) => Change::Add(entry),
+        WriteRequest::Delete(dn) => Change::Delete(dn),
+        WriteRequest::Modify(dn, modifications) => Change::Modify(dn, modifications),
+        WriteRequest::ModifyDn {
+            dn,
+            new_rdn,
+            new_superior,
+            ..
+        } => Change::Rename {
+            dn,
+            new_rdn,
+            new_superior: new_superior.as_deref(),
+        },
+        _ => return None,
+    })
+}
+
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
     LdapError::new(code, message)
 }
@@ -259,9 +280,15 @@ impl Writer {
                 let before = self.stored_passwords(txn, job)?;
                 let integrity = crate::integrity::current(&self.integrity);
                 let may_name = |holder: &StoredEntry| self.discloses(txn, &job.identity, holder);
-                let renamed = integrity.before_change(txn, &job.request, &may_name)?;
+                let change = integrity_change(&job.request);
+                let renamed = match &change {
+                    Some(change) => integrity.before_change(txn, change, &may_name)?,
+                    None => None,
+                };
                 self.store_change(txn, job)?;
-                integrity.after_change(txn, &job.request, renamed)?;
+                if let Some(change) = &change {
+                    integrity.after_change(txn, change, renamed)?;
+                }
                 self.note_password_change(txn, job, &before)
             });
         txn.set_deadline(None);

@@ -33,7 +33,8 @@ pub(super) fn resolve(
             0 => 0,
             limit => limit.saturating_sub(examined).max(1),
         };
-        let dynamic = crate::dynlist::in_chain_links(database, read, subject, query.attr)?;
+        let dynamic =
+            crate::dynlist::in_chain_links(&database.dynlist_view(), read, subject, query.attr)?;
         let computed_links = |value: &[u8]| dynamic.get(value).cloned().unwrap_or_default();
         let bounds = InChainBounds {
             depth_max: IN_CHAIN_DEPTH_MAX,
