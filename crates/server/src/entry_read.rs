@@ -287,14 +287,7 @@ pub(crate) fn write_entry_attributes(
         true => context_csns(subordinates.read, id, selection, access)?,
         false => Vec::new(),
     };
-    let mut dynamic = dynamic_members(schema, subordinates, entry, selection, access)?;
-    dynamic.extend(dynamic_member_of(
-        schema,
-        subordinates,
-        id,
-        selection,
-        access,
-    )?);
+    let mut dynamic = dynamic_values(schema, subordinates, id, entry, selection, access)?;
     // `1.1` alone (every authrate search) selects no stored attribute: none is decoded.
     let stored = selection.may_select_stored().then(|| entry.attributes());
     for attribute in stored.into_iter().flatten() {
@@ -302,15 +295,7 @@ pub(crate) fn write_entry_attributes(
         if !selection.selects(schema, attr, attribute.options()) {
             continue;
         }
-        if let Some(dynamic) = dynamic
-            .iter_mut()
-            .find(|dynamic| dynamic.attr == attr && attribute.options().is_empty())
-        {
-            // Written with the dynamic members, once (an attribute appears once in an entry).
-            dynamic.stored = attribute
-                .values()
-                .map(|(original, _)| original.to_vec())
-                .collect();
+        if stash_dynamic(&mut dynamic, &attribute) {
             continue;
         }
         if !context_csns.is_empty() && Some(attr) == selection.context_csn {
@@ -386,6 +371,47 @@ struct DynamicMembers {
     attr: AttrId,
     stored: Vec<Vec<u8>>,
     found: Vec<Vec<u8>>,
+}
+
+/// The computed values `entry` gets (`[[dynlist]]`): its dynamic members, the dynamic groups
+/// finding it.
+fn dynamic_values(
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    id: lmdir_store::EntryId,
+    entry: &lmdir_store::EntryRef<'_>,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Vec<DynamicMembers>, OperationError> {
+    let mut dynamic = dynamic_members(schema, subordinates, entry, selection, access)?;
+    dynamic.extend(dynamic_member_of(
+        schema,
+        subordinates,
+        id,
+        selection,
+        access,
+    )?);
+    Ok(dynamic)
+}
+
+/// Keeps a stored attribute's values with the computed ones of the same attribute (written
+/// together, once: an attribute appears once in an entry); false when none are computed.
+fn stash_dynamic(
+    dynamic: &mut [DynamicMembers],
+    attribute: &lmdir_store::AttributeRef<'_>,
+) -> bool {
+    let attr = attribute.attr();
+    let Some(dynamic) = dynamic
+        .iter_mut()
+        .find(|dynamic| dynamic.attr == attr && attribute.options().is_empty())
+    else {
+        return false;
+    };
+    dynamic.stored = attribute
+        .values()
+        .map(|(original, _)| original.to_vec())
+        .collect();
+    true
 }
 
 /// The dynamic members of `entry` when it is a dynamic group whose member attribute is
