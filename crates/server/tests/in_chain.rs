@@ -540,3 +540,53 @@ fn random_group_graphs_match_the_hand_computed_closure() {
         })
         .unwrap();
 }
+
+/// A paged search re-resolves the chain in each page's read txn: every member once, across
+/// pages of two.
+#[test]
+fn paged_in_chain_searches_return_each_member_once() {
+    use ldap3::controls::{PagedResults, RawControl};
+    let server = TestServer::start_with_database(|_| {});
+    let mut connection = root(&server);
+    let fixed = fixed_groups(&mut connection);
+    let expected = search(&mut connection, SUFFIX, &chain("memberOf", &fixed.top)).unwrap();
+    let mut seen = Vec::new();
+    let mut cookie = Vec::new();
+    for _ in 0..20 {
+        let controls: Vec<RawControl> = vec![PagedResults {
+            size: 2,
+            cookie: cookie.clone(),
+        }
+        .into()];
+        let (entries, result) = connection
+            .with_controls(controls)
+            .search(
+                SUFFIX,
+                Scope::Subtree,
+                &chain("memberOf", &fixed.top),
+                vec!["1.1"],
+            )
+            .unwrap()
+            .success()
+            .unwrap();
+        assert!(entries.len() <= 2);
+        seen.extend(
+            entries
+                .into_iter()
+                .map(|entry| SearchEntry::construct(entry).dn.to_ascii_lowercase()),
+        );
+        let parsed: PagedResults = result
+            .ctrls
+            .iter()
+            .find(|control| control.1.ctype == "1.2.840.113556.1.4.319")
+            .expect("paged response")
+            .1
+            .parse();
+        if parsed.cookie.is_empty() {
+            break;
+        }
+        cookie = parsed.cookie;
+    }
+    assert_eq!(seen.len(), expected.len(), "{seen:?}");
+    assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), expected);
+}
