@@ -1,6 +1,6 @@
 //! Referential integrity against slapd's refint overlay: the same deletes, renames and subtree
 //! moves on both servers, with `refint_attributes` / `[integrity] referential_attributes` on
-//! manager, secretary, seeAlso, owner and member, leave the same directory (values,
+//! manager, secretary, seeAlso, owner, member and uniqueMember, leave the same directory (values,
 //! modifiersName) on both. slapd's refint applies its changes in a background task after
 //! answering, so each step waits (bounded) for the two directories to agree.
 
@@ -11,7 +11,7 @@ use conformance::{modify, search, Extra, Pair, Setup, SUFFIX};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-const ATTRIBUTES: &str = "manager secretary seeAlso owner member";
+const ATTRIBUTES: &str = "manager secretary seeAlso owner member uniqueMember";
 
 fn person(uid: &str, parent: &str, extra: &str) -> String {
     format!(
@@ -44,7 +44,9 @@ fn dataset() -> String {
     ldif += &format!(
         "dn: cn=g1,{SUFFIX}\nobjectClass: groupOfNames\ncn: g1\nmember: {p1}\nmember: {p2}\n\
          owner: {p1}\n\n\
-         dn: cn=g2,{SUFFIX}\nobjectClass: groupOfNames\ncn: g2\nmember: {p5}\nmember: {p3}\n\n"
+         dn: cn=g2,{SUFFIX}\nobjectClass: groupOfNames\ncn: g2\nmember: {p5}\nmember: {p3}\n\n\
+         dn: cn=u1,{SUFFIX}\nobjectClass: groupOfUniqueNames\ncn: u1\nuniqueMember: {p1}\n\
+         uniqueMember: {p5}\nuniqueMember: {p3}\n\n"
     );
     ldif
 }

@@ -445,12 +445,14 @@ impl WrittenValues {
     }
 }
 
-/// Whether the attribute's values are DNs (compared by distinguishedNameMatch).
+/// Whether the attribute's values are DNs (distinguishedNameMatch, or uniqueMemberMatch,
+/// whose values without the optional `#'...'B` UID are DNs: those are the ones followed).
 fn is_dn_valued(schema: &Schema, attr: AttrId) -> bool {
+    use lmdir_schema::NormalizationFamily::{DistinguishedName, UniqueMember};
     schema
         .attribute_type(attr)
         .equality
-        .is_some_and(|rule| rule.family() == lmdir_schema::NormalizationFamily::DistinguishedName)
+        .is_some_and(|rule| matches!(rule.family(), DistinguishedName | UniqueMember))
 }
 
 #[cfg(test)]
@@ -471,7 +473,11 @@ mod tests {
 
     #[test]
     fn configured_names_are_checked_against_the_schema() {
-        assert!(compiled(&["member", "manager", "seeAlso", "owner"], &["uid"]).is_ok());
+        assert!(compiled(
+            &["member", "uniqueMember", "manager", "seeAlso", "owner"],
+            &["uid"]
+        )
+        .is_ok());
         let unknown = compiled(&["nosuchAttribute"], &["uid"]).unwrap_err();
         assert!(unknown.contains("unknown attribute"), "{unknown}");
         let not_dn = compiled(&["cn"], &["uid"]).unwrap_err();
