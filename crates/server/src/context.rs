@@ -204,6 +204,20 @@ impl Database {
         suffix: &str,
     ) -> Result<(), String> {
         let compiled = crate::integrity::Integrity::compile(config, &self.schema, suffix)?;
+        // Without an equality index each lookup reads every entry: say so once.
+        for attr in compiled.looked_up_attributes() {
+            let indexed = self
+                .store
+                .indexed_kinds(attr)
+                .contains(lmdir_store::IndexKinds::EQUALITY);
+            if !indexed {
+                tracing::warn!(
+                    "[integrity] {} has no equality index: each delete, rename or unique check \
+                     reads every entry for it (add it to [database.index])",
+                    self.schema.attribute_type(attr).name()
+                );
+            }
+        }
         crate::integrity::install(&self.integrity, compiled);
         Ok(())
     }

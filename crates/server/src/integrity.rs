@@ -206,6 +206,15 @@ impl Integrity {
         Ok(())
     }
 
+    /// The attributes the rules look values up in (referential, then unique ones).
+    pub(crate) fn looked_up_attributes(&self) -> impl Iterator<Item = AttrId> + '_ {
+        self.referential.iter().copied().chain(
+            self.unique
+                .iter()
+                .flat_map(|rule| rule.attributes.iter().copied()),
+        )
+    }
+
     fn internal_context(&self) -> WriteContext {
         WriteContext {
             permissive_modify: true,
