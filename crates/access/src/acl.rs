@@ -781,6 +781,19 @@ impl<'a> SubjectAccess<'a> {
     }
 
     fn leaf_visible_everywhere(&self, filter: &PreparedFilter) -> bool {
+        // A resolved in-chain item is the set its walk reached with this subject's rights,
+        // each link admitted only where the subject may search the chaining attribute: no
+        // hidden value made it, so index candidates may come from it (the per-entry test
+        // still restricts it).
+        if matches!(
+            filter,
+            PreparedFilter::InChain {
+                members: Some(_),
+                ..
+            }
+        ) {
+            return true;
+        }
         leaf_visible(filter, &|attr| self.can_filter_on_everywhere(attr), &|| {
             self.can_disclose_every_entry()
         })
@@ -1039,6 +1052,19 @@ impl EntryAccess<'_> {
                 rule: *rule,
                 covered,
                 key: key.clone(),
+            }),
+            // The chain itself was resolved with the subject's rights (each link's entry
+            // decided on its own); here, as any leaf, the entry's own chaining attribute.
+            PreparedFilter::InChain {
+                attr,
+                covered,
+                normalized,
+                members,
+            } => leaf(covered, &|covered| PreparedFilter::InChain {
+                attr: *attr,
+                covered,
+                normalized: normalized.clone(),
+                members: members.clone(),
             }),
             PreparedFilter::Extensible {
                 rule,
@@ -1313,7 +1339,8 @@ fn leaf_visible(
         | PreparedFilter::Approx { covered, .. }
         | PreparedFilter::Substrings { covered, .. }
         | PreparedFilter::GreaterOrEqual { covered, .. }
-        | PreparedFilter::LessOrEqual { covered, .. } => {
+        | PreparedFilter::LessOrEqual { covered, .. }
+        | PreparedFilter::InChain { covered, .. } => {
             covered.iter().all(|covered| can_filter_on(covered.attr))
         }
         PreparedFilter::Extensible {

@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod integrity;
+pub use integrity::{
+    DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
+};
 mod replication;
 pub use replication::{
     provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
@@ -35,6 +39,12 @@ pub struct Config {
     /// `[replication]`: server ID, provider and consumers (RFC 4533, OpenLDAP's names).
     #[serde(default)]
     pub replication: ReplicationConfig,
+    /// `[integrity]`: referential integrity and attribute uniqueness (refint, unique).
+    #[serde(default)]
+    pub integrity: IntegrityConfig,
+    /// `[[dynlist]]`: dynamic groups (OpenLDAP's dynlist overlay).
+    #[serde(default)]
+    pub dynlist: Vec<DynlistRule>,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -575,6 +585,8 @@ impl Default for Config {
             access: Vec::new(),
             limits: Vec::new(),
             replication: ReplicationConfig::default(),
+            integrity: IntegrityConfig::default(),
+            dynlist: Vec::new(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -957,6 +969,8 @@ impl Config {
         self.validate_limits()?;
         self.replication
             .validate(&self.database.suffix, &self.server.listen)?;
+        self.integrity.validate()?;
+        integrity::validate_dynlist(&self.dynlist)?;
         self.validate_consumer_index()
     }
 

@@ -326,6 +326,7 @@ fn load_into_with(
         }
     }
     bulk.finish(Some(sequenced.max_id + 1))?;
+    crate::unique::check_fresh(store, options, &sequenced.lines)?;
     progress.finish();
     drop(context);
     Ok(LoadSummary {
@@ -603,6 +604,8 @@ struct Sequenced {
     tree: Option<TreeBuilder>,
     /// Group entries and their member DNs (only with memberOf upkeep), in ID order.
     groups: Vec<GroupMembers>,
+    /// (ID, line) of each accepted entry, in ID order (only with uniqueness rules).
+    lines: Vec<(u32, u64)>,
 }
 
 struct Skips {
@@ -653,6 +656,7 @@ fn sequence(
     let mut input_bytes = 0u64;
     let mut max_id = 0u32;
     let mut groups: Vec<GroupMembers> = Vec::new();
+    let mut lines: Vec<(u32, u64)> = Vec::new();
     // The batch's accepted entries, appended together through one cursor.
     let mut accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
@@ -679,6 +683,9 @@ fn sequence(
                     Err(TreeError::Run(error)) => return Err(error.into()),
                 }
                 accepted.push((entry.id, entry.encoded.clone(), entry.value_rows.clone()));
+                if !options.unique.is_empty() {
+                    lines.push((entry.id, entry.line));
+                }
                 max_id = max_id.max(entry.id);
                 entries += 1;
                 repeated_values += entry.repeated_values;
@@ -729,6 +736,7 @@ fn sequence(
         input_bytes,
         tree: Some(tree),
         groups,
+        lines,
     })
 }
 

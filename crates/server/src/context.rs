@@ -126,6 +126,10 @@ pub struct Database {
     pub(crate) shows_context_csn: bool,
     /// Committed changes for refreshAndPersist searches (published by the writer).
     pub(crate) persist: Arc<crate::persist::PersistHub>,
+    /// `[integrity]`, shared with the writer (set when the server starts).
+    pub(crate) integrity: crate::integrity::SharedIntegrity,
+    /// `[[dynlist]]` rules (set when the server starts).
+    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
 }
 
 impl Database {
@@ -138,7 +142,9 @@ impl Database {
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
         let persist = Arc::new(crate::persist::PersistHub::default());
+        let integrity = crate::integrity::SharedIntegrity::default();
         let writer = Writer {
+            integrity: integrity.clone(),
             persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
@@ -169,7 +175,52 @@ impl Database {
             shows_context_csn: false,
             pending_states,
             persist,
+            integrity,
+            dynlist: Vec::new(),
         }
+    }
+
+    /// What the dynamic group functions need of this database.
+    pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
+        crate::dynlist::DynlistView {
+            schema: &self.schema,
+            policy: &self.policy,
+            rules: &self.dynlist,
+        }
+    }
+
+    /// Compiles the `[[dynlist]]` rules against this database's schema.
+    pub(crate) fn set_dynlist(
+        &mut self,
+        rules: &[lmdir_config::DynlistRule],
+    ) -> Result<(), String> {
+        self.dynlist = crate::dynlist::compile(rules, &self.schema)?;
+        Ok(())
+    }
+
+    /// Compiles `[integrity]` against this database's schema and hands it to the writer.
+    pub(crate) fn set_integrity(
+        &self,
+        config: &lmdir_config::IntegrityConfig,
+        suffix: &str,
+    ) -> Result<(), String> {
+        let compiled = crate::integrity::Integrity::compile(config, &self.schema, suffix)?;
+        // Without an equality index each lookup reads every entry: say so once.
+        for attr in compiled.looked_up_attributes() {
+            let indexed = self
+                .store
+                .indexed_kinds(attr)
+                .contains(lmdir_store::IndexKinds::EQUALITY);
+            if !indexed {
+                tracing::warn!(
+                    "[integrity] {} has no equality index: each delete, rename or unique check \
+                     reads every entry for it (add it to [database.index])",
+                    self.schema.attribute_type(attr).name()
+                );
+            }
+        }
+        crate::integrity::install(&self.integrity, compiled);
+        Ok(())
     }
 
     /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot

@@ -2,9 +2,9 @@
 //!
 //! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
 //! server → {connection, health} → operations → {search, compare, update, password, rootdse} →
-//! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
-//! result, settings, limits, monitor, replication_status, ppolicy, persist, selection,
-//! filter_text, log_text, ...).
+//! entry_read → context → {writer → integrity, dynlist} → {session, sink, subject, filter} →
+//! leaves (ber, controls, result, settings, limits, monitor, replication_status, ppolicy,
+//! persist, selection, filter_text, log_text, ...).
 
 pub mod ber;
 pub mod client_limits;
@@ -12,11 +12,13 @@ mod compare;
 pub mod connection;
 pub mod context;
 pub mod controls;
+mod dynlist;
 mod entry_read;
 pub mod extensions;
 pub mod filter;
 pub mod filter_text;
 pub mod health;
+mod integrity;
 pub mod limits;
 pub mod log_text;
 pub mod matched_values;

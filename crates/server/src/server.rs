@@ -318,6 +318,12 @@ pub async fn start(
             database
                 .set_limits(&settings.limits)
                 .map_err(ServerError::Config)?;
+            database
+                .set_integrity(&settings.integrity, &settings.suffix)
+                .map_err(ServerError::Config)?;
+            database
+                .set_dynlist(&settings.dynlist)
+                .map_err(ServerError::Config)?;
             database.set_replicating(&settings.replication);
             // Every CSN this server issues carries its server ID (`[replication] server_id`).
             database

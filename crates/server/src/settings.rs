@@ -152,6 +152,11 @@ pub struct ServerSettings {
     pub rootpw: String,
     /// `[[limits]]` rules in config order (compiled against the schema when the server starts).
     pub limits: Vec<lmdir_config::LimitsRule>,
+    /// `[integrity]`: refint and unique rules (compiled against the schema when the server
+    /// starts; the writer applies them).
+    pub integrity: lmdir_config::IntegrityConfig,
+    /// `[[dynlist]]` rules (compiled against the schema when the server starts).
+    pub dynlist: Vec<lmdir_config::DynlistRule>,
     /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.
     pub password_policy_default: String,
     /// `[replication]`: the consumers this server runs (RFC 4533).
@@ -231,6 +236,8 @@ impl ServerSettings {
             rootdn: database.rootdn.clone(),
             rootpw: database.rootpw.clone(),
             limits: config.limits.clone(),
+            integrity: config.integrity.clone(),
+            dynlist: config.dynlist.clone(),
             password_policy_default: database.password_policy_default.clone(),
             replication: config.replication.clone(),
             update_referral: config

@@ -125,6 +125,29 @@ pub(crate) struct Writer {
     pub pending_states: Arc<PendingStates>,
     /// Where committed changes go for refreshAndPersist searches.
     pub persist: Arc<crate::persist::PersistHub>,
+    /// `[integrity]` (refint, unique), set when the server starts.
+    pub integrity: crate::integrity::SharedIntegrity,
+}
+
+/// A request as `[integrity]` sees it (None: no rule looks at it).
+fn integrity_change(request: &WriteRequest) -> Option<crate::integrity::Change<'_>> {
+    use crate::integrity::Change;
+    Some(match request {
+        WriteRequest::Add(entry) => Change::Add(entry),
+        WriteRequest::Delete(dn) => Change::Delete(dn),
+        WriteRequest::Modify(dn, modifications) => Change::Modify(dn, modifications),
+        WriteRequest::ModifyDn {
+            dn,
+            new_rdn,
+            new_superior,
+            ..
+        } => Change::Rename {
+            dn,
+            new_rdn,
+            new_superior: new_superior.as_deref(),
+        },
+        _ => return None,
+    })
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -281,7 +304,17 @@ impl Writer {
             .and_then(|()| {
                 // The values a password change replaces, for pwdHistory.
                 let before = self.stored_passwords(txn, job)?;
+                let integrity = crate::integrity::current(&self.integrity);
+                let may_name = |holder: &StoredEntry| self.discloses(txn, &job.identity, holder);
+                let change = integrity_change(&job.request);
+                let renamed = match &change {
+                    Some(change) => integrity.before_change(txn, change, &may_name)?,
+                    None => None,
+                };
                 self.store_change(txn, job)?;
+                if let Some(change) = &change {
+                    integrity.after_change(txn, change, renamed)?;
+                }
                 self.note_password_change(txn, job, &before)
             });
         txn.set_deadline(None);
@@ -784,6 +817,23 @@ impl Writer {
             return Ok(None);
         }
         self.disclosed(txn, subject, target).map(Some)
+    }
+
+    /// Whether `identity` may learn that `entry` exists (OpenLDAP's disclose), in this txn.
+    fn discloses(&self, txn: &WriteTxn<'_>, identity: &Identity, entry: &StoredEntry) -> bool {
+        let groups = TxnGroups {
+            txn,
+            member_attributes: ["member", "uniqueMember"]
+                .iter()
+                .filter_map(|name| self.schema().attribute(name))
+                .collect(),
+        };
+        let subject = crate::subject::subject_for(&self.policy, identity, &groups);
+        subject.is_rootdn
+            || self
+                .policy
+                .for_entry(&subject, &entry.normalized_dn, entry)
+                .can_disclose_entry()
     }
 
     /// The entry at `dn` if the subject may know of it (any access to `entry`, OpenLDAP's

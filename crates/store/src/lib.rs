@@ -9,11 +9,13 @@ pub mod codec;
 pub mod context_csn;
 mod env;
 mod files;
+mod in_chain;
 pub mod layout;
 mod lock;
 mod memberof;
 mod point_modify;
 mod read;
+mod referrers;
 mod replica;
 mod rows;
 mod search;
@@ -29,9 +31,11 @@ pub use admin::{
 pub use bulk::{BulkWriter, BULK_COMMIT_EVERY_BYTES};
 pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
+pub use in_chain::{InChainBounds, InChainOutcome};
 pub use layout::{EntryId, IndexKinds};
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
 pub use read::{AttributeRef, AttributeValues, EntryRef, ReadTxn, TREE_DEPTH_MAX};
+pub use referrers::DuplicateValue;
 pub use replica::SubtreeMember;
 pub use rows::{
     csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,

@@ -635,13 +635,16 @@ impl WriteTxn<'_> {
     }
 }
 
+/// An out-of-line description: its number, attribute, options and text.
+pub(crate) type OutOfLineDescription = (u32, AttrId, Vec<String>, String);
+
 impl WriteTxn<'_> {
     /// The entry's out-of-line descriptions as (number, attribute, options, text), from its
     /// record alone.
     pub(crate) fn out_of_line_descriptions(
         &self,
         id: EntryId,
-    ) -> Result<Vec<(u32, AttrId, Vec<String>, String)>, LdapError> {
+    ) -> Result<Vec<OutOfLineDescription>, LdapError> {
         let encoded = read_entry(self.inner, &self.txn, id)?
             .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
         let descriptions = crate::lock::read(&self.inner.descriptions).clone();

@@ -967,6 +967,10 @@ impl EntryView for EntryRef<'_> {
         }
     }
 
+    fn entry_id(&self) -> Option<u32> {
+        Some(self.id)
+    }
+
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
         // The DN as written: `:dn:` rules of another family than the type's own (caseExactMatch
         // on `ou`) test the original spelling.

@@ -286,7 +286,8 @@ fn filter_mentions(filter: &PreparedFilter, attr: AttrId) -> bool {
         | PreparedFilter::Substrings { covered, .. }
         | PreparedFilter::GreaterOrEqual { covered, .. }
         | PreparedFilter::LessOrEqual { covered, .. }
-        | PreparedFilter::Extensible { covered, .. } => {
+        | PreparedFilter::Extensible { covered, .. }
+        | PreparedFilter::InChain { covered, .. } => {
             covered.iter().any(|covered| covered.attr == attr)
         }
     }
@@ -520,6 +521,10 @@ impl ReadTxn {
     ) -> Result<Option<u64>, LdapError> {
         match filter {
             PreparedFilter::False | PreparedFilter::Undefined => Ok(Some(0)),
+            // Unresolved, the chain is not known (never a small search).
+            PreparedFilter::InChain { members, .. } => {
+                Ok(members.as_ref().map(|members| members.len() as u64))
+            }
             PreparedFilter::And(parts) => {
                 let mut smallest: Option<u64> = None;
                 for part in parts {
@@ -678,6 +683,12 @@ impl ReadTxn {
                 self.leaf_candidates(&covered, IndexKinds::PRESENCE, &[layout::presence_key()])?
             }
             PreparedFilter::Extensible { .. } => None,
+            // The resolved closure is the exact set; unresolved, nothing can be True.
+            PreparedFilter::InChain { members, .. } => Some(match members {
+                Some(members) => RoaringBitmap::from_sorted_iter(members.ids().iter().copied())
+                    .map_err(|_| corrupt("in-chain IDs out of order"))?,
+                None => RoaringBitmap::new(),
+            }),
         })
     }
 

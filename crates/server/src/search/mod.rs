@@ -2,6 +2,7 @@
 //! (restricted filters, candidate filters, hidden bases answering as missing), sorted and paged
 //! within bounds, on the connection's task when the index says it is small.
 
+mod in_chain;
 mod monitor;
 mod paging;
 mod persist;
@@ -125,7 +126,9 @@ impl PreparedSearch {
         let few_items =
             matches!(decoded, Ok((_, items)) if items <= INLINE_SEARCH_FILTER_ITEMS_MAX);
         let filter = decoded.map(|(filter, _)| database.schema.prepare_filter(&filter));
-        if !few_items {
+        // An in-chain item walks the directory before the search: never on this task.
+        let in_chain = matches!(&filter, Ok(filter) if filter.has_unresolved_in_chain());
+        if !few_items || in_chain {
             prepared.filter = Some(filter);
             return prepared;
         }
@@ -479,6 +482,8 @@ impl SearchJob {
         let subject_access = database
             .policy
             .for_subject_within(&subject, &normalized_base);
+        let (prepared, lookthrough) =
+            self.resolve_in_chain(database, &read, &subject, prepared, &effective, started)?;
         let (store_filter, client_filter) = store_filter(&subject_access, prepared);
         let spec = SearchSpec {
             base: normalized_base,
@@ -487,7 +492,7 @@ impl SearchJob {
             // The server counts returned entries itself (`SearchLimits::size`, over all pages):
             // the store's own count serves the offline `lmdir search`.
             size_limit: 0,
-            lookthrough_limit: usize::try_from(effective.lookthrough).unwrap_or(usize::MAX),
+            lookthrough_limit: usize::try_from(lookthrough).unwrap_or(usize::MAX),
         };
         let mut output = SearchOutput {
             job: &self,
@@ -898,6 +903,42 @@ impl SearchJob {
 
     /// Why the search must stop now, if it must: abandoned / cancelled, or past its time.
     /// Asked between returned entries and, by the store, between examined candidates.
+    /// The filter with its in-chain items resolved (`in_chain.rs`) and the look-through the
+    /// search has left (0 = unlimited), the walks counted against it and the time limit.
+    fn resolve_in_chain(
+        &self,
+        database: &Database,
+        read: &ReadTxn,
+        subject: &Subject<'_>,
+        mut prepared: PreparedFilter,
+        effective: &crate::limits::EffectiveLimits,
+        started: Instant,
+    ) -> Result<(PreparedFilter, u64), OperationError> {
+        if !prepared.has_unresolved_in_chain() {
+            return Ok((prepared, effective.lookthrough));
+        }
+        let paged = self.controls.paged.is_some();
+        let (_, time) = search_limits(effective, &self.request, paged);
+        let limits = SearchLimits {
+            size: 0,
+            deadline: (!time.is_zero()).then(|| started + time),
+        };
+        let stop = || self.stop_reason(&limits);
+        let examined = in_chain::resolve(
+            database,
+            read,
+            subject,
+            &mut prepared,
+            effective.lookthrough,
+            &stop,
+        )?;
+        let lookthrough = match effective.lookthrough {
+            0 => 0,
+            limit => limit.saturating_sub(examined).max(1),
+        };
+        Ok((prepared, lookthrough))
+    }
+
     fn stop_reason(&self, limits: &SearchLimits) -> Option<LdapError> {
         if self.cancelled.load(Ordering::Acquire) {
             return Some(LdapError::new(

@@ -295,10 +295,21 @@ impl SearchJob {
     ) -> Result<(Vec<Bytes>, u64), OperationError> {
         let scope = scope_of(&self.request.scope)?;
         let base = database.normalize_dn(&self.request.base)?;
-        let prepared = super::prepared_filter(database, settings, &self.request, None)?;
+        let mut prepared = super::prepared_filter(database, settings, &self.request, None)?;
         let read = database.store.read().map_err(internal)?;
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
+        // In-chain items: the chains as this batch's snapshot holds them.
+        let lookthrough = database.limits_of(settings, &subject).lookthrough;
+        let never = || None;
+        super::in_chain::resolve(
+            database,
+            &read,
+            &subject,
+            &mut prepared,
+            lookthrough,
+            &never,
+        )?;
         let subject_access = database.policy.for_subject_within(&subject, &base);
         // Changed entries do not come from a store cursor: `access` tests the whole filter.
         let visible =
