@@ -120,10 +120,13 @@ impl Store {
     pub fn bulk_reindex(&self, attributes: &[AttrId]) -> Result<BulkWriter<'_>, StoreError> {
         let mut writer = self.bulk_writer(Mode::Reindex)?;
         for attr in attributes {
-            let database =
-                self.inner.databases.indexes.get(attr).ok_or_else(|| {
-                    invalid(format!("attribute {attr:?} has no index DB to rebuild"))
-                })?;
+            let database = self
+                .inner
+                .index_set()
+                .databases
+                .get(attr)
+                .copied()
+                .ok_or_else(|| invalid(format!("attribute {attr:?} has no index DB to rebuild")))?;
             database.clear(writer.txn.as_mut().expect("a txn is open"))?;
         }
         Ok(writer)
@@ -320,8 +323,9 @@ impl<'s> BulkWriter<'s> {
     }
 
     fn index_database(&self, slot: u16) -> Result<RawDatabase, StoreError> {
-        let attr = self.inner.index_plan.attrs().get(slot as usize).copied();
-        attr.and_then(|attr| self.inner.databases.indexes.get(&attr).copied())
+        let index_set = self.inner.index_set();
+        let attr = index_set.plan.attrs().get(slot as usize).copied();
+        attr.and_then(|attr| index_set.databases.get(&attr).copied())
             .ok_or_else(|| invalid(format!("no index DB in slot {slot}")))
     }
 

@@ -178,11 +178,12 @@ fn entry_id_by_uuid(inner: &Inner, txn: &RoTxn, uuid: &str) -> Result<Option<Ent
     let attr = schema.attribute("entryUUID").ok_or_else(|| {
         LdapError::new(ResultCode::UnwillingToPerform, "no entryUUID in the schema")
     })?;
-    let database = inner
-        .configured_indexes
+    let index_set = inner.index_set();
+    let database = index_set
+        .configured
         .get(&attr)
         .filter(|kinds| kinds.contains(layout::IndexKinds::EQUALITY))
-        .and_then(|_| inner.databases.indexes.get(&attr).copied())
+        .and_then(|_| index_set.databases.get(&attr).copied())
         .ok_or_else(|| {
             LdapError::new(
                 ResultCode::UnwillingToPerform,

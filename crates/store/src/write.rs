@@ -163,7 +163,8 @@ impl Inner {
         attributes: &[WorkingAttribute],
     ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
         let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        let plan = &self.index_plan;
+        let index_set = self.index_set();
+        let plan = &index_set.plan;
         let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
             let attr = plan.attrs()[slot as usize];
             keys.entry(attr).or_default().insert(key.to_vec());
@@ -497,8 +498,8 @@ impl<'s> WriteTxn<'s> {
     ) -> Result<(), LdapError> {
         let database = *self
             .inner
+            .index_set()
             .databases
-            .indexes
             .get(&attr)
             .expect("an index DB exists for every configured attribute");
         let mut full_key = Vec::with_capacity(key.len() + 2);
@@ -932,9 +933,10 @@ impl<'s> WriteTxn<'s> {
     /// an undecodable entry produced cannot be recomputed. A repair's cost, paid once.
     fn remove_from_every_index(&mut self, id: EntryId) -> Result<(), LdapError> {
         let chunk = layout::chunk_of(id);
-        let attrs: Vec<AttrId> = self.inner.databases.indexes.keys().copied().collect();
+        let index_set = self.inner.index_set();
+        let attrs: Vec<AttrId> = index_set.databases.keys().copied().collect();
         for attr in attrs {
-            let database = self.inner.databases.indexes[&attr];
+            let database = index_set.databases[&attr];
             let mut keys = Vec::new();
             for row in database.iter(&self.txn).map_err(lmdb_to_ldap)? {
                 let (full_key, value) = row.map_err(lmdb_to_ldap)?;
@@ -1268,9 +1270,10 @@ impl<'s> WriteTxn<'s> {
     /// kinds of the rebuilt `attributes`; returns the state searches switch to after the commit.
     fn record_indexes_built(&mut self, attributes: &[AttrId]) -> Result<IndexState, LdapError> {
         let inner = self.inner;
-        let mut built = crate::lock::read(&inner.usable_indexes).clone();
+        let index_set = inner.index_set();
+        let mut built = index_set.usable.clone();
         for attr in attributes {
-            if let Some(kinds) = inner.configured_indexes.get(attr) {
+            if let Some(kinds) = index_set.configured.get(attr) {
                 built.insert(*attr, *kinds);
             }
         }
@@ -1281,7 +1284,7 @@ impl<'s> WriteTxn<'s> {
             .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
             .map_err(lmdb_to_ldap)?;
         Ok(crate::store::index_state(
-            &inner.configured_indexes,
+            &index_set.configured,
             &text,
             &inner.schema,
         ))
@@ -1314,7 +1317,7 @@ impl<'s> WriteTxn<'s> {
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = described;
         if let Some((usable, change)) = index_state {
-            *crate::lock::write(&inner.usable_indexes) = usable;
+            inner.set_usable_indexes(usable);
             *crate::lock::write(&inner.index_config_change) = change;
         }
         drop(_writer);
