@@ -174,7 +174,7 @@ impl<'a> Subordinates<'a> {
             read,
             subject,
             every_entry_disclosed: database
-                .policy
+                .policy()
                 .for_subject(subject)
                 .can_disclose_every_entry(),
         }
@@ -197,7 +197,7 @@ impl<'a> Subordinates<'a> {
             let child_ndn = self.read.normalized_dn_of(child)?;
             if self
                 .database
-                .policy
+                .policy()
                 .for_entry(self.subject, &child_ndn, &entry)
                 .can_disclose_entry()
             {
@@ -364,8 +364,8 @@ pub(crate) fn read_entry_control(
     let groups = database.groups(&read);
     let subject = database.subject(identity, &groups);
     let (id, entry) = disclosed_entry(database, &read, &subject, dn, &normalized)?;
-    let access =
-        (!identity.is_rootdn).then(|| database.policy.for_entry(&subject, &normalized, &entry));
+    let policy = database.policy();
+    let access = (!identity.is_rootdn).then(|| policy.for_entry(&subject, &normalized, &entry));
     if access
         .as_ref()
         .is_some_and(|access| !access.can_read_entry())
@@ -437,7 +437,7 @@ pub(crate) fn disclosed_entry<'txn>(
         Ok(id) => {
             if let Some(entry) = read.entry(id)? {
                 if database
-                    .policy
+                    .policy()
                     .for_entry(subject, normalized, &entry)
                     .can_disclose_entry()
                 {
@@ -466,7 +466,7 @@ pub(crate) fn disclosed_entry<'txn>(
         if let Some(entry) = read.entry(id)? {
             let ancestor_ndn = read.normalized_dn_of(id)?;
             if database
-                .policy
+                .policy()
                 .for_entry(subject, &ancestor_ndn, &entry)
                 .can_disclose_entry()
             {

@@ -94,7 +94,10 @@ pub(crate) struct WriteJob {
 /// What the writer thread shares with the server.
 pub(crate) struct Writer {
     pub store: Store,
+    /// The access policy of the batch being applied (taken from `live_policy` per batch).
     pub policy: Arc<AccessPolicy>,
+    /// The policy a reload replaces.
+    pub live_policy: Arc<crate::live::Live<AccessPolicy>>,
     /// Set at shutdown: queued updates are answered unavailable instead of applied.
     pub stopping: Arc<AtomicBool>,
     /// Batch sizes and commit times are reported here.
@@ -152,8 +155,10 @@ impl Writer {
     }
 
     /// The thread's loop: batches of queued jobs, until the queue's last sender is gone.
-    pub(crate) fn run(self, mut receiver: mpsc::Receiver<WriteJob>) {
+    pub(crate) fn run(mut self, mut receiver: mpsc::Receiver<WriteJob>) {
         while let Some(first) = receiver.blocking_recv() {
+            // A reloaded access policy applies from the next batch on.
+            self.policy = self.live_policy.load();
             let mut batch = VecDeque::from([first]);
             while batch.len() < WRITE_BATCH_OPERATIONS_MAX {
                 match receiver.try_recv() {

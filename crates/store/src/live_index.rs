@@ -41,60 +41,87 @@ impl Store {
         if self.is_read_only() {
             return Err(StoreError::ReadOnly);
         }
-        let schema = self.inner.schema.clone();
-        let wanted = crate::store::resolve_indexes(wanted, &schema)?;
         let _writer = crate::lock::lock(&self.inner.writer);
-        let current = self.inner.index_set();
-        let mut added: HashMap<AttrId, IndexKinds> = HashMap::new();
-        let mut kept: HashMap<AttrId, IndexKinds> = HashMap::new();
-        for (attr, kinds) in &wanted {
-            let have = current.configured.get(attr).copied().unwrap_or_default();
-            let new = IndexKinds(kinds.0 & !have.0);
-            if !new.is_empty() {
-                added.insert(*attr, new);
-            }
-        }
-        for (attr, have) in &current.configured {
-            let still = wanted.get(attr).copied().unwrap_or_default();
-            let dropped = IndexKinds(have.0 & !still.0);
-            if !dropped.is_empty() {
-                kept.insert(*attr, dropped);
-            }
-        }
-        let mut report = IndexesAdded {
-            built: index_config_text(&added, &schema),
-            kept: index_config_text(&kept, &schema),
-            entries: 0,
-        };
-        if added.is_empty() {
+        let (mut report, plan) = self.index_additions_planned(wanted)?;
+        let Some((current, added)) = plan else {
             return Ok(report);
-        }
-        let new_attrs: Vec<AttrId> = added
-            .keys()
-            .filter(|attr| !current.databases.contains_key(attr))
-            .copied()
-            .collect();
-        let room = self.inner.live_index_databases_left(&current);
-        if new_attrs.len() > room {
-            return Err(StoreError::Config(format!(
-                "{} new index DBs wanted, room for {room} until a restart \
-                 (a running store adds at most {LIVE_INDEX_DATABASES_MAX})",
-                new_attrs.len()
-            )));
-        }
-        let mut databases = current.databases.clone();
-        for attr in &new_attrs {
-            let name = index_database_name(&schema, *attr);
-            databases.insert(*attr, self.inner.create_index_database(&name)?);
-        }
+        };
+        let schema = &self.inner.schema;
         let mut next = IndexSet::clone(&current);
-        next.databases = databases;
+        for attr in added.keys() {
+            if !next.databases.contains_key(attr) {
+                let name = index_database_name(schema, *attr);
+                let database = self.inner.create_index_database(&name)?;
+                next.databases.insert(*attr, database);
+            }
+        }
         for (attr, kinds) in &added {
             let entry = next.configured.entry(*attr).or_default();
             *entry = entry.union(*kinds);
         }
         report.entries = self.inner.build_and_switch(next, &added)?;
         Ok(report)
+    }
+
+    /// What `add_indexes(wanted)` would build and keep now, checked (attributes known, ordered
+    /// kinds where the attribute has an ordering rule, room for the new DBs), building nothing.
+    pub fn index_additions(
+        &self,
+        wanted: &BTreeMap<String, Vec<IndexKind>>,
+    ) -> Result<IndexesAdded, StoreError> {
+        Ok(self.index_additions_planned(wanted)?.0)
+    }
+
+    /// The report, and when anything is to be built, the index set it starts from and the
+    /// kinds to add per attribute.
+    #[allow(clippy::type_complexity)]
+    fn index_additions_planned(
+        &self,
+        wanted: &BTreeMap<String, Vec<IndexKind>>,
+    ) -> Result<
+        (
+            IndexesAdded,
+            Option<(Arc<IndexSet>, HashMap<AttrId, IndexKinds>)>,
+        ),
+        StoreError,
+    > {
+        let schema = &self.inner.schema;
+        let wanted = crate::store::resolve_indexes(wanted, schema)?;
+        let current = self.inner.index_set();
+        let difference = |from: &HashMap<AttrId, IndexKinds>,
+                          less: &HashMap<AttrId, IndexKinds>| {
+            let mut left: HashMap<AttrId, IndexKinds> = HashMap::new();
+            for (attr, kinds) in from {
+                let other = less.get(attr).copied().unwrap_or_default();
+                let only = IndexKinds(kinds.0 & !other.0);
+                if !only.is_empty() {
+                    left.insert(*attr, only);
+                }
+            }
+            left
+        };
+        let added = difference(&wanted, &current.configured);
+        let kept = difference(&current.configured, &wanted);
+        let report = IndexesAdded {
+            built: index_config_text(&added, schema),
+            kept: index_config_text(&kept, schema),
+            entries: 0,
+        };
+        let new_databases = added
+            .keys()
+            .filter(|attr| !current.databases.contains_key(attr))
+            .count();
+        let room = self.inner.live_index_databases_left(&current);
+        if new_databases > room {
+            return Err(StoreError::Config(format!(
+                "{new_databases} new index DBs wanted, room for {room} until a restart \
+                 (a running store adds at most {LIVE_INDEX_DATABASES_MAX})"
+            )));
+        }
+        Ok(match added.is_empty() {
+            true => (report, None),
+            false => (report, Some((current, added))),
+        })
     }
 }
 

@@ -58,7 +58,7 @@ pub fn start_consumers(
         return Vec::new();
     }
     server
-        .settings
+        .settings()
         .replication
         .consumer
         .iter()
@@ -276,11 +276,11 @@ impl Consumer {
     }
 
     fn server_id(&self) -> u16 {
-        self.server.settings.replication.server_id
+        self.server.settings().replication.server_id
     }
 
     fn multi_provider(&self) -> bool {
-        self.server.settings.replication.is_multi_provider()
+        self.server.settings().replication.is_multi_provider()
     }
 
     /// The cookie the sync search is sent with: none before the first complete refresh from
@@ -339,7 +339,7 @@ impl Consumer {
             .map_err(|error| SessionError::Apply(error.to_string()))?;
         let cookie = self.request_cookie()?;
         self.status.connecting(cookie.as_deref());
-        let mut link = Link::open(&self.config, self.server.settings.pdu_bytes_max).await?;
+        let mut link = Link::open(&self.config, self.server.settings().pdu_bytes_max).await?;
         self.send_search(&mut link, cookie.clone()).await?;
         self.status
             .searching(&link.local_address, cookie.as_deref());
@@ -613,7 +613,7 @@ impl Consumer {
         let changes = std::mem::take(&mut progress.pending);
         progress.pending_bytes = 0;
         progress.applied += changes.len();
-        let settings = &self.server.settings;
+        let settings = &self.server.settings();
         let (reply, response) = oneshot::channel();
         let applied = Arc::new(Mutex::new(ChangeCounts::default()));
         let batch = SyncBatch {

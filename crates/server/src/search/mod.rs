@@ -121,7 +121,7 @@ impl PreparedSearch {
         if request.filter.as_bytes().len() > INLINE_SEARCH_FILTER_BYTES_MAX {
             return prepared;
         }
-        let decoded = client_filter_with_items(&server.settings, &request.filter);
+        let decoded = client_filter_with_items(&server.settings(), &request.filter);
         let few_items =
             matches!(decoded, Ok((_, items)) if items <= INLINE_SEARCH_FILTER_ITEMS_MAX);
         let filter = decoded.map(|(filter, _)| database.schema.prepare_filter(&filter));
@@ -152,7 +152,8 @@ impl Database {
         let count = {
             let groups = self.groups(&read);
             let subject = self.subject(identity, &groups);
-            let subject_access = self.policy.for_subject_within(&subject, normalized_base);
+            let policy = self.policy();
+            let subject_access = policy.for_subject_within(&subject, normalized_base);
             read.estimated_candidate_count(&subject_access.candidate_filter(filter))
         };
         matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX).then_some(read)
@@ -270,7 +271,7 @@ async fn run_job(
         // Few candidates: run on this task; a hop to the blocking pool and back would cost
         // more than the search (two thread wake-ups per operation on a busy server).
         let mut chunks = Vec::new();
-        let done = job.run(database, &server.settings, &mut |chunk| {
+        let done = job.run(database, &server.settings(), &mut |chunk| {
             chunks.push(chunk);
             true
         });
@@ -284,7 +285,7 @@ async fn run_job(
     let sink = context.sink.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        job.run(database, &server.settings, &mut |chunk| {
+        job.run(database, &server.settings(), &mut |chunk| {
             sink.send_blocking(chunk)
         })
     })
@@ -396,9 +397,8 @@ impl SearchJob {
             &normalized_base,
         )?;
         if let Some(assertion) = &self.controls.assertion {
-            let access = database
-                .policy
-                .for_entry(subject, &normalized_base, &base_entry);
+            let policy = database.policy();
+            let access = policy.for_entry(subject, &normalized_base, &base_entry);
             check_read_assertion(database, settings, &access, &base_entry, assertion)?;
         }
         Ok(normalized_base)
@@ -463,9 +463,8 @@ impl SearchJob {
         }
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
-        let subject_access = database
-            .policy
-            .for_subject_within(&subject, &normalized_base);
+        let policy = database.policy();
+        let subject_access = policy.for_subject_within(&subject, &normalized_base);
         let (store_filter, client_filter) = store_filter(&subject_access, prepared);
         let spec = SearchSpec {
             base: normalized_base,
@@ -486,7 +485,7 @@ impl SearchJob {
             sent: 0,
         };
         let visible = VisibleEntries::new(
-            database,
+            (database, &policy),
             &read,
             &subject,
             &subject_access,
@@ -611,6 +610,8 @@ struct SearchLimits {
 /// Decides which stored entries a subject gets back from a search.
 struct VisibleEntries<'a> {
     database: &'a Database,
+    /// The access policy the search took when it started.
+    policy: &'a lmdir_access::acl::AccessPolicy,
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     prepared: &'a lmdir_schema::PreparedFilter,
@@ -633,7 +634,7 @@ struct UniformAccess<'a> {
 
 impl<'a> VisibleEntries<'a> {
     fn new(
-        database: &'a Database,
+        (database, policy): (&'a Database, &'a lmdir_access::acl::AccessPolicy),
         read: &'a ReadTxn,
         subject: &'a Subject<'a>,
         subject_access: &lmdir_access::acl::SubjectAccess<'a>,
@@ -653,6 +654,7 @@ impl<'a> VisibleEntries<'a> {
         });
         VisibleEntries {
             database,
+            policy,
             read,
             subject,
             prepared,
@@ -702,10 +704,7 @@ impl<'a> VisibleEntries<'a> {
             return Ok(matches.then_some(Cow::Borrowed(&uniform.access)));
         }
         let normalized_dn = self.read.normalized_dn_of(id)?;
-        let access = self
-            .database
-            .policy
-            .for_entry(self.subject, &normalized_dn, entry);
+        let access = self.policy.for_entry(self.subject, &normalized_dn, entry);
         if !access.can_search_entry() || !access.can_read_entry() {
             return Ok(None);
         }

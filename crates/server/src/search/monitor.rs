@@ -50,7 +50,7 @@ fn answer(
     base: &str,
     filter: Option<Result<PreparedFilter, OperationError>>,
 ) -> Result<(BytesMut, u64), OperationError> {
-    let settings = &context.server.settings;
+    let settings = &context.server.settings();
     let scope = scope_of(&request.scope)?;
     let prepared = super::prepared_filter(database, settings, request, filter)?;
     let tree = monitor_tree(&context.server.monitor, &context.server.monitor_state());
@@ -66,7 +66,8 @@ fn answer(
         let entry = owned_entry(monitor_entry)?;
         let normalized = database.schema.normalize_dn(&entry.dn)?;
         let view = OwnedEntryView::new(&database.schema, &entry)?;
-        let access = database.policy.for_entry(&subject, &normalized, &view);
+        let policy = database.policy();
+        let access = policy.for_entry(&subject, &normalized, &view);
         if !identity.is_rootdn && !access.can_read_entry() {
             continue;
         }
