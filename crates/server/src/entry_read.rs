@@ -29,6 +29,9 @@ pub(crate) struct Selection {
     /// The matched values control's filter (RFC 3876): only matching values are returned.
     matched_values: Option<crate::matched_values::ValuesFilter>,
     context_csn: Option<AttrId>,
+    /// `lmdirAttributeCSN`: returned only when named (an lmdir multi-provider peer asks for
+    /// it; a slapd consumer asking for `+` must not get a type its schema lacks).
+    attribute_state: Option<AttrId>,
 }
 
 impl Selection {
@@ -67,6 +70,7 @@ impl Selection {
             subschema_subentry: schema.attribute("subschemaSubentry"),
             matched_values: None,
             context_csn: schema.attribute("contextCSN"),
+            attribute_state: schema.attribute(lmdir_store::attribute_state::ATTRIBUTE_STATE),
         }
     }
 
@@ -128,6 +132,9 @@ impl Selection {
         });
         if requested_here {
             return true;
+        }
+        if Some(attr) == self.attribute_state {
+            return false;
         }
         if schema.attribute_type(attr).is_operational() {
             self.all_operational

@@ -3,6 +3,7 @@
 //! writes, and check / stat / export.
 
 mod admin;
+pub mod attribute_state;
 mod bulk;
 pub mod changes;
 pub mod codec;

@@ -229,7 +229,7 @@ impl Inner {
     }
 }
 
-fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
+pub(crate) fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
     Entry {
         dn,
         attributes: attributes
@@ -628,11 +628,13 @@ impl<'s> WriteTxn<'s> {
         Ok(())
     }
 
+    /// Stamps a change's operational attributes; returns the CSN it issued (None for a
+    /// replicated change, which keeps the provider's).
     fn stamp_modification(
         &mut self,
         attributes: &mut Vec<WorkingAttribute>,
         context: &WriteContext,
-    ) -> Result<(), LdapError> {
+    ) -> Result<Option<lmdir_sync::Csn>, LdapError> {
         let restamp = !context.replicated;
         self.set_operational(
             attributes,
@@ -648,10 +650,11 @@ impl<'s> WriteTxn<'s> {
         )?;
         if context.replicated {
             // The provider's entryCSN is kept (see `WriteContext::replicated`).
-            return Ok(());
+            return Ok(None);
         }
         let csn = self.next_csn(context.now)?;
-        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
+        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)?;
+        Ok(Some(csn))
     }
 
     /// Marks the writes that follow, until set back to false, as a replication provider's
@@ -1031,7 +1034,13 @@ impl<'s> WriteTxn<'s> {
                 ));
             }
         }
-        self.stamp_modification(&mut attributes, context)?;
+        let stamped = self.stamp_modification(&mut attributes, context)?;
+        // A replicating node keeps which attributes each local change touched, so that
+        // multi-provider peers merge concurrent changes per attribute (`attribute_state`).
+        let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
+        if let Some(csn) = stamped.filter(|_| replicating) {
+            self.record_attribute_states(&mut attributes, modifications, csn)?;
+        }
         self.check_deadline()?;
         if !context.skip_schema_check {
             attributes = self

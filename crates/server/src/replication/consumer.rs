@@ -396,7 +396,13 @@ impl Consumer {
             timelimit: 0,
             typesonly: false,
             filter: LdapFilter::Present("objectClass".to_string()),
-            attrs: vec!["*".to_string(), "+".to_string()],
+            // lmdirAttributeCSN by name: an lmdir provider sends its per-attribute change
+            // state (merged in `apply`); slapd ignores a name it does not know.
+            attrs: vec![
+                "*".to_string(),
+                "+".to_string(),
+                lmdir_store::attribute_state::ATTRIBUTE_STATE.to_string(),
+            ],
         });
         let controls = vec![
             // Critical: a server without sync must refuse, not answer a plain search whose

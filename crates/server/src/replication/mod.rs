@@ -3,8 +3,11 @@
 //! `apply`: what it received, applied by the server's one writer with the cookie in the same
 //! transaction.
 
+//! `merge`: per-attribute resolution of an entry changed on two multi-provider nodes.
+
 pub(crate) mod apply;
 pub mod consumer;
 mod link;
+mod merge;
 
 pub use consumer::start_consumers;
