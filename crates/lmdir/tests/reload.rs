@@ -249,3 +249,98 @@ fn sighup_applies_a_rule_a_limit_and_an_index_and_an_invalid_file_changes_nothin
     write_config(&server, reloaded_server, &reloaded_database);
     server.assert_check_clean("after the reloads");
 }
+
+/// People under ou=People at `port`, as the rootdn counts them.
+fn people_count(port: u16) -> usize {
+    let mut root = bind(port, ROOT_DN, ROOT_PASSWORD);
+    let SearchResult(entries, _) = root
+        .search(PEOPLE_DN, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    entries.len()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT_MAX;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A replication consumer added by SIGHUP starts and pulls the provider; removed by the next
+/// SIGHUP it stops (cn=Monitor no longer shows it, and a later change on the provider stays
+/// there); the server's other connections are undisturbed.
+#[test]
+fn sighup_starts_and_stops_a_replication_consumer() {
+    let replication = |sid: u16| format!("[replication]\nserver_id = {sid}\nprovider = true\n");
+    let provider = TestServer::prepare_with(
+        &support::Settings {
+            database: &replication(1),
+            ..support::Settings::default()
+        },
+        20,
+    );
+    let mut provider = provider;
+    provider.start();
+    let node = TestServer::prepare_with(
+        &support::Settings {
+            database: &replication(2),
+            ..support::Settings::default()
+        },
+        0,
+    );
+    let base = std::fs::read_to_string(&node.config_path).unwrap();
+    let scratch = node.directory.path();
+    let (log, notify) = (scratch.join("serve.log"), scratch.join("notify.sock"));
+    let notifications = UnixDatagram::bind(&notify).unwrap();
+    let child = spawn_serve(&node.config_path, &log, &notify);
+    receive_until(&notifications, "READY=1");
+    let mut open_before = bind(node.port, ROOT_DN, ROOT_PASSWORD);
+    assert_eq!(people_count(node.port), 0);
+
+    let consumer = format!(
+        "[[replication.consumer]]\nrid = 1\nprovider = \"ldap://127.0.0.1:{}\"\n\
+         search_base = \"dc=example,dc=com\"\ntype = \"refreshOnly\"\ninterval_seconds = 1\n\
+         retry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n",
+        provider.port
+    );
+    std::fs::write(&node.config_path, format!("{base}{consumer}")).unwrap();
+    hang_up(&child, &notifications);
+    let provider_people = people_count(provider.port);
+    wait_until("the consumer's refresh", || {
+        people_count(node.port) == provider_people
+    });
+    let consumer_entry = "cn=Consumer 001,cn=Database 1,cn=Databases,cn=Monitor";
+    let SearchResult(shown, _) = open_before
+        .search(consumer_entry, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .unwrap();
+    assert_eq!(shown.len(), 1, "cn=Monitor shows the added consumer");
+
+    std::fs::write(&node.config_path, &base).unwrap();
+    hang_up(&child, &notifications);
+    let SearchResult(shown, result) = open_before
+        .search(consumer_entry, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .unwrap();
+    assert!(shown.is_empty() && result.rc == 32, "{result:?}");
+    let mut root = bind(provider.port, ROOT_DN, ROOT_PASSWORD);
+    let late = vec![
+        ("objectClass", ["inetOrgPerson"].into_iter().collect()),
+        ("uid", ["late"].into_iter().collect()),
+        ("cn", ["Late"].into_iter().collect()),
+        ("sn", ["Late"].into_iter().collect()),
+    ];
+    root.add(&format!("uid=late,{PEOPLE_DN}"), late)
+        .unwrap()
+        .success()
+        .unwrap();
+    // Three poll intervals of the removed consumer: nothing arrives.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(people_count(node.port), provider_people);
+    assert_eq!(people_count(provider.port), provider_people + 1);
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output.status);
+}

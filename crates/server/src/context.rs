@@ -58,6 +58,8 @@ pub struct ServerContext {
     /// Counters for cn=Monitor and the Prometheus endpoint (the database's, which its writer
     /// also reports to, when there is one).
     pub monitor: Arc<crate::monitor::Monitor>,
+    /// Replication consumers running now (started at startup, changed by a reload).
+    pub(crate) consumer_tasks: Mutex<crate::replication_status::ConsumerTasks>,
     /// The configuration file now live (set by `lmdir serve` and by each reload).
     pub(crate) config_identity: Mutex<Option<crate::reload::ConfigIdentity>>,
 }

@@ -9,7 +9,7 @@ use crate::context::ServerContext;
 use crate::limits::IdentityLimits;
 use crate::settings::ServerSettings;
 use lmdir_access::acl::AccessPolicy;
-use lmdir_config::Config;
+use lmdir_config::{Config, ReplicationConfig};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -111,13 +111,29 @@ fn restart_only_changes(running: &Config, fresh: &Config) -> Vec<&'static str> {
             "database.schema_files",
             database.schema_files != was_database.schema_files,
         ),
-        ("replication", fresh.replication != running.replication),
+        (
+            "replication (other than its consumers)",
+            ReplicationConfig {
+                consumer: running.replication.consumer.clone(),
+                ..fresh.replication.clone()
+            } != running.replication,
+        ),
+        (
+            "replication.consumer (a change between read-only replica and not)",
+            replica_shape_changes(running, fresh),
+        ),
     ];
     changed
         .into_iter()
         .filter(|(_, differs)| *differs)
         .map(|(name, _)| name)
         .collect()
+}
+
+/// Whether `fresh`'s consumers would turn a read-only replica into a writable server or back
+/// (client writes referred or not): that needs a restart, and the consumers stay as running.
+fn replica_shape_changes(running: &Config, fresh: &Config) -> bool {
+    fresh.replication.is_read_only_replica() != running.replication.is_read_only_replica()
 }
 
 /// Builds and checks what `fresh` would swap in; an error names the first problem.
@@ -133,6 +149,13 @@ fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<
     settings.suffix.clone_from(&now.suffix);
     settings.rootdn.clone_from(&now.rootdn);
     settings.replication.clone_from(&now.replication);
+    if !replica_shape_changes(running, fresh) {
+        // Consumers added, removed or changed are started and stopped live (`reload`).
+        settings
+            .replication
+            .consumer
+            .clone_from(&fresh.replication.consumer);
+    }
     settings.update_referral.clone_from(&now.update_referral);
     let (policy, limits, indexes) = match &context.database {
         Some(database) => {
@@ -177,7 +200,12 @@ pub fn reload(
     for name in &prepared.restart_needed {
         warn!("reload: {name} changed; it needs a restart, the running value stays");
     }
+    let consumers = prepared.settings.replication.consumer.clone();
     context.settings_live.store(Arc::new(prepared.settings));
+    let (stopped, started) = crate::replication::consumer::reconcile(context, &consumers);
+    if !stopped.is_empty() || !started.is_empty() {
+        info!("reload: replication consumers stopped {stopped:?}, started {started:?}");
+    }
     if let Some(database) = &context.database {
         if let Some(policy) = prepared.policy {
             database.live_policy.store(Arc::new(policy));

@@ -205,6 +205,11 @@ impl ReplicationMonitor {
         status
     }
 
+    /// A consumer a reload removed: no longer shown (its metric series stay, frozen).
+    pub fn unregister_consumer(&self, rid: u16) {
+        lock(&self.consumers).retain(|status| status.identity.rid != rid);
+    }
+
     /// The consumers, in the order they started.
     pub fn consumers(&self) -> Vec<Arc<ConsumerStatus>> {
         lock(&self.consumers).clone()
@@ -622,4 +627,18 @@ mod tests {
         drop(second);
         assert_eq!(monitor.sync_searches("refreshAndPersist"), 0);
     }
+}
+
+/// The running consumer tasks by rid, each with its config and its own stop signal, so that a
+/// reload can stop one and start another; and the server's shutdown signal they also obey.
+#[derive(Default)]
+pub struct ConsumerTasks {
+    pub(crate) running: std::collections::BTreeMap<u16, RunningConsumer>,
+    pub(crate) shutdown: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+pub(crate) struct RunningConsumer {
+    pub config: lmdir_config::ConsumerConfig,
+    pub stop: Arc<tokio::sync::watch::Sender<bool>>,
+    pub task: tokio::task::JoinHandle<()>,
 }

@@ -237,6 +237,7 @@ impl RunningServer {
         for task in self.listener_tasks {
             let _ = task.await;
         }
+        crate::replication::consumer::stop_all(&self.context).await;
         let context = self.context.clone();
         let wait_all = async {
             loop {
@@ -387,6 +388,7 @@ pub async fn start(
         monitor,
         metrics_address: std::sync::Mutex::new(None),
         config_identity: std::sync::Mutex::new(None),
+        consumer_tasks: std::sync::Mutex::default(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();
@@ -439,10 +441,7 @@ pub async fn start(
         listener_tasks.push(start_metrics(&context, address, shutdown_receiver.clone()).await?);
     }
     // Replication consumers end with the listeners, before the writer is closed.
-    listener_tasks.extend(crate::replication::start_consumers(
-        &context,
-        shutdown_receiver.clone(),
-    ));
+    crate::replication::start_consumers(&context, shutdown_receiver.clone());
     Ok(RunningServer {
         addresses,
         context,
