@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod accesslog;
 mod replication;
+pub use accesslog::{AccesslogConfig, ACCESSLOG_ENTRIES_MAX};
 pub use replication::{
     provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
     INTERVAL_SECONDS_MAX, RID_MAX, SERVER_ID_MAX, SESSION_LOG_ENTRIES_MAX,
@@ -35,6 +37,9 @@ pub struct Config {
     /// `[replication]`: server ID, provider and consumers (RFC 4533, OpenLDAP's names).
     #[serde(default)]
     pub replication: ReplicationConfig,
+    /// `[accesslog]`: the audit trail of writes under cn=accesslog.
+    #[serde(default)]
+    pub accesslog: AccesslogConfig,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -575,6 +580,7 @@ impl Default for Config {
             access: Vec::new(),
             limits: Vec::new(),
             replication: ReplicationConfig::default(),
+            accesslog: AccesslogConfig::default(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -957,6 +963,7 @@ impl Config {
         self.validate_limits()?;
         self.replication
             .validate(&self.database.suffix, &self.server.listen)?;
+        self.accesslog.validate()?;
         self.validate_consumer_index()
     }
 

@@ -131,6 +131,8 @@ pub struct Database {
     pub(crate) shows_context_csn: bool,
     /// Committed changes for refreshAndPersist searches (published by the writer).
     pub(crate) persist: Arc<crate::persist::PersistHub>,
+    /// `[accesslog]`, shared with the writer (set when the server starts and by a reload).
+    pub(crate) accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
 
 impl Database {
@@ -143,7 +145,9 @@ impl Database {
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
         let persist = Arc::new(crate::persist::PersistHub::default());
+        let accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>> = Arc::default();
         let writer = Writer {
+            accesslog: accesslog.clone(),
             persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
@@ -175,7 +179,18 @@ impl Database {
             shows_context_csn: false,
             pending_states,
             persist,
+            accesslog,
         }
+    }
+
+    /// `[accesslog]`: whether and how long the writer keeps its audit trail.
+    pub(crate) fn set_accesslog(&self, config: &lmdir_config::AccesslogConfig) {
+        self.accesslog.store(Arc::new(config.clone()));
+    }
+
+    /// The accesslog configuration now.
+    pub(crate) fn accesslog(&self) -> Arc<lmdir_config::AccesslogConfig> {
+        self.accesslog.load()
     }
 
     /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot
@@ -445,6 +460,8 @@ pub(crate) async fn submit_update(
         password_scheme: password_scheme(context)?,
         hash_cleartext: settings.password_hash_cleartext,
         password_policy_default: settings.password_policy_default.clone(),
+        session: context.session.connection_id,
+        received: std::time::SystemTime::now(),
         reply,
     };
     database.submit(job).await?;

@@ -6,6 +6,7 @@
 //! result, settings, limits, monitor, replication_status, ppolicy, persist, selection,
 //! filter_text, log_text, ...).
 
+pub mod accesslog;
 pub mod ber;
 pub mod client_limits;
 mod compare;

@@ -472,6 +472,8 @@ impl Database {
             password_scheme: password::Scheme::Ssha,
             hash_cleartext: false,
             password_policy_default: settings.password_policy_default.clone(),
+            session: 0,
+            received: std::time::SystemTime::now(),
             reply,
         };
         let outcome = match self.submit(job).await {

@@ -213,6 +213,7 @@ pub fn reload(
         if let Some(limits) = prepared.limits {
             database.limits.store(Arc::new(limits));
         }
+        database.set_accesslog(&fresh.accesslog);
         if let Some(indexes) = prepared.indexes {
             build_indexes(database.store.clone(), fresh, indexes);
         }

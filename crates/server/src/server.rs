@@ -341,6 +341,7 @@ pub async fn start(
                 .set_limits(&settings.limits)
                 .map_err(ServerError::Config)?;
             database.set_replicating(&settings.replication);
+            database.set_accesslog(&settings.accesslog);
             // Every CSN this server issues carries its server ID (`[replication] server_id`).
             database
                 .store()

@@ -88,6 +88,10 @@ pub(crate) struct WriteJob {
     /// `password_policy_default`: whether a password change falls under a policy when the
     /// entry names none itself.
     pub password_policy_default: String,
+    /// The connection it came on (the accesslog's reqSession; 0 for the server's own).
+    pub session: u64,
+    /// When it arrived (the accesslog's reqStart).
+    pub received: std::time::SystemTime,
     pub reply: oneshot::Sender<Result<(), LdapError>>,
 }
 
@@ -106,6 +110,8 @@ pub(crate) struct Writer {
     pub pending_states: Arc<PendingStates>,
     /// Where committed changes go for refreshAndPersist searches.
     pub persist: Arc<crate::persist::PersistHub>,
+    /// `[accesslog]` (taken per batch: a reload may change it).
+    pub accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -185,7 +191,8 @@ impl Writer {
                     return;
                 }
             };
-            if self.persist.is_enabled() {
+            let accesslog = self.accesslog.load();
+            if self.persist.is_enabled() || accesslog.enabled {
                 txn.record_changes();
             }
             let mut applied = Vec::new();
@@ -199,7 +206,30 @@ impl Writer {
                     }
                     break;
                 }
-                match self.apply(&mut txn, &mut job) {
+                let recorded = txn.recorded_changes().len();
+                let outcome = self.apply(&mut txn, &mut job).and_then(|()| {
+                    if !accesslog.enabled {
+                        return Ok(());
+                    }
+                    let changes = txn
+                        .recorded_changes()
+                        .get(recorded..)
+                        .unwrap_or(&[])
+                        .to_vec();
+                    let requester = crate::accesslog::Requester {
+                        identity: &job.identity,
+                        session: job.session,
+                        received: job.received,
+                    };
+                    crate::accesslog::record(
+                        &mut txn,
+                        &accesslog,
+                        &job.request,
+                        &requester,
+                        &changes,
+                    )
+                });
+                match outcome {
                     Ok(()) => applied.push(job),
                     Err(error) => {
                         failed = Some((job, error));

@@ -26,6 +26,8 @@ pub const DB_ID2NODE: &str = "id2node";
 pub const DB_DN2ID: &str = "dn2id";
 /// The provider's session log (`session_log.rs`): sequence (u64 BE) → logged delete/rename.
 pub const DB_SESSION_LOG: &str = "sessionlog";
+/// The audit trail (`accesslog.rs`): reqStart in microseconds (u64 BE) → encoded record.
+pub const DB_ACCESSLOG: &str = "accesslog";
 /// Index DBs are named `idx.<lowercased primary attribute name>`.
 pub const INDEX_DB_PREFIX: &str = "idx.";
 

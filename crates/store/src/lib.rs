@@ -2,6 +2,7 @@
 //! layout, the entry codec, the DN tree, exact posting-list indexes, search, single-entry
 //! writes, and check / stat / export.
 
+pub mod accesslog;
 mod admin;
 pub mod attribute_state;
 mod bulk;

@@ -199,6 +199,8 @@ pub(crate) struct Databases {
     pub dn2id: RawDatabase,
     /// The session log; None only in a read-only open of a store made before it existed.
     pub session_log: Option<RawDatabase>,
+    /// The audit trail; None only in a read-only open of a store made before it existed.
+    pub accesslog: Option<RawDatabase>,
 }
 
 /// The indexes as they are now: what writes maintain, their DBs, and what searches may use.
@@ -577,7 +579,7 @@ fn create_databases(
     schema: &Schema,
 ) -> Result<(Databases, HashMap<AttrId, RawDatabase>), StoreError> {
     let write_txn = env.write_txn()?;
-    let (meta, id2entry, id2node, dn2id, session_log) = env
+    let (meta, id2entry, id2node, dn2id, (session_log, accesslog)) = env
         .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
             let meta: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_META))?;
@@ -589,12 +591,14 @@ fn create_databases(
                 opener.create_database(txn, Some(layout::DB_DN2ID))?;
             let session_log: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_SESSION_LOG))?;
+            let accesslog: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_ACCESSLOG))?;
             Ok(CommitOrAbort::<_, ()>::Commit((
                 meta,
                 id2entry,
                 id2node,
                 dn2id,
-                session_log,
+                (session_log, accesslog),
             )))
         })?
         .commit()
@@ -619,6 +623,7 @@ fn create_databases(
             id2node,
             dn2id,
             session_log: Some(session_log),
+            accesslog: Some(accesslog),
         },
         indexes,
     ))
@@ -658,6 +663,7 @@ fn open_existing_databases(
         id2node: core(layout::DB_ID2NODE)?,
         dn2id: core(layout::DB_DN2ID)?,
         session_log: open(layout::DB_SESSION_LOG)?,
+        accesslog: open(layout::DB_ACCESSLOG)?,
     };
     Ok((databases, indexes))
 }

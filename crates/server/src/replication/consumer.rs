@@ -720,6 +720,8 @@ impl Consumer {
             password_scheme: lmdir_access::password::Scheme::Ssha,
             hash_cleartext: false,
             password_policy_default: String::new(),
+            session: 0,
+            received: SystemTime::now(),
             reply,
         };
         self.database()?

@@ -2,6 +2,7 @@
 //! (restricted filters, candidate filters, hidden bases answering as missing), sorted and paged
 //! within bounds, on the connection's task when the index says it is small.
 
+mod accesslog;
 mod monitor;
 mod paging;
 mod persist;
@@ -215,6 +216,16 @@ pub async fn search(
         subschema::subschema_search(context, database, request, requested, base, &mut filter)
             .or_else(|| {
                 monitor::monitor_search(context, database, request, requested, base, &mut filter)
+            })
+            .or_else(|| {
+                accesslog::accesslog_search(
+                    context,
+                    database,
+                    request,
+                    requested,
+                    base,
+                    &mut filter,
+                )
             });
     if let Some(result) = special {
         let (buffer, count) = result?;
