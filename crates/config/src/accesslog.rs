@@ -19,6 +19,9 @@ pub struct AccesslogConfig {
     pub max_age_seconds: u64,
     /// Most records kept: the oldest go first (1..=ACCESSLOG_ENTRIES_MAX).
     pub max_entries: u64,
+    /// Also record the values a write replaces (reqOld): a delete's whole entry, a modify's
+    /// old values of the attributes it changed (OpenLDAP's `logold (objectClass=*)`).
+    pub log_old: bool,
 }
 
 impl Default for AccesslogConfig {
@@ -27,6 +30,7 @@ impl Default for AccesslogConfig {
             enabled: false,
             max_age_seconds: 7 * 86_400,
             max_entries: 100_000,
+            log_old: false,
         }
     }
 }

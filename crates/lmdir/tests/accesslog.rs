@@ -1,6 +1,7 @@
 //! Issue 23 item 5: the audit trail under `cn=accesslog`. The same add, modify, modrdn and
-//! delete sent to slapd 2.5 with its accesslog overlay (`logops writes`, `logsuccess TRUE`)
-//! and to lmdir with `[accesslog] enabled = true` give the same records, once the values
+//! delete sent to slapd 2.5 with its accesslog overlay (`logops writes`, `logsuccess TRUE`,
+//! `logold (objectClass=*)`)
+//! and to lmdir with `[accesslog] enabled = true, log_old = true` give the same records, once the values
 //! that differ by nature (times, session numbers, entryUUIDs, CSNs) are masked; the log is
 //! the rootdn's, and it is bounded by count and by age.
 
@@ -68,11 +69,15 @@ fn masked(text: &str) -> Vec<String> {
         "reqMod: createTimestamp:+ ",
         "reqMod: modifyTimestamp:+ ",
         "reqMod: modifyTimestamp:= ",
+        "reqOld: entryUUID: ",
+        "reqOld: entryCSN: ",
+        "reqOld: createTimestamp: ",
+        "reqOld: modifyTimestamp: ",
     ];
     text.split("\n\n")
         .filter(|record| !record.trim().is_empty())
         .map(|record| {
-            record
+            let mut lines: Vec<String> = record
                 .lines()
                 .filter(|line| !line.starts_with("dn: "))
                 .map(
@@ -81,8 +86,16 @@ fn masked(text: &str) -> Vec<String> {
                         None => line.to_string(),
                     },
                 )
-                .collect::<Vec<_>>()
-                .join("\n")
+                .collect();
+            // reqOld lists the entry's values in each server's stored order: a set.
+            if let Some(start) = lines.iter().position(|line| line.starts_with("reqOld: ")) {
+                let count = lines[start..]
+                    .iter()
+                    .take_while(|line| line.starts_with("reqOld: "))
+                    .count();
+                lines[start..start + count].sort();
+            }
+            lines.join("\n")
         })
         .collect()
 }
@@ -98,6 +111,7 @@ fn the_accesslog_of_add_modify_modrdn_and_delete_matches_slapds() {
     // The log's own database comes after the main one (slapadd fills the first).
     let slapd_database = format!(
         "overlay accesslog\nlogdb \"cn=accesslog\"\nlogops writes\nlogsuccess TRUE\n\
+         logold (objectClass=*)\n\
          database mdb\nsuffix \"cn=accesslog\"\nrootdn \"{ROOT_DN}\"\n\
          directory {}\nmaxsize 104857600\n",
         log_directory.path().display()
@@ -108,7 +122,7 @@ fn the_accesslog_of_add_modify_modrdn_and_delete_matches_slapds() {
         &Extra {
             slapd_global: "moduleload accesslog\n",
             slapd_database: &slapd_database,
-            lmdir_database: "[accesslog]\nenabled = true\n",
+            lmdir_database: "[accesslog]\nenabled = true\nlog_old = true\n",
         },
     );
     for write in WRITES {
@@ -130,6 +144,16 @@ fn the_accesslog_of_add_modify_modrdn_and_delete_matches_slapds() {
         assert!(record.contains(&format!("reqType: {kind}")), "{record}");
         assert!(record.contains("entryCSN: …"), "{record}");
     }
+    assert!(
+        lmdir[1].contains("reqOld: mail: ada@example.com"),
+        "{}",
+        lmdir[1]
+    );
+    assert!(
+        lmdir[3].contains("reqOld: cn: Ada Lovelace"),
+        "{}",
+        lmdir[3]
+    );
     // The log is the rootdn's: anonymous finds no such tree on lmdir.
     let (code, text) = log_records(pair.lmdir_port, None);
     assert_eq!((code, text.as_str()), (32, ""));

@@ -6,7 +6,7 @@
 use crate::session::Identity;
 use crate::writer::WriteRequest;
 use lmdir_config::AccesslogConfig;
-use lmdir_schema::{LdapError, ModOp, Modification};
+use lmdir_schema::{Entry, LdapError, ModOp, Modification};
 use lmdir_store::accesslog::AuditRecord;
 use lmdir_store::{Change, ChangeKind, WriteTxn};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,11 +14,55 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The accesslog's suffix (OpenLDAP's customary `logdb`).
 pub const ACCESSLOG_DN: &str = "cn=accesslog";
 
-/// Who wrote, from which connection, when the request arrived.
+/// Who wrote, from which connection, when the request arrived; and the target as it was
+/// before (with `log_old`).
 pub(crate) struct Requester<'a> {
     pub identity: &'a Identity,
     pub session: u64,
     pub received: SystemTime,
+    pub old: Option<Entry>,
+}
+
+/// The target of a modify or delete as it is before the write (for reqOld); None for other
+/// requests or when it cannot be read (the write then fails on its own).
+pub(crate) fn entry_before(txn: &WriteTxn<'_>, request: &WriteRequest) -> Option<Entry> {
+    let (WriteRequest::Modify(dn, _) | WriteRequest::Delete(dn)) = request else {
+        return None;
+    };
+    let found = txn.entry_by_dn(&lmdir_schema::Dn::parse(dn).ok()?).ok()??;
+    txn.owned_entry(found.id).ok()
+}
+
+/// `attr: value` lines of `old`'s attributes `wanted` picks, in the entry's order.
+fn old_lines(old: &Entry, wanted: &dyn Fn(&str) -> bool) -> Vec<Vec<u8>> {
+    old.attributes
+        .iter()
+        .filter(|attribute| wanted(&attribute.description))
+        .flat_map(|attribute| {
+            attribute
+                .values
+                .iter()
+                .map(|value| [format!("{}: ", attribute.description).as_bytes(), value].concat())
+        })
+        .collect()
+}
+
+/// reqOld: a delete's whole entry; a modify's old values of the attributes it changed and of
+/// the ones it stamped.
+fn old_part(request: &WriteRequest, old: &Entry) -> Option<Vec<Vec<u8>>> {
+    let lines = match request {
+        WriteRequest::Delete(_) => old_lines(old, &|_| true),
+        WriteRequest::Modify(_, modifications) => old_lines(old, &|description| {
+            let type_of = |text: &str| text.split(';').next().unwrap_or(text).to_ascii_lowercase();
+            let name = type_of(description);
+            modifications
+                .iter()
+                .any(|modification| type_of(&modification.description) == name)
+                || ["entrycsn", "modifiersname", "modifytimestamp"].contains(&name.as_str())
+        }),
+        _ => return None,
+    };
+    (!lines.is_empty()).then_some(lines)
 }
 
 fn micros(time: SystemTime) -> u64 {
@@ -217,6 +261,13 @@ pub(crate) fn record(
     record.push(("reqDN".into(), text(target)));
     record.push(("reqResult".into(), text("0".to_string())));
     record.extend(extra);
+    if let Some(old) = requester
+        .old
+        .as_ref()
+        .and_then(|old| old_part(request, old))
+    {
+        record.push(("reqOld".into(), old));
+    }
     if let Some(uuid) = &change.entry_uuid {
         let hex: String = uuid.iter().map(|byte| format!("{byte:02x}")).collect();
         let uuid = format!(

@@ -207,6 +207,9 @@ impl Writer {
                     break;
                 }
                 let recorded = txn.recorded_changes().len();
+                let old = (accesslog.enabled && accesslog.log_old)
+                    .then(|| crate::accesslog::entry_before(&txn, &job.request))
+                    .flatten();
                 let outcome = self.apply(&mut txn, &mut job).and_then(|()| {
                     if !accesslog.enabled {
                         return Ok(());
@@ -220,6 +223,7 @@ impl Writer {
                         identity: &job.identity,
                         session: job.session,
                         received: job.received,
+                        old,
                     };
                     crate::accesslog::record(
                         &mut txn,
