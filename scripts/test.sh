@@ -22,6 +22,10 @@ command -v promtool >/dev/null || need_packages+=(prometheus)
 for package in nslcd libnss-ldapd libpam-ldapd pamtester sssd-ldap; do
   dpkg -s "$package" >/dev/null 2>&1 || need_packages+=("$package")
 done
+# The UnboundID LDAP SDK's own tools (ldapmodify --useTransaction, --permissiveModify, ldapsearch
+# --virtualListView: crates/lmdir/tests/unboundid_tools.rs) run on Java; Maven fetches the SDK.
+command -v java >/dev/null || need_packages+=(default-jre-headless)
+command -v mvn >/dev/null || need_packages+=(maven)
 installed() { dpkg -s "$1" >/dev/null 2>&1; }
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 if [ ${#need_packages[@]} -gt 0 ]; then
@@ -67,6 +71,11 @@ if [ ${#need_packages[@]} -gt 0 ]; then
     $SUDO update-rc.d "$daemon" disable >/dev/null 2>&1 || true
     $SUDO systemctl disable --quiet "$daemon.service" >/dev/null 2>&1 || true
   done
+fi
+unboundid_jar="$HOME/.m2/repository/com/unboundid/unboundid-ldapsdk/7.0.1/unboundid-ldapsdk-7.0.1.jar"
+if [ ! -f "$unboundid_jar" ]; then
+  echo "fetching the UnboundID LDAP SDK 7.0.1 from Maven Central"
+  mvn -q dependency:get -Dartifact=com.unboundid:unboundid-ldapsdk:7.0.1 >/dev/null
 fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs) first" >&2

@@ -25,7 +25,7 @@ use std::time::Duration;
 use lmdir_schema::Schema;
 use lmdir_store::{StoreError, StoreOptions};
 
-pub use pipeline::{load, load_from};
+pub use pipeline::{load, load_from, load_into_empty, ContextCsn};
 pub use prepare::RecordError;
 pub use reindex::{reindex, ReindexSummary};
 

@@ -232,6 +232,62 @@ fn load_fresh(
     // One fsync at the end instead of one per commit, in both modes.
     store_options.sync = false;
     let store = Store::open(staging, store_options, options.schema.clone())?;
+    let summary = load_into_with(
+        &store,
+        options,
+        input,
+        input_bytes_total,
+        staging,
+        started,
+        ContextCsn::Stamped,
+    )?;
+    drop(store);
+    Ok(summary)
+}
+
+/// Where a load's contextCSN comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextCsn {
+    /// The newest CSN the load stamped (an import: the data is this server's own).
+    Stamped,
+    /// Left alone: a replica's contextCSN comes with its provider's cookie, written after the
+    /// load by the consumer (a stamped one would claim changes it never received).
+    FromProvider,
+}
+
+/// Bulk-loads `input` into `store`, which must be open and hold no entry (a fresh replica's
+/// first refresh), through the same pipeline as a fresh load: the caller keeps the store; spill
+/// files go to `spill_directory`. Writers of the store wait until it is done.
+pub fn load_into_empty(
+    store: &Store,
+    options: &LoadOptions,
+    input: LoadInput,
+    spill_directory: &Path,
+    context_csn: ContextCsn,
+) -> Result<LoadSummary, LoadError> {
+    let started = Instant::now();
+    let mut summary = load_into_with(
+        store,
+        options,
+        input,
+        0,
+        spill_directory,
+        started,
+        context_csn,
+    )?;
+    summary.elapsed = started.elapsed();
+    Ok(summary)
+}
+
+fn load_into_with(
+    store: &Store,
+    options: &LoadOptions,
+    input: LoadInput,
+    input_bytes_total: u64,
+    staging: &Path,
+    started: Instant,
+    context_csn: ContextCsn,
+) -> Result<LoadSummary, LoadError> {
     let budget = Budget::new(options);
     // A load writes as a relaxed importer: entries keep the operational values they carry.
     let write = WriteContext {
@@ -253,7 +309,7 @@ fn load_fresh(
         &mut progress,
     )?;
     let spill_files = write_tree_and_indexes(
-        &store,
+        store,
         &mut bulk,
         &mut sequenced,
         runs,
@@ -263,14 +319,15 @@ fn load_fresh(
     )?;
     // The newest CSN the load stamped (`csn_at` grows with the entry ID); entries that carried
     // their own entryCSN keep it and are not counted.
-    let newest = lmdir_store::csn_at(context.write.now, u64::from(sequenced.max_id));
-    if let Ok(csn) = lmdir_sync::Csn::parse(&newest) {
-        bulk.set_context_csn(csn)?;
+    if context_csn == ContextCsn::Stamped {
+        let newest = lmdir_store::csn_at(context.write.now, u64::from(sequenced.max_id));
+        if let Ok(csn) = lmdir_sync::Csn::parse(&newest) {
+            bulk.set_context_csn(csn)?;
+        }
     }
     bulk.finish(Some(sequenced.max_id + 1))?;
     progress.finish();
     drop(context);
-    drop(store);
     Ok(LoadSummary {
         entries: sequenced.entries,
         repeated_values: sequenced.repeated_values,

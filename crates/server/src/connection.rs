@@ -214,6 +214,7 @@ fn open_session(
             .monitor
             .connection_opened(connection_id, peer, listener),
         password_must_change: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        transactions: Arc::default(),
     };
     info!(
         "conn={connection_id} fd=0 ACCEPT from {peer} ({})",

@@ -9,7 +9,7 @@ use crate::session::{Identity, Session};
 use crate::settings::ServerSettings;
 use crate::sink::ResultSink;
 use crate::subject::{subject_for, StoreGroups};
-use crate::writer::{WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
+use crate::writer::{Update, WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
 use lmdir_access::acl::{AccessPolicy, Subject};
 use lmdir_access::password;
 use lmdir_schema::{AttrId, LdapError, Schema};
@@ -94,6 +94,7 @@ impl From<LdapError> for OperationError {
             matched_dn: error.matched_dn.unwrap_or_default(),
             controls: Vec::new(),
             referral: Vec::new(),
+            extended_value: None,
         }
     }
 }
@@ -433,14 +434,13 @@ pub(crate) fn password_scheme(
     })
 }
 
-/// Queues an update for the writer, which decides access and the assertion inside its
-/// transaction, and waits for its answer (sent after the commit).
-pub(crate) async fn submit_update(
+/// The update a request asks for, with the limits it runs under: what the writer decides and
+/// applies (inside its transaction), whether it is sent now or queued in an LDAP transaction.
+pub(crate) fn update_of(
     context: &OperationContext,
-    database: &Database,
     controls: &RequestControls,
     request: WriteRequest,
-) -> Result<(), OperationError> {
+) -> Result<Update, OperationError> {
     let assertion = controls
         .assertion
         .as_ref()
@@ -448,8 +448,7 @@ pub(crate) async fn submit_update(
         .transpose()?;
     let identity = context.session.identity.clone();
     let settings = &context.server.settings();
-    let (reply, response) = oneshot::channel();
-    let job = WriteJob {
+    Ok(Update {
         request,
         relax: controls.relax && identity.is_rootdn,
         permissive_modify: controls.permissive_modify,
@@ -462,11 +461,26 @@ pub(crate) async fn submit_update(
         password_policy_default: settings.password_policy_default.clone(),
         session: context.session.connection_id,
         received: std::time::SystemTime::now(),
-        reply,
-    };
-    database.submit(job).await?;
+    })
+}
+
+/// Queues an update for the writer and waits for its answer (sent after the commit).
+pub(crate) async fn submit(database: &Database, update: Update) -> Result<(), OperationError> {
+    let (reply, response) = oneshot::channel();
+    database.submit(WriteJob { update, reply }).await?;
     match response.await {
         Ok(result) => result.map_err(OperationError::from),
         Err(_) => Err(OperationError::new(code::OTHER, "writer failed")),
     }
+}
+
+/// Queues an update for the writer, which decides access and the assertion inside its
+/// transaction, and waits for its answer (sent after the commit).
+pub(crate) async fn submit_update(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    request: WriteRequest,
+) -> Result<(), OperationError> {
+    submit(database, update_of(context, controls, request)?).await
 }

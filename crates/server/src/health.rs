@@ -110,6 +110,7 @@ mod tests {
             credentials: String::new(),
             starttls: false,
             tls_ca_certificate: String::new(),
+            bulk_initial_refresh: true,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod connection;
 pub mod context;
 pub mod controls;
 mod entry_read;
+pub mod extensions;
 pub mod filter;
 pub mod filter_text;
 pub mod health;
@@ -43,6 +44,7 @@ pub mod settings;
 pub mod sink;
 mod subject;
 pub mod tls;
+mod transaction;
 mod update;
 mod writer;
 

@@ -12,7 +12,7 @@ use crate::ppolicy::{
 };
 use crate::result::{code, OperationError};
 use crate::session::{Identity, Session, Transport};
-use crate::writer::{PolicyState, WriteJob, WriteRequest};
+use crate::writer::{PolicyState, Update, WriteJob, WriteRequest};
 use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapPasswordModifyRequest,
@@ -462,18 +462,20 @@ impl Database {
         let settings = &server.settings();
         let (reply, response) = oneshot::channel();
         let job = WriteJob {
-            request: WriteRequest::PolicyState(state),
-            identity: Identity::default(),
-            assertion: None,
-            relax: false,
-            permissive_modify: false,
-            budget: settings.write_budget,
-            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
-            password_scheme: password::Scheme::Ssha,
-            hash_cleartext: false,
-            password_policy_default: settings.password_policy_default.clone(),
-            session: 0,
-            received: std::time::SystemTime::now(),
+            update: Update {
+                request: WriteRequest::PolicyState(state),
+                identity: Identity::default(),
+                assertion: None,
+                relax: false,
+                permissive_modify: false,
+                budget: settings.write_budget,
+                attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+                password_scheme: password::Scheme::Ssha,
+                hash_cleartext: false,
+                password_policy_default: settings.password_policy_default.clone(),
+                session: 0,
+                received: std::time::SystemTime::now(),
+            },
             reply,
         };
         let outcome = match self.submit(job).await {

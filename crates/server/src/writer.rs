@@ -57,6 +57,23 @@ pub(crate) enum WriteRequest {
     /// What a replication provider sent, with the cookie covering it: the server's own update
     /// as the provider's copy, never access-checked and never restamped.
     Replicate(crate::replication::apply::SyncBatch),
+    /// The updates of one LDAP transaction (RFC 5805), applied in order in one writer
+    /// transaction: all of them commit or none does.
+    Transaction(TransactionUpdates),
+}
+
+/// An LDAP transaction's updates, and where the writer says which one failed.
+pub(crate) struct TransactionUpdates {
+    pub updates: Vec<Update>,
+    /// The position of the update that failed (the End Transaction response names its
+    /// message ID); unset while none has.
+    pub failed: Arc<std::sync::Mutex<Option<usize>>>,
+}
+
+impl std::fmt::Debug for TransactionUpdates {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "transaction of {} updates", self.updates.len())
+    }
 }
 
 /// Where a policy state update is: still in the shared pending table (failures of the same
@@ -68,8 +85,8 @@ pub(crate) enum PolicyState {
     Taken(Option<StateUpdate>),
 }
 
-/// Who asks, with what, and under which limits.
-pub(crate) struct WriteJob {
+/// One update: who asks, with what, and under which limits.
+pub(crate) struct Update {
     pub request: WriteRequest,
     pub identity: Identity,
     /// The assertion control's filter (RFC 4528), evaluated on the target inside the txn.
@@ -92,6 +109,11 @@ pub(crate) struct WriteJob {
     pub session: u64,
     /// When it arrived (the accesslog's reqStart).
     pub received: std::time::SystemTime,
+}
+
+/// An update queued for the writer with where its answer goes.
+pub(crate) struct WriteJob {
+    pub update: Update,
     pub reply: oneshot::Sender<Result<(), LdapError>>,
 }
 
@@ -206,34 +228,7 @@ impl Writer {
                     }
                     break;
                 }
-                let recorded = txn.recorded_changes().len();
-                let old = (accesslog.enabled && accesslog.log_old)
-                    .then(|| crate::accesslog::entry_before(&txn, &job.request))
-                    .flatten();
-                let outcome = self.apply(&mut txn, &mut job).and_then(|()| {
-                    if !accesslog.enabled {
-                        return Ok(());
-                    }
-                    let changes = txn
-                        .recorded_changes()
-                        .get(recorded..)
-                        .unwrap_or(&[])
-                        .to_vec();
-                    let requester = crate::accesslog::Requester {
-                        identity: &job.identity,
-                        session: job.session,
-                        received: job.received,
-                        old,
-                    };
-                    crate::accesslog::record(
-                        &mut txn,
-                        &accesslog,
-                        &job.request,
-                        &requester,
-                        &changes,
-                    )
-                });
-                match outcome {
+                match self.apply(&mut txn, &mut job.update) {
                     Ok(()) => applied.push(job),
                     Err(error) => {
                         failed = Some((job, error));
@@ -268,13 +263,17 @@ impl Writer {
     }
 
     /// Decides and applies one job inside the shared transaction, within its budget.
-    fn apply(&self, txn: &mut WriteTxn<'_>, job: &mut WriteJob) -> Result<(), LdapError> {
+    fn apply(&self, txn: &mut WriteTxn<'_>, job: &mut Update) -> Result<(), LdapError> {
         let deadline = Instant::now() + job.budget;
         txn.set_deadline(Some(deadline));
         if let WriteRequest::PolicyState(state) = &mut job.request {
             let result = self.apply_policy_state(txn, state);
             txn.set_deadline(None);
             return result;
+        }
+        if let WriteRequest::Transaction(transaction) = &mut job.request {
+            txn.set_deadline(None);
+            return self.apply_transaction(txn, transaction);
         }
         if let WriteRequest::Replicate(batch) = &job.request {
             let result = crate::replication::apply::apply(txn, batch).map(|applied| {
@@ -288,6 +287,11 @@ impl Writer {
             txn.set_deadline(None);
             return result;
         }
+        let accesslog = self.accesslog.load();
+        let recorded = txn.recorded_changes().len();
+        let old = (accesslog.enabled && accesslog.log_old)
+            .then(|| crate::accesslog::entry_before(txn, &job.request))
+            .flatten();
         let result = self
             .authorize(txn, job)
             .and_then(|()| self.hash_passwords(job, deadline))
@@ -296,9 +300,60 @@ impl Writer {
                 let before = self.stored_passwords(txn, job)?;
                 self.store_change(txn, job)?;
                 self.note_password_change(txn, job, &before)
+            })
+            .and_then(|()| match accesslog.enabled {
+                true => self.record_audit(txn, job, &accesslog, (recorded, old)),
+                false => Ok(()),
             });
         txn.set_deadline(None);
         result
+    }
+
+    /// The accesslog record of an update just applied: `recorded` is how many changes the
+    /// transaction had recorded before it, `old` its target before (with `log_old`).
+    fn record_audit(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        job: &Update,
+        accesslog: &lmdir_config::AccesslogConfig,
+        (recorded, old): (usize, Option<Entry>),
+    ) -> Result<(), LdapError> {
+        let changes = txn
+            .recorded_changes()
+            .get(recorded..)
+            .unwrap_or(&[])
+            .to_vec();
+        let requester = crate::accesslog::Requester {
+            identity: &job.identity,
+            session: job.session,
+            received: job.received,
+            old,
+        };
+        crate::accesslog::record(txn, accesslog, &job.request, &requester, &changes)
+    }
+
+    /// Applies an LDAP transaction's updates in order, each decided as if sent alone (its own
+    /// identity, controls and budget) against the state the ones before it left; the first
+    /// failure fails the whole job, so its batch aborts and none of them commits.
+    fn apply_transaction(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        transaction: &mut TransactionUpdates,
+    ) -> Result<(), LdapError> {
+        for (position, update) in transaction.updates.iter_mut().enumerate() {
+            assert!(
+                !matches!(update.request, WriteRequest::Transaction(_)),
+                "transactions do not nest"
+            );
+            if let Err(error) = self.apply(txn, update) {
+                *transaction
+                    .failed
+                    .lock()
+                    .unwrap_or_else(|poison| poison.into_inner()) = Some(position);
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 
     /// Applies a policy state update to the entry as this transaction sees it.
@@ -342,7 +397,7 @@ impl Writer {
     fn stored_passwords(
         &self,
         txn: &WriteTxn<'_>,
-        job: &WriteJob,
+        job: &Update,
     ) -> Result<Vec<Vec<u8>>, LdapError> {
         let (WriteRequest::Modify(dn, _), Some(password_attr)) =
             (&job.request, self.schema().attribute("userPassword"))
@@ -361,7 +416,7 @@ impl Writer {
     fn note_password_change(
         &self,
         txn: &mut WriteTxn<'_>,
-        job: &WriteJob,
+        job: &Update,
         before: &[Vec<u8>],
     ) -> Result<(), LdapError> {
         let (Some(password_attr), Some(policy_subentry)) = (
@@ -506,7 +561,7 @@ impl Writer {
         })
     }
 
-    fn store_change(&self, txn: &mut WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
+    fn store_change(&self, txn: &mut WriteTxn<'_>, job: &Update) -> Result<(), LdapError> {
         let context = WriteContext {
             relax: job.relax,
             permissive_modify: job.permissive_modify,
@@ -537,7 +592,9 @@ impl Writer {
                 ResultCode::Other,
                 "Password Modify reached the store unhashed",
             )),
-            WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => Ok(()),
+            WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => Ok(()),
         }
     }
 
@@ -546,7 +603,7 @@ impl Writer {
     /// again). Add and modify hash only under `password_hash_cleartext`, and never a value
     /// that is already a hash ([`password::is_hashed`]: a known or unknown `{SCHEME}`).
     /// Stops at the deadline.
-    fn hash_passwords(&self, job: &mut WriteJob, deadline: Instant) -> Result<(), LdapError> {
+    fn hash_passwords(&self, job: &mut Update, deadline: Instant) -> Result<(), LdapError> {
         let Some(password_attr) = self.schema().attribute("userPassword") else {
             return Ok(());
         };
@@ -611,13 +668,14 @@ impl Writer {
             WriteRequest::Delete(_)
             | WriteRequest::ModifyDn { .. }
             | WriteRequest::PolicyState(_)
-            | WriteRequest::Replicate(_) => {}
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => {}
         }
         Ok(())
     }
 
     /// The access and assertion decisions for a job, in the transaction's own view.
-    fn authorize(&self, txn: &WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
+    fn authorize(&self, txn: &WriteTxn<'_>, job: &Update) -> Result<(), LdapError> {
         let groups = TxnGroups {
             txn,
             member_attributes: ["member", "uniqueMember"]
@@ -633,7 +691,9 @@ impl Writer {
             | WriteRequest::ModifyDn { dn, .. }
             | WriteRequest::SetPassword { dn, .. } => Dn::parse(dn)?,
             // Never reached: apply() handles them before any access decision.
-            WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => return Ok(()),
+            WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => return Ok(()),
         };
         let existing = if job.identity.is_rootdn {
             match txn.entry_by_dn(&target) {
@@ -743,9 +803,10 @@ impl Writer {
                 self.require_naming_write(&access, &naming, &dn_text)
             }
             // The server's own updates and adds: decided before (apply(), authorize_add).
-            WriteRequest::Add(_) | WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => {
-                Ok(())
-            }
+            WriteRequest::Add(_)
+            | WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => Ok(()),
         }
     }
 

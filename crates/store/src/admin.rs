@@ -390,6 +390,17 @@ impl Store {
             ));
         }
 
+        if databases
+            .meta
+            .get(read.txn(), crate::bulk::META_LIVE_LOAD)?
+            .is_some()
+        {
+            problems.push(
+                "meta: a replica's bulk refresh into this store was cut off (live_load_under_way); \
+                 the replica discards it and starts over when it next runs"
+                    .to_string(),
+            );
+        }
         for problem in crate::treeorder::check_inversions(&read)? {
             problems.push(problem);
         }

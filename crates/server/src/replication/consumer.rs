@@ -12,7 +12,7 @@ use crate::replication_status::{
 };
 use crate::server::ServerContext;
 use crate::session::Identity;
-use crate::writer::{WriteJob, WriteRequest};
+use crate::writer::{Update, WriteJob, WriteRequest};
 use ldap3_proto::proto::{
     LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchResultEntry, LdapSearchScope,
 };
@@ -176,7 +176,7 @@ enum Ending {
 
 /// Why a session failed.
 #[derive(Debug, thiserror::Error)]
-enum SessionError {
+pub(super) enum SessionError {
     #[error(transparent)]
     Link(#[from] LinkError),
     #[error("applying the provider's changes: {0}")]
@@ -417,6 +417,12 @@ impl Consumer {
         self.send_search(&mut link, cookie.clone()).await?;
         self.status
             .searching(&link.local_address, cookie.as_deref());
+        let fresh = super::initial::applies(
+            self.database()?,
+            self.config.bulk_initial_refresh,
+            cookie.as_deref(),
+        )
+        .map_err(SessionError::Apply)?;
         let mut progress = Progress {
             request_cookie: cookie,
             present: Some(HashSet::new()),
@@ -426,18 +432,37 @@ impl Consumer {
             applied: 0,
             listed: Vec::new(),
         };
+        // An empty store without a cookie: the refresh's entries go to the bulk loader until
+        // the first message that is not one (`initial.rs`).
+        let mut bulk = match fresh {
+            true => Some(super::initial::BulkRefresh::start(self.database()?)),
+            false => None,
+        };
         loop {
             let message = match link.buffered()? {
                 Some(message) => message,
                 None => {
-                    // Nothing more at hand: write what we have before waiting.
-                    self.flush(&mut progress).await?;
+                    // Nothing more at hand: write what we have before waiting (not while the
+                    // bulk load holds the store's writer: the cookie waits for its end).
+                    if bulk.is_none() {
+                        self.flush(&mut progress).await?;
+                    }
                     link.receive().await?
                 }
             };
             progress.pending_bytes += link.last_frame_bytes;
             let (csn, cookie) = marks(&message);
             self.status.contact(csn, cookie);
+            let message = match bulk.as_mut() {
+                Some(load) => match self.bulk_entry(load, message, &base, &mut progress).await? {
+                    None => continue,
+                    Some(other) => {
+                        self.end_bulk(bulk.take()).await?;
+                        other
+                    }
+                },
+                None => message,
+            };
             if let Some(ending) = self.handle(message, &base, &mut progress)? {
                 self.flush(&mut progress).await?;
                 return ending;
@@ -446,6 +471,63 @@ impl Consumer {
                 self.flush(&mut progress).await?;
             }
         }
+    }
+
+    /// During a bulk refresh: an entry the refresh adds goes to the loader (None); any other
+    /// message ends the bulk phase and is handed back to go the ordinary way.
+    async fn bulk_entry(
+        &self,
+        load: &mut super::initial::BulkRefresh,
+        message: Message,
+        base: &Dn,
+        progress: &mut Progress,
+    ) -> Result<Option<Message>, SessionError> {
+        let Message::Entry {
+            entry,
+            state: Some(state),
+        } = message
+        else {
+            return Ok(Some(message));
+        };
+        match state.state {
+            SyncStateKind::Add | SyncStateKind::Modify => {
+                let uuid = state.entry_uuid;
+                progress.note_present(uuid)?;
+                let entry = self.to_entry(entry, &uuid, base)?;
+                load.push(&entry).await?;
+                // Held: written by the writer once the load has committed.
+                progress.set_cookie(state.cookie);
+                progress.pending_bytes = 0;
+                Ok(None)
+            }
+            _ => Ok(Some(Message::Entry {
+                entry,
+                state: Some(state),
+            })),
+        }
+    }
+
+    /// Commits the bulk load (if one runs) before anything else is applied.
+    async fn end_bulk(
+        &self,
+        bulk: Option<super::initial::BulkRefresh>,
+    ) -> Result<(), SessionError> {
+        let Some(load) = bulk else {
+            return Ok(());
+        };
+        let (entries, seconds) = load.finish().await?;
+        info!(
+            "replication rid={:03}: the initial refresh bulk-loaded {entries} entries in {seconds:.2} s",
+            self.rid()
+        );
+        self.status.committed(
+            ChangeCounts {
+                adds: entries,
+                ..ChangeCounts::default()
+            },
+            &ContextCsns::new(),
+        );
+        Ok(())
     }
 
     async fn send_search(
@@ -706,22 +788,24 @@ impl Consumer {
         };
         let covered = batch.csns();
         let job = WriteJob {
-            request: WriteRequest::Replicate(batch),
-            identity: Identity {
-                dn: String::new(),
-                normalized_dn: String::new(),
-                is_rootdn: false,
+            update: Update {
+                request: WriteRequest::Replicate(batch),
+                identity: Identity {
+                    dn: String::new(),
+                    normalized_dn: String::new(),
+                    is_rootdn: false,
+                },
+                assertion: None,
+                relax: true,
+                permissive_modify: false,
+                budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
+                attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+                password_scheme: lmdir_access::password::Scheme::Ssha,
+                hash_cleartext: false,
+                password_policy_default: String::new(),
+                session: 0,
+                received: SystemTime::now(),
             },
-            assertion: None,
-            relax: true,
-            permissive_modify: false,
-            budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
-            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
-            password_scheme: lmdir_access::password::Scheme::Ssha,
-            hash_cleartext: false,
-            password_policy_default: String::new(),
-            session: 0,
-            received: SystemTime::now(),
             reply,
         };
         self.database()?

@@ -400,6 +400,19 @@ impl SearchJob {
         subject: &Subject<'_>,
     ) -> Result<String, OperationError> {
         let normalized_base = self.normalized_base.clone()?;
+        // Without an assertion to test on it, a base the subject may know of needs only to
+        // exist: when every entry in scope is disclosed to the subject (decided from the
+        // rules alone), its entry is not read. A missing base takes the general path, which
+        // finds the matched DN.
+        if self.controls.assertion.is_none()
+            && read.normalized_dn_to_id(&normalized_base).is_ok()
+            && database
+                .policy()
+                .for_subject_within(subject, &normalized_base)
+                .can_disclose_every_entry()
+        {
+            return Ok(normalized_base);
+        }
         let (_, base_entry) = disclosed_entry(
             database,
             read,
