@@ -291,7 +291,7 @@ struct Rule {
 impl Rule {
     fn matches_entry(&self, entry_ndn: &str, entry: &dyn EntryView) -> bool {
         let in_scope = match &self.scope {
-            Scope::All => !normalized_dn_is_within(entry_ndn, MONITOR_NDN),
+            Scope::All => !is_server_tree(entry_ndn),
             Scope::Exact(ndn) => entry_ndn == ndn,
             Scope::Subtree(base) => normalized_dn_is_within(entry_ndn, base),
         };
@@ -385,6 +385,14 @@ pub fn names_secret_attribute(description: &str) -> bool {
 /// "all entries" (`to = {}`) covers the directory, never the monitor, so by default only the
 /// rootdn reads what the server is doing.
 pub const MONITOR_NDN: &str = "cn=monitor";
+/// The audit trail's root (normalized): like the monitor, outside "all entries".
+pub const ACCESSLOG_NDN: &str = "cn=accesslog";
+
+/// Whether a normalized DN is in a tree the server shows besides the directory (cn=Monitor,
+/// cn=accesslog): rules must name it, "all entries" never covers it.
+pub fn is_server_tree(ndn: &str) -> bool {
+    normalized_dn_is_within(ndn, MONITOR_NDN) || normalized_dn_is_within(ndn, ACCESSLOG_NDN)
+}
 
 /// A parsed, normalized access policy.
 #[derive(Debug, Clone)]
@@ -723,7 +731,7 @@ impl<'a> SubjectAccess<'a> {
         let base = self.within.as_deref()?;
         // `Scope::All` leaves out the monitor tree, so only a base outside it (and not the
         // root, above it) makes "all" mean every entry below.
-        if base.is_empty() || normalized_dn_is_within(base, MONITOR_NDN) {
+        if base.is_empty() || is_server_tree(base) {
             return None;
         }
         let policy: &'a AccessPolicy = self.policy;
@@ -1123,11 +1131,14 @@ fn normalize_rule_dn(
     let ndn = schema
         .normalize_dn_str(text)
         .map_err(|error| rule_error(rule_index, field, format!("'{text}': {}", error.message)))?;
-    if !normalized_dn_is_within(&ndn, suffix_ndn) && !normalized_dn_is_within(&ndn, MONITOR_NDN) {
+    if !normalized_dn_is_within(&ndn, suffix_ndn) && !is_server_tree(&ndn) {
         return Err(rule_error(
             rule_index,
             field,
-            format!("'{text}' is outside the database suffix '{suffix_ndn}' and cn=Monitor"),
+            format!(
+                "'{text}' is outside the database suffix '{suffix_ndn}', cn=Monitor and \
+                 cn=accesslog"
+            ),
         ));
     }
     Ok(ndn)

@@ -11,7 +11,9 @@ mod integrity;
 pub use integrity::{
     DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
 };
+mod accesslog;
 mod replication;
+pub use accesslog::{AccesslogConfig, ACCESSLOG_ENTRIES_MAX};
 pub use replication::{
     provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
     INTERVAL_SECONDS_MAX, RID_MAX, SERVER_ID_MAX, SESSION_LOG_ENTRIES_MAX,
@@ -45,6 +47,9 @@ pub struct Config {
     /// `[[dynlist]]`: dynamic groups (OpenLDAP's dynlist overlay).
     #[serde(default)]
     pub dynlist: Vec<DynlistRule>,
+    /// `[accesslog]`: the audit trail of writes under cn=accesslog.
+    #[serde(default)]
+    pub accesslog: AccesslogConfig,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -587,6 +592,7 @@ impl Default for Config {
             replication: ReplicationConfig::default(),
             integrity: IntegrityConfig::default(),
             dynlist: Vec::new(),
+            accesslog: AccesslogConfig::default(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -971,6 +977,7 @@ impl Config {
             .validate(&self.database.suffix, &self.server.listen)?;
         self.integrity.validate()?;
         integrity::validate_dynlist(&self.dynlist)?;
+        self.accesslog.validate()?;
         self.validate_consumer_index()
     }
 

@@ -70,12 +70,15 @@ pub struct PrepareContext {
     /// operational attributes it carries), the creator's name and the load's time.
     pub write: WriteContext,
     pub stamp: OperationalStamp,
+    /// The store's index plan, taken once (the store's is behind a lock every core would share).
+    pub index_plan: std::sync::Arc<lmdir_store::IndexPlan>,
 }
 
 impl PrepareContext {
     pub fn new(store: Store, write: WriteContext) -> PrepareContext {
         let stamp = store.operational_stamp(&write);
         PrepareContext {
+            index_plan: store.index_plan(),
             store,
             parse_options: load_parse_options(),
             write,
@@ -192,8 +195,8 @@ pub fn prepare_record(
     scratch.encoded = encoded;
     scratch.value_rows = value_rows;
     encoding.map_err(fail)?;
-    store
-        .index_plan()
+    context
+        .index_plan
         .entry_keys(&rows, &mut |slot, key| scratch.push_key(run, slot, key, id))
         .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;
     let encoded_start = arena.len();

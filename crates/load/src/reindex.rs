@@ -106,7 +106,8 @@ fn reindex_runs(
 ) -> Result<(Vec<FinishedRun>, u64), LoadError> {
     let spill_directory = std::env::temp_dir();
     let descriptions = store.descriptions();
-    let plan = store.index_plan();
+    let plan_now = store.index_plan();
+    let plan = &*plan_now;
     let selected = |attr: AttrId| rebuilt.contains(&attr);
     let (batch_sender, batch_receiver) = bounded::<Vec<(u32, Vec<u8>)>>(threads * 2);
     let mut entries = 0u64;

@@ -34,7 +34,8 @@ pub enum ServerError {
 
 /// State shared by every connection.
 pub struct ServerContext {
-    pub settings: ServerSettings,
+    /// The settings now (a reload replaces them; read once per operation by `settings()`).
+    pub(crate) settings_live: crate::live::Live<ServerSettings>,
     pub tls_config: Option<Arc<rustls::ServerConfig>>,
     /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
     pub(crate) tls_certificate: Option<Arc<crate::tls::ReloadableCertificate>>,
@@ -57,6 +58,10 @@ pub struct ServerContext {
     /// Counters for cn=Monitor and the Prometheus endpoint (the database's, which its writer
     /// also reports to, when there is one).
     pub monitor: Arc<crate::monitor::Monitor>,
+    /// Replication consumers running now (started at startup, changed by a reload).
+    pub(crate) consumer_tasks: Mutex<crate::replication_status::ConsumerTasks>,
+    /// The configuration file now live (set by `lmdir serve` and by each reload).
+    pub(crate) config_identity: Mutex<Option<crate::reload::ConfigIdentity>>,
 }
 
 /// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them
@@ -102,7 +107,8 @@ pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
 pub struct Database {
     pub(crate) store: Store,
     pub(crate) schema: Arc<Schema>,
-    pub(crate) policy: Arc<AccessPolicy>,
+    /// The access policy now (a reload replaces it; see `policy()`).
+    pub(crate) live_policy: Arc<crate::live::Live<AccessPolicy>>,
     pub(crate) write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
     /// Set when shutdown begins: no new update is queued and queued ones are answered
     /// unavailable (the writer's budget bounds the one it is applying).
@@ -117,8 +123,8 @@ pub struct Database {
     pub(crate) cookie_key: [u8; 32],
     /// The server's counters; the writer reports its batches here.
     pub(crate) monitor: Arc<crate::monitor::Monitor>,
-    /// Search limits per identity (`[[limits]]`), set when the server starts.
-    pub(crate) limits: crate::limits::IdentityLimits,
+    /// Search limits per identity (`[[limits]]`), set when the server starts and by a reload.
+    pub(crate) limits: crate::live::Live<crate::limits::IdentityLimits>,
     /// Password policy state updates waiting for the writer (one per entry).
     pub(crate) pending_states: Arc<crate::ppolicy::PendingStates>,
     /// The suffix shows its contextCSN only on a replicating server (a server ID, a provider or
@@ -130,6 +136,8 @@ pub struct Database {
     pub(crate) integrity: crate::integrity::SharedIntegrity,
     /// `[[dynlist]]` rules (set when the server starts).
     pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
+    /// `[accesslog]`, shared with the writer (set when the server starts and by a reload).
+    pub(crate) accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
 
 impl Database {
@@ -137,18 +145,21 @@ impl Database {
     pub fn new(store: Store, policy: AccessPolicy) -> Database {
         let schema = store.schema().clone();
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
-        let policy = Arc::new(policy);
+        let live_policy = Arc::new(crate::live::Live::new(policy));
         let writes_stopping = Arc::new(AtomicBool::new(false));
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
         let persist = Arc::new(crate::persist::PersistHub::default());
         let integrity = crate::integrity::SharedIntegrity::default();
+        let accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>> = Arc::default();
         let writer = Writer {
             integrity: integrity.clone(),
+            accesslog: accesslog.clone(),
             persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
-            policy: policy.clone(),
+            policy: live_policy.load(),
+            live_policy: live_policy.clone(),
             stopping: writes_stopping.clone(),
             monitor: monitor.clone(),
         };
@@ -165,18 +176,19 @@ impl Database {
             pwd_policy_subentry: schema.attribute("pwdPolicySubentry"),
             store,
             schema,
-            policy,
+            live_policy,
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             cookie_key: rand::random(),
             monitor,
-            limits: crate::limits::IdentityLimits::default(),
+            limits: crate::live::Live::default(),
             shows_context_csn: false,
             pending_states,
             persist,
             integrity,
             dynlist: Vec::new(),
+            accesslog,
         }
     }
 
@@ -184,7 +196,7 @@ impl Database {
     pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
         crate::dynlist::DynlistView {
             schema: &self.schema,
-            policy: &self.policy,
+            policy: self.policy(),
             rules: &self.dynlist,
         }
     }
@@ -223,6 +235,16 @@ impl Database {
         Ok(())
     }
 
+    /// `[accesslog]`: whether and how long the writer keeps its audit trail.
+    pub(crate) fn set_accesslog(&self, config: &lmdir_config::AccesslogConfig) {
+        self.accesslog.store(Arc::new(config.clone()));
+    }
+
+    /// The accesslog configuration now.
+    pub(crate) fn accesslog(&self) -> Arc<lmdir_config::AccesslogConfig> {
+        self.accesslog.load()
+    }
+
     /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot
     /// normalize is a config error).
     pub(crate) fn set_replicating(&mut self, replication: &lmdir_config::ReplicationConfig) {
@@ -234,7 +256,8 @@ impl Database {
     }
 
     pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
-        self.limits = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        self.limits.store(Arc::new(compiled));
         Ok(())
     }
 
@@ -244,7 +267,12 @@ impl Database {
         settings: &ServerSettings,
         subject: &Subject<'_>,
     ) -> crate::limits::EffectiveLimits {
-        self.limits.resolve(settings, subject)
+        self.limits.load().resolve(settings, subject)
+    }
+
+    /// The access policy now: an operation takes it once and decides with it throughout.
+    pub(crate) fn policy(&self) -> Arc<AccessPolicy> {
+        self.live_policy.load()
     }
 
     /// The counters this database's writer reports to (the server shows them with its own).
@@ -362,7 +390,7 @@ impl Database {
         identity: &'a Identity,
         groups: &'a StoreGroups<'a>,
     ) -> Subject<'a> {
-        subject_for(&self.policy, identity, groups)
+        subject_for(&self.policy(), identity, groups)
     }
 }
 
@@ -427,7 +455,7 @@ pub(crate) fn no_such_object(dn: &str) -> OperationError {
 }
 
 pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), OperationError> {
-    if let Some(provider) = &context.server.settings.update_referral {
+    if let Some(provider) = &context.server.settings().update_referral {
         // A read-only replica (OpenLDAP's updateref): every client write, the rootdn's too,
         // belongs on the provider; a local write would be overwritten or diverge.
         return Err(OperationError::referral(
@@ -435,7 +463,7 @@ pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), Ope
             "this server is a read-only replica: write to its provider",
         ));
     }
-    if context.server.settings.require_tls && !context.session.is_secure() {
+    if context.server.settings().require_tls && !context.session.is_secure() {
         return Err(OperationError::new(
             code::CONFIDENTIALITY_REQUIRED,
             "TLS is required before updates",
@@ -448,7 +476,7 @@ pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), Ope
 pub(crate) fn password_scheme(
     context: &OperationContext,
 ) -> Result<password::Scheme, OperationError> {
-    let name = &context.server.settings.password_hash;
+    let name = &context.server.settings().password_hash;
     password::Scheme::from_name(name).ok_or_else(|| {
         OperationError::new(
             code::OTHER,
@@ -467,10 +495,10 @@ pub(crate) fn update_of(
     let assertion = controls
         .assertion
         .as_ref()
-        .map(|assertion| crate::filter::client_filter(&context.server.settings, assertion))
+        .map(|assertion| crate::filter::client_filter(&context.server.settings(), assertion))
         .transpose()?;
     let identity = context.session.identity.clone();
-    let settings = &context.server.settings;
+    let settings = &context.server.settings();
     Ok(Update {
         request,
         relax: controls.relax && identity.is_rootdn,
@@ -482,6 +510,8 @@ pub(crate) fn update_of(
         password_scheme: password_scheme(context)?,
         hash_cleartext: settings.password_hash_cleartext,
         password_policy_default: settings.password_policy_default.clone(),
+        session: context.session.connection_id,
+        received: std::time::SystemTime::now(),
     })
 }
 

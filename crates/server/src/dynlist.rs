@@ -24,7 +24,8 @@ const URL_FILTER_DEPTH_MAX: usize = 32;
 /// (`Database::dynlist_view`).
 pub(crate) struct DynlistView<'a> {
     pub schema: &'a Schema,
-    pub policy: &'a AccessPolicy,
+    /// The access policy the read started with (a reload may replace the live one).
+    pub policy: std::sync::Arc<AccessPolicy>,
     pub rules: &'a [DynamicGroup],
 }
 

@@ -29,6 +29,9 @@ pub(crate) struct Selection {
     /// The matched values control's filter (RFC 3876): only matching values are returned.
     matched_values: Option<crate::matched_values::ValuesFilter>,
     context_csn: Option<AttrId>,
+    /// `lmdirAttributeCSN`: returned only when named (an lmdir multi-provider peer asks for
+    /// it; a slapd consumer asking for `+` must not get a type its schema lacks).
+    attribute_state: Option<AttrId>,
 }
 
 impl Selection {
@@ -67,6 +70,7 @@ impl Selection {
             subschema_subentry: schema.attribute("subschemaSubentry"),
             matched_values: None,
             context_csn: schema.attribute("contextCSN"),
+            attribute_state: schema.attribute(lmdir_store::attribute_state::ATTRIBUTE_STATE),
         }
     }
 
@@ -129,6 +133,9 @@ impl Selection {
         if requested_here {
             return true;
         }
+        if Some(attr) == self.attribute_state {
+            return false;
+        }
         if schema.attribute_type(attr).is_operational() {
             self.all_operational
         } else {
@@ -180,7 +187,7 @@ impl<'a> Subordinates<'a> {
             read,
             subject,
             every_entry_disclosed: database
-                .policy
+                .policy()
                 .for_subject(subject)
                 .can_disclose_every_entry(),
             dynamic_member_of: std::cell::RefCell::new(None),
@@ -228,7 +235,7 @@ impl<'a> Subordinates<'a> {
             let child_ndn = self.read.normalized_dn_of(child)?;
             if self
                 .database
-                .policy
+                .policy()
                 .for_entry(self.subject, &child_ndn, &entry)
                 .can_disclose_entry()
             {
@@ -555,8 +562,8 @@ pub(crate) fn read_entry_control(
     let groups = database.groups(&read);
     let subject = database.subject(identity, &groups);
     let (id, entry) = disclosed_entry(database, &read, &subject, dn, &normalized)?;
-    let access =
-        (!identity.is_rootdn).then(|| database.policy.for_entry(&subject, &normalized, &entry));
+    let policy = database.policy();
+    let access = (!identity.is_rootdn).then(|| policy.for_entry(&subject, &normalized, &entry));
     if access
         .as_ref()
         .is_some_and(|access| !access.can_read_entry())
@@ -628,7 +635,7 @@ pub(crate) fn disclosed_entry<'txn>(
         Ok(id) => {
             if let Some(entry) = read.entry(id)? {
                 if database
-                    .policy
+                    .policy()
                     .for_entry(subject, normalized, &entry)
                     .can_disclose_entry()
                 {
@@ -657,7 +664,7 @@ pub(crate) fn disclosed_entry<'txn>(
         if let Some(entry) = read.entry(id)? {
             let ancestor_ndn = read.normalized_dn_of(id)?;
             if database
-                .policy
+                .policy()
                 .for_entry(subject, &ancestor_ndn, &entry)
                 .can_disclose_entry()
             {

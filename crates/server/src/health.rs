@@ -29,7 +29,7 @@ pub fn not_ready_reasons(context: &ServerContext) -> Vec<String> {
         None => reasons.push("database: not open".to_string()),
     }
     consumer_reasons(
-        &context.settings.replication,
+        &context.settings().replication,
         &context.monitor.replication,
         &mut reasons,
     );

@@ -6,6 +6,7 @@
 //! leaves (ber, controls, result, settings, limits, monitor, replication_status, ppolicy,
 //! persist, selection, filter_text, log_text, ...).
 
+pub mod accesslog;
 pub mod ber;
 pub mod client_limits;
 mod compare;
@@ -20,6 +21,7 @@ pub mod filter_text;
 pub mod health;
 mod integrity;
 pub mod limits;
+pub mod live;
 pub mod log_text;
 pub mod matched_values;
 pub mod metrics_http;
@@ -30,6 +32,7 @@ pub mod pdu;
 mod persist;
 pub mod ppolicy;
 pub mod proxy_authz;
+pub mod reload;
 pub mod replication;
 pub mod replication_status;
 pub mod request;

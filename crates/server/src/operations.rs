@@ -249,7 +249,7 @@ pub fn prepare(
     request_controls: &[controls::Control],
 ) -> Prepared {
     // A session `require_authentication` refuses gets no work done for it (no candidates).
-    let refused = server.settings.require_authentication && identity.dn.is_empty();
+    let refused = server.settings().require_authentication && identity.dn.is_empty();
     let search = match operation {
         Operation::Search(request) if !refused => {
             Some(PreparedSearch::new(server, identity, request))
@@ -402,7 +402,8 @@ fn authentication_refusal(
     context: &OperationContext,
     operation: &Operation,
 ) -> Option<OperationError> {
-    if !context.server.settings.require_authentication || !context.session.identity.dn.is_empty() {
+    if !context.server.settings().require_authentication || !context.session.identity.dn.is_empty()
+    {
         return None;
     }
     match operation {
@@ -543,7 +544,7 @@ async fn search(
         search_log_filter(&request.filter),
         log_text::bounded(&request.attrs.join(" "), log_text::LOG_ATTRIBUTES_BYTES_MAX)
     );
-    let result = match search_request_within_limits(&context.server.settings, request) {
+    let result = match search_request_within_limits(&context.server.settings(), request) {
         Err(error) => Err(error),
         Ok(()) => match controls::parse(&context.controls, controls::OperationClass::Search) {
             Err(error) => Err(error),
@@ -632,7 +633,7 @@ async fn search_with_controls(
                 &database.schema
             });
         let mut prepared = prepared;
-        let filter = prepared.take_filter(schema, &server.settings, request)?;
+        let filter = prepared.take_filter(schema, &server.settings(), request)?;
         let entry = rootdse::root_dse(server);
         let matches = rootdse::matches(&entry, schema, &filter);
         let mut entries_sent = 0;

@@ -83,7 +83,7 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
     if server.has_database() {
         attributes.push(attribute(
             "namingContexts",
-            vec![server.settings.suffix.clone()],
+            vec![server.settings().suffix.clone()],
             true,
         ));
     }

@@ -165,6 +165,8 @@ pub struct ServerSettings {
     pub update_referral: Option<String>,
     /// Proxied authorization policy (slapd's `authz-policy`; see `proxy_authz`).
     pub authz_policy: lmdir_config::AuthzPolicy,
+    /// `[accesslog]`: the audit trail of writes.
+    pub accesslog: lmdir_config::AccesslogConfig,
 }
 
 impl ServerSettings {
@@ -245,6 +247,7 @@ impl ServerSettings {
                 .is_read_only_replica()
                 .then(|| config.replication.consumer[0].provider.clone()),
             authz_policy: server.authz_policy,
+            accesslog: config.accesslog.clone(),
         })
     }
 }

@@ -53,7 +53,10 @@ fn read_controls_within_limits(
         .into_iter()
         .flatten()
     {
-        crate::selection::attribute_list_within_limits(&context.server.settings, attributes.len())?;
+        crate::selection::attribute_list_within_limits(
+            &context.server.settings(),
+            attributes.len(),
+        )?;
     }
     Ok(())
 }
@@ -207,7 +210,7 @@ pub async fn add(
     let (database, controls) = open_update(context, &request.dn, OperationClass::Update)?;
     check_request_attributes(
         database,
-        &context.server.settings,
+        &context.server.settings(),
         request
             .attributes
             .iter()
@@ -295,7 +298,7 @@ pub async fn modify(
     }
     check_request_attributes(
         database,
-        &context.server.settings,
+        &context.server.settings(),
         modifications.iter().map(|change| {
             let stores = matches!(change.op, ModOp::Add | ModOp::Replace);
             (

@@ -105,6 +105,10 @@ pub(crate) struct Update {
     /// `password_policy_default`: whether a password change falls under a policy when the
     /// entry names none itself.
     pub password_policy_default: String,
+    /// The connection it came on (the accesslog's reqSession; 0 for the server's own).
+    pub session: u64,
+    /// When it arrived (the accesslog's reqStart).
+    pub received: std::time::SystemTime,
 }
 
 /// An update queued for the writer with where its answer goes.
@@ -116,7 +120,10 @@ pub(crate) struct WriteJob {
 /// What the writer thread shares with the server.
 pub(crate) struct Writer {
     pub store: Store,
+    /// The access policy of the batch being applied (taken from `live_policy` per batch).
     pub policy: Arc<AccessPolicy>,
+    /// The policy a reload replaces.
+    pub live_policy: Arc<crate::live::Live<AccessPolicy>>,
     /// Set at shutdown: queued updates are answered unavailable instead of applied.
     pub stopping: Arc<AtomicBool>,
     /// Batch sizes and commit times are reported here.
@@ -127,6 +134,8 @@ pub(crate) struct Writer {
     pub persist: Arc<crate::persist::PersistHub>,
     /// `[integrity]` (refint, unique), set when the server starts.
     pub integrity: crate::integrity::SharedIntegrity,
+    /// `[accesslog]` (taken per batch: a reload may change it).
+    pub accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
 
 /// A request as `[integrity]` sees it (None: no rule looks at it).
@@ -197,8 +206,10 @@ impl Writer {
     }
 
     /// The thread's loop: batches of queued jobs, until the queue's last sender is gone.
-    pub(crate) fn run(self, mut receiver: mpsc::Receiver<WriteJob>) {
+    pub(crate) fn run(mut self, mut receiver: mpsc::Receiver<WriteJob>) {
         while let Some(first) = receiver.blocking_recv() {
+            // A reloaded access policy applies from the next batch on.
+            self.policy = self.live_policy.load();
             let mut batch = VecDeque::from([first]);
             while batch.len() < WRITE_BATCH_OPERATIONS_MAX {
                 match receiver.try_recv() {
@@ -225,7 +236,8 @@ impl Writer {
                     return;
                 }
             };
-            if self.persist.is_enabled() {
+            let accesslog = self.accesslog.load();
+            if self.persist.is_enabled() || accesslog.enabled {
                 txn.record_changes();
             }
             let mut applied = Vec::new();
@@ -298,6 +310,11 @@ impl Writer {
             txn.set_deadline(None);
             return result;
         }
+        let accesslog = self.accesslog.load();
+        let recorded = txn.recorded_changes().len();
+        let old = (accesslog.enabled && accesslog.log_old)
+            .then(|| crate::accesslog::entry_before(txn, &job.request))
+            .flatten();
         let result = self
             .authorize(txn, job)
             .and_then(|()| self.hash_passwords(job, deadline))
@@ -316,9 +333,36 @@ impl Writer {
                     integrity.after_change(txn, change, renamed)?;
                 }
                 self.note_password_change(txn, job, &before)
+            })
+            .and_then(|()| match accesslog.enabled {
+                true => self.record_audit(txn, job, &accesslog, (recorded, old)),
+                false => Ok(()),
             });
         txn.set_deadline(None);
         result
+    }
+
+    /// The accesslog record of an update just applied: `recorded` is how many changes the
+    /// transaction had recorded before it, `old` its target before (with `log_old`).
+    fn record_audit(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        job: &Update,
+        accesslog: &lmdir_config::AccesslogConfig,
+        (recorded, old): (usize, Option<Entry>),
+    ) -> Result<(), LdapError> {
+        let changes = txn
+            .recorded_changes()
+            .get(recorded..)
+            .unwrap_or(&[])
+            .to_vec();
+        let requester = crate::accesslog::Requester {
+            identity: &job.identity,
+            session: job.session,
+            received: job.received,
+            old,
+        };
+        crate::accesslog::record(txn, accesslog, &job.request, &requester, &changes)
     }
 
     /// Applies an LDAP transaction's updates in order, each decided as if sent alone (its own

@@ -268,7 +268,8 @@ impl Store {
             stat.databases
                 .push(database_stat(layout::DB_ID2VALUE, database, &read)?);
         }
-        let mut attrs: Vec<(&AttrId, &RawDatabase)> = databases.indexes.iter().collect();
+        let index_set = self.inner.index_set();
+        let mut attrs: Vec<(&AttrId, &RawDatabase)> = index_set.databases.iter().collect();
         attrs.sort_by_key(|(attr, _)| {
             self.inner
                 .schema
@@ -540,13 +541,13 @@ impl Store {
         problems: &mut Problems,
     ) -> Result<(u64, Vec<String>), StoreError> {
         let mut postings_checked = 0;
-        let databases = &self.inner.databases;
         let mut notes = Vec::new();
         let mut unbuilt: Vec<(AttrId, String, IndexKinds)> = Vec::new();
-        let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
+        let index_set = self.inner.index_set();
+        let mut attrs: Vec<AttrId> = index_set.databases.keys().copied().collect();
         attrs.sort_unstable();
         for attr in attrs {
-            let database = databases.indexes[&attr];
+            let database = index_set.databases[&attr];
             let name = self
                 .inner
                 .schema
@@ -595,8 +596,9 @@ impl Store {
             }
         }
         // A configured index a read-only open found no DB for: nothing of it is built.
-        for (attr, kinds) in &self.inner.configured_indexes {
-            if !kinds.is_empty() && !databases.indexes.contains_key(attr) {
+        let index_set = self.inner.index_set();
+        for (attr, kinds) in &index_set.configured {
+            if !kinds.is_empty() && !index_set.databases.contains_key(attr) {
                 let name = self.inner.schema.attribute_type(*attr).name();
                 unbuilt.push((*attr, name.to_ascii_lowercase(), *kinds));
             }
@@ -765,20 +767,9 @@ impl Store {
         wanted: &mut BTreeMap<Vec<u8>, RoaringBitmap>,
         notes: &mut Vec<String>,
     ) -> IndexKinds {
-        let configured = self
-            .inner
-            .configured_indexes
-            .get(&attr)
-            .copied()
-            .unwrap_or_default();
-        let usable = self
-            .inner
-            .usable_indexes
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&attr)
-            .copied()
-            .unwrap_or_default();
+        let index_set = self.inner.index_set();
+        let configured = index_set.configured.get(&attr).copied().unwrap_or_default();
+        let usable = index_set.usable.get(&attr).copied().unwrap_or_default();
         let not_built = IndexKinds(configured.0 & !usable.0);
         wanted.retain(|key, _| !not_built.contains(key_kind(key)));
         stored.retain(|key, _| !not_built.contains(key_kind(key)));
@@ -895,8 +886,8 @@ impl Store {
         let schema = &self.inner.schema;
         let mut indexes: Vec<String> = self
             .inner
+            .index_set()
             .databases
-            .indexes
             .keys()
             .map(|attr| crate::store::index_database_name(schema, *attr))
             .collect();
@@ -923,7 +914,7 @@ impl ReadTxn {
             _ => name
                 .strip_prefix(layout::INDEX_DB_PREFIX)
                 .and_then(|attribute| self.inner.schema.attribute(attribute))
-                .and_then(|attr| databases.indexes.get(&attr).copied()),
+                .and_then(|attr| self.inner.index_set().databases.get(&attr).copied()),
         }
         .ok_or_else(|| {
             LdapError::new(

@@ -154,13 +154,14 @@ impl Store {
     pub fn discard_failed_load(&self) -> Result<(), StoreError> {
         let _writer = crate::lock::lock(&self.inner.writer);
         let databases = &self.inner.databases;
+        let index_set = self.inner.index_set();
         let mut txn = self.inner.env.write_txn()?;
         databases.meta.delete(&mut txn, META_LIVE_LOAD)?;
         for database in [databases.id2entry, databases.id2node, databases.dn2id]
             .into_iter()
             .chain(databases.session_log)
             .chain(databases.values)
-            .chain(databases.indexes.values().copied())
+            .chain(index_set.databases.values().copied())
         {
             database.clear(&mut txn)?;
         }
@@ -184,10 +185,13 @@ impl Store {
     pub fn bulk_reindex(&self, attributes: &[AttrId]) -> Result<BulkWriter<'_>, StoreError> {
         let mut writer = self.bulk_writer(Mode::Reindex)?;
         for attr in attributes {
-            let database =
-                self.inner.databases.indexes.get(attr).ok_or_else(|| {
-                    invalid(format!("attribute {attr:?} has no index DB to rebuild"))
-                })?;
+            let database = self
+                .inner
+                .index_set()
+                .databases
+                .get(attr)
+                .copied()
+                .ok_or_else(|| invalid(format!("attribute {attr:?} has no index DB to rebuild")))?;
             database.clear(writer.txn.as_mut().expect("a txn is open"))?;
         }
         Ok(writer)
@@ -405,8 +409,9 @@ impl<'s> BulkWriter<'s> {
     }
 
     fn index_database(&self, slot: u16) -> Result<RawDatabase, StoreError> {
-        let attr = self.inner.index_plan.attrs().get(slot as usize).copied();
-        attr.and_then(|attr| self.inner.databases.indexes.get(&attr).copied())
+        let index_set = self.inner.index_set();
+        let attr = index_set.plan.attrs().get(slot as usize).copied();
+        attr.and_then(|attr| index_set.databases.get(&attr).copied())
             .ok_or_else(|| invalid(format!("no index DB in slot {slot}")))
     }
 

@@ -29,6 +29,8 @@ pub const DB_SESSION_LOG: &str = "sessionlog";
 /// Out-of-line attribute values (see [`encode_value_row`]): entry ID (u32 BE) ‖ description
 /// number (u32 BE) ‖ normalized value (key form) → original value.
 pub const DB_ID2VALUE: &str = "id2value";
+/// The audit trail (`accesslog.rs`): reqStart in microseconds (u64 BE) → encoded record.
+pub const DB_ACCESSLOG: &str = "accesslog";
 /// Index DBs are named `idx.<lowercased primary attribute name>`.
 pub const INDEX_DB_PREFIX: &str = "idx.";
 

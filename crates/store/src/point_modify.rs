@@ -333,7 +333,8 @@ impl WriteTxn<'_> {
             .filter(|change| change.existed && change.after.is_none())
             .all(|change| {
                 self.inner
-                    .index_plan
+                    .index_set()
+                    .plan
                     .get(change.attr)
                     .is_none_or(|indexed| point_safe.contains(indexed.kinds))
             })
@@ -502,7 +503,8 @@ impl WriteTxn<'_> {
     ) -> Result<(), LdapError> {
         let mut added: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
         let mut removed: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        let plan = &self.inner.index_plan;
+        let index_set = self.inner.index_set();
+        let plan = &index_set.plan;
         for change in changes.values() {
             let sink = match (change.existed, change.after.is_some()) {
                 (false, true) => &mut added,

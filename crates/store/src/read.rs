@@ -24,6 +24,9 @@ pub struct ReadTxn {
     pub(crate) txn: RoTxn<'static, WithoutTls>,
     pub(crate) inner: Arc<Inner>,
     pub(crate) descriptions: Arc<DescriptionTable>,
+    /// The index set taken before the snapshot: an index it calls usable was built by a
+    /// commit this snapshot holds.
+    pub(crate) indexes: Arc<crate::store::IndexSet>,
     /// The last parent whose DN was built, per form (original, normalized): consecutive
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
@@ -44,6 +47,7 @@ impl Store {
         // descriptions added to the table before its commit.
         let ticket = self.inner.enter_reader();
         let mut descriptions = self.descriptions();
+        let indexes = self.inner.index_set();
         let txn = self.inner.env.clone().static_read_txn()?;
         if self.is_read_only() {
             // Another process writes this DB: it may have committed new descriptions.
@@ -53,6 +57,7 @@ impl Store {
             txn,
             inner: self.inner.clone(),
             descriptions,
+            indexes,
             parent_dn_cache: Default::default(),
             found_dn_cache: RefCell::new(None),
             kept_leaves: RefCell::default(),

@@ -11,11 +11,6 @@ use crate::store::lmdb_to_ldap;
 use crate::write::WriteTxn;
 
 impl WriteTxn<'_> {
-    /// The schema the store normalizes with.
-    pub fn schema(&self) -> &lmdir_schema::Schema {
-        &self.inner.schema
-    }
-
     /// The entries (ascending IDs) whose `attr` values (any options, not subtypes) include
     /// one normalized to `normalized` by the attribute's equality rule. With an equality index
     /// on `attr` its posting list gives the candidates; without, every entry is one. Each
@@ -56,7 +51,9 @@ impl WriteTxn<'_> {
 
     /// Whether `attr` has a usable equality index (built for it, not only configured).
     pub fn has_equality_index(&self, attr: AttrId) -> bool {
-        crate::lock::read(&self.inner.usable_indexes)
+        self.inner
+            .index_set()
+            .usable
             .get(&attr)
             .is_some_and(|kinds| kinds.contains(IndexKinds::EQUALITY))
     }
@@ -70,7 +67,7 @@ impl WriteTxn<'_> {
         if !self.has_equality_index(attr) {
             return Ok(None);
         }
-        let Some(database) = self.inner.databases.indexes.get(&attr).copied() else {
+        let Some(database) = self.inner.index_set().databases.get(&attr).copied() else {
             return Ok(None);
         };
         let key = layout::equality_key(normalized);
@@ -165,10 +162,12 @@ impl crate::read::ReadTxn {
 
     /// The ID lists of `attr`'s equality keys posting two or more IDs (None: no usable index).
     fn shared_equality_keys(&self, attr: AttrId) -> Result<Option<Vec<Vec<EntryId>>>, LdapError> {
-        let usable = crate::lock::read(&self.inner.usable_indexes)
+        let index_set = self.inner.index_set();
+        let usable = index_set
+            .usable
             .get(&attr)
             .is_some_and(|kinds| kinds.contains(IndexKinds::EQUALITY));
-        let Some(database) = self.inner.databases.indexes.get(&attr).copied() else {
+        let Some(database) = index_set.databases.get(&attr).copied() else {
             return Ok(None);
         };
         if !usable {

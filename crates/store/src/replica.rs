@@ -66,6 +66,20 @@ impl WriteTxn<'_> {
             .map(|(_, normalized)| normalized))
     }
 
+    /// The schema this store writes with.
+    pub fn schema(&self) -> &std::sync::Arc<lmdir_schema::Schema> {
+        &self.inner.schema
+    }
+
+    /// The stored entry `id`, owned (its DN and every stored attribute).
+    pub fn owned_entry(&self, id: EntryId) -> Result<Entry, LdapError> {
+        let dn = Dn::parse(&self.dn_of(id)?)?;
+        Ok(crate::write::to_owned_entry(
+            dn,
+            &self.stored_attributes(id)?,
+        ))
+    }
+
     /// The entryCSN of an entry; None when it has none or it is not a CSN (an entry made
     /// before CSNs were kept): multi-provider conflict resolution compares it with a
     /// provider's.
@@ -222,11 +236,12 @@ fn entry_id_by_uuid(inner: &Inner, txn: &RoTxn, uuid: &str) -> Result<Option<Ent
     let attr = schema.attribute("entryUUID").ok_or_else(|| {
         LdapError::new(ResultCode::UnwillingToPerform, "no entryUUID in the schema")
     })?;
-    let database = inner
-        .configured_indexes
+    let index_set = inner.index_set();
+    let database = index_set
+        .configured
         .get(&attr)
         .filter(|kinds| kinds.contains(layout::IndexKinds::EQUALITY))
-        .and_then(|_| inner.databases.indexes.get(&attr).copied())
+        .and_then(|_| index_set.databases.get(&attr).copied())
         .ok_or_else(|| {
             LdapError::new(
                 ResultCode::UnwillingToPerform,

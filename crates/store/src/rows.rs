@@ -645,8 +645,8 @@ impl Store {
     }
 
     /// Where the store keeps each index: see [`IndexPlan`].
-    pub fn index_plan(&self) -> &IndexPlan {
-        &self.inner.index_plan
+    pub fn index_plan(&self) -> std::sync::Arc<IndexPlan> {
+        self.inner.index_set().plan.clone()
     }
 }
 

@@ -295,10 +295,7 @@ fn filter_mentions(filter: &PreparedFilter, attr: AttrId) -> bool {
 
 impl ReadTxn {
     fn usable_kinds(&self, attr: AttrId) -> IndexKinds {
-        crate::lock::read(&self.inner.usable_indexes)
-            .get(&attr)
-            .copied()
-            .unwrap_or_default()
+        self.indexes.usable.get(&attr).copied().unwrap_or_default()
     }
 
     /// One index key's posting chunks, borrowed from the map, with their total ID count read
@@ -346,7 +343,7 @@ impl ReadTxn {
                 {
                     return None;
                 }
-                self.inner.databases.indexes.get(&attribute.attr).copied()
+                self.indexes.databases.get(&attribute.attr).copied()
             })
             .collect()
     }
@@ -574,7 +571,7 @@ impl ReadTxn {
             {
                 return Ok(None);
             }
-            let Some(database) = self.inner.databases.indexes.get(&attribute.attr) else {
+            let Some(database) = self.indexes.databases.get(&attribute.attr) else {
                 return Ok(None);
             };
             let kind_start = [layout::KIND_ORDERED];

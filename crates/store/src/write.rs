@@ -163,7 +163,8 @@ impl Inner {
         attributes: &[WorkingAttribute],
     ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
         let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        let plan = &self.index_plan;
+        let index_set = self.index_set();
+        let plan = &index_set.plan;
         let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
             let attr = plan.attrs()[slot as usize];
             keys.entry(attr).or_default().insert(key.to_vec());
@@ -705,8 +706,8 @@ impl<'s> WriteTxn<'s> {
     ) -> Result<(), LdapError> {
         let database = *self
             .inner
+            .index_set()
             .databases
-            .indexes
             .get(&attr)
             .expect("an index DB exists for every configured attribute");
         let mut full_key = Vec::with_capacity(key.len() + 2);
@@ -849,11 +850,13 @@ impl<'s> WriteTxn<'s> {
         Ok(())
     }
 
+    /// Stamps a change's operational attributes; returns the CSN it issued (None for a
+    /// replicated change, which keeps the provider's).
     pub(crate) fn stamp_modification(
         &mut self,
         attributes: &mut Vec<WorkingAttribute>,
         context: &WriteContext,
-    ) -> Result<(), LdapError> {
+    ) -> Result<Option<lmdir_sync::Csn>, LdapError> {
         let restamp = !context.replicated;
         self.set_operational(
             attributes,
@@ -869,10 +872,11 @@ impl<'s> WriteTxn<'s> {
         )?;
         if context.replicated {
             // The provider's entryCSN is kept (see `WriteContext::replicated`).
-            return Ok(());
+            return Ok(None);
         }
         let csn = self.next_csn(context.now)?;
-        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
+        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)?;
+        Ok(Some(csn))
     }
 
     /// Marks the writes that follow, until set back to false, as a replication provider's
@@ -1155,9 +1159,10 @@ impl<'s> WriteTxn<'s> {
     /// an undecodable entry produced cannot be recomputed. A repair's cost, paid once.
     fn remove_from_every_index(&mut self, id: EntryId) -> Result<(), LdapError> {
         let chunk = layout::chunk_of(id);
-        let attrs: Vec<AttrId> = self.inner.databases.indexes.keys().copied().collect();
+        let index_set = self.inner.index_set();
+        let attrs: Vec<AttrId> = index_set.databases.keys().copied().collect();
         for attr in attrs {
-            let database = self.inner.databases.indexes[&attr];
+            let database = index_set.databases[&attr];
             let mut keys = Vec::new();
             for row in database.iter(&self.txn).map_err(lmdb_to_ldap)? {
                 let (full_key, value) = row.map_err(lmdb_to_ldap)?;
@@ -1255,7 +1260,13 @@ impl<'s> WriteTxn<'s> {
                 ));
             }
         }
-        self.stamp_modification(&mut attributes, context)?;
+        let stamped = self.stamp_modification(&mut attributes, context)?;
+        // A replicating node keeps which attributes each local change touched, so that
+        // multi-provider peers merge concurrent changes per attribute (`attribute_state`).
+        let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
+        if let Some(csn) = stamped.filter(|_| replicating) {
+            self.record_attribute_states(&mut attributes, modifications, csn)?;
+        }
         self.check_deadline()?;
         if !context.skip_schema_check {
             attributes = self
@@ -1494,9 +1505,10 @@ impl<'s> WriteTxn<'s> {
     /// kinds of the rebuilt `attributes`; returns the state searches switch to after the commit.
     fn record_indexes_built(&mut self, attributes: &[AttrId]) -> Result<IndexState, LdapError> {
         let inner = self.inner;
-        let mut built = crate::lock::read(&inner.usable_indexes).clone();
+        let index_set = inner.index_set();
+        let mut built = index_set.usable.clone();
         for attr in attributes {
-            if let Some(kinds) = inner.configured_indexes.get(attr) {
+            if let Some(kinds) = index_set.configured.get(attr) {
                 built.insert(*attr, *kinds);
             }
         }
@@ -1507,7 +1519,7 @@ impl<'s> WriteTxn<'s> {
             .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
             .map_err(lmdb_to_ldap)?;
         Ok(crate::store::index_state(
-            &inner.configured_indexes,
+            &index_set.configured,
             &text,
             &inner.schema,
         ))
@@ -1540,7 +1552,7 @@ impl<'s> WriteTxn<'s> {
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = described;
         if let Some((usable, change)) = index_state {
-            *crate::lock::write(&inner.usable_indexes) = usable;
+            inner.set_usable_indexes(usable);
             *crate::lock::write(&inner.index_config_change) = change;
         }
         drop(_writer);

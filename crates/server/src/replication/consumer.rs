@@ -7,7 +7,9 @@
 use super::apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
 use super::link::{result_code, Link, LinkError, Message};
 use crate::controls::{Control, MANAGE_DSA_IT_OID};
-use crate::replication_status::{ChangeCounts, ConsumerIdentity, ConsumerStatus};
+use crate::replication_status::{
+    ChangeCounts, ConsumerIdentity, ConsumerStatus, ConsumerTasks, RunningConsumer,
+};
 use crate::server::ServerContext;
 use crate::session::Identity;
 use crate::writer::{Update, WriteJob, WriteRequest};
@@ -24,7 +26,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 /// Changes handed to the writer in one job (one transaction): big enough that a refresh of
@@ -49,40 +50,113 @@ const COMPUTED_ATTRIBUTES: &[&str] = &[
     "numSubordinates",
 ];
 
-/// Starts one task per configured consumer; each ends when `shutdown` turns true.
-pub fn start_consumers(
-    server: &Arc<ServerContext>,
-    shutdown: watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
+/// Starts one task per configured consumer; each ends when `shutdown` turns true (or a
+/// reload removes it, `reconcile`). The tasks are kept in the server's `consumer_tasks`;
+/// `stop_all` awaits them at shutdown.
+pub fn start_consumers(server: &Arc<ServerContext>, shutdown: watch::Receiver<bool>) {
+    tasks(server).shutdown = Some(shutdown);
     if server.database.is_none() {
-        return Vec::new();
+        return;
     }
+    for config in &server.settings().replication.consumer {
+        start_one(server, config);
+    }
+}
+
+fn tasks(server: &ServerContext) -> std::sync::MutexGuard<'_, ConsumerTasks> {
     server
-        .settings
+        .consumer_tasks
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Starts the consumer `config` describes, stopped by its own signal or the server's.
+fn start_one(server: &Arc<ServerContext>, config: &ConsumerConfig) {
+    let Some(mut shutdown) = tasks(server).shutdown.clone() else {
+        return;
+    };
+    let status = server
+        .monitor
         .replication
-        .consumer
-        .iter()
-        .map(|config| {
-            let status = server
-                .monitor
-                .replication
-                .register_consumer(ConsumerIdentity {
-                    rid: config.rid,
-                    provider: config.provider.clone(),
-                    search_base: config.search_base.clone(),
-                    sync_type: match config.sync_type {
-                        SyncType::RefreshOnly => "refreshOnly",
-                        SyncType::RefreshAndPersist => "refreshAndPersist",
-                    },
-                });
-            let consumer = Consumer {
-                server: server.clone(),
-                config: config.clone(),
-                status,
-            };
-            tokio::spawn(consumer.run(shutdown.clone()))
-        })
-        .collect()
+        .register_consumer(ConsumerIdentity {
+            rid: config.rid,
+            provider: config.provider.clone(),
+            search_base: config.search_base.clone(),
+            sync_type: match config.sync_type {
+                SyncType::RefreshOnly => "refreshOnly",
+                SyncType::RefreshAndPersist => "refreshAndPersist",
+            },
+        });
+    let consumer = Consumer {
+        server: server.clone(),
+        config: config.clone(),
+        status,
+    };
+    let (stop, stopped) = watch::channel(false);
+    let stop = Arc::new(stop);
+    let forward = stop.clone();
+    // The server's shutdown stops it too; this ends with the consumer (its receiver gone).
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = shutdown.wait_for(|stopping| *stopping) => {
+                let _ = forward.send(true);
+            }
+            _ = forward.closed() => {}
+        }
+    });
+    let task = tokio::spawn(consumer.run(stopped));
+    tasks(server).running.insert(
+        config.rid,
+        RunningConsumer {
+            config: config.clone(),
+            stop,
+            task,
+        },
+    );
+}
+
+/// A reload's consumers: stops those gone or changed (by rid), starts those new or changed.
+/// Returns the rids (stopped, started).
+pub fn reconcile(server: &Arc<ServerContext>, wanted: &[ConsumerConfig]) -> (Vec<u16>, Vec<u16>) {
+    let mut stopped = Vec::new();
+    if server.database.is_none() {
+        return (stopped, Vec::new());
+    }
+    {
+        let mut tasks = tasks(server);
+        let gone: Vec<u16> = tasks
+            .running
+            .iter()
+            .filter(|(_, running)| !wanted.contains(&running.config))
+            .map(|(rid, _)| *rid)
+            .collect();
+        for rid in gone {
+            if let Some(running) = tasks.running.remove(&rid) {
+                let _ = running.stop.send(true);
+                server.monitor.replication.unregister_consumer(rid);
+                stopped.push(rid);
+            }
+        }
+    }
+    let mut started = Vec::new();
+    for config in wanted {
+        if !tasks(server).running.contains_key(&config.rid) {
+            start_one(server, config);
+            started.push(config.rid);
+        }
+    }
+    (stopped, started)
+}
+
+/// At shutdown (after the server's signal): waits for every consumer task to end.
+pub async fn stop_all(server: &ServerContext) {
+    let running: Vec<RunningConsumer> = std::mem::take(&mut tasks(server).running)
+        .into_values()
+        .collect();
+    for consumer in running {
+        let _ = consumer.stop.send(true);
+        let _ = consumer.task.await;
+    }
 }
 
 struct Consumer {
@@ -276,11 +350,11 @@ impl Consumer {
     }
 
     fn server_id(&self) -> u16 {
-        self.server.settings.replication.server_id
+        self.server.settings().replication.server_id
     }
 
     fn multi_provider(&self) -> bool {
-        self.server.settings.replication.is_multi_provider()
+        self.server.settings().replication.is_multi_provider()
     }
 
     /// The cookie the sync search is sent with: none before the first complete refresh from
@@ -339,7 +413,7 @@ impl Consumer {
             .map_err(|error| SessionError::Apply(error.to_string()))?;
         let cookie = self.request_cookie()?;
         self.status.connecting(cookie.as_deref());
-        let mut link = Link::open(&self.config, self.server.settings.pdu_bytes_max).await?;
+        let mut link = Link::open(&self.config, self.server.settings().pdu_bytes_max).await?;
         self.send_search(&mut link, cookie.clone()).await?;
         self.status
             .searching(&link.local_address, cookie.as_deref());
@@ -478,7 +552,13 @@ impl Consumer {
             timelimit: 0,
             typesonly: false,
             filter: LdapFilter::Present("objectClass".to_string()),
-            attrs: vec!["*".to_string(), "+".to_string()],
+            // lmdirAttributeCSN by name: an lmdir provider sends its per-attribute change
+            // state (merged in `apply`); slapd ignores a name it does not know.
+            attrs: vec![
+                "*".to_string(),
+                "+".to_string(),
+                lmdir_store::attribute_state::ATTRIBUTE_STATE.to_string(),
+            ],
         });
         let controls = vec![
             // Critical: a server without sync must refuse, not answer a plain search whose
@@ -695,7 +775,7 @@ impl Consumer {
         let changes = std::mem::take(&mut progress.pending);
         progress.pending_bytes = 0;
         progress.applied += changes.len();
-        let settings = &self.server.settings;
+        let settings = &self.server.settings();
         let (reply, response) = oneshot::channel();
         let applied = Arc::new(Mutex::new(ChangeCounts::default()));
         let batch = SyncBatch {
@@ -723,6 +803,8 @@ impl Consumer {
                 password_scheme: lmdir_access::password::Scheme::Ssha,
                 hash_cleartext: false,
                 password_policy_default: String::new(),
+                session: 0,
+                received: SystemTime::now(),
             },
             reply,
         };

@@ -3,9 +3,12 @@
 //! `apply`: what it received, applied by the server's one writer with the cookie in the same
 //! transaction; `initial`: a fresh replica's first refresh through the bulk loader.
 
+//! `merge`: per-attribute resolution of an entry changed on two multi-provider nodes.
+
 pub(crate) mod apply;
 pub mod consumer;
 mod initial;
 mod link;
+mod merge;
 
 pub use consumer::start_consumers;

@@ -66,7 +66,8 @@ fn admits(
     let Ok(normalized_dn) = read.normalized_dn_of(id) else {
         return false;
     };
-    let access = database.policy.for_entry(subject, &normalized_dn, entry);
+    let policy = database.policy();
+    let access = policy.for_entry(subject, &normalized_dn, entry);
     access.can_search_entry()
         && access.can_read_entry()
         && (!linked || covered.iter().all(|item| access.can_filter_on(item.attr)))

@@ -2,6 +2,7 @@
 //! (restricted filters, candidate filters, hidden bases answering as missing), sorted and paged
 //! within bounds, on the connection's task when the index says it is small.
 
+mod accesslog;
 mod in_chain;
 mod monitor;
 mod paging;
@@ -122,7 +123,7 @@ impl PreparedSearch {
         if request.filter.as_bytes().len() > INLINE_SEARCH_FILTER_BYTES_MAX {
             return prepared;
         }
-        let decoded = client_filter_with_items(&server.settings, &request.filter);
+        let decoded = client_filter_with_items(&server.settings(), &request.filter);
         let few_items =
             matches!(decoded, Ok((_, items)) if items <= INLINE_SEARCH_FILTER_ITEMS_MAX);
         let filter = decoded.map(|(filter, _)| database.schema.prepare_filter(&filter));
@@ -155,7 +156,8 @@ impl Database {
         let count = {
             let groups = self.groups(&read);
             let subject = self.subject(identity, &groups);
-            let subject_access = self.policy.for_subject_within(&subject, normalized_base);
+            let policy = self.policy();
+            let subject_access = policy.for_subject_within(&subject, normalized_base);
             read.estimated_candidate_count(&subject_access.candidate_filter(filter))
         };
         matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX).then_some(read)
@@ -217,6 +219,16 @@ pub async fn search(
         subschema::subschema_search(context, database, request, requested, base, &mut filter)
             .or_else(|| {
                 monitor::monitor_search(context, database, request, requested, base, &mut filter)
+            })
+            .or_else(|| {
+                accesslog::accesslog_search(
+                    context,
+                    database,
+                    request,
+                    requested,
+                    base,
+                    &mut filter,
+                )
             });
     if let Some(result) = special {
         let (buffer, count) = result?;
@@ -273,7 +285,7 @@ async fn run_job(
         // Few candidates: run on this task; a hop to the blocking pool and back would cost
         // more than the search (two thread wake-ups per operation on a busy server).
         let mut chunks = Vec::new();
-        let done = job.run(database, &server.settings, &mut |chunk| {
+        let done = job.run(database, &server.settings(), &mut |chunk| {
             chunks.push(chunk);
             true
         });
@@ -287,7 +299,7 @@ async fn run_job(
     let sink = context.sink.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        job.run(database, &server.settings, &mut |chunk| {
+        job.run(database, &server.settings(), &mut |chunk| {
             sink.send_blocking(chunk)
         })
     })
@@ -398,7 +410,7 @@ impl SearchJob {
         if self.controls.assertion.is_none()
             && read.normalized_dn_to_id(&normalized_base).is_ok()
             && database
-                .policy
+                .policy()
                 .for_subject_within(subject, &normalized_base)
                 .can_disclose_every_entry()
         {
@@ -412,9 +424,8 @@ impl SearchJob {
             &normalized_base,
         )?;
         if let Some(assertion) = &self.controls.assertion {
-            let access = database
-                .policy
-                .for_entry(subject, &normalized_base, &base_entry);
+            let policy = database.policy();
+            let access = policy.for_entry(subject, &normalized_base, &base_entry);
             check_read_assertion(database, settings, &access, &base_entry, assertion)?;
         }
         Ok(normalized_base)
@@ -479,9 +490,8 @@ impl SearchJob {
         }
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
-        let subject_access = database
-            .policy
-            .for_subject_within(&subject, &normalized_base);
+        let policy = database.policy();
+        let subject_access = policy.for_subject_within(&subject, &normalized_base);
         let (prepared, lookthrough) =
             self.resolve_in_chain(database, &read, &subject, prepared, &effective, started)?;
         let (store_filter, client_filter) = store_filter(&subject_access, prepared);
@@ -504,7 +514,7 @@ impl SearchJob {
             sent: 0,
         };
         let visible = VisibleEntries::new(
-            database,
+            (database, &policy),
             &read,
             &subject,
             &subject_access,
@@ -629,6 +639,8 @@ struct SearchLimits {
 /// Decides which stored entries a subject gets back from a search.
 struct VisibleEntries<'a> {
     database: &'a Database,
+    /// The access policy the search took when it started.
+    policy: &'a lmdir_access::acl::AccessPolicy,
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     prepared: &'a lmdir_schema::PreparedFilter,
@@ -651,7 +663,7 @@ struct UniformAccess<'a> {
 
 impl<'a> VisibleEntries<'a> {
     fn new(
-        database: &'a Database,
+        (database, policy): (&'a Database, &'a lmdir_access::acl::AccessPolicy),
         read: &'a ReadTxn,
         subject: &'a Subject<'a>,
         subject_access: &lmdir_access::acl::SubjectAccess<'a>,
@@ -671,6 +683,7 @@ impl<'a> VisibleEntries<'a> {
         });
         VisibleEntries {
             database,
+            policy,
             read,
             subject,
             prepared,
@@ -720,10 +733,7 @@ impl<'a> VisibleEntries<'a> {
             return Ok(matches.then_some(Cow::Borrowed(&uniform.access)));
         }
         let normalized_dn = self.read.normalized_dn_of(id)?;
-        let access = self
-            .database
-            .policy
-            .for_entry(self.subject, &normalized_dn, entry);
+        let access = self.policy.for_entry(self.subject, &normalized_dn, entry);
         if !access.can_search_entry() || !access.can_read_entry() {
             return Ok(None);
         }
