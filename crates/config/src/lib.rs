@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod http;
+pub use http::{parse_http_listen, HttpConfig, ScimConfig, SCIM_GROUP_PATHS, SCIM_USER_PATHS};
 mod replication;
 pub use replication::{
     provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
@@ -35,6 +37,9 @@ pub struct Config {
     /// `[replication]`: server ID, provider and consumers (RFC 4533, OpenLDAP's names).
     #[serde(default)]
     pub replication: ReplicationConfig,
+    /// `[http]`: the SCIM 2.0 and web console listener (off by default).
+    #[serde(default)]
+    pub http: HttpConfig,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -575,6 +580,7 @@ impl Default for Config {
             access: Vec::new(),
             limits: Vec::new(),
             replication: ReplicationConfig::default(),
+            http: HttpConfig::default(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -955,6 +961,7 @@ impl Config {
             }
         }
         self.validate_limits()?;
+        self.http.validate(self.server.tls_enabled())?;
         self.replication
             .validate(&self.database.suffix, &self.server.listen)?;
         self.validate_consumer_index()

@@ -16,6 +16,7 @@ mod entry_read;
 pub mod filter;
 pub mod filter_text;
 pub mod health;
+pub mod http;
 pub mod limits;
 pub mod log_text;
 pub mod matched_values;

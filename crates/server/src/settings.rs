@@ -160,6 +160,8 @@ pub struct ServerSettings {
     pub update_referral: Option<String>,
     /// Proxied authorization policy (slapd's `authz-policy`; see `proxy_authz`).
     pub authz_policy: lmdir_config::AuthzPolicy,
+    /// `[http]`: the SCIM and web console listener (`http/`); `listen` empty = off.
+    pub http: lmdir_config::HttpConfig,
 }
 
 impl ServerSettings {
@@ -238,6 +240,7 @@ impl ServerSettings {
                 .is_read_only_replica()
                 .then(|| config.replication.consumer[0].provider.clone()),
             authz_policy: server.authz_policy,
+            http: config.http.clone(),
         })
     }
 }
