@@ -68,6 +68,18 @@ if [ ${#need_packages[@]} -gt 0 ]; then
     $SUDO systemctl disable --quiet "$daemon.service" >/dev/null 2>&1 || true
   done
 fi
+# scim2-tester (PyPI) checks the SCIM endpoint's conformance (crates/server/tests/scim_conformance.rs),
+# from a venv of its own under target/ (Debian's python3 needs python3-venv for it).
+scim_venv=target/scim-venv
+if ! "$scim_venv/bin/python" -c "import scim2_tester, httpx2" 2>/dev/null; then
+  /usr/bin/python3 -m venv --help >/dev/null 2>&1 || {
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+  }
+  rm -rf "$scim_venv"
+  /usr/bin/python3 -m venv "$scim_venv"
+  "$scim_venv/bin/pip" install -q 'scim2-tester[httpx2]==0.5.2'
+fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs) first" >&2
   exit 1

@@ -225,7 +225,10 @@ fn groups_members_and_bulk() {
     let group = created.json();
     let group_id = group["id"].as_str().unwrap().to_string();
     assert_eq!(group["members"][0]["value"], first.as_str());
-    assert_eq!(group["members"][0]["type"], "User");
+    assert!(group["members"][0]["$ref"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("/Users/{first}")));
     let member_of = admin.get(&format!("{USERS}/{first}")).json();
     assert!(
         member_of["groups"]

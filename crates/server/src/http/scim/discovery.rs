@@ -29,15 +29,18 @@ fn string(name: &str) -> Value {
     attribute(name, "string", false, "readWrite", "default")
 }
 
-fn reference_sub(types: &[&str], mutability: &str) -> Vec<Value> {
+fn reference_sub(types: &[&str], mutability: &str, described: bool) -> Vec<Value> {
     let mut reference = attribute("$ref", "reference", false, mutability, "default");
     reference["referenceTypes"] = json!(types);
-    vec![
+    let mut sub = vec![
         attribute("value", "string", false, mutability, "default"),
         reference,
-        attribute("display", "string", false, "readOnly", "default"),
-        attribute("type", "string", false, mutability, "default"),
-    ]
+    ];
+    if described {
+        sub.push(attribute("display", "string", false, "readOnly", "default"));
+        sub.push(attribute("type", "string", false, "readOnly", "default"));
+    }
+    sub
 }
 
 fn user_attributes(mapping: &Mapping) -> Vec<Value> {
@@ -82,7 +85,7 @@ fn user_attributes(mapping: &Mapping) -> Vec<Value> {
             "groups",
             true,
             "readOnly",
-            reference_sub(&["Group"], "readOnly"),
+            reference_sub(&["Group"], "readOnly", true),
         ));
     }
     attributes
@@ -97,7 +100,7 @@ fn group_attributes(mapping: &Mapping) -> Vec<Value> {
             "members",
             true,
             "readWrite",
-            reference_sub(&["User", "Group"], "immutable"),
+            reference_sub(&["User", "Group"], "immutable", false),
         ));
     }
     attributes

@@ -217,6 +217,17 @@ pub async fn handle(state: &HttpState, request: &HttpRequest, rest: &str) -> Htt
         (&Method::GET, ["ResourceTypes", id]) => {
             one_of(discovery::resource_types(&scim.location_base), id)
         }
+        (_, ["ServiceProviderConfig" | "Schemas" | "ResourceTypes", ..]) => Err(ScimError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            None,
+            "discovery endpoints answer GET only",
+        )),
+        // Searching Users and Groups at once (RFC 7644 §3.4.3 at the root) is not offered.
+        (&Method::POST, [".search"]) => Err(ScimError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            None,
+            "search /Users/.search or /Groups/.search",
+        )),
         (&Method::POST, ["Bulk"]) => match json_body(request) {
             Ok(body) => patch::bulk(&context, &body).await,
             Err(error) => Err(error),

@@ -428,12 +428,18 @@ pub fn resource(
         Kind::User => user_fields(mapping, entry, &mut object),
         Kind::Group => {
             if !references.is_empty() {
-                object.insert("members".into(), reference_list(references, location_base));
+                object.insert(
+                    "members".into(),
+                    reference_list(references, location_base, false),
+                );
             }
         }
     }
     if kind == Kind::User && !references.is_empty() {
-        object.insert("groups".into(), reference_list(references, location_base));
+        object.insert(
+            "groups".into(),
+            reference_list(references, location_base, true),
+        );
     }
     let mut meta = Map::new();
     meta.insert("resourceType".into(), json!(kind.name()));
@@ -508,7 +514,9 @@ fn user_fields(mapping: &Mapping, entry: &FoundEntry, object: &mut Map<String, V
     object.insert("active".into(), json!(!locked));
 }
 
-fn reference_list(references: &[Reference], location_base: &str) -> Value {
+/// `described`: with `type` and `display` (a User's read-only `groups`); a Group's writable
+/// `members` give back exactly what a client writes (value and $ref).
+fn reference_list(references: &[Reference], location_base: &str, described: bool) -> Value {
     Value::Array(
         references
             .iter()
@@ -516,10 +524,12 @@ fn reference_list(references: &[Reference], location_base: &str) -> Value {
                 let mut item = json!({
                     "value": reference.id,
                     "$ref": format!("{location_base}/{}/{}", reference.kind.endpoint(), reference.id),
-                    "type": reference.kind.name(),
                 });
-                if let Some(display) = &reference.display {
-                    item["display"] = json!(display);
+                if described {
+                    item["type"] = json!(reference.kind.name());
+                    if let Some(display) = &reference.display {
+                        item["display"] = json!(display);
+                    }
                 }
                 item
             })
