@@ -316,3 +316,54 @@ fn discovery_endpoints_describe_what_is_mapped() {
     assert_eq!(types["Resources"][1]["endpoint"], "/Groups");
     assert_eq!(admin.get("/scim/v2/Nope").status, 404);
 }
+
+#[test]
+fn active_false_locks_the_account_under_the_password_policy() {
+    let server = TestServer::start_populated(3, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.password_policy_default = "cn=policy,dc=example,dc=com".to_string();
+    });
+    let mut ldap = root(&server);
+    ldap.add(
+        "cn=policy,dc=example,dc=com",
+        vec![
+            ("objectClass", ["organizationalRole", "pwdPolicy"].into()),
+            ("cn", ["policy"].into()),
+            ("pwdAttribute", ["userPassword"].into()),
+            ("pwdLockout", ["TRUE"].into()),
+            ("pwdLockoutDuration", ["60"].into()),
+            ("pwdMaxFailure", ["3"].into()),
+        ],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let address = server.running().http_address().unwrap();
+    let certificate = server.running().context().settings.tls_certificate.clone().unwrap();
+    let admin = admin(&Client::https(address, &certificate));
+    let id = admin.get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22")).json()["Resources"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let active = |value: bool| {
+        let answer = admin.send_json(
+            "PATCH",
+            &format!("{USERS}/{id}"),
+            &json!({"Operations": [{"op": "replace", "path": "active", "value": value}]}),
+        );
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        assert_eq!(answer.json()["active"], value);
+    };
+    let bind = || {
+        let mut connection = ldap3::LdapConn::new(&server.ldap_url()).unwrap();
+        connection.simple_bind(&common::person_dn(1), common::PERSON_PASSWORD).unwrap().rc
+    };
+    assert_eq!(bind(), 0);
+    active(false);
+    // Locked by an administrator: the right password is refused (past the 60 s duration too).
+    assert_eq!(bind(), 49);
+    let locked = admin.get(&format!("{USERS}?filter=active%20eq%20false")).json();
+    assert_eq!(locked["totalResults"], 1, "{locked}");
+    active(true);
+    assert_eq!(bind(), 0);
+}
