@@ -22,6 +22,9 @@ command -v promtool >/dev/null || need_packages+=(prometheus)
 for package in nslcd libnss-ldapd libpam-ldapd pamtester sssd-ldap; do
   dpkg -s "$package" >/dev/null 2>&1 || need_packages+=("$package")
 done
+# Headless Chromium over WebDriver drives the web console (crates/server/tests/console.rs).
+command -v chromium >/dev/null || need_packages+=(chromium)
+command -v chromedriver >/dev/null || need_packages+=(chromium-driver)
 installed() { dpkg -s "$1" >/dev/null 2>&1; }
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 if [ ${#need_packages[@]} -gt 0 ]; then

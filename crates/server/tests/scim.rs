@@ -339,9 +339,17 @@ fn active_false_locks_the_account_under_the_password_policy() {
     .success()
     .unwrap();
     let address = server.running().http_address().unwrap();
-    let certificate = server.running().context().settings.tls_certificate.clone().unwrap();
+    let certificate = server
+        .running()
+        .context()
+        .settings
+        .tls_certificate
+        .clone()
+        .unwrap();
     let admin = admin(&Client::https(address, &certificate));
-    let id = admin.get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22")).json()["Resources"][0]["id"]
+    let id = admin
+        .get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22"))
+        .json()["Resources"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -356,13 +364,18 @@ fn active_false_locks_the_account_under_the_password_policy() {
     };
     let bind = || {
         let mut connection = ldap3::LdapConn::new(&server.ldap_url()).unwrap();
-        connection.simple_bind(&common::person_dn(1), common::PERSON_PASSWORD).unwrap().rc
+        connection
+            .simple_bind(&common::person_dn(1), common::PERSON_PASSWORD)
+            .unwrap()
+            .rc
     };
     assert_eq!(bind(), 0);
     active(false);
     // Locked by an administrator: the right password is refused (past the 60 s duration too).
     assert_eq!(bind(), 49);
-    let locked = admin.get(&format!("{USERS}?filter=active%20eq%20false")).json();
+    let locked = admin
+        .get(&format!("{USERS}?filter=active%20eq%20false"))
+        .json();
     assert_eq!(locked["totalResults"], 1, "{locked}");
     active(true);
     assert_eq!(bind(), 0);

@@ -10,6 +10,7 @@
 //! decided from Content-Length before reading when it is given).
 
 pub mod auth;
+pub mod console;
 pub mod directory;
 pub mod scim;
 
@@ -67,6 +68,11 @@ pub struct HttpState {
     pub scim: scim::Scim,
     pub tls: bool,
     pub body_bytes_max: usize,
+    /// Signed-in console sessions.
+    pub console: console::Sessions,
+    pub session_idle_seconds: u64,
+    /// Operation rates for the console's status chart.
+    pub rates: console::status::Rates,
 }
 
 /// A response with the headers every answer carries (no caching of directory data, no
@@ -130,7 +136,7 @@ pub async fn start(
         .local_addr()
         .map_err(|error| listen_error(error.to_string()))?;
     let scheme = if tls.is_some() { "https" } else { "http" };
-    info!("SCIM on {scheme}://{local}/scim/v2/");
+    info!("SCIM on {scheme}://{local}/scim/v2/, web console on {scheme}://{local}/");
     let state = Arc::new(HttpState {
         server: context.clone(),
         scim: scim::Scim::new(
@@ -140,10 +146,28 @@ pub async fn start(
         ),
         tls: tls.is_some(),
         body_bytes_max: usize::try_from(config.body_bytes_max).unwrap_or(usize::MAX),
+        console: console::Sessions::new(
+            config.sessions_max as usize,
+            Duration::from_secs(config.session_idle_seconds),
+        ),
+        session_idle_seconds: config.session_idle_seconds,
+        rates: console::status::Rates::default(),
     });
+    tokio::spawn(sample_rates(state.clone(), shutdown.clone()));
     let connections = Arc::new(Semaphore::new(config.connections_max as usize));
     let task = tokio::spawn(accept(listener, state, tls, connections, shutdown));
     Ok(Some((local, task)))
+}
+
+/// Samples the operation counters for the console's chart until shutdown.
+async fn sample_rates(state: Arc<HttpState>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        state.rates.sample(&state.server.monitor);
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            () = tokio::time::sleep(console::status::SAMPLE_INTERVAL) => {}
+        }
+    }
 }
 
 async fn accept(
@@ -273,7 +297,7 @@ async fn handle(
         let rest = rest.to_string();
         scim::handle(&state, &request, &rest).await
     } else {
-        respond(StatusCode::NOT_FOUND, "text/plain", "not found")
+        console::handle(&state, &request).await
     };
     if state.tls {
         response.headers_mut().insert(

@@ -185,7 +185,7 @@ impl Client {
             None => {
                 let mut stream = stream;
                 let _ = stream.write_all(request);
-                let _ = stream.read_to_end(&mut response);
+                read_response(&mut stream, &mut response);
             }
             Some(certificate) => {
                 let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -203,10 +203,32 @@ impl Client {
                     rustls::ClientConnection::new(Arc::new(config), name).expect("tls client");
                 let mut tls = rustls::StreamOwned::new(connection, stream);
                 let _ = tls.write_all(request);
-                let _ = tls.read_to_end(&mut response);
+                read_response(&mut tls, &mut response);
             }
         }
         response
+    }
+}
+
+/// Reads one response: until its Content-Length is complete (a server may keep the connection
+/// open whatever `Connection: close` asked), else until the server closes.
+fn read_response(stream: &mut impl Read, response: &mut Vec<u8>) {
+    let mut buffer = [0u8; 16384];
+    loop {
+        if let Some(split) = response.windows(4).position(|window| window == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|value| value.trim().parse::<usize>().ok());
+            if length.is_some_and(|length| response.len() >= split + 4 + length) {
+                return;
+            }
+        }
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => return,
+            Ok(read) => response.extend_from_slice(&buffer[..read]),
+        }
     }
 }
 
