@@ -146,21 +146,26 @@ fn bodies_and_filters_are_bounded() {
         settings.http.body_bytes_max = 64 * 1024;
     });
     let admin = client_of(&server).basic(ROOT_DN, ROOT_PASSWORD);
-    let huge = vec![b'x'; 2 << 20];
-    let answer = admin.request(
-        "POST",
-        USERS,
-        &[("Content-Type", "application/scim+json")],
-        &huge,
+    // A declared length over the bound is refused before the body is read (sent here
+    // without it: the answer comes first).
+    let head = format!(
+        "POST {USERS} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nContent-Type: application/scim+json\r\nContent-Length: {}\r\n\r\n",
+        admin.authorization.clone().unwrap(),
+        2 << 20
     );
-    assert_eq!(answer.status, 413, "{}", answer.text());
+    let raw = String::from_utf8_lossy(&admin.exchange(head.as_bytes())).into_owned();
+    assert!(
+        raw.starts_with("HTTP/1.1 413"),
+        "{}",
+        &raw[..raw.len().min(200)]
+    );
     // Sent in chunks with no length, the body is cut at the bound too.
     let mut chunked = format!(
         "POST {USERS} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nTransfer-Encoding: chunked\r\n\r\n",
         admin.authorization.clone().unwrap()
     )
     .into_bytes();
-    for _ in 0..40 {
+    for _ in 0..20 {
         chunked.extend_from_slice(format!("{:x}\r\n", 4096).as_bytes());
         chunked.extend_from_slice(&[b'x'; 4096]);
         chunked.extend_from_slice(b"\r\n");
