@@ -12,7 +12,7 @@ use std::process::Command;
 
 /// The Python with scim2-tester: `LMDIR_SCIM_PYTHON`, else the venv scripts/test.sh makes.
 fn tester_python() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("LMDIR_SCIM_PYTHON") {
+    if let Some(path) = std::env::var_os("LMDIR_SCIM_PYTHON").filter(|path| !path.is_empty()) {
         return Some(PathBuf::from(path));
     }
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/scim-venv/bin/python");

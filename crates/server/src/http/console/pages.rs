@@ -470,39 +470,17 @@ async fn user(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> Htt
     };
     let keep = hidden("dn", &dn);
     let mut body = format!("<p class=\"card\">{}</p>", escape(&dn));
-    let locked = entry.first_text("pwdAccountLockedTime");
-    let failures = entry.values("pwdFailureTime").count();
-    let _ = write!(
-        body,
-        "<p id=\"lock-state\">{}</p>",
-        match &locked {
-            Some(at) => format!("Locked (since {})", escape(at)),
-            None if failures > 0 => format!("Not locked ({failures} recent failed sign-ins)"),
-            None => "Not locked".to_string(),
-        }
-    );
-    if locked.is_some() || failures > 0 {
-        body.push_str(&form(
-            "/user/unlock",
-            &signed.csrf,
-            &keep,
-            "Unlock",
-            "unlock",
-        ));
-    }
+    body.push_str(&lock_section(signed, &entry, &keep));
     let groups: Vec<String> = entry
         .values("memberOf")
         .map(|dn| escape(&String::from_utf8_lossy(dn)))
         .collect();
-    let _ = write!(
-        body,
-        "<p>Groups: {}</p><h2>Details</h2>",
-        if groups.is_empty() {
-            "none".into()
-        } else {
-            groups.join("; ")
-        }
-    );
+    let groups = if groups.is_empty() {
+        "none".to_string()
+    } else {
+        groups.join("; ")
+    };
+    let _ = write!(body, "<p>Groups: {groups}</p><h2>Details</h2>");
     let fields: String = USER_FIELDS
         .iter()
         .map(|(name, label)| {
@@ -531,13 +509,8 @@ async fn user(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> Htt
         "reset-password",
     ));
     body.push_str("<h2>Rename or delete</h2>");
-    let fields = keep.clone()
-        + &input(
-            "name",
-            "New user name (uid)",
-            &entry.first_text("uid").unwrap_or_default(),
-            "text",
-        );
+    let uid = entry.first_text("uid").unwrap_or_default();
+    let fields = keep.clone() + &input("name", "New user name (uid)", &uid, "text");
     body.push_str(&form(
         "/user/rename",
         &signed.csrf,
@@ -553,6 +526,28 @@ async fn user(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> Htt
         "delete",
     ));
     page("User", Some(signed), notice.as_ref(), &body)
+}
+
+/// The account's lock state, with the unlock button when there is something to clear.
+fn lock_section(signed: &Signed, entry: &FoundEntry, keep: &str) -> String {
+    let locked = entry.first_text("pwdAccountLockedTime");
+    let failures = entry.values("pwdFailureTime").count();
+    let state = match &locked {
+        Some(at) => format!("Locked (since {})", escape(at)),
+        None if failures > 0 => format!("Not locked ({failures} recent failed sign-ins)"),
+        None => "Not locked".to_string(),
+    };
+    let mut html = format!("<p id=\"lock-state\">{state}</p>");
+    if locked.is_some() || failures > 0 {
+        html.push_str(&form(
+            "/user/unlock",
+            &signed.csrf,
+            keep,
+            "Unlock",
+            "unlock",
+        ));
+    }
+    html
 }
 
 async fn user_edit(state: &HttpState, signed: &Signed) -> HttpResponse {
@@ -762,56 +757,8 @@ async fn group(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> Ht
         Err(failure) => return groups(state, signed, Notice::error(failure_text(&failure))).await,
     };
     let keep = hidden("dn", &dn);
-    let text = signed.field("q").to_string();
-    let number = page_number(signed);
-    // Members are found by memberOf, a page at a time: the group's own member values are
-    // never read into the page.
-    let member_of = Filter::Equality {
-        description: "memberOf".into(),
-        value: dn.as_bytes().to_vec(),
-    };
-    let filter = match search_filter("top", &["uid", "cn"], &text) {
-        Filter::And(mut parts) => {
-            parts[0] = member_of;
-            Filter::And(parts)
-        }
-        _ => member_of,
-    };
-    let suffix = state.server.settings.suffix.clone();
     let mut body = format!("<p class=\"card\">{}</p><h2>Members</h2>", escape(&dn));
-    let _ = write!(
-        body,
-        "<form method=\"get\" action=\"/group\" class=\"card\">{}<input name=\"q\" id=\"member-q\" value=\"{}\" placeholder=\"search members\"> <button id=\"search-members\">Search</button></form>",
-        keep,
-        escape(&text)
-    );
-    match list_page(signed, &suffix, &filter, "uid", number, &["uid", "cn"]).await {
-        Err(failure) => body.push_str(&format!(
-            "<p class=\"notice error\">{}</p>",
-            escape(&failure_text(&failure))
-        )),
-        Ok((members, total)) => {
-            body.push_str("<table id=\"members\"><tr><th>member</th><th></th></tr>");
-            for member in &members {
-                let remove = form(
-                    "/group/remove",
-                    &signed.csrf,
-                    &(keep.clone() + &hidden("member", &member.dn)),
-                    "Remove",
-                    "remove-member",
-                );
-                let _ = write!(
-                    body,
-                    "<tr><td>{}</td><td>{}</td></tr>",
-                    escape(&member.dn),
-                    remove.replace("class=\"card\"", "class=\"inline\"")
-                );
-            }
-            body.push_str("</table>");
-            let extra = query_part("dn", &dn) + &query_part("q", &text);
-            body.push_str(&page_links("/group", &extra, number, total));
-        }
-    }
+    body.push_str(&members_section(state, signed, &dn, &keep).await);
     let fields = keep.clone() + &input("member", "Add member (user name or DN)", "", "text");
     body.push_str(&form(
         "/group/add",
@@ -821,13 +768,8 @@ async fn group(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> Ht
         "add-member",
     ));
     body.push_str("<h2>Rename or delete</h2>");
-    let fields = keep.clone()
-        + &input(
-            "name",
-            "New name",
-            &entry.first_text("cn").unwrap_or_default(),
-            "text",
-        );
+    let name = entry.first_text("cn").unwrap_or_default();
+    let fields = keep.clone() + &input("name", "New name", &name, "text");
     body.push_str(&form(
         "/group/rename",
         &signed.csrf,
@@ -843,6 +785,62 @@ async fn group(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> Ht
         "delete",
     ));
     page("Group", Some(signed), notice.as_ref(), &body)
+}
+
+/// One page of a group's members, found by `memberOf` (the group's own member values are
+/// never read into the page), with a search box and remove buttons.
+async fn members_section(state: &HttpState, signed: &Signed, dn: &str, keep: &str) -> String {
+    let text = signed.field("q").to_string();
+    let number = page_number(signed);
+    let member_of = Filter::Equality {
+        description: "memberOf".into(),
+        value: dn.as_bytes().to_vec(),
+    };
+    let filter = match search_filter("top", &["uid", "cn"], &text) {
+        Filter::And(mut parts) => {
+            parts[0] = member_of;
+            Filter::And(parts)
+        }
+        _ => member_of,
+    };
+    let mut html = format!(
+        "<form method=\"get\" action=\"/group\" class=\"card\">{keep}<input name=\"q\" id=\"member-q\" \
+         value=\"{}\" placeholder=\"search members\"> <button id=\"search-members\">Search</button></form>",
+        escape(&text)
+    );
+    let suffix = &state.server.settings.suffix;
+    match list_page(signed, suffix, &filter, "uid", number, &["uid", "cn"]).await {
+        Err(failure) => {
+            let _ = write!(
+                html,
+                "<p class=\"notice error\">{}</p>",
+                escape(&failure_text(&failure))
+            );
+        }
+        Ok((members, total)) => {
+            html.push_str("<table id=\"members\"><tr><th>member</th><th></th></tr>");
+            for member in &members {
+                let fields = keep.to_string() + &hidden("member", &member.dn);
+                let remove = form(
+                    "/group/remove",
+                    &signed.csrf,
+                    &fields,
+                    "Remove",
+                    "remove-member",
+                )
+                .replace("class=\"card\"", "class=\"inline\"");
+                let _ = write!(
+                    html,
+                    "<tr><td>{}</td><td>{remove}</td></tr>",
+                    escape(&member.dn)
+                );
+            }
+            html.push_str("</table>");
+            let extra = query_part("dn", dn) + &query_part("q", &text);
+            html.push_str(&page_links("/group", &extra, number, total));
+        }
+    }
+    html
 }
 
 async fn group_members(state: &HttpState, signed: &Signed, add: bool) -> HttpResponse {

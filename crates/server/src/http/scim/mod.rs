@@ -669,24 +669,22 @@ fn password_of(object: &Map<String, Value>) -> Option<Vec<u8>> {
         .map(|password| password.as_bytes().to_vec())
 }
 
-async fn create(
+/// The entry a POST creates: its DN and attributes (members resolved to DNs).
+async fn new_entry(
     context: &Context<'_>,
     kind: Kind,
     object: &Map<String, Value>,
-) -> Result<Answer, ScimError> {
+) -> Result<FoundEntry, ScimError> {
     let mapping = &context.scim.mapping;
+    let naming_key = if kind == Kind::User {
+        "userName"
+    } else {
+        "displayName"
+    };
     let name = resource::naming_value(kind, object).ok_or_else(|| {
         ScimError::bad(
             "invalidValue",
-            format!(
-                "{} needs a {}",
-                kind.name(),
-                if kind == Kind::User {
-                    "userName"
-                } else {
-                    "displayName"
-                }
-            ),
+            format!("{} needs a {naming_key}", kind.name()),
         )
     })?;
     let naming = mapping.naming(kind);
@@ -699,14 +697,12 @@ async fn create(
         Kind::User => &mapping.user_classes,
         Kind::Group => &mapping.group_classes,
     };
+    let classes = classes
+        .iter()
+        .map(|class| class.as_bytes().to_vec())
+        .collect();
     let mut attributes: Vec<(String, Vec<Vec<u8>>)> = vec![
-        (
-            "objectClass".to_string(),
-            classes
-                .iter()
-                .map(|class| class.as_bytes().to_vec())
-                .collect(),
-        ),
+        ("objectClass".to_string(), classes),
         (naming.to_string(), vec![name.into_bytes()]),
     ];
     attributes.extend(
@@ -714,29 +710,29 @@ async fn create(
             .into_iter()
             .filter(|(_, values)| !values.is_empty()),
     );
-    if kind == Kind::User {
-        if let Some(password) = password_of(object) {
-            attributes.push(("userPassword".to_string(), vec![password]));
-        }
+    if let (Kind::User, Some(password)) = (kind, password_of(object)) {
+        attributes.push(("userPassword".to_string(), vec![password]));
     }
     if let (Kind::Group, Some(member)) = (kind, mapping.ldap(kind, "members")) {
-        let mut dns = member_dns(
-            context,
-            &resource::reference_ids(resource::get_key(object, "members")),
-        )
-        .await?;
+        let ids = resource::reference_ids(resource::get_key(object, "members"));
+        let mut dns = member_dns(context, &ids).await?;
         if dns.is_empty() {
             dns.push(resource::NO_MEMBER.as_bytes().to_vec());
         }
         attributes.push((member.to_string(), dns));
     }
-    context
-        .client
-        .add(FoundEntry {
-            dn: dn.clone(),
-            attributes,
-        })
-        .await?;
+    Ok(FoundEntry { dn, attributes })
+}
+
+async fn create(
+    context: &Context<'_>,
+    kind: Kind,
+    object: &Map<String, Value>,
+) -> Result<Answer, ScimError> {
+    let entry = new_entry(context, kind, object).await?;
+    let dn = entry.dn.clone();
+    context.client.add(entry).await?;
+    let mapping = &context.scim.mapping;
     let entry = context
         .client
         .read(&dn, mapping.read_attributes(kind))

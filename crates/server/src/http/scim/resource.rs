@@ -317,19 +317,7 @@ fn compare(
 ) -> Result<Filter, String> {
     let bare = strip_schema(path);
     if kind == Kind::User && bare.eq_ignore_ascii_case("active") {
-        let locked = Filter::Present {
-            description: "pwdAccountLockedTime".to_string(),
-        };
-        return match (operator, value) {
-            (Operator::Eq, Value::Bool(true)) | (Operator::Ne, Value::Bool(false)) => {
-                Ok(Filter::Not(Box::new(locked)))
-            }
-            (Operator::Eq, Value::Bool(false)) | (Operator::Ne, Value::Bool(true)) => Ok(locked),
-            (Operator::Pr, _) => Ok(Filter::Present {
-                description: "objectClass".to_string(),
-            }),
-            _ => Err("active compares only with eq/ne true or false".to_string()),
-        };
+        return active_filter(operator, value);
     }
     let description = mapping
         .filter_attribute(kind, bare)
@@ -389,6 +377,23 @@ fn compare(
             Filter::Not(Box::new(equality(value_bytes()?))),
         ]),
     })
+}
+
+/// `active` compared: the absence (or presence) of the password policy's lock.
+fn active_filter(operator: Operator, value: &Value) -> Result<Filter, String> {
+    let locked = Filter::Present {
+        description: "pwdAccountLockedTime".to_string(),
+    };
+    match (operator, value) {
+        (Operator::Eq, Value::Bool(true)) | (Operator::Ne, Value::Bool(false)) => {
+            Ok(Filter::Not(Box::new(locked)))
+        }
+        (Operator::Eq, Value::Bool(false)) | (Operator::Ne, Value::Bool(true)) => Ok(locked),
+        (Operator::Pr, _) => Ok(Filter::Present {
+            description: "objectClass".to_string(),
+        }),
+        _ => Err("active compares only with eq/ne true or false".to_string()),
+    }
 }
 
 /// A reference to another resource, as a User's `groups` or a Group's `members` show it.
