@@ -511,3 +511,43 @@ fn sessions_and_forms_resist_forgery_and_replay() {
     );
     let _ = base;
 }
+
+/// A group's members come a page at a time (20), found through memberOf: the page says how
+/// many there are and lists 20, whatever the group's size.
+#[test]
+fn group_members_are_paged() {
+    let server = TestServer::start_populated(300, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+    });
+    let certificate = server
+        .running()
+        .context()
+        .settings
+        .tls_certificate
+        .clone()
+        .unwrap();
+    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let (session, _) = sign_in(&client, ROOT_DN, ROOT_PASSWORD).expect("signed in");
+    let cookie = format!("__Host-lmdir={session}");
+    let page = |query: &str| {
+        let answer = client.request(
+            "GET",
+            &format!("/group?dn=cn%3Dgroup0001%2Cou%3Dgroups%2Cdc%3Dexample%2Cdc%3Dcom{query}"),
+            &[("Cookie", &cookie)],
+            b"",
+        );
+        assert_eq!(answer.status, 200);
+        answer.text()
+    };
+    let first = page("");
+    assert!(first.contains("Page 1 of 5 (100 in all)"), "{first}");
+    assert_eq!(first.matches("action=\"/group/remove\"").count(), 20);
+    assert!(first.contains("uid=u0000100,") && !first.contains("uid=u0000120,"));
+    let third = page("&page=3");
+    assert!(
+        third.contains("uid=u0000140,") && !third.contains("uid=u0000100,"),
+        "{third}"
+    );
+    let searched = page("&q=u000019");
+    assert!(searched.contains("(10 in all)"), "{searched}");
+}
