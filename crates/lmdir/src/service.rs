@@ -221,7 +221,7 @@ mod trial_tests {
         assert!(config
             .server
             .tls_certificate
-            .starts_with(scratch.path().join("data/tls")));
+            .starts_with(scratch.path().join("data-tls")));
         assert!(config.server.tls_certificate.exists() && config.server.tls_key.exists());
         // A configured listener is kept as it is.
         config.http.listen = "127.0.0.1:9999".to_string();

@@ -70,7 +70,6 @@ pub struct HttpState {
     pub body_bytes_max: usize,
     /// Signed-in console sessions.
     pub console: console::Sessions,
-    pub session_idle_seconds: u64,
     /// Operation rates for the console's status chart.
     pub rates: console::status::Rates,
 }
@@ -150,7 +149,6 @@ pub async fn start(
             config.sessions_max as usize,
             Duration::from_secs(config.session_idle_seconds),
         ),
-        session_idle_seconds: config.session_idle_seconds,
         rates: console::status::Rates::default(),
     });
     tokio::spawn(sample_rates(state.clone(), shutdown.clone()));

@@ -168,17 +168,20 @@ fn cookie(request: &HttpRequest, name: &str) -> Option<String> {
         .map(|(_, value)| value.to_string())
 }
 
+/// `max_age_seconds` None: a browser-session cookie (the session's idle and absolute expiry
+/// are the server's to enforce, so an active session is not cut when a fixed Max-Age passes).
 fn set_cookie(
     response: &mut HttpResponse,
     tls: bool,
     name: &str,
     value: &str,
-    max_age_seconds: u64,
+    max_age_seconds: Option<u64>,
 ) {
     let secure = if tls { "; Secure" } else { "" };
-    let text = format!(
-        "{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age_seconds}{secure}"
-    );
+    let max_age = max_age_seconds
+        .map(|seconds| format!("; Max-Age={seconds}"))
+        .unwrap_or_default();
+    let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict{max_age}{secure}");
     if let Ok(value) = HeaderValue::from_str(&text) {
         response
             .headers_mut()
@@ -368,7 +371,7 @@ fn login_page(request: &HttpRequest, notice: Option<Notice>) -> HttpResponse {
         csrf_field(&token)
     );
     let mut response = page("Sign in", None, notice.as_ref(), &body);
-    set_cookie(&mut response, request.tls, LOGIN_COOKIE, &token, 3600);
+    set_cookie(&mut response, request.tls, LOGIN_COOKIE, &token, Some(3600));
     response
 }
 
@@ -403,9 +406,9 @@ async fn login(state: &HttpState, request: &HttpRequest) -> HttpResponse {
         request.tls,
         session_cookie_name(state.tls),
         &id,
-        state.session_idle_seconds,
+        None,
     );
-    set_cookie(&mut response, request.tls, LOGIN_COOKIE, "", 0);
+    set_cookie(&mut response, request.tls, LOGIN_COOKIE, "", Some(0));
     response
 }
 
@@ -422,7 +425,7 @@ fn logout(state: &HttpState, request: &HttpRequest) -> HttpResponse {
                 request.tls,
                 session_cookie_name(state.tls),
                 "",
-                0,
+                Some(0),
             );
             response
         }
