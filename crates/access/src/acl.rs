@@ -359,6 +359,11 @@ pub const SECRET_ATTRIBUTES: &[(&str, &str)] = &[
     ("userPassword", "2.5.4.35"),
     ("authPassword", "1.3.6.1.4.1.4203.1.3.4"),
     ("pwdHistory", "1.3.6.1.4.1.42.2.27.8.1.20"),
+    // Hashed bearer tokens of the HTTP API (SCIM): a token acts as its entry, like a password.
+    (
+        "lmdirBearerToken",
+        "2.25.252748931133857544399076788790202829374.1.1",
+    ),
 ];
 
 /// The password policy's per-account state (draft-behera): when and how often a bind failed,

@@ -12,6 +12,8 @@ pub use integrity::{
     DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
 };
 mod accesslog;
+mod http;
+pub use http::{parse_http_listen, HttpConfig, ScimConfig, SCIM_GROUP_PATHS, SCIM_USER_PATHS};
 mod replication;
 pub use accesslog::{AccesslogConfig, ACCESSLOG_ENTRIES_MAX};
 pub use replication::{
@@ -50,6 +52,9 @@ pub struct Config {
     /// `[accesslog]`: the audit trail of writes under cn=accesslog.
     #[serde(default)]
     pub accesslog: AccesslogConfig,
+    /// `[http]`: the SCIM 2.0 and web console listener (off by default).
+    #[serde(default)]
+    pub http: HttpConfig,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -593,6 +598,7 @@ impl Default for Config {
             integrity: IntegrityConfig::default(),
             dynlist: Vec::new(),
             accesslog: AccesslogConfig::default(),
+            http: HttpConfig::default(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -973,6 +979,7 @@ impl Config {
             }
         }
         self.validate_limits()?;
+        self.http.validate(self.server.tls_enabled())?;
         self.replication
             .validate(&self.database.suffix, &self.server.listen)?;
         self.integrity.validate()?;

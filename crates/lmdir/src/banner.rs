@@ -36,6 +36,55 @@ pub fn print(config: &Config, demo_loaded: bool, addresses: &[BoundAddress]) {
     }
 }
 
+/// The web console's URL and a `curl` for SCIM that works as printed, when `[http]` is on.
+pub fn print_http(config: &Config, address: Option<std::net::SocketAddr>) {
+    let Some(address) = address else {
+        return;
+    };
+    for line in http_lines(config, address) {
+        println!("{line}");
+    }
+}
+
+pub fn http_lines(config: &Config, address: std::net::SocketAddr) -> Vec<String> {
+    let tls = config.http.tls;
+    let scheme = if tls { "https" } else { "http" };
+    let address = reachable_socket(address);
+    let database = &config.database;
+    let mut curl = vec!["curl -sS".to_string()];
+    if tls {
+        curl.push(format!(
+            "--cacert {}",
+            quote(&config.server.tls_certificate.to_string_lossy())
+        ));
+    }
+    if !database.rootdn.is_empty() && !is_hashed(&database.rootpw) {
+        curl.push(format!(
+            "-u {}",
+            quote(&format!("{}:{}", database.rootdn, database.rootpw))
+        ));
+    } else if !database.rootdn.is_empty() {
+        curl.push(format!("-u {}", quote(&database.rootdn)));
+    }
+    curl.push(quote(&format!(
+        "{scheme}://{address}/scim/v2/Users?count=2"
+    )));
+    vec![
+        format!("  console:  {scheme}://{address}/ (sign in with the root DN, or a person's uid and password)"),
+        format!("  scim:     {}", curl.join(" ")),
+    ]
+}
+
+/// A wildcard bind address as the loopback one a local client can reach.
+fn reachable_socket(address: std::net::SocketAddr) -> std::net::SocketAddr {
+    let ip = match address.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    std::net::SocketAddr::new(ip, address.port())
+}
+
 /// Where the database is; a relative `directory` (the default `./lmdir-data`) is said to be
 /// relative to the directory the server was started in, which is easy to miss.
 pub fn data_line(config: &Config) -> Option<String> {

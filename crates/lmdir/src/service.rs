@@ -22,7 +22,10 @@ use crate::logging::{self, Logging};
 /// How long in-flight operations get to answer at shutdown before connections are closed.
 const SHUTDOWN_GRACE_SECONDS: u64 = 30;
 
-pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Result<ExitCode> {
+pub fn serve(mut config: Config, config_path: Option<&Path>, no_demo: bool) -> Result<ExitCode> {
+    if config_path.is_none() && !no_demo {
+        trial_run_http(&mut config)?;
+    }
     let logging = logging::init_for_server(&config.server)?;
     // Read-write: a second server on this directory is refused here, before anything else.
     let store = crate::commands::open_store(&config, crate::commands::Access::Write)?;
@@ -57,6 +60,7 @@ pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Resul
         }
         if let Some(demo_loaded) = banner {
             crate::banner::print(&config, demo_loaded, &running.addresses);
+            crate::banner::print_http(&config, running.http_address());
         }
         let signals = install_signals()?;
         logging.flush();
@@ -69,6 +73,33 @@ pub fn serve(config: Config, config_path: Option<&Path>, no_demo: bool) -> Resul
         logging.flush();
         Ok::<_, anyhow::Error>(ExitCode::SUCCESS)
     })
+}
+
+/// The HTTP port of the no-config trial run (SCIM and the web console).
+pub const TRIAL_HTTP_LISTEN: &str = "127.0.0.1:8443";
+
+/// The no-config trial run serves SCIM and the web console too, over HTTPS on loopback with
+/// a self-signed certificate made (once) beside the data directory, in `<its name>-tls/` (the
+/// store refuses foreign files inside its own): the embedded default keeps `[http]` off, so a
+/// configured server only serves it when asked.
+pub fn trial_run_http(config: &mut Config) -> Result<()> {
+    if !config.http.listen.is_empty() {
+        return Ok(());
+    }
+    if !config.server.tls_enabled() {
+        let data = config.database_directory()?;
+        let mut name = data.file_name().unwrap_or_default().to_os_string();
+        name.push("-tls");
+        let directory = data.with_file_name(name);
+        std::fs::create_dir_all(&directory)
+            .with_context(|| format!("creating {}", directory.display()))?;
+        let files = lmdir_server::ensure_demo_tls(&directory)
+            .with_context(|| format!("making a certificate in {}", directory.display()))?;
+        config.server.tls_certificate = files.certificate_path;
+        config.server.tls_key = files.key_path;
+    }
+    config.http.listen = TRIAL_HTTP_LISTEN.to_string();
+    Ok(())
 }
 
 /// The signals `lmdir serve` handles. Installed before readiness is announced: a SIGHUP sent
@@ -227,4 +258,29 @@ fn send_notification(socket_path: &OsStr, state: &str) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod trial_tests {
+    use super::*;
+
+    #[test]
+    fn the_trial_run_serves_https_on_loopback_with_a_made_certificate() {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut config = Config::embedded_default();
+        config.database.directory = scratch.path().join("data");
+        assert!(config.http.listen.is_empty(), "off in the embedded default");
+        trial_run_http(&mut config).unwrap();
+        assert_eq!(config.http.listen, TRIAL_HTTP_LISTEN);
+        assert!(config.http.tls);
+        assert!(config
+            .server
+            .tls_certificate
+            .starts_with(scratch.path().join("data-tls")));
+        assert!(config.server.tls_certificate.exists() && config.server.tls_key.exists());
+        // A configured listener is kept as it is.
+        config.http.listen = "127.0.0.1:9999".to_string();
+        trial_run_http(&mut config).unwrap();
+        assert_eq!(config.http.listen, "127.0.0.1:9999");
+    }
 }

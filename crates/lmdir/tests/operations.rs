@@ -636,3 +636,62 @@ fn buffered_log_lines_arrive_within_the_flush_interval_and_none_is_lost_at_shutd
     assert!(text.ends_with('\n'), "the last line is whole");
     assert_eq!(lines_with(&text, "SIGTERM received"), 1);
 }
+
+/// With `[http]` on, the banner prints the console's URL and a `curl` for SCIM that works as
+/// printed (the no-config trial run turns it on the same way, on 127.0.0.1:8443).
+#[test]
+fn the_banner_scim_curl_line_works() {
+    let scratch = tempfile::tempdir().unwrap();
+    let files = lmdir_server::ensure_demo_tls(scratch.path()).unwrap();
+    let (port, http_port) = (support::free_port(), support::free_port());
+    let config = scratch.path().join("lmdir.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\ntls_certificate = \"{}\"\ntls_key = \"{}\"\n\
+             [database]\ndirectory = \"{}\"\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n",
+            files.certificate_path.display(),
+            files.key_path.display(),
+            scratch.path().join("db").display()
+        ),
+    )
+    .unwrap();
+    let log = scratch.path().join("serve.log");
+    let mut child = spawn_serve(&config, &log, &[]);
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let (mut console, mut curl) = (None, None);
+    while curl.is_none() {
+        let line = lines.next().and_then(Result::ok).unwrap_or_else(|| {
+            panic!(
+                "no scim: line; log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+        if let Some(url) = line.trim().strip_prefix("console:") {
+            console = Some(url.trim().to_string());
+        }
+        if let Some(command) = line.trim().strip_prefix("scim:") {
+            curl = Some(command.trim().to_string());
+        }
+    }
+    let curl = curl.unwrap();
+    let output = run_shell(&curl);
+    let console_page = run_shell(&format!(
+        "curl -sS --cacert '{}' {}login",
+        files.certificate_path.display(),
+        console
+            .clone()
+            .unwrap_or_default()
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+    ));
+    stop(child);
+    let found = success(&output, &curl);
+    assert!(found.contains("\"totalResults\":0"), "{curl}\n{found}");
+    assert!(console
+        .unwrap()
+        .starts_with(&format!("https://127.0.0.1:{http_port}/")));
+    assert!(String::from_utf8_lossy(&console_page.stdout).contains("Sign in"));
+}

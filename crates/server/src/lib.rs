@@ -19,6 +19,7 @@ pub mod extensions;
 pub mod filter;
 pub mod filter_text;
 pub mod health;
+pub mod http;
 mod integrity;
 pub mod limits;
 pub mod live;

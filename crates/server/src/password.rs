@@ -840,7 +840,7 @@ async fn simple_bind(
 /// client, while the client's own, larger budget still slows guessing across many DNs. Once
 /// either is spent, every check waits first (whatever its outcome, so the wait tells nothing),
 /// and a failure costs a token of both.
-async fn throttled<T>(
+pub(crate) async fn throttled<T>(
     server: &ServerContext,
     session: &Session,
     dn: &str,

@@ -342,6 +342,9 @@ impl StoredTime {
     }
 }
 
+/// The pwdAccountLockedTime of an account locked by an administrator until unlocked.
+pub const PERMANENT_LOCK_VALUE: &[u8] = b"000001010000Z";
+
 /// An entry's password policy state, as stored.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AccountState {
@@ -388,6 +391,11 @@ impl AccountState {
         let Some(locked_at) = self.locked_at else {
             return false;
         };
+        // draft-behera: 000001010000Z locks until an administrator unlocks, whatever the
+        // lockout duration (SCIM's active = false writes it).
+        if generalized_time_unix_seconds(PERMANENT_LOCK_VALUE).ok() == Some(locked_at) {
+            return true;
+        }
         policy.lockout_duration_seconds == 0
             || now < locked_at.saturating_add(policy.lockout_duration_seconds as i64)
     }
@@ -679,6 +687,26 @@ impl Drop for SlotGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An administrator's lock (000001010000Z) holds whatever the lockout duration.
+    #[test]
+    fn the_permanent_lock_value_locks_until_unlocked() {
+        let schema = Schema::builtin();
+        let locked = schema.attribute("pwdAccountLockedTime").expect("attribute");
+        let state = AccountState::read(&schema, |attr| {
+            if attr == locked {
+                vec![PERMANENT_LOCK_VALUE.to_vec()]
+            } else {
+                Vec::new()
+            }
+        });
+        assert!(state.locked_at.is_some(), "year 0 parses");
+        let policy = Policy {
+            lockout_duration_seconds: 60,
+            ..Policy::default()
+        };
+        assert!(state.is_locked(&policy, 4_000_000_000));
+    }
 
     #[test]
     fn the_response_control_encodes_as_draft_behera_says() {

@@ -204,11 +204,18 @@ pub struct RunningServer {
     context: Arc<ServerContext>,
     shutdown_sender: watch::Sender<bool>,
     listener_tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Where `[http] listen` (SCIM) bound, when it is on.
+    http_address: Option<SocketAddr>,
 }
 
 impl RunningServer {
     pub fn context(&self) -> &Arc<ServerContext> {
         &self.context
+    }
+
+    /// The SCIM / console listener's address (None when `[http] listen` is off).
+    pub fn http_address(&self) -> Option<SocketAddr> {
+        self.http_address
     }
 
     /// The first plain `ldap://` address (tests).
@@ -447,6 +454,13 @@ pub async fn start(
     if let Some(address) = settings.metrics_listen {
         listener_tasks.push(start_metrics(&context, address, shutdown_receiver.clone()).await?);
     }
+    let http_address = match crate::http::start(&context, shutdown_receiver.clone()).await? {
+        Some((address, task)) => {
+            listener_tasks.push(task);
+            Some(address)
+        }
+        None => None,
+    };
     // Replication consumers end with the listeners, before the writer is closed.
     crate::replication::start_consumers(&context, shutdown_receiver.clone());
     Ok(RunningServer {
@@ -454,6 +468,7 @@ pub async fn start(
         context,
         shutdown_sender,
         listener_tasks,
+        http_address,
     })
 }
 

@@ -167,6 +167,8 @@ pub struct ServerSettings {
     pub authz_policy: lmdir_config::AuthzPolicy,
     /// `[accesslog]`: the audit trail of writes.
     pub accesslog: lmdir_config::AccesslogConfig,
+    /// `[http]`: the SCIM and web console listener (`http/`); `listen` empty = off.
+    pub http: lmdir_config::HttpConfig,
 }
 
 impl ServerSettings {
@@ -248,6 +250,7 @@ impl ServerSettings {
                 .then(|| config.replication.consumer[0].provider.clone()),
             authz_policy: server.authz_policy,
             accesslog: config.accesslog.clone(),
+            http: config.http.clone(),
         })
     }
 }

@@ -1,6 +1,8 @@
 //! Starts a real server on ephemeral ports for integration tests.
 #![allow(dead_code)]
 
+pub mod http;
+
 use lmdir_server::{ListenAddress, RunningServer, ServerSettings};
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,0 +1,433 @@
+//! The web console on the HTTP listener (`/`): server-rendered HTML, no JavaScript at all (a
+//! CSP forbids scripts), one stylesheet served here. A person signs in with directory
+//! credentials (a simple bind through `operations::bind`: the bind throttle and the password
+//! policy apply), and every page then runs LDAP operations as that identity through
+//! `directory.rs`, like SCIM: the console can do exactly what LDAP lets that identity do.
+//!
+//! Sessions: a random 256-bit id in a cookie (`HttpOnly`, `SameSite=Strict`, `Secure` and the
+//! `__Host-` prefix over TLS), kept in memory, at most `sessions_max` (the least recently used
+//! is dropped first), ending after `session_idle_seconds` without a request and 12 hours after
+//! sign-in whatever happens; sign-out forgets it. Every form carries the session's CSRF token
+//! (the sign-in form a token of its own, bound to a cookie), checked before anything is done.
+
+mod pages;
+pub mod status;
+
+use super::directory::DirectoryClient;
+use super::{respond, HttpRequest, HttpResponse, HttpState};
+use crate::session::Identity;
+use hyper::header::HeaderValue;
+use hyper::{Method, StatusCode};
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The longest a session lives, however active.
+const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+const CSS: &str = include_str!("console.css");
+const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
+
+struct ConsoleSession {
+    identity: Identity,
+    csrf: String,
+    created: Instant,
+    last_seen: Instant,
+}
+
+/// The signed-in sessions.
+pub struct Sessions {
+    by_id: Mutex<HashMap<String, ConsoleSession>>,
+    maximum: usize,
+    idle: Duration,
+}
+
+fn random_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    bytes
+        .iter()
+        .fold(String::with_capacity(64), |mut text, byte| {
+            let _ = write!(text, "{byte:02x}");
+            text
+        })
+}
+
+/// Compares without stopping at the first difference.
+fn same_secret(left: &str, right: &str) -> bool {
+    left.len() == right.len()
+        && left
+            .bytes()
+            .zip(right.bytes())
+            .fold(0u8, |difference, (a, b)| difference | (a ^ b))
+            == 0
+}
+
+impl Sessions {
+    pub fn new(maximum: usize, idle: Duration) -> Sessions {
+        Sessions {
+            by_id: Mutex::new(HashMap::new()),
+            maximum,
+            idle,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ConsoleSession>> {
+        self.by_id
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A new session for `identity`: (id, CSRF token).
+    fn open(&self, identity: Identity) -> String {
+        let mut sessions = self.lock();
+        let now = Instant::now();
+        sessions.retain(|_, session| !self.expired(session, now));
+        while sessions.len() >= self.maximum {
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, session)| session.last_seen)
+                .map(|(id, _)| id.clone());
+            match oldest {
+                Some(id) => sessions.remove(&id),
+                None => break,
+            };
+        }
+        let id = random_token();
+        sessions.insert(
+            id.clone(),
+            ConsoleSession {
+                identity,
+                csrf: random_token(),
+                created: now,
+                last_seen: now,
+            },
+        );
+        id
+    }
+
+    fn expired(&self, session: &ConsoleSession, now: Instant) -> bool {
+        now.duration_since(session.last_seen) > self.idle
+            || now.duration_since(session.created) > SESSION_LIFETIME
+    }
+
+    /// The session of `id` (its identity and CSRF token), touched; None when unknown or
+    /// expired (an expired one is forgotten).
+    fn find(&self, id: &str) -> Option<(Identity, String)> {
+        let mut sessions = self.lock();
+        let now = Instant::now();
+        let session = sessions.get_mut(id)?;
+        if self.expired(session, now) {
+            sessions.remove(id);
+            return None;
+        }
+        session.last_seen = now;
+        Some((session.identity.clone(), session.csrf.clone()))
+    }
+
+    fn close(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// A signed-in request: its directory session and the CSRF token its forms carry.
+pub struct Signed {
+    pub client: DirectoryClient,
+    pub csrf: String,
+    pub form: HashMap<String, String>,
+}
+
+impl Signed {
+    pub fn field(&self, name: &str) -> &str {
+        self.form.get(name).map_or("", String::as_str)
+    }
+}
+
+fn session_cookie_name(tls: bool) -> &'static str {
+    if tls {
+        "__Host-lmdir"
+    } else {
+        "lmdir_session"
+    }
+}
+
+fn cookie(request: &HttpRequest, name: &str) -> Option<String> {
+    request
+        .headers
+        .get_all(hyper::header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_string())
+}
+
+/// `max_age_seconds` None: a browser-session cookie (the session's idle and absolute expiry
+/// are the server's to enforce, so an active session is not cut when a fixed Max-Age passes).
+fn set_cookie(
+    response: &mut HttpResponse,
+    tls: bool,
+    name: &str,
+    value: &str,
+    max_age_seconds: Option<u64>,
+) {
+    let secure = if tls { "; Secure" } else { "" };
+    let max_age = max_age_seconds
+        .map(|seconds| format!("; Max-Age={seconds}"))
+        .unwrap_or_default();
+    let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict{max_age}{secure}");
+    if let Ok(value) = HeaderValue::from_str(&text) {
+        response
+            .headers_mut()
+            .append(hyper::header::SET_COOKIE, value);
+    }
+}
+
+pub fn form_of(request: &HttpRequest) -> HashMap<String, String> {
+    let mut form: HashMap<String, String> = request.query.iter().cloned().collect();
+    if request.method == Method::POST {
+        form.extend(form_urlencoded::parse(&request.body).into_owned());
+    }
+    form
+}
+
+/// `&`, `<`, `>`, `"`, `'` escaped for HTML text and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// A whole page: the navigation (when signed in), a notice, the body.
+pub fn page(
+    title: &str,
+    signed: Option<&Signed>,
+    notice: Option<&Notice>,
+    body: &str,
+) -> HttpResponse {
+    let mut html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} · lmdir</title>\
+         <link rel=\"stylesheet\" href=\"/console.css\"></head><body>",
+        escape(title)
+    );
+    if let Some(signed) = signed {
+        let _ = write!(
+            html,
+            "<nav><a href=\"/me\">My account</a><a href=\"/users\">Users</a><a href=\"/groups\">Groups</a>\
+             <a href=\"/status\">Status</a><span class=\"who\">{}</span>\
+             <form method=\"post\" action=\"/logout\">{}<button id=\"signout\">Sign out</button></form></nav>",
+            escape(&signed.client.identity().dn),
+            csrf_field(&signed.csrf)
+        );
+    }
+    let _ = write!(html, "<main><h1>{}</h1>", escape(title));
+    if let Some(notice) = notice {
+        let class = if notice.error { "error" } else { "ok" };
+        let _ = write!(
+            html,
+            "<p class=\"notice {class}\" id=\"notice\">{}</p>",
+            escape(&notice.text)
+        );
+    }
+    html.push_str(body);
+    html.push_str("</main></body></html>");
+    html_response(StatusCode::OK, html)
+}
+
+fn html_response(status: StatusCode, html: String) -> HttpResponse {
+    let mut response = respond(status, HTML_CONTENT_TYPE, html);
+    response
+        .headers_mut()
+        .insert("content-security-policy", HeaderValue::from_static(CSP));
+    response
+}
+
+pub fn csrf_field(token: &str) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        escape(token)
+    )
+}
+
+/// A message shown above a page.
+pub struct Notice {
+    pub text: String,
+    pub error: bool,
+}
+
+impl Notice {
+    pub fn ok(text: impl Into<String>) -> Option<Notice> {
+        Some(Notice {
+            text: text.into(),
+            error: false,
+        })
+    }
+
+    pub fn error(text: impl Into<String>) -> Option<Notice> {
+        Some(Notice {
+            text: text.into(),
+            error: true,
+        })
+    }
+}
+
+pub fn redirect(location: &str) -> HttpResponse {
+    let mut response = respond(StatusCode::SEE_OTHER, "text/plain", "");
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response
+            .headers_mut()
+            .insert(hyper::header::LOCATION, value);
+    }
+    response
+}
+
+/// Entry point for every path outside `/scim/v2/`.
+pub async fn handle(state: &HttpState, request: &HttpRequest) -> HttpResponse {
+    match (&request.method, request.path.as_str()) {
+        (&Method::GET, "/console.css") => {
+            let mut response = respond(StatusCode::OK, "text/css; charset=utf-8", CSS);
+            response.headers_mut().insert(
+                hyper::header::CACHE_CONTROL,
+                HeaderValue::from_static("max-age=3600"),
+            );
+            response
+        }
+        (&Method::GET, "/") => redirect("/me"),
+        (&Method::GET, "/favicon.ico") => respond(StatusCode::NOT_FOUND, "text/plain", ""),
+        (&Method::GET, "/login") => login_page(request, None),
+        (&Method::POST, "/login") => login(state, request).await,
+        (&Method::POST, "/logout") => logout(state, request),
+        _ => match signed_in(state, request) {
+            Err(response) => *response,
+            Ok(signed) => pages::route(state, request, signed).await,
+        },
+    }
+}
+
+/// The request's session, with the CSRF token checked on a POST; otherwise the answer
+/// (the sign-in page, or 403 for a POST without the right token).
+fn signed_in(state: &HttpState, request: &HttpRequest) -> Result<Signed, Box<HttpResponse>> {
+    let id = cookie(request, session_cookie_name(state.tls)).unwrap_or_default();
+    let Some((identity, csrf)) = state.console.find(&id) else {
+        return Err(Box::new(if request.method == Method::GET {
+            redirect("/login")
+        } else {
+            forbidden("Your session has ended: sign in again.")
+        }));
+    };
+    let form = form_of(request);
+    if request.method != Method::GET {
+        let sent = form.get("csrf").map_or("", String::as_str);
+        if !same_secret(sent, &csrf) {
+            return Err(Box::new(forbidden(
+                "The form's security token is missing or wrong: reload the page.",
+            )));
+        }
+    }
+    let mut client = DirectoryClient::new(&state.server, request.peer, request.tls);
+    client.assume(identity);
+    Ok(Signed { client, csrf, form })
+}
+
+fn forbidden(text: &str) -> HttpResponse {
+    let mut response = page(
+        "Refused",
+        None,
+        Notice::error(text).as_ref(),
+        "<p><a href=\"/login\">Sign in</a></p>",
+    );
+    *response.status_mut() = StatusCode::FORBIDDEN;
+    response
+}
+
+const LOGIN_COOKIE: &str = "lmdir_login";
+
+fn login_page(request: &HttpRequest, notice: Option<Notice>) -> HttpResponse {
+    // The token stays while its cookie lives: another tab's (or the favicon's) visit to the
+    // sign-in page does not invalidate the form already shown.
+    let token = cookie(request, LOGIN_COOKIE)
+        .filter(|token| token.len() == 64 && token.bytes().all(|byte| byte.is_ascii_hexdigit()))
+        .unwrap_or_else(random_token);
+    let body = format!(
+        "<form method=\"post\" action=\"/login\" class=\"card\">{}\
+         <label>User name or DN <input name=\"user\" id=\"user\" autocomplete=\"username\" required></label>\
+         <label>Password <input name=\"password\" id=\"password\" type=\"password\" autocomplete=\"current-password\" required></label>\
+         <button id=\"signin\">Sign in</button></form>",
+        csrf_field(&token)
+    );
+    let mut response = page("Sign in", None, notice.as_ref(), &body);
+    set_cookie(&mut response, request.tls, LOGIN_COOKIE, &token, Some(3600));
+    response
+}
+
+async fn login(state: &HttpState, request: &HttpRequest) -> HttpResponse {
+    let form = form_of(request);
+    let expected = cookie(request, LOGIN_COOKIE).unwrap_or_default();
+    let sent = form.get("csrf").map_or("", String::as_str);
+    if expected.is_empty() || !same_secret(sent, &expected) {
+        return forbidden(
+            "The sign-in form's security token is missing or wrong: reload the page.",
+        );
+    }
+    let user = form.get("user").map_or("", |user| user.trim());
+    let password = form.get("password").map_or("", String::as_str);
+    if user.is_empty() || password.is_empty() {
+        return login_page(request, Notice::error("Give a user name and a password."));
+    }
+    let mut client = DirectoryClient::new(&state.server, request.peer, request.tls);
+    let dn = state.scim.user_dn(user);
+    if let Err(failure) = client.bind(&dn, password).await {
+        let text = if failure.message.contains("must be changed") {
+            "Your password was reset: change it with your LDAP client first."
+        } else {
+            "Wrong user name or password, or the account is locked."
+        };
+        return login_page(request, Notice::error(text));
+    }
+    let id = state.console.open(client.identity().clone());
+    let mut response = redirect("/me");
+    set_cookie(
+        &mut response,
+        request.tls,
+        session_cookie_name(state.tls),
+        &id,
+        None,
+    );
+    set_cookie(&mut response, request.tls, LOGIN_COOKIE, "", Some(0));
+    response
+}
+
+fn logout(state: &HttpState, request: &HttpRequest) -> HttpResponse {
+    match signed_in(state, request) {
+        Err(response) => *response,
+        Ok(_) => {
+            if let Some(id) = cookie(request, session_cookie_name(state.tls)) {
+                state.console.close(&id);
+            }
+            let mut response = redirect("/login");
+            set_cookie(
+                &mut response,
+                request.tls,
+                session_cookie_name(state.tls),
+                "",
+                Some(0),
+            );
+            response
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! The HTTP listener (`[http] listen`): SCIM 2.0 under `/scim/v2/` (`scim/`) for identity
+//! providers, on HTTPS with the server's certificate (plain http only on a loopback address,
+//! which the config enforces). Every request authenticates (`auth.rs`: HTTP Basic as a DN or
+//! uid bind, or a bearer token stored hashed on a directory entry) and then runs as that
+//! identity through `directory.rs`, which hands LDAP operations to `operations::dispatch`:
+//! the same access policy, limits, bind throttle, password policy and writer as LDAP.
+//!
+//! Bounded like the LDAP side: `connections_max` connections (past it a new one is closed at
+//! once), headers within `HEADER_READ_TIMEOUT`, bodies within `body_bytes_max` (413 beyond,
+//! decided from Content-Length before reading when it is given).
+
+pub mod auth;
+pub mod console;
+pub mod directory;
+pub mod scim;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tracing::{info, warn};
+
+use crate::context::ServerContext;
+
+/// A request's headers must arrive within this.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request's body must arrive within this.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A request as the handlers see it: read whole (within `body_bytes_max`).
+pub struct HttpRequest {
+    pub method: Method,
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub peer: SocketAddr,
+    pub tls: bool,
+}
+
+impl HttpRequest {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    pub fn query_value(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+pub type HttpResponse = Response<Full<Bytes>>;
+
+/// What every handler shares.
+pub struct HttpState {
+    pub server: Arc<ServerContext>,
+    pub scim: scim::Scim,
+    pub tls: bool,
+    pub body_bytes_max: usize,
+    /// Signed-in console sessions.
+    pub console: console::Sessions,
+    /// Operation rates for the console's status chart.
+    pub rates: console::status::Rates,
+}
+
+/// A response with the headers every answer carries (no caching of directory data, no
+/// sniffing, no framing; HSTS over TLS).
+pub fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> HttpResponse {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        headers.insert(hyper::header::CONTENT_TYPE, value);
+    }
+    headers.insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    headers.insert(
+        "content-security-policy",
+        HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+    );
+    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    response
+}
+
+/// Binds `[http] listen` and serves until shutdown; Ok(None) when it is off.
+pub async fn start(
+    context: &Arc<ServerContext>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>, crate::ServerError> {
+    let settings = context.settings();
+    let config = &settings.http;
+    let listen_error = |message: String| crate::ServerError::Listen {
+        address: config.listen.clone(),
+        message,
+    };
+    let Some(address) = lmdir_config::parse_http_listen(&config.listen).map_err(listen_error)?
+    else {
+        return Ok(None);
+    };
+    let tls = match (config.tls, &context.tls_config) {
+        (true, Some(tls_config)) => Some(tls_config.clone()),
+        (true, None) => {
+            return Err(listen_error(
+                "HTTPS needs [server] tls_certificate and tls_key".to_string(),
+            ))
+        }
+        (false, _) if !address.ip().is_loopback() => {
+            return Err(listen_error(
+                "plain http only on a loopback address".to_string(),
+            ))
+        }
+        (false, _) => None,
+    };
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|error| listen_error(error.to_string()))?;
+    let local = listener
+        .local_addr()
+        .map_err(|error| listen_error(error.to_string()))?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    info!("SCIM on {scheme}://{local}/scim/v2/, web console on {scheme}://{local}/");
+    let state = Arc::new(HttpState {
+        server: context.clone(),
+        scim: scim::Scim::new(
+            &config.scim,
+            &settings.suffix,
+            &format!("{scheme}://{local}"),
+        ),
+        tls: tls.is_some(),
+        body_bytes_max: usize::try_from(config.body_bytes_max).unwrap_or(usize::MAX),
+        console: console::Sessions::new(
+            config.sessions_max as usize,
+            Duration::from_secs(config.session_idle_seconds),
+        ),
+        rates: console::status::Rates::default(),
+    });
+    tokio::spawn(sample_rates(state.clone(), shutdown.clone()));
+    let connections = Arc::new(Semaphore::new(config.connections_max as usize));
+    let task = tokio::spawn(accept(listener, state, tls, connections, shutdown));
+    Ok(Some((local, task)))
+}
+
+/// Samples the operation counters for the console's chart until shutdown.
+async fn sample_rates(state: Arc<HttpState>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        state.rates.sample(&state.server.monitor);
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            () = tokio::time::sleep(console::status::SAMPLE_INTERVAL) => {}
+        }
+    }
+}
+
+async fn accept(
+    listener: TcpListener,
+    state: Arc<HttpState>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    connections: Arc<Semaphore>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(error) => {
+                warn!("http accept failed: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            // Full: closed at once (the LDAP side refuses the same way past connections_max).
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let tls = tls.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            match tls {
+                Some(tls) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+                    let handshake = tokio::time::timeout(
+                        state.server.settings().tls_handshake_timeout,
+                        acceptor.accept(stream),
+                    )
+                    .await;
+                    if let Ok(Ok(stream)) = handshake {
+                        serve_connection(TokioIo::new(stream), state, peer, shutdown).await;
+                    }
+                }
+                None => serve_connection(TokioIo::new(stream), state, peer, shutdown).await,
+            }
+        });
+    }
+}
+
+async fn serve_connection<I>(
+    io: I,
+    state: Arc<HttpState>,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request: Request<Incoming>| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(handle(state, peer, request).await) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(64 * 1024)
+        .serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = &mut connection => {}
+        _ = shutdown.changed() => connection.as_mut().graceful_shutdown(),
+    }
+}
+
+async fn handle(
+    state: Arc<HttpState>,
+    peer: SocketAddr,
+    request: Request<Incoming>,
+) -> HttpResponse {
+    let (parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > state.body_bytes_max as u64) {
+        return too_large(&state);
+    }
+    let collected = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        Limited::new(body, state.body_bytes_max).collect(),
+    )
+    .await;
+    let body = match collected {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
+            return too_large(&state)
+        }
+        Ok(Err(_)) | Err(_) => {
+            return respond(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                "the body could not be read",
+            )
+        }
+    };
+    let query = parts
+        .uri
+        .query()
+        .map(|query| {
+            form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let request = HttpRequest {
+        method: parts.method,
+        path: parts.uri.path().to_string(),
+        query,
+        headers: parts.headers,
+        body,
+        peer,
+        tls: state.tls,
+    };
+    let mut response = if let Some(rest) = request.path.strip_prefix(scim::PREFIX) {
+        let rest = rest.to_string();
+        scim::handle(&state, &request, &rest).await
+    } else {
+        console::handle(&state, &request).await
+    };
+    if state.tls {
+        response.headers_mut().insert(
+            "strict-transport-security",
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
+    response
+}
+
+fn too_large(state: &HttpState) -> HttpResponse {
+    scim::error_response(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        None,
+        &format!(
+            "the request body is larger than {} bytes",
+            state.body_bytes_max
+        ),
+    )
+}

@@ -1,0 +1,907 @@
+//! SCIM 2.0 (RFC 7643/7644) over the directory: `/Users` and `/Groups` (`resource.rs` maps
+//! them), discovery (`discovery.rs`), filters (`filter.rs`), PATCH (`patch.rs`), `/Bulk`.
+//! Every operation is an LDAP operation run as the authenticated identity (`directory.rs`):
+//! what LDAP hides or refuses, SCIM hides (404, as missing) or refuses (403) the same way.
+
+mod discovery;
+pub mod filter;
+mod patch;
+pub mod resource;
+
+use super::directory::{
+    sort_control, vlv_control, vlv_response, DirectoryClient, FoundEntry, LdapFailure, Search,
+};
+use super::{respond, HttpRequest, HttpResponse, HttpState};
+use hyper::{Method, StatusCode};
+use ldap3_proto::proto::{LdapModifyType, LdapSearchScope};
+use lmdir_schema::Filter;
+use resource::{Kind, Mapping, Reference};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+
+pub const PREFIX: &str = "/scim/v2";
+const SCIM_CONTENT_TYPE: &str = "application/scim+json";
+const ERROR_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:Error";
+const LIST_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:ListResponse";
+/// Members (or groups) resolved into one resource; past it the resource is refused (400
+/// tooMany) unless `excludedAttributes=members` leaves them out (the console pages them).
+const REFERENCES_RESOLVED_MAX: usize = 10_000;
+
+/// The SCIM endpoint's configuration, resolved.
+pub struct Scim {
+    pub mapping: Mapping,
+    /// `https://host:port/scim/v2`: the base of every `location` and `$ref`.
+    pub location_base: String,
+}
+
+impl Scim {
+    pub fn new(config: &lmdir_config::ScimConfig, suffix: &str, origin: &str) -> Scim {
+        Scim {
+            mapping: Mapping::new(config, suffix),
+            location_base: format!("{origin}{PREFIX}"),
+        }
+    }
+
+    /// The DN an HTTP Basic user name binds as: itself when it is a DN, else the User entry
+    /// it names.
+    pub fn user_dn(&self, user: &str) -> String {
+        if user.contains('=') {
+            return user.to_string();
+        }
+        format!(
+            "{}={},{}",
+            self.mapping.naming(Kind::User),
+            resource::escape_rdn_value(user),
+            self.mapping.users_base
+        )
+    }
+}
+
+/// An RFC 7644 §3.12 error.
+#[derive(Debug)]
+pub struct ScimError {
+    pub status: StatusCode,
+    pub scim_type: Option<&'static str>,
+    pub detail: String,
+}
+
+impl ScimError {
+    pub fn new(
+        status: StatusCode,
+        scim_type: Option<&'static str>,
+        detail: impl Into<String>,
+    ) -> Self {
+        ScimError {
+            status,
+            scim_type,
+            detail: detail.into(),
+        }
+    }
+
+    fn bad(scim_type: &'static str, detail: impl Into<String>) -> Self {
+        ScimError::new(StatusCode::BAD_REQUEST, Some(scim_type), detail)
+    }
+
+    fn not_found() -> Self {
+        ScimError::new(StatusCode::NOT_FOUND, None, "resource not found")
+    }
+}
+
+/// The HTTP answer to a directory result: what LDAP refused, refused the same way.
+impl From<LdapFailure> for ScimError {
+    fn from(failure: LdapFailure) -> Self {
+        let (status, scim_type) = match failure.code {
+            32 => return ScimError::not_found(),
+            50 | 13 => (StatusCode::FORBIDDEN, None),
+            68 => (StatusCode::CONFLICT, Some("uniqueness")),
+            122 => (StatusCode::PRECONDITION_FAILED, None),
+            19 | 20 | 21 | 16 | 17 | 18 | 34 | 64 | 65 | 67 | 69 => {
+                (StatusCode::BAD_REQUEST, Some("invalidValue"))
+            }
+            4 | 11 => (StatusCode::BAD_REQUEST, Some("tooMany")),
+            49 | 48 | 8 => (StatusCode::UNAUTHORIZED, None),
+            53 => (StatusCode::BAD_REQUEST, Some("mutability")),
+            3 | 51 | 52 | 10 => (StatusCode::SERVICE_UNAVAILABLE, None),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
+        };
+        ScimError::new(
+            status,
+            scim_type,
+            format!("LDAP {}: {}", failure.code, failure.message),
+        )
+    }
+}
+
+pub fn error_response(status: StatusCode, scim_type: Option<&str>, detail: &str) -> HttpResponse {
+    let mut body = json!({
+        "schemas": [ERROR_SCHEMA],
+        "status": status.as_u16().to_string(),
+        "detail": detail,
+    });
+    if let Some(scim_type) = scim_type {
+        body["scimType"] = json!(scim_type);
+    }
+    respond(status, SCIM_CONTENT_TYPE, body.to_string())
+}
+
+/// A successful answer.
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Option<Value>,
+}
+
+impl Answer {
+    fn ok(body: Value) -> Answer {
+        Answer {
+            status: StatusCode::OK,
+            body: Some(body),
+        }
+    }
+}
+
+fn into_response(answer: Result<Answer, ScimError>) -> HttpResponse {
+    match answer {
+        Err(error) => error_response(error.status, error.scim_type, &error.detail),
+        Ok(answer) => {
+            let body = answer
+                .body
+                .as_ref()
+                .map(Value::to_string)
+                .unwrap_or_default();
+            let mut response = respond(answer.status, SCIM_CONTENT_TYPE, body);
+            let meta = answer.body.as_ref().and_then(|body| body.get("meta"));
+            let headers = response.headers_mut();
+            if let Some(version) = meta
+                .and_then(|meta| meta.get("version"))
+                .and_then(Value::as_str)
+            {
+                if let Ok(value) = version.parse() {
+                    headers.insert(hyper::header::ETAG, value);
+                }
+            }
+            if answer.status == StatusCode::CREATED {
+                if let Some(location) = meta
+                    .and_then(|meta| meta.get("location"))
+                    .and_then(Value::as_str)
+                {
+                    if let Ok(value) = location.parse() {
+                        headers.insert(hyper::header::LOCATION, value);
+                    }
+                }
+            }
+            response
+        }
+    }
+}
+
+/// Entry point for `/scim/v2/...` (`rest` is what follows the prefix).
+pub async fn handle(state: &HttpState, request: &HttpRequest, rest: &str) -> HttpResponse {
+    let client = match super::auth::authenticate(state, request).await {
+        Ok(client) => client,
+        Err(_) => return super::auth::unauthorized(),
+    };
+    let scim = &state.scim;
+    let segments: Vec<&str> = rest
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let kind_of = |segment: &str| match segment {
+        "Users" => Some(Kind::User),
+        "Groups" => Some(Kind::Group),
+        _ => None,
+    };
+    let context = Context {
+        scim,
+        client: &client,
+        state,
+    };
+    let answer = match (&request.method, segments.as_slice()) {
+        (&Method::GET, ["ServiceProviderConfig"]) => {
+            Ok(Answer::ok(discovery::service_provider_config(
+                &scim.mapping,
+                state.body_bytes_max,
+                &scim.location_base,
+            )))
+        }
+        (&Method::GET, ["Schemas"]) => Ok(Answer::ok(list_of(discovery::schemas(
+            &scim.mapping,
+            &scim.location_base,
+        )))),
+        (&Method::GET, ["Schemas", id]) => {
+            one_of(discovery::schemas(&scim.mapping, &scim.location_base), id)
+        }
+        (&Method::GET, ["ResourceTypes"]) => Ok(Answer::ok(list_of(discovery::resource_types(
+            &scim.location_base,
+        )))),
+        (&Method::GET, ["ResourceTypes", id]) => {
+            one_of(discovery::resource_types(&scim.location_base), id)
+        }
+        (_, ["ServiceProviderConfig" | "Schemas" | "ResourceTypes", ..]) => Err(ScimError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            None,
+            "discovery endpoints answer GET only",
+        )),
+        // Searching Users and Groups at once (RFC 7644 §3.4.3 at the root) is not offered.
+        (&Method::POST, [".search"]) => Err(ScimError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            None,
+            "search /Users/.search or /Groups/.search",
+        )),
+        (&Method::POST, ["Bulk"]) => match json_body(request) {
+            Ok(body) => patch::bulk(&context, &body).await,
+            Err(error) => Err(error),
+        },
+        (method, [segment, rest @ ..]) => match kind_of(segment) {
+            None => Err(ScimError::not_found()),
+            Some(kind) => resource_request(&context, request, method, kind, rest).await,
+        },
+        _ => Err(ScimError::not_found()),
+    };
+    into_response(answer)
+}
+
+/// What a handler needs.
+pub struct Context<'a> {
+    pub scim: &'a Scim,
+    pub client: &'a DirectoryClient,
+    pub state: &'a HttpState,
+}
+
+async fn resource_request(
+    context: &Context<'_>,
+    request: &HttpRequest,
+    method: &Method,
+    kind: Kind,
+    rest: &[&str],
+) -> Result<Answer, ScimError> {
+    let if_match = request.header("if-match").map(str::to_string);
+    match (method, rest) {
+        (&Method::GET, []) => {
+            let parameters = ListParameters::from_query(request);
+            list(context, kind, &parameters).await
+        }
+        (&Method::POST, [".search"]) => {
+            let body = json_body(request)?;
+            list(context, kind, &ListParameters::from_body(&body)).await
+        }
+        (&Method::POST, []) => create(context, kind, &json_body(request)?).await,
+        (&Method::GET, [id]) => {
+            let selection = Selection::from_query(request);
+            let entry = find(context, kind, id)
+                .await?
+                .ok_or_else(ScimError::not_found)?;
+            let mut cache = HashMap::new();
+            let value = to_resource(context, kind, &entry, &selection, &mut cache).await?;
+            Ok(Answer::ok(value))
+        }
+        (&Method::PUT, [id]) => {
+            replace(context, kind, id, &json_body(request)?, if_match.as_deref()).await
+        }
+        (&Method::PATCH, [id]) => {
+            patch::patch(context, kind, id, &json_body(request)?, if_match.as_deref()).await
+        }
+        (&Method::DELETE, [id]) => remove(context, kind, id, if_match.as_deref()).await,
+        _ => Err(ScimError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            None,
+            "method not allowed here",
+        )),
+    }
+}
+
+fn json_body(request: &HttpRequest) -> Result<Map<String, Value>, ScimError> {
+    match serde_json::from_slice::<Value>(&request.body) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(_) => Err(ScimError::bad(
+            "invalidSyntax",
+            "the body must be a JSON object",
+        )),
+        Err(error) => Err(ScimError::bad(
+            "invalidSyntax",
+            format!("the body is not JSON: {error}"),
+        )),
+    }
+}
+
+fn list_of(resources: Vec<Value>) -> Value {
+    json!({
+        "schemas": [LIST_SCHEMA],
+        "totalResults": resources.len(),
+        "startIndex": 1,
+        "itemsPerPage": resources.len(),
+        "Resources": resources,
+    })
+}
+
+fn one_of(resources: Vec<Value>, id: &str) -> Result<Answer, ScimError> {
+    resources
+        .into_iter()
+        .find(|resource| resource["id"].as_str() == Some(id))
+        .map(Answer::ok)
+        .ok_or_else(ScimError::not_found)
+}
+
+/// `attributes` / `excludedAttributes`: top-level names (schema URNs stripped).
+#[derive(Default)]
+pub struct Selection {
+    only: Option<Vec<String>>,
+    excluded: Vec<String>,
+}
+
+impl Selection {
+    fn parse(text: Option<&str>) -> Vec<String> {
+        text.unwrap_or_default()
+            .split(',')
+            .map(|name| resource::strip_schema(name.trim()))
+            .map(|name| name.split('.').next().unwrap_or(name).to_ascii_lowercase())
+            .filter(|name| !name.is_empty())
+            .collect()
+    }
+
+    fn from_query(request: &HttpRequest) -> Selection {
+        let only = Selection::parse(request.query_value("attributes"));
+        Selection {
+            only: (!only.is_empty()).then_some(only),
+            excluded: Selection::parse(request.query_value("excludedAttributes")),
+        }
+    }
+
+    fn wants(&self, name: &str) -> bool {
+        let name = name.to_ascii_lowercase();
+        if ["id", "schemas", "meta"].contains(&name.as_str()) {
+            return true;
+        }
+        if self.excluded.contains(&name) {
+            return false;
+        }
+        self.only.as_ref().is_none_or(|only| only.contains(&name))
+    }
+
+    fn apply(&self, value: &mut Value) {
+        if let Some(object) = value.as_object_mut() {
+            object.retain(|key, _| self.wants(key));
+        }
+    }
+}
+
+/// The entry of `id` (None: no such resource, or one the subject may not see).
+pub async fn find(
+    context: &Context<'_>,
+    kind: Kind,
+    id: &str,
+) -> Result<Option<FoundEntry>, ScimError> {
+    if uuid_text(id).is_none() {
+        return Ok(None);
+    }
+    let mapping = &context.scim.mapping;
+    let filter = mapping.id_filter(kind, id);
+    let outcome = context
+        .client
+        .search(Search {
+            base: mapping.base(kind),
+            scope: LdapSearchScope::Subtree,
+            filter: &filter,
+            attributes: mapping.read_attributes(kind),
+            size_limit: 2,
+            controls: Vec::new(),
+        })
+        .await;
+    match outcome {
+        Ok(outcome) => Ok(outcome.entries.into_iter().next()),
+        Err(failure) if failure.code == 32 => Ok(None),
+        Err(failure) => Err(failure.into()),
+    }
+}
+
+fn uuid_text(id: &str) -> Option<()> {
+    let bytes = id.as_bytes();
+    let hex_positions_ok = bytes.len() == 36
+        && bytes.iter().enumerate().all(|(index, byte)| {
+            if [8, 13, 18, 23].contains(&index) {
+                *byte == b'-'
+            } else {
+                byte.is_ascii_hexdigit()
+            }
+        });
+    hex_positions_ok.then_some(())
+}
+
+/// The DN of the resource `id` (a User or a Group), as the subject may see it.
+pub async fn dn_of_id(context: &Context<'_>, id: &str) -> Result<Option<String>, ScimError> {
+    for kind in [Kind::User, Kind::Group] {
+        if let Some(entry) = find(context, kind, id).await? {
+            return Ok(Some(entry.dn));
+        }
+    }
+    Ok(None)
+}
+
+/// A DN as a reference (None: not a resource the subject may see).
+async fn reference_of(
+    context: &Context<'_>,
+    dn: &str,
+    cache: &mut HashMap<String, Option<Reference>>,
+) -> Result<Option<Reference>, ScimError> {
+    if let Some(known) = cache.get(dn) {
+        return Ok(known.clone());
+    }
+    let mapping = &context.scim.mapping;
+    let attributes = [
+        "entryUUID",
+        "objectClass",
+        mapping.naming(Kind::User),
+        mapping.naming(Kind::Group),
+        "displayName",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    let entry = context.client.read(dn, attributes).await?;
+    let reference = entry.and_then(|entry| {
+        let id = entry.first_text("entryUUID")?;
+        let is = |kind: Kind| {
+            entry
+                .values("objectClass")
+                .any(|class| class.eq_ignore_ascii_case(mapping.class(kind).as_bytes()))
+        };
+        let kind = if is(Kind::Group) {
+            Kind::Group
+        } else if is(Kind::User) {
+            Kind::User
+        } else {
+            return None;
+        };
+        let display = entry
+            .first_text("displayName")
+            .or_else(|| entry.first_text(mapping.naming(kind)));
+        Some(Reference { id, display, kind })
+    });
+    cache.insert(dn.to_string(), reference.clone());
+    Ok(reference)
+}
+
+/// The SCIM resource of an entry (members or groups resolved unless left out).
+pub async fn to_resource(
+    context: &Context<'_>,
+    kind: Kind,
+    entry: &FoundEntry,
+    selection: &Selection,
+    cache: &mut HashMap<String, Option<Reference>>,
+) -> Result<Value, ScimError> {
+    let mapping = &context.scim.mapping;
+    let (key, scim) = match kind {
+        Kind::User => ("groups", "groups"),
+        Kind::Group => ("members", "members"),
+    };
+    let mut references = Vec::new();
+    if let (true, Some(ldap)) = (selection.wants(key), mapping.ldap(kind, scim)) {
+        let dns: Vec<String> = entry
+            .values(ldap)
+            .map(|dn| String::from_utf8_lossy(dn).into_owned())
+            .filter(|dn| dn != resource::NO_MEMBER)
+            .collect();
+        if dns.len() > REFERENCES_RESOLVED_MAX {
+            return Err(ScimError::bad(
+                "tooMany",
+                format!(
+                    "more than {REFERENCES_RESOLVED_MAX} {key}: ask with excludedAttributes={key}"
+                ),
+            ));
+        }
+        for dn in dns {
+            if let Some(reference) = reference_of(context, &dn, cache).await? {
+                references.push(reference);
+            }
+        }
+    }
+    let mut value = resource::resource(
+        mapping,
+        kind,
+        entry,
+        &references,
+        &context.scim.location_base,
+    );
+    selection.apply(&mut value);
+    Ok(value)
+}
+
+/// What a list asks for.
+pub struct ListParameters {
+    filter: Option<String>,
+    sort_by: Option<String>,
+    descending: bool,
+    start_index: u32,
+    count: Option<u32>,
+    selection: Selection,
+}
+
+impl ListParameters {
+    fn from_query(request: &HttpRequest) -> ListParameters {
+        let number = |name: &str| {
+            request
+                .query_value(name)
+                .and_then(|value| value.trim().parse::<i64>().ok())
+        };
+        ListParameters {
+            filter: request.query_value("filter").map(str::to_string),
+            sort_by: request.query_value("sortBy").map(str::to_string),
+            descending: request
+                .query_value("sortOrder")
+                .is_some_and(|order| order.eq_ignore_ascii_case("descending")),
+            start_index: number("startIndex")
+                .unwrap_or(1)
+                .clamp(1, i64::from(i32::MAX)) as u32,
+            count: number("count").map(|count| count.clamp(0, i64::from(i32::MAX)) as u32),
+            selection: Selection::from_query(request),
+        }
+    }
+
+    fn from_body(body: &Map<String, Value>) -> ListParameters {
+        let text = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_string);
+        let number = |name: &str| body.get(name).and_then(Value::as_i64);
+        let names = |name: &str| {
+            body.get(name).and_then(Value::as_array).map(|names| {
+                names
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+        };
+        let only = Selection::parse(names("attributes").as_deref());
+        ListParameters {
+            filter: text("filter"),
+            sort_by: text("sortBy"),
+            descending: text("sortOrder")
+                .is_some_and(|order| order.eq_ignore_ascii_case("descending")),
+            start_index: number("startIndex")
+                .unwrap_or(1)
+                .clamp(1, i64::from(i32::MAX)) as u32,
+            count: number("count").map(|count| count.clamp(0, i64::from(i32::MAX)) as u32),
+            selection: Selection {
+                only: (!only.is_empty()).then_some(only),
+                excluded: Selection::parse(names("excludedAttributes").as_deref()),
+            },
+        }
+    }
+}
+
+/// A SCIM filter as the directory filter of `kind` (its class ANDed in).
+pub async fn directory_filter(
+    context: &Context<'_>,
+    kind: Kind,
+    text: Option<&str>,
+) -> Result<Filter, ScimError> {
+    let mapping = &context.scim.mapping;
+    let Some(text) = text.filter(|text| !text.trim().is_empty()) else {
+        return Ok(mapping.class_filter(kind));
+    };
+    let expression = filter::parse(text).map_err(|why| ScimError::bad("invalidFilter", why))?;
+    let mut ids = Vec::new();
+    resource::referenced_ids(&expression, &mut ids);
+    let mut dns = HashMap::new();
+    for id in ids {
+        if let Some(dn) = dn_of_id(context, &id).await? {
+            dns.insert(id, dn);
+        }
+    }
+    let translated = resource::translate(mapping, kind, &expression, &dns)
+        .map_err(|why| ScimError::bad("invalidFilter", why))?;
+    Ok(Filter::And(vec![mapping.class_filter(kind), translated]))
+}
+
+/// A page of resources: sorted by the server (sortBy, else the naming attribute) and cut by
+/// a virtual list view at startIndex, so each page is one search and totalResults is exact.
+async fn list(
+    context: &Context<'_>,
+    kind: Kind,
+    parameters: &ListParameters,
+) -> Result<Answer, ScimError> {
+    let mapping = &context.scim.mapping;
+    let filter = directory_filter(context, kind, parameters.filter.as_deref()).await?;
+    let sort_attribute = match &parameters.sort_by {
+        Some(path) => mapping
+            .filter_attribute(kind, path)
+            .ok_or_else(|| ScimError::bad("invalidValue", format!("cannot sort by '{path}'")))?,
+        None => mapping.naming(kind).to_string(),
+    };
+    let count = parameters
+        .count
+        .unwrap_or(mapping.page_resources_max as u32)
+        .min(mapping.page_resources_max as u32);
+    let controls = vec![
+        sort_control(&sort_attribute, parameters.descending),
+        vlv_control(parameters.start_index, count.saturating_sub(1)),
+    ];
+    let outcome = context
+        .client
+        .search(Search {
+            base: mapping.base(kind),
+            scope: LdapSearchScope::Subtree,
+            filter: &filter,
+            attributes: mapping.read_attributes(kind),
+            size_limit: 0,
+            controls,
+        })
+        .await;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(failure) if failure.code == 32 => Default::default(),
+        Err(failure) => return Err(failure.into()),
+    };
+    let total =
+        vlv_response(&outcome.controls).map_or(outcome.entries.len() as i64, |(_, total, _)| total);
+    let mut resources = Vec::new();
+    let mut cache = HashMap::new();
+    for entry in outcome.entries.iter().take(count as usize) {
+        resources.push(to_resource(context, kind, entry, &parameters.selection, &mut cache).await?);
+    }
+    Ok(Answer::ok(json!({
+        "schemas": [LIST_SCHEMA],
+        "totalResults": total.max(0),
+        "startIndex": parameters.start_index,
+        "itemsPerPage": resources.len(),
+        "Resources": resources,
+    })))
+}
+
+/// The DNs of `ids` (400 when one names nothing the subject may see).
+pub async fn member_dns(context: &Context<'_>, ids: &[String]) -> Result<Vec<Vec<u8>>, ScimError> {
+    if ids.len() > REFERENCES_RESOLVED_MAX {
+        return Err(ScimError::bad(
+            "tooMany",
+            format!("more than {REFERENCES_RESOLVED_MAX} members at once"),
+        ));
+    }
+    let mut dns = Vec::with_capacity(ids.len());
+    for id in ids {
+        let dn = dn_of_id(context, id)
+            .await?
+            .ok_or_else(|| ScimError::bad("invalidValue", format!("no resource with id '{id}'")))?;
+        dns.push(dn.into_bytes());
+    }
+    Ok(dns)
+}
+
+fn password_of(object: &Map<String, Value>) -> Option<Vec<u8>> {
+    resource::get_key(object, "password")
+        .and_then(Value::as_str)
+        .map(|password| password.as_bytes().to_vec())
+}
+
+/// The entry a POST creates: its DN and attributes (members resolved to DNs).
+async fn new_entry(
+    context: &Context<'_>,
+    kind: Kind,
+    object: &Map<String, Value>,
+) -> Result<FoundEntry, ScimError> {
+    let mapping = &context.scim.mapping;
+    let naming_key = if kind == Kind::User {
+        "userName"
+    } else {
+        "displayName"
+    };
+    let name = resource::naming_value(kind, object).ok_or_else(|| {
+        ScimError::bad(
+            "invalidValue",
+            format!("{} needs a {naming_key}", kind.name()),
+        )
+    })?;
+    let naming = mapping.naming(kind);
+    let dn = format!(
+        "{naming}={},{}",
+        resource::escape_rdn_value(&name),
+        mapping.base(kind)
+    );
+    let classes = match kind {
+        Kind::User => &mapping.user_classes,
+        Kind::Group => &mapping.group_classes,
+    };
+    let classes = classes
+        .iter()
+        .map(|class| class.as_bytes().to_vec())
+        .collect();
+    let mut attributes: Vec<(String, Vec<Vec<u8>>)> = vec![
+        ("objectClass".to_string(), classes),
+        (naming.to_string(), vec![name.into_bytes()]),
+    ];
+    attributes.extend(
+        resource::directory_values(mapping, kind, object, None)
+            .into_iter()
+            .filter(|(_, values)| !values.is_empty()),
+    );
+    if let (Kind::User, Some(password)) = (kind, password_of(object)) {
+        attributes.push(("userPassword".to_string(), vec![password]));
+    }
+    if let (Kind::Group, Some(member)) = (kind, mapping.ldap(kind, "members")) {
+        let ids = resource::reference_ids(resource::get_key(object, "members"));
+        let mut dns = member_dns(context, &ids).await?;
+        if dns.is_empty() {
+            dns.push(resource::NO_MEMBER.as_bytes().to_vec());
+        }
+        attributes.push((member.to_string(), dns));
+    }
+    Ok(FoundEntry { dn, attributes })
+}
+
+async fn create(
+    context: &Context<'_>,
+    kind: Kind,
+    object: &Map<String, Value>,
+) -> Result<Answer, ScimError> {
+    let entry = new_entry(context, kind, object).await?;
+    let dn = entry.dn.clone();
+    context.client.add(entry).await?;
+    let mapping = &context.scim.mapping;
+    let entry = context
+        .client
+        .read(&dn, mapping.read_attributes(kind))
+        .await?
+        .ok_or_else(|| {
+            ScimError::new(
+                StatusCode::CREATED,
+                None,
+                "created, but not readable by this identity",
+            )
+        })?;
+    let mut cache = HashMap::new();
+    let value = to_resource(context, kind, &entry, &Selection::default(), &mut cache).await?;
+    Ok(Answer {
+        status: StatusCode::CREATED,
+        body: Some(value),
+    })
+}
+
+/// `If-Match: W/"<entryCSN>"` as an assertion on the entry (decided in the writer's txn).
+pub fn version_assertion(if_match: Option<&str>) -> Option<Filter> {
+    let tag = if_match?.trim();
+    if tag == "*" {
+        return None;
+    }
+    let csn = tag.trim_start_matches("W/").trim_matches('"');
+    Some(Filter::Equality {
+        description: "entryCSN".to_string(),
+        value: csn.as_bytes().to_vec(),
+    })
+}
+
+/// 412 when `If-Match` names another version than the entry's now (the writer checks it again
+/// in its transaction, through the assertion control, for a change racing this one).
+pub fn check_version(entry: &FoundEntry, if_match: Option<&str>) -> Result<(), ScimError> {
+    let Some(Filter::Equality { value, .. }) = version_assertion(if_match) else {
+        return Ok(());
+    };
+    let current = entry.first_text("entryCSN").unwrap_or_default();
+    if current.as_bytes() == value.as_slice() {
+        Ok(())
+    } else {
+        Err(ScimError::new(
+            StatusCode::PRECONDITION_FAILED,
+            None,
+            "the resource changed since that version (If-Match)",
+        ))
+    }
+}
+
+/// Writes `after` over the entry whose resource is `before`: a rename when the naming value
+/// changed, then one modify of every changed attribute (and the password, and the members
+/// when `members` is Some), under the If-Match assertion.
+pub async fn write_changes(
+    context: &Context<'_>,
+    kind: Kind,
+    entry: &FoundEntry,
+    before: &Map<String, Value>,
+    after: &Map<String, Value>,
+    members: Option<Vec<Vec<u8>>>,
+    if_match: Option<&str>,
+) -> Result<String, ScimError> {
+    let mapping = &context.scim.mapping;
+    let mut assertion = version_assertion(if_match);
+    let mut dn = entry.dn.clone();
+    let new_name = resource::naming_value(kind, after)
+        .ok_or_else(|| ScimError::bad("invalidValue", "the naming attribute may not be removed"))?;
+    if resource::naming_value(kind, before).as_deref() != Some(new_name.as_str()) {
+        let rdn = format!(
+            "{}={}",
+            mapping.naming(kind),
+            resource::escape_rdn_value(&new_name)
+        );
+        context.client.rename(&dn, &rdn, assertion.as_ref()).await?;
+        assertion = None;
+        let parent = dn
+            .split_once(',')
+            .map(|(_, parent)| parent.to_string())
+            .unwrap_or_default();
+        dn = format!("{rdn},{parent}");
+    }
+    let mut changes: Vec<(LdapModifyType, String, Vec<Vec<u8>>)> =
+        resource::directory_values(mapping, kind, after, Some(before))
+            .into_iter()
+            .map(|(attribute, values)| (LdapModifyType::Replace, attribute, values))
+            .collect();
+    if let Some(password) = password_of(after).filter(|_| kind == Kind::User) {
+        changes.push((
+            LdapModifyType::Replace,
+            "userPassword".to_string(),
+            vec![password],
+        ));
+    }
+    if let (Some(mut dns), Some(member)) = (members, mapping.ldap(kind, "members")) {
+        if dns.is_empty() {
+            dns.push(resource::NO_MEMBER.as_bytes().to_vec());
+        }
+        changes.push((LdapModifyType::Replace, member.to_string(), dns));
+    }
+    if !changes.is_empty() {
+        context
+            .client
+            .modify(&dn, changes, assertion.as_ref())
+            .await?;
+    }
+    Ok(dn)
+}
+
+/// The resource read back after a write.
+pub async fn read_back(context: &Context<'_>, kind: Kind, dn: &str) -> Result<Answer, ScimError> {
+    let mapping = &context.scim.mapping;
+    let entry = context
+        .client
+        .read(dn, mapping.read_attributes(kind))
+        .await?
+        .ok_or_else(ScimError::not_found)?;
+    let mut cache = HashMap::new();
+    Ok(Answer::ok(
+        to_resource(context, kind, &entry, &Selection::default(), &mut cache).await?,
+    ))
+}
+
+async fn replace(
+    context: &Context<'_>,
+    kind: Kind,
+    id: &str,
+    object: &Map<String, Value>,
+    if_match: Option<&str>,
+) -> Result<Answer, ScimError> {
+    let entry = find(context, kind, id)
+        .await?
+        .ok_or_else(ScimError::not_found)?;
+    check_version(&entry, if_match)?;
+    let no_references = Selection {
+        only: None,
+        excluded: vec!["members".to_string(), "groups".to_string()],
+    };
+    let before = to_resource(context, kind, &entry, &no_references, &mut HashMap::new()).await?;
+    let before = before.as_object().cloned().unwrap_or_default();
+    let members = match kind {
+        Kind::Group => Some(
+            member_dns(
+                context,
+                &resource::reference_ids(resource::get_key(object, "members")),
+            )
+            .await?,
+        ),
+        Kind::User => None,
+    };
+    let dn = write_changes(context, kind, &entry, &before, object, members, if_match).await?;
+    read_back(context, kind, &dn).await
+}
+
+async fn remove(
+    context: &Context<'_>,
+    kind: Kind,
+    id: &str,
+    if_match: Option<&str>,
+) -> Result<Answer, ScimError> {
+    let entry = find(context, kind, id)
+        .await?
+        .ok_or_else(ScimError::not_found)?;
+    check_version(&entry, if_match)?;
+    context
+        .client
+        .delete(&entry.dn, version_assertion(if_match).as_ref())
+        .await?;
+    Ok(Answer {
+        status: StatusCode::NO_CONTENT,
+        body: None,
+    })
+}

@@ -1,0 +1,304 @@
+//! Attacks on the SCIM endpoint, over the wire: what LDAP hides stays hidden (the same answer
+//! as a missing resource), what LDAP refuses is refused, bodies and filters are bounded, failed
+//! credentials are throttled by the LDAP bind throttle, and nothing works without credentials.
+
+mod common;
+
+use common::http::Client;
+use common::{
+    attributes, own_password_rule, person_dn, root, rule_by, TestServer, PERSON_PASSWORD, ROOT_DN,
+    ROOT_PASSWORD,
+};
+use lmdir_config::{AccessLevel, AccessTarget, Who};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const USERS: &str = "/scim/v2/Users";
+
+fn client_of(server: &TestServer) -> Client {
+    let address = server.running().http_address().expect("http listener");
+    let settings = server.running().context().settings();
+    match settings.tls_certificate.clone() {
+        Some(certificate) if settings.http.tls => Client::https(address, &certificate),
+        _ => Client {
+            address,
+            certificate: None,
+            authorization: None,
+        },
+    }
+}
+
+/// u0000002 hidden from everyone (but the rootdn); mail readable only by its own entry.
+fn hiding_rules() -> Vec<lmdir_config::AccessRule> {
+    vec![
+        rule_by(
+            AccessTarget {
+                dn: Some(person_dn(2)),
+                ..AccessTarget::default()
+            },
+            &[(Who::Anyone, AccessLevel::None)],
+        ),
+        own_password_rule(),
+        rule_by(
+            attributes(&["mail"]),
+            &[
+                (Who::SelfEntry, AccessLevel::Read),
+                (Who::Anyone, AccessLevel::None),
+            ],
+        ),
+        rule_by(AccessTarget::default(), &[(Who::Anyone, AccessLevel::Read)]),
+    ]
+}
+
+fn id_of(admin: &Client, uid: &str) -> String {
+    let list = admin
+        .get(&format!("{USERS}?filter=userName%20eq%20%22{uid}%22"))
+        .json();
+    list["Resources"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{uid}: {list}"))
+        .to_string()
+}
+
+#[test]
+fn hidden_entries_and_attributes_stay_hidden_over_scim_as_over_ldap() {
+    let server = TestServer::start_populated(5, hiding_rules(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+    });
+    let client = client_of(&server);
+    let admin = client.basic(ROOT_DN, ROOT_PASSWORD);
+    let person = client.basic("u0000001", PERSON_PASSWORD);
+    let hidden_id = id_of(&admin, "u0000002");
+    let visible_id = id_of(&admin, "u0000003");
+    // The hidden entry: not found by id, not listed, not matched by a filter, not writable —
+    // each answer the one a missing resource gets.
+    let missing = person.get(&format!("{USERS}/00000000-0000-4000-8000-000000000000"));
+    let hidden = person.get(&format!("{USERS}/{hidden_id}"));
+    assert_eq!(
+        (hidden.status, hidden.json()["detail"].clone()),
+        (404, missing.json()["detail"].clone())
+    );
+    let listed = person.get(&format!("{USERS}?count=100")).json();
+    assert!(!listed.to_string().contains("u0000002"), "{listed}");
+    assert_eq!(listed["totalResults"], 4);
+    let filtered = person
+        .get(&format!("{USERS}?filter=userName%20eq%20%22u0000002%22"))
+        .json();
+    assert_eq!(filtered["totalResults"], 0);
+    let patch = json!({"Operations": [{"op": "replace", "path": "displayName", "value": "x"}]});
+    assert_eq!(
+        person
+            .send_json("PATCH", &format!("{USERS}/{hidden_id}"), &patch)
+            .status,
+        404
+    );
+    assert_eq!(
+        person
+            .request("DELETE", &format!("{USERS}/{hidden_id}"), &[], b"")
+            .status,
+        404
+    );
+    // LDAP gives the same person the same answer.
+    let mut ldap = common::bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let (entries, _) = ldap
+        .search(
+            "ou=people,dc=example,dc=com",
+            ldap3::Scope::Subtree,
+            "(uid=u0000002)",
+            vec!["uid"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    assert!(entries.is_empty());
+    // The hidden attribute: absent from another's resource, useless in a filter, shown to self.
+    let other = person.get(&format!("{USERS}/{visible_id}")).json();
+    assert!(other.get("emails").is_none(), "{other}");
+    let by_mail = person
+        .get(&format!("{USERS}?filter=emails%20co%20%22u0000003%22"))
+        .json();
+    assert_eq!(by_mail["totalResults"], 0);
+    let own = person
+        .get(&format!("{USERS}/{}", id_of(&admin, "u0000001")))
+        .json();
+    assert_eq!(own["emails"][0]["value"], "u0000001@example.com");
+    // Writes LDAP refuses (only the rootdn writes here) are refused: 403, and nothing changed.
+    let refused = person.send_json("PATCH", &format!("{USERS}/{visible_id}"), &patch);
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(
+        person
+            .send_json("POST", USERS, &json!({"userName": "intruder"}))
+            .status,
+        403
+    );
+    let unchanged = admin.get(&format!("{USERS}/{visible_id}")).json();
+    assert!(unchanged.get("displayName").is_none());
+    // No password is ever readable.
+    let everything = admin.get(&format!("{USERS}?count=100")).text();
+    assert!(!everything.contains("SSHA") && !everything.contains("password"));
+}
+
+#[test]
+fn bodies_and_filters_are_bounded() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.body_bytes_max = 64 * 1024;
+    });
+    let admin = client_of(&server).basic(ROOT_DN, ROOT_PASSWORD);
+    // A declared length over the bound is refused before the body is read (sent here
+    // without it: the answer comes first).
+    let head = format!(
+        "POST {USERS} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nContent-Type: application/scim+json\r\nContent-Length: {}\r\n\r\n",
+        admin.authorization.clone().unwrap(),
+        2 << 20
+    );
+    let raw = String::from_utf8_lossy(&admin.exchange(head.as_bytes())).into_owned();
+    assert!(
+        raw.starts_with("HTTP/1.1 413"),
+        "{}",
+        &raw[..raw.len().min(200)]
+    );
+    // Sent in chunks with no length, the body is cut at the bound too.
+    let mut chunked = format!(
+        "POST {USERS} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {}\r\nTransfer-Encoding: chunked\r\n\r\n",
+        admin.authorization.clone().unwrap()
+    )
+    .into_bytes();
+    for _ in 0..20 {
+        chunked.extend_from_slice(format!("{:x}\r\n", 4096).as_bytes());
+        chunked.extend_from_slice(&[b'x'; 4096]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let raw = String::from_utf8_lossy(&admin.exchange(&chunked)).into_owned();
+    assert!(
+        raw.starts_with("HTTP/1.1 413"),
+        "{}",
+        &raw[..raw.len().min(200)]
+    );
+    let long_filter = format!("userName eq \"{}\"", "a".repeat(5000));
+    let answer = admin.get(&format!(
+        "{USERS}?filter={}",
+        long_filter.replace(' ', "%20").replace('"', "%22")
+    ));
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("invalidFilter"))
+    );
+    let deep = format!("{}userName%20pr{}", "(".repeat(100), ")".repeat(100));
+    let answer = admin.get(&format!("{USERS}?filter={deep}"));
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("invalidFilter"))
+    );
+    let wide = vec!["userName%20pr"; 200].join("%20or%20");
+    assert_eq!(admin.get(&format!("{USERS}?filter={wide}")).status, 400);
+    let many: Vec<serde_json::Value> = (0..1001)
+        .map(|_| json!({"op": "remove", "path": "title"}))
+        .collect();
+    let id = id_of(&admin, "u0000001");
+    let answer = admin.send_json(
+        "PATCH",
+        &format!("{USERS}/{id}"),
+        &json!({"Operations": many}),
+    );
+    assert_eq!(answer.status, 400);
+}
+
+#[test]
+fn a_thousand_wrong_passwords_are_throttled_like_ldap_binds() {
+    let interval = Duration::from_millis(5);
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.bind_failure_burst = 5;
+        settings.bind_failure_interval = interval;
+        settings.bind_failure_address_burst = 100;
+        settings.bind_failure_address_interval = Duration::from_millis(1);
+    });
+    let client = client_of(&server);
+    let wrong = client.basic("u0000001", "guess");
+    let started = Instant::now();
+    for attempt in 0..1000 {
+        let answer = wrong.get(USERS);
+        assert_eq!(answer.status, 401, "attempt {attempt}");
+    }
+    let elapsed = started.elapsed();
+    // Past the burst of 5, each failure waits for the next token: at least 995 intervals.
+    assert!(
+        elapsed >= interval * 995,
+        "1,000 failures took only {elapsed:?}"
+    );
+    // The same throttle holds the LDAP binds of that account from that address.
+    let (accounts, clients) = server.running().context().bind_throttle.tracked();
+    assert!(accounts >= 1 && clients >= 1);
+    // The right password still gets in (a success is never refused by the throttle).
+    let answer = client.basic("u0000001", PERSON_PASSWORD).get(USERS);
+    assert_eq!(answer.status, 200);
+    println!("1,000 wrong Basic credentials: {elapsed:?} (interval {interval:?})");
+}
+
+#[test]
+fn bearer_tokens_act_as_their_entry_and_are_stored_hashed() {
+    use base64::Engine;
+    use sha2::Digest;
+    let server = TestServer::start_populated(3, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+    });
+    let secret = "k3N9-token-secret-for-tests";
+    let hash = format!(
+        "{{SHA256}}{}",
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(secret.as_bytes()))
+    );
+    let holder = person_dn(0);
+    let mut ldap = root(&server);
+    ldap.modify(
+        &holder,
+        vec![
+            ldap3::Mod::Add("objectClass", ["lmdirTokenHolder"].into()),
+            ldap3::Mod::Add("lmdirBearerToken", [hash.as_str()].into()),
+        ],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let token = format!(
+        "lmdir.{}.{secret}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(holder.as_bytes())
+    );
+    let client = client_of(&server);
+    let bearer = client.bearer(&token);
+    let list = bearer.get(USERS);
+    assert_eq!(list.status, 200, "{}", list.text());
+    // It runs as u0000000, who may read but (under the default policy) not write.
+    assert_eq!(
+        bearer
+            .send_json("POST", USERS, &json!({"userName": "new"}))
+            .status,
+        403
+    );
+    let wrong = format!(
+        "lmdir.{}.not-the-secret",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(holder.as_bytes())
+    );
+    assert_eq!(client.bearer(&wrong).get(USERS).status, 401);
+    assert_eq!(client.bearer(secret).get(USERS).status, 401);
+    // Nobody else reads the hash, over LDAP or SCIM.
+    let mut other = common::bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let (entries, _) = other
+        .search(
+            &holder,
+            ldap3::Scope::Base,
+            "(objectClass=*)",
+            vec!["lmdirBearerToken"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    let entry = ldap3::SearchEntry::construct(entries.into_iter().next().unwrap());
+    assert!(
+        entry.attrs.is_empty() && entry.bin_attrs.is_empty(),
+        "{entry:?}"
+    );
+    assert!(!list.text().contains("SHA256"));
+}
