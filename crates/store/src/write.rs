@@ -2,7 +2,7 @@
 //! exact.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use heed::RwTxn;
@@ -70,6 +70,9 @@ pub struct WriteTxn<'s> {
     pub(crate) inner: &'s Inner,
     /// Attributes whose indexes were rebuilt for their configured kinds (`None` = not marked).
     indexes_built: Option<Vec<AttrId>>,
+    /// The index DBs as this txn began (taken under the writer lock, which every change of
+    /// them holds too): one lookup per write instead of one per posting.
+    index_databases: Arc<crate::store::IndexSet>,
     /// Past this instant every step of a write fails with adminLimitExceeded (`set_deadline`).
     deadline: Option<Instant>,
     /// While a subtree's memberOf links are being fixed after a move: its (old, new) top DN,
@@ -106,6 +109,7 @@ impl Store {
             txn,
             inner: &self.inner,
             indexes_built: None,
+            index_databases: self.inner.index_set(),
             moved_subtree: None,
             applying_replicated: false,
             deadline: None,
@@ -705,8 +709,7 @@ impl<'s> WriteTxn<'s> {
         add: bool,
     ) -> Result<(), LdapError> {
         let database = *self
-            .inner
-            .index_set()
+            .index_databases
             .databases
             .get(&attr)
             .expect("an index DB exists for every configured attribute");
