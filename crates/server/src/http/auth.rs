@@ -46,10 +46,14 @@ pub async fn authenticate(
             return Err(Unauthenticated);
         }
         let dn = state.scim.user_dn(user);
-        client
+        let must_change = client
             .bind(&dn, password)
             .await
             .map_err(|_| Unauthenticated)?;
+        if must_change {
+            // A reset password opens nothing but its own change, which SCIM does not offer.
+            return Err(Unauthenticated);
+        }
         return Ok(client);
     }
     if scheme.eq_ignore_ascii_case("bearer") {
