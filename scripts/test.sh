@@ -75,7 +75,7 @@ fi
 # from a venv of its own under target/ (Debian's python3 needs python3-venv for it).
 scim_venv=target/scim-venv
 if ! "$scim_venv/bin/python" -c "import scim2_tester, httpx2" 2>/dev/null; then
-  /usr/bin/python3 -m venv --help >/dev/null 2>&1 || {
+  /usr/bin/python3 -c "import ensurepip, venv" >/dev/null 2>&1 || {
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
   }
