@@ -10,17 +10,30 @@ ROOTDN="cn=admin,dc=example,dc=com"
 ROOTPW="secret"
 mkdir -p "$WORK_DIR"
 
-# The index set of the loader issue, shared by both servers: attribute -> kinds.
-INDEX_SET=(
-  "objectClass eq"
-  "cn eq,sub" "sn eq,sub" "givenName eq,sub" "mail eq,sub" "uid eq,sub" "title eq,sub" "description eq,sub"
-  "telephoneNumber eq,sub"
-  "uidNumber eq" "gidNumber eq" "employeeNumber eq" "departmentNumber eq" "postalCode eq" "l eq"
-  "member eq" "manager eq" "ou eq"
-)
-
-# The data shape: PROFILE=standard (default) or PROFILE=large (`lmdir gen --profile large`).
+# The data shape: PROFILE=standard (default), large or mixed (`lmdir gen --profile ...`).
 PROFILE="${PROFILE:-standard}"
+
+# The index set, shared by both servers: attribute -> kinds. standard and large use the loader
+# issue's set; mixed has its own (issue 21: three shapes with different index sets): sub on
+# displayName, eq on mobile and ipHostNumber, description eq only.
+case "$PROFILE" in
+  mixed)
+    INDEX_SET=(
+      "objectClass eq"
+      "cn eq,sub" "sn eq,sub" "givenName eq,sub" "displayName eq,sub" "mail eq,sub" "uid eq,sub"
+      "title eq,sub" "telephoneNumber eq,sub"
+      "mobile eq" "description eq" "uidNumber eq" "gidNumber eq" "employeeNumber eq"
+      "departmentNumber eq" "postalCode eq" "l eq" "member eq" "manager eq" "ipHostNumber eq" "ou eq"
+    ) ;;
+  *)
+    INDEX_SET=(
+      "objectClass eq"
+      "cn eq,sub" "sn eq,sub" "givenName eq,sub" "mail eq,sub" "uid eq,sub" "title eq,sub" "description eq,sub"
+      "telephoneNumber eq,sub"
+      "uidNumber eq" "gidNumber eq" "employeeNumber eq" "departmentNumber eq" "postalCode eq" "l eq"
+      "member eq" "manager eq" "ou eq"
+    ) ;;
+esac
 
 # Prints the path of the generated LDIF of $1 people in $PROFILE, generating it once.
 generated_ldif() {

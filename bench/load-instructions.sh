@@ -9,11 +9,11 @@
 # DN tree and index APPEND writes, the final commit).
 # Kernel work (page faults, fsync, write(2)) is not counted by callgrind: user space only.
 #
-# Usage: [PROFILES="standard large"] [SLAPADD=yes|no] [BENCH_LOAD=binary TAG=name] bench/load-instructions.sh [N]
+# Usage: [PROFILES="standard large mixed"] [SLAPADD=yes|no] [BENCH_LOAD=binary TAG=name] bench/load-instructions.sh [N]
 # Output: one table per profile on stdout; the callgrind files stay in $WORK_DIR/instructions/.
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-20000}"
-PROFILES="${PROFILES:-standard large}"
+PROFILES="${PROFILES:-standard large mixed}"
 SLAPADD="${SLAPADD:-yes}"
 OUT="$WORK_DIR/instructions"
 mkdir -p "$OUT"

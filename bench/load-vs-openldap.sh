@@ -3,7 +3,7 @@
 # same LDIF, same 19 indexed attributes; prints wall times, the ratio, DB sizes and peak RSS.
 # RUNS=k repeats the pair k times (slapadd, then lmdir, each after a `sync`) and prints every
 # round's ratio and the median: the host's speed drifts, so one round is one sample.
-# Usage: [PROFILE=standard|large] [RUNS=1] bench/load-vs-openldap.sh N
+# Usage: [PROFILE=standard|large|mixed] [RUNS=1] bench/load-vs-openldap.sh N
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 RUNS="${RUNS:-1}"

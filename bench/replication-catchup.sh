@@ -5,7 +5,7 @@
 # (an empty database) to the moment its suffix's contextCSN equals the provider's, polled every
 # POLL_SECONDS, so the figure includes the consumer's start-up and is precise to one poll.
 # The two pairs run one after the other, never at once.
-# Usage: [PROFILE=standard|large] [SYNC_TYPE=refreshOnly|refreshAndPersist] bench/replication-catchup.sh [N]
+# Usage: [PROFILE=standard|large|mixed] [SYNC_TYPE=refreshOnly|refreshAndPersist] bench/replication-catchup.sh [N]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 # refreshOnly by default: a catch-up is one refresh either way, and lmdir's provider answers

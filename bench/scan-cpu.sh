@@ -6,7 +6,7 @@
 # The scan is bench/serve-vs-openldap.sh's: `ldapsearch -x -LLL` as the rootdn, `(objectClass=*)`
 # over the suffix, here to /dev/null. Both servers stay up; rounds alternate between them.
 # CPU times are noise on a shared machine (best of ROUNDS is reported); counts are not.
-# Usage: [PROFILE=standard|large] [LMDIR=binary] [ROUNDS=3] [STRACE=1] bench/scan-cpu.sh [N_PEOPLE]
+# Usage: [PROFILE=standard|large|mixed] [LMDIR=binary] [ROUNDS=3] [STRACE=1] bench/scan-cpu.sh [N_PEOPLE]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-206000}"
 ROUNDS="${ROUNDS:-3}"

@@ -5,7 +5,7 @@
 # 8 threads), modrate (4 threads, both at default durability: fsync per commit), then full-subtree scans
 # (three alternating rounds, median) and 1..16 concurrent full scans. Prints each figure for both servers
 # and the ratio.
-# Usage: [PROFILE=standard|large] bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
+# Usage: [PROFILE=standard|large|mixed] bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 INTERVAL_SECONDS="${2:-5}"

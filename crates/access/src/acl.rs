@@ -291,7 +291,7 @@ struct Rule {
 impl Rule {
     fn matches_entry(&self, entry_ndn: &str, entry: &dyn EntryView) -> bool {
         let in_scope = match &self.scope {
-            Scope::All => !normalized_dn_is_within(entry_ndn, MONITOR_NDN),
+            Scope::All => !is_server_tree(entry_ndn),
             Scope::Exact(ndn) => entry_ndn == ndn,
             Scope::Subtree(base) => normalized_dn_is_within(entry_ndn, base),
         };
@@ -390,6 +390,14 @@ pub fn names_secret_attribute(description: &str) -> bool {
 /// "all entries" (`to = {}`) covers the directory, never the monitor, so by default only the
 /// rootdn reads what the server is doing.
 pub const MONITOR_NDN: &str = "cn=monitor";
+/// The audit trail's root (normalized): like the monitor, outside "all entries".
+pub const ACCESSLOG_NDN: &str = "cn=accesslog";
+
+/// Whether a normalized DN is in a tree the server shows besides the directory (cn=Monitor,
+/// cn=accesslog): rules must name it, "all entries" never covers it.
+pub fn is_server_tree(ndn: &str) -> bool {
+    normalized_dn_is_within(ndn, MONITOR_NDN) || normalized_dn_is_within(ndn, ACCESSLOG_NDN)
+}
 
 /// A parsed, normalized access policy.
 #[derive(Debug, Clone)]
@@ -728,7 +736,7 @@ impl<'a> SubjectAccess<'a> {
         let base = self.within.as_deref()?;
         // `Scope::All` leaves out the monitor tree, so only a base outside it (and not the
         // root, above it) makes "all" mean every entry below.
-        if base.is_empty() || normalized_dn_is_within(base, MONITOR_NDN) {
+        if base.is_empty() || is_server_tree(base) {
             return None;
         }
         let policy: &'a AccessPolicy = self.policy;
@@ -786,6 +794,19 @@ impl<'a> SubjectAccess<'a> {
     }
 
     fn leaf_visible_everywhere(&self, filter: &PreparedFilter) -> bool {
+        // A resolved in-chain item is the set its walk reached with this subject's rights,
+        // each link admitted only where the subject may search the chaining attribute: no
+        // hidden value made it, so index candidates may come from it (the per-entry test
+        // still restricts it).
+        if matches!(
+            filter,
+            PreparedFilter::InChain {
+                members: Some(_),
+                ..
+            }
+        ) {
+            return true;
+        }
         leaf_visible(filter, &|attr| self.can_filter_on_everywhere(attr), &|| {
             self.can_disclose_every_entry()
         })
@@ -1045,6 +1066,19 @@ impl EntryAccess<'_> {
                 covered,
                 key: key.clone(),
             }),
+            // The chain itself was resolved with the subject's rights (each link's entry
+            // decided on its own); here, as any leaf, the entry's own chaining attribute.
+            PreparedFilter::InChain {
+                attr,
+                covered,
+                normalized,
+                members,
+            } => leaf(covered, &|covered| PreparedFilter::InChain {
+                attr: *attr,
+                covered,
+                normalized: normalized.clone(),
+                members: members.clone(),
+            }),
             PreparedFilter::Extensible {
                 rule,
                 attr,
@@ -1102,11 +1136,14 @@ fn normalize_rule_dn(
     let ndn = schema
         .normalize_dn_str(text)
         .map_err(|error| rule_error(rule_index, field, format!("'{text}': {}", error.message)))?;
-    if !normalized_dn_is_within(&ndn, suffix_ndn) && !normalized_dn_is_within(&ndn, MONITOR_NDN) {
+    if !normalized_dn_is_within(&ndn, suffix_ndn) && !is_server_tree(&ndn) {
         return Err(rule_error(
             rule_index,
             field,
-            format!("'{text}' is outside the database suffix '{suffix_ndn}' and cn=Monitor"),
+            format!(
+                "'{text}' is outside the database suffix '{suffix_ndn}', cn=Monitor and \
+                 cn=accesslog"
+            ),
         ));
     }
     Ok(ndn)
@@ -1318,7 +1355,8 @@ fn leaf_visible(
         | PreparedFilter::Approx { covered, .. }
         | PreparedFilter::Substrings { covered, .. }
         | PreparedFilter::GreaterOrEqual { covered, .. }
-        | PreparedFilter::LessOrEqual { covered, .. } => {
+        | PreparedFilter::LessOrEqual { covered, .. }
+        | PreparedFilter::InChain { covered, .. } => {
             covered.iter().all(|covered| can_filter_on(covered.attr))
         }
         PreparedFilter::Extensible {

@@ -9,7 +9,13 @@ use serde::Deserialize;
 
 mod http;
 pub use http::{parse_http_listen, HttpConfig, ScimConfig, SCIM_GROUP_PATHS, SCIM_USER_PATHS};
+mod integrity;
+pub use integrity::{
+    DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
+};
+mod accesslog;
 mod replication;
+pub use accesslog::{AccesslogConfig, ACCESSLOG_ENTRIES_MAX};
 pub use replication::{
     provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
     INTERVAL_SECONDS_MAX, RID_MAX, SERVER_ID_MAX, SESSION_LOG_ENTRIES_MAX,
@@ -40,6 +46,15 @@ pub struct Config {
     /// `[http]`: the SCIM 2.0 and web console listener (off by default).
     #[serde(default)]
     pub http: HttpConfig,
+    /// `[integrity]`: referential integrity and attribute uniqueness (refint, unique).
+    #[serde(default)]
+    pub integrity: IntegrityConfig,
+    /// `[[dynlist]]`: dynamic groups (OpenLDAP's dynlist overlay).
+    #[serde(default)]
+    pub dynlist: Vec<DynlistRule>,
+    /// `[accesslog]`: the audit trail of writes under cn=accesslog.
+    #[serde(default)]
+    pub accesslog: AccesslogConfig,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -581,6 +596,9 @@ impl Default for Config {
             limits: Vec::new(),
             replication: ReplicationConfig::default(),
             http: HttpConfig::default(),
+            integrity: IntegrityConfig::default(),
+            dynlist: Vec::new(),
+            accesslog: AccesslogConfig::default(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }
@@ -964,6 +982,9 @@ impl Config {
         self.http.validate(self.server.tls_enabled())?;
         self.replication
             .validate(&self.database.suffix, &self.server.listen)?;
+        self.integrity.validate()?;
+        integrity::validate_dynlist(&self.dynlist)?;
+        self.accesslog.validate()?;
         self.validate_consumer_index()
     }
 

@@ -167,6 +167,14 @@ pub struct ConsumerConfig {
     /// PEM file of the CA that signed the provider's certificate; empty = system roots.
     #[serde(default)]
     pub tls_ca_certificate: String,
+    /// A consumer whose store is empty takes its first refresh through the bulk loader (every
+    /// core, sorted appends) instead of the writer's batches; false: always the writer.
+    #[serde(default = "default_bulk_initial_refresh")]
+    pub bulk_initial_refresh: bool,
+}
+
+fn default_bulk_initial_refresh() -> bool {
+    true
 }
 
 fn default_sync_type() -> SyncType {

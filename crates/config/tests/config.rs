@@ -526,3 +526,53 @@ fn limits_errors_name_rule_and_key() {
         "expected a positive number",
     );
 }
+
+#[test]
+fn integrity_and_dynlist_parse_and_their_errors_name_the_key() {
+    let config = Config::from_str(
+        "[integrity]\nreferential_attributes = [\"member\", \"manager\"]\n\
+         referential_nothing = \"cn=nobody,dc=example,dc=com\"\n\
+         [[integrity.unique]]\nattributes = [\"uid\"]\n\
+         [[integrity.unique]]\nbase = \"ou=people,dc=example,dc=com\"\nattributes = [\"mail\"]\n\
+         [[dynlist]]\nobject_class = \"groupOfURLs\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        config.integrity.referential_attributes,
+        vec!["member", "manager"]
+    );
+    assert_eq!(
+        config.integrity.referential_modifiers_name,
+        "cn=Referential Integrity Overlay"
+    );
+    assert_eq!(config.integrity.unique.len(), 2);
+    assert_eq!(config.integrity.unique[0].base, "");
+    assert_eq!(config.dynlist[0].url_attribute, "memberURL");
+    assert_eq!(config.dynlist[0].member_attribute, "member");
+    assert_eq!(config.dynlist[0].member_of_attribute, "");
+    assert_error(
+        "[integrity]\nreferential_attributes = [\"not a name\"]\n",
+        2,
+        "integrity.referential_attributes",
+        "is not an attribute name",
+    );
+    assert_error(
+        "[integrity]\nreferential_nothing = \"no equals sign\"\n",
+        2,
+        "integrity.referential_nothing",
+        "",
+    );
+    assert_error(
+        "[[integrity.unique]]\nbase = \"dc=x\"\nattributes = []\n",
+        3,
+        "integrity.unique[0].attributes",
+        "names attributes",
+    );
+    assert_error(
+        "[[dynlist]]\nobject_class = \"group of urls\"\n",
+        2,
+        "dynlist[0].object_class",
+        "is not a name",
+    );
+}

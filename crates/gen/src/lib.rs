@@ -9,6 +9,9 @@
 
 use std::io::{self, BufWriter, Write};
 
+mod mixed;
+pub use mixed::{host_count, HOSTS_DN, PEOPLE_PER_HOST};
+
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use lmdir_ldif::LdifWriter;
@@ -275,6 +278,11 @@ pub enum Profile {
     /// 200..=600 characters, 2..=3 mail and telephoneNumber values, a postalAddress, and three
     /// times as many groups (about three per person): a shape nothing was tuned for.
     Large,
+    /// People, hosts and groups (`mixed.rs`): names and display names in several scripts, 1..=3
+    /// mails and phones, some mobiles, a 2..=6 KiB jpegPhoto on one person in 50, groups of
+    /// 2..=200 members (one per 40 people) and one ipHost per 4 people: a third shape, with
+    /// its own index set in the benchmarks.
+    Mixed,
 }
 
 impl Profile {
@@ -283,6 +291,7 @@ impl Profile {
         match text {
             "standard" => Some(Profile::Standard),
             "large" => Some(Profile::Large),
+            "mixed" => Some(Profile::Mixed),
             _ => None,
         }
     }
@@ -292,6 +301,7 @@ impl Profile {
         match self {
             Profile::Standard => 100,
             Profile::Large => 33,
+            Profile::Mixed => mixed::PEOPLE_PER_GROUP,
         }
     }
 }
@@ -389,6 +399,9 @@ pub fn generate_profile(
             format!("{people} people asked for; at most {PEOPLE_MAX} (uid has 7 digits)"),
         ));
     }
+    if profile == Profile::Mixed {
+        return mixed::generate(people, seed, writer);
+    }
     let mut writer = LdifWriter::new(BufWriter::with_capacity(1 << 20, writer));
     let mut random = Random(seed);
     let mut values = EntryValues {
@@ -428,7 +441,7 @@ pub fn generate_profile(
 }
 
 /// The suffix, `ou=People`, `ou=Groups` and the department units; returns how many entries.
-fn write_top_entries<W: Write>(writer: &mut LdifWriter<W>) -> io::Result<u64> {
+pub(crate) fn write_top_entries<W: Write>(writer: &mut LdifWriter<W>) -> io::Result<u64> {
     writer.write_entry(
         SUFFIX,
         [
@@ -620,7 +633,7 @@ fn push_group(values: &mut EntryValues, random: &mut Random, group: u64, people:
 
 /// A step in `1..modulus` coprime with `modulus` (1 if none is found quickly), so that walking
 /// `start + k * step (mod modulus)` visits distinct values.
-fn coprime_step(modulus: u64, random: &mut Random) -> u64 {
+pub(crate) fn coprime_step(modulus: u64, random: &mut Random) -> u64 {
     const ATTEMPTS_MAX: u32 = 16;
     if modulus <= 2 {
         return 1;

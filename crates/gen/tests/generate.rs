@@ -219,3 +219,63 @@ fn large_profile_has_long_descriptions_more_values_and_more_groups() {
     assert!(memberships >= 2 * people, "{memberships} memberships");
     assert!((people / 4..=people * 3 / 4).contains(&third_mails));
 }
+
+/// The mixed profile: the third benchmark shape (issue 21), deterministic; people with names
+/// beyond Latin-1, 1..=3 mails and phones, a photo on one in 50; hosts; groups of 2..=200.
+#[test]
+fn mixed_profile_has_hosts_photos_other_scripts_and_small_groups() {
+    use lmdir_gen::{generate_profile, host_count, profile_group_count, Profile};
+    let people = 1000;
+    let mixed = |seed| {
+        let mut bytes = Vec::new();
+        let summary = generate_profile(people, seed, Profile::Mixed, &mut bytes).unwrap();
+        (bytes, summary)
+    };
+    let (bytes, summary) = mixed(5);
+    assert_eq!(bytes, mixed(5).0);
+    assert_ne!(bytes, mixed(6).0);
+    let records: Vec<_> = LdifReader::new(&bytes[..])
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let groups = profile_group_count(people, Profile::Mixed);
+    assert_eq!((groups, host_count(people)), (25, 250));
+    assert_eq!(records.len() as u64, 3 + 8 + 1 + people + 250 + groups);
+    assert_eq!(summary.entries, records.len() as u64);
+    let (mut photos, mut beyond_latin1, mut hosts, mut members) = (0, 0, 0, 0u64);
+    for record in &records {
+        let RecordBody::Content(attributes) = &record.body else {
+            panic!("content records only")
+        };
+        let values = |name: &str| -> Vec<&Vec<u8>> {
+            attributes
+                .iter()
+                .filter(|(d, _)| d == name)
+                .map(|(_, v)| v)
+                .collect()
+        };
+        if record.dn.ends_with(",ou=People,dc=example,dc=com") {
+            assert!((1..=3).contains(&values("mail").len()), "{}", record.dn);
+            assert!((1..=3).contains(&values("telephoneNumber").len()));
+            let cn = String::from_utf8(values("cn")[0].clone()).unwrap();
+            beyond_latin1 += usize::from(cn.chars().any(|c| u32::from(c) > 0xff));
+            if let Some(photo) = values("jpegPhoto").first() {
+                assert!((2048..=6144).contains(&photo.len()));
+                assert_eq!(&photo[..2], &[0xff, 0xd8]);
+                photos += 1;
+            }
+        } else if record.dn.ends_with(",ou=Hosts,dc=example,dc=com") {
+            assert_eq!(values("ipHostNumber").len(), 1);
+            hosts += 1;
+        } else if record.dn.ends_with(",ou=Groups,dc=example,dc=com") {
+            let count = values("member").len() as u64;
+            assert!((2..=200).contains(&count), "{}: {count}", record.dn);
+            members += count;
+        }
+    }
+    assert_eq!((photos, hosts), (20, 250));
+    assert!(beyond_latin1 > 500, "{beyond_latin1}");
+    assert_eq!(members, summary.group_members);
+    // The LDIF carries them as base64 (values beyond ASCII and binary ones).
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("cn:: ") && text.contains("jpegPhoto:: "));
+}

@@ -62,6 +62,15 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             options.threads = threads.unwrap_or(0);
             options.progress = true;
             options.creators_name = config.database.rootdn.clone();
+            options.unique = config
+                .integrity
+                .unique
+                .iter()
+                .map(|rule| lmdir_load::UniqueScope {
+                    base: rule.base.clone(),
+                    attributes: rule.attributes.clone(),
+                })
+                .collect();
             let summary = if ldif.as_os_str() == "-" {
                 lmdir_load::load_from(&options, Box::new(std::io::stdin()), 0)?
             } else {
@@ -261,6 +270,9 @@ fn parse_size(text: &str) -> Result<usize> {
         .with_context(|| format!("--memory {text:?} is too large"))
 }
 
+/// Most links an in-chain item follows (as the server).
+const IN_CHAIN_DEPTH_MAX: usize = 64;
+
 fn search(
     store: &Store,
     base: &str,
@@ -278,10 +290,27 @@ fn search(
     let filter =
         Filter::parse(filter, FILTER_DEPTH_MAX).with_context(|| format!("filter {filter:?}"))?;
     let read = store.read()?;
+    let mut prepared = read.schema().prepare_filter(&filter);
+    // In-chain items walk the directory first, with full rights (the offline tool reads
+    // everything), within the server's depth bound.
+    let never = || None;
+    let no_computed_links = |_: &[u8]| Vec::new();
+    let bounds = lmdir_store::InChainBounds {
+        depth_max: IN_CHAIN_DEPTH_MAX,
+        examined_max: 0,
+        stop: &never,
+        computed_links: &no_computed_links,
+    };
+    prepared.resolve_in_chain(&mut |query| {
+        let outcome = read.in_chain_closure(query, &bounds, &mut |_, _, _| true)?;
+        Ok::<_, lmdir_schema::LdapError>(lmdir_schema::EntryIdSet::new(
+            outcome.members.iter().collect(),
+        ))
+    })?;
     let spec = SearchSpec {
         base: base.to_string(),
         scope,
-        filter: read.schema().prepare_filter(&filter),
+        filter: prepared,
         size_limit,
         lookthrough_limit: 0,
     };

@@ -119,7 +119,7 @@ enum Command {
 
 fn parse_profile(text: &str) -> Result<lmdir_gen::Profile, String> {
     lmdir_gen::Profile::parse(text)
-        .ok_or_else(|| format!("unknown profile '{text}' (standard, large)"))
+        .ok_or_else(|| format!("unknown profile '{text}' (standard, large, mixed)"))
 }
 
 fn main() -> ExitCode {

@@ -1,6 +1,7 @@
 //! `lmdir serve` as a service: systemd readiness (`Type=notify`), and the signals an operator
-//! sends: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the log filter, reopens the log file
-//! and re-reads the TLS certificate and key, all without dropping a connection.
+//! sends: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config file (what can change
+//! live, see `lmdir_server::reload`), the log filter, reopens the log file and re-reads the TLS
+//! certificate and key, all without dropping a connection.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use lmdir_config::Config;
+use lmdir_server::reload::ConfigIdentity;
 use lmdir_server::{RunningServer, ServerContext, ServerSettings};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
@@ -46,6 +48,16 @@ pub fn serve(mut config: Config, config_path: Option<&Path>, no_demo: bool) -> R
     runtime.block_on(async {
         let database = lmdir_server::Database::open(&config)?;
         let running = lmdir_server::start(settings, Some(database)).await?;
+        if let Some(path) = config_path {
+            match std::fs::read(path) {
+                Ok(text) => {
+                    let identity = ConfigIdentity::of(&text, &path.display().to_string());
+                    info!("configuration {} is live", identity.describe());
+                    running.context().set_config_identity(identity);
+                }
+                Err(problem) => warn!("hashing {}: {problem}", path.display()),
+            }
+        }
         if let Some(demo_loaded) = banner {
             crate::banner::print(&config, demo_loaded, &running.addresses);
             crate::banner::print_http(&config, running.http_address());
@@ -119,6 +131,7 @@ async fn wait_for_stop(
         mut interrupt,
         mut hangup,
     } = signals;
+    let mut config = config.clone();
     loop {
         tokio::select! {
             _ = terminate.recv() => {
@@ -131,7 +144,7 @@ async fn wait_for_stop(
             }
             _ = hangup.recv() => {
                 notify("RELOADING=1");
-                reload(running.context(), config, config_path, logging);
+                reload(running.context(), &mut config, config_path, logging);
                 logging.flush();
                 notify("READY=1");
             }
@@ -139,39 +152,81 @@ async fn wait_for_stop(
     }
 }
 
-/// SIGHUP: re-reads the config file for its `log` filter, reopens the log file, and reloads the
-/// TLS certificate and key from their configured paths. Anything that fails is logged and the
-/// running setting stays; other changed keys are named as needing a restart.
+/// SIGHUP: re-reads the config file and applies it (`lmdir_server::reload`: limits, access,
+/// `[[limits]]`, new indexes, ...), its `log` filter, reopens the log file, and reloads the TLS
+/// certificate and key from their running paths. An invalid file changes nothing and the log
+/// says why; keys that need a restart are named and keep their running values.
 fn reload(
-    context: &ServerContext,
-    running: &Config,
+    context: &std::sync::Arc<ServerContext>,
+    running: &mut Config,
     config_path: Option<&Path>,
     logging: &Logging,
 ) {
-    info!("SIGHUP received: reloading the log settings and the TLS certificate");
-    let fresh = match config_path {
-        Some(path) => match Config::load(path) {
-            Ok(fresh) => fresh,
-            Err(problem) => {
-                error!("SIGHUP: {problem}; keeping the running configuration");
-                running.clone()
+    info!("SIGHUP received: reloading the configuration and the TLS certificate");
+    match config_path {
+        Some(path) => reload_file(context, running, path, logging),
+        None => {
+            if let Err(problem) = logging.reload(&running.server) {
+                error!("SIGHUP: {problem:#}");
             }
-        },
-        None => running.clone(),
-    };
-    if let Err(problem) = logging.reload(&fresh.server) {
-        error!("SIGHUP: {problem:#}");
-    }
-    let mut others = fresh.clone();
-    others.server.log.clone_from(&running.server.log);
-    if others != *running {
-        warn!("SIGHUP: only `log` and the TLS files are reloaded; restart lmdir to apply the other changes in the config file");
+        }
     }
     match context.reload_tls() {
         Ok(true) => info!("SIGHUP: TLS certificate and key reloaded"),
         Ok(false) => {}
         Err(problem) => error!("SIGHUP: {problem}; still presenting the previous certificate"),
     }
+}
+
+/// Reads, checks and applies the config file at `path`; on success it becomes `running`.
+fn reload_file(
+    context: &std::sync::Arc<ServerContext>,
+    running: &mut Config,
+    path: &Path,
+    logging: &Logging,
+) {
+    let live = context.config_identity().map_or_else(
+        || "the running one".to_string(),
+        |identity| identity.describe(),
+    );
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(problem) => {
+            error!(
+                "SIGHUP: reading {}: {problem}; nothing changed, the live configuration is {live}",
+                path.display()
+            );
+            return;
+        }
+    };
+    let identity = ConfigIdentity::of(&text, &path.display().to_string());
+    let source = path.display().to_string();
+    let fresh = match std::str::from_utf8(&text)
+        .map_err(|problem| format!("{source}: not UTF-8: {problem}"))
+        .and_then(|text| Config::from_str(text, &source).map_err(|error| error.to_string()))
+    {
+        Ok(fresh) => fresh,
+        Err(problem) => {
+            error!("SIGHUP: {problem}; nothing changed, the live configuration is {live}");
+            return;
+        }
+    };
+    if let Err(problem) = lmdir_server::reload::reload(context, running, &fresh, identity) {
+        error!("SIGHUP: {source}: {problem}; nothing changed, the live configuration is {live}");
+        return;
+    }
+    if let Err(problem) = logging.reload(&fresh.server) {
+        error!("SIGHUP: {problem:#}");
+    }
+    if let Some(identity) = context.config_identity() {
+        info!(
+            "SIGHUP: configuration {} is live ({} access rules, {} limits rules)",
+            identity.describe(),
+            fresh.access.len(),
+            fresh.limits.len()
+        );
+    }
+    *running = fresh;
 }
 
 /// Tells systemd about the service's state (sd_notify): `READY=1` once listening, `RELOADING=1`

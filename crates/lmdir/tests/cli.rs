@@ -303,3 +303,37 @@ fn load_keeps_repeats_once_and_check_accounts_for_password_schemes() {
         "no hash in the report: {report}"
     );
 }
+
+#[test]
+fn offline_search_resolves_in_chain_items() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = write_config(scratch.path(), "nested");
+    let ldif = scratch.path().join("nested.ldif");
+    let mut text = String::from(
+        "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n\
+         dn: ou=g,dc=example,dc=com\nobjectClass: organizationalUnit\nou: g\n\n\
+         dn: uid=ann,ou=g,dc=example,dc=com\nobjectClass: account\nuid: ann\n\n",
+    );
+    text += "dn: cn=inner,ou=g,dc=example,dc=com\nobjectClass: groupOfNames\ncn: inner\n\
+             member: uid=ann,ou=g,dc=example,dc=com\n\n\
+             dn: cn=outer,ou=g,dc=example,dc=com\nobjectClass: groupOfNames\ncn: outer\n\
+             member: cn=inner,ou=g,dc=example,dc=com\n\n";
+    std::fs::write(&ldif, text).unwrap();
+    success(lmdir(&config, &["load", ldif.to_str().unwrap()]), "load");
+    let found = String::from_utf8(success(
+        lmdir(
+            &config,
+            &[
+                "search",
+                "dc=example,dc=com",
+                "(member:1.2.840.113556.1.4.1941:=uid=ann,ou=g,dc=example,dc=com)",
+                "cn",
+            ],
+        ),
+        "search",
+    ))
+    .unwrap();
+    assert!(found.contains("dn: cn=inner,"), "{found}");
+    assert!(found.contains("dn: cn=outer,"), "{found}");
+    assert_eq!(found.matches("dn: ").count(), 2, "{found}");
+}

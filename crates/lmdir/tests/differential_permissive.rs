@@ -6,9 +6,7 @@
 #[allow(dead_code)] // the other differential suites use the rest of the harness
 mod conformance;
 
-use conformance::{search, Pair, ROOT_DN, ROOT_PASSWORD, SUFFIX};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use conformance::{search, Pair, SUFFIX};
 
 const PERMISSIVE: &str = "!1.2.840.113556.1.4.1413";
 
@@ -24,31 +22,8 @@ fn dataset() -> String {
 /// ldapmodify (or ldapadd with `add`) of `change` as the rootdn, with the control when
 /// `permissive`: its exit code, the LDAP result code.
 fn change(port: u16, change: &str, permissive: bool, tool: &str) -> i32 {
-    let mut command = Command::new(tool);
-    command.args([
-        "-x",
-        "-H",
-        &format!("ldap://127.0.0.1:{port}"),
-        "-D",
-        ROOT_DN,
-    ]);
-    command.args(["-w", ROOT_PASSWORD]);
-    if permissive {
-        command.args(["-e", PERMISSIVE]);
-    }
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect(tool);
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(change.as_bytes())
-        .expect("write");
-    child.wait().expect("wait").code().unwrap_or(-1)
+    let control: &[&str] = if permissive { &["-e", PERMISSIVE] } else { &[] };
+    conformance::ldap_change_code(port, tool, control, change)
 }
 
 #[test]

@@ -12,6 +12,9 @@
 //! daemon dies with the namespace.
 //!
 //! No step waits for time to pass: the rootdn writes the past into pwdChangedTime with Relax.
+//!
+//! Issue 22: both clients also resolve a posixGroup of 100,000 memberUid values (`getent
+//! group`), with the same member list as against slapd.
 
 #[allow(dead_code)] // shared with differential.rs; this suite uses part of it
 mod conformance;
@@ -763,5 +766,65 @@ fn nslcd_pam_ldap_and_sssd_show_the_password_policy() {
         slapd[0].nslcd_policy_lines(),
         lmdir[0].nslcd_policy_lines(),
         "nslcd reads lmdir's password policy responses otherwise than slapd's"
+    );
+}
+
+/// Members of the large group (issue 22: SSSD or nslcd resolves a 100,000-member group).
+const LARGE_GROUP_MEMBERS: usize = 100_000;
+
+/// One posixGroup of `LARGE_GROUP_MEMBERS` memberUid values.
+fn large_group_ldif() -> String {
+    let mut text = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=groups,{SUFFIX}\nobjectClass: organizationalUnit\nou: groups\n\n\
+         dn: cn=bigstaff,ou=groups,{SUFFIX}\nobjectClass: posixGroup\ncn: bigstaff\n\
+         gidNumber: 30000\n"
+    );
+    for member in 0..LARGE_GROUP_MEMBERS {
+        text += &format!("memberUid: m{member:06}\n");
+    }
+    text
+}
+
+/// `getent group bigstaff` through the client: the member count and a digest of the sorted
+/// member list (the list itself is 1 MB).
+fn large_group_steps() -> Vec<Step> {
+    let members = "getent group bigstaff | cut -d: -f4 | tr ',' '\\n'";
+    let step = |name: &str, command: String| (name.to_string(), String::new(), command);
+    vec![
+        step("large_group_count", format!("{members} | wc -l")),
+        step("large_group_digest", format!("{members} | sort | md5sum")),
+        step(
+            "large_group_gid",
+            "getent group bigstaff | cut -d: -f1-3".to_string(),
+        ),
+    ]
+}
+
+#[test]
+fn nslcd_and_sssd_resolve_a_group_of_100000_members_as_with_slapd() {
+    if let Some(reason) = missing_prerequisite() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{reason}");
+        }
+        eprintln!("SKIPPING the large group test: {reason}");
+        return;
+    }
+    let pair = Pair::start(&large_group_ldif());
+    let sessions: Vec<Transcript> = [pair.openldap_port, pair.lmdir_port]
+        .into_iter()
+        .map(|port| run_session(Client::Nslcd(""), port, &large_group_steps()))
+        .collect();
+    let (slapd, lmdir) = (&sessions[0], &sessions[1]);
+    assert_eq!(
+        lmdir.step("large_group_count"),
+        &(0, format!("{LARGE_GROUP_MEMBERS}\n")),
+        "{}",
+        lmdir.daemon_log
+    );
+    assert_eq!(lmdir.step("large_group_gid").1, "bigstaff:*:30000\n");
+    assert_eq!(
+        slapd.steps, lmdir.steps,
+        "getent shows another group with lmdir"
     );
 }

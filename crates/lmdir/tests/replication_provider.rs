@@ -710,6 +710,77 @@ fn an_lmdir_refresh_and_persist_consumer_follows_lmdir() {
     consumer.assert_check_clean("consumer");
 }
 
+/// Issue 22: member adds and deletes on a group naming every person (its member values out of
+/// line on both sides) reach a refreshAndPersist lmdir consumer, which applies them by the
+/// values that differ and stays `lmdir check` clean.
+#[test]
+fn an_lmdir_consumer_follows_member_changes_of_a_big_group() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider =
+        TestServer::prepare("[replication]\nserver_id = 1\nprovider = true\n", 2_000);
+    provider.start();
+    let everyone = people(provider.port);
+    assert!(everyone.len() >= 2_000);
+    let members: String = everyone
+        .iter()
+        .map(|dn| format!("member: {dn}\n"))
+        .collect();
+    let group = format!("cn=everyone,{SUFFIX}");
+    let answer = modify(
+        provider.port,
+        &format!(
+            "dn: {group}\nchangetype: add\nobjectClass: groupOfNames\ncn: everyone\n{members}"
+        ),
+    );
+    assert_eq!(answer.code, 0, "adding the big group");
+    let mut consumer = TestServer::prepare(
+        &format!(
+            "[replication]\n[[replication.consumer]]\nrid = 1\n\
+             provider = \"ldap://127.0.0.1:{}\"\nsearch_base = \"{SUFFIX}\"\n\
+             type = \"refreshAndPersist\"\nretry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\n\
+             credentials = \"{ROOT_PASSWORD}\"\n",
+            provider.port
+        ),
+        0,
+    );
+    consumer.start();
+    let target = (consumer.port, ROOT_DN);
+    assert_converges_on(&mut provider, target, "the big group refreshed", &|| {
+        consumer.logs()
+    });
+    for (operation, person) in [
+        ("delete", &everyone[0]),
+        ("delete", &everyone[1]),
+        ("add", &everyone[0]),
+    ] {
+        let answer = modify(
+            provider.port,
+            &format!("dn: {group}\nchangetype: modify\n{operation}: member\nmember: {person}\n"),
+        );
+        assert_eq!(answer.code, 0, "{operation} {person}");
+    }
+    let after = assert_converges_on(&mut provider, target, "member changes persisted", &|| {
+        consumer.logs()
+    });
+    // Dump keys are the `dn:` lines, lowercased.
+    let group_lines = after
+        .get(&format!("dn: {group}").to_ascii_lowercase())
+        .map(|lines| {
+            lines
+                .iter()
+                .filter(|line| line.starts_with("member:"))
+                .count()
+        });
+    assert_eq!(group_lines, Some(everyone.len() - 1));
+    provider.assert_no_panic("provider");
+    consumer.assert_no_panic("consumer");
+    provider.kill_hard();
+    consumer.kill_hard();
+    consumer.assert_check_clean("consumer");
+}
+
 /// Hand-built PDUs and reading for a raw persist client.
 mod raw {
     use super::support::ber::{first_message, integer, message, simple_bind, tlv};

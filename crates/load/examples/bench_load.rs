@@ -1,6 +1,6 @@
 //! Times a bulk load of `lmdir gen N` with the benchmark's index set (issue 3):
 //! `cargo run --release -p lmdir-load --example bench_load -- N WORK_DIR [--check] [--default-mode] [--memory BYTES]
-//! [--memberof] [--ldif PATH] [--profile standard|large] [--small-map]` (`--ldif` loads an existing `lmdir gen N`
+//! [--memberof] [--ldif PATH] [--profile standard|large|mixed] [--small-map]` (`--ldif` loads an existing `lmdir gen N`
 //! file instead of generating one in WORK_DIR; `--profile` is `lmdir gen`'s data shape).
 
 use std::path::PathBuf;
@@ -35,7 +35,7 @@ fn main() {
         )
     };
     let profile = value_of("--profile").map_or(lmdir_gen::Profile::Standard, |name| {
-        lmdir_gen::Profile::parse(name).expect("--profile standard|large")
+        lmdir_gen::Profile::parse(name).expect("--profile standard|large|mixed")
     });
     let ldif = match value_of("--ldif") {
         Some(path) => PathBuf::from(path),
@@ -62,7 +62,7 @@ fn main() {
     };
     // `--memberof`: memberOf upkeep on, with a memberOf equality index.
     let memberof = flag("--memberof");
-    let indexes = benchmark_indexes(memberof);
+    let indexes = benchmark_indexes(profile, memberof);
     let store_options = StoreOptions {
         map_size_bytes,
         suffix: "dc=example,dc=com".to_string(),

@@ -24,10 +24,18 @@ fn main() {
     let arguments: Vec<String> = std::env::args().collect();
     let directory = PathBuf::from(arguments.get(1).expect("usage: digest_store DIRECTORY"));
     let memberof = arguments.iter().any(|argument| argument == "--memberof");
+    // `--profile NAME`: the index set of that `lmdir gen` profile (bench/common.sh's INDEX_SET).
+    let profile = arguments
+        .iter()
+        .position(|argument| argument == "--profile")
+        .and_then(|at| arguments.get(at + 1))
+        .map_or(lmdir_gen::Profile::Standard, |name| {
+            lmdir_gen::Profile::parse(name).expect("--profile standard|large|mixed")
+        });
     let options = StoreOptions {
         map_size_bytes: lmdir_store::MAP_SIZE_DEFAULT_BYTES,
         suffix: "dc=example,dc=com".to_string(),
-        indexes: benchmark_indexes(memberof),
+        indexes: benchmark_indexes(profile, memberof),
         sync: false,
         memberof,
     };

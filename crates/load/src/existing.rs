@@ -32,6 +32,8 @@ pub(crate) fn load_into_existing(
         relax: true,
         ..WriteContext::new(options.creators_name.clone())
     };
+    let unique_rules = crate::unique::compile(options)?;
+    let mut not_unique = Vec::new();
     let mut write = store.write()?;
     let mut entries = 0u64;
     let mut repeated_values = 0u64;
@@ -105,7 +107,15 @@ pub(crate) fn load_into_existing(
             }
         }
         match added {
-            Ok(_) => entries += 1,
+            Ok(id) => {
+                entries += 1;
+                not_unique.extend(crate::unique::conflicts_of_added(
+                    &write,
+                    &unique_rules,
+                    id,
+                    line,
+                )?);
+            }
             Err(error) => skip(RecordError {
                 line,
                 dn: Some(record.dn),
@@ -114,6 +124,8 @@ pub(crate) fn load_into_existing(
         }
         progress.update(entries, bytes_read.load(Ordering::Relaxed));
     }
+    // Every duplicate listed; the txn is dropped (nothing written) when there is one.
+    crate::unique::failure(not_unique)?;
     write
         .commit()
         .map_err(|error| LoadError::Invalid(format!("commit: {error}")))?;

@@ -17,6 +17,7 @@ mod progress;
 mod reindex;
 pub mod runs;
 mod tree;
+mod unique;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use lmdir_schema::Schema;
 use lmdir_store::{StoreError, StoreOptions};
 
-pub use pipeline::{load, load_from};
+pub use pipeline::{load, load_from, load_into_empty, ContextCsn};
 pub use prepare::RecordError;
 pub use reindex::{reindex, ReindexSummary};
 
@@ -51,6 +52,17 @@ pub struct LoadOptions {
     pub progress: bool,
     /// creatorsName / modifiersName for entries that lack them.
     pub creators_name: String,
+    /// Uniqueness rules (`[[integrity.unique]]`): a value held twice fails the load, listing
+    /// every duplicate.
+    pub unique: Vec<UniqueScope>,
+}
+
+/// Values of each of `attributes` unique among the entries at or below `base` (empty: the
+/// suffix).
+#[derive(Clone, Debug, Default)]
+pub struct UniqueScope {
+    pub base: String,
+    pub attributes: Vec<String>,
 }
 
 impl LoadOptions {
@@ -65,6 +77,7 @@ impl LoadOptions {
             threads: 0,
             progress: false,
             creators_name: String::new(),
+            unique: Vec::new(),
         }
     }
 }

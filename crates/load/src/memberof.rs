@@ -88,7 +88,8 @@ pub(crate) fn add_memberof(
     if memberships.is_empty() {
         return Ok(None);
     }
-    let plan = store.index_plan();
+    let plan_now = store.index_plan();
+    let plan = &*plan_now;
     let mut run = PostingRun::new(run_budget_bytes, spill_directory);
     let mut scratch = WorkerScratch::default();
     let mut rows = RowScratch::new();

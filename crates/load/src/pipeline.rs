@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use lmdir_ldif::{ChunkedRecordSource, ParseOptions, RecordBatch};
+use lmdir_ldif::{ChunkedRecordSource, RecordBatch};
 use lmdir_store::layout;
 use lmdir_store::{BulkWriter, DirectoryLock, Store, StoreDirectory, WriteContext};
 use roaring::RoaringBitmap;
@@ -232,6 +232,62 @@ fn load_fresh(
     // One fsync at the end instead of one per commit, in both modes.
     store_options.sync = false;
     let store = Store::open(staging, store_options, options.schema.clone())?;
+    let summary = load_into_with(
+        &store,
+        options,
+        input,
+        input_bytes_total,
+        staging,
+        started,
+        ContextCsn::Stamped,
+    )?;
+    drop(store);
+    Ok(summary)
+}
+
+/// Where a load's contextCSN comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextCsn {
+    /// The newest CSN the load stamped (an import: the data is this server's own).
+    Stamped,
+    /// Left alone: a replica's contextCSN comes with its provider's cookie, written after the
+    /// load by the consumer (a stamped one would claim changes it never received).
+    FromProvider,
+}
+
+/// Bulk-loads `input` into `store`, which must be open and hold no entry (a fresh replica's
+/// first refresh), through the same pipeline as a fresh load: the caller keeps the store; spill
+/// files go to `spill_directory`. Writers of the store wait until it is done.
+pub fn load_into_empty(
+    store: &Store,
+    options: &LoadOptions,
+    input: LoadInput,
+    spill_directory: &Path,
+    context_csn: ContextCsn,
+) -> Result<LoadSummary, LoadError> {
+    let started = Instant::now();
+    let mut summary = load_into_with(
+        store,
+        options,
+        input,
+        0,
+        spill_directory,
+        started,
+        context_csn,
+    )?;
+    summary.elapsed = started.elapsed();
+    Ok(summary)
+}
+
+fn load_into_with(
+    store: &Store,
+    options: &LoadOptions,
+    input: LoadInput,
+    input_bytes_total: u64,
+    staging: &Path,
+    started: Instant,
+    context_csn: ContextCsn,
+) -> Result<LoadSummary, LoadError> {
     let budget = Budget::new(options);
     // A load writes as a relaxed importer: entries keep the operational values they carry.
     let write = WriteContext {
@@ -253,7 +309,7 @@ fn load_fresh(
         &mut progress,
     )?;
     let spill_files = write_tree_and_indexes(
-        &store,
+        store,
         &mut bulk,
         &mut sequenced,
         runs,
@@ -263,14 +319,16 @@ fn load_fresh(
     )?;
     // The newest CSN the load stamped (`csn_at` grows with the entry ID); entries that carried
     // their own entryCSN keep it and are not counted.
-    let newest = lmdir_store::csn_at(context.write.now, u64::from(sequenced.max_id));
-    if let Ok(csn) = lmdir_sync::Csn::parse(&newest) {
-        bulk.set_context_csn(csn)?;
+    if context_csn == ContextCsn::Stamped {
+        let newest = lmdir_store::csn_at(context.write.now, u64::from(sequenced.max_id));
+        if let Ok(csn) = lmdir_sync::Csn::parse(&newest) {
+            bulk.set_context_csn(csn)?;
+        }
     }
     bulk.finish(Some(sequenced.max_id + 1))?;
+    crate::unique::check_fresh(store, options, &sequenced.lines)?;
     progress.finish();
     drop(context);
-    drop(store);
     Ok(LoadSummary {
         entries: sequenced.entries,
         repeated_values: sequenced.repeated_values,
@@ -427,8 +485,11 @@ fn read_batches(
     work: Sender<WorkBatch>,
     abort: &AtomicBool,
 ) -> Result<(), LoadError> {
-    let mut source =
-        ChunkedRecordSource::with_chunk_bytes(input, &ParseOptions::default(), CHUNK_BYTES);
+    let mut source = ChunkedRecordSource::with_chunk_bytes(
+        input,
+        &crate::prepare::load_parse_options(),
+        CHUNK_BYTES,
+    );
     let mut next_id: u64 = 1;
     let mut sequence = 0u64;
     loop {
@@ -543,6 +604,8 @@ struct Sequenced {
     tree: Option<TreeBuilder>,
     /// Group entries and their member DNs (only with memberOf upkeep), in ID order.
     groups: Vec<GroupMembers>,
+    /// (ID, line) of each accepted entry, in ID order (only with uniqueness rules).
+    lines: Vec<(u32, u64)>,
 }
 
 struct Skips {
@@ -563,6 +626,9 @@ impl Skips {
         Ok(())
     }
 }
+
+/// Largest arena handed back to the workers for reuse.
+const ARENA_KEPT_BYTES_MAX: usize = 64 << 20;
 
 /// Stage 3: batches back in file order; id2entry appended; the DN tree built; at the end the
 /// tree's rows written.
@@ -590,8 +656,9 @@ fn sequence(
     let mut input_bytes = 0u64;
     let mut max_id = 0u32;
     let mut groups: Vec<GroupMembers> = Vec::new();
+    let mut lines: Vec<(u32, u64)> = Vec::new();
     // The batch's accepted entries, appended together through one cursor.
-    let mut accepted: Vec<(u32, std::ops::Range<usize>)> = Vec::new();
+    let mut accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
         reorder.insert(batch.sequence, batch);
         while let Some(batch) = reorder.remove(&next_sequence) {
@@ -615,7 +682,10 @@ fn sequence(
                     }
                     Err(TreeError::Run(error)) => return Err(error.into()),
                 }
-                accepted.push((entry.id, entry.encoded.clone()));
+                accepted.push((entry.id, entry.encoded.clone(), entry.value_rows.clone()));
+                if !options.unique.is_empty() {
+                    lines.push((entry.id, entry.line));
+                }
                 max_id = max_id.max(entry.id);
                 entries += 1;
                 repeated_values += entry.repeated_values;
@@ -627,10 +697,19 @@ fn sequence(
             bulk.append_entries(
                 accepted
                     .iter()
-                    .map(|(id, encoded)| (*id, &arena[encoded.clone()])),
+                    .map(|(id, encoded, _)| (*id, &arena[encoded.clone()])),
             )?;
-            // The batch is done with: let the reader read one more, and a worker reuse the arena.
-            let _ = returns.arenas.try_send(batch.arena);
+            bulk.append_value_rows(
+                accepted
+                    .iter()
+                    .filter(|(_, _, rows)| !rows.is_empty())
+                    .map(|(_, _, rows)| &arena[rows.clone()]),
+            )?;
+            // The batch is done with: let the reader read one more, and a worker reuse the arena
+            // (not one a large group grew: ~6 MiB is the usual size).
+            if batch.arena.capacity() <= ARENA_KEPT_BYTES_MAX {
+                let _ = returns.arenas.try_send(batch.arena);
+            }
             let _ = returns.tokens.send(());
             progress.update(entries, input_bytes);
         }
@@ -657,6 +736,7 @@ fn sequence(
         input_bytes,
         tree: Some(tree),
         groups,
+        lines,
     })
 }
 

@@ -53,6 +53,8 @@ pub struct PreparedEntry {
     /// recycled: a fresh buffer per entry, freed on the writer thread, made the allocator
     /// return and re-fault memory all load long).
     pub encoded: std::ops::Range<usize>,
+    /// Where its framed `id2value` rows (out-of-line values, key order) lie in the same arena.
+    pub value_rows: std::ops::Range<usize>,
     /// With memberOf upkeep: the normalized DNs this entry's `member` / `uniqueMember` values
     /// name, sorted and distinct; empty otherwise.
     pub group_members: Vec<String>,
@@ -68,19 +70,36 @@ pub struct PrepareContext {
     /// operational attributes it carries), the creator's name and the load's time.
     pub write: WriteContext,
     pub stamp: OperationalStamp,
+    /// The store's index plan, taken once (the store's is behind a lock every core would share).
+    pub index_plan: std::sync::Arc<lmdir_store::IndexPlan>,
 }
 
 impl PrepareContext {
     pub fn new(store: Store, write: WriteContext) -> PrepareContext {
         let stamp = store.operational_stamp(&write);
         PrepareContext {
+            index_plan: store.index_plan(),
             store,
-            parse_options: ParseOptions::default(),
+            parse_options: load_parse_options(),
             write,
             stamp,
         }
     }
 }
+
+/// The LDIF limits of a load: a trusted file whose groups may name millions of members, so a
+/// record may hold as many values as the store's codec takes in one attribute and 256 MiB (a
+/// group of 4 million 60-byte member DNs); other limits as the LDIF reader's defaults.
+pub fn load_parse_options() -> ParseOptions {
+    ParseOptions {
+        record_bytes_max: 256 << 20,
+        values_max: lmdir_store::codec::VALUES_PER_ATTRIBUTE_MAX,
+        ..ParseOptions::default()
+    }
+}
+
+/// Most bytes a worker's scratch buffer keeps between entries.
+const SCRATCH_KEPT_BYTES_MAX: usize = 16 << 20;
 
 /// Reusable per-worker buffers, so the hot loop allocates little.
 #[derive(Default)]
@@ -88,6 +107,7 @@ pub struct WorkerScratch {
     /// The store's step caches, with the loader's word hasher (the LDIF is trusted input).
     pub(crate) rows: RowScratch<std::hash::BuildHasherDefault<crate::runs::WordHasher>>,
     encoded: Vec<u8>,
+    value_rows: Vec<u8>,
     /// entryUUIDs are version-4 UUIDs from this generator (seeded from the OS once per
     /// worker: one getrandom system call per entry cost more than the rest of the UUID).
     uuid_random: Option<rand::rngs::StdRng>,
@@ -170,15 +190,23 @@ pub fn prepare_record(
     let (rows, repeated_values) =
         rows_keeping_repeats_once(context, &dn, &pairs, &fresh, scratch).map_err(fail)?;
     let mut encoded = std::mem::take(&mut scratch.encoded);
-    let encoding = rows.encode(store, &mut scratch.rows, &mut encoded);
+    let mut value_rows = std::mem::take(&mut scratch.value_rows);
+    let encoding = rows.encode(store, id, &mut scratch.rows, &mut encoded, &mut value_rows);
     scratch.encoded = encoded;
+    scratch.value_rows = value_rows;
     encoding.map_err(fail)?;
-    store
-        .index_plan()
+    context
+        .index_plan
         .entry_keys(&rows, &mut |slot, key| scratch.push_key(run, slot, key, id))
         .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;
     let encoded_start = arena.len();
     arena.extend_from_slice(&scratch.encoded);
+    let encoded_end = arena.len();
+    arena.extend_from_slice(&scratch.value_rows);
+    // A large group's rows (100 MB for a million members) are not kept for the next entry.
+    if scratch.value_rows.capacity() > SCRATCH_KEPT_BYTES_MAX {
+        scratch.value_rows = Vec::new();
+    }
     let normalized_dn = rows.normalized_dn();
     let normalized_parent = rows.place.normalized_parent();
     // The rows are done with: their RDN strings move into the entry rather than being copied.
@@ -191,7 +219,8 @@ pub fn prepare_record(
         normalized_parent,
         rdn_original: place.rdn_original,
         rdn_normalized: place.rdn_normalized,
-        encoded: encoded_start..arena.len(),
+        encoded: encoded_start..encoded_end,
+        value_rows: encoded_end..arena.len(),
         group_members: rows.group_members.into_iter().collect(),
         repeated_values,
     })

@@ -106,7 +106,8 @@ fn reindex_runs(
 ) -> Result<(Vec<FinishedRun>, u64), LoadError> {
     let spill_directory = std::env::temp_dir();
     let descriptions = store.descriptions();
-    let plan = store.index_plan();
+    let plan_now = store.index_plan();
+    let plan = &*plan_now;
     let selected = |attr: AttrId| rebuilt.contains(&attr);
     let (batch_sender, batch_receiver) = bounded::<Vec<(u32, Vec<u8>)>>(threads * 2);
     let mut entries = 0u64;
@@ -142,7 +143,7 @@ fn reindex_runs(
             let mut batch = Vec::with_capacity(REINDEX_BATCH_ENTRIES);
             for row in read.stored_entries()? {
                 let (id, value) = row?;
-                batch.push((id, value.to_vec()));
+                batch.push((id, value.into_owned()));
                 entries += 1;
                 if batch.len() == REINDEX_BATCH_ENTRIES {
                     let full =

@@ -417,6 +417,7 @@ mod tests {
             rdn_original: normalized_dn.split(',').next().unwrap().to_string(),
             rdn_normalized: normalized_dn.split(',').next().unwrap().to_string(),
             encoded: 0..0,
+            value_rows: 0..0,
             group_members: Vec::new(),
             repeated_values: 0,
         }

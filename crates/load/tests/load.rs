@@ -121,6 +121,22 @@ fn directory_ldif(people: usize) -> String {
     text
 }
 
+/// One group naming every person of `directory_ldif(people)` (member lives out of line
+/// always) with `descriptions` values of `description` (out of line past the threshold).
+fn big_group_ldif(people: usize, descriptions: usize) -> String {
+    let mut text = String::from(
+        "dn: cn=everyone,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: everyone\n",
+    );
+    for index in (0..people).rev() {
+        writeln!(text, "member: uid=U{index:07},ou=People,dc=example,dc=com").unwrap();
+    }
+    for index in 0..descriptions {
+        writeln!(text, "description: Topic {index}").unwrap();
+    }
+    text.push('\n');
+    text
+}
+
 fn write_file(directory: &Path, name: &str, text: &str) -> PathBuf {
     let path = directory.join(name);
     std::fs::write(&path, text).unwrap();
@@ -196,11 +212,11 @@ fn build_with_adds(directory: &Path, ldif: &str, with_sn_substring: bool) -> Sto
 #[test]
 fn bulk_load_equals_single_entry_adds_and_checks_clean() {
     let work = tempfile::tempdir().unwrap();
-    let ldif = directory_ldif(2000);
+    let ldif = directory_ldif(2000) + &big_group_ldif(2000, 300);
     let path = write_file(work.path(), "in.ldif", &ldif);
     let loaded_directory = work.path().join("loaded");
     let summary = load(&options(&loaded_directory, true), &path).unwrap();
-    assert_eq!(summary.entries, 3 + 2000 + 20);
+    assert_eq!(summary.entries, 3 + 2000 + 20 + 1);
     assert_eq!(summary.skipped_count, 0);
     let loaded = open(&loaded_directory, true);
     assert_clean(&loaded);
@@ -817,4 +833,97 @@ fn repeated_identical_values_load_once_and_are_counted() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("attributeOrValueExists"), "{error}");
+}
+
+/// Input that yields `bytes`, then fails: a refresh that broke off.
+struct BrokenInput {
+    bytes: std::io::Cursor<Vec<u8>>,
+}
+
+impl std::io::Read for BrokenInput {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        match self.bytes.read(buffer)? {
+            0 => Err(std::io::Error::other("the provider went away")),
+            count => Ok(count),
+        }
+    }
+}
+
+/// A fresh replica's first refresh (issue 23): the loader's pipeline into an open, empty store
+/// gives the same DBs as a fresh load; a load whose input breaks off is undone by
+/// `discard_failed_load`, after which the store is empty, clean and takes a whole load.
+#[test]
+fn a_load_into_an_open_empty_store_is_a_fresh_load_and_a_broken_one_is_undone() {
+    use lmdir_load::{load_into_empty, ContextCsn};
+    use std::io::Read;
+    let work = tempfile::tempdir().unwrap();
+    let ldif = directory_ldif(3000);
+    let path = write_file(work.path(), "in.ldif", &ldif);
+    let loaded_directory = work.path().join("loaded");
+    load(&options(&loaded_directory, true), &path).unwrap();
+    let reference = open(&loaded_directory, true);
+
+    let live_directory = work.path().join("live");
+    let live = open(&live_directory, true);
+    let spill = work.path().join("spill");
+    std::fs::create_dir_all(&spill).unwrap();
+    // Half the LDIF, then an error: the load fails (with a tiny memory budget: spills too).
+    let half = ldif.len() / 2;
+    let broken = BrokenInput {
+        bytes: std::io::Cursor::new(ldif.as_bytes()[..half].to_vec()),
+    };
+    let mut tiny = options(&live_directory, true);
+    tiny.memory_bytes_max = 64 << 10;
+    // As the replica does: marked under way first, so a cut-off load is found later.
+    live.mark_live_load(true).unwrap();
+    let failed = load_into_empty(
+        &live,
+        &tiny,
+        Box::new(broken),
+        &spill,
+        ContextCsn::FromProvider,
+    );
+    assert!(failed.is_err());
+    assert!(live.live_load_interrupted().unwrap());
+    let report = live.check().unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|problem| problem.contains("live_load_under_way")),
+        "{:?}",
+        report.problems
+    );
+    live.discard_failed_load().unwrap();
+    assert!(!live.live_load_interrupted().unwrap());
+    assert_eq!(live.read().unwrap().entry_count().unwrap(), 0);
+    assert_clean(&live);
+
+    let mut whole = Vec::new();
+    std::fs::File::open(&path)
+        .unwrap()
+        .read_to_end(&mut whole)
+        .unwrap();
+    // Twice: a whole load, undone (every DB and tree row had data: a failure after the
+    // loader's periodic commits leaves at most that), then loaded again.
+    for round in 0..2 {
+        let summary = load_into_empty(
+            &live,
+            &options(&live_directory, true),
+            Box::new(std::io::Cursor::new(whole.clone())),
+            &spill,
+            ContextCsn::FromProvider,
+        )
+        .unwrap();
+        assert_eq!(summary.entries, 3 + 3000 + 30);
+        assert_clean(&live);
+        assert_eq!(stable_export(&live), stable_export(&reference));
+        // The provider's contextCSN, not one the load made up: none until the cookie comes.
+        assert!(live.read().unwrap().context_csns().unwrap().is_empty());
+        if round == 0 {
+            live.discard_failed_load().unwrap();
+            assert_eq!(live.read().unwrap().entry_count().unwrap(), 0);
+            assert_clean(&live);
+        }
+    }
 }

@@ -36,6 +36,19 @@ pub(crate) struct Draft {
     pub filter_depth_max: Option<u64>,
     pub authz_policy: Option<String>,
     pub replication: Replication,
+    pub integrity: Integrity,
+    /// `dynlist-attrset` lines as `[[dynlist]]` rules.
+    pub dynlist: Vec<lmdir_config::DynlistRule>,
+}
+
+/// `[integrity]`: the refint and unique overlays.
+#[derive(Debug, Default)]
+pub(crate) struct Integrity {
+    pub referential_attributes: Vec<String>,
+    pub referential_nothing: Option<String>,
+    pub referential_modifiers_name: Option<String>,
+    /// (base, attributes) of each `unique_uri`.
+    pub unique: Vec<(String, Vec<String>)>,
 }
 
 /// `[replication]`: `serverid`, `overlay syncprov`, `syncprov-sessionlog`, `syncrepl`.
@@ -137,6 +150,21 @@ pub(crate) fn emit(draft: &Draft, notes: &[Note]) -> String {
     }
     emit_database(draft, &mut text);
     emit_replication(&draft.replication, &mut text);
+    emit_integrity(&draft.integrity, &mut text);
+    for rule in &draft.dynlist {
+        text += &format!(
+            "\n[[dynlist]]\nobject_class = {}\nurl_attribute = {}\nmember_attribute = {}\n",
+            quoted(&rule.object_class),
+            quoted(&rule.url_attribute),
+            quoted(&rule.member_attribute)
+        );
+        if !rule.member_of_attribute.is_empty() {
+            text += &format!(
+                "member_of_attribute = {}\n",
+                quoted(&rule.member_of_attribute)
+            );
+        }
+    }
     emit_access(&draft.access, &mut text);
     emit_limits(&draft.limits, &mut text);
     emit_notes(notes, &mut text);
@@ -188,6 +216,32 @@ fn emit_database(draft: &Draft, text: &mut String) {
     for (attribute, kinds) in &draft.index {
         let kinds = quoted_list(kinds.iter().map(|kind| kind.name()));
         *text += &format!("{} = {kinds}\n", key(attribute));
+    }
+}
+
+fn emit_integrity(integrity: &Integrity, text: &mut String) {
+    let referential = !integrity.referential_attributes.is_empty()
+        || integrity.referential_nothing.is_some()
+        || integrity.referential_modifiers_name.is_some();
+    if referential {
+        *text += "\n[integrity]\n";
+        *text += &format!(
+            "referential_attributes = {}\n",
+            quoted_list(integrity.referential_attributes.iter().map(String::as_str))
+        );
+        if let Some(nothing) = &integrity.referential_nothing {
+            *text += &format!("referential_nothing = {}\n", quoted(nothing));
+        }
+        if let Some(name) = &integrity.referential_modifiers_name {
+            *text += &format!("referential_modifiers_name = {}\n", quoted(name));
+        }
+    }
+    for (base, attributes) in &integrity.unique {
+        *text += &format!(
+            "\n[[integrity.unique]]\nbase = {}\nattributes = {}\n",
+            quoted(base),
+            quoted_list(attributes.iter().map(String::as_str))
+        );
     }
 }
 

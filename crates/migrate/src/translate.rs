@@ -16,6 +16,7 @@ use crate::{
     SchemaFile, SchemaSource,
 };
 
+mod integrity;
 mod settings;
 
 use settings::{defaults_note, flag_on};
@@ -401,6 +402,7 @@ impl<'a> Translator<'a> {
             }
             "overlay" => self.overlay(directive),
             "limits" => self.limits_rule(directive),
+            _ if self.integrity_directive(&keyword, directive) => {}
             _ if self.is_default(directive) => {}
             "ppolicydefault" => self.draft.password_policy_default = self.single(directive),
             "ppolicyuselockout" => self.ppolicy.use_lockout = flag_on(directive),
@@ -575,6 +577,8 @@ impl<'a> Translator<'a> {
                 self.draft.replication.provider = true;
                 return;
             }
+            // Translated by their directives into [integrity].
+            "refint" | "unique" | "dynlist" => return,
             _ => {}
         }
         if name.eq_ignore_ascii_case("memberof") {

@@ -524,6 +524,26 @@ pub trait EntryView {
     /// rule of another family than the type's own, such as caseExactMatch on `ou`, is applied
     /// to the original). `Schema::for_each_dn_ava_of` does this from the DN string.
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool);
+
+    /// Whether the description `attr` + `options` (as `for_each_attribute` gives them) holds a
+    /// value whose stored normalized form is `normalized`, when the view answers that with a
+    /// lookup rather than a walk of the values (a store's out-of-line attribute: one B-tree
+    /// lookup among 100,000 members); None makes the evaluator walk the values. Equality
+    /// items ask it before reading a description's values.
+    fn lookup_normalized(
+        &self,
+        _attr: AttrId,
+        _options: &[String],
+        _normalized: &[u8],
+    ) -> Option<bool> {
+        None
+    }
+
+    /// The stored entry's ID, for in-chain items (resolved to sets of IDs); None for an entry
+    /// that is not stored (the root DSE, cn=Subschema, an entry being added).
+    fn entry_id(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// An attribute type a filter item applies to, and whether values stored normalized by the
@@ -602,6 +622,107 @@ pub enum PreparedFilter {
         normalized: Vec<u8>,
         pieces: Option<SubstringPieces>,
     },
+    /// `(attr:1.2.840.113556.1.4.1941:=DN)`: the entries reached from the asserted DN through
+    /// chains of `attr` values (see `MatchingRuleKind::InChain`). `normalized` is the asserted
+    /// DN normalized by the attribute's equality rule; `members` is the resolved closure (set
+    /// by the search that runs the filter, `resolve_in_chain`): until then the item is
+    /// Undefined.
+    InChain {
+        attr: AttrId,
+        covered: Vec<CoveredAttribute>,
+        normalized: Vec<u8>,
+        members: Option<EntryIdSet>,
+    },
+}
+
+/// A set of entry IDs (the store's `u32` IDs), sorted, shared by the copies of a filter.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct EntryIdSet(std::sync::Arc<Vec<u32>>);
+
+impl EntryIdSet {
+    /// The set of `ids` (any order, duplicates allowed).
+    pub fn new(mut ids: Vec<u32>) -> EntryIdSet {
+        ids.sort_unstable();
+        ids.dedup();
+        EntryIdSet(std::sync::Arc::new(ids))
+    }
+
+    pub fn contains(&self, id: u32) -> bool {
+        self.0.binary_search(&id).is_ok()
+    }
+
+    /// The IDs in ascending order.
+    pub fn ids(&self) -> &[u32] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for EntryIdSet {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "EntryIdSet({} ids)", self.0.len())
+    }
+}
+
+/// One in-chain item to resolve: the chaining attribute (with its subtypes) and the asserted DN
+/// normalized by its equality rule.
+#[derive(Debug, Clone, Copy)]
+pub struct InChainQuery<'f> {
+    pub attr: AttrId,
+    pub covered: &'f [CoveredAttribute],
+    pub normalized: &'f [u8],
+}
+
+impl PreparedFilter {
+    /// Whether the filter holds an in-chain item not resolved yet.
+    pub fn has_unresolved_in_chain(&self) -> bool {
+        match self {
+            PreparedFilter::And(children) | PreparedFilter::Or(children) => {
+                children.iter().any(PreparedFilter::has_unresolved_in_chain)
+            }
+            PreparedFilter::Not(child) => child.has_unresolved_in_chain(),
+            PreparedFilter::InChain { members, .. } => members.is_none(),
+            _ => false,
+        }
+    }
+
+    /// Resolves every in-chain item with `closure` (the entries the chain reaches), in filter
+    /// order; the first error ends the walk.
+    pub fn resolve_in_chain<E>(
+        &mut self,
+        closure: &mut dyn FnMut(InChainQuery<'_>) -> Result<EntryIdSet, E>,
+    ) -> Result<(), E> {
+        match self {
+            PreparedFilter::And(children) | PreparedFilter::Or(children) => {
+                for child in children {
+                    child.resolve_in_chain(closure)?;
+                }
+                Ok(())
+            }
+            PreparedFilter::Not(child) => child.resolve_in_chain(closure),
+            PreparedFilter::InChain {
+                attr,
+                covered,
+                normalized,
+                members,
+            } if members.is_none() => {
+                *members = Some(closure(InChainQuery {
+                    attr: *attr,
+                    covered,
+                    normalized,
+                })?);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Schema {
@@ -776,6 +897,12 @@ impl Schema {
         };
         let rule = match (rule_name, &parsed) {
             (Some(name), _) => match MatchingRule::by_name_or_oid(name) {
+                Some(rule) if rule.kind() == MatchingRuleKind::InChain => {
+                    return match (&parsed, dn_attributes) {
+                        (Some(parsed), false) => self.prepare_in_chain(parsed.attr, value),
+                        _ => PreparedFilter::Undefined,
+                    };
+                }
                 Some(rule) => rule,
                 None => return PreparedFilter::Undefined,
             },
@@ -820,6 +947,8 @@ impl Schema {
                     Err(_) => return PreparedFilter::Undefined,
                 }
             }
+            // Handled above: an in-chain item names its attribute.
+            MatchingRuleKind::InChain => return PreparedFilter::Undefined,
             MatchingRuleKind::Ordering => match self.normalize_with_rule(rule, value) {
                 Ok(normalized) => (rule.ordering_key(&normalized), None),
                 Err(_) => return PreparedFilter::Undefined,
@@ -853,6 +982,31 @@ impl Schema {
             dn_attributes,
             normalized,
             pieces,
+        }
+    }
+
+    /// An in-chain item on `attr`: only attributes compared as DNs (distinguishedNameMatch or
+    /// uniqueMemberMatch: member, uniqueMember, memberOf, manager, ...) chain; the asserted
+    /// value is normalized as the attribute's values are, so it keys their equality index.
+    fn prepare_in_chain(&self, attr: AttrId, value: &[u8]) -> PreparedFilter {
+        let Some(rule) = self.attribute_type(attr).equality else {
+            return PreparedFilter::Undefined;
+        };
+        if !matches!(
+            rule.family(),
+            crate::matching::NormalizationFamily::DistinguishedName
+                | crate::matching::NormalizationFamily::UniqueMember
+        ) {
+            return PreparedFilter::Undefined;
+        }
+        match self.normalize_assertion(rule, value) {
+            Ok(normalized) => PreparedFilter::InChain {
+                attr,
+                covered: self.covered(attr, rule),
+                normalized,
+                members: None,
+            },
+            Err(_) => PreparedFilter::Undefined,
         }
     }
 
@@ -978,12 +1132,21 @@ pub fn substrings_match(
 impl PreparedFilter {
     /// Evaluates the filter over an entry (RFC 4511 §4.5.1.7 three-valued logic).
     pub fn evaluate<V: EntryView + ?Sized>(&self, view: &V) -> Tri {
-        self.evaluate_dyn(&|visit| view.for_each_attribute(visit), &|visit| {
-            view.for_each_dn_ava(visit)
-        })
+        self.evaluate_dyn(
+            view.entry_id(),
+            &|visit| view.for_each_attribute(visit),
+            &|visit| view.for_each_dn_ava(visit),
+            &|attr, options, normalized| view.lookup_normalized(attr, options, normalized),
+        )
     }
 
-    fn evaluate_dyn(&self, attributes: &AttributeWalker<'_>, dn_avas: &DnWalker<'_>) -> Tri {
+    fn evaluate_dyn(
+        &self,
+        id: Option<u32>,
+        attributes: &AttributeWalker<'_>,
+        dn_avas: &DnWalker<'_>,
+        lookup: &Lookup<'_>,
+    ) -> Tri {
         match self {
             PreparedFilter::True => Tri::True,
             PreparedFilter::False => Tri::False,
@@ -991,7 +1154,7 @@ impl PreparedFilter {
             PreparedFilter::And(filters) => {
                 let mut result = Tri::True;
                 for filter in filters {
-                    result = result.and(filter.evaluate_dyn(attributes, dn_avas));
+                    result = result.and(filter.evaluate_dyn(id, attributes, dn_avas, lookup));
                     if result == Tri::False {
                         break;
                     }
@@ -1001,14 +1164,16 @@ impl PreparedFilter {
             PreparedFilter::Or(filters) => {
                 let mut result = Tri::False;
                 for filter in filters {
-                    result = result.or(filter.evaluate_dyn(attributes, dn_avas));
+                    result = result.or(filter.evaluate_dyn(id, attributes, dn_avas, lookup));
                     if result == Tri::True {
                         break;
                     }
                 }
                 result
             }
-            PreparedFilter::Not(filter) => filter.evaluate_dyn(attributes, dn_avas).not(),
+            PreparedFilter::Not(filter) => {
+                filter.evaluate_dyn(id, attributes, dn_avas, lookup).not()
+            }
             PreparedFilter::Present {
                 options, covered, ..
             } => {
@@ -1032,9 +1197,34 @@ impl PreparedFilter {
                 covered,
                 normalized,
                 ..
-            } => any_value(attributes, options, covered, *rule, &mut |candidate| {
-                candidate == normalized.as_slice()
-            }),
+            } => {
+                let mut found = false;
+                attributes(&mut |attr, value_options, values| {
+                    let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr)
+                    else {
+                        return true;
+                    };
+                    if !options_match(options, value_options) {
+                        return true;
+                    }
+                    if coverage.stored_form_usable {
+                        if let Some(hit) = lookup(attr, value_options, normalized) {
+                            found = hit;
+                            return !found;
+                        }
+                    }
+                    for value in values {
+                        if value_matches(coverage, *rule, value, &mut |candidate| {
+                            candidate == normalized.as_slice()
+                        }) {
+                            found = true;
+                            return false;
+                        }
+                    }
+                    true
+                });
+                tri(found)
+            }
             PreparedFilter::Substrings {
                 options,
                 rule,
@@ -1064,6 +1254,13 @@ impl PreparedFilter {
             } => any_value(attributes, options, covered, *rule, &mut |candidate| {
                 rule.ordering_key(candidate) <= *key
             }),
+            // Resolved: membership of the entry's ID; an entry without one (the root DSE) is
+            // in no chain. Unresolved (a filter evaluated outside a search): Undefined.
+            PreparedFilter::InChain { members, .. } => match (members, id) {
+                (Some(members), Some(id)) => tri(members.contains(id)),
+                (Some(_), None) => Tri::False,
+                (None, _) => Tri::Undefined,
+            },
             PreparedFilter::Extensible {
                 rule,
                 options,
@@ -1078,6 +1275,7 @@ impl PreparedFilter {
                     MatchingRuleKind::Equality => candidate == normalized.as_slice(),
                     MatchingRuleKind::Bitwise => rule.bitwise_matches(candidate, asserted_bits),
                     MatchingRuleKind::DnRelation => rule.dn_relation_matches(candidate, normalized),
+                    MatchingRuleKind::InChain => false,
                     MatchingRuleKind::Ordering => rule.ordering_key(candidate) < *normalized,
                     MatchingRuleKind::Substrings => match pieces {
                         Some((initial, any, final_)) => {
@@ -1110,6 +1308,7 @@ impl PreparedFilter {
 type AttributeWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool)
     + 'a;
 type DnWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) + 'a;
+type Lookup<'a> = dyn Fn(AttrId, &[String], &[u8]) -> Option<bool> + 'a;
 
 fn tri(value: bool) -> Tri {
     if value {

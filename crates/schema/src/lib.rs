@@ -23,8 +23,9 @@ pub use dn::{
 pub use entry::{Attribute, Entry, ModOp, Modification};
 pub use error::{LdapError, ResultCode};
 pub use filter::{
-    is_filter_name_byte, substrings_match, AttributeVisitor, CoveredAttribute, EntryView, Filter,
-    OwnedEntryView, PreparedFilter, StoredValue, Tri, FILTER_ITEMS_MAX,
+    is_filter_name_byte, substrings_match, AttributeVisitor, CoveredAttribute, EntryIdSet,
+    EntryView, Filter, InChainQuery, OwnedEntryView, PreparedFilter, StoredValue, Tri,
+    FILTER_ITEMS_MAX,
 };
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
 pub use prep::prepare_string;

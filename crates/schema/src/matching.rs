@@ -21,6 +21,11 @@ pub enum MatchingRuleKind {
     /// value's place in the tree relative to the asserted DN, in extensible filters only
     /// (`(entryDN:dnSubtreeMatch:=ou=People,dc=example,dc=com)`, OpenLDAP's test015).
     DnRelation,
+    /// Active Directory's LDAP_MATCHING_RULE_IN_CHAIN (1.2.840.113556.1.4.1941) on a DN-valued
+    /// attribute: the entry is linked to the asserted DN through a chain of that attribute's
+    /// values (`(memberOf:1.2.840.113556.1.4.1941:=cn=top,...)`). The chain is resolved over the
+    /// directory once per search (the store's `in_chain_closure`); an entry alone cannot say.
+    InChain,
 }
 
 /// How a rule turns a value into its comparable form. Rules of one family produce the same
@@ -129,6 +134,8 @@ matching_rules! {
     DnSubtreeMatch => ("dnSubtreeMatch", "1.3.6.1.4.1.4203.666.4.9", DnRelation, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
     DnSubordinateMatch => ("dnSubordinateMatch", "1.3.6.1.4.1.4203.666.4.10", DnRelation, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
     DnSuperiorMatch => ("dnSuperiorMatch", "1.3.6.1.4.1.4203.666.4.11", DnRelation, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
+    // Active Directory's in-chain rule (nested groups); AD gives it no descriptor, this is ours.
+    InChainMatch => ("inChainMatch", "1.2.840.113556.1.4.1941", InChain, DistinguishedName, "1.3.6.1.4.1.1466.115.121.1.12"),
 }
 
 impl MatchingRule {

@@ -601,6 +601,7 @@ impl Schema {
                                 MatchingRuleKind::Equality
                                     | MatchingRuleKind::Bitwise
                                     | MatchingRuleKind::DnRelation
+                                    | MatchingRuleKind::InChain
                             ) && rule.applies_to_syntax(syntax)
                         })
                 })

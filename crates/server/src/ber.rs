@@ -360,18 +360,18 @@ impl<'buffer> EntryWriter<'buffer> {
     pub fn attribute<'value, Values>(&mut self, description: &[u8], values: Values)
     where
         Values: IntoIterator<Item = &'value [u8]>,
-        Values::IntoIter: Clone,
     {
-        let values = values.into_iter();
-        // The first values are kept from the length pass, so that decoding them (stored
-        // values are varint-framed) is not done twice; more are read again.
+        // The values are read once (a large group's stream from a B-tree cursor): the first
+        // ones kept in place, more as borrowed slices in `more` (16 bytes each, never copied).
         let mut kept: [&[u8]; ATTRIBUTE_VALUES_KEPT_MAX] = [&[]; ATTRIBUTE_VALUES_KEPT_MAX];
+        let mut more: Vec<&[u8]> = Vec::new();
         let mut count = 0;
         let mut set_length = 0;
-        for value in values.clone() {
+        for value in values {
             set_length += primitive_encoded_length(value.len());
-            if count < ATTRIBUTE_VALUES_KEPT_MAX {
-                kept[count] = value;
+            match kept.get_mut(count) {
+                Some(slot) => *slot = value,
+                None => more.push(value),
             }
             count += 1;
         }
@@ -387,14 +387,11 @@ impl<'buffer> EntryWriter<'buffer> {
         let mut at = put_header(out, 0, tag::SEQUENCE, sequence_length);
         at = put_primitive(out, at, tag::OCTET_STRING, description);
         at = put_header(out, at, tag::SET, set_length);
-        if count <= ATTRIBUTE_VALUES_KEPT_MAX {
-            for value in &kept[..count] {
-                at = put_primitive(out, at, tag::OCTET_STRING, value);
-            }
-        } else {
-            for value in values {
-                at = put_primitive(out, at, tag::OCTET_STRING, value);
-            }
+        for value in kept[..count.min(ATTRIBUTE_VALUES_KEPT_MAX)]
+            .iter()
+            .chain(&more)
+        {
+            at = put_primitive(out, at, tag::OCTET_STRING, value);
         }
         debug_assert_eq!(at, total, "attribute length computed and written differ");
     }

@@ -54,7 +54,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut session = open_session(&context, transport, client, connection_id, &peer);
-    let settings = &context.settings;
+    let settings = &context.settings();
     let write_timeout = settings.write_timeout;
     let mut framed = Framed::new(stream, pdu_codec(settings, &session.identity));
     // Bounded so a client that stops reading slows its own searches down instead of growing memory.
@@ -214,6 +214,7 @@ fn open_session(
             .monitor
             .connection_opened(connection_id, peer, listener),
         password_must_change: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        transactions: Arc::default(),
     };
     info!(
         "conn={connection_id} fd=0 ACCEPT from {peer} ({})",
@@ -313,7 +314,7 @@ async fn start_operation(
     running: &Arc<tokio::sync::Semaphore>,
     start: OperationStart,
 ) -> Result<(), Ending> {
-    let settings = &context.settings;
+    let settings = &context.settings();
     let (connection_id, operation_id) = (session.connection_id, start.operation_id);
     if outstanding.len() >= settings.operations_per_connection_max {
         info!(
@@ -756,7 +757,7 @@ async fn start_tls(
         "conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={}",
         escaped(message)
     );
-    if send_within(&mut framed, response, context.settings.write_timeout)
+    if send_within(&mut framed, response, context.settings().write_timeout)
         .await
         .is_err()
     {
@@ -772,7 +773,7 @@ async fn start_tls(
     }
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
     // A client that asks for TLS and then sends nothing must not hold the connection forever.
-    let handshake_timeout = context.settings.tls_handshake_timeout;
+    let handshake_timeout = context.settings().tls_handshake_timeout;
     let Ok(handshake) = tokio::time::timeout(handshake_timeout, acceptor.accept(parts.io)).await
     else {
         info!(

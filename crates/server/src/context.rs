@@ -9,7 +9,7 @@ use crate::session::{Identity, Session};
 use crate::settings::ServerSettings;
 use crate::sink::ResultSink;
 use crate::subject::{subject_for, StoreGroups};
-use crate::writer::{WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
+use crate::writer::{Update, WriteJob, WriteRequest, Writer, WRITE_QUEUE_LENGTH_MAX};
 use lmdir_access::acl::{AccessPolicy, Subject};
 use lmdir_access::password;
 use lmdir_schema::{AttrId, LdapError, Schema};
@@ -34,7 +34,8 @@ pub enum ServerError {
 
 /// State shared by every connection.
 pub struct ServerContext {
-    pub settings: ServerSettings,
+    /// The settings now (a reload replaces them; read once per operation by `settings()`).
+    pub(crate) settings_live: crate::live::Live<ServerSettings>,
     pub tls_config: Option<Arc<rustls::ServerConfig>>,
     /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
     pub(crate) tls_certificate: Option<Arc<crate::tls::ReloadableCertificate>>,
@@ -57,6 +58,10 @@ pub struct ServerContext {
     /// Counters for cn=Monitor and the Prometheus endpoint (the database's, which its writer
     /// also reports to, when there is one).
     pub monitor: Arc<crate::monitor::Monitor>,
+    /// Replication consumers running now (started at startup, changed by a reload).
+    pub(crate) consumer_tasks: Mutex<crate::replication_status::ConsumerTasks>,
+    /// The configuration file now live (set by `lmdir serve` and by each reload).
+    pub(crate) config_identity: Mutex<Option<crate::reload::ConfigIdentity>>,
 }
 
 /// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them
@@ -89,6 +94,7 @@ impl From<LdapError> for OperationError {
             matched_dn: error.matched_dn.unwrap_or_default(),
             controls: Vec::new(),
             referral: Vec::new(),
+            extended_value: None,
         }
     }
 }
@@ -101,7 +107,8 @@ pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
 pub struct Database {
     pub(crate) store: Store,
     pub(crate) schema: Arc<Schema>,
-    pub(crate) policy: Arc<AccessPolicy>,
+    /// The access policy now (a reload replaces it; see `policy()`).
+    pub(crate) live_policy: Arc<crate::live::Live<AccessPolicy>>,
     pub(crate) write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
     /// Set when shutdown begins: no new update is queued and queued ones are answered
     /// unavailable (the writer's budget bounds the one it is applying).
@@ -116,8 +123,8 @@ pub struct Database {
     pub(crate) cookie_key: [u8; 32],
     /// The server's counters; the writer reports its batches here.
     pub(crate) monitor: Arc<crate::monitor::Monitor>,
-    /// Search limits per identity (`[[limits]]`), set when the server starts.
-    pub(crate) limits: crate::limits::IdentityLimits,
+    /// Search limits per identity (`[[limits]]`), set when the server starts and by a reload.
+    pub(crate) limits: crate::live::Live<crate::limits::IdentityLimits>,
     /// Password policy state updates waiting for the writer (one per entry).
     pub(crate) pending_states: Arc<crate::ppolicy::PendingStates>,
     /// The suffix shows its contextCSN only on a replicating server (a server ID, a provider or
@@ -125,6 +132,12 @@ pub struct Database {
     pub(crate) shows_context_csn: bool,
     /// Committed changes for refreshAndPersist searches (published by the writer).
     pub(crate) persist: Arc<crate::persist::PersistHub>,
+    /// `[integrity]`, shared with the writer (set when the server starts).
+    pub(crate) integrity: crate::integrity::SharedIntegrity,
+    /// `[[dynlist]]` rules (set when the server starts).
+    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
+    /// `[accesslog]`, shared with the writer (set when the server starts and by a reload).
+    pub(crate) accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
 
 impl Database {
@@ -132,16 +145,21 @@ impl Database {
     pub fn new(store: Store, policy: AccessPolicy) -> Database {
         let schema = store.schema().clone();
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
-        let policy = Arc::new(policy);
+        let live_policy = Arc::new(crate::live::Live::new(policy));
         let writes_stopping = Arc::new(AtomicBool::new(false));
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
         let persist = Arc::new(crate::persist::PersistHub::default());
+        let integrity = crate::integrity::SharedIntegrity::default();
+        let accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>> = Arc::default();
         let writer = Writer {
+            integrity: integrity.clone(),
+            accesslog: accesslog.clone(),
             persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
-            policy: policy.clone(),
+            policy: live_policy.load(),
+            live_policy: live_policy.clone(),
             stopping: writes_stopping.clone(),
             monitor: monitor.clone(),
         };
@@ -158,17 +176,73 @@ impl Database {
             pwd_policy_subentry: schema.attribute("pwdPolicySubentry"),
             store,
             schema,
-            policy,
+            live_policy,
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             cookie_key: rand::random(),
             monitor,
-            limits: crate::limits::IdentityLimits::default(),
+            limits: crate::live::Live::default(),
             shows_context_csn: false,
             pending_states,
             persist,
+            integrity,
+            dynlist: Vec::new(),
+            accesslog,
         }
+    }
+
+    /// What the dynamic group functions need of this database.
+    pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
+        crate::dynlist::DynlistView {
+            schema: &self.schema,
+            policy: self.policy(),
+            rules: &self.dynlist,
+        }
+    }
+
+    /// Compiles the `[[dynlist]]` rules against this database's schema.
+    pub(crate) fn set_dynlist(
+        &mut self,
+        rules: &[lmdir_config::DynlistRule],
+    ) -> Result<(), String> {
+        self.dynlist = crate::dynlist::compile(rules, &self.schema)?;
+        Ok(())
+    }
+
+    /// Compiles `[integrity]` against this database's schema and hands it to the writer.
+    pub(crate) fn set_integrity(
+        &self,
+        config: &lmdir_config::IntegrityConfig,
+        suffix: &str,
+    ) -> Result<(), String> {
+        let compiled = crate::integrity::Integrity::compile(config, &self.schema, suffix)?;
+        // Without an equality index each lookup reads every entry: say so once.
+        for attr in compiled.looked_up_attributes() {
+            let indexed = self
+                .store
+                .indexed_kinds(attr)
+                .contains(lmdir_store::IndexKinds::EQUALITY);
+            if !indexed {
+                tracing::warn!(
+                    "[integrity] {} has no equality index: each delete, rename or unique check \
+                     reads every entry for it (add it to [database.index])",
+                    self.schema.attribute_type(attr).name()
+                );
+            }
+        }
+        crate::integrity::install(&self.integrity, compiled);
+        Ok(())
+    }
+
+    /// `[accesslog]`: whether and how long the writer keeps its audit trail.
+    pub(crate) fn set_accesslog(&self, config: &lmdir_config::AccesslogConfig) {
+        self.accesslog.store(Arc::new(config.clone()));
+    }
+
+    /// The accesslog configuration now.
+    pub(crate) fn accesslog(&self) -> Arc<lmdir_config::AccesslogConfig> {
+        self.accesslog.load()
     }
 
     /// Compiles the `[[limits]]` rules against this database's schema (a `who` DN it cannot
@@ -182,7 +256,8 @@ impl Database {
     }
 
     pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
-        self.limits = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        self.limits.store(Arc::new(compiled));
         Ok(())
     }
 
@@ -192,7 +267,12 @@ impl Database {
         settings: &ServerSettings,
         subject: &Subject<'_>,
     ) -> crate::limits::EffectiveLimits {
-        self.limits.resolve(settings, subject)
+        self.limits.load().resolve(settings, subject)
+    }
+
+    /// The access policy now: an operation takes it once and decides with it throughout.
+    pub(crate) fn policy(&self) -> Arc<AccessPolicy> {
+        self.live_policy.load()
     }
 
     /// The counters this database's writer reports to (the server shows them with its own).
@@ -310,7 +390,7 @@ impl Database {
         identity: &'a Identity,
         groups: &'a StoreGroups<'a>,
     ) -> Subject<'a> {
-        subject_for(&self.policy, identity, groups)
+        subject_for(&self.policy(), identity, groups)
     }
 }
 
@@ -375,7 +455,7 @@ pub(crate) fn no_such_object(dn: &str) -> OperationError {
 }
 
 pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), OperationError> {
-    if let Some(provider) = &context.server.settings.update_referral {
+    if let Some(provider) = &context.server.settings().update_referral {
         // A read-only replica (OpenLDAP's updateref): every client write, the rootdn's too,
         // belongs on the provider; a local write would be overwritten or diverge.
         return Err(OperationError::referral(
@@ -383,7 +463,7 @@ pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), Ope
             "this server is a read-only replica: write to its provider",
         ));
     }
-    if context.server.settings.require_tls && !context.session.is_secure() {
+    if context.server.settings().require_tls && !context.session.is_secure() {
         return Err(OperationError::new(
             code::CONFIDENTIALITY_REQUIRED,
             "TLS is required before updates",
@@ -396,7 +476,7 @@ pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), Ope
 pub(crate) fn password_scheme(
     context: &OperationContext,
 ) -> Result<password::Scheme, OperationError> {
-    let name = &context.server.settings.password_hash;
+    let name = &context.server.settings().password_hash;
     password::Scheme::from_name(name).ok_or_else(|| {
         OperationError::new(
             code::OTHER,
@@ -405,23 +485,21 @@ pub(crate) fn password_scheme(
     })
 }
 
-/// Queues an update for the writer, which decides access and the assertion inside its
-/// transaction, and waits for its answer (sent after the commit).
-pub(crate) async fn submit_update(
+/// The update a request asks for, with the limits it runs under: what the writer decides and
+/// applies (inside its transaction), whether it is sent now or queued in an LDAP transaction.
+pub(crate) fn update_of(
     context: &OperationContext,
-    database: &Database,
     controls: &RequestControls,
     request: WriteRequest,
-) -> Result<(), OperationError> {
+) -> Result<Update, OperationError> {
     let assertion = controls
         .assertion
         .as_ref()
-        .map(|assertion| crate::filter::client_filter(&context.server.settings, assertion))
+        .map(|assertion| crate::filter::client_filter(&context.server.settings(), assertion))
         .transpose()?;
     let identity = context.session.identity.clone();
-    let settings = &context.server.settings;
-    let (reply, response) = oneshot::channel();
-    let job = WriteJob {
+    let settings = &context.server.settings();
+    Ok(Update {
         request,
         relax: controls.relax && identity.is_rootdn,
         permissive_modify: controls.permissive_modify,
@@ -432,11 +510,28 @@ pub(crate) async fn submit_update(
         password_scheme: password_scheme(context)?,
         hash_cleartext: settings.password_hash_cleartext,
         password_policy_default: settings.password_policy_default.clone(),
-        reply,
-    };
-    database.submit(job).await?;
+        session: context.session.connection_id,
+        received: std::time::SystemTime::now(),
+    })
+}
+
+/// Queues an update for the writer and waits for its answer (sent after the commit).
+pub(crate) async fn submit(database: &Database, update: Update) -> Result<(), OperationError> {
+    let (reply, response) = oneshot::channel();
+    database.submit(WriteJob { update, reply }).await?;
     match response.await {
         Ok(result) => result.map_err(OperationError::from),
         Err(_) => Err(OperationError::new(code::OTHER, "writer failed")),
     }
+}
+
+/// Queues an update for the writer, which decides access and the assertion inside its
+/// transaction, and waits for its answer (sent after the commit).
+pub(crate) async fn submit_update(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    request: WriteRequest,
+) -> Result<(), OperationError> {
+    submit(database, update_of(context, controls, request)?).await
 }

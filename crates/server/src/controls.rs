@@ -200,6 +200,23 @@ pub const REGISTRY: &[RegisteredControl] = &[
         },
     },
     RegisteredControl {
+        oid: crate::transaction::SPECIFICATION_OID,
+        name: "transaction specification (RFC 5805)",
+        operations: &[Update],
+        decode: |parsed, control| {
+            // RFC 5805 §2.2: always critical, and its value is the transaction identifier.
+            if !control.critical {
+                return Err(protocol_error(&control.oid, "must be critical"));
+            }
+            let id = control
+                .value
+                .clone()
+                .ok_or_else(|| protocol_error(&control.oid, "needs a transaction identifier"))?;
+            parsed.transaction = Some(id);
+            Ok(())
+        },
+    },
+    RegisteredControl {
         oid: crate::proxy_authz::PROXY_AUTHZ_OID,
         name: "proxied authorization (RFC 4370)",
         operations: &[Search, Compare, Update, PasswordModify, Extended],
@@ -452,6 +469,8 @@ pub struct RequestControls {
     pub matched_values_critical: bool,
     /// RFC 4533 Sync Request (content synchronization).
     pub sync: Option<lmdir_sync::SyncRequest>,
+    /// The LDAP transaction (RFC 5805) an update is queued in.
+    pub transaction: Option<Vec<u8>>,
 }
 
 /// VirtualListViewRequest ::= SEQUENCE { beforeCount INTEGER (0..maxInt), afterCount INTEGER

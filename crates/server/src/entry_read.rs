@@ -29,6 +29,9 @@ pub(crate) struct Selection {
     /// The matched values control's filter (RFC 3876): only matching values are returned.
     matched_values: Option<crate::matched_values::ValuesFilter>,
     context_csn: Option<AttrId>,
+    /// `lmdirAttributeCSN`: returned only when named (an lmdir multi-provider peer asks for
+    /// it; a slapd consumer asking for `+` must not get a type its schema lacks).
+    attribute_state: Option<AttrId>,
 }
 
 impl Selection {
@@ -67,6 +70,7 @@ impl Selection {
             subschema_subentry: schema.attribute("subschemaSubentry"),
             matched_values: None,
             context_csn: schema.attribute("contextCSN"),
+            attribute_state: schema.attribute(lmdir_store::attribute_state::ATTRIBUTE_STATE),
         }
     }
 
@@ -129,6 +133,9 @@ impl Selection {
         if requested_here {
             return true;
         }
+        if Some(attr) == self.attribute_state {
+            return false;
+        }
         if schema.attribute_type(attr).is_operational() {
             self.all_operational
         } else {
@@ -161,7 +168,13 @@ pub(crate) struct Subordinates<'a> {
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     every_entry_disclosed: bool,
+    /// The dynamic groups that find each entry (`[[dynlist]] member_of_attribute`), worked
+    /// out once per operation when first needed.
+    dynamic_member_of: std::cell::RefCell<Option<DynamicMemberOf>>,
 }
+
+/// Entry → (attribute, dynamic group DN) pairs it is listed in.
+type DynamicMemberOf = std::collections::HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>>;
 
 /// Most children checked one by one for a subject that may not know of every entry; past it
 /// the computed attributes are left out rather than counting hidden children.
@@ -174,10 +187,35 @@ impl<'a> Subordinates<'a> {
             read,
             subject,
             every_entry_disclosed: database
-                .policy
+                .policy()
                 .for_subject(subject)
                 .can_disclose_every_entry(),
+            dynamic_member_of: std::cell::RefCell::new(None),
         }
+    }
+
+    /// The dynamic groups finding `id`, listed in `attr`.
+    fn dynamic_groups_of(
+        &self,
+        id: lmdir_store::EntryId,
+        attr: AttrId,
+    ) -> Result<Vec<Vec<u8>>, OperationError> {
+        let mut cached = self.dynamic_member_of.borrow_mut();
+        if cached.is_none() {
+            *cached = Some(crate::dynlist::member_of(
+                &self.database.dynlist_view(),
+                self.read,
+                self.subject,
+            )?);
+        }
+        Ok(cached
+            .as_ref()
+            .and_then(|listed| listed.get(&id))
+            .into_iter()
+            .flatten()
+            .filter(|(listed_in, _)| *listed_in == attr)
+            .map(|(_, group)| group.as_bytes().to_vec())
+            .collect())
     }
 
     /// The number of children of `id` the subject may know of; None when not counted.
@@ -197,7 +235,7 @@ impl<'a> Subordinates<'a> {
             let child_ndn = self.read.normalized_dn_of(child)?;
             if self
                 .database
-                .policy
+                .policy()
                 .for_entry(self.subject, &child_ndn, &entry)
                 .can_disclose_entry()
             {
@@ -256,11 +294,15 @@ pub(crate) fn write_entry_attributes(
         true => context_csns(subordinates.read, id, selection, access)?,
         false => Vec::new(),
     };
+    let mut dynamic = dynamic_values(schema, subordinates, id, entry, selection, access)?;
     // `1.1` alone (every authrate search) selects no stored attribute: none is decoded.
     let stored = selection.may_select_stored().then(|| entry.attributes());
     for attribute in stored.into_iter().flatten() {
         let attr = attribute.attr();
         if !selection.selects(schema, attr, attribute.options()) {
+            continue;
+        }
+        if stash_dynamic(&mut dynamic, &attribute) {
             continue;
         }
         if !context_csns.is_empty() && Some(attr) == selection.context_csn {
@@ -287,6 +329,9 @@ pub(crate) fn write_entry_attributes(
                 attribute.values().map(|(original, _)| original),
             );
         }
+    }
+    for dynamic in dynamic {
+        dynamic.write(writer, schema, selection, types_only);
     }
     let computed: [(Option<AttrId>, &str); 4] = [
         (selection.has_subordinates, "hasSubordinates"),
@@ -327,6 +372,159 @@ pub(crate) fn write_entry_attributes(
     Ok(())
 }
 
+/// A dynamic group's member attribute (`[[dynlist]]`): its stored values and the members
+/// its URLs find for the reader.
+struct DynamicMembers {
+    attr: AttrId,
+    stored: Vec<Vec<u8>>,
+    found: Vec<Vec<u8>>,
+}
+
+/// The computed values `entry` gets (`[[dynlist]]`): its dynamic members, the dynamic groups
+/// finding it.
+fn dynamic_values(
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    id: lmdir_store::EntryId,
+    entry: &lmdir_store::EntryRef<'_>,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Vec<DynamicMembers>, OperationError> {
+    let mut dynamic = dynamic_members(schema, subordinates, entry, selection, access)?;
+    dynamic.extend(dynamic_member_of(
+        schema,
+        subordinates,
+        id,
+        selection,
+        access,
+    )?);
+    Ok(dynamic)
+}
+
+/// Keeps a stored attribute's values with the computed ones of the same attribute (written
+/// together, once: an attribute appears once in an entry); false when none are computed.
+fn stash_dynamic(
+    dynamic: &mut [DynamicMembers],
+    attribute: &lmdir_store::AttributeRef<'_>,
+) -> bool {
+    let attr = attribute.attr();
+    let Some(dynamic) = dynamic
+        .iter_mut()
+        .find(|dynamic| dynamic.attr == attr && attribute.options().is_empty())
+    else {
+        return false;
+    };
+    dynamic.stored = attribute
+        .values()
+        .map(|(original, _)| original.to_vec())
+        .collect();
+    true
+}
+
+/// The dynamic members of `entry` when it is a dynamic group whose member attribute is
+/// selected and readable; None otherwise (nothing is searched).
+fn dynamic_members(
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    entry: &lmdir_store::EntryRef<'_>,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Vec<DynamicMembers>, OperationError> {
+    let database = subordinates.database;
+    let Some(rule) = crate::dynlist::rule_of(&database.dynlist, schema, entry) else {
+        return Ok(Vec::new());
+    };
+    let attr = rule.member_attr;
+    let readable = access.is_none_or(|access| access.can_read_attribute(attr));
+    if !selection.selects(schema, attr, &[]) || !readable {
+        return Ok(Vec::new());
+    }
+    let found = crate::dynlist::members(
+        &database.dynlist_view(),
+        subordinates.read,
+        subordinates.subject,
+        rule,
+        entry,
+    )?;
+    Ok(vec![DynamicMembers {
+        attr,
+        stored: Vec::new(),
+        found,
+    }])
+}
+
+/// The dynamic groups that find entry `id`, for each rule's memberOf attribute that is
+/// selected and readable (the groups are worked out once per operation).
+fn dynamic_member_of(
+    schema: &Schema,
+    subordinates: &Subordinates<'_>,
+    id: lmdir_store::EntryId,
+    selection: &Selection,
+    access: Option<&EntryAccess<'_>>,
+) -> Result<Vec<DynamicMembers>, OperationError> {
+    let mut listed: Vec<DynamicMembers> = Vec::new();
+    let attributes = subordinates
+        .database
+        .dynlist
+        .iter()
+        .filter_map(|rule| rule.member_of_attr);
+    for attr in attributes {
+        let readable = access.is_none_or(|access| access.can_read_attribute(attr));
+        let known = listed.iter().any(|dynamic| dynamic.attr == attr);
+        if !selection.selects(schema, attr, &[]) || !readable || known {
+            continue;
+        }
+        listed.push(DynamicMembers {
+            attr,
+            stored: Vec::new(),
+            found: subordinates.dynamic_groups_of(id, attr)?,
+        });
+    }
+    Ok(listed)
+}
+
+impl DynamicMembers {
+    /// The stored values, then the found members not among them (compared as DNs).
+    fn write(
+        self,
+        writer: &mut EntryWriter<'_>,
+        schema: &Schema,
+        selection: &Selection,
+        types_only: bool,
+    ) {
+        let name = schema.attribute_type(self.attr).name().as_bytes();
+        let mut seen = std::collections::HashSet::new();
+        let mut values: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for value in self.stored.into_iter().chain(self.found) {
+            let normalized = schema
+                .normalize_value(self.attr, &value)
+                .unwrap_or_else(|_| value.clone());
+            if seen.insert(normalized.clone()) {
+                values.push((value, normalized));
+            }
+        }
+        if values.is_empty() {
+            return;
+        }
+        if types_only {
+            writer.attribute(name, std::iter::empty());
+            return;
+        }
+        let pairs = values
+            .iter()
+            .map(|(original, normalized)| (original.as_slice(), normalized.as_slice()));
+        match &selection.matched_values {
+            Some(matched) => {
+                let kept = matched.kept(self.attr, &[], pairs);
+                if !kept.is_empty() {
+                    writer.attribute(name, kept);
+                }
+            }
+            None => writer.attribute(name, pairs.map(|(original, _)| original)),
+        }
+    }
+}
+
 /// The directory's contextCSN (one value per server ID) when `id` is the naming context's
 /// entry and the attribute is selected and readable; empty otherwise. It lives in the store's
 /// `meta`, written in the transaction of each change (`lmdir_store::context_csn`).
@@ -364,8 +562,8 @@ pub(crate) fn read_entry_control(
     let groups = database.groups(&read);
     let subject = database.subject(identity, &groups);
     let (id, entry) = disclosed_entry(database, &read, &subject, dn, &normalized)?;
-    let access =
-        (!identity.is_rootdn).then(|| database.policy.for_entry(&subject, &normalized, &entry));
+    let policy = database.policy();
+    let access = (!identity.is_rootdn).then(|| policy.for_entry(&subject, &normalized, &entry));
     if access
         .as_ref()
         .is_some_and(|access| !access.can_read_entry())
@@ -437,7 +635,7 @@ pub(crate) fn disclosed_entry<'txn>(
         Ok(id) => {
             if let Some(entry) = read.entry(id)? {
                 if database
-                    .policy
+                    .policy()
                     .for_entry(subject, normalized, &entry)
                     .can_disclose_entry()
                 {
@@ -466,7 +664,7 @@ pub(crate) fn disclosed_entry<'txn>(
         if let Some(entry) = read.entry(id)? {
             let ancestor_ndn = read.normalized_dn_of(id)?;
             if database
-                .policy
+                .policy()
                 .for_entry(subject, &ancestor_ndn, &entry)
                 .can_disclose_entry()
             {

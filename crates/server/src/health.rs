@@ -29,7 +29,7 @@ pub fn not_ready_reasons(context: &ServerContext) -> Vec<String> {
         None => reasons.push("database: not open".to_string()),
     }
     consumer_reasons(
-        &context.settings.replication,
+        &context.settings().replication,
         &context.monitor.replication,
         &mut reasons,
     );
@@ -110,6 +110,7 @@ mod tests {
             credentials: String::new(),
             starttls: false,
             tls_ca_certificate: String::new(),
+            bulk_initial_refresh: true,
         }
     }
 

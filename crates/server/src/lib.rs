@@ -2,22 +2,27 @@
 //!
 //! Module layers, each importing only from layers below it (ARCHITECTURE.md draws the graph):
 //! server → {connection, health} → operations → {search, compare, update, password, rootdse} →
-//! entry_read → context → writer → {session, sink, subject, filter} → leaves (ber, controls,
-//! result, settings, limits, monitor, replication_status, ppolicy, persist, selection,
-//! filter_text, log_text, ...).
+//! entry_read → context → {writer → integrity, dynlist} → {session, sink, subject, filter} →
+//! leaves (ber, controls, result, settings, limits, monitor, replication_status, ppolicy,
+//! persist, selection, filter_text, log_text, ...).
 
+pub mod accesslog;
 pub mod ber;
 pub mod client_limits;
 mod compare;
 pub mod connection;
 pub mod context;
 pub mod controls;
+mod dynlist;
 mod entry_read;
+pub mod extensions;
 pub mod filter;
 pub mod filter_text;
 pub mod health;
 pub mod http;
+mod integrity;
 pub mod limits;
+pub mod live;
 pub mod log_text;
 pub mod matched_values;
 pub mod metrics_http;
@@ -28,6 +33,7 @@ pub mod pdu;
 mod persist;
 pub mod ppolicy;
 pub mod proxy_authz;
+pub mod reload;
 pub mod replication;
 pub mod replication_status;
 pub mod request;
@@ -41,6 +47,7 @@ pub mod settings;
 pub mod sink;
 mod subject;
 pub mod tls;
+mod transaction;
 mod update;
 mod writer;
 

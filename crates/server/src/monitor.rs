@@ -454,6 +454,8 @@ pub struct MonitorState {
     pub tasks_alive: u64,
     pub tasks_queued: u64,
     pub database: Option<DatabaseState>,
+    /// The live configuration file, when the server was started from one.
+    pub config: Option<crate::reload::ConfigIdentity>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -575,6 +577,18 @@ pub fn monitor_tree(monitor: &Monitor, state: &MonitorState) -> Vec<MonitorEntry
     thread_entries(state, &mut entries);
     time_entries(monitor, &mut entries);
     database_entries(state, &mut entries);
+    if let Some(config) = &state.config {
+        // Which configuration is live: the file's hash and when it was (re)loaded.
+        entries.push(
+            MonitorEntry::new(
+                child("cn=Configuration", MONITOR_DN),
+                "monitoredObject",
+                "Configuration",
+            )
+            .with("monitoredInfo", config.describe())
+            .with_bytes("monitorTimestamp", generalized_time(config.loaded_at)),
+        );
+    }
     if state.database.is_some() {
         replication_entries(monitor, &mut entries);
     }

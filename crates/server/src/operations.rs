@@ -18,7 +18,7 @@ use crate::session::{Identity, Session};
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchScope,
-    OID_PASSWORD_MODIFY, OID_WHOAMI,
+    OID_PASSWORD_MODIFY,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -76,6 +76,8 @@ impl OperationContext {
                     .await
             }
             Err(error) => {
+                // A refused update that named a transaction ends it (`transaction.rs`).
+                crate::transaction::abort_named(self);
                 self.finish_with_controls(response_tag, Err(error), started, &[], None)
                     .await
             }
@@ -131,6 +133,7 @@ impl OperationContext {
 
     /// Answers `operation` with `error` before it starts.
     async fn refuse(&self, operation: &Operation, error: OperationError, started: Instant) {
+        crate::transaction::abort_named(self);
         match response_tag(operation) {
             Some(tag::EXTENDED_RESPONSE) => self.finish_extended(Err(error), started).await,
             Some(response_tag) => self.finish(response_tag, Err(error), started).await,
@@ -150,7 +153,7 @@ impl OperationContext {
                 error.matched_dn.as_str(),
                 error.message.as_str(),
                 None,
-                None,
+                error.extended_value.as_deref(),
             ),
         };
         let mut buffer = BytesMut::with_capacity(64);
@@ -246,7 +249,7 @@ pub fn prepare(
     request_controls: &[controls::Control],
 ) -> Prepared {
     // A session `require_authentication` refuses gets no work done for it (no candidates).
-    let refused = server.settings.require_authentication && identity.dn.is_empty();
+    let refused = server.settings().require_authentication && identity.dn.is_empty();
     let search = match operation {
         Operation::Search(request) if !refused => {
             Some(PreparedSearch::new(server, identity, request))
@@ -399,7 +402,8 @@ fn authentication_refusal(
     context: &OperationContext,
     operation: &Operation,
 ) -> Option<OperationError> {
-    if !context.server.settings.require_authentication || !context.session.identity.dn.is_empty() {
+    if !context.server.settings().require_authentication || !context.session.identity.dn.is_empty()
+    {
         return None;
     }
     match operation {
@@ -462,8 +466,10 @@ pub async fn bind(
         log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX),
         log_text::bounded(&method, log_text::LOG_DN_BYTES_MAX)
     );
-    // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1).
+    // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1), and updates
+    // queued in a transaction under the old identity never commit under another.
     session.identity = crate::session::Identity::default();
+    session.transactions.abort_all();
     let mut policy_response = None;
     let mut wants_policy = false;
     let outcome = match controls::parse(request_controls, controls::OperationClass::Bind) {
@@ -538,7 +544,7 @@ async fn search(
         search_log_filter(&request.filter),
         log_text::bounded(&request.attrs.join(" "), log_text::LOG_ATTRIBUTES_BYTES_MAX)
     );
-    let result = match search_request_within_limits(&context.server.settings, request) {
+    let result = match search_request_within_limits(&context.server.settings(), request) {
         Err(error) => Err(error),
         Ok(()) => match controls::parse(&context.controls, controls::OperationClass::Search) {
             Err(error) => Err(error),
@@ -627,7 +633,7 @@ async fn search_with_controls(
                 &database.schema
             });
         let mut prepared = prepared;
-        let filter = prepared.take_filter(schema, &server.settings, request)?;
+        let filter = prepared.take_filter(schema, &server.settings(), request)?;
         let entry = rootdse::root_dse(server);
         let matches = rootdse::matches(&entry, schema, &filter);
         let mut entries_sent = 0;
@@ -658,10 +664,16 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
         context.log_prefix(),
         escaped(&request.name)
     );
+    use crate::extensions::Extension;
+    let extension = crate::extensions::lookup(
+        &request.name,
+        context.server.has_database(),
+        context.server.tls_config.is_some(),
+    );
     let result = match controls::parse(&context.controls, controls::OperationClass::Extended) {
         Err(error) => Err(error),
-        Ok(_) => match request.name.as_str() {
-            OID_WHOAMI => {
+        Ok(_) => match extension {
+            Some(Extension::WhoAmI) => {
                 let identity = &context.session.identity;
                 let authzid = if identity.dn.is_empty() {
                     String::new()
@@ -670,10 +682,29 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
                 };
                 Ok((None, Some(authzid.into_bytes())))
             }
-            OID_PASSWORD_MODIFY => crate::password::password_modify(context, request).await,
-            other => Err(OperationError::new(
+            Some(Extension::PasswordModify) => {
+                crate::password::password_modify(context, request).await
+            }
+            Some(Extension::StartTransaction) => match request.value {
+                Some(_) => Err(OperationError::new(
+                    code::PROTOCOL_ERROR,
+                    "Start Transaction has no request value",
+                )),
+                None => context
+                    .session
+                    .transactions
+                    .start()
+                    .map(|id| (None, Some(id))),
+            },
+            Some(Extension::EndTransaction) => {
+                crate::transaction::end(context, request.value.as_deref())
+                    .await
+                    .map(|value| (None, value))
+            }
+            // Cancel and StartTLS are answered by the connection before dispatch.
+            Some(Extension::Cancel | Extension::StartTls) | None => Err(OperationError::new(
                 code::PROTOCOL_ERROR,
-                format!("unsupported extended operation {other}"),
+                format!("unsupported extended operation {}", request.name),
             )),
         },
     };

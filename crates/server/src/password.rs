@@ -12,7 +12,7 @@ use crate::ppolicy::{
 };
 use crate::result::{code, OperationError};
 use crate::session::{Identity, Session, Transport};
-use crate::writer::{PolicyState, WriteJob, WriteRequest};
+use crate::writer::{PolicyState, Update, WriteJob, WriteRequest};
 use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapPasswordModifyRequest,
@@ -171,7 +171,7 @@ async fn bind_entry(
 fn bound_identity(database: &Database, dn: &str, normalized_dn: String) -> Identity {
     Identity {
         dn: dn.to_string(),
-        is_rootdn: database.policy.is_rootdn(&normalized_dn),
+        is_rootdn: database.policy().is_rootdn(&normalized_dn),
         normalized_dn,
     }
 }
@@ -243,7 +243,8 @@ fn judge_password_change(
     // insufficientAccess), never a quality or history verdict that tells the entry exists.
     let groups = database.groups(&read);
     let subject = database.subject(&context.session.identity, &groups);
-    let access = database.policy.for_entry(&subject, &normalized, &entry);
+    let policy = database.policy();
+    let access = policy.for_entry(&subject, &normalized, &entry);
     let may_set = database
         .user_password
         .is_some_and(|attr| access.can_disclose_entry() && access.can_write_attribute(attr));
@@ -273,7 +274,7 @@ fn judge_password_change(
                     .collect()
             })
     };
-    let bound = context.server.settings.bind_password_values_max;
+    let bound = context.server.settings().bind_password_values_max;
     let current = values("userPassword").into_iter().take(bound).collect();
     let mut stored_history = values("pwdHistory");
     // Values start with their generalized time: byte order is time order.
@@ -364,14 +365,15 @@ impl Database {
         let groups = self.groups(&read);
         let anonymous = Identity::default();
         let subject = self.subject(&anonymous, &groups);
-        let access = self.policy.for_entry(&subject, normalized_dn, &entry);
+        let policy = self.policy();
+        let access = policy.for_entry(&subject, normalized_dn, &entry);
         if !access.can_authenticate_with(password_attribute) {
             return Ok(None);
         }
         let values = entry.values_of(password_attribute);
         // Values planted by whoever may write userPassword must not make each bind hash
         // without bound: only the first `bind_password_values_max` count.
-        let values_max = server.settings.bind_password_values_max;
+        let values_max = server.settings().bind_password_values_max;
         if values.len() > values_max {
             tracing::warn!(
                 "bind dn=\"{}\": {} userPassword values, only the first {values_max} are checked",
@@ -409,7 +411,7 @@ impl Database {
                     .map(|(value, _)| value.to_vec())
             })
             .and_then(|value| String::from_utf8(value).ok());
-        Policy::resolve(own, &server.settings.password_policy_default, |dn| {
+        Policy::resolve(own, &server.settings().password_policy_default, |dn| {
             let id = read
                 .normalized_dn_to_id(&self.normalize_dn(dn).ok()?)
                 .ok()?;
@@ -457,19 +459,23 @@ impl Database {
     /// Queues a policy state update and waits for its commit; a failure is logged (the bind's
     /// answer does not depend on it).
     async fn write_policy_state(&self, server: &ServerContext, state: PolicyState) {
-        let settings = &server.settings;
+        let settings = &server.settings();
         let (reply, response) = oneshot::channel();
         let job = WriteJob {
-            request: WriteRequest::PolicyState(state),
-            identity: Identity::default(),
-            assertion: None,
-            relax: false,
-            permissive_modify: false,
-            budget: settings.write_budget,
-            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
-            password_scheme: password::Scheme::Ssha,
-            hash_cleartext: false,
-            password_policy_default: settings.password_policy_default.clone(),
+            update: Update {
+                request: WriteRequest::PolicyState(state),
+                identity: Identity::default(),
+                assertion: None,
+                relax: false,
+                permissive_modify: false,
+                budget: settings.write_budget,
+                attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+                password_scheme: password::Scheme::Ssha,
+                hash_cleartext: false,
+                password_policy_default: settings.password_policy_default.clone(),
+                session: 0,
+                received: std::time::SystemTime::now(),
+            },
             reply,
         };
         let outcome = match self.submit(job).await {
@@ -558,7 +564,7 @@ async fn may_change_password(
         let (_, entry) =
             crate::entry_read::disclosed_entry(database, &read, &subject, &target, &normalized)?;
         Ok(database
-            .policy
+            .policy()
             .for_entry(&subject, &normalized, &entry)
             .can_write_attribute(password_attribute))
     })
@@ -729,8 +735,8 @@ pub(crate) async fn bind_outcome(
             };
             let authenticated = if uid == 0 {
                 Identity {
-                    dn: server.settings.rootdn.clone(),
-                    normalized_dn: normalized_identity_dn(server, &server.settings.rootdn),
+                    dn: server.settings().rootdn.clone(),
+                    normalized_dn: normalized_identity_dn(server, &server.settings().rootdn),
                     is_rootdn: true,
                 }
             } else {
@@ -793,7 +799,7 @@ async fn simple_bind(
 ) -> Result<Identity, OperationError> {
     if dn.is_empty() {
         if password.is_empty() {
-            if server.settings.disallow_anonymous_bind {
+            if server.settings().disallow_anonymous_bind {
                 // slapd's `disallow bind_anon`: the same code and text.
                 return Err(OperationError::new(
                     code::INAPPROPRIATE_AUTHENTICATION,
@@ -814,7 +820,7 @@ async fn simple_bind(
             "unauthenticated bind (DN with no password) disallowed",
         ));
     }
-    if server.settings.require_tls && !session.is_secure() {
+    if server.settings().require_tls && !session.is_secure() {
         return Err(OperationError::new(
             code::CONFIDENTIALITY_REQUIRED,
             "TLS is required before a simple bind",
@@ -868,7 +874,7 @@ async fn check_password(
     password: &[u8],
     policy_response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
-    let settings = &server.settings;
+    let settings = &server.settings();
     let database = database_of(server);
     let normalized = database.map(|database| database.normalize_dn(dn));
     if !settings.rootpw.is_empty() && names_rootdn(server, dn, normalized.as_ref()) {
@@ -904,6 +910,6 @@ fn names_rootdn(
 ) -> bool {
     match (normalized, &server.rootdn_normalized) {
         (Some(Ok(normalized)), Some(rootdn)) => normalized == rootdn,
-        _ => same_dn(server, dn, &server.settings.rootdn),
+        _ => same_dn(server, dn, &server.settings().rootdn),
     }
 }

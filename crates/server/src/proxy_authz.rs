@@ -118,7 +118,7 @@ fn decide(
     let rules = Rules {
         schema: read.schema(),
         read: &read,
-        settings: &server.settings,
+        settings: &server.settings(),
         rootdn: rootdn_of(server),
     };
     let target = rules
@@ -128,7 +128,7 @@ fn decide(
     {
         return Ok(target);
     }
-    if rules.permitted(server.settings.authz_policy, bound, &target)? {
+    if rules.permitted(server.settings().authz_policy, bound, &target)? {
         Ok(target)
     } else {
         Err(denied("not authorized to assume identity"))
@@ -137,7 +137,7 @@ fn decide(
 
 /// The rootdn, normalized; empty when none is configured.
 fn rootdn_of(server: &crate::server::ServerContext) -> String {
-    let rootdn = &server.settings.rootdn;
+    let rootdn = &server.settings().rootdn;
     if rootdn.is_empty() {
         String::new()
     } else {

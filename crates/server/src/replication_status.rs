@@ -63,6 +63,9 @@ pub struct ChangeCounts {
     /// Entries the provider sent that were left as they were (not in `total`): the local
     /// entryCSN was later or equal, or a later change had deleted the entry (multi-provider).
     pub kept: u64,
+    /// Same-attribute conflicts between multi-provider nodes resolved by discarding the
+    /// change with the earlier CSN (each also logged with both CSNs).
+    pub conflicts: u64,
 }
 
 /// The kinds, as the `kind` label and cn=Monitor's counter entries name them.
@@ -107,6 +110,7 @@ pub struct ReplicationMonitor {
     consumers: Mutex<Vec<Arc<ConsumerStatus>>>,
     applied: Family<RidKindLabels, Counter>,
     kept: Family<RidLabel, Counter>,
+    conflicts: Family<RidLabel, Counter>,
     reloads: Family<RidLabel, Counter>,
     refreshes: Family<RidLabel, Counter>,
     reconnects: Family<RidLabel, Counter>,
@@ -128,6 +132,11 @@ impl ReplicationMonitor {
             "replication_changes_kept",
             "Entries from the provider left as they were (multi-provider conflicts): the local entryCSN was as new or newer, or a later change had deleted the entry here",
             self.kept.clone(),
+        );
+        registry.register(
+            "replication_conflicts",
+            "Changes of one attribute made concurrently on two multi-provider nodes, settled by keeping the later CSN's values and discarding the other change",
+            self.conflicts.clone(),
         );
         registry.register(
             "replication_reloads",
@@ -183,6 +192,7 @@ impl ReplicationMonitor {
             identity,
             applied,
             kept: self.kept.get_or_create(&rid).clone(),
+            conflicts: self.conflicts.get_or_create(&rid).clone(),
             reloads: self.reloads.get_or_create(&rid).clone(),
             refreshes: self.refreshes.get_or_create(&rid).clone(),
             reconnects: self.reconnects.get_or_create(&rid).clone(),
@@ -193,6 +203,11 @@ impl ReplicationMonitor {
         });
         lock(&self.consumers).push(status.clone());
         status
+    }
+
+    /// A consumer a reload removed: no longer shown (its metric series stay, frozen).
+    pub fn unregister_consumer(&self, rid: u16) {
+        lock(&self.consumers).retain(|status| status.identity.rid != rid);
     }
 
     /// The consumers, in the order they started.
@@ -294,6 +309,7 @@ pub struct ConsumerStatus {
     pub identity: ConsumerIdentity,
     applied: [Counter; 4],
     kept: Counter,
+    conflicts: Counter,
     reloads: Counter,
     refreshes: Counter,
     reconnects: Counter,
@@ -346,6 +362,7 @@ impl ConsumerStatus {
                 deletes,
                 renames,
                 kept: self.kept.get(),
+                conflicts: self.conflicts.get(),
             },
             reloads: self.reloads.get(),
             refreshes: self.refreshes.get(),
@@ -414,6 +431,7 @@ impl ConsumerStatus {
             counter.inc_by(value);
         }
         self.kept.inc_by(counts.kept);
+        self.conflicts.inc_by(counts.conflicts);
     }
 
     /// Everything received so far is committed (a batch's commit succeeded, or nothing was
@@ -514,6 +532,7 @@ pub fn counter_rows(counts: &ConsumerCounts) -> Vec<(&'static str, u64)> {
         .map(|((_, cn), value)| (*cn, value))
         .collect();
     rows.push(("Kept", counts.applied.kept));
+    rows.push(("Conflicts", counts.applied.conflicts));
     rows.push(("Refreshes", counts.refreshes));
     rows.push(("Reloads", counts.reloads));
     rows.push(("Reconnects", counts.reconnects));
@@ -608,4 +627,18 @@ mod tests {
         drop(second);
         assert_eq!(monitor.sync_searches("refreshAndPersist"), 0);
     }
+}
+
+/// The running consumer tasks by rid, each with its config and its own stop signal, so that a
+/// reload can stop one and start another; and the server's shutdown signal they also obey.
+#[derive(Default)]
+pub struct ConsumerTasks {
+    pub(crate) running: std::collections::BTreeMap<u16, RunningConsumer>,
+    pub(crate) shutdown: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+pub(crate) struct RunningConsumer {
+    pub config: lmdir_config::ConsumerConfig,
+    pub stop: Arc<tokio::sync::watch::Sender<bool>>,
+    pub task: tokio::task::JoinHandle<()>,
 }

@@ -48,6 +48,9 @@ pub struct OperationError {
     pub controls: Vec<crate::ber::ResponseControl>,
     /// Where to go instead (result referral, 10): the provider of a read-only replica.
     pub referral: Vec<String>,
+    /// An extended response's value sent with the failure (End Transaction names the update
+    /// that failed).
+    pub extended_value: Option<Box<[u8]>>,
 }
 
 impl OperationError {
@@ -58,6 +61,7 @@ impl OperationError {
             matched_dn: String::new(),
             controls: Vec::new(),
             referral: Vec::new(),
+            extended_value: None,
         }
     }
 

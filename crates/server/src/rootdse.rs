@@ -6,7 +6,6 @@ use crate::context::ServerContext;
 use crate::controls;
 use crate::selection::AttributeSelection;
 use bytes::BytesMut;
-use ldap3_proto::proto::{OID_PASSWORD_MODIFY, OID_WHOAMI};
 use lmdir_schema::{Dn, Entry, OwnedEntryView, PreparedFilter, Schema};
 
 /// One attribute of a synthesized entry.
@@ -43,13 +42,10 @@ pub const ROOT_DSE_OBJECT_CLASS_DEFINITION: &str =
     "( 1.3.6.1.4.1.4203.1.4.1 NAME 'LDAProotDSE' DESC 'root DSE' SUP top STRUCTURAL MAY cn )";
 
 pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
-    let mut extensions = vec![OID_WHOAMI.to_string(), controls::CANCEL_OID.to_string()];
-    if server.has_database() {
-        extensions.push(OID_PASSWORD_MODIFY.to_string());
-    }
-    if server.tls_config.is_some() {
-        extensions.push(controls::START_TLS_OID.to_string());
-    }
+    let extensions: Vec<String> =
+        crate::extensions::supported_oids(server.has_database(), server.tls_config.is_some())
+            .map(str::to_string)
+            .collect();
     let mut attributes = vec![
         attribute(
             "objectClass",
@@ -87,7 +83,7 @@ pub fn root_dse(server: &ServerContext) -> SyntheticEntry {
     if server.has_database() {
         attributes.push(attribute(
             "namingContexts",
-            vec![server.settings.suffix.clone()],
+            vec![server.settings().suffix.clone()],
             true,
         ));
     }

@@ -66,12 +66,17 @@ fn refuse_connection(
 }
 
 impl ServerContext {
+    /// The settings now: an operation takes them once and keeps them to its end.
+    pub fn settings(&self) -> std::sync::Arc<ServerSettings> {
+        self.settings_live.load()
+    }
+
     pub fn has_database(&self) -> bool {
         self.database.is_some()
     }
 
     pub fn offers_ldapi(&self) -> bool {
-        self.settings
+        self.settings()
             .listen
             .iter()
             .any(|address| matches!(address, ListenAddress::Ldapi(_)))
@@ -98,6 +103,21 @@ impl ServerContext {
             .map_or(0, |database| database.persist.running_searches())
     }
 
+    /// Records which configuration file is live (cn=Monitor's `cn=Configuration` shows it).
+    pub fn set_config_identity(&self, identity: crate::reload::ConfigIdentity) {
+        *self
+            .config_identity
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(identity);
+    }
+
+    pub fn config_identity(&self) -> Option<crate::reload::ConfigIdentity> {
+        self.config_identity
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     /// The metrics endpoint's bound address (None without `metrics_listen`).
     pub fn metrics_address(&self) -> Option<SocketAddr> {
         *self
@@ -113,7 +133,7 @@ impl ServerContext {
             let store = database.store();
             match store.environment_usage() {
                 Ok(usage) => Some(crate::monitor::DatabaseState {
-                    suffix: self.settings.suffix.clone(),
+                    suffix: self.settings().suffix.clone(),
                     directory: store.directory().display().to_string(),
                     usage,
                 }),
@@ -125,7 +145,7 @@ impl ServerContext {
         });
         crate::monitor::MonitorState {
             connections_current: self.active_connections() as u64,
-            connections_max: self.settings.connections_max as u64,
+            connections_max: self.settings().connections_max as u64,
             threads_max: runtime
                 .as_ref()
                 .map_or(0, |metrics| metrics.num_workers() as u64),
@@ -136,6 +156,7 @@ impl ServerContext {
                 .as_ref()
                 .map_or(0, |metrics| metrics.global_queue_depth() as u64),
             database,
+            config: self.config_identity(),
         }
     }
 
@@ -223,6 +244,7 @@ impl RunningServer {
         for task in self.listener_tasks {
             let _ = task.await;
         }
+        crate::replication::consumer::stop_all(&self.context).await;
         let context = self.context.clone();
         let wait_all = async {
             loop {
@@ -325,7 +347,14 @@ pub async fn start(
             database
                 .set_limits(&settings.limits)
                 .map_err(ServerError::Config)?;
+            database
+                .set_integrity(&settings.integrity, &settings.suffix)
+                .map_err(ServerError::Config)?;
+            database
+                .set_dynlist(&settings.dynlist)
+                .map_err(ServerError::Config)?;
             database.set_replicating(&settings.replication);
+            database.set_accesslog(&settings.accesslog);
             // Every CSN this server issues carries its server ID (`[replication] server_id`).
             database
                 .store()
@@ -352,7 +381,7 @@ pub async fn start(
         .as_ref()
         .and_then(|database| database.normalize_dn(&settings.rootdn).ok());
     let context = Arc::new(ServerContext {
-        settings: settings.clone(),
+        settings_live: crate::live::Live::new(settings.clone()),
         tls_config,
         tls_certificate,
         rootdn_normalized,
@@ -372,6 +401,8 @@ pub async fn start(
         ),
         monitor,
         metrics_address: std::sync::Mutex::new(None),
+        config_identity: std::sync::Mutex::new(None),
+        consumer_tasks: std::sync::Mutex::default(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();
@@ -431,10 +462,7 @@ pub async fn start(
         None => None,
     };
     // Replication consumers end with the listeners, before the writer is closed.
-    listener_tasks.extend(crate::replication::start_consumers(
-        &context,
-        shutdown_receiver.clone(),
-    ));
+    crate::replication::start_consumers(&context, shutdown_receiver.clone());
     Ok(RunningServer {
         addresses,
         context,
@@ -508,13 +536,13 @@ fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, S
         connection_id: 0,
         _address_slot: None,
     };
-    if previous >= context.settings.connections_max {
+    if previous >= context.settings().connections_max {
         return Err(format!(
             "too many connections (limit {})",
-            context.settings.connections_max
+            context.settings().connections_max
         ));
     }
-    let settings = &context.settings;
+    let settings = &context.settings();
     let maximum = client.connections_maximum(
         settings.connections_per_address_max,
         settings.connections_per_loopback_address_max,
@@ -580,7 +608,7 @@ async fn accept_tcp(
                 };
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
                 let handshake = tokio::time::timeout(
-                    context.settings.tls_handshake_timeout,
+                    context.settings().tls_handshake_timeout,
                     acceptor.accept(stream),
                 )
                 .await;

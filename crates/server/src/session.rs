@@ -42,6 +42,9 @@ pub struct Session {
     /// (`ppolicy::change_after_reset_refusal`). Shared with the operation tasks, whose
     /// successful password change clears it.
     pub password_must_change: Arc<std::sync::atomic::AtomicBool>,
+    /// Open LDAP transactions (RFC 5805) and their queued updates; they end with the
+    /// connection, and a bind aborts them.
+    pub transactions: Arc<crate::transaction::Transactions>,
 }
 
 impl Session {

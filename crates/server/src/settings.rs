@@ -152,6 +152,11 @@ pub struct ServerSettings {
     pub rootpw: String,
     /// `[[limits]]` rules in config order (compiled against the schema when the server starts).
     pub limits: Vec<lmdir_config::LimitsRule>,
+    /// `[integrity]`: refint and unique rules (compiled against the schema when the server
+    /// starts; the writer applies them).
+    pub integrity: lmdir_config::IntegrityConfig,
+    /// `[[dynlist]]` rules (compiled against the schema when the server starts).
+    pub dynlist: Vec<lmdir_config::DynlistRule>,
     /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.
     pub password_policy_default: String,
     /// `[replication]`: the consumers this server runs (RFC 4533).
@@ -162,6 +167,8 @@ pub struct ServerSettings {
     pub authz_policy: lmdir_config::AuthzPolicy,
     /// `[http]`: the SCIM and web console listener (`http/`); `listen` empty = off.
     pub http: lmdir_config::HttpConfig,
+    /// `[accesslog]`: the audit trail of writes.
+    pub accesslog: lmdir_config::AccesslogConfig,
 }
 
 impl ServerSettings {
@@ -233,6 +240,8 @@ impl ServerSettings {
             rootdn: database.rootdn.clone(),
             rootpw: database.rootpw.clone(),
             limits: config.limits.clone(),
+            integrity: config.integrity.clone(),
+            dynlist: config.dynlist.clone(),
             password_policy_default: database.password_policy_default.clone(),
             replication: config.replication.clone(),
             update_referral: config
@@ -241,6 +250,7 @@ impl ServerSettings {
                 .then(|| config.replication.consumer[0].provider.clone()),
             authz_policy: server.authz_policy,
             http: config.http.clone(),
+            accesslog: config.accesslog.clone(),
         })
     }
 }

@@ -21,21 +21,28 @@ impl lmdir_access::acl::GroupMembership for StoreGroups<'_> {
         let Ok(Some(group)) = self.read.entry(id) else {
             return false;
         };
-        self.member_attributes.iter().any(|attr| {
-            group
-                .values_of(*attr)
-                .iter()
-                .any(|(_, normalized)| names_member(normalized, member_ndn))
-        })
+        let uid_prefix = member_uid_prefix(member_ndn);
+        group
+            .attributes()
+            .filter(|attribute| self.member_attributes.contains(&attribute.attr()))
+            .any(|attribute| {
+                attribute
+                    .contains_normalized(member_ndn.as_bytes())
+                    .unwrap_or(false)
+                    || attribute
+                        .has_value_with_prefix(&uid_prefix)
+                        .unwrap_or(false)
+            })
     }
 }
 
-/// Whether a normalized member / uniqueMember value names `member_ndn` (uniqueMember may
-/// carry `#uid` after the DN).
-pub(crate) fn names_member(normalized: &[u8], member_ndn: &str) -> bool {
-    normalized == member_ndn.as_bytes()
-        || normalized.starts_with(member_ndn.as_bytes())
-            && normalized.get(member_ndn.len()) == Some(&b'#')
+/// `member_ndn#`: how a uniqueMember value naming `member_ndn` with a UID starts (a
+/// member / uniqueMember value names it when equal to it or starting with this).
+pub(crate) fn member_uid_prefix(member_ndn: &str) -> Vec<u8> {
+    let mut prefix = Vec::with_capacity(member_ndn.len() + 1);
+    prefix.extend_from_slice(member_ndn.as_bytes());
+    prefix.push(b'#');
+    prefix
 }
 
 /// The access-control subject of a connection's identity.

@@ -4,7 +4,7 @@
 
 use crate::ber::ResponseControl;
 use crate::context::{
-    database_of, internal, no_such_object, require_secure_write, submit_update, Database,
+    database_of, internal, no_such_object, require_secure_write, submit, update_of, Database,
     OperationContext,
 };
 use crate::controls::{OperationClass, RequestControls};
@@ -34,6 +34,14 @@ fn open_update<'c>(
     require_secure_write(context)?;
     let controls = crate::controls::parse(&context.controls, class)?;
     read_controls_within_limits(context, &controls)?;
+    if controls.transaction.is_some()
+        && (controls.pre_read.is_some() || controls.post_read.is_some())
+    {
+        return Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            "pre-read and post-read are not available inside a transaction",
+        ));
+    }
     Ok((database, controls))
 }
 
@@ -45,9 +53,42 @@ fn read_controls_within_limits(
         .into_iter()
         .flatten()
     {
-        crate::selection::attribute_list_within_limits(&context.server.settings, attributes.len())?;
+        crate::selection::attribute_list_within_limits(
+            &context.server.settings(),
+            attributes.len(),
+        )?;
     }
     Ok(())
+}
+
+/// What became of an update: written (committed), or queued in an LDAP transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Submitted {
+    Committed,
+    Queued,
+}
+
+/// Sends the update to the writer and waits for its commit, or queues it in the transaction
+/// the request names (decided at End Transaction, with the transaction's other updates).
+async fn submit_update(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    request: WriteRequest,
+) -> Result<Submitted, OperationError> {
+    let update = update_of(context, controls, request)?;
+    match &controls.transaction {
+        Some(id) => {
+            context
+                .session
+                .transactions
+                .queue(id, context.message_id, update)?;
+            Ok(Submitted::Queued)
+        }
+        None => submit(database, update)
+            .await
+            .map(|()| Submitted::Committed),
+    }
 }
 
 /// Runs a read-entry control on the blocking pool.
@@ -169,7 +210,7 @@ pub async fn add(
     let (database, controls) = open_update(context, &request.dn, OperationClass::Update)?;
     check_request_attributes(
         database,
-        &context.server.settings,
+        &context.server.settings(),
         request
             .attributes
             .iter()
@@ -257,7 +298,7 @@ pub async fn modify(
     }
     check_request_attributes(
         database,
-        &context.server.settings,
+        &context.server.settings(),
         modifications.iter().map(|change| {
             let stores = matches!(change.op, ModOp::Add | ModOp::Replace);
             (
@@ -274,14 +315,15 @@ pub async fn modify(
         crate::controls::PRE_READ_OID,
     )
     .await?;
-    submit_update(
+    let submitted = submit_update(
         context,
         database,
         &controls,
         WriteRequest::Modify(request.dn.clone(), modifications),
     )
     .await?;
-    if changes_password {
+    // Queued in a transaction, the password is not changed yet.
+    if changes_password && submitted == Submitted::Committed {
         crate::password::password_changed(context);
     }
     let post = read_entry_control_async(

@@ -57,6 +57,23 @@ pub(crate) enum WriteRequest {
     /// What a replication provider sent, with the cookie covering it: the server's own update
     /// as the provider's copy, never access-checked and never restamped.
     Replicate(crate::replication::apply::SyncBatch),
+    /// The updates of one LDAP transaction (RFC 5805), applied in order in one writer
+    /// transaction: all of them commit or none does.
+    Transaction(TransactionUpdates),
+}
+
+/// An LDAP transaction's updates, and where the writer says which one failed.
+pub(crate) struct TransactionUpdates {
+    pub updates: Vec<Update>,
+    /// The position of the update that failed (the End Transaction response names its
+    /// message ID); unset while none has.
+    pub failed: Arc<std::sync::Mutex<Option<usize>>>,
+}
+
+impl std::fmt::Debug for TransactionUpdates {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "transaction of {} updates", self.updates.len())
+    }
 }
 
 /// Where a policy state update is: still in the shared pending table (failures of the same
@@ -68,8 +85,8 @@ pub(crate) enum PolicyState {
     Taken(Option<StateUpdate>),
 }
 
-/// Who asks, with what, and under which limits.
-pub(crate) struct WriteJob {
+/// One update: who asks, with what, and under which limits.
+pub(crate) struct Update {
     pub request: WriteRequest,
     pub identity: Identity,
     /// The assertion control's filter (RFC 4528), evaluated on the target inside the txn.
@@ -88,13 +105,25 @@ pub(crate) struct WriteJob {
     /// `password_policy_default`: whether a password change falls under a policy when the
     /// entry names none itself.
     pub password_policy_default: String,
+    /// The connection it came on (the accesslog's reqSession; 0 for the server's own).
+    pub session: u64,
+    /// When it arrived (the accesslog's reqStart).
+    pub received: std::time::SystemTime,
+}
+
+/// An update queued for the writer with where its answer goes.
+pub(crate) struct WriteJob {
+    pub update: Update,
     pub reply: oneshot::Sender<Result<(), LdapError>>,
 }
 
 /// What the writer thread shares with the server.
 pub(crate) struct Writer {
     pub store: Store,
+    /// The access policy of the batch being applied (taken from `live_policy` per batch).
     pub policy: Arc<AccessPolicy>,
+    /// The policy a reload replaces.
+    pub live_policy: Arc<crate::live::Live<AccessPolicy>>,
     /// Set at shutdown: queued updates are answered unavailable instead of applied.
     pub stopping: Arc<AtomicBool>,
     /// Batch sizes and commit times are reported here.
@@ -103,6 +132,31 @@ pub(crate) struct Writer {
     pub pending_states: Arc<PendingStates>,
     /// Where committed changes go for refreshAndPersist searches.
     pub persist: Arc<crate::persist::PersistHub>,
+    /// `[integrity]` (refint, unique), set when the server starts.
+    pub integrity: crate::integrity::SharedIntegrity,
+    /// `[accesslog]` (taken per batch: a reload may change it).
+    pub accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
+}
+
+/// A request as `[integrity]` sees it (None: no rule looks at it).
+fn integrity_change(request: &WriteRequest) -> Option<crate::integrity::Change<'_>> {
+    use crate::integrity::Change;
+    Some(match request {
+        WriteRequest::Add(entry) => Change::Add(entry),
+        WriteRequest::Delete(dn) => Change::Delete(dn),
+        WriteRequest::Modify(dn, modifications) => Change::Modify(dn, modifications),
+        WriteRequest::ModifyDn {
+            dn,
+            new_rdn,
+            new_superior,
+            ..
+        } => Change::Rename {
+            dn,
+            new_rdn,
+            new_superior: new_superior.as_deref(),
+        },
+        _ => return None,
+    })
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -134,10 +188,10 @@ impl GroupMembership for TxnGroups<'_, '_> {
         let Ok(Some(group)) = self.txn.entry_by_dn(&group_dn) else {
             return false;
         };
+        let uid_prefix = crate::subject::member_uid_prefix(member_ndn);
         self.member_attributes.iter().any(|attr| {
-            group
-                .values_of(*attr)
-                .any(|(_, normalized)| crate::subject::names_member(normalized, member_ndn))
+            group.has_value(*attr, member_ndn.as_bytes())
+                || group.has_value_with_prefix(*attr, &uid_prefix)
         })
     }
 }
@@ -152,8 +206,10 @@ impl Writer {
     }
 
     /// The thread's loop: batches of queued jobs, until the queue's last sender is gone.
-    pub(crate) fn run(self, mut receiver: mpsc::Receiver<WriteJob>) {
+    pub(crate) fn run(mut self, mut receiver: mpsc::Receiver<WriteJob>) {
         while let Some(first) = receiver.blocking_recv() {
+            // A reloaded access policy applies from the next batch on.
+            self.policy = self.live_policy.load();
             let mut batch = VecDeque::from([first]);
             while batch.len() < WRITE_BATCH_OPERATIONS_MAX {
                 match receiver.try_recv() {
@@ -180,7 +236,8 @@ impl Writer {
                     return;
                 }
             };
-            if self.persist.is_enabled() {
+            let accesslog = self.accesslog.load();
+            if self.persist.is_enabled() || accesslog.enabled {
                 txn.record_changes();
             }
             let mut applied = Vec::new();
@@ -194,7 +251,7 @@ impl Writer {
                     }
                     break;
                 }
-                match self.apply(&mut txn, &mut job) {
+                match self.apply(&mut txn, &mut job.update) {
                     Ok(()) => applied.push(job),
                     Err(error) => {
                         failed = Some((job, error));
@@ -229,13 +286,17 @@ impl Writer {
     }
 
     /// Decides and applies one job inside the shared transaction, within its budget.
-    fn apply(&self, txn: &mut WriteTxn<'_>, job: &mut WriteJob) -> Result<(), LdapError> {
+    fn apply(&self, txn: &mut WriteTxn<'_>, job: &mut Update) -> Result<(), LdapError> {
         let deadline = Instant::now() + job.budget;
         txn.set_deadline(Some(deadline));
         if let WriteRequest::PolicyState(state) = &mut job.request {
             let result = self.apply_policy_state(txn, state);
             txn.set_deadline(None);
             return result;
+        }
+        if let WriteRequest::Transaction(transaction) = &mut job.request {
+            txn.set_deadline(None);
+            return self.apply_transaction(txn, transaction);
         }
         if let WriteRequest::Replicate(batch) = &job.request {
             let result = crate::replication::apply::apply(txn, batch).map(|applied| {
@@ -249,17 +310,83 @@ impl Writer {
             txn.set_deadline(None);
             return result;
         }
+        let accesslog = self.accesslog.load();
+        let recorded = txn.recorded_changes().len();
+        let old = (accesslog.enabled && accesslog.log_old)
+            .then(|| crate::accesslog::entry_before(txn, &job.request))
+            .flatten();
         let result = self
             .authorize(txn, job)
             .and_then(|()| self.hash_passwords(job, deadline))
             .and_then(|()| {
                 // The values a password change replaces, for pwdHistory.
                 let before = self.stored_passwords(txn, job)?;
+                let integrity = crate::integrity::current(&self.integrity);
+                let may_name = |holder: &StoredEntry| self.discloses(txn, &job.identity, holder);
+                let change = integrity_change(&job.request);
+                let renamed = match &change {
+                    Some(change) => integrity.before_change(txn, change, &may_name)?,
+                    None => None,
+                };
                 self.store_change(txn, job)?;
+                if let Some(change) = &change {
+                    integrity.after_change(txn, change, renamed)?;
+                }
                 self.note_password_change(txn, job, &before)
+            })
+            .and_then(|()| match accesslog.enabled {
+                true => self.record_audit(txn, job, &accesslog, (recorded, old)),
+                false => Ok(()),
             });
         txn.set_deadline(None);
         result
+    }
+
+    /// The accesslog record of an update just applied: `recorded` is how many changes the
+    /// transaction had recorded before it, `old` its target before (with `log_old`).
+    fn record_audit(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        job: &Update,
+        accesslog: &lmdir_config::AccesslogConfig,
+        (recorded, old): (usize, Option<Entry>),
+    ) -> Result<(), LdapError> {
+        let changes = txn
+            .recorded_changes()
+            .get(recorded..)
+            .unwrap_or(&[])
+            .to_vec();
+        let requester = crate::accesslog::Requester {
+            identity: &job.identity,
+            session: job.session,
+            received: job.received,
+            old,
+        };
+        crate::accesslog::record(txn, accesslog, &job.request, &requester, &changes)
+    }
+
+    /// Applies an LDAP transaction's updates in order, each decided as if sent alone (its own
+    /// identity, controls and budget) against the state the ones before it left; the first
+    /// failure fails the whole job, so its batch aborts and none of them commits.
+    fn apply_transaction(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        transaction: &mut TransactionUpdates,
+    ) -> Result<(), LdapError> {
+        for (position, update) in transaction.updates.iter_mut().enumerate() {
+            assert!(
+                !matches!(update.request, WriteRequest::Transaction(_)),
+                "transactions do not nest"
+            );
+            if let Err(error) = self.apply(txn, update) {
+                *transaction
+                    .failed
+                    .lock()
+                    .unwrap_or_else(|poison| poison.into_inner()) = Some(position);
+                return Err(error);
+            }
+        }
+        Ok(())
     }
 
     /// Applies a policy state update to the entry as this transaction sees it.
@@ -303,7 +430,7 @@ impl Writer {
     fn stored_passwords(
         &self,
         txn: &WriteTxn<'_>,
-        job: &WriteJob,
+        job: &Update,
     ) -> Result<Vec<Vec<u8>>, LdapError> {
         let (WriteRequest::Modify(dn, _), Some(password_attr)) =
             (&job.request, self.schema().attribute("userPassword"))
@@ -322,7 +449,7 @@ impl Writer {
     fn note_password_change(
         &self,
         txn: &mut WriteTxn<'_>,
-        job: &WriteJob,
+        job: &Update,
         before: &[Vec<u8>],
     ) -> Result<(), LdapError> {
         let (Some(password_attr), Some(policy_subentry)) = (
@@ -467,7 +594,7 @@ impl Writer {
         })
     }
 
-    fn store_change(&self, txn: &mut WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
+    fn store_change(&self, txn: &mut WriteTxn<'_>, job: &Update) -> Result<(), LdapError> {
         let context = WriteContext {
             relax: job.relax,
             permissive_modify: job.permissive_modify,
@@ -498,7 +625,9 @@ impl Writer {
                 ResultCode::Other,
                 "Password Modify reached the store unhashed",
             )),
-            WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => Ok(()),
+            WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => Ok(()),
         }
     }
 
@@ -507,7 +636,7 @@ impl Writer {
     /// again). Add and modify hash only under `password_hash_cleartext`, and never a value
     /// that is already a hash ([`password::is_hashed`]: a known or unknown `{SCHEME}`).
     /// Stops at the deadline.
-    fn hash_passwords(&self, job: &mut WriteJob, deadline: Instant) -> Result<(), LdapError> {
+    fn hash_passwords(&self, job: &mut Update, deadline: Instant) -> Result<(), LdapError> {
         let Some(password_attr) = self.schema().attribute("userPassword") else {
             return Ok(());
         };
@@ -572,13 +701,14 @@ impl Writer {
             WriteRequest::Delete(_)
             | WriteRequest::ModifyDn { .. }
             | WriteRequest::PolicyState(_)
-            | WriteRequest::Replicate(_) => {}
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => {}
         }
         Ok(())
     }
 
     /// The access and assertion decisions for a job, in the transaction's own view.
-    fn authorize(&self, txn: &WriteTxn<'_>, job: &WriteJob) -> Result<(), LdapError> {
+    fn authorize(&self, txn: &WriteTxn<'_>, job: &Update) -> Result<(), LdapError> {
         let groups = TxnGroups {
             txn,
             member_attributes: ["member", "uniqueMember"]
@@ -594,7 +724,9 @@ impl Writer {
             | WriteRequest::ModifyDn { dn, .. }
             | WriteRequest::SetPassword { dn, .. } => Dn::parse(dn)?,
             // Never reached: apply() handles them before any access decision.
-            WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => return Ok(()),
+            WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => return Ok(()),
         };
         let existing = if job.identity.is_rootdn {
             match txn.entry_by_dn(&target) {
@@ -704,9 +836,10 @@ impl Writer {
                 self.require_naming_write(&access, &naming, &dn_text)
             }
             // The server's own updates and adds: decided before (apply(), authorize_add).
-            WriteRequest::Add(_) | WriteRequest::PolicyState(_) | WriteRequest::Replicate(_) => {
-                Ok(())
-            }
+            WriteRequest::Add(_)
+            | WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => Ok(()),
         }
     }
 
@@ -714,13 +847,13 @@ impl Writer {
     /// it: an add's parent must be disclosed (the entry at the add's own DN, if any, is left to
     /// the store's alreadyExists, which needs write on the parent's children to reach); any
     /// other target must be. Otherwise noSuchObject, exactly as for a missing entry.
-    fn known_target(
+    fn known_target<'t>(
         &self,
-        txn: &WriteTxn<'_>,
+        txn: &'t WriteTxn<'_>,
         subject: &Subject<'_>,
         request: &WriteRequest,
         target: &Dn,
-    ) -> Result<Option<StoredEntry>, LdapError> {
+    ) -> Result<Option<StoredEntry<'t>>, LdapError> {
         if let WriteRequest::Add(_) = request {
             if let Some(parent) = target.parent() {
                 self.disclosed(txn, subject, &parent)?;
@@ -730,16 +863,33 @@ impl Writer {
         self.disclosed(txn, subject, target).map(Some)
     }
 
+    /// Whether `identity` may learn that `entry` exists (OpenLDAP's disclose), in this txn.
+    fn discloses(&self, txn: &WriteTxn<'_>, identity: &Identity, entry: &StoredEntry) -> bool {
+        let groups = TxnGroups {
+            txn,
+            member_attributes: ["member", "uniqueMember"]
+                .iter()
+                .filter_map(|name| self.schema().attribute(name))
+                .collect(),
+        };
+        let subject = crate::subject::subject_for(&self.policy, identity, &groups);
+        subject.is_rootdn
+            || self
+                .policy
+                .for_entry(&subject, &entry.normalized_dn, entry)
+                .can_disclose_entry()
+    }
+
     /// The entry at `dn` if the subject may know of it (any access to `entry`, OpenLDAP's
     /// `disclose`). A hidden entry and a missing one answer the same noSuchObject, whose
     /// matched DN is the deepest ancestor the subject may know of: the writer's side of
     /// `entry_read::disclosed_entry`, in the writer's own transaction.
-    fn disclosed(
+    fn disclosed<'t>(
         &self,
-        txn: &WriteTxn<'_>,
+        txn: &'t WriteTxn<'_>,
         subject: &Subject<'_>,
         dn: &Dn,
-    ) -> Result<StoredEntry, LdapError> {
+    ) -> Result<StoredEntry<'t>, LdapError> {
         let is_disclosed = |entry: &StoredEntry| {
             self.policy
                 .for_entry(subject, &entry.normalized_dn, entry)

@@ -271,7 +271,7 @@ fn an_administrator_and_a_user_work_the_console_in_a_browser() {
     let certificate = server
         .running()
         .context()
-        .settings
+        .settings()
         .tls_certificate
         .clone()
         .unwrap();
@@ -417,7 +417,7 @@ fn sessions_and_forms_resist_forgery_and_replay() {
     let certificate = server
         .running()
         .context()
-        .settings
+        .settings()
         .tls_certificate
         .clone()
         .unwrap();
@@ -522,7 +522,7 @@ fn group_members_are_paged() {
     let certificate = server
         .running()
         .context()
-        .settings
+        .settings()
         .tls_certificate
         .clone()
         .unwrap();
@@ -568,7 +568,7 @@ fn a_reset_password_must_be_changed_first() {
     let certificate = server
         .running()
         .context()
-        .settings
+        .settings()
         .tls_certificate
         .clone()
         .unwrap();

@@ -373,6 +373,7 @@ fn a_consumer_that_never_refreshed_makes_the_server_not_ready_naming_only_its_ri
                 credentials: "secret".to_string(),
                 starttls: false,
                 tls_ca_certificate: String::new(),
+                bulk_initial_refresh: true,
             });
     });
     let address = metrics_address(&server);

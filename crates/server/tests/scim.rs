@@ -19,7 +19,7 @@ fn start(people: usize, rules: Vec<lmdir_config::AccessRule>) -> (TestServer, Cl
     let certificate = server
         .running()
         .context()
-        .settings
+        .settings()
         .tls_certificate
         .clone()
         .expect("certificate");
@@ -342,7 +342,7 @@ fn active_false_locks_the_account_under_the_password_policy() {
     let certificate = server
         .running()
         .context()
-        .settings
+        .settings()
         .tls_certificate
         .clone()
         .unwrap();

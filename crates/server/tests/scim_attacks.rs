@@ -17,8 +17,14 @@ const USERS: &str = "/scim/v2/Users";
 
 fn client_of(server: &TestServer) -> Client {
     let address = server.running().http_address().expect("http listener");
-    match server.running().context().settings.tls_certificate.clone() {
-        Some(certificate) if server.running().context().settings.http.tls => {
+    match server
+        .running()
+        .context()
+        .settings()
+        .tls_certificate
+        .clone()
+    {
+        Some(certificate) if server.running().context().settings().http.tls => {
             Client::https(address, &certificate)
         }
         _ => Client {

@@ -40,7 +40,7 @@ fn scim2_tester_passes_every_applicable_check() {
     let certificate = server
         .running()
         .context()
-        .settings
+        .settings()
         .tls_certificate
         .clone()
         .expect("certificate");

@@ -264,7 +264,12 @@ impl Store {
             stat.databases
                 .push(database_stat(layout::DB_SESSION_LOG, database, &read)?);
         }
-        let mut attrs: Vec<(&AttrId, &RawDatabase)> = databases.indexes.iter().collect();
+        if let Some(database) = databases.values {
+            stat.databases
+                .push(database_stat(layout::DB_ID2VALUE, database, &read)?);
+        }
+        let index_set = self.inner.index_set();
+        let mut attrs: Vec<(&AttrId, &RawDatabase)> = index_set.databases.iter().collect();
         attrs.sort_by_key(|(attr, _)| {
             self.inner
                 .schema
@@ -376,6 +381,7 @@ impl Store {
 
         let descriptions = check_description_table(&read, &self.inner.schema, &mut problems)?;
         let entries = self.check_entries(&read, &descriptions, &parents, &mut problems)?;
+        check_value_rows(&read, &entries.markers, &mut problems)?;
         max_id = max_id.max(entries.max_id);
         let (expected, entries_checked) = (entries.expected, entries.checked);
         let next_id = databases
@@ -389,6 +395,17 @@ impl Store {
             ));
         }
 
+        if databases
+            .meta
+            .get(read.txn(), crate::bulk::META_LIVE_LOAD)?
+            .is_some()
+        {
+            problems.push(
+                "meta: a replica's bulk refresh into this store was cut off (live_load_under_way); \
+                 the replica discards it and starts over when it next runs"
+                    .to_string(),
+            );
+        }
         for problem in crate::treeorder::check_inversions(&read)? {
             problems.push(problem);
         }
@@ -524,13 +541,13 @@ impl Store {
         problems: &mut Problems,
     ) -> Result<(u64, Vec<String>), StoreError> {
         let mut postings_checked = 0;
-        let databases = &self.inner.databases;
         let mut notes = Vec::new();
         let mut unbuilt: Vec<(AttrId, String, IndexKinds)> = Vec::new();
-        let mut attrs: Vec<AttrId> = databases.indexes.keys().copied().collect();
+        let index_set = self.inner.index_set();
+        let mut attrs: Vec<AttrId> = index_set.databases.keys().copied().collect();
         attrs.sort_unstable();
         for attr in attrs {
-            let database = databases.indexes[&attr];
+            let database = index_set.databases[&attr];
             let name = self
                 .inner
                 .schema
@@ -579,8 +596,9 @@ impl Store {
             }
         }
         // A configured index a read-only open found no DB for: nothing of it is built.
-        for (attr, kinds) in &self.inner.configured_indexes {
-            if !kinds.is_empty() && !databases.indexes.contains_key(attr) {
+        let index_set = self.inner.index_set();
+        for (attr, kinds) in &index_set.configured {
+            if !kinds.is_empty() && !index_set.databases.contains_key(attr) {
                 let name = self.inner.schema.attribute_type(*attr).name();
                 unbuilt.push((*attr, name.to_ascii_lowercase(), *kinds));
             }
@@ -612,6 +630,8 @@ struct EntriesChecked {
     /// Postings recomputed from the stored values, per indexed attribute.
     expected: HashMap<AttrId, BTreeMap<Vec<u8>, RoaringBitmap>>,
     undecodable: RoaringBitmap,
+    /// Out-of-line markers: (entry, description number) → value count.
+    markers: HashMap<(EntryId, u32), usize>,
 }
 
 /// Checks `meta`'s description rows: well-formed keys, dense numbers, UTF-8 text known to the
@@ -675,6 +695,7 @@ impl Store {
             max_id: 0,
             expected: HashMap::new(),
             undecodable: RoaringBitmap::new(),
+            markers: HashMap::new(),
         };
         for row in self.inner.databases.id2entry.iter(read.txn())? {
             let (key, value) = row?;
@@ -689,13 +710,23 @@ impl Store {
             }
             let fault = match EncodedEntry::parse(value) {
                 Err(error) => Some(error.to_string()),
-                Ok(encoded) => encoded
+                Ok(encoded) => {
+                    for attribute in encoded
+                        .attributes()
+                        .filter(|attribute| attribute.out_of_line)
+                    {
+                        checked
+                            .markers
+                            .insert((id, attribute.description_number), attribute.value_count);
+                    }
+                    encoded
                     .attributes()
                     .map(|attribute| attribute.description_number)
                     .find(|number| !descriptions.contains(number))
                     .map(|number| {
                         format!("uses attribute description {number} missing from the description table")
-                    }),
+                    })
+                }
             };
             let attributes = match fault {
                 None => read.working_attributes(id).map_err(|error| error.message),
@@ -736,20 +767,9 @@ impl Store {
         wanted: &mut BTreeMap<Vec<u8>, RoaringBitmap>,
         notes: &mut Vec<String>,
     ) -> IndexKinds {
-        let configured = self
-            .inner
-            .configured_indexes
-            .get(&attr)
-            .copied()
-            .unwrap_or_default();
-        let usable = self
-            .inner
-            .usable_indexes
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&attr)
-            .copied()
-            .unwrap_or_default();
+        let index_set = self.inner.index_set();
+        let configured = index_set.configured.get(&attr).copied().unwrap_or_default();
+        let usable = index_set.usable.get(&attr).copied().unwrap_or_default();
         let not_built = IndexKinds(configured.0 & !usable.0);
         wanted.retain(|key, _| !not_built.contains(key_kind(key)));
         stored.retain(|key, _| !not_built.contains(key_kind(key)));
@@ -771,6 +791,55 @@ impl Store {
         }
         not_built
     }
+}
+
+/// Checks `id2value` against the entries' out-of-line markers: every row decodes and belongs
+/// to a marker, the rows of a marker are as many as its count (keys are unique and sorted by
+/// LMDB, so no value is there twice).
+fn check_value_rows(
+    read: &ReadTxn,
+    markers: &HashMap<(EntryId, u32), usize>,
+    problems: &mut Problems,
+) -> Result<(), StoreError> {
+    let Some(database) = read.inner.databases.values else {
+        if !markers.is_empty() {
+            problems.push(
+                "id2value: entries have out-of-line values but there is no id2value DB".into(),
+            );
+        }
+        return Ok(());
+    };
+    let mut counted: HashMap<(EntryId, u32), usize> = HashMap::new();
+    for row in database.iter(read.txn())? {
+        let (key, value) = row?;
+        let Some(row) = layout::decode_value_row(key, value) else {
+            problems.push(format!("id2value: malformed row {}", hex(key)));
+            continue;
+        };
+        let marker = (row.id, row.description_number);
+        if !markers.contains_key(&marker) {
+            problems.push(format!(
+                "id2value: {}: a value of description {} without an out-of-line marker",
+                describe(read, row.id),
+                row.description_number
+            ));
+            continue;
+        }
+        *counted.entry(marker).or_default() += 1;
+    }
+    let mut markers: Vec<_> = markers.iter().collect();
+    markers.sort();
+    for (marker, count) in markers {
+        let found = counted.get(marker).copied().unwrap_or_default();
+        if found != *count {
+            problems.push(format!(
+                "id2value: {}: description {} marks {count} values, id2value holds {found}",
+                describe(read, marker.0),
+                marker.1
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One line naming every index kind not built yet and the one reindex that builds them all.
@@ -811,11 +880,14 @@ impl Store {
         .iter()
         .map(|name| name.to_string())
         .collect();
+        if self.inner.databases.values.is_some() {
+            names.push(layout::DB_ID2VALUE.to_string());
+        }
         let schema = &self.inner.schema;
         let mut indexes: Vec<String> = self
             .inner
+            .index_set()
             .databases
-            .indexes
             .keys()
             .map(|attr| crate::store::index_database_name(schema, *attr))
             .collect();
@@ -838,10 +910,11 @@ impl ReadTxn {
             layout::DB_ID2ENTRY => Some(databases.id2entry),
             layout::DB_ID2NODE => Some(databases.id2node),
             layout::DB_DN2ID => Some(databases.dn2id),
+            layout::DB_ID2VALUE => databases.values,
             _ => name
                 .strip_prefix(layout::INDEX_DB_PREFIX)
                 .and_then(|attribute| self.inner.schema.attribute(attribute))
-                .and_then(|attr| databases.indexes.get(&attr).copied()),
+                .and_then(|attr| self.inner.index_set().databases.get(&attr).copied()),
         }
         .ok_or_else(|| {
             LdapError::new(
@@ -870,7 +943,9 @@ impl Store {
     /// against single-entry adds). Every row counts byte for byte, except: descriptions count
     /// by their text, not their number (threads number them in the order they meet them), and
     /// the `id2entry` values of the attribute types named in `per_run` (entryUUID, timestamps,
-    /// entryCSN: they differ per run) and the contextCSN values are left out.
+    /// entryCSN: they differ per run) and the contextCSN values are left out; `id2value` rows
+    /// count by entry, description text, value key tail and value, summed whatever their order
+    /// (which follows the description numbers).
     pub fn database_digests(&self, per_run: &[&str]) -> Result<Vec<DatabaseDigest>, StoreError> {
         use xxhash_rust::xxh3::Xxh3;
         let read = self.read()?;
@@ -884,6 +959,7 @@ impl Store {
             let mut digest = Xxh3::new();
             let mut rows = 0u64;
             let mut description_texts: Vec<Vec<u8>> = Vec::new();
+            let mut value_rows_sum = 0u64;
             let mut problem = None;
             let add = |digest: &mut Xxh3, bytes: &[u8]| {
                 digest.update(&(bytes.len() as u64).to_le_bytes());
@@ -893,6 +969,21 @@ impl Store {
                 rows += 1;
                 if name == layout::DB_META && key.starts_with(layout::META_DESCRIPTION_PREFIX) {
                     description_texts.push(value.to_vec());
+                    return;
+                }
+                if name == layout::DB_ID2VALUE {
+                    let Some(info) = key.get(4..8).and_then(|number| {
+                        descriptions.get(u32::from_be_bytes(number.try_into().ok()?))
+                    }) else {
+                        problem = Some(corrupt("id2value row of an unknown description"));
+                        return;
+                    };
+                    let mut row = Xxh3::new();
+                    add(&mut row, &key[..4]);
+                    add(&mut row, info.text.as_bytes());
+                    add(&mut row, &key[8..]);
+                    add(&mut row, value);
+                    value_rows_sum = value_rows_sum.wrapping_add(row.digest());
                     return;
                 }
                 add(&mut digest, key);
@@ -920,6 +1011,9 @@ impl Store {
                         continue;
                     }
                     add(&mut digest, info.text.as_bytes());
+                    if attribute.out_of_line {
+                        add(&mut digest, &(attribute.value_count as u64).to_le_bytes());
+                    }
                     for (original, normalized) in attribute.values() {
                         add(&mut digest, original);
                         add(&mut digest, &normalized.to_cow());
@@ -933,6 +1027,7 @@ impl Store {
             for text in &description_texts {
                 add(&mut digest, text);
             }
+            digest.update(&value_rows_sum.to_le_bytes());
             digests.push(DatabaseDigest {
                 name,
                 rows,

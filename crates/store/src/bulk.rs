@@ -23,6 +23,9 @@ use crate::write::WorkingAttribute;
 /// fault in fresh memory for every page; 16 MiB: peak RSS 630-660 -> 510 MB at 200k entries).
 pub const BULK_COMMIT_EVERY_BYTES: usize = 16 << 20;
 
+/// `meta` key present while a bulk load into a live store is under way (`mark_live_load`).
+pub const META_LIVE_LOAD: &[u8] = b"live_load_under_way";
+
 /// What a bulk writer fills.
 enum Mode {
     /// An empty store, written from scratch; committed every `BULK_COMMIT_EVERY_BYTES` (the
@@ -116,14 +119,79 @@ impl Store {
         Ok(writer)
     }
 
+    /// Marks (or unmarks) a bulk load into this live store as under way, in its own committed
+    /// txn: set before the load starts, cleared after it finished. A process killed in between
+    /// leaves the mark, and whoever opens the store next undoes the half load
+    /// (`live_load_interrupted`, `discard_failed_load`) instead of serving it.
+    pub fn mark_live_load(&self, under_way: bool) -> Result<(), StoreError> {
+        let _writer = crate::lock::lock(&self.inner.writer);
+        let mut txn = self.inner.env.write_txn()?;
+        let meta = self.inner.databases.meta;
+        if under_way {
+            meta.put(&mut txn, META_LIVE_LOAD, &[])?;
+        } else {
+            meta.delete(&mut txn, META_LIVE_LOAD)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Whether a bulk load into this live store was marked under way and never finished.
+    pub fn live_load_interrupted(&self) -> Result<bool, StoreError> {
+        let read = self.inner.env.read_txn()?;
+        Ok(self
+            .inner
+            .databases
+            .meta
+            .get(&read, META_LIVE_LOAD)?
+            .is_some())
+    }
+
+    /// Undoes a `bulk_load` into a live store that failed before `finish`: its periodic
+    /// commits left `id2entry` rows without their tree and index rows. Clears every entry DB
+    /// and the tree-order rows in one txn, so the store is empty again (its description
+    /// numbers, index configuration and `next_id` stay: `finish` writes `next_id` last).
+    pub fn discard_failed_load(&self) -> Result<(), StoreError> {
+        let _writer = crate::lock::lock(&self.inner.writer);
+        let databases = &self.inner.databases;
+        let index_set = self.inner.index_set();
+        let mut txn = self.inner.env.write_txn()?;
+        databases.meta.delete(&mut txn, META_LIVE_LOAD)?;
+        for database in [databases.id2entry, databases.id2node, databases.dn2id]
+            .into_iter()
+            .chain(databases.session_log)
+            .chain(databases.values)
+            .chain(index_set.databases.values().copied())
+        {
+            database.clear(&mut txn)?;
+        }
+        let tree_rows: Vec<Vec<u8>> = databases
+            .meta
+            .prefix_iter(&txn, crate::treeorder::META_INVERSION_PREFIX)?
+            .map(|row| row.map(|(key, _)| key.to_vec()))
+            .collect::<Result<_, _>>()?;
+        for key in tree_rows
+            .iter()
+            .map(Vec::as_slice)
+            .chain([crate::treeorder::META_INVERSIONS_TRACKED])
+        {
+            databases.meta.delete(&mut txn, key)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     /// A bulk writer that rebuilds the index DBs of `attributes` (cleared first), in one txn.
     pub fn bulk_reindex(&self, attributes: &[AttrId]) -> Result<BulkWriter<'_>, StoreError> {
         let mut writer = self.bulk_writer(Mode::Reindex)?;
         for attr in attributes {
-            let database =
-                self.inner.databases.indexes.get(attr).ok_or_else(|| {
-                    invalid(format!("attribute {attr:?} has no index DB to rebuild"))
-                })?;
+            let database = self
+                .inner
+                .index_set()
+                .databases
+                .get(attr)
+                .copied()
+                .ok_or_else(|| invalid(format!("attribute {attr:?} has no index DB to rebuild")))?;
             database.clear(writer.txn.as_mut().expect("a txn is open"))?;
         }
         Ok(writer)
@@ -240,10 +308,31 @@ impl<'s> BulkWriter<'s> {
         self.put_rows(database, &mut rows)
     }
 
-    /// Removes an appended entry (a record the tree rejected after its entry was written).
+    /// Appends `id2value` rows, framed (`layout::push_framed_row`, what `EntryRows::encode`
+    /// gives), keys ascending above every key written (entries in ID order).
+    pub fn append_value_rows<'r>(
+        &mut self,
+        framed: impl IntoIterator<Item = &'r [u8]>,
+    ) -> Result<(), StoreError> {
+        let database = self
+            .inner
+            .databases
+            .values
+            .ok_or_else(|| invalid("the store has no id2value DB".to_string()))?;
+        let mut rows = framed
+            .into_iter()
+            .flat_map(layout::framed_rows)
+            .map(|(key, value)| (true, key, value));
+        self.put_rows(database, &mut rows)
+    }
+
+    /// Removes an appended entry (a record the tree rejected after its entry was written),
+    /// with its `id2value` rows.
     pub fn remove_entry(&mut self, id: EntryId) -> Result<(), StoreError> {
         let database = self.inner.databases.id2entry;
         database.delete(self.txn(), &layout::encode_id(id))?;
+        let inner = self.inner;
+        inner.replace_value_rows(self.txn(), id, &[])?;
         Ok(())
     }
 
@@ -320,8 +409,9 @@ impl<'s> BulkWriter<'s> {
     }
 
     fn index_database(&self, slot: u16) -> Result<RawDatabase, StoreError> {
-        let attr = self.inner.index_plan.attrs().get(slot as usize).copied();
-        attr.and_then(|attr| self.inner.databases.indexes.get(&attr).copied())
+        let index_set = self.inner.index_set();
+        let attr = index_set.plan.attrs().get(slot as usize).copied();
+        attr.and_then(|attr| index_set.databases.get(&attr).copied())
             .ok_or_else(|| invalid(format!("no index DB in slot {slot}")))
     }
 
@@ -363,11 +453,19 @@ impl<'s> BulkWriter<'s> {
             values.push((group_dn.as_bytes().to_vec(), normalized.clone()));
             added.push(normalized);
         }
-        let mut encoded = Vec::new();
-        crate::rows::encode_attributes(inner, &attributes, scratch, &mut encoded)?;
+        let (mut encoded, mut value_rows) = (Vec::new(), Vec::new());
+        crate::rows::encode_attributes(
+            inner,
+            member,
+            &attributes,
+            scratch,
+            &mut encoded,
+            &mut value_rows,
+        )?;
         let database = inner.databases.id2entry;
         database.put(self.txn(), &layout::encode_id(member), &encoded)?;
-        self.wrote(encoded.len())?;
+        let values_written = inner.replace_value_rows(self.txn(), member, &value_rows)?;
+        self.wrote(encoded.len() + values_written)?;
         Ok(added)
     }
 

@@ -165,6 +165,12 @@ impl WriteTxn<'_> {
         }
     }
 
+    /// The changes recorded so far in this transaction (empty once more than
+    /// `CHANGES_PER_TXN_MAX` were).
+    pub fn recorded_changes(&self) -> &[Change] {
+        &self.changes.committed.changes
+    }
+
     pub(crate) fn is_recording_changes(&self) -> bool {
         self.changes.recording
     }

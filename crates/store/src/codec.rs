@@ -13,6 +13,11 @@
 //! copies were 36 % of id2entry's bytes (descriptions of 200..600 characters stored twice), and
 //! dropping them keeps records under LMDB's overflow threshold (~2 KB on 4 KiB pages).
 //!
+//! Version 3 (written when an attribute lives out of line, `layout::is_out_of_line`) is
+//! version 2 with each value count written as `count << 1 | out_of_line`: an out-of-line
+//! attribute keeps only its description number and value count here (a marker), its values
+//! being `id2value` rows (`layout::encode_value_row`).
+//!
 //! Decoding borrows from the input (the LMDB map): no copy. Only a code-1 normalized value is
 //! computed, on demand ([`NormalizedValue`]), into a buffer no longer than its original, so a
 //! corrupt record cannot make the decoder allocate more than the record's own size.
@@ -22,8 +27,10 @@ use std::cell::OnceCell;
 
 use crate::layout::{push_varint, read_varint};
 
-/// The version `encode_entry` writes.
+/// The version `encode_entry` writes when every attribute is inline.
 pub const ENTRY_FORMAT_VERSION: u8 = 2;
+/// The version `encode_entry` writes when an attribute lives out of line.
+pub const ENTRY_FORMAT_VERSION_OUT_OF_LINE: u8 = 3;
 /// The first format (normalized values always stored when they differ); still decoded.
 pub const ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED: u8 = 1;
 /// Limits that keep a corrupt or hostile record from exhausting memory while decoding.
@@ -34,10 +41,19 @@ const CODE_SAME: u64 = 0;
 const CODE_ASCII_LOWERCASE: u64 = 1;
 const CODE_STORED_OFFSET: u64 = 2;
 
-/// One attribute to encode: its description number and its (original, normalized) values.
+/// One attribute to encode: its description number and its (original, normalized) values;
+/// when `out_of_line` is `Some(count)`, only the marker (number, count) is written and
+/// `values` is not read, the values being `id2value` rows (the caller writes those).
 pub struct AttributeToEncode<'a> {
     pub description_number: u32,
     pub values: &'a [(Vec<u8>, Vec<u8>)],
+    pub out_of_line: Option<usize>,
+}
+
+impl AttributeToEncode<'_> {
+    fn value_count(&self) -> usize {
+        self.out_of_line.unwrap_or(self.values.len())
+    }
 }
 
 /// Encodes an entry into `out` (cleared first). Refuses, writing nothing, what
@@ -57,18 +73,41 @@ pub fn encode_entry(
     }
     if attributes
         .iter()
-        .any(|attribute| attribute.values.len() > VALUES_PER_ATTRIBUTE_MAX)
+        .any(|attribute| attribute.value_count() > VALUES_PER_ATTRIBUTE_MAX)
     {
         return Err(CorruptEntry {
             position: 0,
             reason: "too many values",
         });
     }
-    out.push(ENTRY_FORMAT_VERSION);
+    if attributes
+        .iter()
+        .any(|attribute| attribute.out_of_line == Some(0))
+    {
+        return Err(CorruptEntry {
+            position: 0,
+            reason: "an out-of-line attribute without values",
+        });
+    }
+    let marked = attributes
+        .iter()
+        .any(|attribute| attribute.out_of_line.is_some());
+    out.push(match marked {
+        true => ENTRY_FORMAT_VERSION_OUT_OF_LINE,
+        false => ENTRY_FORMAT_VERSION,
+    });
     push_varint(attributes.len() as u64, out);
     for attribute in attributes {
         push_varint(attribute.description_number as u64, out);
-        push_varint(attribute.values.len() as u64, out);
+        let count = attribute.value_count() as u64;
+        if !marked {
+            push_varint(count, out);
+        } else {
+            push_varint(count << 1 | u64::from(attribute.out_of_line.is_some()), out);
+            if attribute.out_of_line.is_some() {
+                continue;
+            }
+        }
         for (original, normalized) in attribute.values {
             push_varint(original.len() as u64, out);
             if original == normalized {
@@ -233,9 +272,11 @@ impl<'a> EncodedEntry<'a> {
     ) -> Result<EncodedEntry<'a>, CorruptEntry> {
         let corrupt = |position, reason| CorruptEntry { position, reason };
         let version = match bytes.first() {
-            Some(&version @ (ENTRY_FORMAT_VERSION | ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED)) => {
-                version
-            }
+            Some(
+                &version @ (ENTRY_FORMAT_VERSION
+                | ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED
+                | ENTRY_FORMAT_VERSION_OUT_OF_LINE),
+            ) => version,
             _ => return Err(corrupt(0, "unknown format version")),
         };
         let mut position = 1;
@@ -258,11 +299,17 @@ impl<'a> EncodedEntry<'a> {
                     "description number missing from the description table",
                 ));
             }
-            let value_count = read_varint(bytes, &mut position)
-                .ok_or(corrupt(position, "truncated value count"))?
-                as usize;
-            if value_count > VALUES_PER_ATTRIBUTE_MAX {
+            let count_field = read_varint(bytes, &mut position)
+                .ok_or(corrupt(position, "truncated value count"))?;
+            let (value_count, out_of_line) = split_count(version, count_field);
+            if value_count > VALUES_PER_ATTRIBUTE_MAX as u64 {
                 return Err(corrupt(position, "too many values"));
+            }
+            if out_of_line {
+                if value_count == 0 {
+                    return Err(corrupt(position, "an out-of-line attribute without values"));
+                }
+                continue;
             }
             for _ in 0..value_count {
                 parse_value(version, bytes, &mut position)?;
@@ -283,7 +330,12 @@ impl<'a> EncodedEntry<'a> {
         self.attribute_count
     }
 
-    /// The record's format version (1 or 2).
+    /// Whether any attribute lives out of line (format version 3).
+    pub fn has_out_of_line(&self) -> bool {
+        self.version == ENTRY_FORMAT_VERSION_OUT_OF_LINE
+    }
+
+    /// The record's format version (1, 2 or 3).
     pub fn version(&self) -> u8 {
         self.version
     }
@@ -291,10 +343,20 @@ impl<'a> EncodedEntry<'a> {
     pub fn attributes(&self) -> EncodedAttributes<'a> {
         EncodedAttributes {
             bytes: self.bytes,
+            version: self.version,
             stored_offset: stored_offset(self.version),
             position: self.body_start,
             remaining: self.attribute_count,
         }
+    }
+}
+
+/// A value count field: (count, out of line); only version 3 carries the flag bit.
+#[inline]
+fn split_count(version: u8, field: u64) -> (u64, bool) {
+    match version {
+        ENTRY_FORMAT_VERSION_OUT_OF_LINE => (field >> 1, field & 1 == 1),
+        _ => (field, false),
     }
 }
 
@@ -320,6 +382,7 @@ fn parse_value(version: u8, bytes: &[u8], position: &mut usize) -> Result<(), Co
 #[derive(Clone, Debug)]
 pub struct EncodedAttributes<'a> {
     bytes: &'a [u8],
+    version: u8,
     stored_offset: u64,
     position: usize,
     remaining: usize,
@@ -334,15 +397,20 @@ impl<'a> Iterator for EncodedAttributes<'a> {
         }
         self.remaining -= 1;
         let description_number = read_varint(self.bytes, &mut self.position)? as u32;
-        let value_count = read_varint(self.bytes, &mut self.position)? as usize;
+        let (value_count, out_of_line) =
+            split_count(self.version, read_varint(self.bytes, &mut self.position)?);
+        let value_count = value_count as usize;
         let values_start = self.position;
         // Skip the values to position the next attribute.
-        for _ in 0..value_count {
-            read_value(self.bytes, self.stored_offset, &mut self.position)?;
+        if !out_of_line {
+            for _ in 0..value_count {
+                read_value(self.bytes, self.stored_offset, &mut self.position)?;
+            }
         }
         Some(EncodedAttribute {
             description_number,
             value_count,
+            out_of_line,
             bytes: self.bytes,
             stored_offset: self.stored_offset,
             values_start,
@@ -355,19 +423,26 @@ impl<'a> Iterator for EncodedAttributes<'a> {
 pub struct EncodedAttribute<'a> {
     pub description_number: u32,
     pub value_count: usize,
+    /// The values are `id2value` rows, not in this record: [`EncodedAttribute::values`] yields
+    /// none (the store's readers stream them from `id2value`).
+    pub out_of_line: bool,
     bytes: &'a [u8],
     stored_offset: u64,
     values_start: usize,
 }
 
 impl<'a> EncodedAttribute<'a> {
-    /// (original, normalized) pairs, the originals borrowed from the record.
+    /// (original, normalized) pairs, the originals borrowed from the record; none for an
+    /// out-of-line attribute.
     pub fn values(&self) -> EncodedValues<'a> {
         EncodedValues {
             bytes: self.bytes,
             stored_offset: self.stored_offset,
             position: self.values_start,
-            remaining: self.value_count,
+            remaining: match self.out_of_line {
+                true => 0,
+                false => self.value_count,
+            },
         }
     }
 
@@ -493,6 +568,7 @@ mod tests {
             &[AttributeToEncode {
                 description_number: 3,
                 values: &values,
+                out_of_line: None,
             }],
             &mut bytes,
         )
@@ -523,6 +599,7 @@ mod tests {
             &[AttributeToEncode {
                 description_number: 3,
                 values,
+                out_of_line: None,
             }],
             &mut bytes,
         )
@@ -632,6 +709,7 @@ mod tests {
                 .map(|number| AttributeToEncode {
                     description_number: number as u32,
                     values: &one_value,
+                    out_of_line: None,
                 })
                 .collect()
         };
@@ -647,5 +725,50 @@ mod tests {
         assert!(bytes.is_empty(), "nothing written on refusal");
         // The values bound is the same check on `values.len()`; 2^24 value pairs would take
         // ~800 MB to build here.
+    }
+
+    #[test]
+    fn out_of_line_attributes_keep_only_a_marker() {
+        let inline = vec![(b"Foo".to_vec(), b"foo".to_vec())];
+        let outside = [
+            (b"A".to_vec(), b"a".to_vec()),
+            (b"B".to_vec(), b"b".to_vec()),
+        ];
+        let mut bytes = Vec::new();
+        encode_entry(
+            &[
+                AttributeToEncode {
+                    description_number: 1,
+                    values: &inline,
+                    out_of_line: None,
+                },
+                AttributeToEncode {
+                    description_number: 2,
+                    values: &[],
+                    out_of_line: Some(outside.len()),
+                },
+            ],
+            &mut bytes,
+        )
+        .expect("encodable");
+        assert_eq!(bytes[0], ENTRY_FORMAT_VERSION_OUT_OF_LINE);
+        assert_eq!(
+            &bytes[bytes.len() - 2..],
+            [2, 2 << 1 | 1],
+            "number, count|flag"
+        );
+        let entry = EncodedEntry::parse(&bytes).expect("decodes");
+        assert!(entry.has_out_of_line());
+        let attributes: Vec<_> = entry.attributes().collect();
+        assert!(!attributes[0].out_of_line);
+        assert_eq!(attributes[0].values().count(), 1);
+        assert!(attributes[1].out_of_line);
+        assert_eq!(attributes[1].value_count, 2);
+        assert_eq!(attributes[1].values().count(), 0, "values live in id2value");
+        for cut in 0..bytes.len() {
+            assert!(EncodedEntry::parse(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        // A marker of no values cannot be read back as anything: refused.
+        assert!(EncodedEntry::parse(&[3, 1, 2, 1]).is_err());
     }
 }

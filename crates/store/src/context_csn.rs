@@ -34,7 +34,7 @@ fn context_csn_key(sid: u16) -> Vec<u8> {
 /// server ID is set (it reads the stored contextCSN to resume after it).
 #[derive(Default)]
 pub(crate) struct CsnState {
-    sid: u16,
+    pub(crate) sid: u16,
     generator: Option<CsnGenerator>,
 }
 

@@ -26,6 +26,11 @@ pub const DB_ID2NODE: &str = "id2node";
 pub const DB_DN2ID: &str = "dn2id";
 /// The provider's session log (`session_log.rs`): sequence (u64 BE) → logged delete/rename.
 pub const DB_SESSION_LOG: &str = "sessionlog";
+/// Out-of-line attribute values (see [`encode_value_row`]): entry ID (u32 BE) ‖ description
+/// number (u32 BE) ‖ normalized value (key form) → original value.
+pub const DB_ID2VALUE: &str = "id2value";
+/// The audit trail (`accesslog.rs`): reqStart in microseconds (u64 BE) → encoded record.
+pub const DB_ACCESSLOG: &str = "accesslog";
 /// Index DBs are named `idx.<lowercased primary attribute name>`.
 pub const INDEX_DB_PREFIX: &str = "idx.";
 
@@ -718,6 +723,9 @@ pub fn change_posting_chunk(
             }
         }
         Some(&CHUNK_TAG_ROARING) => {
+            if let Some(change) = edit_roaring_in_place(&bytes[1..], low, add, out) {
+                return Ok(change);
+            }
             let mut bitmap = decode_posting_chunk_low(bytes)?;
             let changed = if add {
                 bitmap.insert(low as u32)
@@ -735,6 +743,127 @@ pub fn change_posting_chunk(
         }
         _ => Err(CorruptChunk("unknown tag")),
     }
+}
+
+/// The roaring serialization of a chunk's low halves as `encode_posting_chunk` writes it: no
+/// run containers, one container keyed 0, so a fixed 16-byte header (cookie, count, key,
+/// cardinality - 1, offset) and then the array (cardinality u16 LE) or the bitmap (8 KiB).
+const ROARING_COOKIE_NO_RUNS: u32 = 12346;
+const ROARING_HEADER_BYTES: usize = 16;
+const ROARING_ARRAY_MAX: usize = 4096;
+const ROARING_BITMAP_BYTES: usize = 8192;
+
+/// Adds or removes `low` in a roaring chunk's bytes without decoding them: a bit set or
+/// cleared in the bitmap form, a value spliced into the array form, and the cardinality
+/// rewritten. None when the change would cross a form's bounds (array ↔ bitmap at 4,096, back
+/// to the list form at 1,024) or the bytes are not of the one-container shape: the caller
+/// decodes and encodes, and the result is the same bytes either way (tests).
+fn edit_roaring_in_place(
+    serialized: &[u8],
+    low: u16,
+    add: bool,
+    out: &mut Vec<u8>,
+) -> Option<ChunkChange> {
+    let header = serialized.get(..ROARING_HEADER_BYTES)?;
+    let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().expect("4 bytes"));
+    let half = |at: usize| u16::from_le_bytes([header[at], header[at + 1]]);
+    if word(0) != ROARING_COOKIE_NO_RUNS
+        || word(4) != 1
+        || half(8) != 0
+        || word(12) as usize != ROARING_HEADER_BYTES
+    {
+        return None;
+    }
+    let cardinality = half(10) as usize + 1;
+    let data = &serialized[ROARING_HEADER_BYTES..];
+    let new_cardinality = if cardinality > ROARING_ARRAY_MAX {
+        edit_roaring_bitmap(data, low, add, cardinality)?
+    } else {
+        edit_roaring_array(data, low, add, cardinality)?
+    };
+    let Some(new_cardinality) = new_cardinality else {
+        return Some(ChunkChange::Unchanged);
+    };
+    out.clear();
+    out.push(CHUNK_TAG_ROARING);
+    out.extend_from_slice(&header[..10]);
+    out.extend_from_slice(&((new_cardinality - 1) as u16).to_le_bytes());
+    out.extend_from_slice(&header[12..]);
+    if cardinality > ROARING_ARRAY_MAX {
+        out.extend_from_slice(data);
+        let byte = 1 + ROARING_HEADER_BYTES + low as usize / 8;
+        out[byte] ^= 1 << (low % 8);
+    } else {
+        let values = &data[..2 * cardinality];
+        let index = roaring_array_position(values, low).unwrap_or_else(|index| index);
+        out.extend_from_slice(&values[..2 * index]);
+        if add {
+            out.extend_from_slice(&low.to_le_bytes());
+            out.extend_from_slice(&values[2 * index..]);
+        } else {
+            out.extend_from_slice(&values[2 * index + 2..]);
+        }
+    }
+    Some(ChunkChange::Written)
+}
+
+/// The new cardinality of a bitmap container after the change (inner None: nothing to
+/// change); None when it would leave the bitmap form.
+fn edit_roaring_bitmap(
+    data: &[u8],
+    low: u16,
+    add: bool,
+    cardinality: usize,
+) -> Option<Option<usize>> {
+    if data.len() != ROARING_BITMAP_BYTES {
+        return None;
+    }
+    let present = data[low as usize / 8] & (1 << (low % 8)) != 0;
+    match (present, add) {
+        (true, true) | (false, false) => Some(None),
+        (false, true) => Some(Some(cardinality + 1)),
+        (true, false) if cardinality - 1 > ROARING_ARRAY_MAX => Some(Some(cardinality - 1)),
+        (true, false) => None,
+    }
+}
+
+/// As `edit_roaring_bitmap`, for an array container.
+fn edit_roaring_array(
+    data: &[u8],
+    low: u16,
+    add: bool,
+    cardinality: usize,
+) -> Option<Option<usize>> {
+    if data.len() != 2 * cardinality {
+        return None;
+    }
+    match (roaring_array_position(data, low), add) {
+        (Ok(_), true) | (Err(_), false) => Some(None),
+        (Err(_), true) if cardinality < ROARING_ARRAY_MAX => Some(Some(cardinality + 1)),
+        (Ok(_), false) if cardinality - 1 > POSTING_LIST_FORM_MAX_IDS => {
+            Some(Some(cardinality - 1))
+        }
+        _ => None,
+    }
+}
+
+/// Where `low` is in a roaring array container's values (u16 LE, sorted).
+fn roaring_array_position(values: &[u8], low: u16) -> Result<usize, usize> {
+    let count = values.len() / 2;
+    let at = |index: usize| u16::from_le_bytes([values[2 * index], values[2 * index + 1]]);
+    if count > 0 && at(count - 1) < low {
+        return Err(count);
+    }
+    let (mut low_index, mut high_index) = (0, count);
+    while low_index < high_index {
+        let middle = (low_index + high_index) / 2;
+        match at(middle).cmp(&low) {
+            std::cmp::Ordering::Less => low_index = middle + 1,
+            std::cmp::Ordering::Greater => high_index = middle,
+            std::cmp::Ordering::Equal => return Ok(middle),
+        }
+    }
+    Err(low_index)
 }
 
 /// Where `low` is in the body of a list chunk (sorted u16 BE, even length): `Ok(index)` when
@@ -778,6 +907,165 @@ pub fn decode_posting_chunk_low(bytes: &[u8]) -> Result<RoaringBitmap, CorruptCh
     let mut bitmap = RoaringBitmap::new();
     decode_posting_chunk_into(bytes, 0, &mut bitmap)?;
     Ok(bitmap)
+}
+
+// ---------------------------------------------------------------- out-of-line values
+
+/// Attribute types whose values always live out of line in `id2value` (group membership: the
+/// attributes of large groups), whatever their count.
+pub const OUT_OF_LINE_ALWAYS: [&str; 3] = ["member", "uniqueMember", "memberUid"];
+/// Any other attribute description with more values than this lives out of line too (one
+/// B-tree row per value then costs less than rewriting and re-checking them all on each change;
+/// below it the record stays one read).
+pub const OUT_OF_LINE_VALUES_MIN: usize = 256;
+/// Bytes of the normalized value kept whole in an `id2value` key. LMDB keys are at most 511
+/// bytes: a longer normalized value is keyed by its first bytes and its 8-byte hash (then the
+/// key's tail is exactly this + 8 long, so the two forms never collide) and stored whole in the
+/// row's value.
+pub const VALUE_KEY_NORMALIZED_BYTES_MAX: usize = 480;
+/// Key bytes before the normalized value: entry ID and description number.
+pub const VALUE_KEY_PREFIX_BYTES: usize = 8;
+
+const VALUE_TAG_SAME: u8 = 0;
+const VALUE_TAG_ORIGINAL: u8 = 1;
+const VALUE_TAG_LONG: u8 = 2;
+
+/// Whether an attribute description lives out of line: `always` (its type is one of
+/// [`OUT_OF_LINE_ALWAYS`]) or more than [`OUT_OF_LINE_VALUES_MIN`] values. A pure function of
+/// the entry's content, so a load and single-entry writes lay an entry out alike.
+pub fn is_out_of_line(always: bool, value_count: usize) -> bool {
+    value_count > 0 && (always || value_count > OUT_OF_LINE_VALUES_MIN)
+}
+
+/// The key prefix of every out-of-line value of entry `id` (4 bytes) or of one of its
+/// descriptions (8 bytes, with `description_number`).
+pub fn value_key_prefix(id: EntryId, description_number: Option<u32>, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&id.to_be_bytes());
+    if let Some(number) = description_number {
+        out.extend_from_slice(&number.to_be_bytes());
+    }
+}
+
+/// The `id2value` key of one value: prefix ‖ normalized (≤ [`VALUE_KEY_NORMALIZED_BYTES_MAX`]
+/// bytes) or prefix ‖ its first bytes ‖ xxh3-64 of the whole (BE). Keys of one description sort
+/// by normalized value (long ones by their first bytes, then hash).
+pub fn encode_value_key(
+    id: EntryId,
+    description_number: u32,
+    normalized: &[u8],
+    out: &mut Vec<u8>,
+) {
+    value_key_prefix(id, Some(description_number), out);
+    out.extend_from_slice(&value_key_tail(normalized));
+}
+
+/// The part of an `id2value` key after the prefix: the normalized value, or its first bytes
+/// and hash when longer than [`VALUE_KEY_NORMALIZED_BYTES_MAX`].
+pub fn value_key_tail(normalized: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if normalized.len() <= VALUE_KEY_NORMALIZED_BYTES_MAX {
+        return std::borrow::Cow::Borrowed(normalized);
+    }
+    let mut tail = Vec::with_capacity(VALUE_KEY_NORMALIZED_BYTES_MAX + 8);
+    tail.extend_from_slice(&normalized[..VALUE_KEY_NORMALIZED_BYTES_MAX]);
+    tail.extend_from_slice(&hash_bytes(normalized));
+    std::borrow::Cow::Owned(tail)
+}
+
+/// One out-of-line value as its `id2value` row: the key ([`encode_value_key`]) and the value,
+/// a tag byte then: nothing (tag 0: the original is the normalized form in the key), the
+/// original (tag 1: the normalized form is the key's tail), or (tag 2, a long value) varint
+/// original length ‖ original ‖ normalized.
+pub fn encode_value_row(
+    id: EntryId,
+    description_number: u32,
+    original: &[u8],
+    normalized: &[u8],
+    key: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+) {
+    encode_value_key(id, description_number, normalized, key);
+    value.clear();
+    if normalized.len() > VALUE_KEY_NORMALIZED_BYTES_MAX {
+        value.push(VALUE_TAG_LONG);
+        push_varint(original.len() as u64, value);
+        value.extend_from_slice(original);
+        value.extend_from_slice(normalized);
+    } else if original == normalized {
+        value.push(VALUE_TAG_SAME);
+    } else {
+        value.push(VALUE_TAG_ORIGINAL);
+        value.extend_from_slice(original);
+    }
+}
+
+/// One decoded `id2value` row, borrowing key and value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueRow<'a> {
+    pub id: EntryId,
+    pub description_number: u32,
+    pub original: &'a [u8],
+    pub normalized: &'a [u8],
+}
+
+/// Decodes an `id2value` row; None when malformed (wrong tag, a key whose tail does not match
+/// the value's form, a long value whose key is not its own).
+pub fn decode_value_row<'a>(key: &'a [u8], value: &'a [u8]) -> Option<ValueRow<'a>> {
+    let id = decode_id(key.get(..4)?)?;
+    let description_number = u32::from_be_bytes(key.get(4..8)?.try_into().ok()?);
+    let tail = &key[VALUE_KEY_PREFIX_BYTES..];
+    let (&tag, rest) = value.split_first()?;
+    let (original, normalized) = match tag {
+        VALUE_TAG_SAME if tail.len() <= VALUE_KEY_NORMALIZED_BYTES_MAX => (tail, tail),
+        VALUE_TAG_ORIGINAL if tail.len() <= VALUE_KEY_NORMALIZED_BYTES_MAX => (rest, tail),
+        VALUE_TAG_LONG if tail.len() == VALUE_KEY_NORMALIZED_BYTES_MAX + 8 => {
+            let mut position = 0;
+            let length = usize::try_from(read_varint(rest, &mut position)?).ok()?;
+            let original = rest.get(position..position.checked_add(length)?)?;
+            let normalized = &rest[position + length..];
+            let expected_tail = normalized
+                .get(..VALUE_KEY_NORMALIZED_BYTES_MAX)
+                .filter(|_| normalized.len() > VALUE_KEY_NORMALIZED_BYTES_MAX)?;
+            if tail[..VALUE_KEY_NORMALIZED_BYTES_MAX] != *expected_tail
+                || tail[VALUE_KEY_NORMALIZED_BYTES_MAX..] != hash_bytes(normalized)
+            {
+                return None;
+            }
+            (original, normalized)
+        }
+        _ => return None,
+    };
+    Some(ValueRow {
+        id,
+        description_number,
+        original,
+        normalized,
+    })
+}
+
+/// Appends one `id2value` row to a framed sequence (varint key length ‖ key ‖ varint value
+/// length ‖ value): how an entry's out-of-line rows travel from the encoder to the writer.
+pub fn push_framed_row(key: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    push_varint(key.len() as u64, out);
+    out.extend_from_slice(key);
+    push_varint(value.len() as u64, out);
+    out.extend_from_slice(value);
+}
+
+/// The (key, value) rows of a framed sequence ([`push_framed_row`]); stops at a malformed frame.
+pub fn framed_rows(bytes: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+    let mut position = 0;
+    std::iter::from_fn(move || {
+        let take = |position: &mut usize| -> Option<&[u8]> {
+            let length = usize::try_from(read_varint(bytes, position)?).ok()?;
+            let slice = bytes.get(*position..position.checked_add(length)?)?;
+            *position += length;
+            Some(slice)
+        };
+        let key = take(&mut position)?;
+        let value = take(&mut position)?;
+        Some((key, value))
+    })
 }
 
 // ---------------------------------------------------------------- varints
@@ -824,6 +1112,67 @@ fn read_varint_multi_byte(bytes: &[u8], position: &mut usize) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+
+    /// The in-place roaring edit gives the bytes (and the answer) a decode, change and encode
+    /// gives, at every size around the forms' bounds (1,024 list/roaring, 4,096 array/bitmap).
+    #[test]
+    fn roaring_chunks_edited_in_place_match_a_decode_and_encode() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut in_place = 0;
+        for size in [
+            1025, 1026, 1100, 2000, 4095, 4096, 4097, 4098, 5000, 30_000, 65_535,
+        ] {
+            let mut bitmap = RoaringBitmap::new();
+            while bitmap.len() < size {
+                bitmap.insert((next() % 65_536) as u32);
+            }
+            let mut bytes = Vec::new();
+            encode_posting_chunk(&bitmap, &mut bytes);
+            for step in 0..300 {
+                let low = if step % 2 == 0 {
+                    bitmap.select((next() % bitmap.len()) as u32).unwrap() as u16
+                } else {
+                    (next() % 65_536) as u16
+                };
+                let add = next() % 2 == 0;
+                let changed = if add {
+                    bitmap.insert(low as u32)
+                } else {
+                    bitmap.remove(low as u32)
+                };
+                let mut expected = Vec::new();
+                let expected_change = match (changed, bitmap.is_empty()) {
+                    (false, _) => ChunkChange::Unchanged,
+                    (true, true) => ChunkChange::Empty,
+                    (true, false) => {
+                        encode_posting_chunk(&bitmap, &mut expected);
+                        ChunkChange::Written
+                    }
+                };
+                let mut scratch = Vec::new();
+                in_place += usize::from(
+                    bytes[0] == CHUNK_TAG_ROARING
+                        && edit_roaring_in_place(&bytes[1..], low, add, &mut scratch).is_some(),
+                );
+                let mut out = Vec::new();
+                let change = change_posting_chunk(Some(&bytes), low, add, &mut out).unwrap();
+                assert_eq!(change, expected_change, "size {size} step {step}");
+                if change == ChunkChange::Written {
+                    assert_eq!(out, expected, "size {size} step {step} low {low} add {add}");
+                    bytes = out;
+                }
+            }
+        }
+        // Not vacuous: most changes took the in-place path.
+        assert!(in_place > 2000, "{in_place}");
+    }
+
     use super::*;
 
     #[test]
@@ -1062,5 +1411,85 @@ mod tests {
             assert_eq!(read_varint(&bytes, &mut position), Some(value));
             assert_eq!(position, bytes.len());
         }
+    }
+
+    #[test]
+    fn value_rows_round_trip_in_every_form() {
+        let long_normalized = vec![b'a'; VALUE_KEY_NORMALIZED_BYTES_MAX + 1];
+        let long_original = vec![b'A'; VALUE_KEY_NORMALIZED_BYTES_MAX + 1];
+        let cases: [(&[u8], &[u8]); 5] = [
+            (b"uid=x,dc=example", b"uid=x,dc=example"),
+            (b"UID=X,dc=Example", b"uid=x,dc=example"),
+            (b"", b""),
+            (&long_original, &long_normalized),
+            (&long_normalized, &long_normalized),
+        ];
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        for (original, normalized) in cases {
+            encode_value_row(7, 3, original, normalized, &mut key, &mut value);
+            assert!(key.len() <= 511, "fits an LMDB key");
+            let row = decode_value_row(&key, &value).expect("decodes");
+            assert_eq!(
+                row,
+                ValueRow {
+                    id: 7,
+                    description_number: 3,
+                    original,
+                    normalized
+                }
+            );
+            let mut expected_prefix = Vec::new();
+            value_key_prefix(7, Some(3), &mut expected_prefix);
+            assert!(key.starts_with(&expected_prefix));
+        }
+    }
+
+    #[test]
+    fn value_keys_sort_by_entry_description_then_normalized_value() {
+        let key = |id, number, normalized: &[u8]| {
+            let mut out = Vec::new();
+            encode_value_key(id, number, normalized, &mut out);
+            out
+        };
+        assert!(key(1, 9, b"z") < key(2, 0, b"a"));
+        assert!(key(2, 0, b"z") < key(2, 1, b"a"));
+        assert!(key(2, 1, b"a") < key(2, 1, b"ab"));
+        assert!(key(2, 1, b"ab") < key(2, 1, b"b"));
+    }
+
+    #[test]
+    fn malformed_value_rows_are_refused() {
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        encode_value_row(1, 1, b"A", b"a", &mut key, &mut value);
+        assert!(decode_value_row(&key[..7], &value).is_none(), "short key");
+        assert!(decode_value_row(&key, &[]).is_none(), "no tag");
+        assert!(decode_value_row(&key, &[9]).is_none(), "unknown tag");
+        let long = vec![b'a'; VALUE_KEY_NORMALIZED_BYTES_MAX + 5];
+        encode_value_row(1, 1, &long, &long, &mut key, &mut value);
+        let mut other = value.clone();
+        *other.last_mut().unwrap() = b'b';
+        assert!(decode_value_row(&key, &other).is_none(), "hash mismatch");
+        assert!(decode_value_row(&key, &[VALUE_TAG_ORIGINAL, b'x']).is_none());
+    }
+
+    #[test]
+    fn out_of_line_choice_is_by_type_or_count() {
+        assert!(is_out_of_line(true, 1));
+        assert!(!is_out_of_line(true, 0));
+        assert!(!is_out_of_line(false, OUT_OF_LINE_VALUES_MIN));
+        assert!(is_out_of_line(false, OUT_OF_LINE_VALUES_MIN + 1));
+    }
+
+    #[test]
+    fn framed_rows_round_trip() {
+        let mut framed = Vec::new();
+        push_framed_row(b"k1", b"v1", &mut framed);
+        push_framed_row(&[7; 300], b"", &mut framed);
+        let rows: Vec<_> = framed_rows(&framed).collect();
+        assert_eq!(
+            rows,
+            [(&b"k1"[..], &b"v1"[..]), (&[7u8; 300][..], &b""[..])]
+        );
+        assert_eq!(framed_rows(&framed[..framed.len() - 1]).count(), 1);
     }
 }

@@ -2,17 +2,23 @@
 //! layout, the entry codec, the DN tree, exact posting-list indexes, search, single-entry
 //! writes, and check / stat / export.
 
+pub mod accesslog;
 mod admin;
+pub mod attribute_state;
 mod bulk;
 pub mod changes;
 pub mod codec;
 pub mod context_csn;
 mod env;
 mod files;
+mod in_chain;
 pub mod layout;
+mod live_index;
 mod lock;
 mod memberof;
+mod point_modify;
 mod read;
+mod referrers;
 mod replica;
 mod rows;
 mod search;
@@ -28,9 +34,12 @@ pub use admin::{
 pub use bulk::{BulkWriter, BULK_COMMIT_EVERY_BYTES};
 pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
+pub use in_chain::{InChainBounds, InChainOutcome};
 pub use layout::{EntryId, IndexKinds};
+pub use live_index::IndexesAdded;
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
-pub use read::{AttributeRef, EntryRef, ReadTxn, TREE_DEPTH_MAX};
+pub use read::{AttributeRef, AttributeValues, EntryRef, ReadTxn, TREE_DEPTH_MAX};
+pub use referrers::DuplicateValue;
 pub use replica::SubtreeMember;
 pub use rows::{
     csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,

@@ -158,7 +158,7 @@ mod tests {
             panic!("under the description lock");
         });
         poison(&store, |store| {
-            let _guard = store.inner.usable_indexes.write();
+            let _guard = store.inner.indexes.write();
             panic!("under the index lock");
         });
         poison(&store, |store| {
@@ -176,7 +176,7 @@ mod tests {
         assert!(store.inner.descriptions.is_poisoned());
         assert!(store.inner.writer.is_poisoned());
 
-        let configured: Vec<_> = store.inner.configured_indexes.keys().copied().collect();
+        let configured: Vec<_> = store.inner.index_set().configured.keys().copied().collect();
         let mut write = store.write().unwrap();
         let unit = [("objectClass", "organizationalUnit"), ("ou", "people")];
         let unit_dn = "ou=people,dc=example,dc=com";

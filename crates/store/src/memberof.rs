@@ -266,6 +266,9 @@ impl WriteTxn<'_> {
                 )),
                 None => None,
             };
+            if self.point_member_renamed(group, &old_normalized, replacement.as_ref())? {
+                continue;
+            }
             self.internal_update(group, |attributes| {
                 let mut changed = false;
                 for attribute in attributes.iter_mut() {
@@ -377,9 +380,19 @@ impl WriteTxn<'_> {
                     };
                     dn == normalized_dn
                 };
-                let listed = attribute
-                    .values()
-                    .any(|(_, normalized)| names_it(&normalized.to_cow()));
+                let listed = match attribute.out_of_line {
+                    false => attribute
+                        .values()
+                        .any(|(_, normalized)| names_it(&normalized.to_cow())),
+                    true => {
+                        let number = attribute.description_number;
+                        let mut rows =
+                            crate::read::out_of_line_rows(self.inner, &self.txn, other, number)?;
+                        rows.try_fold(false, |found, row| {
+                            Ok::<_, LdapError>(found || names_it(row?.normalized))
+                        })?
+                    }
+                };
                 if listed && (Some(info.attr) == member_attr || is_unique) {
                     groups.push(other);
                 } else if listed && info.attr == memberof {

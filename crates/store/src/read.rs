@@ -8,7 +8,7 @@ use heed::{RoTxn, WithoutTls};
 use lmdir_schema::{AttrId, Dn, EntryView, LdapError, ResultCode, StoredValue};
 use roaring::RoaringBitmap;
 
-use crate::codec::{EncodedAttribute, EncodedEntry, EncodedValues};
+use crate::codec::{EncodedAttribute, EncodedEntry, EncodedValues, NormalizedValue};
 use crate::layout::{self, EntryId, Node, ROOT_PARENT_ID};
 use crate::store::{
     lmdb_to_ldap, DescriptionInfo, DescriptionTable, Inner, RawDatabase, ReaderTicket, Store,
@@ -24,6 +24,9 @@ pub struct ReadTxn {
     pub(crate) txn: RoTxn<'static, WithoutTls>,
     pub(crate) inner: Arc<Inner>,
     pub(crate) descriptions: Arc<DescriptionTable>,
+    /// The index set taken before the snapshot: an index it calls usable was built by a
+    /// commit this snapshot holds.
+    pub(crate) indexes: Arc<crate::store::IndexSet>,
     /// The last parent whose DN was built, per form (original, normalized): consecutive
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
@@ -44,6 +47,7 @@ impl Store {
         // descriptions added to the table before its commit.
         let ticket = self.inner.enter_reader();
         let mut descriptions = self.descriptions();
+        let indexes = self.inner.index_set();
         let txn = self.inner.env.clone().static_read_txn()?;
         if self.is_read_only() {
             // Another process writes this DB: it may have committed new descriptions.
@@ -53,6 +57,7 @@ impl Store {
             txn,
             inner: self.inner.clone(),
             descriptions,
+            indexes,
             parent_dn_cache: Default::default(),
             found_dn_cache: RefCell::new(None),
             kept_leaves: RefCell::default(),
@@ -337,6 +342,121 @@ pub(crate) fn read_entry<'t>(
     }
 }
 
+/// The `id2value` rows of one out-of-line attribute (entry `id`, description `number`), in key
+/// order, borrowing the map; a malformed row is an error naming the entry.
+pub(crate) fn out_of_line_rows<'t>(
+    inner: &Inner,
+    txn: &'t RoTxn,
+    id: EntryId,
+    number: u32,
+) -> Result<impl Iterator<Item = Result<layout::ValueRow<'t>, LdapError>> + 't, LdapError> {
+    let database = inner
+        .databases
+        .values
+        .ok_or_else(|| corrupt(format!("entry {id}: out-of-line values but no id2value DB")))?;
+    let mut prefix = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES);
+    layout::value_key_prefix(id, Some(number), &mut prefix);
+    let rows = database.prefix_iter(txn, &prefix).map_err(lmdb_to_ldap)?;
+    Ok(rows.map(move |row| {
+        let (key, value) = row.map_err(lmdb_to_ldap)?;
+        layout::decode_value_row(key, value)
+            .ok_or_else(|| corrupt(format!("entry {id}: malformed id2value row {key:02x?}")))
+    }))
+}
+
+/// Whether entry `id`'s out-of-line description `number` holds a value of this normalized form:
+/// one point lookup.
+pub(crate) fn out_of_line_contains(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    number: u32,
+    normalized: &[u8],
+) -> Result<bool, LdapError> {
+    let Some(database) = inner.databases.values else {
+        return Ok(false);
+    };
+    let mut key = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + normalized.len());
+    layout::encode_value_key(id, number, normalized, &mut key);
+    match database.get(txn, &key).map_err(lmdb_to_ldap)? {
+        None => Ok(false),
+        // A long value's key is its first bytes and hash: the row holds the whole value.
+        Some(value) => {
+            Ok(layout::decode_value_row(&key, value)
+                .is_some_and(|row| row.normalized == normalized))
+        }
+    }
+}
+
+/// Whether entry `id`'s out-of-line description `number` holds a value whose normalized form
+/// starts with `prefix`: one cursor positioning (keys hold a value's first
+/// `VALUE_KEY_NORMALIZED_BYTES_MAX` bytes, so values sharing a shorter prefix are adjacent).
+pub(crate) fn out_of_line_has_prefix(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    number: u32,
+    prefix: &[u8],
+) -> Result<bool, LdapError> {
+    if prefix.len() > layout::VALUE_KEY_NORMALIZED_BYTES_MAX {
+        for row in out_of_line_rows(inner, txn, id, number)? {
+            if row?.normalized.starts_with(prefix) {
+                return Ok(true);
+            }
+        }
+        return Ok(false);
+    }
+    let Some(database) = inner.databases.values else {
+        return Ok(false);
+    };
+    let mut key = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + prefix.len());
+    layout::encode_value_key(id, number, prefix, &mut key);
+    Ok(database
+        .get_greater_than_or_equal_to(txn, &key)
+        .map_err(lmdb_to_ldap)?
+        .is_some_and(|(found, _)| found.starts_with(&key)))
+}
+
+/// The normalized values of entry `id`'s out-of-line description `number` that start with
+/// `prefix` (adjacent in key order when the prefix fits a key; walked otherwise).
+pub(crate) fn out_of_line_values_with_prefix(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    number: u32,
+    prefix: &[u8],
+) -> Result<Vec<Vec<u8>>, LdapError> {
+    let mut found = Vec::new();
+    if prefix.len() > layout::VALUE_KEY_NORMALIZED_BYTES_MAX {
+        for row in out_of_line_rows(inner, txn, id, number)? {
+            let row = row?;
+            if row.normalized.starts_with(prefix) {
+                found.push(row.normalized.to_vec());
+            }
+        }
+        return Ok(found);
+    }
+    let Some(database) = inner.databases.values else {
+        return Ok(found);
+    };
+    let mut start = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + prefix.len());
+    layout::encode_value_key(id, number, prefix, &mut start);
+    let range: (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>) = (
+        std::ops::Bound::Included(&start),
+        std::ops::Bound::Unbounded,
+    );
+    for row in database.range(txn, &range).map_err(lmdb_to_ldap)? {
+        let (key, value) = row.map_err(lmdb_to_ldap)?;
+        if !key.starts_with(&start) {
+            break;
+        }
+        let row = layout::decode_value_row(key, value)
+            .ok_or_else(|| corrupt(format!("entry {id}: malformed id2value row {key:02x?}")))?;
+        found.push(row.normalized.to_vec());
+    }
+    Ok(found)
+}
+
 impl ReadTxn {
     pub(crate) fn txn(&self) -> &RoTxn<'static, WithoutTls> {
         &self.txn
@@ -553,6 +673,107 @@ pub struct EntryRef<'txn> {
 pub struct AttributeRef<'txn> {
     pub description: &'txn DescriptionInfo,
     encoded: EncodedAttribute<'txn>,
+    read: &'txn ReadTxn,
+    id: EntryId,
+}
+
+/// The values of an [`AttributeRef`]: from the record, or streamed from `id2value` (one
+/// cursor, never all in memory) for an out-of-line attribute.
+#[derive(Clone)]
+pub enum AttributeValues<'txn> {
+    Inline(EncodedValues<'txn>),
+    OutOfLine(OutOfLineValues<'txn>),
+}
+
+/// An out-of-line attribute's values in key order. The cursor opens on the first `next`; a
+/// clone opens its own after the last key this one returned (the BER writer walks an
+/// attribute twice: lengths, then bytes).
+pub struct OutOfLineValues<'txn> {
+    read: &'txn ReadTxn,
+    prefix: [u8; layout::VALUE_KEY_PREFIX_BYTES],
+    last_key: Option<&'txn [u8]>,
+    remaining: usize,
+    rows: Option<heed::RoRange<'txn, heed::types::Bytes, heed::types::Bytes>>,
+}
+
+impl Clone for OutOfLineValues<'_> {
+    fn clone(&self) -> Self {
+        OutOfLineValues {
+            read: self.read,
+            prefix: self.prefix,
+            last_key: self.last_key,
+            remaining: self.remaining,
+            rows: None,
+        }
+    }
+}
+
+impl<'txn> OutOfLineValues<'txn> {
+    fn open(
+        &self,
+    ) -> Result<heed::RoRange<'txn, heed::types::Bytes, heed::types::Bytes>, LdapError> {
+        use std::ops::Bound;
+        let database = self
+            .read
+            .inner
+            .databases
+            .values
+            .ok_or_else(|| corrupt("out-of-line values but no id2value DB"))?;
+        let start = match self.last_key {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Included(&self.prefix[..]),
+        };
+        let range: (Bound<&[u8]>, Bound<&[u8]>) = (start, Bound::Unbounded);
+        database.range(&self.read.txn, &range).map_err(lmdb_to_ldap)
+    }
+
+    fn next_row(&mut self) -> Result<Option<layout::ValueRow<'txn>>, LdapError> {
+        if self.remaining == 0 {
+            return Ok(None);
+        }
+        if self.rows.is_none() {
+            self.rows = Some(self.open()?);
+        }
+        let rows = self.rows.as_mut().expect("opened above");
+        let Some(row) = rows.next() else {
+            return Ok(None);
+        };
+        let (key, value) = row.map_err(lmdb_to_ldap)?;
+        if !key.starts_with(&self.prefix) {
+            return Ok(None);
+        }
+        let row = layout::decode_value_row(key, value)
+            .ok_or_else(|| corrupt(format!("malformed id2value row {key:02x?}")))?;
+        self.last_key = Some(key);
+        self.remaining -= 1;
+        Ok(Some(row))
+    }
+}
+
+impl<'txn> Iterator for AttributeValues<'txn> {
+    type Item = (&'txn [u8], NormalizedValue<'txn>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            AttributeValues::Inline(values) => values.next(),
+            AttributeValues::OutOfLine(values) => match values.next_row() {
+                Ok(row) => row.map(|row| (row.original, NormalizedValue::Stored(row.normalized))),
+                Err(error) => {
+                    // Readers cannot fail mid-entry; `lmdir check` names the bad row.
+                    tracing::error!(error = %error.message, "reading out-of-line values");
+                    values.remaining = 0;
+                    None
+                }
+            },
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            AttributeValues::Inline(values) => values.size_hint(),
+            AttributeValues::OutOfLine(values) => (0, Some(values.remaining)),
+        }
+    }
 }
 
 impl<'txn> AttributeRef<'txn> {
@@ -569,9 +790,56 @@ impl<'txn> AttributeRef<'txn> {
     pub fn value_count(&self) -> usize {
         self.encoded.value_count
     }
-    /// (original, normalized) pairs.
-    pub fn values(&self) -> EncodedValues<'txn> {
-        self.encoded.values()
+    /// Whether the values live in `id2value` (read by a cursor there).
+    pub fn is_out_of_line(&self) -> bool {
+        self.encoded.out_of_line
+    }
+    /// (original, normalized) pairs; an out-of-line attribute's in normalized order.
+    pub fn values(&self) -> AttributeValues<'txn> {
+        if !self.encoded.out_of_line {
+            return AttributeValues::Inline(self.encoded.values());
+        }
+        let mut prefix = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES);
+        layout::value_key_prefix(self.id, Some(self.encoded.description_number), &mut prefix);
+        AttributeValues::OutOfLine(OutOfLineValues {
+            read: self.read,
+            prefix: prefix.try_into().expect("ID and number: 8 bytes"),
+            last_key: None,
+            remaining: self.encoded.value_count,
+            rows: None,
+        })
+    }
+    /// Whether a value's normalized form starts with `prefix`: one cursor positioning for an
+    /// out-of-line attribute, a walk of the record's values otherwise.
+    pub fn has_value_with_prefix(&self, prefix: &[u8]) -> Result<bool, LdapError> {
+        if !self.encoded.out_of_line {
+            return Ok(self
+                .encoded
+                .values()
+                .any(|(_, value)| value.to_cow().starts_with(prefix)));
+        }
+        out_of_line_has_prefix(
+            &self.read.inner,
+            &self.read.txn,
+            self.id,
+            self.encoded.description_number,
+            prefix,
+        )
+    }
+
+    /// Whether a value of this normalized form is present: one point lookup for an out-of-line
+    /// attribute, a walk of the record's values otherwise.
+    pub fn contains_normalized(&self, normalized: &[u8]) -> Result<bool, LdapError> {
+        if !self.encoded.out_of_line {
+            return Ok(self.encoded.values().any(|(_, value)| value == normalized));
+        }
+        out_of_line_contains(
+            &self.read.inner,
+            &self.read.txn,
+            self.id,
+            self.encoded.description_number,
+            normalized,
+        )
     }
 }
 
@@ -584,13 +852,17 @@ impl<'txn> EntryRef<'txn> {
     }
 
     pub fn attributes(&self) -> impl Iterator<Item = AttributeRef<'txn>> + 'txn {
-        let descriptions: &'txn DescriptionTable = &self.read.descriptions;
+        let read: &'txn ReadTxn = self.read;
+        let descriptions: &'txn DescriptionTable = &read.descriptions;
+        let id = self.id;
         // `entry_from_bytes` checked every number against this same table, so none is
         // skipped here; skipping (not panicking) keeps a reader alive whatever happens.
         self.encoded.attributes().filter_map(move |encoded| {
             Some(AttributeRef {
                 description: descriptions.get(encoded.description_number)?,
                 encoded,
+                read,
+                id,
             })
         })
     }
@@ -653,6 +925,22 @@ impl EntryView for EntryRef<'_> {
                   + '_),
     ) {
         for attribute in self.attributes() {
+            if attribute.is_out_of_line() {
+                // Stored normalized forms (the key's), streamed.
+                let mut values = attribute
+                    .values()
+                    .map(|(original, normalized)| StoredValue {
+                        original,
+                        normalized: match normalized {
+                            NormalizedValue::Stored(bytes) => bytes,
+                            NormalizedValue::AsciiLowercaseOf(_) => &[],
+                        },
+                    });
+                if !visit(attribute.attr(), attribute.options(), &mut values) {
+                    return;
+                }
+                continue;
+            }
             // Normalized forms the record does not store are computed only if `visit` reads them.
             let computed = OnceCell::new();
             let mut values =
@@ -684,12 +972,28 @@ impl EntryView for EntryRef<'_> {
         }
     }
 
+    fn entry_id(&self) -> Option<u32> {
+        Some(self.id)
+    }
+
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
         // The DN as written: `:dn:` rules of another family than the type's own (caseExactMatch
         // on `ou`) test the original spelling.
         if let Ok(dn) = self.read.dn_of(self.id) {
             self.read.inner.schema.for_each_dn_ava_of(&dn, visit);
         }
+    }
+
+    fn lookup_normalized(
+        &self,
+        attr: AttrId,
+        options: &[String],
+        normalized: &[u8],
+    ) -> Option<bool> {
+        let attribute = self.attributes().find(|attribute| {
+            attribute.is_out_of_line() && attribute.attr() == attr && attribute.options() == options
+        })?;
+        attribute.contains_normalized(normalized).ok()
     }
 }
 

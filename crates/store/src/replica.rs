@@ -66,6 +66,20 @@ impl WriteTxn<'_> {
             .map(|(_, normalized)| normalized))
     }
 
+    /// The schema this store writes with.
+    pub fn schema(&self) -> &std::sync::Arc<lmdir_schema::Schema> {
+        &self.inner.schema
+    }
+
+    /// The stored entry `id`, owned (its DN and every stored attribute).
+    pub fn owned_entry(&self, id: EntryId) -> Result<Entry, LdapError> {
+        let dn = Dn::parse(&self.dn_of(id)?)?;
+        Ok(crate::write::to_owned_entry(
+            dn,
+            &self.stored_attributes(id)?,
+        ))
+    }
+
     /// The entryCSN of an entry; None when it has none or it is not a CSN (an entry made
     /// before CSNs were kept): multi-provider conflict resolution compares it with a
     /// provider's.
@@ -120,26 +134,70 @@ impl WriteTxn<'_> {
     ) -> Result<EntryId, LdapError> {
         let dn = self.dn_of(id)?;
         // Every stored description emptied first, then every given one set: spellings that
-        // differ ("CN" and "cn") still end as the given values.
+        // differ ("CN" and "cn") still end as the given values. An out-of-line description the
+        // provider sends again changes by the values that differ (point writes, its stored
+        // values streamed, never all in memory).
         // memberOf kept up by this store (`memberof`) is this store's fact, not the provider's.
         let kept = (self.inner.options.memberof)
             .then(|| self.inner.schema.attribute("memberOf"))
             .flatten();
-        let emptied = self
-            .stored_attributes(id)?
-            .into_iter()
-            .filter(|attribute| Some(attribute.attr) != kept)
-            .map(|attribute| Modification {
-                op: ModOp::Replace,
-                description: attribute.text,
-                values: Vec::new(),
+        let outside = self.out_of_line_descriptions(id)?;
+        let mut modifications = Vec::new();
+        let mut given = Vec::new();
+        for attribute in &entry.attributes {
+            let described = self.inner.schema.parse_description(&attribute.description);
+            let stored = described.ok().and_then(|description| {
+                outside.iter().find(|(_, attr, options, _)| {
+                    *attr == description.attr && *options == description.options
+                })
             });
-        let given = entry.attributes.iter().map(|attribute| Modification {
-            op: ModOp::Replace,
-            description: attribute.description.clone(),
-            values: attribute.values.clone(),
-        });
-        let modifications: Vec<Modification> = emptied.chain(given).collect();
+            let difference = match stored {
+                Some((number, attr, _, text)) if !attribute.values.is_empty() => {
+                    self.point_difference(id, (*number, *attr, text), &attribute.values)?
+                }
+                _ => None,
+            };
+            match difference {
+                Some(changes) => given.extend(changes),
+                None => given.push(Modification {
+                    op: ModOp::Replace,
+                    description: attribute.description.clone(),
+                    values: attribute.values.clone(),
+                }),
+            }
+        }
+        let sent_again = |text: &str, attr| {
+            entry.attributes.iter().any(|attribute| {
+                self.inner
+                    .schema
+                    .parse_description(&attribute.description)
+                    .is_ok_and(|description| {
+                        description.attr == attr
+                            && self.inner.schema.description_string(&description) == text
+                    })
+            })
+        };
+        let stored_texts = self
+            .inner
+            .stored_attributes_inline(&self.txn, id)?
+            .into_iter()
+            .map(|attribute| (attribute.attr, attribute.text))
+            .chain(
+                outside
+                    .iter()
+                    .filter(|(_, attr, _, text)| !sent_again(text, *attr))
+                    .map(|(_, attr, _, text)| (*attr, text.clone())),
+            );
+        for (attr, text) in stored_texts {
+            if Some(attr) != kept {
+                modifications.push(Modification {
+                    op: ModOp::Replace,
+                    description: text,
+                    values: Vec::new(),
+                });
+            }
+        }
+        modifications.extend(given);
         self.modify(&dn, &modifications, context)
     }
 }
@@ -178,11 +236,12 @@ fn entry_id_by_uuid(inner: &Inner, txn: &RoTxn, uuid: &str) -> Result<Option<Ent
     let attr = schema.attribute("entryUUID").ok_or_else(|| {
         LdapError::new(ResultCode::UnwillingToPerform, "no entryUUID in the schema")
     })?;
-    let database = inner
-        .configured_indexes
+    let index_set = inner.index_set();
+    let database = index_set
+        .configured
         .get(&attr)
         .filter(|kinds| kinds.contains(layout::IndexKinds::EQUALITY))
-        .and_then(|_| inner.databases.indexes.get(&attr).copied())
+        .and_then(|_| index_set.databases.get(&attr).copied())
         .ok_or_else(|| {
             LdapError::new(
                 ResultCode::UnwillingToPerform,

@@ -16,7 +16,7 @@ use lmdir_schema::{
 };
 
 use crate::codec::{encode_entry, AttributeToEncode, ATTRIBUTES_PER_ENTRY_MAX};
-use crate::layout::{self, IndexKinds};
+use crate::layout::{self, EntryId, IndexKinds};
 use crate::read::DnPlacement;
 use crate::store::{Inner, Store};
 use crate::write::{WorkingAttribute, WriteContext};
@@ -645,8 +645,8 @@ impl Store {
     }
 
     /// Where the store keeps each index: see [`IndexPlan`].
-    pub fn index_plan(&self) -> &IndexPlan {
-        &self.inner.index_plan
+    pub fn index_plan(&self) -> std::sync::Arc<IndexPlan> {
+        self.inner.index_set().plan.clone()
     }
 }
 
@@ -655,25 +655,85 @@ impl EntryRows {
         self.place.normalized_dn()
     }
 
-    /// The entry's `id2entry` value into `out`, numbering new descriptions in the store's
-    /// table (they are written to `meta` by the commit that writes the entry).
+    /// The entry's `id2entry` value into `out` and, framed (`layout::push_framed_row`) in key
+    /// order, its `id2value` rows into `value_rows` (both cleared first), numbering new
+    /// descriptions in the store's table (they are written to `meta` by the commit that writes
+    /// the entry).
     pub fn encode<S: BuildHasher>(
         &self,
         store: &Store,
+        id: EntryId,
         scratch: &mut RowScratch<S>,
         out: &mut Vec<u8>,
+        value_rows: &mut Vec<u8>,
     ) -> Result<(), LdapError> {
-        encode_attributes(&store.inner, &self.attributes, scratch, out)
+        encode_attributes(&store.inner, id, &self.attributes, scratch, out, value_rows)
     }
+}
+
+impl Inner {
+    /// Whether a description of `attr` with `value_count` values lives out of line.
+    pub(crate) fn is_out_of_line(&self, attr: AttrId, value_count: usize) -> bool {
+        layout::is_out_of_line(self.out_of_line_always.contains(&attr), value_count)
+    }
+}
+
+/// (original, normalized) pairs.
+type ValuePairs = Vec<(Vec<u8>, Vec<u8>)>;
+/// An out-of-line value in row order: description number, key tail, the (original, normalized)
+/// pair.
+type OrderedValue<'a> = (u32, std::borrow::Cow<'a, [u8]>, &'a (Vec<u8>, Vec<u8>));
+/// An entry's (ID, record) with every value inline ([`crate::ReadTxn::inlined_record`]).
+type InlinedRecord<'a> = Result<(crate::EntryId, std::borrow::Cow<'a, [u8]>), LdapError>;
+
+/// The `id2value` rows of an entry's out-of-line attributes, framed, in key order (numbers are
+/// the attributes' description numbers). Two values with one key (the same normalized value)
+/// are attributeOrValueExists.
+fn encode_value_rows(
+    id: EntryId,
+    attributes: &[(u32, &WorkingAttribute)],
+    out: &mut Vec<u8>,
+) -> Result<(), LdapError> {
+    out.clear();
+    let mut order: Vec<OrderedValue<'_>> = attributes
+        .iter()
+        .flat_map(|(number, attribute)| {
+            attribute
+                .values
+                .iter()
+                .map(move |value| (*number, layout::value_key_tail(&value.1), value))
+        })
+        .collect();
+    order.sort_unstable_by(|left, right| (left.0, &left.1).cmp(&(right.0, &right.1)));
+    if let Some(pair) = order
+        .windows(2)
+        .find(|pair| pair[0].0 == pair[1].0 && pair[0].1 == pair[1].1)
+    {
+        return Err(ldap(
+            ResultCode::AttributeOrValueExists,
+            format!(
+                "value '{}' is there twice",
+                String::from_utf8_lossy(&pair[1].2 .0)
+            ),
+        ));
+    }
+    let (mut key, mut value) = (Vec::new(), Vec::new());
+    for (number, _, (original, normalized)) in order {
+        layout::encode_value_row(id, number, original, normalized, &mut key, &mut value);
+        layout::push_framed_row(&key, &value, out);
+    }
+    Ok(())
 }
 
 /// Encodes attributes as an `id2entry` value (the one caller of `codec::encode_entry` for
 /// whole entries), numbering descriptions through the thread's cache.
 pub(crate) fn encode_attributes<S: BuildHasher>(
     inner: &Inner,
+    id: EntryId,
     attributes: &[WorkingAttribute],
     scratch: &mut RowScratch<S>,
     out: &mut Vec<u8>,
+    value_rows: &mut Vec<u8>,
 ) -> Result<(), LdapError> {
     if !cached_description_numbers(attributes, scratch) {
         scratch.numbers = inner.description_numbers(attributes);
@@ -693,6 +753,9 @@ pub(crate) fn encode_attributes<S: BuildHasher>(
         .map(|(attribute, number)| AttributeToEncode {
             description_number: *number,
             values: &attribute.values,
+            out_of_line: inner
+                .is_out_of_line(attribute.attr, attribute.values.len())
+                .then_some(attribute.values.len()),
         })
         .collect();
     encode_entry(&to_encode, out).map_err(|error| {
@@ -700,7 +763,14 @@ pub(crate) fn encode_attributes<S: BuildHasher>(
             ResultCode::AdminLimitExceeded,
             format!("the entry cannot be stored: {}", error.reason),
         )
-    })
+    })?;
+    let outside: Vec<(u32, &WorkingAttribute)> = to_encode
+        .iter()
+        .zip(attributes)
+        .filter(|(encoded, _)| encoded.out_of_line.is_some())
+        .map(|(encoded, attribute)| (encoded.description_number, attribute))
+        .collect();
+    encode_value_rows(id, &outside, value_rows)
 }
 
 /// Fills `scratch.numbers` from the thread's caches (the previous entry's description at the
@@ -873,11 +943,12 @@ impl IndexPlan {
 }
 
 impl crate::ReadTxn {
-    /// Every stored entry as (ID, `id2entry` value), in ID order (reindex reads them all).
+    /// Every stored entry as (ID, `id2entry` value), in ID order (reindex reads them all). A
+    /// record with out-of-line attributes comes with their values brought back inline
+    /// ([`crate::ReadTxn::inlined_record`]), so [`IndexPlan::stored_entry_keys`] sees them all.
     pub fn stored_entries(
         &self,
-    ) -> Result<impl Iterator<Item = Result<(crate::EntryId, &[u8]), LdapError>> + '_, LdapError>
-    {
+    ) -> Result<impl Iterator<Item = InlinedRecord<'_>> + '_, LdapError> {
         let rows = self
             .inner
             .databases
@@ -888,8 +959,48 @@ impl crate::ReadTxn {
             let (key, value) = row.map_err(crate::store::lmdb_to_ldap)?;
             let id = layout::decode_id(key)
                 .ok_or_else(|| crate::read::corrupt(format!("id2entry key {key:02x?}")))?;
-            Ok((id, value))
+            Ok((id, self.inlined_record(id, value)?))
         }))
+    }
+
+    /// An `id2entry` record as it would be with every value inline (version 2): the record
+    /// itself when no attribute lives out of line, else rebuilt from it and its `id2value` rows.
+    pub fn inlined_record<'r>(
+        &self,
+        id: crate::EntryId,
+        record: &'r [u8],
+    ) -> Result<std::borrow::Cow<'r, [u8]>, LdapError> {
+        let encoded = crate::codec::EncodedEntry::parse(record)
+            .map_err(|error| crate::read::corrupt(format!("entry {id}: {error}")))?;
+        if !encoded.has_out_of_line() {
+            return Ok(std::borrow::Cow::Borrowed(record));
+        }
+        let mut values: Vec<(u32, ValuePairs)> = Vec::new();
+        for attribute in encoded.attributes() {
+            let number = attribute.description_number;
+            let pairs = match attribute.out_of_line {
+                false => attribute
+                    .values()
+                    .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                    .collect(),
+                true => crate::read::out_of_line_rows(&self.inner, self.txn(), id, number)?
+                    .map(|row| row.map(|row| (row.original.to_vec(), row.normalized.to_vec())))
+                    .collect::<Result<_, _>>()?,
+            };
+            values.push((number, pairs));
+        }
+        let to_encode: Vec<AttributeToEncode<'_>> = values
+            .iter()
+            .map(|(number, values)| AttributeToEncode {
+                description_number: *number,
+                values,
+                out_of_line: None,
+            })
+            .collect();
+        let mut out = Vec::new();
+        encode_entry(&to_encode, &mut out)
+            .map_err(|error| crate::read::corrupt(format!("entry {id}: {error}")))?;
+        Ok(std::borrow::Cow::Owned(out))
     }
 }
 

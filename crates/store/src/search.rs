@@ -286,7 +286,8 @@ fn filter_mentions(filter: &PreparedFilter, attr: AttrId) -> bool {
         | PreparedFilter::Substrings { covered, .. }
         | PreparedFilter::GreaterOrEqual { covered, .. }
         | PreparedFilter::LessOrEqual { covered, .. }
-        | PreparedFilter::Extensible { covered, .. } => {
+        | PreparedFilter::Extensible { covered, .. }
+        | PreparedFilter::InChain { covered, .. } => {
             covered.iter().any(|covered| covered.attr == attr)
         }
     }
@@ -294,10 +295,7 @@ fn filter_mentions(filter: &PreparedFilter, attr: AttrId) -> bool {
 
 impl ReadTxn {
     fn usable_kinds(&self, attr: AttrId) -> IndexKinds {
-        crate::lock::read(&self.inner.usable_indexes)
-            .get(&attr)
-            .copied()
-            .unwrap_or_default()
+        self.indexes.usable.get(&attr).copied().unwrap_or_default()
     }
 
     /// One index key's posting chunks, borrowed from the map, with their total ID count read
@@ -345,7 +343,7 @@ impl ReadTxn {
                 {
                     return None;
                 }
-                self.inner.databases.indexes.get(&attribute.attr).copied()
+                self.indexes.databases.get(&attribute.attr).copied()
             })
             .collect()
     }
@@ -520,6 +518,10 @@ impl ReadTxn {
     ) -> Result<Option<u64>, LdapError> {
         match filter {
             PreparedFilter::False | PreparedFilter::Undefined => Ok(Some(0)),
+            // Unresolved, the chain is not known (never a small search).
+            PreparedFilter::InChain { members, .. } => {
+                Ok(members.as_ref().map(|members| members.len() as u64))
+            }
             PreparedFilter::And(parts) => {
                 let mut smallest: Option<u64> = None;
                 for part in parts {
@@ -569,7 +571,7 @@ impl ReadTxn {
             {
                 return Ok(None);
             }
-            let Some(database) = self.inner.databases.indexes.get(&attribute.attr) else {
+            let Some(database) = self.indexes.databases.get(&attribute.attr) else {
                 return Ok(None);
             };
             let kind_start = [layout::KIND_ORDERED];
@@ -678,6 +680,12 @@ impl ReadTxn {
                 self.leaf_candidates(&covered, IndexKinds::PRESENCE, &[layout::presence_key()])?
             }
             PreparedFilter::Extensible { .. } => None,
+            // The resolved closure is the exact set; unresolved, nothing can be True.
+            PreparedFilter::InChain { members, .. } => Some(match members {
+                Some(members) => RoaringBitmap::from_sorted_iter(members.ids().iter().copied())
+                    .map_err(|_| corrupt("in-chain IDs out of order"))?,
+                None => RoaringBitmap::new(),
+            }),
         })
     }
 

@@ -26,6 +26,9 @@ pub const DATABASE_COUNT_MAX: u32 = 1024;
 /// `DATABASE_COUNT_MAX`: at 1024 slots that zeroing (a 50 KiB calloc) was a third of the
 /// instructions of an equality search.
 const NON_INDEX_DATABASES_MAX: u32 = 8;
+/// Index DBs a running store can add beyond its configuration (`Store::add_indexes`, a
+/// reload adding an index on a new attribute); more need a restart.
+pub const LIVE_INDEX_DATABASES_MAX: u32 = 8;
 
 /// An index kind as configured per attribute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -196,8 +199,26 @@ pub(crate) struct Databases {
     pub dn2id: RawDatabase,
     /// The session log; None only in a read-only open of a store made before it existed.
     pub session_log: Option<RawDatabase>,
-    /// One DB per configured attribute.
-    pub indexes: HashMap<AttrId, RawDatabase>,
+    /// Out-of-line attribute values (`layout::encode_value_row`); None only in a read-only
+    /// open of a store made before it existed (which then has no out-of-line attribute).
+    pub values: Option<RawDatabase>,
+    /// The audit trail; None only in a read-only open of a store made before it existed.
+    pub accesslog: Option<RawDatabase>,
+}
+
+/// The indexes as they are now: what writes maintain, their DBs, and what searches may use.
+/// Replaced whole, under the writer lock, when a commit marks indexes built or indexes are
+/// added to a running store (`Store::add_indexes`); a read txn takes it before its snapshot.
+#[derive(Clone)]
+pub(crate) struct IndexSet {
+    /// Index kinds maintained by writes.
+    pub configured: HashMap<AttrId, IndexKinds>,
+    /// One DB per configured attribute (a read-only open may lack some).
+    pub databases: HashMap<AttrId, RawDatabase>,
+    /// The configured indexes that have a DB, numbered: what writes emit keys for.
+    pub plan: Arc<crate::rows::IndexPlan>,
+    /// Index kinds usable by searches (configured and built).
+    pub usable: HashMap<AttrId, IndexKinds>,
 }
 
 pub(crate) struct Inner {
@@ -209,12 +230,14 @@ pub(crate) struct Inner {
     pub suffix_rdns_normalized: Vec<String>,
     /// The suffix DN as configured.
     pub suffix_original: String,
-    /// Index kinds maintained by writes.
-    pub configured_indexes: HashMap<AttrId, IndexKinds>,
-    /// The configured indexes that have a DB, numbered: what writes emit keys for.
-    pub index_plan: crate::rows::IndexPlan,
-    /// Index kinds usable by searches (configured and built).
-    pub usable_indexes: RwLock<HashMap<AttrId, IndexKinds>>,
+    /// The current index set (see [`IndexSet`]).
+    pub indexes: RwLock<Arc<IndexSet>>,
+    /// Index DBs open when the store was (the environment has room for
+    /// `LIVE_INDEX_DATABASES_MAX` more).
+    pub index_databases_at_open: usize,
+    /// Attribute types whose values always live out of line (`layout::OUT_OF_LINE_ALWAYS`
+    /// that the schema knows).
+    pub out_of_line_always: Vec<AttrId>,
     pub index_config_change: RwLock<Option<IndexConfigChange>>,
     pub descriptions: RwLock<Arc<DescriptionTable>>,
     /// Descriptions whose `meta` rows are committed: numbers below this.
@@ -258,6 +281,19 @@ impl Drop for ReaderTicket {
 }
 
 impl Inner {
+    /// The current index set.
+    pub(crate) fn index_set(&self) -> Arc<IndexSet> {
+        crate::lock::read(&self.indexes).clone()
+    }
+
+    /// Switches searches to `usable` (after the commit that recorded it).
+    pub(crate) fn set_usable_indexes(&self, usable: HashMap<AttrId, IndexKinds>) {
+        let mut current = crate::lock::write(&self.indexes);
+        let mut next = IndexSet::clone(&current);
+        next.usable = usable;
+        *current = Arc::new(next);
+    }
+
     /// Registers a reader, waiting while the map is being resized.
     pub(crate) fn enter_reader(self: &Arc<Inner>) -> ReaderTicket {
         let mut gate = crate::lock::lock(&self.reader_gate);
@@ -481,12 +517,34 @@ impl Resolved {
     fn database_count(&self) -> u32 {
         u32::try_from(self.configured_indexes.len()).unwrap_or(DATABASE_COUNT_MAX)
             + NON_INDEX_DATABASES_MAX
+            + LIVE_INDEX_DATABASES_MAX
     }
 }
 
 fn resolve_options(options: &StoreOptions, schema: &Schema) -> Result<Resolved, StoreError> {
+    let configured_indexes = resolve_indexes(&options.indexes, schema)?;
+    let suffix_dn = lmdir_schema::Dn::parse(&options.suffix).map_err(|error| {
+        StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
+    })?;
+    let mut suffix_rdns_normalized = Vec::with_capacity(suffix_dn.rdns.len());
+    for rdn in &suffix_dn.rdns {
+        suffix_rdns_normalized.push(schema.normalize_rdn(rdn).map_err(|error| {
+            StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
+        })?);
+    }
+    Ok(Resolved {
+        configured_indexes,
+        suffix_rdns_normalized,
+    })
+}
+
+/// `[database.index]` resolved against the schema (errors name the attribute).
+pub(crate) fn resolve_indexes(
+    indexes: &BTreeMap<String, Vec<IndexKind>>,
+    schema: &Schema,
+) -> Result<HashMap<AttrId, IndexKinds>, StoreError> {
     let mut configured_indexes: HashMap<AttrId, IndexKinds> = HashMap::new();
-    for (name, kinds) in &options.indexes {
+    for (name, kinds) in indexes {
         let attr = schema.attribute(name).ok_or_else(|| {
             StoreError::Config(format!("index on unknown attribute type '{name}'"))
         })?;
@@ -509,19 +567,7 @@ fn resolve_options(options: &StoreOptions, schema: &Schema) -> Result<Resolved, 
             DATABASE_COUNT_MAX - NON_INDEX_DATABASES_MAX
         )));
     }
-    let suffix_dn = lmdir_schema::Dn::parse(&options.suffix).map_err(|error| {
-        StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
-    })?;
-    let mut suffix_rdns_normalized = Vec::with_capacity(suffix_dn.rdns.len());
-    for rdn in &suffix_dn.rdns {
-        suffix_rdns_normalized.push(schema.normalize_rdn(rdn).map_err(|error| {
-            StoreError::Config(format!("suffix '{}': {}", options.suffix, error.message))
-        })?);
-    }
-    Ok(Resolved {
-        configured_indexes,
-        suffix_rdns_normalized,
-    })
+    Ok(configured_indexes)
 }
 
 pub(crate) fn index_database_name(schema: &Schema, attr: AttrId) -> String {
@@ -537,9 +583,9 @@ fn create_databases(
     env: &Env<WithoutTls>,
     configured_indexes: &HashMap<AttrId, IndexKinds>,
     schema: &Schema,
-) -> Result<Databases, StoreError> {
+) -> Result<(Databases, HashMap<AttrId, RawDatabase>), StoreError> {
     let write_txn = env.write_txn()?;
-    let (meta, id2entry, id2node, dn2id, session_log) = env
+    let (meta, id2entry, id2node, dn2id, (session_log, values, accesslog)) = env
         .create_databases_and_commit(write_txn, |opener, txn| -> heed::Result<_> {
             let meta: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_META))?;
@@ -551,12 +597,16 @@ fn create_databases(
                 opener.create_database(txn, Some(layout::DB_DN2ID))?;
             let session_log: Database<Bytes, Bytes> =
                 opener.create_database(txn, Some(layout::DB_SESSION_LOG))?;
+            let values: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_ID2VALUE))?;
+            let accesslog: Database<Bytes, Bytes> =
+                opener.create_database(txn, Some(layout::DB_ACCESSLOG))?;
             Ok(CommitOrAbort::<_, ()>::Commit((
                 meta,
                 id2entry,
                 id2node,
                 dn2id,
-                session_log,
+                (session_log, values, accesslog),
             )))
         })?
         .commit()
@@ -574,14 +624,18 @@ fn create_databases(
             .expect("the closure always commits");
         indexes.insert(*attr, database);
     }
-    Ok(Databases {
-        meta,
-        id2entry,
-        id2node,
-        dn2id,
-        session_log: Some(session_log),
+    Ok((
+        Databases {
+            meta,
+            id2entry,
+            id2node,
+            dn2id,
+            session_log: Some(session_log),
+            values: Some(values),
+            accesslog: Some(accesslog),
+        },
         indexes,
-    })
+    ))
 }
 
 /// Opens the existing DBs without creating any: the core DBs must exist; a configured index
@@ -590,7 +644,7 @@ fn open_existing_databases(
     env: &Env<WithoutTls>,
     configured_indexes: &HashMap<AttrId, IndexKinds>,
     schema: &Schema,
-) -> Result<Databases, StoreError> {
+) -> Result<(Databases, HashMap<AttrId, RawDatabase>), StoreError> {
     let open = |name: &str| -> Result<Option<RawDatabase>, StoreError> {
         let txn = env.read_txn()?;
         let opened = env
@@ -618,9 +672,10 @@ fn open_existing_databases(
         id2node: core(layout::DB_ID2NODE)?,
         dn2id: core(layout::DB_DN2ID)?,
         session_log: open(layout::DB_SESSION_LOG)?,
-        indexes,
+        values: open(layout::DB_ID2VALUE)?,
+        accesslog: open(layout::DB_ACCESSLOG)?,
     };
-    Ok(databases)
+    Ok((databases, indexes))
 }
 
 fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
@@ -665,6 +720,7 @@ struct MetaState {
 
 fn read_meta_state(
     databases: &Databases,
+    index_databases: &HashMap<AttrId, RawDatabase>,
     txn: &heed::RoTxn,
     configured_indexes: &HashMap<AttrId, IndexKinds>,
     schema: &Schema,
@@ -685,7 +741,7 @@ fn read_meta_state(
         schema,
     );
     // A read-only open may lack a configured index's DB: nothing to search through.
-    usable_indexes.retain(|attr, _| databases.indexes.contains_key(attr));
+    usable_indexes.retain(|attr, _| index_databases.contains_key(attr));
     Ok(MetaState {
         table,
         usable_indexes,
@@ -712,7 +768,8 @@ impl Store {
             options.sync,
             false,
         )?;
-        let databases = create_databases(&env, &resolved.configured_indexes, &schema)?;
+        let (databases, index_databases) =
+            create_databases(&env, &resolved.configured_indexes, &schema)?;
         let mut write_txn = env.write_txn()?;
         if databases
             .meta
@@ -731,6 +788,7 @@ impl Store {
         crate::treeorder::track_inversions_once(databases.meta, databases.id2node, &mut write_txn)?;
         let state = read_meta_state(
             &databases,
+            &index_databases,
             &write_txn,
             &resolved.configured_indexes,
             &schema,
@@ -745,7 +803,7 @@ impl Store {
         write_txn.commit()?;
         Ok(Store::assemble(
             env,
-            databases,
+            (databases, index_databases),
             schema,
             options,
             resolved,
@@ -777,18 +835,31 @@ impl Store {
             options.sync,
             true,
         )?;
-        let databases = open_existing_databases(&env, &resolved.configured_indexes, &schema)?;
+        let (databases, index_databases) =
+            open_existing_databases(&env, &resolved.configured_indexes, &schema)?;
         let txn = env.read_txn()?;
-        let state = read_meta_state(&databases, &txn, &resolved.configured_indexes, &schema)?;
+        let state = read_meta_state(
+            &databases,
+            &index_databases,
+            &txn,
+            &resolved.configured_indexes,
+            &schema,
+        )?;
         drop(txn);
         Ok(Store::assemble(
-            env, databases, schema, options, resolved, state, None,
+            env,
+            (databases, index_databases),
+            schema,
+            options,
+            resolved,
+            state,
+            None,
         ))
     }
 
     fn assemble(
         env: Env<WithoutTls>,
-        databases: Databases,
+        (databases, index_databases): (Databases, HashMap<AttrId, RawDatabase>),
         schema: Arc<Schema>,
         options: StoreOptions,
         resolved: Resolved,
@@ -797,8 +868,18 @@ impl Store {
     ) -> Store {
         let persisted = state.table.entries.len();
         let mut planned = resolved.configured_indexes.clone();
-        planned.retain(|attr, _| databases.indexes.contains_key(attr));
-        let index_plan = crate::rows::IndexPlan::new(&schema, &planned);
+        planned.retain(|attr, _| index_databases.contains_key(attr));
+        let index_databases_at_open = index_databases.len();
+        let index_set = IndexSet {
+            plan: Arc::new(crate::rows::IndexPlan::new(&schema, &planned)),
+            configured: resolved.configured_indexes,
+            databases: index_databases,
+            usable: state.usable_indexes,
+        };
+        let out_of_line_always = layout::OUT_OF_LINE_ALWAYS
+            .iter()
+            .filter_map(|name| schema.attribute(name))
+            .collect();
         Store {
             inner: Arc::new(Inner {
                 env,
@@ -807,9 +888,9 @@ impl Store {
                 suffix_original: options.suffix.clone(),
                 options,
                 suffix_rdns_normalized: resolved.suffix_rdns_normalized,
-                configured_indexes: resolved.configured_indexes,
-                index_plan,
-                usable_indexes: RwLock::new(state.usable_indexes),
+                indexes: RwLock::new(Arc::new(index_set)),
+                index_databases_at_open,
+                out_of_line_always,
                 index_config_change: RwLock::new(state.change),
                 descriptions: RwLock::new(Arc::new(state.table)),
                 descriptions_persisted: Mutex::new(persisted),
@@ -838,7 +919,9 @@ impl Store {
 
     /// The index kinds searches use for `attr` (configured and built).
     pub fn indexed_kinds(&self, attr: AttrId) -> IndexKinds {
-        crate::lock::read(&self.inner.usable_indexes)
+        self.inner
+            .index_set()
+            .usable
             .get(&attr)
             .copied()
             .unwrap_or_default()
@@ -847,7 +930,8 @@ impl Store {
     /// The index kinds writes maintain for `attr`.
     pub fn configured_kinds(&self, attr: AttrId) -> IndexKinds {
         self.inner
-            .configured_indexes
+            .index_set()
+            .configured
             .get(&attr)
             .copied()
             .unwrap_or_default()
@@ -882,8 +966,12 @@ impl Store {
         self.inner.databases.dn2id
     }
     #[cfg(feature = "raw-access")]
+    pub fn id2value_database(&self) -> Option<RawDatabase> {
+        self.inner.databases.values
+    }
+    #[cfg(feature = "raw-access")]
     pub fn index_database(&self, attr: AttrId) -> Option<RawDatabase> {
-        self.inner.databases.indexes.get(&attr).copied()
+        self.inner.index_set().databases.get(&attr).copied()
     }
 
     /// The description table as of now.

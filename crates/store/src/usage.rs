@@ -51,7 +51,7 @@ impl Store {
             databases.dn2id,
         ]
         .into_iter()
-        .chain(databases.indexes.values().copied())
+        .chain(inner.index_set().databases.values().copied())
         {
             pages_in_databases += database_pages(&database.stat(read.txn())?);
         }

@@ -136,7 +136,7 @@ impl Inner {
     }
 
     /// Schema-checks (unless skipped) and normalizes.
-    fn checked_attributes(
+    pub(crate) fn checked_attributes(
         &self,
         entry: &Entry,
         skip_schema_check: bool,
@@ -163,7 +163,8 @@ impl Inner {
         attributes: &[WorkingAttribute],
     ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
         let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        let plan = &self.index_plan;
+        let index_set = self.index_set();
+        let plan = &index_set.plan;
         let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
             let attr = plan.attrs()[slot as usize];
             keys.entry(attr).or_default().insert(key.to_vec());
@@ -174,6 +175,44 @@ impl Inner {
 }
 
 impl Inner {
+    /// Makes entry `id`'s `id2value` rows exactly `framed` (key order): a merge of the rows
+    /// there with the new ones, so only rows that differ are written or deleted. Returns the
+    /// bytes written.
+    pub(crate) fn replace_value_rows(
+        &self,
+        txn: &mut RwTxn<'_>,
+        id: EntryId,
+        framed: &[u8],
+    ) -> Result<usize, LdapError> {
+        let database = self
+            .databases
+            .values
+            .ok_or_else(|| corrupt("the store has no id2value DB"))?;
+        let mut prefix = Vec::new();
+        layout::value_key_prefix(id, None, &mut prefix);
+        let mut existing: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for row in database.prefix_iter(txn, &prefix).map_err(lmdb_to_ldap)? {
+            let (key, value) = row.map_err(lmdb_to_ldap)?;
+            existing.push((key.to_vec(), value.to_vec()));
+        }
+        let mut written = 0;
+        let mut old = existing.iter().peekable();
+        for (key, value) in layout::framed_rows(framed) {
+            while let Some((old_key, _)) = old.next_if(|(old_key, _)| old_key.as_slice() < key) {
+                database.delete(txn, old_key).map_err(lmdb_to_ldap)?;
+            }
+            let same = old.next_if(|(old_key, _)| old_key == key);
+            if same.is_none_or(|(_, old_value)| old_value != value) {
+                database.put(txn, key, value).map_err(lmdb_to_ldap)?;
+                written += key.len() + value.len();
+            }
+        }
+        for (old_key, _) in old {
+            database.delete(txn, old_key).map_err(lmdb_to_ldap)?;
+        }
+        Ok(written)
+    }
+
     /// Writes the `meta` rows of the descriptions numbered since the last commit (numbers are
     /// dense). Returns the persisted count's guard and the count to set once `txn` committed.
     pub(crate) fn persist_descriptions(
@@ -192,6 +231,35 @@ impl Inner {
                 .map_err(lmdb_to_ldap)?;
         }
         Ok((persisted, table.len()))
+    }
+
+    /// An entry's inline attributes, owned; its out-of-line ones are left out unread.
+    pub(crate) fn stored_attributes_inline(
+        &self,
+        txn: &heed::RoTxn<'_, heed::WithoutTls>,
+        id: EntryId,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        let encoded = read_entry(self, txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.descriptions).clone();
+        encoded
+            .attributes()
+            .filter(|attribute| !attribute.out_of_line)
+            .map(|attribute| {
+                let info = descriptions
+                    .get(attribute.description_number)
+                    .ok_or_else(|| corrupt(format!("entry {id}: unknown description")))?;
+                Ok(WorkingAttribute {
+                    text: info.text.clone(),
+                    attr: info.attr,
+                    options: info.options.clone(),
+                    values: attribute
+                        .values()
+                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                        .collect(),
+                })
+            })
+            .collect()
     }
 
     /// An entry's stored attributes, owned (for a write that changes them).
@@ -214,21 +282,33 @@ impl Inner {
                             attribute.description_number
                         ))
                     })?;
+                let values = match attribute.out_of_line {
+                    false => attribute
+                        .values()
+                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                        .collect(),
+                    true => {
+                        let mut values = Vec::with_capacity(attribute.value_count);
+                        let number = attribute.description_number;
+                        for row in crate::read::out_of_line_rows(self, txn, id, number)? {
+                            let row = row?;
+                            values.push((row.original.to_vec(), row.normalized.to_vec()));
+                        }
+                        values
+                    }
+                };
                 Ok(WorkingAttribute {
                     text: info.text.clone(),
                     attr: info.attr,
                     options: info.options.clone(),
-                    values: attribute
-                        .values()
-                        .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
-                        .collect(),
+                    values,
                 })
             })
             .collect()
     }
 }
 
-fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
+pub(crate) fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
     Entry {
         dn,
         attributes: attributes
@@ -269,29 +349,114 @@ impl OwnedNode {
     }
 }
 
-/// An entry as a write transaction sees it, owned (the same transaction may change it next):
-/// for access and assertion decisions made inside the writer's transaction.
-#[derive(Clone, Debug)]
-pub struct StoredEntry {
+/// An entry as a write transaction sees it, for access and assertion decisions made inside the
+/// writer's transaction: its inline attributes owned, its out-of-line ones read from the
+/// transaction when asked (streamed, or one lookup for an equality test), so deciding on a
+/// 100,000-member group reads no member it does not test.
+#[derive(Clone)]
+pub struct StoredEntry<'t> {
     pub id: EntryId,
     pub normalized_dn: String,
     attributes: Vec<WorkingAttribute>,
+    /// Out-of-line descriptions: (description number, attribute, options).
+    outside: Vec<(u32, AttrId, Vec<String>)>,
     /// The DN's AVAs as (type, original value, normalized value), for `:dn:` filter items.
     dn_avas: Vec<(AttrId, Vec<u8>, Vec<u8>)>,
+    inner: &'t Inner,
+    txn: &'t heed::RoTxn<'t>,
 }
 
-impl StoredEntry {
-    /// (original, normalized) values of every description of `attr`.
-    pub fn values_of(&self, attr: AttrId) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.attributes
-            .iter()
-            .filter(move |attribute| attribute.attr == attr)
-            .flat_map(|attribute| attribute.values.iter())
-            .map(|(original, normalized)| (original.as_slice(), normalized.as_slice()))
+impl std::fmt::Debug for StoredEntry<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StoredEntry")
+            .field("id", &self.id)
+            .field("normalized_dn", &self.normalized_dn)
+            .field("attributes", &self.attributes)
+            .field("outside", &self.outside)
+            .finish()
     }
 }
 
-impl EntryView for StoredEntry {
+impl<'t> StoredEntry<'t> {
+    /// (original, normalized) values of every description of `attr`, out-of-line ones streamed.
+    pub fn values_of(&self, attr: AttrId) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let inline = self
+            .attributes
+            .iter()
+            .filter(move |attribute| attribute.attr == attr)
+            .flat_map(|attribute| attribute.values.iter())
+            .map(|(original, normalized)| (original.as_slice(), normalized.as_slice()));
+        let outside = self
+            .outside
+            .iter()
+            .filter(move |(_, outside_attr, _)| *outside_attr == attr)
+            .flat_map(|(number, _, _)| self.outside_values(*number));
+        inline.chain(outside)
+    }
+
+    /// One out-of-line description's values (a damaged row ends them, logged; `check` names it).
+    fn outside_values(&self, number: u32) -> impl Iterator<Item = (&'t [u8], &'t [u8])> + 't {
+        let rows = crate::read::out_of_line_rows(self.inner, self.txn, self.id, number);
+        let rows: Box<dyn Iterator<Item = _> + 't> = match rows {
+            Ok(rows) => Box::new(rows),
+            Err(error) => Box::new(std::iter::once(Err(error))),
+        };
+        rows.map_while(|row| match row {
+            Ok(row) => Some((row.original, row.normalized)),
+            Err(error) => {
+                tracing::error!(error = %error.message, "reading out-of-line values");
+                None
+            }
+        })
+    }
+
+    /// Whether a description of `attr` holds a value of this normalized form (a lookup for an
+    /// out-of-line description).
+    pub fn has_value(&self, attr: AttrId, normalized: &[u8]) -> bool {
+        self.attributes
+            .iter()
+            .filter(|attribute| attribute.attr == attr)
+            .any(|attribute| {
+                attribute
+                    .values
+                    .iter()
+                    .any(|(_, value)| value == normalized)
+            })
+            || self.outside.iter().any(|(number, outside_attr, _)| {
+                *outside_attr == attr
+                    && crate::read::out_of_line_contains(
+                        self.inner, self.txn, self.id, *number, normalized,
+                    )
+                    .unwrap_or(false)
+            })
+    }
+}
+
+impl StoredEntry<'_> {
+    /// Whether a value of a description of `attr` starts with `prefix` (a cursor positioning
+    /// for an out-of-line description).
+    pub fn has_value_with_prefix(&self, attr: AttrId, prefix: &[u8]) -> bool {
+        self.attributes
+            .iter()
+            .filter(|attribute| attribute.attr == attr)
+            .any(|attribute| {
+                attribute
+                    .values
+                    .iter()
+                    .any(|(_, value)| value.starts_with(prefix))
+            })
+            || self.outside.iter().any(|(number, outside_attr, _)| {
+                *outside_attr == attr
+                    && crate::read::out_of_line_has_prefix(
+                        self.inner, self.txn, self.id, *number, prefix,
+                    )
+                    .unwrap_or(false)
+            })
+    }
+}
+
+impl EntryView for StoredEntry<'_> {
     fn for_each_attribute(
         &self,
         visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool
@@ -309,6 +474,17 @@ impl EntryView for StoredEntry {
                 return;
             }
         }
+        for (number, attr, options) in &self.outside {
+            let mut values =
+                self.outside_values(*number)
+                    .map(|(original, normalized)| StoredValue {
+                        original,
+                        normalized,
+                    });
+            if !visit(*attr, options, &mut values) {
+                return;
+            }
+        }
     }
 
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
@@ -321,6 +497,21 @@ impl EntryView for StoredEntry {
                 return;
             }
         }
+    }
+
+    fn lookup_normalized(
+        &self,
+        attr: AttrId,
+        options: &[String],
+        normalized: &[u8],
+    ) -> Option<bool> {
+        let (number, _, _) = self
+            .outside
+            .iter()
+            .find(|(_, outside_attr, outside_options)| {
+                *outside_attr == attr && outside_options == options
+            })?;
+        crate::read::out_of_line_contains(self.inner, self.txn, self.id, *number, normalized).ok()
     }
 }
 
@@ -342,7 +533,7 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// The entry at `dn` as this transaction sees it (None when absent).
-    pub fn entry_by_dn(&self, dn: &Dn) -> Result<Option<StoredEntry>, LdapError> {
+    pub fn entry_by_dn(&self, dn: &Dn) -> Result<Option<StoredEntry<'_>>, LdapError> {
         let (_, lookup) = self.lookup(dn)?;
         match lookup.found {
             Some(id) => self.entry_by_id(id),
@@ -363,7 +554,7 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// The entry with ID `id` as this transaction sees it (None when absent).
-    pub fn entry_by_id(&self, id: EntryId) -> Result<Option<StoredEntry>, LdapError> {
+    pub fn entry_by_id(&self, id: EntryId) -> Result<Option<StoredEntry<'_>>, LdapError> {
         if crate::read::read_node(self.inner, &self.txn, id)?.is_none() {
             return Ok(None);
         }
@@ -378,11 +569,29 @@ impl<'s> WriteTxn<'s> {
                 dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
                 true
             });
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        let outside = encoded
+            .attributes()
+            .filter(|attribute| attribute.out_of_line)
+            .filter_map(|attribute| {
+                let info = descriptions.get(attribute.description_number)?;
+                Some((
+                    attribute.description_number,
+                    info.attr,
+                    info.options.clone(),
+                ))
+            })
+            .collect();
         Ok(Some(StoredEntry {
             id,
             normalized_dn,
-            attributes: self.stored_attributes(id)?,
+            attributes: self.inner.stored_attributes_inline(&self.txn, id)?,
+            outside,
             dn_avas,
+            inner: self.inner,
+            txn: &self.txn,
         }))
     }
 
@@ -497,8 +706,8 @@ impl<'s> WriteTxn<'s> {
     ) -> Result<(), LdapError> {
         let database = *self
             .inner
+            .index_set()
             .databases
-            .indexes
             .get(&attr)
             .expect("an index DB exists for every configured attribute");
         let mut full_key = Vec::with_capacity(key.len() + 2);
@@ -553,19 +762,33 @@ impl<'s> WriteTxn<'s> {
         id: EntryId,
         attributes: &[WorkingAttribute],
     ) -> Result<(), LdapError> {
-        let mut bytes = Vec::new();
+        let (mut bytes, mut value_rows) = (Vec::new(), Vec::new());
         crate::rows::encode_attributes(
             self.inner,
+            id,
             attributes,
             &mut crate::rows::RowScratch::new(),
             &mut bytes,
+            &mut value_rows,
         )
         .map_err(|error| ldap(error.code, format!("entry {id}: {}", error.message)))?;
         self.inner
             .databases
             .id2entry
             .put(&mut self.txn, &layout::encode_id(id), &bytes)
-            .map_err(lmdb_to_ldap)
+            .map_err(lmdb_to_ldap)?;
+        self.replace_value_rows(id, &value_rows)
+    }
+
+    /// Makes entry `id`'s `id2value` rows exactly `framed` (`Inner::replace_value_rows`).
+    pub(crate) fn replace_value_rows(
+        &mut self,
+        id: EntryId,
+        framed: &[u8],
+    ) -> Result<(), LdapError> {
+        self.check_deadline()?;
+        self.inner.replace_value_rows(&mut self.txn, id, framed)?;
+        Ok(())
     }
 
     pub(crate) fn stored_attributes(
@@ -627,11 +850,13 @@ impl<'s> WriteTxn<'s> {
         Ok(())
     }
 
-    fn stamp_modification(
+    /// Stamps a change's operational attributes; returns the CSN it issued (None for a
+    /// replicated change, which keeps the provider's).
+    pub(crate) fn stamp_modification(
         &mut self,
         attributes: &mut Vec<WorkingAttribute>,
         context: &WriteContext,
-    ) -> Result<(), LdapError> {
+    ) -> Result<Option<lmdir_sync::Csn>, LdapError> {
         let restamp = !context.replicated;
         self.set_operational(
             attributes,
@@ -647,10 +872,11 @@ impl<'s> WriteTxn<'s> {
         )?;
         if context.replicated {
             // The provider's entryCSN is kept (see `WriteContext::replicated`).
-            return Ok(());
+            return Ok(None);
         }
         let csn = self.next_csn(context.now)?;
-        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)
+        self.set_operational(attributes, "entryCSN", csn.to_string().into_bytes(), true)?;
+        Ok(Some(csn))
     }
 
     /// Marks the writes that follow, until set back to false, as a replication provider's
@@ -870,6 +1096,7 @@ impl<'s> WriteTxn<'s> {
             }
             self.remove_from_every_index(id)?;
         }
+        self.replace_value_rows(id, &[])?;
         let id_key = layout::encode_id(id);
         self.inner
             .databases
@@ -932,9 +1159,10 @@ impl<'s> WriteTxn<'s> {
     /// an undecodable entry produced cannot be recomputed. A repair's cost, paid once.
     fn remove_from_every_index(&mut self, id: EntryId) -> Result<(), LdapError> {
         let chunk = layout::chunk_of(id);
-        let attrs: Vec<AttrId> = self.inner.databases.indexes.keys().copied().collect();
+        let index_set = self.inner.index_set();
+        let attrs: Vec<AttrId> = index_set.databases.keys().copied().collect();
         for attr in attrs {
-            let database = self.inner.databases.indexes[&attr];
+            let database = index_set.databases[&attr];
             let mut keys = Vec::new();
             for row in database.iter(&self.txn).map_err(lmdb_to_ldap)? {
                 let (full_key, value) = row.map_err(lmdb_to_ldap)?;
@@ -993,6 +1221,9 @@ impl<'s> WriteTxn<'s> {
     ) -> Result<EntryId, LdapError> {
         let dn = Dn::parse(dn)?;
         let id = self.existing(&dn)?;
+        if let Some(id) = self.modify_out_of_line(id, &dn, modifications, context)? {
+            return Ok(id);
+        }
         let old_attributes = self.stored_attributes(id)?;
         let mut entry = to_owned_entry(dn.clone(), &old_attributes);
         for modification in modifications {
@@ -1029,7 +1260,13 @@ impl<'s> WriteTxn<'s> {
                 ));
             }
         }
-        self.stamp_modification(&mut attributes, context)?;
+        let stamped = self.stamp_modification(&mut attributes, context)?;
+        // A replicating node keeps which attributes each local change touched, so that
+        // multi-provider peers merge concurrent changes per attribute (`attribute_state`).
+        let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
+        if let Some(csn) = stamped.filter(|_| replicating) {
+            self.record_attribute_states(&mut attributes, modifications, csn)?;
+        }
         self.check_deadline()?;
         if !context.skip_schema_check {
             attributes = self
@@ -1268,9 +1505,10 @@ impl<'s> WriteTxn<'s> {
     /// kinds of the rebuilt `attributes`; returns the state searches switch to after the commit.
     fn record_indexes_built(&mut self, attributes: &[AttrId]) -> Result<IndexState, LdapError> {
         let inner = self.inner;
-        let mut built = crate::lock::read(&inner.usable_indexes).clone();
+        let index_set = inner.index_set();
+        let mut built = index_set.usable.clone();
         for attr in attributes {
-            if let Some(kinds) = inner.configured_indexes.get(attr) {
+            if let Some(kinds) = index_set.configured.get(attr) {
                 built.insert(*attr, *kinds);
             }
         }
@@ -1281,7 +1519,7 @@ impl<'s> WriteTxn<'s> {
             .put(&mut self.txn, layout::META_INDEX_CONFIG, text.as_bytes())
             .map_err(lmdb_to_ldap)?;
         Ok(crate::store::index_state(
-            &inner.configured_indexes,
+            &index_set.configured,
             &text,
             &inner.schema,
         ))
@@ -1314,7 +1552,7 @@ impl<'s> WriteTxn<'s> {
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = described;
         if let Some((usable, change)) = index_state {
-            *crate::lock::write(&inner.usable_indexes) = usable;
+            inner.set_usable_indexes(usable);
             *crate::lock::write(&inner.index_config_change) = change;
         }
         drop(_writer);

@@ -151,3 +151,66 @@ fn a_stop_check_ends_a_scan_that_matches_nothing() {
     // Without a stop the same scan runs to its end and finds nothing.
     assert_eq!(read.search(&spec).unwrap().count(), 0);
 }
+
+/// `add_indexes` on an open store builds the new kinds (a new attribute's DB and a new kind
+/// of an indexed one), makes them usable, keeps them maintained by later writes, and a search
+/// opened before the build keeps answering from its own snapshot; `check` finds every
+/// posting exact afterwards.
+#[test]
+fn indexes_added_to_an_open_store_are_built_used_and_maintained() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(80), 100);
+    let given_name = store.schema().attribute("givenName").unwrap();
+    let uid = store.schema().attribute("uid").unwrap();
+    assert!(store.indexed_kinds(given_name).is_empty());
+    let search = |read: &lmdir_store::ReadTxn, filter: &str| -> Vec<u32> {
+        let spec = SearchSpec {
+            base: SUFFIX.to_string(),
+            scope: Scope::Sub,
+            filter: store
+                .schema()
+                .prepare_filter(&Filter::parse(filter, 8).unwrap()),
+            size_limit: 0,
+            lookthrough_limit: 0,
+        };
+        read.search(&spec)
+            .unwrap()
+            .map(|result| result.unwrap().0)
+            .collect()
+    };
+    let before = store.read().unwrap();
+    let baseline = search(&before, "(givenName=anna)");
+    assert!(!baseline.is_empty());
+    let mut wanted = options().indexes;
+    wanted.insert("givenName".to_string(), vec![IndexKind::Equality]);
+    wanted.insert(
+        "uid".to_string(),
+        vec![IndexKind::Equality, IndexKind::Substring],
+    );
+    wanted.remove("telephoneNumber");
+    let report = store.add_indexes(&wanted).unwrap();
+    assert_eq!(report.built, vec!["givenname:eq", "uid:sub"]);
+    assert_eq!(report.kept, vec!["telephonenumber:eq,pres"]);
+    assert_eq!(report.entries, store.read().unwrap().entry_count().unwrap());
+    assert_eq!(store.indexed_kinds(given_name), IndexKinds::EQUALITY);
+    assert_eq!(
+        store.indexed_kinds(uid),
+        IndexKinds::EQUALITY.union(IndexKinds::SUBSTRING)
+    );
+    assert!(store.index_config_change().is_none());
+    // A later add is indexed too.
+    add_all(&store, &[person(500)], 1);
+    let oracle = Oracle::build(&store);
+    for filter in ["(givenName=anna)", "(uid=*er5*)", "(uid=user5*)"] {
+        let found = search(&store.read().unwrap(), filter);
+        assert!(!found.is_empty(), "{filter}");
+        assert_eq!(found, oracle.search(SUFFIX, Scope::Sub, filter), "{filter}");
+    }
+    // The snapshot taken before the build still answers (without the new index).
+    assert_eq!(search(&before, "(givenName=anna)"), baseline);
+    drop(before);
+    let report = store.check().unwrap();
+    assert!(report.is_clean(), "{report}");
+    assert!(report.notes.is_empty(), "{:?}", report.notes);
+}

@@ -94,7 +94,7 @@ proptest! {
     fn encode_then_decode_is_identity(attributes in attributes()) {
         let to_encode: Vec<AttributeToEncode<'_>> = attributes
             .iter()
-            .map(|(number, values)| AttributeToEncode { description_number: *number, values })
+            .map(|(number, values)| AttributeToEncode { description_number: *number, values, out_of_line: None })
             .collect();
         let mut bytes = Vec::new();
         encode_entry(&to_encode, &mut bytes).expect("encodable");

@@ -30,6 +30,7 @@ fn reload_picks_up_descriptions_written_directly() {
             &[AttributeToEncode {
                 description_number: before,
                 values: &values,
+                out_of_line: None,
             }],
             &mut bytes,
         )

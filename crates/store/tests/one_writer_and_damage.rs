@@ -204,6 +204,7 @@ fn check_verifies_the_description_table_against_the_entries() {
         &[AttributeToEncode {
             description_number: missing,
             values: &values,
+            out_of_line: None,
         }],
         &mut bytes,
     )

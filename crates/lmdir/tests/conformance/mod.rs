@@ -367,6 +367,33 @@ pub fn tool(port: u16, tool: &str, arguments: &[&str]) -> (i32, String) {
     )
 }
 
+/// `tool` (ldapmodify or ldapadd) as the rootdn with `extra` arguments, `ldif` on its standard
+/// input: the exit code, which is the LDAP result code.
+pub fn ldap_change_code(port: u16, tool: &str, extra: &[&str], ldif: &str) -> i32 {
+    let mut child = Command::new(tool)
+        .args([
+            "-x",
+            "-H",
+            &format!("ldap://127.0.0.1:{port}"),
+            "-D",
+            ROOT_DN,
+        ])
+        .args(["-w", ROOT_PASSWORD])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect(tool);
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(ldif.as_bytes())
+        .expect("write");
+    child.wait().expect("wait").code().unwrap_or(-1)
+}
+
 /// Applies one LDIF change record with ldapmodify as the rootdn.
 pub fn modify(port: u16, change: &str) -> Answer {
     let mut child = Command::new("ldapmodify")

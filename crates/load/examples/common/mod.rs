@@ -5,23 +5,43 @@ use std::collections::BTreeMap;
 use lmdir_store::IndexKind;
 
 /// The 19 indexed attributes of the benchmark, plus memberOf equality with `memberof`.
-pub fn benchmark_indexes(memberof: bool) -> BTreeMap<String, Vec<IndexKind>> {
+pub fn benchmark_indexes(
+    profile: lmdir_gen::Profile,
+    memberof: bool,
+) -> BTreeMap<String, Vec<IndexKind>> {
     use IndexKind::*;
     let mut indexes = BTreeMap::new();
     indexes.insert("objectClass".to_string(), vec![Equality]);
-    for name in [
-        "cn",
-        "sn",
-        "givenName",
-        "mail",
-        "uid",
-        "title",
-        "description",
-        "telephoneNumber",
-    ] {
+    // bench/common.sh's INDEX_SET: the mixed profile has its own (sub on displayName, eq on
+    // mobile and ipHostNumber, description eq only).
+    let mixed = profile == lmdir_gen::Profile::Mixed;
+    let substring: &[&str] = if mixed {
+        &[
+            "cn",
+            "sn",
+            "givenName",
+            "displayName",
+            "mail",
+            "uid",
+            "title",
+            "telephoneNumber",
+        ]
+    } else {
+        &[
+            "cn",
+            "sn",
+            "givenName",
+            "mail",
+            "uid",
+            "title",
+            "description",
+            "telephoneNumber",
+        ]
+    };
+    for name in substring {
         indexes.insert(name.to_string(), vec![Equality, Substring]);
     }
-    for name in [
+    let equality: &[&str] = &[
         "uidNumber",
         "gidNumber",
         "employeeNumber",
@@ -31,7 +51,13 @@ pub fn benchmark_indexes(memberof: bool) -> BTreeMap<String, Vec<IndexKind>> {
         "member",
         "manager",
         "ou",
-    ] {
+    ];
+    let mixed_equality: &[&str] = if mixed {
+        &["mobile", "description", "ipHostNumber"]
+    } else {
+        &[]
+    };
+    for name in equality.iter().chain(mixed_equality) {
         indexes.insert(name.to_string(), vec![Equality]);
     }
     if memberof {

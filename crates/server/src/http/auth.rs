@@ -118,13 +118,13 @@ fn token_hashes(
     let anonymous = Identity::default();
     let subject = database.subject(&anonymous, &groups);
     if !database
-        .policy
+        .policy()
         .for_entry(&subject, &normalized, &entry)
         .can_authenticate_with(attribute)
     {
         return Err(invalid());
     }
-    let values_max = server.settings.bind_password_values_max;
+    let values_max = server.settings().bind_password_values_max;
     let stored = entry
         .values_of(attribute)
         .iter()
@@ -133,7 +133,7 @@ fn token_hashes(
         .collect();
     let identity = Identity {
         dn: dn.to_string(),
-        is_rootdn: database.policy.is_rootdn(&normalized),
+        is_rootdn: database.policy().is_rootdn(&normalized),
         normalized_dn: normalized,
     };
     Ok((identity, stored))

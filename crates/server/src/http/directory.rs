@@ -121,6 +121,8 @@ impl DirectoryClient {
                 .monitor
                 .connection_opened(connection_id, &peer.to_string(), listener),
             password_must_change: Arc::new(AtomicBool::new(false)),
+            // An HTTP request never opens an LDAP transaction (RFC 5805): none to hold.
+            transactions: Arc::default(),
         };
         DirectoryClient {
             server: server.clone(),
@@ -208,7 +210,7 @@ impl DirectoryClient {
             sizelimit: search.size_limit,
             timelimit: 0,
             typesonly: false,
-            filter: encode_raw_filter(search.filter, self.server.settings.filter_depth_max)?,
+            filter: encode_raw_filter(search.filter, self.server.settings().filter_depth_max)?,
             attrs: search.attributes,
         };
         let decoded = self

@@ -105,7 +105,7 @@ pub async fn start(
     context: &Arc<ServerContext>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>, crate::ServerError> {
-    let config = &context.settings.http;
+    let config = &context.settings().http;
     let listen_error = |message: String| crate::ServerError::Listen {
         address: config.listen.clone(),
         message,
@@ -140,7 +140,7 @@ pub async fn start(
         server: context.clone(),
         scim: scim::Scim::new(
             &config.scim,
-            &context.settings.suffix,
+            &context.settings().suffix,
             &format!("{scheme}://{local}"),
         ),
         tls: tls.is_some(),
@@ -203,7 +203,7 @@ async fn accept(
                 Some(tls) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
                     let handshake = tokio::time::timeout(
-                        state.server.settings.tls_handshake_timeout,
+                        state.server.settings().tls_handshake_timeout,
                         acceptor.accept(stream),
                     )
                     .await;

@@ -129,7 +129,13 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
     for change in &batch.changes {
         match change {
             SyncChange::Put { uuid, entry } => {
-                match put(txn, uuid, entry, &context, batch.resolve_conflicts)? {
+                let target = Target {
+                    rid: batch.rid,
+                    uuid,
+                    entry,
+                    resolve_conflicts: batch.resolve_conflicts,
+                };
+                match put(txn, &target, &context, &mut applied.conflicts)? {
                     Some(Put::Added) => applied.adds += 1,
                     Some(Put::Modified) => applied.modifies += 1,
                     Some(Put::Renamed) => applied.renames += 1,
@@ -250,6 +256,52 @@ enum Put {
     Renamed,
 }
 
+/// One entry a provider sent, and how to settle it with the local one.
+struct Target<'a> {
+    rid: u16,
+    uuid: &'a Uuid,
+    entry: &'a Entry,
+    resolve_conflicts: bool,
+}
+
+/// A multi-provider node's entry that carries per-attribute state, found here by entryUUID
+/// under the same DN: merged per attribute (`merge`) instead of whole by entryCSN. Each
+/// same-attribute conflict is counted into `conflicts` and logged with both CSNs. None when
+/// the merge changes nothing here.
+fn merge_into(
+    txn: &mut WriteTxn<'_>,
+    id: EntryId,
+    target: &Target<'_>,
+    context: &WriteContext,
+    conflicts: &mut u64,
+) -> Result<Option<Put>, LdapError> {
+    let local = txn.owned_entry(id)?;
+    let schema = txn.schema().clone();
+    let merged = super::merge::merge(&schema, &local, target.entry);
+    for conflict in &merged.conflicts {
+        tracing::warn!(
+            "replication rid={:03}: conflict on '{}' attribute {}: kept the change {}, \
+             discarded the concurrent change {}",
+            target.rid,
+            target.entry.dn,
+            conflict.description,
+            conflict.kept,
+            conflict.discarded
+        );
+    }
+    *conflicts += merged.conflicts.len() as u64;
+    let mut entry = merged.entry;
+    if super::merge::same_content(&schema, &local, &entry) {
+        return Ok(None);
+    }
+    if !super::merge::same_data(&schema, &entry, target.entry) {
+        let csn = txn.next_csn(std::time::SystemTime::now())?;
+        super::merge::set_entry_csn(&mut entry, csn);
+    }
+    txn.replace_entry(id, &entry, context)
+        .map(|_| Some(Put::Modified))
+}
+
 /// An added or modified entry: found by entryUUID (renamed when the provider's DN differs),
 /// else by DN (it takes the provider's entryUUID), else added. With `resolve_conflicts` a
 /// local entry with a later or equal entryCSN wins and nothing is written (None); that also
@@ -257,13 +309,18 @@ enum Put {
 /// one with the later CSN, so all pick the same winner.
 fn put(
     txn: &mut WriteTxn<'_>,
-    uuid: &Uuid,
-    entry: &Entry,
+    target: &Target<'_>,
     context: &WriteContext,
-    resolve_conflicts: bool,
+    conflicts: &mut u64,
 ) -> Result<Option<Put>, LdapError> {
-    let by_uuid = txn.entry_id_by_uuid(&uuid_text(uuid))?;
+    let (entry, resolve_conflicts) = (target.entry, target.resolve_conflicts);
+    let by_uuid = txn.entry_id_by_uuid(&uuid_text(target.uuid))?;
     let by_dn = txn.entry_by_dn(&entry.dn)?.map(|stored| stored.id);
+    if let (Some(id), Some(holder), true) = (by_uuid, by_dn, resolve_conflicts) {
+        if id == holder && super::merge::has_state(entry) {
+            return merge_into(txn, id, target, context, conflicts);
+        }
+    }
     if resolve_conflicts {
         let incoming = sent_csn(entry);
         for local in [by_uuid, by_dn].into_iter().flatten() {

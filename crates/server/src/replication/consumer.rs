@@ -7,10 +7,12 @@
 use super::apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
 use super::link::{result_code, Link, LinkError, Message};
 use crate::controls::{Control, MANAGE_DSA_IT_OID};
-use crate::replication_status::{ChangeCounts, ConsumerIdentity, ConsumerStatus};
+use crate::replication_status::{
+    ChangeCounts, ConsumerIdentity, ConsumerStatus, ConsumerTasks, RunningConsumer,
+};
 use crate::server::ServerContext;
 use crate::session::Identity;
-use crate::writer::{WriteJob, WriteRequest};
+use crate::writer::{Update, WriteJob, WriteRequest};
 use ldap3_proto::proto::{
     LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchResultEntry, LdapSearchScope,
 };
@@ -24,7 +26,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 /// Changes handed to the writer in one job (one transaction): big enough that a refresh of
@@ -49,40 +50,113 @@ const COMPUTED_ATTRIBUTES: &[&str] = &[
     "numSubordinates",
 ];
 
-/// Starts one task per configured consumer; each ends when `shutdown` turns true.
-pub fn start_consumers(
-    server: &Arc<ServerContext>,
-    shutdown: watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
+/// Starts one task per configured consumer; each ends when `shutdown` turns true (or a
+/// reload removes it, `reconcile`). The tasks are kept in the server's `consumer_tasks`;
+/// `stop_all` awaits them at shutdown.
+pub fn start_consumers(server: &Arc<ServerContext>, shutdown: watch::Receiver<bool>) {
+    tasks(server).shutdown = Some(shutdown);
     if server.database.is_none() {
-        return Vec::new();
+        return;
     }
+    for config in &server.settings().replication.consumer {
+        start_one(server, config);
+    }
+}
+
+fn tasks(server: &ServerContext) -> std::sync::MutexGuard<'_, ConsumerTasks> {
     server
-        .settings
+        .consumer_tasks
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Starts the consumer `config` describes, stopped by its own signal or the server's.
+fn start_one(server: &Arc<ServerContext>, config: &ConsumerConfig) {
+    let Some(mut shutdown) = tasks(server).shutdown.clone() else {
+        return;
+    };
+    let status = server
+        .monitor
         .replication
-        .consumer
-        .iter()
-        .map(|config| {
-            let status = server
-                .monitor
-                .replication
-                .register_consumer(ConsumerIdentity {
-                    rid: config.rid,
-                    provider: config.provider.clone(),
-                    search_base: config.search_base.clone(),
-                    sync_type: match config.sync_type {
-                        SyncType::RefreshOnly => "refreshOnly",
-                        SyncType::RefreshAndPersist => "refreshAndPersist",
-                    },
-                });
-            let consumer = Consumer {
-                server: server.clone(),
-                config: config.clone(),
-                status,
-            };
-            tokio::spawn(consumer.run(shutdown.clone()))
-        })
-        .collect()
+        .register_consumer(ConsumerIdentity {
+            rid: config.rid,
+            provider: config.provider.clone(),
+            search_base: config.search_base.clone(),
+            sync_type: match config.sync_type {
+                SyncType::RefreshOnly => "refreshOnly",
+                SyncType::RefreshAndPersist => "refreshAndPersist",
+            },
+        });
+    let consumer = Consumer {
+        server: server.clone(),
+        config: config.clone(),
+        status,
+    };
+    let (stop, stopped) = watch::channel(false);
+    let stop = Arc::new(stop);
+    let forward = stop.clone();
+    // The server's shutdown stops it too; this ends with the consumer (its receiver gone).
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = shutdown.wait_for(|stopping| *stopping) => {
+                let _ = forward.send(true);
+            }
+            _ = forward.closed() => {}
+        }
+    });
+    let task = tokio::spawn(consumer.run(stopped));
+    tasks(server).running.insert(
+        config.rid,
+        RunningConsumer {
+            config: config.clone(),
+            stop,
+            task,
+        },
+    );
+}
+
+/// A reload's consumers: stops those gone or changed (by rid), starts those new or changed.
+/// Returns the rids (stopped, started).
+pub fn reconcile(server: &Arc<ServerContext>, wanted: &[ConsumerConfig]) -> (Vec<u16>, Vec<u16>) {
+    let mut stopped = Vec::new();
+    if server.database.is_none() {
+        return (stopped, Vec::new());
+    }
+    {
+        let mut tasks = tasks(server);
+        let gone: Vec<u16> = tasks
+            .running
+            .iter()
+            .filter(|(_, running)| !wanted.contains(&running.config))
+            .map(|(rid, _)| *rid)
+            .collect();
+        for rid in gone {
+            if let Some(running) = tasks.running.remove(&rid) {
+                let _ = running.stop.send(true);
+                server.monitor.replication.unregister_consumer(rid);
+                stopped.push(rid);
+            }
+        }
+    }
+    let mut started = Vec::new();
+    for config in wanted {
+        if !tasks(server).running.contains_key(&config.rid) {
+            start_one(server, config);
+            started.push(config.rid);
+        }
+    }
+    (stopped, started)
+}
+
+/// At shutdown (after the server's signal): waits for every consumer task to end.
+pub async fn stop_all(server: &ServerContext) {
+    let running: Vec<RunningConsumer> = std::mem::take(&mut tasks(server).running)
+        .into_values()
+        .collect();
+    for consumer in running {
+        let _ = consumer.stop.send(true);
+        let _ = consumer.task.await;
+    }
 }
 
 struct Consumer {
@@ -102,7 +176,7 @@ enum Ending {
 
 /// Why a session failed.
 #[derive(Debug, thiserror::Error)]
-enum SessionError {
+pub(super) enum SessionError {
     #[error(transparent)]
     Link(#[from] LinkError),
     #[error("applying the provider's changes: {0}")]
@@ -276,11 +350,11 @@ impl Consumer {
     }
 
     fn server_id(&self) -> u16 {
-        self.server.settings.replication.server_id
+        self.server.settings().replication.server_id
     }
 
     fn multi_provider(&self) -> bool {
-        self.server.settings.replication.is_multi_provider()
+        self.server.settings().replication.is_multi_provider()
     }
 
     /// The cookie the sync search is sent with: none before the first complete refresh from
@@ -339,10 +413,16 @@ impl Consumer {
             .map_err(|error| SessionError::Apply(error.to_string()))?;
         let cookie = self.request_cookie()?;
         self.status.connecting(cookie.as_deref());
-        let mut link = Link::open(&self.config, self.server.settings.pdu_bytes_max).await?;
+        let mut link = Link::open(&self.config, self.server.settings().pdu_bytes_max).await?;
         self.send_search(&mut link, cookie.clone()).await?;
         self.status
             .searching(&link.local_address, cookie.as_deref());
+        let fresh = super::initial::applies(
+            self.database()?,
+            self.config.bulk_initial_refresh,
+            cookie.as_deref(),
+        )
+        .map_err(SessionError::Apply)?;
         let mut progress = Progress {
             request_cookie: cookie,
             present: Some(HashSet::new()),
@@ -352,18 +432,37 @@ impl Consumer {
             applied: 0,
             listed: Vec::new(),
         };
+        // An empty store without a cookie: the refresh's entries go to the bulk loader until
+        // the first message that is not one (`initial.rs`).
+        let mut bulk = match fresh {
+            true => Some(super::initial::BulkRefresh::start(self.database()?)),
+            false => None,
+        };
         loop {
             let message = match link.buffered()? {
                 Some(message) => message,
                 None => {
-                    // Nothing more at hand: write what we have before waiting.
-                    self.flush(&mut progress).await?;
+                    // Nothing more at hand: write what we have before waiting (not while the
+                    // bulk load holds the store's writer: the cookie waits for its end).
+                    if bulk.is_none() {
+                        self.flush(&mut progress).await?;
+                    }
                     link.receive().await?
                 }
             };
             progress.pending_bytes += link.last_frame_bytes;
             let (csn, cookie) = marks(&message);
             self.status.contact(csn, cookie);
+            let message = match bulk.as_mut() {
+                Some(load) => match self.bulk_entry(load, message, &base, &mut progress).await? {
+                    None => continue,
+                    Some(other) => {
+                        self.end_bulk(bulk.take()).await?;
+                        other
+                    }
+                },
+                None => message,
+            };
             if let Some(ending) = self.handle(message, &base, &mut progress)? {
                 self.flush(&mut progress).await?;
                 return ending;
@@ -372,6 +471,63 @@ impl Consumer {
                 self.flush(&mut progress).await?;
             }
         }
+    }
+
+    /// During a bulk refresh: an entry the refresh adds goes to the loader (None); any other
+    /// message ends the bulk phase and is handed back to go the ordinary way.
+    async fn bulk_entry(
+        &self,
+        load: &mut super::initial::BulkRefresh,
+        message: Message,
+        base: &Dn,
+        progress: &mut Progress,
+    ) -> Result<Option<Message>, SessionError> {
+        let Message::Entry {
+            entry,
+            state: Some(state),
+        } = message
+        else {
+            return Ok(Some(message));
+        };
+        match state.state {
+            SyncStateKind::Add | SyncStateKind::Modify => {
+                let uuid = state.entry_uuid;
+                progress.note_present(uuid)?;
+                let entry = self.to_entry(entry, &uuid, base)?;
+                load.push(&entry).await?;
+                // Held: written by the writer once the load has committed.
+                progress.set_cookie(state.cookie);
+                progress.pending_bytes = 0;
+                Ok(None)
+            }
+            _ => Ok(Some(Message::Entry {
+                entry,
+                state: Some(state),
+            })),
+        }
+    }
+
+    /// Commits the bulk load (if one runs) before anything else is applied.
+    async fn end_bulk(
+        &self,
+        bulk: Option<super::initial::BulkRefresh>,
+    ) -> Result<(), SessionError> {
+        let Some(load) = bulk else {
+            return Ok(());
+        };
+        let (entries, seconds) = load.finish().await?;
+        info!(
+            "replication rid={:03}: the initial refresh bulk-loaded {entries} entries in {seconds:.2} s",
+            self.rid()
+        );
+        self.status.committed(
+            ChangeCounts {
+                adds: entries,
+                ..ChangeCounts::default()
+            },
+            &ContextCsns::new(),
+        );
+        Ok(())
     }
 
     async fn send_search(
@@ -396,7 +552,13 @@ impl Consumer {
             timelimit: 0,
             typesonly: false,
             filter: LdapFilter::Present("objectClass".to_string()),
-            attrs: vec!["*".to_string(), "+".to_string()],
+            // lmdirAttributeCSN by name: an lmdir provider sends its per-attribute change
+            // state (merged in `apply`); slapd ignores a name it does not know.
+            attrs: vec![
+                "*".to_string(),
+                "+".to_string(),
+                lmdir_store::attribute_state::ATTRIBUTE_STATE.to_string(),
+            ],
         });
         let controls = vec![
             // Critical: a server without sync must refuse, not answer a plain search whose
@@ -613,7 +775,7 @@ impl Consumer {
         let changes = std::mem::take(&mut progress.pending);
         progress.pending_bytes = 0;
         progress.applied += changes.len();
-        let settings = &self.server.settings;
+        let settings = &self.server.settings();
         let (reply, response) = oneshot::channel();
         let applied = Arc::new(Mutex::new(ChangeCounts::default()));
         let batch = SyncBatch {
@@ -626,20 +788,24 @@ impl Consumer {
         };
         let covered = batch.csns();
         let job = WriteJob {
-            request: WriteRequest::Replicate(batch),
-            identity: Identity {
-                dn: String::new(),
-                normalized_dn: String::new(),
-                is_rootdn: false,
+            update: Update {
+                request: WriteRequest::Replicate(batch),
+                identity: Identity {
+                    dn: String::new(),
+                    normalized_dn: String::new(),
+                    is_rootdn: false,
+                },
+                assertion: None,
+                relax: true,
+                permissive_modify: false,
+                budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
+                attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
+                password_scheme: lmdir_access::password::Scheme::Ssha,
+                hash_cleartext: false,
+                password_policy_default: String::new(),
+                session: 0,
+                received: SystemTime::now(),
             },
-            assertion: None,
-            relax: true,
-            permissive_modify: false,
-            budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
-            attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
-            password_scheme: lmdir_access::password::Scheme::Ssha,
-            hash_cleartext: false,
-            password_policy_default: String::new(),
             reply,
         };
         self.database()?

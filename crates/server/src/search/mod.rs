@@ -2,6 +2,8 @@
 //! (restricted filters, candidate filters, hidden bases answering as missing), sorted and paged
 //! within bounds, on the connection's task when the index says it is small.
 
+mod accesslog;
+mod in_chain;
 mod monitor;
 mod paging;
 mod persist;
@@ -121,11 +123,13 @@ impl PreparedSearch {
         if request.filter.as_bytes().len() > INLINE_SEARCH_FILTER_BYTES_MAX {
             return prepared;
         }
-        let decoded = client_filter_with_items(&server.settings, &request.filter);
+        let decoded = client_filter_with_items(&server.settings(), &request.filter);
         let few_items =
             matches!(decoded, Ok((_, items)) if items <= INLINE_SEARCH_FILTER_ITEMS_MAX);
         let filter = decoded.map(|(filter, _)| database.schema.prepare_filter(&filter));
-        if !few_items {
+        // An in-chain item walks the directory before the search: never on this task.
+        let in_chain = matches!(&filter, Ok(filter) if filter.has_unresolved_in_chain());
+        if !few_items || in_chain {
             prepared.filter = Some(filter);
             return prepared;
         }
@@ -152,7 +156,8 @@ impl Database {
         let count = {
             let groups = self.groups(&read);
             let subject = self.subject(identity, &groups);
-            let subject_access = self.policy.for_subject_within(&subject, normalized_base);
+            let policy = self.policy();
+            let subject_access = policy.for_subject_within(&subject, normalized_base);
             read.estimated_candidate_count(&subject_access.candidate_filter(filter))
         };
         matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX).then_some(read)
@@ -214,6 +219,16 @@ pub async fn search(
         subschema::subschema_search(context, database, request, requested, base, &mut filter)
             .or_else(|| {
                 monitor::monitor_search(context, database, request, requested, base, &mut filter)
+            })
+            .or_else(|| {
+                accesslog::accesslog_search(
+                    context,
+                    database,
+                    request,
+                    requested,
+                    base,
+                    &mut filter,
+                )
             });
     if let Some(result) = special {
         let (buffer, count) = result?;
@@ -270,7 +285,7 @@ async fn run_job(
         // Few candidates: run on this task; a hop to the blocking pool and back would cost
         // more than the search (two thread wake-ups per operation on a busy server).
         let mut chunks = Vec::new();
-        let done = job.run(database, &server.settings, &mut |chunk| {
+        let done = job.run(database, &server.settings(), &mut |chunk| {
             chunks.push(chunk);
             true
         });
@@ -284,7 +299,7 @@ async fn run_job(
     let sink = context.sink.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        job.run(database, &server.settings, &mut |chunk| {
+        job.run(database, &server.settings(), &mut |chunk| {
             sink.send_blocking(chunk)
         })
     })
@@ -388,6 +403,19 @@ impl SearchJob {
         subject: &Subject<'_>,
     ) -> Result<String, OperationError> {
         let normalized_base = self.normalized_base.clone()?;
+        // Without an assertion to test on it, a base the subject may know of needs only to
+        // exist: when every entry in scope is disclosed to the subject (decided from the
+        // rules alone), its entry is not read. A missing base takes the general path, which
+        // finds the matched DN.
+        if self.controls.assertion.is_none()
+            && read.normalized_dn_to_id(&normalized_base).is_ok()
+            && database
+                .policy()
+                .for_subject_within(subject, &normalized_base)
+                .can_disclose_every_entry()
+        {
+            return Ok(normalized_base);
+        }
         let (_, base_entry) = disclosed_entry(
             database,
             read,
@@ -396,9 +424,8 @@ impl SearchJob {
             &normalized_base,
         )?;
         if let Some(assertion) = &self.controls.assertion {
-            let access = database
-                .policy
-                .for_entry(subject, &normalized_base, &base_entry);
+            let policy = database.policy();
+            let access = policy.for_entry(subject, &normalized_base, &base_entry);
             check_read_assertion(database, settings, &access, &base_entry, assertion)?;
         }
         Ok(normalized_base)
@@ -463,9 +490,10 @@ impl SearchJob {
         }
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
-        let subject_access = database
-            .policy
-            .for_subject_within(&subject, &normalized_base);
+        let policy = database.policy();
+        let subject_access = policy.for_subject_within(&subject, &normalized_base);
+        let (prepared, lookthrough) =
+            self.resolve_in_chain(database, &read, &subject, prepared, &effective, started)?;
         let (store_filter, client_filter) = store_filter(&subject_access, prepared);
         let spec = SearchSpec {
             base: normalized_base,
@@ -474,7 +502,7 @@ impl SearchJob {
             // The server counts returned entries itself (`SearchLimits::size`, over all pages):
             // the store's own count serves the offline `lmdir search`.
             size_limit: 0,
-            lookthrough_limit: usize::try_from(effective.lookthrough).unwrap_or(usize::MAX),
+            lookthrough_limit: usize::try_from(lookthrough).unwrap_or(usize::MAX),
         };
         let mut output = SearchOutput {
             job: &self,
@@ -486,7 +514,7 @@ impl SearchJob {
             sent: 0,
         };
         let visible = VisibleEntries::new(
-            database,
+            (database, &policy),
             &read,
             &subject,
             &subject_access,
@@ -611,6 +639,8 @@ struct SearchLimits {
 /// Decides which stored entries a subject gets back from a search.
 struct VisibleEntries<'a> {
     database: &'a Database,
+    /// The access policy the search took when it started.
+    policy: &'a lmdir_access::acl::AccessPolicy,
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     prepared: &'a lmdir_schema::PreparedFilter,
@@ -633,7 +663,7 @@ struct UniformAccess<'a> {
 
 impl<'a> VisibleEntries<'a> {
     fn new(
-        database: &'a Database,
+        (database, policy): (&'a Database, &'a lmdir_access::acl::AccessPolicy),
         read: &'a ReadTxn,
         subject: &'a Subject<'a>,
         subject_access: &lmdir_access::acl::SubjectAccess<'a>,
@@ -653,6 +683,7 @@ impl<'a> VisibleEntries<'a> {
         });
         VisibleEntries {
             database,
+            policy,
             read,
             subject,
             prepared,
@@ -702,10 +733,7 @@ impl<'a> VisibleEntries<'a> {
             return Ok(matches.then_some(Cow::Borrowed(&uniform.access)));
         }
         let normalized_dn = self.read.normalized_dn_of(id)?;
-        let access = self
-            .database
-            .policy
-            .for_entry(self.subject, &normalized_dn, entry);
+        let access = self.policy.for_entry(self.subject, &normalized_dn, entry);
         if !access.can_search_entry() || !access.can_read_entry() {
             return Ok(None);
         }
@@ -885,6 +913,42 @@ impl SearchJob {
 
     /// Why the search must stop now, if it must: abandoned / cancelled, or past its time.
     /// Asked between returned entries and, by the store, between examined candidates.
+    /// The filter with its in-chain items resolved (`in_chain.rs`) and the look-through the
+    /// search has left (0 = unlimited), the walks counted against it and the time limit.
+    fn resolve_in_chain(
+        &self,
+        database: &Database,
+        read: &ReadTxn,
+        subject: &Subject<'_>,
+        mut prepared: PreparedFilter,
+        effective: &crate::limits::EffectiveLimits,
+        started: Instant,
+    ) -> Result<(PreparedFilter, u64), OperationError> {
+        if !prepared.has_unresolved_in_chain() {
+            return Ok((prepared, effective.lookthrough));
+        }
+        let paged = self.controls.paged.is_some();
+        let (_, time) = search_limits(effective, &self.request, paged);
+        let limits = SearchLimits {
+            size: 0,
+            deadline: (!time.is_zero()).then(|| started + time),
+        };
+        let stop = || self.stop_reason(&limits);
+        let examined = in_chain::resolve(
+            database,
+            read,
+            subject,
+            &mut prepared,
+            effective.lookthrough,
+            &stop,
+        )?;
+        let lookthrough = match effective.lookthrough {
+            0 => 0,
+            limit => limit.saturating_sub(examined).max(1),
+        };
+        Ok((prepared, lookthrough))
+    }
+
     fn stop_reason(&self, limits: &SearchLimits) -> Option<LdapError> {
         if self.cancelled.load(Ordering::Acquire) {
             return Some(LdapError::new(

@@ -32,28 +32,37 @@ pub(super) fn monitor_search(
     if !lmdir_schema::normalized_dn_is_within(base, lmdir_access::acl::MONITOR_NDN) {
         return None;
     }
-    Some(answer(
-        context,
-        database,
-        request,
-        (selection, matched_values),
-        base,
-        filter.take(),
-    ))
+    let tree = monitor_tree(&context.server.monitor, &context.server.monitor_state());
+    let entries = tree
+        .iter()
+        .map(|monitor_entry| Ok((monitor_entry.dn.clone(), owned_entry(monitor_entry)?)))
+        .collect::<Result<Vec<_>, OperationError>>();
+    Some(entries.and_then(|entries| {
+        answer(
+            context,
+            database,
+            request,
+            (selection, matched_values),
+            (base, &entries),
+            filter.take(),
+        )
+    }))
 }
 
-fn answer(
+/// The entries of a tree the server builds per search (cn=Monitor, cn=accesslog), each with
+/// its DN as shown, that are in the search's scope, disclosed to its subject and match its
+/// filter; noSuchObject when the base is not among them (or not disclosed).
+pub(super) fn answer(
     context: &OperationContext,
     database: &Database,
     request: &SearchRequest,
     (selection, matched_values): (&AttributeSelection, Option<&[Filter]>),
-    base: &str,
+    (base, tree): (&str, &[(String, lmdir_schema::Entry)]),
     filter: Option<Result<PreparedFilter, OperationError>>,
 ) -> Result<(BytesMut, u64), OperationError> {
-    let settings = &context.server.settings;
+    let settings = &context.server.settings();
     let scope = scope_of(&request.scope)?;
     let prepared = super::prepared_filter(database, settings, request, filter)?;
-    let tree = monitor_tree(&context.server.monitor, &context.server.monitor_state());
     let read = database.store.read().map_err(internal)?;
     let groups = database.groups(&read);
     let identity = &context.session.identity;
@@ -62,11 +71,11 @@ fn answer(
         .with_matched_values(&database.schema, matched_values);
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     let (mut base_seen, mut sent) = (false, 0u64);
-    for monitor_entry in &tree {
-        let entry = owned_entry(monitor_entry)?;
+    for (shown_dn, entry) in tree {
         let normalized = database.schema.normalize_dn(&entry.dn)?;
-        let view = OwnedEntryView::new(&database.schema, &entry)?;
-        let access = database.policy.for_entry(&subject, &normalized, &view);
+        let view = OwnedEntryView::new(&database.schema, entry)?;
+        let policy = database.policy();
+        let access = policy.for_entry(&subject, &normalized, &view);
         if !identity.is_rootdn && !access.can_read_entry() {
             continue;
         }
@@ -76,8 +85,7 @@ fn answer(
         {
             continue;
         }
-        let mut writer =
-            EntryWriter::begin(&mut buffer, context.message_id, monitor_entry.dn.as_bytes());
+        let mut writer = EntryWriter::begin(&mut buffer, context.message_id, shown_dn.as_bytes());
         for attribute in &entry.attributes {
             let Some(attr) = database.schema.attribute(&attribute.description) else {
                 continue;

@@ -58,7 +58,7 @@ pub(super) fn subscribe(
     database: &Database,
     controls: &RequestControls,
 ) -> Result<Option<Subscription>, OperationError> {
-    let settings = &context.server.settings;
+    let settings = &context.server.settings();
     let persistent = controls
         .sync
         .as_ref()
@@ -259,7 +259,7 @@ impl SearchJob {
         mut end: RefreshEnd,
         entries_before: u64,
     ) -> Result<SearchDone, OperationError> {
-        let settings = &context.server.settings;
+        let settings = &context.server.settings();
         let mut sent = entries_before;
         let mut batch = VecDeque::new();
         loop {
@@ -295,14 +295,32 @@ impl SearchJob {
     ) -> Result<(Vec<Bytes>, u64), OperationError> {
         let scope = scope_of(&self.request.scope)?;
         let base = database.normalize_dn(&self.request.base)?;
-        let prepared = super::prepared_filter(database, settings, &self.request, None)?;
+        let mut prepared = super::prepared_filter(database, settings, &self.request, None)?;
         let read = database.store.read().map_err(internal)?;
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
-        let subject_access = database.policy.for_subject_within(&subject, &base);
+        // In-chain items: the chains as this batch's snapshot holds them.
+        let lookthrough = database.limits_of(settings, &subject).lookthrough;
+        let never = || None;
+        super::in_chain::resolve(
+            database,
+            &read,
+            &subject,
+            &mut prepared,
+            lookthrough,
+            &never,
+        )?;
+        let policy = database.policy();
+        let subject_access = policy.for_subject_within(&subject, &base);
         // Changed entries do not come from a store cursor: `access` tests the whole filter.
-        let visible =
-            VisibleEntries::new(database, &read, &subject, &subject_access, &prepared, false);
+        let visible = VisibleEntries::new(
+            (database, &policy),
+            &read,
+            &subject,
+            &subject_access,
+            &prepared,
+            false,
+        );
         let mut chunks = Vec::new();
         let produced = std::cell::Cell::new(0usize);
         let mut sink = |chunk: Bytes| {
@@ -487,7 +505,6 @@ fn readable(
         return uniform.returns_entries;
     }
     let access = visible
-        .database
         .policy
         .for_entry(visible.subject, normalized_dn, entry);
     access.can_search_entry() && access.can_read_entry()
@@ -511,7 +528,6 @@ fn readable_name(visible: &VisibleEntries<'_>, dn: &str, normalized_dn: &str) ->
         return false;
     };
     let access = visible
-        .database
         .policy
         .for_entry(visible.subject, normalized_dn, &view);
     access.can_search_entry() && access.can_read_entry()

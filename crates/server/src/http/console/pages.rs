@@ -834,7 +834,7 @@ async fn members_section(state: &HttpState, signed: &Signed, dn: &str, keep: &st
          value=\"{}\" placeholder=\"search members\"> <button id=\"search-members\">Search</button></form>",
         escape(&text)
     );
-    let suffix = &state.server.settings.suffix;
+    let suffix = &state.server.settings().suffix;
     match list_page(signed, suffix, &filter, "uid", number, &["uid", "cn"]).await {
         Err(failure) => {
             let _ = write!(

@@ -1,0 +1,198 @@
+//! Issue 23 item 5: the audit trail under `cn=accesslog`. The same add, modify, modrdn and
+//! delete sent to slapd 2.5 with its accesslog overlay (`logops writes`, `logsuccess TRUE`,
+//! `logold (objectClass=*)`)
+//! and to lmdir with `[accesslog] enabled = true, log_old = true` give the same records, once the values
+//! that differ by nature (times, session numbers, entryUUIDs, CSNs) are masked; the log is
+//! the rootdn's, and it is bounded by count and by age.
+
+#[allow(dead_code)]
+mod conformance;
+mod support;
+
+use conformance::{modify, Extra, Pair, Setup, SUFFIX};
+use std::process::Command;
+use std::time::Duration;
+use support::{TestServer, ROOT_DN, ROOT_PASSWORD};
+
+const BASE_LDIF: &str = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\n\
+     dc: example\no: Example\n\ndn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\n\
+     ou: People\n\ndn: ou=Former,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Former\n";
+
+/// The writes, in order (each its own ldapmodify): every kind the log records, and one that
+/// fails (neither server logs a failure with `logsuccess TRUE`).
+const WRITES: &[&str] = &[
+    "dn: uid=ada,ou=People,dc=example,dc=com\nchangetype: add\nobjectClass: inetOrgPerson\n\
+     uid: ada\ncn: Ada Lovelace\nsn: Lovelace\nmail: ada@example.com\n",
+    "dn: uid=ada,ou=People,dc=example,dc=com\nchangetype: modify\nreplace: description\n\
+     description: first programmer\n-\nadd: mail\nmail: countess@example.com\n-\n\
+     delete: mail\nmail: ada@example.com\n",
+    "dn: uid=ada,ou=People,dc=example,dc=com\nchangetype: modrdn\nnewrdn: uid=lovelace\n\
+     deleteoldrdn: 1\nnewsuperior: ou=Former,dc=example,dc=com\n",
+    "dn: uid=ada,ou=People,dc=example,dc=com\nchangetype: delete\n",
+    "dn: uid=lovelace,ou=Former,dc=example,dc=com\nchangetype: delete\n",
+];
+
+/// `ldapsearch` of the log's records as `dn` binds (`-LLL`, unwrapped), with entryCSN.
+fn log_records(port: u16, bind: Option<(&str, &str)>) -> (i32, String) {
+    let mut command = Command::new("ldapsearch");
+    command
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"));
+    if let Some((dn, password)) = bind {
+        command.args(["-D", dn, "-w", password]);
+    }
+    let output = command
+        .args(["-b", "cn=accesslog", "(reqType=*)", "*", "entryCSN"])
+        .output()
+        .expect("running ldapsearch");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+/// Values that differ between two servers by nature, masked: times, session numbers,
+/// entryUUIDs, CSNs, stamped timestamps. What stays: record count and order, object classes,
+/// reqType, reqAuthzID, reqDN, reqResult, every reqMod line's attribute and operation (and
+/// the request's own values), reqNewRDN, reqDeleteOldRDN, reqNewSuperior, reqNewDN, and which
+/// records carry reqEntryUUID and entryCSN.
+fn masked(text: &str) -> Vec<String> {
+    const MASKED_VALUES: &[&str] = &[
+        "reqStart: ",
+        "reqEnd: ",
+        "reqSession: ",
+        "reqEntryUUID: ",
+        "entryCSN: ",
+        "reqMod: entryUUID:+ ",
+        "reqMod: entryCSN:+ ",
+        "reqMod: entryCSN:= ",
+        "reqMod: createTimestamp:+ ",
+        "reqMod: modifyTimestamp:+ ",
+        "reqMod: modifyTimestamp:= ",
+        "reqOld: entryUUID: ",
+        "reqOld: entryCSN: ",
+        "reqOld: createTimestamp: ",
+        "reqOld: modifyTimestamp: ",
+    ];
+    text.split("\n\n")
+        .filter(|record| !record.trim().is_empty())
+        .map(|record| {
+            let mut lines: Vec<String> = record
+                .lines()
+                .filter(|line| !line.starts_with("dn: "))
+                .map(
+                    |line| match MASKED_VALUES.iter().find(|head| line.starts_with(*head)) {
+                        Some(head) => format!("{head}…"),
+                        None => line.to_string(),
+                    },
+                )
+                .collect();
+            // reqOld lists the entry's values in each server's stored order: a set.
+            if let Some(start) = lines.iter().position(|line| line.starts_with("reqOld: ")) {
+                let count = lines[start..]
+                    .iter()
+                    .take_while(|line| line.starts_with("reqOld: "))
+                    .count();
+                lines[start..start + count].sort();
+            }
+            lines.join("\n")
+        })
+        .collect()
+}
+
+#[test]
+fn the_accesslog_of_add_modify_modrdn_and_delete_matches_slapds() {
+    if let Err(missing) = conformance::tools_available() {
+        assert!(std::env::var_os("CI").is_none(), "{missing}");
+        eprintln!("skipping: {missing}");
+        return;
+    }
+    let log_directory = tempfile::tempdir().unwrap();
+    // The log's own database comes after the main one (slapadd fills the first).
+    let slapd_database = format!(
+        "overlay accesslog\nlogdb \"cn=accesslog\"\nlogops writes\nlogsuccess TRUE\n\
+         logold (objectClass=*)\n\
+         database mdb\nsuffix \"cn=accesslog\"\nrootdn \"{ROOT_DN}\"\n\
+         directory {}\nmaxsize 104857600\n",
+        log_directory.path().display()
+    );
+    let pair = Pair::start_configured(
+        BASE_LDIF,
+        Setup::Plain,
+        &Extra {
+            slapd_global: "moduleload accesslog\n",
+            slapd_database: &slapd_database,
+            lmdir_database: "[accesslog]\nenabled = true\nlog_old = true\n",
+        },
+    );
+    for write in WRITES {
+        let answers: Vec<_> = pair
+            .ports()
+            .iter()
+            .map(|(_, port)| modify(*port, write).code)
+            .collect();
+        assert_eq!(answers[0], answers[1], "{write}");
+    }
+    let (code, openldap) = log_records(pair.openldap_port, Some((ROOT_DN, ROOT_PASSWORD)));
+    assert_eq!(code, 0, "{openldap}");
+    let (code, lmdir) = log_records(pair.lmdir_port, Some((ROOT_DN, ROOT_PASSWORD)));
+    assert_eq!(code, 0, "{lmdir}\n{}", pair.lmdir_log());
+    let (openldap, lmdir) = (masked(&openldap), masked(&lmdir));
+    assert_eq!(lmdir.len(), 4, "{lmdir:#?}");
+    assert_eq!(openldap, lmdir);
+    for (record, kind) in lmdir.iter().zip(["add", "modify", "modrdn", "delete"]) {
+        assert!(record.contains(&format!("reqType: {kind}")), "{record}");
+        assert!(record.contains("entryCSN: …"), "{record}");
+    }
+    assert!(
+        lmdir[1].contains("reqOld: mail: ada@example.com"),
+        "{}",
+        lmdir[1]
+    );
+    assert!(
+        lmdir[3].contains("reqOld: cn: Ada Lovelace"),
+        "{}",
+        lmdir[3]
+    );
+    // The log is the rootdn's: anonymous finds no such tree on lmdir.
+    let (code, text) = log_records(pair.lmdir_port, None);
+    assert_eq!((code, text.as_str()), (32, ""));
+    let _ = SUFFIX;
+}
+
+fn add_person(port: u16, uid: &str) {
+    let text = format!(
+        "dn: uid={uid},ou=people,dc=example,dc=com\nchangetype: add\nobjectClass: inetOrgPerson\n\
+         uid: {uid}\ncn: {uid}\nsn: {uid}\n"
+    );
+    assert_eq!(modify(port, &text).code, 0, "{text}");
+}
+
+fn logged_uids(port: u16) -> Vec<String> {
+    let (code, text) = log_records(port, Some((ROOT_DN, ROOT_PASSWORD)));
+    assert_eq!(code, 0, "{text}");
+    text.lines()
+        .filter_map(|line| line.strip_prefix("reqDN: uid="))
+        .map(|rest| rest.split(',').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// `max_entries` keeps the newest records; `max_age_seconds` drops older ones as writes come.
+#[test]
+fn the_accesslog_is_bounded_by_count_and_by_age() {
+    let mut server = TestServer::prepare_with(
+        &support::Settings {
+            database: "[accesslog]\nenabled = true\nmax_entries = 2\nmax_age_seconds = 2\n",
+            ..support::Settings::default()
+        },
+        1,
+    );
+    server.start();
+    for uid in ["a1", "a2", "a3"] {
+        add_person(server.port, uid);
+    }
+    assert_eq!(logged_uids(server.port), ["a2", "a3"]);
+    std::thread::sleep(Duration::from_millis(2_500));
+    add_person(server.port, "a4");
+    assert_eq!(logged_uids(server.port), ["a4"]);
+}

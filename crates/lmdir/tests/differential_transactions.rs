@@ -1,0 +1,130 @@
+//! LDAP transactions (RFC 5805) against slapd 2.5, whose back-mdb has them: the same LDIF sent
+//! with `ldapmodify -E txn=commit` (and `txn=abort`) gives the same exit code and leaves the same
+//! entries on both servers — every change of a transaction, or none.
+
+#[allow(dead_code)] // the other differential suites use the rest of the harness
+mod conformance;
+
+use conformance::{search, Pair, SUFFIX};
+
+fn dataset() -> String {
+    format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: ou=People,{SUFFIX}\nobjectClass: organizationalUnit\nou: People\n\n\
+         dn: uid=p1,ou=People,{SUFFIX}\nobjectClass: inetOrgPerson\nuid: p1\ncn: P One\nsn: One\n\
+         description: a\n\n\
+         dn: uid=p2,ou=People,{SUFFIX}\nobjectClass: inetOrgPerson\nuid: p2\ncn: P Two\nsn: Two\n\n"
+    )
+}
+
+/// `ldapmodify -E <transaction>` of `ldif` as the rootdn: its exit code (the LDAP result).
+fn ldapmodify_in_transaction(port: u16, transaction: &str, ldif: &str) -> i32 {
+    conformance::ldap_change_code(port, "ldapmodify", &["-E", transaction], ldif)
+}
+
+fn people(port: u16) -> Vec<String> {
+    let answer = search(
+        port,
+        &format!("ou=People,{SUFFIX}"),
+        "one",
+        "(objectClass=*)",
+        &["description"],
+        &[],
+    );
+    let mut entries: Vec<String> = answer.entries.into_iter().collect();
+    entries.sort();
+    entries
+}
+
+/// Each case: the transaction flag, the LDIF, and whether it should change anything.
+fn cases() -> Vec<(&'static str, String, bool)> {
+    let add = |uid: &str| {
+        format!("dn: uid={uid},ou=People,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: {uid}\nsn: {uid}\n\n")
+    };
+    let describe = |uid: &str, value: &str| {
+        format!("dn: uid={uid},ou=People,{SUFFIX}\nchangetype: modify\nadd: description\ndescription: {value}\n\n")
+    };
+    let delete = |uid: &str| format!("dn: uid={uid},ou=People,{SUFFIX}\nchangetype: delete\n\n");
+    vec![
+        // Three kinds of update, all committed together.
+        (
+            "txn=commit",
+            format!("{}{}{}", add("t1"), describe("p1", "b"), delete("p2")),
+            true,
+        ),
+        // The third update fails (t1 exists): the first two must not be applied either.
+        (
+            "txn=commit",
+            format!("{}{}{}", describe("p1", "c"), add("t2"), add("t1")),
+            false,
+        ),
+        // A value that already exists fails the second update: nothing applied.
+        (
+            "txn=commit",
+            format!("{}{}", add("t3"), describe("p1", "b")),
+            false,
+        ),
+        // Aborted: nothing applied.
+        (
+            "txn=abort",
+            format!("{}{}", add("t4"), describe("p1", "d")),
+            false,
+        ),
+        // A later update sees the earlier ones of its own transaction.
+        (
+            "txn=commit",
+            format!("{}{}", add("t5"), describe("t5", "new")),
+            true,
+        ),
+        // An entry deleted earlier in the transaction may be added again...
+        (
+            "txn=commit",
+            format!("{}{}{}", delete("t5"), delete("t1"), add("t5")),
+            true,
+        ),
+        // ... and is gone for the updates after its delete: the modify fails, the delete is
+        // undone.
+        (
+            "txn=commit",
+            format!("{}{}", delete("p1"), describe("p1", "e")),
+            false,
+        ),
+    ]
+}
+
+#[test]
+fn transactions_commit_all_or_nothing_as_slapd() {
+    if let Err(reason) = conformance::tools_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI=true and a dependency is missing: {reason}"
+        );
+        eprintln!("skipping the transaction differential: {reason}");
+        return;
+    }
+    let pair = Pair::start(&dataset());
+    let mut differences = Vec::new();
+    for (transaction, ldif, changes) in cases() {
+        let mut answers = Vec::new();
+        for port in [pair.openldap_port, pair.lmdir_port] {
+            let before = people(port);
+            let code = ldapmodify_in_transaction(port, transaction, &ldif);
+            let after = people(port);
+            answers.push((code, after.clone()));
+            // Not vacuous: a transaction that must change something did, one that must not
+            // left every entry as it was.
+            assert_eq!(
+                before != after,
+                changes,
+                "port {port} {transaction} code {code}\n{ldif}\nbefore {before:?}\nafter {after:?}"
+            );
+        }
+        if answers[0] != answers[1] {
+            differences.push(format!(
+                "{transaction}\n{ldif}\n  OpenLDAP: {:?}\n  lmdir:    {:?}",
+                answers[0], answers[1]
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}

@@ -1,0 +1,346 @@
+//! Issue 23 item 2: SIGHUP reloads the whole config file into the running `lmdir serve`. An
+//! access rule, a server limit, a `[[limits]]` rule and an index added by the reload take
+//! effect while a connection opened before it keeps answering; the index is used once built;
+//! cn=Monitor names the live file by its hash; an invalid file changes nothing and the log
+//! says why.
+
+mod support;
+
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ldap3::{LdapConn, Scope, SearchEntry, SearchResult};
+use support::{lmdir_binary, TestServer, ROOT_DN, ROOT_PASSWORD};
+
+const WAIT_MAX: Duration = Duration::from_secs(120);
+const PEOPLE_DN: &str = "ou=People,dc=example,dc=com";
+const READER_DN: &str = "uid=reader,ou=People,dc=example,dc=com";
+const SIZE_LIMIT_EXCEEDED: u32 = 4;
+const ADMIN_LIMIT_EXCEEDED: u32 = 11;
+/// `lmdir gen 60 --seed 1` has 7 people with this title.
+const TITLE_FILTER: &str = "(title=Accountant)";
+
+/// The `[database]` lines of every version of the config: the default index set written out
+/// (a file's set replaces the default whole), then with `title` added; one access rule giving
+/// users read and everyone else only auth.
+const DEFAULT_INDEXES: &str = "objectClass = [\"eq\"], cn = [\"eq\", \"sub\"], \
+     sn = [\"eq\", \"sub\"], givenName = [\"eq\", \"sub\"], mail = [\"eq\", \"sub\"], \
+     uid = [\"eq\", \"sub\"], uidNumber = [\"eq\", \"ordered\"], \
+     gidNumber = [\"eq\", \"ordered\"], member = [\"eq\"], uniqueMember = [\"eq\"], \
+     memberOf = [\"eq\"], entryUUID = [\"eq\"], ou = [\"eq\"]";
+const USERS_READ: &str = "[[access]]\nto = { subtree = \"dc=example,dc=com\" }\n\
+     by = [ { who = \"users\", access = \"read\" }, { who = \"anonymous\", access = \"auth\" } ]\n";
+/// Added by the reload, before the rule above: anonymous may read the people.
+const ANONYMOUS_READS_PEOPLE: &str = "[[access]]\n\
+     to = { subtree = \"ou=People,dc=example,dc=com\" }\n\
+     by = [ { who = \"*\", access = \"read\" } ]\n";
+
+fn receive_until(socket: &UnixDatagram, wanted: &str) {
+    socket.set_read_timeout(Some(WAIT_MAX)).unwrap();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let length = socket.recv(&mut buffer).expect("a notification in time");
+        if String::from_utf8_lossy(&buffer[..length]).contains(wanted) {
+            return;
+        }
+    }
+}
+
+fn bind(port: u16, dn: &str, password: &str) -> LdapConn {
+    let mut connection = LdapConn::new(&format!("ldap://127.0.0.1:{port}")).expect("connecting");
+    connection
+        .simple_bind(dn, password)
+        .expect("bind")
+        .success()
+        .expect("bind result");
+    connection
+}
+
+/// (entries, result code) of a subtree search of the people.
+fn people(connection: &mut LdapConn, filter: &str) -> (Vec<SearchEntry>, u32) {
+    let SearchResult(entries, result) = connection
+        .search(PEOPLE_DN, Scope::Subtree, filter, vec!["title"])
+        .expect("search");
+    let entries = entries.into_iter().map(SearchEntry::construct).collect();
+    (entries, result.rc)
+}
+
+/// The `[server]` lines, the `[database]` lines and the rules after them.
+fn write_config(server: &TestServer, server_lines: &str, database_lines: &str) {
+    let text = format!(
+        "[server]\nlisten = [\"ldap://127.0.0.1:{}\"]\n{server_lines}\n\
+         [database]\nsuffix = \"dc=example,dc=com\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
+         rootpw = \"{ROOT_PASSWORD}\"\n{database_lines}\n",
+        server.port,
+        server.database_directory().display(),
+    );
+    std::fs::write(&server.config_path, text).unwrap();
+}
+
+fn spawn_serve(config: &Path, log: &Path, notify: &Path) -> Child {
+    Command::new(lmdir_binary())
+        .arg("--config")
+        .arg(config)
+        .args(["serve", "--no-demo"])
+        .env("NOTIFY_SOCKET", notify)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("spawning lmdir serve")
+}
+
+fn hang_up(child: &Child, notifications: &UnixDatagram) {
+    let status = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    receive_until(notifications, "RELOADING=1");
+    receive_until(notifications, "READY=1");
+}
+
+/// cn=Monitor's description of the live configuration.
+fn live_config(root: &mut LdapConn) -> String {
+    let SearchResult(entries, result) = root
+        .search(
+            "cn=Configuration,cn=Monitor",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["monitoredInfo"],
+        )
+        .expect("monitor search");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("the entry"));
+    entry.attrs["monitoredInfo"][0].clone()
+}
+
+/// `sha256:` and the first 16 hex digits of the file's SHA-256, by `sha256sum`.
+fn file_hash(path: &Path) -> String {
+    let output = Command::new("sha256sum").arg(path).output().unwrap();
+    let text = String::from_utf8(output.stdout).unwrap();
+    format!("sha256:{}", &text[..16])
+}
+
+fn wait_for_log(log: &Path, wanted: &str) -> String {
+    let deadline = Instant::now() + WAIT_MAX;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(wanted) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {wanted:?} in the log:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sighup_applies_a_rule_a_limit_and_an_index_and_an_invalid_file_changes_nothing() {
+    let server = TestServer::prepare(
+        "", 60, // `lmdir gen 60 --seed 1`, loaded offline
+    );
+    let base_server = "log = \"warn\"\nsize_limit = 0\nlookthrough_limit = 20";
+    write_config(
+        &server,
+        base_server,
+        &format!("index = {{ {DEFAULT_INDEXES} }}\n{USERS_READ}"),
+    );
+    let scratch = server.directory.path();
+    let (log, notify) = (scratch.join("serve.log"), scratch.join("notify.sock"));
+    let notifications = UnixDatagram::bind(&notify).unwrap();
+    let child = spawn_serve(&server.config_path, &log, &notify);
+    receive_until(&notifications, "READY=1");
+    let mut root = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    let reader = vec![
+        ("objectClass", ["inetOrgPerson"].into_iter().collect()),
+        ("uid", ["reader"].into_iter().collect()),
+        ("cn", ["Reader"].into_iter().collect()),
+        ("sn", ["Reader"].into_iter().collect()),
+        ("userPassword", ["readerpw"].into_iter().collect()),
+    ];
+    root.add(READER_DN, reader).unwrap().success().unwrap();
+    let first_identity = live_config(&mut root);
+    assert!(
+        first_identity.starts_with(&file_hash(&server.config_path)),
+        "{first_identity}"
+    );
+
+    // Before: the user's title search scans past the look-through limit (no title index);
+    // anonymous sees no one.
+    let mut open_before = bind(server.port, READER_DN, "readerpw");
+    let (_, code) = people(&mut open_before, TITLE_FILTER);
+    assert_eq!(code, ADMIN_LIMIT_EXCEEDED, "unindexed before the reload");
+    let mut anonymous = LdapConn::new(&format!("ldap://127.0.0.1:{}", server.port)).unwrap();
+    assert!(people(&mut anonymous, TITLE_FILTER).0.is_empty());
+
+    // The reload: a title index, a server size limit of 5, anonymous limited to 2 entries by
+    // a [[limits]] rule, a rule letting anonymous read the people; `sync` needs a restart.
+    let reloaded_server = "log = \"info\"\nsize_limit = 5\nlookthrough_limit = 20";
+    let reloaded_database = format!(
+        "sync = false\nindex = {{ {DEFAULT_INDEXES}, title = [\"eq\"] }}\n\
+         {ANONYMOUS_READS_PEOPLE}{USERS_READ}\
+         [[limits]]\nwho = \"anonymous\"\nsize = 2\n"
+    );
+    write_config(&server, reloaded_server, &reloaded_database);
+    hang_up(&child, &notifications);
+    let reloaded_hash = file_hash(&server.config_path);
+    let text = wait_for_log(&log, "indexes built and in use: title:eq");
+    assert!(
+        text.contains("database.sync changed; it needs a restart"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("configuration {reloaded_hash}")),
+        "{text}"
+    );
+    let live = live_config(&mut root);
+    assert!(live.starts_with(&reloaded_hash), "{live}");
+
+    // The connection opened before the reload: indexed now, and cut at the new size limit.
+    let (entries, code) = people(&mut open_before, TITLE_FILTER);
+    assert_eq!((entries.len(), code), (5, SIZE_LIMIT_EXCEEDED));
+    // The rootdn has no limits: all 7.
+    let (entries, code) = people(&mut root, TITLE_FILTER);
+    assert_eq!((entries.len(), code), (7, 0));
+    assert!(entries
+        .iter()
+        .all(|entry| entry.attrs["title"] == ["Accountant"]));
+    // Anonymous, on its connection from before the reload: the new rule and its own limit.
+    let (entries, code) = people(&mut anonymous, TITLE_FILTER);
+    assert_eq!((entries.len(), code), (2, SIZE_LIMIT_EXCEEDED));
+
+    // An invalid file (a [[limits]] rule the schema cannot resolve) changes nothing, not
+    // even the size limit it also lowers; nor does a file that is not TOML.
+    let invalid_database = format!(
+        "{reloaded_database}[[limits]]\nwho = \"group=noSuchType=x,dc=example,dc=com\"\nsize = 1\n"
+    );
+    write_config(
+        &server,
+        "log = \"info\"\nsize_limit = 1\nlookthrough_limit = 20",
+        &invalid_database,
+    );
+    hang_up(&child, &notifications);
+    let text = wait_for_log(&log, "nothing changed, the live configuration is");
+    assert!(text.contains("[[limits]]"), "{text}");
+    std::fs::write(&server.config_path, "[server\nsize_limit = 1\n").unwrap();
+    hang_up(&child, &notifications);
+    assert_eq!(live_config(&mut root), live);
+    let (entries, code) = people(&mut open_before, TITLE_FILTER);
+    assert_eq!((entries.len(), code), (5, SIZE_LIMIT_EXCEEDED));
+    let (entries, code) = people(&mut anonymous, TITLE_FILTER);
+    assert_eq!((entries.len(), code), (2, SIZE_LIMIT_EXCEEDED));
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output.status);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.matches("nothing changed, the live configuration is")
+            .count(),
+        2,
+        "{text}"
+    );
+    write_config(&server, reloaded_server, &reloaded_database);
+    server.assert_check_clean("after the reloads");
+}
+
+/// People under ou=People at `port`, as the rootdn counts them.
+fn people_count(port: u16) -> usize {
+    let mut root = bind(port, ROOT_DN, ROOT_PASSWORD);
+    let SearchResult(entries, _) = root
+        .search(PEOPLE_DN, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+        .expect("search");
+    entries.len()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT_MAX;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A replication consumer added by SIGHUP starts and pulls the provider; removed by the next
+/// SIGHUP it stops (cn=Monitor no longer shows it, and a later change on the provider stays
+/// there); the server's other connections are undisturbed.
+#[test]
+fn sighup_starts_and_stops_a_replication_consumer() {
+    let replication = |sid: u16| format!("[replication]\nserver_id = {sid}\nprovider = true\n");
+    let provider = TestServer::prepare_with(
+        &support::Settings {
+            database: &replication(1),
+            ..support::Settings::default()
+        },
+        20,
+    );
+    let mut provider = provider;
+    provider.start();
+    let node = TestServer::prepare_with(
+        &support::Settings {
+            database: &replication(2),
+            ..support::Settings::default()
+        },
+        0,
+    );
+    let base = std::fs::read_to_string(&node.config_path).unwrap();
+    let scratch = node.directory.path();
+    let (log, notify) = (scratch.join("serve.log"), scratch.join("notify.sock"));
+    let notifications = UnixDatagram::bind(&notify).unwrap();
+    let child = spawn_serve(&node.config_path, &log, &notify);
+    receive_until(&notifications, "READY=1");
+    let mut open_before = bind(node.port, ROOT_DN, ROOT_PASSWORD);
+    assert_eq!(people_count(node.port), 0);
+
+    let consumer = format!(
+        "[[replication.consumer]]\nrid = 1\nprovider = \"ldap://127.0.0.1:{}\"\n\
+         search_base = \"dc=example,dc=com\"\ntype = \"refreshOnly\"\ninterval_seconds = 1\n\
+         retry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n",
+        provider.port
+    );
+    std::fs::write(&node.config_path, format!("{base}{consumer}")).unwrap();
+    hang_up(&child, &notifications);
+    let provider_people = people_count(provider.port);
+    wait_until("the consumer's refresh", || {
+        people_count(node.port) == provider_people
+    });
+    let consumer_entry = "cn=Consumer 001,cn=Database 1,cn=Databases,cn=Monitor";
+    let SearchResult(shown, _) = open_before
+        .search(consumer_entry, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .unwrap();
+    assert_eq!(shown.len(), 1, "cn=Monitor shows the added consumer");
+
+    std::fs::write(&node.config_path, &base).unwrap();
+    hang_up(&child, &notifications);
+    let SearchResult(shown, result) = open_before
+        .search(consumer_entry, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .unwrap();
+    assert!(shown.is_empty() && result.rc == 32, "{result:?}");
+    let mut root = bind(provider.port, ROOT_DN, ROOT_PASSWORD);
+    let late = vec![
+        ("objectClass", ["inetOrgPerson"].into_iter().collect()),
+        ("uid", ["late"].into_iter().collect()),
+        ("cn", ["Late"].into_iter().collect()),
+        ("sn", ["Late"].into_iter().collect()),
+    ];
+    root.add(&format!("uid=late,{PEOPLE_DN}"), late)
+        .unwrap()
+        .success()
+        .unwrap();
+    // Three poll intervals of the removed consumer: nothing arrives.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(people_count(node.port), provider_people);
+    assert_eq!(people_count(provider.port), provider_people + 1);
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", output.status);
+}

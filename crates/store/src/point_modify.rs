@@ -1,0 +1,714 @@
+//! Modify of an entry with out-of-line attributes (`layout::is_out_of_line`) without reading
+//! their values: adding or deleting values of such an attribute is a point lookup, insert or
+//! delete in `id2value` per value, plus that value's index keys and memberOf upkeep for that
+//! one member. The record (inline attributes and the markers) is rewritten and schema-checked
+//! as usual; an out-of-line attribute takes part in the check through one of its values (each
+//! stored value was checked when written, and the check needs presence and the type only).
+//!
+//! Anything else goes the general way (`WriteTxn::modify` reads the whole entry): replacing or
+//! deleting a whole out-of-line attribute, emptying it, crossing the count threshold either
+//! way, a new description of an always-out-of-line type, one attribute type under two
+//! descriptions where one is out of line, and deleting values of an attribute with substring
+//! or ordered indexes (whether another value still gives a gram needs them all). Deleting a
+//! value removes its equality key: two values of one entry with the same 64-bit hash would
+//! leave the other unindexed (`lmdir check` would name it).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use lmdir_schema::{AttrId, Dn, Entry, LdapError, ModOp, Modification, ResultCode};
+
+use crate::changes::ChangeKind;
+use crate::codec::{encode_entry, AttributeToEncode};
+use crate::layout::{self, EntryId, IndexKinds};
+use crate::read::{corrupt, out_of_line_contains, read_entry};
+use crate::store::lmdb_to_ldap;
+use crate::write::{WorkingAttribute, WriteContext, WriteTxn};
+
+/// One out-of-line description of the entry being modified.
+struct Outside {
+    number: u32,
+    attr: AttrId,
+    options: Vec<String>,
+    text: String,
+    count: usize,
+}
+
+/// What a request does to one out-of-line value: whether it was there before, whether it is
+/// there after (with the original to store).
+struct PointChange {
+    number: u32,
+    attr: AttrId,
+    normalized: Vec<u8>,
+    existed: bool,
+    after: Option<Vec<u8>>,
+}
+
+/// The planned point changes, keyed by (description number, normalized value).
+type PointChanges = BTreeMap<(u32, Vec<u8>), PointChange>;
+
+fn violation(code: ResultCode, message: String) -> LdapError {
+    LdapError::new(code, message)
+}
+
+impl WriteTxn<'_> {
+    /// The modify of entry `id` done the point way, or None when it must go the general way
+    /// (nothing written then).
+    pub(crate) fn modify_out_of_line(
+        &mut self,
+        id: EntryId,
+        dn: &Dn,
+        modifications: &[Modification],
+        context: &WriteContext,
+    ) -> Result<Option<EntryId>, LdapError> {
+        let Some(mut outside) = self.outside_descriptions(id)? else {
+            return Ok(None);
+        };
+        let schema = self.inner.schema.clone();
+        let mut inline_mods = Vec::new();
+        let mut changes = PointChanges::new();
+        for modification in modifications {
+            self.check_deadline()?;
+            if !context.skip_schema_check && !context.relax {
+                schema.check_user_modification(&modification.description)?;
+            }
+            let Ok(description) = schema.parse_description(&modification.description) else {
+                return Ok(None);
+            };
+            let target = outside.iter_mut().find(|outside| {
+                outside.attr == description.attr && outside.options == description.options
+            });
+            match target {
+                Some(target) => {
+                    if !self.plan_point(target, id, modification, context, &mut changes)? {
+                        return Ok(None);
+                    }
+                }
+                None if self.inner.out_of_line_always.contains(&description.attr) => {
+                    return Ok(None)
+                }
+                None => inline_mods.push(modification),
+            }
+        }
+        let attributes = self.inline_after(id, dn, &inline_mods, &outside, &changes, context)?;
+        let Some(attributes) = attributes else {
+            return Ok(None);
+        };
+        if !self.point_deletes_are_exact(&changes) {
+            return Ok(None);
+        }
+        self.refuse_rdn_point_deletes(dn, &changes)?;
+        self.write_point_modify(id, &attributes, &outside, &changes, true)?;
+        Ok(Some(id))
+    }
+
+    /// The entry's out-of-line descriptions; None when it has none, or when one shares its
+    /// attribute type with another description of the entry.
+    fn outside_descriptions(&self, id: EntryId) -> Result<Option<Vec<Outside>>, LdapError> {
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        if !encoded.has_out_of_line() {
+            return Ok(None);
+        }
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        let mut outside = Vec::new();
+        let mut attrs = Vec::new();
+        for attribute in encoded.attributes() {
+            let info = descriptions
+                .get(attribute.description_number)
+                .ok_or_else(|| corrupt(format!("entry {id}: unknown description")))?;
+            attrs.push(info.attr);
+            if attribute.out_of_line {
+                outside.push(Outside {
+                    number: attribute.description_number,
+                    attr: info.attr,
+                    options: info.options.clone(),
+                    text: info.text.clone(),
+                    count: attribute.value_count,
+                });
+            }
+        }
+        let shared = outside
+            .iter()
+            .any(|one| attrs.iter().filter(|attr| **attr == one.attr).count() > 1);
+        Ok((!shared).then_some(outside))
+    }
+
+    /// Whether normalized `value` of `target` is there, as planned so far or as stored.
+    fn point_present(
+        &self,
+        id: EntryId,
+        target: &Outside,
+        normalized: &[u8],
+        changes: &PointChanges,
+    ) -> Result<bool, LdapError> {
+        match changes.get(&(target.number, normalized.to_vec())) {
+            Some(change) => Ok(change.after.is_some()),
+            None => out_of_line_contains(self.inner, &self.txn, id, target.number, normalized),
+        }
+    }
+
+    /// Plans one add or delete of values of an out-of-line description (false: not a point
+    /// change, go the general way). Errors are the general way's: 20, 16, syntax.
+    fn plan_point(
+        &self,
+        target: &mut Outside,
+        id: EntryId,
+        modification: &Modification,
+        context: &WriteContext,
+        changes: &mut PointChanges,
+    ) -> Result<bool, LdapError> {
+        let name = &target.text;
+        let operation = match modification.op {
+            ModOp::Add if !modification.values.is_empty() => "add",
+            ModOp::Delete if !modification.values.is_empty() => "delete",
+            _ => return Ok(false),
+        };
+        let mut given = HashSet::new();
+        let mut planned = Vec::new();
+        for (index, value) in modification.values.iter().enumerate() {
+            let normalized = self
+                .inner
+                .schema
+                .normalize_value(target.attr, value)
+                .map_err(|error| {
+                    violation(
+                        error.code,
+                        format!("modify/{operation}: {name}: value #{index} invalid per syntax"),
+                    )
+                })?;
+            let repeated = !given.insert(normalized.clone());
+            if repeated && operation == "delete" {
+                continue;
+            }
+            let present = self.point_present(id, target, &normalized, changes)?;
+            if operation == "add" && ((present && !context.permissive_modify) || repeated) {
+                return Err(violation(
+                    ResultCode::AttributeOrValueExists,
+                    format!("modify/add: {name}: value #{index} already exists"),
+                ));
+            }
+            if operation == "delete" && !present && !context.permissive_modify {
+                return Err(violation(
+                    ResultCode::NoSuchAttribute,
+                    format!("modify/delete: {name}: value #{index} does not exist"),
+                ));
+            }
+            if present != (operation == "add") {
+                planned.push((value.clone(), normalized, present));
+            }
+        }
+        for (original, normalized, present) in planned {
+            let key = (target.number, normalized.clone());
+            let existed = changes.get(&key).map_or(present, |change| change.existed);
+            let after = (operation == "add").then_some(original);
+            target.count = match after {
+                Some(_) => target.count + 1,
+                None => target.count - 1,
+            };
+            changes.insert(
+                key,
+                PointChange {
+                    number: target.number,
+                    attr: target.attr,
+                    normalized,
+                    existed,
+                    after,
+                },
+            );
+        }
+        Ok(target.count > 0 && self.inner.is_out_of_line(target.attr, target.count))
+    }
+
+    /// The inline attributes after the inline modifications, normalized, stamped and
+    /// schema-checked with the out-of-line ones present; None when one should now live out
+    /// of line (the general way moves it).
+    fn inline_after(
+        &mut self,
+        id: EntryId,
+        dn: &Dn,
+        modifications: &[&Modification],
+        outside: &[Outside],
+        changes: &PointChanges,
+        context: &WriteContext,
+    ) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
+        let old = self.inline_attributes(id)?;
+        let mut entry = Entry {
+            dn: dn.clone(),
+            attributes: crate::write::to_owned_entry(dn.clone(), &old).attributes,
+        };
+        for modification in modifications {
+            self.check_deadline()?;
+            self.inner.schema.apply_modification_with(
+                &mut entry,
+                modification,
+                context.permissive_modify,
+            )?;
+        }
+        let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
+        if attributes.iter().any(|attribute| {
+            self.inner
+                .is_out_of_line(attribute.attr, attribute.values.len())
+        }) {
+            return Ok(None);
+        }
+        self.refuse_inline_rdn_removal(dn, &attributes, outside)?;
+        self.stamp_modification(&mut attributes, context)?;
+        if !context.skip_schema_check {
+            attributes = self.checked_with_stand_ins(id, dn, attributes, outside, changes)?;
+        }
+        let mut counted = attributes.clone();
+        counted.extend(outside.iter().map(|one| WorkingAttribute {
+            text: one.text.clone(),
+            attr: one.attr,
+            options: one.options.clone(),
+            values: Vec::new(),
+        }));
+        crate::rows::check_entry_limits(&counted, context)?;
+        Ok(Some(attributes))
+    }
+
+    /// Schema-checks inline attributes together with one value of each out-of-line one
+    /// (its first stored value still there, else a planned new one) and returns the inline
+    /// attributes as checked.
+    fn checked_with_stand_ins(
+        &self,
+        id: EntryId,
+        dn: &Dn,
+        attributes: Vec<WorkingAttribute>,
+        outside: &[Outside],
+        changes: &PointChanges,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        let mut with_stand_ins = attributes;
+        for one in outside {
+            // A planned new value, else the first stored one not deleted by this request.
+            let mut stand_in = changes.values().find_map(|change| {
+                let original = change
+                    .after
+                    .as_ref()
+                    .filter(|_| change.number == one.number)?;
+                Some((original.clone(), change.normalized.clone()))
+            });
+            if stand_in.is_none() {
+                for row in crate::read::out_of_line_rows(self.inner, &self.txn, id, one.number)? {
+                    let row = row?;
+                    if !changes.contains_key(&(one.number, row.normalized.to_vec())) {
+                        stand_in = Some((row.original.to_vec(), row.normalized.to_vec()));
+                        break;
+                    }
+                }
+            }
+            let stand_in = stand_in
+                .ok_or_else(|| corrupt(format!("entry {id}: out-of-line values vanished")))?;
+            with_stand_ins.push(WorkingAttribute {
+                text: one.text.clone(),
+                attr: one.attr,
+                options: one.options.clone(),
+                values: vec![stand_in],
+            });
+        }
+        let checked = self.inner.checked_attributes(
+            &crate::write::to_owned_entry(dn.clone(), &with_stand_ins),
+            false,
+        )?;
+        Ok(checked
+            .into_iter()
+            .filter(|attribute| {
+                !outside
+                    .iter()
+                    .any(|one| one.attr == attribute.attr && one.options == attribute.options)
+            })
+            .collect())
+    }
+
+    /// The entry's inline attributes (out-of-line ones left out, their values unread).
+    fn inline_attributes(&self, id: EntryId) -> Result<Vec<WorkingAttribute>, LdapError> {
+        self.inner.stored_attributes_inline(&self.txn, id)
+    }
+
+    /// Deleted values with only equality and presence keys can be unindexed one by one.
+    fn point_deletes_are_exact(&self, changes: &PointChanges) -> bool {
+        let point_safe = IndexKinds::EQUALITY.union(IndexKinds::PRESENCE);
+        changes
+            .values()
+            .filter(|change| change.existed && change.after.is_none())
+            .all(|change| {
+                self.inner
+                    .index_set()
+                    .plan
+                    .get(change.attr)
+                    .is_none_or(|indexed| point_safe.contains(indexed.kinds))
+            })
+    }
+
+    /// An inline RDN value cannot be removed (notAllowedOnRDN, as the general way answers).
+    fn refuse_inline_rdn_removal(
+        &self,
+        dn: &Dn,
+        attributes: &[WorkingAttribute],
+        outside: &[Outside],
+    ) -> Result<(), LdapError> {
+        let Some(rdn) = dn.rdns.first() else {
+            return Ok(());
+        };
+        for ava in &rdn.avas {
+            let Some(attr) = self.inner.schema.attribute(&ava.attr) else {
+                continue;
+            };
+            if outside.iter().any(|one| one.attr == attr) {
+                continue;
+            }
+            let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
+            let present = attributes.iter().any(|attribute| {
+                attribute.attr == attr
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
+            });
+            if !present {
+                return Err(violation(
+                    ResultCode::NotAllowedOnRdn,
+                    format!(
+                        "cannot remove the RDN value of '{}' from '{dn}'",
+                        self.inner.schema.attribute_type(attr).name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// An RDN value cannot be deleted (notAllowedOnRDN, as the general way answers).
+    fn refuse_rdn_point_deletes(&self, dn: &Dn, changes: &PointChanges) -> Result<(), LdapError> {
+        let Some(rdn) = dn.rdns.first() else {
+            return Ok(());
+        };
+        for ava in &rdn.avas {
+            let Some(attr) = self.inner.schema.attribute(&ava.attr) else {
+                continue;
+            };
+            let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
+            let deleted = changes.values().any(|change| {
+                change.attr == attr && change.after.is_none() && change.normalized == normalized
+            });
+            if deleted {
+                return Err(violation(
+                    ResultCode::NotAllowedOnRdn,
+                    format!(
+                        "cannot remove the RDN value of '{}' from '{dn}'",
+                        self.inner.schema.attribute_type(attr).name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the record, the `id2value` rows, the index keys and (`memberof_upkeep`) the
+    /// memberOf upkeep of a planned point modify.
+    fn write_point_modify(
+        &mut self,
+        id: EntryId,
+        attributes: &[WorkingAttribute],
+        outside: &[Outside],
+        changes: &PointChanges,
+        memberof_upkeep: bool,
+    ) -> Result<(), LdapError> {
+        let old_inline = self.inline_attributes(id)?;
+        self.put_record_with_markers(id, attributes, outside)?;
+        let database = self
+            .inner
+            .databases
+            .values
+            .ok_or_else(|| corrupt("the store has no id2value DB"))?;
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        for change in changes.values() {
+            self.check_deadline()?;
+            match &change.after {
+                Some(original) => {
+                    layout::encode_value_row(
+                        id,
+                        change.number,
+                        original,
+                        &change.normalized,
+                        &mut key,
+                        &mut value,
+                    );
+                    database
+                        .put(&mut self.txn, &key, &value)
+                        .map_err(lmdb_to_ldap)?;
+                }
+                None => {
+                    layout::encode_value_key(id, change.number, &change.normalized, &mut key);
+                    database.delete(&mut self.txn, &key).map_err(lmdb_to_ldap)?;
+                }
+            }
+        }
+        let old_keys = self.inner.index_keys(&old_inline);
+        let new_keys = self.inner.index_keys(attributes);
+        self.update_indexes(id, &old_keys, &new_keys)?;
+        self.update_point_indexes(id, changes)?;
+        if memberof_upkeep {
+            self.point_memberof(id, changes)?;
+        }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::Modify, id, attributes, dn, None);
+        }
+        Ok(())
+    }
+
+    /// The id2entry record: inline attributes, then one marker per out-of-line description.
+    fn put_record_with_markers(
+        &mut self,
+        id: EntryId,
+        attributes: &[WorkingAttribute],
+        outside: &[Outside],
+    ) -> Result<(), LdapError> {
+        let numbers = self.inner.description_numbers(attributes);
+        let mut to_encode: Vec<AttributeToEncode<'_>> = attributes
+            .iter()
+            .zip(&numbers)
+            .map(|(attribute, number)| AttributeToEncode {
+                description_number: *number,
+                values: &attribute.values,
+                out_of_line: None,
+            })
+            .collect();
+        to_encode.extend(outside.iter().map(|one| AttributeToEncode {
+            description_number: one.number,
+            values: &[],
+            out_of_line: Some(one.count),
+        }));
+        let mut bytes = Vec::new();
+        encode_entry(&to_encode, &mut bytes).map_err(|error| {
+            violation(
+                ResultCode::AdminLimitExceeded,
+                format!("entry {id} cannot be stored: {}", error.reason),
+            )
+        })?;
+        self.inner
+            .databases
+            .id2entry
+            .put(&mut self.txn, &layout::encode_id(id), &bytes)
+            .map_err(lmdb_to_ldap)
+    }
+
+    /// Index keys of the values added (posted) and deleted (unposted: equality only, the
+    /// attribute keeping values so its presence key stays).
+    fn update_point_indexes(
+        &mut self,
+        id: EntryId,
+        changes: &PointChanges,
+    ) -> Result<(), LdapError> {
+        let mut added: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
+        let mut removed: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
+        let index_set = self.inner.index_set();
+        let plan = &index_set.plan;
+        for change in changes.values() {
+            let sink = match (change.existed, change.after.is_some()) {
+                (false, true) => &mut added,
+                (true, false) => &mut removed,
+                _ => continue,
+            };
+            let keys = sink.entry(change.attr).or_default();
+            let _ = plan.value_keys(change.attr, &change.normalized, &mut |_, key| {
+                keys.insert(key.to_vec());
+                Ok::<(), ()>(())
+            });
+        }
+        for keys in removed.values_mut() {
+            keys.retain(|key| key.first() == Some(&layout::KIND_EQUALITY));
+        }
+        self.update_indexes(id, &removed, &added)
+    }
+
+    /// memberOf upkeep of the members that joined or left (member / uniqueMember changes).
+    fn point_memberof(&mut self, id: EntryId, changes: &PointChanges) -> Result<(), LdapError> {
+        if !self.inner.options.memberof {
+            return Ok(());
+        }
+        let as_attributes = |existed: bool| -> Vec<WorkingAttribute> {
+            changes
+                .values()
+                .filter(|change| change.existed == existed && change.after.is_some() != existed)
+                .map(|change| WorkingAttribute {
+                    text: String::new(),
+                    attr: change.attr,
+                    options: Vec::new(),
+                    values: vec![(Vec::new(), change.normalized.clone())],
+                })
+                .collect()
+        };
+        let left = self.group_members(&as_attributes(true));
+        let joined = self.group_members(&as_attributes(false));
+        if left.is_empty() && joined.is_empty() {
+            return Ok(());
+        }
+        let group_dn = self.dn_of(id)?;
+        self.memberof_group_changed(id, Some(&group_dn), &left, Some(&group_dn), &joined)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// memberOf upkeep of a member deleted (`replacement` None) or renamed, on one group whose
+    /// member / uniqueMember values live out of line: the values naming `old_normalized` (for
+    /// uniqueMember with any `#uid`) go and the replacement comes, by point writes, as the
+    /// general way's internal update would do it (entryCSN stamped, no schema check). False:
+    /// nothing written, take the general way.
+    pub(crate) fn point_member_renamed(
+        &mut self,
+        group: EntryId,
+        old_normalized: &str,
+        replacement: Option<&(Vec<u8>, Vec<u8>)>,
+    ) -> Result<bool, LdapError> {
+        let Some(mut outside) = self.outside_descriptions(group)? else {
+            return Ok(false);
+        };
+        let member = self.inner.schema.attribute("member");
+        let unique = self.inner.schema.attribute("uniqueMember");
+        let mut changes = PointChanges::new();
+        let mut with_uid = old_normalized.as_bytes().to_vec();
+        with_uid.push(b'#');
+        for target in outside.iter_mut() {
+            let is_unique = Some(target.attr) == unique;
+            if Some(target.attr) != member && !is_unique {
+                continue;
+            }
+            let mut gone = Vec::new();
+            let exact = old_normalized.as_bytes();
+            if out_of_line_contains(self.inner, &self.txn, group, target.number, exact)? {
+                gone.push(exact.to_vec());
+            }
+            if is_unique {
+                gone.extend(crate::read::out_of_line_values_with_prefix(
+                    self.inner,
+                    &self.txn,
+                    group,
+                    target.number,
+                    &with_uid,
+                )?);
+            }
+            if gone.is_empty() {
+                continue;
+            }
+            for normalized in gone {
+                target.count -= 1;
+                changes.insert(
+                    (target.number, normalized.clone()),
+                    PointChange {
+                        number: target.number,
+                        attr: target.attr,
+                        normalized,
+                        existed: true,
+                        after: None,
+                    },
+                );
+            }
+            if let Some((original, normalized)) = replacement {
+                if !self.point_present(group, target, normalized, &changes)? {
+                    target.count += 1;
+                    changes.insert(
+                        (target.number, normalized.clone()),
+                        PointChange {
+                            number: target.number,
+                            attr: target.attr,
+                            normalized: normalized.clone(),
+                            existed: false,
+                            after: Some(original.clone()),
+                        },
+                    );
+                }
+            }
+            if target.count == 0 || !self.inner.is_out_of_line(target.attr, target.count) {
+                return Ok(false);
+            }
+        }
+        if changes.is_empty() {
+            return Ok(true);
+        }
+        if !self.point_deletes_are_exact(&changes) {
+            return Ok(false);
+        }
+        let mut inline = self.inline_attributes(group)?;
+        self.stamp_internal_change(&mut inline)?;
+        self.write_point_modify(group, &inline, &outside, &changes, false)?;
+        Ok(true)
+    }
+}
+
+/// An out-of-line description: its number, attribute, options and text.
+pub(crate) type OutOfLineDescription = (u32, AttrId, Vec<String>, String);
+
+impl WriteTxn<'_> {
+    /// The entry's out-of-line descriptions as (number, attribute, options, text), from its
+    /// record alone.
+    pub(crate) fn out_of_line_descriptions(
+        &self,
+        id: EntryId,
+    ) -> Result<Vec<OutOfLineDescription>, LdapError> {
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        encoded
+            .attributes()
+            .filter(|attribute| attribute.out_of_line)
+            .map(|attribute| {
+                let info = descriptions
+                    .get(attribute.description_number)
+                    .ok_or_else(|| corrupt(format!("entry {id}: unknown description")))?;
+                Ok((
+                    attribute.description_number,
+                    info.attr,
+                    info.options.clone(),
+                    info.text.clone(),
+                ))
+            })
+            .collect()
+    }
+
+    /// The delete and add of values that make out-of-line description `number` of entry `id`
+    /// hold exactly `values` (a provider's whole attribute): the stored values are streamed and
+    /// compared, so a one-member change of a replicated group is a one-member point modify.
+    /// None when a given value does not normalize (the general way answers it).
+    pub(crate) fn point_difference(
+        &self,
+        id: EntryId,
+        (number, attr, text): (u32, AttrId, &str),
+        values: &[Vec<u8>],
+    ) -> Result<Option<Vec<Modification>>, LdapError> {
+        let mut given: HashMap<Vec<u8>, &Vec<u8>> = HashMap::with_capacity(values.len());
+        for value in values {
+            let Ok(normalized) = self.inner.schema.normalize_value(attr, value) else {
+                return Ok(None);
+            };
+            given.insert(normalized, value);
+        }
+        let (mut deleted, mut added) = (Vec::new(), Vec::new());
+        for row in crate::read::out_of_line_rows(self.inner, &self.txn, id, number)? {
+            let row = row?;
+            match given.remove(row.normalized) {
+                Some(original) if original.as_slice() == row.original => {}
+                Some(original) => {
+                    deleted.push(row.original.to_vec());
+                    added.push(original.clone());
+                }
+                None => deleted.push(row.original.to_vec()),
+            }
+        }
+        added.extend(given.into_values().cloned());
+        let change = |op, values: Vec<Vec<u8>>| Modification {
+            op,
+            description: text.to_string(),
+            values,
+        };
+        let mut modifications = Vec::new();
+        if !deleted.is_empty() {
+            modifications.push(change(ModOp::Delete, deleted));
+        }
+        if !added.is_empty() {
+            modifications.push(change(ModOp::Add, added));
+        }
+        Ok(Some(modifications))
+    }
+}
