@@ -22,13 +22,13 @@ command -v promtool >/dev/null || need_packages+=(prometheus)
 for package in nslcd libnss-ldapd libpam-ldapd pamtester sssd-ldap; do
   dpkg -s "$package" >/dev/null 2>&1 || need_packages+=("$package")
 done
+# Headless Chromium over WebDriver drives the web console (crates/server/tests/console.rs).
+command -v chromium >/dev/null || need_packages+=(chromium)
+command -v chromedriver >/dev/null || need_packages+=(chromium-driver)
 # The UnboundID LDAP SDK's own tools (ldapmodify --useTransaction, --permissiveModify, ldapsearch
 # --virtualListView: crates/lmdir/tests/unboundid_tools.rs) run on Java; Maven fetches the SDK.
 command -v java >/dev/null || need_packages+=(default-jre-headless)
 command -v mvn >/dev/null || need_packages+=(maven)
-# Headless Chromium over WebDriver drives the web console (crates/server/tests/console.rs).
-command -v chromium >/dev/null || need_packages+=(chromium)
-command -v chromedriver >/dev/null || need_packages+=(chromium-driver)
 installed() { dpkg -s "$1" >/dev/null 2>&1; }
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 if [ ${#need_packages[@]} -gt 0 ]; then
@@ -75,22 +75,22 @@ if [ ${#need_packages[@]} -gt 0 ]; then
     $SUDO systemctl disable --quiet "$daemon.service" >/dev/null 2>&1 || true
   done
 fi
-unboundid_jar="$HOME/.m2/repository/com/unboundid/unboundid-ldapsdk/7.0.1/unboundid-ldapsdk-7.0.1.jar"
-if [ ! -f "$unboundid_jar" ]; then
-  echo "fetching the UnboundID LDAP SDK 7.0.1 from Maven Central"
-  mvn -q dependency:get -Dartifact=com.unboundid:unboundid-ldapsdk:7.0.1 >/dev/null
-fi
 # scim2-tester (PyPI) checks the SCIM endpoint's conformance (crates/server/tests/scim_conformance.rs),
 # from a venv of its own under target/ (Debian's python3 needs python3-venv for it).
 scim_venv=target/scim-venv
 if ! "$scim_venv/bin/python" -c "import scim2_tester, httpx2" 2>/dev/null; then
-  /usr/bin/python3 -m venv --help >/dev/null 2>&1 || {
+  /usr/bin/python3 -c "import ensurepip, venv" >/dev/null 2>&1 || {
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
   }
   rm -rf "$scim_venv"
   /usr/bin/python3 -m venv "$scim_venv"
   "$scim_venv/bin/pip" install -q 'scim2-tester[httpx2]==0.5.2'
+fi
+unboundid_jar="$HOME/.m2/repository/com/unboundid/unboundid-ldapsdk/7.0.1/unboundid-ldapsdk-7.0.1.jar"
+if [ ! -f "$unboundid_jar" ]; then
+  echo "fetching the UnboundID LDAP SDK 7.0.1 from Maven Central"
+  mvn -q dependency:get -Dartifact=com.unboundid:unboundid-ldapsdk:7.0.1 >/dev/null
 fi
 if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs) first" >&2

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod http;
+pub use http::{parse_http_listen, HttpConfig, ScimConfig, SCIM_GROUP_PATHS, SCIM_USER_PATHS};
 mod integrity;
 pub use integrity::{
     DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
 };
 mod accesslog;
-mod http;
-pub use http::{parse_http_listen, HttpConfig, ScimConfig, SCIM_GROUP_PATHS, SCIM_USER_PATHS};
 mod replication;
 pub use accesslog::{AccesslogConfig, ACCESSLOG_ENTRIES_MAX};
 pub use replication::{
@@ -43,6 +43,9 @@ pub struct Config {
     /// `[replication]`: server ID, provider and consumers (RFC 4533, OpenLDAP's names).
     #[serde(default)]
     pub replication: ReplicationConfig,
+    /// `[http]`: the SCIM 2.0 and web console listener (off by default).
+    #[serde(default)]
+    pub http: HttpConfig,
     /// `[integrity]`: referential integrity and attribute uniqueness (refint, unique).
     #[serde(default)]
     pub integrity: IntegrityConfig,
@@ -52,9 +55,6 @@ pub struct Config {
     /// `[accesslog]`: the audit trail of writes under cn=accesslog.
     #[serde(default)]
     pub accesslog: AccesslogConfig,
-    /// `[http]`: the SCIM 2.0 and web console listener (off by default).
-    #[serde(default)]
-    pub http: HttpConfig,
     /// Where the configuration came from (a path, or `<embedded default>`), for messages.
     #[serde(skip)]
     pub source_name: String,
@@ -595,10 +595,10 @@ impl Default for Config {
             access: Vec::new(),
             limits: Vec::new(),
             replication: ReplicationConfig::default(),
+            http: HttpConfig::default(),
             integrity: IntegrityConfig::default(),
             dynlist: Vec::new(),
             accesslog: AccesslogConfig::default(),
-            http: HttpConfig::default(),
             source_name: EMBEDDED_SOURCE_NAME.to_string(),
         }
     }

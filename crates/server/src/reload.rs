@@ -72,6 +72,8 @@ fn restart_only_changes(running: &Config, fresh: &Config) -> Vec<&'static str> {
             server.metrics_listen != was.metrics_listen,
         ),
         ("server.ldapi_mode", server.ldapi_mode != was.ldapi_mode),
+        // The HTTP listener (SCIM, console) is set up once, when the server starts.
+        ("http", fresh.http != running.http),
         (
             "server.tls_certificate/tls_key (the files at the running paths are re-read)",
             server.tls_certificate != was.tls_certificate || server.tls_key != was.tls_key,
@@ -144,6 +146,7 @@ fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<
     settings.listen.clone_from(&now.listen);
     settings.metrics_listen = now.metrics_listen;
     settings.ldapi_mode = now.ldapi_mode;
+    settings.http.clone_from(&now.http);
     settings.tls_certificate.clone_from(&now.tls_certificate);
     settings.tls_key.clone_from(&now.tls_key);
     settings.suffix.clone_from(&now.suffix);

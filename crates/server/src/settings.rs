@@ -165,10 +165,10 @@ pub struct ServerSettings {
     pub update_referral: Option<String>,
     /// Proxied authorization policy (slapd's `authz-policy`; see `proxy_authz`).
     pub authz_policy: lmdir_config::AuthzPolicy,
-    /// `[accesslog]`: the audit trail of writes.
-    pub accesslog: lmdir_config::AccesslogConfig,
     /// `[http]`: the SCIM and web console listener (`http/`); `listen` empty = off.
     pub http: lmdir_config::HttpConfig,
+    /// `[accesslog]`: the audit trail of writes.
+    pub accesslog: lmdir_config::AccesslogConfig,
 }
 
 impl ServerSettings {
@@ -249,8 +249,8 @@ impl ServerSettings {
                 .is_read_only_replica()
                 .then(|| config.replication.consumer[0].provider.clone()),
             authz_policy: server.authz_policy,
-            accesslog: config.accesslog.clone(),
             http: config.http.clone(),
+            accesslog: config.accesslog.clone(),
         })
     }
 }

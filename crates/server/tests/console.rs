@@ -551,3 +551,82 @@ fn group_members_are_paged() {
     let searched = page("&q=u000019");
     assert!(searched.contains("(10 in all)"), "{searched}");
 }
+
+/// A password an administrator reset under `pwdMustChange` opens only its own change, as on
+/// an LDAP connection (SCIM refuses it: 401); once changed, the console opens.
+#[test]
+fn a_reset_password_must_be_changed_first() {
+    let (server, _) = start_server();
+    let mut ldap = root(&server);
+    ldap.modify(
+        "cn=policy,dc=example,dc=com",
+        vec![ldap3::Mod::Add("pwdMustChange", ["TRUE"].into())],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let certificate = server
+        .running()
+        .context()
+        .settings()
+        .tls_certificate
+        .clone()
+        .unwrap();
+    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let (admin, admin_csrf) = sign_in(&client, ROOT_DN, ROOT_PASSWORD).expect("admin signed in");
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let reset = client.request(
+        "POST",
+        "/user/password",
+        &[form, ("Cookie", &format!("__Host-lmdir={admin}"))],
+        format!("csrf={admin_csrf}&dn=uid%3Du0000001%2Cou%3Dpeople%2Cdc%3Dexample%2Cdc%3Dcom&password=Reset-by-admin-1").as_bytes(),
+    );
+    assert!(
+        reset.text().contains("The password was reset."),
+        "{}",
+        reset.text()
+    );
+    assert_eq!(
+        client
+            .basic("u0000001", "Reset-by-admin-1")
+            .get("/scim/v2/Users")
+            .status,
+        401
+    );
+    let (session, csrf) =
+        sign_in(&client, "u0000001", "Reset-by-admin-1").expect("signed in to change");
+    let cookie = format!("__Host-lmdir={session}");
+    let users = client.request("GET", "/users", &[("Cookie", &cookie)], b"");
+    assert_eq!((users.status, users.header("location")), (303, Some("/me")));
+    let me = client.request("GET", "/me", &[("Cookie", &cookie)], b"");
+    assert!(
+        me.text().contains("reset by an administrator"),
+        "{}",
+        me.text()
+    );
+    let changed = client.request(
+        "POST",
+        "/me/password",
+        &[form, ("Cookie", &cookie)],
+        format!("csrf={csrf}&old=Reset-by-admin-1&new=Chosen-by-me-22&again=Chosen-by-me-22")
+            .as_bytes(),
+    );
+    assert!(
+        changed.text().contains("Your password was changed."),
+        "{}",
+        changed.text()
+    );
+    assert_eq!(
+        client
+            .request("GET", "/users", &[("Cookie", &cookie)], b"")
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .basic("u0000001", "Chosen-by-me-22")
+            .get("/scim/v2/Users")
+            .status,
+        200
+    );
+}

@@ -17,9 +17,16 @@ const USERS: &str = "/scim/v2/Users";
 
 fn client_of(server: &TestServer) -> Client {
     let address = server.running().http_address().expect("http listener");
-    let settings = server.running().context().settings();
-    match settings.tls_certificate.clone() {
-        Some(certificate) if settings.http.tls => Client::https(address, &certificate),
+    match server
+        .running()
+        .context()
+        .settings()
+        .tls_certificate
+        .clone()
+    {
+        Some(certificate) if server.running().context().settings().http.tls => {
+            Client::https(address, &certificate)
+        }
         _ => Client {
             address,
             certificate: None,

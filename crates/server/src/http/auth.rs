@@ -46,10 +46,14 @@ pub async fn authenticate(
             return Err(Unauthenticated);
         }
         let dn = state.scim.user_dn(user);
-        client
+        let must_change = client
             .bind(&dn, password)
             .await
             .map_err(|_| Unauthenticated)?;
+        if must_change {
+            // A reset password opens nothing but its own change, which SCIM does not offer.
+            return Err(Unauthenticated);
+        }
         return Ok(client);
     }
     if scheme.eq_ignore_ascii_case("bearer") {
@@ -113,8 +117,8 @@ fn token_hashes(
     let groups = database.groups(&read);
     let anonymous = Identity::default();
     let subject = database.subject(&anonymous, &groups);
-    let policy = database.policy();
-    if !policy
+    if !database
+        .policy()
         .for_entry(&subject, &normalized, &entry)
         .can_authenticate_with(attribute)
     {
@@ -129,7 +133,7 @@ fn token_hashes(
         .collect();
     let identity = Identity {
         dn: dn.to_string(),
-        is_rootdn: policy.is_rootdn(&normalized),
+        is_rootdn: database.policy().is_rootdn(&normalized),
         normalized_dn: normalized,
     };
     Ok((identity, stored))

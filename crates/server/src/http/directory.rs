@@ -121,7 +121,7 @@ impl DirectoryClient {
                 .monitor
                 .connection_opened(connection_id, &peer.to_string(), listener),
             password_must_change: Arc::new(AtomicBool::new(false)),
-            // LDAP transactions are an LDAP client's: an HTTP request never starts one.
+            // An HTTP request never opens an LDAP transaction (RFC 5805): none to hold.
             transactions: Arc::default(),
         };
         DirectoryClient {
@@ -154,8 +154,10 @@ impl DirectoryClient {
     }
 
     /// A simple bind, as an LDAP client's: bind throttle, password policy (lock, expiry,
-    /// failures recorded), the stats log. Ok: the session runs as that DN from now on.
-    pub async fn bind(&mut self, dn: &str, password: &str) -> Result<(), LdapFailure> {
+    /// failures recorded), the stats log. Ok: the session runs as that DN from now on; true
+    /// when the password was reset and must be changed before anything else (then, as on an
+    /// LDAP connection, `operations::dispatch` refuses every operation but that change).
+    pub async fn bind(&mut self, dn: &str, password: &str) -> Result<bool, LdapFailure> {
         let request = LdapBindRequest {
             version: 3,
             dn: dn.to_string(),
@@ -178,17 +180,22 @@ impl DirectoryClient {
             .result
             .ok_or_else(|| LdapFailure::new(80, "no bind response"))?;
         if result.code == 0 {
-            if self.session.password_must_change.load(Ordering::Acquire) {
-                // Only the password change may run now; SCIM and the console do not offer a
-                // session that can do nothing else (the console's own change page binds anew).
-                return Err(LdapFailure::new(
-                    49,
-                    "the password was reset and must be changed first",
-                ));
-            }
-            return Ok(());
+            return Ok(self.must_change_password());
         }
         Err(LdapFailure::new(result.code, result.message))
+    }
+
+    /// Whether only the password change may run (a reset password not changed yet).
+    pub fn must_change_password(&self) -> bool {
+        self.session.password_must_change.load(Ordering::Acquire)
+    }
+
+    /// Marks this session as one whose reset password must be changed first (a console
+    /// session signed in that way keeps the restriction across its requests).
+    pub fn set_must_change_password(&self, must_change: bool) {
+        self.session
+            .password_must_change
+            .store(must_change, Ordering::Release);
     }
 
     fn message_id(&self) -> i32 {

@@ -105,8 +105,7 @@ pub async fn start(
     context: &Arc<ServerContext>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>, crate::ServerError> {
-    let settings = context.settings();
-    let config = &settings.http;
+    let config = &context.settings().http;
     let listen_error = |message: String| crate::ServerError::Listen {
         address: config.listen.clone(),
         message,
@@ -141,7 +140,7 @@ pub async fn start(
         server: context.clone(),
         scim: scim::Scim::new(
             &config.scim,
-            &settings.suffix,
+            &context.settings().suffix,
             &format!("{scheme}://{local}"),
         ),
         tls: tls.is_some(),

@@ -33,6 +33,8 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-ac
 struct ConsoleSession {
     identity: Identity,
     csrf: String,
+    /// Signed in with a reset password: only its change may run until it is changed.
+    must_change_password: bool,
     created: Instant,
     last_seen: Instant,
 }
@@ -80,7 +82,7 @@ impl Sessions {
     }
 
     /// A new session for `identity`: (id, CSRF token).
-    fn open(&self, identity: Identity) -> String {
+    fn open(&self, identity: Identity, must_change_password: bool) -> String {
         let mut sessions = self.lock();
         let now = Instant::now();
         sessions.retain(|_, session| !self.expired(session, now));
@@ -100,6 +102,7 @@ impl Sessions {
             ConsoleSession {
                 identity,
                 csrf: random_token(),
+                must_change_password,
                 created: now,
                 last_seen: now,
             },
@@ -114,7 +117,7 @@ impl Sessions {
 
     /// The session of `id` (its identity and CSRF token), touched; None when unknown or
     /// expired (an expired one is forgotten).
-    fn find(&self, id: &str) -> Option<(Identity, String)> {
+    fn find(&self, id: &str) -> Option<(Identity, String, bool)> {
         let mut sessions = self.lock();
         let now = Instant::now();
         let session = sessions.get_mut(id)?;
@@ -123,7 +126,18 @@ impl Sessions {
             return None;
         }
         session.last_seen = now;
-        Some((session.identity.clone(), session.csrf.clone()))
+        Some((
+            session.identity.clone(),
+            session.csrf.clone(),
+            session.must_change_password,
+        ))
+    }
+
+    /// The session's reset password was changed: the rest of the console opens.
+    pub fn password_changed(&self, id: &str) {
+        if let Some(session) = self.lock().get_mut(id) {
+            session.must_change_password = false;
+        }
     }
 
     fn close(&self, id: &str) {
@@ -137,6 +151,8 @@ impl Sessions {
 
 /// A signed-in request: its directory session and the CSRF token its forms carry.
 pub struct Signed {
+    /// The session's id (its cookie's value).
+    pub id: String,
     pub client: DirectoryClient,
     pub csrf: String,
     pub form: HashMap<String, String>,
@@ -323,7 +339,7 @@ pub async fn handle(state: &HttpState, request: &HttpRequest) -> HttpResponse {
 /// (the sign-in page, or 403 for a POST without the right token).
 fn signed_in(state: &HttpState, request: &HttpRequest) -> Result<Signed, Box<HttpResponse>> {
     let id = cookie(request, session_cookie_name(state.tls)).unwrap_or_default();
-    let Some((identity, csrf)) = state.console.find(&id) else {
+    let Some((identity, csrf, must_change)) = state.console.find(&id) else {
         return Err(Box::new(if request.method == Method::GET {
             redirect("/login")
         } else {
@@ -339,9 +355,20 @@ fn signed_in(state: &HttpState, request: &HttpRequest) -> Result<Signed, Box<Htt
             )));
         }
     }
+    let allowed = matches!(request.path.as_str(), "/me" | "/me/password" | "/logout");
+    if must_change && !allowed {
+        return Err(Box::new(redirect("/me")));
+    }
     let mut client = DirectoryClient::new(&state.server, request.peer, request.tls);
     client.assume(identity);
-    Ok(Signed { client, csrf, form })
+    // As on an LDAP connection: dispatch refuses everything but the password change.
+    client.set_must_change_password(must_change);
+    Ok(Signed {
+        id,
+        client,
+        csrf,
+        form,
+    })
 }
 
 fn forbidden(text: &str) -> HttpResponse {
@@ -391,15 +418,16 @@ async fn login(state: &HttpState, request: &HttpRequest) -> HttpResponse {
     }
     let mut client = DirectoryClient::new(&state.server, request.peer, request.tls);
     let dn = state.scim.user_dn(user);
-    if let Err(failure) = client.bind(&dn, password).await {
-        let text = if failure.message.contains("must be changed") {
-            "Your password was reset: change it with your LDAP client first."
-        } else {
-            "Wrong user name or password, or the account is locked."
-        };
-        return login_page(request, Notice::error(text));
-    }
-    let id = state.console.open(client.identity().clone());
+    let must_change = match client.bind(&dn, password).await {
+        Ok(must_change) => must_change,
+        Err(_) => {
+            return login_page(
+                request,
+                Notice::error("Wrong user name or password, or the account is locked."),
+            )
+        }
+    };
+    let id = state.console.open(client.identity().clone(), must_change);
     let mut response = redirect("/me");
     set_cookie(
         &mut response,

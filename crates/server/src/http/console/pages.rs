@@ -41,7 +41,7 @@ pub async fn route(state: &HttpState, request: &HttpRequest, signed: Signed) -> 
     match (post, request.path.as_str()) {
         (false, "/me") => me(&signed, None).await,
         (true, "/me/edit") => me_edit(&signed).await,
-        (true, "/me/password") => me_password(&signed).await,
+        (true, "/me/password") => me_password(state, &signed).await,
         (false, "/users") => users(state, &signed, None).await,
         (true, "/users/new") => user_create(state, &signed).await,
         (false, "/user") => user(state, &signed, None).await,
@@ -113,6 +113,9 @@ fn hidden(name: &str, value: &str) -> String {
 
 async fn me(signed: &Signed, notice: Option<Notice>) -> HttpResponse {
     let dn = signed.client.identity().dn.clone();
+    if signed.client.must_change_password() {
+        return must_change_page(signed, notice);
+    }
     let mut names: Vec<String> = OWN_FIELDS
         .iter()
         .map(|(name, _)| name.to_string())
@@ -167,6 +170,24 @@ async fn me(signed: &Signed, notice: Option<Notice>) -> HttpResponse {
     page("My account", Some(signed), notice.as_ref(), &body)
 }
 
+/// The only page of a session signed in with a reset password: its change.
+fn must_change_page(signed: &Signed, notice: Option<Notice>) -> HttpResponse {
+    let notice = notice.or_else(|| {
+        Notice::error("Your password was reset by an administrator: choose a new one to go on.")
+    });
+    let fields = input("old", "Current password", "", "password")
+        + &input("new", "New password", "", "password")
+        + &input("again", "New password again", "", "password");
+    let body = form(
+        "/me/password",
+        &signed.csrf,
+        &fields,
+        "Change password",
+        "change-password",
+    );
+    page("Change your password", Some(signed), notice.as_ref(), &body)
+}
+
 /// Replace operations for the `fields` of the form (an empty value deletes the attribute).
 fn replacements(
     signed: &Signed,
@@ -218,7 +239,7 @@ async fn me_edit(signed: &Signed) -> HttpResponse {
     }
 }
 
-async fn me_password(signed: &Signed) -> HttpResponse {
+async fn me_password(state: &HttpState, signed: &Signed) -> HttpResponse {
     if signed.field("new") != signed.field("again") {
         return me(signed, Notice::error("The two new passwords differ.")).await;
     }
@@ -229,7 +250,12 @@ async fn me_password(signed: &Signed) -> HttpResponse {
         .change_password(&dn, Some(old), signed.field("new"))
         .await
     {
-        Ok(()) => me(signed, Notice::ok("Your password was changed.")).await,
+        Ok(()) => {
+            // The change also cleared this request's restriction (the Password Modify it ran
+            // shares the flag); the session's goes with it.
+            state.console.password_changed(&signed.id);
+            me(signed, Notice::ok("Your password was changed.")).await
+        }
         Err(failure) => me(signed, Notice::error(failure_text(&failure))).await,
     }
 }
@@ -808,8 +834,7 @@ async fn members_section(state: &HttpState, signed: &Signed, dn: &str, keep: &st
          value=\"{}\" placeholder=\"search members\"> <button id=\"search-members\">Search</button></form>",
         escape(&text)
     );
-    let settings = state.server.settings();
-    let suffix = &settings.suffix;
+    let suffix = &state.server.settings().suffix;
     match list_page(signed, suffix, &filter, "uid", number, &["uid", "cn"]).await {
         Err(failure) => {
             let _ = write!(
