@@ -297,7 +297,11 @@ fn load_into_with(
         ..WriteContext::new(options.creators_name.clone())
     };
     let context = PrepareContext::new(store.clone(), write);
-    let mut bulk = store.bulk_load()?;
+    // Into a live store (a replica's first refresh) the load carries the live-load mark.
+    let mut bulk = match context_csn {
+        ContextCsn::Stamped => store.bulk_load()?,
+        ContextCsn::FromProvider => store.bulk_load_live()?,
+    };
     let mut progress = Progress::new(options.progress, input_bytes_total);
     let (mut sequenced, runs) = run_stages(
         options,

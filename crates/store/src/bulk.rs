@@ -42,6 +42,8 @@ pub struct BulkWriter<'s> {
     txn: Option<RwTxn<'s>>,
     pub(crate) inner: &'s Inner,
     mode: Mode,
+    /// A live load (`bulk_load_live`): `finish` removes the live-load mark.
+    live: bool,
     bytes_since_commit: usize,
     /// The last index key appended, per slot, so keys out of order fall back to a plain put.
     last_index: (u16, Vec<u8>),
@@ -116,6 +118,19 @@ impl Store {
         if self.inner.databases.id2entry.len(txn)? > 0 {
             return Err(invalid("a bulk load needs an empty store"));
         }
+        Ok(writer)
+    }
+
+    /// As `bulk_load`, into a store others read (a fresh replica's first refresh): the live-load
+    /// mark goes into the load's first txn, so it is committed with the first periodic commit
+    /// and never without it, and `finish` removes it in the last one. A load cut off after a
+    /// periodic commit leaves the mark (`live_load_interrupted`: `discard_failed_load` undoes
+    /// it); one cut off before left nothing; one refused (the store holds entries) writes none.
+    pub fn bulk_load_live(&self) -> Result<BulkWriter<'_>, StoreError> {
+        let mut writer = self.bulk_load()?;
+        let meta = self.inner.databases.meta;
+        meta.put(writer.txn(), META_LIVE_LOAD, &[])?;
+        writer.live = true;
         Ok(writer)
     }
 
@@ -214,6 +229,7 @@ impl Store {
             txn: Some(txn),
             inner: &self.inner,
             mode,
+            live: false,
             bytes_since_commit: 0,
             last_index: (u16::MAX, Vec::new()),
             write_back,
@@ -481,6 +497,9 @@ impl<'s> BulkWriter<'s> {
                 layout::META_NEXT_ID,
                 &layout::encode_id(next_id),
             )?;
+        }
+        if self.live {
+            inner.databases.meta.delete(&mut txn, META_LIVE_LOAD)?;
         }
         let (mut persisted, described) = inner.persist_descriptions(&mut txn)?;
         txn.commit().map_err(lmdb_to_ldap)?;

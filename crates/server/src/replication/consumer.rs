@@ -435,8 +435,8 @@ impl Consumer {
         // An empty store without a cookie: the refresh's entries go to the bulk loader until
         // the first message that is not one (`initial.rs`).
         let mut bulk = match fresh {
-            true => Some(super::initial::BulkRefresh::start(self.database()?)),
-            false => None,
+            Some(claim) => Some(super::initial::BulkRefresh::start(self.database()?, claim)),
+            None => None,
         };
         loop {
             let message = match link.buffered()? {

@@ -17,6 +17,7 @@ use crate::context::Database;
 use lmdir_ldif::LdifWriter;
 use lmdir_schema::Entry;
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -75,13 +76,37 @@ pub(super) struct BulkRefresh {
     started: Instant,
 }
 
-/// Whether a consumer takes the bulk path: it may (`bulk_initial_refresh`), has no cookie, and
-/// the store holds no entry. A bulk load a killed process left half done is undone first.
+/// Whether a bulk refresh runs in this process: one at a time, so of several consumers of an
+/// empty store (a multi-provider node) one loads and the others go through the writer, which
+/// waits for the load's end.
+static BULK_REFRESH_RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// The one bulk refresh of this process, released when dropped.
+pub(super) struct BulkClaim(());
+
+impl BulkClaim {
+    fn take() -> Option<BulkClaim> {
+        BULK_REFRESH_RUNNING
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| BulkClaim(()))
+    }
+}
+
+impl Drop for BulkClaim {
+    fn drop(&mut self) {
+        BULK_REFRESH_RUNNING.store(false, Ordering::Release);
+    }
+}
+
+/// The claim on the bulk path when a consumer takes it: it may (`bulk_initial_refresh`), has no
+/// cookie, the store holds no entry, and no other consumer is loading. A bulk load a killed
+/// process left half done is undone first.
 pub(super) fn applies(
     database: &Database,
     enabled: bool,
     cookie: Option<&[u8]>,
-) -> Result<bool, String> {
+) -> Result<Option<BulkClaim>, String> {
     let store = database.store();
     if store
         .live_load_interrupted()
@@ -93,15 +118,20 @@ pub(super) fn applies(
             .map_err(|error| error.to_string())?;
     }
     if !enabled || cookie.is_some() {
-        return Ok(false);
+        return Ok(None);
     }
+    let Some(claim) = BulkClaim::take() else {
+        return Ok(None);
+    };
     let read = store.read().map_err(|error| error.to_string())?;
-    Ok(read.entry_count().map_err(|error| error.message)? == 0)
+    let empty = read.entry_count().map_err(|error| error.message)? == 0;
+    Ok(empty.then_some(claim))
 }
 
 impl BulkRefresh {
-    /// Starts the loader on a blocking thread, reading what `push` sends.
-    pub(super) fn start(database: &Database) -> BulkRefresh {
+    /// Starts the loader on a blocking thread, reading what `push` sends; `claim` is this
+    /// process's one bulk refresh (`applies` took it).
+    pub(super) fn start(database: &Database, claim: BulkClaim) -> BulkRefresh {
         let (sender, receiver) = mpsc::channel(CHUNKS_QUEUED_MAX);
         let store = database.store().clone();
         let input = QueueInput {
@@ -111,6 +141,8 @@ impl BulkRefresh {
             ended: false,
         };
         let loader = tokio::task::spawn_blocking(move || {
+            // Held until the load (and any discard) is over: one bulk refresh at a time.
+            let _claim = claim;
             let mut options = lmdir_load::LoadOptions::new(
                 store.directory().to_path_buf(),
                 store.options().clone(),
@@ -125,9 +157,6 @@ impl BulkRefresh {
                     path: store.directory().to_path_buf(),
                     error,
                 })?;
-            store
-                .mark_live_load(true)
-                .map_err(lmdir_load::LoadError::from)?;
             let loaded = lmdir_load::load_into_empty(
                 &store,
                 &options,
@@ -135,16 +164,12 @@ impl BulkRefresh {
                 spill.path(),
                 lmdir_load::ContextCsn::FromProvider,
             );
-            match &loaded {
-                Ok(_) => store
-                    .mark_live_load(false)
-                    .map_err(lmdir_load::LoadError::from)?,
-                // Its periodic commits are undone: the store is empty again, and the next
-                // session starts over.
-                Err(_) => {
-                    if let Err(error) = store.discard_failed_load() {
-                        tracing::error!("the failed bulk refresh could not be undone: {error}");
-                    }
+            // A load that failed after a periodic commit left its mark and part of the
+            // refresh: undone, so the store is empty again and the next session starts over.
+            // One that failed before (or was refused: the store had entries) left nothing.
+            if loaded.is_err() && store.live_load_interrupted().unwrap_or(false) {
+                if let Err(error) = store.discard_failed_load() {
+                    tracing::error!("the failed bulk refresh could not be undone: {error}");
                 }
             }
             loaded
