@@ -849,29 +849,20 @@ fn edit_roaring_array(
 
 /// Where `low` is in a roaring array container's values (u16 LE, sorted).
 fn roaring_array_position(values: &[u8], low: u16) -> Result<usize, usize> {
-    let count = values.len() / 2;
-    let at = |index: usize| u16::from_le_bytes([values[2 * index], values[2 * index + 1]]);
-    if count > 0 && at(count - 1) < low {
-        return Err(count);
-    }
-    let (mut low_index, mut high_index) = (0, count);
-    while low_index < high_index {
-        let middle = (low_index + high_index) / 2;
-        match at(middle).cmp(&low) {
-            std::cmp::Ordering::Less => low_index = middle + 1,
-            std::cmp::Ordering::Greater => high_index = middle,
-            std::cmp::Ordering::Equal => return Ok(middle),
-        }
-    }
-    Err(low_index)
+    sorted_u16_position(values, low, u16::from_le_bytes)
 }
 
 /// Where `low` is in the body of a list chunk (sorted u16 BE, even length): `Ok(index)` when
 /// present, else `Err(index)` where it would go.
 fn list_position(body: &[u8], low: u16) -> Result<usize, usize> {
-    let count = body.len() / 2;
-    let at = |index: usize| u16::from_be_bytes([body[2 * index], body[2 * index + 1]]);
-    // Fast path: past the largest ID (IDs grow with time, so writes mostly append).
+    sorted_u16_position(body, low, u16::from_be_bytes)
+}
+
+/// Binary search of `low` among sorted u16 values stored two bytes each (`read` decodes one),
+/// with a fast path past the largest (IDs grow with time, so writes mostly append).
+fn sorted_u16_position(bytes: &[u8], low: u16, read: fn([u8; 2]) -> u16) -> Result<usize, usize> {
+    let count = bytes.len() / 2;
+    let at = |index: usize| read([bytes[2 * index], bytes[2 * index + 1]]);
     if count > 0 && at(count - 1) < low {
         return Err(count);
     }
