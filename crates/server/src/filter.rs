@@ -13,6 +13,7 @@
 //! values and matching rules are judged when the filter is prepared against the schema
 //! (Undefined), exactly as for a parsed filter.
 
+use crate::ber::BerWriter;
 use crate::controls::{elements, read_tlv, Tlv};
 use crate::result::{code, OperationError};
 use crate::settings::ServerSettings;
@@ -335,100 +336,98 @@ fn extensible(content: &[u8]) -> Result<Filter, OperationError> {
     })
 }
 
+/// Writes `filter` as RFC 4511 BER (what a client sends; the HTTP side builds its requests
+/// with it, the tests their input).
+pub(crate) fn write_filter(writer: &mut BerWriter<'_>, filter: &Filter) {
+    let assertion = |writer: &mut BerWriter<'_>, choice: u8, description: &str, value: &[u8]| {
+        writer.open(choice);
+        writer.octet_string(description.as_bytes());
+        writer.octet_string(value);
+        writer.close();
+    };
+    match filter {
+        Filter::And(children) | Filter::Or(children) => {
+            writer.open(if matches!(filter, Filter::And(_)) {
+                tag::AND
+            } else {
+                tag::OR
+            });
+            children
+                .iter()
+                .for_each(|child| write_filter(writer, child));
+            writer.close();
+        }
+        Filter::Not(child) => {
+            writer.open(tag::NOT);
+            write_filter(writer, child);
+            writer.close();
+        }
+        Filter::Equality { description, value } => {
+            assertion(writer, tag::EQUALITY, description, value)
+        }
+        Filter::GreaterOrEqual { description, value } => {
+            assertion(writer, tag::GREATER_OR_EQUAL, description, value)
+        }
+        Filter::LessOrEqual { description, value } => {
+            assertion(writer, tag::LESS_OR_EQUAL, description, value)
+        }
+        Filter::Approx { description, value } => assertion(writer, tag::APPROX, description, value),
+        Filter::Present { description } => writer.primitive(tag::PRESENT, description.as_bytes()),
+        Filter::Substrings {
+            description,
+            initial,
+            any,
+            final_,
+        } => {
+            writer.open(tag::SUBSTRINGS);
+            writer.octet_string(description.as_bytes());
+            writer.open(tag::SEQUENCE);
+            if let Some(initial) = initial {
+                writer.primitive(tag::SUBSTRING_INITIAL, initial);
+            }
+            for piece in any {
+                writer.primitive(tag::SUBSTRING_ANY, piece);
+            }
+            if let Some(final_) = final_ {
+                writer.primitive(tag::SUBSTRING_FINAL, final_);
+            }
+            writer.close();
+            writer.close();
+        }
+        Filter::Extensible {
+            rule,
+            description,
+            value,
+            dn_attributes,
+        } => {
+            writer.open(tag::EXTENSIBLE);
+            if let Some(rule) = rule {
+                writer.primitive(tag::MATCHING_RULE, rule.as_bytes());
+            }
+            if let Some(description) = description {
+                writer.primitive(tag::RULE_TYPE, description.as_bytes());
+            }
+            writer.primitive(tag::MATCH_VALUE, value);
+            if *dn_attributes {
+                writer.primitive(tag::DN_ATTRIBUTES, &[0xff]);
+            }
+            writer.close();
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::ber::BerWriter;
     use bytes::BytesMut;
 
     /// The BER a client sends for `filter` (our own writer, as a client library would encode).
     pub(crate) fn encode(filter: &Filter) -> RawFilter {
         let mut buffer = BytesMut::new();
         let mut writer = BerWriter::new(&mut buffer);
-        write(&mut writer, filter);
+        super::write_filter(&mut writer, filter);
         drop(writer);
         RawFilter::new(&buffer, 1_000).expect("well-formed")
-    }
-
-    fn write(writer: &mut BerWriter<'_>, filter: &Filter) {
-        let assertion =
-            |writer: &mut BerWriter<'_>, choice: u8, description: &str, value: &[u8]| {
-                writer.open(choice);
-                writer.octet_string(description.as_bytes());
-                writer.octet_string(value);
-                writer.close();
-            };
-        match filter {
-            Filter::And(children) | Filter::Or(children) => {
-                writer.open(if matches!(filter, Filter::And(_)) {
-                    tag::AND
-                } else {
-                    tag::OR
-                });
-                children.iter().for_each(|child| write(writer, child));
-                writer.close();
-            }
-            Filter::Not(child) => {
-                writer.open(tag::NOT);
-                write(writer, child);
-                writer.close();
-            }
-            Filter::Equality { description, value } => {
-                assertion(writer, tag::EQUALITY, description, value)
-            }
-            Filter::GreaterOrEqual { description, value } => {
-                assertion(writer, tag::GREATER_OR_EQUAL, description, value)
-            }
-            Filter::LessOrEqual { description, value } => {
-                assertion(writer, tag::LESS_OR_EQUAL, description, value)
-            }
-            Filter::Approx { description, value } => {
-                assertion(writer, tag::APPROX, description, value)
-            }
-            Filter::Present { description } => {
-                writer.primitive(tag::PRESENT, description.as_bytes())
-            }
-            Filter::Substrings {
-                description,
-                initial,
-                any,
-                final_,
-            } => {
-                writer.open(tag::SUBSTRINGS);
-                writer.octet_string(description.as_bytes());
-                writer.open(tag::SEQUENCE);
-                if let Some(initial) = initial {
-                    writer.primitive(tag::SUBSTRING_INITIAL, initial);
-                }
-                for piece in any {
-                    writer.primitive(tag::SUBSTRING_ANY, piece);
-                }
-                if let Some(final_) = final_ {
-                    writer.primitive(tag::SUBSTRING_FINAL, final_);
-                }
-                writer.close();
-                writer.close();
-            }
-            Filter::Extensible {
-                rule,
-                description,
-                value,
-                dn_attributes,
-            } => {
-                writer.open(tag::EXTENSIBLE);
-                if let Some(rule) = rule {
-                    writer.primitive(tag::MATCHING_RULE, rule.as_bytes());
-                }
-                if let Some(description) = description {
-                    writer.primitive(tag::RULE_TYPE, description.as_bytes());
-                }
-                writer.primitive(tag::MATCH_VALUE, value);
-                if *dn_attributes {
-                    writer.primitive(tag::DN_ATTRIBUTES, &[0xff]);
-                }
-                writer.close();
-            }
-        }
     }
 
     /// Decoding a client's BER gives what the RFC 4515 parser gives, for every kind of item.

@@ -414,7 +414,7 @@ impl DirectoryClient {
 
 fn assertion_control(filter: &Filter) -> Control {
     let mut value = BytesMut::new();
-    encode_filter(&mut BerWriter::new(&mut value), filter);
+    crate::filter::write_filter(&mut BerWriter::new(&mut value), filter);
     Control {
         oid: crate::controls::ASSERTION_OID.to_string(),
         critical: true,
@@ -476,80 +476,8 @@ pub fn vlv_response(outcome_controls: &[(String, Vec<u8>)]) -> Option<(i64, i64,
 /// `filter` as BER, checked by the same `RawFilter::new` as a client's.
 pub fn encode_raw_filter(filter: &Filter, depth_max: usize) -> Result<RawFilter, LdapFailure> {
     let mut bytes = BytesMut::new();
-    encode_filter(&mut BerWriter::new(&mut bytes), filter);
+    crate::filter::write_filter(&mut BerWriter::new(&mut bytes), filter);
     RawFilter::new(&bytes, depth_max).ok_or_else(|| LdapFailure::new(2, "the filter is too deep"))
-}
-
-fn encode_filter(writer: &mut BerWriter<'_>, filter: &Filter) {
-    let pair = |writer: &mut BerWriter<'_>, tag_byte: u8, description: &str, value: &[u8]| {
-        writer.open(tag_byte);
-        writer.octet_string(description.as_bytes());
-        writer.octet_string(value);
-        writer.close();
-    };
-    match filter {
-        Filter::And(items) | Filter::Or(items) => {
-            writer.open(if matches!(filter, Filter::And(_)) {
-                0xa0
-            } else {
-                0xa1
-            });
-            for item in items {
-                encode_filter(writer, item);
-            }
-            writer.close();
-        }
-        Filter::Not(inner) => {
-            writer.open(0xa2);
-            encode_filter(writer, inner);
-            writer.close();
-        }
-        Filter::Equality { description, value } => pair(writer, 0xa3, description, value),
-        Filter::GreaterOrEqual { description, value } => pair(writer, 0xa5, description, value),
-        Filter::LessOrEqual { description, value } => pair(writer, 0xa6, description, value),
-        Filter::Approx { description, value } => pair(writer, 0xa8, description, value),
-        Filter::Present { description } => writer.primitive(0x87, description.as_bytes()),
-        Filter::Substrings {
-            description,
-            initial,
-            any,
-            final_,
-        } => {
-            writer.open(0xa4);
-            writer.octet_string(description.as_bytes());
-            writer.open(tag::SEQUENCE);
-            if let Some(initial) = initial {
-                writer.primitive(0x80, initial);
-            }
-            for piece in any {
-                writer.primitive(0x81, piece);
-            }
-            if let Some(final_) = final_ {
-                writer.primitive(0x82, final_);
-            }
-            writer.close();
-            writer.close();
-        }
-        Filter::Extensible {
-            rule,
-            description,
-            value,
-            dn_attributes,
-        } => {
-            writer.open(0xa9);
-            if let Some(rule) = rule {
-                writer.primitive(0x81, rule.as_bytes());
-            }
-            if let Some(description) = description {
-                writer.primitive(0x82, description.as_bytes());
-            }
-            writer.primitive(0x83, value);
-            if *dn_attributes {
-                writer.primitive(0x84, &[0xff]);
-            }
-            writer.close();
-        }
-    }
 }
 
 #[derive(Debug, Default)]
