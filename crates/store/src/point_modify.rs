@@ -358,22 +358,7 @@ impl WriteTxn<'_> {
                 continue;
             }
             let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
-            let present = attributes.iter().any(|attribute| {
-                attribute.attr == attr
-                    && attribute
-                        .values
-                        .iter()
-                        .any(|(_, value)| *value == normalized)
-            });
-            if !present {
-                return Err(violation(
-                    ResultCode::NotAllowedOnRdn,
-                    format!(
-                        "cannot remove the RDN value of '{}' from '{dn}'",
-                        self.inner.schema.attribute_type(attr).name()
-                    ),
-                ));
-            }
+            crate::write::require_rdn_value(self.inner, attributes, attr, &normalized, dn)?;
         }
         Ok(())
     }

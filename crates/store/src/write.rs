@@ -125,6 +125,34 @@ fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
     LdapError::new(code, message)
 }
 
+/// notAllowedOnRDN unless `attributes` still hold the RDN value `normalized` of `attr`: a
+/// modify of `dn` may not remove a value of its RDN.
+pub(crate) fn require_rdn_value(
+    inner: &Inner,
+    attributes: &[WorkingAttribute],
+    attr: AttrId,
+    normalized: &[u8],
+    dn: &impl std::fmt::Display,
+) -> Result<(), LdapError> {
+    let present = attributes.iter().any(|attribute| {
+        attribute.attr == attr
+            && attribute
+                .values
+                .iter()
+                .any(|(_, value)| value.as_slice() == normalized)
+    });
+    if present {
+        return Ok(());
+    }
+    Err(ldap(
+        ResultCode::NotAllowedOnRdn,
+        format!(
+            "cannot remove the RDN value of '{}' from '{dn}'",
+            inner.schema.attribute_type(attr).name()
+        ),
+    ))
+}
+
 impl Inner {
     /// Resolves and normalizes an owned entry's attributes without schema checks (the one
     /// normalization: `rows::normalize_pairs`).
@@ -1246,22 +1274,7 @@ impl<'s> WriteTxn<'s> {
         let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
         // RDN values cannot be removed.
         for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
-            let present = attributes.iter().any(|attribute| {
-                attribute.attr == attr
-                    && attribute
-                        .values
-                        .iter()
-                        .any(|(_, value)| *value == normalized)
-            });
-            if !present {
-                return Err(ldap(
-                    ResultCode::NotAllowedOnRdn,
-                    format!(
-                        "cannot remove the RDN value of '{}' from '{dn}'",
-                        self.inner.schema.attribute_type(attr).name()
-                    ),
-                ));
-            }
+            require_rdn_value(self.inner, &attributes, attr, &normalized, &dn)?;
         }
         let stamped = self.stamp_modification(&mut attributes, context)?;
         // A replicating node keeps which attributes each local change touched, so that
