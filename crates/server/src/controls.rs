@@ -12,6 +12,7 @@
 //! cut short by a wrong length is an error, never silently dropped. Every decoder is a pure
 //! function of bytes, so the fuzz targets call them directly.
 
+use crate::ber_read::{ber_tag, boolean, elements, integer, single_element, Tlv};
 use crate::result::{code, OperationError};
 
 pub const PAGED_RESULTS_OID: &str = "1.2.840.113556.1.4.319";
@@ -36,6 +37,12 @@ pub const PERMISSIVE_MODIFY_OID: &str = "1.2.840.113556.1.4.1413";
 /// Relax Rules (draft-zeilenga-ldap-relax, OpenLDAP's OID): lets the rootdn set
 /// NO-USER-MODIFICATION attributes.
 pub const RELAX_OID: &str = "1.3.6.1.4.1.4203.666.5.12";
+/// The password policy control (draft-behera-ldap-password-policy), handled in `ppolicy`.
+pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
+/// Proxied authorization (RFC 4370), handled in `proxy_authz`.
+pub const PROXY_AUTHZ_OID: &str = "2.16.840.1.113730.3.4.18";
+/// The transaction specification control (RFC 5805), handled in `transaction`.
+pub const TRANSACTION_SPECIFICATION_OID: &str = "1.3.6.1.1.21.2";
 
 /// The kinds of operation a request control may be honoured on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +197,7 @@ pub const REGISTRY: &[RegisteredControl] = &[
         },
     },
     RegisteredControl {
-        oid: crate::ppolicy::PASSWORD_POLICY_OID,
+        oid: PASSWORD_POLICY_OID,
         name: "password policy (draft-behera-ldap-password-policy)",
         operations: &[Bind, Update, PasswordModify],
         decode: |parsed, control| {
@@ -200,7 +207,7 @@ pub const REGISTRY: &[RegisteredControl] = &[
         },
     },
     RegisteredControl {
-        oid: crate::transaction::SPECIFICATION_OID,
+        oid: TRANSACTION_SPECIFICATION_OID,
         name: "transaction specification (RFC 5805)",
         operations: &[Update],
         decode: |parsed, control| {
@@ -217,7 +224,7 @@ pub const REGISTRY: &[RegisteredControl] = &[
         },
     },
     RegisteredControl {
-        oid: crate::proxy_authz::PROXY_AUTHZ_OID,
+        oid: PROXY_AUTHZ_OID,
         name: "proxied authorization (RFC 4370)",
         operations: &[Search, Compare, Update, PasswordModify, Extended],
         // `proxy_authz::assume_identity` decodes it and takes it off the request before the
@@ -257,122 +264,6 @@ pub const READ_CONTROL_ATTRIBUTES_MAX: usize = 256;
 /// `filter_depth_max` when the filter is parsed for evaluation.
 const ASSERTION_BER_DEPTH_MAX: usize = 64;
 
-/// BER identifier bytes read here.
-mod ber_tag {
-    pub const BOOLEAN: u8 = 0x01;
-    pub const INTEGER: u8 = 0x02;
-    pub const OCTET_STRING: u8 = 0x04;
-    pub const SEQUENCE: u8 = 0x30;
-    pub const CONTROLS: u8 = 0xa0;
-    pub const ORDERING_RULE: u8 = 0x80;
-    pub const REVERSE_ORDER: u8 = 0x81;
-}
-
-/// One BER element: identifier byte, content, and the whole encoding (header included).
-#[derive(Debug, Clone, Copy)]
-pub struct Tlv<'bytes> {
-    pub tag: u8,
-    pub content: &'bytes [u8],
-    pub whole: &'bytes [u8],
-}
-
-/// Reads the element at the start of `bytes`: single-byte identifiers (tag numbers below 31,
-/// all LDAP needs) and definite lengths of at most 8 bytes (as the PDU framing accepts);
-/// returns it and what follows.
-pub fn read_tlv(bytes: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
-    let (&tag, rest) = bytes.split_first()?;
-    if tag & 0x1f == 0x1f {
-        return None;
-    }
-    let (&first, rest) = rest.split_first()?;
-    let (length, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let size = usize::from(first & 0x7f);
-        if size == 0 || size > 8 {
-            return None;
-        }
-        let (length_bytes, rest) = rest.split_at_checked(size)?;
-        let length = length_bytes
-            .iter()
-            .fold(0u64, |total, byte| (total << 8) | u64::from(*byte));
-        (usize::try_from(length).ok()?, rest)
-    };
-    let (content, rest) = rest.split_at_checked(length)?;
-    let whole = &bytes[..bytes.len() - rest.len()];
-    Some((
-        Tlv {
-            tag,
-            content,
-            whole,
-        },
-        rest,
-    ))
-}
-
-/// The elements that exactly fill `content` (the content of a constructed element).
-pub fn elements(mut content: &[u8]) -> Option<Vec<Tlv<'_>>> {
-    let mut items = Vec::new();
-    while !content.is_empty() {
-        let (item, rest) = read_tlv(content)?;
-        items.push(item);
-        content = rest;
-    }
-    Some(items)
-}
-
-/// Whether every constructed element within `element`, down to `depth_left` levels, is exactly
-/// filled by its children.
-pub fn nested_well_formed(element: &Tlv<'_>, depth_left: usize) -> bool {
-    const CONSTRUCTED: u8 = 0x20;
-    if element.tag & CONSTRUCTED == 0 {
-        return true;
-    }
-    depth_left > 0
-        && elements(element.content).is_some_and(|children| {
-            children
-                .iter()
-                .all(|child| nested_well_formed(child, depth_left - 1))
-        })
-}
-
-/// The identifier of a universal SEQUENCE.
-pub const SEQUENCE_TAG: u8 = ber_tag::SEQUENCE;
-
-/// `bytes` holding exactly one element with identifier `tag`.
-pub fn single_element(bytes: &[u8], tag: u8) -> Option<Tlv<'_>> {
-    single(bytes, tag)
-}
-
-/// `bytes` holding exactly one element with identifier `tag`.
-fn single(bytes: &[u8], tag: u8) -> Option<Tlv<'_>> {
-    match read_tlv(bytes)? {
-        (element, []) if element.tag == tag => Some(element),
-        _ => None,
-    }
-}
-
-/// The content of a one-byte BOOLEAN; any non-zero octet is TRUE (X.690 §8.2).
-fn boolean(content: &[u8]) -> Option<bool> {
-    match content {
-        [byte] => Some(*byte != 0),
-        _ => None,
-    }
-}
-
-/// INTEGER content octets (two's complement, 1..=8 bytes).
-fn integer(content: &[u8]) -> Option<i64> {
-    if content.is_empty() || content.len() > 8 {
-        return None;
-    }
-    let sign: i64 = if content[0] & 0x80 != 0 { -1 } else { 0 };
-    Some(
-        content
-            .iter()
-            .fold(sign, |total, byte| (total << 8) | i64::from(*byte)),
-    )
-}
-
 /// One control as sent: Control ::= SEQUENCE { controlType LDAPOID, criticality BOOLEAN
 /// DEFAULT FALSE, controlValue OCTET STRING OPTIONAL }.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -393,7 +284,7 @@ fn malformed(what: &str) -> MalformedControls {
 
 /// Decodes the encoded `[0] Controls` element of an LDAPMessage (identifier 0xa0 included).
 pub fn decode_controls(bytes: &[u8]) -> Result<Vec<Control>, MalformedControls> {
-    let controls = single(bytes, ber_tag::CONTROLS)
+    let controls = single_element(bytes, ber_tag::CONTROLS)
         .ok_or_else(|| malformed("the element after protocolOp must be [0] Controls"))?;
     elements(controls.content)
         .ok_or_else(|| malformed("undecodable BER"))?
@@ -556,7 +447,7 @@ fn value_sequence<'value>(
     what: &str,
 ) -> Result<Vec<Tlv<'value>>, OperationError> {
     let value = value.ok_or_else(|| protocol_error(oid, "missing value"))?;
-    single(value, ber_tag::SEQUENCE)
+    single_element(value, ber_tag::SEQUENCE)
         .and_then(|sequence| elements(sequence.content))
         .ok_or_else(|| protocol_error(oid, &format!("{what} must be a SEQUENCE")))
 }
@@ -780,27 +671,6 @@ mod tests {
                 ),
                 control("1.2.3.4", false, None),
             ]
-        );
-    }
-
-    #[test]
-    fn tlv_reader_takes_long_form_lengths_and_refuses_what_does_not_fit() {
-        let (element, rest) = read_tlv(&[0x04, 0x84, 0, 0, 0, 2, b'a', b'b', 0xff]).expect("tlv");
-        assert_eq!(
-            (element.tag, element.content, rest),
-            (0x04, &b"ab"[..], &[0xff][..])
-        );
-        assert_eq!(element.whole.len(), 8);
-        assert!(
-            read_tlv(&[0x04, 0x81, 0x05, b'a']).is_none(),
-            "content cut short"
-        );
-        assert!(read_tlv(&[0x04, 0x80]).is_none(), "indefinite length");
-        assert!(read_tlv(&[0x1f, 0x01, 0x00]).is_none(), "high tag number");
-        assert!(read_tlv(&[0x04, 0x89, 0, 0, 0, 0, 0, 0, 0, 0, 1]).is_none());
-        assert!(
-            elements(&[0x04, 0x01, b'a', 0x04]).is_none(),
-            "a trailing partial element"
         );
     }
 

@@ -5,6 +5,11 @@
 use crate::controls::{CANCEL_OID, START_TLS_OID};
 use ldap3_proto::proto::{OID_PASSWORD_MODIFY, OID_WHOAMI};
 
+/// Start Transaction (RFC 5805), handled in `transaction`.
+pub const TRANSACTION_START_OID: &str = "1.3.6.1.1.21.1";
+/// End Transaction (RFC 5805), handled in `transaction`.
+pub const TRANSACTION_END_OID: &str = "1.3.6.1.1.21.3";
+
 /// Which extended operation a request names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Extension {
@@ -58,12 +63,12 @@ pub const REGISTRY: &[RegisteredExtension] = &[
         needs: Needs::Database,
     },
     RegisteredExtension {
-        oid: crate::transaction::START_OID,
+        oid: TRANSACTION_START_OID,
         extension: Extension::StartTransaction,
         needs: Needs::Database,
     },
     RegisteredExtension {
-        oid: crate::transaction::END_OID,
+        oid: TRANSACTION_END_OID,
         extension: Extension::EndTransaction,
         needs: Needs::Database,
     },

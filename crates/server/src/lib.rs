@@ -8,6 +8,7 @@
 
 pub mod accesslog;
 pub mod ber;
+pub mod ber_read;
 pub mod client_limits;
 mod compare;
 pub mod connection;
@@ -17,7 +18,6 @@ mod dynlist;
 mod entry_read;
 pub mod extensions;
 pub mod filter;
-pub mod filter_text;
 pub mod health;
 pub mod http;
 mod integrity;

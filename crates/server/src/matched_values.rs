@@ -8,7 +8,7 @@
 //! filter (matching rules, subtypes, options). Only attributes the subject may read reach the
 //! test (the caller checks first), so the control reveals nothing a plain read would not.
 
-use crate::controls::{elements, single_element, SEQUENCE_TAG};
+use crate::ber_read::{elements, single_element, SEQUENCE_TAG};
 use crate::result::{code, OperationError};
 use lmdir_schema::{
     AttrId, AttributeVisitor, EntryView, Filter, PreparedFilter, Schema, StoredValue,

@@ -4,7 +4,7 @@
 use crate::ber::{self, tag, ResponseControl, ResultFields};
 use crate::context::{OperationContext, ServerContext};
 use crate::controls::{self, RequestControls};
-use crate::filter_text;
+use crate::filter::text as filter_text;
 use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;

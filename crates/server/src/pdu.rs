@@ -5,6 +5,7 @@
 //! plain simple bind straight from its elements, and the rest by ldap3_proto's LdapMsg. Encoding is a pass-through of
 //! already-encoded bytes.
 
+use crate::ber_read;
 use crate::controls::{self, Control};
 use crate::request::{self, Operation};
 use bytes::{Bytes, BytesMut};
@@ -129,8 +130,8 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
     // LDAPMessage ::= SEQUENCE { messageID, protocolOp, controls [0] Controls OPTIONAL },
     // split strictly here: the controls are decoded by `controls`, never by ldap3_proto, which
     // would lose criticality and warn about each control it does not know.
-    let elements = match controls::read_tlv(frame) {
-        Some((message, [])) if message.tag == 0x30 => controls::elements(message.content),
+    let elements = match ber_read::read_tlv(frame) {
+        Some((message, [])) if message.tag == 0x30 => ber_read::elements(message.content),
         _ => None,
     }
     .ok_or_else(|| malformed("LDAPMessage is not one well-formed SEQUENCE"))?;
@@ -160,7 +161,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
             controls,
         });
     }
-    let parse = |element: &controls::Tlv<'_>| {
+    let parse = |element: &ber_read::Tlv<'_>| {
         Parser::new(ber_depth_max)
             .parse(element.whole)
             .map(|(_, tag)| tag)
@@ -181,7 +182,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
 }
 
 /// MessageID ::= INTEGER (0 .. maxInt).
-fn message_id_of(element: &controls::Tlv<'_>) -> Option<i32> {
+fn message_id_of(element: &ber_read::Tlv<'_>) -> Option<i32> {
     const INTEGER: u8 = 0x02;
     if element.tag != INTEGER || element.content.first().is_none_or(|byte| byte & 0x80 != 0) {
         return None;
@@ -195,8 +196,8 @@ fn message_id_of(element: &controls::Tlv<'_>) -> Option<i32> {
 /// nothing after; anything else (SASL, constructed strings, extra elements, bad UTF-8) is left
 /// to ldap3_proto, which decodes every request taken here to this same value.
 fn simple_bind(
-    message_id: &controls::Tlv<'_>,
-    operation: &controls::Tlv<'_>,
+    message_id: &ber_read::Tlv<'_>,
+    operation: &ber_read::Tlv<'_>,
 ) -> Option<(i32, LdapOp)> {
     const INTEGER: u8 = 0x02;
     const OCTET_STRING: u8 = 0x04;
@@ -205,9 +206,9 @@ fn simple_bind(
     if message_id.tag != INTEGER || operation.tag != BIND_REQUEST {
         return None;
     }
-    let (version, rest) = controls::read_tlv(operation.content)?;
-    let (name, rest) = controls::read_tlv(rest)?;
-    let (password, rest) = controls::read_tlv(rest)?;
+    let (version, rest) = ber_read::read_tlv(operation.content)?;
+    let (name, rest) = ber_read::read_tlv(rest)?;
+    let (password, rest) = ber_read::read_tlv(rest)?;
     if !rest.is_empty() || version.tag != INTEGER || name.tag != OCTET_STRING {
         return None;
     }
@@ -276,8 +277,8 @@ mod tests {
 
     /// What ldap3_proto alone makes of a frame (the path every other request takes).
     fn through_ldap3_proto(frame: &[u8]) -> Option<(i32, LdapOp)> {
-        let (message, _) = controls::read_tlv(frame)?;
-        let elements = controls::elements(message.content)?;
+        let (message, _) = ber_read::read_tlv(frame)?;
+        let elements = ber_read::elements(message.content)?;
         let tags = elements
             .iter()
             .map(|element| {

@@ -29,8 +29,7 @@ pub(crate) const USER_WRITABLE_STATE: &[&str] = &[
     "pwdEndTime",
 ];
 
-/// The password policy request/response control (draft-behera §6).
-pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
+pub use crate::controls::PASSWORD_POLICY_OID;
 /// Entries with a state update waiting for the writer at once. Past it, a failure is written
 /// without a shared slot (its bind still waits for the commit: the writer's queue bounds that).
 pub const PENDING_STATE_ENTRIES_MAX: usize = 4096;

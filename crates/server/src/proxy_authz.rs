@@ -22,7 +22,7 @@ use lmdir_config::AuthzPolicy;
 use lmdir_schema::{Filter, Schema};
 use lmdir_store::{ReadTxn, Scope, SearchSpec};
 
-pub const PROXY_AUTHZ_OID: &str = "2.16.840.1.113730.3.4.18";
+pub use crate::controls::PROXY_AUTHZ_OID;
 /// The attribute of an entry naming whom that entry may act as (`authz_policy` to/any/all).
 pub(crate) const AUTHZ_TO: &str = "authzTo";
 

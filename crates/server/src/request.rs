@@ -6,7 +6,7 @@
 //! Search requests (the bulk of any directory's traffic) are decoded here; the other operations
 //! still come from ldap3_proto (`Operation::Other`) until they get types of their own.
 
-use crate::controls::{elements, read_tlv, Tlv};
+use crate::ber_read::{elements, read_tlv, Tlv};
 use crate::filter::RawFilter;
 use ldap3_proto::proto::{LdapDerefAliases, LdapOp, LdapSearchScope};
 

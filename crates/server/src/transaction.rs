@@ -12,16 +12,12 @@
 //! connection bound again since) answers unwillingToPerform. Each connection's transactions are
 //! its own; they end with it.
 
+use crate::ber_read::{elements, read_tlv};
 use crate::context::{database_of, no_such_object, submit, OperationContext};
-use crate::controls::{elements, read_tlv};
 use crate::result::{code, OperationError};
 use crate::writer::{TransactionUpdates, Update, WriteRequest};
 use bytes::BytesMut;
 use std::sync::{Arc, Mutex};
-
-pub const START_OID: &str = "1.3.6.1.1.21.1";
-pub const SPECIFICATION_OID: &str = "1.3.6.1.1.21.2";
-pub const END_OID: &str = "1.3.6.1.1.21.3";
 
 /// Open transactions on one connection (OpenLDAP allows one; clients use one).
 pub const TRANSACTIONS_PER_CONNECTION_MAX: usize = 4;
@@ -198,7 +194,7 @@ pub(crate) fn named_transaction(context: &OperationContext) -> Option<&[u8]> {
     context
         .controls
         .iter()
-        .find(|control| control.oid == SPECIFICATION_OID)
+        .find(|control| control.oid == crate::controls::TRANSACTION_SPECIFICATION_OID)
         .and_then(|control| control.value.as_deref())
 }
 

@@ -5,9 +5,10 @@
 //! results come back as the BER a client would read and are decoded here.
 
 use crate::ber::{tag, BerWriter};
+use crate::ber_read::read_tlv;
 use crate::client_limits::ClientKey;
 use crate::context::{OperationContext, ServerContext};
-use crate::controls::{read_tlv, Control};
+use crate::controls::Control;
 use crate::filter::RawFilter;
 use crate::request::{Operation, SearchRequest};
 use crate::session::{Identity, Session, Transport};
@@ -468,7 +469,7 @@ pub fn vlv_response(outcome_controls: &[(String, Vec<u8>)]) -> Option<(i64, i64,
         .iter()
         .find(|(oid, _)| oid == crate::controls::VLV_RESPONSE_OID)?;
     let (sequence, _) = read_tlv(value)?;
-    let items = crate::controls::elements(sequence.content)?;
+    let items = crate::ber_read::elements(sequence.content)?;
     let number = |index: usize| items.get(index).map(|item| signed(item.content));
     Some((number(0)?, number(1)?, number(2)?))
 }
@@ -518,7 +519,7 @@ fn decode_messages(mut bytes: &[u8], decoded: &mut Decoded) -> Result<(), LdapFa
     while !bytes.is_empty() {
         let (message, rest) = read_tlv(bytes).ok_or_else(malformed)?;
         bytes = rest;
-        let items = crate::controls::elements(message.content).ok_or_else(malformed)?;
+        let items = crate::ber_read::elements(message.content).ok_or_else(malformed)?;
         let [_, operation, more @ ..] = items.as_slice() else {
             return Err(malformed());
         };
@@ -527,7 +528,7 @@ fn decode_messages(mut bytes: &[u8], decoded: &mut Decoded) -> Result<(), LdapFa
             // Search result references and intermediate responses carry nothing SCIM shows.
             0x73 | tag::INTERMEDIATE_RESPONSE => {}
             _ => {
-                let fields = crate::controls::elements(operation.content).ok_or_else(malformed)?;
+                let fields = crate::ber_read::elements(operation.content).ok_or_else(malformed)?;
                 let mut result = ResultMessage {
                     code: fields
                         .first()
@@ -550,8 +551,8 @@ fn decode_messages(mut bytes: &[u8], decoded: &mut Decoded) -> Result<(), LdapFa
 
 fn decode_controls(content: &[u8]) -> Result<Vec<(String, Vec<u8>)>, LdapFailure> {
     let mut controls = Vec::new();
-    for control in crate::controls::elements(content).ok_or_else(malformed)? {
-        let fields = crate::controls::elements(control.content).ok_or_else(malformed)?;
+    for control in crate::ber_read::elements(content).ok_or_else(malformed)? {
+        let fields = crate::ber_read::elements(control.content).ok_or_else(malformed)?;
         let oid = fields
             .first()
             .map(|oid| text(oid.content))
@@ -568,7 +569,7 @@ fn decode_controls(content: &[u8]) -> Result<Vec<(String, Vec<u8>)>, LdapFailure
 }
 
 fn decode_entry(content: &[u8]) -> Result<FoundEntry, LdapFailure> {
-    let fields = crate::controls::elements(content).ok_or_else(malformed)?;
+    let fields = crate::ber_read::elements(content).ok_or_else(malformed)?;
     let [dn, attributes] = fields.as_slice() else {
         return Err(malformed());
     };
@@ -576,12 +577,12 @@ fn decode_entry(content: &[u8]) -> Result<FoundEntry, LdapFailure> {
         dn: text(dn.content),
         attributes: Vec::new(),
     };
-    for attribute in crate::controls::elements(attributes.content).ok_or_else(malformed)? {
-        let parts = crate::controls::elements(attribute.content).ok_or_else(malformed)?;
+    for attribute in crate::ber_read::elements(attributes.content).ok_or_else(malformed)? {
+        let parts = crate::ber_read::elements(attribute.content).ok_or_else(malformed)?;
         let [description, values] = parts.as_slice() else {
             return Err(malformed());
         };
-        let values = crate::controls::elements(values.content)
+        let values = crate::ber_read::elements(values.content)
             .ok_or_else(malformed)?
             .into_iter()
             .map(|value| value.content.to_vec())

@@ -2,9 +2,10 @@
 //! provider against `tls_ca_certificate` or the system roots), simple bind, and the provider's
 //! messages framed and decoded with bounds (`pdu_bytes_max`, lmdir-sync's strict decoders).
 
+use crate::ber_read;
 use crate::connection::BoxedStream;
+use crate::controls::Control;
 use crate::controls::START_TLS_OID;
-use crate::controls::{self, Control};
 use bytes::BytesMut;
 use ldap3_lber::common::TagClass;
 use ldap3_lber::structure::{StructureTag, PL};
@@ -371,13 +372,13 @@ const RESPONSE_VALUE_TAG: u8 = 0x81;
 /// else by the server's own PDU decoder (which keeps each control's raw value).
 fn decode(frame: &[u8]) -> Result<Message, LinkError> {
     let malformed = || protocol("a malformed LDAPMessage");
-    let (message, _) = controls::read_tlv(frame).ok_or_else(malformed)?;
-    let elements = controls::elements(message.content).ok_or_else(malformed)?;
+    let (message, _) = ber_read::read_tlv(frame).ok_or_else(malformed)?;
+    let elements = ber_read::elements(message.content).ok_or_else(malformed)?;
     if let Some(operation) = elements
         .get(1)
         .filter(|op| op.tag == INTERMEDIATE_RESPONSE_TAG)
     {
-        let parts = controls::elements(operation.content).ok_or_else(malformed)?;
+        let parts = ber_read::elements(operation.content).ok_or_else(malformed)?;
         let field = |tag| parts.iter().find(|part| part.tag == tag).map(|p| p.content);
         if field(RESPONSE_NAME_TAG) != Some(SYNC_INFO_OID.as_bytes()) {
             return Err(protocol("an intermediate response that is not Sync Info"));

@@ -13,8 +13,10 @@
 //! values and matching rules are judged when the filter is prepared against the schema
 //! (Undefined), exactly as for a parsed filter.
 
+pub mod text;
+
 use crate::ber::BerWriter;
-use crate::controls::{elements, read_tlv, Tlv};
+use crate::ber_read::{elements, read_tlv, Tlv};
 use crate::result::{code, OperationError};
 use crate::settings::ServerSettings;
 use lmdir_schema::{is_filter_name_byte, Filter, FILTER_ITEMS_MAX};
@@ -53,7 +55,7 @@ impl RawFilter {
     pub fn new(bytes: &[u8], depth_max: usize) -> Option<RawFilter> {
         match read_tlv(bytes) {
             Some((element, [])) if is_filter_tag(element.tag) => {
-                crate::controls::nested_well_formed(&element, depth_max)
+                crate::ber_read::nested_well_formed(&element, depth_max)
                     .then(|| RawFilter(bytes.to_vec()))
             }
             _ => None,
@@ -73,7 +75,7 @@ impl RawFilter {
 
 impl std::fmt::Debug for RawFilter {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(&crate::filter_text::to_log_string(self, 256))
+        formatter.write_str(&text::to_log_string(self, 256))
     }
 }
 

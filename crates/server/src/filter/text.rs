@@ -2,8 +2,8 @@
 //! for the stats log: bounded, escaped, password values redacted, whatever the filter's size
 //! and whether or not it is within the limits that decoding it for the search enforces.
 
-use crate::controls::{elements, read_tlv, Tlv};
-use crate::filter::{tag, RawFilter};
+use super::{tag, RawFilter};
+use crate::ber_read::{elements, read_tlv, Tlv};
 use std::fmt::Write;
 
 /// Whether an attribute description names a password or a hash of one (the access crate's
