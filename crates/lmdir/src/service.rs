@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use lmdir_config::Config;
-use lmdir_server::reload::ConfigIdentity;
+use lmdir_server::config_identity::ConfigIdentity;
 use lmdir_server::{RunningServer, ServerContext, ServerSettings};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};

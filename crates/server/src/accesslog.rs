@@ -3,8 +3,8 @@
 //! write's own transaction (a crash keeps both or neither), read back under `cn=accesslog`
 //! (`search/accesslog.rs`) as auditAdd / auditModify / auditDelete / auditModRDN entries.
 
-use crate::session::Identity;
-use crate::writer::WriteRequest;
+use crate::identity::Identity;
+use crate::write_request::WriteRequest;
 use lmdir_config::AccesslogConfig;
 use lmdir_schema::{Entry, LdapError, ModOp, Modification};
 use lmdir_store::accesslog::AuditRecord;

@@ -3,8 +3,8 @@
 use crate::context::{database_of, internal, no_such_object, Database, OperationContext};
 use crate::controls::RequestControls;
 use crate::entry_read::{check_read_assertion, disclosed_entry};
+use crate::identity::Identity;
 use crate::result::{code, OperationError};
-use crate::session::Identity;
 use crate::settings::ServerSettings;
 use ldap3_proto::proto::LdapCompareRequest;
 use lmdir_schema::AttrId;

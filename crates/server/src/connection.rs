@@ -8,11 +8,12 @@ use crate::client_limits::ClientKey;
 use crate::context::OperationContext;
 use crate::context::ServerContext;
 use crate::controls::{CANCEL_OID, START_TLS_OID};
+use crate::identity::Identity;
 use crate::log_text::escaped;
 use crate::operations;
 use crate::request::Operation;
 use crate::result::{code, OperationError};
-use crate::session::{Identity, Session, Transport};
+use crate::session::{Session, Transport};
 use crate::sink::{Outgoing, ResultSink};
 use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
@@ -21,15 +22,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio_util::codec::{Framed, FramedParts};
 use tracing::{info, warn};
 
-/// Any byte stream a connection runs on: TCP, TLS over TCP, or a unix socket.
-pub trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> ByteStream for T {}
-pub type BoxedStream = Box<dyn ByteStream>;
+pub use crate::stream::{BoxedStream, ByteStream};
 
 struct Outstanding {
     cancelled: Arc<AtomicBool>,

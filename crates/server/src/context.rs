@@ -4,8 +4,9 @@
 
 use crate::client_limits::{AddressConnections, BindThrottle};
 use crate::controls::{self, RequestControls};
+use crate::identity::Identity;
 use crate::result::{code, OperationError};
-use crate::session::{Identity, Session};
+use crate::session::Session;
 use crate::settings::ServerSettings;
 use crate::sink::ResultSink;
 use crate::subject::{subject_for, StoreGroups};
@@ -61,7 +62,7 @@ pub struct ServerContext {
     /// Replication consumers running now (started at startup, changed by a reload).
     pub(crate) consumer_tasks: Mutex<crate::replication_status::ConsumerTasks>,
     /// The configuration file now live (set by `lmdir serve` and by each reload).
-    pub(crate) config_identity: Mutex<Option<crate::reload::ConfigIdentity>>,
+    pub(crate) config_identity: Mutex<Option<crate::config_identity::ConfigIdentity>>,
 }
 
 /// Connections refused over `connections_max` or `connections_per_address_max`. Under a flood, one warning a second sums them

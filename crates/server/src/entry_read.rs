@@ -4,9 +4,9 @@
 
 use crate::ber::{EntryWriter, ResponseControl};
 use crate::context::{internal, Database};
+use crate::identity::Identity;
 use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
-use crate::session::Identity;
 use crate::settings::ServerSettings;
 use bytes::BytesMut;
 use lmdir_access::acl::{EntryAccess, Subject};

@@ -455,7 +455,7 @@ pub struct MonitorState {
     pub tasks_queued: u64,
     pub database: Option<DatabaseState>,
     /// The live configuration file, when the server was started from one.
-    pub config: Option<crate::reload::ConfigIdentity>,
+    pub config: Option<crate::config_identity::ConfigIdentity>,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -5,6 +5,7 @@ use crate::ber::{self, tag, ResponseControl, ResultFields};
 use crate::context::{OperationContext, ServerContext};
 use crate::controls::{self, RequestControls};
 use crate::filter::text as filter_text;
+use crate::identity::Identity;
 use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
@@ -14,7 +15,7 @@ use crate::result::{code, OperationError};
 use crate::rootdse;
 use crate::search::{PreparedSearch, SearchDone};
 use crate::selection::AttributeSelection;
-use crate::session::{Identity, Session};
+use crate::session::Session;
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchScope,
@@ -468,7 +469,7 @@ pub async fn bind(
     );
     // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1), and updates
     // queued in a transaction under the old identity never commit under another.
-    session.identity = crate::session::Identity::default();
+    session.identity = crate::identity::Identity::default();
     session.transactions.abort_all();
     let mut policy_response = None;
     let mut wants_policy = false;

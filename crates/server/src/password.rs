@@ -7,11 +7,12 @@ use crate::context::{
     Database, OperationContext, ServerContext,
 };
 use crate::controls::RequestControls;
+use crate::identity::Identity;
 use crate::ppolicy::{
     self, AccountState, Policy, PolicyError, PolicyResponse, Slot, StateUpdate, Verdict,
 };
 use crate::result::{code, OperationError};
-use crate::session::{Identity, Session, Transport};
+use crate::session::{Session, Transport};
 use crate::writer::{PolicyState, Update, WriteJob, WriteRequest};
 use bytes::BytesMut;
 use ldap3_proto::proto::{

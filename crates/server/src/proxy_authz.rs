@@ -16,15 +16,14 @@
 //! the `u:` search's look-through.
 
 use crate::context::OperationContext;
+use crate::identity::Identity;
 use crate::result::{code, OperationError};
-use crate::session::Identity;
 use lmdir_config::AuthzPolicy;
 use lmdir_schema::{Filter, Schema};
 use lmdir_store::{ReadTxn, Scope, SearchSpec};
 
 pub use crate::controls::PROXY_AUTHZ_OID;
-/// The attribute of an entry naming whom that entry may act as (`authz_policy` to/any/all).
-pub(crate) const AUTHZ_TO: &str = "authzTo";
+use crate::identity::AUTHZ_TO;
 
 /// Longest authzId the control may carry (slapd's own DN limit, SLAP_LDAPDN_MAXLEN).
 pub const AUTHZ_ID_BYTES_MAX: usize = 8192;
@@ -79,7 +78,7 @@ pub async fn assume_identity(context: &mut OperationContext) -> Result<(), Opera
 /// control's value, or the authorization identity of a SASL bind (RFC 4422 §3.4.1). One
 /// decision for both; authorizationDenied when it may not.
 pub(crate) async fn authorized_identity(
-    server: &std::sync::Arc<crate::server::ServerContext>,
+    server: &std::sync::Arc<crate::context::ServerContext>,
     bound: Identity,
     authz_id: Vec<u8>,
 ) -> Result<Identity, OperationError> {
@@ -91,7 +90,7 @@ pub(crate) async fn authorized_identity(
 
 /// The identity `bound` may act as, asked for by `authz_id`.
 fn decide(
-    server: &crate::server::ServerContext,
+    server: &crate::context::ServerContext,
     bound: &Identity,
     authz_id: &[u8],
 ) -> Result<Identity, OperationError> {
@@ -136,7 +135,7 @@ fn decide(
 }
 
 /// The rootdn, normalized; empty when none is configured.
-fn rootdn_of(server: &crate::server::ServerContext) -> String {
+fn rootdn_of(server: &crate::context::ServerContext) -> String {
     let rootdn = &server.settings().rootdn;
     if rootdn.is_empty() {
         String::new()

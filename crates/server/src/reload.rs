@@ -5,51 +5,14 @@
 //! and is named. Open connections stay: each operation takes the settings and policy of the
 //! moment it starts.
 
+pub use crate::config_identity::ConfigIdentity;
 use crate::context::ServerContext;
 use crate::limits::IdentityLimits;
 use crate::settings::ServerSettings;
 use lmdir_access::acl::AccessPolicy;
 use lmdir_config::{Config, ReplicationConfig};
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use std::time::SystemTime;
 use tracing::{error, info, warn};
-
-/// Which configuration is live: a hash of the file's bytes and when it was loaded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigIdentity {
-    /// `sha256:` and the first 16 hex digits of the SHA-256 of the file.
-    pub hash: String,
-    pub source: String,
-    pub loaded_at: SystemTime,
-}
-
-impl ConfigIdentity {
-    /// The identity of config text read from `source` now.
-    pub fn of(text: &[u8], source: &str) -> ConfigIdentity {
-        let digest = Sha256::digest(text);
-        let hex: String = digest[..8]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
-        ConfigIdentity {
-            hash: format!("sha256:{hex}"),
-            source: source.to_string(),
-            loaded_at: SystemTime::now(),
-        }
-    }
-
-    /// `sha256:… from <source> loaded <generalized time>`, as the log and cn=Monitor say it.
-    pub fn describe(&self) -> String {
-        let time = lmdir_store::timestamp_value(self.loaded_at);
-        format!(
-            "{} from {} loaded {}",
-            self.hash,
-            self.source,
-            String::from_utf8_lossy(&time)
-        )
-    }
-}
 
 /// Everything a reload swaps in, built and checked before anything changes.
 struct Prepared {

@@ -104,14 +104,14 @@ impl ServerContext {
     }
 
     /// Records which configuration file is live (cn=Monitor's `cn=Configuration` shows it).
-    pub fn set_config_identity(&self, identity: crate::reload::ConfigIdentity) {
+    pub fn set_config_identity(&self, identity: crate::config_identity::ConfigIdentity) {
         *self
             .config_identity
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(identity);
     }
 
-    pub fn config_identity(&self) -> Option<crate::reload::ConfigIdentity> {
+    pub fn config_identity(&self) -> Option<crate::config_identity::ConfigIdentity> {
         self.config_identity
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())

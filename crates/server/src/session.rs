@@ -2,6 +2,7 @@
 //! limits count against. Below the connection, so operations never import it.
 
 use crate::client_limits::ClientKey;
+use crate::identity::Identity;
 use std::sync::Arc;
 
 /// How a connection was accepted.
@@ -14,16 +15,6 @@ pub enum Transport {
         uid: u32,
         gid: u32,
     },
-}
-
-/// Authentication state of a connection.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Identity {
-    /// The bound DN as given at bind (original form); empty = anonymous.
-    pub dn: String,
-    /// The bound DN normalized (access control, self checks); empty = anonymous.
-    pub normalized_dn: String,
-    pub is_rootdn: bool,
 }
 
 /// Per-connection state visible to operations.
@@ -44,7 +35,7 @@ pub struct Session {
     pub password_must_change: Arc<std::sync::atomic::AtomicBool>,
     /// Open LDAP transactions (RFC 5805) and their queued updates; they end with the
     /// connection, and a bind aborts them.
-    pub transactions: Arc<crate::transaction::Transactions>,
+    pub transactions: Arc<crate::transaction_queue::Transactions>,
 }
 
 impl Session {

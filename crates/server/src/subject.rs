@@ -1,7 +1,7 @@
 //! Who an operation acts as, for access control: the subject of a connection's identity and
 //! group membership read from the store (in the operation's read transaction, or the writer's).
 
-use crate::session::Identity;
+use crate::identity::Identity;
 use lmdir_access::acl::{AccessPolicy, Subject};
 use lmdir_schema::AttrId;
 use lmdir_store::ReadTxn;

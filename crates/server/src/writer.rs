@@ -11,10 +11,10 @@
 //! rest go on: an update is re-applied only for a failure behind it in its own batch, so the
 //! work stays linear in the batch (not re-applying everything after every failure).
 
-use crate::ppolicy::{self, AccountState, PendingStates, Policy, StateUpdate};
-use crate::session::Identity;
+use crate::identity::Identity;
+use crate::ppolicy::{self, AccountState, PendingStates, Policy};
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
-use lmdir_access::password::{self, Scheme};
+use lmdir_access::password;
 use lmdir_schema::{
     AttrId, Dn, Entry, EntryView, Filter, LdapError, ModOp, Modification, OwnedEntryView, Rdn,
     ResultCode, Schema,
@@ -23,8 +23,8 @@ use lmdir_store::{Store, StoredEntry, WriteContext, WriteTxn};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use std::time::Instant;
+use tokio::sync::mpsc;
 use tracing::{error, info};
 
 /// Most write requests waiting for the writer; more wait in their connections (backpressure).
@@ -32,90 +32,9 @@ pub(crate) const WRITE_QUEUE_LENGTH_MAX: usize = 1024;
 /// Most operations committed in one LMDB transaction.
 const WRITE_BATCH_OPERATIONS_MAX: usize = 64;
 
-/// One update as the client asked for it (access is decided by the writer).
-#[derive(Debug)]
-pub(crate) enum WriteRequest {
-    Add(Entry),
-    Delete(String),
-    Modify(String, Vec<Modification>),
-    ModifyDn {
-        dn: String,
-        new_rdn: String,
-        delete_old_rdn: bool,
-        new_superior: Option<String>,
-    },
-    /// Password Modify: replace the entry's userPassword with this cleartext, hashed by the
-    /// writer once write access to userPassword is established.
-    SetPassword {
-        dn: String,
-        password: Vec<u8>,
-    },
-    /// Password policy state (failed binds, lockout, grace logins): the server's own update,
-    /// decided against the entry inside the writer's transaction, never access-checked as the
-    /// user who bound.
-    PolicyState(PolicyState),
-    /// What a replication provider sent, with the cookie covering it: the server's own update
-    /// as the provider's copy, never access-checked and never restamped.
-    Replicate(crate::replication::apply::SyncBatch),
-    /// The updates of one LDAP transaction (RFC 5805), applied in order in one writer
-    /// transaction: all of them commit or none does.
-    Transaction(TransactionUpdates),
-}
-
-/// An LDAP transaction's updates, and where the writer says which one failed.
-pub(crate) struct TransactionUpdates {
-    pub updates: Vec<Update>,
-    /// The position of the update that failed (the End Transaction response names its
-    /// message ID); unset while none has.
-    pub failed: Arc<std::sync::Mutex<Option<usize>>>,
-}
-
-impl std::fmt::Debug for TransactionUpdates {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(formatter, "transaction of {} updates", self.updates.len())
-    }
-}
-
-/// Where a policy state update is: still in the shared pending table (failures of the same
-/// entry merge into it until the writer takes it), or taken (kept in the job, so a job
-/// re-applied after a failure in its batch applies the same update).
-#[derive(Debug)]
-pub(crate) enum PolicyState {
-    Pending(String),
-    Taken(Option<StateUpdate>),
-}
-
-/// One update: who asks, with what, and under which limits.
-pub(crate) struct Update {
-    pub request: WriteRequest,
-    pub identity: Identity,
-    /// The assertion control's filter (RFC 4528), evaluated on the target inside the txn.
-    pub assertion: Option<Filter>,
-    /// Relax Rules granted (the rootdn asked for it): NO-USER-MODIFICATION attributes kept.
-    pub relax: bool,
-    /// The permissive modify control: present values added and absent ones deleted are skipped.
-    pub permissive_modify: bool,
-    pub budget: Duration,
-    pub attribute_descriptions_per_entry_max: usize,
-    /// Scheme for cleartext userPassword values.
-    pub password_scheme: Scheme,
-    /// `password_hash_cleartext`: whether add and modify hash cleartext userPassword values
-    /// (Password Modify always hashes its new password).
-    pub hash_cleartext: bool,
-    /// `password_policy_default`: whether a password change falls under a policy when the
-    /// entry names none itself.
-    pub password_policy_default: String,
-    /// The connection it came on (the accesslog's reqSession; 0 for the server's own).
-    pub session: u64,
-    /// When it arrived (the accesslog's reqStart).
-    pub received: std::time::SystemTime,
-}
-
-/// An update queued for the writer with where its answer goes.
-pub(crate) struct WriteJob {
-    pub update: Update,
-    pub reply: oneshot::Sender<Result<(), LdapError>>,
-}
+pub(crate) use crate::write_request::{
+    PolicyState, TransactionUpdates, Update, WriteJob, WriteRequest,
+};
 
 /// What the writer thread shares with the server.
 pub(crate) struct Writer {
@@ -299,7 +218,7 @@ impl Writer {
             return self.apply_transaction(txn, transaction);
         }
         if let WriteRequest::Replicate(batch) = &job.request {
-            let result = crate::replication::apply::apply(txn, batch).map(|applied| {
+            let result = crate::sync_apply::apply(txn, batch).map(|applied| {
                 tracing::debug!(
                     "replication rid={:03}: {} entries changed, {} kept as they were",
                     batch.rid,
@@ -928,7 +847,7 @@ impl Writer {
     fn is_self_granting(&self, attr: AttrId) -> bool {
         ppolicy::USER_WRITABLE_STATE
             .iter()
-            .chain(&[crate::proxy_authz::AUTHZ_TO])
+            .chain(&[crate::identity::AUTHZ_TO])
             .any(|name| self.schema().attribute(name) == Some(attr))
     }
 

@@ -7,10 +7,10 @@
 //! same failed-bind throttle as a bind of that DN. Anything else is 401.
 
 use super::directory::DirectoryClient;
-use super::{HttpRequest, HttpResponse, HttpState};
+use super::{HttpRequest, HttpState};
 use crate::context::database_of;
+use crate::identity::Identity;
 use crate::result::{code, OperationError};
-use crate::session::Identity;
 use base64::Engine;
 
 /// Longest Authorization header value considered (a longer one is refused unread).
@@ -137,18 +137,4 @@ fn token_hashes(
         normalized_dn: normalized,
     };
     Ok((identity, stored))
-}
-
-/// The 401 answer (RFC 7644 §3.12 body, both schemes offered).
-pub fn unauthorized() -> HttpResponse {
-    let mut response = super::scim::error_response(
-        hyper::StatusCode::UNAUTHORIZED,
-        None,
-        "authentication required: HTTP Basic (a DN or userName and its password) or a bearer token",
-    );
-    response.headers_mut().insert(
-        hyper::header::WWW_AUTHENTICATE,
-        hyper::header::HeaderValue::from_static("Basic realm=\"lmdir\", Bearer realm=\"lmdir\""),
-    );
-    response
 }

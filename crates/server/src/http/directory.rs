@@ -10,8 +10,9 @@ use crate::client_limits::ClientKey;
 use crate::context::{OperationContext, ServerContext};
 use crate::controls::Control;
 use crate::filter::RawFilter;
+use crate::identity::Identity;
 use crate::request::{Operation, SearchRequest};
-use crate::session::{Identity, Session, Transport};
+use crate::session::{Session, Transport};
 use crate::sink::{Outgoing, ResultSink};
 use bytes::BytesMut;
 use ldap3_proto::proto::{

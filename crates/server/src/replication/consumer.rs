@@ -4,14 +4,14 @@
 //! each with the cookie that covers it. refreshOnly polls every `interval_seconds`; any error
 //! ends the session, is logged, and the consumer reconnects after `retry_seconds`.
 
-use super::apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
-use super::link::{result_code, Link, LinkError, Message};
+use super::link::{result_code, Link, LinkError, Message, SessionError};
+use crate::context::ServerContext;
 use crate::controls::{Control, MANAGE_DSA_IT_OID};
+use crate::identity::Identity;
 use crate::replication_status::{
     ChangeCounts, ConsumerIdentity, ConsumerStatus, ConsumerTasks, RunningConsumer,
 };
-use crate::server::ServerContext;
-use crate::session::Identity;
+use crate::sync_apply::{CookieUpdate, SyncBatch, SyncChange, Uuid};
 use crate::writer::{Update, WriteJob, WriteRequest};
 use ldap3_proto::proto::{
     LdapDerefAliases, LdapFilter, LdapOp, LdapSearchRequest, LdapSearchResultEntry, LdapSearchScope,
@@ -172,15 +172,6 @@ enum Ending {
     Polled,
     /// e-syncRefreshRequired: the cookie is dropped, reload at once.
     Reload,
-}
-
-/// Why a session failed.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum SessionError {
-    #[error(transparent)]
-    Link(#[from] LinkError),
-    #[error("applying the provider's changes: {0}")]
-    Apply(String),
 }
 
 /// The session's progress through the refresh.
@@ -758,7 +749,7 @@ impl Consumer {
             .iter()
             .any(|attribute| attribute.description.eq_ignore_ascii_case("entryUUID"))
         {
-            let text = super::apply::uuid_text(uuid);
+            let text = crate::sync_apply::uuid_text(uuid);
             entry.add_values("entryUUID", [text.into_bytes()]);
         }
         Ok(entry)

@@ -12,7 +12,7 @@
 //! writer (its present phase removes what the provider no longer has). The contextCSN comes
 //! with that cookie, never from the load.
 
-use super::consumer::SessionError;
+use super::link::SessionError;
 use crate::context::Database;
 use lmdir_ldif::LdifWriter;
 use lmdir_schema::Entry;

@@ -3,9 +3,9 @@
 //! messages framed and decoded with bounds (`pdu_bytes_max`, lmdir-sync's strict decoders).
 
 use crate::ber_read;
-use crate::connection::BoxedStream;
 use crate::controls::Control;
 use crate::controls::START_TLS_OID;
+use crate::stream::BoxedStream;
 use bytes::BytesMut;
 use ldap3_lber::common::TagClass;
 use ldap3_lber::structure::{StructureTag, PL};
@@ -22,6 +22,15 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// Why a session failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SessionError {
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error("applying the provider's changes: {0}")]
+    Apply(String),
+}
 
 /// Connecting, the TLS handshake, StartTLS and bind each get this long (a hang guard: a
 /// provider that accepts and says nothing is retried, not waited on forever).

@@ -21,10 +21,10 @@ use crate::entry_read::{
     check_read_assertion, disclosed_entry, write_stored_entry, Selection, Subordinates,
 };
 use crate::filter::{client_filter, client_filter_with_items};
+use crate::identity::Identity;
 use crate::request::SearchRequest;
 use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
-use crate::session::Identity;
 use crate::settings::ServerSettings;
 use bytes::BytesMut;
 use ldap3_proto::proto::LdapSearchScope;

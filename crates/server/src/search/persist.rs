@@ -93,7 +93,7 @@ pub(super) fn subscribe(
 fn is_replica(
     database: &Database,
     replication: &lmdir_config::ReplicationConfig,
-    identity: &crate::session::Identity,
+    identity: &crate::identity::Identity,
 ) -> bool {
     !identity.normalized_dn.is_empty()
         && replication.replica_identities().any(|dn| {

@@ -268,8 +268,8 @@ impl SyncRefresh {
     /// The state of one entry in scope; None for an entry without entryUUID (it cannot be
     /// replicated: a consumer identifies entries by it).
     pub(super) fn state_of(&self, entry: &EntryRef<'_>) -> Option<EntryState> {
-        let uuid = Self::first_value(entry, self.entry_uuid)
-            .and_then(crate::replication::apply::uuid_bytes)?;
+        let uuid =
+            Self::first_value(entry, self.entry_uuid).and_then(crate::sync_apply::uuid_bytes)?;
         let changed = match &self.known {
             None => true,
             Some(known) => Self::first_value(entry, self.entry_csn)
@@ -343,7 +343,7 @@ impl DeleteCollector<'_> {
     /// brought back with the same entryUUID by a replicated change (multi-provider); the
     /// consumer holds or gets it as it is now, and naming it gone would delete it there.
     fn deleted(&mut self, uuid_text: &[u8]) -> Result<bool, OperationError> {
-        let Some(uuid) = crate::replication::apply::uuid_bytes(uuid_text) else {
+        let Some(uuid) = crate::sync_apply::uuid_bytes(uuid_text) else {
             return Ok(true);
         };
         let now = match std::str::from_utf8(uuid_text) {
@@ -379,7 +379,7 @@ impl DeleteCollector<'_> {
             if !(self.visible)(id)? {
                 let uuid = match self.read.entry(id)? {
                     Some(entry) => SyncRefresh::first_value(&entry, self.uuid_attr)
-                        .and_then(crate::replication::apply::uuid_bytes),
+                        .and_then(crate::sync_apply::uuid_bytes),
                     None => None,
                 };
                 if uuid.is_some_and(|uuid| !self.push(uuid)) {

@@ -15,7 +15,7 @@ pub mod status;
 
 use super::directory::DirectoryClient;
 use super::{respond, HttpRequest, HttpResponse, HttpState};
-use crate::session::Identity;
+use crate::identity::Identity;
 use hyper::header::HeaderValue;
 use hyper::{Method, StatusCode};
 use std::collections::HashMap;

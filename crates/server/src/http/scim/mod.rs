@@ -124,6 +124,20 @@ pub fn error_response(status: StatusCode, scim_type: Option<&str>, detail: &str)
     respond(status, SCIM_CONTENT_TYPE, body.to_string())
 }
 
+/// The 401 answer (RFC 7644 §3.12 body, both schemes offered).
+pub fn unauthorized() -> HttpResponse {
+    let mut response = error_response(
+        hyper::StatusCode::UNAUTHORIZED,
+        None,
+        "authentication required: HTTP Basic (a DN or userName and its password) or a bearer token",
+    );
+    response.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        hyper::header::HeaderValue::from_static("Basic realm=\"lmdir\", Bearer realm=\"lmdir\""),
+    );
+    response
+}
+
 /// A successful answer.
 pub struct Answer {
     pub status: StatusCode,
@@ -178,7 +192,7 @@ fn into_response(answer: Result<Answer, ScimError>) -> HttpResponse {
 pub async fn handle(state: &HttpState, request: &HttpRequest, rest: &str) -> HttpResponse {
     let client = match super::auth::authenticate(state, request).await {
         Ok(client) => client,
-        Err(_) => return super::auth::unauthorized(),
+        Err(_) => return unauthorized(),
     };
     let scim = &state.scim;
     let segments: Vec<&str> = rest

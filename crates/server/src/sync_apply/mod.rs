@@ -1,5 +1,8 @@
 //! What a provider sent, applied by the writer inside its transaction, together with the cookie
-//! that covers it: a crash leaves both as they were before, or both after.
+//! that covers it: a crash leaves both as they were before, or both after. `merge`: per-attribute
+//! resolution of an entry changed on two multi-provider nodes.
+
+mod merge;
 
 use crate::replication_status::ChangeCounts;
 use lmdir_schema::{Dn, Entry, LdapError, ResultCode};
@@ -277,7 +280,7 @@ fn merge_into(
 ) -> Result<Option<Put>, LdapError> {
     let local = txn.owned_entry(id)?;
     let schema = txn.schema().clone();
-    let merged = super::merge::merge(&schema, &local, target.entry);
+    let merged = merge::merge(&schema, &local, target.entry);
     for conflict in &merged.conflicts {
         tracing::warn!(
             "replication rid={:03}: conflict on '{}' attribute {}: kept the change {}, \
@@ -291,12 +294,12 @@ fn merge_into(
     }
     *conflicts += merged.conflicts.len() as u64;
     let mut entry = merged.entry;
-    if super::merge::same_content(&schema, &local, &entry) {
+    if merge::same_content(&schema, &local, &entry) {
         return Ok(None);
     }
-    if !super::merge::same_data(&schema, &entry, target.entry) {
+    if !merge::same_data(&schema, &entry, target.entry) {
         let csn = txn.next_csn(std::time::SystemTime::now())?;
-        super::merge::set_entry_csn(&mut entry, csn);
+        merge::set_entry_csn(&mut entry, csn);
     }
     txn.replace_entry(id, &entry, context)
         .map(|_| Some(Put::Modified))
@@ -317,7 +320,7 @@ fn put(
     let by_uuid = txn.entry_id_by_uuid(&uuid_text(target.uuid))?;
     let by_dn = txn.entry_by_dn(&entry.dn)?.map(|stored| stored.id);
     if let (Some(id), Some(holder), true) = (by_uuid, by_dn, resolve_conflicts) {
-        if id == holder && super::merge::has_state(entry) {
+        if id == holder && merge::has_state(entry) {
             return merge_into(txn, id, target, context, conflicts);
         }
     }
