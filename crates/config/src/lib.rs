@@ -9,7 +9,9 @@ use serde::Deserialize;
 
 mod http;
 pub use http::{parse_http_listen, HttpConfig, ScimConfig, SCIM_GROUP_PATHS, SCIM_USER_PATHS};
+pub use listen::ListenAddress;
 mod integrity;
+mod listen;
 pub use integrity::{
     DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
 };
@@ -693,11 +695,11 @@ impl Config {
         let mut has_ldaps = false;
         let mut has_network = false;
         for (index, url) in server.listen.iter().enumerate() {
-            let kind = check_listen_url(url).map_err(|message| {
+            let address = ListenAddress::parse(url).map_err(|message| {
                 problem(vec![Key("server"), Key("listen"), Index(index)], message)
             })?;
-            has_ldaps |= kind == ListenKind::Ldaps;
-            has_network |= kind != ListenKind::Ldapi;
+            has_ldaps |= matches!(address, ListenAddress::Ldaps(_));
+            has_network |= address.is_network();
         }
         let certificate_set = !server.tls_certificate.as_os_str().is_empty();
         let key_set = !server.tls_key.as_os_str().is_empty();
@@ -1038,74 +1040,6 @@ impl Config {
         }
         Ok(())
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ListenKind {
-    Ldap,
-    Ldaps,
-    Ldapi,
-}
-
-/// `ldap://host[:port][/]`, `ldaps://host[:port][/]`, `ldapi:///path` or `ldapi://%2Fpath`.
-fn check_listen_url(url: &str) -> Result<ListenKind, String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(format!(
-            "{url:?} is not a URL (expected ldap://, ldaps:// or ldapi://)"
-        ));
-    };
-    let kind = match scheme.to_ascii_lowercase().as_str() {
-        "ldap" => ListenKind::Ldap,
-        "ldaps" => ListenKind::Ldaps,
-        "ldapi" => ListenKind::Ldapi,
-        other => {
-            return Err(format!(
-                "{url:?}: unknown scheme {other:?} (ldap, ldaps, ldapi)"
-            ))
-        }
-    };
-    if kind == ListenKind::Ldapi {
-        let path = rest.replace("%2F", "/").replace("%2f", "/");
-        if !path.starts_with('/') || path.trim_end_matches('/').is_empty() {
-            return Err(format!(
-                "{url:?}: ldapi needs an absolute socket path (ldapi:///run/lmdir.sock)"
-            ));
-        }
-        return Ok(kind);
-    }
-    let host_port = rest.strip_suffix('/').unwrap_or(rest);
-    if host_port.is_empty() || host_port.contains('/') {
-        return Err(format!("{url:?}: expected {scheme}://host:port"));
-    }
-    let (host, port) = if let Some(after_bracket) = host_port.strip_prefix('[') {
-        let Some((host, rest)) = after_bracket.split_once(']') else {
-            return Err(format!("{url:?}: unclosed '[' in IPv6 address"));
-        };
-        match rest.strip_prefix(':') {
-            Some(port) => (host, Some(port)),
-            None if rest.is_empty() => (host, None),
-            None => return Err(format!("{url:?}: unexpected text after ']'")),
-        }
-    } else {
-        match host_port.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (host_port, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(format!("{url:?}: missing host"));
-    }
-    if let Some(port) = port {
-        match port.parse::<u16>() {
-            Ok(number) if number > 0 => {}
-            _ => {
-                return Err(format!(
-                    "{url:?}: port {port:?} is not a number in 1..=65535"
-                ))
-            }
-        }
-    }
-    Ok(kind)
 }
 
 /// The ldapi socket's permission bits from their octal text (`"0777"`, `"770"`): 3 or 4 octal

@@ -6,79 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// One listening endpoint parsed from a URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListenAddress {
-    /// `ldap://host:port` (StartTLS available when TLS is configured).
-    Ldap(String),
-    /// `ldaps://host:port` (TLS from the first byte).
-    Ldaps(String),
-    /// `ldapi:///path` or `ldapi://%2Fpath` (unix socket; peer credentials known).
-    Ldapi(PathBuf),
-}
-
-impl ListenAddress {
-    /// Parses `ldap://127.0.0.1:3389`, `ldaps://[::1]:636`, `ldapi:///run/lmdir.sock`,
-    /// `ldapi://%2Frun%2Flmdir.sock`. A missing port takes the scheme's default (389 / 636).
-    pub fn parse(url: &str) -> Result<ListenAddress, String> {
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("listen URL '{url}': expected scheme://address"))?;
-        let rest = rest.trim_end_matches('/');
-        match scheme.to_ascii_lowercase().as_str() {
-            "ldap" => Ok(ListenAddress::Ldap(with_default_port(url, rest, 389)?)),
-            "ldaps" => Ok(ListenAddress::Ldaps(with_default_port(url, rest, 636)?)),
-            "ldapi" => {
-                let decoded = percent_decode(rest)
-                    .ok_or_else(|| format!("listen URL '{url}': bad %-escape in socket path"))?;
-                let path = if decoded.starts_with('/') {
-                    decoded
-                } else {
-                    format!("/{decoded}")
-                };
-                if path == "/" {
-                    return Err(format!("listen URL '{url}': ldapi needs a socket path"));
-                }
-                Ok(ListenAddress::Ldapi(PathBuf::from(path)))
-            }
-            other => Err(format!(
-                "listen URL '{url}': unknown scheme '{other}' (ldap, ldaps, ldapi)"
-            )),
-        }
-    }
-}
-
-fn with_default_port(url: &str, host_port: &str, default_port: u16) -> Result<String, String> {
-    if host_port.is_empty() {
-        return Err(format!("listen URL '{url}': missing host"));
-    }
-    let has_port = if let Some(bracket_end) = host_port.rfind(']') {
-        host_port[bracket_end..].contains(':')
-    } else {
-        host_port.contains(':')
-    };
-    Ok(if has_port {
-        host_port.to_string()
-    } else {
-        format!("{host_port}:{default_port}")
-    })
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(index + 1..index + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            index += 3;
-        } else {
-            out.push(bytes[index]);
-            index += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
+pub use lmdir_config::ListenAddress;
 
 /// Everything the server needs to run, with the limits named as in the config file.
 #[derive(Debug, Clone)]
@@ -252,37 +180,5 @@ impl ServerSettings {
             http: config.http.clone(),
             accesslog: config.accesslog.clone(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listen_urls_parse() {
-        assert_eq!(
-            ListenAddress::parse("ldap://127.0.0.1:3389"),
-            Ok(ListenAddress::Ldap("127.0.0.1:3389".to_string()))
-        );
-        assert_eq!(
-            ListenAddress::parse("ldaps://localhost"),
-            Ok(ListenAddress::Ldaps("localhost:636".to_string()))
-        );
-        assert_eq!(
-            ListenAddress::parse("ldap://[::1]"),
-            Ok(ListenAddress::Ldap("[::1]:389".to_string()))
-        );
-        assert_eq!(
-            ListenAddress::parse("ldapi:///run/lmdir.sock"),
-            Ok(ListenAddress::Ldapi(PathBuf::from("/run/lmdir.sock")))
-        );
-        assert_eq!(
-            ListenAddress::parse("ldapi://%2Frun%2Flmdir.sock"),
-            Ok(ListenAddress::Ldapi(PathBuf::from("/run/lmdir.sock")))
-        );
-        assert!(ListenAddress::parse("http://x").is_err());
-        assert!(ListenAddress::parse("ldapi://").is_err());
-        assert!(ListenAddress::parse("127.0.0.1:389").is_err());
     }
 }

@@ -1,0 +1,159 @@
+//! `[server] listen` URLs, parsed once: the config check and the server's listeners both take
+//! the `ListenAddress` made here.
+
+use std::path::PathBuf;
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddress {
+    /// `ldap://host[:port]`: `host:port`, port 389 when none is given.
+    Ldap(String),
+    /// `ldaps://host[:port]`: `host:port`, port 636 when none is given.
+    Ldaps(String),
+    /// `ldapi:///path` or `ldapi://%2Fpath`: the socket's absolute path.
+    Ldapi(PathBuf),
+}
+
+impl ListenAddress {
+    /// `ldap://host[:port][/]`, `ldaps://host[:port][/]`, `ldapi:///path` or `ldapi://%2Fpath`;
+    /// a bracketed IPv6 host; ports 1..=65535.
+    pub fn parse(url: &str) -> Result<ListenAddress, String> {
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(format!(
+                "{url:?} is not a URL (expected ldap://, ldaps:// or ldapi://)"
+            ));
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "ldap" => Ok(ListenAddress::Ldap(host_port(url, scheme, rest, 389)?)),
+            "ldaps" => Ok(ListenAddress::Ldaps(host_port(url, scheme, rest, 636)?)),
+            "ldapi" => socket_path(url, rest).map(ListenAddress::Ldapi),
+            other => Err(format!(
+                "{url:?}: unknown scheme {other:?} (ldap, ldaps, ldapi)"
+            )),
+        }
+    }
+
+    /// Whether this is a network listener (ldap or ldaps, not a unix socket).
+    pub fn is_network(&self) -> bool {
+        !matches!(self, ListenAddress::Ldapi(_))
+    }
+}
+
+/// The absolute socket path of an ldapi URL's rest (percent-escapes decoded).
+fn socket_path(url: &str, rest: &str) -> Result<PathBuf, String> {
+    let path =
+        percent_decode(rest).ok_or_else(|| format!("{url:?}: bad %-escape in the socket path"))?;
+    if !path.starts_with('/') || path.trim_end_matches('/').is_empty() {
+        return Err(format!(
+            "{url:?}: ldapi needs an absolute socket path (ldapi:///run/lmdir.sock)"
+        ));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// `host:port` of an ldap or ldaps URL's rest, the default port added when none is given.
+fn host_port(url: &str, scheme: &str, rest: &str, default_port: u16) -> Result<String, String> {
+    let host_port = rest.strip_suffix('/').unwrap_or(rest);
+    if host_port.is_empty() || host_port.contains('/') {
+        return Err(format!("{url:?}: expected {scheme}://host:port"));
+    }
+    let (host, port) = if let Some(after_bracket) = host_port.strip_prefix('[') {
+        let Some((host, rest)) = after_bracket.split_once(']') else {
+            return Err(format!("{url:?}: unclosed '[' in IPv6 address"));
+        };
+        match rest.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if rest.is_empty() => (host, None),
+            None => return Err(format!("{url:?}: unexpected text after ']'")),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("{url:?}: missing host"));
+    }
+    match port {
+        None => Ok(format!("{host_port}:{default_port}")),
+        Some(port) => match port.parse::<u16>() {
+            Ok(number) if number > 0 => Ok(host_port.to_string()),
+            _ => Err(format!(
+                "{url:?}: port {port:?} is not a number in 1..=65535"
+            )),
+        },
+    }
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(index + 1..index + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            index += 3;
+        } else {
+            out.push(bytes[index]);
+            index += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_urls_parse_with_default_ports() {
+        let parsed = |url: &str| ListenAddress::parse(url);
+        assert_eq!(
+            parsed("ldap://127.0.0.1:3389"),
+            Ok(ListenAddress::Ldap("127.0.0.1:3389".to_string()))
+        );
+        assert_eq!(
+            parsed("ldaps://localhost/"),
+            Ok(ListenAddress::Ldaps("localhost:636".to_string()))
+        );
+        assert_eq!(
+            parsed("LDAP://[::1]"),
+            Ok(ListenAddress::Ldap("[::1]:389".to_string()))
+        );
+        assert_eq!(
+            parsed("ldap://[::1]:1389"),
+            Ok(ListenAddress::Ldap("[::1]:1389".to_string()))
+        );
+        assert_eq!(
+            parsed("ldapi:///run/lmdir.sock"),
+            Ok(ListenAddress::Ldapi(PathBuf::from("/run/lmdir.sock")))
+        );
+        assert_eq!(
+            parsed("ldapi://%2Frun%2Flmdir.sock"),
+            Ok(ListenAddress::Ldapi(PathBuf::from("/run/lmdir.sock")))
+        );
+    }
+
+    #[test]
+    fn bad_listen_urls_say_why() {
+        for (url, why) in [
+            ("http://x", "unknown scheme"),
+            ("127.0.0.1:389", "is not a URL"),
+            ("ldapi://", "absolute socket path"),
+            ("ldapi://run/lmdir.sock", "absolute socket path"),
+            ("ldapi://%zz", "bad %-escape"),
+            ("ldap://", "expected ldap://host:port"),
+            ("ldap://host/base", "expected ldap://host:port"),
+            ("ldap://[::1", "unclosed '['"),
+            ("ldap://[::1]x", "unexpected text after ']'"),
+            ("ldap://:389", "missing host"),
+            ("ldap://host:0", "not a number in 1..=65535"),
+            ("ldap://host:65536", "not a number in 1..=65535"),
+        ] {
+            let error = ListenAddress::parse(url).expect_err(url);
+            assert!(error.contains(why), "{url}: {error}");
+        }
+    }
+}
