@@ -264,19 +264,19 @@ pub struct DatabaseConfig {
 impl Default for DatabaseConfig {
     fn default() -> Self {
         let index = [
-            ("objectClass", &[IndexKind::Eq][..]),
-            ("cn", &[IndexKind::Eq, IndexKind::Substring]),
-            ("sn", &[IndexKind::Eq, IndexKind::Substring]),
-            ("givenName", &[IndexKind::Eq, IndexKind::Substring]),
-            ("mail", &[IndexKind::Eq, IndexKind::Substring]),
-            ("uid", &[IndexKind::Eq, IndexKind::Substring]),
-            ("uidNumber", &[IndexKind::Eq, IndexKind::Ordered]),
-            ("gidNumber", &[IndexKind::Eq, IndexKind::Ordered]),
-            ("member", &[IndexKind::Eq]),
-            ("uniqueMember", &[IndexKind::Eq]),
-            ("memberOf", &[IndexKind::Eq]),
-            ("entryUUID", &[IndexKind::Eq]),
-            ("ou", &[IndexKind::Eq]),
+            ("objectClass", &[IndexKind::Equality][..]),
+            ("cn", &[IndexKind::Equality, IndexKind::Substring]),
+            ("sn", &[IndexKind::Equality, IndexKind::Substring]),
+            ("givenName", &[IndexKind::Equality, IndexKind::Substring]),
+            ("mail", &[IndexKind::Equality, IndexKind::Substring]),
+            ("uid", &[IndexKind::Equality, IndexKind::Substring]),
+            ("uidNumber", &[IndexKind::Equality, IndexKind::Ordered]),
+            ("gidNumber", &[IndexKind::Equality, IndexKind::Ordered]),
+            ("member", &[IndexKind::Equality]),
+            ("uniqueMember", &[IndexKind::Equality]),
+            ("memberOf", &[IndexKind::Equality]),
+            ("entryUUID", &[IndexKind::Equality]),
+            ("ou", &[IndexKind::Equality]),
         ]
         .into_iter()
         .map(|(attribute, kinds)| (attribute.to_string(), kinds.to_vec()))
@@ -307,31 +307,56 @@ pub const MAP_SIZE_MIN_BYTES: u64 = 16 << 20;
 /// Largest configurable map (16 TiB): beyond what x86-64 user address space comfortably gives.
 pub const MAP_SIZE_MAX_BYTES: u64 = 16 << 40;
 
-/// The kinds of index an attribute can have (shared with the store).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+/// The kinds of index an attribute can have: the one type the config, the store, the loader
+/// and migrate share; `IndexKind::from_name` is the one reader of their words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IndexKind {
-    #[serde(rename = "eq", alias = "equality")]
-    Eq,
-    #[serde(rename = "pres", alias = "presence")]
+    Equality,
     Presence,
-    #[serde(rename = "sub", alias = "substr", alias = "substring")]
+    /// Initial, any and final grams, built together.
     Substring,
-    #[serde(rename = "ordered", alias = "ord", alias = "ordering")]
     Ordered,
-    #[serde(rename = "approx")]
+    /// Approximate matching is equality on normalized values (lmdir-schema): the store serves
+    /// it with the equality index.
     Approx,
 }
 
 impl IndexKind {
+    /// The config words, first the one `name` writes.
+    pub const NAMES: [&'static str; 5] = ["eq", "pres", "sub", "ordered", "approx"];
+
     /// The config word.
     pub fn name(self) -> &'static str {
         match self {
-            IndexKind::Eq => "eq",
+            IndexKind::Equality => "eq",
             IndexKind::Presence => "pres",
             IndexKind::Substring => "sub",
             IndexKind::Ordered => "ordered",
             IndexKind::Approx => "approx",
         }
+    }
+
+    /// The kind a word names, in lmdir's config or OpenLDAP's `index` directive (case-blind):
+    /// eq/equality, pres/presence, sub/substr/substring(s)/subinitial/subany/subfinal,
+    /// ord/ordered/ordering, approx.
+    pub fn from_name(word: &str) -> Option<IndexKind> {
+        Some(match word.to_ascii_lowercase().as_str() {
+            "eq" | "equality" => IndexKind::Equality,
+            "pres" | "presence" => IndexKind::Presence,
+            "sub" | "substr" | "substring" | "substrings" | "subinitial" | "subany"
+            | "subfinal" => IndexKind::Substring,
+            "ord" | "ordered" | "ordering" => IndexKind::Ordered,
+            "approx" => IndexKind::Approx,
+            _ => return None,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for IndexKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let word = String::deserialize(deserializer)?;
+        IndexKind::from_name(&word)
+            .ok_or_else(|| serde::de::Error::unknown_variant(&word, &IndexKind::NAMES))
     }
 }
 
@@ -999,7 +1024,7 @@ impl Config {
         }
         let indexed = self.database.index.iter().any(|(attribute, kinds)| {
             (attribute.eq_ignore_ascii_case("entryUUID") || attribute == ENTRY_UUID_OID)
-                && kinds.contains(&IndexKind::Eq)
+                && kinds.contains(&IndexKind::Equality)
         });
         if indexed {
             return Ok(());

@@ -29,7 +29,7 @@ fn embedded_default_equals_built_in_defaults() {
     assert_eq!(embedded.server.pdu_bytes_max, 4_194_304);
     assert_eq!(
         embedded.database.index["uidNumber"],
-        vec![IndexKind::Eq, IndexKind::Ordered]
+        vec![IndexKind::Equality, IndexKind::Ordered]
     );
     assert_eq!(embedded.database.index.len(), 13);
     assert!(embedded.access.is_empty());
@@ -80,7 +80,7 @@ by = [ { who = "group=cn=staff,o=Zürich", access = "search" }, { who = "DN=cn=x
     assert_eq!(
         config.database.index["mail"],
         vec![
-            IndexKind::Eq,
+            IndexKind::Equality,
             IndexKind::Presence,
             IndexKind::Substring,
             IndexKind::Approx

@@ -1014,20 +1014,12 @@ fn parse_index_kinds(text: &str) -> Result<(Vec<IndexKind>, Vec<String>), String
         .map(str::trim)
         .filter(|word| !word.is_empty())
     {
-        let kind = match word.to_ascii_lowercase().as_str() {
-            "eq" | "equality" => IndexKind::Eq,
-            "pres" | "presence" => IndexKind::Presence,
-            "approx" => IndexKind::Approx,
-            // lmdir builds initial, any and final grams together.
-            "sub" | "subinitial" | "subany" | "subfinal" | "substr" | "substring" => {
-                IndexKind::Substring
-            }
-            "nolang" | "nosubtypes" | "notags" => {
-                ignored.push(word.to_string());
-                continue;
-            }
-            _ => return Err(format!("unknown index kind {word:?}")),
-        };
+        if ["nolang", "nosubtypes", "notags"].contains(&word.to_ascii_lowercase().as_str()) {
+            ignored.push(word.to_string());
+            continue;
+        }
+        let kind =
+            IndexKind::from_name(word).ok_or_else(|| format!("unknown index kind {word:?}"))?;
         if !kinds.contains(&kind) {
             kinds.push(kind);
         }

@@ -112,12 +112,16 @@ fn slapd_conf_translates_or_lists_every_directive() {
     assert_eq!(config.server.time_limit_seconds, 60);
     assert!(!config.database.memberof);
     let index = &config.database.index;
-    assert_eq!(index["objectClass"], vec![IndexKind::Eq]);
+    assert_eq!(index["objectClass"], vec![IndexKind::Equality]);
     assert_eq!(
         index["cn"],
-        vec![IndexKind::Eq, IndexKind::Presence, IndexKind::Substring]
+        vec![
+            IndexKind::Equality,
+            IndexKind::Presence,
+            IndexKind::Substring
+        ]
     );
-    assert_eq!(index["gidNumber"], vec![IndexKind::Eq]);
+    assert_eq!(index["gidNumber"], vec![IndexKind::Equality]);
     assert_eq!(index.len(), 6);
 
     // The included schema is read in place; the inline class is written out after it.
@@ -222,7 +226,10 @@ fn check_debian(migration: &Migration) {
     );
     assert_eq!(config.server.size_limit, 500);
     assert_eq!(config.database.index.len(), 7);
-    assert_eq!(config.database.index["memberUid"], vec![IndexKind::Eq]);
+    assert_eq!(
+        config.database.index["memberUid"],
+        vec![IndexKind::Equality]
+    );
     // Three database rules, then the frontend's `by * break` rule as the final catch-all.
     assert_eq!(config.access.len(), 4, "{}", migration.config_text);
     let peercred = "gidNumber=0+uidNumber=0,cn=peercred,cn=external,cn=auth";

@@ -94,14 +94,19 @@ impl IndexKinds {
         }
         names
     }
-    pub fn from_name(name: &str) -> Option<IndexKinds> {
-        match name.to_ascii_lowercase().as_str() {
-            "eq" | "equality" => Some(Self::EQUALITY),
-            "pres" | "presence" => Some(Self::PRESENCE),
-            "sub" | "substr" | "substring" | "substrings" => Some(Self::SUBSTRING),
-            "ord" | "ordered" | "ordering" => Some(Self::ORDERED),
-            _ => None,
+    /// The flag an index kind sets; approximate matching is served by the equality index.
+    pub fn of(kind: lmdir_config::IndexKind) -> IndexKinds {
+        match kind {
+            lmdir_config::IndexKind::Equality | lmdir_config::IndexKind::Approx => Self::EQUALITY,
+            lmdir_config::IndexKind::Presence => Self::PRESENCE,
+            lmdir_config::IndexKind::Substring => Self::SUBSTRING,
+            lmdir_config::IndexKind::Ordered => Self::ORDERED,
         }
+    }
+
+    /// The flag a config word names (`IndexKind::from_name`).
+    pub fn from_name(name: &str) -> Option<IndexKinds> {
+        lmdir_config::IndexKind::from_name(name).map(Self::of)
     }
 }
 

@@ -30,25 +30,7 @@ const NON_INDEX_DATABASES_MAX: u32 = 8;
 /// reload adding an index on a new attribute); more need a restart.
 pub const LIVE_INDEX_DATABASES_MAX: u32 = 8;
 
-/// An index kind as configured per attribute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum IndexKind {
-    Equality,
-    Presence,
-    Substring,
-    Ordered,
-}
-
-impl IndexKind {
-    pub fn flag(self) -> IndexKinds {
-        match self {
-            IndexKind::Equality => IndexKinds::EQUALITY,
-            IndexKind::Presence => IndexKinds::PRESENCE,
-            IndexKind::Substring => IndexKinds::SUBSTRING,
-            IndexKind::Ordered => IndexKinds::ORDERED,
-        }
-    }
-}
+pub use lmdir_config::IndexKind;
 
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -549,7 +531,7 @@ pub(crate) fn resolve_indexes(
             StoreError::Config(format!("index on unknown attribute type '{name}'"))
         })?;
         let flags = kinds.iter().fold(IndexKinds::default(), |flags, kind| {
-            flags.union(kind.flag())
+            flags.union(IndexKinds::of(*kind))
         });
         let attribute_type = schema.attribute_type(attr);
         if flags.contains(IndexKinds::ORDERED) && attribute_type.ordering.is_none() {
@@ -1048,21 +1030,7 @@ impl StoreOptions {
             .database
             .index
             .iter()
-            .map(|(attribute, kinds)| {
-                let kinds = kinds
-                    .iter()
-                    .map(|kind| match kind {
-                        lmdir_config::IndexKind::Eq => IndexKind::Equality,
-                        lmdir_config::IndexKind::Presence => IndexKind::Presence,
-                        lmdir_config::IndexKind::Substring => IndexKind::Substring,
-                        lmdir_config::IndexKind::Ordered => IndexKind::Ordered,
-                        // Approximate matching is equality on normalized values (lmdir-schema):
-                        // the equality index serves it.
-                        lmdir_config::IndexKind::Approx => IndexKind::Equality,
-                    })
-                    .collect();
-                (attribute.clone(), kinds)
-            })
+            .map(|(attribute, kinds)| (attribute.clone(), kinds.clone()))
             .collect();
         StoreOptions {
             suffix: config.database.suffix.clone(),
