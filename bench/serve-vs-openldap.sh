@@ -5,11 +5,15 @@
 # 8 threads), modrate (4 threads, both at default durability: fsync per commit), then full-subtree scans
 # (three alternating rounds, median) and 1..16 concurrent full scans. Prints each figure for both servers
 # and the ratio.
-# Usage: [PROFILE=standard|large|mixed] bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
+# Usage: [PROFILE=standard|large|mixed] [RATE_TESTS="uid substring auth modify"] [SCANS=1|0]
+#        bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
+# RATE_TESTS picks the rate tests (default all four); SCANS=0 skips the full scans.
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 INTERVAL_SECONDS="${2:-5}"
 INTERVALS="${3:-3}"
+RATE_TESTS="${RATE_TESTS:-uid substring auth modify}"
+SCANS="${SCANS:-1}"
 OPENLDAP_PORT=3890
 LMDIR_PORT=3891
 LAST=$((PEOPLE - 1))
@@ -64,7 +68,7 @@ run_rate() {
 # (shared, virtual) machine does not land on one server's whole suite.
 run_rates() {
   local test name port
-  for test in uid substring auth modify; do
+  for test in $RATE_TESTS; do
     for name in openldap lmdir; do
       port=$OPENLDAP_PORT; [ "$name" = lmdir ] && port=$LMDIR_PORT
       run_rate "$test" "$name" "$port"
@@ -126,8 +130,10 @@ trap 'kill $LMDIR_PID 2>/dev/null || true; stop_slapd "$WORK_DIR/openldap-serve"
 wait_ldap "$LMDIR_PORT"
 log "rates, alternating between the servers"
 run_rates | tee -a "$RESULTS"
-log "full scans, alternating between the servers"
-run_scans | tee -a "$RESULTS"
+if [ "$SCANS" != 0 ]; then
+  log "full scans, alternating between the servers"
+  run_scans | tee -a "$RESULTS"
+fi
 kill "$LMDIR_PID"; wait "$LMDIR_PID" 2>/dev/null || true
 stop_slapd "$WORK_DIR/openldap-serve"
 
