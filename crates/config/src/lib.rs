@@ -20,7 +20,8 @@ mod replication;
 pub use accesslog::{AccesslogConfig, ACCESSLOG_ENTRIES_MAX};
 pub use replication::{
     provider_scheme, ConsumerConfig, ReplicationConfig, ReplicationShape, SyncType, CONSUMERS_MAX,
-    INTERVAL_SECONDS_MAX, RID_MAX, SERVER_ID_MAX, SESSION_LOG_ENTRIES_MAX,
+    CONSUMER_PDU_BYTES_MAX_DEFAULT, INTERVAL_SECONDS_MAX, RID_MAX, SERVER_ID_MAX,
+    SESSION_LOG_ENTRIES_MAX,
 };
 
 /// The embedded default configuration, also the documented example.

@@ -171,10 +171,24 @@ pub struct ConsumerConfig {
     /// core, sorted appends) instead of the writer's batches; false: always the writer.
     #[serde(default = "default_bulk_initial_refresh")]
     pub bulk_initial_refresh: bool,
+    /// Largest message the provider may send: one entry with all its values (a group of
+    /// 1,000,000 members is ~45 MB on the wire). Larger ends the session with an error naming
+    /// the size. Not the server's `pdu_bytes_max`, which bounds what clients send.
+    #[serde(default = "default_consumer_pdu_bytes_max")]
+    pub pdu_bytes_max: u64,
 }
+
+/// The default largest message from a provider: 256 MiB, a group of ~5 million members.
+pub const CONSUMER_PDU_BYTES_MAX_DEFAULT: u64 = 256 << 20;
+/// The bounds of a consumer's `pdu_bytes_max`: from the server's client default up to 2 GiB.
+pub const CONSUMER_PDU_BYTES_MAX_RANGE: std::ops::RangeInclusive<u64> = (4 << 20)..=(2 << 30);
 
 fn default_bulk_initial_refresh() -> bool {
     true
+}
+
+fn default_consumer_pdu_bytes_max() -> u64 {
+    CONSUMER_PDU_BYTES_MAX_DEFAULT
 }
 
 fn default_sync_type() -> SyncType {
@@ -379,6 +393,16 @@ impl ConsumerConfig {
                     format!("must be 1..={INTERVAL_SECONDS_MAX}"),
                 ));
             }
+        }
+        if !CONSUMER_PDU_BYTES_MAX_RANGE.contains(&self.pdu_bytes_max) {
+            return Err(problem(
+                path("pdu_bytes_max"),
+                format!(
+                    "must be {}..={} bytes",
+                    CONSUMER_PDU_BYTES_MAX_RANGE.start(),
+                    CONSUMER_PDU_BYTES_MAX_RANGE.end()
+                ),
+            ));
         }
         if !self.bind_dn.is_empty() {
             check_dn(&self.bind_dn).map_err(|m| problem(path("bind_dn"), m))?;

@@ -1134,3 +1134,55 @@ fn cancel_ends_a_persist_search_with_canceled() {
     );
     provider.assert_no_panic("provider");
 }
+
+/// A group larger than the 4 MiB a client may send (here: larger than the replica's own client
+/// limit, set to 1 MiB) still replicates: what a provider sends is bounded by the consumer's
+/// `pdu_bytes_max` (256 MiB by default), not by the server's client limit. Before, the consumer
+/// refused the entry and retried forever.
+#[test]
+fn a_group_larger_than_the_client_request_limit_replicates() {
+    if !tools_or_skip() {
+        return;
+    }
+    const MEMBERS: usize = 30_000;
+    // Clients may send this many values of one attribute here (the default is 10,000).
+    let mut provider = TestServer::prepare(
+        "values_per_attribute_per_request_max = 100000\n\
+         [replication]\nserver_id = 1\nprovider = true\n",
+        10,
+    );
+    provider.start();
+    let port = provider.port;
+    let mut group =
+        format!("dn: cn=huge,{SUFFIX}\nchangetype: add\nobjectClass: groupOfNames\ncn: huge\n");
+    for member in 0..MEMBERS {
+        group.push_str(&format!("member: uid=m{member:06},ou=People,{SUFFIX}\n"));
+    }
+    assert!(
+        group.len() > 1 << 20,
+        "the group is larger than the replica's client limit"
+    );
+    let answer = modify(port, &group);
+    assert_eq!(
+        answer.code, 0,
+        "adding the {MEMBERS}-member group: {answer:?}"
+    );
+    let mut replica = TestServer::prepare(
+        &format!(
+            "pdu_bytes_max = 1048576\n[replication]\n[[replication.consumer]]\nrid = 3\n\
+             provider = \"ldap://127.0.0.1:{port}\"\nsearch_base = \"{SUFFIX}\"\n\
+             type = \"refreshAndPersist\"\nretry_seconds = 1\n\
+             bind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n"
+        ),
+        0,
+    );
+    replica.start();
+    assert_replica_converges(&mut provider, &mut replica, "a 30,000-member group");
+    let more = format!(
+        "dn: cn=huge,{SUFFIX}\nchangetype: modify\nadd: member\nmember: uid=extra,ou=People,{SUFFIX}\n"
+    );
+    assert_eq!(modify(port, &more).code, 0, "one more member");
+    assert_replica_converges(&mut provider, &mut replica, "a member added to the group");
+    replica.assert_no_panic("replica");
+    replica.assert_check_clean("replica");
+}

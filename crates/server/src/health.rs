@@ -111,6 +111,7 @@ mod tests {
             starttls: false,
             tls_ca_certificate: String::new(),
             bulk_initial_refresh: true,
+            pdu_bytes_max: lmdir_config::CONSUMER_PDU_BYTES_MAX_DEFAULT,
         }
     }
 

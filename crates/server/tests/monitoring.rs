@@ -374,6 +374,7 @@ fn a_consumer_that_never_refreshed_makes_the_server_not_ready_naming_only_its_ri
                 starttls: false,
                 tls_ca_certificate: String::new(),
                 bulk_initial_refresh: true,
+                pdu_bytes_max: lmdir_config::CONSUMER_PDU_BYTES_MAX_DEFAULT,
             });
     });
     let address = metrics_address(&server);

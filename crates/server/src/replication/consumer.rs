@@ -404,7 +404,7 @@ impl Consumer {
             .map_err(|error| SessionError::Apply(error.to_string()))?;
         let cookie = self.request_cookie()?;
         self.status.connecting(cookie.as_deref());
-        let mut link = Link::open(&self.config, self.server.settings().pdu_bytes_max).await?;
+        let mut link = Link::open(&self.config, consumer_pdu_bytes_max(&self.config)).await?;
         self.send_search(&mut link, cookie.clone()).await?;
         self.status
             .searching(&link.local_address, cookie.as_deref());
@@ -846,6 +846,12 @@ fn info_cookie(info: &SyncInfo) -> Option<&[u8]> {
         | SyncInfo::RefreshPresent { cookie, .. }
         | SyncInfo::SyncIdSet { cookie, .. } => cookie.as_deref(),
     }
+}
+
+/// The largest message this consumer takes from its provider (`pdu_bytes_max` of the consumer,
+/// bounded by the config check to at most 2 GiB).
+fn consumer_pdu_bytes_max(config: &ConsumerConfig) -> usize {
+    usize::try_from(config.pdu_bytes_max).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
