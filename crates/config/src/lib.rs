@@ -10,8 +10,10 @@ use serde::Deserialize;
 mod http;
 pub use http::{parse_http_listen, HttpConfig, ScimConfig, SCIM_GROUP_PATHS, SCIM_USER_PATHS};
 pub use listen::ListenAddress;
+pub use url::percent_decoded;
 mod integrity;
 mod listen;
+mod url;
 pub use integrity::{
     DynlistRule, IntegrityConfig, UniqueRule, DYNLIST_RULES_MAX, INTEGRITY_ITEMS_MAX,
 };

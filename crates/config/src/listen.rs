@@ -41,8 +41,8 @@ impl ListenAddress {
 
 /// The absolute socket path of an ldapi URL's rest (percent-escapes decoded).
 fn socket_path(url: &str, rest: &str) -> Result<PathBuf, String> {
-    let path =
-        percent_decode(rest).ok_or_else(|| format!("{url:?}: bad %-escape in the socket path"))?;
+    let path = crate::percent_decoded(rest)
+        .ok_or_else(|| format!("{url:?}: bad %-escape in the socket path"))?;
     if !path.starts_with('/') || path.trim_end_matches('/').is_empty() {
         return Err(format!(
             "{url:?}: ldapi needs an absolute socket path (ldapi:///run/lmdir.sock)"
@@ -84,23 +84,6 @@ fn host_port(url: &str, scheme: &str, rest: &str, default_port: u16) -> Result<S
             )),
         },
     }
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(index + 1..index + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            index += 3;
-        } else {
-            out.push(bytes[index]);
-            index += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

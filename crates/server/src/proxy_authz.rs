@@ -457,7 +457,7 @@ fn parse_rule(schema: &Schema, text: &str) -> Rule {
 fn parse_url(schema: &Schema, rest: &str) -> Option<Rule> {
     let rest = rest.strip_prefix('/')?;
     let mut parts = rest.split('?');
-    let base = percent_decoded(parts.next()?)?;
+    let base = lmdir_config::percent_decoded(parts.next()?)?;
     let attributes = parts.next().unwrap_or("");
     let scope = match parts.next().unwrap_or("").to_ascii_lowercase().as_str() {
         "" | "base" => Scope::Base,
@@ -467,7 +467,7 @@ fn parse_url(schema: &Schema, rest: &str) -> Option<Rule> {
     };
     let filter = match parts.next().unwrap_or("") {
         "" => "(objectClass=*)".to_string(),
-        filter => percent_decoded(filter)?,
+        filter => lmdir_config::percent_decoded(filter)?,
     };
     if !attributes.is_empty() || parts.next().is_some() {
         return None;
@@ -477,25 +477,6 @@ fn parse_url(schema: &Schema, rest: &str) -> Option<Rule> {
         scope,
         filter,
     })
-}
-
-/// RFC 3986 percent-decoding (as LDAP URLs use it, RFC 4516); None for a bad escape or bytes
-/// that are not UTF-8.
-fn percent_decoded(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        if bytes[index] == b'%' {
-            let hex = text.get(index + 1..index + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            index += 3;
-        } else {
-            out.push(bytes[index]);
-            index += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -602,8 +583,11 @@ mod tests {
 
     #[test]
     fn percent_decoding_refuses_bad_escapes() {
-        assert_eq!(percent_decoded("a%20b").as_deref(), Some("a b"));
-        assert_eq!(percent_decoded("a%2"), None);
-        assert_eq!(percent_decoded("a%zz"), None);
+        assert_eq!(
+            lmdir_config::percent_decoded("a%20b").as_deref(),
+            Some("a b")
+        );
+        assert_eq!(lmdir_config::percent_decoded("a%2"), None);
+        assert_eq!(lmdir_config::percent_decoded("a%zz"), None);
     }
 }

@@ -150,28 +150,9 @@ fn parse_unique_uri(value: &str) -> Result<(String, Vec<String>), String> {
     Ok((base, attributes))
 }
 
-/// `%2C` → `,` (RFC 4516 escapes in the URI's DN).
+/// `%2C` → `,` (RFC 4516 escapes); a bad escape leaves the text as written.
 fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        let hex = bytes
-            .get(index + 1..index + 3)
-            .and_then(|pair| std::str::from_utf8(pair).ok())
-            .and_then(|pair| u8::from_str_radix(pair, 16).ok());
-        match (bytes[index], hex) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                index += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                index += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
+    lmdir_config::percent_decoded(text).unwrap_or_else(|| text.to_string())
 }
 
 #[cfg(test)]
