@@ -3,19 +3,25 @@
 //! writes, and check / stat / export.
 
 pub mod accesslog;
+mod add;
 mod admin;
 pub mod attribute_state;
 mod bulk;
 pub mod changes;
 pub mod codec;
 pub mod context_csn;
+mod delete;
+mod dn2id;
 mod env;
 mod files;
 mod in_chain;
+mod index;
 pub mod layout;
 mod live_index;
 mod lock;
 mod memberof;
+mod modify;
+mod modrdn;
 mod point_modify;
 mod read;
 mod referrers;

@@ -1,22 +1,17 @@
 //! Write transactions: add, delete, modify, modrdn — each keeping the DN tree and every index
 //! exact.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use heed::RwTxn;
-use lmdir_schema::{
-    AttrId, Attribute, Dn, Entry, EntryView, LdapError, Modification, Rdn, ResultCode, StoredValue,
-};
-use roaring::RoaringBitmap;
+use lmdir_schema::{AttrId, Attribute, Dn, Entry, EntryView, LdapError, ResultCode, StoredValue};
 
-use crate::changes::{ChangeKind, CommittedChanges};
-use crate::codec::{EncodedEntry, ATTRIBUTES_PER_ENTRY_MAX};
+use crate::changes::CommittedChanges;
+use crate::codec::ATTRIBUTES_PER_ENTRY_MAX;
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
-use crate::read::{
-    corrupt, is_within, lookup_rdns, read_entry, require_node, DnLookup, TREE_DEPTH_MAX,
-};
+use crate::read::{corrupt, read_entry, require_node, TREE_DEPTH_MAX};
 use crate::store::{lmdb_to_ldap, Inner, Store, StoreError};
 
 /// Who writes and when; `skip_schema_check` is for trusted imports and internal updates.
@@ -72,7 +67,7 @@ pub struct WriteTxn<'s> {
     indexes_built: Option<Vec<AttrId>>,
     /// The index DBs as this txn began (taken under the writer lock, which every change of
     /// them holds too): one lookup per write instead of one per posting.
-    index_databases: Arc<crate::store::IndexSet>,
+    pub(crate) index_databases: Arc<crate::store::IndexSet>,
     /// Past this instant every step of a write fails with adminLimitExceeded (`set_deadline`).
     deadline: Option<Instant>,
     /// While a subtree's memberOf links are being fixed after a move: its (old, new) top DN,
@@ -121,7 +116,7 @@ impl Store {
 
 use crate::rows::timestamp_value;
 
-fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
+pub(crate) fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
     LdapError::new(code, message)
 }
 
@@ -187,22 +182,6 @@ impl Inner {
                 values: attribute.values,
             })
             .collect())
-    }
-
-    /// Every index key (without chunk) of an entry's values, per indexed attribute.
-    pub(crate) fn index_keys(
-        &self,
-        attributes: &[WorkingAttribute],
-    ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
-        let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        let index_set = self.index_set();
-        let plan = &index_set.plan;
-        let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
-            let attr = plan.attrs()[slot as usize];
-            keys.entry(attr).or_default().insert(key.to_vec());
-            Ok(())
-        });
-        keys
     }
 }
 
@@ -358,15 +337,15 @@ pub(crate) fn to_owned_entry(dn: Dn, attributes: &[WorkingAttribute]) -> Entry {
 }
 
 /// One AVA of an RDN: attribute, original value, normalized value.
-type RdnAssertion = (AttrId, Vec<u8>, Vec<u8>);
+pub(crate) type RdnAssertion = (AttrId, Vec<u8>, Vec<u8>);
 
 /// An owned copy of an id2node row.
-struct OwnedNode {
-    parent: EntryId,
-    subtree_size: u32,
-    child_count: u32,
-    rdn_original: Vec<u8>,
-    rdn_normalized: Vec<u8>,
+pub(crate) struct OwnedNode {
+    pub(crate) parent: EntryId,
+    pub(crate) subtree_size: u32,
+    pub(crate) child_count: u32,
+    pub(crate) rdn_original: Vec<u8>,
+    pub(crate) rdn_normalized: Vec<u8>,
 }
 
 impl OwnedNode {
@@ -573,18 +552,6 @@ impl<'s> WriteTxn<'s> {
         }
     }
 
-    /// The deepest entry at or above `dn` as this transaction sees it (None when not even the
-    /// naming context's entry is there): one point lookup per RDN, whatever `dn` names.
-    pub fn deepest_existing(&self, dn: &Dn) -> Result<Option<EntryId>, LdapError> {
-        let (_, lookup) = self.lookup(dn)?;
-        Ok(lookup.deepest.map(|(id, _)| id))
-    }
-
-    /// The parent of entry `id` (0 for the naming context's entry; None when `id` is absent).
-    pub fn parent_of(&self, id: EntryId) -> Result<Option<EntryId>, LdapError> {
-        Ok(crate::read::read_node(self.inner, &self.txn, id)?.map(|node| node.parent))
-    }
-
     /// The entry with ID `id` as this transaction sees it (None when absent).
     pub fn entry_by_id(&self, id: EntryId) -> Result<Option<StoredEntry<'_>>, LdapError> {
         if crate::read::read_node(self.inner, &self.txn, id)?.is_none() {
@@ -627,7 +594,7 @@ impl<'s> WriteTxn<'s> {
         }))
     }
 
-    fn check_entry_limits(
+    pub(crate) fn check_entry_limits(
         &self,
         attributes: &[WorkingAttribute],
         context: &WriteContext,
@@ -635,7 +602,7 @@ impl<'s> WriteTxn<'s> {
         crate::rows::check_entry_limits(attributes, context)
     }
 
-    fn refuse_no_user_modification(
+    pub(crate) fn refuse_no_user_modification(
         &self,
         attr: AttrId,
         context: &WriteContext,
@@ -643,11 +610,11 @@ impl<'s> WriteTxn<'s> {
         crate::rows::refuse_no_user_modification(&self.inner.schema, attr, context)
     }
 
-    fn read_owned_node(&self, id: EntryId) -> Result<OwnedNode, LdapError> {
+    pub(crate) fn read_owned_node(&self, id: EntryId) -> Result<OwnedNode, LdapError> {
         Ok(OwnedNode::from(&require_node(self.inner, &self.txn, id)?))
     }
 
-    fn put_node(&mut self, id: EntryId, node: &OwnedNode) -> Result<(), LdapError> {
+    pub(crate) fn put_node(&mut self, id: EntryId, node: &OwnedNode) -> Result<(), LdapError> {
         if node.rdn_original.len() > u16::MAX as usize {
             return Err(ldap(
                 ResultCode::ConstraintViolation,
@@ -674,7 +641,7 @@ impl<'s> WriteTxn<'s> {
 
     /// Keeps `meta`'s inverted-link record (parents-first output) right for a moved or
     /// deleted node.
-    fn record_parent_change(
+    pub(crate) fn record_parent_change(
         &mut self,
         id: EntryId,
         old_parent: Option<EntryId>,
@@ -691,7 +658,11 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// Adds `delta` to the subtree size of `start` and all its ancestors.
-    fn adjust_subtree_sizes(&mut self, start: EntryId, delta: i64) -> Result<(), LdapError> {
+    pub(crate) fn adjust_subtree_sizes(
+        &mut self,
+        start: EntryId,
+        delta: i64,
+    ) -> Result<(), LdapError> {
         let mut current = start;
         for _ in 0..TREE_DEPTH_MAX {
             if current == ROOT_PARENT_ID {
@@ -714,7 +685,7 @@ impl<'s> WriteTxn<'s> {
         )))
     }
 
-    fn adjust_child_count(&mut self, id: EntryId, delta: i64) -> Result<(), LdapError> {
+    pub(crate) fn adjust_child_count(&mut self, id: EntryId, delta: i64) -> Result<(), LdapError> {
         if id == ROOT_PARENT_ID {
             return Ok(());
         }
@@ -727,65 +698,6 @@ impl<'s> WriteTxn<'s> {
         }
         node.child_count = count as u32;
         self.put_node(id, &node)
-    }
-
-    fn posting_change(
-        &mut self,
-        attr: AttrId,
-        key: &[u8],
-        id: EntryId,
-        add: bool,
-    ) -> Result<(), LdapError> {
-        let database = *self
-            .index_databases
-            .databases
-            .get(&attr)
-            .expect("an index DB exists for every configured attribute");
-        let mut full_key = Vec::with_capacity(key.len() + 2);
-        layout::index_key_with_chunk(key, layout::chunk_of(id), &mut full_key);
-        let existing = database.get(&self.txn, &full_key).map_err(lmdb_to_ldap)?;
-        let mut bytes = Vec::new();
-        match layout::change_posting_chunk(existing, layout::low_half(id), add, &mut bytes)
-            .map_err(|error| corrupt(format!("index key {full_key:?}: {error}")))?
-        {
-            layout::ChunkChange::Unchanged => {}
-            layout::ChunkChange::Empty => {
-                database
-                    .delete(&mut self.txn, &full_key)
-                    .map_err(lmdb_to_ldap)?;
-            }
-            layout::ChunkChange::Written => {
-                database
-                    .put(&mut self.txn, &full_key, &bytes)
-                    .map_err(lmdb_to_ldap)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies the difference between an entry's old and new index keys.
-    pub(crate) fn update_indexes(
-        &mut self,
-        id: EntryId,
-        old: &BTreeMap<AttrId, BTreeSet<Vec<u8>>>,
-        new: &BTreeMap<AttrId, BTreeSet<Vec<u8>>>,
-    ) -> Result<(), LdapError> {
-        let empty = BTreeSet::new();
-        for (attr, old_keys) in old {
-            let new_keys = new.get(attr).unwrap_or(&empty);
-            for key in old_keys.difference(new_keys) {
-                self.check_deadline()?;
-                self.posting_change(*attr, key, id, false)?;
-            }
-        }
-        for (attr, new_keys) in new {
-            let old_keys = old.get(attr).unwrap_or(&empty);
-            for key in new_keys.difference(old_keys) {
-                self.check_deadline()?;
-                self.posting_change(*attr, key, id, true)?;
-            }
-        }
-        Ok(())
     }
 
     pub(crate) fn put_entry(
@@ -829,31 +741,7 @@ impl<'s> WriteTxn<'s> {
         self.inner.stored_attributes(&self.txn, id)
     }
 
-    pub(crate) fn lookup(&self, dn: &Dn) -> Result<(Vec<String>, DnLookup), LdapError> {
-        let rdns = self.inner.normalize_rdns(dn)?;
-        let lookup = lookup_rdns(self.inner, &self.txn, &rdns)?;
-        Ok((rdns, lookup))
-    }
-
-    fn no_such_object(&self, dn: &Dn, lookup: &DnLookup) -> Result<LdapError, LdapError> {
-        let mut error = ldap(ResultCode::NoSuchObject, format!("no such entry '{dn}'"));
-        if let Some((ancestor, _)) = lookup.deepest {
-            error =
-                error.with_matched_dn(crate::read::dn_of(self.inner, &self.txn, ancestor, false)?);
-        }
-        Ok(error)
-    }
-
-    /// Finds an existing entry by DN or fails with noSuchObject (+ matched DN).
-    fn existing(&self, dn: &Dn) -> Result<EntryId, LdapError> {
-        let (_, lookup) = self.lookup(dn)?;
-        match lookup.found {
-            Some(id) => Ok(id),
-            None => Err(self.no_such_object(dn, &lookup)?),
-        }
-    }
-
-    fn set_operational(
+    pub(crate) fn set_operational(
         &self,
         attributes: &mut Vec<WorkingAttribute>,
         name: &str,
@@ -936,7 +824,7 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// The RDN fits a node and a dn2id key (`layout::rdn_size_problem`).
-    fn check_rdn_size(
+    pub(crate) fn check_rdn_size(
         &self,
         original_bytes: usize,
         normalized_bytes: usize,
@@ -952,7 +840,7 @@ impl<'s> WriteTxn<'s> {
         }
     }
 
-    fn allocate_id(&mut self) -> Result<EntryId, LdapError> {
+    pub(crate) fn allocate_id(&mut self) -> Result<EntryId, LdapError> {
         let next = self
             .inner
             .databases
@@ -979,531 +867,6 @@ impl<'s> WriteTxn<'s> {
         Ok(next)
     }
 
-    /// Adds an entry; returns its ID. The entry's rows come from the one "entry → rows" step
-    /// (`rows.rs`) that the bulk loader's workers run too.
-    pub fn add(&mut self, entry: &Entry, context: &WriteContext) -> Result<EntryId, LdapError> {
-        let (rdns, lookup) = self.lookup(&entry.dn)?;
-        if lookup.found.is_some() {
-            return Err(ldap(
-                ResultCode::EntryAlreadyExists,
-                format!("entry '{}' already exists", entry.dn),
-            ));
-        }
-        // The parent is looked for before the entry is checked, as slapd does: an add under a
-        // missing parent is noSuchObject whatever the entry holds.
-        let parent = if self.inner.tree_place(&entry.dn)?.is_top_level() {
-            ROOT_PARENT_ID
-        } else {
-            // The parent must exist: it is the lookup's deepest match covering all but one RDN.
-            match lookup.deepest {
-                Some((parent, covered)) if covered == rdns.len() - 1 => parent,
-                _ => {
-                    let mut error = self.no_such_object(&entry.dn, &lookup)?;
-                    error.message = format!("parent of '{}' does not exist", entry.dn);
-                    return Err(error);
-                }
-            }
-        };
-        self.check_deadline()?;
-        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
-        let fresh = crate::rows::FreshValues {
-            csn: match context.replicated {
-                true => None,
-                false => Some(self.next_csn(context.now)?),
-            },
-            ..crate::rows::FreshValues::new()
-        };
-        let rows = self.inner.entry_rows(
-            crate::rows::EntrySource::Entry(entry),
-            context,
-            &stamp,
-            &fresh,
-            &mut crate::rows::RowScratch::new(),
-        )?;
-        self.check_deadline()?;
-        let id = self.allocate_id()?;
-        let crate::rows::EntryRows {
-            place,
-            attributes,
-            group_members,
-        } = rows;
-        let mut key = Vec::new();
-        layout::encode_dn2id_key(parent, place.rdn_normalized.as_bytes(), &mut key);
-        self.inner
-            .databases
-            .dn2id
-            .put(&mut self.txn, &key, &layout::encode_id(id))
-            .map_err(lmdb_to_ldap)?;
-        self.put_node(
-            id,
-            &OwnedNode {
-                parent,
-                subtree_size: 1,
-                child_count: 0,
-                rdn_original: place.rdn_original.into_bytes(),
-                rdn_normalized: place.rdn_normalized.into_bytes(),
-            },
-        )?;
-        self.adjust_subtree_sizes(parent, 1)?;
-        self.adjust_child_count(parent, 1)?;
-        self.put_entry(id, &attributes)?;
-        let keys = self.inner.index_keys(&attributes);
-        self.update_indexes(id, &BTreeMap::new(), &keys)?;
-        if !group_members.is_empty() {
-            let group_dn = self.dn_of(id)?;
-            self.memberof_group_changed(
-                id,
-                Some(&group_dn),
-                &BTreeSet::new(),
-                Some(&group_dn),
-                &group_members,
-            )?;
-        }
-        if self.is_recording_changes() {
-            let dn = self.dn_of(id)?;
-            self.record_change(ChangeKind::Add, id, &attributes, dn, None);
-        }
-        Ok(id)
-    }
-
-    /// Deletes a leaf entry: a change of this server, so it takes a CSN (contextCSN).
-    pub fn delete(&mut self, dn: &str) -> Result<EntryId, LdapError> {
-        // The CSN first: the session log records the delete under it before the rows go.
-        let csn = self.next_csn(SystemTime::now())?;
-        let id = self.unlink_leaf(dn, Some(csn))?;
-        self.set_deleted_csn(id, Some(csn));
-        Ok(id)
-    }
-
-    /// Deletes a leaf entry as a replication provider deleted it: the change is the
-    /// provider's, so this server's contextCSN does not move.
-    pub fn delete_replicated(&mut self, dn: &str) -> Result<EntryId, LdapError> {
-        let id = self.unlink_leaf(dn, None)?;
-        self.set_deleted_csn(id, None);
-        Ok(id)
-    }
-
-    /// Records the delete of entry `id` (before its rows go: its entryUUID and DN).
-    fn record_delete(&mut self, id: EntryId, decodable: bool) -> Result<(), LdapError> {
-        if !self.is_recording_changes() {
-            return Ok(());
-        }
-        let attributes = match decodable {
-            true => self.stored_attributes(id)?,
-            false => Vec::new(),
-        };
-        let dn = self.dn_of(id)?;
-        self.record_change(ChangeKind::Delete, id, &attributes, dn.clone(), Some(dn));
-        Ok(())
-    }
-
-    /// `csn`: the delete's own CSN (None: applied for a provider), for the session log.
-    fn unlink_leaf(
-        &mut self,
-        dn: &str,
-        csn: Option<lmdir_sync::Csn>,
-    ) -> Result<EntryId, LdapError> {
-        let dn = Dn::parse(dn)?;
-        let id = self.existing(&dn)?;
-        let node = self.read_owned_node(id)?;
-        if node.child_count > 0 {
-            return Err(ldap(
-                ResultCode::NotAllowedOnNonLeaf,
-                format!("entry '{dn}' has {} children", node.child_count),
-            ));
-        }
-        self.log_removal(id, csn)?;
-        let decodable = self.is_decodable(id)?;
-        self.record_delete(id, decodable)?;
-        if decodable {
-            self.unlink_decodable(id)?;
-        } else {
-            // A repair (the server lets only the rootdn reach an undecodable entry): its
-            // values, hence its keys and memberOf links, are unknown.
-            tracing::warn!(entry = id, dn = %dn, "deleting an undecodable entry");
-            if self.inner.options.memberof {
-                let dn = self.dn_of(id)?;
-                self.memberof_unknown_entry_deleted(id, &dn)?;
-            }
-            self.remove_from_every_index(id)?;
-        }
-        self.replace_value_rows(id, &[])?;
-        let id_key = layout::encode_id(id);
-        self.inner
-            .databases
-            .id2entry
-            .delete(&mut self.txn, &id_key)
-            .map_err(lmdb_to_ldap)?;
-        self.inner
-            .databases
-            .id2node
-            .delete(&mut self.txn, &id_key)
-            .map_err(lmdb_to_ldap)?;
-        let mut key = Vec::new();
-        layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut key);
-        self.inner
-            .databases
-            .dn2id
-            .delete(&mut self.txn, &key)
-            .map_err(lmdb_to_ldap)?;
-        self.adjust_subtree_sizes(node.parent, -1)?;
-        self.adjust_child_count(node.parent, -1)?;
-        self.record_parent_change(id, Some(node.parent), None)?;
-        Ok(id)
-    }
-
-    /// Whether the entry's id2entry row decodes with the known descriptions.
-    fn is_decodable(&self, id: EntryId) -> Result<bool, LdapError> {
-        let Some(bytes) = self
-            .inner
-            .databases
-            .id2entry
-            .get(&self.txn, &layout::encode_id(id))
-            .map_err(lmdb_to_ldap)?
-        else {
-            return Ok(false);
-        };
-        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
-        Ok(EncodedEntry::parse(bytes).is_ok_and(|encoded| {
-            encoded
-                .attributes()
-                .all(|attribute| descriptions.get(attribute.description_number).is_some())
-        }))
-    }
-
-    /// Removes a decodable entry's memberOf links and index postings (before its rows go).
-    fn unlink_decodable(&mut self, id: EntryId) -> Result<(), LdapError> {
-        let attributes = self.stored_attributes(id)?;
-        if self.inner.options.memberof {
-            let group_dn = self.dn_of(id)?;
-            let members = self.group_members(&attributes);
-            self.memberof_group_changed(id, Some(&group_dn), &members, None, &BTreeSet::new())?;
-            self.memberof_member_renamed_or_deleted(id, &group_dn, &attributes, None)?;
-        }
-        // Re-read: the memberOf upkeep above may have changed this entry's values.
-        let attributes = self.stored_attributes(id)?;
-        let keys = self.inner.index_keys(&attributes);
-        self.update_indexes(id, &keys, &BTreeMap::new())
-    }
-
-    /// Removes `id` from every posting of every index DB, found by scanning them: the keys
-    /// an undecodable entry produced cannot be recomputed. A repair's cost, paid once.
-    fn remove_from_every_index(&mut self, id: EntryId) -> Result<(), LdapError> {
-        let chunk = layout::chunk_of(id);
-        let index_set = self.inner.index_set();
-        let attrs: Vec<AttrId> = index_set.databases.keys().copied().collect();
-        for attr in attrs {
-            let database = index_set.databases[&attr];
-            let mut keys = Vec::new();
-            for row in database.iter(&self.txn).map_err(lmdb_to_ldap)? {
-                let (full_key, value) = row.map_err(lmdb_to_ldap)?;
-                let Some((key, key_chunk)) = layout::split_index_key(full_key) else {
-                    continue;
-                };
-                let mut ids = RoaringBitmap::new();
-                if key_chunk == chunk
-                    && layout::decode_posting_chunk_into(value, chunk, &mut ids).is_ok()
-                    && ids.contains(id)
-                {
-                    keys.push(key.to_vec());
-                }
-            }
-            for key in keys {
-                self.posting_change(attr, &key, id, false)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The (attr, normalized value) pairs of an RDN.
-    fn rdn_assertions(&self, rdn: &Rdn) -> Result<Vec<RdnAssertion>, LdapError> {
-        rdn.avas
-            .iter()
-            .map(|ava| {
-                let attr = self.inner.schema.attribute(&ava.attr).ok_or_else(|| {
-                    ldap(
-                        ResultCode::InvalidDnSyntax,
-                        format!("unknown attribute type '{}' in RDN", ava.attr),
-                    )
-                })?;
-                let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
-                Ok((attr, ava.value.clone(), normalized))
-            })
-            .collect()
-    }
-
-    /// The RDN (parsed) of an entry's node; the top-level entry's node holds its whole DN.
-    fn node_rdn(&self, node: &OwnedNode) -> Result<Rdn, LdapError> {
-        let text =
-            std::str::from_utf8(&node.rdn_original).map_err(|_| corrupt("RDN is not UTF-8"))?;
-        let dn = Dn::parse(text)?;
-        dn.rdns
-            .into_iter()
-            .next()
-            .ok_or_else(|| corrupt("empty RDN in id2node"))
-    }
-
-    /// Modifies an entry (RFC 4511 §4.6; all or nothing).
-    pub fn modify(
-        &mut self,
-        dn: &str,
-        modifications: &[Modification],
-        context: &WriteContext,
-    ) -> Result<EntryId, LdapError> {
-        let dn = Dn::parse(dn)?;
-        let id = self.existing(&dn)?;
-        if let Some(id) = self.modify_out_of_line(id, &dn, modifications, context)? {
-            return Ok(id);
-        }
-        let old_attributes = self.stored_attributes(id)?;
-        let mut entry = to_owned_entry(dn.clone(), &old_attributes);
-        for modification in modifications {
-            self.check_deadline()?;
-            if !context.skip_schema_check && !context.relax {
-                self.inner
-                    .schema
-                    .check_user_modification(&modification.description)?;
-            }
-            self.inner.schema.apply_modification_with(
-                &mut entry,
-                modification,
-                context.permissive_modify,
-            )?;
-        }
-        let node = self.read_owned_node(id)?;
-        let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
-        // RDN values cannot be removed.
-        for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
-            require_rdn_value(self.inner, &attributes, attr, &normalized, &dn)?;
-        }
-        let stamped = self.stamp_modification(&mut attributes, context)?;
-        // A replicating node keeps which attributes each local change touched, so that
-        // multi-provider peers merge concurrent changes per attribute (`attribute_state`).
-        let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
-        if let Some(csn) = stamped.filter(|_| replicating) {
-            self.record_attribute_states(&mut attributes, modifications, csn)?;
-        }
-        self.check_deadline()?;
-        if !context.skip_schema_check {
-            attributes = self
-                .inner
-                .checked_attributes(&to_owned_entry(dn, &attributes), false)?;
-        }
-        self.check_entry_limits(&attributes, context)?;
-        self.check_deadline()?;
-        self.put_entry(id, &attributes)?;
-        let old_keys = self.inner.index_keys(&old_attributes);
-        let new_keys = self.inner.index_keys(&attributes);
-        self.update_indexes(id, &old_keys, &new_keys)?;
-        if self.inner.options.memberof {
-            let old_members = self.group_members(&old_attributes);
-            let new_members = self.group_members(&attributes);
-            if old_members != new_members {
-                let group_dn = self.dn_of(id)?;
-                self.memberof_group_changed(
-                    id,
-                    Some(&group_dn),
-                    &old_members,
-                    Some(&group_dn),
-                    &new_members,
-                )?;
-            }
-        }
-        if self.is_recording_changes() {
-            let dn = self.dn_of(id)?;
-            self.record_change(ChangeKind::Modify, id, &attributes, dn, None);
-        }
-        Ok(id)
-    }
-
-    /// Renames and/or moves an entry (with its whole subtree: only the moved node changes).
-    pub fn modrdn(
-        &mut self,
-        dn: &str,
-        new_rdn: &str,
-        delete_old_rdn: bool,
-        new_superior: Option<&str>,
-        context: &WriteContext,
-    ) -> Result<EntryId, LdapError> {
-        let dn = Dn::parse(dn)?;
-        let id = self.existing(&dn)?;
-        let node = self.read_owned_node(id)?;
-        if node.parent == ROOT_PARENT_ID {
-            return Err(ldap(
-                ResultCode::UnwillingToPerform,
-                format!("cannot rename the naming context entry '{dn}'"),
-            ));
-        }
-        let new_rdn = Rdn::parse(new_rdn)?;
-        let new_rdn_normalized = self.inner.schema.normalize_rdn(&new_rdn)?;
-        let new_parent = match new_superior {
-            None => node.parent,
-            Some(superior) => {
-                let superior = Dn::parse(superior)?;
-                let parent = self.existing(&superior)?;
-                if is_within(self.inner, &self.txn, parent, id)? {
-                    return Err(ldap(
-                        ResultCode::UnwillingToPerform,
-                        format!("cannot move '{dn}' below itself ('{superior}')"),
-                    ));
-                }
-                parent
-            }
-        };
-        let new_rdn_original = new_rdn.to_string();
-        self.check_rdn_size(
-            new_rdn_original.len(),
-            new_rdn_normalized.len(),
-            &new_rdn_original,
-        )?;
-        let mut new_key = Vec::new();
-        layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
-        if let Some(existing) = self
-            .inner
-            .databases
-            .dn2id
-            .get(&self.txn, &new_key)
-            .map_err(lmdb_to_ldap)?
-        {
-            if layout::decode_id(existing) != Some(id) {
-                return Err(ldap(
-                    ResultCode::EntryAlreadyExists,
-                    format!("entry '{new_rdn}' already exists under the new parent"),
-                ));
-            }
-        }
-
-        // Entry values: add the new RDN's values, drop the old ones when asked.
-        let old_attributes = self.stored_attributes(id)?;
-        let mut attributes = old_attributes.clone();
-        let new_assertions = self.rdn_assertions(&new_rdn)?;
-        for (attr, _, _) in &new_assertions {
-            self.refuse_no_user_modification(*attr, context)?;
-        }
-        if delete_old_rdn {
-            for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
-                if new_assertions
-                    .iter()
-                    .any(|(new_attr, _, new_value)| *new_attr == attr && *new_value == normalized)
-                {
-                    continue;
-                }
-                for attribute in attributes
-                    .iter_mut()
-                    .filter(|attribute| attribute.attr == attr && attribute.options.is_empty())
-                {
-                    attribute.values.retain(|(_, value)| *value != normalized);
-                }
-            }
-            attributes.retain(|attribute| !attribute.values.is_empty());
-        }
-        for (attr, original, normalized) in new_assertions {
-            let present = attributes.iter().any(|attribute| {
-                attribute.attr == attr
-                    && attribute
-                        .values
-                        .iter()
-                        .any(|(_, value)| *value == normalized)
-            });
-            if present {
-                continue;
-            }
-            match attributes
-                .iter_mut()
-                .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
-            {
-                Some(attribute) => attribute.values.push((original, normalized)),
-                None => attributes.push(WorkingAttribute {
-                    text: self.inner.schema.attribute_type(attr).name().to_string(),
-                    attr,
-                    options: Vec::new(),
-                    values: vec![(original, normalized)],
-                }),
-            }
-        }
-        self.stamp_modification(&mut attributes, context)?;
-        let parent_dn = match new_superior {
-            Some(superior) => Dn::parse(superior)?,
-            None => dn.parent().unwrap_or_else(Dn::root),
-        };
-        let new_dn = parent_dn.child(new_rdn.clone());
-        if !context.skip_schema_check {
-            attributes = self
-                .inner
-                .checked_attributes(&to_owned_entry(new_dn, &attributes), false)?;
-        }
-        self.check_entry_limits(&attributes, context)?;
-        self.check_deadline()?;
-
-        let old_dn_text = self.dn_of(id)?;
-        // Tree: move the one node.
-        let mut old_key = Vec::new();
-        layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut old_key);
-        self.inner
-            .databases
-            .dn2id
-            .delete(&mut self.txn, &old_key)
-            .map_err(lmdb_to_ldap)?;
-        self.inner
-            .databases
-            .dn2id
-            .put(&mut self.txn, &new_key, &layout::encode_id(id))
-            .map_err(lmdb_to_ldap)?;
-        let moved = OwnedNode {
-            parent: new_parent,
-            subtree_size: node.subtree_size,
-            child_count: node.child_count,
-            rdn_original: new_rdn.to_string().into_bytes(),
-            rdn_normalized: new_rdn_normalized.into_bytes(),
-        };
-        self.put_node(id, &moved)?;
-        if new_parent != node.parent {
-            self.record_parent_change(id, Some(node.parent), Some(new_parent))?;
-            self.adjust_subtree_sizes(node.parent, -(node.subtree_size as i64))?;
-            self.adjust_child_count(node.parent, -1)?;
-            self.adjust_subtree_sizes(new_parent, node.subtree_size as i64)?;
-            self.adjust_child_count(new_parent, 1)?;
-        }
-        self.put_entry(id, &attributes)?;
-        let old_keys = self.inner.index_keys(&old_attributes);
-        let new_keys = self.inner.index_keys(&attributes);
-        self.update_indexes(id, &old_keys, &new_keys)?;
-        self.log_rename(id, &attributes)?;
-        if self.inner.options.memberof {
-            let new_dn_text = self.dn_of(id)?;
-            self.moved_subtree = Some((
-                self.inner.schema.normalize_dn_str(&old_dn_text)?,
-                self.inner.schema.normalize_dn_str(&new_dn_text)?,
-            ));
-            let fixed = self
-                .memberof_entry_renamed(
-                    id,
-                    &old_dn_text,
-                    &new_dn_text,
-                    &old_attributes,
-                    &attributes,
-                )
-                .and_then(|()| self.memberof_subtree_renamed(id, &old_dn_text, &new_dn_text));
-            self.moved_subtree = None;
-            fixed?;
-        }
-        if self.is_recording_changes() {
-            let dn = self.dn_of(id)?;
-            self.record_change(ChangeKind::ModRdn, id, &attributes, dn, Some(old_dn_text));
-        }
-        Ok(id)
-    }
-
-    /// The DN of an entry as this transaction sees it.
-    pub fn dn_of(&self, id: EntryId) -> Result<String, LdapError> {
-        crate::read::dn_of(self.inner, &self.txn, id, false)
-    }
-
-    /// The ID of a DN as this transaction sees it (noSuchObject with matched DN on a miss).
-    pub fn dn_to_id(&self, dn: &str) -> Result<EntryId, LdapError> {
-        self.existing(&Dn::parse(dn)?)
-    }
-
     pub fn num_subordinates(&self, id: EntryId) -> Result<u32, LdapError> {
         Ok(require_node(self.inner, &self.txn, id)?.child_count)
     }
@@ -1519,7 +882,10 @@ impl<'s> WriteTxn<'s> {
 
     /// Writes `meta`'s record of the built indexes: what was usable before, plus the configured
     /// kinds of the rebuilt `attributes`; returns the state searches switch to after the commit.
-    fn record_indexes_built(&mut self, attributes: &[AttrId]) -> Result<IndexState, LdapError> {
+    pub(crate) fn record_indexes_built(
+        &mut self,
+        attributes: &[AttrId],
+    ) -> Result<IndexState, LdapError> {
         let inner = self.inner;
         let index_set = inner.index_set();
         let mut built = index_set.usable.clone();

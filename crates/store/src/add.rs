@@ -1,0 +1,99 @@
+//! Adding an entry (RFC 4511 §4.7; back-mdb's add.c).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lmdir_schema::{Entry, LdapError, ResultCode};
+
+use crate::changes::ChangeKind;
+use crate::layout::{self, EntryId, ROOT_PARENT_ID};
+use crate::store::lmdb_to_ldap;
+use crate::write::{ldap, OwnedNode, WriteContext, WriteTxn};
+
+impl WriteTxn<'_> {
+    /// Adds an entry; returns its ID. The entry's rows come from the one "entry → rows" step
+    /// (`rows.rs`) that the bulk loader's workers run too.
+    pub fn add(&mut self, entry: &Entry, context: &WriteContext) -> Result<EntryId, LdapError> {
+        let (rdns, lookup) = self.lookup(&entry.dn)?;
+        if lookup.found.is_some() {
+            return Err(ldap(
+                ResultCode::EntryAlreadyExists,
+                format!("entry '{}' already exists", entry.dn),
+            ));
+        }
+        // The parent is looked for before the entry is checked, as slapd does: an add under a
+        // missing parent is noSuchObject whatever the entry holds.
+        let parent = if self.inner.tree_place(&entry.dn)?.is_top_level() {
+            ROOT_PARENT_ID
+        } else {
+            // The parent must exist: it is the lookup's deepest match covering all but one RDN.
+            match lookup.deepest {
+                Some((parent, covered)) if covered == rdns.len() - 1 => parent,
+                _ => {
+                    let mut error = self.no_such_object(&entry.dn, &lookup)?;
+                    error.message = format!("parent of '{}' does not exist", entry.dn);
+                    return Err(error);
+                }
+            }
+        };
+        self.check_deadline()?;
+        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
+        let fresh = crate::rows::FreshValues {
+            csn: match context.replicated {
+                true => None,
+                false => Some(self.next_csn(context.now)?),
+            },
+            ..crate::rows::FreshValues::new()
+        };
+        let rows = self.inner.entry_rows(
+            crate::rows::EntrySource::Entry(entry),
+            context,
+            &stamp,
+            &fresh,
+            &mut crate::rows::RowScratch::new(),
+        )?;
+        self.check_deadline()?;
+        let id = self.allocate_id()?;
+        let crate::rows::EntryRows {
+            place,
+            attributes,
+            group_members,
+        } = rows;
+        let mut key = Vec::new();
+        layout::encode_dn2id_key(parent, place.rdn_normalized.as_bytes(), &mut key);
+        self.inner
+            .databases
+            .dn2id
+            .put(&mut self.txn, &key, &layout::encode_id(id))
+            .map_err(lmdb_to_ldap)?;
+        self.put_node(
+            id,
+            &OwnedNode {
+                parent,
+                subtree_size: 1,
+                child_count: 0,
+                rdn_original: place.rdn_original.into_bytes(),
+                rdn_normalized: place.rdn_normalized.into_bytes(),
+            },
+        )?;
+        self.adjust_subtree_sizes(parent, 1)?;
+        self.adjust_child_count(parent, 1)?;
+        self.put_entry(id, &attributes)?;
+        let keys = self.inner.index_keys(&attributes);
+        self.update_indexes(id, &BTreeMap::new(), &keys)?;
+        if !group_members.is_empty() {
+            let group_dn = self.dn_of(id)?;
+            self.memberof_group_changed(
+                id,
+                Some(&group_dn),
+                &BTreeSet::new(),
+                Some(&group_dn),
+                &group_members,
+            )?;
+        }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::Add, id, &attributes, dn, None);
+        }
+        Ok(id)
+    }
+}

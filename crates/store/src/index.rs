@@ -1,0 +1,119 @@
+//! Index maintenance of a write transaction: key diffs and posting updates (back-mdb's index.c).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lmdir_schema::{AttrId, LdapError};
+use roaring::RoaringBitmap;
+
+use crate::layout::{self, EntryId};
+use crate::read::corrupt;
+use crate::store::{lmdb_to_ldap, Inner};
+use crate::write::{WorkingAttribute, WriteTxn};
+
+impl Inner {
+    /// Every index key (without chunk) of an entry's values, per indexed attribute.
+    pub(crate) fn index_keys(
+        &self,
+        attributes: &[WorkingAttribute],
+    ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
+        let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
+        let index_set = self.index_set();
+        let plan = &index_set.plan;
+        let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
+            let attr = plan.attrs()[slot as usize];
+            keys.entry(attr).or_default().insert(key.to_vec());
+            Ok(())
+        });
+        keys
+    }
+}
+
+impl WriteTxn<'_> {
+    pub(crate) fn posting_change(
+        &mut self,
+        attr: AttrId,
+        key: &[u8],
+        id: EntryId,
+        add: bool,
+    ) -> Result<(), LdapError> {
+        let database = *self
+            .index_databases
+            .databases
+            .get(&attr)
+            .expect("an index DB exists for every configured attribute");
+        let mut full_key = Vec::with_capacity(key.len() + 2);
+        layout::index_key_with_chunk(key, layout::chunk_of(id), &mut full_key);
+        let existing = database.get(&self.txn, &full_key).map_err(lmdb_to_ldap)?;
+        let mut bytes = Vec::new();
+        match layout::change_posting_chunk(existing, layout::low_half(id), add, &mut bytes)
+            .map_err(|error| corrupt(format!("index key {full_key:?}: {error}")))?
+        {
+            layout::ChunkChange::Unchanged => {}
+            layout::ChunkChange::Empty => {
+                database
+                    .delete(&mut self.txn, &full_key)
+                    .map_err(lmdb_to_ldap)?;
+            }
+            layout::ChunkChange::Written => {
+                database
+                    .put(&mut self.txn, &full_key, &bytes)
+                    .map_err(lmdb_to_ldap)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the difference between an entry's old and new index keys.
+    pub(crate) fn update_indexes(
+        &mut self,
+        id: EntryId,
+        old: &BTreeMap<AttrId, BTreeSet<Vec<u8>>>,
+        new: &BTreeMap<AttrId, BTreeSet<Vec<u8>>>,
+    ) -> Result<(), LdapError> {
+        let empty = BTreeSet::new();
+        for (attr, old_keys) in old {
+            let new_keys = new.get(attr).unwrap_or(&empty);
+            for key in old_keys.difference(new_keys) {
+                self.check_deadline()?;
+                self.posting_change(*attr, key, id, false)?;
+            }
+        }
+        for (attr, new_keys) in new {
+            let old_keys = old.get(attr).unwrap_or(&empty);
+            for key in new_keys.difference(old_keys) {
+                self.check_deadline()?;
+                self.posting_change(*attr, key, id, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `id` from every posting of every index DB, found by scanning them: the keys
+    /// an undecodable entry produced cannot be recomputed. A repair's cost, paid once.
+    pub(crate) fn remove_from_every_index(&mut self, id: EntryId) -> Result<(), LdapError> {
+        let chunk = layout::chunk_of(id);
+        let index_set = self.inner.index_set();
+        let attrs: Vec<AttrId> = index_set.databases.keys().copied().collect();
+        for attr in attrs {
+            let database = index_set.databases[&attr];
+            let mut keys = Vec::new();
+            for row in database.iter(&self.txn).map_err(lmdb_to_ldap)? {
+                let (full_key, value) = row.map_err(lmdb_to_ldap)?;
+                let Some((key, key_chunk)) = layout::split_index_key(full_key) else {
+                    continue;
+                };
+                let mut ids = RoaringBitmap::new();
+                if key_chunk == chunk
+                    && layout::decode_posting_chunk_into(value, chunk, &mut ids).is_ok()
+                    && ids.contains(id)
+                {
+                    keys.push(key.to_vec());
+                }
+            }
+            for key in keys {
+                self.posting_change(attr, &key, id, false)?;
+            }
+        }
+        Ok(())
+    }
+}

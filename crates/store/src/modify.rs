@@ -1,0 +1,82 @@
+//! Modifying an entry (RFC 4511 §4.6; back-mdb's modify.c).
+
+use lmdir_schema::{Dn, LdapError, Modification};
+
+use crate::changes::ChangeKind;
+use crate::layout::EntryId;
+use crate::write::{require_rdn_value, to_owned_entry, WriteContext, WriteTxn};
+
+impl WriteTxn<'_> {
+    /// Modifies an entry (RFC 4511 §4.6; all or nothing).
+    pub fn modify(
+        &mut self,
+        dn: &str,
+        modifications: &[Modification],
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
+        let dn = Dn::parse(dn)?;
+        let id = self.existing(&dn)?;
+        if let Some(id) = self.modify_out_of_line(id, &dn, modifications, context)? {
+            return Ok(id);
+        }
+        let old_attributes = self.stored_attributes(id)?;
+        let mut entry = to_owned_entry(dn.clone(), &old_attributes);
+        for modification in modifications {
+            self.check_deadline()?;
+            if !context.skip_schema_check && !context.relax {
+                self.inner
+                    .schema
+                    .check_user_modification(&modification.description)?;
+            }
+            self.inner.schema.apply_modification_with(
+                &mut entry,
+                modification,
+                context.permissive_modify,
+            )?;
+        }
+        let node = self.read_owned_node(id)?;
+        let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
+        // RDN values cannot be removed.
+        for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
+            require_rdn_value(self.inner, &attributes, attr, &normalized, &dn)?;
+        }
+        let stamped = self.stamp_modification(&mut attributes, context)?;
+        // A replicating node keeps which attributes each local change touched, so that
+        // multi-provider peers merge concurrent changes per attribute (`attribute_state`).
+        let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
+        if let Some(csn) = stamped.filter(|_| replicating) {
+            self.record_attribute_states(&mut attributes, modifications, csn)?;
+        }
+        self.check_deadline()?;
+        if !context.skip_schema_check {
+            attributes = self
+                .inner
+                .checked_attributes(&to_owned_entry(dn, &attributes), false)?;
+        }
+        self.check_entry_limits(&attributes, context)?;
+        self.check_deadline()?;
+        self.put_entry(id, &attributes)?;
+        let old_keys = self.inner.index_keys(&old_attributes);
+        let new_keys = self.inner.index_keys(&attributes);
+        self.update_indexes(id, &old_keys, &new_keys)?;
+        if self.inner.options.memberof {
+            let old_members = self.group_members(&old_attributes);
+            let new_members = self.group_members(&attributes);
+            if old_members != new_members {
+                let group_dn = self.dn_of(id)?;
+                self.memberof_group_changed(
+                    id,
+                    Some(&group_dn),
+                    &old_members,
+                    Some(&group_dn),
+                    &new_members,
+                )?;
+            }
+        }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::Modify, id, &attributes, dn, None);
+        }
+        Ok(id)
+    }
+}

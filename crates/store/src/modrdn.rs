@@ -1,0 +1,219 @@
+//! Renaming and moving an entry (RFC 4511 §4.9; back-mdb's modrdn.c).
+
+use lmdir_schema::{Dn, LdapError, Rdn, ResultCode};
+
+use crate::changes::ChangeKind;
+use crate::layout::{self, EntryId, ROOT_PARENT_ID};
+use crate::read::{corrupt, is_within};
+use crate::store::lmdb_to_ldap;
+use crate::write::{
+    ldap, to_owned_entry, OwnedNode, RdnAssertion, WorkingAttribute, WriteContext, WriteTxn,
+};
+
+impl WriteTxn<'_> {
+    /// The (attr, normalized value) pairs of an RDN.
+    pub(crate) fn rdn_assertions(&self, rdn: &Rdn) -> Result<Vec<RdnAssertion>, LdapError> {
+        rdn.avas
+            .iter()
+            .map(|ava| {
+                let attr = self.inner.schema.attribute(&ava.attr).ok_or_else(|| {
+                    ldap(
+                        ResultCode::InvalidDnSyntax,
+                        format!("unknown attribute type '{}' in RDN", ava.attr),
+                    )
+                })?;
+                let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
+                Ok((attr, ava.value.clone(), normalized))
+            })
+            .collect()
+    }
+
+    /// The RDN (parsed) of an entry's node; the top-level entry's node holds its whole DN.
+    pub(crate) fn node_rdn(&self, node: &OwnedNode) -> Result<Rdn, LdapError> {
+        let text =
+            std::str::from_utf8(&node.rdn_original).map_err(|_| corrupt("RDN is not UTF-8"))?;
+        let dn = Dn::parse(text)?;
+        dn.rdns
+            .into_iter()
+            .next()
+            .ok_or_else(|| corrupt("empty RDN in id2node"))
+    }
+
+    /// Renames and/or moves an entry (with its whole subtree: only the moved node changes).
+    pub fn modrdn(
+        &mut self,
+        dn: &str,
+        new_rdn: &str,
+        delete_old_rdn: bool,
+        new_superior: Option<&str>,
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
+        let dn = Dn::parse(dn)?;
+        let id = self.existing(&dn)?;
+        let node = self.read_owned_node(id)?;
+        if node.parent == ROOT_PARENT_ID {
+            return Err(ldap(
+                ResultCode::UnwillingToPerform,
+                format!("cannot rename the naming context entry '{dn}'"),
+            ));
+        }
+        let new_rdn = Rdn::parse(new_rdn)?;
+        let new_rdn_normalized = self.inner.schema.normalize_rdn(&new_rdn)?;
+        let new_parent = match new_superior {
+            None => node.parent,
+            Some(superior) => {
+                let superior = Dn::parse(superior)?;
+                let parent = self.existing(&superior)?;
+                if is_within(self.inner, &self.txn, parent, id)? {
+                    return Err(ldap(
+                        ResultCode::UnwillingToPerform,
+                        format!("cannot move '{dn}' below itself ('{superior}')"),
+                    ));
+                }
+                parent
+            }
+        };
+        let new_rdn_original = new_rdn.to_string();
+        self.check_rdn_size(
+            new_rdn_original.len(),
+            new_rdn_normalized.len(),
+            &new_rdn_original,
+        )?;
+        let mut new_key = Vec::new();
+        layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
+        if let Some(existing) = self
+            .inner
+            .databases
+            .dn2id
+            .get(&self.txn, &new_key)
+            .map_err(lmdb_to_ldap)?
+        {
+            if layout::decode_id(existing) != Some(id) {
+                return Err(ldap(
+                    ResultCode::EntryAlreadyExists,
+                    format!("entry '{new_rdn}' already exists under the new parent"),
+                ));
+            }
+        }
+
+        // Entry values: add the new RDN's values, drop the old ones when asked.
+        let old_attributes = self.stored_attributes(id)?;
+        let mut attributes = old_attributes.clone();
+        let new_assertions = self.rdn_assertions(&new_rdn)?;
+        for (attr, _, _) in &new_assertions {
+            self.refuse_no_user_modification(*attr, context)?;
+        }
+        if delete_old_rdn {
+            for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
+                if new_assertions
+                    .iter()
+                    .any(|(new_attr, _, new_value)| *new_attr == attr && *new_value == normalized)
+                {
+                    continue;
+                }
+                for attribute in attributes
+                    .iter_mut()
+                    .filter(|attribute| attribute.attr == attr && attribute.options.is_empty())
+                {
+                    attribute.values.retain(|(_, value)| *value != normalized);
+                }
+            }
+            attributes.retain(|attribute| !attribute.values.is_empty());
+        }
+        for (attr, original, normalized) in new_assertions {
+            let present = attributes.iter().any(|attribute| {
+                attribute.attr == attr
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
+            });
+            if present {
+                continue;
+            }
+            match attributes
+                .iter_mut()
+                .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
+            {
+                Some(attribute) => attribute.values.push((original, normalized)),
+                None => attributes.push(WorkingAttribute {
+                    text: self.inner.schema.attribute_type(attr).name().to_string(),
+                    attr,
+                    options: Vec::new(),
+                    values: vec![(original, normalized)],
+                }),
+            }
+        }
+        self.stamp_modification(&mut attributes, context)?;
+        let parent_dn = match new_superior {
+            Some(superior) => Dn::parse(superior)?,
+            None => dn.parent().unwrap_or_else(Dn::root),
+        };
+        let new_dn = parent_dn.child(new_rdn.clone());
+        if !context.skip_schema_check {
+            attributes = self
+                .inner
+                .checked_attributes(&to_owned_entry(new_dn, &attributes), false)?;
+        }
+        self.check_entry_limits(&attributes, context)?;
+        self.check_deadline()?;
+
+        let old_dn_text = self.dn_of(id)?;
+        // Tree: move the one node.
+        let mut old_key = Vec::new();
+        layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut old_key);
+        self.inner
+            .databases
+            .dn2id
+            .delete(&mut self.txn, &old_key)
+            .map_err(lmdb_to_ldap)?;
+        self.inner
+            .databases
+            .dn2id
+            .put(&mut self.txn, &new_key, &layout::encode_id(id))
+            .map_err(lmdb_to_ldap)?;
+        let moved = OwnedNode {
+            parent: new_parent,
+            subtree_size: node.subtree_size,
+            child_count: node.child_count,
+            rdn_original: new_rdn.to_string().into_bytes(),
+            rdn_normalized: new_rdn_normalized.into_bytes(),
+        };
+        self.put_node(id, &moved)?;
+        if new_parent != node.parent {
+            self.record_parent_change(id, Some(node.parent), Some(new_parent))?;
+            self.adjust_subtree_sizes(node.parent, -(node.subtree_size as i64))?;
+            self.adjust_child_count(node.parent, -1)?;
+            self.adjust_subtree_sizes(new_parent, node.subtree_size as i64)?;
+            self.adjust_child_count(new_parent, 1)?;
+        }
+        self.put_entry(id, &attributes)?;
+        let old_keys = self.inner.index_keys(&old_attributes);
+        let new_keys = self.inner.index_keys(&attributes);
+        self.update_indexes(id, &old_keys, &new_keys)?;
+        self.log_rename(id, &attributes)?;
+        if self.inner.options.memberof {
+            let new_dn_text = self.dn_of(id)?;
+            self.moved_subtree = Some((
+                self.inner.schema.normalize_dn_str(&old_dn_text)?,
+                self.inner.schema.normalize_dn_str(&new_dn_text)?,
+            ));
+            let fixed = self
+                .memberof_entry_renamed(
+                    id,
+                    &old_dn_text,
+                    &new_dn_text,
+                    &old_attributes,
+                    &attributes,
+                )
+                .and_then(|()| self.memberof_subtree_renamed(id, &old_dn_text, &new_dn_text));
+            self.moved_subtree = None;
+            fixed?;
+        }
+        if self.is_recording_changes() {
+            let dn = self.dn_of(id)?;
+            self.record_change(ChangeKind::ModRdn, id, &attributes, dn, Some(old_dn_text));
+        }
+        Ok(id)
+    }
+}
