@@ -7,8 +7,8 @@
 
 use lmdir_schema::{LdapError, ResultCode};
 
+use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::read::corrupt;
-use crate::store::{lmdb_to_ldap, RawDatabase};
 use crate::{ReadTxn, WriteTxn};
 
 /// One record: (attribute name, values), in the order written.

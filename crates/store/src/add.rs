@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use lmdir_schema::{Entry, LdapError, ResultCode};
 
 use crate::changes::ChangeKind;
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId, ROOT_PARENT_ID};
-use crate::store::lmdb_to_ldap;
 use crate::write::{ldap, OwnedNode, WriteContext, WriteTxn};
 
 impl WriteTxn<'_> {

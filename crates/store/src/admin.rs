@@ -9,9 +9,10 @@ use lmdir_schema::{AttrId, LdapError};
 use roaring::RoaringBitmap;
 
 use crate::codec::EncodedEntry;
+use crate::error::{lmdb_to_ldap, RawDatabase, StoreError};
 use crate::layout::{self, EntryId, IndexKinds, DATA_FILE_MODE, ROOT_PARENT_ID};
 use crate::read::{children_of, corrupt, ReadTxn, TREE_DEPTH_MAX};
-use crate::store::{lmdb_to_ldap, RawDatabase, Store, StoreError};
+use crate::store::Store;
 use crate::write::WorkingAttribute;
 
 /// Problems listed in a `CheckReport` before the rest are only counted.

@@ -13,9 +13,10 @@ use heed::RwTxn;
 use lmdir_schema::{AttrId, LdapError, ResultCode};
 
 use crate::env::Appender;
+use crate::error::{lmdb_to_ldap, RawDatabase, StoreError};
 use crate::layout::{self, EntryId, Node};
 use crate::rows::RowScratch;
-use crate::store::{lmdb_to_ldap, Inner, RawDatabase, Store, StoreError};
+use crate::store::{Inner, Store};
 use crate::write::WorkingAttribute;
 
 /// A bulk load commits after this many bytes written, so LMDB's dirty page list stays bounded:

@@ -10,8 +10,9 @@ use lmdir_schema::{LdapError, ResultCode};
 use lmdir_sync::{Csn, CsnGenerator};
 use std::time::SystemTime;
 
+use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::read::corrupt;
-use crate::store::{lmdb_to_ldap, RawDatabase, Store};
+use crate::store::Store;
 use crate::write::WriteTxn;
 use crate::ReadTxn;
 use heed::RoTxn;

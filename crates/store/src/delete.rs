@@ -7,8 +7,8 @@ use lmdir_schema::{Dn, LdapError, ResultCode};
 
 use crate::changes::ChangeKind;
 use crate::codec::EncodedEntry;
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId};
-use crate::store::lmdb_to_ldap;
 use crate::write::{ldap, WriteTxn};
 
 impl WriteTxn<'_> {

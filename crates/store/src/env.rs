@@ -19,7 +19,7 @@ use std::path::Path;
 use heed::types::Bytes;
 use heed::{Env, EnvFlags, EnvOpenOptions, PutFlags, RwIter, RwTxn, WithoutTls};
 
-use crate::store::RawDatabase;
+use crate::error::RawDatabase;
 
 /// Opens the environment. `sync` false sets NO_SYNC (commits are durable only at OS flush).
 /// No WRITE_MAP: the data file then grows only as pages are written, so a huge map size costs

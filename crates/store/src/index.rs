@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use lmdir_schema::{AttrId, LdapError};
 use roaring::RoaringBitmap;
 
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId};
 use crate::read::corrupt;
-use crate::store::{lmdb_to_ldap, Inner};
+use crate::store::Inner;
 use crate::write::{WorkingAttribute, WriteTxn};
 
 impl Inner {

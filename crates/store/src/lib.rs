@@ -13,6 +13,7 @@ pub mod context_csn;
 mod delete;
 mod dn2id;
 mod env;
+mod error;
 mod files;
 mod in_chain;
 mod index;
@@ -39,6 +40,7 @@ pub use admin::{
 };
 pub use bulk::{BulkWriter, BULK_COMMIT_EVERY_BYTES};
 pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
+pub use error::{RawDatabase, StoreError};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
 pub use in_chain::{InChainBounds, InChainOutcome};
 pub use layout::{EntryId, IndexKinds};
@@ -54,8 +56,8 @@ pub use rows::{
 pub use search::{Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
 pub use session_log::{LoggedChange, LoggedCsn, LoggedKind, SessionLog, SESSION_LOG_ENTRIES_MAX};
 pub use store::{
-    DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, RawDatabase, Store,
-    StoreError, StoreOptions, DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
+    DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, Store, StoreOptions,
+    DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
 pub use treeorder::{inversion_key, TreePosition, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
 pub use usage::EnvironmentUsage;

@@ -9,10 +9,10 @@ use heed::{CommitOrAbort, Database};
 use lmdir_schema::AttrId;
 use roaring::RoaringBitmap;
 
+use crate::error::RawDatabase;
 use crate::layout::{self, IndexKinds};
 use crate::store::{
-    index_config_text, index_database_name, index_state, IndexSet, Inner, RawDatabase,
-    LIVE_INDEX_DATABASES_MAX,
+    index_config_text, index_database_name, index_state, IndexSet, Inner, LIVE_INDEX_DATABASES_MAX,
 };
 use crate::{IndexKind, Store, StoreError};
 

@@ -12,7 +12,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::store::StoreError;
+use crate::error::StoreError;
 
 /// The lock file every read-write open locks, in the store directory.
 pub const LOCK_FILE_NAME: &str = "lmdir.lock";

@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use lmdir_schema::{AttrId, Dn, LdapError, Schema};
 
 use crate::codec::EncodedEntry;
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId};
-use crate::store::lmdb_to_ldap;
 use crate::write::{WorkingAttribute, WriteTxn};
 
 /// Normalized DNs listed in `member` / `uniqueMember` (uniqueMember's `#bits` dropped): the

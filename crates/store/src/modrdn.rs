@@ -3,9 +3,9 @@
 use lmdir_schema::{Dn, LdapError, Rdn, ResultCode};
 
 use crate::changes::ChangeKind;
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId, ROOT_PARENT_ID};
 use crate::read::{corrupt, is_within};
-use crate::store::lmdb_to_ldap;
 use crate::write::{
     ldap, to_owned_entry, OwnedNode, RdnAssertion, WorkingAttribute, WriteContext, WriteTxn,
 };

@@ -19,9 +19,9 @@ use lmdir_schema::{AttrId, Dn, Entry, LdapError, ModOp, Modification, ResultCode
 
 use crate::changes::ChangeKind;
 use crate::codec::{encode_entry, AttributeToEncode};
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId, IndexKinds};
 use crate::read::{corrupt, out_of_line_contains, read_entry};
-use crate::store::lmdb_to_ldap;
 use crate::write::{WorkingAttribute, WriteContext, WriteTxn};
 
 /// One out-of-line description of the entry being modified.

@@ -9,11 +9,9 @@ use lmdir_schema::{AttrId, Dn, EntryView, LdapError, ResultCode, StoredValue};
 use roaring::RoaringBitmap;
 
 use crate::codec::{EncodedAttribute, EncodedEntry, EncodedValues, NormalizedValue};
+use crate::error::{lmdb_to_ldap, RawDatabase, StoreError};
 use crate::layout::{self, EntryId, Node, ROOT_PARENT_ID};
-use crate::store::{
-    lmdb_to_ldap, DescriptionInfo, DescriptionTable, Inner, RawDatabase, ReaderTicket, Store,
-    StoreError,
-};
+use crate::store::{DescriptionInfo, DescriptionTable, Inner, ReaderTicket, Store};
 
 /// Depth limit of the DN tree walks (a cycle from corruption must not hang a walk).
 pub const TREE_DEPTH_MAX: usize = 4096;

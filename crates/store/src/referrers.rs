@@ -5,9 +5,9 @@
 use heed::types::Bytes;
 use lmdir_schema::{AttrId, LdapError};
 
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId, IndexKinds};
 use crate::read::corrupt;
-use crate::store::lmdb_to_ldap;
 use crate::write::WriteTxn;
 
 impl WriteTxn<'_> {

@@ -3,9 +3,9 @@
 //! consumer's cookie, kept in `meta` so it commits in the same transaction as the changes it
 //! covers (a crash can never leave the cookie ahead of or behind the data).
 
+use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId};
 use crate::read::{children_of, corrupt, read_entry, TREE_DEPTH_MAX};
-use crate::store::lmdb_to_ldap;
 use crate::store::Inner;
 use crate::write::{WriteContext, WriteTxn};
 use crate::ReadTxn;

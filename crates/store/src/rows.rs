@@ -954,9 +954,9 @@ impl crate::ReadTxn {
             .databases
             .id2entry
             .iter(self.txn())
-            .map_err(crate::store::lmdb_to_ldap)?;
+            .map_err(crate::error::lmdb_to_ldap)?;
         Ok(rows.map(|row| {
-            let (key, value) = row.map_err(crate::store::lmdb_to_ldap)?;
+            let (key, value) = row.map_err(crate::error::lmdb_to_ldap)?;
             let id = layout::decode_id(key)
                 .ok_or_else(|| crate::read::corrupt(format!("id2entry key {key:02x?}")))?;
             Ok((id, self.inlined_record(id, value)?))

@@ -11,9 +11,9 @@ use heed::RoRange;
 use lmdir_schema::{AttrId, CoveredAttribute, LdapError, MatchingRule, PreparedFilter, ResultCode};
 use roaring::RoaringBitmap;
 
+use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::layout::{self, EntryId, IndexKinds, Node};
 use crate::read::{children_of, corrupt, is_within, require_node, subtree_ids, EntryRef, ReadTxn};
-use crate::store::{lmdb_to_ldap, RawDatabase};
 use crate::treeorder::{ids_still_ahead_below, PositionFinder, TreePosition};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

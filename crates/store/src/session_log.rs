@@ -15,9 +15,10 @@ use heed::RoTxn;
 use lmdir_schema::{LdapError, ResultCode};
 use lmdir_sync::{ContextCsns, Csn};
 
+use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::layout::EntryId;
 use crate::read::corrupt;
-use crate::store::{lmdb_to_ldap, Inner, RawDatabase, Store};
+use crate::store::{Inner, Store};
 use crate::write::{WorkingAttribute, WriteTxn};
 use crate::ReadTxn;
 

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, WithoutTls};
-use lmdir_schema::{AttrId, LdapError, ResultCode, Schema};
+use lmdir_schema::{AttrId, Schema};
 
 use crate::layout::{self, IndexKinds};
 use crate::lock::DirectoryLock;
 
-pub type RawDatabase = Database<'static, Bytes, Bytes>;
+pub use crate::error::{RawDatabase, StoreError};
 
 /// Default virtual map size: 1 TiB of address space. Without WRITE_MAP the data file grows
 /// only as pages are written, so this costs nothing and users never size the map.
@@ -56,61 +56,6 @@ impl Default for StoreOptions {
             map_size_bytes: MAP_SIZE_DEFAULT_BYTES,
         }
     }
-}
-
-/// Each message includes the error it wraps, so none is also a `source()`: a caller printing
-/// the chain (`lmdir`'s `{:#}`) would show it twice.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("LMDB: {0}")]
-    Lmdb(heed::Error),
-    #[error("{0}")]
-    Ldap(LdapError),
-    #[error("store format: {0}")]
-    Format(String),
-    #[error("configuration: {0}")]
-    Config(String),
-    #[error("I/O: {0}")]
-    Io(std::io::Error),
-    #[error(
-        "the database in {directory} is already open for writing by another process ({holder}); \
-         only one server, load or reindex may use it at a time (export, stat, check and search \
-         work beside it)"
-    )]
-    Locked { directory: String, holder: String },
-    #[error("the store is open read-only")]
-    ReadOnly,
-}
-
-impl From<heed::Error> for StoreError {
-    fn from(error: heed::Error) -> StoreError {
-        StoreError::Lmdb(error)
-    }
-}
-
-impl From<LdapError> for StoreError {
-    fn from(error: LdapError) -> StoreError {
-        StoreError::Ldap(error)
-    }
-}
-
-impl From<std::io::Error> for StoreError {
-    fn from(error: std::io::Error) -> StoreError {
-        StoreError::Io(error)
-    }
-}
-
-impl From<StoreError> for LdapError {
-    fn from(error: StoreError) -> LdapError {
-        match error {
-            StoreError::Ldap(error) => error,
-            other => LdapError::new(ResultCode::Other, other.to_string()),
-        }
-    }
-}
-
-pub(crate) fn lmdb_to_ldap(error: heed::Error) -> LdapError {
-    LdapError::new(ResultCode::Other, format!("LMDB: {error}"))
 }
 
 /// One attribute description known to this DB (`meta` description table row).

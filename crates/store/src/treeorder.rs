@@ -21,9 +21,10 @@ use heed::RwTxn;
 use lmdir_schema::LdapError;
 use roaring::RoaringBitmap;
 
+use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::layout::{self, EntryId, ROOT_PARENT_ID};
 use crate::read::{corrupt, read_node, subtree_ids, ReadTxn, TREE_DEPTH_MAX};
-use crate::store::{lmdb_to_ldap, Inner, RawDatabase};
+use crate::store::Inner;
 
 /// `meta` key prefix of the inverted-link set: `inv:` ‖ parent ID ‖ child ID.
 pub const META_INVERSION_PREFIX: &[u8] = b"inv:";

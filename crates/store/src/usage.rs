@@ -1,7 +1,8 @@
 //! How much of the LMDB environment is in use: the numbers `cn=Monitor` (OpenLDAP's
 //! `olmMDB*` attributes) and the Prometheus metrics report, read without a write txn.
 
-use crate::store::{Store, StoreError};
+use crate::error::StoreError;
+use crate::store::Store;
 
 /// LMDB's two meta pages, counted in `pages_used` but in no DB.
 const META_PAGES: u64 = 2;

@@ -10,9 +10,10 @@ use lmdir_schema::{AttrId, Attribute, Dn, Entry, EntryView, LdapError, ResultCod
 
 use crate::changes::CommittedChanges;
 use crate::codec::ATTRIBUTES_PER_ENTRY_MAX;
+use crate::error::{lmdb_to_ldap, StoreError};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
 use crate::read::{corrupt, read_entry, require_node, TREE_DEPTH_MAX};
-use crate::store::{lmdb_to_ldap, Inner, Store, StoreError};
+use crate::store::{Inner, Store};
 
 /// Who writes and when; `skip_schema_check` is for trusted imports and internal updates.
 #[derive(Clone, Debug)]
