@@ -854,8 +854,7 @@ fn merge_and_encode(
             }
             encode_sorted_chunk(&low_halves, &mut bits, &mut value);
             let key_start = batch.bytes.len();
-            batch.bytes.extend_from_slice(body);
-            batch.bytes.extend_from_slice(&chunk.to_be_bytes());
+            layout::push_index_key_with_chunk(body, chunk, &mut batch.bytes);
             let value_start = batch.bytes.len();
             batch.bytes.extend_from_slice(&value);
             batch.chunks.push((

@@ -160,10 +160,11 @@ impl TreeBuilder {
             }
             self.parents[index] = parent;
             self.depths[index] = depth;
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&parent.to_be_bytes());
-            self.scratch
-                .extend_from_slice(node.rdn_normalized.as_bytes());
+            lmdir_store::layout::encode_dn2id_key(
+                parent,
+                node.rdn_normalized.as_bytes(),
+                &mut self.scratch,
+            );
             self.dn2id
                 .push(&self.scratch, node.id)
                 .map_err(TreeError::Run)?;

@@ -239,6 +239,11 @@ pub fn hash_bytes(bytes: &[u8]) -> [u8; 8] {
 /// A full index key: kind ‖ key body ‖ chunk (u16 BE).
 pub fn index_key_with_chunk(key_without_chunk: &[u8], chunk: u16, out: &mut Vec<u8>) {
     out.clear();
+    push_index_key_with_chunk(key_without_chunk, chunk, out);
+}
+
+/// Appends a full index key to `out` (an arena of keys, as the bulk loader's batches are).
+pub fn push_index_key_with_chunk(key_without_chunk: &[u8], chunk: u16, out: &mut Vec<u8>) {
     out.extend_from_slice(key_without_chunk);
     out.extend_from_slice(&chunk.to_be_bytes());
 }
