@@ -6,37 +6,13 @@
 
 use std::collections::BTreeSet;
 
-use lmdir_schema::{AttrId, Dn, LdapError, Schema};
+use lmdir_schema::{AttrId, Dn, LdapError};
 
 use crate::codec::EncodedEntry;
 use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId};
+use crate::rows::{group_members, strip_unique_id};
 use crate::write::{WorkingAttribute, WriteTxn};
-
-/// Normalized DNs listed in `member` / `uniqueMember` (uniqueMember's `#bits` dropped): the
-/// one reading of a group's members, for single-entry writes and the bulk loader alike.
-pub(crate) fn group_members(schema: &Schema, attributes: &[WorkingAttribute]) -> BTreeSet<String> {
-    let member = schema.attribute("member");
-    let unique_member = schema.attribute("uniqueMember");
-    let mut members = BTreeSet::new();
-    for attribute in attributes {
-        let is_member = Some(attribute.attr) == member;
-        let is_unique = Some(attribute.attr) == unique_member;
-        if !is_member && !is_unique {
-            continue;
-        }
-        for (_, normalized) in &attribute.values {
-            let text = String::from_utf8_lossy(normalized);
-            let dn = if is_unique {
-                strip_unique_id(&text)
-            } else {
-                &text
-            };
-            members.insert(dn.to_string());
-        }
-    }
-    members
-}
 
 impl WriteTxn<'_> {
     fn group_attributes(&self) -> (Option<AttrId>, Option<AttrId>) {
@@ -403,14 +379,5 @@ impl WriteTxn<'_> {
         groups.dedup();
         members.dedup();
         Ok((groups, members))
-    }
-}
-
-/// `uniqueMember` values are `DN[#'bits'B]`: the DN part (a `#` inside a DN value is escaped,
-/// so the last unescaped `#` followed by `'` starts the optional UID).
-fn strip_unique_id(value: &str) -> &str {
-    match value.rfind("#'") {
-        Some(position) => &value[..position],
-        None => value,
     }
 }

@@ -576,7 +576,7 @@ impl Inner {
         stamp.stamp_creation(&self.schema, &mut attributes, structural, fresh)?;
         check_entry_limits(&attributes, context)?;
         let group_members = if self.options.memberof {
-            crate::memberof::group_members(&self.schema, &attributes)
+            group_members(&self.schema, &attributes)
         } else {
             BTreeSet::new()
         };
@@ -1001,6 +1001,40 @@ impl crate::ReadTxn {
         encode_entry(&to_encode, &mut out)
             .map_err(|error| crate::read::corrupt(format!("entry {id}: {error}")))?;
         Ok(std::borrow::Cow::Owned(out))
+    }
+}
+
+/// Normalized DNs listed in `member` / `uniqueMember` (uniqueMember's `#bits` dropped): the
+/// one reading of a group's members, for single-entry writes and the bulk loader alike.
+pub(crate) fn group_members(schema: &Schema, attributes: &[WorkingAttribute]) -> BTreeSet<String> {
+    let member = schema.attribute("member");
+    let unique_member = schema.attribute("uniqueMember");
+    let mut members = BTreeSet::new();
+    for attribute in attributes {
+        let is_member = Some(attribute.attr) == member;
+        let is_unique = Some(attribute.attr) == unique_member;
+        if !is_member && !is_unique {
+            continue;
+        }
+        for (_, normalized) in &attribute.values {
+            let text = String::from_utf8_lossy(normalized);
+            let dn = if is_unique {
+                strip_unique_id(&text)
+            } else {
+                &text
+            };
+            members.insert(dn.to_string());
+        }
+    }
+    members
+}
+
+/// `uniqueMember` values are `DN[#'bits'B]`: the DN part (a `#` inside a DN value is escaped,
+/// so the last unescaped `#` followed by `'` starts the optional UID).
+pub(crate) fn strip_unique_id(value: &str) -> &str {
+    match value.rfind("#'") {
+        Some(position) => &value[..position],
+        None => value,
     }
 }
 

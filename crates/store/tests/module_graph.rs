@@ -21,7 +21,6 @@ const STORE_MODULES_STILL_IN_A_CYCLE: &[&str] = &[
     "bulk",
     "changes",
     "context_csn",
-    "memberof",
     "read",
     "rows",
     "search",
