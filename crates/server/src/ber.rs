@@ -48,6 +48,9 @@ const LENGTH_RESERVED_BYTES: usize = 5;
 /// Values of one attribute `EntryWriter::attribute` keeps (on the stack) between its length
 /// pass and its write pass; most attributes have one to three.
 const ATTRIBUTE_VALUES_KEPT_MAX: usize = 16;
+/// Most values `EntryWriter::attribute` reserves room for up front from its iterator's bound
+/// (16 bytes each: 64 MiB); past it the list grows as values come.
+const ATTRIBUTE_VALUES_RESERVED_MAX: usize = 1 << 22;
 
 /// Writes nested TLVs into a buffer. `open` reserves room for the length, `close` writes the minimal
 /// length and slides the content left if fewer bytes were needed.
@@ -363,8 +366,16 @@ impl<'buffer> EntryWriter<'buffer> {
     {
         // The values are read once (a large group's stream from a B-tree cursor): the first
         // ones kept in place, more as borrowed slices in `more` (16 bytes each, never copied).
+        // `more` is sized from the iterator's bound (a large group's stored value count), so
+        // 100,000 values are not copied through a dozen doublings.
+        let values = values.into_iter();
+        let more_capacity_values = values.size_hint().1.map_or(0, |upper| {
+            upper
+                .saturating_sub(ATTRIBUTE_VALUES_KEPT_MAX)
+                .min(ATTRIBUTE_VALUES_RESERVED_MAX)
+        });
         let mut kept: [&[u8]; ATTRIBUTE_VALUES_KEPT_MAX] = [&[]; ATTRIBUTE_VALUES_KEPT_MAX];
-        let mut more: Vec<&[u8]> = Vec::new();
+        let mut more: Vec<&[u8]> = Vec::with_capacity(more_capacity_values);
         let mut count = 0;
         let mut set_length = 0;
         for value in values {
