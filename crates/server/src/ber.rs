@@ -503,6 +503,56 @@ mod tests {
         }
     }
 
+    /// An iterator whose `size_hint` upper bound is `claimed_upper` whatever it yields: the
+    /// writer sizes its value list from that bound and must not depend on it being true.
+    struct ClaimedBound<'a> {
+        values: std::slice::Iter<'a, Vec<u8>>,
+        claimed_upper: usize,
+    }
+
+    impl<'a> Iterator for ClaimedBound<'a> {
+        type Item = &'a [u8];
+        fn next(&mut self) -> Option<&'a [u8]> {
+            self.values.next().map(Vec::as_slice)
+        }
+        fn size_hint(&self) -> (usize, Option<usize>) {
+            (0, Some(self.claimed_upper))
+        }
+    }
+
+    #[test]
+    fn many_valued_attribute_bytes_match_whatever_the_size_hint() {
+        // Past ATTRIBUTE_VALUES_KEPT_MAX values the writer keeps them in a list it sizes from
+        // the iterator's upper bound (a large group's stored value count).
+        for value_count in [0, 15, 16, 17, 1_000, 5_000] {
+            let entry = LdapSearchResultEntry {
+                dn: "cn=big,ou=Groups,dc=example,dc=com".to_string(),
+                attributes: vec![LdapPartialAttribute {
+                    atype: "member".to_string(),
+                    vals: (0..value_count)
+                        .map(|index| format!("uid=u{index:07},ou=people,dc=example,dc=com").into())
+                        .collect(),
+                }],
+            };
+            let expected = reference(LdapMsg::new(3, LdapOp::SearchResultEntry(entry.clone())));
+            for claimed_upper in [0, value_count / 2, value_count, value_count * 2, usize::MAX] {
+                let mut buffer = BytesMut::new();
+                let mut writer = EntryWriter::begin(&mut buffer, 3, entry.dn.as_bytes());
+                let values = ClaimedBound {
+                    values: entry.attributes[0].vals.iter(),
+                    claimed_upper,
+                };
+                writer.attribute(b"member", values);
+                writer.finish(&[]);
+                assert_eq!(
+                    buffer.to_vec(),
+                    expected,
+                    "values={value_count} claimed upper bound={claimed_upper}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn result_messages_match_ldap3_proto() {
         for (code, code_enum) in [
