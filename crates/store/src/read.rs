@@ -708,6 +708,9 @@ impl Clone for OutOfLineValues<'_> {
     }
 }
 
+/// One value's (original, normalized) forms, borrowing the map.
+type ValueForms<'txn> = (&'txn [u8], &'txn [u8]);
+
 impl<'txn> OutOfLineValues<'txn> {
     fn open(
         &self,
@@ -730,7 +733,7 @@ impl<'txn> OutOfLineValues<'txn> {
     /// The next row's (original, normalized) forms. The prefix (entry, description) is
     /// checked once per row; only the key's tail and the value are decoded.
     #[inline]
-    fn next_row(&mut self) -> Result<Option<(&'txn [u8], &'txn [u8])>, LdapError> {
+    fn next_row(&mut self) -> Result<Option<ValueForms<'txn>>, LdapError> {
         if self.remaining == 0 {
             return Ok(None);
         }
