@@ -48,6 +48,9 @@ const LENGTH_RESERVED_BYTES: usize = 5;
 /// Values of one attribute `EntryWriter::attribute` keeps (on the stack) between its length
 /// pass and its write pass; most attributes have one to three.
 const ATTRIBUTE_VALUES_KEPT_MAX: usize = 16;
+/// Most values `EntryWriter::attribute` reserves room for up front from its iterator's bound
+/// (16 bytes each: 64 MiB); past it the list grows as values come.
+const ATTRIBUTE_VALUES_RESERVED_MAX: usize = 1 << 22;
 
 /// Writes nested TLVs into a buffer. `open` reserves room for the length, `close` writes the minimal
 /// length and slides the content left if fewer bytes were needed.
@@ -363,8 +366,16 @@ impl<'buffer> EntryWriter<'buffer> {
     {
         // The values are read once (a large group's stream from a B-tree cursor): the first
         // ones kept in place, more as borrowed slices in `more` (16 bytes each, never copied).
+        // `more` is sized from the iterator's bound (a large group's stored value count), so
+        // 100,000 values are not copied through a dozen doublings.
+        let values = values.into_iter();
+        let more_capacity_values = values.size_hint().1.map_or(0, |upper| {
+            upper
+                .saturating_sub(ATTRIBUTE_VALUES_KEPT_MAX)
+                .min(ATTRIBUTE_VALUES_RESERVED_MAX)
+        });
         let mut kept: [&[u8]; ATTRIBUTE_VALUES_KEPT_MAX] = [&[]; ATTRIBUTE_VALUES_KEPT_MAX];
-        let mut more: Vec<&[u8]> = Vec::new();
+        let mut more: Vec<&[u8]> = Vec::with_capacity(more_capacity_values);
         let mut count = 0;
         let mut set_length = 0;
         for value in values {
@@ -488,6 +499,56 @@ mod tests {
                         "value_size={value_size} attributes={attribute_count} id={message_id}"
                     );
                 }
+            }
+        }
+    }
+
+    /// An iterator whose `size_hint` upper bound is `claimed_upper` whatever it yields: the
+    /// writer sizes its value list from that bound and must not depend on it being true.
+    struct ClaimedBound<'a> {
+        values: std::slice::Iter<'a, Vec<u8>>,
+        claimed_upper: usize,
+    }
+
+    impl<'a> Iterator for ClaimedBound<'a> {
+        type Item = &'a [u8];
+        fn next(&mut self) -> Option<&'a [u8]> {
+            self.values.next().map(Vec::as_slice)
+        }
+        fn size_hint(&self) -> (usize, Option<usize>) {
+            (0, Some(self.claimed_upper))
+        }
+    }
+
+    #[test]
+    fn many_valued_attribute_bytes_match_whatever_the_size_hint() {
+        // Past ATTRIBUTE_VALUES_KEPT_MAX values the writer keeps them in a list it sizes from
+        // the iterator's upper bound (a large group's stored value count).
+        for value_count in [0, 15, 16, 17, 1_000, 5_000] {
+            let entry = LdapSearchResultEntry {
+                dn: "cn=big,ou=Groups,dc=example,dc=com".to_string(),
+                attributes: vec![LdapPartialAttribute {
+                    atype: "member".to_string(),
+                    vals: (0..value_count)
+                        .map(|index| format!("uid=u{index:07},ou=people,dc=example,dc=com").into())
+                        .collect(),
+                }],
+            };
+            let expected = reference(LdapMsg::new(3, LdapOp::SearchResultEntry(entry.clone())));
+            for claimed_upper in [0, value_count / 2, value_count, value_count * 2, usize::MAX] {
+                let mut buffer = BytesMut::new();
+                let mut writer = EntryWriter::begin(&mut buffer, 3, entry.dn.as_bytes());
+                let values = ClaimedBound {
+                    values: entry.attributes[0].vals.iter(),
+                    claimed_upper,
+                };
+                writer.attribute(b"member", values);
+                writer.finish(&[]);
+                assert_eq!(
+                    buffer.to_vec(),
+                    expected,
+                    "values={value_count} claimed upper bound={claimed_upper}"
+                );
             }
         }
     }

@@ -708,6 +708,9 @@ impl Clone for OutOfLineValues<'_> {
     }
 }
 
+/// One value's (original, normalized) forms, borrowing the map.
+type ValueForms<'txn> = (&'txn [u8], &'txn [u8]);
+
 impl<'txn> OutOfLineValues<'txn> {
     fn open(
         &self,
@@ -727,7 +730,10 @@ impl<'txn> OutOfLineValues<'txn> {
         database.range(&self.read.txn, &range).map_err(lmdb_to_ldap)
     }
 
-    fn next_row(&mut self) -> Result<Option<layout::ValueRow<'txn>>, LdapError> {
+    /// The next row's (original, normalized) forms. The prefix (entry, description) is
+    /// checked once per row; only the key's tail and the value are decoded.
+    #[inline]
+    fn next_row(&mut self) -> Result<Option<ValueForms<'txn>>, LdapError> {
         if self.remaining == 0 {
             return Ok(None);
         }
@@ -739,14 +745,14 @@ impl<'txn> OutOfLineValues<'txn> {
             return Ok(None);
         };
         let (key, value) = row.map_err(lmdb_to_ldap)?;
-        if !key.starts_with(&self.prefix) {
+        let Some(tail) = key.strip_prefix(&self.prefix[..]) else {
             return Ok(None);
-        }
-        let row = layout::decode_value_row(key, value)
+        };
+        let forms = layout::decode_value_row_tail(tail, value)
             .ok_or_else(|| corrupt(format!("malformed id2value row {key:02x?}")))?;
         self.last_key = Some(key);
         self.remaining -= 1;
-        Ok(Some(row))
+        Ok(Some(forms))
     }
 }
 
@@ -757,7 +763,8 @@ impl<'txn> Iterator for AttributeValues<'txn> {
         match self {
             AttributeValues::Inline(values) => values.next(),
             AttributeValues::OutOfLine(values) => match values.next_row() {
-                Ok(row) => row.map(|row| (row.original, NormalizedValue::Stored(row.normalized))),
+                Ok(row) => row
+                    .map(|(original, normalized)| (original, NormalizedValue::Stored(normalized))),
                 Err(error) => {
                     // Readers cannot fail mid-entry; `lmdir check` names the bad row.
                     tracing::error!(error = %error.message, "reading out-of-line values");
