@@ -107,7 +107,6 @@ pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
 /// An open database: the store, its schema, the access policy and the writer thread.
 pub struct Database {
     pub(crate) store: Store,
-    pub(crate) schema: Arc<Schema>,
     /// The access policy now (a reload replaces it; see `policy()`).
     pub(crate) live_policy: Arc<crate::live::Live<AccessPolicy>>,
     pub(crate) write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
@@ -176,7 +175,6 @@ impl Database {
                 .collect(),
             pwd_policy_subentry: schema.attribute("pwdPolicySubentry"),
             store,
-            schema,
             live_policy,
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
@@ -193,10 +191,16 @@ impl Database {
         }
     }
 
+    /// The schema now: the store's, which a reload may extend (only additions: an `AttrId`
+    /// an operation resolved keeps its meaning in any later schema).
+    pub(crate) fn schema(&self) -> Arc<Schema> {
+        self.store.schema()
+    }
+
     /// What the dynamic group functions need of this database.
     pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
         crate::dynlist::DynlistView {
-            schema: &self.schema,
+            schema: self.schema(),
             policy: self.policy(),
             rules: &self.dynlist,
         }
@@ -207,7 +211,7 @@ impl Database {
         &mut self,
         rules: &[lmdir_config::DynlistRule],
     ) -> Result<(), String> {
-        self.dynlist = crate::dynlist::compile(rules, &self.schema)?;
+        self.dynlist = crate::dynlist::compile(rules, &self.schema())?;
         Ok(())
     }
 
@@ -217,7 +221,7 @@ impl Database {
         config: &lmdir_config::IntegrityConfig,
         suffix: &str,
     ) -> Result<(), String> {
-        let compiled = crate::integrity::Integrity::compile(config, &self.schema, suffix)?;
+        let compiled = crate::integrity::Integrity::compile(config, &self.schema(), suffix)?;
         // Without an equality index each lookup reads every entry: say so once.
         for attr in compiled.looked_up_attributes() {
             let indexed = self
@@ -228,7 +232,7 @@ impl Database {
                 tracing::warn!(
                     "[integrity] {} has no equality index: each delete, rename or unique check \
                      reads every entry for it (add it to [database.index])",
-                    self.schema.attribute_type(attr).name()
+                    self.schema().attribute_type(attr).name()
                 );
             }
         }
@@ -257,7 +261,7 @@ impl Database {
     }
 
     pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
-        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema())?;
         self.limits.store(Arc::new(compiled));
         Ok(())
     }
@@ -331,7 +335,7 @@ impl Database {
     }
 
     pub(crate) fn normalize_dn(&self, dn: &str) -> Result<String, OperationError> {
-        self.schema
+        self.schema()
             .normalize_dn_str(dn)
             .map_err(OperationError::from)
     }

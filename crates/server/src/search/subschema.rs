@@ -24,11 +24,11 @@ pub(super) fn subschema_search(
     if request.scope != LdapSearchScope::Base {
         return Some(Ok((BytesMut::new(), 0)));
     }
-    let mut entry = database.schema.subschema_entry();
+    let mut entry = database.schema().subschema_entry();
     for attribute in &mut entry.attributes {
         if attribute.description == "objectClasses"
             && database
-                .schema
+                .schema()
                 .object_class(crate::rootdse::ROOT_DSE_OBJECT_CLASS)
                 .is_none()
         {
@@ -45,7 +45,7 @@ pub(super) fn subschema_search(
             values: vec![loaded.clone()],
         });
     }
-    let view = match OwnedEntryView::new(&database.schema, &entry) {
+    let view = match OwnedEntryView::new(&database.schema(), &entry) {
         Ok(view) => view,
         Err(error) => return Some(Err(error.into())),
     };
@@ -57,20 +57,20 @@ pub(super) fn subschema_search(
     if !filter.evaluate(&view).is_true() {
         return Some(Ok((BytesMut::new(), 0)));
     }
-    let resolved = Selection::resolve(&database.schema, selection)
-        .with_matched_values(&database.schema, matched_values);
+    let resolved = Selection::resolve(&database.schema(), selection)
+        .with_matched_values(&database.schema(), matched_values);
     let mut buffer = BytesMut::with_capacity(256 * 1024);
     let mut writer = EntryWriter::begin(&mut buffer, context.message_id, b"cn=Subschema");
     for attribute in &entry.attributes {
-        let Some(attr) = database.schema.attribute(&attribute.description) else {
+        let Some(attr) = database.schema().attribute(&attribute.description) else {
             continue;
         };
         // The subschema's schema attributes are operational; objectClass and cn are user ones.
-        if !resolved.selects(&database.schema, attr, &[]) {
+        if !resolved.selects(&database.schema(), attr, &[]) {
             continue;
         }
         resolved.write_built_attribute(
-            &database.schema,
+            &database.schema(),
             &mut writer,
             (attr, &attribute.description),
             &attribute.values,
