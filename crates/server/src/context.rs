@@ -116,7 +116,7 @@ pub struct Database {
     pub(crate) writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) user_password: Option<AttrId>,
     /// The group membership attributes (`member`, `uniqueMember`) and `pwdPolicySubentry`,
-    /// resolved once: every search and bind needs them, and the schema never changes.
+    /// resolved once: every search and bind needs them, and a schema extension keeps their IDs.
     pub(crate) member_attributes: Vec<AttrId>,
     pub(crate) pwd_policy_subentry: Option<AttrId>,
     /// Keys the tags of paged-results cookies (random per start: cookies die with the server).

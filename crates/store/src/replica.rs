@@ -146,7 +146,10 @@ impl WriteTxn<'_> {
         let mut modifications = Vec::new();
         let mut given = Vec::new();
         for attribute in &entry.attributes {
-            let described = self.inner.schema().parse_description(&attribute.description);
+            let described = self
+                .inner
+                .schema()
+                .parse_description(&attribute.description);
             let stored = described.ok().and_then(|description| {
                 outside.iter().find(|(_, attr, options, _)| {
                     *attr == description.attr && *options == description.options
