@@ -961,7 +961,7 @@ impl EntryView for EntryRef<'_> {
             }
         }
         if self.virtual_entry_dn {
-            let schema = &self.read.inner.schema();
+            let schema = self.read.schema();
             let (Some(entry_dn), Ok(original), Ok(normalized)) = (
                 schema.attribute("entryDN"),
                 self.read.dn_of(self.id),
@@ -985,7 +985,7 @@ impl EntryView for EntryRef<'_> {
         // The DN as written: `:dn:` rules of another family than the type's own (caseExactMatch
         // on `ou`) test the original spelling.
         if let Ok(dn) = self.read.dn_of(self.id) {
-            self.read.inner.schema().for_each_dn_ava_of(&dn, visit);
+            self.read.schema().for_each_dn_ava_of(&dn, visit);
         }
     }
 
