@@ -410,6 +410,22 @@ fn subschema_definitions(connection: &mut LdapConn, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// cn=Subschema's (createTimestamp, modifyTimestamp).
+fn subschema_times(connection: &mut LdapConn) -> (String, String) {
+    let SearchResult(entries, result) = connection
+        .search(
+            "cn=Subschema",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["createTimestamp", "modifyTimestamp"],
+        )
+        .expect("subschema search");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("cn=Subschema"));
+    let time = |name: &str| entry.attrs[name][0].clone();
+    (time("createTimestamp"), time("modifyTimestamp"))
+}
+
 /// Schema additions by SIGHUP: a connection opened before the reload adds an entry with the
 /// new attribute type and auxiliary class (refused as undefinedAttributeType before), finds
 /// it by the new attribute through the index the same reload added, and sees both in
@@ -443,6 +459,10 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
         .unwrap();
     assert_eq!(refused.rc, UNDEFINED_ATTRIBUTE_TYPE, "{refused:?}");
     assert!(subschema_definitions(&mut open_before, "exampleColour").is_empty());
+    let (created, modified) = subschema_times(&mut open_before);
+    assert_eq!(created, modified, "the schema the server started with");
+    // GeneralizedTime has whole seconds: the reload's modifyTimestamp is a later second.
+    std::thread::sleep(Duration::from_millis(1100));
 
     // The reload: the schema file, and an equality index on its attribute.
     std::fs::write(&schema_path, colour_schema(DIRECTORY_STRING)).unwrap();
@@ -487,6 +507,9 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
         subschema_definitions(&mut open_before, "exampleColoured").len(),
         1
     );
+    let (created_after, extended) = subschema_times(&mut open_before);
+    assert_eq!(created_after, created);
+    assert!(extended > modified, "{extended} after {modified}");
 
     // A reload that changes the attribute's syntax: refused whole (its new limit too).
     std::fs::write(&schema_path, colour_schema(IA5_STRING)).unwrap();
@@ -509,6 +532,7 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
         subschema_definitions(&mut open_before, "exampleColour"),
         attribute
     );
+    assert_eq!(subschema_times(&mut open_before), (created, extended));
     let mut opened_after = bind(server.port, ROOT_DN, ROOT_PASSWORD);
     assert_eq!(coloured(&mut opened_after, "(exampleColour=TEAL)"), teals);
 

@@ -136,6 +136,9 @@ pub struct Database {
     pub(crate) integrity: crate::integrity::SharedIntegrity,
     /// `[[dynlist]]` rules (set when the server starts).
     pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
+    /// When a reload last extended the schema (cn=Subschema's modifyTimestamp; None: the
+    /// schema is the one the server started with).
+    pub(crate) schema_extended_at: Mutex<Option<std::time::SystemTime>>,
     /// `[accesslog]`, shared with the writer (set when the server starts and by a reload).
     pub(crate) accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
@@ -187,6 +190,7 @@ impl Database {
             persist,
             integrity,
             dynlist: Vec::new(),
+            schema_extended_at: Mutex::new(None),
             accesslog,
         }
     }

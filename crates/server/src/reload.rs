@@ -135,7 +135,11 @@ fn added_names(running: &Schema, extended: &Schema) -> String {
         .ldap_syntaxes()
         .skip(running.ldap_syntaxes().count())
         .map(|added| format!("ldapSyntax {added}"));
-    attributes.chain(classes).chain(syntaxes).collect::<Vec<_>>().join(", ")
+    attributes
+        .chain(classes)
+        .chain(syntaxes)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Builds and checks what `fresh` would swap in; an error names the first problem.
@@ -211,6 +215,10 @@ pub fn reload(
             .store
             .extend_schema(extended.clone())
             .map_err(|problem| format!("schema: {problem}"))?;
+        *database
+            .schema_extended_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(std::time::SystemTime::now());
         info!("reload: schema extended live: {added}");
     }
     for name in &prepared.restart_needed {
