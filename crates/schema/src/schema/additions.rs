@@ -158,8 +158,12 @@ mod tests {
         EQUALITY caseIgnoreMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 )";
     const ADDED: &str = "attributetype ( 1.3.6.1.4.1.99999.1.2 NAME 'exampleShade' \
         SUP exampleColour )\n\
+        ldapsyntax ( 1.3.6.1.4.1.99999.3.1 DESC 'a count' \
+        X-SUBST '1.3.6.1.4.1.1466.115.121.1.27' )\n\
+        attributetype ( 1.3.6.1.4.1.99999.1.4 NAME 'exampleCount' \
+        EQUALITY integerMatch SYNTAX 1.3.6.1.4.1.99999.3.1 )\n\
         objectclass ( 1.3.6.1.4.1.99999.2.1 NAME 'exampleShaded' AUXILIARY \
-        MAY ( exampleShade $ exampleColour ) )";
+        MAY ( exampleShade $ exampleColour $ exampleCount ) )";
 
     fn loaded(texts: &[&str]) -> Schema {
         let mut schema = Schema::builtin();
@@ -193,10 +197,20 @@ mod tests {
         let class = extended.object_class("exampleShaded").expect("added");
         assert_eq!(
             extended.object_class_definition(class).may.len(),
-            2,
+            3,
             "MAY resolved against the extended schema"
         );
         assert!(extended.changes_in(&fresh).is_empty());
+        assert_eq!(
+            extended.ldap_syntaxes().count(),
+            running.ldap_syntaxes().count() + 1
+        );
+        let count = extended.attribute("exampleCount").expect("added");
+        assert!(extended.normalize_value(count, b"12").is_ok());
+        assert!(
+            extended.normalize_value(count, b"twelve").is_err(),
+            "validated by the added syntax's substitute"
+        );
     }
 
     #[test]
