@@ -410,6 +410,34 @@ fn subschema_definitions(connection: &mut LdapConn, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// A `lmdir serve` killed when the test ends early (a failed assertion), so no server outlives
+/// a failing run.
+struct Serving(Option<Child>);
+
+impl Serving {
+    fn child(&self) -> &Child {
+        self.0.as_ref().expect("running")
+    }
+
+    /// SIGTERM, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait().unwrap()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// cn=Subschema's (createTimestamp, modifyTimestamp).
 fn subschema_times(connection: &mut LdapConn) -> (String, String) {
     let SearchResult(entries, result) = connection
@@ -450,7 +478,7 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
     let scratch = server.directory.path();
     let (log, notify) = (scratch.join("serve.log"), scratch.join("notify.sock"));
     let notifications = UnixDatagram::bind(&notify).unwrap();
-    let child = spawn_serve(&server.config_path, &log, &notify);
+    let serving = Serving(Some(spawn_serve(&server.config_path, &log, &notify)));
     receive_until(&notifications, "READY=1");
     let mut open_before = bind(server.port, ROOT_DN, ROOT_PASSWORD);
     let teal_dn = format!("uid=teal,{PEOPLE_DN}");
@@ -471,7 +499,7 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
         "log = \"info\"",
         &database(", exampleColour = [\"eq\"]"),
     );
-    hang_up(&child, &notifications);
+    hang_up(serving.child(), &notifications);
     let text = wait_for_log(&log, "indexes built and in use: ");
     assert!(
         text.contains(
@@ -518,7 +546,7 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
         "log = \"info\"\nsize_limit = 1",
         &database(", exampleColour = [\"eq\"]"),
     );
-    hang_up(&child, &notifications);
+    hang_up(serving.child(), &notifications);
     let text = wait_for_log(&log, "nothing changed, the live configuration is");
     assert!(
         text.contains(
@@ -536,11 +564,8 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
     let mut opened_after = bind(server.port, ROOT_DN, ROOT_PASSWORD);
     assert_eq!(coloured(&mut opened_after, "(exampleColour=TEAL)"), teals);
 
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "{}", output.status);
+    let status = serving.stop();
+    assert!(status.success(), "{status}");
     std::fs::write(&schema_path, colour_schema(DIRECTORY_STRING)).unwrap();
     server.assert_check_clean("after the schema reloads");
 }
