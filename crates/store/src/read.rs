@@ -27,6 +27,9 @@ pub struct ReadTxn {
     /// The index set taken before the snapshot: an index it calls usable was built by a
     /// commit this snapshot holds.
     pub(crate) indexes: Arc<crate::store::IndexSet>,
+    /// The schema taken after the snapshot began: every description the snapshot holds was
+    /// added under it or an earlier schema it extends, so it knows every stored attribute.
+    schema: Arc<lmdir_schema::Schema>,
     /// The last parent whose DN was built, per form (original, normalized): consecutive
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
@@ -53,11 +56,13 @@ impl Store {
             // Another process writes this DB: it may have committed new descriptions.
             descriptions = self.inner.refresh_descriptions(&txn, descriptions)?;
         }
+        let schema = self.inner.schema();
         Ok(ReadTxn {
             txn,
             inner: self.inner.clone(),
             descriptions,
             indexes,
+            schema,
             parent_dn_cache: Default::default(),
             found_dn_cache: RefCell::new(None),
             kept_leaves: RefCell::default(),
@@ -104,7 +109,7 @@ impl Inner {
     pub(crate) fn normalize_rdns(&self, dn: &Dn) -> Result<Vec<String>, LdapError> {
         dn.rdns
             .iter()
-            .map(|rdn| self.schema.normalize_rdn(rdn))
+            .map(|rdn| self.schema().normalize_rdn(rdn))
             .collect()
     }
 
@@ -475,7 +480,7 @@ impl ReadTxn {
     }
 
     pub fn schema(&self) -> &lmdir_schema::Schema {
-        &self.inner.schema
+        &self.schema
     }
 
     /// Parses, normalizes and looks up a DN. A miss is NoSuchObject whose matched DN is the
@@ -963,7 +968,7 @@ impl EntryView for EntryRef<'_> {
             }
         }
         if self.virtual_entry_dn {
-            let schema = &self.read.inner.schema;
+            let schema = self.read.schema();
             let (Some(entry_dn), Ok(original), Ok(normalized)) = (
                 schema.attribute("entryDN"),
                 self.read.dn_of(self.id),
@@ -987,7 +992,7 @@ impl EntryView for EntryRef<'_> {
         // The DN as written: `:dn:` rules of another family than the type's own (caseExactMatch
         // on `ou`) test the original spelling.
         if let Ok(dn) = self.read.dn_of(self.id) {
-            self.read.inner.schema.for_each_dn_ava_of(&dn, visit);
+            self.read.schema().for_each_dn_ava_of(&dn, visit);
         }
     }
 

@@ -148,7 +148,7 @@ pub(crate) fn require_rdn_value(
         ResultCode::NotAllowedOnRdn,
         format!(
             "cannot remove the RDN value of '{}' from '{dn}'",
-            inner.schema.attribute_type(attr).name()
+            inner.schema().attribute_type(attr).name()
         ),
     ))
 }
@@ -161,7 +161,7 @@ impl Inner {
         attributes: &[Attribute],
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
         crate::rows::normalize_pairs(
-            &self.schema,
+            &self.schema(),
             crate::rows::attribute_pairs(attributes),
             &mut crate::rows::RowScratch::new(),
         )
@@ -176,7 +176,7 @@ impl Inner {
         if skip_schema_check {
             return self.normalize_attributes(&entry.attributes);
         }
-        let checked = self.schema.check_and_normalize(entry)?;
+        let checked = self.schema().check_and_normalize(entry)?;
         Ok(checked
             .attributes
             .into_iter()
@@ -596,7 +596,7 @@ impl<'s> WriteTxn<'s> {
         let original_dn = crate::read::dn_of(self.inner, &self.txn, id, false)?;
         let mut dn_avas = Vec::new();
         self.inner
-            .schema
+            .schema()
             .for_each_dn_ava_of(&original_dn, &mut |attr, value| {
                 dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
                 true
@@ -640,7 +640,7 @@ impl<'s> WriteTxn<'s> {
         attr: AttrId,
         context: &WriteContext,
     ) -> Result<(), LdapError> {
-        crate::rows::refuse_no_user_modification(&self.inner.schema, attr, context)
+        crate::rows::refuse_no_user_modification(&self.inner.schema(), attr, context)
     }
 
     fn read_owned_node(&self, id: EntryId) -> Result<OwnedNode, LdapError> {
@@ -860,11 +860,11 @@ impl<'s> WriteTxn<'s> {
         value: Vec<u8>,
         replace: bool,
     ) -> Result<(), LdapError> {
-        let Some(attr) = self.inner.schema.attribute(name) else {
+        let Some(attr) = self.inner.schema().attribute(name) else {
             return Ok(());
         };
-        let text = self.inner.schema.attribute_type(attr).name().to_string();
-        let normalized = self.inner.schema.normalize_value(attr, &value)?;
+        let text = self.inner.schema().attribute_type(attr).name().to_string();
+        let normalized = self.inner.schema().normalize_value(attr, &value)?;
         match attributes
             .iter_mut()
             .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
@@ -1005,7 +1005,7 @@ impl<'s> WriteTxn<'s> {
             }
         };
         self.check_deadline()?;
-        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
+        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema(), context);
         let fresh = crate::rows::FreshValues {
             csn: match context.replicated {
                 true => None,
@@ -1220,13 +1220,13 @@ impl<'s> WriteTxn<'s> {
         rdn.avas
             .iter()
             .map(|ava| {
-                let attr = self.inner.schema.attribute(&ava.attr).ok_or_else(|| {
+                let attr = self.inner.schema().attribute(&ava.attr).ok_or_else(|| {
                     ldap(
                         ResultCode::InvalidDnSyntax,
                         format!("unknown attribute type '{}' in RDN", ava.attr),
                     )
                 })?;
-                let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
+                let normalized = self.inner.schema().normalize_value(attr, &ava.value)?;
                 Ok((attr, ava.value.clone(), normalized))
             })
             .collect()
@@ -1261,10 +1261,10 @@ impl<'s> WriteTxn<'s> {
             self.check_deadline()?;
             if !context.skip_schema_check && !context.relax {
                 self.inner
-                    .schema
+                    .schema()
                     .check_user_modification(&modification.description)?;
             }
-            self.inner.schema.apply_modification_with(
+            self.inner.schema().apply_modification_with(
                 &mut entry,
                 modification,
                 context.permissive_modify,
@@ -1335,7 +1335,7 @@ impl<'s> WriteTxn<'s> {
             ));
         }
         let new_rdn = Rdn::parse(new_rdn)?;
-        let new_rdn_normalized = self.inner.schema.normalize_rdn(&new_rdn)?;
+        let new_rdn_normalized = self.inner.schema().normalize_rdn(&new_rdn)?;
         let new_parent = match new_superior {
             None => node.parent,
             Some(superior) => {
@@ -1414,7 +1414,7 @@ impl<'s> WriteTxn<'s> {
             {
                 Some(attribute) => attribute.values.push((original, normalized)),
                 None => attributes.push(WorkingAttribute {
-                    text: self.inner.schema.attribute_type(attr).name().to_string(),
+                    text: self.inner.schema().attribute_type(attr).name().to_string(),
                     attr,
                     options: Vec::new(),
                     values: vec![(original, normalized)],
@@ -1472,8 +1472,8 @@ impl<'s> WriteTxn<'s> {
         if self.inner.options.memberof {
             let new_dn_text = self.dn_of(id)?;
             self.moved_subtree = Some((
-                self.inner.schema.normalize_dn_str(&old_dn_text)?,
-                self.inner.schema.normalize_dn_str(&new_dn_text)?,
+                self.inner.schema().normalize_dn_str(&old_dn_text)?,
+                self.inner.schema().normalize_dn_str(&new_dn_text)?,
             ));
             let fixed = self
                 .memberof_entry_renamed(
@@ -1528,7 +1528,7 @@ impl<'s> WriteTxn<'s> {
                 built.insert(*attr, *kinds);
             }
         }
-        let text = crate::store::index_config_text(&built, &inner.schema).join("\n");
+        let text = crate::store::index_config_text(&built, &inner.schema()).join("\n");
         inner
             .databases
             .meta
@@ -1537,7 +1537,7 @@ impl<'s> WriteTxn<'s> {
         Ok(crate::store::index_state(
             &index_set.configured,
             &text,
-            &inner.schema,
+            &inner.schema(),
         ))
     }
 
