@@ -46,7 +46,9 @@ mkdir -p "$DIR/callgrind"
 valgrind --tool=callgrind --callgrind-out-file="$DIR/callgrind/callgrind.out.%p" \
   "$LMDIR" --config "$DIR.toml" serve --no-demo > "$DIR.serve.log" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null || true' EXIT
+# Waits for valgrind to exit (it writes its last dump first): a run right after this one can
+# then listen on the same port.
+trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true' EXIT
 for _ in $(seq 1 600); do
   kill -0 "$PID" 2>/dev/null || { log "lmdir stopped: see $DIR.serve.log"; exit 1; }
   ldapsearch -x -H "ldap://127.0.0.1:$PORT" -b "" -s base >/dev/null 2>&1 && break

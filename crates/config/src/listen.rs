@@ -77,10 +77,11 @@ fn host_port(url: &str, scheme: &str, rest: &str, default_port: u16) -> Result<S
     }
     match port {
         None => Ok(format!("{host_port}:{default_port}")),
+        // Port 0: any free port, the address bound is logged (tests, trial runs).
         Some(port) => match port.parse::<u16>() {
-            Ok(number) if number > 0 => Ok(host_port.to_string()),
-            _ => Err(format!(
-                "{url:?}: port {port:?} is not a number in 1..=65535"
+            Ok(_) => Ok(host_port.to_string()),
+            Err(_) => Err(format!(
+                "{url:?}: port {port:?} is not a number in 0..=65535"
             )),
         },
     }
@@ -104,6 +105,10 @@ mod tests {
         assert_eq!(
             parsed("LDAP://[::1]"),
             Ok(ListenAddress::Ldap("[::1]:389".to_string()))
+        );
+        assert_eq!(
+            parsed("ldap://127.0.0.1:0"),
+            Ok(ListenAddress::Ldap("127.0.0.1:0".to_string()))
         );
         assert_eq!(
             parsed("ldap://[::1]:1389"),
@@ -132,8 +137,8 @@ mod tests {
             ("ldap://[::1", "unclosed '['"),
             ("ldap://[::1]x", "unexpected text after ']'"),
             ("ldap://:389", "missing host"),
-            ("ldap://host:0", "not a number in 1..=65535"),
-            ("ldap://host:65536", "not a number in 1..=65535"),
+            ("ldap://host:x", "not a number in 0..=65535"),
+            ("ldap://host:65536", "not a number in 0..=65535"),
         ] {
             let error = ListenAddress::parse(url).expect_err(url);
             assert!(error.contains(why), "{url}: {error}");

@@ -180,8 +180,8 @@ pub struct ConsumerConfig {
 
 /// The default largest message from a provider: 256 MiB, a group of ~5 million members.
 pub const CONSUMER_PDU_BYTES_MAX_DEFAULT: u64 = 256 << 20;
-/// The bounds of a consumer's `pdu_bytes_max`: from the server's client default up to 2 GiB.
-pub const CONSUMER_PDU_BYTES_MAX_RANGE: std::ops::RangeInclusive<u64> = (4 << 20)..=(2 << 30);
+/// The bounds of a consumer's `pdu_bytes_max` (the server's own lower bound, up to 2 GiB).
+pub const CONSUMER_PDU_BYTES_MAX_RANGE: std::ops::RangeInclusive<u64> = 1024..=(2 << 30);
 
 fn default_bulk_initial_refresh() -> bool {
     true

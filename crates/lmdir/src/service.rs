@@ -153,7 +153,7 @@ async fn wait_for_stop(
 }
 
 /// SIGHUP: re-reads the config file and applies it (`lmdir_server::reload`: limits, access,
-/// `[[limits]]`, new indexes, ...), its `log` filter, reopens the log file, and reloads the TLS
+/// `[[limits]]`, schema additions, new indexes, ...), its `log` filter, reopens the log file, and reloads the TLS
 /// certificate and key from their running paths. An invalid file changes nothing and the log
 /// says why; keys that need a restart are named and keep their running values.
 fn reload(

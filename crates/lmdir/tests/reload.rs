@@ -344,3 +344,228 @@ fn sighup_starts_and_stops_a_replication_consumer() {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", output.status);
 }
+
+/// The schema file a reload adds: a new attribute type and an auxiliary class allowing it.
+/// `{syntax}` is the attribute's SYNTAX (Directory String first; a later version changes it).
+fn colour_schema(syntax: &str) -> String {
+    format!(
+        "attributetype ( 1.3.6.1.4.1.99999.7.1 NAME 'exampleColour'\n\
+         \tDESC 'a colour' EQUALITY caseIgnoreMatch SUBSTR caseIgnoreSubstringsMatch\n\
+         \tSYNTAX {syntax} )\n\
+         objectclass ( 1.3.6.1.4.1.99999.8.1 NAME 'exampleColoured' AUXILIARY\n\
+         \tMAY exampleColour )\n"
+    )
+}
+const DIRECTORY_STRING: &str = "1.3.6.1.4.1.1466.115.121.1.15";
+const IA5_STRING: &str = "1.3.6.1.4.1.1466.115.121.1.26";
+const UNDEFINED_ATTRIBUTE_TYPE: u32 = 17;
+
+fn coloured_person(uid: &str, colour: &str) -> Vec<(String, std::collections::HashSet<String>)> {
+    let values = |values: &[&str]| values.iter().map(|value| value.to_string()).collect();
+    vec![
+        (
+            "objectClass".to_string(),
+            values(&["inetOrgPerson", "exampleColoured"]),
+        ),
+        ("uid".to_string(), values(&[uid])),
+        ("cn".to_string(), values(&[uid])),
+        ("sn".to_string(), values(&[uid])),
+        ("exampleColour".to_string(), values(&[colour])),
+    ]
+}
+
+/// DNs of the people whose colour matches `filter`, as `connection` sees them.
+fn coloured(connection: &mut LdapConn, filter: &str) -> Vec<String> {
+    let SearchResult(entries, result) = connection
+        .search(PEOPLE_DN, Scope::Subtree, filter, vec!["exampleColour"])
+        .expect("search");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let mut dns: Vec<String> = entries
+        .into_iter()
+        .map(|entry| SearchEntry::construct(entry).dn)
+        .collect();
+    dns.sort();
+    dns
+}
+
+/// cn=Subschema's attributeTypes and objectClasses values that name `name`.
+fn subschema_definitions(connection: &mut LdapConn, name: &str) -> Vec<String> {
+    let SearchResult(entries, result) = connection
+        .search(
+            "cn=Subschema",
+            Scope::Base,
+            "(objectClass=subschema)",
+            vec!["attributeTypes", "objectClasses"],
+        )
+        .expect("subschema search");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("cn=Subschema"));
+    let wanted = format!("NAME '{name}'");
+    entry
+        .attrs
+        .values()
+        .flatten()
+        .filter(|definition| definition.contains(&wanted))
+        .cloned()
+        .collect()
+}
+
+/// A `lmdir serve` killed when the test ends early (a failed assertion), so no server outlives
+/// a failing run.
+struct Serving(Option<Child>);
+
+impl Serving {
+    fn child(&self) -> &Child {
+        self.0.as_ref().expect("running")
+    }
+
+    /// SIGTERM, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("running");
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait().unwrap()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// cn=Subschema's (createTimestamp, modifyTimestamp).
+fn subschema_times(connection: &mut LdapConn) -> (String, String) {
+    let SearchResult(entries, result) = connection
+        .search(
+            "cn=Subschema",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["createTimestamp", "modifyTimestamp"],
+        )
+        .expect("subschema search");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("cn=Subschema"));
+    let time = |name: &str| entry.attrs[name][0].clone();
+    (time("createTimestamp"), time("modifyTimestamp"))
+}
+
+/// Schema additions by SIGHUP: a connection opened before the reload adds an entry with the
+/// new attribute type and auxiliary class (refused as undefinedAttributeType before), finds
+/// it by the new attribute through the index the same reload added, and sees both in
+/// cn=Subschema; a later reload that changes the attribute's syntax is refused whole, logged
+/// with the definition and what differs, and changes nothing.
+#[test]
+fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
+    let server = TestServer::prepare("", 5);
+    let schema_path = server.directory.path().join("colour.schema");
+    let database = |indexes: &str| {
+        format!(
+            "schema_files = [\"{}\"]\nindex = {{ {DEFAULT_INDEXES}{indexes} }}\n",
+            schema_path.display()
+        )
+    };
+    // Before: the file lists no schema file.
+    write_config(
+        &server,
+        "log = \"info\"",
+        &format!("index = {{ {DEFAULT_INDEXES} }}\n"),
+    );
+    let scratch = server.directory.path();
+    let (log, notify) = (scratch.join("serve.log"), scratch.join("notify.sock"));
+    let notifications = UnixDatagram::bind(&notify).unwrap();
+    let serving = Serving(Some(spawn_serve(&server.config_path, &log, &notify)));
+    receive_until(&notifications, "READY=1");
+    let mut open_before = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    let teal_dn = format!("uid=teal,{PEOPLE_DN}");
+    let refused = open_before
+        .add(&teal_dn, coloured_person("teal", "Teal"))
+        .unwrap();
+    assert_eq!(refused.rc, UNDEFINED_ATTRIBUTE_TYPE, "{refused:?}");
+    assert!(subschema_definitions(&mut open_before, "exampleColour").is_empty());
+    let (created, modified) = subschema_times(&mut open_before);
+    assert_eq!(created, modified, "the schema the server started with");
+    // GeneralizedTime has whole seconds: the reload's modifyTimestamp is a later second.
+    std::thread::sleep(Duration::from_millis(1100));
+
+    // The reload: the schema file, and an equality index on its attribute.
+    std::fs::write(&schema_path, colour_schema(DIRECTORY_STRING)).unwrap();
+    write_config(
+        &server,
+        "log = \"info\"",
+        &database(", exampleColour = [\"eq\"]"),
+    );
+    hang_up(serving.child(), &notifications);
+    let text = wait_for_log(&log, "indexes built and in use: ");
+    assert!(
+        text.contains(
+            "schema extended live: attribute type exampleColour, object class exampleColoured"
+        ),
+        "{text}"
+    );
+    let live = live_config(&mut open_before);
+    assert!(live.starts_with(&file_hash(&server.config_path)), "{live}");
+
+    // The same connection: the entries are accepted, found by the new attribute.
+    for (uid, colour) in [("teal", "Teal"), ("crimson", "Crimson"), ("teal2", "TEAL")] {
+        let dn = format!("uid={uid},{PEOPLE_DN}");
+        open_before
+            .add(&dn, coloured_person(uid, colour))
+            .unwrap()
+            .success()
+            .unwrap();
+    }
+    let teals = vec![teal_dn.clone(), format!("uid=teal2,{PEOPLE_DN}")];
+    assert_eq!(coloured(&mut open_before, "(exampleColour=teal)"), teals);
+    assert_eq!(
+        coloured(
+            &mut open_before,
+            "(&(objectClass=exampleColoured)(exampleColour=crim*))"
+        ),
+        vec![format!("uid=crimson,{PEOPLE_DN}")]
+    );
+    let attribute = subschema_definitions(&mut open_before, "exampleColour");
+    assert_eq!(attribute.len(), 1, "{attribute:?}");
+    assert!(attribute[0].contains(DIRECTORY_STRING), "{attribute:?}");
+    assert_eq!(
+        subschema_definitions(&mut open_before, "exampleColoured").len(),
+        1
+    );
+    let (created_after, extended) = subschema_times(&mut open_before);
+    assert_eq!(created_after, created);
+    assert!(extended > modified, "{extended} after {modified}");
+
+    // A reload that changes the attribute's syntax: refused whole (its new limit too).
+    std::fs::write(&schema_path, colour_schema(IA5_STRING)).unwrap();
+    write_config(
+        &server,
+        "log = \"info\"\nsize_limit = 1",
+        &database(", exampleColour = [\"eq\"]"),
+    );
+    hang_up(serving.child(), &notifications);
+    let text = wait_for_log(&log, "nothing changed, the live configuration is");
+    assert!(
+        text.contains(
+            "attribute type 'exampleColour' (1.3.6.1.4.1.99999.7.1) changed (SYNTAX differ)"
+        ),
+        "{text}"
+    );
+    assert_eq!(live_config(&mut open_before), live);
+    assert_eq!(coloured(&mut open_before, "(exampleColour=teal)"), teals);
+    assert_eq!(
+        subschema_definitions(&mut open_before, "exampleColour"),
+        attribute
+    );
+    assert_eq!(subschema_times(&mut open_before), (created, extended));
+    let mut opened_after = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    assert_eq!(coloured(&mut opened_after, "(exampleColour=TEAL)"), teals);
+
+    let status = serving.stop();
+    assert!(status.success(), "{status}");
+    std::fs::write(&schema_path, colour_schema(DIRECTORY_STRING)).unwrap();
+    server.assert_check_clean("after the schema reloads");
+}

@@ -295,12 +295,12 @@ fn a_consumer_back_after_changes_and_deletes_converges_by_the_present_phase() {
     replica.assert_check_clean("after the present phase");
 }
 
-/// The replica's `pdu_bytes_max` in the killed-refresh test: far above any seeded entry, below
+/// The replica's consumer `pdu_bytes_max` in the killed-refresh test: far above any seeded entry, below
 /// the one entry made too big for it.
 const REPLICA_PDU_BYTES_MAX: usize = 64 * 1024;
 
 /// A refresh interrupted after some batches committed, made certain rather than raced: one
-/// entry late in the provider's refresh order is larger than the replica's `pdu_bytes_max`, so
+/// entry late in the provider's refresh order is larger than the replica's consumer `pdu_bytes_max`, so
 /// every session commits the batches before it and then fails (no cookie yet: syncprov sends
 /// it only at the end of the refresh). The replica is SIGKILLed in that state, the provider
 /// deletes an entry the replica already holds, and the restarted consumer must remove it:
@@ -340,8 +340,8 @@ fn killed_during_refresh(bulk: bool) -> Option<TestServer> {
     let mut replica = replica_configured(
         &provider,
         "refreshAndPersist",
-        &format!("pdu_bytes_max = {REPLICA_PDU_BYTES_MAX}"),
-        &format!("bulk_initial_refresh = {bulk}"),
+        "",
+        &format!("bulk_initial_refresh = {bulk}\npdu_bytes_max = {REPLICA_PDU_BYTES_MAX}"),
     );
     replica.start();
     let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;

@@ -12,6 +12,7 @@ use crate::matching::{
 };
 use crate::syntax::{split_optional_uid, Syntax, KNOWN_SYNTAXES};
 
+mod additions;
 mod loading;
 
 /// Index of an attribute type in its schema's table.

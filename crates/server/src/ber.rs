@@ -48,6 +48,11 @@ const LENGTH_RESERVED_BYTES: usize = 5;
 /// Values of one attribute `EntryWriter::attribute` keeps (on the stack) between its length
 /// pass and its write pass; most attributes have one to three.
 const ATTRIBUTE_VALUES_KEPT_MAX: usize = 16;
+/// Most values `EntryWriter::attribute` reserves room for up front from its iterator's bound
+/// (16 bytes each: 64 MiB); past it the list grows as values come.
+const ATTRIBUTE_VALUES_RESERVED_MAX: usize = 1 << 22;
+/// Most elements `BerWriter::close_innermost` ends in one pass.
+const CLOSED_AT_ONCE_MAX: usize = 4;
 
 /// Writes nested TLVs into a buffer. `open` reserves room for the length, `close` writes the minimal
 /// length and slides the content left if fewer bytes were needed.
@@ -89,6 +94,52 @@ impl<'buffer> BerWriter<'buffer> {
             let new_length = self.buffer.len() - unused;
             self.buffer.truncate(new_length);
         }
+    }
+
+    /// Ends the `count` innermost open elements at once: the bytes of `count` calls of
+    /// `close`, with the content moved left once instead of once per element (a large entry's
+    /// attribute list, entry and message are three slides of megabytes otherwise).
+    pub fn close_innermost(&mut self, count: usize) {
+        assert!(
+            (1..=CLOSED_AT_ONCE_MAX).contains(&count) && count <= self.depth(),
+            "BerWriter::close_innermost({count}) with {} open elements",
+            self.depth()
+        );
+        let first = self.open_content_starts.len() - count;
+        let mut starts = [0usize; CLOSED_AT_ONCE_MAX];
+        starts[..count].copy_from_slice(&self.open_content_starts[first..]);
+        self.open_content_starts.truncate(first);
+        let end = self.buffer.len();
+        // Content lengths, innermost first: each holds what lies between its reserved length
+        // and the next element's tag, plus that element once encoded.
+        let mut lengths = [[0u8; LENGTH_RESERVED_BYTES]; CLOSED_AT_ONCE_MAX];
+        let mut sizes = [0usize; CLOSED_AT_ONCE_MAX];
+        let mut inner_encoded = 0;
+        for index in (0..count).rev() {
+            let content_length = match starts.get(index + 1).filter(|_| index + 1 < count) {
+                Some(&inner_start) => {
+                    inner_start - 1 - LENGTH_RESERVED_BYTES - starts[index] + inner_encoded
+                }
+                None => end - starts[index],
+            };
+            sizes[index] = encode_length(content_length, &mut lengths[index]);
+            inner_encoded = 1 + sizes[index] + content_length;
+        }
+        // Left to right: each length, then the bytes up to the next reserved length (its tag
+        // included), moved to follow it.
+        let mut at = starts[0] - LENGTH_RESERVED_BYTES;
+        for index in 0..count {
+            self.buffer[at..at + sizes[index]].copy_from_slice(&lengths[index][..sizes[index]]);
+            at += sizes[index];
+            let segment_end = if index + 1 < count {
+                starts[index + 1] - LENGTH_RESERVED_BYTES
+            } else {
+                end
+            };
+            self.buffer.copy_within(starts[index]..segment_end, at);
+            at += segment_end - starts[index];
+        }
+        self.buffer.truncate(at);
     }
 
     /// A primitive element with the given content.
@@ -349,8 +400,7 @@ impl<'buffer> EntryWriter<'buffer> {
     }
 
     pub fn finish_bare(mut self) {
-        self.writer.close(); // attributes
-        self.writer.close(); // SearchResultEntry
+        self.writer.close_innermost(2); // attributes, SearchResultEntry
         debug_assert_eq!(self.writer.depth(), 0);
     }
 
@@ -363,8 +413,16 @@ impl<'buffer> EntryWriter<'buffer> {
     {
         // The values are read once (a large group's stream from a B-tree cursor): the first
         // ones kept in place, more as borrowed slices in `more` (16 bytes each, never copied).
+        // `more` is sized from the iterator's bound (a large group's stored value count), so
+        // 100,000 values are not copied through a dozen doublings.
+        let values = values.into_iter();
+        let more_capacity_values = values.size_hint().1.map_or(0, |upper| {
+            upper
+                .saturating_sub(ATTRIBUTE_VALUES_KEPT_MAX)
+                .min(ATTRIBUTE_VALUES_RESERVED_MAX)
+        });
         let mut kept: [&[u8]; ATTRIBUTE_VALUES_KEPT_MAX] = [&[]; ATTRIBUTE_VALUES_KEPT_MAX];
-        let mut more: Vec<&[u8]> = Vec::new();
+        let mut more: Vec<&[u8]> = Vec::with_capacity(more_capacity_values);
         let mut count = 0;
         let mut set_length = 0;
         for value in values {
@@ -397,10 +455,13 @@ impl<'buffer> EntryWriter<'buffer> {
     }
 
     pub fn finish(mut self, controls: &[ResponseControl]) {
-        self.writer.close(); // attributes
-        self.writer.close(); // SearchResultEntry
-        write_controls(&mut self.writer, controls);
-        self.writer.close(); // LDAPMessage
+        if controls.is_empty() {
+            self.writer.close_innermost(3); // attributes, SearchResultEntry, LDAPMessage
+        } else {
+            self.writer.close_innermost(2); // attributes, SearchResultEntry
+            write_controls(&mut self.writer, controls);
+            self.writer.close(); // LDAPMessage
+        }
         debug_assert_eq!(self.writer.depth(), 0);
     }
 }
@@ -429,6 +490,42 @@ pub fn notice_of_disconnection(code: u32, message: &str) -> BytesMut {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `close_innermost(n)` writes the bytes of `n` calls of `close`, whatever the lengths'
+    /// sizes (1 to 4 bytes) at each level.
+    #[test]
+    fn closing_several_elements_at_once_matches_closing_them_one_by_one() {
+        let sizes = [0usize, 5, 120, 127, 128, 255, 256, 65_535, 65_536, 70_000];
+        for depth in 1..=CLOSED_AT_ONCE_MAX {
+            for (round, &inner) in sizes.iter().enumerate() {
+                let between = sizes[(round * 7 + depth) % sizes.len()] % 300;
+                let write = |buffer: &mut BytesMut, at_once: bool| {
+                    let mut writer = BerWriter::new(buffer);
+                    writer.open(tag::SEQUENCE);
+                    writer.octet_string(b"outside");
+                    for level in 0..depth {
+                        writer.open(0x30 + level as u8);
+                        writer.octet_string(&vec![b'b'; between]);
+                    }
+                    writer.octet_string(&vec![b'v'; inner]);
+                    if at_once {
+                        writer.close_innermost(depth);
+                    } else {
+                        (0..depth).for_each(|_| writer.close());
+                    }
+                    writer.octet_string(b"after");
+                    writer.close();
+                };
+                let (mut one_by_one, mut at_once) = (BytesMut::new(), BytesMut::new());
+                write(&mut one_by_one, false);
+                write(&mut at_once, true);
+                assert_eq!(
+                    one_by_one, at_once,
+                    "depth {depth}, inner {inner}, between {between}"
+                );
+            }
+        }
+    }
     use ldap3_proto::proto::{
         LdapExtendedResponse, LdapMsg, LdapOp, LdapPartialAttribute, LdapResult, LdapResultCode,
         LdapSearchResultEntry,
@@ -488,6 +585,56 @@ mod tests {
                         "value_size={value_size} attributes={attribute_count} id={message_id}"
                     );
                 }
+            }
+        }
+    }
+
+    /// An iterator whose `size_hint` upper bound is `claimed_upper` whatever it yields: the
+    /// writer sizes its value list from that bound and must not depend on it being true.
+    struct ClaimedBound<'a> {
+        values: std::slice::Iter<'a, Vec<u8>>,
+        claimed_upper: usize,
+    }
+
+    impl<'a> Iterator for ClaimedBound<'a> {
+        type Item = &'a [u8];
+        fn next(&mut self) -> Option<&'a [u8]> {
+            self.values.next().map(Vec::as_slice)
+        }
+        fn size_hint(&self) -> (usize, Option<usize>) {
+            (0, Some(self.claimed_upper))
+        }
+    }
+
+    #[test]
+    fn many_valued_attribute_bytes_match_whatever_the_size_hint() {
+        // Past ATTRIBUTE_VALUES_KEPT_MAX values the writer keeps them in a list it sizes from
+        // the iterator's upper bound (a large group's stored value count).
+        for value_count in [0, 15, 16, 17, 1_000, 5_000] {
+            let entry = LdapSearchResultEntry {
+                dn: "cn=big,ou=Groups,dc=example,dc=com".to_string(),
+                attributes: vec![LdapPartialAttribute {
+                    atype: "member".to_string(),
+                    vals: (0..value_count)
+                        .map(|index| format!("uid=u{index:07},ou=people,dc=example,dc=com").into())
+                        .collect(),
+                }],
+            };
+            let expected = reference(LdapMsg::new(3, LdapOp::SearchResultEntry(entry.clone())));
+            for claimed_upper in [0, value_count / 2, value_count, value_count * 2, usize::MAX] {
+                let mut buffer = BytesMut::new();
+                let mut writer = EntryWriter::begin(&mut buffer, 3, entry.dn.as_bytes());
+                let values = ClaimedBound {
+                    values: entry.attributes[0].vals.iter(),
+                    claimed_upper,
+                };
+                writer.attribute(b"member", values);
+                writer.finish(&[]);
+                assert_eq!(
+                    buffer.to_vec(),
+                    expected,
+                    "values={value_count} claimed upper bound={claimed_upper}"
+                );
             }
         }
     }

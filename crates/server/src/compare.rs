@@ -39,9 +39,9 @@ fn compare_entry(
     request: &LdapCompareRequest,
     controls: &RequestControls,
 ) -> Result<bool, OperationError> {
-    let description = database.schema.parse_description(&request.atype)?;
+    let description = database.schema().parse_description(&request.atype)?;
     let attr = description.attr;
-    let asserted = database.schema.normalize_value(attr, &request.val)?;
+    let asserted = database.schema().normalize_value(attr, &request.val)?;
     let normalized_dn = database.normalize_dn(&request.dn)?;
     let read = database.store.read().map_err(internal)?;
     let groups = database.groups(&read);
@@ -50,7 +50,7 @@ fn compare_entry(
     let policy = database.policy();
     let access = policy.for_entry(&subject, &normalized_dn, &entry);
     let comparable: Vec<AttrId> = database
-        .schema
+        .schema()
         .subtypes(attr)
         .iter()
         .copied()

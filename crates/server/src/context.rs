@@ -107,7 +107,6 @@ pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
 /// An open database: the store, its schema, the access policy and the writer thread.
 pub struct Database {
     pub(crate) store: Store,
-    pub(crate) schema: Arc<Schema>,
     /// The access policy now (a reload replaces it; see `policy()`).
     pub(crate) live_policy: Arc<crate::live::Live<AccessPolicy>>,
     pub(crate) write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
@@ -117,7 +116,7 @@ pub struct Database {
     pub(crate) writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     pub(crate) user_password: Option<AttrId>,
     /// The group membership attributes (`member`, `uniqueMember`) and `pwdPolicySubentry`,
-    /// resolved once: every search and bind needs them, and the schema never changes.
+    /// resolved once: every search and bind needs them, and a schema extension keeps their IDs.
     pub(crate) member_attributes: Vec<AttrId>,
     pub(crate) pwd_policy_subentry: Option<AttrId>,
     /// Keys the tags of paged-results cookies (random per start: cookies die with the server).
@@ -137,6 +136,9 @@ pub struct Database {
     pub(crate) integrity: crate::integrity::SharedIntegrity,
     /// `[[dynlist]]` rules (set when the server starts).
     pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
+    /// When a reload last extended the schema (cn=Subschema's modifyTimestamp; None: the
+    /// schema is the one the server started with).
+    pub(crate) schema_extended_at: Mutex<Option<std::time::SystemTime>>,
     /// `[accesslog]`, shared with the writer (set when the server starts and by a reload).
     pub(crate) accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
@@ -176,7 +178,6 @@ impl Database {
                 .collect(),
             pwd_policy_subentry: schema.attribute("pwdPolicySubentry"),
             store,
-            schema,
             live_policy,
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
@@ -189,14 +190,21 @@ impl Database {
             persist,
             integrity,
             dynlist: Vec::new(),
+            schema_extended_at: Mutex::new(None),
             accesslog,
         }
+    }
+
+    /// The schema now: the store's, which a reload may extend (only additions: an `AttrId`
+    /// an operation resolved keeps its meaning in any later schema).
+    pub(crate) fn schema(&self) -> Arc<Schema> {
+        self.store.schema()
     }
 
     /// What the dynamic group functions need of this database.
     pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
         crate::dynlist::DynlistView {
-            schema: &self.schema,
+            schema: self.schema(),
             policy: self.policy(),
             rules: &self.dynlist,
         }
@@ -207,7 +215,7 @@ impl Database {
         &mut self,
         rules: &[lmdir_config::DynlistRule],
     ) -> Result<(), String> {
-        self.dynlist = crate::dynlist::compile(rules, &self.schema)?;
+        self.dynlist = crate::dynlist::compile(rules, &self.schema())?;
         Ok(())
     }
 
@@ -217,7 +225,7 @@ impl Database {
         config: &lmdir_config::IntegrityConfig,
         suffix: &str,
     ) -> Result<(), String> {
-        let compiled = crate::integrity::Integrity::compile(config, &self.schema, suffix)?;
+        let compiled = crate::integrity::Integrity::compile(config, &self.schema(), suffix)?;
         // Without an equality index each lookup reads every entry: say so once.
         for attr in compiled.looked_up_attributes() {
             let indexed = self
@@ -228,7 +236,7 @@ impl Database {
                 tracing::warn!(
                     "[integrity] {} has no equality index: each delete, rename or unique check \
                      reads every entry for it (add it to [database.index])",
-                    self.schema.attribute_type(attr).name()
+                    self.schema().attribute_type(attr).name()
                 );
             }
         }
@@ -257,7 +265,7 @@ impl Database {
     }
 
     pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
-        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema)?;
+        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema())?;
         self.limits.store(Arc::new(compiled));
         Ok(())
     }
@@ -331,7 +339,7 @@ impl Database {
     }
 
     pub(crate) fn normalize_dn(&self, dn: &str) -> Result<String, OperationError> {
-        self.schema
+        self.schema()
             .normalize_dn_str(dn)
             .map_err(OperationError::from)
     }

@@ -23,7 +23,7 @@ const URL_FILTER_DEPTH_MAX: usize = 32;
 /// What dynamic groups are worked out with: the database's schema, access policy and rules
 /// (`Database::dynlist_view`).
 pub(crate) struct DynlistView<'a> {
-    pub schema: &'a Schema,
+    pub schema: std::sync::Arc<Schema>,
     /// The access policy the read started with (a reload may replace the live one).
     pub policy: std::sync::Arc<AccessPolicy>,
     pub rules: &'a [DynamicGroup],
@@ -88,7 +88,7 @@ pub(crate) fn in_chain_links(
     subject: &Subject<'_>,
     attr: AttrId,
 ) -> Result<HashMap<Vec<u8>, Vec<lmdir_store::EntryId>>, OperationError> {
-    let schema = database.schema;
+    let schema = &*database.schema;
     let member_of = schema.attribute("memberOf") == Some(attr);
     let group_attributes = [schema.attribute("member"), schema.attribute("uniqueMember")];
     let mut links: HashMap<Vec<u8>, Vec<lmdir_store::EntryId>> = HashMap::new();
@@ -160,7 +160,7 @@ fn dynamic_groups(
     subject: &Subject<'_>,
     rule: &DynamicGroup,
 ) -> Result<Vec<(lmdir_store::EntryId, String)>, OperationError> {
-    let schema = database.schema;
+    let schema = &*database.schema;
     let filter = schema.prepare_filter(&Filter::Equality {
         description: "objectClass".to_string(),
         value: rule.class.clone(),
@@ -231,7 +231,7 @@ fn search_url(
     examined: &mut usize,
     found: &mut Vec<Vec<u8>>,
 ) -> Result<(), OperationError> {
-    let schema = database.schema;
+    let schema = &*database.schema;
     let (Ok(base), Ok(filter)) = (
         schema.normalize_dn_str(&query.base),
         Filter::parse(&query.filter, URL_FILTER_DEPTH_MAX),

@@ -574,7 +574,7 @@ pub(crate) fn read_entry_control(
         ));
     }
     let selection = Selection::resolve(
-        &database.schema,
+        &database.schema(),
         &AttributeSelection::from_request(attributes),
     );
     let original_dn = read.dn_of(id)?;
@@ -582,7 +582,7 @@ pub(crate) fn read_entry_control(
     let mut writer = EntryWriter::begin_bare(&mut value, original_dn.as_bytes());
     write_entry_attributes(
         &mut writer,
-        &database.schema,
+        &database.schema(),
         &Subordinates::new(database, &read, &subject),
         id,
         &entry,
@@ -609,7 +609,7 @@ pub(crate) fn check_read_assertion(
     assertion: &crate::filter::RawFilter,
 ) -> Result<(), OperationError> {
     let assertion = crate::filter::client_filter(settings, assertion)?;
-    let prepared = database.schema.prepare_filter(&assertion);
+    let prepared = database.schema().prepare_filter(&assertion);
     if access.restrict_filter(&prepared).evaluate(entry).is_true() {
         Ok(())
     } else {

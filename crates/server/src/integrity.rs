@@ -174,7 +174,7 @@ impl Integrity {
         may_name: &dyn Fn(&StoredEntry) -> bool,
     ) -> Result<(), LdapError> {
         let schema = txn.schema();
-        let Some(written) = WrittenValues::of(schema, request) else {
+        let Some(written) = WrittenValues::of(&schema, request) else {
             return Ok(());
         };
         let target = written
@@ -199,7 +199,7 @@ impl Integrity {
                     let named = may_name(&holder)
                         .then(|| txn.dn_of(holder.id))
                         .transpose()?;
-                    return Err(not_unique(schema, &values, named.as_deref()));
+                    return Err(not_unique(&schema, &values, named.as_deref()));
                 }
             }
         }

@@ -627,12 +627,10 @@ async fn search_with_controls(
     let selection = AttributeSelection::from_request(&request.attrs);
     if request.base.is_empty() && request.scope == LdapSearchScope::Base {
         let server = &context.server;
-        let schema = server
-            .database
-            .as_ref()
-            .map_or(lmdir_schema::Schema::builtin_shared(), |database| {
-                &database.schema
-            });
+        let database_schema = server.database.as_ref().map(|database| database.schema());
+        let schema = database_schema
+            .as_deref()
+            .unwrap_or(lmdir_schema::Schema::builtin_shared());
         let mut prepared = prepared;
         let filter = prepared.take_filter(schema, &server.settings(), request)?;
         let entry = rootdse::root_dse(server);

@@ -265,7 +265,7 @@ fn judge_password_change(
     }
     let values = |name: &str| -> Vec<Vec<u8>> {
         database
-            .schema
+            .schema()
             .attribute(name)
             .map_or_else(Vec::new, |attr| {
                 entry
@@ -325,7 +325,7 @@ type BindCandidate = (Vec<Vec<u8>>, Option<(Policy, AccountState)>);
 
 impl Database {
     fn account_state(&self, entry: &lmdir_store::EntryRef<'_>) -> AccountState {
-        AccountState::read(&self.schema, |attr| {
+        AccountState::read(&self.schema(), |attr| {
             entry
                 .values_of(attr)
                 .iter()
@@ -335,16 +335,16 @@ impl Database {
     }
 
     pub(crate) fn is_user_password(&self, description: &str) -> bool {
-        self.schema
+        self.schema()
             .parse_description(description)
             .is_ok_and(|parsed| Some(parsed.attr) == self.user_password)
     }
 
     /// Whether `description` names an operational attribute type.
     fn is_operational(&self, description: &str) -> bool {
-        self.schema
+        self.schema()
             .parse_description(description)
-            .is_ok_and(|parsed| self.schema.attribute_type(parsed.attr).is_operational())
+            .is_ok_and(|parsed| self.schema().attribute_type(parsed.attr).is_operational())
     }
 
     fn bind_candidate(
@@ -417,7 +417,7 @@ impl Database {
                 .normalized_dn_to_id(&self.normalize_dn(dn).ok()?)
                 .ok()?;
             let policy_entry = read.entry(id).ok()??;
-            Policy::of_entry(&self.schema, |attr| {
+            Policy::of_entry(&self.schema(), |attr| {
                 policy_entry
                     .values_of(attr)
                     .iter()

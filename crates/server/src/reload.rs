@@ -1,7 +1,9 @@
 //! Reloading the configuration file into a running server (SIGHUP): everything is checked
-//! first, so an invalid file changes nothing; then what can change live is swapped in (server
-//! limits and settings, `[[access]]`, `[[limits]]`) and new indexes are built in the
-//! background, used by searches only once built. What needs a restart keeps its running value
+//! first, so an invalid file changes nothing; then what can change live is swapped in (schema
+//! additions, server limits and settings, `[[access]]`, `[[limits]]`) and new indexes are
+//! built in the background, used by searches only once built. The schema files are read
+//! again: new definitions are added live; a change or removal of a running definition refuses
+//! the whole reload, like an invalid file. What needs a restart keeps its running value
 //! and is named. Open connections stay: each operation takes the settings and policy of the
 //! moment it starts.
 
@@ -11,11 +13,14 @@ use crate::limits::IdentityLimits;
 use crate::settings::ServerSettings;
 use lmdir_access::acl::AccessPolicy;
 use lmdir_config::{Config, ReplicationConfig};
+use lmdir_schema::Schema;
 use std::sync::Arc;
 use tracing::{error, info, warn};
 
 /// Everything a reload swaps in, built and checked before anything changes.
 struct Prepared {
+    /// The running schema extended by what the schema files add (None: they add nothing).
+    schema: Option<Arc<Schema>>,
     settings: ServerSettings,
     policy: Option<AccessPolicy>,
     limits: Option<IdentityLimits>,
@@ -73,10 +78,6 @@ fn restart_only_changes(running: &Config, fresh: &Config) -> Vec<&'static str> {
             database.map_size_bytes != was_database.map_size_bytes,
         ),
         (
-            "database.schema_files",
-            database.schema_files != was_database.schema_files,
-        ),
-        (
             "replication (other than its consumers)",
             ReplicationConfig {
                 consumer: running.replication.consumer.clone(),
@@ -101,6 +102,46 @@ fn replica_shape_changes(running: &Config, fresh: &Config) -> bool {
     fresh.replication.is_read_only_replica() != running.replication.is_read_only_replica()
 }
 
+/// The running schema extended by what `fresh`'s schema files add, None when they add
+/// nothing; an error (the files do not load, or change or remove a running definition) names
+/// each offending definition and what differs.
+fn schema_additions(running: &Schema, fresh: &Config) -> Result<Option<Arc<Schema>>, String> {
+    let loaded = crate::context::schema_from_config(fresh)
+        .map_err(|problem| format!("schema_files: {problem}"))?;
+    let extended = running.extended_by(&loaded).map_err(|problems| {
+        format!(
+            "schema_files change or remove running definitions (only additions apply \
+             live; restart to change them): {}",
+            problems.join("; ")
+        )
+    })?;
+    let grew = extended.attribute_type_count() > running.attribute_type_count()
+        || extended.object_classes().count() > running.object_classes().count()
+        || extended.ldap_syntaxes().count() > running.ldap_syntaxes().count();
+    Ok(grew.then(|| Arc::new(extended)))
+}
+
+/// The attribute types, object classes and syntaxes `extended` adds to `running`, for the log.
+fn added_names(running: &Schema, extended: &Schema) -> String {
+    let attributes = extended
+        .attribute_types()
+        .skip(running.attribute_type_count())
+        .map(|(_, added)| format!("attribute type {}", added.name()));
+    let classes = extended
+        .object_classes()
+        .skip(running.object_classes().count())
+        .map(|(_, added)| format!("object class {}", added.name()));
+    let syntaxes = extended
+        .ldap_syntaxes()
+        .skip(running.ldap_syntaxes().count())
+        .map(|added| format!("ldapSyntax {added}"));
+    attributes
+        .chain(classes)
+        .chain(syntaxes)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Builds and checks what `fresh` would swap in; an error names the first problem.
 fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<Prepared, String> {
     let mut settings = ServerSettings::from_config(fresh)?;
@@ -123,27 +164,31 @@ fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<
             .clone_from(&fresh.replication.consumer);
     }
     settings.update_referral.clone_from(&now.update_referral);
-    let (policy, limits, indexes) = match &context.database {
+    let (schema, policy, limits, indexes) = match &context.database {
         Some(database) => {
+            let running_schema = database.schema();
+            let extended = schema_additions(&running_schema, fresh)?;
+            let schema = extended.as_ref().unwrap_or(&running_schema);
             let policy = AccessPolicy::from_config(
                 &fresh.access,
-                &database.schema,
+                schema,
                 &settings.suffix,
                 &settings.rootdn,
             )
             .map_err(|problem| format!("[[access]]: {problem}"))?;
-            let limits = IdentityLimits::compile(&fresh.limits, &database.schema)
+            let limits = IdentityLimits::compile(&fresh.limits, schema)
                 .map_err(|problem| format!("[[limits]]: {problem}"))?;
             let wanted = lmdir_store::StoreOptions::from_config(fresh).indexes;
             let indexes = database
                 .store
-                .index_additions(&wanted)
+                .index_additions(&wanted, schema)
                 .map_err(|problem| format!("[database.index]: {problem}"))?;
-            (Some(policy), Some(limits), Some(indexes))
+            (extended, Some(policy), Some(limits), Some(indexes))
         }
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     Ok(Prepared {
+        schema,
         settings,
         policy,
         limits,
@@ -163,6 +208,19 @@ pub fn reload(
     identity: ConfigIdentity,
 ) -> Result<(), String> {
     let prepared = prepare(context, running, fresh)?;
+    if let (Some(database), Some(extended)) = (&context.database, &prepared.schema) {
+        // First: everything after it may name the new definitions.
+        let added = added_names(&database.schema(), extended);
+        database
+            .store
+            .extend_schema(extended.clone())
+            .map_err(|problem| format!("schema: {problem}"))?;
+        *database
+            .schema_extended_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(std::time::SystemTime::now());
+        info!("reload: schema extended live: {added}");
+    }
     for name in &prepared.restart_needed {
         warn!("reload: {name} changed; it needs a restart, the running value stays");
     }

@@ -165,7 +165,7 @@ fn check_request_attributes<'a>(
         }
         let is_password = database.user_password.is_some_and(|password_attr| {
             database
-                .schema
+                .schema()
                 .parse_description(description)
                 .is_ok_and(|parsed| parsed.attr == password_attr)
         });

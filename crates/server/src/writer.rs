@@ -116,7 +116,8 @@ impl GroupMembership for TxnGroups<'_, '_> {
 }
 
 impl Writer {
-    fn schema(&self) -> &Schema {
+    /// The store's schema now (constant while this thread holds a write txn).
+    fn schema(&self) -> Arc<Schema> {
         self.store.schema()
     }
 
@@ -324,7 +325,7 @@ impl Writer {
             // Deleted since the bind: nothing to record.
             return Ok(());
         };
-        let current = AccountState::read(self.schema(), |attr| {
+        let current = AccountState::read(&self.schema(), |attr| {
             entry
                 .values_of(attr)
                 .map(|(value, _)| value.to_vec())
@@ -419,7 +420,7 @@ impl Writer {
         let has_password = entry.values_of(password_attr).next().is_some();
         let policy = Policy::resolve(own, &job.password_policy_default, |dn| {
             let policy_entry = txn.entry_by_dn(&Dn::parse(dn).ok()?).ok()??;
-            Policy::of_entry(self.schema(), |attr| {
+            Policy::of_entry(&self.schema(), |attr| {
                 policy_entry
                     .values_of(attr)
                     .map(|(value, _)| value.to_vec())
@@ -663,7 +664,7 @@ impl Writer {
             match (&job.request, existing.as_ref()) {
                 // An add's assertion is tested on the entry being added (as OpenLDAP does).
                 (WriteRequest::Add(entry), _) => {
-                    let view = OwnedEntryView::new(self.schema(), entry)?;
+                    let view = OwnedEntryView::new(&self.schema(), entry)?;
                     let normalized = self.schema().normalize_dn(&entry.dn)?;
                     self.check_assertion(&subject, assertion, &normalized, &view)?;
                 }
@@ -902,7 +903,7 @@ impl Writer {
     ) -> Result<(), LdapError> {
         let dn_text = entry.dn.to_string();
         self.require_children_write(txn, subject, entry.dn.parent())?;
-        let view = OwnedEntryView::new(self.schema(), entry)?;
+        let view = OwnedEntryView::new(&self.schema(), entry)?;
         let normalized = self.schema().normalize_dn(&entry.dn)?;
         let access = self.policy.for_entry(subject, &normalized, &view);
         require_entry_write(&access, &dn_text)?;

@@ -36,7 +36,7 @@ impl WriteTxn<'_> {
             }
         };
         self.check_deadline()?;
-        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema, context);
+        let stamp = crate::rows::OperationalStamp::new(&self.inner.schema(), context);
         let fresh = crate::rows::FreshValues {
             csn: match context.replicated {
                 true => None,

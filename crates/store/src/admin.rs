@@ -273,7 +273,7 @@ impl Store {
         let mut attrs: Vec<(&AttrId, &RawDatabase)> = index_set.databases.iter().collect();
         attrs.sort_by_key(|(attr, _)| {
             self.inner
-                .schema
+                .schema()
                 .attribute_type(**attr)
                 .name()
                 .to_ascii_lowercase()
@@ -281,7 +281,7 @@ impl Store {
         for (attr, database) in attrs {
             let name = self
                 .inner
-                .schema
+                .schema()
                 .attribute_type(*attr)
                 .name()
                 .to_ascii_lowercase();
@@ -380,7 +380,7 @@ impl Store {
         let mut problems = Problems::default();
         let (parents, mut max_id) = self.check_tree(&read, &mut problems)?;
 
-        let descriptions = check_description_table(&read, &self.inner.schema, &mut problems)?;
+        let descriptions = check_description_table(&read, &self.inner.schema(), &mut problems)?;
         let entries = self.check_entries(&read, &descriptions, &parents, &mut problems)?;
         check_value_rows(&read, &entries.markers, &mut problems)?;
         max_id = max_id.max(entries.max_id);
@@ -551,7 +551,7 @@ impl Store {
             let database = index_set.databases[&attr];
             let name = self
                 .inner
-                .schema
+                .schema()
                 .attribute_type(attr)
                 .name()
                 .to_ascii_lowercase();
@@ -598,9 +598,10 @@ impl Store {
         }
         // A configured index a read-only open found no DB for: nothing of it is built.
         let index_set = self.inner.index_set();
+        let schema = self.inner.schema();
         for (attr, kinds) in &index_set.configured {
             if !kinds.is_empty() && !index_set.databases.contains_key(attr) {
-                let name = self.inner.schema.attribute_type(*attr).name();
+                let name = schema.attribute_type(*attr).name();
                 unbuilt.push((*attr, name.to_ascii_lowercase(), *kinds));
             }
         }
@@ -884,7 +885,7 @@ impl Store {
         if self.inner.databases.values.is_some() {
             names.push(layout::DB_ID2VALUE.to_string());
         }
-        let schema = &self.inner.schema;
+        let schema = &self.inner.schema();
         let mut indexes: Vec<String> = self
             .inner
             .index_set()
@@ -914,7 +915,7 @@ impl ReadTxn {
             layout::DB_ID2VALUE => databases.values,
             _ => name
                 .strip_prefix(layout::INDEX_DB_PREFIX)
-                .and_then(|attribute| self.inner.schema.attribute(attribute))
+                .and_then(|attribute| self.inner.schema().attribute(attribute))
                 .and_then(|attr| self.inner.index_set().databases.get(&attr).copied()),
         }
         .ok_or_else(|| {
@@ -953,7 +954,7 @@ impl Store {
         let descriptions = read.descriptions().clone();
         let per_run: Vec<AttrId> = per_run
             .iter()
-            .filter_map(|name| self.inner.schema.attribute(name))
+            .filter_map(|name| self.inner.schema().attribute(name))
             .collect();
         let mut digests = Vec::new();
         for name in self.database_names() {

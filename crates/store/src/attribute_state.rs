@@ -89,7 +89,7 @@ impl crate::WriteTxn<'_> {
         modifications: &[Modification],
         csn: Csn,
     ) -> Result<(), LdapError> {
-        let schema = &self.inner.schema;
+        let schema = &self.inner.schema();
         let Some(state_attr) = schema.attribute(ATTRIBUTE_STATE) else {
             return Ok(());
         };

@@ -443,7 +443,7 @@ impl<'s> BulkWriter<'s> {
         scratch: &mut RowScratch<S>,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
         let inner = self.inner;
-        let schema = &*inner.schema;
+        let schema = &*inner.schema();
         let Some(memberof) = schema.attribute("memberOf") else {
             return Ok(Vec::new());
         };

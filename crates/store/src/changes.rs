@@ -110,7 +110,7 @@ impl WriteTxn<'_> {
         attributes: &'a [WorkingAttribute],
         name: &str,
     ) -> Option<&'a [u8]> {
-        let attr = self.inner.schema.attribute(name)?;
+        let attr = self.inner.schema().attribute(name)?;
         attributes
             .iter()
             .find(|attribute| attribute.attr == attr)

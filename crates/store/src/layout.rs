@@ -1014,7 +1014,21 @@ pub struct ValueRow<'a> {
 pub fn decode_value_row<'a>(key: &'a [u8], value: &'a [u8]) -> Option<ValueRow<'a>> {
     let id = decode_id(key.get(..4)?)?;
     let description_number = u32::from_be_bytes(key.get(4..8)?.try_into().ok()?);
-    let tail = &key[VALUE_KEY_PREFIX_BYTES..];
+    let (original, normalized) = decode_value_row_tail(&key[VALUE_KEY_PREFIX_BYTES..], value)?;
+    Some(ValueRow {
+        id,
+        description_number,
+        original,
+        normalized,
+    })
+}
+
+/// The (original, normalized) forms of an `id2value` row from the key's tail (the key after its
+/// [`VALUE_KEY_PREFIX_BYTES`]) and the value; None when malformed. A walk of one attribute's rows
+/// has checked the prefix once per row already: this is the per-value part of
+/// [`decode_value_row`].
+#[inline]
+pub fn decode_value_row_tail<'a>(tail: &'a [u8], value: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
     let (&tag, rest) = value.split_first()?;
     let (original, normalized) = match tag {
         VALUE_TAG_SAME if tail.len() <= VALUE_KEY_NORMALIZED_BYTES_MAX => (tail, tail),
@@ -1036,12 +1050,7 @@ pub fn decode_value_row<'a>(key: &'a [u8], value: &'a [u8]) -> Option<ValueRow<'
         }
         _ => return None,
     };
-    Some(ValueRow {
-        id,
-        description_number,
-        original,
-        normalized,
-    })
+    Some((original, normalized))
 }
 
 /// Appends one `id2value` row to a framed sequence (varint key length ‖ key ‖ varint value

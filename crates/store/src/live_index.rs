@@ -42,11 +42,11 @@ impl Store {
             return Err(StoreError::ReadOnly);
         }
         let _writer = crate::lock::lock(&self.inner.writer);
-        let (mut report, plan) = self.index_additions_planned(wanted)?;
+        let (mut report, plan) = self.index_additions_planned(wanted, &self.inner.schema())?;
         let Some((current, added)) = plan else {
             return Ok(report);
         };
-        let schema = &self.inner.schema;
+        let schema = &self.inner.schema();
         let mut next = IndexSet::clone(&current);
         for attr in added.keys() {
             if !next.databases.contains_key(attr) {
@@ -65,11 +65,14 @@ impl Store {
 
     /// What `add_indexes(wanted)` would build and keep now, checked (attributes known, ordered
     /// kinds where the attribute has an ordering rule, room for the new DBs), building nothing.
+    /// `schema` names the attributes: the store's, or the one a reload is about to install
+    /// with `extend_schema` (so a new index may be on a new attribute).
     pub fn index_additions(
         &self,
         wanted: &BTreeMap<String, Vec<IndexKind>>,
+        schema: &lmdir_schema::Schema,
     ) -> Result<IndexesAdded, StoreError> {
-        Ok(self.index_additions_planned(wanted)?.0)
+        Ok(self.index_additions_planned(wanted, schema)?.0)
     }
 
     /// The report, and when anything is to be built, the index set it starts from and the
@@ -78,6 +81,7 @@ impl Store {
     fn index_additions_planned(
         &self,
         wanted: &BTreeMap<String, Vec<IndexKind>>,
+        schema: &lmdir_schema::Schema,
     ) -> Result<
         (
             IndexesAdded,
@@ -85,7 +89,6 @@ impl Store {
         ),
         StoreError,
     > {
-        let schema = &self.inner.schema;
         let wanted = crate::store::resolve_indexes(wanted, schema)?;
         let current = self.inner.index_set();
         let difference = |from: &HashMap<AttrId, IndexKinds>,
@@ -155,7 +158,7 @@ impl Inner {
         mut next: IndexSet,
         added: &HashMap<AttrId, IndexKinds>,
     ) -> Result<u64, StoreError> {
-        let plan = crate::rows::IndexPlan::new(&self.schema, added);
+        let plan = crate::rows::IndexPlan::new(&self.schema(), added);
         let descriptions = crate::lock::read(&self.descriptions).clone();
         let mut txn = self.env.write_txn()?;
         let mut postings: BTreeMap<(u16, Vec<u8>), RoaringBitmap> = BTreeMap::new();
@@ -193,14 +196,14 @@ impl Inner {
             let entry = built.entry(*attr).or_default();
             *entry = entry.union(*kinds);
         }
-        let text = index_config_text(&built, &self.schema).join("\n");
+        let text = index_config_text(&built, &self.schema()).join("\n");
         self.databases
             .meta
             .put(&mut txn, layout::META_INDEX_CONFIG, text.as_bytes())?;
-        let (usable, change) = index_state(&next.configured, &text, &self.schema);
+        let (usable, change) = index_state(&next.configured, &text, &self.schema());
         let mut planned = next.configured.clone();
         planned.retain(|attr, _| next.databases.contains_key(attr));
-        next.plan = Arc::new(crate::rows::IndexPlan::new(&self.schema, &planned));
+        next.plan = Arc::new(crate::rows::IndexPlan::new(&self.schema(), &planned));
         next.usable = usable;
         txn.commit()?;
         *crate::lock::write(&self.indexes) = Arc::new(next);

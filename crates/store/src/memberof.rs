@@ -17,13 +17,13 @@ use crate::write::{WorkingAttribute, WriteTxn};
 impl WriteTxn<'_> {
     fn group_attributes(&self) -> (Option<AttrId>, Option<AttrId>) {
         (
-            self.inner.schema.attribute("member"),
-            self.inner.schema.attribute("uniqueMember"),
+            self.inner.schema().attribute("member"),
+            self.inner.schema().attribute("uniqueMember"),
         )
     }
 
     pub(crate) fn group_members(&self, attributes: &[WorkingAttribute]) -> BTreeSet<String> {
-        group_members(&self.inner.schema, attributes)
+        group_members(&self.inner.schema(), attributes)
     }
 
     /// The entry a stored link names. While a moved subtree is being fixed, a link naming an
@@ -121,16 +121,16 @@ impl WriteTxn<'_> {
         group_dn: &str,
         add: bool,
     ) -> Result<(), LdapError> {
-        let Some(memberof) = self.inner.schema.attribute("memberOf") else {
+        let Some(memberof) = self.inner.schema().attribute("memberOf") else {
             return Ok(());
         };
         let normalized = self
             .inner
-            .schema
+            .schema()
             .normalize_value(memberof, group_dn.as_bytes())?;
         let name = self
             .inner
-            .schema
+            .schema()
             .attribute_type(memberof)
             .name()
             .to_string();
@@ -213,10 +213,10 @@ impl WriteTxn<'_> {
         attributes: &[WorkingAttribute],
         new_dn: Option<&str>,
     ) -> Result<(), LdapError> {
-        let Some(memberof) = self.inner.schema.attribute("memberOf") else {
+        let Some(memberof) = self.inner.schema().attribute("memberOf") else {
             return Ok(());
         };
-        let old_normalized = self.inner.schema.normalize_dn_str(old_dn)?;
+        let old_normalized = self.inner.schema().normalize_dn_str(old_dn)?;
         let groups: Vec<String> = attributes
             .iter()
             .filter(|attribute| attribute.attr == memberof)
@@ -238,7 +238,7 @@ impl WriteTxn<'_> {
             let replacement = match new_dn {
                 Some(new_dn) => Some((
                     new_dn.as_bytes().to_vec(),
-                    self.inner.schema.normalize_dn_str(new_dn)?.into_bytes(),
+                    self.inner.schema().normalize_dn_str(new_dn)?.into_bytes(),
                 )),
                 None => None,
             };
@@ -293,10 +293,10 @@ impl WriteTxn<'_> {
         id: EntryId,
         dn: &str,
     ) -> Result<(), LdapError> {
-        let Some(memberof) = self.inner.schema.attribute("memberOf") else {
+        let Some(memberof) = self.inner.schema().attribute("memberOf") else {
             return Ok(());
         };
-        let normalized = self.inner.schema.normalize_dn_str(dn)?;
+        let normalized = self.inner.schema().normalize_dn_str(dn)?;
         let (groups, members) = self.entries_linked_to(id, &normalized, memberof)?;
         let mut group_dns = Vec::with_capacity(groups.len());
         for group in groups {

@@ -25,10 +25,10 @@ impl WriteTxn<'_> {
             self.check_deadline()?;
             if !context.skip_schema_check && !context.relax {
                 self.inner
-                    .schema
+                    .schema()
                     .check_user_modification(&modification.description)?;
             }
-            self.inner.schema.apply_modification_with(
+            self.inner.schema().apply_modification_with(
                 &mut entry,
                 modification,
                 context.permissive_modify,

@@ -16,13 +16,13 @@ impl WriteTxn<'_> {
         rdn.avas
             .iter()
             .map(|ava| {
-                let attr = self.inner.schema.attribute(&ava.attr).ok_or_else(|| {
+                let attr = self.inner.schema().attribute(&ava.attr).ok_or_else(|| {
                     ldap(
                         ResultCode::InvalidDnSyntax,
                         format!("unknown attribute type '{}' in RDN", ava.attr),
                     )
                 })?;
-                let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
+                let normalized = self.inner.schema().normalize_value(attr, &ava.value)?;
                 Ok((attr, ava.value.clone(), normalized))
             })
             .collect()
@@ -58,7 +58,7 @@ impl WriteTxn<'_> {
             ));
         }
         let new_rdn = Rdn::parse(new_rdn)?;
-        let new_rdn_normalized = self.inner.schema.normalize_rdn(&new_rdn)?;
+        let new_rdn_normalized = self.inner.schema().normalize_rdn(&new_rdn)?;
         let new_parent = match new_superior {
             None => node.parent,
             Some(superior) => {
@@ -137,7 +137,7 @@ impl WriteTxn<'_> {
             {
                 Some(attribute) => attribute.values.push((original, normalized)),
                 None => attributes.push(WorkingAttribute {
-                    text: self.inner.schema.attribute_type(attr).name().to_string(),
+                    text: self.inner.schema().attribute_type(attr).name().to_string(),
                     attr,
                     options: Vec::new(),
                     values: vec![(original, normalized)],
@@ -195,8 +195,8 @@ impl WriteTxn<'_> {
         if self.inner.options.memberof {
             let new_dn_text = self.dn_of(id)?;
             self.moved_subtree = Some((
-                self.inner.schema.normalize_dn_str(&old_dn_text)?,
-                self.inner.schema.normalize_dn_str(&new_dn_text)?,
+                self.inner.schema().normalize_dn_str(&old_dn_text)?,
+                self.inner.schema().normalize_dn_str(&new_dn_text)?,
             ));
             let fixed = self
                 .memberof_entry_renamed(

@@ -63,7 +63,7 @@ impl WriteTxn<'_> {
         let Some(mut outside) = self.outside_descriptions(id)? else {
             return Ok(None);
         };
-        let schema = self.inner.schema.clone();
+        let schema = self.inner.schema().clone();
         let mut inline_mods = Vec::new();
         let mut changes = PointChanges::new();
         for modification in modifications {
@@ -168,7 +168,7 @@ impl WriteTxn<'_> {
         for (index, value) in modification.values.iter().enumerate() {
             let normalized = self
                 .inner
-                .schema
+                .schema()
                 .normalize_value(target.attr, value)
                 .map_err(|error| {
                     violation(
@@ -238,7 +238,7 @@ impl WriteTxn<'_> {
         };
         for modification in modifications {
             self.check_deadline()?;
-            self.inner.schema.apply_modification_with(
+            self.inner.schema().apply_modification_with(
                 &mut entry,
                 modification,
                 context.permissive_modify,
@@ -351,13 +351,13 @@ impl WriteTxn<'_> {
             return Ok(());
         };
         for ava in &rdn.avas {
-            let Some(attr) = self.inner.schema.attribute(&ava.attr) else {
+            let Some(attr) = self.inner.schema().attribute(&ava.attr) else {
                 continue;
             };
             if outside.iter().any(|one| one.attr == attr) {
                 continue;
             }
-            let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
+            let normalized = self.inner.schema().normalize_value(attr, &ava.value)?;
             crate::write::require_rdn_value(self.inner, attributes, attr, &normalized, dn)?;
         }
         Ok(())
@@ -369,10 +369,10 @@ impl WriteTxn<'_> {
             return Ok(());
         };
         for ava in &rdn.avas {
-            let Some(attr) = self.inner.schema.attribute(&ava.attr) else {
+            let Some(attr) = self.inner.schema().attribute(&ava.attr) else {
                 continue;
             };
-            let normalized = self.inner.schema.normalize_value(attr, &ava.value)?;
+            let normalized = self.inner.schema().normalize_value(attr, &ava.value)?;
             let deleted = changes.values().any(|change| {
                 change.attr == attr && change.after.is_none() && change.normalized == normalized
             });
@@ -381,7 +381,7 @@ impl WriteTxn<'_> {
                     ResultCode::NotAllowedOnRdn,
                     format!(
                         "cannot remove the RDN value of '{}' from '{dn}'",
-                        self.inner.schema.attribute_type(attr).name()
+                        self.inner.schema().attribute_type(attr).name()
                     ),
                 ));
             }
@@ -550,8 +550,8 @@ impl WriteTxn<'_> {
         let Some(mut outside) = self.outside_descriptions(group)? else {
             return Ok(false);
         };
-        let member = self.inner.schema.attribute("member");
-        let unique = self.inner.schema.attribute("uniqueMember");
+        let member = self.inner.schema().attribute("member");
+        let unique = self.inner.schema().attribute("uniqueMember");
         let mut changes = PointChanges::new();
         let mut with_uid = old_normalized.as_bytes().to_vec();
         with_uid.push(b'#');
@@ -664,7 +664,7 @@ impl WriteTxn<'_> {
     ) -> Result<Option<Vec<Modification>>, LdapError> {
         let mut given: HashMap<Vec<u8>, &Vec<u8>> = HashMap::with_capacity(values.len());
         for value in values {
-            let Ok(normalized) = self.inner.schema.normalize_value(attr, value) else {
+            let Ok(normalized) = self.inner.schema().normalize_value(attr, value) else {
                 return Ok(None);
             };
             given.insert(normalized, value);

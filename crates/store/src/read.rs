@@ -25,6 +25,9 @@ pub struct ReadTxn {
     /// The index set taken before the snapshot: an index it calls usable was built by a
     /// commit this snapshot holds.
     pub(crate) indexes: Arc<crate::store::IndexSet>,
+    /// The schema taken after the snapshot began: every description the snapshot holds was
+    /// added under it or an earlier schema it extends, so it knows every stored attribute.
+    schema: Arc<lmdir_schema::Schema>,
     /// The last parent whose DN was built, per form (original, normalized): consecutive
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
@@ -51,11 +54,13 @@ impl Store {
             // Another process writes this DB: it may have committed new descriptions.
             descriptions = self.inner.refresh_descriptions(&txn, descriptions)?;
         }
+        let schema = self.inner.schema();
         Ok(ReadTxn {
             txn,
             inner: self.inner.clone(),
             descriptions,
             indexes,
+            schema,
             parent_dn_cache: Default::default(),
             found_dn_cache: RefCell::new(None),
             kept_leaves: RefCell::default(),
@@ -102,7 +107,7 @@ impl Inner {
     pub(crate) fn normalize_rdns(&self, dn: &Dn) -> Result<Vec<String>, LdapError> {
         dn.rdns
             .iter()
-            .map(|rdn| self.schema.normalize_rdn(rdn))
+            .map(|rdn| self.schema().normalize_rdn(rdn))
             .collect()
     }
 
@@ -473,7 +478,7 @@ impl ReadTxn {
     }
 
     pub fn schema(&self) -> &lmdir_schema::Schema {
-        &self.inner.schema
+        &self.schema
     }
 
     /// Parses, normalizes and looks up a DN. A miss is NoSuchObject whose matched DN is the
@@ -706,6 +711,9 @@ impl Clone for OutOfLineValues<'_> {
     }
 }
 
+/// One value's (original, normalized) forms, borrowing the map.
+type ValueForms<'txn> = (&'txn [u8], &'txn [u8]);
+
 impl<'txn> OutOfLineValues<'txn> {
     fn open(
         &self,
@@ -725,7 +733,10 @@ impl<'txn> OutOfLineValues<'txn> {
         database.range(&self.read.txn, &range).map_err(lmdb_to_ldap)
     }
 
-    fn next_row(&mut self) -> Result<Option<layout::ValueRow<'txn>>, LdapError> {
+    /// The next row's (original, normalized) forms. The prefix (entry, description) is
+    /// checked once per row; only the key's tail and the value are decoded.
+    #[inline]
+    fn next_row(&mut self) -> Result<Option<ValueForms<'txn>>, LdapError> {
         if self.remaining == 0 {
             return Ok(None);
         }
@@ -737,14 +748,14 @@ impl<'txn> OutOfLineValues<'txn> {
             return Ok(None);
         };
         let (key, value) = row.map_err(lmdb_to_ldap)?;
-        if !key.starts_with(&self.prefix) {
+        let Some(tail) = key.strip_prefix(&self.prefix[..]) else {
             return Ok(None);
-        }
-        let row = layout::decode_value_row(key, value)
+        };
+        let forms = layout::decode_value_row_tail(tail, value)
             .ok_or_else(|| corrupt(format!("malformed id2value row {key:02x?}")))?;
         self.last_key = Some(key);
         self.remaining -= 1;
-        Ok(Some(row))
+        Ok(Some(forms))
     }
 }
 
@@ -755,7 +766,8 @@ impl<'txn> Iterator for AttributeValues<'txn> {
         match self {
             AttributeValues::Inline(values) => values.next(),
             AttributeValues::OutOfLine(values) => match values.next_row() {
-                Ok(row) => row.map(|row| (row.original, NormalizedValue::Stored(row.normalized))),
+                Ok(row) => row
+                    .map(|(original, normalized)| (original, NormalizedValue::Stored(normalized))),
                 Err(error) => {
                     // Readers cannot fail mid-entry; `lmdir check` names the bad row.
                     tracing::error!(error = %error.message, "reading out-of-line values");
@@ -954,7 +966,7 @@ impl EntryView for EntryRef<'_> {
             }
         }
         if self.virtual_entry_dn {
-            let schema = &self.read.inner.schema;
+            let schema = self.read.schema();
             let (Some(entry_dn), Ok(original), Ok(normalized)) = (
                 schema.attribute("entryDN"),
                 self.read.dn_of(self.id),
@@ -978,7 +990,7 @@ impl EntryView for EntryRef<'_> {
         // The DN as written: `:dn:` rules of another family than the type's own (caseExactMatch
         // on `ou`) test the original spelling.
         if let Ok(dn) = self.read.dn_of(self.id) {
-            self.read.inner.schema.for_each_dn_ava_of(&dn, visit);
+            self.read.schema().for_each_dn_ava_of(&dn, visit);
         }
     }
 

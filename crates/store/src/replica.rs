@@ -66,9 +66,10 @@ impl WriteTxn<'_> {
             .map(|(_, normalized)| normalized))
     }
 
-    /// The schema this store writes with.
-    pub fn schema(&self) -> &std::sync::Arc<lmdir_schema::Schema> {
-        &self.inner.schema
+    /// The schema this store writes with (the same throughout this txn: an extension waits
+    /// for the writer lock).
+    pub fn schema(&self) -> std::sync::Arc<lmdir_schema::Schema> {
+        self.inner.schema()
     }
 
     /// The stored entry `id`, owned (its DN and every stored attribute).
@@ -139,13 +140,16 @@ impl WriteTxn<'_> {
         // values streamed, never all in memory).
         // memberOf kept up by this store (`memberof`) is this store's fact, not the provider's.
         let kept = (self.inner.options.memberof)
-            .then(|| self.inner.schema.attribute("memberOf"))
+            .then(|| self.inner.schema().attribute("memberOf"))
             .flatten();
         let outside = self.out_of_line_descriptions(id)?;
         let mut modifications = Vec::new();
         let mut given = Vec::new();
         for attribute in &entry.attributes {
-            let described = self.inner.schema.parse_description(&attribute.description);
+            let described = self
+                .inner
+                .schema()
+                .parse_description(&attribute.description);
             let stored = described.ok().and_then(|description| {
                 outside.iter().find(|(_, attr, options, _)| {
                     *attr == description.attr && *options == description.options
@@ -169,11 +173,11 @@ impl WriteTxn<'_> {
         let sent_again = |text: &str, attr| {
             entry.attributes.iter().any(|attribute| {
                 self.inner
-                    .schema
+                    .schema()
                     .parse_description(&attribute.description)
                     .is_ok_and(|description| {
                         description.attr == attr
-                            && self.inner.schema.description_string(&description) == text
+                            && self.inner.schema().description_string(&description) == text
                     })
             })
         };
@@ -210,7 +214,7 @@ fn first_value(
     id: EntryId,
     name: &str,
 ) -> Result<Option<ValuePair>, LdapError> {
-    let Some(attr) = inner.schema.attribute(name) else {
+    let Some(attr) = inner.schema().attribute(name) else {
         return Ok(None);
     };
     let encoded = read_entry(inner, txn, id)?
@@ -232,7 +236,7 @@ fn first_value(
 
 /// The entry whose entryUUID is `uuid` (text form), by the entryUUID equality index.
 fn entry_id_by_uuid(inner: &Inner, txn: &RoTxn, uuid: &str) -> Result<Option<EntryId>, LdapError> {
-    let schema = &inner.schema;
+    let schema = &inner.schema();
     let attr = schema.attribute("entryUUID").ok_or_else(|| {
         LdapError::new(ResultCode::UnwillingToPerform, "no entryUUID in the schema")
     })?;

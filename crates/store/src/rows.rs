@@ -526,7 +526,7 @@ impl Inner {
         context: &WriteContext,
         scratch: &mut RowScratch<S>,
     ) -> Result<(Vec<WorkingAttribute>, Option<lmdir_schema::ObjectClassId>), LdapError> {
-        let schema = &*self.schema;
+        let schema = &*self.schema();
         if !context.skip_schema_check {
             let (attributes, structural) = match source {
                 EntrySource::Entry(entry) => checked(schema, entry)?,
@@ -571,12 +571,12 @@ impl Inner {
         let place = self.tree_place(source.dn())?;
         let (mut attributes, structural) = self.normalized_attributes(&source, context, scratch)?;
         for attribute in &attributes {
-            refuse_no_user_modification(&self.schema, attribute.attr, context)?;
+            refuse_no_user_modification(&self.schema(), attribute.attr, context)?;
         }
-        stamp.stamp_creation(&self.schema, &mut attributes, structural, fresh)?;
+        stamp.stamp_creation(&self.schema(), &mut attributes, structural, fresh)?;
         check_entry_limits(&attributes, context)?;
         let group_members = if self.options.memberof {
-            group_members(&self.schema, &attributes)
+            group_members(&self.schema(), &attributes)
         } else {
             BTreeSet::new()
         };
@@ -641,7 +641,7 @@ impl Store {
 
     /// The operational attributes a writer with `context` stamps (make once per load).
     pub fn operational_stamp(&self, context: &WriteContext) -> OperationalStamp {
-        OperationalStamp::new(&self.inner.schema, context)
+        OperationalStamp::new(&self.inner.schema(), context)
     }
 
     /// Where the store keeps each index: see [`IndexPlan`].

@@ -562,7 +562,7 @@ impl ReadTxn {
         let mut union = RoaringBitmap::new();
         let encoded = layout::ordered_key(key);
         for attribute in covered {
-            let ordering = self.inner.schema.attribute_type(attribute.attr).ordering;
+            let ordering = self.schema().attribute_type(attribute.attr).ordering;
             if !attribute.stored_form_usable
                 || ordering != Some(rule)
                 || !self
@@ -765,8 +765,7 @@ impl ReadTxn {
         let base = self.dn_to_id(&spec.base)?;
         let source = self.scoped_candidates(spec, base)?;
         let filter_uses_entry_dn = self
-            .inner
-            .schema
+            .schema()
             .attribute("entryDN")
             .is_some_and(|entry_dn| filter_mentions(&spec.filter, entry_dn));
         // Only a subtree output can hold an entry and its parent (a base search has one entry,

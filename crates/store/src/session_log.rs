@@ -391,7 +391,7 @@ impl WriteTxn<'_> {
         if stored_entries_max(self.inner, &self.txn)?.is_none() {
             return Ok(());
         }
-        let schema = &self.inner.schema;
+        let schema = &self.inner.schema();
         let first_value = |name: &str| {
             let attr = schema.attribute(name)?;
             attributes

@@ -151,7 +151,9 @@ pub(crate) struct IndexSet {
 pub(crate) struct Inner {
     pub env: Env<WithoutTls>,
     pub databases: Databases,
-    pub schema: Arc<Schema>,
+    /// The schema now: a reload may extend it (`Store::extend_schema`, under the writer lock,
+    /// only additions, so an `AttrId` keeps its meaning); read through `Inner::schema`.
+    pub schema_live: RwLock<Arc<Schema>>,
     pub options: StoreOptions,
     /// The suffix's normalized RDNs, leaf first (as in the DN string).
     pub suffix_rdns_normalized: Vec<String>,
@@ -208,6 +210,12 @@ impl Drop for ReaderTicket {
 }
 
 impl Inner {
+    /// The schema now. A write txn sees one schema throughout (an extension waits for the
+    /// writer lock); a read sees the one of its start or a later extension of it.
+    pub(crate) fn schema(&self) -> Arc<Schema> {
+        crate::lock::read(&self.schema_live).clone()
+    }
+
     /// The current index set.
     pub(crate) fn index_set(&self) -> Arc<IndexSet> {
         crate::lock::read(&self.indexes).clone()
@@ -407,7 +415,7 @@ impl Inner {
         if last_number.is_some_and(|number| (number as usize) < table.len()) {
             return Ok(table);
         }
-        let fresh = Arc::new(load_description_table(meta, txn, &self.schema)?);
+        let fresh = Arc::new(load_description_table(meta, txn, &self.schema())?);
         let mut current = crate::lock::write(&self.descriptions);
         if fresh.len() > current.len() {
             *current = fresh.clone();
@@ -422,7 +430,7 @@ impl Store {
     pub fn reload_descriptions(&self) -> Result<(), StoreError> {
         let read = self.read()?;
         let table =
-            load_description_table(self.inner.databases.meta, read.txn(), &self.inner.schema)?;
+            load_description_table(self.inner.databases.meta, read.txn(), &self.inner.schema())?;
         let count = table.len();
         // Same lock order as `WriteTxn::commit`: the persisted count, then the table.
         let mut persisted = crate::lock::lock(&self.inner.descriptions_persisted);
@@ -811,7 +819,7 @@ impl Store {
             inner: Arc::new(Inner {
                 env,
                 databases,
-                schema,
+                schema_live: RwLock::new(schema),
                 suffix_original: options.suffix.clone(),
                 options,
                 suffix_rdns_normalized: resolved.suffix_rdns_normalized,
@@ -836,8 +844,51 @@ impl Store {
         self.inner.directory_lock.is_none()
     }
 
-    pub fn schema(&self) -> &Arc<Schema> {
-        &self.inner.schema
+    /// The schema now (see `extend_schema`).
+    pub fn schema(&self) -> Arc<Schema> {
+        self.inner.schema()
+    }
+
+    /// Makes `extended` the store's schema (a configuration reload that adds attribute types,
+    /// object classes or syntaxes): refused, changing nothing, unless it keeps every current
+    /// definition under the same ID and meaning (`Schema::extended_by` builds such a one). It
+    /// waits for the write txn in progress; later writes, and reads from then on, use it. The
+    /// stored descriptions map to the same IDs; a new attribute gets its description number
+    /// in the first write txn that stores it, as at any time.
+    pub fn extend_schema(&self, extended: Arc<Schema>) -> Result<(), StoreError> {
+        let _writer = crate::lock::lock(&self.inner.writer);
+        let current = self.inner.schema();
+        let mut problems = current.changes_in(&extended);
+        for (id, attribute_type) in current.attribute_types() {
+            if id as usize >= extended.attribute_type_count()
+                || extended.attribute_type(id) != attribute_type
+            {
+                problems.push(format!(
+                    "attribute type '{}' would change its ID",
+                    attribute_type.name()
+                ));
+            }
+        }
+        for (id, object_class) in current.object_classes() {
+            let same = extended
+                .object_classes()
+                .nth(id as usize)
+                .is_some_and(|(_, now)| now == object_class);
+            if !same {
+                problems.push(format!(
+                    "object class '{}' would change its ID",
+                    object_class.name()
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(StoreError::Config(format!(
+                "schema not extended: {}",
+                problems.join("; ")
+            )));
+        }
+        *crate::lock::write(&self.inner.schema_live) = extended;
+        Ok(())
     }
 
     pub fn options(&self) -> &StoreOptions {

@@ -144,7 +144,7 @@ pub(crate) fn require_rdn_value(
         ResultCode::NotAllowedOnRdn,
         format!(
             "cannot remove the RDN value of '{}' from '{dn}'",
-            inner.schema.attribute_type(attr).name()
+            inner.schema().attribute_type(attr).name()
         ),
     ))
 }
@@ -157,7 +157,7 @@ impl Inner {
         attributes: &[Attribute],
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
         crate::rows::normalize_pairs(
-            &self.schema,
+            &self.schema(),
             crate::rows::attribute_pairs(attributes),
             &mut crate::rows::RowScratch::new(),
         )
@@ -172,7 +172,7 @@ impl Inner {
         if skip_schema_check {
             return self.normalize_attributes(&entry.attributes);
         }
-        let checked = self.schema.check_and_normalize(entry)?;
+        let checked = self.schema().check_and_normalize(entry)?;
         Ok(checked
             .attributes
             .into_iter()
@@ -564,7 +564,7 @@ impl<'s> WriteTxn<'s> {
         let original_dn = crate::read::dn_of(self.inner, &self.txn, id, false)?;
         let mut dn_avas = Vec::new();
         self.inner
-            .schema
+            .schema()
             .for_each_dn_ava_of(&original_dn, &mut |attr, value| {
                 dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
                 true
@@ -608,7 +608,7 @@ impl<'s> WriteTxn<'s> {
         attr: AttrId,
         context: &WriteContext,
     ) -> Result<(), LdapError> {
-        crate::rows::refuse_no_user_modification(&self.inner.schema, attr, context)
+        crate::rows::refuse_no_user_modification(&self.inner.schema(), attr, context)
     }
 
     pub(crate) fn read_owned_node(&self, id: EntryId) -> Result<OwnedNode, LdapError> {
@@ -749,11 +749,11 @@ impl<'s> WriteTxn<'s> {
         value: Vec<u8>,
         replace: bool,
     ) -> Result<(), LdapError> {
-        let Some(attr) = self.inner.schema.attribute(name) else {
+        let Some(attr) = self.inner.schema().attribute(name) else {
             return Ok(());
         };
-        let text = self.inner.schema.attribute_type(attr).name().to_string();
-        let normalized = self.inner.schema.normalize_value(attr, &value)?;
+        let text = self.inner.schema().attribute_type(attr).name().to_string();
+        let normalized = self.inner.schema().normalize_value(attr, &value)?;
         match attributes
             .iter_mut()
             .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
@@ -895,7 +895,7 @@ impl<'s> WriteTxn<'s> {
                 built.insert(*attr, *kinds);
             }
         }
-        let text = crate::store::index_config_text(&built, &inner.schema).join("\n");
+        let text = crate::store::index_config_text(&built, &inner.schema()).join("\n");
         inner
             .databases
             .meta
@@ -904,7 +904,7 @@ impl<'s> WriteTxn<'s> {
         Ok(crate::store::index_state(
             &index_set.configured,
             &text,
-            &inner.schema,
+            &inner.schema(),
         ))
     }
 

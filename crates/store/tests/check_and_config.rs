@@ -6,6 +6,7 @@ mod common;
 use common::*;
 use lmdir_schema::Filter;
 use lmdir_store::{layout, IndexKind, IndexKinds, Scope, SearchSpec, Store};
+use std::sync::Arc;
 
 #[test]
 fn check_names_tree_damage() {
@@ -213,4 +214,109 @@ fn indexes_added_to_an_open_store_are_built_used_and_maintained() {
     let report = store.check().unwrap();
     assert!(report.is_clean(), "{report}");
     assert!(report.notes.is_empty(), "{:?}", report.notes);
+}
+
+/// A schema extension installed into an open store: an entry with the new attribute type is
+/// refused before and stored after, a new index on it is built and finds it, and the store
+/// reopened with the schema loaded in another order (other IDs) reads it by its stored
+/// description. A schema that renumbers or changes a definition is refused, changing nothing.
+#[test]
+fn a_schema_extension_is_installed_live_and_a_change_is_refused() {
+    const COLOUR: &str = "attributetype ( 1.3.6.1.4.1.99999.7.1 NAME 'exampleColour' \
+        EQUALITY caseIgnoreMatch SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 )\n\
+        objectclass ( 1.3.6.1.4.1.99999.8.1 NAME 'exampleColoured' AUXILIARY MAY exampleColour )";
+    const FIRST: &str = "attributetype ( 1.3.6.1.4.1.99999.7.2 NAME 'exampleFirst' \
+        SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 )";
+    let loaded = |texts: &[&str]| {
+        let mut schema = lmdir_schema::Schema::builtin();
+        for text in texts {
+            schema.load_schema_text(text, "test").unwrap();
+        }
+        std::sync::Arc::new(schema)
+    };
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(10), 100);
+    let dn = format!("uid=teal,ou=People,{SUFFIX}");
+    let person = entry(
+        &dn,
+        &[
+            ("objectClass", "inetOrgPerson"),
+            ("objectClass", "exampleColoured"),
+            ("uid", "teal"),
+            ("cn", "Teal"),
+            ("sn", "Teal"),
+            ("exampleColour", "Teal"),
+        ],
+    );
+    let mut write = store.write().unwrap();
+    assert!(write.add(&person, &context()).is_err(), "unknown before");
+    drop(write);
+
+    assert!(store.extend_schema(loaded(&[])).is_ok(), "the same schema");
+    let extended = Arc::new(store.schema().extended_by(&loaded(&[COLOUR])).unwrap());
+    store.extend_schema(extended.clone()).unwrap();
+    // Loaded in another order, exampleColour would get another ID; changed, another meaning.
+    let renumbered = loaded(&[FIRST, COLOUR]);
+    let refused = store.extend_schema(renumbered.clone());
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|error| error.to_string().contains("change its ID")),
+        "{refused:?}"
+    );
+    let changed = loaded(&[&COLOUR.replace("caseIgnoreMatch", "caseExactMatch")]);
+    let refused = store.extend_schema(changed);
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|error| error.to_string().contains("EQUALITY differ")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        store.schema().attribute_type_count(),
+        extended.attribute_type_count()
+    );
+
+    let mut write = store.write().unwrap();
+    write.add(&person, &context()).unwrap();
+    write.commit().unwrap();
+    let mut wanted = options().indexes;
+    wanted.insert("exampleColour".to_string(), vec![IndexKind::Equality]);
+    let report = store.add_indexes(&wanted).unwrap();
+    assert_eq!(report.built, vec!["examplecolour:eq"]);
+    let colour = store.schema().attribute("exampleColour").unwrap();
+    assert_eq!(store.indexed_kinds(colour), IndexKinds::EQUALITY);
+    let found = |store: &Store| -> Vec<u32> {
+        let spec = SearchSpec {
+            base: SUFFIX.to_string(),
+            scope: Scope::Sub,
+            filter: store
+                .schema()
+                .prepare_filter(&Filter::parse("(exampleColour=TEAL)", 8).unwrap()),
+            size_limit: 0,
+            lookthrough_limit: 0,
+        };
+        let read = store.read().unwrap();
+        read.search(&spec)
+            .unwrap()
+            .map(|result| result.unwrap().0)
+            .collect()
+    };
+    let id = store.read().unwrap().dn_to_id(&dn).unwrap();
+    assert_eq!(found(&store), vec![id]);
+    drop(store);
+
+    let reopened = Store::open(temporary.path(), options(), renumbered).unwrap();
+    assert_ne!(reopened.schema().attribute("exampleColour"), Some(colour));
+    let read = reopened.read().unwrap();
+    let stored = read
+        .entry(id)
+        .unwrap()
+        .expect("stored")
+        .to_entry(lmdir_schema::Dn::parse(&dn).unwrap());
+    let values = stored
+        .attribute("exampleColour")
+        .map(|attribute| &attribute.values);
+    assert_eq!(values, Some(&vec![b"Teal".to_vec()]), "{stored:?}");
 }

@@ -103,7 +103,7 @@ fn token_hashes(
     let database = database_of(server).ok_or_else(invalid)?;
     let normalized = database.normalize_dn(dn).map_err(|_| invalid())?;
     let attribute = database
-        .schema
+        .schema()
         .attribute(BEARER_TOKEN_ATTRIBUTE)
         .ok_or_else(invalid)?;
     let read = database.store.read().map_err(crate::context::internal)?;

@@ -126,7 +126,7 @@ impl PreparedSearch {
         let decoded = client_filter_with_items(&server.settings(), &request.filter);
         let few_items =
             matches!(decoded, Ok((_, items)) if items <= INLINE_SEARCH_FILTER_ITEMS_MAX);
-        let filter = decoded.map(|(filter, _)| database.schema.prepare_filter(&filter));
+        let filter = decoded.map(|(filter, _)| database.schema().prepare_filter(&filter));
         // An in-chain item walks the directory before the search: never on this task.
         let in_chain = matches!(&filter, Ok(filter) if filter.has_unresolved_in_chain());
         if !few_items || in_chain {
@@ -177,7 +177,7 @@ fn prepared_filter(
         normalized_base: None,
         small: false,
     };
-    prepared.take_filter(&database.schema, settings, request)
+    prepared.take_filter(&database.schema(), settings, request)
 }
 
 impl PreparedSearch {
@@ -368,7 +368,7 @@ impl SearchJob {
                     format!("more than {} sort keys", settings.sort_keys_max),
                 ))
             }
-            Some(keys) => plan_sort(&database.schema, keys),
+            Some(keys) => plan_sort(&database.schema(), keys),
             None => return Ok(None),
         };
         if let (Err((result_code, attribute)), true) = (&plan, self.controls.sort_critical) {
@@ -385,8 +385,8 @@ impl SearchJob {
     /// The requested attributes resolved against the schema, with the matched values control;
     /// a sync search sends stored values only (a consumer refuses computed ones).
     fn resolved_selection(&self, database: &Database) -> Selection {
-        let selection = Selection::resolve(&database.schema, &self.selection)
-            .with_matched_values(&database.schema, self.controls.matched_values.as_deref());
+        let selection = Selection::resolve(&database.schema(), &self.selection)
+            .with_matched_values(&database.schema(), self.controls.matched_values.as_deref());
         match self.controls.sync {
             Some(_) => selection.stored_only(),
             None => selection,
@@ -534,7 +534,7 @@ impl SearchJob {
                     settings.replication.provider,
                     settings.replication.server_id,
                     &read,
-                    &database.schema,
+                    &database.schema(),
                 )?;
                 if refresh.is_delete_phase() {
                     let base_id = read.dn_to_id(&spec.base)?;
@@ -787,7 +787,7 @@ impl SearchOutput<'_, '_> {
         write_stored_entry(
             &mut self.buffer,
             self.job.message_id,
-            &self.database.schema,
+            &self.database.schema(),
             &self.subordinates,
             id,
             entry,
@@ -1117,7 +1117,7 @@ impl SearchJob {
     ) -> Result<SearchDone, OperationError> {
         let total = sorted.entries.len();
         let first_key = |index: usize| sorted.entries[index].0[0].as_deref();
-        let schema = &visible.database.schema;
+        let schema = &visible.database.schema();
         let window = vlv::window(request, total, &keys[0], schema, first_key)
             .map_err(|result| vlv::refusal(result, total, "virtual list view not possible"))?;
         let mut end = window.end;

@@ -67,13 +67,13 @@ pub(super) fn answer(
     let groups = database.groups(&read);
     let identity = &context.session.identity;
     let subject = database.subject(identity, &groups);
-    let resolved = Selection::resolve(&database.schema, selection)
-        .with_matched_values(&database.schema, matched_values);
+    let resolved = Selection::resolve(&database.schema(), selection)
+        .with_matched_values(&database.schema(), matched_values);
     let mut buffer = BytesMut::with_capacity(64 * 1024);
     let (mut base_seen, mut sent) = (false, 0u64);
     for (shown_dn, entry) in tree {
-        let normalized = database.schema.normalize_dn(&entry.dn)?;
-        let view = OwnedEntryView::new(&database.schema, entry)?;
+        let normalized = database.schema().normalize_dn(&entry.dn)?;
+        let view = OwnedEntryView::new(&database.schema(), entry)?;
         let policy = database.policy();
         let access = policy.for_entry(&subject, &normalized, &view);
         if !identity.is_rootdn && !access.can_read_entry() {
@@ -87,15 +87,15 @@ pub(super) fn answer(
         }
         let mut writer = EntryWriter::begin(&mut buffer, context.message_id, shown_dn.as_bytes());
         for attribute in &entry.attributes {
-            let Some(attr) = database.schema.attribute(&attribute.description) else {
+            let Some(attr) = database.schema().attribute(&attribute.description) else {
                 continue;
             };
             let readable = identity.is_rootdn || access.can_read_attribute(attr);
-            if !readable || !resolved.selects(&database.schema, attr, &[]) {
+            if !readable || !resolved.selects(&database.schema(), attr, &[]) {
                 continue;
             }
             resolved.write_built_attribute(
-                &database.schema,
+                &database.schema(),
                 &mut writer,
                 (attr, &attribute.description),
                 &attribute.values,

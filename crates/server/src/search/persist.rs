@@ -332,8 +332,8 @@ impl SearchJob {
             job: self,
             database,
             subordinates: Subordinates::new(database, &read, &subject),
-            selection: Selection::resolve(&database.schema, &self.selection)
-                .with_matched_values(&database.schema, self.controls.matched_values.as_deref())
+            selection: Selection::resolve(&database.schema(), &self.selection)
+                .with_matched_values(&database.schema(), self.controls.matched_values.as_deref())
                 .stored_only(),
             buffer: BytesMut::with_capacity(super::SEARCH_FIRST_BUFFER_BYTES),
             sink: &mut sink,
@@ -456,7 +456,7 @@ fn send_moved_descendants(
     let database = visible.database;
     let normalize = |dn: &str| database.normalize_dn(dn).unwrap_or_default();
     let new_top = read.dn_of(change.id)?;
-    let uuid_attr = database.schema.attribute("entryUUID");
+    let uuid_attr = database.schema().attribute("entryUUID");
     let mut pending = read.children(change.id)?;
     while let Some(id) = pending.pop() {
         pending.extend(read.children(id)?);
@@ -516,7 +516,7 @@ fn readable_name(visible: &VisibleEntries<'_>, dn: &str, normalized_dn: &str) ->
         // The same access below the base for every entry (the rootdn's among them).
         return uniform.returns_entries;
     }
-    let schema = &visible.database.schema;
+    let schema = &visible.database.schema();
     let Ok(parsed) = Dn::parse(dn) else {
         return false;
     };

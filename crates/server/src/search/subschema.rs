@@ -24,11 +24,12 @@ pub(super) fn subschema_search(
     if request.scope != LdapSearchScope::Base {
         return Some(Ok((BytesMut::new(), 0)));
     }
-    let mut entry = database.schema.subschema_entry();
+    // One schema for the whole answer (a reload may extend the live one meanwhile).
+    let schema = database.schema();
+    let mut entry = schema.subschema_entry();
     for attribute in &mut entry.attributes {
         if attribute.description == "objectClasses"
-            && database
-                .schema
+            && schema
                 .object_class(crate::rootdse::ROOT_DSE_OBJECT_CLASS)
                 .is_none()
         {
@@ -36,16 +37,23 @@ pub(super) fn subschema_search(
             attribute.values.push(definition.as_bytes().to_vec());
         }
     }
-    // The schema is loaded when the server starts and changes only with a restart: admin tools
-    // refresh their cached copy when modifyTimestamp is newer than what they hold.
-    let loaded = lmdir_store::timestamp_value(context.server.monitor.started());
-    for name in ["createTimestamp", "modifyTimestamp"] {
+    // The schema is loaded when the server starts and extended by reloads: admin tools refresh
+    // their cached copy when modifyTimestamp is newer than what they hold.
+    let started = context.server.monitor.started();
+    let extended = *database
+        .schema_extended_at
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for (name, time) in [
+        ("createTimestamp", started),
+        ("modifyTimestamp", extended.unwrap_or(started)),
+    ] {
         entry.attributes.push(lmdir_schema::Attribute {
             description: name.to_string(),
-            values: vec![loaded.clone()],
+            values: vec![lmdir_store::timestamp_value(time)],
         });
     }
-    let view = match OwnedEntryView::new(&database.schema, &entry) {
+    let view = match OwnedEntryView::new(&schema, &entry) {
         Ok(view) => view,
         Err(error) => return Some(Err(error.into())),
     };
@@ -57,20 +65,20 @@ pub(super) fn subschema_search(
     if !filter.evaluate(&view).is_true() {
         return Some(Ok((BytesMut::new(), 0)));
     }
-    let resolved = Selection::resolve(&database.schema, selection)
-        .with_matched_values(&database.schema, matched_values);
+    let resolved =
+        Selection::resolve(&schema, selection).with_matched_values(&schema, matched_values);
     let mut buffer = BytesMut::with_capacity(256 * 1024);
     let mut writer = EntryWriter::begin(&mut buffer, context.message_id, b"cn=Subschema");
     for attribute in &entry.attributes {
-        let Some(attr) = database.schema.attribute(&attribute.description) else {
+        let Some(attr) = schema.attribute(&attribute.description) else {
             continue;
         };
         // The subschema's schema attributes are operational; objectClass and cn are user ones.
-        if !resolved.selects(&database.schema, attr, &[]) {
+        if !resolved.selects(&schema, attr, &[]) {
             continue;
         }
         resolved.write_built_attribute(
-            &database.schema,
+            &schema,
             &mut writer,
             (attr, &attribute.description),
             &attribute.values,
