@@ -104,9 +104,9 @@ pub fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -
 pub async fn start(
     context: &Arc<ServerContext>,
     shutdown: watch::Receiver<bool>,
-) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>, crate::ServerError> {
+) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>, crate::context::ServerError> {
     let config = &context.settings().http;
-    let listen_error = |message: String| crate::ServerError::Listen {
+    let listen_error = |message: String| crate::context::ServerError::Listen {
         address: config.listen.clone(),
         message,
     };
