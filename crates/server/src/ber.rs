@@ -210,6 +210,14 @@ fn put_header(out: &mut [u8], at: usize, tag_byte: u8, content_length: usize) ->
     at + 1 + length_size
 }
 
+/// Appends a tag and the minimal length of `content_length` (room reserved by the caller).
+#[inline(always)]
+fn append_header(buffer: &mut BytesMut, tag_byte: u8, content_length: usize) {
+    let mut header = [0u8; 1 + LENGTH_RESERVED_BYTES];
+    let end = put_header(&mut header, 0, tag_byte, content_length);
+    buffer.extend_from_slice(&header[..end]);
+}
+
 /// A whole primitive element at `out[at..]`; returns the position after it.
 #[inline(always)]
 fn put_primitive(out: &mut [u8], at: usize, tag_byte: u8, content: &[u8]) -> usize {
@@ -436,6 +444,27 @@ impl<'buffer> EntryWriter<'buffer> {
         let sequence_length =
             primitive_encoded_length(description.len()) + primitive_encoded_length(set_length);
         let total = primitive_encoded_length(sequence_length);
+        if count > ATTRIBUTE_VALUES_KEPT_MAX {
+            // Many values (a group): appended into room reserved once, so the megabytes are
+            // written once, not zero-filled first (42 of ~360 instructions a value).
+            let buffer = &mut *self.writer.buffer;
+            let start = buffer.len();
+            buffer.reserve(total);
+            append_header(buffer, tag::SEQUENCE, sequence_length);
+            append_header(buffer, tag::OCTET_STRING, description.len());
+            buffer.extend_from_slice(description);
+            append_header(buffer, tag::SET, set_length);
+            for value in kept.iter().chain(&more) {
+                append_header(buffer, tag::OCTET_STRING, value.len());
+                buffer.extend_from_slice(value);
+            }
+            debug_assert_eq!(
+                buffer.len() - start,
+                total,
+                "attribute length computed and written differ"
+            );
+            return;
+        }
         // The whole attribute is sized at once and filled in place: each tag and length is a
         // byte store, not an append that checks capacity and calls memcpy (three per value,
         // then most of a full scan's instructions).
