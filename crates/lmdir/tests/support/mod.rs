@@ -194,6 +194,35 @@ impl TestServer {
         }
     }
 
+    /// SIGTERM (a graceful shutdown: writes stop, the answers in flight are sent), then waits
+    /// for the exit and asserts it is a clean one.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("running kill");
+        assert!(sent.success(), "kill -TERM failed");
+        let deadline = Instant::now() + STARTUP_WAIT_MAX;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("polling the server") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                panic!("lmdir serve did not exit after SIGTERM:\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        };
+        assert!(
+            status.success(),
+            "lmdir serve exited {status} after SIGTERM:\n{}",
+            self.logs()
+        );
+    }
+
     /// Whether the server process is still alive (it must never exit on its own in these tests).
     pub fn assert_running(&mut self, context: &str) {
         let child = self.child.as_mut().expect("the server is not running");
