@@ -65,7 +65,7 @@ people = int(sys.argv[4]) if len(sys.argv) > 4 else 20000
 sock = socket.create_connection(('127.0.0.1', port))
 buf = b''
 entries = 0
-if kind in ('authsearch', 'modify', 'add'):
+if kind in ('authsearch', 'modify', 'add', 'eqrate'):
     # message ID n + 1: not reused by the searches (1..n)
     sock.sendall(bind(n + 1, 'cn=admin,dc=example,dc=com', 'secret'))
     msg, buf = read_message(sock, buf)
@@ -99,7 +99,12 @@ for i in range(1, n + 1):
         elif kind == 'scan': f = present('objectClass')
         elif kind == 'subinit': f = sub_initial('mail', 'u%07d@' % k)
         else: f = sub_any('mail', '%05d' % (k % 100000))
-        sock.sendall(search(i, 'dc=example,dc=com', f, attrs))
+        base = 'dc=example,dc=com'
+        if kind == 'eqrate':
+            # What `searchrate` of bench/serve-vs-openldap.sh sends: bound as the rootdn, under
+            # ou=People, only cn asked for.
+            f, attrs, base = eq('uid', 'u%07d' % k), ('cn',), 'ou=People,dc=example,dc=com'
+        sock.sendall(search(i, base, f, attrs))
         done = 0x65
     while True:
         msg, buf = read_message(sock, buf)

@@ -30,8 +30,8 @@ pub use filter::{
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
 pub use prep::prepare_string;
 pub use schema::{
-    options_match, AttrId, AttributeDescription, AttributeType, AttributeUsage, ObjectClass,
-    ObjectClassId, ObjectClassKind, Schema, SchemaError, BUILTIN_SCHEMA_TEXT,
+    options_match, AttrId, AttributeDescription, AttributeType, AttributeUsage, KnownAttributes,
+    ObjectClass, ObjectClassId, ObjectClassKind, Schema, SchemaError, BUILTIN_SCHEMA_TEXT,
     DESCRIPTION_OPTIONS_MAX, SCHEMA_DEFINITIONS_MAX,
 };
 pub use syntax::{generalized_time_unix_seconds, Syntax};

@@ -413,6 +413,31 @@ pub struct Schema {
     current_location: String,
     /// True while the built-in schema text itself is loaded.
     loading_builtin: bool,
+    /// The IDs of the types a read computes, kept current by every change of the name table.
+    known: KnownAttributes,
+}
+
+/// The attribute types whose values a read computes rather than stores (looked up once per
+/// schema: a search resolves its selection against them per request).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KnownAttributes {
+    pub has_subordinates: Option<AttrId>,
+    pub num_subordinates: Option<AttrId>,
+    pub entry_dn: Option<AttrId>,
+    pub subschema_subentry: Option<AttrId>,
+    pub context_csn: Option<AttrId>,
+}
+
+impl KnownAttributes {
+    fn of(schema: &Schema) -> KnownAttributes {
+        KnownAttributes {
+            has_subordinates: schema.attribute("hasSubordinates"),
+            num_subordinates: schema.attribute("numSubordinates"),
+            entry_dn: schema.attribute("entryDN"),
+            subschema_subentry: schema.attribute("subschemaSubentry"),
+            context_csn: schema.attribute("contextCSN"),
+        }
+    }
 }
 
 impl Schema {
@@ -432,6 +457,7 @@ impl Schema {
             repeated_definitions: 0,
             current_location: String::new(),
             loading_builtin: false,
+            known: KnownAttributes::default(),
         }
     }
 
@@ -475,6 +501,11 @@ impl Schema {
     }
 
     /// An attribute type by name or numeric OID, case-insensitive (`cn`, `commonName`, `2.5.4.3`).
+    /// The IDs of the attribute types a read computes (hasSubordinates, entryDN, ...).
+    pub fn known_attributes(&self) -> KnownAttributes {
+        self.known
+    }
+
     pub fn attribute(&self, name_or_oid: &str) -> Option<AttrId> {
         get_case_insensitive(&self.attribute_by_name, name_or_oid)
     }

@@ -12,7 +12,44 @@ use bytes::BytesMut;
 use lmdir_access::acl::{EntryAccess, Subject};
 use lmdir_schema::{AttrId, Filter, Schema};
 use lmdir_store::ReadTxn;
-use std::collections::HashMap;
+
+/// The attribute types a search names (with their subtypes), each with the option sets asked
+/// for; sorted by type, so that testing each stored attribute of each entry is a binary search
+/// over a few IDs rather than a hash of each.
+#[derive(Default)]
+struct RequestedAttributes {
+    /// Sorted by ID, one row per type.
+    types: Vec<(AttrId, Vec<Vec<String>>)>,
+}
+
+impl RequestedAttributes {
+    fn of(mut pairs: Vec<(AttrId, Vec<String>)>) -> RequestedAttributes {
+        pairs.sort_by_key(|(attr, _)| *attr);
+        let mut types: Vec<(AttrId, Vec<Vec<String>>)> = Vec::with_capacity(pairs.len());
+        for (attr, options) in pairs {
+            match types.last_mut() {
+                Some((last, option_sets)) if *last == attr => option_sets.push(options),
+                _ => types.push((attr, vec![options])),
+            }
+        }
+        RequestedAttributes { types }
+    }
+
+    fn get(&self, attr: AttrId) -> Option<&[Vec<String>]> {
+        self.types
+            .binary_search_by_key(&attr, |(id, _)| *id)
+            .ok()
+            .map(|at| self.types[at].1.as_slice())
+    }
+
+    fn contains(&self, attr: AttrId) -> bool {
+        self.get(attr).is_some()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.types.is_empty()
+    }
+}
 
 /// Resolved attribute selection against the schema.
 pub(crate) struct Selection {
@@ -21,7 +58,7 @@ pub(crate) struct Selection {
     /// Requested attribute types (with subtypes) → the option sets asked for; an empty set
     /// asks for every description of the type (`cn` selects `cn;lang-en` too, `cn;lang-en`
     /// selects only descriptions carrying that option, RFC 4512 §2.5).
-    requested: HashMap<AttrId, Vec<Vec<String>>>,
+    requested: RequestedAttributes,
     has_subordinates: Option<AttrId>,
     num_subordinates: Option<AttrId>,
     entry_dn: Option<AttrId>,
@@ -36,10 +73,10 @@ pub(crate) struct Selection {
 
 impl Selection {
     pub(crate) fn resolve(schema: &Schema, selection: &AttributeSelection) -> Selection {
-        let mut requested: HashMap<AttrId, Vec<Vec<String>>> = HashMap::new();
+        let mut requested: Vec<(AttrId, Vec<String>)> = Vec::new();
         let mut request = |attr: AttrId, options: Vec<String>| {
             for subtype in schema.subtypes(attr) {
-                requested.entry(*subtype).or_default().push(options.clone());
+                requested.push((*subtype, options.clone()));
             }
         };
         for name in &selection.names {
@@ -60,16 +97,17 @@ impl Selection {
                 request(attr, options);
             }
         }
+        let known = schema.known_attributes();
         Selection {
             all_user: selection.all_user,
             all_operational: selection.all_operational,
-            requested,
-            has_subordinates: schema.attribute("hasSubordinates"),
-            num_subordinates: schema.attribute("numSubordinates"),
-            entry_dn: schema.attribute("entryDN"),
-            subschema_subentry: schema.attribute("subschemaSubentry"),
+            requested: RequestedAttributes::of(requested),
+            has_subordinates: known.has_subordinates,
+            num_subordinates: known.num_subordinates,
+            entry_dn: known.entry_dn,
+            subschema_subentry: known.subschema_subentry,
             matched_values: None,
-            context_csn: schema.attribute("contextCSN"),
+            context_csn: known.context_csn,
             attribute_state: schema.attribute(lmdir_store::attribute_state::ATTRIBUTE_STATE),
         }
     }
@@ -125,7 +163,7 @@ impl Selection {
 
     /// `options`: the stored description's options (lowercased).
     pub(crate) fn selects(&self, schema: &Schema, attr: AttrId, options: &[String]) -> bool {
-        let requested_here = self.requested.get(&attr).is_some_and(|option_sets| {
+        let requested_here = self.requested.get(attr).is_some_and(|option_sets| {
             option_sets
                 .iter()
                 .any(|wanted| lmdir_schema::options_match(wanted, options))
@@ -156,7 +194,7 @@ impl Selection {
     }
 
     fn selects_computed(&self, attr: Option<AttrId>) -> bool {
-        attr.is_some_and(|attr| self.all_operational || self.requested.contains_key(&attr))
+        attr.is_some_and(|attr| self.all_operational || self.requested.contains(attr))
     }
 }
 

@@ -968,7 +968,7 @@ impl EntryView for EntryRef<'_> {
         if self.virtual_entry_dn {
             let schema = self.read.schema();
             let (Some(entry_dn), Ok(original), Ok(normalized)) = (
-                schema.attribute("entryDN"),
+                schema.known_attributes().entry_dn,
                 self.read.dn_of(self.id),
                 self.read.normalized_dn_of(self.id),
             ) else {

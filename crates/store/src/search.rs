@@ -766,7 +766,8 @@ impl ReadTxn {
         let source = self.scoped_candidates(spec, base)?;
         let filter_uses_entry_dn = self
             .schema()
-            .attribute("entryDN")
+            .known_attributes()
+            .entry_dn
             .is_some_and(|entry_dn| filter_mentions(&spec.filter, entry_dn));
         // Only a subtree output can hold an entry and its parent (a base search has one entry,
         // a one-level search siblings), and only an inverted link can put the child first.

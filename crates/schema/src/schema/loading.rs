@@ -511,6 +511,7 @@ impl Schema {
             self.attribute_by_name.insert(name.to_ascii_lowercase(), id);
         }
         self.attribute_types.push(attribute_type);
+        self.known = super::KnownAttributes::of(self);
         self.attribute_origins.push(self.current_origin());
         self.subtypes.push(vec![id]);
         self.add_to_ancestors(sup, &[id]);
@@ -597,6 +598,7 @@ impl Schema {
         for name in new_names {
             self.attribute_by_name.insert(name.to_ascii_lowercase(), id);
         }
+        self.known = super::KnownAttributes::of(self);
         let mut ancestor = old.sup;
         while let Some(ancestor_id) = ancestor {
             self.subtypes[ancestor_id as usize].retain(|member| !subtree.contains(member));
