@@ -6,7 +6,8 @@
 # connection, anonymous searches asking for every attribute) outside valgrind.
 # For each operation kind: counters zeroed, N1 operations, dump; zeroed, N2 operations, dump;
 # instructions per operation = (total(N2) - total(N1)) / (N2 - N1), so connection setup and warm-up
-# cancel out. Kinds: eq (uid=u…), eqrate (as searchrate sends it: rootdn, under ou=People, cn only), sub (mail=*NNNNN*), bind (simple bind as a person, {SSHA}),
+# cancel out. Kinds: eq (uid=u…), eqrate (as searchrate sends it: rootdn, under ou=People, cn
+# only), sub (mail=*NNNNN*), bind (simple bind as a person, {SSHA}),
 # authsearch (uid=u… as the rootdn asking for no attributes: authrate's search half; not in the
 # default KINDS), scan (objectClass=* over the suffix; reported per returned entry), modify (the
 # rootdn replaces one person's description) and add (the rootdn adds a person): both fsync per
