@@ -53,7 +53,7 @@ pub use rows::{
     csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,
     IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
 };
-pub use search::{Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
+pub use search::{CandidateMemo, Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
 pub use session_log::{LoggedChange, LoggedCsn, LoggedKind, SessionLog, SESSION_LOG_ENTRIES_MAX};
 pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, Store, StoreOptions,

@@ -32,11 +32,6 @@ pub struct ReadTxn {
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
     parent_dn_cache: [RefCell<Option<(EntryId, String)>>; 2],
-    /// The last DN `dn_to_id` found and its ID: a search looks its base up twice (the base
-    /// check, then the scope), a parse and a tree walk each time.
-    found_dn_cache: RefCell<Option<(String, EntryId)>>,
-    /// Leaf candidates an estimate computed, for the search that follows in this snapshot.
-    pub(crate) kept_leaves: RefCell<crate::search::KeptLeaves>,
     // Last: the reader slot is released after the LMDB txn ended.
     _ticket: ReaderTicket,
 }
@@ -62,8 +57,6 @@ impl Store {
             indexes,
             schema,
             parent_dn_cache: Default::default(),
-            found_dn_cache: RefCell::new(None),
-            kept_leaves: RefCell::default(),
             _ticket: ticket,
         })
     }
@@ -484,15 +477,7 @@ impl ReadTxn {
     /// Parses, normalizes and looks up a DN. A miss is NoSuchObject whose matched DN is the
     /// deepest existing ancestor.
     pub fn dn_to_id(&self, dn: &str) -> Result<EntryId, LdapError> {
-        if let Some((found, id)) = &*self.found_dn_cache.borrow() {
-            if found == dn {
-                return Ok(*id);
-            }
-        }
-        let parsed = Dn::parse(dn)?;
-        let id = self.dn_to_id_parsed(&parsed)?;
-        *self.found_dn_cache.borrow_mut() = Some((dn.to_string(), id));
-        Ok(id)
+        self.dn_to_id_parsed(&Dn::parse(dn)?)
     }
 
     /// Looks up a DN already in the schema's normalized form (`Schema::normalize_dn_str`): its
@@ -501,20 +486,12 @@ impl ReadTxn {
     /// of `dn_to_id`, for the same noSuchObject and matched DN (and the right answer should the
     /// DN not be normalized after all).
     pub fn normalized_dn_to_id(&self, normalized: &str) -> Result<EntryId, LdapError> {
-        if let Some((found, id)) = &*self.found_dn_cache.borrow() {
-            if found == normalized {
-                return Ok(*id);
-            }
-        }
         let rdns = lmdir_schema::split_rdns(normalized);
         if rdns.len() > lmdir_schema::DN_RDN_COUNT_MAX {
             return self.dn_to_id(normalized);
         }
         match lookup_rdns(&self.inner, &self.txn, &rdns)?.found {
-            Some(id) => {
-                *self.found_dn_cache.borrow_mut() = Some((normalized.to_string(), id));
-                Ok(id)
-            }
+            Some(id) => Ok(id),
             None => self.dn_to_id(normalized),
         }
     }

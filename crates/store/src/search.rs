@@ -25,6 +25,8 @@ pub enum Scope {
 
 #[derive(Clone, Debug)]
 pub struct SearchSpec {
+    /// The base DN, normalized (`Schema::normalize_dn_str`) or as a client spelled it (then
+    /// normalized on a miss); [`ReadTxn::search_from`] takes it resolved instead.
     pub base: String,
     pub scope: Scope,
     pub filter: PreparedFilter,
@@ -152,24 +154,37 @@ fn worth_intersecting(candidate_count: u64, list_id_count: u64) -> bool {
 /// together they match one, and only the intersection tells the server the search is small.
 /// Beyond it an estimate is bounded by the posting headers alone.
 const ESTIMATE_DECODED_IDS_MAX: u64 = 4096;
-/// Leaves whose estimated candidates one read txn keeps for the search that follows (all of
-/// them together hold at most `ESTIMATE_DECODED_IDS_MAX` IDs).
+/// Leaves whose estimated candidates one memo keeps for the search that follows (all of them
+/// together hold at most `ESTIMATE_DECODED_IDS_MAX` IDs).
 const KEPT_LEAVES_MAX: usize = 8;
 
-/// A leaf's index candidates, computed by its estimate, kept in the read txn so the search in
-/// the same snapshot does not read and decode the same posting lists again.
+/// A leaf's index candidates, computed by its estimate, kept in the memo so the search in the
+/// same snapshot does not read and decode the same posting lists again.
 struct KeptCandidates {
     covered: Vec<CoveredAttribute>,
     keys: Vec<Vec<u8>>,
     candidates: RoaringBitmap,
 }
 
-/// What the estimates of one read txn decoded and kept.
+/// What the estimates of one search decoded and kept, handed by its caller from the estimate
+/// to the search ([`ReadTxn::search_from`]) in the same read txn: a plain value the caller
+/// owns, so planning a search and running it share their work explicitly. Valid only with the
+/// read txn (snapshot) it was filled in.
 #[derive(Default)]
-pub(crate) struct KeptLeaves {
+pub struct CandidateMemo {
     leaves: Vec<KeptCandidates>,
     /// Posting IDs decoded by estimates so far (at most `ESTIMATE_DECODED_IDS_MAX`).
     decoded_ids: u64,
+}
+
+impl CandidateMemo {
+    /// Candidates of a leaf an estimate kept.
+    fn kept(&self, covered: &[CoveredAttribute], keys: &[Vec<u8>]) -> Option<RoaringBitmap> {
+        self.leaves
+            .iter()
+            .find(|kept| kept.covered == covered && kept.keys == keys)
+            .map(|kept| kept.candidates.clone())
+    }
 }
 
 /// Candidates a cursor examines between two calls of its stop check (`stop_when`): a scan
@@ -445,8 +460,9 @@ impl ReadTxn {
         covered: &[CoveredAttribute],
         kind: IndexKinds,
         keys: &[Vec<u8>],
+        memo: &CandidateMemo,
     ) -> Result<Option<RoaringBitmap>, LdapError> {
-        if let Some(kept) = self.kept_candidates(covered, keys) {
+        if let Some(kept) = memo.kept(covered, keys) {
             return Ok(Some(kept));
         }
         Ok(
@@ -459,20 +475,6 @@ impl ReadTxn {
         )
     }
 
-    /// Candidates of a leaf kept by its estimate earlier in this txn.
-    fn kept_candidates(
-        &self,
-        covered: &[CoveredAttribute],
-        keys: &[Vec<u8>],
-    ) -> Option<RoaringBitmap> {
-        self.kept_leaves
-            .borrow()
-            .leaves
-            .iter()
-            .find(|kept| kept.covered == covered && kept.keys == keys)
-            .map(|kept| kept.candidates.clone())
-    }
-
     /// An upper bound of a keyed leaf's index candidates: exact when the smallest posting
     /// lists fit what is left of this txn's `ESTIMATE_DECODED_IDS_MAX` (then kept for the
     /// search, the snapshot never changes), else from the headers.
@@ -481,14 +483,14 @@ impl ReadTxn {
         covered: &[CoveredAttribute],
         kind: IndexKinds,
         keys: Vec<Vec<u8>>,
+        kept: &mut CandidateMemo,
     ) -> Result<Option<u64>, LdapError> {
-        if let Some(kept) = self.kept_candidates(covered, &keys) {
-            return Ok(Some(kept.len()));
+        if let Some(candidates) = kept.kept(covered, &keys) {
+            return Ok(Some(candidates.len()));
         }
-        let mut decoded = self.kept_leaves.borrow().decoded_ids;
+        let mut decoded = kept.decoded_ids;
         let estimate =
             self.union_over_covered(covered, kind, &keys, &mut decoded, ESTIMATE_DECODED_IDS_MAX)?;
-        let mut kept = self.kept_leaves.borrow_mut();
         kept.decoded_ids = decoded;
         Ok(match estimate {
             None => None,
@@ -515,6 +517,7 @@ impl ReadTxn {
     pub fn estimated_candidate_count(
         &self,
         filter: &PreparedFilter,
+        memo: &mut CandidateMemo,
     ) -> Result<Option<u64>, LdapError> {
         match filter {
             PreparedFilter::False | PreparedFilter::Undefined => Ok(Some(0)),
@@ -525,7 +528,7 @@ impl ReadTxn {
             PreparedFilter::And(parts) => {
                 let mut smallest: Option<u64> = None;
                 for part in parts {
-                    if let Some(count) = self.estimated_candidate_count(part)? {
+                    if let Some(count) = self.estimated_candidate_count(part, memo)? {
                         smallest = Some(smallest.map_or(count, |known| known.min(count)));
                     }
                 }
@@ -534,7 +537,7 @@ impl ReadTxn {
             PreparedFilter::Or(parts) => {
                 let mut total = 0u64;
                 for part in parts {
-                    match self.estimated_candidate_count(part)? {
+                    match self.estimated_candidate_count(part, memo)? {
                         Some(count) => total = total.saturating_add(count),
                         None => return Ok(None),
                     }
@@ -546,7 +549,7 @@ impl ReadTxn {
                     covered,
                     kind,
                     keys,
-                } => self.estimated_leaf_count(covered, kind, keys),
+                } => self.estimated_leaf_count(covered, kind, keys, memo),
                 LeafKeys::Unindexed | LeafKeys::NotKeyed => Ok(None),
             },
         }
@@ -602,6 +605,15 @@ impl ReadTxn {
         &self,
         filter: &PreparedFilter,
     ) -> Result<Option<RoaringBitmap>, LdapError> {
+        self.filter_candidates_with(filter, &mut CandidateMemo::default())
+    }
+
+    /// As [`ReadTxn::filter_candidates`], reusing (and adding to) what estimates kept in `memo`.
+    fn filter_candidates_with(
+        &self,
+        filter: &PreparedFilter,
+        memo: &mut CandidateMemo,
+    ) -> Result<Option<RoaringBitmap>, LdapError> {
         Ok(match filter {
             PreparedFilter::True => None,
             // Nothing can evaluate to True.
@@ -612,7 +624,7 @@ impl ReadTxn {
                 let mut ordered = Vec::with_capacity(filters.len());
                 for filter in filters {
                     let estimate = if filters.len() > 1 {
-                        self.estimated_candidate_count(filter)?
+                        self.estimated_candidate_count(filter, memo)?
                     } else {
                         None
                     };
@@ -633,7 +645,7 @@ impl ReadTxn {
                             break;
                         }
                     }
-                    if let Some(ids) = self.filter_candidates(filter)? {
+                    if let Some(ids) = self.filter_candidates_with(filter, memo)? {
                         result = Some(match result {
                             None => ids,
                             Some(previous) => previous & ids,
@@ -645,7 +657,7 @@ impl ReadTxn {
             PreparedFilter::Or(filters) => {
                 let mut union = RoaringBitmap::new();
                 for filter in filters {
-                    match self.filter_candidates(filter)? {
+                    match self.filter_candidates_with(filter, memo)? {
                         Some(ids) => union |= ids,
                         None => return Ok(None),
                     }
@@ -660,7 +672,7 @@ impl ReadTxn {
                     covered,
                     kind,
                     keys,
-                } => self.leaf_candidates(covered, kind, &keys)?,
+                } => self.leaf_candidates(covered, kind, &keys, memo)?,
                 LeafKeys::Unindexed | LeafKeys::NotKeyed => None,
             },
             PreparedFilter::GreaterOrEqual {
@@ -677,7 +689,12 @@ impl ReadTxn {
                         stored_form_usable: true,
                     })
                     .collect();
-                self.leaf_candidates(&covered, IndexKinds::PRESENCE, &[layout::presence_key()])?
+                self.leaf_candidates(
+                    &covered,
+                    IndexKinds::PRESENCE,
+                    &[layout::presence_key()],
+                    memo,
+                )?
             }
             PreparedFilter::Extensible { .. } => None,
             // The resolved closure is the exact set; unresolved, nothing can be True.
@@ -694,8 +711,9 @@ impl ReadTxn {
         &self,
         spec: &SearchSpec,
         base: EntryId,
+        memo: &mut CandidateMemo,
     ) -> Result<CandidateSource<'_>, LdapError> {
-        let candidates = self.filter_candidates(&spec.filter)?;
+        let candidates = self.filter_candidates_with(&spec.filter, memo)?;
         let base_node = require_node(&self.inner, self.txn(), base)?;
         Ok(match spec.scope {
             Scope::Base => {
@@ -762,8 +780,19 @@ impl ReadTxn {
 
     /// Runs a search; iterate the cursor for the matching entries in ID order.
     pub fn search<'a>(&'a self, spec: &'a SearchSpec) -> Result<SearchCursor<'a>, LdapError> {
-        let base = self.dn_to_id(&spec.base)?;
-        let source = self.scoped_candidates(spec, base)?;
+        let base = self.normalized_dn_to_id(&spec.base)?;
+        self.search_from(spec, base, CandidateMemo::default())
+    }
+
+    /// Runs a search whose base the caller has already resolved to `base` (the entry
+    /// `spec.base` names in this txn), with what its estimates kept in `memo` (this txn's).
+    pub fn search_from<'a>(
+        &'a self,
+        spec: &'a SearchSpec,
+        base: EntryId,
+        mut memo: CandidateMemo,
+    ) -> Result<SearchCursor<'a>, LdapError> {
+        let source = self.scoped_candidates(spec, base, &mut memo)?;
         let filter_uses_entry_dn = self
             .schema()
             .known_attributes()
@@ -798,11 +827,13 @@ impl ReadTxn {
 
     /// The scope-intersected candidate set (before the exact filter test).
     pub fn search_candidates(&self, spec: &SearchSpec) -> Result<RoaringBitmap, LdapError> {
-        let base = self.dn_to_id(&spec.base)?;
-        Ok(match self.scoped_candidates(spec, base)? {
-            CandidateSource::Ids(ids) => ids,
-            CandidateSource::Sequential { .. } => subtree_ids(&self.inner, self.txn(), base)?,
-        })
+        let base = self.normalized_dn_to_id(&spec.base)?;
+        Ok(
+            match self.scoped_candidates(spec, base, &mut CandidateMemo::default())? {
+                CandidateSource::Ids(ids) => ids,
+                CandidateSource::Sequential { .. } => subtree_ids(&self.inner, self.txn(), base)?,
+            },
+        )
     }
 }
 

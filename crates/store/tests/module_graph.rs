@@ -20,7 +20,6 @@ const STORE_MODULES_STILL_IN_A_CYCLE: &[&str] = &[
     "context_csn",
     "read",
     "rows",
-    "search",
     "store",
     "treeorder",
     "write",

@@ -31,7 +31,7 @@ use ldap3_proto::proto::LdapSearchScope;
 use lmdir_access::acl::{EntryAccess, Subject};
 use lmdir_schema::{LdapError, PreparedFilter};
 use lmdir_store::TreePosition;
-use lmdir_store::{ReadTxn, Scope, SearchCursor, SearchSpec};
+use lmdir_store::{CandidateMemo, ReadTxn, Scope, SearchCursor, SearchSpec};
 use paging::{paged_response_control, request_fingerprint, PageRequest};
 use sort::{
     compare_sort_values, plan_sort, sort_response_control, sort_values, PlannedSortKey, SortBuffer,
@@ -76,8 +76,9 @@ pub(super) fn scope_of(scope: &LdapSearchScope) -> Result<Scope, OperationError>
 pub struct PreparedSearch {
     /// None: not converted yet (too big for the connection's task; the search converts it).
     filter: Option<Result<PreparedFilter, OperationError>>,
-    /// The estimate's read transaction, kept only for a search that runs right away.
-    read: Option<ReadTxn>,
+    /// The estimate's read transaction and what the estimate kept, only for a search that
+    /// runs right away.
+    read: Option<(ReadTxn, CandidateMemo)>,
     /// The base DN normalized (None: not yet): once per search, for the special bases, the
     /// estimate and the base check alike.
     normalized_base: Option<Result<String, OperationError>>,
@@ -151,16 +152,18 @@ impl Database {
         identity: &Identity,
         normalized_base: &str,
         filter: &PreparedFilter,
-    ) -> Option<ReadTxn> {
+    ) -> Option<(ReadTxn, CandidateMemo)> {
         let read = self.store.read().ok()?;
+        let mut memo = CandidateMemo::default();
         let count = {
             let groups = self.groups(&read);
             let subject = self.subject(identity, &groups);
             let policy = self.policy();
             let subject_access = policy.for_subject_within(&subject, normalized_base);
-            read.estimated_candidate_count(&subject_access.candidate_filter(filter))
+            read.estimated_candidate_count(&subject_access.candidate_filter(filter), &mut memo)
         };
-        matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX).then_some(read)
+        matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX)
+            .then_some((read, memo))
     }
 }
 
@@ -317,8 +320,15 @@ struct SearchJob {
     connection_id: u64,
     cancelled: Arc<std::sync::atomic::AtomicBool>,
     filter: Option<Result<PreparedFilter, OperationError>>,
-    read: Option<ReadTxn>,
+    read: Option<(ReadTxn, CandidateMemo)>,
     normalized_base: Result<String, OperationError>,
+}
+
+/// Where a search starts, resolved once: its base's entry ID in the search's read txn and what
+/// the estimate kept of its candidates; consumed by the store's search.
+struct SearchStart {
+    base: lmdir_store::EntryId,
+    memo: CandidateMemo,
 }
 
 /// A sink takes each chunk of encoded entries; false means the connection is gone.
@@ -401,22 +411,24 @@ impl SearchJob {
         settings: &ServerSettings,
         read: &ReadTxn,
         subject: &Subject<'_>,
-    ) -> Result<String, OperationError> {
+    ) -> Result<(String, lmdir_store::EntryId), OperationError> {
         let normalized_base = self.normalized_base.clone()?;
         // Without an assertion to test on it, a base the subject may know of needs only to
         // exist: when every entry in scope is disclosed to the subject (decided from the
         // rules alone), its entry is not read. A missing base takes the general path, which
         // finds the matched DN.
-        if self.controls.assertion.is_none()
-            && read.normalized_dn_to_id(&normalized_base).is_ok()
-            && database
-                .policy()
-                .for_subject_within(subject, &normalized_base)
-                .can_disclose_every_entry()
-        {
-            return Ok(normalized_base);
+        if self.controls.assertion.is_none() {
+            if let Ok(id) = read.normalized_dn_to_id(&normalized_base) {
+                if database
+                    .policy()
+                    .for_subject_within(subject, &normalized_base)
+                    .can_disclose_every_entry()
+                {
+                    return Ok((normalized_base, id));
+                }
+            }
         }
-        let (_, base_entry) = disclosed_entry(
+        let (id, base_entry) = disclosed_entry(
             database,
             read,
             subject,
@@ -428,7 +440,7 @@ impl SearchJob {
             let access = policy.for_entry(subject, &normalized_base, &base_entry);
             check_read_assertion(database, settings, &access, &base_entry, assertion)?;
         }
-        Ok(normalized_base)
+        Ok((normalized_base, id))
     }
 
     /// The page a paged search asks for (None unpaged), or the answer to a page size of 0,
@@ -472,14 +484,18 @@ impl SearchJob {
         let started = Instant::now();
         let scope = scope_of(&self.request.scope)?;
         let prepared = prepared_filter(database, settings, &self.request, self.filter.take())?;
-        let read = match self.read.take() {
-            Some(read) => read,
-            None => database.store.read().map_err(internal)?,
+        let (read, memo) = match self.read.take() {
+            Some(planned) => planned,
+            None => (
+                database.store.read().map_err(internal)?,
+                CandidateMemo::default(),
+            ),
         };
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
         let effective = database.limits_of(settings, &subject);
-        let normalized_base = self.check_base(database, settings, &read, &subject)?;
+        let (normalized_base, base) = self.check_base(database, settings, &read, &subject)?;
+        let start = SearchStart { base, memo };
         let sort_plan = self.sort_plan(database, settings)?;
         let page = match self.page_request(database, &effective)? {
             Ok(page) => page,
@@ -537,9 +553,7 @@ impl SearchJob {
                     &database.schema(),
                 )?;
                 if refresh.is_delete_phase() {
-                    let base_id = read.dn_to_id(&spec.base)?;
-                    refresh
-                        .collect_deletes(&read, &|id| visible.returns(base_id, spec.scope, id))?;
+                    refresh.collect_deletes(&read, &|id| visible.returns(base, spec.scope, id))?;
                 }
                 Some(refresh)
             }
@@ -573,6 +587,7 @@ impl SearchJob {
             Some(Ok(keys)) => self.run_sorted(
                 settings,
                 &spec,
+                start,
                 &visible,
                 keys,
                 &limits,
@@ -581,13 +596,15 @@ impl SearchJob {
             )?,
             _ => match &sync {
                 Some(sync) => {
-                    let done = self.run_sync(&spec, &visible, &limits, sync, &mut output)?;
+                    let done = self.run_sync(&spec, start, &visible, &limits, sync, &mut output)?;
                     if done.result.is_ok() {
                         refresh_end = sync.persist_start();
                     }
                     done
                 }
-                None => self.run_unsorted(&spec, &visible, &limits, page.as_ref(), &mut output)?,
+                None => {
+                    self.run_unsorted(&spec, start, &visible, &limits, page.as_ref(), &mut output)?
+                }
             },
         };
         if !output.buffer.is_empty() {
@@ -839,6 +856,7 @@ impl SearchJob {
     fn run_sync(
         &self,
         spec: &SearchSpec,
+        start: SearchStart,
         visible: &VisibleEntries<'_>,
         limits: &SearchLimits,
         sync: &sync::SyncRefresh,
@@ -848,7 +866,7 @@ impl SearchJob {
         if sync.sends_entries() {
             let mut cursor = visible
                 .read
-                .search(spec)?
+                .search_from(spec, start.base, start.memo)?
                 .stop_when(|| self.stop_reason(limits));
             loop {
                 let (id, entry, access) = match self.next_visible(&mut cursor, visible, limits)? {
@@ -972,6 +990,7 @@ impl SearchJob {
     fn run_unsorted(
         &self,
         spec: &SearchSpec,
+        start: SearchStart,
         visible: &VisibleEntries<'_>,
         limits: &SearchLimits,
         page: Option<&PageRequest>,
@@ -980,7 +999,7 @@ impl SearchJob {
         let sent_before = page.map_or(0, |page| page.sent_before);
         let mut cursor = visible
             .read
-            .search(spec)?
+            .search_from(spec, start.base, start.memo)?
             .stop_when(|| self.stop_reason(limits));
         if let Some(position) = page.and_then(|page| page.resume) {
             cursor = cursor.resume_from(position);
@@ -1030,6 +1049,7 @@ impl SearchJob {
         &self,
         settings: &ServerSettings,
         spec: &SearchSpec,
+        start: SearchStart,
         visible: &VisibleEntries<'_>,
         keys: &[PlannedSortKey],
         limits: &SearchLimits,
@@ -1039,7 +1059,7 @@ impl SearchJob {
         let mut sorted = SortBuffer::default();
         let mut cursor = visible
             .read
-            .search(spec)?
+            .search_from(spec, start.base, start.memo)?
             .stop_when(|| self.stop_reason(limits));
         loop {
             match self.next_visible(&mut cursor, visible, limits)? {
