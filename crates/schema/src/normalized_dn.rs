@@ -261,7 +261,9 @@ mod tests {
         expected.sort();
         found.sort();
         assert_eq!(found, expected);
-        let hash = schema.parse_normalized_dn("cn=\\#a\\=b,dc=example").unwrap();
+        let hash = schema
+            .parse_normalized_dn("cn=\\#a\\=b,dc=example")
+            .unwrap();
         assert_eq!(
             schema.leaf_values(&hash),
             vec![(cn, schema.normalize_value(cn, b"#a=b").unwrap())]
