@@ -6,7 +6,7 @@
 //! record in errors.
 
 use lmdir_ldif::{BodyView, ChangeOperation, ParseOptions};
-use lmdir_schema::{Dn, LdapError, ResultCode};
+use lmdir_schema::{Dn, LdapError, NormalizedDn, ResultCode};
 use lmdir_store::{
     EntryRows, EntrySource, FreshValues, OperationalStamp, RowScratch, Store, WriteContext,
 };
@@ -187,6 +187,8 @@ pub fn prepare_record(
         csn: None,
     };
     let store = &context.store;
+    // The record's one DN normalization: the store's step takes it as it is.
+    let dn = store.schema().normalized_dn(dn).map_err(fail)?;
     let (rows, repeated_values) =
         rows_keeping_repeats_once(context, &dn, &pairs, &fresh, scratch).map_err(fail)?;
     let mut encoded = std::mem::take(&mut scratch.encoded);
@@ -233,7 +235,7 @@ pub fn prepare_record(
 /// under the matching rule stay an error, as does any repeat sent by a client.
 fn rows_keeping_repeats_once(
     context: &PrepareContext,
-    dn: &Dn,
+    dn: &NormalizedDn,
     pairs: &[(&str, &[u8])],
     fresh: &FreshValues,
     scratch: &mut WorkerScratch,

@@ -3,6 +3,7 @@
 
 use crate::entry::{Attribute, Entry, ModOp, Modification};
 use crate::error::{LdapError, ResultCode};
+use crate::normalized_dn::NormalizedDn;
 use crate::schema::{AttrId, AttributeDescription, ObjectClassId, ObjectClassKind, Schema};
 
 /// One attribute of a checked entry: resolved description, its canonical string
@@ -70,7 +71,17 @@ impl Schema {
     /// class, no or several unrelated structural classes, missing MUST, attribute not allowed),
     /// namingViolation (RDN value missing from the entry).
     pub fn check_and_normalize(&self, entry: &Entry) -> Result<CheckedEntry, LdapError> {
-        let normalized_dn = self.normalize_dn(&entry.dn)?;
+        let dn = self.normalized_dn(entry.dn.clone())?;
+        self.check_and_normalize_at(entry, &dn)
+    }
+
+    /// `check_and_normalize` of an entry whose DN the caller has normalized already (`dn`, the
+    /// normalization of `entry.dn`): the DN and its naming values are not normalized again.
+    pub fn check_and_normalize_at(
+        &self,
+        entry: &Entry,
+        dn: &NormalizedDn,
+    ) -> Result<CheckedEntry, LdapError> {
         let attributes = self.normalize_attributes(&entry.attributes)?;
         let object_class_attr = self.object_class_attribute();
         let listed_classes = self.listed_object_classes(
@@ -137,35 +148,39 @@ impl Schema {
                 ));
             }
         }
-        if let Some(rdn) = entry.dn.rdn() {
-            for ava in &rdn.avas {
-                let attr = self
-                    .attribute(&ava.attr)
-                    .expect("DN normalization resolved every RDN attribute");
-                let normalized = self.normalize_value(attr, &ava.value)?;
-                let found = attributes.iter().any(|attribute| {
-                    attribute.description.attr == attr
-                        && attribute
-                            .values
-                            .iter()
-                            .any(|(_, value)| *value == normalized)
-                });
-                if !found {
-                    return Err(violation(
-                        ResultCode::NamingViolation,
-                        format!(
-                            "value of naming attribute '{}' is not present in entry",
-                            self.attribute_type(attr).name()
-                        ),
-                    ));
-                }
-            }
-        }
+        self.check_naming(dn, &attributes)?;
         Ok(CheckedEntry {
-            normalized_dn,
+            normalized_dn: dn.as_str().to_string(),
             attributes,
             structural_object_class,
         })
+    }
+
+    /// namingViolation unless every value of the DN's leaf RDN is among the entry's values.
+    fn check_naming(
+        &self,
+        dn: &NormalizedDn,
+        attributes: &[CheckedAttribute],
+    ) -> Result<(), LdapError> {
+        for (attr, normalized) in self.leaf_values(dn) {
+            let found = attributes.iter().any(|attribute| {
+                attribute.description.attr == attr
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
+            });
+            if !found {
+                return Err(violation(
+                    ResultCode::NamingViolation,
+                    format!(
+                        "value of naming attribute '{}' is not present in entry",
+                        self.attribute_type(attr).name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Resolves and normalizes attributes, merging same descriptions and checking values.

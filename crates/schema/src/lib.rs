@@ -10,6 +10,7 @@ mod entry;
 mod error;
 mod filter;
 mod matching;
+mod normalized_dn;
 mod prep;
 mod schema;
 mod schema_text;
@@ -28,6 +29,7 @@ pub use filter::{
     FILTER_ITEMS_MAX,
 };
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
+pub use normalized_dn::{normalization_counts, NormalizationCounts, NormalizedDn};
 pub use prep::prepare_string;
 pub use schema::{
     options_match, AttrId, AttributeDescription, AttributeType, AttributeUsage, KnownAttributes,

@@ -772,6 +772,12 @@ impl Schema {
     /// Validates `value` against the attribute's syntax and returns its equality-normalized form
     /// (stored beside the original). Attributes without an equality rule get the value unchanged.
     pub fn normalize_value(&self, attr: AttrId, value: &[u8]) -> Result<Vec<u8>, LdapError> {
+        crate::normalized_dn::count_value_normalization();
+        self.normalize_value_uncounted(attr, value)
+    }
+
+    /// `normalize_value` without counting it: a value inside a DN counts as that DN's.
+    fn normalize_value_uncounted(&self, attr: AttrId, value: &[u8]) -> Result<Vec<u8>, LdapError> {
         let attribute_type = self.attribute_type(attr);
         let in_context = |error: LdapError| {
             LdapError::new(
@@ -847,11 +853,11 @@ impl Schema {
         match rule.family() {
             NormalizationFamily::DistinguishedName => {
                 let text = rfc4514_dn_value(utf8(value)?)?;
-                Ok(self.normalize_dn_str(text)?.into_bytes())
+                Ok(self.normalize_dn_str_uncounted(text)?.into_bytes())
             }
             NormalizationFamily::UniqueMember => {
                 let (dn_part, bits) = split_optional_uid(utf8(value)?)?;
-                let mut normalized = self.normalize_dn_str(rfc4514_dn_value(dn_part)?)?;
+                let mut normalized = self.normalize_dn_str_uncounted(rfc4514_dn_value(dn_part)?)?;
                 if let Some(bits) = bits {
                     normalized.push('#');
                     normalized.push_str(bits);
@@ -916,6 +922,7 @@ impl Schema {
     /// Normalized RDN: `name=value` per AVA with the lowercased primary name and the value
     /// normalized by the type's equality rule, then escaped (RFC 4514); AVAs sorted, joined by `+`.
     pub fn normalize_rdn(&self, rdn: &Rdn) -> Result<String, LdapError> {
+        crate::normalized_dn::count_dn_normalization();
         let mut normalized = String::new();
         self.write_normalized_rdn(rdn, &mut normalized)?;
         Ok(normalized)
@@ -950,10 +957,12 @@ impl Schema {
                 output.truncate(value_start);
             }
         }
-        let normalized = self.normalize_value(attr, &ava.value).map_err(|error| {
-            output.truncate(rollback_length);
-            LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message))
-        })?;
+        let normalized = self
+            .normalize_value_uncounted(attr, &ava.value)
+            .map_err(|error| {
+                output.truncate(rollback_length);
+                LdapError::invalid_dn(format!("RDN '{rdn}': {}", error.message))
+            })?;
         escape_value(&normalized, output);
         Ok(())
     }
@@ -978,7 +987,11 @@ impl Schema {
         }
     }
 
-    fn write_normalized_rdn(&self, rdn: &Rdn, output: &mut String) -> Result<(), LdapError> {
+    pub(crate) fn write_normalized_rdn(
+        &self,
+        rdn: &Rdn,
+        output: &mut String,
+    ) -> Result<(), LdapError> {
         if let [single] = rdn.avas.as_slice() {
             return self.write_normalized_ava(rdn, single, output);
         }
@@ -1001,6 +1014,11 @@ impl Schema {
 
     /// Normalized DN: normalized RDNs joined by `,` (the root is the empty string).
     pub fn normalize_dn(&self, dn: &Dn) -> Result<String, LdapError> {
+        crate::normalized_dn::count_dn_normalization();
+        self.normalize_dn_uncounted(dn)
+    }
+
+    fn normalize_dn_uncounted(&self, dn: &Dn) -> Result<String, LdapError> {
         let mut normalized = String::with_capacity(dn.rdns.len() * 16);
         for (index, rdn) in dn.rdns.iter().enumerate() {
             if index > 0 {
@@ -1015,10 +1033,16 @@ impl Schema {
     /// Normalizes a DN given as a request's name (RFC 2253 leniency kept: `;` separators and
     /// the like are accepted there; values go through `rfc4514_dn_value` first).
     pub fn normalize_dn_str(&self, dn: &str) -> Result<String, LdapError> {
+        crate::normalized_dn::count_dn_normalization();
+        self.normalize_dn_str_uncounted(dn)
+    }
+
+    /// `normalize_dn_str` without counting it: a DN inside a value counts as that value's.
+    fn normalize_dn_str_uncounted(&self, dn: &str) -> Result<String, LdapError> {
         if let Some(normalized) = self.normalize_simple_dn(dn) {
             return Ok(normalized);
         }
-        self.normalize_dn(&Dn::parse(dn)?)
+        self.normalize_dn_uncounted(&Dn::parse(dn)?)
     }
 
     /// Fast path for the common DN shape (ASCII, no escapes, quotes, `#` values or multi-valued
@@ -1066,7 +1090,9 @@ impl Schema {
                     }
                 }
                 None => escape_value(
-                    &self.normalize_value(attr, value.as_bytes()).ok()?,
+                    &self
+                        .normalize_value_uncounted(attr, value.as_bytes())
+                        .ok()?,
                     &mut output,
                 ),
             }

@@ -25,11 +25,16 @@ pub(crate) struct Requester<'a> {
 
 /// The target of a modify or delete as it is before the write (for reqOld); None for other
 /// requests or when it cannot be read (the write then fails on its own).
-pub(crate) fn entry_before(txn: &WriteTxn<'_>, request: &WriteRequest) -> Option<Entry> {
-    let (WriteRequest::Modify(dn, _) | WriteRequest::Delete(dn)) = request else {
+/// `target`: the request's DN, normalized.
+pub(crate) fn entry_before(
+    txn: &WriteTxn<'_>,
+    request: &WriteRequest,
+    target: &lmdir_schema::NormalizedDn,
+) -> Option<Entry> {
+    let (WriteRequest::Modify(..) | WriteRequest::Delete(_)) = request else {
         return None;
     };
-    let found = txn.entry_by_dn(&lmdir_schema::Dn::parse(dn).ok()?).ok()??;
+    let found = txn.entry_by_dn(target).ok()??;
     txn.owned_entry(found.id).ok()
 }
 

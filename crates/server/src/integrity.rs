@@ -12,21 +12,23 @@
 //! - Attribute uniqueness (OpenLDAP's unique overlay): see `check_unique`.
 
 use lmdir_schema::{
-    normalized_dn_is_within, AttrId, LdapError, ModOp, Modification, ResultCode, Schema,
+    normalized_dn_is_within, AttrId, LdapError, ModOp, Modification, NormalizedDn, ResultCode,
+    Schema,
 };
 use lmdir_store::{EntryId, StoredEntry, WriteContext, WriteTxn};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-/// A client's change as the rules see it (the writer's request, without its other kinds).
+/// A client's change as the rules see it (the writer's request, without its other kinds),
+/// with its DNs as the writer normalized them.
 pub(crate) enum Change<'r> {
-    Add(&'r lmdir_schema::Entry),
-    Delete(&'r str),
-    Modify(&'r str, &'r [Modification]),
+    Add(&'r lmdir_schema::Entry, &'r NormalizedDn),
+    Delete(&'r NormalizedDn),
+    Modify(&'r NormalizedDn, &'r [Modification]),
     Rename {
-        dn: &'r str,
+        dn: &'r NormalizedDn,
         new_rdn: &'r str,
-        new_superior: Option<&'r str>,
+        new_superior: Option<&'r NormalizedDn>,
     },
 }
 
@@ -138,7 +140,7 @@ impl Integrity {
             self.check_unique(txn, request, may_name)?;
         }
         match request {
-            Change::Rename { dn, .. } if !self.referential.is_empty() => match txn.dn_to_id(dn) {
+            Change::Rename { dn, .. } if !self.referential.is_empty() => match txn.dn_to_id(*dn) {
                 Ok(id) => Ok(Some((id, txn.dn_of(id)?))),
                 Err(_) => Ok(None),
             },
@@ -154,7 +156,9 @@ impl Integrity {
         renamed: Option<(EntryId, String)>,
     ) -> Result<(), LdapError> {
         match (request, renamed) {
-            (Change::Delete(dn), _) if !self.referential.is_empty() => self.deleted(txn, dn),
+            (Change::Delete(dn), _) if !self.referential.is_empty() => {
+                self.deleted(txn, &dn.dn().to_string())
+            }
             (Change::Rename { .. }, Some((id, old_dn))) => {
                 let new_dn = txn.dn_of(id)?;
                 self.renamed(txn, id, &old_dn, &new_dn)
@@ -177,10 +181,7 @@ impl Integrity {
         let Some(written) = WrittenValues::of(&schema, request) else {
             return Ok(());
         };
-        let target = written
-            .current_dn
-            .as_deref()
-            .and_then(|dn| txn.dn_to_id(dn).ok());
+        let target = written.current_dn.and_then(|dn| txn.dn_to_id(dn).ok());
         for rule in &self.unique {
             let base = rule.base_normalized.as_str();
             if !normalized_dn_is_within(&written.normalized_dn, base) {
@@ -375,17 +376,17 @@ fn not_unique(schema: &Schema, values: &[&(AttrId, Vec<u8>)], holder: Option<&st
 }
 
 /// The values one write request brings, with the DN the entry will have.
-struct WrittenValues {
+struct WrittenValues<'r> {
     /// (attribute, value as the client wrote it), in request order.
     values: Vec<(AttrId, Vec<u8>)>,
     /// The entry's DN after the write, normalized.
     normalized_dn: String,
     /// The entry's DN now (None for an add).
-    current_dn: Option<String>,
+    current_dn: Option<&'r NormalizedDn>,
 }
 
-impl WrittenValues {
-    fn of(schema: &Schema, request: &Change<'_>) -> Option<WrittenValues> {
+impl<'r> WrittenValues<'r> {
+    fn of(schema: &Schema, request: &Change<'r>) -> Option<WrittenValues<'r>> {
         let attribute = |description: &str| {
             schema
                 .parse_description(description)
@@ -394,14 +395,14 @@ impl WrittenValues {
         };
         let mut values = Vec::new();
         let (normalized_dn, current_dn) = match request {
-            Change::Add(entry) => {
+            Change::Add(entry, dn) => {
                 for item in &entry.attributes {
                     let Some(attr) = attribute(&item.description) else {
                         continue;
                     };
                     values.extend(item.values.iter().map(|value| (attr, value.clone())));
                 }
-                (schema.normalize_dn_str(&entry.dn.to_string()).ok()?, None)
+                (dn.as_str().to_string(), None)
             }
             Change::Modify(dn, modifications) => {
                 for modification in modifications.iter() {
@@ -416,7 +417,7 @@ impl WrittenValues {
                             .map(|value| (attr, value.clone())),
                     );
                 }
-                (schema.normalize_dn_str(dn).ok()?, Some(dn.to_string()))
+                (dn.as_str().to_string(), Some(*dn))
             }
             Change::Rename {
                 dn,
@@ -429,20 +430,12 @@ impl WrittenValues {
                         values.push((attr, ava.value.clone()));
                     }
                 }
-                let normalized = schema.normalize_dn_str(dn).ok()?;
                 let parent = match new_superior {
-                    Some(superior) => schema.normalize_dn_str(superior).ok()?,
-                    None => lmdir_schema::normalized_dn_parent(&normalized)
-                        .unwrap_or_default()
-                        .to_string(),
+                    Some(superior) => *superior,
+                    None => &dn.parent()?,
                 };
-                let rdn = schema.normalize_dn_str(new_rdn).ok()?;
-                let new_dn = if parent.is_empty() {
-                    rdn
-                } else {
-                    format!("{rdn},{parent}")
-                };
-                (new_dn, Some(dn.to_string()))
+                let new_dn = schema.normalized_child(parent, &rdn).ok()?;
+                (new_dn.as_str().to_string(), Some(*dn))
             }
             Change::Delete(_) => return None,
         };

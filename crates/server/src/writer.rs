@@ -16,8 +16,8 @@ use crate::ppolicy::{self, AccountState, PendingStates, Policy};
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_access::password;
 use lmdir_schema::{
-    AttrId, Dn, Entry, EntryView, Filter, LdapError, ModOp, Modification, OwnedEntryView, Rdn,
-    ResultCode, Schema,
+    AttrId, Entry, EntryView, Filter, LdapError, ModOp, Modification, NormalizedDn, OwnedEntryView,
+    Rdn, ResultCode, Schema,
 };
 use lmdir_store::{Store, StoredEntry, WriteContext, WriteTxn};
 use std::collections::VecDeque;
@@ -57,25 +57,60 @@ pub(crate) struct Writer {
     pub accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
 
-/// A request as `[integrity]` sees it (None: no rule looks at it).
-fn integrity_change(request: &WriteRequest) -> Option<crate::integrity::Change<'_>> {
+/// A request as `[integrity]` sees it (None: no rule looks at it), with its DNs normalized.
+fn integrity_change<'r>(
+    request: &'r WriteRequest,
+    dns: &'r JobDns,
+) -> Option<crate::integrity::Change<'r>> {
     use crate::integrity::Change;
     Some(match request {
-        WriteRequest::Add(entry) => Change::Add(entry),
-        WriteRequest::Delete(dn) => Change::Delete(dn),
-        WriteRequest::Modify(dn, modifications) => Change::Modify(dn, modifications),
-        WriteRequest::ModifyDn {
-            dn,
+        WriteRequest::Add(entry) => Change::Add(entry, &dns.target),
+        WriteRequest::Delete(_) => Change::Delete(&dns.target),
+        WriteRequest::Modify(_, modifications) => Change::Modify(&dns.target, modifications),
+        WriteRequest::ModifyDn { new_rdn, .. } => Change::Rename {
+            dn: &dns.target,
             new_rdn,
-            new_superior,
-            ..
-        } => Change::Rename {
-            dn,
-            new_rdn,
-            new_superior: new_superior.as_deref(),
+            new_superior: dns.new_superior.as_ref(),
         },
         _ => return None,
     })
+}
+
+/// A client update's DNs, normalized once when the writer takes it (issue 21): the access
+/// decisions, the integrity rules and the store all use these, none normalizes them again.
+pub(crate) struct JobDns {
+    /// The entry the update writes (an add's new entry).
+    pub target: NormalizedDn,
+    /// A modify DN's new superior.
+    pub new_superior: Option<NormalizedDn>,
+}
+
+impl JobDns {
+    /// None for the requests that name no DN of their own (policy state, replication,
+    /// transactions).
+    pub(crate) fn of(schema: &Schema, request: &WriteRequest) -> Result<Option<JobDns>, LdapError> {
+        let target = match request {
+            WriteRequest::Add(entry) => schema.normalized_dn(entry.dn.clone())?,
+            WriteRequest::Delete(dn)
+            | WriteRequest::Modify(dn, _)
+            | WriteRequest::ModifyDn { dn, .. }
+            | WriteRequest::SetPassword { dn, .. } => schema.parse_normalized_dn(dn)?,
+            WriteRequest::PolicyState(_)
+            | WriteRequest::Replicate(_)
+            | WriteRequest::Transaction(_) => return Ok(None),
+        };
+        let new_superior = match request {
+            WriteRequest::ModifyDn {
+                new_superior: Some(superior),
+                ..
+            } => Some(schema.parse_normalized_dn(superior)?),
+            _ => None,
+        };
+        Ok(Some(JobDns {
+            target,
+            new_superior,
+        }))
+    }
 }
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
@@ -101,10 +136,7 @@ struct TxnGroups<'t, 's> {
 
 impl GroupMembership for TxnGroups<'_, '_> {
     fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool {
-        let Ok(group_dn) = Dn::parse(group_ndn) else {
-            return false;
-        };
-        let Ok(Some(group)) = self.txn.entry_by_dn(&group_dn) else {
+        let Ok(Some(group)) = self.txn.entry_by_normalized_dn(group_ndn) else {
             return false;
         };
         let uid_prefix = crate::subject::member_uid_prefix(member_ndn);
@@ -230,36 +262,49 @@ impl Writer {
             txn.set_deadline(None);
             return result;
         }
+        let result = JobDns::of(&self.schema(), &job.request).and_then(|dns| match dns {
+            Some(dns) => self.apply_update(txn, job, &dns, deadline),
+            None => Ok(()),
+        });
+        txn.set_deadline(None);
+        result
+    }
+
+    /// `apply` of a client's update, whose DNs `dns` holds normalized.
+    fn apply_update(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        job: &mut Update,
+        dns: &JobDns,
+        deadline: Instant,
+    ) -> Result<(), LdapError> {
         let accesslog = self.accesslog.load();
         let recorded = txn.recorded_changes().len();
         let old = (accesslog.enabled && accesslog.log_old)
-            .then(|| crate::accesslog::entry_before(txn, &job.request))
+            .then(|| crate::accesslog::entry_before(txn, &job.request, &dns.target))
             .flatten();
-        let result = self
-            .authorize(txn, job)
+        self.authorize(txn, job, dns)
             .and_then(|()| self.hash_passwords(job, deadline))
             .and_then(|()| {
                 // The values a password change replaces, for pwdHistory.
-                let before = self.stored_passwords(txn, job)?;
+                let before = self.stored_passwords(txn, job, dns)?;
                 let integrity = crate::integrity::current(&self.integrity);
                 let may_name = |holder: &StoredEntry| self.discloses(txn, &job.identity, holder);
-                let change = integrity_change(&job.request);
+                let change = integrity_change(&job.request, dns);
                 let renamed = match &change {
                     Some(change) => integrity.before_change(txn, change, &may_name)?,
                     None => None,
                 };
-                self.store_change(txn, job)?;
+                self.store_change(txn, job, dns)?;
                 if let Some(change) = &change {
                     integrity.after_change(txn, change, renamed)?;
                 }
-                self.note_password_change(txn, job, &before)
+                self.note_password_change(txn, job, dns, &before)
             })
             .and_then(|()| match accesslog.enabled {
                 true => self.record_audit(txn, job, &accesslog, (recorded, old)),
                 false => Ok(()),
-            });
-        txn.set_deadline(None);
-        result
+            })
     }
 
     /// The accesslog record of an update just applied: `recorded` is how many changes the
@@ -321,7 +366,8 @@ impl Writer {
         let PolicyState::Taken(Some(update)) = state else {
             return Ok(());
         };
-        let Some(entry) = txn.entry_by_dn(&Dn::parse(&update.dn)?)? else {
+        let dn = self.schema().parse_normalized_dn(&update.dn)?;
+        let Some(entry) = txn.entry_by_dn(&dn)? else {
             // Deleted since the bind: nothing to record.
             return Ok(());
         };
@@ -339,7 +385,7 @@ impl Writer {
             relax: true,
             ..WriteContext::new(update.dn.clone())
         };
-        txn.modify(&update.dn, &modifications, &context).map(drop)
+        txn.modify(&dn, &modifications, &context).map(drop)
     }
 
     /// After a change of userPassword on an entry under a password policy: pwdChangedTime is
@@ -351,13 +397,14 @@ impl Writer {
         &self,
         txn: &WriteTxn<'_>,
         job: &Update,
+        dns: &JobDns,
     ) -> Result<Vec<Vec<u8>>, LdapError> {
-        let (WriteRequest::Modify(dn, _), Some(password_attr)) =
+        let (WriteRequest::Modify(..), Some(password_attr)) =
             (&job.request, self.schema().attribute("userPassword"))
         else {
             return Ok(Vec::new());
         };
-        let Some(entry) = txn.entry_by_dn(&Dn::parse(dn)?)? else {
+        let Some(entry) = txn.entry_by_dn(&dns.target)? else {
             return Ok(Vec::new());
         };
         Ok(entry
@@ -370,6 +417,7 @@ impl Writer {
         &self,
         txn: &mut WriteTxn<'_>,
         job: &Update,
+        dns: &JobDns,
         before: &[Vec<u8>],
     ) -> Result<(), LdapError> {
         let (Some(password_attr), Some(policy_subentry)) = (
@@ -383,24 +431,19 @@ impl Writer {
                 .parse_description(description)
                 .is_ok_and(|parsed| Some(parsed.attr) == self.schema().attribute(name))
         };
-        let (dn, descriptions): (String, Vec<&str>) = match &job.request {
-            WriteRequest::Add(entry) => (
-                entry.dn.to_string(),
-                entry
-                    .attributes
-                    .iter()
-                    .map(|a| a.description.as_str())
-                    .collect(),
-            ),
-            WriteRequest::Modify(dn, modifications) => (
-                dn.clone(),
-                modifications
-                    .iter()
-                    .map(|m| m.description.as_str())
-                    .collect(),
-            ),
+        let descriptions: Vec<&str> = match &job.request {
+            WriteRequest::Add(entry) => entry
+                .attributes
+                .iter()
+                .map(|a| a.description.as_str())
+                .collect(),
+            WriteRequest::Modify(_, modifications) => modifications
+                .iter()
+                .map(|m| m.description.as_str())
+                .collect(),
             _ => return Ok(()),
         };
+        let dn = &dns.target;
         let password_changed = descriptions
             .iter()
             .any(|description| names(description, "userPassword"));
@@ -410,7 +453,7 @@ impl Writer {
         if !password_changed || sets_changed_time {
             return Ok(());
         }
-        let Some(entry) = txn.entry_by_dn(&Dn::parse(&dn)?)? else {
+        let Some(entry) = txn.entry_by_dn(dn)? else {
             return Ok(());
         };
         let own = entry
@@ -419,7 +462,7 @@ impl Writer {
             .and_then(|(value, _)| String::from_utf8(value.to_vec()).ok());
         let has_password = entry.values_of(password_attr).next().is_some();
         let policy = Policy::resolve(own, &job.password_policy_default, |dn| {
-            let policy_entry = txn.entry_by_dn(&Dn::parse(dn).ok()?).ok()??;
+            let policy_entry = txn.entry_by_dn(dn).ok()??;
             Policy::of_entry(&self.schema(), |attr| {
                 policy_entry
                     .values_of(attr)
@@ -451,7 +494,7 @@ impl Writer {
             relax: true,
             ..WriteContext::new(job.identity.dn.clone())
         };
-        txn.modify(&dn, &modifications, &context).map(drop)
+        txn.modify(dn, &modifications, &context).map(drop)
     }
 
     /// The state a password change leaves: pwdChangedTime now; grace uses, failures and lock
@@ -514,7 +557,12 @@ impl Writer {
         })
     }
 
-    fn store_change(&self, txn: &mut WriteTxn<'_>, job: &Update) -> Result<(), LdapError> {
+    fn store_change(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        job: &Update,
+        dns: &JobDns,
+    ) -> Result<(), LdapError> {
         let context = WriteContext {
             relax: job.relax,
             permissive_modify: job.permissive_modify,
@@ -522,22 +570,21 @@ impl Writer {
             ..WriteContext::new(job.identity.dn.clone())
         };
         match &job.request {
-            WriteRequest::Add(entry) => txn.add(entry, &context).map(drop),
-            WriteRequest::Delete(dn) => txn.delete(dn).map(drop),
-            WriteRequest::Modify(dn, modifications) => {
-                txn.modify(dn, modifications, &context).map(drop)
+            WriteRequest::Add(entry) => txn.add_normalized(entry, &dns.target, &context).map(drop),
+            WriteRequest::Delete(_) => txn.delete(&dns.target).map(drop),
+            WriteRequest::Modify(_, modifications) => {
+                txn.modify(&dns.target, modifications, &context).map(drop)
             }
             WriteRequest::ModifyDn {
-                dn,
                 new_rdn,
                 delete_old_rdn,
-                new_superior,
+                ..
             } => txn
                 .modrdn(
-                    dn,
+                    &dns.target,
                     new_rdn,
                     *delete_old_rdn,
-                    new_superior.as_deref(),
+                    dns.new_superior.as_ref(),
                     &context,
                 )
                 .map(drop),
@@ -628,7 +675,7 @@ impl Writer {
     }
 
     /// The access and assertion decisions for a job, in the transaction's own view.
-    fn authorize(&self, txn: &WriteTxn<'_>, job: &Update) -> Result<(), LdapError> {
+    fn authorize(&self, txn: &WriteTxn<'_>, job: &Update, dns: &JobDns) -> Result<(), LdapError> {
         let groups = TxnGroups {
             txn,
             member_attributes: ["member", "uniqueMember"]
@@ -637,19 +684,9 @@ impl Writer {
                 .collect(),
         };
         let subject = crate::subject::subject_for(&self.policy, &job.identity, &groups);
-        let target = match &job.request {
-            WriteRequest::Add(entry) => entry.dn.clone(),
-            WriteRequest::Delete(dn)
-            | WriteRequest::Modify(dn, _)
-            | WriteRequest::ModifyDn { dn, .. }
-            | WriteRequest::SetPassword { dn, .. } => Dn::parse(dn)?,
-            // Never reached: apply() handles them before any access decision.
-            WriteRequest::PolicyState(_)
-            | WriteRequest::Replicate(_)
-            | WriteRequest::Transaction(_) => return Ok(()),
-        };
+        let target = &dns.target;
         let existing = if job.identity.is_rootdn {
-            match txn.entry_by_dn(&target) {
+            match txn.entry_by_dn(target) {
                 // An entry that cannot be decoded: the rootdn acts on it without its values (to
                 // delete it: a repair); an assertion gets the error.
                 Err(_) if job.assertion.is_none() => None,
@@ -658,15 +695,14 @@ impl Writer {
         } else {
             // Before the assertion and any access decision: neither may tell a hidden entry
             // from a missing one.
-            self.known_target(txn, &subject, &job.request, &target)?
+            self.known_target(txn, &subject, &job.request, target)?
         };
         if let Some(assertion) = &job.assertion {
             match (&job.request, existing.as_ref()) {
                 // An add's assertion is tested on the entry being added (as OpenLDAP does).
                 (WriteRequest::Add(entry), _) => {
                     let view = OwnedEntryView::new(&self.schema(), entry)?;
-                    let normalized = self.schema().normalize_dn(&entry.dn)?;
-                    self.check_assertion(&subject, assertion, &normalized, &view)?;
+                    self.check_assertion(&subject, assertion, target.as_str(), &view)?;
                 }
                 (_, Some(entry)) => {
                     self.check_assertion(&subject, assertion, &entry.normalized_dn, entry)?;
@@ -683,11 +719,11 @@ impl Writer {
             return Ok(());
         }
         match (&job.request, existing.as_ref()) {
-            (WriteRequest::Add(entry), _) => self.authorize_add(txn, &subject, entry),
+            (WriteRequest::Add(entry), _) => self.authorize_add(txn, &subject, entry, target),
             // Never: known_target found every other target or answered noSuchObject.
             (_, None) => Ok(()),
             (request, Some(entry)) => {
-                self.authorize_change(txn, &subject, &job.identity, request, &target, entry)
+                self.authorize_change(txn, &subject, &job.identity, (request, dns), entry)
             }
         }
     }
@@ -698,10 +734,10 @@ impl Writer {
         txn: &WriteTxn<'_>,
         subject: &Subject<'_>,
         identity: &Identity,
-        request: &WriteRequest,
-        target: &Dn,
+        (request, dns): (&WriteRequest, &JobDns),
         entry: &StoredEntry,
     ) -> Result<(), LdapError> {
+        let target = &dns.target;
         let dn_text = target.to_string();
         let access = self.policy.for_entry(subject, &entry.normalized_dn, entry);
         match request {
@@ -739,19 +775,17 @@ impl Writer {
             WriteRequest::ModifyDn {
                 new_rdn,
                 delete_old_rdn,
-                new_superior,
                 ..
             } => {
                 require_entry_write(&access, &dn_text)?;
                 self.require_children_write(txn, subject, target.parent())?;
-                if let Some(superior) = new_superior {
-                    let superior = Dn::parse(superior)?;
-                    self.disclosed(txn, subject, &superior)?;
-                    self.require_children_write(txn, subject, Some(superior))?;
+                if let Some(superior) = &dns.new_superior {
+                    self.disclosed(txn, subject, superior)?;
+                    self.require_children_write(txn, subject, Some(superior.clone()))?;
                 }
                 let mut naming = vec![Rdn::parse(new_rdn)?];
                 if *delete_old_rdn {
-                    naming.extend(target.rdns.first().cloned());
+                    naming.extend(target.dn().rdns.first().cloned());
                 }
                 self.require_naming_write(&access, &naming, &dn_text)
             }
@@ -772,7 +806,7 @@ impl Writer {
         txn: &'t WriteTxn<'_>,
         subject: &Subject<'_>,
         request: &WriteRequest,
-        target: &Dn,
+        target: &NormalizedDn,
     ) -> Result<Option<StoredEntry<'t>>, LdapError> {
         if let WriteRequest::Add(_) = request {
             if let Some(parent) = target.parent() {
@@ -808,7 +842,7 @@ impl Writer {
         &self,
         txn: &'t WriteTxn<'_>,
         subject: &Subject<'_>,
-        dn: &Dn,
+        dn: &NormalizedDn,
     ) -> Result<StoredEntry<'t>, LdapError> {
         let is_disclosed = |entry: &StoredEntry| {
             self.policy
@@ -900,12 +934,12 @@ impl Writer {
         txn: &WriteTxn<'_>,
         subject: &Subject<'_>,
         entry: &Entry,
+        target: &NormalizedDn,
     ) -> Result<(), LdapError> {
         let dn_text = entry.dn.to_string();
-        self.require_children_write(txn, subject, entry.dn.parent())?;
+        self.require_children_write(txn, subject, target.parent())?;
         let view = OwnedEntryView::new(&self.schema(), entry)?;
-        let normalized = self.schema().normalize_dn(&entry.dn)?;
-        let access = self.policy.for_entry(subject, &normalized, &view);
+        let access = self.policy.for_entry(subject, target.as_str(), &view);
         require_entry_write(&access, &dn_text)?;
         for attribute in &entry.attributes {
             let parsed = self.schema().parse_description(&attribute.description)?;
@@ -922,7 +956,7 @@ impl Writer {
         &self,
         txn: &WriteTxn<'_>,
         subject: &Subject<'_>,
-        parent: Option<Dn>,
+        parent: Option<NormalizedDn>,
     ) -> Result<(), LdapError> {
         let Some(parent) = parent else {
             return Err(insufficient("children", "the root"));
@@ -945,5 +979,142 @@ fn require_entry_write(access: &EntryAccess<'_>, dn: &str) -> Result<(), LdapErr
         Ok(())
     } else {
         Err(insufficient("entry", dn))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Issue 21: an update's DN is normalized once and each value once, counted by the
+    //! schema's per-thread counters around `Writer::apply` (which runs on the writer thread in
+    //! the server; here on the test's thread).
+
+    use super::*;
+    use lmdir_schema::{normalization_counts, NormalizationCounts};
+    use lmdir_store::StoreOptions;
+    use std::time::Duration;
+
+    const SUFFIX: &str = "dc=example,dc=com";
+    const ROOTDN: &str = "cn=admin,dc=example,dc=com";
+
+    fn writer(directory: &std::path::Path) -> Writer {
+        let options = StoreOptions {
+            suffix: SUFFIX.to_string(),
+            sync: false,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(directory, options, Arc::new(Schema::builtin())).unwrap();
+        let policy = AccessPolicy::from_config(&[], &store.schema(), SUFFIX, ROOTDN).unwrap();
+        let live_policy = Arc::new(crate::live::Live::new(policy));
+        Writer {
+            store,
+            policy: live_policy.load(),
+            live_policy,
+            stopping: Arc::default(),
+            monitor: Arc::new(crate::monitor::Monitor::new()),
+            pending_states: Arc::default(),
+            persist: Arc::default(),
+            integrity: Default::default(),
+            accesslog: Arc::default(),
+        }
+    }
+
+    fn rootdn_update(request: WriteRequest) -> Update {
+        Update {
+            request,
+            identity: Identity {
+                dn: ROOTDN.to_string(),
+                normalized_dn: ROOTDN.to_string(),
+                is_rootdn: true,
+            },
+            assertion: None,
+            relax: false,
+            permissive_modify: false,
+            budget: Duration::from_secs(60),
+            attribute_descriptions_per_entry_max: 1024,
+            password_scheme: password::Scheme::Ssha,
+            hash_cleartext: false,
+            password_policy_default: String::new(),
+            session: 0,
+            received: std::time::SystemTime::now(),
+        }
+    }
+
+    fn entry(dn: &str, attributes: &[(&str, &str)]) -> Entry {
+        let mut entry = Entry::new(lmdir_schema::Dn::parse(dn).unwrap());
+        for (description, value) in attributes {
+            entry.add_values(description, [value.as_bytes().to_vec()]);
+        }
+        entry
+    }
+
+    /// Applies `request` as the rootdn in one committed txn; the normalizations it did.
+    fn apply_counted(writer: &Writer, request: WriteRequest) -> NormalizationCounts {
+        let before = normalization_counts();
+        let mut txn = writer.store.write().unwrap();
+        writer.apply(&mut txn, &mut rootdn_update(request)).unwrap();
+        txn.commit().unwrap();
+        let after = normalization_counts();
+        NormalizationCounts {
+            dns: after.dns - before.dns,
+            values: after.values - before.values,
+        }
+    }
+
+    #[test]
+    fn an_add_through_the_writer_normalizes_its_dn_once_and_each_value_once() {
+        let directory = tempfile::tempdir().unwrap();
+        let writer = writer(directory.path());
+        let top = entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]);
+        apply_counted(&writer, WriteRequest::Add(top));
+        let dn = format!("cn=Many Values+sn=Example,{SUFFIX}");
+        let mut attributes = vec![
+            ("objectClass", "person"),
+            ("cn", "Many Values"),
+            ("sn", "Example"),
+        ];
+        let lines: Vec<String> = (0..9).map(|index| format!("Line {index}")).collect();
+        attributes.extend(lines.iter().map(|line| ("description", line.as_str())));
+        let counts = apply_counted(&writer, WriteRequest::Add(entry(&dn, &attributes)));
+        assert_eq!(counts.dns, 1, "DN normalizations of one add: {counts:?}");
+        let read = writer.store.read().unwrap();
+        let stored = read.entry(read.dn_to_id(&dn).unwrap()).unwrap().unwrap();
+        let values: u64 = stored
+            .attributes()
+            .map(|attribute| attribute.values().count() as u64)
+            .sum();
+        assert!(
+            values > attributes.len() as u64,
+            "operational values stamped"
+        );
+        assert_eq!(counts.values, values, "value normalizations of one add");
+    }
+
+    #[test]
+    fn a_delete_and_a_rename_through_the_writer_normalize_their_dns_once() {
+        let directory = tempfile::tempdir().unwrap();
+        let writer = writer(directory.path());
+        let top = entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]);
+        apply_counted(&writer, WriteRequest::Add(top));
+        for unit in ["ou=a", "ou=b"] {
+            let ou = &unit[3..];
+            let unit_entry = entry(
+                &format!("{unit},{SUFFIX}"),
+                &[("objectClass", "organizationalUnit"), ("ou", ou)],
+            );
+            apply_counted(&writer, WriteRequest::Add(unit_entry));
+        }
+        let rename = WriteRequest::ModifyDn {
+            dn: format!("ou=a,{SUFFIX}"),
+            new_rdn: "ou=c".to_string(),
+            delete_old_rdn: true,
+            new_superior: Some(format!("ou=b,{SUFFIX}")),
+        };
+        // The target, the new superior and the new RDN: each normalized once.
+        let counts = apply_counted(&writer, rename);
+        assert_eq!(counts.dns, 3, "modify DN: {counts:?}");
+        let counts = apply_counted(&writer, WriteRequest::Delete(format!("ou=c,ou=b,{SUFFIX}")));
+        // (Its values: the access step's `entry_by_dn` reads the stored entry, whose DN's
+        // values it normalizes for `:dn:` matching, `WriteTxn::entry_by_id`.)
+        assert_eq!(counts.dns, 1, "delete: {counts:?}");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lmdir_schema::{Entry, LdapError, ResultCode};
+use lmdir_schema::{Entry, LdapError, NormalizedDn, ResultCode};
 
 use crate::changes::ChangeKind;
 use crate::error::lmdb_to_ldap;
@@ -11,9 +11,24 @@ use crate::write::{ldap, OwnedNode, WriteContext, WriteTxn};
 
 impl WriteTxn<'_> {
     /// Adds an entry; returns its ID. The entry's rows come from the one "entry → rows" step
-    /// (`rows.rs`) that the bulk loader's workers run too.
+    /// (`rows.rs`) that the bulk loader's workers run too. Its DN is normalized here, once
+    /// (`add_normalized` takes it normalized).
     pub fn add(&mut self, entry: &Entry, context: &WriteContext) -> Result<EntryId, LdapError> {
-        let (rdns, lookup) = self.lookup(&entry.dn)?;
+        let dn = self.inner.schema().normalized_dn(entry.dn.clone())?;
+        self.add_normalized(entry, &dn, context)
+    }
+
+    /// `add` of an entry whose DN the caller normalized (`dn`, the normalization of
+    /// `entry.dn`, by `Schema::normalized_dn`): neither the DN nor its naming values are
+    /// normalized again.
+    pub fn add_normalized(
+        &mut self,
+        entry: &Entry,
+        dn: &NormalizedDn,
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
+        debug_assert_eq!(&entry.dn, dn.dn(), "the DN normalized is the entry's");
+        let lookup = self.lookup(dn)?;
         if lookup.found.is_some() {
             return Err(ldap(
                 ResultCode::EntryAlreadyExists,
@@ -22,14 +37,15 @@ impl WriteTxn<'_> {
         }
         // The parent is looked for before the entry is checked, as slapd does: an add under a
         // missing parent is noSuchObject whatever the entry holds.
-        let parent = if self.inner.tree_place(&entry.dn)?.is_top_level() {
+        let place = self.inner.tree_place(dn)?;
+        let parent = if place.is_top_level() {
             ROOT_PARENT_ID
         } else {
             // The parent must exist: it is the lookup's deepest match covering all but one RDN.
             match lookup.deepest {
-                Some((parent, covered)) if covered == rdns.len() - 1 => parent,
+                Some((parent, covered)) if covered == dn.rdns().len() - 1 => parent,
                 _ => {
-                    let mut error = self.no_such_object(&entry.dn, &lookup)?;
+                    let mut error = self.no_such_object(dn, &lookup)?;
                     error.message = format!("parent of '{}' does not exist", entry.dn);
                     return Err(error);
                 }
@@ -44,8 +60,9 @@ impl WriteTxn<'_> {
             },
             ..crate::rows::FreshValues::new()
         };
-        let rows = self.inner.entry_rows(
-            crate::rows::EntrySource::Entry(entry),
+        let rows = self.inner.entry_rows_at(
+            place,
+            crate::rows::EntrySource::Entry { entry, dn },
             context,
             &stamp,
             &fresh,

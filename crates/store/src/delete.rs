@@ -3,17 +3,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-use lmdir_schema::{Dn, LdapError, ResultCode};
+use lmdir_schema::{LdapError, NormalizedDn, ResultCode};
 
 use crate::changes::ChangeKind;
 use crate::codec::EncodedEntry;
 use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId};
+use crate::target_dn::TargetDn;
 use crate::write::{ldap, WriteTxn};
 
 impl WriteTxn<'_> {
     /// Deletes a leaf entry: a change of this server, so it takes a CSN (contextCSN).
-    pub fn delete(&mut self, dn: &str) -> Result<EntryId, LdapError> {
+    pub fn delete<T: TargetDn + ?Sized>(&mut self, dn: &T) -> Result<EntryId, LdapError> {
+        let dn = &*self.target(dn)?;
         // The CSN first: the session log records the delete under it before the rows go.
         let csn = self.next_csn(SystemTime::now())?;
         let id = self.unlink_leaf(dn, Some(csn))?;
@@ -23,7 +25,11 @@ impl WriteTxn<'_> {
 
     /// Deletes a leaf entry as a replication provider deleted it: the change is the
     /// provider's, so this server's contextCSN does not move.
-    pub fn delete_replicated(&mut self, dn: &str) -> Result<EntryId, LdapError> {
+    pub fn delete_replicated<T: TargetDn + ?Sized>(
+        &mut self,
+        dn: &T,
+    ) -> Result<EntryId, LdapError> {
+        let dn = &*self.target(dn)?;
         let id = self.unlink_leaf(dn, None)?;
         self.set_deleted_csn(id, None);
         Ok(id)
@@ -46,11 +52,10 @@ impl WriteTxn<'_> {
     /// `csn`: the delete's own CSN (None: applied for a provider), for the session log.
     pub(crate) fn unlink_leaf(
         &mut self,
-        dn: &str,
+        dn: &NormalizedDn,
         csn: Option<lmdir_sync::Csn>,
     ) -> Result<EntryId, LdapError> {
-        let dn = Dn::parse(dn)?;
-        let id = self.existing(&dn)?;
+        let id = self.existing(dn)?;
         let node = self.read_owned_node(id)?;
         if node.child_count > 0 {
             return Err(ldap(

@@ -31,6 +31,7 @@ mod rows;
 mod search;
 mod session_log;
 mod store;
+mod target_dn;
 mod treeorder;
 mod usage;
 mod write;
@@ -59,6 +60,7 @@ pub use store::{
     DescriptionInfo, DescriptionTable, IndexConfigChange, IndexKind, Store, StoreOptions,
     DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
+pub use target_dn::TargetDn;
 pub use treeorder::{inversion_key, TreePosition, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
 pub use usage::EnvironmentUsage;
 pub use write::{StoredEntry, WriteContext, WriteTxn};

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use lmdir_schema::{AttrId, Dn, LdapError};
+use lmdir_schema::{AttrId, LdapError};
 
 use crate::codec::EncodedEntry;
 use crate::error::lmdb_to_ldap;
@@ -29,10 +29,7 @@ impl WriteTxn<'_> {
     /// The entry a stored link names. While a moved subtree is being fixed, a link naming an
     /// old DN below its old top is followed to where the entry is now.
     fn id_of_normalized_dn(&self, normalized: &str) -> Result<Option<EntryId>, LdapError> {
-        let Ok(dn) = Dn::parse(normalized) else {
-            return Ok(None);
-        };
-        let (_, lookup) = self.lookup(&dn)?;
+        let lookup = self.lookup_normalized_text(normalized)?;
         if lookup.found.is_some() {
             return Ok(lookup.found);
         }
@@ -45,10 +42,9 @@ impl WriteTxn<'_> {
         if !(prefix.is_empty() || prefix.ends_with(',')) {
             return Ok(None);
         }
-        let Ok(moved) = Dn::parse(&format!("{prefix}{new_top}")) else {
-            return Ok(None);
-        };
-        Ok(self.lookup(&moved)?.1.found)
+        Ok(self
+            .lookup_normalized_text(&format!("{prefix}{new_top}"))?
+            .found)
     }
 
     /// One entry's DN changed (rename or move) and maybe its values: its members' `memberOf`

@@ -1,26 +1,27 @@
 //! Modifying an entry (RFC 4511 §4.6; back-mdb's modify.c).
 
-use lmdir_schema::{Dn, LdapError, Modification};
+use lmdir_schema::{LdapError, Modification};
 
 use crate::changes::ChangeKind;
 use crate::layout::EntryId;
+use crate::target_dn::TargetDn;
 use crate::write::{require_rdn_value, to_owned_entry, WriteContext, WriteTxn};
 
 impl WriteTxn<'_> {
     /// Modifies an entry (RFC 4511 §4.6; all or nothing).
-    pub fn modify(
+    pub fn modify<T: TargetDn + ?Sized>(
         &mut self,
-        dn: &str,
+        dn: &T,
         modifications: &[Modification],
         context: &WriteContext,
     ) -> Result<EntryId, LdapError> {
-        let dn = Dn::parse(dn)?;
-        let id = self.existing(&dn)?;
-        if let Some(id) = self.modify_out_of_line(id, &dn, modifications, context)? {
+        let dn = &*self.target(dn)?;
+        let id = self.existing(dn)?;
+        if let Some(id) = self.modify_out_of_line(id, dn, modifications, context)? {
             return Ok(id);
         }
         let old_attributes = self.stored_attributes(id)?;
-        let mut entry = to_owned_entry(dn.clone(), &old_attributes);
+        let mut entry = to_owned_entry(dn.dn().clone(), &old_attributes);
         for modification in modifications {
             self.check_deadline()?;
             if !context.skip_schema_check && !context.relax {
@@ -34,11 +35,10 @@ impl WriteTxn<'_> {
                 context.permissive_modify,
             )?;
         }
-        let node = self.read_owned_node(id)?;
         let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
         // RDN values cannot be removed.
-        for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
-            require_rdn_value(self.inner, &attributes, attr, &normalized, &dn)?;
+        for (attr, normalized) in self.inner.schema().leaf_values(dn) {
+            require_rdn_value(self.inner, &attributes, attr, &normalized, dn.dn())?;
         }
         let stamped = self.stamp_modification(&mut attributes, context)?;
         // A replicating node keeps which attributes each local change touched, so that
@@ -49,9 +49,11 @@ impl WriteTxn<'_> {
         }
         self.check_deadline()?;
         if !context.skip_schema_check {
-            attributes = self
-                .inner
-                .checked_attributes(&to_owned_entry(dn, &attributes), false)?;
+            attributes = self.inner.checked_attributes(
+                &to_owned_entry(dn.dn().clone(), &attributes),
+                dn,
+                false,
+            )?;
         }
         self.check_entry_limits(&attributes, context)?;
         self.check_deadline()?;

@@ -1,11 +1,12 @@
 //! Renaming and moving an entry (RFC 4511 §4.9; back-mdb's modrdn.c).
 
-use lmdir_schema::{Dn, LdapError, Rdn, ResultCode};
+use lmdir_schema::{Dn, LdapError, NormalizedDn, Rdn, ResultCode};
 
 use crate::changes::ChangeKind;
 use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId, ROOT_PARENT_ID};
 use crate::read::{corrupt, is_within};
+use crate::target_dn::TargetDn;
 use crate::write::{
     ldap, to_owned_entry, OwnedNode, RdnAssertion, WorkingAttribute, WriteContext, WriteTxn,
 };
@@ -40,16 +41,18 @@ impl WriteTxn<'_> {
     }
 
     /// Renames and/or moves an entry (with its whole subtree: only the moved node changes).
-    pub fn modrdn(
+    /// `dn` and `new_superior` come normalized (not normalized again); the new RDN is
+    /// normalized here, once.
+    pub fn modrdn<T: TargetDn + ?Sized>(
         &mut self,
-        dn: &str,
+        dn: &T,
         new_rdn: &str,
         delete_old_rdn: bool,
-        new_superior: Option<&str>,
+        new_superior: Option<&NormalizedDn>,
         context: &WriteContext,
     ) -> Result<EntryId, LdapError> {
-        let dn = Dn::parse(dn)?;
-        let id = self.existing(&dn)?;
+        let dn = &*self.target(dn)?;
+        let id = self.existing(dn)?;
         let node = self.read_owned_node(id)?;
         if node.parent == ROOT_PARENT_ID {
             return Err(ldap(
@@ -58,12 +61,23 @@ impl WriteTxn<'_> {
             ));
         }
         let new_rdn = Rdn::parse(new_rdn)?;
-        let new_rdn_normalized = self.inner.schema().normalize_rdn(&new_rdn)?;
+        let new_dn = match new_superior {
+            Some(superior) => self.inner.schema().normalized_child(superior, &new_rdn)?,
+            None => match dn.parent() {
+                Some(parent) => self.inner.schema().normalized_child(&parent, &new_rdn)?,
+                None => {
+                    return Err(ldap(
+                        ResultCode::UnwillingToPerform,
+                        "cannot rename the root",
+                    ))
+                }
+            },
+        };
+        let new_rdn_normalized = new_dn.rdns()[0].clone();
         let new_parent = match new_superior {
             None => node.parent,
             Some(superior) => {
-                let superior = Dn::parse(superior)?;
-                let parent = self.existing(&superior)?;
+                let parent = self.existing(superior)?;
                 if is_within(self.inner, &self.txn, parent, id)? {
                     return Err(ldap(
                         ResultCode::UnwillingToPerform,
@@ -145,15 +159,12 @@ impl WriteTxn<'_> {
             }
         }
         self.stamp_modification(&mut attributes, context)?;
-        let parent_dn = match new_superior {
-            Some(superior) => Dn::parse(superior)?,
-            None => dn.parent().unwrap_or_else(Dn::root),
-        };
-        let new_dn = parent_dn.child(new_rdn.clone());
         if !context.skip_schema_check {
-            attributes = self
-                .inner
-                .checked_attributes(&to_owned_entry(new_dn, &attributes), false)?;
+            attributes = self.inner.checked_attributes(
+                &to_owned_entry(new_dn.dn().clone(), &attributes),
+                &new_dn,
+                false,
+            )?;
         }
         self.check_entry_limits(&attributes, context)?;
         self.check_deadline()?;
@@ -194,10 +205,7 @@ impl WriteTxn<'_> {
         self.log_rename(id, &attributes)?;
         if self.inner.options.memberof {
             let new_dn_text = self.dn_of(id)?;
-            self.moved_subtree = Some((
-                self.inner.schema().normalize_dn_str(&old_dn_text)?,
-                self.inner.schema().normalize_dn_str(&new_dn_text)?,
-            ));
+            self.moved_subtree = Some((dn.as_str().to_string(), new_dn.as_str().to_string()));
             let fixed = self
                 .memberof_entry_renamed(
                     id,

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use lmdir_schema::{AttrId, Dn, Entry, LdapError, ModOp, Modification, ResultCode};
+use lmdir_schema::{AttrId, Entry, LdapError, ModOp, Modification, NormalizedDn, ResultCode};
 
 use crate::changes::ChangeKind;
 use crate::codec::{encode_entry, AttributeToEncode};
@@ -56,7 +56,7 @@ impl WriteTxn<'_> {
     pub(crate) fn modify_out_of_line(
         &mut self,
         id: EntryId,
-        dn: &Dn,
+        dn: &NormalizedDn,
         modifications: &[Modification],
         context: &WriteContext,
     ) -> Result<Option<EntryId>, LdapError> {
@@ -225,7 +225,7 @@ impl WriteTxn<'_> {
     fn inline_after(
         &mut self,
         id: EntryId,
-        dn: &Dn,
+        dn: &NormalizedDn,
         modifications: &[&Modification],
         outside: &[Outside],
         changes: &PointChanges,
@@ -233,8 +233,8 @@ impl WriteTxn<'_> {
     ) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
         let old = self.inline_attributes(id)?;
         let mut entry = Entry {
-            dn: dn.clone(),
-            attributes: crate::write::to_owned_entry(dn.clone(), &old).attributes,
+            dn: dn.dn().clone(),
+            attributes: crate::write::to_owned_entry(dn.dn().clone(), &old).attributes,
         };
         for modification in modifications {
             self.check_deadline()?;
@@ -273,7 +273,7 @@ impl WriteTxn<'_> {
     fn checked_with_stand_ins(
         &self,
         id: EntryId,
-        dn: &Dn,
+        dn: &NormalizedDn,
         attributes: Vec<WorkingAttribute>,
         outside: &[Outside],
         changes: &PointChanges,
@@ -307,7 +307,8 @@ impl WriteTxn<'_> {
             });
         }
         let checked = self.inner.checked_attributes(
-            &crate::write::to_owned_entry(dn.clone(), &with_stand_ins),
+            &crate::write::to_owned_entry(dn.dn().clone(), &with_stand_ins),
+            dn,
             false,
         )?;
         Ok(checked
@@ -343,36 +344,26 @@ impl WriteTxn<'_> {
     /// An inline RDN value cannot be removed (notAllowedOnRDN, as the general way answers).
     fn refuse_inline_rdn_removal(
         &self,
-        dn: &Dn,
+        dn: &NormalizedDn,
         attributes: &[WorkingAttribute],
         outside: &[Outside],
     ) -> Result<(), LdapError> {
-        let Some(rdn) = dn.rdns.first() else {
-            return Ok(());
-        };
-        for ava in &rdn.avas {
-            let Some(attr) = self.inner.schema().attribute(&ava.attr) else {
-                continue;
-            };
+        for (attr, normalized) in self.inner.schema().leaf_values(dn) {
             if outside.iter().any(|one| one.attr == attr) {
                 continue;
             }
-            let normalized = self.inner.schema().normalize_value(attr, &ava.value)?;
-            crate::write::require_rdn_value(self.inner, attributes, attr, &normalized, dn)?;
+            crate::write::require_rdn_value(self.inner, attributes, attr, &normalized, dn.dn())?;
         }
         Ok(())
     }
 
     /// An RDN value cannot be deleted (notAllowedOnRDN, as the general way answers).
-    fn refuse_rdn_point_deletes(&self, dn: &Dn, changes: &PointChanges) -> Result<(), LdapError> {
-        let Some(rdn) = dn.rdns.first() else {
-            return Ok(());
-        };
-        for ava in &rdn.avas {
-            let Some(attr) = self.inner.schema().attribute(&ava.attr) else {
-                continue;
-            };
-            let normalized = self.inner.schema().normalize_value(attr, &ava.value)?;
+    fn refuse_rdn_point_deletes(
+        &self,
+        dn: &NormalizedDn,
+        changes: &PointChanges,
+    ) -> Result<(), LdapError> {
+        for (attr, normalized) in self.inner.schema().leaf_values(dn) {
             let deleted = changes.values().any(|change| {
                 change.attr == attr && change.after.is_none() && change.normalized == normalized
             });

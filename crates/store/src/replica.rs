@@ -104,8 +104,11 @@ impl WriteTxn<'_> {
     /// Every entry of the subtree at `base` (itself included) with its depth and entryUUID;
     /// empty when `base` does not exist. For the present phase: what the provider did not
     /// mention is deleted, deepest first.
-    pub fn subtree_members(&self, base: &Dn) -> Result<Vec<SubtreeMember>, LdapError> {
-        let (_, lookup) = self.lookup(base)?;
+    pub fn subtree_members<T: crate::target_dn::TargetDn + ?Sized>(
+        &self,
+        base: &T,
+    ) -> Result<Vec<SubtreeMember>, LdapError> {
+        let lookup = self.lookup(&*self.target(base)?)?;
         let Some(top) = lookup.found else {
             return Ok(Vec::new());
         };
@@ -133,7 +136,8 @@ impl WriteTxn<'_> {
         entry: &Entry,
         context: &WriteContext,
     ) -> Result<EntryId, LdapError> {
-        let dn = self.dn_of(id)?;
+        // The stored DN as written, normalized once for the modify below.
+        let dn = self.normalized_dn(&self.dn_of(id)?)?;
         // Every stored description emptied first, then every given one set: spellings that
         // differ ("CN" and "cn") still end as the given values. An out-of-line description the
         // provider sends again changes by the values that differ (point writes, its stored

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use lmdir_schema::{
-    AttrId, Attribute, AttributeDescription, Dn, Entry, LdapError, MatchingRule, ResultCode, Schema,
+    AttrId, Attribute, AttributeDescription, Entry, LdapError, MatchingRule, NormalizedDn,
+    ResultCode, Schema,
 };
 
 use crate::codec::{encode_entry, AttributeToEncode, ATTRIBUTES_PER_ENTRY_MAX};
@@ -399,8 +400,9 @@ pub(crate) fn attribute_pairs(
 fn checked(
     schema: &Schema,
     entry: &Entry,
+    dn: &NormalizedDn,
 ) -> Result<(Vec<WorkingAttribute>, lmdir_schema::ObjectClassId), LdapError> {
-    let checked = schema.check_and_normalize(entry)?;
+    let checked = schema.check_and_normalize_at(entry, dn)?;
     let attributes = checked
         .attributes
         .into_iter()
@@ -416,19 +418,23 @@ fn checked(
 
 /// An entry to write: owned (a client's add, an import), or a record's pairs borrowed from the
 /// LDIF (the loader: no copy of every value into an `Entry` unless the schema is checked).
+/// Either way with its DN normalized once by the caller (`dn`; for `Entry` the normalization
+/// of `entry.dn`).
 pub enum EntrySource<'a> {
-    Entry(&'a Entry),
+    Entry {
+        entry: &'a Entry,
+        dn: &'a NormalizedDn,
+    },
     Pairs {
-        dn: &'a Dn,
+        dn: &'a NormalizedDn,
         pairs: &'a [(&'a str, &'a [u8])],
     },
 }
 
 impl EntrySource<'_> {
-    fn dn(&self) -> &Dn {
+    fn dn(&self) -> &NormalizedDn {
         match self {
-            EntrySource::Entry(entry) => &entry.dn,
-            EntrySource::Pairs { dn, .. } => dn,
+            EntrySource::Entry { dn, .. } | EntrySource::Pairs { dn, .. } => dn,
         }
     }
 }
@@ -477,15 +483,17 @@ pub struct EntryRows {
 }
 
 impl Inner {
-    /// Normalized RDNs of `dn` and where it sits under the suffix (noSuchObject outside it).
-    pub(crate) fn tree_place(&self, dn: &Dn) -> Result<TreePlace, LdapError> {
+    /// Where `dn` sits under the suffix (noSuchObject outside it), from the RDNs it was
+    /// normalized to.
+    pub(crate) fn tree_place(&self, normalized: &NormalizedDn) -> Result<TreePlace, LdapError> {
+        let dn = normalized.dn();
         if dn.rdns.is_empty() {
             return Err(ldap(
                 ResultCode::UnwillingToPerform,
                 "the root DSE (empty DN) cannot be written",
             ));
         }
-        let rdns = self.normalize_rdns(dn)?;
+        let rdns = normalized.rdns().to_vec();
         let DnPlacement::UnderSuffix { below_suffix_rdns } = self.place_dn(&rdns) else {
             return Err(ldap(
                 ResultCode::NoSuchObject,
@@ -529,19 +537,19 @@ impl Inner {
         let schema = &*self.schema();
         if !context.skip_schema_check {
             let (attributes, structural) = match source {
-                EntrySource::Entry(entry) => checked(schema, entry)?,
+                EntrySource::Entry { entry, dn } => checked(schema, entry, dn)?,
                 EntrySource::Pairs { dn, pairs } => {
-                    let mut entry = Entry::new((*dn).clone());
+                    let mut entry = Entry::new(dn.dn().clone());
                     for (description, value) in pairs.iter() {
                         entry.add_values(description, std::iter::once(value.to_vec()));
                     }
-                    checked(schema, &entry)?
+                    checked(schema, &entry, dn)?
                 }
             };
             return Ok((attributes, Some(structural)));
         }
         let attributes = match source {
-            EntrySource::Entry(entry) => {
+            EntrySource::Entry { entry, .. } => {
                 normalize_pairs(schema, attribute_pairs(&entry.attributes), scratch)?
             }
             EntrySource::Pairs { pairs, .. } => {
@@ -569,6 +577,19 @@ impl Inner {
         scratch: &mut RowScratch<S>,
     ) -> Result<EntryRows, LdapError> {
         let place = self.tree_place(source.dn())?;
+        self.entry_rows_at(place, source, context, stamp, fresh, scratch)
+    }
+
+    /// The step for an entry whose place in the tree is known (`tree_place` of its DN).
+    pub(crate) fn entry_rows_at<S: BuildHasher>(
+        &self,
+        place: TreePlace,
+        source: EntrySource<'_>,
+        context: &WriteContext,
+        stamp: &OperationalStamp,
+        fresh: &FreshValues,
+        scratch: &mut RowScratch<S>,
+    ) -> Result<EntryRows, LdapError> {
         let (mut attributes, structural) = self.normalized_attributes(&source, context, scratch)?;
         for attribute in &attributes {
             refuse_no_user_modification(&self.schema(), attribute.attr, context)?;

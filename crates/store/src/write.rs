@@ -6,7 +6,9 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 use heed::RwTxn;
-use lmdir_schema::{AttrId, Attribute, Dn, Entry, EntryView, LdapError, ResultCode, StoredValue};
+use lmdir_schema::{
+    AttrId, Attribute, Dn, Entry, EntryView, LdapError, NormalizedDn, ResultCode, StoredValue,
+};
 
 use crate::changes::CommittedChanges;
 use crate::codec::ATTRIBUTES_PER_ENTRY_MAX;
@@ -164,15 +166,17 @@ impl Inner {
     }
 
     /// Schema-checks (unless skipped) and normalizes.
+    /// `dn`: the entry's DN, normalized by the caller (not normalized again).
     pub(crate) fn checked_attributes(
         &self,
         entry: &Entry,
+        dn: &NormalizedDn,
         skip_schema_check: bool,
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
         if skip_schema_check {
             return self.normalize_attributes(&entry.attributes);
         }
-        let checked = self.schema().check_and_normalize(entry)?;
+        let checked = self.schema().check_and_normalize_at(entry, dn)?;
         Ok(checked
             .attributes
             .into_iter()
@@ -545,9 +549,24 @@ impl<'s> WriteTxn<'s> {
     }
 
     /// The entry at `dn` as this transaction sees it (None when absent).
-    pub fn entry_by_dn(&self, dn: &Dn) -> Result<Option<StoredEntry<'_>>, LdapError> {
-        let (_, lookup) = self.lookup(dn)?;
+    pub fn entry_by_dn<T: crate::target_dn::TargetDn + ?Sized>(
+        &self,
+        dn: &T,
+    ) -> Result<Option<StoredEntry<'_>>, LdapError> {
+        let lookup = self.lookup(&*self.target(dn)?)?;
         match lookup.found {
+            Some(id) => self.entry_by_id(id),
+            None => Ok(None),
+        }
+    }
+
+    /// The entry at a normalized DN given as text (a stored link, an identity's DN from
+    /// `Schema::normalize_dn`): split at its RDNs, neither parsed nor normalized again.
+    pub fn entry_by_normalized_dn(
+        &self,
+        normalized: &str,
+    ) -> Result<Option<StoredEntry<'_>>, LdapError> {
+        match self.lookup_normalized_text(normalized)?.found {
             Some(id) => self.entry_by_id(id),
             None => Ok(None),
         }

@@ -48,7 +48,7 @@ fn committed_changes_come_back_in_order_and_snapshots_place_them() {
             &format!("ou=a,{SUFFIX}"),
             "ou=c",
             true,
-            Some(&format!("ou=b,{SUFFIX}")),
+            Some(&write.normalized_dn(&format!("ou=b,{SUFFIX}")).unwrap()),
             &context(),
         )
         .unwrap();

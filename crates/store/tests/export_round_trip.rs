@@ -32,7 +32,7 @@ fn export_then_reimport_then_export_is_identical() {
                 &format!("ou=dept2,ou=people,{SUFFIX}"),
                 "ou=dept2",
                 false,
-                Some(&format!("ou=late,{SUFFIX}")),
+                Some(&write.normalized_dn(&format!("ou=late,{SUFFIX}")).unwrap()),
                 &context,
             )
             .unwrap();
@@ -41,7 +41,7 @@ fn export_then_reimport_then_export_is_identical() {
                 &person_dn(13),
                 "uid=Moved13",
                 true,
-                Some(&format!("ou=late,{SUFFIX}")),
+                Some(&write.normalized_dn(&format!("ou=late,{SUFFIX}")).unwrap()),
                 &context,
             )
             .unwrap();

@@ -196,7 +196,7 @@ fn memberof_follows_a_renamed_subtree() {
             &team_unit,
             "ou=squad",
             true,
-            Some(&format!("ou=groups,{SUFFIX}")),
+            Some(&write.normalized_dn(&format!("ou=groups,{SUFFIX}")).unwrap()),
             &context,
         )
         .unwrap();

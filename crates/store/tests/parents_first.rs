@@ -112,7 +112,7 @@ impl Model {
                         &old,
                         &format!("ou=n{node}"),
                         false,
-                        Some(&superior),
+                        Some(&write.normalized_dn(&superior).unwrap()),
                         &context,
                     )
                     .unwrap();
@@ -324,7 +324,13 @@ fn moved_subtree_comes_after_its_new_parent_until_moved_back() {
     model.apply(&store, &Operation::Add(0)); // n5, so that n0 can move back to the top
     let mut write = store.write().unwrap();
     write
-        .modrdn(&model.dn(Some(0)), "ou=n0", false, Some(SUFFIX), &context())
+        .modrdn(
+            &model.dn(Some(0)),
+            "ou=n0",
+            false,
+            Some(&write.normalized_dn(SUFFIX).unwrap()),
+            &context(),
+        )
         .unwrap();
     write.commit().unwrap();
     model.parents.insert(0, None);

@@ -122,7 +122,9 @@ fn random_writes_keep_every_structure_exact() {
                         &dn,
                         &new_rdn,
                         random.random_bool(0.5),
-                        new_superior.as_deref(),
+                        new_superior
+                            .map(|superior| write.normalized_dn(&superior).unwrap())
+                            .as_ref(),
                         &context,
                     )
                     .unwrap();
@@ -138,7 +140,13 @@ fn random_writes_keep_every_structure_exact() {
                     write.dn_of(groups_id).unwrap()
                 };
                 write
-                    .modrdn(&dn, &rdn, false, Some(&target), &context)
+                    .modrdn(
+                        &dn,
+                        &rdn,
+                        false,
+                        Some(&write.normalized_dn(&target).unwrap()),
+                        &context,
+                    )
                     .unwrap();
                 let error = write.delete(
                     &dn.replace("ou=people", "ou=groups")

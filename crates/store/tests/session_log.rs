@@ -91,7 +91,7 @@ fn deletes_and_renames_are_logged_in_their_txn_and_trimmed_to_the_cap() {
             &format!("uid=p0,ou=a,{SUFFIX}"),
             "uid=p0",
             false,
-            Some(&format!("ou=b,{SUFFIX}")),
+            Some(&write.normalized_dn(&format!("ou=b,{SUFFIX}")).unwrap()),
             &context(),
         )
         .unwrap();

@@ -192,7 +192,13 @@ fn writes_return_the_ldap_result_codes() {
         .unwrap_err();
     assert_eq!(error.code, ResultCode::EntryAlreadyExists);
     let error = write
-        .modrdn(&department, "ou=dept9", false, Some(&alice), &context)
+        .modrdn(
+            &department,
+            "ou=dept9",
+            false,
+            Some(&write.normalized_dn(&alice).unwrap()),
+            &context,
+        )
         .unwrap_err();
     assert_eq!(error.code, ResultCode::UnwillingToPerform);
     let error = write
@@ -200,7 +206,7 @@ fn writes_return_the_ldap_result_codes() {
             &alice,
             "uid=x",
             false,
-            Some(&format!("ou=ghost,{SUFFIX}")),
+            Some(&write.normalized_dn(&format!("ou=ghost,{SUFFIX}")).unwrap()),
             &context,
         )
         .unwrap_err();
@@ -215,7 +221,7 @@ fn writes_return_the_ldap_result_codes() {
             &renamed,
             "uid=alice2",
             true,
-            Some(&format!("ou=people,{SUFFIX}")),
+            Some(&write.normalized_dn(&format!("ou=people,{SUFFIX}")).unwrap()),
             &context,
         )
         .unwrap();

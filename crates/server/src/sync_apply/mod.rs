@@ -5,8 +5,8 @@
 mod merge;
 
 use crate::replication_status::ChangeCounts;
-use lmdir_schema::{Dn, Entry, LdapError, ResultCode};
-use lmdir_store::{EntryId, WriteContext, WriteTxn};
+use lmdir_schema::{Dn, Entry, LdapError, NormalizedDn, ResultCode};
+use lmdir_store::{EntryId, TargetDn, WriteContext, WriteTxn};
 use lmdir_sync::{ContextCsns, Cookie, Csn};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -149,8 +149,8 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
                 // As slapd's consumer: an explicit delete carries no CSN of its own and is
                 // applied whatever the local entry's entryCSN (syncrepl_entry's delete case).
                 if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
-                    let dn = Dn::parse(&txn.dn_of(id)?)?;
-                    applied.deletes += delete_below(txn, &dn, |_, _| true)?;
+                    let dn = txn.dn_of(id)?;
+                    applied.deletes += delete_below(txn, dn.as_str(), |_, _| true)?;
                 }
             }
             SyncChange::DeleteListed(uuids) => {
@@ -159,8 +159,9 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
                 let covering = cookie_csns.as_ref().filter(|_| batch.resolve_conflicts);
                 for uuid in uuids {
                     if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
-                        let dn = Dn::parse(&txn.dn_of(id)?)?;
-                        applied.deletes += delete_below(txn, &dn, |_, csn| covered(covering, csn))?;
+                        let dn = txn.dn_of(id)?;
+                        applied.deletes +=
+                            delete_below(txn, dn.as_str(), |_, csn| covered(covering, csn))?;
                     }
                 }
             }
@@ -318,7 +319,9 @@ fn put(
 ) -> Result<Option<Put>, LdapError> {
     let (entry, resolve_conflicts) = (target.entry, target.resolve_conflicts);
     let by_uuid = txn.entry_id_by_uuid(&uuid_text(target.uuid))?;
-    let by_dn = txn.entry_by_dn(&entry.dn)?.map(|stored| stored.id);
+    // The entry's DN, normalized once for every use below.
+    let dn = txn.schema().normalized_dn(entry.dn.clone())?;
+    let by_dn = txn.entry_by_dn(&dn)?.map(|stored| stored.id);
     if let (Some(id), Some(holder), true) = (by_uuid, by_dn, resolve_conflicts) {
         if id == holder && merge::has_state(entry) {
             return merge_into(txn, id, target, context, conflicts);
@@ -334,16 +337,20 @@ fn put(
     }
     let (id, done) = match (by_uuid, by_dn) {
         (None, None) if resolve_conflicts && seen_before(txn, entry)? => return Ok(None),
-        (None, None) => return txn.add(entry, context).map(|_| Some(Put::Added)),
+        (None, None) => {
+            return txn
+                .add_normalized(entry, &dn, context)
+                .map(|_| Some(Put::Added))
+        }
         (Some(id), Some(holder)) if id == holder => (id, Put::Modified),
         (None, Some(holder)) => (holder, Put::Modified),
         (Some(id), holder) => {
             if holder.is_some() {
                 // Another local entry holds the name the provider gave this one: the
                 // provider's view wins (the other one is gone or renamed there).
-                delete_below(txn, &entry.dn, |_, _| true)?;
+                delete_below(txn, &dn, |_, _| true)?;
             }
-            rename(txn, id, &entry.dn, context)?;
+            rename(txn, id, &dn, context)?;
             (id, Put::Renamed)
         }
     };
@@ -353,10 +360,10 @@ fn put(
 fn rename(
     txn: &mut WriteTxn<'_>,
     id: EntryId,
-    new_dn: &Dn,
+    new_dn: &NormalizedDn,
     context: &WriteContext,
 ) -> Result<(), LdapError> {
-    let (Some(new_rdn), Some(new_superior)) = (new_dn.rdns.first(), new_dn.parent()) else {
+    let (Some(new_rdn), Some(new_superior)) = (new_dn.dn().rdns.first(), new_dn.parent()) else {
         return Err(LdapError::new(
             ResultCode::UnwillingToPerform,
             format!("cannot rename an entry to '{new_dn}'"),
@@ -368,7 +375,7 @@ fn rename(
         &old_dn,
         &new_rdn.to_string(),
         false,
-        Some(&new_superior.to_string()),
+        Some(&new_superior),
         context,
     )
     .map(drop)
@@ -379,7 +386,7 @@ fn rename(
 /// entry that still has children (some were kept) is kept too. Returns how many it deleted.
 fn delete_below(
     txn: &mut WriteTxn<'_>,
-    base: &Dn,
+    base: &(impl TargetDn + ?Sized),
     doomed: impl Fn(Option<&[u8]>, Option<Csn>) -> bool,
 ) -> Result<u64, LdapError> {
     let mut members = txn.subtree_members(base)?;

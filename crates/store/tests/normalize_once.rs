@@ -1,0 +1,116 @@
+//! Issue 21: a write normalizes its DN once and each value once. The schema counts its
+//! normalizations per thread (`lmdir_schema::normalization_counts`); these tests run the
+//! writer's call sequence (lmdir-server's `Writer::apply` for the rootdn: `JobDns::of`
+//! normalizes the request's DN, the access step looks the target up, the store writes) on
+//! the test's own thread and read the counts around it.
+
+mod common;
+
+use common::*;
+use lmdir_schema::{normalization_counts, ModOp, Modification, NormalizationCounts};
+
+/// The counts of normalizations `work` did on this thread.
+fn counted<T>(work: impl FnOnce() -> T) -> (T, NormalizationCounts) {
+    let before = normalization_counts();
+    let result = work();
+    let after = normalization_counts();
+    let counts = NormalizationCounts {
+        dns: after.dns - before.dns,
+        values: after.values - before.values,
+    };
+    (result, counts)
+}
+
+/// Values of every attribute of the stored entry (client values and stamped ones).
+fn stored_value_count(store: &lmdir_store::Store, dn: &str) -> u64 {
+    let read = store.read().unwrap();
+    let id = read.dn_to_id(dn).unwrap();
+    let entry = read.entry(id).unwrap().unwrap();
+    entry
+        .attributes()
+        .map(|attribute| attribute.values().count() as u64)
+        .sum()
+}
+
+#[test]
+fn an_add_normalizes_its_dn_once_and_each_value_once() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(2), 10);
+    let schema = store.schema();
+    let dn = format!("cn=Many Values+sn=Example,ou=people,{SUFFIX}");
+    let mut attributes = vec![
+        ("objectClass", "person"),
+        ("objectClass", "organizationalPerson"),
+        ("cn", "Many Values"),
+        ("sn", "Example"),
+        ("telephoneNumber", "+1 555 0100"),
+    ];
+    let descriptions: Vec<String> = (0..7).map(|index| format!("Line {index}")).collect();
+    attributes.extend(
+        descriptions
+            .iter()
+            .map(|text| ("description", text.as_str())),
+    );
+    let new_entry = entry(&dn, &attributes);
+
+    let (id, counts) = counted(|| {
+        // The writer: the request's DN normalized once (`JobDns::of`) ...
+        let normalized = schema.normalized_dn(new_entry.dn.clone()).unwrap();
+        let mut write = store.write().unwrap();
+        // ... the rootdn's access step looks the target up with it ...
+        assert!(write.entry_by_dn(&normalized).unwrap().is_none());
+        // ... and the store adds the entry under it.
+        let id = write
+            .add_normalized(&new_entry, &normalized, &context())
+            .unwrap();
+        write.commit().unwrap();
+        id
+    });
+    assert!(id > 0);
+    assert_eq!(counts.dns, 1, "DN normalizations of one add: {counts:?}");
+    // Every stored value (the client's and the operational ones the store stamps) once.
+    let stored = stored_value_count(&store, &dn);
+    assert!(
+        stored > attributes.len() as u64,
+        "operational values are stamped"
+    );
+    assert_eq!(counts.values, stored, "value normalizations of one add");
+}
+
+#[test]
+fn typed_writes_do_not_normalize_their_dns_again() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(3), 10);
+    let schema = store.schema();
+    let target = schema.parse_normalized_dn(&person_dn(1)).unwrap();
+    let superior = schema
+        .parse_normalized_dn(&format!("ou=people,{SUFFIX}"))
+        .unwrap();
+    let replace = Modification {
+        op: ModOp::Replace,
+        description: "description".to_string(),
+        values: vec![b"changed".to_vec()],
+    };
+    let mut write = store.write().unwrap();
+    let ((), counts) = counted(|| {
+        write.dn_to_id(&target).unwrap();
+        write.deepest_existing(&target).unwrap();
+        write.modify(&target, &[replace], &context()).unwrap();
+    });
+    assert_eq!(counts.dns, 0, "lookups and modify: {counts:?}");
+    // A rename normalizes its new RDN, and nothing else of its DNs.
+    let (_, counts) = counted(|| {
+        write
+            .modrdn(&target, "uid=renamed", false, Some(&superior), &context())
+            .unwrap()
+    });
+    assert_eq!(counts.dns, 1, "modrdn: {counts:?}");
+    let renamed = schema
+        .parse_normalized_dn(&format!("uid=renamed,ou=people,{SUFFIX}"))
+        .unwrap();
+    let (_, counts) = counted(|| write.delete(&renamed).unwrap());
+    assert_eq!(counts, NormalizationCounts::default(), "delete");
+    write.commit().unwrap();
+}
