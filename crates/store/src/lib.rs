@@ -33,6 +33,7 @@ mod session_log;
 mod store;
 mod treeorder;
 mod usage;
+mod value_blocks;
 mod write;
 
 pub use admin::{
