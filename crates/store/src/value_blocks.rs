@@ -79,10 +79,8 @@ fn write_block(
     };
     let mut key = prefix.to_vec();
     key.extend_from_slice(first);
-    if old_key.is_some_and(|old_key| old_key != key.as_slice()) {
-        database
-            .delete(txn, old_key.expect("checked"))
-            .map_err(lmdb_to_ldap)?;
+    if let Some(old_key) = old_key.filter(|old_key| *old_key != key.as_slice()) {
+        database.delete(txn, old_key).map_err(lmdb_to_ldap)?;
     }
     if !layout::block_over_bounds(block).map_err(malformed)? {
         return database.put(txn, &key, block).map_err(lmdb_to_ldap);
