@@ -1115,6 +1115,12 @@ fn varint_size(mut value: u64) -> usize {
     size
 }
 
+/// One value in a block: its key tail and its row value (as [`encode_value_row`] makes it).
+pub type BlockValue<'a> = (&'a [u8], &'a [u8]);
+
+/// Where packed blocks go: each block's key and bytes, in key order.
+pub type BlockSink<'s, E> = dyn FnMut(&[u8], &[u8]) -> Result<(), E> + 's;
+
 /// A value block that does not decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MalformedBlock;
@@ -1147,7 +1153,7 @@ impl<'a> BlockValues<'a> {
 
     /// The next (tail, row value); None at the block's end.
     #[inline]
-    pub fn next_value(&mut self) -> Result<Option<(&'a [u8], &'a [u8])>, MalformedBlock> {
+    pub fn next_value(&mut self) -> Result<Option<BlockValue<'a>>, MalformedBlock> {
         if self.position >= self.bytes.len() {
             return Ok(None);
         }
@@ -1181,8 +1187,8 @@ pub fn check_value_block(block: &[u8]) -> Result<usize, MalformedBlock> {
     Ok(count)
 }
 
-/// The (first, last) tails of a block; None when empty.
-pub fn block_tail_bounds(block: &[u8]) -> Result<Option<(&[u8], &[u8])>, MalformedBlock> {
+/// The (first, last) tails of a block (a [`BlockValue`]-shaped pair of tails); None when empty.
+pub fn block_tail_bounds(block: &[u8]) -> Result<Option<BlockValue<'_>>, MalformedBlock> {
     let mut values = BlockValues::new(block);
     let Some((first, _)) = values.next_value()? else {
         return Ok(None);
@@ -1274,7 +1280,7 @@ pub fn pack_value_blocks<'a, E>(
     rows: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
     bytes_max: usize,
     values_max: usize,
-    emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<(), E>,
+    emit: &mut BlockSink<'_, E>,
 ) -> Result<(), E> {
     let (mut key, mut block, mut count) = (Vec::new(), Vec::new(), 0usize);
     for (row_key, row_value) in rows {
@@ -1323,7 +1329,7 @@ pub fn value_blocks_of_framed(framed: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 pub fn split_value_block<E>(
     prefix: &[u8],
     block: &[u8],
-    emit: &mut dyn FnMut(&[u8], &[u8]) -> Result<(), E>,
+    emit: &mut BlockSink<'_, E>,
 ) -> Result<Result<(), E>, MalformedBlock> {
     let mut rows = Vec::new();
     let mut values = BlockValues::new(block);

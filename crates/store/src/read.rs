@@ -345,15 +345,18 @@ pub(crate) fn read_entry<'t>(
     }
 }
 
-/// The key of the block of entry `id`'s description `number` that would hold a value of key
-/// tail `tail`: the last block keyed at or below prefix ‖ tail, else the description's first
-/// block; None when the description has no block.
+/// An `id2value` row: a block's key and bytes.
+pub(crate) type KeyAndBlock<'t> = (&'t [u8], &'t [u8]);
+
+/// The block (key and bytes) of the description of key prefix `prefix` (entry, description
+/// number) that would hold a value of key tail `tail`: the last block keyed at or below
+/// prefix ‖ tail, else the description's first block; None when the description has none.
 pub(crate) fn block_key_for<'t>(
     database: RawDatabase,
     txn: &'t RoTxn,
     prefix: &[u8],
     tail: &[u8],
-) -> Result<Option<(&'t [u8], &'t [u8])>, LdapError> {
+) -> Result<Option<KeyAndBlock<'t>>, LdapError> {
     let mut key = Vec::with_capacity(prefix.len() + tail.len());
     key.extend_from_slice(prefix);
     key.extend_from_slice(tail);
@@ -378,7 +381,7 @@ fn out_of_line_block_values<'t>(
     id: EntryId,
     number: u32,
     from_tail: Option<&[u8]>,
-) -> Result<impl Iterator<Item = Result<(&'t [u8], &'t [u8]), LdapError>> + 't, LdapError> {
+) -> Result<impl Iterator<Item = Result<layout::BlockValue<'t>, LdapError>> + 't, LdapError> {
     use std::ops::Bound;
     let database = inner
         .databases

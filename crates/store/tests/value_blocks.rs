@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use common::*;
 use lmdir_schema::{Entry, Filter, LdapError, ModOp, Modification, ResultCode};
-use lmdir_store::{Scope, SearchSpec, Store};
+use lmdir_store::{layout, Scope, SearchSpec, Store};
 use proptest::prelude::*;
 
 const GROUP: &str = "cn=blocks,ou=groups,dc=example,dc=com";
@@ -240,4 +240,29 @@ fn initial_substrings_find_values_across_blocks() {
         assert!(group_matches(&store, &next), "{next}");
     }
     assert_clean(&store);
+}
+
+/// A store of the format before blocks (one row per value) is refused at open, naming both
+/// format versions, rather than misread.
+#[test]
+fn a_store_of_the_previous_format_is_refused_by_version() {
+    let temporary = tempfile::tempdir().unwrap();
+    {
+        let store = open(temporary.path());
+        let mut raw = store.env().write_txn().unwrap();
+        store
+            .meta_database()
+            .put(&mut raw, layout::META_FORMAT_VERSION, &1u32.to_be_bytes())
+            .unwrap();
+        raw.commit().unwrap();
+    }
+    let error = Store::open(temporary.path(), options(), schema())
+        .err()
+        .expect("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("format version 1")
+            && message.contains(&format!("reads version {}", layout::FORMAT_VERSION)),
+        "{message}"
+    );
 }
