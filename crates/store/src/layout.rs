@@ -1271,6 +1271,31 @@ pub fn block_over_bounds(block: &[u8]) -> Result<bool, MalformedBlock> {
     Ok(count > 1 && (block.len() > VALUE_BLOCK_BYTES_MAX || count > VALUE_BLOCK_VALUES_MAX))
 }
 
+/// A block a delete leaves under this many bytes merges with the next (else the previous) block
+/// of its description when both fit half the bounds ([`should_merge_value_blocks`]): deletes do not wear blocks down
+/// to one value each (a walk would be a cursor step per value again).
+pub const VALUE_BLOCK_MERGE_BELOW_BYTES: usize = VALUE_BLOCK_BYTES_MAX / 4;
+
+/// Whether a block a delete left (`edited`, not empty) and a neighbour (`next`, same
+/// description) become one: `edited` under [`VALUE_BLOCK_MERGE_BELOW_BYTES`] and together
+/// within half the bounds, so the merged block has room to grow before it splits again.
+pub fn should_merge_value_blocks(edited: &[u8], next: &[u8]) -> Result<bool, MalformedBlock> {
+    if edited.len() >= VALUE_BLOCK_MERGE_BELOW_BYTES
+        || edited.len() + next.len() > VALUE_BLOCK_BYTES_MAX / 2
+    {
+        return Ok(false);
+    }
+    let count = |block| -> Result<usize, MalformedBlock> {
+        let mut values = BlockValues::new(block);
+        let mut count = 0;
+        while values.next_value()?.is_some() {
+            count += 1;
+        }
+        Ok(count)
+    };
+    Ok(count(edited)? + count(next)? <= VALUE_BLOCK_VALUES_MAX / 2)
+}
+
 /// Packs sorted per-value rows (full `id2value` value keys and row values, as
 /// [`encode_value_row`] makes them, ascending) into blocks of at most `bytes_max` bytes and
 /// `values_max` values (a value past `bytes_max` alone), emitting each block's key and bytes
@@ -1999,5 +2024,54 @@ mod tests {
         assert_eq!(check_value_block(&unsorted), Err(MalformedBlock));
         let twice = block_of(&[b"a", b"a"]);
         assert_eq!(check_value_block(&twice), Err(MalformedBlock));
+    }
+
+    #[test]
+    fn a_small_block_merges_with_the_next_only_within_half_the_bounds() {
+        let sized = |first: u8, bytes: usize| {
+            // Values of 100 bytes each (1 + 97 + 1 + 1): `bytes` / 100 of them.
+            let values: Vec<Vec<u8>> = (0..bytes / 100)
+                .map(|index| vec![first + index as u8; 97])
+                .collect();
+            let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+            block_of(&refs)
+        };
+        let small = sized(b'a', 900);
+        assert!(small.len() < VALUE_BLOCK_MERGE_BELOW_BYTES);
+        assert!(
+            should_merge_value_blocks(&small, &sized(b'm', 1100)).unwrap(),
+            "2000 bytes: fits"
+        );
+        assert!(
+            !should_merge_value_blocks(&small, &sized(b'm', 1200)).unwrap(),
+            "2100: past half"
+        );
+        // 1000 bytes, then one value of 24 (1 + 21 + 1 + 1): exactly the floor.
+        let mut floor = sized(b'a', 1000);
+        push_block_value(&[b'l'; 21], &[VALUE_TAG_SAME], &mut floor);
+        assert_eq!(floor.len(), VALUE_BLOCK_MERGE_BELOW_BYTES);
+        floor.truncate(1000);
+        assert!(
+            should_merge_value_blocks(&floor, &sized(b'm', 100)).unwrap(),
+            "under the floor"
+        );
+        push_block_value(&[b'l'; 21], &[VALUE_TAG_SAME], &mut floor);
+        assert!(
+            !should_merge_value_blocks(&floor, &sized(b'm', 100)).unwrap(),
+            "at the floor"
+        );
+        let tiny: Vec<Vec<u8>> = (0..VALUE_BLOCK_VALUES_MAX as u32 / 2)
+            .map(|index| index.to_be_bytes().to_vec())
+            .collect();
+        let tiny: Vec<&[u8]> = tiny.iter().map(Vec::as_slice).collect();
+        assert!(should_merge_value_blocks(&block_of(&tiny[..10]), &block_of(&tiny[10..])).unwrap());
+        assert!(
+            !should_merge_value_blocks(
+                &block_of(&tiny[..10]),
+                &block_of(&[&tiny[10..], &[&b"zz"[..]][..]].concat())
+            )
+            .unwrap(),
+            "one value past half the count"
+        );
     }
 }

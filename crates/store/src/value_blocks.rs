@@ -1,7 +1,7 @@
 //! Point writes of out-of-line values in their blocks (`layout`'s "out-of-line value blocks"):
 //! adding or deleting one value reads the block that holds (or would hold) it, edits it and
-//! writes it back, splitting a block past its bounds, deleting one left empty and re-keying one
-//! whose first value changed.
+//! writes it back, splitting a block past its bounds, deleting one left empty, merging one a
+//! delete left small with a neighbour, and re-keying one whose first value changed.
 
 use heed::RwTxn;
 use lmdir_schema::LdapError;
@@ -56,8 +56,50 @@ pub(crate) fn delete_value(
     if !removed {
         return Ok(false);
     }
-    write_block(database, txn, id, &prefix, Some(&old_key), &edited)?;
+    let (key, edited) = merge_with_a_neighbour(database, txn, id, old_key, edited)?;
+    write_block(database, txn, id, &prefix, Some(&key), &edited)?;
     Ok(true)
+}
+
+/// What is left of the block keyed `key` after a delete (`edited`), merged with the next block
+/// of the description, else with the one before, when `layout::should_merge_value_blocks` says
+/// so: the merged block and the key it is stored under now (the other block's row is deleted).
+fn merge_with_a_neighbour(
+    database: RawDatabase,
+    txn: &mut RwTxn<'_>,
+    id: EntryId,
+    key: Vec<u8>,
+    mut edited: Vec<u8>,
+) -> Result<(Vec<u8>, Vec<u8>), LdapError> {
+    if edited.is_empty() || edited.len() >= layout::VALUE_BLOCK_MERGE_BELOW_BYTES {
+        return Ok((key, edited));
+    }
+    let malformed = |error: layout::MalformedBlock| corrupt(format!("entry {id}: {error}"));
+    let prefix = &key[..layout::VALUE_KEY_PREFIX_BYTES];
+    let owned = |(key, block): (&[u8], &[u8])| (key.to_vec(), block.to_vec());
+    let next = database.get_greater_than(txn, &key).map_err(lmdb_to_ldap)?;
+    if let Some((next_key, next)) = next
+        .filter(|(found, _)| found.starts_with(prefix))
+        .map(owned)
+    {
+        if layout::should_merge_value_blocks(&edited, &next).map_err(malformed)? {
+            edited.extend_from_slice(&next);
+            database.delete(txn, &next_key).map_err(lmdb_to_ldap)?;
+            return Ok((key, edited));
+        }
+    }
+    let before = database.get_lower_than(txn, &key).map_err(lmdb_to_ldap)?;
+    if let Some((before_key, mut merged)) = before
+        .filter(|(found, _)| found.starts_with(prefix))
+        .map(owned)
+    {
+        if layout::should_merge_value_blocks(&edited, &merged).map_err(malformed)? {
+            merged.extend_from_slice(&edited);
+            database.delete(txn, &key).map_err(lmdb_to_ldap)?;
+            return Ok((before_key, merged));
+        }
+    }
+    Ok((key, edited))
 }
 
 /// Stores an edited block in place of the block keyed `old_key` (if any): deleted when empty,

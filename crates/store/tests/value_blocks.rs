@@ -242,6 +242,41 @@ fn initial_substrings_find_values_across_blocks() {
     assert_clean(&store);
 }
 
+/// The group's `id2value` blocks.
+fn block_count(store: &Store) -> usize {
+    let id = store.read().unwrap().dn_to_id(GROUP).unwrap();
+    let database = store.id2value_database().unwrap();
+    let raw = store.env().read_txn().unwrap();
+    let mut prefix = Vec::new();
+    layout::value_key_prefix(id, None, &mut prefix);
+    database.prefix_iter(&raw, &prefix).unwrap().count()
+}
+
+/// Deleting four of every five members of a range leaves its blocks a fifth full: a block a
+/// delete leaves small takes in the next one, so the range ends in fewer blocks.
+#[test]
+fn blocks_thinned_by_deletes_merge() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &tree(), 10);
+    let mut model: BTreeSet<usize> = (0..MEMBERS).collect();
+    add_all(&store, &[group(&model)], 1);
+    let before = block_count(&store);
+    for index in (100..400).filter(|index| index % 5 != 0) {
+        modify(&store, ModOp::Delete, &[index]).unwrap();
+        model.remove(&index);
+    }
+    let after = block_count(&store);
+    // The range held ~14 of the 28 blocks; thinned without merging they would all stay (a
+    // fifth of their values left, ~8.7 KB, merges into ~8 blocks of at most half the bound).
+    assert!(after + 5 <= before, "{before} blocks before, {after} after");
+    let wanted: BTreeSet<Vec<u8>> = model.iter().map(|index| normalized(*index)).collect();
+    assert_eq!(stored_members(&store), wanted);
+    assert_lookups(&store, &model, 100);
+    assert_lookups(&store, &model, 250);
+    assert_clean(&store);
+}
+
 /// A store of the format before blocks (one row per value) is refused at open, naming both
 /// format versions, rather than misread.
 #[test]
