@@ -795,9 +795,9 @@ impl Store {
     }
 }
 
-/// Checks `id2value` against the entries' out-of-line markers: every row decodes and belongs
-/// to a marker, the rows of a marker are as many as its count (keys are unique and sorted by
-/// LMDB, so no value is there twice).
+/// Checks `id2value` against the entries' out-of-line markers: every block decodes, its values
+/// sorted, keyed by its first value, below the next block of its description, and belongs to a
+/// marker; the values of a marker are as many as its count.
 fn check_value_rows(
     read: &ReadTxn,
     markers: &HashMap<(EntryId, u32), usize>,
@@ -812,22 +812,34 @@ fn check_value_rows(
         return Ok(());
     };
     let mut counted: HashMap<(EntryId, u32), usize> = HashMap::new();
+    let mut previous: Option<((EntryId, u32), Vec<u8>)> = None;
     for row in database.iter(read.txn())? {
-        let (key, value) = row?;
-        let Some(row) = layout::decode_value_row(key, value) else {
-            problems.push(format!("id2value: malformed row {}", hex(key)));
+        let (key, block) = row?;
+        let Some((marker, count, last)) = check_value_block(key, block) else {
+            problems.push(format!("id2value: malformed block {}", hex(key)));
             continue;
         };
-        let marker = (row.id, row.description_number);
         if !markers.contains_key(&marker) {
             problems.push(format!(
                 "id2value: {}: a value of description {} without an out-of-line marker",
-                describe(read, row.id),
-                row.description_number
+                describe(read, marker.0),
+                marker.1
             ));
             continue;
         }
-        *counted.entry(marker).or_default() += 1;
+        let tail = &key[layout::VALUE_KEY_PREFIX_BYTES..];
+        if previous
+            .as_ref()
+            .is_some_and(|(at, before)| *at == marker && before.as_slice() >= tail)
+        {
+            problems.push(format!(
+                "id2value: {}: block {} overlaps the block before it",
+                describe(read, marker.0),
+                hex(key)
+            ));
+        }
+        previous = Some((marker, last));
+        *counted.entry(marker).or_default() += count;
     }
     let mut markers: Vec<_> = markers.iter().collect();
     markers.sort();
@@ -842,6 +854,20 @@ fn check_value_rows(
         }
     }
     Ok(())
+}
+
+/// One `id2value` block's (entry, description), value count and last tail when it decodes,
+/// is sorted, is not empty and is keyed by its first value.
+fn check_value_block(key: &[u8], block: &[u8]) -> Option<((EntryId, u32), usize, Vec<u8>)> {
+    let id = layout::decode_id(key.get(..4)?)?;
+    let number = u32::from_be_bytes(
+        key.get(4..layout::VALUE_KEY_PREFIX_BYTES)?
+            .try_into()
+            .ok()?,
+    );
+    let count = layout::check_value_block(block).ok()?;
+    let (first, last) = layout::block_tail_bounds(block).ok()??;
+    (first == &key[layout::VALUE_KEY_PREFIX_BYTES..]).then(|| ((id, number), count, last.to_vec()))
 }
 
 /// One line naming every index kind not built yet and the one reindex that builds them all.
@@ -945,9 +971,9 @@ impl Store {
     /// against single-entry adds). Every row counts byte for byte, except: descriptions count
     /// by their text, not their number (threads number them in the order they meet them), and
     /// the `id2entry` values of the attribute types named in `per_run` (entryUUID, timestamps,
-    /// entryCSN: they differ per run) and the contextCSN values are left out; `id2value` rows
-    /// count by entry, description text, value key tail and value, summed whatever their order
-    /// (which follows the description numbers).
+    /// entryCSN: they differ per run) and the contextCSN values are left out; `id2value` counts
+    /// per value, not per block (by entry, description text, value key tail and row value),
+    /// summed whatever their order (which follows the description numbers).
     pub fn database_digests(&self, per_run: &[&str]) -> Result<Vec<DatabaseDigest>, StoreError> {
         use xxhash_rust::xxh3::Xxh3;
         let read = self.read()?;
@@ -980,12 +1006,22 @@ impl Store {
                         problem = Some(corrupt("id2value row of an unknown description"));
                         return;
                     };
-                    let mut row = Xxh3::new();
-                    add(&mut row, &key[..4]);
-                    add(&mut row, info.text.as_bytes());
-                    add(&mut row, &key[8..]);
-                    add(&mut row, value);
-                    value_rows_sum = value_rows_sum.wrapping_add(row.digest());
+                    // Per value, whatever the blocks: a load and point writes cut them apart
+                    // differently.
+                    let mut values = layout::BlockValues::new(value);
+                    rows -= 1;
+                    while let Ok(Some((tail, row_value))) = values.next_value() {
+                        rows += 1;
+                        let mut row = Xxh3::new();
+                        add(&mut row, &key[..4]);
+                        add(&mut row, info.text.as_bytes());
+                        add(&mut row, tail);
+                        add(&mut row, row_value);
+                        value_rows_sum = value_rows_sum.wrapping_add(row.digest());
+                    }
+                    if values.next_value().is_err() {
+                        problem = Some(corrupt("malformed id2value block"));
+                    }
                     return;
                 }
                 add(&mut digest, key);

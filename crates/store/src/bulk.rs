@@ -325,8 +325,9 @@ impl<'s> BulkWriter<'s> {
         self.put_rows(database, &mut rows)
     }
 
-    /// Appends `id2value` rows, framed (`layout::push_framed_row`, what `EntryRows::encode`
-    /// gives), keys ascending above every key written (entries in ID order).
+    /// Appends the `id2value` blocks of framed per-value rows (`layout::push_framed_row`, what
+    /// `EntryRows::encode` gives; `layout::value_blocks_of_framed`), keys ascending above every
+    /// key written (entries in ID order).
     pub fn append_value_rows<'r>(
         &mut self,
         framed: impl IntoIterator<Item = &'r [u8]>,
@@ -338,7 +339,7 @@ impl<'s> BulkWriter<'s> {
             .ok_or_else(|| invalid("the store has no id2value DB".to_string()))?;
         let mut rows = framed
             .into_iter()
-            .flat_map(layout::framed_rows)
+            .flat_map(layout::value_blocks_of_framed)
             .map(|(key, value)| (true, key, value));
         self.put_rows(database, &mut rows)
     }

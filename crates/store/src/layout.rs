@@ -40,7 +40,9 @@ pub const META_NEXT_ID: &[u8] = b"next_id";
 pub const META_INDEX_CONFIG: &[u8] = b"index_config";
 /// Description table rows: `desc:` ‖ number (u32 BE) → description string (e.g. `cn;lang-en`).
 pub const META_DESCRIPTION_PREFIX: &[u8] = b"desc:";
-pub const FORMAT_VERSION: u32 = 1;
+/// The store's on-disk format, refused when it differs. 2: out-of-line values in blocks
+/// (`id2value` rows of many values each); 1 had one `id2value` row per value.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Index kinds (first byte of every index key).
 pub const KIND_EQUALITY: u8 = b'=';
@@ -1078,6 +1080,297 @@ pub fn framed_rows(bytes: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
     })
 }
 
+// ---------------------------------------------------------------- out-of-line value blocks
+
+/// A value block (one `id2value` row) holds values while its entries' bytes stay within this:
+/// a whole-group walk is one cursor step per block, not per value. A single value longer than
+/// the bound is a block of its own.
+pub const VALUE_BLOCK_BYTES_MAX: usize = 4096;
+/// And at most this many values (a bound on the in-block scan of a point lookup).
+pub const VALUE_BLOCK_VALUES_MAX: usize = 128;
+
+/// The values of one description in blocks: `id2value` rows keyed by prefix ([`value_key_prefix`])
+/// ‖ the key tail ([`value_key_tail`]) of the block's first value, each row a sorted run of
+/// values, each value framed as varint tail length ‖ tail ‖ varint row-value length ‖ row value
+/// (the per-value form of [`encode_value_row`]). Values of a block sort strictly by tail, and a
+/// block's last tail sorts below the next block's first.
+pub fn push_block_value(tail: &[u8], row_value: &[u8], out: &mut Vec<u8>) {
+    push_framed_row(tail, row_value, out);
+}
+
+/// Bytes one value takes in a block.
+pub fn block_value_size(tail: &[u8], row_value: &[u8]) -> usize {
+    varint_size(tail.len() as u64)
+        + tail.len()
+        + varint_size(row_value.len() as u64)
+        + row_value.len()
+}
+
+fn varint_size(mut value: u64) -> usize {
+    let mut size = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        size += 1;
+    }
+    size
+}
+
+/// One value in a block: its key tail and its row value (as [`encode_value_row`] makes it).
+pub type BlockValue<'a> = (&'a [u8], &'a [u8]);
+
+/// Where packed blocks go: each block's key and bytes, in key order.
+pub type BlockSink<'s, E> = dyn FnMut(&[u8], &[u8]) -> Result<(), E> + 's;
+
+/// A value block that does not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MalformedBlock;
+
+impl std::fmt::Display for MalformedBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("malformed id2value block")
+    }
+}
+
+/// A walk over a block's (tail, row value) pairs, borrowing the block.
+#[derive(Clone, Debug)]
+pub struct BlockValues<'a> {
+    bytes: &'a [u8],
+    position: usize,
+}
+
+impl<'a> BlockValues<'a> {
+    pub fn new(block: &'a [u8]) -> Self {
+        BlockValues {
+            bytes: block,
+            position: 0,
+        }
+    }
+
+    /// Byte offset of the next value in the block.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    /// The next (tail, row value); None at the block's end.
+    #[inline]
+    pub fn next_value(&mut self) -> Result<Option<BlockValue<'a>>, MalformedBlock> {
+        if self.position >= self.bytes.len() {
+            return Ok(None);
+        }
+        let tail = self.take().ok_or(MalformedBlock)?;
+        let row_value = self.take().ok_or(MalformedBlock)?;
+        Ok(Some((tail, row_value)))
+    }
+
+    #[inline]
+    fn take(&mut self) -> Option<&'a [u8]> {
+        let length = usize::try_from(read_varint(self.bytes, &mut self.position)?).ok()?;
+        let end = self.position.checked_add(length)?;
+        let slice = self.bytes.get(self.position..end)?;
+        self.position = end;
+        Some(slice)
+    }
+}
+
+/// A block's values, checked: each decodes, tails strictly ascending. Returns their count.
+pub fn check_value_block(block: &[u8]) -> Result<usize, MalformedBlock> {
+    let mut values = BlockValues::new(block);
+    let (mut count, mut last): (usize, Option<&[u8]>) = (0, None);
+    while let Some((tail, row_value)) = values.next_value()? {
+        decode_value_row_tail(tail, row_value).ok_or(MalformedBlock)?;
+        if last.is_some_and(|last| last >= tail) {
+            return Err(MalformedBlock);
+        }
+        last = Some(tail);
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// The (first, last) tails of a block (a [`BlockValue`]-shaped pair of tails); None when empty.
+pub fn block_tail_bounds(block: &[u8]) -> Result<Option<BlockValue<'_>>, MalformedBlock> {
+    let mut values = BlockValues::new(block);
+    let Some((first, _)) = values.next_value()? else {
+        return Ok(None);
+    };
+    let mut last = first;
+    while let Some((tail, _)) = values.next_value()? {
+        last = tail;
+    }
+    Ok(Some((first, last)))
+}
+
+/// The row value of `tail` in a block, if there: a scan that stops past it.
+pub fn block_find<'a>(block: &'a [u8], tail: &[u8]) -> Result<Option<&'a [u8]>, MalformedBlock> {
+    let mut values = BlockValues::new(block);
+    while let Some((found, row_value)) = values.next_value()? {
+        match found.cmp(tail) {
+            std::cmp::Ordering::Less => continue,
+            std::cmp::Ordering::Equal => return Ok(Some(row_value)),
+            std::cmp::Ordering::Greater => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// A block with `tail`'s value set to `row_value` (inserted in order, or replacing the value of
+/// the same tail) into `out` (cleared first).
+pub fn block_insert(
+    block: &[u8],
+    tail: &[u8],
+    row_value: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), MalformedBlock> {
+    out.clear();
+    let mut values = BlockValues::new(block);
+    loop {
+        let start = values.position();
+        match values.next_value()? {
+            Some((found, _)) if found < tail => continue,
+            next => {
+                out.extend_from_slice(&block[..start]);
+                push_block_value(tail, row_value, out);
+                let rest = match next {
+                    Some((found, _)) if found == tail => values.position(),
+                    _ => start,
+                };
+                out.extend_from_slice(&block[rest..]);
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A block without `tail`'s value into `out` (cleared first); false (and `out` empty) when the
+/// block holds no such value.
+pub fn block_remove(block: &[u8], tail: &[u8], out: &mut Vec<u8>) -> Result<bool, MalformedBlock> {
+    out.clear();
+    let mut values = BlockValues::new(block);
+    loop {
+        let start = values.position();
+        match values.next_value()? {
+            Some((found, _)) if found < tail => continue,
+            Some((found, _)) if found == tail => {
+                out.extend_from_slice(&block[..start]);
+                out.extend_from_slice(&block[values.position()..]);
+                return Ok(true);
+            }
+            _ => return Ok(false),
+        }
+    }
+}
+
+/// Whether a block is past its bounds ([`VALUE_BLOCK_BYTES_MAX`], [`VALUE_BLOCK_VALUES_MAX`])
+/// and must be split; a block of one value never is.
+pub fn block_over_bounds(block: &[u8]) -> Result<bool, MalformedBlock> {
+    let mut values = BlockValues::new(block);
+    let mut count = 0;
+    while values.next_value()?.is_some() {
+        count += 1;
+    }
+    Ok(count > 1 && (block.len() > VALUE_BLOCK_BYTES_MAX || count > VALUE_BLOCK_VALUES_MAX))
+}
+
+/// A block a delete leaves under this many bytes merges with the next (else the previous) block
+/// of its description when both fit half the bounds ([`should_merge_value_blocks`]): deletes do not wear blocks down
+/// to one value each (a walk would be a cursor step per value again).
+pub const VALUE_BLOCK_MERGE_BELOW_BYTES: usize = VALUE_BLOCK_BYTES_MAX / 4;
+
+/// Whether a block a delete left (`edited`, not empty) and a neighbour (`next`, same
+/// description) become one: `edited` under [`VALUE_BLOCK_MERGE_BELOW_BYTES`] and together
+/// within half the bounds, so the merged block has room to grow before it splits again.
+pub fn should_merge_value_blocks(edited: &[u8], next: &[u8]) -> Result<bool, MalformedBlock> {
+    if edited.len() >= VALUE_BLOCK_MERGE_BELOW_BYTES
+        || edited.len() + next.len() > VALUE_BLOCK_BYTES_MAX / 2
+    {
+        return Ok(false);
+    }
+    let count = |block| -> Result<usize, MalformedBlock> {
+        let mut values = BlockValues::new(block);
+        let mut count = 0;
+        while values.next_value()?.is_some() {
+            count += 1;
+        }
+        Ok(count)
+    };
+    Ok(count(edited)? + count(next)? <= VALUE_BLOCK_VALUES_MAX / 2)
+}
+
+/// Packs sorted per-value rows (full `id2value` value keys and row values, as
+/// [`encode_value_row`] makes them, ascending) into blocks of at most `bytes_max` bytes and
+/// `values_max` values (a value past `bytes_max` alone), emitting each block's key and bytes
+/// in key order. A block never spans two descriptions. Whole writes use the full bounds; a
+/// point write splitting a block uses half of them, so the halves have room to grow.
+pub fn pack_value_blocks<'a, E>(
+    rows: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    bytes_max: usize,
+    values_max: usize,
+    emit: &mut BlockSink<'_, E>,
+) -> Result<(), E> {
+    let (mut key, mut block, mut count) = (Vec::new(), Vec::new(), 0usize);
+    for (row_key, row_value) in rows {
+        let (prefix, tail) = row_key.split_at(VALUE_KEY_PREFIX_BYTES.min(row_key.len()));
+        let full = count > 0
+            && (key.get(..VALUE_KEY_PREFIX_BYTES) != Some(prefix)
+                || count >= values_max
+                || block.len() + block_value_size(tail, row_value) > bytes_max);
+        if full {
+            emit(&key, &block)?;
+            block.clear();
+            count = 0;
+        }
+        if count == 0 {
+            key.clear();
+            key.extend_from_slice(row_key);
+        }
+        push_block_value(tail, row_value, &mut block);
+        count += 1;
+    }
+    if count > 0 {
+        emit(&key, &block)?;
+    }
+    Ok(())
+}
+
+/// The blocks (key, bytes) of framed per-value rows ([`push_framed_row`] of
+/// [`encode_value_row`]'s rows, key order), full bounds: what a whole write of an entry's
+/// out-of-line values stores, the loader and the store alike.
+pub fn value_blocks_of_framed(framed: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut blocks = Vec::new();
+    let _ = pack_value_blocks::<std::convert::Infallible>(
+        framed_rows(framed),
+        VALUE_BLOCK_BYTES_MAX,
+        VALUE_BLOCK_VALUES_MAX,
+        &mut |key, block| {
+            blocks.push((key.to_vec(), block.to_vec()));
+            Ok(())
+        },
+    );
+    blocks
+}
+
+/// Splits a block of one description (`prefix`) past its bounds into blocks of half the bounds,
+/// emitting each block's key and bytes in key order.
+pub fn split_value_block<E>(
+    prefix: &[u8],
+    block: &[u8],
+    emit: &mut BlockSink<'_, E>,
+) -> Result<Result<(), E>, MalformedBlock> {
+    let mut rows = Vec::new();
+    let mut values = BlockValues::new(block);
+    while let Some((tail, row_value)) = values.next_value()? {
+        let mut key = prefix.to_vec();
+        key.extend_from_slice(tail);
+        rows.push((key, row_value));
+    }
+    Ok(pack_value_blocks(
+        rows.iter().map(|(key, value)| (key.as_slice(), *value)),
+        VALUE_BLOCK_BYTES_MAX / 2,
+        VALUE_BLOCK_VALUES_MAX / 2,
+        emit,
+    ))
+}
+
 // ---------------------------------------------------------------- varints
 
 /// LEB128 unsigned varint.
@@ -1501,5 +1794,284 @@ mod tests {
             [(&b"k1"[..], &b"v1"[..]), (&[7u8; 300][..], &b""[..])]
         );
         assert_eq!(framed_rows(&framed[..framed.len() - 1]).count(), 1);
+    }
+
+    /// Per-value rows (key, row value) of description 3 of entry 7 for these normalized values
+    /// (originals upper-cased), ascending.
+    fn value_rows_of(values: &[Vec<u8>]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = values
+            .iter()
+            .map(|normalized| {
+                let (mut key, mut value) = (Vec::new(), Vec::new());
+                encode_value_row(
+                    7,
+                    3,
+                    &normalized.to_ascii_uppercase(),
+                    normalized,
+                    &mut key,
+                    &mut value,
+                );
+                (key, value)
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+
+    fn pack(rows: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut framed = Vec::new();
+        for (key, value) in rows {
+            push_framed_row(key, value, &mut framed);
+        }
+        value_blocks_of_framed(&framed)
+    }
+
+    /// Every block checks, is keyed by its first value, is within bounds or holds one value;
+    /// the blocks' values in order are exactly `rows`.
+    fn assert_blocks_hold(blocks: &[(Vec<u8>, Vec<u8>)], rows: &[(Vec<u8>, Vec<u8>)]) {
+        let mut seen = Vec::new();
+        for (key, block) in blocks {
+            let count = check_value_block(block).expect("block checks");
+            assert!(count >= 1, "no empty block");
+            assert!(
+                count == 1
+                    || (block.len() <= VALUE_BLOCK_BYTES_MAX && count <= VALUE_BLOCK_VALUES_MAX),
+                "a block of {count} values and {} bytes",
+                block.len()
+            );
+            let (first, _) = block_tail_bounds(block).unwrap().unwrap();
+            assert_eq!(
+                &key[VALUE_KEY_PREFIX_BYTES..],
+                first,
+                "keyed by its first value"
+            );
+            let mut values = BlockValues::new(block);
+            while let Some((tail, value)) = values.next_value().unwrap() {
+                let mut full = key[..VALUE_KEY_PREFIX_BYTES].to_vec();
+                full.extend_from_slice(tail);
+                seen.push((full, value.to_vec()));
+            }
+        }
+        assert_eq!(seen, rows);
+        assert!(
+            blocks.windows(2).all(|pair| pair[0].0 < pair[1].0),
+            "keys ascend"
+        );
+    }
+
+    #[test]
+    fn no_one_and_many_values_pack_into_zero_one_and_several_blocks() {
+        assert!(pack(&[]).is_empty());
+        let one = value_rows_of(&[b"uid=a".to_vec()]);
+        assert_eq!(pack(&one).len(), 1);
+        assert_blocks_hold(&pack(&one), &one);
+        let many: Vec<Vec<u8>> = (0..1000)
+            .map(|index| format!("uid=m{index:05},dc=example").into_bytes())
+            .collect();
+        let many = value_rows_of(&many);
+        let blocks = pack(&many);
+        assert!(blocks.len() > 5, "{} blocks", blocks.len());
+        assert_blocks_hold(&blocks, &many);
+        // Tiny values: the value-count bound cuts the blocks.
+        let tiny: Vec<Vec<u8>> = (0..1000u32)
+            .map(|index| index.to_be_bytes().to_vec())
+            .collect();
+        let tiny = value_rows_of(&tiny);
+        let blocks = pack(&tiny);
+        assert_eq!(blocks.len(), 1000usize.div_ceil(VALUE_BLOCK_VALUES_MAX));
+        assert_blocks_hold(&blocks, &tiny);
+    }
+
+    #[test]
+    fn blocks_never_span_two_descriptions() {
+        let mut rows = value_rows_of(&[b"a".to_vec(), b"b".to_vec()]);
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        encode_value_row(7, 4, b"a", b"a", &mut key, &mut value);
+        rows.push((key, value));
+        let blocks = pack(&rows);
+        assert_eq!(blocks.len(), 2);
+        assert_blocks_hold(&blocks, &rows);
+    }
+
+    #[test]
+    fn values_filling_a_block_exactly_stay_and_a_byte_more_starts_the_next() {
+        // Ten values of 404 bytes each in the block (2-byte tail length, 400-byte tail, 1-byte
+        // value length, tag), then one of 56 (+1) bytes: exactly the bound (one byte past it).
+        for (extra, blocks_wanted) in [(0usize, 1usize), (1, 2)] {
+            let prefix = [0, 0, 0, 7, 0, 0, 0, 3];
+            let mut rows: Vec<(Vec<u8>, Vec<u8>)> = (0..10u8)
+                .map(|index| {
+                    (
+                        [&prefix[..], &[b'a' + index; 400]].concat(),
+                        vec![VALUE_TAG_SAME],
+                    )
+                })
+                .collect();
+            rows.push((
+                [&prefix[..], &vec![b'z'; 53 + extra]].concat(),
+                vec![VALUE_TAG_SAME],
+            ));
+            let size: usize = rows
+                .iter()
+                .map(|(key, value)| block_value_size(&key[VALUE_KEY_PREFIX_BYTES..], value))
+                .sum();
+            assert_eq!(size, VALUE_BLOCK_BYTES_MAX + extra);
+            let blocks = pack(&rows);
+            assert_eq!(blocks.len(), blocks_wanted, "extra {extra}");
+            assert_blocks_hold(&blocks, &rows);
+        }
+    }
+
+    #[test]
+    fn a_value_larger_than_a_block_is_a_block_of_its_own() {
+        let huge = vec![b'h'; VALUE_BLOCK_BYTES_MAX * 2];
+        let rows = value_rows_of(&[b"a".to_vec(), huge, b"z".to_vec()]);
+        let blocks = pack(&rows);
+        assert_eq!(blocks.len(), 3);
+        assert_blocks_hold(&blocks, &rows);
+        assert!(
+            !block_over_bounds(&blocks[1].1).unwrap(),
+            "one value is never split"
+        );
+    }
+
+    /// The block of `values` (one block, whatever its size).
+    fn block_of(values: &[&[u8]]) -> Vec<u8> {
+        let mut block = Vec::new();
+        for value in values {
+            push_block_value(value, &[VALUE_TAG_SAME], &mut block);
+        }
+        block
+    }
+
+    #[test]
+    fn inserting_and_removing_in_a_block_keep_it_sorted() {
+        let block = block_of(&[b"b", b"d"]);
+        let mut out = Vec::new();
+        block_insert(&block, b"a", &[VALUE_TAG_SAME], &mut out).unwrap();
+        assert_eq!(out, block_of(&[b"a", b"b", b"d"]), "a new first value");
+        block_insert(&block, b"c", &[VALUE_TAG_SAME], &mut out).unwrap();
+        assert_eq!(out, block_of(&[b"b", b"c", b"d"]));
+        block_insert(&block, b"e", &[VALUE_TAG_SAME], &mut out).unwrap();
+        assert_eq!(out, block_of(&[b"b", b"d", b"e"]), "a new last value");
+        block_insert(&block, b"d", &[VALUE_TAG_ORIGINAL, b'D'], &mut out).unwrap();
+        assert_eq!(
+            block_find(&out, b"d").unwrap(),
+            Some(&[VALUE_TAG_ORIGINAL, b'D'][..])
+        );
+        assert_eq!(check_value_block(&out), Ok(2), "replaced, not added");
+        assert!(block_remove(&block, b"b", &mut out).unwrap());
+        assert_eq!(out, block_of(&[b"d"]), "the first value removed");
+        assert!(block_remove(&block, b"d", &mut out).unwrap());
+        assert_eq!(out, block_of(&[b"b"]), "the last value removed");
+        assert!(!block_remove(&block, b"c", &mut out).unwrap(), "absent");
+        assert!(block_remove(&block_of(&[b"b"]), b"b", &mut out).unwrap());
+        assert!(out.is_empty(), "emptied");
+        assert_eq!(block_find(&block, b"c").unwrap(), None);
+        assert_eq!(block_find(&block, b"a").unwrap(), None);
+        assert!(block_find(&block, b"b").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_block_past_its_bounds_splits_into_halves_within_them() {
+        let values: Vec<Vec<u8>> = (0..VALUE_BLOCK_VALUES_MAX + 1)
+            .map(|index| format!("v{index:04}").into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let block = block_of(&refs);
+        assert!(
+            block_over_bounds(&block).unwrap(),
+            "one value past the count bound"
+        );
+        assert!(
+            !block_over_bounds(&block_of(&refs[1..])).unwrap(),
+            "exactly the count bound"
+        );
+        let prefix = [0, 0, 0, 7, 0, 0, 0, 3];
+        let mut pieces = Vec::new();
+        split_value_block::<()>(&prefix, &block, &mut |key, piece| {
+            pieces.push((key.to_vec(), piece.to_vec()));
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            pieces.len(),
+            3,
+            "halves of half the count bound, then the one left"
+        );
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = values
+            .iter()
+            .map(|value| ([&prefix[..], value].concat(), vec![VALUE_TAG_SAME]))
+            .collect();
+        assert_blocks_hold(&pieces, &rows);
+    }
+
+    #[test]
+    fn malformed_blocks_are_refused() {
+        assert_eq!(check_value_block(&[]), Ok(0));
+        assert_eq!(
+            check_value_block(&[5, b'a']),
+            Err(MalformedBlock),
+            "short tail"
+        );
+        assert_eq!(
+            check_value_block(&[1, b'a', 1, 9]),
+            Err(MalformedBlock),
+            "unknown tag"
+        );
+        let unsorted = block_of(&[b"b", b"a"]);
+        assert_eq!(check_value_block(&unsorted), Err(MalformedBlock));
+        let twice = block_of(&[b"a", b"a"]);
+        assert_eq!(check_value_block(&twice), Err(MalformedBlock));
+    }
+
+    #[test]
+    fn a_small_block_merges_with_the_next_only_within_half_the_bounds() {
+        let sized = |first: u8, bytes: usize| {
+            // Values of 100 bytes each (1 + 97 + 1 + 1): `bytes` / 100 of them.
+            let values: Vec<Vec<u8>> = (0..bytes / 100)
+                .map(|index| vec![first + index as u8; 97])
+                .collect();
+            let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+            block_of(&refs)
+        };
+        let small = sized(b'a', 900);
+        assert!(small.len() < VALUE_BLOCK_MERGE_BELOW_BYTES);
+        assert!(
+            should_merge_value_blocks(&small, &sized(b'm', 1100)).unwrap(),
+            "2000 bytes: fits"
+        );
+        assert!(
+            !should_merge_value_blocks(&small, &sized(b'm', 1200)).unwrap(),
+            "2100: past half"
+        );
+        // 1000 bytes, then one value of 24 (1 + 21 + 1 + 1): exactly the floor.
+        let mut floor = sized(b'a', 1000);
+        push_block_value(&[b'l'; 21], &[VALUE_TAG_SAME], &mut floor);
+        assert_eq!(floor.len(), VALUE_BLOCK_MERGE_BELOW_BYTES);
+        floor.truncate(1000);
+        assert!(
+            should_merge_value_blocks(&floor, &sized(b'm', 100)).unwrap(),
+            "under the floor"
+        );
+        push_block_value(&[b'l'; 21], &[VALUE_TAG_SAME], &mut floor);
+        assert!(
+            !should_merge_value_blocks(&floor, &sized(b'm', 100)).unwrap(),
+            "at the floor"
+        );
+        let tiny: Vec<Vec<u8>> = (0..VALUE_BLOCK_VALUES_MAX as u32 / 2)
+            .map(|index| index.to_be_bytes().to_vec())
+            .collect();
+        let tiny: Vec<&[u8]> = tiny.iter().map(Vec::as_slice).collect();
+        assert!(should_merge_value_blocks(&block_of(&tiny[..10]), &block_of(&tiny[10..])).unwrap());
+        assert!(
+            !should_merge_value_blocks(
+                &block_of(&tiny[..10]),
+                &block_of(&[&tiny[10..], &[&b"zz"[..]][..]].concat())
+            )
+            .unwrap(),
+            "one value past half the count"
+        );
     }
 }

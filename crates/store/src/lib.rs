@@ -34,6 +34,7 @@ mod store;
 mod target_dn;
 mod treeorder;
 mod usage;
+mod value_blocks;
 mod write;
 
 pub use admin::{

@@ -22,6 +22,7 @@ use crate::codec::{encode_entry, AttributeToEncode};
 use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId, IndexKinds};
 use crate::read::{corrupt, out_of_line_contains, read_entry};
+use crate::value_blocks;
 use crate::write::{WorkingAttribute, WriteContext, WriteTxn};
 
 /// One out-of-line description of the entry being modified.
@@ -397,26 +398,21 @@ impl WriteTxn<'_> {
             .databases
             .values
             .ok_or_else(|| corrupt("the store has no id2value DB"))?;
-        let (mut key, mut value) = (Vec::new(), Vec::new());
         for change in changes.values() {
             self.check_deadline()?;
+            let place = (id, change.number);
             match &change.after {
                 Some(original) => {
-                    layout::encode_value_row(
-                        id,
-                        change.number,
+                    value_blocks::put_value(
+                        database,
+                        &mut self.txn,
+                        place,
                         original,
                         &change.normalized,
-                        &mut key,
-                        &mut value,
-                    );
-                    database
-                        .put(&mut self.txn, &key, &value)
-                        .map_err(lmdb_to_ldap)?;
+                    )?;
                 }
                 None => {
-                    layout::encode_value_key(id, change.number, &change.normalized, &mut key);
-                    database.delete(&mut self.txn, &key).map_err(lmdb_to_ldap)?;
+                    value_blocks::delete_value(database, &mut self.txn, place, &change.normalized)?;
                 }
             }
         }

@@ -338,30 +338,113 @@ pub(crate) fn read_entry<'t>(
     }
 }
 
-/// The `id2value` rows of one out-of-line attribute (entry `id`, description `number`), in key
-/// order, borrowing the map; a malformed row is an error naming the entry.
-pub(crate) fn out_of_line_rows<'t>(
+/// An `id2value` row: a block's key and bytes.
+pub(crate) type KeyAndBlock<'t> = (&'t [u8], &'t [u8]);
+
+/// The block (key and bytes) of the description of key prefix `prefix` (entry, description
+/// number) that would hold a value of key tail `tail`: the last block keyed at or below
+/// prefix ‖ tail, else the description's first block; None when the description has none.
+pub(crate) fn block_key_for<'t>(
+    database: RawDatabase,
+    txn: &'t RoTxn,
+    prefix: &[u8],
+    tail: &[u8],
+) -> Result<Option<KeyAndBlock<'t>>, LdapError> {
+    let mut key = Vec::with_capacity(prefix.len() + tail.len());
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(tail);
+    if let Some(found) = database
+        .get_lower_than_or_equal_to(txn, &key)
+        .map_err(lmdb_to_ldap)?
+        .filter(|(found, _)| found.starts_with(prefix))
+    {
+        return Ok(Some(found));
+    }
+    Ok(database
+        .get_greater_than_or_equal_to(txn, prefix)
+        .map_err(lmdb_to_ldap)?
+        .filter(|(found, _)| found.starts_with(prefix)))
+}
+
+/// The (tail, row value) pairs of entry `id`'s description `number` in key order, from the
+/// block that would hold `from_tail` (every block without it): one cursor step per block.
+fn out_of_line_block_values<'t>(
     inner: &Inner,
     txn: &'t RoTxn,
     id: EntryId,
     number: u32,
-) -> Result<impl Iterator<Item = Result<layout::ValueRow<'t>, LdapError>> + 't, LdapError> {
+    from_tail: Option<&[u8]>,
+) -> Result<impl Iterator<Item = Result<layout::BlockValue<'t>, LdapError>> + 't, LdapError> {
+    use std::ops::Bound;
     let database = inner
         .databases
         .values
         .ok_or_else(|| corrupt(format!("entry {id}: out-of-line values but no id2value DB")))?;
     let mut prefix = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES);
     layout::value_key_prefix(id, Some(number), &mut prefix);
-    let rows = database.prefix_iter(txn, &prefix).map_err(lmdb_to_ldap)?;
-    Ok(rows.map(move |row| {
-        let (key, value) = row.map_err(lmdb_to_ldap)?;
-        layout::decode_value_row(key, value)
-            .ok_or_else(|| corrupt(format!("entry {id}: malformed id2value row {key:02x?}")))
+    let start = match from_tail {
+        Some(tail) => block_key_for(database, txn, &prefix, tail)?
+            .map_or_else(|| prefix.clone(), |(key, _)| key.to_vec()),
+        None => prefix.clone(),
+    };
+    let range: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&start), Bound::Unbounded);
+    let mut blocks = database.range(txn, &range).map_err(lmdb_to_ldap)?;
+    let mut current = layout::BlockValues::new(&[]);
+    let mut failed = false;
+    Ok(std::iter::from_fn(move || loop {
+        if failed {
+            return None;
+        }
+        match current.next_value() {
+            Ok(Some(value)) => return Some(Ok(value)),
+            Ok(None) => {}
+            Err(error) => {
+                failed = true;
+                return Some(Err(corrupt(format!("entry {id}: {error}"))));
+            }
+        }
+        match blocks.next()? {
+            Ok((key, block)) if key.starts_with(&prefix) => {
+                current = layout::BlockValues::new(block)
+            }
+            Ok(_) => return None,
+            Err(error) => {
+                failed = true;
+                return Some(Err(lmdb_to_ldap(error)));
+            }
+        }
     }))
 }
 
+/// The values of one out-of-line attribute (entry `id`, description `number`), in key order,
+/// borrowing the map; a malformed block is an error naming the entry.
+pub(crate) fn out_of_line_rows<'t>(
+    inner: &Inner,
+    txn: &'t RoTxn,
+    id: EntryId,
+    number: u32,
+) -> Result<impl Iterator<Item = Result<layout::ValueRow<'t>, LdapError>> + 't, LdapError> {
+    let values = out_of_line_block_values(inner, txn, id, number, None)?;
+    Ok(values.map(move |value| value_row(id, number, value?)))
+}
+
+fn value_row<'a>(
+    id: EntryId,
+    number: u32,
+    (tail, row_value): (&'a [u8], &'a [u8]),
+) -> Result<layout::ValueRow<'a>, LdapError> {
+    let (original, normalized) = layout::decode_value_row_tail(tail, row_value)
+        .ok_or_else(|| corrupt(format!("entry {id}: malformed id2value value {tail:02x?}")))?;
+    Ok(layout::ValueRow {
+        id,
+        description_number: number,
+        original,
+        normalized,
+    })
+}
+
 /// Whether entry `id`'s out-of-line description `number` holds a value of this normalized form:
-/// one point lookup.
+/// one lookup of the block that would hold it, then a scan inside it.
 pub(crate) fn out_of_line_contains(
     inner: &Inner,
     txn: &RoTxn,
@@ -372,21 +455,23 @@ pub(crate) fn out_of_line_contains(
     let Some(database) = inner.databases.values else {
         return Ok(false);
     };
-    let mut key = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + normalized.len());
-    layout::encode_value_key(id, number, normalized, &mut key);
-    match database.get(txn, &key).map_err(lmdb_to_ldap)? {
-        None => Ok(false),
-        // A long value's key is its first bytes and hash: the row holds the whole value.
-        Some(value) => {
-            Ok(layout::decode_value_row(&key, value)
-                .is_some_and(|row| row.normalized == normalized))
-        }
-    }
+    let mut prefix = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES);
+    layout::value_key_prefix(id, Some(number), &mut prefix);
+    let tail = layout::value_key_tail(normalized);
+    let Some((_, block)) = block_key_for(database, txn, &prefix, &tail)? else {
+        return Ok(false);
+    };
+    let found = layout::block_find(block, &tail)
+        .map_err(|error| corrupt(format!("entry {id}: {error}")))?;
+    // A long value's tail is its first bytes and hash: the value holds the whole value.
+    Ok(found.is_some_and(|row_value| {
+        layout::decode_value_row_tail(&tail, row_value)
+            .is_some_and(|(_, stored)| stored == normalized)
+    }))
 }
 
 /// Whether entry `id`'s out-of-line description `number` holds a value whose normalized form
-/// starts with `prefix`: one cursor positioning (keys hold a value's first
-/// `VALUE_KEY_NORMALIZED_BYTES_MAX` bytes, so values sharing a shorter prefix are adjacent).
+/// starts with `prefix`.
 pub(crate) fn out_of_line_has_prefix(
     inner: &Inner,
     txn: &RoTxn,
@@ -394,23 +479,12 @@ pub(crate) fn out_of_line_has_prefix(
     number: u32,
     prefix: &[u8],
 ) -> Result<bool, LdapError> {
-    if prefix.len() > layout::VALUE_KEY_NORMALIZED_BYTES_MAX {
-        for row in out_of_line_rows(inner, txn, id, number)? {
-            if row?.normalized.starts_with(prefix) {
-                return Ok(true);
-            }
-        }
-        return Ok(false);
-    }
-    let Some(database) = inner.databases.values else {
-        return Ok(false);
-    };
-    let mut key = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + prefix.len());
-    layout::encode_value_key(id, number, prefix, &mut key);
-    Ok(database
-        .get_greater_than_or_equal_to(txn, &key)
-        .map_err(lmdb_to_ldap)?
-        .is_some_and(|(found, _)| found.starts_with(&key)))
+    let mut found = false;
+    for_values_with_prefix(inner, txn, id, number, prefix, &mut |_| {
+        found = true;
+        false
+    })?;
+    Ok(found)
 }
 
 /// The normalized values of entry `id`'s out-of-line description `number` that start with
@@ -423,34 +497,43 @@ pub(crate) fn out_of_line_values_with_prefix(
     prefix: &[u8],
 ) -> Result<Vec<Vec<u8>>, LdapError> {
     let mut found = Vec::new();
-    if prefix.len() > layout::VALUE_KEY_NORMALIZED_BYTES_MAX {
-        for row in out_of_line_rows(inner, txn, id, number)? {
-            let row = row?;
-            if row.normalized.starts_with(prefix) {
-                found.push(row.normalized.to_vec());
-            }
-        }
-        return Ok(found);
+    for_values_with_prefix(inner, txn, id, number, prefix, &mut |normalized| {
+        found.push(normalized.to_vec());
+        true
+    })?;
+    Ok(found)
+}
+
+/// Calls `each` with every normalized value of the description starting with `prefix` while it
+/// returns true. A prefix that fits a key tail starts at the block that would hold it and stops
+/// past the values sharing it (they are adjacent); a longer one walks every value.
+fn for_values_with_prefix(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    number: u32,
+    prefix: &[u8],
+    each: &mut dyn FnMut(&[u8]) -> bool,
+) -> Result<(), LdapError> {
+    if inner.databases.values.is_none() {
+        return Ok(());
     }
-    let Some(database) = inner.databases.values else {
-        return Ok(found);
-    };
-    let mut start = Vec::with_capacity(layout::VALUE_KEY_PREFIX_BYTES + prefix.len());
-    layout::encode_value_key(id, number, prefix, &mut start);
-    let range: (std::ops::Bound<&[u8]>, std::ops::Bound<&[u8]>) = (
-        std::ops::Bound::Included(&start),
-        std::ops::Bound::Unbounded,
-    );
-    for row in database.range(txn, &range).map_err(lmdb_to_ldap)? {
-        let (key, value) = row.map_err(lmdb_to_ldap)?;
-        if !key.starts_with(&start) {
+    let keyed = prefix.len() <= layout::VALUE_KEY_NORMALIZED_BYTES_MAX;
+    let from = keyed.then_some(prefix);
+    for value in out_of_line_block_values(inner, txn, id, number, from)? {
+        let (tail, row_value) = value?;
+        if keyed && !tail.starts_with(prefix) {
+            if tail > prefix {
+                break;
+            }
+            continue;
+        }
+        let row = value_row(id, number, (tail, row_value))?;
+        if row.normalized.starts_with(prefix) && !each(row.normalized) {
             break;
         }
-        let row = layout::decode_value_row(key, value)
-            .ok_or_else(|| corrupt(format!("entry {id}: malformed id2value row {key:02x?}")))?;
-        found.push(row.normalized.to_vec());
     }
-    Ok(found)
+    Ok(())
 }
 
 impl ReadTxn {
@@ -665,13 +748,14 @@ pub enum AttributeValues<'txn> {
     OutOfLine(OutOfLineValues<'txn>),
 }
 
-/// An out-of-line attribute's values in key order. The cursor opens on the first `next`; a
-/// clone opens its own after the last key this one returned (the BER writer walks an
-/// attribute twice: lengths, then bytes).
+/// An out-of-line attribute's values in key order, one cursor step per block. The cursor opens
+/// on the first `next`; a clone keeps its place in the current block and opens its own cursor
+/// after that block's key (the BER writer walks an attribute twice: lengths, then bytes).
 pub struct OutOfLineValues<'txn> {
     read: &'txn ReadTxn,
     prefix: [u8; layout::VALUE_KEY_PREFIX_BYTES],
     last_key: Option<&'txn [u8]>,
+    block: layout::BlockValues<'txn>,
     remaining: usize,
     rows: Option<heed::RoRange<'txn, heed::types::Bytes, heed::types::Bytes>>,
 }
@@ -682,6 +766,7 @@ impl Clone for OutOfLineValues<'_> {
             read: self.read,
             prefix: self.prefix,
             last_key: self.last_key,
+            block: self.block.clone(),
             remaining: self.remaining,
             rows: None,
         }
@@ -710,29 +795,46 @@ impl<'txn> OutOfLineValues<'txn> {
         database.range(&self.read.txn, &range).map_err(lmdb_to_ldap)
     }
 
-    /// The next row's (original, normalized) forms. The prefix (entry, description) is
-    /// checked once per row; only the key's tail and the value are decoded.
+    /// The next value's (original, normalized) forms: from the current block, else from the
+    /// next block of the prefix (entry, description), checked once per block.
     #[inline]
     fn next_row(&mut self) -> Result<Option<ValueForms<'txn>>, LdapError> {
         if self.remaining == 0 {
             return Ok(None);
         }
+        loop {
+            let next = self
+                .block
+                .next_value()
+                .map_err(|error| corrupt(error.to_string()))?;
+            if let Some((tail, row_value)) = next {
+                let forms = layout::decode_value_row_tail(tail, row_value)
+                    .ok_or_else(|| corrupt(format!("malformed id2value value {tail:02x?}")))?;
+                self.remaining -= 1;
+                return Ok(Some(forms));
+            }
+            if !self.next_block()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Moves to the next block of the prefix; false past the last.
+    fn next_block(&mut self) -> Result<bool, LdapError> {
         if self.rows.is_none() {
             self.rows = Some(self.open()?);
         }
         let rows = self.rows.as_mut().expect("opened above");
         let Some(row) = rows.next() else {
-            return Ok(None);
+            return Ok(false);
         };
-        let (key, value) = row.map_err(lmdb_to_ldap)?;
-        let Some(tail) = key.strip_prefix(&self.prefix[..]) else {
-            return Ok(None);
-        };
-        let forms = layout::decode_value_row_tail(tail, value)
-            .ok_or_else(|| corrupt(format!("malformed id2value row {key:02x?}")))?;
+        let (key, block) = row.map_err(lmdb_to_ldap)?;
+        if !key.starts_with(&self.prefix[..]) {
+            return Ok(false);
+        }
         self.last_key = Some(key);
-        self.remaining -= 1;
-        Ok(Some(forms))
+        self.block = layout::BlockValues::new(block);
+        Ok(true)
     }
 }
 
@@ -792,6 +894,7 @@ impl<'txn> AttributeRef<'txn> {
             read: self.read,
             prefix: prefix.try_into().expect("ID and number: 8 bytes"),
             last_key: None,
+            block: layout::BlockValues::new(&[]),
             remaining: self.encoded.value_count,
             rows: None,
         })

@@ -616,10 +616,16 @@ fn open_existing_databases(
 fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
     match stored {
         Some(bytes) if bytes == layout::FORMAT_VERSION.to_be_bytes() => Ok(()),
-        Some(bytes) => Err(StoreError::Format(format!(
-            "unsupported store format version {bytes:?} (this build reads {})",
-            layout::FORMAT_VERSION
-        ))),
+        Some(bytes) => Err(StoreError::Format(match <[u8; 4]>::try_from(bytes) {
+            Ok(number) => format!(
+                "unsupported store format version {} (this build reads version {}; version 1 \
+                 stores kept one id2value row per out-of-line value): export the directory with \
+                 the build that wrote it and load the LDIF with this one",
+                u32::from_be_bytes(number),
+                layout::FORMAT_VERSION
+            ),
+            Err(_) => format!("malformed store format version {bytes:02x?}"),
+        })),
         None => Err(StoreError::Format("the store has no format version".into())),
     }
 }

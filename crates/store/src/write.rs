@@ -191,9 +191,9 @@ impl Inner {
 }
 
 impl Inner {
-    /// Makes entry `id`'s `id2value` rows exactly `framed` (key order): a merge of the rows
-    /// there with the new ones, so only rows that differ are written or deleted. Returns the
-    /// bytes written.
+    /// Makes entry `id`'s `id2value` rows exactly the blocks of `framed` (per-value rows, key
+    /// order; `layout::value_blocks_of_framed`): a merge of the blocks there with the new ones,
+    /// so only blocks that differ are written or deleted. Returns the bytes written.
     pub(crate) fn replace_value_rows(
         &self,
         txn: &mut RwTxn<'_>,
@@ -213,7 +213,8 @@ impl Inner {
         }
         let mut written = 0;
         let mut old = existing.iter().peekable();
-        for (key, value) in layout::framed_rows(framed) {
+        for (key, value) in layout::value_blocks_of_framed(framed) {
+            let (key, value) = (key.as_slice(), value.as_slice());
             while let Some((old_key, _)) = old.next_if(|(old_key, _)| old_key.as_slice() < key) {
                 database.delete(txn, old_key).map_err(lmdb_to_ldap)?;
             }

@@ -353,11 +353,25 @@ fn check_names_damaged_id2value_rows() {
     let database = store.id2value_database().unwrap();
     let (mut key, mut value) = (Vec::new(), Vec::new());
     let mut raw = store.env().write_txn().unwrap();
+    // The group's three values are one block: take the second out of it.
+    layout::value_key_prefix(id, Some(number), &mut key);
+    let (block_key, block) = {
+        let (block_key, block) = database
+            .prefix_iter(&raw, &key)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        (block_key.to_vec(), block.to_vec())
+    };
     let gone = member_dn(2).to_ascii_lowercase();
-    layout::encode_value_key(id, number, gone.as_bytes(), &mut key);
-    assert!(database.delete(&mut raw, &key).unwrap());
+    let mut edited = Vec::new();
+    assert!(layout::block_remove(&block, gone.as_bytes(), &mut edited).unwrap());
+    database.put(&mut raw, &block_key, &edited).unwrap();
     layout::encode_value_row(id, number + 40, b"x", b"x", &mut key, &mut value);
-    database.put(&mut raw, &key, &value).unwrap();
+    let mut stray = Vec::new();
+    layout::push_block_value(b"x", &value, &mut stray);
+    database.put(&mut raw, &key, &stray).unwrap();
     layout::encode_value_key(id + 1, number, b"y", &mut key);
     database.put(&mut raw, &key, &[9]).unwrap();
     raw.commit().unwrap();
@@ -371,7 +385,7 @@ fn check_names_damaged_id2value_rows() {
         problems.contains("without an out-of-line marker"),
         "{problems}"
     );
-    assert!(problems.contains("malformed row"), "{problems}");
+    assert!(problems.contains("malformed block"), "{problems}");
 }
 
 /// Deleting or renaming a member fixes the big groups by point writes: member values, and
