@@ -414,27 +414,10 @@ fn a_node_consuming_itself_under_another_name_applies_nothing() {
 /// One monitorCounter of a node's consumer in cn=Monitor (`cn=<counter>,cn=Consumer <rid>`).
 fn consumer_counter(node: &Node, rid: u16, counter: &str) -> u64 {
     let base = format!("cn={counter},cn=Consumer {rid:03},cn=Database 1,cn=Databases,cn=Monitor");
-    let output = Command::new("ldapsearch")
-        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
-        .arg(format!("ldap://127.0.0.1:{}", node.server.port))
-        .args([
-            "-D",
-            ROOT_DN,
-            "-w",
-            ROOT_PASSWORD,
-            "-s",
-            "base",
-            "-b",
-            &base,
-        ])
-        .arg("monitorCounter")
-        .output()
-        .expect("running ldapsearch");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .find_map(|line| line.strip_prefix("monitorCounter: "))
+    base_values(node.server.port, &base, "monitorCounter")
+        .first()
         .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| panic!("no {base}: {output:?}"))
+        .unwrap_or_else(|| panic!("no monitorCounter on {base}"))
 }
 
 fn replace(node: &Node, dn: &str, attribute: &str, value: &str) {

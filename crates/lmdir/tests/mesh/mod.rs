@@ -264,30 +264,28 @@ pub fn context_csns(node: &Node) -> Vec<String> {
 }
 
 pub fn context_csns_at(port: u16) -> Vec<String> {
-    let output = Command::new("ldapsearch")
-        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
-        .arg(format!("ldap://127.0.0.1:{port}"))
-        .args([
-            "-D",
-            ROOT_DN,
-            "-w",
-            ROOT_PASSWORD,
-            "-s",
-            "base",
-            "-b",
-            SUFFIX,
-        ])
-        .arg("contextCSN")
-        .output()
-        .expect("running ldapsearch");
-    let mut csns: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| line.strip_prefix("contextCSN: "))
-        .map(str::to_string)
-        .collect();
+    let mut csns = base_values(port, SUFFIX, "contextCSN");
     // A cookie lists its CSNs by server ID, the third `#` field.
     csns.sort_by_key(|csn| csn.split('#').nth(2).map(str::to_string));
     csns
+}
+
+/// The values of `attribute` on the entry `base` of the server at `port`, as the rootdn reads
+/// them with `ldapsearch` (empty when the entry or the attribute is not there).
+pub fn base_values(port: u16, base: &str, attribute: &str) -> Vec<String> {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-s", "base", "-b", base])
+        .arg(attribute)
+        .output()
+        .expect("running ldapsearch");
+    let prefix = format!("{attribute}: ");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.strip_prefix(prefix.as_str()))
+        .map(str::to_string)
+        .collect()
 }
 
 /// How many whole entries (changed since the cookie) `provider` sends to a refreshOnly sync
