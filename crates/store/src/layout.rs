@@ -917,8 +917,8 @@ pub fn decode_posting_chunk_low(bytes: &[u8]) -> Result<RoaringBitmap, CorruptCh
 /// Attribute types whose values always live out of line in `id2value` (group membership: the
 /// attributes of large groups), whatever their count.
 pub const OUT_OF_LINE_ALWAYS: [&str; 3] = ["member", "uniqueMember", "memberUid"];
-/// Any other attribute description with more values than this lives out of line too (one
-/// B-tree row per value then costs less than rewriting and re-checking them all on each change;
+/// Any other attribute description with more values than this lives out of line too (editing
+/// one block of values then costs less than rewriting and re-checking them all on each change;
 /// below it the record stays one read).
 pub const OUT_OF_LINE_VALUES_MIN: usize = 256;
 /// Bytes of the normalized value kept whole in an `id2value` key. LMDB keys are at most 511
