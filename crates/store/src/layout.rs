@@ -1200,17 +1200,28 @@ pub fn block_tail_bounds(block: &[u8]) -> Result<Option<BlockValue<'_>>, Malform
     Ok(Some((first, last)))
 }
 
-/// The row value of `tail` in a block, if there: a scan that stops past it.
-pub fn block_find<'a>(block: &'a [u8], tail: &[u8]) -> Result<Option<&'a [u8]>, MalformedBlock> {
+/// Where a tail belongs in a block: the offset of its slot (the first value not below it)
+/// and, when the value there is the tail's own, its row value and the offset past it.
+type BlockSlot<'a> = (usize, Option<(&'a [u8], usize)>);
+
+/// The [`BlockSlot`] of `tail`: the one in-block scan of a point lookup, insert and remove.
+fn block_slot<'a>(block: &'a [u8], tail: &[u8]) -> Result<BlockSlot<'a>, MalformedBlock> {
     let mut values = BlockValues::new(block);
-    while let Some((found, row_value)) = values.next_value()? {
-        match found.cmp(tail) {
-            std::cmp::Ordering::Less => continue,
-            std::cmp::Ordering::Equal => return Ok(Some(row_value)),
-            std::cmp::Ordering::Greater => return Ok(None),
+    loop {
+        let start = values.position();
+        match values.next_value()? {
+            Some((found, _)) if found < tail => continue,
+            Some((found, row_value)) if found == tail => {
+                return Ok((start, Some((row_value, values.position()))))
+            }
+            _ => return Ok((start, None)),
         }
     }
-    Ok(None)
+}
+
+/// The row value of `tail` in a block, if there: a scan that stops past it.
+pub fn block_find<'a>(block: &'a [u8], tail: &[u8]) -> Result<Option<&'a [u8]>, MalformedBlock> {
+    Ok(block_slot(block, tail)?.1.map(|(row_value, _)| row_value))
 }
 
 /// A block with `tail`'s value set to `row_value` (inserted in order, or replacing the value of
@@ -1222,42 +1233,25 @@ pub fn block_insert(
     out: &mut Vec<u8>,
 ) -> Result<(), MalformedBlock> {
     out.clear();
-    let mut values = BlockValues::new(block);
-    loop {
-        let start = values.position();
-        match values.next_value()? {
-            Some((found, _)) if found < tail => continue,
-            next => {
-                out.extend_from_slice(&block[..start]);
-                push_block_value(tail, row_value, out);
-                let rest = match next {
-                    Some((found, _)) if found == tail => values.position(),
-                    _ => start,
-                };
-                out.extend_from_slice(&block[rest..]);
-                return Ok(());
-            }
-        }
-    }
+    let (start, same) = block_slot(block, tail)?;
+    out.extend_from_slice(&block[..start]);
+    push_block_value(tail, row_value, out);
+    let rest = same.map_or(start, |(_, end)| end);
+    out.extend_from_slice(&block[rest..]);
+    Ok(())
 }
 
 /// A block without `tail`'s value into `out` (cleared first); false (and `out` empty) when the
 /// block holds no such value.
 pub fn block_remove(block: &[u8], tail: &[u8], out: &mut Vec<u8>) -> Result<bool, MalformedBlock> {
     out.clear();
-    let mut values = BlockValues::new(block);
-    loop {
-        let start = values.position();
-        match values.next_value()? {
-            Some((found, _)) if found < tail => continue,
-            Some((found, _)) if found == tail => {
-                out.extend_from_slice(&block[..start]);
-                out.extend_from_slice(&block[values.position()..]);
-                return Ok(true);
-            }
-            _ => return Ok(false),
-        }
-    }
+    let (start, same) = block_slot(block, tail)?;
+    let Some((_, end)) = same else {
+        return Ok(false);
+    };
+    out.extend_from_slice(&block[..start]);
+    out.extend_from_slice(&block[end..]);
+    Ok(true)
 }
 
 /// Whether a block is past its bounds ([`VALUE_BLOCK_BYTES_MAX`], [`VALUE_BLOCK_VALUES_MAX`])
