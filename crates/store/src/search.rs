@@ -179,11 +179,11 @@ pub struct CandidateMemo {
 
 impl CandidateMemo {
     /// Candidates of a leaf an estimate kept.
-    fn kept(&self, covered: &[CoveredAttribute], keys: &[Vec<u8>]) -> Option<RoaringBitmap> {
+    fn kept(&self, covered: &[CoveredAttribute], keys: &[Vec<u8>]) -> Option<&RoaringBitmap> {
         self.leaves
             .iter()
             .find(|kept| kept.covered == covered && kept.keys == keys)
-            .map(|kept| kept.candidates.clone())
+            .map(|kept| &kept.candidates)
     }
 }
 
@@ -463,7 +463,7 @@ impl ReadTxn {
         memo: &CandidateMemo,
     ) -> Result<Option<RoaringBitmap>, LdapError> {
         if let Some(kept) = memo.kept(covered, keys) {
-            return Ok(Some(kept));
+            return Ok(Some(kept.clone()));
         }
         Ok(
             match self.union_over_covered(covered, kind, keys, &mut 0, u64::MAX)? {
@@ -483,21 +483,24 @@ impl ReadTxn {
         covered: &[CoveredAttribute],
         kind: IndexKinds,
         keys: Vec<Vec<u8>>,
-        kept: &mut CandidateMemo,
+        memo: &mut CandidateMemo,
     ) -> Result<Option<u64>, LdapError> {
-        if let Some(candidates) = kept.kept(covered, &keys) {
+        if let Some(candidates) = memo.kept(covered, &keys) {
             return Ok(Some(candidates.len()));
         }
-        let mut decoded = kept.decoded_ids;
-        let estimate =
-            self.union_over_covered(covered, kind, &keys, &mut decoded, ESTIMATE_DECODED_IDS_MAX)?;
-        kept.decoded_ids = decoded;
+        let estimate = self.union_over_covered(
+            covered,
+            kind,
+            &keys,
+            &mut memo.decoded_ids,
+            ESTIMATE_DECODED_IDS_MAX,
+        )?;
         Ok(match estimate {
             None => None,
             Some(Ok(ids)) => {
                 let count = ids.len();
-                if kept.leaves.len() < KEPT_LEAVES_MAX {
-                    kept.leaves.push(KeptCandidates {
+                if memo.leaves.len() < KEPT_LEAVES_MAX {
+                    memo.leaves.push(KeptCandidates {
                         covered: covered.to_vec(),
                         keys,
                         candidates: ids,
