@@ -500,12 +500,12 @@ impl Schema {
         self.warnings.push(note);
     }
 
-    /// An attribute type by name or numeric OID, case-insensitive (`cn`, `commonName`, `2.5.4.3`).
     /// The IDs of the attribute types a read computes (hasSubordinates, entryDN, ...).
     pub fn known_attributes(&self) -> KnownAttributes {
         self.known
     }
 
+    /// An attribute type by name or numeric OID, case-insensitive (`cn`, `commonName`, `2.5.4.3`).
     pub fn attribute(&self, name_or_oid: &str) -> Option<AttrId> {
         get_case_insensitive(&self.attribute_by_name, name_or_oid)
     }

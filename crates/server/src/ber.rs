@@ -446,7 +446,7 @@ impl<'buffer> EntryWriter<'buffer> {
         let total = primitive_encoded_length(sequence_length);
         if count > ATTRIBUTE_VALUES_KEPT_MAX {
             // Many values (a group): appended into room reserved once, so the megabytes are
-            // written once, not zero-filled first (42 of ~360 instructions a value).
+            // written once, not zero-filled first (0.6 % of a 100,000-value read's instructions).
             let buffer = &mut *self.writer.buffer;
             let start = buffer.len();
             buffer.reserve(total);
