@@ -206,12 +206,7 @@ fn a_provider_and_a_consumer_killed_mid_stream_lose_nothing() {
     });
     // Nothing lost: every change node 1 committed is on node 2 (the exports are equal); and
     // nothing duplicated: each DN once.
-    let dns: Vec<&str> = export
-        .lines()
-        .filter(|line| line.starts_with("dn: "))
-        .collect();
-    let unique: std::collections::BTreeSet<_> = dns.iter().map(|dn| dn.to_lowercase()).collect();
-    assert_eq!(dns.len(), unique.len(), "a DN exported twice");
+    assert_each_dn_once(&export);
     assert_no_echo(&nodes, "after the restart");
 }
 

@@ -14,11 +14,14 @@ mod mesh;
 mod support;
 
 use ldap3::{LdapConn, LdapConnSettings, Mod, Scope};
-use mesh::{assert_no_echo, converge, mesh_with, person, record, Node, Proxy, PEOPLE};
+use mesh::{
+    assert_each_dn_once, assert_no_echo, converge, mesh_with, person, record, Node, Proxy, PEOPLE,
+};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{free_port, Settings, TestServer, ROOT_DN, ROOT_PASSWORD, SUFFIX};
@@ -312,18 +315,18 @@ fn write_through(port: u16, write: &dyn Fn(&mut LdapConn) -> ldap3::result::Resu
 /// exists) when an earlier try's answer was lost with its connection after the add was made.
 struct Writer {
     acknowledged: Arc<Mutex<Vec<String>>>,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Writer {
     fn start(port: u16, prefix: &'static str) -> Writer {
         let acknowledged: Arc<Mutex<Vec<String>>> = Arc::default();
-        let stop: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let stop: Arc<AtomicBool> = Arc::default();
         let (kept, stopping) = (acknowledged.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             let mut index = 0usize;
-            while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            while !stopping.load(Ordering::SeqCst) {
                 let dn = format!("uid={prefix}{index:05},ou=people,{SUFFIX}");
                 let uid = format!("{prefix}{index:05}");
                 let code = write_through(port, &|connection| {
@@ -361,7 +364,7 @@ impl Writer {
 
     /// Stops the adds; the acknowledged DNs.
     fn finish(mut self) -> Vec<String> {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
             thread.join().expect("the writer thread panicked");
         }
@@ -374,13 +377,7 @@ fn assert_all_there(export: &str, acknowledged: &[String]) {
     for dn in acknowledged {
         assert!(!record(export, dn).is_empty(), "acknowledged {dn} is lost");
     }
-    let dns: Vec<String> = export
-        .lines()
-        .filter_map(|line| line.strip_prefix("dn: "))
-        .map(str::to_lowercase)
-        .collect();
-    let unique: HashSet<&String> = dns.iter().collect();
-    assert_eq!(dns.len(), unique.len(), "a DN exported twice");
+    assert_each_dn_once(export);
 }
 
 /// Adds flow through HAProxy the whole time while node 2 is stopped (SIGTERM) and started

@@ -333,3 +333,14 @@ pub fn assert_no_echo(nodes: &[Node], context: &str) {
         }
     }
 }
+
+/// Each DN of an export once (case aside): nothing a node applied twice.
+pub fn assert_each_dn_once(export: &str) {
+    let dns: Vec<String> = export
+        .lines()
+        .filter_map(|line| line.strip_prefix("dn: "))
+        .map(str::to_lowercase)
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = dns.iter().collect();
+    assert_eq!(dns.len(), unique.len(), "a DN exported twice");
+}
