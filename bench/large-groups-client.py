@@ -81,7 +81,9 @@ def present(attr): return octets(attr, 0x87)
 class Connection:
     def __init__(self, port):
         self.sock = socket.create_connection(('127.0.0.1', port))
-        self.buf = b''
+        # A bytearray: appending is linear (bytes += bytes copies the whole buffer each time, which
+        # cost ~300 ms of client time on a 45 MB entry, the same for both servers).
+        self.buf = bytearray()
         self.msgid = 1
         self.call(bind, 0x61, (0,))
 
@@ -94,7 +96,8 @@ class Connection:
                     k = first & 0x7f
                     if len(self.buf) >= 2 + k: hdr, n = 2 + k, int.from_bytes(self.buf[2:2 + k], 'big')
                 if hdr is not None and len(self.buf) >= hdr + n:
-                    msg, self.buf = self.buf[:hdr + n], self.buf[hdr + n:]
+                    msg = bytes(self.buf[:hdr + n])
+                    del self.buf[:hdr + n]
                     return msg
             data = self.sock.recv(1 << 20)
             if not data: raise SystemExit('connection closed')

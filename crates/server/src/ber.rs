@@ -51,6 +51,10 @@ const ATTRIBUTE_VALUES_KEPT_MAX: usize = 16;
 /// Most values `EntryWriter::attribute` reserves room for up front from its iterator's bound
 /// (16 bytes each: 64 MiB); past it the list grows as values come.
 const ATTRIBUTE_VALUES_RESERVED_MAX: usize = 1 << 22;
+/// Bytes per value `ValueSink` reserves beyond the first value's encoding.
+const MANY_VALUES_MARGIN_BYTES: usize = 8;
+/// Most bytes `ValueSink` reserves up front (a larger attribute grows as it is written).
+const MANY_VALUES_RESERVED_BYTES_MAX: usize = 256 << 20;
 /// Most elements `BerWriter::close_innermost` ends in one pass.
 const CLOSED_AT_ONCE_MAX: usize = 4;
 
@@ -483,6 +487,34 @@ impl<'buffer> EntryWriter<'buffer> {
         debug_assert_eq!(at, total, "attribute length computed and written differ");
     }
 
+    /// Writes one PartialAttribute of many values (a large group's) in one pass over them:
+    /// `write_values` hands each value to the [`ValueSink`] once, each is appended as it comes,
+    /// and the two lengths are closed after (one slide of the values when they need fewer length
+    /// bytes than reserved). Nothing is kept per value: `attribute` keeps a 16-byte slice of
+    /// each to size the set first, 16 MB for a 1,000,000-member group.
+    pub fn attribute_many_values(
+        &mut self,
+        description: &[u8],
+        value_count_hint: usize,
+        write_values: impl FnOnce(&mut ValueSink<'_>),
+    ) {
+        self.writer.open(tag::SEQUENCE);
+        self.writer.octet_string(description);
+        self.writer.open(tag::SET);
+        let mut sink = ValueSink {
+            buffer: &mut *self.writer.buffer,
+            value_count_hint,
+        };
+        write_values(&mut sink);
+        self.writer.close_innermost(2); // the set, the attribute
+    }
+
+    /// Whether an attribute of `value_count` values is written by `attribute_many_values`
+    /// rather than `attribute`.
+    pub fn has_many_values(value_count: usize) -> bool {
+        value_count > ATTRIBUTE_VALUES_KEPT_MAX
+    }
+
     pub fn finish(mut self, controls: &[ResponseControl]) {
         if controls.is_empty() {
             self.writer.close_innermost(3); // attributes, SearchResultEntry, LDAPMessage
@@ -492,6 +524,38 @@ impl<'buffer> EntryWriter<'buffer> {
             self.writer.close(); // LDAPMessage
         }
         debug_assert_eq!(self.writer.depth(), 0);
+    }
+}
+
+/// Where `EntryWriter::attribute_many_values` takes its values: each `push` appends one
+/// OCTET STRING.
+pub struct ValueSink<'buffer> {
+    buffer: &'buffer mut BytesMut,
+    /// Values still expected (the stored count): room for them is reserved at the first push,
+    /// from its length, so a large group's megabytes are not copied through a dozen doublings.
+    value_count_hint: usize,
+}
+
+impl ValueSink<'_> {
+    #[inline]
+    pub fn push(&mut self, value: &[u8]) {
+        if self.value_count_hint > 0 {
+            // Values of one attribute have similar lengths (DNs under one parent): the first
+            // one's plus a margin, capped; a longer tail grows the buffer as usual.
+            let per_value = primitive_encoded_length(value.len()) + MANY_VALUES_MARGIN_BYTES;
+            let estimate = per_value.saturating_mul(self.value_count_hint);
+            self.buffer
+                .reserve(estimate.min(MANY_VALUES_RESERVED_BYTES_MAX));
+            self.value_count_hint = 0;
+        }
+        if value.len() < 0x80 {
+            // A fixed-size header: two byte stores, not a call to memcpy.
+            self.buffer
+                .extend_from_slice(&[tag::OCTET_STRING, value.len() as u8]);
+        } else {
+            append_header(self.buffer, tag::OCTET_STRING, value.len());
+        }
+        self.buffer.extend_from_slice(value);
     }
 }
 
@@ -555,6 +619,41 @@ mod tests {
             }
         }
     }
+    /// `attribute_many_values` writes the bytes `attribute` writes for the same values, at
+    /// every size of the set's and the attribute's lengths (1 to 4 bytes), with and without
+    /// attributes around it, whatever the count hint says.
+    #[test]
+    fn an_attribute_written_in_one_pass_matches_the_sized_form() {
+        for count in [17usize, 40, 200, 3_000, 70_000] {
+            for hint in [0, count / 2, count, count * 3] {
+                let values: Vec<Vec<u8>> = (0..count)
+                    .map(|index| {
+                        format!("uid=u{index:07},ou=People,dc=example,dc=com").into_bytes()
+                    })
+                    .collect();
+                let write = |buffer: &mut BytesMut, one_pass: bool| {
+                    let mut entry = EntryWriter::begin(buffer, 7, b"cn=big,ou=Groups");
+                    entry.attribute(b"cn", [&b"big"[..]]);
+                    if one_pass {
+                        entry.attribute_many_values(b"member", hint, |sink| {
+                            values.iter().for_each(|value| sink.push(value))
+                        });
+                    } else {
+                        entry.attribute(b"member", values.iter().map(Vec::as_slice));
+                    }
+                    entry.attribute(b"objectClass", [&b"groupOfNames"[..]]);
+                    entry.finish(&[]);
+                };
+                let (mut sized, mut one_pass) = (BytesMut::new(), BytesMut::new());
+                write(&mut sized, false);
+                write(&mut one_pass, true);
+                assert!(sized == one_pass, "{count} values, hint {hint}");
+            }
+        }
+        assert!(!EntryWriter::has_many_values(ATTRIBUTE_VALUES_KEPT_MAX));
+        assert!(EntryWriter::has_many_values(ATTRIBUTE_VALUES_KEPT_MAX + 1));
+    }
+
     use ldap3_proto::proto::{
         LdapExtendedResponse, LdapMsg, LdapOp, LdapPartialAttribute, LdapResult, LdapResultCode,
         LdapSearchResultEntry,

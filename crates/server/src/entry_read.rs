@@ -361,6 +361,11 @@ pub(crate) fn write_entry_attributes(
             if !kept.is_empty() {
                 writer.attribute(description, kept);
             }
+        } else if EntryWriter::has_many_values(attribute.value_count()) {
+            let values = attribute.values();
+            writer.attribute_many_values(description, attribute.value_count(), |sink| {
+                values.for_each_original(|value| sink.push(value))
+            });
         } else {
             writer.attribute(
                 description,

@@ -819,6 +819,28 @@ impl<'txn> OutOfLineValues<'txn> {
         }
     }
 
+    /// Hands each remaining value's original form to `visit`, block by block: the loop over a
+    /// block's values is the whole per-value work (a 1,000,000-member group's read is this
+    /// loop), without the iterator's per-value state checks.
+    fn for_each_original(&mut self, visit: &mut impl FnMut(&'txn [u8])) -> Result<(), LdapError> {
+        loop {
+            while self.remaining > 0 {
+                let next = self
+                    .block
+                    .next_value()
+                    .map_err(|error| corrupt(error.to_string()))?;
+                let Some((tail, row_value)) = next else { break };
+                let (original, _) = layout::decode_value_row_tail(tail, row_value)
+                    .ok_or_else(|| corrupt(format!("malformed id2value value {tail:02x?}")))?;
+                self.remaining -= 1;
+                visit(original);
+            }
+            if self.remaining == 0 || !self.next_block()? {
+                return Ok(());
+            }
+        }
+    }
+
     /// Moves to the next block of the prefix; false past the last.
     fn next_block(&mut self) -> Result<bool, LdapError> {
         if self.rows.is_none() {
@@ -835,6 +857,23 @@ impl<'txn> OutOfLineValues<'txn> {
         self.last_key = Some(key);
         self.block = layout::BlockValues::new(block);
         Ok(true)
+    }
+}
+
+impl<'txn> AttributeValues<'txn> {
+    /// Hands each value's original form to `visit`, in the order `next` yields them: the
+    /// internal-iteration form of `map(|(original, _)| original)` for callers that only write
+    /// the values out (a whole large group). A malformed block stops the walk as `next` does.
+    pub fn for_each_original(self, mut visit: impl FnMut(&'txn [u8])) {
+        match self {
+            AttributeValues::Inline(values) => values.for_each(|(original, _)| visit(original)),
+            AttributeValues::OutOfLine(mut values) => {
+                if let Err(error) = values.for_each_original(&mut visit) {
+                    // Readers cannot fail mid-entry; `lmdir check` names the bad row.
+                    tracing::error!(error = %error.message, "reading out-of-line values");
+                }
+            }
+        }
     }
 }
 

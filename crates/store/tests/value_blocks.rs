@@ -79,6 +79,13 @@ fn stored_members(store: &Store) -> BTreeSet<Vec<u8>> {
         attribute.value_count(),
         "marker count = values"
     );
+    // The internal walk (a whole-group read's) yields the iterator's originals, in its order.
+    let mut walked = Vec::new();
+    attribute
+        .values()
+        .for_each_original(|original| walked.push(original));
+    let iterated: Vec<&[u8]> = attribute.values().map(|(original, _)| original).collect();
+    assert_eq!(walked, iterated, "for_each_original = values()");
     values
 }
 
