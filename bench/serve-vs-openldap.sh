@@ -7,15 +7,19 @@
 # and the ratio.
 # Usage: [PROFILE=standard|large|mixed] [RATE_TESTS="uid substring auth modify"] [SCANS=1|0]
 #        bench/serve-vs-openldap.sh N [interval_seconds] [intervals]
-# RATE_TESTS picks the rate tests (default all four); SCANS=0 skips the full scans.
+# RATE_TESTS picks the rate tests (default all four); SCANS=0 skips the full scans. CEILING=1 also
+# runs each rate test against crates/server/examples/protocol_only.rs (no directory behind it:
+# every search answers one entry), the rate this client reaches on this machine with no server work.
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 INTERVAL_SECONDS="${2:-5}"
 INTERVALS="${3:-3}"
 RATE_TESTS="${RATE_TESTS:-uid substring auth modify}"
 SCANS="${SCANS:-1}"
+CEILING="${CEILING:-0}"
 OPENLDAP_PORT=3890
 LMDIR_PORT=3891
+CEILING_PORT=3892
 LAST=$((PEOPLE - 1))
 ensure_packages
 ensure_unboundid
@@ -68,9 +72,15 @@ run_rate() {
 # (shared, virtual) machine does not land on one server's whole suite.
 run_rates() {
   local test name port
+  local names="openldap lmdir"
+  [ "$CEILING" = 1 ] && names="$names ceiling"
   for test in $RATE_TESTS; do
-    for name in openldap lmdir; do
-      port=$OPENLDAP_PORT; [ "$name" = lmdir ] && port=$LMDIR_PORT
+    for name in $names; do
+      case "$name" in
+        openldap) port=$OPENLDAP_PORT ;;
+        lmdir) port=$LMDIR_PORT ;;
+        ceiling) port=$CEILING_PORT ;;
+      esac
       run_rate "$test" "$name" "$port"
     done
   done
@@ -126,7 +136,14 @@ log "starting OpenLDAP slapd and lmdir serve"
 start_slapd "$WORK_DIR/openldap-serve" "$OPENLDAP_PORT"
 "$LMDIR" --config "$LMDIR_CONF" serve --no-demo > "$WORK_DIR/lmdir-serve.log" 2>&1 &
 LMDIR_PID=$!
-trap 'kill $LMDIR_PID 2>/dev/null || true; stop_slapd "$WORK_DIR/openldap-serve"' EXIT
+CEILING_PID=
+if [ "$CEILING" = 1 ]; then
+  (cd "$REPO_DIR" && cargo build --release -q -p lmdir-server --example protocol_only)
+  "${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/examples/protocol_only" "127.0.0.1:$CEILING_PORT" \
+    > "$WORK_DIR/protocol-only.log" 2>&1 &
+  CEILING_PID=$!
+fi
+trap 'kill $LMDIR_PID $CEILING_PID 2>/dev/null || true; stop_slapd "$WORK_DIR/openldap-serve"' EXIT
 wait_ldap "$LMDIR_PORT"
 log "rates, alternating between the servers"
 run_rates | tee -a "$RESULTS"
@@ -134,14 +151,16 @@ if [ "$SCANS" != 0 ]; then
   log "full scans, alternating between the servers"
   run_scans | tee -a "$RESULTS"
 fi
-kill "$LMDIR_PID"; wait "$LMDIR_PID" 2>/dev/null || true
+kill "$LMDIR_PID" $CEILING_PID; wait "$LMDIR_PID" 2>/dev/null || true
 stop_slapd "$WORK_DIR/openldap-serve"
 
 printf '\n%s people (profile %s), %s cores, %s; rates are UnboundID "overall" figures\n' "$PEOPLE" "$PROFILE" "$(nproc)" "$(date -u +%F)"
 awk '{ value[$1, $2] = $3; metrics[$2] = 1; order[++n] = $2 }
-     END { printf "%-34s %12s %12s %8s\n", "metric", "OpenLDAP", "lmdir", "ratio";
+     END { printf "%-34s %12s %12s %8s %12s %8s\n", "metric", "OpenLDAP", "lmdir", "ratio", "ceiling", "c/OpenLDAP";
            for (i = 1; i <= n; i++) { m = order[i]; if (seen[m]++) continue;
-             o = value["openldap", m]; l = value["lmdir", m];
+             o = value["openldap", m]; l = value["lmdir", m]; c = value["ceiling", m];
              ratio = (m ~ /seconds/) ? (l > 0 ? o / l : 0) : (o > 0 ? l / o : 0);
-             printf "%-34s %12s %12s %7.2fx\n", m, o, l, ratio } }' "$RESULTS"
-echo "(ratio > 1 means lmdir is better: rate ratio lmdir/OpenLDAP, time ratio OpenLDAP/lmdir)"
+             if (c == "") printf "%-34s %12s %12s %7.2fx\n", m, o, l, ratio;
+             else printf "%-34s %12s %12s %7.2fx %12s %7.2fx\n", m, o, l, ratio, c, (o > 0 ? c / o : 0) } }' "$RESULTS"
+echo "(ratio > 1 means lmdir is better: rate ratio lmdir/OpenLDAP, time ratio OpenLDAP/lmdir;"
+echo " ceiling: the protocol-only responder's rate with the same client, the most any server reaches here)"
