@@ -626,9 +626,13 @@ mod tests {
     fn an_attribute_written_in_one_pass_matches_the_sized_form() {
         for count in [17usize, 40, 200, 3_000, 70_000] {
             for hint in [0, count / 2, count, count * 3] {
+                // Mostly DNs (one-byte lengths), some longer values (two-byte lengths) and one
+                // of three-byte length.
                 let values: Vec<Vec<u8>> = (0..count)
-                    .map(|index| {
-                        format!("uid=u{index:07},ou=People,dc=example,dc=com").into_bytes()
+                    .map(|index| match index {
+                        9 => vec![b'x'; 70_000],
+                        _ if index % 7 == 3 => vec![b'y'; 130 + index % 200],
+                        _ => format!("uid=u{index:07},ou=People,dc=example,dc=com").into_bytes(),
                     })
                     .collect();
                 let write = |buffer: &mut BytesMut, one_pass: bool| {
