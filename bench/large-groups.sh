@@ -84,6 +84,7 @@ trap cleanup EXIT
 wait_ldap "$SLAPD_PORT"
 wait_ldap "$LMDIR_PORT"
 
+warm_files "$SLAPD_DIR"/db/data.mdb "$LMDIR_DIR"/data.mdb
 RESULTS="$WORK_DIR/large-groups-$PEOPLE.txt"
 : > "$RESULTS"
 for kind in add delete search compare memberof readgroup; do
