@@ -1162,6 +1162,40 @@ impl<'a> BlockValues<'a> {
         Ok(Some((tail, row_value)))
     }
 
+    /// The next value's original form: `next_value` and `decode_value_row_tail` in one step,
+    /// with a short path for the common rows (tail and row under 128 bytes each, the original
+    /// being the tail or following the row's tag byte); None at the end.
+    #[inline]
+    pub fn next_original(&mut self) -> Result<Option<&'a [u8]>, MalformedBlock> {
+        if let Some((original, end)) = self.short_row() {
+            self.position = end;
+            return Ok(Some(original));
+        }
+        let Some((tail, row_value)) = self.next_value()? else {
+            return Ok(None);
+        };
+        let (original, _) = decode_value_row_tail(tail, row_value).ok_or(MalformedBlock)?;
+        Ok(Some(original))
+    }
+
+    /// The original form and end of the row at the position when both its lengths take one
+    /// byte and its tag is `VALUE_TAG_SAME` or `VALUE_TAG_ORIGINAL`.
+    #[inline]
+    fn short_row(&self) -> Option<(&'a [u8], usize)> {
+        let bytes = self.bytes;
+        let tail_length = usize::from(*bytes.get(self.position).filter(|byte| **byte < 0x80)?);
+        let tail_start = self.position + 1;
+        let tail = bytes.get(tail_start..tail_start + tail_length)?;
+        let row_at = tail_start + tail_length;
+        let row_length = usize::from(*bytes.get(row_at).filter(|byte| **byte < 0x80)?);
+        let row_end = row_at + 1 + row_length;
+        match bytes.get(row_at + 1..row_end)? {
+            [VALUE_TAG_SAME] => Some((tail, row_end)),
+            [VALUE_TAG_ORIGINAL, original @ ..] => Some((original, row_end)),
+            _ => None,
+        }
+    }
+
     #[inline]
     fn take(&mut self) -> Option<&'a [u8]> {
         let length = usize::try_from(read_varint(self.bytes, &mut self.position)?).ok()?;
@@ -2018,6 +2052,50 @@ mod tests {
         assert_eq!(check_value_block(&unsorted), Err(MalformedBlock));
         let twice = block_of(&[b"a", b"a"]);
         assert_eq!(check_value_block(&twice), Err(MalformedBlock));
+    }
+
+    /// `next_original` yields what `next_value` and `decode_value_row_tail` yield, for rows of
+    /// every tag and length form, and refuses what they refuse.
+    #[test]
+    fn next_original_matches_the_general_decoder() {
+        let mut block = Vec::new();
+        let long_normalized = vec![b'n'; VALUE_KEY_NORMALIZED_BYTES_MAX + 40];
+        let rows: [(&[u8], &[u8]); 5] = [
+            (b"cn=a", b"cn=a"),
+            (b"CN=B", b"cn=b"),
+            (&[b'c'; 200], &[b'c'; 200]),
+            (&[b'D'; 300], &[b'd'; 300]),
+            (
+                &[b'N'; VALUE_KEY_NORMALIZED_BYTES_MAX + 40],
+                &long_normalized,
+            ),
+        ];
+        for (original, normalized) in rows {
+            let (mut key, mut row_value) = (Vec::new(), Vec::new());
+            encode_value_row(1, 0, original, normalized, &mut key, &mut row_value);
+            push_block_value(&key[VALUE_KEY_PREFIX_BYTES..], &row_value, &mut block);
+        }
+        let mut general = BlockValues::new(&block);
+        let mut short = BlockValues::new(&block);
+        for (original, _) in rows {
+            let (tail, row_value) = general.next_value().unwrap().unwrap();
+            let decoded = decode_value_row_tail(tail, row_value).unwrap().0;
+            assert_eq!(decoded, original);
+            assert_eq!(short.next_original(), Ok(Some(original)));
+        }
+        assert_eq!(short.next_original(), Ok(None));
+        assert_eq!(
+            BlockValues::new(&[1, b'a', 1, 9]).next_original(),
+            Err(MalformedBlock)
+        );
+        assert_eq!(
+            BlockValues::new(&[5, b'a']).next_original(),
+            Err(MalformedBlock)
+        );
+        assert_eq!(
+            BlockValues::new(&[1, b'a', 1]).next_original(),
+            Err(MalformedBlock)
+        );
     }
 
     #[test]

@@ -825,13 +825,11 @@ impl<'txn> OutOfLineValues<'txn> {
     fn for_each_original(&mut self, visit: &mut impl FnMut(&'txn [u8])) -> Result<(), LdapError> {
         loop {
             while self.remaining > 0 {
-                let next = self
-                    .block
-                    .next_value()
-                    .map_err(|error| corrupt(error.to_string()))?;
-                let Some((tail, row_value)) = next else { break };
-                let (original, _) = layout::decode_value_row_tail(tail, row_value)
-                    .ok_or_else(|| corrupt(format!("malformed id2value value {tail:02x?}")))?;
+                let next = self.block.next_original().map_err(|error| {
+                    let at = self.block.position();
+                    corrupt(format!("{error} (a value at byte {at} of its block)"))
+                })?;
+                let Some(original) = next else { break };
                 self.remaining -= 1;
                 visit(original);
             }
