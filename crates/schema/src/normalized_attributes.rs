@@ -403,6 +403,9 @@ impl Change<'_> {
     }
 }
 
+/// One AVA of a DN: (type, original value, normalized value).
+type DnAva = (AttrId, Vec<u8>, Vec<u8>);
+
 /// An `EntryView` over an entry about to be added (`Schema::normalized_entry_view`): its
 /// normalized attributes as they are, plus the virtual `entryDN` from the normalized DN.
 pub struct NormalizedEntryView<'a> {
@@ -412,11 +415,11 @@ pub struct NormalizedEntryView<'a> {
     entry_dn: Option<AttrId>,
     /// (type, original value, normalized value) of each AVA of the DN, normalized only when a
     /// `:dn:` item first asks.
-    dn_avas: OnceLock<Vec<(AttrId, Vec<u8>, Vec<u8>)>>,
+    dn_avas: OnceLock<Vec<DnAva>>,
 }
 
 impl NormalizedEntryView<'_> {
-    fn dn_avas(&self) -> &[(AttrId, Vec<u8>, Vec<u8>)] {
+    fn dn_avas(&self) -> &[DnAva] {
         self.dn_avas.get_or_init(|| {
             let mut avas = Vec::new();
             for ava in self.dn.dn().rdns.iter().flat_map(|rdn| rdn.avas.iter()) {

@@ -434,7 +434,7 @@ pub struct StoredEntry<'t> {
     outside: Vec<(u32, AttrId, Vec<String>)>,
     /// The DN's AVAs as (type, original value, normalized value), for `:dn:` filter items:
     /// normalized only when such an item first asks (an access decision need not).
-    dn_avas: std::sync::OnceLock<Vec<(AttrId, Vec<u8>, Vec<u8>)>>,
+    dn_avas: std::sync::OnceLock<Vec<RdnAssertion>>,
     inner: &'t Inner,
     txn: &'t heed::RoTxn<'t>,
 }
@@ -510,7 +510,7 @@ impl StoredEntry<'_> {
     /// The DN's AVAs (`dn_avas`), read and normalized on first use. The DN as written:
     /// `:dn:` rules of another family than the type's own test the original spelling (as
     /// `EntryRef` does).
-    fn dn_avas(&self) -> &[(AttrId, Vec<u8>, Vec<u8>)] {
+    fn dn_avas(&self) -> &[RdnAssertion] {
         self.dn_avas.get_or_init(|| {
             let original_dn = match crate::read::dn_of(self.inner, self.txn, self.id, false) {
                 Ok(dn) => dn,
