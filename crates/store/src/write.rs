@@ -176,38 +176,6 @@ impl WorkingAttribute {
 }
 
 impl Inner {
-    /// Resolves and normalizes an owned entry's attributes without schema checks (the one
-    /// normalization: `rows::normalize_pairs`).
-    pub(crate) fn normalize_attributes(
-        &self,
-        attributes: &[Attribute],
-    ) -> Result<Vec<WorkingAttribute>, LdapError> {
-        crate::rows::normalize_pairs(
-            &self.schema(),
-            crate::rows::attribute_pairs(attributes),
-            &mut crate::rows::RowScratch::new(),
-        )
-    }
-
-    /// Schema-checks (unless skipped) and normalizes.
-    /// `dn`: the entry's DN, normalized by the caller (not normalized again).
-    pub(crate) fn checked_attributes(
-        &self,
-        entry: &Entry,
-        dn: &NormalizedDn,
-        skip_schema_check: bool,
-    ) -> Result<Vec<WorkingAttribute>, LdapError> {
-        if skip_schema_check {
-            return self.normalize_attributes(&entry.attributes);
-        }
-        let checked = self.schema().check_and_normalize_at(entry, dn)?;
-        Ok(checked
-            .attributes
-            .into_iter()
-            .map(WorkingAttribute::from_checked)
-            .collect())
-    }
-
     /// Stored attributes as the schema's normalized ones (read back, not normalized again).
     pub(crate) fn stored_normalized(
         &self,

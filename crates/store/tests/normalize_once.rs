@@ -100,13 +100,16 @@ fn typed_writes_do_not_normalize_their_dns_again() {
         write.modify(&target, &[replace], &context()).unwrap();
     });
     assert_eq!(counts.dns, 0, "lookups and modify: {counts:?}");
-    // A rename normalizes its new RDN, and nothing else of its DNs.
+    // A rename normalizes its new RDN, and nothing else of its DNs; of values only the ones
+    // it stamps (the new RDN's value comes from the normalized RDN, the stored ones are taken
+    // as they are).
     let (_, counts) = counted(|| {
         write
             .modrdn(&target, "uid=renamed", false, Some(&superior), &context())
             .unwrap()
     });
     assert_eq!(counts.dns, 1, "modrdn: {counts:?}");
+    assert_eq!(counts.values, STAMPED_BY_MODIFY, "modrdn: {counts:?}");
     let renamed = schema
         .parse_normalized_dn(&format!("uid=renamed,ou=people,{SUFFIX}"))
         .unwrap();
