@@ -484,3 +484,101 @@ impl EntryView for NormalizedEntryView<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dn::Dn;
+    use crate::filter::{Filter, Tri};
+    use crate::normalized_dn::{normalization_counts, NormalizationCounts};
+
+    fn attribute(description: &str, values: &[&str]) -> Attribute {
+        Attribute {
+            description: description.to_string(),
+            values: values
+                .iter()
+                .map(|value| value.as_bytes().to_vec())
+                .collect(),
+        }
+    }
+
+    fn counted<T>(work: impl FnOnce() -> T) -> (T, NormalizationCounts) {
+        let before = normalization_counts();
+        let result = work();
+        let after = normalization_counts();
+        let counts = NormalizationCounts {
+            dns: after.dns - before.dns,
+            values: after.values - before.values,
+        };
+        (result, counts)
+    }
+
+    #[test]
+    fn a_modification_normalizes_only_its_own_values() {
+        let schema = Schema::builtin();
+        let many: Vec<String> = (0..50).map(|index| format!("Value {index}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let mut attributes = schema
+            .normalize_attributes(&[attribute("description", &many), attribute("CN", &["A"])])
+            .unwrap();
+        let modification = Modification {
+            op: ModOp::Delete,
+            description: "Description".to_string(),
+            values: vec![b"VALUE 3".to_vec(), b"value 4".to_vec()],
+        };
+        let (result, counts) =
+            counted(|| schema.apply_normalized_modification(&mut attributes, &modification, false));
+        result.unwrap();
+        assert_eq!(counts.values, 2, "the request's values only");
+        assert_eq!(attributes.value_count(), 49);
+        let absent = Modification {
+            values: vec![b"value 3".to_vec()],
+            ..modification
+        };
+        let error = schema
+            .apply_normalized_modification(&mut attributes, &absent, false)
+            .unwrap_err();
+        assert_eq!(error.code, ResultCode::NoSuchAttribute);
+        schema
+            .apply_normalized_modification(&mut attributes, &absent, true)
+            .unwrap();
+    }
+
+    #[test]
+    fn the_view_of_normalized_attributes_evaluates_without_normalizing_again() {
+        let schema = Schema::builtin();
+        let dn = schema
+            .normalized_dn(Dn::parse("cn=Babs Jensen,ou=People,dc=Example,dc=com").unwrap())
+            .unwrap();
+        let attributes = schema
+            .normalize_attributes(&[
+                attribute("objectClass", &["person"]),
+                attribute("cn", &["Babs Jensen"]),
+                attribute("sn", &["Jensen"]),
+            ])
+            .unwrap();
+        let view = schema.normalized_entry_view(&dn, &attributes);
+        let test = |text: &str| {
+            let filter = Filter::parse(text, 32).unwrap();
+            schema.prepare_filter(&filter).evaluate(&view)
+        };
+        let (results, counts) = counted(|| {
+            [
+                test("(cn=babs jensen)"),
+                test("(entryDN=CN=Babs Jensen,OU=people,DC=example,DC=com)"),
+                test("(sn=smith)"),
+            ]
+        });
+        assert_eq!(results, [Tri::True, Tri::True, Tri::False]);
+        assert_eq!(
+            counts.values, 0,
+            "stored values and entryDN are read as they are"
+        );
+        // A `:dn:` item asks for the DN's values: normalized then, once.
+        let (result, counts) = counted(|| test("(ou:dn:=people)"));
+        assert_eq!(result, Tri::True);
+        assert_eq!(counts.values, 4, "the DN's four values");
+        let (_, counts) = counted(|| test("(dc:dn:=example)"));
+        assert_eq!(counts.values, 0, "kept");
+    }
+}
