@@ -175,7 +175,7 @@ pub(crate) struct Inner {
     /// inside LMDB while holding other locks.
     pub writer: Mutex<()>,
     /// This server's ID and CSN generator (`context_csn`).
-    pub csns: Mutex<crate::context_csn::CsnState>,
+    pub csns: Mutex<crate::csn_state::CsnState>,
     /// Counts live read txns so the map can be grown when none is open.
     pub reader_gate: Mutex<ReaderGate>,
     pub reader_gate_changed: Condvar,
