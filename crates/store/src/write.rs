@@ -705,7 +705,7 @@ impl<'s> WriteTxn<'s> {
         old_parent: Option<EntryId>,
         new_parent: Option<EntryId>,
     ) -> Result<(), LdapError> {
-        crate::treeorder::record_parent_change(
+        crate::inversions::record_parent_change(
             self.inner.databases.meta,
             &mut self.txn,
             id,
