@@ -1325,4 +1325,31 @@ mod tests {
         assert_eq!(counts.dns, 1, "DN normalizations of one modify: {counts:?}");
         assert_eq!(counts.values, 7 + 3, "value normalizations of one modify");
     }
+
+    #[test]
+    fn a_password_hashed_after_the_access_check_is_stored_with_its_hash_normalized() {
+        let directory = tempfile::tempdir().unwrap();
+        let writer = editing_writer(directory.path());
+        let dn = format!("cn=Secret,ou=people,{SUFFIX}");
+        let attributes = [
+            ("objectClass", "person"),
+            ("cn", "Secret"),
+            ("sn", "Secret"),
+            ("userPassword", "cleartext secret"),
+        ];
+        let mut add = user_update("editor", WriteRequest::Add(entry(&dn, &attributes)));
+        add.hash_cleartext = true;
+        apply_update_counted(&writer, add).unwrap();
+        let read = writer.store.read().unwrap();
+        let stored = read.entry(read.dn_to_id(&dn).unwrap()).unwrap().unwrap();
+        let password = writer.store.schema().attribute("userPassword").unwrap();
+        let values = stored.values_of(password);
+        let [(original, normalized)] = values.as_slice() else {
+            panic!("one userPassword value: {values:?}");
+        };
+        assert!(password::is_hashed(original), "hashed before it was stored");
+        // octetStringMatch: the normalized form is the value itself, the hash (not the
+        // cleartext the access step normalized).
+        assert_eq!(*original, normalized.as_ref());
+    }
 }
