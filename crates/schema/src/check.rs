@@ -1,8 +1,9 @@
 //! Schema checking of entries (object classes, MUST/MAY, SINGLE-VALUE, syntax, duplicates,
 //! naming) and applying modifications, with OpenLDAP-style messages.
 
-use crate::entry::{Attribute, Entry, ModOp, Modification};
+use crate::entry::{Attribute, Entry, Modification};
 use crate::error::{LdapError, ResultCode};
+use crate::normalized_attributes::NormalizedAttributes;
 use crate::normalized_dn::NormalizedDn;
 use crate::schema::{AttrId, AttributeDescription, ObjectClassId, ObjectClassKind, Schema};
 
@@ -27,7 +28,7 @@ pub struct CheckedEntry {
 
 /// Index of the first value whose normalized form equals an earlier one's. Sorting keeps
 /// this O(n log n) for groups with hundreds of thousands of members.
-fn first_duplicate(values: &[(Vec<u8>, Vec<u8>)]) -> Option<usize> {
+pub(crate) fn first_duplicate(values: &[(Vec<u8>, Vec<u8>)]) -> Option<usize> {
     first_duplicate_by(values, |(_, normalized)| normalized)
 }
 
@@ -83,6 +84,21 @@ impl Schema {
         dn: &NormalizedDn,
     ) -> Result<CheckedEntry, LdapError> {
         let attributes = self.normalize_attributes(&entry.attributes)?;
+        self.check_normalized_at(attributes, dn)
+    }
+
+    /// The checks of `check_and_normalize_at` on attributes normalized already (by
+    /// `normalize_attributes`, a modification of stored ones, ...): no value is normalized
+    /// again. Duplicate values and SINGLE-VALUE are checked here.
+    pub fn check_normalized_at(
+        &self,
+        attributes: NormalizedAttributes,
+        dn: &NormalizedDn,
+    ) -> Result<CheckedEntry, LdapError> {
+        let attributes = attributes.into_vec();
+        for attribute in &attributes {
+            self.check_values(attribute)?;
+        }
         let object_class_attr = self.object_class_attribute();
         let listed_classes = self.listed_object_classes(
             attributes
@@ -183,71 +199,29 @@ impl Schema {
         Ok(())
     }
 
-    /// Resolves and normalizes attributes, merging same descriptions and checking values.
-    fn normalize_attributes(
-        &self,
-        attributes: &[Attribute],
-    ) -> Result<Vec<CheckedAttribute>, LdapError> {
-        let mut checked: Vec<CheckedAttribute> = Vec::with_capacity(attributes.len());
-        for attribute in attributes {
-            let description = self.parse_description(&attribute.description)?;
-            if attribute.values.is_empty() {
-                return Err(violation(
-                    ResultCode::ConstraintViolation,
-                    format!("attribute '{}' has no values", attribute.description),
-                ));
-            }
-            let index = match checked
-                .iter()
-                .position(|existing| existing.description == description)
-            {
-                Some(index) => index,
-                None => {
-                    let description_string = self.description_string(&description);
-                    checked.push(CheckedAttribute {
-                        description,
-                        description_string,
-                        values: Vec::new(),
-                    });
-                    checked.len() - 1
-                }
-            };
-            let target = &mut checked[index];
-            for (value_index, value) in attribute.values.iter().enumerate() {
-                let normalized = self
-                    .normalize_value(target.description.attr, value)
-                    .map_err(|error| {
-                        violation(
-                            error.code,
-                            format!(
-                                "{}: value #{value_index} invalid per syntax ({})",
-                                target.description_string, error.message
-                            ),
-                        )
-                    })?;
-                target.values.push((value.clone(), normalized));
-            }
-            if let Some(duplicate) = first_duplicate(&target.values) {
-                return Err(violation(
-                    ResultCode::AttributeOrValueExists,
-                    format!(
-                        "{}: value #{duplicate} provided more than once",
-                        target.description_string
-                    ),
-                ));
-            }
-            let attribute_type = self.attribute_type(target.description.attr);
-            if attribute_type.single_value && target.values.len() > 1 {
-                return Err(violation(
-                    ResultCode::ConstraintViolation,
-                    format!(
-                        "attribute '{}' cannot have multiple values",
-                        target.description_string
-                    ),
-                ));
-            }
+    /// attributeOrValueExists (a value twice per the equality rule), constraintViolation
+    /// (several values of a SINGLE-VALUE type).
+    fn check_values(&self, attribute: &CheckedAttribute) -> Result<(), LdapError> {
+        if let Some(duplicate) = first_duplicate(&attribute.values) {
+            return Err(violation(
+                ResultCode::AttributeOrValueExists,
+                format!(
+                    "{}: value #{duplicate} provided more than once",
+                    attribute.description_string
+                ),
+            ));
         }
-        Ok(checked)
+        let attribute_type = self.attribute_type(attribute.description.attr);
+        if attribute_type.single_value && attribute.values.len() > 1 {
+            return Err(violation(
+                ResultCode::ConstraintViolation,
+                format!(
+                    "attribute '{}' cannot have multiple values",
+                    attribute.description_string
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn listed_object_classes<'a>(
@@ -359,197 +333,28 @@ impl Schema {
         self.apply_modification_with(entry, modification, false)
     }
 
-    /// `apply_modification`, permissive (the permissive modify control,
-    /// 1.2.840.113556.1.4.1413) when `permissive`: adding a value the attribute holds skips
-    /// that value, deleting a value or an attribute that is absent skips it, instead of
-    /// attributeOrValueExists / noSuchAttribute. A value given twice in one request is still
-    /// an error.
+    /// `apply_modification`, permissive when `permissive` (see
+    /// `apply_normalized_modification`, which this runs on the entry's values normalized).
     pub fn apply_modification_with(
         &self,
         entry: &mut Entry,
         modification: &Modification,
         permissive: bool,
     ) -> Result<(), LdapError> {
-        let description = self.parse_description(&modification.description)?;
-        let name = self.description_string(&description);
-        let position = entry.attributes.iter().position(|attribute| {
-            self.parse_description(&attribute.description)
-                .is_ok_and(|existing| existing == description)
-        });
-        let normalize_all =
-            |values: &[Vec<u8>], operation: &str| -> Result<Vec<Vec<u8>>, LdapError> {
-                values
-                    .iter()
-                    .enumerate()
-                    .map(|(index, value)| {
-                        self.normalize_value(description.attr, value)
-                            .map_err(|error| {
-                                violation(
-                                    error.code,
-                                    format!(
-                                    "modify/{operation}: {name}: value #{index} invalid per syntax"
-                                ),
-                                )
-                            })
-                    })
-                    .collect()
-            };
-        let existing_normalized = |position: Option<usize>, entry: &Entry| -> Vec<Vec<u8>> {
-            position
-                .map(|index| {
-                    entry.attributes[index]
-                        .values
-                        .iter()
-                        .map(|value| {
-                            self.normalize_value(description.attr, value)
-                                .unwrap_or_else(|_| value.clone())
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        match modification.op {
-            ModOp::Add => {
-                if modification.values.is_empty() {
-                    return Err(violation(
-                        ResultCode::ProtocolError,
-                        format!("modify/add: {name}: no values given"),
-                    ));
-                }
-                let new_normalized = normalize_all(&modification.values, "add")?;
-                let existing: std::collections::HashSet<Vec<u8>> =
-                    existing_normalized(position, entry).into_iter().collect();
-                let mut given = std::collections::HashSet::new();
-                let mut added = Vec::with_capacity(modification.values.len());
-                for (index, normalized) in new_normalized.into_iter().enumerate() {
-                    let held = existing.contains(&normalized);
-                    if (held && !permissive) || !given.insert(normalized) {
-                        return Err(violation(
-                            ResultCode::AttributeOrValueExists,
-                            format!("modify/add: {name}: value #{index} already exists"),
-                        ));
-                    }
-                    if !held {
-                        added.push(modification.values[index].clone());
-                    }
-                }
-                match position {
-                    Some(index) => entry.attributes[index].values.extend(added),
-                    None => entry.attributes.push(Attribute {
-                        description: name,
-                        values: added,
-                    }),
-                }
-            }
-            ModOp::Delete => {
-                let Some(index) = position else {
-                    if permissive {
-                        return Ok(());
-                    }
-                    return Err(violation(
-                        ResultCode::NoSuchAttribute,
-                        format!("modify/delete: {name}: no such attribute"),
-                    ));
-                };
-                if modification.values.is_empty() {
-                    entry.attributes.remove(index);
-                    return Ok(());
-                }
-                let to_delete = normalize_all(&modification.values, "delete")?;
-                let existing = existing_normalized(position, entry);
-                let existing_set: std::collections::HashSet<&[u8]> =
-                    existing.iter().map(Vec::as_slice).collect();
-                let to_delete_set: std::collections::HashSet<&[u8]> =
-                    to_delete.iter().map(Vec::as_slice).collect();
-                for (value_index, normalized) in to_delete.iter().enumerate() {
-                    if !permissive && !existing_set.contains(normalized.as_slice()) {
-                        return Err(violation(
-                            ResultCode::NoSuchAttribute,
-                            format!("modify/delete: {name}: value #{value_index} does not exist"),
-                        ));
-                    }
-                }
-                let kept: Vec<Vec<u8>> = entry.attributes[index]
+        let mut attributes = self.normalize_attributes(&entry.attributes)?;
+        self.apply_normalized_modification(&mut attributes, modification, permissive)?;
+        entry.attributes = attributes
+            .into_vec()
+            .into_iter()
+            .map(|attribute| Attribute {
+                description: attribute.description_string,
+                values: attribute
                     .values
-                    .iter()
-                    .zip(existing.iter())
-                    .filter(|(_, normalized)| !to_delete_set.contains(normalized.as_slice()))
-                    .map(|(value, _)| value.clone())
-                    .collect();
-                if kept.is_empty() {
-                    entry.attributes.remove(index);
-                } else {
-                    entry.attributes[index].values = kept;
-                }
-            }
-            ModOp::Replace => {
-                let normalized = normalize_all(&modification.values, "replace")?;
-                if let Some(index) = first_duplicate_by(&normalized, Vec::as_slice) {
-                    return Err(violation(
-                        ResultCode::AttributeOrValueExists,
-                        format!("modify/replace: {name}: value #{index} provided more than once"),
-                    ));
-                }
-                match (position, modification.values.is_empty()) {
-                    (Some(index), true) => {
-                        entry.attributes.remove(index);
-                    }
-                    (Some(index), false) => {
-                        entry.attributes[index].values = modification.values.clone()
-                    }
-                    (None, true) => {}
-                    (None, false) => entry.attributes.push(Attribute {
-                        description: name,
-                        values: modification.values.clone(),
-                    }),
-                }
-            }
-            ModOp::Increment => {
-                let attribute_type = self.attribute_type(description.attr);
-                if attribute_type.equality != Some(crate::matching::MatchingRule::IntegerMatch) {
-                    return Err(violation(
-                        ResultCode::ConstraintViolation,
-                        format!(
-                            "modify/increment: {name}: increment not supported for value syntax"
-                        ),
-                    ));
-                }
-                let [delta] = modification.values.as_slice() else {
-                    return Err(violation(
-                        ResultCode::ProtocolError,
-                        format!("modify/increment: {name}: needs exactly one value"),
-                    ));
-                };
-                let Some(index) = position else {
-                    return Err(violation(
-                        ResultCode::NoSuchAttribute,
-                        format!("modify/increment: {name}: no such attribute"),
-                    ));
-                };
-                let parse = |value: &[u8]| -> Option<i128> {
-                    std::str::from_utf8(value).ok()?.trim().parse::<i128>().ok()
-                };
-                let delta = parse(delta).ok_or_else(|| {
-                    violation(
-                        ResultCode::InvalidAttributeSyntax,
-                        format!("modify/increment: {name}: delta is not an integer"),
-                    )
-                })?;
-                let mut incremented = Vec::with_capacity(entry.attributes[index].values.len());
-                for value in &entry.attributes[index].values {
-                    let sum = parse(value)
-                        .and_then(|current| current.checked_add(delta))
-                        .ok_or_else(|| {
-                            violation(
-                                ResultCode::ConstraintViolation,
-                                format!("modify/increment: {name}: value out of range"),
-                            )
-                        })?;
-                    incremented.push(sum.to_string().into_bytes());
-                }
-                entry.attributes[index].values = incremented;
-            }
-        }
+                    .into_iter()
+                    .map(|(original, _)| original)
+                    .collect(),
+            })
+            .collect();
         Ok(())
     }
 }
@@ -558,6 +363,7 @@ impl Schema {
 mod tests {
     use super::*;
     use crate::dn::Dn;
+    use crate::entry::ModOp;
 
     fn entry(dn: &str, attributes: &[(&str, &[&str])]) -> Entry {
         Entry {

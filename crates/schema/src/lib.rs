@@ -10,6 +10,7 @@ mod entry;
 mod error;
 mod filter;
 mod matching;
+mod normalized_attributes;
 mod normalized_dn;
 mod prep;
 mod schema;
@@ -29,6 +30,7 @@ pub use filter::{
     FILTER_ITEMS_MAX,
 };
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
+pub use normalized_attributes::{NormalizedAttributes, NormalizedEntryView};
 pub use normalized_dn::{normalization_counts, NormalizationCounts, NormalizedDn};
 pub use prep::prepare_string;
 pub use schema::{

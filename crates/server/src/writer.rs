@@ -16,8 +16,8 @@ use crate::ppolicy::{self, AccountState, PendingStates, Policy};
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_access::password;
 use lmdir_schema::{
-    AttrId, Entry, EntryView, Filter, LdapError, ModOp, Modification, NormalizedDn, OwnedEntryView,
-    Rdn, ResultCode, Schema,
+    AttrId, Entry, EntryView, Filter, LdapError, ModOp, Modification, NormalizedAttributes,
+    NormalizedDn, Rdn, ResultCode, Schema,
 };
 use lmdir_store::{Store, StoredEntry, WriteContext, WriteTxn};
 use std::collections::VecDeque;
@@ -283,8 +283,11 @@ impl Writer {
         let old = (accesslog.enabled && accesslog.log_old)
             .then(|| crate::accesslog::entry_before(txn, &job.request, &dns.target))
             .flatten();
-        self.authorize(txn, job, dns)
-            .and_then(|()| self.hash_passwords(job, deadline))
+        // An add's values, normalized once: by the access step when it evaluates them (kept
+        // here for the store's add), else by the store.
+        let mut added: Option<NormalizedAttributes> = None;
+        self.authorize(txn, job, dns, &mut added)
+            .and_then(|()| self.hash_passwords(job, deadline, added.as_mut()))
             .and_then(|()| {
                 // The values a password change replaces, for pwdHistory.
                 let before = self.stored_passwords(txn, job, dns)?;
@@ -295,7 +298,7 @@ impl Writer {
                     Some(change) => integrity.before_change(txn, change, &may_name)?,
                     None => None,
                 };
-                self.store_change(txn, job, dns)?;
+                self.store_change(txn, job, dns, added.take())?;
                 if let Some(change) = &change {
                     integrity.after_change(txn, change, renamed)?;
                 }
@@ -557,11 +560,13 @@ impl Writer {
         })
     }
 
+    /// Applies the job's change to the store; `added`: an add's values, normalized already.
     fn store_change(
         &self,
         txn: &mut WriteTxn<'_>,
         job: &Update,
         dns: &JobDns,
+        added: Option<NormalizedAttributes>,
     ) -> Result<(), LdapError> {
         let context = WriteContext {
             relax: job.relax,
@@ -570,7 +575,13 @@ impl Writer {
             ..WriteContext::new(job.identity.dn.clone())
         };
         match &job.request {
-            WriteRequest::Add(entry) => txn.add_normalized(entry, &dns.target, &context).map(drop),
+            WriteRequest::Add(entry) => match added {
+                Some(attributes) => {
+                    txn.add_normalized_attributes(&dns.target, attributes, &context)
+                }
+                None => txn.add_normalized(entry, &dns.target, &context),
+            }
+            .map(drop),
             WriteRequest::Delete(_) => txn.delete(&dns.target).map(drop),
             WriteRequest::Modify(_, modifications) => {
                 txn.modify(&dns.target, modifications, &context).map(drop)
@@ -603,7 +614,14 @@ impl Writer {
     /// again). Add and modify hash only under `password_hash_cleartext`, and never a value
     /// that is already a hash ([`password::is_hashed`]: a known or unknown `{SCHEME}`).
     /// Stops at the deadline.
-    fn hash_passwords(&self, job: &mut Update, deadline: Instant) -> Result<(), LdapError> {
+    /// `added`: an add's values normalized already, whose hashed passwords are normalized
+    /// again (only those).
+    fn hash_passwords(
+        &self,
+        job: &mut Update,
+        deadline: Instant,
+        added: Option<&mut NormalizedAttributes>,
+    ) -> Result<(), LdapError> {
         let Some(password_attr) = self.schema().attribute("userPassword") else {
             return Ok(());
         };
@@ -643,14 +661,25 @@ impl Writer {
                 job.request = WriteRequest::Modify(std::mem::take(dn), vec![modification]);
             }
             WriteRequest::Add(entry) => {
+                // Cleartext → hash, for the normalized values.
+                let mut hashed = std::collections::HashMap::new();
                 for attribute in &mut entry.attributes {
                     if hash_cleartext && is_password(&attribute.description) {
                         for value in &mut attribute.values {
                             if !password::is_hashed(value) {
+                                let cleartext = value.clone();
                                 hash_one(value)?;
+                                hashed.insert(cleartext, value.clone());
                             }
                         }
                     }
+                }
+                if let Some(normalized) = added.filter(|_| !hashed.is_empty()) {
+                    self.schema().rewrite_normalized_values(
+                        normalized,
+                        password_attr,
+                        &mut |value| hashed.get(value).cloned(),
+                    )?;
                 }
             }
             WriteRequest::Modify(_, modifications) => {
@@ -675,7 +704,14 @@ impl Writer {
     }
 
     /// The access and assertion decisions for a job, in the transaction's own view.
-    fn authorize(&self, txn: &WriteTxn<'_>, job: &Update, dns: &JobDns) -> Result<(), LdapError> {
+    /// `added`: where an add's values go once normalized for a decision (`normalized_add`).
+    fn authorize(
+        &self,
+        txn: &WriteTxn<'_>,
+        job: &Update,
+        dns: &JobDns,
+        added: &mut Option<NormalizedAttributes>,
+    ) -> Result<(), LdapError> {
         let groups = TxnGroups {
             txn,
             member_attributes: ["member", "uniqueMember"]
@@ -701,7 +737,9 @@ impl Writer {
             match (&job.request, existing.as_ref()) {
                 // An add's assertion is tested on the entry being added (as OpenLDAP does).
                 (WriteRequest::Add(entry), _) => {
-                    let view = OwnedEntryView::new(&self.schema(), entry)?;
+                    let schema = self.schema();
+                    let attributes = normalized_add(&schema, entry, added)?;
+                    let view = schema.normalized_entry_view(target, attributes);
                     self.check_assertion(&subject, assertion, target.as_str(), &view)?;
                 }
                 (_, Some(entry)) => {
@@ -719,7 +757,9 @@ impl Writer {
             return Ok(());
         }
         match (&job.request, existing.as_ref()) {
-            (WriteRequest::Add(entry), _) => self.authorize_add(txn, &subject, entry, target),
+            (WriteRequest::Add(entry), _) => {
+                self.authorize_add(txn, &subject, (entry, added), target)
+            }
             // Never: known_target found every other target or answered noSuchObject.
             (_, None) => Ok(()),
             (request, Some(entry)) => {
@@ -929,16 +969,19 @@ impl Writer {
         }
     }
 
+    /// Access to add `entry` at `target`; its values are normalized into `added`, once.
     fn authorize_add(
         &self,
         txn: &WriteTxn<'_>,
         subject: &Subject<'_>,
-        entry: &Entry,
+        (entry, added): (&Entry, &mut Option<NormalizedAttributes>),
         target: &NormalizedDn,
     ) -> Result<(), LdapError> {
         let dn_text = entry.dn.to_string();
         self.require_children_write(txn, subject, target.parent())?;
-        let view = OwnedEntryView::new(&self.schema(), entry)?;
+        let schema = self.schema();
+        let attributes = normalized_add(&schema, entry, added)?;
+        let view = schema.normalized_entry_view(target, attributes);
         let access = self.policy.for_entry(subject, target.as_str(), &view);
         require_entry_write(&access, &dn_text)?;
         for attribute in &entry.attributes {
@@ -972,6 +1015,19 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// An add's values normalized (once: kept in `added` for the decisions after and the store).
+fn normalized_add<'n>(
+    schema: &Schema,
+    entry: &Entry,
+    added: &'n mut Option<NormalizedAttributes>,
+) -> Result<&'n NormalizedAttributes, LdapError> {
+    let attributes = match added.take() {
+        Some(attributes) => attributes,
+        None => schema.normalize_attributes(&entry.attributes)?,
+    };
+    Ok(added.insert(attributes))
 }
 
 fn require_entry_write(access: &EntryAccess<'_>, dn: &str) -> Result<(), LdapError> {
@@ -1049,15 +1105,33 @@ mod tests {
 
     /// Applies `request` as the rootdn in one committed txn; the normalizations it did.
     fn apply_counted(writer: &Writer, request: WriteRequest) -> NormalizationCounts {
+        apply_update_counted(writer, rootdn_update(request)).unwrap()
+    }
+
+    /// Applies `update` in one committed txn; the normalizations it did.
+    fn apply_update_counted(
+        writer: &Writer,
+        mut update: Update,
+    ) -> Result<NormalizationCounts, LdapError> {
         let before = normalization_counts();
         let mut txn = writer.store.write().unwrap();
-        writer.apply(&mut txn, &mut rootdn_update(request)).unwrap();
+        writer.apply(&mut txn, &mut update)?;
         txn.commit().unwrap();
         let after = normalization_counts();
-        NormalizationCounts {
+        Ok(NormalizationCounts {
             dns: after.dns - before.dns,
             values: after.values - before.values,
-        }
+        })
+    }
+
+    /// The values of every attribute of the stored entry at `dn`.
+    fn stored_value_count(writer: &Writer, dn: &str) -> u64 {
+        let read = writer.store.read().unwrap();
+        let stored = read.entry(read.dn_to_id(dn).unwrap()).unwrap().unwrap();
+        stored
+            .attributes()
+            .map(|attribute| attribute.values().count() as u64)
+            .sum()
     }
 
     #[test]
@@ -1116,5 +1190,166 @@ mod tests {
         // (Its values: the access step's `entry_by_dn` reads the stored entry, whose DN's
         // values it normalizes for `:dn:` matching, `WriteTxn::entry_by_id`.)
         assert_eq!(counts.dns, 1, "delete: {counts:?}");
+    }
+
+    const EDITORS: &str = "cn=editors,ou=groups,dc=example,dc=com";
+
+    /// A writer whose policy lets members of cn=editors write persons below ou=people (a
+    /// rule with a filter, evaluated on the entry being added or modified) and bound users
+    /// write ou=people itself (its children).
+    fn editing_writer(directory: &std::path::Path) -> Writer {
+        use lmdir_config::{AccessClause, AccessLevel, AccessRule, AccessTarget, Who};
+        let mut writer = writer(directory);
+        let rules = [
+            AccessRule {
+                to: AccessTarget {
+                    subtree: Some(format!("ou=people,{SUFFIX}")),
+                    filter: Some("(objectClass=person)".to_string()),
+                    ..AccessTarget::default()
+                },
+                by: vec![AccessClause {
+                    who: Who::Group(EDITORS.to_string()),
+                    access: AccessLevel::Write,
+                }],
+            },
+            AccessRule {
+                to: AccessTarget {
+                    dn: Some(format!("ou=people,{SUFFIX}")),
+                    ..AccessTarget::default()
+                },
+                by: vec![AccessClause {
+                    who: Who::Users,
+                    access: AccessLevel::Write,
+                }],
+            },
+        ];
+        let policy =
+            AccessPolicy::from_config(&rules, &writer.store.schema(), SUFFIX, ROOTDN).unwrap();
+        writer.live_policy = Arc::new(crate::live::Live::new(policy));
+        writer.policy = writer.live_policy.load();
+        for added in [
+            entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+            entry(
+                &format!("ou=people,{SUFFIX}"),
+                &[("objectClass", "organizationalUnit"), ("ou", "people")],
+            ),
+            entry(
+                &format!("ou=groups,{SUFFIX}"),
+                &[("objectClass", "organizationalUnit"), ("ou", "groups")],
+            ),
+            entry(
+                EDITORS,
+                &[
+                    ("objectClass", "groupOfNames"),
+                    ("cn", "editors"),
+                    ("member", &format!("uid=editor,ou=people,{SUFFIX}")),
+                ],
+            ),
+        ] {
+            apply_counted(&writer, WriteRequest::Add(added));
+        }
+        writer
+    }
+
+    /// An update by the bound user `uid=<uid>,ou=people,...` (not the rootdn).
+    fn user_update(uid: &str, request: WriteRequest) -> Update {
+        let dn = format!("uid={uid},ou=people,{SUFFIX}");
+        Update {
+            identity: Identity {
+                normalized_dn: dn.clone(),
+                dn,
+                is_rootdn: false,
+            },
+            ..rootdn_update(request)
+        }
+    }
+
+    fn modification(op: ModOp, description: &str, values: &[&str]) -> Modification {
+        Modification {
+            op,
+            description: description.to_string(),
+            values: values
+                .iter()
+                .map(|value| value.as_bytes().to_vec())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_add_and_a_modify_by_a_user_an_acl_allows_normalize_each_value_once() {
+        let directory = tempfile::tempdir().unwrap();
+        let writer = editing_writer(directory.path());
+        let dn = format!("cn=New Person,ou=people,{SUFFIX}");
+        let mut attributes = vec![
+            ("objectClass", "person"),
+            ("cn", "New Person"),
+            ("sn", "Person"),
+            ("telephoneNumber", "+1 555 0100"),
+        ];
+        let lines: Vec<String> = (0..6).map(|index| format!("Line {index}")).collect();
+        attributes.extend(lines.iter().map(|line| ("description", line.as_str())));
+        let new_entry = entry(&dn, &attributes);
+        // The ACL decides: a user outside cn=editors may not add it.
+        let refused = apply_update_counted(
+            &writer,
+            user_update("other", WriteRequest::Add(new_entry.clone())),
+        )
+        .unwrap_err();
+        assert_eq!(refused.code, ResultCode::InsufficientAccessRights);
+
+        let add = user_update("editor", WriteRequest::Add(new_entry));
+        let counts = apply_update_counted(&writer, add).unwrap();
+        eprintln!("add by a user the ACL allows: {counts:?}");
+        assert_eq!(counts.dns, 1, "DN normalizations of one add: {counts:?}");
+        let stored = stored_value_count(&writer, &dn);
+        assert!(
+            stored > attributes.len() as u64,
+            "operational values stamped"
+        );
+        assert_eq!(counts.values, stored, "value normalizations of one add");
+
+        // Adds 3 values, deletes 2, replaces telephoneNumber with 2: each normalized once, and
+        // the 3 values the store stamps (modifyTimestamp, modifiersName, entryCSN).
+        let modifications = vec![
+            modification(ModOp::Add, "description", &["New 1", "New 2", "New 3"]),
+            modification(ModOp::Delete, "description", &["Line 0", "Line 1"]),
+            modification(
+                ModOp::Replace,
+                "telephoneNumber",
+                &["+1 555 0101", "+1 555 0102"],
+            ),
+        ];
+        let modify = user_update("editor", WriteRequest::Modify(dn.clone(), modifications));
+        let counts = apply_update_counted(&writer, modify).unwrap();
+        eprintln!("modify of 3+2+2 values by a user the ACL allows: {counts:?}");
+        assert_eq!(counts.dns, 1, "DN normalizations of one modify: {counts:?}");
+        assert_eq!(counts.values, 7 + 3, "value normalizations of one modify");
+    }
+
+    #[test]
+    fn a_password_hashed_after_the_access_check_is_stored_with_its_hash_normalized() {
+        let directory = tempfile::tempdir().unwrap();
+        let writer = editing_writer(directory.path());
+        let dn = format!("cn=Secret,ou=people,{SUFFIX}");
+        let attributes = [
+            ("objectClass", "person"),
+            ("cn", "Secret"),
+            ("sn", "Secret"),
+            ("userPassword", "cleartext secret"),
+        ];
+        let mut add = user_update("editor", WriteRequest::Add(entry(&dn, &attributes)));
+        add.hash_cleartext = true;
+        apply_update_counted(&writer, add).unwrap();
+        let read = writer.store.read().unwrap();
+        let stored = read.entry(read.dn_to_id(&dn).unwrap()).unwrap().unwrap();
+        let password = writer.store.schema().attribute("userPassword").unwrap();
+        let values = stored.values_of(password);
+        let [(original, normalized)] = values.as_slice() else {
+            panic!("one userPassword value: {values:?}");
+        };
+        assert!(password::is_hashed(original), "hashed before it was stored");
+        // octetStringMatch: the normalized form is the value itself, the hash (not the
+        // cleartext the access step normalized).
+        assert_eq!(*original, normalized.as_ref());
     }
 }

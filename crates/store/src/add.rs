@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use lmdir_schema::{Entry, LdapError, NormalizedDn, ResultCode};
+use lmdir_schema::{Entry, LdapError, NormalizedAttributes, NormalizedDn, ResultCode};
 
 use crate::changes::ChangeKind;
 use crate::error::lmdb_to_ldap;
@@ -28,11 +28,38 @@ impl WriteTxn<'_> {
         context: &WriteContext,
     ) -> Result<EntryId, LdapError> {
         debug_assert_eq!(&entry.dn, dn.dn(), "the DN normalized is the entry's");
+        self.add_source(crate::rows::EntrySource::Entry { entry, dn }, context)
+    }
+
+    /// `add_normalized` of an entry whose values the caller normalized too (the server's
+    /// writer, for its access decisions): they are checked as they are, none normalized again.
+    pub fn add_normalized_attributes(
+        &mut self,
+        dn: &NormalizedDn,
+        attributes: NormalizedAttributes,
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
+        self.add_source(
+            crate::rows::EntrySource::Normalized { dn, attributes },
+            context,
+        )
+    }
+
+    fn add_source(
+        &mut self,
+        source: crate::rows::EntrySource<'_>,
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
+        let dn = match &source {
+            crate::rows::EntrySource::Entry { dn, .. }
+            | crate::rows::EntrySource::Pairs { dn, .. }
+            | crate::rows::EntrySource::Normalized { dn, .. } => *dn,
+        };
         let lookup = self.lookup(dn)?;
         if lookup.found.is_some() {
             return Err(ldap(
                 ResultCode::EntryAlreadyExists,
-                format!("entry '{}' already exists", entry.dn),
+                format!("entry '{dn}' already exists"),
             ));
         }
         // The parent is looked for before the entry is checked, as slapd does: an add under a
@@ -46,7 +73,7 @@ impl WriteTxn<'_> {
                 Some((parent, covered)) if covered == dn.rdns().len() - 1 => parent,
                 _ => {
                     let mut error = self.no_such_object(dn, &lookup)?;
-                    error.message = format!("parent of '{}' does not exist", entry.dn);
+                    error.message = format!("parent of '{dn}' does not exist");
                     return Err(error);
                 }
             }
@@ -62,7 +89,7 @@ impl WriteTxn<'_> {
         };
         let rows = self.inner.entry_rows_at(
             place,
-            crate::rows::EntrySource::Entry { entry, dn },
+            source,
             context,
             &stamp,
             &fresh,

@@ -183,13 +183,13 @@ impl Store {
         }
         let tree_rows: Vec<Vec<u8>> = databases
             .meta
-            .prefix_iter(&txn, crate::treeorder::META_INVERSION_PREFIX)?
+            .prefix_iter(&txn, crate::inversions::META_INVERSION_PREFIX)?
             .map(|row| row.map(|(key, _)| key.to_vec()))
             .collect::<Result<_, _>>()?;
         for key in tree_rows
             .iter()
             .map(Vec::as_slice)
-            .chain([crate::treeorder::META_INVERSIONS_TRACKED])
+            .chain([crate::inversions::META_INVERSIONS_TRACKED])
         {
             databases.meta.delete(&mut txn, key)?;
         }
@@ -374,7 +374,7 @@ impl<'s> BulkWriter<'s> {
         self.put_rows(database, &mut rows)?;
         let meta = self.inner.databases.meta;
         for (id, parent) in inverted {
-            crate::treeorder::record_parent_change(meta, self.txn(), id, None, Some(parent))?;
+            crate::inversions::record_parent_change(meta, self.txn(), id, None, Some(parent))?;
         }
         Ok(())
     }

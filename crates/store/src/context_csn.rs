@@ -31,13 +31,7 @@ fn context_csn_key(sid: u16) -> Vec<u8> {
     key
 }
 
-/// The server ID this store stamps and its generator, made at the first change after the
-/// server ID is set (it reads the stored contextCSN to resume after it).
-#[derive(Default)]
-pub(crate) struct CsnState {
-    pub(crate) sid: u16,
-    generator: Option<CsnGenerator>,
-}
+use crate::csn_state::CsnState;
 
 impl Store {
     /// The server ID (`[replication] server_id`, 0..=4095) in every CSN this store issues from

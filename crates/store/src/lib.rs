@@ -7,9 +7,11 @@ mod add;
 mod admin;
 pub mod attribute_state;
 mod bulk;
+mod change_recording;
 pub mod changes;
 pub mod codec;
 pub mod context_csn;
+mod csn_state;
 mod delete;
 mod dn2id;
 mod env;
@@ -17,6 +19,7 @@ mod error;
 mod files;
 mod in_chain;
 mod index;
+mod inversions;
 pub mod layout;
 mod live_index;
 mod lock;
@@ -45,6 +48,7 @@ pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
 pub use error::{RawDatabase, StoreError};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
 pub use in_chain::{InChainBounds, InChainOutcome};
+pub use inversions::{inversion_key, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
 pub use layout::{EntryId, IndexKinds};
 pub use live_index::IndexesAdded;
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
@@ -62,7 +66,7 @@ pub use store::{
     DATABASE_COUNT_MAX, MAP_SIZE_DEFAULT_BYTES,
 };
 pub use target_dn::TargetDn;
-pub use treeorder::{inversion_key, TreePosition, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
+pub use treeorder::TreePosition;
 pub use usage::EnvironmentUsage;
 pub use write::{StoredEntry, WriteContext, WriteTxn};
 

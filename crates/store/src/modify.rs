@@ -5,7 +5,7 @@ use lmdir_schema::{LdapError, Modification};
 use crate::changes::ChangeKind;
 use crate::layout::EntryId;
 use crate::target_dn::TargetDn;
-use crate::write::{require_rdn_value, to_owned_entry, WriteContext, WriteTxn};
+use crate::write::{require_rdn_value, WriteContext, WriteTxn};
 
 impl WriteTxn<'_> {
     /// Modifies an entry (RFC 4511 §4.6; all or nothing).
@@ -21,39 +21,35 @@ impl WriteTxn<'_> {
             return Ok(id);
         }
         let old_attributes = self.stored_attributes(id)?;
-        let mut entry = to_owned_entry(dn.dn().clone(), &old_attributes);
+        // The stored values as they are (normalized when written): only the request's values
+        // are normalized, once each (`Schema::apply_normalized_modification`).
+        let mut modified = self.inner.stored_normalized(&old_attributes);
+        let schema = self.inner.schema();
         for modification in modifications {
             self.check_deadline()?;
             if !context.skip_schema_check && !context.relax {
-                self.inner
-                    .schema()
-                    .check_user_modification(&modification.description)?;
+                schema.check_user_modification(&modification.description)?;
             }
-            self.inner.schema().apply_modification_with(
-                &mut entry,
+            schema.apply_normalized_modification(
+                &mut modified,
                 modification,
                 context.permissive_modify,
             )?;
         }
-        let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
         // RDN values cannot be removed.
-        for (attr, normalized) in self.inner.schema().leaf_values(dn) {
-            require_rdn_value(self.inner, &attributes, attr, &normalized, dn.dn())?;
+        for (attr, normalized) in schema.leaf_values(dn) {
+            require_rdn_value(self.inner, &modified, attr, &normalized, dn.dn())?;
         }
+        self.check_deadline()?;
+        let mut attributes =
+            self.inner
+                .modified_attributes(modified, dn, context.skip_schema_check)?;
         let stamped = self.stamp_modification(&mut attributes, context)?;
         // A replicating node keeps which attributes each local change touched, so that
         // multi-provider peers merge concurrent changes per attribute (`attribute_state`).
         let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
         if let Some(csn) = stamped.filter(|_| replicating) {
             self.record_attribute_states(&mut attributes, modifications, csn)?;
-        }
-        self.check_deadline()?;
-        if !context.skip_schema_check {
-            attributes = self.inner.checked_attributes(
-                &to_owned_entry(dn.dn().clone(), &attributes),
-                dn,
-                false,
-            )?;
         }
         self.check_entry_limits(&attributes, context)?;
         self.check_deadline()?;

@@ -7,9 +7,7 @@ use crate::error::lmdb_to_ldap;
 use crate::layout::{self, EntryId, ROOT_PARENT_ID};
 use crate::read::{corrupt, is_within};
 use crate::target_dn::TargetDn;
-use crate::write::{
-    ldap, to_owned_entry, OwnedNode, RdnAssertion, WorkingAttribute, WriteContext, WriteTxn,
-};
+use crate::write::{ldap, OwnedNode, RdnAssertion, WorkingAttribute, WriteContext, WriteTxn};
 
 impl WriteTxn<'_> {
     /// The (attr, normalized value) pairs of an RDN.
@@ -27,6 +25,32 @@ impl WriteTxn<'_> {
                 Ok((attr, ava.value.clone(), normalized))
             })
             .collect()
+    }
+
+    /// The new RDN's AVAs, their normalized values read back from `dn` (the new DN, whose
+    /// leaf RDN is `rdn` normalized: `Schema::leaf_values`), so no value is normalized again;
+    /// an RDN naming one type twice (`cn=a+cn=b`) is normalized value by value.
+    fn new_rdn_assertions(
+        &self,
+        rdn: &Rdn,
+        dn: &NormalizedDn,
+    ) -> Result<Vec<RdnAssertion>, LdapError> {
+        let schema = self.inner.schema();
+        let leaf = schema.leaf_values(dn);
+        let mut assertions = Vec::with_capacity(rdn.avas.len());
+        for ava in &rdn.avas {
+            let mut same_type = schema
+                .attribute(&ava.attr)
+                .into_iter()
+                .flat_map(|attr| leaf.iter().filter(move |(leaf_attr, _)| *leaf_attr == attr));
+            match (same_type.next(), same_type.next()) {
+                (Some((attr, normalized)), None) => {
+                    assertions.push((*attr, ava.value.clone(), normalized.clone()))
+                }
+                _ => return self.rdn_assertions(rdn),
+            }
+        }
+        Ok(assertions)
     }
 
     /// The RDN (parsed) of an entry's node; the top-level entry's node holds its whole DN.
@@ -113,7 +137,7 @@ impl WriteTxn<'_> {
         // Entry values: add the new RDN's values, drop the old ones when asked.
         let old_attributes = self.stored_attributes(id)?;
         let mut attributes = old_attributes.clone();
-        let new_assertions = self.rdn_assertions(&new_rdn)?;
+        let new_assertions = self.new_rdn_assertions(&new_rdn, &new_dn)?;
         for (attr, _, _) in &new_assertions {
             self.refuse_no_user_modification(*attr, context)?;
         }
@@ -160,11 +184,14 @@ impl WriteTxn<'_> {
         }
         self.stamp_modification(&mut attributes, context)?;
         if !context.skip_schema_check {
-            attributes = self.inner.checked_attributes(
-                &to_owned_entry(new_dn.dn().clone(), &attributes),
-                &new_dn,
-                false,
-            )?;
+            // The stored values and the RDN's are normalized already: checked as they are.
+            let normalized = self.inner.schema().stored_normalized(
+                attributes
+                    .into_iter()
+                    .map(WorkingAttribute::into_checked)
+                    .collect(),
+            );
+            attributes = self.inner.modified_attributes(normalized, &new_dn, false)?;
         }
         self.check_entry_limits(&attributes, context)?;
         self.check_deadline()?;

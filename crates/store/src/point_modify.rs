@@ -15,7 +15,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use lmdir_schema::{AttrId, Entry, LdapError, ModOp, Modification, NormalizedDn, ResultCode};
+use lmdir_schema::{
+    AttrId, LdapError, ModOp, Modification, NormalizedAttributes, NormalizedDn, ResultCode,
+};
 
 use crate::changes::ChangeKind;
 use crate::codec::{encode_entry, AttributeToEncode};
@@ -220,9 +222,9 @@ impl WriteTxn<'_> {
         Ok(target.count > 0 && self.inner.is_out_of_line(target.attr, target.count))
     }
 
-    /// The inline attributes after the inline modifications, normalized, stamped and
-    /// schema-checked with the out-of-line ones present; None when one should now live out
-    /// of line (the general way moves it).
+    /// The inline attributes after the inline modifications, schema-checked with the
+    /// out-of-line ones present, and stamped; None when one should now live out of line (the
+    /// general way moves it). Only the modifications' values are normalized.
     fn inline_after(
         &mut self,
         id: EntryId,
@@ -233,30 +235,28 @@ impl WriteTxn<'_> {
         context: &WriteContext,
     ) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
         let old = self.inline_attributes(id)?;
-        let mut entry = Entry {
-            dn: dn.dn().clone(),
-            attributes: crate::write::to_owned_entry(dn.dn().clone(), &old).attributes,
-        };
+        let mut modified = self.inner.stored_normalized(&old);
+        let schema = self.inner.schema();
         for modification in modifications {
             self.check_deadline()?;
-            self.inner.schema().apply_modification_with(
-                &mut entry,
+            schema.apply_normalized_modification(
+                &mut modified,
                 modification,
                 context.permissive_modify,
             )?;
         }
-        let mut attributes = self.inner.normalize_attributes(&entry.attributes)?;
-        if attributes.iter().any(|attribute| {
+        if modified.as_slice().iter().any(|attribute| {
             self.inner
-                .is_out_of_line(attribute.attr, attribute.values.len())
+                .is_out_of_line(attribute.description.attr, attribute.values.len())
         }) {
             return Ok(None);
         }
-        self.refuse_inline_rdn_removal(dn, &attributes, outside)?;
+        self.refuse_inline_rdn_removal(dn, &modified, outside)?;
+        let mut attributes = match context.skip_schema_check {
+            true => self.inner.modified_attributes(modified, dn, true)?,
+            false => self.checked_with_stand_ins(id, dn, modified, outside, changes)?,
+        };
         self.stamp_modification(&mut attributes, context)?;
-        if !context.skip_schema_check {
-            attributes = self.checked_with_stand_ins(id, dn, attributes, outside, changes)?;
-        }
         let mut counted = attributes.clone();
         counted.extend(outside.iter().map(|one| WorkingAttribute {
             text: one.text.clone(),
@@ -269,17 +269,17 @@ impl WriteTxn<'_> {
     }
 
     /// Schema-checks inline attributes together with one value of each out-of-line one
-    /// (its first stored value still there, else a planned new one) and returns the inline
-    /// attributes as checked.
+    /// (its first stored value still there, else a planned new one; both normalized already)
+    /// and returns the inline attributes as checked.
     fn checked_with_stand_ins(
         &self,
         id: EntryId,
         dn: &NormalizedDn,
-        attributes: Vec<WorkingAttribute>,
+        attributes: NormalizedAttributes,
         outside: &[Outside],
         changes: &PointChanges,
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
-        let mut with_stand_ins = attributes;
+        let mut with_stand_ins = attributes.into_vec();
         for one in outside {
             // A planned new value, else the first stored one not deleted by this request.
             let mut stand_in = changes.values().find_map(|change| {
@@ -300,18 +300,18 @@ impl WriteTxn<'_> {
             }
             let stand_in = stand_in
                 .ok_or_else(|| corrupt(format!("entry {id}: out-of-line values vanished")))?;
-            with_stand_ins.push(WorkingAttribute {
-                text: one.text.clone(),
-                attr: one.attr,
-                options: one.options.clone(),
-                values: vec![stand_in],
-            });
+            with_stand_ins.push(
+                WorkingAttribute {
+                    text: one.text.clone(),
+                    attr: one.attr,
+                    options: one.options.clone(),
+                    values: vec![stand_in],
+                }
+                .into_checked(),
+            );
         }
-        let checked = self.inner.checked_attributes(
-            &crate::write::to_owned_entry(dn.dn().clone(), &with_stand_ins),
-            dn,
-            false,
-        )?;
+        let with_stand_ins = self.inner.schema().stored_normalized(with_stand_ins);
+        let checked = self.inner.modified_attributes(with_stand_ins, dn, false)?;
         Ok(checked
             .into_iter()
             .filter(|attribute| {
@@ -346,7 +346,7 @@ impl WriteTxn<'_> {
     fn refuse_inline_rdn_removal(
         &self,
         dn: &NormalizedDn,
-        attributes: &[WorkingAttribute],
+        attributes: &NormalizedAttributes,
         outside: &[Outside],
     ) -> Result<(), LdapError> {
         for (attr, normalized) in self.inner.schema().leaf_values(dn) {

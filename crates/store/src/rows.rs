@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use lmdir_schema::{
-    AttrId, Attribute, AttributeDescription, Entry, LdapError, MatchingRule, NormalizedDn,
-    ResultCode, Schema,
+    AttrId, Attribute, AttributeDescription, Entry, LdapError, MatchingRule, NormalizedAttributes,
+    NormalizedDn, ResultCode, Schema,
 };
 
 use crate::codec::{encode_entry, AttributeToEncode, ATTRIBUTES_PER_ENTRY_MAX};
@@ -396,26 +396,6 @@ pub(crate) fn attribute_pairs(
     })
 }
 
-/// Schema-checks and normalizes a whole entry; also gives its structural class.
-fn checked(
-    schema: &Schema,
-    entry: &Entry,
-    dn: &NormalizedDn,
-) -> Result<(Vec<WorkingAttribute>, lmdir_schema::ObjectClassId), LdapError> {
-    let checked = schema.check_and_normalize_at(entry, dn)?;
-    let attributes = checked
-        .attributes
-        .into_iter()
-        .map(|attribute| WorkingAttribute {
-            text: attribute.description_string,
-            attr: attribute.description.attr,
-            options: attribute.description.options,
-            values: attribute.values,
-        })
-        .collect();
-    Ok((attributes, checked.structural_object_class))
-}
-
 /// An entry to write: owned (a client's add, an import), or a record's pairs borrowed from the
 /// LDIF (the loader: no copy of every value into an `Entry` unless the schema is checked).
 /// Either way with its DN normalized once by the caller (`dn`; for `Entry` the normalization
@@ -429,12 +409,20 @@ pub enum EntrySource<'a> {
         dn: &'a NormalizedDn,
         pairs: &'a [(&'a str, &'a [u8])],
     },
+    /// Attributes the writer normalized already (for its access decisions): checked as they
+    /// are, no value normalized again.
+    Normalized {
+        dn: &'a NormalizedDn,
+        attributes: NormalizedAttributes,
+    },
 }
 
 impl EntrySource<'_> {
     fn dn(&self) -> &NormalizedDn {
         match self {
-            EntrySource::Entry { dn, .. } | EntrySource::Pairs { dn, .. } => dn,
+            EntrySource::Entry { dn, .. }
+            | EntrySource::Pairs { dn, .. }
+            | EntrySource::Normalized { dn, .. } => dn,
         }
     }
 }
@@ -530,23 +518,31 @@ impl Inner {
     /// class when there is one.
     fn normalized_attributes<S: BuildHasher>(
         &self,
-        source: &EntrySource<'_>,
+        source: EntrySource<'_>,
         context: &WriteContext,
         scratch: &mut RowScratch<S>,
     ) -> Result<(Vec<WorkingAttribute>, Option<lmdir_schema::ObjectClassId>), LdapError> {
         let schema = &*self.schema();
         if !context.skip_schema_check {
-            let (attributes, structural) = match source {
-                EntrySource::Entry { entry, dn } => checked(schema, entry, dn)?,
+            let checked = match source {
+                EntrySource::Entry { entry, dn } => schema.check_and_normalize_at(entry, dn)?,
                 EntrySource::Pairs { dn, pairs } => {
                     let mut entry = Entry::new(dn.dn().clone());
                     for (description, value) in pairs.iter() {
                         entry.add_values(description, std::iter::once(value.to_vec()));
                     }
-                    checked(schema, &entry, dn)?
+                    schema.check_and_normalize_at(&entry, dn)?
+                }
+                EntrySource::Normalized { dn, attributes } => {
+                    schema.check_normalized_at(attributes, dn)?
                 }
             };
-            return Ok((attributes, Some(structural)));
+            let attributes = checked
+                .attributes
+                .into_iter()
+                .map(WorkingAttribute::from_checked)
+                .collect();
+            return Ok((attributes, Some(checked.structural_object_class)));
         }
         let attributes = match source {
             EntrySource::Entry { entry, .. } => {
@@ -555,6 +551,11 @@ impl Inner {
             EntrySource::Pairs { pairs, .. } => {
                 normalize_pairs(schema, pairs.iter().copied(), scratch)?
             }
+            EntrySource::Normalized { attributes, .. } => attributes
+                .into_vec()
+                .into_iter()
+                .map(WorkingAttribute::from_checked)
+                .collect(),
         };
         // The structural class needs only the object classes' values (as written).
         let object_class = schema.object_class_attribute();
@@ -590,7 +591,7 @@ impl Inner {
         fresh: &FreshValues,
         scratch: &mut RowScratch<S>,
     ) -> Result<EntryRows, LdapError> {
-        let (mut attributes, structural) = self.normalized_attributes(&source, context, scratch)?;
+        let (mut attributes, structural) = self.normalized_attributes(source, context, scratch)?;
         for attribute in &attributes {
             refuse_no_user_modification(&self.schema(), attribute.attr, context)?;
         }

@@ -175,12 +175,12 @@ pub(crate) struct Inner {
     /// inside LMDB while holding other locks.
     pub writer: Mutex<()>,
     /// This server's ID and CSN generator (`context_csn`).
-    pub csns: Mutex<crate::context_csn::CsnState>,
+    pub csns: Mutex<crate::csn_state::CsnState>,
     /// Counts live read txns so the map can be grown when none is open.
     pub reader_gate: Mutex<ReaderGate>,
     pub reader_gate_changed: Condvar,
     /// `ReadTxn::has_inverted_links` of the latest snapshot that asked.
-    pub inverted_links_known: crate::treeorder::InvertedLinksKnown,
+    pub inverted_links_known: crate::inversions::InvertedLinksKnown,
     /// The directory's writer lock; None for a read-only store. Last: released after the
     /// environment is closed.
     pub directory_lock: Option<DirectoryLock>,
@@ -726,7 +726,11 @@ impl Store {
             meta.put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
         }
         // Searches order parents first from the inverted-link record (`treeorder`).
-        crate::treeorder::track_inversions_once(databases.meta, databases.id2node, &mut write_txn)?;
+        crate::inversions::track_inversions_once(
+            databases.meta,
+            databases.id2node,
+            &mut write_txn,
+        )?;
         let state = read_meta_state(
             &databases,
             &index_databases,

@@ -7,7 +7,8 @@ use std::time::{Instant, SystemTime};
 
 use heed::RwTxn;
 use lmdir_schema::{
-    AttrId, Attribute, Dn, Entry, EntryView, LdapError, NormalizedDn, ResultCode, StoredValue,
+    AttrId, Attribute, AttributeDescription, CheckedAttribute, Dn, Entry, EntryView, LdapError,
+    NormalizedAttributes, NormalizedDn, ResultCode, StoredValue,
 };
 
 use crate::changes::CommittedChanges;
@@ -127,13 +128,13 @@ pub(crate) fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
 /// modify of `dn` may not remove a value of its RDN.
 pub(crate) fn require_rdn_value(
     inner: &Inner,
-    attributes: &[WorkingAttribute],
+    attributes: &NormalizedAttributes,
     attr: AttrId,
     normalized: &[u8],
     dn: &impl std::fmt::Display,
 ) -> Result<(), LdapError> {
-    let present = attributes.iter().any(|attribute| {
-        attribute.attr == attr
+    let present = attributes.as_slice().iter().any(|attribute| {
+        attribute.description.attr == attr
             && attribute
                 .values
                 .iter()
@@ -151,41 +152,63 @@ pub(crate) fn require_rdn_value(
     ))
 }
 
+impl WorkingAttribute {
+    /// As the schema's attribute type (a move: no value is copied or normalized).
+    pub(crate) fn into_checked(self) -> CheckedAttribute {
+        CheckedAttribute {
+            description: AttributeDescription {
+                attr: self.attr,
+                options: self.options,
+            },
+            description_string: self.text,
+            values: self.values,
+        }
+    }
+
+    pub(crate) fn from_checked(attribute: CheckedAttribute) -> WorkingAttribute {
+        WorkingAttribute {
+            text: attribute.description_string,
+            attr: attribute.description.attr,
+            options: attribute.description.options,
+            values: attribute.values,
+        }
+    }
+}
+
 impl Inner {
-    /// Resolves and normalizes an owned entry's attributes without schema checks (the one
-    /// normalization: `rows::normalize_pairs`).
-    pub(crate) fn normalize_attributes(
+    /// Stored attributes as the schema's normalized ones (read back, not normalized again).
+    pub(crate) fn stored_normalized(
         &self,
-        attributes: &[Attribute],
-    ) -> Result<Vec<WorkingAttribute>, LdapError> {
-        crate::rows::normalize_pairs(
-            &self.schema(),
-            crate::rows::attribute_pairs(attributes),
-            &mut crate::rows::RowScratch::new(),
+        attributes: &[WorkingAttribute],
+    ) -> NormalizedAttributes {
+        self.schema().stored_normalized(
+            attributes
+                .iter()
+                .cloned()
+                .map(WorkingAttribute::into_checked)
+                .collect(),
         )
     }
 
-    /// Schema-checks (unless skipped) and normalizes.
-    /// `dn`: the entry's DN, normalized by the caller (not normalized again).
-    pub(crate) fn checked_attributes(
+    /// The attributes a modify leaves, schema-checked unless `skip_schema_check`: no value
+    /// is normalized again (`Schema::check_normalized_at`).
+    pub(crate) fn modified_attributes(
         &self,
-        entry: &Entry,
+        attributes: NormalizedAttributes,
         dn: &NormalizedDn,
         skip_schema_check: bool,
     ) -> Result<Vec<WorkingAttribute>, LdapError> {
-        if skip_schema_check {
-            return self.normalize_attributes(&entry.attributes);
-        }
-        let checked = self.schema().check_and_normalize_at(entry, dn)?;
-        Ok(checked
-            .attributes
+        let attributes = match skip_schema_check {
+            true => attributes.into_vec(),
+            false => {
+                self.schema()
+                    .check_normalized_at(attributes, dn)?
+                    .attributes
+            }
+        };
+        Ok(attributes
             .into_iter()
-            .map(|attribute| WorkingAttribute {
-                text: attribute.description_string,
-                attr: attribute.description.attr,
-                options: attribute.description.options,
-                values: attribute.values,
-            })
+            .map(WorkingAttribute::from_checked)
             .collect())
     }
 }
@@ -377,8 +400,9 @@ pub struct StoredEntry<'t> {
     attributes: Vec<WorkingAttribute>,
     /// Out-of-line descriptions: (description number, attribute, options).
     outside: Vec<(u32, AttrId, Vec<String>)>,
-    /// The DN's AVAs as (type, original value, normalized value), for `:dn:` filter items.
-    dn_avas: Vec<(AttrId, Vec<u8>, Vec<u8>)>,
+    /// The DN's AVAs as (type, original value, normalized value), for `:dn:` filter items:
+    /// normalized only when such an item first asks (an access decision need not).
+    dn_avas: std::sync::OnceLock<Vec<RdnAssertion>>,
     inner: &'t Inner,
     txn: &'t heed::RoTxn<'t>,
 }
@@ -451,6 +475,29 @@ impl<'t> StoredEntry<'t> {
 }
 
 impl StoredEntry<'_> {
+    /// The DN's AVAs (`dn_avas`), read and normalized on first use. The DN as written:
+    /// `:dn:` rules of another family than the type's own test the original spelling (as
+    /// `EntryRef` does).
+    fn dn_avas(&self) -> &[RdnAssertion] {
+        self.dn_avas.get_or_init(|| {
+            let original_dn = match crate::read::dn_of(self.inner, self.txn, self.id, false) {
+                Ok(dn) => dn,
+                Err(error) => {
+                    tracing::error!(error = %error.message, "reading the DN of entry {}", self.id);
+                    return Vec::new();
+                }
+            };
+            let mut dn_avas = Vec::new();
+            self.inner
+                .schema()
+                .for_each_dn_ava_of(&original_dn, &mut |attr, value| {
+                    dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
+                    true
+                });
+            dn_avas
+        })
+    }
+
     /// Whether a value of a description of `attr` starts with `prefix` (a cursor positioning
     /// for an out-of-line description).
     pub fn has_value_with_prefix(&self, attr: AttrId, prefix: &[u8]) -> bool {
@@ -505,7 +552,7 @@ impl EntryView for StoredEntry<'_> {
     }
 
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
-        for (attr, original, normalized) in &self.dn_avas {
+        for (attr, original, normalized) in self.dn_avas() {
             let value = StoredValue {
                 original,
                 normalized,
@@ -579,16 +626,6 @@ impl<'s> WriteTxn<'s> {
             return Ok(None);
         }
         let normalized_dn = crate::read::dn_of(self.inner, &self.txn, id, true)?;
-        // The DN as written: `:dn:` rules of another family than the type's own test the
-        // original spelling (as `EntryRef` does).
-        let original_dn = crate::read::dn_of(self.inner, &self.txn, id, false)?;
-        let mut dn_avas = Vec::new();
-        self.inner
-            .schema()
-            .for_each_dn_ava_of(&original_dn, &mut |attr, value| {
-                dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
-                true
-            });
         let encoded = read_entry(self.inner, &self.txn, id)?
             .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
         let descriptions = crate::lock::read(&self.inner.descriptions).clone();
@@ -609,7 +646,7 @@ impl<'s> WriteTxn<'s> {
             normalized_dn,
             attributes: self.inner.stored_attributes_inline(&self.txn, id)?,
             outside,
-            dn_avas,
+            dn_avas: std::sync::OnceLock::new(),
             inner: self.inner,
             txn: &self.txn,
         }))
@@ -668,7 +705,7 @@ impl<'s> WriteTxn<'s> {
         old_parent: Option<EntryId>,
         new_parent: Option<EntryId>,
     ) -> Result<(), LdapError> {
-        crate::treeorder::record_parent_change(
+        crate::inversions::record_parent_change(
             self.inner.databases.meta,
             &mut self.txn,
             id,

@@ -100,17 +100,142 @@ fn typed_writes_do_not_normalize_their_dns_again() {
         write.modify(&target, &[replace], &context()).unwrap();
     });
     assert_eq!(counts.dns, 0, "lookups and modify: {counts:?}");
-    // A rename normalizes its new RDN, and nothing else of its DNs.
+    // A rename normalizes its new RDN, and nothing else of its DNs; of values only the ones
+    // it stamps (the new RDN's value comes from the normalized RDN, the stored ones are taken
+    // as they are).
     let (_, counts) = counted(|| {
         write
             .modrdn(&target, "uid=renamed", false, Some(&superior), &context())
             .unwrap()
     });
     assert_eq!(counts.dns, 1, "modrdn: {counts:?}");
+    assert_eq!(counts.values, STAMPED_BY_MODIFY, "modrdn: {counts:?}");
     let renamed = schema
         .parse_normalized_dn(&format!("uid=renamed,ou=people,{SUFFIX}"))
         .unwrap();
     let (_, counts) = counted(|| write.delete(&renamed).unwrap());
     assert_eq!(counts, NormalizationCounts::default(), "delete");
     write.commit().unwrap();
+}
+
+/// Adds `dn` with `stored` values of `many` (plus what its classes need); the entry's values.
+fn add_with_many_values(
+    store: &lmdir_store::Store,
+    dn: &str,
+    base: &[(&str, &str)],
+    many: &str,
+    stored: usize,
+) {
+    let values: Vec<String> = (0..stored)
+        .map(|index| format!("Stored value {index}"))
+        .collect();
+    let mut attributes = base.to_vec();
+    attributes.extend(values.iter().map(|value| (many, value.as_str())));
+    let mut write = store.write().unwrap();
+    write.add(&entry(dn, &attributes), &context()).unwrap();
+    write.commit().unwrap();
+}
+
+fn modification(op: ModOp, description: &str, values: &[String]) -> Modification {
+    Modification {
+        op,
+        description: description.to_string(),
+        values: values
+            .iter()
+            .map(|value| value.as_bytes().to_vec())
+            .collect(),
+    }
+}
+
+/// `count` values `prefix 0`, `prefix 1`, ...
+fn values(prefix: &str, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|index| format!("{prefix} {index}"))
+        .collect()
+}
+
+/// The normalizations of one modify of `dn` (in its own committed txn).
+fn modify_counted(
+    store: &lmdir_store::Store,
+    dn: &str,
+    modifications: &[Modification],
+) -> NormalizationCounts {
+    let target = store.schema().parse_normalized_dn(dn).unwrap();
+    let mut write = store.write().unwrap();
+    let ((), counts) = counted(|| {
+        write.modify(&target, modifications, &context()).unwrap();
+    });
+    write.commit().unwrap();
+    counts
+}
+
+/// The operational values a modify stamps, each normalized once when stamped:
+/// modifyTimestamp, modifiersName and entryCSN.
+const STAMPED_BY_MODIFY: u64 = 3;
+
+#[test]
+fn a_modify_normalizes_each_request_value_once_whatever_the_entry_holds() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(2), 10);
+    let base = [
+        ("objectClass", "person"),
+        ("sn", "Example"),
+        ("telephoneNumber", "+1 555 0100"),
+    ];
+    let mut measured = Vec::new();
+    for stored in [5, 40, 200] {
+        let dn = format!("cn=Holder {stored},ou=people,{SUFFIX}");
+        let mut with_cn = base.to_vec();
+        let cn = format!("Holder {stored}");
+        with_cn.push(("cn", &cn));
+        add_with_many_values(&store, &dn, &with_cn, "description", stored);
+        // Adds 3 values, deletes 2 stored ones, replaces telephoneNumber with 4 values.
+        let modifications = [
+            modification(ModOp::Add, "description", &values("Added value", 3)),
+            modification(ModOp::Delete, "description", &values("Stored value", 2)),
+            modification(ModOp::Replace, "telephoneNumber", &values("+1 555 02", 4)),
+        ];
+        let counts = modify_counted(&store, &dn, &modifications);
+        eprintln!("modify of 3+2+4 values on an entry with {stored} descriptions: {counts:?}");
+        measured.push((stored, counts));
+    }
+    for (stored, counts) in measured {
+        assert_eq!(counts.dns, 0, "DN normalizations ({stored} stored)");
+        assert_eq!(
+            counts.values,
+            9 + STAMPED_BY_MODIFY,
+            "value normalizations of a 3+2+4-value modify ({stored} stored values)"
+        );
+    }
+}
+
+#[test]
+fn a_point_modify_of_a_large_group_normalizes_each_request_value_once() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(2), 10);
+    let dn = format!("cn=large,ou=groups,{SUFFIX}");
+    let members: Vec<String> = (0..300)
+        .map(|index| format!("uid=member{index},ou=people,{SUFFIX}"))
+        .collect();
+    let mut attributes = vec![("objectClass", "groupOfNames"), ("cn", "large")];
+    attributes.extend(members.iter().map(|member| ("member", member.as_str())));
+    let mut write = store.write().unwrap();
+    write.add(&entry(&dn, &attributes), &context()).unwrap();
+    write.commit().unwrap();
+    let added: Vec<String> = (0..3)
+        .map(|index| format!("uid=new{index},ou=people,{SUFFIX}"))
+        .collect();
+    // Adds 3 members and deletes 2 (point changes of the out-of-line values), replaces
+    // description with 4 values (inline).
+    let modifications = [
+        modification(ModOp::Add, "member", &added),
+        modification(ModOp::Delete, "member", &members[..2]),
+        modification(ModOp::Replace, "description", &values("Line", 4)),
+    ];
+    let counts = modify_counted(&store, &dn, &modifications);
+    eprintln!("point modify of 3+2+4 values on a 300-member group: {counts:?}");
+    assert_eq!(counts.dns, 0, "DN normalizations: {counts:?}");
+    assert_eq!(counts.values, 9 + STAMPED_BY_MODIFY, "value normalizations");
 }
