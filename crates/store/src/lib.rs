@@ -19,6 +19,7 @@ mod error;
 mod files;
 mod in_chain;
 mod index;
+mod index_plan;
 mod inversions;
 pub mod layout;
 mod live_index;
@@ -38,6 +39,7 @@ mod target_dn;
 mod treeorder;
 mod usage;
 mod value_blocks;
+mod working;
 mod write;
 
 pub use admin::{
@@ -48,6 +50,7 @@ pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
 pub use error::{RawDatabase, StoreError};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
 pub use in_chain::{InChainBounds, InChainOutcome};
+pub use index_plan::{IndexPlan, IndexedAttribute, KeySink};
 pub use inversions::{inversion_key, META_INVERSIONS_TRACKED, META_INVERSION_PREFIX};
 pub use layout::{EntryId, IndexKinds};
 pub use live_index::IndexesAdded;
@@ -57,7 +60,7 @@ pub use referrers::DuplicateValue;
 pub use replica::SubtreeMember;
 pub use rows::{
     csn_at, precise_timestamp_value, timestamp_value, EntryRows, EntrySource, FreshValues,
-    IndexPlan, IndexedAttribute, KeySink, OperationalStamp, RowScratch, TreePlace,
+    OperationalStamp, RowScratch, TreePlace,
 };
 pub use search::{CandidateMemo, Scope, SearchCursor, SearchSpec, TREE_ORDER_DEFERRED_ENTRIES_MAX};
 pub use session_log::{LoggedChange, LoggedCsn, LoggedKind, SessionLog, SESSION_LOG_ENTRIES_MAX};

@@ -158,7 +158,7 @@ impl Inner {
         mut next: IndexSet,
         added: &HashMap<AttrId, IndexKinds>,
     ) -> Result<u64, StoreError> {
-        let plan = crate::rows::IndexPlan::new(&self.schema(), added);
+        let plan = crate::index_plan::IndexPlan::new(&self.schema(), added);
         let descriptions = crate::lock::read(&self.descriptions).clone();
         let mut txn = self.env.write_txn()?;
         let mut postings: BTreeMap<(u16, Vec<u8>), RoaringBitmap> = BTreeMap::new();
@@ -203,7 +203,7 @@ impl Inner {
         let (usable, change) = index_state(&next.configured, &text, &self.schema());
         let mut planned = next.configured.clone();
         planned.retain(|attr, _| next.databases.contains_key(attr));
-        next.plan = Arc::new(crate::rows::IndexPlan::new(&self.schema(), &planned));
+        next.plan = Arc::new(crate::index_plan::IndexPlan::new(&self.schema(), &planned));
         next.usable = usable;
         txn.commit()?;
         *crate::lock::write(&self.indexes) = Arc::new(next);

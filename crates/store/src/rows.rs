@@ -12,15 +12,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use lmdir_schema::{
-    AttrId, Attribute, AttributeDescription, Entry, LdapError, MatchingRule, NormalizedAttributes,
-    NormalizedDn, ResultCode, Schema,
+    AttrId, Attribute, AttributeDescription, Entry, LdapError, NormalizedAttributes, NormalizedDn,
+    ResultCode, Schema,
 };
 
 use crate::codec::{encode_entry, AttributeToEncode, ATTRIBUTES_PER_ENTRY_MAX};
-use crate::layout::{self, EntryId, IndexKinds};
+use crate::index_plan::{IndexPlan, KeySink};
+use crate::layout::{self, EntryId};
 use crate::read::DnPlacement;
 use crate::store::{Inner, Store};
-use crate::write::{WorkingAttribute, WriteContext};
+use crate::working::{WorkingAttribute, WriteContext};
 
 fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
     LdapError::new(code, message)
@@ -836,79 +837,7 @@ fn remember_recent_numbers<S>(attributes: &[WorkingAttribute], scratch: &mut Row
 
 // ---------------------------------------------------------------- index keys
 
-/// Where index keys go: `(slot, key without chunk)`; an error stops the walk.
-pub type KeySink<'a, E> = dyn FnMut(u16, &[u8]) -> Result<(), E> + 'a;
-
-/// One indexed attribute type: its slot (a dense number the bulk writer names index DBs by),
-/// kinds and ordering rule.
-#[derive(Debug, Clone, Copy)]
-pub struct IndexedAttribute {
-    pub slot: u16,
-    pub kinds: IndexKinds,
-    ordering: Option<MatchingRule>,
-}
-
-/// The configured indexes in a fixed numbering (slots ascend with the attribute's ID).
-#[derive(Debug, Default)]
-pub struct IndexPlan {
-    /// By attribute ID (IDs are dense indexes into the schema): no hashing per value.
-    by_attr: Vec<Option<IndexedAttribute>>,
-    attrs: Vec<AttrId>,
-}
-
 impl IndexPlan {
-    pub(crate) fn new(schema: &Schema, configured: &HashMap<AttrId, IndexKinds>) -> IndexPlan {
-        let mut attrs: Vec<AttrId> = configured
-            .iter()
-            .filter(|(_, kinds)| !kinds.is_empty())
-            .map(|(attr, _)| *attr)
-            .collect();
-        attrs.sort_unstable();
-        let mut by_attr = vec![None; attrs.last().map_or(0, |last| *last as usize + 1)];
-        for (slot, attr) in attrs.iter().enumerate() {
-            by_attr[*attr as usize] = Some(IndexedAttribute {
-                slot: u16::try_from(slot).expect("fewer than 65,536 index DBs"),
-                kinds: configured[attr],
-                ordering: schema.attribute_type(*attr).ordering,
-            });
-        }
-        IndexPlan { by_attr, attrs }
-    }
-
-    pub fn get(&self, attr: AttrId) -> Option<&IndexedAttribute> {
-        self.by_attr.get(attr as usize).and_then(Option::as_ref)
-    }
-
-    /// The attribute of each slot.
-    pub fn attrs(&self) -> &[AttrId] {
-        &self.attrs
-    }
-
-    /// Every index key of one stored value of `attr` (none when it is not indexed), as
-    /// `emit(slot, key)`.
-    pub fn value_keys<E>(
-        &self,
-        attr: AttrId,
-        normalized: &[u8],
-        emit: &mut KeySink<'_, E>,
-    ) -> Result<(), E> {
-        let Some(indexed) = self.get(attr) else {
-            return Ok(());
-        };
-        let ordering_key = match indexed.ordering {
-            Some(rule) if indexed.kinds.contains(IndexKinds::ORDERED) => {
-                Some(rule.ordering_key(normalized))
-            }
-            _ => None,
-        };
-        layout::index_keys_for_value(
-            indexed.kinds,
-            normalized,
-            ordering_key.as_deref(),
-            &mut |key| emit(indexed.slot, key),
-        )
-    }
-
     /// Every index key of an entry's values (repeats possible: callers dedupe).
     pub(crate) fn attribute_keys<E>(
         &self,

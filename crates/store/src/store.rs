@@ -143,7 +143,7 @@ pub(crate) struct IndexSet {
     /// One DB per configured attribute (a read-only open may lack some).
     pub databases: HashMap<AttrId, RawDatabase>,
     /// The configured indexes that have a DB, numbered: what writes emit keys for.
-    pub plan: Arc<crate::rows::IndexPlan>,
+    pub plan: Arc<crate::index_plan::IndexPlan>,
     /// Index kinds usable by searches (configured and built).
     pub usable: HashMap<AttrId, IndexKinds>,
 }
@@ -816,7 +816,7 @@ impl Store {
         planned.retain(|attr, _| index_databases.contains_key(attr));
         let index_databases_at_open = index_databases.len();
         let index_set = IndexSet {
-            plan: Arc::new(crate::rows::IndexPlan::new(&schema, &planned)),
+            plan: Arc::new(crate::index_plan::IndexPlan::new(&schema, &planned)),
             configured: resolved.configured_indexes,
             databases: index_databases,
             usable: state.usable_indexes,
@@ -992,7 +992,7 @@ impl Inner {
     /// entry bringing thousands of new descriptions was quadratic.
     pub(crate) fn description_numbers(
         &self,
-        attributes: &[crate::write::WorkingAttribute],
+        attributes: &[crate::working::WorkingAttribute],
     ) -> Vec<u32> {
         {
             let table = crate::lock::read(&self.descriptions);

@@ -12,49 +12,12 @@ use lmdir_schema::{
 };
 
 use crate::changes::CommittedChanges;
-use crate::codec::ATTRIBUTES_PER_ENTRY_MAX;
 use crate::error::{lmdb_to_ldap, StoreError};
 use crate::layout::{self, EntryId, IndexKinds, Node, ROOT_PARENT_ID};
 use crate::read::{corrupt, read_entry, require_node, TREE_DEPTH_MAX};
 use crate::store::{Inner, Store};
-
-/// Who writes and when; `skip_schema_check` is for trusted imports and internal updates.
-#[derive(Clone, Debug)]
-pub struct WriteContext {
-    pub actor_dn: String,
-    pub now: SystemTime,
-    pub skip_schema_check: bool,
-    /// Keep NO-USER-MODIFICATION attributes the writer supplies (entryUUID, creatorsName,
-    /// memberOf, ...): only the loader, replication and the Relax control may; otherwise they
-    /// are refused with constraintViolation (as OpenLDAP).
-    pub relax: bool,
-    /// The entry comes from a replication provider: the entryCSN, modifyTimestamp and
-    /// modifiersName it carries are the provider's and are kept, never restamped here. The
-    /// contextCSN does not follow it: the consumer advances it from the provider's cookie in
-    /// the same transaction (`advance_context_csn`), once everything that cookie covers is
-    /// applied, since a refresh sends entries in tree order, not CSN order.
-    pub replicated: bool,
-    /// Most attribute descriptions an entry may hold after this write (adminLimitExceeded
-    /// beyond); never above the codec's own `ATTRIBUTES_PER_ENTRY_MAX`.
-    pub attribute_descriptions_per_entry_max: usize,
-    /// The permissive modify control: a modify adding a value that is there or deleting one
-    /// that is not skips it (`Schema::apply_modification_with`).
-    pub permissive_modify: bool,
-}
-
-impl WriteContext {
-    pub fn new(actor_dn: impl Into<String>) -> WriteContext {
-        WriteContext {
-            actor_dn: actor_dn.into(),
-            now: SystemTime::now(),
-            skip_schema_check: false,
-            relax: false,
-            replicated: false,
-            attribute_descriptions_per_entry_max: ATTRIBUTES_PER_ENTRY_MAX,
-            permissive_modify: false,
-        }
-    }
-}
+pub(crate) use crate::working::WorkingAttribute;
+pub use crate::working::WriteContext;
 
 /// Usable index kinds and the difference to the configuration still to report.
 type IndexState = (
@@ -82,15 +45,6 @@ pub struct WriteTxn<'s> {
     /// The changes made so far, when recorded (`record_changes`).
     pub(crate) changes: crate::changes::ChangeLog,
     _writer: MutexGuard<'s, ()>,
-}
-
-/// One attribute of an entry being written: canonical description and (original, normalized).
-#[derive(Clone, Debug)]
-pub(crate) struct WorkingAttribute {
-    pub text: String,
-    pub attr: AttrId,
-    pub options: Vec<String>,
-    pub values: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl Store {
