@@ -511,6 +511,25 @@ pub struct StoredValue<'a> {
     pub normalized: &'a [u8],
 }
 
+/// Calls `visit(attr, value)` for each (type, original, normalized) AVA of a DN, normalized
+/// already, until it answers false: `EntryView::for_each_dn_ava` of an entry that keeps them.
+pub fn visit_dn_avas(
+    avas: &[(AttrId, Vec<u8>, Vec<u8>)],
+    visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool,
+) {
+    for (attr, original, normalized) in avas {
+        if !visit(
+            *attr,
+            StoredValue {
+                original,
+                normalized,
+            },
+        ) {
+            return;
+        }
+    }
+}
+
 /// What a filter needs from an entry. The store implements it over its zero-copy decoded entry;
 /// `OwnedEntryView` implements it over an owned `Entry`.
 pub trait EntryView {

@@ -25,13 +25,15 @@ pub use dn::{
 pub use entry::{Attribute, Entry, ModOp, Modification};
 pub use error::{LdapError, ResultCode};
 pub use filter::{
-    is_filter_name_byte, substrings_match, AttributeVisitor, CoveredAttribute, EntryIdSet,
-    EntryView, Filter, InChainQuery, OwnedEntryView, PreparedFilter, StoredValue, Tri,
+    is_filter_name_byte, substrings_match, visit_dn_avas, AttributeVisitor, CoveredAttribute,
+    EntryIdSet, EntryView, Filter, InChainQuery, OwnedEntryView, PreparedFilter, StoredValue, Tri,
     FILTER_ITEMS_MAX,
 };
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
 pub use normalized_attributes::{NormalizedAttributes, NormalizedEntryView};
-pub use normalized_dn::{normalization_counts, NormalizationCounts, NormalizedDn};
+pub use normalized_dn::{
+    normalization_counts, normalizations_during, NormalizationCounts, NormalizedDn,
+};
 pub use prep::prepare_string;
 pub use schema::{
     options_match, AttrId, AttributeDescription, AttributeType, AttributeUsage, KnownAttributes,

@@ -473,15 +473,7 @@ impl EntryView for NormalizedEntryView<'_> {
     }
 
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
-        for (attr, original, normalized) in self.dn_avas() {
-            let value = StoredValue {
-                original,
-                normalized,
-            };
-            if !visit(*attr, value) {
-                return;
-            }
-        }
+        crate::filter::visit_dn_avas(self.dn_avas(), visit);
     }
 }
 
@@ -490,7 +482,7 @@ mod tests {
     use super::*;
     use crate::dn::Dn;
     use crate::filter::{Filter, Tri};
-    use crate::normalized_dn::{normalization_counts, NormalizationCounts};
+    use crate::normalized_dn::NormalizationCounts;
 
     fn attribute(description: &str, values: &[&str]) -> Attribute {
         Attribute {
@@ -503,14 +495,7 @@ mod tests {
     }
 
     fn counted<T>(work: impl FnOnce() -> T) -> (T, NormalizationCounts) {
-        let before = normalization_counts();
-        let result = work();
-        let after = normalization_counts();
-        let counts = NormalizationCounts {
-            dns: after.dns - before.dns,
-            values: after.values - before.values,
-        };
-        (result, counts)
+        crate::normalized_dn::normalizations_during(work)
     }
 
     #[test]

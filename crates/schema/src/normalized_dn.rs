@@ -197,6 +197,19 @@ pub fn normalization_counts() -> NormalizationCounts {
     COUNTS.with(Cell::get)
 }
 
+/// What `work` returns and the normalizations it did on this thread (a test's measure of
+/// "normalized once").
+pub fn normalizations_during<T>(work: impl FnOnce() -> T) -> (T, NormalizationCounts) {
+    let before = normalization_counts();
+    let result = work();
+    let after = normalization_counts();
+    let counts = NormalizationCounts {
+        dns: after.dns - before.dns,
+        values: after.values - before.values,
+    };
+    (result, counts)
+}
+
 pub(crate) fn count_dn_normalization() {
     COUNTS.with(|counts| {
         let mut now = counts.get();

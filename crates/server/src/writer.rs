@@ -1045,7 +1045,7 @@ mod tests {
     //! the server; here on the test's thread).
 
     use super::*;
-    use lmdir_schema::{normalization_counts, NormalizationCounts};
+    use lmdir_schema::NormalizationCounts;
     use lmdir_store::StoreOptions;
     use std::time::Duration;
 
@@ -1113,15 +1113,13 @@ mod tests {
         writer: &Writer,
         mut update: Update,
     ) -> Result<NormalizationCounts, LdapError> {
-        let before = normalization_counts();
-        let mut txn = writer.store.write().unwrap();
-        writer.apply(&mut txn, &mut update)?;
-        txn.commit().unwrap();
-        let after = normalization_counts();
-        Ok(NormalizationCounts {
-            dns: after.dns - before.dns,
-            values: after.values - before.values,
-        })
+        let (applied, counts) = lmdir_schema::normalizations_during(|| {
+            let mut txn = writer.store.write().unwrap();
+            writer.apply(&mut txn, &mut update)?;
+            txn.commit().unwrap();
+            Ok::<(), LdapError>(())
+        });
+        applied.map(|()| counts)
     }
 
     /// The values of every attribute of the stored entry at `dn`.

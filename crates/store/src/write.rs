@@ -506,15 +506,7 @@ impl EntryView for StoredEntry<'_> {
     }
 
     fn for_each_dn_ava(&self, visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) {
-        for (attr, original, normalized) in self.dn_avas() {
-            let value = StoredValue {
-                original,
-                normalized,
-            };
-            if !visit(*attr, value) {
-                return;
-            }
-        }
+        lmdir_schema::visit_dn_avas(self.dn_avas(), visit);
     }
 
     fn lookup_normalized(

@@ -7,18 +7,11 @@
 mod common;
 
 use common::*;
-use lmdir_schema::{normalization_counts, ModOp, Modification, NormalizationCounts};
+use lmdir_schema::{ModOp, Modification, NormalizationCounts};
 
 /// The counts of normalizations `work` did on this thread.
 fn counted<T>(work: impl FnOnce() -> T) -> (T, NormalizationCounts) {
-    let before = normalization_counts();
-    let result = work();
-    let after = normalization_counts();
-    let counts = NormalizationCounts {
-        dns: after.dns - before.dns,
-        values: after.values - before.values,
-    };
-    (result, counts)
+    lmdir_schema::normalizations_during(work)
 }
 
 /// Values of every attribute of the stored entry (client values and stamped ones).
