@@ -310,6 +310,9 @@ fn write_through(port: u16, write: &dyn Fn(&mut LdapConn) -> ldap3::result::Resu
     }
 }
 
+/// LDAP's unavailable (52): what a node answers to a request that reaches it while it stops.
+const UNAVAILABLE: u32 = 52;
+
 /// Adds people through HAProxy, one a connection (round robin spreads them over the nodes),
 /// on a thread, until stopped; keeps the DNs whose add was acknowledged: 0, or 68 (already
 /// exists) when an earlier try's answer was lost with its connection after the add was made.
@@ -329,15 +332,23 @@ impl Writer {
             while !stopping.load(Ordering::SeqCst) {
                 let dn = format!("uid={prefix}{index:05},ou=people,{SUFFIX}");
                 let uid = format!("{prefix}{index:05}");
-                let code = write_through(port, &|connection| {
-                    let attributes = vec![
-                        ("objectClass", HashSet::from(["inetOrgPerson"])),
-                        ("uid", HashSet::from([uid.as_str()])),
-                        ("cn", HashSet::from([uid.as_str()])),
-                        ("sn", HashSet::from(["Through HAProxy"])),
-                    ];
-                    Ok(connection.add(&dn, attributes)?.rc)
-                });
+                let code = loop {
+                    let code = write_through(port, &|connection| {
+                        let attributes = vec![
+                            ("objectClass", HashSet::from(["inetOrgPerson"])),
+                            ("uid", HashSet::from([uid.as_str()])),
+                            ("cn", HashSet::from([uid.as_str()])),
+                            ("sn", HashSet::from(["Through HAProxy"])),
+                        ];
+                        Ok(connection.add(&dn, attributes)?.rc)
+                    });
+                    // 52 (unavailable): the add reached a node already shutting down, which
+                    // answers without applying it; a client tries again, as after a lost
+                    // connection.
+                    if code != UNAVAILABLE {
+                        break code;
+                    }
+                };
                 assert!(
                     code == 0 || code == 68,
                     "add of {dn} through HAProxy: {code}"
