@@ -52,8 +52,11 @@ run_rate() {
         --filter "($uid_pattern)" --attribute cn --numThreads 8 > "$WORK_DIR/$name-search-eq.csv" 2>&1
       echo "$name search_uid_eq_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-eq.csv")" ;;
     substring)
+      # Each person's first mail: uNNNNNNN@example.com, in the mixed profile uNNNNNNN.0@example.com.
+      local mail_start="u[0-$LAST%0000000]"
+      [ "$PROFILE" = mixed ] && mail_start="$mail_start.0"
       unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
-        --filter "(mail=u[0-$LAST%0000000]@*)" --attribute cn --numThreads 4 > "$WORK_DIR/$name-search-sub.csv" 2>&1
+        --filter "(mail=$mail_start@*)" --attribute cn --numThreads 4 > "$WORK_DIR/$name-search-sub.csv" 2>&1
       echo "$name search_mail_substring_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-sub.csv")" ;;
     auth)
       unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
