@@ -1064,9 +1064,28 @@ impl Schema {
         dn: &str,
         visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool,
     ) {
-        let Ok(dn) = crate::dn::Dn::parse(dn) else {
-            return;
-        };
+        if let Ok(dn) = crate::dn::Dn::parse(dn) {
+            self.for_each_parsed_dn_ava(&dn, visit);
+        }
+    }
+
+    /// (type, original value, normalized value) of each AVA of a parsed DN, as
+    /// `for_each_dn_ava_of` visits them: what an `EntryView` keeps to answer `for_each_dn_ava`
+    /// (with `visit_dn_avas`) more than once.
+    pub fn dn_avas(&self, dn: &crate::dn::Dn) -> Vec<(AttrId, Vec<u8>, Vec<u8>)> {
+        let mut avas = Vec::new();
+        self.for_each_parsed_dn_ava(dn, &mut |attr, value| {
+            avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
+            true
+        });
+        avas
+    }
+
+    fn for_each_parsed_dn_ava(
+        &self,
+        dn: &crate::dn::Dn,
+        visit: &mut dyn FnMut(AttrId, StoredValue<'_>) -> bool,
+    ) {
         for rdn in &dn.rdns {
             for ava in &rdn.avas {
                 let Some(attr) = self.attribute(&ava.attr) else {

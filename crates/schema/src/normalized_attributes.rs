@@ -420,18 +420,8 @@ pub struct NormalizedEntryView<'a> {
 
 impl NormalizedEntryView<'_> {
     fn dn_avas(&self) -> &[DnAva] {
-        self.dn_avas.get_or_init(|| {
-            let mut avas = Vec::new();
-            for ava in self.dn.dn().rdns.iter().flat_map(|rdn| rdn.avas.iter()) {
-                let Some(attr) = self.schema.attribute(&ava.attr) else {
-                    continue;
-                };
-                if let Ok(normalized) = self.schema.normalize_value(attr, &ava.value) {
-                    avas.push((attr, ava.value.clone(), normalized));
-                }
-            }
-            avas
-        })
+        self.dn_avas
+            .get_or_init(|| self.schema.dn_avas(self.dn.dn()))
     }
 }
 

@@ -50,11 +50,7 @@ impl WriteTxn<'_> {
         source: crate::rows::EntrySource<'_>,
         context: &WriteContext,
     ) -> Result<EntryId, LdapError> {
-        let dn = match &source {
-            crate::rows::EntrySource::Entry { dn, .. }
-            | crate::rows::EntrySource::Pairs { dn, .. }
-            | crate::rows::EntrySource::Normalized { dn, .. } => *dn,
-        };
+        let dn = source.dn();
         let lookup = self.lookup(dn)?;
         if lookup.found.is_some() {
             return Err(ldap(

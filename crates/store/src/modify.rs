@@ -23,7 +23,8 @@ impl WriteTxn<'_> {
         let old_attributes = self.stored_attributes(id)?;
         // The stored values as they are (normalized when written): only the request's values
         // are normalized, once each (`Schema::apply_normalized_modification`).
-        let mut modified = self.inner.stored_normalized(&old_attributes);
+        // (`old_attributes` stays for the index and memberOf differences below.)
+        let mut modified = self.inner.stored_normalized(old_attributes.clone());
         let schema = self.inner.schema();
         for modification in modifications {
             self.check_deadline()?;

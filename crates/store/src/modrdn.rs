@@ -185,12 +185,7 @@ impl WriteTxn<'_> {
         self.stamp_modification(&mut attributes, context)?;
         if !context.skip_schema_check {
             // The stored values and the RDN's are normalized already: checked as they are.
-            let normalized = self.inner.schema().stored_normalized(
-                attributes
-                    .into_iter()
-                    .map(WorkingAttribute::into_checked)
-                    .collect(),
-            );
+            let normalized = self.inner.stored_normalized(attributes);
             attributes = self.inner.modified_attributes(normalized, &new_dn, false)?;
         }
         self.check_entry_limits(&attributes, context)?;

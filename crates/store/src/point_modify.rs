@@ -234,8 +234,7 @@ impl WriteTxn<'_> {
         changes: &PointChanges,
         context: &WriteContext,
     ) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
-        let old = self.inline_attributes(id)?;
-        let mut modified = self.inner.stored_normalized(&old);
+        let mut modified = self.inner.stored_normalized(self.inline_attributes(id)?);
         let schema = self.inner.schema();
         for modification in modifications {
             self.check_deadline()?;

@@ -418,8 +418,9 @@ pub enum EntrySource<'a> {
     },
 }
 
-impl EntrySource<'_> {
-    fn dn(&self) -> &NormalizedDn {
+impl<'a> EntrySource<'a> {
+    /// The entry's DN, normalized by the caller (borrowed for as long as the source's).
+    pub(crate) fn dn(&self) -> &'a NormalizedDn {
         match self {
             EntrySource::Entry { dn, .. }
             | EntrySource::Pairs { dn, .. }

@@ -130,15 +130,15 @@ impl WorkingAttribute {
 }
 
 impl Inner {
-    /// Stored attributes as the schema's normalized ones (read back, not normalized again).
+    /// Stored attributes as the schema's normalized ones (read back, not normalized again; a
+    /// move of the values).
     pub(crate) fn stored_normalized(
         &self,
-        attributes: &[WorkingAttribute],
+        attributes: Vec<WorkingAttribute>,
     ) -> NormalizedAttributes {
         self.schema().stored_normalized(
             attributes
-                .iter()
-                .cloned()
+                .into_iter()
                 .map(WorkingAttribute::into_checked)
                 .collect(),
         )
@@ -441,14 +441,9 @@ impl StoredEntry<'_> {
                     return Vec::new();
                 }
             };
-            let mut dn_avas = Vec::new();
-            self.inner
-                .schema()
-                .for_each_dn_ava_of(&original_dn, &mut |attr, value| {
-                    dn_avas.push((attr, value.original.to_vec(), value.normalized.to_vec()));
-                    true
-                });
-            dn_avas
+            Dn::parse(&original_dn)
+                .map(|dn| self.inner.schema().dn_avas(&dn))
+                .unwrap_or_default()
         })
     }
 
