@@ -3,7 +3,7 @@
 //! with `CEILING=1`). Every bind succeeds; every search returns one entry, a person of the
 //! benchmark data's shape with the `cn` the searchrate asks for, then success; other requests
 //! get `unwillingToPerform`; an unbind closes. It decodes only the envelope (message ID and
-//! operation tag), frames with the same codec as lmdir and writes with the same BER writer, on
+//! operation tag), frames with lmdir's own framing and writes with the same BER writer, on
 //! a tokio runtime of as many workers as lmdir's: what is left of lmdir's cost per operation
 //! is the directory's own work.
 //!
@@ -12,6 +12,8 @@
 use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use lmdir_server::ber::{self, tag, EntryWriter, ResultFields};
+use lmdir_server::ber_read::{integer, read_tlv};
+use lmdir_server::pdu::take_frame;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Decoder, Encoder, Framed};
 
@@ -21,8 +23,8 @@ const REQUEST_BYTES_MAX: usize = 64 * 1024;
 const ENTRY_DN: &[u8] = b"uid=u0012345,ou=People,dc=example,dc=com";
 const ENTRY_CN: &[u8] = b"Hannelore Abernathy-Quint";
 
-/// Frames whole LDAPMessages (a tag, a definite length, the content) and passes `Bytes`
-/// through on the way out.
+/// Frames whole LDAPMessages with the server's own framing (`pdu::take_frame`) and passes
+/// `Bytes` through on the way out.
 struct Envelopes;
 
 impl Decoder for Envelopes {
@@ -30,18 +32,7 @@ impl Decoder for Envelopes {
     type Error = std::io::Error;
 
     fn decode(&mut self, buffer: &mut BytesMut) -> Result<Option<BytesMut>, std::io::Error> {
-        let Some((header_bytes, content_bytes)) = definite_length(buffer)? else {
-            return Ok(None);
-        };
-        let total_bytes = header_bytes + content_bytes;
-        if total_bytes > REQUEST_BYTES_MAX {
-            return Err(invalid("request over 64 KiB"));
-        }
-        if buffer.len() < total_bytes {
-            buffer.reserve(total_bytes - buffer.len());
-            return Ok(None);
-        }
-        Ok(Some(buffer.split_to(total_bytes)))
+        take_frame(buffer, REQUEST_BYTES_MAX).map_err(|error| invalid(&error.to_string()))
     }
 }
 
@@ -58,46 +49,18 @@ fn invalid(message: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, message.to_string())
 }
 
-/// (header bytes, content bytes) of the element at the start of `bytes`; None until complete.
-fn definite_length(bytes: &[u8]) -> Result<Option<(usize, usize)>, std::io::Error> {
-    let Some(&first) = bytes.get(1) else {
-        return Ok(None);
-    };
-    if first < 0x80 {
-        return Ok(Some((2, usize::from(first))));
-    }
-    let count = usize::from(first & 0x7f);
-    if count == 0 || count > 4 {
-        return Err(invalid("length form not supported"));
-    }
-    let Some(length_bytes) = bytes.get(2..2 + count) else {
-        return Ok(None);
-    };
-    let content = length_bytes
-        .iter()
-        .fold(0usize, |length, byte| (length << 8) | usize::from(*byte));
-    Ok(Some((2 + count, content)))
-}
-
-/// The message ID and the protocolOp's tag of one LDAPMessage.
+/// The message ID and the protocolOp's tag of one LDAPMessage (`ber_read`, as the server
+/// reads them).
 fn envelope(message: &[u8]) -> Result<(i32, u8), std::io::Error> {
-    let (header_bytes, _) = definite_length(message)?.ok_or_else(|| invalid("short message"))?;
-    let id = message
-        .get(header_bytes..)
-        .filter(|rest| rest.first() == Some(&tag::INTEGER))
+    let (sequence, _) = read_tlv(message).ok_or_else(|| invalid("malformed message"))?;
+    let (id, rest) = read_tlv(sequence.content)
+        .filter(|(id, _)| id.tag == tag::INTEGER)
         .ok_or_else(|| invalid("no message ID"))?;
-    let id_bytes = usize::from(*id.get(1).ok_or_else(|| invalid("short message ID"))?);
-    let digits = id
-        .get(2..2 + id_bytes)
-        .filter(|digits| (1..=4).contains(&digits.len()))
+    let message_id = integer(id.content)
+        .and_then(|id| i32::try_from(id).ok())
         .ok_or_else(|| invalid("bad message ID"))?;
-    let message_id = digits
-        .iter()
-        .fold(0i32, |id, byte| (id << 8) | i32::from(*byte));
-    let operation = *id
-        .get(2 + id_bytes)
-        .ok_or_else(|| invalid("no operation"))?;
-    Ok((message_id, operation))
+    let (operation, _) = read_tlv(rest).ok_or_else(|| invalid("no operation"))?;
+    Ok((message_id, operation.tag))
 }
 
 /// The response bytes to one request; None for an unbind.
