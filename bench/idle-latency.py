@@ -9,11 +9,14 @@ large-groups client's raw BER. Run it against a server of that data and the prot
 
 Prints, per pause (0, 50 ms, 300 ms), the median of 15 root DSE reads on each server and of 16
 member adds and deletes (outsiders 900..907) on the big group of lmdir."""
-import os, statistics, sys, time
+import importlib.util, os, statistics, sys, time
 
-sys.argv, argv = ['large-groups-client.py', 'run', 'add', '1', '1', '1'], sys.argv
-exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'large-groups-client.py'))
-     .read().replace('\nmain()\n', '\n'))
+spec = importlib.util.spec_from_file_location(
+    'large_groups_client',
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), 'large-groups-client.py'))
+client = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(client)
+Connection, operation, present, search = client.Connection, client.operation, client.present, client.search
 PAUSES = (0, 0.05, 0.3)
 
 def timed(request, count, pause):
@@ -32,7 +35,7 @@ def member_change(connection, people):
         return operation(connection, kind, 900 + i // 2, people)[0]
     return change
 
-protocol_only, lmdir, people = int(argv[1]), int(argv[2]), int(argv[3])
+protocol_only, lmdir, people = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 for name, port in (('protocol-only', protocol_only), ('lmdir', lmdir)):
     connection = Connection(port)
     for pause in PAUSES:

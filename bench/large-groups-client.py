@@ -155,4 +155,5 @@ def main():
         for name, values in times.items():
             print('%s %s %.3f %.3f %.3f' % (name, kind, statistics.median(values), min(values), max(values)))
 
-main()
+if __name__ == '__main__':
+    main()
