@@ -10,6 +10,7 @@ use lmdir_schema::{LdapError, ResultCode};
 use lmdir_sync::{Csn, CsnGenerator};
 use std::time::SystemTime;
 
+use crate::csn_state::CsnState;
 use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::read::corrupt;
 use crate::store::Store;
@@ -30,8 +31,6 @@ fn context_csn_key(sid: u16) -> Vec<u8> {
     key.extend_from_slice(&sid.to_be_bytes());
     key
 }
-
-use crate::csn_state::CsnState;
 
 impl Store {
     /// The server ID (`[replication] server_id`, 0..=4095) in every CSN this store issues from
