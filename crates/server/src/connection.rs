@@ -382,7 +382,9 @@ async fn start_operation(
         let Ok(_running) = turn.acquire_owned().await else {
             return;
         };
-        operations::dispatch(operation_context, operation, prepared).await
+        // Boxed: an operation's future is kilobytes, and the task would move it whole into
+        // its cell and again at each change of its stage (a tenth of a member add's work).
+        Box::pin(operations::dispatch(operation_context, operation, prepared)).await
     });
     outstanding.insert(
         start.message_id,

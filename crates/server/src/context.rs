@@ -15,10 +15,12 @@ use lmdir_access::acl::{AccessPolicy, Subject};
 use lmdir_access::password;
 use lmdir_schema::{AttrId, LdapError, Schema};
 use lmdir_store::{ReadTxn, Store};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Instant;
+use tokio::runtime::RuntimeFlavor;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +116,8 @@ pub struct Database {
     /// unavailable (the writer's budget bounds the one it is applying).
     pub(crate) writes_stopping: Arc<AtomicBool>,
     pub(crate) writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The writer, shared by its thread and by leaders (see `submit`).
+    pub(crate) writer: Arc<Mutex<Writer>>,
     pub(crate) user_password: Option<AttrId>,
     /// The group membership attributes (`member`, `uniqueMember`) and `pwdPolicySubentry`,
     /// resolved once: every search and bind needs them, and a schema extension keeps their IDs.
@@ -166,9 +170,11 @@ impl Database {
             stopping: writes_stopping.clone(),
             monitor: monitor.clone(),
         };
+        let writer = Arc::new(Mutex::new(writer));
+        let thread_writer = writer.clone();
         let writer_thread = std::thread::Builder::new()
             .name("lmdir-writer".to_string())
-            .spawn(move || writer.run(receiver))
+            .spawn(move || Writer::run(thread_writer, receiver))
             .expect("spawning the writer thread");
         Database {
             user_password: schema.attribute("userPassword"),
@@ -182,6 +188,7 @@ impl Database {
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
+            writer,
             cookie_key: rand::random(),
             monitor,
             limits: crate::live::Live::default(),
@@ -344,6 +351,7 @@ impl Database {
             .map_err(OperationError::from)
     }
 
+    /// Hands `job` to the writer; its answer comes on `job.reply` after the commit.
     pub(crate) async fn submit(&self, job: WriteJob) -> Result<(), OperationError> {
         if self.writes_stopping.load(Ordering::Acquire) {
             return Err(OperationError::new(
@@ -357,10 +365,39 @@ impl Database {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
             .ok_or_else(|| OperationError::new(code::UNAVAILABLE, "server shutting down"))?;
+        let Some(job) = self.lead(job, &sender) else {
+            return Ok(());
+        };
         sender
             .send(job)
             .await
             .map_err(|_| OperationError::new(code::UNAVAILABLE, "writer stopped"))
+    }
+
+    /// Group commit with a leader: when the writer is idle and nothing waits in its queue, the
+    /// job is applied and committed on this thread, answered before this returns (None). The
+    /// hand-off to the writer thread and back costs two thread wake-ups, each ~0.3 ms on a VM
+    /// whose other vCPU sat idle. Returns the job when the writer is busy: it queues, and the
+    /// writer thread commits it with the others waiting (one commit for the group).
+    fn lead(&self, job: WriteJob, queue: &mpsc::Sender<WriteJob>) -> Option<WriteJob> {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+        let queue_empty = || queue.capacity() == queue.max_capacity();
+        if !multi_thread || !queue_empty() {
+            return Some(job);
+        }
+        let mut writer = match self.writer.try_lock() {
+            Ok(writer) => writer,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Some(job),
+        };
+        // Queued while the lock was being taken: those go first, through the thread.
+        if !queue_empty() {
+            return Some(job);
+        }
+        // The worker's other tasks move to another thread while this one writes (and fsyncs).
+        tokio::task::block_in_place(|| writer.run_jobs(VecDeque::from([job])));
+        None
     }
 }
 

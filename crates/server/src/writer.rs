@@ -22,7 +22,7 @@ use lmdir_schema::{
 use lmdir_store::{Store, StoredEntry, WriteContext, WriteTxn};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::mpsc;
 use tracing::{error, info};
@@ -35,6 +35,14 @@ const WRITE_BATCH_OPERATIONS_MAX: usize = 64;
 pub(crate) use crate::write_request::{
     PolicyState, TransactionUpdates, Update, WriteJob, WriteRequest,
 };
+
+/// The writer's lock. A panic while applying a batch drops its transaction (LMDB aborts it)
+/// and its jobs' answers (their clients are answered "writer failed"); the writer stays usable.
+pub(crate) fn lock_writer(shared: &Mutex<Writer>) -> MutexGuard<'_, Writer> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// What the writer thread shares with the server.
 pub(crate) struct Writer {
@@ -157,11 +165,11 @@ impl Writer {
         self.stopping.load(Ordering::Acquire)
     }
 
-    /// The thread's loop: batches of queued jobs, until the queue's last sender is gone.
-    pub(crate) fn run(mut self, mut receiver: mpsc::Receiver<WriteJob>) {
+    /// The thread's loop: batches of queued jobs, until the queue's last sender is gone. The
+    /// writer is shared with leaders (`Database::submit`): the thread takes it per batch.
+    pub(crate) fn run(shared: Arc<Mutex<Writer>>, mut receiver: mpsc::Receiver<WriteJob>) {
         while let Some(first) = receiver.blocking_recv() {
-            // A reloaded access policy applies from the next batch on.
-            self.policy = self.live_policy.load();
+            let mut writer = lock_writer(&shared);
             let mut batch = VecDeque::from([first]);
             while batch.len() < WRITE_BATCH_OPERATIONS_MAX {
                 match receiver.try_recv() {
@@ -169,9 +177,17 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            self.run_batch(batch);
+            writer.run_jobs(batch);
         }
         info!("writer stopped");
+    }
+
+    /// Applies and commits `batch`, answering each job, on the calling thread.
+    pub(crate) fn run_jobs(&mut self, batch: VecDeque<WriteJob>) {
+        assert!(!batch.is_empty() && batch.len() <= WRITE_BATCH_OPERATIONS_MAX);
+        // A reloaded access policy applies from the next batch on.
+        self.policy = self.live_policy.load();
+        self.run_batch(batch);
     }
 
     fn run_batch(&self, mut pending: VecDeque<WriteJob>) {
@@ -1072,6 +1088,64 @@ mod tests {
             integrity: Default::default(),
             accesslog: Arc::default(),
         }
+    }
+
+    /// Issue 22: group commit with a leader. On an idle writer the submitting thread applies
+    /// and commits the update itself: it is answered before `submit` returns. The store
+    /// fsyncs each commit, so a hand-off to the writer thread could not have answered by then.
+    #[test]
+    // The writer's lock is held across `submit` on purpose: it is how the test makes the
+    // writer busy. The writer thread waits on it, not this task.
+    #[allow(clippy::await_holding_lock)]
+    fn an_update_on_an_idle_writer_is_committed_by_the_thread_that_submits_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            suffix: SUFFIX.to_string(),
+            sync: true,
+            ..StoreOptions::default()
+        };
+        let store = Store::open(directory.path(), options, Arc::new(Schema::builtin())).unwrap();
+        let policy = AccessPolicy::from_config(&[], &store.schema(), SUFFIX, ROOTDN).unwrap();
+        let database = crate::context::Database::new(store, policy);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let top = entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]);
+            let (reply, mut response) = tokio::sync::oneshot::channel();
+            let job = WriteJob {
+                update: rootdn_update(WriteRequest::Add(top)),
+                reply,
+            };
+            database.submit(job).await.unwrap();
+            assert!(
+                matches!(response.try_recv(), Ok(Ok(()))),
+                "an idle writer's update is answered before submit returns"
+            );
+            // A busy writer (its lock held): the update queues, and the writer thread commits
+            // it once the writer is free.
+            let busy = lock_writer(&database.writer);
+            let people = entry(
+                &format!("ou=People,{SUFFIX}"),
+                &[("objectClass", "organizationalUnit"), ("ou", "People")],
+            );
+            let (reply, mut response) = tokio::sync::oneshot::channel();
+            let job = WriteJob {
+                update: rootdn_update(WriteRequest::Add(people)),
+                reply,
+            };
+            database.submit(job).await.unwrap();
+            assert!(
+                response.try_recv().is_err(),
+                "queued while the writer is busy"
+            );
+            drop(busy);
+            assert!(matches!(response.await, Ok(Ok(()))));
+        });
+        let read = database.store.read().unwrap();
+        assert!(read.dn_to_id(&format!("ou=People,{SUFFIX}")).is_ok());
     }
 
     fn rootdn_update(request: WriteRequest) -> Update {

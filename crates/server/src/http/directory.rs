@@ -387,7 +387,9 @@ impl DirectoryClient {
             cancelled: cancelled.clone(),
             sink: ResultSink::new(sender, cancelled.clone()),
         };
-        let task = tokio::spawn(crate::operations::dispatch(context, operation, prepared));
+        let task = tokio::spawn(Box::pin(crate::operations::dispatch(
+            context, operation, prepared,
+        )));
         let mut decoded = Decoded::default();
         let mut collected_bytes = 0usize;
         while let Some(outgoing) = receiver.recv().await {
