@@ -13,11 +13,8 @@ use crate::write::{WorkingAttribute, WriteTxn};
 
 impl Inner {
     /// Every index key (without chunk) of an entry's values, per indexed attribute.
-    pub(crate) fn index_keys(
-        &self,
-        attributes: &[WorkingAttribute],
-    ) -> BTreeMap<AttrId, BTreeSet<Vec<u8>>> {
-        let mut keys: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
+    pub(crate) fn index_keys(&self, attributes: &[WorkingAttribute]) -> IndexKeys {
+        let mut keys = IndexKeys::new();
         let index_set = self.index_set();
         let plan = &index_set.plan;
         let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
@@ -29,7 +26,71 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// The index keys, per indexed attribute type, of the types whose normalized values differ
+    /// between `old` and `new` (all of a type's descriptions when any of them changed). A
+    /// type's keys come from its own values only (`IndexPlan::value_keys`), so a type whose
+    /// values are unchanged keeps its postings as they are, and its keys need not be computed:
+    /// a memberOf change on a person with 19 indexed attributes computed them all, twice.
+    fn changed_index_keys(
+        &self,
+        old: &[WorkingAttribute],
+        new: &[WorkingAttribute],
+    ) -> (IndexKeys, IndexKeys) {
+        let index_set = self.index_set();
+        let plan = &index_set.plan;
+        fn values_of(
+            attributes: &[WorkingAttribute],
+            attr: AttrId,
+        ) -> impl Iterator<Item = &Vec<u8>> {
+            attributes
+                .iter()
+                .filter(move |attribute| attribute.attr == attr)
+                .flat_map(|attribute| attribute.values.iter().map(|(_, normalized)| normalized))
+        }
+        let mut changed: Vec<AttrId> = Vec::new();
+        for attribute in old.iter().chain(new) {
+            let attr = attribute.attr;
+            if plan.get(attr).is_none() || changed.contains(&attr) {
+                continue;
+            }
+            if !values_of(old, attr).eq(values_of(new, attr)) {
+                changed.push(attr);
+            }
+        }
+        let keys_of = |attributes: &[WorkingAttribute]| {
+            let mut keys = IndexKeys::new();
+            for attribute in attributes.iter().filter(|a| changed.contains(&a.attr)) {
+                for (_, normalized) in &attribute.values {
+                    let _ = plan.value_keys(attribute.attr, normalized, &mut |slot, key| {
+                        let attr = plan.attrs()[slot as usize];
+                        keys.entry(attr).or_default().insert(key.to_vec());
+                        Ok::<(), ()>(())
+                    });
+                }
+            }
+            keys
+        };
+        (keys_of(old), keys_of(new))
+    }
+}
+
+/// Index keys (without chunk) per indexed attribute type.
+pub(crate) type IndexKeys = BTreeMap<AttrId, BTreeSet<Vec<u8>>>;
+
 impl WriteTxn<'_> {
+    /// Brings the postings of entry `id` from its attributes `old` to `new`: only the keys of
+    /// the attribute types whose values changed are computed and diffed.
+    pub(crate) fn reindex_changed(
+        &mut self,
+        id: EntryId,
+        old: &[WorkingAttribute],
+        new: &[WorkingAttribute],
+    ) -> Result<(), LdapError> {
+        let (old_keys, new_keys) = self.inner.changed_index_keys(old, new);
+        self.update_indexes(id, &old_keys, &new_keys)
+    }
+
     pub(crate) fn posting_change(
         &mut self,
         attr: AttrId,
@@ -68,8 +129,8 @@ impl WriteTxn<'_> {
     pub(crate) fn update_indexes(
         &mut self,
         id: EntryId,
-        old: &BTreeMap<AttrId, BTreeSet<Vec<u8>>>,
-        new: &BTreeMap<AttrId, BTreeSet<Vec<u8>>>,
+        old: &IndexKeys,
+        new: &IndexKeys,
     ) -> Result<(), LdapError> {
         let empty = BTreeSet::new();
         for (attr, old_keys) in old {

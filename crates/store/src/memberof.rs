@@ -100,9 +100,7 @@ impl WriteTxn<'_> {
         new.retain(|attribute| !attribute.values.is_empty());
         self.stamp_internal_change(&mut new)?;
         self.put_entry(id, &new)?;
-        let old_keys = self.inner.index_keys(&old);
-        let new_keys = self.inner.index_keys(&new);
-        self.update_indexes(id, &old_keys, &new_keys)?;
+        self.reindex_changed(id, &old, &new)?;
         if self.is_recording_changes() {
             let dn = self.dn_of(id)?;
             self.record_change(crate::changes::ChangeKind::Modify, id, &new, dn, None);

@@ -55,9 +55,7 @@ impl WriteTxn<'_> {
         self.check_entry_limits(&attributes, context)?;
         self.check_deadline()?;
         self.put_entry(id, &attributes)?;
-        let old_keys = self.inner.index_keys(&old_attributes);
-        let new_keys = self.inner.index_keys(&attributes);
-        self.update_indexes(id, &old_keys, &new_keys)?;
+        self.reindex_changed(id, &old_attributes, &attributes)?;
         if self.inner.options.memberof {
             let old_members = self.group_members(&old_attributes);
             let new_members = self.group_members(&attributes);

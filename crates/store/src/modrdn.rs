@@ -221,9 +221,7 @@ impl WriteTxn<'_> {
             self.adjust_child_count(new_parent, 1)?;
         }
         self.put_entry(id, &attributes)?;
-        let old_keys = self.inner.index_keys(&old_attributes);
-        let new_keys = self.inner.index_keys(&attributes);
-        self.update_indexes(id, &old_keys, &new_keys)?;
+        self.reindex_changed(id, &old_attributes, &attributes)?;
         self.log_rename(id, &attributes)?;
         if self.inner.options.memberof {
             let new_dn_text = self.dn_of(id)?;

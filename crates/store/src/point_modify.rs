@@ -13,7 +13,7 @@
 //! value removes its equality key: two values of one entry with the same 64-bit hash would
 //! leave the other unindexed (`lmdir check` would name it).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use lmdir_schema::{
     AttrId, LdapError, ModOp, Modification, NormalizedAttributes, NormalizedDn, ResultCode,
@@ -22,6 +22,7 @@ use lmdir_schema::{
 use crate::changes::ChangeKind;
 use crate::codec::{encode_entry, AttributeToEncode};
 use crate::error::lmdb_to_ldap;
+use crate::index::IndexKeys;
 use crate::layout::{self, EntryId, IndexKinds};
 use crate::read::{corrupt, out_of_line_contains, read_entry};
 use crate::value_blocks;
@@ -415,9 +416,7 @@ impl WriteTxn<'_> {
                 }
             }
         }
-        let old_keys = self.inner.index_keys(&old_inline);
-        let new_keys = self.inner.index_keys(attributes);
-        self.update_indexes(id, &old_keys, &new_keys)?;
+        self.reindex_changed(id, &old_inline, attributes)?;
         self.update_point_indexes(id, changes)?;
         if memberof_upkeep {
             self.point_memberof(id, changes)?;
@@ -472,8 +471,8 @@ impl WriteTxn<'_> {
         id: EntryId,
         changes: &PointChanges,
     ) -> Result<(), LdapError> {
-        let mut added: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
-        let mut removed: BTreeMap<AttrId, BTreeSet<Vec<u8>>> = BTreeMap::new();
+        let mut added = IndexKeys::new();
+        let mut removed = IndexKeys::new();
         let index_set = self.inner.index_set();
         let plan = &index_set.plan;
         for change in changes.values() {

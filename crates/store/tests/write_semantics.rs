@@ -259,3 +259,69 @@ fn writes_return_the_ldap_result_codes() {
 fn directory_entries() -> Vec<lmdir_schema::Entry> {
     directory(40)
 }
+
+/// A modify re-keys only the attribute types whose values changed. A type's postings come from
+/// all its descriptions: a value shared by `cn` and `cn;lang-en` keeps its `cn` postings when
+/// one of the two drops it, and an unchanged type (`sn`) keeps its postings as they were.
+#[test]
+fn a_modify_keeps_the_postings_of_a_value_another_description_still_holds() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open(directory.path());
+    add_all(&store, &directory_entries(), 100);
+    let context = context();
+    let dn = format!("cn=Shared Name,ou=people,{SUFFIX}");
+    let shared = entry(
+        &dn,
+        &[
+            ("objectClass", "person"),
+            ("cn", "Shared Name"),
+            ("cn;lang-en", "Shared Name"),
+            ("cn;lang-en", "English Name"),
+            ("sn", "Keeper"),
+        ],
+    );
+    let mut write = store.write().unwrap();
+    write.add(&shared, &context).unwrap();
+    write
+        .modify(
+            dn.as_str(),
+            &[change(ModOp::Delete, "cn;lang-en", &["Shared Name"])],
+            &context,
+        )
+        .unwrap();
+    write
+        .modify(
+            dn.as_str(),
+            &[change(ModOp::Replace, "description", &["changed alone"])],
+            &context,
+        )
+        .unwrap();
+    write.commit().unwrap();
+    let report = store.check().unwrap();
+    assert!(report.is_clean(), "{report}");
+    let read = store.read().unwrap();
+    let id = read.dn_to_id(&dn).unwrap();
+    for (filter, expected) in [
+        ("(cn=Shared Name)", true),
+        ("(cn=English Name)", true),
+        ("(cn=*hared*)", true),
+        ("(sn=Keeper)", true),
+        ("(sn=*)", true),
+    ] {
+        let spec = lmdir_store::SearchSpec {
+            base: format!("ou=people,{SUFFIX}"),
+            scope: lmdir_store::Scope::Sub,
+            filter: store
+                .schema()
+                .prepare_filter(&lmdir_schema::Filter::parse(filter, 8).unwrap()),
+            size_limit: 0,
+            lookthrough_limit: 0,
+        };
+        let found: Vec<u32> = read
+            .search(&spec)
+            .unwrap()
+            .map(|result| result.unwrap().0)
+            .collect();
+        assert_eq!(found.contains(&id), expected, "{filter}");
+    }
+}
