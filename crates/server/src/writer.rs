@@ -1112,13 +1112,15 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
+        // The rootdn's add of `entry`, and where its answer comes.
+        let add_job = |entry: Entry| {
+            let (reply, response) = tokio::sync::oneshot::channel();
+            let update = rootdn_update(WriteRequest::Add(entry));
+            (WriteJob { update, reply }, response)
+        };
         runtime.block_on(async {
             let top = entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]);
-            let (reply, mut response) = tokio::sync::oneshot::channel();
-            let job = WriteJob {
-                update: rootdn_update(WriteRequest::Add(top)),
-                reply,
-            };
+            let (job, mut response) = add_job(top);
             database.submit(job).await.unwrap();
             assert!(
                 matches!(response.try_recv(), Ok(Ok(()))),
@@ -1131,11 +1133,7 @@ mod tests {
                 &format!("ou=People,{SUFFIX}"),
                 &[("objectClass", "organizationalUnit"), ("ou", "People")],
             );
-            let (reply, mut response) = tokio::sync::oneshot::channel();
-            let job = WriteJob {
-                update: rootdn_update(WriteRequest::Add(people)),
-                reply,
-            };
+            let (job, mut response) = add_job(people);
             database.submit(job).await.unwrap();
             assert!(
                 response.try_recv().is_err(),

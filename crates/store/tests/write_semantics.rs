@@ -299,29 +299,21 @@ fn a_modify_keeps_the_postings_of_a_value_another_description_still_holds() {
     write.commit().unwrap();
     let report = store.check().unwrap();
     assert!(report.is_clean(), "{report}");
-    let read = store.read().unwrap();
-    let id = read.dn_to_id(&dn).unwrap();
-    for (filter, expected) in [
-        ("(cn=Shared Name)", true),
-        ("(cn=English Name)", true),
-        ("(cn=*hared*)", true),
-        ("(sn=Keeper)", true),
-        ("(sn=*)", true),
+    let id = store.read().unwrap().dn_to_id(&dn).unwrap();
+    let oracle = Oracle::build(&store);
+    let people = format!("ou=people,{SUFFIX}");
+    for filter in [
+        "(cn=Shared Name)",
+        "(cn=English Name)",
+        "(cn=*hared*)",
+        "(sn=Keeper)",
+        "(sn=*)",
     ] {
-        let spec = lmdir_store::SearchSpec {
-            base: format!("ou=people,{SUFFIX}"),
-            scope: lmdir_store::Scope::Sub,
-            filter: store
-                .schema()
-                .prepare_filter(&lmdir_schema::Filter::parse(filter, 8).unwrap()),
-            size_limit: 0,
-            lookthrough_limit: 0,
-        };
-        let found: Vec<u32> = read
-            .search(&spec)
-            .unwrap()
-            .map(|result| result.unwrap().0)
-            .collect();
-        assert_eq!(found.contains(&id), expected, "{filter}");
+        let found = search_ids(&store, &people, lmdir_store::Scope::Sub, filter);
+        assert!(found.contains(&id), "{filter}");
+        assert_eq!(
+            found,
+            oracle.search(&people, lmdir_store::Scope::Sub, filter)
+        );
     }
 }

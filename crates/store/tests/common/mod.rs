@@ -237,3 +237,23 @@ impl Oracle {
             .collect()
     }
 }
+
+/// The IDs a store search of `filter` under `base` returns, in the order it returns them.
+pub fn search_ids(store: &Store, base: &str, scope: Scope, filter: &str) -> Vec<u32> {
+    let spec = lmdir_store::SearchSpec {
+        base: base.to_string(),
+        scope,
+        filter: store
+            .schema()
+            .prepare_filter(&Filter::parse(filter, 8).unwrap()),
+        size_limit: 0,
+        lookthrough_limit: 0,
+    };
+    let read = store.read().unwrap();
+    let ids = read
+        .search(&spec)
+        .unwrap()
+        .map(|result| result.unwrap().0)
+        .collect();
+    ids
+}
