@@ -93,21 +93,7 @@ fn index_config_change_is_detected_and_unbuilt_index_is_not_used() {
 
     // The empty new index must not hide the existing entries from a search.
     let filter = "(givenName=anna)";
-    let spec = SearchSpec {
-        base: SUFFIX.to_string(),
-        scope: Scope::Sub,
-        filter: store
-            .schema()
-            .prepare_filter(&Filter::parse(filter, 8).unwrap()),
-        size_limit: 0,
-        lookthrough_limit: 0,
-    };
-    let read = store.read().unwrap();
-    let found: Vec<u32> = read
-        .search(&spec)
-        .unwrap()
-        .map(|result| result.unwrap().0)
-        .collect();
+    let found = search_ids(&store, SUFFIX, Scope::Sub, filter);
     assert_eq!(found.len(), 6);
     assert_eq!(
         found,
