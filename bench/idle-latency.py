@@ -35,13 +35,17 @@ def member_change(connection, people):
         return operation(connection, kind, 900 + i // 2, people)[0]
     return change
 
-protocol_only, lmdir, people = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-for name, port in (('protocol-only', protocol_only), ('lmdir', lmdir)):
-    connection = Connection(port)
+def main():
+    protocol_only, lmdir, people = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    for name, port in (('protocol-only', protocol_only), ('lmdir', lmdir)):
+        connection = Connection(port)
+        for pause in PAUSES:
+            print('%-14s root DSE read, pause %.2f s: median %.3f ms'
+                  % (name, pause, timed(root_dse(connection), 15, pause)))
+    connection = Connection(lmdir)
     for pause in PAUSES:
-        print('%-14s root DSE read, pause %.2f s: median %.3f ms'
-              % (name, pause, timed(root_dse(connection), 15, pause)))
-connection = Connection(lmdir)
-for pause in PAUSES:
-    print('%-14s member add/delete, pause %.2f s: median %.3f ms'
-          % ('lmdir', pause, timed(member_change(connection, people), 16, pause)))
+        print('%-14s member add/delete, pause %.2f s: median %.3f ms'
+              % ('lmdir', pause, timed(member_change(connection, people), 16, pause)))
+
+if __name__ == '__main__':
+    main()

@@ -1,4 +1,4 @@
-//! The writer thread: it owns LMDB's single write transaction, and every access, assertion and
+//! The writer: it owns LMDB's single write transaction, and every access, assertion and
 //! schema decision of an update is made here, inside that transaction, against the state the
 //! update will actually change. A decision made earlier in a read transaction could be stale:
 //! two pipelined requests (`add X`, then `modrdn X`) would both pass checks that saw the
@@ -10,6 +10,10 @@
 //! committed on their own in a fresh transaction (they succeeded on this very state), and the
 //! rest go on: an update is re-applied only for a failure behind it in its own batch, so the
 //! work stays linear in the batch (not re-applying everything after every failure).
+//!
+//! The writer sits behind a mutex. Its thread takes it for each batch of queued updates; when
+//! it is idle and nothing is queued, the task submitting an update takes it instead and
+//! applies and commits that update on its own thread (`Database::lead`).
 
 use crate::identity::Identity;
 use crate::ppolicy::{self, AccountState, PendingStates, Policy};
@@ -44,7 +48,7 @@ pub(crate) fn lock_writer(shared: &Mutex<Writer>) -> MutexGuard<'_, Writer> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// What the writer thread shares with the server.
+/// What the writer shares with the server (its thread and leading tasks take it by its lock).
 pub(crate) struct Writer {
     pub store: Store,
     /// The access policy of the batch being applied (taken from `live_policy` per batch).
@@ -1057,8 +1061,8 @@ fn require_entry_write(access: &EntryAccess<'_>, dn: &str) -> Result<(), LdapErr
 #[cfg(test)]
 mod tests {
     //! Issue 21: an update's DN is normalized once and each value once, counted by the
-    //! schema's per-thread counters around `Writer::apply` (which runs on the writer thread in
-    //! the server; here on the test's thread).
+    //! schema's per-thread counters around `Writer::apply` (which runs on the writer thread or
+    //! a leading task's thread in the server; here on the test's thread).
 
     use super::*;
     use lmdir_schema::NormalizationCounts;

@@ -6,6 +6,7 @@ use lmdir_schema::{AttrId, LdapError};
 use roaring::RoaringBitmap;
 
 use crate::error::lmdb_to_ldap;
+use crate::index_plan::IndexPlan;
 use crate::layout::{self, EntryId};
 use crate::read::corrupt;
 use crate::store::Inner;
@@ -14,19 +15,9 @@ use crate::write::{WorkingAttribute, WriteTxn};
 impl Inner {
     /// Every index key (without chunk) of an entry's values, per indexed attribute.
     pub(crate) fn index_keys(&self, attributes: &[WorkingAttribute]) -> IndexKeys {
-        let mut keys = IndexKeys::new();
-        let index_set = self.index_set();
-        let plan = &index_set.plan;
-        let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
-            let attr = plan.attrs()[slot as usize];
-            keys.entry(attr).or_default().insert(key.to_vec());
-            Ok(())
-        });
-        keys
+        keys_of(&self.index_set().plan, attributes)
     }
-}
 
-impl Inner {
     /// The index keys, per indexed attribute type, of the types whose normalized values differ
     /// between `old` and `new` (all of a type's descriptions when any of them changed). A
     /// type's keys come from its own values only (`IndexPlan::value_keys`), so a type whose
@@ -58,21 +49,30 @@ impl Inner {
                 changed.push(attr);
             }
         }
-        let keys_of = |attributes: &[WorkingAttribute]| {
-            let mut keys = IndexKeys::new();
-            for attribute in attributes.iter().filter(|a| changed.contains(&a.attr)) {
-                for (_, normalized) in &attribute.values {
-                    let _ = plan.value_keys(attribute.attr, normalized, &mut |slot, key| {
-                        let attr = plan.attrs()[slot as usize];
-                        keys.entry(attr).or_default().insert(key.to_vec());
-                        Ok::<(), ()>(())
-                    });
-                }
-            }
-            keys
+        let of_changed = |attributes: &'_ [WorkingAttribute]| {
+            keys_of(
+                plan,
+                attributes
+                    .iter()
+                    .filter(|attribute| changed.contains(&attribute.attr)),
+            )
         };
-        (keys_of(old), keys_of(new))
+        (of_changed(old), of_changed(new))
     }
+}
+
+/// The index keys of `attributes`' values, per indexed attribute type.
+fn keys_of<'a>(
+    plan: &IndexPlan,
+    attributes: impl IntoIterator<Item = &'a WorkingAttribute>,
+) -> IndexKeys {
+    let mut keys = IndexKeys::new();
+    let _ = plan.attribute_keys(attributes, &mut |slot, key| -> Result<(), ()> {
+        let attr = plan.attrs()[slot as usize];
+        keys.entry(attr).or_default().insert(key.to_vec());
+        Ok(())
+    });
+    keys
 }
 
 /// Index keys (without chunk) per indexed attribute type.

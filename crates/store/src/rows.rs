@@ -840,9 +840,9 @@ fn remember_recent_numbers<S>(attributes: &[WorkingAttribute], scratch: &mut Row
 
 impl IndexPlan {
     /// Every index key of an entry's values (repeats possible: callers dedupe).
-    pub(crate) fn attribute_keys<E>(
+    pub(crate) fn attribute_keys<'a, E>(
         &self,
-        attributes: &[WorkingAttribute],
+        attributes: impl IntoIterator<Item = &'a WorkingAttribute>,
         emit: &mut KeySink<'_, E>,
     ) -> Result<(), E> {
         for attribute in attributes {
