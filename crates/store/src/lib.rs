@@ -29,6 +29,7 @@ mod modify;
 mod modrdn;
 mod point_modify;
 mod read;
+mod reader_gate;
 mod referrers;
 mod replica;
 mod rows;

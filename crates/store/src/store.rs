@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use heed::types::Bytes;
@@ -177,19 +177,12 @@ pub(crate) struct Inner {
     /// This server's ID and CSN generator (`context_csn`).
     pub csns: Mutex<crate::csn_state::CsnState>,
     /// Counts live read txns so the map can be grown when none is open.
-    pub reader_gate: Mutex<ReaderGate>,
-    pub reader_gate_changed: Condvar,
+    pub(crate) reader_gate: crate::reader_gate::ReaderGate,
     /// `ReadTxn::has_inverted_links` of the latest snapshot that asked.
     pub inverted_links_known: crate::inversions::InvertedLinksKnown,
     /// The directory's writer lock; None for a read-only store. Last: released after the
     /// environment is closed.
     pub directory_lock: Option<DirectoryLock>,
-}
-
-#[derive(Default)]
-pub(crate) struct ReaderGate {
-    pub readers: usize,
-    pub resizing: bool,
 }
 
 /// How long a map growth waits for open read txns to end before giving up this time (the
@@ -203,9 +196,7 @@ pub(crate) struct ReaderTicket {
 
 impl Drop for ReaderTicket {
     fn drop(&mut self) {
-        let mut gate = crate::lock::lock(&self.inner.reader_gate);
-        gate.readers -= 1;
-        self.inner.reader_gate_changed.notify_all();
+        self.inner.reader_gate.leave();
     }
 }
 
@@ -231,14 +222,7 @@ impl Inner {
 
     /// Registers a reader, waiting while the map is being resized.
     pub(crate) fn enter_reader(self: &Arc<Inner>) -> ReaderTicket {
-        let mut gate = crate::lock::lock(&self.reader_gate);
-        while gate.resizing {
-            gate = self
-                .reader_gate_changed
-                .wait(gate)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-        }
-        gate.readers += 1;
+        self.reader_gate.enter();
         ReaderTicket {
             inner: self.clone(),
         }
@@ -259,25 +243,12 @@ impl Inner {
                 info.map_size
             ))
         })?;
-        let mut gate = crate::lock::lock(&self.reader_gate);
-        gate.resizing = true;
-        let deadline = std::time::Instant::now() + MAP_GROWTH_WAIT;
-        while gate.readers > 0 {
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                gate.resizing = false;
-                self.reader_gate_changed.notify_all();
-                return Ok(false);
-            }
-            gate = self
-                .reader_gate_changed
-                .wait_timeout(gate, deadline - now)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
-        }
-        let result = crate::env::resize_environment(&self.env, new_size);
-        gate.resizing = false;
-        self.reader_gate_changed.notify_all();
+        let resized = self.reader_gate.with_no_readers(MAP_GROWTH_WAIT, || {
+            crate::env::resize_environment(&self.env, new_size)
+        });
+        let Some(result) = resized else {
+            return Ok(false);
+        };
         result?;
         Ok(true)
     }
@@ -841,8 +812,7 @@ impl Store {
                 descriptions_persisted: Mutex::new(persisted),
                 writer: Mutex::new(()),
                 csns: Mutex::new(Default::default()),
-                reader_gate: Mutex::new(ReaderGate::default()),
-                reader_gate_changed: Condvar::new(),
+                reader_gate: Default::default(),
                 inverted_links_known: Default::default(),
                 directory_lock: lock,
             }),
@@ -970,11 +940,7 @@ impl Store {
     /// Read txns open right now in this process. Each pins an LMDB snapshot (pages freed after
     /// it cannot be reused), so servers and tests watch that none is held by a gone client.
     pub fn open_read_txns(&self) -> usize {
-        self.inner
-            .reader_gate
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .readers
+        self.inner.reader_gate.readers()
     }
 
     /// Flushes to disk (useful with `sync: false`).
