@@ -193,6 +193,7 @@ impl Store {
         {
             databases.meta.delete(&mut txn, key)?;
         }
+        self.inner.tree_changes_in(txn.id() as u64);
         txn.commit()?;
         Ok(())
     }
@@ -267,6 +268,7 @@ impl<'s> BulkWriter<'s> {
         self.bytes_since_commit = 0;
         let mut txn = self.txn.take().expect("a txn is open until finish");
         let (mut persisted, described) = self.inner.persist_descriptions(&mut txn)?;
+        self.inner.tree_changes_in(txn.id() as u64);
         txn.commit()?;
         *persisted = described;
         drop(persisted);
@@ -504,6 +506,7 @@ impl<'s> BulkWriter<'s> {
             inner.databases.meta.delete(&mut txn, META_LIVE_LOAD)?;
         }
         let (mut persisted, described) = inner.persist_descriptions(&mut txn)?;
+        inner.tree_changes_in(txn.id() as u64);
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = described;
         if let Some(mut write_back) = self.write_back.take() {

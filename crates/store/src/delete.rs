@@ -92,6 +92,7 @@ impl WriteTxn<'_> {
             .map_err(lmdb_to_ldap)?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut key);
+        self.tree_changed = true;
         self.inner
             .databases
             .dn2id

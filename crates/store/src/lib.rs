@@ -14,6 +14,7 @@ pub mod context_csn;
 mod csn_state;
 mod delete;
 mod dn2id;
+mod dn_cache;
 mod env;
 mod error;
 mod files;

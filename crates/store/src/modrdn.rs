@@ -195,6 +195,7 @@ impl WriteTxn<'_> {
         // Tree: move the one node.
         let mut old_key = Vec::new();
         layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut old_key);
+        self.tree_changed = true;
         self.inner
             .databases
             .dn2id

@@ -32,6 +32,8 @@ pub struct ReadTxn {
     /// entries of a search mostly share their parent, so their DNs cost one node read each.
     /// Valid for the whole txn, whose snapshot never changes.
     parent_dn_cache: [RefCell<Option<(EntryId, String)>>; 2],
+    /// What this snapshot may use of the per-thread DN cache (`dn_cache`).
+    tree: crate::dn_cache::TreeView,
     // Last: the reader slot is released after the LMDB txn ended.
     _ticket: ReaderTicket,
 }
@@ -50,8 +52,18 @@ impl Store {
             descriptions = self.inner.refresh_descriptions(&txn, descriptions)?;
         }
         let schema = self.inner.schema();
+        let tree = crate::dn_cache::TreeView {
+            cache_id: self.inner.cache_id,
+            snapshot: txn.id() as u64,
+            // After the snapshot began: it then knows every DN change the snapshot holds.
+            tree_changed_at: self
+                .inner
+                .tree_changed_at
+                .load(std::sync::atomic::Ordering::SeqCst),
+        };
         Ok(ReadTxn {
             txn,
+            tree,
             inner: self.inner.clone(),
             descriptions,
             indexes,
@@ -573,8 +585,14 @@ impl ReadTxn {
         if rdns.len() > lmdir_schema::DN_RDN_COUNT_MAX {
             return self.dn_to_id(normalized);
         }
+        if let Some(id) = crate::dn_cache::base_id(&self.tree, normalized) {
+            return Ok(id);
+        }
         match lookup_rdns(&self.inner, &self.txn, &rdns)?.found {
-            Some(id) => Ok(id),
+            Some(id) => {
+                crate::dn_cache::keep_base(&self.tree, normalized, id);
+                Ok(id)
+            }
             None => self.dn_to_id(normalized),
         }
     }
@@ -667,15 +685,91 @@ impl ReadTxn {
                 return Ok(joined_dn(rdn, parent_dn));
             }
         }
-        let parent_dn = dn_of(&self.inner, &self.txn, node.parent, normalized)?;
+        let parent_dn = match crate::dn_cache::with_dn(&self.tree, node.parent, |parent| {
+            parent.form(normalized).to_string()
+        }) {
+            Some(parent_dn) => parent_dn,
+            None => self.container_dn(node.parent, normalized)?,
+        };
         let dn = joined_dn(rdn, &parent_dn);
         *cache.borrow_mut() = Some((node.parent, parent_dn));
         Ok(dn)
     }
 
-    /// Whether `id` lies in the subtree of `ancestor` (itself included).
+    /// The DN (in the form asked) of `id`, an entry above a returned one, from the tree, kept
+    /// in this thread's DN cache in both forms for the next read txns. The walk up stops at
+    /// the first ancestor the cache holds.
+    fn container_dn(&self, id: EntryId, normalized: bool) -> Result<String, LdapError> {
+        let mut rdns: Vec<(&[u8], &[u8])> = Vec::new();
+        let mut current = id;
+        let mut parent_of_id = None;
+        let above = loop {
+            if rdns.len() >= TREE_DEPTH_MAX {
+                return Err(corrupt(format!(
+                    "entry {id}: parent chain deeper than {TREE_DEPTH_MAX}"
+                )));
+            }
+            let node = require_node(&self.inner, &self.txn, current)?;
+            parent_of_id.get_or_insert(node.parent);
+            rdns.push((node.rdn_original, node.rdn_normalized));
+            if node.parent == ROOT_PARENT_ID {
+                break None;
+            }
+            let cached = crate::dn_cache::with_dn(&self.tree, node.parent, |parent| {
+                (parent.original.clone(), parent.normalized.clone())
+            });
+            if cached.is_some() {
+                break cached;
+            }
+            current = node.parent;
+        };
+        let joined = |normalized_form: bool, above: Option<&String>| {
+            let mut dn = Vec::with_capacity(64);
+            for (index, (original, normalized)) in rdns.iter().enumerate() {
+                if index > 0 {
+                    dn.push(b',');
+                }
+                dn.extend_from_slice(if normalized_form {
+                    normalized
+                } else {
+                    original
+                });
+            }
+            if let Some(above) = above {
+                dn.push(b',');
+                dn.extend_from_slice(above.as_bytes());
+            }
+            String::from_utf8(dn).map_err(|_| corrupt(format!("DN of entry {id} is not UTF-8")))
+        };
+        let original = joined(false, above.as_ref().map(|above| &above.0))?;
+        let normalized_dn = joined(true, above.as_ref().map(|above| &above.1))?;
+        let parent = parent_of_id.expect("the walk read the entry's own node");
+        crate::dn_cache::keep_dn(&self.tree, id, parent, &original, &normalized_dn);
+        Ok(if normalized { normalized_dn } else { original })
+    }
+
+    /// Whether `id` lies in the subtree of `ancestor` (itself included): the parent links of
+    /// entries this thread's DN cache holds are not read again.
     pub fn is_within(&self, id: EntryId, ancestor: EntryId) -> Result<bool, LdapError> {
-        is_within(&self.inner, &self.txn, id, ancestor)
+        let mut current = id;
+        for _ in 0..TREE_DEPTH_MAX {
+            if current == ancestor {
+                return Ok(true);
+            }
+            if current == ROOT_PARENT_ID {
+                return Ok(false);
+            }
+            current = match crate::dn_cache::with_dn(&self.tree, current, |dn| dn.parent) {
+                Some(parent) => parent,
+                None => match read_node(&self.inner, &self.txn, current)? {
+                    Some(node) => node.parent,
+                    None => return Ok(false),
+                },
+            };
+        }
+        Err(corrupt(format!(
+            "entry {id}: parent chain deeper than {TREE_DEPTH_MAX}"
+        )))
     }
 
     pub fn parent_of(&self, id: EntryId) -> Result<Option<EntryId>, LdapError> {

@@ -168,9 +168,9 @@ mod tests {
             .collect();
         let mut changes_run = 0;
         for _ in 0..200 {
-            if let Some(open) = gate.with_no_readers(Duration::from_secs(60), || {
-                inside.load(Ordering::SeqCst)
-            }) {
+            if let Some(open) =
+                gate.with_no_readers(Duration::from_secs(60), || inside.load(Ordering::SeqCst))
+            {
                 assert_eq!(open, 0, "a change ran beside a read");
                 changes_run += 1;
             }

@@ -13,7 +13,7 @@ use roaring::RoaringBitmap;
 
 use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::layout::{self, EntryId, IndexKinds, Node};
-use crate::read::{children_of, corrupt, is_within, require_node, subtree_ids, EntryRef, ReadTxn};
+use crate::read::{children_of, corrupt, require_node, subtree_ids, EntryRef, ReadTxn};
 use crate::treeorder::{ids_still_ahead_below, PositionFinder, TreePosition};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -770,7 +770,7 @@ impl ReadTxn {
                     Some(candidates) => {
                         let mut ids = RoaringBitmap::new();
                         for id in &candidates {
-                            if is_within(&self.inner, self.txn(), id, base)? {
+                            if self.is_within(id, base)? {
                                 ids.insert(id);
                             }
                         }

@@ -178,6 +178,12 @@ pub(crate) struct Inner {
     pub csns: Mutex<crate::csn_state::CsnState>,
     /// Counts live read txns so the map can be grown when none is open.
     pub(crate) reader_gate: crate::reader_gate::ReaderGate,
+    /// This store's key in the per-thread DN caches (`dn_cache`); 0 for a read-only store,
+    /// which another process writes unseen: no cache.
+    pub(crate) cache_id: u64,
+    /// The LMDB txn ID of the latest write txn that removed or renamed a DN, raised before
+    /// it commits (`dn_cache`'s validity rule).
+    pub(crate) tree_changed_at: std::sync::atomic::AtomicU64,
     /// `ReadTxn::has_inverted_links` of the latest snapshot that asked.
     pub inverted_links_known: crate::inversions::InvertedLinksKnown,
     /// The directory's writer lock; None for a read-only store. Last: released after the
@@ -188,6 +194,9 @@ pub(crate) struct Inner {
 /// How long a map growth waits for open read txns to end before giving up this time (the
 /// write proceeds in the current map; growth is retried by the next write).
 pub const MAP_GROWTH_WAIT: Duration = Duration::from_secs(10);
+
+/// The next `Inner::cache_id`.
+static NEXT_CACHE_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Held by every `ReadTxn`; releases its reader slot in the gate on drop.
 pub(crate) struct ReaderTicket {
@@ -218,6 +227,13 @@ impl Inner {
         let mut next = IndexSet::clone(&current);
         next.usable = usable;
         *current = Arc::new(next);
+    }
+
+    /// Records that the write txn `txn_id` removes or renames a DN: called before it commits,
+    /// so that every snapshot holding the change knows it (`dn_cache`).
+    pub(crate) fn tree_changes_in(&self, txn_id: u64) {
+        self.tree_changed_at
+            .fetch_max(txn_id, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Registers a reader, waiting while the map is being resized.
@@ -813,6 +829,13 @@ impl Store {
                 writer: Mutex::new(()),
                 csns: Mutex::new(Default::default()),
                 reader_gate: Default::default(),
+                // Unique in the process, never 0, for a store that writes its own tree.
+                cache_id: if lock.is_some() {
+                    NEXT_CACHE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                } else {
+                    0
+                },
+                tree_changed_at: Default::default(),
                 inverted_links_known: Default::default(),
                 directory_lock: lock,
             }),

@@ -44,6 +44,8 @@ pub struct WriteTxn<'s> {
     applying_replicated: bool,
     /// The changes made so far, when recorded (`record_changes`).
     pub(crate) changes: crate::changes::ChangeLog,
+    /// A DN was removed or renamed (`dn_cache`): set by delete and modrdn.
+    pub(crate) tree_changed: bool,
     _writer: MutexGuard<'s, ()>,
 }
 
@@ -67,6 +69,7 @@ impl Store {
             applying_replicated: false,
             deadline: None,
             changes: Default::default(),
+            tree_changed: false,
             _writer: writer,
         })
     }
@@ -929,6 +932,9 @@ impl<'s> WriteTxn<'s> {
             None => None,
         };
         let inner = self.inner;
+        if self.tree_changed {
+            inner.tree_changes_in(committed.txn_id);
+        }
         let WriteTxn { txn, _writer, .. } = self;
         txn.commit().map_err(lmdb_to_ldap)?;
         *persisted = described;
