@@ -3,6 +3,7 @@
 //! within bounds, on the connection's task when the index says it is small.
 
 mod accesslog;
+mod bases;
 mod in_chain;
 mod monitor;
 mod paging;
@@ -120,7 +121,9 @@ impl PreparedSearch {
         let Some(database) = database_of(server) else {
             return prepared;
         };
-        prepared.normalized_base = Some(database.normalize_dn(&request.base));
+        prepared.normalized_base = Some(
+            bases::normalized_base(&database.schema(), &request.base).map_err(OperationError::from),
+        );
         if request.filter.as_bytes().len() > INLINE_SEARCH_FILTER_BYTES_MAX {
             return prepared;
         }
@@ -215,7 +218,9 @@ pub async fn search(
         normalized_base,
         small,
     } = prepared;
-    let normalized_base = normalized_base.unwrap_or_else(|| database.normalize_dn(&request.base));
+    let normalized_base = normalized_base.unwrap_or_else(|| {
+        bases::normalized_base(&database.schema(), &request.base).map_err(OperationError::from)
+    });
     let base = normalized_base.as_deref().ok();
     let requested = (selection, controls.matched_values.as_deref());
     let special =
