@@ -748,6 +748,19 @@ impl ReadTxn {
         Ok(if normalized { normalized_dn } else { original })
     }
 
+    /// The node of `id` when `id` lies in the subtree of `ancestor` (itself included).
+    pub(crate) fn node_if_within(
+        &self,
+        id: EntryId,
+        ancestor: EntryId,
+    ) -> Result<Option<Node<'_>>, LdapError> {
+        let Some(node) = read_node(&self.inner, &self.txn, id)? else {
+            return Ok(None);
+        };
+        let within = id == ancestor || self.is_within(node.parent, ancestor)?;
+        Ok(within.then_some(node))
+    }
+
     /// Whether `id` lies in the subtree of `ancestor` (itself included): the parent links of
     /// entries this thread's DN cache holds are not read again.
     pub fn is_within(&self, id: EntryId, ancestor: EntryId) -> Result<bool, LdapError> {

@@ -285,7 +285,14 @@ pub struct SearchCursor<'a> {
     stop: Option<StopCheck<'a>>,
     /// A sequential source's walk of id2node, for the DNs of the entries it returns.
     nodes: Option<NodeWalk<'a>>,
+    /// Candidates' nodes the scope check read (the first `NODES_READ_KEPT_MAX`), for the
+    /// DNs of those returned: not read again.
+    nodes_read: Vec<(EntryId, Node<'a>)>,
 }
+
+/// Most candidate nodes a scope check keeps for the output (a search that checks more
+/// candidates one by one reads the rest again, as it did all of them before).
+const NODES_READ_KEPT_MAX: usize = 16;
 
 /// Whether any leaf of `filter` applies to `attr`.
 fn filter_mentions(filter: &PreparedFilter, attr: AttrId) -> bool {
@@ -710,12 +717,13 @@ impl ReadTxn {
     }
 
     /// Resolves the candidates of a search within its scope. Returns the source to iterate.
-    fn scoped_candidates(
-        &self,
+    fn scoped_candidates<'t>(
+        &'t self,
         spec: &SearchSpec,
         base: EntryId,
         memo: &mut CandidateMemo,
-    ) -> Result<CandidateSource<'_>, LdapError> {
+        nodes_read: &mut Vec<(EntryId, Node<'t>)>,
+    ) -> Result<CandidateSource<'t>, LdapError> {
         let candidates = self.filter_candidates_with(&spec.filter, memo)?;
         let base_node = require_node(&self.inner, self.txn(), base)?;
         Ok(match spec.scope {
@@ -770,8 +778,11 @@ impl ReadTxn {
                     Some(candidates) => {
                         let mut ids = RoaringBitmap::new();
                         for id in &candidates {
-                            if self.is_within(id, base)? {
+                            if let Some(node) = self.node_if_within(id, base)? {
                                 ids.insert(id);
+                                if nodes_read.len() < NODES_READ_KEPT_MAX {
+                                    nodes_read.push((id, node));
+                                }
                             }
                         }
                         CandidateSource::Ids(ids)
@@ -795,7 +806,8 @@ impl ReadTxn {
         base: EntryId,
         mut memo: CandidateMemo,
     ) -> Result<SearchCursor<'a>, LdapError> {
-        let source = self.scoped_candidates(spec, base, &mut memo)?;
+        let mut nodes_read = Vec::new();
+        let source = self.scoped_candidates(spec, base, &mut memo, &mut nodes_read)?;
         let filter_uses_entry_dn = self
             .schema()
             .known_attributes()
@@ -825,6 +837,7 @@ impl ReadTxn {
             last_position: None,
             filter_uses_entry_dn,
             stop: None,
+            nodes_read,
         })
     }
 
@@ -832,7 +845,12 @@ impl ReadTxn {
     pub fn search_candidates(&self, spec: &SearchSpec) -> Result<RoaringBitmap, LdapError> {
         let base = self.normalized_dn_to_id(&spec.base)?;
         Ok(
-            match self.scoped_candidates(spec, base, &mut CandidateMemo::default())? {
+            match self.scoped_candidates(
+                spec,
+                base,
+                &mut CandidateMemo::default(),
+                &mut Vec::new(),
+            )? {
                 CandidateSource::Ids(ids) => ids,
                 CandidateSource::Sequential { .. } => subtree_ids(&self.inner, self.txn(), base)?,
             },
@@ -1079,10 +1097,15 @@ impl<'a> SearchCursor<'a> {
             };
             if self.spec.filter.evaluate(&entry).is_true() {
                 let read: &'a ReadTxn = self.read;
+                let known = || {
+                    let found = self.nodes_read.iter().find(|(known, _)| *known == id);
+                    found.map(|(_, node)| *node)
+                };
                 let entry = match self
                     .nodes
                     .as_mut()
                     .and_then(|nodes| nodes.node_of(read, id))
+                    .or_else(known)
                 {
                     Some(node) => entry.with_node(node),
                     None => entry,
