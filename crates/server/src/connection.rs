@@ -66,15 +66,17 @@ pub async fn run(
         settings.running_operations_per_connection_max,
     ));
     let mut last_activity = Instant::now();
+    // Zero = never idle out; the branch is then disabled and the deadline unused.
+    let idle_timeout = settings
+        .idle_timeout
+        .min(std::time::Duration::from_secs(86_400 * 365));
+    // One timer for the connection's life, re-armed only when it fires early (activity since):
+    // a timer made per request cost a timer-wheel insert and removal on every operation.
+    let idle =
+        tokio::time::sleep_until(tokio::time::Instant::from_std(last_activity + idle_timeout));
+    tokio::pin!(idle);
 
     let ending = loop {
-        // Zero = never idle out; the branch is then disabled and the deadline unused.
-        let idle_deadline = tokio::time::Instant::from_std(
-            last_activity
-                + settings
-                    .idle_timeout
-                    .min(std::time::Duration::from_secs(86_400 * 365)),
-        );
         tokio::select! {
             biased;
             changed = shutdown.changed() => {
@@ -166,8 +168,12 @@ pub async fn run(
                     }
                 }
             }
-            _ = tokio::time::sleep_until(idle_deadline), if outstanding.is_empty() && !settings.idle_timeout.is_zero() => {
-                break Ending::Notice(code::UNAVAILABLE, format!("idle for {} seconds", settings.idle_timeout.as_secs()));
+            () = &mut idle, if outstanding.is_empty() && !settings.idle_timeout.is_zero() => {
+                let deadline = last_activity + idle_timeout;
+                if Instant::now() >= deadline {
+                    break Ending::Notice(code::UNAVAILABLE, format!("idle for {} seconds", settings.idle_timeout.as_secs()));
+                }
+                idle.as_mut().reset(tokio::time::Instant::from_std(deadline));
             }
         }
     };

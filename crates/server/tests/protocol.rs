@@ -360,6 +360,25 @@ fn idle_connections_are_closed_with_a_notice() {
     assert!(contains(&received, b"idle"));
 }
 
+/// The idle timer is one per connection, re-armed when it fires after activity: a client
+/// active more often than the timeout stays connected through several timeouts, and is closed
+/// once it stops.
+#[test]
+fn active_connections_outlive_the_idle_timeout_and_idle_ones_do_not() {
+    let server = TestServer::start(|settings| settings.idle_timeout = Duration::from_millis(600));
+    let mut connection = connect(&server);
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(2_400) {
+        assert_eq!(whoami(&mut connection), "", "still connected while active");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    std::thread::sleep(Duration::from_millis(2_000));
+    assert!(
+        connection.extended(WhoAmI).is_err(),
+        "closed after a whole timeout without activity"
+    );
+}
+
 #[test]
 fn shutdown_sends_a_notice_to_connected_clients() {
     let mut server = TestServer::start(|_| {});
