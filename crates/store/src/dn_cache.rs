@@ -1,5 +1,6 @@
 //! The DN tree as recent read txns found it, kept per thread across read txns: the IDs of
-//! search bases and the DNs of the entries above returned ones.
+//! the DNs looked up (search bases, bind DNs and their parents) and the DNs of the entries
+//! above returned ones.
 //!
 //! A search resolves its base (a `dn2id` read per RDN below the suffix) and builds each
 //! returned entry's DN from its parents' nodes (an `id2node` read per level). Bases and
@@ -25,7 +26,7 @@ use crate::layout::EntryId;
 /// Slots for entry DNs (parents of returned entries).
 const DN_SLOTS: usize = 256;
 /// Slots for resolved bases (normalized DN → ID).
-const BASE_SLOTS: usize = 64;
+const BASE_SLOTS: usize = 256;
 /// Longest DN kept (each form): longer ones are rebuilt from the tree each time.
 pub(crate) const CACHED_DN_BYTES_MAX: usize = 512;
 

@@ -588,7 +588,23 @@ impl ReadTxn {
         if let Some(id) = crate::dn_cache::base_id(&self.tree, normalized) {
             return Ok(id);
         }
-        match lookup_rdns(&self.inner, &self.txn, &rdns)?.found {
+        let found = match self.inner.place_dn(&rdns) {
+            // Below the suffix entry: the parent through the cache (resolved and kept there
+            // on a miss), then the one dn2id row of the first RDN. A bind DN or a search base
+            // under a known parent costs one row read.
+            DnPlacement::UnderSuffix { below_suffix_rdns } if below_suffix_rdns >= 1 => {
+                match self.normalized_dn_to_id(&normalized[rdns[0].len() + 1..]) {
+                    Ok(parent) => {
+                        let mut key = Vec::with_capacity(64);
+                        layout::encode_dn2id_key(parent, rdns[0].as_bytes(), &mut key);
+                        get_id(self.inner.databases.dn2id, &self.txn, &key)?
+                    }
+                    Err(_) => None,
+                }
+            }
+            _ => lookup_rdns(&self.inner, &self.txn, &rdns)?.found,
+        };
+        match found {
             Some(id) => {
                 crate::dn_cache::keep_base(&self.tree, normalized, id);
                 Ok(id)

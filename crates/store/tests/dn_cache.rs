@@ -153,3 +153,30 @@ fn an_older_snapshot_is_not_given_an_entry_a_newer_one_found() {
         Err(ResultCode::NoSuchObject)
     );
 }
+
+#[test]
+fn a_missing_entry_under_a_cached_parent_is_no_such_object_naming_the_deepest_ancestor() {
+    let (_temporary, store) = populated();
+    let read = store.read().unwrap();
+    let people = format!("ou=people,{SUFFIX}");
+    for missing in [
+        format!("uid=nobody,{people}"),
+        format!("uid=nobody,ou=nowhere,{people}"),
+    ] {
+        // Twice: the second time the parents come from the cache.
+        for _ in 0..2 {
+            let normalized = store.schema().normalize_dn_str(&missing).unwrap();
+            let error = read.normalized_dn_to_id(&normalized).unwrap_err();
+            assert_eq!(error.code, ResultCode::NoSuchObject, "{missing}");
+            assert_eq!(
+                error.matched_dn.as_deref(),
+                Some(people.as_str()),
+                "{missing}"
+            );
+        }
+    }
+    assert_eq!(
+        resolve(&read, &store, &person_dn(7)),
+        Ok(read.dn_to_id(&person_dn(7)).unwrap())
+    );
+}
