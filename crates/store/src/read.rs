@@ -312,6 +312,18 @@ pub(crate) fn is_within(
     id: EntryId,
     ancestor: EntryId,
 ) -> Result<bool, LdapError> {
+    walks_up_to(id, ancestor, |current| {
+        Ok(read_node(inner, txn, current)?.map(|node| node.parent))
+    })
+}
+
+/// Whether the parent chain from `id` (as `parent_of` gives it; None: no such entry) meets
+/// `ancestor` before the root.
+fn walks_up_to(
+    id: EntryId,
+    ancestor: EntryId,
+    mut parent_of: impl FnMut(EntryId) -> Result<Option<EntryId>, LdapError>,
+) -> Result<bool, LdapError> {
     let mut current = id;
     for _ in 0..TREE_DEPTH_MAX {
         if current == ancestor {
@@ -320,8 +332,8 @@ pub(crate) fn is_within(
         if current == ROOT_PARENT_ID {
             return Ok(false);
         }
-        current = match read_node(inner, txn, current)? {
-            Some(node) => node.parent,
+        current = match parent_of(current)? {
+            Some(parent) => parent,
             None => return Ok(false),
         };
     }
@@ -780,25 +792,12 @@ impl ReadTxn {
     /// Whether `id` lies in the subtree of `ancestor` (itself included): the parent links of
     /// entries this thread's DN cache holds are not read again.
     pub fn is_within(&self, id: EntryId, ancestor: EntryId) -> Result<bool, LdapError> {
-        let mut current = id;
-        for _ in 0..TREE_DEPTH_MAX {
-            if current == ancestor {
-                return Ok(true);
+        walks_up_to(id, ancestor, |current| {
+            match crate::dn_cache::with_dn(&self.tree, current, |dn| dn.parent) {
+                Some(parent) => Ok(Some(parent)),
+                None => Ok(read_node(&self.inner, &self.txn, current)?.map(|node| node.parent)),
             }
-            if current == ROOT_PARENT_ID {
-                return Ok(false);
-            }
-            current = match crate::dn_cache::with_dn(&self.tree, current, |dn| dn.parent) {
-                Some(parent) => parent,
-                None => match read_node(&self.inner, &self.txn, current)? {
-                    Some(node) => node.parent,
-                    None => return Ok(false),
-                },
-            };
-        }
-        Err(corrupt(format!(
-            "entry {id}: parent chain deeper than {TREE_DEPTH_MAX}"
-        )))
+        })
     }
 
     pub fn parent_of(&self, id: EntryId) -> Result<Option<EntryId>, LdapError> {

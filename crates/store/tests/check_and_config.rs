@@ -152,15 +152,7 @@ fn indexes_added_to_an_open_store_are_built_used_and_maintained() {
     let uid = store.schema().attribute("uid").unwrap();
     assert!(store.indexed_kinds(given_name).is_empty());
     let search = |read: &lmdir_store::ReadTxn, filter: &str| -> Vec<u32> {
-        let spec = SearchSpec {
-            base: SUFFIX.to_string(),
-            scope: Scope::Sub,
-            filter: store
-                .schema()
-                .prepare_filter(&Filter::parse(filter, 8).unwrap()),
-            size_limit: 0,
-            lookthrough_limit: 0,
-        };
+        let spec = search_spec(&store, SUFFIX, Scope::Sub, filter);
         read.search(&spec)
             .unwrap()
             .map(|result| result.unwrap().0)

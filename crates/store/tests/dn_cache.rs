@@ -6,20 +6,13 @@
 mod common;
 
 use common::*;
-use lmdir_schema::{Filter, ResultCode};
-use lmdir_store::{ReadTxn, Scope, SearchSpec, Store};
+use lmdir_schema::ResultCode;
+use lmdir_store::{ReadTxn, Scope, Store};
 
 /// The DNs of the entries `filter` finds under `base` in `read`'s snapshot.
 fn found_dns(read: &ReadTxn, store: &Store, base: &str, filter: &str) -> Vec<String> {
-    let spec = SearchSpec {
-        base: store.schema().normalize_dn_str(base).unwrap(),
-        scope: Scope::Sub,
-        filter: store
-            .schema()
-            .prepare_filter(&Filter::parse(filter, 8).unwrap()),
-        size_limit: 0,
-        lookthrough_limit: 0,
-    };
+    let base = store.schema().normalize_dn_str(base).unwrap();
+    let spec = search_spec(store, &base, Scope::Sub, filter);
     read.search(&spec)
         .unwrap()
         .map(|found| found.unwrap().1.dn().unwrap())

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use lmdir_schema::{Dn, Entry, Filter, OwnedEntryView, Schema};
-use lmdir_store::{IndexKind, Scope, Store, StoreOptions, WriteContext};
+use lmdir_store::{IndexKind, Scope, SearchSpec, Store, StoreOptions, WriteContext};
 
 pub const SUFFIX: &str = "dc=example,dc=com";
 
@@ -238,9 +238,9 @@ impl Oracle {
     }
 }
 
-/// The IDs a store search of `filter` under `base` returns, in the order it returns them.
-pub fn search_ids(store: &Store, base: &str, scope: Scope, filter: &str) -> Vec<u32> {
-    let spec = lmdir_store::SearchSpec {
+/// A search of `filter` under `base` (normalized), without limits.
+pub fn search_spec(store: &Store, base: &str, scope: Scope, filter: &str) -> SearchSpec {
+    SearchSpec {
         base: base.to_string(),
         scope,
         filter: store
@@ -248,7 +248,12 @@ pub fn search_ids(store: &Store, base: &str, scope: Scope, filter: &str) -> Vec<
             .prepare_filter(&Filter::parse(filter, 8).unwrap()),
         size_limit: 0,
         lookthrough_limit: 0,
-    };
+    }
+}
+
+/// The IDs a store search of `filter` under `base` returns, in the order it returns them.
+pub fn search_ids(store: &Store, base: &str, scope: Scope, filter: &str) -> Vec<u32> {
+    let spec = search_spec(store, base, scope, filter);
     let read = store.read().unwrap();
     let ids = read
         .search(&spec)
