@@ -597,32 +597,39 @@ impl ReadTxn {
         if rdns.len() > lmdir_schema::DN_RDN_COUNT_MAX {
             return self.dn_to_id(normalized);
         }
-        if let Some(id) = crate::dn_cache::base_id(&self.tree, normalized) {
-            return Ok(id);
+        match self.cached_lookup(normalized, &rdns)? {
+            Some(id) => Ok(id),
+            None => self.dn_to_id(normalized),
         }
-        let found = match self.inner.place_dn(&rdns) {
-            // Below the suffix entry: the parent through the cache (resolved and kept there
-            // on a miss), then the one dn2id row of the first RDN. A bind DN or a search base
-            // under a known parent costs one row read.
+    }
+
+    /// The entry `normalized` (split into `rdns`) names, through the DN cache: below the
+    /// suffix entry, its parent's ID (from the cache, or looked up the same way and kept),
+    /// then the one dn2id row of the first RDN; a bind DN or a search base under a known
+    /// parent costs one row read. None when there is no such entry (or the text is not in
+    /// normalized form): only the caller builds the noSuchObject, once.
+    fn cached_lookup(&self, normalized: &str, rdns: &[&str]) -> Result<Option<EntryId>, LdapError> {
+        if let Some(id) = crate::dn_cache::base_id(&self.tree, normalized) {
+            return Ok(Some(id));
+        }
+        let found = match self.inner.place_dn(rdns) {
             DnPlacement::UnderSuffix { below_suffix_rdns } if below_suffix_rdns >= 1 => {
-                match self.normalized_dn_to_id(&normalized[rdns[0].len() + 1..]) {
-                    Ok(parent) => {
+                let parent_dn = &normalized[rdns[0].len() + 1..];
+                match self.cached_lookup(parent_dn, &rdns[1..])? {
+                    Some(parent) => {
                         let mut key = Vec::with_capacity(64);
                         layout::encode_dn2id_key(parent, rdns[0].as_bytes(), &mut key);
                         get_id(self.inner.databases.dn2id, &self.txn, &key)?
                     }
-                    Err(_) => None,
+                    None => None,
                 }
             }
-            _ => lookup_rdns(&self.inner, &self.txn, &rdns)?.found,
+            _ => lookup_rdns(&self.inner, &self.txn, rdns)?.found,
         };
-        match found {
-            Some(id) => {
-                crate::dn_cache::keep_base(&self.tree, normalized, id);
-                Ok(id)
-            }
-            None => self.dn_to_id(normalized),
+        if let Some(id) = found {
+            crate::dn_cache::keep_base(&self.tree, normalized, id);
         }
+        Ok(found)
     }
 
     pub fn dn_to_id_parsed(&self, dn: &Dn) -> Result<EntryId, LdapError> {

@@ -152,9 +152,11 @@ fn a_missing_entry_under_a_cached_parent_is_no_such_object_naming_the_deepest_an
     let (_temporary, store) = populated();
     let read = store.read().unwrap();
     let people = format!("ou=people,{SUFFIX}");
+    let deep: String = (0..10).map(|level| format!("ou=missing{level},")).collect();
     for missing in [
         format!("uid=nobody,{people}"),
         format!("uid=nobody,ou=nowhere,{people}"),
+        format!("{deep}{people}"),
     ] {
         // Twice: the second time the parents come from the cache.
         for _ in 0..2 {
