@@ -104,13 +104,8 @@ fn dn_slot(id: EntryId) -> usize {
 }
 
 fn base_slot(normalized: &str) -> usize {
-    // FNV-1a: short keys, no need for a keyed hash (the slot only picks what to replace).
-    let hash = normalized
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
-    hash as usize % BASE_SLOTS
+    // The store's hash of bytes (index keys use it); the slot only picks what to replace.
+    u64::from_be_bytes(crate::layout::hash_bytes(normalized.as_bytes())) as usize % BASE_SLOTS
 }
 
 /// Calls `use_dn` with the cached DN of `id` when `view`'s snapshot holds it.

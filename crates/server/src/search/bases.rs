@@ -26,10 +26,7 @@ thread_local! {
 }
 
 fn slot(base: &str) -> usize {
-    let hash = base.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    hash as usize % SLOTS
+    u64::from_be_bytes(lmdir_store::layout::hash_bytes(base.as_bytes())) as usize % SLOTS
 }
 
 /// `base` normalized by `schema` (`Schema::normalize_dn_str`), from this thread's cache when

@@ -121,9 +121,7 @@ impl PreparedSearch {
         let Some(database) = database_of(server) else {
             return prepared;
         };
-        prepared.normalized_base = Some(
-            bases::normalized_base(&database.schema(), &request.base).map_err(OperationError::from),
-        );
+        prepared.normalized_base = Some(normalized_base(database, request));
         if request.filter.as_bytes().len() > INLINE_SEARCH_FILTER_BYTES_MAX {
             return prepared;
         }
@@ -168,6 +166,11 @@ impl Database {
         matches!(count, Ok(Some(count)) if count <= INLINE_SEARCH_CANDIDATES_MAX)
             .then_some((read, memo))
     }
+}
+
+/// The search's base DN normalized (once per thread and schema: `bases`).
+fn normalized_base(database: &Database, request: &SearchRequest) -> Result<String, OperationError> {
+    bases::normalized_base(&database.schema(), &request.base).map_err(OperationError::from)
 }
 
 /// The filter of a search, converted now unless `PreparedSearch` did it already.
@@ -218,9 +221,8 @@ pub async fn search(
         normalized_base,
         small,
     } = prepared;
-    let normalized_base = normalized_base.unwrap_or_else(|| {
-        bases::normalized_base(&database.schema(), &request.base).map_err(OperationError::from)
-    });
+    let normalized_base =
+        normalized_base.unwrap_or_else(|| self::normalized_base(database, request));
     let base = normalized_base.as_deref().ok();
     let requested = (selection, controls.matched_values.as_deref());
     let special =
