@@ -5,7 +5,7 @@
 use crate::identity::Identity;
 use crate::ppolicy::StateUpdate;
 use lmdir_access::password::Scheme;
-use lmdir_schema::{Entry, Filter, LdapError, Modification};
+use lmdir_schema::{AttrId, Entry, Filter, LdapError, ModOp, Modification, Schema};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -38,6 +38,45 @@ pub(crate) enum WriteRequest {
     /// The updates of one LDAP transaction (RFC 5805), applied in order in one writer
     /// transaction: all of them commit or none does.
     Transaction(TransactionUpdates),
+}
+
+/// Most values a point change carries (`WriteRequest::is_point_change`). Each value of a
+/// membership attribute also rewrites one member entry (~0.1-0.3 ms), so this bounds such a
+/// change to a few milliseconds.
+pub(crate) const POINT_CHANGE_VALUES_MAX: usize = 32;
+
+impl WriteRequest {
+    /// Whether this is a point change, whose work is bounded by the values it names: an add,
+    /// or a modify that only adds, deletes listed values or increments (a replace, or a delete
+    /// of a whole attribute, may drop a million member values), with at most
+    /// `POINT_CHANGE_VALUES_MAX` values, none of them of `password` (hashed and checked against
+    /// the password policy in the writer: milliseconds for a slow scheme).
+    pub(crate) fn is_point_change(&self, schema: &Schema, password: Option<AttrId>) -> bool {
+        let is_password = |description: &str| {
+            let type_name = description.split(';').next().unwrap_or(description);
+            password.is_some() && schema.attribute(type_name) == password
+        };
+        match self {
+            WriteRequest::Add(entry) => {
+                let values: usize = entry.attributes.iter().map(|a| a.values.len()).sum();
+                values <= POINT_CHANGE_VALUES_MAX
+                    && !entry.attributes.iter().any(|a| is_password(&a.description))
+            }
+            WriteRequest::Modify(_, modifications) => {
+                let values: usize = modifications.iter().map(|m| m.values.len()).sum();
+                let each_lists_values = modifications.iter().all(|modification| {
+                    !modification.values.is_empty()
+                        && matches!(
+                            modification.op,
+                            ModOp::Add | ModOp::Delete | ModOp::Increment
+                        )
+                        && !is_password(&modification.description)
+                });
+                values <= POINT_CHANGE_VALUES_MAX && each_lists_values
+            }
+            _ => false,
+        }
+    }
 }
 
 /// An LDAP transaction's updates, and where the writer says which one failed.
@@ -93,4 +132,62 @@ pub(crate) struct Update {
 pub(crate) struct WriteJob {
     pub update: Update,
     pub reply: oneshot::Sender<Result<(), LdapError>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lmdir_schema::{Attribute, Dn};
+
+    fn modify(op: ModOp, description: &str, count: usize) -> WriteRequest {
+        let values = (0..count).map(|i| format!("uid=u{i},dc=example,dc=com").into_bytes());
+        WriteRequest::Modify(
+            "cn=big,dc=example,dc=com".to_string(),
+            vec![Modification {
+                op,
+                description: description.to_string(),
+                values: values.collect(),
+            }],
+        )
+    }
+
+    #[test]
+    fn point_changes_name_few_values_and_never_a_password() {
+        let schema = Schema::builtin();
+        let password = schema.attribute("userPassword");
+        let point = |request: &WriteRequest| request.is_point_change(&schema, password);
+        assert!(point(&modify(ModOp::Add, "member", 1)));
+        assert!(point(&modify(ModOp::Delete, "member", 1)));
+        assert!(point(&modify(
+            ModOp::Add,
+            "member",
+            POINT_CHANGE_VALUES_MAX
+        )));
+        assert!(!point(&modify(
+            ModOp::Add,
+            "member",
+            POINT_CHANGE_VALUES_MAX + 1
+        )));
+        // A replace or a delete of the whole attribute may drop every value there is.
+        assert!(!point(&modify(ModOp::Replace, "member", 1)));
+        assert!(!point(&modify(ModOp::Delete, "member", 0)));
+        // Hashing and the password policy run in the writer, whatever the spelling.
+        assert!(!point(&modify(ModOp::Add, "userPassword", 1)));
+        assert!(!point(&modify(ModOp::Add, "USERPASSWORD;binary", 1)));
+        assert!(!point(&modify(ModOp::Add, "2.5.4.35", 1)));
+        let mut entry = Entry::new(Dn::parse("uid=new,dc=example,dc=com").unwrap());
+        entry.attributes.push(Attribute {
+            description: "uid".to_string(),
+            values: vec![b"new".to_vec()],
+        });
+        assert!(point(&WriteRequest::Add(entry.clone())));
+        entry.attributes.push(Attribute {
+            description: "userPassword".to_string(),
+            values: vec![b"secret".to_vec()],
+        });
+        assert!(!point(&WriteRequest::Add(entry)));
+        assert!(!point(&WriteRequest::Delete(
+            "uid=u1,dc=example,dc=com".to_string()
+        )));
+    }
 }

@@ -244,15 +244,22 @@ impl Inner {
         }
     }
 
-    /// Doubles the map when more than half of it is used. Called by the writer before it
-    /// opens its txn (so no write txn is open). Returns whether the map grew.
-    pub(crate) fn grow_map_if_needed(&self) -> Result<bool, StoreError> {
+    /// Whether more than half of the map is used: the next write txn first grows the map,
+    /// waiting for every read txn to end.
+    pub(crate) fn map_growth_due(&self) -> bool {
         let info = self.env.info();
         let page_size_bytes = self.env.unnamed_database_stat().page_size as usize;
         let used_bytes = (info.last_page_number + 1).saturating_mul(page_size_bytes);
-        if used_bytes.saturating_mul(2) <= info.map_size {
+        used_bytes.saturating_mul(2) > info.map_size
+    }
+
+    /// Doubles the map when more than half of it is used. Called by the writer before it
+    /// opens its txn (so no write txn is open). Returns whether the map grew.
+    pub(crate) fn grow_map_if_needed(&self) -> Result<bool, StoreError> {
+        if !self.map_growth_due() {
             return Ok(false);
         }
+        let info = self.env.info();
         let new_size = info.map_size.checked_mul(2).ok_or_else(|| {
             StoreError::Config(format!(
                 "map of {} bytes is full and cannot double",
@@ -896,6 +903,12 @@ impl Store {
 
     pub fn options(&self) -> &StoreOptions {
         &self.inner.options
+    }
+
+    /// Whether the next write txn will first grow the map, which waits (up to
+    /// `MAP_GROWTH_WAIT`) for every read txn of this process to end.
+    pub fn map_growth_due(&self) -> bool {
+        self.inner.map_growth_due()
     }
 
     /// The index kinds searches use for `attr` (configured and built).
