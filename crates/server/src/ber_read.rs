@@ -55,9 +55,13 @@ pub fn read_tlv(bytes: &[u8]) -> Option<(Tlv<'_>, &[u8])> {
     ))
 }
 
+/// Room made at once for the elements of a constructed element (more grow the vector).
+const ELEMENTS_EXPECTED: usize = 8;
+
 /// The elements that exactly fill `content` (the content of a constructed element).
 pub fn elements(mut content: &[u8]) -> Option<Vec<Tlv<'_>>> {
-    let mut items = Vec::new();
+    // A SearchRequest has 8 elements: room for them at once instead of growing through 4.
+    let mut items = Vec::with_capacity(ELEMENTS_EXPECTED);
     while !content.is_empty() {
         let (item, rest) = read_tlv(content)?;
         items.push(item);
