@@ -42,9 +42,7 @@ pub fn serve(mut config: Config, config_path: Option<&Path>, no_demo: bool) -> R
         None
     };
     let settings = ServerSettings::from_config(&config).map_err(anyhow::Error::msg)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = lmdir_server::server::runtime()?;
     runtime.block_on(async {
         let database = lmdir_server::Database::open(&config)?;
         let running = lmdir_server::start(settings, Some(database)).await?;

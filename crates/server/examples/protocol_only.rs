@@ -4,7 +4,7 @@
 //! benchmark data's shape with the `cn` the searchrate asks for, then success; other requests
 //! get `unwillingToPerform`; an unbind closes. It decodes only the envelope (message ID and
 //! operation tag), frames with lmdir's own framing and writes with the same BER writer, on
-//! a tokio runtime of as many workers as lmdir's: what is left of lmdir's cost per operation
+//! lmdir's own tokio runtime (`server::runtime`): what is left of lmdir's cost per operation
 //! is the directory's own work.
 //!
 //! Usage: cargo run --release -p lmdir-server --example protocol_only -- 127.0.0.1:PORT
@@ -116,9 +116,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let address = std::env::args()
         .nth(1)
         .ok_or("usage: protocol_only ADDRESS:PORT")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = lmdir_server::server::runtime()?;
     runtime.block_on(async {
         let listener = TcpListener::bind(&address).await?;
         loop {
