@@ -48,7 +48,7 @@ measure() {
       searches = calls["recvfrom"]
       if (searches == 0) { print name ": no searches measured"; exit 1 }
       printf "%s: %.0f searches/s, server CPU %.1f us per search, context switches %.2f,", name, searches / secs, cpu_ms * 1000 / searches, switches / searches
-      printf " per search: writev %.2f recvfrom %.2f epoll_wait %.2f futex %.2f\n", calls["writev"] / searches, 1, calls["epoll_wait"] / searches, calls["futex"] / searches
+      printf " per search: writev %.2f epoll_wait %.2f futex %.2f\n", calls["writev"] / searches, calls["epoll_wait"] / searches, calls["futex"] / searches
     }' "$stat"
   perf report -i "$WORK_DIR/load-profile-$name.data" --no-children --sort dso -g none 2>/dev/null \
     | awk -v name="$name" '/%/ && /kernel/ { print name ": kernel share of the samples " $1 }' || true

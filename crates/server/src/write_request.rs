@@ -52,9 +52,12 @@ impl WriteRequest {
     /// `POINT_CHANGE_VALUES_MAX` values, none of them of `password` (hashed and checked against
     /// the password policy in the writer: milliseconds for a slow scheme).
     pub(crate) fn is_point_change(&self, schema: &Schema, password: Option<AttrId>) -> bool {
+        // An undefined or malformed description is no password (the writer refuses it).
         let is_password = |description: &str| {
-            let type_name = description.split(';').next().unwrap_or(description);
-            password.is_some() && schema.attribute(type_name) == password
+            password.is_some()
+                && schema
+                    .parse_description(description)
+                    .is_ok_and(|parsed| Some(parsed.attr) == password)
         };
         match self {
             WriteRequest::Add(entry) => {
