@@ -538,6 +538,19 @@ pub trait EntryView {
     /// when `visit` returns false.
     fn for_each_attribute(&self, visit: &mut AttributeVisitor<'_>);
 
+    /// As `for_each_attribute`, visiting only the attributes whose type `wanted` accepts (a
+    /// filter item's covered types). A view that can step over the others without decoding
+    /// them (the store's records) overrides it.
+    fn for_each_attribute_of(
+        &self,
+        wanted: &dyn Fn(AttrId) -> bool,
+        visit: &mut AttributeVisitor<'_>,
+    ) {
+        self.for_each_attribute(&mut |attr, options, values| {
+            !wanted(attr) || visit(attr, options, values)
+        });
+    }
+
     /// Calls `visit(attr, value)` for each AVA of the entry's DN (all RDNs), for `:dn:`
     /// extensible matching: the value as the DN spells it and its equality-normalized form (a
     /// rule of another family than the type's own, such as caseExactMatch on `ou`, is applied
@@ -1172,7 +1185,7 @@ impl PreparedFilter {
     pub fn evaluate<V: EntryView + ?Sized>(&self, view: &V) -> Tri {
         self.evaluate_dyn(
             view.entry_id(),
-            &|visit| view.for_each_attribute(visit),
+            &|wanted, visit| view.for_each_attribute_of(wanted, visit),
             &|visit| view.for_each_dn_ava(visit),
             &|attr, options, normalized| view.lookup_normalized(attr, options, normalized),
         )
@@ -1216,7 +1229,8 @@ impl PreparedFilter {
                 options, covered, ..
             } => {
                 let mut found = false;
-                attributes(&mut |attr, value_options, _values| {
+                let wanted = |attr| covered.contains(&attr);
+                attributes(&wanted, &mut |attr, value_options, _values| {
                     found = covered.contains(&attr) && options_match(options, value_options);
                     !found
                 });
@@ -1237,7 +1251,8 @@ impl PreparedFilter {
                 ..
             } => {
                 let mut found = false;
-                attributes(&mut |attr, value_options, values| {
+                let wanted = |attr| covered.iter().any(|coverage| coverage.attr == attr);
+                attributes(&wanted, &mut |attr, value_options, values| {
                     let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr)
                     else {
                         return true;
@@ -1343,8 +1358,11 @@ impl PreparedFilter {
     }
 }
 
-type AttributeWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool)
-    + 'a;
+/// Walks the attributes whose type the first argument accepts (`EntryView::for_each_attribute_of`).
+type AttributeWalker<'a> = dyn Fn(
+        &dyn Fn(AttrId) -> bool,
+        &mut dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool,
+    ) + 'a;
 type DnWalker<'a> = dyn Fn(&mut dyn FnMut(AttrId, StoredValue<'_>) -> bool) + 'a;
 type Lookup<'a> = dyn Fn(AttrId, &[String], &[u8]) -> Option<bool> + 'a;
 
@@ -1367,7 +1385,8 @@ fn any_value(
     test: &mut dyn FnMut(&[u8]) -> bool,
 ) -> Tri {
     let mut found = false;
-    attributes(&mut |attr, value_options, values| {
+    let wanted = |attr| covered.iter().any(|coverage| coverage.attr == attr);
+    attributes(&wanted, &mut |attr, value_options, values| {
         let Some(coverage) = covered.iter().find(|coverage| coverage.attr == attr) else {
             return true;
         };

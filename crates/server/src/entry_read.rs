@@ -334,12 +334,14 @@ pub(crate) fn write_entry_attributes(
     };
     let mut dynamic = dynamic_values(schema, subordinates, id, entry, selection, access)?;
     // `1.1` alone (every authrate search) selects no stored attribute: none is decoded.
-    let stored = selection.may_select_stored().then(|| entry.attributes());
+    // Unselected attributes are stepped over by their description number.
+    let stored = selection.may_select_stored().then(|| {
+        entry.attributes_where(|description| {
+            selection.selects(schema, description.attr, &description.options)
+        })
+    });
     for attribute in stored.into_iter().flatten() {
         let attr = attribute.attr();
-        if !selection.selects(schema, attr, attribute.options()) {
-            continue;
-        }
         if stash_dynamic(&mut dynamic, &attribute) {
             continue;
         }

@@ -590,7 +590,15 @@ async fn verify_old_password(
             .await
             .map(drop)
     };
-    match throttled(server, &context.session, target_dn, check).await {
+    match throttled(
+        server,
+        &context.session,
+        target_dn,
+        Some(&normalized),
+        check,
+    )
+    .await
+    {
         Err(error) if error.code == code::INVALID_CREDENTIALS => Err(unwilling_to_verify()),
         outcome => outcome,
     }
@@ -827,11 +835,15 @@ async fn simple_bind(
             "TLS is required before a simple bind",
         ));
     }
+    // Normalized once: the throttle's key, the rootdn check and the entry's lookup.
+    let normalized = database_of(server).map(|database| database.normalize_dn(dn));
+    let throttle_normalized = normalized.as_ref().and_then(|result| result.as_ref().ok());
     throttled(
         server,
         session,
         dn,
-        check_password(server, dn, password, policy_response),
+        throttle_normalized.map(String::as_str),
+        check_password(server, dn, normalized.clone(), password, policy_response),
     )
     .await
 }
@@ -841,16 +853,24 @@ async fn simple_bind(
 /// client, while the client's own, larger budget still slows guessing across many DNs. Once
 /// either is spent, every check waits first (whatever its outcome, so the wait tells nothing),
 /// and a failure costs a token of both.
+/// `normalized` is `dn` as the database normalizes it, when it does (else the key is `dn`
+/// lowercased).
 pub(crate) async fn throttled<T>(
     server: &ServerContext,
     session: &Session,
     dn: &str,
+    normalized: Option<&str>,
     check: impl std::future::Future<Output = Result<T, OperationError>>,
 ) -> Result<T, OperationError> {
-    let throttle_dn = database_of(server)
-        .and_then(|database| database.normalize_dn(dn).ok())
-        .unwrap_or_else(|| dn.to_ascii_lowercase());
-    let ticket = server.bind_throttle.admit(session.client, &throttle_dn);
+    let lowered;
+    let throttle_dn = match normalized {
+        Some(normalized) => normalized,
+        None => {
+            lowered = dn.to_ascii_lowercase();
+            &lowered
+        }
+    };
+    let ticket = server.bind_throttle.admit(session.client, throttle_dn);
     if !ticket.delay.is_zero() {
         info!(
             "conn={} password check of dn=\"{}\" from {} throttled for {} ms after repeated failures",
@@ -867,17 +887,18 @@ pub(crate) async fn throttled<T>(
 }
 
 /// The identity `dn` binds as with `password`: the rootdn against `rootpw`, anyone else against
-/// their entry's `userPassword`. The DN is normalized once, for the rootdn check, the entry's
-/// lookup and the identity alike.
+/// their entry's `userPassword`. `normalized` is the database's normalization of `dn` (None
+/// without a database), made once by the caller for the throttle, the rootdn check, the
+/// entry's lookup and the identity alike.
 async fn check_password(
     server: &Arc<ServerContext>,
     dn: &str,
+    normalized: Option<Result<String, OperationError>>,
     password: &[u8],
     policy_response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
     let settings = &server.settings();
     let database = database_of(server);
-    let normalized = database.map(|database| database.normalize_dn(dn));
     if !settings.rootpw.is_empty() && names_rootdn(server, dn, normalized.as_ref()) {
         let stored = vec![settings.rootpw.as_bytes().to_vec()];
         return if any_password_matches(stored, password, Some(dn)).await? {

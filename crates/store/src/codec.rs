@@ -13,10 +13,15 @@
 //! copies were 36 % of id2entry's bytes (descriptions of 200..600 characters stored twice), and
 //! dropping them keeps records under LMDB's overflow threshold (~2 KB on 4 KiB pages).
 //!
-//! Version 3 (written when an attribute lives out of line, `layout::is_out_of_line`) is
-//! version 2 with each value count written as `count << 1 | out_of_line`: an out-of-line
-//! attribute keeps only its description number and value count here (a marker), its values
-//! being `id2value` rows (`layout::encode_value_row`).
+//! Version 3 is version 2 with each value count written as `count << 1 | out_of_line`: an
+//! out-of-line attribute (`layout::is_out_of_line`) keeps only its description number and value
+//! count here (a marker), its values being `id2value` rows (`layout::encode_value_row`).
+//!
+//! Version 4 (written today, store format 3) is version 3 with, after an inline attribute's
+//! count, the varint byte length of its values: a walk over the attributes (a filter looking
+//! for `uid`, a reader sending only `cn`, a bind reading `userPassword`) steps over each
+//! attribute in one read instead of reading every value's header. Versions 1 to 3 are still
+//! read (stores of format 2, upgraded in place, keep their records until rewritten).
 //!
 //! Decoding borrows from the input (the LMDB map): no copy. Only a code-1 normalized value is
 //! computed, on demand ([`NormalizedValue`]), into a buffer no longer than its original, so a
@@ -27,9 +32,11 @@ use std::cell::OnceCell;
 
 use crate::layout::{push_varint, read_varint};
 
-/// The version `encode_entry` writes when every attribute is inline.
-pub const ENTRY_FORMAT_VERSION: u8 = 2;
-/// The version `encode_entry` writes when an attribute lives out of line.
+/// The version `encode_entry` writes: attributes carry their values' byte length.
+pub const ENTRY_FORMAT_VERSION: u8 = 4;
+/// Written before version 4 when every attribute was inline; still decoded.
+pub const ENTRY_FORMAT_VERSION_UNCOUNTED: u8 = 2;
+/// Written before version 4 when an attribute lived out of line; still decoded.
 pub const ENTRY_FORMAT_VERSION_OUT_OF_LINE: u8 = 3;
 /// The first format (normalized values always stored when they differ); still decoded.
 pub const ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED: u8 = 1;
@@ -89,41 +96,46 @@ pub fn encode_entry(
             reason: "an out-of-line attribute without values",
         });
     }
-    let marked = attributes
-        .iter()
-        .any(|attribute| attribute.out_of_line.is_some());
-    out.push(match marked {
-        true => ENTRY_FORMAT_VERSION_OUT_OF_LINE,
-        false => ENTRY_FORMAT_VERSION,
-    });
+    out.push(ENTRY_FORMAT_VERSION);
     push_varint(attributes.len() as u64, out);
     for attribute in attributes {
         push_varint(attribute.description_number as u64, out);
         let count = attribute.value_count() as u64;
-        if !marked {
-            push_varint(count, out);
-        } else {
-            push_varint(count << 1 | u64::from(attribute.out_of_line.is_some()), out);
-            if attribute.out_of_line.is_some() {
-                continue;
-            }
-        }
-        for (original, normalized) in attribute.values {
-            push_varint(original.len() as u64, out);
-            if original == normalized {
-                push_varint(CODE_SAME, out);
-                out.extend_from_slice(original);
-            } else if is_ascii_lowercase_of(original, normalized) {
-                push_varint(CODE_ASCII_LOWERCASE, out);
-                out.extend_from_slice(original);
-            } else {
-                push_varint(normalized.len() as u64 + CODE_STORED_OFFSET, out);
-                out.extend_from_slice(original);
-                out.extend_from_slice(normalized);
-            }
+        push_varint(count << 1 | u64::from(attribute.out_of_line.is_some()), out);
+        if attribute.out_of_line.is_none() {
+            encode_counted_values(attribute.values, out);
         }
     }
     Ok(())
+}
+
+/// An inline attribute's values preceded by their byte length (version 4): written first, the
+/// length's varint then rotated in front of them.
+fn encode_counted_values(values: &[(Vec<u8>, Vec<u8>)], out: &mut Vec<u8>) {
+    let start = out.len();
+    encode_values(values, out);
+    let length = (out.len() - start) as u64;
+    let before = out.len();
+    push_varint(length, out);
+    let length_bytes = out.len() - before;
+    out[start..].rotate_right(length_bytes);
+}
+
+fn encode_values(values: &[(Vec<u8>, Vec<u8>)], out: &mut Vec<u8>) {
+    for (original, normalized) in values {
+        push_varint(original.len() as u64, out);
+        if original == normalized {
+            push_varint(CODE_SAME, out);
+            out.extend_from_slice(original);
+        } else if is_ascii_lowercase_of(original, normalized) {
+            push_varint(CODE_ASCII_LOWERCASE, out);
+            out.extend_from_slice(original);
+        } else {
+            push_varint(normalized.len() as u64 + CODE_STORED_OFFSET, out);
+            out.extend_from_slice(original);
+            out.extend_from_slice(normalized);
+        }
+    }
 }
 
 fn is_ascii_lowercase_of(original: &[u8], normalized: &[u8]) -> bool {
@@ -254,6 +266,7 @@ pub struct EncodedEntry<'a> {
     version: u8,
     attribute_count: usize,
     body_start: usize,
+    out_of_line: bool,
 }
 
 impl<'a> EncodedEntry<'a> {
@@ -270,10 +283,10 @@ impl<'a> EncodedEntry<'a> {
         bytes: &'a [u8],
         description_count: u64,
     ) -> Result<EncodedEntry<'a>, CorruptEntry> {
-        let corrupt = |position, reason| CorruptEntry { position, reason };
         let version = match bytes.first() {
             Some(
                 &version @ (ENTRY_FORMAT_VERSION
+                | ENTRY_FORMAT_VERSION_UNCOUNTED
                 | ENTRY_FORMAT_VERSION_EXPLICIT_NORMALIZED
                 | ENTRY_FORMAT_VERSION_OUT_OF_LINE),
             ) => version,
@@ -281,39 +294,20 @@ impl<'a> EncodedEntry<'a> {
         };
         let mut position = 1;
         let attribute_count = read_varint(bytes, &mut position)
-            .ok_or(corrupt(position, "truncated attribute count"))?
+            .ok_or_else(|| corrupt(position, "truncated attribute count"))?
             as usize;
         if attribute_count > ATTRIBUTES_PER_ENTRY_MAX {
             return Err(corrupt(position, "too many attributes"));
         }
         let body_start = position;
+        let record = RecordShape {
+            version,
+            stored_offset: stored_offset(version),
+            description_count,
+        };
+        let mut any_out_of_line = false;
         for _ in 0..attribute_count {
-            let number = read_varint(bytes, &mut position)
-                .ok_or(corrupt(position, "truncated description number"))?;
-            if number > u32::MAX as u64 {
-                return Err(corrupt(position, "description number above u32"));
-            }
-            if number >= description_count {
-                return Err(corrupt(
-                    position,
-                    "description number missing from the description table",
-                ));
-            }
-            let count_field = read_varint(bytes, &mut position)
-                .ok_or(corrupt(position, "truncated value count"))?;
-            let (value_count, out_of_line) = split_count(version, count_field);
-            if value_count > VALUES_PER_ATTRIBUTE_MAX as u64 {
-                return Err(corrupt(position, "too many values"));
-            }
-            if out_of_line {
-                if value_count == 0 {
-                    return Err(corrupt(position, "an out-of-line attribute without values"));
-                }
-                continue;
-            }
-            for _ in 0..value_count {
-                parse_value(version, bytes, &mut position)?;
-            }
+            any_out_of_line |= record.parse_attribute(bytes, &mut position)?;
         }
         if position != bytes.len() {
             return Err(corrupt(position, "trailing bytes"));
@@ -323,6 +317,7 @@ impl<'a> EncodedEntry<'a> {
             version,
             attribute_count,
             body_start,
+            out_of_line: any_out_of_line,
         })
     }
 
@@ -330,12 +325,12 @@ impl<'a> EncodedEntry<'a> {
         self.attribute_count
     }
 
-    /// Whether any attribute lives out of line (format version 3).
+    /// Whether any attribute lives out of line (format versions 3 and 4).
     pub fn has_out_of_line(&self) -> bool {
-        self.version == ENTRY_FORMAT_VERSION_OUT_OF_LINE
+        self.out_of_line
     }
 
-    /// The record's format version (1, 2 or 3).
+    /// The record's format version (1 to 4).
     pub fn version(&self) -> u8 {
         self.version
     }
@@ -351,28 +346,101 @@ impl<'a> EncodedEntry<'a> {
     }
 }
 
-/// A value count field: (count, out of line); only version 3 carries the flag bit.
+/// A value count field: (count, out of line); versions 3 and 4 carry the flag bit.
 #[inline]
 fn split_count(version: u8, field: u64) -> (u64, bool) {
     match version {
-        ENTRY_FORMAT_VERSION_OUT_OF_LINE => (field >> 1, field & 1 == 1),
+        ENTRY_FORMAT_VERSION | ENTRY_FORMAT_VERSION_OUT_OF_LINE => (field >> 1, field & 1 == 1),
         _ => (field, false),
     }
 }
 
-/// Validates one value's header and extent, advancing `position` past it.
-fn parse_value(version: u8, bytes: &[u8], position: &mut usize) -> Result<(), CorruptEntry> {
-    let corrupt = |position, reason| CorruptEntry { position, reason };
+fn corrupt(position: usize, reason: &'static str) -> CorruptEntry {
+    CorruptEntry { position, reason }
+}
+
+/// What validating one record's attributes needs to know of it.
+struct RecordShape {
+    version: u8,
+    stored_offset: u64,
+    description_count: u64,
+}
+
+impl RecordShape {
+    /// Validates one attribute, advancing `position` past it; returns whether it is out of
+    /// line. Run on every entry read (the whole record once, so later walks cannot fail).
+    #[inline(always)]
+    fn parse_attribute(&self, bytes: &[u8], position: &mut usize) -> Result<bool, CorruptEntry> {
+        let number = read_varint(bytes, position)
+            .ok_or_else(|| corrupt(*position, "truncated description number"))?;
+        if number > u32::MAX as u64 {
+            return Err(corrupt(*position, "description number above u32"));
+        }
+        if number >= self.description_count {
+            return Err(corrupt(
+                *position,
+                "description number missing from the description table",
+            ));
+        }
+        let count_field = read_varint(bytes, position)
+            .ok_or_else(|| corrupt(*position, "truncated value count"))?;
+        let (value_count, out_of_line) = split_count(self.version, count_field);
+        if value_count > VALUES_PER_ATTRIBUTE_MAX as u64 {
+            return Err(corrupt(*position, "too many values"));
+        }
+        if out_of_line {
+            if value_count == 0 {
+                return Err(corrupt(
+                    *position,
+                    "an out-of-line attribute without values",
+                ));
+            }
+            return Ok(true);
+        }
+        let counted = self.version == ENTRY_FORMAT_VERSION;
+        let end = match counted {
+            true => parse_values_length(bytes, position)?,
+            false => bytes.len(),
+        };
+        for _ in 0..value_count {
+            parse_value(self.stored_offset, bytes, end, position)?;
+        }
+        if counted && *position != end {
+            return Err(corrupt(*position, "values shorter than their byte length"));
+        }
+        Ok(false)
+    }
+}
+
+/// Validates a version-4 attribute's values byte length, advancing `position` past it;
+/// returns where its values end.
+#[inline(always)]
+fn parse_values_length(bytes: &[u8], position: &mut usize) -> Result<usize, CorruptEntry> {
+    let length = read_varint(bytes, position)
+        .ok_or_else(|| corrupt(*position, "truncated values length"))?;
+    if length > (bytes.len() - *position) as u64 {
+        return Err(corrupt(*position, "values length runs past the record"));
+    }
+    Ok(*position + length as usize)
+}
+
+/// Validates one value's header and extent (within `end`), advancing `position` past it.
+#[inline(always)]
+fn parse_value(
+    stored_offset: u64,
+    bytes: &[u8],
+    end: usize,
+    position: &mut usize,
+) -> Result<(), CorruptEntry> {
     let original_length =
-        read_varint(bytes, position).ok_or(corrupt(*position, "truncated value length"))?;
-    let code =
-        read_varint(bytes, position).ok_or(corrupt(*position, "truncated normalized length"))?;
-    let stored = stored_length(code, stored_offset(version));
+        read_varint(bytes, position).ok_or_else(|| corrupt(*position, "truncated value length"))?;
+    let code = read_varint(bytes, position)
+        .ok_or_else(|| corrupt(*position, "truncated normalized length"))?;
     let total = original_length
-        .checked_add(stored)
-        .ok_or(corrupt(*position, "length overflow"))?;
-    if total > (bytes.len() - *position) as u64 {
-        return Err(corrupt(*position, "value runs past the record"));
+        .checked_add(stored_length(code, stored_offset))
+        .ok_or_else(|| corrupt(*position, "length overflow"))?;
+    if total > end.saturating_sub(*position) as u64 {
+        return Err(corrupt(*position, "value runs past its attribute"));
     }
     *position += total as usize;
     Ok(())
@@ -391,30 +459,66 @@ pub struct EncodedAttributes<'a> {
 impl<'a> Iterator for EncodedAttributes<'a> {
     type Item = EncodedAttribute<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<EncodedAttribute<'a>> {
-        if self.remaining == 0 {
-            return None;
-        }
-        self.remaining -= 1;
-        let description_number = read_varint(self.bytes, &mut self.position)? as u32;
-        let (value_count, out_of_line) =
-            split_count(self.version, read_varint(self.bytes, &mut self.position)?);
-        let value_count = value_count as usize;
-        let values_start = self.position;
-        // Skip the values to position the next attribute.
-        if !out_of_line {
-            for _ in 0..value_count {
-                read_value(self.bytes, self.stored_offset, &mut self.position)?;
+        self.next_where(|_| true)
+    }
+}
+
+impl<'a> EncodedAttributes<'a> {
+    /// The next attribute whose description number `wanted` accepts: the others are stepped
+    /// over without being built (one read of their length in version 4, a walk over their
+    /// values' headers before).
+    #[inline]
+    pub fn next_where(
+        &mut self,
+        mut wanted: impl FnMut(u32) -> bool,
+    ) -> Option<EncodedAttribute<'a>> {
+        while self.remaining > 0 {
+            self.remaining -= 1;
+            let description_number = read_varint(self.bytes, &mut self.position)? as u32;
+            let (value_count, out_of_line) =
+                split_count(self.version, read_varint(self.bytes, &mut self.position)?);
+            let value_count = value_count as usize;
+            if !out_of_line && self.version == ENTRY_FORMAT_VERSION {
+                let length = read_varint(self.bytes, &mut self.position)? as usize;
+                self.position += length;
+                if wanted(description_number) {
+                    return Some(self.attribute(description_number, value_count, false, length));
+                }
+                continue;
+            }
+            let values_start = self.position;
+            if !out_of_line {
+                for _ in 0..value_count {
+                    read_value(self.bytes, self.stored_offset, &mut self.position)?;
+                }
+            }
+            if wanted(description_number) {
+                let length = self.position - values_start;
+                return Some(self.attribute(description_number, value_count, out_of_line, length));
             }
         }
-        Some(EncodedAttribute {
+        None
+    }
+
+    /// The attribute whose values (`length` bytes) end at the current position.
+    #[inline]
+    fn attribute(
+        &self,
+        description_number: u32,
+        value_count: usize,
+        out_of_line: bool,
+        length: usize,
+    ) -> EncodedAttribute<'a> {
+        EncodedAttribute {
             description_number,
             value_count,
             out_of_line,
             bytes: self.bytes,
             stored_offset: self.stored_offset,
-            values_start,
-        })
+            values_start: self.position - length,
+        }
     }
 }
 
@@ -610,13 +714,25 @@ mod tests {
     #[test]
     fn ascii_lowercase_normalized_forms_are_a_code_not_bytes() {
         let bytes = one_attribute(&[(b"Foo".to_vec(), b"foo".to_vec())]);
+        // Version, 1 attribute, number 3, 1 value (count << 1), 5 value bytes, length 3, code.
         assert_eq!(
             bytes,
-            [2, 1, 3, 1, 3, CODE_ASCII_LOWERCASE as u8, b'F', b'o', b'o']
+            [
+                4,
+                1,
+                3,
+                2,
+                5,
+                3,
+                CODE_ASCII_LOWERCASE as u8,
+                b'F',
+                b'o',
+                b'o'
+            ]
         );
         // Not a pure ASCII lowercasing (space folding, non-ASCII case): stored.
         let folded = one_attribute(&[("A  B".into(), "a b".into())]);
-        assert_eq!(folded[5], 3 + CODE_STORED_OFFSET as u8);
+        assert_eq!(folded[6], 3 + CODE_STORED_OFFSET as u8);
         let non_ascii = one_attribute(&[("Ä".into(), "ä".into())]);
         let (_, normalized) = EncodedEntry::parse(&non_ascii)
             .unwrap()
@@ -650,6 +766,104 @@ mod tests {
             ]
         );
         assert!(!attribute.has_computed_normalized());
+    }
+
+    /// Records written before version 4 (no values byte length) read as they did.
+    #[test]
+    fn version_two_and_three_records_still_decode() {
+        // Version 2: number 3 with "Foo"/code 1, number 5 with two values "a", "b".
+        let two = [
+            2, 2, 3, 1, 3, 1, b'F', b'o', b'o', 5, 2, 1, 0, b'a', 1, 0, b'b',
+        ];
+        // Version 3: the same, then number 6 out of line with 7 values (count << 1 | 1).
+        let three = [
+            3, 3, 3, 2, 3, 1, b'F', b'o', b'o', 5, 4, 1, 0, b'a', 1, 0, b'b', 6, 15,
+        ];
+        for (bytes, out_of_line) in [(&two[..], false), (&three[..], true)] {
+            let entry = EncodedEntry::parse(bytes).expect("decodes");
+            assert_eq!(entry.has_out_of_line(), out_of_line);
+            let attributes: Vec<_> = entry.attributes().collect();
+            let numbers: Vec<u32> = attributes.iter().map(|a| a.description_number).collect();
+            assert_eq!(numbers[..2], [3, 5]);
+            let second: Vec<&[u8]> = attributes[1].values().map(|(o, _)| o).collect();
+            assert_eq!(second, [b"a", b"b"]);
+            let (original, normalized) = attributes[0].values().next().unwrap();
+            assert_eq!(
+                (original, normalized.to_vec()),
+                (&b"Foo"[..], b"foo".to_vec())
+            );
+            for cut in 0..bytes.len() {
+                assert!(EncodedEntry::parse(&bytes[..cut]).is_err(), "cut at {cut}");
+            }
+        }
+    }
+
+    /// A version-4 values length must be exactly what its values fill: shorter or longer is
+    /// refused at parse, so the one-step skip of a walk can never land inside a value.
+    #[test]
+    fn a_values_length_that_disagrees_with_the_values_is_refused() {
+        let bytes = one_attribute(&[
+            (b"ab".to_vec(), b"ab".to_vec()),
+            (b"c".to_vec(), b"c".to_vec()),
+        ]);
+        // Version, count, number, count field, length (7), then the values.
+        assert_eq!(bytes[4], 7);
+        assert!(EncodedEntry::parse(&bytes).is_ok());
+        for wrong in [0u8, 3, 6] {
+            let mut shorter = bytes.clone();
+            shorter[4] = wrong;
+            assert!(EncodedEntry::parse(&shorter).is_err(), "length {wrong}");
+        }
+        let mut longer = bytes.clone();
+        longer[4] = 8;
+        longer.push(0);
+        assert!(
+            EncodedEntry::parse(&longer).is_err(),
+            "a byte past the values"
+        );
+    }
+
+    /// The one-step walk of version 4 meets the same attributes and values as the encoder
+    /// was given, inline and out of line mixed.
+    #[test]
+    fn counted_attributes_walk_to_what_was_encoded() {
+        let first = vec![(b"X".to_vec(), b"x".to_vec()); 3];
+        let long: Vec<(Vec<u8>, Vec<u8>)> = (0..40)
+            .map(|index| (vec![b'v'; 10 + index], vec![b'n'; 3]))
+            .collect();
+        let mut bytes = Vec::new();
+        encode_entry(
+            &[
+                AttributeToEncode {
+                    description_number: 1,
+                    values: &first,
+                    out_of_line: None,
+                },
+                AttributeToEncode {
+                    description_number: 2,
+                    values: &[],
+                    out_of_line: Some(9),
+                },
+                AttributeToEncode {
+                    description_number: 300,
+                    values: &long,
+                    out_of_line: None,
+                },
+            ],
+            &mut bytes,
+        )
+        .expect("encodable");
+        let entry = EncodedEntry::parse(&bytes).expect("decodes");
+        let attributes: Vec<_> = entry.attributes().collect();
+        assert_eq!(attributes.len(), 3);
+        assert_eq!(attributes[2].description_number, 300);
+        let values: Vec<(Vec<u8>, Vec<u8>)> = attributes[2]
+            .values()
+            .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+            .collect();
+        assert_eq!(values, long, "a multi-byte values length");
+        assert_eq!(attributes[0].values().count(), 3);
+        assert_eq!(attributes[1].value_count, 9);
     }
 
     #[test]
@@ -751,7 +965,7 @@ mod tests {
             &mut bytes,
         )
         .expect("encodable");
-        assert_eq!(bytes[0], ENTRY_FORMAT_VERSION_OUT_OF_LINE);
+        assert_eq!(bytes[0], ENTRY_FORMAT_VERSION);
         assert_eq!(
             &bytes[bytes.len() - 2..],
             [2, 2 << 1 | 1],

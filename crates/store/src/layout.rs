@@ -40,9 +40,14 @@ pub const META_NEXT_ID: &[u8] = b"next_id";
 pub const META_INDEX_CONFIG: &[u8] = b"index_config";
 /// Description table rows: `desc:` ‖ number (u32 BE) → description string (e.g. `cn;lang-en`).
 pub const META_DESCRIPTION_PREFIX: &[u8] = b"desc:";
-/// The store's on-disk format, refused when it differs. 2: out-of-line values in blocks
-/// (`id2value` rows of many values each); 1 had one `id2value` row per value.
-pub const FORMAT_VERSION: u32 = 2;
+/// The store's on-disk format. 3: entry records of version 4 (each attribute's values byte
+/// length, `codec.rs`); 2: out-of-line values in blocks (`id2value` rows of many values each);
+/// 1 had one `id2value` row per value.
+pub const FORMAT_VERSION: u32 = 3;
+/// The format this build also opens: its records are still read, and a read-write open
+/// upgrades its number to `FORMAT_VERSION` (records written from then on are version 4, which
+/// a build that reads only format 2 cannot read: it refuses the store by number instead).
+pub const FORMAT_VERSION_UPGRADED: u32 = 2;
 
 /// Index kinds (first byte of every index key).
 pub const KIND_EQUALITY: u8 = b'=';

@@ -1135,11 +1135,46 @@ impl<'txn> EntryRef<'txn> {
 
     /// Values of all descriptions of `attr` (any options).
     pub fn values_of(&self, attr: AttrId) -> Vec<(&'txn [u8], Cow<'txn, [u8]>)> {
-        self.attributes()
-            .filter(|attribute| attribute.attr() == attr)
-            .flat_map(|attribute| attribute.values())
-            .map(|(original, normalized)| (original, normalized.to_cow()))
-            .collect()
+        let mut values = Vec::new();
+        for attribute in self.attributes_of(attr) {
+            values.extend(
+                attribute
+                    .values()
+                    .map(|(original, normalized)| (original, normalized.to_cow())),
+            );
+        }
+        values
+    }
+
+    /// The attributes of type `attr` (any options).
+    pub fn attributes_of(&self, attr: AttrId) -> impl Iterator<Item = AttributeRef<'txn>> + 'txn {
+        self.attributes_where(move |description| description.attr == attr)
+    }
+
+    /// The attributes whose description `wanted` accepts: a walk that looks each description
+    /// number up and steps over the refused attributes without building them (one read of
+    /// their length in a version-4 record).
+    pub fn attributes_where<'w>(
+        &self,
+        wanted: impl Fn(&DescriptionInfo) -> bool + 'w,
+    ) -> impl Iterator<Item = AttributeRef<'txn>> + 'w
+    where
+        'txn: 'w,
+    {
+        let read: &'txn ReadTxn = self.read;
+        let descriptions: &'txn DescriptionTable = &read.descriptions;
+        let id = self.id;
+        let mut encoded = self.encoded.attributes();
+        std::iter::from_fn(move || {
+            let encoded =
+                encoded.next_where(|number| descriptions.get(number).is_some_and(&wanted))?;
+            Some(AttributeRef {
+                description: descriptions.get(encoded.description_number)?,
+                encoded,
+                read,
+                id,
+            })
+        })
     }
 
     /// The entry's DN as given (what `ReadTxn::dn_of` answers).
@@ -1180,7 +1215,34 @@ impl EntryView for EntryRef<'_> {
         visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool
                   + '_),
     ) {
-        for attribute in self.attributes() {
+        self.for_each_attribute_of(&|_| true, visit);
+    }
+
+    /// Steps over the attributes `wanted` refuses by their description number alone (one read
+    /// of their length in a version-4 record).
+    fn for_each_attribute_of(
+        &self,
+        wanted: &dyn Fn(AttrId) -> bool,
+        visit: &mut (dyn FnMut(AttrId, &[String], &mut dyn Iterator<Item = StoredValue<'_>>) -> bool
+                  + '_),
+    ) {
+        let descriptions = &self.read.descriptions;
+        let mut encoded = self.encoded.attributes();
+        let of_wanted = |number: u32| {
+            descriptions
+                .get(number)
+                .is_some_and(|description| wanted(description.attr))
+        };
+        while let Some(encoded) = encoded.next_where(of_wanted) {
+            let Some(description) = descriptions.get(encoded.description_number) else {
+                continue;
+            };
+            let attribute = AttributeRef {
+                description,
+                encoded,
+                read: self.read,
+                id: self.id,
+            };
             if attribute.is_out_of_line() {
                 // Stored normalized forms (the key's), streamed.
                 let mut values = attribute
@@ -1213,8 +1275,12 @@ impl EntryView for EntryRef<'_> {
         }
         if self.virtual_entry_dn {
             let schema = self.read.schema();
+            let entry_dn = schema
+                .known_attributes()
+                .entry_dn
+                .filter(|attr| wanted(*attr));
             let (Some(entry_dn), Ok(original), Ok(normalized)) = (
-                schema.known_attributes().entry_dn,
+                entry_dn,
                 self.read.dn_of(self.id),
                 self.read.normalized_dn_of(self.id),
             ) else {
@@ -1246,6 +1312,10 @@ impl EntryView for EntryRef<'_> {
         options: &[String],
         normalized: &[u8],
     ) -> Option<bool> {
+        // Only out-of-line attributes answer here; most records have none (no walk then).
+        if !self.encoded.has_out_of_line() {
+            return None;
+        }
         let attribute = self.attributes().find(|attribute| {
             attribute.is_out_of_line() && attribute.attr() == attr && attribute.options() == options
         })?;

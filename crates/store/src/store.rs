@@ -609,7 +609,12 @@ fn open_existing_databases(
 
 fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
     match stored {
-        Some(bytes) if bytes == layout::FORMAT_VERSION.to_be_bytes() => Ok(()),
+        Some(bytes)
+            if bytes == layout::FORMAT_VERSION.to_be_bytes()
+                || bytes == layout::FORMAT_VERSION_UPGRADED.to_be_bytes() =>
+        {
+            Ok(())
+        }
         Some(bytes) => Err(StoreError::Format(match <[u8; 4]>::try_from(bytes) {
             Ok(number) => format!(
                 "unsupported store format version {} (this build reads version {}; version 1 \
@@ -622,6 +627,28 @@ fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
         })),
         None => Err(StoreError::Format("the store has no format version".into())),
     }
+}
+
+/// A read-write open of a format-2 store marks it format 3 before anything is written: its
+/// records stay readable, the ones written from now on are entry version 4.
+fn upgrade_format_version(
+    meta: RawDatabase,
+    write_txn: &mut heed::RwTxn,
+) -> Result<(), StoreError> {
+    let stored = meta.get(write_txn, layout::META_FORMAT_VERSION)?;
+    if stored == Some(&layout::FORMAT_VERSION_UPGRADED.to_be_bytes()[..]) {
+        meta.put(
+            write_txn,
+            layout::META_FORMAT_VERSION,
+            &layout::FORMAT_VERSION.to_be_bytes(),
+        )?;
+        tracing::info!(
+            "store format {} upgraded to {}: existing records are read as they are",
+            layout::FORMAT_VERSION_UPGRADED,
+            layout::FORMAT_VERSION
+        );
+    }
+    Ok(())
 }
 
 /// The index kinds searches may use, and what differs from the built configuration.
@@ -719,6 +746,7 @@ impl Store {
             )?;
             meta.put(&mut write_txn, layout::META_NEXT_ID, &1u32.to_be_bytes())?;
         }
+        upgrade_format_version(databases.meta, &mut write_txn)?;
         // Searches order parents first from the inverted-link record (`treeorder`).
         crate::inversions::track_inversions_once(
             databases.meta,

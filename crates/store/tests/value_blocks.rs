@@ -284,6 +284,131 @@ fn blocks_thinned_by_deletes_merge() {
     assert_clean(&store);
 }
 
+/// A version-2 record (no values byte lengths) of what a version-4 record holds: what a
+/// format-2 store has on disk.
+fn version_two_record(record: &[u8]) -> Vec<u8> {
+    use lmdir_store::codec::{EncodedEntry, NormalizedValue};
+    fn varint(mut value: u64, out: &mut Vec<u8>) {
+        while value >= 0x80 {
+            out.push(value as u8 | 0x80);
+            value >>= 7;
+        }
+        out.push(value as u8);
+    }
+    let entry = EncodedEntry::parse(record).unwrap();
+    assert!(!entry.has_out_of_line());
+    let mut out = vec![2];
+    varint(entry.attribute_count() as u64, &mut out);
+    for attribute in entry.attributes() {
+        varint(u64::from(attribute.description_number), &mut out);
+        varint(attribute.value_count as u64, &mut out);
+        for (original, normalized) in attribute.values() {
+            varint(original.len() as u64, &mut out);
+            match normalized {
+                NormalizedValue::AsciiLowercaseOf(_) => out.push(1),
+                NormalizedValue::Stored(bytes) if bytes == original => out.push(0),
+                NormalizedValue::Stored(bytes) => varint(bytes.len() as u64 + 2, &mut out),
+            }
+            out.extend_from_slice(original);
+            if let NormalizedValue::Stored(bytes) = normalized {
+                if bytes != original {
+                    out.extend_from_slice(bytes);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A format-2 store (entry records of version 2, no values byte lengths) opens with this build:
+/// its number becomes 3 at the read-write open, its records read and search as before, and a
+/// change rewrites a record as version 4.
+#[test]
+fn a_format_two_store_is_upgraded_in_place_and_its_records_read() {
+    let temporary = tempfile::tempdir().unwrap();
+    let ou = format!("ou=groups,{SUFFIX}");
+    let before = {
+        let store = open(temporary.path());
+        let mut write = store.write().unwrap();
+        for entry in tree() {
+            write.add(&entry, &context()).unwrap();
+        }
+        write.commit().unwrap();
+        let read = store.read().unwrap();
+        let id = read.dn_to_id(&ou).unwrap();
+        let entry = read.entry(id).unwrap().unwrap();
+        let before = entry.to_entry(lmdir_schema::Dn::parse(&ou).unwrap());
+        let key = id.to_be_bytes();
+        let record = store
+            .id2entry_database()
+            .get(read.raw_txn(), &key)
+            .unwrap()
+            .unwrap()
+            .to_vec();
+        drop(read);
+        let mut raw = store.env().write_txn().unwrap();
+        store
+            .id2entry_database()
+            .put(&mut raw, &key, &version_two_record(&record))
+            .unwrap();
+        store
+            .meta_database()
+            .put(&mut raw, layout::META_FORMAT_VERSION, &2u32.to_be_bytes())
+            .unwrap();
+        raw.commit().unwrap();
+        before
+    };
+    let store = open(temporary.path());
+    let read = store.read().unwrap();
+    let version = store
+        .meta_database()
+        .get(read.raw_txn(), layout::META_FORMAT_VERSION)
+        .unwrap()
+        .unwrap()
+        .to_vec();
+    assert_eq!(version, layout::FORMAT_VERSION.to_be_bytes(), "upgraded");
+    let id = read.dn_to_id(&ou).unwrap();
+    let entry = read.entry(id).unwrap().unwrap();
+    assert_eq!(
+        entry.to_entry(lmdir_schema::Dn::parse(&ou).unwrap()),
+        before
+    );
+    let record = store
+        .id2entry_database()
+        .get(read.raw_txn(), &id.to_be_bytes())
+        .unwrap()
+        .unwrap();
+    assert_eq!(record[0], 2, "read as it is, not rewritten");
+    drop(read);
+    let spec = SearchSpec {
+        base: SUFFIX.to_string(),
+        scope: Scope::Sub,
+        filter: store.schema().prepare_filter(
+            &Filter::parse("(&(ou=groups)(objectClass=organizationalUnit))", 8).unwrap(),
+        ),
+        size_limit: 0,
+        lookthrough_limit: 0,
+    };
+    assert_eq!(store.read().unwrap().search(&spec).unwrap().count(), 1);
+    let mut write = store.write().unwrap();
+    let modification = Modification {
+        op: ModOp::Add,
+        description: "description".to_string(),
+        values: vec![b"rewritten".to_vec()],
+    };
+    write.modify(&ou, &[modification], &context()).unwrap();
+    write.commit().unwrap();
+    let read = store.read().unwrap();
+    let record = store
+        .id2entry_database()
+        .get(read.raw_txn(), &id.to_be_bytes())
+        .unwrap()
+        .unwrap();
+    assert_eq!(record[0], lmdir_store::codec::ENTRY_FORMAT_VERSION);
+    drop(read);
+    assert_clean(&store);
+}
+
 /// A store of the format before blocks (one row per value) is refused at open, naming both
 /// format versions, rather than misread.
 #[test]

@@ -81,7 +81,9 @@ async fn bearer_identity(
         .ok_or(Unauthenticated)?;
     let server = &state.server;
     let secret = secret.as_bytes().to_vec();
-    let checked = crate::password::throttled(server, client.session(), &dn, async {
+    let normalized = database_of(server).and_then(|database| database.normalize_dn(&dn).ok());
+    let throttle_key = normalized.as_deref();
+    let checked = crate::password::throttled(server, client.session(), &dn, throttle_key, async {
         let stored = token_hashes(server, &dn)?;
         let matched = crate::password::any_password_matches(stored.1, &secret, Some(&dn)).await?;
         if matched {
