@@ -6,10 +6,12 @@
 # - CPU, context switches and system calls per search (perf stat);
 # - the kernel's share of the server's samples and the top symbols (perf record -e cpu-clock).
 # Run bench/serve-vs-openldap.sh 200000 first (same PROFILE and WORK_DIR), on a quiet machine.
-# Usage: [LMDIR=binary] [SECONDS_MEASURED=5] bench/search-load-profile.sh [PEOPLE]
+# RATE=auth runs the authrate instead; then each figure is per request (a search or a bind).
+# Usage: [LMDIR=binary] [SECONDS_MEASURED=5] [RATE=uid|auth] bench/search-load-profile.sh [PEOPLE]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 SECONDS_MEASURED="${SECONDS_MEASURED:-5}"
+RATE="${RATE:-uid}"
 LMDIR_PORT=3891
 RESPONDER_PORT=3899
 CONFIG="$WORK_DIR/lmdir-serve.toml"
@@ -20,13 +22,17 @@ build_lmdir
 RESPONDER="$REPO_DIR/target/release/examples/protocol_only"
 [ -x "$RESPONDER" ] || (cd "$REPO_DIR" && cargo build --release -p lmdir-server --example protocol_only)
 
-# $1 port: the uid searchrate for 1 warm-up and 3 measured intervals of 5 s, in the background.
+# $1 port: the uid searchrate (RATE=uid) or authrate (RATE=auth: a search and a bind per
+# authentication, each a request below) for 1 warm-up and 3 measured intervals of 5 s, in the
+# background, with serve-vs-openldap.sh's arguments.
 start_rate() {
-  java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher searchrate \
+  local tool=searchrate specific=(--attribute cn)
+  if [ "$RATE" = auth ]; then tool=authrate; specific=(--credentials password); fi
+  java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher "$tool" \
     --hostname 127.0.0.1 --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
     --intervalDuration 5 --numIntervals 3 --warmUpIntervals 1 --csv \
     --baseDN "ou=People,$SUFFIX" --scope sub --filter "(uid=u[0-$((PEOPLE - 1))%0000000])" \
-    --attribute cn --numThreads 8 > "$WORK_DIR/load-profile-rate.csv" 2>&1 &
+    "${specific[@]}" --numThreads 8 > "$WORK_DIR/load-profile-rate.csv" 2>&1 &
   RATE_PID=$!
 }
 
@@ -39,16 +45,16 @@ measure() {
     -p "$pid" -- sleep "$SECONDS_MEASURED" 2> "$stat"
   perf record -q -F 5000 -e cpu-clock -g -p "$pid" -o "$WORK_DIR/load-profile-$name.data" -- sleep 3 2>/dev/null
   wait "$RATE_PID"
-  # Searches in the measured window: the recvfrom count (one request read per search).
+  # Requests in the measured window: the recvfrom count (one read per request).
   awk -F, -v name="$name" -v secs="$SECONDS_MEASURED" '
     $3 == "task-clock" { cpu_ms = $1 }
     $3 == "context-switches" { switches = $1 }
     $3 ~ /sys_enter_/ { sub("syscalls:sys_enter_", "", $3); calls[$3] = $1 }
     END {
-      searches = calls["recvfrom"]
-      if (searches == 0) { print name ": no searches measured"; exit 1 }
-      printf "%s: %.0f searches/s, server CPU %.1f us per search, context switches %.2f,", name, searches / secs, cpu_ms * 1000 / searches, switches / searches
-      printf " per search: writev %.2f epoll_wait %.2f futex %.2f\n", calls["writev"] / searches, calls["epoll_wait"] / searches, calls["futex"] / searches
+      requests = calls["recvfrom"]
+      if (requests == 0) { print name ": no requests measured"; exit 1 }
+      printf "%s: %.0f requests/s, server CPU %.1f us per request, context switches %.2f,", name, requests / secs, cpu_ms * 1000 / requests, switches / requests
+      printf " per request: writev %.2f epoll_wait %.2f futex %.2f\n", calls["writev"] / requests, calls["epoll_wait"] / requests, calls["futex"] / requests
     }' "$stat"
   perf report -i "$WORK_DIR/load-profile-$name.data" --no-children --sort dso -g none 2>/dev/null \
     | awk -v name="$name" '/%/ && /kernel/ { print name ": kernel share of the samples " $1 }' || true
