@@ -617,11 +617,13 @@ fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
         }
         Some(bytes) => Err(StoreError::Format(match <[u8; 4]>::try_from(bytes) {
             Ok(number) => format!(
-                "unsupported store format version {} (this build reads version {}; version 1 \
-                 stores kept one id2value row per out-of-line value): export the directory with \
-                 the build that wrote it and load the LDIF with this one",
+                "unsupported store format version {} (this build reads version {} and upgrades \
+                 version {} in place; version 1 stores kept one id2value row per out-of-line \
+                 value): export the directory with the build that wrote it and load the LDIF \
+                 with this one",
                 u32::from_be_bytes(number),
-                layout::FORMAT_VERSION
+                layout::FORMAT_VERSION,
+                layout::FORMAT_VERSION_UPGRADED
             ),
             Err(_) => format!("malformed store format version {bytes:02x?}"),
         })),
