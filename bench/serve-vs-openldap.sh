@@ -10,6 +10,8 @@
 # RATE_TESTS picks the rate tests (default all four); SCANS=0 skips the full scans. CEILING=1 also
 # runs each rate test against crates/server/examples/protocol_only.rs (no directory behind it:
 # every search answers one entry), the rate this client reaches on this machine with no server work.
+# ROUNDS=n (default 1) runs the rate tests n times, the servers' order swapped every round (ABBA),
+# and reports each server's median: slapd's rates swing ±15 % between runs of a few minutes.
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
 INTERVAL_SECONDS="${2:-5}"
@@ -17,6 +19,7 @@ INTERVALS="${3:-3}"
 RATE_TESTS="${RATE_TESTS:-uid substring auth modify}"
 SCANS="${SCANS:-1}"
 CEILING="${CEILING:-0}"
+ROUNDS="${ROUNDS:-1}"
 OPENLDAP_PORT=3890
 LMDIR_PORT=3891
 CEILING_PORT=3892
@@ -74,17 +77,20 @@ run_rate() {
 # Both servers are up; each test runs against one, then the other, so that a slow phase of the
 # (shared, virtual) machine does not land on one server's whole suite.
 run_rates() {
-  local test name port
-  local names="openldap lmdir"
-  [ "$CEILING" = 1 ] && names="$names ceiling"
-  for test in $RATE_TESTS; do
-    for name in $names; do
-      case "$name" in
-        openldap) port=$OPENLDAP_PORT ;;
-        lmdir) port=$LMDIR_PORT ;;
-        ceiling) port=$CEILING_PORT ;;
-      esac
-      run_rate "$test" "$name" "$port"
+  local test name port round names
+  for round in $(seq 1 "$ROUNDS"); do
+    names="openldap lmdir"
+    [ $((round % 2)) = 0 ] && names="lmdir openldap"
+    [ "$CEILING" = 1 ] && names="$names ceiling"
+    for test in $RATE_TESTS; do
+      for name in $names; do
+        case "$name" in
+          openldap) port=$OPENLDAP_PORT ;;
+          lmdir) port=$LMDIR_PORT ;;
+          ceiling) port=$CEILING_PORT ;;
+        esac
+        run_rate "$test" "$name" "$port"
+      done
     done
   done
 }
@@ -158,8 +164,24 @@ kill "$LMDIR_PID" $CEILING_PID; wait "$LMDIR_PID" 2>/dev/null || true
 stop_slapd "$WORK_DIR/openldap-serve"
 
 printf '\n%s people (profile %s), %s cores, %s; rates are UnboundID "overall" figures\n' "$PEOPLE" "$PROFILE" "$(nproc)" "$(date -u +%F)"
-awk '{ value[$1, $2] = $3; metrics[$2] = 1; order[++n] = $2 }
-     END { printf "%-34s %12s %12s %8s %12s %8s\n", "metric", "OpenLDAP", "lmdir", "ratio", "ceiling", "c/OpenLDAP";
+# Each (server, metric)'s median over its rounds (one value without ROUNDS); with rounds, the
+# per-round ratios are printed first.
+awk -v rounds="$ROUNDS" '
+     function median(name, m,    k, j, t, list) {
+       for (k = 1; k <= count[name, m]; k++) list[k] = runs[name, m, k]
+       for (k = 2; k <= count[name, m]; k++) for (j = k; j > 1 && list[j - 1] > list[j]; j--) {
+         t = list[j]; list[j] = list[j - 1]; list[j - 1] = t }
+       return count[name, m] ? list[int((count[name, m] + 1) / 2)] : ""
+     }
+     { runs[$1, $2, ++count[$1, $2]] = $3; order[++n] = $2 }
+     END { for (i = 1; i <= n; i++) { m = order[i]; if (listed[m]++ || rounds < 2) continue;
+             printf "%-34s per round:", m
+             for (k = 1; k <= count["lmdir", m]; k++) {
+               o = runs["openldap", m, k]; l = runs["lmdir", m, k]
+               printf " %.2fx", (m ~ /seconds/) ? (l > 0 ? o / l : 0) : (o > 0 ? l / o : 0) }
+             printf "\n" }
+           for (key in count) { split(key, part, SUBSEP); value[part[1], part[2]] = median(part[1], part[2]) }
+           printf "%-34s %12s %12s %8s %12s %8s\n", "metric", "OpenLDAP", "lmdir", "ratio", "ceiling", "c/OpenLDAP";
            for (i = 1; i <= n; i++) { m = order[i]; if (seen[m]++) continue;
              o = value["openldap", m]; l = value["lmdir", m]; c = value["ceiling", m];
              ratio = (m ~ /seconds/) ? (l > 0 ? o / l : 0) : (o > 0 ? l / o : 0);
