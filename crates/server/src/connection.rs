@@ -56,6 +56,7 @@ pub async fn run(
     let mut framed = Framed::new(stream, pdu_codec(settings, &session.identity));
     // Bounded so a client that stops reading slows its own searches down instead of growing memory.
     let (sender, mut receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
+    let mut inline = InlineQueue::new();
     let mut outstanding: HashMap<i32, Outstanding> = HashMap::new();
     // Cancel requests waiting for their target to finish: target message ID → Cancel's ID.
     let mut pending_cancels: HashMap<i32, i32> = HashMap::new();
@@ -161,7 +162,7 @@ pub async fn run(
                     }
                     operation => {
                         let started = OperationStart { message_id: message.msgid, operation_id, controls: message.controls, operation };
-                        if let Err(ending) = start_operation(&context, &session, &mut framed, &mut outstanding, &mut pending_cancels, &sender, &running, started).await {
+                        if let Err(ending) = start_operation(&context, &session, &mut framed, &mut outstanding, &mut pending_cancels, &sender, &mut inline, &running, started).await {
                             break ending;
                         }
                         last_activity = Instant::now();
@@ -314,6 +315,7 @@ async fn start_operation(
     outstanding: &mut HashMap<i32, Outstanding>,
     pending_cancels: &mut HashMap<i32, i32>,
     sender: &mpsc::Sender<Outgoing>,
+    inline: &mut InlineQueue,
     running: &Arc<tokio::sync::Semaphore>,
     start: OperationStart,
 ) -> Result<(), Ending> {
@@ -369,6 +371,7 @@ async fn start_operation(
             framed,
             outstanding,
             pending_cancels,
+            inline,
             operation_context,
             operation,
             prepared,
@@ -402,42 +405,81 @@ async fn start_operation(
     Ok(())
 }
 
+/// The queue of the operations a connection runs on its own task, one at a time: made once
+/// per connection, not per operation (a channel is an allocation and its teardown).
+struct InlineQueue {
+    sender: mpsc::Sender<Outgoing>,
+    receiver: mpsc::Receiver<Outgoing>,
+}
+
+impl InlineQueue {
+    fn new() -> InlineQueue {
+        let (sender, receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
+        InlineQueue { sender, receiver }
+    }
+}
+
 /// Runs a small operation on the connection's task, writing its output as it comes, instead of
-/// spawning a task another thread may steal (microseconds of work). True when a write failed.
+/// spawning a task another thread may steal (microseconds of work). True when a write failed
+/// (the connection then ends, whatever is left queued with it).
 #[allow(clippy::too_many_arguments)]
 async fn run_inline(
     framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
     outstanding: &mut HashMap<i32, Outstanding>,
     pending_cancels: &mut HashMap<i32, i32>,
+    inline: &mut InlineQueue,
     operation_context: OperationContext,
     operation: Operation,
     prepared: operations::Prepared,
     write_timeout: Duration,
     monitor: &crate::monitor::Monitor,
 ) -> bool {
-    let (inline_sender, mut inline_receiver) =
-        mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
+    debug_assert!(
+        inline.receiver.is_empty(),
+        "an inline operation's output left queued"
+    );
     let operation_context = OperationContext {
-        sink: ResultSink::new(inline_sender, operation_context.cancelled.clone()),
+        sink: ResultSink::new(inline.sender.clone(), operation_context.cancelled.clone()),
         ..operation_context
     };
     let dispatch = operations::dispatch(operation_context, operation, prepared);
     tokio::pin!(dispatch);
-    let mut dispatch_done = false;
-    let mut write_failed = false;
-    while !write_failed {
+    loop {
         tokio::select! {
-            () = &mut dispatch, if !dispatch_done => dispatch_done = true,
-            outgoing = inline_receiver.recv() => match outgoing {
-                Some(outgoing) => {
-                    write_failed = write_outgoing(framed, outstanding, pending_cancels, outgoing, &mut inline_receiver, write_timeout, monitor).await.is_err();
+            () = &mut dispatch => break,
+            outgoing = inline.receiver.recv() => {
+                // The queue holds a sender of its own: it never closes.
+                let Some(outgoing) = outgoing else { break };
+                if write_outgoing(framed, outstanding, pending_cancels, outgoing, &mut inline.receiver, write_timeout, monitor).await.is_err() {
+                    return true;
                 }
-                // The operation finished and dropped its sender.
-                None => break,
-            },
+            }
         }
     }
-    write_failed
+    // The operation has ended, and with it its sink: an inline operation starts nothing that
+    // outlives it (no task, no persist), so what it queued last is all there is to write.
+    debug_assert_eq!(
+        inline.sender.strong_count(),
+        1,
+        "an inline operation's sink outlived it"
+    );
+    while let Ok(outgoing) = inline.receiver.try_recv() {
+        if write_outgoing(
+            framed,
+            outstanding,
+            pending_cancels,
+            outgoing,
+            &mut inline.receiver,
+            write_timeout,
+            monitor,
+        )
+        .await
+        .is_err()
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Ends a connection as `ending` says: operations in flight are stopped (or, at shutdown,

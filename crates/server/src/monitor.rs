@@ -12,7 +12,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 /// The operations counted, in cn=Monitor's order.
@@ -132,38 +132,52 @@ struct OperationLabel {
     operation: &'static str,
 }
 
-/// The `result` label: the LDAP result code's name, so that a dashboard needs no code table.
-fn result_label(result_code: u32) -> &'static str {
+/// The `result` label of each result code counted by name, so that a dashboard needs no code
+/// table; the last ("other") is every other code's.
+const RESULT_LABELS: [(u32, &str); RESULT_LABEL_COUNT] = {
     use crate::result::code;
-    match result_code {
-        code::SUCCESS => "success",
-        code::COMPARE_TRUE => "compareTrue",
-        code::COMPARE_FALSE => "compareFalse",
-        code::INVALID_CREDENTIALS => "invalidCredentials",
-        code::NO_SUCH_OBJECT => "noSuchObject",
-        code::INSUFFICIENT_ACCESS_RIGHTS => "insufficientAccessRights",
-        code::SIZE_LIMIT_EXCEEDED => "sizeLimitExceeded",
-        code::TIME_LIMIT_EXCEEDED => "timeLimitExceeded",
-        code::ADMIN_LIMIT_EXCEEDED => "adminLimitExceeded",
-        code::BUSY => "busy",
-        code::UNWILLING_TO_PERFORM => "unwillingToPerform",
-        code::PROTOCOL_ERROR => "protocolError",
-        code::CANCELED => "canceled",
-        code::ASSERTION_FAILED => "assertionFailed",
-        code::UNAVAILABLE => "unavailable",
-        code::UNAVAILABLE_CRITICAL_EXTENSION => "unavailableCriticalExtension",
-        code::INVALID_DN_SYNTAX => "invalidDNSyntax",
-        code::NO_SUCH_ATTRIBUTE => "noSuchAttribute",
-        code::UNDEFINED_ATTRIBUTE_TYPE => "undefinedAttributeType",
-        19 => "constraintViolation",
-        20 => "attributeOrValueExists",
-        21 => "invalidAttributeSyntax",
-        64 => "namingViolation",
-        65 => "objectClassViolation",
-        66 => "notAllowedOnNonLeaf",
-        68 => "entryAlreadyExists",
-        _ => "other",
-    }
+    [
+        (code::SUCCESS, "success"),
+        (code::COMPARE_TRUE, "compareTrue"),
+        (code::COMPARE_FALSE, "compareFalse"),
+        (code::INVALID_CREDENTIALS, "invalidCredentials"),
+        (code::NO_SUCH_OBJECT, "noSuchObject"),
+        (code::INSUFFICIENT_ACCESS_RIGHTS, "insufficientAccessRights"),
+        (code::SIZE_LIMIT_EXCEEDED, "sizeLimitExceeded"),
+        (code::TIME_LIMIT_EXCEEDED, "timeLimitExceeded"),
+        (code::ADMIN_LIMIT_EXCEEDED, "adminLimitExceeded"),
+        (code::BUSY, "busy"),
+        (code::UNWILLING_TO_PERFORM, "unwillingToPerform"),
+        (code::PROTOCOL_ERROR, "protocolError"),
+        (code::CANCELED, "canceled"),
+        (code::ASSERTION_FAILED, "assertionFailed"),
+        (code::UNAVAILABLE, "unavailable"),
+        (
+            code::UNAVAILABLE_CRITICAL_EXTENSION,
+            "unavailableCriticalExtension",
+        ),
+        (code::INVALID_DN_SYNTAX, "invalidDNSyntax"),
+        (code::NO_SUCH_ATTRIBUTE, "noSuchAttribute"),
+        (code::UNDEFINED_ATTRIBUTE_TYPE, "undefinedAttributeType"),
+        (19, "constraintViolation"),
+        (20, "attributeOrValueExists"),
+        (21, "invalidAttributeSyntax"),
+        (64, "namingViolation"),
+        (65, "objectClassViolation"),
+        (66, "notAllowedOnNonLeaf"),
+        (68, "entryAlreadyExists"),
+        (u32::MAX, "other"),
+    ]
+};
+
+const RESULT_LABEL_COUNT: usize = 27;
+
+/// Where `result_code`'s label is in `RESULT_LABELS` ("other" for a code not named there).
+fn result_index(result_code: u32) -> usize {
+    RESULT_LABELS[..RESULT_LABEL_COUNT - 1]
+        .iter()
+        .position(|(code, _)| *code == result_code)
+        .unwrap_or(RESULT_LABEL_COUNT - 1)
 }
 
 /// One open connection as cn=Monitor shows it (`cn=Connection N,cn=Connections,cn=Monitor`).
@@ -223,6 +237,11 @@ pub struct Monitor {
     completed: [AtomicU64; OPERATION_KIND_COUNT],
     operations: Family<OperationLabels, Counter>,
     durations: Family<OperationLabel, Histogram, fn() -> Histogram>,
+    /// Each (operation, result) series of `operations` once used: the family's map is locked
+    /// and hashed once per series, not once per operation (a clone shares the series' count).
+    operation_series: [[OnceLock<Counter>; RESULT_LABEL_COUNT]; OPERATION_KIND_COUNT],
+    /// Each operation's series of `durations` once used, likewise.
+    duration_series: [OnceLock<Histogram>; OPERATION_KIND_COUNT],
     connections_accepted: Counter,
     bytes_sent: Counter,
     messages_sent: Counter,
@@ -255,6 +274,8 @@ impl Monitor {
             completed: Default::default(),
             operations: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
+            operation_series: Default::default(),
+            duration_series: Default::default(),
             connections_accepted: Counter::default(),
             bytes_sent: Counter::default(),
             messages_sent: Counter::default(),
@@ -329,15 +350,24 @@ impl Monitor {
     /// An operation ended with `result_code` after `elapsed`.
     pub fn operation_completed(&self, kind: OperationKind, result_code: u32, elapsed: Duration) {
         self.completed[kind.index()].fetch_add(1, Ordering::Relaxed);
-        self.operations
-            .get_or_create(&OperationLabels {
-                operation: kind.label(),
-                result: result_label(result_code),
+        let result = result_index(result_code);
+        self.operation_series[kind.index()][result]
+            .get_or_init(|| {
+                self.operations
+                    .get_or_create(&OperationLabels {
+                        operation: kind.label(),
+                        result: RESULT_LABELS[result].1,
+                    })
+                    .clone()
             })
             .inc();
-        self.durations
-            .get_or_create(&OperationLabel {
-                operation: kind.label(),
+        self.duration_series[kind.index()]
+            .get_or_init(|| {
+                self.durations
+                    .get_or_create(&OperationLabel {
+                        operation: kind.label(),
+                    })
+                    .clone()
             })
             .observe(elapsed.as_secs_f64());
         if kind == OperationKind::Bind && result_code == crate::result::code::INVALID_CREDENTIALS {
