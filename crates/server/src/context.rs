@@ -351,6 +351,12 @@ impl Database {
             .map_err(OperationError::from)
     }
 
+    /// `normalize_dn` of an entry's DN under one of a few parents (a simple bind's): the same
+    /// answer, the parent's RDNs from this thread's base cache (`search::bases`).
+    pub(crate) fn normalize_entry_dn(&self, dn: &str) -> Result<String, OperationError> {
+        crate::search::bases::normalized_entry_dn(&self.schema(), dn).map_err(OperationError::from)
+    }
+
     /// Hands `job` to the writer; its answer comes on `job.reply` after the commit.
     pub(crate) async fn submit(&self, job: WriteJob) -> Result<(), OperationError> {
         if self.writes_stopping.load(Ordering::Acquire) {

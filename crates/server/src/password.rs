@@ -836,7 +836,7 @@ async fn simple_bind(
         ));
     }
     // Normalized once: the throttle's key, the rootdn check and the entry's lookup.
-    let normalized = database_of(server).map(|database| database.normalize_dn(dn));
+    let normalized = database_of(server).map(|database| database.normalize_entry_dn(dn));
     let throttle_normalized = normalized.as_ref().and_then(|result| result.as_ref().ok());
     throttled(
         server,

@@ -1,4 +1,5 @@
-//! Search bases normalized recently on this thread, reused while the schema is the same.
+//! Search bases normalized recently on this thread, reused while the schema is the same; a
+//! bind's DN takes its parent from the same cache.
 //!
 //! Clients search under the same few bases (`ou=People,...`) again and again, and normalizing
 //! one costs a schema lookup and a matching rule per RDN: ~3,100 instructions of a uid search
@@ -55,9 +56,93 @@ pub(crate) fn normalized_base(schema: &Arc<Schema>, base: &str) -> Result<String
     Ok(normalized)
 }
 
+/// An entry's `dn` normalized by `schema`: its first RDN here, its parent through this thread's
+/// base cache. A bind names a different entry each time, under the same few parents (`uid=…,
+/// ou=People,…`): the parent's RDNs cost a schema lookup and a matching rule each. The answer
+/// (and every error) is `Schema::normalize_dn_str`'s: only the simple shape is split (ASCII, no
+/// escapes, quotes or multi-valued RDNs, within the size and RDN bounds, so its first comma
+/// ends its first RDN); any other DN, or any part that does not normalize, takes the whole path.
+pub(crate) fn normalized_entry_dn(schema: &Arc<Schema>, dn: &str) -> Result<String, LdapError> {
+    match split_normalized(schema, dn) {
+        Some(normalized) => Ok(normalized),
+        None => schema.normalize_dn_str(dn),
+    }
+}
+
+fn split_normalized(schema: &Arc<Schema>, dn: &str) -> Option<String> {
+    let simple = dn.len() <= lmdir_schema::DN_SIZE_BYTES_MAX
+        && dn
+            .bytes()
+            .all(|byte| byte.is_ascii() && !matches!(byte, b'\\' | b'"' | b'+' | b';' | b'#' | 0));
+    let rdn_count = dn.bytes().filter(|byte| *byte == b',').count() + 1;
+    if !simple || rdn_count > lmdir_schema::DN_RDN_COUNT_MAX {
+        return None;
+    }
+    let (first, parent) = dn.split_once(',')?;
+    let first = schema.normalize_dn_str(first).ok()?;
+    let parent = normalized_base(schema, parent).ok()?;
+    // An empty side ("uid=a, " or ",dc=com") is no RDN: the whole path refuses it.
+    if first.is_empty() || parent.is_empty() {
+        return None;
+    }
+    let mut normalized = String::with_capacity(first.len() + 1 + parent.len());
+    normalized.push_str(&first);
+    normalized.push(',');
+    normalized.push_str(&parent);
+    Some(normalized)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_dn_normalizes_as_the_whole_path_does() {
+        let schema = Arc::new(Schema::builtin());
+        let dns = [
+            "uid=U0012345,ou=People,dc=example,dc=com",
+            "UID=u1 , OU=People , DC=Example,dc=COM",
+            "cn=Some  Body,ou=People,dc=example,dc=com",
+            "cn=a,,dc=com",
+            "uid=a, ",
+            ",dc=com",
+            "uid=a,",
+            "uid=a",
+            "",
+            "uid=a,ou=People,dc=example,dc=com,",
+            "uid=a\\,b,ou=People,dc=example,dc=com",
+            "cn=\"a,b\",dc=com",
+            "cn=a+sn=b,dc=com",
+            "uid=a;dc=com",
+            "cn=#04024869,dc=com",
+            "cn=Łukasz,dc=com",
+            "nosuchattribute=a,dc=com",
+            "uid=a,nosuchattribute=b,dc=com",
+            "2.5.4.3=a,dc=com",
+            "oid.2.5.4.3=a,dc=com",
+            "uid=a,=b",
+            "uid=a,dc",
+        ];
+        for dn in dns {
+            let whole = schema.normalize_dn_str(dn);
+            let split = normalized_entry_dn(&schema, dn);
+            match (&whole, &split) {
+                (Ok(whole), Ok(split)) => assert_eq!(whole, split, "{dn:?}"),
+                (Err(whole), Err(split)) => {
+                    assert_eq!(whole.to_string(), split.to_string(), "{dn:?}")
+                }
+                _ => panic!("{dn:?}: whole {whole:?}, split {split:?}"),
+            }
+        }
+        // Past the RDN bound the whole path decides, however short each side is.
+        let many = format!("uid=a{}", ",dc=x".repeat(lmdir_schema::DN_RDN_COUNT_MAX));
+        assert_eq!(
+            normalized_entry_dn(&schema, &many).map_err(|error| error.to_string()),
+            schema
+                .normalize_dn_str(&many)
+                .map_err(|error| error.to_string())
+        );
+    }
 
     #[test]
     fn a_base_is_normalized_once_per_schema() {

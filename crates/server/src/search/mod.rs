@@ -3,7 +3,7 @@
 //! within bounds, on the connection's task when the index says it is small.
 
 mod accesslog;
-mod bases;
+pub(crate) mod bases;
 mod in_chain;
 mod monitor;
 mod paging;
