@@ -352,9 +352,9 @@ impl Database {
     }
 
     /// `normalize_dn` of an entry's DN under one of a few parents (a simple bind's): the same
-    /// answer, the parent's RDNs from this thread's base cache (`search::bases`).
+    /// answer, the parent's RDNs from this thread's base cache (`bases.rs`).
     pub(crate) fn normalize_entry_dn(&self, dn: &str) -> Result<String, OperationError> {
-        crate::search::bases::normalized_entry_dn(&self.schema(), dn).map_err(OperationError::from)
+        crate::bases::normalized_entry_dn(&self.schema(), dn).map_err(OperationError::from)
     }
 
     /// Hands `job` to the writer; its answer comes on `job.reply` after the commit.

@@ -7,6 +7,7 @@
 //! persist, selection, filter_text, log_text, ...).
 
 pub mod accesslog;
+mod bases;
 pub mod ber;
 pub mod ber_read;
 pub mod client_limits;

@@ -3,7 +3,6 @@
 //! within bounds, on the connection's task when the index says it is small.
 
 mod accesslog;
-pub(crate) mod bases;
 mod in_chain;
 mod monitor;
 mod paging;
@@ -170,7 +169,7 @@ impl Database {
 
 /// The search's base DN normalized (once per thread and schema: `bases`).
 fn normalized_base(database: &Database, request: &SearchRequest) -> Result<String, OperationError> {
-    bases::normalized_base(&database.schema(), &request.base).map_err(OperationError::from)
+    crate::bases::normalized_base(&database.schema(), &request.base).map_err(OperationError::from)
 }
 
 /// The filter of a search, converted now unless `PreparedSearch` did it already.
