@@ -11,6 +11,17 @@ pub const DN_RDN_COUNT_MAX: usize = 512;
 /// Most attribute-value assertions in one (multi-valued) RDN.
 pub const RDN_AVA_COUNT_MAX: usize = 64;
 
+/// Whether `dn` has the simple shape: within `DN_SIZE_BYTES_MAX`, ASCII, with no escapes,
+/// quotes, `#` values, multi-valued RDNs (`+`) or `;` separators (nor NUL). In such a DN every
+/// comma ends an RDN and every RDN normalizes on its own, so `Schema::normalize_dn_str` takes
+/// its fast path and a caller may split it at a comma.
+pub fn dn_has_simple_shape(dn: &str) -> bool {
+    dn.len() <= DN_SIZE_BYTES_MAX
+        && dn
+            .bytes()
+            .all(|byte| byte.is_ascii() && !matches!(byte, b'\\' | b'"' | b'+' | b';' | b'#' | 0))
+}
+
 /// One `type=value` of an RDN. `attr` is the type as written (name or numeric OID); `value` the
 /// unescaped value bytes (for `#hex` values the contents of the BER string, or the raw BER).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -19,8 +19,9 @@ mod syntax;
 
 pub use check::{CheckedAttribute, CheckedEntry};
 pub use dn::{
-    escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within, normalized_dn_parent,
-    split_rdns, Ava, Dn, Rdn, DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX, RDN_AVA_COUNT_MAX,
+    dn_has_simple_shape, escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within,
+    normalized_dn_parent, split_rdns, Ava, Dn, Rdn, DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX,
+    RDN_AVA_COUNT_MAX,
 };
 pub use entry::{Attribute, Entry, ModOp, Modification};
 pub use error::{LdapError, ResultCode};

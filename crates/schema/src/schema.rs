@@ -1050,11 +1050,7 @@ impl Schema {
     /// general path" (which also produces the precise error for invalid input); the output is
     /// identical to the general path's.
     fn normalize_simple_dn(&self, dn: &str) -> Option<String> {
-        let simple = dn.len() <= crate::dn::DN_SIZE_BYTES_MAX
-            && dn.bytes().all(|byte| {
-                byte.is_ascii() && !matches!(byte, b'\\' | b'"' | b'+' | b';' | b'#' | 0)
-            });
-        if !simple {
+        if !crate::dn::dn_has_simple_shape(dn) {
             return None;
         }
         if dn.trim_matches(' ').is_empty() {

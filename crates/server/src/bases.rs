@@ -70,12 +70,12 @@ pub(crate) fn normalized_entry_dn(schema: &Arc<Schema>, dn: &str) -> Result<Stri
 }
 
 fn split_normalized(schema: &Arc<Schema>, dn: &str) -> Option<String> {
-    let simple = dn.len() <= lmdir_schema::DN_SIZE_BYTES_MAX
-        && dn
-            .bytes()
-            .all(|byte| byte.is_ascii() && !matches!(byte, b'\\' | b'"' | b'+' | b';' | b'#' | 0));
+    if !lmdir_schema::dn_has_simple_shape(dn) {
+        return None;
+    }
+    // Each side alone is within the RDN bound even when the whole is not.
     let rdn_count = dn.bytes().filter(|byte| *byte == b',').count() + 1;
-    if !simple || rdn_count > lmdir_schema::DN_RDN_COUNT_MAX {
+    if rdn_count > lmdir_schema::DN_RDN_COUNT_MAX {
         return None;
     }
     let (first, parent) = dn.split_once(',')?;
