@@ -444,26 +444,33 @@ async fn run_inline(
     };
     let dispatch = operations::dispatch(operation_context, operation, prepared);
     tokio::pin!(dispatch);
+    let mut dispatch_done = false;
     loop {
-        tokio::select! {
-            () = &mut dispatch => break,
-            outgoing = inline.receiver.recv() => {
-                // The queue holds a sender of its own: it never closes.
-                let Some(outgoing) = outgoing else { break };
-                if write_outgoing(framed, outstanding, pending_cancels, outgoing, &mut inline.receiver, write_timeout, monitor).await.is_err() {
-                    return true;
-                }
+        let outgoing = if dispatch_done {
+            // The operation has ended, and with it its sink: an inline operation starts nothing
+            // that outlives it (no task, no persist), so what is queued is all there is to write.
+            debug_assert_eq!(
+                inline.sender.strong_count(),
+                1,
+                "an inline operation's sink outlived it"
+            );
+            match inline.receiver.try_recv() {
+                Ok(outgoing) => outgoing,
+                Err(_) => return false,
             }
-        }
-    }
-    // The operation has ended, and with it its sink: an inline operation starts nothing that
-    // outlives it (no task, no persist), so what it queued last is all there is to write.
-    debug_assert_eq!(
-        inline.sender.strong_count(),
-        1,
-        "an inline operation's sink outlived it"
-    );
-    while let Ok(outgoing) = inline.receiver.try_recv() {
+        } else {
+            tokio::select! {
+                () = &mut dispatch => {
+                    dispatch_done = true;
+                    continue;
+                }
+                // The queue holds a sender of its own: it never closes.
+                outgoing = inline.receiver.recv() => match outgoing {
+                    Some(outgoing) => outgoing,
+                    None => return false,
+                },
+            }
+        };
         if write_outgoing(
             framed,
             outstanding,
@@ -479,7 +486,6 @@ async fn run_inline(
             return true;
         }
     }
-    false
 }
 
 /// Ends a connection as `ending` says: operations in flight are stopped (or, at shutdown,
