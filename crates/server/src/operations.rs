@@ -228,7 +228,8 @@ pub fn refusal(message_id: i32, operation: &Operation, error: &OperationError) -
 /// What the connection learns of an operation before running it (for a search: its filter,
 /// converted once, and whether it is small enough to run on the connection's task).
 pub struct Prepared {
-    search: Option<PreparedSearch>,
+    /// Boxed: it is hundreds of bytes, and each future it passes through would copy it.
+    search: Option<Box<PreparedSearch>>,
     /// A sync search (RFC 4533): a refreshAndPersist one never ends on its own.
     may_persist: bool,
 }
@@ -253,7 +254,7 @@ pub fn prepare(
     let refused = server.settings().require_authentication && identity.dn.is_empty();
     let search = match operation {
         Operation::Search(request) if !refused => {
-            Some(PreparedSearch::new(server, identity, request))
+            Some(Box::new(PreparedSearch::new(server, identity, request)))
         }
         _ => None,
     };
@@ -304,7 +305,11 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
     let operation = match operation {
         Operation::Search(request) => {
             let prepared = prepared.search.unwrap_or_else(|| {
-                PreparedSearch::new(&context.server, &context.session.identity, &request)
+                Box::new(PreparedSearch::new(
+                    &context.server,
+                    &context.session.identity,
+                    &request,
+                ))
             });
             return search(&context, &request, prepared, started).await;
         }
@@ -533,7 +538,7 @@ pub async fn bind(
 async fn search(
     context: &OperationContext,
     request: &SearchRequest,
-    prepared: PreparedSearch,
+    prepared: Box<PreparedSearch>,
     started: Instant,
 ) {
     info!(
@@ -622,7 +627,7 @@ async fn search_with_controls(
     context: &OperationContext,
     request: &SearchRequest,
     request_controls: &RequestControls,
-    prepared: PreparedSearch,
+    prepared: Box<PreparedSearch>,
 ) -> Result<SearchDone, OperationError> {
     let selection = AttributeSelection::from_request(&request.attrs);
     if request.base.is_empty() && request.scope == LdapSearchScope::Base {

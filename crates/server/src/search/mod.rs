@@ -209,7 +209,7 @@ pub async fn search(
     request: &SearchRequest,
     controls: &RequestControls,
     selection: &AttributeSelection,
-    prepared: PreparedSearch,
+    prepared: Box<PreparedSearch>,
 ) -> Result<SearchDone, OperationError> {
     let Some(database) = database_of(&context.server) else {
         return Err(no_such_object(&request.base));
@@ -219,7 +219,7 @@ pub async fn search(
         read,
         normalized_base,
         small,
-    } = prepared;
+    } = *prepared;
     let normalized_base =
         normalized_base.unwrap_or_else(|| self::normalized_base(database, request));
     let base = normalized_base.as_deref().ok();
@@ -257,17 +257,20 @@ pub async fn search(
         Some(_) => (None, false),
         None => (read, small),
     };
-    let job_of = |filter, read, normalized_base| SearchJob {
-        request: request.clone(),
-        controls: controls.clone(),
-        selection: selection.clone(),
-        identity: context.session.identity.clone(),
-        message_id: context.message_id,
-        connection_id: context.session.connection_id,
-        cancelled: context.cancelled.clone(),
-        filter,
-        read,
-        normalized_base,
+    // Boxed: a job is about a kilobyte, which each future it passes through would copy.
+    let job_of = |filter, read, normalized_base| {
+        Box::new(SearchJob {
+            request: request.clone(),
+            controls: controls.clone(),
+            selection: selection.clone(),
+            identity: context.session.identity.clone(),
+            message_id: context.message_id,
+            connection_id: context.session.connection_id,
+            cancelled: context.cancelled.clone(),
+            filter,
+            read,
+            normalized_base,
+        })
     };
     let follow = subscription
         .map(|subscription| (subscription, job_of(None, None, normalized_base.clone())));
@@ -285,7 +288,7 @@ pub async fn search(
 /// Runs a search's job: here when small, else on the blocking pool.
 async fn run_job(
     context: &OperationContext,
-    job: SearchJob,
+    job: Box<SearchJob>,
     small: bool,
 ) -> Result<(SearchDone, Option<sync::RefreshEnd>), OperationError> {
     let server = context.server.clone();
@@ -482,7 +485,7 @@ impl SearchJob {
     /// Runs the search; a refreshAndPersist refresh also returns where its persist phase
     /// starts.
     fn run(
-        mut self,
+        mut self: Box<Self>,
         database: &Database,
         settings: &ServerSettings,
         sink: &mut ChunkSink<'_>,
