@@ -77,12 +77,22 @@ pub fn nested_well_formed(element: &Tlv<'_>, depth_left: usize) -> bool {
     if element.tag & CONSTRUCTED == 0 {
         return true;
     }
-    depth_left > 0
-        && elements(element.content).is_some_and(|children| {
-            children
-                .iter()
-                .all(|child| nested_well_formed(child, depth_left - 1))
-        })
+    if depth_left == 0 {
+        return false;
+    }
+    // Walked in place: this runs on every request, and collecting each level's children
+    // into a vector cost an allocation per constructed element.
+    let mut content = element.content;
+    while !content.is_empty() {
+        let Some((child, rest)) = read_tlv(content) else {
+            return false;
+        };
+        if !nested_well_formed(&child, depth_left - 1) {
+            return false;
+        }
+        content = rest;
+    }
+    true
 }
 
 /// The identifier of a universal SEQUENCE.

@@ -260,10 +260,10 @@ pub async fn search(
     // Boxed: a job is about a kilobyte, which each future it passes through would copy.
     let job_of = |filter, read, normalized_base| {
         Box::new(SearchJob {
-            request: request.clone(),
-            controls: controls.clone(),
-            selection: selection.clone(),
-            identity: context.session.identity.clone(),
+            request: Cow::Borrowed(request),
+            controls: Cow::Borrowed(controls),
+            selection: Cow::Borrowed(selection),
+            identity: Cow::Borrowed(&context.session.identity),
             message_id: context.message_id,
             connection_id: context.session.connection_id,
             cancelled: context.cancelled.clone(),
@@ -288,7 +288,7 @@ pub async fn search(
 /// Runs a search's job: here when small, else on the blocking pool.
 async fn run_job(
     context: &OperationContext,
-    job: Box<SearchJob>,
+    job: Box<SearchJob<'_>>,
     small: bool,
 ) -> Result<(SearchDone, Option<sync::RefreshEnd>), OperationError> {
     let server = context.server.clone();
@@ -309,6 +309,7 @@ async fn run_job(
         return done;
     }
     let sink = context.sink.clone();
+    let job = Box::new(job.into_owned());
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
         job.run(database, &server.settings(), &mut |chunk| {
@@ -319,12 +320,14 @@ async fn run_job(
     .map_err(internal)?
 }
 
-/// One search request with what it needs from its connection, run in one read txn.
-struct SearchJob {
-    request: SearchRequest,
-    controls: RequestControls,
-    selection: AttributeSelection,
-    identity: Identity,
+/// One search request with what it needs from its connection, run in one read txn. It
+/// borrows the request from the operation while it runs on the connection's task, and owns a
+/// copy only when it moves to the blocking pool.
+struct SearchJob<'a> {
+    request: Cow<'a, SearchRequest>,
+    controls: Cow<'a, RequestControls>,
+    selection: Cow<'a, AttributeSelection>,
+    identity: Cow<'a, Identity>,
     message_id: i32,
     connection_id: u64,
     cancelled: Arc<std::sync::atomic::AtomicBool>,
@@ -371,7 +374,23 @@ fn search_limits(
     (size_limit, time_limit)
 }
 
-impl SearchJob {
+impl SearchJob<'_> {
+    /// The job with its own copy of what it borrowed, for the blocking pool.
+    fn into_owned(self) -> SearchJob<'static> {
+        SearchJob {
+            request: Cow::Owned(self.request.into_owned()),
+            controls: Cow::Owned(self.controls.into_owned()),
+            selection: Cow::Owned(self.selection.into_owned()),
+            identity: Cow::Owned(self.identity.into_owned()),
+            message_id: self.message_id,
+            connection_id: self.connection_id,
+            cancelled: self.cancelled,
+            filter: self.filter,
+            read: self.read,
+            normalized_base: self.normalized_base,
+        }
+    }
+
     /// The sort keys, resolved (or why they cannot be used); more than `sort_keys_max` is
     /// adminLimitExceeded before anything is read, and a critical sort that cannot be done
     /// fails the search (RFC 2891 §2).
@@ -773,7 +792,7 @@ impl<'a> VisibleEntries<'a> {
 
 /// Encodes returned entries into chunks for the connection.
 struct SearchOutput<'a, 'sink> {
-    job: &'a SearchJob,
+    job: &'a SearchJob<'a>,
     database: &'a Database,
     subordinates: Subordinates<'a>,
     selection: Selection,
@@ -859,7 +878,7 @@ fn search_done(
     }
 }
 
-impl SearchJob {
+impl SearchJob<'_> {
     /// A sync refresh (RFC 4533 refreshOnly): every visible entry with its Sync State, under
     /// the same limits and access as any search, then the Sync Done.
     fn run_sync(

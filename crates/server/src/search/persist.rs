@@ -249,7 +249,7 @@ impl From<broadcast::error::TryRecvError> for RecvError {
     }
 }
 
-impl SearchJob {
+impl SearchJob<'_> {
     /// Streams the changes after the refresh until the search ends; returns how it ended.
     pub(super) async fn persist(
         self,
