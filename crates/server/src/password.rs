@@ -371,26 +371,52 @@ impl Database {
         if !access.can_authenticate_with(password_attribute) {
             return Ok(None);
         }
-        let values = entry.values_of(password_attribute);
         // Values planted by whoever may write userPassword must not make each bind hash
         // without bound: only the first `bind_password_values_max` count.
         let values_max = server.settings().bind_password_values_max;
-        if values.len() > values_max {
+        let (stored, value_count, own_policy) =
+            self.password_and_policy_subentry(&entry, password_attribute, values_max);
+        if value_count > values_max {
             tracing::warn!(
-                "bind dn=\"{}\": {} userPassword values, only the first {values_max} are checked",
+                "bind dn=\"{}\": {value_count} userPassword values, only the first {values_max} are checked",
                 crate::log_text::escaped(dn),
-                values.len()
             );
         }
-        let stored = values
-            .iter()
-            .take(values_max)
-            .map(|(stored, _)| stored.to_vec())
-            .collect();
         let policed = self
-            .policy_of(server, &read, &entry)
+            .policy_named(server, &read, own_policy)
             .map(|policy| (policy, self.account_state(&entry)));
         Ok(Some((stored, policed)))
+    }
+
+    /// In one walk over the entry: its first `values_max` userPassword values, how many it
+    /// has, and its pwdPolicySubentry (the first value) when it names one.
+    fn password_and_policy_subentry(
+        &self,
+        entry: &lmdir_store::EntryRef<'_>,
+        password_attribute: AttrId,
+        values_max: usize,
+    ) -> (Vec<Vec<u8>>, usize, Option<String>) {
+        let subentry_attribute = self.pwd_policy_subentry;
+        let mut stored = Vec::new();
+        let mut value_count = 0;
+        let mut own_policy = None;
+        let wanted = |description: &lmdir_store::DescriptionInfo| {
+            description.attr == password_attribute || Some(description.attr) == subentry_attribute
+        };
+        for attribute in entry.attributes_where(wanted) {
+            if attribute.description.attr == password_attribute {
+                for (value, _) in attribute.values() {
+                    value_count += 1;
+                    if stored.len() < values_max {
+                        stored.push(value.to_vec());
+                    }
+                }
+            } else if own_policy.is_none() {
+                own_policy = attribute.values().next().map(|(value, _)| value.to_vec());
+            }
+        }
+        let own_policy = own_policy.and_then(|value| String::from_utf8(value).ok());
+        (stored, value_count, own_policy)
     }
 
     /// The password policy of `entry`: its pwdPolicySubentry when that names a pwdPolicy
@@ -412,6 +438,16 @@ impl Database {
                     .map(|(value, _)| value.to_vec())
             })
             .and_then(|value| String::from_utf8(value).ok());
+        self.policy_named(server, read, own)
+    }
+
+    /// The password policy of an entry whose pwdPolicySubentry is `own` (see `policy_of`).
+    fn policy_named(
+        &self,
+        server: &ServerContext,
+        read: &ReadTxn,
+        own: Option<String>,
+    ) -> Option<Policy> {
         Policy::resolve(own, &server.settings().password_policy_default, |dn| {
             let id = read
                 .normalized_dn_to_id(&self.normalize_dn(dn).ok()?)
