@@ -173,6 +173,13 @@ for path in sys.argv[1:]:
 PY
 }
 
+# Sets CONFIG to the lmdir config serve-vs-openldap.sh left in $WORK_DIR (its stores, lmdir's
+# and slapd's, beside it); stops the calling benchmark when that script has not run there.
+require_served_stores() {  # $1 people
+  CONFIG="$WORK_DIR/lmdir-serve.toml"
+  [ -f "$CONFIG" ] || { log "no $CONFIG: run bench/serve-vs-openldap.sh $1 first"; exit 1; }
+}
+
 wait_ldap() {  # $1 port
   local i
   for i in $(seq 1 100); do

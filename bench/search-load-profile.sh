@@ -14,8 +14,7 @@ SECONDS_MEASURED="${SECONDS_MEASURED:-5}"
 RATE="${RATE:-uid}"
 LMDIR_PORT=3891
 RESPONDER_PORT=3899
-CONFIG="$WORK_DIR/lmdir-serve.toml"
-[ -f "$CONFIG" ] || { log "no $CONFIG: run bench/serve-vs-openldap.sh $PEOPLE first"; exit 1; }
+require_served_stores "$PEOPLE"
 command -v perf >/dev/null || { log "perf is needed (linux-perf)"; exit 1; }
 ensure_unboundid
 build_lmdir

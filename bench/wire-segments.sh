@@ -10,12 +10,11 @@
 # Usage: [LMDIR=binary] [SECONDS_MEASURED=10] bench/wire-segments.sh [PEOPLE]
 source "$(dirname "$0")/common.sh"
 PEOPLE="${1:-200000}"
+require_served_stores "$PEOPLE"
 SECONDS_MEASURED="${SECONDS_MEASURED:-10}"
 INTERVAL_SECONDS=5
 OPENLDAP_PORT=3890
 LMDIR_PORT=3891
-CONFIG="$WORK_DIR/lmdir-serve.toml"
-[ -f "$CONFIG" ] || { log "no $CONFIG: run bench/serve-vs-openldap.sh $PEOPLE first"; exit 1; }
 command -v nstat >/dev/null || { log "nstat is needed (iproute2)"; exit 1; }
 ensure_unboundid
 build_lmdir
