@@ -66,6 +66,17 @@ ensure_unboundid() {
   export UNBOUNDID_JAR
 }
 
+# Runs a tool of the UnboundID LDAP SDK (searchrate, authrate, modrate, ...).
+unboundid() { java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher "$@"; }
+
+# The uid workload of every searchrate and authrate benchmark, defined once so that their
+# figures stay comparable: subtree searches under ou=People for uid=uNNNNNNN drawn from $1
+# people, 8 client threads. Sets the array UID_WORKLOAD.
+uid_workload() {  # $1 people
+  UID_WORKLOAD=(--baseDN "ou=People,$SUFFIX" --scope sub --filter "(uid=u[0-$(($1 - 1))%0000000])"
+    --numThreads 8)
+}
+
 build_lmdir() {
   # LMDIR=path measures a binary built earlier (a before/after pair) instead of building this tree.
   if [ -n "${LMDIR:-}" ]; then

@@ -11,7 +11,7 @@ ROUNDS="${2:-3}"
 INTERVAL_SECONDS="${3:-5}"
 INTERVALS="${4:-3}"
 PORT=3892
-LAST=$((PEOPLE - 1))
+uid_workload "$PEOPLE"
 ensure_unboundid
 build_lmdir
 DATA="$WORK_DIR/lmdir-serve"
@@ -30,11 +30,9 @@ rate_at() {  # $1 level: prints the searchrate "overall" figure with the server 
   "$LMDIR" --config "$config" serve --no-demo > /dev/null 2>&1 &
   pid=$!
   wait_ldap "$PORT"
-  java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher searchrate \
-    --hostname 127.0.0.1 --port "$PORT" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
+  unboundid searchrate --hostname 127.0.0.1 --port "$PORT" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
     --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv \
-    --baseDN "ou=People,$SUFFIX" --scope sub --filter "(uid=u[0-$LAST%0000000])" --attribute cn \
-    --numThreads 8 > "$csv" 2>&1
+    "${UID_WORKLOAD[@]}" --attribute cn > "$csv" 2>&1
   kill "$pid"; wait "$pid" 2>/dev/null || true
   awk -F, 'NF > 3 && $1 ~ /^[0-9"]/ { last = $5 } END { gsub(/"/, "", last); print last }' "$csv"
 }

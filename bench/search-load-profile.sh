@@ -17,6 +17,7 @@ RESPONDER_PORT=3899
 require_served_stores "$PEOPLE"
 command -v perf >/dev/null || { log "perf is needed (linux-perf)"; exit 1; }
 ensure_unboundid
+uid_workload "$PEOPLE"
 build_lmdir
 RESPONDER="$REPO_DIR/target/release/examples/protocol_only"
 [ -x "$RESPONDER" ] || (cd "$REPO_DIR" && cargo build --release -p lmdir-server --example protocol_only)
@@ -27,11 +28,9 @@ RESPONDER="$REPO_DIR/target/release/examples/protocol_only"
 start_rate() {
   local tool=searchrate specific=(--attribute cn)
   if [ "$RATE" = auth ]; then tool=authrate; specific=(--credentials password); fi
-  java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher "$tool" \
-    --hostname 127.0.0.1 --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
+  unboundid "$tool" --hostname 127.0.0.1 --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
     --intervalDuration 5 --numIntervals 3 --warmUpIntervals 1 --csv \
-    --baseDN "ou=People,$SUFFIX" --scope sub --filter "(uid=u[0-$((PEOPLE - 1))%0000000])" \
-    "${specific[@]}" --numThreads 8 > "$WORK_DIR/load-profile-rate.csv" 2>&1 &
+    "${UID_WORKLOAD[@]}" "${specific[@]}" > "$WORK_DIR/load-profile-rate.csv" 2>&1 &
   RATE_PID=$!
 }
 

@@ -6,12 +6,11 @@
 source "$(dirname "$0")/common.sh"
 A="$1"; B="$2"; ROUNDS="${3:-3}"; PEOPLE="${4:-206000}"
 ensure_unboundid
-LAST=$((PEOPLE - 1))
+uid_workload "$PEOPLE"
 rate() {  # $1 port: the overall searches per second
-  java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher searchrate --hostname 127.0.0.1 \
-    --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" --intervalDuration 5 --numIntervals 3 \
-    --warmUpIntervals 1 --csv --baseDN "ou=People,$SUFFIX" --scope sub \
-    --filter "(uid=u[0-$LAST%0000000])" --attribute cn --numThreads 8 2>&1 |
+  unboundid searchrate --hostname 127.0.0.1 --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
+    --intervalDuration 5 --numIntervals 3 --warmUpIntervals 1 --csv "${UID_WORKLOAD[@]}" \
+    --attribute cn 2>&1 |
     awk -F, 'NF > 3 && $1 ~ /^[0-9"]/ { last = $5 } END { gsub(/"/, "", last); print last }'
 }
 start_slapd "$WORK_DIR/openldap-serve" 3890

@@ -24,6 +24,7 @@ OPENLDAP_PORT=3890
 LMDIR_PORT=3891
 CEILING_PORT=3892
 LAST=$((PEOPLE - 1))
+uid_workload "$PEOPLE"
 ensure_packages
 ensure_unboundid
 build_lmdir
@@ -37,7 +38,6 @@ log "loading both servers"
 slapadd -q -f "$SLAPD_CONF" -l "$LDIF" > "$WORK_DIR/serve-slapadd.out" 2>&1
 "$LMDIR" --config "$LMDIR_CONF" load --quick "$LDIF" > "$WORK_DIR/serve-lmdir-load.out" 2>&1
 
-unboundid() { java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher "$@"; }
 # The "overall" rate of the final CSV row (column $2 of the tool's CSV header naming it).
 overall_rate() { awk -F, -v column="$1" 'NF > 3 && $1 ~ /^[0-9"]/ { last = $column } END { gsub(/"/, "", last); print last }'; }
 common_rate_args() {
@@ -51,8 +51,8 @@ run_rate() {
   local uid_pattern="uid=u[0-$LAST%0000000]"
   case "$test" in
     uid)
-      unboundid searchrate $(common_rate_args "$port") --baseDN "$base" --scope sub \
-        --filter "($uid_pattern)" --attribute cn --numThreads 8 > "$WORK_DIR/$name-search-eq.csv" 2>&1
+      unboundid searchrate $(common_rate_args "$port") "${UID_WORKLOAD[@]}" --attribute cn \
+        > "$WORK_DIR/$name-search-eq.csv" 2>&1
       echo "$name search_uid_eq_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-eq.csv")" ;;
     substring)
       # Each person's first mail: uNNNNNNN@example.com, in the mixed profile uNNNNNNN.0@example.com.
@@ -64,8 +64,7 @@ run_rate() {
     auth)
       unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
         --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv \
-        --baseDN "$base" --scope sub --filter "($uid_pattern)" --credentials password --numThreads 8 \
-        > "$WORK_DIR/$name-auth.csv" 2>&1
+        "${UID_WORKLOAD[@]}" --credentials password > "$WORK_DIR/$name-auth.csv" 2>&1
       echo "$name auth_per_second $(overall_rate 4 < "$WORK_DIR/$name-auth.csv")" ;;
     modify)
       unboundid modrate $(common_rate_args "$port") --entryDN "$uid_pattern,$base" --attribute description \

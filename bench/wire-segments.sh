@@ -17,6 +17,7 @@ OPENLDAP_PORT=3890
 LMDIR_PORT=3891
 command -v nstat >/dev/null || { log "nstat is needed (iproute2)"; exit 1; }
 ensure_unboundid
+uid_workload "$PEOPLE"
 build_lmdir
 
 # $1 name, $2 port: the authrate for SECONDS_MEASURED seconds, no warm-up interval (nstat would
@@ -24,11 +25,9 @@ build_lmdir
 segments_per_authentication() {
   local name="$1" port="$2" csv="$WORK_DIR/wire-segments-$1.csv" counters
   nstat -n > /dev/null
-  java -cp "$UNBOUNDID_JAR" com.unboundid.ldap.sdk.unboundidds.Launcher authrate \
-    --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
+  unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
     --intervalDuration "$INTERVAL_SECONDS" --numIntervals $((SECONDS_MEASURED / INTERVAL_SECONDS)) \
-    --warmUpIntervals 0 --csv --baseDN "ou=People,$SUFFIX" --scope sub \
-    --filter "(uid=u[0-$((PEOPLE - 1))%0000000])" --credentials password --numThreads 8 > "$csv" 2>&1
+    --warmUpIntervals 0 --csv "${UID_WORKLOAD[@]}" --credentials password > "$csv" 2>&1
   counters=$(nstat -z TcpOutSegs TcpExtTCPPureAcks TcpExtDelayedACKs 2>/dev/null || true)
   # The CSV's first column is each interval's authentications per second.
   awk -F, -v name="$name" -v interval="$INTERVAL_SECONDS" -v counters="$counters" '
