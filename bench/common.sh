@@ -77,6 +77,12 @@ uid_workload() {  # $1 people
     --numThreads 8)
 }
 
+# Reads an UnboundID rate tool's --csv output on stdin and prints the "overall" figure of its
+# last row: column $1 (searchrate's 5, authrate's and modrate's 4).
+overall_rate() {  # $1 column
+  awk -F, -v column="$1" 'NF > 3 && $1 ~ /^[0-9"]/ { last = $column } END { gsub(/"/, "", last); print last }'
+}
+
 build_lmdir() {
   # LMDIR=path measures a binary built earlier (a before/after pair) instead of building this tree.
   if [ -n "${LMDIR:-}" ]; then

@@ -34,7 +34,7 @@ rate_at() {  # $1 level: prints the searchrate "overall" figure with the server 
     --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv \
     "${UID_WORKLOAD[@]}" --attribute cn > "$csv" 2>&1
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  awk -F, 'NF > 3 && $1 ~ /^[0-9"]/ { last = $5 } END { gsub(/"/, "", last); print last }' "$csv"
+  overall_rate 5 < "$csv"
 }
 
 declare -A runs

@@ -10,8 +10,7 @@ uid_workload "$PEOPLE"
 rate() {  # $1 port: the overall searches per second
   unboundid searchrate --hostname 127.0.0.1 --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
     --intervalDuration 5 --numIntervals 3 --warmUpIntervals 1 --csv "${UID_WORKLOAD[@]}" \
-    --attribute cn 2>&1 |
-    awk -F, 'NF > 3 && $1 ~ /^[0-9"]/ { last = $5 } END { gsub(/"/, "", last); print last }'
+    --attribute cn 2>&1 | overall_rate 5
 }
 start_slapd "$WORK_DIR/openldap-serve" 3890
 for round in $(seq 1 "$ROUNDS"); do

@@ -38,8 +38,6 @@ log "loading both servers"
 slapadd -q -f "$SLAPD_CONF" -l "$LDIF" > "$WORK_DIR/serve-slapadd.out" 2>&1
 "$LMDIR" --config "$LMDIR_CONF" load --quick "$LDIF" > "$WORK_DIR/serve-lmdir-load.out" 2>&1
 
-# The "overall" rate of the final CSV row (column $2 of the tool's CSV header naming it).
-overall_rate() { awk -F, -v column="$1" 'NF > 3 && $1 ~ /^[0-9"]/ { last = $column } END { gsub(/"/, "", last); print last }'; }
 common_rate_args() {
   echo --hostname 127.0.0.1 --port "$1" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
     --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv
@@ -62,9 +60,8 @@ run_rate() {
         --filter "(mail=$mail_start@*)" --attribute cn --numThreads 4 > "$WORK_DIR/$name-search-sub.csv" 2>&1
       echo "$name search_mail_substring_per_second $(overall_rate 5 < "$WORK_DIR/$name-search-sub.csv")" ;;
     auth)
-      unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
-        --intervalDuration "$INTERVAL_SECONDS" --numIntervals "$INTERVALS" --warmUpIntervals 1 --csv \
-        "${UID_WORKLOAD[@]}" --credentials password > "$WORK_DIR/$name-auth.csv" 2>&1
+      unboundid authrate $(common_rate_args "$port") "${UID_WORKLOAD[@]}" --credentials password \
+        > "$WORK_DIR/$name-auth.csv" 2>&1
       echo "$name auth_per_second $(overall_rate 4 < "$WORK_DIR/$name-auth.csv")" ;;
     modify)
       unboundid modrate $(common_rate_args "$port") --entryDN "$uid_pattern,$base" --attribute description \

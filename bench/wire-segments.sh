@@ -28,7 +28,7 @@ segments_per_authentication() {
   unboundid authrate --hostname 127.0.0.1 --port "$port" --bindDN "$ROOTDN" --bindPassword "$ROOTPW" \
     --intervalDuration "$INTERVAL_SECONDS" --numIntervals $((SECONDS_MEASURED / INTERVAL_SECONDS)) \
     --warmUpIntervals 0 --csv "${UID_WORKLOAD[@]}" --credentials password > "$csv" 2>&1
-  counters=$(nstat -z TcpOutSegs TcpExtTCPPureAcks TcpExtDelayedACKs 2>/dev/null || true)
+  counters=$(nstat -z TcpOutSegs TcpExtTCPPureAcks TcpExtDelayedACKs)
   # The CSV's first column is each interval's authentications per second.
   awk -F, -v name="$name" -v interval="$INTERVAL_SECONDS" -v counters="$counters" '
     NF > 3 && $1 ~ /^[0-9"]/ { gsub(/"/, "", $1); authentications += $1 * interval }
