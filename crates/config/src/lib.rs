@@ -132,6 +132,9 @@ pub struct ServerConfig {
     pub sort_keys_max: u32,
     /// Bytes of sort key values one sorted search may hold.
     pub sort_bytes_max: u64,
+    /// Memory that updates queued in open LDAP transactions (RFC 5805) may hold, all
+    /// connections together (each connection also at most 64 MiB).
+    pub transaction_bytes_max: u64,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
     /// Whether a cleartext `userPassword` written by add or modify is hashed with
@@ -217,6 +220,7 @@ impl Default for ServerConfig {
             requested_attributes_max: 1024,
             sort_keys_max: 16,
             sort_bytes_max: 64 * 1024 * 1024,
+            transaction_bytes_max: 256 * 1024 * 1024,
             password_hash: "SSHA".to_string(),
             password_hash_cleartext: true,
             write_budget_milliseconds: 1000,
@@ -763,7 +767,7 @@ impl Config {
             .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
         parse_metrics_listen(&server.metrics_listen)
             .map_err(|message| problem(vec![Key("server"), Key("metrics_listen")], message))?;
-        let ranges: [(&'static str, u64, u64, u64); 23] = [
+        let ranges: [(&'static str, u64, u64, u64); 24] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -853,6 +857,12 @@ impl Config {
             ),
             ("sort_keys_max", server.sort_keys_max.into(), 1, 1024),
             ("sort_bytes_max", server.sort_bytes_max, 1 << 20, 1 << 36),
+            (
+                "transaction_bytes_max",
+                server.transaction_bytes_max,
+                1 << 20,
+                1 << 36,
+            ),
             (
                 "operations_per_connection_max",
                 server.operations_per_connection_max.into(),

@@ -128,3 +128,35 @@ fn transactions_commit_all_or_nothing_as_slapd() {
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
 }
+
+/// `ldapexop` of Start Transaction without a bind: slapd answers strongerAuthRequired (8), and
+/// so does lmdir (queued updates hold server memory; anonymous clients hold none).
+#[test]
+fn anonymous_start_transaction_answers_as_slapd() {
+    if let Err(reason) = conformance::tools_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI=true and a dependency is missing: {reason}"
+        );
+        eprintln!("skipping the transaction differential: {reason}");
+        return;
+    }
+    let pair = Pair::start(&dataset());
+    for port in [pair.openldap_port, pair.lmdir_port] {
+        let output = std::process::Command::new("ldapexop")
+            .args([
+                "-x",
+                "-H",
+                &format!("ldap://127.0.0.1:{port}"),
+                "1.3.6.1.1.21.1",
+            ])
+            .output()
+            .expect("ldapexop runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("(8)"),
+            "port {port} (slapd {}): {stderr}",
+            pair.openldap_port
+        );
+    }
+}

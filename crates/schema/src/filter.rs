@@ -121,7 +121,64 @@ impl Filter {
         }
         Ok(())
     }
+
+    /// Memory the filter holds: every node, and each name and value with
+    /// `HEAP_BLOCK_OVERHEAD_BYTES` for its allocation. Iterative, as `check_limits`.
+    pub fn held_bytes(&self) -> usize {
+        let block = |bytes: usize| bytes + HEAP_BLOCK_OVERHEAD_BYTES;
+        let mut pending: Vec<&Filter> = vec![self];
+        let mut held = 0usize;
+        while let Some(filter) = pending.pop() {
+            held += std::mem::size_of::<Filter>();
+            held += match filter {
+                Filter::And(children) | Filter::Or(children) => {
+                    pending.extend(children.iter());
+                    HEAP_BLOCK_OVERHEAD_BYTES
+                }
+                Filter::Not(child) => {
+                    pending.push(child);
+                    HEAP_BLOCK_OVERHEAD_BYTES
+                }
+                Filter::Equality { description, value }
+                | Filter::GreaterOrEqual { description, value }
+                | Filter::LessOrEqual { description, value }
+                | Filter::Approx { description, value } => {
+                    block(description.len()) + block(value.len())
+                }
+                Filter::Present { description } => block(description.len()),
+                Filter::Substrings {
+                    description,
+                    initial,
+                    any,
+                    final_,
+                } => {
+                    let piece =
+                        |piece: &Option<Vec<u8>>| piece.as_ref().map_or(0, |p| block(p.len()));
+                    block(description.len())
+                        + piece(initial)
+                        + piece(final_)
+                        + block(any.len() * std::mem::size_of::<Vec<u8>>())
+                        + any.iter().map(|piece| block(piece.len())).sum::<usize>()
+                }
+                Filter::Extensible {
+                    rule,
+                    description,
+                    value,
+                    ..
+                } => {
+                    rule.as_ref().map_or(0, |rule| block(rule.len()))
+                        + description.as_ref().map_or(0, |d| block(d.len()))
+                        + block(value.len())
+                }
+            };
+        }
+        held
+    }
 }
+
+/// What one heap allocation (a `Vec`'s or `String`'s buffer) costs beyond its bytes: the
+/// allocator's rounding and bookkeeping, at most a size class's step for small blocks.
+pub const HEAP_BLOCK_OVERHEAD_BYTES: usize = 16;
 
 struct FilterParser<'a> {
     text: &'a str,

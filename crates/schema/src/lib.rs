@@ -28,7 +28,7 @@ pub use error::{LdapError, ResultCode};
 pub use filter::{
     is_filter_name_byte, substrings_match, visit_dn_avas, AttributeVisitor, CoveredAttribute,
     EntryIdSet, EntryView, Filter, InChainQuery, OwnedEntryView, PreparedFilter, StoredValue, Tri,
-    FILTER_ITEMS_MAX,
+    FILTER_ITEMS_MAX, HEAP_BLOCK_OVERHEAD_BYTES,
 };
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
 pub use normalized_attributes::{NormalizedAttributes, NormalizedEntryView};

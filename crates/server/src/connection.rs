@@ -218,7 +218,9 @@ fn open_session(
             .monitor
             .connection_opened(connection_id, peer, listener),
         password_must_change: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-        transactions: Arc::default(),
+        transactions: Arc::new(crate::transaction_queue::Transactions::new(
+            context.transaction_bytes.clone(),
+        )),
     };
     info!(
         "conn={connection_id} fd=0 ACCEPT from {peer} ({})",

@@ -63,6 +63,9 @@ pub struct ServerContext {
     pub monitor: Arc<crate::monitor::Monitor>,
     /// Replication consumers running now (started at startup, changed by a reload).
     pub(crate) consumer_tasks: Mutex<crate::replication_status::ConsumerTasks>,
+    /// Memory held by updates queued in open LDAP transactions, all connections together
+    /// (`transaction_bytes_max`).
+    pub(crate) transaction_bytes: Arc<crate::transaction_queue::QueuedBytes>,
     /// The configuration file now live (set by `lmdir serve` and by each reload).
     pub(crate) config_identity: Mutex<Option<crate::config_identity::ConfigIdentity>>,
 }

@@ -694,6 +694,12 @@ async fn extended(context: &OperationContext, request: &LdapExtendedRequest, sta
                     code::PROTOCOL_ERROR,
                     "Start Transaction has no request value",
                 )),
+                // Queued updates hold server memory until their transaction ends: only an
+                // identity that authenticated may hold any (as slapd answers anonymous updates).
+                None if context.session.identity.dn.is_empty() => Err(OperationError::new(
+                    code::STRONG_AUTH_REQUIRED,
+                    "LDAP transactions need an authenticated identity: bind first",
+                )),
                 None => context
                     .session
                     .transactions

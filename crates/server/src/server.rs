@@ -421,6 +421,7 @@ pub async fn start(
         metrics_address: std::sync::Mutex::new(None),
         config_identity: std::sync::Mutex::new(None),
         consumer_tasks: std::sync::Mutex::default(),
+        transaction_bytes: Arc::default(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();

@@ -67,6 +67,8 @@ pub struct ServerSettings {
     pub sort_keys_max: usize,
     /// Bytes of sort key values one sorted search may hold.
     pub sort_bytes_max: usize,
+    /// Memory the updates queued in open LDAP transactions may hold, all connections together.
+    pub transaction_bytes_max: usize,
     pub password_hash: String,
     pub password_hash_cleartext: bool,
     /// Most writer time per update (see `lmdir-config`).
@@ -155,6 +157,8 @@ impl ServerSettings {
             requested_attributes_max: server.requested_attributes_max as usize,
             sort_keys_max: server.sort_keys_max as usize,
             sort_bytes_max: usize::try_from(server.sort_bytes_max).unwrap_or(usize::MAX),
+            transaction_bytes_max: usize::try_from(server.transaction_bytes_max)
+                .unwrap_or(usize::MAX),
             password_hash: server.password_hash.clone(),
             password_hash_cleartext: server.password_hash_cleartext,
             write_budget: Duration::from_millis(server.write_budget_milliseconds),

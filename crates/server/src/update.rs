@@ -79,10 +79,12 @@ async fn submit_update(
     let update = update_of(context, controls, request)?;
     match &controls.transaction {
         Some(id) => {
-            context
-                .session
-                .transactions
-                .queue(id, context.message_id, update)?;
+            context.session.transactions.queue(
+                id,
+                context.message_id,
+                update,
+                context.server.settings().transaction_bytes_max,
+            )?;
             Ok(Submitted::Queued)
         }
         None => submit(database, update)

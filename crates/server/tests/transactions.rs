@@ -1,6 +1,7 @@
 //! LDAP transactions (RFC 5805) over the wire: queued updates are invisible until End
 //! Transaction, commit together or not at all, are decided with the access of whoever sent
-//! each one, and every count a client controls is bounded.
+//! each one, and every count a client controls is bounded: per transaction, per connection,
+//! and the memory all connections' queued updates hold together; anonymous clients hold none.
 
 mod common;
 
@@ -12,6 +13,7 @@ use ldap3::exop::Exop;
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
 use lmdir_config::{AccessLevel, AccessTarget, Who};
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 const START: &str = "1.3.6.1.1.21.1";
 const SPECIFICATION: &str = "1.3.6.1.1.21.2";
@@ -284,4 +286,91 @@ fn the_root_dse_lists_the_transaction_operations_and_control() {
     assert!(extensions.contains(&START.to_string()), "{extensions:?}");
     assert!(extensions.contains(&END.to_string()), "{extensions:?}");
     assert!(root_dse.attrs["supportedControl"].contains(&SPECIFICATION.to_string()));
+}
+
+#[test]
+fn anonymous_clients_cannot_open_a_transaction() {
+    let server = server();
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let refused = anonymous
+        .extended(Exop {
+            name: Some(START.to_string()),
+            val: None,
+        })
+        .expect("start sent");
+    assert_eq!(refused.1.rc, 8, "{:?}", refused.1);
+    assert!(refused.0.val.is_none());
+    // Nothing to name: an update in any transaction is refused and nothing is queued.
+    assert_eq!(describe(&mut anonymous, b"1", &person_dn(1), "x"), 53);
+}
+
+/// Queues in transaction `id` a modify adding 2,000 short values to person 5's description:
+/// ~20 KB on the wire, ~100 KB held in memory. Returns the result code.
+fn queue_many_values(connection: &mut LdapConn, id: &[u8], batch: usize) -> u32 {
+    let values: HashSet<String> = (0..2000).map(|index| format!("{batch}-{index}")).collect();
+    connection
+        .with_controls(in_transaction(id))
+        .modify(
+            &person_dn(5),
+            vec![Mod::Add("description".to_string(), values)],
+        )
+        .expect("modify sent")
+        .rc
+}
+
+/// Queues batches in a new transaction on `connection` until one is refused (at most 40);
+/// returns how many were queued and the refusal's code.
+fn fill(connection: &mut LdapConn) -> (Vec<u8>, usize, u32) {
+    let id = start(connection);
+    for batch in 0..40 {
+        let code = queue_many_values(connection, &id, batch);
+        if code != 0 {
+            return (id, batch, code);
+        }
+    }
+    (id, 40, 0)
+}
+
+#[test]
+fn queued_memory_is_bounded_across_connections_and_returned_when_one_closes() {
+    // One MiB for all connections' queued updates. Counted by their bytes on the wire (as
+    // before this bound) forty batches would fit; counted by what they hold, about ten do.
+    let server = TestServer::start_populated(20, Vec::new(), |settings| {
+        settings.transaction_bytes_max = 1 << 20;
+    });
+    let mut first = root(&server);
+    let (id, queued, code) = fill(&mut first);
+    assert_eq!(code, 11, "the bound was never reached");
+    assert!((4..40).contains(&queued), "{queued} batches fit in 1 MiB");
+    // Refused: the transaction is aborted and what it held is returned at once.
+    assert_eq!(end(&mut first, &id, true).0, 53);
+    // `second` holds all but one batch's worth, in a transaction it keeps open...
+    let mut second = root(&server);
+    let held = start(&mut second);
+    for batch in 0..queued - 1 {
+        assert_eq!(
+            queue_many_values(&mut second, &held, batch),
+            0,
+            "batch {batch}"
+        );
+    }
+    // ...so a third connection fits one batch, not two (and its transaction is aborted).
+    let mut third = root(&server);
+    let (_, squeezed, code) = fill(&mut third);
+    assert_eq!((squeezed, code), (1, 11));
+    // ...until `second` closes with its transaction open: the server takes back its share.
+    second.unbind().expect("unbind");
+    drop(second);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, refilled, _) = fill(&mut third);
+        if refilled == queued {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a closed connection's queued updates still count ({refilled} of {queued} fit)"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
