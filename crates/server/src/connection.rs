@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use ldap3_proto::proto::{LdapExtendedRequest, LdapMsg, LdapOp};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
@@ -66,6 +66,7 @@ pub async fn run(
     let running = Arc::new(tokio::sync::Semaphore::new(
         settings.running_operations_per_connection_max,
     ));
+    let pending = Arc::new(PendingRequests::default());
     let mut last_activity = Instant::now();
     // Zero = never idle out; the branch is then disabled and the deadline unused.
     let idle_timeout = settings
@@ -161,8 +162,9 @@ pub async fn run(
                         }
                     }
                     operation => {
-                        let started = OperationStart { message_id: message.msgid, operation_id, controls: message.controls, operation };
-                        if let Err(ending) = start_operation(&context, &session, &mut framed, &mut outstanding, &mut pending_cancels, &sender, &mut inline, &running, started).await {
+                        let held = pending.hold(message.wire_bytes);
+                        let started = OperationStart { message_id: message.msgid, operation_id, controls: message.controls, operation, held };
+                        if let Err(ending) = start_operation(&context, &session, &mut framed, &mut outstanding, &mut pending_cancels, &sender, &mut inline, &running, &pending, started).await {
                             break ending;
                         }
                         last_activity = Instant::now();
@@ -304,7 +306,60 @@ struct OperationStart {
     operation_id: u64,
     controls: Vec<crate::controls::Control>,
     operation: Operation,
+    /// Its request's bytes in the connection's pending count, until the operation ends.
+    held: PendingHold,
 }
+
+/// Bytes of requests a connection has read whose operations have not ended (waiting for a
+/// turn or running). Decoded requests hold several times their wire size (a 2-byte value is a
+/// 24-byte `Vec` and an allocation; 128 pipelined searches with 81 KB filters of 9,000 items
+/// grew the server by 90 MB), so 128 operations of 256 KiB each were about 300 MB per
+/// anonymous connection; past `pending_request_bytes_max` a new operation is answered busy at once.
+#[derive(Default)]
+struct PendingRequests {
+    bytes: AtomicUsize,
+}
+
+impl PendingRequests {
+    fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    fn hold(self: &Arc<Self>, bytes: usize) -> PendingHold {
+        self.bytes.fetch_add(bytes, Ordering::AcqRel);
+        PendingHold {
+            pending: self.clone(),
+            bytes,
+        }
+    }
+}
+
+/// One operation's share of `PendingRequests`, given back when it is dropped: when the
+/// operation ends however it ends (answered, abandoned, aborted by a bind, its task gone).
+struct PendingHold {
+    pending: Arc<PendingRequests>,
+    bytes: usize,
+}
+
+impl Drop for PendingHold {
+    fn drop(&mut self) {
+        let before = self.pending.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+        debug_assert!(before >= self.bytes, "pending request bytes released twice");
+    }
+}
+
+/// How many request bytes a connection's operations may hold: four of its largest requests
+/// (`anonymous_pdu_bytes_max` before a bind, `pdu_bytes_max` after). One operation is always
+/// taken when none is outstanding.
+fn pending_request_bytes_max(
+    settings: &crate::settings::ServerSettings,
+    identity: &Identity,
+) -> usize {
+    PENDING_REQUESTS_OF_LARGEST_SIZE * pdu_bytes_max(settings, identity)
+}
+
+/// Largest requests a connection may have pending at once (see `pending_request_bytes_max`).
+pub const PENDING_REQUESTS_OF_LARGEST_SIZE: usize = 4;
 
 /// Starts an operation: refused busy past `operations_per_connection_max`, run right here when
 /// it is small (a search the index says is small), else in its own task, which waits for one of
@@ -319,22 +374,14 @@ async fn start_operation(
     sender: &mpsc::Sender<Outgoing>,
     inline: &mut InlineQueue,
     running: &Arc<tokio::sync::Semaphore>,
+    pending: &PendingRequests,
     start: OperationStart,
 ) -> Result<(), Ending> {
     let settings = &context.settings();
     let (connection_id, operation_id) = (session.connection_id, start.operation_id);
-    if outstanding.len() >= settings.operations_per_connection_max {
-        info!(
-            "conn={connection_id} op={operation_id} refused: {} operations outstanding",
-            outstanding.len()
-        );
-        let busy = OperationError::new(
-            code::BUSY,
-            format!(
-                "too many outstanding operations on this connection (limit {})",
-                settings.operations_per_connection_max
-            ),
-        );
+    if let Some(refusal) = over_outstanding_limits(settings, session, outstanding, pending) {
+        info!("conn={connection_id} op={operation_id} refused: {refusal}");
+        let busy = OperationError::new(code::BUSY, refusal);
         if let Some(response) = operations::refusal(start.message_id, &start.operation, &busy) {
             if send_within(framed, response, settings.write_timeout)
                 .await
@@ -388,7 +435,10 @@ async fn start_operation(
         };
     }
     let turn = running.clone();
+    let held = start.held;
     let task = tokio::spawn(async move {
+        // Given back when the task ends or is aborted.
+        let _held = held;
         // The semaphore lives as long as the connection: never closed.
         let Ok(_running) = turn.acquire_owned().await else {
             return;
@@ -405,6 +455,29 @@ async fn start_operation(
         },
     );
     Ok(())
+}
+
+/// Why a new operation would take the connection past its bounds on outstanding operations
+/// (count, and bytes of their requests, the new one's already counted in `pending`), if so.
+fn over_outstanding_limits(
+    settings: &crate::settings::ServerSettings,
+    session: &Session,
+    outstanding: &HashMap<i32, Outstanding>,
+    pending: &PendingRequests,
+) -> Option<String> {
+    if outstanding.len() >= settings.operations_per_connection_max {
+        return Some(format!(
+            "too many outstanding operations on this connection (limit {})",
+            settings.operations_per_connection_max
+        ));
+    }
+    let bytes_max = pending_request_bytes_max(settings, &session.identity);
+    if !outstanding.is_empty() && pending.bytes() > bytes_max {
+        return Some(format!(
+            "the requests outstanding on this connection would hold more than {bytes_max} bytes"
+        ));
+    }
+    None
 }
 
 /// The queue of the operations a connection runs on its own task, one at a time: made once
@@ -619,12 +692,19 @@ fn pdu_codec(
     settings: &crate::settings::ServerSettings,
     identity: &Identity,
 ) -> crate::pdu::PduCodec {
-    let pdu_bytes_max = if identity.dn.is_empty() {
+    crate::pdu::PduCodec::new(
+        pdu_bytes_max(settings, identity),
+        settings.filter_depth_max + 32,
+    )
+}
+
+/// The largest request the connection takes now: larger once bound.
+fn pdu_bytes_max(settings: &crate::settings::ServerSettings, identity: &Identity) -> usize {
+    if identity.dn.is_empty() {
         settings.anonymous_pdu_bytes_max.min(settings.pdu_bytes_max)
     } else {
         settings.pdu_bytes_max
-    };
-    crate::pdu::PduCodec::new(pdu_bytes_max, settings.filter_depth_max + 32)
+    }
 }
 
 /// One write step (a write, a flush) that must progress within `write_timeout`: a client that

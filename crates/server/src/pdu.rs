@@ -22,6 +22,8 @@ pub struct Request {
     pub msgid: i32,
     pub op: Operation,
     pub controls: Vec<Control>,
+    /// Bytes of the whole LDAPMessage on the wire (what the connection's pending bound counts).
+    pub wire_bytes: usize,
 }
 
 /// Why a PDU could not be decoded; each closes only the connection it arrived on.
@@ -150,6 +152,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
             msgid,
             op: Operation::Other(op),
             controls,
+            wire_bytes: 0,
         });
     }
     if request::is_search(operation) {
@@ -159,6 +162,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
             msgid,
             op: Operation::Search(Box::new(search)),
             controls,
+            wire_bytes: 0,
         });
     }
     let parse = |element: &ber_read::Tlv<'_>| {
@@ -178,6 +182,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         msgid: message.msgid,
         op: Operation::Other(message.op),
         controls,
+        wire_bytes: 0,
     })
 }
 
@@ -244,7 +249,12 @@ impl Decoder for PduCodec {
 
     fn decode(&mut self, buffer: &mut BytesMut) -> Result<Option<Request>, PduError> {
         match take_frame(buffer, self.pdu_bytes_max)? {
-            Some(frame) => decode_message(&frame, self.ber_depth_max).map(Some),
+            Some(frame) => decode_message(&frame, self.ber_depth_max).map(|request| {
+                Some(Request {
+                    wire_bytes: frame.len(),
+                    ..request
+                })
+            }),
             None => Ok(None),
         }
     }

@@ -876,3 +876,56 @@ fn a_rootpw_in_a_slow_scheme_is_checked_like_any_other() {
         LdapResultCode::InvalidCredentials
     );
 }
+
+/// An anonymous search whose filter costs the server a while per entry (5,000 distinct items on
+/// an unindexed attribute) and holds ~205 KB on the wire (one item carries a 100 KB value).
+fn slow_large_search(message_id: i32) -> LdapMsg {
+    let mut items: Vec<LdapFilter> = (0..5000)
+        .map(|index| LdapFilter::Equality("description".to_string(), format!("v{index}")))
+        .collect();
+    items.push(LdapFilter::Equality(
+        "description".to_string(),
+        "x".repeat(100_000),
+    ));
+    search_request(message_id, LdapFilter::Or(items))
+}
+
+#[test]
+fn pipelined_requests_past_the_connections_bytes_are_answered_busy() {
+    let server = TestServer::start_populated(500, Vec::new(), |settings| {
+        settings.lookthrough_limit = 0;
+        settings.running_operations_per_connection_max = 1;
+    });
+    // Anonymous: requests of up to 256 KiB, 1 MiB of them outstanding. Before, 128
+    // such operations were taken and held decoded, several times their wire size each.
+    const SENT: i32 = 24;
+    let mut client = raw(&server);
+    client.send((1..=SENT).map(slow_large_search).collect());
+    let (mut busy, mut done) = (0, 0);
+    while busy + done < SENT {
+        if let LdapOp::SearchResultDone(result) = client.receive().expect("an answer").op {
+            if result.code == LdapResultCode::Busy {
+                assert!(result.message.contains("bytes"), "{}", result.message);
+                busy += 1;
+            } else {
+                assert_eq!(result.code, LdapResultCode::Success, "{}", result.message);
+                done += 1;
+            }
+        }
+    }
+    // Each search takes far longer than reading all 24 requests: five are taken, the rest
+    // refused as they arrive (more are taken only once one ends).
+    assert!(busy >= SENT / 2, "{busy} busy, {done} answered");
+    assert!((4..SENT).contains(&done), "{busy} busy, {done} answered");
+    // The connection is still served.
+    client.send(vec![search_request(
+        100,
+        LdapFilter::Equality("uid".to_string(), "nobody".to_string()),
+    )]);
+    loop {
+        if let LdapOp::SearchResultDone(result) = client.receive().expect("an answer").op {
+            assert_eq!(result.code, LdapResultCode::Success);
+            break;
+        }
+    }
+}
