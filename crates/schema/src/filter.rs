@@ -122,10 +122,10 @@ impl Filter {
         Ok(())
     }
 
-    /// Memory the filter holds: every node, and each name and value with
-    /// `HEAP_BLOCK_OVERHEAD_BYTES` for its allocation. Iterative, as `check_limits`.
+    /// Memory the filter holds: every node, and each name and value as a heap block
+    /// (`heap_block_bytes`). Iterative, as `check_limits`.
     pub fn held_bytes(&self) -> usize {
-        let block = |bytes: usize| bytes + HEAP_BLOCK_OVERHEAD_BYTES;
+        let block = heap_block_bytes;
         let mut pending: Vec<&Filter> = vec![self];
         let mut held = 0usize;
         while let Some(filter) = pending.pop() {
@@ -178,7 +178,13 @@ impl Filter {
 
 /// What one heap allocation (a `Vec`'s or `String`'s buffer) costs beyond its bytes: the
 /// allocator's rounding and bookkeeping, at most a size class's step for small blocks.
-pub const HEAP_BLOCK_OVERHEAD_BYTES: usize = 16;
+const HEAP_BLOCK_OVERHEAD_BYTES: usize = 16;
+
+/// Memory a heap block of `bytes` holds: its bytes and what its allocation costs beyond them
+/// (what `held_bytes` counts, here and for anything else queued in memory).
+pub fn heap_block_bytes(bytes: usize) -> usize {
+    bytes + HEAP_BLOCK_OVERHEAD_BYTES
+}
 
 struct FilterParser<'a> {
     text: &'a str,

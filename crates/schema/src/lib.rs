@@ -26,9 +26,9 @@ pub use dn::{
 pub use entry::{Attribute, Entry, ModOp, Modification};
 pub use error::{LdapError, ResultCode};
 pub use filter::{
-    is_filter_name_byte, substrings_match, visit_dn_avas, AttributeVisitor, CoveredAttribute,
-    EntryIdSet, EntryView, Filter, InChainQuery, OwnedEntryView, PreparedFilter, StoredValue, Tri,
-    FILTER_ITEMS_MAX, HEAP_BLOCK_OVERHEAD_BYTES,
+    heap_block_bytes, is_filter_name_byte, substrings_match, visit_dn_avas, AttributeVisitor,
+    CoveredAttribute, EntryIdSet, EntryView, Filter, InChainQuery, OwnedEntryView, PreparedFilter,
+    StoredValue, Tri, FILTER_ITEMS_MAX,
 };
 pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
 pub use normalized_attributes::{NormalizedAttributes, NormalizedEntryView};

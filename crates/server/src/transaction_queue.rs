@@ -8,7 +8,7 @@
 
 use crate::result::{code, OperationError};
 use crate::write_request::{Update, WriteRequest};
-use lmdir_schema::HEAP_BLOCK_OVERHEAD_BYTES;
+use lmdir_schema::heap_block_bytes as block;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -63,7 +63,13 @@ struct Open {
 struct State {
     next_number: u64,
     open: Vec<Open>,
-    queued_bytes: usize,
+}
+
+impl State {
+    /// Memory this connection's queued updates hold, all its open transactions together.
+    fn held_bytes(&self) -> usize {
+        self.open.iter().map(|open| open.held_bytes).sum()
+    }
 }
 
 /// A connection's open transactions (shared by its operations' tasks).
@@ -145,16 +151,15 @@ impl Transactions {
         let bytes = held_bytes(&update);
         let refusal = {
             let mut state = self.lock();
-            let State {
-                open, queued_bytes, ..
-            } = &mut *state;
-            let transaction = open
+            let connection_bytes = state.held_bytes();
+            let transaction = state
+                .open
                 .iter_mut()
                 .find(|open| open.id == id)
                 .ok_or_else(unknown)?;
             if transaction.updates.len() >= UPDATES_PER_TRANSACTION_MAX {
                 format!("more than {UPDATES_PER_TRANSACTION_MAX} updates in one transaction")
-            } else if *queued_bytes + bytes > QUEUED_BYTES_PER_CONNECTION_MAX {
+            } else if connection_bytes + bytes > QUEUED_BYTES_PER_CONNECTION_MAX {
                 format!(
                     "transactions on this connection would hold more than \
                      {QUEUED_BYTES_PER_CONNECTION_MAX} bytes"
@@ -165,7 +170,6 @@ impl Transactions {
                      (transaction_bytes_max)"
                 )
             } else {
-                *queued_bytes += bytes;
                 transaction.held_bytes += bytes;
                 transaction.updates.push(Queued { message_id, update });
                 return Ok(());
@@ -180,7 +184,6 @@ impl Transactions {
         let mut state = self.lock();
         let position = state.open.iter().position(|open| open.id == id)?;
         let open = state.open.remove(position);
-        state.queued_bytes -= open.held_bytes;
         self.server.release(open.held_bytes);
         Some(open.updates)
     }
@@ -194,15 +197,9 @@ impl Transactions {
     /// queued under the old one must not commit under the new one.
     pub fn abort_all(&self) {
         let mut state = self.lock();
+        self.server.release(state.held_bytes());
         state.open.clear();
-        self.server.release(state.queued_bytes);
-        state.queued_bytes = 0;
     }
-}
-
-/// A heap block of `bytes`: its bytes and what the allocation costs beyond them.
-fn block(bytes: usize) -> usize {
-    bytes + HEAP_BLOCK_OVERHEAD_BYTES
 }
 
 /// Memory a list of values holds: the list's buffer of `Vec` headers and each value's block.
@@ -233,9 +230,21 @@ fn request_bytes(request: &WriteRequest) -> usize {
                 .map(|change| block(change.description.len()) + values_bytes(&change.values))
                 .sum::<usize>()
     };
-    // A parsed DN (an add's) holds its RDNs' types and values: counted as a few blocks per
-    // byte of its text would be too much; four times the text bounds it.
-    let parsed_dn = |dn: &lmdir_schema::Dn| block(4 * dn.to_string().len());
+    // A parsed DN (an add's): its list of RDNs, each one's list of AVAs, their types and values.
+    let parsed_dn = |dn: &lmdir_schema::Dn| -> usize {
+        block(std::mem::size_of_val(dn.rdns.as_slice()))
+            + dn.rdns
+                .iter()
+                .map(|rdn| {
+                    block(std::mem::size_of_val(rdn.avas.as_slice()))
+                        + rdn
+                            .avas
+                            .iter()
+                            .map(|ava| block(ava.attr.len()) + block(ava.value.len()))
+                            .sum::<usize>()
+                })
+                .sum::<usize>()
+    };
     match request {
         WriteRequest::Add(entry) => {
             parsed_dn(&entry.dn)
@@ -301,7 +310,7 @@ mod tests {
                 values,
             }],
         );
-        let per_value = std::mem::size_of::<Vec<u8>>() + 1 + HEAP_BLOCK_OVERHEAD_BYTES;
+        let per_value = std::mem::size_of::<Vec<u8>>() + block(1);
         assert!(request_bytes(&request) >= 10_000 * per_value);
     }
 
