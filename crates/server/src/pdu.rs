@@ -152,7 +152,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
             msgid,
             op: Operation::Other(op),
             controls,
-            wire_bytes: 0,
+            wire_bytes: frame.len(),
         });
     }
     if request::is_search(operation) {
@@ -162,7 +162,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
             msgid,
             op: Operation::Search(Box::new(search)),
             controls,
-            wire_bytes: 0,
+            wire_bytes: frame.len(),
         });
     }
     let parse = |element: &ber_read::Tlv<'_>| {
@@ -182,7 +182,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         msgid: message.msgid,
         op: Operation::Other(message.op),
         controls,
-        wire_bytes: 0,
+        wire_bytes: frame.len(),
     })
 }
 
@@ -249,12 +249,7 @@ impl Decoder for PduCodec {
 
     fn decode(&mut self, buffer: &mut BytesMut) -> Result<Option<Request>, PduError> {
         match take_frame(buffer, self.pdu_bytes_max)? {
-            Some(frame) => decode_message(&frame, self.ber_depth_max).map(|request| {
-                Some(Request {
-                    wire_bytes: frame.len(),
-                    ..request
-                })
-            }),
+            Some(frame) => decode_message(&frame, self.ber_depth_max).map(Some),
             None => Ok(None),
         }
     }
