@@ -19,13 +19,18 @@ const START: &str = "1.3.6.1.1.21.1";
 const SPECIFICATION: &str = "1.3.6.1.1.21.2";
 const END: &str = "1.3.6.1.1.21.3";
 
-fn start(connection: &mut LdapConn) -> Vec<u8> {
-    let result = connection
+/// Start Transaction's answer: the response (its value is the identifier) and the result.
+fn start_request(connection: &mut LdapConn) -> ldap3::result::ExopResult {
+    connection
         .extended(Exop {
             name: Some(START.to_string()),
             val: None,
         })
-        .expect("start sent");
+        .expect("start sent")
+}
+
+fn start(connection: &mut LdapConn) -> Vec<u8> {
+    let result = start_request(connection);
     assert_eq!(result.1.rc, 0, "{:?}", result.1);
     result.0.val.expect("a transaction identifier")
 }
@@ -247,13 +252,7 @@ fn the_specification_control_is_checked_and_transactions_are_bounded() {
     for _ in 0..4 {
         start(&mut fresh);
     }
-    let fifth = fresh
-        .extended(Exop {
-            name: Some(START.to_string()),
-            val: None,
-        })
-        .expect("start sent");
-    assert_eq!(fifth.1.rc, 11);
+    assert_eq!(start_request(&mut fresh).1.rc, 11);
     // At most 1,024 updates in one: the 1,025th is refused and the transaction aborted.
     let mut bulk = root(&server);
     let id = start(&mut bulk);
@@ -292,12 +291,7 @@ fn the_root_dse_lists_the_transaction_operations_and_control() {
 fn anonymous_clients_cannot_open_a_transaction() {
     let server = server();
     let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
-    let refused = anonymous
-        .extended(Exop {
-            name: Some(START.to_string()),
-            val: None,
-        })
-        .expect("start sent");
+    let refused = start_request(&mut anonymous);
     assert_eq!(refused.1.rc, 8, "{:?}", refused.1);
     assert!(refused.0.val.is_none());
     // Nothing to name: an update in any transaction is refused and nothing is queued.
