@@ -309,3 +309,87 @@ fn bearer_tokens_act_as_their_entry_and_are_stored_hashed() {
     );
     assert!(!list.text().contains("SHA256"));
 }
+
+/// The first status line of each response in `raw`.
+fn status_lines(raw: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(raw)
+        .lines()
+        .filter(|line| line.starts_with("HTTP/1.1 "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn access_is_decided_before_a_body_is_read() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let client = client_of(&server);
+    let body_bytes_max = server.running().context().settings().http.body_bytes_max;
+    let declared = body_bytes_max / 2;
+    // A SCIM request without credentials, or with wrong ones, declares half the bound and
+    // sends none of it: the answer is 401 at once (were the body awaited, the read would time
+    // out and answer 400).
+    let wrong = client.basic("u0000001", "guess");
+    for authorization in [None, wrong.authorization.as_deref()] {
+        let credentials = authorization
+            .map(|value| format!("Authorization: {value}\r\n"))
+            .unwrap_or_default();
+        let head = format!(
+            "POST {USERS} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{credentials}Content-Type: application/scim+json\r\nContent-Length: {declared}\r\n\r\n"
+        );
+        let lines = status_lines(&client.exchange(head.as_bytes()));
+        assert_eq!(lines, ["HTTP/1.1 401 Unauthorized"], "{credentials}");
+    }
+    // Without a console session, no more than a sign-in form is read: a longer declared
+    // body is refused unread, and a chunked one is cut at that allowance.
+    let head = format!(
+        "POST /login HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {declared}\r\n\r\n"
+    );
+    let lines = status_lines(&client.exchange(head.as_bytes()));
+    assert_eq!(lines, ["HTTP/1.1 413 Payload Too Large"]);
+    let mut chunked = b"POST /login HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..20 {
+        chunked.extend_from_slice(format!("{:x}\r\n", 4096).as_bytes());
+        chunked.extend_from_slice(&[b'a'; 4096]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let lines = status_lines(&client.exchange(&chunked));
+    assert_eq!(lines, ["HTTP/1.1 413 Payload Too Large"]);
+    // An unread body is never taken for the next request on a kept-alive connection: the
+    // request after it is answered, the one inside it is not.
+    let inner = "GET /console.css HTTP/1.1\r\nHost: x\r\n\r\n";
+    let smuggled = format!(
+        "POST {USERS} HTTP/1.1\r\nHost: x\r\nContent-Type: application/scim+json\r\nContent-Length: {}\r\n\r\n{inner}",
+        inner.len()
+    );
+    let next = "GET /login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let mut stream = std::net::TcpStream::connect(client.address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut raw = Vec::new();
+    std::io::Write::write_all(&mut stream, smuggled.as_bytes()).expect("send");
+    while !String::from_utf8_lossy(&raw).contains("\r\n\r\n") {
+        let mut buffer = [0u8; 4096];
+        match std::io::Read::read(&mut stream, &mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(read) => raw.extend_from_slice(&buffer[..read]),
+        }
+    }
+    let _ = std::io::Write::write_all(&mut stream, next.as_bytes());
+    let _ = std::io::Read::read_to_end(&mut stream, &mut raw);
+    let lines = status_lines(&raw);
+    println!("kept-alive connection after an unread body: {lines:?}");
+    assert_eq!(lines[0], "HTTP/1.1 401 Unauthorized");
+    assert!(
+        lines.len() == 1 || lines[1..] == ["HTTP/1.1 200 OK"],
+        "{lines:?}"
+    );
+    // The signed-in paths are unchanged: a SCIM request with credentials is read and served.
+    let admin = client.basic(ROOT_DN, ROOT_PASSWORD);
+    let created = admin.send_json("POST", USERS, &json!({"userName": "readbody"}));
+    assert_eq!(created.status, 201, "{}", created.text());
+}

@@ -7,7 +7,9 @@
 //!
 //! Bounded like the LDAP side: `connections_max` connections (past it a new one is closed at
 //! once), headers within `HEADER_READ_TIMEOUT`, bodies within `body_bytes_max` (413 beyond,
-//! decided from Content-Length before reading when it is given).
+//! decided from Content-Length before reading when it is given). Access is decided from the
+//! head first: a SCIM request authenticates before its body is read (401 leaves it unread),
+//! and the console reads at most `console::SIGN_IN_BODY_BYTES_MAX` without a live session.
 
 pub mod auth;
 pub mod console;
@@ -247,32 +249,6 @@ async fn handle(
     request: Request<Incoming>,
 ) -> HttpResponse {
     let (parts, body) = request.into_parts();
-    let declared = parts
-        .headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > state.body_bytes_max as u64) {
-        return too_large(&state);
-    }
-    let collected = tokio::time::timeout(
-        BODY_READ_TIMEOUT,
-        Limited::new(body, state.body_bytes_max).collect(),
-    )
-    .await;
-    let body = match collected {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
-            return too_large(&state)
-        }
-        Ok(Err(_)) | Err(_) => {
-            return respond(
-                StatusCode::BAD_REQUEST,
-                "text/plain",
-                "the body could not be read",
-            )
-        }
-    };
     let query = parts
         .uri
         .query()
@@ -282,20 +258,39 @@ async fn handle(
                 .collect()
         })
         .unwrap_or_default();
-    let request = HttpRequest {
+    let mut request = HttpRequest {
         method: parts.method,
         path: parts.uri.path().to_string(),
         query,
         headers: parts.headers,
-        body,
+        body: Bytes::new(),
         peer,
         tls: state.tls,
     };
+    // Access is decided from the head before the body is read: an unauthenticated SCIM
+    // request's body is never read, and the console reads no more than a sign-in form
+    // without a live session.
     let mut response = if let Some(rest) = request.path.strip_prefix(scim::PREFIX) {
         let rest = rest.to_string();
-        scim::handle(&state, &request, &rest).await
+        match auth::authenticate(&state, &request).await {
+            Err(auth::Unauthenticated) => scim::unauthorized(),
+            Ok(client) => match read_body(&request, body, state.body_bytes_max).await {
+                Ok(bytes) => {
+                    request.body = bytes;
+                    scim::handle(&state, &request, &rest, client).await
+                }
+                Err(refused) => refused.scim_response(),
+            },
+        }
     } else {
-        console::handle(&state, &request).await
+        let allowance_bytes = console::body_allowance_bytes(&state, &request);
+        match read_body(&request, body, allowance_bytes).await {
+            Ok(bytes) => {
+                request.body = bytes;
+                console::handle(&state, &request).await
+            }
+            Err(refused) => refused.text_response(),
+        }
     };
     if state.tls {
         response.headers_mut().insert(
@@ -306,13 +301,62 @@ async fn handle(
     response
 }
 
-fn too_large(state: &HttpState) -> HttpResponse {
-    scim::error_response(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        None,
-        &format!(
-            "the request body is larger than {} bytes",
-            state.body_bytes_max
-        ),
+/// Why a body was not read whole.
+enum BodyRefused {
+    /// Longer than the request's allowance (declared or sent).
+    TooLarge { allowance_bytes: usize },
+    /// Cut off, malformed, or not sent within `BODY_READ_TIMEOUT`.
+    Unreadable,
+}
+
+impl BodyRefused {
+    fn text(&self) -> String {
+        match self {
+            BodyRefused::TooLarge { allowance_bytes } => {
+                format!("the request body is larger than {allowance_bytes} bytes")
+            }
+            BodyRefused::Unreadable => "the body could not be read".to_string(),
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            BodyRefused::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyRefused::Unreadable => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    fn scim_response(&self) -> HttpResponse {
+        scim::error_response(self.status(), None, &self.text())
+    }
+
+    fn text_response(&self) -> HttpResponse {
+        respond(self.status(), "text/plain", self.text())
+    }
+}
+
+/// The request's body, read whole within `allowance_bytes` (refused before reading when
+/// its declared length is over).
+async fn read_body(
+    request: &HttpRequest,
+    body: Incoming,
+    allowance_bytes: usize,
+) -> Result<Bytes, BodyRefused> {
+    let too_large = BodyRefused::TooLarge { allowance_bytes };
+    let declared = request
+        .header(hyper::header::CONTENT_LENGTH.as_str())
+        .and_then(|value| value.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > allowance_bytes as u64) {
+        return Err(too_large);
+    }
+    let collected = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        Limited::new(body, allowance_bytes).collect(),
     )
+    .await;
+    match collected {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(too_large),
+        Ok(Err(_)) | Err(_) => Err(BodyRefused::Unreadable),
+    }
 }

@@ -312,6 +312,21 @@ pub fn redirect(location: &str) -> HttpResponse {
     response
 }
 
+/// The most a request without a live session may send: a sign-in form (user name or DN,
+/// password and token) fits many times over.
+pub const SIGN_IN_BODY_BYTES_MAX: usize = 16 * 1024;
+
+/// How much of `request`'s body is read: `body_bytes_max` for a live session's request,
+/// `SIGN_IN_BODY_BYTES_MAX` for anyone else's (decided from the head, before reading).
+pub fn body_allowance_bytes(state: &HttpState, request: &HttpRequest) -> usize {
+    let id = cookie(request, session_cookie_name(state.tls)).unwrap_or_default();
+    if state.console.find(&id).is_some() {
+        state.body_bytes_max
+    } else {
+        SIGN_IN_BODY_BYTES_MAX.min(state.body_bytes_max)
+    }
+}
+
 /// Entry point for every path outside `/scim/v2/`.
 pub async fn handle(state: &HttpState, request: &HttpRequest) -> HttpResponse {
     match (&request.method, request.path.as_str()) {

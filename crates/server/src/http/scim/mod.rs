@@ -188,12 +188,14 @@ fn into_response(answer: Result<Answer, ScimError>) -> HttpResponse {
     }
 }
 
-/// Entry point for `/scim/v2/...` (`rest` is what follows the prefix).
-pub async fn handle(state: &HttpState, request: &HttpRequest, rest: &str) -> HttpResponse {
-    let client = match super::auth::authenticate(state, request).await {
-        Ok(client) => client,
-        Err(_) => return unauthorized(),
-    };
+/// Entry point for `/scim/v2/...` (`rest` is what follows the prefix), run as `client`
+/// (authenticated from the request's head before its body was read).
+pub async fn handle(
+    state: &HttpState,
+    request: &HttpRequest,
+    rest: &str,
+    client: DirectoryClient,
+) -> HttpResponse {
     let scim = &state.scim;
     let segments: Vec<&str> = rest
         .trim_matches('/')
