@@ -419,6 +419,24 @@ pub fn check_cost(stored: &[u8], limits: &CostLimits) -> Result<(), PasswordErro
     check_limits(scheme.name(), widened.collect())
 }
 
+/// The memory (bytes) verifying `stored` allocates: Argon2's `m` KiB, scrypt's and yescrypt's
+/// 128·N·r (+ 128·r·p); 0 for the schemes that need no more than a few KiB, and for values
+/// that cannot be verified (nothing is computed for those). Callers bound how many of these
+/// run at once by it: one bind's cost is bounded by [`check_cost`], many binds' by the caller.
+pub fn verify_memory_bytes(stored: &[u8]) -> u64 {
+    let Ok(scheme) = scheme_of(stored) else {
+        return 0;
+    };
+    let payload = split_scheme(stored).1;
+    match scheme {
+        Scheme::Argon2 => argon2_params(payload)
+            .map(|params| u64::from(params.m_cost()) * 1024)
+            .unwrap_or(0),
+        Scheme::Crypt => crypt_text(payload).map_or(0, crypt::memory_bytes),
+        _ => 0,
+    }
+}
+
 /// `CostTooHigh` for the first (field, value, limit) whose value is over its limit.
 fn check_limits(
     scheme: &'static str,

@@ -3,7 +3,7 @@
 //! reference `argon2` CLI, all for the password "secret".
 
 use lmdir_access::password::{
-    hash, is_hashed, scheme_of, verify, verify_checked, PasswordError, Scheme,
+    hash, is_hashed, scheme_of, verify, verify_checked, verify_memory_bytes, PasswordError, Scheme,
 };
 
 const SLAPPASSWD_VECTORS: &[&str] = &[
@@ -580,5 +580,31 @@ fn mkpasswd_hashes_of_random_passwords_verify() {
                 "{method}: {stored}"
             );
         }
+    }
+}
+
+#[test]
+fn verify_memory_is_what_the_memory_hard_schemes_allocate() {
+    const MIB: u64 = 1 << 20;
+    // mkpasswd -m scrypt (N = 2^14, r = 32, p = 1): 64 MiB and the blocks.
+    let scrypt =
+        b"{CRYPT}$7$CU..../....H7ZVB0ddSRCKmOKHXTD.v1$k9fQDBwz2qDh7i4sQr4FXz6ybQG.Eq0rBwyhc0N8Zi4";
+    assert_eq!(verify_memory_bytes(scrypt), 128 * 32 * ((1 << 14) + 1));
+    // yescrypt's default (N = 4096, r = 32): 16 MiB.
+    let yescrypt =
+        b"{CRYPT}$y$j9T$rn7WCwJvX9aYHQJeH2V8K1$AUivrvHRyalMx6mlVuqBem/Pep8qVzVfVfwNn7xAMgB";
+    assert_eq!(verify_memory_bytes(yescrypt), 128 * 32 * (4096 + 1));
+    // Our own Argon2id: m = 19,456 KiB.
+    let argon2 = hash(Scheme::Argon2, b"secret").expect("hash");
+    assert_eq!(verify_memory_bytes(&argon2), 19_456 * 1024);
+    // The others need no memory to speak of; neither do values that cannot be verified.
+    for light in [
+        &b"{SSHA}RDpsQcWJgeAzWkrbhetcLfU4ZZzrLh40"[..],
+        b"{PBKDF2-SHA256}10000$SQJH7c9OtuGQ2Xyrba9OhQ$c3JxHuBA9CJQe3iBplVgKZGb55rHPDudxv0R537qw4Q",
+        b"secret",
+        b"{CRYPT}$7$garbage",
+        b"{UNKNOWN}x",
+    ] {
+        assert!(verify_memory_bytes(light) < MIB, "{light:?}");
     }
 }

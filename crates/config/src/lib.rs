@@ -135,6 +135,9 @@ pub struct ServerConfig {
     /// Memory that updates queued in open LDAP transactions (RFC 5805) may hold, all
     /// connections together (each connection also at most 64 MiB).
     pub transaction_bytes_max: u64,
+    /// Memory the slow password verifications running at once may need, all together (at
+    /// most one per CPU core runs; one needing more than this runs alone).
+    pub password_verify_memory_bytes_max: u64,
     /// Scheme used by Password Modify and for hashing cleartext passwords on add.
     pub password_hash: String,
     /// Whether a cleartext `userPassword` written by add or modify is hashed with
@@ -221,6 +224,7 @@ impl Default for ServerConfig {
             sort_keys_max: 16,
             sort_bytes_max: 64 * 1024 * 1024,
             transaction_bytes_max: 256 * 1024 * 1024,
+            password_verify_memory_bytes_max: 1 << 30,
             password_hash: "SSHA".to_string(),
             password_hash_cleartext: true,
             write_budget_milliseconds: 1000,
@@ -767,7 +771,7 @@ impl Config {
             .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
         parse_metrics_listen(&server.metrics_listen)
             .map_err(|message| problem(vec![Key("server"), Key("metrics_listen")], message))?;
-        let ranges: [(&'static str, u64, u64, u64); 24] = [
+        let ranges: [(&'static str, u64, u64, u64); 25] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -862,6 +866,12 @@ impl Config {
                 server.transaction_bytes_max,
                 1 << 20,
                 1 << 36,
+            ),
+            (
+                "password_verify_memory_bytes_max",
+                server.password_verify_memory_bytes_max,
+                1 << 20,
+                1 << 40,
             ),
             (
                 "operations_per_connection_max",

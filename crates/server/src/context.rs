@@ -66,6 +66,8 @@ pub struct ServerContext {
     /// Memory held by updates queued in open LDAP transactions, all connections together
     /// (`transaction_bytes_max`).
     pub(crate) transaction_bytes: Arc<crate::transaction_queue::QueuedBytes>,
+    /// Admission of slow password verifications (`password_verify_memory_bytes_max`).
+    pub(crate) verify_gate: crate::verify_gate::VerifyGate,
     /// The configuration file now live (set by `lmdir serve` and by each reload).
     pub(crate) config_identity: Mutex<Option<crate::config_identity::ConfigIdentity>>,
 }

@@ -55,6 +55,7 @@ pub mod tls;
 mod transaction;
 mod transaction_queue;
 mod update;
+mod verify_gate;
 mod write_request;
 mod writer;
 

@@ -49,9 +49,12 @@ pub fn password_matches(stored: &[u8], presented: &[u8], dn: Option<&str>) -> bo
 
 /// Whether `presented` matches any of `stored` (already bounded by the caller). Fast schemes
 /// take microseconds and are checked on this task; if any value uses a deliberately slow scheme
-/// (PBKDF2, Argon2, crypt) all are checked on the blocking pool, so a bind never stalls the
-/// reactor, whether it is the rootdn's `rootpw` or an entry's `userPassword`.
+/// (PBKDF2, Argon2, crypt) all are checked on the blocking pool, once the server's verify gate
+/// admits them (`verify_gate`: a core and the memory they need), so a bind never stalls the
+/// reactor and many binds at once never take more than the gate's budget, whether it is the
+/// rootdn's `rootpw` or an entry's `userPassword`.
 pub async fn any_password_matches(
+    server: &ServerContext,
     stored: Vec<Vec<u8>>,
     presented: &[u8],
     dn: Option<&str>,
@@ -59,6 +62,12 @@ pub async fn any_password_matches(
     let slow = stored
         .iter()
         .any(|value| lmdir_access::password::scheme_of(value).is_ok_and(|scheme| scheme.is_slow()));
+    // The values are verified one after another: the largest need is the memory taken.
+    let memory_bytes = if slow {
+        stored_memory_bytes(&stored)
+    } else {
+        0
+    };
     let presented = presented.to_vec();
     let dn = dn.map(str::to_string);
     let verify = move || {
@@ -66,11 +75,27 @@ pub async fn any_password_matches(
             .iter()
             .any(|value| password_matches(value, &presented, dn.as_deref()))
     };
-    if slow {
-        tokio::task::spawn_blocking(verify).await.map_err(internal)
-    } else {
-        Ok(verify())
+    if !slow {
+        return Ok(verify());
     }
+    let budget_bytes = server.settings().password_verify_memory_bytes_max;
+    let permit = server.verify_gate.enter(memory_bytes, budget_bytes).await;
+    tokio::task::spawn_blocking(move || {
+        // Held until the verification ends, even when the bind waiting for it is abandoned.
+        let _permit = permit;
+        verify()
+    })
+    .await
+    .map_err(internal)
+}
+
+/// The most memory verifying one of `stored` needs (they are verified one at a time).
+fn stored_memory_bytes(stored: &[Vec<u8>]) -> u64 {
+    stored
+        .iter()
+        .map(|value| lmdir_access::password::verify_memory_bytes(value))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Checks `password` against the entry's userPassword under its password policy, when one
@@ -107,7 +132,7 @@ async fn check_entry_password(
             return Err(invalid());
         }
     }
-    if any_password_matches(stored_passwords, password, Some(dn)).await? {
+    if any_password_matches(server, stored_passwords, password, Some(dn)).await? {
         return Ok(policed);
     }
     if let Some((policy, _)) = policed {
@@ -193,7 +218,7 @@ pub(crate) async fn check_password_change(
         None => None,
         Some(Judged::Refused(refusal)) => Some(refusal),
         Some(Judged::CheckHistory { current, history }) => {
-            history_refusal(change, current, history).await?
+            history_refusal(&context.server, change, current, history).await?
         }
     };
     let Some((result_code, text, failure)) = refusal else {
@@ -293,6 +318,7 @@ fn judge_password_change(
 /// pwdInHistory: a new cleartext password equal to the current one or to one in the history
 /// is refused (19, passwordInHistory), with slapd's texts. Hashed new values cannot be compared.
 async fn history_refusal(
+    server: &ServerContext,
     change: &ppolicy::PasswordChange<'_>,
     current: Vec<Vec<u8>>,
     history: Vec<Vec<u8>>,
@@ -301,14 +327,14 @@ async fn history_refusal(
         if password::is_hashed(new) {
             continue;
         }
-        if any_password_matches(current.clone(), new, None).await? {
+        if any_password_matches(server, current.clone(), new, None).await? {
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is not being changed from existing value",
                 PolicyError::PasswordInHistory,
             )));
         }
-        if any_password_matches(history.clone(), new, None).await? {
+        if any_password_matches(server, history.clone(), new, None).await? {
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is in history of old passwords",
@@ -937,7 +963,7 @@ async fn check_password(
     let database = database_of(server);
     if !settings.rootpw.is_empty() && names_rootdn(server, dn, normalized.as_ref()) {
         let stored = vec![settings.rootpw.as_bytes().to_vec()];
-        return if any_password_matches(stored, password, Some(dn)).await? {
+        return if any_password_matches(server, stored, password, Some(dn)).await? {
             let normalized_dn = match normalized {
                 Some(Ok(normalized)) => normalized,
                 _ => normalized_identity_dn(server, dn),

@@ -422,6 +422,7 @@ pub async fn start(
         config_identity: std::sync::Mutex::new(None),
         consumer_tasks: std::sync::Mutex::default(),
         transaction_bytes: Arc::default(),
+        verify_gate: crate::verify_gate::VerifyGate::for_this_machine(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();

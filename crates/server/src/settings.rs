@@ -69,6 +69,8 @@ pub struct ServerSettings {
     pub sort_bytes_max: usize,
     /// Memory the updates queued in open LDAP transactions may hold, all connections together.
     pub transaction_bytes_max: usize,
+    /// Memory the slow password verifications running at once may need (`verify_gate`).
+    pub password_verify_memory_bytes_max: u64,
     pub password_hash: String,
     pub password_hash_cleartext: bool,
     /// Most writer time per update (see `lmdir-config`).
@@ -159,6 +161,7 @@ impl ServerSettings {
             sort_bytes_max: usize::try_from(server.sort_bytes_max).unwrap_or(usize::MAX),
             transaction_bytes_max: usize::try_from(server.transaction_bytes_max)
                 .unwrap_or(usize::MAX),
+            password_verify_memory_bytes_max: server.password_verify_memory_bytes_max,
             password_hash: server.password_hash.clone(),
             password_hash_cleartext: server.password_hash_cleartext,
             write_budget: Duration::from_millis(server.write_budget_milliseconds),

@@ -154,6 +154,35 @@ fn decode_le_number(format: CryptFormat, field: &str, digits: &[u8]) -> Result<u
     })
 }
 
+/// The memory (bytes) verifying a stored crypt string allocates: scrypt's and yescrypt's
+/// 128·N·r for the big array plus 128·r·p for the blocks; 0 for the others (a few KiB at
+/// most) and for strings that do not parse.
+pub(super) fn memory_bytes(text: &str) -> u64 {
+    let Ok(format) = format_of(text) else {
+        return 0;
+    };
+    let (n, r, p) = match format {
+        CryptFormat::Scrypt => match scrypt_parts(text) {
+            Ok(parts) => (
+                1u128 << parts.log_n,
+                u128::from(parts.r),
+                u128::from(parts.p),
+            ),
+            Err(_) => return 0,
+        },
+        CryptFormat::Yescrypt | CryptFormat::GostYescrypt => match yescrypt_parts(format, text) {
+            Ok(parts) => (
+                u128::from(parts.params.n()),
+                u128::from(parts.params.r()),
+                u128::from(parts.params.p()),
+            ),
+            Err(_) => return 0,
+        },
+        _ => return 0,
+    };
+    saturating_u64(128 * r * (n + p))
+}
+
 /// What a stored crypt string costs to verify, as (field, value, limit) for each bounded field.
 pub(super) fn costs(
     text: &str,

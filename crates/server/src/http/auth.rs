@@ -85,7 +85,8 @@ async fn bearer_identity(
     let throttle_key = normalized.as_deref();
     let checked = crate::password::throttled(server, client.session(), &dn, throttle_key, async {
         let stored = token_hashes(server, &dn)?;
-        let matched = crate::password::any_password_matches(stored.1, &secret, Some(&dn)).await?;
+        let matched =
+            crate::password::any_password_matches(server, stored.1, &secret, Some(&dn)).await?;
         if matched {
             Ok(stored.0)
         } else {
