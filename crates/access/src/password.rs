@@ -419,6 +419,15 @@ pub fn check_cost(stored: &[u8], limits: &CostLimits) -> Result<(), PasswordErro
     check_limits(scheme.name(), widened.collect())
 }
 
+/// The memory (bytes) [`hash`] allocates for a value of `scheme`: Argon2's default `m`, next
+/// to nothing for the others it writes.
+pub fn hash_memory_bytes(scheme: Scheme) -> u64 {
+    match scheme {
+        Scheme::Argon2 => u64::from(ARGON2_MEMORY_KIB_DEFAULT) * 1024,
+        _ => 0,
+    }
+}
+
 /// The memory (bytes) verifying `stored` allocates: Argon2's `m` KiB, scrypt's and yescrypt's
 /// 128·N·r (+ 128·r·p); 0 for the schemes that need no more than a few KiB, and for values
 /// that cannot be verified (nothing is computed for those). Callers bound how many of these

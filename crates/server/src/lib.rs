@@ -35,6 +35,7 @@ mod password;
 pub mod pdu;
 mod persist;
 pub mod ppolicy;
+mod prehash;
 pub mod proxy_authz;
 pub mod reload;
 pub mod replication;

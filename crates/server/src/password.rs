@@ -756,6 +756,7 @@ pub async fn password_modify(
         WriteRequest::SetPassword {
             dn: target_dn,
             password: new_password.clone().into_bytes(),
+            hashed: false,
         },
     )
     .await?;

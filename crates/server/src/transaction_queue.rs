@@ -269,7 +269,7 @@ fn request_bytes(request: &WriteRequest) -> usize {
                 + block(new_rdn.len())
                 + new_superior.as_ref().map_or(0, |dn| block(dn.len()))
         }
-        WriteRequest::SetPassword { dn, password } => block(dn.len()) + block(password.len()),
+        WriteRequest::SetPassword { dn, password, .. } => block(dn.len()) + block(password.len()),
         WriteRequest::PolicyState(_)
         | WriteRequest::Replicate(_)
         | WriteRequest::Transaction(_) => 0,

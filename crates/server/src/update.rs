@@ -76,6 +76,7 @@ async fn submit_update(
     controls: &RequestControls,
     request: WriteRequest,
 ) -> Result<Submitted, OperationError> {
+    let request = crate::prehash::prehashed(context, database, request).await?;
     let update = update_of(context, controls, request)?;
     match &controls.transaction {
         Some(id) => {

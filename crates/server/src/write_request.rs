@@ -22,11 +22,13 @@ pub(crate) enum WriteRequest {
         delete_old_rdn: bool,
         new_superior: Option<String>,
     },
-    /// Password Modify: replace the entry's userPassword with this cleartext, hashed by the
-    /// writer once write access to userPassword is established.
+    /// Password Modify: replace the entry's userPassword with this password, hashed by the
+    /// writer once write access to userPassword is established, unless `hashed` (hashed
+    /// already on its way, `prehash.rs`: the writer stores it as it is).
     SetPassword {
         dn: String,
         password: Vec<u8>,
+        hashed: bool,
     },
     /// Password policy state (failed binds, lockout, grace logins): the server's own update,
     /// decided against the entry inside the writer's transaction, never access-checked as the

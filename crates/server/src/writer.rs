@@ -670,9 +670,15 @@ impl Writer {
         match &mut job.request {
             // A new password is always a password, even one that looks like `{SSHA}...`; once
             // hashed the job becomes the modify it is, so a re-applied job is not hashed twice.
-            WriteRequest::SetPassword { dn, password } => {
+            WriteRequest::SetPassword {
+                dn,
+                password,
+                hashed,
+            } => {
                 let mut value = std::mem::take(password);
-                hash_one(&mut value)?;
+                if !*hashed {
+                    hash_one(&mut value)?;
+                }
                 let modification = Modification {
                     op: ModOp::Replace,
                     description: "userPassword".to_string(),

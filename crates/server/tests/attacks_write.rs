@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    bind, grant, own_password_rule, person_dn, root, rule_by, TestServer, PERSON_PASSWORD, ROOT_DN,
-    ROOT_PASSWORD,
+    attributes, bind, grant, own_password_rule, person_dn, root, rule_by, TestServer,
+    PERSON_PASSWORD, ROOT_DN,
 };
 use ldap3::controls::RawControl;
 use ldap3::exop::PasswordModify;
@@ -411,16 +411,87 @@ fn password_modify_follows_write_access_to_user_password() {
 }
 
 #[test]
+fn a_users_password_hashing_never_holds_the_writer() {
+    // A person writes their own entry's userPassword (and sees the entry, so the writer gets
+    // as far as hashing).
+    let own_entry = rule_by(
+        attributes(&["entry", "userPassword"]),
+        &[
+            (Who::SelfEntry, AccessLevel::Write),
+            (Who::Anyone, AccessLevel::Auth),
+        ],
+    );
+    let mut server = TestServer::start_populated(PEOPLE, vec![own_entry], |settings| {
+        settings.password_hash = "ARGON2".to_string();
+        settings.write_budget = Duration::from_secs(5);
+    });
+    // A person replaces their own userPassword with 10,000 cleartext values: at least 5 s of
+    // Argon2 on any machine, cut by the budget (adminLimitExceeded). Before, the writer
+    // hashed them inside its transaction and every other write waited the whole budget.
+    let url = server.ldap_url();
+    let (answered, answer) = std::sync::mpsc::channel();
+    let hashing = std::thread::spawn(move || {
+        let mut person = common::bind_url(&url, &person_dn(0), PERSON_PASSWORD);
+        let values: HashSet<String> = (0..10_000).map(|index| format!("pw{index}")).collect();
+        let result = person
+            .modify(
+                &person_dn(0),
+                vec![Mod::Replace(
+                    "userPassword",
+                    values.iter().map(String::as_str).collect(),
+                )],
+            )
+            .expect("modify sent");
+        let _ = answered.send(result.rc);
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // Three writes by someone else are answered while that hashing still runs.
+    let mut admin = root(&server);
+    for index in 0..3 {
+        let description = format!("written while hashing {index}");
+        admin
+            .modify(
+                &person_dn(1),
+                vec![Mod::Replace(
+                    "description",
+                    HashSet::from([description.as_str()]),
+                )],
+            )
+            .expect("modify sent")
+            .success()
+            .expect("written");
+    }
+    let early = answer.try_recv();
+    assert!(
+        early.is_err(),
+        "the hashing update was answered ({early:?}) before the writes queued behind it"
+    );
+    let code = answer
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the hashing update is answered");
+    assert_eq!(code, 11, "cut by its write budget");
+    hashing.join().expect("hashing client");
+    server.shutdown();
+}
+
+#[test]
 fn shutdown_with_the_writer_busy_answers_every_write_and_returns() {
-    let mut server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
+    // Anonymous clients may write userPassword here: an anonymous update's passwords are
+    // hashed by the writer itself (a bound identity's are hashed before, `prehash.rs`), so
+    // the first update below keeps the single writer busy.
+    let anyone_writes = rule_by(
+        attributes(&["entry", "userPassword"]),
+        &[(Who::Anyone, AccessLevel::Write)],
+    );
+    let mut server = TestServer::start_populated(PEOPLE, vec![anyone_writes], |settings| {
         // Argon2 makes each cleartext value a real cost for the single writer.
         settings.password_hash = "ARGON2".to_string();
         settings.write_budget = Duration::from_secs(2);
     });
     let url = server.ldap_url();
     let runtime_handle = server.runtime.handle().clone();
-    // One rootdn update hashing 500 cleartext passwords (far over the budget), then ten more
-    // updates queued behind it on other connections.
+    // One anonymous update hashing 500 cleartext passwords (far over the budget), then ten
+    // more updates queued behind it on other connections.
     let busy: HashSet<String> = (0..500).map(|index| format!("pw{index}")).collect();
     let mut tasks = Vec::new();
     for index in 0..11 {
@@ -434,11 +505,6 @@ fn shutdown_with_the_writer_busy_answers_every_write_and_returns() {
         tasks.push(runtime_handle.spawn(async move {
             let (connection, mut ldap) = LdapConnAsync::new(&url).await.expect("connect");
             ldap3::drive!(connection);
-            ldap.simple_bind(ROOT_DN, ROOT_PASSWORD)
-                .await
-                .expect("bind")
-                .success()
-                .expect("bound");
             ldap.modify(
                 &target,
                 vec![Mod::Replace("userPassword".to_string(), values)],
