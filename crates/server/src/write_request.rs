@@ -4,7 +4,7 @@
 
 use crate::identity::Identity;
 use crate::ppolicy::StateUpdate;
-use lmdir_access::password::Scheme;
+use lmdir_access::password::{self, Scheme};
 use lmdir_schema::{AttrId, Entry, Filter, LdapError, ModOp, Modification, Schema};
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +48,56 @@ pub(crate) enum WriteRequest {
 pub(crate) const POINT_CHANGE_VALUES_MAX: usize = 32;
 
 impl WriteRequest {
+    /// Calls `hash` on each password value a write hashes: an add's or a modify's (add,
+    /// replace) userPassword values that are not `{SCHEME}` hashes already, under
+    /// `password_hash_cleartext`; a Password Modify's new password, whatever it looks like,
+    /// unless marked `hashed`. The one definition for the writer and `prehash.rs`.
+    pub(crate) fn for_each_password_to_hash<E>(
+        &mut self,
+        schema: &Schema,
+        password_attr: AttrId,
+        hash_cleartext: bool,
+        hash: &mut impl FnMut(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let is_password = |description: &str| {
+            schema
+                .parse_description(description)
+                .is_ok_and(|parsed| parsed.attr == password_attr)
+        };
+        let mut cleartext = |values: &mut Vec<Vec<u8>>| -> Result<(), E> {
+            for value in values
+                .iter_mut()
+                .filter(|value| !password::is_hashed(value))
+            {
+                hash(value)?;
+            }
+            Ok(())
+        };
+        match self {
+            WriteRequest::SetPassword {
+                password, hashed, ..
+            } if !*hashed => hash(password),
+            WriteRequest::Add(entry) if hash_cleartext => {
+                for attribute in &mut entry.attributes {
+                    if is_password(&attribute.description) {
+                        cleartext(&mut attribute.values)?;
+                    }
+                }
+                Ok(())
+            }
+            WriteRequest::Modify(_, modifications) if hash_cleartext => {
+                for modification in modifications {
+                    let adds = matches!(modification.op, ModOp::Add | ModOp::Replace);
+                    if adds && is_password(&modification.description) {
+                        cleartext(&mut modification.values)?;
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Whether this is a point change, whose work is bounded by the values it names: an add,
     /// or a modify that only adds, deletes listed values or increments (a replace, or a delete
     /// of a whole attribute, may drop a million member values), with at most
@@ -131,6 +181,29 @@ pub(crate) struct Update {
     pub session: u64,
     /// When it arrived (the accesslog's reqStart).
     pub received: std::time::SystemTime,
+}
+
+/// Hashes a password in place with `scheme`, unless `deadline` (the update's write budget) has
+/// passed: adminLimitExceeded then, constraintViolation for a password too long to hash.
+pub(crate) fn hash_password_within(
+    scheme: Scheme,
+    value: &mut Vec<u8>,
+    deadline: std::time::Instant,
+) -> Result<(), LdapError> {
+    use lmdir_schema::ResultCode;
+    if std::time::Instant::now() > deadline {
+        return Err(LdapError::new(
+            ResultCode::AdminLimitExceeded,
+            "the write exceeded its time budget while hashing passwords",
+        ));
+    }
+    *value = password::hash(scheme, value).map_err(|error| match error {
+        password::PasswordError::TooLong => {
+            LdapError::new(ResultCode::ConstraintViolation, error.to_string())
+        }
+        other => LdapError::new(ResultCode::Other, other.to_string()),
+    })?;
+    Ok(())
 }
 
 /// An update queued for the writer with where its answer goes.

@@ -18,7 +18,6 @@
 use crate::identity::Identity;
 use crate::ppolicy::{self, AccountState, PendingStates, Policy};
 use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
-use lmdir_access::password;
 use lmdir_schema::{
     AttrId, Entry, EntryView, Filter, LdapError, ModOp, Modification, NormalizedAttributes,
     NormalizedDn, Rdn, ResultCode, Schema,
@@ -629,10 +628,10 @@ impl Writer {
         }
     }
 
-    /// Hashes cleartext userPassword values in place (after the access check, so a request
-    /// without write access costs no hashing; in place, so a re-applied job is not hashed
-    /// again). Add and modify hash only under `password_hash_cleartext`, and never a value
-    /// that is already a hash ([`password::is_hashed`]: a known or unknown `{SCHEME}`).
+    /// Hashes the passwords `WriteRequest::for_each_password_to_hash` names, in place (after
+    /// the access check, so a request without write access costs no hashing; in place, so a
+    /// re-applied job is not hashed again). A bound client's arrive hashed already under a
+    /// slow scheme (`prehash.rs`), so this hashes only fast schemes' and anonymous requests'.
     /// Stops at the deadline.
     /// `added`: an add's values normalized already, whose hashed passwords are normalized
     /// again (only those).
@@ -646,85 +645,37 @@ impl Writer {
             return Ok(());
         };
         let scheme = job.password_scheme;
-        let hash_cleartext = job.hash_cleartext;
-        let hash_one = |value: &mut Vec<u8>| -> Result<(), LdapError> {
-            if Instant::now() > deadline {
-                return Err(ldap(
-                    ResultCode::AdminLimitExceeded,
-                    "the write exceeded its time budget while hashing passwords",
-                ));
-            }
-            *value = password::hash(scheme, value).map_err(|error| match error {
-                password::PasswordError::TooLong => {
-                    ldap(ResultCode::ConstraintViolation, error.to_string())
+        // Cleartext → hash, for an add's normalized values.
+        let mut hashed = std::collections::HashMap::new();
+        let remember = matches!(job.request, WriteRequest::Add(_)) && added.is_some();
+        job.request.for_each_password_to_hash(
+            &self.schema(),
+            password_attr,
+            job.hash_cleartext,
+            &mut |value| {
+                let cleartext = remember.then(|| value.clone());
+                crate::write_request::hash_password_within(scheme, value, deadline)?;
+                if let Some(cleartext) = cleartext {
+                    hashed.insert(cleartext, value.clone());
                 }
-                other => ldap(ResultCode::Other, other.to_string()),
-            })?;
-            Ok(())
-        };
-        let is_password = |description: &str| {
+                Ok::<(), LdapError>(())
+            },
+        )?;
+        // A new password, hashed now or on its way (`prehash.rs`), becomes the modify it is,
+        // so a re-applied job is not hashed twice.
+        if let WriteRequest::SetPassword { dn, password, .. } = &mut job.request {
+            let modification = Modification {
+                op: ModOp::Replace,
+                description: "userPassword".to_string(),
+                values: vec![std::mem::take(password)],
+            };
+            job.request = WriteRequest::Modify(std::mem::take(dn), vec![modification]);
+        }
+        if let Some(normalized) = added.filter(|_| !hashed.is_empty()) {
             self.schema()
-                .parse_description(description)
-                .is_ok_and(|parsed| parsed.attr == password_attr)
-        };
-        match &mut job.request {
-            // A new password is always a password, even one that looks like `{SSHA}...`; once
-            // hashed the job becomes the modify it is, so a re-applied job is not hashed twice.
-            WriteRequest::SetPassword {
-                dn,
-                password,
-                hashed,
-            } => {
-                let mut value = std::mem::take(password);
-                if !*hashed {
-                    hash_one(&mut value)?;
-                }
-                let modification = Modification {
-                    op: ModOp::Replace,
-                    description: "userPassword".to_string(),
-                    values: vec![value],
-                };
-                job.request = WriteRequest::Modify(std::mem::take(dn), vec![modification]);
-            }
-            WriteRequest::Add(entry) => {
-                // Cleartext → hash, for the normalized values.
-                let mut hashed = std::collections::HashMap::new();
-                for attribute in &mut entry.attributes {
-                    if hash_cleartext && is_password(&attribute.description) {
-                        for value in &mut attribute.values {
-                            if !password::is_hashed(value) {
-                                let cleartext = value.clone();
-                                hash_one(value)?;
-                                hashed.insert(cleartext, value.clone());
-                            }
-                        }
-                    }
-                }
-                if let Some(normalized) = added.filter(|_| !hashed.is_empty()) {
-                    self.schema().rewrite_normalized_values(
-                        normalized,
-                        password_attr,
-                        &mut |value| hashed.get(value).cloned(),
-                    )?;
-                }
-            }
-            WriteRequest::Modify(_, modifications) => {
-                for modification in modifications {
-                    let adds = matches!(modification.op, ModOp::Add | ModOp::Replace);
-                    if hash_cleartext && adds && is_password(&modification.description) {
-                        for value in &mut modification.values {
-                            if !password::is_hashed(value) {
-                                hash_one(value)?;
-                            }
-                        }
-                    }
-                }
-            }
-            WriteRequest::Delete(_)
-            | WriteRequest::ModifyDn { .. }
-            | WriteRequest::PolicyState(_)
-            | WriteRequest::Replicate(_)
-            | WriteRequest::Transaction(_) => {}
+                .rewrite_normalized_values(normalized, password_attr, &mut |value| {
+                    hashed.get(value).cloned()
+                })?;
         }
         Ok(())
     }
@@ -1071,6 +1022,7 @@ mod tests {
     //! a leading task's thread in the server; here on the test's thread).
 
     use super::*;
+    use lmdir_access::password;
     use lmdir_schema::NormalizationCounts;
     use lmdir_store::StoreOptions;
     use std::time::Duration;
