@@ -68,6 +68,8 @@ pub struct ServerContext {
     pub(crate) transaction_bytes: Arc<crate::transaction_queue::QueuedBytes>,
     /// Admission of slow password verifications (`password_verify_memory_bytes_max`).
     pub(crate) verify_gate: crate::verify_gate::VerifyGate,
+    /// What a bind to an entry that cannot authenticate verifies (`bind_decoy.rs`).
+    pub(crate) bind_decoy: crate::bind_decoy::BindDecoy,
     /// The configuration file now live (set by `lmdir serve` and by each reload).
     pub(crate) config_identity: Mutex<Option<crate::config_identity::ConfigIdentity>>,
 }

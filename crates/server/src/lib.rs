@@ -10,6 +10,7 @@ pub mod accesslog;
 mod bases;
 pub mod ber;
 pub mod ber_read;
+mod bind_decoy;
 pub mod client_limits;
 mod compare;
 pub mod config_identity;

@@ -247,6 +247,7 @@ pub struct Monitor {
     messages_sent: Counter,
     entries_sent: Counter,
     failed_binds: Counter,
+    password_checks: Counter,
     write_batch_operations: Histogram,
     commit_seconds: Histogram,
     open_connections: Mutex<BTreeMap<u64, Arc<ConnectionRecord>>>,
@@ -281,6 +282,7 @@ impl Monitor {
             messages_sent: Counter::default(),
             entries_sent: Counter::default(),
             failed_binds: Counter::default(),
+            password_checks: Counter::default(),
             // 1 .. 64 operations per commit (the writer's batch bound).
             write_batch_operations: Histogram::new(exponential_buckets(1.0, 2.0, 7)),
             commit_seconds: duration_histogram(),
@@ -330,6 +332,12 @@ impl Monitor {
             self.failed_binds.clone(),
         );
         registry.register(
+            "password_checks",
+            "Passwords checked against stored values (binds, bearer tokens, Password Modify, \
+             the history); a bind to what cannot authenticate checks a decoy",
+            self.password_checks.clone(),
+        );
+        registry.register(
             "write_batch_operations",
             "Write operations committed together in one LMDB transaction",
             self.write_batch_operations.clone(),
@@ -373,6 +381,11 @@ impl Monitor {
         if kind == OperationKind::Bind && result_code == crate::result::code::INVALID_CREDENTIALS {
             self.failed_binds.inc();
         }
+    }
+
+    /// A presented password was checked against stored values.
+    pub fn password_checked(&self) {
+        self.password_checks.inc();
     }
 
     /// `bytes` of LDAP messages were written to a client.

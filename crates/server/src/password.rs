@@ -59,6 +59,7 @@ pub async fn any_password_matches(
     presented: &[u8],
     dn: Option<&str>,
 ) -> Result<bool, OperationError> {
+    server.monitor.password_checked();
     let slow = stored
         .iter()
         .any(|value| lmdir_access::password::scheme_of(value).is_ok_and(|scheme| scheme.is_slow()));
@@ -114,9 +115,13 @@ async fn check_entry_password(
 ) -> Result<Option<(Policy, AccountState)>, OperationError> {
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
     // Finding the entry and its stored passwords takes microseconds: done on this task.
-    let (stored_passwords, policed) = database
-        .bind_candidate(server, dn, normalized_dn)?
-        .ok_or_else(invalid)?;
+    let candidate = database.bind_candidate(server, dn, normalized_dn)?;
+    let Some((stored_passwords, policed)) = candidate.filter(|(stored, _)| !stored.is_empty())
+    else {
+        // Nothing to authenticate with: as long as a wrong password, never a match.
+        verify_decoy(server, password).await?;
+        return Err(invalid());
+    };
     let now_time = std::time::SystemTime::now();
     if policed.is_some() {
         // As slapd: a bind under a policy answers the request control even with nothing to
@@ -141,6 +146,20 @@ async fn check_entry_password(
             .await;
     }
     Err(invalid())
+}
+
+/// Verifies `password` against the bind decoy of the configured scheme, and forgets the
+/// outcome: a bind to what cannot authenticate takes a wrong password's time.
+async fn verify_decoy(server: &ServerContext, password: &[u8]) -> Result<(), OperationError> {
+    let scheme = lmdir_access::password::Scheme::from_name(&server.settings().password_hash);
+    let Some(decoy) = (match scheme {
+        Some(scheme) => server.bind_decoy.value(scheme).await,
+        None => None,
+    }) else {
+        return Ok(());
+    };
+    let _never_a_match = any_password_matches(server, vec![decoy], password, None).await?;
+    Ok(())
 }
 
 /// The identity `dn` (normalized: `normalized_dn`) binds as with `password` against its

@@ -423,6 +423,7 @@ pub async fn start(
         consumer_tasks: std::sync::Mutex::default(),
         transaction_bytes: Arc::default(),
         verify_gate: crate::verify_gate::VerifyGate::for_this_machine(),
+        bind_decoy: crate::bind_decoy::BindDecoy::default(),
     });
     let (shutdown_sender, shutdown_receiver) = watch::channel(false);
     let mut addresses = Vec::new();

@@ -404,3 +404,42 @@ fn a_consumer_that_never_refreshed_makes_the_server_not_ready_naming_only_its_ri
         }
     }
 }
+
+/// The answer code of a simple bind as `dn` with `password`.
+fn bind_code(server: &TestServer, dn: &str, password: &str) -> u32 {
+    let mut connection = LdapConn::new(&server.ldap_url()).expect("connect");
+    connection.simple_bind(dn, password).expect("bind sent").rc
+}
+
+#[test]
+fn a_bind_to_what_cannot_authenticate_checks_a_password_as_a_wrong_one_does() {
+    // Under Argon2 a wrong password costs tens of milliseconds; a bind to a missing entry
+    // answered at once, so the delay told which accounts exist. Each now checks one password.
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+        settings.password_hash = "ARGON2".to_string();
+    });
+    let address = metrics_address(&server);
+    let mut root = bind(&server, ROOT_DN, ROOT_PASSWORD);
+    root.extended(ldap3::exop::PasswordModify {
+        user_id: Some(&person_dn(0)),
+        old_pass: None,
+        new_pass: Some("argon2-password"),
+    })
+    .expect("password modify sent")
+    .success()
+    .expect("password set");
+    let series = "lmdir_password_checks_total";
+    let missing = "uid=nobody,ou=People,dc=example,dc=com";
+    let without_password = common::group_dn(0);
+    for (dn, what) in [
+        (person_dn(0), "a wrong password"),
+        (missing.to_string(), "a missing entry"),
+        (without_password, "an entry without userPassword"),
+    ] {
+        let before = metric(&scrape(address), series);
+        assert_eq!(bind_code(&server, &dn, "guess"), 49, "{what}");
+        assert_eq!(metric(&scrape(address), series), before + 1.0, "{what}");
+    }
+    assert_eq!(bind_code(&server, &person_dn(0), "argon2-password"), 0);
+}
