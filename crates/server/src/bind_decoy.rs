@@ -6,41 +6,51 @@
 //! answer's delay told which accounts exist. Entries whose values use another scheme than the
 //! configured one still differ by the difference between the two schemes.
 
+use crate::verify_gate::VerifyGate;
 use lmdir_access::password::{self, Scheme};
-use std::sync::Mutex;
+use tokio::sync::Mutex;
 
 /// The decoy value of the scheme last asked for (a reload may change the scheme).
 #[derive(Debug, Default)]
 pub struct BindDecoy {
+    /// Held while a decoy is made, so concurrent binds wait for the one being made instead
+    /// of each hashing their own.
     value: Mutex<Option<(Scheme, Vec<u8>)>>,
 }
 
 impl BindDecoy {
-    /// The decoy of `scheme`: made on first use (a hash of 32 random bytes, on the blocking
-    /// pool when the scheme is slow), kept until the scheme changes. None when the scheme
-    /// cannot hash (the configuration validates it can).
-    pub async fn value(&self, scheme: Scheme) -> Option<Vec<u8>> {
-        if let Some((kept, value)) = self.lock().as_ref() {
-            if *kept == scheme {
+    /// The decoy of `scheme`: made on first use (a hash of 32 random bytes; when the scheme
+    /// is slow, on the blocking pool through `gate`, which holds its share until the hash is
+    /// done even if the bind waiting for it is gone), kept until the scheme changes. None
+    /// when the scheme cannot hash (the configuration validates it can).
+    pub async fn value(
+        &self,
+        scheme: Scheme,
+        gate: &VerifyGate,
+        budget_bytes: u64,
+    ) -> Option<Vec<u8>> {
+        let mut kept = self.value.lock().await;
+        if let Some((kept_scheme, value)) = kept.as_ref() {
+            if *kept_scheme == scheme {
                 return Some(value.clone());
             }
         }
         let secret: [u8; 32] = rand::random();
         let made = if scheme.is_slow() {
-            tokio::task::spawn_blocking(move || password::hash(scheme, &secret))
-                .await
-                .ok()?
+            let permit = gate
+                .enter(password::hash_memory_bytes(scheme), budget_bytes)
+                .await;
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                password::hash(scheme, &secret)
+            })
+            .await
+            .ok()?
         } else {
             password::hash(scheme, &secret)
         };
         let value = made.ok()?;
-        *self.lock() = Some((scheme, value.clone()));
+        *kept = Some((scheme, value.clone()));
         Some(value)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Scheme, Vec<u8>)>> {
-        self.value
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

@@ -153,7 +153,11 @@ async fn check_entry_password(
 async fn verify_decoy(server: &ServerContext, password: &[u8]) -> Result<(), OperationError> {
     let scheme = lmdir_access::password::Scheme::from_name(&server.settings().password_hash);
     let Some(decoy) = (match scheme {
-        Some(scheme) => server.bind_decoy.value(scheme).await,
+        Some(scheme) => {
+            let budget_bytes = server.settings().password_verify_memory_bytes_max;
+            let gate = &server.verify_gate;
+            server.bind_decoy.value(scheme, gate, budget_bytes).await
+        }
         None => None,
     }) else {
         return Ok(());
