@@ -148,7 +148,7 @@ pub async fn run(
                             Err(()) => break Ending::PeerClosed,
                         }
                     }
-                    Operation::Other(LdapOp::BindRequest(request)) => {
+                    Operation::Bind(request) => {
                         // Binds are handled in order, with nothing else running (RFC 4511 §4.2.1).
                         for (_, previous) in outstanding.drain() {
                             previous.cancelled.store(true, Ordering::Release);

@@ -100,6 +100,7 @@ impl OperationKind {
         use ldap3_proto::proto::LdapOp;
         let operation = match operation {
             Operation::Search(_) => return Some(OperationKind::Search),
+            Operation::Bind(_) => return Some(OperationKind::Bind),
             Operation::Other(operation) => operation,
         };
         Some(match operation {

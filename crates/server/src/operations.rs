@@ -10,17 +10,14 @@ use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
 use crate::ppolicy::PolicyError;
-use crate::request::{Operation, SearchRequest};
+use crate::request::{BindCredentials, BindRequest, Operation, SearchRequest};
 use crate::result::{code, OperationError};
 use crate::rootdse;
 use crate::search::{PreparedSearch, SearchDone};
 use crate::selection::AttributeSelection;
 use crate::session::Session;
 use bytes::{Bytes, BytesMut};
-use ldap3_proto::proto::{
-    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapOp, LdapSearchScope,
-    OID_PASSWORD_MODIFY,
-};
+use ldap3_proto::proto::{LdapExtendedRequest, LdapOp, LdapSearchScope, OID_PASSWORD_MODIFY};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -194,6 +191,7 @@ impl OperationContext {
 pub fn response_tag(operation: &Operation) -> Option<u8> {
     let operation = match operation {
         Operation::Search(_) => return Some(tag::SEARCH_RESULT_DONE),
+        Operation::Bind(_) => return Some(tag::BIND_RESPONSE),
         Operation::Other(operation) => operation,
     };
     Some(match operation {
@@ -312,6 +310,14 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
                 ))
             });
             return search(&context, &request, prepared, started).await;
+        }
+        Operation::Bind(_) => {
+            // Never here: the connection runs binds itself, in order (`bind`).
+            context
+                .sink
+                .done(context.message_id, code::PROTOCOL_ERROR, Bytes::new())
+                .await;
+            return;
         }
         Operation::Other(operation) => operation,
     };
@@ -455,15 +461,15 @@ pub async fn bind(
     server: &Arc<ServerContext>,
     session: &mut Session,
     message_id: i32,
-    request: &LdapBindRequest,
+    request: &BindRequest,
     request_controls: &[controls::Control],
     operation_id: u64,
 ) -> Bytes {
     let started = Instant::now();
-    let method = match &request.cred {
-        LdapBindCred::Simple(_) => "128".to_string(),
-        LdapBindCred::SASL(credentials) => format!("163 mech={}", escaped(&credentials.mechanism)),
-        LdapBindCred::Unsupported => "unsupported".to_string(),
+    let method = match &request.credentials {
+        BindCredentials::Simple(_) => "128".to_string(),
+        BindCredentials::Sasl { mechanism, .. } => format!("163 mech={}", escaped(mechanism)),
+        BindCredentials::Unsupported => "unsupported".to_string(),
     };
     info!(
         "conn={} op={} BIND dn=\"{}\" method={}",

@@ -11,13 +11,12 @@ use crate::identity::Identity;
 use crate::ppolicy::{
     self, AccountState, Policy, PolicyError, PolicyResponse, Slot, StateUpdate, Verdict,
 };
+use crate::request::{BindCredentials, BindRequest, PasswordModifyRequest};
 use crate::result::{code, OperationError};
 use crate::session::{Session, Transport};
 use crate::writer::{PolicyState, Update, WriteJob, WriteRequest};
 use bytes::BytesMut;
-use ldap3_proto::proto::{
-    LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapPasswordModifyRequest,
-};
+use ldap3_proto::proto::LdapExtendedRequest;
 use lmdir_access::password;
 use lmdir_schema::AttrId;
 use lmdir_store::ReadTxn;
@@ -704,17 +703,12 @@ pub async fn password_modify(
         &context.controls,
         crate::controls::OperationClass::PasswordModify,
     )?;
-    let parsed = if request.value.is_none() {
-        LdapPasswordModifyRequest {
-            user_identity: None,
-            old_password: None,
-            new_password: None,
-        }
-    } else {
-        LdapPasswordModifyRequest::try_from(request).map_err(|_| {
-            OperationError::new(code::PROTOCOL_ERROR, "malformed Password Modify request")
-        })?
-    };
+    let parsed = PasswordModifyRequest::decode(request.value.as_deref()).map_err(|what| {
+        OperationError::new(
+            code::PROTOCOL_ERROR,
+            format!("malformed Password Modify request: {what}"),
+        )
+    })?;
     let identity = context.session.identity.clone();
     if identity.normalized_dn.is_empty() {
         // As slapd, whatever the target and the old password: anonymous has nothing to change
@@ -749,18 +743,18 @@ pub async fn password_modify(
         }
         // An old password, when given, must match (RFC 3062 §2), whoever asks.
         (true, Some(old)) => {
-            verify_old_password(context, database, &target_dn, old.as_bytes()).await?;
+            verify_old_password(context, database, &target_dn, old).await?;
         }
         (true, None) => {}
     }
     let (new_password, generated) = match parsed.new_password {
         Some(password) => (password, false),
-        None => (generate_password(), true),
+        None => (generate_password().into_bytes(), true),
     };
     let change = ppolicy::PasswordChange {
         by_self: identity.normalized_dn == database.normalize_dn(&target_dn).unwrap_or_default(),
         old_supplied: parsed.old_password.is_some(),
-        new_passwords: vec![new_password.as_bytes()],
+        new_passwords: vec![&new_password],
     };
     check_password_change(context, database, &controls, &target_dn, &change).await?;
     if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
@@ -778,7 +772,7 @@ pub async fn password_modify(
         &RequestControls::default(),
         WriteRequest::SetPassword {
             dn: target_dn,
-            password: new_password.clone().into_bytes(),
+            password: new_password.clone(),
             hashed: false,
         },
     )
@@ -789,7 +783,7 @@ pub async fn password_modify(
         let mut value = BytesMut::new();
         let mut writer = crate::ber::BerWriter::new(&mut value);
         writer.open(crate::ber::tag::SEQUENCE);
-        writer.primitive(0x80, new_password.as_bytes());
+        writer.primitive(0x80, &new_password);
         writer.close();
         drop(writer);
         Ok((None, Some(value.to_vec())))
@@ -801,7 +795,7 @@ pub async fn password_modify(
 pub(crate) async fn bind_outcome(
     server: &Arc<ServerContext>,
     session: &Session,
-    request: &LdapBindRequest,
+    request: &BindRequest,
     policy_response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
     if request.version != 3 {
@@ -810,16 +804,19 @@ pub(crate) async fn bind_outcome(
             format!("LDAP version {} is not supported; use 3", request.version),
         ));
     }
-    match &request.cred {
-        LdapBindCred::Unsupported => Err(OperationError::new(
+    match &request.credentials {
+        BindCredentials::Unsupported => Err(OperationError::new(
             code::AUTH_METHOD_NOT_SUPPORTED,
             "authentication method not supported",
         )),
-        LdapBindCred::SASL(credentials) => {
-            if !credentials.mechanism.eq_ignore_ascii_case("EXTERNAL") {
+        BindCredentials::Sasl {
+            mechanism,
+            credentials,
+        } => {
+            if !mechanism.eq_ignore_ascii_case("EXTERNAL") {
                 return Err(OperationError::new(
                     code::AUTH_METHOD_NOT_SUPPORTED,
-                    format!("SASL mechanism {} not supported", credentials.mechanism),
+                    format!("SASL mechanism {mechanism} not supported"),
                 ));
             }
             let Transport::Ldapi { uid, gid } = session.transport else {
@@ -842,17 +839,10 @@ pub(crate) async fn bind_outcome(
                     is_rootdn: false,
                 }
             };
-            external_authorization(server, authenticated, &credentials.credentials).await
+            external_authorization(server, authenticated, credentials).await
         }
-        LdapBindCred::Simple(password) => {
-            simple_bind(
-                server,
-                session,
-                &request.dn,
-                password.as_bytes(),
-                policy_response,
-            )
-            .await
+        BindCredentials::Simple(password) => {
+            simple_bind(server, session, &request.dn, password, policy_response).await
         }
     }
 }

@@ -8,11 +8,12 @@
 use crate::ber_read;
 use crate::controls::{self, Control};
 use crate::request::{self, Operation};
+use crate::request::{BindCredentials, BindRequest};
 use bytes::{Bytes, BytesMut};
 use ldap3_lber::common::TagClass;
 use ldap3_lber::parse::Parser;
 use ldap3_lber::structure::{StructureTag, PL};
-use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
+use ldap3_proto::proto::{LdapMsg, LdapOp};
 use std::io;
 use tokio_util::codec::{Decoder, Encoder};
 
@@ -147,10 +148,10 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         ),
         _ => return Err(malformed("LDAPMessage must have two or three elements")),
     };
-    if let Some((msgid, op)) = simple_bind(message_id, operation) {
+    if let Some((msgid, bind)) = simple_bind(message_id, operation) {
         return Ok(Request {
             msgid,
-            op: Operation::Other(op),
+            op: Operation::Bind(bind),
             controls,
             wire_bytes: frame.len(),
         });
@@ -178,9 +179,13 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
     };
     let message =
         LdapMsg::try_from(envelope).map_err(|error| PduError::Malformed(error.to_string()))?;
+    let op = match message.op {
+        LdapOp::BindRequest(bind) => Operation::Bind(bind.into()),
+        other => Operation::Other(other),
+    };
     Ok(Request {
         msgid: message.msgid,
-        op: Operation::Other(message.op),
+        op,
         controls,
         wire_bytes: frame.len(),
     })
@@ -197,13 +202,14 @@ fn message_id_of(element: &ber_read::Tlv<'_>) -> Option<i32> {
 
 /// A simple bind (half of an authrate's requests) decoded straight from its elements, without
 /// the `StructureTag` tree and the copies of ldap3_proto's path. Only the plain shape is taken
-/// here: `{ version INTEGER, name OCTET STRING, simple [0] }` with UTF-8 name and password,
-/// nothing after; anything else (SASL, constructed strings, extra elements, bad UTF-8) is left
-/// to ldap3_proto, which decodes every request taken here to this same value.
+/// here: `{ version INTEGER, name OCTET STRING, simple [0] }` with a UTF-8 name and any
+/// password octets, nothing after; anything else (SASL, constructed strings, extra elements,
+/// a name that is not UTF-8) is left to ldap3_proto, which decodes every request taken here
+/// with a UTF-8 password to this same value (and refused the others: their connection ended).
 fn simple_bind(
     message_id: &ber_read::Tlv<'_>,
     operation: &ber_read::Tlv<'_>,
-) -> Option<(i32, LdapOp)> {
+) -> Option<(i32, BindRequest)> {
     const INTEGER: u8 = 0x02;
     const OCTET_STRING: u8 = 0x04;
     const BIND_REQUEST: u8 = 0x60;
@@ -224,13 +230,12 @@ fn simple_bind(
     let msgid = ber_integer_as_ldap3_proto(message_id.content)? as i32;
     let version = ber_integer_as_ldap3_proto(version.content)? as i64;
     let dn = std::str::from_utf8(name.content).ok()?.to_string();
-    let password = std::str::from_utf8(password.content).ok()?.to_string();
-    let request = LdapBindRequest {
+    let request = BindRequest {
         version,
         dn,
-        cred: LdapBindCred::Simple(password),
+        credentials: BindCredentials::Simple(password.content.to_vec()),
     };
-    Some((msgid, LdapOp::BindRequest(request)))
+    Some((msgid, request))
 }
 
 /// An INTEGER's content read as ldap3_proto reads it: at most 8 bytes, big-endian, zero-padded
@@ -337,9 +342,8 @@ mod tests {
                     0x02, 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0x04, 0x00, 0x80, 0x00,
                 ],
             ),
-            // a name or password that is not UTF-8
+            // a name that is not UTF-8
             bind_frame(&[0x07], &simple(&[0xff, 0xfe], b"p")),
-            bind_frame(&[0x07], &simple(b"cn=x", &[0xc3])),
             // an element after the credentials, a long-form length, SASL, unknown choice
             bind_frame(
                 &[0x07],
@@ -360,20 +364,30 @@ mod tests {
             bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x04, 0x00]),
             bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x0c, 0x00, 0x80, 0x00]),
         ];
-        for frame in cases {
-            let expected = through_ldap3_proto(&frame);
-            let got = decode_message(&frame, 32)
+        let ours = |frame: &[u8]| {
+            decode_message(frame, 32)
                 .ok()
                 .map(|request| match request.op {
-                    Operation::Other(op) => (request.msgid, op),
-                    Operation::Search(_) => panic!("a bind decoded as a search"),
-                });
-            assert_eq!(
-                format!("{got:?}"),
-                format!("{expected:?}"),
-                "frame {frame:02x?}"
-            );
+                    Operation::Bind(bind) => (request.msgid, bind),
+                    other => panic!("a bind decoded as {other:?}"),
+                })
+        };
+        for frame in cases {
+            let expected = through_ldap3_proto(&frame).map(|(msgid, op)| match op {
+                LdapOp::BindRequest(bind) => (msgid, BindRequest::from(bind)),
+                other => panic!("ldap3_proto read a bind as {other:?}"),
+            });
+            assert_eq!(ours(&frame), expected, "frame {frame:02x?}");
         }
+        // A password is octets: Latin-1 "café" is taken as sent (ldap3_proto refused it, and
+        // the connection was ended).
+        let latin1 = bind_frame(&[0x07], &simple(b"cn=x", b"caf\xe9"));
+        assert_eq!(through_ldap3_proto(&latin1), None);
+        let (_, bind) = ours(&latin1).expect("decoded");
+        assert_eq!(
+            bind.credentials,
+            BindCredentials::Simple(b"caf\xe9".to_vec())
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! (octet-string assertion values), which ldap3_proto's String-valued filters could not hold —
 //! a search asserting `\ff\fe` ended the client's connection.
 //!
-//! Search requests (the bulk of any directory's traffic) are decoded here; the other operations
-//! still come from ldap3_proto (`Operation::Other`) until they get types of their own.
+//! Search requests (the bulk of any directory's traffic) and binds are decoded here; the other
+//! operations still come from ldap3_proto (`Operation::Other`) until they get types of their
+//! own. A bind's password is octets (a Latin-1 `café` is `63 61 66 e9`): ldap3_proto's
+//! String refused it and the connection was ended.
 
 use crate::ber_read::{elements, read_tlv, Tlv};
 use crate::filter::RawFilter;
@@ -14,7 +16,61 @@ use ldap3_proto::proto::{LdapDerefAliases, LdapOp, LdapSearchScope};
 #[derive(Debug, Clone)]
 pub enum Operation {
     Search(Box<SearchRequest>),
+    Bind(BindRequest),
     Other(LdapOp),
+}
+
+/// BindRequest ::= [APPLICATION 0] SEQUENCE { version INTEGER (1 .. 127), name LDAPDN,
+/// authentication AuthenticationChoice } (RFC 4511 §4.2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindRequest {
+    /// As sent (ldap3_proto's reading: at most 8 bytes); anything but 3 is refused.
+    pub version: i64,
+    pub dn: String,
+    pub credentials: BindCredentials,
+}
+
+/// AuthenticationChoice, with a simple password as the octets it is.
+#[derive(Clone, PartialEq)]
+pub enum BindCredentials {
+    Simple(Vec<u8>),
+    Sasl {
+        mechanism: String,
+        credentials: Vec<u8>,
+    },
+    /// A choice lmdir does not know: answered authMethodNotSupported.
+    Unsupported,
+}
+
+impl std::fmt::Debug for BindCredentials {
+    // Never the password or the SASL credentials.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BindCredentials::Simple(_) => formatter.write_str("Simple(..)"),
+            BindCredentials::Sasl { mechanism, .. } => {
+                write!(formatter, "Sasl {{ mechanism: {mechanism:?}, .. }}")
+            }
+            BindCredentials::Unsupported => formatter.write_str("Unsupported"),
+        }
+    }
+}
+
+impl From<ldap3_proto::proto::LdapBindRequest> for BindRequest {
+    fn from(request: ldap3_proto::proto::LdapBindRequest) -> BindRequest {
+        use ldap3_proto::proto::LdapBindCred;
+        BindRequest {
+            version: request.version,
+            dn: request.dn,
+            credentials: match request.cred {
+                LdapBindCred::Simple(password) => BindCredentials::Simple(password.into_bytes()),
+                LdapBindCred::SASL(sasl) => BindCredentials::Sasl {
+                    mechanism: sasl.mechanism,
+                    credentials: sasl.credentials,
+                },
+                LdapBindCred::Unsupported => BindCredentials::Unsupported,
+            },
+        }
+    }
 }
 
 /// SearchRequest ::= [APPLICATION 3] SEQUENCE (RFC 4511 §4.5.1).
@@ -208,5 +264,105 @@ mod tests {
         assert!(decode(&search_element(0, 0, &cut)).is_err());
         let big = decode(&search_element(0, 1 << 40, &present)).expect("clamped");
         assert_eq!(big.sizelimit, i32::MAX);
+    }
+}
+
+/// PasswdModifyRequestValue ::= SEQUENCE { userIdentity [0] OCTET STRING OPTIONAL,
+/// oldPasswd [1] OCTET STRING OPTIONAL, newPasswd [2] OCTET STRING OPTIONAL } (RFC 3062), with
+/// the passwords as the octets they are (ldap3_proto's Strings refused a Latin-1 one).
+#[derive(Clone, Default, PartialEq)]
+pub struct PasswordModifyRequest {
+    /// A DN (or `dn:` authzId) naming whose password changes; UTF-8.
+    pub user_identity: Option<String>,
+    pub old_password: Option<Vec<u8>>,
+    pub new_password: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for PasswordModifyRequest {
+    // Never the passwords.
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PasswordModifyRequest")
+            .field("user_identity", &self.user_identity)
+            .field("old_password", &self.old_password.as_ref().map(|_| ".."))
+            .field("new_password", &self.new_password.as_ref().map(|_| ".."))
+            .finish()
+    }
+}
+
+impl PasswordModifyRequest {
+    /// Decodes the request value (None: an empty request, every field absent). Err names what
+    /// is malformed: fields out of order or repeated, another tag, a constructed string, bytes
+    /// after the sequence, a user identity that is not UTF-8.
+    pub fn decode(value: Option<&[u8]>) -> Result<PasswordModifyRequest, &'static str> {
+        let Some(value) = value else {
+            return Ok(PasswordModifyRequest::default());
+        };
+        let fields = match read_tlv(value) {
+            Some((sequence, [])) if sequence.tag == tag::SEQUENCE => elements(sequence.content),
+            _ => None,
+        }
+        .ok_or("the request value is not one SEQUENCE")?;
+        let mut request = PasswordModifyRequest::default();
+        let mut next_tag = 0x80;
+        for field in &fields {
+            if !(next_tag..=0x82).contains(&field.tag) {
+                return Err("a field out of order, repeated or of another tag");
+            }
+            next_tag = field.tag + 1;
+            match field.tag {
+                0x80 => {
+                    let identity = std::str::from_utf8(field.content)
+                        .map_err(|_| "the user identity is not UTF-8")?;
+                    request.user_identity = Some(identity.to_string());
+                }
+                0x81 => request.old_password = Some(field.content.to_vec()),
+                _ => request.new_password = Some(field.content.to_vec()),
+            }
+        }
+        Ok(request)
+    }
+}
+
+#[cfg(test)]
+mod password_modify_tests {
+    use super::PasswordModifyRequest;
+
+    #[test]
+    fn password_modify_values_decode_with_octet_passwords() {
+        assert_eq!(
+            PasswordModifyRequest::decode(None),
+            Ok(PasswordModifyRequest::default())
+        );
+        // { [0] "cn=x", [1] 63 61 66 e9, [2] "new" }
+        let value = [
+            0x30, 0x11, 0x80, 0x04, b'c', b'n', b'=', b'x', 0x81, 0x04, b'c', b'a', b'f', 0xe9,
+            0x82, 0x03, b'n', b'e', b'w',
+        ];
+        let request = PasswordModifyRequest::decode(Some(&value)).expect("decoded");
+        assert_eq!(request.user_identity.as_deref(), Some("cn=x"));
+        assert_eq!(request.old_password.as_deref(), Some(&b"caf\xe9"[..]));
+        assert_eq!(request.new_password.as_deref(), Some(&b"new"[..]));
+        // Only the new password; an empty sequence.
+        let only_new = [0x30, 0x03, 0x82, 0x01, 0xe9];
+        let request = PasswordModifyRequest::decode(Some(&only_new)).expect("decoded");
+        assert_eq!(request.new_password.as_deref(), Some(&[0xe9][..]));
+        assert_eq!(
+            PasswordModifyRequest::decode(Some(&[0x30, 0x00])),
+            Ok(PasswordModifyRequest::default())
+        );
+        for malformed in [
+            &[0x30, 0x06, 0x82, 0x01, b'a', 0x81, 0x01, b'b'][..], // out of order
+            &[0x30, 0x06, 0x81, 0x01, b'a', 0x81, 0x01, b'b'],     // repeated
+            &[0x30, 0x03, 0x83, 0x01, b'a'],                       // another tag
+            &[0x30, 0x03, 0x80, 0x01, 0xff],                       // identity not UTF-8
+            &[0x30, 0x03, 0x80, 0x01, b'a', 0x00],                 // bytes after
+            &[0x04, 0x00],                                         // not a SEQUENCE
+        ] {
+            assert!(
+                PasswordModifyRequest::decode(Some(malformed)).is_err(),
+                "{malformed:02x?}"
+            );
+        }
     }
 }

@@ -239,3 +239,109 @@ fn a_repeated_value_over_ldap_stays_attribute_or_value_exists() {
         common::text(&output.stderr)
     );
 }
+
+/// A BER element with a definite length (short or two-byte long form).
+fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut element = vec![tag];
+    match u16::try_from(content.len()).expect("under 64 KiB") {
+        short @ 0..=127 => element.push(short as u8),
+        long => {
+            element.push(0x82);
+            element.extend_from_slice(&long.to_be_bytes());
+        }
+    }
+    element.extend_from_slice(content);
+    element
+}
+
+/// One LDAPMessage: message ID `id` and the operation element `operation`.
+fn message(id: u8, operation: Vec<u8>) -> Vec<u8> {
+    tlv(0x30, &[tlv(0x02, &[id]), operation].concat())
+}
+
+/// A simple bind with `password` as raw octets (the ldap3 client takes only text).
+fn octet_bind(id: u8, dn: &str, password: &[u8]) -> Vec<u8> {
+    let fields = [
+        tlv(0x02, &[3]),
+        tlv(0x04, dn.as_bytes()),
+        tlv(0x80, password),
+    ]
+    .concat();
+    message(id, tlv(0x60, &fields))
+}
+
+/// A Password Modify of the bound entry's own password, both passwords raw octets.
+fn octet_password_modify(id: u8, old: &[u8], new: &[u8]) -> Vec<u8> {
+    let value = tlv(0x30, &[tlv(0x81, old), tlv(0x82, new)].concat());
+    let fields = [tlv(0x80, b"1.3.6.1.4.1.4203.1.11.1"), tlv(0x81, &value)].concat();
+    message(id, tlv(0x77, &fields))
+}
+
+/// Sends `request` and reads the result code of the answer; None once the server has closed
+/// the connection.
+fn exchange(
+    stream: &mut std::net::TcpStream,
+    received: &mut bytes::BytesMut,
+    request: &[u8],
+) -> Option<u32> {
+    use ldap3_proto::proto::LdapOp;
+    use std::io::{Read, Write};
+    use tokio_util::codec::Decoder;
+    stream.write_all(request).ok()?;
+    let mut codec = ldap3_proto::LdapCodec::default();
+    loop {
+        if let Some(answer) = codec.decode(received).expect("a well-formed answer") {
+            return match answer.op {
+                LdapOp::BindResponse(response) => Some(response.res.code as u32),
+                LdapOp::ExtendedResponse(response) => Some(response.res.code as u32),
+                // A Notice of Disconnection: the connection ends.
+                _ => None,
+            };
+        }
+        let mut chunk = [0u8; 4096];
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(count) => received.extend_from_slice(&chunk[..count]),
+        }
+    }
+}
+
+#[test]
+fn passwords_are_octets_on_one_connection() {
+    // A Latin-1 "café" (63 61 66 e9), as clients in a Latin-1 locale send it and slapd takes
+    // it: ldap3_proto's String refused the bind and the connection (a pooled one, with other
+    // users' operations) was ended; a Password Modify answered protocolError.
+    let own_password = common::rule_by(
+        common::attributes(&["entry", "userPassword"]),
+        &[
+            (
+                lmdir_config::Who::SelfEntry,
+                lmdir_config::AccessLevel::Write,
+            ),
+            (lmdir_config::Who::Anyone, lmdir_config::AccessLevel::Auth),
+        ],
+    );
+    let server = TestServer::start_populated(3, vec![own_password], |_| {});
+    let dn = common::person_dn(0);
+    let latin1: &[u8] = b"caf\xe9";
+    root(&server)
+        .modify(
+            &dn,
+            vec![Mod::Replace(&b"userPassword"[..], HashSet::from([latin1]))],
+        )
+        .expect("modify sent")
+        .success()
+        .expect("a Latin-1 password is stored (hashed)");
+    let mut stream = std::net::TcpStream::connect(server.ldap_address()).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .expect("hang guard");
+    let mut received = bytes::BytesMut::new();
+    let mut ask = |request: Vec<u8>| exchange(&mut stream, &mut received, &request);
+    assert_eq!(ask(octet_bind(1, &dn, b"caf\xe8")), Some(49), "a wrong one");
+    assert_eq!(ask(octet_bind(2, &dn, latin1)), Some(0), "the right one");
+    let new: &[u8] = b"n\xe9w-pass\xff";
+    assert_eq!(ask(octet_password_modify(3, latin1, new)), Some(0));
+    assert_eq!(ask(octet_bind(4, &dn, latin1)), Some(49), "the old one");
+    assert_eq!(ask(octet_bind(5, &dn, new)), Some(0), "the new one");
+}

@@ -16,9 +16,9 @@ use crate::session::{Session, Transport};
 use crate::sink::{Outgoing, ResultSink};
 use bytes::BytesMut;
 use ldap3_proto::proto::{
-    LdapAddRequest, LdapBindCred, LdapBindRequest, LdapDerefAliases, LdapExtendedRequest,
-    LdapModify, LdapModifyDNRequest, LdapModifyRequest, LdapModifyType, LdapOp,
-    LdapPartialAttribute, LdapPasswordModifyRequest, LdapSearchScope,
+    LdapAddRequest, LdapDerefAliases, LdapExtendedRequest, LdapModify, LdapModifyDNRequest,
+    LdapModifyRequest, LdapModifyType, LdapOp, LdapPartialAttribute, LdapPasswordModifyRequest,
+    LdapSearchScope,
 };
 use lmdir_schema::Filter;
 use std::net::SocketAddr;
@@ -160,10 +160,10 @@ impl DirectoryClient {
     /// when the password was reset and must be changed before anything else (then, as on an
     /// LDAP connection, `operations::dispatch` refuses every operation but that change).
     pub async fn bind(&mut self, dn: &str, password: &str) -> Result<bool, LdapFailure> {
-        let request = LdapBindRequest {
+        let request = crate::request::BindRequest {
             version: 3,
             dn: dn.to_string(),
-            cred: LdapBindCred::Simple(password.to_string()),
+            credentials: crate::request::BindCredentials::Simple(password.as_bytes().to_vec()),
         };
         let message_id = self.message_id();
         let operation_id = u64::try_from(message_id).unwrap_or(0);

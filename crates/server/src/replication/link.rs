@@ -411,6 +411,9 @@ fn decode(frame: &[u8]) -> Result<Message, LinkError> {
         crate::request::Operation::Search(_) => {
             return Err(protocol("a search request from the provider"))
         }
+        crate::request::Operation::Bind(_) => {
+            return Err(protocol("a bind request from the provider"))
+        }
     };
     Ok(match operation {
         LdapOp::SearchResultEntry(entry) => Message::Entry {
