@@ -31,7 +31,7 @@ fn mkpasswd_methods() -> Result<Vec<String>, String> {
 }
 
 /// `mkpasswd -m method --stdin` of `password`.
-fn mkpasswd(method: &str, password: &str) -> String {
+fn mkpasswd(method: &str, password: &[u8]) -> String {
     let mut child = Command::new("mkpasswd")
         .args(["-m", method, "--stdin"])
         .stdin(Stdio::piped())
@@ -42,7 +42,7 @@ fn mkpasswd(method: &str, password: &str) -> String {
         .stdin
         .take()
         .expect("stdin")
-        .write_all(password.as_bytes())
+        .write_all(password)
         .expect("write");
     let output = child.wait_with_output().expect("mkpasswd");
     assert!(output.status.success(), "mkpasswd -m {method}");
@@ -84,7 +84,7 @@ fn crypt_binds_match_openldap_for_every_mkpasswd_method() {
     let mut accounts = Vec::new();
     for method in &methods {
         let password = random_password();
-        let hash = mkpasswd(method, &password);
+        let hash = mkpasswd(method, password.as_bytes());
         let dn = format!("cn={method},{SUFFIX}");
         ldif += &format!(
             "dn: {dn}\nobjectClass: person\ncn: {method}\nsn: {method}\nuserPassword: {{CRYPT}}{hash}\n\n"
@@ -101,7 +101,7 @@ fn crypt_binds_match_openldap_for_every_mkpasswd_method() {
     let dovecot_password = random_password();
     ldif += &format!(
         "dn: {dovecot}\nobjectClass: person\ncn: dovecot\nsn: d\nuserPassword: {{SHA512-CRYPT}}{}\n\n",
-        mkpasswd("sha512crypt", &dovecot_password)
+        mkpasswd("sha512crypt", dovecot_password.as_bytes())
     );
     let pair = Pair::start(&ldif);
     let mut differences = Vec::new();
@@ -145,4 +145,66 @@ fn crypt_binds_match_openldap_for_every_mkpasswd_method() {
     }
     assert!(logged(&log), "{log}");
     assert!(!log.contains("$1$abc$def"), "the hash stays out of the log");
+}
+
+/// `tool` with raw-octet arguments (a Latin-1 password is not UTF-8): its exit code.
+fn tool_octets(port: u16, tool: &str, arguments: &[&[u8]]) -> i32 {
+    use std::os::unix::ffi::OsStrExt;
+    Command::new(tool)
+        .args(["-x", "-H", &format!("ldap://127.0.0.1:{port}")])
+        .args(
+            arguments
+                .iter()
+                .map(|argument| std::ffi::OsStr::from_bytes(argument)),
+        )
+        .output()
+        .unwrap_or_else(|error| panic!("{tool}: {error}"))
+        .status
+        .code()
+        .unwrap_or(-1)
+}
+
+#[test]
+fn latin1_passwords_bind_and_change_as_on_openldap() {
+    if let Err(reason) = conformance::tools_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{reason}");
+        }
+        eprintln!("skipping the Latin-1 password differential: {reason}");
+        return;
+    }
+    // Octets a client in a Latin-1 locale sends for "café-Pa55": not UTF-8.
+    let latin1: &[u8] = b"caf\xe9-Pa55";
+    let dn = format!("cn=latin1,{SUFFIX}");
+    let ldif = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: E\n\n\
+         dn: {dn}\nobjectClass: person\ncn: latin1\nsn: l\nuserPassword: {{CRYPT}}{}\n\n",
+        mkpasswd("sha512crypt", latin1)
+    );
+    let pair = Pair::start(&ldif);
+    let new: &[u8] = b"n\xe9w-\xd8\xff";
+    for (server, port) in pair.ports() {
+        let whoami = |password: &[u8]| {
+            tool_octets(port, "ldapwhoami", &[b"-D", dn.as_bytes(), b"-w", password])
+        };
+        assert_eq!(whoami(latin1), 0, "{server}: the Latin-1 password");
+        assert_eq!(whoami(b"caf\xe8-Pa55"), 49, "{server}: a wrong one");
+        // The rootdn sets a new Latin-1 password (hashed by each server's default scheme).
+        let root: [&[u8]; 7] = [
+            b"-D",
+            conformance::ROOT_DN.as_bytes(),
+            b"-w",
+            conformance::ROOT_PASSWORD.as_bytes(),
+            b"-s",
+            new,
+            dn.as_bytes(),
+        ];
+        assert_eq!(
+            tool_octets(port, "ldappasswd", &root),
+            0,
+            "{server}: ldappasswd"
+        );
+        assert_eq!(whoami(new), 0, "{server}: the new Latin-1 password");
+        assert_eq!(whoami(latin1), 49, "{server}: the old one");
+    }
 }
