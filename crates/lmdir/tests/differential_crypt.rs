@@ -207,4 +207,12 @@ fn latin1_passwords_bind_and_change_as_on_openldap() {
         assert_eq!(whoami(new), 0, "{server}: the new Latin-1 password");
         assert_eq!(whoami(latin1), 49, "{server}: the old one");
     }
+    // A bind name that is not UTF-8 (a Latin-1 "cn=José"): the same answer from both.
+    let latin1_name: &[u8] = b"cn=Jos\xe9,dc=example,dc=com";
+    let answers: Vec<i32> = pair
+        .ports()
+        .iter()
+        .map(|(_, port)| tool_octets(*port, "ldapwhoami", &[b"-D", latin1_name, b"-w", b"x"]))
+        .collect();
+    assert_eq!(answers, [34, 34], "OpenLDAP, lmdir: invalidDNSyntax");
 }

@@ -475,7 +475,10 @@ pub async fn bind(
         "conn={} op={} BIND dn=\"{}\" method={}",
         session.connection_id,
         operation_id,
-        log_text::bounded(&request.dn, log_text::LOG_DN_BYTES_MAX),
+        log_text::bounded(
+            &String::from_utf8_lossy(&request.name),
+            log_text::LOG_DN_BYTES_MAX
+        ),
         log_text::bounded(&method, log_text::LOG_DN_BYTES_MAX)
     );
     // A failed or new bind leaves the connection anonymous (RFC 4511 §4.2.1), and updates

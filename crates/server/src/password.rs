@@ -842,7 +842,10 @@ pub(crate) async fn bind_outcome(
             external_authorization(server, authenticated, credentials).await
         }
         BindCredentials::Simple(password) => {
-            simple_bind(server, session, &request.dn, password, policy_response).await
+            let dn = request.dn().map_err(|_| {
+                OperationError::new(code::INVALID_DN_SYNTAX, "invalid DN: not UTF-8")
+            })?;
+            simple_bind(server, session, dn, password, policy_response).await
         }
     }
 }

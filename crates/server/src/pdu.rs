@@ -202,10 +202,10 @@ fn message_id_of(element: &ber_read::Tlv<'_>) -> Option<i32> {
 
 /// A simple bind (half of an authrate's requests) decoded straight from its elements, without
 /// the `StructureTag` tree and the copies of ldap3_proto's path. Only the plain shape is taken
-/// here: `{ version INTEGER, name OCTET STRING, simple [0] }` with a UTF-8 name and any
-/// password octets, nothing after; anything else (SASL, constructed strings, extra elements,
-/// a name that is not UTF-8) is left to ldap3_proto, which decodes every request taken here
-/// with a UTF-8 password to this same value (and refused the others: their connection ended).
+/// here: `{ version INTEGER, name OCTET STRING, simple [0] }` with any name and password
+/// octets, nothing after; anything else (SASL, constructed strings, extra elements) is left to
+/// ldap3_proto, which decodes every request taken here with a UTF-8 name and password to this
+/// same value (and refused the others: their connection ended).
 fn simple_bind(
     message_id: &ber_read::Tlv<'_>,
     operation: &ber_read::Tlv<'_>,
@@ -229,10 +229,9 @@ fn simple_bind(
     // ldap3_proto's truncations: the message ID to i32, the version to i64.
     let msgid = ber_integer_as_ldap3_proto(message_id.content)? as i32;
     let version = ber_integer_as_ldap3_proto(version.content)? as i64;
-    let dn = std::str::from_utf8(name.content).ok()?.to_string();
     let request = BindRequest {
         version,
-        dn,
+        name: name.content.to_vec(),
         credentials: BindCredentials::Simple(password.content.to_vec()),
     };
     Some((msgid, request))
@@ -342,8 +341,6 @@ mod tests {
                     0x02, 0x09, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0x04, 0x00, 0x80, 0x00,
                 ],
             ),
-            // a name that is not UTF-8
-            bind_frame(&[0x07], &simple(&[0xff, 0xfe], b"p")),
             // an element after the credentials, a long-form length, SASL, unknown choice
             bind_frame(
                 &[0x07],
@@ -388,6 +385,11 @@ mod tests {
             bind.credentials,
             BindCredentials::Simple(b"caf\xe9".to_vec())
         );
+        // So is the name, answered invalidDNSyntax when it is not UTF-8.
+        let name = bind_frame(&[0x07], &simple(&[0xff, 0xfe], b"p"));
+        assert_eq!(through_ldap3_proto(&name), None);
+        let (_, bind) = ours(&name).expect("decoded");
+        assert_eq!(bind.name, [0xff, 0xfe]);
     }
 
     #[test]

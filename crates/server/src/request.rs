@@ -26,8 +26,26 @@ pub enum Operation {
 pub struct BindRequest {
     /// As sent (ldap3_proto's reading: at most 8 bytes); anything but 3 is refused.
     pub version: i64,
-    pub dn: String,
+    /// The name's octets: a DN is UTF-8, and one that is not is answered invalidDNSyntax
+    /// (34), as slapd answers it, not by ending the connection.
+    pub name: Vec<u8>,
     pub credentials: BindCredentials,
+}
+
+impl BindRequest {
+    /// A bind as `dn` (the HTTP listener's Basic and sign-in).
+    pub fn simple(dn: &str, password: &[u8]) -> BindRequest {
+        BindRequest {
+            version: 3,
+            name: dn.as_bytes().to_vec(),
+            credentials: BindCredentials::Simple(password.to_vec()),
+        }
+    }
+
+    /// The name as a DN's text; Err when it is not UTF-8.
+    pub fn dn(&self) -> Result<&str, std::str::Utf8Error> {
+        std::str::from_utf8(&self.name)
+    }
 }
 
 /// AuthenticationChoice, with a simple password as the octets it is.
@@ -60,7 +78,7 @@ impl From<ldap3_proto::proto::LdapBindRequest> for BindRequest {
         use ldap3_proto::proto::LdapBindCred;
         BindRequest {
             version: request.version,
-            dn: request.dn,
+            name: request.dn.into_bytes(),
             credentials: match request.cred {
                 LdapBindCred::Simple(password) => BindCredentials::Simple(password.into_bytes()),
                 LdapBindCred::SASL(sasl) => BindCredentials::Sasl {

@@ -260,13 +260,8 @@ fn message(id: u8, operation: Vec<u8>) -> Vec<u8> {
 }
 
 /// A simple bind with `password` as raw octets (the ldap3 client takes only text).
-fn octet_bind(id: u8, dn: &str, password: &[u8]) -> Vec<u8> {
-    let fields = [
-        tlv(0x02, &[3]),
-        tlv(0x04, dn.as_bytes()),
-        tlv(0x80, password),
-    ]
-    .concat();
+fn octet_bind(id: u8, dn: &[u8], password: &[u8]) -> Vec<u8> {
+    let fields = [tlv(0x02, &[3]), tlv(0x04, dn), tlv(0x80, password)].concat();
     message(id, tlv(0x60, &fields))
 }
 
@@ -338,10 +333,38 @@ fn passwords_are_octets_on_one_connection() {
         .expect("hang guard");
     let mut received = bytes::BytesMut::new();
     let mut ask = |request: Vec<u8>| exchange(&mut stream, &mut received, &request);
-    assert_eq!(ask(octet_bind(1, &dn, b"caf\xe8")), Some(49), "a wrong one");
-    assert_eq!(ask(octet_bind(2, &dn, latin1)), Some(0), "the right one");
+    assert_eq!(
+        ask(octet_bind(1, dn.as_bytes(), b"caf\xe8")),
+        Some(49),
+        "a wrong one"
+    );
+    assert_eq!(
+        ask(octet_bind(2, dn.as_bytes(), latin1)),
+        Some(0),
+        "the right one"
+    );
     let new: &[u8] = b"n\xe9w-pass\xff";
     assert_eq!(ask(octet_password_modify(3, latin1, new)), Some(0));
-    assert_eq!(ask(octet_bind(4, &dn, latin1)), Some(49), "the old one");
-    assert_eq!(ask(octet_bind(5, &dn, new)), Some(0), "the new one");
+    assert_eq!(
+        ask(octet_bind(4, dn.as_bytes(), latin1)),
+        Some(49),
+        "the old one"
+    );
+    assert_eq!(
+        ask(octet_bind(5, dn.as_bytes(), new)),
+        Some(0),
+        "the new one"
+    );
+    // A name that is not UTF-8 is invalidDNSyntax, as slapd answers it; the connection stays.
+    let latin1_name = b"cn=Jos\xe9,dc=example,dc=com";
+    assert_eq!(
+        ask(octet_bind(6, latin1_name, b"x")),
+        Some(34),
+        "a Latin-1 name"
+    );
+    assert_eq!(
+        ask(octet_bind(7, dn.as_bytes(), new)),
+        Some(0),
+        "still connected"
+    );
 }

@@ -160,11 +160,7 @@ impl DirectoryClient {
     /// when the password was reset and must be changed before anything else (then, as on an
     /// LDAP connection, `operations::dispatch` refuses every operation but that change).
     pub async fn bind(&mut self, dn: &str, password: &str) -> Result<bool, LdapFailure> {
-        let request = crate::request::BindRequest {
-            version: 3,
-            dn: dn.to_string(),
-            credentials: crate::request::BindCredentials::Simple(password.as_bytes().to_vec()),
-        };
+        let request = crate::request::BindRequest::simple(dn, password.as_bytes());
         let message_id = self.message_id();
         let operation_id = u64::try_from(message_id).unwrap_or(0);
         let response = crate::operations::bind(
