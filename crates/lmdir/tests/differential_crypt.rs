@@ -1,7 +1,9 @@
 //! Differential: `{CRYPT}` userPassword values in every format Debian's libxcrypt makes
 //! (`mkpasswd -m help` lists the methods; each hash is made here by `mkpasswd` with a random
 //! password) are stored on slapd and lmdir alike, and simple binds with the right and a wrong
-//! password answer the same. slapd's `{CRYPT}` (libxcrypt's crypt()) is the reference.
+//! password answer the same. slapd's `{CRYPT}` (libxcrypt's crypt()) is the reference. Also
+//! octets that are not UTF-8 (a Latin-1 client's): passwords bind and change, DNs are refused
+//! invalidDNSyntax by every operation, on both servers alike.
 
 #[allow(dead_code)] // the other suites use the rest of the harness
 mod conformance;
@@ -215,4 +217,79 @@ fn latin1_passwords_bind_and_change_as_on_openldap() {
         .map(|(_, port)| tool_octets(*port, "ldapwhoami", &[b"-D", latin1_name, b"-w", b"x"]))
         .collect();
     assert_eq!(answers, [34, 34], "OpenLDAP, lmdir: invalidDNSyntax");
+}
+
+/// `tool` as the rootdn with raw-octet arguments and `stdin`: its exit code.
+fn root_tool_octets(port: u16, tool: &str, arguments: &[&[u8]], stdin: &[u8]) -> i32 {
+    use std::os::unix::ffi::OsStrExt;
+    let mut child = Command::new(tool)
+        .args(["-x", "-H", &format!("ldap://127.0.0.1:{port}")])
+        .args(["-D", conformance::ROOT_DN, "-w", conformance::ROOT_PASSWORD])
+        .args(
+            arguments
+                .iter()
+                .map(|argument| std::ffi::OsStr::from_bytes(argument)),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{tool}: {error}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write");
+    child.wait().expect(tool).code().unwrap_or(-1)
+}
+
+#[test]
+fn latin1_dns_are_refused_by_every_operation_as_on_openldap() {
+    use base64::Engine;
+    if let Err(reason) = conformance::tools_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!("{reason}");
+        }
+        eprintln!("skipping the Latin-1 DN differential: {reason}");
+        return;
+    }
+    let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let ldif = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: E\n\n\
+         dn: cn=a,{SUFFIX}\nobjectClass: person\ncn: a\nsn: a\n\n"
+    );
+    let pair = Pair::start(&ldif);
+    // A Latin-1 "cn=José": lmdir ended the connection on each of these (protocolError).
+    let dn: &[u8] = b"cn=Jos\xe9,dc=example,dc=com";
+    let add = format!(
+        "dn:: {}\nchangetype: add\nobjectClass: person\ncn: x\nsn: y\n",
+        encode(dn)
+    );
+    let modify = format!(
+        "dn:: {}\nchangetype: modify\nreplace: sn\nsn: z\n",
+        encode(dn)
+    );
+    let modrdn = format!(
+        "dn: cn=a,{SUFFIX}\nchangetype: modrdn\nnewrdn:: {}\ndeleteoldrdn: 1\n",
+        encode(b"cn=Jos\xe9")
+    );
+    let mut answers = Vec::new();
+    for (server, port) in pair.ports() {
+        let codes = [
+            root_tool_octets(port, "ldapmodify", &[], add.as_bytes()),
+            root_tool_octets(port, "ldapmodify", &[], modify.as_bytes()),
+            root_tool_octets(port, "ldapmodify", &[], modrdn.as_bytes()),
+            root_tool_octets(port, "ldapdelete", &[dn], b""),
+            root_tool_octets(port, "ldapcompare", &[dn, b"cn:x"], b""),
+            root_tool_octets(port, "ldapsearch", &[b"-b", dn, b"(cn=*)"], b""),
+        ];
+        answers.push((server, codes));
+    }
+    for (server, codes) in &answers {
+        assert_eq!(
+            codes, &[34; 6],
+            "{server}: add, modify, modrdn, delete, compare, search"
+        );
+    }
 }

@@ -609,6 +609,5 @@ pub(crate) async fn submit_update(
     controls: &RequestControls,
     request: WriteRequest,
 ) -> Result<(), OperationError> {
-    let request = crate::prehash::prehashed(context, database, request).await?;
     submit(database, update_of(context, controls, request)?).await
 }

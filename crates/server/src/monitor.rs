@@ -101,6 +101,17 @@ impl OperationKind {
         let operation = match operation {
             Operation::Search(_) => return Some(OperationKind::Search),
             Operation::Bind(_) => return Some(OperationKind::Bind),
+            Operation::InvalidDn(invalid) => {
+                use crate::request::DnOperation;
+                return Some(match invalid.operation {
+                    DnOperation::Search => OperationKind::Search,
+                    DnOperation::Modify => OperationKind::Modify,
+                    DnOperation::Add => OperationKind::Add,
+                    DnOperation::Delete => OperationKind::Delete,
+                    DnOperation::ModifyDn => OperationKind::Modrdn,
+                    DnOperation::Compare => OperationKind::Compare,
+                });
+            }
             Operation::Other(operation) => operation,
         };
         Some(match operation {

@@ -192,6 +192,7 @@ pub fn response_tag(operation: &Operation) -> Option<u8> {
     let operation = match operation {
         Operation::Search(_) => return Some(tag::SEARCH_RESULT_DONE),
         Operation::Bind(_) => return Some(tag::BIND_RESPONSE),
+        Operation::InvalidDn(invalid) => return Some(invalid.operation.response_tag()),
         Operation::Other(operation) => operation,
     };
     Some(match operation {
@@ -268,6 +269,12 @@ pub fn prepare(
 /// Runs one non-bind operation to completion.
 pub async fn dispatch(mut context: OperationContext, operation: Operation, mut prepared: Prepared) {
     let started = Instant::now();
+    if let Operation::InvalidDn(invalid) = &operation {
+        let text = format!("invalid DN: the {} is not UTF-8", invalid.field);
+        info!("{} refused: {text}", context.log_prefix());
+        let refusal = OperationError::new(code::INVALID_DN_SYNTAX, text);
+        return context.refuse(&operation, refusal, started).await;
+    }
     if let Some(refusal) = authentication_refusal(&context, &operation) {
         info!(
             "{} refused: authentication required (require_authentication)",
@@ -311,8 +318,8 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
             });
             return search(&context, &request, prepared, started).await;
         }
-        Operation::Bind(_) => {
-            // Never here: the connection runs binds itself, in order (`bind`).
+        Operation::InvalidDn(_) | Operation::Bind(_) => {
+            // Never here: answered above; the connection runs binds itself, in order (`bind`).
             context
                 .sink
                 .done(context.message_id, code::PROTOCOL_ERROR, Bytes::new())

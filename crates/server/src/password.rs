@@ -766,17 +766,13 @@ pub async fn password_modify(
             ),
         ));
     }
-    submit_update(
-        context,
-        database,
-        &RequestControls::default(),
-        WriteRequest::SetPassword {
-            dn: target_dn,
-            password: new_password.clone(),
-            hashed: false,
-        },
-    )
-    .await?;
+    let request = WriteRequest::SetPassword {
+        dn: target_dn,
+        password: new_password.clone(),
+        hashed: false,
+    };
+    let request = crate::prehash::prehashed(context, database, request).await?;
+    submit_update(context, database, &RequestControls::default(), request).await?;
     password_changed(context);
     if generated {
         // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }

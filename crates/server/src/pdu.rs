@@ -158,10 +158,17 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
     }
     if request::is_search(operation) {
         let msgid = message_id_of(message_id).ok_or_else(|| malformed("message ID"))?;
-        let search = request::search_request(operation, ber_depth_max).map_err(malformed)?;
+        let search = match request::search_request(operation, ber_depth_max) {
+            Ok(search) => Operation::Search(Box::new(search)),
+            // Only the base at fault: another malformed field ends the connection.
+            Err(what @ request::SEARCH_BASE_NOT_UTF8) => Operation::InvalidDn(
+                request::InvalidDn::of(operation).ok_or_else(|| malformed(what))?,
+            ),
+            Err(what) => return Err(malformed(what)),
+        };
         return Ok(Request {
             msgid,
-            op: Operation::Search(Box::new(search)),
+            op: search,
             controls,
             wire_bytes: frame.len(),
         });
@@ -177,8 +184,23 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         id: 16,
         payload: PL::C(vec![parse(message_id)?, parse(operation)?]),
     };
-    let message =
-        LdapMsg::try_from(envelope).map_err(|error| PduError::Malformed(error.to_string()))?;
+    let message = match LdapMsg::try_from(envelope) {
+        Ok(message) => message,
+        Err(error) => {
+            // A DN that is not UTF-8 is answered, not a reason to end the connection.
+            let invalid = request::InvalidDn::of(operation);
+            let msgid = message_id_of(message_id);
+            let (Some(invalid), Some(msgid)) = (invalid, msgid) else {
+                return Err(PduError::Malformed(error.to_string()));
+            };
+            return Ok(Request {
+                msgid,
+                op: Operation::InvalidDn(invalid),
+                controls,
+                wire_bytes: frame.len(),
+            });
+        }
+    };
     let op = match message.op {
         LdapOp::BindRequest(bind) => Operation::Bind(bind.into()),
         other => Operation::Other(other),

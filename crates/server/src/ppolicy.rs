@@ -476,7 +476,9 @@ pub fn change_after_reset_refusal(
             let root_dse = request.base.is_empty() && request.scope == LdapSearchScope::Base;
             root_dse || request.base.trim().eq_ignore_ascii_case("cn=subschema")
         }
-        Operation::Other(LdapOp::ExtendedRequest(_)) | Operation::Bind(_) => true,
+        Operation::Other(LdapOp::ExtendedRequest(_))
+        | Operation::Bind(_)
+        | Operation::InvalidDn(_) => true,
         Operation::Other(LdapOp::ModifyRequest(request)) => password_only(request),
         Operation::Other(
             LdapOp::AddRequest(_)

@@ -17,7 +17,99 @@ use ldap3_proto::proto::{LdapDerefAliases, LdapOp, LdapSearchScope};
 pub enum Operation {
     Search(Box<SearchRequest>),
     Bind(BindRequest),
+    /// A well-formed request naming a DN that is not UTF-8 (a Latin-1 `cn=José`).
+    InvalidDn(InvalidDn),
     Other(LdapOp),
+}
+
+/// A request whose DN is not UTF-8: answered invalidDNSyntax (34) with its operation's
+/// response, as slapd answers it, where ldap3_proto's Strings (and the search decoder) refused
+/// the PDU and the connection was ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidDn {
+    pub operation: DnOperation,
+    /// Which DN: "entry", "base object", "new RDN", "new superior".
+    pub field: &'static str,
+}
+
+/// The operations that name DNs besides bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnOperation {
+    Search,
+    Modify,
+    Add,
+    Delete,
+    ModifyDn,
+    Compare,
+}
+
+impl DnOperation {
+    /// The operation of a request tag (`[APPLICATION n]`).
+    fn of_request_tag(request_tag: u8) -> Option<DnOperation> {
+        Some(match request_tag {
+            0x63 => DnOperation::Search,
+            0x66 => DnOperation::Modify,
+            0x68 => DnOperation::Add,
+            0x4a => DnOperation::Delete,
+            0x6c => DnOperation::ModifyDn,
+            0x6e => DnOperation::Compare,
+            _ => return None,
+        })
+    }
+
+    /// The tag of the response that ends it.
+    pub fn response_tag(self) -> u8 {
+        use crate::ber::tag;
+        match self {
+            DnOperation::Search => tag::SEARCH_RESULT_DONE,
+            DnOperation::Modify => tag::MODIFY_RESPONSE,
+            DnOperation::Add => tag::ADD_RESPONSE,
+            DnOperation::Delete => tag::DELETE_RESPONSE,
+            DnOperation::ModifyDn => tag::MODIFY_DN_RESPONSE,
+            DnOperation::Compare => tag::COMPARE_RESPONSE,
+        }
+    }
+}
+
+impl InvalidDn {
+    /// The request element's DN fields, if one is not UTF-8 (search, add, modify, delete,
+    /// modify DN, compare); None for any other request or when every DN is UTF-8.
+    pub fn of(operation: &Tlv<'_>) -> Option<InvalidDn> {
+        let not_utf8 = |bytes: &[u8]| std::str::from_utf8(bytes).is_err();
+        let kind = DnOperation::of_request_tag(operation.tag)?;
+        let invalid = |field| {
+            Some(InvalidDn {
+                operation: kind,
+                field,
+            })
+        };
+        match kind {
+            // DelRequest ::= [APPLICATION 10] LDAPDN
+            DnOperation::Delete => not_utf8(operation.content)
+                .then_some(())
+                .and(invalid("entry")),
+            // ModifyDNRequest ::= { entry, newrdn, deleteoldrdn, newSuperior [0] OPTIONAL }
+            DnOperation::ModifyDn => {
+                let fields = elements(operation.content)?;
+                let named = [(0, "entry"), (1, "new RDN"), (3, "new superior")];
+                named.into_iter().find_map(|(index, field)| {
+                    let element = fields.get(index)?;
+                    not_utf8(element.content).then_some(()).and(invalid(field))
+                })
+            }
+            // Search, Modify, Add, Compare: the DN first.
+            DnOperation::Search | DnOperation::Modify | DnOperation::Add | DnOperation::Compare => {
+                let (first, _) = read_tlv(operation.content)?;
+                let field = match kind {
+                    DnOperation::Search => "base object",
+                    _ => "entry",
+                };
+                (first.tag == tag::OCTET_STRING && not_utf8(first.content))
+                    .then_some(())
+                    .and(invalid(field))
+            }
+        }
+    }
 }
 
 /// BindRequest ::= [APPLICATION 0] SEQUENCE { version INTEGER (1 .. 127), name LDAPDN,
@@ -115,6 +207,9 @@ mod tag {
     pub const SEQUENCE: u8 = 0x30;
 }
 
+/// `search_request`'s error when only the base is at fault (it is not UTF-8, or not a string).
+pub const SEARCH_BASE_NOT_UTF8: &str = "search base";
+
 /// Whether `operation` is a search request element (decoded by `search_request`).
 pub fn is_search(operation: &Tlv<'_>) -> bool {
     operation.tag == tag::SEARCH_REQUEST
@@ -133,7 +228,7 @@ pub fn search_request(
         return Err("search request must have eight fields");
     };
     Ok(SearchRequest {
-        base: utf8(base).ok_or("search base")?,
+        base: utf8(base).ok_or(SEARCH_BASE_NOT_UTF8)?,
         // Some clients tag the scope INTEGER, as ldap3_proto accepted.
         scope: match enumerated(scope, &[tag::ENUMERATED, tag::INTEGER]) {
             Some(0) => LdapSearchScope::Base,

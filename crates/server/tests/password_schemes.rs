@@ -289,6 +289,7 @@ fn exchange(
             return match answer.op {
                 LdapOp::BindResponse(response) => Some(response.res.code as u32),
                 LdapOp::ExtendedResponse(response) => Some(response.res.code as u32),
+                LdapOp::DelResponse(result) => Some(result.code as u32),
                 // A Notice of Disconnection: the connection ends.
                 _ => None,
             };
@@ -302,7 +303,7 @@ fn exchange(
 }
 
 #[test]
-fn passwords_are_octets_on_one_connection() {
+fn passwords_are_octets_and_dns_text_on_one_connection() {
     // A Latin-1 "café" (63 61 66 e9), as clients in a Latin-1 locale send it and slapd takes
     // it: ldap3_proto's String refused the bind and the connection (a pooled one, with other
     // users' operations) was ended; a Password Modify answered protocolError.
@@ -364,6 +365,17 @@ fn passwords_are_octets_on_one_connection() {
     );
     assert_eq!(
         ask(octet_bind(7, dn.as_bytes(), new)),
+        Some(0),
+        "still connected"
+    );
+    // So is a delete naming one (every operation naming a DN: the differential shows them).
+    assert_eq!(
+        ask(message(8, tlv(0x4a, latin1_name))),
+        Some(34),
+        "a delete"
+    );
+    assert_eq!(
+        ask(octet_bind(9, dn.as_bytes(), new)),
         Some(0),
         "still connected"
     );

@@ -411,8 +411,8 @@ fn decode(frame: &[u8]) -> Result<Message, LinkError> {
         crate::request::Operation::Search(_) => {
             return Err(protocol("a search request from the provider"))
         }
-        crate::request::Operation::Bind(_) => {
-            return Err(protocol("a bind request from the provider"))
+        crate::request::Operation::Bind(_) | crate::request::Operation::InvalidDn(_) => {
+            return Err(protocol("a request from the provider"))
         }
     };
     Ok(match operation {
