@@ -101,7 +101,7 @@ impl OperationKind {
         let operation = match operation {
             Operation::Search(_) => return Some(OperationKind::Search),
             Operation::Bind(_) => return Some(OperationKind::Bind),
-            Operation::InvalidDn(invalid) => {
+            Operation::NotUtf8(invalid) => {
                 use crate::request::DnOperation;
                 return Some(match invalid.operation {
                     DnOperation::Search => OperationKind::Search,

@@ -192,7 +192,7 @@ pub fn response_tag(operation: &Operation) -> Option<u8> {
     let operation = match operation {
         Operation::Search(_) => return Some(tag::SEARCH_RESULT_DONE),
         Operation::Bind(_) => return Some(tag::BIND_RESPONSE),
-        Operation::InvalidDn(invalid) => return Some(invalid.operation.response_tag()),
+        Operation::NotUtf8(invalid) => return Some(invalid.operation.response_tag()),
         Operation::Other(operation) => operation,
     };
     Some(match operation {
@@ -269,10 +269,10 @@ pub fn prepare(
 /// Runs one non-bind operation to completion.
 pub async fn dispatch(mut context: OperationContext, operation: Operation, mut prepared: Prepared) {
     let started = Instant::now();
-    if let Operation::InvalidDn(invalid) = &operation {
-        let text = format!("invalid DN: the {} is not UTF-8", invalid.field);
+    if let Operation::NotUtf8(invalid) = &operation {
+        let text = format!("the {} is not UTF-8", invalid.field);
         info!("{} refused: {text}", context.log_prefix());
-        let refusal = OperationError::new(code::INVALID_DN_SYNTAX, text);
+        let refusal = OperationError::new(invalid.result_code(), text);
         return context.refuse(&operation, refusal, started).await;
     }
     if let Some(refusal) = authentication_refusal(&context, &operation) {
@@ -318,7 +318,7 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
             });
             return search(&context, &request, prepared, started).await;
         }
-        Operation::InvalidDn(_) | Operation::Bind(_) => {
+        Operation::NotUtf8(_) | Operation::Bind(_) => {
             // Never here: answered above; the connection runs binds itself, in order (`bind`).
             context
                 .sink

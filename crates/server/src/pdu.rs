@@ -161,9 +161,9 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         let search = match request::search_request(operation, ber_depth_max) {
             Ok(search) => Operation::Search(Box::new(search)),
             // Only the base at fault: another malformed field ends the connection.
-            Err(what @ request::SEARCH_BASE_NOT_UTF8) => Operation::InvalidDn(
-                request::InvalidDn::of(operation).ok_or_else(|| malformed(what))?,
-            ),
+            Err(what @ request::SEARCH_BASE_NOT_UTF8) => {
+                Operation::NotUtf8(request::NotUtf8::of(operation).ok_or_else(|| malformed(what))?)
+            }
             Err(what) => return Err(malformed(what)),
         };
         return Ok(Request {
@@ -188,14 +188,14 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         Ok(message) => message,
         Err(error) => {
             // A DN that is not UTF-8 is answered, not a reason to end the connection.
-            let invalid = request::InvalidDn::of(operation);
+            let invalid = request::NotUtf8::of(operation);
             let msgid = message_id_of(message_id);
             let (Some(invalid), Some(msgid)) = (invalid, msgid) else {
                 return Err(PduError::Malformed(error.to_string()));
             };
             return Ok(Request {
                 msgid,
-                op: Operation::InvalidDn(invalid),
+                op: Operation::NotUtf8(invalid),
                 controls,
                 wire_bytes: frame.len(),
             });

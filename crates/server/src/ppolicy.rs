@@ -478,7 +478,7 @@ pub fn change_after_reset_refusal(
         }
         Operation::Other(LdapOp::ExtendedRequest(_))
         | Operation::Bind(_)
-        | Operation::InvalidDn(_) => true,
+        | Operation::NotUtf8(_) => true,
         Operation::Other(LdapOp::ModifyRequest(request)) => password_only(request),
         Operation::Other(
             LdapOp::AddRequest(_)

@@ -17,20 +17,26 @@ use ldap3_proto::proto::{LdapDerefAliases, LdapOp, LdapSearchScope};
 pub enum Operation {
     Search(Box<SearchRequest>),
     Bind(BindRequest),
-    /// A well-formed request naming a DN that is not UTF-8 (a Latin-1 `cn=José`).
-    InvalidDn(InvalidDn),
+    /// A well-formed request naming a DN (a Latin-1 `cn=José`) or a compared attribute in
+    /// octets that are not UTF-8.
+    NotUtf8(NotUtf8),
     Other(LdapOp),
 }
 
-/// A request whose DN is not UTF-8: answered invalidDNSyntax (34) with its operation's
-/// response, as slapd answers it, where ldap3_proto's Strings (and the search decoder) refused
+/// A well-formed request naming a DN (or, in a compare, an attribute) in octets that are not
+/// UTF-8: answered with its operation's response as slapd answers it, invalidDNSyntax (34) or
+/// undefinedAttributeType (17), where ldap3_proto's Strings (and the search decoder) refused
 /// the PDU and the connection was ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InvalidDn {
+pub struct NotUtf8 {
     pub operation: DnOperation,
-    /// Which DN: "entry", "base object", "new RDN", "new superior".
+    /// Which field: "entry", "base object", "new RDN", "new superior" (DNs), or
+    /// `COMPARE_ATTRIBUTE`.
     pub field: &'static str,
 }
+
+/// `NotUtf8::field` of a compare's attribute description.
+pub const COMPARE_ATTRIBUTE: &str = "attribute description";
 
 /// The operations that name DNs besides bind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,14 +77,14 @@ impl DnOperation {
     }
 }
 
-impl InvalidDn {
-    /// The request element's DN fields, if one is not UTF-8 (search, add, modify, delete,
-    /// modify DN, compare); None for any other request or when every DN is UTF-8.
-    pub fn of(operation: &Tlv<'_>) -> Option<InvalidDn> {
+impl NotUtf8 {
+    /// The request element's DN fields (search, add, modify, delete, modify DN, compare) and a
+    /// compare's attribute, if one is not UTF-8; None for any other request or when all are.
+    pub fn of(operation: &Tlv<'_>) -> Option<NotUtf8> {
         let not_utf8 = |bytes: &[u8]| std::str::from_utf8(bytes).is_err();
         let kind = DnOperation::of_request_tag(operation.tag)?;
         let invalid = |field| {
-            Some(InvalidDn {
+            Some(NotUtf8 {
                 operation: kind,
                 field,
             })
@@ -104,10 +110,29 @@ impl InvalidDn {
                     DnOperation::Search => "base object",
                     _ => "entry",
                 };
-                (first.tag == tag::OCTET_STRING && not_utf8(first.content))
+                if first.tag == tag::OCTET_STRING && not_utf8(first.content) {
+                    return invalid(field);
+                }
+                if kind != DnOperation::Compare {
+                    return None;
+                }
+                // CompareRequest ::= { entry, ava AttributeValueAssertion { desc, value } }
+                let (ava, _) = read_tlv(operation.content.get(first.whole.len()..)?)?;
+                let (description, _) = read_tlv(ava.content)?;
+                not_utf8(description.content)
                     .then_some(())
-                    .and(invalid(field))
+                    .and(invalid(COMPARE_ATTRIBUTE))
             }
+        }
+    }
+
+    /// The answer's result code: undefinedAttributeType for an attribute, else
+    /// invalidDNSyntax.
+    pub fn result_code(&self) -> u32 {
+        if self.field == COMPARE_ATTRIBUTE {
+            17
+        } else {
+            34
         }
     }
 }
@@ -295,7 +320,9 @@ fn boolean(element: &Tlv<'_>) -> Option<bool> {
     }
 }
 
-/// AttributeSelection ::= SEQUENCE OF selector LDAPString.
+/// AttributeSelection ::= SEQUENCE OF selector LDAPString. A selector that is not UTF-8 names
+/// no attribute: kept (lossily) as one that matches none, as slapd ignores it, so the list is
+/// not taken for an empty one (all attributes).
 fn attribute_selection(element: &Tlv<'_>) -> Option<Vec<String>> {
     if element.tag != tag::SEQUENCE {
         return None;
@@ -304,7 +331,10 @@ fn attribute_selection(element: &Tlv<'_>) -> Option<Vec<String>> {
     let mut rest = element.content;
     while !rest.is_empty() {
         let (name, after) = read_tlv(rest)?;
-        names.push(utf8(&name)?);
+        if name.tag != tag::OCTET_STRING {
+            return None;
+        }
+        names.push(String::from_utf8_lossy(name.content).into_owned());
         rest = after;
     }
     Some(names)

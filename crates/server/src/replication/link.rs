@@ -411,7 +411,7 @@ fn decode(frame: &[u8]) -> Result<Message, LinkError> {
         crate::request::Operation::Search(_) => {
             return Err(protocol("a search request from the provider"))
         }
-        crate::request::Operation::Bind(_) | crate::request::Operation::InvalidDn(_) => {
+        crate::request::Operation::Bind(_) | crate::request::Operation::NotUtf8(_) => {
             return Err(protocol("a request from the provider"))
         }
     };
