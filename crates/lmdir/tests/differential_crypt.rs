@@ -168,11 +168,7 @@ fn tool_octets(port: u16, tool: &str, arguments: &[&[u8]]) -> i32 {
 
 #[test]
 fn latin1_passwords_bind_and_change_as_on_openldap() {
-    if let Err(reason) = conformance::tools_available() {
-        if std::env::var_os("CI").is_some() {
-            panic!("{reason}");
-        }
-        eprintln!("skipping the Latin-1 password differential: {reason}");
+    if !conformance::tools_ready("the Latin-1 password differential") {
         return;
     }
     // Octets a client in a Latin-1 locale sends for "café-Pa55": not UTF-8.
@@ -247,11 +243,7 @@ fn root_tool_octets(port: u16, tool: &str, arguments: &[&[u8]], stdin: &[u8]) ->
 #[test]
 fn latin1_names_are_answered_by_every_operation_as_on_openldap() {
     use base64::Engine;
-    if let Err(reason) = conformance::tools_available() {
-        if std::env::var_os("CI").is_some() {
-            panic!("{reason}");
-        }
-        eprintln!("skipping the Latin-1 DN differential: {reason}");
+    if !conformance::tools_ready("the Latin-1 DN differential") {
         return;
     }
     let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
