@@ -8,8 +8,8 @@
 //!
 //! Access is still decided by the writer, inside its transaction, before anything is stored.
 //! Hashing first costs an authenticated client no more than its own binds do (each verifies a
-//! hash through the same gate); an anonymous request is left to the writer, which refuses it
-//! before hashing, so no unauthenticated client can make the server hash.
+//! hash through the same gate); an anonymous request is left to the writer, which decides
+//! access before it hashes, so no unauthenticated client makes the server hash for nothing.
 
 use crate::context::{internal, password_scheme, Database, OperationContext};
 use crate::result::OperationError;
