@@ -294,3 +294,83 @@ fn latin1_names_are_answered_by_every_operation_as_on_openldap() {
         );
     }
 }
+
+/// A BER element with a short definite length (contents under 128 bytes).
+fn short_tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    assert!(content.len() < 128, "short form only");
+    [&[tag, content.len() as u8][..], content].concat()
+}
+
+/// The result code of a subtree search of the suffix with the BER filter `filter` (raw: no
+/// ldap-utils client sends a filter naming `café`), asking for no attributes.
+fn raw_search_code(port: u16, filter: &[u8]) -> u8 {
+    use std::io::{Read, Write};
+    let fields = [
+        short_tlv(0x04, SUFFIX.as_bytes()),
+        short_tlv(0x0a, &[2]),
+        short_tlv(0x0a, &[0]),
+        short_tlv(0x02, &[0]),
+        short_tlv(0x02, &[0]),
+        short_tlv(0x01, &[0]),
+        filter.to_vec(),
+        short_tlv(0x30, &short_tlv(0x04, b"1.1")),
+    ]
+    .concat();
+    let request = short_tlv(
+        0x30,
+        &[short_tlv(0x02, &[1]), short_tlv(0x63, &fields)].concat(),
+    );
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("hang guard");
+    stream.write_all(&request).expect("send");
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // SearchResultDone of message 1 (no entries match): 30 LL 02 01 01 65 LL 0a 01 CODE.
+        if let Some(at) = received.windows(3).position(|w| w == [0x02, 0x01, 0x01]) {
+            let rest = &received[at + 3..];
+            if rest.len() >= 5 && rest[0] == 0x65 && rest[2] == 0x0a {
+                return rest[4];
+            }
+        }
+        let read = stream.read(&mut chunk).expect("an answer");
+        assert!(read > 0, "the connection was closed without an answer");
+        received.extend_from_slice(&chunk[..read]);
+    }
+}
+
+#[test]
+fn filters_naming_inappropriate_attributes_match_nothing_as_on_openldap() {
+    if !conformance::tools_ready("the inappropriate filter names differential") {
+        return;
+    }
+    let ldif = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: E\n\n"
+    );
+    let pair = Pair::start(&ldif);
+    let equality = |name: &[u8]| {
+        short_tlv(
+            0xa3,
+            &[short_tlv(0x04, name), short_tlv(0x04, b"x")].concat(),
+        )
+    };
+    // A Latin-1 name, a UTF-8 one, a space, `_` (which both accept), and under NOT: slapd
+    // answers each success with no entries (the item Undefined); lmdir answered protocolError.
+    let filters = [
+        equality(b"caf\xe9"),
+        equality("café".as_bytes()),
+        equality(b"c n"),
+        equality(b"a_b"),
+        short_tlv(0xa2, &equality(b"caf\xe9")),
+        short_tlv(0x87, b"caf\xe9"),
+    ];
+    for (server, port) in pair.ports() {
+        let codes: Vec<u8> = filters
+            .iter()
+            .map(|filter| raw_search_code(port, filter))
+            .collect();
+        assert_eq!(codes, [0; 6], "{server}");
+    }
+}

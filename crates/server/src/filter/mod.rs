@@ -254,17 +254,20 @@ impl Decoder {
     }
 }
 
-/// An attribute description or matching rule name as the text parser accepts it.
+/// What a name with bytes no attribute description or matching rule may hold becomes: a name
+/// no schema defines (a descriptor starts with a letter), so the item is Undefined.
+const INAPPROPRIATE_NAME: &str = "_inappropriate";
+
+/// An attribute description or matching rule name as the text parser accepts it. One with
+/// other bytes (a Latin-1 `café`, a space) names nothing: slapd answers such a search
+/// successfully ("AttributeDescription contains inappropriate characters"), the item
+/// Undefined, where lmdir answered protocolError; it now stands for `INAPPROPRIATE_NAME`.
 fn name(bytes: &[u8]) -> Result<String, OperationError> {
     if bytes.is_empty() {
         return Err(malformed("missing attribute description".to_string()));
     }
     if !bytes.iter().copied().all(is_filter_name_byte) {
-        let shown = String::from_utf8_lossy(bytes);
-        return Err(malformed(format!(
-            "bad name '{}'",
-            crate::log_text::bounded(&shown, 64)
-        )));
+        return Ok(INAPPROPRIATE_NAME.to_string());
     }
     // Only ASCII passed the check above.
     Ok(String::from_utf8(bytes.to_vec()).expect("ASCII name"))
@@ -465,10 +468,19 @@ pub(crate) mod tests {
     #[test]
     fn malformed_and_oversized_filters_answer_the_parsers_codes() {
         let settings = ServerSettings::with_defaults(Vec::new());
-        let bad_name = Filter::Equality {
-            description: "c n".to_string(),
-            value: b"x".to_vec(),
-        };
+        // A name with bytes no description may hold names nothing (the item is Undefined),
+        // as slapd takes it: not an error.
+        for bad_name in ["c n", "caf\u{e9}"] {
+            let filter = Filter::Equality {
+                description: bad_name.to_string(),
+                value: b"x".to_vec(),
+            };
+            let decoded = client_filter(&settings, &encode(&filter)).expect(bad_name);
+            let Filter::Equality { description, .. } = decoded else {
+                panic!("{decoded:?}");
+            };
+            assert_eq!(description, INAPPROPRIATE_NAME);
+        }
         let empty_piece = Filter::Substrings {
             description: "cn".to_string(),
             initial: Some(b"a".to_vec()),
@@ -481,7 +493,7 @@ pub(crate) mod tests {
             value: b"x".to_vec(),
             dn_attributes: false,
         };
-        for filter in [bad_name, empty_piece, nameless] {
+        for filter in [empty_piece, nameless] {
             let error = client_filter(&settings, &encode(&filter)).unwrap_err();
             assert_eq!(error.code, code::PROTOCOL_ERROR, "{filter:?}");
         }
