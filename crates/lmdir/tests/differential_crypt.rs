@@ -374,3 +374,129 @@ fn filters_naming_inappropriate_attributes_match_nothing_as_on_openldap() {
         assert_eq!(codes, [0; 6], "{server}");
     }
 }
+
+/// The header of the BER element at the start of `bytes`: (header length, content length),
+/// None until enough bytes are there.
+fn ber_header(bytes: &[u8]) -> Option<(usize, usize)> {
+    let first = *bytes.get(1)?;
+    if first < 0x80 {
+        return Some((2, usize::from(first)));
+    }
+    let count = usize::from(first & 0x7f);
+    let length = bytes.get(2..2 + count)?;
+    Some((
+        2 + count,
+        length
+            .iter()
+            .fold(0, |value, byte| value << 8 | usize::from(*byte)),
+    ))
+}
+
+/// Sends each request (message IDs 2..) after a bind as the rootdn (message 1), on one
+/// connection, and returns each answer's result code; 255 once the server has closed it.
+fn raw_result_codes(port: u16, requests: &[Vec<u8>]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("hang guard");
+    let bind = [
+        short_tlv(0x02, &[3]),
+        short_tlv(0x04, conformance::ROOT_DN.as_bytes()),
+        short_tlv(0x80, conformance::ROOT_PASSWORD.as_bytes()),
+    ]
+    .concat();
+    let mut received = Vec::new();
+    let mut next_answer = |stream: &mut std::net::TcpStream| -> Option<u8> {
+        loop {
+            if let Some((header, length)) = ber_header(&received) {
+                if received.len() >= header + length {
+                    let message: Vec<u8> = received.drain(..header + length).collect();
+                    // 30 .. { 02 01 id } { TAG .. { 0a 01 CODE } ... }
+                    let id_end = header + 3;
+                    let (op_header, _) = ber_header(&message[id_end..])?;
+                    return message.get(id_end + op_header + 2).copied();
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(read) => received.extend_from_slice(&chunk[..read]),
+            }
+        }
+    };
+    let message = |id: u8, operation: &[u8]| {
+        short_tlv(0x30, &[short_tlv(0x02, &[id]), operation.to_vec()].concat())
+    };
+    stream
+        .write_all(&message(1, &short_tlv(0x60, &bind)))
+        .expect("bind");
+    assert_eq!(next_answer(&mut stream), Some(0), "the rootdn's bind");
+    let mut codes = Vec::new();
+    for (index, request) in requests.iter().enumerate() {
+        let id = u8::try_from(index + 2).expect("a few requests");
+        let _ = stream.write_all(&message(id, request));
+        codes.push(next_answer(&mut stream).unwrap_or(255));
+    }
+    codes
+}
+
+#[test]
+fn attribute_types_and_sasl_names_that_are_not_utf8_answer_as_on_openldap() {
+    if !conformance::tools_ready("the raw non-UTF-8 requests differential") {
+        return;
+    }
+    let ldif = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: E\n\n"
+    );
+    let pair = Pair::start(&ldif);
+    let attribute = |kind: &[u8], value: &[u8]| {
+        short_tlv(
+            0x30,
+            &[
+                short_tlv(0x04, kind),
+                short_tlv(0x31, &short_tlv(0x04, value)),
+            ]
+            .concat(),
+        )
+    };
+    let entry = format!("cn=zz,{SUFFIX}");
+    let attributes = [
+        attribute(b"objectClass", b"person"),
+        attribute(b"cn", b"zz"),
+        attribute(b"sn", b"zz"),
+        attribute(b"caf\xe9", b"v"),
+    ]
+    .concat();
+    // Add and modify naming a Latin-1 attribute type: undefinedAttributeType (17); a SASL
+    // bind named by a Latin-1 DN: invalidDNSyntax (34). lmdir ended the connection on each.
+    let add = short_tlv(
+        0x68,
+        &[
+            short_tlv(0x04, entry.as_bytes()),
+            short_tlv(0x30, &attributes),
+        ]
+        .concat(),
+    );
+    let change = short_tlv(
+        0x30,
+        &[short_tlv(0x0a, &[2]), attribute(b"caf\xe9", b"v")].concat(),
+    );
+    let modify = short_tlv(
+        0x66,
+        &[short_tlv(0x04, SUFFIX.as_bytes()), short_tlv(0x30, &change)].concat(),
+    );
+    let sasl = short_tlv(
+        0x60,
+        &[
+            short_tlv(0x02, &[3]),
+            short_tlv(0x04, b"cn=Jos\xe9"),
+            short_tlv(0xa3, &short_tlv(0x04, b"EXTERNAL")),
+        ]
+        .concat(),
+    );
+    for (server, port) in pair.ports() {
+        let codes = raw_result_codes(port, &[add.clone(), modify.clone(), sasl.clone()]);
+        assert_eq!(codes, [17, 17, 34], "{server}: add, modify, SASL bind");
+    }
+}

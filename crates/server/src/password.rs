@@ -800,6 +800,10 @@ pub(crate) async fn bind_outcome(
             format!("LDAP version {} is not supported; use 3", request.version),
         ));
     }
+    // Whatever the method, as slapd: a name that is not UTF-8 is no DN.
+    let dn = request
+        .dn()
+        .map_err(|_| OperationError::new(code::INVALID_DN_SYNTAX, "invalid DN: not UTF-8"))?;
     match &request.credentials {
         BindCredentials::Unsupported => Err(OperationError::new(
             code::AUTH_METHOD_NOT_SUPPORTED,
@@ -838,9 +842,6 @@ pub(crate) async fn bind_outcome(
             external_authorization(server, authenticated, credentials).await
         }
         BindCredentials::Simple(password) => {
-            let dn = request.dn().map_err(|_| {
-                OperationError::new(code::INVALID_DN_SYNTAX, "invalid DN: not UTF-8")
-            })?;
             simple_bind(server, session, dn, password, policy_response).await
         }
     }

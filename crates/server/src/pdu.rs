@@ -148,7 +148,7 @@ pub fn decode_message(frame: &[u8], ber_depth_max: usize) -> Result<Request, Pdu
         ),
         _ => return Err(malformed("LDAPMessage must have two or three elements")),
     };
-    if let Some((msgid, bind)) = simple_bind(message_id, operation) {
+    if let Some((msgid, bind)) = bind_request(message_id, operation) {
         return Ok(Request {
             msgid,
             op: Operation::Bind(bind),
@@ -222,13 +222,14 @@ fn message_id_of(element: &ber_read::Tlv<'_>) -> Option<i32> {
     i32::try_from(ber_integer_as_ldap3_proto(element.content)?).ok()
 }
 
-/// A simple bind (half of an authrate's requests) decoded straight from its elements, without
-/// the `StructureTag` tree and the copies of ldap3_proto's path. Only the plain shape is taken
-/// here: `{ version INTEGER, name OCTET STRING, simple [0] }` with any name and password
-/// octets, nothing after; anything else (SASL, constructed strings, extra elements) is left to
-/// ldap3_proto, which decodes every request taken here with a UTF-8 name and password to this
-/// same value (and refused the others: their connection ended).
-fn simple_bind(
+/// A bind (a simple one is half of an authrate's requests) decoded straight from its elements,
+/// without the `StructureTag` tree and the copies of ldap3_proto's path: `{ version INTEGER,
+/// name OCTET STRING, simple [0] | sasl [3] { mechanism, credentials OPTIONAL } }` with any
+/// name and password octets, nothing after; anything else (constructed strings, extra
+/// elements, a mechanism that is not UTF-8) is left to ldap3_proto, which decodes every request
+/// taken here with a UTF-8 name and password to this same value (and refused the others: their
+/// connection ended).
+fn bind_request(
     message_id: &ber_read::Tlv<'_>,
     operation: &ber_read::Tlv<'_>,
 ) -> Option<(i32, BindRequest)> {
@@ -236,6 +237,7 @@ fn simple_bind(
     const OCTET_STRING: u8 = 0x04;
     const BIND_REQUEST: u8 = 0x60;
     const SIMPLE: u8 = 0x80;
+    const SASL: u8 = 0xa3;
     if message_id.tag != INTEGER || operation.tag != BIND_REQUEST {
         return None;
     }
@@ -245,18 +247,40 @@ fn simple_bind(
     if !rest.is_empty() || version.tag != INTEGER || name.tag != OCTET_STRING {
         return None;
     }
-    if password.tag != SIMPLE {
-        return None;
-    }
+    let credentials = match password.tag {
+        SIMPLE => BindCredentials::Simple(password.content.to_vec()),
+        SASL => sasl_credentials(password.content)?,
+        _ => return None,
+    };
     // ldap3_proto's truncations: the message ID to i32, the version to i64.
     let msgid = ber_integer_as_ldap3_proto(message_id.content)? as i32;
     let version = ber_integer_as_ldap3_proto(version.content)? as i64;
     let request = BindRequest {
         version,
         name: name.content.to_vec(),
-        credentials: BindCredentials::Simple(password.content.to_vec()),
+        credentials,
     };
     Some((msgid, request))
+}
+
+/// SaslCredentials ::= SEQUENCE { mechanism LDAPString, credentials OCTET STRING OPTIONAL }
+/// (the `[3]` choice's content); None for any other shape (left to ldap3_proto).
+fn sasl_credentials(content: &[u8]) -> Option<BindCredentials> {
+    const OCTET_STRING: u8 = 0x04;
+    let (mechanism, rest) = ber_read::read_tlv(content)?;
+    let credentials = match ber_read::read_tlv(rest) {
+        None if rest.is_empty() => Vec::new(),
+        Some((credentials, [])) if credentials.tag == OCTET_STRING => credentials.content.to_vec(),
+        _ => return None,
+    };
+    if mechanism.tag != OCTET_STRING {
+        return None;
+    }
+    let mechanism = std::str::from_utf8(mechanism.content).ok()?.to_string();
+    Some(BindCredentials::Sasl {
+        mechanism,
+        credentials,
+    })
 }
 
 /// An INTEGER's content read as ldap3_proto reads it: at most 8 bytes, big-endian, zero-padded
@@ -330,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn simple_binds_decode_as_ldap3_proto_decodes_them() {
+    fn binds_decode_as_ldap3_proto_decodes_them() {
         let simple = |name: &[u8], password: &[u8]| {
             let mut body = vec![0x02, 0x01, 0x03, 0x04, name.len() as u8];
             body.extend_from_slice(name);
@@ -379,6 +403,14 @@ mod tests {
                 ],
             ),
             bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x04, 0x00, 0x81, 0x00]),
+            // SASL EXTERNAL with empty credentials
+            bind_frame(
+                &[0x07],
+                &[
+                    0x02, 0x01, 0x03, 0x04, 0x00, 0xa3, 0x0c, 0x04, 0x08, b'E', b'X', b'T', b'E',
+                    b'R', b'N', b'A', b'L', 0x04, 0x00,
+                ],
+            ),
             // the credentials missing, the name not an OCTET STRING
             bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x04, 0x00]),
             bind_frame(&[0x07], &[0x02, 0x01, 0x03, 0x0c, 0x00, 0x80, 0x00]),

@@ -23,20 +23,49 @@ pub enum Operation {
     Other(LdapOp),
 }
 
-/// A well-formed request naming a DN (or, in a compare, an attribute) in octets that are not
-/// UTF-8: answered with its operation's response as slapd answers it, invalidDNSyntax (34) or
+/// A well-formed request naming a DN (or, in a compare, add or modify, an attribute) in octets
+/// that are not UTF-8: answered with its operation's response as slapd answers it, invalidDNSyntax (34) or
 /// undefinedAttributeType (17), where ldap3_proto's Strings (and the search decoder) refused
 /// the PDU and the connection was ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NotUtf8 {
     pub operation: DnOperation,
     /// Which field: "entry", "base object", "new RDN", "new superior" (DNs), or
-    /// `COMPARE_ATTRIBUTE`.
+    /// `ATTRIBUTE_DESCRIPTION`.
     pub field: &'static str,
 }
 
-/// `NotUtf8::field` of a compare's attribute description.
-pub const COMPARE_ATTRIBUTE: &str = "attribute description";
+/// `NotUtf8::field` of an attribute description (a compare's, an add's, a modify's).
+pub const ATTRIBUTE_DESCRIPTION: &str = "attribute description";
+
+/// Whether an attribute description a request names after its DN is not UTF-8: a compare's
+/// (`ava { desc, value }`), an add's (`attributes SEQUENCE OF { type, vals }`) or a modify's
+/// (`changes SEQUENCE OF { operation, modification { type, vals } }`).
+fn descriptions_not_utf8(kind: DnOperation, after_dn: &[u8]) -> bool {
+    let not_utf8 = |bytes: &[u8]| std::str::from_utf8(bytes).is_err();
+    fn first_of<'a>(element: &Tlv<'a>) -> Option<Tlv<'a>> {
+        read_tlv(element.content).map(|(first, _)| first)
+    }
+    let Some((list, _)) = read_tlv(after_dn) else {
+        return false;
+    };
+    let items = || elements(list.content).unwrap_or_default();
+    match kind {
+        DnOperation::Compare => first_of(&list).is_some_and(|desc| not_utf8(desc.content)),
+        DnOperation::Add => items()
+            .iter()
+            .filter_map(first_of)
+            .any(|kind| not_utf8(kind.content)),
+        DnOperation::Modify => items().iter().any(|change| {
+            let fields = elements(change.content).unwrap_or_default();
+            fields
+                .get(1)
+                .and_then(first_of)
+                .is_some_and(|kind| not_utf8(kind.content))
+        }),
+        _ => false,
+    }
+}
 
 /// The operations that name DNs besides bind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +107,9 @@ impl DnOperation {
 }
 
 impl NotUtf8 {
-    /// The request element's DN fields (search, add, modify, delete, modify DN, compare) and a
-    /// compare's attribute, if one is not UTF-8; None for any other request or when all are.
+    /// The request element's DN fields (search, add, modify, delete, modify DN, compare) and the
+    /// attribute descriptions of a compare, an add or a modify, if one is not UTF-8; None for
+    /// any other request or when all are.
     pub fn of(operation: &Tlv<'_>) -> Option<NotUtf8> {
         let not_utf8 = |bytes: &[u8]| std::str::from_utf8(bytes).is_err();
         let kind = DnOperation::of_request_tag(operation.tag)?;
@@ -113,15 +143,9 @@ impl NotUtf8 {
                 if first.tag == tag::OCTET_STRING && not_utf8(first.content) {
                     return invalid(field);
                 }
-                if kind != DnOperation::Compare {
-                    return None;
-                }
-                // CompareRequest ::= { entry, ava AttributeValueAssertion { desc, value } }
-                let (ava, _) = read_tlv(operation.content.get(first.whole.len()..)?)?;
-                let (description, _) = read_tlv(ava.content)?;
-                not_utf8(description.content)
-                    .then_some(())
-                    .and(invalid(COMPARE_ATTRIBUTE))
+                let after_dn = operation.content.get(first.whole.len()..)?;
+                descriptions_not_utf8(kind, after_dn).then_some(())?;
+                invalid(ATTRIBUTE_DESCRIPTION)
             }
         }
     }
@@ -129,7 +153,7 @@ impl NotUtf8 {
     /// The answer's result code: undefinedAttributeType for an attribute, else
     /// invalidDNSyntax.
     pub fn result_code(&self) -> u32 {
-        if self.field == COMPARE_ATTRIBUTE {
+        if self.field == ATTRIBUTE_DESCRIPTION {
             17
         } else {
             34
