@@ -37,15 +37,11 @@ impl BindDecoy {
         }
         let secret: [u8; 32] = rand::random();
         let made = if scheme.is_slow() {
-            let permit = gate
-                .enter(password::hash_memory_bytes(scheme), budget_bytes)
-                .await;
-            tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                password::hash(scheme, &secret)
-            })
-            .await
-            .ok()?
+            let memory_bytes = password::hash_memory_bytes(scheme);
+            let hash = move || password::hash(scheme, &secret);
+            gate.run_blocking(memory_bytes, budget_bytes, hash)
+                .await
+                .ok()?
         } else {
             password::hash(scheme, &secret)
         };

@@ -549,10 +549,8 @@ pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), Ope
 }
 
 /// The scheme cleartext passwords are hashed with (validated by the config).
-pub(crate) fn password_scheme(
-    context: &OperationContext,
-) -> Result<password::Scheme, OperationError> {
-    let name = &context.server.settings().password_hash;
+pub(crate) fn password_scheme(server: &ServerContext) -> Result<password::Scheme, OperationError> {
+    let name = &server.settings().password_hash;
     password::Scheme::from_name(name).ok_or_else(|| {
         OperationError::new(
             code::OTHER,
@@ -583,7 +581,7 @@ pub(crate) fn update_of(
         assertion,
         budget: settings.write_budget,
         attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
-        password_scheme: password_scheme(context)?,
+        password_scheme: password_scheme(&context.server)?,
         hash_cleartext: settings.password_hash_cleartext,
         password_policy_default: settings.password_policy_default.clone(),
         session: context.session.connection_id,

@@ -79,14 +79,11 @@ pub async fn any_password_matches(
         return Ok(verify());
     }
     let budget_bytes = server.settings().password_verify_memory_bytes_max;
-    let permit = server.verify_gate.enter(memory_bytes, budget_bytes).await;
-    tokio::task::spawn_blocking(move || {
-        // Held until the verification ends, even when the bind waiting for it is abandoned.
-        let _permit = permit;
-        verify()
-    })
-    .await
-    .map_err(internal)
+    server
+        .verify_gate
+        .run_blocking(memory_bytes, budget_bytes, verify)
+        .await
+        .map_err(internal)
 }
 
 /// The most memory verifying one of `stored` needs (they are verified one at a time).
@@ -150,15 +147,15 @@ async fn check_entry_password(
 /// Verifies `password` against the bind decoy of the configured scheme, and forgets the
 /// outcome: a bind to what cannot authenticate takes a wrong password's time.
 async fn verify_decoy(server: &ServerContext, password: &[u8]) -> Result<(), OperationError> {
-    let scheme = lmdir_access::password::Scheme::from_name(&server.settings().password_hash);
-    let Some(decoy) = (match scheme {
-        Some(scheme) => {
-            let budget_bytes = server.settings().password_verify_memory_bytes_max;
-            let gate = &server.verify_gate;
-            server.bind_decoy.value(scheme, gate, budget_bytes).await
-        }
-        None => None,
-    }) else {
+    // The configuration validates the scheme: none to use is no decoy, not a failed bind.
+    let Ok(scheme) = crate::context::password_scheme(server) else {
+        return Ok(());
+    };
+    let budget_bytes = server.settings().password_verify_memory_bytes_max;
+    let decoy = server
+        .bind_decoy
+        .value(scheme, &server.verify_gate, budget_bytes);
+    let Some(decoy) = decoy.await else {
         return Ok(());
     };
     let _never_a_match = any_password_matches(server, vec![decoy], password, None).await?;

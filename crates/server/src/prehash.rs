@@ -25,7 +25,7 @@ pub(crate) async fn prehashed(
     database: &Database,
     mut request: WriteRequest,
 ) -> Result<WriteRequest, OperationError> {
-    let scheme = password_scheme(context)?;
+    let scheme = password_scheme(&context.server)?;
     if context.session.identity.dn.is_empty() || !scheme.is_slow() {
         return Ok(request);
     }
@@ -42,19 +42,10 @@ pub(crate) async fn prehashed(
     if !has_cleartext {
         return Ok(request);
     }
-    let permit = context
-        .server
-        .verify_gate
-        .enter(
-            password::hash_memory_bytes(scheme),
-            settings.password_verify_memory_bytes_max,
-        )
-        .await;
-    let budget = settings.write_budget;
-    tokio::task::spawn_blocking(move || {
-        let _permit = permit;
+    let write_budget = settings.write_budget;
+    let hash_all = move || {
         // The budget counts from here: waiting at the gate is not the update's own cost.
-        let deadline = Instant::now() + budget;
+        let deadline = Instant::now() + write_budget;
         request.for_each_password_to_hash(
             &schema,
             password_attr,
@@ -65,8 +56,12 @@ pub(crate) async fn prehashed(
             *hashed = true;
         }
         Ok::<_, LdapError>(request)
-    })
-    .await
-    .map_err(internal)?
-    .map_err(OperationError::from)
+    };
+    let memory_bytes = password::hash_memory_bytes(scheme);
+    let budget_bytes = settings.password_verify_memory_bytes_max;
+    let gate = &context.server.verify_gate;
+    gate.run_blocking(memory_bytes, budget_bytes, hash_all)
+        .await
+        .map_err(internal)?
+        .map_err(OperationError::from)
 }

@@ -3,10 +3,11 @@
 //! (octet-string assertion values), which ldap3_proto's String-valued filters could not hold —
 //! a search asserting `\ff\fe` ended the client's connection.
 //!
-//! Search requests (the bulk of any directory's traffic) and binds are decoded here; the other
-//! operations still come from ldap3_proto (`Operation::Other`) until they get types of their
-//! own. A bind's password is octets (a Latin-1 `café` is `63 61 66 e9`): ldap3_proto's
-//! String refused it and the connection was ended.
+//! Search requests (the bulk of any directory's traffic) are decoded here, binds into
+//! `BindRequest` by `pdu::bind_request` (their common shapes; the rest through ldap3_proto and
+//! converted), Password Modify's value here when it runs; the other operations still come
+//! from ldap3_proto (`Operation::Other`). A bind's password is octets (a Latin-1 `café` is
+//! `63 61 66 e9`): ldap3_proto's String refused it and the connection was ended.
 
 use crate::ber_read::{elements, read_tlv, Tlv};
 use crate::filter::RawFilter;

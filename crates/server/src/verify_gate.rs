@@ -46,7 +46,7 @@ impl VerifyGate {
 
     /// Waits (first come, first served) until a verification needing `memory_bytes` may run
     /// within `budget_bytes`. One needing more than the whole budget runs alone.
-    pub async fn enter(&self, memory_bytes: u64, budget_bytes: u64) -> VerifyPermit {
+    async fn enter(&self, memory_bytes: u64, budget_bytes: u64) -> VerifyPermit {
         let weight = self.weight(memory_bytes, budget_bytes);
         let permit = self
             .shares
@@ -55,6 +55,23 @@ impl VerifyGate {
             .await
             .expect("the verify gate is never closed");
         VerifyPermit { _shares: permit }
+    }
+
+    /// Runs `work` (a verification or a hash needing `memory_bytes`) on the blocking pool once
+    /// the gate admits it within `budget_bytes`; its share is held until `work` ends, even
+    /// when the caller waiting for it is gone. Err only if `work` panicked.
+    pub async fn run_blocking<T: Send + 'static>(
+        &self,
+        memory_bytes: u64,
+        budget_bytes: u64,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        let permit = self.enter(memory_bytes, budget_bytes).await;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await
     }
 
     /// Shares of a verification needing `memory_bytes` out of `budget_bytes`: its part of the
