@@ -39,7 +39,8 @@ impl BindDecoy {
         let made = if scheme.is_slow() {
             let memory_bytes = password::hash_memory_bytes(scheme);
             let hash = move || password::hash(scheme, &secret);
-            gate.run_blocking(memory_bytes, budget_bytes, hash)
+            // The server's own work, made once for every client: in no client's line.
+            gate.run_blocking(None, memory_bytes, budget_bytes, hash)
                 .await
                 .ok()?
         } else {

@@ -2,6 +2,7 @@
 //! failures queued to the writer, checks of a change), and the Password Modify extended
 //! operation.
 
+use crate::client_limits::ClientKey;
 use crate::context::{
     database_of, internal, normalized_identity_dn, require_secure_write, same_dn, submit_update,
     Database, OperationContext, ServerContext,
@@ -49,11 +50,12 @@ pub fn password_matches(stored: &[u8], presented: &[u8], dn: Option<&str>) -> bo
 /// Whether `presented` matches any of `stored` (already bounded by the caller). Fast schemes
 /// take microseconds and are checked on this task; if any value uses a deliberately slow scheme
 /// (PBKDF2, Argon2, crypt) all are checked on the blocking pool, once the server's verify gate
-/// admits them (`verify_gate`: a core and the memory they need), so a bind never stalls the
-/// reactor and many binds at once never take more than the gate's budget, whether it is the
-/// rootdn's `rootpw` or an entry's `userPassword`.
+/// admits them (`verify_gate`: a core and the memory they need, after `client`'s earlier
+/// checks), so a bind never stalls the reactor and many binds at once never take more than the
+/// gate's budget, whether it is the rootdn's `rootpw` or an entry's `userPassword`.
 pub async fn any_password_matches(
     server: &ServerContext,
+    client: ClientKey,
     stored: Vec<Vec<u8>>,
     presented: &[u8],
     dn: Option<&str>,
@@ -81,7 +83,7 @@ pub async fn any_password_matches(
     let budget_bytes = server.settings().password_verify_memory_bytes_max;
     server
         .verify_gate
-        .run_blocking(memory_bytes, budget_bytes, verify)
+        .run_blocking(Some(client), memory_bytes, budget_bytes, verify)
         .await
         .map_err(internal)
 }
@@ -103,6 +105,7 @@ fn stored_memory_bytes(stored: &[Vec<u8>]) -> u64 {
 /// before the check (None: no policy applies).
 async fn check_entry_password(
     server: &Arc<ServerContext>,
+    client: ClientKey,
     database: &Database,
     dn: &str,
     normalized_dn: &str,
@@ -115,7 +118,7 @@ async fn check_entry_password(
     let Some((stored_passwords, policed)) = candidate.filter(|(stored, _)| !stored.is_empty())
     else {
         // Nothing to authenticate with: as long as a wrong password, never a match.
-        verify_decoy(server, password).await?;
+        verify_decoy(server, client, password).await?;
         return Err(invalid());
     };
     let now_time = std::time::SystemTime::now();
@@ -133,7 +136,7 @@ async fn check_entry_password(
             return Err(invalid());
         }
     }
-    if any_password_matches(server, stored_passwords, password, Some(dn)).await? {
+    if any_password_matches(server, client, stored_passwords, password, Some(dn)).await? {
         return Ok(policed);
     }
     if let Some((policy, _)) = policed {
@@ -146,7 +149,11 @@ async fn check_entry_password(
 
 /// Verifies `password` against the bind decoy of the configured scheme, and forgets the
 /// outcome: a bind to what cannot authenticate takes a wrong password's time.
-async fn verify_decoy(server: &ServerContext, password: &[u8]) -> Result<(), OperationError> {
+async fn verify_decoy(
+    server: &ServerContext,
+    client: ClientKey,
+    password: &[u8],
+) -> Result<(), OperationError> {
     // The configuration validates the scheme: none to use is no decoy, not a failed bind.
     let Ok(scheme) = crate::context::password_scheme(server) else {
         return Ok(());
@@ -158,7 +165,8 @@ async fn verify_decoy(server: &ServerContext, password: &[u8]) -> Result<(), Ope
     let Some(decoy) = decoy.await else {
         return Ok(());
     };
-    let _never_a_match = any_password_matches(server, vec![decoy], password, None).await?;
+    let decoy = vec![decoy];
+    let _never_a_match = any_password_matches(server, client, decoy, password, None).await?;
     Ok(())
 }
 
@@ -167,6 +175,7 @@ async fn verify_decoy(server: &ServerContext, password: &[u8]) -> Result<(), Ope
 /// password answers invalidCredentials, a grace login is counted.
 async fn bind_entry(
     server: &Arc<ServerContext>,
+    client: ClientKey,
     database: &Database,
     dn: &str,
     normalized_dn: String,
@@ -174,8 +183,16 @@ async fn bind_entry(
     response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
-    let policed =
-        check_entry_password(server, database, dn, &normalized_dn, password, response).await?;
+    let policed = check_entry_password(
+        server,
+        client,
+        database,
+        dn,
+        &normalized_dn,
+        password,
+        response,
+    )
+    .await?;
     let Some((policy, state)) = policed else {
         return Ok(bound_identity(database, dn, normalized_dn));
     };
@@ -237,7 +254,8 @@ pub(crate) async fn check_password_change(
         None => None,
         Some(Judged::Refused(refusal)) => Some(refusal),
         Some(Judged::CheckHistory { current, history }) => {
-            history_refusal(&context.server, change, current, history).await?
+            let client = context.session.client;
+            history_refusal(&context.server, client, change, current, history).await?
         }
     };
     let Some((result_code, text, failure)) = refusal else {
@@ -338,6 +356,7 @@ fn judge_password_change(
 /// is refused (19, passwordInHistory), with slapd's texts. Hashed new values cannot be compared.
 async fn history_refusal(
     server: &ServerContext,
+    client: ClientKey,
     change: &ppolicy::PasswordChange<'_>,
     current: Vec<Vec<u8>>,
     history: Vec<Vec<u8>>,
@@ -346,14 +365,14 @@ async fn history_refusal(
         if password::is_hashed(new) {
             continue;
         }
-        if any_password_matches(server, current.clone(), new, None).await? {
+        if any_password_matches(server, client, current.clone(), new, None).await? {
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is not being changed from existing value",
                 PolicyError::PasswordInHistory,
             )));
         }
-        if any_password_matches(server, history.clone(), new, None).await? {
+        if any_password_matches(server, client, history.clone(), new, None).await? {
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is in history of old passwords",
@@ -667,9 +686,18 @@ async fn verify_old_password(
     let normalized = database.normalize_dn(target_dn)?;
     let check = async {
         let mut unsaid = None;
-        check_entry_password(server, database, target_dn, &normalized, old, &mut unsaid)
-            .await
-            .map(drop)
+        let client = context.session.client;
+        check_entry_password(
+            server,
+            client,
+            database,
+            target_dn,
+            &normalized,
+            old,
+            &mut unsaid,
+        )
+        .await
+        .map(drop)
     };
     match throttled(
         server,
@@ -916,7 +944,14 @@ async fn simple_bind(
         session,
         dn,
         throttle_normalized.map(String::as_str),
-        check_password(server, dn, normalized.clone(), password, policy_response),
+        check_password(
+            server,
+            session.client,
+            dn,
+            normalized.clone(),
+            password,
+            policy_response,
+        ),
     )
     .await
 }
@@ -965,6 +1000,7 @@ pub(crate) async fn throttled<T>(
 /// entry's lookup and the identity alike.
 async fn check_password(
     server: &Arc<ServerContext>,
+    client: ClientKey,
     dn: &str,
     normalized: Option<Result<String, OperationError>>,
     password: &[u8],
@@ -974,7 +1010,7 @@ async fn check_password(
     let database = database_of(server);
     if !settings.rootpw.is_empty() && names_rootdn(server, dn, normalized.as_ref()) {
         let stored = vec![settings.rootpw.as_bytes().to_vec()];
-        return if any_password_matches(server, stored, password, Some(dn)).await? {
+        return if any_password_matches(server, client, stored, password, Some(dn)).await? {
             let normalized_dn = match normalized {
                 Some(Ok(normalized)) => normalized,
                 _ => normalized_identity_dn(server, dn),
@@ -990,7 +1026,16 @@ async fn check_password(
     }
     match (database, normalized) {
         (Some(database), Some(Ok(normalized))) => {
-            bind_entry(server, database, dn, normalized, password, policy_response).await
+            bind_entry(
+                server,
+                client,
+                database,
+                dn,
+                normalized,
+                password,
+                policy_response,
+            )
+            .await
         }
         _ => Err(OperationError::new(code::INVALID_CREDENTIALS, "")),
     }

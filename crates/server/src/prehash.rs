@@ -60,7 +60,8 @@ pub(crate) async fn prehashed(
     let memory_bytes = password::hash_memory_bytes(scheme);
     let budget_bytes = settings.password_verify_memory_bytes_max;
     let gate = &context.server.verify_gate;
-    gate.run_blocking(memory_bytes, budget_bytes, hash_all)
+    let client = Some(context.session.client);
+    gate.run_blocking(client, memory_bytes, budget_bytes, hash_all)
         .await
         .map_err(internal)?
         .map_err(OperationError::from)

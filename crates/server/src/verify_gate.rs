@@ -10,8 +10,18 @@
 //! are computed from the budget at each acquisition: a reload changes the budget for the next
 //! verification (those running keep their share until they end). A waiting verification holds
 //! no thread, and one whose bind is abandoned leaves the queue with its future.
+//!
+//! First come, first served alone let one client queue everyone else: 16 connections binding
+//! over and over to an account with a slow hash (its own, or missing DNs, which verify a
+//! decoy) kept 16 verifications ahead of any other client's bind. So each client (an address,
+//! an IPv6 /64, a local user) has at most one verification per core at the shared gate; its
+//! others wait in its own line. Another client's bind then waits behind at most a core's
+//! worth of each busy client's, and one client alone (a load balancer's address) still has
+//! every core.
 
-use std::sync::Arc;
+use crate::client_limits::ClientKey;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The whole budget, in shares.
@@ -23,11 +33,53 @@ pub struct VerifyGate {
     shares: Arc<Semaphore>,
     /// Verifications running at once at most: the CPU cores.
     cores: u32,
+    /// Each client's own line: `cores` turns at the shared gate. A client is here only while
+    /// one of its verifications waits or runs.
+    clients: Arc<Mutex<HashMap<ClientKey, Arc<Semaphore>>>>,
 }
 
 /// Held while a verification runs; its shares return when it is dropped.
-pub struct VerifyPermit {
+struct VerifyPermit {
     _shares: OwnedSemaphorePermit,
+}
+
+/// One of a client's turns at the shared gate, from the moment it starts waiting for it: when
+/// dropped (the verification done, or its bind abandoned while waiting), the turn returns and
+/// a client with nothing left waiting or running leaves the table.
+struct ClientTurn {
+    client: ClientKey,
+    line: Arc<Semaphore>,
+    clients: Arc<Mutex<HashMap<ClientKey, Arc<Semaphore>>>>,
+    held: bool,
+}
+
+impl ClientTurn {
+    /// Waits for one of the client's turns.
+    async fn take(&mut self) {
+        self.line
+            .acquire()
+            .await
+            .expect("a client's line is never closed")
+            .forget();
+        self.held = true;
+    }
+}
+
+impl Drop for ClientTurn {
+    fn drop(&mut self) {
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if self.held {
+            self.line.add_permits(1);
+        }
+        // The table's and this one: no other turn of this client waits or runs. New turns
+        // clone the line under the table's lock, so none can appear meanwhile.
+        if Arc::strong_count(&self.line) == 2 {
+            clients.remove(&self.client);
+        }
+    }
 }
 
 impl VerifyGate {
@@ -36,6 +88,7 @@ impl VerifyGate {
         VerifyGate {
             shares: Arc::new(Semaphore::new(SHARES as usize)),
             cores: u32::try_from(cores.max(1)).unwrap_or(u32::MAX).min(SHARES),
+            clients: Arc::default(),
         }
     }
 
@@ -58,20 +111,50 @@ impl VerifyGate {
     }
 
     /// Runs `work` (a verification or a hash needing `memory_bytes`) on the blocking pool once
-    /// the gate admits it within `budget_bytes`; its share is held until `work` ends, even
-    /// when the caller waiting for it is gone. Err only if `work` panicked.
+    /// the gate admits it within `budget_bytes` — after `client`'s earlier ones, when it
+    /// names the client asking (None: the server's own work, in no client's line); its share
+    /// is held until `work` ends, even when the caller waiting for it is gone. Err only if
+    /// `work` panicked.
     pub async fn run_blocking<T: Send + 'static>(
         &self,
+        client: Option<ClientKey>,
         memory_bytes: u64,
         budget_bytes: u64,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, tokio::task::JoinError> {
+        let turn = match client {
+            Some(client) => Some(self.client_turn(client).await),
+            None => None,
+        };
         let permit = self.enter(memory_bytes, budget_bytes).await;
         tokio::task::spawn_blocking(move || {
-            let _permit = permit;
+            let _held = (turn, permit);
             work()
         })
         .await
+    }
+
+    /// Waits for one of `client`'s turns at the shared gate.
+    async fn client_turn(&self, client: ClientKey) -> ClientTurn {
+        let line = {
+            let mut clients = self
+                .clients
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner());
+            let cores = self.cores as usize;
+            clients
+                .entry(client)
+                .or_insert_with(|| Arc::new(Semaphore::new(cores)))
+                .clone()
+        };
+        let mut turn = ClientTurn {
+            client,
+            line,
+            clients: self.clients.clone(),
+            held: false,
+        };
+        turn.take().await;
+        turn
     }
 
     /// Shares of a verification needing `memory_bytes` out of `budget_bytes`: its part of the
@@ -91,6 +174,12 @@ impl VerifyGate {
     #[cfg(test)]
     fn idle_fraction(&self) -> f64 {
         self.shares.available_permits() as f64 / f64::from(SHARES)
+    }
+
+    /// Clients with a verification waiting or running.
+    #[cfg(test)]
+    fn clients_in_line(&self) -> usize {
+        self.clients.lock().expect("not poisoned").len()
     }
 }
 
@@ -134,5 +223,104 @@ mod tests {
         let _third = gate.enter(0, 1024 * MIB).await;
         drop(second);
         assert_eq!(gate.idle_fraction(), 0.5);
+    }
+
+    /// A client whose verifications wait in its own line.
+    fn client(last_octet: u8) -> ClientKey {
+        ClientKey::of_ip(std::net::IpAddr::from([127, 0, 0, last_octet]))
+    }
+
+    /// Runs a verification of `client` through `gate` that records `label` in `order` and,
+    /// with `hold`, ends only when told to.
+    fn verification(
+        gate: &Arc<VerifyGate>,
+        client: ClientKey,
+        label: &'static str,
+        order: &Arc<Mutex<Vec<&'static str>>>,
+        hold: Option<std::sync::mpsc::Receiver<()>>,
+    ) -> tokio::task::JoinHandle<()> {
+        let (gate, order) = (gate.clone(), order.clone());
+        tokio::spawn(async move {
+            let work = move || {
+                order.lock().expect("not poisoned").push(label);
+                if let Some(hold) = hold {
+                    hold.recv().expect("told to end");
+                }
+            };
+            gate.run_blocking(Some(client), 0, 1024 * MIB, work)
+                .await
+                .expect("no panic");
+        })
+    }
+
+    /// Polls `condition` until it holds (a minute at most: then the test fails).
+    async fn until(condition: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !condition() {
+            assert!(std::time::Instant::now() < deadline, "never came to pass");
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_with_many_waiting_does_not_hold_back_another() {
+        let gate = Arc::new(VerifyGate::new(1));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (busy, other) = (client(1), client(2));
+        let (end_first, held) = std::sync::mpsc::channel();
+        let first = verification(&gate, busy, "busy", &order, Some(held));
+        until(|| order.lock().expect("not poisoned").len() == 1).await;
+        let queued: Vec<_> = (0..4)
+            .map(|_| verification(&gate, busy, "busy", &order, None))
+            .collect();
+        let line_of = |key: ClientKey| {
+            gate.clients
+                .lock()
+                .expect("not poisoned")
+                .get(&key)
+                .cloned()
+        };
+        // The table's line, the running turn's and the four waiting ones'.
+        until(|| line_of(busy).is_some_and(|line| Arc::strong_count(&line) == 1 + 1 + 1 + 4)).await;
+        let late = verification(&gate, other, "other", &order, None);
+        // Its turn asked for (the table's, its own and this look's): it takes it and waits at
+        // the shared gate in the same poll.
+        until(|| line_of(other).is_some_and(|line| Arc::strong_count(&line) == 3)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        end_first.send(()).expect("the first runs");
+        for task in [first, late].into_iter().chain(queued) {
+            task.await.expect("no panic");
+        }
+        let order = order.lock().expect("not poisoned").clone();
+        assert_eq!(order.len(), 6);
+        assert_eq!(
+            order[..2],
+            ["busy", "other"],
+            "first come, first served: {order:?}"
+        );
+        assert_eq!(gate.clients_in_line(), 0);
+        assert_eq!(gate.idle_fraction(), 1.0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_abandoned_wait_leaves_nothing_behind() {
+        let gate = Arc::new(VerifyGate::new(1));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (end_first, held) = std::sync::mpsc::channel();
+        let first = verification(&gate, client(1), "first", &order, Some(held));
+        until(|| order.lock().expect("not poisoned").len() == 1).await;
+        let abandoned = verification(&gate, client(1), "abandoned", &order, None);
+        let waiting = verification(&gate, client(2), "waiting", &order, None);
+        until(|| gate.clients_in_line() == 2).await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        abandoned.abort();
+        waiting.abort();
+        assert!(abandoned.await.is_err_and(|error| error.is_cancelled()));
+        assert!(waiting.await.is_err_and(|error| error.is_cancelled()));
+        end_first.send(()).expect("the first runs");
+        first.await.expect("no panic");
+        assert_eq!(*order.lock().expect("not poisoned"), ["first"]);
+        assert_eq!(gate.clients_in_line(), 0);
+        assert_eq!(gate.idle_fraction(), 1.0);
     }
 }

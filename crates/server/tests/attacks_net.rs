@@ -929,3 +929,97 @@ fn pipelined_requests_past_the_connections_bytes_are_answered_busy() {
         }
     }
 }
+
+/// `lmdir_password_checks_total`, scraped from the metrics listener: a bind counts when its
+/// password check begins, before it waits at the verify gate.
+fn password_checks(server: &TestServer) -> usize {
+    let address = server.running().context().metrics_address();
+    let mut stream = TcpStream::connect(address.expect("metrics listener")).expect("connect");
+    stream.set_read_timeout(Some(HANG_GUARD)).expect("timeout");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let series = "lmdir_password_checks_total ";
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series}in\n{response}"))
+}
+
+/// Whether `client`'s bind has been answered (without waiting for it).
+fn answered_now(client: &RawClient) -> bool {
+    client.stream.set_nonblocking(true).expect("nonblocking");
+    let answered = client
+        .stream
+        .peek(&mut [0u8; 1])
+        .is_ok_and(|count| count > 0);
+    client.stream.set_nonblocking(false).expect("blocking");
+    answered
+}
+
+/// `mkpasswd -m scrypt secret` (libxcrypt's default: N = 2^14, r = 32, p = 1: 64 MiB, a
+/// tenth of a second or so per check).
+const SCRYPT_SECRET: &str =
+    "{CRYPT}$7$CU..../....TAlTQpwtZxLkJrQgbfT/C1$89mRo3L5bBO9mKQvRcBlfEMJv/ZT5nIBaM.QA2RcBkD";
+
+/// The verify gate served slow password checks first come, first served: one address binding
+/// over and over to an account with a slow hash (its own, or missing DNs, which check a decoy)
+/// kept all of its binds ahead of any other client's. Each client now has at most one check per
+/// core at the gate: another address's bind is answered while most of the busy address's still
+/// wait (before: after all of them). Counted, never timed; each check takes long enough that a
+/// stalled test thread does not blur the count.
+#[test]
+fn one_address_binding_in_a_loop_does_not_queue_every_other_clients_bind() {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let busy_binds = 12 * cores;
+    let server = TestServer::start_populated(10, Vec::new(), |settings| {
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+    });
+    let mut root = connect(&server);
+    root.simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind sent")
+        .success()
+        .expect("rootdn");
+    root.modify(
+        &person_dn(0),
+        vec![ldap3::Mod::Replace(
+            "userPassword",
+            std::collections::HashSet::from([SCRYPT_SECRET]),
+        )],
+    )
+    .expect("modify sent")
+    .success()
+    .expect("the scrypt hash is stored as given");
+    let password = PERSON_PASSWORD;
+    let before = password_checks(&server);
+    let mut busy: Vec<RawClient> = (0..busy_binds)
+        .map(|_| raw_from(&server, [127, 0, 0, 6], 0))
+        .collect();
+    for client in &mut busy {
+        client.send(vec![bind_request(1, &person_dn(0), password)]);
+    }
+    eventually("every busy bind's check begun", || {
+        password_checks(&server) >= before + busy_binds
+    });
+    let mut other = raw_from(&server, [127, 0, 0, 7], 0);
+    assert_eq!(
+        other.bind(1, &person_dn(0), password),
+        LdapResultCode::Success
+    );
+    let answered_first = busy.iter().filter(|client| answered_now(client)).count();
+    assert!(
+        answered_first <= busy_binds / 2,
+        "{answered_first} of the busy address's {busy_binds} binds were answered before \
+         another address's one"
+    );
+    for client in &mut busy {
+        match client.receive().expect("a bind response").op {
+            LdapOp::BindResponse(response) => {
+                assert_eq!(response.res.code, LdapResultCode::Success)
+            }
+            other => panic!("expected a bind response, got {other:?}"),
+        }
+    }
+}

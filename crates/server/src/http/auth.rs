@@ -83,12 +83,13 @@ async fn bearer_identity(
     let secret = secret.as_bytes().to_vec();
     let normalized = database_of(server).and_then(|database| database.normalize_dn(&dn).ok());
     let throttle_key = normalized.as_deref();
+    let peer = client.session().client;
     let checked = crate::password::throttled(server, client.session(), &dn, throttle_key, async {
-        let stored = token_hashes(server, &dn)?;
-        let matched =
-            crate::password::any_password_matches(server, stored.1, &secret, Some(&dn)).await?;
-        if matched {
-            Ok(stored.0)
+        let (identity, stored) = token_hashes(server, &dn)?;
+        let matching =
+            crate::password::any_password_matches(server, peer, stored, &secret, Some(&dn));
+        if matching.await? {
+            Ok(identity)
         } else {
             Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
         }
