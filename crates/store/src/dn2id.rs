@@ -78,6 +78,11 @@ impl WriteTxn<'_> {
         crate::read::dn_of(self.inner, &self.txn, id, false)
     }
 
+    /// The normalized DN of an entry as this transaction sees it.
+    pub fn normalized_dn_of(&self, id: EntryId) -> Result<String, LdapError> {
+        crate::read::dn_of(self.inner, &self.txn, id, true)
+    }
+
     /// The ID of a DN as this transaction sees it (noSuchObject with matched DN on a miss).
     pub fn dn_to_id<T: TargetDn + ?Sized>(&self, dn: &T) -> Result<EntryId, LdapError> {
         self.existing(&*self.target(dn)?)

@@ -728,7 +728,7 @@ impl Consumer {
         let dn = Dn::parse(&sent.dn).map_err(invalid)?;
         let normalized = schema.normalize_dn(&dn).map_err(invalid)?;
         let normalized_base = schema.normalize_dn(base).map_err(invalid)?;
-        if normalized != normalized_base && !normalized.ends_with(&format!(",{normalized_base}")) {
+        if !lmdir_schema::normalized_dn_is_within(&normalized, &normalized_base) {
             return Err(LinkError::Protocol(format!(
                 "entry '{}' outside the search base '{}'",
                 sent.dn, self.config.search_base
@@ -771,6 +771,7 @@ impl Consumer {
         let applied = Arc::new(Mutex::new(ChangeCounts::default()));
         let batch = SyncBatch {
             rid: self.rid(),
+            base: self.config.search_base.clone(),
             changes,
             cookie,
             server_id: self.server_id(),

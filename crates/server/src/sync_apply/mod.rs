@@ -47,6 +47,10 @@ pub(crate) enum CookieUpdate {
 #[derive(Debug)]
 pub(crate) struct SyncBatch {
     pub rid: u16,
+    /// The consumer's search base: the only subtree its changes touch. An entryUUID naming a
+    /// local entry elsewhere (another consumer's, local data) is not the provider's to delete,
+    /// move or overwrite.
+    pub base: String,
     pub changes: Vec<SyncChange>,
     pub cookie: CookieUpdate,
     /// This server's own server ID (0: none): a provider's cookie never moves its contextCSN.
@@ -128,12 +132,17 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
         CookieUpdate::Set(cookie) => Cookie::parse(cookie).ok().map(|c| c.csns().clone()),
         _ => None,
     };
+    let base = txn.schema().normalized_dn(Dn::parse(&batch.base)?)?;
+    let replicated = Replicated {
+        rid: batch.rid,
+        base: base.as_str(),
+    };
     let mut applied = ChangeCounts::default();
     for change in &batch.changes {
         match change {
             SyncChange::Put { uuid, entry } => {
                 let target = Target {
-                    rid: batch.rid,
+                    area: &replicated,
                     uuid,
                     entry,
                     resolve_conflicts: batch.resolve_conflicts,
@@ -148,7 +157,7 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
             SyncChange::Delete(uuid) => {
                 // As slapd's consumer: an explicit delete carries no CSN of its own and is
                 // applied whatever the local entry's entryCSN (syncrepl_entry's delete case).
-                if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
+                if let Some(id) = replicated.entry_by_uuid(txn, uuid)? {
                     let dn = txn.dn_of(id)?;
                     applied.deletes += delete_below(txn, dn.as_str(), |_, _| true)?;
                 }
@@ -158,7 +167,7 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
                 // one arrives), so `covering` is what the provider had seen.
                 let covering = cookie_csns.as_ref().filter(|_| batch.resolve_conflicts);
                 for uuid in uuids {
-                    if let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? {
+                    if let Some(id) = replicated.entry_by_uuid(txn, uuid)? {
                         let dn = txn.dn_of(id)?;
                         applied.deletes +=
                             delete_below(txn, dn.as_str(), |_, csn| covered(covering, csn))?;
@@ -260,9 +269,56 @@ enum Put {
     Renamed,
 }
 
+/// The subtree one consumer replicates.
+struct Replicated<'a> {
+    rid: u16,
+    /// Its search base, normalized.
+    base: &'a str,
+}
+
+impl Replicated<'_> {
+    /// The local entry holding entryUUID `uuid`, when it lies in this consumer's subtree
+    /// (as slapd's consumer looks an entryUUID up below its searchbase): a delete naming one
+    /// elsewhere deletes nothing.
+    fn entry_by_uuid(&self, txn: &WriteTxn<'_>, uuid: &Uuid) -> Result<Option<EntryId>, LdapError> {
+        let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? else {
+            return Ok(None);
+        };
+        let within = lmdir_schema::normalized_dn_is_within(&txn.normalized_dn_of(id)?, self.base);
+        Ok(within.then_some(id))
+    }
+
+    /// The local entry holding `uuid` for an entry the provider sent (None: none holds it);
+    /// refused when one outside the subtree holds it: it is not the provider's to move in and
+    /// overwrite, and a second entry with the same entryUUID would break the lookup by UUID.
+    fn entry_to_update(
+        &self,
+        txn: &WriteTxn<'_>,
+        uuid: &Uuid,
+    ) -> Result<Option<EntryId>, LdapError> {
+        let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? else {
+            return Ok(None);
+        };
+        let local = txn.normalized_dn_of(id)?;
+        if !lmdir_schema::normalized_dn_is_within(&local, self.base) {
+            return Err(LdapError::new(
+                ResultCode::ConstraintViolation,
+                format!(
+                    "replication rid={:03}: entryUUID {} is held by '{local}', outside the \
+                     replicated subtree '{}'",
+                    self.rid,
+                    uuid_text(uuid),
+                    self.base
+                ),
+            ));
+        }
+        Ok(Some(id))
+    }
+}
+
 /// One entry a provider sent, and how to settle it with the local one.
 struct Target<'a> {
-    rid: u16,
+    area: &'a Replicated<'a>,
     uuid: &'a Uuid,
     entry: &'a Entry,
     resolve_conflicts: bool,
@@ -286,7 +342,7 @@ fn merge_into(
         tracing::warn!(
             "replication rid={:03}: conflict on '{}' attribute {}: kept the change {}, \
              discarded the concurrent change {}",
-            target.rid,
+            target.area.rid,
             target.entry.dn,
             conflict.description,
             conflict.kept,
@@ -318,7 +374,7 @@ fn put(
     conflicts: &mut u64,
 ) -> Result<Option<Put>, LdapError> {
     let (entry, resolve_conflicts) = (target.entry, target.resolve_conflicts);
-    let by_uuid = txn.entry_id_by_uuid(&uuid_text(target.uuid))?;
+    let by_uuid = target.area.entry_to_update(txn, target.uuid)?;
     // The entry's DN, normalized once for every use below.
     let dn = txn.schema().normalized_dn(entry.dn.clone())?;
     let by_dn = txn.entry_by_dn(&dn)?.map(|stored| stored.id);
@@ -440,5 +496,106 @@ mod tests {
         assert_eq!(uuid_bytes(text.to_uppercase().as_bytes()), Some(uuid));
         assert_eq!(uuid_bytes(b"12345678"), None);
         assert_eq!(uuid_bytes(b"zz345678-9abc-def0-0123-456789abcdef"), None);
+    }
+
+    const SUFFIX: &str = "dc=example,dc=com";
+    const BASE: &str = "ou=people,dc=example,dc=com";
+
+    fn entry(dn: &str, attributes: &[(&str, &str)]) -> Entry {
+        let mut entry = Entry::new(Dn::parse(dn).unwrap());
+        for (description, value) in attributes {
+            entry.add_values(description, [value.as_bytes().to_vec()]);
+        }
+        entry
+    }
+
+    /// A store holding the suffix, the replicated `ou=people` and `cn=local` beside it (local
+    /// data, or another consumer's); the entryUUID of `cn=local`.
+    fn store_with_local_entry(directory: &std::path::Path) -> (lmdir_store::Store, Uuid) {
+        let options = lmdir_store::StoreOptions {
+            suffix: SUFFIX.to_string(),
+            sync: false,
+            indexes: [(
+                "entryUUID".to_string(),
+                vec![lmdir_store::IndexKind::Equality],
+            )]
+            .into(),
+            ..lmdir_store::StoreOptions::default()
+        };
+        let schema = Arc::new(lmdir_schema::Schema::builtin());
+        let store = lmdir_store::Store::open(directory, options, schema).unwrap();
+        let context = WriteContext::new("cn=admin,dc=example,dc=com");
+        let mut txn = store.write().unwrap();
+        for added in [
+            entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+            entry(
+                BASE,
+                &[("objectClass", "organizationalUnit"), ("ou", "people")],
+            ),
+            entry(
+                "cn=local,dc=example,dc=com",
+                &[("objectClass", "device"), ("cn", "local")],
+            ),
+        ] {
+            txn.add(&added, &context).unwrap();
+        }
+        let members = txn.subtree_members("cn=local,dc=example,dc=com").unwrap();
+        let uuid = members[0].2.clone().expect("an entryUUID");
+        txn.commit().unwrap();
+        (store, uuid_bytes(&uuid).unwrap())
+    }
+
+    fn batch(changes: Vec<SyncChange>) -> SyncBatch {
+        SyncBatch {
+            rid: 1,
+            base: BASE.to_string(),
+            changes,
+            cookie: CookieUpdate::Keep,
+            server_id: 0,
+            resolve_conflicts: false,
+            applied: Arc::default(),
+        }
+    }
+
+    fn exists(store: &lmdir_store::Store, dn: &str) -> bool {
+        store.read().unwrap().dn_to_id(dn).is_ok()
+    }
+
+    #[test]
+    fn a_provider_touches_nothing_outside_the_replicated_subtree() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, local) = store_with_local_entry(directory.path());
+        let local_dn = "cn=local,dc=example,dc=com";
+        // A delete, and a delete phase, naming the entryUUID of an entry outside the base
+        // delete nothing (before: the entry and everything below it were gone).
+        for change in [
+            SyncChange::Delete(local),
+            SyncChange::DeleteListed(vec![local]),
+        ] {
+            let mut txn = store.write().unwrap();
+            let counts = apply(&mut txn, &batch(vec![change])).unwrap();
+            txn.commit().unwrap();
+            assert_eq!(counts.deletes, 0);
+            assert!(exists(&store, local_dn));
+        }
+        // An entry sent with that entryUUID is refused: moving the local entry into the base
+        // and overwriting it is not the provider's to do.
+        let moved = entry(
+            "cn=local,ou=people,dc=example,dc=com",
+            &[("objectClass", "device"), ("cn", "local")],
+        );
+        let mut txn = store.write().unwrap();
+        let put = SyncChange::Put {
+            uuid: local,
+            entry: moved,
+        };
+        let refused = apply(&mut txn, &batch(vec![put])).unwrap_err();
+        drop(txn);
+        assert!(
+            refused.message.contains("outside the replicated subtree"),
+            "{refused:?}"
+        );
+        assert!(exists(&store, local_dn));
+        assert!(!exists(&store, "cn=local,ou=people,dc=example,dc=com"));
     }
 }
