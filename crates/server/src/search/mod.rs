@@ -102,7 +102,7 @@ impl PreparedSearch {
     /// (posting headers, and a leaf's lists when they are short: see
     /// `ReadTxn::estimated_candidate_count`, which keeps those candidates for the search in the
     /// same txn), to examine at most `INLINE_SEARCH_CANDIDATES_MAX` entries; base-scope
-    /// reads always are. Any doubt answers not small. The estimate reads only the items the
+    /// reads are when their filter is small too. Any doubt answers not small. The estimate reads only the items the
     /// subject may search everywhere (as the search itself), so which thread runs a search
     /// does not depend on hidden values.
     pub fn new(
@@ -111,13 +111,19 @@ impl PreparedSearch {
         request: &SearchRequest,
     ) -> PreparedSearch {
         let base_scope = matches!(request.scope, LdapSearchScope::Base);
+        // Small only once the filter is known to be: a base search's one entry is examined
+        // at once, but a large filter's decoding and test are not (a base search with 10,000
+        // items ran on the connection's task, which then read nothing: not its Abandon).
         let mut prepared = PreparedSearch {
             filter: None,
             read: None,
             normalized_base: None,
-            small: base_scope,
+            small: false,
         };
         let Some(database) = database_of(server) else {
+            // The root DSE and the monitor: one entry, tested as the filter's bytes allow.
+            prepared.small =
+                base_scope && request.filter.as_bytes().len() <= INLINE_SEARCH_FILTER_BYTES_MAX;
             return prepared;
         };
         prepared.normalized_base = Some(normalized_base(database, request));
@@ -134,9 +140,9 @@ impl PreparedSearch {
             prepared.filter = Some(filter);
             return prepared;
         }
-        if let (Ok(filter), Some(Ok(base)), false) =
-            (&filter, &prepared.normalized_base, base_scope)
-        {
+        if base_scope {
+            prepared.small = true;
+        } else if let (Ok(filter), Some(Ok(base))) = (&filter, &prepared.normalized_base) {
             prepared.read = database.small_search_txn(identity, base, filter);
             prepared.small = prepared.read.is_some();
         }
