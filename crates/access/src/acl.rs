@@ -697,6 +697,33 @@ impl<'a> SubjectAccess<'a> {
         Access::None
     }
 
+    /// The most the subject may hold on `part` of any entry at or below `within`: the highest
+    /// level a rule that may match there grants it (`self` clauses counted). An entry there
+    /// gives no more, so work that only such access would show can be skipped: a search of
+    /// cn=accesslog by a subject no rule lets read it answers before the log is read.
+    pub fn level_somewhere(&self, part: TargetPart) -> Access {
+        if self.subject.is_rootdn {
+            return Access::Write;
+        }
+        let subject = &self.subject;
+        // "All entries" covers the directory only: not the server's own trees.
+        let in_server_tree = self.within.as_deref().is_some_and(is_server_tree);
+        self.policy
+            .rules
+            .iter()
+            .filter(|rule| rule.parts.covers(part) && self.may_match_within(rule))
+            .filter(|rule| !(in_server_tree && matches!(rule.scope, Scope::All)))
+            .map(|rule| {
+                let as_other = rule.granted(subject, "");
+                let as_self = subject
+                    .bound_ndn
+                    .map_or(as_other, |bound| rule.granted(subject, bound));
+                as_other.max(as_self)
+            })
+            .max()
+            .unwrap_or(Access::None)
+    }
+
     /// Whether the rule's DN clause can match some entry at or below `within`.
     fn may_match_within(&self, rule: &Rule) -> bool {
         let Some(base) = self.within.as_deref() else {

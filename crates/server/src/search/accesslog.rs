@@ -26,6 +26,9 @@ pub(super) fn accesslog_search(
     {
         return None;
     }
+    if let Err(refused) = super::monitor::may_read_below(context, database, base, request) {
+        return Some(Err(refused));
+    }
     let tree = match log_tree(database) {
         Ok(tree) => tree,
         Err(error) => return Some(Err(error)),

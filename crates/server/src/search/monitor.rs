@@ -32,6 +32,9 @@ pub(super) fn monitor_search(
     if !lmdir_schema::normalized_dn_is_within(base, lmdir_access::acl::MONITOR_NDN) {
         return None;
     }
+    if let Err(refused) = may_read_below(context, database, base, request) {
+        return Some(Err(refused));
+    }
     let tree = monitor_tree(&context.server.monitor, &context.server.monitor_state());
     let entries = tree
         .iter()
@@ -47,6 +50,29 @@ pub(super) fn monitor_search(
             filter.take(),
         )
     }))
+}
+
+/// Ok when some entry at or below `base` (in a tree the server builds per search) may be read
+/// by the search's subject; else the answer to a base that is not there, given before the
+/// tree is built: building it costs what the tree holds (the access log: every record).
+pub(super) fn may_read_below(
+    context: &OperationContext,
+    database: &Database,
+    base: &str,
+    request: &SearchRequest,
+) -> Result<(), OperationError> {
+    let read = database.store.read().map_err(internal)?;
+    let groups = database.groups(&read);
+    let subject = database.subject(&context.session.identity, &groups);
+    let policy = database.policy();
+    let level = policy
+        .for_subject_within(&subject, base)
+        .level_somewhere(lmdir_access::acl::TargetPart::Entry);
+    if level.implies(lmdir_access::acl::Access::Read) {
+        Ok(())
+    } else {
+        Err(no_such_object(&request.base))
+    }
 }
 
 /// The entries of a tree the server builds per search (cn=Monitor, cn=accesslog), each with
