@@ -380,3 +380,30 @@ fn active_false_locks_the_account_under_the_password_policy() {
     active(true);
     assert_eq!(bind(), 0);
 }
+
+/// A group named with a comma ("cn=Sales\, EMEA,ou=Groups,..."): a PUT that renames it and
+/// changes its members took the parent after the first comma, escaped or not, and the change
+/// after the rename went to a DN that does not exist (the group renamed, its members not).
+#[test]
+fn a_name_holding_a_comma_renames_and_changes_in_one_put() {
+    let (_server, client) = start(5, Vec::new());
+    let admin = admin(&client);
+    let first = admin
+        .get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22"))
+        .json()["Resources"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let created = admin.send_json("POST", GROUPS, &json!({"displayName": "Sales, EMEA"}));
+    assert_eq!(created.status, 201, "{}", created.text());
+    let group_id = created.json()["id"].as_str().unwrap().to_string();
+    let put = admin.send_json(
+        "PUT",
+        &format!("{GROUPS}/{group_id}"),
+        &json!({"displayName": "Sales EMEA", "members": [{"value": first}]}),
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    let group = admin.get(&format!("{GROUPS}/{group_id}")).json();
+    assert_eq!(group["displayName"], "Sales EMEA");
+    assert_eq!(group["members"][0]["value"], first.as_str(), "{group}");
+}

@@ -150,6 +150,25 @@ pub(super) fn in_scope(dn: &str, base: &str, scope: Scope) -> bool {
     match scope {
         Scope::Base => dn == base,
         Scope::Sub => lmdir_schema::normalized_dn_is_within(dn, base),
-        Scope::One => dn.split_once(',').is_some_and(|(_, parent)| parent == base),
+        // The parent after the first unescaped comma: `cn=a\,b,ou=p` is a child of `ou=p`.
+        Scope::One => lmdir_schema::normalized_dn_parent(dn) == Some(base),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_level_scope_splits_at_the_first_unescaped_comma() {
+        let base = "ou=p,dc=example";
+        assert!(in_scope("cn=a,ou=p,dc=example", base, Scope::One));
+        // The comma inside the RDN value is escaped: still a child of the base.
+        assert!(in_scope("cn=a\\,b,ou=p,dc=example", base, Scope::One));
+        // An RDN whose value ends in "\,ou=p" lies beside the base, not below it.
+        assert!(!in_scope("cn=x\\,ou=p,dc=example", base, Scope::One));
+        assert!(!in_scope("cn=x,cn=a,ou=p,dc=example", base, Scope::One));
+        assert!(in_scope("cn=x,cn=a,ou=p,dc=example", base, Scope::Sub));
+        assert!(!in_scope("cn=x\\,ou=p,dc=example", base, Scope::Sub));
     }
 }

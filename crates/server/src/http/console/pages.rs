@@ -624,10 +624,8 @@ async fn rename(state: &HttpState, signed: &Signed, kind: Kind) -> HttpResponse 
     let name = signed.field("name").trim().to_string();
     let naming = state.scim.mapping.naming(kind);
     let rdn = format!("{naming}={}", escape_rdn_value(&name));
-    let parent = dn
-        .split_once(',')
-        .map(|(_, parent)| parent.to_string())
-        .unwrap_or_default();
+    // After the first unescaped comma: a name may hold one ("cn=Sales\, EMEA,...").
+    let parent = lmdir_schema::normalized_dn_parent(&dn).unwrap_or_default();
     let path = if kind == Kind::User {
         "/user"
     } else {

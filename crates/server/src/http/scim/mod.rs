@@ -824,10 +824,8 @@ pub async fn write_changes(
         );
         context.client.rename(&dn, &rdn, assertion.as_ref()).await?;
         assertion = None;
-        let parent = dn
-            .split_once(',')
-            .map(|(_, parent)| parent.to_string())
-            .unwrap_or_default();
+        // After the first unescaped comma: a name may hold one ("cn=Sales\, EMEA,...").
+        let parent = lmdir_schema::normalized_dn_parent(&dn).unwrap_or_default();
         dn = format!("{rdn},{parent}");
     }
     let mut changes: Vec<(LdapModifyType, String, Vec<Vec<u8>>)> =
