@@ -132,6 +132,8 @@ pub struct ServerConfig {
     pub sort_keys_max: u32,
     /// Bytes of sort key values one sorted search may hold.
     pub sort_bytes_max: u64,
+    /// Bytes of sort key values the sorted searches running at once may hold, all together.
+    pub sort_bytes_total_max: u64,
     /// Memory that updates queued in open LDAP transactions (RFC 5805) may hold, all
     /// connections together (each connection also at most 64 MiB).
     pub transaction_bytes_max: u64,
@@ -223,6 +225,7 @@ impl Default for ServerConfig {
             requested_attributes_max: 1024,
             sort_keys_max: 16,
             sort_bytes_max: 64 * 1024 * 1024,
+            sort_bytes_total_max: 256 * 1024 * 1024,
             transaction_bytes_max: 256 * 1024 * 1024,
             password_verify_memory_bytes_max: 1 << 30,
             password_hash: "SSHA".to_string(),
@@ -771,7 +774,7 @@ impl Config {
             .map_err(|message| problem(vec![Key("server"), Key("ldapi_mode")], message))?;
         parse_metrics_listen(&server.metrics_listen)
             .map_err(|message| problem(vec![Key("server"), Key("metrics_listen")], message))?;
-        let ranges: [(&'static str, u64, u64, u64); 25] = [
+        let ranges: [(&'static str, u64, u64, u64); 26] = [
             (
                 "connections_max",
                 server.connections_max.into(),
@@ -861,6 +864,12 @@ impl Config {
             ),
             ("sort_keys_max", server.sort_keys_max.into(), 1, 1024),
             ("sort_bytes_max", server.sort_bytes_max, 1 << 20, 1 << 36),
+            (
+                "sort_bytes_total_max",
+                server.sort_bytes_total_max,
+                1 << 20,
+                1 << 40,
+            ),
             (
                 "transaction_bytes_max",
                 server.transaction_bytes_max,

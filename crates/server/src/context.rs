@@ -152,6 +152,8 @@ pub struct Database {
     pub(crate) schema_extended_at: Mutex<Option<std::time::SystemTime>>,
     /// `[accesslog]`, shared with the writer (set when the server starts and by a reload).
     pub(crate) accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
+    /// Sort key bytes the sorted searches running now hold (`sort_bytes_total_max`).
+    pub(crate) sort_bytes_in_use: std::sync::atomic::AtomicUsize,
 }
 
 impl Database {
@@ -206,6 +208,7 @@ impl Database {
             dynlist: Vec::new(),
             schema_extended_at: Mutex::new(None),
             accesslog,
+            sort_bytes_in_use: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 

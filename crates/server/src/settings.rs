@@ -67,6 +67,8 @@ pub struct ServerSettings {
     pub sort_keys_max: usize,
     /// Bytes of sort key values one sorted search may hold.
     pub sort_bytes_max: usize,
+    /// Bytes of sort key values all sorted searches running at once may hold.
+    pub sort_bytes_total_max: usize,
     /// Memory the updates queued in open LDAP transactions may hold, all connections together.
     pub transaction_bytes_max: usize,
     /// Memory the slow password verifications running at once may need (`verify_gate`).
@@ -159,6 +161,8 @@ impl ServerSettings {
             requested_attributes_max: server.requested_attributes_max as usize,
             sort_keys_max: server.sort_keys_max as usize,
             sort_bytes_max: usize::try_from(server.sort_bytes_max).unwrap_or(usize::MAX),
+            sort_bytes_total_max: usize::try_from(server.sort_bytes_total_max)
+                .unwrap_or(usize::MAX),
             transaction_bytes_max: usize::try_from(server.transaction_bytes_max)
                 .unwrap_or(usize::MAX),
             password_verify_memory_bytes_max: server.password_verify_memory_bytes_max,

@@ -348,6 +348,31 @@ fn sort_keys_and_sorted_bytes_are_bounded() {
     assert_eq!(sorted(&["description"; 16]), ADMIN_LIMIT_EXCEEDED);
 }
 
+/// Each sorted search was bounded alone (64 MiB), not all of them together: 4 operations per
+/// connection and 64 connections per address let one anonymous address hold 256 of them.
+/// Sorted searches running at once now share `sort_bytes_total_max`; here it is below what one
+/// search needs, so that search answers busy (51), and a smaller one still sorts.
+#[test]
+fn sorted_searches_running_at_once_share_one_total() {
+    let server = TestServer::start_populated(400, Vec::new(), |settings| {
+        settings.sort_bytes_max = 1 << 20;
+        settings.sort_bytes_total_max = 16 * 1024;
+    });
+    let sorted = |filter: &str| {
+        anonymous(&server)
+            .with_controls(sort_control(&["sn"]))
+            .search(PEOPLE, Scope::OneLevel, filter, vec!["1.1"])
+            .expect("search")
+    };
+    // 400 entries of ~70 bytes each: past the total.
+    let all = sorted("(objectClass=*)");
+    assert_eq!(all.1.rc, 51, "{:?}", all.1);
+    assert!(all.1.text.contains("sort_bytes_total_max"), "{:?}", all.1);
+    // What it held was returned: a search of a few entries sorts.
+    let few = sorted("(|(uid=u0000001)(uid=u0000002)(uid=u0000003))");
+    assert_eq!((few.1.rc, few.0.len()), (0, 3));
+}
+
 #[test]
 fn filters_and_attribute_lists_are_bounded() {
     let server = TestServer::start_populated(10, Vec::new(), |settings| {

@@ -1090,7 +1090,7 @@ impl SearchJob<'_> {
         page: Option<&PageRequest>,
         output: &mut SearchOutput<'_, '_>,
     ) -> Result<SearchDone, OperationError> {
-        let mut sorted = SortBuffer::default();
+        let mut sorted = SortBuffer::new(&visible.database.sort_bytes_in_use);
         let mut cursor = visible
             .read
             .search_from(spec, start.base, start.memo)?
@@ -1101,7 +1101,7 @@ impl SearchJob<'_> {
                     sorted.push(
                         sort_values(&entry, keys, &access),
                         id,
-                        settings.sort_bytes_max,
+                        (settings.sort_bytes_max, settings.sort_bytes_total_max),
                     )?;
                 }
                 Step::End(Ok(())) => break,
@@ -1163,7 +1163,7 @@ impl SearchJob<'_> {
     fn send_vlv_window(
         &self,
         request: &crate::controls::VlvRequest,
-        sorted: &SortBuffer,
+        sorted: &SortBuffer<'_>,
         keys: &[PlannedSortKey],
         visible: &VisibleEntries<'_>,
         limits: &SearchLimits,

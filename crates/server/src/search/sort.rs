@@ -6,6 +6,7 @@ use crate::result::{code, OperationError};
 use bytes::BytesMut;
 use lmdir_access::acl::EntryAccess;
 use lmdir_schema::{AttrId, Schema};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Most entries one sorted search may hold in memory.
 pub(super) const SORTED_ENTRIES_MAX: usize = 100_000;
@@ -146,11 +147,18 @@ pub(super) fn sort_response_control(
     }
 }
 
-/// Entries sorted so far: each one's sort values and ID, and the bytes they hold.
-#[derive(Default)]
-pub(super) struct SortBuffer {
+/// Entries sorted so far: each one's sort values and ID, and the bytes they hold, counted
+/// also in the server's total of sorted searches running now (returned when dropped).
+pub(super) struct SortBuffer<'a> {
     pub(super) entries: Vec<(Vec<Option<Vec<u8>>>, lmdir_store::EntryId)>,
     bytes: usize,
+    in_use: &'a AtomicUsize,
+}
+
+impl Drop for SortBuffer<'_> {
+    fn drop(&mut self) {
+        self.in_use.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 /// Bytes one sorted entry holds besides its key values (its row and one slot per key).
@@ -159,13 +167,23 @@ pub(super) fn sort_entry_overhead_bytes(key_count: usize) -> usize {
         + key_count * std::mem::size_of::<Option<Vec<u8>>>()
 }
 
-impl SortBuffer {
-    /// Adds one entry, or adminLimitExceeded past the entry or byte bound.
+impl<'a> SortBuffer<'a> {
+    /// An empty buffer counting into `in_use` (the server's total, `sort_bytes_total_max`).
+    pub(super) fn new(in_use: &'a AtomicUsize) -> SortBuffer<'a> {
+        SortBuffer {
+            entries: Vec::new(),
+            bytes: 0,
+            in_use,
+        }
+    }
+
+    /// Adds one entry; adminLimitExceeded past the entry or byte bound of one search, busy
+    /// past `bytes_total_max` for all sorted searches now.
     pub(super) fn push(
         &mut self,
         values: Vec<Option<Vec<u8>>>,
         id: lmdir_store::EntryId,
-        bytes_max: usize,
+        (bytes_max, bytes_total_max): (usize, usize),
     ) -> Result<(), OperationError> {
         if self.entries.len() >= SORTED_ENTRIES_MAX {
             return Err(OperationError::new(
@@ -173,15 +191,63 @@ impl SortBuffer {
                 format!("more than {SORTED_ENTRIES_MAX} entries to sort"),
             ));
         }
-        self.bytes += sort_entry_overhead_bytes(values.len())
+        let added_bytes = sort_entry_overhead_bytes(values.len())
             + values.iter().flatten().map(Vec::len).sum::<usize>();
+        self.bytes += added_bytes;
+        let total_bytes = self.in_use.fetch_add(added_bytes, Ordering::Relaxed) + added_bytes;
         if self.bytes > bytes_max {
             return Err(OperationError::new(
                 code::ADMIN_LIMIT_EXCEEDED,
                 format!("sort keys of this search exceed {bytes_max} bytes"),
             ));
         }
+        if total_bytes > bytes_total_max {
+            return Err(OperationError::new(
+                code::BUSY,
+                format!(
+                    "the sorted searches running now hold {bytes_total_max} bytes of sort keys \
+                     (sort_bytes_total_max); try again"
+                ),
+            ));
+        }
         self.entries.push((values, id));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    const KEY_BYTES: usize = 100;
+
+    fn key() -> Vec<Option<Vec<u8>>> {
+        vec![Some(vec![b'k'; KEY_BYTES])]
+    }
+
+    #[test]
+    fn sorted_searches_share_one_total_and_return_it_when_done() {
+        let in_use = AtomicUsize::new(0);
+        let per_entry = sort_entry_overhead_bytes(1) + KEY_BYTES;
+        let limits = (usize::MAX, 10 * per_entry);
+        let mut first = SortBuffer::new(&in_use);
+        for id in 0..8 {
+            first.push(key(), id, limits).expect("within the total");
+        }
+        let mut second = SortBuffer::new(&in_use);
+        second.push(key(), 1, limits).expect("the ninth entry fits");
+        second.push(key(), 2, limits).expect("the tenth entry fits");
+        let refused = second.push(key(), 3, limits).expect_err("past the total");
+        assert_eq!(refused.code, code::BUSY);
+        drop(second);
+        assert_eq!(in_use.load(Ordering::Relaxed), 8 * per_entry);
+        drop(first);
+        assert_eq!(in_use.load(Ordering::Relaxed), 0);
+        // One search's own bound still answers adminLimitExceeded.
+        let mut alone = SortBuffer::new(&in_use);
+        let refused = alone
+            .push(key(), 1, (per_entry - 1, usize::MAX))
+            .expect_err("past one search's bound");
+        assert_eq!(refused.code, code::ADMIN_LIMIT_EXCEEDED);
     }
 }
