@@ -10,8 +10,12 @@
 use crate::context::Database;
 use crate::result::OperationError;
 use lmdir_access::acl::Subject;
-use lmdir_schema::{EntryIdSet, LdapError, PreparedFilter};
+use lmdir_schema::{AttrId, EntryIdSet, LdapError, PreparedFilter};
 use lmdir_store::{EntryRef, InChainBounds, ReadTxn};
+use std::collections::HashMap;
+
+/// Entries a dynamic group's computed members link a value to (`dynlist::in_chain_links`).
+type DynamicLinks = HashMap<Vec<u8>, Vec<lmdir_store::EntryId>>;
 
 /// Most links from the asserted DN to a reached entry (adminLimitExceeded beyond): deeper
 /// nesting than any directory's group design, well within a walk's bounded cost.
@@ -28,13 +32,28 @@ pub(super) fn resolve(
     stop: &dyn Fn() -> Option<LdapError>,
 ) -> Result<u64, OperationError> {
     let mut examined = 0u64;
+    // The dynamic groups' links of each chaining attribute, computed once per search: they
+    // depend on the attribute and the subject only, and each computation evaluates every
+    // dynamic group (a filter of 5,000 items computed them 5,000 times).
+    let mut dynamic_by_attr: Vec<(AttrId, DynamicLinks)> = Vec::new();
     filter.resolve_in_chain::<OperationError>(&mut |query| {
         let remaining = match lookthrough_max {
             0 => 0,
             limit => limit.saturating_sub(examined).max(1),
         };
-        let dynamic =
-            crate::dynlist::in_chain_links(&database.dynlist_view(), read, subject, query.attr)?;
+        let known = dynamic_by_attr
+            .iter()
+            .position(|(attr, _)| *attr == query.attr);
+        let index = match known {
+            Some(index) => index,
+            None => {
+                let view = database.dynlist_view();
+                let links = crate::dynlist::in_chain_links(&view, read, subject, query.attr)?;
+                dynamic_by_attr.push((query.attr, links));
+                dynamic_by_attr.len() - 1
+            }
+        };
+        let dynamic = &dynamic_by_attr[index].1;
         let computed_links = |value: &[u8]| dynamic.get(value).cloned().unwrap_or_default();
         let bounds = InChainBounds {
             depth_max: IN_CHAIN_DEPTH_MAX,
