@@ -434,6 +434,19 @@ impl Database {
     }
 }
 
+/// Runs `work`, which may take long (a walk of the directory), on this thread after handing
+/// the worker's other tasks to another one (`block_in_place`), on a multi-thread runtime; on
+/// any other, or outside one, it just runs.
+pub(crate) fn blocking_here<T>(work: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
 /// DN equality for configured DNs (rootdn): schema normalization when a database is open,
 /// otherwise case-insensitive with spaces around separators ignored.
 pub fn same_dn(server: &ServerContext, left: &str, right: &str) -> bool {

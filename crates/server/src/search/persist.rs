@@ -275,7 +275,11 @@ impl SearchJob<'_> {
                     }
                 }
             }
-            let (chunks, count) = self.persist_batch(database, settings, &mut batch, &mut end)?;
+            // A batch's in-chain items and dynamic groups walk the directory: off the runtime's
+            // other tasks, which would otherwise wait for every persistent search's batch.
+            let (chunks, count) = crate::context::blocking_here(|| {
+                self.persist_batch(database, settings, &mut batch, &mut end)
+            })?;
             for chunk in chunks {
                 if !context.sink.send(chunk).await {
                     return Err(OperationError::new(code::OTHER, "connection closed"));
@@ -301,14 +305,21 @@ impl SearchJob<'_> {
         let subject = database.subject(&self.identity, &groups);
         // In-chain items: the chains as this batch's snapshot holds them.
         let lookthrough = database.limits_of(settings, &subject).lookthrough;
-        let never = || None;
+        // The walk stops when the search is abandoned (its look-through bounds it otherwise).
+        let abandoned = || {
+            self.cancelled
+                .load(std::sync::atomic::Ordering::Acquire)
+                .then(|| {
+                    lmdir_schema::LdapError::new(lmdir_schema::ResultCode::Canceled, "abandoned")
+                })
+        };
         super::in_chain::resolve(
             database,
             &read,
             &subject,
             &mut prepared,
             lookthrough,
-            &never,
+            &abandoned,
         )?;
         let policy = database.policy();
         let subject_access = policy.for_subject_within(&subject, &base);
