@@ -49,6 +49,17 @@ impl ReadTxn {
 }
 
 impl WriteTxn<'_> {
+    /// The cookie consumer `rid` stored, as this transaction sees it.
+    pub fn sync_cookie(&self, rid: u16) -> Result<Option<Vec<u8>>, LdapError> {
+        Ok(self
+            .inner
+            .databases
+            .meta
+            .get(&self.txn, &cookie_key(rid))
+            .map_err(lmdb_to_ldap)?
+            .map(<[u8]>::to_vec))
+    }
+
     /// Stores (or with None forgets) consumer `rid`'s cookie in this transaction.
     pub fn set_sync_cookie(&mut self, rid: u16, cookie: Option<&[u8]>) -> Result<(), LdapError> {
         let meta = self.inner.databases.meta;

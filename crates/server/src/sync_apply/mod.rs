@@ -191,12 +191,30 @@ fn apply_changes(txn: &mut WriteTxn<'_>, batch: &SyncBatch) -> Result<ChangeCoun
     match &batch.cookie {
         CookieUpdate::Keep => {}
         CookieUpdate::Set(cookie) => {
-            txn.set_sync_cookie(batch.rid, Some(cookie))?;
+            let kept = merged_cookie(txn.sync_cookie(batch.rid)?.as_deref(), cookie);
+            txn.set_sync_cookie(batch.rid, Some(&kept))?;
             advance_from_cookie(txn, cookie_csns.as_ref(), batch.server_id)?;
         }
         CookieUpdate::Forget => txn.set_sync_cookie(batch.rid, None)?,
     }
     Ok(applied)
+}
+
+/// The cookie to keep once `received` is applied: its CSNs merged, per server ID, with those
+/// of the cookie kept before (as slapd's consumer merges them). A provider's persist phase
+/// names only the CSN of the change it sends; kept alone, the other server IDs' CSNs were
+/// lost, and the next session's cookie no longer covered them: the provider sent them all
+/// again, or asked for a full reload. A cookie that does not parse is kept as received.
+fn merged_cookie(stored: Option<&[u8]>, received: &[u8]) -> Vec<u8> {
+    let (Ok(new), Some(Ok(old))) = (Cookie::parse(received), stored.map(Cookie::parse)) else {
+        return received.to_vec();
+    };
+    let mut csns = new.csns().clone();
+    csns.merge_all(old.csns());
+    match Cookie::new(new.rid(), new.sid(), csns, new.delcsn()) {
+        Ok(merged) => merged.to_bytes(),
+        Err(_) => received.to_vec(),
+    }
 }
 
 /// Whether a present phase's cookie covers a local entry the provider did not mention, so
@@ -597,5 +615,34 @@ mod tests {
         );
         assert!(exists(&store, local_dn));
         assert!(!exists(&store, "cn=local,ou=people,dc=example,dc=com"));
+    }
+
+    #[test]
+    fn a_cookie_naming_one_server_id_keeps_the_others() {
+        let directory = tempfile::tempdir().unwrap();
+        let (store, _) = store_with_local_entry(directory.path());
+        let both = b"rid=001,csn=20260101000000.000000Z#000000#001#000000;\
+                     20260101000000.000000Z#000000#002#000000";
+        let later_one = b"rid=001,csn=20260102000000.000000Z#000000#001#000000";
+        for cookie in [&both[..], &later_one[..]] {
+            let mut txn = store.write().unwrap();
+            let mut update = batch(Vec::new());
+            update.cookie = CookieUpdate::Set(cookie.to_vec());
+            apply(&mut txn, &update).unwrap();
+            txn.commit().unwrap();
+        }
+        let kept = store.read().unwrap().sync_cookie(1).unwrap().unwrap();
+        let kept = Cookie::parse(&kept).unwrap();
+        let csn = |text: &str| Csn::parse(text.as_bytes()).unwrap();
+        assert_eq!(
+            kept.csns().get(1),
+            Some(csn("20260102000000.000000Z#000000#001#000000"))
+        );
+        assert_eq!(
+            kept.csns().get(2),
+            Some(csn("20260101000000.000000Z#000000#002#000000")),
+            "server ID 2's CSN was lost"
+        );
+        assert_eq!(kept.rid(), Some(1));
     }
 }
