@@ -685,21 +685,27 @@ pub fn reference_ids(value: Option<&Value>) -> Vec<String> {
     }
 }
 
-/// `value` escaped for a DN's attribute value (RFC 4514).
+/// `value` escaped for a DN's attribute value (RFC 4514), by the schema's one escaper (it
+/// counted the value's characters once per character: a 1 MiB userName held a runtime
+/// worker for 50 s before any access check).
 pub fn escape_rdn_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for (index, character) in value.chars().enumerate() {
-        let special = matches!(character, ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=')
-            || (index == 0 && matches!(character, ' ' | '#'))
-            || (index + 1 == value.chars().count() && character == ' ');
-        if special {
-            out.push('\\');
-        }
-        if character == '\0' {
-            out.push_str("\\00");
-        } else {
-            out.push(character);
-        }
-    }
+    let mut out = String::with_capacity(value.len() + 8);
+    lmdir_schema::escape_value(value.as_bytes(), &mut out);
     out
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::escape_rdn_value;
+
+    #[test]
+    fn names_are_escaped_as_rfc_4514_says_in_one_pass() {
+        assert_eq!(escape_rdn_value("Sales, EMEA"), "Sales\\, EMEA");
+        assert_eq!(escape_rdn_value(" #a=b+c "), "\\ #a\\=b\\+c\\ ");
+        assert_eq!(escape_rdn_value("#x"), "\\#x");
+        assert_eq!(escape_rdn_value("Łukasz\0"), "Łukasz\\00");
+        // A long name is escaped in one pass over its bytes (it was one per character).
+        let long = "a,".repeat(1 << 19);
+        assert_eq!(escape_rdn_value(&long).len(), long.len() * 3 / 2);
+    }
 }
