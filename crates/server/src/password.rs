@@ -452,6 +452,19 @@ impl Database {
         Ok(Some((stored, policed)))
     }
 
+    /// Whether `entry`'s password policy holds its account locked now (as a bind would find
+    /// it): for what authenticates as the entry without its password (a bearer token).
+    pub(crate) fn account_locked(
+        &self,
+        server: &ServerContext,
+        read: &ReadTxn,
+        entry: &lmdir_store::EntryRef<'_>,
+    ) -> bool {
+        let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+        self.policy_of(server, read, entry)
+            .is_some_and(|policy| self.account_state(entry).is_locked(&policy, now))
+    }
+
     /// In one walk over the entry: its first `values_max` userPassword values, how many it
     /// has, and its pwdPolicySubentry (the first value) when it names one.
     fn password_and_policy_subentry(

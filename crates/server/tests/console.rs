@@ -630,3 +630,58 @@ fn a_reset_password_must_be_changed_first() {
         200
     );
 }
+
+/// A session outlived its account: a user locked by an administrator (or deactivated over
+/// SCIM) or deleted after signing in kept using the console for up to its 12 h lifetime. Each
+/// request now finds the account as a bind would.
+#[test]
+fn a_session_ends_when_its_account_is_locked_or_deleted() {
+    let (server, _) = start_server();
+    let certificate = server
+        .running()
+        .context()
+        .settings()
+        .tls_certificate
+        .clone()
+        .unwrap();
+    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let page = |session: &str| {
+        let cookie = format!("__Host-lmdir={session}");
+        client
+            .request("GET", "/me", &[("Cookie", &cookie)], b"")
+            .status
+    };
+    let user = common::person_dn(1);
+    let (locked, _) = sign_in(&client, &user, common::PERSON_PASSWORD).expect("signed in");
+    let (deleted, _) =
+        sign_in(&client, &common::person_dn(2), common::PERSON_PASSWORD).expect("signed in");
+    assert_eq!((page(&locked), page(&deleted)), (200, 200));
+    let mut ldap = common::root(&server);
+    ldap.modify(
+        &user,
+        vec![ldap3::Mod::Add(
+            "pwdAccountLockedTime",
+            ["000001010000Z"].into(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    ldap.delete(&common::person_dn(2))
+        .unwrap()
+        .success()
+        .unwrap();
+    // Sent back to sign in (a redirect), and the session is gone for good.
+    assert_eq!((page(&locked), page(&deleted)), (303, 303));
+    ldap.modify(
+        &user,
+        vec![ldap3::Mod::Delete(
+            "pwdAccountLockedTime",
+            std::collections::HashSet::new(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    assert_eq!(page(&locked), 303, "an ended session stays ended");
+}

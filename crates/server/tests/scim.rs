@@ -346,7 +346,11 @@ fn active_false_locks_the_account_under_the_password_policy() {
         .tls_certificate
         .clone()
         .unwrap();
-    let admin = admin(&Client::https(address, &certificate));
+    let client = Client::https(address, &certificate);
+    let admin = admin(&client);
+    // A token of its own: a deactivated account is locked for its tokens too.
+    let token = token_of(&mut ldap, &common::person_dn(1));
+    let token_status = || client.bearer(&token).get(USERS).status;
     let id = admin
         .get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22"))
         .json()["Resources"][0]["id"]
@@ -369,16 +373,40 @@ fn active_false_locks_the_account_under_the_password_policy() {
             .unwrap()
             .rc
     };
-    assert_eq!(bind(), 0);
+    assert_eq!((bind(), token_status()), (0, 200));
     active(false);
-    // Locked by an administrator: the right password is refused (past the 60 s duration too).
-    assert_eq!(bind(), 49);
+    // Locked by an administrator: the right password is refused (past the 60 s duration too),
+    // and so is the account's token (before: 200, the deactivated user kept its access).
+    assert_eq!((bind(), token_status()), (49, 401));
     let locked = admin
         .get(&format!("{USERS}?filter=active%20eq%20false"))
         .json();
     assert_eq!(locked["totalResults"], 1, "{locked}");
     active(true);
-    assert_eq!(bind(), 0);
+    assert_eq!((bind(), token_status()), (0, 200));
+}
+
+/// A bearer token for `dn`, its hash stored on the entry (as docs/scim.md issues one).
+fn token_of(ldap: &mut ldap3::LdapConn, dn: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let secret = "t0ken-of-a-person";
+    let hash = format!(
+        "{{SHA256}}{}",
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(secret.as_bytes()))
+    );
+    ldap.modify(
+        dn,
+        vec![
+            ldap3::Mod::Add("objectClass", ["lmdirTokenHolder"].into()),
+            ldap3::Mod::Add("lmdirBearerToken", [hash.as_str()].into()),
+        ],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let encoded_dn = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(dn.as_bytes());
+    format!("lmdir.{encoded_dn}.{secret}")
 }
 
 /// A group named with a comma ("cn=Sales\, EMEA,ou=Groups,..."): a PUT that renames it and

@@ -98,6 +98,27 @@ async fn bearer_identity(
     checked.map_err(|_| Unauthenticated)
 }
 
+/// Whether an identity authenticated earlier (a console session) may still act: the rootdn
+/// always; an entry while it exists and its password policy does not hold it locked.
+pub fn may_still_act_as(server: &crate::context::ServerContext, identity: &Identity) -> bool {
+    if identity.is_rootdn {
+        return true;
+    }
+    let Some(database) = database_of(server) else {
+        return false;
+    };
+    let Ok(read) = database.store.read() else {
+        return false;
+    };
+    let Ok(id) = read.normalized_dn_to_id(&identity.normalized_dn) else {
+        return false;
+    };
+    match read.entry(id) {
+        Ok(Some(entry)) => !database.account_locked(server, &read, &entry),
+        _ => false,
+    }
+}
+
 /// The identity of `dn` and its stored token hashes (those anonymous may authenticate with).
 fn token_hashes(
     server: &crate::context::ServerContext,
@@ -126,6 +147,11 @@ fn token_hashes(
         .for_entry(&subject, &normalized, &entry)
         .can_authenticate_with(attribute)
     {
+        return Err(invalid());
+    }
+    // A locked account (its policy's lockout, or SCIM's `active: false`) is locked for its
+    // tokens too, as for its password: before, a deactivated user's token kept working.
+    if database.account_locked(server, &read, &entry) {
         return Err(invalid());
     }
     let values_max = server.settings().bind_password_values_max;

@@ -354,13 +354,22 @@ pub async fn handle(state: &HttpState, request: &HttpRequest) -> HttpResponse {
 /// (the sign-in page, or 403 for a POST without the right token).
 fn signed_in(state: &HttpState, request: &HttpRequest) -> Result<Signed, Box<HttpResponse>> {
     let id = cookie(request, session_cookie_name(state.tls)).unwrap_or_default();
-    let Some((identity, csrf, must_change)) = state.console.find(&id) else {
-        return Err(Box::new(if request.method == Method::GET {
+    let ended = || {
+        Box::new(if request.method == Method::GET {
             redirect("/login")
         } else {
             forbidden("Your session has ended: sign in again.")
-        }));
+        })
     };
+    let Some((identity, csrf, must_change)) = state.console.find(&id) else {
+        return Err(ended());
+    };
+    // An account deleted or locked since it signed in (an administrator's lock, SCIM's
+    // `active: false`) ends its sessions, as it refuses its binds and its tokens.
+    if !super::auth::may_still_act_as(&state.server, &identity) {
+        state.console.close(&id);
+        return Err(ended());
+    }
     let form = form_of(request);
     if request.method != Method::GET {
         let sent = form.get("csrf").map_or("", String::as_str);
