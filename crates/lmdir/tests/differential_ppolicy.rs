@@ -376,6 +376,19 @@ fn quality_and_history(run: &mut Run) {
         )
         .expect("modify");
     run.record("quality: modify too short", outcome(&modify));
+    // One value per change: two are refused whatever they are (the history check verified
+    // each before; 400,000 of them in one modify).
+    let two = user
+        .with_controls(control(POLICY_OID))
+        .modify(
+            &user_dn("chooser"),
+            vec![Mod::Replace(
+                "userPassword",
+                set(&["first-of-two-values", "second-of-two-values"]),
+            )],
+        )
+        .expect("modify");
+    run.record("one value: modify with two", outcome(&two));
     run.change_own("quality: exop too short", &mut user, None, "tiny");
     run.change_own("history: change", &mut user, None, "second-password");
     run.change_own(
@@ -468,4 +481,5 @@ fn password_policy_matches_the_ppolicy_overlay() {
     assert_eq!(code_of("lockout: right password after unlock"), Some(0));
     assert_eq!(code_of("must-change: change"), Some(0));
     assert_eq!(code_of("history: another change"), Some(0));
+    assert_eq!(code_of("one value: modify with two"), Some(19));
 }

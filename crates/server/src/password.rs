@@ -265,7 +265,7 @@ pub(crate) async fn check_password_change(
     if controls.password_policy {
         let response = PolicyResponse {
             warning: None,
-            error: Some(failure),
+            error: failure,
         };
         error = error.with_control(response.control());
     }
@@ -369,14 +369,14 @@ async fn history_refusal(
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is not being changed from existing value",
-                PolicyError::PasswordInHistory,
+                Some(PolicyError::PasswordInHistory),
             )));
         }
         if any_password_matches(server, client, history.clone(), new, None).await? {
             return Ok(Some((
                 code::CONSTRAINT_VIOLATION,
                 "Password is in history of old passwords",
-                PolicyError::PasswordInHistory,
+                Some(PolicyError::PasswordInHistory),
             )));
         }
     }

@@ -218,29 +218,41 @@ pub struct PasswordChange<'a> {
     pub new_passwords: Vec<&'a [u8]>,
 }
 
-/// Why a change is refused: the result code, slapd's text, and the control's error.
-pub type Refusal = (u32, &'static str, PolicyError);
+/// Why a change is refused: the result code, slapd's text, and the control's error (None:
+/// the control says nothing, as slapd's for more than one value).
+pub type Refusal = (u32, &'static str, Option<PolicyError>);
 
-/// The checks of a password change in OpenLDAP's order: pwdAllowUserChange (own password
-/// only), pwdSafeModify, pwdMinAge, then quality (pwdCheckQuality with pwdMinLength).
+/// The checks of a password change in OpenLDAP's order: one new value, pwdAllowUserChange
+/// (own password only), pwdSafeModify, pwdMinAge, then quality (pwdCheckQuality with
+/// pwdMinLength).
 pub fn change_refusal(
     policy: &Policy,
     state: &AccountState,
     change: &PasswordChange<'_>,
     now: i64,
 ) -> Option<Refusal> {
+    // As slapd's ppolicy: one new value per change. It also bounds what the history check
+    // verifies (each new value against every kept password: 400,000 values of one modify
+    // were each verified before).
+    if change.new_passwords.len() > 1 {
+        return Some((
+            code::CONSTRAINT_VIOLATION,
+            "Password policy only allows one password value",
+            None,
+        ));
+    }
     if change.by_self && !policy.allow_user_change {
         return Some((
             code::INSUFFICIENT_ACCESS_RIGHTS,
             "User alteration of password is not allowed",
-            PolicyError::PasswordModNotAllowed,
+            Some(PolicyError::PasswordModNotAllowed),
         ));
     }
     if policy.safe_modify && !change.old_supplied {
         return Some((
             code::INSUFFICIENT_ACCESS_RIGHTS,
             "Must supply old password to be changed as well as new one",
-            PolicyError::MustSupplyOldPassword,
+            Some(PolicyError::MustSupplyOldPassword),
         ));
     }
     let young = state
@@ -250,7 +262,7 @@ pub fn change_refusal(
         return Some((
             code::CONSTRAINT_VIOLATION,
             "Password is too young to change",
-            PolicyError::PasswordTooYoung,
+            Some(PolicyError::PasswordTooYoung),
         ));
     }
     change
@@ -261,7 +273,7 @@ pub fn change_refusal(
             (
                 code::CONSTRAINT_VIOLATION,
                 "Password fails quality checking policy",
-                failure,
+                Some(failure),
             )
         })
 }

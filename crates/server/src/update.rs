@@ -288,17 +288,8 @@ pub async fn modify(
         .filter(|change| matches!(change.op, ModOp::Add | ModOp::Replace))
         .flat_map(|change| change.values.iter().map(Vec::as_slice))
         .collect();
-    if !new_passwords.is_empty() {
-        let change = ppolicy::PasswordChange {
-            by_self: context.session.identity.normalized_dn
-                == database.normalize_dn(&request.dn).unwrap_or_default(),
-            old_supplied: password_changes
-                .filter(|change| change.op == ModOp::Delete)
-                .any(|change| !change.values.is_empty()),
-            new_passwords,
-        };
-        check_password_change(context, database, &controls, &request.dn, &change).await?;
-    }
+    // The request's counts and sizes first: the policy's history check verifies each new
+    // password, so how many there may be is decided before.
     check_request_attributes(
         database,
         &context.server.settings(),
@@ -311,6 +302,17 @@ pub async fn modify(
             )
         }),
     )?;
+    if !new_passwords.is_empty() {
+        let change = ppolicy::PasswordChange {
+            by_self: context.session.identity.normalized_dn
+                == database.normalize_dn(&request.dn).unwrap_or_default(),
+            old_supplied: password_changes
+                .filter(|change| change.op == ModOp::Delete)
+                .any(|change| !change.values.is_empty()),
+            new_passwords,
+        };
+        check_password_change(context, database, &controls, &request.dn, &change).await?;
+    }
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),
