@@ -685,3 +685,31 @@ fn a_session_ends_when_its_account_is_locked_or_deleted() {
     .unwrap();
     assert_eq!(page(&locked), 303, "an ended session stays ended");
 }
+
+/// The status page shows what cn=Monitor holds (replication URLs and errors, connection and
+/// session counts): it was open to every signed-in user. Now only to whom cn=Monitor is.
+#[test]
+fn the_status_page_is_only_for_whom_cn_monitor_is_open_to() {
+    let (server, _) = start_server();
+    let certificate = server
+        .running()
+        .context()
+        .settings()
+        .tls_certificate
+        .clone()
+        .unwrap();
+    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let get = |session: &str, path: &str| {
+        let cookie = format!("__Host-lmdir={session}");
+        client
+            .request("GET", path, &[("Cookie", &cookie)], b"")
+            .text()
+    };
+    let (user, _) = sign_in(&client, &common::person_dn(1), common::PERSON_PASSWORD).unwrap();
+    let (admin, _) = sign_in(&client, ROOT_DN, ROOT_PASSWORD).unwrap();
+    let refused = get(&user, "/status");
+    assert!(refused.contains("No such page.") && !refused.contains("id=\"health\""));
+    assert!(!get(&user, "/me").contains("href=\"/status\""));
+    assert!(get(&admin, "/status").contains("id=\"health\""));
+    assert!(get(&admin, "/me").contains("href=\"/status\""));
+}

@@ -242,10 +242,17 @@ pub fn page(
         escape(title)
     );
     if let Some(signed) = signed {
+        // The status page only for whom it opens (`status::may_see_status`).
+        let status_link =
+            if status::may_see_status(signed.client.server(), signed.client.identity()) {
+                "<a href=\"/status\">Status</a>"
+            } else {
+                ""
+            };
         let _ = write!(
             html,
             "<nav><a href=\"/me\">My account</a><a href=\"/users\">Users</a><a href=\"/groups\">Groups</a>\
-             <a href=\"/status\">Status</a><span class=\"who\">{}</span>\
+             {status_link}<span class=\"who\">{}</span>\
              <form method=\"post\" action=\"/logout\">{}<button id=\"signout\">Sign out</button></form></nav>",
             escape(&signed.client.identity().dn),
             csrf_field(&signed.csrf)

@@ -2,8 +2,9 @@
 //! counts and a small inline SVG chart of operations per second, from the samples
 //! `Rates::sample` takes every `SAMPLE_INTERVAL`.
 
-use super::{escape, page, Signed};
+use super::{escape, page, Notice, Signed};
 use crate::http::{HttpResponse, HttpState};
+use crate::identity::Identity;
 use crate::monitor::OperationKind;
 use std::collections::VecDeque;
 use std::fmt::Write;
@@ -76,8 +77,38 @@ fn chart(rates: &[f64]) -> String {
     )
 }
 
+/// Whether `identity` may see the server's state: whom cn=Monitor is open to (the rootdn, or
+/// a rule naming cn=Monitor), since the page shows what cn=Monitor holds.
+pub fn may_see_status(server: &crate::context::ServerContext, identity: &Identity) -> bool {
+    if identity.is_rootdn {
+        return true;
+    }
+    let Some(database) = crate::context::database_of(server) else {
+        return false;
+    };
+    let Ok(read) = database.store.read() else {
+        return false;
+    };
+    let groups = database.groups(&read);
+    let subject = database.subject(identity, &groups);
+    let policy = database.policy();
+    let level = policy
+        .for_subject_within(&subject, lmdir_access::acl::MONITOR_NDN)
+        .level_somewhere(lmdir_access::acl::TargetPart::Entry);
+    level.implies(lmdir_access::acl::Access::Read)
+}
+
 pub fn status(state: &HttpState, signed: &Signed) -> HttpResponse {
     let server = &state.server;
+    // Replication URLs and errors, connection and session counts: cn=Monitor's, not everyone's.
+    if !may_see_status(server, signed.client.identity()) {
+        return page(
+            "Not found",
+            Some(signed),
+            Notice::error("No such page.").as_ref(),
+            "",
+        );
+    }
     state.rates.sample(&server.monitor);
     let reasons = crate::health::not_ready_reasons(server);
     let mut body = format!(
