@@ -38,6 +38,9 @@ pub struct HttpConfig {
     pub tls: bool,
     /// Connections open at once (the oldest idle one is closed past it).
     pub connections_max: u32,
+    /// Connections one client address (IPv6: a /64) holds at once; a loopback address (a
+    /// local TLS-terminating proxy carries every client) only `connections_max`.
+    pub connections_per_address_max: u32,
     /// Largest request body (413 beyond).
     pub body_bytes_max: u64,
     /// Signed-in console sessions kept at once (the oldest is dropped past it).
@@ -53,6 +56,7 @@ impl Default for HttpConfig {
             listen: String::new(),
             tls: true,
             connections_max: 256,
+            connections_per_address_max: 32,
             body_bytes_max: 1 << 20,
             sessions_max: 1024,
             session_idle_seconds: 900,
@@ -151,8 +155,14 @@ impl HttpConfig {
                 ));
             }
         }
-        let ranges: [(&'static str, u64, u64, u64); 4] = [
+        let ranges: [(&'static str, u64, u64, u64); 5] = [
             ("connections_max", self.connections_max.into(), 1, 65_536),
+            (
+                "connections_per_address_max",
+                self.connections_per_address_max.into(),
+                1,
+                65_536,
+            ),
             (
                 "body_bytes_max",
                 self.body_bytes_max,

@@ -31,6 +31,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn};
 
+use crate::client_limits::{AddressConnections, AddressSlot, ClientKey};
 use crate::context::ServerContext;
 
 /// A request's headers must arrive within this.
@@ -154,7 +155,12 @@ pub async fn start(
         rates: console::status::Rates::default(),
     });
     tokio::spawn(sample_rates(state.clone(), shutdown.clone()));
-    let connections = Arc::new(Semaphore::new(config.connections_max as usize));
+    let connections = Connections {
+        all: Arc::new(Semaphore::new(config.connections_max as usize)),
+        by_address: Arc::default(),
+        per_address_max: config.connections_per_address_max as usize,
+        max: config.connections_max as usize,
+    };
     let task = tokio::spawn(accept(listener, state, tls, connections, shutdown));
     Ok(Some((local, task)))
 }
@@ -170,11 +176,35 @@ async fn sample_rates(state: Arc<HttpState>, mut shutdown: watch::Receiver<bool>
     }
 }
 
+/// The listener's connection caps: all of them, and each client address's.
+struct Connections {
+    all: Arc<Semaphore>,
+    by_address: Arc<AddressConnections>,
+    per_address_max: usize,
+    max: usize,
+}
+
+impl Connections {
+    /// A connection from `peer` counted in, or None (it is closed at once, as the LDAP side
+    /// refuses past its caps): one address may not take every slot, but a loopback address
+    /// carries a local proxy's clients, so only the whole cap applies to it.
+    fn admit(
+        &self,
+        peer: std::net::IpAddr,
+    ) -> Option<(tokio::sync::OwnedSemaphorePermit, AddressSlot)> {
+        let client = ClientKey::of_ip(peer);
+        let per_address_max = client.connections_maximum(self.per_address_max, self.max);
+        let address_slot = self.by_address.enter(client, per_address_max)?;
+        let permit = self.all.clone().try_acquire_owned().ok()?;
+        Some((permit, address_slot))
+    }
+}
+
 async fn accept(
     listener: TcpListener,
     state: Arc<HttpState>,
     tls: Option<Arc<rustls::ServerConfig>>,
-    connections: Arc<Semaphore>,
+    connections: Connections,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -190,8 +220,7 @@ async fn accept(
                 continue;
             }
         };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            // Full: closed at once (the LDAP side refuses the same way past connections_max).
+        let Some(held) = connections.admit(peer.ip()) else {
             drop(stream);
             continue;
         };
@@ -200,7 +229,7 @@ async fn accept(
         let tls = tls.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let _held = held;
             match tls {
                 Some(tls) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
@@ -358,5 +387,52 @@ async fn read_body(
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
         Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(too_large),
         Ok(Err(_)) | Err(_) => Err(BodyRefused::Unreadable),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connections(per_address_max: usize, max: usize) -> Connections {
+        Connections {
+            all: Arc::new(Semaphore::new(max)),
+            by_address: Arc::default(),
+            per_address_max,
+            max,
+        }
+    }
+
+    #[test]
+    fn one_address_cannot_take_every_slot() {
+        let caps = connections(2, 4);
+        let attacker: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+        let held: Vec<_> = (0..3).map(|_| caps.admit(attacker)).collect();
+        // Two of its own, the third refused: before, it took all 256.
+        assert_eq!(held.iter().filter(|held| held.is_some()).count(), 2);
+        let other: std::net::IpAddr = "198.51.100.9".parse().unwrap();
+        let served = caps.admit(other);
+        assert!(served.is_some(), "another client is served");
+        // An IPv6 host counts per /64.
+        let first: std::net::IpAddr = "2001:db8::1".parse().unwrap();
+        let second: std::net::IpAddr = "2001:db8::2".parse().unwrap();
+        let v6 = caps.admit(first);
+        assert!(v6.is_some(), "the fourth slot");
+        assert!(caps.admit(second).is_none(), "the whole cap is in use");
+        drop(held);
+        let again = caps.admit(second);
+        assert!(again.is_some(), "a slot was returned");
+        // Two from the /64 now: a free slot is not its to take.
+        let third: std::net::IpAddr = "2001:db8::3".parse().unwrap();
+        assert!(caps.admit(third).is_none());
+        drop((served, v6, again));
+    }
+
+    #[test]
+    fn a_loopback_proxy_meets_only_the_whole_cap() {
+        let caps = connections(2, 4);
+        let proxy: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let held: Vec<_> = (0..5).map(|_| caps.admit(proxy)).collect();
+        assert_eq!(held.iter().filter(|held| held.is_some()).count(), 4);
     }
 }
