@@ -713,3 +713,49 @@ fn the_status_page_is_only_for_whom_cn_monitor_is_open_to() {
     assert!(get(&admin, "/status").contains("id=\"health\""));
     assert!(get(&admin, "/me").contains("href=\"/status\""));
 }
+
+/// The administrators' reset form sets a password without the current one; aimed at one's
+/// own DN it let whoever held a session take the account. One's own password changes on the
+/// account page, which asks for the current one.
+#[test]
+fn the_reset_form_does_not_change_ones_own_password() {
+    let (server, _) = start_server();
+    let certificate = server
+        .running()
+        .context()
+        .settings()
+        .tls_certificate
+        .clone()
+        .unwrap();
+    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let own = common::person_dn(1);
+    let (session, csrf) = sign_in(&client, &own, common::PERSON_PASSWORD).unwrap();
+    let body = format!(
+        "csrf={csrf}&dn={}&password=Taken-over-2026",
+        form_urlencoded::byte_serialize(own.as_bytes()).collect::<String>()
+    );
+    let answer = client.request(
+        "POST",
+        "/user/password",
+        &[
+            ("Cookie", &format!("__Host-lmdir={session}")),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        body.as_bytes(),
+    );
+    assert!(
+        answer
+            .text()
+            .contains("Change your own password on your account page."),
+        "{}",
+        answer.text()
+    );
+    let bind = |password: &str| {
+        let mut connection = ldap3::LdapConn::new(&server.ldap_url()).unwrap();
+        connection.simple_bind(&own, password).unwrap().rc
+    };
+    assert_eq!(
+        (bind(common::PERSON_PASSWORD), bind("Taken-over-2026")),
+        (0, 49)
+    );
+}

@@ -592,6 +592,13 @@ async fn user_edit(state: &HttpState, signed: &Signed) -> HttpResponse {
 
 async fn user_password(state: &HttpState, signed: &Signed) -> HttpResponse {
     let dn = dn_field(signed);
+    // The reset form sets a password without the current one: one's own goes through the
+    // account page, which asks for it (else whoever holds a session takes the account).
+    let own = &signed.client.identity().dn;
+    if crate::context::same_dn(&state.server, own, &dn) {
+        let notice = Notice::error("Change your own password on your account page.");
+        return user(state, signed, notice).await;
+    }
     let notice = match signed
         .client
         .change_password(&dn, None, signed.field("password"))
