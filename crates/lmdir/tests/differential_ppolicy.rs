@@ -427,6 +427,22 @@ fn added_by_the_administrator(run: &mut Run) {
         .success()
         .expect("added");
     run.bind("added: first bind", "added", PASSWORD);
+    // One password value on an add too, the rootdn's included.
+    let two = run
+        .root()
+        .with_controls(control(POLICY_OID))
+        .add(
+            &user_dn("added-twice"),
+            vec![
+                ("objectClass", set(&["inetOrgPerson"])),
+                ("uid", set(&["added-twice"])),
+                ("cn", set(&["added-twice"])),
+                ("sn", set(&["added-twice"])),
+                ("userPassword", set(&[PASSWORD, "another-password"])),
+            ],
+        )
+        .expect("add");
+    run.record("added: two passwords", outcome(&two));
 }
 
 fn run_all(port: u16) -> Vec<(String, Outcome)> {
@@ -482,4 +498,5 @@ fn password_policy_matches_the_ppolicy_overlay() {
     assert_eq!(code_of("must-change: change"), Some(0));
     assert_eq!(code_of("history: another change"), Some(0));
     assert_eq!(code_of("one value: modify with two"), Some(19));
+    assert_eq!(code_of("added: two passwords"), Some(19));
 }

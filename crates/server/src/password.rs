@@ -258,9 +258,16 @@ pub(crate) async fn check_password_change(
             history_refusal(&context.server, client, change, current, history).await?
         }
     };
-    let Some((result_code, text, failure)) = refusal else {
-        return Ok(());
-    };
+    match refusal {
+        None => Ok(()),
+        Some(refusal) => Err(refusal_error(controls, refusal)),
+    }
+}
+
+/// A policy's refusal as answered: its code and slapd's text, and the response control when
+/// the request control came.
+fn refusal_error(controls: &RequestControls, refusal: ppolicy::Refusal) -> OperationError {
+    let (result_code, text, failure) = refusal;
     let mut error = OperationError::new(result_code, text);
     if controls.password_policy {
         let response = PolicyResponse {
@@ -269,7 +276,95 @@ pub(crate) async fn check_password_change(
         };
         error = error.with_control(response.control());
     }
-    Err(error)
+    error
+}
+
+/// slapd's ppolicy on an add: under the new entry's policy (its pwdPolicySubentry, else the
+/// default) one userPassword value, and a cleartext one of the policy's quality unless the
+/// rootdn adds it. Judged only for a subject that may add below the parent: anyone else gets
+/// the writer's refusal, never the policy's verdict.
+pub(crate) fn check_added_password(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    entry: &lmdir_schema::Entry,
+) -> Result<(), OperationError> {
+    let new_passwords: Vec<&[u8]> = entry
+        .attributes
+        .iter()
+        .filter(|attribute| database.is_user_password(&attribute.description))
+        .flat_map(|attribute| attribute.values.iter().map(Vec::as_slice))
+        .collect();
+    if new_passwords.is_empty() {
+        return Ok(());
+    }
+    let read = database.store.read().map_err(internal)?;
+    let identity = &context.session.identity;
+    if !identity.is_rootdn && !may_add_below_parent(database, &read, identity, entry)? {
+        return Ok(());
+    }
+    let own = entry
+        .attributes
+        .iter()
+        .find(|attribute| {
+            attribute
+                .description
+                .eq_ignore_ascii_case("pwdPolicySubentry")
+        })
+        .and_then(|attribute| attribute.values.first())
+        .and_then(|value| String::from_utf8(value.clone()).ok());
+    let Some(policy) = database.policy_named(&context.server, &read, own) else {
+        return Ok(());
+    };
+    // One value, the rootdn's add too (slapd checks it before it exempts the root, and
+    // answers it without a response control).
+    if new_passwords.len() > 1 {
+        return Err(OperationError::new(
+            code::CONSTRAINT_VIOLATION,
+            "Password policy only allows one password value",
+        ));
+    }
+    if identity.is_rootdn {
+        return Ok(());
+    }
+    let change = ppolicy::PasswordChange {
+        by_self: false,
+        old_supplied: true,
+        new_passwords,
+    };
+    let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+    let state = AccountState::default();
+    match ppolicy::change_refusal(&policy, &state, &change, now) {
+        None => Ok(()),
+        Some(refusal) => Err(refusal_error(controls, refusal)),
+    }
+}
+
+/// Whether the subject may add entries below `entry`'s parent (a missing or hidden parent:
+/// no, and the writer answers).
+fn may_add_below_parent(
+    database: &Database,
+    read: &ReadTxn,
+    identity: &Identity,
+    entry: &lmdir_schema::Entry,
+) -> Result<bool, OperationError> {
+    let Some(parent) = entry.dn.parent() else {
+        return Ok(false);
+    };
+    let Ok(parent_ndn) = database.schema().normalize_dn(&parent) else {
+        return Ok(false);
+    };
+    let Ok(id) = read.normalized_dn_to_id(&parent_ndn) else {
+        return Ok(false);
+    };
+    let Some(parent_entry) = read.entry(id).map_err(OperationError::from)? else {
+        return Ok(false);
+    };
+    let groups = database.groups(read);
+    let subject = database.subject(identity, &groups);
+    let policy = database.policy();
+    let access = policy.for_entry(&subject, &parent_ndn, &parent_entry);
+    Ok(access.can_disclose_entry() && access.can_write_children())
 }
 
 /// What the read transaction says of a password change.

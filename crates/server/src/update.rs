@@ -224,6 +224,7 @@ pub async fn add(
     for attribute in request.attributes {
         entry.add_values(&attribute.atype, attribute.vals);
     }
+    crate::password::check_added_password(context, database, &controls, &entry)?;
     // Nothing exists before an add: a pre-read control has nothing to return.
     submit_update(context, database, &controls, WriteRequest::Add(entry)).await?;
     let post = read_entry_control_async(

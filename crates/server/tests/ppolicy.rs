@@ -850,3 +850,93 @@ fn the_restriction_ends_with_a_new_bind_or_a_password_modify() {
     assert_eq!(changed.rc, 0, "{changed:?}");
     assert_eq!(searched(&mut user), 0);
 }
+
+/// slapd's ppolicy checks an added entry's password too: a delegated administrator (not the
+/// rootdn) adding a person under a policy with pwdCheckQuality gets 19 for a short password,
+/// with passwordTooShort in the control; lmdir answered 0. Someone who may not add there still
+/// gets the writer's refusal, never the policy's verdict.
+#[test]
+fn an_added_password_meets_the_new_entrys_policy() {
+    use lmdir_config::{AccessLevel, AccessTarget, Who};
+    let people = "ou=People,dc=example,dc=com";
+    let admin = person_dn(0);
+    let rules = vec![
+        common::rule_by(
+            common::attributes(&["userPassword"]),
+            &[
+                (Who::Dn(admin.clone()), AccessLevel::Write),
+                (Who::SelfEntry, AccessLevel::Write),
+                (Who::Anyone, AccessLevel::Auth),
+            ],
+        ),
+        common::grant(
+            AccessTarget {
+                subtree: Some(people.to_string()),
+                ..AccessTarget::default()
+            },
+            Who::Dn(admin.clone()),
+            AccessLevel::Write,
+        ),
+        common::grant(AccessTarget::default(), Who::Anyone, AccessLevel::Read),
+    ];
+    let server = TestServer::start_populated(PEOPLE, rules, |settings| {
+        settings.password_policy_default = DEFAULT_POLICY.to_string();
+    });
+    add_policy(
+        &server,
+        DEFAULT_POLICY,
+        &[("pwdMinLength", "8"), ("pwdCheckQuality", "1")],
+    );
+    fn person<'a>(uid: &'a str, password: &'a str) -> Vec<(&'a str, HashSet<&'a str>)> {
+        vec![
+            ("objectClass", set(&["inetOrgPerson"])),
+            ("uid", set(&[uid])),
+            ("cn", set(&[uid])),
+            ("sn", set(&[uid])),
+            ("userPassword", set(&[password])),
+        ]
+    }
+    let dn = |uid: &str| format!("uid={uid},{people}");
+    let mut delegated = connect(&server);
+    delegated
+        .simple_bind(&admin, PERSON_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("the delegated administrator binds");
+    let control = RawControl {
+        ctype: POLICY_OID.to_string(),
+        crit: false,
+        val: None,
+    };
+    let short = delegated
+        .with_controls(control)
+        .add(&dn("weak"), person("weak", "short"))
+        .expect("add");
+    assert_eq!(short.rc, 19, "{short:?}");
+    let too_short = PolicyResponse {
+        warning: None,
+        error: Some(6),
+    };
+    assert_eq!(policy_response(&short), Some(too_short));
+    let good = delegated
+        .add(&dn("strong"), person("strong", "long-enough-password"))
+        .expect("add");
+    assert_eq!(good.rc, 0, "{good:?}");
+    // Another user may not add there (the subtree's rule names only the administrator, so
+    // ou=People is hidden from it): the writer answers as without a password, never 19.
+    let mut other = connect(&server);
+    other
+        .simple_bind(&person_dn(1), PERSON_PASSWORD)
+        .expect("bind")
+        .success()
+        .expect("binds");
+    let refused = other
+        .add(&dn("sneaky"), person("sneaky", "short"))
+        .expect("add");
+    assert_eq!(refused.rc, 32, "{refused:?}");
+    // The rootdn is a password administrator: not held to the quality rules (as slapd).
+    let by_root = root(&server)
+        .add(&dn("by-root"), person("by-root", "tiny"))
+        .expect("add");
+    assert_eq!(by_root.rc, 0, "{by_root:?}");
+}
