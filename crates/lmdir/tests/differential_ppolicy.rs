@@ -74,7 +74,9 @@ fn ldif() -> String {
     text += &user("warned", Some("expiring"));
     text += &user("graced", Some("expiring"));
     text += &user("reset", Some("strict"));
+    text += &policy("safe", "pwdSafeModify: TRUE\n");
     text += &user("chooser", Some("strict"));
+    text += &user("careful", Some("safe"));
     text
 }
 
@@ -445,6 +447,48 @@ fn added_by_the_administrator(run: &mut Run) {
     run.record("added: two passwords", outcome(&two));
 }
 
+/// A change by modify that deletes the old password by value, then adds the new one (what
+/// pwdSafeModify asks for): the stored value is a hash once a change hashed it, so the old
+/// cleartext is checked as a bind checks it and the delete takes the stored value.
+fn delete_then_add(run: &mut Run) {
+    let mut user = run.bind("delete-add: bind", "careful", PASSWORD);
+    run.change_own(
+        "delete-add: exop with the old one",
+        &mut user,
+        Some(PASSWORD),
+        "first-careful-secret",
+    );
+    let mut change = |name: &str, old: &str, new: &str| {
+        let result = user
+            .with_controls(control(POLICY_OID))
+            .modify(
+                &user_dn("careful"),
+                vec![
+                    Mod::Delete("userPassword", set(&[old])),
+                    Mod::Add("userPassword", set(&[new])),
+                ],
+            )
+            .expect("modify");
+        (name.to_string(), outcome(&result))
+    };
+    let wrong = change(
+        "delete-add: a wrong old one",
+        "not-it",
+        "second-careful-secret",
+    );
+    let right = change(
+        "delete-add: the right old one",
+        "first-careful-secret",
+        "second-careful-secret",
+    );
+    run.steps.extend([wrong, right]);
+    run.bind(
+        "delete-add: bind with the new one",
+        "careful",
+        "second-careful-secret",
+    );
+}
+
 fn run_all(port: u16) -> Vec<(String, Outcome)> {
     let mut run = Run {
         port,
@@ -456,6 +500,7 @@ fn run_all(port: u16) -> Vec<(String, Outcome)> {
     must_change(&mut run);
     quality_and_history(&mut run);
     added_by_the_administrator(&mut run);
+    delete_then_add(&mut run);
     run.steps
 }
 
@@ -499,4 +544,6 @@ fn password_policy_matches_the_ppolicy_overlay() {
     assert_eq!(code_of("history: another change"), Some(0));
     assert_eq!(code_of("one value: modify with two"), Some(19));
     assert_eq!(code_of("added: two passwords"), Some(19));
+    assert_eq!(code_of("delete-add: the right old one"), Some(0));
+    assert_eq!(code_of("delete-add: bind with the new one"), Some(0));
 }

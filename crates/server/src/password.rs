@@ -60,6 +60,19 @@ pub async fn any_password_matches(
     presented: &[u8],
     dn: Option<&str>,
 ) -> Result<bool, OperationError> {
+    let matching = first_matching_password(server, client, stored, presented, dn).await?;
+    Ok(matching.is_some())
+}
+
+/// The position in `stored` of the first value `presented` matches (see
+/// `any_password_matches`, which this is).
+async fn first_matching_password(
+    server: &ServerContext,
+    client: ClientKey,
+    stored: Vec<Vec<u8>>,
+    presented: &[u8],
+    dn: Option<&str>,
+) -> Result<Option<usize>, OperationError> {
     server.monitor.password_checked();
     let slow = stored
         .iter()
@@ -75,7 +88,7 @@ pub async fn any_password_matches(
     let verify = move || {
         stored
             .iter()
-            .any(|value| password_matches(value, &presented, dn.as_deref()))
+            .position(|value| password_matches(value, &presented, dn.as_deref()))
     };
     if !slow {
         return Ok(verify());
@@ -262,6 +275,100 @@ pub(crate) async fn check_password_change(
         None => Ok(()),
         Some(refusal) => Err(refusal_error(controls, refusal)),
     }
+}
+
+/// slapd's ppolicy on a modify that deletes the old password by value before it adds the new
+/// one (`delete: userPassword` / `userPassword: <old cleartext>`, what pwdSafeModify asks
+/// for): the old value is checked as a bind checks it and the delete takes the stored value it
+/// matched, since a stored hash never equals the cleartext (before: noSuchAttribute, and under
+/// pwdSafeModify no password could change by modify at all). A wrong one answers 53 ("Must
+/// supply correct old password to change to new one", mustSupplyOldPassword), under the bind
+/// throttle. Only under a policy, for a subject that may write the password, and not for the
+/// rootdn (who deletes by value), as slapd.
+pub(crate) async fn resolve_deleted_password(
+    context: &OperationContext,
+    database: &Database,
+    controls: &RequestControls,
+    dn: &str,
+    modifications: &mut [lmdir_schema::Modification],
+) -> Result<(), OperationError> {
+    let Some(delete) = modifications.iter_mut().find(|change| {
+        change.op == lmdir_schema::ModOp::Delete
+            && !change.values.is_empty()
+            && database.is_user_password(&change.description)
+    }) else {
+        return Ok(());
+    };
+    if context.session.identity.is_rootdn {
+        return Ok(());
+    }
+    let Some((normalized, stored)) = policed_passwords(context, database, dn)? else {
+        return Ok(());
+    };
+    let server = &context.server;
+    let client = context.session.client;
+    let presented = delete.values[0].clone();
+    let check = async {
+        first_matching_password(server, client, stored.clone(), &presented, Some(dn))
+            .await?
+            .ok_or_else(|| OperationError::new(code::INVALID_CREDENTIALS, ""))
+    };
+    match throttled(server, &context.session, dn, Some(&normalized), check).await {
+        Ok(index) => {
+            delete.values = vec![stored[index].clone()];
+            Ok(())
+        }
+        Err(error) if error.code == code::INVALID_CREDENTIALS => {
+            let refusal = (
+                code::UNWILLING_TO_PERFORM,
+                "Must supply correct old password to change to new one",
+                Some(PolicyError::MustSupplyOldPassword),
+            );
+            Err(refusal_error(controls, refusal))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// An entry's normalized DN and its stored userPassword values (bounded).
+type StoredPasswords = (String, Vec<Vec<u8>>);
+
+/// The entry's normalized DN and its stored userPassword values (bounded), when a password
+/// policy applies to it and the subject may write its password; else None.
+fn policed_passwords(
+    context: &OperationContext,
+    database: &Database,
+    dn: &str,
+) -> Result<Option<StoredPasswords>, OperationError> {
+    let (Ok(normalized), Some(password_attr)) = (database.normalize_dn(dn), database.user_password)
+    else {
+        return Ok(None);
+    };
+    let read = database.store.read().map_err(internal)?;
+    let Ok(id) = read.normalized_dn_to_id(&normalized) else {
+        return Ok(None);
+    };
+    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+        return Ok(None);
+    };
+    let groups = database.groups(&read);
+    let subject = database.subject(&context.session.identity, &groups);
+    let policy = database.policy();
+    let access = policy.for_entry(&subject, &normalized, &entry);
+    if !access.can_disclose_entry() || !access.can_write_attribute(password_attr) {
+        return Ok(None);
+    }
+    if database.policy_of(&context.server, &read, &entry).is_none() {
+        return Ok(None);
+    }
+    let values_max = context.server.settings().bind_password_values_max;
+    let stored = entry
+        .values_of(password_attr)
+        .iter()
+        .take(values_max)
+        .map(|(value, _)| value.to_vec())
+        .collect();
+    Ok(Some((normalized, stored)))
 }
 
 /// A policy's refusal as answered: its code and slapd's text, and the response control when

@@ -278,7 +278,7 @@ pub async fn modify(
     request: LdapModifyRequest,
 ) -> Result<Vec<ResponseControl>, OperationError> {
     let (database, controls) = open_update(context, &request.dn, OperationClass::Modify)?;
-    let modifications: Vec<Modification> =
+    let mut modifications: Vec<Modification> =
         request.changes.into_iter().map(modification_of).collect();
     let password_changes = modifications
         .iter()
@@ -314,6 +314,14 @@ pub async fn modify(
         };
         check_password_change(context, database, &controls, &request.dn, &change).await?;
     }
+    crate::password::resolve_deleted_password(
+        context,
+        database,
+        &controls,
+        &request.dn,
+        &mut modifications,
+    )
+    .await?;
     let pre = read_entry_control_async(
         context,
         request.dn.clone(),
