@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 
 /// The longest a session lives, however active.
 const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+/// Console sessions one identity holds at once (a person with a few browsers and devices).
+const SESSIONS_PER_IDENTITY_MAX: usize = 8;
 const CSS: &str = include_str!("console.css");
 const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
@@ -81,20 +83,26 @@ impl Sessions {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A new session for `identity`: (id, CSRF token).
+    /// A new session for `identity`: (id, CSRF token). One identity holds at most
+    /// `SESSIONS_PER_IDENTITY_MAX`: past it its own least recently used goes, so signing in
+    /// over and over never pushes other people's sessions out (it pushed every administrator
+    /// out after 1,024 sign-ins). Past `maximum` in all, the least recently used goes.
     fn open(&self, identity: Identity, must_change_password: bool) -> String {
         let mut sessions = self.lock();
         let now = Instant::now();
         sessions.retain(|_, session| !self.expired(session, now));
+        let own =
+            |session: &ConsoleSession| session.identity.normalized_dn == identity.normalized_dn;
+        while sessions.values().filter(|session| own(session)).count() >= SESSIONS_PER_IDENTITY_MAX
+        {
+            if !Self::drop_least_recent(&mut sessions, |session| own(session)) {
+                break;
+            }
+        }
         while sessions.len() >= self.maximum {
-            let oldest = sessions
-                .iter()
-                .min_by_key(|(_, session)| session.last_seen)
-                .map(|(id, _)| id.clone());
-            match oldest {
-                Some(id) => sessions.remove(&id),
-                None => break,
-            };
+            if !Self::drop_least_recent(&mut sessions, |_| true) {
+                break;
+            }
         }
         let id = random_token();
         sessions.insert(
@@ -108,6 +116,19 @@ impl Sessions {
             },
         );
         id
+    }
+
+    /// Drops the least recently used session `among` picks; false when it picks none.
+    fn drop_least_recent(
+        sessions: &mut HashMap<String, ConsoleSession>,
+        among: impl Fn(&ConsoleSession) -> bool,
+    ) -> bool {
+        let oldest = sessions
+            .iter()
+            .filter(|(_, session)| among(session))
+            .min_by_key(|(_, session)| session.last_seen)
+            .map(|(id, _)| id.clone());
+        oldest.is_some_and(|id| sessions.remove(&id).is_some())
     }
 
     fn expired(&self, session: &ConsoleSession, now: Instant) -> bool {
@@ -488,5 +509,38 @@ fn logout(state: &HttpState, request: &HttpRequest) -> HttpResponse {
             );
             response
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(dn: &str) -> Identity {
+        Identity {
+            dn: dn.to_string(),
+            normalized_dn: dn.to_string(),
+            is_rootdn: false,
+        }
+    }
+
+    #[test]
+    fn signing_in_over_and_over_drops_only_ones_own_sessions() {
+        let sessions = Sessions::new(16, Duration::from_secs(900));
+        let admin = sessions.open(identity("cn=admin"), false);
+        let others: Vec<String> = (0..100)
+            .map(|_| sessions.open(identity("uid=mallory"), false))
+            .collect();
+        assert!(sessions.find(&admin).is_some(), "the administrator was pushed out");
+        let kept = others.iter().filter(|id| sessions.find(id).is_some()).count();
+        assert_eq!(kept, SESSIONS_PER_IDENTITY_MAX);
+        // The newest are the ones kept.
+        assert!(sessions.find(others.last().unwrap()).is_some());
+        // Past the whole cap the least recently used goes, whoever holds it.
+        let many: Vec<String> = (0..16)
+            .map(|index| sessions.open(identity(&format!("uid=user{index}")), false))
+            .collect();
+        assert_eq!(sessions.count(), 16);
+        assert!(sessions.find(many.last().unwrap()).is_some());
     }
 }
