@@ -602,6 +602,7 @@ pub(crate) fn update_of(
         password_policy_default: settings.password_policy_default.clone(),
         session: context.session.connection_id,
         received: std::time::SystemTime::now(),
+        read_images: None,
     })
 }
 

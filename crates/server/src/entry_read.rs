@@ -597,12 +597,16 @@ fn context_csns(
 /// answer the update itself gives.
 pub(crate) fn read_entry_control(
     database: &Database,
-    identity: &Identity,
+    (identity, snapshot): (&Identity, Option<lmdir_store::ReadTxn>),
     dn: &str,
     attributes: &[String],
     oid: &str,
 ) -> Result<ResponseControl, OperationError> {
-    let read = database.store.read().map_err(internal)?;
+    // The writer's snapshot just before or after the update when it took one, else now.
+    let read = match snapshot {
+        Some(read) => read,
+        None => database.store.read().map_err(internal)?,
+    };
     let normalized = database.normalize_dn(dn)?;
     let groups = database.groups(&read);
     let subject = database.subject(identity, &groups);

@@ -791,6 +791,7 @@ impl Database {
                 password_policy_default: settings.password_policy_default.clone(),
                 session: 0,
                 received: std::time::SystemTime::now(),
+                read_images: None,
             },
             reply,
         };

@@ -13,10 +13,12 @@ use crate::password::check_password_change;
 use crate::ppolicy;
 use crate::result::{code, OperationError};
 use crate::settings::ServerSettings;
+use crate::write_request::ReadImages;
 use crate::writer::WriteRequest;
 use ldap3_proto::proto::{LdapAddRequest, LdapModifyDNRequest, LdapModifyRequest, LdapModifyType};
 use lmdir_access::password;
 use lmdir_schema::{Dn, Entry, ModOp, Modification};
+use std::sync::Arc;
 
 /// The attribute lists of pre-read / post-read within `requested_attributes_max`, checked
 /// before an update is written (a post-read refused after the write would report a failure
@@ -61,11 +63,21 @@ fn read_controls_within_limits(
     Ok(())
 }
 
-/// What became of an update: written (committed), or queued in an LDAP transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What became of an update: written (committed, with the snapshots the writer took for its
+/// read entry controls), or queued in an LDAP transaction.
 enum Submitted {
-    Committed,
+    Committed(Option<Arc<ReadImages>>),
     Queued,
+}
+
+impl Submitted {
+    /// The writer's snapshot before (`after` false) or after the update, when it took one.
+    fn snapshot(&self, after: bool) -> Option<lmdir_store::ReadTxn> {
+        match self {
+            Submitted::Committed(Some(images)) => images.take(after),
+            _ => None,
+        }
+    }
 }
 
 /// Sends the update to the writer and waits for its commit, or queues it in the transaction
@@ -77,7 +89,9 @@ async fn submit_update(
     request: WriteRequest,
 ) -> Result<Submitted, OperationError> {
     let request = crate::prehash::prehashed(context, database, request).await?;
-    let update = update_of(context, controls, request)?;
+    let mut update = update_of(context, controls, request)?;
+    let images = ReadImages::wanted(controls.pre_read.is_some(), controls.post_read.is_some());
+    update.read_images = images.clone();
     match &controls.transaction {
         Some(id) => {
             context.session.transactions.queue(
@@ -90,14 +104,32 @@ async fn submit_update(
         }
         None => submit(database, update)
             .await
-            .map(|()| Submitted::Committed),
+            .map(|()| Submitted::Committed(images)),
     }
 }
 
-/// Runs a read-entry control on the blocking pool.
+/// The pre-read control as the writer's snapshot just before the update shows the entry;
+/// `read_before` (read when the request was decided) when the writer took none.
+async fn pre_image(
+    context: &OperationContext,
+    submitted: &Submitted,
+    dn: &str,
+    controls: &RequestControls,
+    read_before: Option<ResponseControl>,
+) -> Result<Option<ResponseControl>, OperationError> {
+    let Some(snapshot) = submitted.snapshot(false) else {
+        return Ok(read_before);
+    };
+    let oid = crate::controls::PRE_READ_OID;
+    let at = (dn.to_string(), Some(snapshot));
+    read_entry_control_async(context, at, controls.pre_read.clone(), oid).await
+}
+
+/// Runs a read-entry control on the blocking pool, from the writer's `snapshot` when it took
+/// one (else from the store now).
 async fn read_entry_control_async(
     context: &OperationContext,
-    dn: String,
+    (dn, snapshot): (String, Option<lmdir_store::ReadTxn>),
     attributes: Option<Vec<String>>,
     oid: &'static str,
 ) -> Result<Option<ResponseControl>, OperationError> {
@@ -108,7 +140,8 @@ async fn read_entry_control_async(
     let identity = context.session.identity.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        match read_entry_control(database, &identity, &dn, &attributes, oid) {
+        let reader = (&identity, snapshot);
+        match read_entry_control(database, reader, &dn, &attributes, oid) {
             Ok(control) => Ok(Some(control)),
             // After the update (post-read): an entry gone since (or out of the subject's
             // sight) has nothing to return, and the update's own answer stands.
@@ -226,10 +259,10 @@ pub async fn add(
     }
     crate::password::check_added_password(context, database, &controls, &entry)?;
     // Nothing exists before an add: a pre-read control has nothing to return.
-    submit_update(context, database, &controls, WriteRequest::Add(entry)).await?;
+    let submitted = submit_update(context, database, &controls, WriteRequest::Add(entry)).await?;
     let post = read_entry_control_async(
         context,
-        request_dn,
+        (request_dn, submitted.snapshot(true)),
         controls.post_read,
         crate::controls::POST_READ_OID,
     )
@@ -242,20 +275,23 @@ pub async fn delete(
     dn: &str,
 ) -> Result<Vec<ResponseControl>, OperationError> {
     let (database, controls) = open_update(context, dn, OperationClass::Update)?;
+    // Read now to decide the request (an entry it may not read refuses it), answered from the
+    // writer's snapshot just before the delete.
     let pre = read_entry_control_async(
         context,
-        dn.to_string(),
+        (dn.to_string(), None),
         controls.pre_read.clone(),
         crate::controls::PRE_READ_OID,
     )
     .await?;
-    submit_update(
+    let submitted = submit_update(
         context,
         database,
         &controls,
         WriteRequest::Delete(dn.to_string()),
     )
     .await?;
+    let pre = pre_image(context, &submitted, dn, &controls, pre).await?;
     Ok(pre.into_iter().collect())
 }
 
@@ -324,7 +360,7 @@ pub async fn modify(
     .await?;
     let pre = read_entry_control_async(
         context,
-        request.dn.clone(),
+        (request.dn.clone(), None),
         controls.pre_read.clone(),
         crate::controls::PRE_READ_OID,
     )
@@ -337,12 +373,13 @@ pub async fn modify(
     )
     .await?;
     // Queued in a transaction, the password is not changed yet.
-    if changes_password && submitted == Submitted::Committed {
+    if changes_password && matches!(submitted, Submitted::Committed(_)) {
         crate::password::password_changed(context);
     }
+    let pre = pre_image(context, &submitted, &request.dn, &controls, pre).await?;
     let post = read_entry_control_async(
         context,
-        request.dn,
+        (request.dn, submitted.snapshot(true)),
         controls.post_read,
         crate::controls::POST_READ_OID,
     )
@@ -355,9 +392,10 @@ pub async fn modify_dn(
     request: LdapModifyDNRequest,
 ) -> Result<Vec<ResponseControl>, OperationError> {
     let (database, controls) = open_update(context, &request.dn, OperationClass::Update)?;
+    let old_dn = request.dn.clone();
     let pre = read_entry_control_async(
         context,
-        request.dn.clone(),
+        (request.dn.clone(), None),
         controls.pre_read.clone(),
         crate::controls::PRE_READ_OID,
     )
@@ -376,7 +414,7 @@ pub async fn modify_dn(
             format!("{},{parent}", request.newrdn)
         }
     };
-    submit_update(
+    let submitted = submit_update(
         context,
         database,
         &controls,
@@ -388,9 +426,10 @@ pub async fn modify_dn(
         },
     )
     .await?;
+    let pre = pre_image(context, &submitted, &old_dn, &controls, pre).await?;
     let post = read_entry_control_async(
         context,
-        new_dn,
+        (new_dn, submitted.snapshot(true)),
         controls.post_read,
         crate::controls::POST_READ_OID,
     )

@@ -157,6 +157,46 @@ pub(crate) enum PolicyState {
     Taken(Option<StateUpdate>),
 }
 
+/// The snapshots the writer takes for one update's read entry controls (RFC 4527): the store
+/// just before the update and just after it, whatever else commits. The writer starts a batch
+/// with an update wanting the first and ends one after an update wanting the second, so each
+/// snapshot holds this update's change and no other's (two `increment` modifies with
+/// post-read, read after their commits, both showed the later value).
+pub(crate) struct ReadImages {
+    pub want_pre: bool,
+    pub want_post: bool,
+    taken: std::sync::Mutex<[Option<lmdir_store::ReadTxn>; 2]>,
+}
+
+impl ReadImages {
+    /// The snapshots a request's controls ask for; None when neither.
+    pub fn wanted(pre: bool, post: bool) -> Option<Arc<ReadImages>> {
+        (pre || post).then(|| {
+            Arc::new(ReadImages {
+                want_pre: pre,
+                want_post: post,
+                taken: std::sync::Mutex::new([None, None]),
+            })
+        })
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, [Option<lmdir_store::ReadTxn>; 2]> {
+        self.taken
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Keeps the snapshot before (`after` false) or after the update.
+    pub fn keep(&self, after: bool, read: lmdir_store::ReadTxn) {
+        self.slots()[usize::from(after)] = Some(read);
+    }
+
+    /// The snapshot before (`after` false) or after the update, once.
+    pub fn take(&self, after: bool) -> Option<lmdir_store::ReadTxn> {
+        self.slots()[usize::from(after)].take()
+    }
+}
+
 /// One update: who asks, with what, and under which limits.
 pub(crate) struct Update {
     pub request: WriteRequest,
@@ -181,6 +221,8 @@ pub(crate) struct Update {
     pub session: u64,
     /// When it arrived (the accesslog's reqStart).
     pub received: std::time::SystemTime,
+    /// The snapshots its pre-read and post-read controls are answered from.
+    pub read_images: Option<Arc<ReadImages>>,
 }
 
 /// Hashes a password in place with `scheme`, unless `deadline` (the update's write budget) has

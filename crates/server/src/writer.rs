@@ -36,7 +36,7 @@ pub(crate) const WRITE_QUEUE_LENGTH_MAX: usize = 1024;
 const WRITE_BATCH_OPERATIONS_MAX: usize = 64;
 
 pub(crate) use crate::write_request::{
-    PolicyState, TransactionUpdates, Update, WriteJob, WriteRequest,
+    PolicyState, ReadImages, TransactionUpdates, Update, WriteJob, WriteRequest,
 };
 
 /// The writer's lock. A panic while applying a batch drops its transaction (LMDB aborts it)
@@ -158,6 +158,17 @@ impl GroupMembership for TxnGroups<'_, '_> {
     }
 }
 
+/// The read entry snapshots `job` wants taken before (`after` false) or after it.
+fn wanted_images(job: &WriteJob, after: bool) -> Option<&ReadImages> {
+    let images = job.update.read_images.as_deref()?;
+    let wanted = if after {
+        images.want_post
+    } else {
+        images.want_pre
+    };
+    wanted.then_some(images)
+}
+
 impl Writer {
     /// The store's schema now (constant while this thread holds a write txn).
     fn schema(&self) -> Arc<Schema> {
@@ -207,6 +218,14 @@ impl Writer {
                     return;
                 }
             };
+            // The snapshot before the batch is the one before its first update, for that
+            // update's pre-read: opened once the write txn is (a map growth at its start waits
+            // for every reader), which has changed nothing yet and is the only writer.
+            if let Some(images) = pending.front().and_then(|job| wanted_images(job, false)) {
+                if let Ok(read) = self.store.read() {
+                    images.keep(false, read);
+                }
+            }
             let accesslog = self.accesslog.load();
             if self.persist.is_enabled() || accesslog.enabled {
                 txn.record_changes();
@@ -222,8 +241,20 @@ impl Writer {
                     }
                     break;
                 }
+                // A pre-read needs the store just before this update: it starts a batch.
+                if !applied.is_empty() && wanted_images(&job, false).is_some() {
+                    pending.push_front(job);
+                    break;
+                }
                 match self.apply(&mut txn, &mut job.update) {
-                    Ok(()) => applied.push(job),
+                    Ok(()) => {
+                        // A post-read needs the store just after it: it ends the batch.
+                        let ends_batch = wanted_images(&job, true).is_some();
+                        applied.push(job);
+                        if ends_batch {
+                            break;
+                        }
+                    }
                     Err(error) => {
                         failed = Some((job, error));
                         break;
@@ -239,6 +270,11 @@ impl Writer {
                         // answer and then looks at a persist search finds its change queued.
                         if self.persist.is_enabled() {
                             self.persist.publish(changes);
+                        }
+                        // Before the next batch: the store just after the last update.
+                        let last = applied.last().and_then(|job| wanted_images(job, true));
+                        if let (Some(images), Ok(read)) = (last, self.store.read()) {
+                            images.keep(true, read);
                         }
                     });
                     for job in applied {
@@ -1126,6 +1162,7 @@ mod tests {
             password_policy_default: String::new(),
             session: 0,
             received: std::time::SystemTime::now(),
+            read_images: None,
         }
     }
 

@@ -1163,3 +1163,72 @@ fn full_scans_return_each_entry_under_its_own_dn() {
         others
     );
 }
+
+/// The increment-and-read pattern of RFC 4525 and RFC 4527 (an ID allocator): pre-read and
+/// post-read were read in their own transactions before queueing and after the commit, so two
+/// concurrent increments could both see the later value and hand out one ID twice. The writer
+/// now keeps, for each such update, the store just before and just after it.
+#[test]
+fn concurrent_increments_read_their_own_before_and_after() {
+    use ldap3::controls::{PostRead, PostReadResp, PreRead, PreReadResp};
+    const CLIENTS: usize = 8;
+    const INCREMENTS: usize = 25;
+    let server = TestServer::start_with_database(|_| {});
+    let mut admin = root(&server);
+    populate(&mut admin);
+    let counter = format!("cn=counter,{SUFFIX}");
+    admin
+        .add(
+            &counter,
+            vec![
+                ("objectClass", set(&["posixGroup"])),
+                ("cn", set(&["counter"])),
+                ("gidNumber", set(&["1000"])),
+            ],
+        )
+        .expect("add")
+        .success()
+        .expect("counter added");
+    let seen: Vec<(u64, u64)> = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut connection = root(&server);
+                    (0..INCREMENTS)
+                        .map(|_| {
+                            let result = connection
+                                .with_controls(vec![
+                                    PreRead::new(vec!["gidNumber"]),
+                                    PostRead::new(vec!["gidNumber"]),
+                                ])
+                                .modify(&counter, vec![Mod::Increment("gidNumber", "1")])
+                                .expect("modify");
+                            assert_eq!(result.rc, 0, "{result:?}");
+                            let pre: PreReadResp =
+                                response_control(&result.ctrls, "1.3.6.1.1.13.1").parse();
+                            let post: PostReadResp =
+                                response_control(&result.ctrls, "1.3.6.1.1.13.2").parse();
+                            let number = |values: &Vec<String>| values[0].parse::<u64>().unwrap();
+                            (
+                                number(&pre.attrs["gidNumber"]),
+                                number(&post.attrs["gidNumber"]),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .flat_map(|client| client.join().expect("no panic"))
+            .collect()
+    });
+    let total = (CLIENTS * INCREMENTS) as u64;
+    for (before, after) in &seen {
+        assert_eq!(before + 1, *after, "each sees its own increment: {seen:?}");
+    }
+    let mut after: Vec<u64> = seen.iter().map(|(_, after)| *after).collect();
+    after.sort_unstable();
+    let expected: Vec<u64> = (1001..=1000 + total).collect();
+    assert_eq!(after, expected, "every value handed out once");
+}

@@ -797,6 +797,7 @@ impl Consumer {
                 password_policy_default: String::new(),
                 session: 0,
                 received: SystemTime::now(),
+                read_images: None,
             },
             reply,
         };

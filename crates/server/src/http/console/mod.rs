@@ -531,8 +531,14 @@ mod tests {
         let others: Vec<String> = (0..100)
             .map(|_| sessions.open(identity("uid=mallory"), false))
             .collect();
-        assert!(sessions.find(&admin).is_some(), "the administrator was pushed out");
-        let kept = others.iter().filter(|id| sessions.find(id).is_some()).count();
+        assert!(
+            sessions.find(&admin).is_some(),
+            "the administrator was pushed out"
+        );
+        let kept = others
+            .iter()
+            .filter(|id| sessions.find(id).is_some())
+            .count();
         assert_eq!(kept, SESSIONS_PER_IDENTITY_MAX);
         // The newest are the ones kept.
         assert!(sessions.find(others.last().unwrap()).is_some());
