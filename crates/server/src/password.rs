@@ -340,6 +340,34 @@ fn policed_passwords(
     database: &Database,
     dn: &str,
 ) -> Result<Option<StoredPasswords>, OperationError> {
+    with_settable_entry(context, database, dn, |read, entry, normalized| {
+        let Some(password_attr) = database.user_password else {
+            return Ok(None);
+        };
+        if database.policy_of(&context.server, read, entry).is_none() {
+            return Ok(None);
+        }
+        let values_max = context.server.settings().bind_password_values_max;
+        let stored = entry
+            .values_of(password_attr)
+            .iter()
+            .take(values_max)
+            .map(|(value, _)| value.to_vec())
+            .collect();
+        Ok(Some((normalized.to_string(), stored)))
+    })
+}
+
+/// `then` on the entry `dn` names (with its normalized DN) when the subject may set its
+/// password; None otherwise. Only such a subject hears what the policy thinks of a change:
+/// anyone else gets the writer's answer (noSuchObject for an entry it may not know of,
+/// insufficientAccess), never a verdict that tells the entry exists.
+fn with_settable_entry<T>(
+    context: &OperationContext,
+    database: &Database,
+    dn: &str,
+    then: impl FnOnce(&ReadTxn, &lmdir_store::EntryRef<'_>, &str) -> Result<Option<T>, OperationError>,
+) -> Result<Option<T>, OperationError> {
     let (Ok(normalized), Some(password_attr)) = (database.normalize_dn(dn), database.user_password)
     else {
         return Ok(None);
@@ -358,17 +386,7 @@ fn policed_passwords(
     if !access.can_disclose_entry() || !access.can_write_attribute(password_attr) {
         return Ok(None);
     }
-    if database.policy_of(&context.server, &read, &entry).is_none() {
-        return Ok(None);
-    }
-    let values_max = context.server.settings().bind_password_values_max;
-    let stored = entry
-        .values_of(password_attr)
-        .iter()
-        .take(values_max)
-        .map(|(value, _)| value.to_vec())
-        .collect();
-    Ok(Some((normalized, stored)))
+    then(&read, &entry, &normalized)
 }
 
 /// A policy's refusal as answered: its code and slapd's text, and the response control when
@@ -493,33 +511,22 @@ fn judge_password_change(
     if context.session.identity.is_rootdn {
         return Ok(None);
     }
-    let Ok(normalized) = database.normalize_dn(dn) else {
+    with_settable_entry(context, database, dn, |read, entry, _| {
+        judge_entry_change(context, database, (read, entry), change)
+    })
+}
+
+/// `judge_password_change` on the entry found (one the subject may set the password of).
+fn judge_entry_change(
+    context: &OperationContext,
+    database: &Database,
+    (read, entry): (&ReadTxn, &lmdir_store::EntryRef<'_>),
+    change: &ppolicy::PasswordChange<'_>,
+) -> Result<Option<Judged>, OperationError> {
+    let Some(policy) = database.policy_of(&context.server, read, entry) else {
         return Ok(None);
     };
-    let read = database.store.read().map_err(internal)?;
-    let Ok(id) = read.normalized_dn_to_id(&normalized) else {
-        return Ok(None);
-    };
-    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
-        return Ok(None);
-    };
-    // Only a subject that may set the password hears what the policy thinks of it: anyone
-    // else gets the writer's answer (noSuchObject for an entry it may not know of,
-    // insufficientAccess), never a quality or history verdict that tells the entry exists.
-    let groups = database.groups(&read);
-    let subject = database.subject(&context.session.identity, &groups);
-    let policy = database.policy();
-    let access = policy.for_entry(&subject, &normalized, &entry);
-    let may_set = database
-        .user_password
-        .is_some_and(|attr| access.can_disclose_entry() && access.can_write_attribute(attr));
-    if !may_set {
-        return Ok(None);
-    }
-    let Some(policy) = database.policy_of(&context.server, &read, &entry) else {
-        return Ok(None);
-    };
-    let state = database.account_state(&entry);
+    let state = database.account_state(entry);
     let now = ppolicy::unix_seconds(std::time::SystemTime::now());
     if let Some(refusal) = ppolicy::change_refusal(&policy, &state, change, now) {
         return Ok(Some(Judged::Refused(refusal)));

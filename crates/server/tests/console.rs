@@ -376,6 +376,18 @@ fn cookie_of(answer: &common::http::Answer, name: &str) -> Option<String> {
         })
 }
 
+/// An HTTPS client of the server's console, trusting its certificate.
+fn https_client(server: &TestServer) -> Client {
+    let certificate = server
+        .running()
+        .context()
+        .settings()
+        .tls_certificate
+        .clone()
+        .unwrap();
+    Client::https(server.running().http_address().unwrap(), &certificate)
+}
+
 /// Signs in over plain requests: (session cookie, CSRF token of the account page).
 fn sign_in(client: &Client, user: &str, password: &str) -> Option<(String, String)> {
     let login = client.get("/login");
@@ -414,14 +426,7 @@ fn sign_in(client: &Client, user: &str, password: &str) -> Option<(String, Strin
 #[test]
 fn sessions_and_forms_resist_forgery_and_replay() {
     let (server, base) = start_server();
-    let certificate = server
-        .running()
-        .context()
-        .settings()
-        .tls_certificate
-        .clone()
-        .unwrap();
-    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let client = https_client(&server);
     let login = client.get("/login");
     assert_eq!(login.status, 200);
     let csp = login.header("content-security-policy").unwrap_or_default();
@@ -519,14 +524,7 @@ fn group_members_are_paged() {
     let server = TestServer::start_populated(300, Vec::new(), |settings| {
         settings.http.listen = "127.0.0.1:0".to_string();
     });
-    let certificate = server
-        .running()
-        .context()
-        .settings()
-        .tls_certificate
-        .clone()
-        .unwrap();
-    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let client = https_client(&server);
     let (session, _) = sign_in(&client, ROOT_DN, ROOT_PASSWORD).expect("signed in");
     let cookie = format!("__Host-lmdir={session}");
     let page = |query: &str| {
@@ -565,14 +563,7 @@ fn a_reset_password_must_be_changed_first() {
     .unwrap()
     .success()
     .unwrap();
-    let certificate = server
-        .running()
-        .context()
-        .settings()
-        .tls_certificate
-        .clone()
-        .unwrap();
-    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let client = https_client(&server);
     let (admin, admin_csrf) = sign_in(&client, ROOT_DN, ROOT_PASSWORD).expect("admin signed in");
     let form = ("Content-Type", "application/x-www-form-urlencoded");
     let reset = client.request(
@@ -637,14 +628,7 @@ fn a_reset_password_must_be_changed_first() {
 #[test]
 fn a_session_ends_when_its_account_is_locked_or_deleted() {
     let (server, _) = start_server();
-    let certificate = server
-        .running()
-        .context()
-        .settings()
-        .tls_certificate
-        .clone()
-        .unwrap();
-    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let client = https_client(&server);
     let page = |session: &str| {
         let cookie = format!("__Host-lmdir={session}");
         client
@@ -691,14 +675,7 @@ fn a_session_ends_when_its_account_is_locked_or_deleted() {
 #[test]
 fn the_status_page_is_only_for_whom_cn_monitor_is_open_to() {
     let (server, _) = start_server();
-    let certificate = server
-        .running()
-        .context()
-        .settings()
-        .tls_certificate
-        .clone()
-        .unwrap();
-    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let client = https_client(&server);
     let get = |session: &str, path: &str| {
         let cookie = format!("__Host-lmdir={session}");
         client
@@ -720,14 +697,7 @@ fn the_status_page_is_only_for_whom_cn_monitor_is_open_to() {
 #[test]
 fn the_reset_form_does_not_change_ones_own_password() {
     let (server, _) = start_server();
-    let certificate = server
-        .running()
-        .context()
-        .settings()
-        .tls_certificate
-        .clone()
-        .unwrap();
-    let client = Client::https(server.running().http_address().unwrap(), &certificate);
+    let client = https_client(&server);
     let own = common::person_dn(1);
     let (session, csrf) = sign_in(&client, &own, common::PERSON_PASSWORD).unwrap();
     let body = format!(

@@ -349,7 +349,7 @@ fn active_false_locks_the_account_under_the_password_policy() {
     let client = Client::https(address, &certificate);
     let admin = admin(&client);
     // A token of its own: a deactivated account is locked for its tokens too.
-    let token = token_of(&mut ldap, &common::person_dn(1));
+    let token = common::http::issue_token(&mut ldap, &common::person_dn(1), "t0ken-of-a-person");
     let token_status = || client.bearer(&token).get(USERS).status;
     let id = admin
         .get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22"))
@@ -384,29 +384,6 @@ fn active_false_locks_the_account_under_the_password_policy() {
     assert_eq!(locked["totalResults"], 1, "{locked}");
     active(true);
     assert_eq!((bind(), token_status()), (0, 200));
-}
-
-/// A bearer token for `dn`, its hash stored on the entry (as docs/scim.md issues one).
-fn token_of(ldap: &mut ldap3::LdapConn, dn: &str) -> String {
-    use base64::Engine;
-    use sha2::Digest;
-    let secret = "t0ken-of-a-person";
-    let hash = format!(
-        "{{SHA256}}{}",
-        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(secret.as_bytes()))
-    );
-    ldap.modify(
-        dn,
-        vec![
-            ldap3::Mod::Add("objectClass", ["lmdirTokenHolder"].into()),
-            ldap3::Mod::Add("lmdirBearerToken", [hash.as_str()].into()),
-        ],
-    )
-    .unwrap()
-    .success()
-    .unwrap();
-    let encoded_dn = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(dn.as_bytes());
-    format!("lmdir.{encoded_dn}.{secret}")
 }
 
 /// A group named with a comma ("cn=Sales\, EMEA,ou=Groups,..."): a PUT that renames it and

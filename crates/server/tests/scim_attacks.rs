@@ -248,31 +248,13 @@ fn a_thousand_wrong_passwords_are_throttled_like_ldap_binds() {
 #[test]
 fn bearer_tokens_act_as_their_entry_and_are_stored_hashed() {
     use base64::Engine;
-    use sha2::Digest;
     let server = TestServer::start_populated(3, Vec::new(), |settings| {
         settings.http.listen = "127.0.0.1:0".to_string();
     });
     let secret = "k3N9-token-secret-for-tests";
-    let hash = format!(
-        "{{SHA256}}{}",
-        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(secret.as_bytes()))
-    );
     let holder = person_dn(0);
     let mut ldap = root(&server);
-    ldap.modify(
-        &holder,
-        vec![
-            ldap3::Mod::Add("objectClass", ["lmdirTokenHolder"].into()),
-            ldap3::Mod::Add("lmdirBearerToken", [hash.as_str()].into()),
-        ],
-    )
-    .unwrap()
-    .success()
-    .unwrap();
-    let token = format!(
-        "lmdir.{}.{secret}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(holder.as_bytes())
-    );
+    let token = common::http::issue_token(&mut ldap, &holder, secret);
     let client = client_of(&server);
     let bearer = client.bearer(&token);
     let list = bearer.get(USERS);

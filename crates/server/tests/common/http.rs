@@ -254,3 +254,26 @@ fn parse(raw: &[u8]) -> Answer {
         body: raw[split + 4..].to_vec(),
     }
 }
+
+/// A bearer token for `dn` with `secret`, its `{SHA256}` hash stored on the entry as
+/// docs/scim.md issues one (by `ldap`, which may write it).
+pub fn issue_token(ldap: &mut ldap3::LdapConn, dn: &str, secret: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let hash = format!(
+        "{{SHA256}}{}",
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(secret.as_bytes()))
+    );
+    ldap.modify(
+        dn,
+        vec![
+            ldap3::Mod::Add("objectClass", ["lmdirTokenHolder"].into()),
+            ldap3::Mod::Add("lmdirBearerToken", [hash.as_str()].into()),
+        ],
+    )
+    .expect("modify sent")
+    .success()
+    .expect("token stored");
+    let encoded_dn = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(dn.as_bytes());
+    format!("lmdir.{encoded_dn}.{secret}")
+}
