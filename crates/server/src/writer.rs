@@ -840,7 +840,8 @@ impl Writer {
                 if *delete_old_rdn {
                     naming.extend(target.dn().rdns.first().cloned());
                 }
-                self.require_naming_write(&access, &naming, &dn_text)
+                let own = entry.normalized_dn == identity.normalized_dn;
+                self.require_naming_write((&access, own), &naming, &dn_text)
             }
             // The server's own updates and adds: decided before (apply(), authorize_add).
             WriteRequest::Add(_)
@@ -940,13 +941,17 @@ impl Writer {
     }
 
     /// A rename gives the new RDN's attributes values (and takes the old one's with
-    /// deleteOldRdn): write on each.
+    /// deleteOldRdn): write on each. An entry renaming itself is held to what a modify of its
+    /// own holds it to: no self-granting attribute (`uid=bob+pwdPolicySubentry=<a laxer
+    /// policy>` set its own policy), and no userPassword, which a name would set past the
+    /// policy's quality checks and hashing, in cleartext in the DN.
     fn require_naming_write(
         &self,
-        access: &EntryAccess<'_>,
+        (access, own): (&EntryAccess<'_>, bool),
         naming: &[Rdn],
         dn_text: &str,
     ) -> Result<(), LdapError> {
+        let password_attr = self.schema().attribute("userPassword");
         for ava in naming.iter().flat_map(|rdn| rdn.avas.iter()) {
             let attr = self.schema().attribute(&ava.attr).ok_or_else(|| {
                 ldap(
@@ -954,7 +959,8 @@ impl Writer {
                     format!("unknown attribute type '{}' in RDN", ava.attr),
                 )
             })?;
-            if !access.can_write_attribute(attr) {
+            let self_granting = self.is_self_granting(attr) || Some(attr) == password_attr;
+            if !access.can_write_attribute(attr) || own && self_granting {
                 return Err(insufficient(&ava.attr, dn_text));
             }
         }

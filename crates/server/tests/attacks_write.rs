@@ -1091,3 +1091,50 @@ fn the_policy_judges_a_new_password_only_for_who_may_set_it() {
     // Its own: the policy speaks.
     assert_eq!(set_short(&person_dn(1)).0, 19);
 }
+
+/// A rename gives the new RDN's values: an entry that may rename itself (write on its parent's
+/// children, as a self-service rule grants) named itself `+pwdPolicySubentry=<a laxer policy>`
+/// or `+userPassword=<anything>` (past the policy's quality and hashing, in cleartext in its DN),
+/// which a modify of its own refuses.
+#[test]
+fn an_entry_renaming_itself_gains_nothing_a_modify_refuses() {
+    let rules = vec![
+        own_password_rule(),
+        rule_by(
+            AccessTarget {
+                dn: Some("ou=People,dc=example,dc=com".to_string()),
+                attrs: vec!["children".to_string()],
+                ..AccessTarget::default()
+            },
+            &[(Who::Users, AccessLevel::Write)],
+        ),
+        rule_by(
+            AccessTarget::default(),
+            &[
+                (Who::SelfEntry, AccessLevel::Write),
+                (Who::Anyone, AccessLevel::Read),
+            ],
+        ),
+    ];
+    let server = TestServer::start_populated(PEOPLE, rules, |settings| {
+        settings.password_policy_default = DEFAULT_POLICY.to_string();
+    });
+    add_lockout_policy(&server);
+    let user = person_dn(7);
+    let uid = user.split(',').next().expect("an RDN").to_string();
+    let mut own = bind(&server, &user, PERSON_PASSWORD);
+    let mut rename = |new_rdn: &str| {
+        own.modifydn(&user, new_rdn, false, None)
+            .expect("modrdn")
+            .rc
+    };
+    let lax = "cn=lax\\,ou=policies\\,dc=example\\,dc=com";
+    assert_eq!(
+        rename(&format!("{uid}+pwdPolicySubentry={lax}")),
+        50,
+        "a user named itself into a laxer policy"
+    );
+    assert_eq!(rename(&format!("{uid}+userPassword=weak")), 50);
+    // A rename of its own name stays allowed.
+    assert_eq!(rename(&format!("{uid}+cn=Renamed")), 0);
+}
