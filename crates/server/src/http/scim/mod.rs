@@ -635,7 +635,7 @@ async fn list(
             base: mapping.base(kind),
             scope: LdapSearchScope::Subtree,
             filter: &filter,
-            attributes: mapping.read_attributes(kind),
+            attributes: mapping.read_attributes_for(kind, |name| parameters.selection.wants(name)),
             size_limit: 0,
             controls,
         })
