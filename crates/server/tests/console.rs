@@ -391,7 +391,7 @@ fn https_client(server: &TestServer) -> Client {
 /// Signs in over plain requests: (session cookie, CSRF token of the account page).
 fn sign_in(client: &Client, user: &str, password: &str) -> Option<(String, String)> {
     let login = client.get("/login");
-    let token = cookie_of(&login, "lmdir_login").expect("login cookie");
+    let token = cookie_of(&login, "__Host-lmdir_login").expect("login cookie");
     let body = format!(
         "csrf={token}&user={}&password={}",
         form_urlencoded::byte_serialize(user.as_bytes()).collect::<String>(),
@@ -401,7 +401,7 @@ fn sign_in(client: &Client, user: &str, password: &str) -> Option<(String, Strin
         "POST",
         "/login",
         &[
-            ("Cookie", &format!("lmdir_login={token}")),
+            ("Cookie", &format!("__Host-lmdir_login={token}")),
             ("Content-Type", "application/x-www-form-urlencoded"),
         ],
         body.as_bytes(),

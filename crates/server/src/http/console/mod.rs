@@ -434,12 +434,20 @@ fn forbidden(text: &str) -> HttpResponse {
     response
 }
 
-const LOGIN_COOKIE: &str = "lmdir_login";
+/// The sign-in form's token cookie: `__Host-` over TLS, as the session's, so a sibling
+/// subdomain cannot plant one and sign a browser in to the attacker's account.
+fn login_cookie_name(tls: bool) -> &'static str {
+    if tls {
+        "__Host-lmdir_login"
+    } else {
+        "lmdir_login"
+    }
+}
 
 fn login_page(request: &HttpRequest, notice: Option<Notice>) -> HttpResponse {
     // The token stays while its cookie lives: another tab's (or the favicon's) visit to the
     // sign-in page does not invalidate the form already shown.
-    let token = cookie(request, LOGIN_COOKIE)
+    let token = cookie(request, login_cookie_name(request.tls))
         .filter(|token| token.len() == 64 && token.bytes().all(|byte| byte.is_ascii_hexdigit()))
         .unwrap_or_else(random_token);
     let body = format!(
@@ -450,13 +458,14 @@ fn login_page(request: &HttpRequest, notice: Option<Notice>) -> HttpResponse {
         csrf_field(&token)
     );
     let mut response = page("Sign in", None, notice.as_ref(), &body);
-    set_cookie(&mut response, request.tls, LOGIN_COOKIE, &token, Some(3600));
+    let name = login_cookie_name(request.tls);
+    set_cookie(&mut response, request.tls, name, &token, Some(3600));
     response
 }
 
 async fn login(state: &HttpState, request: &HttpRequest) -> HttpResponse {
     let form = form_of(request);
-    let expected = cookie(request, LOGIN_COOKIE).unwrap_or_default();
+    let expected = cookie(request, login_cookie_name(request.tls)).unwrap_or_default();
     let sent = form.get("csrf").map_or("", String::as_str);
     if expected.is_empty() || !same_secret(sent, &expected) {
         return forbidden(
@@ -488,7 +497,8 @@ async fn login(state: &HttpState, request: &HttpRequest) -> HttpResponse {
         &id,
         None,
     );
-    set_cookie(&mut response, request.tls, LOGIN_COOKIE, "", Some(0));
+    let name = login_cookie_name(request.tls);
+    set_cookie(&mut response, request.tls, name, "", Some(0));
     response
 }
 
