@@ -230,57 +230,9 @@ impl Writer {
             if self.persist.is_enabled() || accesslog.enabled {
                 txn.record_changes();
             }
-            let mut applied = Vec::new();
-            let mut failed = None;
-            while let Some(mut job) = pending.pop_front() {
-                if self.stopping() {
-                    // Not started: answered, never applied (the budget bounds the one running).
-                    let _ = job.reply.send(Err(shutting_down()));
-                    for job in pending.drain(..) {
-                        let _ = job.reply.send(Err(shutting_down()));
-                    }
-                    break;
-                }
-                // A pre-read needs the store just before this update: it starts a batch.
-                if !applied.is_empty() && wanted_images(&job, false).is_some() {
-                    pending.push_front(job);
-                    break;
-                }
-                match self.apply(&mut txn, &mut job.update) {
-                    Ok(()) => {
-                        // A post-read needs the store just after it: it ends the batch.
-                        let ends_batch = wanted_images(&job, true).is_some();
-                        applied.push(job);
-                        if ends_batch {
-                            break;
-                        }
-                    }
-                    Err(error) => {
-                        failed = Some((job, error));
-                        break;
-                    }
-                }
-            }
+            let (applied, failed) = self.fill_batch(&mut txn, &mut pending);
             match failed {
-                None => {
-                    let committed = txn.commit_with_changes().map(|changes| {
-                        self.monitor
-                            .write_committed(applied.len(), started.elapsed());
-                        // Published before any job is answered: a client that reads its
-                        // answer and then looks at a persist search finds its change queued.
-                        if self.persist.is_enabled() {
-                            self.persist.publish(changes);
-                        }
-                        // Before the next batch: the store just after the last update.
-                        let last = applied.last().and_then(|job| wanted_images(job, true));
-                        if let (Some(images), Ok(read)) = (last, self.store.read()) {
-                            images.keep(true, read);
-                        }
-                    });
-                    for job in applied {
-                        let _ = job.reply.send(committed.clone());
-                    }
-                }
+                None => self.commit_batch(txn, applied, started),
                 Some((job, error)) => {
                     drop(txn);
                     let _ = job.reply.send(Err(error));
@@ -289,6 +241,62 @@ impl Writer {
                     }
                 }
             }
+        }
+    }
+
+    /// Applies jobs from `pending` in `txn` until one fails (returned with its error), the
+    /// server stops (the rest answered), or a read entry control ends the batch: one wanting
+    /// the store just before it starts the next batch, one wanting it just after ends this one.
+    fn fill_batch(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        pending: &mut VecDeque<WriteJob>,
+    ) -> (Vec<WriteJob>, Option<(WriteJob, LdapError)>) {
+        let mut applied = Vec::new();
+        while let Some(mut job) = pending.pop_front() {
+            if self.stopping() {
+                // Not started: answered, never applied (the budget bounds the one running).
+                let _ = job.reply.send(Err(shutting_down()));
+                for job in pending.drain(..) {
+                    let _ = job.reply.send(Err(shutting_down()));
+                }
+                break;
+            }
+            if !applied.is_empty() && wanted_images(&job, false).is_some() {
+                pending.push_front(job);
+                break;
+            }
+            if let Err(error) = self.apply(txn, &mut job.update) {
+                return (applied, Some((job, error)));
+            }
+            let ends_batch = wanted_images(&job, true).is_some();
+            applied.push(job);
+            if ends_batch {
+                break;
+            }
+        }
+        (applied, None)
+    }
+
+    /// Commits a batch and answers its jobs: the changes published to persistent searches
+    /// first, and the store after the last update kept for its post-read.
+    fn commit_batch(&self, txn: WriteTxn<'_>, applied: Vec<WriteJob>, started: Instant) {
+        let committed = txn.commit_with_changes().map(|changes| {
+            self.monitor
+                .write_committed(applied.len(), started.elapsed());
+            // Published before any job is answered: a client that reads its answer and then
+            // looks at a persist search finds its change queued.
+            if self.persist.is_enabled() {
+                self.persist.publish(changes);
+            }
+            // Before the next batch: the store just after the last update.
+            let last = applied.last().and_then(|job| wanted_images(job, true));
+            if let (Some(images), Ok(read)) = (last, self.store.read()) {
+                images.keep(true, read);
+            }
+        });
+        for job in applied {
+            let _ = job.reply.send(committed.clone());
         }
     }
 
