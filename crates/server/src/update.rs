@@ -116,13 +116,66 @@ async fn pre_image(
     dn: &str,
     controls: &RequestControls,
     read_before: Option<ResponseControl>,
-) -> Result<Option<ResponseControl>, OperationError> {
-    let Some(snapshot) = submitted.snapshot(false) else {
-        return Ok(read_before);
+) -> Option<ResponseControl> {
+    let snapshot = submitted.snapshot(false);
+    let (Some(snapshot), Some(_)) = (snapshot, &read_before) else {
+        return read_before;
     };
     let oid = crate::controls::PRE_READ_OID;
     let at = (dn.to_string(), Some(snapshot));
-    read_entry_control_async(context, at, controls.pre_read.clone(), oid).await
+    // The change is committed: a failure here keeps the image read when it was decided.
+    match read_entry_control_async(context, at, controls.pre_read.clone(), oid).await {
+        Ok(Some(control)) => Some(control),
+        _ => read_before,
+    }
+}
+
+/// The pre-read decided before the update (as slapd's back-mdb: an entry the subject may not
+/// read fails the operation only when the control is critical; else the control is left out).
+async fn pre_read_before(
+    context: &OperationContext,
+    dn: &str,
+    controls: &RequestControls,
+) -> Result<Option<ResponseControl>, OperationError> {
+    let oid = crate::controls::PRE_READ_OID;
+    let at = (dn.to_string(), None);
+    match read_entry_control_async(context, at, controls.pre_read.clone(), oid).await {
+        Err(_) if !controls.pre_read_critical => Ok(None),
+        outcome => outcome,
+    }
+}
+
+/// A critical post-read the subject could not read fails the operation before the change
+/// (an entry it may not read now); a non-critical one is answered after the commit or left
+/// out. `dn`: the entry before the change (an add has nothing to read yet).
+async fn check_post_read_before(
+    context: &OperationContext,
+    dn: &str,
+    controls: &RequestControls,
+) -> Result<(), OperationError> {
+    if !controls.post_read_critical {
+        return Ok(());
+    }
+    let oid = crate::controls::POST_READ_OID;
+    let at = (dn.to_string(), None);
+    read_entry_control_async(context, at, controls.post_read.clone(), oid)
+        .await
+        .map(drop)
+}
+
+/// The post-read after the commit: the change is made, so a control the subject may not read
+/// is left out, never answered as the operation's failure (a client told an increment failed
+/// would send it again).
+async fn post_image(
+    context: &OperationContext,
+    at: (String, Option<lmdir_store::ReadTxn>),
+    controls: &RequestControls,
+) -> Option<ResponseControl> {
+    let oid = crate::controls::POST_READ_OID;
+    read_entry_control_async(context, at, controls.post_read.clone(), oid)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Runs a read-entry control on the blocking pool, from the writer's `snapshot` when it took
@@ -260,13 +313,7 @@ pub async fn add(
     crate::password::check_added_password(context, database, &controls, &entry)?;
     // Nothing exists before an add: a pre-read control has nothing to return.
     let submitted = submit_update(context, database, &controls, WriteRequest::Add(entry)).await?;
-    let post = read_entry_control_async(
-        context,
-        (request_dn, submitted.snapshot(true)),
-        controls.post_read,
-        crate::controls::POST_READ_OID,
-    )
-    .await?;
+    let post = post_image(context, (request_dn, submitted.snapshot(true)), &controls).await;
     Ok(post.into_iter().collect())
 }
 
@@ -275,15 +322,8 @@ pub async fn delete(
     dn: &str,
 ) -> Result<Vec<ResponseControl>, OperationError> {
     let (database, controls) = open_update(context, dn, OperationClass::Update)?;
-    // Read now to decide the request (an entry it may not read refuses it), answered from the
-    // writer's snapshot just before the delete.
-    let pre = read_entry_control_async(
-        context,
-        (dn.to_string(), None),
-        controls.pre_read.clone(),
-        crate::controls::PRE_READ_OID,
-    )
-    .await?;
+    // Read now to decide the request, answered from the writer's snapshot just before it.
+    let pre = pre_read_before(context, dn, &controls).await?;
     let submitted = submit_update(
         context,
         database,
@@ -291,7 +331,7 @@ pub async fn delete(
         WriteRequest::Delete(dn.to_string()),
     )
     .await?;
-    let pre = pre_image(context, &submitted, dn, &controls, pre).await?;
+    let pre = pre_image(context, &submitted, dn, &controls, pre).await;
     Ok(pre.into_iter().collect())
 }
 
@@ -358,13 +398,8 @@ pub async fn modify(
         &mut modifications,
     )
     .await?;
-    let pre = read_entry_control_async(
-        context,
-        (request.dn.clone(), None),
-        controls.pre_read.clone(),
-        crate::controls::PRE_READ_OID,
-    )
-    .await?;
+    let pre = pre_read_before(context, &request.dn, &controls).await?;
+    check_post_read_before(context, &request.dn, &controls).await?;
     let submitted = submit_update(
         context,
         database,
@@ -376,14 +411,8 @@ pub async fn modify(
     if changes_password && matches!(submitted, Submitted::Committed(_)) {
         crate::password::password_changed(context);
     }
-    let pre = pre_image(context, &submitted, &request.dn, &controls, pre).await?;
-    let post = read_entry_control_async(
-        context,
-        (request.dn, submitted.snapshot(true)),
-        controls.post_read,
-        crate::controls::POST_READ_OID,
-    )
-    .await?;
+    let pre = pre_image(context, &submitted, &request.dn, &controls, pre).await;
+    let post = post_image(context, (request.dn, submitted.snapshot(true)), &controls).await;
     Ok(pre.into_iter().chain(post).collect())
 }
 
@@ -393,13 +422,8 @@ pub async fn modify_dn(
 ) -> Result<Vec<ResponseControl>, OperationError> {
     let (database, controls) = open_update(context, &request.dn, OperationClass::Update)?;
     let old_dn = request.dn.clone();
-    let pre = read_entry_control_async(
-        context,
-        (request.dn.clone(), None),
-        controls.pre_read.clone(),
-        crate::controls::PRE_READ_OID,
-    )
-    .await?;
+    let pre = pre_read_before(context, &old_dn, &controls).await?;
+    check_post_read_before(context, &old_dn, &controls).await?;
     let new_dn = {
         let parent = match &request.new_superior {
             Some(superior) => superior.clone(),
@@ -426,13 +450,7 @@ pub async fn modify_dn(
         },
     )
     .await?;
-    let pre = pre_image(context, &submitted, &old_dn, &controls, pre).await?;
-    let post = read_entry_control_async(
-        context,
-        (new_dn, submitted.snapshot(true)),
-        controls.post_read,
-        crate::controls::POST_READ_OID,
-    )
-    .await?;
+    let pre = pre_image(context, &submitted, &old_dn, &controls, pre).await;
+    let post = post_image(context, (new_dn, submitted.snapshot(true)), &controls).await;
     Ok(pre.into_iter().chain(post).collect())
 }

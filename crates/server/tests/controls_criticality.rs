@@ -585,3 +585,54 @@ fn subschema_has_create_and_modify_timestamps() {
         .expect("filter on modifyTimestamp");
     assert_eq!(newer.len(), 1);
 }
+
+/// A read entry control on an entry the subject may write but not read: as slapd's back-mdb,
+/// a non-critical one is left out and the change made; a critical one fails the operation
+/// before the change. Before, a non-critical pre-read failed the modify, and a post-read failed
+/// it after the change was committed (a client told its increment failed sends it again).
+#[test]
+fn read_entry_controls_on_an_unreadable_entry_follow_their_criticality() {
+    use lmdir_config::{AccessLevel, AccessTarget, Who};
+    let rules = vec![
+        common::own_password_rule(),
+        common::grant(
+            common::attributes(&["description"]),
+            Who::Users,
+            AccessLevel::Write,
+        ),
+        common::grant(AccessTarget::default(), Who::Users, AccessLevel::Search),
+    ];
+    let server = TestServer::start_populated(5, rules, |_| {});
+    let target = person_dn(2);
+    let mut writer = common::bind(&server, &person_dn(1), common::PERSON_PASSWORD);
+    let control = |oid: &str, critical: bool| RawControl {
+        ctype: oid.to_string(),
+        crit: critical,
+        // SEQUENCE OF AttributeDescription: "description".
+        val: Some(b"\x30\x0d\x04\x0bdescription".to_vec()),
+    };
+    let mut modify = |control: RawControl, value: &str| {
+        writer
+            .with_controls(control)
+            .modify(&target, vec![Mod::Replace("description", [value].into())])
+            .expect("modify")
+    };
+    let description = |server: &TestServer| {
+        let (entries, _) = root(server)
+            .search(&target, Scope::Base, "(objectClass=*)", vec!["description"])
+            .expect("search")
+            .success()
+            .expect("found");
+        SearchEntry::construct(entries.into_iter().next().expect("entry")).attrs["description"]
+            .clone()
+    };
+    for (oid, name) in [("1.3.6.1.1.13.1", "pre"), ("1.3.6.1.1.13.2", "post")] {
+        let left_out = modify(control(oid, false), &format!("{name}, not critical"));
+        assert_eq!(left_out.rc, 0, "{name}: {left_out:?}");
+        assert!(left_out.ctrls.is_empty(), "{name}: {left_out:?}");
+        assert_eq!(description(&server), [format!("{name}, not critical")]);
+        let refused = modify(control(oid, true), &format!("{name}, critical"));
+        assert_eq!(refused.rc, 50, "{name}: {refused:?}");
+        assert_eq!(description(&server), [format!("{name}, not critical")]);
+    }
+}
