@@ -402,8 +402,7 @@ impl Database {
     /// other task: at 1,000,000 members a member change then costs ~0.25 ms of CPU instead
     /// of ~0.4 and one context switch instead of five (docs/benchmarks.md, issue 22).
     fn lead(&self, job: WriteJob, queue: &mpsc::Sender<WriteJob>) -> Option<WriteJob> {
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
+        let multi_thread = on_multi_thread_runtime();
         let queue_empty = || queue.capacity() == queue.max_capacity();
         if !multi_thread || !queue_empty() {
             return Some(job);
@@ -434,13 +433,18 @@ impl Database {
     }
 }
 
+/// Whether this runs on a multi-thread tokio runtime (where `block_in_place` may hand the
+/// worker's other tasks to another thread).
+fn on_multi_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread)
+}
+
 /// Runs `work`, which may take long (a walk of the directory), on this thread after handing
 /// the worker's other tasks to another one (`block_in_place`), on a multi-thread runtime; on
 /// any other, or outside one, it just runs.
 pub(crate) fn blocking_here<T>(work: impl FnOnce() -> T) -> T {
-    let multi_thread = tokio::runtime::Handle::try_current()
-        .is_ok_and(|handle| handle.runtime_flavor() == RuntimeFlavor::MultiThread);
-    if multi_thread {
+    if on_multi_thread_runtime() {
         tokio::task::block_in_place(work)
     } else {
         work()
@@ -470,6 +474,28 @@ pub fn same_dn(server: &ServerContext, left: &str, right: &str) -> bool {
 }
 
 impl Database {
+    /// Whether `identity` may read some entry at or below `base` (normalized): the rootdn,
+    /// or a rule that may match there granting it read (`SubjectAccess::level_somewhere`, an
+    /// upper bound of every entry's level). For the trees the server builds on request
+    /// (cn=Monitor, cn=accesslog, the console's status page): decided before they are built.
+    pub(crate) fn may_read_below(
+        &self,
+        identity: &Identity,
+        base: &str,
+    ) -> Result<bool, OperationError> {
+        if identity.is_rootdn {
+            return Ok(true);
+        }
+        let read = self.store.read().map_err(internal)?;
+        let groups = self.groups(&read);
+        let subject = self.subject(identity, &groups);
+        let policy = self.policy();
+        let level = policy
+            .for_subject_within(&subject, base)
+            .level_somewhere(lmdir_access::acl::TargetPart::Entry);
+        Ok(level.implies(lmdir_access::acl::Access::Read))
+    }
+
     pub(crate) fn groups<'txn>(&'txn self, read: &'txn ReadTxn) -> StoreGroups<'txn> {
         StoreGroups {
             read,

@@ -428,13 +428,14 @@ pub(crate) fn check_added_password(
     if !identity.is_rootdn && !may_add_below_parent(database, &read, identity, entry)? {
         return Ok(());
     }
+    let schema = database.schema();
     let own = entry
         .attributes
         .iter()
         .find(|attribute| {
-            attribute
-                .description
-                .eq_ignore_ascii_case("pwdPolicySubentry")
+            schema
+                .parse_description(&attribute.description)
+                .is_ok_and(|parsed| Some(parsed.attr) == database.pwd_policy_subentry)
         })
         .and_then(|attribute| attribute.values.first())
         .and_then(|value| String::from_utf8(value.clone()).ok());
@@ -446,7 +447,7 @@ pub(crate) fn check_added_password(
     if new_passwords.len() > 1 {
         return Err(OperationError::new(
             code::CONSTRAINT_VIOLATION,
-            "Password policy only allows one password value",
+            ppolicy::ONE_VALUE_ONLY,
         ));
     }
     if identity.is_rootdn {

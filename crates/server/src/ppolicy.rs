@@ -218,6 +218,9 @@ pub struct PasswordChange<'a> {
     pub new_passwords: Vec<&'a [u8]>,
 }
 
+/// slapd's text for a change setting more than one password value.
+pub const ONE_VALUE_ONLY: &str = "Password policy only allows one password value";
+
 /// Why a change is refused: the result code, slapd's text, and the control's error (None:
 /// the control says nothing, as slapd's for more than one value).
 pub type Refusal = (u32, &'static str, Option<PolicyError>);
@@ -235,11 +238,7 @@ pub fn change_refusal(
     // verifies (each new value against every kept password: 400,000 values of one modify
     // were each verified before).
     if change.new_passwords.len() > 1 {
-        return Some((
-            code::CONSTRAINT_VIOLATION,
-            "Password policy only allows one password value",
-            None,
-        ));
+        return Some((code::CONSTRAINT_VIOLATION, ONE_VALUE_ONLY, None));
     }
     if change.by_self && !policy.allow_user_change {
         return Some((

@@ -1002,11 +1002,8 @@ impl SearchJob<'_> {
     }
 
     fn stop_reason(&self, limits: &SearchLimits) -> Option<LdapError> {
-        if self.cancelled.load(Ordering::Acquire) {
-            return Some(LdapError::new(
-                lmdir_schema::ResultCode::Canceled,
-                "abandoned",
-            ));
+        if let Some(abandoned) = self.abandoned() {
+            return Some(abandoned);
         }
         if limits
             .deadline
@@ -1018,6 +1015,13 @@ impl SearchJob<'_> {
             ));
         }
         None
+    }
+
+    /// Canceled when the search was abandoned (or cancelled), else None.
+    fn abandoned(&self) -> Option<LdapError> {
+        self.cancelled
+            .load(Ordering::Acquire)
+            .then(|| LdapError::new(lmdir_schema::ResultCode::Canceled, "abandoned"))
     }
 
     #[allow(clippy::too_many_arguments)]

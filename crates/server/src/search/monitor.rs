@@ -61,14 +61,7 @@ pub(super) fn may_read_below(
     base: &str,
     request: &SearchRequest,
 ) -> Result<(), OperationError> {
-    let read = database.store.read().map_err(internal)?;
-    let groups = database.groups(&read);
-    let subject = database.subject(&context.session.identity, &groups);
-    let policy = database.policy();
-    let level = policy
-        .for_subject_within(&subject, base)
-        .level_somewhere(lmdir_access::acl::TargetPart::Entry);
-    if level.implies(lmdir_access::acl::Access::Read) {
+    if database.may_read_below(&context.session.identity, base)? {
         Ok(())
     } else {
         Err(no_such_object(&request.base))

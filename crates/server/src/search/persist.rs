@@ -306,13 +306,7 @@ impl SearchJob<'_> {
         // In-chain items: the chains as this batch's snapshot holds them.
         let lookthrough = database.limits_of(settings, &subject).lookthrough;
         // The walk stops when the search is abandoned (its look-through bounds it otherwise).
-        let abandoned = || {
-            self.cancelled
-                .load(std::sync::atomic::Ordering::Acquire)
-                .then(|| {
-                    lmdir_schema::LdapError::new(lmdir_schema::ResultCode::Canceled, "abandoned")
-                })
-        };
+        let abandoned = || self.abandoned();
         super::in_chain::resolve(
             database,
             &read,

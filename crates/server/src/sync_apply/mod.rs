@@ -295,15 +295,25 @@ struct Replicated<'a> {
 }
 
 impl Replicated<'_> {
+    /// The local entry holding entryUUID `uuid`, anywhere, and whether it lies in this
+    /// consumer's subtree (its normalized DN).
+    fn holder(&self, txn: &WriteTxn<'_>, uuid: &Uuid) -> Result<Option<Holder>, LdapError> {
+        let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? else {
+            return Ok(None);
+        };
+        let dn = txn.normalized_dn_of(id)?;
+        let within = lmdir_schema::normalized_dn_is_within(&dn, self.base);
+        Ok(Some(Holder { id, dn, within }))
+    }
+
     /// The local entry holding entryUUID `uuid`, when it lies in this consumer's subtree
     /// (as slapd's consumer looks an entryUUID up below its searchbase): a delete naming one
     /// elsewhere deletes nothing.
     fn entry_by_uuid(&self, txn: &WriteTxn<'_>, uuid: &Uuid) -> Result<Option<EntryId>, LdapError> {
-        let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? else {
-            return Ok(None);
-        };
-        let within = lmdir_schema::normalized_dn_is_within(&txn.normalized_dn_of(id)?, self.base);
-        Ok(within.then_some(id))
+        let holder = self.holder(txn, uuid)?;
+        Ok(holder
+            .filter(|holder| holder.within)
+            .map(|holder| holder.id))
     }
 
     /// The local entry holding `uuid` for an entry the provider sent (None: none holds it);
@@ -314,24 +324,32 @@ impl Replicated<'_> {
         txn: &WriteTxn<'_>,
         uuid: &Uuid,
     ) -> Result<Option<EntryId>, LdapError> {
-        let Some(id) = txn.entry_id_by_uuid(&uuid_text(uuid))? else {
+        let Some(holder) = self.holder(txn, uuid)? else {
             return Ok(None);
         };
-        let local = txn.normalized_dn_of(id)?;
-        if !lmdir_schema::normalized_dn_is_within(&local, self.base) {
+        if !holder.within {
             return Err(LdapError::new(
                 ResultCode::ConstraintViolation,
                 format!(
-                    "replication rid={:03}: entryUUID {} is held by '{local}', outside the \
+                    "replication rid={:03}: entryUUID {} is held by '{}', outside the \
                      replicated subtree '{}'",
                     self.rid,
                     uuid_text(uuid),
+                    holder.dn,
                     self.base
                 ),
             ));
         }
-        Ok(Some(id))
+        Ok(Some(holder.id))
     }
+}
+
+/// The local entry holding an entryUUID: its ID, normalized DN, and whether that lies in the
+/// consumer's subtree.
+struct Holder {
+    id: EntryId,
+    dn: String,
+    within: bool,
 }
 
 /// One entry a provider sent, and how to settle it with the local one.

@@ -83,19 +83,11 @@ pub fn may_see_status(server: &crate::context::ServerContext, identity: &Identit
     if identity.is_rootdn {
         return true;
     }
-    let Some(database) = crate::context::database_of(server) else {
-        return false;
-    };
-    let Ok(read) = database.store.read() else {
-        return false;
-    };
-    let groups = database.groups(&read);
-    let subject = database.subject(identity, &groups);
-    let policy = database.policy();
-    let level = policy
-        .for_subject_within(&subject, lmdir_access::acl::MONITOR_NDN)
-        .level_somewhere(lmdir_access::acl::TargetPart::Entry);
-    level.implies(lmdir_access::acl::Access::Read)
+    crate::context::database_of(server).is_some_and(|database| {
+        database
+            .may_read_below(identity, lmdir_access::acl::MONITOR_NDN)
+            .unwrap_or(false)
+    })
 }
 
 pub fn status(state: &HttpState, signed: &Signed) -> HttpResponse {
