@@ -255,9 +255,11 @@ pub struct DatabaseConfig {
     pub suffix: String,
     /// The LMDB directory. A relative path is relative to the current directory of the process.
     pub directory: PathBuf,
-    /// The administrator DN (no limits, no access control); empty = none.
+    /// The administrator DN (no limits, no access control); empty (the default in a file) =
+    /// none.
     pub rootdn: String,
-    /// The rootdn's password: cleartext or `{SCHEME}hash`.
+    /// The rootdn's password: cleartext or `{SCHEME}hash`; empty (the default in a file) = the
+    /// rootdn cannot bind with a password.
     pub rootpw: String,
     /// Extra OpenLDAP-format `.schema` files loaded after the built-in schema.
     pub schema_files: Vec<PathBuf>,
@@ -298,8 +300,11 @@ impl Default for DatabaseConfig {
         DatabaseConfig {
             suffix: "dc=example,dc=com".to_string(),
             directory: PathBuf::from("./lmdir-data"),
-            rootdn: "cn=admin,dc=example,dc=com".to_string(),
-            rootpw: "secret".to_string(),
+            // A file without these keys has no rootdn and no root password (slapd: a rootdn
+            // without rootpw cannot bind with a password). Only the embedded default's text
+            // names the demo's admin and password.
+            rootdn: String::new(),
+            rootpw: String::new(),
             schema_files: Vec::new(),
             sync: true,
             memberof: true,

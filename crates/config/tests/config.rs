@@ -20,11 +20,20 @@ fn assert_error(text: &str, line: u64, key: &str, message_part: &str) {
 }
 
 #[test]
-fn embedded_default_equals_built_in_defaults() {
+fn embedded_default_equals_built_in_defaults_but_for_the_demo_admin() {
     let embedded = Config::embedded_default();
-    let empty = Config::from_str("", "<embedded default>").unwrap();
+    let mut empty = Config::from_str("", "<embedded default>").unwrap();
+    // Only the embedded demo names an admin and its password; a file does not inherit them.
+    assert_eq!(embedded.database.rootdn, "cn=admin,dc=example,dc=com");
+    assert_eq!(embedded.database.rootpw, "secret");
+    assert_eq!((empty.database.rootdn.as_str(), empty.database.rootpw.as_str()), ("", ""));
+    empty.database.rootdn = embedded.database.rootdn.clone();
+    empty.database.rootpw = embedded.database.rootpw.clone();
     assert_eq!(embedded, empty);
-    assert_eq!(embedded, Config::default());
+    let mut built_in = Config::default();
+    built_in.database.rootdn = embedded.database.rootdn.clone();
+    built_in.database.rootpw = embedded.database.rootpw.clone();
+    assert_eq!(embedded, built_in);
     assert_eq!(embedded.server.listen, vec!["ldap://127.0.0.1:3389"]);
     assert_eq!(embedded.server.pdu_bytes_max, 4_194_304);
     assert_eq!(
@@ -34,6 +43,18 @@ fn embedded_default_equals_built_in_defaults() {
     assert_eq!(embedded.database.index.len(), 13);
     assert!(embedded.access.is_empty());
     assert!(DEFAULT_CONFIG_TOML.contains("[database.index]"));
+}
+
+/// A file naming a rootdn but no rootpw (a migrated slapd whose admin comes in over ldapi)
+/// has no root password: before, it took the demo's "secret".
+#[test]
+fn a_file_without_rootpw_has_no_root_password() {
+    let text = "[database]\nsuffix = \"dc=corp,dc=com\"\nrootdn = \"cn=manager,dc=corp,dc=com\"\n";
+    let config = Config::from_str(text, "test.toml").unwrap();
+    assert_eq!(config.database.rootdn, "cn=manager,dc=corp,dc=com");
+    assert_eq!(config.database.rootpw, "");
+    let config = Config::from_str("[database]\nsuffix = \"dc=corp,dc=com\"\n", "t").unwrap();
+    assert_eq!((config.database.rootdn.as_str(), config.database.rootpw.as_str()), ("", ""));
 }
 
 #[test]
