@@ -1038,7 +1038,16 @@ impl Schema {
     }
 
     /// `normalize_dn_str` without counting it: a DN inside a value counts as that value's.
+    /// A DN may hold a DN as a value (`owner=cn=x,...`: `=` needs no escape), and that one
+    /// another: at most `DN_NESTING_MAX` levels. Each level escapes the one below, doubling its
+    /// length, so a hostile bind DN or search base of 40 `owner=` (240 bytes) asked for 2^40
+    /// bytes of output before.
     fn normalize_dn_str_uncounted(&self, dn: &str) -> Result<String, LdapError> {
+        let _level = DnNesting::enter().ok_or_else(|| {
+            LdapError::invalid_dn(format!(
+                "DN values nested more than {DN_NESTING_MAX} levels deep"
+            ))
+        })?;
         if let Some(normalized) = self.normalize_simple_dn(dn) {
             return Ok(normalized);
         }
@@ -1097,6 +1106,37 @@ impl Schema {
     }
 }
 
+/// How deep DNs held as values inside DNs may go (a DN is level 1; `owner=cn=x` as an RDN value
+/// is level 2). Real names nest once at most.
+pub const DN_NESTING_MAX: u32 = 4;
+
+thread_local! {
+    /// The DN normalizations under way on this thread, outermost included.
+    static DN_NESTING_LEVEL: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of DN normalization under way on this thread; left when dropped.
+struct DnNesting;
+
+impl DnNesting {
+    /// None past `DN_NESTING_MAX` levels.
+    fn enter() -> Option<DnNesting> {
+        DN_NESTING_LEVEL.with(|level| {
+            let now = level.get();
+            (now < DN_NESTING_MAX).then(|| {
+                level.set(now + 1);
+                DnNesting
+            })
+        })
+    }
+}
+
+impl Drop for DnNesting {
+    fn drop(&mut self) {
+        DN_NESTING_LEVEL.with(|level| level.set(level.get() - 1));
+    }
+}
+
 /// `map`'s value for `name_or_oid` ASCII-lowercased (the maps' keys are): this runs for every
 /// attribute and object class value of every loaded entry, so the lowercase copy is made on
 /// the stack.
@@ -1132,6 +1172,26 @@ fn rfc4514_dn_value(text: &str) -> Result<&str, LdapError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `owner=owner=...=cn=x` is a DN whose value is a DN whose value is a DN...: before, each
+    /// level doubled the output (an anonymous bind DN of 40 levels never finished). Four levels
+    /// normalize; the fifth is invalidDNSyntax, on both paths.
+    #[test]
+    fn dns_nested_as_values_stop_at_the_nesting_bound() {
+        let schema = Schema::builtin();
+        let nested = |levels: usize, tail: &str| format!("{}{tail}", "owner=".repeat(levels - 1));
+        let normalized = schema.normalize_dn_str(&nested(4, "CN=X")).unwrap();
+        assert!(normalized.starts_with("owner=owner\\=owner"), "{normalized}");
+        assert!(normalized.ends_with("=x"), "{normalized}");
+        for tail in ["cn=x", "cn=x\\2C"] {
+            let error = schema.normalize_dn_str(&nested(5, tail)).unwrap_err();
+            assert_eq!(error.code, ResultCode::InvalidDnSyntax, "{tail}");
+            // A depth that used to overflow the stack is refused, and the level count unwinds.
+            let error = schema.normalize_dn_str(&nested(20_000, tail)).unwrap_err();
+            assert_eq!(error.code, ResultCode::InvalidDnSyntax, "{tail}");
+        }
+        assert!(schema.normalize_dn_str(&nested(4, "cn=x")).is_ok());
+    }
 
     #[test]
     fn builtin_schema_has_the_core_types() {

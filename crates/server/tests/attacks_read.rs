@@ -677,3 +677,32 @@ fn old_password_hashes_and_lockout_state_are_hidden_by_the_default_policy() {
         );
     }
 }
+
+/// A DN's value may be a DN (`owner=cn=x`: `=` needs no escape), so `owner=owner=...=cn=x` nests
+/// as deep as it is long, and each level's normalization escapes the one below it, doubling its
+/// length. 40 levels (240 bytes) from an anonymous client held the server's CPU and memory
+/// without end (2^40 bytes); now past four levels the search base is invalidDNSyntax (34), the
+/// bind invalidCredentials (49), and the server answers on.
+#[test]
+fn a_dn_nested_in_itself_is_refused_and_the_server_lives() {
+    const INVALID_DN_SYNTAX: u32 = 34;
+    let server = TestServer::start_populated(5, Vec::new(), |_| {});
+    for levels in [40, 20_000] {
+        let nested = format!("{}cn=x", "owner=".repeat(levels));
+        let mut client = anonymous(&server);
+        let bind = client.simple_bind(&nested, "x").expect("bind answered");
+        // A bind DN that does not normalize answers as a wrong password does.
+        assert_eq!(bind.rc, 49, "{levels}: {bind:?}");
+        let mut client = anonymous(&server);
+        let search = client
+            .search(&nested, Scope::Base, "(objectClass=*)", vec!["1.1"])
+            .expect("search answered");
+        assert_eq!(search.1.rc, INVALID_DN_SYNTAX, "{levels}: {:?}", search.1);
+    }
+    let (entries, _) = anonymous(&server)
+        .search(PEOPLE, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+        .expect("search")
+        .success()
+        .expect("the server still answers");
+    assert_eq!(entries.len(), 5);
+}
