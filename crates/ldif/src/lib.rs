@@ -16,7 +16,7 @@ use std::fmt;
 pub use parse::{parse_record, parse_record_view};
 pub use reader::LdifReader;
 pub use split::{split_records, ChunkedRecordSource, RecordBatch, RecordSpan, Split};
-pub use write::{needs_base64, write_entry, LdifWriter, FOLD_COLUMN};
+pub use write::{is_attribute_description, needs_base64, write_entry, LdifWriter, FOLD_COLUMN};
 
 /// One attribute value with its description (`cn`, `cn;lang-en`), as read from or written to LDIF.
 pub type AttributeValue = (String, Vec<u8>);

@@ -28,6 +28,26 @@ pub fn needs_base64(value: &[u8]) -> bool {
             .any(|&byte| byte == 0 || byte == b'\n' || byte == b'\r' || byte >= 0x80)
 }
 
+/// Whether `text` can stand as an LDIF line's attribute description (RFC 2849 `AttributeDescription`:
+/// a name or numeric OID, then `;options`): letters, digits, '-', '.' and ';', a letter or digit
+/// first. Anything else (a newline, ':' or '<' above all) would make the line read as
+/// something else, a `file://` URL included.
+pub fn is_attribute_description(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes
+            .iter()
+            .all(|&byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b';'))
+}
+
+/// The error for a description `is_attribute_description` refuses.
+fn bad_description(description: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{description:?} is not an attribute description; nothing written"),
+    )
+}
+
 /// Writes records to any `Write`. Each record is assembled in a reused buffer and written with a
 /// single `write_all`; wrap files in a `BufWriter` anyway for many small records.
 pub struct LdifWriter<W> {
@@ -64,7 +84,11 @@ impl<W: Write> LdifWriter<W> {
         self.buffer.clear();
         self.push_value("dn", dn.as_bytes());
         for (description, value) in attributes {
-            self.push_value(description.as_ref(), value.as_ref());
+            let description = description.as_ref();
+            if !is_attribute_description(description) {
+                return Err(bad_description(description));
+            }
+            self.push_value(description, value.as_ref());
         }
         self.buffer.push(b'\n');
         self.writer.write_all(&self.buffer)
@@ -111,6 +135,9 @@ impl<W: Write> LdifWriter<W> {
             ChangeOperation::Add(attributes) => {
                 self.buffer.extend_from_slice(b"changetype: add\n");
                 for (description, value) in attributes {
+                    if !is_attribute_description(description) {
+                        return Err(bad_description(description));
+                    }
                     self.push_value(description, value);
                 }
             }
@@ -118,6 +145,9 @@ impl<W: Write> LdifWriter<W> {
             ChangeOperation::Modify(modifications) => {
                 self.buffer.extend_from_slice(b"changetype: modify\n");
                 for modification in modifications {
+                    if !is_attribute_description(&modification.description) {
+                        return Err(bad_description(&modification.description));
+                    }
                     self.push_value(
                         mod_op_keyword(modification.op),
                         modification.description.as_bytes(),

@@ -415,3 +415,33 @@ fn throughput_report() {
         megabytes / owned_seconds
     );
 }
+
+/// An attribute description is written raw, so one holding a newline, ':' or '<' would make
+/// the line read as another: `description:< file:///etc/x\ndescription` became a file URL
+/// when a replica's first refresh wrote a provider's names to the loader. The writer refuses
+/// such a name and writes nothing of the record.
+#[test]
+fn a_name_that_is_no_attribute_description_is_refused_unwritten() {
+    use lmdir_ldif::{is_attribute_description, LdifWriter};
+    for good in ["cn", "cn;lang-en", "2.5.4.3", "userCertificate;binary", "x-Y-1"] {
+        assert!(is_attribute_description(good), "{good}");
+    }
+    for bad in [
+        "",
+        "description:< file:///etc/lmdir/lmdir.toml\ndescription",
+        "cn:",
+        "cn x",
+        ";lang-en",
+        "-cn",
+        "cn\r",
+        "ćn",
+    ] {
+        assert!(!is_attribute_description(bad), "{bad:?}");
+        let mut writer = LdifWriter::new(Vec::new());
+        let error = writer
+            .write_entry("cn=x,dc=example,dc=com", [("cn", &b"x"[..]), (bad, &b"v"[..])])
+            .unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{bad:?}");
+        assert!(writer.into_inner().is_empty(), "{bad:?}: nothing written");
+    }
+}

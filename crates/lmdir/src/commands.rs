@@ -55,6 +55,8 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             );
             options.quick = quick;
             options.continue_on_error = continue_on_error;
+            // The operator's own file: `attr:< file://` reads as slapadd reads it.
+            options.file_urls = true;
             options.memory_bytes_max = match memory {
                 Some(text) => parse_size(&text)?,
                 None => 0,

@@ -55,6 +55,10 @@ pub struct LoadOptions {
     /// Uniqueness rules (`[[integrity.unique]]`): a value held twice fails the load, listing
     /// every duplicate.
     pub unique: Vec<UniqueScope>,
+    /// Whether `attr:< file:///path` values read local files (RFC 2849, as slapadd does): only
+    /// for an LDIF file the operator hands `lmdir load`, never for data from the network (a
+    /// replica's first refresh). Off unless set.
+    pub file_urls: bool,
 }
 
 /// Values of each of `attributes` unique among the entries at or below `base` (empty: the
@@ -78,6 +82,7 @@ impl LoadOptions {
             progress: false,
             creators_name: String::new(),
             unique: Vec::new(),
+            file_urls: false,
         }
     }
 }

@@ -296,7 +296,7 @@ fn load_into_with(
         relax: true,
         ..WriteContext::new(options.creators_name.clone())
     };
-    let context = PrepareContext::new(store.clone(), write);
+    let context = PrepareContext::new(store.clone(), write, options.file_urls);
     // Into a live store (a replica's first refresh) the load carries the live-load mark.
     let mut bulk = match context_csn {
         ContextCsn::Stamped => store.bulk_load()?,
@@ -376,7 +376,10 @@ fn run_stages(
         |scope| -> Result<(Sequenced, Vec<FinishedRun>), LoadError> {
             let reader = {
                 let abort = &abort;
-                scope.spawn(move || read_batches(input, token_receiver, work_sender, abort))
+                let parse_options = context.parse_options.clone();
+                scope.spawn(move || {
+                    read_batches(input, &parse_options, token_receiver, work_sender, abort)
+                })
             };
             let mut workers = Vec::with_capacity(threads);
             for _ in 0..threads {
@@ -485,13 +488,14 @@ fn write_tree_and_indexes(
 #[inline(never)]
 fn read_batches(
     input: LoadInput,
+    parse_options: &lmdir_ldif::ParseOptions,
     tokens: Receiver<()>,
     work: Sender<WorkBatch>,
     abort: &AtomicBool,
 ) -> Result<(), LoadError> {
     let mut source = ChunkedRecordSource::with_chunk_bytes(
         input,
-        &crate::prepare::load_parse_options(),
+        parse_options,
         CHUNK_BYTES,
     );
     let mut next_id: u64 = 1;

@@ -75,12 +75,12 @@ pub struct PrepareContext {
 }
 
 impl PrepareContext {
-    pub fn new(store: Store, write: WriteContext) -> PrepareContext {
+    pub fn new(store: Store, write: WriteContext, file_urls: bool) -> PrepareContext {
         let stamp = store.operational_stamp(&write);
         PrepareContext {
             index_plan: store.index_plan(),
             store,
-            parse_options: load_parse_options(),
+            parse_options: load_parse_options(file_urls),
             write,
             stamp,
         }
@@ -89,11 +89,13 @@ impl PrepareContext {
 
 /// The LDIF limits of a load: a trusted file whose groups may name millions of members, so a
 /// record may hold as many values as the store's codec takes in one attribute and 256 MiB (a
-/// group of 4 million 60-byte member DNs); other limits as the LDIF reader's defaults.
-pub fn load_parse_options() -> ParseOptions {
+/// group of 4 million 60-byte member DNs); other limits as the LDIF reader's defaults. File
+/// URLs only when `file_urls` (`LoadOptions::file_urls`).
+pub fn load_parse_options(file_urls: bool) -> ParseOptions {
     ParseOptions {
         record_bytes_max: 256 << 20,
         values_max: lmdir_store::codec::VALUES_PER_ATTRIBUTE_MAX,
+        allow_file_urls: file_urls,
         ..ParseOptions::default()
     }
 }

@@ -927,3 +927,30 @@ fn a_load_into_an_open_empty_store_is_a_fresh_load_and_a_broken_one_is_undone() 
         }
     }
 }
+
+/// `attr:< file:///path` reads a local file only when the load says so (`lmdir load` of the
+/// operator's own file, as slapadd). A replica's first refresh loads what a provider sent: a
+/// file URL there (smuggled in through an attribute name) would have copied the replica's
+/// config or TLS key into an entry anyone could read.
+#[test]
+fn file_urls_are_read_only_when_the_load_allows_them() {
+    let work = tempfile::tempdir().unwrap();
+    let secret = write_file(work.path(), "secret.txt", "the replica's secret");
+    let ldif = format!(
+        "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\ndescription:< file://{}\n",
+        secret.display()
+    );
+    let path = write_file(work.path(), "urls.ldif", &ldif);
+    let refused = work.path().join("refused");
+    let error = load(&options(&refused, true), &path).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, LoadError::Record(_)), "{message}");
+    assert!(message.contains("line 4"), "{message}");
+    assert!(!refused.exists(), "{message}");
+    let allowed = work.path().join("allowed");
+    let mut with_urls = options(&allowed, true);
+    with_urls.file_urls = true;
+    load(&with_urls, &path).expect("the operator's own file may name files");
+    let store = open(&allowed, true);
+    assert!(stable_export(&store).contains("description: the replica's secret"));
+}

@@ -737,6 +737,15 @@ impl Consumer {
         }
         let mut entry = Entry::new(dn);
         for attribute in sent.attributes {
+            // What a provider names an attribute goes into the loader's LDIF and the writer's
+            // schema check: only a description's characters pass.
+            if !lmdir_ldif::is_attribute_description(&attribute.atype) {
+                return Err(LinkError::Protocol(format!(
+                    "entry '{}': {:?} is not an attribute description",
+                    sent.dn, attribute.atype
+                ))
+                .into());
+            }
             let computed = COMPUTED_ATTRIBUTES
                 .iter()
                 .any(|name| name.eq_ignore_ascii_case(&attribute.atype));
