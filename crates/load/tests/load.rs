@@ -954,3 +954,30 @@ fn file_urls_are_read_only_when_the_load_allows_them() {
     let store = open(&allowed, true);
     assert!(stable_export(&store).contains("description: the replica's secret"));
 }
+
+/// What slapd 2.5 writes into its data and `slapcat` exports: `pwdLastSuccess` (lastbind, in
+/// slapd's core schema), `pwdAccountTmpLockoutEnd`, and a policy entry with the ppolicy
+/// overlay's `pwdPolicyChecker` class. Before, each such record failed with
+/// undefinedAttributeType (and `--continue-on-error` skipped every user who ever bound).
+#[test]
+fn an_openldap_25_export_with_lastbind_and_policy_checker_loads() {
+    let work = tempfile::tempdir().unwrap();
+    let ldif = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n\
+        dn: ou=people,dc=example,dc=com\nobjectClass: organizationalUnit\nou: people\n\n\
+        dn: cn=default,dc=example,dc=com\nobjectClass: organizationalRole\nobjectClass: pwdPolicy\n\
+        objectClass: pwdPolicyChecker\ncn: default\npwdAttribute: userPassword\n\
+        pwdCheckModule: check_password.so\npwdCheckModuleArg: minPoints=3\n\n\
+        dn: uid=ann,ou=people,dc=example,dc=com\nobjectClass: account\nuid: ann\n\
+        pwdLastSuccess: 20261203101500Z\npwdAccountTmpLockoutEnd: 20261203102000Z\n";
+    let path = write_file(work.path(), "slapcat.ldif", ldif);
+    let directory = work.path().join("db");
+    load(&options(&directory, true), &path).expect("slapcat output loads");
+    let exported = stable_export(&open(&directory, true));
+    for line in [
+        "pwdLastSuccess: 20261203101500Z",
+        "pwdAccountTmpLockoutEnd: 20261203102000Z",
+        "pwdCheckModuleArg: minPoints=3",
+    ] {
+        assert!(exported.contains(line), "{line} in\n{exported}");
+    }
+}
