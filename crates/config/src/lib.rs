@@ -68,8 +68,13 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
-    /// `ldap://host:port`, `ldaps://host:port`, `ldapi:///path/to/socket`.
+    /// `ldap://host:port`, `ldaps://host:port`, `ldapi:///path/to/socket`, and behind a load
+    /// balancer sending PROXY protocol headers `pldap://host:port`, `pldaps://host:port`.
     pub listen: Vec<String>,
+    /// Addresses or networks (`10.0.0.7`, `10.0.0.0/24`, `fd00::/64`) whose connections to a
+    /// pldap:// or pldaps:// listener may name another client in a PROXY header: the load
+    /// balancers. A connection from elsewhere is closed. Needed with a pldap listener.
+    pub proxy_protocol_sources: Vec<String>,
     /// PEM certificate chain path; empty = no TLS.
     pub tls_certificate: PathBuf,
     /// PEM private key path; empty = no TLS.
@@ -195,6 +200,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: vec!["ldap://127.0.0.1:3389".to_string()],
+            proxy_protocol_sources: Vec::new(),
             tls_certificate: PathBuf::new(),
             tls_key: PathBuf::new(),
             require_tls: false,
@@ -738,12 +744,29 @@ impl Config {
         }
         let mut has_ldaps = false;
         let mut has_network = false;
+        let mut has_proxied = false;
         for (index, url) in server.listen.iter().enumerate() {
             let address = ListenAddress::parse(url).map_err(|message| {
                 problem(vec![Key("server"), Key("listen"), Index(index)], message)
             })?;
-            has_ldaps |= matches!(address, ListenAddress::Ldaps(_));
+            has_ldaps |= address.is_tls();
             has_network |= address.is_network();
+            has_proxied |= address.is_proxied();
+        }
+        for (index, source) in server.proxy_protocol_sources.iter().enumerate() {
+            parse_network(source).map_err(|message| {
+                problem(
+                    vec![Key("server"), Key("proxy_protocol_sources"), Index(index)],
+                    message,
+                )
+            })?;
+        }
+        if has_proxied && server.proxy_protocol_sources.is_empty() {
+            return Err(problem(
+                vec![Key("server"), Key("proxy_protocol_sources")],
+                "a pldap:// or pldaps:// listener needs proxy_protocol_sources: the load \
+                 balancers' addresses or networks, the only peers whose PROXY header is believed",
+            ));
         }
         let certificate_set = !server.tls_certificate.as_os_str().is_empty();
         let key_set = !server.tls_key.as_os_str().is_empty();
@@ -766,7 +789,7 @@ impl Config {
         if has_ldaps && !server.tls_enabled() {
             return Err(problem(
                 vec![Key("server"), Key("listen")],
-                "an ldaps:// listener needs tls_certificate and tls_key",
+                "an ldaps:// or pldaps:// listener needs tls_certificate and tls_key",
             ));
         }
         if server.require_tls && has_network && !server.tls_enabled() {
@@ -1121,6 +1144,18 @@ pub fn parse_ldapi_mode(text: &str) -> Result<u32, String> {
 /// The metrics endpoint's address: None when `text` is empty, else an `ip:port` (a name would
 /// need a resolver at start and could bind somewhere unexpected; the endpoint is meant for
 /// loopback or a management network).
+/// An address (`10.0.0.7`, `::1`: the one host) or a network in CIDR form (`10.0.0.0/24`,
+/// `fd00::/64`), as `proxy_protocol_sources` lists them.
+pub fn parse_network(text: &str) -> Result<ipnet::IpNet, String> {
+    let text = text.trim();
+    if let Ok(address) = text.parse::<std::net::IpAddr>() {
+        return Ok(ipnet::IpNet::from(address));
+    }
+    text.parse::<ipnet::IpNet>()
+        .map(|network| network.trunc())
+        .map_err(|_| format!("{text:?} is neither an IP address nor a network (10.0.0.0/24)"))
+}
+
 pub fn parse_metrics_listen(text: &str) -> Result<Option<std::net::SocketAddr>, String> {
     let text = text.trim();
     if text.is_empty() {

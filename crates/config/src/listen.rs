@@ -12,30 +12,58 @@ pub enum ListenAddress {
     Ldaps(String),
     /// `ldapi:///path` or `ldapi://%2Fpath`: the socket's absolute path.
     Ldapi(PathBuf),
+    /// `pldap://host[:port]` (OpenLDAP 2.5's scheme): LDAP behind a load balancer that opens
+    /// every connection with a PROXY protocol header (v1 or v2) naming the client; port 389.
+    Pldap(String),
+    /// `pldaps://host[:port]`: the same with TLS after the header; port 636.
+    Pldaps(String),
 }
 
 impl ListenAddress {
-    /// `ldap://host[:port][/]`, `ldaps://host[:port][/]`, `ldapi:///path` or `ldapi://%2Fpath`;
-    /// a bracketed IPv6 host; ports 1..=65535.
+    /// `ldap://host[:port][/]`, `ldaps://host[:port][/]`, `ldapi:///path` or `ldapi://%2Fpath`,
+    /// `pldap://` and `pldaps://` as ldap and ldaps; a bracketed IPv6 host; ports 1..=65535.
     pub fn parse(url: &str) -> Result<ListenAddress, String> {
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(format!(
-                "{url:?} is not a URL (expected ldap://, ldaps:// or ldapi://)"
+                "{url:?} is not a URL (expected ldap://, ldaps://, ldapi://, pldap:// or pldaps://)"
             ));
         };
         match scheme.to_ascii_lowercase().as_str() {
             "ldap" => Ok(ListenAddress::Ldap(host_port(url, scheme, rest, 389)?)),
             "ldaps" => Ok(ListenAddress::Ldaps(host_port(url, scheme, rest, 636)?)),
             "ldapi" => socket_path(url, rest).map(ListenAddress::Ldapi),
+            "pldap" => Ok(ListenAddress::Pldap(host_port(url, scheme, rest, 389)?)),
+            "pldaps" => Ok(ListenAddress::Pldaps(host_port(url, scheme, rest, 636)?)),
             other => Err(format!(
-                "{url:?}: unknown scheme {other:?} (ldap, ldaps, ldapi)"
+                "{url:?}: unknown scheme {other:?} (ldap, ldaps, ldapi, pldap, pldaps)"
             )),
         }
     }
 
-    /// Whether this is a network listener (ldap or ldaps, not a unix socket).
+    /// Whether this is a network listener (not a unix socket).
     pub fn is_network(&self) -> bool {
         !matches!(self, ListenAddress::Ldapi(_))
+    }
+
+    /// Whether a TLS handshake opens each connection (ldaps, pldaps).
+    pub fn is_tls(&self) -> bool {
+        matches!(self, ListenAddress::Ldaps(_) | ListenAddress::Pldaps(_))
+    }
+
+    /// Whether each connection starts with a PROXY protocol header (pldap, pldaps).
+    pub fn is_proxied(&self) -> bool {
+        matches!(self, ListenAddress::Pldap(_) | ListenAddress::Pldaps(_))
+    }
+
+    /// `host:port` of a network listener; None for ldapi.
+    pub fn host_port(&self) -> Option<&str> {
+        match self {
+            ListenAddress::Ldap(host_port)
+            | ListenAddress::Ldaps(host_port)
+            | ListenAddress::Pldap(host_port)
+            | ListenAddress::Pldaps(host_port) => Some(host_port),
+            ListenAddress::Ldapi(_) => None,
+        }
     }
 }
 
@@ -122,6 +150,17 @@ mod tests {
             parsed("ldapi://%2Frun%2Flmdir.sock"),
             Ok(ListenAddress::Ldapi(PathBuf::from("/run/lmdir.sock")))
         );
+        assert_eq!(
+            parsed("pldap://10.0.0.5"),
+            Ok(ListenAddress::Pldap("10.0.0.5:389".to_string()))
+        );
+        assert_eq!(
+            parsed("PLDAPS://[::1]:1636/"),
+            Ok(ListenAddress::Pldaps("[::1]:1636".to_string()))
+        );
+        let pldaps = parsed("pldaps://h").unwrap();
+        assert!(pldaps.is_tls() && pldaps.is_proxied() && pldaps.is_network());
+        assert_eq!(pldaps.host_port(), Some("h:636"));
     }
 
     #[test]
@@ -139,6 +178,8 @@ mod tests {
             ("ldap://:389", "missing host"),
             ("ldap://host:x", "not a number in 0..=65535"),
             ("ldap://host:65536", "not a number in 0..=65535"),
+            ("pldap://", "expected pldap://host:port"),
+            ("pldapi:///x", "unknown scheme"),
         ] {
             let error = ListenAddress::parse(url).expect_err(url);
             assert!(error.contains(why), "{url}: {error}");

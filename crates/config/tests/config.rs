@@ -26,7 +26,13 @@ fn embedded_default_equals_built_in_defaults_but_for_the_demo_admin() {
     // Only the embedded demo names an admin and its password; a file does not inherit them.
     assert_eq!(embedded.database.rootdn, "cn=admin,dc=example,dc=com");
     assert_eq!(embedded.database.rootpw, "secret");
-    assert_eq!((empty.database.rootdn.as_str(), empty.database.rootpw.as_str()), ("", ""));
+    assert_eq!(
+        (
+            empty.database.rootdn.as_str(),
+            empty.database.rootpw.as_str()
+        ),
+        ("", "")
+    );
     empty.database.rootdn = embedded.database.rootdn.clone();
     empty.database.rootpw = embedded.database.rootpw.clone();
     assert_eq!(embedded, empty);
@@ -54,7 +60,13 @@ fn a_file_without_rootpw_has_no_root_password() {
     assert_eq!(config.database.rootdn, "cn=manager,dc=corp,dc=com");
     assert_eq!(config.database.rootpw, "");
     let config = Config::from_str("[database]\nsuffix = \"dc=corp,dc=com\"\n", "t").unwrap();
-    assert_eq!((config.database.rootdn.as_str(), config.database.rootpw.as_str()), ("", ""));
+    assert_eq!(
+        (
+            config.database.rootdn.as_str(),
+            config.database.rootpw.as_str()
+        ),
+        ("", "")
+    );
 }
 
 #[test]
@@ -242,6 +254,25 @@ fn validation_errors_name_line_and_key() {
         2,
         "server.listen[0]",
         "missing host",
+    );
+    // A pldap listener believes headers only from the balancers named.
+    assert_error(
+        "[server]\nlisten = [\"pldap://0.0.0.0:389\"]\n",
+        1,
+        "server.proxy_protocol_sources",
+        "needs proxy_protocol_sources",
+    );
+    assert_error(
+        "[server]\nlisten = [\"pldap://h\"]\nproxy_protocol_sources = [\"10.0.0.0/8\", \"lb\"]\n",
+        3,
+        "server.proxy_protocol_sources[1]",
+        "neither an IP address nor a network",
+    );
+    assert_error(
+        "[server]\nlisten = [\"pldaps://h\"]\nproxy_protocol_sources = [\"10.0.0.7\"]\n",
+        2,
+        "server.listen",
+        "pldaps:// listener needs tls_certificate",
     );
     assert_error(
         "[server]\nlisten = [\"ldap://h:99999\"]\n",

@@ -423,7 +423,13 @@ fn throughput_report() {
 #[test]
 fn a_name_that_is_no_attribute_description_is_refused_unwritten() {
     use lmdir_ldif::{is_attribute_description, LdifWriter};
-    for good in ["cn", "cn;lang-en", "2.5.4.3", "userCertificate;binary", "x-Y-1"] {
+    for good in [
+        "cn",
+        "cn;lang-en",
+        "2.5.4.3",
+        "userCertificate;binary",
+        "x-Y-1",
+    ] {
         assert!(is_attribute_description(good), "{good}");
     }
     for bad in [
@@ -439,7 +445,10 @@ fn a_name_that_is_no_attribute_description_is_refused_unwritten() {
         assert!(!is_attribute_description(bad), "{bad:?}");
         let mut writer = LdifWriter::new(Vec::new());
         let error = writer
-            .write_entry("cn=x,dc=example,dc=com", [("cn", &b"x"[..]), (bad, &b"v"[..])])
+            .write_entry(
+                "cn=x,dc=example,dc=com",
+                [("cn", &b"x"[..]), (bad, &b"v"[..])],
+            )
             .unwrap_err();
         assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{bad:?}");
         assert!(writer.into_inner().is_empty(), "{bad:?}: nothing written");

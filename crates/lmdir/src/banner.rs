@@ -166,6 +166,9 @@ fn reachable(address: &BoundAddress) -> BoundAddress {
         BoundAddress::Ldap(socket) => BoundAddress::Ldap(loopback(socket)),
         BoundAddress::Ldaps(socket) => BoundAddress::Ldaps(loopback(socket)),
         BoundAddress::Ldapi(path) => BoundAddress::Ldapi(path.clone()),
+        // Never offered to a client here: only a load balancer speaks to it.
+        BoundAddress::Pldap(socket) => BoundAddress::Pldap(loopback(socket)),
+        BoundAddress::Pldaps(socket) => BoundAddress::Pldaps(loopback(socket)),
     }
 }
 

@@ -486,3 +486,152 @@ fn a_partition_behind_haproxy_loses_no_acknowledged_change() {
     assert_all_there(&export, &acknowledged);
     assert_no_echo(&nodes, "after the partition");
 }
+
+/// An anonymous simple bind, message 1.
+const ANONYMOUS_BIND: &[u8] = b"\x30\x0c\x02\x01\x01\x60\x07\x02\x01\x03\x04\x00\x80\x00";
+
+/// A TCP connection to `port` on 127.0.0.1 from `source` (any 127.x.y.z is this host, so the
+/// test plays several client addresses).
+fn connect_from(source: [u8; 4], port: u16) -> std::net::TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("runtime");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(std::net::SocketAddr::from((source, 0)))
+            .expect("bind source");
+        let stream = socket
+            .connect(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+            .await
+            .expect("connect");
+        stream.into_std().expect("std stream")
+    });
+    stream.set_nonblocking(false).expect("blocking");
+    stream.set_read_timeout(Some(WAIT_MAX)).expect("timeout");
+    stream
+}
+
+/// Whether an anonymous bind on `stream` is answered success (false: a notice, or closed).
+fn binds(stream: &mut std::net::TcpStream) -> bool {
+    if stream.write_all(ANONYMOUS_BIND).is_err() {
+        return false;
+    }
+    let mut response = [0u8; 14];
+    stream.read_exact(&mut response).is_ok() && response[5] == 0x61 && response[9] == 0
+}
+
+/// The bytes a server sends before it closes `stream`.
+fn until_closed(stream: &mut std::net::TcpStream) -> Vec<u8> {
+    let mut received = Vec::new();
+    let _ = stream.read_to_end(&mut received);
+    received
+}
+
+/// HAProxy in front of a pldap:// listener: `send-proxy-v2` on one frontend, `send-proxy`
+/// (v1) on the other. Each client behind it counts as itself, not as HAProxy's one address:
+/// two connections from 127.0.0.2 fill its cap of 2 (the third, through the other frontend,
+/// is answered busy) while 127.0.0.3 still connects, and cn=Monitor shows the clients'
+/// addresses. Straight to the pldap port, a peer outside proxy_protocol_sources is closed
+/// unanswered, and so is a source that sends LDAP without a header.
+#[test]
+fn clients_behind_haproxy_send_proxy_count_as_themselves() {
+    if !haproxy_or_skip() {
+        return;
+    }
+    let pldap_port = free_port();
+    let (v2_port, v1_port) = (free_port(), free_port());
+    let mut server = TestServer::prepare_with(
+        &Settings {
+            listen_extra: vec![format!("pldap://127.0.0.1:{pldap_port}")],
+            server: "proxy_protocol_sources = [\"127.0.0.1\"]\nconnections_per_address_max = 2\n\
+                     tls_handshake_timeout_seconds = 1\n",
+            ..Settings::default()
+        },
+        0,
+    );
+    server.start();
+    let work = tempfile::tempdir().unwrap();
+    let config = format!(
+        "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1m\n    timeout server 1m\n\n\
+         frontend v2\n    bind 127.0.0.1:{v2_port}\n    default_backend v2\n\
+         backend v2\n    server node 127.0.0.1:{pldap_port} send-proxy-v2\n\n\
+         frontend v1\n    bind 127.0.0.1:{v1_port}\n    default_backend v1\n\
+         backend v1\n    server node 127.0.0.1:{pldap_port} send-proxy\n"
+    );
+    let _haproxy = Haproxy::start(work.path(), &config);
+    wait_for("HAProxy listens", || {
+        std::net::TcpStream::connect(("127.0.0.1", v2_port)).is_ok()
+    });
+    let mut held = vec![connect_from([127, 0, 0, 2], v2_port)];
+    wait_for("the first client binds through HAProxy", || {
+        held[0] = connect_from([127, 0, 0, 2], v2_port);
+        binds(&mut held[0])
+    });
+    let mut second = connect_from([127, 0, 0, 2], v1_port);
+    assert!(binds(&mut second), "a second connection of 127.0.0.2 (v1)");
+    held.push(second);
+    let mut over = connect_from([127, 0, 0, 2], v1_port);
+    let notice = until_closed(&mut over);
+    assert!(
+        notice.windows(3).any(|bytes| bytes == [0x0a, 0x01, 51]),
+        "the third connection of 127.0.0.2 is answered busy: {notice:?}"
+    );
+    let mut other = connect_from([127, 0, 0, 3], v1_port);
+    assert!(binds(&mut other), "127.0.0.3 has its own cap");
+    held.push(other);
+
+    let mut root = LdapConn::new(&format!("ldap://127.0.0.1:{}", server.port)).expect("connect");
+    root.simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .unwrap()
+        .success()
+        .unwrap();
+    let (entries, _) = root
+        .search(
+            "cn=Connections,cn=Monitor",
+            ldap3::Scope::OneLevel,
+            "(objectClass=*)",
+            vec!["monitorConnectionPeerAddress"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    let peers: Vec<String> = entries
+        .into_iter()
+        .flat_map(|entry| {
+            ldap3::SearchEntry::construct(entry)
+                .attrs
+                .remove("monitorConnectionPeerAddress")
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        peers
+            .iter()
+            .filter(|peer| peer.starts_with("127.0.0.2:"))
+            .count(),
+        2,
+        "{peers:?}"
+    );
+    assert!(
+        peers.iter().any(|peer| peer.starts_with("127.0.0.3:")),
+        "{peers:?}"
+    );
+
+    let mut stranger = connect_from([127, 0, 0, 5], pldap_port);
+    let _ = stranger.write_all(ANONYMOUS_BIND);
+    assert_eq!(
+        until_closed(&mut stranger),
+        b"",
+        "not a proxy_protocol_sources peer"
+    );
+    let mut headerless = connect_from([127, 0, 0, 1], pldap_port);
+    headerless.write_all(ANONYMOUS_BIND).unwrap();
+    assert_eq!(
+        until_closed(&mut headerless),
+        b"",
+        "LDAP without a PROXY header"
+    );
+    server.assert_running("after the proxied clients");
+}

@@ -493,11 +493,7 @@ fn read_batches(
     work: Sender<WorkBatch>,
     abort: &AtomicBool,
 ) -> Result<(), LoadError> {
-    let mut source = ChunkedRecordSource::with_chunk_bytes(
-        input,
-        parse_options,
-        CHUNK_BYTES,
-    );
+    let mut source = ChunkedRecordSource::with_chunk_bytes(input, parse_options, CHUNK_BYTES);
     let mut next_id: u64 = 1;
     let mut sequence = 0u64;
     loop {

@@ -1181,7 +1181,10 @@ mod tests {
         let schema = Schema::builtin();
         let nested = |levels: usize, tail: &str| format!("{}{tail}", "owner=".repeat(levels - 1));
         let normalized = schema.normalize_dn_str(&nested(4, "CN=X")).unwrap();
-        assert!(normalized.starts_with("owner=owner\\=owner"), "{normalized}");
+        assert!(
+            normalized.starts_with("owner=owner\\=owner"),
+            "{normalized}"
+        );
         assert!(normalized.ends_with("=x"), "{normalized}");
         for tail in ["cn=x", "cn=x\\2C"] {
             let error = schema.normalize_dn_str(&nested(5, tail)).unwrap_err();

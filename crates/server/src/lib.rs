@@ -38,6 +38,7 @@ mod persist;
 pub mod ppolicy;
 mod prehash;
 pub mod proxy_authz;
+mod proxy_header;
 pub mod reload;
 pub mod replication;
 pub mod replication_status;

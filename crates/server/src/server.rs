@@ -193,6 +193,10 @@ pub enum BoundAddress {
     Ldap(SocketAddr),
     Ldaps(SocketAddr),
     Ldapi(PathBuf),
+    /// pldap: connections open with a PROXY header.
+    Pldap(SocketAddr),
+    /// pldaps: a PROXY header, then TLS.
+    Pldaps(SocketAddr),
 }
 
 impl BoundAddress {
@@ -201,6 +205,8 @@ impl BoundAddress {
         match self {
             BoundAddress::Ldap(address) => format!("ldap://{address}"),
             BoundAddress::Ldaps(address) => format!("ldaps://{address}"),
+            BoundAddress::Pldap(address) => format!("pldap://{address}"),
+            BoundAddress::Pldaps(address) => format!("pldaps://{address}"),
             BoundAddress::Ldapi(path) => {
                 let encoded: String = path
                     .to_string_lossy()
@@ -319,13 +325,16 @@ fn tls_of(
     if settings.listen.is_empty() {
         return Err(ServerError::Config("no listen address".to_string()));
     }
-    let needs_tls = settings
-        .listen
-        .iter()
-        .any(|address| matches!(address, ListenAddress::Ldaps(_)));
+    let needs_tls = settings.listen.iter().any(ListenAddress::is_tls);
     if needs_tls && tls_config.is_none() {
         return Err(ServerError::Config(
-            "an ldaps:// listener needs tls_certificate and tls_key".to_string(),
+            "an ldaps:// or pldaps:// listener needs tls_certificate and tls_key".to_string(),
+        ));
+    }
+    let proxied = settings.listen.iter().any(ListenAddress::is_proxied);
+    if proxied && settings.proxy_protocol_sources.is_empty() {
+        return Err(ServerError::Config(
+            "a pldap:// or pldaps:// listener needs proxy_protocol_sources".to_string(),
         ));
     }
     Ok((tls_config, tls_certificate))
@@ -430,7 +439,10 @@ pub async fn start(
     let mut listener_tasks = Vec::new();
     for address in &settings.listen {
         match address {
-            ListenAddress::Ldap(host_port) | ListenAddress::Ldaps(host_port) => {
+            ListenAddress::Ldap(host_port)
+            | ListenAddress::Ldaps(host_port)
+            | ListenAddress::Pldap(host_port)
+            | ListenAddress::Pldaps(host_port) => {
                 let listener =
                     TcpListener::bind(host_port)
                         .await
@@ -442,20 +454,22 @@ pub async fn start(
                     address: host_port.clone(),
                     message: error.to_string(),
                 })?;
-                let tls = matches!(address, ListenAddress::Ldaps(_));
-                addresses.push(if tls {
-                    BoundAddress::Ldaps(local)
-                } else {
-                    BoundAddress::Ldap(local)
-                });
-                info!(
-                    "listening on {}://{local}",
-                    if tls { "ldaps" } else { "ldap" }
-                );
+                let kind = TcpKind {
+                    tls: address.is_tls(),
+                    proxied: address.is_proxied(),
+                };
+                let bound = match (kind.proxied, kind.tls) {
+                    (false, false) => BoundAddress::Ldap(local),
+                    (false, true) => BoundAddress::Ldaps(local),
+                    (true, false) => BoundAddress::Pldap(local),
+                    (true, true) => BoundAddress::Pldaps(local),
+                };
+                info!("listening on {}", bound.url());
+                addresses.push(bound);
                 listener_tasks.push(tokio::spawn(accept_tcp(
                     context.clone(),
                     listener,
-                    tls,
+                    kind,
                     shutdown_receiver.clone(),
                 )));
             }
@@ -551,6 +565,19 @@ impl Drop for Admission {
 /// client's cap (`connections_per_address_max`, or `connections_per_loopback_address_max` for
 /// loopback and ldapi clients).
 fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, String> {
+    let mut admission = admit_connection(context)?;
+    let settings = context.settings();
+    let maximum = client.connections_maximum(
+        settings.connections_per_address_max,
+        settings.connections_per_loopback_address_max,
+    );
+    admission.count_against(client, maximum)?;
+    Ok(admission)
+}
+
+/// Counts a new connection in under `connections_max` alone (a proxied connection, before its
+/// header names the client to count it against).
+fn admit_connection(context: &Arc<ServerContext>) -> Result<Admission, String> {
     let previous = context.active_connections.fetch_add(1, Ordering::AcqRel);
     let mut admission = Admission {
         context: context.clone(),
@@ -563,19 +590,22 @@ fn admit(context: &Arc<ServerContext>, client: ClientKey) -> Result<Admission, S
             context.settings().connections_max
         ));
     }
-    let settings = &context.settings();
-    let maximum = client.connections_maximum(
-        settings.connections_per_address_max,
-        settings.connections_per_loopback_address_max,
-    );
-    let Some(slot) = context.address_connections.enter(client, maximum) else {
-        return Err(format!(
-            "too many connections from {client} (limit {maximum})"
-        ));
-    };
-    admission._address_slot = Some(slot);
     admission.connection_id = context.connection_counter.fetch_add(1, Ordering::Relaxed) + 1;
     Ok(admission)
+}
+
+impl Admission {
+    /// Counts the connection against its client's cap.
+    fn count_against(&mut self, client: ClientKey, maximum: usize) -> Result<(), String> {
+        debug_assert!(self._address_slot.is_none(), "counted against one client");
+        let Some(slot) = self.context.address_connections.enter(client, maximum) else {
+            return Err(format!(
+                "too many connections from {client} (limit {maximum})"
+            ));
+        };
+        self._address_slot = Some(slot);
+        Ok(())
+    }
 }
 
 async fn refuse(mut stream: BoxedStream, reason: String) {
@@ -588,10 +618,19 @@ async fn refuse(mut stream: BoxedStream, reason: String) {
     .await;
 }
 
+/// How a TCP listener's connections begin.
+#[derive(Debug, Clone, Copy)]
+struct TcpKind {
+    /// ldaps, pldaps: a TLS handshake first (after the PROXY header when proxied).
+    tls: bool,
+    /// pldap, pldaps: a PROXY header first, naming the client.
+    proxied: bool,
+}
+
 async fn accept_tcp(
     context: Arc<ServerContext>,
     listener: TcpListener,
-    tls: bool,
+    kind: TcpKind,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -609,6 +648,10 @@ async fn accept_tcp(
             }
         };
         let _ = stream.set_nodelay(true);
+        if kind.proxied {
+            accept_proxied(&context, stream, peer, kind, &shutdown);
+            continue;
+        }
         let client = ClientKey::of_ip(peer.ip());
         let admission = match admit(&context, client) {
             Ok(admission) => admission,
@@ -617,58 +660,168 @@ async fn accept_tcp(
                 continue;
             }
         };
-        let context = context.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let connection_id = admission.connection_id;
-            // Counted until the connection ends.
-            let _admission = admission;
-            if tls {
-                let Some(tls_config) = context.tls_config.clone() else {
-                    return;
-                };
-                let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
-                let handshake = tokio::time::timeout(
-                    context.settings().tls_handshake_timeout,
-                    acceptor.accept(stream),
-                )
-                .await;
-                match handshake {
-                    Ok(Ok(tls_stream)) => {
-                        connection::run(
-                            context,
-                            Box::new(tls_stream),
-                            Transport::Tls,
-                            client,
-                            connection_id,
-                            peer.to_string(),
-                            shutdown,
-                        )
-                        .await
-                    }
-                    Ok(Err(error)) => {
-                        info!(
-                            "conn={connection_id} TLS handshake from {peer} failed: {}",
-                            crate::log_text::escaped(&error.to_string())
-                        );
-                    }
-                    Err(_) => {
-                        info!("conn={connection_id} TLS handshake from {peer} timed out");
-                    }
-                }
-            } else {
+        let accepted = Accepted {
+            context: context.clone(),
+            stream,
+            client,
+            peer: peer.to_string(),
+            admission,
+        };
+        tokio::spawn(accepted.serve(kind.tls, shutdown.clone()));
+    }
+}
+
+/// A connection from a load balancer on a pldap/pldaps listener: only from
+/// `proxy_protocol_sources`, counted under `connections_max` at once, then against the client
+/// its PROXY header names (read within the TLS handshake timeout; closed unanswered without
+/// one). A named client is never counted as a loopback one: the header is the balancer's word.
+fn accept_proxied(
+    context: &Arc<ServerContext>,
+    mut stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    kind: TcpKind,
+    shutdown: &watch::Receiver<bool>,
+) {
+    let settings = context.settings();
+    let believed = settings
+        .proxy_protocol_sources
+        .iter()
+        .any(|source| source.contains(&peer.ip()));
+    if !believed {
+        // Closed unanswered: whoever is not a balancer learns nothing of the server.
+        let reason = "not in proxy_protocol_sources (closed)";
+        context
+            .refusals
+            .note(&peer.to_string(), reason, context.started);
+        return;
+    }
+    let mut admission = match admit_connection(context) {
+        Ok(admission) => admission,
+        Err(reason) => {
+            refuse_connection(context, Box::new(stream), &peer.to_string(), reason);
+            return;
+        }
+    };
+    let context = context.clone();
+    let shutdown = shutdown.clone();
+    let header_time = settings.tls_handshake_timeout;
+    let per_client_max = settings.connections_per_address_max;
+    tokio::spawn(async move {
+        let connection_id = admission.connection_id;
+        let header =
+            tokio::time::timeout(header_time, crate::proxy_header::read_client(&mut stream)).await;
+        let client_address = match header {
+            Ok(Ok(named)) => named.unwrap_or(peer),
+            Ok(Err(error)) => {
+                info!("conn={connection_id} from {peer}: {error}; closed");
+                return;
+            }
+            Err(_) => {
+                info!("conn={connection_id} from {peer}: no PROXY header in time; closed");
+                return;
+            }
+        };
+        let client = ClientKey::of_ip(client_address.ip());
+        let maximum = if client_address == peer {
+            client.connections_maximum(
+                per_client_max,
+                context.settings().connections_per_loopback_address_max,
+            )
+        } else {
+            per_client_max
+        };
+        if let Err(reason) = admission.count_against(client, maximum) {
+            drop(admission);
+            let shown = client_address.to_string();
+            refuse_connection(&context, Box::new(stream), &shown, reason);
+            return;
+        }
+        if client_address != peer {
+            tracing::debug!("conn={connection_id} from {client_address} via {peer}");
+        }
+        let accepted = Accepted {
+            context,
+            stream,
+            client,
+            peer: client_address.to_string(),
+            admission,
+        };
+        accepted.serve(kind.tls, shutdown).await;
+    });
+}
+
+/// An admitted TCP connection, its client known, before its TLS handshake if any.
+struct Accepted {
+    context: Arc<ServerContext>,
+    stream: tokio::net::TcpStream,
+    client: ClientKey,
+    /// The client's address as logs and cn=Monitor show it.
+    peer: String,
+    admission: Admission,
+}
+
+impl Accepted {
+    /// Runs the connection: the TLS handshake first when `tls`, within its timeout.
+    async fn serve(self, tls: bool, shutdown: watch::Receiver<bool>) {
+        let Accepted {
+            context,
+            stream,
+            client,
+            peer,
+            admission,
+        } = self;
+        let connection_id = admission.connection_id;
+        // Counted until the connection ends.
+        let _admission = admission;
+        if !tls {
+            let stream = Box::new(stream);
+            let transport = Transport::Tcp;
+            connection::run(
+                context,
+                stream,
+                transport,
+                client,
+                connection_id,
+                peer,
+                shutdown,
+            )
+            .await;
+            return;
+        }
+        let Some(tls_config) = context.tls_config.clone() else {
+            return;
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
+        let handshake = tokio::time::timeout(
+            context.settings().tls_handshake_timeout,
+            acceptor.accept(stream),
+        )
+        .await;
+        match handshake {
+            Ok(Ok(tls_stream)) => {
+                let stream = Box::new(tls_stream);
+                let transport = Transport::Tls;
                 connection::run(
                     context,
-                    Box::new(stream),
-                    Transport::Tcp,
+                    stream,
+                    transport,
                     client,
                     connection_id,
-                    peer.to_string(),
+                    peer,
                     shutdown,
                 )
                 .await
             }
-        });
+            Ok(Err(error)) => {
+                info!(
+                    "conn={connection_id} TLS handshake from {peer} failed: {}",
+                    crate::log_text::escaped(&error.to_string())
+                );
+            }
+            Err(_) => {
+                info!("conn={connection_id} TLS handshake from {peer} timed out");
+            }
+        }
     }
 }
 

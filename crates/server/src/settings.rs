@@ -12,6 +12,9 @@ pub use lmdir_config::ListenAddress;
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
     pub listen: Vec<ListenAddress>,
+    /// The load balancers whose PROXY headers pldap/pldaps listeners believe; a connection to
+    /// such a listener from elsewhere is closed.
+    pub proxy_protocol_sources: Vec<ipnet::IpNet>,
     pub tls_certificate: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     /// Refuse binds and writes before TLS (ldapi counts as secure).
@@ -125,8 +128,14 @@ impl ServerSettings {
             .collect::<Result<Vec<_>, _>>()?;
         let path_or_none =
             |path: &std::path::Path| (!path.as_os_str().is_empty()).then(|| path.to_path_buf());
+        let proxy_protocol_sources = server
+            .proxy_protocol_sources
+            .iter()
+            .map(|source| lmdir_config::parse_network(source))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ServerSettings {
             listen,
+            proxy_protocol_sources,
             tls_certificate: path_or_none(&server.tls_certificate),
             tls_key: path_or_none(&server.tls_key),
             require_tls: server.require_tls,
