@@ -608,3 +608,28 @@ fn verify_memory_is_what_the_memory_hard_schemes_allocate() {
         assert!(verify_memory_bytes(light) < MIB, "{light:?}");
     }
 }
+
+/// sha-crypt hashes the whole password again in every round: a 4 KiB password against a value
+/// with many rounds cost tens of times that value's work for a real password (many
+/// core-seconds per bind attempt against a planted `rounds=100000`). Past rounds × (length +
+/// 64) = 128 MB the check is refused uncomputed; real passwords against real values still
+/// verify, long ones against glibc's default 5,000 rounds too.
+#[test]
+fn sha_crypt_work_is_bounded_by_rounds_times_password_length() {
+    let planted = "{CRYPT}$6$rounds=100000$Mzm5RrP8dm4nLiOg$.vuzRqVW6hvhhvjeAw.unMo8iktaNR586X5hpB6HNFPgaxl.ZWcw5YYnhj3v3XT/VdfHG3bwhSUqoXHHB/uAq/";
+    let long = vec![b'a'; 4096];
+    let refused = verify_checked(planted.as_bytes(), &long);
+    assert!(
+        matches!(refused, Err(PasswordError::CostTooHigh { .. })),
+        "{refused:?}"
+    );
+    let sha256 = "{CRYPT}$5$rounds=999999$Z4pSgTlHDsXpwoQr$QCylZUc4D4dF4WDxFeTyhcSmJRwYFfHCBd8XaOJidwB";
+    assert!(matches!(
+        verify_checked(sha256.as_bytes(), &long[..100]),
+        Err(PasswordError::CostTooHigh { .. })
+    ));
+    // glibc's default rounds: every length up to the 4 KiB bound is checked.
+    let default = "{CRYPT}$6$Mzm5RrP8dm4nLiOg$.vuzRqVW6hvhhvjeAw.unMo8iktaNR586X5hpB6HNFPgaxl.ZWcw5YYnhj3v3XT/VdfHG3bwhSUqoXHHB/uAq/";
+    assert_eq!(verify_checked(default.as_bytes(), &long), Ok(false));
+    assert_eq!(verify_checked(default.as_bytes(), b"secret"), Ok(true));
+}

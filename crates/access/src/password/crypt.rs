@@ -238,6 +238,7 @@ pub(super) fn verify(text: &str, presented: &[u8]) -> Result<bool, PasswordError
     if presented.contains(&0) {
         return Ok(false);
     }
+    check_password_work(format, text, presented)?;
     match format {
         CryptFormat::Des => verify_des(text, presented),
         CryptFormat::Bsdi => verify_bsdi(text, presented),
@@ -316,6 +317,44 @@ fn verify_bcrypt(text: &str, presented: &[u8]) -> Result<bool, PasswordError> {
     bcrypt::verify(presented, text)
         .map_err(|error| malformed(CryptFormat::Bcrypt, error.to_string()))
 }
+
+/// Most bytes sha-crypt may hash over its rounds for one check: rounds × (password length +
+/// 64), the work of the largest rounds verified ([`super::CRYPT_ROUNDS_MAX`]) with a 64-byte
+/// password. sha-crypt hashes the whole password again in every round (and its square once),
+/// so without this a 4 KiB password against a planted `rounds=100000` value cost ~60× the same
+/// value's work for a real password: many core-seconds per bind attempt.
+pub const SHA_CRYPT_WORK_BYTES_MAX: u64 = super::CRYPT_ROUNDS_MAX as u64 * 128;
+
+/// Refuses, computing nothing, a check whose work grows past [`SHA_CRYPT_WORK_BYTES_MAX`]
+/// with the presented password's length (sha-crypt only: the other formats read the password
+/// once, or a bounded part of it).
+fn check_password_work(
+    format: CryptFormat,
+    text: &str,
+    presented: &[u8],
+) -> Result<(), PasswordError> {
+    if !matches!(format, CryptFormat::Sha256 | CryptFormat::Sha512) {
+        return Ok(());
+    }
+    // sha-crypt raises fewer than 1,000 rounds to 1,000.
+    let rounds = sha_crypt_rounds(format, text)?
+        .unwrap_or(SHA_CRYPT_DEFAULT_ROUNDS)
+        .max(1_000);
+    let length = u64::try_from(presented.len()).unwrap_or(u64::MAX);
+    let work = rounds.saturating_mul(length.saturating_add(64));
+    if work > SHA_CRYPT_WORK_BYTES_MAX {
+        return Err(PasswordError::CostTooHigh {
+            scheme: format.name(),
+            field: "rounds x (password bytes + 64)",
+            value: work,
+            limit: SHA_CRYPT_WORK_BYTES_MAX,
+        });
+    }
+    Ok(())
+}
+
+/// sha-crypt's rounds when the string names none.
+const SHA_CRYPT_DEFAULT_ROUNDS: u64 = 5_000;
 
 /// The `rounds=` of a sha-crypt string, when given (the default is 5,000).
 fn sha_crypt_rounds(format: CryptFormat, text: &str) -> Result<Option<u64>, PasswordError> {
