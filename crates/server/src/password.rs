@@ -150,7 +150,10 @@ async fn check_entry_password(
         }
     }
     if any_password_matches(server, client, stored_passwords, password, Some(dn)).await? {
-        return Ok(policed);
+        return match policed {
+            Some(_) => still_unlocked(server, database, dn, normalized_dn, response),
+            None => Ok(None),
+        };
     }
     if let Some((policy, _)) = policed {
         database
@@ -158,6 +161,31 @@ async fn check_entry_password(
             .await;
     }
     Err(invalid())
+}
+
+/// After a match under a policy: the account's state read again, since guesses sent at once
+/// were all checked against the state from before any of them failed. One that matches after
+/// the others' failures locked the account is refused as locked (before, it bound).
+fn still_unlocked(
+    server: &Arc<ServerContext>,
+    database: &Database,
+    dn: &str,
+    normalized_dn: &str,
+    response: &mut Option<PolicyResponse>,
+) -> Result<Option<(Policy, AccountState)>, OperationError> {
+    let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+    let fresh = database.bind_candidate(server, dn, normalized_dn)?;
+    let policed = fresh.and_then(|(_, policed)| policed);
+    if let Some((policy, state)) = &policed {
+        if state.is_locked(policy, now) {
+            *response = Some(PolicyResponse {
+                warning: None,
+                error: Some(PolicyError::AccountLocked),
+            });
+            return Err(OperationError::new(code::INVALID_CREDENTIALS, ""));
+        }
+    }
+    Ok(policed)
 }
 
 /// Verifies `password` against the bind decoy of the configured scheme, and forgets the
