@@ -623,7 +623,8 @@ fn sha_crypt_work_is_bounded_by_rounds_times_password_length() {
         matches!(refused, Err(PasswordError::CostTooHigh { .. })),
         "{refused:?}"
     );
-    let sha256 = "{CRYPT}$5$rounds=999999$Z4pSgTlHDsXpwoQr$QCylZUc4D4dF4WDxFeTyhcSmJRwYFfHCBd8XaOJidwB";
+    let sha256 =
+        "{CRYPT}$5$rounds=999999$Z4pSgTlHDsXpwoQr$QCylZUc4D4dF4WDxFeTyhcSmJRwYFfHCBd8XaOJidwB";
     assert!(matches!(
         verify_checked(sha256.as_bytes(), &long[..100]),
         Err(PasswordError::CostTooHigh { .. })

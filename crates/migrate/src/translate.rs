@@ -717,18 +717,18 @@ impl<'a> Translator<'a> {
         // limits searches as slapd did; `defaults_note` says so once.
         self.draft.size_limit = Some(
             pick_limit(
-                self.database.size,
-                self.global.size,
+                (self.database.size, self.global.size),
                 "sizelimit",
+                SLAPD_SIZE_LIMIT,
                 &mut self.notes,
             )
             .unwrap_or(SLAPD_SIZE_LIMIT),
         );
         self.draft.time_limit_seconds = Some(
             pick_limit(
-                self.database.time,
-                self.global.time,
+                (self.database.time, self.global.time),
                 "timelimit",
+                SLAPD_TIME_LIMIT_SECONDS,
                 &mut self.notes,
             )
             .unwrap_or(SLAPD_TIME_LIMIT_SECONDS),
@@ -860,13 +860,25 @@ fn safe_file_name(name: &str) -> String {
 
 /// The database's limit when it set one, else the global one. lmdir has one limit: the soft one
 /// (what a client asking for no limit gets); a different hard limit is noted.
-fn pick_limit(database: Limits, global: Limits, name: &str, notes: &mut Vec<Note>) -> Option<u64> {
+/// A hard limit alone leaves slapd's soft limit at its default (`slapd_default`), or at the
+/// hard one when that is lower.
+fn pick_limit(
+    (database, global): (Limits, Limits),
+    name: &str,
+    slapd_default: u64,
+    notes: &mut Vec<Note>,
+) -> Option<u64> {
     let chosen = if database.soft.is_some() || database.hard.is_some() {
         database
     } else {
         global
     };
-    let soft = chosen.soft.or(chosen.hard)?;
+    let soft = match (chosen.soft, chosen.hard) {
+        (Some(soft), _) => soft,
+        (None, Some(0)) => slapd_default,
+        (None, Some(hard)) => hard.min(slapd_default),
+        (None, None) => return None,
+    };
     if let Some(hard) = chosen.hard {
         if hard != soft {
             notes.push(Note {
@@ -910,6 +922,14 @@ fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     }
 }
 
+/// A limit as slapd writes it.
+fn limit_text(limit: lmdir_config::Limit) -> String {
+    match limit {
+        lmdir_config::Limit::Unlimited => "unlimited".to_string(),
+        lmdir_config::Limit::Count(count) => count.to_string(),
+    }
+}
+
 /// The limit words of a `limits` line as a rule for `who`, and why each word left out was.
 fn limits_rule_words(
     who: lmdir_config::Who,
@@ -933,15 +953,19 @@ fn limits_rule_words(
             .filter(|&count| count > 0)
             .map(Limit::Count),
     };
+    // lmdir has one size and one time limit, the soft one (what a client asking for no limit
+    // gets): a hard limit stands in only where no soft one is given.
+    let (mut size_hard, mut time_hard) = (None, None);
     for word in words {
         let Some((name, value)) = word.split_once('=') else {
             lost.push(format!("{word:?} is not <limit>=<value>"));
             continue;
         };
         let slot = match name.to_ascii_lowercase().as_str() {
-            // lmdir has one size and one time limit: soft and hard both set it (the last wins).
-            "size" | "size.soft" | "size.hard" => &mut rule.size,
-            "time" | "time.soft" | "time.hard" => &mut rule.time_seconds,
+            "size" | "size.soft" => &mut rule.size,
+            "size.hard" => &mut size_hard,
+            "time" | "time.soft" => &mut rule.time_seconds,
+            "time.hard" => &mut time_hard,
             "size.unchecked" => &mut rule.lookthrough,
             "size.prtotal" => &mut rule.paged_total,
             "size.pr" => &mut rule.page_size,
@@ -955,6 +979,21 @@ fn limits_rule_words(
             None => lost.push(format!(
                 "{word}: lmdir limits are a positive number or unlimited"
             )),
+        }
+    }
+    for (name, soft, hard) in [
+        ("size", &mut rule.size, size_hard),
+        ("time", &mut rule.time_seconds, time_hard),
+    ] {
+        match (*soft, hard) {
+            (None, Some(hard)) => *soft = Some(hard),
+            (Some(kept), Some(hard)) if kept != hard => lost.push(format!(
+                "{name}.hard={}: lmdir has one limit, the soft one ({name}.soft={}) is kept, and \
+                 clients cannot ask for more up to the hard one",
+                limit_text(hard),
+                limit_text(kept)
+            )),
+            _ => {}
         }
     }
     (rule, lost)

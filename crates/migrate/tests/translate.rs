@@ -736,3 +736,45 @@ olcDynListAttrSet: {3}groupOfURLs memberURL uniqueMember+memberOf@groupOfNames\n
         assert!(noted_lines(migration, NoteKind::Approximated).contains(&approximated));
     }
 }
+
+/// Review findings on what migrate loosened without a word: a `unique_uri` with several URIs
+/// (one slapo-unique domain) kept only the first; `limits users size.soft=500
+/// size.hard=unlimited` became unlimited (the last word won); `sizelimit size.hard=1000`
+/// became a soft limit of 1000 where slapd's soft limit stays 500.
+#[test]
+fn several_unique_uris_and_hard_limits_keep_slapds_meaning_or_say_why() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let conf = "sizelimit size.hard=1000\ndatabase mdb\nsuffix dc=x\n\
+limits users size.soft=500 size.hard=unlimited\nlimits anonymous time.hard=20\n\
+overlay unique\nunique_uri ldap:///ou=People,dc=x?uid?sub ldap:///ou=Staff,dc=x?uid?sub\n";
+    let migration =
+        migrate_slapd_conf(conf, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    let bases: Vec<&str> = config
+        .integrity
+        .unique
+        .iter()
+        .map(|rule| rule.base.as_str())
+        .collect();
+    assert_eq!(bases, vec!["ou=People,dc=x", "ou=Staff,dc=x"]);
+    assert!(noted_lines(&migration, NoteKind::Approximated).contains(&7));
+    assert_eq!(config.server.size_limit, 500, "{}", migration.config_text);
+    assert_eq!(config.limits.len(), 2);
+    assert_eq!(config.limits[0].size, Some(lmdir_config::Limit::Count(500)));
+    assert_eq!(
+        config.limits[1].time_seconds,
+        Some(lmdir_config::Limit::Count(20)),
+        "a hard limit alone stands in"
+    );
+    assert!(
+        noted_lines(&migration, NoteKind::NotTranslated).contains(&4),
+        "{:#?}",
+        migration.notes
+    );
+    let soft_kept = migration
+        .notes
+        .iter()
+        .any(|note| note.directive.contains("sizelimit soft=500 hard=1000"));
+    assert!(soft_kept, "{:#?}", migration.notes);
+}

@@ -99,10 +99,29 @@ impl<'a> Translator<'a> {
         });
     }
 
-    /// One URI per directive, its keywords (`strict`, `ignore`) quoted with it or not.
+    /// A directive's URIs, its keywords (`strict`, `ignore`) quoted with them or not. Several
+    /// URIs in one directive are one slapo-unique domain (a value unique across all of
+    /// them); lmdir keeps each URI's rule and says what differs. Any URI it cannot translate
+    /// drops the whole directive, with the reason.
     fn unique_uri(&mut self, directive: &Directive) {
-        match parse_unique_uri(&directive.arguments().join(" ")) {
-            Ok((base, attributes)) => self.draft.integrity.unique.push((base, attributes)),
+        let text = directive.arguments().join(" ");
+        let uris: Vec<&str> = text.split_whitespace().collect();
+        let parsed: Result<Vec<_>, String> = uris.iter().map(|uri| parse_unique_uri(uri)).collect();
+        match parsed {
+            Ok(rules) if rules.len() > 1 => {
+                self.note(
+                    directive,
+                    NoteKind::Approximated,
+                    format!(
+                        "its {} URIs are one slapo-unique domain (a value unique across all \
+                         of them); lmdir keeps a value unique within each URI's base, not \
+                         across the bases",
+                        rules.len()
+                    ),
+                );
+                self.draft.integrity.unique.extend(rules);
+            }
+            Ok(rules) => self.draft.integrity.unique.extend(rules),
             Err(reason) => self.note(directive, NoteKind::NotTranslated, reason),
         }
     }
