@@ -572,6 +572,10 @@ fn prepare_batches(
                 &mut scratch,
                 &mut arena,
             ));
+            if let Some(failure) = scratch.take_run_failure() {
+                abort.store(true, Ordering::Relaxed);
+                return Err(failure);
+            }
         }
         if done
             .send(DoneBatch {

@@ -113,9 +113,18 @@ pub struct WorkerScratch {
     /// entryUUIDs are version-4 UUIDs from this generator (seeded from the OS once per
     /// worker: one getrandom system call per entry cost more than the rest of the UUID).
     uuid_random: Option<rand::rngs::StdRng>,
+    /// A failure to keep index keys (a spill file that could not be written): no record's
+    /// fault, and the keys taken out of memory for the spill are gone, so the whole load stops
+    /// (`take_run_failure`), `--continue-on-error` or not.
+    run_failure: Option<crate::runs::RunError>,
 }
 
 impl WorkerScratch {
+    /// The run's failure while the last record was prepared, if any.
+    pub(crate) fn take_run_failure(&mut self) -> Option<crate::runs::RunError> {
+        self.run_failure.take()
+    }
+
     /// Pushes `key` of index `slot` under `id` into `run`, behind the slot prefix.
     pub(crate) fn push_key(
         &mut self,
@@ -199,10 +208,14 @@ pub fn prepare_record(
     scratch.encoded = encoded;
     scratch.value_rows = value_rows;
     encoding.map_err(fail)?;
-    context
+    let keyed = context
         .index_plan
-        .entry_keys(&rows, &mut |slot, key| scratch.push_key(run, slot, key, id))
-        .map_err(|error| record_error(line, Some(dn_text), error.to_string()))?;
+        .entry_keys(&rows, &mut |slot, key| scratch.push_key(run, slot, key, id));
+    if let Err(error) = keyed {
+        let message = format!("the load stops: {error}");
+        scratch.run_failure = Some(error);
+        return Err(record_error(line, Some(dn_text), message));
+    }
     let encoded_start = arena.len();
     arena.extend_from_slice(&scratch.encoded);
     let encoded_end = arena.len();
