@@ -68,6 +68,11 @@ impl WriteTxn<'_> {
             return Ok(None);
         };
         let schema = self.inner.schema().clone();
+        // The per-attribute change state is edited inline (`record_local_change_states`).
+        let state = schema.attribute(crate::attribute_state::ATTRIBUTE_STATE);
+        if outside.iter().any(|one| Some(one.attr) == state) {
+            return Ok(None);
+        }
         let mut inline_mods = Vec::new();
         let mut changes = PointChanges::new();
         for modification in modifications {
@@ -93,7 +98,8 @@ impl WriteTxn<'_> {
                 None => inline_mods.push(modification),
             }
         }
-        let attributes = self.inline_after(id, dn, &inline_mods, &outside, &changes, context)?;
+        let requested = (inline_mods.as_slice(), modifications);
+        let attributes = self.inline_after(id, dn, requested, &outside, &changes, context)?;
         let Some(attributes) = attributes else {
             return Ok(None);
         };
@@ -223,14 +229,16 @@ impl WriteTxn<'_> {
         Ok(target.count > 0 && self.inner.is_out_of_line(target.attr, target.count))
     }
 
-    /// The inline attributes after the inline modifications, schema-checked with the
-    /// out-of-line ones present, and stamped; None when one should now live out of line (the
-    /// general way moves it). Only the modifications' values are normalized.
+    /// The inline attributes after the inline modifications (`requested`: those, and the
+    /// whole request), schema-checked with the out-of-line ones present, stamped, with the
+    /// change state of every description the request touches (as the general way records
+    /// it); None when one should now live out of line (the general way moves it). Only the
+    /// modifications' values are normalized.
     fn inline_after(
         &mut self,
         id: EntryId,
         dn: &NormalizedDn,
-        modifications: &[&Modification],
+        (modifications, request): (&[&Modification], &[Modification]),
         outside: &[Outside],
         changes: &PointChanges,
         context: &WriteContext,
@@ -256,7 +264,8 @@ impl WriteTxn<'_> {
             true => self.inner.modified_attributes(modified, dn, true)?,
             false => self.checked_with_stand_ins(id, dn, modified, outside, changes)?,
         };
-        self.stamp_modification(&mut attributes, context)?;
+        let stamped = self.stamp_modification(&mut attributes, context)?;
+        self.record_local_change_states(&mut attributes, request, stamped)?;
         let mut counted = attributes.clone();
         counted.extend(outside.iter().map(|one| WorkingAttribute {
             text: one.text.clone(),
