@@ -519,13 +519,50 @@ impl WriteTxn<'_> {
                 })
                 .collect()
         };
-        let left = self.group_members(&as_attributes(true));
+        let mut left = self.group_members(&as_attributes(true));
         let joined = self.group_members(&as_attributes(false));
+        // A member named by another value still there (`dn` and `dn#'0101'B`) stays one.
+        let mut still_listed = Vec::new();
+        for member in &left {
+            if self.group_lists(id, member)? {
+                still_listed.push(member.clone());
+            }
+        }
+        for member in still_listed {
+            left.remove(&member);
+        }
         if left.is_empty() && joined.is_empty() {
             return Ok(());
         }
         let group_dn = self.dn_of(id)?;
         self.memberof_group_changed(id, Some(&group_dn), &left, Some(&group_dn), &joined)
+    }
+
+    /// Whether group `id`, as written so far in this txn, lists the normalized DN `member`
+    /// in a member value or a uniqueMember value (with or without its `#'...'B` UID).
+    fn group_lists(&self, id: EntryId, member: &str) -> Result<bool, LdapError> {
+        let schema = self.inner.schema();
+        let (member_attr, unique_attr) =
+            (schema.attribute("member"), schema.attribute("uniqueMember"));
+        let mut with_uid = member.as_bytes().to_vec();
+        with_uid.extend_from_slice(b"#'");
+        for (number, attr, _, _) in self.out_of_line_descriptions(id)? {
+            let is_unique = Some(attr) == unique_attr;
+            if Some(attr) != member_attr && !is_unique {
+                continue;
+            }
+            if out_of_line_contains(self.inner, &self.txn, id, number, member.as_bytes())?
+                || (is_unique
+                    && crate::read::out_of_line_has_prefix(
+                        self.inner, &self.txn, id, number, &with_uid,
+                    )?)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(self
+            .group_members(&self.inline_attributes(id)?)
+            .contains(member))
     }
 }
 

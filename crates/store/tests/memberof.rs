@@ -238,3 +238,64 @@ fn memberof_follows_a_renamed_subtree() {
     drop(read);
     assert_clean(&store);
 }
+
+/// A group listing one member under two uniqueMember spellings (`dn` and `dn#'0101'B`):
+/// deleting either one (a point modify) leaves the member in the group, so its memberOf
+/// stays; deleting the other too removes it.
+#[test]
+fn memberof_stays_while_another_unique_member_value_names_the_member() {
+    let temporary = tempfile::tempdir().unwrap();
+    let mut options = options();
+    options.memberof = true;
+    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    add_all(&store, &directory(10), 100);
+    let context = context();
+    let user = person_dn(2);
+    let with_uid = format!("{user}#'0101'B");
+    let group = format!("cn=uniq,ou=groups,{SUFFIX}");
+    let mut write = store.write().unwrap();
+    let mut uniq = entry(
+        &group,
+        &[("objectClass", "groupOfUniqueNames"), ("cn", "uniq")],
+    );
+    uniq.add_values(
+        "uniqueMember",
+        [
+            user.clone().into_bytes(),
+            with_uid.clone().into_bytes(),
+            person_dn(3).into_bytes(),
+        ],
+    );
+    write.add(&uniq, &context).unwrap();
+    write.commit().unwrap();
+    let delete = |value: &str| Modification {
+        op: ModOp::Delete,
+        description: "uniqueMember".into(),
+        values: vec![value.as_bytes().to_vec()],
+    };
+    for (gone, still_member) in [(&with_uid, true), (&user, false)] {
+        let mut write = store.write().unwrap();
+        write.modify(&group, &[delete(gone)], &context).unwrap();
+        write.commit().unwrap();
+        let read = store.read().unwrap();
+        assert_eq!(
+            memberof_of(&read, &user).contains(&group),
+            still_member,
+            "after deleting {gone}"
+        );
+        drop(read);
+        assert_clean(&store);
+    }
+    // The other order: the plain DN goes first.
+    let mut write = store.write().unwrap();
+    let add = Modification {
+        op: ModOp::Add,
+        description: "uniqueMember".into(),
+        values: vec![user.clone().into_bytes(), with_uid.clone().into_bytes()],
+    };
+    write.modify(&group, &[add], &context).unwrap();
+    write.modify(&group, &[delete(&user)], &context).unwrap();
+    write.commit().unwrap();
+    let read = store.read().unwrap();
+    assert!(memberof_of(&read, &user).contains(&group));
+}
