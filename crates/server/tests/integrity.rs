@@ -297,3 +297,56 @@ fn a_case_only_rename_keeps_every_reference() {
         set(&[&group])
     );
 }
+
+/// The group of a deleted entry's last membership: with `referential_nothing` the member
+/// list takes that value (slapd's refint), without it the value stays (slapd's memberof and
+/// refint modifies fail the schema check there); the group stays valid either way, so a
+/// later modify of it succeeds.
+#[test]
+fn a_group_losing_its_last_member_stays_valid() {
+    let nobody = format!("cn=nobody,{SUFFIX}");
+    let configurations: [(&[&str], Option<&str>); 3] = [
+        (&["member"], Some(nobody.as_str())),
+        (&["member"], None),
+        (&[], Some(nobody.as_str())),
+    ];
+    for (referential, nothing) in configurations {
+        let server = TestServer::start_with_database(|settings| {
+            settings.integrity.referential_attributes =
+                referential.iter().map(|name| name.to_string()).collect();
+            settings.integrity.referential_nothing = nothing.unwrap_or_default().to_string();
+        });
+        let mut connection = root(&server);
+        tree(&mut connection);
+        let bea = person(&mut connection, "bea", &[]);
+        let group = format!("cn=solo,ou=groups,{SUFFIX}");
+        add(
+            &mut connection,
+            &group,
+            &[
+                ("objectClass", &["groupOfNames"]),
+                ("cn", &["solo"]),
+                ("member", &[bea.as_str()]),
+            ],
+        )
+        .unwrap();
+        connection.delete(&bea).unwrap().success().unwrap();
+        let expected = match (referential.is_empty(), nothing) {
+            (false, Some(nothing)) => nothing.to_string(),
+            _ => bea.clone(),
+        };
+        assert_eq!(
+            values(&mut connection, &group, "member"),
+            set(&[&expected]),
+            "{referential:?} {nothing:?}"
+        );
+        let modified = code_and_text(connection.modify(
+            &group,
+            vec![ldap3::Mod::Replace(
+                "description",
+                HashSet::from(["still a group"]),
+            )],
+        ));
+        assert_eq!(modified.0, 0, "{referential:?} {nothing:?}: {modified:?}");
+    }
+}

@@ -114,17 +114,42 @@ fn memberof_follows_groups_and_members() {
         let normalized_zero = store.schema().normalize_dn_str(&zero).unwrap();
         assert_eq!(members_of(&read, &crew), vec![normalized_zero]);
     }
+    // crew lists user1 again: zero leaves it; group0 lists zero alone, and member is
+    // required (groupOfNames): the value stays, as slapd's memberof leaves it.
     let mut write = store.write().unwrap();
+    let back = Modification {
+        op: ModOp::Add,
+        description: "member".into(),
+        values: vec![user1.clone().into_bytes()],
+    };
+    write.modify(&crew, &[back], &context).unwrap();
     write.delete(&zero).unwrap();
     write.commit().unwrap();
     {
         let read = store.read().unwrap();
-        assert!(members_of(&read, &crew).is_empty());
-        assert!(!members_of(&read, &format!("cn=group0,ou=groups,{SUFFIX}"))
-            .iter()
-            .any(|dn| dn.contains("zero")));
+        let normalize = |dn: &str| store.schema().normalize_dn_str(dn).unwrap();
+        assert_eq!(members_of(&read, &crew), vec![normalize(&user1)]);
+        assert_eq!(
+            members_of(&read, &format!("cn=group0,ou=groups,{SUFFIX}")),
+            vec![normalize(&zero)]
+        );
     }
     assert_clean(&store);
+    // Still a valid group: a schema-checked modify of it succeeds.
+    let mut write = store.write().unwrap();
+    let description = Modification {
+        op: ModOp::Replace,
+        description: "description".into(),
+        values: vec![b"still a group".to_vec()],
+    };
+    write
+        .modify(
+            &format!("cn=group0,ou=groups,{SUFFIX}"),
+            &[description],
+            &context,
+        )
+        .unwrap();
+    write.commit().unwrap();
 
     // Delete a group: memberOf removed from its members.
     let group1 = format!("cn=group1,ou=groups,{SUFFIX}");
