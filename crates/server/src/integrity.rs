@@ -284,7 +284,11 @@ impl Integrity {
     }
 
     /// After the entry `id` (and its subtree) was renamed from `old_dn` to `new_dn`: the old
-    /// DN of each of them is rewritten to its new one in every referential attribute.
+    /// DN of each of them is rewritten to its new one in every referential attribute. The old
+    /// value goes before the new one comes (as slapd's refint): when both are equal as DNs (a
+    /// case- or spacing-only rename) the delete removes the value and the add puts it back
+    /// in the new spelling, where the other order would add nothing (the value is there, a
+    /// permissive modify) and then delete it.
     pub(crate) fn renamed(
         &self,
         txn: &mut WriteTxn<'_>,
@@ -302,8 +306,8 @@ impl Integrity {
                 let mut modifications = Vec::new();
                 for (attr, _) in attributes {
                     let name = txn.schema().attribute_type(attr).name().to_string();
-                    modifications.push(change(ModOp::Add, &name, &moved_new));
                     modifications.push(change(ModOp::Delete, &name, &moved_old));
+                    modifications.push(change(ModOp::Add, &name, &moved_new));
                 }
                 let dn = txn.dn_of(referrer)?;
                 txn.modify(&dn, &modifications, &self.internal_context())?;

@@ -237,3 +237,116 @@ fn to_sets<'a>(attributes: &[(&'a str, &[&'a str])]) -> Vec<(&'a str, HashSet<&'
         .map(|(name, values)| (*name, values.iter().copied().collect()))
         .collect()
 }
+
+/// The values of `attribute` as stored (not lowercased).
+fn raw_values(connection: &mut LdapConn, dn: &str, attribute: &str) -> BTreeSet<String> {
+    let (entries, _) = connection
+        .search(dn, Scope::Base, "(objectClass=*)", vec![attribute])
+        .unwrap()
+        .success()
+        .unwrap();
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("entry"));
+    entry
+        .attrs
+        .into_iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(attribute))
+        .flat_map(|(_, values)| values)
+        .collect()
+}
+
+/// A rename whose new DN differs from the old one only in case: every reference stays, in
+/// the new spelling (out-of-line member and inline manager alike), and memberOf with it.
+#[test]
+fn a_case_only_rename_keeps_every_reference() {
+    let server = TestServer::start_with_database(|settings| {
+        settings.integrity.referential_attributes = vec!["member".into(), "manager".into()];
+    });
+    let mut connection = root(&server);
+    tree(&mut connection);
+    let alice = person(&mut connection, "Alice", &[]);
+    let bob = person(&mut connection, "bob", &[("manager", &[alice.as_str()])]);
+    let group = format!("cn=g,ou=groups,{SUFFIX}");
+    add(
+        &mut connection,
+        &group,
+        &[
+            ("objectClass", &["groupOfNames"]),
+            ("cn", &["g"]),
+            ("member", &[alice.as_str(), bob.as_str()]),
+        ],
+    )
+    .unwrap();
+    assert_eq!(values(&mut connection, &alice, "memberOf"), set(&[&group]));
+
+    connection
+        .modifydn(&alice, "uid=alice", true, None)
+        .unwrap()
+        .success()
+        .unwrap();
+    let renamed = format!("uid=alice,ou=people,{SUFFIX}");
+    assert_eq!(
+        raw_values(&mut connection, &group, "member"),
+        BTreeSet::from([renamed.clone(), bob.clone()])
+    );
+    assert_eq!(
+        raw_values(&mut connection, &bob, "manager"),
+        BTreeSet::from([renamed.clone()])
+    );
+    assert_eq!(
+        values(&mut connection, &renamed, "memberOf"),
+        set(&[&group])
+    );
+}
+
+/// The group of a deleted entry's last membership: with `referential_nothing` the member
+/// list takes that value (slapd's refint), without it the value stays (slapd's memberof and
+/// refint modifies fail the schema check there); the group stays valid either way, so a
+/// later modify of it succeeds.
+#[test]
+fn a_group_losing_its_last_member_stays_valid() {
+    let nobody = format!("cn=nobody,{SUFFIX}");
+    let configurations: [(&[&str], Option<&str>); 3] = [
+        (&["member"], Some(nobody.as_str())),
+        (&["member"], None),
+        (&[], Some(nobody.as_str())),
+    ];
+    for (referential, nothing) in configurations {
+        let server = TestServer::start_with_database(|settings| {
+            settings.integrity.referential_attributes =
+                referential.iter().map(|name| name.to_string()).collect();
+            settings.integrity.referential_nothing = nothing.unwrap_or_default().to_string();
+        });
+        let mut connection = root(&server);
+        tree(&mut connection);
+        let bea = person(&mut connection, "bea", &[]);
+        let group = format!("cn=solo,ou=groups,{SUFFIX}");
+        add(
+            &mut connection,
+            &group,
+            &[
+                ("objectClass", &["groupOfNames"]),
+                ("cn", &["solo"]),
+                ("member", &[bea.as_str()]),
+            ],
+        )
+        .unwrap();
+        connection.delete(&bea).unwrap().success().unwrap();
+        let expected = match (referential.is_empty(), nothing) {
+            (false, Some(nothing)) => nothing.to_string(),
+            _ => bea.clone(),
+        };
+        assert_eq!(
+            values(&mut connection, &group, "member"),
+            set(&[&expected]),
+            "{referential:?} {nothing:?}"
+        );
+        let modified = code_and_text(connection.modify(
+            &group,
+            vec![ldap3::Mod::Replace(
+                "description",
+                HashSet::from(["still a group"]),
+            )],
+        ));
+        assert_eq!(modified.0, 0, "{referential:?} {nothing:?}: {modified:?}");
+    }
+}

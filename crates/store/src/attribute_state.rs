@@ -81,9 +81,26 @@ pub fn states_of<'v>(values: impl Iterator<Item = &'v [u8]>) -> BTreeMap<String,
 }
 
 impl crate::WriteTxn<'_> {
+    /// After a modify stamped (`stamped`: its CSN, None for a provider's change applied
+    /// here): on a replicating node, records the descriptions `modifications` touched
+    /// (`record_attribute_states`), whichever way the modify went (general or point), so that
+    /// multi-provider peers merge concurrent changes per attribute.
+    pub(crate) fn record_local_change_states(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        modifications: &[Modification],
+        stamped: Option<Csn>,
+    ) -> Result<(), LdapError> {
+        let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
+        match stamped.filter(|_| replicating) {
+            Some(csn) => self.record_attribute_states(attributes, modifications, csn),
+            None => Ok(()),
+        }
+    }
+
     /// After a local modify stamped `csn`: records it as the last change of every description
     /// `modifications` touched, each with the CSN it replaced.
-    pub(crate) fn record_attribute_states(
+    fn record_attribute_states(
         &self,
         attributes: &mut Vec<WorkingAttribute>,
         modifications: &[Modification],

@@ -161,6 +161,7 @@ impl Inner {
         let plan = crate::index_plan::IndexPlan::new(&self.schema(), added);
         let descriptions = crate::lock::read(&self.descriptions).clone();
         let mut txn = self.env.write_txn()?;
+        clear_kinds(&mut txn, &next, added)?;
         let mut postings: BTreeMap<(u16, Vec<u8>), RoaringBitmap> = BTreeMap::new();
         let mut entries = 0u64;
         for row in self.databases.id2entry.iter(&txn)? {
@@ -210,6 +211,40 @@ impl Inner {
         *crate::lock::write(&self.index_config_change) = change;
         Ok(entries)
     }
+}
+
+/// Deletes every key of the `added` kinds from their attributes' DBs: keys a kind left when
+/// it was dropped earlier (writes stopped maintaining them) must not survive its rebuild.
+fn clear_kinds(
+    txn: &mut heed::RwTxn,
+    next: &IndexSet,
+    added: &HashMap<AttrId, IndexKinds>,
+) -> Result<(), StoreError> {
+    let kind_bytes = [
+        (IndexKinds::EQUALITY, &[layout::KIND_EQUALITY][..]),
+        (IndexKinds::PRESENCE, &[layout::KIND_PRESENCE][..]),
+        (
+            IndexKinds::SUBSTRING,
+            &[layout::KIND_INITIAL, layout::KIND_ANY, layout::KIND_FINAL][..],
+        ),
+        (IndexKinds::ORDERED, &[layout::KIND_ORDERED][..]),
+    ];
+    for (attr, kinds) in added {
+        let Some(database) = next.databases.get(attr) else {
+            continue;
+        };
+        for (kind, bytes) in kind_bytes {
+            if !kinds.contains(kind) {
+                continue;
+            }
+            for byte in bytes {
+                use std::ops::Bound::{Excluded, Included};
+                let (from, to) = ([*byte], [*byte + 1]);
+                database.delete_range(txn, &(Included(&from[..]), Excluded(&to[..])))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A posting set split by chunk (ID >> 16), each chunk's low halves.

@@ -1,12 +1,14 @@
 //! memberOf upkeep (`StoreOptions::memberof`): member entries of groupOfNames (`member`) and
 //! groupOfUniqueNames (`uniqueMember`) carry `memberOf: <group DN>`; deleting or renaming a
-//! member also fixes the groups' member lists (like OpenLDAP's memberof + refint overlays).
+//! member also fixes the groups' member lists (like OpenLDAP's memberof + refint overlays),
+//! except a group's last value of a required attribute, which stays (slapd's memberof modify
+//! fails the schema check there; `[integrity]`'s `referential_nothing` then replaces it).
 //! Internal updates skip schema checks and timestamps. Known gap: moving a subtree renames its
 //! descendants, whose group memberships are not rewritten (only the moved entry's are).
 
 use std::collections::BTreeSet;
 
-use lmdir_schema::{AttrId, LdapError};
+use lmdir_schema::{AttrId, LdapError, Schema};
 
 use crate::codec::EncodedEntry;
 use crate::error::lmdb_to_ldap;
@@ -239,43 +241,98 @@ impl WriteTxn<'_> {
             if self.point_member_renamed(group, &old_normalized, replacement.as_ref())? {
                 continue;
             }
+            let schema = self.inner.schema();
+            let links = MemberLinks {
+                attrs: (member_attr, unique_attr),
+                old_normalized: &old_normalized,
+                replacement: replacement.as_ref(),
+            };
             self.internal_update(group, |attributes| {
-                let mut changed = false;
-                for attribute in attributes.iter_mut() {
-                    let is_unique = Some(attribute.attr) == unique_attr;
-                    if Some(attribute.attr) != member_attr && !is_unique {
-                        continue;
-                    }
-                    let before = attribute.values.len();
-                    attribute.values.retain(|(_, normalized)| {
-                        let text = String::from_utf8_lossy(normalized);
-                        let dn = if is_unique {
-                            strip_unique_id(&text)
-                        } else {
-                            &text
-                        };
-                        dn != old_normalized
-                    });
-                    if attribute.values.len() != before {
-                        changed = true;
-                        if let Some((original, normalized)) = &replacement {
-                            if !attribute
-                                .values
-                                .iter()
-                                .any(|(_, value)| value == normalized)
-                            {
-                                attribute
-                                    .values
-                                    .push((original.clone(), normalized.clone()));
-                            }
-                        }
-                    }
-                }
-                Ok(changed)
+                Ok(links.rewrite(&schema, attributes, &group_dn))
             })?;
         }
         Ok(())
     }
+}
+
+/// The values of a group naming one member (by its normalized DN) and what replaces them.
+struct MemberLinks<'a> {
+    /// (member, uniqueMember)
+    attrs: (Option<AttrId>, Option<AttrId>),
+    old_normalized: &'a str,
+    /// (original, normalized) of the member's new DN; None: the member was deleted.
+    replacement: Option<&'a (Vec<u8>, Vec<u8>)>,
+}
+
+impl MemberLinks<'_> {
+    /// Drops the group's values naming the member (uniqueMember ones with any `#'...'B`) and
+    /// adds the replacement; whether anything changed. A delete that would empty an attribute
+    /// the group's object classes require leaves that attribute as it is (slapd's memberof
+    /// modify fails the schema check there and the group keeps the value): the group stays
+    /// valid, and `[integrity]`'s `referential_nothing`, when set, then replaces the value.
+    fn rewrite(
+        &self,
+        schema: &Schema,
+        attributes: &mut [WorkingAttribute],
+        group_dn: &str,
+    ) -> bool {
+        let (member_attr, unique_attr) = self.attrs;
+        let required = required_attributes(schema, attributes);
+        let mut changed = false;
+        for attribute in attributes.iter_mut() {
+            let is_unique = Some(attribute.attr) == unique_attr;
+            if Some(attribute.attr) != member_attr && !is_unique {
+                continue;
+            }
+            let mut kept = attribute.values.clone();
+            kept.retain(|(_, normalized)| {
+                let text = String::from_utf8_lossy(normalized);
+                let dn = if is_unique {
+                    strip_unique_id(&text)
+                } else {
+                    &text
+                };
+                dn != self.old_normalized
+            });
+            if kept.len() == attribute.values.len() {
+                continue;
+            }
+            if let Some((original, normalized)) = self.replacement {
+                if !kept.iter().any(|(_, value)| value == normalized) {
+                    kept.push((original.clone(), normalized.clone()));
+                }
+            }
+            if kept.is_empty() && required.contains(&attribute.attr) {
+                tracing::warn!(
+                    "memberOf: '{group_dn}' keeps '{}', its last required {} value",
+                    self.old_normalized,
+                    attribute.text
+                );
+                continue;
+            }
+            attribute.values = kept;
+            changed = true;
+        }
+        changed
+    }
+}
+
+/// The attribute types the entry's object classes (and their superclasses) require.
+fn required_attributes(schema: &Schema, attributes: &[WorkingAttribute]) -> Vec<AttrId> {
+    let object_class = schema.object_class_attribute();
+    attributes
+        .iter()
+        .filter(|attribute| attribute.attr == object_class)
+        .flat_map(|attribute| attribute.values.iter())
+        .filter_map(|(original, _)| schema.object_class(&String::from_utf8_lossy(original)))
+        .flat_map(|class| {
+            schema
+                .object_class_definition(class)
+                .all_must
+                .iter()
+                .copied()
+        })
+        .collect()
 }
 
 impl WriteTxn<'_> {

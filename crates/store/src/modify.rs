@@ -46,12 +46,7 @@ impl WriteTxn<'_> {
             self.inner
                 .modified_attributes(modified, dn, context.skip_schema_check)?;
         let stamped = self.stamp_modification(&mut attributes, context)?;
-        // A replicating node keeps which attributes each local change touched, so that
-        // multi-provider peers merge concurrent changes per attribute (`attribute_state`).
-        let replicating = crate::lock::lock(&self.inner.csns).sid != 0;
-        if let Some(csn) = stamped.filter(|_| replicating) {
-            self.record_attribute_states(&mut attributes, modifications, csn)?;
-        }
+        self.record_local_change_states(&mut attributes, modifications, stamped)?;
         self.check_entry_limits(&attributes, context)?;
         self.check_deadline()?;
         self.put_entry(id, &attributes)?;

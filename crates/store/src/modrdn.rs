@@ -1,6 +1,8 @@
 //! Renaming and moving an entry (RFC 4511 §4.9; back-mdb's modrdn.c).
 
-use lmdir_schema::{Dn, LdapError, NormalizedDn, Rdn, ResultCode};
+use lmdir_schema::{
+    Dn, LdapError, NormalizedDn, Rdn, ResultCode, DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX,
+};
 
 use crate::changes::ChangeKind;
 use crate::error::lmdb_to_ldap;
@@ -117,6 +119,7 @@ impl WriteTxn<'_> {
             new_rdn_normalized.len(),
             &new_rdn_original,
         )?;
+        self.refuse_unnameable_subtree(id, &node, (dn, &new_dn), (new_parent, &new_rdn_original))?;
         let mut new_key = Vec::new();
         layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
         if let Some(existing) = self
@@ -244,5 +247,86 @@ impl WriteTxn<'_> {
             self.record_change(ChangeKind::ModRdn, id, &attributes, dn, Some(old_dn_text));
         }
         Ok(id)
+    }
+}
+
+impl WriteTxn<'_> {
+    /// A rename or move may not give any entry of the subtree a DN no request can name: more
+    /// RDNs than `DN_RDN_COUNT_MAX` or more bytes than `DN_SIZE_BYTES_MAX` (original or
+    /// normalized), adminLimitExceeded. The entry's DN and its new one come normalized, with
+    /// the new parent and RDN as given (the new DN as it will read back). The subtree is
+    /// walked only when the entry's DN grows.
+    fn refuse_unnameable_subtree(
+        &self,
+        id: EntryId,
+        node: &OwnedNode,
+        (dn, new_dn): (&NormalizedDn, &NormalizedDn),
+        (new_parent, new_rdn): (EntryId, &str),
+    ) -> Result<(), LdapError> {
+        let new_original_bytes = match new_parent {
+            ROOT_PARENT_ID => new_rdn.len(),
+            parent => new_rdn.len() + 1 + self.dn_of(parent)?.len(),
+        };
+        let grows = new_dn.rdns().len() > dn.rdns().len()
+            || new_dn.as_str().len() > dn.as_str().len()
+            || new_original_bytes > self.dn_of(id)?.len();
+        if !grows {
+            return Ok(());
+        }
+        let (depth, original, normalized) = match node.subtree_size {
+            0 | 1 => (0, 0, 0),
+            _ => self.subtree_extent(id)?,
+        };
+        let refused = |what: String| {
+            Err(ldap(
+                ResultCode::AdminLimitExceeded,
+                format!(
+                    "renaming '{dn}' to '{new_dn}' would give an entry of its subtree a DN of \
+                     {what}"
+                ),
+            ))
+        };
+        let rdns = new_dn.rdns().len() + depth;
+        if rdns > DN_RDN_COUNT_MAX {
+            return refused(format!("{rdns} RDNs (at most {DN_RDN_COUNT_MAX})"));
+        }
+        let bytes = (new_original_bytes + original).max(new_dn.as_str().len() + normalized);
+        if bytes > DN_SIZE_BYTES_MAX {
+            return refused(format!("{bytes} bytes (at most {DN_SIZE_BYTES_MAX})"));
+        }
+        Ok(())
+    }
+
+    /// How far the subtree of `id` reaches below it: the most RDNs, original bytes and
+    /// normalized bytes a descendant's DN adds to `id`'s (each the maximum over the subtree).
+    /// Bounded by the write's deadline.
+    fn subtree_extent(&self, id: EntryId) -> Result<(usize, usize, usize), LdapError> {
+        let mut extent = (0, 0, 0);
+        let mut stack = vec![(id, 0usize, 0usize, 0usize)];
+        let mut walked = 0usize;
+        while let Some((current, depth, original, normalized)) = stack.pop() {
+            extent = (
+                extent.0.max(depth),
+                extent.1.max(original),
+                extent.2.max(normalized),
+            );
+            if depth > crate::read::TREE_DEPTH_MAX {
+                return Err(corrupt(format!("DN tree below entry {id} is too deep")));
+            }
+            walked += 1;
+            if walked.is_multiple_of(256) {
+                self.check_deadline()?;
+            }
+            for child in crate::read::children_of(self.inner, &self.txn, current)? {
+                let below = self.read_owned_node(child)?;
+                stack.push((
+                    child,
+                    depth + 1,
+                    original + 1 + below.rdn_original.len(),
+                    normalized + 1 + below.rdn_normalized.len(),
+                ));
+            }
+        }
+        Ok(extent)
     }
 }

@@ -68,6 +68,11 @@ impl WriteTxn<'_> {
             return Ok(None);
         };
         let schema = self.inner.schema().clone();
+        // The per-attribute change state is edited inline (`record_local_change_states`).
+        let state = schema.attribute(crate::attribute_state::ATTRIBUTE_STATE);
+        if outside.iter().any(|one| Some(one.attr) == state) {
+            return Ok(None);
+        }
         let mut inline_mods = Vec::new();
         let mut changes = PointChanges::new();
         for modification in modifications {
@@ -93,7 +98,8 @@ impl WriteTxn<'_> {
                 None => inline_mods.push(modification),
             }
         }
-        let attributes = self.inline_after(id, dn, &inline_mods, &outside, &changes, context)?;
+        let requested = (inline_mods.as_slice(), modifications);
+        let attributes = self.inline_after(id, dn, requested, &outside, &changes, context)?;
         let Some(attributes) = attributes else {
             return Ok(None);
         };
@@ -223,14 +229,16 @@ impl WriteTxn<'_> {
         Ok(target.count > 0 && self.inner.is_out_of_line(target.attr, target.count))
     }
 
-    /// The inline attributes after the inline modifications, schema-checked with the
-    /// out-of-line ones present, and stamped; None when one should now live out of line (the
-    /// general way moves it). Only the modifications' values are normalized.
+    /// The inline attributes after the inline modifications (`requested`: those, and the
+    /// whole request), schema-checked with the out-of-line ones present, stamped, with the
+    /// change state of every description the request touches (as the general way records
+    /// it); None when one should now live out of line (the general way moves it). Only the
+    /// modifications' values are normalized.
     fn inline_after(
         &mut self,
         id: EntryId,
         dn: &NormalizedDn,
-        modifications: &[&Modification],
+        (modifications, request): (&[&Modification], &[Modification]),
         outside: &[Outside],
         changes: &PointChanges,
         context: &WriteContext,
@@ -256,7 +264,8 @@ impl WriteTxn<'_> {
             true => self.inner.modified_attributes(modified, dn, true)?,
             false => self.checked_with_stand_ins(id, dn, modified, outside, changes)?,
         };
-        self.stamp_modification(&mut attributes, context)?;
+        let stamped = self.stamp_modification(&mut attributes, context)?;
+        self.record_local_change_states(&mut attributes, request, stamped)?;
         let mut counted = attributes.clone();
         counted.extend(outside.iter().map(|one| WorkingAttribute {
             text: one.text.clone(),
@@ -510,13 +519,50 @@ impl WriteTxn<'_> {
                 })
                 .collect()
         };
-        let left = self.group_members(&as_attributes(true));
+        let mut left = self.group_members(&as_attributes(true));
         let joined = self.group_members(&as_attributes(false));
+        // A member named by another value still there (`dn` and `dn#'0101'B`) stays one.
+        let mut still_listed = Vec::new();
+        for member in &left {
+            if self.group_lists(id, member)? {
+                still_listed.push(member.clone());
+            }
+        }
+        for member in still_listed {
+            left.remove(&member);
+        }
         if left.is_empty() && joined.is_empty() {
             return Ok(());
         }
         let group_dn = self.dn_of(id)?;
         self.memberof_group_changed(id, Some(&group_dn), &left, Some(&group_dn), &joined)
+    }
+
+    /// Whether group `id`, as written so far in this txn, lists the normalized DN `member`
+    /// in a member value or a uniqueMember value (with or without its `#'...'B` UID).
+    fn group_lists(&self, id: EntryId, member: &str) -> Result<bool, LdapError> {
+        let schema = self.inner.schema();
+        let (member_attr, unique_attr) =
+            (schema.attribute("member"), schema.attribute("uniqueMember"));
+        let mut with_uid = member.as_bytes().to_vec();
+        with_uid.extend_from_slice(b"#'");
+        for (number, attr, _, _) in self.out_of_line_descriptions(id)? {
+            let is_unique = Some(attr) == unique_attr;
+            if Some(attr) != member_attr && !is_unique {
+                continue;
+            }
+            if out_of_line_contains(self.inner, &self.txn, id, number, member.as_bytes())?
+                || (is_unique
+                    && crate::read::out_of_line_has_prefix(
+                        self.inner, &self.txn, id, number, &with_uid,
+                    )?)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(self
+            .group_members(&self.inline_attributes(id)?)
+            .contains(member))
     }
 }
 

@@ -653,6 +653,47 @@ fn upgrade_format_version(
     Ok(())
 }
 
+/// A read-write open's record of the built index kinds (`meta`'s `index_config`). Empty:
+/// the indexes are exact for the configuration as it is now. Else the writes of this
+/// `Store` maintain the configured kinds only, so the record keeps just those (recorded and
+/// still configured): a kind dropped now and configured again at a later open is then new
+/// (unused until a reindex or `add_indexes` builds it), never taken as built with postings
+/// that miss every entry written meanwhile. Its keys stay until then (`check` notes them, a
+/// reindex drops them).
+fn record_built_kinds_at_open(
+    databases: &Databases,
+    write_txn: &mut heed::RwTxn,
+    configured_indexes: &HashMap<AttrId, IndexKinds>,
+    schema: &Schema,
+) -> Result<(), StoreError> {
+    let meta = databases.meta;
+    if databases.id2entry.len(write_txn)? == 0 {
+        let text = index_config_text(configured_indexes, schema).join("\n");
+        meta.put(write_txn, layout::META_INDEX_CONFIG, text.as_bytes())?;
+        return Ok(());
+    }
+    let Some(stored) = meta.get(write_txn, layout::META_INDEX_CONFIG)? else {
+        return Ok(());
+    };
+    let stored = String::from_utf8_lossy(stored).into_owned();
+    let mut maintained = parse_index_config_text(&stored, schema);
+    for (attr, kinds) in maintained.iter_mut() {
+        let configured = configured_indexes.get(attr).copied().unwrap_or_default();
+        *kinds = kinds.intersection(configured);
+    }
+    let text = index_config_text(&maintained, schema).join("\n");
+    if text != stored {
+        tracing::info!(
+            "index kinds no longer configured are no longer maintained; recorded as built \
+             now: {:?} (was {:?})",
+            text,
+            stored
+        );
+        meta.put(write_txn, layout::META_INDEX_CONFIG, text.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// The index kinds searches may use, and what differs from the built configuration.
 fn usable_indexes(
     configured_indexes: &HashMap<AttrId, IndexKinds>,
@@ -762,13 +803,12 @@ impl Store {
             &resolved.configured_indexes,
             &schema,
         )?;
-        if databases.id2entry.len(&write_txn)? == 0 {
-            // Empty: the indexes are exact for the configuration as it is now.
-            let text = index_config_text(&resolved.configured_indexes, &schema).join("\n");
-            databases
-                .meta
-                .put(&mut write_txn, layout::META_INDEX_CONFIG, text.as_bytes())?;
-        }
+        record_built_kinds_at_open(
+            &databases,
+            &mut write_txn,
+            &resolved.configured_indexes,
+            &schema,
+        )?;
         write_txn.commit()?;
         Ok(Store::assemble(
             env,

@@ -298,3 +298,72 @@ fn a_schema_extension_is_installed_live_and_a_change_is_refused() {
         .map(|attribute| &attribute.values);
     assert_eq!(values, Some(&vec![b"Teal".to_vec()]), "{stored:?}");
 }
+
+/// An index kind dropped from the configuration stops being maintained, so the store's record
+/// of built indexes drops it at the next read-write open: configured again later, it is a new
+/// kind (not used until built) instead of stale postings that miss the entries written in
+/// between. Built live then, its old keys are replaced, so every posting is exact.
+#[test]
+fn an_index_kind_dropped_and_configured_again_is_rebuilt_not_reused() {
+    let temporary = tempfile::tempdir().unwrap();
+    let open_with = |cn_kinds: Vec<IndexKind>| {
+        let mut options = options();
+        options.indexes.insert("cn".to_string(), cn_kinds);
+        Store::open(temporary.path(), options, schema()).unwrap()
+    };
+    let both = || vec![IndexKind::Equality, IndexKind::Substring];
+    let person = |uid: &str, cn: &str| {
+        entry(
+            &format!("uid={uid},ou=people,{SUFFIX}"),
+            &[
+                ("objectClass", "inetOrgPerson"),
+                ("uid", uid),
+                ("cn", cn),
+                ("sn", cn),
+            ],
+        )
+    };
+    {
+        let store = open_with(both());
+        add_all(&store, &directory(20), 100);
+        add_all(&store, &[person("quix", "Quixotic")], 1);
+    }
+    {
+        let store = open_with(vec![IndexKind::Equality]);
+        add_all(&store, &[person("zebra", "Zebra")], 1);
+        let mut write = store.write().unwrap();
+        write
+            .delete(&format!("uid=quix,ou=people,{SUFFIX}"))
+            .unwrap();
+        write.commit().unwrap();
+    }
+    let searches_find_zebra = |store: &Store| {
+        let oracle = Oracle::build(store);
+        for filter in ["(cn=*ebr*)", "(cn=*xot*)"] {
+            let found = search_ids(store, SUFFIX, Scope::Sub, filter);
+            assert_eq!(found, oracle.search(SUFFIX, Scope::Sub, filter), "{filter}");
+        }
+        assert_eq!(search_ids(store, SUFFIX, Scope::Sub, "(cn=*ebr*)").len(), 1);
+    };
+    let cn = schema().attribute("cn").unwrap();
+    {
+        let store = open_with(both());
+        assert_eq!(store.indexed_kinds(cn), IndexKinds::EQUALITY);
+        let change = store.index_config_change().expect("cn sub is new again");
+        assert_eq!(change.added, vec!["cn:eq,sub".to_string()]);
+        searches_find_zebra(&store);
+    }
+    // Dropped again, then added live: built from the entries, the old keys gone.
+    let store = open_with(vec![IndexKind::Equality]);
+    let report = store.add_indexes(&options().indexes).unwrap();
+    assert_eq!(report.built, vec!["cn:sub".to_string()]);
+    assert_eq!(store.indexed_kinds(cn), both_kinds());
+    searches_find_zebra(&store);
+    let checked = store.check().unwrap();
+    assert!(checked.is_clean(), "{checked}");
+    assert!(checked.notes.is_empty(), "{:?}", checked.notes);
+}
+
+fn both_kinds() -> IndexKinds {
+    IndexKinds::EQUALITY.union(IndexKinds::SUBSTRING)
+}

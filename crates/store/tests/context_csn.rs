@@ -56,3 +56,69 @@ fn aborted_changes_leave_it_and_a_reopened_store_resumes_after_it() {
     assert!(after[0] > first, "{} after {first}", after[0]);
     assert!(store.set_server_id(4096).is_err(), "server IDs are 12 bits");
 }
+
+/// The per-attribute state (`lmdirAttributeCSN`) of a replicating node's local modifies:
+/// one value per description changed, its CSN the entry's and its base the CSN it replaced,
+/// whichever way the modify went (point edits of an out-of-line member list, or the general
+/// way). A multi-provider peer merges by it: without the member state a concurrent change
+/// of another attribute elsewhere would win the member list too.
+#[test]
+fn every_local_modify_records_the_attributes_it_changed() {
+    use lmdir_schema::{ModOp, Modification};
+    use lmdir_store::attribute_state::{states_of, AttributeState, ATTRIBUTE_STATE};
+    let directory = tempfile::tempdir().unwrap();
+    let store = open(directory.path());
+    store.set_server_id(3).unwrap();
+    common::add_all(&store, &common::directory(4), 100);
+    let group = format!("cn=group1,ou=groups,{SUFFIX}");
+    let change = |op, description: &str, value: &str| Modification {
+        op,
+        description: description.to_string(),
+        values: vec![value.as_bytes().to_vec()],
+    };
+    let states = || {
+        let read = store.read().unwrap();
+        let entry = read.entry(read.dn_to_id(&group).unwrap()).unwrap().unwrap();
+        let schema = store.schema();
+        let values = |name: &str| -> Vec<Vec<u8>> {
+            entry
+                .values_of(schema.attribute(name).unwrap())
+                .into_iter()
+                .map(|(original, _)| original.to_vec())
+                .collect()
+        };
+        let entry_csn = Csn::parse(&values("entryCSN")[0]).unwrap();
+        let states = values(ATTRIBUTE_STATE);
+        (states_of(states.iter().map(Vec::as_slice)), entry_csn)
+    };
+    let modify = |modifications: &[Modification]| {
+        let mut write = store.write().unwrap();
+        write.modify(&group, modifications, &context()).unwrap();
+        write.commit().unwrap();
+    };
+    // A point modify: one member added to the out-of-line list.
+    modify(&[change(ModOp::Add, "member", &common::person_dn(3))]);
+    let (after_add, first) = states();
+    assert_eq!(
+        after_add.get("member"),
+        Some(&AttributeState {
+            description: "member".into(),
+            csn: first,
+            base: None
+        }),
+        "{after_add:?}"
+    );
+    // An inline attribute and a member delete in one point modify.
+    modify(&[
+        change(ModOp::Add, "description", "crew"),
+        change(ModOp::Delete, "member", &common::person_dn(3)),
+    ]);
+    let (after_delete, second) = states();
+    assert!(second > first);
+    for description in ["member", "description"] {
+        let state = after_delete.get(description).expect(description);
+        assert_eq!(state.csn, second, "{description}");
+    }
+    assert_eq!(after_delete["member"].base, Some(first));
+    assert_eq!(after_delete["description"].base, None);
+}

@@ -114,17 +114,42 @@ fn memberof_follows_groups_and_members() {
         let normalized_zero = store.schema().normalize_dn_str(&zero).unwrap();
         assert_eq!(members_of(&read, &crew), vec![normalized_zero]);
     }
+    // crew lists user1 again: zero leaves it; group0 lists zero alone, and member is
+    // required (groupOfNames): the value stays, as slapd's memberof leaves it.
     let mut write = store.write().unwrap();
+    let back = Modification {
+        op: ModOp::Add,
+        description: "member".into(),
+        values: vec![user1.clone().into_bytes()],
+    };
+    write.modify(&crew, &[back], &context).unwrap();
     write.delete(&zero).unwrap();
     write.commit().unwrap();
     {
         let read = store.read().unwrap();
-        assert!(members_of(&read, &crew).is_empty());
-        assert!(!members_of(&read, &format!("cn=group0,ou=groups,{SUFFIX}"))
-            .iter()
-            .any(|dn| dn.contains("zero")));
+        let normalize = |dn: &str| store.schema().normalize_dn_str(dn).unwrap();
+        assert_eq!(members_of(&read, &crew), vec![normalize(&user1)]);
+        assert_eq!(
+            members_of(&read, &format!("cn=group0,ou=groups,{SUFFIX}")),
+            vec![normalize(&zero)]
+        );
     }
     assert_clean(&store);
+    // Still a valid group: a schema-checked modify of it succeeds.
+    let mut write = store.write().unwrap();
+    let description = Modification {
+        op: ModOp::Replace,
+        description: "description".into(),
+        values: vec![b"still a group".to_vec()],
+    };
+    write
+        .modify(
+            &format!("cn=group0,ou=groups,{SUFFIX}"),
+            &[description],
+            &context,
+        )
+        .unwrap();
+    write.commit().unwrap();
 
     // Delete a group: memberOf removed from its members.
     let group1 = format!("cn=group1,ou=groups,{SUFFIX}");
@@ -237,4 +262,65 @@ fn memberof_follows_a_renamed_subtree() {
     assert_eq!(members_of(&read, &crew), vec![normalize(&cee)]);
     drop(read);
     assert_clean(&store);
+}
+
+/// A group listing one member under two uniqueMember spellings (`dn` and `dn#'0101'B`):
+/// deleting either one (a point modify) leaves the member in the group, so its memberOf
+/// stays; deleting the other too removes it.
+#[test]
+fn memberof_stays_while_another_unique_member_value_names_the_member() {
+    let temporary = tempfile::tempdir().unwrap();
+    let mut options = options();
+    options.memberof = true;
+    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    add_all(&store, &directory(10), 100);
+    let context = context();
+    let user = person_dn(2);
+    let with_uid = format!("{user}#'0101'B");
+    let group = format!("cn=uniq,ou=groups,{SUFFIX}");
+    let mut write = store.write().unwrap();
+    let mut uniq = entry(
+        &group,
+        &[("objectClass", "groupOfUniqueNames"), ("cn", "uniq")],
+    );
+    uniq.add_values(
+        "uniqueMember",
+        [
+            user.clone().into_bytes(),
+            with_uid.clone().into_bytes(),
+            person_dn(3).into_bytes(),
+        ],
+    );
+    write.add(&uniq, &context).unwrap();
+    write.commit().unwrap();
+    let delete = |value: &str| Modification {
+        op: ModOp::Delete,
+        description: "uniqueMember".into(),
+        values: vec![value.as_bytes().to_vec()],
+    };
+    for (gone, still_member) in [(&with_uid, true), (&user, false)] {
+        let mut write = store.write().unwrap();
+        write.modify(&group, &[delete(gone)], &context).unwrap();
+        write.commit().unwrap();
+        let read = store.read().unwrap();
+        assert_eq!(
+            memberof_of(&read, &user).contains(&group),
+            still_member,
+            "after deleting {gone}"
+        );
+        drop(read);
+        assert_clean(&store);
+    }
+    // The other order: the plain DN goes first.
+    let mut write = store.write().unwrap();
+    let add = Modification {
+        op: ModOp::Add,
+        description: "uniqueMember".into(),
+        values: vec![user.clone().into_bytes(), with_uid.clone().into_bytes()],
+    };
+    write.modify(&group, &[add], &context).unwrap();
+    write.modify(&group, &[delete(&user)], &context).unwrap();
+    write.commit().unwrap();
+    let read = store.read().unwrap();
+    assert!(memberof_of(&read, &user).contains(&group));
 }

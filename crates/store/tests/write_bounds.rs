@@ -130,3 +130,103 @@ fn a_write_past_its_deadline_fails_with_admin_limit_exceeded() {
         )
         .unwrap();
 }
+
+/// Adds `levels` nested OUs below `top`, each named `ou=<prefix><level>`; returns the DNs.
+fn chain(store: &lmdir_store::Store, top: &str, levels: usize, prefix: &str) -> Vec<String> {
+    let mut dns = Vec::with_capacity(levels);
+    let mut parent = top.to_string();
+    let mut write = store.write().unwrap();
+    for level in 0..levels {
+        let value = format!("{prefix}{level}");
+        let dn = format!("ou={value},{parent}");
+        let unit = entry(
+            &dn,
+            &[("objectClass", "organizationalUnit"), ("ou", &value)],
+        );
+        write.add(&unit, &client()).unwrap();
+        parent = dn.clone();
+        dns.push(dn);
+    }
+    write.commit().unwrap();
+    dns
+}
+
+/// A move may not put entries where no request could name them: refused when the moved
+/// subtree's deepest entry would have more RDNs than a DN may (`DN_RDN_COUNT_MAX`) or a DN
+/// longer than `DN_SIZE_BYTES_MAX`, though the moved entry itself would fit; accepted one
+/// level higher, where its descendants are nameable.
+#[test]
+fn a_move_keeps_every_descendant_nameable() {
+    use lmdir_schema::{DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX};
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    add_all(&store, &directory(0), 10);
+    // dc=example,dc=com is 2 RDNs: the deepest link of the chain has DN_RDN_COUNT_MAX - 1.
+    let deep = chain(&store, SUFFIX, DN_RDN_COUNT_MAX - 3, "c");
+    let subtree = chain(&store, SUFFIX, 2, "s");
+    let mut write = store.write().unwrap();
+    let superior = write.normalized_dn(deep.last().unwrap()).unwrap();
+    let refused = write
+        .modrdn(&subtree[0], "ou=s0", true, Some(&superior), &client())
+        .unwrap_err();
+    assert_eq!(refused.code, ResultCode::AdminLimitExceeded, "{refused}");
+    assert!(refused.message.contains("RDNs"), "{refused}");
+    let superior = write.normalized_dn(&deep[deep.len() - 2]).unwrap();
+    write
+        .modrdn(&subtree[0], "ou=s0", true, Some(&superior), &client())
+        .unwrap();
+    write.commit().unwrap();
+    let deepest = format!("ou=s1,ou=s0,{}", deep[deep.len() - 2]);
+    assert_eq!(
+        lmdir_schema::Dn::parse(&deepest).unwrap().rdns.len(),
+        DN_RDN_COUNT_MAX
+    );
+    assert!(store.read().unwrap().dn_to_id(&deepest).is_ok());
+
+    // The same by length: long RDNs down to a DN of 65,400 bytes, a short entry moved below
+    // it (it fits) whose child's RDN is 404 bytes (it would not).
+    let long = chain_to_length(&store, SUFFIX, DN_SIZE_BYTES_MAX - 136);
+    assert_eq!(long.last().unwrap().len(), DN_SIZE_BYTES_MAX - 136);
+    let short = chain(&store, SUFFIX, 1, "short")[0].clone();
+    chain(&store, &short, 1, &"b".repeat(400));
+    let mut write = store.write().unwrap();
+    let superior = write.normalized_dn(long.last().unwrap()).unwrap();
+    let refused = write
+        .modrdn(&short, "ou=short0", true, Some(&superior), &client())
+        .unwrap_err();
+    assert_eq!(refused.code, ResultCode::AdminLimitExceeded, "{refused}");
+    assert!(refused.message.contains("bytes"), "{refused}");
+    let superior = write.normalized_dn(&long[long.len() - 3]).unwrap();
+    write
+        .modrdn(&short, "ou=short0", true, Some(&superior), &client())
+        .unwrap();
+    write.commit().unwrap();
+    assert!(store.check().unwrap().is_clean());
+}
+
+/// Adds nested OUs below `top` (RDNs of at most 404 bytes) until the deepest DN is `length`
+/// bytes long; returns the DNs.
+fn chain_to_length(store: &lmdir_store::Store, top: &str, length: usize) -> Vec<String> {
+    let mut dns = Vec::new();
+    let mut parent = top.to_string();
+    let mut write = store.write().unwrap();
+    while parent.len() < length {
+        let remaining = length - parent.len();
+        let take = match remaining {
+            801.. => 404,
+            405..=800 => remaining / 2,
+            _ => remaining,
+        };
+        let value = format!("{:04}{}", dns.len(), "a".repeat(take - 8));
+        let dn = format!("ou={value},{parent}");
+        let unit = entry(
+            &dn,
+            &[("objectClass", "organizationalUnit"), ("ou", &value)],
+        );
+        write.add(&unit, &client()).unwrap();
+        parent = dn.clone();
+        dns.push(dn);
+    }
+    write.commit().unwrap();
+    dns
+}
