@@ -569,3 +569,87 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
     std::fs::write(&schema_path, colour_schema(DIRECTORY_STRING)).unwrap();
     server.assert_check_clean("after the schema reloads");
 }
+
+/// Starts `lmdir serve` on `server`'s config, logging to `serve.log` in its directory; the
+/// notification socket says when it is ready and when each reload is done.
+fn serve_with_notifications(server: &TestServer) -> (Serving, UnixDatagram, std::path::PathBuf) {
+    let scratch = server.directory.path();
+    let (log, notify) = (scratch.join("serve.log"), scratch.join("notify.sock"));
+    let notifications = UnixDatagram::bind(&notify).unwrap();
+    let serving = Serving(Some(spawn_serve(&server.config_path, &log, &notify)));
+    receive_until(&notifications, "READY=1");
+    (serving, notifications, log)
+}
+
+/// The result code of a base search of cn=Monitor's entry for consumer rid 1 (32: none).
+fn consumer_shown(connection: &mut LdapConn) -> u32 {
+    let consumer_entry = "cn=Consumer 001,cn=Database 1,cn=Databases,cn=Monitor";
+    let SearchResult(_, result) = connection
+        .search(consumer_entry, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .unwrap();
+    result.rc
+}
+
+/// A reload never starts consumers under a replication identity it did not apply (a data
+/// loss: a consumer meant for a multi-provider node, run by a standalone one, resolves no
+/// conflicts and its first refresh deletes every local entry its provider lacks). Case A: a
+/// standalone server reloaded into a multi-provider node (server_id, provider, a consumer);
+/// case B: then twice into a read-only replica, which needs a restart too; the record of what
+/// runs must not take the refused file for running, so the second time is refused again and
+/// the restart warnings repeat. Every time the consumer is not started (cn=Monitor has no
+/// entry for it, registered before the reload answers READY) and the server stays writable.
+#[test]
+fn sighup_never_starts_consumers_under_a_replication_identity_it_did_not_apply() {
+    let server = TestServer::prepare("", 5);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let mut root = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    // Nothing listens there: the consumer, if started, would only retry.
+    let consumer = format!(
+        "[[replication.consumer]]\nrid = 1\nprovider = \"ldap://127.0.0.1:{}\"\n\
+         search_base = \"dc=example,dc=com\"\ntype = \"refreshOnly\"\n\
+         bind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n",
+        support::free_port()
+    );
+    let multi_provider =
+        format!("{indexes}[replication]\nserver_id = 1\nprovider = true\n{consumer}");
+    let replica = format!("{indexes}{consumer}");
+    let refused_consumers = "reload: replication.consumer (";
+    for (round, database) in [&multi_provider, &replica, &replica]
+        .into_iter()
+        .enumerate()
+    {
+        write_config(&server, "log = \"info\"", database);
+        hang_up(serving.child(), &notifications);
+        assert_eq!(consumer_shown(&mut root), 32, "round {round}: not started");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            text.matches(refused_consumers).count(),
+            round + 1,
+            "round {round}: named as needing a restart every time\n{text}"
+        );
+        assert!(
+            live_config(&mut root).contains("waiting for a restart: "),
+            "round {round}"
+        );
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("reload: replication (server_id, provider"),
+        "{text}"
+    );
+    // Still the writable standalone server it was: the rootdn's add is applied, not referred.
+    let added = vec![
+        ("objectClass", ["inetOrgPerson"].into_iter().collect()),
+        ("uid", ["kept"].into_iter().collect()),
+        ("cn", ["Kept"].into_iter().collect()),
+        ("sn", ["Kept"].into_iter().collect()),
+    ];
+    root.add(&format!("uid=kept,{PEOPLE_DN}"), added)
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(people_count(server.port), 6);
+    assert!(serving.stop().success());
+}
