@@ -653,3 +653,35 @@ fn sighup_never_starts_consumers_under_a_replication_identity_it_did_not_apply()
     assert_eq!(people_count(server.port), 6);
     assert!(serving.stop().success());
 }
+
+const CONFIDENTIALITY_REQUIRED: u32 = 13;
+
+/// `require_tls` is checked against what will run: the TLS files and listeners need a restart,
+/// so a file adding them with `require_tls = true` to a server without TLS is refused whole
+/// (StartTLS is not offered until the restart; applying require_tls alone would refuse every
+/// bind over ldap:// with confidentialityRequired).
+#[test]
+fn sighup_refuses_require_tls_the_running_listeners_cannot_offer() {
+    let server = TestServer::prepare("", 0);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let mut root = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    let live = live_config(&mut root);
+    let scratch = server.directory.path();
+    let tls = format!(
+        "log = \"info\"\nrequire_tls = true\ntls_certificate = \"{}\"\ntls_key = \"{}\"",
+        scratch.join("cert.pem").display(),
+        scratch.join("key.pem").display()
+    );
+    write_config(&server, &tls, &indexes);
+    hang_up(serving.child(), &notifications);
+    let mut connection = LdapConn::new(&format!("ldap://127.0.0.1:{}", server.port)).unwrap();
+    let result = connection.simple_bind(ROOT_DN, ROOT_PASSWORD).unwrap();
+    assert_ne!(result.rc, CONFIDENTIALITY_REQUIRED, "{result:?}");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let text = wait_for_log(&log, "nothing changed, the live configuration is");
+    assert!(text.contains("server.require_tls"), "{text}");
+    assert_eq!(live_config(&mut root), live);
+    assert!(serving.stop().success());
+}

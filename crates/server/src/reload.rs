@@ -139,6 +139,20 @@ pub fn kept_running(running: &Config, fresh: &Config) -> Config {
     next
 }
 
+/// `kept_running`, checked as a whole: a rule between keys holds for what will run, not only
+/// for the file (`require_tls = true` with TLS files that need a restart would refuse every
+/// bind over ldap:// while StartTLS is not offered). An error refuses the reload.
+fn checked_next(running: &Config, fresh: &Config) -> Result<Config, String> {
+    let next = kept_running(running, fresh);
+    next.check().map_err(|problem| {
+        format!(
+            "{problem} (with the running value of each key that needs a restart: {})",
+            restart_only_changes(running, fresh).join(", ")
+        )
+    })?;
+    Ok(next)
+}
+
 /// Whether the consumers of `fresh` may be started and stopped live. They run with the running
 /// replication identity (`server_id`, `provider`: CSNs, cookies, conflict resolution and the
 /// provider side are set up when the server starts), so only when the file keeps that
@@ -194,7 +208,7 @@ fn added_names(running: &Schema, extended: &Schema) -> String {
 /// Builds and checks what `fresh` would swap in; an error names the first problem.
 fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<Prepared, String> {
     // What needs a restart keeps its running value: everything below is built from `next`.
-    let next = kept_running(running, fresh);
+    let next = checked_next(running, fresh)?;
     let settings = ServerSettings::from_config(&next)?;
     let (schema, policy, limits, indexes) = match &context.database {
         Some(database) => {
@@ -380,6 +394,26 @@ mod tests {
         let next = kept_running(&standalone, &fresh);
         assert_eq!(next.server.listen, standalone.server.listen);
         assert_eq!(next.server.size_limit, 7);
+    }
+
+    #[test]
+    fn require_tls_is_checked_with_the_tls_files_that_will_run() {
+        let without_tls = config("");
+        let mut with_tls = config("");
+        with_tls.server.require_tls = true;
+        with_tls.server.tls_certificate = "/etc/lmdir/cert.pem".into();
+        with_tls.server.tls_key = "/etc/lmdir/key.pem".into();
+        assert_eq!(with_tls.check(), Ok(()), "valid on its own");
+        let problem = checked_next(&without_tls, &with_tls).unwrap_err();
+        assert!(
+            problem.starts_with("server.require_tls: ")
+                && problem.contains("server.tls_certificate/tls_key"),
+            "{problem}"
+        );
+        // Once TLS runs, require_tls alone changes live.
+        let mut running_tls = with_tls.clone();
+        running_tls.server.require_tls = false;
+        assert_eq!(checked_next(&running_tls, &with_tls), Ok(with_tls));
     }
 
     #[test]
