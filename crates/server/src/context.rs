@@ -37,7 +37,9 @@ pub enum ServerError {
 
 /// State shared by every connection.
 pub struct ServerContext {
-    /// The settings now (a reload replaces them; read once per operation by `settings()`).
+    /// The settings of a server without a database (a reload replaces them). With a database
+    /// `settings()` reads the database's `Running` instead, where a reload swaps them with the
+    /// rules as one; this then keeps the settings the server started with, unused.
     pub(crate) settings_live: crate::live::Live<ServerSettings>,
     pub tls_config: Option<Arc<rustls::ServerConfig>>,
     /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
@@ -113,11 +115,55 @@ pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
     OperationError::new(code::OTHER, error.to_string())
 }
 
+/// The database's rules, compiled against the schema: what a reload replaces with the
+/// settings, as one (`Running`).
+pub(crate) struct Rules {
+    /// `[[access]]`: an operation takes it once and decides with it throughout; the writer
+    /// takes it per batch.
+    pub(crate) policy: Arc<AccessPolicy>,
+    /// `[[limits]]`: search limits per identity.
+    pub(crate) limits: crate::limits::IdentityLimits,
+}
+
+impl Rules {
+    /// `policy` and no other rule: a database before the server starts, and tests.
+    pub(crate) fn with_policy(policy: AccessPolicy) -> Rules {
+        Rules {
+            policy: Arc::new(policy),
+            limits: crate::limits::IdentityLimits::default(),
+        }
+    }
+
+    /// The rules `settings` names, compiled against `schema` (an unknown name is an error
+    /// naming it), with `policy`.
+    pub(crate) fn compile(
+        policy: Arc<AccessPolicy>,
+        settings: &ServerSettings,
+        schema: &Schema,
+    ) -> Result<Rules, String> {
+        Ok(Rules {
+            policy,
+            limits: crate::limits::IdentityLimits::compile(&settings.limits, schema)
+                .map_err(|problem| format!("[[limits]]: {problem}"))?,
+        })
+    }
+}
+
+/// What an operation takes of the configuration (settings and rules), replaced whole by a
+/// reload. Invariant: one store swaps all of it, so whatever part an operation takes after
+/// the swap is new, every other part too: no operation starting during a reload sees the new
+/// settings with the old access rules (a dropped `require_authentication` without the
+/// `by anonymous none` added with it), or the reverse.
+pub(crate) struct Running {
+    pub(crate) settings: Arc<ServerSettings>,
+    pub(crate) rules: Arc<Rules>,
+}
+
 /// An open database: the store, its schema, the access policy and the writer thread.
 pub struct Database {
     pub(crate) store: Store,
-    /// The access policy now (a reload replaces it; see `policy()`).
-    pub(crate) live_policy: Arc<crate::live::Live<AccessPolicy>>,
+    /// The settings and rules now (a reload replaces them whole; see `Running`).
+    pub(crate) live: Arc<crate::live::Live<Running>>,
     pub(crate) write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
     /// Set when shutdown begins: no new update is queued and queued ones are answered
     /// unavailable (the writer's budget bounds the one it is applying).
@@ -134,8 +180,6 @@ pub struct Database {
     pub(crate) cookie_key: [u8; 32],
     /// The server's counters; the writer reports its batches here.
     pub(crate) monitor: Arc<crate::monitor::Monitor>,
-    /// Search limits per identity (`[[limits]]`), set when the server starts and by a reload.
-    pub(crate) limits: crate::live::Live<crate::limits::IdentityLimits>,
     /// Password policy state updates waiting for the writer (one per entry).
     pub(crate) pending_states: Arc<crate::ppolicy::PendingStates>,
     /// The suffix shows its contextCSN only on a replicating server (a server ID, a provider or
@@ -161,7 +205,11 @@ impl Database {
     pub fn new(store: Store, policy: AccessPolicy) -> Database {
         let schema = store.schema().clone();
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
-        let live_policy = Arc::new(crate::live::Live::new(policy));
+        // The server's settings and rules replace these when it starts (`install`).
+        let live = Arc::new(crate::live::Live::new(Running {
+            settings: Arc::new(ServerSettings::with_defaults(Vec::new())),
+            rules: Arc::new(Rules::with_policy(policy)),
+        }));
         let writes_stopping = Arc::new(AtomicBool::new(false));
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
@@ -174,8 +222,8 @@ impl Database {
             persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
-            policy: live_policy.load(),
-            live_policy: live_policy.clone(),
+            rules: live.load().rules.clone(),
+            live: live.clone(),
             stopping: writes_stopping.clone(),
             monitor: monitor.clone(),
         };
@@ -193,14 +241,13 @@ impl Database {
                 .collect(),
             pwd_policy_subentry: schema.attribute("pwdPolicySubentry"),
             store,
-            live_policy,
+            live,
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             writer,
             cookie_key: rand::random(),
             monitor,
-            limits: crate::live::Live::default(),
             shows_context_csn: false,
             pending_states,
             persist,
@@ -281,10 +328,20 @@ impl Database {
         }
     }
 
-    pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
-        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema())?;
-        self.limits.store(Arc::new(compiled));
+    /// Compiles the rules `settings` names against this database's schema and makes them,
+    /// with `settings`, what runs (when the server starts).
+    pub(crate) fn install(&self, settings: &ServerSettings) -> Result<(), String> {
+        let rules = Rules::compile(self.policy(), settings, &self.schema())?;
+        self.live.store(Arc::new(Running {
+            settings: Arc::new(settings.clone()),
+            rules: Arc::new(rules),
+        }));
         Ok(())
+    }
+
+    /// The settings and rules now (see `Running`).
+    pub(crate) fn running(&self) -> Arc<Running> {
+        self.live.load()
     }
 
     /// The effective search limits of a subject.
@@ -293,12 +350,12 @@ impl Database {
         settings: &ServerSettings,
         subject: &Subject<'_>,
     ) -> crate::limits::EffectiveLimits {
-        self.limits.load().resolve(settings, subject)
+        self.running().rules.limits.resolve(settings, subject)
     }
 
     /// The access policy now: an operation takes it once and decides with it throughout.
     pub(crate) fn policy(&self) -> Arc<AccessPolicy> {
-        self.live_policy.load()
+        self.running().rules.policy.clone()
     }
 
     /// The counters this database's writer reports to (the server shows them with its own).

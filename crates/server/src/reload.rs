@@ -5,11 +5,10 @@
 //! again: new definitions are added live; a change or removal of a running definition refuses
 //! the whole reload, like an invalid file. What needs a restart keeps its running value
 //! and is named. Open connections stay: each operation takes the settings and policy of the
-//! moment it starts.
+//! moment it starts, swapped as one (`context::Running`).
 
 pub use crate::config_identity::ConfigIdentity;
-use crate::context::ServerContext;
-use crate::limits::IdentityLimits;
+use crate::context::{Rules, Running, ServerContext};
 use crate::settings::ServerSettings;
 use lmdir_access::acl::AccessPolicy;
 use lmdir_config::{Config, ReplicationConfig};
@@ -22,8 +21,8 @@ struct Prepared {
     /// The running schema extended by what the schema files add (None: they add nothing).
     schema: Option<Arc<Schema>>,
     settings: ServerSettings,
-    policy: Option<AccessPolicy>,
-    limits: Option<IdentityLimits>,
+    /// The database's rules (None without a database).
+    rules: Option<Rules>,
     indexes: Option<lmdir_store::IndexesAdded>,
     restart_needed: Vec<&'static str>,
     /// What runs once this is applied (`kept_running`).
@@ -210,7 +209,7 @@ fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<
     // What needs a restart keeps its running value: everything below is built from `next`.
     let next = checked_next(running, fresh)?;
     let settings = ServerSettings::from_config(&next)?;
-    let (schema, policy, limits, indexes) = match &context.database {
+    let (schema, rules, indexes) = match &context.database {
         Some(database) => {
             let running_schema = database.schema();
             let extended = schema_additions(&running_schema, &next)?;
@@ -218,22 +217,20 @@ fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<
             let policy =
                 AccessPolicy::from_config(&next.access, schema, &settings.suffix, &settings.rootdn)
                     .map_err(|problem| format!("[[access]]: {problem}"))?;
-            let limits = IdentityLimits::compile(&next.limits, schema)
-                .map_err(|problem| format!("[[limits]]: {problem}"))?;
+            let rules = Rules::compile(Arc::new(policy), &settings, schema)?;
             let wanted = lmdir_store::StoreOptions::from_config(&next).indexes;
             let indexes = database
                 .store
                 .index_additions(&wanted, schema)
                 .map_err(|problem| format!("[database.index]: {problem}"))?;
-            (extended, Some(policy), Some(limits), Some(indexes))
+            (extended, Some(rules), Some(indexes))
         }
-        None => (None, None, None, None),
+        None => (None, None, None),
     };
     Ok(Prepared {
         schema,
         settings,
-        policy,
-        limits,
+        rules,
         indexes,
         restart_needed: restart_only_changes(running, fresh),
         config: next,
@@ -270,18 +267,21 @@ pub fn reload(
         warn!("reload: {name} changed; it needs a restart, the running value stays");
     }
     let consumers = prepared.settings.replication.consumer.clone();
-    context.settings_live.store(Arc::new(prepared.settings));
+    let settings = Arc::new(prepared.settings);
+    // One store: an operation starting from here on takes new settings and new rules alike,
+    // one starting before takes old ones alike (`Running`).
+    match (&context.database, prepared.rules) {
+        (Some(database), Some(rules)) => database.live.store(Arc::new(Running {
+            settings,
+            rules: Arc::new(rules),
+        })),
+        _ => context.settings_live.store(settings),
+    }
     let (stopped, started) = crate::replication::consumer::reconcile(context, &consumers);
     if !stopped.is_empty() || !started.is_empty() {
         info!("reload: replication consumers stopped {stopped:?}, started {started:?}");
     }
     if let Some(database) = &context.database {
-        if let Some(policy) = prepared.policy {
-            database.live_policy.store(Arc::new(policy));
-        }
-        if let Some(limits) = prepared.limits {
-            database.limits.store(Arc::new(limits));
-        }
         database.set_accesslog(&prepared.config.accesslog);
         if let Some(indexes) = prepared.indexes {
             build_indexes(database.store.clone(), &prepared.config, indexes);
@@ -425,5 +425,99 @@ mod tests {
         // A read-only replica may pull from another provider.
         let (replica, moved) = (config(&consumer(1)), config(&consumer(2)));
         assert_eq!(kept_running(&replica, &moved), moved);
+    }
+    /// A server started on `config` (its database directory made under `directory`).
+    fn started(config: &mut Config, directory: &std::path::Path) -> Started {
+        config.database.directory = directory.join("db");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = runtime.block_on(async {
+            let settings = ServerSettings::from_config(config).unwrap();
+            let database = crate::Database::open(config).unwrap();
+            crate::server::start(settings, Some(database))
+                .await
+                .unwrap()
+        });
+        Started {
+            runtime,
+            server: Some(server),
+        }
+    }
+
+    struct Started {
+        runtime: tokio::runtime::Runtime,
+        server: Option<crate::server::RunningServer>,
+    }
+
+    impl Drop for Started {
+        fn drop(&mut self) {
+            if let Some(server) = self.server.take() {
+                self.runtime
+                    .block_on(server.shutdown(std::time::Duration::from_secs(5)));
+            }
+        }
+    }
+
+    /// At each event logged on its thread, what an operation starting then would take: the
+    /// size limit and whether the access policy is the default one.
+    struct Witness {
+        context: Arc<ServerContext>,
+        seen: Arc<std::sync::Mutex<Vec<(u64, bool)>>>,
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Witness {
+        fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            let size_limit = self.context.settings().size_limit;
+            let database = self.context.database.as_ref().expect("a database");
+            let default_policy = database.policy().is_default();
+            self.seen.lock().unwrap().push((size_limit, default_policy));
+        }
+    }
+
+    /// What one operation takes (settings, access policy, limits) is swapped as one: at no
+    /// point of a reload (here: each line it logs, the consumers' among them) does an
+    /// operation starting then see the new settings with the old policy, or the reverse.
+    #[test]
+    fn an_operation_never_sees_half_of_a_reload() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let directory = tempfile::tempdir().unwrap();
+        let mut running = multi_provider(&[]);
+        let started = started(&mut running, directory.path());
+        let context = started.server.as_ref().unwrap().context().clone();
+        let mut fresh = multi_provider(&[1]);
+        fresh
+            .database
+            .directory
+            .clone_from(&running.database.directory);
+        fresh.server.size_limit = 5;
+        fresh.access = config(
+            "[[access]]\nto = { subtree = \"dc=example,dc=com\" }\n\
+             by = [ { who = \"users\", access = \"read\" } ]\n",
+        )
+        .access;
+        let seen = Arc::default();
+        let witness = Witness {
+            context: context.clone(),
+            seen: Arc::clone(&seen),
+        };
+        let subscriber = tracing_subscriber::registry().with(witness);
+        let _entered = started.runtime.enter();
+        let identity = ConfigIdentity::of(b"", "test.toml");
+        tracing::subscriber::with_default(subscriber, || {
+            reload(&context, &running, &fresh, identity).unwrap();
+        });
+        let seen = seen.lock().unwrap().clone();
+        assert!(
+            seen.iter()
+                .all(|pair| matches!(pair, (500, true) | (5, false))),
+            "{seen:?}"
+        );
+        assert!(
+            seen.contains(&(5, false)),
+            "the consumer's start is logged: {seen:?}"
+        );
     }
 }
