@@ -685,3 +685,94 @@ fn sighup_refuses_require_tls_the_running_listeners_cannot_offer() {
     assert_eq!(live_config(&mut root), live);
     assert!(serving.stop().success());
 }
+
+const CONSTRAINT_VIOLATION: u32 = 19;
+
+/// A person under ou=People with `mail`.
+fn person_with_mail(uid: &str, mail: &str) -> Vec<(String, std::collections::HashSet<String>)> {
+    let value = |value: &str| [value.to_string()].into_iter().collect();
+    vec![
+        ("objectClass".to_string(), value("inetOrgPerson")),
+        ("uid".to_string(), value(uid)),
+        ("cn".to_string(), value(uid)),
+        ("sn".to_string(), value(uid)),
+        ("mail".to_string(), value(mail)),
+    ]
+}
+
+/// `member` values of `dn` as the rootdn reads them.
+fn members_of(connection: &mut LdapConn, dn: &str) -> Vec<String> {
+    let SearchResult(entries, result) = connection
+        .search(dn, Scope::Base, "(objectClass=*)", vec!["member"])
+        .expect("search");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("the group"));
+    entry.attrs.get("member").cloned().unwrap_or_default()
+}
+
+/// `[integrity]` and `[[dynlist]]` apply live: a unique rule added by SIGHUP refuses the next
+/// duplicate, on a connection opened before it; a dynamic group rule lists the members its
+/// URL finds. A rule that does not compile (an unknown attribute) refuses the reload, instead
+/// of being accepted and failing the next start; `log_format` needs a restart and says so.
+#[test]
+fn sighup_applies_integrity_and_dynlist_rules_and_refuses_an_invalid_one() {
+    let server = TestServer::prepare("", 3);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let mut root = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    let group = "cn=found,dc=example,dc=com";
+    let url = format!("ldap:///{PEOPLE_DN}??one?(uid=same*)");
+    let group_entry = vec![
+        (
+            "objectClass",
+            ["organizationalRole", "extensibleObject"]
+                .into_iter()
+                .collect(),
+        ),
+        ("cn", ["found"].into_iter().collect()),
+        ("labeledURI", [url.as_str()].into_iter().collect()),
+    ];
+    root.add(group, group_entry).unwrap().success().unwrap();
+    let dn = |uid: &str| format!("uid={uid},{PEOPLE_DN}");
+    root.add(&dn("same1"), person_with_mail("same1", "same@example.com"))
+        .unwrap()
+        .success()
+        .unwrap();
+    assert!(members_of(&mut root, group).is_empty(), "no rule yet");
+
+    let rules = format!(
+        "{indexes}[[integrity.unique]]\nattributes = [\"mail\"]\n\
+         [[dynlist]]\nobject_class = \"extensibleObject\"\nurl_attribute = \"labeledURI\"\n"
+    );
+    write_config(&server, "log = \"info\"\nlog_format = \"json\"", &rules);
+    hang_up(serving.child(), &notifications);
+    let refused = root
+        .add(&dn("same2"), person_with_mail("same2", "same@example.com"))
+        .unwrap();
+    assert_eq!(refused.rc, CONSTRAINT_VIOLATION, "{refused:?}");
+    assert_eq!(members_of(&mut root, group), vec![dn("same1")]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("server.log_format changed; it needs a restart"),
+        "{text}"
+    );
+
+    let live = live_config(&mut root);
+    let invalid = format!("{rules}[integrity]\nreferential_attributes = [\"noSuchAttr\"]\n");
+    write_config(&server, "log = \"info\"", &invalid);
+    hang_up(serving.child(), &notifications);
+    let text = wait_for_log(&log, "nothing changed, the live configuration is");
+    assert!(text.contains("noSuchAttr"), "{text}");
+    assert_eq!(live_config(&mut root), live);
+    let refused = root
+        .add(&dn("same3"), person_with_mail("same3", "same@example.com"))
+        .unwrap();
+    assert_eq!(
+        refused.rc, CONSTRAINT_VIOLATION,
+        "the rules in force stay: {refused:?}"
+    );
+    assert!(serving.stop().success());
+    write_config(&server, "log = \"info\"", &rules);
+    server.assert_check_clean("after the integrity reloads");
+}

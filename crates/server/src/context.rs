@@ -123,6 +123,10 @@ pub(crate) struct Rules {
     pub(crate) policy: Arc<AccessPolicy>,
     /// `[[limits]]`: search limits per identity.
     pub(crate) limits: crate::limits::IdentityLimits,
+    /// `[integrity]` (refint, unique): the writer applies it in its txn, taken per batch.
+    pub(crate) integrity: crate::integrity::Integrity,
+    /// `[[dynlist]]` rules.
+    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
 }
 
 impl Rules {
@@ -131,6 +135,8 @@ impl Rules {
         Rules {
             policy: Arc::new(policy),
             limits: crate::limits::IdentityLimits::default(),
+            integrity: crate::integrity::Integrity::default(),
+            dynlist: Vec::new(),
         }
     }
 
@@ -145,6 +151,12 @@ impl Rules {
             policy,
             limits: crate::limits::IdentityLimits::compile(&settings.limits, schema)
                 .map_err(|problem| format!("[[limits]]: {problem}"))?,
+            integrity: crate::integrity::Integrity::compile(
+                &settings.integrity,
+                schema,
+                &settings.suffix,
+            )?,
+            dynlist: crate::dynlist::compile(&settings.dynlist, schema)?,
         })
     }
 }
@@ -187,10 +199,6 @@ pub struct Database {
     pub(crate) shows_context_csn: bool,
     /// Committed changes for refreshAndPersist searches (published by the writer).
     pub(crate) persist: Arc<crate::persist::PersistHub>,
-    /// `[integrity]`, shared with the writer (set when the server starts).
-    pub(crate) integrity: crate::integrity::SharedIntegrity,
-    /// `[[dynlist]]` rules (set when the server starts).
-    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
     /// When a reload last extended the schema (cn=Subschema's modifyTimestamp; None: the
     /// schema is the one the server started with).
     pub(crate) schema_extended_at: Mutex<Option<std::time::SystemTime>>,
@@ -214,10 +222,8 @@ impl Database {
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
         let persist = Arc::new(crate::persist::PersistHub::default());
-        let integrity = crate::integrity::SharedIntegrity::default();
         let accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>> = Arc::default();
         let writer = Writer {
-            integrity: integrity.clone(),
             accesslog: accesslog.clone(),
             persist: persist.clone(),
             pending_states: pending_states.clone(),
@@ -251,8 +257,6 @@ impl Database {
             shows_context_csn: false,
             pending_states,
             persist,
-            integrity,
-            dynlist: Vec::new(),
             schema_extended_at: Mutex::new(None),
             accesslog,
             sort_bytes_in_use: std::sync::atomic::AtomicUsize::new(0),
@@ -265,38 +269,25 @@ impl Database {
         self.store.schema()
     }
 
-    /// What the dynamic group functions need of this database.
-    pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
+    /// What the dynamic group functions need of this database: its schema and rules now.
+    pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView {
+        let rules = self.running().rules.clone();
         crate::dynlist::DynlistView {
             schema: self.schema(),
-            policy: self.policy(),
-            rules: &self.dynlist,
+            policy: rules.policy.clone(),
+            rules,
         }
     }
 
-    /// Compiles the `[[dynlist]]` rules against this database's schema.
-    pub(crate) fn set_dynlist(
-        &mut self,
-        rules: &[lmdir_config::DynlistRule],
-    ) -> Result<(), String> {
-        self.dynlist = crate::dynlist::compile(rules, &self.schema())?;
-        Ok(())
-    }
-
-    /// Compiles `[integrity]` against this database's schema and hands it to the writer.
-    pub(crate) fn set_integrity(
+    /// Warns, for each attribute `integrity` looks up without an equality index (`indexed`
+    /// says which have one), that each delete, rename or unique check reads every entry.
+    pub(crate) fn warn_unindexed(
         &self,
-        config: &lmdir_config::IntegrityConfig,
-        suffix: &str,
-    ) -> Result<(), String> {
-        let compiled = crate::integrity::Integrity::compile(config, &self.schema(), suffix)?;
-        // Without an equality index each lookup reads every entry: say so once.
-        for attr in compiled.looked_up_attributes() {
-            let indexed = self
-                .store
-                .indexed_kinds(attr)
-                .contains(lmdir_store::IndexKinds::EQUALITY);
-            if !indexed {
+        integrity: &crate::integrity::Integrity,
+        indexed: impl Fn(AttrId) -> bool,
+    ) {
+        for attr in integrity.looked_up_attributes() {
+            if !indexed(attr) {
                 tracing::warn!(
                     "[integrity] {} has no equality index: each delete, rename or unique check \
                      reads every entry for it (add it to [database.index])",
@@ -304,8 +295,6 @@ impl Database {
                 );
             }
         }
-        crate::integrity::install(&self.integrity, compiled);
-        Ok(())
     }
 
     /// `[accesslog]`: whether and how long the writer keeps its audit trail.
@@ -332,6 +321,11 @@ impl Database {
     /// with `settings`, what runs (when the server starts).
     pub(crate) fn install(&self, settings: &ServerSettings) -> Result<(), String> {
         let rules = Rules::compile(self.policy(), settings, &self.schema())?;
+        self.warn_unindexed(&rules.integrity, |attr| {
+            self.store
+                .indexed_kinds(attr)
+                .contains(lmdir_store::IndexKinds::EQUALITY)
+        });
         self.live.store(Arc::new(Running {
             settings: Arc::new(settings.clone()),
             rules: Arc::new(rules),

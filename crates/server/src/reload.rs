@@ -1,6 +1,7 @@
 //! Reloading the configuration file into a running server (SIGHUP): everything is checked
 //! first, so an invalid file changes nothing; then what can change live is swapped in (schema
-//! additions, server limits and settings, `[[access]]`, `[[limits]]`) and new indexes are
+//! additions, server limits and settings, `[[access]]`, `[[limits]]`, `[integrity]`,
+//! `[[dynlist]]`, each rule compiled against the schema first) and new indexes are
 //! built in the background, used by searches only once built. The schema files are read
 //! again: new definitions are added live; a change or removal of a running definition refuses
 //! the whole reload, like an invalid file. What needs a restart keeps its running value
@@ -49,6 +50,17 @@ const RESTART_ONLY: &[(&str, Keep)] = &[
         next.server
             .ldapi_mode
             .clone_from(&running.server.ldapi_mode);
+    }),
+    // The log's destination and shape are set up once, when the server starts; a reload
+    // applies `log` (the filter) and reopens the file at the running path.
+    (
+        "server.log_file (the file at the running path is reopened)",
+        |next, running, _| {
+            next.server.log_file.clone_from(&running.server.log_file);
+        },
+    ),
+    ("server.log_format", |next, running, _| {
+        next.server.log_format = running.server.log_format;
     }),
     // The HTTP listener (SCIM, console) is set up once, when the server starts.
     ("http", |next, running, _| {
@@ -282,6 +294,7 @@ pub fn reload(
         info!("reload: replication consumers stopped {stopped:?}, started {started:?}");
     }
     if let Some(database) = &context.database {
+        warn_unindexed_integrity(database, &prepared.config);
         database.set_accesslog(&prepared.config.accesslog);
         if let Some(indexes) = prepared.indexes {
             build_indexes(database.store.clone(), &prepared.config, indexes);
@@ -294,6 +307,21 @@ pub fn reload(
         .collect();
     context.set_config_identity(identity);
     Ok(prepared.config)
+}
+
+/// Warns about each attribute the `[integrity]` now in force looks up without an equality
+/// index, neither built nor in `config` (one the same reload adds is being built).
+fn warn_unindexed_integrity(database: &crate::Database, config: &Config) {
+    let schema = database.schema();
+    let wanted = &config.database.index;
+    database.warn_unindexed(&database.running().rules.integrity, |attr| {
+        let built = database.store.indexed_kinds(attr);
+        built.contains(lmdir_store::IndexKinds::EQUALITY)
+            || wanted.iter().any(|(name, kinds)| {
+                schema.attribute(name) == Some(attr)
+                    && kinds.contains(&lmdir_config::IndexKind::Equality)
+            })
+    });
 }
 
 /// Starts building the indexes `fresh` adds on a thread of its own (writes wait for its one

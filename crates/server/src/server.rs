@@ -367,12 +367,6 @@ pub async fn start(
     let database = match database {
         Some(mut database) => {
             database.install(&settings).map_err(ServerError::Config)?;
-            database
-                .set_integrity(&settings.integrity, &settings.suffix)
-                .map_err(ServerError::Config)?;
-            database
-                .set_dynlist(&settings.dynlist)
-                .map_err(ServerError::Config)?;
             database.set_replicating(&settings.replication);
             database.set_accesslog(&settings.accesslog);
             // Every CSN this server issues carries its server ID (`[replication] server_id`).

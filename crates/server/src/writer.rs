@@ -62,8 +62,6 @@ pub(crate) struct Writer {
     pub pending_states: Arc<PendingStates>,
     /// Where committed changes go for refreshAndPersist searches.
     pub persist: Arc<crate::persist::PersistHub>,
-    /// `[integrity]` (refint, unique), set when the server starts.
-    pub integrity: crate::integrity::SharedIntegrity,
     /// `[accesslog]` (taken per batch: a reload may change it).
     pub accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
@@ -354,7 +352,7 @@ impl Writer {
             .and_then(|()| {
                 // The values a password change replaces, for pwdHistory.
                 let before = self.stored_passwords(txn, job, dns)?;
-                let integrity = crate::integrity::current(&self.integrity);
+                let integrity = &self.rules.integrity;
                 let may_name = |holder: &StoredEntry| self.discloses(txn, &job.identity, holder);
                 let change = integrity_change(&job.request, dns);
                 let renamed = match &change {
@@ -1112,7 +1110,6 @@ mod tests {
             monitor: Arc::new(crate::monitor::Monitor::new()),
             pending_states: Arc::default(),
             persist: Arc::default(),
-            integrity: Default::default(),
             accesslog: Arc::default(),
         }
     }
