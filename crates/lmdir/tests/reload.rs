@@ -776,3 +776,71 @@ fn sighup_applies_integrity_and_dynlist_rules_and_refuses_an_invalid_one() {
     write_config(&server, "log = \"info\"", &rules);
     server.assert_check_clean("after the integrity reloads");
 }
+/// Size of the search request `oversized_search` sends: over 1 KiB, the lowest
+/// `anonymous_pdu_bytes_max`, and under the defaults.
+const OVERSIZED_FILTER_BYTES: usize = 3000;
+
+/// A search whose filter holds `OVERSIZED_FILTER_BYTES` bytes, as message `message_id`.
+fn oversized_search(message_id: u32) -> Vec<u8> {
+    let value = vec![b'x'; OVERSIZED_FILTER_BYTES];
+    let filter = support::ber::equality(b"cn", &value);
+    support::ber::search(message_id, PEOPLE_DN, &filter, &[b"1.1"])
+}
+
+/// Sends `oversized_search` and reads until its result (application 5, tag 0x65) arrives.
+fn search_answered(stream: &mut std::net::TcpStream, message_id: u32) {
+    use std::io::{Read, Write};
+    stream.write_all(&oversized_search(message_id)).unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let mut rest = &received[..];
+        while let Some((tag, length)) = support::ber::first_message(rest) {
+            if tag == 0x65 {
+                return;
+            }
+            rest = &rest[length..];
+        }
+        let count = stream.read(&mut buffer).expect("an answer");
+        assert!(count > 0, "closed before the result");
+        received.extend_from_slice(&buffer[..count]);
+    }
+}
+
+/// The request size limits bite on connections opened before the reload that lowers them: an
+/// operator lowering them during an attack expects that. Before the reload both connections
+/// (anonymous and bound) are answered a request over 1 KiB; after it both are closed for one.
+#[test]
+fn sighup_lowers_the_request_size_limits_of_open_connections() {
+    use std::io::Write;
+    let server = TestServer::prepare("", 0);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let connect = || {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        stream.set_read_timeout(Some(WAIT_MAX)).unwrap();
+        stream
+    };
+    let (mut anonymous, mut bound) = (connect(), connect());
+    bound
+        .write_all(&support::ber::simple_bind(1, ROOT_DN, ROOT_PASSWORD))
+        .unwrap();
+    search_answered(&mut anonymous, 1);
+    search_answered(&mut bound, 2);
+
+    write_config(
+        &server,
+        "log = \"info\"\nanonymous_pdu_bytes_max = 1024\npdu_bytes_max = 2048",
+        &indexes,
+    );
+    hang_up(serving.child(), &notifications);
+    for (stream, message_id) in [(&mut anonymous, 2), (&mut bound, 3)] {
+        stream.write_all(&oversized_search(message_id)).unwrap();
+        let (_, closed) = support::read_until_closed(stream, WAIT_MAX);
+        assert!(closed, "message {message_id}: the connection is closed");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("needs a restart"), "{text}");
+    assert!(serving.stop().success());
+}
