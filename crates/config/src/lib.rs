@@ -733,6 +733,15 @@ impl Config {
         std::path::absolute(&self.database.directory)
     }
 
+    /// Checks every key and every rule between keys again, for a config put together rather
+    /// than read from one file: a reload's, which keeps the running value of each key that
+    /// needs a restart (`require_tls` with the running TLS files and listeners, not the
+    /// file's). The error names the key (`server.require_tls: …`).
+    pub fn check(&self) -> Result<(), String> {
+        self.validate()
+            .map_err(|problem| format!("{}: {}", path_text(&problem.path), problem.message))
+    }
+
     fn validate(&self) -> Result<(), Problem> {
         use KeyStep::{Index, Key};
         let server = &self.server;

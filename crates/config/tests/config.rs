@@ -628,3 +628,24 @@ fn integrity_and_dynlist_parse_and_their_errors_name_the_key() {
         "is not a name",
     );
 }
+
+/// `Config::check` finds a rule between keys broken by a config put together from two files
+/// (a reload keeping the running TLS files): each file alone was valid.
+#[test]
+fn check_names_a_rule_between_keys_of_a_combined_config() {
+    let with_tls = Config::from_str(
+        "[server]\nrequire_tls = true\ntls_certificate = \"c.pem\"\ntls_key = \"k.pem\"\n",
+        "test.toml",
+    )
+    .unwrap();
+    assert_eq!(with_tls.check(), Ok(()));
+    let mut combined = with_tls.clone();
+    let without_tls = Config::default();
+    combined.server.tls_certificate = without_tls.server.tls_certificate;
+    combined.server.tls_key = without_tls.server.tls_key;
+    let problem = combined.check().unwrap_err();
+    assert!(
+        problem.starts_with("server.require_tls: ") && problem.contains("needs tls"),
+        "{problem}"
+    );
+}

@@ -176,7 +176,8 @@ fn reload(
     }
 }
 
-/// Reads, checks and applies the config file at `path`; on success it becomes `running`.
+/// Reads, checks and applies the config file at `path`; on success what runs of it (the file,
+/// with the running value of each key that needs a restart) becomes `running`.
 fn reload_file(
     context: &std::sync::Arc<ServerContext>,
     running: &mut Config,
@@ -209,22 +210,29 @@ fn reload_file(
             return;
         }
     };
-    if let Err(problem) = lmdir_server::reload::reload(context, running, &fresh, identity) {
-        error!("SIGHUP: {source}: {problem}; nothing changed, the live configuration is {live}");
-        return;
-    }
-    if let Err(problem) = logging.reload(&fresh.server) {
+    let applied = match lmdir_server::reload::reload(context, running, &fresh, identity) {
+        Ok(applied) => applied,
+        Err(problem) => {
+            error!(
+                "SIGHUP: {source}: {problem}; nothing changed, the live configuration is {live}"
+            );
+            return;
+        }
+    };
+    if let Err(problem) = logging.reload(&applied.server) {
         error!("SIGHUP: {problem:#}");
     }
     if let Some(identity) = context.config_identity() {
         info!(
             "SIGHUP: configuration {} is live ({} access rules, {} limits rules)",
             identity.describe(),
-            fresh.access.len(),
-            fresh.limits.len()
+            applied.access.len(),
+            applied.limits.len()
         );
     }
-    *running = fresh;
+    // What runs: the keys that need a restart keep their running values, so the next reload
+    // compares with what actually runs (and names them again).
+    *running = applied;
 }
 
 /// Tells systemd about the service's state (sd_notify): `READY=1` once listening, `RELOADING=1`

@@ -569,3 +569,278 @@ fn sighup_adds_schema_live_and_refuses_a_changed_definition() {
     std::fs::write(&schema_path, colour_schema(DIRECTORY_STRING)).unwrap();
     server.assert_check_clean("after the schema reloads");
 }
+
+/// Starts `lmdir serve` on `server`'s config, logging to `serve.log` in its directory; the
+/// notification socket says when it is ready and when each reload is done.
+fn serve_with_notifications(server: &TestServer) -> (Serving, UnixDatagram, std::path::PathBuf) {
+    let scratch = server.directory.path();
+    let (log, notify) = (scratch.join("serve.log"), scratch.join("notify.sock"));
+    let notifications = UnixDatagram::bind(&notify).unwrap();
+    let serving = Serving(Some(spawn_serve(&server.config_path, &log, &notify)));
+    receive_until(&notifications, "READY=1");
+    (serving, notifications, log)
+}
+
+/// The result code of a base search of cn=Monitor's entry for consumer rid 1 (32: none).
+fn consumer_shown(connection: &mut LdapConn) -> u32 {
+    let consumer_entry = "cn=Consumer 001,cn=Database 1,cn=Databases,cn=Monitor";
+    let SearchResult(_, result) = connection
+        .search(consumer_entry, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .unwrap();
+    result.rc
+}
+
+/// A reload never starts consumers under a replication identity it did not apply (a data
+/// loss: a consumer meant for a multi-provider node, run by a standalone one, resolves no
+/// conflicts and its first refresh deletes every local entry its provider lacks). Case A: a
+/// standalone server reloaded into a multi-provider node (server_id, provider, a consumer);
+/// case B: then twice into a read-only replica, which needs a restart too; the record of what
+/// runs must not take the refused file for running, so the second time is refused again and
+/// the restart warnings repeat. Every time the consumer is not started (cn=Monitor has no
+/// entry for it, registered before the reload answers READY) and the server stays writable.
+#[test]
+fn sighup_never_starts_consumers_under_a_replication_identity_it_did_not_apply() {
+    let server = TestServer::prepare("", 5);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let mut root = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    // Nothing listens there: the consumer, if started, would only retry.
+    let consumer = format!(
+        "[[replication.consumer]]\nrid = 1\nprovider = \"ldap://127.0.0.1:{}\"\n\
+         search_base = \"dc=example,dc=com\"\ntype = \"refreshOnly\"\n\
+         bind_dn = \"{ROOT_DN}\"\ncredentials = \"{ROOT_PASSWORD}\"\n",
+        support::free_port()
+    );
+    let multi_provider =
+        format!("{indexes}[replication]\nserver_id = 1\nprovider = true\n{consumer}");
+    let replica = format!("{indexes}{consumer}");
+    let refused_consumers = "reload: replication.consumer (";
+    for (round, database) in [&multi_provider, &replica, &replica]
+        .into_iter()
+        .enumerate()
+    {
+        write_config(&server, "log = \"info\"", database);
+        hang_up(serving.child(), &notifications);
+        assert_eq!(consumer_shown(&mut root), 32, "round {round}: not started");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            text.matches(refused_consumers).count(),
+            round + 1,
+            "round {round}: named as needing a restart every time\n{text}"
+        );
+        assert!(
+            live_config(&mut root).contains("waiting for a restart: "),
+            "round {round}"
+        );
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("reload: replication (server_id, provider"),
+        "{text}"
+    );
+    // Still the writable standalone server it was: the rootdn's add is applied, not referred.
+    let added = vec![
+        ("objectClass", ["inetOrgPerson"].into_iter().collect()),
+        ("uid", ["kept"].into_iter().collect()),
+        ("cn", ["Kept"].into_iter().collect()),
+        ("sn", ["Kept"].into_iter().collect()),
+    ];
+    root.add(&format!("uid=kept,{PEOPLE_DN}"), added)
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(people_count(server.port), 6);
+    assert!(serving.stop().success());
+}
+
+const CONFIDENTIALITY_REQUIRED: u32 = 13;
+
+/// `require_tls` is checked against what will run: the TLS files and listeners need a restart,
+/// so a file adding them with `require_tls = true` to a server without TLS is refused whole
+/// (StartTLS is not offered until the restart; applying require_tls alone would refuse every
+/// bind over ldap:// with confidentialityRequired).
+#[test]
+fn sighup_refuses_require_tls_the_running_listeners_cannot_offer() {
+    let server = TestServer::prepare("", 0);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let mut root = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    let live = live_config(&mut root);
+    let scratch = server.directory.path();
+    let tls = format!(
+        "log = \"info\"\nrequire_tls = true\ntls_certificate = \"{}\"\ntls_key = \"{}\"",
+        scratch.join("cert.pem").display(),
+        scratch.join("key.pem").display()
+    );
+    write_config(&server, &tls, &indexes);
+    hang_up(serving.child(), &notifications);
+    let mut connection = LdapConn::new(&format!("ldap://127.0.0.1:{}", server.port)).unwrap();
+    let result = connection.simple_bind(ROOT_DN, ROOT_PASSWORD).unwrap();
+    assert_ne!(result.rc, CONFIDENTIALITY_REQUIRED, "{result:?}");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let text = wait_for_log(&log, "nothing changed, the live configuration is");
+    assert!(text.contains("server.require_tls"), "{text}");
+    assert_eq!(live_config(&mut root), live);
+    assert!(serving.stop().success());
+}
+
+const CONSTRAINT_VIOLATION: u32 = 19;
+
+/// A person under ou=People with `mail`.
+fn person_with_mail(uid: &str, mail: &str) -> Vec<(String, std::collections::HashSet<String>)> {
+    let value = |value: &str| [value.to_string()].into_iter().collect();
+    vec![
+        ("objectClass".to_string(), value("inetOrgPerson")),
+        ("uid".to_string(), value(uid)),
+        ("cn".to_string(), value(uid)),
+        ("sn".to_string(), value(uid)),
+        ("mail".to_string(), value(mail)),
+    ]
+}
+
+/// `member` values of `dn` as the rootdn reads them.
+fn members_of(connection: &mut LdapConn, dn: &str) -> Vec<String> {
+    let SearchResult(entries, result) = connection
+        .search(dn, Scope::Base, "(objectClass=*)", vec!["member"])
+        .expect("search");
+    assert_eq!(result.rc, 0, "{result:?}");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("the group"));
+    entry.attrs.get("member").cloned().unwrap_or_default()
+}
+
+/// `[integrity]` and `[[dynlist]]` apply live: a unique rule added by SIGHUP refuses the next
+/// duplicate, on a connection opened before it; a dynamic group rule lists the members its
+/// URL finds. A rule that does not compile (an unknown attribute) refuses the reload, instead
+/// of being accepted and failing the next start; `log_format` needs a restart and says so.
+#[test]
+fn sighup_applies_integrity_and_dynlist_rules_and_refuses_an_invalid_one() {
+    let server = TestServer::prepare("", 3);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let mut root = bind(server.port, ROOT_DN, ROOT_PASSWORD);
+    let group = "cn=found,dc=example,dc=com";
+    let url = format!("ldap:///{PEOPLE_DN}??one?(uid=same*)");
+    let group_entry = vec![
+        (
+            "objectClass",
+            ["organizationalRole", "extensibleObject"]
+                .into_iter()
+                .collect(),
+        ),
+        ("cn", ["found"].into_iter().collect()),
+        ("labeledURI", [url.as_str()].into_iter().collect()),
+    ];
+    root.add(group, group_entry).unwrap().success().unwrap();
+    let dn = |uid: &str| format!("uid={uid},{PEOPLE_DN}");
+    root.add(&dn("same1"), person_with_mail("same1", "same@example.com"))
+        .unwrap()
+        .success()
+        .unwrap();
+    assert!(members_of(&mut root, group).is_empty(), "no rule yet");
+
+    let rules = format!(
+        "{indexes}[[integrity.unique]]\nattributes = [\"mail\"]\n\
+         [[dynlist]]\nobject_class = \"extensibleObject\"\nurl_attribute = \"labeledURI\"\n"
+    );
+    write_config(&server, "log = \"info\"\nlog_format = \"json\"", &rules);
+    hang_up(serving.child(), &notifications);
+    let refused = root
+        .add(&dn("same2"), person_with_mail("same2", "same@example.com"))
+        .unwrap();
+    assert_eq!(refused.rc, CONSTRAINT_VIOLATION, "{refused:?}");
+    assert_eq!(members_of(&mut root, group), vec![dn("same1")]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("server.log_format changed; it needs a restart"),
+        "{text}"
+    );
+
+    let live = live_config(&mut root);
+    let invalid = format!("{rules}[integrity]\nreferential_attributes = [\"noSuchAttr\"]\n");
+    write_config(&server, "log = \"info\"", &invalid);
+    hang_up(serving.child(), &notifications);
+    let text = wait_for_log(&log, "nothing changed, the live configuration is");
+    assert!(text.contains("noSuchAttr"), "{text}");
+    assert_eq!(live_config(&mut root), live);
+    let refused = root
+        .add(&dn("same3"), person_with_mail("same3", "same@example.com"))
+        .unwrap();
+    assert_eq!(
+        refused.rc, CONSTRAINT_VIOLATION,
+        "the rules in force stay: {refused:?}"
+    );
+    assert!(serving.stop().success());
+    write_config(&server, "log = \"info\"", &rules);
+    server.assert_check_clean("after the integrity reloads");
+}
+/// Size of the search request `oversized_search` sends: over 1 KiB, the lowest
+/// `anonymous_pdu_bytes_max`, and under the defaults.
+const OVERSIZED_FILTER_BYTES: usize = 3000;
+
+/// A search whose filter holds `OVERSIZED_FILTER_BYTES` bytes, as message `message_id`.
+fn oversized_search(message_id: u32) -> Vec<u8> {
+    let value = vec![b'x'; OVERSIZED_FILTER_BYTES];
+    let filter = support::ber::equality(b"cn", &value);
+    support::ber::search(message_id, PEOPLE_DN, &filter, &[b"1.1"])
+}
+
+/// Sends `oversized_search` and reads until its result (application 5, tag 0x65) arrives.
+fn search_answered(stream: &mut std::net::TcpStream, message_id: u32) {
+    use std::io::{Read, Write};
+    stream.write_all(&oversized_search(message_id)).unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let mut rest = &received[..];
+        while let Some((tag, length)) = support::ber::first_message(rest) {
+            if tag == 0x65 {
+                return;
+            }
+            rest = &rest[length..];
+        }
+        let count = stream.read(&mut buffer).expect("an answer");
+        assert!(count > 0, "closed before the result");
+        received.extend_from_slice(&buffer[..count]);
+    }
+}
+
+/// The request size limits bite on connections opened before the reload that lowers them: an
+/// operator lowering them during an attack expects that. Before the reload both connections
+/// (anonymous and bound) are answered a request over 1 KiB; after it both are closed for one.
+#[test]
+fn sighup_lowers_the_request_size_limits_of_open_connections() {
+    use std::io::Write;
+    let server = TestServer::prepare("", 0);
+    let indexes = format!("index = {{ {DEFAULT_INDEXES} }}\n");
+    write_config(&server, "log = \"info\"", &indexes);
+    let (serving, notifications, log) = serve_with_notifications(&server);
+    let connect = || {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        stream.set_read_timeout(Some(WAIT_MAX)).unwrap();
+        stream
+    };
+    let (mut anonymous, mut bound) = (connect(), connect());
+    bound
+        .write_all(&support::ber::simple_bind(1, ROOT_DN, ROOT_PASSWORD))
+        .unwrap();
+    search_answered(&mut anonymous, 1);
+    search_answered(&mut bound, 2);
+
+    write_config(
+        &server,
+        "log = \"info\"\nanonymous_pdu_bytes_max = 1024\npdu_bytes_max = 2048",
+        &indexes,
+    );
+    hang_up(serving.child(), &notifications);
+    for (stream, message_id) in [(&mut anonymous, 2), (&mut bound, 3)] {
+        stream.write_all(&oversized_search(message_id)).unwrap();
+        let (_, closed) = support::read_until_closed(stream, WAIT_MAX);
+        assert!(closed, "message {message_id}: the connection is closed");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("needs a restart"), "{text}");
+    assert!(serving.stop().success());
+}

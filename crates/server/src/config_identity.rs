@@ -11,6 +11,9 @@ pub struct ConfigIdentity {
     pub hash: String,
     pub source: String,
     pub loaded_at: SystemTime,
+    /// The keys of the file that differ from what runs and wait for a restart (a reload keeps
+    /// their running values); empty at start.
+    pub restart_pending: Vec<String>,
 }
 
 impl ConfigIdentity {
@@ -25,17 +28,24 @@ impl ConfigIdentity {
             hash: format!("sha256:{hex}"),
             source: source.to_string(),
             loaded_at: SystemTime::now(),
+            restart_pending: Vec::new(),
         }
     }
 
-    /// `sha256:… from <source> loaded <generalized time>`, as the log and cn=Monitor say it.
+    /// `sha256:… from <source> loaded <generalized time>`, as the log and cn=Monitor say it,
+    /// then `; waiting for a restart: <keys>` when some of the file does not run yet.
     pub fn describe(&self) -> String {
         let time = lmdir_store::timestamp_value(self.loaded_at);
-        format!(
+        let mut text = format!(
             "{} from {} loaded {}",
             self.hash,
             self.source,
             String::from_utf8_lossy(&time)
-        )
+        );
+        if !self.restart_pending.is_empty() {
+            text.push_str("; waiting for a restart: ");
+            text.push_str(&self.restart_pending.join(", "));
+        }
+        text
     }
 }

@@ -53,7 +53,7 @@ pub async fn run(
     let mut session = open_session(&context, transport, client, connection_id, &peer);
     let settings = &context.settings();
     let write_timeout = settings.write_timeout;
-    let mut framed = Framed::new(stream, pdu_codec(settings, &session.identity));
+    let mut framed = Framed::new(stream, pdu_codec(&context, &session.identity));
     // Bounded so a client that stops reading slows its own searches down instead of growing memory.
     let (sender, mut receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
     let mut inline = InlineQueue::new();
@@ -142,7 +142,7 @@ pub async fn run(
                     Operation::Other(LdapOp::ExtendedRequest(ref request)) if request.name == START_TLS_OID => {
                         // The upgrade consumes the stream; a closed placeholder stands in until it is back.
                         let placeholder: BoxedStream = Box::new(tokio::io::join(tokio::io::empty(), tokio::io::sink()));
-                        let current = std::mem::replace(&mut framed, Framed::new(placeholder, pdu_codec(settings, &session.identity)));
+                        let current = std::mem::replace(&mut framed, Framed::new(placeholder, pdu_codec(&context, &session.identity)));
                         match start_tls(&context, &mut session, current, &outstanding, (message.msgid, &message.controls), request, operation_id).await {
                             Ok(upgraded) => framed = upgraded,
                             Err(()) => break Ending::PeerClosed,
@@ -156,7 +156,7 @@ pub async fn run(
                         }
                         let response = operations::bind(&context, &mut session, message.msgid, &request, &message.controls, operation_id).await;
                         // The request size allowed follows the identity: larger once bound.
-                        *framed.codec_mut() = pdu_codec(settings, &session.identity);
+                        *framed.codec_mut() = pdu_codec(&context, &session.identity);
                         if send_within(&mut framed, response, write_timeout).await.is_err() {
                             break Ending::PeerClosed;
                         }
@@ -688,22 +688,30 @@ async fn write_outgoing(
 
 /// The request codec for a connection bound as `identity`: before a successful bind only
 /// `anonymous_pdu_bytes_max` (unauthenticated clients cannot make the server buffer megabytes).
-fn pdu_codec(
-    settings: &crate::settings::ServerSettings,
-    identity: &Identity,
-) -> crate::pdu::PduCodec {
-    crate::pdu::PduCodec::new(
-        pdu_bytes_max(settings, identity),
-        settings.filter_depth_max + 32,
-    )
+/// It reads the limits from the settings now before each request, so a reload lowering them
+/// bites on open connections too (an operator doing so during an attack expects it).
+fn pdu_codec(context: &Arc<ServerContext>, identity: &Identity) -> crate::pdu::PduCodec {
+    let (context, bound) = (context.clone(), !identity.dn.is_empty());
+    crate::pdu::PduCodec::live(move || {
+        let settings = context.settings();
+        (
+            pdu_bytes_max_when(&settings, bound),
+            settings.filter_depth_max + 32,
+        )
+    })
 }
 
 /// The largest request the connection takes now: larger once bound.
 fn pdu_bytes_max(settings: &crate::settings::ServerSettings, identity: &Identity) -> usize {
-    if identity.dn.is_empty() {
-        settings.anonymous_pdu_bytes_max.min(settings.pdu_bytes_max)
-    } else {
+    pdu_bytes_max_when(settings, !identity.dn.is_empty())
+}
+
+/// The largest request a connection takes, `bound` or not.
+fn pdu_bytes_max_when(settings: &crate::settings::ServerSettings, bound: bool) -> usize {
+    if bound {
         settings.pdu_bytes_max
+    } else {
+        settings.anonymous_pdu_bytes_max.min(settings.pdu_bytes_max)
     }
 }
 

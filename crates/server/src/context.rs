@@ -37,7 +37,9 @@ pub enum ServerError {
 
 /// State shared by every connection.
 pub struct ServerContext {
-    /// The settings now (a reload replaces them; read once per operation by `settings()`).
+    /// The settings of a server without a database (a reload replaces them). With a database
+    /// `settings()` reads the database's `Running` instead, where a reload swaps them with the
+    /// rules as one; this then keeps the settings the server started with, unused.
     pub(crate) settings_live: crate::live::Live<ServerSettings>,
     pub tls_config: Option<Arc<rustls::ServerConfig>>,
     /// What `tls_config` presents; [`ServerContext::reload_tls`] swaps it.
@@ -113,11 +115,67 @@ pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
     OperationError::new(code::OTHER, error.to_string())
 }
 
+/// The database's rules, compiled against the schema: what a reload replaces with the
+/// settings, as one (`Running`).
+pub(crate) struct Rules {
+    /// `[[access]]`: an operation takes it once and decides with it throughout; the writer
+    /// takes it per batch.
+    pub(crate) policy: Arc<AccessPolicy>,
+    /// `[[limits]]`: search limits per identity.
+    pub(crate) limits: crate::limits::IdentityLimits,
+    /// `[integrity]` (refint, unique): the writer applies it in its txn, taken per batch.
+    pub(crate) integrity: crate::integrity::Integrity,
+    /// `[[dynlist]]` rules.
+    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
+}
+
+impl Rules {
+    /// `policy` and no other rule: a database before the server starts, and tests.
+    pub(crate) fn with_policy(policy: AccessPolicy) -> Rules {
+        Rules {
+            policy: Arc::new(policy),
+            limits: crate::limits::IdentityLimits::default(),
+            integrity: crate::integrity::Integrity::default(),
+            dynlist: Vec::new(),
+        }
+    }
+
+    /// The rules `settings` names, compiled against `schema` (an unknown name is an error
+    /// naming it), with `policy`.
+    pub(crate) fn compile(
+        policy: Arc<AccessPolicy>,
+        settings: &ServerSettings,
+        schema: &Schema,
+    ) -> Result<Rules, String> {
+        Ok(Rules {
+            policy,
+            limits: crate::limits::IdentityLimits::compile(&settings.limits, schema)
+                .map_err(|problem| format!("[[limits]]: {problem}"))?,
+            integrity: crate::integrity::Integrity::compile(
+                &settings.integrity,
+                schema,
+                &settings.suffix,
+            )?,
+            dynlist: crate::dynlist::compile(&settings.dynlist, schema)?,
+        })
+    }
+}
+
+/// What an operation takes of the configuration (settings and rules), replaced whole by a
+/// reload. Invariant: one store swaps all of it, so whatever part an operation takes after
+/// the swap is new, every other part too: no operation starting during a reload sees the new
+/// settings with the old access rules (a dropped `require_authentication` without the
+/// `by anonymous none` added with it), or the reverse.
+pub(crate) struct Running {
+    pub(crate) settings: Arc<ServerSettings>,
+    pub(crate) rules: Arc<Rules>,
+}
+
 /// An open database: the store, its schema, the access policy and the writer thread.
 pub struct Database {
     pub(crate) store: Store,
-    /// The access policy now (a reload replaces it; see `policy()`).
-    pub(crate) live_policy: Arc<crate::live::Live<AccessPolicy>>,
+    /// The settings and rules now (a reload replaces them whole; see `Running`).
+    pub(crate) live: Arc<crate::live::Live<Running>>,
     pub(crate) write_queue: Mutex<Option<mpsc::Sender<WriteJob>>>,
     /// Set when shutdown begins: no new update is queued and queued ones are answered
     /// unavailable (the writer's budget bounds the one it is applying).
@@ -134,8 +192,6 @@ pub struct Database {
     pub(crate) cookie_key: [u8; 32],
     /// The server's counters; the writer reports its batches here.
     pub(crate) monitor: Arc<crate::monitor::Monitor>,
-    /// Search limits per identity (`[[limits]]`), set when the server starts and by a reload.
-    pub(crate) limits: crate::live::Live<crate::limits::IdentityLimits>,
     /// Password policy state updates waiting for the writer (one per entry).
     pub(crate) pending_states: Arc<crate::ppolicy::PendingStates>,
     /// The suffix shows its contextCSN only on a replicating server (a server ID, a provider or
@@ -143,10 +199,6 @@ pub struct Database {
     pub(crate) shows_context_csn: bool,
     /// Committed changes for refreshAndPersist searches (published by the writer).
     pub(crate) persist: Arc<crate::persist::PersistHub>,
-    /// `[integrity]`, shared with the writer (set when the server starts).
-    pub(crate) integrity: crate::integrity::SharedIntegrity,
-    /// `[[dynlist]]` rules (set when the server starts).
-    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
     /// When a reload last extended the schema (cn=Subschema's modifyTimestamp; None: the
     /// schema is the one the server started with).
     pub(crate) schema_extended_at: Mutex<Option<std::time::SystemTime>>,
@@ -161,21 +213,23 @@ impl Database {
     pub fn new(store: Store, policy: AccessPolicy) -> Database {
         let schema = store.schema().clone();
         let (sender, receiver) = mpsc::channel(WRITE_QUEUE_LENGTH_MAX);
-        let live_policy = Arc::new(crate::live::Live::new(policy));
+        // The server's settings and rules replace these when it starts (`install`).
+        let live = Arc::new(crate::live::Live::new(Running {
+            settings: Arc::new(ServerSettings::with_defaults(Vec::new())),
+            rules: Arc::new(Rules::with_policy(policy)),
+        }));
         let writes_stopping = Arc::new(AtomicBool::new(false));
         let monitor = Arc::new(crate::monitor::Monitor::new());
         let pending_states = Arc::new(crate::ppolicy::PendingStates::default());
         let persist = Arc::new(crate::persist::PersistHub::default());
-        let integrity = crate::integrity::SharedIntegrity::default();
         let accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>> = Arc::default();
         let writer = Writer {
-            integrity: integrity.clone(),
             accesslog: accesslog.clone(),
             persist: persist.clone(),
             pending_states: pending_states.clone(),
             store: store.clone(),
-            policy: live_policy.load(),
-            live_policy: live_policy.clone(),
+            rules: live.load().rules.clone(),
+            live: live.clone(),
             stopping: writes_stopping.clone(),
             monitor: monitor.clone(),
         };
@@ -193,19 +247,16 @@ impl Database {
                 .collect(),
             pwd_policy_subentry: schema.attribute("pwdPolicySubentry"),
             store,
-            live_policy,
+            live,
             writes_stopping,
             write_queue: Mutex::new(Some(sender)),
             writer_thread: Mutex::new(Some(writer_thread)),
             writer,
             cookie_key: rand::random(),
             monitor,
-            limits: crate::live::Live::default(),
             shows_context_csn: false,
             pending_states,
             persist,
-            integrity,
-            dynlist: Vec::new(),
             schema_extended_at: Mutex::new(None),
             accesslog,
             sort_bytes_in_use: std::sync::atomic::AtomicUsize::new(0),
@@ -218,38 +269,25 @@ impl Database {
         self.store.schema()
     }
 
-    /// What the dynamic group functions need of this database.
-    pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView<'_> {
+    /// What the dynamic group functions need of this database: its schema and rules now.
+    pub(crate) fn dynlist_view(&self) -> crate::dynlist::DynlistView {
+        let rules = self.running().rules.clone();
         crate::dynlist::DynlistView {
             schema: self.schema(),
-            policy: self.policy(),
-            rules: &self.dynlist,
+            policy: rules.policy.clone(),
+            rules,
         }
     }
 
-    /// Compiles the `[[dynlist]]` rules against this database's schema.
-    pub(crate) fn set_dynlist(
-        &mut self,
-        rules: &[lmdir_config::DynlistRule],
-    ) -> Result<(), String> {
-        self.dynlist = crate::dynlist::compile(rules, &self.schema())?;
-        Ok(())
-    }
-
-    /// Compiles `[integrity]` against this database's schema and hands it to the writer.
-    pub(crate) fn set_integrity(
+    /// Warns, for each attribute `integrity` looks up without an equality index (`indexed`
+    /// says which have one), that each delete, rename or unique check reads every entry.
+    pub(crate) fn warn_unindexed(
         &self,
-        config: &lmdir_config::IntegrityConfig,
-        suffix: &str,
-    ) -> Result<(), String> {
-        let compiled = crate::integrity::Integrity::compile(config, &self.schema(), suffix)?;
-        // Without an equality index each lookup reads every entry: say so once.
-        for attr in compiled.looked_up_attributes() {
-            let indexed = self
-                .store
-                .indexed_kinds(attr)
-                .contains(lmdir_store::IndexKinds::EQUALITY);
-            if !indexed {
+        integrity: &crate::integrity::Integrity,
+        indexed: impl Fn(AttrId) -> bool,
+    ) {
+        for attr in integrity.looked_up_attributes() {
+            if !indexed(attr) {
                 tracing::warn!(
                     "[integrity] {} has no equality index: each delete, rename or unique check \
                      reads every entry for it (add it to [database.index])",
@@ -257,8 +295,6 @@ impl Database {
                 );
             }
         }
-        crate::integrity::install(&self.integrity, compiled);
-        Ok(())
     }
 
     /// `[accesslog]`: whether and how long the writer keeps its audit trail.
@@ -281,10 +317,25 @@ impl Database {
         }
     }
 
-    pub(crate) fn set_limits(&mut self, rules: &[lmdir_config::LimitsRule]) -> Result<(), String> {
-        let compiled = crate::limits::IdentityLimits::compile(rules, &self.schema())?;
-        self.limits.store(Arc::new(compiled));
+    /// Compiles the rules `settings` names against this database's schema and makes them,
+    /// with `settings`, what runs (when the server starts).
+    pub(crate) fn install(&self, settings: &ServerSettings) -> Result<(), String> {
+        let rules = Rules::compile(self.policy(), settings, &self.schema())?;
+        self.warn_unindexed(&rules.integrity, |attr| {
+            self.store
+                .indexed_kinds(attr)
+                .contains(lmdir_store::IndexKinds::EQUALITY)
+        });
+        self.live.store(Arc::new(Running {
+            settings: Arc::new(settings.clone()),
+            rules: Arc::new(rules),
+        }));
         Ok(())
+    }
+
+    /// The settings and rules now (see `Running`).
+    pub(crate) fn running(&self) -> Arc<Running> {
+        self.live.load()
     }
 
     /// The effective search limits of a subject.
@@ -293,12 +344,12 @@ impl Database {
         settings: &ServerSettings,
         subject: &Subject<'_>,
     ) -> crate::limits::EffectiveLimits {
-        self.limits.load().resolve(settings, subject)
+        self.running().rules.limits.resolve(settings, subject)
     }
 
     /// The access policy now: an operation takes it once and decides with it throughout.
     pub(crate) fn policy(&self) -> Arc<AccessPolicy> {
-        self.live_policy.load()
+        self.running().rules.policy.clone()
     }
 
     /// The counters this database's writer reports to (the server shows them with its own).

@@ -22,11 +22,12 @@ const URL_FILTER_DEPTH_MAX: usize = 32;
 
 /// What dynamic groups are worked out with: the database's schema, access policy and rules
 /// (`Database::dynlist_view`).
-pub(crate) struct DynlistView<'a> {
+pub(crate) struct DynlistView {
     pub schema: std::sync::Arc<Schema>,
     /// The access policy the read started with (a reload may replace the live one).
     pub policy: std::sync::Arc<AccessPolicy>,
-    pub rules: &'a [DynamicGroup],
+    /// The rules the read started with, `policy`'s own (`rules.dynlist` its dynamic groups).
+    pub rules: std::sync::Arc<crate::context::Rules>,
 }
 
 /// One `[[dynlist]]` rule resolved against the schema.
@@ -83,7 +84,7 @@ pub(crate) fn compile(
 /// members. Empty when no rule applies. Every dynamic group the subject may search and read
 /// is evaluated once (each bounded as on a read).
 pub(crate) fn in_chain_links(
-    database: &DynlistView<'_>,
+    database: &DynlistView,
     read: &ReadTxn,
     subject: &Subject<'_>,
     attr: AttrId,
@@ -92,7 +93,7 @@ pub(crate) fn in_chain_links(
     let member_of = schema.attribute("memberOf") == Some(attr);
     let group_attributes = [schema.attribute("member"), schema.attribute("uniqueMember")];
     let mut links: HashMap<Vec<u8>, Vec<lmdir_store::EntryId>> = HashMap::new();
-    for rule in database.rules {
+    for rule in &database.rules.dynlist {
         let forward = member_of && group_attributes.contains(&Some(rule.member_attr));
         if rule.member_attr != attr && !forward {
             continue;
@@ -124,12 +125,12 @@ pub(crate) fn in_chain_links(
 /// For the rules listing dynamic groups in an attribute (`member_of_attr`): each entry some
 /// dynamic group finds, as `subject` sees them → (that attribute, the group's DN) pairs.
 pub(crate) fn member_of(
-    database: &DynlistView<'_>,
+    database: &DynlistView,
     read: &ReadTxn,
     subject: &Subject<'_>,
 ) -> Result<HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>>, OperationError> {
     let mut listed: HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>> = HashMap::new();
-    for rule in database.rules {
+    for rule in &database.rules.dynlist {
         let Some(member_of_attr) = rule.member_of_attr else {
             continue;
         };
@@ -155,7 +156,7 @@ pub(crate) fn member_of(
 
 /// The entries of a rule's class the subject may search and read, with their DNs.
 fn dynamic_groups(
-    database: &DynlistView<'_>,
+    database: &DynlistView,
     read: &ReadTxn,
     subject: &Subject<'_>,
     rule: &DynamicGroup,
@@ -205,7 +206,7 @@ pub(crate) fn rule_of<'r>(
 
 /// The DNs `entry`'s URLs find, as `subject` may see them, in the order found.
 pub(crate) fn members(
-    database: &DynlistView<'_>,
+    database: &DynlistView,
     read: &ReadTxn,
     subject: &Subject<'_>,
     rule: &DynamicGroup,
@@ -224,7 +225,7 @@ pub(crate) fn members(
 
 /// One URL's search, its matches the subject may see appended to `found`.
 fn search_url(
-    database: &DynlistView<'_>,
+    database: &DynlistView,
     read: &ReadTxn,
     subject: &Subject<'_>,
     query: &UrlQuery,

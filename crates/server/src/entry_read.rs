@@ -206,6 +206,8 @@ pub(crate) struct Subordinates<'a> {
     read: &'a ReadTxn,
     subject: &'a Subject<'a>,
     every_entry_disclosed: bool,
+    /// The schema, access policy and `[[dynlist]]` rules the operation started with.
+    dynlist: crate::dynlist::DynlistView,
     /// The dynamic groups that find each entry (`[[dynlist]] member_of_attribute`), worked
     /// out once per operation when first needed.
     dynamic_member_of: std::cell::RefCell<Option<DynamicMemberOf>>,
@@ -220,14 +222,16 @@ const SUBORDINATES_CHECKED_MAX: u32 = 1000;
 
 impl<'a> Subordinates<'a> {
     pub(crate) fn new(database: &'a Database, read: &'a ReadTxn, subject: &'a Subject<'a>) -> Self {
+        let dynlist = database.dynlist_view();
         Subordinates {
             database,
             read,
             subject,
-            every_entry_disclosed: database
-                .policy()
+            every_entry_disclosed: dynlist
+                .policy
                 .for_subject(subject)
                 .can_disclose_every_entry(),
+            dynlist,
             dynamic_member_of: std::cell::RefCell::new(None),
         }
     }
@@ -241,7 +245,7 @@ impl<'a> Subordinates<'a> {
         let mut cached = self.dynamic_member_of.borrow_mut();
         if cached.is_none() {
             *cached = Some(crate::dynlist::member_of(
-                &self.database.dynlist_view(),
+                &self.dynlist,
                 self.read,
                 self.subject,
             )?);
@@ -475,8 +479,8 @@ fn dynamic_members(
     selection: &Selection,
     access: Option<&EntryAccess<'_>>,
 ) -> Result<Vec<DynamicMembers>, OperationError> {
-    let database = subordinates.database;
-    let Some(rule) = crate::dynlist::rule_of(&database.dynlist, schema, entry) else {
+    let view = &subordinates.dynlist;
+    let Some(rule) = crate::dynlist::rule_of(&view.rules.dynlist, schema, entry) else {
         return Ok(Vec::new());
     };
     let attr = rule.member_attr;
@@ -484,13 +488,8 @@ fn dynamic_members(
     if !selection.selects(schema, attr, &[]) || !readable {
         return Ok(Vec::new());
     }
-    let found = crate::dynlist::members(
-        &database.dynlist_view(),
-        subordinates.read,
-        subordinates.subject,
-        rule,
-        entry,
-    )?;
+    let found =
+        crate::dynlist::members(view, subordinates.read, subordinates.subject, rule, entry)?;
     Ok(vec![DynamicMembers {
         attr,
         stored: Vec::new(),
@@ -509,7 +508,8 @@ fn dynamic_member_of(
 ) -> Result<Vec<DynamicMembers>, OperationError> {
     let mut listed: Vec<DynamicMembers> = Vec::new();
     let attributes = subordinates
-        .database
+        .dynlist
+        .rules
         .dynlist
         .iter()
         .filter_map(|rule| rule.member_of_attr);

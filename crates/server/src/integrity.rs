@@ -17,7 +17,6 @@ use lmdir_schema::{
 };
 use lmdir_store::{EntryId, StoredEntry, WriteContext, WriteTxn};
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
 
 /// A client's change as the rules see it (the writer's request, without its other kinds),
 /// with its DNs as the writer normalized them.
@@ -34,23 +33,6 @@ pub(crate) enum Change<'r> {
 
 /// Entries naming a DN, with the referential attributes (and normalized value) that do.
 type Referrers = BTreeMap<EntryId, Vec<(AttrId, Vec<u8>)>>;
-
-/// The writer's `[integrity]`, replaced whole when the server starts.
-pub(crate) type SharedIntegrity = Arc<RwLock<Arc<Integrity>>>;
-
-/// The integrity rules in force now.
-pub(crate) fn current(shared: &SharedIntegrity) -> Arc<Integrity> {
-    shared
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clone()
-}
-
-pub(crate) fn install(shared: &SharedIntegrity, integrity: Integrity) {
-    *shared
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(integrity);
-}
 
 /// `[integrity]` compiled against the schema.
 #[derive(Debug, Default)]

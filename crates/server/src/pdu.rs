@@ -42,15 +42,35 @@ pub enum PduError {
 }
 
 pub struct PduCodec {
-    pdu_bytes_max: usize,
-    ber_depth_max: usize,
+    limits: Limits,
+}
+
+/// Where a codec takes its limits (the largest request, the deepest BER nesting) from.
+enum Limits {
+    Fixed(usize, usize),
+    /// Asked at each decode: a connection's follow the settings a reload replaces.
+    Live(Box<dyn Fn() -> (usize, usize) + Send>),
 }
 
 impl PduCodec {
     pub fn new(pdu_bytes_max: usize, ber_depth_max: usize) -> Self {
         PduCodec {
-            pdu_bytes_max,
-            ber_depth_max,
+            limits: Limits::Fixed(pdu_bytes_max, ber_depth_max),
+        }
+    }
+
+    /// A codec that asks `limits` for (largest request, deepest BER nesting) before each
+    /// request it reads.
+    pub fn live(limits: impl Fn() -> (usize, usize) + Send + 'static) -> Self {
+        PduCodec {
+            limits: Limits::Live(Box::new(limits)),
+        }
+    }
+
+    fn limits(&self) -> (usize, usize) {
+        match &self.limits {
+            Limits::Fixed(pdu_bytes_max, ber_depth_max) => (*pdu_bytes_max, *ber_depth_max),
+            Limits::Live(limits) => limits(),
         }
     }
 }
@@ -298,8 +318,12 @@ impl Decoder for PduCodec {
     type Error = PduError;
 
     fn decode(&mut self, buffer: &mut BytesMut) -> Result<Option<Request>, PduError> {
-        match take_frame(buffer, self.pdu_bytes_max)? {
-            Some(frame) => decode_message(&frame, self.ber_depth_max).map(Some),
+        if buffer.is_empty() {
+            return Ok(None);
+        }
+        let (pdu_bytes_max, ber_depth_max) = self.limits();
+        match take_frame(buffer, pdu_bytes_max)? {
+            Some(frame) => decode_message(&frame, ber_depth_max).map(Some),
             None => Ok(None),
         }
     }
@@ -454,6 +478,38 @@ mod tests {
             codec.decode(&mut buffer),
             Err(PduError::TooLarge {
                 announced_bytes: 0x7fff_ffff,
+                limit_bytes: 1024
+            })
+        ));
+    }
+
+    /// A live codec asks for its limits at each request: lowered between two requests, the
+    /// second is refused (a reload lowering `pdu_bytes_max` bites on open connections).
+    #[test]
+    fn a_live_codec_takes_its_limit_at_each_request() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let limit = std::sync::Arc::new(AtomicUsize::new(4096));
+        let source = limit.clone();
+        let mut codec = PduCodec::live(move || (source.load(Ordering::Relaxed), 32));
+        let frame = bind_frame(&[1], &[0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00]);
+        let padded = |frame: &[u8]| {
+            // The same bind announcing a longer content (the rest is never sent).
+            let mut announced = vec![0x30u8, 0x82, 0x08, 0x00];
+            announced.extend_from_slice(&frame[2..]);
+            announced
+        };
+        let mut buffer = BytesMut::from(&frame[..]);
+        assert!(codec.decode(&mut buffer).expect("decode").is_some());
+        let mut buffer = BytesMut::from(&padded(&frame)[..]);
+        assert!(
+            matches!(codec.decode(&mut buffer), Ok(None)),
+            "waits under 4096"
+        );
+        limit.store(1024, Ordering::Relaxed);
+        assert!(matches!(
+            codec.decode(&mut buffer),
+            Err(PduError::TooLarge {
+                announced_bytes: 0x800,
                 limit_bytes: 1024
             })
         ));

@@ -84,9 +84,13 @@ fn refuse_connection(
 }
 
 impl ServerContext {
-    /// The settings now: an operation takes them once and keeps them to its end.
+    /// The settings now: an operation takes them once and keeps them to its end. With a
+    /// database they come from its `Running`, swapped with the access rules as one.
     pub fn settings(&self) -> std::sync::Arc<ServerSettings> {
-        self.settings_live.load()
+        match &self.database {
+            Some(database) => database.running().settings.clone(),
+            None => self.settings_live.load(),
+        }
     }
 
     pub fn has_database(&self) -> bool {
@@ -371,15 +375,7 @@ pub async fn start(
     let (tls_config, tls_certificate) = tls_of(&settings)?;
     let database = match database {
         Some(mut database) => {
-            database
-                .set_limits(&settings.limits)
-                .map_err(ServerError::Config)?;
-            database
-                .set_integrity(&settings.integrity, &settings.suffix)
-                .map_err(ServerError::Config)?;
-            database
-                .set_dynlist(&settings.dynlist)
-                .map_err(ServerError::Config)?;
+            database.install(&settings).map_err(ServerError::Config)?;
             database.set_replicating(&settings.replication);
             database.set_accesslog(&settings.accesslog);
             // Every CSN this server issues carries its server ID (`[replication] server_id`).

@@ -87,12 +87,14 @@ pub struct ServerSettings {
     pub rootdn: String,
     /// Cleartext or `{SCHEME}`-hashed.
     pub rootpw: String,
-    /// `[[limits]]` rules in config order (compiled against the schema when the server starts).
+    /// `[[limits]]` rules in config order (compiled against the schema when the server starts
+    /// and by a reload: `context::Rules`).
     pub limits: Vec<lmdir_config::LimitsRule>,
-    /// `[integrity]`: refint and unique rules (compiled against the schema when the server
-    /// starts; the writer applies them).
+    /// `[integrity]`: refint and unique rules (compiled into `context::Rules` when the server
+    /// starts and by a reload; the writer applies them).
     pub integrity: lmdir_config::IntegrityConfig,
-    /// `[[dynlist]]` rules (compiled against the schema when the server starts).
+    /// `[[dynlist]]` rules (compiled into `context::Rules` when the server starts and by a
+    /// reload).
     pub dynlist: Vec<lmdir_config::DynlistRule>,
     /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.
     pub password_policy_default: String,

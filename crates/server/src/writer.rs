@@ -17,7 +17,7 @@
 
 use crate::identity::Identity;
 use crate::ppolicy::{self, AccountState, PendingStates, Policy};
-use lmdir_access::acl::{Access, AccessPolicy, EntryAccess, GroupMembership, Subject, TargetPart};
+use lmdir_access::acl::{Access, EntryAccess, GroupMembership, Subject, TargetPart};
 use lmdir_schema::{
     AttrId, Entry, EntryView, Filter, LdapError, ModOp, Modification, NormalizedAttributes,
     NormalizedDn, Rdn, ResultCode, Schema,
@@ -50,10 +50,10 @@ pub(crate) fn lock_writer(shared: &Mutex<Writer>) -> MutexGuard<'_, Writer> {
 /// What the writer shares with the server (its thread and leading tasks take it by its lock).
 pub(crate) struct Writer {
     pub store: Store,
-    /// The access policy of the batch being applied (taken from `live_policy` per batch).
-    pub policy: Arc<AccessPolicy>,
-    /// The policy a reload replaces.
-    pub live_policy: Arc<crate::live::Live<AccessPolicy>>,
+    /// The rules of the batch being applied (taken from `live` per batch).
+    pub rules: Arc<crate::context::Rules>,
+    /// The settings and rules a reload replaces.
+    pub live: Arc<crate::live::Live<crate::context::Running>>,
     /// Set at shutdown: queued updates are answered unavailable instead of applied.
     pub stopping: Arc<AtomicBool>,
     /// Batch sizes and commit times are reported here.
@@ -62,8 +62,6 @@ pub(crate) struct Writer {
     pub pending_states: Arc<PendingStates>,
     /// Where committed changes go for refreshAndPersist searches.
     pub persist: Arc<crate::persist::PersistHub>,
-    /// `[integrity]` (refint, unique), set when the server starts.
-    pub integrity: crate::integrity::SharedIntegrity,
     /// `[accesslog]` (taken per batch: a reload may change it).
     pub accesslog: Arc<crate::live::Live<lmdir_config::AccesslogConfig>>,
 }
@@ -199,8 +197,8 @@ impl Writer {
     /// Applies and commits `batch`, answering each job, on the calling thread.
     pub(crate) fn run_jobs(&mut self, batch: VecDeque<WriteJob>) {
         assert!(!batch.is_empty() && batch.len() <= WRITE_BATCH_OPERATIONS_MAX);
-        // A reloaded access policy applies from the next batch on.
-        self.policy = self.live_policy.load();
+        // Reloaded rules apply from the next batch on.
+        self.rules = self.live.load().rules.clone();
         self.run_batch(batch);
     }
 
@@ -354,7 +352,7 @@ impl Writer {
             .and_then(|()| {
                 // The values a password change replaces, for pwdHistory.
                 let before = self.stored_passwords(txn, job, dns)?;
-                let integrity = crate::integrity::current(&self.integrity);
+                let integrity = &self.rules.integrity;
                 let may_name = |holder: &StoredEntry| self.discloses(txn, &job.identity, holder);
                 let change = integrity_change(&job.request, dns);
                 let renamed = match &change {
@@ -740,7 +738,7 @@ impl Writer {
                 .filter_map(|name| self.schema().attribute(name))
                 .collect(),
         };
-        let subject = crate::subject::subject_for(&self.policy, &job.identity, &groups);
+        let subject = crate::subject::subject_for(&self.rules.policy, &job.identity, &groups);
         let target = &dns.target;
         let existing = if job.identity.is_rootdn {
             match txn.entry_by_dn(target) {
@@ -800,7 +798,10 @@ impl Writer {
     ) -> Result<(), LdapError> {
         let target = &dns.target;
         let dn_text = target.to_string();
-        let access = self.policy.for_entry(subject, &entry.normalized_dn, entry);
+        let access = self
+            .rules
+            .policy
+            .for_entry(subject, &entry.normalized_dn, entry);
         match request {
             WriteRequest::Delete(_) => {
                 require_entry_write(&access, &dn_text)?;
@@ -888,9 +889,10 @@ impl Writer {
                 .filter_map(|name| self.schema().attribute(name))
                 .collect(),
         };
-        let subject = crate::subject::subject_for(&self.policy, identity, &groups);
+        let subject = crate::subject::subject_for(&self.rules.policy, identity, &groups);
         subject.is_rootdn
             || self
+                .rules
                 .policy
                 .for_entry(&subject, &entry.normalized_dn, entry)
                 .can_disclose_entry()
@@ -907,7 +909,8 @@ impl Writer {
         dn: &NormalizedDn,
     ) -> Result<StoredEntry<'t>, LdapError> {
         let is_disclosed = |entry: &StoredEntry| {
-            self.policy
+            self.rules
+                .policy
                 .for_entry(subject, &entry.normalized_dn, entry)
                 .can_disclose_entry()
         };
@@ -984,7 +987,7 @@ impl Writer {
         normalized_dn: &str,
         entry: &dyn EntryView,
     ) -> Result<(), LdapError> {
-        let access = self.policy.for_entry(subject, normalized_dn, entry);
+        let access = self.rules.policy.for_entry(subject, normalized_dn, entry);
         let prepared = self.schema().prepare_filter(assertion);
         if access.restrict_filter(&prepared).evaluate(entry).is_true() {
             Ok(())
@@ -1009,7 +1012,7 @@ impl Writer {
         let schema = self.schema();
         let attributes = normalized_add(&schema, entry, added)?;
         let view = schema.normalized_entry_view(target, attributes);
-        let access = self.policy.for_entry(subject, target.as_str(), &view);
+        let access = self.rules.policy.for_entry(subject, target.as_str(), &view);
         require_entry_write(&access, &dn_text)?;
         for attribute in &entry.attributes {
             let parsed = self.schema().parse_description(&attribute.description)?;
@@ -1034,9 +1037,10 @@ impl Writer {
         let Some(parent_entry) = txn.entry_by_dn(&parent)? else {
             return Ok(());
         };
-        let access = self
-            .policy
-            .for_entry(subject, &parent_entry.normalized_dn, &parent_entry);
+        let access =
+            self.rules
+                .policy
+                .for_entry(subject, &parent_entry.normalized_dn, &parent_entry);
         if !access.can_write_children() {
             return Err(insufficient("children", &parent.to_string()));
         }
@@ -1072,6 +1076,7 @@ mod tests {
     //! a leading task's thread in the server; here on the test's thread).
 
     use super::*;
+    use lmdir_access::acl::AccessPolicy;
     use lmdir_access::password;
     use lmdir_schema::NormalizationCounts;
     use lmdir_store::StoreOptions;
@@ -1079,6 +1084,14 @@ mod tests {
 
     const SUFFIX: &str = "dc=example,dc=com";
     const ROOTDN: &str = "cn=admin,dc=example,dc=com";
+
+    /// Default settings and `policy` as the only rule.
+    fn live_with(policy: AccessPolicy) -> Arc<crate::live::Live<crate::context::Running>> {
+        Arc::new(crate::live::Live::new(crate::context::Running {
+            settings: Arc::new(crate::settings::ServerSettings::with_defaults(Vec::new())),
+            rules: Arc::new(crate::context::Rules::with_policy(policy)),
+        }))
+    }
 
     fn writer(directory: &std::path::Path) -> Writer {
         let options = StoreOptions {
@@ -1088,16 +1101,15 @@ mod tests {
         };
         let store = Store::open(directory, options, Arc::new(Schema::builtin())).unwrap();
         let policy = AccessPolicy::from_config(&[], &store.schema(), SUFFIX, ROOTDN).unwrap();
-        let live_policy = Arc::new(crate::live::Live::new(policy));
+        let live = live_with(policy);
         Writer {
             store,
-            policy: live_policy.load(),
-            live_policy,
+            rules: live.load().rules.clone(),
+            live,
             stopping: Arc::default(),
             monitor: Arc::new(crate::monitor::Monitor::new()),
             pending_states: Arc::default(),
             persist: Arc::default(),
-            integrity: Default::default(),
             accesslog: Arc::default(),
         }
     }
@@ -1308,8 +1320,8 @@ mod tests {
         ];
         let policy =
             AccessPolicy::from_config(&rules, &writer.store.schema(), SUFFIX, ROOTDN).unwrap();
-        writer.live_policy = Arc::new(crate::live::Live::new(policy));
-        writer.policy = writer.live_policy.load();
+        writer.live = live_with(policy);
+        writer.rules = writer.live.load().rules.clone();
         for added in [
             entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
             entry(
