@@ -115,61 +115,7 @@ pub(crate) fn internal(error: impl std::fmt::Display) -> OperationError {
     OperationError::new(code::OTHER, error.to_string())
 }
 
-/// The database's rules, compiled against the schema: what a reload replaces with the
-/// settings, as one (`Running`).
-pub(crate) struct Rules {
-    /// `[[access]]`: an operation takes it once and decides with it throughout; the writer
-    /// takes it per batch.
-    pub(crate) policy: Arc<AccessPolicy>,
-    /// `[[limits]]`: search limits per identity.
-    pub(crate) limits: crate::limits::IdentityLimits,
-    /// `[integrity]` (refint, unique): the writer applies it in its txn, taken per batch.
-    pub(crate) integrity: crate::integrity::Integrity,
-    /// `[[dynlist]]` rules.
-    pub(crate) dynlist: Vec<crate::dynlist::DynamicGroup>,
-}
-
-impl Rules {
-    /// `policy` and no other rule: a database before the server starts, and tests.
-    pub(crate) fn with_policy(policy: AccessPolicy) -> Rules {
-        Rules {
-            policy: Arc::new(policy),
-            limits: crate::limits::IdentityLimits::default(),
-            integrity: crate::integrity::Integrity::default(),
-            dynlist: Vec::new(),
-        }
-    }
-
-    /// The rules `settings` names, compiled against `schema` (an unknown name is an error
-    /// naming it), with `policy`.
-    pub(crate) fn compile(
-        policy: Arc<AccessPolicy>,
-        settings: &ServerSettings,
-        schema: &Schema,
-    ) -> Result<Rules, String> {
-        Ok(Rules {
-            policy,
-            limits: crate::limits::IdentityLimits::compile(&settings.limits, schema)
-                .map_err(|problem| format!("[[limits]]: {problem}"))?,
-            integrity: crate::integrity::Integrity::compile(
-                &settings.integrity,
-                schema,
-                &settings.suffix,
-            )?,
-            dynlist: crate::dynlist::compile(&settings.dynlist, schema)?,
-        })
-    }
-}
-
-/// What an operation takes of the configuration (settings and rules), replaced whole by a
-/// reload. Invariant: one store swaps all of it, so whatever part an operation takes after
-/// the swap is new, every other part too: no operation starting during a reload sees the new
-/// settings with the old access rules (a dropped `require_authentication` without the
-/// `by anonymous none` added with it), or the reverse.
-pub(crate) struct Running {
-    pub(crate) settings: Arc<ServerSettings>,
-    pub(crate) rules: Arc<Rules>,
-}
+pub(crate) use crate::rules::{Rules, Running};
 
 /// An open database: the store, its schema, the access policy and the writer thread.
 pub struct Database {
@@ -275,7 +221,7 @@ impl Database {
         crate::dynlist::DynlistView {
             schema: self.schema(),
             policy: rules.policy.clone(),
-            rules,
+            groups: rules.dynlist.clone(),
         }
     }
 

@@ -26,8 +26,8 @@ pub(crate) struct DynlistView {
     pub schema: std::sync::Arc<Schema>,
     /// The access policy the read started with (a reload may replace the live one).
     pub policy: std::sync::Arc<AccessPolicy>,
-    /// The rules the read started with, `policy`'s own (`rules.dynlist` its dynamic groups).
-    pub rules: std::sync::Arc<crate::context::Rules>,
+    /// The dynamic groups of the rules the read started with (`policy`'s own).
+    pub groups: std::sync::Arc<Vec<DynamicGroup>>,
 }
 
 /// One `[[dynlist]]` rule resolved against the schema.
@@ -93,7 +93,7 @@ pub(crate) fn in_chain_links(
     let member_of = schema.attribute("memberOf") == Some(attr);
     let group_attributes = [schema.attribute("member"), schema.attribute("uniqueMember")];
     let mut links: HashMap<Vec<u8>, Vec<lmdir_store::EntryId>> = HashMap::new();
-    for rule in &database.rules.dynlist {
+    for rule in database.groups.iter() {
         let forward = member_of && group_attributes.contains(&Some(rule.member_attr));
         if rule.member_attr != attr && !forward {
             continue;
@@ -130,7 +130,7 @@ pub(crate) fn member_of(
     subject: &Subject<'_>,
 ) -> Result<HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>>, OperationError> {
     let mut listed: HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>> = HashMap::new();
-    for rule in &database.rules.dynlist {
+    for rule in database.groups.iter() {
         let Some(member_of_attr) = rule.member_of_attr else {
             continue;
         };

@@ -480,7 +480,7 @@ fn dynamic_members(
     access: Option<&EntryAccess<'_>>,
 ) -> Result<Vec<DynamicMembers>, OperationError> {
     let view = &subordinates.dynlist;
-    let Some(rule) = crate::dynlist::rule_of(&view.rules.dynlist, schema, entry) else {
+    let Some(rule) = crate::dynlist::rule_of(&view.groups, schema, entry) else {
         return Ok(Vec::new());
     };
     let attr = rule.member_attr;
@@ -509,8 +509,7 @@ fn dynamic_member_of(
     let mut listed: Vec<DynamicMembers> = Vec::new();
     let attributes = subordinates
         .dynlist
-        .rules
-        .dynlist
+        .groups
         .iter()
         .filter_map(|rule| rule.member_of_attr);
     for attr in attributes {

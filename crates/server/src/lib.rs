@@ -45,6 +45,7 @@ pub mod replication_status;
 pub mod request;
 pub mod result;
 pub mod rootdse;
+mod rules;
 mod search;
 pub mod selection;
 pub mod server;

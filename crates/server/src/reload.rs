@@ -6,7 +6,7 @@
 //! again: new definitions are added live; a change or removal of a running definition refuses
 //! the whole reload, like an invalid file. What needs a restart keeps its running value
 //! and is named. Open connections stay: each operation takes the settings and policy of the
-//! moment it starts, swapped as one (`context::Running`); each request read takes the request
+//! moment it starts, swapped as one (`rules::Running`); each request read takes the request
 //! size limits of the moment (`connection::pdu_codec`), while `idle_timeout_seconds`,
 //! `write_timeout_seconds` and `running_operations_per_connection_max` are a connection's
 //! from when it opened.

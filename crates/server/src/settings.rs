@@ -88,12 +88,12 @@ pub struct ServerSettings {
     /// Cleartext or `{SCHEME}`-hashed.
     pub rootpw: String,
     /// `[[limits]]` rules in config order (compiled against the schema when the server starts
-    /// and by a reload: `context::Rules`).
+    /// and by a reload: `rules::Rules`).
     pub limits: Vec<lmdir_config::LimitsRule>,
-    /// `[integrity]`: refint and unique rules (compiled into `context::Rules` when the server
+    /// `[integrity]`: refint and unique rules (compiled into `rules::Rules` when the server
     /// starts and by a reload; the writer applies them).
     pub integrity: lmdir_config::IntegrityConfig,
-    /// `[[dynlist]]` rules (compiled into `context::Rules` when the server starts and by a
+    /// `[[dynlist]]` rules (compiled into `rules::Rules` when the server starts and by a
     /// reload).
     pub dynlist: Vec<lmdir_config::DynlistRule>,
     /// The pwdPolicy entry for entries without `pwdPolicySubentry`; empty = none.

@@ -51,9 +51,9 @@ pub(crate) fn lock_writer(shared: &Mutex<Writer>) -> MutexGuard<'_, Writer> {
 pub(crate) struct Writer {
     pub store: Store,
     /// The rules of the batch being applied (taken from `live` per batch).
-    pub rules: Arc<crate::context::Rules>,
+    pub rules: Arc<crate::rules::Rules>,
     /// The settings and rules a reload replaces.
-    pub live: Arc<crate::live::Live<crate::context::Running>>,
+    pub live: Arc<crate::live::Live<crate::rules::Running>>,
     /// Set at shutdown: queued updates are answered unavailable instead of applied.
     pub stopping: Arc<AtomicBool>,
     /// Batch sizes and commit times are reported here.
@@ -1086,10 +1086,10 @@ mod tests {
     const ROOTDN: &str = "cn=admin,dc=example,dc=com";
 
     /// Default settings and `policy` as the only rule.
-    fn live_with(policy: AccessPolicy) -> Arc<crate::live::Live<crate::context::Running>> {
-        Arc::new(crate::live::Live::new(crate::context::Running {
+    fn live_with(policy: AccessPolicy) -> Arc<crate::live::Live<crate::rules::Running>> {
+        Arc::new(crate::live::Live::new(crate::rules::Running {
             settings: Arc::new(crate::settings::ServerSettings::with_defaults(Vec::new())),
-            rules: Arc::new(crate::context::Rules::with_policy(policy)),
+            rules: Arc::new(crate::rules::Rules::with_policy(policy)),
         }))
     }
 
