@@ -37,6 +37,9 @@ struct DoneBatch {
     sequence: u64,
     input_bytes: usize,
     results: Vec<Result<PreparedEntry, RecordError>>,
+    /// The worker could not keep index keys (a spill file not written): the load stops here,
+    /// in batch order, through the sequencer like any fatal error (the stages then wind down).
+    run_failure: Option<RunError>,
     /// The batch's encoded `id2entry` values (`PreparedEntry::encoded` ranges into it); sent
     /// back to the workers for reuse once written.
     arena: Vec<u8>,
@@ -557,6 +560,7 @@ fn prepare_batches(
             break;
         }
         let mut results = Vec::with_capacity(batch.records.len());
+        let mut run_failure = None;
         let mut arena = arenas.try_recv().unwrap_or_default();
         arena.clear();
         // Encoded entries are a little larger than their LDIF (normalized values added).
@@ -572,20 +576,29 @@ fn prepare_batches(
                 &mut scratch,
                 &mut arena,
             ));
-            if let Some(failure) = scratch.take_run_failure() {
-                abort.store(true, Ordering::Relaxed);
-                return Err(failure);
+            run_failure = scratch.take_run_failure();
+            if run_failure.is_some() {
+                break;
             }
         }
-        if done
-            .send(DoneBatch {
-                sequence,
-                input_bytes: batch.bytes.len(),
-                results,
-                arena,
-            })
-            .is_err()
-        {
+        let failed = run_failure.is_some();
+        let sent = done.send(DoneBatch {
+            sequence,
+            input_bytes: batch.bytes.len(),
+            results,
+            run_failure,
+            arena,
+        });
+        if failed {
+            // The sequencer answers with the failure when it reaches this batch, and then sets
+            // `abort`. Not here: another worker would drop an earlier batch it had just taken,
+            // and the sequencer would wait for it.
+            return Err(RunError::Corrupt {
+                path: spill_directory.to_path_buf(),
+                what: "this worker stopped at a failed spill",
+            });
+        }
+        if sent.is_err() {
             break;
         }
     }
@@ -669,7 +682,10 @@ fn sequence(
     let mut accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
         reorder.insert(batch.sequence, batch);
-        while let Some(batch) = reorder.remove(&next_sequence) {
+        while let Some(mut batch) = reorder.remove(&next_sequence) {
+            if let Some(failure) = batch.run_failure.take() {
+                return Err(failure.into());
+            }
             next_sequence += 1;
             input_bytes += batch.input_bytes as u64;
             accepted.clear();

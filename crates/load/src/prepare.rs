@@ -211,10 +211,17 @@ pub fn prepare_record(
     let keyed = context
         .index_plan
         .entry_keys(&rows, &mut |slot, key| scratch.push_key(run, slot, key, id));
-    if let Err(error) = keyed {
-        let message = format!("the load stops: {error}");
-        scratch.run_failure = Some(error);
-        return Err(record_error(line, Some(dn_text), message));
+    match keyed {
+        Ok(()) => {}
+        // The record's own fault: skipped under --continue-on-error.
+        Err(error @ crate::runs::RunError::KeyTooLong { .. }) => {
+            return Err(record_error(line, Some(dn_text), error.to_string()));
+        }
+        Err(error) => {
+            let message = format!("the load stops: {error}");
+            scratch.run_failure = Some(error);
+            return Err(record_error(line, Some(dn_text), message));
+        }
     }
     let encoded_start = arena.len();
     arena.extend_from_slice(&scratch.encoded);
