@@ -29,15 +29,15 @@ pub fn needs_base64(value: &[u8]) -> bool {
 }
 
 /// Whether `text` can stand as an LDIF line's attribute description (RFC 2849 `AttributeDescription`:
-/// a name or numeric OID, then `;options`): letters, digits, '-', '.' and ';', a letter or digit
-/// first. Anything else (a newline, ':' or '<' above all) would make the line read as
+/// a name or numeric OID, then `;options`): letters, digits, '-', '.', ';' and '_' (which schema
+/// files in the wild use, and the LDIF reader accepts), a letter or digit first. Anything else (a newline, ':' or '<' above all) would make the line read as
 /// something else, a `file://` URL included.
 pub fn is_attribute_description(text: &str) -> bool {
     let bytes = text.as_bytes();
     bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes
             .iter()
-            .all(|&byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b';'))
+            .all(|&byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b';' | b'_'))
 }
 
 /// The error for a description `is_attribute_description` refuses.
