@@ -375,6 +375,7 @@ pub const PASSWORD_POLICY_STATE_ATTRIBUTES: &[(&str, &str)] = &[
     ("pwdGraceUseTime", "1.3.6.1.4.1.42.2.27.8.1.21"),
     ("pwdReset", "1.3.6.1.4.1.42.2.27.8.1.22"),
     ("pwdLastSuccess", "1.3.6.1.4.1.42.2.27.8.1.29"),
+    ("pwdAccountTmpLockoutEnd", "1.3.6.1.4.1.42.2.27.8.1.33"),
 ];
 
 /// Whether an attribute description (`userPassword;x`, `2.5.4.35`) names one of
@@ -481,7 +482,8 @@ impl AccessPolicy {
     /// to = { attrs = ["userPassword", "authPassword", "pwdHistory"] }
     /// by = [ { who = "self", access = "write" }, { who = "*", access = "auth" } ]
     /// [[access]]   # every name of PASSWORD_POLICY_STATE_ATTRIBUTES
-    /// to = { attrs = ["pwdFailureTime", "pwdAccountLockedTime", "pwdGraceUseTime", "pwdReset", "pwdLastSuccess"] }
+    /// to = { attrs = ["pwdFailureTime", "pwdAccountLockedTime", "pwdGraceUseTime", "pwdReset", "pwdLastSuccess",
+    ///                "pwdAccountTmpLockoutEnd"] }
     /// by = [ { who = "self", access = "read" } ]
     /// [[access]]
     /// to = {}

@@ -421,6 +421,8 @@ fn default_policy_protects_every_secret_and_the_lockout_state() {
         "pwdAccountLockedTime",
         "pwdGraceUseTime",
         "pwdReset",
+        "pwdLastSuccess",
+        "pwdAccountTmpLockoutEnd",
     ] {
         assert_eq!(level(&anonymous, state), Access::None, "{state}");
         assert_eq!(level(&other, state), Access::None, "{state}");
