@@ -163,9 +163,11 @@ async fn check_entry_password(
     Err(invalid())
 }
 
-/// After a match under a policy: the account's state read again, since guesses sent at once
-/// were all checked against the state from before any of them failed. One that matches after
-/// the others' failures locked the account is refused as locked (before, it bound).
+/// After a match under a policy: the account's state read again, with the failures concurrent
+/// binds recorded but the writer has not committed yet, since guesses sent at once were all
+/// checked against the state from before any of them failed. One that matches after the
+/// others' failures reach the lockout is refused as locked (before, it bound). Failures the
+/// writer took but has not committed are in neither: that window is the commit's.
 fn still_unlocked(
     server: &Arc<ServerContext>,
     database: &Database,
@@ -177,7 +179,8 @@ fn still_unlocked(
     let fresh = database.bind_candidate(server, dn, normalized_dn)?;
     let policed = fresh.and_then(|(_, policed)| policed);
     if let Some((policy, state)) = &policed {
-        if state.is_locked(policy, now) {
+        let pending = database.pending_states.pending_failures(normalized_dn);
+        if state.is_locked_with(policy, &pending, now) {
             *response = Some(PolicyResponse {
                 warning: None,
                 error: Some(PolicyError::AccountLocked),

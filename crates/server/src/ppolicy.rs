@@ -409,6 +409,25 @@ impl AccountState {
         policy.lockout_duration_seconds == 0
             || now < locked_at.saturating_add(policy.lockout_duration_seconds as i64)
     }
+
+    /// Whether the account is locked at `now`, or will be once `pending` failures (recorded
+    /// by concurrent binds, not committed yet) are: with the stored ones inside
+    /// pwdFailureCountInterval they reach pwdMaxFailure under pwdLockout.
+    pub fn is_locked_with(&self, policy: &Policy, pending: &[StoredTime], now: i64) -> bool {
+        if self.is_locked(policy, now) {
+            return true;
+        }
+        if pending.is_empty() || !policy.lockout || policy.max_failure == 0 {
+            return false;
+        }
+        let interval = policy.failure_count_interval_seconds as i64;
+        let recent = self
+            .failures
+            .iter()
+            .filter(|at| interval == 0 || now.saturating_sub(at.seconds) < interval)
+            .count();
+        (recent + pending.len()) as u64 >= policy.max_failure
+    }
 }
 
 /// How a bind with the right password ends under a policy.
@@ -666,6 +685,14 @@ impl PendingStates {
         Slot::Submit(done)
     }
 
+    /// The failures of `dn` merged into its pending update, not yet taken by the writer.
+    pub fn pending_failures(&self, dn: &str) -> Vec<StoredTime> {
+        self.lock()
+            .get(dn)
+            .map(|(update, _)| update.failures.clone())
+            .unwrap_or_default()
+    }
+
     /// Takes the pending update of `dn` for the writer (later failures open a new one).
     pub fn take(&self, dn: &str) -> Option<PendingSlot> {
         self.lock().remove(dn)
@@ -756,6 +783,34 @@ mod tests {
             failure_count_interval_seconds: interval,
             ..Policy::default()
         }
+    }
+
+    /// A right guess checked while wrong ones of the same burst are still pending: with the
+    /// stored failures they reach pwdMaxFailure, so the account counts as locked (the review
+    /// found the re-read after a match saw committed failures only). Failures outside the
+    /// count interval do not count, and nothing pending leaves the stored state's verdict.
+    #[test]
+    fn pending_failures_that_reach_the_maximum_lock() {
+        let now = 1_000_000;
+        let policy = lockout_policy(3600);
+        let state = AccountState {
+            failures: vec![failure_at(now - 7200), failure_at(now - 10)],
+            ..AccountState::default()
+        };
+        assert!(!state.is_locked_with(&policy, &[], now));
+        assert!(!state.is_locked_with(&policy, &[failure_at(now)], now));
+        assert!(state.is_locked_with(&policy, &[failure_at(now), failure_at(now - 1)], now));
+        let without_lockout = Policy {
+            lockout: false,
+            ..policy
+        };
+        let pending = [failure_at(now), failure_at(now - 1), failure_at(now - 2)];
+        assert!(!state.is_locked_with(&without_lockout, &pending, now));
+        let pending_states = PendingStates::default();
+        let _slot = pending_states.fail("uid=x", policy, UNIX_EPOCH);
+        let _merged = pending_states.fail("uid=x", policy, UNIX_EPOCH);
+        assert_eq!(pending_states.pending_failures("uid=x").len(), 2);
+        assert!(pending_states.pending_failures("uid=y").is_empty());
     }
 
     #[test]
