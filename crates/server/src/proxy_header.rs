@@ -23,6 +23,18 @@ const SHORTEST_HEADER_BYTES: usize = 15;
 /// v2's 12-byte signature.
 const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 
+/// Whether `peer` is one of `sources`, the balancers whose headers are believed. A dual-stack
+/// listener (`[::]`) sees an IPv4 balancer as `::ffff:a.b.c.d`: compared as the IPv4 address.
+pub fn is_source(sources: &[ipnet::IpNet], peer: std::net::IpAddr) -> bool {
+    let peer = match peer {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    sources.iter().any(|source| source.contains(&peer))
+}
+
 /// Why a connection's header was refused (the connection is closed unanswered).
 #[derive(Debug, PartialEq, Eq)]
 pub enum HeaderError {
@@ -200,6 +212,21 @@ mod tests {
         let (client, rest) = read(&bytes);
         assert_eq!(client, Ok(None));
         assert_eq!(rest, LDAP);
+    }
+
+    #[test]
+    fn a_balancer_is_known_by_its_address_on_either_stack() {
+        let sources: Vec<ipnet::IpNet> = ["10.0.0.5", "fd00::/64"]
+            .iter()
+            .map(|text| lmdir_config::parse_network(text).unwrap())
+            .collect();
+        let is = |peer: &str| is_source(&sources, peer.parse().unwrap());
+        assert!(is("10.0.0.5"));
+        assert!(is("::ffff:10.0.0.5"), "IPv4 through a dual-stack listener");
+        assert!(is("fd00::7"));
+        assert!(!is("10.0.0.6"));
+        assert!(!is("::ffff:10.0.0.6"));
+        assert!(!is("fd01::7"));
     }
 
     #[test]

@@ -56,10 +56,11 @@ impl Rules {
 }
 
 /// What an operation takes of the configuration (settings and rules), replaced whole by a
-/// reload. Invariant: one store swaps all of it, so whatever part an operation takes after
-/// the swap is new, every other part too: no operation starting during a reload sees the new
-/// settings with the old access rules (a dropped `require_authentication` without the
-/// `by anonymous none` added with it), or the reverse.
+/// reload. Invariant: one store swaps all of it, so each read of the live configuration sees
+/// all of one side: never the new settings with the old access rules (a dropped
+/// `require_authentication` without the `by anonymous none` added with it), or the reverse.
+/// An operation that reads it twice (the settings at dispatch, the policy when it runs) can
+/// still straddle a reload: it does not hold one snapshot yet.
 pub(crate) struct Running {
     pub(crate) settings: Arc<ServerSettings>,
     pub(crate) rules: Arc<Rules>,

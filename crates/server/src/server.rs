@@ -679,10 +679,7 @@ fn accept_proxied(
     shutdown: &watch::Receiver<bool>,
 ) {
     let settings = context.settings();
-    let believed = settings
-        .proxy_protocol_sources
-        .iter()
-        .any(|source| source.contains(&peer.ip()));
+    let believed = crate::proxy_header::is_source(&settings.proxy_protocol_sources, peer.ip());
     if !believed {
         // Closed unanswered: whoever is not a balancer learns nothing of the server.
         let reason = "not in proxy_protocol_sources (closed)";
