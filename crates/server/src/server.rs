@@ -766,55 +766,43 @@ impl Accepted {
         let connection_id = admission.connection_id;
         // Counted until the connection ends.
         let _admission = admission;
-        if !tls {
-            let stream = Box::new(stream);
-            let transport = Transport::Tcp;
-            connection::run(
-                context,
-                stream,
-                transport,
-                client,
-                connection_id,
-                peer,
-                shutdown,
+        let (stream, transport): (BoxedStream, Transport) = if tls {
+            let Some(tls_config) = context.tls_config.clone() else {
+                return;
+            };
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
+            let handshake = tokio::time::timeout(
+                context.settings().tls_handshake_timeout,
+                acceptor.accept(stream),
             )
             .await;
-            return;
-        }
-        let Some(tls_config) = context.tls_config.clone() else {
-            return;
+            match handshake {
+                Ok(Ok(tls_stream)) => (Box::new(tls_stream), Transport::Tls),
+                Ok(Err(error)) => {
+                    info!(
+                        "conn={connection_id} TLS handshake from {peer} failed: {}",
+                        crate::log_text::escaped(&error.to_string())
+                    );
+                    return;
+                }
+                Err(_) => {
+                    info!("conn={connection_id} TLS handshake from {peer} timed out");
+                    return;
+                }
+            }
+        } else {
+            (Box::new(stream), Transport::Tcp)
         };
-        let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
-        let handshake = tokio::time::timeout(
-            context.settings().tls_handshake_timeout,
-            acceptor.accept(stream),
+        connection::run(
+            context,
+            stream,
+            transport,
+            client,
+            connection_id,
+            peer,
+            shutdown,
         )
         .await;
-        match handshake {
-            Ok(Ok(tls_stream)) => {
-                let stream = Box::new(tls_stream);
-                let transport = Transport::Tls;
-                connection::run(
-                    context,
-                    stream,
-                    transport,
-                    client,
-                    connection_id,
-                    peer,
-                    shutdown,
-                )
-                .await
-            }
-            Ok(Err(error)) => {
-                info!(
-                    "conn={connection_id} TLS handshake from {peer} failed: {}",
-                    crate::log_text::escaped(&error.to_string())
-                );
-            }
-            Err(_) => {
-                info!("conn={connection_id} TLS handshake from {peer} timed out");
-            }
-        }
     }
 }
 
