@@ -344,7 +344,7 @@ fn the_banner_try_line_works_with_require_tls() {
         &config,
         format!(
             "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nrequire_tls = true\n\
-             tls_certificate = \"{}\"\ntls_key = \"{}\"\n[database]\ndirectory = \"{}\"\n",
+             tls_certificate = \"{}\"\ntls_key = \"{}\"\n[database]\nrootdn = \"cn=admin,dc=example,dc=com\"\nrootpw = \"secret\"\ndirectory = \"{}\"\n",
             files.certificate_path.display(),
             files.key_path.display(),
             scratch.path().join("db").display()
@@ -441,7 +441,7 @@ fn systemd_readiness_and_sighup_reload_logs_and_tls_without_dropping_connections
             format!(
                 "[server]\nlisten = [\"ldap://127.0.0.1:{port}\", \"ldaps://127.0.0.1:{tls_port}\"]\n\
                  tls_certificate = \"{}\"\ntls_key = \"{}\"\nlog = \"{level}\"\nlog_file = \"{}\"\n\
-                 log_format = \"json\"\n[database]\ndirectory = \"{}\"\n",
+                 log_format = \"json\"\n[database]\nrootdn = \"cn=admin,dc=example,dc=com\"\nrootpw = \"secret\"\ndirectory = \"{}\"\n",
                 files.certificate_path.display(),
                 files.key_path.display(),
                 log_file.display(),
@@ -519,7 +519,7 @@ fn under_systemd_stderr_lines_carry_the_syslog_priority_and_no_timestamp() {
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nlog = \"info\"\n[database]\ndirectory = \"{}\"\n",
+            "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nlog = \"info\"\n[database]\nrootdn = \"cn=admin,dc=example,dc=com\"\nrootpw = \"secret\"\ndirectory = \"{}\"\n",
             scratch.path().join("db").display()
         ),
     )
@@ -592,7 +592,7 @@ fn buffered_log_lines_arrive_within_the_flush_interval_and_none_is_lost_at_shutd
         &config,
         format!(
             "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nlog = \"info\"\nlog_file = \"{}\"\n\
-             [database]\ndirectory = \"{}\"\n",
+             [database]\nrootdn = \"cn=admin,dc=example,dc=com\"\nrootpw = \"secret\"\ndirectory = \"{}\"\n",
             log_file.display(),
             scratch.path().join("db").display()
         ),
@@ -649,7 +649,7 @@ fn the_banner_scim_curl_line_works() {
         &config,
         format!(
             "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\ntls_certificate = \"{}\"\ntls_key = \"{}\"\n\
-             [database]\ndirectory = \"{}\"\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n",
+             [database]\nrootdn = \"cn=admin,dc=example,dc=com\"\nrootpw = \"secret\"\ndirectory = \"{}\"\n[http]\nlisten = \"127.0.0.1:{http_port}\"\n",
             files.certificate_path.display(),
             files.key_path.display(),
             scratch.path().join("db").display()
