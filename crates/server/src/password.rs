@@ -142,6 +142,10 @@ async fn check_entry_password(
     }
     if let Some((policy, state)) = &policed {
         if state.is_locked(policy, ppolicy::unix_seconds(now_time)) {
+            // Checked and forgotten, as slapd checks a locked account's password before its
+            // ppolicy refuses the bind: a locked account takes a wrong password's time.
+            let _ignored =
+                any_password_matches(server, client, stored_passwords, password, Some(dn)).await?;
             *response = Some(PolicyResponse {
                 warning: None,
                 error: Some(PolicyError::AccountLocked),

@@ -7,6 +7,7 @@ mod common;
 use common::{bind, grant, person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};
 use lmdir_config::{AccessLevel, AccessTarget, Who};
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 
@@ -442,4 +443,54 @@ fn a_bind_to_what_cannot_authenticate_checks_a_password_as_a_wrong_one_does() {
         assert_eq!(metric(&scrape(address), series), before + 1.0, "{what}");
     }
     assert_eq!(bind_code(&server, &person_dn(0), "argon2-password"), 0);
+}
+
+/// A locked account answered without a look at the password, so under a slow scheme its
+/// quick 49 told an attacker it was locked (and existed). As slapd, which checks the password
+/// before its ppolicy refuses, the locked bind now checks one password too.
+#[test]
+fn a_bind_to_a_locked_account_checks_a_password_as_a_wrong_one_does() {
+    let policy_dn = "cn=lockout,dc=example,dc=com";
+    let server = TestServer::start_populated(PEOPLE, Vec::new(), |settings| {
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+        settings.password_policy_default = policy_dn.to_string();
+    });
+    let address = metrics_address(&server);
+    let mut root = bind(&server, ROOT_DN, ROOT_PASSWORD);
+    root.add(
+        policy_dn,
+        vec![
+            (
+                "objectClass",
+                HashSet::from(["organizationalRole", "pwdPolicy"]),
+            ),
+            ("cn", HashSet::from(["lockout"])),
+            ("pwdAttribute", HashSet::from(["userPassword"])),
+            ("pwdLockout", HashSet::from(["TRUE"])),
+            ("pwdMaxFailure", HashSet::from(["3"])),
+        ],
+    )
+    .expect("add sent")
+    .success()
+    .expect("the policy is added");
+    root.modify(
+        &person_dn(0),
+        vec![ldap3::Mod::Replace(
+            "pwdAccountLockedTime",
+            HashSet::from(["000001010000Z"]),
+        )],
+    )
+    .expect("modify sent")
+    .success()
+    .expect("locked by the administrator");
+    let series = "lmdir_password_checks_total";
+    for password in ["guess", PERSON_PASSWORD] {
+        let before = metric(&scrape(address), series);
+        assert_eq!(
+            bind_code(&server, &person_dn(0), password),
+            49,
+            "{password}"
+        );
+        assert_eq!(metric(&scrape(address), series), before + 1.0, "{password}");
+    }
 }
