@@ -47,6 +47,11 @@ pub struct HttpConfig {
     pub sessions_max: u32,
     /// A console session ends after this long without a request.
     pub session_idle_seconds: u64,
+    /// Reverse proxies (addresses or networks) in front of the listener: a request from one
+    /// is the client its `X-Forwarded-For` names (the rightmost address not itself a trusted
+    /// proxy) and HTTPS when its `X-Forwarded-Proto` says `https`. Empty: the headers are
+    /// ignored, every request is its TCP peer.
+    pub trusted_proxies: Vec<String>,
     pub scim: ScimConfig,
 }
 
@@ -60,6 +65,7 @@ impl Default for HttpConfig {
             body_bytes_max: 1 << 20,
             sessions_max: 1024,
             session_idle_seconds: 900,
+            trusted_proxies: Vec::new(),
             scim: ScimConfig::default(),
         }
     }
@@ -141,6 +147,14 @@ impl HttpConfig {
         let at = |key: &'static str| vec![Key("http"), Key(key)];
         let address =
             parse_http_listen(&self.listen).map_err(|message| problem(at("listen"), message))?;
+        for (index, proxy) in self.trusted_proxies.iter().enumerate() {
+            crate::parse_network(proxy).map_err(|message| {
+                problem(
+                    vec![Key("http"), Key("trusted_proxies"), KeyStep::Index(index)],
+                    message,
+                )
+            })?;
+        }
         if let Some(address) = address {
             if self.tls && !tls_configured {
                 return Err(problem(

@@ -70,6 +70,8 @@ pub struct HttpState {
     pub server: Arc<ServerContext>,
     pub scim: scim::Scim,
     pub tls: bool,
+    /// `[http] trusted_proxies`: whose X-Forwarded-For / X-Forwarded-Proto are believed.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     pub body_bytes_max: usize,
     /// Signed-in console sessions.
     pub console: console::Sessions,
@@ -147,6 +149,11 @@ pub async fn start(
             &format!("{scheme}://{local}"),
         ),
         tls: tls.is_some(),
+        trusted_proxies: config
+            .trusted_proxies
+            .iter()
+            .filter_map(|proxy| lmdir_config::parse_network(proxy).ok())
+            .collect(),
         body_bytes_max: usize::try_from(config.body_bytes_max).unwrap_or(usize::MAX),
         console: console::Sessions::new(
             config.sessions_max as usize,
@@ -272,6 +279,49 @@ async fn serve_connection<I>(
     }
 }
 
+/// Most X-Forwarded-For addresses looked at, from the right.
+const FORWARDED_HOPS_MAX: usize = 16;
+
+/// The client and whether it came over HTTPS: the TCP peer and the listener's TLS, unless the
+/// peer is a trusted proxy. Then the client is the rightmost X-Forwarded-For address that is not
+/// itself a trusted proxy (what the last proxy saw; entries further left are the client's own
+/// word), and HTTPS when the last X-Forwarded-Proto says so. A header that names no address
+/// leaves the peer.
+fn forwarded_client(
+    trusted: &[ipnet::IpNet],
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    listener_tls: bool,
+) -> (SocketAddr, bool) {
+    if trusted.is_empty() || !crate::proxy_header::is_source(trusted, peer.ip()) {
+        return (peer, listener_tls);
+    }
+    let hops: Vec<std::net::IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .collect::<Vec<&str>>()
+        .into_iter()
+        .rev()
+        .take(FORWARDED_HOPS_MAX)
+        .map_while(|hop| hop.trim().parse().ok())
+        .collect();
+    let client = hops
+        .iter()
+        .find(|hop| !crate::proxy_header::is_source(trusted, **hop))
+        .or(hops.last())
+        .map_or(peer, |address| SocketAddr::new(*address, 0));
+    let https = headers
+        .get_all("x-forwarded-proto")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .last()
+        .map(|proto| proto.trim().eq_ignore_ascii_case("https"));
+    (client, https.unwrap_or(listener_tls))
+}
+
 async fn handle(
     state: Arc<HttpState>,
     peer: SocketAddr,
@@ -287,6 +337,7 @@ async fn handle(
                 .collect()
         })
         .unwrap_or_default();
+    let (peer, tls) = forwarded_client(&state.trusted_proxies, peer, &parts.headers, state.tls);
     let mut request = HttpRequest {
         method: parts.method,
         path: parts.uri.path().to_string(),
@@ -294,7 +345,7 @@ async fn handle(
         headers: parts.headers,
         body: Bytes::new(),
         peer,
-        tls: state.tls,
+        tls,
     };
     // Access is decided from the head before the body is read: an unauthenticated SCIM
     // request's body is never read, and the console reads no more than a sign-in form
@@ -393,6 +444,48 @@ async fn read_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Behind a trusted reverse proxy the client is the rightmost X-Forwarded-For address that
+    /// is not a trusted proxy itself, and HTTPS is what the proxy's X-Forwarded-Proto says;
+    /// from anyone else the headers are the client's own word and ignored.
+    #[test]
+    fn a_trusted_proxy_names_the_client_and_its_scheme() {
+        let trusted: Vec<ipnet::IpNet> = ["127.0.0.1", "10.0.0.0/8"]
+            .iter()
+            .map(|text| lmdir_config::parse_network(text).unwrap())
+            .collect();
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(*name, HeaderValue::from_str(value).unwrap());
+            }
+            map
+        };
+        let proxy: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let stranger: SocketAddr = "192.0.2.9:40000".parse().unwrap();
+        let spoofed = headers(&[
+            ("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.1.2.3"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        let (client, tls) = forwarded_client(&trusted, proxy, &spoofed, false);
+        assert_eq!(client.ip().to_string(), "198.51.100.7");
+        assert!(tls);
+        // Not from a trusted proxy: the TCP peer and the listener's own scheme.
+        assert_eq!(forwarded_client(&trusted, stranger, &spoofed, false), (stranger, false));
+        assert_eq!(forwarded_client(&[], proxy, &spoofed, false), (proxy, false));
+        // Two header lines join; every hop a trusted proxy: the leftmost one looked at.
+        let lines = headers(&[
+            ("x-forwarded-for", "10.9.9.9"),
+            ("x-forwarded-for", "10.1.1.1"),
+            ("x-forwarded-proto", "http"),
+        ]);
+        let (client, tls) = forwarded_client(&trusted, proxy, &lines, true);
+        assert_eq!(client.ip().to_string(), "10.9.9.9");
+        assert!(!tls);
+        // Nothing parseable: the peer.
+        let junk = headers(&[("x-forwarded-for", "unknown")]);
+        assert_eq!(forwarded_client(&trusted, proxy, &junk, false), (proxy, false));
+    }
 
     fn connections(per_address_max: usize, max: usize) -> Connections {
         Connections {
