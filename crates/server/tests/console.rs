@@ -729,3 +729,45 @@ fn the_reset_form_does_not_change_ones_own_password() {
         (0, 49)
     );
 }
+
+/// The login page's Set-Cookie line over plain HTTP, sent with `extra` header lines.
+fn login_cookie_line(server: &TestServer, extra: &str) -> String {
+    use std::io::{Read, Write};
+    let address = server.running().http_address().unwrap();
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    let request =
+        format!("GET /login HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{extra}\r\n");
+    stream.write_all(request.as_bytes()).expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    response
+        .lines()
+        .find(|line| line.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie in\n{response}"))
+        .to_string()
+}
+
+/// A console behind a TLS-terminating reverse proxy on loopback (plain http here): with the
+/// proxy in `[http] trusted_proxies`, its `X-Forwarded-Proto: https` makes the login cookie the
+/// `__Host-`, `Secure` one a browser on HTTPS keeps; the same header from a peer not trusted
+/// changes nothing (before, the cookies were never Secure behind a proxy).
+#[test]
+fn behind_a_trusted_proxy_the_console_sets_secure_cookies() {
+    for (trusted, forwarded, secure) in [
+        (true, "X-Forwarded-Proto: https\r\n", true),
+        (true, "", false),
+        (false, "X-Forwarded-Proto: https\r\n", false),
+    ] {
+        let server = TestServer::start_populated(1, Vec::new(), |settings| {
+            settings.http.listen = "127.0.0.1:0".to_string();
+            settings.http.tls = false;
+            if trusted {
+                settings.http.trusted_proxies = vec!["127.0.0.1".to_string()];
+            }
+        });
+        let line = login_cookie_line(&server, forwarded);
+        let case = format!("trusted {trusted}, {forwarded:?}: {line}");
+        assert_eq!(line.contains("__Host-lmdir_login="), secure, "{case}");
+        assert_eq!(line.contains("; Secure"), secure, "{case}");
+    }
+}

@@ -471,8 +471,14 @@ mod tests {
         assert_eq!(client.ip().to_string(), "198.51.100.7");
         assert!(tls);
         // Not from a trusted proxy: the TCP peer and the listener's own scheme.
-        assert_eq!(forwarded_client(&trusted, stranger, &spoofed, false), (stranger, false));
-        assert_eq!(forwarded_client(&[], proxy, &spoofed, false), (proxy, false));
+        assert_eq!(
+            forwarded_client(&trusted, stranger, &spoofed, false),
+            (stranger, false)
+        );
+        assert_eq!(
+            forwarded_client(&[], proxy, &spoofed, false),
+            (proxy, false)
+        );
         // Two header lines join; every hop a trusted proxy: the leftmost one looked at.
         let lines = headers(&[
             ("x-forwarded-for", "10.9.9.9"),
@@ -484,7 +490,10 @@ mod tests {
         assert!(!tls);
         // Nothing parseable: the peer.
         let junk = headers(&[("x-forwarded-for", "unknown")]);
-        assert_eq!(forwarded_client(&trusted, proxy, &junk, false), (proxy, false));
+        assert_eq!(
+            forwarded_client(&trusted, proxy, &junk, false),
+            (proxy, false)
+        );
     }
 
     fn connections(per_address_max: usize, max: usize) -> Connections {
