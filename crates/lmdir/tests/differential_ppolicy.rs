@@ -77,6 +77,8 @@ fn ldif() -> String {
     text += &policy("safe", "pwdSafeModify: TRUE\n");
     text += &user("chooser", Some("strict"));
     text += &user("careful", Some("safe"));
+    text += &policy("young", "pwdMustChange: TRUE\npwdMinAge: 3600\n");
+    text += &user("youngster", Some("young"));
     text
 }
 
@@ -367,6 +369,29 @@ fn must_change(run: &mut Run) {
     );
 }
 
+/// pwdMinAge after an administrator's reset: slapd checks the age only while pwdReset is not
+/// TRUE, so the owner changes a reset password at once, and the next change is too young.
+fn reset_under_min_age(run: &mut Run) {
+    run.root()
+        .extended(ldap3::exop::PasswordModify {
+            user_id: Some(&user_dn("youngster")),
+            old_pass: None,
+            new_pass: Some("given-by-admin"),
+        })
+        .expect("exop")
+        .1
+        .success()
+        .expect("administrator reset");
+    let mut user = run.bind("min-age: bind after reset", "youngster", "given-by-admin");
+    run.change_own(
+        "min-age: change a reset password",
+        &mut user,
+        None,
+        "mine-now",
+    );
+    run.change_own("min-age: change again", &mut user, None, "mine-again");
+}
+
 /// pwdCheckQuality 2 with pwdMinLength, and pwdInHistory, through modify and Password Modify.
 fn quality_and_history(run: &mut Run) {
     let mut user = run.bind("quality: bind", "chooser", PASSWORD);
@@ -498,6 +523,7 @@ fn run_all(port: u16) -> Vec<(String, Outcome)> {
     expiry_warning(&mut run);
     grace_logins(&mut run);
     must_change(&mut run);
+    reset_under_min_age(&mut run);
     quality_and_history(&mut run);
     added_by_the_administrator(&mut run);
     delete_then_add(&mut run);
@@ -541,6 +567,8 @@ fn password_policy_matches_the_ppolicy_overlay() {
     assert_eq!(code_of("lockout: right password while locked"), Some(49));
     assert_eq!(code_of("lockout: right password after unlock"), Some(0));
     assert_eq!(code_of("must-change: change"), Some(0));
+    assert_eq!(code_of("min-age: change a reset password"), Some(0));
+    assert_eq!(code_of("min-age: change again"), Some(19));
     assert_eq!(code_of("history: another change"), Some(0));
     assert_eq!(code_of("one value: modify with two"), Some(19));
     assert_eq!(code_of("added: two passwords"), Some(19));

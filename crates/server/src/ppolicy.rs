@@ -254,13 +254,10 @@ pub fn change_refusal(
             Some(PolicyError::MustSupplyOldPassword),
         ));
     }
-    let young = state
-        .changed_at
-        .is_some_and(|changed_at| now.saturating_sub(changed_at) < policy.min_age_seconds as i64);
-    if policy.min_age_seconds > 0 && young {
+    if is_too_young(policy, state, now) {
         return Some((
             code::CONSTRAINT_VIOLATION,
-            "Password is too young to change",
+            TOO_YOUNG,
             Some(PolicyError::PasswordTooYoung),
         ));
     }
@@ -276,6 +273,23 @@ pub fn change_refusal(
             )
         })
 }
+
+/// pwdMinAge: the password was changed less than the policy's minimum age ago, and not reset
+/// by an administrator since (slapd checks the age only while pwdReset is not TRUE: the owner
+/// of a reset password must be able to change it at once). Judged before
+/// the writer with the rest of `change_refusal`, and again by the writer inside its
+/// transaction (`Writer::note_password_change`), where a change queued or racing beside it
+/// has already set pwdChangedTime.
+pub fn is_too_young(policy: &Policy, state: &AccountState, now: i64) -> bool {
+    policy.min_age_seconds > 0
+        && !state.reset
+        && state.changed_at.is_some_and(|changed_at| {
+            now.saturating_sub(changed_at) < policy.min_age_seconds as i64
+        })
+}
+
+/// The refusal of a password change `is_too_young` holds back.
+pub const TOO_YOUNG: &str = "Password is too young to change";
 
 /// pwdCheckQuality: 0 checks nothing; a hashed value cannot be measured, so it passes under
 /// 1 and is refused under 2; a cleartext one must have pwdMinLength characters.

@@ -452,10 +452,6 @@ impl Writer {
         txn.modify(&dn, &modifications, &context).map(drop)
     }
 
-    /// After a change of userPassword on an entry under a password policy: pwdChangedTime is
-    /// now (expiry counts from it) and the old password's grace logins, failures and lock are
-    /// forgotten, as OpenLDAP's ppolicy does. A Relax request that sets pwdChangedTime itself
-    /// is kept.
     /// The userPassword values of a modify's target before it applies (empty otherwise).
     fn stored_passwords(
         &self,
@@ -477,6 +473,10 @@ impl Writer {
             .collect())
     }
 
+    /// After a change of userPassword on an entry under a password policy: pwdChangedTime is
+    /// now (expiry counts from it) and the old password's grace logins, failures and lock are
+    /// forgotten, as OpenLDAP's ppolicy does. A Relax request that sets pwdChangedTime itself
+    /// is kept. A change younger than pwdMinAge in this transaction's view is refused.
     fn note_password_change(
         &self,
         txn: &mut WriteTxn<'_>,
@@ -520,23 +520,15 @@ impl Writer {
         let Some(entry) = txn.entry_by_dn(dn)? else {
             return Ok(());
         };
-        let own = entry
-            .values_of(policy_subentry)
-            .next()
-            .and_then(|(value, _)| String::from_utf8(value.to_vec()).ok());
         let has_password = entry.values_of(password_attr).next().is_some();
-        let policy = Policy::resolve(own, &job.password_policy_default, |dn| {
-            let policy_entry = txn.entry_by_dn(dn).ok()??;
-            Policy::of_entry(&self.schema(), |attr| {
-                policy_entry
-                    .values_of(attr)
-                    .map(|(value, _)| value.to_vec())
-                    .collect()
-            })
-        });
+        let policy = self.policy_in_txn(txn, job, &entry, policy_subentry);
         let (Some(policy), true) = (policy, has_password) else {
             return Ok(());
         };
+        let is_add = matches!(job.request, WriteRequest::Add(_));
+        if !is_add {
+            self.refuse_young_change(job, &entry, &policy)?;
+        }
         let sets_reset = descriptions
             .iter()
             .any(|description| names(description, "pwdReset"));
@@ -544,7 +536,6 @@ impl Writer {
         // anyone else's change clears the flag (OpenLDAP's behaviour). A request that sets
         // pwdReset itself keeps its value, and so does an add: slapd's ppolicy marks only a
         // modify of an existing entry's password as a reset.
-        let is_add = matches!(job.request, WriteRequest::Add(_));
         let reset = match (
             sets_reset || is_add,
             job.identity.is_rootdn && policy.must_change,
@@ -559,6 +550,55 @@ impl Writer {
             ..WriteContext::new(job.identity.dn.clone())
         };
         txn.modify(dn, &modifications, &context).map(drop)
+    }
+
+    /// The password policy `entry` is under, as this transaction sees the policy entries.
+    fn policy_in_txn(
+        &self,
+        txn: &WriteTxn<'_>,
+        job: &Update,
+        entry: &StoredEntry,
+        policy_subentry: AttrId,
+    ) -> Option<Policy> {
+        let own = entry
+            .values_of(policy_subentry)
+            .next()
+            .and_then(|(value, _)| String::from_utf8(value.to_vec()).ok());
+        Policy::resolve(own, &job.password_policy_default, |dn| {
+            let policy_entry = txn.entry_by_dn(dn).ok()??;
+            Policy::of_entry(&self.schema(), |attr| {
+                policy_entry
+                    .values_of(attr)
+                    .map(|(value, _)| value.to_vec())
+                    .collect()
+            })
+        })
+    }
+
+    /// pwdMinAge once more, against pwdChangedTime as this transaction sees it: the check
+    /// before the writer read the committed entry, so a second change queued in the same LDAP
+    /// transaction, or sent beside the first, would pass it (six changes in one transaction
+    /// flushed pwdInHistory within one pwdMinAge). The rootdn is exempt, as before the writer.
+    fn refuse_young_change(
+        &self,
+        job: &Update,
+        entry: &StoredEntry,
+        policy: &Policy,
+    ) -> Result<(), LdapError> {
+        if job.identity.is_rootdn {
+            return Ok(());
+        }
+        let state = AccountState::read(&self.schema(), |attr| {
+            entry
+                .values_of(attr)
+                .map(|(value, _)| value.to_vec())
+                .collect()
+        });
+        let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+        match ppolicy::is_too_young(policy, &state, now) {
+            true => Err(ldap(ResultCode::ConstraintViolation, ppolicy::TOO_YOUNG)),
+            false => Ok(()),
+        }
     }
 
     /// The state a password change leaves: pwdChangedTime now; grace uses, failures and lock

@@ -700,6 +700,62 @@ fn an_administrator_reset_must_be_changed_by_the_owner() {
     );
 }
 
+/// slapd's ppolicy checks pwdMinAge only while pwdReset is not TRUE: the owner of a password an
+/// administrator reset changes it at once (before: 19 passwordTooYoung, the reset having set
+/// pwdChangedTime, so under pwdMustChange the account could do nothing for pwdMinAge).
+#[test]
+fn a_reset_password_is_changed_at_once_whatever_the_minimum_age() {
+    let server = lockout_server();
+    let dn = person_dn(18);
+    let attributes = [("pwdMustChange", "TRUE"), ("pwdMinAge", "3600")];
+    drop(user_under(&server, "reset-young", &attributes, &dn));
+    root(&server)
+        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+    let mut user = connect(&server);
+    user.simple_bind(&dn, "temporary")
+        .expect("bind")
+        .success()
+        .expect("user binds");
+    assert_eq!(change_own(&mut user, None, "chosen-by-me"), (0, None));
+    // The reset is over: the age rule holds the next change back.
+    assert_eq!(change_own(&mut user, None, "chosen-again"), (19, Some(7)));
+}
+
+/// Two changes of one's own password queued in one LDAP transaction: the check before the
+/// writer reads the entry as committed, so both passed it and both committed (pwdInHistory
+/// flushed within one pwdMinAge). The writer judges the second against the first's
+/// pwdChangedTime: 19, and neither commits.
+#[test]
+fn password_changes_in_one_transaction_meet_the_minimum_age_together() {
+    use common::transaction::{end, in_transaction, start};
+    let server = lockout_server();
+    let dn = person_dn(19);
+    let attributes = [("pwdMinAge", "3600"), ("pwdInHistory", "1")];
+    let mut user = user_under(&server, "patient", &attributes, &dn);
+    let queue = |user: &mut LdapConn, id: &[u8], password: &str| {
+        let queued = user
+            .with_controls(in_transaction(id))
+            .modify(&dn, vec![Mod::Replace("userPassword", set(&[password]))])
+            .expect("modify sent");
+        assert_eq!(queued.rc, 0, "queued: {queued:?}");
+    };
+    let id = start(&mut user);
+    queue(&mut user, &id, "second-password");
+    queue(&mut user, &id, "third-password");
+    let (code, failed) = end(&mut user, &id, true);
+    assert_eq!(code, 19, "the second change is too young");
+    assert!(failed.is_some(), "the response names the failed update");
+    assert_eq!(policy_bind(&server, &dn, PERSON_PASSWORD).rc, 0);
+    // One change alone commits.
+    let id = start(&mut user);
+    queue(&mut user, &id, "second-password");
+    assert_eq!(end(&mut user, &id, true).0, 0);
+    assert_eq!(policy_bind(&server, &dn, "second-password").rc, 0);
+}
+
 #[test]
 fn new_passwords_must_differ_from_the_current_and_the_remembered_ones() {
     let server = lockout_server();

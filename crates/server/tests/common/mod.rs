@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod transaction;
 
 use lmdir_server::{ListenAddress, RunningServer, ServerSettings};
 use std::net::SocketAddr;
