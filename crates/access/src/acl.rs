@@ -806,6 +806,13 @@ impl<'a> SubjectAccess<'a> {
             .implies(Access::Auth)
     }
 
+    /// Whether every entry may appear in the subject's search results (search on `entry`
+    /// everywhere): a search base needs it (see [`EntryAccess::can_search_entry`]).
+    pub fn can_search_every_entry(&self) -> bool {
+        self.level_everywhere(TargetPart::Entry)
+            .implies(Access::Search)
+    }
+
     /// A filter that is true wherever the subject's restricted filter
     /// ([`EntryAccess::restrict_filter`]) can be true on any entry, built only from items on
     /// attributes the subject may search everywhere: the others are True where they count

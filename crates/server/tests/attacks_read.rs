@@ -264,6 +264,50 @@ fn a_hidden_entry_answers_exactly_as_a_missing_one() {
     assert_eq!((rooted.1.rc, rooted.0.len()), (0, 1));
 }
 
+/// As back-mdb: a search needs search access on its base entry. With `auth` on ou=people and
+/// `read` below it, a one-level search from ou=people answers insufficientAccess (50) and no
+/// entry (before: every person), a search from a person still answers; a base with nothing
+/// granted answers as a missing one.
+#[test]
+fn a_search_base_needs_search_access_on_its_entry() {
+    let people = |level| {
+        rule(
+            AccessTarget {
+                dn: Some(PEOPLE.to_string()),
+                ..AccessTarget::default()
+            },
+            level,
+        )
+    };
+    let below = rule(
+        AccessTarget {
+            subtree: Some(PEOPLE.to_string()),
+            ..AccessTarget::default()
+        },
+        AccessLevel::Read,
+    );
+    let search = |server: &TestServer, base: &str, scope: Scope| {
+        let result = anonymous(server)
+            .search(base, scope, "(objectClass=*)", vec!["1.1"])
+            .expect("search");
+        (result.1.rc, result.0.len())
+    };
+    let server =
+        TestServer::start_populated(5, vec![people(AccessLevel::Auth), below.clone()], |_| {});
+    assert_eq!(search(&server, PEOPLE, Scope::OneLevel), (50, 0));
+    assert_eq!(search(&server, PEOPLE, Scope::Subtree), (50, 0));
+    assert_eq!(search(&server, PEOPLE, Scope::Base), (50, 0));
+    assert_eq!(search(&server, &person_dn(1), Scope::Base), (0, 1));
+    let server =
+        TestServer::start_populated(5, vec![people(AccessLevel::None), below.clone()], |_| {});
+    assert_eq!(
+        search(&server, PEOPLE, Scope::OneLevel),
+        (NO_SUCH_OBJECT, 0)
+    );
+    let server = TestServer::start_populated(5, vec![people(AccessLevel::Search), below], |_| {});
+    assert_eq!(search(&server, PEOPLE, Scope::OneLevel), (0, 5));
+}
+
 #[test]
 fn hidden_values_do_not_choose_index_candidates() {
     // cn is indexed (equality and substrings) and hidden; with a look-through limit the number

@@ -437,8 +437,9 @@ impl SearchJob<'_> {
         }
     }
 
-    /// The base entry as the subject may see it (noSuchObject as a missing one otherwise) and
-    /// the assertion control on it (RFC 4528 §3); returns the normalized base.
+    /// The base entry as the subject may see it (noSuchObject as a missing one otherwise),
+    /// search access on it (as back-mdb: insufficientAccess when the base is disclosed but not
+    /// searchable) and the assertion control on it (RFC 4528 §3); returns the normalized base.
     fn check_base(
         &self,
         database: &Database,
@@ -447,8 +448,8 @@ impl SearchJob<'_> {
         subject: &Subject<'_>,
     ) -> Result<(String, lmdir_store::EntryId), OperationError> {
         let normalized_base = self.normalized_base.clone()?;
-        // Without an assertion to test on it, a base the subject may know of needs only to
-        // exist: when every entry in scope is disclosed to the subject (decided from the
+        // Without an assertion to test on it, a base the subject may search needs only to
+        // exist: when every entry in scope is searchable by the subject (decided from the
         // rules alone), its entry is not read. A missing base takes the general path, which
         // finds the matched DN.
         if self.controls.assertion.is_none() {
@@ -456,7 +457,7 @@ impl SearchJob<'_> {
                 if database
                     .policy()
                     .for_subject_within(subject, &normalized_base)
-                    .can_disclose_every_entry()
+                    .can_search_every_entry()
                 {
                     return Ok((normalized_base, id));
                 }
@@ -469,9 +470,15 @@ impl SearchJob<'_> {
             &self.request.base,
             &normalized_base,
         )?;
+        let policy = database.policy();
+        let access = policy.for_entry(subject, &normalized_base, &base_entry);
+        if !access.can_search_entry() {
+            return Err(OperationError::new(
+                code::INSUFFICIENT_ACCESS_RIGHTS,
+                "no search access to the base entry",
+            ));
+        }
         if let Some(assertion) = &self.controls.assertion {
-            let policy = database.policy();
-            let access = policy.for_entry(subject, &normalized_base, &base_entry);
             check_read_assertion(database, settings, &access, &base_entry, assertion)?;
         }
         Ok((normalized_base, id))
