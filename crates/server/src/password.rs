@@ -1109,10 +1109,15 @@ pub(crate) async fn bind_outcome(
                     "SASL EXTERNAL is only available over ldapi://",
                 ));
             };
-            let authenticated = if uid == 0 {
+            // Local root is the rootdn only where one is configured; without one it is the
+            // peercred identity slapd gives it, with what the rules grant that DN (it was an
+            // empty-DN "rootdn": every check bypassed, yet anonymous to Who am I?, the
+            // accesslog and the limits).
+            let rootdn = server.settings().rootdn.clone();
+            let authenticated = if uid == 0 && !rootdn.is_empty() {
                 Identity {
-                    dn: server.settings().rootdn.clone(),
-                    normalized_dn: normalized_identity_dn(server, &server.settings().rootdn),
+                    normalized_dn: normalized_identity_dn(server, &rootdn),
+                    dn: rootdn,
                     is_rootdn: true,
                 }
             } else {

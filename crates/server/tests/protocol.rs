@@ -427,6 +427,40 @@ fn sasl_external_over_ldapi_maps_the_peer_uid() {
     assert_eq!(refused.rc, 48, "EXTERNAL needs ldapi");
 }
 
+/// Without a rootdn, local root over ldapi is the peercred identity, as slapd has it, with what
+/// the rules grant that DN. Before, it became an empty-DN "rootdn": every access check bypassed
+/// (it could replace any password), yet anonymous to Who am I? and the accesslog.
+#[test]
+fn without_a_rootdn_local_root_is_its_peercred_identity() {
+    let uid = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+            line.split_whitespace().nth(1).map(str::to_string)
+        })
+        .expect("uid");
+    let server = TestServer::start_populated(3, Vec::new(), |settings| {
+        settings.rootdn = String::new();
+        settings.rootpw = String::new();
+    });
+    let mut connection = LdapConn::new(&server.ldapi_url()).expect("ldapi connect");
+    connection
+        .sasl_external_bind()
+        .expect("bind")
+        .success()
+        .expect("EXTERNAL bind");
+    let identity = whoami(&mut connection);
+    let expected = format!("+uidnumber={uid},cn=peercred,cn=external,cn=auth");
+    assert!(identity.to_lowercase().ends_with(&expected), "{identity}");
+    let changed = connection
+        .modify(
+            &common::person_dn(1),
+            vec![ldap3::Mod::Replace("userPassword", ["taken"].into())],
+        )
+        .expect("modify sent");
+    assert_eq!(changed.rc, 50, "{changed:?}");
+}
+
 #[test]
 fn ldap_utils_root_dse_whoami_and_tls() {
     let server = TestServer::start(|_| {});
