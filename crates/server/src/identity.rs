@@ -11,5 +11,9 @@ pub struct Identity {
     pub is_rootdn: bool,
 }
 
+/// The base of the identities SASL EXTERNAL over ldapi gives local users
+/// (`gidNumber=<gid>+uidNumber=<uid>,cn=peercred,cn=external,cn=auth`, as slapd).
+pub(crate) const PEERCRED_BASE: &str = "cn=peercred,cn=external,cn=auth";
+
 /// The attribute of an entry naming whom that entry may act as (`authz_policy` to/any/all).
 pub(crate) const AUTHZ_TO: &str = "authzTo";

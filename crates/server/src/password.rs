@@ -1121,7 +1121,8 @@ pub(crate) async fn bind_outcome(
                     is_rootdn: true,
                 }
             } else {
-                let dn = format!("gidNumber={gid}+uidNumber={uid},cn=peercred,cn=external,cn=auth");
+                let base = crate::identity::PEERCRED_BASE;
+                let dn = format!("gidNumber={gid}+uidNumber={uid},{base}");
                 Identity {
                     normalized_dn: dn.to_lowercase(),
                     dn,

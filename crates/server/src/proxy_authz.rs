@@ -214,6 +214,13 @@ impl Rules<'_> {
         Ok(None)
     }
 
+    /// Whether the normalized `dn` is an ldapi peercred identity.
+    fn is_peercred(&self, dn: &str) -> bool {
+        self.schema
+            .normalize_dn_str(crate::identity::PEERCRED_BASE)
+            .is_ok_and(|base| lmdir_schema::normalized_dn_is_within(dn, &base))
+    }
+
     /// Whether `identity` lies in this database (slapd lets the rootdn act as any such DN).
     fn in_database(&self, identity: &Identity) -> bool {
         self.schema
@@ -274,10 +281,14 @@ impl Rules<'_> {
         Ok(false)
     }
 
-    /// Whether `rule` names `asserted` (the rootdn only by an exact rule).
+    /// Whether `rule` names `asserted`. The rootdn, and the peercred identities only the kernel
+    /// attests over ldapi (`...,cn=peercred,cn=external,cn=auth`, which migrated rules such as
+    /// `by dn.exact=gidNumber=0+uidNumber=0,cn=peercred,... manage` may empower), only by an
+    /// exact rule: `dn:*` or a regex never reaches them.
     fn rule_names(&self, rule: &Rule, asserted: &Identity) -> Result<bool, OperationError> {
         let dn = asserted.normalized_dn.as_str();
-        if asserted.is_rootdn && !matches!(rule, Rule::Exact(_)) {
+        let reserved = asserted.is_rootdn || self.is_peercred(dn);
+        if reserved && !matches!(rule, Rule::Exact(_)) {
             return Ok(false);
         }
         Ok(match rule {

@@ -161,6 +161,8 @@ fn each_policy_combines_authz_to_and_from_as_slapd() {
     }
 }
 
+const PEERCRED_ROOT: &str = "gidNumber=0+uidNumber=0,cn=peercred,cn=external,cn=auth";
+
 #[test]
 fn every_rule_form_names_what_slapd_names() {
     let server = server(AuthzPolicy::To, Vec::new());
@@ -219,6 +221,18 @@ fn every_rule_form_names_what_slapd_names() {
             vec![(&u2, true), (ROOT_DN, false)],
         ),
         (format!("dn:{ROOT_DN}"), vec![(ROOT_DN, true), (&u2, false)]),
+        // Nor a peercred identity (only the kernel attests it over ldapi; migrated rules may
+        // grant it everything): `dn:*`, a subtree or a regex never reach it.
+        (
+            "dn:*".to_string(),
+            vec![(PEERCRED_ROOT, false), (&u2, true)],
+        ),
+        (
+            "dn.subtree:cn=auth".to_string(),
+            vec![(PEERCRED_ROOT, false)],
+        ),
+        ("dn.regex:.*".to_string(), vec![(PEERCRED_ROOT, false)]),
+        (format!("dn:{PEERCRED_ROOT}"), vec![(PEERCRED_ROOT, true)]),
     ];
     let mut u1 = user(&server, 1);
     for (rule, targets) in &cases {
