@@ -81,6 +81,10 @@ pub struct ServerConfig {
     pub tls_key: PathBuf,
     /// Refuse binds and writes before TLS (ldapi connections are exempt).
     pub require_tls: bool,
+    /// With `require_tls`, refuse every other operation before TLS too (searches, compares,
+    /// extended operations: confidentialityRequired), as slapd's `security ssf=`/`tls=`; only
+    /// StartTLS, Abandon, Cancel and Unbind remain.
+    pub require_tls_for_reads: bool,
     /// Answer an anonymous simple bind (empty DN and password) with inappropriateAuthentication
     /// (48), as slapd's `disallow bind_anon`.
     pub disallow_anonymous_bind: bool,
@@ -204,6 +208,7 @@ impl Default for ServerConfig {
             tls_certificate: PathBuf::new(),
             tls_key: PathBuf::new(),
             require_tls: false,
+            require_tls_for_reads: false,
             disallow_anonymous_bind: false,
             require_authentication: false,
             ldapi_mode: "0777".to_string(),
@@ -799,6 +804,12 @@ impl Config {
             return Err(problem(
                 vec![Key("server"), Key("listen")],
                 "an ldaps:// or pldaps:// listener needs tls_certificate and tls_key",
+            ));
+        }
+        if server.require_tls_for_reads && !server.require_tls {
+            return Err(problem(
+                vec![Key("server"), Key("require_tls_for_reads")],
+                "require_tls_for_reads needs require_tls (binds and writes first)",
             ));
         }
         if server.require_tls && has_network && !server.tls_enabled() {

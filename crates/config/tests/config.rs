@@ -311,6 +311,12 @@ fn validation_errors_name_line_and_key() {
         "needs tls",
     );
     assert_error(
+        "[server]\nrequire_tls_for_reads = true\n",
+        2,
+        "server.require_tls_for_reads",
+        "needs require_tls",
+    );
+    assert_error(
         "[server]\nconnections_max = 0\n",
         2,
         "server.connections_max",

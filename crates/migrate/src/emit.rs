@@ -30,6 +30,9 @@ pub(crate) struct Draft {
     pub password_policy_default: Option<String>,
     pub disallow_anonymous_bind: bool,
     pub require_authentication: bool,
+    /// `security` factors: TLS before binds and writes, and before every other operation.
+    pub require_tls: bool,
+    pub require_tls_for_reads: bool,
     pub write_timeout_seconds: Option<u64>,
     pub anonymous_pdu_bytes_max: Option<u64>,
     pub pdu_bytes_max: Option<u64>,
@@ -133,6 +136,8 @@ pub(crate) fn emit(draft: &Draft, notes: &[Note]) -> String {
     for (key, on) in [
         ("disallow_anonymous_bind", draft.disallow_anonymous_bind),
         ("require_authentication", draft.require_authentication),
+        ("require_tls", draft.require_tls),
+        ("require_tls_for_reads", draft.require_tls_for_reads),
     ] {
         if on {
             text += &format!("{key} = true\n");

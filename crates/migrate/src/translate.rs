@@ -356,6 +356,7 @@ impl<'a> Translator<'a> {
             }
             "disallow" | "disallows" => self.disallow(directive),
             "require" | "requires" => self.require(directive),
+            "security" => self.security(directive),
             "writetimeout" | "sockbufmaxincoming" | "sockbufmaxincomingauth" | "maxfilterdepth" => {
                 self.server_number(directive)
             }
@@ -470,11 +471,6 @@ impl<'a> Translator<'a> {
                             writes to its first consumer's provider, not to this URL"
                 .to_string(),
             "readonly" => "lmdir has no read-only mode".to_string(),
-            "security" => {
-                "lmdir's counterpart is [server] require_tls (TLS before binds and writes); \
-                 review by hand"
-                    .to_string()
-            }
             "allow" | "allows" => {
                 "lmdir allows none of these: LDAPv3 only, no anonymous updates".to_string()
             }

@@ -550,6 +550,40 @@ fn other_restrictions_are_listed() {
     );
 }
 
+/// `security` factors were a note only, so a migrated server served the cleartext binds and
+/// searches slapd refused: `ssf`/`tls`/`transport` become `require_tls` and
+/// `require_tls_for_reads`, `simple_bind` and `update_*` `require_tls`, SASL factors a note.
+#[test]
+fn security_factors_require_tls() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let tls = "TLSCertificateFile /etc/ssl/c.pem\nTLSCertificateKeyFile /etc/ssl/k.pem\n";
+    let migrate = |security: &str| {
+        let conf = format!("{tls}security {security}\ndatabase mdb\nsuffix dc=x\n");
+        migrate_slapd_conf(&conf, "slapd.conf", &read, &options(directory.path())).unwrap()
+    };
+    for (security, binds, reads) in [
+        ("ssf=128", true, true),
+        ("tls=1 update_ssf=0", true, true),
+        ("simple_bind=64", true, false),
+        ("update_tls=128", true, false),
+        ("ssf=0", false, false),
+        ("sasl=56", false, false),
+    ] {
+        let migration = migrate(security);
+        let server = load(&migration).server;
+        assert_eq!(
+            (server.require_tls, server.require_tls_for_reads),
+            (binds, reads),
+            "security {security}"
+        );
+    }
+    // Line 3 is the security directive (line 0: notes on the whole file).
+    assert!(noted_lines(&migrate("sasl=56"), NoteKind::NotTranslated).contains(&3));
+    assert!(!noted_lines(&migrate("ssf=128"), NoteKind::NotTranslated).contains(&3));
+    assert!(noted_lines(&migrate("simple_bind=64"), NoteKind::Approximated).contains(&3));
+}
+
 /// Issue 20 #5: an empty file (what `slapcat -n0` leaves on a slapd.conf system) says so.
 #[test]
 fn an_empty_file_is_named_empty() {

@@ -399,12 +399,7 @@ async fn start_operation(
         ));
     }
     let cancelled = Arc::new(AtomicBool::new(false));
-    let prepared = operations::prepare(
-        context,
-        &session.identity,
-        &start.operation,
-        &start.controls,
-    );
+    let prepared = operations::prepare(context, session, &start.operation, &start.controls);
     let operation_context = OperationContext {
         server: context.clone(),
         session: session.clone(),

@@ -5,7 +5,6 @@ use crate::ber::{self, tag, ResponseControl, ResultFields};
 use crate::context::{OperationContext, ServerContext};
 use crate::controls::{self, RequestControls};
 use crate::filter::text as filter_text;
-use crate::identity::Identity;
 use crate::log_text;
 use crate::log_text::escaped;
 use crate::monitor::OperationKind;
@@ -245,12 +244,16 @@ impl Prepared {
 /// Prepares an operation as the connection receives it.
 pub fn prepare(
     server: &ServerContext,
-    identity: &Identity,
+    session: &Session,
     operation: &Operation,
     request_controls: &[controls::Control],
 ) -> Prepared {
-    // A session `require_authentication` refuses gets no work done for it (no candidates).
-    let refused = server.settings().require_authentication && identity.dn.is_empty();
+    // A session `require_authentication` or `require_tls_for_reads` refuses gets no work done
+    // for it (no candidates).
+    let identity = &session.identity;
+    let settings = server.settings();
+    let refused = (settings.require_authentication && identity.dn.is_empty())
+        || (settings.require_tls_for_reads && !session.is_secure());
     let search = match operation {
         Operation::Search(request) if !refused => {
             Some(Box::new(PreparedSearch::new(server, identity, request)))
@@ -273,6 +276,14 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
         let text = format!("the {} is not UTF-8", invalid.field);
         info!("{} refused: {text}", context.log_prefix());
         let refusal = OperationError::new(invalid.result_code(), text);
+        return context.refuse(&operation, refusal, started).await;
+    }
+    if context.server.settings().require_tls_for_reads && !context.session.is_secure() {
+        info!(
+            "{} refused: TLS required (require_tls_for_reads)",
+            context.log_prefix()
+        );
+        let refusal = OperationError::new(code::CONFIDENTIALITY_REQUIRED, "TLS is required");
         return context.refuse(&operation, refusal, started).await;
     }
     if let Some(refusal) = authentication_refusal(&context, &operation) {

@@ -19,6 +19,7 @@ pub struct ServerSettings {
     pub tls_key: Option<PathBuf>,
     /// Refuse binds and writes before TLS (ldapi counts as secure).
     pub require_tls: bool,
+    pub require_tls_for_reads: bool,
     /// Answer an anonymous simple bind with inappropriateAuthentication (slapd's `disallow
     /// bind_anon`).
     pub disallow_anonymous_bind: bool,
@@ -141,6 +142,7 @@ impl ServerSettings {
             tls_certificate: path_or_none(&server.tls_certificate),
             tls_key: path_or_none(&server.tls_key),
             require_tls: server.require_tls,
+            require_tls_for_reads: server.require_tls_for_reads,
             disallow_anonymous_bind: server.disallow_anonymous_bind,
             require_authentication: server.require_authentication,
             ldapi_mode: lmdir_config::parse_ldapi_mode(&server.ldapi_mode)?,

@@ -162,6 +162,36 @@ fn require_tls_refuses_clear_binds_but_allows_them_after_starttls() {
     assert_eq!(whoami(&mut secured), format!("dn:{ROOT_DN}"));
 }
 
+/// `require_tls_for_reads` (slapd's `security ssf=`): before TLS every operation but StartTLS
+/// answers confidentialityRequired, searches of the root DSE and compares included; after
+/// StartTLS the same requests run.
+#[test]
+fn require_tls_for_reads_refuses_clear_searches_until_starttls() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.require_tls = true;
+        settings.require_tls_for_reads = true;
+    });
+    let mut clear = connect(&server);
+    let search = |connection: &mut LdapConn, base: &str| {
+        let result = connection
+            .search(base, Scope::Base, "(objectClass=*)", vec!["1.1"])
+            .expect("search sent");
+        (result.1.rc, result.0.len())
+    };
+    assert_eq!(search(&mut clear, "dc=example,dc=com"), (13, 0));
+    assert_eq!(search(&mut clear, ""), (13, 0));
+    let compared = clear
+        .compare("dc=example,dc=com", "dc", "example")
+        .expect("compare sent");
+    assert_eq!(compared.0.rc, 13);
+    let settings = LdapConnSettings::new()
+        .set_starttls(true)
+        .set_no_tls_verify(true);
+    let mut secured = LdapConn::with_settings(settings, &server.ldap_url()).expect("StartTLS");
+    assert_eq!(search(&mut secured, "dc=example,dc=com"), (0, 1));
+    assert_eq!(search(&mut secured, ""), (0, 1));
+}
+
 #[test]
 fn ldaps_serves_the_same_protocol() {
     let server = TestServer::start(|_| {});

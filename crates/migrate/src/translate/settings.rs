@@ -115,6 +115,60 @@ impl<'a> Translator<'a> {
         }
     }
 
+    /// `security <factor>=<ssf> ...` (cn=config `olcSecurity`): slapd refuses what runs below
+    /// the strength. Failing open here served cleartext binds and searches a migrated site had
+    /// refused, so every factor above 0 that TLS satisfies becomes a TLS requirement (lmdir's
+    /// TLS is always stronger than any such factor; ldapi counts as secure in both): `ssf`,
+    /// `transport` and `tls` on every operation (`require_tls` and `require_tls_for_reads`),
+    /// `simple_bind` and the `update_*` factors on binds and writes (`require_tls`, which
+    /// covers both). SASL security layers lmdir has none of: those factors are not translated.
+    pub(super) fn security(&mut self, directive: &Directive) {
+        let mut lost = Vec::new();
+        let mut approximated = Vec::new();
+        for word in directive.arguments() {
+            let (factor, strength) = word.split_once('=').unwrap_or((word.as_str(), ""));
+            let Ok(strength) = strength.trim().parse::<u32>() else {
+                lost.push(word.clone());
+                continue;
+            };
+            if strength == 0 {
+                continue;
+            }
+            match canonical(factor).as_str() {
+                "ssf" | "transport" | "tls" => {
+                    self.draft.require_tls = true;
+                    self.draft.require_tls_for_reads = true;
+                }
+                "simplebind" | "updatessf" | "updatetransport" | "updatetls" => {
+                    self.draft.require_tls = true;
+                    approximated.push(word.clone());
+                }
+                _ => lost.push(word.clone()),
+            }
+        }
+        if !approximated.is_empty() {
+            self.note(
+                directive,
+                NoteKind::Approximated,
+                format!(
+                    "{}: [server] require_tls, which asks TLS before binds and writes alike",
+                    approximated.join(" ")
+                ),
+            );
+        }
+        if !lost.is_empty() {
+            self.note(
+                directive,
+                NoteKind::NotTranslated,
+                format!(
+                    "{} has no lmdir counterpart (lmdir has no SASL security layer; TLS: \
+                     require_tls, require_tls_for_reads)",
+                    lost.join(" ")
+                ),
+            );
+        }
+    }
+
     /// Numeric server settings with a range in lmdir.
     pub(super) fn server_number(&mut self, directive: &Directive) {
         let Some(value) = self.number(directive) else {

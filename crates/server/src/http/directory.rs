@@ -372,7 +372,7 @@ impl DirectoryClient {
         let cancelled = Arc::new(AtomicBool::new(false));
         let message_id = self.message_id();
         let prepared =
-            crate::operations::prepare(&self.server, &self.session.identity, &operation, &controls);
+            crate::operations::prepare(&self.server, &self.session, &operation, &controls);
         self.session.monitor.operation_received();
         let context = OperationContext {
             server: self.server.clone(),
