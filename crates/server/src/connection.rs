@@ -150,9 +150,9 @@ pub async fn run(
                     }
                     Operation::Bind(request) => {
                         // Binds are handled in order, with nothing else running (RFC 4511 §4.2.1).
-                        for (_, previous) in outstanding.drain() {
-                            previous.cancelled.store(true, Ordering::Release);
-                            previous.task.abort();
+                        // A Cancel waiting on an abandoned operation is answered (RFC 3909).
+                        if send_all_within(&mut framed, abandon_all(&mut outstanding, &mut pending_cancels), write_timeout).await.is_err() {
+                            break Ending::PeerClosed;
                         }
                         let response = operations::bind(&context, &mut session, message.msgid, &request, &message.controls, operation_id).await;
                         // The request size allowed follows the identity: larger once bound.
@@ -279,6 +279,22 @@ fn cancel(
             },
         },
     )
+}
+
+/// Abandons every outstanding operation (a bind ends them all); returns the answers of the
+/// Cancels that were waiting on them.
+fn abandon_all(
+    outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
+) -> Vec<Bytes> {
+    let targets: Vec<i32> = outstanding.keys().copied().collect();
+    let answers = targets
+        .into_iter()
+        .filter_map(|target| abandon(outstanding, pending_cancels, target))
+        .collect();
+    // A Cancel waits only on an outstanding operation (it leaves with its target's result).
+    debug_assert!(pending_cancels.is_empty(), "a Cancel outlived its target");
+    answers
 }
 
 /// Abandons `target`: its task is aborted and it sends nothing more. Returns the response to a
@@ -736,6 +752,18 @@ async fn send_within(
     write_timeout: Duration,
 ) -> Result<(), crate::pdu::PduError> {
     within(write_timeout, framed.send(response)).await
+}
+
+/// Sends `responses` in order, each within the write timeout.
+async fn send_all_within(
+    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
+    responses: Vec<Bytes>,
+    write_timeout: Duration,
+) -> Result<(), crate::pdu::PduError> {
+    for response in responses {
+        send_within(framed, response, write_timeout).await?;
+    }
+    Ok(())
 }
 
 /// The Cancel request value: `SEQUENCE { cancelID MessageID }` (RFC 3909 §2).

@@ -776,6 +776,52 @@ fn cancel_answers_after_its_target_and_refuses_unknown_targets() {
     eprintln!("{canceled_rounds} of 20 searches were canceled, the others finished first");
 }
 
+/// A bind abandons every outstanding operation; a Cancel waiting on one is answered before the
+/// bind's response (before: never, and a later operation reusing the target's message ID made
+/// a stray Cancel response appear).
+#[test]
+fn a_bind_answers_the_cancels_waiting_on_what_it_abandons() {
+    use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapOp};
+    let server = TestServer::start_with_database(|_| {});
+    populate_for_raw_tests(&mut connect(&server));
+    let mut client = RawClient::connect(&server);
+    for round in 0..10 {
+        let base = 100 * round;
+        let bind = ldap3_proto::LdapMsg {
+            msgid: base + 3,
+            op: LdapOp::BindRequest(LdapBindRequest {
+                version: 3,
+                dn: String::new(),
+                cred: LdapBindCred::Simple(String::new()),
+            }),
+            ctrl: Vec::new(),
+        };
+        let cancel = cancel_request(base + 2, Some(cancel_value(1)));
+        let mut search = subtree_search(1);
+        search.msgid = 1;
+        client.send(vec![search, cancel, bind]);
+        let mut cancel_answered = false;
+        loop {
+            let message = client.receive();
+            match message.op {
+                LdapOp::BindResponse(_) => break,
+                LdapOp::ExtendedResponse(_) => {
+                    assert_eq!(message.msgid, base + 2);
+                    cancel_answered = true;
+                }
+                _ => assert_eq!(message.msgid, 1, "only the search's own messages"),
+            }
+        }
+        assert!(
+            cancel_answered,
+            "round {round}: the Cancel was answered before the bind"
+        );
+        // Nothing stray follows: the next answer is the next request's.
+        client.send(vec![whoami_request(base + 4)]);
+        assert_eq!(client.receive().msgid, base + 4);
+    }
+}
+
 #[test]
 fn abandoned_searches_end_silently_and_the_connection_goes_on() {
     use ldap3_proto::proto::LdapOp;
