@@ -71,6 +71,16 @@ pub async fn assume_identity(context: &mut OperationContext) -> Result<(), Opera
     })?;
     let bound = context.session.identity.clone();
     context.session.identity = authorized_identity(&context.server, bound, value).await?;
+    // As slapd's PROXYAUTHZ line: the operation's own lines name the proxied identity, so the
+    // log says whom the connection's bound identity acted as.
+    let prefix = crate::log_text::OperationPrefix {
+        connection_id: context.session.connection_id,
+        operation_id: context.operation_id,
+    };
+    tracing::info!(
+        "{prefix} PROXYAUTHZ dn=\"{}\"",
+        crate::log_text::escaped(&context.session.identity.dn)
+    );
     Ok(())
 }
 

@@ -857,6 +857,26 @@ fn client_text_cannot_forge_log_lines() {
     }
 }
 
+/// A proxied operation's log lines name the identity it ran as; a PROXYAUTHZ line says whom
+/// the connection's own identity acted as (as slapd's), so the log tells who did it.
+#[test]
+fn a_proxied_operation_logs_whom_it_acts_as() {
+    let logs = captured_logs();
+    let server = TestServer::start_populated(3, Vec::new(), |_| {});
+    let mut root = common::root(&server);
+    let target = person_dn(2);
+    let proxied = root
+        .with_controls(ldap3::controls::ProxyAuth {
+            authzid: format!("dn:{target}"),
+        })
+        .search(&target, Scope::Base, "(objectClass=*)", vec!["1.1"])
+        .expect("search sent");
+    assert_eq!(proxied.1.rc, 0, "{proxied:?}");
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    let line = format!("PROXYAUTHZ dn=\"{target}\"");
+    assert!(text.contains(&line), "no {line} in:\n{text}");
+}
+
 #[test]
 fn a_rootpw_in_a_slow_scheme_is_checked_like_any_other() {
     let hashed =
