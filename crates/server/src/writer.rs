@@ -1064,7 +1064,9 @@ impl Writer {
     }
 
     /// Write on the parent's children (adding below it, removing or moving from it). No parent
-    /// (the root) is the rootdn's alone; a missing parent is left to the store (noSuchObject).
+    /// (the root), or one outside the database (the suffix entry's), is the rootdn's alone, as
+    /// back-mdb's "no parent, must be root"; a missing parent within the database is left to
+    /// the store (noSuchObject).
     fn require_children_write(
         &self,
         txn: &WriteTxn<'_>,
@@ -1075,7 +1077,10 @@ impl Writer {
             return Err(insufficient("children", "the root"));
         };
         let Some(parent_entry) = txn.entry_by_dn(&parent)? else {
-            return Ok(());
+            return match txn.is_within_database(&parent) {
+                true => Ok(()),
+                false => Err(insufficient("children", &parent.to_string())),
+            };
         };
         let access =
             self.rules

@@ -1138,3 +1138,41 @@ fn an_entry_renaming_itself_gains_nothing_a_modify_refuses() {
     // A rename of its own name stays allowed.
     assert_eq!(rename(&format!("{uid}+cn=Renamed")), 0);
 }
+
+/// The suffix entry has no parent in the database: adding or deleting it is the rootdn's alone,
+/// as back-mdb ("no parent, must be root"), whatever the rules grant. Before, `to * by * write`
+/// let an anonymous client delete the suffix entry of a database holding nothing else.
+#[test]
+fn only_the_rootdn_adds_or_deletes_the_suffix_entry() {
+    let everyone_writes = AccessRule {
+        to: AccessTarget::default(),
+        by: vec![AccessClause {
+            who: Who::Anyone,
+            access: AccessLevel::Write,
+        }],
+    };
+    let server = TestServer::start_with_rules(vec![everyone_writes]);
+    let suffix = "dc=example,dc=com";
+    let attributes = || {
+        vec![
+            ("objectClass", HashSet::from(["dcObject", "organization"])),
+            ("dc", HashSet::from(["example"])),
+            ("o", HashSet::from(["Example"])),
+        ]
+    };
+    let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
+    let added = anonymous.add(suffix, attributes()).expect("add sent");
+    assert_ne!(added.rc, 0, "{added:?}");
+    root(&server)
+        .add(suffix, attributes())
+        .expect("add sent")
+        .success()
+        .expect("the rootdn adds the suffix");
+    let deleted = anonymous.delete(suffix).expect("delete sent");
+    assert_eq!(deleted.rc, 50, "{deleted:?}");
+    root(&server)
+        .delete(suffix)
+        .expect("delete sent")
+        .success()
+        .expect("the rootdn deletes it");
+}

@@ -540,6 +540,14 @@ impl<'s> WriteTxn<'s> {
         }
     }
 
+    /// Whether `dn` names the suffix entry or an entry below it (the database may hold it).
+    pub fn is_within_database(&self, dn: &NormalizedDn) -> bool {
+        matches!(
+            self.inner.place_dn(dn.rdns()),
+            crate::read::DnPlacement::UnderSuffix { .. }
+        )
+    }
+
     /// The entry at `dn` as this transaction sees it (None when absent).
     pub fn entry_by_dn<T: crate::target_dn::TargetDn + ?Sized>(
         &self,
