@@ -3,8 +3,9 @@
 //! member also fixes the groups' member lists (like OpenLDAP's memberof + refint overlays),
 //! except a group's last value of a required attribute, which stays (slapd's memberof modify
 //! fails the schema check there; `[integrity]`'s `referential_nothing` then replaces it).
-//! Internal updates skip schema checks and timestamps. Known gap: moving a subtree renames its
-//! descendants, whose group memberships are not rewritten (only the moved entry's are).
+//! Internal updates skip schema checks and timestamps. Moving a subtree renames its
+//! descendants too: their groups' member lists are rewritten, one update per group for the
+//! whole subtree (`memberof_subtree_renamed`).
 
 use std::collections::BTreeSet;
 
@@ -75,6 +76,7 @@ impl WriteTxn<'_> {
         new_top: &str,
     ) -> Result<(), LdapError> {
         let below = crate::read::subtree_ids(self.inner, &self.txn, top)?;
+        let mut renames = GroupRenames::new();
         for id in below.iter().filter(|id| *id != top) {
             self.check_deadline()?;
             let new_dn = self.dn_of(id)?;
@@ -83,7 +85,16 @@ impl WriteTxn<'_> {
             };
             let old_dn = format!("{prefix}{old_top}");
             let attributes = self.stored_attributes(id)?;
-            self.memberof_entry_renamed(id, &old_dn, &new_dn, &attributes, &attributes)?;
+            let members = self.group_members(&attributes);
+            self.memberof_group_changed(id, Some(&old_dn), &members, Some(&new_dn), &members)?;
+            self.collect_member_renames(id, &old_dn, &attributes, Some(&new_dn), &mut renames)?;
+        }
+        // One update per group for the whole subtree: a group naming 50,000 moved members
+        // was rewritten 50,000 times (past the write budget where slapd's overlay, which
+        // fixes only the moved entry's own memberships, answered at once).
+        for (group, (group_dn, links)) in renames {
+            self.check_deadline()?;
+            self.rename_members_of(group, &group_dn, &links)?;
         }
         Ok(())
     }
@@ -209,21 +220,40 @@ impl WriteTxn<'_> {
         attributes: &[WorkingAttribute],
         new_dn: Option<&str>,
     ) -> Result<(), LdapError> {
+        let mut renames = GroupRenames::new();
+        self.collect_member_renames(member, old_dn, attributes, new_dn, &mut renames)?;
+        for (group, (group_dn, links)) in renames {
+            self.rename_members_of(group, &group_dn, &links)?;
+        }
+        Ok(())
+    }
+
+    /// Adds to `renames`, for each group the member's `memberOf` names, what replaces the
+    /// member's old DN there (its new DN; None: deleted).
+    fn collect_member_renames(
+        &self,
+        member: EntryId,
+        old_dn: &str,
+        attributes: &[WorkingAttribute],
+        new_dn: Option<&str>,
+        renames: &mut GroupRenames,
+    ) -> Result<(), LdapError> {
         let Some(memberof) = self.inner.schema().attribute("memberOf") else {
             return Ok(());
         };
         let old_normalized = self.inner.schema().normalize_dn_str(old_dn)?;
-        let groups: Vec<String> = attributes
+        let replacement = match new_dn {
+            Some(new_dn) => Some((
+                new_dn.as_bytes().to_vec(),
+                self.inner.schema().normalize_dn_str(new_dn)?.into_bytes(),
+            )),
+            None => None,
+        };
+        let groups = attributes
             .iter()
             .filter(|attribute| attribute.attr == memberof)
-            .flat_map(|attribute| {
-                attribute
-                    .values
-                    .iter()
-                    .map(|(_, normalized)| String::from_utf8_lossy(normalized).into_owned())
-            })
-            .collect();
-        let (member_attr, unique_attr) = self.group_attributes();
+            .flat_map(|attribute| attribute.values.iter())
+            .map(|(_, normalized)| String::from_utf8_lossy(normalized).into_owned());
         for group_dn in groups {
             let Some(group) = self.id_of_normalized_dn(&group_dn)? else {
                 continue;
@@ -231,45 +261,64 @@ impl WriteTxn<'_> {
             if group == member {
                 continue;
             }
-            let replacement = match new_dn {
-                Some(new_dn) => Some((
-                    new_dn.as_bytes().to_vec(),
-                    self.inner.schema().normalize_dn_str(new_dn)?.into_bytes(),
-                )),
-                None => None,
-            };
-            if self.point_member_renamed(group, &old_normalized, replacement.as_ref())? {
-                continue;
-            }
-            let schema = self.inner.schema();
-            let links = MemberLinks {
-                attrs: (member_attr, unique_attr),
-                old_normalized: &old_normalized,
-                replacement: replacement.as_ref(),
-            };
-            self.internal_update(group, |attributes| {
-                Ok(links.rewrite(&schema, attributes, &group_dn))
-            })?;
+            let (_, links) = renames
+                .entry(group)
+                .or_insert_with(|| (group_dn, MemberLinks::new(self.group_attributes())));
+            links.add(old_normalized.clone(), replacement.clone());
         }
         Ok(())
     }
+
+    /// Rewrites the member lists of `group` as `links` say, by point writes where its members
+    /// live out of line, else in one internal update.
+    fn rename_members_of(
+        &mut self,
+        group: EntryId,
+        group_dn: &str,
+        links: &MemberLinks,
+    ) -> Result<(), LdapError> {
+        if self.point_members_renamed(group, links)? {
+            return Ok(());
+        }
+        let schema = self.inner.schema();
+        self.internal_update(group, |attributes| {
+            Ok(links.rewrite(&schema, attributes, group_dn))
+        })
+    }
 }
 
-/// The values of a group naming one member (by its normalized DN) and what replaces them.
-struct MemberLinks<'a> {
+/// Per group (by ID): its DN as a member's memberOf names it, and the member renames in it.
+type GroupRenames = std::collections::BTreeMap<EntryId, (String, MemberLinks)>;
+
+/// A member's new DN as (original, normalized).
+pub(crate) type NewMemberDn = (Vec<u8>, Vec<u8>);
+
+/// What replaces members' DNs in a group's member lists: per old normalized DN, the new DN, or
+/// None where the member was deleted.
+pub(crate) struct MemberLinks {
     /// (member, uniqueMember)
-    attrs: (Option<AttrId>, Option<AttrId>),
-    old_normalized: &'a str,
-    /// (original, normalized) of the member's new DN; None: the member was deleted.
-    replacement: Option<&'a (Vec<u8>, Vec<u8>)>,
+    pub(crate) attrs: (Option<AttrId>, Option<AttrId>),
+    pub(crate) renames: std::collections::HashMap<String, Option<NewMemberDn>>,
 }
 
-impl MemberLinks<'_> {
-    /// Drops the group's values naming the member (uniqueMember ones with any `#'...'B`) and
-    /// adds the replacement; whether anything changed. A delete that would empty an attribute
-    /// the group's object classes require leaves that attribute as it is (slapd's memberof
-    /// modify fails the schema check there and the group keeps the value): the group stays
-    /// valid, and `[integrity]`'s `referential_nothing`, when set, then replaces the value.
+impl MemberLinks {
+    fn new(attrs: (Option<AttrId>, Option<AttrId>)) -> MemberLinks {
+        MemberLinks {
+            attrs,
+            renames: std::collections::HashMap::new(),
+        }
+    }
+
+    fn add(&mut self, old_normalized: String, replacement: Option<NewMemberDn>) {
+        self.renames.insert(old_normalized, replacement);
+    }
+
+    /// Drops the group's values naming a renamed or deleted member (uniqueMember ones with any
+    /// `#'...'B`) and adds the replacements; whether anything changed. A delete that would
+    /// empty an attribute the group's object classes require leaves that attribute as it is
+    /// (slapd's memberof modify fails the schema check there and the group keeps the value):
+    /// the group stays valid, and `[integrity]`'s `referential_nothing`, when set, then
+    /// replaces the value.
     fn rewrite(
         &self,
         schema: &Schema,
@@ -284,6 +333,7 @@ impl MemberLinks<'_> {
             if Some(attribute.attr) != member_attr && !is_unique {
                 continue;
             }
+            let mut replacements = Vec::new();
             let mut kept = attribute.values.clone();
             kept.retain(|(_, normalized)| {
                 let text = String::from_utf8_lossy(normalized);
@@ -292,20 +342,25 @@ impl MemberLinks<'_> {
                 } else {
                     &text
                 };
-                dn != self.old_normalized
+                match self.renames.get(dn) {
+                    Some(replacement) => {
+                        replacements.extend(replacement.clone());
+                        false
+                    }
+                    None => true,
+                }
             });
             if kept.len() == attribute.values.len() {
                 continue;
             }
-            if let Some((original, normalized)) = self.replacement {
-                if !kept.iter().any(|(_, value)| value == normalized) {
-                    kept.push((original.clone(), normalized.clone()));
+            for (original, normalized) in replacements {
+                if !kept.iter().any(|(_, value)| *value == normalized) {
+                    kept.push((original, normalized));
                 }
             }
             if kept.is_empty() && required.contains(&attribute.attr) {
                 tracing::warn!(
-                    "memberOf: '{group_dn}' keeps '{}', its last required {} value",
-                    self.old_normalized,
+                    "memberOf: '{group_dn}' keeps its last required {} value",
                     attribute.text
                 );
                 continue;

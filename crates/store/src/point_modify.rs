@@ -24,6 +24,7 @@ use crate::codec::{encode_entry, AttributeToEncode};
 use crate::error::lmdb_to_ldap;
 use crate::index::IndexKeys;
 use crate::layout::{self, EntryId, IndexKinds};
+use crate::memberof::{MemberLinks, NewMemberDn};
 use crate::read::{corrupt, out_of_line_contains, read_entry};
 use crate::value_blocks;
 use crate::write::{WorkingAttribute, WriteContext, WriteTxn};
@@ -567,74 +568,29 @@ impl WriteTxn<'_> {
 }
 
 impl WriteTxn<'_> {
-    /// memberOf upkeep of a member deleted (`replacement` None) or renamed, on one group whose
-    /// member / uniqueMember values live out of line: the values naming `old_normalized` (for
-    /// uniqueMember with any `#uid`) go and the replacement comes, by point writes, as the
-    /// general way's internal update would do it (entryCSN stamped, no schema check). False:
-    /// nothing written, take the general way.
-    pub(crate) fn point_member_renamed(
+    /// memberOf upkeep of members deleted or renamed (`links`), on one group whose member /
+    /// uniqueMember values live out of line: the values naming an old DN (for uniqueMember
+    /// with any `#uid`) go and its replacement comes, by point writes, as the general way's
+    /// internal update would do it (entryCSN stamped once, no schema check). False: nothing
+    /// written, take the general way.
+    pub(crate) fn point_members_renamed(
         &mut self,
         group: EntryId,
-        old_normalized: &str,
-        replacement: Option<&(Vec<u8>, Vec<u8>)>,
+        links: &MemberLinks,
     ) -> Result<bool, LdapError> {
         let Some(mut outside) = self.outside_descriptions(group)? else {
             return Ok(false);
         };
-        let member = self.inner.schema().attribute("member");
-        let unique = self.inner.schema().attribute("uniqueMember");
+        let (member, unique) = links.attrs;
         let mut changes = PointChanges::new();
-        let mut with_uid = old_normalized.as_bytes().to_vec();
-        with_uid.push(b'#');
         for target in outside.iter_mut() {
             let is_unique = Some(target.attr) == unique;
             if Some(target.attr) != member && !is_unique {
                 continue;
             }
-            let mut gone = Vec::new();
-            let exact = old_normalized.as_bytes();
-            if out_of_line_contains(self.inner, &self.txn, group, target.number, exact)? {
-                gone.push(exact.to_vec());
-            }
-            if is_unique {
-                gone.extend(crate::read::out_of_line_values_with_prefix(
-                    self.inner,
-                    &self.txn,
-                    group,
-                    target.number,
-                    &with_uid,
-                )?);
-            }
-            if gone.is_empty() {
-                continue;
-            }
-            for normalized in gone {
-                target.count -= 1;
-                changes.insert(
-                    (target.number, normalized.clone()),
-                    PointChange {
-                        number: target.number,
-                        attr: target.attr,
-                        normalized,
-                        existed: true,
-                        after: None,
-                    },
-                );
-            }
-            if let Some((original, normalized)) = replacement {
-                if !self.point_present(group, target, normalized, &changes)? {
-                    target.count += 1;
-                    changes.insert(
-                        (target.number, normalized.clone()),
-                        PointChange {
-                            number: target.number,
-                            attr: target.attr,
-                            normalized: normalized.clone(),
-                            existed: false,
-                            after: Some(original.clone()),
-                        },
-                    );
-                }
+            for (old_normalized, replacement) in &links.renames {
+                let renamed = (old_normalized.as_str(), replacement.as_ref());
+                self.plan_member_rename(group, target, is_unique, renamed, &mut changes)?;
             }
             if target.count == 0 || !self.inner.is_out_of_line(target.attr, target.count) {
                 return Ok(false);
@@ -650,6 +606,62 @@ impl WriteTxn<'_> {
         self.stamp_internal_change(&mut inline)?;
         self.write_point_modify(group, &inline, &outside, &changes, false)?;
         Ok(true)
+    }
+
+    /// Plans, on one out-of-line member attribute of `group`, the delete of the values naming
+    /// `old_normalized` and the add of its replacement.
+    fn plan_member_rename(
+        &self,
+        group: EntryId,
+        target: &mut Outside,
+        is_unique: bool,
+        (old_normalized, replacement): (&str, Option<&NewMemberDn>),
+        changes: &mut PointChanges,
+    ) -> Result<(), LdapError> {
+        let exact = old_normalized.as_bytes();
+        let mut gone = Vec::new();
+        if out_of_line_contains(self.inner, &self.txn, group, target.number, exact)? {
+            gone.push(exact.to_vec());
+        }
+        if is_unique {
+            let mut with_uid = exact.to_vec();
+            with_uid.push(b'#');
+            gone.extend(crate::read::out_of_line_values_with_prefix(
+                self.inner,
+                &self.txn,
+                group,
+                target.number,
+                &with_uid,
+            )?);
+        }
+        if gone.is_empty() {
+            return Ok(());
+        }
+        for normalized in gone {
+            target.count -= 1;
+            let change = PointChange {
+                number: target.number,
+                attr: target.attr,
+                normalized: normalized.clone(),
+                existed: true,
+                after: None,
+            };
+            changes.insert((target.number, normalized), change);
+        }
+        if let Some((original, normalized)) = replacement {
+            if !self.point_present(group, target, normalized, changes)? {
+                target.count += 1;
+                let change = PointChange {
+                    number: target.number,
+                    attr: target.attr,
+                    normalized: normalized.clone(),
+                    existed: false,
+                    after: Some(original.clone()),
+                };
+                changes.insert((target.number, normalized.clone()), change);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -264,6 +264,96 @@ fn memberof_follows_a_renamed_subtree() {
     assert_clean(&store);
 }
 
+/// Moving a unit of 300 members: each group naming them is rewritten once for the whole
+/// subtree (one change record per group, not one per moved member: a group of 50,000 moved
+/// members was rewritten 50,000 times), member and uniqueMember (with its `#'...'B`) follow
+/// the new DNs, and every member keeps its memberOf.
+#[test]
+fn a_moved_unit_rewrites_each_group_once() {
+    const PEOPLE: usize = 300;
+    let temporary = tempfile::tempdir().unwrap();
+    let mut options = options();
+    options.memberof = true;
+    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    add_all(&store, &directory(0), 100);
+    let context = context();
+    let unit = format!("ou=unit,{SUFFIX}");
+    let member = |index: usize| format!("uid=m{index},{unit}");
+    let all = format!("cn=all,ou=groups,{SUFFIX}");
+    let unique = format!("cn=unique,ou=groups,{SUFFIX}");
+    {
+        let mut write = store.write().unwrap();
+        let organizational = [("objectClass", "organizationalUnit"), ("ou", "unit")];
+        write.add(&entry(&unit, &organizational), &context).unwrap();
+        for index in 0..PEOPLE {
+            let uid = format!("m{index}");
+            let person = [
+                ("objectClass", "inetOrgPerson"),
+                ("uid", uid.as_str()),
+                ("cn", uid.as_str()),
+                ("sn", uid.as_str()),
+            ];
+            write
+                .add(&entry(&member(index), &person), &context)
+                .unwrap();
+        }
+        let mut group = entry(&all, &[("objectClass", "groupOfNames"), ("cn", "all")]);
+        group.add_values("member", (0..PEOPLE).map(|i| member(i).into_bytes()));
+        write.add(&group, &context).unwrap();
+        let classes = [("objectClass", "groupOfUniqueNames"), ("cn", "unique")];
+        let mut group = entry(&unique, &classes);
+        let spelled = |i: usize| format!("{}#'0101'B", member(i)).into_bytes();
+        group.add_values("uniqueMember", (0..PEOPLE).step_by(3).map(spelled));
+        write.add(&group, &context).unwrap();
+        write.commit().unwrap();
+    }
+    let mut write = store.write().unwrap();
+    write.record_changes();
+    let groups = write.normalized_dn(&format!("ou=groups,{SUFFIX}")).unwrap();
+    write
+        .modrdn(&unit, "ou=moved", true, Some(&groups), &context)
+        .unwrap();
+    let committed = write.commit_with_changes().unwrap();
+    let moved = |index: usize| format!("uid=m{index},ou=moved,ou=groups,{SUFFIX}");
+    let changed = |dn: &str| {
+        let dn = store.schema().normalize_dn_str(dn).unwrap();
+        committed
+            .changes
+            .iter()
+            .filter(|change| store.schema().normalize_dn_str(&change.dn).unwrap() == dn)
+            .count()
+    };
+    assert_eq!(changed(&all), 1, "one rewrite of the group for the subtree");
+    assert_eq!(changed(&unique), 1);
+    let read = store.read().unwrap();
+    let normalize = |dn: &str| store.schema().normalize_dn_str(dn).unwrap();
+    let mut expected: Vec<String> = (0..PEOPLE).map(|i| normalize(&moved(i))).collect();
+    expected.sort();
+    assert_eq!(members_of(&read, &all), expected);
+    let unique_attr = read.schema().attribute("uniqueMember").unwrap();
+    let id = read.dn_to_id(&unique).unwrap();
+    let values: Vec<String> = read
+        .entry(id)
+        .unwrap()
+        .unwrap()
+        .values_of(unique_attr)
+        .iter()
+        .map(|(original, _)| String::from_utf8(original.to_vec()).unwrap())
+        .collect();
+    assert_eq!(values.len(), PEOPLE.div_ceil(3));
+    assert!(
+        values.iter().all(|value| value.contains("ou=moved")),
+        "{values:?}"
+    );
+    assert_eq!(
+        memberof_of(&read, &moved(0)),
+        vec![all.clone(), unique.clone()]
+    );
+    assert_eq!(memberof_of(&read, &moved(1)), vec![all.clone()]);
+    drop(read);
+    assert_clean(&store);
+}
+
 /// A group listing one member under two uniqueMember spellings (`dn` and `dn#'0101'B`):
 /// deleting either one (a point modify) leaves the member in the group, so its memberOf
 /// stays; deleting the other too removes it.
