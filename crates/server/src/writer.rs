@@ -328,7 +328,7 @@ impl Writer {
             None => Ok(()),
         });
         txn.set_deadline(None);
-        result
+        result.map_err(|error| name_the_budget(error, job.budget))
     }
 
     /// `apply` of a client's update, whose DNs `dns` holds normalized.
@@ -1091,6 +1091,19 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// Past the write budget, the answer names the setting (a large subtree move with memberOf on
+/// may need more than the default: the administrator raises it and reloads).
+fn name_the_budget(mut error: LdapError, budget: std::time::Duration) -> LdapError {
+    if error.code == ResultCode::AdminLimitExceeded && error.message.contains("time budget") {
+        error.message = format!(
+            "{} of {} ms ([server] write_budget_milliseconds, reloadable)",
+            error.message,
+            budget.as_millis()
+        );
+    }
+    error
 }
 
 /// An add's values normalized (once: kept in `added` for the decisions after and the store).

@@ -1176,3 +1176,24 @@ fn only_the_rootdn_adds_or_deletes_the_suffix_entry() {
         .success()
         .expect("the rootdn deletes it");
 }
+
+/// Past the write budget the answer names the setting to raise: a large subtree move with
+/// memberOf on (every moved member's groups rewritten) is the administrator's case for it.
+#[test]
+fn a_write_past_its_budget_names_the_setting() {
+    let server = TestServer::start_populated(5, Vec::new(), |settings| {
+        settings.write_budget = Duration::ZERO;
+    });
+    let result = root(&server)
+        .modify(
+            &person_dn(1),
+            vec![Mod::Replace("description", HashSet::from(["late"]))],
+        )
+        .expect("modify sent");
+    assert_eq!(result.rc, 11, "{result:?}");
+    assert!(
+        result.text.contains("write_budget_milliseconds"),
+        "{}",
+        result.text
+    );
+}
