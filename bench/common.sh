@@ -146,6 +146,38 @@ write_slapd_config() {
   echo "$config"
 }
 
+# slapd.conf for the group benchmarks: back-mdb tuned as its documentation advises for large
+# groups (`sortvals member`), the memberof overlay, eq on objectClass, uid, member, memberOf.
+# $1 = instance directory (db/ is made in it); callers append their own lines.
+write_memberof_slapd_config() {
+  local dir="$1"
+  mkdir -p "$dir/db"
+  cat > "$dir/slapd.conf" <<EOF
+include /etc/ldap/schema/core.schema
+include /etc/ldap/schema/cosine.schema
+include /etc/ldap/schema/inetorgperson.schema
+include /etc/ldap/schema/nis.schema
+modulepath /usr/lib/ldap
+moduleload back_mdb
+moduleload memberof
+pidfile $dir/slapd.pid
+loglevel 0
+sizelimit unlimited
+sortvals member
+database mdb
+suffix "$SUFFIX"
+rootdn "$ROOTDN"
+rootpw $ROOTPW
+directory $dir/db
+maxsize 68719476736
+index objectClass eq
+index uid eq
+index member eq
+index memberOf eq
+overlay memberof
+EOF
+}
+
 # Runs a command, prints "seconds peak_rss_kib" of it on stdout; its own output goes to $1.
 measure() {
   local output="$1"; shift

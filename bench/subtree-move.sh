@@ -46,32 +46,8 @@ generate 1 > "$SLAPD_LDIF"
 SLAPD_DIR="$WORK_DIR/subtree-move-slapd-$PEOPLE"
 LMDIR_DIR="$WORK_DIR/subtree-move-lmdir-$PEOPLE"
 rm -rf "$SLAPD_DIR" "$LMDIR_DIR" "$LMDIR_DIR.toml"
-mkdir -p "$SLAPD_DIR/db"
-cat > "$SLAPD_DIR/slapd.conf" <<EOF
-include /etc/ldap/schema/core.schema
-include /etc/ldap/schema/cosine.schema
-include /etc/ldap/schema/inetorgperson.schema
-include /etc/ldap/schema/nis.schema
-modulepath /usr/lib/ldap
-moduleload back_mdb
-moduleload memberof
-pidfile $SLAPD_DIR/slapd.pid
-loglevel 0
-sizelimit unlimited
-sortvals member
-database mdb
-suffix "$SUFFIX"
-rootdn "$ROOTDN"
-rootpw $ROOTPW
-directory $SLAPD_DIR/db
-maxsize 68719476736
-index objectClass eq
-index uid eq
-index member eq
-index memberOf eq
-overlay memberof
-memberof-refint TRUE
-EOF
+write_memberof_slapd_config "$SLAPD_DIR"
+echo "memberof-refint TRUE" >> "$SLAPD_DIR/slapd.conf"
 cat > "$LMDIR_DIR.toml" <<EOF
 [server]
 listen = ["ldap://127.0.0.1:$LMDIR_PORT"]

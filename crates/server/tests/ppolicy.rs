@@ -602,6 +602,15 @@ fn user_under(
     user
 }
 
+/// The rootdn sets the entry's password (a reset under pwdMustChange).
+fn admin_reset(server: &TestServer, dn: &str, password: &str) {
+    root(server)
+        .modify(dn, vec![Mod::Replace("userPassword", set(&[password]))])
+        .expect("modify")
+        .success()
+        .expect("administrator reset");
+}
+
 /// Password Modify on oneself with the request control: (result code, control error).
 fn change_own(user: &mut LdapConn, old: Option<&str>, new: &str) -> (u32, Option<u64>) {
     let control = RawControl {
@@ -672,11 +681,7 @@ fn an_administrator_reset_must_be_changed_by_the_owner() {
         &[("pwdMustChange", "TRUE")],
         &dn,
     ));
-    root(&server)
-        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
-        .expect("modify")
-        .success()
-        .expect("administrator reset");
+    admin_reset(&server, &dn, "temporary");
     assert_eq!(values(&read(&server, &dn), "pwdReset"), vec!["TRUE"]);
     // Bound, told changeAfterReset (2).
     let bound = policy_bind(&server, &dn, "temporary");
@@ -709,11 +714,7 @@ fn a_reset_password_is_changed_at_once_whatever_the_minimum_age() {
     let dn = person_dn(18);
     let attributes = [("pwdMustChange", "TRUE"), ("pwdMinAge", "3600")];
     drop(user_under(&server, "reset-young", &attributes, &dn));
-    root(&server)
-        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
-        .expect("modify")
-        .success()
-        .expect("administrator reset");
+    admin_reset(&server, &dn, "temporary");
     let mut user = connect(&server);
     user.simple_bind(&dn, "temporary")
         .expect("bind")
@@ -797,11 +798,7 @@ fn a_connection_bound_with_a_reset_password_may_only_change_it() {
         &[("pwdMustChange", "TRUE")],
         &dn,
     ));
-    root(&server)
-        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
-        .expect("modify")
-        .success()
-        .expect("administrator reset");
+    admin_reset(&server, &dn, "temporary");
     let mut user = connect(&server);
     let bound = user
         .with_controls(policy_control())
@@ -873,11 +870,7 @@ fn the_restriction_ends_with_a_new_bind_or_a_password_modify() {
         &[("pwdMustChange", "TRUE")],
         &dn,
     ));
-    root(&server)
-        .modify(&dn, vec![Mod::Replace("userPassword", set(&["temporary"]))])
-        .expect("modify")
-        .success()
-        .expect("administrator reset");
+    admin_reset(&server, &dn, "temporary");
     let mut user = connect(&server);
     user.simple_bind(&dn, "temporary")
         .expect("bind")

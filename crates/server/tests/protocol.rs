@@ -437,16 +437,7 @@ fn sasl_external_over_ldapi_maps_the_peer_uid() {
         .success()
         .expect("EXTERNAL bind");
     let identity = whoami(&mut connection);
-    // The test process's uid, from /proc (no libc dependency needed for a test).
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("Uid:"))
-                .and_then(|line| line.split_whitespace().nth(1).map(str::to_string))
-        })
-        .expect("uid");
+    let uid = common::own_uid();
     if uid == "0" {
         assert_eq!(identity, format!("dn:{ROOT_DN}"));
     } else {
@@ -462,13 +453,7 @@ fn sasl_external_over_ldapi_maps_the_peer_uid() {
 /// (it could replace any password), yet anonymous to Who am I? and the accesslog.
 #[test]
 fn without_a_rootdn_local_root_is_its_peercred_identity() {
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            let line = status.lines().find(|line| line.starts_with("Uid:"))?;
-            line.split_whitespace().nth(1).map(str::to_string)
-        })
-        .expect("uid");
+    let uid = common::own_uid();
     let server = TestServer::start_populated(3, Vec::new(), |settings| {
         settings.rootdn = String::new();
         settings.rootpw = String::new();

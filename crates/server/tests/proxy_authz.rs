@@ -468,20 +468,6 @@ fn external_whoami(server: &TestServer, authz_id: &str) -> Result<String, i32> {
         Err(output.status.code().unwrap_or(-1))
     }
 }
-
-/// The test process's uid (the peer credentials ldapi sees), from /proc.
-fn own_uid() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("Uid:"))
-                .and_then(|line| line.split_whitespace().nth(1).map(str::to_string))
-        })
-        .expect("uid")
-}
-
 #[test]
 fn sasl_external_grants_only_an_authzid_proxying_would() {
     let server = server(AuthzPolicy::None, Vec::new());
@@ -496,7 +482,7 @@ fn sasl_external_grants_only_an_authzid_proxying_would() {
         external_whoami(&server, "u:nobody-has-this-uid"),
         insufficient
     );
-    if own_uid() == "0" {
+    if common::own_uid() == "0" {
         // root is the rootdn over ldapi: it may act as any DN of its database, and as itself.
         assert_eq!(
             external_whoami(&server, &format!("dn:{person}")),

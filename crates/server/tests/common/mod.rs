@@ -366,3 +366,14 @@ pub fn populate(store: &lmdir_store::Store, people: usize) {
     }
     txn.commit().expect("fixture commit");
 }
+
+/// This process's uid, from /proc (the peercred identity SASL EXTERNAL over ldapi gives it).
+pub fn own_uid() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+            line.split_whitespace().nth(1).map(str::to_string)
+        })
+        .expect("uid")
+}
