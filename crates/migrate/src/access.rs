@@ -131,11 +131,20 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
             Control::Stop => {}
             Control::Break
                 if index + 1 == clause_words.len()
-                    && clause.who_text == "*"
+                    && clause.is_bare_anyone_break()
                     && target == AccessTarget::default() =>
             {
                 ends_with_break = true;
                 continue;
+            }
+            Control::Break if clause.who_text == "*" && !clause.conditions.is_empty() => {
+                return Err(format!(
+                    "`{}` passes only the requesters meeting {} on to the next rules (the others \
+                     get slapd's implicit `by * none`), which lmdir's first-match rules cannot \
+                     express",
+                    words.join(" "),
+                    clause.conditions.join(" ")
+                ))
             }
             Control::Break | Control::Continue => {
                 return Err(format!(
@@ -315,6 +324,10 @@ enum Control {
 
 struct Clause {
     who_text: String,
+    /// Words between the who and the access level (`ssf=128`, `peername.ip=…`).
+    conditions: Vec<String>,
+    /// The access word as written, when given.
+    level_word: Option<String>,
     who: Result<Who, String>,
     /// The level, with the reason when it only approximates slapd's.
     level: Result<(AccessLevel, Option<String>), String>,
@@ -333,9 +346,9 @@ fn parse_clause(words: &[String]) -> Result<Clause, String> {
         rest = &rest[1..];
     }
     // slapd: no access given means none (`+0`).
-    let (level, rest) = match rest.first() {
-        Some(word) if is_access_word(word) => (parse_level(word), &rest[1..]),
-        _ => (Ok((AccessLevel::None, None)), rest),
+    let (level, level_word, rest) = match rest.first() {
+        Some(word) if is_access_word(word) => (parse_level(word), Some(word.clone()), &rest[1..]),
+        _ => (Ok((AccessLevel::None, None)), None, rest),
     };
     let control = match rest.first().map(|word| word.to_ascii_lowercase()) {
         None => Control::Stop,
@@ -357,10 +370,30 @@ fn parse_clause(words: &[String]) -> Result<Clause, String> {
     };
     Ok(Clause {
         who_text,
+        conditions,
+        level_word,
         who,
         level,
         control,
     })
+}
+
+impl Clause {
+    /// `by * break` (also `by * +0 break`, as cn=config writes it): everyone, no condition, no
+    /// privilege given, go on with the next rule. Any condition (`by * ssf=128 break`) makes
+    /// the clause match only some requesters, the others meeting the rule's implicit `by *
+    /// none`: that restriction is not the plain pass-through translated here.
+    fn is_bare_anyone_break(&self) -> bool {
+        let no_privilege = self.level_word.as_deref().is_none_or(|word| {
+            ["none", "+0", "=0", "-0"]
+                .iter()
+                .any(|none| word.eq_ignore_ascii_case(none))
+        });
+        self.who_text == "*"
+            && self.conditions.is_empty()
+            && no_privilege
+            && self.control == Control::Break
+    }
 }
 
 const LEVEL_WORDS: &[&str] = &[
@@ -609,6 +642,39 @@ mod tests {
             .contains("REVIEW: a later clause grants search"));
         assert!(translation.notes[6].reason.contains("continue"));
         assert!(translation.notes[7].reason.contains("break"));
+    }
+
+    /// A final `by * <condition> break` is no pass-through: requesters not meeting the
+    /// condition get none from the rule. Taken as `by * break`, its restriction vanished.
+    #[test]
+    fn conditional_final_break_is_not_a_pass_through() {
+        let translation = run(&[
+            "access to * by * ssf=128 break",
+            "access to * by * peername.ip=127.0.0.1 break",
+            "access to * by * dn.subtree=\"ou=people,dc=example,dc=com\" break",
+            "access to * by * read break",
+            "access to * by * +0 break",
+            "access to * by users read",
+        ]);
+        let lines: Vec<(u64, NoteKind)> = translation
+            .notes
+            .iter()
+            .map(|note| (note.location.line, note.kind))
+            .collect();
+        let not_translated = |line| (line, NoteKind::NotTranslated);
+        assert_eq!(lines, [1, 2, 3, 4].map(not_translated).to_vec());
+        assert!(
+            translation.notes[0].reason.contains("ssf=128"),
+            "{:?}",
+            translation.notes[0]
+        );
+        assert!(translation.notes[2].reason.contains("dn.subtree="));
+        // `by * +0 break` (cn=config's spelling of `by * break`) still passes everyone on.
+        assert_eq!(translation.rules.len(), 1);
+        assert_eq!(
+            translation.rules[0].by,
+            vec![clause(Who::Users, AccessLevel::Read)]
+        );
     }
 
     #[test]
