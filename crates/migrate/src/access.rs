@@ -16,6 +16,12 @@ use crate::{Directive, Note, NoteKind};
 pub(crate) struct AccessTranslation {
     pub rules: Vec<AccessRule>,
     pub notes: Vec<Note>,
+    /// The notes (also in `notes`) of what was left out where lmdir may then grant more than
+    /// slapd did: every rule left out (the rules after it decide what it covered), and every
+    /// clause left out whose requesters a later clause of its rule, or after a `by * break`
+    /// rule a later rule, grants more. A clause left out where nothing later grants more only
+    /// narrows access.
+    pub widening: Vec<Note>,
 }
 
 /// `access_directives`: the database's `access` directives, then the global ones.
@@ -23,41 +29,53 @@ pub(crate) fn translate_access(
     access_directives: &[&Directive],
     suffix: &str,
 ) -> AccessTranslation {
+    let shapes: Vec<Result<RuleShape, String>> = access_directives
+        .iter()
+        .map(|directive| parse_rule(directive.arguments(), suffix))
+        .collect();
     let mut translation = AccessTranslation {
         rules: Vec::new(),
         notes: Vec::new(),
+        widening: Vec::new(),
     };
     // Clauses of earlier `to * ... by * break` rules, tried first in every later rule.
     let mut break_prefix: Vec<AccessClause> = Vec::new();
-    for directive in access_directives {
+    for (index, (directive, shape)) in access_directives.iter().zip(&shapes).enumerate() {
         let note = |kind, reason: String| Note {
             location: directive.location.clone(),
             directive: directive.text.clone(),
             kind,
             reason,
         };
-        let parsed = match parse_rule(directive.arguments(), suffix) {
+        let parsed = match shape {
             Ok(RuleShape::OutsideSuffix(reason)) => {
-                translation.notes.push(note(NoteKind::NotNeeded, reason));
+                translation
+                    .notes
+                    .push(note(NoteKind::NotNeeded, reason.clone()));
                 continue;
             }
             Ok(RuleShape::Rule(rule)) => rule,
             Err(reason) => {
-                translation.notes.push(note(
+                let left_out = note(
                     NoteKind::NotTranslated,
                     format!("{reason}; the rule is left out, so the rules after it decide what it covered"),
-                ));
+                );
+                translation.widening.push(left_out.clone());
+                translation.notes.push(left_out);
                 continue;
             }
         };
         let mut clauses = break_prefix.clone();
-        for (clause, problem) in parsed.clauses {
-            if let Some((kind, reason)) = problem {
-                translation.notes.push(note(kind, reason));
+        for (clause, problem) in &parsed.clauses {
+            if let Some(problem) = problem {
+                let (reason, widens) = clause_outcome(problem, parsed, &shapes[index + 1..]);
+                let clause_note = note(problem.kind, reason);
+                if widens {
+                    translation.widening.push(clause_note.clone());
+                }
+                translation.notes.push(clause_note);
             }
-            if let Some(clause) = clause {
-                clauses.push(clause);
-            }
+            clauses.extend(clause.clone());
         }
         if parsed.ends_with_break {
             break_prefix = clauses;
@@ -71,7 +89,7 @@ pub(crate) fn translate_access(
             });
         }
         translation.rules.push(AccessRule {
-            to: parsed.target,
+            to: parsed.target.clone(),
             by: clauses,
         });
     }
@@ -84,8 +102,51 @@ pub(crate) fn translate_access(
     translation
 }
 
+/// A clause note's reason, and whether the clause was left out where a later clause of its
+/// rule or (the rule ending in `by * break`, whose clauses go first in every later rule) a
+/// later rule grants more than it did.
+fn clause_outcome(
+    problem: &ClauseNote,
+    rule: &ParsedRule,
+    later_rules: &[Result<RuleShape, String>],
+) -> (String, bool) {
+    let mut reason = problem.reason.clone();
+    let Some((given, later_clause_grants_more)) = problem.dropped else {
+        return (reason, false);
+    };
+    let later_rule_grant = if rule.ends_with_break {
+        later_rules
+            .iter()
+            .filter_map(|shape| match shape {
+                Ok(RuleShape::Rule(later)) => later.highest_grant(),
+                _ => None,
+            })
+            .max()
+            .filter(|level| *level > given)
+    } else {
+        None
+    };
+    if let Some(more) = later_rule_grant {
+        reason += &format!(
+            " (REVIEW: a later rule grants {}, more than slapd's {})",
+            more.word(),
+            given.word()
+        );
+    }
+    (
+        reason,
+        later_clause_grants_more || later_rule_grant.is_some(),
+    )
+}
+
 /// How a clause differs from slapd's, when it does.
-type ClauseNote = (NoteKind, String);
+struct ClauseNote {
+    kind: NoteKind,
+    reason: String,
+    /// For a clause left out: the level it gave in slapd, and whether a later clause of the
+    /// rule grants more.
+    dropped: Option<(AccessLevel, bool)>,
+}
 
 enum RuleShape {
     /// The rule can match no entry of the database (the root DSE, the subschema entry, another
@@ -100,6 +161,16 @@ struct ParsedRule {
     clauses: Vec<(Option<AccessClause>, Option<ClauseNote>)>,
     /// Whether the last clause was `by * break` (only accepted when the target is everything).
     ends_with_break: bool,
+}
+
+impl ParsedRule {
+    /// The highest level one of its translated clauses grants.
+    fn highest_grant(&self) -> Option<AccessLevel> {
+        self.clauses
+            .iter()
+            .filter_map(|(clause, _)| clause.as_ref().map(|clause| clause.access))
+            .max()
+    }
 }
 
 fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
@@ -139,7 +210,7 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
             }
             Control::Break if clause.who_text == "*" && !clause.conditions.is_empty() => {
                 return Err(format!(
-                    "`{}` passes only the requesters meeting {} on to the next rules (the others \
+                    "`by {}` passes only the requesters meeting {} on to the next rules (the others \
                      get slapd's implicit `by * none`), which lmdir's first-match rules cannot \
                      express",
                     words.join(" "),
@@ -148,7 +219,7 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
             }
             Control::Break | Control::Continue => {
                 return Err(format!(
-                    "`{}` keeps evaluating further clauses or rules, which lmdir's first-match \
+                    "`by {}` keeps evaluating further clauses or rules, which lmdir's first-match \
                      rules cannot express",
                     words.join(" ")
                 ))
@@ -164,9 +235,11 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
                     who: who.clone(),
                     access: *access,
                 }),
-                approximation
-                    .clone()
-                    .map(|reason| (NoteKind::Approximated, reason)),
+                approximation.clone().map(|reason| ClauseNote {
+                    kind: NoteKind::Approximated,
+                    reason,
+                    dropped: None,
+                }),
             ),
             (Err(reason), _) | (_, Err(reason)) => {
                 let mut text = format!(
@@ -178,14 +251,20 @@ fn parse_rule(words: &[String], suffix: &str) -> Result<RuleShape, String> {
                     .level
                     .as_ref()
                     .map_or(AccessLevel::None, |level| level.0);
-                if let Some(more) = later_grant_above(&parsed[index + 1..], given) {
+                let later = later_grant_above(&parsed[index + 1..], given);
+                if let Some(more) = later {
                     text += &format!(
                         " (REVIEW: a later clause grants {}, more than slapd's {})",
                         more.word(),
                         given.word()
                     );
                 }
-                (None, Some((NoteKind::NotTranslated, text)))
+                let problem = ClauseNote {
+                    kind: NoteKind::NotTranslated,
+                    reason: text,
+                    dropped: Some((given, later.is_some())),
+                };
+                (None, Some(problem))
             }
         };
         clauses.push(translated);
@@ -613,11 +692,16 @@ mod tests {
         assert!(translation.notes.is_empty());
     }
 
+    /// Everything left out is listed; what may then grant more than slapd (a rule left out,
+    /// a clause whose requesters a later clause grants more) is also in `widening`, which
+    /// `lmdir migrate` refuses. Before, these rules were left out with a note only: rule 1's
+    /// entries fell to later rules, rule 3's `users` got search where slapd gave them
+    /// (partial) read and write.
     #[test]
-    fn untranslatable_parts_are_listed_never_dropped() {
+    fn untranslatable_parts_are_listed_and_widening_ones_flagged() {
         let translation = run(&[
             "access to dn.regex=\"^uid=.*\" by * read",
-            "access to dn.one=\"ou=x,dc=example,dc=com\" by * read",
+            "access to dn.level{2}=\"ou=x,dc=example,dc=com\" by * read",
             "access to * by dn.regex=\"^uid=a\" write by ssf=128 users read by users =rw by * search",
             "access to attrs=@inetOrgPerson by * read",
             "access to * by users read continue by * none",
@@ -628,13 +712,17 @@ mod tests {
             translation.rules[0].by,
             vec![clause(Who::Anyone, AccessLevel::Search)]
         );
-        let lines: Vec<(u64, NoteKind)> = translation
-            .notes
-            .iter()
-            .map(|note| (note.location.line, note.kind))
-            .collect();
+        let lines = |notes: &[Note]| -> Vec<(u64, NoteKind)> {
+            notes
+                .iter()
+                .map(|note| (note.location.line, note.kind))
+                .collect()
+        };
         let not_translated = |line| (line, NoteKind::NotTranslated);
-        assert_eq!(lines, [1, 2, 3, 3, 3, 4, 5, 6].map(not_translated).to_vec());
+        assert_eq!(
+            lines(&translation.notes),
+            [1, 2, 3, 3, 3, 4, 5, 6].map(not_translated).to_vec()
+        );
         assert!(translation.notes[3].reason.contains("ssf=128"));
         assert!(!translation.notes[2].reason.contains("REVIEW"));
         assert!(translation.notes[4]
@@ -642,6 +730,33 @@ mod tests {
             .contains("REVIEW: a later clause grants search"));
         assert!(translation.notes[6].reason.contains("continue"));
         assert!(translation.notes[7].reason.contains("break"));
+        // The regex and ssf clauses gave write and read: `by * search` narrows them, a note.
+        assert_eq!(
+            translation.widening,
+            [0, 1, 4, 5, 6, 7].map(|index| translation.notes[index].clone())
+        );
+    }
+
+    /// In a rule ending `by * break`, a clause left out sends its requesters on to the later
+    /// rules: what they grant decides whether that widens.
+    #[test]
+    fn a_clause_left_out_of_a_break_rule_widens_when_a_later_rule_grants_more() {
+        let translation = run(&[
+            "access to * by dn.regex=\"^cn=backup\" read by * break",
+            "access to attrs=userPassword by self write by * auth",
+            "access to * by users search",
+        ]);
+        assert_eq!(translation.notes.len(), 1);
+        assert!(translation.notes[0]
+            .reason
+            .contains("REVIEW: a later rule grants write"));
+        assert_eq!(translation.widening, translation.notes);
+        let narrowing = run(&[
+            "access to * by dn.regex=\"^cn=backup\" write by * break",
+            "access to * by users read",
+        ]);
+        assert_eq!(narrowing.notes.len(), 1);
+        assert!(narrowing.widening.is_empty());
     }
 
     /// A final `by * <condition> break` is no pass-through: requesters not meeting the

@@ -166,6 +166,7 @@ pub(crate) fn translate(
         indexes: BTreeMap::new(),
         index_default: Vec::new(),
         ppolicy: PpolicyFlags::default(),
+        access_widening: Vec::new(),
     };
     for (index, section) in sections.iter().enumerate() {
         match section.kind {
@@ -272,6 +273,8 @@ struct Translator<'a> {
     index_default: Vec<IndexKind>,
     /// `overlay ppolicy` and its flags, judged together at the end.
     ppolicy: PpolicyFlags<'a>,
+    /// What access translation left out where lmdir may grant more than slapd.
+    access_widening: Vec<Note>,
 }
 
 /// What `overlay ppolicy` and its `ppolicy_*` flags said.
@@ -744,6 +747,9 @@ impl<'a> Translator<'a> {
             self.draft.index.push((name, kinds));
         }
         self.finish_access();
+        if !self.access_widening.is_empty() && !options.accept_untranslated_access {
+            return Err(access_refusal(&self.access_widening));
+        }
         let schema_files = self.finish_schema(parsed, options);
         self.draft.listen = options.listen.clone();
         self.draft.directory = options.database_directory.clone();
@@ -780,6 +786,7 @@ impl<'a> Translator<'a> {
             .collect();
         let translation = translate_access(&all, &suffix);
         self.notes.extend(translation.notes);
+        self.access_widening = translation.widening;
         if all.is_empty() {
             self.notes.push(Note {
                 location: Location {
@@ -836,6 +843,28 @@ impl<'a> Translator<'a> {
         }
         files
     }
+}
+
+/// The error for access rules that cannot be left out without lmdir granting more than slapd:
+/// each named with its place, its text and why.
+fn access_refusal(widening: &[Note]) -> MigrateError {
+    let mut message = format!(
+        "{} access rule(s) or clause(s) cannot be translated, and leaving them out would let \
+         lmdir grant more than slapd did:",
+        widening.len()
+    );
+    for note in widening {
+        message += &format!(
+            "\n  {}: {}: {}",
+            note.location,
+            note.directive.replace('\n', " "),
+            note.reason
+        );
+    }
+    message += "\nRewrite them in forms lmdir translates (crates/migrate/README.md), or pass \
+                --accept-untranslated-access to write the config without them (each stays \
+                listed as NOT TRANSLATED in the report).";
+    MigrateError::new(None, message)
 }
 
 /// A schema name as a file name: letters, digits, `-`, `_`, `.`.

@@ -15,6 +15,7 @@ fn options(directory: &Path) -> MigrateOptions {
         schema_directory: directory.to_path_buf(),
         database_directory: Some(directory.join("db")),
         listen: vec!["ldap://127.0.0.1:3899".to_string()],
+        accept_untranslated_access: false,
     }
 }
 
@@ -353,6 +354,58 @@ fn no_data_database_is_an_error_and_no_access_keeps_the_builtin_policy() {
     let config = load(&migration);
     assert_eq!(config.access.len(), 1);
     assert_eq!(config.access[0].by[0].access, AccessLevel::None);
+}
+
+/// A rule left out lets the rules after it decide what it covered: here every user would
+/// read every password hash (slapd: only its owner). Such a configuration is refused, naming
+/// the rule, its place and why; `accept_untranslated_access` writes it with the notes as
+/// before. Left out where nothing later grants more (a narrowing), a clause stays a note.
+#[test]
+fn access_rules_lmdir_would_widen_are_refused_unless_accepted() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let text = "database mdb\nsuffix dc=example,dc=com\n\
+access to dn.regex=\"^uid=[^,]+,ou=people,dc=example,dc=com$\" attrs=userPassword\n\
+\x20 by self write\n  by anonymous auth\n  by * none\n\
+access to * by * ssf=128 break\n\
+access to * by dn.regex=\"^cn=[^,]+,ou=apps,dc=example,dc=com$\" write by users read\n\
+access to * by users read\n";
+    let error =
+        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("2 access rule(s)"), "{message}");
+    assert!(
+        message.contains("slapd.conf:3: access to dn.regex="),
+        "{message}"
+    );
+    assert!(
+        message.contains("slapd.conf:7: access to * by * ssf=128 break"),
+        "{message}"
+    );
+    assert!(
+        message.contains("ssf=128 on to the next rules"),
+        "{message}"
+    );
+    assert!(
+        message.contains("--accept-untranslated-access"),
+        "{message}"
+    );
+    // The regex clause gave write, `users read` gives less: not listed.
+    assert!(!message.contains(":8:"), "{message}");
+
+    let accepting = MigrateOptions {
+        accept_untranslated_access: true,
+        ..options(directory.path())
+    };
+    let migration = migrate_slapd_conf(text, "slapd.conf", &read, &accepting).unwrap();
+    let config = load(&migration);
+    assert_eq!(config.access.len(), 2, "{}", migration.config_text);
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        vec![3, 7, 8],
+        "{:#?}",
+        migration.notes
+    );
 }
 
 #[test]

@@ -1,0 +1,252 @@
+//! Access rules moved by `lmdir migrate`, against slapd: the same slapd.conf (or cn=config) rules
+//! on a private slapd and, migrated, on an lmdir loaded with the same data; the same searches and
+//! compares as anonymous, as users inside and outside the rules' subtrees and as group members;
+//! the same answers. And what migrate must refuse: a rule it cannot translate without granting
+//! more than slapd did (slapd shown to restrict, migrate shown to write nothing).
+
+#[allow(dead_code)] // the other differential suites use the rest of the harness
+mod conformance;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+
+use conformance::{answer, free_port, wait_until_up, Answer, SUFFIX};
+
+const ROOT_DN: &str = conformance::ROOT_DN;
+const ROOT_PASSWORD: &str = conformance::ROOT_PASSWORD;
+const PASSWORD: &str = "userpw";
+const PEOPLE: &str = "ou=People,dc=example,dc=com";
+const STAFF: &str = "ou=Staff,ou=People,dc=example,dc=com";
+
+fn person(uid: &str, parent: &str) -> String {
+    format!(
+        "dn: uid={uid},{parent}\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: {uid}\nsn: {uid}\n\
+         title: title of {uid}\ntelephoneNumber: +1 555 0{}\ndescription: about {uid}\n\
+         userPassword: {PASSWORD}\n\n",
+        uid.len() * 111
+    )
+}
+
+/// ann and bob one level below ou=People, cat two levels below (in ou=Staff), dan elsewhere;
+/// groups whose class and member attribute differ from what their name suggests.
+fn dataset() -> String {
+    let mut ldif = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\n\
+         dn: {PEOPLE}\nobjectClass: organizationalUnit\nou: People\ndescription: all people\n\n\
+         dn: {STAFF}\nobjectClass: organizationalUnit\nou: Staff\ndescription: the staff\n\
+         telephoneNumber: +1 555 0999\n\n\
+         dn: ou=Others,{SUFFIX}\nobjectClass: organizationalUnit\nou: Others\n\n\
+         dn: ou=Groups,{SUFFIX}\nobjectClass: organizationalUnit\nou: Groups\n\n"
+    );
+    ldif += &person("ann", PEOPLE);
+    ldif += &person("bob", PEOPLE);
+    ldif += &person("cat", STAFF);
+    ldif += &person("dan", &format!("ou=Others,{SUFFIX}"));
+    ldif += &format!(
+        "dn: cn=mixed,ou=Groups,{SUFFIX}\nobjectClass: groupOfNames\nobjectClass: extensibleObject\n\
+         cn: mixed\nmember: uid=ann,{PEOPLE}\nuniqueMember: uid=cat,{STAFF}\n\n\
+         dn: cn=unique,ou=Groups,{SUFFIX}\nobjectClass: groupOfUniqueNames\n\
+         objectClass: extensibleObject\ncn: unique\nuniqueMember: uid=bob,{PEOPLE}\n\
+         member: uid=cat,{STAFF}\n\n\
+         dn: cn=role,ou=Groups,{SUFFIX}\nobjectClass: organizationalRole\n\
+         objectClass: extensibleObject\ncn: role\nmember: uid=dan,ou=Others,{SUFFIX}\n"
+    );
+    ldif
+}
+
+/// slapd.conf: Debian's schema, back-mdb on `root/openldap-db`, `rules` in the database section.
+fn slapd_conf(root: &Path, rules: &str) -> String {
+    let mut text = String::new();
+    for schema in ["core", "cosine", "inetorgperson", "nis"] {
+        text += &format!("include /etc/ldap/schema/{schema}.schema\n");
+    }
+    text += &format!(
+        "modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {root}/slapd.pid\n\
+         sizelimit unlimited\n\n\
+         database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
+         directory {root}/openldap-db\nmaxsize 1073741824\nindex objectClass eq\n{rules}",
+        root = root.display()
+    );
+    text
+}
+
+fn run_checked(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn lmdir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lmdir"))
+}
+
+/// `lmdir migrate --from <from> --out <out>` with `extra` arguments, not checked.
+fn migrate(from: &Path, out: &Path, port: u16, extra: &[&str]) -> Output {
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    lmdir()
+        .arg("migrate")
+        .arg("--from")
+        .arg(from)
+        .arg("--out")
+        .arg(out)
+        .arg("--directory")
+        .arg(out.parent().unwrap().join("db"))
+        .arg("--listen")
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// A private slapd and, once `start_lmdir` ran, the lmdir migrated from its configuration.
+struct Servers {
+    root: tempfile::TempDir,
+    slapd_port: u16,
+    lmdir_port: u16,
+    lmdir: Option<Child>,
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.lmdir.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Ok(pid) = std::fs::read_to_string(self.root.path().join("slapd.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+impl Servers {
+    /// slapd from `slapd.conf` with `rules`, loaded with `dataset()` by slapadd.
+    fn slapd_conf(rules: &str) -> (Servers, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("openldap-db")).unwrap();
+        let conf = root.path().join("slapd.conf");
+        std::fs::write(&conf, slapd_conf(root.path(), rules)).unwrap();
+        let data = root.path().join("data.ldif");
+        std::fs::write(&data, dataset()).unwrap();
+        run_checked(
+            Command::new("slapadd")
+                .arg("-f")
+                .arg(&conf)
+                .arg("-l")
+                .arg(&data),
+        );
+        let servers = Servers::new(root);
+        run_checked(
+            Command::new("/usr/sbin/slapd")
+                .arg("-f")
+                .arg(&conf)
+                .arg("-h")
+                .arg(format!("ldap://127.0.0.1:{}/", servers.slapd_port)),
+        );
+        wait_until_up(servers.slapd_port);
+        (servers, conf)
+    }
+
+    fn new(root: tempfile::TempDir) -> Servers {
+        Servers {
+            root,
+            slapd_port: free_port(),
+            lmdir_port: free_port(),
+            lmdir: None,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+}
+
+/// Who asks: a name for messages and the bind (None: anonymous).
+type Identity = (&'static str, Option<String>);
+
+fn identities() -> Vec<Identity> {
+    let user = |uid: &str, parent: &str| Some(format!("uid={uid},{parent}"));
+    vec![
+        ("anonymous", None),
+        ("ann", user("ann", PEOPLE)),
+        ("bob", user("bob", PEOPLE)),
+        ("cat", user("cat", STAFF)),
+        ("dan", user("dan", &format!("ou=Others,{SUFFIX}"))),
+    ]
+}
+
+fn bind_arguments(bind: &Option<String>) -> Vec<String> {
+    match bind {
+        Some(dn) => vec!["-D".into(), dn.clone(), "-w".into(), PASSWORD.into()],
+        None => Vec::new(),
+    }
+}
+
+fn search(port: u16, bind: &Option<String>, filter: &str, attributes: &[&str]) -> Answer {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(bind_arguments(bind))
+        .args(["-b", SUFFIX, "-s", "sub", filter])
+        .args(attributes)
+        .output()
+        .unwrap();
+    answer(output)
+}
+
+/// `access to * by * ssf=128 break`: over plain LDAP slapd gives nobody anything (the clause
+/// does not match, the rule's implicit `by * none` decides). Taken as `by * break` the rule
+/// vanished and everyone read everything; migrate now refuses it, writes nothing and names it,
+/// and writes the (wider) config only when told to accept that.
+#[test]
+fn a_conditional_break_rule_is_refused_where_slapd_restricts() {
+    if !conformance::tools_ready("a_conditional_break_rule_is_refused_where_slapd_restricts") {
+        return;
+    }
+    let rules = "access to * by * ssf=128 break\naccess to * by * read\n";
+    let (servers, conf) = Servers::slapd_conf(rules);
+    let ann = identities()[1].1.clone();
+    for bind in [None, ann] {
+        let slapd = search(servers.slapd_port, &bind, "(objectClass=*)", &["cn"]);
+        assert!(slapd.entries.is_empty(), "slapd over plain LDAP: {slapd:?}");
+    }
+
+    let out = servers.path("lmdir/lmdir.toml");
+    let refused = migrate(&conf, &out, servers.lmdir_port, &[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(!out.exists(), "a refused migration wrote {}", out.display());
+    let line = slapd_conf(servers.root.path(), rules)
+        .lines()
+        .position(|line| line.contains("ssf=128"))
+        .unwrap()
+        + 1;
+    assert!(
+        stderr.contains(&format!(
+            "slapd.conf:{line}: access to * by * ssf=128 break"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--accept-untranslated-access"), "{stderr}");
+
+    let accepted = migrate(
+        &conf,
+        &out,
+        servers.lmdir_port,
+        &["--accept-untranslated-access"],
+    );
+    assert!(accepted.status.success());
+    let config = lmdir_config::Config::load(&out).unwrap();
+    assert_eq!(
+        config.access.len(),
+        1,
+        "only `access to * by * read` is left"
+    );
+    assert!(String::from_utf8_lossy(&accepted.stderr).contains("NOT TRANSLATED"));
+}
