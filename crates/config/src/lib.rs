@@ -401,6 +401,10 @@ pub struct AccessTarget {
     pub subtree: Option<String>,
     /// Exactly this entry.
     pub dn: Option<String>,
+    /// The entries exactly one level below this one (slapd's `dn.one`), not itself.
+    pub one: Option<String>,
+    /// Every entry below this one (slapd's `dn.children`), not itself.
+    pub children: Option<String>,
     /// Only entries matching this RFC 4515 filter.
     pub filter: Option<String>,
     /// Attribute names (subtypes included), `entry`, `children`; empty = all.
@@ -430,6 +434,10 @@ pub enum Who {
     Dn(String),
     /// `dn.subtree=<DN>`: bound DNs at or below this DN.
     DnSubtree(String),
+    /// `dn.one=<DN>` (also `dn.onelevel=`): bound DNs exactly one level below this DN.
+    DnOne(String),
+    /// `dn.children=<DN>`: bound DNs below this DN, not itself.
+    DnChildren(String),
     /// `group=<DN>`: members (`member` / `uniqueMember`) of this group.
     Group(String),
 }
@@ -460,6 +468,12 @@ impl TryFrom<String> for Who {
         if let Some(dn) = dn_argument("dn.subtree=") {
             return dn.map(Who::DnSubtree);
         }
+        if let Some(dn) = dn_argument("dn.one=").or_else(|| dn_argument("dn.onelevel=")) {
+            return dn.map(Who::DnOne);
+        }
+        if let Some(dn) = dn_argument("dn.children=") {
+            return dn.map(Who::DnChildren);
+        }
         if let Some(dn) = dn_argument("dn=") {
             return dn.map(Who::Dn);
         }
@@ -468,7 +482,7 @@ impl TryFrom<String> for Who {
         }
         Err(format!(
             "unknown who {text:?} (anonymous, users, self, *, \"dn=<DN>\", \"dn.subtree=<DN>\", \
-             \"group=<DN>\")"
+             \"dn.one=<DN>\", \"dn.children=<DN>\", \"group=<DN>\")"
         ))
     }
 }
@@ -482,6 +496,8 @@ impl fmt::Display for Who {
             Who::Anyone => formatter.write_str("*"),
             Who::Dn(dn) => write!(formatter, "dn={dn}"),
             Who::DnSubtree(dn) => write!(formatter, "dn.subtree={dn}"),
+            Who::DnOne(dn) => write!(formatter, "dn.one={dn}"),
+            Who::DnChildren(dn) => write!(formatter, "dn.children={dn}"),
             Who::Group(dn) => write!(formatter, "group={dn}"),
         }
     }
@@ -1043,37 +1059,7 @@ impl Config {
             }
         }
 
-        for (rule_index, rule) in self.access.iter().enumerate() {
-            let rule_path = |rest: &[KeyStep]| {
-                let mut path = vec![Key("access"), Index(rule_index)];
-                path.extend_from_slice(rest);
-                path
-            };
-            for (key, dn) in [("subtree", &rule.to.subtree), ("dn", &rule.to.dn)] {
-                if let Some(dn) = dn {
-                    check_dn(dn)
-                        .map_err(|message| problem(rule_path(&[Key("to"), Key(key)]), message))?;
-                }
-            }
-            if let Some(filter) = &rule.to.filter {
-                check_filter_shape(filter)
-                    .map_err(|message| problem(rule_path(&[Key("to"), Key("filter")]), message))?;
-            }
-            for attribute in &rule.to.attrs {
-                if !is_attribute_name(attribute) {
-                    return Err(problem(
-                        rule_path(&[Key("to"), Key("attrs")]),
-                        format!("{attribute:?} is not an attribute name"),
-                    ));
-                }
-            }
-            if rule.by.is_empty() {
-                return Err(problem(
-                    rule_path(&[Key("by")]),
-                    "a rule needs at least one `by` clause",
-                ));
-            }
-        }
+        self.validate_access()?;
         self.validate_limits()?;
         self.http.validate(self.server.tls_enabled())?;
         self.replication
@@ -1103,6 +1089,54 @@ impl Config {
             "a replication consumer needs `entryUUID = [\"eq\"]`: it finds the entries the \
              provider sends by their entryUUID",
         ))
+    }
+
+    fn validate_access(&self) -> Result<(), Problem> {
+        use KeyStep::{Index, Key};
+        for (rule_index, rule) in self.access.iter().enumerate() {
+            let rule_path = |rest: &[KeyStep]| {
+                let mut path = vec![Key("access"), Index(rule_index)];
+                path.extend_from_slice(rest);
+                path
+            };
+            let scopes = [
+                ("subtree", &rule.to.subtree),
+                ("dn", &rule.to.dn),
+                ("one", &rule.to.one),
+                ("children", &rule.to.children),
+            ];
+            for (key, dn) in scopes {
+                if let Some(dn) = dn {
+                    check_dn(dn)
+                        .map_err(|message| problem(rule_path(&[Key("to"), Key(key)]), message))?;
+                }
+            }
+            if scopes.iter().filter(|(_, dn)| dn.is_some()).count() > 1 {
+                return Err(problem(
+                    rule_path(&[Key("to")]),
+                    "give at most one of subtree, dn, one and children",
+                ));
+            }
+            if let Some(filter) = &rule.to.filter {
+                check_filter_shape(filter)
+                    .map_err(|message| problem(rule_path(&[Key("to"), Key("filter")]), message))?;
+            }
+            for attribute in &rule.to.attrs {
+                if !is_attribute_name(attribute) {
+                    return Err(problem(
+                        rule_path(&[Key("to"), Key("attrs")]),
+                        format!("{attribute:?} is not an attribute name"),
+                    ));
+                }
+            }
+            if rule.by.is_empty() {
+                return Err(problem(
+                    rule_path(&[Key("by")]),
+                    "a rule needs at least one `by` clause",
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn validate_limits(&self) -> Result<(), Problem> {
