@@ -8,9 +8,9 @@
 mod conformance;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
-use conformance::{answer, free_port, wait_until_up, Answer, SUFFIX};
+use conformance::{answer, describe_difference, free_port, wait_until_up, Answer, SUFFIX};
 
 const ROOT_DN: &str = conformance::ROOT_DN;
 const ROOT_PASSWORD: &str = conformance::ROOT_PASSWORD;
@@ -165,6 +165,35 @@ impl Servers {
     fn path(&self, name: &str) -> PathBuf {
         self.root.path().join(name)
     }
+
+    /// Migrates `from` (which must succeed without flags), loads the data, serves.
+    fn start_lmdir(&mut self, from: &Path) {
+        let config = self.path("lmdir/lmdir.toml");
+        let output = migrate(from, &config, self.lmdir_port, &[]);
+        assert!(
+            output.status.success(),
+            "lmdir migrate refused: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        run_checked(
+            lmdir()
+                .arg("--config")
+                .arg(&config)
+                .arg("load")
+                .arg(self.path("data.ldif")),
+        );
+        self.lmdir = Some(
+            lmdir()
+                .arg("--config")
+                .arg(&config)
+                .args(["serve", "--no-demo"])
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(self.path("lmdir.log")).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        wait_until_up(self.lmdir_port);
+    }
 }
 
 /// Who asks: a name for messages and the bind (None: anonymous).
@@ -198,6 +227,54 @@ fn search(port: u16, bind: &Option<String>, filter: &str, attributes: &[&str]) -
         .output()
         .unwrap();
     answer(output)
+}
+
+/// `ldapcompare`'s exit code: 6 true, 5 false, else the LDAP error.
+fn compare(port: u16, bind: &Option<String>, dn: &str, assertion: &str) -> i32 {
+    Command::new("ldapcompare")
+        .args(["-x", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(bind_arguments(bind))
+        .args([dn, assertion])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .code()
+        .unwrap_or(-1)
+}
+
+/// Every identity's searches (`filter` returning `attributes`) and compares (`dn`,
+/// `attribute:value`) on both servers: the differences, and how many entries slapd returned.
+fn differences(
+    servers: &Servers,
+    searches: &[(&str, &[&str])],
+    compares: &[(&str, &str)],
+) -> (String, usize) {
+    let mut failures = String::new();
+    let mut returned = 0;
+    for (who, bind) in identities() {
+        for (filter, attributes) in searches {
+            let slapd = search(servers.slapd_port, &bind, filter, attributes);
+            let lmdir = search(servers.lmdir_port, &bind, filter, attributes);
+            returned += slapd.entries.len();
+            if slapd != lmdir {
+                failures += &format!(
+                    "as {who}: {filter} {attributes:?}\n{}",
+                    describe_difference(&slapd, &lmdir)
+                );
+            }
+        }
+        for (dn, assertion) in compares {
+            let slapd = compare(servers.slapd_port, &bind, dn, assertion);
+            let lmdir = compare(servers.lmdir_port, &bind, dn, assertion);
+            if slapd != lmdir {
+                failures +=
+                    &format!("as {who}: compare {dn} {assertion}: slapd {slapd} lmdir {lmdir}\n");
+            }
+        }
+    }
+    (failures, returned)
 }
 
 /// `access to * by * ssf=128 break`: over plain LDAP slapd gives nobody anything (the clause
@@ -249,4 +326,55 @@ fn a_conditional_break_rule_is_refused_where_slapd_restricts() {
         "only `access to * by * read` is left"
     );
     assert!(String::from_utf8_lossy(&accepted.stderr).contains("NOT TRANSLATED"));
+}
+
+/// `dn.one` and `dn.children`, as targets (of attributes and of `entry`) and as requesters.
+const SCOPE_RULES: &str = "\
+access to dn.one=\"ou=People,dc=example,dc=com\" attrs=telephoneNumber
+  by self read
+  by dn.children=\"ou=Staff,ou=People,dc=example,dc=com\" read
+  by * none
+access to dn.children=\"ou=People,dc=example,dc=com\" attrs=description
+  by dn.one=\"ou=People,dc=example,dc=com\" read
+  by * none
+access to dn.one=\"dc=example,dc=com\" attrs=entry
+  by users read
+  by * none
+access to attrs=userPassword by self write by anonymous auth by * none
+access to * by * read
+";
+
+/// Before `one`/`children` existed, migrate left these rules out (now refused): the phones of
+/// the people one level below ou=People, readable by themselves and the staff below ou=Staff;
+/// descriptions below ou=People (not its own), readable by people one level below it; the
+/// entries one level below the suffix hidden from anonymous.
+#[test]
+fn one_level_and_children_rules_answer_like_slapd() {
+    if !conformance::tools_ready("one_level_and_children_rules_answer_like_slapd") {
+        return;
+    }
+    let (mut servers, conf) = Servers::slapd_conf(SCOPE_RULES);
+    servers.start_lmdir(&conf);
+    let searches: &[(&str, &[&str])] = &[
+        ("(objectClass=*)", &["telephoneNumber", "description"]),
+        ("(telephoneNumber=*)", &["1.1"]),
+        ("(description=about*)", &["description"]),
+        ("(ou=*)", &["ou"]),
+    ];
+    let compares = [
+        (format!("uid=ann,{PEOPLE}"), "telephoneNumber:+1 555 0333"),
+        (format!("uid=cat,{STAFF}"), "description:about cat"),
+        (STAFF.to_string(), "telephoneNumber:+1 555 0999"),
+        (format!("uid=bob,{PEOPLE}"), "description:about bob"),
+    ];
+    let compares: Vec<(&str, &str)> = compares
+        .iter()
+        .map(|(dn, assertion)| (dn.as_str(), *assertion))
+        .collect();
+    let (failures, returned) = differences(&servers, searches, &compares);
+    assert!(
+        failures.is_empty(),
+        "lmdir answers differently:\n{failures}"
+    );
+    assert!(returned > 40, "only {returned} entries compared");
 }

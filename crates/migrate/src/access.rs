@@ -334,10 +334,10 @@ fn place_dn_target(
     target: &mut AccessTarget,
     style: &str,
     dn: &str,
-    suffix: &str,
+    suffix_text: &str,
 ) -> Result<bool, String> {
     let normalized = loose_dn(dn);
-    let suffix = loose_dn(suffix);
+    let suffix = loose_dn(suffix_text);
     let within = is_at_or_below(&normalized, &suffix);
     let above = is_at_or_below(&suffix, &normalized);
     match style {
@@ -356,13 +356,53 @@ fn place_dn_target(
                 target.subtree = Some(dn.to_string());
             }
         }
+        "one" | "onelevel" => {
+            if within {
+                target.one = Some(dn.to_string());
+            } else if loose_parent(&suffix) == Some(normalized.as_str()) {
+                // Of the database's entries only the suffix is one level below the DN.
+                target.dn = Some(suffix_text.to_string());
+            } else {
+                return Ok(false);
+            }
+        }
+        "children" => {
+            if within {
+                target.children = Some(dn.to_string());
+            } else if !above {
+                return Ok(false);
+            }
+            // Strictly above the suffix: every entry of the database is below it.
+        }
         other => {
             return Err(format!(
-                "dn.{other}= targets are not translated (lmdir targets a subtree or one entry)"
+                "dn.{other}= targets are not translated (lmdir targets one entry, a subtree, \
+                 one level or the entries below a DN)"
             ))
         }
     }
     Ok(true)
+}
+
+/// The parent of a `loose_dn` form (`""` for one RDN), `None` for the root; an escaped comma
+/// (`\,`) does not separate RDNs.
+fn loose_parent(dn: &str) -> Option<&str> {
+    if dn.is_empty() {
+        return None;
+    }
+    let mut backslashes = 0;
+    for (index, character) in dn.char_indices() {
+        match character {
+            ',' if backslashes % 2 == 0 => return Some(&dn[index + 1..]),
+            '\\' => {
+                backslashes += 1;
+                continue;
+            }
+            _ => {}
+        }
+        backslashes = 0;
+    }
+    Some("")
 }
 
 /// Lowercased, without spaces around separators: enough to compare the DNs of one config.
@@ -575,6 +615,8 @@ fn parse_who(text: &str) -> Result<Who, String> {
         return match style.strip_prefix('.').unwrap_or(style) {
             "" | "base" | "baseobject" | "exact" => Ok(Who::Dn(value.to_string())),
             "sub" | "subtree" => Ok(Who::DnSubtree(value.to_string())),
+            "one" | "onelevel" => Ok(Who::DnOne(value.to_string())),
+            "children" => Ok(Who::DnChildren(value.to_string())),
             other => Err(format!("who dn.{other}= has no lmdir counterpart")),
         };
     }
@@ -790,6 +832,67 @@ mod tests {
             translation.rules[0].by,
             vec![clause(Who::Users, AccessLevel::Read)]
         );
+    }
+
+    /// slapd's `dn.one` and `dn.children`, as targets and requesters; above the suffix they
+    /// become what they select of the database (the suffix entry, every entry, or nothing).
+    #[test]
+    fn one_level_and_children_translate() {
+        let people = "ou=people,dc=example,dc=com";
+        let translation = run(&[
+            &format!("access to dn.one=\"{people}\" attrs=telephoneNumber by self read by dn.children=\"ou=staff,{people}\" read by * none"),
+            &format!("access to dn.children=\"{people}\" by dn.one=\"{people}\" read by dn.onelevel=\"ou=x,dc=example,dc=com\" search"),
+            "access to dn.onelevel=\"dc=com\" by * read",
+            "access to dn.children=\"dc=com\" by * search",
+            "access to dn.one=\"o=other\" by * write",
+            "access to dn.children=\"dc=example,dc=com\" by * compare",
+        ]);
+        assert_eq!(translation.rules.len(), 5, "{:?}", translation.rules);
+        assert_eq!(translation.rules[0].to.one.as_deref(), Some(people));
+        assert_eq!(
+            translation.rules[0].by,
+            vec![
+                clause(Who::SelfEntry, AccessLevel::Read),
+                clause(
+                    Who::DnChildren(format!("ou=staff,{people}")),
+                    AccessLevel::Read
+                ),
+                clause(Who::Anyone, AccessLevel::None),
+            ]
+        );
+        assert_eq!(translation.rules[1].to.children.as_deref(), Some(people));
+        assert_eq!(
+            translation.rules[1].by,
+            vec![
+                clause(Who::DnOne(people.into()), AccessLevel::Read),
+                clause(
+                    Who::DnOne("ou=x,dc=example,dc=com".into()),
+                    AccessLevel::Search
+                ),
+            ]
+        );
+        // Of the database, only the suffix is one level below dc=com.
+        assert_eq!(
+            translation.rules[2].to,
+            AccessTarget {
+                dn: Some("dc=example,dc=com".into()),
+                ..AccessTarget::default()
+            }
+        );
+        assert_eq!(translation.rules[3].to, AccessTarget::default());
+        assert_eq!(
+            translation.rules[4].to.children.as_deref(),
+            Some("dc=example,dc=com")
+        );
+        let kinds: Vec<(u64, NoteKind)> = translation
+            .notes
+            .iter()
+            .map(|note| (note.location.line, note.kind))
+            .collect();
+        assert_eq!(kinds, vec![(5, NoteKind::NotNeeded)]);
+        assert_eq!(loose_parent("cn=a\\,b,dc=x"), Some("dc=x"));
+        assert_eq!(loose_parent("dc=x"), Some(""));
+        assert_eq!(loose_parent(""), None);
     }
 
     #[test]

@@ -926,7 +926,8 @@ fn pick_limit(
 }
 
 /// A `limits` selector as a `[[limits]]` who: `*`, `anonymous`, `users`, `dn[.exact|.base]=`,
-/// `dn.subtree=`, `group=` (groupOfNames / groupOfUniqueNames membership).
+/// `dn.subtree=`, `dn.onelevel=`, `dn.children=`, `group=` (groupOfNames / groupOfUniqueNames
+/// membership).
 fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     use lmdir_config::Who;
     match text.to_ascii_lowercase().as_str() {
@@ -938,7 +939,7 @@ fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     let unsupported = || {
         format!(
             "selector {text:?} has no lmdir counterpart (*, anonymous, users, dn.exact=, \
-             dn.subtree=, group= are translated)"
+             dn.subtree=, dn.onelevel=, dn.children=, group= are translated)"
         )
     };
     let (kind, pattern) = text.split_once('=').ok_or_else(unsupported)?;
@@ -946,6 +947,8 @@ fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     match kind.to_ascii_lowercase().as_str() {
         "dn" | "dn.exact" | "dn.base" => Ok(Who::Dn(dn)),
         "dn.subtree" => Ok(Who::DnSubtree(dn)),
+        "dn.one" | "dn.onelevel" => Ok(Who::DnOne(dn)),
+        "dn.children" => Ok(Who::DnChildren(dn)),
         "group" => Ok(Who::Group(dn)),
         _ => Err(unsupported()),
     }

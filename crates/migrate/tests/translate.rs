@@ -408,6 +408,32 @@ access to * by users read\n";
     );
 }
 
+/// `dn.one` and `dn.children` rules reach the written (and loaded) config as `one` and
+/// `children`: a target the file lost would widen the rule to every entry.
+#[test]
+fn one_level_and_children_rules_reach_the_written_config() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let text = "database mdb\nsuffix dc=example,dc=com\n\
+access to dn.one=\"ou=people,dc=example,dc=com\" attrs=telephoneNumber by self read by * none\n\
+access to dn.children=\"ou=people,dc=example,dc=com\" by dn.one=\"ou=people,dc=example,dc=com\" read\n\
+access to * by dn.children=\"ou=people,dc=example,dc=com\" search\n";
+    let migration =
+        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    let people = "ou=people,dc=example,dc=com".to_string();
+    assert_eq!(
+        config.access[0].to.one.as_ref(),
+        Some(&people),
+        "{}",
+        migration.config_text
+    );
+    assert_eq!(config.access[0].to.subtree, None);
+    assert_eq!(config.access[1].to.children.as_ref(), Some(&people));
+    assert_eq!(config.access[1].by[0].who, Who::DnOne(people.clone()));
+    assert_eq!(config.access[2].by[0].who, Who::DnChildren(people));
+}
+
 #[test]
 fn memberof_overlay_turns_lmdir_memberof_on() {
     let directory = tempfile::tempdir().unwrap();
@@ -438,7 +464,9 @@ limits group=\"cn=services,ou=groups,dc=example,dc=com\" size=unlimited size.prt
 limits anonymous size.soft=50 size.hard=50 time=10 size.unchecked=1000\n\
 limits users size.prtotal=disabled size=100\n\
 limits dn.regex=\"^uid=.*\" size=unlimited\n\
-limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n";
+limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n\
+limits dn.onelevel=\"ou=batch,dc=example,dc=com\" size=2000\n\
+limits dn.children=\"ou=robots,dc=example,dc=com\" size=3000\n";
     let read = |path: &Path| std::fs::read_to_string(path);
     let migration =
         migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap();
@@ -473,6 +501,14 @@ limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n";
             LimitsRule {
                 time_seconds: Some(Limit::Unlimited),
                 ..rule(Who::DnSubtree("ou=apps,dc=example,dc=com".into()))
+            },
+            LimitsRule {
+                size: Some(Limit::Count(2000)),
+                ..rule(Who::DnOne("ou=batch,dc=example,dc=com".into()))
+            },
+            LimitsRule {
+                size: Some(Limit::Count(3000)),
+                ..rule(Who::DnChildren("ou=robots,dc=example,dc=com".into()))
             },
         ],
         "{}",
