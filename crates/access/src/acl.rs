@@ -159,9 +159,32 @@ fn rule_error(rule_index: usize, field: impl Into<String>, reason: impl Into<Str
 
 /// Tells whether a user (normalized DN) is a member of a group (normalized DN). The server
 /// implements it over the store (e.g. `member`/`uniqueMember` of the group entry); any
-/// `Fn(&str, &str) -> bool` closure works too.
+/// `Fn(&str, &str) -> bool` closure works too (it answers no for `group/<class>/<attribute>=`).
 pub trait GroupMembership {
+    /// `group=<DN>`: lmdir's own meaning (a `member` or `uniqueMember` value of the entry).
     fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool;
+
+    /// `group/<objectClass>/<attribute>=<DN>`, slapd's: the group entry has the objectClass
+    /// value and `member_ndn` is a value of exactly that attribute (equal to it: a uniqueMember
+    /// value with a `#'…'B` UID does not count, as in slapd). An implementation that cannot
+    /// tell answers no, which denies.
+    fn is_member_of(&self, group: &ExactGroup, member_ndn: &str) -> bool {
+        let _ = (group, member_ndn);
+        false
+    }
+}
+
+/// The group of a `group/<objectClass>/<attribute>=<DN>` clause, resolved with the schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExactGroup {
+    /// The group entry's normalized DN.
+    pub ndn: String,
+    /// The `objectClass` attribute.
+    pub object_class_attribute: AttrId,
+    /// The class as a normalized objectClass value (its primary name, lowercased).
+    pub object_class: String,
+    /// The member attribute (DN or NameAndOptionalUID syntax).
+    pub member_attribute: AttrId,
 }
 
 impl<F: Fn(&str, &str) -> bool> GroupMembership for F {
@@ -252,6 +275,7 @@ enum Who {
     /// Bound DNs strictly below.
     Children(String),
     Group(String),
+    GroupOf(ExactGroup),
 }
 
 #[derive(Debug, Clone)]
@@ -383,6 +407,9 @@ impl Who {
             Who::Group(group) => subject
                 .bound_ndn
                 .is_some_and(|bound| subject.groups.is_member(group, bound)),
+            Who::GroupOf(group) => subject
+                .bound_ndn
+                .is_some_and(|bound| subject.groups.is_member_of(group, bound)),
         }
     }
 }
@@ -595,17 +622,19 @@ impl AccessPolicy {
         self.is_default
     }
 
-    /// Whether any rule has a `group=` clause, so the server knows membership lookups matter.
+    /// Whether any rule has a `group=` (or `group/<class>/<attribute>=`) clause, so the server
+    /// knows membership lookups matter.
     pub fn uses_groups(&self) -> bool {
         self.rules.iter().any(|rule| {
             rule.grants
                 .iter()
-                .any(|grant| matches!(grant.who, Who::Group(_)))
+                .any(|grant| matches!(grant.who, Who::Group(_) | Who::GroupOf(_)))
         })
     }
 
     /// The normalized DNs of every group named in a `group=` clause, each once, in rule
-    /// order: the only groups whose membership can change a decision.
+    /// order: the only groups whose `is_member` can change a decision (the
+    /// `group/<class>/<attribute>=` clauses ask `is_member_of`).
     pub fn group_dns(&self) -> Vec<&str> {
         let mut group_dns: Vec<&str> = Vec::new();
         for grant in self.rules.iter().flat_map(|rule| &rule.grants) {
@@ -1415,7 +1444,7 @@ fn parse_who_text(text: &str, schema: &Schema) -> Result<Who, String> {
     let Some((keyword, dn_text)) = trimmed.split_once('=') else {
         return Err(format!(
             "'{text}' is not one of *, anonymous, users, self, dn=<DN>, dn.subtree=<DN>, \
-             dn.one=<DN>, dn.children=<DN>, group=<DN>"
+             dn.one=<DN>, dn.children=<DN>, group=<DN>, group/<objectClass>/<attribute>=<DN>"
         ));
     };
     let dn_text = dn_text.trim().trim_matches('"');
@@ -1424,7 +1453,11 @@ fn parse_who_text(text: &str, schema: &Schema) -> Result<Who, String> {
             .normalize_dn_str(dn_text)
             .map_err(|error| format!("{kind} '{dn_text}': {}", error.message))
     };
-    match keyword.trim().to_ascii_lowercase().as_str() {
+    let keyword = keyword.trim().to_ascii_lowercase();
+    if let Some(path) = keyword.strip_prefix("group/") {
+        return exact_group(path, normalize("group")?, schema).map(Who::GroupOf);
+    }
+    match keyword.as_str() {
         "dn" | "dn.exact" | "dn.base" => Ok(Who::ExactDn(normalize("dn")?)),
         "dn.subtree" => Ok(Who::Subtree(normalize("dn.subtree")?)),
         "dn.one" | "dn.onelevel" => Ok(Who::OneLevel(normalize("dn.one")?)),
@@ -1434,6 +1467,43 @@ fn parse_who_text(text: &str, schema: &Schema) -> Result<Who, String> {
             "unknown who kind '{other}' (dn, dn.subtree, dn.one, dn.children, group)"
         )),
     }
+}
+
+/// `<objectClass>/<attribute>` of a `group/<objectClass>/<attribute>=` clause: a known class and
+/// a known attribute of DN or NameAndOptionalUID syntax (slapd's static groups; a labeledURI
+/// subtype would make it a dynamic group, which these rules do not evaluate).
+fn exact_group(path: &str, ndn: String, schema: &Schema) -> Result<ExactGroup, String> {
+    let Some((class_name, attribute_name)) = path.split_once('/') else {
+        return Err(format!(
+            "group/{path}=: name both the object class and the member attribute \
+             (group/<objectClass>/<attribute>=<DN>)"
+        ));
+    };
+    let class = schema
+        .object_class(class_name)
+        .ok_or_else(|| format!("group/{path}=: unknown object class '{class_name}'"))?;
+    let member_attribute = schema
+        .attribute(attribute_name)
+        .ok_or_else(|| format!("group/{path}=: unknown attribute type '{attribute_name}'"))?;
+    let syntax = &schema.attribute_type(member_attribute).syntax;
+    if !matches!(
+        syntax,
+        lmdir_schema::Syntax::DistinguishedName | lmdir_schema::Syntax::NameAndOptionalUid
+    ) {
+        return Err(format!(
+            "group/{path}=: '{attribute_name}' is not of DN or NameAndOptionalUID syntax \
+             (dynamic groups are not evaluated in access rules)"
+        ));
+    }
+    Ok(ExactGroup {
+        ndn,
+        object_class_attribute: schema.object_class_attribute(),
+        object_class: schema
+            .object_class_definition(class)
+            .name()
+            .to_ascii_lowercase(),
+        member_attribute,
+    })
 }
 
 /// Whether a filter leaf uses only attributes `can_filter_on` allows (and, for `:dn:`

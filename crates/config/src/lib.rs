@@ -438,8 +438,16 @@ pub enum Who {
     DnOne(String),
     /// `dn.children=<DN>`: bound DNs below this DN, not itself.
     DnChildren(String),
-    /// `group=<DN>`: members (`member` / `uniqueMember`) of this group.
+    /// `group=<DN>`: members (`member` / `uniqueMember`) of this group, whatever its class.
     Group(String),
+    /// `group/<objectClass>/<attribute>=<DN>` (slapd's `group` clause, whose bare `group=`
+    /// means `group/groupOfNames/member=`): bound DNs that are values of exactly `attribute` of
+    /// the entry `dn`, which must have `object_class` among its objectClass values.
+    GroupOf {
+        object_class: String,
+        attribute: String,
+        dn: String,
+    },
 }
 
 impl TryFrom<String> for Who {
@@ -480,11 +488,45 @@ impl TryFrom<String> for Who {
         if let Some(dn) = dn_argument("group=") {
             return dn.map(Who::Group);
         }
+        if let Some(who) = group_of(&text) {
+            return who;
+        }
         Err(format!(
             "unknown who {text:?} (anonymous, users, self, *, \"dn=<DN>\", \"dn.subtree=<DN>\", \
-             \"dn.one=<DN>\", \"dn.children=<DN>\", \"group=<DN>\")"
+             \"dn.one=<DN>\", \"dn.children=<DN>\", \"group=<DN>\", \
+             \"group/<objectClass>/<attribute>=<DN>\")"
         ))
     }
+}
+
+/// `group/<objectClass>/<attribute>=<DN>`; None when the text does not start with `group/`.
+fn group_of(text: &str) -> Option<Result<Who, String>> {
+    let rest = text
+        .get(..6)
+        .filter(|start| start.eq_ignore_ascii_case("group/"))
+        .map(|_| &text[6..])?;
+    let form = || {
+        format!("who = {text:?}: write \"group/<objectClass>/<attribute>=<DN>\" (both names given)")
+    };
+    let Some((path, dn)) = rest.split_once('=') else {
+        return Some(Err(form()));
+    };
+    let Some((object_class, attribute)) = path.split_once('/') else {
+        return Some(Err(form()));
+    };
+    if !is_attribute_name(object_class) || !is_attribute_name(attribute) {
+        return Some(Err(form()));
+    }
+    let dn = dn.trim().to_string();
+    Some(
+        check_dn(&dn)
+            .map(|()| Who::GroupOf {
+                object_class: object_class.to_string(),
+                attribute: attribute.to_string(),
+                dn: dn.clone(),
+            })
+            .map_err(|message| format!("who = {text:?}: {message}")),
+    )
 }
 
 impl fmt::Display for Who {
@@ -499,6 +541,11 @@ impl fmt::Display for Who {
             Who::DnOne(dn) => write!(formatter, "dn.one={dn}"),
             Who::DnChildren(dn) => write!(formatter, "dn.children={dn}"),
             Who::Group(dn) => write!(formatter, "group={dn}"),
+            Who::GroupOf {
+                object_class,
+                attribute,
+                dn,
+            } => write!(formatter, "group/{object_class}/{attribute}={dn}"),
         }
     }
 }

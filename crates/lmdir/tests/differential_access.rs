@@ -47,6 +47,7 @@ fn dataset() -> String {
          cn: mixed\nmember: uid=ann,{PEOPLE}\nuniqueMember: uid=cat,{STAFF}\n\n\
          dn: cn=unique,ou=Groups,{SUFFIX}\nobjectClass: groupOfUniqueNames\n\
          objectClass: extensibleObject\ncn: unique\nuniqueMember: uid=bob,{PEOPLE}\n\
+         uniqueMember: uid=dan,ou=Others,{SUFFIX}#'0101'B\n\
          member: uid=cat,{STAFF}\n\n\
          dn: cn=role,ou=Groups,{SUFFIX}\nobjectClass: organizationalRole\n\
          objectClass: extensibleObject\ncn: role\nmember: uid=dan,ou=Others,{SUFFIX}\n"
@@ -377,4 +378,81 @@ fn one_level_and_children_rules_answer_like_slapd() {
         "lmdir answers differently:\n{failures}"
     );
     assert!(returned > 40, "only {returned} entries compared");
+}
+
+/// `ldapmodify`'s exit code (the LDAP result) for `ldif` sent as `bind`.
+fn modify_code(port: u16, bind: &Option<String>, ldif: &str) -> i32 {
+    use std::io::Write;
+    let mut child = Command::new("ldapmodify")
+        .args(["-x", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(bind_arguments(bind))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(ldif.as_bytes())
+        .unwrap();
+    child.wait().unwrap().code().unwrap_or(-1)
+}
+
+/// slapd's `group=` (groupOfNames, member), and `group/<class>/<attribute>=`.
+const GROUP_RULES: &str = "\
+access to dn.subtree=\"ou=People,dc=example,dc=com\" attrs=title
+  by group=\"cn=mixed,ou=Groups,dc=example,dc=com\" write
+  by group/groupOfUniqueNames/uniqueMember=\"cn=unique,ou=Groups,dc=example,dc=com\" read
+  by group=\"cn=role,ou=Groups,dc=example,dc=com\" read
+  by group/organizationalRole/roleOccupant=\"cn=role,ou=Groups,dc=example,dc=com\" read
+  by * none
+access to attrs=userPassword by self write by anonymous auth by * none
+access to * by * read
+";
+
+/// Only ann (a `member` of the groupOfNames cn=mixed) may write titles, only bob (a
+/// `uniqueMember` of the groupOfUniqueNames cn=unique) reads them besides her. cat is a
+/// `uniqueMember` of cn=mixed and a `member` of cn=unique, dan a `member` of the
+/// organizationalRole cn=role and a `uniqueMember` of cn=unique with a UID (`#'0101'B`):
+/// slapd counts none of that. Migrated to lmdir's `group=` (member or uniqueMember, any class,
+/// UIDs allowed), cat could write titles and dan read them.
+#[test]
+fn group_class_and_attribute_answer_like_slapd() {
+    if !conformance::tools_ready("group_class_and_attribute_answer_like_slapd") {
+        return;
+    }
+    let (mut servers, conf) = Servers::slapd_conf(GROUP_RULES);
+    servers.start_lmdir(&conf);
+    let searches: &[(&str, &[&str])] = &[
+        ("(objectClass=*)", &["title"]),
+        ("(title=title*)", &["1.1"]),
+    ];
+    let compares = [(format!("uid=bob,{PEOPLE}"), "title:title of bob")];
+    let compares: Vec<(&str, &str)> = compares
+        .iter()
+        .map(|(dn, assertion)| (dn.as_str(), *assertion))
+        .collect();
+    let (mut failures, returned) = differences(&servers, searches, &compares);
+    // Writes go through the writer's own membership lookups (in its transaction). The value
+    // written is the one there, so both servers keep the same data.
+    let change =
+        format!("dn: uid=bob,{PEOPLE}\nchangetype: modify\nreplace: title\ntitle: title of bob\n");
+    let mut codes = Vec::new();
+    for (who, bind) in identities().into_iter().skip(1) {
+        let slapd = modify_code(servers.slapd_port, &bind, &change);
+        let lmdir = modify_code(servers.lmdir_port, &bind, &change);
+        codes.push((who, slapd));
+        if slapd != lmdir {
+            failures += &format!("as {who}: modify title: slapd {slapd} lmdir {lmdir}\n");
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "lmdir answers differently:\n{failures}"
+    );
+    assert_eq!(codes, [("ann", 0), ("bob", 50), ("cat", 50), ("dan", 50)]);
+    assert!(returned > 30, "only {returned} entries compared");
 }

@@ -620,22 +620,49 @@ fn parse_who(text: &str) -> Result<Who, String> {
             other => Err(format!("who dn.{other}= has no lmdir counterpart")),
         };
     }
-    if let Some(rest) = lower.strip_prefix("group") {
-        let (path, style) = rest.split_once('.').unwrap_or((rest, ""));
-        let member_kind = path.trim_start_matches('/');
-        let supported = matches!(
-            member_kind,
-            "" | "groupofnames" | "groupofnames/member" | "groupofuniquenames/uniquemember"
-        );
-        if supported && matches!(style, "" | "exact" | "base") {
-            return Ok(Who::Group(value.to_string()));
-        }
-        return Err(format!(
-            "who {name}= (other group classes, member attributes or styles) has no lmdir \
-             counterpart"
-        ));
+    if lower.starts_with("group") {
+        return group_who(name, value);
     }
     Err(format!("who {name}= has no lmdir counterpart"))
+}
+
+/// slapd's `group[/<objectClass>[/<attribute>]][.exact]=<DN>` (for `access` and `limits`):
+/// lmdir's `group/<objectClass>/<attribute>=<DN>`, the defaults groupOfNames and member
+/// filled in. lmdir's bare `group=` accepts member or uniqueMember on any entry: more than
+/// slapd, so it is never written.
+pub(crate) fn group_who(name: &str, value: &str) -> Result<Who, String> {
+    let rest = &name["group".len()..];
+    // The style follows the last dot; an OID's dots (`group/2.5.6.9/member`) are no style.
+    let (path, style) = match rest.rsplit_once('.') {
+        Some((path, style)) if style.chars().all(|c| c.is_ascii_alphabetic()) => (path, style),
+        _ => (rest, ""),
+    };
+    if !matches!(style.to_ascii_lowercase().as_str(), "" | "exact" | "base") {
+        return Err(format!(
+            "who {name}=: the {style} style (substitutions) has no lmdir counterpart"
+        ));
+    }
+    let mut parts = path.split('/').skip(1);
+    let object_class = parts.next().unwrap_or("groupOfNames");
+    let attribute = parts.next().unwrap_or("member");
+    if !path.is_empty() && !path.starts_with('/') || parts.next().is_some() {
+        return Err(format!("who {name}= has no lmdir counterpart"));
+    }
+    if object_class.is_empty() || attribute.is_empty() {
+        return Err(format!("who {name}=: an empty object class or attribute"));
+    }
+    // A labeledURI subtype makes slapd evaluate a dynamic group (groupOfURLs' memberURL).
+    if ["memberurl", "labeleduri"].contains(&attribute.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "who {name}=: dynamic groups (URL member attributes) are not evaluated by lmdir's \
+             access rules"
+        ));
+    }
+    Ok(Who::GroupOf {
+        object_class: object_class.to_string(),
+        attribute: attribute.to_string(),
+        dn: value.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -719,7 +746,11 @@ mod tests {
         ]);
         assert_eq!(translation.rules.len(), 2);
         let group = clause(
-            Who::Group("cn=admins,dc=example,dc=com".into()),
+            Who::GroupOf {
+                object_class: "groupOfNames".into(),
+                attribute: "member".into(),
+                dn: "cn=admins,dc=example,dc=com".into(),
+            },
             AccessLevel::Write,
         );
         assert_eq!(
@@ -893,6 +924,56 @@ mod tests {
         assert_eq!(loose_parent("cn=a\\,b,dc=x"), Some("dc=x"));
         assert_eq!(loose_parent("dc=x"), Some(""));
         assert_eq!(loose_parent(""), None);
+    }
+
+    /// slapd's `group=` is `group/groupOfNames/member=`: only a groupOfNames entry's `member`
+    /// values count. Mapped to lmdir's `group=` (member or uniqueMember, any class), the
+    /// members of a groupOfUniqueNames or a role with `member` values were granted too.
+    #[test]
+    fn group_clauses_keep_slapds_class_and_attribute() {
+        let group = |object_class: &str, attribute: &str| Who::GroupOf {
+            object_class: object_class.into(),
+            attribute: attribute.into(),
+            dn: "cn=g,dc=example,dc=com".into(),
+        };
+        for (text, who) in [
+            ("group", group("groupOfNames", "member")),
+            ("group.exact", group("groupOfNames", "member")),
+            (
+                "group/groupOfUniqueNames",
+                group("groupOfUniqueNames", "member"),
+            ),
+            (
+                "group/groupOfUniqueNames/uniqueMember",
+                group("groupOfUniqueNames", "uniqueMember"),
+            ),
+            (
+                "group/groupOfNames/member.exact",
+                group("groupOfNames", "member"),
+            ),
+            (
+                "group/organizationalRole/roleOccupant",
+                group("organizationalRole", "roleOccupant"),
+            ),
+            ("group/2.5.6.9/2.5.4.31", group("2.5.6.9", "2.5.4.31")),
+        ] {
+            assert_eq!(
+                parse_who(&format!("{text}=cn=g,dc=example,dc=com")),
+                Ok(who),
+                "{text}"
+            );
+        }
+        for text in [
+            "group.expand",
+            "group/groupOfURLs/memberURL",
+            "groupx",
+            "group/a/b/c",
+        ] {
+            assert!(
+                parse_who(&format!("{text}=cn=g,dc=example,dc=com")).is_err(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

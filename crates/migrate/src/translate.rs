@@ -926,8 +926,8 @@ fn pick_limit(
 }
 
 /// A `limits` selector as a `[[limits]]` who: `*`, `anonymous`, `users`, `dn[.exact|.base]=`,
-/// `dn.subtree=`, `dn.onelevel=`, `dn.children=`, `group=` (groupOfNames / groupOfUniqueNames
-/// membership).
+/// `dn.subtree=`, `dn.onelevel=`, `dn.children=`, `group[/<objectClass>[/<attribute>]]=` (as
+/// slapd: groupOfNames and member unless named).
 fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     use lmdir_config::Who;
     match text.to_ascii_lowercase().as_str() {
@@ -939,17 +939,19 @@ fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     let unsupported = || {
         format!(
             "selector {text:?} has no lmdir counterpart (*, anonymous, users, dn.exact=, \
-             dn.subtree=, dn.onelevel=, dn.children=, group= are translated)"
+             dn.subtree=, dn.onelevel=, dn.children=, group[/class/attribute]= are translated)"
         )
     };
     let (kind, pattern) = text.split_once('=').ok_or_else(unsupported)?;
     let dn = pattern.trim().trim_matches('"').to_string();
+    if kind.to_ascii_lowercase().starts_with("group") {
+        return crate::access::group_who(kind, &dn);
+    }
     match kind.to_ascii_lowercase().as_str() {
         "dn" | "dn.exact" | "dn.base" => Ok(Who::Dn(dn)),
         "dn.subtree" => Ok(Who::DnSubtree(dn)),
         "dn.one" | "dn.onelevel" => Ok(Who::DnOne(dn)),
         "dn.children" => Ok(Who::DnChildren(dn)),
-        "group" => Ok(Who::Group(dn)),
         _ => Err(unsupported()),
     }
 }

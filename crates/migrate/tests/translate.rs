@@ -150,7 +150,11 @@ fn slapd_conf_translates_or_lists_every_directive() {
         whos,
         vec![
             (
-                Who::Group("cn=Admins,o=University of Michigan,c=US".into()),
+                Who::GroupOf {
+                    object_class: "groupOfUniqueNames".into(),
+                    attribute: "uniqueMember".into(),
+                    dn: "cn=Admins,o=University of Michigan,c=US".into()
+                },
                 AccessLevel::Write
             ),
             (Who::Users, AccessLevel::Read)
@@ -486,7 +490,11 @@ limits dn.children=\"ou=robots,dc=example,dc=com\" size=3000\n";
                 size: Some(Limit::Unlimited),
                 paged_total: Some(Limit::Unlimited),
                 page_size: Some(Limit::Count(1000)),
-                ..rule(Who::Group("cn=services,ou=groups,dc=example,dc=com".into()))
+                ..rule(Who::GroupOf {
+                    object_class: "groupOfNames".into(),
+                    attribute: "member".into(),
+                    dn: "cn=services,ou=groups,dc=example,dc=com".into()
+                })
             },
             LimitsRule {
                 size: Some(Limit::Count(50)),
