@@ -154,6 +154,60 @@ impl Servers {
         (servers, conf)
     }
 
+    /// slapd from a cn=config directory made by `slapadd -n0` of `slapd.conf`'s cn=config
+    /// (`rules` in it) with the database's olcAccess values listed in reverse: the LDIF is
+    /// returned, slapd put the values in their `{n}` order.
+    fn cn_config_reversed(rules: &str) -> (Servers, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let path = |name: &str| root.path().join(name);
+        std::fs::create_dir_all(path("openldap-db")).unwrap();
+        std::fs::create_dir_all(path("made.d")).unwrap();
+        std::fs::create_dir_all(path("slapd.d")).unwrap();
+        std::fs::write(path("slapd.conf"), slapd_conf(root.path(), rules)).unwrap();
+        std::fs::write(path("data.ldif"), dataset()).unwrap();
+        let slaptest = Command::new("slaptest")
+            .arg("-f")
+            .arg(path("slapd.conf"))
+            .arg("-F")
+            .arg(path("made.d"))
+            .output()
+            .unwrap();
+        assert!(slaptest.status.success() || path("made.d/cn=config.ldif").exists());
+        let n0 = run_checked(
+            Command::new("slapcat")
+                .args(["-n0", "-F"])
+                .arg(path("made.d")),
+        );
+        let reversed = reverse_access_values(&String::from_utf8_lossy(&n0.stdout));
+        std::fs::write(path("config.ldif"), reversed).unwrap();
+        let slapd_d = path("slapd.d");
+        run_checked(
+            Command::new("slapadd")
+                .args(["-n0", "-F"])
+                .arg(&slapd_d)
+                .arg("-l")
+                .arg(path("config.ldif")),
+        );
+        run_checked(
+            Command::new("slapadd")
+                .arg("-F")
+                .arg(&slapd_d)
+                .args(["-b", SUFFIX, "-l"])
+                .arg(path("data.ldif")),
+        );
+        let servers = Servers::new(root);
+        run_checked(
+            Command::new("/usr/sbin/slapd")
+                .arg("-F")
+                .arg(&slapd_d)
+                .arg("-h")
+                .arg(format!("ldap://127.0.0.1:{}/", servers.slapd_port)),
+        );
+        wait_until_up(servers.slapd_port);
+        let config_ldif = servers.path("config.ldif");
+        (servers, config_ldif)
+    }
+
     fn new(root: tempfile::TempDir) -> Servers {
         Servers {
             root,
@@ -195,6 +249,29 @@ impl Servers {
         );
         wait_until_up(self.lmdir_port);
     }
+}
+
+/// `slapcat -n0` output with the olcAccess values of each entry in reverse order (continuation
+/// lines unfolded).
+fn reverse_access_values(ldif: &str) -> String {
+    let unfolded = ldif.replace("\n ", "");
+    let mut records = Vec::new();
+    for record in unfolded.split("\n\n") {
+        let lines: Vec<&str> = record.lines().collect();
+        let is_access = |line: &&str| line.to_ascii_lowercase().starts_with("olcaccess:");
+        let mut access: Vec<&str> = lines.iter().copied().filter(is_access).collect();
+        access.reverse();
+        let mut reordered = Vec::new();
+        for line in &lines {
+            if is_access(line) {
+                reordered.push(access.remove(0));
+            } else {
+                reordered.push(line);
+            }
+        }
+        records.push(reordered.join("\n"));
+    }
+    records.join("\n\n")
 }
 
 /// Who asks: a name for messages and the bind (None: anonymous).
@@ -455,4 +532,47 @@ fn group_class_and_attribute_answer_like_slapd() {
     );
     assert_eq!(codes, [("ann", 0), ("bob", 50), ("cat", 50), ("dan", 50)]);
     assert!(returned > 30, "only {returned} entries compared");
+}
+
+/// The olcAccess order that matters: the password and phone rules before `to *`.
+const ORDERED_RULES: &str = "\
+access to attrs=userPassword by self write by anonymous auth by * none
+access to dn.one=\"ou=People,dc=example,dc=com\" attrs=telephoneNumber by self read by * none
+access to * by users read by anonymous search
+";
+
+/// A cn=config LDIF listing olcAccess values out of their `{n}` order (`{2}to * ...` first):
+/// slapd applies them by their numbers, and so does the migrated lmdir. Taken in file order,
+/// `to * by users read` came first and every user read every password hash and phone.
+#[test]
+fn olcaccess_values_apply_in_prefix_order_like_slapd() {
+    if !conformance::tools_ready("olcaccess_values_apply_in_prefix_order_like_slapd") {
+        return;
+    }
+    let (mut servers, config_ldif) = Servers::cn_config_reversed(ORDERED_RULES);
+    let text = std::fs::read_to_string(&config_ldif).unwrap();
+    let first = text
+        .find("olcAccess: {2}to *")
+        .expect("the reversed values");
+    assert!(first < text.find("olcAccess: {0}to attrs=userPassword").unwrap());
+    servers.start_lmdir(&config_ldif);
+    let searches: &[(&str, &[&str])] = &[
+        (
+            "(objectClass=*)",
+            &["userPassword", "telephoneNumber", "cn"],
+        ),
+        ("(userPassword=*)", &["1.1"]),
+        ("(telephoneNumber=*)", &["1.1"]),
+    ];
+    let compares = [(format!("uid=bob,{PEOPLE}"), "telephoneNumber:+1 555 0333")];
+    let compares: Vec<(&str, &str)> = compares
+        .iter()
+        .map(|(dn, assertion)| (dn.as_str(), *assertion))
+        .collect();
+    let (failures, returned) = differences(&servers, searches, &compares);
+    assert!(
+        failures.is_empty(),
+        "lmdir answers differently:\n{failures}"
+    );
+    assert!(returned > 40, "only {returned} entries compared");
 }
