@@ -55,15 +55,15 @@ fn dataset() -> String {
     ldif
 }
 
-/// slapd.conf: Debian's schema, back-mdb on `root/openldap-db`, `rules` in the database section.
-fn slapd_conf(root: &Path, rules: &str) -> String {
+/// slapd.conf: Debian's schema, `global` rules, back-mdb on `root/openldap-db` with `rules`.
+fn slapd_conf(root: &Path, global: &str, rules: &str) -> String {
     let mut text = String::new();
     for schema in ["core", "cosine", "inetorgperson", "nis"] {
         text += &format!("include /etc/ldap/schema/{schema}.schema\n");
     }
     text += &format!(
         "modulepath /usr/lib/ldap\nmoduleload back_mdb\npidfile {root}/slapd.pid\n\
-         sizelimit unlimited\n\n\
+         sizelimit unlimited\n{global}\n\
          database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
          directory {root}/openldap-db\nmaxsize 1073741824\nindex objectClass eq\n{rules}",
         root = root.display()
@@ -128,11 +128,11 @@ impl Drop for Servers {
 
 impl Servers {
     /// slapd from `slapd.conf` with `rules`, loaded with `dataset()` by slapadd.
-    fn slapd_conf(rules: &str) -> (Servers, PathBuf) {
+    fn slapd_conf(global: &str, rules: &str) -> (Servers, PathBuf) {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(root.path().join("openldap-db")).unwrap();
         let conf = root.path().join("slapd.conf");
-        std::fs::write(&conf, slapd_conf(root.path(), rules)).unwrap();
+        std::fs::write(&conf, slapd_conf(root.path(), global, rules)).unwrap();
         let data = root.path().join("data.ldif");
         std::fs::write(&data, dataset()).unwrap();
         run_checked(
@@ -163,7 +163,7 @@ impl Servers {
         std::fs::create_dir_all(path("openldap-db")).unwrap();
         std::fs::create_dir_all(path("made.d")).unwrap();
         std::fs::create_dir_all(path("slapd.d")).unwrap();
-        std::fs::write(path("slapd.conf"), slapd_conf(root.path(), rules)).unwrap();
+        std::fs::write(path("slapd.conf"), slapd_conf(root.path(), "", rules)).unwrap();
         std::fs::write(path("data.ldif"), dataset()).unwrap();
         let slaptest = Command::new("slaptest")
             .arg("-f")
@@ -365,7 +365,7 @@ fn a_conditional_break_rule_is_refused_where_slapd_restricts() {
         return;
     }
     let rules = "access to * by * ssf=128 break\naccess to * by * read\n";
-    let (servers, conf) = Servers::slapd_conf(rules);
+    let (servers, conf) = Servers::slapd_conf("", rules);
     let ann = identities()[1].1.clone();
     for bind in [None, ann] {
         let slapd = search(servers.slapd_port, &bind, "(objectClass=*)", &["cn"]);
@@ -377,7 +377,7 @@ fn a_conditional_break_rule_is_refused_where_slapd_restricts() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{stderr}");
     assert!(!out.exists(), "a refused migration wrote {}", out.display());
-    let line = slapd_conf(servers.root.path(), rules)
+    let line = slapd_conf(servers.root.path(), "", rules)
         .lines()
         .position(|line| line.contains("ssf=128"))
         .unwrap()
@@ -431,7 +431,7 @@ fn one_level_and_children_rules_answer_like_slapd() {
     if !conformance::tools_ready("one_level_and_children_rules_answer_like_slapd") {
         return;
     }
-    let (mut servers, conf) = Servers::slapd_conf(SCOPE_RULES);
+    let (mut servers, conf) = Servers::slapd_conf("", SCOPE_RULES);
     servers.start_lmdir(&conf);
     let searches: &[(&str, &[&str])] = &[
         ("(objectClass=*)", &["telephoneNumber", "description"]),
@@ -501,7 +501,7 @@ fn group_class_and_attribute_answer_like_slapd() {
     if !conformance::tools_ready("group_class_and_attribute_answer_like_slapd") {
         return;
     }
-    let (mut servers, conf) = Servers::slapd_conf(GROUP_RULES);
+    let (mut servers, conf) = Servers::slapd_conf("", GROUP_RULES);
     servers.start_lmdir(&conf);
     let searches: &[(&str, &[&str])] = &[
         ("(objectClass=*)", &["title"]),
@@ -575,4 +575,49 @@ fn olcaccess_values_apply_in_prefix_order_like_slapd() {
         "lmdir answers differently:\n{failures}"
     );
     assert!(returned > 40, "only {returned} entries compared");
+}
+
+/// A global rule keeping anonymous from the root DSE: slapd hides it (and, past the last global
+/// rule, cn=Subschema from everyone); lmdir serves both to everyone, which migrate now says on
+/// a line of its own instead of counting the rule as not needed.
+#[test]
+fn root_dse_restrictions_are_reported_where_slapd_hides_it() {
+    if !conformance::tools_ready("root_dse_restrictions_are_reported_where_slapd_hides_it") {
+        return;
+    }
+    let global = "access to dn.base=\"\" by users read by * none\n";
+    let (servers, conf) = Servers::slapd_conf(global, "access to * by * read\n");
+    let root_dse = |bind: &Option<String>, base: &str| {
+        let output = Command::new("ldapsearch")
+            .args(["-x", "-LLL", "-H"])
+            .arg(format!("ldap://127.0.0.1:{}", servers.slapd_port))
+            .args(bind_arguments(bind))
+            .args(["-b", base, "-s", "base", "(objectClass=*)", "1.1"])
+            .output()
+            .unwrap();
+        answer(output).entries.len()
+    };
+    let ann = identities()[1].1.clone();
+    assert_eq!(root_dse(&None, ""), 0, "slapd shows anonymous the root DSE");
+    assert_eq!(root_dse(&ann, ""), 1);
+    assert_eq!(root_dse(&ann, "cn=Subschema"), 0);
+
+    let out = servers.path("lmdir/lmdir.toml");
+    let output = migrate(&conf, &out, servers.lmdir_port, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let line = slapd_conf(servers.root.path(), global, "")
+        .lines()
+        .position(|line| line.starts_with("access to dn.base=\"\""))
+        .unwrap()
+        + 1;
+    let warning = stderr
+        .lines()
+        .find(|text| text.contains(&format!("slapd.conf:{line}: approximated")))
+        .unwrap_or_else(|| panic!("no note for the root DSE rule: {stderr}"));
+    assert!(
+        warning.contains("slapd governs the root DSE and cn=Subschema")
+            && warning.contains("lmdir serves the root DSE and cn=Subschema to everyone"),
+        "{warning}"
+    );
 }

@@ -24,15 +24,21 @@ pub(crate) struct AccessTranslation {
     pub widening: Vec<Note>,
 }
 
-/// `access_directives`: the database's `access` directives, then the global ones.
+/// The database's `access` directives, then the global ones (slapd appends those to every
+/// database's). The global ones alone govern the root DSE and cn=Subschema in slapd: a rule
+/// there that does not let everyone read them gets a note (lmdir serves both to everyone).
 pub(crate) fn translate_access(
-    access_directives: &[&Directive],
+    database: &[&Directive],
+    global: &[&Directive],
     suffix: &str,
 ) -> AccessTranslation {
-    let shapes: Vec<Result<RuleShape, String>> = access_directives
+    let directives: Vec<&Directive> = database.iter().chain(global).copied().collect();
+    let shapes: Vec<Result<RuleShape, String>> = directives
         .iter()
         .map(|directive| parse_rule(directive.arguments(), suffix))
         .collect();
+    let mut warnings = vec![None; database.len()];
+    warnings.extend(crate::server_entries::reading_warnings(global));
     let mut translation = AccessTranslation {
         rules: Vec::new(),
         notes: Vec::new(),
@@ -40,21 +46,26 @@ pub(crate) fn translate_access(
     };
     // Clauses of earlier `to * ... by * break` rules, tried first in every later rule.
     let mut break_prefix: Vec<AccessClause> = Vec::new();
-    for (index, (directive, shape)) in access_directives.iter().zip(&shapes).enumerate() {
+    for (index, directive) in directives.iter().enumerate() {
         let note = |kind, reason: String| Note {
             location: directive.location.clone(),
             directive: directive.text.clone(),
             kind,
             reason,
         };
-        let parsed = match shape {
+        let warning = warnings[index]
+            .take()
+            .map(|reason| note(NoteKind::Approximated, reason));
+        match &shapes[index] {
             Ok(RuleShape::OutsideSuffix(reason)) => {
-                translation
-                    .notes
-                    .push(note(NoteKind::NotNeeded, reason.clone()));
-                continue;
+                let not_needed = || note(NoteKind::NotNeeded, reason.clone());
+                translation.notes.push(warning.unwrap_or_else(not_needed));
             }
-            Ok(RuleShape::Rule(rule)) => rule,
+            Ok(RuleShape::Rule(rule)) => {
+                let later = &shapes[index + 1..];
+                add_rule(rule, later, &note, &mut break_prefix, &mut translation);
+                translation.notes.extend(warning);
+            }
             Err(reason) => {
                 let left_out = note(
                     NoteKind::NotTranslated,
@@ -62,36 +73,9 @@ pub(crate) fn translate_access(
                 );
                 translation.widening.push(left_out.clone());
                 translation.notes.push(left_out);
-                continue;
+                translation.notes.extend(warning);
             }
-        };
-        let mut clauses = break_prefix.clone();
-        for (clause, problem) in &parsed.clauses {
-            if let Some(problem) = problem {
-                let (reason, widens) = clause_outcome(problem, parsed, &shapes[index + 1..]);
-                let clause_note = note(problem.kind, reason);
-                if widens {
-                    translation.widening.push(clause_note.clone());
-                }
-                translation.notes.push(clause_note);
-            }
-            clauses.extend(clause.clone());
         }
-        if parsed.ends_with_break {
-            break_prefix = clauses;
-            continue;
-        }
-        if clauses.is_empty() {
-            // A rule with no clause denies everyone what it covers; keep that.
-            clauses.push(AccessClause {
-                who: Who::Anyone,
-                access: AccessLevel::None,
-            });
-        }
-        translation.rules.push(AccessRule {
-            to: parsed.target.clone(),
-            by: clauses,
-        });
     }
     if !break_prefix.is_empty() {
         translation.rules.push(AccessRule {
@@ -100,6 +84,44 @@ pub(crate) fn translate_access(
         });
     }
     translation
+}
+
+/// One translated rule: its notes, and the rule itself, or (a `by * break` rule) its clauses as
+/// the ones later rules try first.
+fn add_rule(
+    parsed: &ParsedRule,
+    later: &[Result<RuleShape, String>],
+    note: &dyn Fn(NoteKind, String) -> Note,
+    break_prefix: &mut Vec<AccessClause>,
+    translation: &mut AccessTranslation,
+) {
+    let mut clauses = break_prefix.clone();
+    for (clause, problem) in &parsed.clauses {
+        if let Some(problem) = problem {
+            let (reason, widens) = clause_outcome(problem, parsed, later);
+            let clause_note = note(problem.kind, reason);
+            if widens {
+                translation.widening.push(clause_note.clone());
+            }
+            translation.notes.push(clause_note);
+        }
+        clauses.extend(clause.clone());
+    }
+    if parsed.ends_with_break {
+        *break_prefix = clauses;
+        return;
+    }
+    if clauses.is_empty() {
+        // A rule with no clause denies everyone what it covers; keep that.
+        clauses.push(AccessClause {
+            who: Who::Anyone,
+            access: AccessLevel::None,
+        });
+    }
+    translation.rules.push(AccessRule {
+        to: parsed.target.clone(),
+        by: clauses,
+    });
 }
 
 /// A clause note's reason, and whether the clause was left out where a later clause of its
@@ -386,7 +408,7 @@ fn place_dn_target(
 
 /// The parent of a `loose_dn` form (`""` for one RDN), `None` for the root; an escaped comma
 /// (`\,`) does not separate RDNs.
-fn loose_parent(dn: &str) -> Option<&str> {
+pub(crate) fn loose_parent(dn: &str) -> Option<&str> {
     if dn.is_empty() {
         return None;
     }
@@ -406,7 +428,7 @@ fn loose_parent(dn: &str) -> Option<&str> {
 }
 
 /// Lowercased, without spaces around separators: enough to compare the DNs of one config.
-fn loose_dn(dn: &str) -> String {
+pub(crate) fn loose_dn(dn: &str) -> String {
     dn.split(',')
         .map(|rdn| rdn.split('=').map(str::trim).collect::<Vec<_>>().join("="))
         .collect::<Vec<_>>()
@@ -414,12 +436,12 @@ fn loose_dn(dn: &str) -> String {
         .to_lowercase()
 }
 
-fn is_at_or_below(dn: &str, ancestor: &str) -> bool {
+pub(crate) fn is_at_or_below(dn: &str, ancestor: &str) -> bool {
     ancestor.is_empty() || dn == ancestor || dn.ends_with(&format!(",{ancestor}"))
 }
 
 /// The words of each `by` clause (without the `by`).
-fn split_clauses(words: &[String]) -> Result<Vec<Vec<String>>, String> {
+pub(crate) fn split_clauses(words: &[String]) -> Result<Vec<Vec<String>>, String> {
     let mut clauses: Vec<Vec<String>> = Vec::new();
     for word in words {
         if word.eq_ignore_ascii_case("by") {
@@ -435,25 +457,25 @@ fn split_clauses(words: &[String]) -> Result<Vec<Vec<String>>, String> {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum Control {
+pub(crate) enum Control {
     Stop,
     Continue,
     Break,
 }
 
-struct Clause {
-    who_text: String,
+pub(crate) struct Clause {
+    pub(crate) who_text: String,
     /// Words between the who and the access level (`ssf=128`, `peername.ip=…`).
-    conditions: Vec<String>,
+    pub(crate) conditions: Vec<String>,
     /// The access word as written, when given.
     level_word: Option<String>,
     who: Result<Who, String>,
     /// The level, with the reason when it only approximates slapd's.
-    level: Result<(AccessLevel, Option<String>), String>,
-    control: Control,
+    pub(crate) level: Result<(AccessLevel, Option<String>), String>,
+    pub(crate) control: Control,
 }
 
-fn parse_clause(words: &[String]) -> Result<Clause, String> {
+pub(crate) fn parse_clause(words: &[String]) -> Result<Clause, String> {
     let who_text = words[0].clone();
     let mut rest = &words[1..];
     let mut conditions = Vec::new();
@@ -531,7 +553,7 @@ fn is_control_word(word: &str) -> bool {
         .any(|control| word.eq_ignore_ascii_case(control))
 }
 
-fn parse_level(word: &str) -> Result<(AccessLevel, Option<String>), String> {
+pub(crate) fn parse_level(word: &str) -> Result<(AccessLevel, Option<String>), String> {
     let lower = word.to_ascii_lowercase();
     if lower.starts_with("self") {
         return Err(format!(
@@ -689,7 +711,7 @@ mod tests {
     fn run(lines: &[&str]) -> AccessTranslation {
         let list = directives(lines);
         let references: Vec<&Directive> = list.iter().collect();
-        translate_access(&references, "dc=example,dc=com")
+        translate_access(&references, &[], "dc=example,dc=com")
     }
 
     fn clause(who: Who, access: AccessLevel) -> AccessClause {

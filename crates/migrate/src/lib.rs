@@ -11,6 +11,7 @@ mod access;
 mod cn_config;
 mod conf;
 mod emit;
+mod server_entries;
 mod translate;
 
 use std::fmt;

@@ -778,16 +778,10 @@ impl<'a> Translator<'a> {
 
     fn finish_access(&mut self) {
         let suffix = self.draft.suffix.clone().unwrap_or_default();
-        let all: Vec<&Directive> = self
-            .access
-            .iter()
-            .chain(&self.global_access)
-            .copied()
-            .collect();
-        let translation = translate_access(&all, &suffix);
+        let translation = translate_access(&self.access, &self.global_access, &suffix);
         self.notes.extend(translation.notes);
         self.access_widening = translation.widening;
-        if all.is_empty() {
+        if self.access.is_empty() && self.global_access.is_empty() {
             self.notes.push(Note {
                 location: Location {
                     file: "(no access directives)".to_string(),

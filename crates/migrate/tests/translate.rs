@@ -182,12 +182,23 @@ fn slapd_conf_translates_or_lists_every_directive() {
     // overlay syncprov: a provider, with server_id 1 (noted: slapd's needs none).
     assert!(config.replication.provider);
     assert_eq!(config.replication.server_id, 1);
-    // pidfile, argsfile, modulepath, moduleload, the root DSE rule, directory, maxsize.
+    // pidfile, argsfile, modulepath, moduleload, directory, maxsize.
     assert_eq!(
         noted_lines(&migration, NoteKind::NotNeeded),
-        vec![4, 5, 6, 7, 13, 19, 20]
+        vec![4, 5, 6, 7, 19, 20]
     );
-    // size.hard differs from size.soft; nolang; server_id 1 for syncprov; slapd's defaults.
+    // The only global rule is for the root DSE: slapd's implicit `by * none` after it hides
+    // cn=Subschema, which lmdir serves to everyone (line 13). Also: size.hard differs from
+    // size.soft; nolang; server_id 1 for syncprov; slapd's defaults.
+    let root_dse_note = migration
+        .notes
+        .iter()
+        .find(|note| note.location.line == 13)
+        .unwrap();
+    assert_eq!(root_dse_note.kind, NoteKind::Approximated);
+    assert!(root_dse_note
+        .reason
+        .starts_with("slapd governs cn=Subschema with"));
     assert_eq!(migration.notes.len(), 14, "{:#?}", migration.notes);
     assert!(migration.config_text.contains("NOT TRANSLATED"));
 }
