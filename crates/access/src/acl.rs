@@ -17,7 +17,8 @@ use std::borrow::Cow;
 use std::fmt;
 
 use lmdir_schema::{
-    normalized_dn_is_within, AttrId, CoveredAttribute, EntryView, Filter, PreparedFilter, Schema,
+    normalized_dn_is_descendant_of, normalized_dn_is_within, normalized_dn_parent, AttrId,
+    CoveredAttribute, EntryView, Filter, PreparedFilter, Schema,
 };
 
 /// Most rules a policy may hold.
@@ -93,6 +94,10 @@ pub struct AccessRuleSpec {
     pub subtree: Option<String>,
     /// `to.dn`: the rule applies to exactly this entry.
     pub dn: Option<String>,
+    /// `to.one`: the rule applies to the entries exactly one level below this one.
+    pub one: Option<String>,
+    /// `to.children`: the rule applies to every entry below this one, not to itself.
+    pub children: Option<String>,
     /// `to.filter`: the rule applies only to entries matching this RFC 4515 filter.
     pub filter: Option<String>,
     /// `to.attrs`: attribute names (subtypes included), `entry` and `children`; empty = all.
@@ -106,6 +111,8 @@ impl From<&lmdir_config::AccessRule> for AccessRuleSpec {
         AccessRuleSpec {
             subtree: rule.to.subtree.clone(),
             dn: rule.to.dn.clone(),
+            one: rule.to.one.clone(),
+            children: rule.to.children.clone(),
             filter: rule.to.filter.clone(),
             attrs: rule.to.attrs.clone(),
             by: rule
@@ -152,9 +159,32 @@ fn rule_error(rule_index: usize, field: impl Into<String>, reason: impl Into<Str
 
 /// Tells whether a user (normalized DN) is a member of a group (normalized DN). The server
 /// implements it over the store (e.g. `member`/`uniqueMember` of the group entry); any
-/// `Fn(&str, &str) -> bool` closure works too.
+/// `Fn(&str, &str) -> bool` closure works too (it answers no for `group/<class>/<attribute>=`).
 pub trait GroupMembership {
+    /// `group=<DN>`: lmdir's own meaning (a `member` or `uniqueMember` value of the entry).
     fn is_member(&self, group_ndn: &str, member_ndn: &str) -> bool;
+
+    /// `group/<objectClass>/<attribute>=<DN>`, slapd's: the group entry has the objectClass
+    /// value and `member_ndn` is a value of exactly that attribute (equal to it: a uniqueMember
+    /// value with a `#'…'B` UID does not count, as in slapd). An implementation that cannot
+    /// tell answers no, which denies.
+    fn is_member_of(&self, group: &ExactGroup, member_ndn: &str) -> bool {
+        let _ = (group, member_ndn);
+        false
+    }
+}
+
+/// The group of a `group/<objectClass>/<attribute>=<DN>` clause, resolved with the schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExactGroup {
+    /// The group entry's normalized DN.
+    pub ndn: String,
+    /// The `objectClass` attribute.
+    pub object_class_attribute: AttrId,
+    /// The class as a normalized objectClass value (its primary name, lowercased).
+    pub object_class: String,
+    /// The member attribute (DN or NameAndOptionalUID syntax).
+    pub member_attribute: AttrId,
 }
 
 impl<F: Fn(&str, &str) -> bool> GroupMembership for F {
@@ -240,7 +270,12 @@ enum Who {
     SelfEntry,
     ExactDn(String),
     Subtree(String),
+    /// Bound DNs exactly one level below.
+    OneLevel(String),
+    /// Bound DNs strictly below.
+    Children(String),
     Group(String),
+    GroupOf(ExactGroup),
 }
 
 #[derive(Debug, Clone)]
@@ -278,6 +313,49 @@ enum Scope {
     All,
     Exact(String),
     Subtree(String),
+    /// The entries whose parent is this DN (slapd's `dn.one`).
+    OneLevel(String),
+    /// The entries strictly below this DN (slapd's `dn.children`).
+    Children(String),
+}
+
+impl Scope {
+    /// Whether the normalized DN is in the scope.
+    fn contains(&self, entry_ndn: &str) -> bool {
+        match self {
+            Scope::All => !is_server_tree(entry_ndn),
+            Scope::Exact(ndn) => entry_ndn == ndn,
+            Scope::Subtree(base) => normalized_dn_is_within(entry_ndn, base),
+            Scope::OneLevel(parent) => normalized_dn_parent(entry_ndn) == Some(parent.as_str()),
+            Scope::Children(ancestor) => normalized_dn_is_descendant_of(entry_ndn, ancestor),
+        }
+    }
+
+    /// Whether some entry at or below `base` is in the scope.
+    fn meets_subtree(&self, base: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Exact(ndn) => normalized_dn_is_within(ndn, base),
+            Scope::Subtree(top) | Scope::Children(top) => {
+                normalized_dn_is_within(top, base) || normalized_dn_is_descendant_of(base, top)
+            }
+            Scope::OneLevel(parent) => {
+                normalized_dn_is_within(parent, base)
+                    || normalized_dn_parent(base) == Some(parent.as_str())
+            }
+        }
+    }
+
+    /// Whether every entry at or below `base` is in the scope.
+    fn covers_subtree(&self, base: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Subtree(top) => normalized_dn_is_within(base, top),
+            Scope::Children(ancestor) => normalized_dn_is_descendant_of(base, ancestor),
+            // Entries below `base` are never all one level below the same DN, nor one DN.
+            Scope::Exact(_) | Scope::OneLevel(_) => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -290,12 +368,7 @@ struct Rule {
 
 impl Rule {
     fn matches_entry(&self, entry_ndn: &str, entry: &dyn EntryView) -> bool {
-        let in_scope = match &self.scope {
-            Scope::All => !is_server_tree(entry_ndn),
-            Scope::Exact(ndn) => entry_ndn == ndn,
-            Scope::Subtree(base) => normalized_dn_is_within(entry_ndn, base),
-        };
-        in_scope
+        self.scope.contains(entry_ndn)
             && self
                 .filter
                 .as_ref()
@@ -325,9 +398,18 @@ impl Who {
             Who::Subtree(base) => subject
                 .bound_ndn
                 .is_some_and(|bound| normalized_dn_is_within(bound, base)),
+            Who::OneLevel(parent) => subject
+                .bound_ndn
+                .is_some_and(|bound| normalized_dn_parent(bound) == Some(parent.as_str())),
+            Who::Children(ancestor) => subject
+                .bound_ndn
+                .is_some_and(|bound| normalized_dn_is_descendant_of(bound, ancestor)),
             Who::Group(group) => subject
                 .bound_ndn
                 .is_some_and(|bound| subject.groups.is_member(group, bound)),
+            Who::GroupOf(group) => subject
+                .bound_ndn
+                .is_some_and(|bound| subject.groups.is_member_of(group, bound)),
         }
     }
 }
@@ -540,17 +622,19 @@ impl AccessPolicy {
         self.is_default
     }
 
-    /// Whether any rule has a `group=` clause, so the server knows membership lookups matter.
+    /// Whether any rule has a `group=` (or `group/<class>/<attribute>=`) clause, so the server
+    /// knows membership lookups matter.
     pub fn uses_groups(&self) -> bool {
         self.rules.iter().any(|rule| {
             rule.grants
                 .iter()
-                .any(|grant| matches!(grant.who, Who::Group(_)))
+                .any(|grant| matches!(grant.who, Who::Group(_) | Who::GroupOf(_)))
         })
     }
 
     /// The normalized DNs of every group named in a `group=` clause, each once, in rule
-    /// order: the only groups whose membership can change a decision.
+    /// order: the only groups whose `is_member` can change a decision (the
+    /// `group/<class>/<attribute>=` clauses ask `is_member_of`).
     pub fn group_dns(&self) -> Vec<&str> {
         let mut group_dns: Vec<&str> = Vec::new();
         for grant in self.rules.iter().flat_map(|rule| &rule.grants) {
@@ -731,13 +815,7 @@ impl<'a> SubjectAccess<'a> {
         let Some(base) = self.within.as_deref() else {
             return true;
         };
-        match &rule.scope {
-            Scope::All => true,
-            Scope::Exact(ndn) => normalized_dn_is_within(ndn, base),
-            Scope::Subtree(top) => {
-                normalized_dn_is_within(top, base) || normalized_dn_is_within(base, top)
-            }
-        }
+        rule.scope.meets_subtree(base)
     }
 
     /// Whether the rule matches every entry at or below `within` (everywhere when None).
@@ -745,8 +823,8 @@ impl<'a> SubjectAccess<'a> {
         rule.filter.is_none()
             && match (&rule.scope, self.within.as_deref()) {
                 (Scope::All, _) => true,
-                (Scope::Subtree(top), Some(base)) => normalized_dn_is_within(base, top),
-                _ => false,
+                (scope, Some(base)) => scope.covers_subtree(base),
+                (_, None) => false,
             }
     }
 
@@ -1191,26 +1269,7 @@ fn parse_rule(
     schema: &Schema,
     suffix_ndn: &str,
 ) -> Result<Rule, AclError> {
-    let scope = match (&spec.subtree, &spec.dn) {
-        (Some(_), Some(_)) => {
-            return Err(rule_error(
-                rule_index,
-                "to",
-                "give either subtree or dn, not both",
-            ))
-        }
-        (Some(subtree), None) => Scope::Subtree(normalize_rule_dn(
-            schema,
-            rule_index,
-            "to.subtree",
-            subtree,
-            suffix_ndn,
-        )?),
-        (None, Some(dn)) => Scope::Exact(normalize_rule_dn(
-            schema, rule_index, "to.dn", dn, suffix_ndn,
-        )?),
-        (None, None) => Scope::All,
-    };
+    let scope = parse_scope(rule_index, spec, schema, suffix_ndn)?;
     let filter = spec
         .filter
         .as_deref()
@@ -1259,6 +1318,38 @@ fn parse_rule(
         parts,
         grants,
     })
+}
+
+/// The rule's DN part: at most one of `subtree`, `dn`, `one` and `children`.
+fn parse_scope(
+    rule_index: usize,
+    spec: &AccessRuleSpec,
+    schema: &Schema,
+    suffix_ndn: &str,
+) -> Result<Scope, AclError> {
+    type MakeScope = fn(String) -> Scope;
+    let places: [(&str, &Option<String>, MakeScope); 4] = [
+        ("to.subtree", &spec.subtree, Scope::Subtree),
+        ("to.dn", &spec.dn, Scope::Exact),
+        ("to.one", &spec.one, Scope::OneLevel),
+        ("to.children", &spec.children, Scope::Children),
+    ];
+    let mut given = places
+        .into_iter()
+        .filter_map(|(field, dn, scope)| dn.as_ref().map(|dn| (field, dn, scope)));
+    let Some((field, dn, scope)) = given.next() else {
+        return Ok(Scope::All);
+    };
+    if given.next().is_some() {
+        return Err(rule_error(
+            rule_index,
+            "to",
+            "give at most one of subtree, dn, one and children",
+        ));
+    }
+    Ok(scope(normalize_rule_dn(
+        schema, rule_index, field, dn, suffix_ndn,
+    )?))
 }
 
 fn parse_rule_filter(
@@ -1359,7 +1450,8 @@ fn parse_who_text(text: &str, schema: &Schema) -> Result<Who, String> {
     }
     let Some((keyword, dn_text)) = trimmed.split_once('=') else {
         return Err(format!(
-            "'{text}' is not one of *, anonymous, users, self, dn=<DN>, dn.subtree=<DN>, group=<DN>"
+            "'{text}' is not one of *, anonymous, users, self, dn=<DN>, dn.subtree=<DN>, \
+             dn.one=<DN>, dn.children=<DN>, group=<DN>, group/<objectClass>/<attribute>=<DN>"
         ));
     };
     let dn_text = dn_text.trim().trim_matches('"');
@@ -1368,14 +1460,57 @@ fn parse_who_text(text: &str, schema: &Schema) -> Result<Who, String> {
             .normalize_dn_str(dn_text)
             .map_err(|error| format!("{kind} '{dn_text}': {}", error.message))
     };
-    match keyword.trim().to_ascii_lowercase().as_str() {
+    let keyword = keyword.trim().to_ascii_lowercase();
+    if let Some(path) = keyword.strip_prefix("group/") {
+        return exact_group(path, normalize("group")?, schema).map(Who::GroupOf);
+    }
+    match keyword.as_str() {
         "dn" | "dn.exact" | "dn.base" => Ok(Who::ExactDn(normalize("dn")?)),
         "dn.subtree" => Ok(Who::Subtree(normalize("dn.subtree")?)),
+        "dn.one" | "dn.onelevel" => Ok(Who::OneLevel(normalize("dn.one")?)),
+        "dn.children" => Ok(Who::Children(normalize("dn.children")?)),
         "group" => Ok(Who::Group(normalize("group")?)),
         other => Err(format!(
-            "unknown who kind '{other}' (dn, dn.subtree, group)"
+            "unknown who kind '{other}' (dn, dn.subtree, dn.one, dn.children, group)"
         )),
     }
+}
+
+/// `<objectClass>/<attribute>` of a `group/<objectClass>/<attribute>=` clause: a known class and
+/// a known attribute of DN or NameAndOptionalUID syntax (slapd's static groups; a labeledURI
+/// subtype would make it a dynamic group, which these rules do not evaluate).
+fn exact_group(path: &str, ndn: String, schema: &Schema) -> Result<ExactGroup, String> {
+    let Some((class_name, attribute_name)) = path.split_once('/') else {
+        return Err(format!(
+            "group/{path}=: name both the object class and the member attribute \
+             (group/<objectClass>/<attribute>=<DN>)"
+        ));
+    };
+    let class = schema
+        .object_class(class_name)
+        .ok_or_else(|| format!("group/{path}=: unknown object class '{class_name}'"))?;
+    let member_attribute = schema
+        .attribute(attribute_name)
+        .ok_or_else(|| format!("group/{path}=: unknown attribute type '{attribute_name}'"))?;
+    let syntax = &schema.attribute_type(member_attribute).syntax;
+    if !matches!(
+        syntax,
+        lmdir_schema::Syntax::DistinguishedName | lmdir_schema::Syntax::NameAndOptionalUid
+    ) {
+        return Err(format!(
+            "group/{path}=: '{attribute_name}' is not of DN or NameAndOptionalUID syntax \
+             (dynamic groups are not evaluated in access rules)"
+        ));
+    }
+    Ok(ExactGroup {
+        ndn,
+        object_class_attribute: schema.object_class_attribute(),
+        object_class: schema
+            .object_class_definition(class)
+            .name()
+            .to_ascii_lowercase(),
+        member_attribute,
+    })
 }
 
 /// Whether a filter leaf uses only attributes `can_filter_on` allows (and, for `:dn:`

@@ -74,7 +74,7 @@ fn subtree_and_dn_together() {
         dn: Some(SUFFIX.into()),
         ..good_rule()
     });
-    assert_rule_error(error, "to", "either subtree or dn");
+    assert_rule_error(error, "to", "at most one of subtree, dn, one and children");
 }
 
 #[test]

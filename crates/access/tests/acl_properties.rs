@@ -31,6 +31,8 @@ const WHOS: &[&str] = &[
     "users",
     "self",
     "dn.subtree=ou=people,dc=example,dc=com",
+    "dn.one=ou=people,dc=example,dc=com",
+    "dn.children=dc=example,dc=com",
 ];
 
 fn bob(schema: &Schema) -> (String, OwnedEntryView) {
@@ -58,7 +60,7 @@ fn rule_strategy() -> impl Strategy<Value = AccessRuleSpec> {
             1..4,
         ),
         any::<bool>(),
-        0..5u8,
+        0..7u8,
     )
         .prop_map(|(attrs, by, with_filter, place)| AccessRuleSpec {
             attrs: attrs.into_iter().map(String::from).collect(),
@@ -69,6 +71,8 @@ fn rule_strategy() -> impl Strategy<Value = AccessRuleSpec> {
                 _ => None,
             },
             dn: (place == 3).then(|| "uid=bob,ou=people,dc=example,dc=com".to_string()),
+            one: (place == 5).then(|| "ou=people,dc=example,dc=com".to_string()),
+            children: (place == 6).then(|| "ou=people,dc=example,dc=com".to_string()),
             by: by
                 .into_iter()
                 .map(|(who, access)| AccessGrantSpec {

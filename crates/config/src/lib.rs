@@ -406,6 +406,10 @@ pub struct AccessTarget {
     pub subtree: Option<String>,
     /// Exactly this entry.
     pub dn: Option<String>,
+    /// The entries exactly one level below this one (slapd's `dn.one`), not itself.
+    pub one: Option<String>,
+    /// Every entry below this one (slapd's `dn.children`), not itself.
+    pub children: Option<String>,
     /// Only entries matching this RFC 4515 filter.
     pub filter: Option<String>,
     /// Attribute names (subtypes included), `entry`, `children`; empty = all.
@@ -435,8 +439,20 @@ pub enum Who {
     Dn(String),
     /// `dn.subtree=<DN>`: bound DNs at or below this DN.
     DnSubtree(String),
-    /// `group=<DN>`: members (`member` / `uniqueMember`) of this group.
+    /// `dn.one=<DN>` (also `dn.onelevel=`): bound DNs exactly one level below this DN.
+    DnOne(String),
+    /// `dn.children=<DN>`: bound DNs below this DN, not itself.
+    DnChildren(String),
+    /// `group=<DN>`: members (`member` / `uniqueMember`) of this group, whatever its class.
     Group(String),
+    /// `group/<objectClass>/<attribute>=<DN>` (slapd's `group` clause, whose bare `group=`
+    /// means `group/groupOfNames/member=`): bound DNs that are values of exactly `attribute` of
+    /// the entry `dn`, which must have `object_class` among its objectClass values.
+    GroupOf {
+        object_class: String,
+        attribute: String,
+        dn: String,
+    },
 }
 
 impl TryFrom<String> for Who {
@@ -465,17 +481,57 @@ impl TryFrom<String> for Who {
         if let Some(dn) = dn_argument("dn.subtree=") {
             return dn.map(Who::DnSubtree);
         }
+        if let Some(dn) = dn_argument("dn.one=").or_else(|| dn_argument("dn.onelevel=")) {
+            return dn.map(Who::DnOne);
+        }
+        if let Some(dn) = dn_argument("dn.children=") {
+            return dn.map(Who::DnChildren);
+        }
         if let Some(dn) = dn_argument("dn=") {
             return dn.map(Who::Dn);
         }
         if let Some(dn) = dn_argument("group=") {
             return dn.map(Who::Group);
         }
+        if let Some(who) = group_of(&text) {
+            return who;
+        }
         Err(format!(
             "unknown who {text:?} (anonymous, users, self, *, \"dn=<DN>\", \"dn.subtree=<DN>\", \
-             \"group=<DN>\")"
+             \"dn.one=<DN>\", \"dn.children=<DN>\", \"group=<DN>\", \
+             \"group/<objectClass>/<attribute>=<DN>\")"
         ))
     }
+}
+
+/// `group/<objectClass>/<attribute>=<DN>`; None when the text does not start with `group/`.
+fn group_of(text: &str) -> Option<Result<Who, String>> {
+    let rest = text
+        .get(..6)
+        .filter(|start| start.eq_ignore_ascii_case("group/"))
+        .map(|_| &text[6..])?;
+    let form = || {
+        format!("who = {text:?}: write \"group/<objectClass>/<attribute>=<DN>\" (both names given)")
+    };
+    let Some((path, dn)) = rest.split_once('=') else {
+        return Some(Err(form()));
+    };
+    let Some((object_class, attribute)) = path.split_once('/') else {
+        return Some(Err(form()));
+    };
+    if !is_attribute_name(object_class) || !is_attribute_name(attribute) {
+        return Some(Err(form()));
+    }
+    let dn = dn.trim().to_string();
+    Some(
+        check_dn(&dn)
+            .map(|()| Who::GroupOf {
+                object_class: object_class.to_string(),
+                attribute: attribute.to_string(),
+                dn: dn.clone(),
+            })
+            .map_err(|message| format!("who = {text:?}: {message}")),
+    )
 }
 
 impl fmt::Display for Who {
@@ -487,7 +543,14 @@ impl fmt::Display for Who {
             Who::Anyone => formatter.write_str("*"),
             Who::Dn(dn) => write!(formatter, "dn={dn}"),
             Who::DnSubtree(dn) => write!(formatter, "dn.subtree={dn}"),
+            Who::DnOne(dn) => write!(formatter, "dn.one={dn}"),
+            Who::DnChildren(dn) => write!(formatter, "dn.children={dn}"),
             Who::Group(dn) => write!(formatter, "group={dn}"),
+            Who::GroupOf {
+                object_class,
+                attribute,
+                dn,
+            } => write!(formatter, "group/{object_class}/{attribute}={dn}"),
         }
     }
 }
@@ -1054,37 +1117,7 @@ impl Config {
             }
         }
 
-        for (rule_index, rule) in self.access.iter().enumerate() {
-            let rule_path = |rest: &[KeyStep]| {
-                let mut path = vec![Key("access"), Index(rule_index)];
-                path.extend_from_slice(rest);
-                path
-            };
-            for (key, dn) in [("subtree", &rule.to.subtree), ("dn", &rule.to.dn)] {
-                if let Some(dn) = dn {
-                    check_dn(dn)
-                        .map_err(|message| problem(rule_path(&[Key("to"), Key(key)]), message))?;
-                }
-            }
-            if let Some(filter) = &rule.to.filter {
-                check_filter_shape(filter)
-                    .map_err(|message| problem(rule_path(&[Key("to"), Key("filter")]), message))?;
-            }
-            for attribute in &rule.to.attrs {
-                if !is_attribute_name(attribute) {
-                    return Err(problem(
-                        rule_path(&[Key("to"), Key("attrs")]),
-                        format!("{attribute:?} is not an attribute name"),
-                    ));
-                }
-            }
-            if rule.by.is_empty() {
-                return Err(problem(
-                    rule_path(&[Key("by")]),
-                    "a rule needs at least one `by` clause",
-                ));
-            }
-        }
+        self.validate_access()?;
         self.validate_limits()?;
         self.http.validate(self.server.tls_enabled())?;
         self.replication
@@ -1114,6 +1147,54 @@ impl Config {
             "a replication consumer needs `entryUUID = [\"eq\"]`: it finds the entries the \
              provider sends by their entryUUID",
         ))
+    }
+
+    fn validate_access(&self) -> Result<(), Problem> {
+        use KeyStep::{Index, Key};
+        for (rule_index, rule) in self.access.iter().enumerate() {
+            let rule_path = |rest: &[KeyStep]| {
+                let mut path = vec![Key("access"), Index(rule_index)];
+                path.extend_from_slice(rest);
+                path
+            };
+            let scopes = [
+                ("subtree", &rule.to.subtree),
+                ("dn", &rule.to.dn),
+                ("one", &rule.to.one),
+                ("children", &rule.to.children),
+            ];
+            for (key, dn) in scopes {
+                if let Some(dn) = dn {
+                    check_dn(dn)
+                        .map_err(|message| problem(rule_path(&[Key("to"), Key(key)]), message))?;
+                }
+            }
+            if scopes.iter().filter(|(_, dn)| dn.is_some()).count() > 1 {
+                return Err(problem(
+                    rule_path(&[Key("to")]),
+                    "give at most one of subtree, dn, one and children",
+                ));
+            }
+            if let Some(filter) = &rule.to.filter {
+                check_filter_shape(filter)
+                    .map_err(|message| problem(rule_path(&[Key("to"), Key("filter")]), message))?;
+            }
+            for attribute in &rule.to.attrs {
+                if !is_attribute_name(attribute) {
+                    return Err(problem(
+                        rule_path(&[Key("to"), Key("attrs")]),
+                        format!("{attribute:?} is not an attribute name"),
+                    ));
+                }
+            }
+            if rule.by.is_empty() {
+                return Err(problem(
+                    rule_path(&[Key("by")]),
+                    "a rule needs at least one `by` clause",
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn validate_limits(&self) -> Result<(), Problem> {

@@ -165,28 +165,40 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             out,
             directory,
             listen,
-        } => migrate(&from, out.as_deref(), directory, listen),
+            accept_untranslated_access,
+        } => {
+            let options = MigrateChoices {
+                directory,
+                listen,
+                accept_untranslated_access,
+            };
+            migrate(&from, out.as_deref(), options)
+        }
     }
 }
 
-/// `lmdir migrate`: translates, checks the result with the config loader, writes the schema
-/// files and the config, and lists every directive not translated one to one on stderr.
-fn migrate(
-    from: &Path,
-    out: Option<&Path>,
+/// What the `lmdir migrate` command line adds to the source.
+struct MigrateChoices {
     directory: Option<PathBuf>,
     listen: Vec<String>,
-) -> Result<ExitCode> {
+    accept_untranslated_access: bool,
+}
+
+/// `lmdir migrate`: translates, checks the result with the config loader, writes the schema
+/// files and the config, and lists every directive not translated one to one on stderr. A
+/// refused translation (access rules lmdir would widen) writes nothing.
+fn migrate(from: &Path, out: Option<&Path>, choices: MigrateChoices) -> Result<ExitCode> {
     let schema_directory = match out.and_then(Path::parent) {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     };
     let options = lmdir_migrate::MigrateOptions {
         schema_directory: schema_directory.clone(),
-        database_directory: directory,
-        listen,
+        database_directory: choices.directory,
+        listen: choices.listen,
+        accept_untranslated_access: choices.accept_untranslated_access,
     };
-    let migration = lmdir_migrate::migrate_path(from, &options)?;
+    let migration = lmdir_migrate::migrate_path(from, &options).context("nothing was written")?;
     let source_name = out.map_or("<migrated config>".to_string(), |path| {
         path.display().to_string()
     });

@@ -94,6 +94,11 @@ enum Command {
         /// A listener URL written into the config (repeatable; slapd had them from -h).
         #[arg(long)]
         listen: Vec<String>,
+        /// Write the config even when access rules (or clauses whose requesters later ones
+        /// grant more) cannot be translated: lmdir may then grant more than slapd did. Without
+        /// it such a configuration is refused, nothing written, each rule named.
+        #[arg(long)]
+        accept_untranslated_access: bool,
     },
     /// Copy the database, consistent and compacted, into a new directory while the server runs;
     /// the copy is then checked. Restore: stop the server, put DIR/data.mdb in the database

@@ -166,7 +166,7 @@ fn add_ldif_entries(
                 error.to_string(),
             )
         })?;
-        let RecordBody::Content(attributes) = record.body else {
+        let RecordBody::Content(mut attributes) = record.body else {
             return Err(MigrateError::new(
                 Some(Location {
                     file: source_name.to_string(),
@@ -175,7 +175,16 @@ fn add_ldif_entries(
                 format!("{}: a change record, not a cn=config entry", record.dn),
             ));
         };
-        let value_lines = attribute_lines(&physical_lines, record.line, attributes.len());
+        let mut value_lines = attribute_lines(&physical_lines, record.line, attributes.len());
+        order_values(&mut attributes, &mut value_lines).map_err(|message| {
+            MigrateError::new(
+                Some(Location {
+                    file: source_name.to_string(),
+                    line: record.line,
+                }),
+                format!("{}: {message}", record.dn),
+            )
+        })?;
         let entry = Entry {
             source_name,
             dn: &record.dn,
@@ -186,6 +195,75 @@ fn add_ldif_entries(
         entry.add_to(parsed);
     }
     Ok(())
+}
+
+/// cn=config attributes whose values slapd keeps in the order of their `{n}` prefixes
+/// (`X-ORDERED 'VALUES'`), whatever order a file lists them in: the first matching access or
+/// limits rule decides, a schema definition must follow those it names.
+const ORDERED_VALUES: &[&str] = &[
+    "olcaccess",
+    "olclimits",
+    "olcsyncrepl",
+    "olcauthzregexp",
+    "olcauthidrewrite",
+    "olcmoduleload",
+    "olcplugin",
+    "olcreplica",
+    "olcobjectidentifier",
+    "olcattributetypes",
+    "olcobjectclasses",
+    "olcditcontentrules",
+    "olcldapsyntaxes",
+];
+
+/// Puts the values of each `ORDERED_VALUES` attribute in the order of their `{n}` prefixes, as
+/// slapd does when it reads the entry (a stable sort: equal prefixes keep their order; values
+/// without prefixes keep theirs), each keeping its line. slapd refuses an entry mixing values
+/// with and without a prefix: so does this.
+fn order_values(attributes: &mut [(String, Vec<u8>)], lines: &mut [u64]) -> Result<(), String> {
+    for name in ORDERED_VALUES {
+        let positions: Vec<usize> = (0..attributes.len())
+            .filter(|index| attributes[*index].0.eq_ignore_ascii_case(name))
+            .collect();
+        let prefixes: Vec<Option<i64>> = positions
+            .iter()
+            .map(|index| ordering_prefix(&String::from_utf8_lossy(&attributes[*index].1)))
+            .collect();
+        if prefixes.iter().all(Option::is_none) {
+            continue;
+        }
+        if prefixes.iter().any(Option::is_none) {
+            let attribute = &attributes[positions[0]].0;
+            return Err(format!(
+                "{attribute} values with and without {{n}} ordering prefixes: slapd refuses \
+                 such an entry (number them all, or none)"
+            ));
+        }
+        let mut order: Vec<usize> = (0..positions.len()).collect();
+        order.sort_by_key(|rank| prefixes[*rank]);
+        let values: Vec<((String, Vec<u8>), u64)> = order
+            .iter()
+            .map(|rank| {
+                let index = positions[*rank];
+                (attributes[index].clone(), lines[index])
+            })
+            .collect();
+        for (index, (value, line)) in positions.iter().zip(values) {
+            attributes[*index] = value;
+            lines[*index] = line;
+        }
+    }
+    Ok(())
+}
+
+/// The `n` of a `{n}` ordering prefix.
+fn ordering_prefix(value: &str) -> Option<i64> {
+    let rest = value.strip_prefix('{')?;
+    let stripped = strip_ordering_prefix(value);
+    if stripped.len() == value.len() {
+        return None;
+    }
+    rest[..rest.len() - stripped.len() - 1].parse().ok()
 }
 
 /// The physical line of each attribute value of the record whose `dn:` is on `dn_line`: values
@@ -406,6 +484,61 @@ olcRootPW:: e1NTSEF9eHl6\nolcDbIndex: cn,uid eq\n";
             "attributetype ( myOID:1 NAME 'mini' SYNTAX 1.3.6.1.4.1.1466.115.121.1.15 )\n"
         ));
         assert!(text.contains("objectclass ( myOID:2 NAME 'miniObject'"));
+    }
+
+    /// slapd reads X-ORDERED values in their `{n}` order: `{1}to * by * read` listed before
+    /// `{0}to attrs=userPassword ... by * none` still comes second. Kept in file order, the
+    /// migrated rules let everyone read every password.
+    #[test]
+    fn ordered_values_follow_their_prefixes() {
+        let ldif = "dn: olcDatabase={1}mdb,cn=config\nobjectClass: olcMdbConfig\n\
+olcDatabase: {1}mdb\nolcSuffix: dc=x\n\
+olcAccess: {2}to * by * read\n\
+olcAccess: {0}to attrs=userPassword by self write by * auth\n\
+olcLimits: {1}users size=10\n\
+olcAccess: {1}to\n  attrs=mail by * none\n\
+olcLimits: {0}anonymous size=5\n\
+olcDbIndex: cn eq\n";
+        let parsed = parse_config_ldif(ldif, "n0.ldif").unwrap();
+        let texts: Vec<(u64, String)> = parsed
+            .directives
+            .iter()
+            .map(|directive| (directive.location.line, directive.words[..2].join(" ")))
+            .collect();
+        // Each attribute's values fill the places its values had, in prefix order.
+        let expected = [
+            (3, "database mdb"),
+            (4, "suffix dc=x"),
+            (6, "access to"),
+            (8, "access to"),
+            (10, "limits anonymous"),
+            (5, "access to"),
+            (7, "limits users"),
+            (11, "index cn"),
+        ];
+        let expected: Vec<(u64, String)> = expected
+            .iter()
+            .map(|(line, text)| (*line, text.to_string()))
+            .collect();
+        assert_eq!(texts, expected);
+        assert_eq!(parsed.directives[2].words[2], "attrs=userPassword");
+        assert_eq!(parsed.directives[3].words[2], "attrs=mail");
+        assert_eq!(parsed.directives[5].words[2], "*");
+
+        let mixed = "dn: olcDatabase={1}mdb,cn=config\nolcDatabase: {1}mdb\n\
+olcAccess: {0}to * by * read\nolcAccess: to attrs=cn by * none\n";
+        let error = parse_config_ldif(mixed, "n0.ldif").unwrap_err();
+        assert!(error.message.contains("with and without"), "{error}");
+        assert_eq!(error.location.unwrap().line, 1);
+        // No prefixes at all: the file's order, as slapd.
+        let plain = "dn: olcDatabase={1}mdb,cn=config\nolcDatabase: {1}mdb\n\
+olcAccess: to attrs=cn by * none\nolcAccess: to * by * read\n";
+        let parsed = parse_config_ldif(plain, "n0.ldif").unwrap();
+        assert_eq!(parsed.directives[1].words[2], "attrs=cn");
+        assert_eq!(ordering_prefix("{-1}frontend"), Some(-1));
+        assert_eq!(ordering_prefix("{12}to *"), Some(12));
+        assert_eq!(ordering_prefix("{SSHA}x"), None);
+        assert_eq!(ordering_prefix("to *"), None);
     }
 
     #[test]

@@ -304,11 +304,16 @@ fn emit_replication(replication: &Replication, text: &mut String) {
 fn emit_access(rules: &[AccessRule], text: &mut String) {
     for rule in rules {
         let mut target = Vec::new();
-        if let Some(subtree) = &rule.to.subtree {
-            target.push(format!("subtree = {}", quoted(subtree)));
-        }
-        if let Some(dn) = &rule.to.dn {
-            target.push(format!("dn = {}", quoted(dn)));
+        let scopes = [
+            ("subtree", &rule.to.subtree),
+            ("dn", &rule.to.dn),
+            ("one", &rule.to.one),
+            ("children", &rule.to.children),
+        ];
+        for (key, dn) in scopes {
+            if let Some(dn) = dn {
+                target.push(format!("{key} = {}", quoted(dn)));
+            }
         }
         if let Some(filter) = &rule.to.filter {
             target.push(format!("filter = {}", quoted(filter)));

@@ -11,6 +11,7 @@ mod access;
 mod cn_config;
 mod conf;
 mod emit;
+mod server_entries;
 mod translate;
 
 use std::fmt;
@@ -168,6 +169,11 @@ pub struct MigrateOptions {
     pub database_directory: Option<PathBuf>,
     /// Listener URLs (slapd takes them from `-h` on its command line); empty = lmdir's default.
     pub listen: Vec<String>,
+    /// Translate even when an access rule, or a clause whose requesters a later clause or rule
+    /// grants more, has to be left out: lmdir may then grant more than slapd did. Off, such a
+    /// configuration is refused with an error naming each of them (`lmdir migrate
+    /// --accept-untranslated-access` turns it on).
+    pub accept_untranslated_access: bool,
 }
 
 /// A schema file to write beside the config.

@@ -166,6 +166,7 @@ pub(crate) fn translate(
         indexes: BTreeMap::new(),
         index_default: Vec::new(),
         ppolicy: PpolicyFlags::default(),
+        access_widening: Vec::new(),
     };
     for (index, section) in sections.iter().enumerate() {
         match section.kind {
@@ -272,6 +273,8 @@ struct Translator<'a> {
     index_default: Vec<IndexKind>,
     /// `overlay ppolicy` and its flags, judged together at the end.
     ppolicy: PpolicyFlags<'a>,
+    /// What access translation left out where lmdir may grant more than slapd.
+    access_widening: Vec<Note>,
 }
 
 /// What `overlay ppolicy` and its `ppolicy_*` flags said.
@@ -740,6 +743,9 @@ impl<'a> Translator<'a> {
             self.draft.index.push((name, kinds));
         }
         self.finish_access();
+        if !self.access_widening.is_empty() && !options.accept_untranslated_access {
+            return Err(access_refusal(&self.access_widening));
+        }
         let schema_files = self.finish_schema(parsed, options);
         self.draft.listen = options.listen.clone();
         self.draft.directory = options.database_directory.clone();
@@ -768,15 +774,10 @@ impl<'a> Translator<'a> {
 
     fn finish_access(&mut self) {
         let suffix = self.draft.suffix.clone().unwrap_or_default();
-        let all: Vec<&Directive> = self
-            .access
-            .iter()
-            .chain(&self.global_access)
-            .copied()
-            .collect();
-        let translation = translate_access(&all, &suffix);
+        let translation = translate_access(&self.access, &self.global_access, &suffix);
         self.notes.extend(translation.notes);
-        if all.is_empty() {
+        self.access_widening = translation.widening;
+        if self.access.is_empty() && self.global_access.is_empty() {
             self.notes.push(Note {
                 location: Location {
                     file: "(no access directives)".to_string(),
@@ -832,6 +833,28 @@ impl<'a> Translator<'a> {
         }
         files
     }
+}
+
+/// The error for access rules that cannot be left out without lmdir granting more than slapd:
+/// each named with its place, its text and why.
+fn access_refusal(widening: &[Note]) -> MigrateError {
+    let mut message = format!(
+        "{} access rule(s) or clause(s) cannot be translated, and leaving them out would let \
+         lmdir grant more than slapd did:",
+        widening.len()
+    );
+    for note in widening {
+        message += &format!(
+            "\n  {}: {}: {}",
+            note.location,
+            note.directive.replace('\n', " "),
+            note.reason
+        );
+    }
+    message += "\nRewrite them in forms lmdir translates (crates/migrate/README.md), or pass \
+                --accept-untranslated-access to write the config without them (each stays \
+                listed as NOT TRANSLATED in the report).";
+    MigrateError::new(None, message)
 }
 
 /// A schema name as a file name: letters, digits, `-`, `_`, `.`.
@@ -893,7 +916,8 @@ fn pick_limit(
 }
 
 /// A `limits` selector as a `[[limits]]` who: `*`, `anonymous`, `users`, `dn[.exact|.base]=`,
-/// `dn.subtree=`, `group=` (groupOfNames / groupOfUniqueNames membership).
+/// `dn.subtree=`, `dn.onelevel=`, `dn.children=`, `group[/<objectClass>[/<attribute>]]=` (as
+/// slapd: groupOfNames and member unless named).
 fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     use lmdir_config::Who;
     match text.to_ascii_lowercase().as_str() {
@@ -905,15 +929,19 @@ fn limits_who(text: &str) -> Result<lmdir_config::Who, String> {
     let unsupported = || {
         format!(
             "selector {text:?} has no lmdir counterpart (*, anonymous, users, dn.exact=, \
-             dn.subtree=, group= are translated)"
+             dn.subtree=, dn.onelevel=, dn.children=, group[/class/attribute]= are translated)"
         )
     };
     let (kind, pattern) = text.split_once('=').ok_or_else(unsupported)?;
     let dn = pattern.trim().trim_matches('"').to_string();
+    if kind.to_ascii_lowercase().starts_with("group") {
+        return crate::access::group_who(kind, &dn);
+    }
     match kind.to_ascii_lowercase().as_str() {
         "dn" | "dn.exact" | "dn.base" => Ok(Who::Dn(dn)),
         "dn.subtree" => Ok(Who::DnSubtree(dn)),
-        "group" => Ok(Who::Group(dn)),
+        "dn.one" | "dn.onelevel" => Ok(Who::DnOne(dn)),
+        "dn.children" => Ok(Who::DnChildren(dn)),
         _ => Err(unsupported()),
     }
 }

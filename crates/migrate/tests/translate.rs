@@ -15,6 +15,7 @@ fn options(directory: &Path) -> MigrateOptions {
         schema_directory: directory.to_path_buf(),
         database_directory: Some(directory.join("db")),
         listen: vec!["ldap://127.0.0.1:3899".to_string()],
+        accept_untranslated_access: false,
     }
 }
 
@@ -149,7 +150,11 @@ fn slapd_conf_translates_or_lists_every_directive() {
         whos,
         vec![
             (
-                Who::Group("cn=Admins,o=University of Michigan,c=US".into()),
+                Who::GroupOf {
+                    object_class: "groupOfUniqueNames".into(),
+                    attribute: "uniqueMember".into(),
+                    dn: "cn=Admins,o=University of Michigan,c=US".into()
+                },
                 AccessLevel::Write
             ),
             (Who::Users, AccessLevel::Read)
@@ -177,12 +182,23 @@ fn slapd_conf_translates_or_lists_every_directive() {
     // overlay syncprov: a provider, with server_id 1 (noted: slapd's needs none).
     assert!(config.replication.provider);
     assert_eq!(config.replication.server_id, 1);
-    // pidfile, argsfile, modulepath, moduleload, the root DSE rule, directory, maxsize.
+    // pidfile, argsfile, modulepath, moduleload, directory, maxsize.
     assert_eq!(
         noted_lines(&migration, NoteKind::NotNeeded),
-        vec![4, 5, 6, 7, 13, 19, 20]
+        vec![4, 5, 6, 7, 19, 20]
     );
-    // size.hard differs from size.soft; nolang; server_id 1 for syncprov; slapd's defaults.
+    // The only global rule is for the root DSE: slapd's implicit `by * none` after it hides
+    // cn=Subschema, which lmdir serves to everyone (line 13). Also: size.hard differs from
+    // size.soft; nolang; server_id 1 for syncprov; slapd's defaults.
+    let root_dse_note = migration
+        .notes
+        .iter()
+        .find(|note| note.location.line == 13)
+        .unwrap();
+    assert_eq!(root_dse_note.kind, NoteKind::Approximated);
+    assert!(root_dse_note
+        .reason
+        .starts_with("slapd governs cn=Subschema with"));
     assert_eq!(migration.notes.len(), 14, "{:#?}", migration.notes);
     assert!(migration.config_text.contains("NOT TRANSLATED"));
 }
@@ -355,6 +371,84 @@ fn no_data_database_is_an_error_and_no_access_keeps_the_builtin_policy() {
     assert_eq!(config.access[0].by[0].access, AccessLevel::None);
 }
 
+/// A rule left out lets the rules after it decide what it covered: here every user would
+/// read every password hash (slapd: only its owner). Such a configuration is refused, naming
+/// the rule, its place and why; `accept_untranslated_access` writes it with the notes as
+/// before. Left out where nothing later grants more (a narrowing), a clause stays a note.
+#[test]
+fn access_rules_lmdir_would_widen_are_refused_unless_accepted() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let text = "database mdb\nsuffix dc=example,dc=com\n\
+access to dn.regex=\"^uid=[^,]+,ou=people,dc=example,dc=com$\" attrs=userPassword\n\
+\x20 by self write\n  by anonymous auth\n  by * none\n\
+access to * by * ssf=128 break\n\
+access to * by dn.regex=\"^cn=[^,]+,ou=apps,dc=example,dc=com$\" write by users read\n\
+access to * by users read\n";
+    let error =
+        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("2 access rule(s)"), "{message}");
+    assert!(
+        message.contains("slapd.conf:3: access to dn.regex="),
+        "{message}"
+    );
+    assert!(
+        message.contains("slapd.conf:7: access to * by * ssf=128 break"),
+        "{message}"
+    );
+    assert!(
+        message.contains("ssf=128 on to the next rules"),
+        "{message}"
+    );
+    assert!(
+        message.contains("--accept-untranslated-access"),
+        "{message}"
+    );
+    // The regex clause gave write, `users read` gives less: not listed.
+    assert!(!message.contains(":8:"), "{message}");
+
+    let accepting = MigrateOptions {
+        accept_untranslated_access: true,
+        ..options(directory.path())
+    };
+    let migration = migrate_slapd_conf(text, "slapd.conf", &read, &accepting).unwrap();
+    let config = load(&migration);
+    assert_eq!(config.access.len(), 2, "{}", migration.config_text);
+    assert_eq!(
+        noted_lines(&migration, NoteKind::NotTranslated),
+        vec![3, 7, 8],
+        "{:#?}",
+        migration.notes
+    );
+}
+
+/// `dn.one` and `dn.children` rules reach the written (and loaded) config as `one` and
+/// `children`: a target the file lost would widen the rule to every entry.
+#[test]
+fn one_level_and_children_rules_reach_the_written_config() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let text = "database mdb\nsuffix dc=example,dc=com\n\
+access to dn.one=\"ou=people,dc=example,dc=com\" attrs=telephoneNumber by self read by * none\n\
+access to dn.children=\"ou=people,dc=example,dc=com\" by dn.one=\"ou=people,dc=example,dc=com\" read\n\
+access to * by dn.children=\"ou=people,dc=example,dc=com\" search\n";
+    let migration =
+        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    let people = "ou=people,dc=example,dc=com".to_string();
+    assert_eq!(
+        config.access[0].to.one.as_ref(),
+        Some(&people),
+        "{}",
+        migration.config_text
+    );
+    assert_eq!(config.access[0].to.subtree, None);
+    assert_eq!(config.access[1].to.children.as_ref(), Some(&people));
+    assert_eq!(config.access[1].by[0].who, Who::DnOne(people.clone()));
+    assert_eq!(config.access[2].by[0].who, Who::DnChildren(people));
+}
+
 #[test]
 fn memberof_overlay_turns_lmdir_memberof_on() {
     let directory = tempfile::tempdir().unwrap();
@@ -385,7 +479,9 @@ limits group=\"cn=services,ou=groups,dc=example,dc=com\" size=unlimited size.prt
 limits anonymous size.soft=50 size.hard=50 time=10 size.unchecked=1000\n\
 limits users size.prtotal=disabled size=100\n\
 limits dn.regex=\"^uid=.*\" size=unlimited\n\
-limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n";
+limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n\
+limits dn.onelevel=\"ou=batch,dc=example,dc=com\" size=2000\n\
+limits dn.children=\"ou=robots,dc=example,dc=com\" size=3000\n";
     let read = |path: &Path| std::fs::read_to_string(path);
     let migration =
         migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap();
@@ -405,7 +501,11 @@ limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n";
                 size: Some(Limit::Unlimited),
                 paged_total: Some(Limit::Unlimited),
                 page_size: Some(Limit::Count(1000)),
-                ..rule(Who::Group("cn=services,ou=groups,dc=example,dc=com".into()))
+                ..rule(Who::GroupOf {
+                    object_class: "groupOfNames".into(),
+                    attribute: "member".into(),
+                    dn: "cn=services,ou=groups,dc=example,dc=com".into()
+                })
             },
             LimitsRule {
                 size: Some(Limit::Count(50)),
@@ -420,6 +520,14 @@ limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n";
             LimitsRule {
                 time_seconds: Some(Limit::Unlimited),
                 ..rule(Who::DnSubtree("ou=apps,dc=example,dc=com".into()))
+            },
+            LimitsRule {
+                size: Some(Limit::Count(2000)),
+                ..rule(Who::DnOne("ou=batch,dc=example,dc=com".into()))
+            },
+            LimitsRule {
+                size: Some(Limit::Count(3000)),
+                ..rule(Who::DnChildren("ou=robots,dc=example,dc=com".into()))
             },
         ],
         "{}",

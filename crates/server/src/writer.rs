@@ -17,7 +17,7 @@
 
 use crate::identity::Identity;
 use crate::ppolicy::{self, AccountState, PendingStates, Policy};
-use lmdir_access::acl::{Access, EntryAccess, GroupMembership, Subject, TargetPart};
+use lmdir_access::acl::{Access, EntryAccess, ExactGroup, GroupMembership, Subject, TargetPart};
 use lmdir_schema::{
     AttrId, Entry, EntryView, Filter, LdapError, ModOp, Modification, NormalizedAttributes,
     NormalizedDn, Rdn, ResultCode, Schema,
@@ -153,6 +153,15 @@ impl GroupMembership for TxnGroups<'_, '_> {
             group.has_value(*attr, member_ndn.as_bytes())
                 || group.has_value_with_prefix(*attr, &uid_prefix)
         })
+    }
+
+    fn is_member_of(&self, group: &ExactGroup, member_ndn: &str) -> bool {
+        let Ok(Some(entry)) = self.txn.entry_by_normalized_dn(&group.ndn) else {
+            return false;
+        };
+        // As slapd: the value must equal the DN (a uniqueMember value with a UID does not).
+        entry.has_value(group.object_class_attribute, group.object_class.as_bytes())
+            && entry.has_value(group.member_attribute, member_ndn.as_bytes())
     }
 }
 

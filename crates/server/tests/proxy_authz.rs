@@ -339,10 +339,8 @@ fn mail_of(connection: &mut LdapConn, proxied: Option<&str>, dn: &str) -> Result
 #[test]
 fn a_proxied_read_has_the_targets_rights_and_only_with_a_rule() {
     let everything = |attrs: &[&str]| AccessTarget {
-        subtree: None,
-        dn: None,
-        filter: None,
         attrs: attrs.iter().map(|name| name.to_string()).collect(),
+        ..AccessTarget::default()
     };
     let clause = |who: Who, access: AccessLevel| AccessClause { who, access };
     let rules = vec![
