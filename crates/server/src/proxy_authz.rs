@@ -432,7 +432,25 @@ fn regex_matches(pattern: &str, dn: &str) -> bool {
 }
 
 /// Parses one rule value in slapd's authz syntax (see `Rule`).
+/// authzTo and authzFrom are `X-ORDERED 'VALUES'` in slapd, which stores and exports them as
+/// `{0}dn.subtree:...`: the `{n}` index orders the values and is no part of the rule (values
+/// migrated from slapcat kept it, and no rule matched).
+fn without_ordering_index(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix('{') else {
+        return text;
+    };
+    match rest.split_once('}') {
+        Some((index, rule))
+            if !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit()) =>
+        {
+            rule
+        }
+        _ => text,
+    }
+}
+
 fn parse_rule(schema: &Schema, text: &str) -> Rule {
+    let text = without_ordering_index(text);
     let dn_rule = |dn: &str, make: fn(String) -> Rule| {
         let dn = dn.trim_start_matches(' ');
         if dn == "*" {

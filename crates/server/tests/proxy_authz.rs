@@ -201,6 +201,12 @@ fn every_rule_form_names_what_slapd_names() {
             vec![(&u2, true), (group, true), (ROOT_DN, false)],
         ),
         ("u:u0000002".to_string(), vec![(&u2, true), (&u3, false)]),
+        // As slapcat exports them (X-ORDERED 'VALUES'): the {n} index is no part of the rule.
+        (
+            format!("{{0}}dn.subtree:{people}"),
+            vec![(&u2, true), (group, false)],
+        ),
+        (format!("{{12}}dn:{u3}"), vec![(&u3, true), (&u2, false)]),
         (
             format!("ldap:///{people}??sub?(mail=u0000002@example.com)"),
             vec![(&u2, true), (&u3, false)],
