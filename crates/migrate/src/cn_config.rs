@@ -10,7 +10,7 @@ use std::path::Path;
 use lmdir_ldif::{LdifReader, ParseOptions, RecordBody};
 
 use crate::conf::split_words;
-use crate::{Directive, Location, MigrateError, Parsed, SchemaSource};
+use crate::{Directive, Location, MigrateError, Note, NoteKind, Parsed, SchemaSource};
 
 /// Files read from a `slapd.d` tree before giving up (a real one has a few dozen).
 const CONFIG_DIRECTORY_FILES_MAX: usize = 10_000;
@@ -36,6 +36,7 @@ const ENTRY_BOOKKEEPING: &[&str] = &[
 /// (OID macros before the definitions that use them, attribute types before classes).
 const SCHEMA_ATTRIBUTES: &[(&str, &str)] = &[
     ("olcobjectidentifier", "objectidentifier"),
+    ("olcldapsyntaxes", "ldapsyntax"),
     ("olcattributetypes", "attributetype"),
     ("olcobjectclasses", "objectclass"),
 ];
@@ -327,6 +328,7 @@ impl Entry<'_> {
         }
         if is_schema {
             parsed.schema.push(self.schema_source());
+            self.note_content_rules(parsed);
             return;
         }
         // A database or overlay entry opens its section, as the directive does in slapd.conf.
@@ -349,6 +351,22 @@ impl Entry<'_> {
             parsed
                 .directives
                 .push(directive_of(name, &value, self.location(*line)));
+        }
+    }
+
+    /// DIT content rules lmdir's schema does not have: each is listed, never dropped silently
+    /// (the auxiliary classes and attributes a rule allows must then be named in the entries'
+    /// object classes, or the load refuses those entries).
+    fn note_content_rules(&self, parsed: &mut Parsed) {
+        for (line, value) in self.values("olcDitContentRules") {
+            parsed.notes.push(Note {
+                location: self.location(line),
+                directive: format!("olcDitContentRules: {value}"),
+                kind: NoteKind::NotTranslated,
+                reason: "lmdir has no DIT content rules: entries relying on the attributes or \
+                         auxiliary classes this rule allows are refused by `lmdir load`"
+                    .to_string(),
+            });
         }
     }
 

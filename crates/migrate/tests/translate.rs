@@ -692,6 +692,43 @@ fn security_factors_require_tls() {
     assert!(noted_lines(&migrate("simple_bind=64"), NoteKind::Approximated).contains(&3));
 }
 
+/// cn=config schema entries: `olcLdapSyntaxes` is written out with the rest (it was dropped,
+/// and an attribute type using the syntax no longer loaded); `olcDitContentRules`, which lmdir
+/// does not have, is listed (it was dropped without a word).
+#[test]
+fn schema_syntaxes_are_kept_and_content_rules_listed() {
+    let directory = tempfile::tempdir().unwrap();
+    let n0 = "dn: cn=config\nobjectClass: olcGlobal\ncn: config\n\n\
+dn: cn={4}site,cn=schema,cn=config\nobjectClass: olcSchemaConfig\ncn: {4}site\n\
+olcLdapSyntaxes: {0}( 1.3.6.1.4.1.99999.3.1 DESC 'a badge number' )\n\
+olcAttributeTypes: {0}( 1.3.6.1.4.1.99999.3.2 NAME 'badge' SYNTAX 1.3.6.1.4.1.99999.3.1 )\n\
+olcDitContentRules: {0}( 2.5.6.6 NAME 'personRule' MAY mail )\n\n\
+dn: olcDatabase={1}mdb,cn=config\nobjectClass: olcMdbConfig\nolcDatabase: {1}mdb\n\
+olcSuffix: dc=x\n";
+    let migration = migrate_config_ldif(n0, "n0.ldif", &options(directory.path())).unwrap();
+    let written: String = migration
+        .schema_files
+        .iter()
+        .map(|file| file.text.as_str())
+        .collect();
+    assert!(
+        written.contains("ldapsyntax ( 1.3.6.1.4.1.99999.3.1"),
+        "{written}"
+    );
+    let listed: Vec<&str> = migration
+        .notes
+        .iter()
+        .filter(|note| note.kind == NoteKind::NotTranslated)
+        .map(|note| note.directive.as_str())
+        .collect();
+    assert!(
+        listed
+            .iter()
+            .any(|directive| directive.contains("personRule")),
+        "{listed:?}"
+    );
+}
+
 /// Issue 20 #5: an empty file (what `slapcat -n0` leaves on a slapd.conf system) says so.
 #[test]
 fn an_empty_file_is_named_empty() {
