@@ -443,6 +443,58 @@ fn a_cookie_the_session_log_covers_gets_a_delete_phase() {
     provider.assert_no_panic("provider");
 }
 
+/// A move from slapd: `lmdir load` of a `slapcat` export keeps its contextCSN (per server ID
+/// the greatest of the suffix's contextCSN and the entries' entryCSNs, as `slapadd -w`), so a
+/// consumer presenting the cookie it had from slapd is up to date: no entries, no present
+/// phase, no e-syncRefreshRequired, with and without a session log.
+#[test]
+fn a_cookie_from_slapd_is_current_after_loading_its_slapcat_export() {
+    let exported = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: Example\n\
+         entryUUID: 6b2d4c9e-0f0a-4d1e-9a51-0b7e8c2f1a01\n\
+         entryCSN: 20251101000000.000000Z#000000#001#000000\n\
+         contextCSN: 20260101000000.000000Z#000000#001#000000\n\
+         contextCSN: 20250101000000.000000Z#000000#002#000000\n\n\
+         dn: ou=People,{SUFFIX}\nobjectClass: organizationalUnit\nou: People\n\
+         entryUUID: 6b2d4c9e-0f0a-4d1e-9a51-0b7e8c2f1a02\n\
+         entryCSN: 20251215000000.000000Z#000000#001#000000\n\n\
+         dn: cn=a,ou=People,{SUFFIX}\nobjectClass: person\ncn: a\nsn: a\n\
+         entryUUID: 6b2d4c9e-0f0a-4d1e-9a51-0b7e8c2f1a03\n\
+         entryCSN: 20260102000000.000000Z#000003#002#000000\n"
+    );
+    let cookie = b"rid=001,sid=001,csn=20260101000000.000000Z#000000#001#000000;\
+                   20260102000000.000000Z#000003#002#000000"
+        .to_vec();
+    for session_log_entries in [0, 100] {
+        let mut provider = TestServer::prepare(
+            &format!(
+                "[replication]\nserver_id = 3\nprovider = true\n\
+                 session_log_entries = {session_log_entries}\n"
+            ),
+            0,
+        );
+        let path = provider.directory.path().join("slapcat.ldif");
+        std::fs::write(&path, &exported).unwrap();
+        let output = provider.run_command(&["load".as_ref(), path.as_os_str()]);
+        assert!(
+            output.status.success(),
+            "lmdir load failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        provider.start();
+        let got = refresh(provider.port, SUFFIX, Some(cookie.clone()));
+        let context = format!("session log of {session_log_entries}: {got:?}");
+        assert_eq!(got.code, 0, "{context}");
+        assert!(got.added.is_empty(), "no entry is sent: {context}");
+        assert_eq!(got.presents, 0, "no present phase: {context}");
+        assert!(got.deleted.is_empty(), "nothing deleted: {context}");
+        assert!(got.refresh_deletes, "up to date: {context}");
+        // A consumer without a cookie still gets every entry.
+        assert_eq!(refresh(provider.port, SUFFIX, None).added.len(), 3);
+        provider.assert_no_panic("provider");
+    }
+}
+
 #[test]
 fn a_consumer_offline_longer_than_the_session_log_reloads_and_converges() {
     if !tools_or_skip() {

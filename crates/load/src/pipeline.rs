@@ -10,6 +10,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use lmdir_ldif::{ChunkedRecordSource, RecordBatch};
 use lmdir_store::layout;
 use lmdir_store::{BulkWriter, DirectoryLock, Store, StoreDirectory, WriteContext};
+use lmdir_sync::ContextCsns;
 use roaring::RoaringBitmap;
 
 use crate::memberof::GroupMembers;
@@ -324,11 +325,12 @@ fn load_into_with(
         staging,
         &mut progress,
     )?;
-    // The newest CSN the load stamped (`csn_at` grows with the entry ID); entries that carried
-    // their own entryCSN keep it and are not counted.
+    // Per server ID, the newest of the entries' entryCSNs (those they carried, and those the
+    // load stamped with server ID 0 on the entries that had none) and of the suffix's
+    // contextCSN, as `slapadd -w` leaves it: an export from slapd keeps its CSNs, so its
+    // consumers' cookies stay current.
     if context_csn == ContextCsn::Stamped {
-        let newest = lmdir_store::csn_at(context.write.now, u64::from(sequenced.max_id));
-        if let Ok(csn) = lmdir_sync::Csn::parse(&newest) {
+        for csn in sequenced.context.iter() {
             bulk.set_context_csn(csn)?;
         }
     }
@@ -627,6 +629,10 @@ struct Sequenced {
     groups: Vec<GroupMembers>,
     /// (ID, line) of each accepted entry, in ID order (only with uniqueness rules).
     lines: Vec<(u32, u64)>,
+    /// The greatest CSN per server ID of the accepted entries' entryCSNs and the suffix's
+    /// contextCSN values: the contextCSN `slapadd -w` leaves (an orphan dropped at the end
+    /// under --continue-on-error may still have raised it).
+    context: ContextCsns,
 }
 
 struct Skips {
@@ -678,6 +684,7 @@ fn sequence(
     let mut max_id = 0u32;
     let mut groups: Vec<GroupMembers> = Vec::new();
     let mut lines: Vec<(u32, u64)> = Vec::new();
+    let mut context = ContextCsns::new();
     // The batch's accepted entries, appended together through one cursor.
     let mut accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
@@ -713,6 +720,9 @@ fn sequence(
                 max_id = max_id.max(entry.id);
                 entries += 1;
                 repeated_values += entry.repeated_values;
+                for csn in entry.csn.into_iter().chain(entry.more_csns.drain(..)) {
+                    context.merge(csn);
+                }
                 if !entry.group_members.is_empty() {
                     groups.push((entry.id, std::mem::take(&mut entry.group_members)));
                 }
@@ -761,6 +771,7 @@ fn sequence(
         tree: Some(tree),
         groups,
         lines,
+        context,
     })
 }
 

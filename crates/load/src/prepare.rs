@@ -10,6 +10,7 @@ use lmdir_schema::{Dn, LdapError, NormalizedDn, ResultCode};
 use lmdir_store::{
     EntryRows, EntrySource, FreshValues, OperationalStamp, RowScratch, Store, WriteContext,
 };
+use lmdir_sync::Csn;
 use rand::{Rng, SeedableRng};
 
 use crate::runs::PostingRun;
@@ -60,6 +61,11 @@ pub struct PreparedEntry {
     pub group_members: Vec<String>,
     /// Byte-identical repeated values dropped from the record (see [`crate::without_repeated_values`]).
     pub repeated_values: u64,
+    /// The CSNs the entry brings to the contextCSN (`EntryRows::context_csn_candidates`): its
+    /// entryCSN, then the suffix's contextCSN values (kept apart so most entries allocate
+    /// nothing).
+    pub csn: Option<Csn>,
+    pub more_csns: Vec<Csn>,
 }
 
 /// Everything a worker needs that does not change during a load.
@@ -231,6 +237,12 @@ pub fn prepare_record(
     if scratch.value_rows.capacity() > SCRATCH_KEPT_BYTES_MAX {
         scratch.value_rows = Vec::new();
     }
+    let mut csn = None;
+    let mut more_csns = Vec::new();
+    rows.context_csn_candidates(&store.schema(), &mut |candidate| match csn {
+        None => csn = Some(candidate),
+        Some(_) => more_csns.push(candidate),
+    });
     let normalized_dn = rows.normalized_dn();
     let normalized_parent = rows.place.normalized_parent();
     // The rows are done with: their RDN strings move into the entry rather than being copied.
@@ -247,6 +259,8 @@ pub fn prepare_record(
         value_rows: encoded_end..arena.len(),
         group_members: rows.group_members.into_iter().collect(),
         repeated_values,
+        csn,
+        more_csns,
     })
 }
 

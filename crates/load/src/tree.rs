@@ -421,6 +421,8 @@ mod tests {
             value_rows: 0..0,
             group_members: Vec::new(),
             repeated_values: 0,
+            csn: None,
+            more_csns: Vec::new(),
         }
     }
 

@@ -782,6 +782,66 @@ fn a_load_records_the_newest_csn_it_stamped_as_context_csn() {
     assert_eq!(context, vec![newest]);
 }
 
+/// A `slapcat` export keeps its CSNs: the loaded contextCSN is, per server ID, the greatest of
+/// the suffix's contextCSN values and the entries' entryCSNs (what `slapadd -w` leaves), so a
+/// consumer's cookie from the old provider is still current. No server ID 0 value is made up
+/// when every entry carries its CSN; an entry without one is stamped with server ID 0, and
+/// that CSN is then the contextCSN of server ID 0.
+#[test]
+fn a_load_keeps_the_context_csn_of_a_slapcat_export() {
+    let work = tempfile::tempdir().unwrap();
+    let exported = "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\n\
+         dc: example\no: Example\nentryCSN: 20251101000000.000000Z#000000#001#000000\n\
+         contextCSN: 20260101000000.000000Z#000000#001#000000\n\
+         contextCSN: 20250101000000.000000Z#000000#002#000000\n\n\
+         dn: ou=People,dc=example,dc=com\nobjectClass: organizationalUnit\nou: People\n\
+         entryCSN: 20251215000000.000000Z#000000#001#000000\n\n\
+         dn: cn=a,ou=People,dc=example,dc=com\nobjectClass: person\ncn: a\nsn: a\n\
+         entryCSN: 20260102000000.000000Z#000003#002#000000\n\n\
+         dn: cn=b,ou=People,dc=example,dc=com\nobjectClass: person\ncn: b\nsn: b\n\
+         entryCSN: 20251201000000.000000Z#000000#002#000000\n";
+    let csn = |text: &str| lmdir_sync::Csn::parse(text.as_bytes()).unwrap();
+    let path = write_file(work.path(), "slapcat.ldif", exported);
+    let directory = work.path().join("exported");
+    load(&options(&directory, false), &path).unwrap();
+    let store = open(&directory, false);
+    assert_eq!(
+        store.read().unwrap().context_csns().unwrap(),
+        vec![
+            csn("20260101000000.000000Z#000000#001#000000"),
+            csn("20260102000000.000000Z#000003#002#000000"),
+        ]
+    );
+    drop(store);
+
+    // One entry without an entryCSN: stamped at the load, with server ID 0.
+    let mixed = format!(
+        "{exported}\ndn: cn=c,ou=People,dc=example,dc=com\nobjectClass: person\ncn: c\nsn: c\n"
+    );
+    let path = write_file(work.path(), "mixed.ldif", &mixed);
+    let directory = work.path().join("mixed");
+    load(&options(&directory, false), &path).unwrap();
+    let store = open(&directory, false);
+    let read = store.read().unwrap();
+    let stamped = read
+        .entry(5)
+        .unwrap()
+        .expect("cn=c is the fifth entry")
+        .attribute_by_text("entryCSN")
+        .and_then(|values| values.values().next().map(|(value, _)| value.to_vec()))
+        .expect("the load stamps an entryCSN");
+    let stamped = lmdir_sync::Csn::parse(&stamped).unwrap();
+    assert_eq!(stamped.sid(), 0);
+    assert_eq!(
+        read.context_csns().unwrap(),
+        vec![
+            stamped,
+            csn("20260101000000.000000Z#000000#001#000000"),
+            csn("20260102000000.000000Z#000003#002#000000"),
+        ]
+    );
+}
+
 /// OpenLDAP's test-whoami.ldif repeats `userpassword:: amFq` in one entry; slapadd loads it.
 /// lmdir loads a value repeated byte for byte once and counts it, on the bulk path and into an
 /// existing store; the result equals single-entry adds of the LDIF without the repeats. Values

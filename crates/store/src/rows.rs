@@ -679,6 +679,28 @@ impl EntryRows {
         self.place.normalized_dn()
     }
 
+    /// The CSNs this new entry brings to the directory's contextCSN, as `slapadd -w` counts
+    /// them: its entryCSN (carried, or stamped by the step) and, on the top-level entry (the
+    /// suffix, where `slapcat` writes it), each stored contextCSN value. Parsed as every
+    /// write parses entryCSN (`lmdir_sync::Csn`); a value that is not a CSN adds nothing.
+    pub fn context_csn_candidates(&self, schema: &Schema, add: &mut dyn FnMut(lmdir_sync::Csn)) {
+        let mut values_of = |attr: Option<AttrId>, all: bool| {
+            let Some(attr) = attr else { return };
+            for attribute in self.attributes.iter().filter(|a| a.attr == attr) {
+                let values = attribute.values.iter();
+                for (original, _) in values.take(if all { usize::MAX } else { 1 }) {
+                    if let Ok(csn) = lmdir_sync::Csn::parse(original) {
+                        add(csn);
+                    }
+                }
+            }
+        };
+        values_of(schema.attribute("entryCSN"), false);
+        if self.place.is_top_level() {
+            values_of(schema.known_attributes().context_csn, true);
+        }
+    }
+
     /// The entry's `id2entry` value into `out` and, framed (`layout::push_framed_row`) in key
     /// order, its `id2value` rows into `value_rows` (both cleared first), numbering new
     /// descriptions in the store's table (they are written to `meta` by the commit that writes
