@@ -688,12 +688,13 @@ pub(crate) fn group_who(name: &str, value: &str) -> Result<Who, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::conf::split_words;
     use crate::Location;
 
-    fn directives(lines: &[&str]) -> Vec<Directive> {
+    /// One directive per line, as a slapd.conf file "t" reads.
+    pub(crate) fn directives(lines: &[&str]) -> Vec<Directive> {
         lines
             .iter()
             .enumerate()

@@ -150,23 +150,7 @@ fn reading(words: &[String]) -> Reading {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conf::split_words;
-    use crate::Location;
-
-    fn directives(lines: &[&str]) -> Vec<Directive> {
-        lines
-            .iter()
-            .enumerate()
-            .map(|(index, line)| Directive {
-                location: Location {
-                    file: "t".into(),
-                    line: index as u64 + 1,
-                },
-                words: split_words(line).unwrap(),
-                text: line.to_string(),
-            })
-            .collect()
-    }
+    use crate::access::tests::directives;
 
     /// Which of the rules (1-based) get a note, and for which entries.
     fn warned(lines: &[&str]) -> Vec<(usize, bool, bool)> {
