@@ -71,18 +71,7 @@ fn slapd_conf(root: &Path, global: &str, rules: &str) -> String {
     text
 }
 
-fn run_checked(command: &mut Command) -> Output {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
+use conformance::run_checked;
 
 fn lmdir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lmdir"))

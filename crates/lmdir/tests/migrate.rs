@@ -71,16 +71,9 @@ fn tools_available() -> Result<(), String> {
     Ok(())
 }
 
+/// `conformance::run_checked`, giving what the command wrote to stderr (migrate's notes).
 fn run_checked(command: &mut Command) -> String {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = conformance::run_checked(command);
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 

@@ -78,6 +78,20 @@ pub fn tools_ready(what: &str) -> bool {
     }
 }
 
+/// Runs `command`, panicking with its output unless it succeeds.
+pub fn run_checked(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -298,18 +312,6 @@ fn lmdir_config_text(root: &Path, port: u16, setup: Setup, extra: &Extra<'_>) ->
         text += &format!("[[limits]]\nwho = \"dn={SETUP_UNLIMITED_DN}\"\nsize = \"unlimited\"\n");
     }
     text
-}
-
-fn run_checked(command: &mut Command) {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 pub fn wait_until_up(port: u16) {
