@@ -11,6 +11,7 @@ use lmdir_ldif::{LdifReader, ParseOptions, RecordBody};
 
 use crate::conf::split_words;
 use crate::{Directive, Location, MigrateError, Note, NoteKind, Parsed, SchemaSource};
+pub(crate) use lmdir_schema::strip_ordering_prefix;
 
 /// Files read from a `slapd.d` tree before giving up (a real one has a few dozen).
 const CONFIG_DIRECTORY_FILES_MAX: usize = 10_000;
@@ -424,22 +425,6 @@ fn keyword_of(attribute: &str) -> String {
         sp if sp.starts_with("sp") => format!("syncprov-{}", &sp[2..]),
         other => other.to_string(),
     }
-}
-
-/// `{3}core` → `core`: cn=config's X-ORDERED prefix.
-pub(crate) fn strip_ordering_prefix(value: &str) -> &str {
-    let Some(rest) = value.strip_prefix('{') else {
-        return value;
-    };
-    let Some(close) = rest.find('}') else {
-        return value;
-    };
-    let number = &rest[..close];
-    let number = number.strip_prefix('-').unwrap_or(number);
-    if number.is_empty() || !number.bytes().all(|byte| byte.is_ascii_digit()) {
-        return value;
-    }
-    &rest[close + 1..]
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ pub use schema::{
     ObjectClass, ObjectClassId, ObjectClassKind, Schema, SchemaError, BUILTIN_SCHEMA_TEXT,
     DESCRIPTION_OPTIONS_MAX, SCHEMA_DEFINITIONS_MAX,
 };
+pub use schema_text::strip_ordering_prefix;
 pub use syntax::{generalized_time_unix_seconds, Syntax};
 
 #[cfg(test)]

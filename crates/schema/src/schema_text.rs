@@ -3,6 +3,24 @@
 
 use std::collections::HashMap;
 
+/// `{3}core` → `core`: the index slapd writes before each value of an `X-ORDERED 'VALUES'`
+/// attribute (cn=config's olcAccess, olcDatabase `{-1}frontend`, authzTo/authzFrom); a value
+/// without one, or with something else in braces (`{SSHA}...`), is returned as it is.
+pub fn strip_ordering_prefix(value: &str) -> &str {
+    let Some(rest) = value.strip_prefix('{') else {
+        return value;
+    };
+    let Some(close) = rest.find('}') else {
+        return value;
+    };
+    let number = &rest[..close];
+    let number = number.strip_prefix('-').unwrap_or(number);
+    if number.is_empty() || !number.bytes().all(|byte| byte.is_ascii_digit()) {
+        return value;
+    }
+    &rest[close + 1..]
+}
+
 /// One statement and the line it starts on (1-based).
 pub struct Statement {
     pub line: usize,

@@ -253,7 +253,7 @@ pub fn prepare(
     let identity = &session.identity;
     let settings = server.settings();
     let refused = (settings.require_authentication && identity.dn.is_empty())
-        || (settings.require_tls_for_reads && !session.is_secure());
+        || tls_required_first(&settings, session);
     let search = match operation {
         Operation::Search(request) if !refused => {
             Some(Box::new(PreparedSearch::new(server, identity, request)))
@@ -269,6 +269,12 @@ pub fn prepare(
     }
 }
 
+/// `require_tls_for_reads` refuses every operation reaching `dispatch` on this session until
+/// TLS is on (ldapi counts as secure).
+fn tls_required_first(settings: &crate::settings::ServerSettings, session: &Session) -> bool {
+    settings.require_tls_for_reads && !session.is_secure()
+}
+
 /// Runs one non-bind operation to completion.
 pub async fn dispatch(mut context: OperationContext, operation: Operation, mut prepared: Prepared) {
     let started = Instant::now();
@@ -278,7 +284,7 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
         let refusal = OperationError::new(invalid.result_code(), text);
         return context.refuse(&operation, refusal, started).await;
     }
-    if context.server.settings().require_tls_for_reads && !context.session.is_secure() {
+    if tls_required_first(&context.server.settings(), &context.session) {
         info!(
             "{} refused: TLS required (require_tls_for_reads)",
             context.log_prefix()

@@ -129,6 +129,10 @@ fn decide(
         read: &read,
         settings: &server.settings(),
         rootdn: rootdn_of(server),
+        peercred_base: read
+            .schema()
+            .normalize_dn_str(crate::identity::PEERCRED_BASE)
+            .unwrap_or_default(),
     };
     let target = rules
         .target(authz_id)?
@@ -185,6 +189,8 @@ struct Rules<'a> {
     read: &'a ReadTxn,
     settings: &'a crate::settings::ServerSettings,
     rootdn: String,
+    /// `identity::PEERCRED_BASE` normalized (see `rule_names`).
+    peercred_base: String,
 }
 
 impl Rules<'_> {
@@ -226,9 +232,8 @@ impl Rules<'_> {
 
     /// Whether the normalized `dn` is an ldapi peercred identity.
     fn is_peercred(&self, dn: &str) -> bool {
-        self.schema
-            .normalize_dn_str(crate::identity::PEERCRED_BASE)
-            .is_ok_and(|base| lmdir_schema::normalized_dn_is_within(dn, &base))
+        !self.peercred_base.is_empty()
+            && lmdir_schema::normalized_dn_is_within(dn, &self.peercred_base)
     }
 
     /// Whether `identity` lies in this database (slapd lets the rootdn act as any such DN).
@@ -431,26 +436,12 @@ fn regex_matches(pattern: &str, dn: &str) -> bool {
     compiled.is_ok_and(|regex| regex.is_match(dn))
 }
 
-/// Parses one rule value in slapd's authz syntax (see `Rule`).
-/// authzTo and authzFrom are `X-ORDERED 'VALUES'` in slapd, which stores and exports them as
-/// `{0}dn.subtree:...`: the `{n}` index orders the values and is no part of the rule (values
-/// migrated from slapcat kept it, and no rule matched).
-fn without_ordering_index(text: &str) -> &str {
-    let Some(rest) = text.strip_prefix('{') else {
-        return text;
-    };
-    match rest.split_once('}') {
-        Some((index, rule))
-            if !index.is_empty() && index.bytes().all(|byte| byte.is_ascii_digit()) =>
-        {
-            rule
-        }
-        _ => text,
-    }
-}
-
+/// Parses one rule value in slapd's authz syntax (see `Rule`). authzTo and authzFrom are
+/// `X-ORDERED 'VALUES'` in slapd, which stores and exports them as `{0}dn.subtree:...`: the
+/// `{n}` index orders the values and is no part of the rule (values migrated from slapcat
+/// kept it, and no rule matched).
 fn parse_rule(schema: &Schema, text: &str) -> Rule {
-    let text = without_ordering_index(text);
+    let text = lmdir_schema::strip_ordering_prefix(text);
     let dn_rule = |dn: &str, make: fn(String) -> Rule| {
         let dn = dn.trim_start_matches(' ');
         if dn == "*" {

@@ -444,12 +444,7 @@ impl Writer {
             // Deleted since the bind: nothing to record.
             return Ok(());
         };
-        let current = AccountState::read(&self.schema(), |attr| {
-            entry
-                .values_of(attr)
-                .map(|(value, _)| value.to_vec())
-                .collect()
-        });
+        let current = AccountState::read(&self.schema(), stored_values(&entry));
         let modifications = update.modifications(&current, std::time::SystemTime::now());
         if modifications.is_empty() {
             return Ok(());
@@ -575,12 +570,7 @@ impl Writer {
             .and_then(|(value, _)| String::from_utf8(value.to_vec()).ok());
         Policy::resolve(own, &job.password_policy_default, |dn| {
             let policy_entry = txn.entry_by_dn(dn).ok()??;
-            Policy::of_entry(&self.schema(), |attr| {
-                policy_entry
-                    .values_of(attr)
-                    .map(|(value, _)| value.to_vec())
-                    .collect()
-            })
+            Policy::of_entry(&self.schema(), stored_values(&policy_entry))
         })
     }
 
@@ -597,12 +587,7 @@ impl Writer {
         if job.identity.is_rootdn {
             return Ok(());
         }
-        let state = AccountState::read(&self.schema(), |attr| {
-            entry
-                .values_of(attr)
-                .map(|(value, _)| value.to_vec())
-                .collect()
-        });
+        let state = AccountState::read(&self.schema(), stored_values(entry));
         let now = ppolicy::unix_seconds(std::time::SystemTime::now());
         match ppolicy::is_too_young(policy, &state, now) {
             true => Err(ldap(ResultCode::ConstraintViolation, ppolicy::TOO_YOUNG)),
@@ -1099,6 +1084,16 @@ impl Writer {
             return Err(insufficient("children", &parent.to_string()));
         }
         Ok(())
+    }
+}
+
+/// Every stored value of an attribute of `entry`, as the policy readers take them.
+fn stored_values<'e>(entry: &'e StoredEntry<'_>) -> impl Fn(AttrId) -> Vec<Vec<u8>> + 'e {
+    move |attr| {
+        entry
+            .values_of(attr)
+            .map(|(value, _)| value.to_vec())
+            .collect()
     }
 }
 
