@@ -448,23 +448,7 @@ fn one_level_and_children_rules_answer_like_slapd() {
 
 /// `ldapmodify`'s exit code (the LDAP result) for `ldif` sent as `bind`.
 fn modify_code(port: u16, bind: &Option<String>, ldif: &str) -> i32 {
-    use std::io::Write;
-    let mut child = Command::new("ldapmodify")
-        .args(["-x", "-H"])
-        .arg(format!("ldap://127.0.0.1:{port}"))
-        .args(bind_arguments(bind))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(ldif.as_bytes())
-        .unwrap();
-    child.wait().unwrap().code().unwrap_or(-1)
+    conformance::ldap_change_code_with(port, "ldapmodify", &bind_arguments(bind), ldif)
 }
 
 /// slapd's `group=` (groupOfNames, member), and `group/<class>/<attribute>=`.

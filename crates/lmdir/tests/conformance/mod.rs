@@ -388,16 +388,21 @@ pub fn tool(port: u16, tool: &str, arguments: &[&str]) -> (i32, String) {
 /// `tool` (ldapmodify or ldapadd) as the rootdn with `extra` arguments, `ldif` on its standard
 /// input: the exit code, which is the LDAP result code.
 pub fn ldap_change_code(port: u16, tool: &str, extra: &[&str], ldif: &str) -> i32 {
+    let mut arguments = vec!["-D", ROOT_DN, "-w", ROOT_PASSWORD];
+    arguments.extend_from_slice(extra);
+    ldap_change_code_with(port, tool, &arguments, ldif)
+}
+
+/// `ldap_change_code` with the bind arguments in `arguments` (none: anonymous).
+pub fn ldap_change_code_with<S: AsRef<std::ffi::OsStr>>(
+    port: u16,
+    tool: &str,
+    arguments: &[S],
+    ldif: &str,
+) -> i32 {
     let mut child = Command::new(tool)
-        .args([
-            "-x",
-            "-H",
-            &format!("ldap://127.0.0.1:{port}"),
-            "-D",
-            ROOT_DN,
-        ])
-        .args(["-w", ROOT_PASSWORD])
-        .args(extra)
+        .args(["-x", "-H", &format!("ldap://127.0.0.1:{port}")])
+        .args(arguments)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
