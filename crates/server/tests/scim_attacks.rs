@@ -375,3 +375,106 @@ fn access_is_decided_before_a_body_is_read() {
     let created = admin.send_json("POST", USERS, &json!({"userName": "readbody"}));
     assert_eq!(created.status, 201, "{}", created.text());
 }
+
+/// The values one request brings to an attribute, the attribute names it selects and the
+/// members it resolves are bounded, each answered 400 tooMany before the work: before, a
+/// PATCH adding 60,000 values onto an existing attribute (by anyone who may read the entry:
+/// here a user's own) merged them in quadratic time on the shared runtime, 300 attribute
+/// names were each looked up in a list per attribute of every resource, and a page of 120
+/// groups resolved its 12,000 members one LDAP read each.
+#[test]
+fn values_names_and_member_resolutions_are_bounded() {
+    let rules = vec![
+        own_password_rule(),
+        rule_by(
+            AccessTarget::default(),
+            &[
+                (Who::SelfEntry, AccessLevel::Write),
+                (Who::Anyone, AccessLevel::Read),
+            ],
+        ),
+    ];
+    let server = TestServer::start_populated(12_000, rules, |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let client = client_of(&server);
+    let admin = client.basic(ROOT_DN, ROOT_PASSWORD);
+    let user = client.basic("u0000001", PERSON_PASSWORD);
+    let id = id_of(&admin, "u0000001");
+    let values: Vec<u64> = (0..60_000).collect();
+    let body = json!({"Operations": [
+        {"op": "add", "path": "emails", "value": values},
+        {"op": "add", "path": "emails", "value": values},
+    ]});
+    let started = Instant::now();
+    let answer = user.send_json("PATCH", &format!("{USERS}/{id}"), &body);
+    let took = started.elapsed();
+    println!("PATCH of 2 x 60,000 values: {} in {took:?}", answer.status);
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        answer.text()
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    // Values added one operation at a time meet the bound on the attribute's result.
+    let thousand: Vec<serde_json::Value> = (0..1000)
+        .map(|index| json!({"value": format!("x{index}@example.com")}))
+        .collect();
+    let body = json!({"Operations": [
+        {"op": "add", "path": "emails", "value": thousand},
+        {"op": "add", "path": "emails", "value": [{"value": "one-more@example.com"}]},
+    ]});
+    let answer = user.send_json("PATCH", &format!("{USERS}/{id}"), &body);
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        answer.text()
+    );
+    let names = (0..300)
+        .map(|index| format!("a{index}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let answer = admin.get(&format!("{USERS}/{id}?attributes={names}"));
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        answer.text()
+    );
+    let started = Instant::now();
+    let answer = admin.get("/scim/v2/Groups?count=200");
+    println!(
+        "a page of 120 groups of 100 members: {} in {:?}",
+        answer.status,
+        started.elapsed()
+    );
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        &answer.text()[..answer.text().len().min(300)]
+    );
+    // Within the bounds all of it is served: members left out, or a smaller page.
+    let answer = admin.get("/scim/v2/Groups?count=200&excludedAttributes=members");
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.json()["Resources"].as_array().map(Vec::len),
+        Some(120)
+    );
+    let answer = admin.get("/scim/v2/Groups?count=50");
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.json()["Resources"][0]["members"]
+            .as_array()
+            .map(Vec::len),
+        Some(100)
+    );
+    let body = json!({"Operations": [{"op": "add", "path": "emails", "value": [
+        {"value": "u0000001@example.com"}, {"value": "second@example.com"}]}]});
+    let answer = user.send_json("PATCH", &format!("{USERS}/{id}"), &body);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["emails"].as_array().map(Vec::len), Some(2));
+}

@@ -11,12 +11,36 @@ use super::{
 use hyper::StatusCode;
 use ldap3_proto::proto::LdapModifyType;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const PATCH_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:PatchOp";
 const BULK_RESPONSE_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:BulkResponse";
 /// Most operations in one PATCH request.
 const PATCH_OPERATIONS_MAX: usize = 1000;
+/// Most values of one attribute a PATCH operation carries, and an attribute holds after it
+/// (`members` excepted: they are LDAP adds and deletes, bounded by the resolutions a request
+/// may make).
+const VALUES_PER_ATTRIBUTE_MAX: usize = 1000;
+
+fn too_many_values(key: &str) -> ScimError {
+    ScimError::bad(
+        "tooMany",
+        format!("more than {VALUES_PER_ATTRIBUTE_MAX} values of '{key}'"),
+    )
+}
+
+/// 400 tooMany when an array anywhere in `value` is longer than `VALUES_PER_ATTRIBUTE_MAX`.
+fn check_values(key: &str, value: &Value) -> Result<(), ScimError> {
+    match value {
+        Value::Array(items) if items.len() > VALUES_PER_ATTRIBUTE_MAX => Err(too_many_values(key)),
+        Value::Array(items) => items.iter().try_for_each(|item| check_values(key, item)),
+        Value::Object(object) => object
+            .iter()
+            .try_for_each(|(key, item)| check_values(key, item)),
+        _ => Ok(()),
+    }
+}
 
 struct Operation {
     op: String,
@@ -79,29 +103,45 @@ pub async fn patch(
     if_match: Option<&str>,
 ) -> Result<Answer, ScimError> {
     let mut operations = operations(body)?;
-    let entry = find(context, kind, id)
-        .await?
-        .ok_or_else(ScimError::not_found)?;
-    super::check_version(&entry, if_match)?;
-    let no_references = Selection {
-        only: None,
-        excluded: vec!["members".to_string(), "groups".to_string()],
-    };
-    let before = to_resource(context, kind, &entry, &no_references, &mut HashMap::new()).await?;
-    let before = before.as_object().cloned().unwrap_or_default();
     let mut member_changes = Vec::new();
     if kind == Kind::Group {
         split_member_operations(&mut operations, &mut member_changes);
     }
-    let mut after = before.clone();
     for operation in &operations {
-        apply(&mut after, operation)?;
+        if let Some(value) = &operation.value {
+            check_values(operation.path.as_deref().unwrap_or("value"), value)?;
+        }
     }
+    let entry = find(context, kind, id)
+        .await?
+        .ok_or_else(ScimError::not_found)?;
+    super::check_version(&entry, if_match)?;
+    let without_references = Selection::without_references();
+    let mut cache = HashMap::new();
+    let before = to_resource(context, kind, &entry, &without_references, &mut cache);
+    let before = before.await?.as_object().cloned().unwrap_or_default();
+    let after = apply_all(before.clone(), operations).await?;
     let dn = write_changes(context, kind, &entry, &before, &after, None, if_match).await?;
     for (op, path, value) in member_changes {
         apply_members(context, &dn, &op, &path, value.as_ref()).await?;
     }
     read_back(context, kind, &dn).await
+}
+
+/// The operations applied in order to `resource`, off the reactor (each is bounded, but a
+/// thousand filtered ones over a thousand values take a while).
+async fn apply_all(
+    mut resource: Map<String, Value>,
+    operations: Vec<Operation>,
+) -> Result<Map<String, Value>, ScimError> {
+    tokio::task::spawn_blocking(move || {
+        for operation in &operations {
+            apply(&mut resource, operation)?;
+        }
+        Ok(resource)
+    })
+    .await
+    .map_err(|_| ScimError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "PATCH failed"))?
 }
 
 /// Moves `members` operations (and `members` inside a path-less value) out of `operations`.
@@ -289,11 +329,7 @@ fn apply_attribute(
         }
         "add" => match (object.get_mut(key), value) {
             (Some(Value::Array(existing)), Some(Value::Array(added))) => {
-                for item in added {
-                    if !existing.contains(&item) {
-                        existing.push(item);
-                    }
-                }
+                merge_values(key, existing, added)?;
             }
             (Some(Value::Object(existing)), Some(Value::Object(added))) => existing.extend(added),
             (_, Some(value)) => {
@@ -309,6 +345,21 @@ fn apply_attribute(
                 object.insert(key.to_string(), value);
             }
         },
+    }
+    Ok(())
+}
+
+/// `added` appended to `existing` but for the values it holds already (compared as their
+/// JSON text, in a set: linear), within `VALUES_PER_ATTRIBUTE_MAX`.
+fn merge_values(key: &str, existing: &mut Vec<Value>, added: Vec<Value>) -> Result<(), ScimError> {
+    let mut seen: HashSet<String> = existing.iter().map(Value::to_string).collect();
+    for item in added {
+        if seen.insert(item.to_string()) {
+            if existing.len() == VALUES_PER_ATTRIBUTE_MAX {
+                return Err(too_many_values(key));
+            }
+            existing.push(item);
+        }
     }
     Ok(())
 }
@@ -359,6 +410,13 @@ fn apply_filtered(
 
 /// `/Bulk`: each operation in order, `bulkId:` references replaced by the ids created before.
 pub async fn bulk(context: &Context<'_>, body: &Map<String, Value>) -> Result<Answer, ScimError> {
+    let context = &Context {
+        scim: context.scim,
+        client: context.client,
+        state: context.state,
+        references_left: AtomicUsize::new(context.references_left.load(Ordering::Relaxed)),
+        in_bulk: true,
+    };
     let list = resource::get_key(body, "Operations")
         .and_then(Value::as_array)
         .ok_or_else(|| ScimError::bad("invalidSyntax", "a bulk request needs Operations"))?;
