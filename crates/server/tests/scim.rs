@@ -168,7 +168,7 @@ fn a_user_lives_through_post_patch_put_and_delete() {
     let stale = admin.request(
         "PATCH",
         &format!("{USERS}/{id}"),
-        &[("If-Match", &etag)],
+        &[("If-Match", &etag), ("Content-Type", "application/json")],
         patch.to_string().as_bytes(),
     );
     assert_eq!(stale.status, 412, "{}", stale.text());

@@ -478,3 +478,84 @@ fn values_names_and_member_resolutions_are_bounded() {
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(answer.json()["emails"].as_array().map(Vec::len), Some(2));
 }
+
+/// A SCIM body is JSON by its Content-Type (RFC 7644 §3.1), and a browser's cross-site write
+/// is refused: before, a cross-site `<form enctype=text/plain>` posting JSON-looking text ran
+/// as whoever's Basic credentials the browser had cached (every 401 offers Basic).
+#[test]
+fn bodies_must_be_scim_json_and_writes_same_site() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let admin = client_of(&server).basic(ROOT_DN, ROOT_PASSWORD);
+    let user = |name: &str| json!({"userName": name}).to_string();
+    // What a text/plain form sends: name={"userName":"x","a":"=..."}.
+    let form_text = r#"{"userName":"formed","x":"="}"#;
+    for (content_type, body) in [
+        ("text/plain", form_text.to_string()),
+        ("application/x-www-form-urlencoded", user("urlencoded")),
+        ("multipart/form-data; boundary=x", user("multipart")),
+    ] {
+        let answer = admin.request(
+            "POST",
+            USERS,
+            &[("Content-Type", content_type)],
+            body.as_bytes(),
+        );
+        assert_eq!(answer.status, 415, "{content_type}: {}", answer.text());
+    }
+    let bulk = json!({"Operations": [{"method": "POST", "path": "/Users", "bulkId": "1",
+        "data": {"userName": "bulked"}}]});
+    let answer = admin.request(
+        "POST",
+        "/scim/v2/Bulk",
+        &[("Content-Type", "text/plain")],
+        bulk.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 415, "{}", answer.text());
+    let answer = admin.request("POST", USERS, &[], user("untyped").as_bytes());
+    assert_eq!(answer.status, 415, "{}", answer.text());
+    let cross_site = admin.request(
+        "POST",
+        USERS,
+        &[
+            ("Content-Type", "application/scim+json"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
+        user("crossed").as_bytes(),
+    );
+    assert_eq!(cross_site.status, 403, "{}", cross_site.text());
+    let id = id_of(&admin, "u0000001");
+    let deleted = admin.request(
+        "DELETE",
+        &format!("{USERS}/{id}"),
+        &[("Sec-Fetch-Site", "cross-site")],
+        b"",
+    );
+    assert_eq!(deleted.status, 403, "{}", deleted.text());
+    // Reads stay open to any site's fetch (they carry no authority a page could use).
+    let read = admin.request("GET", USERS, &[("Sec-Fetch-Site", "cross-site")], b"");
+    assert_eq!(read.status, 200);
+    let listed = admin.get(&format!("{USERS}?count=10")).json();
+    let names: Vec<&str> = listed["Resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|user| user["userName"].as_str())
+        .collect();
+    assert_eq!(names, ["u0000000", "u0000001"]);
+    // Both SCIM types are served, parameters and all.
+    for (content_type, name) in [
+        ("application/scim+json", "typed"),
+        ("application/json; charset=utf-8", "plainjson"),
+    ] {
+        let answer = admin.request(
+            "POST",
+            USERS,
+            &[("Content-Type", content_type)],
+            user(name).as_bytes(),
+        );
+        assert_eq!(answer.status, 201, "{content_type}: {}", answer.text());
+    }
+}

@@ -350,7 +350,10 @@ async fn handle(
     // Access is decided from the head before the body is read: an unauthenticated SCIM
     // request's body is never read, and the console reads no more than a sign-in form
     // without a live session.
-    let mut response = if let Some(rest) = request.path.strip_prefix(scim::PREFIX) {
+    let is_scim = request.path.starts_with(scim::PREFIX);
+    let mut response = if let Some(refused) = refuse_cross_site(&request, is_scim) {
+        refused
+    } else if let Some(rest) = request.path.strip_prefix(scim::PREFIX) {
         let rest = rest.to_string();
         match auth::authenticate(&state, &request).await {
             Err(auth::Unauthenticated) => scim::unauthorized(),
@@ -379,6 +382,25 @@ async fn handle(
         );
     }
     response
+}
+
+/// 403 for a state-changing request a browser marks `Sec-Fetch-Site: cross-site`: another
+/// site's page may not write with the credentials or cookies the browser holds for this one
+/// (cached Basic credentials for SCIM, a session for the console). Safe methods pass.
+fn refuse_cross_site(request: &HttpRequest, is_scim: bool) -> Option<HttpResponse> {
+    let safe = matches!(request.method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let cross_site = request
+        .header("sec-fetch-site")
+        .is_some_and(|site| site.trim().eq_ignore_ascii_case("cross-site"));
+    if safe || !cross_site {
+        return None;
+    }
+    let text = "a cross-site request may not change anything here";
+    Some(if is_scim {
+        scim::error_response(StatusCode::FORBIDDEN, None, text)
+    } else {
+        respond(StatusCode::FORBIDDEN, "text/plain", text)
+    })
 }
 
 /// Why a body was not read whole.

@@ -346,7 +346,28 @@ async fn resource_request(
     }
 }
 
+/// Whether the request's Content-Type is one RFC 7644 §3.1 names for SCIM bodies
+/// (`application/scim+json`, `application/json`; parameters such as charset aside).
+fn is_scim_json(request: &HttpRequest) -> bool {
+    let Some(content_type) = request.header(hyper::header::CONTENT_TYPE.as_str()) else {
+        return false;
+    };
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case(SCIM_CONTENT_TYPE)
+        || essence.eq_ignore_ascii_case("application/json")
+}
+
+/// The request's JSON object: 415 unless its Content-Type says JSON, so that no browser form
+/// (text/plain, urlencoded, multipart: what a cross-site page may send without asking) is
+/// ever taken for one.
 fn json_body(request: &HttpRequest) -> Result<Map<String, Value>, ScimError> {
+    if !is_scim_json(request) {
+        return Err(ScimError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            format!("the body must be {SCIM_CONTENT_TYPE} or application/json"),
+        ));
+    }
     match serde_json::from_slice::<Value>(&request.body) {
         Ok(Value::Object(object)) => Ok(object),
         Ok(_) => Err(ScimError::bad(
