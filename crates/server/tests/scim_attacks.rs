@@ -559,3 +559,49 @@ fn bodies_must_be_scim_json_and_writes_same_site() {
         assert_eq!(answer.status, 201, "{content_type}: {}", answer.text());
     }
 }
+
+/// Requests pipelined onto a connection whose answers are never read from it.
+fn stall(address: std::net::SocketAddr) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let request = b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n";
+    for _ in 0..100_000 {
+        if std::io::Write::write_all(&mut stream, request).is_err() {
+            break;
+        }
+    }
+    stream
+}
+
+/// A client that pipelines requests and never reads the answers holds its connection only
+/// for the write timeout (`[server] write_timeout_seconds`, as on LDAP): before, such
+/// connections were held forever, so a few of them took every slot.
+#[test]
+fn a_client_that_never_reads_gives_its_slot_back() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.http.connections_max = 2;
+        settings.write_timeout = Duration::from_secs(2);
+    });
+    let client = client_of(&server);
+    let stalled: Vec<_> = (0..2).map(|_| stall(client.address)).collect();
+    let request = b"GET /login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let refused = status_lines(&client.exchange(request));
+    assert!(refused.is_empty(), "both slots are held: {refused:?}");
+    // Within the write timeout and well before the header timeout (10 s) could count.
+    let started = Instant::now();
+    let served = loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let lines = status_lines(&client.exchange(request));
+        if !lines.is_empty() || started.elapsed() > Duration::from_secs(15) {
+            break lines;
+        }
+    };
+    println!("a slot came back after {:?}", started.elapsed());
+    assert_eq!(served, ["HTTP/1.1 200 OK"], "a slot is free again");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    drop(stalled);
+}
