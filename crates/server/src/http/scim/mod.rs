@@ -68,6 +68,8 @@ pub struct ScimError {
     pub status: StatusCode,
     pub scim_type: Option<&'static str>,
     pub detail: String,
+    /// The LDAP result it answers, if it answers one.
+    pub ldap_code: Option<u32>,
 }
 
 impl ScimError {
@@ -80,6 +82,7 @@ impl ScimError {
             status,
             scim_type,
             detail: detail.into(),
+            ldap_code: None,
         }
     }
 
@@ -109,11 +112,14 @@ impl From<LdapFailure> for ScimError {
             3 | 51 | 52 | 10 => (StatusCode::SERVICE_UNAVAILABLE, None),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
         };
-        ScimError::new(
-            status,
-            scim_type,
-            format!("LDAP {}: {}", failure.code, failure.message),
-        )
+        ScimError {
+            ldap_code: Some(failure.code),
+            ..ScimError::new(
+                status,
+                scim_type,
+                format!("LDAP {}: {}", failure.code, failure.message),
+            )
+        }
     }
 }
 
@@ -904,60 +910,155 @@ pub fn check_version(entry: &FoundEntry, if_match: Option<&str>) -> Result<(), S
     }
 }
 
-/// Writes `after` over the entry whose resource is `before`: a rename when the naming value
+/// What a PUT or PATCH writes over an entry.
+pub struct Write<'a> {
+    pub kind: Kind,
+    pub entry: &'a FoundEntry,
+    /// The resource as read (references left out), and as it is to be.
+    pub before: &'a Map<String, Value>,
+    pub after: &'a Map<String, Value>,
+    /// The members' DNs a PUT sets (None: members untouched).
+    pub members: Option<&'a [Vec<u8>]>,
+    /// PATCH: a multi-valued attribute (emails, phoneNumbers) changes by its values (LDAP Add
+    /// and Delete under permissive modify), so values added meanwhile over LDAP are kept; a
+    /// PUT, which states them all, replaces them.
+    pub by_value: bool,
+}
+
+/// Queues `write` in the client's transaction (`begin`): a rename when the naming value
 /// changed, then one modify of every changed attribute (and the password, and the members
-/// when `members` is Some), under the If-Match assertion.
+/// when given). `guard`, If-Match's assertion, goes on the first step queued: the steps
+/// apply in one writer transaction, so what it asserts holds for all of them.
 pub async fn write_changes(
     context: &Context<'_>,
-    kind: Kind,
-    entry: &FoundEntry,
-    before: &Map<String, Value>,
-    after: &Map<String, Value>,
-    members: Option<Vec<Vec<u8>>>,
-    if_match: Option<&str>,
+    write: &Write<'_>,
+    guard: &mut Option<Filter>,
 ) -> Result<String, ScimError> {
     let mapping = &context.scim.mapping;
-    let mut assertion = version_assertion(if_match);
-    let mut dn = entry.dn.clone();
-    let new_name = resource::naming_value(kind, after)
+    let kind = write.kind;
+    let mut dn = write.entry.dn.clone();
+    let new_name = resource::naming_value(kind, write.after)
         .ok_or_else(|| ScimError::bad("invalidValue", "the naming attribute may not be removed"))?;
-    if resource::naming_value(kind, before).as_deref() != Some(new_name.as_str()) {
+    if resource::naming_value(kind, write.before).as_deref() != Some(new_name.as_str()) {
         let rdn = format!(
             "{}={}",
             mapping.naming(kind),
             resource::escape_rdn_value(&new_name)
         );
-        context.client.rename(&dn, &rdn, assertion.as_ref()).await?;
-        assertion = None;
+        context
+            .client
+            .rename(&dn, &rdn, guard.take().as_ref())
+            .await?;
         // After the first unescaped comma: a name may hold one ("cn=Sales\, EMEA,...").
         let parent = lmdir_schema::normalized_dn_parent(&dn).unwrap_or_default();
         dn = format!("{rdn},{parent}");
     }
-    let mut changes: Vec<(LdapModifyType, String, Vec<Vec<u8>>)> =
-        resource::directory_values(mapping, kind, after, Some(before))
-            .into_iter()
-            .map(|(attribute, values)| (LdapModifyType::Replace, attribute, values))
-            .collect();
-    if let Some(password) = password_of(after).filter(|_| kind == Kind::User) {
+    let (changes, permissive) = modify_changes(mapping, write);
+    if !changes.is_empty() {
+        let assertion = guard.take();
+        context
+            .client
+            .modify_with(&dn, changes, assertion.as_ref(), permissive)
+            .await?;
+    }
+    Ok(dn)
+}
+
+type Change = (LdapModifyType, String, Vec<Vec<u8>>);
+
+/// The modify `write` makes, and whether it needs permissive modify (values added and
+/// deleted one by one).
+fn modify_changes(mapping: &Mapping, write: &Write<'_>) -> (Vec<Change>, bool) {
+    let kind = write.kind;
+    let before_values = resource::directory_values(mapping, kind, write.before, None);
+    let by_value: Vec<&str> = ["emails", "phoneNumbers"]
+        .iter()
+        .filter(|_| write.by_value)
+        .filter_map(|key| mapping.ldap(kind, key))
+        .collect();
+    let mut permissive = false;
+    let mut changes = Vec::new();
+    for (attribute, values) in
+        resource::directory_values(mapping, kind, write.after, Some(write.before))
+    {
+        let before = before_values
+            .iter()
+            .find(|(name, _)| *name == attribute)
+            .map_or(&[][..], |(_, values)| values.as_slice());
+        let diff = by_value
+            .contains(&attribute.as_str())
+            .then(|| value_changes(&attribute, before, &values))
+            .flatten();
+        match diff {
+            Some(diff) => {
+                permissive = true;
+                changes.extend(diff);
+            }
+            None => changes.push((LdapModifyType::Replace, attribute, values)),
+        }
+    }
+    if let Some(password) = password_of(write.after).filter(|_| kind == Kind::User) {
         changes.push((
             LdapModifyType::Replace,
             "userPassword".to_string(),
             vec![password],
         ));
     }
-    if let (Some(mut dns), Some(member)) = (members, mapping.ldap(kind, "members")) {
+    if let (Some(dns), Some(member)) = (write.members, mapping.ldap(kind, "members")) {
+        let mut dns = dns.to_vec();
         if dns.is_empty() {
             dns.push(resource::NO_MEMBER.as_bytes().to_vec());
         }
         changes.push((LdapModifyType::Replace, member.to_string(), dns));
     }
-    if !changes.is_empty() {
-        context
-            .client
-            .modify(&dn, changes, assertion.as_ref())
-            .await?;
+    (changes, permissive)
+}
+
+/// `before` made `after` by deleting and adding values, when that leaves them in `after`'s
+/// order (the primary value first); None when only a Replace does.
+fn value_changes(attribute: &str, before: &[Vec<u8>], after: &[Vec<u8>]) -> Option<Vec<Change>> {
+    let after_set: HashSet<&Vec<u8>> = after.iter().collect();
+    let before_set: HashSet<&Vec<u8>> = before.iter().collect();
+    let removed: Vec<Vec<u8>> = before
+        .iter()
+        .filter(|value| !after_set.contains(value))
+        .cloned()
+        .collect();
+    let added: Vec<Vec<u8>> = after
+        .iter()
+        .filter(|value| !before_set.contains(value))
+        .cloned()
+        .collect();
+    let kept = before.iter().filter(|value| after_set.contains(value));
+    if !kept.chain(added.iter()).eq(after.iter()) {
+        return None;
     }
-    Ok(dn)
+    let mut changes = Vec::new();
+    if !removed.is_empty() {
+        changes.push((LdapModifyType::Delete, attribute.to_string(), removed));
+    }
+    if !added.is_empty() {
+        changes.push((LdapModifyType::Add, attribute.to_string(), added));
+    }
+    Some(changes)
+}
+
+/// Ends the transaction `begin` opened: committed when `written` is Ok (the first failing
+/// step then answers for all, none kept), dropped with everything queued otherwise.
+pub async fn finish<T>(
+    context: &Context<'_>,
+    written: Result<T, ScimError>,
+) -> Result<T, ScimError> {
+    match written {
+        Ok(value) => {
+            context.client.commit().await?;
+            Ok(value)
+        }
+        Err(error) => {
+            context.client.abandon();
+            Err(error)
+        }
+    }
 }
 
 /// The resource read back after a write.
@@ -1011,7 +1112,18 @@ async fn replace(
         ),
         Kind::User => None,
     };
-    let dn = write_changes(context, kind, &entry, &before, object, members, if_match).await?;
+    let write = Write {
+        kind,
+        entry: &entry,
+        before: &before,
+        after: object,
+        members: members.as_deref(),
+        by_value: false,
+    };
+    context.client.begin().await?;
+    let mut guard = version_assertion(if_match);
+    let written = write_changes(context, &write, &mut guard).await;
+    let dn = finish(context, written).await?;
     read_back(context, kind, &dn).await
 }
 

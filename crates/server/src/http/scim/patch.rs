@@ -6,10 +6,12 @@
 
 use super::resource::{self, Kind};
 use super::{
-    find, member_dns, read_back, to_resource, write_changes, Answer, Context, ScimError, Selection,
+    find, finish, member_dns, read_back, to_resource, version_assertion, write_changes, Answer,
+    Context, ScimError, Selection, Write,
 };
 use hyper::StatusCode;
 use ldap3_proto::proto::LdapModifyType;
+use lmdir_schema::Filter;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -121,11 +123,55 @@ pub async fn patch(
     let before = to_resource(context, kind, &entry, &without_references, &mut cache);
     let before = before.await?.as_object().cloned().unwrap_or_default();
     let after = apply_all(before.clone(), operations).await?;
-    let dn = write_changes(context, kind, &entry, &before, &after, None, if_match).await?;
-    for (op, path, value) in member_changes {
-        apply_members(context, &dn, &op, &path, value.as_ref()).await?;
-    }
+    let write = Write {
+        kind,
+        entry: &entry,
+        before: &before,
+        after: &after,
+        members: None,
+        by_value: true,
+    };
+    let dn = match write_patch(context, &write, &member_changes, if_match, false).await {
+        // A removal left the group without members: again, with the empty DN added.
+        Err(error)
+            if error.ldap_code == Some(65)
+                && member_changes.iter().any(|(op, ..)| op == "remove") =>
+        {
+            write_patch(context, &write, &member_changes, if_match, true).await?
+        }
+        written => written?,
+    };
     read_back(context, kind, &dn).await
+}
+
+type MemberChange = (String, String, Option<Value>);
+
+/// The PATCH's steps as one LDAP transaction: all of them are kept or none (before, a rename
+/// stayed when a member id after it was unknown), If-Match asserted on the first.
+async fn write_patch(
+    context: &Context<'_>,
+    write: &Write<'_>,
+    member_changes: &[MemberChange],
+    if_match: Option<&str>,
+    none_left: bool,
+) -> Result<String, ScimError> {
+    context.client.begin().await?;
+    let written = async {
+        let mut guard = version_assertion(if_match);
+        let dn = write_changes(context, write, &mut guard).await?;
+        for (op, path, value) in member_changes {
+            let change = MemberStep {
+                op,
+                path,
+                value: value.as_ref(),
+                none_left,
+            };
+            apply_members(context, &dn, &change, &mut guard).await?;
+        }
+        Ok(dn)
+    }
+    .await;
+    finish(context, written).await
 }
 
 /// The operations applied in order to `resource`, off the reactor (each is bounded, but a
@@ -145,10 +191,7 @@ async fn apply_all(
 }
 
 /// Moves `members` operations (and `members` inside a path-less value) out of `operations`.
-fn split_member_operations(
-    operations: &mut Vec<Operation>,
-    members: &mut Vec<(String, String, Option<Value>)>,
-) {
+fn split_member_operations(operations: &mut Vec<Operation>, members: &mut Vec<MemberChange>) {
     let mut kept = Vec::new();
     for mut operation in operations.drain(..) {
         match &operation.path {
@@ -173,13 +216,23 @@ fn split_member_operations(
     *operations = kept;
 }
 
+/// One `members` operation of a PATCH.
+struct MemberStep<'a> {
+    op: &'a str,
+    path: &'a str,
+    value: Option<&'a Value>,
+    /// Removals may leave the group without members: the empty DN is added with them.
+    none_left: bool,
+}
+
+/// Queues a `members` operation: LDAP adds and deletes of `member` values.
 async fn apply_members(
     context: &Context<'_>,
     dn: &str,
-    op: &str,
-    path: &str,
-    value: Option<&Value>,
+    step: &MemberStep<'_>,
+    guard: &mut Option<Filter>,
 ) -> Result<(), ScimError> {
+    let (op, path, value) = (step.op, step.path, step.value);
     let Some(member) = context.scim.mapping.ldap(Kind::Group, "members") else {
         return Ok(());
     };
@@ -199,6 +252,11 @@ async fn apply_members(
     let change = |op: LdapModifyType, values: Vec<Vec<u8>>| vec![(op, member.to_string(), values)];
     let changes = match (op, filtered) {
         ("remove", false) => change(LdapModifyType::Replace, empty.clone()),
+        ("remove", true) if step.none_left => {
+            let mut changes = change(LdapModifyType::Delete, dns);
+            changes.push((LdapModifyType::Add, member.to_string(), empty.clone()));
+            changes
+        }
         ("remove", true) => change(LdapModifyType::Delete, dns),
         ("replace", false) if dns.is_empty() => change(LdapModifyType::Replace, empty.clone()),
         ("replace", false) => change(LdapModifyType::Replace, dns),
@@ -209,15 +267,11 @@ async fn apply_members(
             changes
         }
     };
-    match context.client.modify_permissive(dn, changes.clone()).await {
-        // The last member removed: groupOfNames needs one, the empty DN stands for none.
-        Err(failure) if failure.code == 65 && op == "remove" => {
-            let mut changes = changes;
-            changes.push((LdapModifyType::Add, member.to_string(), empty));
-            Ok(context.client.modify_permissive(dn, changes).await?)
-        }
-        other => Ok(other?),
-    }
+    let assertion = guard.take();
+    Ok(context
+        .client
+        .modify_with(dn, changes, assertion.as_ref(), true)
+        .await?)
 }
 
 /// The ids a `members[value eq "..."]` filter names (`or` of `eq` on value only).
