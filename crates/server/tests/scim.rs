@@ -382,6 +382,16 @@ fn active_false_locks_the_account_under_the_password_policy() {
         .get(&format!("{USERS}?filter=active%20eq%20false"))
         .json();
     assert_eq!(locked["totalResults"], 1, "{locked}");
+    // A PUT that says nothing of `active` leaves the lock as it is (before: a missing value
+    // was taken as true and the lock cleared).
+    let put = admin.send_json(
+        "PUT",
+        &format!("{USERS}/{id}"),
+        &json!({"userName": "u0000001", "title": "put without active"}),
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    assert_eq!(put.json()["active"], false, "{}", put.text());
+    assert_eq!((bind(), token_status()), (49, 401));
     active(true);
     assert_eq!((bind(), token_status()), (0, 200));
 }

@@ -200,6 +200,22 @@ fn bodies_and_filters_are_bounded() {
     );
     let wide = vec!["userName%20pr"; 200].join("%20or%20");
     assert_eq!(admin.get(&format!("{USERS}?filter={wide}")).status, 400);
+    // A chain within the SCIM bound (64 comparisons) is one LDAP `or`, not 63 nested ones
+    // past the server's filter depth (before: 500 with the LDAP error's text).
+    let chain = (0..64)
+        .map(|index| format!("userName%20eq%20%22u{index:07}%22"))
+        .collect::<Vec<_>>()
+        .join("%20or%20");
+    let answer = admin.get(&format!("{USERS}?filter={chain}"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["totalResults"], 2);
+    let chain = (0..64)
+        .map(|index| format!("userName%20ne%20%22u{index:07}%22"))
+        .collect::<Vec<_>>()
+        .join("%20and%20");
+    let answer = admin.get(&format!("{USERS}?filter={chain}"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["totalResults"], 0);
     let many: Vec<serde_json::Value> = (0..1001)
         .map(|_| json!({"op": "remove", "path": "title"}))
         .collect();
@@ -604,4 +620,32 @@ fn a_client_that_never_reads_gives_its_slot_back() {
     assert_eq!(served, ["HTTP/1.1 200 OK"], "a slot is free again");
     assert!(started.elapsed() < Duration::from_secs(8));
     drop(stalled);
+}
+
+/// An internal failure (LDAP `other`, 80: a store error, here an unknown hashing scheme the
+/// server was started with) answers 500 with a generic text; the detail goes to the log only
+/// (before: "LDAP 80: <the error's text>" in the body).
+#[test]
+fn internal_errors_answer_a_generic_text() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.password_hash = "NO-SUCH-SCHEME".to_string();
+    });
+    let admin = client_of(&server).basic(ROOT_DN, ROOT_PASSWORD);
+    let id = id_of(&admin, "u0000001");
+    let answer = admin.send_json(
+        "PATCH",
+        &format!("{USERS}/{id}"),
+        &json!({"Operations": [{"op": "replace", "path": "password", "value": "n3w-Secret"}]}),
+    );
+    assert_eq!(answer.status, 500, "{}", answer.text());
+    let detail = answer.json()["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !detail.contains("LDAP 80") && !detail.contains("NO-SUCH-SCHEME"),
+        "{detail}"
+    );
 }

@@ -110,7 +110,19 @@ impl From<LdapFailure> for ScimError {
             49 | 48 | 8 => (StatusCode::UNAUTHORIZED, None),
             53 => (StatusCode::BAD_REQUEST, Some("mutability")),
             3 | 51 | 52 | 10 => (StatusCode::SERVICE_UNAVAILABLE, None),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
+            _ => {
+                // Other (80) and the rest: the server's own failure, whose text (a store error,
+                // a path, a setting) is for the log, not for the client.
+                tracing::warn!("SCIM: LDAP {}: {}", failure.code, failure.message);
+                return ScimError {
+                    ldap_code: Some(failure.code),
+                    ..ScimError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        None,
+                        "the directory could not complete the request (the server's log says why)",
+                    )
+                };
+            }
         };
         ScimError {
             ldap_code: Some(failure.code),
