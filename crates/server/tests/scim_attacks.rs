@@ -449,6 +449,37 @@ fn values_names_and_member_resolutions_are_bounded() {
         "{}",
         answer.text()
     );
+    // An attribute holding more values than that (written over LDAP) is not filtered value
+    // by value, 1,000 operations over: 400 before any is.
+    let mut ldap = root(&server);
+    let many: std::collections::HashSet<String> = (0..1500)
+        .map(|index| format!("m{index}@example.com"))
+        .collect();
+    ldap.modify(
+        &person_dn(3),
+        vec![ldap3::Mod::Add(
+            "mail",
+            many.iter().map(String::as_str).collect(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let other = id_of(&admin, "u0000003");
+    let filtered: Vec<serde_json::Value> = (0..1000)
+        .map(|index| json!({"op": "remove", "path": format!("emails[value eq \"m{index}@example.com\"]")}))
+        .collect();
+    let answer = admin.send_json(
+        "PATCH",
+        &format!("{USERS}/{other}"),
+        &json!({"Operations": filtered}),
+    );
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        &answer.text()[..answer.text().len().min(300)]
+    );
     let names = (0..300)
         .map(|index| format!("a{index}"))
         .collect::<Vec<_>>()

@@ -433,6 +433,10 @@ fn apply_filtered(
             format!("'{key}' has no values to filter"),
         ));
     };
+    // Each filtered operation tests every value: bounded as the values an operation may leave.
+    if items.len() > VALUES_PER_ATTRIBUTE_MAX {
+        return Err(too_many_values(key));
+    }
     let matching: Vec<usize> = (0..items.len())
         .filter(|index| super::filter::matches_json(&expression, &items[*index]))
         .collect();
