@@ -477,6 +477,33 @@ fn a_write_is_kept_whole_or_not_at_all() {
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(answer.json()["displayName"], "renamed");
     assert_eq!(answer.json()["members"][0]["value"], user);
+    // A password changed in the same transaction as a rename is hashed and binds.
+    let patch = json!({"Operations": [
+        {"op": "replace", "path": "userName", "value": "renamed2"},
+        {"op": "replace", "path": "password", "value": "n3w-Passw0rd"},
+    ]});
+    let answer = admin.send_json("PATCH", &format!("{USERS}/{user}"), &patch);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let renamed = "uid=renamed2,ou=people,dc=example,dc=com";
+    let mut bound = ldap3::LdapConn::new(&server.ldap_url()).unwrap();
+    assert_eq!(bound.simple_bind(renamed, "n3w-Passw0rd").unwrap().rc, 0);
+    let (entries, _) = ldap
+        .search(
+            renamed,
+            ldap3::Scope::Base,
+            "(objectClass=*)",
+            vec!["userPassword"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    let stored = ldap3::SearchEntry::construct(entries[0].clone());
+    let value = stored
+        .attrs
+        .get("userPassword")
+        .and_then(|values| values.first().cloned())
+        .unwrap_or_default();
+    assert!(value.starts_with('{'), "stored hashed: {value}");
     // Removing the last member by filter leaves the group with none (the empty DN stands in).
     let patch = json!({"Operations": [
         {"op": "remove", "path": format!("members[value eq \"{user}\"]")},
