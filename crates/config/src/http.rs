@@ -36,10 +36,13 @@ pub struct HttpConfig {
     /// HTTPS with `[server] tls_certificate`/`tls_key`; false (plain http) only on a loopback
     /// address.
     pub tls: bool,
-    /// Connections open at once (the oldest idle one is closed past it).
+    /// Connections open at once (a new one past it is closed at once; none open is closed to
+    /// make room). A connection whose answer the client leaves unread for `[server]
+    /// write_timeout_seconds` is closed.
     pub connections_max: u32,
-    /// Connections one client address (IPv6: a /64) holds at once; a loopback address (a
-    /// local TLS-terminating proxy carries every client) only `connections_max`.
+    /// Connections one client address (IPv6: a /64) holds at once; a loopback address or a
+    /// `trusted_proxies` one (a TLS-terminating proxy carries many clients) only
+    /// `connections_max`.
     pub connections_per_address_max: u32,
     /// Largest request body (413 beyond).
     pub body_bytes_max: u64,

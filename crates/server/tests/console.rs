@@ -517,6 +517,52 @@ fn sessions_and_forms_resist_forgery_and_replay() {
     let _ = base;
 }
 
+/// A form's token counts only in its body (a token in a URL leaks through logs and history),
+/// and a browser's cross-site request (`Sec-Fetch-Site: cross-site`) changes nothing even
+/// with a session and a token: before, both were served.
+#[test]
+fn tokens_in_urls_and_cross_site_requests_are_refused() {
+    let (server, _base) = start_server();
+    let client = https_client(&server);
+    let (session, csrf) = sign_in(&client, ROOT_DN, ROOT_PASSWORD).expect("signed in");
+    let cookie = format!("__Host-lmdir={session}");
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let in_url = client.request(
+        "POST",
+        &format!("/users/new?csrf={csrf}"),
+        &[form, ("Cookie", &cookie)],
+        b"uid=mallory&sn=M",
+    );
+    assert_eq!(in_url.status, 403, "{}", in_url.text());
+    let cross_site = client.request(
+        "POST",
+        "/users/new",
+        &[form, ("Cookie", &cookie), ("Sec-Fetch-Site", "cross-site")],
+        format!("csrf={csrf}&uid=eve&sn=E").as_bytes(),
+    );
+    assert_eq!(cross_site.status, 403, "{}", cross_site.text());
+    let mut ldap = root(&server);
+    let (entries, _) = ldap
+        .search(
+            "ou=people,dc=example,dc=com",
+            ldap3::Scope::Subtree,
+            "(|(uid=mallory)(uid=eve))",
+            vec!["uid"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    assert!(entries.is_empty(), "{entries:?}");
+    // The same form from the console's own page is served.
+    let same_origin = client.request(
+        "POST",
+        "/users/new",
+        &[form, ("Cookie", &cookie), ("Sec-Fetch-Site", "same-origin")],
+        format!("csrf={csrf}&uid=trent&sn=T").as_bytes(),
+    );
+    assert_eq!(same_origin.status, 303, "{}", same_origin.text());
+}
+
 /// A group's members come a page at a time (20), found through memberOf: the page says how
 /// many there are and lists 20, whatever the group's size.
 #[test]

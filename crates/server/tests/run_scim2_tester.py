@@ -21,7 +21,7 @@ client = SyncSCIMClient(http)
 # Checks that cannot apply to a directory, each with the reason (docs/scim.md repeats them).
 NOT_APPLICABLE = {
     ("check_remove_attribute", "'active'"): "active is the password policy's lock state "
-    "(pwdAccountLockedTime): it always has a value, and removing it unlocks, reading back true",
+    "(pwdAccountLockedTime): it always has a value, and removing it leaves the lock as it is",
 }
 
 

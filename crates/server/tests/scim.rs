@@ -168,7 +168,7 @@ fn a_user_lives_through_post_patch_put_and_delete() {
     let stale = admin.request(
         "PATCH",
         &format!("{USERS}/{id}"),
-        &[("If-Match", &etag)],
+        &[("If-Match", &etag), ("Content-Type", "application/json")],
         patch.to_string().as_bytes(),
     );
     assert_eq!(stale.status, 412, "{}", stale.text());
@@ -382,6 +382,16 @@ fn active_false_locks_the_account_under_the_password_policy() {
         .get(&format!("{USERS}?filter=active%20eq%20false"))
         .json();
     assert_eq!(locked["totalResults"], 1, "{locked}");
+    // A PUT that says nothing of `active` leaves the lock as it is (before: a missing value
+    // was taken as true and the lock cleared).
+    let put = admin.send_json(
+        "PUT",
+        &format!("{USERS}/{id}"),
+        &json!({"userName": "u0000001", "title": "put without active"}),
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    assert_eq!(put.json()["active"], false, "{}", put.text());
+    assert_eq!((bind(), token_status()), (49, 401));
     active(true);
     assert_eq!((bind(), token_status()), (0, 200));
 }
@@ -411,4 +421,154 @@ fn a_name_holding_a_comma_renames_and_changes_in_one_put() {
     let group = admin.get(&format!("{GROUPS}/{group_id}")).json();
     assert_eq!(group["displayName"], "Sales EMEA");
     assert_eq!(group["members"][0]["value"], first.as_str(), "{group}");
+}
+
+/// A PATCH or PUT is one LDAP transaction: when a later step fails, the rename before it is
+/// not kept either (before, the 400 left the resource renamed).
+#[test]
+fn a_write_is_kept_whole_or_not_at_all() {
+    let (server, client) = start(3, Vec::new());
+    let admin = admin(&client);
+    let created = admin.send_json("POST", GROUPS, &json!({"displayName": "atomic"}));
+    assert_eq!(created.status, 201, "{}", created.text());
+    let group = created.json()["id"].as_str().unwrap().to_string();
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    let patch = json!({"Operations": [
+        {"op": "replace", "path": "displayName", "value": "renamed"},
+        {"op": "add", "path": "members", "value": [{"value": unknown}]},
+    ]});
+    let answer = admin.send_json("PATCH", &format!("{GROUPS}/{group}"), &patch);
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    let read = admin.get(&format!("{GROUPS}/{group}")).json();
+    assert_eq!(read["displayName"], "atomic", "{read}");
+    // A step the writer refuses (a mail value that is not IA5) undoes the rename before it.
+    let user = admin
+        .get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22"))
+        .json()["Resources"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let patch = json!({"Operations": [
+        {"op": "replace", "path": "userName", "value": "renamed1"},
+        {"op": "replace", "path": "emails", "value": [{"value": "ünï@example.com"}]},
+    ]});
+    let answer = admin.send_json("PATCH", &format!("{USERS}/{user}"), &patch);
+    assert_eq!(answer.status, 400, "{}", answer.text());
+    let read = admin.get(&format!("{USERS}/{user}")).json();
+    assert_eq!(read["userName"], "u0000001", "{read}");
+    let mut ldap = root(&server);
+    let (entries, _) = ldap
+        .search(
+            "ou=people,dc=example,dc=com",
+            ldap3::Scope::OneLevel,
+            "(uid=renamed1)",
+            vec!["uid"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    assert!(entries.is_empty());
+    // Within the bounds both steps are kept.
+    let patch = json!({"Operations": [
+        {"op": "replace", "path": "displayName", "value": "renamed"},
+        {"op": "add", "path": "members", "value": [{"value": user}]},
+    ]});
+    let answer = admin.send_json("PATCH", &format!("{GROUPS}/{group}"), &patch);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["displayName"], "renamed");
+    assert_eq!(answer.json()["members"][0]["value"], user);
+    // A password changed in the same transaction as a rename is hashed and binds.
+    let patch = json!({"Operations": [
+        {"op": "replace", "path": "userName", "value": "renamed2"},
+        {"op": "replace", "path": "password", "value": "n3w-Passw0rd"},
+    ]});
+    let answer = admin.send_json("PATCH", &format!("{USERS}/{user}"), &patch);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let renamed = "uid=renamed2,ou=people,dc=example,dc=com";
+    let mut bound = ldap3::LdapConn::new(&server.ldap_url()).unwrap();
+    assert_eq!(bound.simple_bind(renamed, "n3w-Passw0rd").unwrap().rc, 0);
+    let (entries, _) = ldap
+        .search(
+            renamed,
+            ldap3::Scope::Base,
+            "(objectClass=*)",
+            vec!["userPassword"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    let stored = ldap3::SearchEntry::construct(entries[0].clone());
+    let value = stored
+        .attrs
+        .get("userPassword")
+        .and_then(|values| values.first().cloned())
+        .unwrap_or_default();
+    assert!(value.starts_with('{'), "stored hashed: {value}");
+    // Removing the last member by filter leaves the group with none (the empty DN stands in).
+    let patch = json!({"Operations": [
+        {"op": "remove", "path": format!("members[value eq \"{user}\"]")},
+    ]});
+    let answer = admin.send_json("PATCH", &format!("{GROUPS}/{group}"), &patch);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert!(answer.json()["members"]
+        .as_array()
+        .is_none_or(Vec::is_empty));
+}
+
+/// Emails added by a PATCH are LDAP adds of those values: values added over LDAP meanwhile
+/// stay (before, the PATCH replaced the attribute with what it had read, losing them).
+#[test]
+fn a_patch_keeps_values_added_meanwhile_over_ldap() {
+    let (server, client) = start(3, Vec::new());
+    let admin = admin(&client);
+    let user = admin
+        .get(&format!("{USERS}?filter=userName%20eq%20%22u0000001%22"))
+        .json()["Resources"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dn = common::person_dn(1);
+    let rounds = 60;
+    let ldap_url = server.ldap_url();
+    let writer = std::thread::spawn(move || {
+        let mut ldap = common::bind_url(&ldap_url, ROOT_DN, ROOT_PASSWORD);
+        for round in 0..rounds {
+            let value = format!("ldap{round}@example.com");
+            ldap.modify(
+                &dn,
+                vec![ldap3::Mod::Add(
+                    "mail",
+                    std::collections::HashSet::from([value.as_str()]),
+                )],
+            )
+            .unwrap()
+            .success()
+            .unwrap();
+        }
+    });
+    for round in 0..rounds {
+        let patch = json!({"Operations": [{"op": "add", "path": "emails",
+            "value": [{"value": format!("scim{round}@example.com")}]}]});
+        let answer = admin.send_json("PATCH", &format!("{USERS}/{user}"), &patch);
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    }
+    writer.join().unwrap();
+    let emails = admin.get(&format!("{USERS}/{user}")).json()["emails"].clone();
+    let values: Vec<&str> = emails
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|email| email["value"].as_str())
+        .collect();
+    let lost: Vec<String> = (0..rounds)
+        .flat_map(|round| {
+            [
+                format!("ldap{round}@example.com"),
+                format!("scim{round}@example.com"),
+            ]
+        })
+        .filter(|value| !values.contains(&value.as_str()))
+        .collect();
+    assert!(lost.is_empty(), "lost {} values: {lost:?}", lost.len());
+    assert_eq!(values[0], "u0000001@example.com", "the primary stays first");
 }

@@ -200,6 +200,22 @@ fn bodies_and_filters_are_bounded() {
     );
     let wide = vec!["userName%20pr"; 200].join("%20or%20");
     assert_eq!(admin.get(&format!("{USERS}?filter={wide}")).status, 400);
+    // A chain within the SCIM bound (64 comparisons) is one LDAP `or`, not 63 nested ones
+    // past the server's filter depth (before: 500 with the LDAP error's text).
+    let chain = (0..64)
+        .map(|index| format!("userName%20eq%20%22u{index:07}%22"))
+        .collect::<Vec<_>>()
+        .join("%20or%20");
+    let answer = admin.get(&format!("{USERS}?filter={chain}"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["totalResults"], 2);
+    let chain = (0..64)
+        .map(|index| format!("userName%20ne%20%22u{index:07}%22"))
+        .collect::<Vec<_>>()
+        .join("%20and%20");
+    let answer = admin.get(&format!("{USERS}?filter={chain}"));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["totalResults"], 0);
     let many: Vec<serde_json::Value> = (0..1001)
         .map(|_| json!({"op": "remove", "path": "title"}))
         .collect();
@@ -374,4 +390,293 @@ fn access_is_decided_before_a_body_is_read() {
     let admin = client.basic(ROOT_DN, ROOT_PASSWORD);
     let created = admin.send_json("POST", USERS, &json!({"userName": "readbody"}));
     assert_eq!(created.status, 201, "{}", created.text());
+}
+
+/// The values one request brings to an attribute, the attribute names it selects and the
+/// members it resolves are bounded, each answered 400 tooMany before the work: before, a
+/// PATCH adding 60,000 values onto an existing attribute (by anyone who may read the entry:
+/// here a user's own) merged them in quadratic time on the shared runtime, 300 attribute
+/// names were each looked up in a list per attribute of every resource, and a page of 120
+/// groups resolved its 12,000 members one LDAP read each.
+#[test]
+fn values_names_and_member_resolutions_are_bounded() {
+    let rules = vec![
+        own_password_rule(),
+        rule_by(
+            AccessTarget::default(),
+            &[
+                (Who::SelfEntry, AccessLevel::Write),
+                (Who::Anyone, AccessLevel::Read),
+            ],
+        ),
+    ];
+    let server = TestServer::start_populated(12_000, rules, |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let client = client_of(&server);
+    let admin = client.basic(ROOT_DN, ROOT_PASSWORD);
+    let user = client.basic("u0000001", PERSON_PASSWORD);
+    let id = id_of(&admin, "u0000001");
+    let values: Vec<u64> = (0..60_000).collect();
+    let body = json!({"Operations": [
+        {"op": "add", "path": "emails", "value": values},
+        {"op": "add", "path": "emails", "value": values},
+    ]});
+    let started = Instant::now();
+    let answer = user.send_json("PATCH", &format!("{USERS}/{id}"), &body);
+    let took = started.elapsed();
+    println!("PATCH of 2 x 60,000 values: {} in {took:?}", answer.status);
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        answer.text()
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    // Values added one operation at a time meet the bound on the attribute's result.
+    let thousand: Vec<serde_json::Value> = (0..1000)
+        .map(|index| json!({"value": format!("x{index}@example.com")}))
+        .collect();
+    let body = json!({"Operations": [
+        {"op": "add", "path": "emails", "value": thousand},
+        {"op": "add", "path": "emails", "value": [{"value": "one-more@example.com"}]},
+    ]});
+    let answer = user.send_json("PATCH", &format!("{USERS}/{id}"), &body);
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        answer.text()
+    );
+    // An attribute holding more values than that (written over LDAP) is not filtered value
+    // by value, 1,000 operations over: 400 before any is.
+    let mut ldap = root(&server);
+    let many: std::collections::HashSet<String> = (0..1500)
+        .map(|index| format!("m{index}@example.com"))
+        .collect();
+    ldap.modify(
+        &person_dn(3),
+        vec![ldap3::Mod::Add(
+            "mail",
+            many.iter().map(String::as_str).collect(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let other = id_of(&admin, "u0000003");
+    let filtered: Vec<serde_json::Value> = (0..1000)
+        .map(|index| json!({"op": "remove", "path": format!("emails[value eq \"m{index}@example.com\"]")}))
+        .collect();
+    let answer = admin.send_json(
+        "PATCH",
+        &format!("{USERS}/{other}"),
+        &json!({"Operations": filtered}),
+    );
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        &answer.text()[..answer.text().len().min(300)]
+    );
+    let names = (0..300)
+        .map(|index| format!("a{index}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let answer = admin.get(&format!("{USERS}/{id}?attributes={names}"));
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        answer.text()
+    );
+    let started = Instant::now();
+    let answer = admin.get("/scim/v2/Groups?count=200");
+    println!(
+        "a page of 120 groups of 100 members: {} in {:?}",
+        answer.status,
+        started.elapsed()
+    );
+    assert_eq!(
+        (answer.status, answer.json()["scimType"].clone()),
+        (400, json!("tooMany")),
+        "{}",
+        &answer.text()[..answer.text().len().min(300)]
+    );
+    // Within the bounds all of it is served: members left out, or a smaller page.
+    let answer = admin.get("/scim/v2/Groups?count=200&excludedAttributes=members");
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.json()["Resources"].as_array().map(Vec::len),
+        Some(120)
+    );
+    let answer = admin.get("/scim/v2/Groups?count=50");
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.json()["Resources"][0]["members"]
+            .as_array()
+            .map(Vec::len),
+        Some(100)
+    );
+    let body = json!({"Operations": [{"op": "add", "path": "emails", "value": [
+        {"value": "u0000001@example.com"}, {"value": "second@example.com"}]}]});
+    let answer = user.send_json("PATCH", &format!("{USERS}/{id}"), &body);
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["emails"].as_array().map(Vec::len), Some(2));
+}
+
+/// A SCIM body is JSON by its Content-Type (RFC 7644 §3.1), and a browser's cross-site write
+/// is refused: before, a cross-site `<form enctype=text/plain>` posting JSON-looking text ran
+/// as whoever's Basic credentials the browser had cached (every 401 offers Basic).
+#[test]
+fn bodies_must_be_scim_json_and_writes_same_site() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let admin = client_of(&server).basic(ROOT_DN, ROOT_PASSWORD);
+    let user = |name: &str| json!({"userName": name}).to_string();
+    // What a text/plain form sends: name={"userName":"x","a":"=..."}.
+    let form_text = r#"{"userName":"formed","x":"="}"#;
+    for (content_type, body) in [
+        ("text/plain", form_text.to_string()),
+        ("application/x-www-form-urlencoded", user("urlencoded")),
+        ("multipart/form-data; boundary=x", user("multipart")),
+    ] {
+        let answer = admin.request(
+            "POST",
+            USERS,
+            &[("Content-Type", content_type)],
+            body.as_bytes(),
+        );
+        assert_eq!(answer.status, 415, "{content_type}: {}", answer.text());
+    }
+    let bulk = json!({"Operations": [{"method": "POST", "path": "/Users", "bulkId": "1",
+        "data": {"userName": "bulked"}}]});
+    let answer = admin.request(
+        "POST",
+        "/scim/v2/Bulk",
+        &[("Content-Type", "text/plain")],
+        bulk.to_string().as_bytes(),
+    );
+    assert_eq!(answer.status, 415, "{}", answer.text());
+    let answer = admin.request("POST", USERS, &[], user("untyped").as_bytes());
+    assert_eq!(answer.status, 415, "{}", answer.text());
+    let cross_site = admin.request(
+        "POST",
+        USERS,
+        &[
+            ("Content-Type", "application/scim+json"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ],
+        user("crossed").as_bytes(),
+    );
+    assert_eq!(cross_site.status, 403, "{}", cross_site.text());
+    let id = id_of(&admin, "u0000001");
+    let deleted = admin.request(
+        "DELETE",
+        &format!("{USERS}/{id}"),
+        &[("Sec-Fetch-Site", "cross-site")],
+        b"",
+    );
+    assert_eq!(deleted.status, 403, "{}", deleted.text());
+    // Reads stay open to any site's fetch (they carry no authority a page could use).
+    let read = admin.request("GET", USERS, &[("Sec-Fetch-Site", "cross-site")], b"");
+    assert_eq!(read.status, 200);
+    let listed = admin.get(&format!("{USERS}?count=10")).json();
+    let names: Vec<&str> = listed["Resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|user| user["userName"].as_str())
+        .collect();
+    assert_eq!(names, ["u0000000", "u0000001"]);
+    // Both SCIM types are served, parameters and all.
+    for (content_type, name) in [
+        ("application/scim+json", "typed"),
+        ("application/json; charset=utf-8", "plainjson"),
+    ] {
+        let answer = admin.request(
+            "POST",
+            USERS,
+            &[("Content-Type", content_type)],
+            user(name).as_bytes(),
+        );
+        assert_eq!(answer.status, 201, "{content_type}: {}", answer.text());
+    }
+}
+
+/// Requests pipelined onto a connection whose answers are never read from it.
+fn stall(address: std::net::SocketAddr) -> std::net::TcpStream {
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .expect("timeout");
+    let request = b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n";
+    for _ in 0..100_000 {
+        if std::io::Write::write_all(&mut stream, request).is_err() {
+            break;
+        }
+    }
+    stream
+}
+
+/// A client that pipelines requests and never reads the answers holds its connection only
+/// for the write timeout (`[server] write_timeout_seconds`, as on LDAP): before, such
+/// connections were held forever, so a few of them took every slot.
+#[test]
+fn a_client_that_never_reads_gives_its_slot_back() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.http.connections_max = 2;
+        settings.write_timeout = Duration::from_secs(2);
+    });
+    let client = client_of(&server);
+    let stalled: Vec<_> = (0..2).map(|_| stall(client.address)).collect();
+    let request = b"GET /login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let refused = status_lines(&client.exchange(request));
+    assert!(refused.is_empty(), "both slots are held: {refused:?}");
+    // Within the write timeout and well before the header timeout (10 s) could count.
+    let started = Instant::now();
+    let served = loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let lines = status_lines(&client.exchange(request));
+        if !lines.is_empty() || started.elapsed() > Duration::from_secs(15) {
+            break lines;
+        }
+    };
+    println!("a slot came back after {:?}", started.elapsed());
+    assert_eq!(served, ["HTTP/1.1 200 OK"], "a slot is free again");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    drop(stalled);
+}
+
+/// An internal failure (LDAP `other`, 80: a store error, here an unknown hashing scheme the
+/// server was started with) answers 500 with a generic text; the detail goes to the log only
+/// (before: "LDAP 80: <the error's text>" in the body).
+#[test]
+fn internal_errors_answer_a_generic_text() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.password_hash = "NO-SUCH-SCHEME".to_string();
+    });
+    let admin = client_of(&server).basic(ROOT_DN, ROOT_PASSWORD);
+    let id = id_of(&admin, "u0000001");
+    let answer = admin.send_json(
+        "PATCH",
+        &format!("{USERS}/{id}"),
+        &json!({"Operations": [{"op": "replace", "path": "password", "value": "n3w-Secret"}]}),
+    );
+    assert_eq!(answer.status, 500, "{}", answer.text());
+    let detail = answer.json()["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !detail.contains("LDAP 80") && !detail.contains("NO-SUCH-SCHEME"),
+        "{detail}"
+    );
 }

@@ -23,7 +23,7 @@ use ldap3_proto::proto::{
 use lmdir_schema::Filter;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 /// Most bytes of results one operation may hand back to an HTTP request (past it the
@@ -96,6 +96,8 @@ pub struct DirectoryClient {
     server: Arc<ServerContext>,
     session: Session,
     next_message_id: AtomicI32,
+    /// The LDAP transaction (RFC 5805) updates are queued in, between `begin` and `commit`.
+    transaction: Mutex<Option<Vec<u8>>>,
 }
 
 impl Drop for DirectoryClient {
@@ -123,13 +125,17 @@ impl DirectoryClient {
                 .monitor
                 .connection_opened(connection_id, &peer.to_string(), listener),
             password_must_change: Arc::new(AtomicBool::new(false)),
-            // An HTTP request never opens an LDAP transaction (RFC 5805): none to hold.
-            transactions: Arc::default(),
+            // A SCIM write's steps run as one LDAP transaction (RFC 5805), counted in the
+            // server-wide `transaction_bytes_max` as a connection's are.
+            transactions: Arc::new(crate::transaction_queue::Transactions::new(
+                server.transaction_bytes.clone(),
+            )),
         };
         DirectoryClient {
             server: server.clone(),
             session,
             next_message_id: AtomicI32::new(1),
+            transaction: Mutex::new(None),
         }
     }
 
@@ -272,26 +278,27 @@ impl DirectoryClient {
         changes: Vec<(LdapModifyType, String, Vec<Vec<u8>>)>,
         assertion: Option<&Filter>,
     ) -> Result<(), LdapFailure> {
-        let request = LdapModifyRequest {
-            dn: dn.to_string(),
-            changes: changes
-                .into_iter()
-                .map(|(operation, atype, vals)| LdapModify {
-                    operation,
-                    modification: LdapPartialAttribute { atype, vals },
-                })
-                .collect(),
-        };
-        let controls = assertion.map(assertion_control).into_iter().collect();
-        self.update(LdapOp::ModifyRequest(request), controls).await
+        self.modify_with(dn, changes, assertion, false).await
     }
 
-    /// A modify under the permissive modify control: adding a present value or deleting an
-    /// absent one is skipped, not an error (a SCIM member added twice).
+    /// A modify under the permissive modify control (see `modify_with`).
     pub async fn modify_permissive(
         &self,
         dn: &str,
         changes: Vec<(LdapModifyType, String, Vec<Vec<u8>>)>,
+    ) -> Result<(), LdapFailure> {
+        self.modify_with(dn, changes, None, true).await
+    }
+
+    /// A modify, under the permissive modify control when `permissive`: adding a present
+    /// value or deleting an absent one is skipped, not an error (a SCIM member or email added
+    /// twice).
+    pub async fn modify_with(
+        &self,
+        dn: &str,
+        changes: Vec<(LdapModifyType, String, Vec<Vec<u8>>)>,
+        assertion: Option<&Filter>,
+        permissive: bool,
     ) -> Result<(), LdapFailure> {
         let request = LdapModifyRequest {
             dn: dn.to_string(),
@@ -303,13 +310,15 @@ impl DirectoryClient {
                 })
                 .collect(),
         };
-        let control = Control {
-            oid: crate::controls::PERMISSIVE_MODIFY_OID.to_string(),
-            critical: false,
-            value: None,
-        };
-        self.update(LdapOp::ModifyRequest(request), vec![control])
-            .await
+        let mut controls: Vec<Control> = assertion.map(assertion_control).into_iter().collect();
+        if permissive {
+            controls.push(Control {
+                oid: crate::controls::PERMISSIVE_MODIFY_OID.to_string(),
+                critical: false,
+                value: None,
+            });
+        }
+        self.update(LdapOp::ModifyRequest(request), controls).await
     }
 
     pub async fn delete(&self, dn: &str, assertion: Option<&Filter>) -> Result<(), LdapFailure> {
@@ -352,7 +361,79 @@ impl DirectoryClient {
             .await
     }
 
-    async fn update(&self, operation: LdapOp, controls: Vec<Control>) -> Result<(), LdapFailure> {
+    fn current_transaction(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
+        self.transaction
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Starts an LDAP transaction (RFC 5805): the updates until `commit` are queued in it and
+    /// applied in one writer transaction, all or none, every decision made there.
+    pub async fn begin(&self) -> Result<(), LdapFailure> {
+        let request = LdapExtendedRequest {
+            name: crate::extensions::TRANSACTION_START_OID.to_string(),
+            value: None,
+        };
+        let decoded = self
+            .run(
+                Operation::Other(LdapOp::ExtendedRequest(request)),
+                Vec::new(),
+            )
+            .await?;
+        let result = decoded.result.unwrap_or_default();
+        match (result.code, result.value) {
+            (0, Some(id)) => {
+                *self.current_transaction() = Some(id);
+                Ok(())
+            }
+            (0, None) => Err(LdapFailure::new(80, "Start Transaction gave no identifier")),
+            (code, _) => Err(LdapFailure::new(code, result.message)),
+        }
+    }
+
+    /// Commits the transaction `begin` started: its updates apply together, or the first
+    /// that fails answers for all of them and none is kept.
+    pub async fn commit(&self) -> Result<(), LdapFailure> {
+        let Some(id) = self.current_transaction().take() else {
+            return Ok(());
+        };
+        let mut value = BytesMut::new();
+        let mut writer = BerWriter::new(&mut value);
+        writer.open(tag::SEQUENCE);
+        writer.octet_string(&id);
+        writer.close();
+        drop(writer);
+        let request = LdapExtendedRequest {
+            name: crate::extensions::TRANSACTION_END_OID.to_string(),
+            value: Some(value.to_vec()),
+        };
+        self.update(LdapOp::ExtendedRequest(request), Vec::new())
+            .await
+    }
+
+    /// Drops the transaction `begin` started, with everything queued in it.
+    pub fn abandon(&self) {
+        if let Some(id) = self.current_transaction().take() {
+            self.session.transactions.abort(&id);
+        }
+    }
+
+    async fn update(
+        &self,
+        operation: LdapOp,
+        mut controls: Vec<Control>,
+    ) -> Result<(), LdapFailure> {
+        let queued_in = match &operation {
+            LdapOp::ExtendedRequest(_) => None,
+            _ => self.current_transaction().clone(),
+        };
+        if let Some(id) = queued_in {
+            controls.push(Control {
+                oid: crate::controls::TRANSACTION_SPECIFICATION_OID.to_string(),
+                critical: true,
+                value: Some(id),
+            });
+        }
         let decoded = self.run(Operation::Other(operation), controls).await?;
         let result = decoded.result.unwrap_or_default();
         if result.code == 0 {
@@ -485,6 +566,8 @@ struct ResultMessage {
     code: u32,
     message: String,
     controls: Vec<(String, Vec<u8>)>,
+    /// An extended response's value (responseValue, [11]).
+    value: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Default)]
@@ -537,6 +620,11 @@ fn decode_messages(mut bytes: &[u8], decoded: &mut Decoded) -> Result<(), LdapFa
                         .map(|field| text(field.content))
                         .unwrap_or_default(),
                     controls: Vec::new(),
+                    value: fields
+                        .iter()
+                        .skip(3)
+                        .find(|field| field.tag == 0x8b)
+                        .map(|field| field.content.to_vec()),
                 };
                 if let Some(controls) = more.iter().find(|item| item.tag == tag::CONTROLS) {
                     result.controls = decode_controls(controls.content)?;

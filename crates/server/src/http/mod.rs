@@ -6,7 +6,9 @@
 //! the same access policy, limits, bind throttle, password policy and writer as LDAP.
 //!
 //! Bounded like the LDAP side: `connections_max` connections (past it a new one is closed at
-//! once), headers within `HEADER_READ_TIMEOUT`, bodies within `body_bytes_max` (413 beyond,
+//! once), `connections_per_address_max` from one address (not a loopback one, not a trusted
+//! proxy), an answer left unread closed after `[server] write_timeout_seconds`, headers within
+//! `HEADER_READ_TIMEOUT`, bodies within `body_bytes_max` (413 beyond,
 //! decided from Content-Length before reading when it is given). Access is decided from the
 //! head first: a SCIM request authenticates before its body is read (401 leaves it unread),
 //! and the console reads at most `console::SIGN_IN_BODY_BYTES_MAX` without a live session.
@@ -15,6 +17,7 @@ pub mod auth;
 pub mod console;
 pub mod directory;
 pub mod scim;
+mod watched;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
@@ -167,6 +170,7 @@ pub async fn start(
         by_address: Arc::default(),
         per_address_max: config.connections_per_address_max as usize,
         max: config.connections_max as usize,
+        trusted: state.trusted_proxies.clone(),
     };
     let task = tokio::spawn(accept(listener, state, tls, connections, shutdown));
     Ok(Some((local, task)))
@@ -189,18 +193,27 @@ struct Connections {
     by_address: Arc<AddressConnections>,
     per_address_max: usize,
     max: usize,
+    /// `[http] trusted_proxies`: each carries many clients, so meets only `max`.
+    trusted: Vec<ipnet::IpNet>,
 }
 
 impl Connections {
     /// A connection from `peer` counted in, or None (it is closed at once, as the LDAP side
-    /// refuses past its caps): one address may not take every slot, but a loopback address
-    /// carries a local proxy's clients, so only the whole cap applies to it.
+    /// refuses past its caps, never another closed to make room): one address may not take
+    /// every slot, but a loopback address or a trusted proxy carries many clients, so only
+    /// the whole cap applies to it. A connection is admitted before any request on it names
+    /// a forwarded client, so no per-client cap can apply behind a proxy: the proxy's own
+    /// limits must.
     fn admit(
         &self,
         peer: std::net::IpAddr,
     ) -> Option<(tokio::sync::OwnedSemaphorePermit, AddressSlot)> {
         let client = ClientKey::of_ip(peer);
-        let per_address_max = client.connections_maximum(self.per_address_max, self.max);
+        let per_address_max = if crate::proxy_header::is_source(&self.trusted, peer) {
+            self.max
+        } else {
+            client.connections_maximum(self.per_address_max, self.max)
+        };
         let address_slot = self.by_address.enter(client, per_address_max)?;
         let permit = self.all.clone().try_acquire_owned().ok()?;
         Some((permit, address_slot))
@@ -235,34 +248,67 @@ async fn accept(
         let state = state.clone();
         let tls = tls.clone();
         let shutdown = shutdown.clone();
+        let progress = watched::Progress::new();
+        let stream = watched::Watched::new(stream, progress.clone());
         tokio::spawn(async move {
             let _held = held;
+            let served = Served {
+                state,
+                peer,
+                progress,
+                shutdown,
+            };
             match tls {
                 Some(tls) => {
                     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
                     let handshake = tokio::time::timeout(
-                        state.server.settings().tls_handshake_timeout,
+                        served.state.server.settings().tls_handshake_timeout,
                         acceptor.accept(stream),
                     )
                     .await;
                     if let Ok(Ok(stream)) = handshake {
-                        serve_connection(TokioIo::new(stream), state, peer, shutdown).await;
+                        serve_connection(TokioIo::new(stream), served).await;
                     }
                 }
-                None => serve_connection(TokioIo::new(stream), state, peer, shutdown).await,
+                None => serve_connection(TokioIo::new(stream), served).await,
             }
         });
     }
 }
 
-async fn serve_connection<I>(
-    io: I,
+/// What serving one connection needs besides its stream.
+struct Served {
     state: Arc<HttpState>,
     peer: SocketAddr,
-    mut shutdown: watch::Receiver<bool>,
-) where
+    progress: Arc<watched::Progress>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Returns once a write of the connection has been pending for `limit`.
+async fn write_stalled(progress: &watched::Progress, limit: Duration) {
+    let tick = (limit / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(tick).await;
+        if progress.stalled_for().is_some_and(|waited| waited >= limit) {
+            return;
+        }
+    }
+}
+
+/// Serves the connection's requests until it ends, the server shuts down, or an answer waits
+/// for the client to read it longer than `[server] write_timeout_seconds` (closed then: a
+/// client pipelining requests and never reading held its slot forever before).
+async fn serve_connection<I>(io: I, served: Served)
+where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    let Served {
+        state,
+        peer,
+        progress,
+        mut shutdown,
+    } = served;
+    let write_timeout = state.server.settings().write_timeout;
     let service = service_fn(move |request: Request<Incoming>| {
         let state = state.clone();
         async move { Ok::<_, Infallible>(handle(state, peer, request).await) }
@@ -275,6 +321,9 @@ async fn serve_connection<I>(
     tokio::pin!(connection);
     tokio::select! {
         _ = &mut connection => {}
+        () = write_stalled(&progress, write_timeout) => {
+            info!("http {peer}: an answer went unread for {write_timeout:?}: connection closed");
+        }
         _ = shutdown.changed() => connection.as_mut().graceful_shutdown(),
     }
 }
@@ -350,7 +399,10 @@ async fn handle(
     // Access is decided from the head before the body is read: an unauthenticated SCIM
     // request's body is never read, and the console reads no more than a sign-in form
     // without a live session.
-    let mut response = if let Some(rest) = request.path.strip_prefix(scim::PREFIX) {
+    let is_scim = request.path.starts_with(scim::PREFIX);
+    let mut response = if let Some(refused) = refuse_cross_site(&request, is_scim) {
+        refused
+    } else if let Some(rest) = request.path.strip_prefix(scim::PREFIX) {
         let rest = rest.to_string();
         match auth::authenticate(&state, &request).await {
             Err(auth::Unauthenticated) => scim::unauthorized(),
@@ -379,6 +431,25 @@ async fn handle(
         );
     }
     response
+}
+
+/// 403 for a state-changing request a browser marks `Sec-Fetch-Site: cross-site`: another
+/// site's page may not write with the credentials or cookies the browser holds for this one
+/// (cached Basic credentials for SCIM, a session for the console). Safe methods pass.
+fn refuse_cross_site(request: &HttpRequest, is_scim: bool) -> Option<HttpResponse> {
+    let safe = matches!(request.method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let cross_site = request
+        .header("sec-fetch-site")
+        .is_some_and(|site| site.trim().eq_ignore_ascii_case("cross-site"));
+    if safe || !cross_site {
+        return None;
+    }
+    let text = "a cross-site request may not change anything here";
+    Some(if is_scim {
+        scim::error_response(StatusCode::FORBIDDEN, None, text)
+    } else {
+        respond(StatusCode::FORBIDDEN, "text/plain", text)
+    })
 }
 
 /// Why a body was not read whole.
@@ -502,6 +573,7 @@ mod tests {
             by_address: Arc::default(),
             per_address_max,
             max,
+            trusted: Vec::new(),
         }
     }
 
@@ -528,6 +600,22 @@ mod tests {
         let third: std::net::IpAddr = "2001:db8::3".parse().unwrap();
         assert!(caps.admit(third).is_none());
         drop((served, v6, again));
+    }
+
+    /// A trusted proxy (`[http] trusted_proxies`) carries many clients, as a loopback one
+    /// does: it meets only the whole cap (before, 32 connections from a proxy elsewhere
+    /// locked out every client behind it).
+    #[test]
+    fn a_trusted_proxy_meets_only_the_whole_cap() {
+        let mut caps = connections(2, 4);
+        caps.trusted = vec![lmdir_config::parse_network("192.0.2.0/24").unwrap()];
+        let proxy: std::net::IpAddr = "192.0.2.10".parse().unwrap();
+        let held: Vec<_> = (0..5).map(|_| caps.admit(proxy)).collect();
+        assert_eq!(held.iter().filter(|held| held.is_some()).count(), 4);
+        drop(held);
+        let stranger: std::net::IpAddr = "198.51.100.9".parse().unwrap();
+        let held: Vec<_> = (0..3).map(|_| caps.admit(stranger)).collect();
+        assert_eq!(held.iter().filter(|held| held.is_some()).count(), 2);
     }
 
     #[test]

@@ -226,6 +226,16 @@ fn set_cookie(
     }
 }
 
+/// The form a POST's body carries (empty for any other method): where its CSRF token must
+/// be, never in the URL (which logs, history and Referer keep).
+fn body_form(request: &HttpRequest) -> HashMap<String, String> {
+    if request.method != Method::POST {
+        return HashMap::new();
+    }
+    form_urlencoded::parse(&request.body).into_owned().collect()
+}
+
+/// The query's fields, and the body's over them on a POST.
 pub fn form_of(request: &HttpRequest) -> HashMap<String, String> {
     let mut form: HashMap<String, String> = request.query.iter().cloned().collect();
     if request.method == Method::POST {
@@ -400,7 +410,8 @@ fn signed_in(state: &HttpState, request: &HttpRequest) -> Result<Signed, Box<Htt
     }
     let form = form_of(request);
     if request.method != Method::GET {
-        let sent = form.get("csrf").map_or("", String::as_str);
+        let body = body_form(request);
+        let sent = body.get("csrf").map_or("", String::as_str);
         if !same_secret(sent, &csrf) {
             return Err(Box::new(forbidden(
                 "The form's security token is missing or wrong: reload the page.",
@@ -464,7 +475,7 @@ fn login_page(request: &HttpRequest, notice: Option<Notice>) -> HttpResponse {
 }
 
 async fn login(state: &HttpState, request: &HttpRequest) -> HttpResponse {
-    let form = form_of(request);
+    let form = body_form(request);
     let expected = cookie(request, login_cookie_name(request.tls)).unwrap_or_default();
     let sent = form.get("csrf").map_or("", String::as_str);
     if expected.is_empty() || !same_secret(sent, &expected) {

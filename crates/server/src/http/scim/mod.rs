@@ -17,15 +17,20 @@ use ldap3_proto::proto::{LdapModifyType, LdapSearchScope};
 use lmdir_schema::Filter;
 use resource::{Kind, Mapping, Reference};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub const PREFIX: &str = "/scim/v2";
 const SCIM_CONTENT_TYPE: &str = "application/scim+json";
 const ERROR_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:Error";
 const LIST_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:ListResponse";
-/// Members (or groups) resolved into one resource; past it the resource is refused (400
-/// tooMany) unless `excludedAttributes=members` leaves them out (the console pages them).
+/// Members (or groups) resolved in one request, each an LDAP read (a resource's, a page's,
+/// a PATCH's or a PUT's together); past it the request is refused (400 tooMany) unless
+/// `excludedAttributes=members` leaves them out (the console pages them) or a smaller page
+/// asks for fewer.
 const REFERENCES_RESOLVED_MAX: usize = 10_000;
+/// Names in one `attributes` or `excludedAttributes` (400 tooMany beyond).
+const ATTRIBUTE_NAMES_MAX: usize = 100;
 
 /// The SCIM endpoint's configuration, resolved.
 pub struct Scim {
@@ -63,6 +68,8 @@ pub struct ScimError {
     pub status: StatusCode,
     pub scim_type: Option<&'static str>,
     pub detail: String,
+    /// The LDAP result it answers, if it answers one.
+    pub ldap_code: Option<u32>,
 }
 
 impl ScimError {
@@ -75,6 +82,7 @@ impl ScimError {
             status,
             scim_type,
             detail: detail.into(),
+            ldap_code: None,
         }
     }
 
@@ -102,13 +110,28 @@ impl From<LdapFailure> for ScimError {
             49 | 48 | 8 => (StatusCode::UNAUTHORIZED, None),
             53 => (StatusCode::BAD_REQUEST, Some("mutability")),
             3 | 51 | 52 | 10 => (StatusCode::SERVICE_UNAVAILABLE, None),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, None),
+            _ => {
+                // Other (80) and the rest: the server's own failure, whose text (a store error,
+                // a path, a setting) is for the log, not for the client.
+                tracing::warn!("SCIM: LDAP {}: {}", failure.code, failure.message);
+                return ScimError {
+                    ldap_code: Some(failure.code),
+                    ..ScimError::new(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        None,
+                        "the directory could not complete the request (the server's log says why)",
+                    )
+                };
+            }
         };
-        ScimError::new(
-            status,
-            scim_type,
-            format!("LDAP {}: {}", failure.code, failure.message),
-        )
+        ScimError {
+            ldap_code: Some(failure.code),
+            ..ScimError::new(
+                status,
+                scim_type,
+                format!("LDAP {}: {}", failure.code, failure.message),
+            )
+        }
     }
 }
 
@@ -211,6 +234,8 @@ pub async fn handle(
         scim,
         client: &client,
         state,
+        references_left: AtomicUsize::new(REFERENCES_RESOLVED_MAX),
+        in_bulk: false,
     };
     let answer = match (&request.method, segments.as_slice()) {
         (&Method::GET, ["ServiceProviderConfig"]) => {
@@ -262,6 +287,39 @@ pub struct Context<'a> {
     pub scim: &'a Scim,
     pub client: &'a DirectoryClient,
     pub state: &'a HttpState,
+    /// Member (or group) resolutions this request may still make (`REFERENCES_RESOLVED_MAX`).
+    pub references_left: AtomicUsize,
+    /// Inside `/Bulk`, whose answers carry only each resource's location and version.
+    pub in_bulk: bool,
+}
+
+impl Context<'_> {
+    /// What the resource a write answers with shows: all of it, its references with an
+    /// allowance of their own (a written group is shown whole); in `/Bulk` no references.
+    fn answer_selection(&self) -> Selection {
+        if self.in_bulk {
+            return Selection::without_references();
+        }
+        self.references_left
+            .store(REFERENCES_RESOLVED_MAX, Ordering::Relaxed);
+        Selection::default()
+    }
+
+    /// Takes `count` resolutions from the request's allowance: 400 tooMany past it, before
+    /// any of them is made.
+    fn resolve_allowance(&self, count: usize, advice: &str) -> Result<(), ScimError> {
+        let taken =
+            self.references_left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                    left.checked_sub(count)
+                });
+        taken.map(|_| ()).map_err(|_| {
+            ScimError::bad(
+                "tooMany",
+                format!("more than {REFERENCES_RESOLVED_MAX} members or groups in one request: {advice}"),
+            )
+        })
+    }
 }
 
 async fn resource_request(
@@ -274,16 +332,16 @@ async fn resource_request(
     let if_match = request.header("if-match").map(str::to_string);
     match (method, rest) {
         (&Method::GET, []) => {
-            let parameters = ListParameters::from_query(request);
+            let parameters = ListParameters::from_query(request)?;
             list(context, kind, &parameters).await
         }
         (&Method::POST, [".search"]) => {
             let body = json_body(request)?;
-            list(context, kind, &ListParameters::from_body(&body)).await
+            list(context, kind, &ListParameters::from_body(&body)?).await
         }
         (&Method::POST, []) => create(context, kind, &json_body(request)?).await,
         (&Method::GET, [id]) => {
-            let selection = Selection::from_query(request);
+            let selection = Selection::from_query(request)?;
             let entry = find(context, kind, id)
                 .await?
                 .ok_or_else(ScimError::not_found)?;
@@ -306,7 +364,28 @@ async fn resource_request(
     }
 }
 
+/// Whether the request's Content-Type is one RFC 7644 §3.1 names for SCIM bodies
+/// (`application/scim+json`, `application/json`; parameters such as charset aside).
+fn is_scim_json(request: &HttpRequest) -> bool {
+    let Some(content_type) = request.header(hyper::header::CONTENT_TYPE.as_str()) else {
+        return false;
+    };
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case(SCIM_CONTENT_TYPE)
+        || essence.eq_ignore_ascii_case("application/json")
+}
+
+/// The request's JSON object: 415 unless its Content-Type says JSON, so that no browser form
+/// (text/plain, urlencoded, multipart: what a cross-site page may send without asking) is
+/// ever taken for one.
 fn json_body(request: &HttpRequest) -> Result<Map<String, Value>, ScimError> {
+    if !is_scim_json(request) {
+        return Err(ScimError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            format!("the body must be {SCIM_CONTENT_TYPE} or application/json"),
+        ));
+    }
     match serde_json::from_slice::<Value>(&request.body) {
         Ok(Value::Object(object)) => Ok(object),
         Ok(_) => Err(ScimError::bad(
@@ -338,29 +417,52 @@ fn one_of(resources: Vec<Value>, id: &str) -> Result<Answer, ScimError> {
         .ok_or_else(ScimError::not_found)
 }
 
-/// `attributes` / `excludedAttributes`: top-level names (schema URNs stripped).
+/// `attributes` / `excludedAttributes`: top-level names (schema URNs stripped, lowercase), at
+/// most `ATTRIBUTE_NAMES_MAX` each, looked up in a set for each attribute of each resource.
 #[derive(Default)]
 pub struct Selection {
-    only: Option<Vec<String>>,
-    excluded: Vec<String>,
+    only: Option<HashSet<String>>,
+    excluded: HashSet<String>,
 }
 
 impl Selection {
-    fn parse(text: Option<&str>) -> Vec<String> {
-        text.unwrap_or_default()
+    fn parse(text: Option<&str>) -> Result<HashSet<String>, ScimError> {
+        let text = text.unwrap_or_default();
+        if text.split(',').nth(ATTRIBUTE_NAMES_MAX).is_some() {
+            return Err(ScimError::bad(
+                "tooMany",
+                format!("more than {ATTRIBUTE_NAMES_MAX} attribute names"),
+            ));
+        }
+        Ok(text
             .split(',')
             .map(|name| resource::strip_schema(name.trim()))
             .map(|name| name.split('.').next().unwrap_or(name).to_ascii_lowercase())
             .filter(|name| !name.is_empty())
-            .collect()
+            .collect())
     }
 
-    fn from_query(request: &HttpRequest) -> Selection {
-        let only = Selection::parse(request.query_value("attributes"));
-        Selection {
+    fn of(only: Option<&str>, excluded: Option<&str>) -> Result<Selection, ScimError> {
+        let only = Selection::parse(only)?;
+        Ok(Selection {
             only: (!only.is_empty()).then_some(only),
-            excluded: Selection::parse(request.query_value("excludedAttributes")),
+            excluded: Selection::parse(excluded)?,
+        })
+    }
+
+    /// Everything but the references (members, groups): what a write compares.
+    fn without_references() -> Selection {
+        Selection {
+            only: None,
+            excluded: ["members", "groups"].map(str::to_string).into(),
         }
+    }
+
+    fn from_query(request: &HttpRequest) -> Result<Selection, ScimError> {
+        Selection::of(
+            request.query_value("attributes"),
+            request.query_value("excludedAttributes"),
+        )
     }
 
     fn wants(&self, name: &str) -> bool {
@@ -476,6 +578,30 @@ async fn reference_of(
     Ok(reference)
 }
 
+const REFERENCES_ADVICE: &str =
+    "ask with excludedAttributes=members (groups for Users) or for fewer resources (count)";
+
+/// The DNs of the members (a User: groups) of `entry` the selection asks to see resolved.
+fn reference_dns(
+    context: &Context<'_>,
+    kind: Kind,
+    entry: &FoundEntry,
+    selection: &Selection,
+) -> Option<Vec<String>> {
+    let key = match kind {
+        Kind::User => "groups",
+        Kind::Group => "members",
+    };
+    let ldap = context.scim.mapping.ldap(kind, key)?;
+    selection.wants(key).then(|| {
+        entry
+            .values(ldap)
+            .map(|dn| String::from_utf8_lossy(dn).into_owned())
+            .filter(|dn| dn != resource::NO_MEMBER)
+            .collect()
+    })
+}
+
 /// The SCIM resource of an entry (members or groups resolved unless left out).
 pub async fn to_resource(
     context: &Context<'_>,
@@ -485,25 +611,10 @@ pub async fn to_resource(
     cache: &mut HashMap<String, Option<Reference>>,
 ) -> Result<Value, ScimError> {
     let mapping = &context.scim.mapping;
-    let (key, scim) = match kind {
-        Kind::User => ("groups", "groups"),
-        Kind::Group => ("members", "members"),
-    };
     let mut references = Vec::new();
-    if let (true, Some(ldap)) = (selection.wants(key), mapping.ldap(kind, scim)) {
-        let dns: Vec<String> = entry
-            .values(ldap)
-            .map(|dn| String::from_utf8_lossy(dn).into_owned())
-            .filter(|dn| dn != resource::NO_MEMBER)
-            .collect();
-        if dns.len() > REFERENCES_RESOLVED_MAX {
-            return Err(ScimError::bad(
-                "tooMany",
-                format!(
-                    "more than {REFERENCES_RESOLVED_MAX} {key}: ask with excludedAttributes={key}"
-                ),
-            ));
-        }
+    if let Some(dns) = reference_dns(context, kind, entry, selection) {
+        let unresolved = dns.iter().filter(|dn| !cache.contains_key(*dn)).count();
+        context.resolve_allowance(unresolved, REFERENCES_ADVICE)?;
         for dn in dns {
             if let Some(reference) = reference_of(context, &dn, cache).await? {
                 references.push(reference);
@@ -532,13 +643,13 @@ pub struct ListParameters {
 }
 
 impl ListParameters {
-    fn from_query(request: &HttpRequest) -> ListParameters {
+    fn from_query(request: &HttpRequest) -> Result<ListParameters, ScimError> {
         let number = |name: &str| {
             request
                 .query_value(name)
                 .and_then(|value| value.trim().parse::<i64>().ok())
         };
-        ListParameters {
+        Ok(ListParameters {
             filter: request.query_value("filter").map(str::to_string),
             sort_by: request.query_value("sortBy").map(str::to_string),
             descending: request
@@ -548,11 +659,11 @@ impl ListParameters {
                 .unwrap_or(1)
                 .clamp(1, i64::from(i32::MAX)) as u32,
             count: number("count").map(|count| count.clamp(0, i64::from(i32::MAX)) as u32),
-            selection: Selection::from_query(request),
-        }
+            selection: Selection::from_query(request)?,
+        })
     }
 
-    fn from_body(body: &Map<String, Value>) -> ListParameters {
+    fn from_body(body: &Map<String, Value>) -> Result<ListParameters, ScimError> {
         let text = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_string);
         let number = |name: &str| body.get(name).and_then(Value::as_i64);
         let names = |name: &str| {
@@ -564,8 +675,11 @@ impl ListParameters {
                     .join(",")
             })
         };
-        let only = Selection::parse(names("attributes").as_deref());
-        ListParameters {
+        let selection = Selection::of(
+            names("attributes").as_deref(),
+            names("excludedAttributes").as_deref(),
+        )?;
+        Ok(ListParameters {
             filter: text("filter"),
             sort_by: text("sortBy"),
             descending: text("sortOrder")
@@ -574,11 +688,8 @@ impl ListParameters {
                 .unwrap_or(1)
                 .clamp(1, i64::from(i32::MAX)) as u32,
             count: number("count").map(|count| count.clamp(0, i64::from(i32::MAX)) as u32),
-            selection: Selection {
-                only: (!only.is_empty()).then_some(only),
-                excluded: Selection::parse(names("excludedAttributes").as_deref()),
-            },
-        }
+            selection,
+        })
     }
 }
 
@@ -647,9 +758,19 @@ async fn list(
     };
     let total =
         vlv_response(&outcome.controls).map_or(outcome.entries.len() as i64, |(_, total, _)| total);
+    let page = &outcome.entries[..outcome.entries.len().min(count as usize)];
+    // The page's references counted before any is resolved: refused whole, not half-way.
+    let distinct: HashSet<String> = page
+        .iter()
+        .filter_map(|entry| reference_dns(context, kind, entry, &parameters.selection))
+        .flatten()
+        .collect();
+    if distinct.len() > context.references_left.load(Ordering::Relaxed) {
+        context.resolve_allowance(distinct.len(), REFERENCES_ADVICE)?;
+    }
     let mut resources = Vec::new();
     let mut cache = HashMap::new();
-    for entry in outcome.entries.iter().take(count as usize) {
+    for entry in page {
         resources.push(to_resource(context, kind, entry, &parameters.selection, &mut cache).await?);
     }
     Ok(Answer::ok(json!({
@@ -663,12 +784,7 @@ async fn list(
 
 /// The DNs of `ids` (400 when one names nothing the subject may see).
 pub async fn member_dns(context: &Context<'_>, ids: &[String]) -> Result<Vec<Vec<u8>>, ScimError> {
-    if ids.len() > REFERENCES_RESOLVED_MAX {
-        return Err(ScimError::bad(
-            "tooMany",
-            format!("more than {REFERENCES_RESOLVED_MAX} members at once"),
-        ));
-    }
+    context.resolve_allowance(ids.len(), "send the members in smaller requests")?;
     let mut dns = Vec::with_capacity(ids.len());
     for id in ids {
         let dn = dn_of_id(context, id)
@@ -761,7 +877,14 @@ async fn create(
             )
         })?;
     let mut cache = HashMap::new();
-    let value = to_resource(context, kind, &entry, &Selection::default(), &mut cache).await?;
+    let value = to_resource(
+        context,
+        kind,
+        &entry,
+        &context.answer_selection(),
+        &mut cache,
+    )
+    .await?;
     Ok(Answer {
         status: StatusCode::CREATED,
         body: Some(value),
@@ -799,60 +922,155 @@ pub fn check_version(entry: &FoundEntry, if_match: Option<&str>) -> Result<(), S
     }
 }
 
-/// Writes `after` over the entry whose resource is `before`: a rename when the naming value
+/// What a PUT or PATCH writes over an entry.
+pub struct Write<'a> {
+    pub kind: Kind,
+    pub entry: &'a FoundEntry,
+    /// The resource as read (references left out), and as it is to be.
+    pub before: &'a Map<String, Value>,
+    pub after: &'a Map<String, Value>,
+    /// The members' DNs a PUT sets (None: members untouched).
+    pub members: Option<&'a [Vec<u8>]>,
+    /// PATCH: a multi-valued attribute (emails, phoneNumbers) changes by its values (LDAP Add
+    /// and Delete under permissive modify), so values added meanwhile over LDAP are kept; a
+    /// PUT, which states them all, replaces them.
+    pub by_value: bool,
+}
+
+/// Queues `write` in the client's transaction (`begin`): a rename when the naming value
 /// changed, then one modify of every changed attribute (and the password, and the members
-/// when `members` is Some), under the If-Match assertion.
+/// when given). `guard`, If-Match's assertion, goes on the first step queued: the steps
+/// apply in one writer transaction, so what it asserts holds for all of them.
 pub async fn write_changes(
     context: &Context<'_>,
-    kind: Kind,
-    entry: &FoundEntry,
-    before: &Map<String, Value>,
-    after: &Map<String, Value>,
-    members: Option<Vec<Vec<u8>>>,
-    if_match: Option<&str>,
+    write: &Write<'_>,
+    guard: &mut Option<Filter>,
 ) -> Result<String, ScimError> {
     let mapping = &context.scim.mapping;
-    let mut assertion = version_assertion(if_match);
-    let mut dn = entry.dn.clone();
-    let new_name = resource::naming_value(kind, after)
+    let kind = write.kind;
+    let mut dn = write.entry.dn.clone();
+    let new_name = resource::naming_value(kind, write.after)
         .ok_or_else(|| ScimError::bad("invalidValue", "the naming attribute may not be removed"))?;
-    if resource::naming_value(kind, before).as_deref() != Some(new_name.as_str()) {
+    if resource::naming_value(kind, write.before).as_deref() != Some(new_name.as_str()) {
         let rdn = format!(
             "{}={}",
             mapping.naming(kind),
             resource::escape_rdn_value(&new_name)
         );
-        context.client.rename(&dn, &rdn, assertion.as_ref()).await?;
-        assertion = None;
+        context
+            .client
+            .rename(&dn, &rdn, guard.take().as_ref())
+            .await?;
         // After the first unescaped comma: a name may hold one ("cn=Sales\, EMEA,...").
         let parent = lmdir_schema::normalized_dn_parent(&dn).unwrap_or_default();
         dn = format!("{rdn},{parent}");
     }
-    let mut changes: Vec<(LdapModifyType, String, Vec<Vec<u8>>)> =
-        resource::directory_values(mapping, kind, after, Some(before))
-            .into_iter()
-            .map(|(attribute, values)| (LdapModifyType::Replace, attribute, values))
-            .collect();
-    if let Some(password) = password_of(after).filter(|_| kind == Kind::User) {
+    let (changes, permissive) = modify_changes(mapping, write);
+    if !changes.is_empty() {
+        let assertion = guard.take();
+        context
+            .client
+            .modify_with(&dn, changes, assertion.as_ref(), permissive)
+            .await?;
+    }
+    Ok(dn)
+}
+
+type Change = (LdapModifyType, String, Vec<Vec<u8>>);
+
+/// The modify `write` makes, and whether it needs permissive modify (values added and
+/// deleted one by one).
+fn modify_changes(mapping: &Mapping, write: &Write<'_>) -> (Vec<Change>, bool) {
+    let kind = write.kind;
+    let before_values = resource::directory_values(mapping, kind, write.before, None);
+    let by_value: Vec<&str> = ["emails", "phoneNumbers"]
+        .iter()
+        .filter(|_| write.by_value)
+        .filter_map(|key| mapping.ldap(kind, key))
+        .collect();
+    let mut permissive = false;
+    let mut changes = Vec::new();
+    for (attribute, values) in
+        resource::directory_values(mapping, kind, write.after, Some(write.before))
+    {
+        let before = before_values
+            .iter()
+            .find(|(name, _)| *name == attribute)
+            .map_or(&[][..], |(_, values)| values.as_slice());
+        let diff = by_value
+            .contains(&attribute.as_str())
+            .then(|| value_changes(&attribute, before, &values))
+            .flatten();
+        match diff {
+            Some(diff) => {
+                permissive = true;
+                changes.extend(diff);
+            }
+            None => changes.push((LdapModifyType::Replace, attribute, values)),
+        }
+    }
+    if let Some(password) = password_of(write.after).filter(|_| kind == Kind::User) {
         changes.push((
             LdapModifyType::Replace,
             "userPassword".to_string(),
             vec![password],
         ));
     }
-    if let (Some(mut dns), Some(member)) = (members, mapping.ldap(kind, "members")) {
+    if let (Some(dns), Some(member)) = (write.members, mapping.ldap(kind, "members")) {
+        let mut dns = dns.to_vec();
         if dns.is_empty() {
             dns.push(resource::NO_MEMBER.as_bytes().to_vec());
         }
         changes.push((LdapModifyType::Replace, member.to_string(), dns));
     }
-    if !changes.is_empty() {
-        context
-            .client
-            .modify(&dn, changes, assertion.as_ref())
-            .await?;
+    (changes, permissive)
+}
+
+/// `before` made `after` by deleting and adding values, when that leaves them in `after`'s
+/// order (the primary value first); None when only a Replace does.
+fn value_changes(attribute: &str, before: &[Vec<u8>], after: &[Vec<u8>]) -> Option<Vec<Change>> {
+    let after_set: HashSet<&Vec<u8>> = after.iter().collect();
+    let before_set: HashSet<&Vec<u8>> = before.iter().collect();
+    let removed: Vec<Vec<u8>> = before
+        .iter()
+        .filter(|value| !after_set.contains(value))
+        .cloned()
+        .collect();
+    let added: Vec<Vec<u8>> = after
+        .iter()
+        .filter(|value| !before_set.contains(value))
+        .cloned()
+        .collect();
+    let kept = before.iter().filter(|value| after_set.contains(value));
+    if !kept.chain(added.iter()).eq(after.iter()) {
+        return None;
     }
-    Ok(dn)
+    let mut changes = Vec::new();
+    if !removed.is_empty() {
+        changes.push((LdapModifyType::Delete, attribute.to_string(), removed));
+    }
+    if !added.is_empty() {
+        changes.push((LdapModifyType::Add, attribute.to_string(), added));
+    }
+    Some(changes)
+}
+
+/// Ends the transaction `begin` opened: committed when `written` is Ok (the first failing
+/// step then answers for all, none kept), dropped with everything queued otherwise.
+pub async fn finish<T>(
+    context: &Context<'_>,
+    written: Result<T, ScimError>,
+) -> Result<T, ScimError> {
+    match written {
+        Ok(value) => {
+            context.client.commit().await?;
+            Ok(value)
+        }
+        Err(error) => {
+            context.client.abandon();
+            Err(error)
+        }
+    }
 }
 
 /// The resource read back after a write.
@@ -865,7 +1083,14 @@ pub async fn read_back(context: &Context<'_>, kind: Kind, dn: &str) -> Result<An
         .ok_or_else(ScimError::not_found)?;
     let mut cache = HashMap::new();
     Ok(Answer::ok(
-        to_resource(context, kind, &entry, &Selection::default(), &mut cache).await?,
+        to_resource(
+            context,
+            kind,
+            &entry,
+            &context.answer_selection(),
+            &mut cache,
+        )
+        .await?,
     ))
 }
 
@@ -880,11 +1105,14 @@ async fn replace(
         .await?
         .ok_or_else(ScimError::not_found)?;
     check_version(&entry, if_match)?;
-    let no_references = Selection {
-        only: None,
-        excluded: vec!["members".to_string(), "groups".to_string()],
-    };
-    let before = to_resource(context, kind, &entry, &no_references, &mut HashMap::new()).await?;
+    let before = to_resource(
+        context,
+        kind,
+        &entry,
+        &Selection::without_references(),
+        &mut HashMap::new(),
+    )
+    .await?;
     let before = before.as_object().cloned().unwrap_or_default();
     let members = match kind {
         Kind::Group => Some(
@@ -896,7 +1124,18 @@ async fn replace(
         ),
         Kind::User => None,
     };
-    let dn = write_changes(context, kind, &entry, &before, object, members, if_match).await?;
+    let write = Write {
+        kind,
+        entry: &entry,
+        before: &before,
+        after: object,
+        members: members.as_deref(),
+        by_value: false,
+    };
+    context.client.begin().await?;
+    let mut guard = version_assertion(if_match);
+    let written = write_changes(context, &write, &mut guard).await;
+    let dn = finish(context, written).await?;
     read_back(context, kind, &dn).await
 }
 

@@ -6,17 +6,43 @@
 
 use super::resource::{self, Kind};
 use super::{
-    find, member_dns, read_back, to_resource, write_changes, Answer, Context, ScimError, Selection,
+    find, finish, member_dns, read_back, to_resource, version_assertion, write_changes, Answer,
+    Context, ScimError, Selection, Write,
 };
 use hyper::StatusCode;
 use ldap3_proto::proto::LdapModifyType;
+use lmdir_schema::Filter;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const PATCH_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:PatchOp";
 const BULK_RESPONSE_SCHEMA: &str = "urn:ietf:params:scim:api:messages:2.0:BulkResponse";
 /// Most operations in one PATCH request.
 const PATCH_OPERATIONS_MAX: usize = 1000;
+/// Most values of one attribute a PATCH operation carries, and an attribute holds after it
+/// (`members` excepted: they are LDAP adds and deletes, bounded by the resolutions a request
+/// may make).
+const VALUES_PER_ATTRIBUTE_MAX: usize = 1000;
+
+fn too_many_values(key: &str) -> ScimError {
+    ScimError::bad(
+        "tooMany",
+        format!("more than {VALUES_PER_ATTRIBUTE_MAX} values of '{key}'"),
+    )
+}
+
+/// 400 tooMany when an array anywhere in `value` is longer than `VALUES_PER_ATTRIBUTE_MAX`.
+fn check_values(key: &str, value: &Value) -> Result<(), ScimError> {
+    match value {
+        Value::Array(items) if items.len() > VALUES_PER_ATTRIBUTE_MAX => Err(too_many_values(key)),
+        Value::Array(items) => items.iter().try_for_each(|item| check_values(key, item)),
+        Value::Object(object) => object
+            .iter()
+            .try_for_each(|(key, item)| check_values(key, item)),
+        _ => Ok(()),
+    }
+}
 
 struct Operation {
     op: String,
@@ -79,36 +105,93 @@ pub async fn patch(
     if_match: Option<&str>,
 ) -> Result<Answer, ScimError> {
     let mut operations = operations(body)?;
-    let entry = find(context, kind, id)
-        .await?
-        .ok_or_else(ScimError::not_found)?;
-    super::check_version(&entry, if_match)?;
-    let no_references = Selection {
-        only: None,
-        excluded: vec!["members".to_string(), "groups".to_string()],
-    };
-    let before = to_resource(context, kind, &entry, &no_references, &mut HashMap::new()).await?;
-    let before = before.as_object().cloned().unwrap_or_default();
     let mut member_changes = Vec::new();
     if kind == Kind::Group {
         split_member_operations(&mut operations, &mut member_changes);
     }
-    let mut after = before.clone();
     for operation in &operations {
-        apply(&mut after, operation)?;
+        if let Some(value) = &operation.value {
+            check_values(operation.path.as_deref().unwrap_or("value"), value)?;
+        }
     }
-    let dn = write_changes(context, kind, &entry, &before, &after, None, if_match).await?;
-    for (op, path, value) in member_changes {
-        apply_members(context, &dn, &op, &path, value.as_ref()).await?;
-    }
+    let entry = find(context, kind, id)
+        .await?
+        .ok_or_else(ScimError::not_found)?;
+    super::check_version(&entry, if_match)?;
+    let without_references = Selection::without_references();
+    let mut cache = HashMap::new();
+    let before = to_resource(context, kind, &entry, &without_references, &mut cache);
+    let before = before.await?.as_object().cloned().unwrap_or_default();
+    let after = apply_all(before.clone(), operations).await?;
+    let write = Write {
+        kind,
+        entry: &entry,
+        before: &before,
+        after: &after,
+        members: None,
+        by_value: true,
+    };
+    let dn = match write_patch(context, &write, &member_changes, if_match, false).await {
+        // A removal left the group without members: again, with the empty DN added.
+        Err(error)
+            if error.ldap_code == Some(65)
+                && member_changes.iter().any(|(op, ..)| op == "remove") =>
+        {
+            write_patch(context, &write, &member_changes, if_match, true).await?
+        }
+        written => written?,
+    };
     read_back(context, kind, &dn).await
 }
 
+type MemberChange = (String, String, Option<Value>);
+
+/// The PATCH's steps as one LDAP transaction: all of them are kept or none (before, a rename
+/// stayed when a member id after it was unknown), If-Match asserted on the first.
+async fn write_patch(
+    context: &Context<'_>,
+    write: &Write<'_>,
+    member_changes: &[MemberChange],
+    if_match: Option<&str>,
+    none_left: bool,
+) -> Result<String, ScimError> {
+    context.client.begin().await?;
+    let written = async {
+        let mut guard = version_assertion(if_match);
+        let dn = write_changes(context, write, &mut guard).await?;
+        for (op, path, value) in member_changes {
+            let change = MemberStep {
+                op,
+                path,
+                value: value.as_ref(),
+                none_left,
+            };
+            apply_members(context, &dn, &change, &mut guard).await?;
+        }
+        Ok(dn)
+    }
+    .await;
+    finish(context, written).await
+}
+
+/// The operations applied in order to `resource`, off the reactor (each is bounded, but a
+/// thousand filtered ones over a thousand values take a while).
+async fn apply_all(
+    mut resource: Map<String, Value>,
+    operations: Vec<Operation>,
+) -> Result<Map<String, Value>, ScimError> {
+    tokio::task::spawn_blocking(move || {
+        for operation in &operations {
+            apply(&mut resource, operation)?;
+        }
+        Ok(resource)
+    })
+    .await
+    .map_err(|_| ScimError::new(StatusCode::INTERNAL_SERVER_ERROR, None, "PATCH failed"))?
+}
+
 /// Moves `members` operations (and `members` inside a path-less value) out of `operations`.
-fn split_member_operations(
-    operations: &mut Vec<Operation>,
-    members: &mut Vec<(String, String, Option<Value>)>,
-) {
+fn split_member_operations(operations: &mut Vec<Operation>, members: &mut Vec<MemberChange>) {
     let mut kept = Vec::new();
     for mut operation in operations.drain(..) {
         match &operation.path {
@@ -133,13 +216,23 @@ fn split_member_operations(
     *operations = kept;
 }
 
+/// One `members` operation of a PATCH.
+struct MemberStep<'a> {
+    op: &'a str,
+    path: &'a str,
+    value: Option<&'a Value>,
+    /// Removals may leave the group without members: the empty DN is added with them.
+    none_left: bool,
+}
+
+/// Queues a `members` operation: LDAP adds and deletes of `member` values.
 async fn apply_members(
     context: &Context<'_>,
     dn: &str,
-    op: &str,
-    path: &str,
-    value: Option<&Value>,
+    step: &MemberStep<'_>,
+    guard: &mut Option<Filter>,
 ) -> Result<(), ScimError> {
+    let (op, path, value) = (step.op, step.path, step.value);
     let Some(member) = context.scim.mapping.ldap(Kind::Group, "members") else {
         return Ok(());
     };
@@ -159,6 +252,11 @@ async fn apply_members(
     let change = |op: LdapModifyType, values: Vec<Vec<u8>>| vec![(op, member.to_string(), values)];
     let changes = match (op, filtered) {
         ("remove", false) => change(LdapModifyType::Replace, empty.clone()),
+        ("remove", true) if step.none_left => {
+            let mut changes = change(LdapModifyType::Delete, dns);
+            changes.push((LdapModifyType::Add, member.to_string(), empty.clone()));
+            changes
+        }
         ("remove", true) => change(LdapModifyType::Delete, dns),
         ("replace", false) if dns.is_empty() => change(LdapModifyType::Replace, empty.clone()),
         ("replace", false) => change(LdapModifyType::Replace, dns),
@@ -169,15 +267,11 @@ async fn apply_members(
             changes
         }
     };
-    match context.client.modify_permissive(dn, changes.clone()).await {
-        // The last member removed: groupOfNames needs one, the empty DN stands for none.
-        Err(failure) if failure.code == 65 && op == "remove" => {
-            let mut changes = changes;
-            changes.push((LdapModifyType::Add, member.to_string(), empty));
-            Ok(context.client.modify_permissive(dn, changes).await?)
-        }
-        other => Ok(other?),
-    }
+    let assertion = guard.take();
+    Ok(context
+        .client
+        .modify_with(dn, changes, assertion.as_ref(), true)
+        .await?)
 }
 
 /// The ids a `members[value eq "..."]` filter names (`or` of `eq` on value only).
@@ -289,11 +383,7 @@ fn apply_attribute(
         }
         "add" => match (object.get_mut(key), value) {
             (Some(Value::Array(existing)), Some(Value::Array(added))) => {
-                for item in added {
-                    if !existing.contains(&item) {
-                        existing.push(item);
-                    }
-                }
+                merge_values(key, existing, added)?;
             }
             (Some(Value::Object(existing)), Some(Value::Object(added))) => existing.extend(added),
             (_, Some(value)) => {
@@ -313,6 +403,21 @@ fn apply_attribute(
     Ok(())
 }
 
+/// `added` appended to `existing` but for the values it holds already (compared as their
+/// JSON text, in a set: linear), within `VALUES_PER_ATTRIBUTE_MAX`.
+fn merge_values(key: &str, existing: &mut Vec<Value>, added: Vec<Value>) -> Result<(), ScimError> {
+    let mut seen: HashSet<String> = existing.iter().map(Value::to_string).collect();
+    for item in added {
+        if seen.insert(item.to_string()) {
+            if existing.len() == VALUES_PER_ATTRIBUTE_MAX {
+                return Err(too_many_values(key));
+            }
+            existing.push(item);
+        }
+    }
+    Ok(())
+}
+
 fn apply_filtered(
     resource: &mut Map<String, Value>,
     key: &str,
@@ -328,6 +433,10 @@ fn apply_filtered(
             format!("'{key}' has no values to filter"),
         ));
     };
+    // Each filtered operation tests every value: bounded as the values an operation may leave.
+    if items.len() > VALUES_PER_ATTRIBUTE_MAX {
+        return Err(too_many_values(key));
+    }
     let matching: Vec<usize> = (0..items.len())
         .filter(|index| super::filter::matches_json(&expression, &items[*index]))
         .collect();
@@ -359,6 +468,13 @@ fn apply_filtered(
 
 /// `/Bulk`: each operation in order, `bulkId:` references replaced by the ids created before.
 pub async fn bulk(context: &Context<'_>, body: &Map<String, Value>) -> Result<Answer, ScimError> {
+    let context = &Context {
+        scim: context.scim,
+        client: context.client,
+        state: context.state,
+        references_left: AtomicUsize::new(context.references_left.load(Ordering::Relaxed)),
+        in_bulk: true,
+    };
     let list = resource::get_key(body, "Operations")
         .and_then(Value::as_array)
         .ok_or_else(|| ScimError::bad("invalidSyntax", "a bulk request needs Operations"))?;

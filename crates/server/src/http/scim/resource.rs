@@ -274,15 +274,21 @@ pub fn translate(
     expression: &Expression,
     dns: &HashMap<String, String>,
 ) -> Result<Filter, String> {
+    // A chain `a or b or c` parses as nested pairs: flattened into one LDAP `or` (and `and`),
+    // since 64 nested levels pass the server's `filter_depth_max` (a 500 before).
+    let joined = |left: &Expression, right: &Expression, and: bool| {
+        let mut items = Vec::new();
+        for side in [left, right] {
+            match (translate(mapping, kind, side, dns)?, and) {
+                (Filter::And(inner), true) | (Filter::Or(inner), false) => items.extend(inner),
+                (other, _) => items.push(other),
+            }
+        }
+        Ok::<_, String>(items)
+    };
     Ok(match expression {
-        Expression::And(left, right) => Filter::And(vec![
-            translate(mapping, kind, left, dns)?,
-            translate(mapping, kind, right, dns)?,
-        ]),
-        Expression::Or(left, right) => Filter::Or(vec![
-            translate(mapping, kind, left, dns)?,
-            translate(mapping, kind, right, dns)?,
-        ]),
+        Expression::And(left, right) => Filter::And(joined(left, right, true)?),
+        Expression::Or(left, right) => Filter::Or(joined(left, right, false)?),
         Expression::Not(inner) => Filter::Not(Box::new(translate(mapping, kind, inner, dns)?)),
         Expression::ValuePath { path, filter } => {
             // `emails[value co "x"]`: the element's sub-attribute is the attribute itself.
@@ -659,10 +665,10 @@ pub fn directory_values(
             or_user_name(strings_at(&name, "formatted")),
         );
     }
-    if differs("active") {
-        let active = get_key(object, "active")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
+    // A resource that says nothing of `active` (a PUT without it, a PATCH removing it) leaves
+    // the lock as it is: taking a missing value as true cleared an administrator's lockout.
+    let active = get_key(object, "active").and_then(Value::as_bool);
+    if let (true, Some(active)) = (differs("active"), active) {
         let lock = if active {
             Vec::new()
         } else {
