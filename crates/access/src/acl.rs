@@ -448,6 +448,16 @@ pub const SECRET_ATTRIBUTES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The attributes of `SECRET_ATTRIBUTES` lmdir itself defines (slapd has none, so no rule
+/// written for slapd, nor what `lmdir migrate` translates from one, ever names them). Whatever
+/// `[[access]]` says, rules placed before the configured ones keep them
+/// ([`AccessPolicy::lmdir_secret_rules`]): the entry itself writes, everyone else may only
+/// authenticate with them, and only the rootdn (above every rule) writes another entry's.
+pub const LMDIR_SECRET_ATTRIBUTES: &[(&str, &str)] = &[(
+    "lmdirBearerToken",
+    "2.25.252748931133857544399076788790202829374.1.1",
+)];
+
 /// The password policy's per-account state (draft-behera): when and how often a bind failed,
 /// whether the account is locked or was reset. The built-in policy lets the entry itself and
 /// the rootdn read it, nobody else (it tells an attacker which accounts are near lockout).
@@ -531,10 +541,15 @@ impl AccessPolicy {
         } else {
             rules
         };
-        let rules = specs
+        let configured = specs
             .iter()
             .enumerate()
-            .map(|(rule_index, spec)| parse_rule(rule_index, spec, schema, &suffix_ndn))
+            .map(|(rule_index, spec)| parse_rule(rule_index, spec, schema, &suffix_ndn));
+        // lmdir's own secrets first, before whatever was configured (or the default).
+        let rules = AccessPolicy::lmdir_secret_rules(schema)
+            .iter()
+            .map(|spec| parse_rule(0, spec, schema, &suffix_ndn))
+            .chain(configured)
             .collect::<Result<Vec<Rule>, AclError>>()?;
         Ok(AccessPolicy {
             rules,
@@ -615,6 +630,39 @@ impl AccessPolicy {
             ..AccessRuleSpec::default()
         });
         rules
+    }
+
+    /// The rules placed before every policy, configured or default, for
+    /// `LMDIR_SECRET_ATTRIBUTES` (those the schema defines):
+    ///
+    /// ```toml
+    /// [[access]]
+    /// to = { attrs = ["lmdirBearerToken"] }
+    /// by = [ { who = "self", access = "write" }, { who = "*", access = "auth" } ]
+    /// ```
+    ///
+    /// Before, only the default policy protected them: any configured list replaced that, so
+    /// under Debian's `to * by * read` anyone read every token hash, and under a rule letting
+    /// users write one user planted a token on another's entry.
+    pub fn lmdir_secret_rules(schema: &Schema) -> Vec<AccessRuleSpec> {
+        let attrs: Vec<String> = LMDIR_SECRET_ATTRIBUTES
+            .iter()
+            .filter(|(name, _)| schema.attribute(name).is_some())
+            .map(|(name, _)| (*name).to_string())
+            .collect();
+        if attrs.is_empty() {
+            // An empty `attrs` would mean every attribute.
+            return Vec::new();
+        }
+        let grant = |who: &str, access: &str| AccessGrantSpec {
+            who: who.into(),
+            access: access.into(),
+        };
+        vec![AccessRuleSpec {
+            attrs,
+            by: vec![grant("self", "write"), grant("*", "auth")],
+            ..AccessRuleSpec::default()
+        }]
     }
 
     /// Whether the policy is the built-in default (no `[[access]]` rules configured).

@@ -375,3 +375,79 @@ fn access_is_decided_before_a_body_is_read() {
     let created = admin.send_json("POST", USERS, &json!({"userName": "readbody"}));
     assert_eq!(created.status, 201, "{}", created.text());
 }
+
+/// The token hash of `dn` as `ldap` reads it (None: no value shown).
+fn token_values_seen(ldap: &mut ldap3::LdapConn, dn: &str) -> Vec<String> {
+    let (entries, _) = ldap
+        .search(
+            dn,
+            ldap3::Scope::Base,
+            "(objectClass=*)",
+            vec!["lmdirBearerToken"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    entries
+        .into_iter()
+        .map(ldap3::SearchEntry::construct)
+        .flat_map(|entry| {
+            let text = entry.attrs.into_values().flatten();
+            let binary = entry
+                .bin_attrs
+                .into_values()
+                .flatten()
+                .map(|value| String::from_utf8_lossy(&value).into_owned());
+            text.chain(binary).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `lmdirBearerToken` was protected by the built-in policy only: configured `[[access]]`
+/// rules (what `lmdir migrate` writes from slapd's, which never name it) replaced that, so
+/// under Debian's `to * by * read` anonymous read every token hash, and under a rule letting
+/// users write, one user planted a token of their own on another's entry. Now a rule placed
+/// before the configured ones keeps it: the entry itself writes, others may only authenticate.
+#[test]
+fn bearer_token_hashes_stay_protected_under_configured_rules() {
+    let rules = vec![rule_by(
+        AccessTarget::default(),
+        &[
+            (Who::Users, AccessLevel::Write),
+            (Who::Anyone, AccessLevel::Read),
+        ],
+    )];
+    let server = TestServer::start_populated(3, rules, |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let holder = person_dn(0);
+    let mut ldap = root(&server);
+    let token = common::http::issue_token(&mut ldap, &holder, "first-token-secret");
+    let client = client_of(&server);
+    assert_eq!(client.bearer(&token).get(USERS).status, 200);
+    let mut anonymous = ldap3::LdapConn::new(&server.ldap_url()).unwrap();
+    let seen = token_values_seen(&mut anonymous, &holder);
+    assert!(seen.is_empty(), "anonymous read the token hashes: {seen:?}");
+    let mut other = common::bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let seen = token_values_seen(&mut other, &holder);
+    assert!(
+        seen.is_empty(),
+        "another user read the token hashes: {seen:?}"
+    );
+    // Another user may write the entry, not its tokens.
+    let planted = other
+        .modify(
+            &holder,
+            vec![ldap3::Mod::Add(
+                "lmdirBearerToken",
+                ["{SHA256}K7gNU3sdo+OL0wNhqoVWhr3g6s1xYv72ol/pe/Unols="].into(),
+            )],
+        )
+        .unwrap();
+    assert_eq!(planted.rc, 50, "{planted:?}");
+    // The entry itself still issues its own, and the rootdn anyone's.
+    let mut own = common::bind(&server, &person_dn(2), PERSON_PASSWORD);
+    let own_token = common::http::issue_token(&mut own, &person_dn(2), "own-token-secret");
+    assert_eq!(client.bearer(&own_token).get(USERS).status, 200);
+}
