@@ -451,3 +451,46 @@ fn bearer_token_hashes_stay_protected_under_configured_rules() {
     let own_token = common::http::issue_token(&mut own, &person_dn(2), "own-token-secret");
     assert_eq!(client.bearer(&own_token).get(USERS).status, 200);
 }
+
+/// Debian makes `cn=admin,<suffix>` both an entry and the rootdn: a token stored on that entry
+/// (by anyone with write to it) acted as the rootdn over HTTP, past every access rule and the
+/// password policy. A token never acts as the rootdn.
+#[test]
+fn a_token_on_the_rootdns_own_entry_is_refused() {
+    let server = TestServer::start_populated(1, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let mut ldap = root(&server);
+    ldap.add(
+        ROOT_DN,
+        vec![
+            ("objectClass", ["organizationalRole"].into()),
+            ("cn", ["admin"].into()),
+        ],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let token = common::http::issue_token(&mut ldap, ROOT_DN, "rootdn-entry-token");
+    let bearer = client_of(&server).bearer(&token);
+    let created = bearer.send_json("POST", USERS, &json!({"userName": "byroottoken"}));
+    assert_eq!(created.status, 401, "{}", created.text());
+    assert_eq!(bearer.get(USERS).status, 401);
+}
+
+/// Without a rootpw a bind to the rootdn checks its entry's userPassword, which whoever may
+/// write that entry's password sets: over HTTP no entry credential becomes the rootdn, so
+/// Basic with it is refused there (LDAP binds are unchanged).
+#[test]
+fn without_a_rootpw_http_never_reaches_the_rootdn_by_an_entry_password() {
+    let server = TestServer::start_populated(1, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.rootdn = person_dn(0);
+        settings.rootpw = String::new();
+    });
+    let basic = client_of(&server).basic(&person_dn(0), PERSON_PASSWORD);
+    let created = basic.send_json("POST", USERS, &json!({"userName": "byentrypassword"}));
+    assert_eq!(created.status, 401, "{}", created.text());
+}

@@ -4,7 +4,8 @@
 //! base64url>.<secret>` acts as that DN when the secret matches one of the entry's
 //! `lmdirBearerToken` values (hashed, `{SHA256}`/`{SSHA256}` …, verified as userPassword values
 //! are, under the same access rule: `auth` access for anonymous) — the check runs under the
-//! same failed-bind throttle as a bind of that DN. Anything else is 401.
+//! same failed-bind throttle as a bind of that DN. A token never acts as the rootdn (one on
+//! the rootdn's own entry is refused). Anything else is 401.
 
 use super::directory::DirectoryClient;
 use super::{HttpRequest, HttpState};
@@ -131,6 +132,15 @@ fn token_hashes(
         .schema()
         .attribute(BEARER_TOKEN_ATTRIBUTE)
         .ok_or_else(invalid)?;
+    if database.policy().is_rootdn(&normalized) {
+        // The rootdn's entry (Debian makes `cn=admin,<suffix>` one) holds tokens whoever may
+        // write it put there: a token never acts as the rootdn, past every rule and policy.
+        tracing::warn!(
+            "bearer token for dn=\"{}\" refused: it names the rootdn, which no token acts as",
+            crate::log_text::escaped(dn)
+        );
+        return Err(invalid());
+    }
     let read = database.store.read().map_err(crate::context::internal)?;
     let id = read
         .normalized_dn_to_id(&normalized)
@@ -163,7 +173,7 @@ fn token_hashes(
         .collect();
     let identity = Identity {
         dn: dn.to_string(),
-        is_rootdn: database.policy().is_rootdn(&normalized),
+        is_rootdn: false,
         normalized_dn: normalized,
     };
     Ok((identity, stored))
