@@ -494,3 +494,86 @@ fn without_a_rootpw_http_never_reaches_the_rootdn_by_an_entry_password() {
     let created = basic.send_json("POST", USERS, &json!({"userName": "byentrypassword"}));
     assert_eq!(created.status, 401, "{}", created.text());
 }
+
+fn add_token_policy(ldap: &mut ldap3::LdapConn, max_age_seconds: u32) {
+    ldap.add(
+        "cn=policy,dc=example,dc=com",
+        vec![
+            ("objectClass", ["organizationalRole", "pwdPolicy"].into()),
+            ("cn", ["policy"].into()),
+            ("pwdAttribute", ["userPassword"].into()),
+            ("pwdMustChange", ["TRUE"].into()),
+            ("pwdMaxAge", [max_age_seconds.to_string().as_str()].into()),
+        ],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+}
+
+/// A token authenticates only while a bind with the password would: an account whose
+/// password an administrator reset (pwdMustChange) or whose password expired does not act
+/// through its tokens (before, both kept reading and writing over SCIM).
+#[test]
+fn tokens_follow_the_password_policy_as_binds_do() {
+    let server = TestServer::start_populated(3, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.password_policy_default = "cn=policy,dc=example,dc=com".to_string();
+    });
+    let mut ldap = root(&server);
+    add_token_policy(&mut ldap, 2);
+    let client = client_of(&server);
+    let reset = common::http::issue_token(&mut ldap, &person_dn(0), "reset-account-token");
+    let expiring = common::http::issue_token(&mut ldap, &person_dn(1), "expiring-token");
+    let untouched = common::http::issue_token(&mut ldap, &person_dn(2), "untouched-token");
+    assert_eq!(client.bearer(&reset).get(USERS).status, 200);
+    // An administrator resets u0's password: pwdReset, which pwdMustChange makes binding
+    // open nothing but the change.
+    ldap.modify(
+        &person_dn(0),
+        vec![ldap3::Mod::Replace(
+            "userPassword",
+            ["Reset-by-admin-1"].into(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    assert_eq!(client.bearer(&reset).get(USERS).status, 401);
+    // u1 changes its own password (pwdChangedTime now); pwdMaxAge 2 s later it is expired.
+    let mut own = common::bind(&server, &person_dn(1), PERSON_PASSWORD);
+    own.modify(
+        &person_dn(1),
+        vec![ldap3::Mod::Replace(
+            "userPassword",
+            ["Chosen-by-me-1"].into(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(client.bearer(&expiring).get(USERS).status, 401);
+    // u2 has no pwdChangedTime (never expires) and no reset: its token works.
+    assert_eq!(client.bearer(&untouched).get(USERS).status, 200);
+}
+
+/// `require_tls` refuses a simple bind without TLS, Basic credentials on the plain-HTTP
+/// loopback listener included; a bearer token is a credential too and is refused alike.
+#[test]
+fn require_tls_refuses_tokens_over_plain_http_as_it_refuses_binds() {
+    let server = TestServer::start_populated(1, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.require_tls = true;
+    });
+    let mut ldap = common::bind_url(&server.ldapi_url(), ROOT_DN, ROOT_PASSWORD);
+    let token = common::http::issue_token(&mut ldap, &person_dn(0), "plain-http-token");
+    let client = client_of(&server);
+    assert_eq!(
+        client.basic("u0000000", PERSON_PASSWORD).get(USERS).status,
+        401
+    );
+    assert_eq!(client.bearer(&token).get(USERS).status, 401);
+}

@@ -4,12 +4,14 @@
 //! base64url>.<secret>` acts as that DN when the secret matches one of the entry's
 //! `lmdirBearerToken` values (hashed, `{SHA256}`/`{SSHA256}` …, verified as userPassword values
 //! are, under the same access rule: `auth` access for anonymous) — the check runs under the
-//! same failed-bind throttle as a bind of that DN. A token never acts as the rootdn (one on
-//! the rootdn's own entry is refused). Anything else is 401.
+//! same failed-bind throttle as a bind of that DN. A token is refused where a bind would be
+//! refused or restricted (a locked account, a password reset under pwdMustChange, an expired
+//! one, no TLS under `require_tls`), and never acts as the rootdn (one on the rootdn's own
+//! entry is refused). Anything else is 401.
 
 use super::directory::DirectoryClient;
 use super::{HttpRequest, HttpState};
-use crate::context::database_of;
+use crate::context::{database_of, ServerContext};
 use crate::identity::Identity;
 use crate::result::{code, OperationError};
 use base64::Engine;
@@ -81,6 +83,17 @@ async fn bearer_identity(
         .and_then(|dn| String::from_utf8(dn).ok())
         .ok_or(Unauthenticated)?;
     let server = &state.server;
+    if server.settings().require_tls && !client.session().is_secure() {
+        // A token is a credential as a password is: refused without TLS as a simple bind is
+        // (the plain-http listener on loopback included).
+        tracing::info!(
+            "conn={} bearer token for dn=\"{}\" from {} refused: require_tls and no TLS",
+            client.session().connection_id,
+            crate::log_text::escaped(&dn),
+            client.session().client
+        );
+        return Err(Unauthenticated);
+    }
     let secret = secret.as_bytes().to_vec();
     let normalized = database_of(server).and_then(|database| database.normalize_dn(&dn).ok());
     let throttle_key = normalized.as_deref();
@@ -99,11 +112,43 @@ async fn bearer_identity(
     checked.map_err(|_| Unauthenticated)
 }
 
-/// Whether an identity authenticated earlier (a console session) may still act: the rootdn
-/// always; an entry while it exists and its password policy does not hold it locked.
-pub fn may_still_act_as(server: &crate::context::ServerContext, identity: &Identity) -> bool {
+/// What an HTTP sign-in (a console session) was authenticated against, so the session ends
+/// when it changes: a digest of the rootpw for the rootdn, of the entry's userPassword values
+/// for anyone else. Before, an administrator's reset, a change made elsewhere or a rootpw
+/// rotation left every session signed in with the old password alive for up to 12 hours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CredentialMark(pub(crate) [u8; 32]);
+
+fn rootpw_mark(server: &ServerContext) -> CredentialMark {
+    use sha2::{Digest, Sha256};
+    let rootpw = server.settings().rootpw.clone();
+    let mut digest = Sha256::new();
+    digest.update(b"rootpw");
+    digest.update(rootpw.as_bytes());
+    CredentialMark(digest.finalize().into())
+}
+
+/// `dn`'s mark now (None: no database, an invalid DN, no such entry). A sign-in takes it
+/// before its bind, so a change between the two ends the session rather than being missed.
+pub fn credential_mark(server: &ServerContext, dn: &str) -> Option<CredentialMark> {
+    let database = database_of(server)?;
+    let normalized = database.normalize_dn(dn).ok()?;
+    if !server.settings().rootpw.is_empty() && database.policy().is_rootdn(&normalized) {
+        return Some(rootpw_mark(server));
+    }
+    let read = database.store.read().ok()?;
+    let id = read.normalized_dn_to_id(&normalized).ok()?;
+    let entry = read.entry(id).ok()??;
+    Some(CredentialMark(database.password_digest(&entry)))
+}
+
+/// Whether an identity signed in earlier with `mark` (a console session) may still act: the
+/// rootdn while the rootpw is the one it signed in with; an entry while it exists, its
+/// password policy does not hold it locked and its userPassword values are those it signed
+/// in against.
+pub fn may_still_act_as(server: &ServerContext, identity: &Identity, mark: CredentialMark) -> bool {
     if identity.is_rootdn {
-        return true;
+        return !server.settings().rootpw.is_empty() && rootpw_mark(server) == mark;
     }
     let Some(database) = database_of(server) else {
         return false;
@@ -115,14 +160,17 @@ pub fn may_still_act_as(server: &crate::context::ServerContext, identity: &Ident
         return false;
     };
     match read.entry(id) {
-        Ok(Some(entry)) => !database.account_locked(server, &read, &entry),
+        Ok(Some(entry)) => {
+            !database.account_locked(server, &read, &entry)
+                && CredentialMark(database.password_digest(&entry)) == mark
+        }
         _ => false,
     }
 }
 
 /// The identity of `dn` and its stored token hashes (those anonymous may authenticate with).
 fn token_hashes(
-    server: &crate::context::ServerContext,
+    server: &ServerContext,
     dn: &str,
 ) -> Result<(Identity, Vec<Vec<u8>>), OperationError> {
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
@@ -159,9 +207,10 @@ fn token_hashes(
     {
         return Err(invalid());
     }
-    // A locked account (its policy's lockout, or SCIM's `active: false`) is locked for its
-    // tokens too, as for its password: before, a deactivated user's token kept working.
-    if database.account_locked(server, &read, &entry) {
+    // An account a bind would refuse or restrict is refused to its tokens too: locked (its
+    // policy's lockout, SCIM's `active: false`), reset by an administrator under
+    // pwdMustChange, or expired. Before, such accounts' tokens kept reading and writing.
+    if database.account_refuses_tokens(server, &read, &entry) {
         return Err(invalid());
     }
     let values_max = server.settings().bind_password_values_max;
