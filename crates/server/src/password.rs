@@ -197,7 +197,7 @@ fn still_unlocked(
 
 /// Verifies `password` against the bind decoy of the configured scheme, and forgets the
 /// outcome: a bind to what cannot authenticate takes a wrong password's time.
-async fn verify_decoy(
+pub(crate) async fn verify_decoy(
     server: &ServerContext,
     client: ClientKey,
     password: &[u8],

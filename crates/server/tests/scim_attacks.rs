@@ -577,3 +577,86 @@ fn require_tls_refuses_tokens_over_plain_http_as_it_refuses_binds() {
     );
     assert_eq!(client.bearer(&token).get(USERS).status, 401);
 }
+
+/// Log lines written by this test process (every test's server logs here).
+fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = logs.clone();
+        tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || Sink(sink.clone()))
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        logs
+    })
+    .clone()
+}
+
+/// `lmdir_password_checks_total` from the metrics listener.
+fn password_checks(server: &TestServer) -> usize {
+    use std::io::{Read, Write};
+    let address = server.running().context().metrics_address();
+    let mut stream = std::net::TcpStream::connect(address.expect("metrics")).expect("connect");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let series = "lmdir_password_checks_total ";
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series}in\n{response}"))
+}
+
+/// A token naming an entry without tokens (or no entry at all) was refused at once, while a
+/// wrong secret for an entry holding tokens took a hash's time: the delay told which entries
+/// hold tokens. Such a check now verifies the bind decoy, as a bind to a missing DN does, and
+/// every refused token leaves a log line naming the DN and the client, as a failed bind does.
+#[test]
+fn refused_tokens_cost_a_verification_and_are_logged() {
+    use base64::Engine;
+    let logs = captured_logs();
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+    });
+    let client = client_of(&server);
+    let token_of = |dn: &str| {
+        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(dn.as_bytes());
+        format!("lmdir.{encoded}.some-guess")
+    };
+    for dn in [
+        "uid=nobody-here,ou=people,dc=example,dc=com",
+        person_dn(1).as_str(),
+    ] {
+        let before = password_checks(&server);
+        assert_eq!(client.bearer(&token_of(dn)).get(USERS).status, 401);
+        let after = password_checks(&server);
+        assert_eq!(after, before + 1, "{dn}: no verification ran");
+        let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+        assert!(
+            text.lines()
+                .any(|line| line.contains("bearer token") && line.contains(dn)),
+            "no log line for {dn}:\n{text}"
+        );
+    }
+    // Both failures were charged to the bind throttle, per DN (the server was fresh).
+    let (accounts, clients) = server.running().context().bind_throttle.tracked();
+    assert!(accounts >= 2 && clients >= 1, "{accounts} {clients}");
+}

@@ -11,10 +11,12 @@
 
 use super::directory::DirectoryClient;
 use super::{HttpRequest, HttpState};
+use crate::client_limits::ClientKey;
 use crate::context::{database_of, ServerContext};
 use crate::identity::Identity;
 use crate::result::{code, OperationError};
 use base64::Engine;
+use tracing::info;
 
 /// Longest Authorization header value considered (a longer one is refused unread).
 const AUTHORIZATION_BYTES_MAX: usize = 8192;
@@ -67,49 +69,77 @@ pub async fn authenticate(
     Err(Unauthenticated)
 }
 
-/// A `lmdir.<base64url DN>.<secret>` token's identity.
+/// A `lmdir.<base64url DN>.<secret>` token's identity. Checked as a bind is: under the
+/// failed-bind throttle of that DN and client, with the bind decoy verified when the DN holds
+/// no token to match (so the delay does not tell which entries hold tokens), and one log line
+/// per attempt naming the DN, the client and, when refused, why.
 async fn bearer_identity(
     state: &HttpState,
     client: &DirectoryClient,
     token: &str,
 ) -> Result<Identity, Unauthenticated> {
-    let rest = token
-        .strip_prefix(BEARER_TOKEN_PREFIX)
-        .ok_or(Unauthenticated)?;
-    let (encoded_dn, secret) = rest.split_once('.').ok_or(Unauthenticated)?;
+    let session = client.session();
+    let refuse = |dn: &str, reason: &str| {
+        info!(
+            "conn={} bearer token for dn=\"{}\" from {} refused: {reason}",
+            session.connection_id,
+            crate::log_text::escaped(dn),
+            session.client
+        );
+        Unauthenticated
+    };
+    let rest = token.strip_prefix(BEARER_TOKEN_PREFIX);
+    let Some((encoded_dn, secret)) = rest.and_then(|rest| rest.split_once('.')) else {
+        return Err(refuse("", "not an lmdir token"));
+    };
     let dn = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(encoded_dn)
         .ok()
         .and_then(|dn| String::from_utf8(dn).ok())
-        .ok_or(Unauthenticated)?;
+        .ok_or_else(|| refuse("", "no DN in the token"))?;
     let server = &state.server;
-    if server.settings().require_tls && !client.session().is_secure() {
+    if server.settings().require_tls && !session.is_secure() {
         // A token is a credential as a password is: refused without TLS as a simple bind is
         // (the plain-http listener on loopback included).
-        tracing::info!(
-            "conn={} bearer token for dn=\"{}\" from {} refused: require_tls and no TLS",
-            client.session().connection_id,
-            crate::log_text::escaped(&dn),
-            client.session().client
-        );
-        return Err(Unauthenticated);
+        return Err(refuse(&dn, "require_tls and no TLS"));
     }
-    let secret = secret.as_bytes().to_vec();
     let normalized = database_of(server).and_then(|database| database.normalize_dn(&dn).ok());
-    let throttle_key = normalized.as_deref();
-    let peer = client.session().client;
-    let checked = crate::password::throttled(server, client.session(), &dn, throttle_key, async {
-        let (identity, stored) = token_hashes(server, &dn)?;
-        let matching =
-            crate::password::any_password_matches(server, peer, stored, &secret, Some(&dn));
-        if matching.await? {
+    let check = check_token(server, session.client, &dn, secret.as_bytes());
+    match crate::password::throttled(server, session, &dn, normalized.as_deref(), check).await {
+        Ok(identity) => {
+            info!(
+                "conn={} bearer token for dn=\"{}\" from {} accepted",
+                session.connection_id,
+                crate::log_text::escaped(&dn),
+                session.client
+            );
             Ok(identity)
-        } else {
-            Err(OperationError::new(code::INVALID_CREDENTIALS, ""))
         }
-    })
-    .await;
-    checked.map_err(|_| Unauthenticated)
+        Err(refusal) => Err(refuse(&dn, &refusal.message)),
+    }
+}
+
+/// The identity `secret` authenticates as through `dn`'s tokens; refused (the error's message
+/// says why, for the log) after as much work as a wrong secret for a token holder costs.
+async fn check_token(
+    server: &ServerContext,
+    client: ClientKey,
+    dn: &str,
+    secret: &[u8],
+) -> Result<Identity, OperationError> {
+    let refused = |reason: &str| OperationError::new(code::INVALID_CREDENTIALS, reason);
+    let candidate = token_candidate(server, dn)?;
+    if candidate.stored.is_empty() {
+        crate::password::verify_decoy(server, client, secret).await?;
+        return Err(refused(candidate.refusal.unwrap_or(WRONG_TOKEN)));
+    }
+    let stored = candidate.stored;
+    let matched = crate::password::any_password_matches(server, client, stored, secret, Some(dn));
+    match (matched.await?, candidate.refusal, candidate.identity) {
+        (true, None, Some(identity)) => Ok(identity),
+        (true, Some(reason), _) => Err(refused(reason)),
+        _ => Err(refused(WRONG_TOKEN)),
+    }
 }
 
 /// What an HTTP sign-in (a console session) was authenticated against, so the session ends
@@ -168,51 +198,64 @@ pub fn may_still_act_as(server: &ServerContext, identity: &Identity, mark: Crede
     }
 }
 
-/// The identity of `dn` and its stored token hashes (those anonymous may authenticate with).
-fn token_hashes(
-    server: &ServerContext,
-    dn: &str,
-) -> Result<(Identity, Vec<Vec<u8>>), OperationError> {
-    let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
-    let database = database_of(server).ok_or_else(invalid)?;
-    let normalized = database.normalize_dn(dn).map_err(|_| invalid())?;
-    let attribute = database
-        .schema()
-        .attribute(BEARER_TOKEN_ATTRIBUTE)
-        .ok_or_else(invalid)?;
+/// Why a token is refused when nothing more is known (logged; the client sees 401 alone).
+const WRONG_TOKEN: &str = "invalid credentials";
+
+/// What a token naming `dn` is checked against.
+#[derive(Default)]
+struct TokenCandidate {
+    identity: Option<Identity>,
+    /// The entry's token hashes anonymous may authenticate with (at most
+    /// `bind_password_values_max`); empty: nothing to match, the decoy is verified instead.
+    stored: Vec<Vec<u8>>,
+    /// Set when the token is refused whatever its secret; its values are still verified, so
+    /// the refusal takes a wrong secret's time (as a locked account's bind does).
+    refusal: Option<&'static str>,
+}
+
+/// `dn`'s token hashes and whether its account may act through them now.
+fn token_candidate(server: &ServerContext, dn: &str) -> Result<TokenCandidate, OperationError> {
+    let nothing = |reason| TokenCandidate {
+        refusal: Some(reason),
+        ..TokenCandidate::default()
+    };
+    let Some(database) = database_of(server) else {
+        return Ok(nothing(WRONG_TOKEN));
+    };
+    let (Ok(normalized), Some(attribute)) = (
+        database.normalize_dn(dn),
+        database.schema().attribute(BEARER_TOKEN_ATTRIBUTE),
+    ) else {
+        return Ok(nothing(WRONG_TOKEN));
+    };
     if database.policy().is_rootdn(&normalized) {
         // The rootdn's entry (Debian makes `cn=admin,<suffix>` one) holds tokens whoever may
         // write it put there: a token never acts as the rootdn, past every rule and policy.
-        tracing::warn!(
-            "bearer token for dn=\"{}\" refused: it names the rootdn, which no token acts as",
-            crate::log_text::escaped(dn)
-        );
-        return Err(invalid());
+        return Ok(nothing("it names the rootdn, which no token acts as"));
     }
     let read = database.store.read().map_err(crate::context::internal)?;
-    let id = read
-        .normalized_dn_to_id(&normalized)
-        .map_err(|_| invalid())?;
-    let entry = read
-        .entry(id)
-        .map_err(OperationError::from)?
-        .ok_or_else(invalid)?;
+    let Ok(id) = read.normalized_dn_to_id(&normalized) else {
+        return Ok(nothing(WRONG_TOKEN));
+    };
+    let Some(entry) = read.entry(id).map_err(OperationError::from)? else {
+        return Ok(nothing(WRONG_TOKEN));
+    };
     let groups = database.groups(&read);
     let anonymous = Identity::default();
     let subject = database.subject(&anonymous, &groups);
-    if !database
-        .policy()
+    let policy = database.policy();
+    if !policy
         .for_entry(&subject, &normalized, &entry)
         .can_authenticate_with(attribute)
     {
-        return Err(invalid());
+        return Ok(nothing(WRONG_TOKEN));
     }
     // An account a bind would refuse or restrict is refused to its tokens too: locked (its
     // policy's lockout, SCIM's `active: false`), reset by an administrator under
     // pwdMustChange, or expired. Before, such accounts' tokens kept reading and writing.
-    if database.account_refuses_tokens(server, &read, &entry) {
-        return Err(invalid());
-    }
+    let refusal = database
+        .account_refuses_tokens(server, &read, &entry)
+        .then_some("the account is locked, its password reset or expired");
     let values_max = server.settings().bind_password_values_max;
     let stored = entry
         .values_of(attribute)
@@ -225,5 +268,9 @@ fn token_hashes(
         is_rootdn: false,
         normalized_dn: normalized,
     };
-    Ok((identity, stored))
+    Ok(TokenCandidate {
+        identity: Some(identity),
+        stored,
+        refusal,
+    })
 }
