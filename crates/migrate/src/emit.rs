@@ -305,8 +305,8 @@ fn emit_replication(replication: &Replication, text: &mut String) {
 /// by a rule of its own placed before these (`AccessPolicy::lmdir_secret_rules`).
 const LMDIR_SECRET_RULE_COMMENT: &str = "\n# lmdir places one rule of its own before these: \
     its HTTP bearer token hashes (lmdirBearerToken, which slapd\n# has no counterpart of) are \
-    written by their entry and the rootdn only, read by nobody (others may only\n# authenticate \
-    with them), whatever the rules below say.\n";
+    written by their entry and the rootdn only, read only by the replicas [replication]\n# names \
+    (others may only authenticate with them), whatever the rules below say.\n";
 
 fn emit_access(rules: &[AccessRule], text: &mut String) {
     if !rules.is_empty() {
