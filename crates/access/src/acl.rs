@@ -448,6 +448,16 @@ pub const SECRET_ATTRIBUTES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The attributes of `SECRET_ATTRIBUTES` lmdir itself defines (slapd has none, so no rule
+/// written for slapd, nor what `lmdir migrate` translates from one, ever names them). Whatever
+/// `[[access]]` says, rules placed before the configured ones keep them
+/// ([`AccessPolicy::lmdir_secret_rules`]): the entry itself writes, everyone else may only
+/// authenticate with them, and only the rootdn (above every rule) writes another entry's.
+pub const LMDIR_SECRET_ATTRIBUTES: &[(&str, &str)] = &[(
+    "lmdirBearerToken",
+    "2.25.252748931133857544399076788790202829374.1.1",
+)];
+
 /// The password policy's per-account state (draft-behera): when and how often a bind failed,
 /// whether the account is locked or was reset. The built-in policy lets the entry itself and
 /// the rootdn read it, nobody else (it tells an attacker which accounts are near lockout).
@@ -486,6 +496,8 @@ pub fn is_server_tree(ndn: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct AccessPolicy {
     rules: Vec<Rule>,
+    /// How many of `rules`, first, are `lmdir_secret_rules`.
+    secret_rules: usize,
     rootdn_ndn: Option<String>,
     is_default: bool,
 }
@@ -531,13 +543,20 @@ impl AccessPolicy {
         } else {
             rules
         };
-        let rules = specs
+        let configured = specs
             .iter()
             .enumerate()
-            .map(|(rule_index, spec)| parse_rule(rule_index, spec, schema, &suffix_ndn))
+            .map(|(rule_index, spec)| parse_rule(rule_index, spec, schema, &suffix_ndn));
+        // lmdir's own secrets first, before whatever was configured (or the default).
+        let secret_specs = AccessPolicy::lmdir_secret_rules(schema, &[]);
+        let rules = secret_specs
+            .iter()
+            .map(|spec| parse_rule(0, spec, schema, &suffix_ndn))
+            .chain(configured)
             .collect::<Result<Vec<Rule>, AclError>>()?;
         Ok(AccessPolicy {
             rules,
+            secret_rules: secret_specs.len(),
             rootdn_ndn,
             is_default,
         })
@@ -555,6 +574,25 @@ impl AccessPolicy {
         let specs: Vec<AccessRuleSpec> = rules.iter().map(AccessRuleSpec::from).collect();
         let rootdn = (!rootdn.trim().is_empty()).then_some(rootdn);
         AccessPolicy::from_rules(&specs, schema, suffix, rootdn)
+    }
+
+    /// The policy of a whole config: its `[[access]]` rules, suffix and rootdn
+    /// ([`AccessPolicy::from_config`]), with its replicas (`[replication]`'s
+    /// `replica_identities`) reading lmdir's own secrets ([`AccessPolicy::with_replica_readers`]).
+    pub fn for_config(
+        config: &lmdir_config::Config,
+        schema: &Schema,
+    ) -> Result<AccessPolicy, AclError> {
+        let database = &config.database;
+        let policy =
+            AccessPolicy::from_config(&config.access, schema, &database.suffix, &database.rootdn)?;
+        let mut replicas: Vec<&str> = Vec::new();
+        for dn in config.replication.replica_identities() {
+            if !replicas.contains(&dn) {
+                replicas.push(dn);
+            }
+        }
+        policy.with_replica_readers(&replicas, schema, &database.suffix)
     }
 
     /// The rules used when the config has none:
@@ -615,6 +653,78 @@ impl AccessPolicy {
             ..AccessRuleSpec::default()
         });
         rules
+    }
+
+    /// The rules placed before every policy, configured or default, for
+    /// `LMDIR_SECRET_ATTRIBUTES` (those the schema defines), with a `read` clause for each of
+    /// `replicas` (see [`AccessPolicy::with_replica_readers`]):
+    ///
+    /// ```toml
+    /// [[access]]
+    /// to = { attrs = ["lmdirBearerToken"] }
+    /// by = [ { who = "self", access = "write" }, { who = "dn=<replica>", access = "read" }, …,
+    ///        { who = "*", access = "auth" } ]
+    /// ```
+    ///
+    /// Before, only the default policy protected them: any configured list replaced that, so
+    /// under Debian's `to * by * read` anyone read every token hash, and under a rule letting
+    /// users write one user planted a token on another's entry.
+    pub fn lmdir_secret_rules(schema: &Schema, replicas: &[&str]) -> Vec<AccessRuleSpec> {
+        let attrs: Vec<String> = LMDIR_SECRET_ATTRIBUTES
+            .iter()
+            .filter(|(name, _)| schema.attribute(name).is_some())
+            .map(|(name, _)| (*name).to_string())
+            .collect();
+        if attrs.is_empty() {
+            // An empty `attrs` would mean every attribute.
+            return Vec::new();
+        }
+        let grant = |who: &str, access: &str| AccessGrantSpec {
+            who: who.into(),
+            access: access.into(),
+        };
+        let readers = replicas.iter().map(|dn| grant(&format!("dn={dn}"), "read"));
+        let by = std::iter::once(grant("self", "write"))
+            .chain(readers)
+            .chain(std::iter::once(grant("*", "auth")))
+            .collect();
+        vec![AccessRuleSpec {
+            attrs,
+            by,
+            ..AccessRuleSpec::default()
+        }]
+    }
+
+    /// The policy with `replicas` (the bind DNs of the replicas pulling from this server:
+    /// `[replication]`'s `replica_identities`) allowed to read lmdir's own secrets, so those
+    /// replicate as the configured rules let everything else replicate; nobody else gains
+    /// anything. A replica bound as the rootdn needs none of this.
+    pub fn with_replica_readers(
+        mut self,
+        replicas: &[&str],
+        schema: &Schema,
+        suffix: &str,
+    ) -> Result<AccessPolicy, AclError> {
+        if replicas.is_empty() || self.secret_rules == 0 {
+            return Ok(self);
+        }
+        let suffix_ndn = schema
+            .normalize_dn_str(suffix)
+            .map_err(|error| AclError::Policy {
+                field: "database.suffix".into(),
+                reason: format!("'{suffix}': {}", error.message),
+            })?;
+        let specs = AccessPolicy::lmdir_secret_rules(schema, replicas);
+        let rules = specs
+            .iter()
+            .map(|spec| parse_rule(0, spec, schema, &suffix_ndn))
+            .collect::<Result<Vec<Rule>, AclError>>()
+            .map_err(|error| AclError::Policy {
+                field: "replication.replica_dns".into(),
+                reason: error.to_string(),
+            })?;
+        self.rules.splice(0..self.secret_rules, rules);
+        Ok(self)
     }
 
     /// Whether the policy is the built-in default (no `[[access]]` rules configured).

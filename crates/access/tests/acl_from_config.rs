@@ -112,3 +112,60 @@ fn schema_level_mistakes_are_caught_when_the_policy_is_built() {
         "access rule 1: to.attrs[0]: unknown attribute type 'mial'"
     );
 }
+
+/// lmdir's own secrets (lmdirBearerToken) are kept by a rule before the configured ones:
+/// under `to * by * read` nobody but the entry itself reads them, and others may only
+/// authenticate; the replicas the config names read them, so they replicate as the configured
+/// rules let everything else replicate.
+#[test]
+fn lmdir_secrets_stay_protected_and_replicas_read_them() {
+    let text = r#"
+[database]
+suffix = "dc=example,dc=com"
+rootdn = "cn=admin,dc=example,dc=com"
+
+[replication]
+replica_dns = ["cn=replicator,dc=example,dc=com"]
+
+[[access]]
+to = {}
+by = [ { who = "users", access = "write" }, { who = "*", access = "read" } ]
+"#;
+    let config = Config::from_str(text, "test.toml").expect("valid config");
+    let schema = Schema::builtin();
+    let (bob_ndn, bob_view) = bob(&schema);
+    let token = TargetPart::Attribute(schema.attribute("lmdirBearerToken").unwrap());
+    let groups = |_: &str, _: &str| false;
+    let level = |policy: &AccessPolicy, who: Option<&str>| {
+        let ndn = who.map(|dn| schema.normalize_dn_str(dn).unwrap());
+        let subject = policy.subject(ndn.as_deref(), &groups);
+        policy.for_entry(&subject, &bob_ndn, &bob_view).level(token)
+    };
+    let replicator = Some("cn=replicator,dc=example,dc=com");
+    let alice = Some("uid=alice,ou=people,dc=example,dc=com");
+    let bob = Some("uid=bob,ou=People,dc=example,dc=com");
+    for policy in [
+        AccessPolicy::for_config(&config, &schema).expect("valid"),
+        AccessPolicy::from_config(
+            &config.access,
+            &schema,
+            &config.database.suffix,
+            &config.database.rootdn,
+        )
+        .expect("valid"),
+    ] {
+        assert_eq!(level(&policy, None), Access::Auth);
+        assert_eq!(level(&policy, alice), Access::Auth);
+        assert_eq!(level(&policy, bob), Access::Write);
+    }
+    let with_replicas = AccessPolicy::for_config(&config, &schema).unwrap();
+    assert_eq!(level(&with_replicas, replicator), Access::Read);
+    let without = AccessPolicy::from_config(
+        &config.access,
+        &schema,
+        &config.database.suffix,
+        &config.database.rootdn,
+    )
+    .unwrap();
+    assert_eq!(level(&without, replicator), Access::Auth);
+}

@@ -844,3 +844,89 @@ fn sighup_lowers_the_request_size_limits_of_open_connections() {
     assert!(!text.contains("needs a restart"), "{text}");
     assert!(serving.stop().success());
 }
+
+/// One plain-http request to `port` (`Connection: close`): (status, Set-Cookie values).
+fn http_exchange(port: u16, head: &str, body: &str) -> (u16, Vec<String>) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("http connect");
+    stream.set_read_timeout(Some(WAIT_MAX)).unwrap();
+    let request = format!(
+        "{head}\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer}"));
+    let cookies = answer
+        .lines()
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| {
+            line.strip_prefix("set-cookie: ")
+                .or(line.strip_prefix("Set-Cookie: "))
+        })
+        .map(|value| value.split(';').next().unwrap_or("").to_string())
+        .collect();
+    (status, cookies)
+}
+
+/// Signs in to the console on `port` as the rootdn with `rootpw`: the session cookie.
+fn console_sign_in(port: u16, rootpw: &str) -> String {
+    let (_, cookies) = http_exchange(port, "GET /login HTTP/1.1", "");
+    let login = cookies
+        .iter()
+        .find(|cookie| cookie.starts_with("lmdir_login="))
+        .expect("a sign-in cookie")
+        .clone();
+    let token = login.trim_start_matches("lmdir_login=");
+    let dn = ROOT_DN.replace('=', "%3D").replace(',', "%2C");
+    let body = format!("csrf={token}&user={dn}&password={rootpw}");
+    let head = format!(
+        "POST /login HTTP/1.1\r\nCookie: {login}\r\nContent-Type: application/x-www-form-urlencoded"
+    );
+    let (status, cookies) = http_exchange(port, &head, &body);
+    assert_eq!(status, 303);
+    cookies
+        .into_iter()
+        .find(|cookie| cookie.starts_with("lmdir_session=") && cookie.len() > 14)
+        .expect("signed in")
+}
+
+/// A console session of the rootdn lasted its 12 hours after the rootpw it signed in with was
+/// rotated (the rootdn was always let through). It ends once a reload changes the rootpw.
+#[test]
+fn sighup_rotating_the_rootpw_ends_the_rootdns_console_sessions() {
+    let server = TestServer::prepare("", 0);
+    let http_port = support::free_port();
+    let config = |rootpw: &str| {
+        let text = format!(
+            "[server]\nlisten = [\"ldap://127.0.0.1:{}\"]\nlog = \"info\"\n\
+             [database]\nsuffix = \"dc=example,dc=com\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
+             rootpw = \"{rootpw}\"\n\
+             [http]\nlisten = \"127.0.0.1:{http_port}\"\ntls = false\n",
+            server.port,
+            server.database_directory().display(),
+        );
+        std::fs::write(&server.config_path, text).unwrap();
+    };
+    config(ROOT_PASSWORD);
+    let (serving, notifications, _log) = serve_with_notifications(&server);
+    let session = console_sign_in(http_port, ROOT_PASSWORD);
+    let me = format!("GET /me HTTP/1.1\r\nCookie: {session}");
+    assert_eq!(http_exchange(http_port, &me, "").0, 200);
+    config("rotated-secret");
+    hang_up(serving.child(), &notifications);
+    assert_eq!(
+        http_exchange(http_port, &me, "").0,
+        303,
+        "a session outlived the rootpw it signed in with"
+    );
+    let fresh = console_sign_in(http_port, "rotated-secret");
+    let me = format!("GET /me HTTP/1.1\r\nCookie: {fresh}");
+    assert_eq!(http_exchange(http_port, &me, "").0, 200);
+    assert!(serving.stop().success());
+}

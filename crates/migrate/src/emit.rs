@@ -301,7 +301,17 @@ fn emit_replication(replication: &Replication, text: &mut String) {
     }
 }
 
+/// Said above translated rules: slapd has no rule for lmdir's own secrets, so lmdir keeps them
+/// by a rule of its own placed before these (`AccessPolicy::lmdir_secret_rules`).
+const LMDIR_SECRET_RULE_COMMENT: &str = "\n# lmdir places one rule of its own before these: \
+    its HTTP bearer token hashes (lmdirBearerToken, which slapd\n# has no counterpart of) are \
+    written by their entry and the rootdn only, read only by the replicas [replication]\n# names \
+    (others may only authenticate with them), whatever the rules below say.\n";
+
 fn emit_access(rules: &[AccessRule], text: &mut String) {
+    if !rules.is_empty() {
+        *text += LMDIR_SECRET_RULE_COMMENT;
+    }
     for rule in rules {
         let mut target = Vec::new();
         let scopes = [

@@ -124,6 +124,14 @@ fn slapd_conf_translates_or_lists_every_directive() {
     );
     assert_eq!(index["gidNumber"], vec![IndexKind::Equality]);
     assert_eq!(index.len(), 6);
+    // slapd's rules never name lmdir's bearer tokens: the output says lmdir keeps them.
+    assert!(
+        migration
+            .config_text
+            .contains("lmdir places one rule of its own before these"),
+        "{}",
+        migration.config_text
+    );
 
     // The included schema is read in place; the inline class is written out after it.
     assert_eq!(config.database.schema_files.len(), 2);

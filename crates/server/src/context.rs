@@ -311,13 +311,8 @@ impl Database {
             Store::open(&config.database.directory, options, schema.clone()).map_err(|error| {
                 ServerError::Database(format!("{}: {error}", config.database.directory.display()))
             })?;
-        let policy = AccessPolicy::from_config(
-            &config.access,
-            &schema,
-            &config.database.suffix,
-            &config.database.rootdn,
-        )
-        .map_err(|error| ServerError::Config(error.to_string()))?;
+        let policy = AccessPolicy::for_config(config, &schema)
+            .map_err(|error| ServerError::Config(error.to_string()))?;
         Ok(Database::new(store, policy))
     }
 

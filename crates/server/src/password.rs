@@ -197,7 +197,7 @@ fn still_unlocked(
 
 /// Verifies `password` against the bind decoy of the configured scheme, and forgets the
 /// outcome: a bind to what cannot authenticate takes a wrong password's time.
-async fn verify_decoy(
+pub(crate) async fn verify_decoy(
     server: &ServerContext,
     client: ClientKey,
     password: &[u8],
@@ -697,8 +697,45 @@ impl Database {
         Ok(Some((stored, policed)))
     }
 
+    /// Whether `entry`'s password policy keeps out what authenticates as the entry without
+    /// its password (a bearer token) now: the account locked (as a bind finds it), its
+    /// password reset by an administrator under pwdMustChange (a bind then opens only the
+    /// change), or expired (past pwdMaxAge; grace logins are for changing the password, a
+    /// token takes none).
+    pub(crate) fn account_refuses_tokens(
+        &self,
+        server: &ServerContext,
+        read: &ReadTxn,
+        entry: &lmdir_store::EntryRef<'_>,
+    ) -> bool {
+        let Some(policy) = self.policy_of(server, read, entry) else {
+            return false;
+        };
+        let state = self.account_state(entry);
+        let now = ppolicy::unix_seconds(std::time::SystemTime::now());
+        state.is_locked(&policy, now)
+            || (policy.must_change && state.reset)
+            || ppolicy::is_expired(&policy, &state, now)
+    }
+
+    /// A digest of `entry`'s userPassword values (all of them, in stored order): what a
+    /// console session signed in against, so it ends when they change (a reset, a change
+    /// made elsewhere).
+    pub(crate) fn password_digest(&self, entry: &lmdir_store::EntryRef<'_>) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        digest.update(b"userPassword");
+        if let Some(attribute) = self.user_password {
+            for (value, _) in entry.values_of(attribute).iter() {
+                digest.update((value.len() as u64).to_be_bytes());
+                digest.update(value);
+            }
+        }
+        digest.finalize().into()
+    }
+
     /// Whether `entry`'s password policy holds its account locked now (as a bind would find
-    /// it): for what authenticates as the entry without its password (a bearer token).
+    /// it).
     pub(crate) fn account_locked(
         &self,
         server: &ServerContext,

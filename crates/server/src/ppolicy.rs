@@ -456,6 +456,16 @@ pub enum Verdict {
     Expired,
 }
 
+/// Whether the password is past `pwdMaxAge` at `now` (grace logins aside: they are for
+/// changing it). No pwdChangedTime or no pwdMaxAge: never.
+pub fn is_expired(policy: &Policy, state: &AccountState, now: i64) -> bool {
+    let max_age = policy.max_age_seconds;
+    state
+        .changed_at
+        .filter(|_| max_age > 0)
+        .is_some_and(|changed_at| now.saturating_sub(changed_at).max(0) as u64 >= max_age)
+}
+
 /// Expiry of a right password at `now`: warnings, grace logins, or refusal. No
 /// pwdChangedTime or no pwdMaxAge: the password never expires.
 pub fn verdict(policy: &Policy, state: &AccountState, now: i64) -> Verdict {

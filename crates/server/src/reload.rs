@@ -229,9 +229,8 @@ fn prepare(context: &ServerContext, running: &Config, fresh: &Config) -> Result<
             let running_schema = database.schema();
             let extended = schema_additions(&running_schema, &next)?;
             let schema = extended.as_ref().unwrap_or(&running_schema);
-            let policy =
-                AccessPolicy::from_config(&next.access, schema, &settings.suffix, &settings.rootdn)
-                    .map_err(|problem| format!("[[access]]: {problem}"))?;
+            let policy = AccessPolicy::for_config(&next, schema)
+                .map_err(|problem| format!("[[access]]: {problem}"))?;
             let rules = Rules::compile(Arc::new(policy), &settings, schema)?;
             let wanted = lmdir_store::StoreOptions::from_config(&next).indexes;
             let indexes = database

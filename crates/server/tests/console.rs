@@ -817,3 +817,66 @@ fn behind_a_trusted_proxy_the_console_sets_secure_cookies() {
         assert_eq!(line.contains("; Secure"), secure, "{case}");
     }
 }
+
+/// A session outlived the password it was signed in with: after an administrator reset it,
+/// or the person changed it elsewhere (a thief's session kept going after the owner changed
+/// the password), the session lived on for up to 12 hours. A session now ends when the
+/// password it was checked against changes; the session that changes it goes on.
+#[test]
+fn a_session_ends_when_its_password_is_reset_or_changed() {
+    let (server, _) = start_server();
+    let client = https_client(&server);
+    let page = |session: &str| {
+        let cookie = format!("__Host-lmdir={session}");
+        client
+            .request("GET", "/me", &[("Cookie", &cookie)], b"")
+            .status
+    };
+    let reset_user = common::person_dn(1);
+    let (reset, _) = sign_in(&client, &reset_user, common::PERSON_PASSWORD).expect("signed in");
+    let user = common::person_dn(2);
+    let (changing, csrf) = sign_in(&client, &user, common::PERSON_PASSWORD).expect("signed in");
+    let (elsewhere, _) = sign_in(&client, &user, common::PERSON_PASSWORD).expect("signed in");
+    assert_eq!(
+        (page(&reset), page(&changing), page(&elsewhere)),
+        (200, 200, 200)
+    );
+    let mut ldap = common::root(&server);
+    ldap.modify(
+        &reset_user,
+        vec![ldap3::Mod::Replace(
+            "userPassword",
+            ["Reset-by-admin-1"].into(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    assert_eq!(
+        page(&reset),
+        303,
+        "a session outlived an administrator's reset"
+    );
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let changed = client.request(
+        "POST",
+        "/me/password",
+        &[form, ("Cookie", &format!("__Host-lmdir={changing}"))],
+        format!(
+            "csrf={csrf}&old={}&new=Chosen-by-me-22&again=Chosen-by-me-22",
+            common::PERSON_PASSWORD
+        )
+        .as_bytes(),
+    );
+    assert!(
+        changed.text().contains("Your password was changed."),
+        "{}",
+        changed.text()
+    );
+    assert_eq!(page(&changing), 200, "the session that changed it goes on");
+    assert_eq!(
+        page(&elsewhere),
+        303,
+        "another session outlived a password change"
+    );
+}

@@ -680,3 +680,288 @@ fn internal_errors_answer_a_generic_text() {
         "{detail}"
     );
 }
+
+/// The token hash of `dn` as `ldap` reads it (None: no value shown).
+fn token_values_seen(ldap: &mut ldap3::LdapConn, dn: &str) -> Vec<String> {
+    let (entries, _) = ldap
+        .search(
+            dn,
+            ldap3::Scope::Base,
+            "(objectClass=*)",
+            vec!["lmdirBearerToken"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    entries
+        .into_iter()
+        .map(ldap3::SearchEntry::construct)
+        .flat_map(|entry| {
+            let text = entry.attrs.into_values().flatten();
+            let binary = entry
+                .bin_attrs
+                .into_values()
+                .flatten()
+                .map(|value| String::from_utf8_lossy(&value).into_owned());
+            text.chain(binary).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `lmdirBearerToken` was protected by the built-in policy only: configured `[[access]]`
+/// rules (what `lmdir migrate` writes from slapd's, which never name it) replaced that, so
+/// under Debian's `to * by * read` anonymous read every token hash, and under a rule letting
+/// users write, one user planted a token of their own on another's entry. Now a rule placed
+/// before the configured ones keeps it: the entry itself writes, others may only authenticate.
+#[test]
+fn bearer_token_hashes_stay_protected_under_configured_rules() {
+    let rules = vec![rule_by(
+        AccessTarget::default(),
+        &[
+            (Who::Users, AccessLevel::Write),
+            (Who::Anyone, AccessLevel::Read),
+        ],
+    )];
+    let server = TestServer::start_populated(3, rules, |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let holder = person_dn(0);
+    let mut ldap = root(&server);
+    let token = common::http::issue_token(&mut ldap, &holder, "first-token-secret");
+    let client = client_of(&server);
+    assert_eq!(client.bearer(&token).get(USERS).status, 200);
+    let mut anonymous = ldap3::LdapConn::new(&server.ldap_url()).unwrap();
+    let seen = token_values_seen(&mut anonymous, &holder);
+    assert!(seen.is_empty(), "anonymous read the token hashes: {seen:?}");
+    let mut other = common::bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let seen = token_values_seen(&mut other, &holder);
+    assert!(
+        seen.is_empty(),
+        "another user read the token hashes: {seen:?}"
+    );
+    // Another user may write the entry, not its tokens.
+    let planted = other
+        .modify(
+            &holder,
+            vec![ldap3::Mod::Add(
+                "lmdirBearerToken",
+                ["{SHA256}K7gNU3sdo+OL0wNhqoVWhr3g6s1xYv72ol/pe/Unols="].into(),
+            )],
+        )
+        .unwrap();
+    assert_eq!(planted.rc, 50, "{planted:?}");
+    // The entry itself still issues its own, and the rootdn anyone's.
+    let mut own = common::bind(&server, &person_dn(2), PERSON_PASSWORD);
+    let own_token = common::http::issue_token(&mut own, &person_dn(2), "own-token-secret");
+    assert_eq!(client.bearer(&own_token).get(USERS).status, 200);
+}
+
+/// Debian makes `cn=admin,<suffix>` both an entry and the rootdn: a token stored on that entry
+/// (by anyone with write to it) acted as the rootdn over HTTP, past every access rule and the
+/// password policy. A token never acts as the rootdn.
+#[test]
+fn a_token_on_the_rootdns_own_entry_is_refused() {
+    let server = TestServer::start_populated(1, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let mut ldap = root(&server);
+    ldap.add(
+        ROOT_DN,
+        vec![
+            ("objectClass", ["organizationalRole"].into()),
+            ("cn", ["admin"].into()),
+        ],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    let token = common::http::issue_token(&mut ldap, ROOT_DN, "rootdn-entry-token");
+    let bearer = client_of(&server).bearer(&token);
+    let created = bearer.send_json("POST", USERS, &json!({"userName": "byroottoken"}));
+    assert_eq!(created.status, 401, "{}", created.text());
+    assert_eq!(bearer.get(USERS).status, 401);
+}
+
+/// Without a rootpw a bind to the rootdn checks its entry's userPassword, which whoever may
+/// write that entry's password sets: over HTTP no entry credential becomes the rootdn, so
+/// Basic with it is refused there (LDAP binds are unchanged).
+#[test]
+fn without_a_rootpw_http_never_reaches_the_rootdn_by_an_entry_password() {
+    let server = TestServer::start_populated(1, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.rootdn = person_dn(0);
+        settings.rootpw = String::new();
+    });
+    let basic = client_of(&server).basic(&person_dn(0), PERSON_PASSWORD);
+    let created = basic.send_json("POST", USERS, &json!({"userName": "byentrypassword"}));
+    assert_eq!(created.status, 401, "{}", created.text());
+}
+
+fn add_token_policy(ldap: &mut ldap3::LdapConn, max_age_seconds: u32) {
+    ldap.add(
+        "cn=policy,dc=example,dc=com",
+        vec![
+            ("objectClass", ["organizationalRole", "pwdPolicy"].into()),
+            ("cn", ["policy"].into()),
+            ("pwdAttribute", ["userPassword"].into()),
+            ("pwdMustChange", ["TRUE"].into()),
+            ("pwdMaxAge", [max_age_seconds.to_string().as_str()].into()),
+        ],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+}
+
+/// A token authenticates only while a bind with the password would: an account whose
+/// password an administrator reset (pwdMustChange) or whose password expired does not act
+/// through its tokens (before, both kept reading and writing over SCIM).
+#[test]
+fn tokens_follow_the_password_policy_as_binds_do() {
+    let server = TestServer::start_populated(3, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.password_policy_default = "cn=policy,dc=example,dc=com".to_string();
+    });
+    let mut ldap = root(&server);
+    add_token_policy(&mut ldap, 2);
+    let client = client_of(&server);
+    let reset = common::http::issue_token(&mut ldap, &person_dn(0), "reset-account-token");
+    let expiring = common::http::issue_token(&mut ldap, &person_dn(1), "expiring-token");
+    let untouched = common::http::issue_token(&mut ldap, &person_dn(2), "untouched-token");
+    assert_eq!(client.bearer(&reset).get(USERS).status, 200);
+    // An administrator resets u0's password: pwdReset, which pwdMustChange makes binding
+    // open nothing but the change.
+    ldap.modify(
+        &person_dn(0),
+        vec![ldap3::Mod::Replace(
+            "userPassword",
+            ["Reset-by-admin-1"].into(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    assert_eq!(client.bearer(&reset).get(USERS).status, 401);
+    // u1 changes its own password (pwdChangedTime now); pwdMaxAge 2 s later it is expired.
+    let mut own = common::bind(&server, &person_dn(1), PERSON_PASSWORD);
+    own.modify(
+        &person_dn(1),
+        vec![ldap3::Mod::Replace(
+            "userPassword",
+            ["Chosen-by-me-1"].into(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(client.bearer(&expiring).get(USERS).status, 401);
+    // u2 has no pwdChangedTime (never expires) and no reset: its token works.
+    assert_eq!(client.bearer(&untouched).get(USERS).status, 200);
+}
+
+/// `require_tls` refuses a simple bind without TLS, Basic credentials on the plain-HTTP
+/// loopback listener included; a bearer token is a credential too and is refused alike.
+#[test]
+fn require_tls_refuses_tokens_over_plain_http_as_it_refuses_binds() {
+    let server = TestServer::start_populated(1, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.require_tls = true;
+    });
+    let mut ldap = common::bind_url(&server.ldapi_url(), ROOT_DN, ROOT_PASSWORD);
+    let token = common::http::issue_token(&mut ldap, &person_dn(0), "plain-http-token");
+    let client = client_of(&server);
+    assert_eq!(
+        client.basic("u0000000", PERSON_PASSWORD).get(USERS).status,
+        401
+    );
+    assert_eq!(client.bearer(&token).get(USERS).status, 401);
+}
+
+/// Log lines written by this test process (every test's server logs here).
+fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = logs.clone();
+        tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || Sink(sink.clone()))
+            .try_init()
+            .expect("the only subscriber of this test binary");
+        logs
+    })
+    .clone()
+}
+
+/// `lmdir_password_checks_total` from the metrics listener.
+fn password_checks(server: &TestServer) -> usize {
+    use std::io::{Read, Write};
+    let address = server.running().context().metrics_address();
+    let mut stream = std::net::TcpStream::connect(address.expect("metrics")).expect("connect");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    let series = "lmdir_password_checks_total ";
+    response
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series}in\n{response}"))
+}
+
+/// A token naming an entry without tokens (or no entry at all) was refused at once, while a
+/// wrong secret for an entry holding tokens took a hash's time: the delay told which entries
+/// hold tokens. Such a check now verifies the bind decoy, as a bind to a missing DN does, and
+/// every refused token leaves a log line naming the DN and the client, as a failed bind does.
+#[test]
+fn refused_tokens_cost_a_verification_and_are_logged() {
+    use base64::Engine;
+    let logs = captured_logs();
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.metrics_listen = Some("127.0.0.1:0".parse().expect("address"));
+    });
+    let client = client_of(&server);
+    let token_of = |dn: &str| {
+        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(dn.as_bytes());
+        format!("lmdir.{encoded}.some-guess")
+    };
+    for dn in [
+        "uid=nobody-here,ou=people,dc=example,dc=com",
+        person_dn(1).as_str(),
+    ] {
+        let before = password_checks(&server);
+        assert_eq!(client.bearer(&token_of(dn)).get(USERS).status, 401);
+        let after = password_checks(&server);
+        assert_eq!(after, before + 1, "{dn}: no verification ran");
+        let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+        assert!(
+            text.lines()
+                .any(|line| line.contains("bearer token") && line.contains(dn)),
+            "no log line for {dn}:\n{text}"
+        );
+    }
+    // Both failures were charged to the bind throttle, per DN (the server was fresh).
+    let (accounts, clients) = server.running().context().bind_throttle.tracked();
+    assert!(accounts >= 2 && clients >= 1, "{accounts} {clients}");
+}

@@ -183,10 +183,25 @@ impl DirectoryClient {
         let result = decoded
             .result
             .ok_or_else(|| LdapFailure::new(80, "no bind response"))?;
-        if result.code == 0 {
-            return Ok(self.must_change_password());
+        if result.code != 0 {
+            return Err(LdapFailure::new(result.code, result.message));
         }
-        Err(LdapFailure::new(result.code, result.message))
+        if self.session.identity.is_rootdn && self.server.settings().rootpw.is_empty() {
+            // Without a rootpw the rootdn's credential is its entry's userPassword (slapd's
+            // meaning, kept over LDAP), which whoever may write that entry sets: over HTTP
+            // no entry credential becomes the rootdn.
+            tracing::warn!(
+                "conn={} HTTP sign-in as the rootdn dn=\"{}\" refused: without a rootpw the rootdn is not reached over HTTP",
+                self.session.connection_id,
+                crate::log_text::escaped(dn)
+            );
+            self.assume(Identity::default());
+            return Err(LdapFailure::new(
+                crate::result::code::INVALID_CREDENTIALS,
+                "",
+            ));
+        }
+        Ok(self.must_change_password())
     }
 
     /// Whether only the password change may run (a reset password not changed yet).

@@ -7,12 +7,14 @@
 //! Sessions: a random 256-bit id in a cookie (`HttpOnly`, `SameSite=Strict`, `Secure` and the
 //! `__Host-` prefix over TLS), kept in memory, at most `sessions_max` (the least recently used
 //! is dropped first), ending after `session_idle_seconds` without a request and 12 hours after
-//! sign-in whatever happens; sign-out forgets it. Every form carries the session's CSRF token
+//! sign-in whatever happens, and at once when the account is deleted or locked or the password
+//! it signed in with changes (`auth::may_still_act_as`); sign-out forgets it. Every form carries the session's CSRF token
 //! (the sign-in form a token of its own, bound to a cookie), checked before anything is done.
 
 mod pages;
 pub mod status;
 
+use super::auth::CredentialMark;
 use super::directory::DirectoryClient;
 use super::{respond, HttpRequest, HttpResponse, HttpState};
 use crate::identity::Identity;
@@ -34,11 +36,21 @@ const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-ac
 
 struct ConsoleSession {
     identity: Identity,
+    /// What it signed in against: it ends when that changes (`auth::may_still_act_as`).
+    mark: CredentialMark,
     csrf: String,
     /// Signed in with a reset password: only its change may run until it is changed.
     must_change_password: bool,
     created: Instant,
     last_seen: Instant,
+}
+
+/// A live session as `Sessions::find` gives it.
+struct Found {
+    identity: Identity,
+    mark: CredentialMark,
+    csrf: String,
+    must_change_password: bool,
 }
 
 /// The signed-in sessions.
@@ -87,7 +99,7 @@ impl Sessions {
     /// `SESSIONS_PER_IDENTITY_MAX`: past it its own least recently used goes, so signing in
     /// over and over never pushes other people's sessions out (it pushed every administrator
     /// out after 1,024 sign-ins). Past `maximum` in all, the least recently used goes.
-    fn open(&self, identity: Identity, must_change_password: bool) -> String {
+    fn open(&self, identity: Identity, mark: CredentialMark, must_change_password: bool) -> String {
         let mut sessions = self.lock();
         let now = Instant::now();
         sessions.retain(|_, session| !self.expired(session, now));
@@ -109,6 +121,7 @@ impl Sessions {
             id.clone(),
             ConsoleSession {
                 identity,
+                mark,
                 csrf: random_token(),
                 must_change_password,
                 created: now,
@@ -136,9 +149,9 @@ impl Sessions {
             || now.duration_since(session.created) > SESSION_LIFETIME
     }
 
-    /// The session of `id` (its identity and CSRF token), touched; None when unknown or
-    /// expired (an expired one is forgotten).
-    fn find(&self, id: &str) -> Option<(Identity, String, bool)> {
+    /// The session of `id`, touched; None when unknown or expired (an expired one is
+    /// forgotten).
+    fn find(&self, id: &str) -> Option<Found> {
         let mut sessions = self.lock();
         let now = Instant::now();
         let session = sessions.get_mut(id)?;
@@ -147,17 +160,23 @@ impl Sessions {
             return None;
         }
         session.last_seen = now;
-        Some((
-            session.identity.clone(),
-            session.csrf.clone(),
-            session.must_change_password,
-        ))
+        Some(Found {
+            identity: session.identity.clone(),
+            mark: session.mark,
+            csrf: session.csrf.clone(),
+            must_change_password: session.must_change_password,
+        })
     }
 
-    /// The session's reset password was changed: the rest of the console opens.
-    pub fn password_changed(&self, id: &str) {
+    /// The session changed its own password (`mark`: the new one's, None when it could not
+    /// be read, which ends the session at its next request): the rest of the console opens
+    /// and the session goes on, while the account's other sessions end.
+    pub fn password_changed(&self, id: &str, mark: Option<CredentialMark>) {
         if let Some(session) = self.lock().get_mut(id) {
             session.must_change_password = false;
+            if let Some(mark) = mark {
+                session.mark = mark;
+            }
         }
     }
 
@@ -399,12 +418,19 @@ fn signed_in(state: &HttpState, request: &HttpRequest) -> Result<Signed, Box<Htt
             forbidden("Your session has ended: sign in again.")
         })
     };
-    let Some((identity, csrf, must_change)) = state.console.find(&id) else {
+    let Some(Found {
+        identity,
+        mark,
+        csrf,
+        must_change_password: must_change,
+    }) = state.console.find(&id)
+    else {
         return Err(ended());
     };
     // An account deleted or locked since it signed in (an administrator's lock, SCIM's
-    // `active: false`) ends its sessions, as it refuses its binds and its tokens.
-    if !super::auth::may_still_act_as(&state.server, &identity) {
+    // `active: false`), or whose password (the rootdn: rootpw) changed since, ends its
+    // sessions, as it refuses its binds and its tokens.
+    if !super::auth::may_still_act_as(&state.server, &identity, mark) {
         state.console.close(&id);
         return Err(ended());
     }
@@ -490,16 +516,22 @@ async fn login(state: &HttpState, request: &HttpRequest) -> HttpResponse {
     }
     let mut client = DirectoryClient::new(&state.server, request.peer, request.tls);
     let dn = state.scim.user_dn(user);
-    let must_change = match client.bind(&dn, password).await {
-        Ok(must_change) => must_change,
-        Err(_) => {
+    // Taken before the bind: a password changed between the two ends the session at once
+    // instead of being missed.
+    let mark = super::auth::credential_mark(&state.server, &dn);
+    let bound = client.bind(&dn, password).await;
+    let (must_change, mark) = match (bound, mark) {
+        (Ok(must_change), Some(mark)) => (must_change, mark),
+        _ => {
             return login_page(
                 request,
                 Notice::error("Wrong user name or password, or the account is locked."),
             )
         }
     };
-    let id = state.console.open(client.identity().clone(), must_change);
+    let id = state
+        .console
+        .open(client.identity().clone(), mark, must_change);
     let mut response = redirect("/me");
     set_cookie(
         &mut response,
@@ -537,6 +569,8 @@ fn logout(state: &HttpState, request: &HttpRequest) -> HttpResponse {
 mod tests {
     use super::*;
 
+    const MARK: CredentialMark = CredentialMark([0; 32]);
+
     fn identity(dn: &str) -> Identity {
         Identity {
             dn: dn.to_string(),
@@ -548,9 +582,9 @@ mod tests {
     #[test]
     fn signing_in_over_and_over_drops_only_ones_own_sessions() {
         let sessions = Sessions::new(16, Duration::from_secs(900));
-        let admin = sessions.open(identity("cn=admin"), false);
+        let admin = sessions.open(identity("cn=admin"), MARK, false);
         let others: Vec<String> = (0..100)
-            .map(|_| sessions.open(identity("uid=mallory"), false))
+            .map(|_| sessions.open(identity("uid=mallory"), MARK, false))
             .collect();
         assert!(
             sessions.find(&admin).is_some(),
@@ -565,7 +599,7 @@ mod tests {
         assert!(sessions.find(others.last().unwrap()).is_some());
         // Past the whole cap the least recently used goes, whoever holds it.
         let many: Vec<String> = (0..16)
-            .map(|index| sessions.open(identity(&format!("uid=user{index}")), false))
+            .map(|index| sessions.open(identity(&format!("uid=user{index}")), MARK, false))
             .collect();
         assert_eq!(sessions.count(), 16);
         assert!(sessions.find(many.last().unwrap()).is_some());

@@ -253,7 +253,9 @@ async fn me_password(state: &HttpState, signed: &Signed) -> HttpResponse {
         Ok(()) => {
             // The change also cleared this request's restriction (the Password Modify it ran
             // shares the flag); the session's goes with it.
-            state.console.password_changed(&signed.id);
+            // The session goes on with the new password; the account's others end.
+            let mark = crate::http::auth::credential_mark(&state.server, &dn);
+            state.console.password_changed(&signed.id, mark);
             me(signed, Notice::ok("Your password was changed.")).await
         }
         Err(failure) => me(signed, Notice::error(failure_text(&failure))).await,
