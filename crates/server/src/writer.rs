@@ -372,7 +372,8 @@ impl Writer {
                 if let Some(change) = &change {
                     integrity.after_change(txn, change, renamed)?;
                 }
-                self.note_password_change(txn, job, dns, &before)
+                self.note_password_change(txn, job, dns, &before)?;
+                self.revoke_secrets_on_reset(txn, job, dns)
             })
             .and_then(|()| match accesslog.enabled {
                 true => self.record_audit(txn, job, &accesslog, (recorded, old)),
@@ -554,6 +555,65 @@ impl Writer {
             ..WriteContext::new(job.identity.dn.clone())
         };
         txn.modify(dn, &modifications, &context).map(drop)
+    }
+
+    /// A password set on an entry by anyone but the entry itself (an administrator's reset,
+    /// the usual answer to a compromised account) removes the entry's lmdir credentials
+    /// (`LMDIR_SECRET_ATTRIBUTES`: bearer tokens) in the same transaction. Whoever held the
+    /// old password could have planted a token on the entry (it writes its own), which would
+    /// otherwise outlive the reset; only the rootdn may delete another entry's. The owner's own
+    /// change keeps them, and a request writing such an attribute itself keeps what it writes.
+    fn revoke_secrets_on_reset(
+        &self,
+        txn: &mut WriteTxn<'_>,
+        job: &Update,
+        dns: &JobDns,
+    ) -> Result<(), LdapError> {
+        let WriteRequest::Modify(_, modifications) = &job.request else {
+            return Ok(());
+        };
+        let schema = self.schema();
+        let writes = |attr: AttrId| {
+            modifications.iter().any(|modification| {
+                schema
+                    .parse_description(&modification.description)
+                    .is_ok_and(|parsed| parsed.attr == attr)
+            })
+        };
+        let Some(password_attr) = schema.attribute("userPassword") else {
+            return Ok(());
+        };
+        let own = job.identity.normalized_dn == dns.target.as_str();
+        if own || !writes(password_attr) {
+            return Ok(());
+        }
+        let Some(entry) = txn.entry_by_dn(&dns.target)? else {
+            return Ok(());
+        };
+        let removals: Vec<Modification> = lmdir_access::acl::LMDIR_SECRET_ATTRIBUTES
+            .iter()
+            .filter_map(|(name, _)| schema.attribute(name).map(|attr| (*name, attr)))
+            .filter(|(_, attr)| !writes(*attr) && entry.values_of(*attr).next().is_some())
+            .map(|(name, _)| Modification {
+                op: ModOp::Delete,
+                description: name.to_string(),
+                values: Vec::new(),
+            })
+            .collect();
+        if removals.is_empty() {
+            return Ok(());
+        }
+        let context = WriteContext {
+            relax: true,
+            ..WriteContext::new(job.identity.dn.clone())
+        };
+        txn.modify(&dns.target, &removals, &context)?;
+        tracing::info!(
+            dn = %dns.target,
+            by = %job.identity.dn,
+            "a password set by another identity: the entry's bearer tokens are removed"
+        );
+        Ok(())
     }
 
     /// The password policy `entry` is under, as this transaction sees the policy entries.

@@ -864,6 +864,61 @@ fn tokens_follow_the_password_policy_as_binds_do() {
     assert_eq!(client.bearer(&untouched).get(USERS).status, 200);
 }
 
+/// A password set by someone other than the entry (an administrator's reset) removes the
+/// entry's bearer tokens: one planted by a thief who held the old password worked again once
+/// the owner chose a new password, and only the rootdn may delete another entry's tokens. The
+/// owner's own password change keeps its tokens. No password policy is involved.
+#[test]
+fn a_reset_by_another_identity_removes_the_entrys_tokens() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+    });
+    let mut ldap = root(&server);
+    let client = client_of(&server);
+    let kept = common::http::issue_token(&mut ldap, &person_dn(0), "owner-changes-token");
+    let planted = common::http::issue_token(&mut ldap, &person_dn(1), "planted-token");
+    let mut owner = common::bind(&server, &person_dn(0), PERSON_PASSWORD);
+    owner
+        .modify(
+            &person_dn(0),
+            vec![ldap3::Mod::Replace(
+                "userPassword",
+                ["Chosen-by-me-1"].into(),
+            )],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(client.bearer(&kept).get(USERS).status, 200);
+    assert_eq!(client.bearer(&planted).get(USERS).status, 200);
+    ldap.modify(
+        &person_dn(1),
+        vec![ldap3::Mod::Replace(
+            "userPassword",
+            ["Reset-by-admin-1"].into(),
+        )],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
+    assert_eq!(client.bearer(&planted).get(USERS).status, 401);
+    let (entries, _) = ldap
+        .search(
+            &person_dn(1),
+            ldap3::Scope::Base,
+            "(objectClass=*)",
+            vec!["lmdirBearerToken", "userPassword"],
+        )
+        .unwrap()
+        .success()
+        .unwrap();
+    let entry = ldap3::SearchEntry::construct(entries.into_iter().next().unwrap());
+    assert!(!entry.attrs.contains_key("lmdirBearerToken"), "{entry:?}");
+    assert!(entry.attrs.contains_key("userPassword"), "{entry:?}");
+    assert_eq!(client.bearer(&kept).get(USERS).status, 200);
+}
+
 /// `require_tls` refuses a simple bind without TLS, Basic credentials on the plain-HTTP
 /// loopback listener included; a bearer token is a credential too and is refused alike.
 #[test]
