@@ -795,6 +795,23 @@ impl<'a> VisibleEntries<'a> {
         Ok(self.may_read(&normalized_dn, &entry))
     }
 
+    /// Whether the search returns `view` at `normalized_dn` (in its scope: the caller checks)
+    /// by access and filter alone: for an entry as it was before a change, which did not come
+    /// from the store's cursor.
+    fn returned_as(&self, normalized_dn: &str, view: &dyn lmdir_schema::EntryView) -> bool {
+        if let Some(uniform) = &self.uniform {
+            let filter = uniform.restricted.as_ref().unwrap_or(self.prepared);
+            return uniform.returns_entries && filter.evaluate(view).is_true();
+        }
+        let access = self.policy.for_entry(self.subject, normalized_dn, view);
+        access.can_search_entry()
+            && access.can_read_entry()
+            && access
+                .restrict_filter(self.prepared)
+                .evaluate(view)
+                .is_true()
+    }
+
     /// Whether the subject may search and read `entry` at `normalized_dn`, decided by the
     /// rules on that entry (never by the access uniform below the base: the entry may be
     /// elsewhere).
