@@ -297,7 +297,7 @@ fn rename(connection: &mut LdapConn, dn: &str, new_rdn: &str) {
 }
 
 /// Users read everything but userPassword, except the entries whose description is `secret`
-/// (hidden from all but the rootdn).
+/// and the subtree of ou=vault,ou=people (hidden from all but the rootdn).
 fn hiding_rules() -> Vec<lmdir_config::AccessRule> {
     use lmdir_config::{AccessLevel, AccessTarget, Who};
     vec![
@@ -305,6 +305,14 @@ fn hiding_rules() -> Vec<lmdir_config::AccessRule> {
         common::grant(
             AccessTarget {
                 filter: Some("(description=secret)".to_string()),
+                ..AccessTarget::default()
+            },
+            Who::Anyone,
+            AccessLevel::None,
+        ),
+        common::grant(
+            AccessTarget {
+                subtree: Some(format!("ou=vault,ou=people,{SUFFIX}")),
                 ..AccessTarget::default()
             },
             Who::Anyone,
@@ -527,5 +535,50 @@ fn a_persistent_search_is_told_only_of_deletes_of_entries_it_returned() {
     assert!(
         got == expected || got[..] == expected[1..],
         "only o1 and the marker: {got:?}"
+    );
+}
+
+/// An entry that leaves a persistent search's scope is sent as a delete only when the searcher
+/// could see it before the move (at its old place, as it was): never the old DN of an entry
+/// hidden there, moved to a readable place outside the scope, nor its descendants'.
+#[test]
+fn a_persistent_search_is_not_told_of_hidden_entries_leaving_its_scope() {
+    let server = provider_with_log(10);
+    let mut admin = root(&server);
+    let people = format!("ou=people,{SUFFIX}");
+    let mut user = common::bind(&server, &person_dn(1), common::PERSON_PASSWORD);
+    let mut stream = persist_search(&mut user, &people, "(objectClass=*)");
+    let vault = format!("ou=vault,{people}");
+    let unit = |name: &'static str| [("objectClass", "organizationalUnit"), ("ou", name)];
+    add_entry(&mut admin, &vault, &unit("vault"));
+    add_person(&mut admin, &format!("uid=v1,{vault}"), "v1", "open");
+    add_entry(&mut admin, &format!("ou=box,{vault}"), &unit("box"));
+    add_person(&mut admin, &format!("uid=b1,ou=box,{vault}"), "b1", "open");
+    for rdn in ["uid=v1", "ou=box"] {
+        admin
+            .modifydn(&format!("{rdn},{vault}"), rdn, true, Some(SUFFIX))
+            .expect("modrdn answered")
+            .success()
+            .expect("moved out");
+    }
+    let visible = format!("uid=w1,{people}");
+    add_person(&mut admin, &visible, "w1", "open");
+    admin
+        .modifydn(&visible, "uid=w1", true, Some(SUFFIX))
+        .expect("modrdn answered")
+        .success()
+        .expect("moved out");
+    let marker = format!("uid=m2,{people}");
+    add_person(&mut admin, &marker, "m2", "open");
+    let got = persisted_until(&mut stream, &marker);
+    // w1's add is sent unless the persist phase reads it after its move (then only the delete).
+    let expected: Vec<(String, String)> =
+        [(&visible, "Add"), (&visible, "Delete"), (&marker, "Add")]
+            .iter()
+            .map(|(dn, state)| (dn.to_string(), state.to_string()))
+            .collect();
+    assert!(
+        got == expected || got[..] == expected[1..],
+        "only w1 and the marker: {got:?}"
     );
 }

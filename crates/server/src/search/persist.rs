@@ -534,7 +534,8 @@ fn send_moved_descendants(
                     output.emit_with(id, &entry, &access, Some(EntryState::Add(control)))?;
                 }
             }
-            (true, false) if visible.may_read(&normalize(&dn), &entry) => {
+            // Unchanged but for its DN: returned before the move at its old DN.
+            (true, false) if visible.returned_as(&normalize(&old_dn), &entry) => {
                 write_delete(output, &old_dn, uuid, cookie.clone())?;
             }
             _ => {}
