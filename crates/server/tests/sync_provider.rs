@@ -582,3 +582,44 @@ fn a_persistent_search_is_not_told_of_hidden_entries_leaving_its_scope() {
         "only w1 and the marker: {got:?}"
     );
 }
+
+/// Sync searches never run on the runtime's workers: a few base-scope refreshes whose delete
+/// phase reads renamed subtrees (here 24 renames of 10,100 people) used to run inline, so a
+/// bind on another connection waited for them; it is answered at once now (and the delete
+/// phase stops at its bound).
+#[test]
+fn base_scope_sync_searches_do_not_stall_other_clients() {
+    const MANY: usize = 10_100;
+    let server = provider_with_log(MANY);
+    let mut admin = root(&server);
+    let before = streamed_sync(&mut admin, SUFFIX, Scope::Base, None);
+    let cookie = before.cookie.expect("a cookie");
+    let names = ["ou=folk", "ou=people"];
+    for round in 0..24 {
+        let from = names[(round + 1) % 2];
+        rename(&mut admin, &format!("{from},{SUFFIX}"), names[round % 2]);
+    }
+    let searches: Vec<_> = (0..4)
+        .map(|_| {
+            let url = server.ldap_url();
+            let cookie = cookie.clone();
+            std::thread::spawn(move || {
+                let mut connection = common::bind_url(&url, common::ROOT_DN, common::ROOT_PASSWORD);
+                streamed_sync(&mut connection, SUFFIX, Scope::Base, Some(cookie)).code
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let started = std::time::Instant::now();
+    let _bound = common::bind(&server, &person_dn(1), common::PERSON_PASSWORD);
+    let bind_took = started.elapsed();
+    for search in searches {
+        assert_eq!(search.join().expect("search thread"), 0);
+    }
+    let all_took = started.elapsed();
+    eprintln!("bind {bind_took:?}, searches {all_took:?}");
+    assert!(
+        bind_took < std::time::Duration::from_millis(250),
+        "a bind waited {bind_took:?} behind sync searches"
+    );
+}
