@@ -1,9 +1,15 @@
 //! Recording a write transaction's changes (`changes.rs` holds the records): kept apart so
 //! that `changes` imports nothing of the write path that uses it.
 
+use std::sync::Arc;
+
+use lmdir_schema::{AttributeDescription, CheckedAttribute};
 use lmdir_sync::Csn;
 
-use crate::changes::{uuid_bytes, Change, ChangeKind, CHANGES_PER_TXN_MAX};
+use crate::changes::{
+    uuid_bytes, Change, ChangeKind, PriorEntry, CHANGES_PER_TXN_MAX,
+    PRIOR_ENTRIES_BYTES_PER_TXN_MAX, PRIOR_ENTRY_BYTES_MAX,
+};
 use crate::layout::EntryId;
 use crate::write::{WorkingAttribute, WriteTxn};
 
@@ -55,8 +61,49 @@ impl WriteTxn<'_> {
                 .and_then(|text| Csn::parse(text).ok()),
             dn,
             old_dn,
+            before: None,
         };
         self.changes.committed.changes.push(change);
+    }
+
+    /// Gives the change just recorded the entry as it was before it (`Change::before`): its
+    /// DN then and its attributes then, within `PRIOR_ENTRY_BYTES_MAX` and the transaction's
+    /// `PRIOR_ENTRIES_BYTES_PER_TXN_MAX` (else it carries none).
+    pub(crate) fn record_prior(&mut self, dn: String, attributes: &[WorkingAttribute]) {
+        let log = &self.changes;
+        if !log.recording || log.committed.overflowed {
+            return;
+        }
+        let bytes = attributes
+            .iter()
+            .flat_map(|attribute| attribute.values.iter())
+            .map(|(original, normalized)| original.len() + normalized.len())
+            .sum::<usize>()
+            .saturating_add(dn.len());
+        if bytes > PRIOR_ENTRY_BYTES_MAX
+            || log.prior_bytes.saturating_add(bytes) > PRIOR_ENTRIES_BYTES_PER_TXN_MAX
+        {
+            return;
+        }
+        let checked = attributes
+            .iter()
+            .map(|attribute| CheckedAttribute {
+                description: AttributeDescription {
+                    attr: attribute.attr,
+                    options: attribute.options.clone(),
+                },
+                description_string: attribute.text.clone(),
+                values: attribute.values.clone(),
+            })
+            .collect();
+        let prior = PriorEntry {
+            dn,
+            attributes: self.inner.schema().stored_normalized(checked),
+        };
+        if let Some(change) = self.changes.committed.changes.last_mut() {
+            change.before = Some(Arc::new(prior));
+            self.changes.prior_bytes += bytes;
+        }
     }
 
     /// A delete's CSN is taken after its record (the entry's rows, and the memberOf upkeep

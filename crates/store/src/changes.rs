@@ -14,6 +14,9 @@
 //! applies the move moves its own copy of the subtree; a reader for which the move changes
 //! whether descendants are in scope expands the record itself (`ReadTxn::subtree_ids`).
 
+use std::sync::Arc;
+
+use lmdir_schema::NormalizedAttributes;
 use lmdir_sync::Csn;
 
 use crate::layout::EntryId;
@@ -22,6 +25,13 @@ use crate::layout::EntryId;
 /// A writer batch of client updates makes at most a few hundred; a replicated present phase
 /// deleting a large subtree can make more, and its readers refresh instead.
 pub const CHANGES_PER_TXN_MAX: usize = 65_536;
+/// Most bytes (DN, originals and normalized values) of the entry as it was before a change
+/// that a change record carries (`Change::before`): a person entry is about 1 KiB; a bigger
+/// one (a photo, a large group) is carried as None, and a reader that needs it must refresh.
+/// A provider's broadcast holds at most 16,384 records, so at most 128 MiB of these.
+pub const PRIOR_ENTRY_BYTES_MAX: usize = 8 * 1024;
+/// Most bytes of such entries one transaction's records carry in all; beyond, None.
+pub const PRIOR_ENTRIES_BYTES_PER_TXN_MAX: usize = 2 * 1024 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeKind {
@@ -45,6 +55,21 @@ pub struct Change {
     pub dn: String,
     /// The DN before a modrdn or delete.
     pub old_dn: Option<String>,
+    /// The entry as it was just before a modify, modrdn or delete (its DN then and every
+    /// value), for readers that must know whether they returned it before the change (a
+    /// persistent search sends a delete only then, as slapd's syncprov decides before the
+    /// write); None for an add, past `PRIOR_ENTRY_BYTES_MAX` or
+    /// `PRIOR_ENTRIES_BYTES_PER_TXN_MAX`, for an undecodable entry and for the out-of-line
+    /// point modify of a large group.
+    pub before: Option<Arc<PriorEntry>>,
+}
+
+/// An entry as it was before a change.
+#[derive(Debug)]
+pub struct PriorEntry {
+    /// Its DN then.
+    pub dn: String,
+    pub attributes: NormalizedAttributes,
 }
 
 /// What one committed transaction changed, in the order it changed it.
@@ -83,6 +108,8 @@ impl CommittedChanges {
 pub(crate) struct ChangeLog {
     pub(crate) recording: bool,
     pub(crate) committed: CommittedChanges,
+    /// Bytes of `Change::before` entries recorded so far (`PRIOR_ENTRIES_BYTES_PER_TXN_MAX`).
+    pub(crate) prior_bytes: usize,
 }
 
 /// The 16 bytes of an entryUUID's text (hyphens ignored).

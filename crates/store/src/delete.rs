@@ -45,7 +45,16 @@ impl WriteTxn<'_> {
             false => Vec::new(),
         };
         let dn = self.dn_of(id)?;
-        self.record_change(ChangeKind::Delete, id, &attributes, dn.clone(), Some(dn));
+        self.record_change(
+            ChangeKind::Delete,
+            id,
+            &attributes,
+            dn.clone(),
+            Some(dn.clone()),
+        );
+        if decodable {
+            self.record_prior(dn, &attributes);
+        }
         Ok(())
     }
 

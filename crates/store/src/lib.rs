@@ -48,7 +48,9 @@ pub use admin::{
     CheckReport, DatabaseDigest, DatabaseStat, IndexStat, Stat, CHECK_PROBLEMS_LISTED_MAX,
 };
 pub use bulk::{BulkWriter, BULK_COMMIT_EVERY_BYTES};
-pub use changes::{Change, ChangeKind, CommittedChanges, CHANGES_PER_TXN_MAX};
+pub use changes::{
+    Change, ChangeKind, CommittedChanges, PriorEntry, CHANGES_PER_TXN_MAX, PRIOR_ENTRY_BYTES_MAX,
+};
 pub use error::{RawDatabase, StoreError};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};
 pub use in_chain::{InChainBounds, InChainOutcome};

@@ -116,7 +116,14 @@ impl WriteTxn<'_> {
         self.reindex_changed(id, &old, &new)?;
         if self.is_recording_changes() {
             let dn = self.dn_of(id)?;
-            self.record_change(crate::changes::ChangeKind::Modify, id, &new, dn, None);
+            self.record_change(
+                crate::changes::ChangeKind::Modify,
+                id,
+                &new,
+                dn.clone(),
+                None,
+            );
+            self.record_prior(dn, &old);
         }
         Ok(())
     }

@@ -67,7 +67,8 @@ impl WriteTxn<'_> {
         }
         if self.is_recording_changes() {
             let dn = self.dn_of(id)?;
-            self.record_change(ChangeKind::Modify, id, &attributes, dn, None);
+            self.record_change(ChangeKind::Modify, id, &attributes, dn.clone(), None);
+            self.record_prior(dn, &old_attributes);
         }
         Ok(id)
     }

@@ -244,7 +244,14 @@ impl WriteTxn<'_> {
         }
         if self.is_recording_changes() {
             let dn = self.dn_of(id)?;
-            self.record_change(ChangeKind::ModRdn, id, &attributes, dn, Some(old_dn_text));
+            self.record_change(
+                ChangeKind::ModRdn,
+                id,
+                &attributes,
+                dn,
+                Some(old_dn_text.clone()),
+            );
+            self.record_prior(old_dn_text, &old_attributes);
         }
         Ok(id)
     }

@@ -98,3 +98,66 @@ fn committed_changes_come_back_in_order_and_snapshots_place_them() {
     let empty = write.commit_with_changes().unwrap();
     assert!(empty.changes.is_empty());
 }
+
+/// A modify, modrdn and delete record carry the entry as it was before (its DN then and its
+/// values), within `PRIOR_ENTRY_BYTES_MAX`: a bigger entry's record carries none.
+#[test]
+fn changes_carry_the_entry_before_them_within_a_bound() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open(directory.path());
+    store.set_server_id(3).unwrap();
+    let mut write = store.write().unwrap();
+    write
+        .add(
+            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+            &context(),
+        )
+        .unwrap();
+    let big = "x".repeat(lmdir_store::PRIOR_ENTRY_BYTES_MAX);
+    for (name, description) in [("small", "before"), ("big", big.as_str())] {
+        let dn = format!("ou={name},{SUFFIX}");
+        let attributes = [
+            ("objectClass", "organizationalUnit"),
+            ("ou", name),
+            ("description", description),
+        ];
+        write.add(&entry(&dn, &attributes), &context()).unwrap();
+    }
+    write.commit().unwrap();
+    let mut write = store.write().unwrap();
+    write.record_changes();
+    write
+        .modrdn(
+            &format!("ou=small,{SUFFIX}"),
+            "ou=moved",
+            true,
+            None,
+            &context(),
+        )
+        .unwrap();
+    write.delete(&format!("ou=moved,{SUFFIX}")).unwrap();
+    write.delete(&format!("ou=big,{SUFFIX}")).unwrap();
+    let committed = write.commit_with_changes().unwrap();
+    let priors: Vec<Option<String>> = committed
+        .changes
+        .iter()
+        .map(|change| change.before.as_ref().map(|prior| prior.dn.clone()))
+        .collect();
+    assert_eq!(
+        priors,
+        [
+            Some(format!("ou=small,{SUFFIX}")),
+            Some(format!("ou=moved,{SUFFIX}")),
+            None,
+        ]
+    );
+    let before = committed.changes[0].before.as_ref().unwrap();
+    let values: Vec<&[u8]> = before
+        .attributes
+        .as_slice()
+        .iter()
+        .filter(|attribute| attribute.description_string == "description")
+        .flat_map(|attribute| attribute.values.iter().map(|(original, _)| &original[..]))
+        .collect();
+    assert_eq!(values, [b"before".as_slice()]);
+}

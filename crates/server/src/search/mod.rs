@@ -259,9 +259,12 @@ pub async fn search(
     // A persistent search subscribes to the changes before its refresh opens its snapshot (so
     // no change falls between), hence never in the estimate's earlier read txn.
     let subscription = persist::subscribe(context, database, controls)?;
-    let (read, small) = match subscription {
-        Some(_) => (None, false),
-        None => (read, small),
+    // No sync search runs on the connection's task: its delete phase reads the session log
+    // and renamed subtrees, however few entries its scope holds.
+    let (read, small) = match (&subscription, &controls.sync) {
+        (Some(_), _) => (None, false),
+        (None, Some(_)) => (read, false),
+        (None, None) => (read, small),
     };
     // Boxed: a job is about a kilobyte, which each future it passes through would copy.
     let job_of = |filter, read, normalized_base| {
@@ -578,7 +581,7 @@ impl SearchJob<'_> {
             client_filter.as_ref().unwrap_or(&spec.filter),
             client_filter.is_none(),
         );
-        let sync = match &self.controls.sync {
+        let mut sync = match &self.controls.sync {
             Some(request) => {
                 if page.is_some() || sort_plan.is_some() {
                     return Err(OperationError::new(
@@ -586,17 +589,13 @@ impl SearchJob<'_> {
                         "a sync search is neither paged nor sorted",
                     ));
                 }
-                let mut refresh = sync::SyncRefresh::start(
+                Some(sync::SyncRefresh::start(
                     request,
                     settings.replication.provider,
                     settings.replication.server_id,
                     &read,
                     &database.schema(),
-                )?;
-                if refresh.is_delete_phase() {
-                    refresh.collect_deletes(&read, &|id| visible.returns(base, spec.scope, id))?;
-                }
-                Some(refresh)
+                )?)
             }
             None => None,
         };
@@ -623,6 +622,18 @@ impl SearchJob<'_> {
             size,
             deadline: (!time.is_zero() && !persistent).then(|| started + time),
         };
+        // The delete phase reads the session log (up to its cap) and renamed subtrees: under
+        // the search's deadline and abandon, before any entry is sent.
+        if let Some(refresh) = sync.as_mut().filter(|refresh| refresh.is_delete_phase()) {
+            refresh.collect_deletes(
+                &read,
+                &sync::DeleteTests {
+                    visible: &|id| visible.returns(base, spec.scope, id),
+                    readable: &|id| visible.readable(id),
+                    stop: &|| self.stop_reason(&limits).map(Into::into),
+                },
+            )?;
+        }
         let mut refresh_end = None;
         let mut done = match &sort_plan {
             Some(Ok(keys)) => self.run_sorted(
@@ -772,6 +783,41 @@ impl<'a> VisibleEntries<'a> {
             return Ok(false);
         }
         Ok(self.access(id, &entry)?.is_some())
+    }
+
+    /// Whether the subject may search and read the existing entry `id` where it is now,
+    /// whatever the search's scope and filter (for a sync delete phase).
+    fn readable(&self, id: lmdir_store::EntryId) -> Result<bool, OperationError> {
+        let Some(entry) = self.read.entry(id)? else {
+            return Ok(false);
+        };
+        let normalized_dn = self.read.normalized_dn_of(id)?;
+        Ok(self.may_read(&normalized_dn, &entry))
+    }
+
+    /// Whether the search returns `view` at `normalized_dn` (in its scope: the caller checks)
+    /// by access and filter alone: for an entry as it was before a change, which did not come
+    /// from the store's cursor.
+    fn returned_as(&self, normalized_dn: &str, view: &dyn lmdir_schema::EntryView) -> bool {
+        if let Some(uniform) = &self.uniform {
+            let filter = uniform.restricted.as_ref().unwrap_or(self.prepared);
+            return uniform.returns_entries && filter.evaluate(view).is_true();
+        }
+        let access = self.policy.for_entry(self.subject, normalized_dn, view);
+        access.can_search_entry()
+            && access.can_read_entry()
+            && access
+                .restrict_filter(self.prepared)
+                .evaluate(view)
+                .is_true()
+    }
+
+    /// Whether the subject may search and read `entry` at `normalized_dn`, decided by the
+    /// rules on that entry (never by the access uniform below the base: the entry may be
+    /// elsewhere).
+    fn may_read(&self, normalized_dn: &str, entry: &dyn lmdir_schema::EntryView) -> bool {
+        let access = self.policy.for_entry(self.subject, normalized_dn, entry);
+        access.can_search_entry() && access.can_read_entry()
     }
 
     /// The subject's access to an entry the store found, when the entry is returned: the

@@ -1,9 +1,11 @@
 //! The persist phase of a refreshAndPersist sync search (RFC 4533 §3.4, OpenLDAP's syncprov):
 //! after the refresh, every change the writer commits is looked at as it is now, in a short
 //! read transaction, and sent to the searcher when it concerns it: an entry in scope that the
-//! filter matches and the subject may read is sent whole (state add or modify); one in scope
-//! (by its DN before or after the change) that no longer qualifies, or a deleted one, is sent
-//! as a delete (its DN and entryUUID only). Each carries a cookie with the change's CSN.
+//! filter matches and the subject may read is sent whole (state add or modify); one the
+//! search returned just before the change (in scope, matching, readable: decided on the entry
+//! as it was, which the change carries) and no longer returns, a deleted one among them, is
+//! sent as a delete (its DN then and entryUUID only), as slapd's syncprov decides. Each
+//! carries a cookie with the change's CSN.
 //!
 //! No read transaction is held while waiting. The search ends with e-syncRefreshRequired
 //! (4096) when it fell more than the broadcast's bound behind (so the consumer refreshes),
@@ -21,7 +23,6 @@ use crate::persist::{PersistLimits, PersistSubject, PersistTicket, Published, Re
 use crate::result::{code, OperationError};
 use crate::settings::ServerSettings;
 use bytes::{Bytes, BytesMut};
-use lmdir_schema::{Dn, Entry, OwnedEntryView};
 use lmdir_store::{Change, ChangeKind, Scope};
 use lmdir_sync::{SyncMode, SyncStateKind};
 use std::collections::VecDeque;
@@ -380,7 +381,11 @@ impl Place {
     }
 }
 
-/// Writes what one change means to this search, if anything.
+/// Writes what one change means to this search, if anything: the entry whole when the search
+/// returns it now; else a delete naming it as it was, when the search returned it just before
+/// the change (`Change::before`: its filter and the searcher's access, as slapd's syncprov
+/// decides before the write), so an entry hidden from the searcher, or one that never
+/// matched, is never named.
 fn send_change(
     visible: &VisibleEntries<'_>,
     place: &Place,
@@ -391,18 +396,13 @@ fn send_change(
 ) -> Result<(), OperationError> {
     let database = visible.database;
     let normalize = |dn: &str| database.normalize_dn(dn).unwrap_or_default();
-    let old_in_scope = change
-        .old_dn
-        .as_deref()
-        .is_some_and(|dn| place.holds(&normalize(dn)));
     let entry = match change.kind {
         ChangeKind::Delete => None,
         _ => visible.read.entry(change.id)?,
     };
     if let Some(entry) = &entry {
         let dn = visible.read.dn_of(change.id)?;
-        let normalized = normalize(&dn);
-        if place.holds(&normalized) {
+        if place.holds(&normalize(&dn)) {
             if let Some(access) = visible.access(change.id, entry)? {
                 let state = match change.kind {
                     ChangeKind::Add => SyncStateKind::Add,
@@ -412,28 +412,72 @@ fn send_change(
                 return output.emit_with(change.id, entry, &access, Some(EntryState::Add(control)));
             }
         }
-        // Not sent whole: the consumer holds a copy only if it was in scope, and is told
-        // only about an entry the subject may read (a hidden one is never named).
-        let was_in_scope = old_in_scope || place.holds(&normalized);
-        if change.kind == ChangeKind::Add || !was_in_scope || !readable(visible, &normalized, entry)
-        {
-            return Ok(());
-        }
-        let shown = if place.holds(&normalized) {
-            dn
-        } else {
-            change.old_dn.clone().unwrap_or(dn)
-        };
-        return write_delete(output, &shown, uuid, cookie);
     }
-    // Deleted (now or by a later change): named only within scope, and only when the subject
-    // may know of an entry at that DN (decided on the DN alone: its values are gone).
-    let last_dn = change.old_dn.as_deref().unwrap_or(&change.dn);
-    let normalized = normalize(last_dn);
-    if !place.holds(&normalized) || !readable_name(visible, last_dn, &normalized) {
+    // Not returned now. An add the search does not return was never sent (deleted since, its
+    // delete's own record decides).
+    if change.kind == ChangeKind::Add {
         return Ok(());
     }
-    write_delete(output, last_dn, uuid, cookie)
+    match returned_before(visible, place, change) {
+        Some(true) => {
+            let before = change.before.as_ref().map(|prior| prior.dn.as_str());
+            write_delete(output, before.unwrap_or(&change.dn), uuid, cookie)
+        }
+        Some(false) => Ok(()),
+        None => unknown_before(
+            visible,
+            place,
+            change,
+            entry.as_ref(),
+            (uuid, cookie),
+            output,
+        ),
+    }
+}
+
+/// Whether the search returned the changed entry just before the change (at its DN then, as
+/// it was); None when the change does not carry it (too large: `PRIOR_ENTRY_BYTES_MAX`).
+fn returned_before(visible: &VisibleEntries<'_>, place: &Place, change: &Change) -> Option<bool> {
+    let prior = change.before.as_ref()?;
+    let schema = visible.database.schema();
+    let Ok(normalized) = schema.parse_normalized_dn(&prior.dn) else {
+        return Some(false);
+    };
+    if !place.holds(normalized.as_str()) {
+        return Some(false);
+    }
+    let view = schema.normalized_entry_view(&normalized, &prior.attributes);
+    Some(visible.returned_as(normalized.as_str(), &view))
+}
+
+/// A change whose entry before it is not known (too large to carry): a modify of an entry
+/// still in scope is sent as a delete when the searcher may read the entry now (the consumer
+/// ignores a UUID it does not hold); a delete or move of one that was in scope ends the search
+/// with e-syncRefreshRequired (the consumer refreshes, and nothing hidden is named).
+fn unknown_before(
+    visible: &VisibleEntries<'_>,
+    place: &Place,
+    change: &Change,
+    entry: Option<&lmdir_store::EntryRef<'_>>,
+    (uuid, cookie): ([u8; 16], Option<Vec<u8>>),
+    output: &mut SearchOutput<'_, '_>,
+) -> Result<(), OperationError> {
+    let database = visible.database;
+    let normalize = |dn: &str| database.normalize_dn(dn).unwrap_or_default();
+    let normalized = normalize(&change.dn);
+    if let (ChangeKind::Modify, Some(entry)) = (change.kind, entry) {
+        if place.holds(&normalized) && visible.may_read(&normalized, entry) {
+            return write_delete(output, &change.dn, uuid, cookie);
+        }
+        return Ok(());
+    }
+    let before = normalize(change.old_dn.as_deref().unwrap_or(&change.dn));
+    if place.holds(&before) {
+        return Err(refresh_required(
+            "an entry too large to follow left a persistent search",
+        ));
+    }
+    Ok(())
 }
 
 /// The entries below a moved one whose move took them into the search's scope (sent whole,
@@ -490,52 +534,14 @@ fn send_moved_descendants(
                     output.emit_with(id, &entry, &access, Some(EntryState::Add(control)))?;
                 }
             }
-            (true, false) if readable(visible, &normalize(&dn), &entry) => {
+            // Unchanged but for its DN: returned before the move at its old DN.
+            (true, false) if visible.returned_as(&normalize(&old_dn), &entry) => {
                 write_delete(output, &old_dn, uuid, cookie.clone())?;
             }
             _ => {}
         }
     }
     Ok(())
-}
-
-/// Whether the subject may search and read this entry (whatever the filter says).
-fn readable(
-    visible: &VisibleEntries<'_>,
-    normalized_dn: &str,
-    entry: &lmdir_store::EntryRef<'_>,
-) -> bool {
-    if let Some(uniform) = &visible.uniform {
-        // The same access below the base for every entry (the rootdn's among them).
-        return uniform.returns_entries;
-    }
-    let access = visible
-        .policy
-        .for_entry(visible.subject, normalized_dn, entry);
-    access.can_search_entry() && access.can_read_entry()
-}
-
-/// Whether the subject may search and read an entry at this DN, its values unknown.
-fn readable_name(visible: &VisibleEntries<'_>, dn: &str, normalized_dn: &str) -> bool {
-    if let Some(uniform) = &visible.uniform {
-        // The same access below the base for every entry (the rootdn's among them).
-        return uniform.returns_entries;
-    }
-    let schema = &visible.database.schema();
-    let Ok(parsed) = Dn::parse(dn) else {
-        return false;
-    };
-    let empty = Entry {
-        dn: parsed,
-        attributes: Vec::new(),
-    };
-    let Ok(view) = OwnedEntryView::new(schema, &empty) else {
-        return false;
-    };
-    let access = visible
-        .policy
-        .for_entry(visible.subject, normalized_dn, &view);
-    access.can_search_entry() && access.can_read_entry()
 }
 
 fn write_delete(
@@ -563,6 +569,7 @@ mod tests {
                 csn: None,
                 dn: "cn=x".to_string(),
                 old_dn: None,
+                before: None,
             }),
         }
     }

@@ -36,6 +36,10 @@ pub(super) const DELETE_PHASE_UUIDS_PER_MESSAGE: usize = 1024;
 /// Most UUIDs one delete phase collects (16 bytes each: 16 MiB). Beyond, the refresh falls back
 /// to a present phase, whose memory does not grow with the number of deletes.
 pub(super) const DELETE_PHASE_UUIDS_MAX: usize = 1_048_576;
+/// Most entries of renamed subtrees one delete phase looks at (slapd names only the renamed
+/// entries themselves; a subtree moved out of the search needs its members named). Beyond,
+/// the refresh falls back to a present phase, which walks only the search's own scope.
+pub(super) const DELETE_PHASE_RENAMED_ENTRIES_MAX: u32 = 10_000;
 
 type Uuid = [u8; UUID_BYTES];
 
@@ -214,39 +218,43 @@ impl SyncRefresh {
     }
 
     /// Collects, for a delete phase, the UUIDs of the entries deleted or renamed out of this
-    /// search since the cookie; `visible` tells whether an existing entry is returned by the
-    /// search. Falls back to a present phase when a renamed entry that is visible has
-    /// children (they may have moved into the search unchanged, and only a present phase
-    /// sends unchanged entries) or past `DELETE_PHASE_UUIDS_MAX`.
+    /// search since the cookie (`tests` says which entries the search returns and the
+    /// requester may see, and when to stop: abandoned or out of time). Falls back to a present
+    /// phase when a renamed entry that is visible has children (they may have moved into the
+    /// search unchanged, and only a present phase sends unchanged entries), when a renamed
+    /// subtree holds an entry the requester may not see (never named: only a present phase
+    /// tells the consumer about it without naming it), past `DELETE_PHASE_RENAMED_ENTRIES_MAX`
+    /// entries of renamed subtrees or past `DELETE_PHASE_UUIDS_MAX`.
     pub(super) fn collect_deletes(
         &mut self,
         read: &ReadTxn,
-        visible: &dyn Fn(EntryId) -> Result<bool, OperationError>,
+        tests: &DeleteTests<'_>,
     ) -> Result<(), OperationError> {
         let (Some(known), Some(_)) = (&self.known, &self.deletes) else {
             return Ok(());
         };
         let mut collector = DeleteCollector {
             read,
-            visible,
+            tests,
             uuid_attr: self.entry_uuid,
             uuids: Vec::new(),
             seen: HashSet::new(),
+            walked: 0,
             fall_back: false,
         };
         let mut failure = None;
         read.for_each_unseen_change(known, &mut |change| {
-            let kept = match change.kind {
-                LoggedKind::Delete => collector.deleted(&change.uuid),
-                LoggedKind::Rename => collector.renamed(change.entry),
+            let kept = match (tests.stop)() {
+                Some(stop) => Err(stop),
+                None => match change.kind {
+                    LoggedKind::Delete => collector.deleted(&change.uuid),
+                    LoggedKind::Rename => collector.renamed(change.entry),
+                },
             };
-            match kept {
-                Ok(kept) => Ok(kept),
-                Err(error) => {
-                    failure = Some(error);
-                    Ok(false)
-                }
-            }
+            kept.or_else(|error| {
+                failure = Some(error);
+                Ok(false)
+            })
         })?;
         if let Some(error) = failure {
             return Err(error);
@@ -317,13 +325,25 @@ pub(super) fn write_present(
     writer.finish(std::slice::from_ref(control));
 }
 
+/// What a delete phase asks of its search about an existing entry, and when it must stop.
+pub(super) struct DeleteTests<'a> {
+    /// The entry is returned by the search (scope, filter and access).
+    pub(super) visible: &'a dyn Fn(EntryId) -> Result<bool, OperationError>,
+    /// The requester may search and read the entry where it is now (whatever the search).
+    pub(super) readable: &'a dyn Fn(EntryId) -> Result<bool, OperationError>,
+    /// Why the search must stop now (abandoned, out of time), if it must.
+    pub(super) stop: &'a dyn Fn() -> Option<OperationError>,
+}
+
 /// Gathers a delete phase's UUIDs, each once.
 struct DeleteCollector<'a> {
     read: &'a ReadTxn,
-    visible: &'a dyn Fn(EntryId) -> Result<bool, OperationError>,
+    tests: &'a DeleteTests<'a>,
     uuid_attr: Option<AttrId>,
     uuids: Vec<Uuid>,
     seen: HashSet<Uuid>,
+    /// Entries of renamed subtrees looked at so far (`DELETE_PHASE_RENAMED_ENTRIES_MAX`).
+    walked: u32,
     fall_back: bool,
 }
 
@@ -339,6 +359,12 @@ impl DeleteCollector<'_> {
         !self.fall_back
     }
 
+    /// Ends the delete phase: the refresh is a present phase.
+    fn fall_back(&mut self) -> bool {
+        self.fall_back = true;
+        false
+    }
+
     /// A deleted entry, unless an entry with its entryUUID is in the search now: deleted, then
     /// brought back with the same entryUUID by a replicated change (multi-provider); the
     /// consumer holds or gets it as it is now, and naming it gone would delete it there.
@@ -351,46 +377,61 @@ impl DeleteCollector<'_> {
             Err(_) => None,
         };
         if let Some(id) = now {
-            if (self.visible)(id)? {
+            if (self.tests.visible)(id)? {
                 return Ok(true);
             }
         }
         Ok(self.push(uuid))
     }
 
-    /// A renamed entry (with its subtree, which moved along): every member that exists and
-    /// is not visible any more is deleted on the consumer. A deleted one has its own row.
+    /// A renamed entry (with its subtree, which moved along): every member that exists, is
+    /// not returned by the search any more and that the requester may see is deleted on the
+    /// consumer. A deleted one has its own row. The walk is bounded, checks the stop, and
+    /// falls back to a present phase rather than name an entry the requester may not see.
     fn renamed(&mut self, top: EntryId) -> Result<bool, OperationError> {
         if self.read.entry(top)?.is_none() {
             return Ok(true);
         }
-        if (self.visible)(top)? && self.read.has_subordinates(top)? {
-            self.fall_back = true;
-            return Ok(false);
+        if (self.tests.visible)(top)? && self.read.has_subordinates(top)? {
+            return Ok(self.fall_back());
+        }
+        self.walked = self.walked.saturating_add(self.read.subtree_size(top)?);
+        if self.walked > DELETE_PHASE_RENAMED_ENTRIES_MAX {
+            return Ok(self.fall_back());
         }
         let mut stack = vec![(top, 0usize)];
         while let Some((id, depth)) = stack.pop() {
+            if let Some(stop) = (self.tests.stop)() {
+                return Err(stop);
+            }
             if depth > TREE_DEPTH_MAX {
                 return Err(OperationError::new(
                     code::OTHER,
                     "the DN tree is deeper than the store allows",
                 ));
             }
-            if !(self.visible)(id)? {
-                let uuid = match self.read.entry(id)? {
-                    Some(entry) => SyncRefresh::first_value(&entry, self.uuid_attr)
-                        .and_then(crate::sync_apply::uuid_bytes),
-                    None => None,
-                };
-                if uuid.is_some_and(|uuid| !self.push(uuid)) {
-                    return Ok(false);
-                }
+            if !(self.tests.visible)(id)? && !self.moved_out(id)? {
+                return Ok(false);
             }
             for child in self.read.children(id)? {
                 stack.push((child, depth + 1));
             }
         }
         Ok(true)
+    }
+
+    /// A member of a renamed subtree the search does not return: named when the requester
+    /// may see it; else the phase falls back (false).
+    fn moved_out(&mut self, id: EntryId) -> Result<bool, OperationError> {
+        if !(self.tests.readable)(id)? {
+            return Ok(self.fall_back());
+        }
+        let uuid = match self.read.entry(id)? {
+            Some(entry) => SyncRefresh::first_value(&entry, self.uuid_attr)
+                .and_then(crate::sync_apply::uuid_bytes),
+            None => None,
+        };
+        Ok(uuid.is_none_or(|uuid| self.push(uuid)))
     }
 }
 
