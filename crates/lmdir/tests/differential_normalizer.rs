@@ -174,7 +174,7 @@ fn directory_string_outcome(port: u16, tag: &str, a: &str, b: &str) -> Outcome {
     }
     searches.push((
         "values kept".into(),
-        read_back(port, &format!("{tag}"), &["description", "labeledURI"]),
+        read_back(port, tag, &["description", "labeledURI"]),
     ));
     steps.extend(dn_steps(port, tag, a, b));
     Outcome { steps, searches }

@@ -9,6 +9,9 @@ use lmdir_schema::Filter;
 use lmdir_store::codec::{encode_entry, AttributeToEncode, EncodedEntry};
 use lmdir_store::{layout, Scope, SearchSpec, Store};
 
+/// A value's (original, normalized) forms.
+type ValueForms = (Vec<u8>, Vec<u8>);
+
 const PERSON: &str = "cn=Müller,dc=example,dc=com";
 
 /// A directory whose values prepare alike under both: ASCII ones, and non-ASCII ones that
@@ -69,7 +72,7 @@ fn store_rfc4518_form(store: &Store) {
         .to_vec();
     drop(read);
     let parsed = EncodedEntry::parse(&record).unwrap();
-    let attributes: Vec<(u32, Vec<(Vec<u8>, Vec<u8>)>)> = parsed
+    let attributes: Vec<(u32, Vec<ValueForms>)> = parsed
         .attributes()
         .map(|attribute| {
             let values = attribute
