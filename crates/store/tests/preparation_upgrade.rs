@@ -173,3 +173,55 @@ fn a_store_holding_a_value_prepared_differently_is_refused_and_exports() {
     assert!(ldif.contains("sn:: "), "{ldif}"); // non-ASCII: base64
     assert!(ldif.contains("dn:: "), "{ldif}");
 }
+
+/// Rewrites the person's DN-tree node through the layout with its normalized RDN as RFC 4518
+/// made it (`cn=gross`, the ß folded).
+fn store_rfc4518_rdn(store: &Store, dn: &str) {
+    let read = store.read().unwrap();
+    let id = read.dn_to_id(dn).unwrap();
+    let key = layout::encode_id(id);
+    let bytes = store
+        .id2node_database()
+        .get(read.raw_txn(), &key)
+        .unwrap()
+        .unwrap()
+        .to_vec();
+    drop(read);
+    let mut node = layout::decode_node(&bytes).unwrap();
+    node.rdn_normalized = b"cn=gross";
+    let mut encoded = Vec::new();
+    layout::encode_node(&node, &mut encoded);
+    let mut raw = store.env().write_txn().unwrap();
+    store
+        .id2node_database()
+        .put(&mut raw, &key, &encoded)
+        .unwrap();
+    raw.commit().unwrap();
+}
+
+#[test]
+fn a_store_holding_a_name_prepared_differently_is_refused() {
+    let temporary = tempfile::tempdir().unwrap();
+    let dn = format!("cn=Groß,{SUFFIX}");
+    {
+        let store = open(temporary.path());
+        write_directory(&store);
+        let mut write = store.write().unwrap();
+        let person = entry(
+            &dn,
+            &[("objectClass", "person"), ("cn", "Groß"), ("sn", "G")],
+        );
+        write.add(&person, &context()).unwrap();
+        write.commit().unwrap();
+        store_rfc4518_rdn(&store, &dn);
+        set_format_version(&store, layout::FORMAT_VERSION_RFC4518_PREPARATION);
+    }
+    let message = Store::open(temporary.path(), options(), schema())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        message.contains("1 entries") && message.contains(&dn) && message.contains("DN"),
+        "{message}"
+    );
+}
