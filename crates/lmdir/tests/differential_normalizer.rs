@@ -30,6 +30,7 @@ const PAIRS: &[(&str, &str)] = &[
     ("a\u{A0}b", "a b"),
     ("a\u{3000}b", "a b"),
     ("  a  b  ", "a b"),
+    ("a ", "ab"),
     ("\u{FB01}le", "file"),
     ("\u{FB01}le", "FILE"),
     ("\u{212A}", "k"),
