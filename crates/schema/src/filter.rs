@@ -1188,23 +1188,24 @@ fn normalize_pieces(
     any: &[Vec<u8>],
     final_: Option<&[u8]>,
 ) -> Result<SubstringPieces, LdapError> {
-    let normalize = |piece: &[u8]| rule.normalize_substring_piece(piece);
+    use crate::matching::SubstringPosition;
+    let normalize = |piece: &[u8], position| rule.normalize_substring_piece_at(piece, position);
     // A piece of only insignificant characters normalizes to nothing (or one space) and then
     // constrains nothing at the edges.
-    let edge = |piece: Option<&[u8]>| -> Result<Option<Vec<u8>>, LdapError> {
+    let edge = |piece: Option<&[u8]>, position| -> Result<Option<Vec<u8>>, LdapError> {
         match piece {
             None => Ok(None),
             Some(piece) => {
-                let normalized = normalize(piece)?;
+                let normalized = normalize(piece, position)?;
                 Ok((!normalized.is_empty() && normalized != b" ").then_some(normalized))
             }
         }
     };
-    let initial = edge(initial)?;
-    let final_ = edge(final_)?;
+    let initial = edge(initial, SubstringPosition::Initial)?;
+    let final_ = edge(final_, SubstringPosition::Final)?;
     let mut any_normalized = Vec::with_capacity(any.len());
     for piece in any {
-        let normalized = normalize(piece)?;
+        let normalized = normalize(piece, SubstringPosition::Any)?;
         if !normalized.is_empty() {
             any_normalized.push(normalized);
         }

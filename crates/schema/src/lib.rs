@@ -30,12 +30,14 @@ pub use filter::{
     CoveredAttribute, EntryIdSet, EntryView, Filter, InChainQuery, OwnedEntryView, PreparedFilter,
     StoredValue, Tri, FILTER_ITEMS_MAX,
 };
-pub use matching::{MatchingRule, MatchingRuleKind, NormalizationFamily, VALUE_SIZE_BYTES_MAX};
+pub use matching::{
+    MatchingRule, MatchingRuleKind, NormalizationFamily, SubstringPosition, VALUE_SIZE_BYTES_MAX,
+};
 pub use normalized_attributes::{NormalizedAttributes, NormalizedEntryView};
 pub use normalized_dn::{
     normalization_counts, normalizations_during, NormalizationCounts, NormalizedDn,
 };
-pub use prep::prepare_string;
+pub use prep::{may_prepare_differently_than_rfc4518, prepare_string};
 pub use schema::{
     options_match, AttrId, AttributeDescription, AttributeType, AttributeUsage, KnownAttributes,
     ObjectClass, ObjectClassId, ObjectClassKind, Schema, SchemaError, BUILTIN_SCHEMA_TEXT,

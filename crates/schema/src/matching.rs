@@ -28,6 +28,14 @@ pub enum MatchingRuleKind {
     InChain,
 }
 
+/// Where a substring assertion component stands (`initial*any*final`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubstringPosition {
+    Initial,
+    Any,
+    Final,
+}
+
 /// How a rule turns a value into its comparable form. Rules of one family produce the same
 /// normalized bytes, so a value stored normalized by `caseIgnoreMatch` can be used as is by
 /// `caseIgnoreOrderingMatch` and `caseIgnoreSubstringsMatch`.
@@ -232,6 +240,35 @@ impl MatchingRule {
         }
     }
 
+    /// `normalize_substring_piece` for a piece at `position` of the assertion, as slapd's
+    /// `UTF8StringNormalize` prepares substring components of directory strings: a space
+    /// (after NFKC) at the edge next to a `*` stays, one space for a run (an initial piece keeps
+    /// its trailing space, a final one its leading space, an any piece both), so `(cn=a *)`
+    /// does not match `ab`.
+    pub fn normalize_substring_piece_at(
+        &self,
+        piece: &[u8],
+        position: SubstringPosition,
+    ) -> Result<Vec<u8>, LdapError> {
+        let mut normalized = self.normalize_substring_piece(piece)?;
+        let directory_string = matches!(
+            self.family(),
+            NormalizationFamily::CaseIgnore | NormalizationFamily::CaseExact
+        );
+        if !directory_string || normalized.is_empty() || normalized == b" " {
+            return Ok(normalized);
+        }
+        let text = utf8(piece)?;
+        let (leading, trailing) = crate::prep::edge_spaces(text);
+        if leading && position != SubstringPosition::Initial {
+            normalized.insert(0, b' ');
+        }
+        if trailing && position != SubstringPosition::Final {
+            normalized.push(b' ');
+        }
+        Ok(normalized)
+    }
+
     /// For the bitwise rules: whether a normalized integer value matches the asserted bits
     /// (all of them for integerBitAndMatch, any for integerBitOrMatch), as 64-bit two's
     /// complement integers like slapd's. A value out of that range matches nothing; every
@@ -340,15 +377,13 @@ pub(crate) fn normalize_without_schema(
             }
             Ok(output)
         }
-        NormalizationFamily::TelephoneNumber => {
-            let text = utf8(value)?;
-            let mut prepared = String::with_capacity(text.len());
-            prepare_string(text, true, &mut prepared);
-            Ok(prepared
-                .bytes()
-                .filter(|byte| *byte != b' ' && *byte != b'-')
-                .collect())
-        }
+        // slapd's telephoneNumberNormalize: spaces and hyphens removed, nothing else (no case
+        // folding: the syntax is a printable string, compared as it is).
+        NormalizationFamily::TelephoneNumber => Ok(value
+            .iter()
+            .copied()
+            .filter(|byte| *byte != b' ' && *byte != b'-')
+            .collect()),
         NormalizationFamily::Integer => parse_integer(value).map(|(negative, digits)| {
             let mut output = Vec::with_capacity(digits.len() + 1);
             if negative {
@@ -569,6 +604,23 @@ mod tests {
     }
 
     #[test]
+    fn substring_pieces_keep_the_spaces_next_to_a_star() {
+        let piece = |text: &str, position| {
+            String::from_utf8(
+                MatchingRule::CaseIgnoreSubstringsMatch
+                    .normalize_substring_piece_at(text.as_bytes(), position)
+                    .unwrap(),
+            )
+            .unwrap()
+        };
+        assert_eq!(piece("  A  B  ", SubstringPosition::Initial), "a b ");
+        assert_eq!(piece("  A  B  ", SubstringPosition::Any), " a b ");
+        assert_eq!(piece("  A  B  ", SubstringPosition::Final), " a b");
+        assert_eq!(piece("\u{3000}A", SubstringPosition::Final), " a");
+        assert_eq!(piece("   ", SubstringPosition::Any), " ");
+    }
+
+    #[test]
     fn numeric_and_telephone_rules() {
         assert_eq!(
             normalized(MatchingRule::NumericStringMatch, " 123 456 "),
@@ -588,6 +640,17 @@ mod tests {
                 .normalize_substring_piece(b" 12-3 ")
                 .unwrap(),
             b"123"
+        );
+        // As slapd: no case folding, and no edge spaces kept in substring pieces.
+        assert_eq!(
+            MatchingRule::TelephoneNumberSubstringsMatch
+                .normalize_substring_piece_at(b" 12 ", SubstringPosition::Any)
+                .unwrap(),
+            b"12"
+        );
+        assert_eq!(
+            normalized(MatchingRule::TelephoneNumberMatch, "+1 555 CALL"),
+            "+1555CALL"
         );
     }
 
@@ -832,7 +895,20 @@ mod tests {
         }
 
         #[test]
-        fn case_ignore_is_idempotent(text in "\\PC{0,20}") {
+        fn case_exact_is_idempotent(text in "\\PC{0,20}") {
+            let rule = MatchingRule::CaseExactMatch;
+            if let Ok(once) = rule.normalize(text.as_bytes()) {
+                prop_assert_eq!(rule.normalize(&once).unwrap(), once);
+            }
+        }
+
+        /// As slapd's, caseIgnore preparation folds before NFKC, not after: idempotent on
+        /// text NFKC leaves as it is, not on compatibility characters NFKC makes uppercase
+        /// (`㎒` → `MHz` → `mhz`).
+        #[test]
+        fn case_ignore_is_idempotent_on_nfkc_stable_text(text in "\\PC{0,20}") {
+            use unicode_normalization::UnicodeNormalization;
+            prop_assume!(text.nfkc().eq(text.chars()));
             let rule = MatchingRule::CaseIgnoreMatch;
             if let Ok(once) = rule.normalize(text.as_bytes()) {
                 prop_assert_eq!(rule.normalize(&once).unwrap(), once);

@@ -1,12 +1,29 @@
-//! RFC 4518 string preparation (map, case fold, NFKC, insignificant space handling) with an
-//! allocation-light ASCII fast path, because the loader runs it on millions of values.
+//! String preparation as OpenLDAP slapd 2.5 does it (its `UTF8StringNormalize` over
+//! liblunicode's `UTF8bvnormalize`), not RFC 4518's: values slapd keeps apart must stay apart
+//! here (`Groß` and `Gross` are two values of one attribute), or a load or a replicated entry
+//! silently keeps one of them.
+//!
+//! 1. Case folding (caseIgnore rules only), per code point: ASCII by `tolower`, every other
+//!    code point by its *simple* lowercase mapping, one code point to one (İ → i, Σ → σ; ß and
+//!    ς stay).
+//! 2. NFKC over every non-ASCII stretch (with the ASCII character before it), after folding and
+//!    with no folding after it: ㎒ becomes `MHz` even under caseIgnore.
+//! 3. Spaces: only U+0020 (after NFKC, so NBSP and U+3000 too): leading and trailing ones
+//!    trimmed, inner runs collapsed to one; a value of only spaces becomes one space.
+//! 4. Nothing is mapped to nothing: soft hyphen, zero-width space and control characters stay;
+//!    TAB, LF and CR are not spaces.
+//!
+//! Known difference: slapd's Unicode tables are older than Rust's, so characters assigned (or
+//! given a case mapping) since then fold and compose here and stay as they are in slapd
+//! (docs/compatibility.md).
+//!
+//! The ASCII and Latin-1 fast paths matter: the loader runs this on millions of values.
 
 use unicode_normalization::UnicodeNormalization;
 
-/// Prepares `value` into `output`: control characters dropped, whitespace variants mapped to
-/// SPACE, optionally case folded (full Unicode folding), NFKC, then leading/trailing spaces
-/// removed and inner space runs collapsed to one space. A value of only spaces becomes one space
-/// (so it stays distinguishable from an empty value, as OpenLDAP does).
+/// Prepares `value` into `output` (see the module documentation): optionally case folded,
+/// NFKC, then leading/trailing spaces removed and inner space runs collapsed to one space. A
+/// value of only spaces becomes one space (so it stays distinguishable from an empty value).
 pub fn prepare_string(value: &str, case_fold: bool, output: &mut String) {
     output.clear();
     if value.is_ascii() {
@@ -32,13 +49,7 @@ pub(crate) fn prepare_ascii_bytes(bytes: &[u8], case_fold: bool, output: &mut Ve
     let start = output.len();
     let mut pending_space = false;
     for &byte in bytes {
-        let mapped = match byte {
-            b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r' => b' ',
-            0x00..=0x08 | 0x0E..=0x1F | 0x7F => continue,
-            other if case_fold => other.to_ascii_lowercase(),
-            other => other,
-        };
-        if mapped == b' ' {
+        if byte == b' ' {
             pending_space = output.len() > start;
             continue;
         }
@@ -46,27 +57,56 @@ pub(crate) fn prepare_ascii_bytes(bytes: &[u8], case_fold: bool, output: &mut Ve
             output.push(b' ');
             pending_space = false;
         }
-        output.push(mapped);
+        output.push(if case_fold {
+            byte.to_ascii_lowercase()
+        } else {
+            byte
+        });
     }
     if output.len() == start && !bytes.is_empty() {
         output.push(b' ');
     }
 }
 
-/// RFC 4518 §2.2: characters mapped to nothing.
-fn maps_to_nothing(character: char) -> bool {
-    matches!(character,
-        '\u{0000}'..='\u{0008}' | '\u{000E}'..='\u{001F}' | '\u{007F}'..='\u{0084}' | '\u{0086}'..='\u{009F}'
-        | '\u{00AD}' | '\u{034F}' | '\u{06DD}' | '\u{070F}' | '\u{1806}' | '\u{180B}'..='\u{180E}'
-        | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2063}' | '\u{206A}'..='\u{206F}'
-        | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFC}')
+/// Whether `value` may prepare differently under the previous (RFC 4518, full case folding)
+/// preparation than under this one: values with a non-ASCII byte or an ASCII control
+/// character (which RFC 4518 mapped to nothing or to a space). Every other value prepares the
+/// same under both, which is what lets a store of the previous format be upgraded in place.
+pub fn may_prepare_differently_than_rfc4518(value: &[u8]) -> bool {
+    value
+        .iter()
+        .any(|byte| !byte.is_ascii() || byte.is_ascii_control())
 }
 
-/// RFC 4518 §2.2: characters mapped to SPACE.
-fn maps_to_space(character: char) -> bool {
-    matches!(character,
-        '\u{0009}'..='\u{000D}' | '\u{0020}' | '\u{0085}' | '\u{00A0}' | '\u{1680}' | '\u{2000}'..='\u{200A}'
-        | '\u{2028}' | '\u{2029}' | '\u{202F}' | '\u{205F}' | '\u{3000}')
+/// Whether `value` prepares to something that starts (ends) with a space before spaces are
+/// trimmed: its first (last) character is a space or one NFKC makes start (end) with one
+/// (NBSP, U+3000, ¨). For substring assertion components, whose edge spaces slapd keeps.
+pub(crate) fn edge_spaces(value: &str) -> (bool, bool) {
+    let leading = value
+        .chars()
+        .next()
+        .is_some_and(|first| std::iter::once(first).nfkc().next() == Some(' '));
+    let trailing = value
+        .chars()
+        .next_back()
+        .is_some_and(|last| std::iter::once(last).nfkc().last() == Some(' '));
+    (leading, trailing)
+}
+
+/// The simple (one code point to one) lowercase mapping slapd's `uctolower` applies; Rust's
+/// `char::to_lowercase` is the full mapping, which differs only for U+0130 (İ → "i̇").
+fn simple_lowercase(character: char) -> char {
+    if character.is_ascii() {
+        return character.to_ascii_lowercase();
+    }
+    if character == '\u{130}' {
+        return 'i';
+    }
+    let mut lowered = character.to_lowercase();
+    match (lowered.next(), lowered.next()) {
+        (Some(single), None) => single,
+        _ => character,
+    }
 }
 
 /// Collapses space runs while characters are appended: leading spaces dropped, inner runs
@@ -89,26 +129,17 @@ impl SpaceCollapser {
     }
 }
 
-/// Printable ASCII: NFKC-stable, never composes with a preceding character, and folds to its
-/// ASCII lowercase.
-fn is_plain_ascii(byte: u8) -> bool {
-    (0x20..=0x7E).contains(&byte)
-}
-
-/// Mostly-ASCII text with some other characters: plain ASCII characters not followed by a
-/// non-plain one go straight through; every other stretch (with the plain character before it,
-/// which a combining mark may compose with) goes through the full map/fold/NFKC pipeline.
-/// Equal to running the pipeline on the whole string (see the proptest), but much cheaper.
+/// Mostly-ASCII text with some other characters, segmented as slapd does: ASCII characters not
+/// followed by a non-ASCII one go straight through; every other stretch (a non-ASCII run with
+/// the ASCII character before it, which a combining mark may compose with) goes through the
+/// fold/NFKC pipeline. Equal to running the pipeline on the whole string (see the proptest).
 fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
     let bytes = value.as_bytes();
     let mut collapser = SpaceCollapser {
         pending_space: false,
     };
     let is_boundary = |position: usize| {
-        is_plain_ascii(bytes[position])
-            && bytes
-                .get(position + 1)
-                .is_none_or(|next| is_plain_ascii(*next))
+        bytes[position].is_ascii() && bytes.get(position + 1).is_none_or(|next| next.is_ascii())
     };
     let mut position = 0;
     while position < bytes.len() {
@@ -128,8 +159,8 @@ fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
         while position < bytes.len() && !is_boundary(position) {
             position += 1;
         }
-        // `start` is a plain ASCII byte or a character start, `position` a plain ASCII byte or
-        // the end: both are character boundaries.
+        // `start` is an ASCII byte or a character start, `position` an ASCII byte or the end:
+        // both are character boundaries.
         let stretch = &value[start..position];
         if !prepare_latin1_letters(stretch, case_fold, &mut collapser, output) {
             prepare_unicode_pipeline(stretch, case_fold, &mut collapser, output);
@@ -137,27 +168,27 @@ fn prepare_unicode(value: &str, case_fold: bool, output: &mut String) {
     }
 }
 
-/// A Latin-1 letter (U+00C0..U+00FF) other than ß: NFKC-stable, never the second character of
-/// a composition, and fully case folded by ASCII's rule moved up by 0xC0 - 0x40 (its uppercase
-/// U+00C0..U+00DE, bar ×, folds to the character 0x20 above it; ß folds to "ss").
+/// A Latin-1 letter (U+00C0..U+00FF bar × and ÷): NFKC-stable, never the second character of
+/// a composition, and simply lowercased by ASCII's rule moved up by 0xC0 - 0x40 (its uppercase
+/// U+00C0..U+00DE, bar ×, lowercases to the character 0x20 above it; ß and ÿ are lowercase).
 fn is_latin1_letter(character: char) -> bool {
-    ('\u{C0}'..='\u{FF}').contains(&character) && character != '\u{DF}'
+    ('\u{C0}'..='\u{FF}').contains(&character) && character != '\u{D7}' && character != '\u{F7}'
 }
 
-/// The common stretch of European names and places (`Kraków`, `Müller`): only plain ASCII
-/// and Latin-1 letters, followed by plain ASCII or the end, so no character can compose with a
-/// neighbour; prepared character by character (the full pipeline cost ~1,800 instructions per
-/// value). False, writing nothing, when the stretch holds anything else.
+/// The common stretch of European names and places (`Kraków`, `Müller`, `Straße`): only ASCII
+/// and Latin-1 letters, followed by ASCII or the end, so no character can compose with a
+/// neighbour; prepared character by character (the full pipeline costs far more per value).
+/// False, writing nothing, when the stretch holds anything else.
 fn prepare_latin1_letters(
     stretch: &str,
     case_fold: bool,
     collapser: &mut SpaceCollapser,
     output: &mut String,
 ) -> bool {
-    let fast = stretch.chars().all(|character| {
-        (character.is_ascii() && is_plain_ascii(character as u8)) || is_latin1_letter(character)
-    });
-    if !fast {
+    if !stretch
+        .chars()
+        .all(|character| character.is_ascii() || is_latin1_letter(character))
+    {
         return false;
     }
     for character in stretch.chars() {
@@ -172,31 +203,20 @@ fn prepare_latin1_letters(
     true
 }
 
-/// RFC 4518 map, optional full case fold, NFKC (fold, normalize, fold again: NFKC can produce
-/// characters with case), streamed through chained iterators without intermediate strings.
+/// Optional simple lowercase per code point, then NFKC, streamed through chained iterators
+/// without intermediate strings.
 fn prepare_unicode_pipeline(
     value: &str,
     case_fold: bool,
     collapser: &mut SpaceCollapser,
     output: &mut String,
 ) {
-    let mapped = value
-        .chars()
-        .filter(|character| !maps_to_nothing(*character))
-        .map(|character| {
-            if maps_to_space(character) {
-                ' '
-            } else {
-                character
-            }
-        });
     if case_fold {
-        use caseless::Caseless;
-        for character in mapped.default_case_fold().nfkc().default_case_fold() {
+        for character in value.chars().map(simple_lowercase).nfkc() {
             collapser.push(character, output);
         }
     } else {
-        for character in mapped.nfkc() {
+        for character in value.chars().nfkc() {
             collapser.push(character, output);
         }
     }
@@ -215,20 +235,48 @@ mod tests {
     #[test]
     fn ascii_spaces_are_trimmed_and_collapsed() {
         assert_eq!(prepared("  John   Smith  ", true), "john smith");
-        assert_eq!(prepared("John\tSmith", false), "John Smith");
         assert_eq!(prepared("   ", true), " ");
         assert_eq!(prepared("", true), "");
-        assert_eq!(prepared("a\u{1}b", true), "ab");
     }
 
     #[test]
-    fn unicode_case_folding_is_full() {
+    fn only_the_ascii_space_is_a_space_and_nothing_maps_to_nothing() {
+        assert_eq!(prepared("John\tSmith", false), "John\tSmith");
+        assert_eq!(prepared("a\nb\r", true), "a\nb\r");
+        assert_eq!(prepared("a\u{1}b", true), "a\u{1}b");
+        assert_eq!(prepared("so\u{AD}ft", true), "so\u{AD}ft");
+        assert_eq!(prepared("a\u{200B}b", true), "a\u{200B}b");
+        // NFKC makes NBSP and the ideographic space spaces, which then collapse.
+        assert_eq!(prepared("a\u{00A0}\u{3000}b", true), "a b");
+        assert_eq!(prepared("\u{00A0}", true), " ");
+    }
+
+    #[test]
+    fn case_folding_is_the_simple_lowercase_before_nfkc() {
         assert_eq!(prepared("KRAKÓW", true), prepared("Kraków", true));
-        // Decomposed accent equals the precomposed one after NFKC.
         assert_eq!(prepared("Krako\u{301}w", true), prepared("KRAKÓW", true));
-        assert_eq!(prepared("Straße", true), prepared("STRASSE", true));
-        assert_eq!(prepared("ΣΊΣΥΦΟΣ", true), prepared("σίσυφος", true));
+        assert_eq!(prepared("Straße", true), "straße");
+        assert_ne!(prepared("Straße", true), prepared("STRASSE", true));
+        assert_eq!(prepared("ΣΊΣΥΦΟΣ", true), "σίσυφοσ");
+        assert_ne!(prepared("σίσυφος", true), prepared("ΣΊΣΥΦΟΣ", true));
+        assert_eq!(prepared("İ", true), "i");
+        assert_eq!(prepared("ı", true), "ı");
+        assert_eq!(prepared("\u{212A}", true), "k");
+        assert_eq!(prepared("\u{212B}", true), "å");
+        assert_eq!(prepared("Ａ", true), "a");
+        assert_eq!(prepared("ǅ", true), "dž");
+        // No folding after NFKC.
+        assert_eq!(prepared("\u{3392}", true), "MHz");
+        assert_eq!(prepared("\u{FB01}le", true), "file");
         assert_ne!(prepared("Kraków", false), prepared("KRAKÓW", false));
+        assert_eq!(prepared("\u{212B}", false), "Å");
+    }
+
+    #[test]
+    fn only_non_ascii_values_or_control_characters_may_prepare_differently() {
+        assert!(!may_prepare_differently_than_rfc4518(b"Plain value (1)"));
+        assert!(may_prepare_differently_than_rfc4518(b"a\tb"));
+        assert!(may_prepare_differently_than_rfc4518("Groß".as_bytes()));
     }
 
     fn prepared_by_pipeline_only(value: &str, fold: bool) -> String {
@@ -253,19 +301,13 @@ mod tests {
             parts in proptest::collection::vec(proptest::sample::select(vec![
                 "a", "K", "e", " ", "  ", "\u{1}", "\t", "\u{301}", "\u{308}", "\u{AD}", "\u{A0}", "Ó", "ß", "\u{FB01}",
                 "Ａ", "\u{212A}", "\u{1100}", "\u{1161}", "\u{11A8}", "Σ", "ς", "\u{3000}", "Z", "-", "\u{7F}", "\u{85}",
-                "ö", "Ü", "É", "ÿ", "×", "÷", "Þ", "ð", "\u{B5}", "\u{C0}", "\u{DE}", "\u{FF}",
+                "ö", "Ü", "É", "ÿ", "×", "÷", "Þ", "ð", "\u{B5}", "\u{C0}", "\u{DE}", "\u{FF}", "İ", "\u{3392}", "<",
+                "\u{338}", "\u{200B}",
             ]), 0..12),
             fold in proptest::bool::ANY,
         ) {
             let value = parts.concat();
             proptest::prop_assert_eq!(prepared(&value, fold), prepared_by_pipeline_only(&value, fold));
         }
-    }
-
-    #[test]
-    fn unicode_spaces_and_ignorable_characters_are_mapped() {
-        assert_eq!(prepared("a\u{00A0}\u{3000}b", true), "a b");
-        assert_eq!(prepared("so\u{00AD}ft", true), "soft");
-        assert_eq!(prepared("\u{FB01}le", true), "file");
     }
 }

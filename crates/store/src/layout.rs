@@ -40,13 +40,20 @@ pub const META_NEXT_ID: &[u8] = b"next_id";
 pub const META_INDEX_CONFIG: &[u8] = b"index_config";
 /// Description table rows: `desc:` ‖ number (u32 BE) → description string (e.g. `cn;lang-en`).
 pub const META_DESCRIPTION_PREFIX: &[u8] = b"desc:";
-/// The store's on-disk format. 3: entry records of version 4 (each attribute's values byte
-/// length, `codec.rs`); 2: out-of-line values in blocks (`id2value` rows of many values each);
-/// 1 had one `id2value` row per value.
-pub const FORMAT_VERSION: u32 = 3;
-/// The format this build also opens: its records are still read, and a read-write open
-/// upgrades its number to `FORMAT_VERSION` (records written from then on are version 4, which
-/// a build that reads only format 2 cannot read: it refuses the store by number instead).
+/// The store's on-disk format. 4: format 3 with normalized values, index keys and dn2id keys
+/// of slapd's string preparation (`lmdir_schema::prepare_string`, `preparation_upgrade.rs`);
+/// 3: entry records of version 4 (each attribute's values byte length, `codec.rs`), strings
+/// prepared by RFC 4518; 2: out-of-line values in blocks (`id2value` rows of many values
+/// each); 1 had one `id2value` row per value.
+pub const FORMAT_VERSION: u32 = 4;
+/// The format before slapd's string preparation: read as it is; a read-write open raises it
+/// to `FORMAT_VERSION` when no value or DN prepares differently now, else refuses
+/// (`preparation_upgrade.rs`).
+pub const FORMAT_VERSION_RFC4518_PREPARATION: u32 = 3;
+/// The oldest format this build opens: its records are still read, and a read-write open
+/// first raises its number to `FORMAT_VERSION_RFC4518_PREPARATION` (records written from then
+/// on are version 4, which a build that reads only format 2 cannot read: it refuses the store
+/// by number instead), then upgrades that.
 pub const FORMAT_VERSION_UPGRADED: u32 = 2;
 
 /// Index kinds (first byte of every index key).

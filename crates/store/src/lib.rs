@@ -29,6 +29,7 @@ mod memberof;
 mod modify;
 mod modrdn;
 mod point_modify;
+mod preparation_upgrade;
 mod read;
 mod reader_gate;
 mod referrers;
@@ -59,6 +60,7 @@ pub use inversions::{inversion_key, META_INVERSIONS_TRACKED, META_INVERSION_PREF
 pub use layout::{EntryId, IndexKinds};
 pub use live_index::IndexesAdded;
 pub use lock::{DirectoryLock, LOCK_FILE_NAME};
+pub use preparation_upgrade::PreparationChanges;
 pub use read::{AttributeRef, AttributeValues, EntryRef, ReadTxn, TREE_DEPTH_MAX};
 pub use referrers::DuplicateValue;
 pub use replica::SubtreeMember;

@@ -611,6 +611,7 @@ fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
     match stored {
         Some(bytes)
             if bytes == layout::FORMAT_VERSION.to_be_bytes()
+                || bytes == layout::FORMAT_VERSION_RFC4518_PREPARATION.to_be_bytes()
                 || bytes == layout::FORMAT_VERSION_UPGRADED.to_be_bytes() =>
         {
             Ok(())
@@ -618,12 +619,13 @@ fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
         Some(bytes) => Err(StoreError::Format(match <[u8; 4]>::try_from(bytes) {
             Ok(number) => format!(
                 "unsupported store format version {} (this build reads version {} and upgrades \
-                 version {} in place; version 1 stores kept one id2value row per out-of-line \
-                 value): export the directory with the build that wrote it and load the LDIF \
-                 with this one",
+                 versions {} and {} in place; version 1 stores kept one id2value row per \
+                 out-of-line value): export the directory with the build that wrote it and load \
+                 the LDIF with this one",
                 u32::from_be_bytes(number),
                 layout::FORMAT_VERSION,
-                layout::FORMAT_VERSION_UPGRADED
+                layout::FORMAT_VERSION_UPGRADED,
+                layout::FORMAT_VERSION_RFC4518_PREPARATION
             ),
             Err(_) => format!("malformed store format version {bytes:02x?}"),
         })),
@@ -632,7 +634,8 @@ fn check_format_version(stored: Option<&[u8]>) -> Result<(), StoreError> {
 }
 
 /// A read-write open of a format-2 store marks it format 3 before anything is written: its
-/// records stay readable, the ones written from now on are entry version 4.
+/// records stay readable, the ones written from now on are entry version 4. Format 3 is then
+/// upgraded by `Store::upgrade_string_preparation` (`preparation_upgrade.rs`).
 fn upgrade_format_version(
     meta: RawDatabase,
     write_txn: &mut heed::RwTxn,
@@ -642,15 +645,34 @@ fn upgrade_format_version(
         meta.put(
             write_txn,
             layout::META_FORMAT_VERSION,
-            &layout::FORMAT_VERSION.to_be_bytes(),
+            &layout::FORMAT_VERSION_RFC4518_PREPARATION.to_be_bytes(),
         )?;
         tracing::info!(
             "store format {} upgraded to {}: existing records are read as they are",
             layout::FORMAT_VERSION_UPGRADED,
-            layout::FORMAT_VERSION
+            layout::FORMAT_VERSION_RFC4518_PREPARATION
         );
     }
     Ok(())
+}
+
+/// A read-only open of a store written with RFC 4518 string preparation reads it as it is
+/// (export needs no preparation); searches for values that prepare differently now may miss.
+fn warn_of_rfc4518_preparation(stored: Option<&[u8]>) {
+    let previous = [
+        layout::FORMAT_VERSION_RFC4518_PREPARATION,
+        layout::FORMAT_VERSION_UPGRADED,
+    ];
+    if previous
+        .iter()
+        .any(|version| stored == Some(&version.to_be_bytes()[..]))
+    {
+        tracing::warn!(
+            "store written with RFC 4518 string preparation, read as it is: searches for \
+             non-ASCII values may miss until a read-write open upgrades it (or says to export \
+             and load it)"
+        );
+    }
 }
 
 /// A read-write open's record of the built index kinds (`meta`'s `index_config`). Empty:
@@ -810,7 +832,7 @@ impl Store {
             &schema,
         )?;
         write_txn.commit()?;
-        Ok(Store::assemble(
+        let store = Store::assemble(
             env,
             (databases, index_databases),
             schema,
@@ -818,7 +840,9 @@ impl Store {
             resolved,
             state,
             Some(lock),
-        ))
+        );
+        store.upgrade_string_preparation()?;
+        Ok(store)
     }
 
     /// Opens an existing store for reading only (export, stat, check, offline search): takes
@@ -854,6 +878,7 @@ impl Store {
             &resolved.configured_indexes,
             &schema,
         )?;
+        warn_of_rfc4518_preparation(databases.meta.get(&txn, layout::META_FORMAT_VERSION)?);
         drop(txn);
         Ok(Store::assemble(
             env,
