@@ -1232,3 +1232,109 @@ fn concurrent_increments_read_their_own_before_and_after() {
     let expected: Vec<u64> = (1001..=1000 + total).collect();
     assert_eq!(after, expected, "every value handed out once");
 }
+
+/// Names whose preparation is not idempotent: as slapd, a value is lowercased, then NFKC, so
+/// `™` becomes `TM` and `㎒` `MHz`, which a second preparation would lowercase. An entry so
+/// named, a child below it, a group naming the child, renames of both and their deletes all
+/// find their entries; a step that prepared a prepared DN again would miss them.
+#[test]
+fn entries_named_with_compatibility_characters_live_a_whole_life() {
+    let server = TestServer::start_with_database(|_| {});
+    let mut ldap = root(&server);
+    populate(&mut ldap);
+    let unit = "ou=Acme™ ㎒,dc=example,dc=com";
+    let child = format!("cn=Widget™,{unit}");
+    let admins = "cn=admins,ou=Groups,dc=example,dc=com";
+    let ok = |result: ldap3::result::Result<ldap3::LdapResult>, what: &str| {
+        let result = result.expect("sent");
+        assert_eq!(result.rc, 0, "{what}: {result:?}");
+    };
+    ok(
+        ldap.add(
+            unit,
+            vec![
+                ("objectClass", set(&["organizationalUnit"])),
+                ("ou", set(&["Acme™ ㎒"])),
+            ],
+        ),
+        "add the unit",
+    );
+    ok(
+        ldap.add(
+            &child,
+            vec![
+                ("objectClass", set(&["organizationalRole"])),
+                ("cn", set(&["Widget™"])),
+            ],
+        ),
+        "add the child",
+    );
+    let (found, rc) = search(&mut ldap, unit, Scope::OneLevel, "(objectClass=*)", &["cn"]);
+    assert_eq!((rc, found.len()), (0, 1), "{found:?}");
+    let (found, rc) = search(&mut ldap, SUFFIX, Scope::Subtree, "(cn=Widget™)", &["1.1"]);
+    assert_eq!((rc, found.len()), (0, 1), "{found:?}");
+    ok(
+        ldap.modify(admins, vec![Mod::Add("member", set(&[child.as_str()]))]),
+        "add the child to a group",
+    );
+    let (found, _) = search(
+        &mut ldap,
+        &child,
+        Scope::Base,
+        "(objectClass=*)",
+        &["memberOf"],
+    );
+    assert_eq!(
+        found[0].attrs.get("memberOf"),
+        Some(&vec![admins.to_string()])
+    );
+    ok(
+        ldap.modify(
+            &child,
+            vec![Mod::Replace("description", set(&["a widget"]))],
+        ),
+        "modify the child",
+    );
+    ok(
+        ldap.modifydn(&child, "cn=Gadget™", true, None),
+        "rename the child",
+    );
+    let renamed = format!("cn=Gadget™,{unit}");
+    let filter = format!("(member={renamed})");
+    let (found, rc) = search(&mut ldap, SUFFIX, Scope::Subtree, &filter, &["1.1"]);
+    assert_eq!(
+        (rc, found.len()),
+        (0, 1),
+        "the group follows the rename: {found:?}"
+    );
+    ok(
+        ldap.modifydn(unit, "ou=Acme™ ㎓", true, None),
+        "rename the unit over its child",
+    );
+    let moved = "cn=Gadget™,ou=Acme™ ㎓,dc=example,dc=com";
+    let (found, rc) = search(
+        &mut ldap,
+        moved,
+        Scope::Base,
+        "(objectClass=*)",
+        &["memberOf"],
+    );
+    assert_eq!((rc, found.len()), (0, 1), "{found:?}");
+    assert_eq!(
+        found[0].attrs.get("memberOf"),
+        Some(&vec![admins.to_string()])
+    );
+    ok(ldap.delete(moved), "delete the child");
+    ok(
+        ldap.delete("ou=Acme™ ㎓,dc=example,dc=com"),
+        "delete the unit",
+    );
+    let (found, _) = search(
+        &mut ldap,
+        admins,
+        Scope::Base,
+        "(objectClass=*)",
+        &["member"],
+    );
+    assert_eq!(found[0].attrs.get("member"), Some(&vec![ALICE.to_string()]));
+}
