@@ -502,6 +502,16 @@ pub struct AccessPolicy {
     is_default: bool,
 }
 
+/// The database suffix normalized, or the config error naming it.
+fn suffix_ndn(schema: &Schema, suffix: &str) -> Result<String, AclError> {
+    schema
+        .normalize_dn_str(suffix)
+        .map_err(|error| AclError::Policy {
+            field: "database.suffix".into(),
+            reason: format!("'{suffix}': {}", error.message),
+        })
+}
+
 impl AccessPolicy {
     /// Builds the policy from config rules. With no rules the secure default applies (see
     /// [`AccessPolicy::default_rules`]). `suffix` is the database suffix: rule DNs must lie
@@ -513,12 +523,7 @@ impl AccessPolicy {
         suffix: &str,
         rootdn: Option<&str>,
     ) -> Result<AccessPolicy, AclError> {
-        let suffix_ndn = schema
-            .normalize_dn_str(suffix)
-            .map_err(|error| AclError::Policy {
-                field: "database.suffix".into(),
-                reason: format!("'{suffix}': {}", error.message),
-            })?;
+        let suffix_ndn = suffix_ndn(schema, suffix)?;
         let rootdn_ndn = rootdn
             .map(|dn| {
                 schema
@@ -708,12 +713,7 @@ impl AccessPolicy {
         if replicas.is_empty() || self.secret_rules == 0 {
             return Ok(self);
         }
-        let suffix_ndn = schema
-            .normalize_dn_str(suffix)
-            .map_err(|error| AclError::Policy {
-                field: "database.suffix".into(),
-                reason: format!("'{suffix}': {}", error.message),
-            })?;
+        let suffix_ndn = suffix_ndn(schema, suffix)?;
         let specs = AccessPolicy::lmdir_secret_rules(schema, replicas);
         let rules = specs
             .iter()

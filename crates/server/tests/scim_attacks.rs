@@ -835,29 +835,11 @@ fn tokens_follow_the_password_policy_as_binds_do() {
     assert_eq!(client.bearer(&reset).get(USERS).status, 200);
     // An administrator resets u0's password: pwdReset, which pwdMustChange makes binding
     // open nothing but the change.
-    ldap.modify(
-        &person_dn(0),
-        vec![ldap3::Mod::Replace(
-            "userPassword",
-            ["Reset-by-admin-1"].into(),
-        )],
-    )
-    .unwrap()
-    .success()
-    .unwrap();
+    set_password(&mut ldap, &person_dn(0), "Reset-by-admin-1");
     assert_eq!(client.bearer(&reset).get(USERS).status, 401);
     // u1 changes its own password (pwdChangedTime now); pwdMaxAge 2 s later it is expired.
     let mut own = common::bind(&server, &person_dn(1), PERSON_PASSWORD);
-    own.modify(
-        &person_dn(1),
-        vec![ldap3::Mod::Replace(
-            "userPassword",
-            ["Chosen-by-me-1"].into(),
-        )],
-    )
-    .unwrap()
-    .success()
-    .unwrap();
+    set_password(&mut own, &person_dn(1), "Chosen-by-me-1");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(client.bearer(&expiring).get(USERS).status, 401);
     // u2 has no pwdChangedTime (never expires) and no reset: its token works.
@@ -879,29 +861,10 @@ fn a_reset_by_another_identity_removes_the_entrys_tokens() {
     let kept = common::http::issue_token(&mut ldap, &person_dn(0), "owner-changes-token");
     let planted = common::http::issue_token(&mut ldap, &person_dn(1), "planted-token");
     let mut owner = common::bind(&server, &person_dn(0), PERSON_PASSWORD);
-    owner
-        .modify(
-            &person_dn(0),
-            vec![ldap3::Mod::Replace(
-                "userPassword",
-                ["Chosen-by-me-1"].into(),
-            )],
-        )
-        .unwrap()
-        .success()
-        .unwrap();
+    set_password(&mut owner, &person_dn(0), "Chosen-by-me-1");
     assert_eq!(client.bearer(&kept).get(USERS).status, 200);
     assert_eq!(client.bearer(&planted).get(USERS).status, 200);
-    ldap.modify(
-        &person_dn(1),
-        vec![ldap3::Mod::Replace(
-            "userPassword",
-            ["Reset-by-admin-1"].into(),
-        )],
-    )
-    .unwrap()
-    .success()
-    .unwrap();
+    set_password(&mut ldap, &person_dn(1), "Reset-by-admin-1");
     assert_eq!(client.bearer(&planted).get(USERS).status, 401);
     let (entries, _) = ldap
         .search(
@@ -917,6 +880,17 @@ fn a_reset_by_another_identity_removes_the_entrys_tokens() {
     assert!(!entry.attrs.contains_key("lmdirBearerToken"), "{entry:?}");
     assert!(entry.attrs.contains_key("userPassword"), "{entry:?}");
     assert_eq!(client.bearer(&kept).get(USERS).status, 200);
+}
+
+/// Replaces `dn`'s userPassword with `password` as `ldap`'s identity.
+fn set_password(ldap: &mut ldap3::LdapConn, dn: &str, password: &str) {
+    ldap.modify(
+        dn,
+        vec![ldap3::Mod::Replace("userPassword", [password].into())],
+    )
+    .unwrap()
+    .success()
+    .unwrap();
 }
 
 /// `require_tls` refuses a simple bind without TLS, Basic credentials on the plain-HTTP
