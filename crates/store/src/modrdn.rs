@@ -152,11 +152,24 @@ impl WriteTxn<'_> {
                 {
                     continue;
                 }
+                let mut held = false;
                 for attribute in attributes
                     .iter_mut()
                     .filter(|attribute| attribute.attr == attr && attribute.options.is_empty())
                 {
+                    let before = attribute.values.len();
                     attribute.values.retain(|(_, value)| *value != normalized);
+                    held |= attribute.values.len() != before;
+                }
+                // A glue entry lacks its RDN value: as slapd, deleting it fails like a modify's.
+                if !held {
+                    return Err(ldap(
+                        ResultCode::NoSuchAttribute,
+                        format!(
+                            "modify/delete: {}: no such value",
+                            self.inner.schema().attribute_type(attr).name()
+                        ),
+                    ));
                 }
             }
             attributes.retain(|attribute| !attribute.values.is_empty());
