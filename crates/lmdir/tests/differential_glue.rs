@@ -141,6 +141,22 @@ fn glue_entries_answer_as_on_slapd() {
             differences.push(format!("compare {manage:?}: {answers:?}"));
         }
     }
+    // Password Modify of a glue entry: noSuchObject on slapd, with ManageDsaIT too.
+    for manage in [&[][..], &["-e", "manageDSAit"]] {
+        let answers: Vec<(i32, String)> = [pair.openldap_port, pair.lmdir_port]
+            .into_iter()
+            .map(|port| {
+                let mut arguments = vec!["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-s", "new"];
+                arguments.extend_from_slice(manage);
+                let dn = format!("ou=Groups,{SUFFIX}");
+                arguments.push(dn.as_str());
+                conformance::tool(port, "ldappasswd", &arguments)
+            })
+            .collect();
+        if answers[0] != answers[1] {
+            differences.push(format!("ldappasswd {manage:?}: {answers:?}"));
+        }
+    }
     for (ldif, manage) in write_cases() {
         let answers: Vec<_> = [pair.openldap_port, pair.lmdir_port]
             .into_iter()

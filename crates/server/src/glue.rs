@@ -40,8 +40,12 @@ pub(crate) fn hides_glue(request: &WriteRequest, manage_dsa_it: bool) -> bool {
     }
 }
 
-/// The answer to a write naming glue entry `dn` without ManageDsaIT (back-mdb's: 32, matched
-/// DN the entry itself, no text).
-pub(crate) fn glue_as_missing(dn: String) -> LdapError {
-    LdapError::new(ResultCode::NoSuchObject, "").with_matched_dn(dn)
+/// The answer to `request` naming glue entry `dn` (back-mdb's: 32, no text, matched DN the
+/// entry itself; slapd's Password Modify names none).
+pub(crate) fn glue_as_missing(request: &WriteRequest, dn: String) -> LdapError {
+    let missing = LdapError::new(ResultCode::NoSuchObject, "");
+    match request {
+        WriteRequest::SetPassword { .. } => missing,
+        _ => missing.with_matched_dn(dn),
+    }
 }

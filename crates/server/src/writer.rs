@@ -850,7 +850,8 @@ impl Writer {
             if crate::glue::hides_glue(&job.request, job.manage_dsa_it)
                 && crate::glue::stored_is_glue(&self.schema(), entry)
             {
-                return Err(crate::glue::glue_as_missing(txn.dn_of(entry.id)?));
+                let dn = txn.dn_of(entry.id)?;
+                return Err(crate::glue::glue_as_missing(&job.request, dn));
             }
         }
         if let Some(assertion) = &job.assertion {
