@@ -43,7 +43,20 @@ fn search_cases() -> Vec<Case> {
         (format!("ou=Deep,ou=Groups,{SUFFIX}"), "sub", "(cn=*)"),
         (format!("ou=Empty,{SUFFIX}"), "base", "(objectClass=glue)"),
     ];
-    let mut cases = Vec::new();
+    // Published by neither server's cn=Subschema (slapd hides them).
+    let mut cases: Vec<Case> = [
+        "(objectClasses=1.3.6.1.4.1.4203.666.3.4)",
+        "(objectClasses=1.3.6.1.4.1.4203.666.3.5)",
+        "(attributeTypes=1.3.6.1.4.1.4203.666.1.23)",
+        "(objectClasses=2.5.17.0)",
+    ]
+    .into_iter()
+    .map(|filter| {
+        let mut one = case("cn=Subschema", "base", filter);
+        one.attributes = vec!["cn"];
+        one
+    })
+    .collect();
     for manage in [false, true] {
         for (base, scope, filter) in &bases {
             let mut one = case(base, scope, filter);
