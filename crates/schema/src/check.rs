@@ -55,6 +55,15 @@ fn first_duplicate_by<T>(items: &[T], key: impl Fn(&T) -> &[u8]) -> Option<usize
         .min()
 }
 
+/// The OID of slapd's `glue` object class (a partial replica's placeholder entry).
+pub const GLUE_OID: &str = "1.3.6.1.4.1.4203.666.3.4";
+
+/// Whether a normalized objectClass value names `glue` (by name or OID), as slapd's
+/// is_entry_glue tests an entry.
+pub fn is_glue_class_value(normalized: &[u8]) -> bool {
+    normalized == b"glue" || normalized == GLUE_OID.as_bytes()
+}
+
 fn violation(code: ResultCode, message: String) -> LdapError {
     LdapError::new(code, message)
 }
@@ -164,7 +173,12 @@ impl Schema {
                 ));
             }
         }
-        self.check_naming(dn, &attributes)?;
+        // As slapd's entry_schema_check: a glue entry (a partial replica's placeholder) need
+        // not hold its RDN's values; every other check applies to it.
+        let glue = self.object_class(GLUE_OID);
+        if !listed_classes.iter().any(|class| Some(*class) == glue) {
+            self.check_naming(dn, &attributes)?;
+        }
         Ok(CheckedEntry {
             normalized_dn: dn.as_str().to_string(),
             attributes,
@@ -720,5 +734,61 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.code, ResultCode::InvalidAttributeSyntax);
         schema.check_entry(&entry).unwrap();
+    }
+
+    #[test]
+    fn a_glue_entry_is_exempt_from_the_naming_check_only() {
+        // As slapadd and an LDAP add on slapd 2.5: a glue placeholder without its RDN's
+        // values is accepted; its RDN attribute is not allowed by `glue` (65).
+        let schema = Schema::builtin();
+        for classes in [
+            &["top", "glue"][..],
+            &["glue"],
+            &["1.3.6.1.4.1.4203.666.3.4"],
+        ] {
+            let glue = entry("ou=People,dc=example,dc=com", &[("objectClass", classes)]);
+            schema.check_entry(&glue).unwrap();
+        }
+        let named = entry(
+            "ou=People,dc=example,dc=com",
+            &[("objectClass", &["top", "glue"]), ("ou", &["People"])],
+        );
+        let error = error_of(&named);
+        assert_eq!(error.code, ResultCode::ObjectClassViolation);
+        assert_eq!(error.message, "attribute 'ou' not allowed");
+        let subentry = entry(
+            "cn=syncrepl0,dc=example,dc=com",
+            &[
+                ("objectClass", &["top", "subentry", "syncConsumerSubentry"]),
+                ("cn", &["syncrepl0"]),
+                ("subtreeSpecification", &["{}"]),
+                (
+                    "syncreplCookie",
+                    &["rid=000,csn=20200101000000.000000Z#000000#000#000000"],
+                ),
+            ],
+        );
+        schema.check_entry(&subentry).unwrap();
+        assert!(is_glue_class_value(b"glue"));
+        assert!(!is_glue_class_value(b"top"));
+    }
+
+    #[test]
+    fn slapd_hidden_definitions_are_not_published() {
+        let schema = Schema::builtin();
+        let subschema = schema.subschema_entry();
+        let published: Vec<&[u8]> = subschema
+            .attributes
+            .iter()
+            .flat_map(|attribute| attribute.values.iter().map(Vec::as_slice))
+            .collect();
+        for oid in crate::schema::HIDDEN_FROM_SUBSCHEMA {
+            let needle = format!("( {oid} ");
+            assert!(!published
+                .iter()
+                .any(|value| value.starts_with(needle.as_bytes())));
+        }
+        assert!(schema.object_class("glue").is_some());
+        assert!(schema.attribute("syncreplCookie").is_some());
     }
 }

@@ -17,7 +17,7 @@ mod schema;
 mod schema_text;
 mod syntax;
 
-pub use check::{CheckedAttribute, CheckedEntry};
+pub use check::{is_glue_class_value, CheckedAttribute, CheckedEntry, GLUE_OID};
 pub use dn::{
     dn_has_simple_shape, escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within,
     normalized_dn_parent, split_rdns, Ava, Dn, Rdn, DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX,
@@ -41,7 +41,7 @@ pub use prep::{may_prepare_differently_than_rfc4518, prepare_string};
 pub use schema::{
     options_match, AttrId, AttributeDescription, AttributeType, AttributeUsage, KnownAttributes,
     ObjectClass, ObjectClassId, ObjectClassKind, Schema, SchemaError, BUILTIN_SCHEMA_TEXT,
-    DESCRIPTION_OPTIONS_MAX, SCHEMA_DEFINITIONS_MAX,
+    DESCRIPTION_OPTIONS_MAX, HIDDEN_FROM_SUBSCHEMA, SCHEMA_DEFINITIONS_MAX,
 };
 pub use schema_text::strip_ordering_prefix;
 pub use syntax::{generalized_time_unix_seconds, Syntax};

@@ -24,6 +24,20 @@ pub type ObjectClassId = u32;
 /// RFC 2307 NIS and the operational attributes lmdir maintains.
 pub const BUILTIN_SCHEMA_TEXT: &str = include_str!("builtin.schema");
 
+/// The built-in definitions slapd 2.5 keeps out of its `cn=Subschema` (its SLAP_AT_HIDE /
+/// SLAP_OC_HIDE): syncreplCookie, glue, syncConsumerSubentry and syncProviderSubentry. Defined
+/// and checked like any other, published by neither server.
+pub const HIDDEN_FROM_SUBSCHEMA: &[&str] = &[
+    "1.3.6.1.4.1.4203.666.1.23",
+    "1.3.6.1.4.1.4203.666.3.4",
+    "1.3.6.1.4.1.4203.666.3.5",
+    "1.3.6.1.4.1.4203.666.3.6",
+];
+
+fn published(oid: &str) -> bool {
+    !HIDDEN_FROM_SUBSCHEMA.contains(&oid)
+}
+
 /// Most attribute types or object classes one schema may hold.
 pub const SCHEMA_DEFINITIONS_MAX: usize = 100_000;
 /// Longest schema statement (bytes).
@@ -623,6 +637,7 @@ impl Schema {
             let applies: Vec<&str> = self
                 .attribute_types
                 .iter()
+                .filter(|attribute_type| published(&attribute_type.oid))
                 .filter(|attribute_type| {
                     [
                         attribute_type.equality,
@@ -703,6 +718,7 @@ impl Schema {
                     text_values(
                         self.attribute_types
                             .iter()
+                            .filter(|attribute_type| published(&attribute_type.oid))
                             .map(AttributeType::definition_string)
                             .collect(),
                     ),
@@ -712,6 +728,7 @@ impl Schema {
                     text_values(
                         self.object_classes
                             .iter()
+                            .filter(|object_class| published(&object_class.oid))
                             .map(ObjectClass::definition_string)
                             .collect(),
                     ),
@@ -1347,18 +1364,19 @@ mod tests {
     }
 
     #[test]
-    fn the_subschema_entry_publishes_every_definition() {
+    fn the_subschema_entry_publishes_every_definition_slapd_publishes() {
         let schema = Schema::builtin();
         let entry = schema.subschema_entry();
         assert_eq!(entry.dn.to_string(), "cn=Subschema");
         let values = |name: &str| entry.attribute(name).unwrap().values.clone();
+        // syncreplCookie; glue, syncConsumerSubentry and syncProviderSubentry: hidden.
         assert_eq!(
             values("attributeTypes").len(),
-            schema.attribute_type_count()
+            schema.attribute_type_count() - 1
         );
         assert_eq!(
             values("objectClasses").len(),
-            schema.object_classes().count()
+            schema.object_classes().count() - 3
         );
         assert_eq!(values("matchingRules").len(), MatchingRule::ALL.len());
         let uses: Vec<String> = values("matchingRuleUse")

@@ -611,6 +611,7 @@ pub(crate) fn update_of(
         request,
         relax: controls.relax && identity.is_rootdn,
         permissive_modify: controls.permissive_modify,
+        manage_dsa_it: controls.manage_dsa_it,
         identity,
         assertion,
         budget: settings.write_budget,

@@ -93,7 +93,8 @@ pub const REGISTRY: &[RegisteredControl] = &[
         operations: &[Search, Compare, Update],
         decode: |parsed, control| {
             no_value(control)?;
-            // lmdir stores no referral objects, so ManageDsaIT changes nothing: accepted.
+            // Shows glue entries to searches and writes (`glue.rs`); lmdir stores referral
+            // objects as ordinary entries, so it changes nothing else.
             parsed.manage_dsa_it = true;
             parsed.manage_dsa_it_critical = control.critical;
             Ok(())

@@ -21,6 +21,7 @@ mod dynlist;
 mod entry_read;
 pub mod extensions;
 pub mod filter;
+mod glue;
 pub mod health;
 pub mod http;
 pub mod identity;

@@ -864,6 +864,7 @@ impl Database {
                 assertion: None,
                 relax: false,
                 permissive_modify: false,
+                manage_dsa_it: true,
                 budget: settings.write_budget,
                 attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,
                 password_scheme: password::Scheme::Ssha,

@@ -207,6 +207,8 @@ pub(crate) struct Update {
     pub relax: bool,
     /// The permissive modify control: present values added and absent ones deleted are skipped.
     pub permissive_modify: bool,
+    /// ManageDsaIT: a glue entry is written as any other (without it: noSuchObject).
+    pub manage_dsa_it: bool,
     pub budget: Duration,
     pub attribute_descriptions_per_entry_max: usize,
     /// Scheme for cleartext userPassword values.

@@ -846,6 +846,14 @@ impl Writer {
             // from a missing one.
             self.known_target(txn, &subject, &job.request, target)?
         };
+        if let Some(entry) = existing.as_ref() {
+            if crate::glue::hides_glue(&job.request, job.manage_dsa_it)
+                && crate::glue::stored_is_glue(&self.schema(), entry)
+            {
+                let dn = txn.dn_of(entry.id)?;
+                return Err(crate::glue::glue_as_missing(&job.request, dn));
+            }
+        }
         if let Some(assertion) = &job.assertion {
             match (&job.request, existing.as_ref()) {
                 // An add's assertion is tested on the entry being added (as OpenLDAP does).
@@ -1303,6 +1311,7 @@ mod tests {
             assertion: None,
             relax: false,
             permissive_modify: false,
+            manage_dsa_it: false,
             budget: Duration::from_secs(60),
             attribute_descriptions_per_entry_max: 1024,
             password_scheme: password::Scheme::Ssha,

@@ -1197,3 +1197,47 @@ fn a_write_past_its_budget_names_the_setting() {
         result.text
     );
 }
+
+/// A glue entry (a partial replica's placeholder) a subject may not know of answers every
+/// operation exactly as a missing entry, with ManageDsaIT or without: its DN is never the
+/// matched DN, where slapd names it. One the subject may read answers a modify without
+/// ManageDsaIT noSuchObject naming itself, and with it the access decision (50), as slapd.
+#[test]
+fn a_hidden_glue_entry_answers_as_a_missing_one() {
+    let server = TestServer::start_populated(10, hidden_hosts_rules(), |_| {});
+    add_entry(&server, HOSTS, &[("objectClass", &["top", "glue"])]);
+    let open = "ou=open,dc=example,dc=com";
+    add_entry(&server, open, &[("objectClass", &["top", "glue"])]);
+    let mut user = bind(&server, &person_dn(1), PERSON_PASSWORD);
+    let manage_dsa_it = RawControl {
+        ctype: "2.16.840.1.113730.3.4.2".to_string(),
+        crit: true,
+        val: None,
+    };
+    let hidden = write_answers(&mut user, HOSTS);
+    let missing = write_answers(&mut user, "ou=nowhere,dc=example,dc=com");
+    assert_eq!(hidden, missing);
+    for (operation, seen) in &hidden {
+        assert_eq!(seen.1, SUFFIX, "{operation}: {seen:?}");
+    }
+    let modify = |connection: &mut LdapConn, dn: &str| {
+        let change = vec![Mod::Replace("description".to_string(), set(&["x"]))];
+        answer(&connection.modify(dn, change).expect("modify"), dn)
+    };
+    let hidden_managed = modify(user.with_controls(manage_dsa_it.clone()), HOSTS);
+    assert_eq!((hidden_managed.0, hidden_managed.1.as_str()), (32, SUFFIX));
+    let visible = modify(&mut user, open);
+    assert_eq!((visible.0, visible.1.as_str()), (32, open), "{visible:?}");
+    let managed = modify(user.with_controls(manage_dsa_it), open);
+    assert_eq!(managed.0, 50, "{managed:?}");
+    let (entries, _) = user
+        .search(SUFFIX, Scope::OneLevel, "(objectClass=*)", vec!["1.1"])
+        .expect("search")
+        .success()
+        .expect("search answers");
+    let dns: Vec<String> = entries
+        .into_iter()
+        .map(|entry| SearchEntry::construct(entry).dn)
+        .collect();
+    assert!(!dns.iter().any(|dn| dn == open), "{dns:?}");
+}

@@ -5,7 +5,7 @@ use lmdir_schema::{LdapError, Modification};
 use crate::changes::ChangeKind;
 use crate::layout::EntryId;
 use crate::target_dn::TargetDn;
-use crate::write::{require_rdn_value, WriteContext, WriteTxn};
+use crate::write::{held_rdn_values, require_rdn_value, WriteContext, WriteTxn};
 
 impl WriteTxn<'_> {
     /// Modifies an entry (RFC 4511 §4.6; all or nothing).
@@ -26,6 +26,7 @@ impl WriteTxn<'_> {
         // (`old_attributes` stays for the index and memberOf differences below.)
         let mut modified = self.inner.stored_normalized(old_attributes.clone());
         let schema = self.inner.schema();
+        let held = held_rdn_values(&schema, &modified, dn);
         for modification in modifications {
             self.check_deadline()?;
             if !context.skip_schema_check && !context.relax {
@@ -38,7 +39,7 @@ impl WriteTxn<'_> {
             )?;
         }
         // RDN values cannot be removed.
-        for (attr, normalized) in schema.leaf_values(dn) {
+        for (attr, normalized) in held {
             require_rdn_value(self.inner, &modified, attr, &normalized, dn.dn())?;
         }
         self.check_deadline()?;

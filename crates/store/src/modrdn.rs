@@ -55,6 +55,50 @@ impl WriteTxn<'_> {
         Ok(assertions)
     }
 
+    /// deleteoldrdn: the old RDN's values leave the option-less descriptions of `attributes`,
+    /// but those the new RDN names again. A value the entry lacks (a glue entry lacks its RDN
+    /// value) is noSuchAttribute, as slapd's delete of it.
+    fn drop_old_rdn_values(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        node: &OwnedNode,
+        new_assertions: &[RdnAssertion],
+    ) -> Result<(), LdapError> {
+        for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(node)?)? {
+            if new_assertions
+                .iter()
+                .any(|(new_attr, _, new_value)| *new_attr == attr && *new_value == normalized)
+            {
+                continue;
+            }
+            // A glue entry lacks its RDN value: as slapd, deleting it fails like a modify's.
+            let held = attributes.iter().any(|attribute| {
+                attribute.attr == attr
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
+            });
+            if !held {
+                return Err(ldap(
+                    ResultCode::NoSuchAttribute,
+                    format!(
+                        "modify/delete: {}: no such value",
+                        self.inner.schema().attribute_type(attr).name()
+                    ),
+                ));
+            }
+            for attribute in attributes
+                .iter_mut()
+                .filter(|attribute| attribute.attr == attr && attribute.options.is_empty())
+            {
+                attribute.values.retain(|(_, value)| *value != normalized);
+            }
+        }
+        attributes.retain(|attribute| !attribute.values.is_empty());
+        Ok(())
+    }
+
     /// The RDN (parsed) of an entry's node; the top-level entry's node holds its whole DN.
     pub(crate) fn node_rdn(&self, node: &OwnedNode) -> Result<Rdn, LdapError> {
         let text =
@@ -145,21 +189,7 @@ impl WriteTxn<'_> {
             self.refuse_no_user_modification(*attr, context)?;
         }
         if delete_old_rdn {
-            for (attr, _, normalized) in self.rdn_assertions(&self.node_rdn(&node)?)? {
-                if new_assertions
-                    .iter()
-                    .any(|(new_attr, _, new_value)| *new_attr == attr && *new_value == normalized)
-                {
-                    continue;
-                }
-                for attribute in attributes
-                    .iter_mut()
-                    .filter(|attribute| attribute.attr == attr && attribute.options.is_empty())
-                {
-                    attribute.values.retain(|(_, value)| *value != normalized);
-                }
-            }
-            attributes.retain(|attribute| !attribute.values.is_empty());
+            self.drop_old_rdn_values(&mut attributes, &node, &new_assertions)?;
         }
         for (attr, original, normalized) in new_assertions {
             let present = attributes.iter().any(|attribute| {

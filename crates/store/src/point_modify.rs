@@ -246,6 +246,7 @@ impl WriteTxn<'_> {
     ) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
         let mut modified = self.inner.stored_normalized(self.inline_attributes(id)?);
         let schema = self.inner.schema();
+        let held = crate::write::held_rdn_values(&schema, &modified, dn);
         for modification in modifications {
             self.check_deadline()?;
             schema.apply_normalized_modification(
@@ -260,7 +261,7 @@ impl WriteTxn<'_> {
         }) {
             return Ok(None);
         }
-        self.refuse_inline_rdn_removal(dn, &modified, outside)?;
+        self.refuse_inline_rdn_removal(dn, held, &modified, outside)?;
         let mut attributes = match context.skip_schema_check {
             true => self.inner.modified_attributes(modified, dn, true)?,
             false => self.checked_with_stand_ins(id, dn, modified, outside, changes)?,
@@ -352,14 +353,16 @@ impl WriteTxn<'_> {
             })
     }
 
-    /// An inline RDN value cannot be removed (notAllowedOnRDN, as the general way answers).
+    /// An inline RDN value the entry held (`held`) cannot be removed (notAllowedOnRDN, as the
+    /// general way answers).
     fn refuse_inline_rdn_removal(
         &self,
         dn: &NormalizedDn,
+        held: Vec<(AttrId, Vec<u8>)>,
         attributes: &NormalizedAttributes,
         outside: &[Outside],
     ) -> Result<(), LdapError> {
-        for (attr, normalized) in self.inner.schema().leaf_values(dn) {
+        for (attr, normalized) in held {
             if outside.iter().any(|one| one.attr == attr) {
                 continue;
             }

@@ -81,6 +81,27 @@ pub(crate) fn ldap(code: ResultCode, message: impl Into<String>) -> LdapError {
     LdapError::new(code, message)
 }
 
+/// The values of `dn`'s RDN that `attributes` hold before a modify: those it may not remove.
+/// A glue entry (slapd's placeholder for a partial replica's missing parent) holds none, and a
+/// modify of it with ManageDsaIT is checked as slapd checks it, without them.
+pub(crate) fn held_rdn_values(
+    schema: &lmdir_schema::Schema,
+    attributes: &NormalizedAttributes,
+    dn: &lmdir_schema::NormalizedDn,
+) -> Vec<(AttrId, Vec<u8>)> {
+    let mut values = schema.leaf_values(dn);
+    values.retain(|(attr, normalized)| {
+        attributes.as_slice().iter().any(|attribute| {
+            attribute.description.attr == *attr
+                && attribute
+                    .values
+                    .iter()
+                    .any(|(_, value)| value == normalized)
+        })
+    });
+    values
+}
+
 /// notAllowedOnRDN unless `attributes` still hold the RDN value `normalized` of `attr`: a
 /// modify of `dn` may not remove a value of its RDN.
 pub(crate) fn require_rdn_value(

@@ -798,6 +798,7 @@ impl Consumer {
                 },
                 assertion: None,
                 relax: true,
+                manage_dsa_it: true,
                 permissive_modify: false,
                 budget: Duration::from_secs(SYNC_BATCH_BUDGET_SECONDS),
                 attribute_descriptions_per_entry_max: settings.attribute_descriptions_per_entry_max,

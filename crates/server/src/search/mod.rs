@@ -580,7 +580,8 @@ impl SearchJob<'_> {
             &subject_access,
             client_filter.as_ref().unwrap_or(&spec.filter),
             client_filter.is_none(),
-        );
+        )
+        .with_manage_dsa_it(self.controls.manage_dsa_it);
         let mut sync = match &self.controls.sync {
             Some(request) => {
                 if page.is_some() || sort_plan.is_some() {
@@ -718,6 +719,8 @@ struct VisibleEntries<'a> {
     /// Set when every entry below the base gives the subject the same access (the rootdn's,
     /// or a policy whose rules do not look at the entry): decided once, not per entry.
     uniform: Option<UniformAccess<'a>>,
+    /// Glue entries are skipped (no ManageDsaIT, `glue.rs`); the walk still goes below them.
+    glue_hidden: bool,
 }
 
 /// The access every entry of a search gives its subject, and what follows from it once.
@@ -758,7 +761,14 @@ impl<'a> VisibleEntries<'a> {
             prepared,
             store_tested,
             uniform,
+            glue_hidden: true,
         }
+    }
+
+    /// With ManageDsaIT a glue entry is returned like any other, as back-mdb does.
+    fn with_manage_dsa_it(mut self, manage_dsa_it: bool) -> Self {
+        self.glue_hidden = !manage_dsa_it;
+        self
     }
 
     /// Whether the existing entry `id` is returned by a search of `scope` at `base_id` (the
@@ -828,6 +838,9 @@ impl<'a> VisibleEntries<'a> {
         id: lmdir_store::EntryId,
         entry: &lmdir_store::EntryRef<'_>,
     ) -> Result<Option<Cow<'_, EntryAccess<'a>>>, OperationError> {
+        if self.glue_hidden && crate::glue::entry_is_glue(self.read.schema(), entry) {
+            return Ok(None);
+        }
         if let Some(uniform) = &self.uniform {
             let matches = uniform.returns_entries
                 && uniform

@@ -326,7 +326,8 @@ impl SearchJob<'_> {
             &subject_access,
             &prepared,
             false,
-        );
+        )
+        .with_manage_dsa_it(self.controls.manage_dsa_it);
         let mut chunks = Vec::new();
         let produced = std::cell::Cell::new(0usize);
         let mut sink = |chunk: Bytes| {
