@@ -643,20 +643,15 @@ impl SearchJob<'_> {
             sink,
             sent: 0,
         };
-        let mut visible = VisibleEntries::new(
+        let visible = VisibleEntries::new(
             (database, &policy),
             &read,
             &subject,
             &subject_access,
             client_filter.as_ref().unwrap_or(&spec.filter),
             client_filter.is_none(),
-        );
-        if deref.searching {
-            // Alias entries are dereferenced, not returned; but a base alias that was not
-            // dereferenced when finding it (derefAliases `search`), as back-mdb.
-            let kept = (!deref.finding).then_some(base);
-            visible.alias_skip = Some((aliases::AliasTest::new(&database.schema()), kept));
-        }
+        )
+        .dereferencing(deref, base);
         let mut sync = match &self.controls.sync {
             Some(request) => {
                 if page.is_some() || sort_plan.is_some() {
@@ -866,6 +861,21 @@ impl<'a> VisibleEntries<'a> {
             uniform,
             alias_skip: None,
         }
+    }
+
+    /// When aliases are dereferenced in searching, alias entries are not returned; but a base
+    /// alias that was not dereferenced when finding it (derefAliases `search`), as back-mdb.
+    fn dereferencing(
+        mut self,
+        deref: aliases::Deref,
+        base: lmdir_store::EntryId,
+    ) -> VisibleEntries<'a> {
+        if deref.searching {
+            let kept = (!deref.finding).then_some(base);
+            let test = aliases::AliasTest::new(&self.database.schema());
+            self.alias_skip = Some((test, kept));
+        }
+        self
     }
 
     /// Whether the existing entry `id` is returned by a search of `scope` at `base_id` (the
