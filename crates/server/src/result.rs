@@ -21,7 +21,9 @@ pub mod code {
     pub const CONSTRAINT_VIOLATION: u32 = 19;
     pub const INAPPROPRIATE_MATCHING: u32 = 18;
     pub const NO_SUCH_OBJECT: u32 = 32;
+    pub const ALIAS_PROBLEM: u32 = 33;
     pub const INVALID_DN_SYNTAX: u32 = 34;
+    pub const ALIAS_DEREFERENCING_PROBLEM: u32 = 36;
     pub const INAPPROPRIATE_AUTHENTICATION: u32 = 48;
     pub const INVALID_CREDENTIALS: u32 = 49;
     pub const INSUFFICIENT_ACCESS_RIGHTS: u32 = 50;

@@ -3,6 +3,7 @@
 //! within bounds, on the connection's task when the index says it is small.
 
 mod accesslog;
+mod aliases;
 mod in_chain;
 mod monitor;
 mod paging;
@@ -27,7 +28,7 @@ use crate::result::{code, OperationError};
 use crate::selection::AttributeSelection;
 use crate::settings::ServerSettings;
 use bytes::BytesMut;
-use ldap3_proto::proto::LdapSearchScope;
+use ldap3_proto::proto::{LdapDerefAliases, LdapSearchScope};
 use lmdir_access::acl::{EntryAccess, Subject};
 use lmdir_schema::{LdapError, PreparedFilter};
 use lmdir_store::TreePosition;
@@ -140,9 +141,13 @@ impl PreparedSearch {
             prepared.filter = Some(filter);
             return prepared;
         }
+        // Dereferencing may move the search to another subtree, or several: not inline.
+        let dereferences = !matches!(request.aliases, LdapDerefAliases::Never);
         if base_scope {
             prepared.small = true;
-        } else if let (Ok(filter), Some(Ok(base))) = (&filter, &prepared.normalized_base) {
+        } else if let (false, Ok(filter), Some(Ok(base))) =
+            (dereferences, &filter, &prepared.normalized_base)
+        {
             prepared.read = database.small_search_txn(identity, base, filter);
             prepared.small = prepared.read.is_some();
         }
@@ -346,10 +351,33 @@ struct SearchJob<'a> {
 }
 
 /// Where a search starts, resolved once: its base's entry ID in the search's read txn and what
-/// the estimate kept of its candidates; consumed by the store's search.
-struct SearchStart {
+/// the estimate kept of its candidates; consumed by the store's search. `extra`: the further
+/// searches its aliases add (`aliases.rs`), each with its own root, walked after the base's.
+struct SearchStart<'s> {
     base: lmdir_store::EntryId,
     memo: CandidateMemo,
+    extra: &'s [(SearchSpec, lmdir_store::EntryId)],
+}
+
+/// The candidates of a search: the base's cursor, then those of the roots its aliases add
+/// (disjoint subtrees, or single entries for a one-level search).
+struct Walk<'r> {
+    cursors: Vec<SearchCursor<'r>>,
+    at: usize,
+}
+
+impl<'r> Iterator for Walk<'r> {
+    type Item = Result<(lmdir_store::EntryId, lmdir_store::EntryRef<'r>), LdapError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while let Some(cursor) = self.cursors.get_mut(self.at) {
+            if let Some(item) = cursor.next() {
+                return Some(item);
+            }
+            self.at += 1;
+        }
+        None
+    }
 }
 
 /// A sink takes each chunk of encoded entries; false means the connection is gone.
@@ -442,39 +470,34 @@ impl SearchJob<'_> {
 
     /// The base entry as the subject may see it (noSuchObject as a missing one otherwise),
     /// search access on it (as back-mdb: insufficientAccess when the base is disclosed but not
-    /// searchable) and the assertion control on it (RFC 4528 §3); returns the normalized base.
+    /// searchable) and the assertion control on it (RFC 4528 §3); returns its entry ID.
     fn check_base(
         &self,
         database: &Database,
         settings: &ServerSettings,
         read: &ReadTxn,
         subject: &Subject<'_>,
-    ) -> Result<(String, lmdir_store::EntryId), OperationError> {
-        let normalized_base = self.normalized_base.clone()?;
+        normalized_base: &str,
+    ) -> Result<lmdir_store::EntryId, OperationError> {
         // Without an assertion to test on it, a base the subject may search needs only to
         // exist: when every entry in scope is searchable by the subject (decided from the
         // rules alone), its entry is not read. A missing base takes the general path, which
         // finds the matched DN.
         if self.controls.assertion.is_none() {
-            if let Ok(id) = read.normalized_dn_to_id(&normalized_base) {
+            if let Ok(id) = read.normalized_dn_to_id(normalized_base) {
                 if database
                     .policy()
-                    .for_subject_within(subject, &normalized_base)
+                    .for_subject_within(subject, normalized_base)
                     .can_search_every_entry()
                 {
-                    return Ok((normalized_base, id));
+                    return Ok(id);
                 }
             }
         }
-        let (id, base_entry) = disclosed_entry(
-            database,
-            read,
-            subject,
-            &self.request.base,
-            &normalized_base,
-        )?;
+        let (id, base_entry) =
+            disclosed_entry(database, read, subject, &self.request.base, normalized_base)?;
         let policy = database.policy();
-        let access = policy.for_entry(subject, &normalized_base, &base_entry);
+        let access = policy.for_entry(subject, normalized_base, &base_entry);
         if !access.can_search_entry() {
             return Err(OperationError::new(
                 code::INSUFFICIENT_ACCESS_RIGHTS,
@@ -484,7 +507,39 @@ impl SearchJob<'_> {
         if let Some(assertion) = &self.controls.assertion {
             check_read_assertion(database, settings, &access, &base_entry, assertion)?;
         }
-        Ok((normalized_base, id))
+        Ok(id)
+    }
+
+    /// The base as `check_base` finds it, once dereferenced when the search asks for it
+    /// (`aliases.rs`), and the further roots the aliases in its scope add when dereferencing
+    /// in searching (none otherwise).
+    fn resolve_base(
+        &self,
+        database: &Database,
+        settings: &ServerSettings,
+        read: &ReadTxn,
+        subject: &Subject<'_>,
+        effective: &crate::limits::EffectiveLimits,
+        started: Instant,
+    ) -> Result<(String, lmdir_store::EntryId, Vec<lmdir_store::EntryId>), OperationError> {
+        let deref = aliases::Deref::of(&self.request.aliases);
+        let alias_reader = aliases::Aliases::new(database, read, subject);
+        let mut normalized_base = self.normalized_base.clone()?;
+        if deref.finding {
+            if let Some(target) = alias_reader.deref_base(&normalized_base)? {
+                normalized_base = target;
+            }
+        }
+        let base = self.check_base(database, settings, read, subject, &normalized_base)?;
+        let scope = scope_of(&self.request.scope)?;
+        if !deref.searching || scope == Scope::Base {
+            return Ok((normalized_base, base, Vec::new()));
+        }
+        let limits = self.time_limit_only(effective, started);
+        let stop = || self.stop_reason(&limits);
+        let lookthrough = usize::try_from(effective.lookthrough).unwrap_or(usize::MAX);
+        let roots = alias_reader.scope_roots(base, scope, lookthrough, &stop)?;
+        Ok((normalized_base, base, roots))
     }
 
     /// The page a paged search asks for (None unpaged), or the answer to a page size of 0,
@@ -538,20 +593,29 @@ impl SearchJob<'_> {
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
         let effective = database.limits_of(settings, &subject);
-        let (normalized_base, base) = self.check_base(database, settings, &read, &subject)?;
-        let start = SearchStart { base, memo };
+        let deref = aliases::Deref::of(&self.request.aliases);
+        let (normalized_base, base, extra_roots) =
+            self.resolve_base(database, settings, &read, &subject, &effective, started)?;
         let sort_plan = self.sort_plan(database, settings)?;
         let page = match self.page_request(database, &effective)? {
             Ok(page) => page,
             Err(abandoned) => return Ok((abandoned, None)),
         };
+        if !extra_roots.is_empty() {
+            let sorted = matches!(sort_plan, Some(Ok(_)));
+            self.walks_several_roots(page.is_some() && !sorted)?;
+        }
         if self.controls.vlv.is_some() {
             vlv_prerequisites(page.is_some(), sort_plan.as_ref())?;
         }
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
         let policy = database.policy();
-        let subject_access = policy.for_subject_within(&subject, &normalized_base);
+        // Aliases may lead anywhere: decisions for the base's subtree alone would not hold.
+        let subject_access = match extra_roots.is_empty() {
+            true => policy.for_subject_within(&subject, &normalized_base),
+            false => policy.for_subject(&subject),
+        };
         let (prepared, lookthrough) =
             self.resolve_in_chain(database, &read, &subject, prepared, &effective, started)?;
         let (store_filter, client_filter) = store_filter(&subject_access, prepared);
@@ -563,6 +627,12 @@ impl SearchJob<'_> {
             // the store's own count serves the offline `lmdir search`.
             size_limit: 0,
             lookthrough_limit: usize::try_from(lookthrough).unwrap_or(usize::MAX),
+        };
+        let extra = alias_searches(&read, &spec, &extra_roots)?;
+        let start = SearchStart {
+            base,
+            memo,
+            extra: &extra,
         };
         let mut output = SearchOutput {
             job: &self,
@@ -581,7 +651,8 @@ impl SearchJob<'_> {
             client_filter.as_ref().unwrap_or(&spec.filter),
             client_filter.is_none(),
         )
-        .with_manage_dsa_it(self.controls.manage_dsa_it);
+        .with_manage_dsa_it(self.controls.manage_dsa_it)
+        .dereferencing(deref, base);
         let mut sync = match &self.controls.sync {
             Some(request) => {
                 if page.is_some() || sort_plan.is_some() {
@@ -683,6 +754,33 @@ enum Step<'r, 'v, 'a> {
     End(Result<(), OperationError>),
 }
 
+/// The searches of the roots a search's aliases add (`aliases::Aliases::scope_roots`): the
+/// search's own filter and look-through, the target's subtree (`spec` a subtree search) or
+/// the target alone (a one-level one).
+fn alias_searches(
+    read: &ReadTxn,
+    spec: &SearchSpec,
+    roots: &[lmdir_store::EntryId],
+) -> Result<Vec<(SearchSpec, lmdir_store::EntryId)>, OperationError> {
+    let scope = match spec.scope {
+        Scope::Sub => Scope::Sub,
+        _ => Scope::Base,
+    };
+    roots
+        .iter()
+        .map(|root| {
+            let search = SearchSpec {
+                base: read.normalized_dn_of(*root)?,
+                scope,
+                filter: spec.filter.clone(),
+                size_limit: 0,
+                lookthrough_limit: spec.lookthrough_limit,
+            };
+            Ok((search, *root))
+        })
+        .collect()
+}
+
 /// The filter the store tests on every candidate (what the subject may search everywhere) and,
 /// when that differs, the client's own filter; when it is the client's filter itself, it is
 /// moved to the store rather than copied (None second).
@@ -721,6 +819,9 @@ struct VisibleEntries<'a> {
     uniform: Option<UniformAccess<'a>>,
     /// Glue entries are skipped (no ManageDsaIT, `glue.rs`); the walk still goes below them.
     glue_hidden: bool,
+    /// Set when aliases are dereferenced in searching: alias entries are not returned, but
+    /// the one kept (a base alias not dereferenced when finding it).
+    alias_skip: Option<(aliases::AliasTest, Option<lmdir_store::EntryId>)>,
 }
 
 /// The access every entry of a search gives its subject, and what follows from it once.
@@ -762,12 +863,28 @@ impl<'a> VisibleEntries<'a> {
             store_tested,
             uniform,
             glue_hidden: true,
+            alias_skip: None,
         }
     }
 
     /// With ManageDsaIT a glue entry is returned like any other, as back-mdb does.
     fn with_manage_dsa_it(mut self, manage_dsa_it: bool) -> Self {
         self.glue_hidden = !manage_dsa_it;
+        self
+    }
+
+    /// When aliases are dereferenced in searching, alias entries are not returned; but a base
+    /// alias that was not dereferenced when finding it (derefAliases `search`), as back-mdb.
+    fn dereferencing(
+        mut self,
+        deref: aliases::Deref,
+        base: lmdir_store::EntryId,
+    ) -> VisibleEntries<'a> {
+        if deref.searching {
+            let kept = (!deref.finding).then_some(base);
+            let test = aliases::AliasTest::new(&self.database.schema());
+            self.alias_skip = Some((test, kept));
+        }
         self
     }
 
@@ -840,6 +957,11 @@ impl<'a> VisibleEntries<'a> {
     ) -> Result<Option<Cow<'_, EntryAccess<'a>>>, OperationError> {
         if self.glue_hidden && crate::glue::entry_is_glue(self.read.schema(), entry) {
             return Ok(None);
+        }
+        if let Some((test, kept)) = &self.alias_skip {
+            if *kept != Some(id) && test.is_alias(entry) {
+                return Ok(None);
+            }
         }
         if let Some(uniform) = &self.uniform {
             let matches = uniform.returns_entries
@@ -956,7 +1078,7 @@ impl SearchJob<'_> {
     fn run_sync(
         &self,
         spec: &SearchSpec,
-        start: SearchStart,
+        start: SearchStart<'_>,
         visible: &VisibleEntries<'_>,
         limits: &SearchLimits,
         sync: &sync::SyncRefresh,
@@ -964,10 +1086,7 @@ impl SearchJob<'_> {
     ) -> Result<SearchDone, OperationError> {
         let mut result = Ok(());
         if sync.sends_entries() {
-            let mut cursor = visible
-                .read
-                .search_from(spec, start.base, start.memo)?
-                .stop_when(|| self.stop_reason(limits));
+            let mut cursor = self.walk(visible.read, spec, start, limits, None)?;
             loop {
                 let (id, entry, access) = match self.next_visible(&mut cursor, visible, limits)? {
                     Step::Visible(id, entry, access) => (id, entry, access),
@@ -1010,7 +1129,7 @@ impl SearchJob<'_> {
     /// one loop head of unsorted, sorted and sync searches.
     fn next_visible<'r, 'v, 'a>(
         &self,
-        cursor: &mut SearchCursor<'r>,
+        cursor: &mut Walk<'r>,
         visible: &'v VisibleEntries<'a>,
         limits: &SearchLimits,
     ) -> Result<Step<'r, 'v, 'a>, OperationError> {
@@ -1045,12 +1164,7 @@ impl SearchJob<'_> {
         if !prepared.has_unresolved_in_chain() {
             return Ok((prepared, effective.lookthrough));
         }
-        let paged = self.controls.paged.is_some();
-        let (_, time) = search_limits(effective, &self.request, paged);
-        let limits = SearchLimits {
-            size: 0,
-            deadline: (!time.is_zero()).then(|| started + time),
-        };
+        let limits = self.time_limit_only(effective, started);
         let stop = || self.stop_reason(&limits);
         let examined = in_chain::resolve(
             database,
@@ -1065,6 +1179,61 @@ impl SearchJob<'_> {
             limit => limit.saturating_sub(examined).max(1),
         };
         Ok((prepared, lookthrough))
+    }
+
+    /// The search's time limit alone (no size limit), for the walks before its own.
+    fn time_limit_only(
+        &self,
+        effective: &crate::limits::EffectiveLimits,
+        started: Instant,
+    ) -> SearchLimits {
+        let paged = self.controls.paged.is_some();
+        let (_, time) = search_limits(effective, &self.request, paged);
+        SearchLimits {
+            size: 0,
+            deadline: (!time.is_zero()).then(|| started + time),
+        }
+    }
+
+    /// Refuses what a search walking several roots (aliases dereferenced in searching that
+    /// lead out of its scope) cannot do: an unsorted paged search's cookie holds one position
+    /// in one cursor, a sync refresh's state one scope.
+    fn walks_several_roots(&self, unsorted_paged: bool) -> Result<(), OperationError> {
+        let refused = match (unsorted_paged, &self.controls.sync) {
+            (true, _) => "paged results",
+            (false, Some(_)) => "a sync search",
+            (false, None) => return Ok(()),
+        };
+        Err(OperationError::new(
+            code::UNWILLING_TO_PERFORM,
+            format!("{refused} with aliases dereferenced in searching out of the base's scope"),
+        ))
+    }
+
+    /// The walk over a search's candidates: the base's cursor (resumed at `resume`, a
+    /// page's start), then those of the roots its aliases add; each asks `stop_reason`.
+    fn walk<'r>(
+        &'r self,
+        read: &'r ReadTxn,
+        spec: &'r SearchSpec,
+        start: SearchStart<'r>,
+        limits: &'r SearchLimits,
+        resume: Option<TreePosition>,
+    ) -> Result<Walk<'r>, OperationError> {
+        let mut first = read
+            .search_from(spec, start.base, start.memo)?
+            .stop_when(|| self.stop_reason(limits));
+        if let Some(position) = resume {
+            first = first.resume_from(position);
+        }
+        let mut cursors = vec![first];
+        for (search, root) in start.extra {
+            let cursor = read
+                .search_from(search, *root, CandidateMemo::default())?
+                .stop_when(|| self.stop_reason(limits));
+            cursors.push(cursor);
+        }
+        Ok(Walk { cursors, at: 0 })
     }
 
     fn stop_reason(&self, limits: &SearchLimits) -> Option<LdapError> {
@@ -1094,20 +1263,15 @@ impl SearchJob<'_> {
     fn run_unsorted(
         &self,
         spec: &SearchSpec,
-        start: SearchStart,
+        start: SearchStart<'_>,
         visible: &VisibleEntries<'_>,
         limits: &SearchLimits,
         page: Option<&PageRequest>,
         output: &mut SearchOutput<'_, '_>,
     ) -> Result<SearchDone, OperationError> {
         let sent_before = page.map_or(0, |page| page.sent_before);
-        let mut cursor = visible
-            .read
-            .search_from(spec, start.base, start.memo)?
-            .stop_when(|| self.stop_reason(limits));
-        if let Some(position) = page.and_then(|page| page.resume) {
-            cursor = cursor.resume_from(position);
-        }
+        let resume = page.and_then(|page| page.resume);
+        let mut cursor = self.walk(visible.read, spec, start, limits, resume)?;
         let mut cookie = page.map(|_| Vec::new());
         let mut result = Ok(());
         loop {
@@ -1130,7 +1294,8 @@ impl SearchJob<'_> {
                 if output.sent == page.size {
                     let total = sent_before + output.sent;
                     // The next page starts with this entry, from its place in the order.
-                    let resume = cursor
+                    // Paged: one cursor (`walks_several_roots`).
+                    let resume = cursor.cursors[0]
                         .last_position()
                         .unwrap_or(TreePosition::in_id_order(id));
                     cookie = Some(
@@ -1153,7 +1318,7 @@ impl SearchJob<'_> {
         &self,
         settings: &ServerSettings,
         spec: &SearchSpec,
-        start: SearchStart,
+        start: SearchStart<'_>,
         visible: &VisibleEntries<'_>,
         keys: &[PlannedSortKey],
         limits: &SearchLimits,
@@ -1161,10 +1326,7 @@ impl SearchJob<'_> {
         output: &mut SearchOutput<'_, '_>,
     ) -> Result<SearchDone, OperationError> {
         let mut sorted = SortBuffer::new(&visible.database.sort_bytes_in_use);
-        let mut cursor = visible
-            .read
-            .search_from(spec, start.base, start.memo)?
-            .stop_when(|| self.stop_reason(limits));
+        let mut cursor = self.walk(visible.read, spec, start, limits, None)?;
         loop {
             match self.next_visible(&mut cursor, visible, limits)? {
                 Step::Visible(id, entry, access) => {
