@@ -66,14 +66,15 @@ pub(crate) fn track_inversions_once(
     meta.put(txn, META_INVERSIONS_TRACKED, &[])
 }
 
-/// The last `has_inverted_links` answer and the snapshot it holds for, shared by a store's
-/// read txns: every subtree search asks, and the txns opened between two commits read the same
-/// snapshot (one LMDB txn ID), so only the first of them reads `meta` (two B-tree lookups).
+/// The last answer to a question about a whole snapshot (`has_inverted_links`,
+/// `may_hold_glue`) and the snapshot it holds for, shared by a store's read txns: every search
+/// asks, and the txns opened between two commits read the same snapshot (one LMDB txn ID), so
+/// only the first of them looks (a few B-tree lookups).
 /// Packed in one word, `(snapshot << 1 | answer) + 1`; 0 = nothing known yet.
 #[derive(Default)]
-pub(crate) struct InvertedLinksKnown(AtomicU64);
+pub(crate) struct SnapshotAnswer(AtomicU64);
 
-impl InvertedLinksKnown {
+impl SnapshotAnswer {
     pub(crate) fn get(&self, snapshot: u64) -> Option<bool> {
         let packed = self.0.load(Ordering::Relaxed).checked_sub(1)?;
         (packed >> 1 == snapshot).then_some(packed & 1 == 1)

@@ -185,7 +185,9 @@ pub(crate) struct Inner {
     /// it commits (`dn_cache`'s validity rule).
     pub(crate) tree_changed_at: std::sync::atomic::AtomicU64,
     /// `ReadTxn::has_inverted_links` of the latest snapshot that asked.
-    pub inverted_links_known: crate::inversions::InvertedLinksKnown,
+    pub inverted_links_known: crate::inversions::SnapshotAnswer,
+    /// `ReadTxn::may_hold_glue` of the latest snapshot that asked.
+    pub glue_known: crate::inversions::SnapshotAnswer,
     /// The directory's writer lock; None for a read-only store. Last: released after the
     /// environment is closed.
     pub directory_lock: Option<DirectoryLock>,
@@ -939,6 +941,7 @@ impl Store {
                 },
                 tree_changed_at: Default::default(),
                 inverted_links_known: Default::default(),
+                glue_known: Default::default(),
                 directory_lock: lock,
             }),
         }

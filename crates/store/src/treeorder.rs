@@ -104,6 +104,32 @@ impl ReadTxn {
         Ok(answer)
     }
 
+    /// Whether this snapshot may hold a glue entry (`objectClass: glue`, a partial replica's
+    /// placeholder, which searches skip without ManageDsaIT): the objectClass equality index
+    /// has a posting under `glue` or its OID, or objectClass is not so indexed (then any entry
+    /// may be one). Known once per snapshot, so searches test their entries for glue only
+    /// where some exist.
+    pub fn may_hold_glue(&self) -> Result<bool, LdapError> {
+        let snapshot = self.snapshot_id();
+        if let Some(known) = self.inner.glue_known.get(snapshot) {
+            return Ok(known);
+        }
+        let schema = self.schema();
+        let mut answer = false;
+        for class in ["glue", lmdir_schema::GLUE_OID] {
+            let filter = schema.prepare_filter(&lmdir_schema::Filter::Equality {
+                description: "objectClass".to_string(),
+                value: class.as_bytes().to_vec(),
+            });
+            match self.filter_candidates(&filter)? {
+                Some(candidates) if candidates.is_empty() => {}
+                _ => answer = true,
+            }
+        }
+        self.inner.glue_known.set(snapshot, answer);
+        Ok(answer)
+    }
+
     fn read_has_inverted_links(&self) -> Result<bool, LdapError> {
         let meta = self.inner.databases.meta;
         if meta

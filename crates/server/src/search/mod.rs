@@ -817,7 +817,8 @@ struct VisibleEntries<'a> {
     /// Set when every entry below the base gives the subject the same access (the rootdn's,
     /// or a policy whose rules do not look at the entry): decided once, not per entry.
     uniform: Option<UniformAccess<'a>>,
-    /// Glue entries are skipped (no ManageDsaIT, `glue.rs`); the walk still goes below them.
+    /// Glue entries are skipped (no ManageDsaIT, `glue.rs`; the walk still goes below them)
+    /// and the snapshot may hold some (`ReadTxn::may_hold_glue`: else no entry is tested).
     glue_hidden: bool,
     /// Set when aliases are dereferenced in searching: alias entries are not returned, but
     /// the one kept (a base alias not dereferenced when finding it).
@@ -862,14 +863,14 @@ impl<'a> VisibleEntries<'a> {
             prepared,
             store_tested,
             uniform,
-            glue_hidden: true,
+            glue_hidden: read.may_hold_glue().unwrap_or(true),
             alias_skip: None,
         }
     }
 
     /// With ManageDsaIT a glue entry is returned like any other, as back-mdb does.
     fn with_manage_dsa_it(mut self, manage_dsa_it: bool) -> Self {
-        self.glue_hidden = !manage_dsa_it;
+        self.glue_hidden &= !manage_dsa_it;
         self
     }
 

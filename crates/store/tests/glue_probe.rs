@@ -1,0 +1,37 @@
+//! `ReadTxn::may_hold_glue`: a search tests its entries for glue (`objectClass: glue`, which it
+//! skips without ManageDsaIT) only in snapshots that may hold some. Without glue the answer is
+//! no, so a search pays nothing per entry; once a glue entry is committed, later snapshots say
+//! yes, and one read before the commit keeps its own answer.
+
+mod common;
+
+use common::{context, entry, open, SUFFIX};
+
+#[test]
+fn only_snapshots_holding_glue_say_they_may() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open(directory.path());
+    let mut write = store.write().unwrap();
+    write
+        .add(
+            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+            &context(),
+        )
+        .unwrap();
+    write.commit().unwrap();
+    let before = store.read().unwrap();
+    assert!(!before.may_hold_glue().unwrap());
+    let mut write = store.write().unwrap();
+    write
+        .add(
+            &entry(&format!("ou=gone,{SUFFIX}"), &[("objectClass", "glue")]),
+            &context(),
+        )
+        .unwrap();
+    write.commit().unwrap();
+    assert!(store.read().unwrap().may_hold_glue().unwrap());
+    assert!(
+        !before.may_hold_glue().unwrap(),
+        "an older snapshot keeps its answer"
+    );
+}
