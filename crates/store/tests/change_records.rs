@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{context, entry, open, SUFFIX};
+use common::{context, entry, open, suffix_entry, SUFFIX};
 use lmdir_schema::{ModOp, Modification};
 use lmdir_store::ChangeKind;
 
@@ -14,12 +14,7 @@ fn committed_changes_come_back_in_order_and_snapshots_place_them() {
     let store = open(directory.path());
     store.set_server_id(3).unwrap();
     let mut write = store.write().unwrap();
-    write
-        .add(
-            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-            &context(),
-        )
-        .unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
     // Not recording: nothing is handed back.
     let unrecorded = write.commit_with_changes().unwrap();
     assert!(unrecorded.changes.is_empty());
@@ -107,12 +102,7 @@ fn changes_carry_the_entry_before_them_within_a_bound() {
     let store = open(directory.path());
     store.set_server_id(3).unwrap();
     let mut write = store.write().unwrap();
-    write
-        .add(
-            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-            &context(),
-        )
-        .unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
     let big = "x".repeat(lmdir_store::PRIOR_ENTRY_BYTES_MAX);
     for (name, description) in [("small", "before"), ("big", big.as_str())] {
         let dn = format!("ou={name},{SUFFIX}");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{context, entry, open, SUFFIX};
+use common::{context, entry, open, suffix_entry, SUFFIX};
 use lmdir_sync::Csn;
 use std::time::Duration;
 
@@ -18,12 +18,7 @@ fn aborted_changes_leave_it_and_a_reopened_store_resumes_after_it() {
         let store = open(directory.path());
         store.set_server_id(7).unwrap();
         let mut write = store.write().unwrap();
-        write
-            .add(
-                &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-                &context(),
-            )
-            .unwrap();
+        write.add(&suffix_entry(), &context()).unwrap();
         write.commit().unwrap();
         let committed = stored(&store);
         assert_eq!(committed.len(), 1);

@@ -5,19 +5,14 @@
 
 mod common;
 
-use common::{context, entry, open, SUFFIX};
+use common::{context, entry, open, suffix_entry, SUFFIX};
 
 #[test]
 fn only_snapshots_holding_glue_say_they_may() {
     let directory = tempfile::tempdir().unwrap();
     let store = open(directory.path());
     let mut write = store.write().unwrap();
-    write
-        .add(
-            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-            &context(),
-        )
-        .unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
     write.commit().unwrap();
     let before = store.read().unwrap();
     assert!(!before.may_hold_glue().unwrap());

@@ -280,7 +280,7 @@ proptest! {
         let store = open(temporary.path());
         let mut write = store.write().unwrap();
         write
-            .add(&entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]), &context())
+            .add(&suffix_entry(), &context())
             .unwrap();
         write.commit().unwrap();
         let mut model = Model::default();
@@ -301,12 +301,7 @@ fn moved_subtree_comes_after_its_new_parent_until_moved_back() {
     let store = open(temporary.path());
     let mut model = Model::default();
     let mut write = store.write().unwrap();
-    write
-        .add(
-            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-            &context(),
-        )
-        .unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
     write.commit().unwrap();
     for parent in [0, 1, 5, 9] {
         model.apply(&store, &Operation::Add(parent)); // n0 top, n1..n3 under existing units
@@ -350,12 +345,7 @@ fn check_compares_the_inverted_link_record_with_the_tree() {
     let store = open(temporary.path());
     let mut model = Model::default();
     let mut write = store.write().unwrap();
-    write
-        .add(
-            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-            &context(),
-        )
-        .unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
     write.commit().unwrap();
     model.apply(&store, &Operation::Add(0)); // n0
     model.apply(&store, &Operation::Add(0)); // n1, newer

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{context, entry, open, SUFFIX};
+use common::{context, entry, open, suffix_entry, SUFFIX};
 use lmdir_store::{LoggedKind, Store};
 use lmdir_sync::ContextCsns;
 
@@ -49,12 +49,7 @@ fn deletes_and_renames_are_logged_in_their_txn_and_trimmed_to_the_cap() {
     let store = open(directory.path());
     store.set_server_id(1).unwrap();
     let mut write = store.write().unwrap();
-    write
-        .add(
-            &entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-            &context(),
-        )
-        .unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
     for ou in ["a", "b"] {
         let dn = format!("ou={ou},{SUFFIX}");
         let ou_entry = entry(&dn, &[("objectClass", "organizationalUnit"), ("ou", ou)]);

@@ -66,6 +66,11 @@ const DOMAINS: [&str; 3] = ["example.org", "example.com", "mail.test"];
 pub const DEPARTMENTS: u32 = 10;
 pub const GROUPS: u32 = 50;
 
+/// The suffix entry (`objectClass: domain`, `dc: example`), as most tests' first add.
+pub fn suffix_entry() -> Entry {
+    entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")])
+}
+
 pub fn person_dn(index: u32) -> String {
     format!(
         "uid=user{index},ou=dept{},ou=people,{SUFFIX}",
