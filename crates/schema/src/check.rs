@@ -58,10 +58,18 @@ fn first_duplicate_by<T>(items: &[T], key: impl Fn(&T) -> &[u8]) -> Option<usize
 /// The OID of slapd's `glue` object class (a partial replica's placeholder entry).
 pub const GLUE_OID: &str = "1.3.6.1.4.1.4203.666.3.4";
 
+/// The normalized objectClass values that name `glue`: its name and its OID.
+pub const GLUE_CLASS_VALUES: [&str; 2] = ["glue", GLUE_OID];
+
+/// The normalized objectClass values that name `alias` (RFC 4512 2.6): its name and its OID.
+pub const ALIAS_CLASS_VALUES: [&str; 2] = ["alias", "2.5.6.1"];
+
 /// Whether a normalized objectClass value names `glue` (by name or OID), as slapd's
 /// is_entry_glue tests an entry.
 pub fn is_glue_class_value(normalized: &[u8]) -> bool {
-    normalized == b"glue" || normalized == GLUE_OID.as_bytes()
+    GLUE_CLASS_VALUES
+        .iter()
+        .any(|value| normalized == value.as_bytes())
 }
 
 fn violation(code: ResultCode, message: String) -> LdapError {

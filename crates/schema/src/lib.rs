@@ -17,7 +17,9 @@ mod schema;
 mod schema_text;
 mod syntax;
 
-pub use check::{is_glue_class_value, CheckedAttribute, CheckedEntry, GLUE_OID};
+pub use check::{
+    is_glue_class_value, CheckedAttribute, CheckedEntry, ALIAS_CLASS_VALUES, GLUE_CLASS_VALUES,
+};
 pub use dn::{
     dn_has_simple_shape, escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within,
     normalized_dn_parent, split_rdns, Ava, Dn, Rdn, DN_RDN_COUNT_MAX, DN_SIZE_BYTES_MAX,

@@ -14,9 +14,11 @@ use crate::write_request::WriteRequest;
 pub(crate) fn entry_is_glue(schema: &Schema, entry: &EntryRef<'_>) -> bool {
     let object_class = schema.object_class_attribute();
     entry.attributes_of(object_class).any(|attribute| {
-        [b"glue".as_slice(), lmdir_schema::GLUE_OID.as_bytes()]
-            .iter()
-            .any(|value| attribute.contains_normalized(value).unwrap_or(false))
+        lmdir_schema::GLUE_CLASS_VALUES.iter().any(|value| {
+            attribute
+                .contains_normalized(value.as_bytes())
+                .unwrap_or(false)
+        })
     })
 }
 

@@ -188,6 +188,8 @@ pub(crate) struct Inner {
     pub inverted_links_known: crate::inversions::SnapshotAnswer,
     /// `ReadTxn::may_hold_glue` of the latest snapshot that asked.
     pub glue_known: crate::inversions::SnapshotAnswer,
+    /// `ReadTxn::may_hold_aliases` of the latest snapshot that asked.
+    pub aliases_known: crate::inversions::SnapshotAnswer,
     /// The directory's writer lock; None for a read-only store. Last: released after the
     /// environment is closed.
     pub directory_lock: Option<DirectoryLock>,
@@ -942,6 +944,7 @@ impl Store {
                 tree_changed_at: Default::default(),
                 inverted_links_known: Default::default(),
                 glue_known: Default::default(),
+                aliases_known: Default::default(),
                 directory_lock: lock,
             }),
         }

@@ -105,28 +105,44 @@ impl ReadTxn {
     }
 
     /// Whether this snapshot may hold a glue entry (`objectClass: glue`, a partial replica's
-    /// placeholder, which searches skip without ManageDsaIT): the objectClass equality index
-    /// has a posting under `glue` or its OID, or objectClass is not so indexed (then any entry
-    /// may be one). Known once per snapshot, so searches test their entries for glue only
-    /// where some exist.
+    /// placeholder, which searches skip without ManageDsaIT). Known once per snapshot, so
+    /// searches test their entries for glue only where some exist.
     pub fn may_hold_glue(&self) -> Result<bool, LdapError> {
+        self.may_hold_class(&self.inner.glue_known, lmdir_schema::GLUE_CLASS_VALUES)
+    }
+
+    /// Whether this snapshot may hold an alias entry (`objectClass: alias`). Known once per
+    /// snapshot, so a search asking to dereference aliases (JNDI's default) pays for it only
+    /// where some exist.
+    pub fn may_hold_aliases(&self) -> Result<bool, LdapError> {
+        self.may_hold_class(&self.inner.aliases_known, lmdir_schema::ALIAS_CLASS_VALUES)
+    }
+
+    /// Whether the objectClass equality index has a posting under one of `values` (a class's
+    /// name and OID, normalized), or objectClass is not so indexed (then any entry may be of
+    /// the class); the answer is kept in `known` for this snapshot.
+    fn may_hold_class(
+        &self,
+        known: &crate::inversions::SnapshotAnswer,
+        values: [&str; 2],
+    ) -> Result<bool, LdapError> {
         let snapshot = self.snapshot_id();
-        if let Some(known) = self.inner.glue_known.get(snapshot) {
-            return Ok(known);
+        if let Some(answer) = known.get(snapshot) {
+            return Ok(answer);
         }
         let schema = self.schema();
         let mut answer = false;
-        for class in ["glue", lmdir_schema::GLUE_OID] {
+        for value in values {
             let filter = schema.prepare_filter(&lmdir_schema::Filter::Equality {
                 description: "objectClass".to_string(),
-                value: class.as_bytes().to_vec(),
+                value: value.as_bytes().to_vec(),
             });
             match self.filter_candidates(&filter)? {
                 Some(candidates) if candidates.is_empty() => {}
                 _ => answer = true,
             }
         }
-        self.inner.glue_known.set(snapshot, answer);
+        known.set(snapshot, answer);
         Ok(answer)
     }
 

@@ -1,4 +1,4 @@
-//! `ReadTxn::may_hold_glue`: a search tests its entries for glue (`objectClass: glue`, which it
+//! `ReadTxn::may_hold_glue` (and `may_hold_aliases`): a search tests its entries for glue (`objectClass: glue`, which it
 //! skips without ManageDsaIT) only in snapshots that may hold some. Without glue the answer is
 //! no, so a search pays nothing per entry; once a glue entry is committed, later snapshots say
 //! yes, and one read before the commit keeps its own answer.
@@ -29,4 +29,31 @@ fn only_snapshots_holding_glue_say_they_may() {
         !before.may_hold_glue().unwrap(),
         "an older snapshot keeps its answer"
     );
+}
+
+/// `ReadTxn::may_hold_aliases`, the same probe for `objectClass: alias`: a search asking to
+/// dereference aliases (JNDI's default) pays for it only in snapshots that may hold some.
+#[test]
+fn only_snapshots_holding_aliases_say_they_may() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open(directory.path());
+    let mut write = store.write().unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
+    write.commit().unwrap();
+    assert!(!store.read().unwrap().may_hold_aliases().unwrap());
+    let alias = entry(
+        &format!("ou=elsewhere,{SUFFIX}"),
+        &[
+            ("objectClass", "alias"),
+            ("objectClass", "extensibleObject"),
+            ("ou", "elsewhere"),
+            ("aliasedObjectName", SUFFIX),
+        ],
+    );
+    let mut write = store.write().unwrap();
+    write.add(&alias, &context()).unwrap();
+    write.commit().unwrap();
+    let read = store.read().unwrap();
+    assert!(read.may_hold_aliases().unwrap());
+    assert!(!read.may_hold_glue().unwrap(), "each class its own answer");
 }

@@ -46,6 +46,20 @@ impl Deref {
         };
         Deref { finding, searching }
     }
+
+    /// What dereferencing does in `read`'s snapshot: nothing when it holds no alias entry
+    /// (`ReadTxn::may_hold_aliases`), so a client asking for it by default (JNDI's `always`)
+    /// pays nothing per search or per entry there.
+    pub(super) fn within(self, read: &ReadTxn) -> Result<Deref, OperationError> {
+        let asks = self.finding || self.searching;
+        Ok(match asks && !read.may_hold_aliases()? {
+            true => Deref {
+                finding: false,
+                searching: false,
+            },
+            false => self,
+        })
+    }
 }
 
 /// Tells alias entries apart: the objectClass values hold `alias` (normalized: lowercased).

@@ -141,14 +141,13 @@ impl PreparedSearch {
             prepared.filter = Some(filter);
             return prepared;
         }
-        // Dereferencing may move the search to another subtree, or several: not inline.
+        // Dereferencing may move the search to another subtree, or several: not inline, unless
+        // the snapshot holds no alias (then it is a search like any other).
         let dereferences = !matches!(request.aliases, LdapDerefAliases::Never);
         if base_scope {
             prepared.small = true;
-        } else if let (false, Ok(filter), Some(Ok(base))) =
-            (dereferences, &filter, &prepared.normalized_base)
-        {
-            prepared.read = database.small_search_txn(identity, base, filter);
+        } else if let (Ok(filter), Some(Ok(base))) = (&filter, &prepared.normalized_base) {
+            prepared.read = database.small_search_txn(identity, base, filter, dereferences);
             prepared.small = prepared.read.is_some();
         }
         prepared.filter = Some(filter);
@@ -157,14 +156,19 @@ impl PreparedSearch {
 }
 
 impl Database {
-    /// The read transaction the estimate used when the search is small, else None.
+    /// The read transaction the estimate used when the search is small, else None (also when
+    /// it `dereferences` aliases and the snapshot may hold some).
     fn small_search_txn(
         &self,
         identity: &Identity,
         normalized_base: &str,
         filter: &PreparedFilter,
+        dereferences: bool,
     ) -> Option<(ReadTxn, CandidateMemo)> {
         let read = self.store.read().ok()?;
+        if dereferences && read.may_hold_aliases().unwrap_or(true) {
+            return None;
+        }
         let mut memo = CandidateMemo::default();
         let count = {
             let groups = self.groups(&read);
@@ -513,6 +517,7 @@ impl SearchJob<'_> {
     /// The base as `check_base` finds it, once dereferenced when the search asks for it
     /// (`aliases.rs`), and the further roots the aliases in its scope add when dereferencing
     /// in searching (none otherwise).
+    #[allow(clippy::too_many_arguments)]
     fn resolve_base(
         &self,
         database: &Database,
@@ -521,8 +526,8 @@ impl SearchJob<'_> {
         subject: &Subject<'_>,
         effective: &crate::limits::EffectiveLimits,
         started: Instant,
+        deref: aliases::Deref,
     ) -> Result<(String, lmdir_store::EntryId, Vec<lmdir_store::EntryId>), OperationError> {
-        let deref = aliases::Deref::of(&self.request.aliases);
         let alias_reader = aliases::Aliases::new(database, read, subject);
         let mut normalized_base = self.normalized_base.clone()?;
         if deref.finding {
@@ -593,9 +598,10 @@ impl SearchJob<'_> {
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
         let effective = database.limits_of(settings, &subject);
-        let deref = aliases::Deref::of(&self.request.aliases);
-        let (normalized_base, base, extra_roots) =
-            self.resolve_base(database, settings, &read, &subject, &effective, started)?;
+        let deref = aliases::Deref::of(&self.request.aliases).within(&read)?;
+        let (normalized_base, base, extra_roots) = self.resolve_base(
+            database, settings, &read, &subject, &effective, started, deref,
+        )?;
         let sort_plan = self.sort_plan(database, settings)?;
         let page = match self.page_request(database, &effective)? {
             Ok(page) => page,
