@@ -166,11 +166,13 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             directory,
             listen,
             accept_untranslated_access,
+            accept_untranslated_limits,
         } => {
             let options = MigrateChoices {
                 directory,
                 listen,
                 accept_untranslated_access,
+                accept_untranslated_limits,
             };
             migrate(&from, out.as_deref(), options)
         }
@@ -182,11 +184,12 @@ struct MigrateChoices {
     directory: Option<PathBuf>,
     listen: Vec<String>,
     accept_untranslated_access: bool,
+    accept_untranslated_limits: bool,
 }
 
 /// `lmdir migrate`: translates, checks the result with the config loader, writes the schema
 /// files and the config, and lists every directive not translated one to one on stderr. A
-/// refused translation (access rules lmdir would widen) writes nothing.
+/// refused translation (access rules lmdir would widen, limits it would drop) writes nothing.
 fn migrate(from: &Path, out: Option<&Path>, choices: MigrateChoices) -> Result<ExitCode> {
     let schema_directory = match out.and_then(Path::parent) {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
@@ -197,6 +200,7 @@ fn migrate(from: &Path, out: Option<&Path>, choices: MigrateChoices) -> Result<E
         database_directory: choices.directory,
         listen: choices.listen,
         accept_untranslated_access: choices.accept_untranslated_access,
+        accept_untranslated_limits: choices.accept_untranslated_limits,
     };
     let migration = lmdir_migrate::migrate_path(from, &options).context("nothing was written")?;
     let source_name = out.map_or("<migrated config>".to_string(), |path| {

@@ -99,6 +99,11 @@ enum Command {
         /// it such a configuration is refused, nothing written, each rule named.
         #[arg(long)]
         accept_untranslated_access: bool,
+        /// Write the config even when limits (`limits`, `sizelimit`, `timelimit`) cannot be
+        /// translated in full: lmdir's defaults then stand in for them. Without it such a
+        /// configuration is refused, nothing written, each directive named.
+        #[arg(long)]
+        accept_untranslated_limits: bool,
     },
     /// Copy the database, consistent and compacted, into a new directory while the server runs;
     /// the copy is then checked. Restore: stop the server, put DIR/data.mdb in the database

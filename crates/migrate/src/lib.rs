@@ -174,6 +174,10 @@ pub struct MigrateOptions {
     /// configuration is refused with an error naming each of them (`lmdir migrate
     /// --accept-untranslated-access` turns it on).
     pub accept_untranslated_access: bool,
+    /// Translate even when a `limits`, `sizelimit` or `timelimit` directive (or part of one)
+    /// has no lmdir counterpart: lmdir's defaults then stand in for it. Off, such a configuration
+    /// is refused with an error naming each (`lmdir migrate --accept-untranslated-limits`).
+    pub accept_untranslated_limits: bool,
 }
 
 /// A schema file to write beside the config.

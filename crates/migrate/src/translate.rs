@@ -167,6 +167,7 @@ pub(crate) fn translate(
         index_default: Vec::new(),
         ppolicy: PpolicyFlags::default(),
         access_widening: Vec::new(),
+        limits_lost: Vec::new(),
     };
     for (index, section) in sections.iter().enumerate() {
         match section.kind {
@@ -275,6 +276,9 @@ struct Translator<'a> {
     ppolicy: PpolicyFlags<'a>,
     /// What access translation left out where lmdir may grant more than slapd.
     access_widening: Vec<Note>,
+    /// Limits (`limits`, `sizelimit`, `timelimit`) left out: lmdir's defaults then stand where
+    /// slapd had a limit of the site's choosing, tighter or looser.
+    limits_lost: Vec<Note>,
 }
 
 /// What `overlay ppolicy` and its `ppolicy_*` flags said.
@@ -286,6 +290,13 @@ struct PpolicyFlags<'a> {
 }
 
 impl<'a> Translator<'a> {
+    /// A limit left out: noted, and kept for the refusal unless the caller accepts it.
+    fn limit_lost(&mut self, directive: &Directive, reason: impl Into<String>) {
+        self.note(directive, NoteKind::NotTranslated, reason);
+        let note = self.notes.last().cloned();
+        self.limits_lost.extend(note);
+    }
+
     fn note(&mut self, directive: &Directive, kind: NoteKind, reason: impl Into<String>) {
         self.notes.push(Note {
             location: directive.location.clone(),
@@ -600,24 +611,27 @@ impl<'a> Translator<'a> {
     /// `limits <who> <limit>...` → a `[[limits]]` rule, with what does not map noted.
     fn limits_rule(&mut self, directive: &Directive) {
         let Some((who_text, words)) = directive.arguments().split_first() else {
-            self.note(directive, NoteKind::NotTranslated, "limits needs a who");
+            self.limit_lost(directive, "limits needs a who");
             return;
         };
         let who = match limits_who(who_text) {
             Ok(who) => who,
             Err(reason) => {
-                self.note(directive, NoteKind::NotTranslated, reason);
+                self.limit_lost(directive, reason);
                 return;
             }
         };
-        let (rule, lost) = limits_rule_words(who, words);
+        let (rule, lost, narrowed) = limits_rule_words(who, words);
         if !lost.is_empty() {
-            self.note(directive, NoteKind::NotTranslated, lost.join("; "));
+            self.limit_lost(directive, lost.join("; "));
+        }
+        if !narrowed.is_empty() {
+            self.note(directive, NoteKind::Approximated, narrowed.join("; "));
         }
         if rule.keyed_limits().iter().any(|(_, limit)| limit.is_some()) {
             self.draft.limits.push(rule);
         } else if lost.is_empty() {
-            self.note(directive, NoteKind::NotTranslated, "no limit given");
+            self.limit_lost(directive, "no limit given");
         }
     }
 
@@ -632,16 +646,15 @@ impl<'a> Translator<'a> {
         match parse_limit_words(directive.arguments(), prefix) {
             Ok((limits, ignored)) => {
                 if !ignored.is_empty() {
-                    self.note(
+                    self.limit_lost(
                         directive,
-                        NoteKind::NotTranslated,
                         format!("{} have no lmdir counterpart", ignored.join(" ")),
                     );
                 }
                 Some(limits)
             }
             Err(reason) => {
-                self.note(directive, NoteKind::NotTranslated, reason);
+                self.limit_lost(directive, reason);
                 None
             }
         }
@@ -745,6 +758,9 @@ impl<'a> Translator<'a> {
         self.finish_access();
         if !self.access_widening.is_empty() && !options.accept_untranslated_access {
             return Err(access_refusal(&self.access_widening));
+        }
+        if !self.limits_lost.is_empty() && !options.accept_untranslated_limits {
+            return Err(limits_refusal(&self.limits_lost));
         }
         let schema_files = self.finish_schema(parsed, options);
         self.draft.listen = options.listen.clone();
@@ -857,6 +873,26 @@ fn access_refusal(widening: &[Note]) -> MigrateError {
     MigrateError::new(None, message)
 }
 
+fn limits_refusal(lost: &[Note]) -> MigrateError {
+    let mut message = format!(
+        "{} limit directive(s) cannot be translated in full, and leaving them out would put \
+         lmdir's defaults where slapd had the site's own limits:",
+        lost.len()
+    );
+    for note in lost {
+        message += &format!(
+            "\n  {}: {}: {}",
+            note.location,
+            note.directive.replace('\n', " "),
+            note.reason
+        );
+    }
+    message += "\nRewrite them in forms lmdir translates (crates/migrate/README.md), or pass \
+                --accept-untranslated-limits to write the config without them (each stays \
+                listed as NOT TRANSLATED in the report).";
+    MigrateError::new(None, message)
+}
+
 /// A schema name as a file name: letters, digits, `-`, `_`, `.`.
 fn safe_file_name(name: &str) -> String {
     let cleaned: String = name
@@ -954,11 +990,12 @@ fn limit_text(limit: lmdir_config::Limit) -> String {
     }
 }
 
-/// The limit words of a `limits` line as a rule for `who`, and why each word left out was.
+/// The limit words of a `limits` line as a rule for `who`, why each word left out was, and
+/// where the rule is narrower than slapd's (a hard limit above the soft one).
 fn limits_rule_words(
     who: lmdir_config::Who,
     words: &[String],
-) -> (lmdir_config::LimitsRule, Vec<String>) {
+) -> (lmdir_config::LimitsRule, Vec<String>, Vec<String>) {
     use lmdir_config::Limit;
     let mut rule = lmdir_config::LimitsRule {
         who,
@@ -969,6 +1006,7 @@ fn limits_rule_words(
         page_size: None,
     };
     let mut lost = Vec::new();
+    let mut narrowed = Vec::new();
     let limit = |text: &str| match text.to_ascii_lowercase().as_str() {
         "unlimited" | "none" => Some(Limit::Unlimited),
         number => number
@@ -1011,7 +1049,7 @@ fn limits_rule_words(
     ] {
         match (*soft, hard) {
             (None, Some(hard)) => *soft = Some(hard),
-            (Some(kept), Some(hard)) if kept != hard => lost.push(format!(
+            (Some(kept), Some(hard)) if kept != hard => narrowed.push(format!(
                 "{name}.hard={}: lmdir has one limit, the soft one ({name}.soft={}) is kept, and \
                  clients cannot ask for more up to the hard one",
                 limit_text(hard),
@@ -1020,7 +1058,7 @@ fn limits_rule_words(
             _ => {}
         }
     }
-    (rule, lost)
+    (rule, lost, narrowed)
 }
 
 /// Parses limit words; returns the limits and the words that have no lmdir counterpart.

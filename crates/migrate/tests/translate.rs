@@ -16,6 +16,7 @@ fn options(directory: &Path) -> MigrateOptions {
         database_directory: Some(directory.join("db")),
         listen: vec!["ldap://127.0.0.1:3899".to_string()],
         accept_untranslated_access: false,
+        accept_untranslated_limits: false,
     }
 }
 
@@ -491,8 +492,27 @@ limits dn.subtree=\"ou=apps,dc=example,dc=com\" time.hard=unlimited\n\
 limits dn.onelevel=\"ou=batch,dc=example,dc=com\" size=2000\n\
 limits dn.children=\"ou=robots,dc=example,dc=com\" size=3000\n";
     let read = |path: &Path| std::fs::read_to_string(path);
-    let migration =
-        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap();
+    // Dropping a limit puts lmdir's default where the site chose one (dn.regex: every uid=
+    // entry would get 500, not unlimited; the other way round for a tight one): refused,
+    // naming each, unless accepted.
+    let error =
+        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("2 limit directive(s)"), "{message}");
+    assert!(message.contains("slapd.conf:5: limits users"), "{message}");
+    assert!(
+        message.contains("slapd.conf:6: limits dn.regex="),
+        "{message}"
+    );
+    assert!(
+        message.contains("--accept-untranslated-limits"),
+        "{message}"
+    );
+    let accepting = MigrateOptions {
+        accept_untranslated_limits: true,
+        ..options(directory.path())
+    };
+    let migration = migrate_slapd_conf(text, "slapd.conf", &read, &accepting).unwrap();
     let config = load(&migration);
     let rule = |who: Who| LimitsRule {
         who,
@@ -954,8 +974,9 @@ overlay unique\nunique_uri ldap:///ou=People,dc=x?uid?sub ldap:///ou=Staff,dc=x?
         Some(lmdir_config::Limit::Count(20)),
         "a hard limit alone stands in"
     );
+    // Narrower than slapd (no asking past 500), not dropped: an approximation, not a refusal.
     assert!(
-        noted_lines(&migration, NoteKind::NotTranslated).contains(&4),
+        noted_lines(&migration, NoteKind::Approximated).contains(&4),
         "{:#?}",
         migration.notes
     );
