@@ -427,8 +427,18 @@ pub(crate) fn loose_parent(dn: &str) -> Option<&str> {
     Some("")
 }
 
-/// Lowercased, without spaces around separators: enough to compare the DNs of one config.
+/// A DN of the config in the form DNs are compared in: normalized by the built-in schema's
+/// matching rules (attribute names or OIDs, case, escapes like `\2C` or `\,`, spaces and the
+/// order of a multi-valued RDN's parts all compare as slapd compares them). A DN naming an
+/// attribute the built-in schema lacks falls back to `loose_dn_text`.
 pub(crate) fn loose_dn(dn: &str) -> String {
+    lmdir_schema::Schema::builtin_shared()
+        .normalize_dn_str(dn.trim())
+        .unwrap_or_else(|_| loose_dn_text(dn))
+}
+
+/// Lowercased, without spaces around separators.
+fn loose_dn_text(dn: &str) -> String {
     dn.split(',')
         .map(|rdn| rdn.split('=').map(str::trim).collect::<Vec<_>>().join("="))
         .collect::<Vec<_>>()

@@ -36,6 +36,7 @@ enum Reading {
 pub(crate) fn reading_warnings(global: &[&Directive]) -> Vec<Option<String>> {
     let mut restricted: Vec<Vec<&str>> = vec![Vec::new(); global.len()];
     for (entry, name) in SERVER_ENTRIES {
+        let entry = &loose_dn(entry);
         let mut decided = false;
         for (index, directive) in global.iter().enumerate() {
             let Some(reach) = reach(directive.arguments(), entry) else {

@@ -986,3 +986,32 @@ overlay unique\nunique_uri ldap:///ou=People,dc=x?uid?sub ldap:///ou=Staff,dc=x?
         .any(|note| note.directive.contains("sizelimit soft=500 hard=1000"));
     assert!(soft_kept, "{:#?}", migration.notes);
 }
+
+/// An access rule's DN is placed against the suffix as slapd compares DNs: an attribute by its
+/// OID, a hex-escaped value and a multi-valued RDN in another order still name entries of the
+/// database. Compared as lowercased text, the first rule looked outside the suffix and was
+/// left out, and `by users read` then gave every user every password hash.
+#[test]
+fn access_rule_dns_compare_as_slapd_compares_them() {
+    let directory = tempfile::tempdir().unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path);
+    let text = "database mdb\nsuffix \"dc=example,dc=com\"\n\
+access to dn.subtree=\"ou=People,0.9.2342.19200300.100.1.25=Example,DC=com\" attrs=userPassword\n\
+\x20 by self write\n  by anonymous auth\n  by * none\n\
+access to dn.exact=\"cn=Ad\\6Dins+ou=staff,dc=example,dc=com\" by * none\n\
+access to * by users read\n";
+    let migration =
+        migrate_slapd_conf(text, "slapd.conf", &read, &options(directory.path())).unwrap();
+    let config = load(&migration);
+    assert_eq!(config.access.len(), 3, "{}", migration.config_text);
+    assert!(
+        config.access[0].to.subtree.is_some(),
+        "{:?}",
+        config.access[0].to
+    );
+    assert!(
+        config.access[1].to.dn.is_some(),
+        "{:?}",
+        config.access[1].to
+    );
+}
