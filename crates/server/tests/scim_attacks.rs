@@ -994,3 +994,83 @@ fn refused_tokens_cost_a_verification_and_are_logged() {
     let (accounts, clients) = server.running().context().bind_throttle.tracked();
     assert!(accounts >= 2 && clients >= 1, "{accounts} {clients}");
 }
+
+/// A PATCH or PUT by someone who may write nothing of the resource is refused before its work
+/// is done (a thousand operations applied, members resolved), whatever that work would have
+/// said: before, a PATCH of an unmapped path and a PUT of the unchanged resource changed
+/// nothing, wrote nothing and answered 200. A hidden resource stays a 404; a writer still gets
+/// the work's own answer.
+#[test]
+fn write_access_is_decided_before_a_patch_or_put_is_worked() {
+    let server = TestServer::start_populated(5, hiding_rules(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+    });
+    let client = client_of(&server);
+    let admin = client.basic(ROOT_DN, ROOT_PASSWORD);
+    let person = client.basic("u0000001", PERSON_PASSWORD);
+    let visible = format!("{USERS}/{}", id_of(&admin, "u0000003"));
+    let hidden = format!("{USERS}/{}", id_of(&admin, "u0000002"));
+    let bad_path =
+        json!({"Operations": [{"op": "replace", "path": "noSuchAttribute", "value": "x"}]});
+    let refused = person.send_json("PATCH", &visible, &bad_path);
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert_eq!(person.send_json("PATCH", &hidden, &bad_path).status, 404);
+    let worked = admin.send_json("PATCH", &visible, &bad_path);
+    assert_eq!(worked.status, 200, "{}", worked.text());
+    let unchanged = admin.get(&visible).json();
+    let put = person.send_json("PUT", &visible, &unchanged);
+    assert_eq!(put.status, 403, "{}", put.text());
+    assert_eq!(person.send_json("PUT", &hidden, &unchanged).status, 404);
+    assert_eq!(admin.send_json("PUT", &visible, &unchanged).status, 200);
+}
+
+/// Connections from a trusted proxy meet only the whole cap (the proxy carries many clients),
+/// so before, one client behind it could hold every request slot. Each forwarded client now
+/// has `connections_per_address_max` requests in flight: past it 429 with Retry-After, while
+/// another client behind the same proxy is served, and the slots come back when its requests
+/// end.
+#[test]
+fn a_client_behind_a_trusted_proxy_cannot_hold_every_request_slot() {
+    let server = TestServer::start_populated(2, Vec::new(), |settings| {
+        settings.http.listen = "127.0.0.1:0".to_string();
+        settings.http.tls = false;
+        settings.http.trusted_proxies = vec!["127.0.0.1".to_string()];
+        settings.http.connections_per_address_max = 2;
+    });
+    let client = client_of(&server);
+    // Two sign-in forms from 192.0.2.7 whose bodies never come: both requests stay in flight.
+    let held: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(client.address).expect("connect");
+            let head = "POST /login HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.7\r\n\
+                Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 20\r\n\r\n";
+            std::io::Write::write_all(&mut stream, head.as_bytes()).expect("send");
+            stream
+        })
+        .collect();
+    let from = |address: &str| {
+        format!("GET /login HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Forwarded-For: {address}\r\n\r\n")
+    };
+    let answer_for = |address: &str, wanted: &str| {
+        let mut raw = Vec::new();
+        for _ in 0..100 {
+            raw = client.exchange(from(address).as_bytes());
+            if status_lines(&raw) == [wanted] {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        String::from_utf8_lossy(&raw).to_string()
+    };
+    let refused = answer_for("192.0.2.7", "HTTP/1.1 429 Too Many Requests");
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(
+        refused.to_ascii_lowercase().contains("retry-after: 1\r\n"),
+        "{refused}"
+    );
+    let other = client.exchange(from("192.0.2.8").as_bytes());
+    assert_eq!(status_lines(&other), ["HTTP/1.1 200 OK"]);
+    drop(held);
+    let served = answer_for("192.0.2.7", "HTTP/1.1 200 OK");
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+}

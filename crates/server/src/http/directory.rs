@@ -247,6 +247,46 @@ impl DirectoryClient {
         }
     }
 
+    /// Whether the subject may write at least one of `attributes` of the entry at `dn`, decided
+    /// as the writer decides a modify's access: a request no write of which could succeed is
+    /// refused before its work is done. An entry the subject may not know of fails with 32, as
+    /// a missing one.
+    pub async fn may_write_some(
+        &self,
+        dn: &str,
+        attributes: Vec<String>,
+    ) -> Result<bool, LdapFailure> {
+        let server = self.server.clone();
+        let identity = self.session.identity.clone();
+        let target = dn.to_string();
+        let decided = tokio::task::spawn_blocking(move || {
+            let database = crate::context::database_of(&server)
+                .ok_or_else(|| LdapFailure::new(32, "no database"))?;
+            let failure = |error: crate::result::OperationError| {
+                LdapFailure::new(error.code, error.message.clone())
+            };
+            let normalized = database.normalize_dn(&target).map_err(failure)?;
+            let read = database
+                .store
+                .read()
+                .map_err(|error| LdapFailure::new(80, error.to_string()))?;
+            let groups = database.groups(&read);
+            let subject = database.subject(&identity, &groups);
+            let (_, entry) =
+                crate::entry_read::disclosed_entry(database, &read, &subject, &target, &normalized)
+                    .map_err(failure)?;
+            let schema = database.schema();
+            let policy = database.policy();
+            let access = policy.for_entry(&subject, &normalized, &entry);
+            Ok(attributes
+                .iter()
+                .filter_map(|name| schema.attribute(name))
+                .any(|attr| access.can_write_attribute(attr)))
+        })
+        .await;
+        decided.map_err(|_| LdapFailure::new(80, "access check failed"))?
+    }
+
     /// The entry at `dn` as the subject may read it (None: missing or hidden, the same).
     pub async fn read(
         &self,

@@ -1105,6 +1105,7 @@ async fn replace(
         .await?
         .ok_or_else(ScimError::not_found)?;
     check_version(&entry, if_match)?;
+    check_writable(context, kind, &entry).await?;
     let before = to_resource(
         context,
         kind,
@@ -1137,6 +1138,25 @@ async fn replace(
     let written = write_changes(context, &write, &mut guard).await;
     let dn = finish(context, written).await?;
     read_back(context, kind, &dn).await
+}
+
+/// 403 before a PUT's or PATCH's work (reading the resource, resolving members, applying
+/// operations) when the subject may write none of the resource's attributes: that work would
+/// end in the same refusal. A resource the subject may not see stays a 404.
+pub(super) async fn check_writable(
+    context: &Context<'_>,
+    kind: Kind,
+    entry: &FoundEntry,
+) -> Result<(), ScimError> {
+    let attributes = context.scim.mapping.read_attributes(kind);
+    match context.client.may_write_some(&entry.dn, attributes).await? {
+        true => Ok(()),
+        false => Err(ScimError::new(
+            StatusCode::FORBIDDEN,
+            None,
+            "no write access to this resource",
+        )),
+    }
 }
 
 async fn remove(

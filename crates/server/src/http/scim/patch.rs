@@ -118,6 +118,7 @@ pub async fn patch(
         .await?
         .ok_or_else(ScimError::not_found)?;
     super::check_version(&entry, if_match)?;
+    super::check_writable(context, kind, &entry).await?;
     let without_references = Selection::without_references();
     let mut cache = HashMap::new();
     let before = to_resource(context, kind, &entry, &without_references, &mut cache);
