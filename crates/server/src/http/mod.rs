@@ -7,7 +7,8 @@
 //!
 //! Bounded like the LDAP side: `connections_max` connections (past it a new one is closed at
 //! once), `connections_per_address_max` from one address (not a loopback one, not a trusted
-//! proxy), an answer left unread closed after `[server] write_timeout_seconds`, headers within
+//! proxy; behind a trusted proxy, as many requests in flight per forwarded client, 429 with
+//! Retry-After past it), an answer left unread closed after `[server] write_timeout_seconds`, headers within
 //! `HEADER_READ_TIMEOUT`, bodies within `body_bytes_max` (413 beyond,
 //! decided from Content-Length before reading when it is given). Access is decided from the
 //! head first: a SCIM request authenticates before its body is read (401 leaves it unread),
@@ -80,6 +81,57 @@ pub struct HttpState {
     pub console: console::Sessions,
     /// Operation rates for the console's status chart.
     pub rates: console::status::Rates,
+    /// Requests in flight per client named by a trusted proxy: its connections meet only the
+    /// whole cap, so one client behind it could otherwise hold every slot.
+    pub forwarded_requests: Arc<AddressConnections>,
+    /// `[http] connections_per_address_max`, applied to each forwarded client's requests.
+    pub forwarded_requests_per_client_max: usize,
+    /// `[http] connections_max`: what a loopback client behind the proxy meets.
+    pub requests_max: usize,
+}
+
+/// How long a client refused for too many requests in flight is told to wait.
+const RETRY_AFTER_SECONDS: u32 = 1;
+
+impl HttpState {
+    /// A request slot for `client` when it came through a trusted proxy (`via_proxy`), None
+    /// inside: the caller answers 429. A direct client's requests are bounded by its
+    /// connections (HTTP/1: one request at a time on each).
+    fn forwarded_slot(
+        &self,
+        via_proxy: bool,
+        client: SocketAddr,
+    ) -> Result<Option<AddressSlot>, ()> {
+        if !via_proxy {
+            return Ok(None);
+        }
+        let key = ClientKey::of_ip(client.ip());
+        let maximum =
+            key.connections_maximum(self.forwarded_requests_per_client_max, self.requests_max);
+        self.forwarded_requests
+            .enter(key, maximum)
+            .map(Some)
+            .ok_or(())
+    }
+}
+
+/// 429 with Retry-After, as SCIM JSON on the SCIM paths.
+fn too_many_requests(is_scim: bool) -> HttpResponse {
+    let detail = "too many requests in flight from this client";
+    let mut response = if is_scim {
+        scim::error_response(StatusCode::TOO_MANY_REQUESTS, None, detail)
+    } else {
+        respond(
+            StatusCode::TOO_MANY_REQUESTS,
+            "text/plain; charset=utf-8",
+            detail,
+        )
+    };
+    response.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        HeaderValue::from(RETRY_AFTER_SECONDS),
+    );
+    response
 }
 
 /// A response with the headers every answer carries (no caching of directory data, no
@@ -163,6 +215,9 @@ pub async fn start(
             Duration::from_secs(config.session_idle_seconds),
         ),
         rates: console::status::Rates::default(),
+        forwarded_requests: Arc::new(AddressConnections::default()),
+        forwarded_requests_per_client_max: config.connections_per_address_max as usize,
+        requests_max: config.connections_max as usize,
     });
     tokio::spawn(sample_rates(state.clone(), shutdown.clone()));
     let connections = Connections {
@@ -202,8 +257,8 @@ impl Connections {
     /// refuses past its caps, never another closed to make room): one address may not take
     /// every slot, but a loopback address or a trusted proxy carries many clients, so only
     /// the whole cap applies to it. A connection is admitted before any request on it names
-    /// a forwarded client, so no per-client cap can apply behind a proxy: the proxy's own
-    /// limits must.
+    /// a forwarded client: behind a proxy the cap is on each client's requests in flight
+    /// (`HttpState::forwarded_slot`).
     fn admit(
         &self,
         peer: std::net::IpAddr,
@@ -386,6 +441,7 @@ async fn handle(
                 .collect()
         })
         .unwrap_or_default();
+    let via_proxy = crate::proxy_header::is_source(&state.trusted_proxies, peer.ip());
     let (peer, tls) = forwarded_client(&state.trusted_proxies, peer, &parts.headers, state.tls);
     let mut request = HttpRequest {
         method: parts.method,
@@ -400,7 +456,10 @@ async fn handle(
     // request's body is never read, and the console reads no more than a sign-in form
     // without a live session.
     let is_scim = request.path.starts_with(scim::PREFIX);
-    let mut response = if let Some(refused) = refuse_cross_site(&request, is_scim) {
+    let slot = state.forwarded_slot(via_proxy, peer);
+    let mut response = if slot.is_err() {
+        too_many_requests(is_scim)
+    } else if let Some(refused) = refuse_cross_site(&request, is_scim) {
         refused
     } else if let Some(rest) = request.path.strip_prefix(scim::PREFIX) {
         let rest = rest.to_string();
