@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use lmdir_config::Config;
-use lmdir_schema::{Filter, Schema};
+use lmdir_schema::{Filter, PreparedFilter, Schema};
 use lmdir_store::{Scope, SearchSpec, Store, StoreOptions};
 
 use crate::Command;
@@ -151,9 +151,15 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             attributes,
             scope,
             size_limit,
+            subentries,
         } => {
             let store = open_store(&config, Access::Read)?;
-            search(&store, &base, &filter, &attributes, &scope, size_limit)
+            let shown = Shown {
+                attributes: &attributes,
+                size_limit,
+                subentries,
+            };
+            search(&store, &base, &filter, &scope, &shown)
         }
         Command::Serve { no_demo } => crate::service::serve(config, config_path, no_demo),
         Command::Backup {
@@ -291,13 +297,26 @@ fn parse_size(text: &str) -> Result<usize> {
 /// Most links an in-chain item follows (as the server).
 const IN_CHAIN_DEPTH_MAX: usize = 64;
 
+/// What `lmdir search` returns of the entries it finds.
+struct Shown<'a> {
+    /// The attributes written (all when empty or `*`).
+    attributes: &'a [String],
+    /// Most entries written (0 = unlimited).
+    size_limit: usize,
+    /// The Subentries control's value (RFC 3672), None when not given.
+    subentries: Option<bool>,
+}
+
+/// Writes the entries a search finds as LDIF. The entries a server's search would skip are
+/// skipped through the same code (`lmdir_server::HiddenEntries`): subentries as `--subentries`
+/// asks; glue is shown (the offline tool reads everything, as with ManageDsaIT) and aliases
+/// are not dereferenced.
 fn search(
     store: &Store,
     base: &str,
     filter: &str,
-    attributes: &[String],
     scope: &str,
-    size_limit: usize,
+    shown: &Shown<'_>,
 ) -> Result<ExitCode> {
     let scope = match scope {
         "base" => Scope::Base,
@@ -308,9 +327,46 @@ fn search(
     let filter =
         Filter::parse(filter, FILTER_DEPTH_MAX).with_context(|| format!("filter {filter:?}"))?;
     let read = store.read()?;
-    let mut prepared = read.schema().prepare_filter(&filter);
-    // In-chain items walk the directory first, with full rights (the offline tool reads
-    // everything), within the server's depth bound.
+    let spec = SearchSpec {
+        base: base.to_string(),
+        scope,
+        filter: offline_filter(&read, &filter)?,
+        // Counted here: entries skipped as hidden do not count.
+        size_limit: 0,
+        lookthrough_limit: 0,
+    };
+    let hidden =
+        lmdir_server::HiddenEntries::new(&read, scope, shown.subentries)?.showing_glue(true);
+    let wanted: Vec<String> = shown
+        .attributes
+        .iter()
+        .map(|name| name.to_ascii_lowercase())
+        .collect();
+    let mut output = BufWriter::new(std::io::stdout().lock());
+    let mut ldif = lmdir_ldif::LdifWriter::new(&mut output);
+    let mut count = 0usize;
+    for result in read.search(&spec)? {
+        let (id, entry) = result?;
+        if hidden.hides(id, &entry) {
+            continue;
+        }
+        if shown.size_limit > 0 && count >= shown.size_limit {
+            ldif.flush()?;
+            eprintln!("size limit of {} reached", shown.size_limit);
+            return Ok(ExitCode::from(4));
+        }
+        write_selected(&mut ldif, &read.dn_of(id)?, &entry, &wanted)?;
+        count += 1;
+    }
+    ldif.flush()?;
+    eprintln!("{count} entries");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `filter` prepared for `read`, its in-chain items resolved with full rights (the offline
+/// tool reads everything) within the server's depth bound.
+fn offline_filter(read: &lmdir_store::ReadTxn, filter: &Filter) -> Result<PreparedFilter> {
+    let mut prepared = read.schema().prepare_filter(filter);
     let never = || None;
     let no_computed_links = |_: &[u8]| Vec::new();
     let bounds = lmdir_store::InChainBounds {
@@ -325,52 +381,33 @@ fn search(
             outcome.members.iter().collect(),
         ))
     })?;
-    let spec = SearchSpec {
-        base: base.to_string(),
-        scope,
-        filter: prepared,
-        size_limit,
-        lookthrough_limit: 0,
-    };
-    let wanted: Vec<String> = attributes
-        .iter()
-        .map(|name| name.to_ascii_lowercase())
-        .collect();
-    let mut output = BufWriter::new(std::io::stdout().lock());
-    let mut ldif = lmdir_ldif::LdifWriter::new(&mut output);
-    let mut count = 0u64;
-    for result in read.search(&spec)? {
-        let (id, entry) = match result {
-            Ok(found) => found,
-            Err(error) if error.code == lmdir_schema::ResultCode::SizeLimitExceeded => {
-                ldif.flush()?;
-                eprintln!("size limit of {size_limit} reached");
-                return Ok(ExitCode::from(4));
-            }
-            Err(error) => return Err(error.into()),
-        };
-        let dn = read.dn_of(id)?;
-        let mut values = Vec::new();
-        for attribute in entry.attributes() {
-            let description = attribute.description_text();
-            let base_name = description
-                .split(';')
-                .next()
-                .unwrap_or(description)
-                .to_ascii_lowercase();
-            if !wanted.is_empty() && !wanted.iter().any(|name| name == "*" || *name == base_name) {
-                continue;
-            }
-            for (original, _normalized) in attribute.values() {
-                values.push((description, original));
-            }
+    Ok(prepared)
+}
+
+/// Writes `entry` at `dn` with the attributes `wanted` (lowercased names; all when empty).
+fn write_selected<W: Write>(
+    ldif: &mut lmdir_ldif::LdifWriter<W>,
+    dn: &str,
+    entry: &lmdir_store::EntryRef<'_>,
+    wanted: &[String],
+) -> Result<()> {
+    let mut values = Vec::new();
+    for attribute in entry.attributes() {
+        let description = attribute.description_text();
+        let base_name = description
+            .split(';')
+            .next()
+            .unwrap_or(description)
+            .to_ascii_lowercase();
+        if !wanted.is_empty() && !wanted.iter().any(|name| name == "*" || *name == base_name) {
+            continue;
         }
-        ldif.write_entry(&dn, values)?;
-        count += 1;
+        for (original, _normalized) in attribute.values() {
+            values.push((description, original));
+        }
     }
-    ldif.flush()?;
-    eprintln!("{count} entries");
-    Ok(ExitCode::SUCCESS)
+    ldif.write_entry(dn, values)?;
+    Ok(())
 }
 
 /// Generates `lmdir gen` people into a temporary LDIF and bulk-loads it; false when the suffix

@@ -78,6 +78,10 @@ enum Command {
         /// Maximum entries to return (0 = unlimited).
         #[arg(long, default_value_t = 0)]
         size_limit: usize,
+        /// As the Subentries control (RFC 3672): `true` returns only subentries, `false` only
+        /// ordinary entries; without it a one-level or subtree search skips subentries.
+        #[arg(long)]
+        subentries: Option<bool>,
     },
     /// Write an lmdir config from an OpenLDAP slapd.conf, `slapcat -n0` LDIF or slapd.d directory.
     Migrate {

@@ -64,6 +64,9 @@ pub const GLUE_CLASS_VALUES: [&str; 2] = ["glue", GLUE_OID];
 /// The normalized objectClass values that name `alias` (RFC 4512 2.6): its name and its OID.
 pub const ALIAS_CLASS_VALUES: [&str; 2] = ["alias", "2.5.6.1"];
 
+/// The normalized objectClass values that name `subentry` (RFC 3672 §2.4): its name and OID.
+pub const SUBENTRY_CLASS_VALUES: [&str; 2] = ["subentry", "2.5.17.0"];
+
 /// Whether a normalized objectClass value names `glue` (by name or OID), as slapd's
 /// is_entry_glue tests an entry.
 pub fn is_glue_class_value(normalized: &[u8]) -> bool {

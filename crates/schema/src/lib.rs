@@ -19,6 +19,7 @@ mod syntax;
 
 pub use check::{
     is_glue_class_value, CheckedAttribute, CheckedEntry, ALIAS_CLASS_VALUES, GLUE_CLASS_VALUES,
+    SUBENTRY_CLASS_VALUES,
 };
 pub use dn::{
     dn_has_simple_shape, escape_value, normalized_dn_is_descendant_of, normalized_dn_is_within,

@@ -43,6 +43,9 @@ pub const PASSWORD_POLICY_OID: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
 pub const PROXY_AUTHZ_OID: &str = "2.16.840.1.113730.3.4.18";
 /// The transaction specification control (RFC 5805), handled in `transaction`.
 pub const TRANSACTION_SPECIFICATION_OID: &str = "1.3.6.1.1.21.2";
+/// The Subentries control (RFC 3672 §3): which of subentries and ordinary entries a search
+/// returns (`search/hidden.rs`).
+pub const SUBENTRIES_OID: &str = "1.3.6.1.4.1.4203.1.10.1";
 
 /// The kinds of operation a request control may be honoured on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +163,15 @@ pub const REGISTRY: &[RegisteredControl] = &[
         decode: |parsed, control| {
             parsed.matched_values = Some(crate::matched_values::decode(control.value.as_deref())?);
             parsed.matched_values_critical = control.critical;
+            Ok(())
+        },
+    },
+    RegisteredControl {
+        oid: SUBENTRIES_OID,
+        name: "subentries (RFC 3672)",
+        operations: &[Search],
+        decode: |parsed, control| {
+            parsed.subentries = Some(decode_subentries(control.value.as_deref())?);
             Ok(())
         },
     },
@@ -363,6 +375,9 @@ pub struct RequestControls {
     pub sync: Option<lmdir_sync::SyncRequest>,
     /// The LDAP transaction (RFC 5805) an update is queued in.
     pub transaction: Option<Vec<u8>>,
+    /// The Subentries control's visibility (RFC 3672 §3): true returns subentries only,
+    /// false ordinary entries only; None when not sent.
+    pub subentries: Option<bool>,
 }
 
 /// VirtualListViewRequest ::= SEQUENCE { beforeCount INTEGER (0..maxInt), afterCount INTEGER
@@ -451,6 +466,20 @@ fn value_sequence<'value>(
     single_element(value, ber_tag::SEQUENCE)
         .and_then(|sequence| elements(sequence.content))
         .ok_or_else(|| protocol_error(oid, &format!("{what} must be a SEQUENCE")))
+}
+
+/// The Subentries control's value, `visibility BOOLEAN` (RFC 3672 §3). As slapd: exactly the
+/// three octets of a BOOLEAN with a short length (any content octet but 0 is TRUE); no value,
+/// or anything else, is a protocolError. Criticality changes nothing.
+pub fn decode_subentries(value: Option<&[u8]>) -> Result<bool, OperationError> {
+    match value {
+        Some(&[ber_tag::BOOLEAN, 1, visibility]) => Ok(visibility != 0),
+        Some(_) => Err(protocol_error(
+            SUBENTRIES_OID,
+            "value must be one BOOLEAN (3 octets)",
+        )),
+        None => Err(protocol_error(SUBENTRIES_OID, "missing value")),
+    }
 }
 
 /// realSearchControlValue ::= SEQUENCE { size INTEGER (0..maxInt), cookie OCTET STRING }
@@ -783,6 +812,40 @@ mod tests {
             let error = parse(std::slice::from_ref(&case), OperationClass::Search).unwrap_err();
             assert_eq!(error.code, code::PROTOCOL_ERROR, "{case:?}");
         }
+    }
+
+    /// As slapd's parseSubentries: exactly a 3-octet BOOLEAN, criticality free; a search
+    /// control only.
+    #[test]
+    fn subentries_value_is_one_boolean() {
+        let decoded = |critical: bool, value: &[u8]| {
+            let sent = control(SUBENTRIES_OID, critical, Some(value.to_vec()));
+            parse(&[sent], OperationClass::Search).map(|parsed| parsed.subentries)
+        };
+        assert_eq!(decoded(true, &[0x01, 0x01, 0xff]).unwrap(), Some(true));
+        assert_eq!(decoded(false, &[0x01, 0x01, 0x01]).unwrap(), Some(true));
+        assert_eq!(decoded(true, &[0x01, 0x01, 0x00]).unwrap(), Some(false));
+        let bad: [&[u8]; 6] = [
+            &[],
+            &[0x01, 0x01],
+            &[0x01, 0x02, 0x00, 0x00],
+            &[0x01, 0x81, 0x01, 0xff],
+            &[0x02, 0x01, 0x01],
+            &[0x01, 0x01, 0xff, 0x00],
+        ];
+        for value in bad {
+            assert_eq!(
+                decoded(false, value).unwrap_err().code,
+                code::PROTOCOL_ERROR,
+                "{value:?}"
+            );
+        }
+        let absent = control(SUBENTRIES_OID, false, None);
+        let error = parse(std::slice::from_ref(&absent), OperationClass::Search).unwrap_err();
+        assert_eq!(error.code, code::PROTOCOL_ERROR);
+        let on_compare = control(SUBENTRIES_OID, true, Some(vec![0x01, 0x01, 0xff]));
+        let error = parse(&[on_compare], OperationClass::Compare).unwrap_err();
+        assert_eq!(error.code, code::UNAVAILABLE_CRITICAL_EXTENSION);
     }
 
     #[test]

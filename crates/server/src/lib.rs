@@ -70,6 +70,7 @@ pub mod database {
 }
 
 pub use context::Database;
+pub use search::hidden::HiddenEntries;
 pub use server::{
     serve, serve_settings, start, BoundAddress, RunningServer, ServerContext, ServerError,
 };

@@ -67,7 +67,8 @@ pub(crate) fn track_inversions_once(
 }
 
 /// The last answer to a question about a whole snapshot (`has_inverted_links`,
-/// `may_hold_glue`, `may_hold_aliases`) and the snapshot it holds for, shared by a store's read txns: every search
+/// `may_hold_glue`, `may_hold_aliases`, `may_hold_subentries`) and the snapshot it holds for,
+/// shared by a store's read txns: every search
 /// asks, and the txns opened between two commits read the same snapshot (one LMDB txn ID), so
 /// only the first of them looks (a few B-tree lookups).
 /// Packed in one word, `(snapshot << 1 | answer) + 1`; 0 = nothing known yet.

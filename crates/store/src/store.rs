@@ -190,6 +190,8 @@ pub(crate) struct Inner {
     pub glue_known: crate::inversions::SnapshotAnswer,
     /// `ReadTxn::may_hold_aliases` of the latest snapshot that asked.
     pub aliases_known: crate::inversions::SnapshotAnswer,
+    /// `ReadTxn::may_hold_subentries` of the latest snapshot that asked.
+    pub subentries_known: crate::inversions::SnapshotAnswer,
     /// The directory's writer lock; None for a read-only store. Last: released after the
     /// environment is closed.
     pub directory_lock: Option<DirectoryLock>,
@@ -945,6 +947,7 @@ impl Store {
                 inverted_links_known: Default::default(),
                 glue_known: Default::default(),
                 aliases_known: Default::default(),
+                subentries_known: Default::default(),
                 directory_lock: lock,
             }),
         }

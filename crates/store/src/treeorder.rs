@@ -118,6 +118,16 @@ impl ReadTxn {
         self.may_hold_class(&self.inner.aliases_known, lmdir_schema::ALIAS_CLASS_VALUES)
     }
 
+    /// Whether this snapshot may hold a subentry (`objectClass: subentry`, RFC 3672), which
+    /// searches return only as the Subentries control asks. Known once per snapshot, so
+    /// searches test their entries for it only where some exist.
+    pub fn may_hold_subentries(&self) -> Result<bool, LdapError> {
+        self.may_hold_class(
+            &self.inner.subentries_known,
+            lmdir_schema::SUBENTRY_CLASS_VALUES,
+        )
+    }
+
     /// Whether the objectClass equality index has a posting under one of `values` (a class's
     /// name and OID, normalized), or objectClass is not so indexed (then any entry may be of
     /// the class); the answer is kept in `known` for this snapshot.

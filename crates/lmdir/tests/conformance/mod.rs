@@ -238,6 +238,17 @@ impl Pair {
         [("OpenLDAP", self.openldap_port), ("lmdir", self.lmdir_port)]
     }
 
+    /// Runs `lmdir --config <its config> arguments...` beside the running server (a command
+    /// opening the store read-only, such as `search`): its output.
+    pub fn lmdir_command(&self, arguments: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_lmdir"))
+            .arg("--config")
+            .arg(self._directory.path().join("lmdir.toml"))
+            .args(arguments)
+            .output()
+            .expect("lmdir runs")
+    }
+
     /// What lmdir has logged so far (its standard error).
     pub fn lmdir_log(&self) -> String {
         std::fs::read_to_string(self._directory.path().join("lmdir.log")).unwrap_or_default()

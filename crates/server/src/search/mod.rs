@@ -4,6 +4,7 @@
 
 mod accesslog;
 mod aliases;
+pub mod hidden;
 mod in_chain;
 mod monitor;
 mod paging;
@@ -547,6 +548,24 @@ impl SearchJob<'_> {
         Ok((normalized_base, base, roots))
     }
 
+    /// The entries this search skips (`hidden.rs`): glue without ManageDsaIT, aliases when
+    /// dereferencing in searching (but a base alias not dereferenced when finding it, as
+    /// back-mdb), subentries as the Subentries control asks.
+    fn hidden_entries<'r>(
+        &self,
+        read: &'r ReadTxn,
+        scope: Scope,
+        deref: aliases::Deref,
+        base: lmdir_store::EntryId,
+    ) -> Result<hidden::HiddenEntries<'r>, OperationError> {
+        let hidden = hidden::HiddenEntries::new(read, scope, self.controls.subentries)?
+            .showing_glue(self.controls.manage_dsa_it);
+        Ok(match deref.searching {
+            true => hidden.skipping_aliases((!deref.finding).then_some(base)),
+            false => hidden,
+        })
+    }
+
     /// The page a paged search asks for (None unpaged), or the answer to a page size of 0,
     /// which abandons the paged search (RFC 2696 §3). Pages bigger than `page_size` (OpenLDAP
     /// size.pr) are served at that size.
@@ -649,16 +668,15 @@ impl SearchJob<'_> {
             sink,
             sent: 0,
         };
+        let hidden = self.hidden_entries(&read, scope, deref, base)?;
         let visible = VisibleEntries::new(
             (database, &policy),
-            &read,
+            (&read, hidden),
             &subject,
             &subject_access,
             client_filter.as_ref().unwrap_or(&spec.filter),
             client_filter.is_none(),
-        )
-        .with_manage_dsa_it(self.controls.manage_dsa_it)
-        .dereferencing(deref, base);
+        );
         let mut sync = match &self.controls.sync {
             Some(request) => {
                 if page.is_some() || sort_plan.is_some() {
@@ -823,12 +841,8 @@ struct VisibleEntries<'a> {
     /// Set when every entry below the base gives the subject the same access (the rootdn's,
     /// or a policy whose rules do not look at the entry): decided once, not per entry.
     uniform: Option<UniformAccess<'a>>,
-    /// Glue entries are skipped (no ManageDsaIT, `glue.rs`; the walk still goes below them)
-    /// and the snapshot may hold some (`ReadTxn::may_hold_glue`: else no entry is tested).
-    glue_hidden: bool,
-    /// Set when aliases are dereferenced in searching: alias entries are not returned, but
-    /// the one kept (a base alias not dereferenced when finding it).
-    alias_skip: Option<(aliases::AliasTest, Option<lmdir_store::EntryId>)>,
+    /// The glue, alias and subentries the search skips whatever the access (`hidden.rs`).
+    hidden: hidden::HiddenEntries<'a>,
 }
 
 /// The access every entry of a search gives its subject, and what follows from it once.
@@ -844,7 +858,7 @@ struct UniformAccess<'a> {
 impl<'a> VisibleEntries<'a> {
     fn new(
         (database, policy): (&'a Database, &'a lmdir_access::acl::AccessPolicy),
-        read: &'a ReadTxn,
+        (read, hidden): (&'a ReadTxn, hidden::HiddenEntries<'a>),
         subject: &'a Subject<'a>,
         subject_access: &lmdir_access::acl::SubjectAccess<'a>,
         prepared: &'a lmdir_schema::PreparedFilter,
@@ -869,30 +883,8 @@ impl<'a> VisibleEntries<'a> {
             prepared,
             store_tested,
             uniform,
-            glue_hidden: read.may_hold_glue().unwrap_or(true),
-            alias_skip: None,
+            hidden,
         }
-    }
-
-    /// With ManageDsaIT a glue entry is returned like any other, as back-mdb does.
-    fn with_manage_dsa_it(mut self, manage_dsa_it: bool) -> Self {
-        self.glue_hidden &= !manage_dsa_it;
-        self
-    }
-
-    /// When aliases are dereferenced in searching, alias entries are not returned; but a base
-    /// alias that was not dereferenced when finding it (derefAliases `search`), as back-mdb.
-    fn dereferencing(
-        mut self,
-        deref: aliases::Deref,
-        base: lmdir_store::EntryId,
-    ) -> VisibleEntries<'a> {
-        if deref.searching {
-            let kept = (!deref.finding).then_some(base);
-            let test = aliases::AliasTest::new(&self.database.schema());
-            self.alias_skip = Some((test, kept));
-        }
-        self
     }
 
     /// Whether the existing entry `id` is returned by a search of `scope` at `base_id` (the
@@ -933,6 +925,9 @@ impl<'a> VisibleEntries<'a> {
     /// by access and filter alone: for an entry as it was before a change, which did not come
     /// from the store's cursor.
     fn returned_as(&self, normalized_dn: &str, view: &dyn lmdir_schema::EntryView) -> bool {
+        if self.hidden.hides_by_class(view) {
+            return false;
+        }
         if let Some(uniform) = &self.uniform {
             let filter = uniform.restricted.as_ref().unwrap_or(self.prepared);
             return uniform.returns_entries && filter.evaluate(view).is_true();
@@ -962,13 +957,8 @@ impl<'a> VisibleEntries<'a> {
         id: lmdir_store::EntryId,
         entry: &lmdir_store::EntryRef<'_>,
     ) -> Result<Option<Cow<'_, EntryAccess<'a>>>, OperationError> {
-        if self.glue_hidden && crate::glue::entry_is_glue(self.read.schema(), entry) {
+        if self.hidden.hides(id, entry) {
             return Ok(None);
-        }
-        if let Some((test, kept)) = &self.alias_skip {
-            if *kept != Some(id) && test.is_alias(entry) {
-                return Ok(None);
-            }
         }
         if let Some(uniform) = &self.uniform {
             let matches = uniform.returns_entries

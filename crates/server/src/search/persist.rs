@@ -319,15 +319,16 @@ impl SearchJob<'_> {
         let policy = database.policy();
         let subject_access = policy.for_subject_within(&subject, &base);
         // Changed entries do not come from a store cursor: `access` tests the whole filter.
+        let hidden = super::hidden::HiddenEntries::new(&read, scope, self.controls.subentries)?
+            .showing_glue(self.controls.manage_dsa_it);
         let visible = VisibleEntries::new(
             (database, &policy),
-            &read,
+            (&read, hidden),
             &subject,
             &subject_access,
             &prepared,
             false,
-        )
-        .with_manage_dsa_it(self.controls.manage_dsa_it);
+        );
         let mut chunks = Vec::new();
         let produced = std::cell::Cell::new(0usize);
         let mut sink = |chunk: Bytes| {
