@@ -300,7 +300,8 @@ fn load_into_with(
         relax: true,
         ..WriteContext::new(options.creators_name.clone())
     };
-    let context = PrepareContext::new(store.clone(), write, options.file_urls);
+    let parse_options = crate::prepare::load_parse_options(options);
+    let context = PrepareContext::new(store.clone(), write, parse_options);
     // Into a live store (a replica's first refresh) the load carries the live-load mark.
     let mut bulk = match context_csn {
         ContextCsn::Stamped => store.bulk_load()?,

@@ -81,12 +81,12 @@ pub struct PrepareContext {
 }
 
 impl PrepareContext {
-    pub fn new(store: Store, write: WriteContext, file_urls: bool) -> PrepareContext {
+    pub fn new(store: Store, write: WriteContext, parse_options: ParseOptions) -> PrepareContext {
         let stamp = store.operational_stamp(&write);
         PrepareContext {
             index_plan: store.index_plan(),
             store,
-            parse_options: load_parse_options(file_urls),
+            parse_options,
             write,
             stamp,
         }
@@ -96,12 +96,16 @@ impl PrepareContext {
 /// The LDIF limits of a load: a trusted file whose groups may name millions of members, so a
 /// record may hold as many values as the store's codec takes in one attribute and 256 MiB (a
 /// group of 4 million 60-byte member DNs); other limits as the LDIF reader's defaults. File
-/// URLs only when `file_urls` (`LoadOptions::file_urls`).
-pub fn load_parse_options(file_urls: bool) -> ParseOptions {
+/// URLs only when `file_urls` (`LoadOptions::file_urls`), reading together no more than a
+/// record may hold inline.
+pub fn load_parse_options(options: &crate::LoadOptions) -> ParseOptions {
+    const RECORD_BYTES_MAX: usize = 256 << 20;
     ParseOptions {
-        record_bytes_max: 256 << 20,
+        record_bytes_max: RECORD_BYTES_MAX,
         values_max: lmdir_store::codec::VALUES_PER_ATTRIBUTE_MAX,
-        allow_file_urls: file_urls,
+        allow_file_urls: options.file_urls,
+        file_urls_refused_because: options.file_urls_refused_because,
+        url_record_bytes_max: RECORD_BYTES_MAX,
         ..ParseOptions::default()
     }
 }
