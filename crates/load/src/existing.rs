@@ -54,17 +54,27 @@ pub(crate) fn load_into_existing(
         inner: input,
         bytes_read: bytes_read.clone(),
     };
-    let reader = lmdir_ldif::LdifReader::new(BufReader::with_capacity(1 << 20, counted));
-    for record in reader {
+    // The same LDIF limits and file URL switch as a load into an empty store.
+    let mut reader = lmdir_ldif::LdifReader::with_options(
+        BufReader::with_capacity(1 << 20, counted),
+        crate::prepare::load_parse_options(options),
+    );
+    while let Some(record) = reader.next() {
         let record = match record {
             Ok(record) => record,
             Err(error) => {
-                // A reader error cannot be resumed after: the record boundaries are lost.
-                return Err(LoadError::Record(RecordError {
+                let error = RecordError {
                     line: error.line,
                     dn: error.dn,
                     message: error.message,
-                }));
+                };
+                // A read error or an oversize record cannot be resumed after (the record
+                // boundaries are lost); one bad record can, as in the empty-store path.
+                if reader.is_finished() {
+                    return Err(LoadError::Record(error));
+                }
+                skip(error)?;
+                continue;
             }
         };
         let line = record.line;

@@ -471,6 +471,50 @@ fn loading_into_a_non_empty_store_adds_entries() {
     );
 }
 
+#[test]
+fn a_load_into_a_non_empty_store_takes_the_loads_ldif_options() {
+    let work = tempfile::tempdir().unwrap();
+    let first = write_file(work.path(), "first.ldif", &directory_ldif(5));
+    let directory = work.path().join("db");
+    load(&options(&directory, true), &first).unwrap();
+    // A record that does not parse is skipped under --continue-on-error, as into an empty
+    // store, and the records after it load.
+    let second = write_file(
+        work.path(),
+        "second.ldif",
+        "dn: ou=Broken,dc=example,dc=com\nobjectClass organizationalUnit\n\n\
+         dn: ou=More,dc=example,dc=com\nobjectClass: organizationalUnit\nou: More\n",
+    );
+    let mut skipping = options(&directory, true);
+    skipping.continue_on_error = true;
+    let summary = load(&skipping, &second).unwrap();
+    assert_eq!((summary.entries, summary.skipped_count), (1, 1), "{summary}");
+    assert_eq!(summary.skipped[0].line, 2);
+    // File URLs are read only when the load allows them, and a refusal says why.
+    let secret = write_file(work.path(), "secret.txt", "not for the directory");
+    let third = write_file(
+        work.path(),
+        "third.ldif",
+        &format!(
+            "dn: ou=Url,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Url\n\
+             description:< file://{}\n",
+            secret.display()
+        ),
+    );
+    let mut refusing = options(&directory, true);
+    refusing.file_urls_refused_because = "--no-file-urls was given";
+    let message = load(&refusing, &third).unwrap_err().to_string();
+    assert!(
+        message.contains("line 4") && message.contains("--no-file-urls"),
+        "{message}"
+    );
+    let mut reading = options(&directory, true);
+    reading.file_urls = true;
+    assert_eq!(load(&reading, &third).unwrap().entries, 1);
+    let store = open(&directory, true);
+    assert!(stable_export(&store).contains("description: not for the directory"));
+}
+
 /// Child side of the kill test: loads the file named by the environment, slowly enough to be killed.
 #[test]
 fn kill_test_child() {
