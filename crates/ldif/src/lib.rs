@@ -169,11 +169,30 @@ impl LdifError {
 
 impl fmt::Display for LdifError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let message = escape_control(&self.message);
         match &self.dn {
-            Some(dn) => write!(f, "line {} (dn: {}): {}", self.line, dn, self.message),
-            None => write!(f, "line {}: {}", self.line, self.message),
+            Some(dn) => write!(f, "line {} (dn: {}): {message}", self.line, escape_control(dn)),
+            None => write!(f, "line {}: {message}", self.line),
         }
     }
+}
+
+/// `text` with every control character (C0, DEL, C1: a terminal escape sequence, a carriage
+/// return that hides what came before it) written as `\xNN`, for error messages that quote
+/// their input. Borrowed when there is none.
+pub fn escape_control(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for character in text.chars() {
+        if character.is_control() {
+            escaped.push_str(&format!("\\x{:02x}", u32::from(character)));
+        } else {
+            escaped.push(character);
+        }
+    }
+    Cow::Owned(escaped)
 }
 
 impl std::error::Error for LdifError {}

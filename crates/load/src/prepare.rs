@@ -29,13 +29,16 @@ pub struct RecordError {
 
 impl std::fmt::Display for RecordError {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Both quote the input: a control byte in it is shown, never sent to the terminal.
+        let message = lmdir_ldif::escape_control(&self.message);
         match &self.dn {
             Some(dn) => write!(
                 formatter,
-                "line {} (dn: {}): {}",
-                self.line, dn, self.message
+                "line {} (dn: {}): {message}",
+                self.line,
+                lmdir_ldif::escape_control(dn)
             ),
-            None => write!(formatter, "line {}: {}", self.line, self.message),
+            None => write!(formatter, "line {}: {message}", self.line),
         }
     }
 }

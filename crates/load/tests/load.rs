@@ -472,6 +472,23 @@ fn loading_into_a_non_empty_store_adds_entries() {
 }
 
 #[test]
+fn error_messages_show_control_bytes_escaped() {
+    let work = tempfile::tempdir().unwrap();
+    // An orphan whose DN (base64) holds a terminal escape sequence and a carriage return.
+    let ldif = format!(
+        "{}dn:: {}\nobjectClass: organizationalUnit\nou: x\n",
+        "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n",
+        "b3U9eBtbMzFtLG91PW1pc3NpbmcNLGRjPWV4YW1wbGUsZGM9Y29t"
+    );
+    let path = write_file(work.path(), "escape.ldif", &ldif);
+    let message = load(&options(&work.path().join("db"), true), &path)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("ou=x\\x1b[31m,ou=missing\\x0d,"), "{message}");
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+}
+
+#[test]
 fn a_load_into_a_non_empty_store_takes_the_loads_ldif_options() {
     let work = tempfile::tempdir().unwrap();
     let first = write_file(work.path(), "first.ldif", &directory_ldif(5));
