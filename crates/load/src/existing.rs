@@ -103,10 +103,7 @@ pub(crate) fn load_into_existing(
                 continue;
             }
         };
-        let mut entry = Entry::new(dn);
-        for (description, value) in values {
-            entry.add_values(&description, std::iter::once(value));
-        }
+        let mut entry = entry_of(&options.schema, dn, values);
         let mut added = write.add(&entry, &context);
         // As the bulk path: a value repeated byte for byte is loaded once and counted.
         if matches!(&added, Err(error) if error.code == ResultCode::AttributeOrValueExists) {
@@ -153,6 +150,26 @@ pub(crate) fn load_into_existing(
         spill_files: 0,
         repeated_values,
     })
+}
+
+/// The record as an entry; a value of its RDN that the record lacks is added, as slapadd adds
+/// it (`crate::naming`).
+fn entry_of(schema: &lmdir_schema::Schema, dn: Dn, values: Vec<(String, Vec<u8>)>) -> Entry {
+    let missing: Vec<(String, Vec<u8>)> = {
+        let pairs: Vec<(&str, &[u8])> = values
+            .iter()
+            .map(|(description, value)| (description.as_str(), value.as_slice()))
+            .collect();
+        crate::naming::missing_naming_values(schema, &dn, &pairs)
+            .into_iter()
+            .map(|(description, value)| (description.to_string(), value.to_vec()))
+            .collect()
+    };
+    let mut entry = Entry::new(dn);
+    for (description, value) in values.into_iter().chain(missing) {
+        entry.add_values(&description, std::iter::once(value));
+    }
+    entry
 }
 
 /// Counts the bytes read through it, for the progress display (the LDIF reader owns the input).

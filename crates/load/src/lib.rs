@@ -11,6 +11,7 @@
 
 mod existing;
 mod memberof;
+mod naming;
 mod pipeline;
 mod prepare;
 mod progress;

@@ -212,9 +212,19 @@ pub fn prepare_record(
     };
     let store = &context.store;
     // The record's one DN normalization: the store's step takes it as it is.
-    let dn = store.schema().normalized_dn(dn).map_err(fail)?;
+    let schema = store.schema();
+    let dn = schema.normalized_dn(dn).map_err(fail)?;
+    // As slapadd: a value of the entry's RDN that the record lacks is added (both modes).
+    let missing = crate::naming::missing_naming_values(&schema, dn.dn(), &pairs);
+    let completed: Vec<(&str, &[u8])>;
+    let pairs: &[(&str, &[u8])] = if missing.is_empty() {
+        &pairs
+    } else {
+        completed = pairs.iter().copied().chain(missing).collect();
+        &completed
+    };
     let (rows, repeated_values) =
-        rows_keeping_repeats_once(context, &dn, &pairs, &fresh, scratch).map_err(fail)?;
+        rows_keeping_repeats_once(context, &dn, pairs, &fresh, scratch).map_err(fail)?;
     let mut encoded = std::mem::take(&mut scratch.encoded);
     let mut value_rows = std::mem::take(&mut scratch.value_rows);
     let encoding = rows.encode(store, id, &mut scratch.rows, &mut encoded, &mut value_rows);

@@ -471,6 +471,48 @@ fn loading_into_a_non_empty_store_adds_entries() {
     );
 }
 
+/// The ou entry of `name` holding only `ou: Staff`.
+fn ou_lacking_its_rdn_value(name: &str) -> String {
+    format!("dn: ou={name},dc=example,dc=com\nobjectClass: organizationalUnit\nou: Staff\n\n")
+}
+
+#[test]
+fn a_missing_rdn_value_is_added_as_slapadd_adds_it_with_and_without_quick() {
+    let work = tempfile::tempdir().unwrap();
+    let suffix = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n";
+    let ldif = format!("{suffix}{}", ou_lacking_its_rdn_value("People"));
+    let path = write_file(work.path(), "lacking.ldif", &ldif);
+    let more = write_file(work.path(), "more.ldif", &ou_lacking_its_rdn_value("More"));
+    for quick in [false, true] {
+        let directory = work.path().join(format!("db-{quick}"));
+        let mut options = options(&directory, true);
+        options.quick = quick;
+        load(&options, &path).unwrap();
+        // Into a store that has entries: the same.
+        load(&options, &more).unwrap();
+        let store = open(&directory, true);
+        assert_clean(&store);
+        let export = stable_export(&store);
+        for name in ["People", "More"] {
+            let expected = format!(
+                "dn: ou={name},dc=example,dc=com\nobjectClass: organizationalUnit\nou: Staff\nou: {name}\n"
+            );
+            assert!(export.contains(&expected), "quick {quick}: {export}");
+        }
+    }
+    // A naming attribute the entry's classes do not allow: added, then refused by the schema
+    // check, as slapadd refuses it ("attribute 'uid' not allowed").
+    let not_allowed = write_file(
+        work.path(),
+        "uid.ldif",
+        &format!("{suffix}dn: uid=x,dc=example,dc=com\nobjectClass: organizationalUnit\nou: x\n"),
+    );
+    let message = load(&options(&work.path().join("refused"), true), &not_allowed)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("attribute 'uid' not allowed"), "{message}");
+}
+
 #[test]
 fn error_messages_show_control_bytes_escaped() {
     let work = tempfile::tempdir().unwrap();
