@@ -171,7 +171,12 @@ impl fmt::Display for LdifError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let message = escape_control(&self.message);
         match &self.dn {
-            Some(dn) => write!(f, "line {} (dn: {}): {message}", self.line, escape_control(dn)),
+            Some(dn) => write!(
+                f,
+                "line {} (dn: {}): {message}",
+                self.line,
+                escape_control(dn)
+            ),
             None => write!(f, "line {}: {message}", self.line),
         }
     }

@@ -8,8 +8,8 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::fs::{File, Metadata};
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::ops::Range;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};

@@ -134,7 +134,10 @@ fn file_urls_are_refused_unless_allowed() {
         ..ParseOptions::default()
     };
     let error = url_error(path, &options);
-    assert!(error.message.ends_with(": --no-file-urls was given"), "{error}");
+    assert!(
+        error.message.ends_with(": --no-file-urls was given"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -351,7 +354,10 @@ fn error_display_names_line_and_dn() {
 fn error_display_escapes_control_characters() {
     let error = lmdir_ldif::LdifError::new(4, Some("cn=\x1b[2Jx".into()), "bad \"a\rb\x07\u{9b}\"");
     let shown = error.to_string();
-    assert_eq!(shown, "line 4 (dn: cn=\\x1b[2Jx): bad \"a\\x0db\\x07\\x9b\"");
+    assert_eq!(
+        shown,
+        "line 4 (dn: cn=\\x1b[2Jx): bad \"a\\x0db\\x07\\x9b\""
+    );
     assert!(!shown.chars().any(char::is_control), "{shown:?}");
     // Text without control characters is shown as it is (UTF-8 and backslashes included).
     assert_eq!(lmdir_ldif::escape_control("cn=Zoë\\,x"), "cn=Zoë\\,x");

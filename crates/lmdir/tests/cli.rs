@@ -146,7 +146,10 @@ fn load_reads_file_urls_unless_told_no_file_urls() {
     )
     .unwrap();
     let refusing = write_config(scratch.path(), "refusing");
-    let output = lmdir(&refusing, &["load", "--no-file-urls", ldif.to_str().unwrap()]);
+    let output = lmdir(
+        &refusing,
+        &["load", "--no-file-urls", ldif.to_str().unwrap()],
+    );
     assert!(!output.status.success());
     let message = String::from_utf8_lossy(&output.stderr);
     assert!(message.contains("line 6"), "{message}");
@@ -157,7 +160,10 @@ fn load_reads_file_urls_unless_told_no_file_urls() {
     success(lmdir(&reading, &["load", ldif.to_str().unwrap()]), "load");
     let exported = success(lmdir(&reading, &["export"]), "export");
     let exported = String::from_utf8_lossy(&exported);
-    assert!(exported.contains("description: read from a file"), "{exported}");
+    assert!(
+        exported.contains("description: read from a file"),
+        "{exported}"
+    );
 }
 
 #[test]

@@ -526,7 +526,10 @@ fn error_messages_show_control_bytes_escaped() {
     let message = load(&options(&work.path().join("db"), true), &path)
         .unwrap_err()
         .to_string();
-    assert!(message.contains("ou=x\\x1b[31m,ou=missing\\x0d,"), "{message}");
+    assert!(
+        message.contains("ou=x\\x1b[31m,ou=missing\\x0d,"),
+        "{message}"
+    );
     assert!(!message.chars().any(char::is_control), "{message:?}");
 }
 
@@ -547,7 +550,11 @@ fn a_load_into_a_non_empty_store_takes_the_loads_ldif_options() {
     let mut skipping = options(&directory, true);
     skipping.continue_on_error = true;
     let summary = load(&skipping, &second).unwrap();
-    assert_eq!((summary.entries, summary.skipped_count), (1, 1), "{summary}");
+    assert_eq!(
+        (summary.entries, summary.skipped_count),
+        (1, 1),
+        "{summary}"
+    );
     assert_eq!(summary.skipped[0].line, 2);
     // File URLs are read only when the load allows them, and a refusal says why.
     let secret = write_file(work.path(), "secret.txt", "not for the directory");

@@ -554,7 +554,10 @@ mod tests {
         assert_eq!(normalized.as_slice().len(), options + 1);
         assert_eq!(normalized.value_count(), 2 * options + 1);
         let last = &normalized.as_slice()[options - 1];
-        assert_eq!(last.description_string, format!("description;x-{}", options - 1));
+        assert_eq!(
+            last.description_string,
+            format!("description;x-{}", options - 1)
+        );
         assert_eq!(last.values.len(), 2);
         // One lookup per attribute past the first few scans (a scan each was 600 million).
         let bound = (attributes.len() + SCANNED_ATTRIBUTES_MAX * SCANNED_ATTRIBUTES_MAX) as u64;

@@ -711,7 +711,10 @@ impl Store {
         for (attr, normalized) in schema.rdn_values(&rdn) {
             let present = attributes.iter().any(|attribute| {
                 attribute.attr == attr
-                    && attribute.values.iter().any(|(_, value)| *value == normalized)
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
             });
             if !present {
                 let dn = read.dn_of(id).unwrap_or_else(|_| "DN unknown".to_string());
