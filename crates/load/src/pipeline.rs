@@ -300,8 +300,7 @@ fn load_into_with(
         relax: true,
         ..WriteContext::new(options.creators_name.clone())
     };
-    let parse_options = crate::prepare::load_parse_options(options);
-    let context = PrepareContext::new(store.clone(), write, parse_options);
+    let context = PrepareContext::new(store.clone(), write, options);
     // Into a live store (a replica's first refresh) the load carries the live-load mark.
     let mut bulk = match context_csn {
         ContextCsn::Stamped => store.bulk_load()?,

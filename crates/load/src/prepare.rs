@@ -75,6 +75,8 @@ pub struct PreparedEntry {
 pub struct PrepareContext {
     pub store: Store,
     pub parse_options: ParseOptions,
+    /// Larger records are refused before they are parsed (`load_record_bytes_max`).
+    pub record_bytes_max: usize,
     /// The load as a writer: schema checks unless `--quick`, relaxed (an import keeps the
     /// operational attributes it carries), the creator's name and the load's time.
     pub write: WriteContext,
@@ -84,12 +86,13 @@ pub struct PrepareContext {
 }
 
 impl PrepareContext {
-    pub fn new(store: Store, write: WriteContext, parse_options: ParseOptions) -> PrepareContext {
+    pub fn new(store: Store, write: WriteContext, options: &crate::LoadOptions) -> PrepareContext {
         let stamp = store.operational_stamp(&write);
         PrepareContext {
             index_plan: store.index_plan(),
             store,
-            parse_options,
+            parse_options: load_parse_options(options),
+            record_bytes_max: load_record_bytes_max(options),
             write,
             stamp,
         }
@@ -102,15 +105,30 @@ impl PrepareContext {
 /// URLs only when `file_urls` (`LoadOptions::file_urls`), reading together no more than a
 /// record may hold inline.
 pub fn load_parse_options(options: &crate::LoadOptions) -> ParseOptions {
-    const RECORD_BYTES_MAX: usize = 256 << 20;
     ParseOptions {
         record_bytes_max: RECORD_BYTES_MAX,
         values_max: lmdir_store::codec::VALUES_PER_ATTRIBUTE_MAX,
         allow_file_urls: options.file_urls,
         file_urls_refused_because: options.file_urls_refused_because,
-        url_record_bytes_max: RECORD_BYTES_MAX,
+        url_record_bytes_max: load_record_bytes_max(options),
         ..ParseOptions::default()
     }
+}
+
+/// The largest record the LDIF reader of a load reads.
+const RECORD_BYTES_MAX: usize = 256 << 20;
+
+/// The largest record a load prepares: its memory budget (`--memory`), at most 256 MiB. A
+/// record costs several times its size once parsed, normalized and encoded (one of 236 MB
+/// reached 1.8 GB), so a larger one is refused, naming its line, before any of that; its
+/// file URLs together read no more either.
+pub fn load_record_bytes_max(options: &crate::LoadOptions) -> usize {
+    let budget_bytes = if options.memory_bytes_max == 0 {
+        crate::default_memory_bytes()
+    } else {
+        options.memory_bytes_max
+    };
+    budget_bytes.min(RECORD_BYTES_MAX)
 }
 
 /// Most bytes a worker's scratch buffer keeps between entries.
@@ -172,6 +190,18 @@ pub fn prepare_record(
     scratch: &mut WorkerScratch,
     arena: &mut Vec<u8>,
 ) -> Result<PreparedEntry, RecordError> {
+    if record_bytes.len() > context.record_bytes_max {
+        return Err(record_error(
+            first_line,
+            None,
+            format!(
+                "the record starting here is {} bytes, more than the load's memory budget \
+                 allows for one record ({} bytes; --memory)",
+                record_bytes.len(),
+                context.record_bytes_max
+            ),
+        ));
+    }
     let view = lmdir_ldif::parse_record_view(record_bytes, first_line, &context.parse_options)
         .map_err(|error| RecordError {
             line: error.line,

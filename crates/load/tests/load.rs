@@ -514,6 +514,40 @@ fn a_missing_rdn_value_is_added_as_slapadd_adds_it_with_and_without_quick() {
 }
 
 #[test]
+fn a_record_larger_than_the_memory_budget_is_refused_naming_its_line() {
+    let work = tempfile::tempdir().unwrap();
+    let mut ldif = directory_ldif(20);
+    let line = ldif.lines().count() + 1;
+    // 100 KiB in one value: more than a 64 KiB budget allows for one record.
+    writeln!(
+        ldif,
+        "dn: ou=Big,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Big\n\
+         description: {}\n",
+        "x".repeat(100 << 10)
+    )
+    .unwrap();
+    ldif.push_str("dn: ou=After,dc=example,dc=com\nobjectClass: organizationalUnit\nou: After\n");
+    let path = write_file(work.path(), "big.ldif", &ldif);
+    let mut tight = options(&work.path().join("tight"), true);
+    tight.memory_bytes_max = 64 << 10;
+    let message = load(&tight, &path).unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!("line {line}: ")) && message.contains("--memory"),
+        "{message}"
+    );
+    // Skipped under --continue-on-error, the records after it loaded.
+    tight.continue_on_error = true;
+    let summary = load(&tight, &path).unwrap();
+    assert_eq!(summary.skipped_count, 1, "{summary}");
+    let store = open(&work.path().join("tight"), true);
+    assert!(stable_export(&store).contains("dn: ou=After,dc=example,dc=com"));
+    assert!(!stable_export(&store).contains("dn: ou=Big,"));
+    // A budget that holds it loads it.
+    drop(store);
+    load(&options(&work.path().join("roomy"), true), &path).unwrap();
+}
+
+#[test]
 fn error_messages_show_control_bytes_escaped() {
     let work = tempfile::tempdir().unwrap();
     // An orphan whose DN (base64) holds a terminal escape sequence and a carriage return.
