@@ -10,6 +10,7 @@
 //! making. See README.md.
 
 mod existing;
+mod in_flight;
 mod memberof;
 mod naming;
 mod pipeline;
