@@ -125,8 +125,15 @@ pub struct ParseOptions {
     pub line_bytes_max: usize,
     /// Most attribute values (or modification values) in one record.
     pub values_max: usize,
-    /// Whether `attr:< file:///path` may read local files.
+    /// Whether `attr:< file:///path` may read local (regular) files. Off by default: only a
+    /// caller whose LDIF is the operator's own (as `slapadd`'s) turns it on.
     pub allow_file_urls: bool,
+    /// Why URLs are refused when `allow_file_urls` is off, added to the refusal (e.g. the
+    /// switch that turned them off); empty for none.
+    pub file_urls_refused_because: &'static str,
+    /// Most bytes all the file URLs of one record may read together (each file is also held to
+    /// `line_bytes_max`).
+    pub url_record_bytes_max: usize,
 }
 
 impl Default for ParseOptions {
@@ -135,7 +142,9 @@ impl Default for ParseOptions {
             record_bytes_max: 64 * 1024 * 1024,
             line_bytes_max: 64 * 1024 * 1024,
             values_max: 1_000_000,
-            allow_file_urls: true,
+            allow_file_urls: false,
+            file_urls_refused_because: "",
+            url_record_bytes_max: 64 * 1024 * 1024,
         }
     }
 }
@@ -160,11 +169,35 @@ impl LdifError {
 
 impl fmt::Display for LdifError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let message = escape_control(&self.message);
         match &self.dn {
-            Some(dn) => write!(f, "line {} (dn: {}): {}", self.line, dn, self.message),
-            None => write!(f, "line {}: {}", self.line, self.message),
+            Some(dn) => write!(
+                f,
+                "line {} (dn: {}): {message}",
+                self.line,
+                escape_control(dn)
+            ),
+            None => write!(f, "line {}: {message}", self.line),
         }
     }
+}
+
+/// `text` with every control character (C0, DEL, C1: a terminal escape sequence, a carriage
+/// return that hides what came before it) written as `\xNN`, for error messages that quote
+/// their input. Borrowed when there is none.
+pub fn escape_control(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for character in text.chars() {
+        if character.is_control() {
+            escaped.push_str(&format!("\\x{:02x}", u32::from(character)));
+        } else {
+            escaped.push(character);
+        }
+    }
+    Cow::Owned(escaped)
 }
 
 impl std::error::Error for LdifError {}

@@ -5,8 +5,11 @@
 //! record (the attribute list) in `parse_record_view`.
 
 use std::borrow::Cow;
+use std::cell::Cell;
+use std::fs::{File, Metadata};
 use std::io::Read;
 use std::ops::Range;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
@@ -67,6 +70,7 @@ pub fn parse_record_view<'a>(
         record_text: std::str::from_utf8(bytes).ok(),
         dn: None,
         values_count: 0,
+        url_bytes: Cell::new(0),
         last_line: first_line,
         started: false,
     };
@@ -187,6 +191,45 @@ fn printable(bytes: &[u8]) -> String {
     text
 }
 
+/// Opens a URL's file for reading only if it is a regular file: a FIFO would hang the read (the
+/// open itself is non-blocking, and the opened handle is checked again, so a file swapped for a
+/// FIFO or device after the first check is refused too), a device or directory is no value.
+fn open_regular_file(path: &str) -> Result<File, String> {
+    let metadata =
+        std::fs::metadata(path).map_err(|error| format!("cannot open {path}: {error}"))?;
+    if !metadata.is_file() {
+        return Err(not_regular(path, &metadata));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|error| format!("cannot open {path}: {error}"))?;
+    let opened = file
+        .metadata()
+        .map_err(|error| format!("cannot read {path}: {error}"))?;
+    if !opened.is_file() {
+        return Err(not_regular(path, &opened));
+    }
+    Ok(file)
+}
+
+fn not_regular(path: &str, metadata: &Metadata) -> String {
+    let kind = metadata.file_type();
+    let what = if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    format!("{path} is {what}: file URLs read regular files only")
+}
+
 struct Parser<'a, 'o> {
     lines: PhysicalLines<'a>,
     options: &'o ParseOptions,
@@ -195,6 +238,8 @@ struct Parser<'a, 'o> {
     /// The record's DN once read, for error messages.
     dn: Option<Cow<'a, str>>,
     values_count: usize,
+    /// Bytes read from file URLs so far in this record (held to `url_record_bytes_max`).
+    url_bytes: Cell<usize>,
     /// Number of the last physical line read, for errors at the end of the record.
     last_line: u64,
     /// Whether a non-comment line was seen: blank lines before it are skipped, after it they
@@ -396,8 +441,43 @@ impl<'a> Parser<'a, '_> {
 
     fn read_url(&self, line: u64, url: &[u8]) -> Result<Vec<u8>, LdifError> {
         if !self.options.allow_file_urls {
-            return Err(self.error(line, "URL values (attr:< url) are not allowed here"));
+            let mut message = String::from("URL values (attr:< url) are not allowed here");
+            if !self.options.file_urls_refused_because.is_empty() {
+                message.push_str(": ");
+                message.push_str(self.options.file_urls_refused_because);
+            }
+            return Err(self.error(line, message));
         }
+        let path = self.url_path(line, url)?;
+        let file = open_regular_file(&path).map_err(|message| self.error(line, message))?;
+        let file_limit = self.options.line_bytes_max;
+        let record_limit = self.options.url_record_bytes_max;
+        let record_left = record_limit.saturating_sub(self.url_bytes.get());
+        let mut contents = Vec::new();
+        file.take(file_limit.min(record_left) as u64 + 1)
+            .read_to_end(&mut contents)
+            .map_err(|error| self.error(line, format!("cannot read {path}: {error}")))?;
+        if contents.len() > file_limit {
+            return Err(self.error(
+                line,
+                format!("{path} is larger than the limit of {file_limit} bytes"),
+            ));
+        }
+        if contents.len() > record_left {
+            return Err(self.error(
+                line,
+                format!(
+                    "the record's file URLs read more than the limit of {record_limit} bytes \
+                     (reading {path})"
+                ),
+            ));
+        }
+        self.url_bytes.set(self.url_bytes.get() + contents.len());
+        Ok(contents)
+    }
+
+    /// The local path of a `file:///path` (or `file://localhost/path`) URL.
+    fn url_path(&self, line: u64, url: &[u8]) -> Result<String, LdifError> {
         let Some(rest) = url.strip_prefix(b"file://") else {
             return Err(self.error(
                 line,
@@ -414,7 +494,7 @@ impl<'a> Parser<'a, '_> {
                 format!("URL {:?} must have an absolute path", printable(url)),
             ));
         }
-        let path = percent_decode(rest)
+        percent_decode(rest)
             .and_then(|bytes| String::from_utf8(bytes).ok())
             .ok_or_else(|| {
                 self.error(
@@ -424,21 +504,7 @@ impl<'a> Parser<'a, '_> {
                         printable(url)
                     ),
                 )
-            })?;
-        let limit = self.options.line_bytes_max;
-        let file = std::fs::File::open(&path)
-            .map_err(|error| self.error(line, format!("cannot open {path}: {error}")))?;
-        let mut contents = Vec::new();
-        file.take(limit as u64 + 1)
-            .read_to_end(&mut contents)
-            .map_err(|error| self.error(line, format!("cannot read {path}: {error}")))?;
-        if contents.len() > limit {
-            return Err(self.error(
-                line,
-                format!("{path} is larger than the limit of {limit} bytes"),
-            ));
-        }
-        Ok(contents)
+            })
     }
 
     fn count_value(&mut self, line: u64) -> Result<(), LdifError> {

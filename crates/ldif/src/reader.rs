@@ -31,6 +31,12 @@ impl<R: BufRead> LdifReader<R> {
         }
     }
 
+    /// Whether the iteration has ended: after an error, whether it was one that ends it (an
+    /// I/O error or an oversize record) rather than one record's parse error.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
     /// Reads the next block that holds a record into `self.record`; returns its first line.
     fn read_block(&mut self) -> Result<Option<u64>, LdifError> {
         self.record.clear();

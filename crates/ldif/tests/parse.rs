@@ -29,11 +29,6 @@ fn pair(description: &str, value: &[u8]) -> (String, Vec<u8>) {
     (description.to_string(), value.to_vec())
 }
 
-fn error_of(text: &str) -> (u64, String) {
-    let error = parse(text).expect_err("expected an error");
-    (error.line, error.message)
-}
-
 #[test]
 fn plain_entry_with_options_and_utf8() {
     let record = parse("dn: cn=A,dc=x\ncn: A\ncn;lang-de: Ä\nobjectClass: person\n").unwrap();
@@ -93,29 +88,106 @@ fn view_borrows_plain_values() {
     assert_eq!(attributes[1].1.as_ref(), b"B");
 }
 
+fn with_file_urls() -> ParseOptions {
+    ParseOptions {
+        allow_file_urls: true,
+        ..ParseOptions::default()
+    }
+}
+
+fn url_error(path: &str, options: &ParseOptions) -> lmdir_ldif::LdifError {
+    let text = format!("dn: cn=A\ncn: A\njpegPhoto:< file://{path}\n");
+    parse_record(text.as_bytes(), 1, options).expect_err("expected an error")
+}
+
 #[test]
 fn file_url_values() {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(b"\x89PNG binary").unwrap();
     let path = file.path().to_str().unwrap().to_string();
     let text = format!("dn: cn=A\njpegPhoto:< file://{path}\n");
-    let record = parse(&text).unwrap();
+    let record = parse_record(text.as_bytes(), 1, &with_file_urls()).unwrap();
     assert_eq!(content(&record), vec![pair("jpegPhoto", b"\x89PNG binary")]);
 
+    let options = with_file_urls();
+    let error = parse_record(b"dn: cn=A\nphoto:< http://example.com/x\n", 1, &options);
+    let error = error.unwrap_err();
+    assert_eq!(error.line, 2);
+    assert!(error.message.contains("only file:///path"), "{error}");
+    let error = url_error("/nonexistent/lmdir/file", &options);
+    assert_eq!(error.line, 3);
+    assert!(error.message.contains("cannot open"), "{error}");
+}
+
+#[test]
+fn file_urls_are_refused_unless_allowed() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"secret").unwrap();
+    let path = file.path().to_str().unwrap();
+    let error = url_error(path, &ParseOptions::default());
+    assert_eq!(error.line, 3);
+    assert!(error.message.contains("not allowed"), "{error}");
+    assert!(!error.message.contains("secret"), "{error}");
+
     let options = ParseOptions {
-        allow_file_urls: false,
+        file_urls_refused_because: "--no-file-urls was given",
         ..ParseOptions::default()
     };
-    let error = parse_record(text.as_bytes(), 1, &options).unwrap_err();
-    assert_eq!(error.line, 2);
-    assert!(error.message.contains("not allowed"), "{error}");
+    let error = url_error(path, &options);
+    assert!(
+        error.message.ends_with(": --no-file-urls was given"),
+        "{error}"
+    );
+}
 
-    let (line, message) = error_of("dn: cn=A\nphoto:< http://example.com/x\n");
-    assert_eq!(line, 2);
-    assert!(message.contains("only file:///path"), "{message}");
-    let (line, message) = error_of("dn: cn=A\nphoto:< file:///nonexistent/lmdir/file\n");
-    assert_eq!(line, 2);
-    assert!(message.contains("cannot open"), "{message}");
+#[test]
+fn file_urls_read_regular_files_only() {
+    let directory = tempfile::tempdir().unwrap();
+    let error = url_error(directory.path().to_str().unwrap(), &with_file_urls());
+    assert_eq!(error.line, 3);
+    assert!(error.message.contains("is a directory"), "{error}");
+    let error = url_error("/dev/null", &with_file_urls());
+    assert!(error.message.contains("is a device"), "{error}");
+    let error = url_error("/dev/zero", &with_file_urls());
+    assert!(error.message.contains("is a device"), "{error}");
+    // A FIFO with no writer: reading it would wait forever.
+    let fifo = directory.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let error = url_error(fifo.to_str().unwrap(), &with_file_urls());
+    assert!(error.message.contains("is a FIFO"), "{error}");
+    // A symbolic link to a regular file is read as the file.
+    let target = directory.path().join("target");
+    std::fs::write(&target, b"through the link").unwrap();
+    let link = directory.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let text = format!("dn: cn=A\ncn:< file://{}\n", link.display());
+    let record = parse_record(text.as_bytes(), 1, &with_file_urls()).unwrap();
+    assert_eq!(content(&record)[0].1, b"through the link");
+}
+
+#[test]
+fn file_urls_of_a_record_are_held_to_one_total() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("six");
+    std::fs::write(&path, b"123456").unwrap();
+    let options = ParseOptions {
+        url_record_bytes_max: 10,
+        ..with_file_urls()
+    };
+    let url = format!("file://{}", path.display());
+    let one = format!("dn: cn=A\ncn: A\nphoto:< {url}\n");
+    assert!(parse_record(one.as_bytes(), 1, &options).is_ok());
+    let two = format!("dn: cn=A\ncn: A\nphoto:< {url}\nphoto:< {url}\n");
+    let error = parse_record(two.as_bytes(), 7, &options).unwrap_err();
+    assert_eq!(error.line, 10);
+    assert_eq!(error.dn.as_deref(), Some("cn=A"));
+    assert!(error.message.contains("limit of 10 bytes"), "{error}");
+    // The total is per record: the next record starts again from zero.
+    assert!(parse_record(one.as_bytes(), 12, &options).is_ok());
 }
 
 #[test]
@@ -276,6 +348,19 @@ fn error_display_names_line_and_dn() {
     let error = parse_record(b"\n\nx\n", 10, &ParseOptions::default()).unwrap_err();
     assert_eq!(error.dn, None);
     assert!(error.to_string().starts_with("line 12: "), "{error}");
+}
+
+#[test]
+fn error_display_escapes_control_characters() {
+    let error = lmdir_ldif::LdifError::new(4, Some("cn=\x1b[2Jx".into()), "bad \"a\rb\x07\u{9b}\"");
+    let shown = error.to_string();
+    assert_eq!(
+        shown,
+        "line 4 (dn: cn=\\x1b[2Jx): bad \"a\\x0db\\x07\\x9b\""
+    );
+    assert!(!shown.chars().any(char::is_control), "{shown:?}");
+    // Text without control characters is shown as it is (UTF-8 and backslashes included).
+    assert_eq!(lmdir_ldif::escape_control("cn=Zoë\\,x"), "cn=Zoë\\,x");
 }
 
 #[test]

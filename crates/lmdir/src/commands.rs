@@ -46,6 +46,7 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             continue_on_error,
             memory,
             threads,
+            no_file_urls,
         } => {
             let schema = load_schema(&config)?;
             let mut options = lmdir_load::LoadOptions::new(
@@ -55,8 +56,10 @@ pub fn run(config_path: Option<&Path>, command: Command) -> Result<ExitCode> {
             );
             options.quick = quick;
             options.continue_on_error = continue_on_error;
-            // The operator's own file: `attr:< file://` reads as slapadd reads it.
-            options.file_urls = true;
+            // The operator's own file: `attr:< file://` reads as slapadd reads it, unless the
+            // operator says the LDIF came from elsewhere.
+            options.file_urls = !no_file_urls;
+            options.file_urls_refused_because = "--no-file-urls was given";
             options.memory_bytes_max = match memory {
                 Some(text) => parse_size(&text)?,
                 None => 0,

@@ -56,6 +56,10 @@ enum Command {
         /// Worker threads (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// Refuse `attr:< file://` values instead of reading the named files (for LDIF from
+        /// elsewhere: by default they are read, as slapadd reads them).
+        #[arg(long)]
+        no_file_urls: bool,
     },
     /// Write every entry as LDIF, parents before children (like slapcat).
     Export {

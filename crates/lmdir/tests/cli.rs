@@ -131,6 +131,42 @@ fn a_bad_record_names_its_line_and_leaves_no_database() {
 }
 
 #[test]
+fn load_reads_file_urls_unless_told_no_file_urls() {
+    let scratch = tempfile::tempdir().unwrap();
+    let value = scratch.path().join("description.txt");
+    std::fs::write(&value, "read from a file").unwrap();
+    let ldif = scratch.path().join("urls.ldif");
+    std::fs::write(
+        &ldif,
+        format!(
+            "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\n\
+             dc: example\no: Example\ndescription:< file://{}\n",
+            value.display()
+        ),
+    )
+    .unwrap();
+    let refusing = write_config(scratch.path(), "refusing");
+    let output = lmdir(
+        &refusing,
+        &["load", "--no-file-urls", ldif.to_str().unwrap()],
+    );
+    assert!(!output.status.success());
+    let message = String::from_utf8_lossy(&output.stderr);
+    assert!(message.contains("line 6"), "{message}");
+    assert!(message.contains("--no-file-urls"), "{message}");
+    assert!(!message.contains("read from a file"), "{message}");
+    // By default the operator's own file names files, as for slapadd.
+    let reading = write_config(scratch.path(), "reading");
+    success(lmdir(&reading, &["load", ldif.to_str().unwrap()]), "load");
+    let exported = success(lmdir(&reading, &["export"]), "export");
+    let exported = String::from_utf8_lossy(&exported);
+    assert!(
+        exported.contains("description: read from a file"),
+        "{exported}"
+    );
+}
+
+#[test]
 fn a_schema_file_overriding_a_builtin_definition_is_logged_and_takes_effect() {
     let scratch = tempfile::tempdir().unwrap();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))

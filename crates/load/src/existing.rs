@@ -54,17 +54,27 @@ pub(crate) fn load_into_existing(
         inner: input,
         bytes_read: bytes_read.clone(),
     };
-    let reader = lmdir_ldif::LdifReader::new(BufReader::with_capacity(1 << 20, counted));
-    for record in reader {
+    // The same LDIF limits and file URL switch as a load into an empty store.
+    let mut reader = lmdir_ldif::LdifReader::with_options(
+        BufReader::with_capacity(1 << 20, counted),
+        crate::prepare::load_parse_options(options),
+    );
+    while let Some(record) = reader.next() {
         let record = match record {
             Ok(record) => record,
             Err(error) => {
-                // A reader error cannot be resumed after: the record boundaries are lost.
-                return Err(LoadError::Record(RecordError {
+                let error = RecordError {
                     line: error.line,
                     dn: error.dn,
                     message: error.message,
-                }));
+                };
+                // A read error or an oversize record cannot be resumed after (the record
+                // boundaries are lost); one bad record can, as in the empty-store path.
+                if reader.is_finished() {
+                    return Err(LoadError::Record(error));
+                }
+                skip(error)?;
+                continue;
             }
         };
         let line = record.line;
@@ -93,10 +103,7 @@ pub(crate) fn load_into_existing(
                 continue;
             }
         };
-        let mut entry = Entry::new(dn);
-        for (description, value) in values {
-            entry.add_values(&description, std::iter::once(value));
-        }
+        let mut entry = entry_of(&options.schema, dn, values);
         let mut added = write.add(&entry, &context);
         // As the bulk path: a value repeated byte for byte is loaded once and counted.
         if matches!(&added, Err(error) if error.code == ResultCode::AttributeOrValueExists) {
@@ -143,6 +150,26 @@ pub(crate) fn load_into_existing(
         spill_files: 0,
         repeated_values,
     })
+}
+
+/// The record as an entry; a value of its RDN that the record lacks is added, as slapadd adds
+/// it (`crate::naming`).
+fn entry_of(schema: &lmdir_schema::Schema, dn: Dn, values: Vec<(String, Vec<u8>)>) -> Entry {
+    let missing: Vec<(String, Vec<u8>)> = {
+        let pairs: Vec<(&str, &[u8])> = values
+            .iter()
+            .map(|(description, value)| (description.as_str(), value.as_slice()))
+            .collect();
+        crate::naming::missing_naming_values(schema, &dn, &pairs)
+            .into_iter()
+            .map(|(description, value)| (description.to_string(), value.to_vec()))
+            .collect()
+    };
+    let mut entry = Entry::new(dn);
+    for (description, value) in values.into_iter().chain(missing) {
+        entry.add_values(&description, std::iter::once(value));
+    }
+    entry
 }
 
 /// Counts the bytes read through it, for the progress display (the LDIF reader owns the input).

@@ -10,7 +10,9 @@
 //! making. See README.md.
 
 mod existing;
+mod in_flight;
 mod memberof;
+mod naming;
 mod pipeline;
 mod prepare;
 mod progress;
@@ -59,6 +61,9 @@ pub struct LoadOptions {
     /// for an LDIF file the operator hands `lmdir load`, never for data from the network (a
     /// replica's first refresh). Off unless set.
     pub file_urls: bool,
+    /// Why file URLs are refused when `file_urls` is off, added to the refusal (the switch that
+    /// turned them off); empty for none.
+    pub file_urls_refused_because: &'static str,
 }
 
 /// Values of each of `attributes` unique among the entries at or below `base` (empty: the
@@ -83,6 +88,7 @@ impl LoadOptions {
             creators_name: String::new(),
             unique: Vec::new(),
             file_urls: false,
+            file_urls_refused_because: "",
         }
     }
 }

@@ -13,6 +13,7 @@ use lmdir_store::{BulkWriter, DirectoryLock, Store, StoreDirectory, WriteContext
 use lmdir_sync::ContextCsns;
 use roaring::RoaringBitmap;
 
+use crate::in_flight::InFlight;
 use crate::memberof::GroupMembers;
 use crate::prepare::{
     prepare_record, PrepareContext, PreparedEntry, RecordError, WorkerScratch,
@@ -196,6 +197,8 @@ struct Budget {
     worker_run_bytes: usize,
     /// The DN tree's `dn2id` run before it spills.
     tree_run_bytes: usize,
+    /// LDIF bytes read and not yet written (`InFlight`).
+    in_flight_bytes: usize,
 }
 
 impl Budget {
@@ -220,6 +223,7 @@ impl Budget {
             memory_bytes,
             worker_run_bytes: (runs_bytes / threads).max(1),
             tree_run_bytes: (memory_bytes / 10).max(1),
+            in_flight_bytes: (memory_bytes / 8).max(CHUNK_BYTES),
         }
     }
 }
@@ -300,7 +304,7 @@ fn load_into_with(
         relax: true,
         ..WriteContext::new(options.creators_name.clone())
     };
-    let context = PrepareContext::new(store.clone(), write, options.file_urls);
+    let context = PrepareContext::new(store.clone(), write, options);
     // Into a live store (a replica's first refresh) the load carries the live-load mark.
     let mut bulk = match context_csn {
         ContextCsn::Stamped => store.bulk_load()?,
@@ -377,13 +381,20 @@ fn run_stages(
     let (done_sender, done_receiver) = bounded::<DoneBatch>(window);
     // Arenas come back from the writer; at most one per batch in flight is kept.
     let (arena_sender, arena_receiver) = bounded::<Vec<u8>>(window);
+    let in_flight = InFlight::new(budget.in_flight_bytes);
     std::thread::scope(
         |scope| -> Result<(Sequenced, Vec<FinishedRun>), LoadError> {
             let reader = {
                 let abort = &abort;
+                let in_flight = &in_flight;
                 let parse_options = context.parse_options.clone();
                 scope.spawn(move || {
-                    read_batches(input, &parse_options, token_receiver, work_sender, abort)
+                    let limits = ReadLimits {
+                        tokens: token_receiver,
+                        in_flight,
+                        abort,
+                    };
+                    read_batches(input, &parse_options, limits, work_sender)
                 })
             };
             let mut workers = Vec::with_capacity(threads);
@@ -414,6 +425,7 @@ fn run_stages(
                 BatchReturns {
                     tokens: &token_sender,
                     arenas: &arena_sender,
+                    in_flight: &in_flight,
                 },
                 budget.tree_run_bytes,
                 spill_directory,
@@ -422,6 +434,7 @@ fn run_stages(
             if sequenced.is_err() {
                 abort.store(true, Ordering::SeqCst);
             }
+            in_flight.close();
             drop(token_sender);
             let reader_result = reader.join().expect("the reader thread does not panic");
             let mut runs = Vec::with_capacity(threads);
@@ -489,15 +502,26 @@ fn write_tree_and_indexes(
     Ok(run_spills + tree_spills)
 }
 
+/// What holds the reader back: a token per batch in flight, the bytes in flight, the abort.
+struct ReadLimits<'a> {
+    tokens: Receiver<()>,
+    in_flight: &'a InFlight,
+    abort: &'a AtomicBool,
+}
+
 /// Stage 1: batches of records in file order, numbered; IDs are record ordinals.
 #[inline(never)]
 fn read_batches(
     input: LoadInput,
     parse_options: &lmdir_ldif::ParseOptions,
-    tokens: Receiver<()>,
+    limits: ReadLimits<'_>,
     work: Sender<WorkBatch>,
-    abort: &AtomicBool,
 ) -> Result<(), LoadError> {
+    let ReadLimits {
+        tokens,
+        in_flight,
+        abort,
+    } = limits;
     let mut source = ChunkedRecordSource::with_chunk_bytes(input, parse_options, CHUNK_BYTES);
     let mut next_id: u64 = 1;
     let mut sequence = 0u64;
@@ -516,6 +540,9 @@ fn read_batches(
                 }))
             }
         };
+        if !in_flight.acquire(batch.bytes.len()) {
+            return Ok(());
+        }
         let count = batch.records.len() as u64;
         if next_id + count > u64::from(u32::MAX) {
             return Err(LoadError::Invalid(format!(
@@ -612,6 +639,7 @@ fn prepare_batches(
 struct BatchReturns<'a> {
     tokens: &'a Sender<()>,
     arenas: &'a Sender<Vec<u8>>,
+    in_flight: &'a InFlight,
 }
 
 struct Sequenced {
@@ -744,6 +772,7 @@ fn sequence(
             if batch.arena.capacity() <= ARENA_KEPT_BYTES_MAX {
                 let _ = returns.arenas.try_send(batch.arena);
             }
+            returns.in_flight.release(batch.input_bytes);
             let _ = returns.tokens.send(());
             progress.update(entries, input_bytes);
         }

@@ -29,13 +29,16 @@ pub struct RecordError {
 
 impl std::fmt::Display for RecordError {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Both quote the input: a control byte in it is shown, never sent to the terminal.
+        let message = lmdir_ldif::escape_control(&self.message);
         match &self.dn {
             Some(dn) => write!(
                 formatter,
-                "line {} (dn: {}): {}",
-                self.line, dn, self.message
+                "line {} (dn: {}): {message}",
+                self.line,
+                lmdir_ldif::escape_control(dn)
             ),
-            None => write!(formatter, "line {}: {}", self.line, self.message),
+            None => write!(formatter, "line {}: {message}", self.line),
         }
     }
 }
@@ -72,6 +75,8 @@ pub struct PreparedEntry {
 pub struct PrepareContext {
     pub store: Store,
     pub parse_options: ParseOptions,
+    /// Larger records are refused before they are parsed (`load_record_bytes_max`).
+    pub record_bytes_max: usize,
     /// The load as a writer: schema checks unless `--quick`, relaxed (an import keeps the
     /// operational attributes it carries), the creator's name and the load's time.
     pub write: WriteContext,
@@ -81,12 +86,13 @@ pub struct PrepareContext {
 }
 
 impl PrepareContext {
-    pub fn new(store: Store, write: WriteContext, file_urls: bool) -> PrepareContext {
+    pub fn new(store: Store, write: WriteContext, options: &crate::LoadOptions) -> PrepareContext {
         let stamp = store.operational_stamp(&write);
         PrepareContext {
             index_plan: store.index_plan(),
             store,
-            parse_options: load_parse_options(file_urls),
+            parse_options: load_parse_options(options),
+            record_bytes_max: load_record_bytes_max(options),
             write,
             stamp,
         }
@@ -96,14 +102,33 @@ impl PrepareContext {
 /// The LDIF limits of a load: a trusted file whose groups may name millions of members, so a
 /// record may hold as many values as the store's codec takes in one attribute and 256 MiB (a
 /// group of 4 million 60-byte member DNs); other limits as the LDIF reader's defaults. File
-/// URLs only when `file_urls` (`LoadOptions::file_urls`).
-pub fn load_parse_options(file_urls: bool) -> ParseOptions {
+/// URLs only when `file_urls` (`LoadOptions::file_urls`), reading together no more than a
+/// record may hold inline.
+pub fn load_parse_options(options: &crate::LoadOptions) -> ParseOptions {
     ParseOptions {
-        record_bytes_max: 256 << 20,
+        record_bytes_max: RECORD_BYTES_MAX,
         values_max: lmdir_store::codec::VALUES_PER_ATTRIBUTE_MAX,
-        allow_file_urls: file_urls,
+        allow_file_urls: options.file_urls,
+        file_urls_refused_because: options.file_urls_refused_because,
+        url_record_bytes_max: load_record_bytes_max(options),
         ..ParseOptions::default()
     }
+}
+
+/// The largest record the LDIF reader of a load reads.
+const RECORD_BYTES_MAX: usize = 256 << 20;
+
+/// The largest record a load prepares: its memory budget (`--memory`), at most 256 MiB. A
+/// record costs several times its size once parsed, normalized and encoded (one of 236 MB
+/// reached 1.8 GB), so a larger one is refused, naming its line, before any of that; its
+/// file URLs together read no more either.
+pub fn load_record_bytes_max(options: &crate::LoadOptions) -> usize {
+    let budget_bytes = if options.memory_bytes_max == 0 {
+        crate::default_memory_bytes()
+    } else {
+        options.memory_bytes_max
+    };
+    budget_bytes.min(RECORD_BYTES_MAX)
 }
 
 /// Most bytes a worker's scratch buffer keeps between entries.
@@ -165,6 +190,18 @@ pub fn prepare_record(
     scratch: &mut WorkerScratch,
     arena: &mut Vec<u8>,
 ) -> Result<PreparedEntry, RecordError> {
+    if record_bytes.len() > context.record_bytes_max {
+        return Err(record_error(
+            first_line,
+            None,
+            format!(
+                "the record starting here is {} bytes, more than the load's memory budget \
+                 allows for one record ({} bytes; --memory)",
+                record_bytes.len(),
+                context.record_bytes_max
+            ),
+        ));
+    }
     let view = lmdir_ldif::parse_record_view(record_bytes, first_line, &context.parse_options)
         .map_err(|error| RecordError {
             line: error.line,
@@ -205,9 +242,19 @@ pub fn prepare_record(
     };
     let store = &context.store;
     // The record's one DN normalization: the store's step takes it as it is.
-    let dn = store.schema().normalized_dn(dn).map_err(fail)?;
+    let schema = store.schema();
+    let dn = schema.normalized_dn(dn).map_err(fail)?;
+    // As slapadd: a value of the entry's RDN that the record lacks is added (both modes).
+    let missing = crate::naming::missing_naming_values(&schema, dn.dn(), &pairs);
+    let completed: Vec<(&str, &[u8])>;
+    let pairs: &[(&str, &[u8])] = if missing.is_empty() {
+        &pairs
+    } else {
+        completed = pairs.iter().copied().chain(missing).collect();
+        &completed
+    };
     let (rows, repeated_values) =
-        rows_keeping_repeats_once(context, &dn, &pairs, &fresh, scratch).map_err(fail)?;
+        rows_keeping_repeats_once(context, &dn, pairs, &fresh, scratch).map_err(fail)?;
     let mut encoded = std::mem::take(&mut scratch.encoded);
     let mut value_rows = std::mem::take(&mut scratch.value_rows);
     let encoding = rows.encode(store, id, &mut scratch.rows, &mut encoded, &mut value_rows);

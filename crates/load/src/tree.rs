@@ -19,6 +19,103 @@ struct DnSlot {
     id: u32,
     line: u64,
     placed: bool,
+    /// Where the entry's normalized DN is in `DnSlots::names`.
+    name: NameRange,
+}
+
+/// A normalized DN's place in the name arena.
+#[derive(Clone, Copy)]
+struct NameRange {
+    start: usize,
+    length: usize,
+}
+
+/// Which slot of a hash: the first one, or one of the (rare) colliding ones after it.
+#[derive(Clone, Copy)]
+enum SlotRef {
+    First(u64),
+    Collided(u64, usize),
+}
+
+impl SlotRef {
+    fn hash(self) -> u64 {
+        match self {
+            SlotRef::First(hash) | SlotRef::Collided(hash, _) => hash,
+        }
+    }
+}
+
+/// Every arrived DN, found by its 64-bit hash and confirmed by its normalized bytes: two DNs
+/// whose hashes collide are still two entries (the hash is the fast path, never the identity).
+struct DnSlots {
+    hash: fn(&[u8]) -> u64,
+    first: WordHashMap<u64, DnSlot>,
+    collided: WordHashMap<u64, Vec<DnSlot>>,
+    /// The normalized DNs back to back (one allocation, not one per entry).
+    names: Vec<u8>,
+}
+
+impl DnSlots {
+    fn new(hash: fn(&[u8]) -> u64) -> Self {
+        DnSlots {
+            hash,
+            first: WordHashMap::default(),
+            collided: WordHashMap::default(),
+            names: Vec::new(),
+        }
+    }
+
+    fn name(&self, range: NameRange) -> &[u8] {
+        &self.names[range.start..range.start + range.length]
+    }
+
+    fn find(&self, hash: u64, dn: &[u8]) -> Option<SlotRef> {
+        let first = self.first.get(&hash)?;
+        if self.name(first.name) == dn {
+            return Some(SlotRef::First(hash));
+        }
+        let others = self.collided.get(&hash)?;
+        let index = others.iter().position(|slot| self.name(slot.name) == dn)?;
+        Some(SlotRef::Collided(hash, index))
+    }
+
+    fn get(&self, at: SlotRef) -> &DnSlot {
+        match at {
+            SlotRef::First(hash) => &self.first[&hash],
+            SlotRef::Collided(hash, index) => &self.collided[&hash][index],
+        }
+    }
+
+    fn get_mut(&mut self, at: SlotRef) -> &mut DnSlot {
+        match at {
+            SlotRef::First(hash) => self.first.get_mut(&hash).expect("found before"),
+            SlotRef::Collided(hash, index) => {
+                &mut self.collided.get_mut(&hash).expect("found before")[index]
+            }
+        }
+    }
+
+    /// Adds a DN not present yet.
+    fn insert(&mut self, hash: u64, dn: &[u8], id: u32, line: u64) -> SlotRef {
+        let name = NameRange {
+            start: self.names.len(),
+            length: dn.len(),
+        };
+        self.names.extend_from_slice(dn);
+        let slot = DnSlot {
+            id,
+            line,
+            placed: false,
+            name,
+        };
+        if let std::collections::hash_map::Entry::Vacant(vacant) = self.first.entry(hash) {
+            vacant.insert(slot);
+            return SlotRef::First(hash);
+        }
+        let others = self.collided.entry(hash).or_default();
+        others.push(slot);
+        SlotRef::Collided(hash, others.len() - 1)
+    }
 }
 
 /// An entry waiting for its parent.
@@ -26,7 +123,7 @@ struct PendingNode {
     id: u32,
     line: u64,
     dn: String,
-    normalized_dn_hash: u64,
+    slot: SlotRef,
     normalized_parent: String,
     rdn_original: String,
     rdn_normalized: String,
@@ -40,7 +137,9 @@ pub enum Arrival {
 }
 
 pub struct TreeBuilder {
-    slots: WordHashMap<u64, DnSlot>,
+    slots: DnSlots,
+    /// Entries waiting for their parent, by the parent's DN hash (each node keeps its parent's
+    /// DN, which is compared when a DN of that hash is placed).
     pending: WordHashMap<u64, Vec<PendingNode>>,
     pending_count: usize,
     /// Parent ID per entry ID (index = ID), NOT_PLACED for holes.
@@ -64,6 +163,15 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 
 impl TreeBuilder {
     pub fn new(budget_bytes: usize, spill_directory: &Path) -> Result<Self, RunError> {
+        Self::with_hash(budget_bytes, spill_directory, xxh3_64)
+    }
+
+    /// A builder finding DNs by `hash` (tests force collisions with a weak one).
+    fn with_hash(
+        budget_bytes: usize,
+        spill_directory: &Path,
+        hash: fn(&[u8]) -> u64,
+    ) -> Result<Self, RunError> {
         let nodes_file = tempfile::Builder::new()
             .prefix("lmdir-load-nodes-")
             .tempfile_in(spill_directory)
@@ -73,7 +181,7 @@ impl TreeBuilder {
             .try_clone()
             .map_err(io_error(nodes_file.path()))?;
         Ok(TreeBuilder {
-            slots: WordHashMap::default(),
+            slots: DnSlots::new(hash),
             pending: WordHashMap::default(),
             pending_count: 0,
             parents: vec![NOT_PLACED],
@@ -90,30 +198,24 @@ impl TreeBuilder {
 
     /// Registers an arriving entry: a duplicate DN is an error naming both lines.
     pub fn arrive(&mut self, entry: &PreparedEntry) -> Result<Arrival, TreeError> {
-        let hash = xxh3_64(entry.normalized_dn.as_bytes());
-        if let Some(existing) = self.slots.get(&hash) {
+        let dn = entry.normalized_dn.as_bytes();
+        let hash = (self.slots.hash)(dn);
+        if let Some(existing) = self.slots.find(hash, dn) {
             return Err(TreeError::Record(RecordError {
                 line: entry.line,
                 dn: Some(entry.dn.clone()),
                 message: format!(
                     "duplicate entry: the same DN is already at line {}",
-                    existing.line
+                    self.slots.get(existing).line
                 ),
             }));
         }
-        self.slots.insert(
-            hash,
-            DnSlot {
-                id: entry.id,
-                line: entry.line,
-                placed: false,
-            },
-        );
+        let slot = self.slots.insert(hash, dn, entry.id, entry.line);
         let node = PendingNode {
             id: entry.id,
             line: entry.line,
             dn: entry.dn.clone(),
-            normalized_dn_hash: hash,
+            slot,
             normalized_parent: entry.normalized_parent.clone(),
             rdn_original: entry.rdn_original.clone(),
             rdn_normalized: entry.rdn_normalized.clone(),
@@ -122,8 +224,13 @@ impl TreeBuilder {
             self.place(node, 0)?;
             return Ok(Arrival::Placed);
         }
-        let parent_hash = xxh3_64(entry.normalized_parent.as_bytes());
-        match self.slots.get(&parent_hash) {
+        let parent_dn = entry.normalized_parent.as_bytes();
+        let parent_hash = (self.slots.hash)(parent_dn);
+        let parent = self
+            .slots
+            .find(parent_hash, parent_dn)
+            .map(|at| self.slots.get(at));
+        match parent {
             Some(parent) if parent.placed => {
                 let parent_id = parent.id;
                 self.place(node, parent_id)?;
@@ -169,17 +276,32 @@ impl TreeBuilder {
                 .push(&self.scratch, node.id)
                 .map_err(TreeError::Run)?;
             self.write_node(&node, parent).map_err(TreeError::Run)?;
-            if let Some(slot) = self.slots.get_mut(&node.normalized_dn_hash) {
-                slot.placed = true;
-            }
-            if let Some(children) = self.pending.remove(&node.normalized_dn_hash) {
-                self.pending_count -= children.len();
-                for child in children {
-                    stack.push((child, node.id));
-                }
+            self.slots.get_mut(node.slot).placed = true;
+            for child in self.take_children(node.slot) {
+                self.pending_count -= 1;
+                stack.push((child, node.id));
             }
         }
         Ok(())
+    }
+
+    /// The pending nodes whose parent is the DN of `slot` (not those of another DN that only
+    /// shares its hash: they stay pending).
+    fn take_children(&mut self, slot: SlotRef) -> Vec<PendingNode> {
+        let hash = slot.hash();
+        let dn = self.slots.name(self.slots.get(slot).name);
+        let Some(waiting) = self.pending.get_mut(&hash) else {
+            return Vec::new();
+        };
+        let (children, others): (Vec<_>, Vec<_>) = std::mem::take(waiting)
+            .into_iter()
+            .partition(|node| node.normalized_parent.as_bytes() == dn);
+        if others.is_empty() {
+            self.pending.remove(&hash);
+        } else {
+            *waiting = others;
+        }
+        children
     }
 
     fn write_node(&mut self, node: &PendingNode, parent: u32) -> Result<(), RunError> {
@@ -462,6 +584,51 @@ mod tests {
                 (3, 2, 1, 0),
                 (4, 1, 3, 1),
                 (5, 1, 1, 0)
+            ]
+        );
+    }
+
+    /// Every DN has the same hash: identity must come from the DN bytes alone.
+    fn colliding_hash(_: &[u8]) -> u64 {
+        7
+    }
+
+    #[test]
+    fn colliding_hashes_still_tell_dns_and_parents_apart() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut tree = TreeBuilder::with_hash(1 << 20, directory.path(), colliding_hash).unwrap();
+        let entries = [
+            entry(1, "dc=example,dc=com"),
+            entry(2, "uid=a,ou=people,dc=example,dc=com"),
+            entry(3, "cn=x,uid=a,ou=people,dc=example,dc=com"),
+            entry(4, "ou=people,dc=example,dc=com"),
+            entry(5, "ou=groups,dc=example,dc=com"),
+            entry(6, "cn=g,ou=groups,dc=example,dc=com"),
+        ];
+        for entry in &entries {
+            assert!(tree.arrive(entry).is_ok(), "{} refused", entry.dn);
+        }
+        let Err(TreeError::Record(error)) =
+            tree.arrive(&entry(7, "uid=a,ou=people,dc=example,dc=com"))
+        else {
+            panic!("a true duplicate must still fail");
+        };
+        assert!(error.message.contains("line 20"), "{}", error.message);
+        assert!(matches!(
+            tree.arrive(&entry(8, "uid=b,ou=missing,dc=example,dc=com")),
+            Ok(Arrival::Waiting)
+        ));
+        assert_eq!(tree.orphans().len(), 1);
+        assert_eq!(tree.orphans()[0].0, 8);
+        assert_eq!(
+            rows(tree),
+            vec![
+                (1, 0, 6, 2),
+                (2, 4, 2, 1),
+                (3, 2, 1, 0),
+                (4, 1, 3, 1),
+                (5, 1, 2, 1),
+                (6, 5, 1, 0)
             ]
         );
     }

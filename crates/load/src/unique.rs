@@ -141,7 +141,12 @@ pub(crate) fn failure(reports: Vec<String>) -> Result<(), LoadError> {
         return Ok(());
     }
     let count = reports.len();
-    let mut listed: Vec<String> = reports.into_iter().take(DUPLICATES_REPORTED_MAX).collect();
+    // Each report quotes values and DNs of the input: control bytes shown escaped.
+    let mut listed: Vec<String> = reports
+        .into_iter()
+        .take(DUPLICATES_REPORTED_MAX)
+        .map(|report| lmdir_ldif::escape_control(&report).into_owned())
+        .collect();
     if count > listed.len() {
         listed.push(format!("... and {} more", count - listed.len()));
     }

@@ -471,6 +471,150 @@ fn loading_into_a_non_empty_store_adds_entries() {
     );
 }
 
+/// The ou entry of `name` holding only `ou: Staff`.
+fn ou_lacking_its_rdn_value(name: &str) -> String {
+    format!("dn: ou={name},dc=example,dc=com\nobjectClass: organizationalUnit\nou: Staff\n\n")
+}
+
+#[test]
+fn a_missing_rdn_value_is_added_as_slapadd_adds_it_with_and_without_quick() {
+    let work = tempfile::tempdir().unwrap();
+    let suffix = "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n";
+    let ldif = format!("{suffix}{}", ou_lacking_its_rdn_value("People"));
+    let path = write_file(work.path(), "lacking.ldif", &ldif);
+    let more = write_file(work.path(), "more.ldif", &ou_lacking_its_rdn_value("More"));
+    for quick in [false, true] {
+        let directory = work.path().join(format!("db-{quick}"));
+        let mut options = options(&directory, true);
+        options.quick = quick;
+        load(&options, &path).unwrap();
+        // Into a store that has entries: the same.
+        load(&options, &more).unwrap();
+        let store = open(&directory, true);
+        assert_clean(&store);
+        let export = stable_export(&store);
+        for name in ["People", "More"] {
+            let expected = format!(
+                "dn: ou={name},dc=example,dc=com\nobjectClass: organizationalUnit\nou: Staff\nou: {name}\n"
+            );
+            assert!(export.contains(&expected), "quick {quick}: {export}");
+        }
+    }
+    // A naming attribute the entry's classes do not allow: added, then refused by the schema
+    // check, as slapadd refuses it ("attribute 'uid' not allowed").
+    let not_allowed = write_file(
+        work.path(),
+        "uid.ldif",
+        &format!("{suffix}dn: uid=x,dc=example,dc=com\nobjectClass: organizationalUnit\nou: x\n"),
+    );
+    let message = load(&options(&work.path().join("refused"), true), &not_allowed)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("attribute 'uid' not allowed"), "{message}");
+}
+
+#[test]
+fn a_record_larger_than_the_memory_budget_is_refused_naming_its_line() {
+    let work = tempfile::tempdir().unwrap();
+    let mut ldif = directory_ldif(20);
+    let line = ldif.lines().count() + 1;
+    // 100 KiB in one value: more than a 64 KiB budget allows for one record.
+    writeln!(
+        ldif,
+        "dn: ou=Big,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Big\n\
+         description: {}\n",
+        "x".repeat(100 << 10)
+    )
+    .unwrap();
+    ldif.push_str("dn: ou=After,dc=example,dc=com\nobjectClass: organizationalUnit\nou: After\n");
+    let path = write_file(work.path(), "big.ldif", &ldif);
+    let mut tight = options(&work.path().join("tight"), true);
+    tight.memory_bytes_max = 64 << 10;
+    let message = load(&tight, &path).unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!("line {line}: ")) && message.contains("--memory"),
+        "{message}"
+    );
+    // Skipped under --continue-on-error, the records after it loaded.
+    tight.continue_on_error = true;
+    let summary = load(&tight, &path).unwrap();
+    assert_eq!(summary.skipped_count, 1, "{summary}");
+    let store = open(&work.path().join("tight"), true);
+    assert!(stable_export(&store).contains("dn: ou=After,dc=example,dc=com"));
+    assert!(!stable_export(&store).contains("dn: ou=Big,"));
+    // A budget that holds it loads it.
+    drop(store);
+    load(&options(&work.path().join("roomy"), true), &path).unwrap();
+}
+
+#[test]
+fn error_messages_show_control_bytes_escaped() {
+    let work = tempfile::tempdir().unwrap();
+    // An orphan whose DN (base64) holds a terminal escape sequence and a carriage return.
+    let ldif = format!(
+        "{}dn:: {}\nobjectClass: organizationalUnit\nou: x\n",
+        "dn: dc=example,dc=com\nobjectClass: domain\ndc: example\n\n",
+        "b3U9eBtbMzFtLG91PW1pc3NpbmcNLGRjPWV4YW1wbGUsZGM9Y29t"
+    );
+    let path = write_file(work.path(), "escape.ldif", &ldif);
+    let message = load(&options(&work.path().join("db"), true), &path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("ou=x\\x1b[31m,ou=missing\\x0d,"),
+        "{message}"
+    );
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+}
+
+#[test]
+fn a_load_into_a_non_empty_store_takes_the_loads_ldif_options() {
+    let work = tempfile::tempdir().unwrap();
+    let first = write_file(work.path(), "first.ldif", &directory_ldif(5));
+    let directory = work.path().join("db");
+    load(&options(&directory, true), &first).unwrap();
+    // A record that does not parse is skipped under --continue-on-error, as into an empty
+    // store, and the records after it load.
+    let second = write_file(
+        work.path(),
+        "second.ldif",
+        "dn: ou=Broken,dc=example,dc=com\nobjectClass organizationalUnit\n\n\
+         dn: ou=More,dc=example,dc=com\nobjectClass: organizationalUnit\nou: More\n",
+    );
+    let mut skipping = options(&directory, true);
+    skipping.continue_on_error = true;
+    let summary = load(&skipping, &second).unwrap();
+    assert_eq!(
+        (summary.entries, summary.skipped_count),
+        (1, 1),
+        "{summary}"
+    );
+    assert_eq!(summary.skipped[0].line, 2);
+    // File URLs are read only when the load allows them, and a refusal says why.
+    let secret = write_file(work.path(), "secret.txt", "not for the directory");
+    let third = write_file(
+        work.path(),
+        "third.ldif",
+        &format!(
+            "dn: ou=Url,dc=example,dc=com\nobjectClass: organizationalUnit\nou: Url\n\
+             description:< file://{}\n",
+            secret.display()
+        ),
+    );
+    let mut refusing = options(&directory, true);
+    refusing.file_urls_refused_because = "--no-file-urls was given";
+    let message = load(&refusing, &third).unwrap_err().to_string();
+    assert!(
+        message.contains("line 4") && message.contains("--no-file-urls"),
+        "{message}"
+    );
+    let mut reading = options(&directory, true);
+    reading.file_urls = true;
+    assert_eq!(load(&reading, &third).unwrap().entries, 1);
+    let store = open(&directory, true);
+    assert!(stable_export(&store).contains("description: not for the directory"));
+}
+
 /// Child side of the kill test: loads the file named by the environment, slowly enough to be killed.
 #[test]
 fn kill_test_child() {

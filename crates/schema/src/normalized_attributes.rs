@@ -5,7 +5,7 @@
 //! a modification (`Schema::apply_normalized_modification`, which normalizes only the values
 //! the request carries) and filter evaluation (`NormalizedEntryView`) all take them as they are.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use crate::check::CheckedAttribute;
@@ -41,6 +41,54 @@ impl NormalizedAttributes {
     }
 }
 
+/// Up to this many attributes a description is found by a scan; past it, through a map (an
+/// entry may hold tens of thousands of descriptions, one option each: a scan per attribute
+/// was quadratic).
+const SCANNED_ATTRIBUTES_MAX: usize = 16;
+
+/// Where each description is among the attributes gathered so far.
+#[derive(Default)]
+struct DescriptionPositions {
+    /// Filled, and then kept up to date, once there are more than `SCANNED_ATTRIBUTES_MAX`.
+    map: HashMap<AttributeDescription, usize>,
+}
+
+impl DescriptionPositions {
+    /// The index of `description` in `checked` (whose descriptions are distinct and which
+    /// only grows at its end).
+    fn find(
+        &mut self,
+        checked: &[CheckedAttribute],
+        description: &AttributeDescription,
+    ) -> Option<usize> {
+        if checked.len() <= SCANNED_ATTRIBUTES_MAX {
+            return checked.iter().position(|existing| {
+                count_comparison();
+                existing.description == *description
+            });
+        }
+        for (index, attribute) in checked.iter().enumerate().skip(self.map.len()) {
+            self.map.insert(attribute.description.clone(), index);
+        }
+        count_comparison();
+        self.map.get(description).copied()
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Description comparisons (a scan's or a map lookup's) on this thread, for tests.
+    static COMPARISONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+fn count_comparison() {
+    COMPARISONS.with(|count| count.set(count.get() + 1));
+}
+
+#[cfg(not(test))]
+fn count_comparison() {}
+
 fn violation(code: ResultCode, message: String) -> LdapError {
     LdapError::new(code, message)
 }
@@ -54,6 +102,7 @@ impl Schema {
         attributes: &[Attribute],
     ) -> Result<NormalizedAttributes, LdapError> {
         let mut checked: Vec<CheckedAttribute> = Vec::with_capacity(attributes.len());
+        let mut positions = DescriptionPositions::default();
         for attribute in attributes {
             let description = self.parse_description(&attribute.description)?;
             if attribute.values.is_empty() {
@@ -62,10 +111,7 @@ impl Schema {
                     format!("attribute '{}' has no values", attribute.description),
                 ));
             }
-            let index = match checked
-                .iter()
-                .position(|existing| existing.description == description)
-            {
+            let index = match positions.find(&checked, &description) {
                 Some(index) => index,
                 None => {
                     checked.push(self.empty_attribute(description));
@@ -486,6 +532,36 @@ mod tests {
 
     fn counted<T>(work: impl FnOnce() -> T) -> (T, NormalizationCounts) {
         crate::normalized_dn::normalizations_during(work)
+    }
+
+    #[test]
+    fn many_descriptions_merge_with_linear_lookups() {
+        let schema = Schema::builtin();
+        let options = 25_000;
+        // Each description twice (a value each), the second round in another case and order.
+        let mut attributes: Vec<Attribute> = (0..options)
+            .map(|index| attribute(&format!("description;x-{index}"), &["first"]))
+            .collect();
+        attributes.extend(
+            (0..options)
+                .rev()
+                .map(|index| attribute(&format!("DESCRIPTION;X-{index}"), &["second"])),
+        );
+        attributes.push(attribute("cn", &["A"]));
+        let before = COMPARISONS.with(std::cell::Cell::get);
+        let normalized = schema.normalize_attributes(&attributes).unwrap();
+        let comparisons = COMPARISONS.with(std::cell::Cell::get) - before;
+        assert_eq!(normalized.as_slice().len(), options + 1);
+        assert_eq!(normalized.value_count(), 2 * options + 1);
+        let last = &normalized.as_slice()[options - 1];
+        assert_eq!(
+            last.description_string,
+            format!("description;x-{}", options - 1)
+        );
+        assert_eq!(last.values.len(), 2);
+        // One lookup per attribute past the first few scans (a scan each was 600 million).
+        let bound = (attributes.len() + SCANNED_ATTRIBUTES_MAX * SCANNED_ATTRIBUTES_MAX) as u64;
+        assert!(comparisons <= bound, "{comparisons} comparisons");
     }
 
     #[test]

@@ -114,9 +114,16 @@ impl Schema {
     /// The leaf RDN's (attribute, normalized value) pairs, read back from its normalized
     /// text (no value is normalized again). Empty for the root.
     pub fn leaf_values(&self, dn: &NormalizedDn) -> Vec<(AttrId, Vec<u8>)> {
-        let Some(leaf) = dn.rdns.first() else {
-            return Vec::new();
-        };
+        match dn.rdns.first() {
+            Some(leaf) => self.rdn_values(leaf),
+            None => Vec::new(),
+        }
+    }
+
+    /// The (attribute, normalized value) pairs of a normalized RDN's text; of its first RDN
+    /// when it holds more (a store keeps a top-level entry's whole normalized DN as its RDN).
+    pub fn rdn_values(&self, rdn_normalized: &str) -> Vec<(AttrId, Vec<u8>)> {
+        let leaf = split_unescaped(rdn_normalized, b',')[0];
         split_unescaped(leaf, b'+')
             .into_iter()
             .filter_map(|ava| {

@@ -685,6 +685,49 @@ fn check_description_table(
 impl Store {
     /// Decodes every entry against the stored description table (names each undecodable
     /// one by ID and DN) and recomputes the postings the decodable ones produce.
+    /// An entry lacking a value of its own RDN (a glue entry excepted, as in the schema
+    /// check): every write refuses one, a `--quick` load before it added the value let one
+    /// in.
+    fn naming_problem(
+        &self,
+        read: &ReadTxn,
+        id: EntryId,
+        attributes: &[WorkingAttribute],
+    ) -> Result<Option<String>, StoreError> {
+        let schema = self.inner.schema();
+        let object_class = schema.object_class_attribute();
+        let is_glue = attributes
+            .iter()
+            .filter(|attribute| attribute.attr == object_class)
+            .flat_map(|attribute| attribute.values.iter())
+            .any(|(_, normalized)| lmdir_schema::is_glue_class_value(normalized));
+        if is_glue {
+            return Ok(None);
+        }
+        let Some(node) = crate::read::read_node(&self.inner, read.txn(), id)? else {
+            return Ok(None);
+        };
+        let rdn = String::from_utf8_lossy(node.rdn_normalized);
+        for (attr, normalized) in schema.rdn_values(&rdn) {
+            let present = attributes.iter().any(|attribute| {
+                attribute.attr == attr
+                    && attribute
+                        .values
+                        .iter()
+                        .any(|(_, value)| *value == normalized)
+            });
+            if !present {
+                let dn = read.dn_of(id).unwrap_or_else(|_| "DN unknown".to_string());
+                return Ok(Some(format!(
+                    "id2entry: entry {id} '{dn}' lacks its RDN's value of '{}' \
+                     (namingViolation); the rootdn can add it",
+                    schema.attribute_type(attr).name()
+                )));
+            }
+        }
+        Ok(None)
+    }
+
     fn check_entries(
         &self,
         read: &ReadTxn,
@@ -736,6 +779,9 @@ impl Store {
             };
             match attributes {
                 Ok(Some(attributes)) => {
+                    if let Some(problem) = self.naming_problem(read, id, &attributes)? {
+                        problems.push(problem);
+                    }
                     for (attr, keys) in self.inner.index_keys(&attributes) {
                         let per_attr = checked.expected.entry(attr).or_default();
                         for key in keys {

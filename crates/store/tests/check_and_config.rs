@@ -70,6 +70,41 @@ fn check_names_tree_damage() {
 }
 
 #[test]
+fn check_names_an_entry_lacking_its_rdn_value() {
+    let temporary = tempfile::tempdir().unwrap();
+    let store = open(temporary.path());
+    let unchecked = lmdir_store::WriteContext {
+        skip_schema_check: true,
+        ..context()
+    };
+    let mut write = store.write().unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
+    // What a --quick load stored before it added RDN values, as slapadd does.
+    let lacking = entry(
+        &format!("ou=People,{SUFFIX}"),
+        &[("objectClass", "organizationalUnit"), ("ou", "Staff")],
+    );
+    let id = write.add(&lacking, &unchecked).unwrap();
+    // A glue entry holds no value of its RDN and is no damage.
+    let glue = entry(&format!("ou=Glued,{SUFFIX}"), &[("objectClass", "glue")]);
+    write.add(&glue, &unchecked).unwrap();
+    // Equal under the equality rule, other case and spaces: present.
+    let equal = entry(
+        &format!("ou=Equal,{SUFFIX}"),
+        &[("objectClass", "organizationalUnit"), ("OU", " EQUAL ")],
+    );
+    write.add(&equal, &context()).unwrap();
+    write.commit().unwrap();
+    let report = store.check().unwrap();
+    assert_eq!(report.problems.len(), 1, "{report}");
+    assert!(
+        report.problems[0].contains(&format!("entry {id} 'ou=People,{SUFFIX}'"))
+            && report.problems[0].contains("lacks its RDN's value of 'ou'"),
+        "{report}"
+    );
+}
+
+#[test]
 fn index_config_change_is_detected_and_unbuilt_index_is_not_used() {
     let temporary = tempfile::tempdir().unwrap();
     {
