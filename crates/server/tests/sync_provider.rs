@@ -623,3 +623,58 @@ fn base_scope_sync_searches_do_not_stall_other_clients() {
         "a bind waited {bind_took:?} behind sync searches"
     );
 }
+
+/// Polls `condition` until it holds; fails after a hang guard (not a measure of speed: the
+/// condition either comes true at once or never).
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "{what}: never");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn set_description(connection: &mut LdapConn, dn: &str, description: &str) {
+    connection
+        .modify(
+            dn,
+            vec![Mod::Replace("description", HashSet::from([description]))],
+        )
+        .expect("modify answered")
+        .success()
+        .unwrap_or_else(|error| panic!("modify {dn}: {error}"));
+}
+
+/// A persistent search whose refresh is small (a few index candidates: it runs on the
+/// connection's task, in the read txn of its estimate) holds no read txn while it waits for
+/// changes: LMDB reuses no page freed after the oldest reader's snapshot, so a pinned one made
+/// data.mdb grow with every modify for as long as the search lasted. Each change is read in
+/// its own short txn, released before it is sent.
+#[test]
+fn a_waiting_persistent_search_holds_no_read_txn() {
+    let server = provider_with_log(10);
+    let store = server
+        .running()
+        .context()
+        .database
+        .as_ref()
+        .expect("database")
+        .store()
+        .clone();
+    let mut admin = root(&server);
+    let target = person_dn(1);
+    let mut searcher = root(&server);
+    let mut stream = persist_search(&mut searcher, SUFFIX, "(uid=u0000001)");
+    for round in 0..20 {
+        set_description(&mut admin, &target, &format!("round {round}"));
+    }
+    set_description(&mut admin, &target, "last");
+    let got = persisted_until(&mut stream, &target);
+    assert!(
+        got.iter().all(|(dn, _)| dn == &target),
+        "only the searched entry: {got:?}"
+    );
+    eventually("no read txn is open while the search waits", || {
+        store.open_read_txns() == 0
+    });
+}

@@ -269,9 +269,14 @@ pub async fn search(
     // no change falls between), hence never in the estimate's earlier read txn.
     let subscription = persist::subscribe(context, database, controls)?;
     // No sync search runs on the connection's task: its delete phase reads the session log
-    // and renamed subtrees, however few entries its scope holds.
+    // and renamed subtrees, however few entries its scope holds. A persistent search drops the
+    // estimate's read txn here, before its subscription: kept (shadowed, not dropped) it lived
+    // as long as the search, and LMDB reuses no page freed after the oldest reader's snapshot.
     let (read, small) = match (&subscription, &controls.sync) {
-        (Some(_), _) => (None, false),
+        (Some(_), _) => {
+            drop(read);
+            (None, false)
+        }
         (None, Some(_)) => (read, false),
         (None, None) => (read, small),
     };
