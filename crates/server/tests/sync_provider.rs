@@ -678,3 +678,49 @@ fn a_waiting_persistent_search_holds_no_read_txn() {
         store.open_read_txns() == 0
     });
 }
+
+/// A sync search that dereferences aliases in searching (`search`, `always`) is a
+/// protocolError "illegal value for derefAliases", refreshOnly and refreshAndPersist alike and
+/// whether its base exists or not, as slapd's syncprov answers (checked against slapd in
+/// crates/lmdir/tests/replication_provider.rs); `never` and `find` are served.
+#[test]
+fn a_sync_search_dereferencing_in_searching_is_a_protocol_error() {
+    use ldap3::{DerefAliases, SearchOptions};
+    let server = provider();
+    let mut connection = root(&server);
+    let cases = [
+        (DerefAliases::Never, SyncMode::RefreshOnly, SUFFIX, 0),
+        (DerefAliases::Finding, SyncMode::RefreshOnly, SUFFIX, 0),
+        (DerefAliases::Searching, SyncMode::RefreshOnly, SUFFIX, 2),
+        (DerefAliases::Always, SyncMode::RefreshOnly, SUFFIX, 2),
+        (DerefAliases::Always, SyncMode::RefreshAndPersist, SUFFIX, 2),
+        (DerefAliases::Searching, SyncMode::RefreshOnly, "ou=gone,dc=example,dc=com", 2),
+    ];
+    for (deref, mode, base, expected) in cases {
+        let request = SyncRequest {
+            mode,
+            cookie: None,
+            reload_hint: false,
+        };
+        let sync = RawControl {
+            ctype: SYNC_REQUEST_OID.to_string(),
+            crit: true,
+            val: Some(request.encode()),
+        };
+        let result = connection
+            .with_search_options(SearchOptions::new().deref(deref))
+            .with_controls(vec![sync])
+            .search(base, Scope::Base, "(objectClass=*)", vec!["1.1"])
+            .expect("search answered")
+            .1;
+        assert_eq!(result.rc, expected, "{deref:?} {mode:?} {base}: {result:?}");
+        if expected == 2 {
+            assert_eq!(result.text, "illegal value for derefAliases");
+        }
+    }
+    assert_eq!(
+        server.running().context().persist_searches_running(),
+        0,
+        "no persist slot was taken"
+    );
+}

@@ -265,6 +265,7 @@ pub async fn search(
             response_controls: Vec::new(),
         });
     }
+    sync_deref_allowed(context, request, controls)?;
     // A persistent search subscribes to the changes before its refresh opens its snapshot (so
     // no change falls between), hence never in the estimate's earlier read txn.
     let subscription = persist::subscribe(context, database, controls)?;
@@ -306,6 +307,28 @@ pub async fn search(
         }
         _ => Ok(done),
     }
+}
+
+/// A provider's sync search (RFC 4533) that dereferences aliases in searching (`search`,
+/// `always`) is a protocolError (2) "illegal value for derefAliases", before anything else
+/// (its base is not looked up, no persist slot is taken), as slapd's syncprov answers it:
+/// a consumer could not follow entries reached through aliases. `find` is served.
+fn sync_deref_allowed(
+    context: &OperationContext,
+    request: &SearchRequest,
+    controls: &RequestControls,
+) -> Result<(), OperationError> {
+    let searching = matches!(
+        request.aliases,
+        LdapDerefAliases::InSearching | LdapDerefAliases::Always
+    );
+    if searching && controls.sync.is_some() && context.server.settings().replication.provider {
+        return Err(OperationError::new(
+            code::PROTOCOL_ERROR,
+            "illegal value for derefAliases",
+        ));
+    }
+    Ok(())
 }
 
 /// Runs a search's job: here when small, else on the blocking pool.
