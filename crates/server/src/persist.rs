@@ -5,7 +5,7 @@
 //! further behind is told it lagged and ends its search with e-syncRefreshRequired; nothing is
 //! ever queued per subscriber without a bound.
 
-use lmdir_store::{Change, CommittedChanges};
+use lmdir_store::{Change, CommittedChanges, PriorNeeds};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,11 +50,18 @@ struct Running {
     total: usize,
     /// Searches of identities that are neither the rootdn nor a replica.
     unprivileged: usize,
+    /// What each running search's filter (and the access rules it runs under) tests, by
+    /// ticket number; `needs` is their union, rebuilt when a search starts or ends.
+    tested: HashMap<u64, PriorNeeds>,
+    needs: Arc<PriorNeeds>,
+    next_ticket: u64,
 }
 
 /// Who asks for a persist slot.
 pub(crate) struct PersistSubject {
     pub connection_id: u64,
+    /// What the search's filter and the access rules test (`PriorNeeds`).
+    pub tested: PriorNeeds,
     /// The normalized DN the search runs as; empty = anonymous.
     pub identity: String,
     /// The rootdn or a configured replica: may take the reserved slots, no per-identity cap.
@@ -75,6 +82,7 @@ pub(crate) struct PersistLimits {
 /// A persistent search's place in the count; given back when dropped.
 pub(crate) struct PersistTicket {
     hub: Arc<PersistHub>,
+    number: u64,
     connection_id: u64,
     identity: String,
     privileged: bool,
@@ -99,6 +107,27 @@ impl Drop for PersistTicket {
         if !self.privileged {
             running.unprivileged -= 1;
         }
+        running.tested.remove(&self.number);
+        running.rebuild_needs();
+    }
+}
+
+impl Running {
+    /// The union of the running searches' needs (a few filters: rebuilt at each start and end).
+    fn rebuild_needs(&mut self) {
+        let mut union = PriorNeeds::default();
+        for tested in self.tested.values() {
+            for (attr, values) in &tested.asserted {
+                union
+                    .asserted
+                    .entry(*attr)
+                    .or_default()
+                    .extend(values.iter().cloned());
+            }
+            union.whole.extend(tested.whole.iter().copied());
+            union.every_attribute |= tested.every_attribute;
+        }
+        self.needs = Arc::new(union);
     }
 }
 
@@ -140,6 +169,34 @@ impl PersistHub {
 
     pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.load(Ordering::Acquire)
+    }
+
+    /// What a write starting now records of each changed entry as it was before the change
+    /// (`Change::before`): None (no image) unless a persistent search runs, the one reader of
+    /// those copies; else what the running searches test, which bounds the image of a point
+    /// modify of a big group. A search that joins while a write runs may get that write's
+    /// changes without images (or with images bounded by the others' needs) and decides as
+    /// for an entry too large to carry (see `search/persist.rs`): never naming a hidden entry.
+    /// The access rules' filters, `policy` (the write's), are needs too: a search decides with
+    /// the rules of its batch, and a reload may have added one since the search started.
+    pub(crate) fn begin_write(
+        &self,
+        policy: &lmdir_access::acl::AccessPolicy,
+    ) -> Option<Arc<PriorNeeds>> {
+        if !self.is_enabled() {
+            return None;
+        }
+        let mut needs = {
+            let running = self.counts();
+            if running.total == 0 {
+                return None;
+            }
+            (*running.needs).clone()
+        };
+        for filter in policy.rule_filters() {
+            needs.add_filter(filter);
+        }
+        Some(Arc::new(needs))
     }
 
     /// Called by the writer after each commit, on its thread (so in commit order). A send
@@ -223,10 +280,15 @@ impl PersistHub {
         if !subject.privileged {
             running.unprivileged += 1;
         }
+        let number = running.next_ticket;
+        running.next_ticket += 1;
+        running.tested.insert(number, subject.tested);
+        running.rebuild_needs();
         drop(running);
         Ok((
             PersistTicket {
                 hub: self.clone(),
+                number,
                 connection_id: subject.connection_id,
                 identity: subject.identity,
                 privileged: subject.privileged,
@@ -244,6 +306,7 @@ mod tests {
     fn subject(connection_id: u64, identity: &str, privileged: bool) -> PersistSubject {
         PersistSubject {
             connection_id,
+            tested: PriorNeeds::default(),
             identity: identity.to_string(),
             privileged,
         }

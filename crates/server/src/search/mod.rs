@@ -268,7 +268,7 @@ pub async fn search(
     sync_deref_allowed(context, request, controls)?;
     // A persistent search subscribes to the changes before its refresh opens its snapshot (so
     // no change falls between), hence never in the estimate's earlier read txn.
-    let subscription = persist::subscribe(context, database, controls)?;
+    let subscription = persist::subscribe(context, database, (request, controls))?;
     // No sync search runs on the connection's task: its delete phase reads the session log
     // and renamed subtrees, however few entries its scope holds. A persistent search drops the
     // estimate's read txn here, before its subscription: kept (shadowed, not dropped) it lived

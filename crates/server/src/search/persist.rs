@@ -57,7 +57,7 @@ pub(super) struct Subscription {
 pub(super) fn subscribe(
     context: &OperationContext,
     database: &Database,
-    controls: &RequestControls,
+    (request, controls): (&crate::request::SearchRequest, &RequestControls),
 ) -> Result<Option<Subscription>, OperationError> {
     let settings = &context.server.settings();
     let persistent = controls
@@ -74,8 +74,14 @@ pub(super) fn subscribe(
         reserved: replication.persist_reserve() as usize,
     };
     let identity = &context.session.identity;
+    // What its changes' before-images must hold for this search to decide (`PriorNeeds`).
+    let mut tested = lmdir_store::PriorNeeds::default();
+    tested.add_filter(&super::prepared_filter(
+        database, settings, request, None,
+    )?);
     let subject = PersistSubject {
         connection_id: context.session.connection_id,
+        tested,
         identity: identity.normalized_dn.clone(),
         privileged: identity.is_rootdn || is_replica(database, replication, identity),
     };
@@ -610,6 +616,7 @@ mod tests {
         };
         let subject = |connection_id| PersistSubject {
             connection_id,
+            tested: Default::default(),
             identity: String::new(),
             privileged: false,
         };
