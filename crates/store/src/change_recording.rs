@@ -111,6 +111,7 @@ impl WriteTxn<'_> {
             })
             .collect();
         let prior = PriorEntry {
+            bytes,
             dn,
             attributes: self.inner.schema().stored_normalized(checked),
         };

@@ -70,6 +70,8 @@ pub struct Change {
 pub struct PriorEntry {
     /// Its DN then.
     pub dn: String,
+    /// Bytes of its DN and values (originals and normalized), within `PRIOR_ENTRY_BYTES_MAX`.
+    pub bytes: usize,
     pub attributes: NormalizedAttributes,
 }
 
@@ -126,6 +128,18 @@ impl PriorNeeds {
                 None => self.every_attribute = true,
             },
         }
+    }
+}
+
+impl Change {
+    /// About how many bytes this record holds: its DNs, its entry before the change and a
+    /// fixed part (what a queue of them is bounded by).
+    pub fn held_bytes(&self) -> usize {
+        const FIXED_BYTES: usize = 128;
+        FIXED_BYTES
+            + self.dn.len()
+            + self.old_dn.as_ref().map_or(0, String::len)
+            + self.before.as_ref().map_or(0, |prior| prior.bytes)
     }
 }
 
