@@ -1286,7 +1286,11 @@ fn a_sync_search_dereferencing_aliases_is_answered_as_slapd_answers() {
         .spawn()
         .and_then(|mut child| {
             use std::io::Write;
-            child.stdin.take().expect("stdin").write_all(suffix.as_bytes())?;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(suffix.as_bytes())?;
             child.wait()
         })
         .expect("running ldapadd");
@@ -1303,7 +1307,10 @@ fn a_sync_search_dereferencing_aliases_is_answered_as_slapd_answers() {
         let ours = sync_search_result(lmdir.port, deref, base);
         assert_eq!(ours, theirs, "-a {deref} -b {base}");
         if deref == "search" {
-            assert!(theirs.contains("illegal value for derefAliases"), "{theirs}");
+            assert!(
+                theirs.contains("illegal value for derefAliases"),
+                "{theirs}"
+            );
         }
     }
     lmdir.stop();

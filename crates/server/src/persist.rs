@@ -265,7 +265,9 @@ impl PersistHub {
         for backlog in running.backlogs.values() {
             let taken = backlog.taken_bytes.load(Ordering::Acquire);
             if published.saturating_sub(taken) > PERSIST_QUEUE_BYTES_MAX {
-                backlog.overrun.send_if_modified(|overrun| !std::mem::replace(overrun, true));
+                backlog
+                    .overrun
+                    .send_if_modified(|overrun| !std::mem::replace(overrun, true));
             }
         }
     }

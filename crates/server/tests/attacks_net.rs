@@ -1100,7 +1100,11 @@ fn a_persistent_search_whose_client_stops_reading_ends_past_its_queue_bound() {
     probe_search(&server);
     // Reading again: what was queued, then the end.
     let code = loop {
-        match stalled.receive().expect("the search's end before a close").op {
+        match stalled
+            .receive()
+            .expect("the search's end before a close")
+            .op
+        {
             LdapOp::SearchResultDone(done) => break done.code,
             _ => continue,
         }

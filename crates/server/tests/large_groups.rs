@@ -272,7 +272,12 @@ fn persisted_until(
             .1
             .iter()
             .find(|control| control.1.ctype == SYNC_STATE_OID)
-            .map(|control| format!("{:?}", control.1.parse::<ldap3::controls::SyncState>().state))
+            .map(|control| {
+                format!(
+                    "{:?}",
+                    control.1.parse::<ldap3::controls::SyncState>().state
+                )
+            })
             .expect("a Sync State");
         let dn = SearchEntry::construct(entry).dn.to_ascii_lowercase();
         let done = dn == marker.to_ascii_lowercase();
@@ -328,7 +333,12 @@ fn before_images_only_while_a_persistent_search_runs_and_member_changes_are_foll
     let filter = format!("(member={})", person_dn(x));
     let mut stream = searcher
         .with_controls(RawControl::from(request))
-        .streaming_search("ou=groups,dc=example,dc=com", Scope::Subtree, &filter, vec!["cn"])
+        .streaming_search(
+            "ou=groups,dc=example,dc=com",
+            Scope::Subtree,
+            &filter,
+            vec!["cn"],
+        )
         .expect("persist search");
     while let Some(entry) = stream.next().expect("a refresh message") {
         if entry.is_intermediate() {

@@ -694,7 +694,12 @@ fn a_sync_search_dereferencing_in_searching_is_a_protocol_error() {
         (DerefAliases::Searching, SyncMode::RefreshOnly, SUFFIX, 2),
         (DerefAliases::Always, SyncMode::RefreshOnly, SUFFIX, 2),
         (DerefAliases::Always, SyncMode::RefreshAndPersist, SUFFIX, 2),
-        (DerefAliases::Searching, SyncMode::RefreshOnly, "ou=gone,dc=example,dc=com", 2),
+        (
+            DerefAliases::Searching,
+            SyncMode::RefreshOnly,
+            "ou=gone,dc=example,dc=com",
+            2,
+        ),
     ];
     for (deref, mode, base, expected) in cases {
         let request = SyncRequest {

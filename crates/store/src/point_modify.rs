@@ -470,7 +470,9 @@ impl WriteTxn<'_> {
                 self.check_deadline()?;
                 let held = match changes.get(&(one.number, normalized.clone())) {
                     Some(change) => change.existed,
-                    None => out_of_line_contains(self.inner, &self.txn, id, one.number, normalized)?,
+                    None => {
+                        out_of_line_contains(self.inner, &self.txn, id, one.number, normalized)?
+                    }
                 };
                 if held {
                     // Compared by its stored normalized form only (`PriorNeeds::asserted`).

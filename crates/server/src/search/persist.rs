@@ -80,9 +80,7 @@ pub(super) fn subscribe(
     let identity = &context.session.identity;
     // What its changes' before-images must hold for this search to decide (`PriorNeeds`).
     let mut tested = lmdir_store::PriorNeeds::default();
-    tested.add_filter(&super::prepared_filter(
-        database, settings, request, None,
-    )?);
+    tested.add_filter(&super::prepared_filter(database, settings, request, None)?);
     let subject = PersistSubject {
         connection_id: context.session.connection_id,
         tested,
