@@ -289,6 +289,33 @@ fn persisted_until(
     panic!("the persistent search ended before {marker}: {got:?}");
 }
 
+/// A refreshAndPersist search of the groups with `filter`, read up to the end of its refresh.
+fn persist_search<'a>(
+    connection: &'a mut LdapConn,
+    filter: &'a str,
+) -> ldap3::EntryStream<'a, 'a, &'static str, Vec<&'static str>> {
+    let request = ldap3::controls::SyncRequest {
+        mode: ldap3::controls::RefreshMode::RefreshAndPersist,
+        cookie: None,
+        reload_hint: false,
+    };
+    let mut stream = connection
+        .with_controls(RawControl::from(request))
+        .streaming_search(
+            "ou=groups,dc=example,dc=com",
+            Scope::Subtree,
+            filter,
+            vec!["cn"],
+        )
+        .expect("persist search");
+    while let Some(entry) = stream.next().expect("a refresh message") {
+        if entry.is_intermediate() {
+            return stream;
+        }
+    }
+    panic!("the refresh ended without a Sync Info");
+}
+
 /// Writes copy each changed entry as it was before the change (for persistent searches to
 /// decide what left them) only while a persistent search runs; and a persistent search on
 /// `(member=X)` follows point member changes of the big group (2,000 members, whose whole
@@ -325,26 +352,8 @@ fn before_images_only_while_a_persistent_search_runs_and_member_changes_are_foll
         "no persistent search: no before-image"
     );
     let mut searcher = root(&server);
-    let request = ldap3::controls::SyncRequest {
-        mode: ldap3::controls::RefreshMode::RefreshAndPersist,
-        cookie: None,
-        reload_hint: false,
-    };
     let filter = format!("(member={})", person_dn(x));
-    let mut stream = searcher
-        .with_controls(RawControl::from(request))
-        .streaming_search(
-            "ou=groups,dc=example,dc=com",
-            Scope::Subtree,
-            &filter,
-            vec!["cn"],
-        )
-        .expect("persist search");
-    while let Some(entry) = stream.next().expect("a refresh message") {
-        if entry.is_intermediate() {
-            break;
-        }
-    }
+    let mut stream = persist_search(&mut searcher, &filter);
     describe(&mut admin, &person_dn(x), "a search runs");
     assert!(
         store.prior_entries_built() > before,
