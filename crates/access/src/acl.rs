@@ -513,6 +513,12 @@ fn suffix_ndn(schema: &Schema, suffix: &str) -> Result<String, AclError> {
 }
 
 impl AccessPolicy {
+    /// The rules' target filters: all an entry's values the policy's decisions read (grants
+    /// name subjects and groups, never the entry's values).
+    pub fn rule_filters(&self) -> impl Iterator<Item = &PreparedFilter> {
+        self.rules.iter().filter_map(|rule| rule.filter.as_ref())
+    }
+
     /// Builds the policy from config rules. With no rules the secure default applies (see
     /// [`AccessPolicy::default_rules`]). `suffix` is the database suffix: rule DNs must lie
     /// within it (a DN outside can never match and is a config mistake). `rootdn` is the

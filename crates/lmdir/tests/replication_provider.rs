@@ -1238,3 +1238,80 @@ fn a_group_larger_than_the_client_request_limit_replicates() {
     replica.assert_no_panic("replica");
     replica.assert_check_clean("replica");
 }
+
+/// The result line `ldapsearch -E sync=ro -a <deref>` prints against the server at `port`.
+fn sync_search_result(port: u16, deref: &str, base: &str) -> String {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", base, "-s", "base"])
+        .args(["-a", deref, "-E", "sync=ro", "1.1"])
+        .output()
+        .expect("running ldapsearch");
+    let status = output.status.code().unwrap_or(-1);
+    let text = String::from_utf8_lossy(&output.stderr);
+    let message = text
+        .lines()
+        .find(|line| line.starts_with("Additional information"))
+        .unwrap_or_default()
+        .to_string();
+    format!("exit {status} {message}")
+}
+
+/// A sync search dereferencing aliases in searching (`search`, `always`) is answered as slapd's
+/// syncprov answers it, protocolError (2) "illegal value for derefAliases", even below a base
+/// that does not exist; `never` and `find` are served by both.
+#[test]
+fn a_sync_search_dereferencing_aliases_is_answered_as_slapd_answers() {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut lmdir = provider_with_log(0, 3);
+    let slapd = slapd_sync::Slapd::start(free_port(), |root| {
+        slapd_sync::config_head(root, &["syncprov"])
+            + &format!(
+                "database mdb\nsuffix \"{SUFFIX}\"\nrootdn \"{ROOT_DN}\"\nrootpw {ROOT_PASSWORD}\n\
+                 directory {}\nmaxsize 104857600\noverlay syncprov\n",
+                root.join("db").display()
+            )
+    });
+    let suffix = format!(
+        "dn: {SUFFIX}\nobjectClass: dcObject\nobjectClass: organization\ndc: example\no: x\n"
+    );
+    let added = Command::new("ldapadd")
+        .args(["-x", "-H"])
+        .arg(format!("ldap://127.0.0.1:{}", slapd.port))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(suffix.as_bytes())?;
+            child.wait()
+        })
+        .expect("running ldapadd");
+    assert!(added.success(), "the suffix added to slapd");
+    let missing = format!("ou=gone,{SUFFIX}");
+    for (deref, base) in [
+        ("never", SUFFIX),
+        ("find", SUFFIX),
+        ("search", SUFFIX),
+        ("always", SUFFIX),
+        ("always", missing.as_str()),
+    ] {
+        let theirs = sync_search_result(slapd.port, deref, base);
+        let ours = sync_search_result(lmdir.port, deref, base);
+        assert_eq!(ours, theirs, "-a {deref} -b {base}");
+        if deref == "search" {
+            assert!(
+                theirs.contains("illegal value for derefAliases"),
+                "{theirs}"
+            );
+        }
+    }
+    lmdir.stop();
+}

@@ -2,12 +2,15 @@
 //! the writer publishes each committed transaction's changes here, on its own thread right after
 //! the commit, so every subscriber sees them in commit order. The broadcast is bounded
 //! (`PERSIST_QUEUE_CHANGES_MAX` changes, shared by all subscribers): a subscriber that falls
-//! further behind is told it lagged and ends its search with e-syncRefreshRequired; nothing is
-//! ever queued per subscriber without a bound.
+//! further behind is told it lagged and ends its search with e-syncRefreshRequired; so is one
+//! that has more than `PERSIST_QUEUE_BYTES_MAX` of published changes yet to take (a client that
+//! reads slowly or not at all: the broadcast keeps every change until its slowest subscriber
+//! took it), even while it waits for its client; nothing is ever queued per subscriber without
+//! a bound.
 
-use lmdir_store::{Change, CommittedChanges};
+use lmdir_store::{Change, CommittedChanges, PriorNeeds};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, watch};
 
@@ -15,6 +18,10 @@ use tokio::sync::{broadcast, watch};
 /// a few hundred bytes each, so the ring holds a few MiB at most. A search further behind
 /// than this refreshes instead (e-syncRefreshRequired).
 pub(crate) const PERSIST_QUEUE_CHANGES_MAX: usize = 16_384;
+/// Most bytes of published changes (`Change::held_bytes`) one persistent search may have yet to
+/// take from the broadcast: past it the search ends with e-syncRefreshRequired, and the changes
+/// kept for it alone are freed.
+pub(crate) const PERSIST_QUEUE_BYTES_MAX: u64 = 32 * 1024 * 1024;
 /// Most persistent searches one connection runs at once (busy beyond): each holds one of its
 /// connection's `running_operations_per_connection_max` turns for as long as it lasts, so a
 /// connection always keeps turns for its other operations.
@@ -23,8 +30,13 @@ pub(crate) const PERSIST_SEARCHES_PER_CONNECTION_MAX: usize = 2;
 /// One item of the broadcast.
 #[derive(Clone, Debug)]
 pub(crate) enum Published {
-    /// One committed change; `txn_id` is its transaction's LMDB ID.
-    Change { txn_id: u64, change: Arc<Change> },
+    /// One committed change; `txn_id` is its transaction's LMDB ID, `end_bytes` the bytes
+    /// published so far, this change's included (`PersistHub::published_bytes`).
+    Change {
+        txn_id: u64,
+        change: Arc<Change>,
+        end_bytes: u64,
+    },
     /// A transaction committed more changes than it recorded: every subscriber refreshes.
     Overflow { txn_id: u64 },
 }
@@ -38,6 +50,28 @@ pub(crate) struct PersistHub {
     stop: watch::Sender<bool>,
     /// Running persistent searches, by connection, by identity and in all.
     running: Mutex<Running>,
+    /// `Change::held_bytes` of every change published so far.
+    published_bytes: AtomicU64,
+}
+
+/// How far one persistent search is behind the broadcast, in bytes.
+pub(crate) struct Backlog {
+    /// `published_bytes` as of the last change the search took.
+    taken_bytes: AtomicU64,
+    /// Set once it has more than `PERSIST_QUEUE_BYTES_MAX` yet to take: the search ends.
+    overrun: watch::Sender<bool>,
+}
+
+impl Backlog {
+    /// The search took the change published up to `end_bytes`.
+    pub(crate) fn took(&self, end_bytes: u64) {
+        self.taken_bytes.fetch_max(end_bytes, Ordering::AcqRel);
+    }
+
+    /// Resolves once the search is past its bound (at once if it is already).
+    pub(crate) fn overrun(&self) -> watch::Receiver<bool> {
+        self.overrun.subscribe()
+    }
 }
 
 /// Who holds the persist slots. Entries exist only while searches run, so every map is bounded
@@ -50,11 +84,20 @@ struct Running {
     total: usize,
     /// Searches of identities that are neither the rootdn nor a replica.
     unprivileged: usize,
+    /// What each running search's filter (and the access rules it runs under) tests, by
+    /// ticket number; `needs` is their union, rebuilt when a search starts or ends.
+    tested: HashMap<u64, PriorNeeds>,
+    needs: Arc<PriorNeeds>,
+    /// Each running search's backlog, by ticket number.
+    backlogs: HashMap<u64, Arc<Backlog>>,
+    next_ticket: u64,
 }
 
 /// Who asks for a persist slot.
 pub(crate) struct PersistSubject {
     pub connection_id: u64,
+    /// What the search's filter and the access rules test (`PriorNeeds`).
+    pub tested: PriorNeeds,
     /// The normalized DN the search runs as; empty = anonymous.
     pub identity: String,
     /// The rootdn or a configured replica: may take the reserved slots, no per-identity cap.
@@ -75,6 +118,8 @@ pub(crate) struct PersistLimits {
 /// A persistent search's place in the count; given back when dropped.
 pub(crate) struct PersistTicket {
     hub: Arc<PersistHub>,
+    number: u64,
+    pub(crate) backlog: Arc<Backlog>,
     connection_id: u64,
     identity: String,
     privileged: bool,
@@ -99,6 +144,28 @@ impl Drop for PersistTicket {
         if !self.privileged {
             running.unprivileged -= 1;
         }
+        running.tested.remove(&self.number);
+        running.backlogs.remove(&self.number);
+        running.rebuild_needs();
+    }
+}
+
+impl Running {
+    /// The union of the running searches' needs (a few filters: rebuilt at each start and end).
+    fn rebuild_needs(&mut self) {
+        let mut union = PriorNeeds::default();
+        for tested in self.tested.values() {
+            for (attr, values) in &tested.asserted {
+                union
+                    .asserted
+                    .entry(*attr)
+                    .or_default()
+                    .extend(values.iter().cloned());
+            }
+            union.whole.extend(tested.whole.iter().copied());
+            union.every_attribute |= tested.every_attribute;
+        }
+        self.needs = Arc::new(union);
     }
 }
 
@@ -121,6 +188,7 @@ impl Default for PersistHub {
             enabled: AtomicBool::new(false),
             stop: watch::channel(false).0,
             running: Mutex::new(Running::default()),
+            published_bytes: AtomicU64::new(0),
         }
     }
 }
@@ -142,6 +210,34 @@ impl PersistHub {
         self.enabled.load(Ordering::Acquire)
     }
 
+    /// What a write starting now records of each changed entry as it was before the change
+    /// (`Change::before`): None (no image) unless a persistent search runs, the one reader of
+    /// those copies; else what the running searches test, which bounds the image of a point
+    /// modify of a big group. A search that joins while a write runs may get that write's
+    /// changes without images (or with images bounded by the others' needs) and decides as
+    /// for an entry too large to carry (see `search/persist.rs`): never naming a hidden entry.
+    /// The access rules' filters, `policy` (the write's), are needs too: a search decides with
+    /// the rules of its batch, and a reload may have added one since the search started.
+    pub(crate) fn begin_write(
+        &self,
+        policy: &lmdir_access::acl::AccessPolicy,
+    ) -> Option<Arc<PriorNeeds>> {
+        if !self.is_enabled() {
+            return None;
+        }
+        let mut needs = {
+            let running = self.counts();
+            if running.total == 0 {
+                return None;
+            }
+            (*running.needs).clone()
+        };
+        for filter in policy.rule_filters() {
+            needs.add_filter(filter);
+        }
+        Some(Arc::new(needs))
+    }
+
     /// Called by the writer after each commit, on its thread (so in commit order). A send
     /// with no subscriber is not an error.
     pub(crate) fn publish(&self, committed: CommittedChanges) {
@@ -151,10 +247,28 @@ impl PersistHub {
             return;
         }
         for change in committed.changes {
+            let bytes = change.held_bytes() as u64;
+            let end_bytes = self.published_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
             let _ = self.sender.send(Published::Change {
                 txn_id,
                 change: Arc::new(change),
+                end_bytes,
             });
+        }
+        self.end_overruns();
+    }
+
+    /// Ends every search with more than `PERSIST_QUEUE_BYTES_MAX` yet to take.
+    fn end_overruns(&self) {
+        let published = self.published_bytes.load(Ordering::Acquire);
+        let running = self.counts();
+        for backlog in running.backlogs.values() {
+            let taken = backlog.taken_bytes.load(Ordering::Acquire);
+            if published.saturating_sub(taken) > PERSIST_QUEUE_BYTES_MAX {
+                backlog
+                    .overrun
+                    .send_if_modified(|overrun| !std::mem::replace(overrun, true));
+            }
         }
     }
 
@@ -223,10 +337,21 @@ impl PersistHub {
         if !subject.privileged {
             running.unprivileged += 1;
         }
+        let number = running.next_ticket;
+        running.next_ticket += 1;
+        running.tested.insert(number, subject.tested);
+        running.rebuild_needs();
+        let backlog = Arc::new(Backlog {
+            taken_bytes: AtomicU64::new(self.published_bytes.load(Ordering::Acquire)),
+            overrun: watch::channel(false).0,
+        });
+        running.backlogs.insert(number, backlog.clone());
         drop(running);
         Ok((
             PersistTicket {
                 hub: self.clone(),
+                number,
+                backlog,
                 connection_id: subject.connection_id,
                 identity: subject.identity,
                 privileged: subject.privileged,
@@ -244,6 +369,7 @@ mod tests {
     fn subject(connection_id: u64, identity: &str, privileged: bool) -> PersistSubject {
         PersistSubject {
             connection_id,
+            tested: PriorNeeds::default(),
             identity: identity.to_string(),
             privileged,
         }

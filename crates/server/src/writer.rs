@@ -236,6 +236,10 @@ impl Writer {
             let accesslog = self.accesslog.load();
             if self.persist.is_enabled() || accesslog.enabled {
                 txn.record_changes();
+                match self.persist.begin_write(&self.rules.policy) {
+                    Some(needs) => txn.bound_prior_entries(needs),
+                    None => txn.skip_prior_entries(),
+                }
             }
             let (applied, failed) = self.fill_batch(&mut txn, &mut pending);
             match failed {

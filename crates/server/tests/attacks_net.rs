@@ -1043,3 +1043,72 @@ fn one_address_binding_in_a_loop_does_not_queue_every_other_clients_bind() {
         }
     }
 }
+
+/// A persistent search whose client stops reading ends with e-syncRefreshRequired (4096) once
+/// more than `PERSIST_QUEUE_BYTES_MAX` (32 MiB) of changes wait for it, even while its sender
+/// waits for the client (the write timeout is an hour here: it does not end it), so the
+/// broadcast no longer keeps changes for it; others are served meanwhile. 10,000 modifies
+/// whose before-images hold about 7 KiB each: about 68 MiB of changes, of which the socket
+/// buffers and the connection's queue absorb well under half.
+#[test]
+fn a_persistent_search_whose_client_stops_reading_ends_past_its_queue_bound() {
+    use ldap3::Mod;
+    use ldap3_proto::control::LdapControl;
+    use ldap3_proto::proto::SyncRequestMode;
+    use std::collections::HashSet;
+    let server = TestServer::start_populated(20, Vec::new(), |settings| {
+        settings.write_timeout = Duration::from_secs(3600);
+        settings.replication.server_id = 1;
+        settings.replication.provider = true;
+    });
+    let mut stalled = raw_from(&server, [127, 0, 0, 1], 4096);
+    assert_eq!(
+        stalled.bind(1, ROOT_DN, ROOT_PASSWORD),
+        LdapResultCode::Success
+    );
+    let mut request = search_request(2, LdapFilter::Present("objectClass".to_string()));
+    request.ctrl = vec![LdapControl::SyncRequest {
+        criticality: true,
+        mode: SyncRequestMode::RefreshAndPersist,
+        cookie: None,
+        reload_hint: false,
+    }];
+    stalled.send(vec![request]);
+    while !matches!(
+        stalled.receive().expect("the refresh").op,
+        LdapOp::IntermediateResponse(_)
+    ) {}
+    // It reads nothing more now.
+    let mut admin = LdapConn::new(&server.ldap_url()).expect("connect");
+    admin
+        .simple_bind(ROOT_DN, ROOT_PASSWORD)
+        .expect("bind answered")
+        .success()
+        .expect("bound");
+    let filler = "x".repeat(3000);
+    for round in 0..10_000 {
+        let value = format!("{round} {filler}");
+        admin
+            .modify(
+                &person_dn(1),
+                vec![Mod::Replace("description", HashSet::from([value.as_str()]))],
+            )
+            .expect("modify answered")
+            .success()
+            .expect("the writes are served");
+    }
+    probe_search(&server);
+    // Reading again: what was queued, then the end.
+    let code = loop {
+        match stalled
+            .receive()
+            .expect("the search's end before a close")
+            .op
+        {
+            LdapOp::SearchResultDone(done) => break done.code,
+            _ => continue,
+        }
+    };
+    assert_eq!(code, LdapResultCode::EsyncRefreshRequired);
+    assert_eq!(server.running().context().persist_searches_running(), 0);
+}

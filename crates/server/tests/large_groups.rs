@@ -256,3 +256,126 @@ fn a_refresh_carries_a_point_change_of_the_big_group() {
     assert_eq!(names.len(), MEMBERS + 1);
     assert!(names.contains(&person_dn(MEMBERS + 3)));
 }
+
+/// The DN and Sync State of each persist message up to and including one about `marker`.
+fn persisted_until(
+    stream: &mut ldap3::EntryStream<'_, '_, &'static str, Vec<&'static str>>,
+    marker: &str,
+) -> Vec<(String, String)> {
+    use lmdir_sync::messages::SYNC_STATE_OID;
+    let mut got = Vec::new();
+    while let Some(entry) = stream.next().expect("a persist message") {
+        if entry.is_intermediate() {
+            continue;
+        }
+        let state = entry
+            .1
+            .iter()
+            .find(|control| control.1.ctype == SYNC_STATE_OID)
+            .map(|control| {
+                format!(
+                    "{:?}",
+                    control.1.parse::<ldap3::controls::SyncState>().state
+                )
+            })
+            .expect("a Sync State");
+        let dn = SearchEntry::construct(entry).dn.to_ascii_lowercase();
+        let done = dn == marker.to_ascii_lowercase();
+        got.push((dn, state));
+        if done {
+            return got;
+        }
+    }
+    panic!("the persistent search ended before {marker}: {got:?}");
+}
+
+/// A refreshAndPersist search of the groups with `filter`, read up to the end of its refresh.
+fn persist_search<'a>(
+    connection: &'a mut LdapConn,
+    filter: &'a str,
+) -> ldap3::EntryStream<'a, 'a, &'static str, Vec<&'static str>> {
+    let request = ldap3::controls::SyncRequest {
+        mode: ldap3::controls::RefreshMode::RefreshAndPersist,
+        cookie: None,
+        reload_hint: false,
+    };
+    let mut stream = connection
+        .with_controls(RawControl::from(request))
+        .streaming_search(
+            "ou=groups,dc=example,dc=com",
+            Scope::Subtree,
+            filter,
+            vec!["cn"],
+        )
+        .expect("persist search");
+    while let Some(entry) = stream.next().expect("a refresh message") {
+        if entry.is_intermediate() {
+            return stream;
+        }
+    }
+    panic!("the refresh ended without a Sync Info");
+}
+
+/// Writes copy each changed entry as it was before the change (for persistent searches to
+/// decide what left them) only while a persistent search runs; and a persistent search on
+/// `(member=X)` follows point member changes of the big group (2,000 members, whose whole
+/// before-image is far past `PRIOR_ENTRY_BYTES_MAX`): another member's arrival sends nothing,
+/// X's arrival sends the group whole, X's departure its delete (the point modify's image
+/// carries only the member values the running filters assert).
+#[test]
+fn before_images_only_while_a_persistent_search_runs_and_member_changes_are_followed() {
+    let server = server();
+    let store = server
+        .running()
+        .context()
+        .database
+        .as_ref()
+        .expect("database")
+        .store()
+        .clone();
+    let mut admin = root(&server);
+    add_big_group(&mut admin);
+    let x = MEMBERS + 5;
+    let describe = |connection: &mut LdapConn, dn: &str, text: &str| {
+        connection
+            .modify(dn, vec![Mod::Replace("description", HashSet::from([text]))])
+            .expect("modify answered")
+            .success()
+            .expect("modified");
+    };
+    let before = store.prior_entries_built();
+    describe(&mut admin, &person_dn(x), "no search runs");
+    assert_eq!(member_change(&mut admin, true, MEMBERS + 1), 0);
+    assert_eq!(
+        store.prior_entries_built(),
+        before,
+        "no persistent search: no before-image"
+    );
+    let mut searcher = root(&server);
+    let filter = format!("(member={})", person_dn(x));
+    let mut stream = persist_search(&mut searcher, &filter);
+    describe(&mut admin, &person_dn(x), "a search runs");
+    assert!(
+        store.prior_entries_built() > before,
+        "a persistent search runs: the person's before-image is built"
+    );
+    // Not X: the group neither matched before nor matches now, so nothing is sent (without
+    // the bounded before-image the search could not tell, and sent the group as a delete).
+    assert_eq!(member_change(&mut admin, true, MEMBERS + 7), 0);
+    assert_eq!(member_change(&mut admin, true, x), 0);
+    assert_eq!(member_change(&mut admin, false, x), 0);
+    let own = group_dn(x / PEOPLE_PER_GROUP);
+    describe(&mut admin, &own, "marker");
+    let got = persisted_until(&mut stream, &own);
+    let big = BIG.to_ascii_lowercase();
+    let expected = vec![
+        (big.clone(), "Modify".to_string()),
+        (big.clone(), "Delete".to_string()),
+        (own.to_ascii_lowercase(), "Modify".to_string()),
+    ];
+    // The add is not sent when the persist phase reads the group after X left it again.
+    assert!(
+        got == expected || got[..] == expected[1..],
+        "X's arrival and departure, then the marker: {got:?}"
+    );
+}

@@ -623,3 +623,109 @@ fn base_scope_sync_searches_do_not_stall_other_clients() {
         "a bind waited {bind_took:?} behind sync searches"
     );
 }
+
+/// Polls `condition` until it holds; fails after a hang guard (not a measure of speed: the
+/// condition either comes true at once or never).
+fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "{what}: never");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn set_description(connection: &mut LdapConn, dn: &str, description: &str) {
+    connection
+        .modify(
+            dn,
+            vec![Mod::Replace("description", HashSet::from([description]))],
+        )
+        .expect("modify answered")
+        .success()
+        .unwrap_or_else(|error| panic!("modify {dn}: {error}"));
+}
+
+/// A persistent search whose refresh is small (a few index candidates: it runs on the
+/// connection's task, in the read txn of its estimate) holds no read txn while it waits for
+/// changes: LMDB reuses no page freed after the oldest reader's snapshot, so a pinned one made
+/// data.mdb grow with every modify for as long as the search lasted. Each change is read in
+/// its own short txn, released before it is sent.
+#[test]
+fn a_waiting_persistent_search_holds_no_read_txn() {
+    let server = provider_with_log(10);
+    let store = server
+        .running()
+        .context()
+        .database
+        .as_ref()
+        .expect("database")
+        .store()
+        .clone();
+    let mut admin = root(&server);
+    let target = person_dn(1);
+    let mut searcher = root(&server);
+    let mut stream = persist_search(&mut searcher, SUFFIX, "(uid=u0000001)");
+    for round in 0..20 {
+        set_description(&mut admin, &target, &format!("round {round}"));
+    }
+    set_description(&mut admin, &target, "last");
+    let got = persisted_until(&mut stream, &target);
+    assert!(
+        got.iter().all(|(dn, _)| dn == &target),
+        "only the searched entry: {got:?}"
+    );
+    eventually("no read txn is open while the search waits", || {
+        store.open_read_txns() == 0
+    });
+}
+
+/// A sync search that dereferences aliases in searching (`search`, `always`) is a
+/// protocolError "illegal value for derefAliases", refreshOnly and refreshAndPersist alike and
+/// whether its base exists or not, as slapd's syncprov answers (checked against slapd in
+/// crates/lmdir/tests/replication_provider.rs); `never` and `find` are served.
+#[test]
+fn a_sync_search_dereferencing_in_searching_is_a_protocol_error() {
+    use ldap3::{DerefAliases, SearchOptions};
+    let server = provider();
+    let mut connection = root(&server);
+    let cases = [
+        (DerefAliases::Never, SyncMode::RefreshOnly, SUFFIX, 0),
+        (DerefAliases::Finding, SyncMode::RefreshOnly, SUFFIX, 0),
+        (DerefAliases::Searching, SyncMode::RefreshOnly, SUFFIX, 2),
+        (DerefAliases::Always, SyncMode::RefreshOnly, SUFFIX, 2),
+        (DerefAliases::Always, SyncMode::RefreshAndPersist, SUFFIX, 2),
+        (
+            DerefAliases::Searching,
+            SyncMode::RefreshOnly,
+            "ou=gone,dc=example,dc=com",
+            2,
+        ),
+    ];
+    for (deref, mode, base, expected) in cases {
+        let request = SyncRequest {
+            mode,
+            cookie: None,
+            reload_hint: false,
+        };
+        let sync = RawControl {
+            ctype: SYNC_REQUEST_OID.to_string(),
+            crit: true,
+            val: Some(request.encode()),
+        };
+        let result = connection
+            .with_search_options(SearchOptions::new().deref(deref))
+            .with_controls(vec![sync])
+            .search(base, Scope::Base, "(objectClass=*)", vec!["1.1"])
+            .expect("search answered")
+            .1;
+        assert_eq!(result.rc, expected, "{deref:?} {mode:?} {base}: {result:?}");
+        if expected == 2 {
+            assert_eq!(result.text, "illegal value for derefAliases");
+        }
+    }
+    assert_eq!(
+        server.running().context().persist_searches_running(),
+        0,
+        "no persist slot was taken"
+    );
+}

@@ -7,16 +7,30 @@ use lmdir_schema::{AttributeDescription, CheckedAttribute};
 use lmdir_sync::Csn;
 
 use crate::changes::{
-    uuid_bytes, Change, ChangeKind, PriorEntry, CHANGES_PER_TXN_MAX,
+    uuid_bytes, Change, ChangeKind, PriorEntry, PriorNeeds, CHANGES_PER_TXN_MAX,
     PRIOR_ENTRIES_BYTES_PER_TXN_MAX, PRIOR_ENTRY_BYTES_MAX,
 };
 use crate::layout::EntryId;
 use crate::write::{WorkingAttribute, WriteTxn};
 
 impl WriteTxn<'_> {
-    /// Keep a record of every change from now on, handed back by `commit_with_changes`.
+    /// Keep a record of every change from now on, handed back by `commit_with_changes`, each
+    /// with the entry as it was before it (`Change::before`) unless `skip_prior_entries`.
     pub fn record_changes(&mut self) {
         self.changes.recording = true;
+    }
+
+    /// Records carry no entry as it was before the change (`Change::before` None): nobody
+    /// reads them (an accesslog alone, or a provider with no persistent search running), and
+    /// each is a copy of the entry's values.
+    pub fn skip_prior_entries(&mut self) {
+        self.changes.no_prior_entries = true;
+    }
+
+    /// What the readers of the images test (`PriorNeeds`): an entry modified the point way
+    /// then carries an image with only those of its out-of-line values (else none).
+    pub fn bound_prior_entries(&mut self, needs: Arc<PriorNeeds>) {
+        self.changes.prior_needs = Some(needs);
     }
 
     /// The first value of attribute `name` among `attributes`.
@@ -71,7 +85,7 @@ impl WriteTxn<'_> {
     /// `PRIOR_ENTRIES_BYTES_PER_TXN_MAX` (else it carries none).
     pub(crate) fn record_prior(&mut self, dn: String, attributes: &[WorkingAttribute]) {
         let log = &self.changes;
-        if !log.recording || log.committed.overflowed {
+        if !log.recording || log.no_prior_entries || log.committed.overflowed {
             return;
         }
         let bytes = attributes
@@ -97,12 +111,16 @@ impl WriteTxn<'_> {
             })
             .collect();
         let prior = PriorEntry {
+            bytes,
             dn,
             attributes: self.inner.schema().stored_normalized(checked),
         };
         if let Some(change) = self.changes.committed.changes.last_mut() {
             change.before = Some(Arc::new(prior));
             self.changes.prior_bytes += bytes;
+            self.inner
+                .prior_entries_built
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -129,6 +147,15 @@ impl WriteTxn<'_> {
 
     pub(crate) fn is_recording_changes(&self) -> bool {
         self.changes.recording
+    }
+
+    /// The readers' needs when images are built (`bound_prior_entries`), else None.
+    pub(crate) fn prior_needs(&self) -> Option<Arc<PriorNeeds>> {
+        let log = &self.changes;
+        match log.recording && !log.no_prior_entries {
+            true => log.prior_needs.clone(),
+            false => None,
+        }
     }
 }
 

@@ -14,9 +14,10 @@
 //! applies the move moves its own copy of the subtree; a reader for which the move changes
 //! whether descendants are in scope expands the record itself (`ReadTxn::subtree_ids`).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use lmdir_schema::NormalizedAttributes;
+use lmdir_schema::{AttrId, NormalizedAttributes, PreparedFilter};
 use lmdir_sync::Csn;
 
 use crate::layout::EntryId;
@@ -69,7 +70,77 @@ pub struct Change {
 pub struct PriorEntry {
     /// Its DN then.
     pub dn: String,
+    /// Bytes of its DN and values (originals and normalized), within `PRIOR_ENTRY_BYTES_MAX`.
+    pub bytes: usize,
     pub attributes: NormalizedAttributes,
+}
+
+/// What the readers of `Change::before` test on an entry (the filters of the running persistent
+/// searches and of the access rules), so that the image of an entry modified the point way
+/// (`point_modify.rs`) carries, of its out-of-line values (a group's member list), only those:
+/// the few values equality items assert, never the whole list.
+#[derive(Clone, Debug, Default)]
+pub struct PriorNeeds {
+    /// Attribute types tested only by equality on their stored form, with the normalized
+    /// values asserted.
+    pub asserted: HashMap<AttrId, HashSet<Vec<u8>>>,
+    /// Attribute types tested otherwise (presence, substrings, ordering, approximate,
+    /// extensible, in-chain, or equality needing the original): a point modify of an entry
+    /// with such out-of-line values carries no image.
+    pub whole: HashSet<AttrId>,
+    /// An extensible match without a type tests every attribute: no point modify carries one.
+    pub every_attribute: bool,
+}
+
+impl PriorNeeds {
+    /// Adds what `filter` tests.
+    pub fn add_filter(&mut self, filter: &PreparedFilter) {
+        match filter {
+            PreparedFilter::True | PreparedFilter::False | PreparedFilter::Undefined => {}
+            PreparedFilter::And(items) | PreparedFilter::Or(items) => {
+                items.iter().for_each(|item| self.add_filter(item));
+            }
+            PreparedFilter::Not(item) => self.add_filter(item),
+            PreparedFilter::Equality {
+                covered,
+                normalized,
+                ..
+            } => {
+                for one in covered {
+                    if one.stored_form_usable {
+                        let values = self.asserted.entry(one.attr).or_default();
+                        values.insert(normalized.clone());
+                    } else {
+                        self.whole.insert(one.attr);
+                    }
+                }
+            }
+            PreparedFilter::Present { covered, .. } => self.whole.extend(covered.iter().copied()),
+            PreparedFilter::Approx { covered, .. }
+            | PreparedFilter::Substrings { covered, .. }
+            | PreparedFilter::GreaterOrEqual { covered, .. }
+            | PreparedFilter::LessOrEqual { covered, .. }
+            | PreparedFilter::InChain { covered, .. } => {
+                self.whole.extend(covered.iter().map(|one| one.attr));
+            }
+            PreparedFilter::Extensible { attr, covered, .. } => match attr {
+                Some(_) => self.whole.extend(covered.iter().map(|one| one.attr)),
+                None => self.every_attribute = true,
+            },
+        }
+    }
+}
+
+impl Change {
+    /// About how many bytes this record holds: its DNs, its entry before the change and a
+    /// fixed part (what a queue of them is bounded by).
+    pub fn held_bytes(&self) -> usize {
+        const FIXED_BYTES: usize = 128;
+        FIXED_BYTES
+            + self.dn.len()
+            + self.old_dn.as_ref().map_or(0, String::len)
+            + self.before.as_ref().map_or(0, |prior| prior.bytes)
+    }
 }
 
 /// What one committed transaction changed, in the order it changed it.
@@ -107,6 +178,11 @@ impl CommittedChanges {
 #[derive(Default)]
 pub(crate) struct ChangeLog {
     pub(crate) recording: bool,
+    /// No `Change::before` is built (`WriteTxn::skip_prior_entries`): nobody reads it.
+    pub(crate) no_prior_entries: bool,
+    /// What the readers test (`WriteTxn::bound_prior_entries`): a point modify's image then
+    /// carries those values of its out-of-line attributes; None: it carries no image.
+    pub(crate) prior_needs: Option<Arc<PriorNeeds>>,
     pub(crate) committed: CommittedChanges,
     /// Bytes of `Change::before` entries recorded so far (`PRIOR_ENTRIES_BYTES_PER_TXN_MAX`).
     pub(crate) prior_bytes: usize,

@@ -50,7 +50,8 @@ pub use admin::{
 };
 pub use bulk::{BulkWriter, BULK_COMMIT_EVERY_BYTES};
 pub use changes::{
-    Change, ChangeKind, CommittedChanges, PriorEntry, CHANGES_PER_TXN_MAX, PRIOR_ENTRY_BYTES_MAX,
+    Change, ChangeKind, CommittedChanges, PriorEntry, PriorNeeds, CHANGES_PER_TXN_MAX,
+    PRIOR_ENTRY_BYTES_MAX,
 };
 pub use error::{RawDatabase, StoreError};
 pub use files::{data_file_bytes, inspect_directory, replace_data_file, StoreDirectory};

@@ -436,9 +436,59 @@ impl WriteTxn<'_> {
         }
         if self.is_recording_changes() {
             let dn = self.dn_of(id)?;
-            self.record_change(ChangeKind::Modify, id, attributes, dn, None);
+            self.record_change(ChangeKind::Modify, id, attributes, dn.clone(), None);
+            if let Some(image) = self.point_prior(id, old_inline, outside, changes)? {
+                self.record_prior(dn, &image);
+            }
         }
         Ok(())
+    }
+
+    /// The entry as it was before a point modify, for `Change::before`, bounded by what its
+    /// readers test (`PriorNeeds`): its inline attributes then, and of each out-of-line
+    /// description only the asserted values it held (looked up one by one: the list is never
+    /// read). None when no reader's needs are known or one tests such values otherwise.
+    fn point_prior(
+        &self,
+        id: EntryId,
+        mut image: Vec<WorkingAttribute>,
+        outside: &[Outside],
+        changes: &PointChanges,
+    ) -> Result<Option<Vec<WorkingAttribute>>, LdapError> {
+        let Some(needs) = self.prior_needs() else {
+            return Ok(None);
+        };
+        if needs.every_attribute || outside.iter().any(|one| needs.whole.contains(&one.attr)) {
+            return Ok(None);
+        }
+        for one in outside {
+            let Some(asserted) = needs.asserted.get(&one.attr) else {
+                continue;
+            };
+            let mut values = Vec::new();
+            for normalized in asserted {
+                self.check_deadline()?;
+                let held = match changes.get(&(one.number, normalized.clone())) {
+                    Some(change) => change.existed,
+                    None => {
+                        out_of_line_contains(self.inner, &self.txn, id, one.number, normalized)?
+                    }
+                };
+                if held {
+                    // Compared by its stored normalized form only (`PriorNeeds::asserted`).
+                    values.push((normalized.clone(), normalized.clone()));
+                }
+            }
+            if !values.is_empty() {
+                image.push(WorkingAttribute {
+                    text: one.text.clone(),
+                    attr: one.attr,
+                    options: one.options.clone(),
+                    values,
+                });
+            }
+        }
+        Ok(Some(image))
     }
 
     /// The id2entry record: inline attributes, then one marker per out-of-line description.

@@ -178,6 +178,8 @@ pub(crate) struct Inner {
     pub csns: Mutex<crate::csn_state::CsnState>,
     /// Counts live read txns so the map can be grown when none is open.
     pub(crate) reader_gate: crate::reader_gate::ReaderGate,
+    /// `Change::before` images built since the store opened (`Store::prior_entries_built`).
+    pub(crate) prior_entries_built: std::sync::atomic::AtomicU64,
     /// This store's key in the per-thread DN caches (`dn_cache`); 0 for a read-only store,
     /// which another process writes unseen: no cache.
     pub(crate) cache_id: u64,
@@ -937,6 +939,7 @@ impl Store {
                 writer: Mutex::new(()),
                 csns: Mutex::new(Default::default()),
                 reader_gate: Default::default(),
+                prior_entries_built: Default::default(),
                 // Unique in the process, never 0, for a store that writes its own tree.
                 cache_id: if lock.is_some() {
                     NEXT_CACHE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -1081,6 +1084,15 @@ impl Store {
     /// it cannot be reused), so servers and tests watch that none is held by a gone client.
     pub fn open_read_txns(&self) -> usize {
         self.inner.reader_gate.readers()
+    }
+
+    /// How many entries as they were before a change (`Change::before`) the writes recorded
+    /// since the store opened: each is a copy of an entry's values, made only while someone
+    /// reads them (monitoring and tests).
+    pub fn prior_entries_built(&self) -> u64 {
+        self.inner
+            .prior_entries_built
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Flushes to disk (useful with `sync: false`).

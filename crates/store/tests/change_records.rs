@@ -151,3 +151,92 @@ fn changes_carry_the_entry_before_them_within_a_bound() {
         .collect();
     assert_eq!(values, [b"before".as_slice()]);
 }
+
+/// The DN of member `index` of `store_with_big_group`'s group.
+fn member(index: usize) -> String {
+    format!("uid=m{index},{SUFFIX}")
+}
+
+/// A store holding the suffix and a group of 600 members (m0 to m599), and the group's DN.
+fn store_with_big_group(directory: &std::path::Path) -> (lmdir_store::Store, String) {
+    let store = open(directory);
+    store.set_server_id(3).unwrap();
+    let group_dn = format!("cn=big,{SUFFIX}");
+    let mut group = entry(&group_dn, &[("objectClass", "groupOfNames"), ("cn", "big")]);
+    group.add_values("member", (0..600).map(|index| member(index).into_bytes()));
+    let mut write = store.write().unwrap();
+    write.add(&suffix_entry(), &context()).unwrap();
+    write.add(&group, &context()).unwrap();
+    write.commit().unwrap();
+    (store, group_dn)
+}
+
+/// A point modify of a big group (member values out of line) carries, as its entry before the
+/// change, only the member values the readers assert (`PriorNeeds`), each looked up as it was
+/// before: never the 600-value list; a reader testing members otherwise (presence) gets none,
+/// and with `skip_prior_entries` no image is built at all.
+#[test]
+fn a_point_modify_carries_only_the_asserted_members_it_held_before() {
+    use lmdir_schema::Filter;
+    use std::sync::Arc;
+    let directory = tempfile::tempdir().unwrap();
+    let (store, group_dn) = store_with_big_group(directory.path());
+    let needs_of = |text: &str| {
+        let mut needs = lmdir_store::PriorNeeds::default();
+        needs.add_filter(
+            &store
+                .schema()
+                .prepare_filter(&Filter::parse(text, 8).unwrap()),
+        );
+        Arc::new(needs)
+    };
+    let change = |op: ModOp, index: usize| Modification {
+        op,
+        description: "member".to_string(),
+        values: vec![member(index).into_bytes()],
+    };
+    // m7 held and removed, m8 held and kept, m900 added, m901 never held.
+    let equality = format!(
+        "(|(member={})(member={})(member={})(member={}))",
+        member(7),
+        member(8),
+        member(900),
+        member(901)
+    );
+    let before_of = |needs: Option<Arc<lmdir_store::PriorNeeds>>| {
+        let mut write = store.write().unwrap();
+        write.record_changes();
+        match needs {
+            Some(needs) => write.bound_prior_entries(needs),
+            None => write.skip_prior_entries(),
+        }
+        let changes = [change(ModOp::Delete, 7), change(ModOp::Add, 900)];
+        write.modify(&group_dn, &changes, &context()).unwrap();
+        let committed = write.commit_with_changes().unwrap();
+        // Undone for the next round (not recorded).
+        let mut undo = store.write().unwrap();
+        let back = [change(ModOp::Add, 7), change(ModOp::Delete, 900)];
+        undo.modify(&group_dn, &back, &context()).unwrap();
+        undo.commit().unwrap();
+        committed.changes[0].before.clone()
+    };
+    let prior = before_of(Some(needs_of(&equality))).expect("an image");
+    let members: Vec<&[u8]> = prior
+        .attributes
+        .as_slice()
+        .iter()
+        .filter(|attribute| attribute.description_string.eq_ignore_ascii_case("member"))
+        .flat_map(|attribute| {
+            attribute
+                .values
+                .iter()
+                .map(|(_, normalized)| &normalized[..])
+        })
+        .collect();
+    assert_eq!(members.len(), 2, "m7 and m8 only: {members:?}");
+    assert!(prior.bytes < 4096, "{} bytes", prior.bytes);
+    assert!(before_of(Some(needs_of("(member=*)"))).is_none());
+    let built = store.prior_entries_built();
+    assert!(before_of(None).is_none());
+    assert_eq!(store.prior_entries_built(), built);
+}

@@ -266,13 +266,19 @@ pub async fn search(
             response_controls: Vec::new(),
         });
     }
+    sync_deref_allowed(context, request, controls)?;
     // A persistent search subscribes to the changes before its refresh opens its snapshot (so
     // no change falls between), hence never in the estimate's earlier read txn.
-    let subscription = persist::subscribe(context, database, controls)?;
+    let subscription = persist::subscribe(context, database, (request, controls))?;
     // No sync search runs on the connection's task: its delete phase reads the session log
-    // and renamed subtrees, however few entries its scope holds.
+    // and renamed subtrees, however few entries its scope holds. A persistent search drops the
+    // estimate's read txn here, before its subscription: kept (shadowed, not dropped) it lived
+    // as long as the search, and LMDB reuses no page freed after the oldest reader's snapshot.
     let (read, small) = match (&subscription, &controls.sync) {
-        (Some(_), _) => (None, false),
+        (Some(_), _) => {
+            drop(read);
+            (None, false)
+        }
         (None, Some(_)) => (read, false),
         (None, None) => (read, small),
     };
@@ -302,6 +308,28 @@ pub async fn search(
         }
         _ => Ok(done),
     }
+}
+
+/// A provider's sync search (RFC 4533) that dereferences aliases in searching (`search`,
+/// `always`) is a protocolError (2) "illegal value for derefAliases", before anything else
+/// (its base is not looked up, no persist slot is taken), as slapd's syncprov answers it:
+/// a consumer could not follow entries reached through aliases. `find` is served.
+fn sync_deref_allowed(
+    context: &OperationContext,
+    request: &SearchRequest,
+    controls: &RequestControls,
+) -> Result<(), OperationError> {
+    let searching = matches!(
+        request.aliases,
+        LdapDerefAliases::InSearching | LdapDerefAliases::Always
+    );
+    if searching && controls.sync.is_some() && context.server.settings().replication.provider {
+        return Err(OperationError::new(
+            code::PROTOCOL_ERROR,
+            "illegal value for derefAliases",
+        ));
+    }
+    Ok(())
 }
 
 /// Runs a search's job: here when small, else on the blocking pool.

@@ -8,7 +8,9 @@
 //! carries a cookie with the change's CSN.
 //!
 //! No read transaction is held while waiting. The search ends with e-syncRefreshRequired
-//! (4096) when it fell more than the broadcast's bound behind (so the consumer refreshes),
+//! (4096) when it fell more than the broadcast's bound behind, or has more than
+//! `PERSIST_QUEUE_BYTES_MAX` of changes yet to take (also while its send waits for a client
+//! that does not read), so the consumer refreshes;
 //! with canceled on Cancel (Abandon, unbind and a closed connection abort its task), and with
 //! unavailable at shutdown. The time limit does not apply to a persistent search (it never
 //! ends on its own; slapd's replicator runs with `time=unlimited`); the size limit applies to
@@ -45,9 +47,11 @@ const PERSIST_CANCEL_CHECK_MILLISECONDS: u64 = 200;
 
 /// A persistent search's subscription, taken before its refresh opens its snapshot.
 pub(super) struct Subscription {
-    _ticket: PersistTicket,
+    ticket: PersistTicket,
     changes: broadcast::Receiver<Published>,
     stop: watch::Receiver<bool>,
+    /// Set when the search has more than `PERSIST_QUEUE_BYTES_MAX` of changes yet to take.
+    overrun: watch::Receiver<bool>,
 }
 
 /// Subscribes a refreshAndPersist search (None for any other search, or when this server is no
@@ -57,7 +61,7 @@ pub(super) struct Subscription {
 pub(super) fn subscribe(
     context: &OperationContext,
     database: &Database,
-    controls: &RequestControls,
+    (request, controls): (&crate::request::SearchRequest, &RequestControls),
 ) -> Result<Option<Subscription>, OperationError> {
     let settings = &context.server.settings();
     let persistent = controls
@@ -74,14 +78,19 @@ pub(super) fn subscribe(
         reserved: replication.persist_reserve() as usize,
     };
     let identity = &context.session.identity;
+    // What its changes' before-images must hold for this search to decide (`PriorNeeds`).
+    let mut tested = lmdir_store::PriorNeeds::default();
+    tested.add_filter(&super::prepared_filter(database, settings, request, None)?);
     let subject = PersistSubject {
         connection_id: context.session.connection_id,
+        tested,
         identity: identity.normalized_dn.clone(),
         privileged: identity.is_rootdn || is_replica(database, replication, identity),
     };
     match database.persist.join(subject, limits) {
         Ok((ticket, changes, stop)) => Ok(Some(Subscription {
-            _ticket: ticket,
+            overrun: ticket.backlog.overrun(),
+            ticket,
             changes,
             stop,
         })),
@@ -146,6 +155,15 @@ fn refresh_required(message: &str) -> OperationError {
     )
 }
 
+/// The end of a search whose client reads too slowly: the changes kept for it are freed.
+fn queue_full() -> OperationError {
+    refresh_required(&format!(
+        "more than {} MiB of changes are queued for this persistent search (its client reads \
+         too slowly)",
+        crate::persist::PERSIST_QUEUE_BYTES_MAX / (1024 * 1024)
+    ))
+}
+
 /// What the persist loop waits for.
 enum Next {
     Changes(Vec<(u64, Arc<Change>)>),
@@ -171,7 +189,8 @@ impl Subscription {
                 _ = self.stop.changed() => {
                     return Next::End(OperationError::new(code::UNAVAILABLE, "server shutting down"));
                 }
-                item = self.changes.recv() => match Self::take(item.map_err(Into::into), snapshot_id) {
+                _ = self.overrun.wait_for(|overrun| *overrun) => return Next::End(queue_full()),
+                item = self.changes.recv() => match Self::take_noted(&self.ticket.backlog, item.map_err(Into::into), snapshot_id) {
                     Ok(Some(change)) => break change,
                     Ok(None) => {}
                     Err(end) => return Next::End(end),
@@ -185,7 +204,8 @@ impl Subscription {
         };
         let mut batch = vec![first];
         while batch.len() < PERSIST_BATCH_CHANGES_MAX {
-            match Self::take(self.changes.try_recv().map_err(Into::into), snapshot_id) {
+            let item = self.changes.try_recv().map_err(Into::into);
+            match Self::take_noted(&self.ticket.backlog, item, snapshot_id) {
                 Ok(Some(change)) => batch.push(change),
                 Ok(None) => {}
                 Err(end) => return Next::End(end),
@@ -197,6 +217,23 @@ impl Subscription {
         Next::Changes(batch)
     }
 
+    /// `take`, noting in the search's backlog how far it has taken the broadcast.
+    fn take_noted(
+        backlog: &crate::persist::Backlog,
+        item: Result<Published, RecvError>,
+        snapshot_id: u64,
+    ) -> Result<Option<(u64, Arc<Change>)>, OperationError> {
+        if let Ok(Published::Change { end_bytes, .. }) = &item {
+            backlog.took(*end_bytes);
+        }
+        Self::take(item, snapshot_id)
+    }
+
+    /// Whether the search is past its queue bound: ended at once, whatever it was doing.
+    async fn overran(&mut self) {
+        let _ = self.overrun.wait_for(|overrun| *overrun).await;
+    }
+
     /// One broadcast item: a change after the snapshot, nothing (already in the snapshot, or
     /// nothing waiting), or the end (fell behind, overflowed, closed).
     fn take(
@@ -204,7 +241,7 @@ impl Subscription {
         snapshot_id: u64,
     ) -> Result<Option<(u64, Arc<Change>)>, OperationError> {
         match item {
-            Ok(Published::Change { txn_id, change }) if txn_id > snapshot_id => {
+            Ok(Published::Change { txn_id, change, .. }) if txn_id > snapshot_id => {
                 Ok(Some((txn_id, change)))
             }
             Ok(Published::Change { .. }) => Ok(None),
@@ -282,8 +319,19 @@ impl SearchJob<'_> {
                 self.persist_batch(database, settings, &mut batch, &mut end)
             })?;
             for chunk in chunks {
-                if !context.sink.send(chunk).await {
-                    return Err(OperationError::new(code::OTHER, "connection closed"));
+                // A client that does not read holds this send: the bound ends the search anyway.
+                tokio::select! {
+                    biased;
+                    _ = subscription.overran() => {
+                        return Ok(SearchDone {
+                            result: Err(queue_full()),
+                            entries_sent: sent,
+                            response_controls: Vec::new(),
+                        });
+                    }
+                    delivered = context.sink.send(chunk) => if !delivered {
+                        return Err(OperationError::new(code::OTHER, "connection closed"));
+                    },
                 }
             }
             sent += count;
@@ -564,6 +612,7 @@ mod tests {
     fn change(txn_id: u64) -> Published {
         Published::Change {
             txn_id,
+            end_bytes: 0,
             change: Arc::new(Change {
                 kind: ChangeKind::Modify,
                 id: 7,
@@ -611,6 +660,7 @@ mod tests {
         };
         let subject = |connection_id| PersistSubject {
             connection_id,
+            tested: Default::default(),
             identity: String::new(),
             privileged: false,
         };
