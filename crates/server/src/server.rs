@@ -521,6 +521,9 @@ async fn start_metrics(
         message: error.to_string(),
     })?;
     info!("metrics on http://{local}/metrics");
+    if let Some(warning) = metrics_exposure_warning(local) {
+        warn!("{warning}");
+    }
     *context
         .metrics_address
         .lock()
@@ -540,6 +543,19 @@ async fn start_metrics(
         crate::metrics_http::Endpoints { render, readiness },
         shutdown,
     )))
+}
+
+/// The warning for a metrics listener others can reach: it has no authentication (as
+/// Prometheus scrapes expect), and its counts, connection numbers, replication state and
+/// readiness reasons are then anyone's who reaches the address.
+fn metrics_exposure_warning(local: SocketAddr) -> Option<String> {
+    (!local.ip().is_loopback()).then(|| {
+        format!(
+            "metrics_listen {local} is not a loopback address: /metrics, /livez and /readyz \
+             answer anyone who reaches it, without authentication; bind it to loopback or a \
+             management network, or filter it"
+        )
+    })
 }
 
 /// One admitted connection: counted in `active_connections` (and against its address) until
@@ -916,6 +932,20 @@ async fn wait_for_signal() {
 #[cfg(test)]
 mod refusal_tests {
     use super::*;
+
+    #[test]
+    fn a_metrics_listener_others_can_reach_is_warned_of() {
+        for reachable in ["0.0.0.0:9090", "192.0.2.1:9090", "[::]:9090"] {
+            let warning = metrics_exposure_warning(reachable.parse().unwrap());
+            assert!(
+                warning.is_some_and(|text| text.contains("without authentication")),
+                "{reachable}"
+            );
+        }
+        for local in ["127.0.0.1:9090", "[::1]:9090"] {
+            assert_eq!(metrics_exposure_warning(local.parse().unwrap()), None);
+        }
+    }
 
     #[test]
     fn a_flood_of_refusals_is_logged_once_a_second_not_once_each() {
