@@ -288,7 +288,9 @@ fn slapd_config_text(root: &Path, pid_file: &Path, setup: Setup, extra: &Extra<'
     // by users meet the same rights on both sides.
     match setup {
         Setup::Access(rules) => text += rules,
-        _ => text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n",
+        _ => {
+            text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n"
+        }
     }
     match setup {
         Setup::Plain | Setup::Access(_) => {}
