@@ -4,7 +4,8 @@
 //! not, unpaged, paged and sorted (slapd's sssvlv overlay), give the same result codes and
 //! the same entries on both servers (back-mdb hides subentries from
 //! one-level and subtree searches without the control; TRUE returns only subentries, FALSE
-//! only ordinary entries). The offline `lmdir search --subentries` hides them the same way.
+//! only ordinary entries). A sync refresh hides them as slapd's syncprov does. The offline
+//! `lmdir search --subentries` hides them the same way.
 
 #[allow(dead_code)] // the other differential suites use the rest of the harness
 mod conformance;
@@ -143,4 +144,49 @@ fn offline_search_hides_subentries_the_same_way() {
     let top = format!("cn=Top Policy,{SUFFIX}");
     assert_eq!(offline_dns(&pair, &top, "base", None).len(), 1);
     assert!(offline_dns(&pair, &top, "base", Some("false")).is_empty());
+}
+
+/// A sync refresh (RFC 4533 refreshOnly, no cookie) hides subentries without the control and
+/// returns only them with TRUE, as slapd's syncprov (over back-mdb's search) does: a consumer
+/// of either server gets the same entries.
+#[test]
+fn a_sync_refresh_hides_subentries_as_syncprov_does() {
+    if !conformance::tools_ready("the subentries sync differential") {
+        return;
+    }
+    let extra = Extra {
+        slapd_global: "moduleload syncprov\n",
+        slapd_database: "overlay syncprov\n",
+        lmdir_database: "[replication]\nserver_id = 1\nprovider = true\n",
+    };
+    let pair = Pair::start_configured(&dataset(), Setup::Plain, &extra);
+    let people = format!("ou=People,{SUFFIX}");
+    let mut differences = Vec::new();
+    for base in [SUFFIX, people.as_str()] {
+        for control in CONTROLS {
+            let extra = [&["-E", "sync=ro"][..], control].concat();
+            let answers = pair.ports().map(|(_, port)| {
+                conformance::search(port, base, "sub", "(objectClass=*)", &["cn"], &extra)
+            });
+            if answers[0] != answers[1] {
+                differences.push(format!(
+                    "-b {base} {extra:?}: {}",
+                    conformance::describe_difference(&answers[0], &answers[1])
+                ));
+            }
+            assert_eq!(answers[0].code, 0, "-b {base} {extra:?}");
+            assert!(!answers[0].entries.is_empty(), "-b {base} {extra:?}");
+            let policies = answers[0]
+                .entries
+                .iter()
+                .filter(|entry| entry.to_lowercase().contains(" policy,"))
+                .count();
+            let expected = match control.last() {
+                Some(value) if value.ends_with("true") => answers[0].entries.len(),
+                _ => 0,
+            };
+            assert_eq!(policies, expected, "-b {base} {extra:?}: {:?}", answers[0]);
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
 }

@@ -30,6 +30,8 @@ pub(crate) fn load_into_existing(
     let context = WriteContext {
         skip_schema_check: options.quick,
         relax: true,
+        // As slapadd: an entry may be loaded below an alias or a subentry.
+        any_parent_class: true,
         ..WriteContext::new(options.creators_name.clone())
     };
     let unique_rules = crate::unique::compile(options)?;

@@ -471,6 +471,40 @@ fn loading_into_a_non_empty_store_adds_entries() {
     );
 }
 
+/// As slapadd: an entry below an alias or a subentry loads, into an empty store and into a
+/// non-empty one (whose load adds entry by entry: the server's add would refuse them).
+#[test]
+fn entries_below_an_alias_or_a_subentry_load_as_with_slapadd() {
+    let work = tempfile::tempdir().unwrap();
+    let below = |parent: &str, cn: &str| {
+        format!(
+            "dn: cn={cn},{parent},dc=example,dc=com\nobjectClass: organizationalRole\ncn: {cn}\n\n"
+        )
+    };
+    let first = format!(
+        "dn: dc=example,dc=com\nobjectClass: dcObject\nobjectClass: organization\n\
+         dc: example\no: Example\n\n\
+         dn: cn=Alias,dc=example,dc=com\nobjectClass: alias\nobjectClass: extensibleObject\n\
+         cn: Alias\naliasedObjectName: dc=example,dc=com\n\n\
+         dn: cn=Policy,dc=example,dc=com\nobjectClass: top\nobjectClass: subentry\n\
+         cn: Policy\nsubtreeSpecification: {{}}\n\n{}{}",
+        below("cn=Alias", "a"),
+        below("cn=Policy", "a")
+    );
+    let first = write_file(work.path(), "first.ldif", &first);
+    let directory = work.path().join("db");
+    assert_eq!(load(&options(&directory, true), &first).unwrap().entries, 5);
+    let second = format!("{}{}", below("cn=Alias", "b"), below("cn=Policy", "b"));
+    let second = write_file(work.path(), "second.ldif", &second);
+    assert_eq!(
+        load(&options(&directory, true), &second).unwrap().entries,
+        2
+    );
+    let store = open(&directory, true);
+    assert_clean(&store);
+    assert_eq!(store.read().unwrap().entry_count().unwrap(), 7);
+}
+
 /// The ou entry of `name` holding only `ou: Staff`.
 fn ou_lacking_its_rdn_value(name: &str) -> String {
     format!("dn: ou={name},dc=example,dc=com\nobjectClass: organizationalUnit\nou: Staff\n\n")

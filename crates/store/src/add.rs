@@ -74,6 +74,10 @@ impl WriteTxn<'_> {
                 }
             }
         };
+        // A replicated add is placed where its provider placed it: the provider decided.
+        if parent != ROOT_PARENT_ID && !context.any_parent_class && !context.replicated {
+            self.refuse_parent_class(parent)?;
+        }
         self.check_deadline()?;
         let stamp = crate::rows::OperationalStamp::new(&self.inner.schema(), context);
         let fresh = crate::rows::FreshValues {
@@ -136,4 +140,47 @@ impl WriteTxn<'_> {
         }
         Ok(id)
     }
+
+    /// back-mdb's add.c refusals of a parent by its class (after the write access to its
+    /// children, which the server decides first): a subentry holds no entries
+    /// (objectClassViolation 65, "parent is a subentry", tested first), nor does an alias
+    /// (aliasProblem 33, "parent is an alias"). ManageDsaIT changes nothing, as in slapd.
+    pub(crate) fn refuse_parent_class(&self, parent: EntryId) -> Result<(), LdapError> {
+        match self.class_of(parent)? {
+            ParentClass::Subentry => Err(ldap(
+                ResultCode::ObjectClassViolation,
+                "parent is a subentry",
+            )),
+            ParentClass::Alias => Err(ldap(ResultCode::AliasProblem, "parent is an alias")),
+            ParentClass::Other => Ok(()),
+        }
+    }
+
+    /// Whether the entry `id` is a subentry, an alias (by objectClass name or OID), or neither.
+    pub(crate) fn class_of(&self, id: EntryId) -> Result<ParentClass, LdapError> {
+        let Some(entry) = self.entry_by_id(id)? else {
+            return Ok(ParentClass::Other);
+        };
+        let object_class = self.inner.schema().object_class_attribute();
+        let holds = |values: [&str; 2]| {
+            values
+                .iter()
+                .any(|value| entry.has_value(object_class, value.as_bytes()))
+        };
+        Ok(if holds(lmdir_schema::SUBENTRY_CLASS_VALUES) {
+            ParentClass::Subentry
+        } else if holds(lmdir_schema::ALIAS_CLASS_VALUES) {
+            ParentClass::Alias
+        } else {
+            ParentClass::Other
+        })
+    }
+}
+
+/// What an entry's class makes of it as a parent (`WriteTxn::class_of`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ParentClass {
+    Subentry,
+    Alias,
+    Other,
 }

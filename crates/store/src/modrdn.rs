@@ -154,6 +154,15 @@ impl WriteTxn<'_> {
                         format!("cannot move '{dn}' below itself ('{superior}')"),
                     ));
                 }
+                // back-mdb's modrdn.c: a new superior that is an alias is refused, unless it
+                // is the present parent (then slapd ignores it); a subentry is not. A
+                // replicated move goes where its provider moved it.
+                if parent != node.parent
+                    && !context.replicated
+                    && self.class_of(parent)? == crate::add::ParentClass::Alias
+                {
+                    return Err(ldap(ResultCode::AliasProblem, "new superior is an alias"));
+                }
                 parent
             }
         };

@@ -30,6 +30,10 @@ pub struct WriteContext {
     /// The permissive modify control: a modify adding a value that is there or deleting one
     /// that is not skips it (`Schema::apply_modification_with`).
     pub permissive_modify: bool,
+    /// Place an added entry below any parent, an alias or a subentry too (`lmdir load`, as
+    /// slapadd, which checks no parent's class); otherwise refused as back-mdb refuses it
+    /// (`WriteTxn::refuse_parent_class`).
+    pub any_parent_class: bool,
 }
 
 impl WriteContext {
@@ -42,6 +46,7 @@ impl WriteContext {
             replicated: false,
             attribute_descriptions_per_entry_max: ATTRIBUTES_PER_ENTRY_MAX,
             permissive_modify: false,
+            any_parent_class: false,
         }
     }
 }

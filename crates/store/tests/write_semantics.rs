@@ -317,3 +317,118 @@ fn a_modify_keeps_the_postings_of_a_value_another_description_still_holds() {
         );
     }
 }
+
+/// back-mdb's parent refusals (add.c, modrdn.c): no add below a subentry (65) or an alias
+/// (33), the classes named by name or by OID; no move below an alias (a move below a
+/// subentry, a rename in place below an alias, and a "move" to the alias the entry is
+/// already below are not refused); a replicated add or move goes where its provider put it.
+#[test]
+fn adds_and_moves_below_aliases_and_subentries_are_refused_as_back_mdb_refuses_them() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = open(directory.path());
+    let alias = |cn: &str, class: &str| {
+        entry(
+            &format!("cn={cn},{SUFFIX}"),
+            &[
+                ("objectClass", class),
+                ("objectClass", "extensibleObject"),
+                ("cn", cn),
+                ("aliasedObjectName", SUFFIX),
+            ],
+        )
+    };
+    let subentry = |cn: &str, class: &str| {
+        entry(
+            &format!("cn={cn},{SUFFIX}"),
+            &[
+                ("objectClass", "top"),
+                ("objectClass", class),
+                ("cn", cn),
+                ("subtreeSpecification", "{}"),
+            ],
+        )
+    };
+    let role = |dn: String| {
+        let cn = dn[3..dn.find(',').unwrap()].to_string();
+        entry(&dn, &[("objectClass", "organizationalRole"), ("cn", &cn)])
+    };
+    add_all(
+        &store,
+        &[
+            suffix_entry(),
+            alias("a", "alias"),
+            alias("a2", "2.5.6.1"),
+            subentry("s", "subentry"),
+            subentry("s2", "2.5.17.0"),
+            role(format!("cn=m,{SUFFIX}")),
+        ],
+        10,
+    );
+    let context = context();
+    let mut write = store.write().unwrap();
+    for (parent, code, text) in [
+        ("a", ResultCode::AliasProblem, "parent is an alias"),
+        ("a2", ResultCode::AliasProblem, "parent is an alias"),
+        (
+            "s",
+            ResultCode::ObjectClassViolation,
+            "parent is a subentry",
+        ),
+        (
+            "s2",
+            ResultCode::ObjectClassViolation,
+            "parent is a subentry",
+        ),
+    ] {
+        let error = write
+            .add(&role(format!("cn=x,cn={parent},{SUFFIX}")), &context)
+            .unwrap_err();
+        assert_eq!(
+            (error.code, error.message.as_str()),
+            (code, text),
+            "{parent}"
+        );
+    }
+    let superior = |write: &lmdir_store::WriteTxn<'_>, cn: &str| {
+        write.normalized_dn(&format!("cn={cn},{SUFFIX}")).unwrap()
+    };
+    let m = format!("cn=m,{SUFFIX}");
+    for parent in ["a", "a2"] {
+        let error = write
+            .modrdn(&m, "cn=m", false, Some(&superior(&write, parent)), &context)
+            .unwrap_err();
+        assert_eq!(error.code, ResultCode::AliasProblem, "{parent}");
+        assert_eq!(error.message, "new superior is an alias");
+    }
+    write
+        .modrdn(&m, "cn=m", false, Some(&superior(&write, "s")), &context)
+        .unwrap();
+    let replicated = lmdir_store::WriteContext {
+        replicated: true,
+        relax: true,
+        ..context.clone()
+    };
+    write
+        .add(&role(format!("cn=r,cn=a,{SUFFIX}")), &replicated)
+        .unwrap();
+    write
+        .add(&role(format!("cn=r,cn=s,{SUFFIX}")), &replicated)
+        .unwrap();
+    let r = format!("cn=r,cn=a,{SUFFIX}");
+    write.modrdn(&r, "cn=r2", false, None, &context).unwrap();
+    let r2 = format!("cn=r2,cn=a,{SUFFIX}");
+    write
+        .modrdn(&r2, "cn=r", false, Some(&superior(&write, "a")), &context)
+        .unwrap();
+    let moved = format!("cn=m,cn=s,{SUFFIX}");
+    write
+        .modrdn(
+            &moved,
+            "cn=m",
+            false,
+            Some(&superior(&write, "a2")),
+            &replicated,
+        )
+        .unwrap();
+    write.commit().unwrap();
+}

@@ -139,6 +139,9 @@ pub enum Setup {
     /// A size limit of `SETUP_SIZE_LIMIT` lifted for `SETUP_UNLIMITED_DN` (slapd `limits`,
     /// lmdir `[[limits]]`; OpenLDAP's test025).
     SizeLimits,
+    /// These slapd.conf `access` lines in place of the built-in policy's; lmdir's
+    /// counterpart `[[access]]` rules go in `Extra::lmdir_database`.
+    Access(&'static str),
 }
 
 /// Configuration added to each server on top of `Setup` (e.g. an overlay and its counterpart
@@ -283,9 +286,14 @@ fn slapd_config_text(root: &Path, pid_file: &Path, setup: Setup, extra: &Extra<'
     }
     // lmdir's built-in policy when no [[access]] is configured, so binds and Password Modify
     // by users meet the same rights on both sides.
-    text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n";
     match setup {
-        Setup::Plain => {}
+        Setup::Access(rules) => text += rules,
+        _ => {
+            text += "access to attrs=userPassword by self write by * auth\naccess to * by * read\n"
+        }
+    }
+    match setup {
+        Setup::Plain | Setup::Access(_) => {}
         Setup::MemberOfRefint => {
             text +=
                 "overlay memberof\nmemberof-refint TRUE\noverlay refint\nrefint_attributes member\n"
