@@ -42,7 +42,8 @@ pub struct HttpConfig {
     pub connections_max: u32,
     /// Connections one client address (IPv6: a /64) holds at once; a loopback address or a
     /// `trusted_proxies` one (a TLS-terminating proxy carries many clients) only
-    /// `connections_max`.
+    /// `connections_max`; behind a trusted proxy each forwarded client has as many requests
+    /// in flight (429 past it).
     pub connections_per_address_max: u32,
     /// Largest request body (413 beyond).
     pub body_bytes_max: u64,
