@@ -690,30 +690,14 @@ impl SearchJob<'_> {
         };
         let (prepared, lookthrough) = self.resolve_in_chain(&context, prepared)?;
         let (store_filter, client_filter) = store_filter(&subject_access, prepared);
-        let spec = SearchSpec {
-            base: normalized_base,
-            scope,
-            filter: store_filter,
-            // The server counts returned entries itself (`SearchLimits::size`, over all pages):
-            // the store's own count serves the offline `lmdir search`.
-            size_limit: 0,
-            lookthrough_limit: usize::try_from(lookthrough).unwrap_or(usize::MAX),
-        };
+        let spec = search_spec(normalized_base, scope, store_filter, lookthrough);
         let extra = alias_searches(&read, &spec, &extra_roots)?;
         let start = SearchStart {
             base,
             memo,
             extra: &extra,
         };
-        let mut output = SearchOutput {
-            job: &self,
-            database,
-            subordinates: Subordinates::new(database, &read, &subject),
-            selection: self.resolved_selection(database),
-            buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
-            sink,
-            sent: 0,
-        };
+        let mut output = SearchOutput::new(&self, &context, sink);
         let hidden = self.hidden_entries(&read, scope, deref, base)?;
         let visible = VisibleEntries::new(
             (database, &policy),
@@ -745,9 +729,7 @@ impl SearchJob<'_> {
             sync.as_ref(),
             &mut output,
         )?;
-        if !output.buffer.is_empty() {
-            (output.sink)(output.buffer.split().freeze());
-        }
+        output.flush();
         if let Some(plan) = &sort_plan {
             done.response_controls.push(sort_response_control(plan));
         }
@@ -907,6 +889,25 @@ impl SearchJob<'_> {
             false => None,
         };
         Ok((done, refresh_end))
+    }
+}
+
+/// What the store searches: the base and scope, the filter it tests itself and the
+/// look-through the search has left (0 = unlimited).
+fn search_spec(
+    normalized_base: String,
+    scope: Scope,
+    store_filter: PreparedFilter,
+    lookthrough: u64,
+) -> SearchSpec {
+    SearchSpec {
+        base: normalized_base,
+        scope,
+        filter: store_filter,
+        // The server counts returned entries itself (`SearchLimits::size`, over all pages):
+        // the store's own count serves the offline `lmdir search`.
+        size_limit: 0,
+        lookthrough_limit: usize::try_from(lookthrough).unwrap_or(usize::MAX),
     }
 }
 
@@ -1135,6 +1136,34 @@ struct SearchOutput<'a, 'sink> {
     buffer: BytesMut,
     sink: &'a mut ChunkSink<'sink>,
     sent: u64,
+}
+
+impl<'a, 'sink> SearchOutput<'a, 'sink> {
+    /// The output of `job`'s search, nothing sent yet: the attributes it selects and the
+    /// subordinates it answers as its subject sees them.
+    fn new(
+        job: &'a SearchJob<'a>,
+        context: &SearchContext<'a, '_>,
+        sink: &'a mut ChunkSink<'sink>,
+    ) -> Self {
+        let database = context.database;
+        SearchOutput {
+            job,
+            database,
+            subordinates: Subordinates::new(database, context.read, context.subject),
+            selection: job.resolved_selection(database),
+            buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
+            sink,
+            sent: 0,
+        }
+    }
+
+    /// Hands what is left in the buffer to the sink.
+    fn flush(&mut self) {
+        if !self.buffer.is_empty() {
+            (self.sink)(self.buffer.split().freeze());
+        }
+    }
 }
 
 impl SearchOutput<'_, '_> {
