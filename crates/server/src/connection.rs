@@ -879,7 +879,38 @@ async fn start_tls(
 ) -> Result<Framed<BoxedStream, crate::pdu::PduCodec>, ()> {
     let connection_id = session.connection_id;
     info!("conn={connection_id} op={operation_id} EXT oid={START_TLS_OID}");
-    let refusal = if let Err(error) =
+    let refusal = start_tls_refusal(context, session, outstanding, controls, request);
+    let (result_code, message) = match &refusal {
+        Some(error) => (error.code, error.message.as_str()),
+        None => (code::SUCCESS, ""),
+    };
+    let response = extended_response(message_id, result_code, message, Some(START_TLS_OID));
+    info!(
+        "conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={}",
+        escaped(message)
+    );
+    if send_within(&mut framed, response, context.settings().write_timeout)
+        .await
+        .is_err()
+    {
+        return Err(());
+    }
+    let Some(tls_config) = context.tls_config.clone().filter(|_| refusal.is_none()) else {
+        return Ok(framed);
+    };
+    tls_handshake(context, session, framed, tls_config).await
+}
+
+/// Why a StartTLS request is refused (None when it may go ahead): bad controls, a value, TLS
+/// already on, ldapi, no TLS configured, or operations still outstanding.
+fn start_tls_refusal(
+    context: &ServerContext,
+    session: &Session,
+    outstanding: &HashMap<i32, Outstanding>,
+    controls: &[crate::controls::Control],
+    request: &LdapExtendedRequest,
+) -> Option<OperationError> {
+    if let Err(error) =
         crate::controls::parse(controls, crate::controls::OperationClass::Connection)
     {
         Some(error)
@@ -913,25 +944,19 @@ async fn start_tls(
         ))
     } else {
         None
-    };
-    let (result_code, message) = match &refusal {
-        Some(error) => (error.code, error.message.as_str()),
-        None => (code::SUCCESS, ""),
-    };
-    let response = extended_response(message_id, result_code, message, Some(START_TLS_OID));
-    info!(
-        "conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={}",
-        escaped(message)
-    );
-    if send_within(&mut framed, response, context.settings().write_timeout)
-        .await
-        .is_err()
-    {
-        return Err(());
     }
-    let Some(tls_config) = context.tls_config.clone().filter(|_| refusal.is_none()) else {
-        return Ok(framed);
-    };
+}
+
+/// The TLS handshake after a StartTLS success response: nothing may have arrived after the
+/// request, and the handshake must end within `tls_handshake_timeout`; Err closes the
+/// connection.
+async fn tls_handshake(
+    context: &ServerContext,
+    session: &mut Session,
+    framed: Framed<BoxedStream, crate::pdu::PduCodec>,
+    tls_config: Arc<rustls::ServerConfig>,
+) -> Result<Framed<BoxedStream, crate::pdu::PduCodec>, ()> {
+    let connection_id = session.connection_id;
     let parts = framed.into_parts();
     if !parts.read_buf.is_empty() {
         warn!("conn={connection_id} data received after StartTLS request before the TLS handshake; closing");
