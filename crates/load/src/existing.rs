@@ -35,22 +35,8 @@ pub(crate) fn load_into_existing(
         ..WriteContext::new(options.creators_name.clone())
     };
     let unique_rules = crate::unique::compile(options)?;
-    let mut not_unique = Vec::new();
     let mut write = store.write()?;
-    let mut entries = 0u64;
-    let mut repeated_values = 0u64;
-    let mut skipped = Vec::new();
-    let mut skipped_count = 0u64;
-    let mut skip = |error: RecordError| -> Result<(), LoadError> {
-        if !options.continue_on_error {
-            return Err(LoadError::Record(error));
-        }
-        skipped_count += 1;
-        if skipped.len() < SKIPPED_REPORTED_MAX {
-            skipped.push(error);
-        }
-        Ok(())
-    };
+    let mut tally = Tally::default();
     let bytes_read = Arc::new(AtomicU64::new(0));
     let counted = CountingReader {
         inner: input,
@@ -65,76 +51,27 @@ pub(crate) fn load_into_existing(
         let record = match record {
             Ok(record) => record,
             Err(error) => {
-                let error = RecordError {
-                    line: error.line,
-                    dn: error.dn,
-                    message: error.message,
-                };
+                let error = read_error(error);
                 // A read error or an oversize record cannot be resumed after (the record
                 // boundaries are lost); one bad record can, as in the empty-store path.
                 if reader.is_finished() {
                     return Err(LoadError::Record(error));
                 }
-                skip(error)?;
+                tally.skipped.skip(options, error)?;
                 continue;
             }
         };
-        let line = record.line;
-        let values = match record.body {
-            lmdir_ldif::RecordBody::Content(values) => values,
-            lmdir_ldif::RecordBody::Change(change) => match change.operation {
-                lmdir_ldif::ChangeOperation::Add(values) => values,
-                _ => {
-                    skip(RecordError {
-                        line,
-                        dn: Some(record.dn),
-                        message: "only entries and 'changetype: add' records can be loaded".into(),
-                    })?;
-                    continue;
-                }
-            },
-        };
-        let dn = match Dn::parse(&record.dn) {
-            Ok(dn) => dn,
+        match loadable_entry(&options.schema, record) {
+            Ok(loadable) => tally.add(&mut write, loadable, &context, &unique_rules, options)?,
             Err(error) => {
-                skip(RecordError {
-                    line,
-                    dn: Some(record.dn),
-                    message: error.message,
-                })?;
+                tally.skipped.skip(options, error)?;
                 continue;
             }
-        };
-        let mut entry = entry_of(&options.schema, dn, values);
-        let mut added = write.add(&entry, &context);
-        // As the bulk path: a value repeated byte for byte is loaded once and counted.
-        if matches!(&added, Err(error) if error.code == ResultCode::AttributeOrValueExists) {
-            let dropped = crate::drop_repeated_values(&mut entry);
-            if dropped > 0 {
-                added = write.add(&entry, &context);
-                repeated_values += dropped * u64::from(added.is_ok());
-            }
         }
-        match added {
-            Ok(id) => {
-                entries += 1;
-                not_unique.extend(crate::unique::conflicts_of_added(
-                    &write,
-                    &unique_rules,
-                    id,
-                    line,
-                )?);
-            }
-            Err(error) => skip(RecordError {
-                line,
-                dn: Some(record.dn),
-                message: error.to_string(),
-            })?,
-        }
-        progress.update(entries, bytes_read.load(Ordering::Relaxed));
+        progress.update(tally.entries, bytes_read.load(Ordering::Relaxed));
     }
     // Every duplicate listed; the txn is dropped (nothing written) when there is one.
-    crate::unique::failure(not_unique)?;
+    crate::unique::failure(std::mem::take(&mut tally.not_unique))?;
     write
         .commit()
         .map_err(|error| LoadError::Invalid(format!("commit: {error}")))?;
@@ -142,16 +79,138 @@ pub(crate) fn load_into_existing(
     progress.finish();
     let database_bytes = lmdir_store::data_file_bytes(&options.directory);
     Ok(LoadSummary {
-        entries,
-        skipped,
-        skipped_count,
+        entries: tally.entries,
+        skipped: tally.skipped.listed,
+        skipped_count: tally.skipped.count,
         elapsed: started.elapsed(),
         input_bytes: input_bytes_total,
         database_bytes,
         peak_rss_bytes: crate::peak_rss_bytes(),
         spill_files: 0,
-        repeated_values,
+        repeated_values: tally.repeated_values,
     })
+}
+
+/// A record the LDIF reader could not read, as the load reports it.
+fn read_error(error: lmdir_ldif::LdifError) -> RecordError {
+    RecordError {
+        line: error.line,
+        dn: error.dn,
+        message: error.message,
+    }
+}
+
+/// What a load into an existing store added and skipped so far, and the uniqueness conflicts
+/// its added entries raised (`crate::unique`).
+#[derive(Default)]
+struct Tally {
+    entries: u64,
+    repeated_values: u64,
+    skipped: Skipped,
+    not_unique: Vec<String>,
+}
+
+impl Tally {
+    /// Adds one loadable record's entry (`loadable_entry`): counted with the uniqueness
+    /// conflicts it raises when added, skipped (or the load's error) when refused.
+    fn add(
+        &mut self,
+        write: &mut lmdir_store::WriteTxn<'_>,
+        (line, dn, mut entry): (u64, String, Entry),
+        context: &WriteContext,
+        unique_rules: &[crate::unique::CompiledRule],
+        options: &LoadOptions,
+    ) -> Result<(), LoadError> {
+        let (added, repeated) = add_entry(write, &mut entry, context);
+        self.repeated_values += repeated;
+        match added {
+            Ok(id) => {
+                self.entries += 1;
+                let conflicts = crate::unique::conflicts_of_added(write, unique_rules, id, line)?;
+                self.not_unique.extend(conflicts);
+                Ok(())
+            }
+            Err(error) => self.skipped.skip(
+                options,
+                RecordError {
+                    line,
+                    dn: Some(dn),
+                    message: error.to_string(),
+                },
+            ),
+        }
+    }
+}
+
+/// The records a load skipped (`continue_on_error`): the first `SKIPPED_REPORTED_MAX` listed,
+/// all counted.
+#[derive(Default)]
+struct Skipped {
+    listed: Vec<RecordError>,
+    count: u64,
+}
+
+impl Skipped {
+    /// Skips a bad record when the load continues on errors; else the load fails with it.
+    fn skip(&mut self, options: &LoadOptions, error: RecordError) -> Result<(), LoadError> {
+        if !options.continue_on_error {
+            return Err(LoadError::Record(error));
+        }
+        self.count += 1;
+        if self.listed.len() < SKIPPED_REPORTED_MAX {
+            self.listed.push(error);
+        }
+        Ok(())
+    }
+}
+
+/// A record's line, DN (as written) and entry; only entries and `changetype: add` records
+/// load, and their DN must parse.
+fn loadable_entry(
+    schema: &lmdir_schema::Schema,
+    record: lmdir_ldif::LdifRecord,
+) -> Result<(u64, String, Entry), RecordError> {
+    let line = record.line;
+    let values = match record.body {
+        lmdir_ldif::RecordBody::Content(values) => values,
+        lmdir_ldif::RecordBody::Change(change) => match change.operation {
+            lmdir_ldif::ChangeOperation::Add(values) => values,
+            _ => {
+                return Err(RecordError {
+                    line,
+                    dn: Some(record.dn),
+                    message: "only entries and 'changetype: add' records can be loaded".into(),
+                })
+            }
+        },
+    };
+    match Dn::parse(&record.dn) {
+        Ok(dn) => Ok((line, record.dn, entry_of(schema, dn, values))),
+        Err(error) => Err(RecordError {
+            line,
+            dn: Some(record.dn),
+            message: error.message,
+        }),
+    }
+}
+
+/// Adds one entry in the load's txn. As the bulk path: a value repeated byte for byte is
+/// loaded once and counted (the second of the pair: values dropped, when the add succeeded).
+fn add_entry(
+    write: &mut lmdir_store::WriteTxn<'_>,
+    entry: &mut Entry,
+    context: &WriteContext,
+) -> (Result<lmdir_store::EntryId, lmdir_schema::LdapError>, u64) {
+    let mut added = write.add(entry, context);
+    let mut repeated_values = 0;
+    if matches!(&added, Err(error) if error.code == ResultCode::AttributeOrValueExists) {
+        let dropped = crate::drop_repeated_values(entry);
+        if dropped > 0 {
+            added = write.add(entry, context);
+            repeated_values += dropped * u64::from(added.is_ok());
+        }
+    }
+    (added, repeated_values)
 }
 
 /// The record as an entry; a value of its RDN that the record lacks is added, as slapadd adds

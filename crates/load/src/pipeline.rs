@@ -697,24 +697,9 @@ fn sequence(
     spill_directory: &Path,
     progress: &mut Progress,
 ) -> Result<Sequenced, LoadError> {
-    let mut tree = TreeBuilder::new(tree_budget, spill_directory)?;
+    let mut state = Sequencing::new(options, tree_budget, spill_directory)?;
     let mut reorder: BTreeMap<u64, DoneBatch> = BTreeMap::new();
     let mut next_sequence = 0u64;
-    let mut skips = Skips {
-        continue_on_error: options.continue_on_error,
-        skipped: Vec::new(),
-        count: 0,
-    };
-    let mut rejected = RoaringBitmap::new();
-    let mut entries = 0u64;
-    let mut repeated_values = 0u64;
-    let mut input_bytes = 0u64;
-    let mut max_id = 0u32;
-    let mut groups: Vec<GroupMembers> = Vec::new();
-    let mut lines: Vec<(u32, u64)> = Vec::new();
-    let mut context = ContextCsns::new();
-    // The batch's accepted entries, appended together through one cursor.
-    let mut accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
     for batch in done {
         reorder.insert(batch.sequence, batch);
         while let Some(mut batch) = reorder.remove(&next_sequence) {
@@ -722,51 +707,12 @@ fn sequence(
                 return Err(failure.into());
             }
             next_sequence += 1;
-            input_bytes += batch.input_bytes as u64;
-            accepted.clear();
+            state.input_bytes += batch.input_bytes as u64;
+            state.accepted.clear();
             for result in batch.results {
-                let mut entry = match result {
-                    Ok(entry) => entry,
-                    Err(error) => {
-                        skips.skip(error)?;
-                        continue;
-                    }
-                };
-                match tree.arrive(&entry) {
-                    Ok(_) => {}
-                    Err(TreeError::Record(error)) => {
-                        rejected.insert(entry.id);
-                        skips.skip(error)?;
-                        continue;
-                    }
-                    Err(TreeError::Run(error)) => return Err(error.into()),
-                }
-                accepted.push((entry.id, entry.encoded.clone(), entry.value_rows.clone()));
-                if !options.unique.is_empty() {
-                    lines.push((entry.id, entry.line));
-                }
-                max_id = max_id.max(entry.id);
-                entries += 1;
-                repeated_values += entry.repeated_values;
-                for csn in entry.csn.into_iter().chain(entry.more_csns.drain(..)) {
-                    context.merge(csn);
-                }
-                if !entry.group_members.is_empty() {
-                    groups.push((entry.id, std::mem::take(&mut entry.group_members)));
-                }
+                state.take(result)?;
             }
-            let arena = &batch.arena;
-            bulk.append_entries(
-                accepted
-                    .iter()
-                    .map(|(id, encoded, _)| (*id, &arena[encoded.clone()])),
-            )?;
-            bulk.append_value_rows(
-                accepted
-                    .iter()
-                    .filter(|(_, _, rows)| !rows.is_empty())
-                    .map(|(_, _, rows)| &arena[rows.clone()]),
-            )?;
+            state.append_accepted(bulk, &batch.arena)?;
             // The batch is done with: let the reader read one more, and a worker reuse the arena
             // (not one a large group grew: ~6 MiB is the usual size).
             if batch.arena.capacity() <= ARENA_KEPT_BYTES_MAX {
@@ -774,7 +720,7 @@ fn sequence(
             }
             returns.in_flight.release(batch.input_bytes);
             let _ = returns.tokens.send(());
-            progress.update(entries, input_bytes);
+            progress.update(state.entries, state.input_bytes);
         }
     }
     if !reorder.is_empty() {
@@ -783,25 +729,126 @@ fn sequence(
             "the load stopped before all batches were prepared".into(),
         ));
     }
-    for (id, error) in tree.orphans() {
-        rejected.insert(id);
-        bulk.remove_entry(id)?;
-        entries -= 1;
-        skips.skip(error)?;
+    state.finish(bulk)
+}
+
+/// What `sequence` gathered from the batches taken in order so far.
+struct Sequencing {
+    tree: TreeBuilder,
+    skips: Skips,
+    rejected: RoaringBitmap,
+    entries: u64,
+    repeated_values: u64,
+    input_bytes: u64,
+    max_id: u32,
+    groups: Vec<GroupMembers>,
+    /// Each entry's line, kept only when uniqueness is checked.
+    lines: Vec<(u32, u64)>,
+    keep_lines: bool,
+    context: ContextCsns,
+    /// The batch's accepted entries, appended together through one cursor.
+    accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl Sequencing {
+    /// Nothing taken yet; the tree builder spills to `spill_directory` past `tree_budget`.
+    fn new(
+        options: &LoadOptions,
+        tree_budget: usize,
+        spill_directory: &Path,
+    ) -> Result<Sequencing, LoadError> {
+        Ok(Sequencing {
+            tree: TreeBuilder::new(tree_budget, spill_directory)?,
+            skips: Skips {
+                continue_on_error: options.continue_on_error,
+                skipped: Vec::new(),
+                count: 0,
+            },
+            rejected: RoaringBitmap::new(),
+            entries: 0,
+            repeated_values: 0,
+            input_bytes: 0,
+            max_id: 0,
+            groups: Vec::new(),
+            lines: Vec::new(),
+            keep_lines: !options.unique.is_empty(),
+            context: ContextCsns::new(),
+            accepted: Vec::new(),
+        })
     }
-    Ok(Sequenced {
-        entries,
-        repeated_values,
-        max_id,
-        rejected,
-        skipped: skips.skipped,
-        skipped_count: skips.count,
-        input_bytes,
-        tree: Some(tree),
-        groups,
-        lines,
-        context,
-    })
+
+    /// Takes one record's result in order: a bad record or one the tree refuses is skipped
+    /// (or fails the load); an accepted entry is counted, its CSNs merged and its group
+    /// members kept.
+    fn take(&mut self, result: Result<PreparedEntry, RecordError>) -> Result<(), LoadError> {
+        let mut entry = match result {
+            Ok(entry) => entry,
+            Err(error) => return self.skips.skip(error),
+        };
+        match self.tree.arrive(&entry) {
+            Ok(_) => {}
+            Err(TreeError::Record(error)) => {
+                self.rejected.insert(entry.id);
+                return self.skips.skip(error);
+            }
+            Err(TreeError::Run(error)) => return Err(error.into()),
+        }
+        self.accepted
+            .push((entry.id, entry.encoded.clone(), entry.value_rows.clone()));
+        if self.keep_lines {
+            self.lines.push((entry.id, entry.line));
+        }
+        self.max_id = self.max_id.max(entry.id);
+        self.entries += 1;
+        self.repeated_values += entry.repeated_values;
+        for csn in entry.csn.into_iter().chain(entry.more_csns.drain(..)) {
+            self.context.merge(csn);
+        }
+        if !entry.group_members.is_empty() {
+            self.groups
+                .push((entry.id, std::mem::take(&mut entry.group_members)));
+        }
+        Ok(())
+    }
+
+    /// Appends the batch's accepted entries and their value rows (ranges into `arena`).
+    fn append_accepted(&self, bulk: &mut BulkWriter<'_>, arena: &[u8]) -> Result<(), LoadError> {
+        bulk.append_entries(
+            self.accepted
+                .iter()
+                .map(|(id, encoded, _)| (*id, &arena[encoded.clone()])),
+        )?;
+        bulk.append_value_rows(
+            self.accepted
+                .iter()
+                .filter(|(_, _, rows)| !rows.is_empty())
+                .map(|(_, _, rows)| &arena[rows.clone()]),
+        )?;
+        Ok(())
+    }
+
+    /// Every batch taken: the entries whose parent never came are removed and skipped.
+    fn finish(mut self, bulk: &mut BulkWriter<'_>) -> Result<Sequenced, LoadError> {
+        for (id, error) in self.tree.orphans() {
+            self.rejected.insert(id);
+            bulk.remove_entry(id)?;
+            self.entries -= 1;
+            self.skips.skip(error)?;
+        }
+        Ok(Sequenced {
+            entries: self.entries,
+            repeated_values: self.repeated_values,
+            max_id: self.max_id,
+            rejected: self.rejected,
+            skipped: self.skips.skipped,
+            skipped_count: self.skips.count,
+            input_bytes: self.input_bytes,
+            tree: Some(self.tree),
+            groups: self.groups,
+            lines: self.lines,
+            context: self.context,
+        })
+    }
 }
 
 /// Tree rows read ahead and appended through one cursor at a time.

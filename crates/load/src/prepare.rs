@@ -190,18 +190,7 @@ pub fn prepare_record(
     scratch: &mut WorkerScratch,
     arena: &mut Vec<u8>,
 ) -> Result<PreparedEntry, RecordError> {
-    if record_bytes.len() > context.record_bytes_max {
-        return Err(record_error(
-            first_line,
-            None,
-            format!(
-                "the record starting here is {} bytes, more than the load's memory budget \
-                 allows for one record ({} bytes; --memory)",
-                record_bytes.len(),
-                context.record_bytes_max
-            ),
-        ));
-    }
+    check_record_size(context, record_bytes, first_line)?;
     let view = lmdir_ldif::parse_record_view(record_bytes, first_line, &context.parse_options)
         .map_err(|error| RecordError {
             line: error.line,
@@ -212,34 +201,9 @@ pub fn prepare_record(
     let dn_text = view.dn.as_ref();
     let dn = Dn::parse(dn_text)
         .map_err(|error| record_error(line, Some(dn_text), ldap_message(&error)))?;
-    let pairs: Vec<(&str, &[u8])> = match &view.body {
-        BodyView::Content(values) => values
-            .iter()
-            .map(|(description, value)| (description.as_ref(), value.as_ref()))
-            .collect(),
-        BodyView::Change(change) => match &change.operation {
-            ChangeOperation::Add(values) => values
-                .iter()
-                .map(|(description, value)| (description.as_str(), value.as_slice()))
-                .collect(),
-            _ => {
-                return Err(record_error(
-                    line,
-                    Some(dn_text),
-                    "only entries and 'changetype: add' records can be loaded",
-                ))
-            }
-        },
-    };
+    let pairs = record_pairs(&view.body, line, dn_text)?;
     let fail = |error: LdapError| record_error(line, Some(dn_text), ldap_message(&error));
-    let random = scratch
-        .uuid_random
-        .get_or_insert_with(rand::rngs::StdRng::from_os_rng);
-    let fresh = FreshValues {
-        entry_uuid: uuid::Builder::from_random_bytes(random.random()).into_uuid(),
-        csn_sequence: u64::from(id),
-        csn: None,
-    };
+    let fresh = fresh_values(scratch, id);
     let store = &context.store;
     // The record's one DN normalization: the store's step takes it as it is.
     let schema = store.schema();
@@ -255,27 +219,8 @@ pub fn prepare_record(
     };
     let (rows, repeated_values) =
         rows_keeping_repeats_once(context, &dn, pairs, &fresh, scratch).map_err(fail)?;
-    let mut encoded = std::mem::take(&mut scratch.encoded);
-    let mut value_rows = std::mem::take(&mut scratch.value_rows);
-    let encoding = rows.encode(store, id, &mut scratch.rows, &mut encoded, &mut value_rows);
-    scratch.encoded = encoded;
-    scratch.value_rows = value_rows;
-    encoding.map_err(fail)?;
-    let keyed = context
-        .index_plan
-        .entry_keys(&rows, &mut |slot, key| scratch.push_key(run, slot, key, id));
-    match keyed {
-        Ok(()) => {}
-        // The record's own fault: skipped under --continue-on-error.
-        Err(error @ crate::runs::RunError::KeyTooLong { .. }) => {
-            return Err(record_error(line, Some(dn_text), error.to_string()));
-        }
-        Err(error) => {
-            let message = format!("the load stops: {error}");
-            scratch.run_failure = Some(error);
-            return Err(record_error(line, Some(dn_text), message));
-        }
-    }
+    encode_rows(store, &rows, id, scratch).map_err(fail)?;
+    push_index_keys(context, &rows, (id, line, dn_text), run, scratch)?;
     let encoded_start = arena.len();
     arena.extend_from_slice(&scratch.encoded);
     let encoded_end = arena.len();
@@ -284,12 +229,7 @@ pub fn prepare_record(
     if scratch.value_rows.capacity() > SCRATCH_KEPT_BYTES_MAX {
         scratch.value_rows = Vec::new();
     }
-    let mut csn = None;
-    let mut more_csns = Vec::new();
-    rows.context_csn_candidates(&store.schema(), &mut |candidate| match csn {
-        None => csn = Some(candidate),
-        Some(_) => more_csns.push(candidate),
-    });
+    let (csn, more_csns) = context_csns(store, &rows);
     let normalized_dn = rows.normalized_dn();
     let normalized_parent = rows.place.normalized_parent();
     // The rows are done with: their RDN strings move into the entry rather than being copied.
@@ -309,6 +249,122 @@ pub fn prepare_record(
         csn,
         more_csns,
     })
+}
+
+/// A record larger than the load's memory budget allows for one (`--memory`) is refused
+/// before it is parsed.
+fn check_record_size(
+    context: &PrepareContext,
+    record_bytes: &[u8],
+    first_line: u64,
+) -> Result<(), RecordError> {
+    if record_bytes.len() > context.record_bytes_max {
+        return Err(record_error(
+            first_line,
+            None,
+            format!(
+                "the record starting here is {} bytes, more than the load's memory budget \
+                 allows for one record ({} bytes; --memory)",
+                record_bytes.len(),
+                context.record_bytes_max
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The (description, value) pairs of a content or `changetype: add` record, borrowed from
+/// it; any other change record cannot be loaded.
+fn record_pairs<'v>(
+    body: &'v BodyView<'_>,
+    line: u64,
+    dn_text: &str,
+) -> Result<Vec<(&'v str, &'v [u8])>, RecordError> {
+    Ok(match body {
+        BodyView::Content(values) => values
+            .iter()
+            .map(|(description, value)| (description.as_ref(), value.as_ref()))
+            .collect(),
+        BodyView::Change(change) => match &change.operation {
+            ChangeOperation::Add(values) => values
+                .iter()
+                .map(|(description, value)| (description.as_str(), value.as_slice()))
+                .collect(),
+            _ => {
+                return Err(record_error(
+                    line,
+                    Some(dn_text),
+                    "only entries and 'changetype: add' records can be loaded",
+                ))
+            }
+        },
+    })
+}
+
+/// The values a load gives entry `id` when its record lacks them: a random entryUUID (from
+/// the worker's generator, seeded once) and the ID as its CSN sequence.
+fn fresh_values(scratch: &mut WorkerScratch, id: u32) -> FreshValues {
+    let random = scratch
+        .uuid_random
+        .get_or_insert_with(rand::rngs::StdRng::from_os_rng);
+    FreshValues {
+        entry_uuid: uuid::Builder::from_random_bytes(random.random()).into_uuid(),
+        csn_sequence: u64::from(id),
+        csn: None,
+    }
+}
+
+/// Encodes the entry's rows into the worker's `encoded` and `value_rows` buffers (reused
+/// from entry to entry).
+fn encode_rows(
+    store: &Store,
+    rows: &EntryRows,
+    id: u32,
+    scratch: &mut WorkerScratch,
+) -> Result<(), LdapError> {
+    let mut encoded = std::mem::take(&mut scratch.encoded);
+    let mut value_rows = std::mem::take(&mut scratch.value_rows);
+    let encoding = rows.encode(store, id, &mut scratch.rows, &mut encoded, &mut value_rows);
+    scratch.encoded = encoded;
+    scratch.value_rows = value_rows;
+    encoding
+}
+
+/// Pushes the entry's index keys into `run`. A key too long is the record's own fault
+/// (skipped under --continue-on-error); any other failure stops the load
+/// (`scratch.run_failure`). `record`: the entry's ID, line and DN as written.
+fn push_index_keys(
+    context: &PrepareContext,
+    rows: &EntryRows,
+    (id, line, dn_text): (u32, u64, &str),
+    run: &mut PostingRun,
+    scratch: &mut WorkerScratch,
+) -> Result<(), RecordError> {
+    let keyed = context
+        .index_plan
+        .entry_keys(rows, &mut |slot, key| scratch.push_key(run, slot, key, id));
+    match keyed {
+        Ok(()) => Ok(()),
+        Err(error @ crate::runs::RunError::KeyTooLong { .. }) => {
+            Err(record_error(line, Some(dn_text), error.to_string()))
+        }
+        Err(error) => {
+            let message = format!("the load stops: {error}");
+            scratch.run_failure = Some(error);
+            Err(record_error(line, Some(dn_text), message))
+        }
+    }
+}
+
+/// The entry's contextCSN candidates: the first, and any others.
+fn context_csns(store: &Store, rows: &EntryRows) -> (Option<Csn>, Vec<Csn>) {
+    let mut csn = None;
+    let mut more_csns = Vec::new();
+    rows.context_csn_candidates(&store.schema(), &mut |candidate| match csn {
+        None => csn = Some(candidate),
+        Some(_) => more_csns.push(candidate),
+    });
+    (csn, more_csns)
 }
 
 /// The record's rows. A record that repeats a value byte for byte (OpenLDAP's own

@@ -98,17 +98,9 @@ pub async fn run(
             }
             frame = framed.next() => {
                 last_activity = Instant::now();
-                let message = match frame {
-                    None => break Ending::PeerClosed,
-                    Some(Ok(message)) => message,
-                    Some(Err(crate::pdu::PduError::Io(error))) => {
-                        info!("conn={connection_id} read failed: {}", escaped(&error.to_string()));
-                        break Ending::PeerClosed;
-                    }
-                    Some(Err(error)) => {
-                        warn!("conn={connection_id} closing: {}", escaped(&error.to_string()));
-                        break Ending::Notice(code::PROTOCOL_ERROR, error.to_string());
-                    }
+                let message = match request_of(frame, connection_id) {
+                    Ok(message) => message,
+                    Err(ending) => break ending,
                 };
                 operation_counter += 1;
                 let operation_id = operation_counter;
@@ -127,15 +119,8 @@ pub async fn run(
                         }
                     }
                     Operation::Other(LdapOp::ExtendedRequest(ref request)) if request.name == CANCEL_OID => {
-                        let result_code = match cancel(&message.controls, request, message.msgid, &mut outstanding, &mut pending_cancels) {
-                            Ok(result_code) => result_code,
-                            Err(target) => {
-                                info!("conn={connection_id} op={operation_id} CANCEL msg={target}");
-                                continue;
-                            }
-                        };
-                        info!("conn={connection_id} op={operation_id} CANCEL err={result_code}");
-                        if send_within(&mut framed, cancel_response(message.msgid, result_code), write_timeout).await.is_err() {
+                        let cancel_request = (message.msgid, &message.controls[..], request);
+                        if answer_cancel(&mut framed, &mut outstanding, &mut pending_cancels, cancel_request, (connection_id, operation_id), write_timeout).await.is_err() {
                             break Ending::PeerClosed;
                         }
                     }
@@ -194,6 +179,55 @@ pub async fn run(
     let _ = framed.close().await;
     // The connection's slot is given back when the accept loop's `Admission` drops, right after.
     info!("conn={connection_id} fd=0 closed");
+}
+
+/// The request a frame read carries, or how the connection ends: the peer closed it or a
+/// read failed (closed quietly), or the bytes are no LDAP message (a Notice of Disconnection).
+fn request_of(
+    frame: Option<Result<crate::pdu::Request, crate::pdu::PduError>>,
+    connection_id: u64,
+) -> Result<crate::pdu::Request, Ending> {
+    match frame {
+        None => Err(Ending::PeerClosed),
+        Some(Ok(message)) => Ok(message),
+        Some(Err(crate::pdu::PduError::Io(error))) => {
+            info!(
+                "conn={connection_id} read failed: {}",
+                escaped(&error.to_string())
+            );
+            Err(Ending::PeerClosed)
+        }
+        Some(Err(error)) => {
+            warn!(
+                "conn={connection_id} closing: {}",
+                escaped(&error.to_string())
+            );
+            Err(Ending::Notice(code::PROTOCOL_ERROR, error.to_string()))
+        }
+    }
+}
+
+/// Answers a Cancel request (RFC 3909) at once when it fails; one that goes ahead is answered
+/// when its target ends. `cancel_request`: the Cancel's message ID, controls and request;
+/// Err when the answer could not be written.
+async fn answer_cancel(
+    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
+    outstanding: &mut HashMap<i32, Outstanding>,
+    pending_cancels: &mut HashMap<i32, i32>,
+    (message_id, controls, request): (i32, &[crate::controls::Control], &LdapExtendedRequest),
+    (connection_id, operation_id): (u64, u64),
+    write_timeout: Duration,
+) -> Result<(), crate::pdu::PduError> {
+    let result_code = match cancel(controls, request, message_id, outstanding, pending_cancels) {
+        Ok(result_code) => result_code,
+        Err(target) => {
+            info!("conn={connection_id} op={operation_id} CANCEL msg={target}");
+            return Ok(());
+        }
+    };
+    info!("conn={connection_id} op={operation_id} CANCEL err={result_code}");
+    let response = cancel_response(message_id, result_code);
+    send_within(framed, response, write_timeout).await
 }
 
 /// The session of a connection just accepted (anonymous), counted in cn=Monitor.
@@ -879,7 +913,38 @@ async fn start_tls(
 ) -> Result<Framed<BoxedStream, crate::pdu::PduCodec>, ()> {
     let connection_id = session.connection_id;
     info!("conn={connection_id} op={operation_id} EXT oid={START_TLS_OID}");
-    let refusal = if let Err(error) =
+    let refusal = start_tls_refusal(context, session, outstanding, controls, request);
+    let (result_code, message) = match &refusal {
+        Some(error) => (error.code, error.message.as_str()),
+        None => (code::SUCCESS, ""),
+    };
+    let response = extended_response(message_id, result_code, message, Some(START_TLS_OID));
+    info!(
+        "conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={}",
+        escaped(message)
+    );
+    if send_within(&mut framed, response, context.settings().write_timeout)
+        .await
+        .is_err()
+    {
+        return Err(());
+    }
+    let Some(tls_config) = context.tls_config.clone().filter(|_| refusal.is_none()) else {
+        return Ok(framed);
+    };
+    tls_handshake(context, session, framed, tls_config).await
+}
+
+/// Why a StartTLS request is refused (None when it may go ahead): bad controls, a value, TLS
+/// already on, ldapi, no TLS configured, or operations still outstanding.
+fn start_tls_refusal(
+    context: &ServerContext,
+    session: &Session,
+    outstanding: &HashMap<i32, Outstanding>,
+    controls: &[crate::controls::Control],
+    request: &LdapExtendedRequest,
+) -> Option<OperationError> {
+    if let Err(error) =
         crate::controls::parse(controls, crate::controls::OperationClass::Connection)
     {
         Some(error)
@@ -913,25 +978,19 @@ async fn start_tls(
         ))
     } else {
         None
-    };
-    let (result_code, message) = match &refusal {
-        Some(error) => (error.code, error.message.as_str()),
-        None => (code::SUCCESS, ""),
-    };
-    let response = extended_response(message_id, result_code, message, Some(START_TLS_OID));
-    info!(
-        "conn={connection_id} op={operation_id} RESULT tag=120 err={result_code} text={}",
-        escaped(message)
-    );
-    if send_within(&mut framed, response, context.settings().write_timeout)
-        .await
-        .is_err()
-    {
-        return Err(());
     }
-    let Some(tls_config) = context.tls_config.clone().filter(|_| refusal.is_none()) else {
-        return Ok(framed);
-    };
+}
+
+/// The TLS handshake after a StartTLS success response: nothing may have arrived after the
+/// request, and the handshake must end within `tls_handshake_timeout`; Err closes the
+/// connection.
+async fn tls_handshake(
+    context: &ServerContext,
+    session: &mut Session,
+    framed: Framed<BoxedStream, crate::pdu::PduCodec>,
+    tls_config: Arc<rustls::ServerConfig>,
+) -> Result<Framed<BoxedStream, crate::pdu::PduCodec>, ()> {
+    let connection_id = session.connection_id;
     let parts = framed.into_parts();
     if !parts.read_buf.is_empty() {
         warn!("conn={connection_id} data received after StartTLS request before the TLS handshake; closing");

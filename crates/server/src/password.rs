@@ -1025,12 +1025,7 @@ pub async fn password_modify(
         &context.controls,
         crate::controls::OperationClass::PasswordModify,
     )?;
-    let parsed = PasswordModifyRequest::decode(request.value.as_deref()).map_err(|what| {
-        OperationError::new(
-            code::PROTOCOL_ERROR,
-            format!("malformed Password Modify request: {what}"),
-        )
-    })?;
+    let parsed = decode_password_modify(request)?;
     let identity = context.session.identity.clone();
     if identity.normalized_dn.is_empty() {
         // As slapd, whatever the target and the old password: anonymous has nothing to change
@@ -1050,25 +1045,8 @@ pub async fn password_modify(
             "the schema has no userPassword",
         ));
     };
-    // Access first (write access to userPassword, as for a modify: the entry itself under the
-    // default policy, a helpdesk group given write by `[[access]]`), so nothing that follows
-    // (the old password, the policy's checks) answers a subject that may not change it. The
-    // writer decides it again in its transaction for the change itself.
-    let may_change = may_change_password(context, &target_dn, password_attribute).await?;
-    match (may_change, parsed.old_password.as_deref()) {
-        (false, Some(_)) => return Err(unwilling_to_verify()),
-        (false, None) => {
-            return Err(OperationError::new(
-                code::INSUFFICIENT_ACCESS_RIGHTS,
-                format!("no write access to userPassword of '{target_dn}'"),
-            ))
-        }
-        // An old password, when given, must match (RFC 3062 §2), whoever asks.
-        (true, Some(old)) => {
-            verify_old_password(context, database, &target_dn, old).await?;
-        }
-        (true, None) => {}
-    }
+    let old = parsed.old_password.as_deref();
+    authorize_password_change(context, database, &target_dn, password_attribute, old).await?;
     let (new_password, generated) = match parsed.new_password {
         Some(password) => (password, false),
         None => (generate_password().into_bytes(), true),
@@ -1079,6 +1057,59 @@ pub async fn password_modify(
         new_passwords: vec![&new_password],
     };
     check_password_change(context, database, &controls, &target_dn, &change).await?;
+    refuse_long_password(&new_password)?;
+    let request = WriteRequest::SetPassword {
+        dn: target_dn,
+        password: new_password.clone(),
+        hashed: false,
+    };
+    let request = crate::prehash::prehashed(context, database, request).await?;
+    submit_update(context, database, &RequestControls::default(), request).await?;
+    password_changed(context);
+    Ok((
+        None,
+        generated.then(|| generated_password_value(&new_password)),
+    ))
+}
+
+/// The Password Modify request's value (RFC 3062 §2); protocolError when malformed.
+fn decode_password_modify(
+    request: &LdapExtendedRequest,
+) -> Result<PasswordModifyRequest, OperationError> {
+    PasswordModifyRequest::decode(request.value.as_deref()).map_err(|what| {
+        OperationError::new(
+            code::PROTOCOL_ERROR,
+            format!("malformed Password Modify request: {what}"),
+        )
+    })
+}
+
+/// Access first (write access to userPassword, as for a modify: the entry itself under the
+/// default policy, a helpdesk group given write by `[[access]]`), so nothing that follows
+/// (the old password, the policy's checks) answers a subject that may not change it. The
+/// writer decides it again in its transaction for the change itself. An old password, when
+/// given, must match (RFC 3062 §2), whoever asks.
+async fn authorize_password_change(
+    context: &OperationContext,
+    database: &Database,
+    target_dn: &str,
+    password_attribute: AttrId,
+    old_password: Option<&[u8]>,
+) -> Result<(), OperationError> {
+    let may_change = may_change_password(context, target_dn, password_attribute).await?;
+    match (may_change, old_password) {
+        (false, Some(_)) => Err(unwilling_to_verify()),
+        (false, None) => Err(OperationError::new(
+            code::INSUFFICIENT_ACCESS_RIGHTS,
+            format!("no write access to userPassword of '{target_dn}'"),
+        )),
+        (true, Some(old)) => verify_old_password(context, database, target_dn, old).await,
+        (true, None) => Ok(()),
+    }
+}
+
+/// A new password longer than `PASSWORD_LENGTH_BYTES_MAX` is a constraintViolation.
+fn refuse_long_password(new_password: &[u8]) -> Result<(), OperationError> {
     if new_password.len() > password::PASSWORD_LENGTH_BYTES_MAX {
         return Err(OperationError::new(
             code::CONSTRAINT_VIOLATION,
@@ -1088,26 +1119,19 @@ pub async fn password_modify(
             ),
         ));
     }
-    let request = WriteRequest::SetPassword {
-        dn: target_dn,
-        password: new_password.clone(),
-        hashed: false,
-    };
-    let request = crate::prehash::prehashed(context, database, request).await?;
-    submit_update(context, database, &RequestControls::default(), request).await?;
-    password_changed(context);
-    if generated {
-        // PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }
-        let mut value = BytesMut::new();
-        let mut writer = crate::ber::BerWriter::new(&mut value);
-        writer.open(crate::ber::tag::SEQUENCE);
-        writer.primitive(0x80, &new_password);
-        writer.close();
-        drop(writer);
-        Ok((None, Some(value.to_vec())))
-    } else {
-        Ok((None, None))
-    }
+    Ok(())
+}
+
+/// The response value carrying a generated password:
+/// PasswdModifyResponseValue ::= SEQUENCE { genPasswd [0] OCTET STRING OPTIONAL }
+fn generated_password_value(new_password: &[u8]) -> Vec<u8> {
+    let mut value = BytesMut::new();
+    let mut writer = crate::ber::BerWriter::new(&mut value);
+    writer.open(crate::ber::tag::SEQUENCE);
+    writer.primitive(0x80, new_password);
+    writer.close();
+    drop(writer);
+    value.to_vec()
 }
 
 pub(crate) async fn bind_outcome(

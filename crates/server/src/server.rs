@@ -372,30 +372,88 @@ pub async fn start(
     settings: ServerSettings,
     database: Option<crate::database::Database>,
 ) -> Result<RunningServer, ServerError> {
-    let (tls_config, tls_certificate) = tls_of(&settings)?;
+    let tls = tls_of(&settings)?;
     let database = match database {
-        Some(mut database) => {
-            database.install(&settings).map_err(ServerError::Config)?;
-            database.set_replicating(&settings.replication);
-            database.set_accesslog(&settings.accesslog);
-            // Every CSN this server issues carries its server ID (`[replication] server_id`).
-            database
-                .store()
-                .set_server_id(settings.replication.server_id)
-                .map_err(|error| ServerError::Config(error.to_string()))?;
-            // The delete phase's log exists only while this server is a provider.
-            let replication = &settings.replication;
-            database
-                .store()
-                .set_session_log_entries(match replication.provider {
-                    true => replication.session_log_entries,
-                    false => 0,
-                })
-                .map_err(|error| ServerError::Config(error.to_string()))?;
-            Some(database)
+        Some(database) => Some(installed_database(&settings, database)?),
+        None => None,
+    };
+    let context = server_context(&settings, tls, database);
+    let (shutdown_sender, shutdown_receiver) = watch::channel(false);
+    let mut addresses = Vec::new();
+    let mut listener_tasks = Vec::new();
+    for address in &settings.listen {
+        let (bound, task) = match address {
+            ListenAddress::Ldap(host_port)
+            | ListenAddress::Ldaps(host_port)
+            | ListenAddress::Pldap(host_port)
+            | ListenAddress::Pldaps(host_port) => {
+                listen_tcp(&context, address, host_port, &shutdown_receiver).await?
+            }
+            ListenAddress::Ldapi(path) => {
+                listen_ldapi(&context, path, settings.ldapi_mode, &shutdown_receiver)?
+            }
+        };
+        addresses.push(bound);
+        listener_tasks.push(task);
+    }
+    if let Some(address) = settings.metrics_listen {
+        listener_tasks.push(start_metrics(&context, address, shutdown_receiver.clone()).await?);
+    }
+    let http_address = match crate::http::start(&context, shutdown_receiver.clone()).await? {
+        Some((address, task)) => {
+            listener_tasks.push(task);
+            Some(address)
         }
         None => None,
     };
+    // Replication consumers end with the listeners, before the writer is closed.
+    crate::replication::start_consumers(&context, shutdown_receiver.clone());
+    Ok(RunningServer {
+        addresses,
+        context,
+        shutdown_sender,
+        listener_tasks,
+        http_address,
+    })
+}
+
+/// The database set up for these settings: schema and rules installed, replication and
+/// accesslog settings, the server ID its CSNs carry, and the session log (kept only while
+/// this server is a provider).
+fn installed_database(
+    settings: &ServerSettings,
+    mut database: crate::database::Database,
+) -> Result<crate::database::Database, ServerError> {
+    database.install(settings).map_err(ServerError::Config)?;
+    database.set_replicating(&settings.replication);
+    database.set_accesslog(&settings.accesslog);
+    // Every CSN this server issues carries its server ID (`[replication] server_id`).
+    database
+        .store()
+        .set_server_id(settings.replication.server_id)
+        .map_err(|error| ServerError::Config(error.to_string()))?;
+    // The delete phase's log exists only while this server is a provider.
+    let replication = &settings.replication;
+    database
+        .store()
+        .set_session_log_entries(match replication.provider {
+            true => replication.session_log_entries,
+            false => 0,
+        })
+        .map_err(|error| ServerError::Config(error.to_string()))?;
+    Ok(database)
+}
+
+/// The context every connection of a server just started shares: its settings, TLS, the
+/// database (and its monitor, or a fresh one without a database), nothing counted yet.
+fn server_context(
+    settings: &ServerSettings,
+    (tls_config, tls_certificate): (
+        Option<Arc<rustls::ServerConfig>>,
+        Option<Arc<crate::tls::ReloadableCertificate>>,
+    ),
+    database: Option<crate::database::Database>,
+) -> Arc<ServerContext> {
     let monitor = match &database {
         Some(database) => database.monitor().clone(),
         None => Arc::new(crate::monitor::Monitor::new()),
@@ -403,7 +461,7 @@ pub async fn start(
     let rootdn_normalized = database
         .as_ref()
         .and_then(|database| database.normalize_dn(&settings.rootdn).ok());
-    let context = Arc::new(ServerContext {
+    Arc::new(ServerContext {
         settings_live: crate::live::Live::new(settings.clone()),
         tls_config,
         tls_certificate,
@@ -429,78 +487,56 @@ pub async fn start(
         transaction_bytes: Arc::default(),
         verify_gate: crate::verify_gate::VerifyGate::for_this_machine(),
         bind_decoy: crate::bind_decoy::BindDecoy::default(),
-    });
-    let (shutdown_sender, shutdown_receiver) = watch::channel(false);
-    let mut addresses = Vec::new();
-    let mut listener_tasks = Vec::new();
-    for address in &settings.listen {
-        match address {
-            ListenAddress::Ldap(host_port)
-            | ListenAddress::Ldaps(host_port)
-            | ListenAddress::Pldap(host_port)
-            | ListenAddress::Pldaps(host_port) => {
-                let listener =
-                    TcpListener::bind(host_port)
-                        .await
-                        .map_err(|error| ServerError::Listen {
-                            address: host_port.clone(),
-                            message: error.to_string(),
-                        })?;
-                let local = listener.local_addr().map_err(|error| ServerError::Listen {
-                    address: host_port.clone(),
-                    message: error.to_string(),
-                })?;
-                let kind = TcpKind {
-                    tls: address.is_tls(),
-                    proxied: address.is_proxied(),
-                };
-                let bound = match (kind.proxied, kind.tls) {
-                    (false, false) => BoundAddress::Ldap(local),
-                    (false, true) => BoundAddress::Ldaps(local),
-                    (true, false) => BoundAddress::Pldap(local),
-                    (true, true) => BoundAddress::Pldaps(local),
-                };
-                info!("listening on {}", bound.url());
-                addresses.push(bound);
-                listener_tasks.push(tokio::spawn(accept_tcp(
-                    context.clone(),
-                    listener,
-                    kind,
-                    shutdown_receiver.clone(),
-                )));
-            }
-            ListenAddress::Ldapi(path) => {
-                let listener = bind_ldapi(path)?;
-                set_ldapi_mode(path, settings.ldapi_mode)?;
-                addresses.push(BoundAddress::Ldapi(path.clone()));
-                info!("listening on ldapi://{}", path.display());
-                listener_tasks.push(tokio::spawn(accept_unix(
-                    context.clone(),
-                    listener,
-                    shutdown_receiver.clone(),
-                )));
-            }
-        }
-    }
-    if let Some(address) = settings.metrics_listen {
-        listener_tasks.push(start_metrics(&context, address, shutdown_receiver.clone()).await?);
-    }
-    let http_address = match crate::http::start(&context, shutdown_receiver.clone()).await? {
-        Some((address, task)) => {
-            listener_tasks.push(task);
-            Some(address)
-        }
-        None => None,
-    };
-    // Replication consumers end with the listeners, before the writer is closed.
-    crate::replication::start_consumers(&context, shutdown_receiver.clone());
-    Ok(RunningServer {
-        addresses,
-        context,
-        shutdown_sender,
-        listener_tasks,
-        http_address,
     })
+}
+
+/// Binds one TCP listen address (`host_port` of `address`: ldap, ldaps, pldap or pldaps)
+/// and spawns its accept loop; returns where it bound and the loop's task.
+async fn listen_tcp(
+    context: &Arc<ServerContext>,
+    address: &ListenAddress,
+    host_port: &str,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(BoundAddress, tokio::task::JoinHandle<()>), ServerError> {
+    let listen_error = |error: std::io::Error| ServerError::Listen {
+        address: host_port.to_string(),
+        message: error.to_string(),
+    };
+    let listener = TcpListener::bind(host_port).await.map_err(listen_error)?;
+    let local = listener.local_addr().map_err(listen_error)?;
+    let kind = TcpKind {
+        tls: address.is_tls(),
+        proxied: address.is_proxied(),
+    };
+    let bound = match (kind.proxied, kind.tls) {
+        (false, false) => BoundAddress::Ldap(local),
+        (false, true) => BoundAddress::Ldaps(local),
+        (true, false) => BoundAddress::Pldap(local),
+        (true, true) => BoundAddress::Pldaps(local),
+    };
+    info!("listening on {}", bound.url());
+    let task = tokio::spawn(accept_tcp(
+        context.clone(),
+        listener,
+        kind,
+        shutdown.clone(),
+    ));
+    Ok((bound, task))
+}
+
+/// Binds the ldapi socket at `path` with its `mode` and spawns its accept loop; returns
+/// where it bound and the loop's task.
+fn listen_ldapi(
+    context: &Arc<ServerContext>,
+    path: &std::path::Path,
+    mode: u32,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(BoundAddress, tokio::task::JoinHandle<()>), ServerError> {
+    let listener = bind_ldapi(path)?;
+    set_ldapi_mode(path, mode)?;
+    info!("listening on ldapi://{}", path.display());
+    let task = tokio::spawn(accept_unix(context.clone(), listener, shutdown.clone()));
+    Ok((BoundAddress::Ldapi(path.to_path_buf()), task))
 }
 
 /// Binds `metrics_listen` and serves Prometheus scrapes of this server's monitor, and its

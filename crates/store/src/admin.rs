@@ -434,13 +434,24 @@ impl Store {
         read: &ReadTxn,
         problems: &mut Problems,
     ) -> Result<(HashMap<EntryId, EntryId>, EntryId), StoreError> {
-        let databases = &self.inner.databases;
-        let describe = |id: EntryId| describe(read, id);
-        // Nodes: parent links, dn2id back-links; computed sizes.
+        let (parents, stored_sizes, max_id) = self.check_nodes(read, problems)?;
+        let computed = counted_sizes(read, &parents, problems);
+        compare_sizes(read, &computed, &stored_sizes, problems);
+        self.check_dn2id_rows(read, &parents, problems)?;
+        Ok((parents, max_id))
+    }
+
+    /// Reads every node: its parent, its stored (subtree size, child count) and the largest
+    /// node ID; each node's dn2id row and entry are checked on the way.
+    fn check_nodes(
+        &self,
+        read: &ReadTxn,
+        problems: &mut Problems,
+    ) -> Result<(HashMap<EntryId, EntryId>, NodeSizes, EntryId), StoreError> {
         let mut parents: HashMap<EntryId, EntryId> = HashMap::new();
-        let mut stored_sizes: HashMap<EntryId, (u32, u32)> = HashMap::new();
+        let mut stored_sizes: NodeSizes = HashMap::new();
         let mut max_id = 0;
-        for row in databases.id2node.iter(read.txn())? {
+        for row in self.inner.databases.id2node.iter(read.txn())? {
             let (key, value) = row?;
             let Some(id) = layout::decode_id(key).filter(|_| key.len() == 4) else {
                 problems.push(format!("id2node: bad key {}", hex(key)));
@@ -448,76 +459,57 @@ impl Store {
             };
             max_id = max_id.max(id);
             let Some(node) = layout::decode_node(value) else {
-                problems.push(format!("id2node: {}: undecodable node", describe(id)));
+                problems.push(format!("id2node: {}: undecodable node", describe(read, id)));
                 continue;
             };
             parents.insert(id, node.parent);
             stored_sizes.insert(id, (node.subtree_size, node.child_count));
-            let mut dn2id_key = Vec::new();
-            layout::encode_dn2id_key(node.parent, node.rdn_normalized, &mut dn2id_key);
-            match databases.dn2id.get(read.txn(), &dn2id_key)? {
-                Some(bytes) if layout::decode_id(bytes) == Some(id) => {}
-                Some(bytes) => problems.push(format!(
-                    "dn2id: {}: its key maps to entry {:?} instead",
-                    describe(id),
-                    layout::decode_id(bytes)
-                )),
-                None => problems.push(format!(
-                    "dn2id: {}: no row under parent {}",
-                    describe(id),
-                    node.parent
-                )),
-            }
-            if databases.id2entry.get(read.txn(), key)?.is_none() {
-                problems.push(format!("id2entry: {}: node without entry", describe(id)));
-            }
+            self.check_node_rows(read, (key, id), &node, problems)?;
         }
-        let mut computed: HashMap<EntryId, (u32, u32)> =
-            parents.keys().map(|id| (*id, (0, 0))).collect();
-        for (&id, &parent) in &parents {
-            if parent != ROOT_PARENT_ID {
-                match computed.get_mut(&parent) {
-                    Some(counts) => counts.1 += 1,
-                    None => problems.push(format!(
-                        "id2node: {}: parent {parent} does not exist",
-                        describe(id)
-                    )),
-                }
-            }
-            let mut current = id;
-            let mut depth = 0;
-            while current != ROOT_PARENT_ID {
-                match computed.get_mut(&current) {
-                    Some(counts) => counts.0 += 1,
-                    None => break,
-                }
-                current = parents.get(&current).copied().unwrap_or(ROOT_PARENT_ID);
-                depth += 1;
-                if depth > TREE_DEPTH_MAX {
-                    problems.push(format!(
-                        "id2node: {}: parent chain is cyclic or too deep",
-                        describe(id)
-                    ));
-                    break;
-                }
-            }
+        Ok((parents, stored_sizes, max_id))
+    }
+
+    /// A node's dn2id row maps back to it and its entry exists (`key`: its id2node key).
+    fn check_node_rows(
+        &self,
+        read: &ReadTxn,
+        (key, id): (&[u8], EntryId),
+        node: &layout::Node<'_>,
+        problems: &mut Problems,
+    ) -> Result<(), StoreError> {
+        let databases = &self.inner.databases;
+        let mut dn2id_key = Vec::new();
+        layout::encode_dn2id_key(node.parent, node.rdn_normalized, &mut dn2id_key);
+        match databases.dn2id.get(read.txn(), &dn2id_key)? {
+            Some(bytes) if layout::decode_id(bytes) == Some(id) => {}
+            Some(bytes) => problems.push(format!(
+                "dn2id: {}: its key maps to entry {:?} instead",
+                describe(read, id),
+                layout::decode_id(bytes)
+            )),
+            None => problems.push(format!(
+                "dn2id: {}: no row under parent {}",
+                describe(read, id),
+                node.parent
+            )),
         }
-        for (id, (size, children)) in &computed {
-            let (stored_size, stored_children) = stored_sizes[id];
-            if *size != stored_size {
-                problems.push(format!(
-                    "id2node: {}: subtree size {stored_size}, counted {size}",
-                    describe(*id)
-                ));
-            }
-            if *children != stored_children {
-                problems.push(format!(
-                    "id2node: {}: child count {stored_children}, counted {children}",
-                    describe(*id)
-                ));
-            }
+        if databases.id2entry.get(read.txn(), key)?.is_none() {
+            problems.push(format!(
+                "id2entry: {}: node without entry",
+                describe(read, id)
+            ));
         }
-        for row in databases.dn2id.iter(read.txn())? {
+        Ok(())
+    }
+
+    /// Every dn2id row names a node with that parent.
+    fn check_dn2id_rows(
+        &self,
+        read: &ReadTxn,
+        parents: &HashMap<EntryId, EntryId>,
+        problems: &mut Problems,
+    ) -> Result<(), StoreError> {
+        for row in self.inner.databases.dn2id.iter(read.txn())? {
             let (key, value) = row?;
             match (layout::decode_dn2id_key(key), layout::decode_id(value)) {
                 (Some((parent, _)), Some(id)) if parents.get(&id) == Some(&parent) => {}
@@ -528,9 +520,77 @@ impl Store {
                 )),
             }
         }
-        Ok((parents, max_id))
+        Ok(())
     }
+}
 
+/// Each node's (subtree size, child count), as stored or as counted (`check_tree`).
+type NodeSizes = HashMap<EntryId, (u32, u32)>;
+
+/// Each node's (subtree size, child count) counted from the parent links; a missing parent
+/// and a cyclic or too deep parent chain are problems.
+fn counted_sizes(
+    read: &ReadTxn,
+    parents: &HashMap<EntryId, EntryId>,
+    problems: &mut Problems,
+) -> NodeSizes {
+    let mut computed: NodeSizes = parents.keys().map(|id| (*id, (0, 0))).collect();
+    for (&id, &parent) in parents {
+        if parent != ROOT_PARENT_ID {
+            match computed.get_mut(&parent) {
+                Some(counts) => counts.1 += 1,
+                None => problems.push(format!(
+                    "id2node: {}: parent {parent} does not exist",
+                    describe(read, id)
+                )),
+            }
+        }
+        let mut current = id;
+        let mut depth = 0;
+        while current != ROOT_PARENT_ID {
+            match computed.get_mut(&current) {
+                Some(counts) => counts.0 += 1,
+                None => break,
+            }
+            current = parents.get(&current).copied().unwrap_or(ROOT_PARENT_ID);
+            depth += 1;
+            if depth > TREE_DEPTH_MAX {
+                problems.push(format!(
+                    "id2node: {}: parent chain is cyclic or too deep",
+                    describe(read, id)
+                ));
+                break;
+            }
+        }
+    }
+    computed
+}
+
+/// The stored subtree sizes and child counts match the counted ones.
+fn compare_sizes(
+    read: &ReadTxn,
+    computed: &NodeSizes,
+    stored_sizes: &NodeSizes,
+    problems: &mut Problems,
+) {
+    for (id, (size, children)) in computed {
+        let (stored_size, stored_children) = stored_sizes[id];
+        if *size != stored_size {
+            problems.push(format!(
+                "id2node: {}: subtree size {stored_size}, counted {size}",
+                describe(read, *id)
+            ));
+        }
+        if *children != stored_children {
+            problems.push(format!(
+                "id2node: {}: child count {stored_children}, counted {children}",
+                describe(read, *id)
+            ));
+        }
+    }
+}
+
+impl Store {
     /// Compares every stored posting with the postings recomputed from the entries; returns
     /// the number of stored postings and notes on indexes not built yet (or no longer
     /// configured), which are a reindex to run, not damage.

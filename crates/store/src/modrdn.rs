@@ -131,10 +131,72 @@ impl WriteTxn<'_> {
             ));
         }
         let new_rdn = Rdn::parse(new_rdn)?;
+        let (new_dn, new_parent) = self.new_place(dn, id, &node, &new_rdn, new_superior)?;
+        let new_rdn_normalized = new_dn.rdns()[0].clone();
+        let new_rdn_original = new_rdn.to_string();
+        self.check_rdn_size(
+            new_rdn_original.len(),
+            new_rdn_normalized.len(),
+            &new_rdn_original,
+        )?;
+        self.refuse_unnameable_subtree(id, &node, (dn, &new_dn), (new_parent, &new_rdn_original))?;
+        let new_key = self.free_dn2id_key(id, new_parent, &new_rdn_normalized, &new_rdn)?;
+
+        // Entry values: add the new RDN's values, drop the old ones when asked.
+        let old_attributes = self.stored_attributes(id)?;
+        let mut attributes = old_attributes.clone();
+        let rdn_change = (&new_rdn, &new_dn, delete_old_rdn);
+        self.apply_rdn_values(&mut attributes, &node, rdn_change, context)?;
+        self.stamp_modification(&mut attributes, context)?;
+        if !context.skip_schema_check {
+            // The stored values and the RDN's are normalized already: checked as they are.
+            let normalized = self.inner.stored_normalized(attributes);
+            attributes = self.inner.modified_attributes(normalized, &new_dn, false)?;
+        }
+        self.check_entry_limits(&attributes, context)?;
+        self.check_deadline()?;
+
+        let old_dn_text = self.dn_of(id)?;
+        let moved = OwnedNode {
+            parent: new_parent,
+            subtree_size: node.subtree_size,
+            child_count: node.child_count,
+            rdn_original: new_rdn.to_string().into_bytes(),
+            rdn_normalized: new_rdn_normalized.into_bytes(),
+        };
+        self.move_node(id, &node, &moved, &new_key)?;
+        self.put_entry(id, &attributes)?;
+        self.reindex_changed(id, &old_attributes, &attributes)?;
+        self.log_rename(id, &attributes)?;
+        let renamed = Renamed {
+            old_dn: old_dn_text,
+            old_attributes: &old_attributes,
+            attributes: &attributes,
+        };
+        if self.inner.options.memberof {
+            self.memberof_after_rename(id, (dn, &new_dn), &renamed)?;
+        }
+        if self.is_recording_changes() {
+            self.record_rename(id, renamed)?;
+        }
+        Ok(id)
+    }
+
+    /// Where a renamed entry goes: its new DN (under `new_superior`, else its parent) and
+    /// its new parent's ID. Renaming the root or moving an entry below itself is
+    /// unwillingToPerform.
+    fn new_place(
+        &self,
+        dn: &NormalizedDn,
+        id: EntryId,
+        node: &OwnedNode,
+        new_rdn: &Rdn,
+        new_superior: Option<&NormalizedDn>,
+    ) -> Result<(NormalizedDn, EntryId), LdapError> {
         let new_dn = match new_superior {
-            Some(superior) => self.inner.schema().normalized_child(superior, &new_rdn)?,
+            Some(superior) => self.inner.schema().normalized_child(superior, new_rdn)?,
             None => match dn.parent() {
-                Some(parent) => self.inner.schema().normalized_child(&parent, &new_rdn)?,
+                Some(parent) => self.inner.schema().normalized_child(&parent, new_rdn)?,
                 None => {
                     return Err(ldap(
                         ResultCode::UnwillingToPerform,
@@ -143,7 +205,6 @@ impl WriteTxn<'_> {
                 }
             },
         };
-        let new_rdn_normalized = new_dn.rdns()[0].clone();
         let new_parent = match new_superior {
             None => node.parent,
             Some(superior) => {
@@ -166,13 +227,18 @@ impl WriteTxn<'_> {
                 parent
             }
         };
-        let new_rdn_original = new_rdn.to_string();
-        self.check_rdn_size(
-            new_rdn_original.len(),
-            new_rdn_normalized.len(),
-            &new_rdn_original,
-        )?;
-        self.refuse_unnameable_subtree(id, &node, (dn, &new_dn), (new_parent, &new_rdn_original))?;
+        Ok((new_dn, new_parent))
+    }
+
+    /// The dn2id key of the entry's new name under `new_parent`; entryAlreadyExists when
+    /// another entry holds that name there (the entry itself may: a rename to its own RDN).
+    fn free_dn2id_key(
+        &self,
+        id: EntryId,
+        new_parent: EntryId,
+        new_rdn_normalized: &str,
+        new_rdn: &Rdn,
+    ) -> Result<Vec<u8>, LdapError> {
         let mut new_key = Vec::new();
         layout::encode_dn2id_key(new_parent, new_rdn_normalized.as_bytes(), &mut new_key);
         if let Some(existing) = self
@@ -189,52 +255,73 @@ impl WriteTxn<'_> {
                 ));
             }
         }
+        Ok(new_key)
+    }
 
-        // Entry values: add the new RDN's values, drop the old ones when asked.
-        let old_attributes = self.stored_attributes(id)?;
-        let mut attributes = old_attributes.clone();
-        let new_assertions = self.new_rdn_assertions(&new_rdn, &new_dn)?;
+    /// The entry's values after the rename: the new RDN's values added (refused when
+    /// NO-USER-MODIFICATION), the old RDN's dropped when `delete_old_rdn` (the third of
+    /// `(new_rdn, new_dn, delete_old_rdn)`).
+    fn apply_rdn_values(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        node: &OwnedNode,
+        (new_rdn, new_dn, delete_old_rdn): (&Rdn, &NormalizedDn, bool),
+        context: &WriteContext,
+    ) -> Result<(), LdapError> {
+        let new_assertions = self.new_rdn_assertions(new_rdn, new_dn)?;
         for (attr, _, _) in &new_assertions {
             self.refuse_no_user_modification(*attr, context)?;
         }
         if delete_old_rdn {
-            self.drop_old_rdn_values(&mut attributes, &node, &new_assertions)?;
+            self.drop_old_rdn_values(attributes, node, &new_assertions)?;
         }
-        for (attr, original, normalized) in new_assertions {
-            let present = attributes.iter().any(|attribute| {
-                attribute.attr == attr
-                    && attribute
-                        .values
-                        .iter()
-                        .any(|(_, value)| *value == normalized)
-            });
-            if present {
-                continue;
-            }
-            match attributes
-                .iter_mut()
-                .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
-            {
-                Some(attribute) => attribute.values.push((original, normalized)),
-                None => attributes.push(WorkingAttribute {
-                    text: self.inner.schema().attribute_type(attr).name().to_string(),
-                    attr,
-                    options: Vec::new(),
-                    values: vec![(original, normalized)],
-                }),
-            }
+        for assertion in new_assertions {
+            self.add_rdn_value(attributes, assertion);
         }
-        self.stamp_modification(&mut attributes, context)?;
-        if !context.skip_schema_check {
-            // The stored values and the RDN's are normalized already: checked as they are.
-            let normalized = self.inner.stored_normalized(attributes);
-            attributes = self.inner.modified_attributes(normalized, &new_dn, false)?;
-        }
-        self.check_entry_limits(&attributes, context)?;
-        self.check_deadline()?;
+        Ok(())
+    }
 
-        let old_dn_text = self.dn_of(id)?;
-        // Tree: move the one node.
+    /// Adds one value of the new RDN unless the entry holds it already: to the attribute
+    /// without options, or as a new attribute.
+    fn add_rdn_value(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        (attr, original, normalized): RdnAssertion,
+    ) {
+        let present = attributes.iter().any(|attribute| {
+            attribute.attr == attr
+                && attribute
+                    .values
+                    .iter()
+                    .any(|(_, value)| *value == normalized)
+        });
+        if present {
+            return;
+        }
+        match attributes
+            .iter_mut()
+            .find(|attribute| attribute.attr == attr && attribute.options.is_empty())
+        {
+            Some(attribute) => attribute.values.push((original, normalized)),
+            None => attributes.push(WorkingAttribute {
+                text: self.inner.schema().attribute_type(attr).name().to_string(),
+                attr,
+                options: Vec::new(),
+                values: vec![(original, normalized)],
+            }),
+        }
+    }
+
+    /// Moves the one node in the tree: its dn2id key from the old name to `new_key`, its
+    /// node record to `moved`, and, when its parent changes, both parents' subtree sizes
+    /// and child counts.
+    fn move_node(
+        &mut self,
+        id: EntryId,
+        node: &OwnedNode,
+        moved: &OwnedNode,
+        new_key: &[u8],
+    ) -> Result<(), LdapError> {
         let mut old_key = Vec::new();
         layout::encode_dn2id_key(node.parent, &node.rdn_normalized, &mut old_key);
         self.tree_changed = true;
@@ -246,16 +333,10 @@ impl WriteTxn<'_> {
         self.inner
             .databases
             .dn2id
-            .put(&mut self.txn, &new_key, &layout::encode_id(id))
+            .put(&mut self.txn, new_key, &layout::encode_id(id))
             .map_err(lmdb_to_ldap)?;
-        let moved = OwnedNode {
-            parent: new_parent,
-            subtree_size: node.subtree_size,
-            child_count: node.child_count,
-            rdn_original: new_rdn.to_string().into_bytes(),
-            rdn_normalized: new_rdn_normalized.into_bytes(),
-        };
-        self.put_node(id, &moved)?;
+        self.put_node(id, moved)?;
+        let new_parent = moved.parent;
         if new_parent != node.parent {
             self.record_parent_change(id, Some(node.parent), Some(new_parent))?;
             self.adjust_subtree_sizes(node.parent, -(node.subtree_size as i64))?;
@@ -263,37 +344,55 @@ impl WriteTxn<'_> {
             self.adjust_subtree_sizes(new_parent, node.subtree_size as i64)?;
             self.adjust_child_count(new_parent, 1)?;
         }
-        self.put_entry(id, &attributes)?;
-        self.reindex_changed(id, &old_attributes, &attributes)?;
-        self.log_rename(id, &attributes)?;
-        if self.inner.options.memberof {
-            let new_dn_text = self.dn_of(id)?;
-            self.moved_subtree = Some((dn.as_str().to_string(), new_dn.as_str().to_string()));
-            let fixed = self
-                .memberof_entry_renamed(
-                    id,
-                    &old_dn_text,
-                    &new_dn_text,
-                    &old_attributes,
-                    &attributes,
-                )
-                .and_then(|()| self.memberof_subtree_renamed(id, &old_dn_text, &new_dn_text));
-            self.moved_subtree = None;
-            fixed?;
-        }
-        if self.is_recording_changes() {
-            let dn = self.dn_of(id)?;
-            self.record_change(
-                ChangeKind::ModRdn,
-                id,
-                &attributes,
-                dn,
-                Some(old_dn_text.clone()),
-            );
-            self.record_prior(old_dn_text, &old_attributes);
-        }
-        Ok(id)
+        Ok(())
     }
+
+    /// memberOf after a rename: the entry's own group links and those of its subtree follow
+    /// the new DN (`dn` and `new_dn` normalized).
+    fn memberof_after_rename(
+        &mut self,
+        id: EntryId,
+        (dn, new_dn): (&NormalizedDn, &NormalizedDn),
+        renamed: &Renamed<'_>,
+    ) -> Result<(), LdapError> {
+        let new_dn_text = self.dn_of(id)?;
+        let old_dn_text = renamed.old_dn.as_str();
+        self.moved_subtree = Some((dn.as_str().to_string(), new_dn.as_str().to_string()));
+        let fixed = self
+            .memberof_entry_renamed(
+                id,
+                old_dn_text,
+                &new_dn_text,
+                renamed.old_attributes,
+                renamed.attributes,
+            )
+            .and_then(|()| self.memberof_subtree_renamed(id, old_dn_text, &new_dn_text));
+        self.moved_subtree = None;
+        fixed
+    }
+
+    /// Records the rename for the change log: the entry as it is now, its old DN and the
+    /// prior entry.
+    fn record_rename(&mut self, id: EntryId, renamed: Renamed<'_>) -> Result<(), LdapError> {
+        let dn = self.dn_of(id)?;
+        self.record_change(
+            ChangeKind::ModRdn,
+            id,
+            renamed.attributes,
+            dn,
+            Some(renamed.old_dn.clone()),
+        );
+        self.record_prior(renamed.old_dn, renamed.old_attributes);
+        Ok(())
+    }
+}
+
+/// An entry just renamed: its old DN (as stored, not normalized), its values before the
+/// rename and after it.
+struct Renamed<'r> {
+    old_dn: String,
+    old_attributes: &'r [WorkingAttribute],
+    attributes: &'r [WorkingAttribute],
 }
 
 impl WriteTxn<'_> {

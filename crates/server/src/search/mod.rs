@@ -383,6 +383,29 @@ struct SearchJob<'a> {
     normalized_base: Result<String, OperationError>,
 }
 
+/// What a search resolved once at its start and its first steps read (`resolve_base`,
+/// `resolve_in_chain`, `sync_refresh`): its database and settings, its read txn, its subject
+/// and the limits that subject gets, and when it started.
+#[derive(Clone, Copy)]
+struct SearchContext<'s, 'g> {
+    database: &'s Database,
+    settings: &'s ServerSettings,
+    read: &'s ReadTxn,
+    subject: &'s Subject<'g>,
+    effective: &'s crate::limits::EffectiveLimits,
+    started: Instant,
+}
+
+/// How a search walks its candidates (`SearchJob::answer`): what it searches, which entries
+/// it returns, where it stops, and the page it serves (None unpaged).
+#[derive(Clone, Copy)]
+struct SearchWalk<'w> {
+    spec: &'w SearchSpec,
+    visible: &'w VisibleEntries<'w>,
+    limits: &'w SearchLimits,
+    page: Option<&'w PageRequest>,
+}
+
 /// Where a search starts, resolved once: its base's entry ID in the search's read txn and what
 /// the estimate kept of its candidates; consumed by the store's search. `extra`: the further
 /// searches its aliases add (`aliases.rs`), each with its own root, walked after the base's.
@@ -546,17 +569,19 @@ impl SearchJob<'_> {
     /// The base as `check_base` finds it, once dereferenced when the search asks for it
     /// (`aliases.rs`), and the further roots the aliases in its scope add when dereferencing
     /// in searching (none otherwise).
-    #[allow(clippy::too_many_arguments)]
     fn resolve_base(
         &self,
-        database: &Database,
-        settings: &ServerSettings,
-        read: &ReadTxn,
-        subject: &Subject<'_>,
-        effective: &crate::limits::EffectiveLimits,
-        started: Instant,
+        context: &SearchContext<'_, '_>,
         deref: aliases::Deref,
     ) -> Result<(String, lmdir_store::EntryId, Vec<lmdir_store::EntryId>), OperationError> {
+        let SearchContext {
+            database,
+            settings,
+            read,
+            subject,
+            effective,
+            started,
+        } = *context;
         let alias_reader = aliases::Aliases::new(database, read, subject);
         let mut normalized_base = self.normalized_base.clone()?;
         if deref.finding {
@@ -635,32 +660,26 @@ impl SearchJob<'_> {
         let started = Instant::now();
         let scope = scope_of(&self.request.scope)?;
         let prepared = prepared_filter(database, settings, &self.request, self.filter.take())?;
-        let (read, memo) = match self.read.take() {
-            Some(planned) => planned,
-            None => (
-                database.store.read().map_err(internal)?,
-                CandidateMemo::default(),
-            ),
-        };
+        let (read, memo) = self.take_read(database)?;
         let groups = database.groups(&read);
         let subject = database.subject(&self.identity, &groups);
         let effective = database.limits_of(settings, &subject);
+        let context = SearchContext {
+            database,
+            settings,
+            read: &read,
+            subject: &subject,
+            effective: &effective,
+            started,
+        };
         let deref = aliases::Deref::of(&self.request.aliases).within(&read)?;
-        let (normalized_base, base, extra_roots) = self.resolve_base(
-            database, settings, &read, &subject, &effective, started, deref,
-        )?;
+        let (normalized_base, base, extra_roots) = self.resolve_base(&context, deref)?;
         let sort_plan = self.sort_plan(database, settings)?;
         let page = match self.page_request(database, &effective)? {
             Ok(page) => page,
             Err(abandoned) => return Ok((abandoned, None)),
         };
-        if !extra_roots.is_empty() {
-            let sorted = matches!(sort_plan, Some(Ok(_)));
-            self.walks_several_roots(page.is_some() && !sorted)?;
-        }
-        if self.controls.vlv.is_some() {
-            vlv_prerequisites(page.is_some(), sort_plan.as_ref())?;
-        }
+        self.check_combination(&extra_roots, sort_plan.as_ref(), page.is_some())?;
         // Index candidates and the store's own test use only what the subject may search
         // everywhere: hidden values feed neither timing nor the look-through count.
         let policy = database.policy();
@@ -669,33 +688,16 @@ impl SearchJob<'_> {
             true => policy.for_subject_within(&subject, &normalized_base),
             false => policy.for_subject(&subject),
         };
-        let (prepared, lookthrough) =
-            self.resolve_in_chain(database, &read, &subject, prepared, &effective, started)?;
+        let (prepared, lookthrough) = self.resolve_in_chain(&context, prepared)?;
         let (store_filter, client_filter) = store_filter(&subject_access, prepared);
-        let spec = SearchSpec {
-            base: normalized_base,
-            scope,
-            filter: store_filter,
-            // The server counts returned entries itself (`SearchLimits::size`, over all pages):
-            // the store's own count serves the offline `lmdir search`.
-            size_limit: 0,
-            lookthrough_limit: usize::try_from(lookthrough).unwrap_or(usize::MAX),
-        };
+        let spec = search_spec(normalized_base, scope, store_filter, lookthrough);
         let extra = alias_searches(&read, &spec, &extra_roots)?;
         let start = SearchStart {
             base,
             memo,
             extra: &extra,
         };
-        let mut output = SearchOutput {
-            job: &self,
-            database,
-            subordinates: Subordinates::new(database, &read, &subject),
-            selection: self.resolved_selection(database),
-            buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
-            sink,
-            sent: 0,
-        };
+        let mut output = SearchOutput::new(&self, &context, sink);
         let hidden = self.hidden_entries(&read, scope, deref, base)?;
         let visible = VisibleEntries::new(
             (database, &policy),
@@ -705,28 +707,103 @@ impl SearchJob<'_> {
             client_filter.as_ref().unwrap_or(&spec.filter),
             client_filter.is_none(),
         );
-        let mut sync = match &self.controls.sync {
-            Some(request) => {
-                if page.is_some() || sort_plan.is_some() {
-                    return Err(OperationError::new(
-                        code::UNWILLING_TO_PERFORM,
-                        "a sync search is neither paged nor sorted",
-                    ));
-                }
-                Some(sync::SyncRefresh::start(
-                    request,
-                    settings.replication.provider,
-                    settings.replication.server_id,
-                    &read,
-                    &database.schema(),
-                )?)
-            }
-            None => None,
-        };
+        let mut sync = self.sync_refresh(&context, page.is_some() || sort_plan.is_some())?;
         // Counted in cn=Monitor and `lmdir_sync_searches` while the refresh runs (a persistent
         // search keeps its own guard for as long as it streams).
-        let _sync_running = self
-            .controls
+        let _sync_running = self.sync_search_guard(database, sync.as_ref());
+        let limits = self.walk_limits(&effective, page.is_some(), sync.as_ref(), started);
+        if let Some(refresh) = sync.as_mut() {
+            self.delete_phase(refresh, &visible, base, spec.scope, &limits)?;
+        }
+        let walk = SearchWalk {
+            spec: &spec,
+            visible: &visible,
+            limits: &limits,
+            page: page.as_ref(),
+        };
+        let (mut done, refresh_end) = self.answer(
+            settings,
+            &walk,
+            start,
+            sort_plan.as_ref(),
+            sync.as_ref(),
+            &mut output,
+        )?;
+        output.flush();
+        if let Some(plan) = &sort_plan {
+            done.response_controls.push(sort_response_control(plan));
+        }
+        Ok((done, refresh_end))
+    }
+
+    /// The read txn the estimate opened (with what it kept of the candidates), or a new one
+    /// when the search was not estimated.
+    fn take_read(
+        &mut self,
+        database: &Database,
+    ) -> Result<(ReadTxn, CandidateMemo), OperationError> {
+        Ok(match self.read.take() {
+            Some(planned) => planned,
+            None => (
+                database.store.read().map_err(internal)?,
+                CandidateMemo::default(),
+            ),
+        })
+    }
+
+    /// Refuses the controls that do not go together: several roots (aliases) with an
+    /// unsorted paged or a sync search (`walks_several_roots`), a virtual list view without
+    /// its sort or with paging (`vlv_prerequisites`).
+    fn check_combination(
+        &self,
+        extra_roots: &[lmdir_store::EntryId],
+        sort_plan: Option<&SortPlan>,
+        paged: bool,
+    ) -> Result<(), OperationError> {
+        if !extra_roots.is_empty() {
+            let sorted = matches!(sort_plan, Some(Ok(_)));
+            self.walks_several_roots(paged && !sorted)?;
+        }
+        if self.controls.vlv.is_some() {
+            vlv_prerequisites(paged, sort_plan)?;
+        }
+        Ok(())
+    }
+
+    /// The sync refresh the search's Sync Request asks for (None without one); refused when
+    /// the search is also paged or sorted.
+    fn sync_refresh(
+        &self,
+        context: &SearchContext<'_, '_>,
+        paged_or_sorted: bool,
+    ) -> Result<Option<sync::SyncRefresh>, OperationError> {
+        let Some(request) = &self.controls.sync else {
+            return Ok(None);
+        };
+        if paged_or_sorted {
+            return Err(OperationError::new(
+                code::UNWILLING_TO_PERFORM,
+                "a sync search is neither paged nor sorted",
+            ));
+        }
+        let replication = &context.settings.replication;
+        Ok(Some(sync::SyncRefresh::start(
+            request,
+            replication.provider,
+            replication.server_id,
+            context.read,
+            &context.database.schema(),
+        )?))
+    }
+
+    /// Counts a running sync refresh (by mode) until the guard drops; None when the search
+    /// is no sync search.
+    fn sync_search_guard(
+        &self,
+        database: &Database,
+        sync: Option<&sync::SyncRefresh>,
+    ) -> Option<crate::replication_status::SyncSearchGuard> {
+        self.controls
             .sync
             .as_ref()
             .filter(|_| sync.is_some())
@@ -736,60 +813,101 @@ impl SearchJob<'_> {
                     lmdir_sync::SyncMode::RefreshAndPersist => "refreshAndPersist",
                 };
                 database.monitor().replication.sync_search_started(mode)
-            });
-        let (size, time) = search_limits(&effective, &self.request, page.is_some());
-        // A persistent search never ends on its own: no time limit (its refresh included).
-        let persistent = sync
-            .as_ref()
-            .is_some_and(|sync| sync.persist_start().is_some());
-        let limits = SearchLimits {
+            })
+    }
+
+    /// The size limit and deadline the walk over the candidates stops at. A persistent search
+    /// never ends on its own: no time limit (its refresh included).
+    fn walk_limits(
+        &self,
+        effective: &crate::limits::EffectiveLimits,
+        paged: bool,
+        sync: Option<&sync::SyncRefresh>,
+        started: Instant,
+    ) -> SearchLimits {
+        let (size, time) = search_limits(effective, &self.request, paged);
+        let persistent = sync.is_some_and(|sync| sync.persist_start().is_some());
+        SearchLimits {
             size,
             deadline: (!time.is_zero() && !persistent).then(|| started + time),
-        };
-        // The delete phase reads the session log (up to its cap) and renamed subtrees: under
-        // the search's deadline and abandon, before any entry is sent.
-        if let Some(refresh) = sync.as_mut().filter(|refresh| refresh.is_delete_phase()) {
-            refresh.collect_deletes(
-                &read,
-                &sync::DeleteTests {
-                    visible: &|id| visible.returns(base, spec.scope, id),
-                    readable: &|id| visible.readable(id),
-                    stop: &|| self.stop_reason(&limits).map(Into::into),
-                },
-            )?;
         }
-        let mut refresh_end = None;
-        let mut done = match &sort_plan {
-            Some(Ok(keys)) => self.run_sorted(
-                settings,
-                &spec,
-                start,
-                &visible,
-                keys,
-                &limits,
-                page.as_ref(),
-                &mut output,
-            )?,
-            _ => match &sync {
-                Some(sync) => {
-                    let done = self.run_sync(&spec, start, &visible, &limits, sync, &mut output)?;
-                    if done.result.is_ok() {
-                        refresh_end = sync.persist_start();
-                    }
-                    done
-                }
-                None => {
-                    self.run_unsorted(&spec, start, &visible, &limits, page.as_ref(), &mut output)?
-                }
+    }
+
+    /// A sync refresh's delete phase reads the session log (up to its cap) and renamed
+    /// subtrees: under the search's deadline and abandon, before any entry is sent. Nothing
+    /// for a refresh without one.
+    fn delete_phase(
+        &self,
+        refresh: &mut sync::SyncRefresh,
+        visible: &VisibleEntries<'_>,
+        base: lmdir_store::EntryId,
+        scope: Scope,
+        limits: &SearchLimits,
+    ) -> Result<(), OperationError> {
+        if !refresh.is_delete_phase() {
+            return Ok(());
+        }
+        refresh.collect_deletes(
+            visible.read,
+            &sync::DeleteTests {
+                visible: &|id| visible.returns(base, scope, id),
+                readable: &|id| visible.readable(id),
+                stop: &|| self.stop_reason(limits).map(Into::into),
             },
+        )
+    }
+
+    /// Walks the candidates the way the search asks: sorted (a valid sort plan), as a sync
+    /// refresh (with where its persist phase starts once the refresh succeeded), or plain.
+    fn answer(
+        &self,
+        settings: &ServerSettings,
+        walk: &SearchWalk<'_>,
+        start: SearchStart<'_>,
+        sort_plan: Option<&SortPlan>,
+        sync: Option<&sync::SyncRefresh>,
+        output: &mut SearchOutput<'_, '_>,
+    ) -> Result<(SearchDone, Option<sync::RefreshEnd>), OperationError> {
+        let SearchWalk {
+            spec,
+            visible,
+            limits,
+            page,
+        } = *walk;
+        if let Some(Ok(keys)) = sort_plan {
+            let done =
+                self.run_sorted(settings, spec, start, visible, keys, limits, page, output)?;
+            return Ok((done, None));
+        }
+        let Some(sync) = sync else {
+            let done = self.run_unsorted(spec, start, visible, limits, page, output)?;
+            return Ok((done, None));
         };
-        if !output.buffer.is_empty() {
-            (output.sink)(output.buffer.split().freeze());
-        }
-        if let Some(plan) = &sort_plan {
-            done.response_controls.push(sort_response_control(plan));
-        }
+        let done = self.run_sync(spec, start, visible, limits, sync, output)?;
+        let refresh_end = match done.result.is_ok() {
+            true => sync.persist_start(),
+            false => None,
+        };
         Ok((done, refresh_end))
+    }
+}
+
+/// What the store searches: the base and scope, the filter it tests itself and the
+/// look-through the search has left (0 = unlimited).
+fn search_spec(
+    normalized_base: String,
+    scope: Scope,
+    store_filter: PreparedFilter,
+    lookthrough: u64,
+) -> SearchSpec {
+    SearchSpec {
+        base: normalized_base,
+        scope,
+        filter: store_filter,
+        // The server counts returned entries itself (`SearchLimits::size`, over all pages):
+        // the store's own count serves the offline `lmdir search`.
+        size_limit: 0,
+        lookthrough_limit: usize::try_from(lookthrough).unwrap_or(usize::MAX),
     }
 }
 
@@ -1020,6 +1138,34 @@ struct SearchOutput<'a, 'sink> {
     sent: u64,
 }
 
+impl<'a, 'sink> SearchOutput<'a, 'sink> {
+    /// The output of `job`'s search, nothing sent yet: the attributes it selects and the
+    /// subordinates it answers as its subject sees them.
+    fn new(
+        job: &'a SearchJob<'a>,
+        context: &SearchContext<'a, '_>,
+        sink: &'a mut ChunkSink<'sink>,
+    ) -> Self {
+        let database = context.database;
+        SearchOutput {
+            job,
+            database,
+            subordinates: Subordinates::new(database, context.read, context.subject),
+            selection: job.resolved_selection(database),
+            buffer: BytesMut::with_capacity(SEARCH_FIRST_BUFFER_BYTES),
+            sink,
+            sent: 0,
+        }
+    }
+
+    /// Hands what is left in the buffer to the sink.
+    fn flush(&mut self) {
+        if !self.buffer.is_empty() {
+            (self.sink)(self.buffer.split().freeze());
+        }
+    }
+}
+
 impl SearchOutput<'_, '_> {
     fn emit(
         &mut self,
@@ -1179,13 +1325,17 @@ impl SearchJob<'_> {
     /// search has left (0 = unlimited), the walks counted against it and the time limit.
     fn resolve_in_chain(
         &self,
-        database: &Database,
-        read: &ReadTxn,
-        subject: &Subject<'_>,
+        context: &SearchContext<'_, '_>,
         mut prepared: PreparedFilter,
-        effective: &crate::limits::EffectiveLimits,
-        started: Instant,
     ) -> Result<(PreparedFilter, u64), OperationError> {
+        let SearchContext {
+            database,
+            read,
+            subject,
+            effective,
+            started,
+            ..
+        } = *context;
         if !prepared.has_unresolved_in_chain() {
             return Ok((prepared, effective.lookthrough));
         }
