@@ -854,32 +854,28 @@ impl<'a> Translator<'a> {
 /// The error for access rules that cannot be left out without lmdir granting more than slapd:
 /// each named with its place, its text and why.
 fn access_refusal(widening: &[Note]) -> MigrateError {
-    let mut message = format!(
+    let heading = format!(
         "{} access rule(s) or clause(s) cannot be translated, and leaving them out would let \
          lmdir grant more than slapd did:",
         widening.len()
     );
-    for note in widening {
-        message += &format!(
-            "\n  {}: {}: {}",
-            note.location,
-            note.directive.replace('\n', " "),
-            note.reason
-        );
-    }
-    message += "\nRewrite them in forms lmdir translates (crates/migrate/README.md), or pass \
-                --accept-untranslated-access to write the config without them (each stays \
-                listed as NOT TRANSLATED in the report).";
-    MigrateError::new(None, message)
+    refusal(heading, widening, "--accept-untranslated-access")
 }
 
 fn limits_refusal(lost: &[Note]) -> MigrateError {
-    let mut message = format!(
+    let heading = format!(
         "{} limit directive(s) cannot be translated in full, and leaving them out would put \
          lmdir's defaults where slapd had the site's own limits:",
         lost.len()
     );
-    for note in lost {
+    refusal(heading, lost, "--accept-untranslated-limits")
+}
+
+/// A refused migration: the heading, each directive left out with its place and why, and the
+/// flag that writes the config without them.
+fn refusal(heading: String, notes: &[Note], flag: &str) -> MigrateError {
+    let mut message = heading;
+    for note in notes {
         message += &format!(
             "\n  {}: {}: {}",
             note.location,
@@ -887,9 +883,10 @@ fn limits_refusal(lost: &[Note]) -> MigrateError {
             note.reason
         );
     }
-    message += "\nRewrite them in forms lmdir translates (crates/migrate/README.md), or pass \
-                --accept-untranslated-limits to write the config without them (each stays \
-                listed as NOT TRANSLATED in the report).";
+    message += &format!(
+        "\nRewrite them in forms lmdir translates (crates/migrate/README.md), or pass {flag} to \
+         write the config without them (each stays listed as NOT TRANSLATED in the report)."
+    );
     MigrateError::new(None, message)
 }
 
