@@ -131,7 +131,8 @@ impl WriteTxn<'_> {
             ));
         }
         let new_rdn = Rdn::parse(new_rdn)?;
-        let (new_dn, new_parent) = self.new_place(dn, id, &node, &new_rdn, new_superior)?;
+        let (new_dn, new_parent) =
+            self.new_place(dn, id, &node, (&new_rdn, new_superior), context)?;
         let new_rdn_normalized = new_dn.rdns()[0].clone();
         let new_rdn_original = new_rdn.to_string();
         self.check_rdn_size(
@@ -184,14 +185,15 @@ impl WriteTxn<'_> {
 
     /// Where a renamed entry goes: its new DN (under `new_superior`, else its parent) and
     /// its new parent's ID. Renaming the root or moving an entry below itself is
-    /// unwillingToPerform.
+    /// unwillingToPerform; a new superior that is an alias is aliasProblem (not for a
+    /// replicated move).
     fn new_place(
         &self,
         dn: &NormalizedDn,
         id: EntryId,
         node: &OwnedNode,
-        new_rdn: &Rdn,
-        new_superior: Option<&NormalizedDn>,
+        (new_rdn, new_superior): (&Rdn, Option<&NormalizedDn>),
+        context: &WriteContext,
     ) -> Result<(NormalizedDn, EntryId), LdapError> {
         let new_dn = match new_superior {
             Some(superior) => self.inner.schema().normalized_child(superior, new_rdn)?,

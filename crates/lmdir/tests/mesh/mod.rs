@@ -165,6 +165,36 @@ pub fn sorted_records(text: &str) -> String {
     records.join("\n\n")
 }
 
+/// The records (sorted LDIF, as `sorted_records`) that are not the same in both exports, each
+/// as node 1 has it and as the other has it (at most 10): a line missing or doubled inside a
+/// record shows, where a set of lines cannot show a doubled one.
+fn differing_records(first: &str, other: &str) -> String {
+    let by_dn = |export: &str| -> std::collections::BTreeMap<String, String> {
+        export
+            .split("\n\n")
+            .map(|record| {
+                let dn = record.lines().next().unwrap_or_default().to_string();
+                (dn, record.to_string())
+            })
+            .collect()
+    };
+    let (first, other) = (by_dn(first), by_dn(other));
+    let dns: std::collections::BTreeSet<&String> = first.keys().chain(other.keys()).collect();
+    dns.into_iter()
+        .filter(|dn| first.get(*dn) != other.get(*dn))
+        .take(10)
+        .map(|dn| {
+            let side = |records: &std::collections::BTreeMap<String, String>| {
+                records
+                    .get(dn)
+                    .cloned()
+                    .unwrap_or_else(|| "(absent)".to_string())
+            };
+            format!("node 1:\n{}\nother:\n{}\n", side(&first), side(&other))
+        })
+        .collect()
+}
+
 /// Waits until every node exports the same LDIF, `ready` holds for it and every node holds
 /// the same contextCSNs; returns the export. A consumer may commit a refresh's entries before
 /// the cookie that covers them (the cookie comes last, in its own transaction), so equal data
@@ -186,16 +216,11 @@ pub fn converge(nodes: &mut [Node], context: &str, ready: impl Fn(&str) -> bool)
             node.server.assert_running(context);
         }
         if Instant::now() >= deadline {
-            let first = exports[0].lines().collect::<Vec<_>>();
             for (index, other) in exports.iter().enumerate().skip(1) {
-                let differing: Vec<_> = other
-                    .lines()
-                    .filter(|line| !first.contains(line))
-                    .take(20)
-                    .collect();
                 eprintln!(
-                    "{context}: node {} differs from node 1: {differing:#?}",
-                    index + 1
+                    "{context}: records of node {} that differ from node 1's:\n{}",
+                    index + 1,
+                    differing_records(&exports[0], other)
                 );
             }
             for (index, node) in nodes.iter().enumerate() {
