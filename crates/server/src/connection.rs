@@ -50,135 +50,284 @@ pub async fn run(
     peer: String,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut session = open_session(&context, transport, client, connection_id, &peer);
-    let settings = &context.settings();
-    let write_timeout = settings.write_timeout;
-    let mut framed = Framed::new(stream, pdu_codec(&context, &session.identity));
-    // Bounded so a client that stops reading slows its own searches down instead of growing memory.
-    let (sender, mut receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
-    let mut inline = InlineQueue::new();
-    let mut outstanding: HashMap<i32, Outstanding> = HashMap::new();
-    // Cancel requests waiting for their target to finish: target message ID → Cancel's ID.
-    let mut pending_cancels: HashMap<i32, i32> = HashMap::new();
-    let mut operation_counter: u64 = 0;
-    // Pipelined operations queue here, costing no thread: one connection holds at most this
-    // many blocking threads and read txns however many operations it sends.
-    let running = Arc::new(tokio::sync::Semaphore::new(
-        settings.running_operations_per_connection_max,
-    ));
-    let pending = Arc::new(PendingRequests::default());
-    let mut last_activity = Instant::now();
-    // Zero = never idle out; the branch is then disabled and the deadline unused.
-    let idle_timeout = settings
-        .idle_timeout
-        .min(std::time::Duration::from_secs(86_400 * 365));
-    // One timer for the connection's life, re-armed only when it fires early (activity since):
-    // a timer made per request cost a timer-wheel insert and removal on every operation.
-    let idle =
-        tokio::time::sleep_until(tokio::time::Instant::from_std(last_activity + idle_timeout));
-    tokio::pin!(idle);
-
-    let ending = loop {
-        tokio::select! {
-            biased;
-            changed = shutdown.changed() => {
-                if changed.is_err() || *shutdown.borrow() {
-                    break Ending::Shutdown;
-                }
-            }
-            outgoing = receiver.recv() => {
-                // The connection holds a sender clone only through operations; `None` cannot happen
-                // while `sender` lives here.
-                let Some(outgoing) = outgoing else { break Ending::PeerClosed };
-                if let Err(error) = write_outgoing(&mut framed, &mut outstanding, &mut pending_cancels, outgoing, &mut receiver, write_timeout, &context.monitor).await {
-                    info!("conn={connection_id} closing: {}", escaped(&error.to_string()));
-                    break Ending::PeerClosed;
-                }
-                last_activity = Instant::now();
-            }
-            frame = framed.next() => {
-                last_activity = Instant::now();
-                let message = match request_of(frame, connection_id) {
-                    Ok(message) => message,
-                    Err(ending) => break ending,
-                };
-                operation_counter += 1;
-                let operation_id = operation_counter;
-                count_received(&context, &session, &message.op);
-                match message.op {
-                    Operation::Other(LdapOp::UnbindRequest) => {
-                        info!("conn={connection_id} op={operation_id} UNBIND");
-                        break Ending::Unbind;
-                    }
-                    Operation::Other(LdapOp::AbandonRequest(target)) => {
-                        info!("conn={connection_id} op={operation_id} ABANDON msg={target}");
-                        if let Some(response) = abandon(&mut outstanding, &mut pending_cancels, target) {
-                            if send_within(&mut framed, response, write_timeout).await.is_err() {
-                                break Ending::PeerClosed;
-                            }
-                        }
-                    }
-                    Operation::Other(LdapOp::ExtendedRequest(ref request)) if request.name == CANCEL_OID => {
-                        let cancel_request = (message.msgid, &message.controls[..], request);
-                        if answer_cancel(&mut framed, &mut outstanding, &mut pending_cancels, cancel_request, (connection_id, operation_id), write_timeout).await.is_err() {
-                            break Ending::PeerClosed;
-                        }
-                    }
-                    Operation::Other(LdapOp::ExtendedRequest(ref request)) if request.name == START_TLS_OID => {
-                        // The upgrade consumes the stream; a closed placeholder stands in until it is back.
-                        let placeholder: BoxedStream = Box::new(tokio::io::join(tokio::io::empty(), tokio::io::sink()));
-                        let current = std::mem::replace(&mut framed, Framed::new(placeholder, pdu_codec(&context, &session.identity)));
-                        match start_tls(&context, &mut session, current, &outstanding, (message.msgid, &message.controls), request, operation_id).await {
-                            Ok(upgraded) => framed = upgraded,
-                            Err(()) => break Ending::PeerClosed,
-                        }
-                    }
-                    Operation::Bind(request) => {
-                        // Binds are handled in order, with nothing else running (RFC 4511 §4.2.1).
-                        // A Cancel waiting on an abandoned operation is answered (RFC 3909).
-                        if send_all_within(&mut framed, abandon_all(&mut outstanding, &mut pending_cancels), write_timeout).await.is_err() {
-                            break Ending::PeerClosed;
-                        }
-                        let response = operations::bind(&context, &mut session, message.msgid, &request, &message.controls, operation_id).await;
-                        // The request size allowed follows the identity: larger once bound.
-                        *framed.codec_mut() = pdu_codec(&context, &session.identity);
-                        if send_within(&mut framed, response, write_timeout).await.is_err() {
-                            break Ending::PeerClosed;
-                        }
-                    }
-                    operation => {
-                        let held = pending.hold(message.wire_bytes);
-                        let started = OperationStart { message_id: message.msgid, operation_id, controls: message.controls, operation, held };
-                        if let Err(ending) = start_operation(&context, &session, &mut framed, &mut outstanding, &mut pending_cancels, &sender, &mut inline, &running, &pending, started).await {
-                            break ending;
-                        }
-                        last_activity = Instant::now();
-                    }
-                }
-            }
-            () = &mut idle, if outstanding.is_empty() && !settings.idle_timeout.is_zero() => {
-                let deadline = last_activity + idle_timeout;
-                if Instant::now() >= deadline {
-                    break Ending::Notice(code::UNAVAILABLE, format!("idle for {} seconds", settings.idle_timeout.as_secs()));
-                }
-                idle.as_mut().reset(tokio::time::Instant::from_std(deadline));
-            }
-        }
-    };
-
-    close(
-        &mut framed,
-        ending,
-        &mut outstanding,
-        &mut pending_cancels,
-        &mut receiver,
-        write_timeout,
-        &context.monitor,
-    )
-    .await;
-    let _ = framed.close().await;
+    let session = open_session(&context, transport, client, connection_id, &peer);
+    let mut connection = Connection::new(context, session, stream);
+    let ending = connection.serve(&mut shutdown).await;
+    connection.close(ending).await;
     // The connection's slot is given back when the accept loop's `Admission` drops, right after.
     info!("conn={connection_id} fd=0 closed");
+}
+
+/// What one connection holds while it serves: its session, its framed stream, the queues its
+/// operations answer through, and the operations outstanding on it.
+struct Connection {
+    context: Arc<ServerContext>,
+    session: Session,
+    framed: Framed<BoxedStream, crate::pdu::PduCodec>,
+    /// Bounded so a client that stops reading slows its own searches down instead of growing
+    /// memory.
+    sender: mpsc::Sender<Outgoing>,
+    receiver: mpsc::Receiver<Outgoing>,
+    inline: InlineQueue,
+    outstanding: HashMap<i32, Outstanding>,
+    /// Cancel requests waiting for their target to finish: target message ID → Cancel's ID.
+    pending_cancels: HashMap<i32, i32>,
+    operation_counter: u64,
+    /// Pipelined operations queue here, costing no thread: one connection holds at most this
+    /// many blocking threads and read txns however many operations it sends.
+    running: Arc<tokio::sync::Semaphore>,
+    pending: Arc<PendingRequests>,
+    last_activity: Instant,
+    write_timeout: Duration,
+}
+
+impl Connection {
+    fn new(context: Arc<ServerContext>, session: Session, stream: BoxedStream) -> Connection {
+        let settings = context.settings();
+        let framed = Framed::new(stream, pdu_codec(&context, &session.identity));
+        let (sender, receiver) = mpsc::channel::<Outgoing>(OUTGOING_QUEUE_MESSAGES_MAX);
+        Connection {
+            session,
+            framed,
+            sender,
+            receiver,
+            inline: InlineQueue::new(),
+            outstanding: HashMap::new(),
+            pending_cancels: HashMap::new(),
+            operation_counter: 0,
+            running: Arc::new(tokio::sync::Semaphore::new(
+                settings.running_operations_per_connection_max,
+            )),
+            pending: Arc::new(PendingRequests::default()),
+            last_activity: Instant::now(),
+            write_timeout: settings.write_timeout,
+            context,
+        }
+    }
+
+    /// Reads requests and writes answers until something ends the connection.
+    async fn serve(&mut self, shutdown: &mut watch::Receiver<bool>) -> Ending {
+        let idle_setting = self.context.settings().idle_timeout;
+        // Zero = never idle out; the branch is then disabled and the deadline unused.
+        let idle_timeout = idle_setting.min(Duration::from_secs(86_400 * 365));
+        // One timer for the connection's life, re-armed only when it fires early (activity
+        // since): a timer made per request cost a timer-wheel insert and removal on every
+        // operation.
+        let idle = tokio::time::sleep_until(tokio::time::Instant::from_std(
+            self.last_activity + idle_timeout,
+        ));
+        tokio::pin!(idle);
+        loop {
+            tokio::select! {
+                biased;
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        return Ending::Shutdown;
+                    }
+                }
+                // The connection holds a sender clone only through operations; `None` cannot
+                // happen while `sender` lives here.
+                outgoing = self.receiver.recv() => {
+                    let Some(outgoing) = outgoing else { return Ending::PeerClosed };
+                    if let Err(ending) = self.write(outgoing).await {
+                        return ending;
+                    }
+                }
+                frame = self.framed.next() => {
+                    self.last_activity = Instant::now();
+                    let handled = match request_of(frame, self.session.connection_id) {
+                        Ok(message) => self.on_request(message).await,
+                        Err(ending) => Err(ending),
+                    };
+                    if let Err(ending) = handled {
+                        return ending;
+                    }
+                }
+                () = &mut idle, if self.outstanding.is_empty() && !idle_setting.is_zero() => {
+                    let deadline = self.last_activity + idle_timeout;
+                    if Instant::now() >= deadline {
+                        let reason = format!("idle for {} seconds", idle_setting.as_secs());
+                        return Ending::Notice(code::UNAVAILABLE, reason);
+                    }
+                    idle.as_mut().reset(tokio::time::Instant::from_std(deadline));
+                }
+            }
+        }
+    }
+
+    /// Writes what an operation queued (and whatever else is waiting).
+    async fn write(&mut self, outgoing: Outgoing) -> Result<(), Ending> {
+        let written = write_outgoing(
+            &mut self.framed,
+            &mut self.outstanding,
+            &mut self.pending_cancels,
+            outgoing,
+            &mut self.receiver,
+            self.write_timeout,
+            &self.context.monitor,
+        )
+        .await;
+        if let Err(error) = written {
+            let connection_id = self.session.connection_id;
+            info!(
+                "conn={connection_id} closing: {}",
+                escaped(&error.to_string())
+            );
+            return Err(Ending::PeerClosed);
+        }
+        self.last_activity = Instant::now();
+        Ok(())
+    }
+
+    /// Sends one answer the connection itself makes; a failed write ends the connection.
+    async fn send(&mut self, response: Bytes) -> Result<(), Ending> {
+        send_within(&mut self.framed, response, self.write_timeout)
+            .await
+            .map_err(|_| Ending::PeerClosed)
+    }
+
+    /// Handles one request: the connection answers unbind, abandon, Cancel, StartTLS and bind
+    /// itself; anything else goes to `operations`.
+    async fn on_request(&mut self, message: crate::pdu::Request) -> Result<(), Ending> {
+        self.operation_counter += 1;
+        let (connection_id, operation_id) = (self.session.connection_id, self.operation_counter);
+        count_received(&self.context, &self.session, &message.op);
+        match message.op {
+            Operation::Other(LdapOp::UnbindRequest) => {
+                info!("conn={connection_id} op={operation_id} UNBIND");
+                Err(Ending::Unbind)
+            }
+            Operation::Other(LdapOp::AbandonRequest(target)) => {
+                info!("conn={connection_id} op={operation_id} ABANDON msg={target}");
+                match abandon(&mut self.outstanding, &mut self.pending_cancels, target) {
+                    Some(response) => self.send(response).await,
+                    None => Ok(()),
+                }
+            }
+            Operation::Other(LdapOp::ExtendedRequest(ref request))
+                if request.name == CANCEL_OID =>
+            {
+                let cancel_request = (message.msgid, &message.controls[..], request);
+                answer_cancel(
+                    &mut self.framed,
+                    &mut self.outstanding,
+                    &mut self.pending_cancels,
+                    cancel_request,
+                    (connection_id, operation_id),
+                    self.write_timeout,
+                )
+                .await
+                .map_err(|_| Ending::PeerClosed)
+            }
+            Operation::Other(LdapOp::ExtendedRequest(ref request))
+                if request.name == START_TLS_OID =>
+            {
+                let request_of_tls = (message.msgid, &message.controls[..]);
+                self.start_tls(request_of_tls, request, operation_id).await
+            }
+            Operation::Bind(request) => {
+                self.bind(message.msgid, &request, &message.controls, operation_id)
+                    .await
+            }
+            operation => {
+                let held = self.pending.hold(message.wire_bytes);
+                let started = OperationStart {
+                    message_id: message.msgid,
+                    operation_id,
+                    controls: message.controls,
+                    operation,
+                    held,
+                };
+                self.start(started).await?;
+                self.last_activity = Instant::now();
+                Ok(())
+            }
+        }
+    }
+
+    /// StartTLS: the upgrade consumes the stream; a closed placeholder stands in until it is
+    /// back.
+    async fn start_tls(
+        &mut self,
+        request_of_tls: (i32, &[crate::controls::Control]),
+        request: &LdapExtendedRequest,
+        operation_id: u64,
+    ) -> Result<(), Ending> {
+        let placeholder: BoxedStream =
+            Box::new(tokio::io::join(tokio::io::empty(), tokio::io::sink()));
+        let codec = pdu_codec(&self.context, &self.session.identity);
+        let current = std::mem::replace(&mut self.framed, Framed::new(placeholder, codec));
+        let upgraded = start_tls(
+            &self.context,
+            &mut self.session,
+            current,
+            &self.outstanding,
+            request_of_tls,
+            request,
+            operation_id,
+        )
+        .await;
+        self.framed = upgraded.map_err(|()| Ending::PeerClosed)?;
+        Ok(())
+    }
+
+    /// A bind, handled in order with nothing else running (RFC 4511 §4.2.1): the outstanding
+    /// operations are abandoned first, and a Cancel waiting on one is answered (RFC 3909).
+    async fn bind(
+        &mut self,
+        message_id: i32,
+        request: &crate::request::BindRequest,
+        controls: &[crate::controls::Control],
+        operation_id: u64,
+    ) -> Result<(), Ending> {
+        let answers = abandon_all(&mut self.outstanding, &mut self.pending_cancels);
+        send_all_within(&mut self.framed, answers, self.write_timeout)
+            .await
+            .map_err(|_| Ending::PeerClosed)?;
+        let response = operations::bind(
+            &self.context,
+            &mut self.session,
+            message_id,
+            request,
+            controls,
+            operation_id,
+        )
+        .await;
+        // The request size allowed follows the identity: larger once bound.
+        *self.framed.codec_mut() = pdu_codec(&self.context, &self.session.identity);
+        self.send(response).await
+    }
+
+    async fn start(&mut self, started: OperationStart) -> Result<(), Ending> {
+        start_operation(
+            &self.context,
+            &self.session,
+            &mut self.framed,
+            &mut self.outstanding,
+            &mut self.pending_cancels,
+            &self.sender,
+            &mut self.inline,
+            &self.running,
+            &self.pending,
+            started,
+        )
+        .await
+    }
+
+    /// Ends the connection as `ending` says (see `close`), then closes the stream.
+    async fn close(mut self, ending: Ending) {
+        close(
+            &mut self.framed,
+            ending,
+            &mut self.outstanding,
+            &mut self.pending_cancels,
+            &mut self.receiver,
+            self.write_timeout,
+            &self.context.monitor,
+        )
+        .await;
+        let _ = self.framed.close().await;
+    }
 }
 
 /// The request a frame read carries, or how the connection ends: the peer closed it or a
