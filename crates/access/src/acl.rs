@@ -473,8 +473,20 @@ pub const PASSWORD_POLICY_STATE_ATTRIBUTES: &[(&str, &str)] = &[
 /// Whether an attribute description (`userPassword;x`, `2.5.4.35`) names one of
 /// `SECRET_ATTRIBUTES`, without a schema (the stats log redacts by this).
 pub fn names_secret_attribute(description: &str) -> bool {
+    names_one_of(SECRET_ATTRIBUTES, description)
+}
+
+/// Whether an attribute description names one of `LMDIR_SECRET_ATTRIBUTES`, without a schema
+/// (the audit trail records no value of these).
+pub fn names_lmdir_secret_attribute(description: &str) -> bool {
+    names_one_of(LMDIR_SECRET_ATTRIBUTES, description)
+}
+
+/// Whether `description`'s type (before any `;option`) is one of `attributes`, by name (any
+/// case) or OID.
+fn names_one_of(attributes: &[(&str, &str)], description: &str) -> bool {
     let base = description.split(';').next().unwrap_or(description);
-    SECRET_ATTRIBUTES
+    attributes
         .iter()
         .any(|(name, oid)| base.eq_ignore_ascii_case(name) || base == *oid)
 }

@@ -196,3 +196,82 @@ fn the_accesslog_is_bounded_by_count_and_by_age() {
     add_person(server.port, "a4");
     assert_eq!(logged_uids(server.port), ["a4"]);
 }
+
+/// `ldapsearch` of every record's reqMod and reqOld, bound as `dn` (`-LLL`, unwrapped).
+fn logged_changes(port: u16, dn: &str, password: &str) -> String {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", dn, "-w", password])
+        .args(["-b", "cn=accesslog", "(objectClass=*)", "reqMod", "reqOld"])
+        .output()
+        .expect("running ldapsearch");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{text}");
+    text
+}
+
+/// lmdir's own secrets (lmdirBearerToken) are never recorded by value, hashed or not: an
+/// auditor an `[[access]]` rule lets read cn=accesslog would otherwise read every token (a
+/// cleartext value is a working HTTP bearer token). The log still says a token was added,
+/// replaced or held (a value-less `lmdirBearerToken:+` / `:=` line), and keeps the other
+/// values (userPassword's too, as slapd's accesslog does).
+#[test]
+fn the_accesslog_never_records_bearer_token_values() {
+    let auditor = format!("cn=auditor,{SUFFIX}");
+    let rules = format!(
+        "[accesslog]\nenabled = true\nlog_old = true\n\n\
+         [[access]]\nto = {{ subtree = \"cn=accesslog\" }}\n\
+         by = [ {{ who = \"dn={auditor}\", access = \"read\" }} ]\n\n\
+         [[access]]\nto = {{}}\nby = [ {{ who = \"*\", access = \"read\" }} ]\n"
+    );
+    let mut server = TestServer::prepare_with(
+        &support::Settings {
+            database: &rules,
+            ..support::Settings::default()
+        },
+        1,
+    );
+    server.start();
+    let hashed = format!("{{SHA256}}{}", "A".repeat(43));
+    let holder = format!("uid=x,ou=people,{SUFFIX}");
+    let writes = [
+        format!(
+            "dn: {auditor}\nchangetype: add\nobjectClass: person\ncn: auditor\nsn: auditor\n\
+             userPassword: audit-pw\n"
+        ),
+        format!(
+            "dn: {holder}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+             objectClass: lmdirTokenHolder\nuid: x\ncn: x\nsn: x\ndescription: d0\n\
+             lmdirBearerToken: {hashed}\n"
+        ),
+        format!(
+            "dn: {holder}\nchangetype: modify\nreplace: lmdirBearerToken\n\
+             lmdirBearerToken: cleartext-secret\n-\nadd: description\ndescription: d1\n"
+        ),
+        format!("dn: {holder}\nchangetype: delete\n"),
+    ];
+    for write in &writes {
+        assert_eq!(modify(server.port, write).code, 0, "{write}");
+    }
+    let text = logged_changes(server.port, &auditor, "audit-pw");
+    for secret in ["AAAA", "cleartext-secret"] {
+        assert!(!text.contains(secret), "{secret} logged:\n{text}");
+    }
+    for line in [
+        "reqMod: lmdirBearerToken:+\n",
+        "reqMod: lmdirBearerToken:=\n",
+        "reqMod: description:+ d0\n",
+        "reqMod: description:+ d1\n",
+        "reqOld: description: d0\n",
+        // Hashed or not as `password_hash_cleartext` says, but recorded.
+        "reqMod: userPassword:+ ",
+    ] {
+        assert!(text.contains(line), "{line:?} missing:\n{text}");
+    }
+    assert_eq!(
+        text.matches("reqMod: lmdirBearerToken:").count(),
+        2,
+        "one value-less line per add and per modification:\n{text}"
+    );
+}

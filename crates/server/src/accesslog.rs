@@ -5,6 +5,7 @@
 
 use crate::identity::Identity;
 use crate::write_request::WriteRequest;
+use lmdir_access::acl::names_lmdir_secret_attribute;
 use lmdir_config::AccesslogConfig;
 use lmdir_schema::{Entry, LdapError, ModOp, Modification};
 use lmdir_store::accesslog::AuditRecord;
@@ -38,10 +39,12 @@ pub(crate) fn entry_before(
     txn.owned_entry(found.id).ok()
 }
 
-/// `attr: value` lines of `old`'s attributes `wanted` picks, in the entry's order.
+/// `attr: value` lines of `old`'s attributes `wanted` picks, in the entry's order; none of
+/// lmdir's own secrets (a bearer token's value, even hashed, is never recorded).
 fn old_lines(old: &Entry, wanted: &dyn Fn(&str) -> bool) -> Vec<Vec<u8>> {
     old.attributes
         .iter()
+        .filter(|attribute| !names_lmdir_secret_attribute(&attribute.description))
         .filter(|attribute| wanted(&attribute.description))
         .flat_map(|attribute| {
             attribute
@@ -82,7 +85,10 @@ pub fn generalized_time(key_micros: u64) -> String {
     String::from_utf8_lossy(&lmdir_store::precise_timestamp_value(time)).into_owned()
 }
 
-/// `attr:<op> value` lines of a modify request (`attr:-` / `attr:=` without values).
+/// `attr:<op> value` lines of a modify request (`attr:-` / `attr:=` without values). A
+/// modification of one of lmdir's own secrets is its value-less head alone: the log says a
+/// bearer token changed, never its value (userPassword's values are kept, as slapd's
+/// accesslog keeps them).
 fn modification_lines(modifications: &[Modification]) -> Vec<Vec<u8>> {
     let mut lines = Vec::new();
     for modification in modifications {
@@ -93,8 +99,10 @@ fn modification_lines(modifications: &[Modification]) -> Vec<Vec<u8>> {
             ModOp::Increment => '#',
         };
         let head = format!("{}:{op}", modification.description);
-        if modification.values.is_empty() {
-            lines.push(head.clone().into_bytes());
+        if modification.values.is_empty() || names_lmdir_secret_attribute(&modification.description)
+        {
+            lines.push(head.into_bytes());
+            continue;
         }
         for value in &modification.values {
             lines.push([head.as_bytes(), b" ", value].concat());
@@ -135,7 +143,7 @@ const ADDED_OPERATIONAL: [&str; 7] = [
 ];
 
 /// Every value of the added entry as stored, `attr:+ value`: the request's attributes, then
-/// the operational ones the add stamped.
+/// the operational ones the add stamped. Of lmdir's own secrets, one value-less `attr:+`.
 fn added_lines(txn: &WriteTxn<'_>, change: &Change) -> Result<Vec<Vec<u8>>, LdapError> {
     let entry = txn.owned_entry(change.id)?;
     let rank = |description: &str| {
@@ -149,10 +157,15 @@ fn added_lines(txn: &WriteTxn<'_>, change: &Change) -> Result<Vec<Vec<u8>>, Ldap
     Ok(attributes
         .iter()
         .flat_map(|attribute| {
+            let head = format!("{}:+", attribute.description);
+            if names_lmdir_secret_attribute(&attribute.description) {
+                return vec![head.into_bytes()];
+            }
             attribute
                 .values
                 .iter()
-                .map(|value| [format!("{}:+ ", attribute.description).as_bytes(), value].concat())
+                .map(|value| [head.as_bytes(), b" ", value].concat())
+                .collect()
         })
         .collect())
 }

@@ -456,12 +456,23 @@ fn persist_search<'a>(
     base: &'a str,
     filter: &'a str,
 ) -> ldap3::EntryStream<'a, 'a, &'static str, Vec<&'static str>> {
+    persist_search_with(connection, base, filter, ldap3::SearchOptions::new())
+}
+
+/// `persist_search` with search `options` (aliases dereferenced, a timeout per message).
+fn persist_search_with<'a>(
+    connection: &'a mut LdapConn,
+    base: &'a str,
+    filter: &'a str,
+    options: ldap3::SearchOptions,
+) -> ldap3::EntryStream<'a, 'a, &'static str, Vec<&'static str>> {
     let request = ldap3::controls::SyncRequest {
         mode: ldap3::controls::RefreshMode::RefreshAndPersist,
         cookie: None,
         reload_hint: false,
     };
     let mut stream = connection
+        .with_search_options(options)
         .with_controls(RawControl::from(request))
         .streaming_search(base, Scope::Subtree, filter, vec!["*"])
         .expect("persist search");
@@ -580,6 +591,43 @@ fn a_persistent_search_is_not_told_of_hidden_entries_leaving_its_scope() {
     assert!(
         got == expected || got[..] == expected[1..],
         "only w1 and the marker: {got:?}"
+    );
+}
+
+/// A persistent search whose base is an alias, dereferenced in finding, follows the alias in
+/// its persist phase as in its refresh (slapd's syncprov keeps the found entry's DN as the
+/// search's base): an add under the target is sent, a change to the alias entry is not.
+#[test]
+fn a_persistent_search_at_an_alias_found_follows_its_target() {
+    use std::time::Duration;
+    let server = provider_with_log(10);
+    let mut admin = root(&server);
+    let staff = format!("cn=staff,{SUFFIX}");
+    let people = format!("ou=people,{SUFFIX}");
+    admin
+        .add(
+            &staff,
+            vec![
+                ("objectClass", HashSet::from(["alias", "extensibleObject"])),
+                ("cn", HashSet::from(["staff"])),
+                ("aliasedObjectName", HashSet::from([people.as_str()])),
+            ],
+        )
+        .expect("add answered")
+        .success()
+        .expect("alias added");
+    let mut searcher = root(&server);
+    searcher.with_timeout(Duration::from_secs(10));
+    let options = ldap3::SearchOptions::new().deref(ldap3::DerefAliases::Finding);
+    let mut stream = persist_search_with(&mut searcher, &staff, "(objectClass=*)", options);
+    set_description(&mut admin, &staff, "not in the target's subtree");
+    let added = format!("uid=new,{people}");
+    add_person(&mut admin, &added, "new", "open");
+    let got = persisted_until(&mut stream, &added);
+    assert_eq!(
+        got,
+        vec![(added.clone(), "Add".to_string())],
+        "only the add"
     );
 }
 

@@ -707,7 +707,8 @@ impl SearchJob<'_> {
             client_filter.as_ref().unwrap_or(&spec.filter),
             client_filter.is_none(),
         );
-        let mut sync = self.sync_refresh(&context, page.is_some() || sort_plan.is_some())?;
+        let paged_or_sorted = page.is_some() || sort_plan.is_some();
+        let mut sync = self.sync_refresh(&context, &spec.base, paged_or_sorted)?;
         // Counted in cn=Monitor and `lmdir_sync_searches` while the refresh runs (a persistent
         // search keeps its own guard for as long as it streams).
         let _sync_running = self.sync_search_guard(database, sync.as_ref());
@@ -770,11 +771,13 @@ impl SearchJob<'_> {
         Ok(())
     }
 
-    /// The sync refresh the search's Sync Request asks for (None without one); refused when
-    /// the search is also paged or sorted.
+    /// The sync refresh the search's Sync Request asks for at `normalized_base` (the base
+    /// alias's target when found: the persist phase follows it too; None without a Sync
+    /// Request); refused when the search is also paged or sorted.
     fn sync_refresh(
         &self,
         context: &SearchContext<'_, '_>,
+        normalized_base: &str,
         paged_or_sorted: bool,
     ) -> Result<Option<sync::SyncRefresh>, OperationError> {
         let Some(request) = &self.controls.sync else {
@@ -789,6 +792,7 @@ impl SearchJob<'_> {
         let replication = &context.settings.replication;
         Ok(Some(sync::SyncRefresh::start(
             request,
+            normalized_base,
             replication.provider,
             replication.server_id,
             context.read,

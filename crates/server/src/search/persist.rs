@@ -347,7 +347,8 @@ impl SearchJob<'_> {
         end: &mut RefreshEnd,
     ) -> Result<(Vec<Bytes>, u64), OperationError> {
         let scope = scope_of(&self.request.scope)?;
-        let base = database.normalize_dn(&self.request.base)?;
+        // The refresh's base: a base alias found is followed here as well.
+        let base = end.base.clone();
         let mut prepared = super::prepared_filter(database, settings, &self.request, None)?;
         let read = database.store.read().map_err(internal)?;
         let groups = database.groups(&read);

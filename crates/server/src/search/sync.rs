@@ -70,6 +70,9 @@ pub(super) struct SyncRefresh {
 /// the contextCSN read in it) and how to build the cookies of the changes that follow.
 #[derive(Clone, Debug)]
 pub(super) struct RefreshEnd {
+    /// The base the refresh searched, normalized: the target of a base alias dereferenced in
+    /// finding (slapd's syncprov keeps the found entry's DN as the persist phase's base).
+    pub(super) base: String,
     pub(super) snapshot_id: u64,
     pub(super) context: ContextCsns,
     pub(super) consumer: Cookie,
@@ -113,9 +116,11 @@ fn unwilling(message: &str) -> OperationError {
 }
 
 impl SyncRefresh {
-    /// The refresh a Sync Request asks for, against the snapshot `read`.
+    /// The refresh a Sync Request asks for at `base` (normalized, aliases found), against the
+    /// snapshot `read`.
     pub(super) fn start(
         request: &SyncRequest,
+        base: &str,
         provider: bool,
         server_id: u16,
         read: &ReadTxn,
@@ -172,6 +177,7 @@ impl SyncRefresh {
             entry_uuid: schema.attribute("entryUUID"),
             entry_csn: schema.attribute("entryCSN"),
             persist: (request.mode == SyncMode::RefreshAndPersist).then(|| RefreshEnd {
+                base: base.to_string(),
                 snapshot_id: read.snapshot_id(),
                 context,
                 consumer,
