@@ -113,7 +113,8 @@ impl WriteTxn<'_> {
 }
 
 /// The records from a key on, oldest first (`ReadTxn::audit_records_from`).
-pub type AuditRecords<'txn> = Box<dyn Iterator<Item = Result<(u64, AuditRecord), LdapError>> + 'txn>;
+pub type AuditRecords<'txn> =
+    Box<dyn Iterator<Item = Result<(u64, AuditRecord), LdapError>> + 'txn>;
 
 impl ReadTxn {
     /// Every record, oldest first, with its key (the start time in microseconds).

@@ -35,7 +35,10 @@ pub(super) fn log_items(
 }
 
 /// A record as an entry below the container, named by its start time.
-fn record_item(key: u64, record: lmdir_store::accesslog::AuditRecord) -> Result<TreeItem, OperationError> {
+fn record_item(
+    key: u64,
+    record: lmdir_store::accesslog::AuditRecord,
+) -> Result<TreeItem, OperationError> {
     let dn = format!(
         "reqStart={},{}",
         crate::accesslog::generalized_time(key),

@@ -75,7 +75,10 @@ pub(super) async fn search_built_tree(
         selection: selection.clone(),
         matched_values: controls.matched_values.clone(),
         // The monitor ignores a non-critical paged control: one answer, the size limit applied.
-        paged: controls.paged.clone().filter(|_| tree == BuiltTree::Accesslog),
+        paged: controls
+            .paged
+            .clone()
+            .filter(|_| tree == BuiltTree::Accesslog),
         identity: context.session.identity.clone(),
         message_id: context.message_id,
         connection_id: context.session.connection_id,
@@ -213,7 +216,9 @@ impl TreeSearch {
         if self.cancelled.load(Ordering::Acquire) {
             return Some(OperationError::new(code::CANCELED, "abandoned"));
         }
-        let late = limits.deadline.is_some_and(|deadline| Instant::now() > deadline);
+        let late = limits
+            .deadline
+            .is_some_and(|deadline| Instant::now() > deadline);
         late.then(|| OperationError::new(code::TIME_LIMIT_EXCEEDED, "time limit exceeded"))
     }
 }
@@ -329,7 +334,10 @@ impl TreeWalk<'_> {
             let wanted = base_seen
                 && in_scope(&normalized, &self.job.base, self.scope)
                 && !self.resumed_past(&item)
-                && access.restrict_filter(self.prepared).evaluate(&view).is_true();
+                && access
+                    .restrict_filter(self.prepared)
+                    .evaluate(&view)
+                    .is_true();
             if wanted && !self.send(&item, &access, &mut output, sink)? {
                 break;
             }
@@ -420,7 +428,14 @@ mod tests {
 
     #[test]
     fn a_log_key_survives_its_cookie_position() {
-        for key in [0, 1, u64::from(u32::MAX), 1 << 32, 1_764_943_422_123_456, u64::MAX] {
+        for key in [
+            0,
+            1,
+            u64::from(u32::MAX),
+            1 << 32,
+            1_764_943_422_123_456,
+            u64::MAX,
+        ] {
             let position = position_of_key(key);
             let bytes = position.to_bytes();
             let back = TreePosition::from_bytes(&bytes).expect("12 bytes");
