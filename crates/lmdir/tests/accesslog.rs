@@ -275,3 +275,48 @@ fn the_accesslog_never_records_bearer_token_values() {
         "one value-less line per add and per modification:\n{text}"
     );
 }
+
+/// `ldapsearch` of the log as the rootdn with `extra` arguments: (exit code, record DNs).
+fn log_search(port: u16, extra: &[&str]) -> (i32, Vec<String>) {
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .args(extra)
+        .args(["-b", "cn=accesslog", "(reqType=*)", "reqDN"])
+        .output()
+        .expect("running ldapsearch");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let dns = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("dn: "))
+        .map(str::to_string)
+        .collect();
+    (output.status.code().unwrap_or(-1), dns)
+}
+
+/// E1: a search of the log honours the size limit (sizeLimitExceeded with exactly that many
+/// records, as slapd's back-mdb answers it) and pages (every record once, in order).
+#[test]
+fn a_log_search_honours_the_size_limit_and_pages() {
+    let mut server = TestServer::prepare_with(
+        &support::Settings {
+            database: "[accesslog]\nenabled = true\n",
+            ..support::Settings::default()
+        },
+        1,
+    );
+    server.start();
+    for uid in ["s1", "s2", "s3", "s4", "s5"] {
+        add_person(server.port, uid);
+    }
+    let (code, all) = log_search(server.port, &[]);
+    assert_eq!((code, all.len()), (0, 5), "{all:?}");
+    let (code, limited) = log_search(server.port, &["-z", "2"]);
+    assert_eq!((code, limited.as_slice()), (4, &all[..2]));
+    let (code, paged) = log_search(server.port, &["-E", "pr=2/noprompt"]);
+    assert_eq!((code, paged), (0, all.clone()));
+    // A page and a total size limit together: the limit counts over the pages.
+    let (code, paged_limited) = log_search(server.port, &["-z", "3", "-E", "pr=2/noprompt"]);
+    assert_eq!((code, paged_limited.as_slice()), (4, &all[..3]));
+}

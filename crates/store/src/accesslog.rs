@@ -6,6 +6,7 @@
 //! u32 BE length and the bytes.
 
 use lmdir_schema::{LdapError, ResultCode};
+use std::ops::Bound;
 
 use crate::error::{lmdb_to_ldap, RawDatabase};
 use crate::read::corrupt;
@@ -111,21 +112,32 @@ impl WriteTxn<'_> {
     }
 }
 
+/// The records from a key on, oldest first (`ReadTxn::audit_records_from`).
+pub type AuditRecords<'txn> =
+    Box<dyn Iterator<Item = Result<(u64, AuditRecord), LdapError>> + 'txn>;
+
 impl ReadTxn {
     /// Every record, oldest first, with its key (the start time in microseconds).
     pub fn audit_records(&self) -> Result<Vec<(u64, AuditRecord)>, LdapError> {
+        self.audit_records_from(0)?.collect()
+    }
+
+    /// The records whose key is `from_key` or later, oldest first, read one at a time as
+    /// the iterator is advanced (a search of a big log holds one record, not the log).
+    pub fn audit_records_from(&self, from_key: u64) -> Result<AuditRecords<'_>, LdapError> {
         let Some(database) = self.inner.databases.accesslog else {
-            return Ok(Vec::new());
+            return Ok(Box::new(std::iter::empty()));
         };
-        let mut records = Vec::new();
-        for row in database.iter(&self.txn).map_err(lmdb_to_ldap)? {
+        let start = from_key.to_be_bytes();
+        let range: (Bound<&[u8]>, Bound<&[u8]>) = (Bound::Included(&start[..]), Bound::Unbounded);
+        let rows = database.range(&self.txn, &range).map_err(lmdb_to_ldap)?;
+        Ok(Box::new(rows.map(|row| {
             let (key, value) = row.map_err(lmdb_to_ldap)?;
             let key = key_of(key).ok_or_else(|| corrupt(format!("accesslog key {key:?}")))?;
             let record =
                 decode_record(value).ok_or_else(|| corrupt(format!("accesslog record {key}")))?;
-            records.push((key, record));
-        }
-        Ok(records)
+            Ok((key, record))
+        })))
     }
 }
 

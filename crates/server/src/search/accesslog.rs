@@ -1,67 +1,56 @@
 //! Searches under `cn=accesslog`: the audit trail's records (`crate::accesslog`), read from
-//! the store in one read txn and answered as OpenLDAP's accesslog shows them: the container
-//! `cn=accesslog` (auditContainer) and one entry per write, `reqStart=<time>,cn=accesslog`.
-//! Access as for cn=Monitor: the rootdn, or whom an `[[access]]` rule naming cn=accesslog lets
-//! read ("all entries" covers the directory only).
+//! the store one at a time in the search's read txn (`built.rs` walks them) and shown as
+//! OpenLDAP's accesslog shows them: the container `cn=accesslog` (auditContainer) and one
+//! entry per write, `reqStart=<time>,cn=accesslog`, oldest first. Access as for cn=Monitor:
+//! the rootdn, or whom an `[[access]]` rule naming cn=accesslog lets read ("all entries"
+//! covers the directory only).
 
-use super::SearchRequest;
-use crate::context::{internal, Database, OperationContext};
+use super::built::TreeItem;
 use crate::result::OperationError;
-use crate::selection::AttributeSelection;
-use bytes::BytesMut;
-use lmdir_schema::{Dn, Entry, Filter, PreparedFilter};
+use lmdir_schema::{Dn, Entry};
+use lmdir_store::ReadTxn;
 
-/// The search's answer when its base lies in cn=accesslog and the log is on, else None.
-pub(super) fn accesslog_search(
-    context: &OperationContext,
-    database: &Database,
-    request: &SearchRequest,
-    requested: (&AttributeSelection, Option<&[Filter]>),
-    normalized_base: Option<&str>,
-    filter: &mut Option<Result<PreparedFilter, OperationError>>,
-) -> Option<Result<(BytesMut, u64), OperationError>> {
-    let base = normalized_base?;
-    if !lmdir_schema::normalized_dn_is_within(base, lmdir_access::acl::ACCESSLOG_NDN)
-        || !database.accesslog().enabled
-    {
-        return None;
-    }
-    if let Err(refused) = super::monitor::may_read_below(context, database, base, request) {
-        return Some(Err(refused));
-    }
-    let tree = match log_tree(database) {
-        Ok(tree) => tree,
-        Err(error) => return Some(Err(error)),
-    };
-    Some(super::monitor::answer(
-        context,
-        database,
-        request,
-        requested,
-        (base, &tree),
-        filter.take(),
-    ))
-}
-
-/// The container and every record, oldest first.
-fn log_tree(database: &Database) -> Result<Vec<(String, Entry)>, OperationError> {
-    let read = database.store.read().map_err(internal)?;
-    let records = read.audit_records()?;
+/// The container, then the records from key `from_key` on (None: from the first), each
+/// decoded only when the walk reaches it.
+pub(super) fn log_items(
+    read: &ReadTxn,
+    from_key: Option<u64>,
+) -> Result<Box<dyn Iterator<Item = Result<TreeItem, OperationError>> + '_>, OperationError> {
     let container_dn = crate::accesslog::ACCESSLOG_DN.to_string();
     let mut container = Entry::new(Dn::parse(&container_dn)?);
     container.add_values("objectClass", [b"auditContainer".to_vec()]);
     container.add_values("cn", [b"accesslog".to_vec()]);
-    let mut tree = vec![(container_dn.clone(), container)];
-    for (key, record) in records {
-        let dn = format!(
-            "reqStart={},{container_dn}",
-            crate::accesslog::generalized_time(key)
-        );
-        let mut entry = Entry::new(Dn::parse(&dn)?);
-        for (name, values) in record {
-            entry.add_values(&name, values);
-        }
-        tree.push((dn, entry));
+    let container = TreeItem {
+        key: None,
+        shown_dn: container_dn,
+        entry: container,
+    };
+    let records = read
+        .audit_records_from(from_key.unwrap_or(0))?
+        .map(|record| {
+            let (key, record) = record?;
+            record_item(key, record)
+        });
+    Ok(Box::new(std::iter::once(Ok(container)).chain(records)))
+}
+
+/// A record as an entry below the container, named by its start time.
+fn record_item(
+    key: u64,
+    record: lmdir_store::accesslog::AuditRecord,
+) -> Result<TreeItem, OperationError> {
+    let dn = format!(
+        "reqStart={},{}",
+        crate::accesslog::generalized_time(key),
+        crate::accesslog::ACCESSLOG_DN
+    );
+    let mut entry = Entry::new(Dn::parse(&dn)?);
+    for (name, values) in record {
+        entry.add_values(&name, values);
     }
-    Ok(tree)
+    Ok(TreeItem {
+        key: Some(key),
+        shown_dn: dn,
+        entry,
+    })
 }

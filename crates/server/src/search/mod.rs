@@ -4,6 +4,7 @@
 
 mod accesslog;
 mod aliases;
+mod built;
 pub mod hidden;
 mod in_chain;
 mod monitor;
@@ -240,22 +241,9 @@ pub async fn search(
         normalized_base.unwrap_or_else(|| self::normalized_base(database, request));
     let base = normalized_base.as_deref().ok();
     let requested = (selection, controls.matched_values.as_deref());
-    let special =
-        subschema::subschema_search(context, database, request, requested, base, &mut filter)
-            .or_else(|| {
-                monitor::monitor_search(context, database, request, requested, base, &mut filter)
-            })
-            .or_else(|| {
-                accesslog::accesslog_search(
-                    context,
-                    database,
-                    request,
-                    requested,
-                    base,
-                    &mut filter,
-                )
-            });
-    if let Some(result) = special {
+    let subschema =
+        subschema::subschema_search(context, database, request, requested, base, &mut filter);
+    if let Some(result) = subschema {
         let (buffer, count) = result?;
         if count > 0 {
             context.sink.send(buffer.freeze()).await;
@@ -265,6 +253,10 @@ pub async fn search(
             entries_sent: count,
             response_controls: Vec::new(),
         });
+    }
+    if let (Some(tree), Some(base)) = (built::BuiltTree::of(database, base), base) {
+        let asked = (request, controls, selection);
+        return built::search_built_tree(context, database, asked, (tree, base), filter).await;
     }
     sync_deref_allowed(context, request, controls)?;
     // A persistent search subscribes to the changes before its refresh opens its snapshot (so

@@ -6,50 +6,27 @@
 //! An entry the subject may not read is left out; a base it may not read answers noSuchObject
 //! as a missing one does.
 
-use super::scope_of;
-use crate::ber::EntryWriter;
-use crate::context::{internal, no_such_object};
-use crate::context::{Database, OperationContext};
-use crate::entry_read::Selection;
+use super::built::TreeItem;
+use crate::context::no_such_object;
+use crate::context::{Database, OperationContext, ServerContext};
 use crate::monitor::{monitor_tree, MonitorEntry};
 use crate::request::SearchRequest;
 use crate::result::OperationError;
-use crate::selection::AttributeSelection;
-use bytes::BytesMut;
-use lmdir_schema::{Dn, Filter, OwnedEntryView, PreparedFilter};
+use lmdir_schema::Dn;
 use lmdir_store::Scope;
 
-/// The search's answer when its base lies in the monitor tree, else None.
-pub(super) fn monitor_search(
-    context: &OperationContext,
-    database: &Database,
-    request: &SearchRequest,
-    (selection, matched_values): (&AttributeSelection, Option<&[Filter]>),
-    normalized_base: Option<&str>,
-    filter: &mut Option<Result<PreparedFilter, OperationError>>,
-) -> Option<Result<(BytesMut, u64), OperationError>> {
-    let base = normalized_base?;
-    if !lmdir_schema::normalized_dn_is_within(base, lmdir_access::acl::MONITOR_NDN) {
-        return None;
-    }
-    if let Err(refused) = may_read_below(context, database, base, request) {
-        return Some(Err(refused));
-    }
-    let tree = monitor_tree(&context.server.monitor, &context.server.monitor_state());
-    let entries = tree
+/// The monitor's entries as a search shows them (built anew per search).
+pub(super) fn monitor_items(server: &ServerContext) -> Result<Vec<TreeItem>, OperationError> {
+    monitor_tree(&server.monitor, &server.monitor_state())
         .iter()
-        .map(|monitor_entry| Ok((monitor_entry.dn.clone(), owned_entry(monitor_entry)?)))
-        .collect::<Result<Vec<_>, OperationError>>();
-    Some(entries.and_then(|entries| {
-        answer(
-            context,
-            database,
-            request,
-            (selection, matched_values),
-            (base, &entries),
-            filter.take(),
-        )
-    }))
+        .map(|monitor_entry| {
+            Ok(TreeItem {
+                key: None,
+                shown_dn: monitor_entry.dn.clone(),
+                entry: owned_entry(monitor_entry)?,
+            })
+        })
+        .collect()
 }
 
 /// Ok when some entry at or below `base` (in a tree the server builds per search) may be read
@@ -66,68 +43,6 @@ pub(super) fn may_read_below(
     } else {
         Err(no_such_object(&request.base))
     }
-}
-
-/// The entries of a tree the server builds per search (cn=Monitor, cn=accesslog), each with
-/// its DN as shown, that are in the search's scope, disclosed to its subject and match its
-/// filter; noSuchObject when the base is not among them (or not disclosed).
-pub(super) fn answer(
-    context: &OperationContext,
-    database: &Database,
-    request: &SearchRequest,
-    (selection, matched_values): (&AttributeSelection, Option<&[Filter]>),
-    (base, tree): (&str, &[(String, lmdir_schema::Entry)]),
-    filter: Option<Result<PreparedFilter, OperationError>>,
-) -> Result<(BytesMut, u64), OperationError> {
-    let settings = &context.server.settings();
-    let scope = scope_of(&request.scope)?;
-    let prepared = super::prepared_filter(database, settings, request, filter)?;
-    let read = database.store.read().map_err(internal)?;
-    let groups = database.groups(&read);
-    let identity = &context.session.identity;
-    let subject = database.subject(identity, &groups);
-    let resolved = Selection::resolve(&database.schema(), selection)
-        .with_matched_values(&database.schema(), matched_values);
-    let mut buffer = BytesMut::with_capacity(64 * 1024);
-    let (mut base_seen, mut sent) = (false, 0u64);
-    for (shown_dn, entry) in tree {
-        let normalized = database.schema().normalize_dn(&entry.dn)?;
-        let view = OwnedEntryView::new(&database.schema(), entry)?;
-        let policy = database.policy();
-        let access = policy.for_entry(&subject, &normalized, &view);
-        if !identity.is_rootdn && !access.can_read_entry() {
-            continue;
-        }
-        base_seen |= normalized == base;
-        if !in_scope(&normalized, base, scope)
-            || !access.restrict_filter(&prepared).evaluate(&view).is_true()
-        {
-            continue;
-        }
-        let mut writer = EntryWriter::begin(&mut buffer, context.message_id, shown_dn.as_bytes());
-        for attribute in &entry.attributes {
-            let Some(attr) = database.schema().attribute(&attribute.description) else {
-                continue;
-            };
-            let readable = identity.is_rootdn || access.can_read_attribute(attr);
-            if !readable || !resolved.selects(&database.schema(), attr, &[]) {
-                continue;
-            }
-            resolved.write_built_attribute(
-                &database.schema(),
-                &mut writer,
-                (attr, &attribute.description),
-                &attribute.values,
-                request.typesonly,
-            );
-        }
-        writer.finish(&[]);
-        sent += 1;
-    }
-    if !base_seen {
-        return Err(no_such_object(&request.base));
-    }
-    Ok((buffer, sent))
 }
 
 fn owned_entry(monitor_entry: &MonitorEntry) -> Result<lmdir_schema::Entry, OperationError> {
