@@ -260,31 +260,102 @@ impl<'a> Subordinates<'a> {
             .collect())
     }
 
-    /// The number of children of `id` the subject may know of; None when not counted.
-    fn count(&self, id: lmdir_store::EntryId) -> Result<Option<u32>, OperationError> {
+    /// What the subject may know of `id`'s children. The stored count when the subject's
+    /// rules disclose every entry (anywhere, or at and below `id`). Otherwise the disclosed
+    /// children, checked one by one: all of them when there are at most
+    /// `SUBORDINATES_CHECKED_MAX` and `exact` is asked for, else up to the first disclosed
+    /// one among the first `SUBORDINATES_CHECKED_MAX`. Hidden children are never counted.
+    fn count(
+        &self,
+        id: lmdir_store::EntryId,
+        exact: bool,
+    ) -> Result<KnownChildren, OperationError> {
         let stored = self.read.num_subordinates(id)?;
-        if self.every_entry_disclosed || stored == 0 {
-            return Ok(Some(stored));
+        if stored == 0 || self.every_entry_disclosed || self.subtree_disclosed(id)? {
+            return Ok(KnownChildren::Exact(stored));
         }
-        if stored > SUBORDINATES_CHECKED_MAX {
-            return Ok(None);
-        }
+        let checked_all = stored <= SUBORDINATES_CHECKED_MAX;
+        let enough = match exact && checked_all {
+            true => u32::MAX,
+            false => 1,
+        };
+        let disclosed = self.disclosed_children(id, enough)?;
+        Ok(match (checked_all && disclosed < enough, disclosed) {
+            (true, _) => KnownChildren::Exact(disclosed),
+            (false, 0) => KnownChildren::Unknown,
+            (false, _) => KnownChildren::Some,
+        })
+    }
+
+    /// Whether the subject's rules disclose every entry at or below `id`: then its stored
+    /// child count hides nothing (the every-entry shortcut, for one subtree).
+    fn subtree_disclosed(&self, id: lmdir_store::EntryId) -> Result<bool, OperationError> {
+        let ndn = self.read.normalized_dn_of(id)?;
+        Ok(self
+            .dynlist
+            .policy
+            .for_subject_within(self.subject, &ndn)
+            .can_disclose_every_entry())
+    }
+
+    /// How many of the first `SUBORDINATES_CHECKED_MAX` children of `id` are disclosed to the
+    /// subject, counting no further than `enough`.
+    fn disclosed_children(
+        &self,
+        id: lmdir_store::EntryId,
+        enough: u32,
+    ) -> Result<u32, OperationError> {
+        let policy = &self.dynlist.policy;
         let mut disclosed = 0;
-        for child in self.read.children(id)? {
+        for child in self
+            .read
+            .first_children(id, SUBORDINATES_CHECKED_MAX as usize)?
+        {
             let Some(entry) = self.read.entry(child)? else {
                 continue;
             };
             let child_ndn = self.read.normalized_dn_of(child)?;
-            if self
-                .database
-                .policy()
+            if policy
                 .for_entry(self.subject, &child_ndn, &entry)
                 .can_disclose_entry()
             {
                 disclosed += 1;
+                if disclosed >= enough {
+                    break;
+                }
             }
         }
-        Ok(Some(disclosed))
+        Ok(disclosed)
+    }
+}
+
+/// What a subject may know of an entry's children (see [`Subordinates::count`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KnownChildren {
+    /// This many, all checked (or every entry below is disclosed).
+    Exact(u32),
+    /// At least one disclosed child; how many was not counted.
+    Some,
+    /// Too many children to check and none of those checked is disclosed.
+    Unknown,
+}
+
+impl KnownChildren {
+    /// The hasSubordinates value; None when left out.
+    fn has_subordinates(self) -> Option<&'static [u8]> {
+        match self {
+            KnownChildren::Exact(0) => Some(b"FALSE"),
+            KnownChildren::Exact(_) | KnownChildren::Some => Some(b"TRUE"),
+            KnownChildren::Unknown => None,
+        }
+    }
+
+    /// The numSubordinates value; None when left out.
+    fn num_subordinates(self) -> Option<Vec<u8>> {
+        match self {
+            KnownChildren::Exact(count) => Some(count.to_string().into_bytes()),
+            KnownChildren::Some | KnownChildren::Unknown => None,
+        }
     }
 }
 
@@ -382,6 +453,36 @@ pub(crate) fn write_entry_attributes(
     for dynamic in dynamic {
         dynamic.write(writer, schema, selection, types_only);
     }
+    write_computed(writer, subordinates, id, dn, selection, types_only)?;
+    if !context_csns.is_empty() {
+        let values: Vec<Vec<u8>> = match types_only {
+            true => Vec::new(),
+            false => context_csns
+                .iter()
+                .map(|csn| csn.to_string().into_bytes())
+                .collect(),
+        };
+        writer.attribute(b"contextCSN", values.iter().map(Vec::as_slice));
+    }
+    Ok(())
+}
+
+/// The selected computed attributes: hasSubordinates, numSubordinates (the children worked
+/// out once for both, counted exactly only when numSubordinates is selected), entryDN and
+/// subschemaSubentry.
+fn write_computed(
+    writer: &mut EntryWriter<'_>,
+    subordinates: &Subordinates<'_>,
+    id: lmdir_store::EntryId,
+    dn: &str,
+    selection: &Selection,
+    types_only: bool,
+) -> Result<(), OperationError> {
+    let wants_count = selection.selects_computed(selection.num_subordinates);
+    let children = match wants_count || selection.selects_computed(selection.has_subordinates) {
+        true => subordinates.count(id, wants_count)?,
+        false => KnownChildren::Unknown,
+    };
     let computed: [(Option<AttrId>, &str); 4] = [
         (selection.has_subordinates, "hasSubordinates"),
         (selection.num_subordinates, "numSubordinates"),
@@ -392,31 +493,17 @@ pub(crate) fn write_entry_attributes(
         if !selection.selects_computed(attr) {
             continue;
         }
-        let value: Vec<u8> = match name {
-            "hasSubordinates" | "numSubordinates" => match subordinates.count(id)? {
-                None => continue,
-                Some(count) if name == "numSubordinates" => count.to_string().into_bytes(),
-                Some(0) => b"FALSE".to_vec(),
-                Some(_) => b"TRUE".to_vec(),
-            },
-            "entryDN" => dn.as_bytes().to_vec(),
-            _ => b"cn=Subschema".to_vec(),
+        let value: Option<Vec<u8>> = match name {
+            "hasSubordinates" => children.has_subordinates().map(<[u8]>::to_vec),
+            "numSubordinates" => children.num_subordinates(),
+            "entryDN" => Some(dn.as_bytes().to_vec()),
+            _ => Some(b"cn=Subschema".to_vec()),
         };
-        if types_only {
-            writer.attribute(name.as_bytes(), std::iter::empty());
-        } else {
-            writer.attribute(name.as_bytes(), [value.as_slice()]);
+        match (value, types_only) {
+            (None, _) => {}
+            (Some(_), true) => writer.attribute(name.as_bytes(), std::iter::empty()),
+            (Some(value), false) => writer.attribute(name.as_bytes(), [value.as_slice()]),
         }
-    }
-    if !context_csns.is_empty() {
-        let values: Vec<Vec<u8>> = match types_only {
-            true => Vec::new(),
-            false => context_csns
-                .iter()
-                .map(|csn| csn.to_string().into_bytes())
-                .collect(),
-        };
-        writer.attribute(b"contextCSN", values.iter().map(Vec::as_slice));
     }
     Ok(())
 }

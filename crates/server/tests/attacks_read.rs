@@ -750,3 +750,81 @@ fn a_dn_nested_in_itself_is_refused_and_the_server_lives() {
         .expect("the server still answers");
     assert_eq!(entries.len(), 5);
 }
+
+/// hasSubordinates and numSubordinates of ou=people for `connection` (None: left out).
+fn child_attributes(connection: &mut LdapConn) -> (Option<String>, Option<String>) {
+    let (entries, _) = connection
+        .search(
+            PEOPLE,
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["hasSubordinates", "numSubordinates"],
+        )
+        .expect("search")
+        .success()
+        .expect("parent visible");
+    let entry = SearchEntry::construct(entries.into_iter().next().expect("parent"));
+    let first = |name: &str| entry.attrs.get(name).map(|values| values[0].clone());
+    (first("hasSubordinates"), first("numSubordinates"))
+}
+
+/// A rule hiding another subtree (ou=groups) no longer drops both attributes from a container
+/// of more than 1000 children whose own subtree hides nothing; the hidden subtree stays out of
+/// its parent's count.
+#[test]
+fn a_big_container_keeps_its_child_count_when_only_another_subtree_is_hidden() {
+    let rules = vec![
+        rule(
+            AccessTarget {
+                subtree: Some("ou=groups,dc=example,dc=com".to_string()),
+                ..AccessTarget::default()
+            },
+            AccessLevel::None,
+        ),
+        rule(AccessTarget::default(), AccessLevel::Read),
+    ];
+    let server = TestServer::start_populated(1001, rules, |_| {});
+    let expected = (Some("TRUE".to_string()), Some("1001".to_string()));
+    assert_eq!(child_attributes(&mut anonymous(&server)), expected);
+    let (entries, _) = anonymous(&server)
+        .search(
+            "dc=example,dc=com",
+            Scope::Base,
+            "(objectClass=*)",
+            vec!["numSubordinates"],
+        )
+        .expect("search")
+        .success()
+        .expect("suffix visible");
+    let suffix = SearchEntry::construct(entries.into_iter().next().expect("suffix"));
+    assert_eq!(
+        suffix.attrs["numSubordinates"],
+        vec!["1"],
+        "ou=groups not counted"
+    );
+}
+
+/// Past 1000 children, some of them hidden: hasSubordinates is TRUE at the first disclosed
+/// child (the hidden ones come first), numSubordinates is left out rather than counted.
+#[test]
+fn a_big_container_with_hidden_children_answers_true_and_no_count() {
+    let rules = vec![
+        rule(
+            AccessTarget {
+                filter: Some("(uid=u000000*)".to_string()),
+                ..AccessTarget::default()
+            },
+            AccessLevel::None,
+        ),
+        rule(AccessTarget::default(), AccessLevel::Read),
+    ];
+    let server = TestServer::start_populated(1001, rules, |_| {});
+    assert_eq!(
+        child_attributes(&mut anonymous(&server)),
+        (Some("TRUE".to_string()), None)
+    );
+    assert_eq!(
+        child_attributes(&mut root(&server)),
+        (Some("TRUE".to_string()), Some("1001".to_string()))
+    );
+}

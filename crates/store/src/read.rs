@@ -271,12 +271,23 @@ pub(crate) fn children_of(
     txn: &RoTxn,
     id: EntryId,
 ) -> Result<Vec<EntryId>, LdapError> {
+    first_children_of(inner, txn, id, usize::MAX)
+}
+
+/// The first `count_max` children of `id` in key order (all of them when fewer).
+fn first_children_of(
+    inner: &Inner,
+    txn: &RoTxn,
+    id: EntryId,
+    count_max: usize,
+) -> Result<Vec<EntryId>, LdapError> {
     let mut children = Vec::new();
     for row in inner
         .databases
         .dn2id
         .prefix_iter(txn, &layout::encode_id(id))
         .map_err(lmdb_to_ldap)?
+        .take(count_max)
     {
         let (_, value) = row.map_err(lmdb_to_ldap)?;
         children.push(layout::decode_id(value).ok_or_else(|| corrupt("dn2id value is not an ID"))?);
@@ -813,6 +824,12 @@ impl ReadTxn {
 
     pub fn children(&self, id: EntryId) -> Result<Vec<EntryId>, LdapError> {
         children_of(&self.inner, &self.txn, id)
+    }
+
+    /// The first `count_max` children of `id` (all of them when fewer): a bounded look at a
+    /// container that may hold millions.
+    pub fn first_children(&self, id: EntryId, count_max: usize) -> Result<Vec<EntryId>, LdapError> {
+        first_children_of(&self.inner, &self.txn, id, count_max)
     }
 
     /// Entries in the subtree, the entry itself included.
