@@ -238,7 +238,7 @@ impl Connection {
                     operation,
                     held,
                 };
-                self.start(started).await?;
+                self.start_operation(started).await?;
                 self.last_activity = Instant::now();
                 Ok(())
             }
@@ -298,20 +298,95 @@ impl Connection {
         self.send(response).await
     }
 
-    async fn start(&mut self, started: OperationStart) -> Result<(), Ending> {
-        start_operation(
-            &self.context,
-            &self.session,
-            &mut self.framed,
-            &mut self.outstanding,
-            &mut self.pending_cancels,
-            &self.sender,
-            &mut self.inline,
-            &self.running,
-            &self.pending,
-            started,
-        )
-        .await
+    /// Starts an operation: refused busy past `operations_per_connection_max`, run right here when
+    /// it is small (a search the index says is small), else in its own task, which waits for one of
+    /// the connection's `running_operations_per_connection_max` turns. Err ends the connection.
+    async fn start_operation(&mut self, start: OperationStart) -> Result<(), Ending> {
+        let Connection {
+            context,
+            session,
+            framed,
+            outstanding,
+            pending_cancels,
+            sender,
+            inline,
+            running,
+            pending,
+            ..
+        } = self;
+        let settings = &context.settings();
+        let (connection_id, operation_id) = (session.connection_id, start.operation_id);
+        if let Some(refusal) = over_outstanding_limits(settings, session, outstanding, pending) {
+            info!("conn={connection_id} op={operation_id} refused: {refusal}");
+            let busy = OperationError::new(code::BUSY, refusal);
+            if let Some(response) = operations::refusal(start.message_id, &start.operation, &busy) {
+                if send_within(framed, response, settings.write_timeout)
+                    .await
+                    .is_err()
+                {
+                    return Err(Ending::PeerClosed);
+                }
+            }
+            return Ok(());
+        }
+        if outstanding.contains_key(&start.message_id) {
+            return Err(Ending::Notice(
+                code::PROTOCOL_ERROR,
+                format!("message ID {} is already in use", start.message_id),
+            ));
+        }
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let prepared = operations::prepare(context, session, &start.operation, &start.controls);
+        let operation_context = OperationContext {
+            server: context.clone(),
+            session: session.clone(),
+            message_id: start.message_id,
+            operation_id,
+            controls: start.controls,
+            cancelled: cancelled.clone(),
+            sink: ResultSink::new(sender.clone(), cancelled.clone()),
+        };
+        let operation = start.operation;
+        if prepared.runs_inline() {
+            let write_failed = run_inline(
+                framed,
+                outstanding,
+                pending_cancels,
+                inline,
+                operation_context,
+                operation,
+                prepared,
+                settings.write_timeout,
+                &context.monitor,
+            )
+            .await;
+            return if write_failed {
+                Err(Ending::PeerClosed)
+            } else {
+                Ok(())
+            };
+        }
+        let turn = running.clone();
+        let held = start.held;
+        let task = tokio::spawn(async move {
+            // Given back when the task ends or is aborted.
+            let _held = held;
+            // The semaphore lives as long as the connection: never closed.
+            let Ok(_running) = turn.acquire_owned().await else {
+                return;
+            };
+            // Boxed: an operation's future is kilobytes, and the task would move it whole into
+            // its cell and again at each change of its stage (a tenth of a member add's work).
+            Box::pin(operations::dispatch(operation_context, operation, prepared)).await
+        });
+        outstanding.insert(
+            start.message_id,
+            Outstanding {
+                cancelled,
+                task: task.abort_handle(),
+            },
+        );
+        Ok(())
     }
 
     /// Ends the connection as `ending` says (see `close`), then closes the stream.
@@ -559,97 +634,6 @@ fn pending_request_bytes_max(
 
 /// Largest requests a connection may have pending at once (see `pending_request_bytes_max`).
 pub const PENDING_REQUESTS_OF_LARGEST_SIZE: usize = 4;
-
-/// Starts an operation: refused busy past `operations_per_connection_max`, run right here when
-/// it is small (a search the index says is small), else in its own task, which waits for one of
-/// the connection's `running_operations_per_connection_max` turns. Err ends the connection.
-#[allow(clippy::too_many_arguments)]
-async fn start_operation(
-    context: &Arc<ServerContext>,
-    session: &Session,
-    framed: &mut Framed<BoxedStream, crate::pdu::PduCodec>,
-    outstanding: &mut HashMap<i32, Outstanding>,
-    pending_cancels: &mut HashMap<i32, i32>,
-    sender: &mpsc::Sender<Outgoing>,
-    inline: &mut InlineQueue,
-    running: &Arc<tokio::sync::Semaphore>,
-    pending: &PendingRequests,
-    start: OperationStart,
-) -> Result<(), Ending> {
-    let settings = &context.settings();
-    let (connection_id, operation_id) = (session.connection_id, start.operation_id);
-    if let Some(refusal) = over_outstanding_limits(settings, session, outstanding, pending) {
-        info!("conn={connection_id} op={operation_id} refused: {refusal}");
-        let busy = OperationError::new(code::BUSY, refusal);
-        if let Some(response) = operations::refusal(start.message_id, &start.operation, &busy) {
-            if send_within(framed, response, settings.write_timeout)
-                .await
-                .is_err()
-            {
-                return Err(Ending::PeerClosed);
-            }
-        }
-        return Ok(());
-    }
-    if outstanding.contains_key(&start.message_id) {
-        return Err(Ending::Notice(
-            code::PROTOCOL_ERROR,
-            format!("message ID {} is already in use", start.message_id),
-        ));
-    }
-    let cancelled = Arc::new(AtomicBool::new(false));
-    let prepared = operations::prepare(context, session, &start.operation, &start.controls);
-    let operation_context = OperationContext {
-        server: context.clone(),
-        session: session.clone(),
-        message_id: start.message_id,
-        operation_id,
-        controls: start.controls,
-        cancelled: cancelled.clone(),
-        sink: ResultSink::new(sender.clone(), cancelled.clone()),
-    };
-    let operation = start.operation;
-    if prepared.runs_inline() {
-        let write_failed = run_inline(
-            framed,
-            outstanding,
-            pending_cancels,
-            inline,
-            operation_context,
-            operation,
-            prepared,
-            settings.write_timeout,
-            &context.monitor,
-        )
-        .await;
-        return if write_failed {
-            Err(Ending::PeerClosed)
-        } else {
-            Ok(())
-        };
-    }
-    let turn = running.clone();
-    let held = start.held;
-    let task = tokio::spawn(async move {
-        // Given back when the task ends or is aborted.
-        let _held = held;
-        // The semaphore lives as long as the connection: never closed.
-        let Ok(_running) = turn.acquire_owned().await else {
-            return;
-        };
-        // Boxed: an operation's future is kilobytes, and the task would move it whole into
-        // its cell and again at each change of its stage (a tenth of a member add's work).
-        Box::pin(operations::dispatch(operation_context, operation, prepared)).await
-    });
-    outstanding.insert(
-        start.message_id,
-        Outstanding {
-            cancelled,
-            task: task.abort_handle(),
-        },
-    );
-    Ok(())
-}
 
 /// Why a new operation would take the connection past its bounds on outstanding operations
 /// (count, and bytes of their requests, the new one's already counted in `pending`), if so.

@@ -5,7 +5,7 @@
 //! the rootdn, or whom an `[[access]]` rule naming cn=accesslog lets read ("all entries"
 //! covers the directory only).
 
-use super::built::TreeItem;
+use super::built::{TreeItem, TreeItems};
 use crate::result::OperationError;
 use lmdir_schema::{Dn, Entry};
 use lmdir_store::ReadTxn;
@@ -15,7 +15,7 @@ use lmdir_store::ReadTxn;
 pub(super) fn log_items(
     read: &ReadTxn,
     from_key: Option<u64>,
-) -> Result<Box<dyn Iterator<Item = Result<TreeItem, OperationError>> + '_>, OperationError> {
+) -> Result<TreeItems<'_>, OperationError> {
     let container_dn = crate::accesslog::ACCESSLOG_DN.to_string();
     let mut container = Entry::new(Dn::parse(&container_dn)?);
     container.add_values("objectClass", [b"auditContainer".to_vec()]);

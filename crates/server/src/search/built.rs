@@ -24,7 +24,7 @@ use bytes::BytesMut;
 use lmdir_access::acl::{AccessPolicy, EntryAccess, Subject};
 use lmdir_schema::{Entry, Filter, OwnedEntryView, PreparedFilter, Schema};
 use lmdir_store::{Scope, TreePosition};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -55,7 +55,7 @@ pub(super) struct TreeItem {
     pub(super) entry: Entry,
 }
 
-type TreeItems<'r> = Box<dyn Iterator<Item = Result<TreeItem, OperationError>> + 'r>;
+pub(super) type TreeItems<'r> = Box<dyn Iterator<Item = Result<TreeItem, OperationError>> + 'r>;
 
 /// The search of a built tree: access first (a base the subject may read nothing below
 /// answers noSuchObject as a missing one, before the tree is read), then the controls these
@@ -210,17 +210,6 @@ impl TreeSearch {
         let fingerprint = log_fingerprint(&self.request, self.connection_id);
         Ok(Ok(Some(database.open_cookie(fingerprint, size, cookie)?)))
     }
-
-    /// Why the walk must stop now: abandoned or cancelled, or past its time.
-    fn stop_reason(&self, limits: &SearchLimits) -> Option<OperationError> {
-        if self.cancelled.load(Ordering::Acquire) {
-            return Some(OperationError::new(code::CANCELED, "abandoned"));
-        }
-        let late = limits
-            .deadline
-            .is_some_and(|deadline| Instant::now() > deadline);
-        late.then(|| OperationError::new(code::TIME_LIMIT_EXCEEDED, "time limit exceeded"))
-    }
 }
 
 /// A paged search of the log's fingerprint: the ordinary one (connection, base, scope,
@@ -321,8 +310,8 @@ impl TreeWalk<'_> {
         };
         let mut base_seen = base_seen;
         for item in items {
-            if let Some(stop) = self.job.stop_reason(&self.limits) {
-                output.result = Err(stop);
+            if let Some(stop) = self.limits.stop_reason(&self.job.cancelled) {
+                output.result = Err(stop.into());
                 break;
             }
             let item = item?;

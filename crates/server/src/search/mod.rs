@@ -41,7 +41,7 @@ use sort::{
     SortPlan,
 };
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -970,6 +970,27 @@ struct SearchLimits {
     deadline: Option<Instant>,
 }
 
+impl SearchLimits {
+    /// Why a walk must stop now: abandoned or cancelled (`cancelled` set), or past its time.
+    fn stop_reason(&self, cancelled: &AtomicBool) -> Option<LdapError> {
+        if cancelled.load(Ordering::Acquire) {
+            return Some(LdapError::new(
+                lmdir_schema::ResultCode::Canceled,
+                "abandoned",
+            ));
+        }
+        let late = self
+            .deadline
+            .is_some_and(|deadline| Instant::now() > deadline);
+        late.then(|| {
+            LdapError::new(
+                lmdir_schema::ResultCode::TimeLimitExceeded,
+                "time limit exceeded",
+            )
+        })
+    }
+}
+
 /// Decides which stored entries a subject gets back from a search.
 struct VisibleEntries<'a> {
     database: &'a Database,
@@ -1408,19 +1429,7 @@ impl SearchJob<'_> {
     }
 
     fn stop_reason(&self, limits: &SearchLimits) -> Option<LdapError> {
-        if let Some(abandoned) = self.abandoned() {
-            return Some(abandoned);
-        }
-        if limits
-            .deadline
-            .is_some_and(|deadline| Instant::now() > deadline)
-        {
-            return Some(LdapError::new(
-                lmdir_schema::ResultCode::TimeLimitExceeded,
-                "time limit exceeded",
-            ));
-        }
-        None
+        limits.stop_reason(&self.cancelled)
     }
 
     /// Canceled when the search was abandoned (or cancelled), else None.
