@@ -320,3 +320,60 @@ fn a_log_search_honours_the_size_limit_and_pages() {
     let (code, paged_limited) = log_search(server.port, &["-z", "3", "-E", "pr=2/noprompt"]);
     assert_eq!((code, paged_limited.as_slice()), (4, &all[..3]));
 }
+
+/// The log is not sorted: a critical sort or virtual list view answers
+/// unavailableCriticalExtension (12), as slapd answers on a database without sssvlv, a
+/// non-critical sort returns the records in log order; the assertion control is tested on the
+/// base (assertionFailed, 122, and nothing sent when it does not hold); the Subentries control
+/// asking for subentries only returns none (the log holds none). Each of these was ignored.
+#[test]
+fn a_log_search_answers_the_sort_assertion_and_subentries_controls() {
+    let mut server = TestServer::prepare_with(
+        &support::Settings {
+            database: "[accesslog]\nenabled = true\n",
+            ..support::Settings::default()
+        },
+        1,
+    );
+    server.start();
+    for uid in ["c1", "c2", "c3"] {
+        add_person(server.port, uid);
+    }
+    let (code, all) = log_search(server.port, &[]);
+    assert_eq!((code, all.len()), (0, 3), "{all:?}");
+    let (code, sorted) = log_search(server.port, &["-E", "!sss=-reqStart"]);
+    assert_eq!((code, sorted.len()), (12, 0), "{sorted:?}");
+    let (code, window) = log_search(server.port, &["-E", "!sss=reqStart", "-E", "!vlv=0/1/1/0"]);
+    assert_eq!((code, window.len()), (12, 0), "{window:?}");
+    let (code, unsorted) = log_search(server.port, &["-E", "sss=-reqStart"]);
+    assert_eq!((code, unsorted), (0, all.clone()));
+    let (code, failed) = log_search(server.port, &["-e", "assert=(cn=nothere)"]);
+    assert_eq!((code, failed.len()), (122, 0), "{failed:?}");
+    let (code, held) = log_search(server.port, &["-e", "assert=(cn=accesslog)"]);
+    assert_eq!((code, held), (0, all.clone()));
+    let (code, subentries) = log_search(server.port, &["-E", "subentries=true"]);
+    assert_eq!((code, subentries.len()), (0, 0), "{subentries:?}");
+    let (code, ordinary) = log_search(server.port, &["-E", "subentries=false"]);
+    assert_eq!((code, ordinary), (0, all));
+    // cn=Monitor, whose base is found before any entry goes out, the same way.
+    let monitor = |extra: &[&str]| {
+        let output = Command::new("ldapsearch")
+            .args(["-x", "-LLL", "-H"])
+            .arg(format!("ldap://127.0.0.1:{}", server.port))
+            .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", "cn=Monitor"])
+            .args(extra)
+            .args(["(objectClass=*)", "1.1"])
+            .output()
+            .expect("running ldapsearch");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        (
+            output.status.code().unwrap_or(-1),
+            text.matches("dn: ").count(),
+        )
+    };
+    let (code, entries) = monitor(&[]);
+    assert!(code == 0 && entries > 3, "{code} {entries}");
+    assert_eq!(monitor(&["-e", "assert=(cn=nothere)"]), (122, 0));
+    assert_eq!(monitor(&["-e", "assert=(cn=Monitor)"]), (0, entries));
+    assert_eq!(monitor(&["-E", "!sss=cn"]).0, 12);
+}

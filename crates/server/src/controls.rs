@@ -153,6 +153,7 @@ pub const REGISTRY: &[RegisteredControl] = &[
         operations: &[Search],
         decode: |parsed, control| {
             parsed.vlv = Some(decode_vlv(control.value.as_deref())?);
+            parsed.vlv_critical = control.critical;
             Ok(())
         },
     },
@@ -361,6 +362,7 @@ pub struct RequestControls {
     pub sort_critical: bool,
     /// Virtual list view: the window of the sorted result to return.
     pub vlv: Option<VlvRequest>,
+    pub vlv_critical: bool,
     /// Relax Rules requested (honoured for the rootdn only).
     pub relax: bool,
     /// Permissive modify requested.

@@ -740,7 +740,7 @@ pub(crate) fn check_read_assertion(
     database: &Database,
     settings: &ServerSettings,
     access: &EntryAccess<'_>,
-    entry: &lmdir_store::EntryRef<'_>,
+    entry: &(impl lmdir_schema::EntryView + ?Sized),
     assertion: &crate::filter::RawFilter,
 ) -> Result<(), OperationError> {
     let assertion = crate::filter::client_filter(settings, assertion)?;

@@ -5,7 +5,9 @@
 //! (sizeLimitExceeded with exactly that many entries), the time limit, Abandon and Cancel,
 //! and stream their entries in `SEARCH_CHUNK_BYTES` chunks. The log is read one record at a
 //! time and can be paged (its records are ordered by key: a sealed cookie names the next
-//! one); the monitor refuses a critical paged control and ignores a non-critical one.
+//! one); the monitor refuses a critical paged control and ignores a non-critical one. Neither
+//! is sorted (a critical sort or virtual list view answers unavailableCriticalExtension); the
+//! assertion control is tested on the base and the Subentries control honoured.
 
 use super::monitor::{in_scope, may_read_below};
 use super::paging::{request_fingerprint, PageRequest};
@@ -14,7 +16,7 @@ use super::{SEARCH_CHUNK_BYTES, SEARCH_FIRST_BUFFER_BYTES};
 use crate::ber::EntryWriter;
 use crate::context::{database_of, internal, no_such_object, Database, OperationContext};
 use crate::controls::RequestControls;
-use crate::entry_read::Selection;
+use crate::entry_read::{check_read_assertion, Selection};
 use crate::identity::Identity;
 use crate::request::SearchRequest;
 use crate::result::{code, OperationError};
@@ -74,6 +76,8 @@ pub(super) async fn search_built_tree(
         request: request.clone(),
         selection: selection.clone(),
         matched_values: controls.matched_values.clone(),
+        assertion: controls.assertion.clone(),
+        subentries: controls.subentries,
         // The monitor ignores a non-critical paged control: one answer, the size limit applied.
         paged: controls
             .paged
@@ -88,7 +92,8 @@ pub(super) async fn search_built_tree(
     };
     let server = context.server.clone();
     let sink = context.sink.clone();
-    tokio::task::spawn_blocking(move || {
+    let unsorted = unsorted_response(controls);
+    let mut done = tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
         let settings = server.settings();
         let mut send = |chunk| sink.send_blocking(chunk);
@@ -101,13 +106,29 @@ pub(super) async fn search_built_tree(
         }
     })
     .await
-    .map_err(internal)?
+    .map_err(internal)??;
+    done.response_controls.extend(unsorted);
+    Ok(done)
 }
 
 /// A sync search of a built tree is refused (it has no CSNs nor session log to serve one),
 /// and so is a critical paged control on the monitor (built anew per search, it has no
-/// stable order to resume in).
+/// stable order to resume in). These trees are not sorted: a critical sort or virtual list
+/// view answers unavailableCriticalExtension (RFC 2891 §1.1, as slapd answers for a database
+/// without sssvlv); a non-critical one is ignored (the sort with a sortResult saying so).
 fn refuse_controls(tree: BuiltTree, controls: &RequestControls) -> Result<(), OperationError> {
+    let unsorted = |what: &str| {
+        Err(OperationError::new(
+            code::UNAVAILABLE_CRITICAL_EXTENSION,
+            format!("{what} of {tree:?} is not supported"),
+        ))
+    };
+    if controls.sort.is_some() && controls.sort_critical {
+        return unsorted("a sorted search");
+    }
+    if controls.vlv.is_some() && controls.vlv_critical {
+        return unsorted("a virtual list view");
+    }
     let refused = match (tree, &controls.sync, controls.paged_critical) {
         (_, Some(_), _) => "a sync search",
         (BuiltTree::Monitor, None, true) if controls.paged.is_some() => "paged results",
@@ -119,12 +140,27 @@ fn refuse_controls(tree: BuiltTree, controls: &RequestControls) -> Result<(), Op
     ))
 }
 
+/// The sortResult of a non-critical sort these trees ignore: unwillingToPerform (RFC 2891
+/// §1.2 lets the server return the entries unsorted and say so).
+fn unsorted_response(controls: &RequestControls) -> Option<super::ResponseControl> {
+    controls.sort.as_ref()?;
+    Some(super::sort::sort_response_control(&Err((
+        code::UNWILLING_TO_PERFORM,
+        String::new(),
+    ))))
+}
+
 /// What a built tree's search needs of its connection, owned (it runs on the blocking pool).
 struct TreeSearch {
     tree: BuiltTree,
     request: SearchRequest,
     selection: AttributeSelection,
     matched_values: Option<Vec<Filter>>,
+    /// The assertion control's filter (RFC 4528), tested on the base before anything is sent.
+    assertion: Option<crate::filter::RawFilter>,
+    /// The Subentries control (RFC 3672): these trees hold no subentry, so `Some(true)`
+    /// returns nothing.
+    subentries: Option<bool>,
     paged: Option<(i64, Vec<u8>)>,
     identity: Identity,
     message_id: i32,
@@ -174,7 +210,8 @@ impl TreeSearch {
                 deadline: (!time.is_zero()).then(|| started + time),
             },
             page,
-            cookies: database,
+            database,
+            settings,
         };
         match self.tree {
             BuiltTree::Monitor => {
@@ -251,8 +288,9 @@ struct TreeWalk<'w> {
     scope: Scope,
     limits: SearchLimits,
     page: Option<PageRequest>,
-    /// Seals the next page's cookie.
-    cookies: &'w Database,
+    /// Seals the next page's cookie; prepares the assertion's filter.
+    database: &'w Database,
+    settings: &'w ServerSettings,
 }
 
 /// Where a walk stands: the output not yet handed over, what it sent, how it ends.
@@ -280,11 +318,13 @@ impl TreeWalk<'_> {
     }
 
     /// Whether the base is among `items` and disclosed to the subject (the monitor's entries
-    /// are not in parents-first order, so this is asked before any is sent).
+    /// are not in parents-first order, so this is asked before any is sent), with the
+    /// assertion control tested on it.
     fn base_disclosed(&self, items: &[TreeItem]) -> Result<bool, OperationError> {
         for item in items {
-            if let Some((normalized, ..)) = self.disclosed(item)? {
+            if let Some((normalized, view, access)) = self.disclosed(item)? {
                 if normalized == self.job.base {
+                    self.check_assertion(&view, &access)?;
                     return Ok(true);
                 }
             }
@@ -308,7 +348,8 @@ impl TreeWalk<'_> {
             result: Ok(()),
             cookie: self.page.as_ref().map(|_| Vec::new()),
         };
-        let mut base_seen = base_seen;
+        // A base known already had the assertion tested where it was found.
+        let (mut base_seen, assertion_tested) = (base_seen, base_seen);
         for item in items {
             if let Some(stop) = self.limits.stop_reason(&self.job.cancelled) {
                 output.result = Err(stop.into());
@@ -319,8 +360,12 @@ impl TreeWalk<'_> {
                 continue;
             };
             let is_base = normalized == self.job.base;
+            if is_base && !assertion_tested {
+                self.check_assertion(&view, &access)?;
+            }
             base_seen |= is_base;
             let wanted = base_seen
+                && self.job.subentries != Some(true)
                 && in_scope(&normalized, &self.job.base, self.scope)
                 && !self.resumed_past(&item)
                 && access
@@ -342,6 +387,22 @@ impl TreeWalk<'_> {
             return Err(OperationError::new(code::OTHER, "connection closed"));
         }
         Ok(search_done(output.result, output.sent, output.cookie))
+    }
+
+    /// The assertion control on the base (RFC 4528 §3): assertionFailed unless its filter,
+    /// restricted to what the subject may read of the base, holds. Nothing in scope comes
+    /// before the base (`answer`), so nothing has been sent when it fails.
+    fn check_assertion(
+        &self,
+        base: &OwnedEntryView,
+        access: &EntryAccess<'_>,
+    ) -> Result<(), OperationError> {
+        match &self.job.assertion {
+            Some(assertion) => {
+                check_read_assertion(self.database, self.settings, access, base, assertion)
+            }
+            None => Ok(()),
+        }
     }
 
     /// A later page of the log does not send the container again (it came with the first).
@@ -372,7 +433,7 @@ impl TreeWalk<'_> {
             if output.sent == page.size {
                 let resume = position_of_key(item.key.unwrap_or(0));
                 let total = sent_before + output.sent;
-                output.cookie = Some(self.cookies.seal_cookie(&page.fingerprint, resume, total));
+                output.cookie = Some(self.database.seal_cookie(&page.fingerprint, resume, total));
                 return Ok(false);
             }
         }
