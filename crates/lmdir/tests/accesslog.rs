@@ -377,3 +377,66 @@ fn a_log_search_answers_the_sort_assertion_and_subentries_controls() {
     assert_eq!(monitor(&["-e", "assert=(cn=Monitor)"]), (0, entries));
     assert_eq!(monitor(&["-E", "!sss=cn"]).0, 12);
 }
+
+/// A search of a time window reads the log from the window's start second (`search_keys`):
+/// the records it returns are still exactly those the filter selects, at the window's edges,
+/// for a base that is a record, and with a fraction of a second in the assertion.
+#[test]
+fn a_log_search_of_a_time_window_returns_exactly_its_records() {
+    let mut server = TestServer::prepare_with(
+        &support::Settings {
+            database: "[accesslog]\nenabled = true\n",
+            ..support::Settings::default()
+        },
+        1,
+    );
+    server.start();
+    for uid in ["w1", "w2", "w3", "w4"] {
+        add_person(server.port, uid);
+    }
+    let (code, all) = log_search(server.port, &[]);
+    assert_eq!((code, all.len()), (0, 4), "{all:?}");
+    let start_of = |dn: &str| {
+        dn.strip_prefix("reqStart=")
+            .and_then(|rest| rest.strip_suffix(",cn=accesslog"))
+            .expect("a record DN")
+            .to_string()
+    };
+    let window = |filter: String| {
+        let output = Command::new("ldapsearch")
+            .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+            .arg(format!("ldap://127.0.0.1:{}", server.port))
+            .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-b", "cn=accesslog"])
+            .arg(filter)
+            .arg("1.1")
+            .output()
+            .expect("running ldapsearch");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| line.strip_prefix("dn: "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let (second, third) = (start_of(&all[1]), start_of(&all[2]));
+    assert_eq!(window(format!("(reqStart>={second})")), all[1..].to_vec());
+    assert_eq!(window(format!("(reqStart<={second})")), all[..2].to_vec());
+    assert_eq!(
+        window(format!("(&(reqStart>={second})(reqStart<={third}))")),
+        all[1..3].to_vec()
+    );
+    assert_eq!(window(format!("(reqStart={third})")), vec![all[2].clone()]);
+    // A record as the base, scope base: found from its own second on.
+    let output = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-o", "ldif-wrap=no", "-H"])
+        .arg(format!("ldap://127.0.0.1:{}", server.port))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD, "-s", "base", "-b"])
+        .arg(&all[3])
+        .args(["(objectClass=*)", "reqDN"])
+        .output()
+        .expect("running ldapsearch");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(text.contains(&format!("dn: {}", all[3])), "{text}");
+    assert!(text.contains("reqDN: uid=w4,"), "{text}");
+}

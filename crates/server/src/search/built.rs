@@ -220,7 +220,12 @@ impl TreeSearch {
             }
             BuiltTree::Accesslog => {
                 let resume = walk.page.as_ref().and_then(|page| page.resume);
-                let items = super::accesslog::log_items(&read, resume.map(key_of_position))?;
+                let resumed = super::accesslog::KeyRange {
+                    from: resume.map_or(0, key_of_position),
+                    before: None,
+                };
+                let keys = super::accesslog::search_keys(&schema, &prepared, &self.base);
+                let items = super::accesslog::log_items(&read, keys.within(resumed))?;
                 walk.answer(items, false, sink)
             }
         }
