@@ -319,6 +319,30 @@ fn search_filter(class: &str, names: &[&str], text: &str) -> Filter {
     Filter::And(vec![class, Filter::Or(any)])
 }
 
+/// A listing's table: a header row of `columns`' titles, then one row per entry of the
+/// `columns`' attributes (first value, escaped), the first linking to `link` with the entry's
+/// DN.
+fn entry_table(body: &mut String, link: &str, columns: &[(&str, &str)], entries: &[FoundEntry]) {
+    body.push_str("<table><tr>");
+    for (title, _) in columns {
+        let _ = write!(body, "<th>{}</th>", escape(title));
+    }
+    body.push_str("</tr>");
+    for entry in entries {
+        let encoded: String = form_urlencoded::byte_serialize(entry.dn.as_bytes()).collect();
+        body.push_str("<tr>");
+        for (position, (_, attribute)) in columns.iter().enumerate() {
+            let text = escape(&entry.first_text(attribute).unwrap_or_default());
+            let _ = match position {
+                0 => write!(body, "<td><a href=\"{link}?dn={encoded}\">{text}</a></td>"),
+                _ => write!(body, "<td>{text}</td>"),
+            };
+        }
+        body.push_str("</tr>");
+    }
+    body.push_str("</table>");
+}
+
 fn page_links(path: &str, extra: &str, page_number: u32, total: i64) -> String {
     let pages = (total.max(0) as u32).div_ceil(PAGE_ENTRIES).max(1);
     let mut links = format!("<p class=\"pages\">Page {page_number} of {pages} ({total} in all) ");
@@ -381,19 +405,8 @@ async fn users(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> Ht
             )
         }
         Ok((entries, total)) => {
-            body.push_str("<table><tr><th>uid</th><th>name</th><th>e-mail</th></tr>");
-            for entry in &entries {
-                let encoded: String =
-                    form_urlencoded::byte_serialize(entry.dn.as_bytes()).collect();
-                let _ = write!(
-                    body,
-                    "<tr><td><a href=\"/user?dn={encoded}\">{}</a></td><td>{}</td><td>{}</td></tr>",
-                    escape(&entry.first_text("uid").unwrap_or_default()),
-                    escape(&entry.first_text("cn").unwrap_or_default()),
-                    escape(&entry.first_text("mail").unwrap_or_default())
-                );
-            }
-            body.push_str("</table>");
+            let columns = [("uid", "uid"), ("name", "cn"), ("e-mail", "mail")];
+            entry_table(&mut body, "/user", &columns, &entries);
             body.push_str(&page_links(
                 "/users",
                 &query_part("q", &text),
@@ -697,18 +710,8 @@ async fn groups(state: &HttpState, signed: &Signed, notice: Option<Notice>) -> H
             )
         }
         Ok((entries, total)) => {
-            body.push_str("<table><tr><th>group</th><th>description</th></tr>");
-            for entry in &entries {
-                let encoded: String =
-                    form_urlencoded::byte_serialize(entry.dn.as_bytes()).collect();
-                let _ = write!(
-                    body,
-                    "<tr><td><a href=\"/group?dn={encoded}\">{}</a></td><td>{}</td></tr>",
-                    escape(&entry.first_text("cn").unwrap_or_default()),
-                    escape(&entry.first_text("description").unwrap_or_default())
-                );
-            }
-            body.push_str("</table>");
+            let columns = [("group", "cn"), ("description", "description")];
+            entry_table(&mut body, "/group", &columns, &entries);
             body.push_str(&page_links(
                 "/groups",
                 &query_part("q", &text),
