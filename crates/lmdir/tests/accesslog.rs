@@ -122,6 +122,7 @@ fn the_accesslog_of_add_modify_modrdn_and_delete_matches_slapds() {
         &Extra {
             slapd_global: "moduleload accesslog\n",
             slapd_database: &slapd_database,
+            lmdir_server: "",
             lmdir_database: "[accesslog]\nenabled = true\nlog_old = true\n",
         },
     );

@@ -45,6 +45,7 @@ fn dynamic_groups_answer_as_slapd_dynlist() {
         &Extra {
             slapd_global: &format!("include {DYNGROUP_SCHEMA}\nmoduleload dynlist\n"),
             slapd_database: "overlay dynlist\ndynlist-attrset groupOfURLs memberURL member\n",
+            lmdir_server: "",
             lmdir_database: &format!(
                 "schema_files = [\"{DYNGROUP_SCHEMA}\"]\n\
                  [[dynlist]]\nobject_class = \"groupOfURLs\"\n"
@@ -143,6 +144,7 @@ fn dynamic_member_of_answers_as_slapd_dynlist() {
             slapd_global: &format!("include {DYNGROUP_SCHEMA}\nmoduleload dynlist\n"),
             slapd_database: "overlay dynlist\n\
                              dynlist-attrset groupOfURLs memberURL member+memberOf\n",
+            lmdir_server: "",
             lmdir_database: &format!(
                 "schema_files = [\"{DYNGROUP_SCHEMA}\"]\n\
                  [[dynlist]]\nobject_class = \"groupOfURLs\"\nmember_of_attribute = \"memberOf\"\n"

@@ -119,6 +119,7 @@ fn run_steps(nothing: Option<&str>) {
         &Extra {
             slapd_global: "moduleload refint\n",
             slapd_database: &slapd_database,
+            lmdir_server: "",
             lmdir_database: &lmdir_database,
         },
     );

@@ -94,6 +94,7 @@ fn extra() -> Extra<'static> {
              ppolicy_use_lockout\n\
              access to attrs=userPassword by self write by anonymous auth by * none\n\
              access to * by * read\n",
+        lmdir_server: "",
         lmdir_database: "password_policy_default = \"cn=default,ou=policies,dc=example,dc=com\"\n",
     }
 }

@@ -107,6 +107,7 @@ fn subentries_answer_as_on_slapd() {
     let extra = Extra {
         slapd_global: "moduleload sssvlv\n",
         slapd_database: "overlay sssvlv\n",
+        lmdir_server: "",
         lmdir_database: "",
     };
     let pair = Pair::start_configured(&dataset(), Setup::Plain, &extra);
@@ -157,6 +158,7 @@ fn a_sync_refresh_hides_subentries_as_syncprov_does() {
     let extra = Extra {
         slapd_global: "moduleload syncprov\n",
         slapd_database: "overlay syncprov\n",
+        lmdir_server: "",
         lmdir_database: "[replication]\nserver_id = 1\nprovider = true\n",
     };
     let pair = Pair::start_configured(&dataset(), Setup::Plain, &extra);

@@ -61,6 +61,7 @@ fn unique_answers_as_slapd_unique() {
             slapd_database: &format!(
                 "overlay unique\nunique_uri ldap:///ou=People,{SUFFIX}?uid,mail?sub\n"
             ),
+            lmdir_server: "",
             lmdir_database: &format!(
                 "[[integrity.unique]]\nbase = \"ou=People,{SUFFIX}\"\n\
                  attributes = [\"uid\", \"mail\"]\n"

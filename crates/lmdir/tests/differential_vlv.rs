@@ -178,6 +178,7 @@ fn virtual_list_views_answer_as_slapd_sssvlv() {
     let extra = Extra {
         slapd_global: "moduleload sssvlv\n",
         slapd_database: "overlay sssvlv\n",
+        lmdir_server: "",
         lmdir_database: "",
     };
     let pair = Pair::start_configured(&dataset(), Setup::Plain, &extra);

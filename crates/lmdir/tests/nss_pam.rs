@@ -96,6 +96,7 @@ fn extra() -> Extra<'static> {
         slapd_database: "overlay ppolicy\n\
              ppolicy_default \"cn=default,ou=policies,dc=example,dc=com\"\n\
              ppolicy_use_lockout\n",
+        lmdir_server: "",
         lmdir_database: "password_policy_default = \"cn=default,ou=policies,dc=example,dc=com\"\n",
     }
 }

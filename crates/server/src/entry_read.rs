@@ -216,8 +216,9 @@ pub(crate) struct Subordinates<'a> {
 /// Entry → (attribute, dynamic group DN) pairs it is listed in.
 type DynamicMemberOf = std::collections::HashMap<lmdir_store::EntryId, Vec<(AttrId, String)>>;
 
-/// Most children checked one by one for a subject that may not know of every entry; past it
-/// the computed attributes are left out rather than counting hidden children.
+/// Most children checked one by one for a subject that may not know of every entry: past it
+/// numSubordinates is left out when one of those checked is disclosed, and the entry answers
+/// as a leaf when none is (see [`Subordinates::count`]).
 const SUBORDINATES_CHECKED_MAX: u32 = 1000;
 
 impl<'a> Subordinates<'a> {
@@ -265,6 +266,13 @@ impl<'a> Subordinates<'a> {
     /// children, checked one by one: all of them when there are at most
     /// `SUBORDINATES_CHECKED_MAX` and `exact` is asked for, else up to the first disclosed
     /// one among the first `SUBORDINATES_CHECKED_MAX`. Hidden children are never counted.
+    ///
+    /// When none of the first `SUBORDINATES_CHECKED_MAX` of more children is disclosed, the
+    /// rest are not read (a search may return many such containers) and the entry answers as
+    /// a leaf, exactly as one whose few children are all hidden. Of the possible answers this
+    /// is the one that reveals nothing: leaving the attributes out, or TRUE, would tell a big
+    /// container of hidden entries from a leaf. Its cost: a child disclosed only past the
+    /// first `SUBORDINATES_CHECKED_MAX` is not counted (the answer errs toward hiding).
     fn count(
         &self,
         id: lmdir_store::EntryId,
@@ -281,8 +289,7 @@ impl<'a> Subordinates<'a> {
         };
         let disclosed = self.disclosed_children(id, enough)?;
         Ok(match (checked_all && disclosed < enough, disclosed) {
-            (true, _) => KnownChildren::Exact(disclosed),
-            (false, 0) => KnownChildren::Unknown,
+            (true, _) | (false, 0) => KnownChildren::Exact(disclosed),
             (false, _) => KnownChildren::Some,
         })
     }
@@ -336,17 +343,14 @@ enum KnownChildren {
     Exact(u32),
     /// At least one disclosed child; how many was not counted.
     Some,
-    /// Too many children to check and none of those checked is disclosed.
-    Unknown,
 }
 
 impl KnownChildren {
-    /// The hasSubordinates value; None when left out.
-    fn has_subordinates(self) -> Option<&'static [u8]> {
+    /// The hasSubordinates value.
+    fn has_subordinates(self) -> &'static [u8] {
         match self {
-            KnownChildren::Exact(0) => Some(b"FALSE"),
-            KnownChildren::Exact(_) | KnownChildren::Some => Some(b"TRUE"),
-            KnownChildren::Unknown => None,
+            KnownChildren::Exact(0) => b"FALSE",
+            KnownChildren::Exact(_) | KnownChildren::Some => b"TRUE",
         }
     }
 
@@ -354,7 +358,7 @@ impl KnownChildren {
     fn num_subordinates(self) -> Option<Vec<u8>> {
         match self {
             KnownChildren::Exact(count) => Some(count.to_string().into_bytes()),
-            KnownChildren::Some | KnownChildren::Unknown => None,
+            KnownChildren::Some => None,
         }
     }
 }
@@ -480,8 +484,8 @@ fn write_computed(
 ) -> Result<(), OperationError> {
     let wants_count = selection.selects_computed(selection.num_subordinates);
     let children = match wants_count || selection.selects_computed(selection.has_subordinates) {
-        true => subordinates.count(id, wants_count)?,
-        false => KnownChildren::Unknown,
+        true => Some(subordinates.count(id, wants_count)?),
+        false => None,
     };
     let computed: [(Option<AttrId>, &str); 4] = [
         (selection.has_subordinates, "hasSubordinates"),
@@ -494,8 +498,8 @@ fn write_computed(
             continue;
         }
         let value: Option<Vec<u8>> = match name {
-            "hasSubordinates" => children.has_subordinates().map(<[u8]>::to_vec),
-            "numSubordinates" => children.num_subordinates(),
+            "hasSubordinates" => children.map(|known| known.has_subordinates().to_vec()),
+            "numSubordinates" => children.and_then(KnownChildren::num_subordinates),
             "entryDN" => Some(dn.as_bytes().to_vec()),
             _ => Some(b"cn=Subschema".to_vec()),
         };

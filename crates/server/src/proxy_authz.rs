@@ -1,7 +1,7 @@
 //! Proxied authorization v2 (RFC 4370) with OpenLDAP's `authzTo` / `authzFrom` rules and
 //! `authz-policy` (config `authz_policy`), decided as slapd decides it:
 //! - a bound identity asks, with the control, that one operation run as another identity (an
-//!   authzId: `dn:<DN>`, `u:<uid>`, or empty for anonymous);
+//!   authzId: `dn:<DN>`, `u:<uid>`, or empty or `dn:` for anonymous);
 //! - anonymous clients may not ask; asking for anonymous or for oneself is always allowed; the
 //!   rootdn may act as any DN within the database's suffix;
 //! - otherwise the policy decides: `to` needs a rule in the bound entry's `authzTo` naming the
@@ -137,7 +137,10 @@ fn decide(
     let target = rules
         .target(authz_id)?
         .ok_or_else(|| denied("authzId mapping failed"))?;
-    if target.normalized_dn == bound.normalized_dn || bound.is_rootdn && rules.in_database(&target)
+    let anonymous = target.normalized_dn.is_empty();
+    if anonymous
+        || target.normalized_dn == bound.normalized_dn
+        || bound.is_rootdn && rules.in_database(&target)
     {
         return Ok(target);
     }
@@ -197,8 +200,13 @@ impl Rules<'_> {
     /// The identity an authzId names (None: it names nobody). `u:` never names the rootdn.
     fn target(&self, authz_id: &str) -> Result<Option<Identity>, OperationError> {
         if let Some(dn) = strip_prefix_ignore_case(authz_id, "dn:") {
+            // RFC 4370 §3: `dn:` with nothing after it is the anonymous identity, as the empty
+            // authzId is (slapd runs the operation as anonymous). Spaces alone name nobody:
+            // slapd answers "authzId mapping failed" (123) for `dn: `.
+            if dn.is_empty() {
+                return Ok(Some(Identity::default()));
+            }
             let dn = dn.trim_start();
-            // An empty DN names nobody (anonymous is the empty authzId), as slapd.
             let Some(normalized) = self
                 .schema
                 .normalize_dn_str(dn)

@@ -804,6 +804,49 @@ fn a_big_container_keeps_its_child_count_when_only_another_subtree_is_hidden() {
     );
 }
 
+/// A container whose every child is hidden from the subject answers exactly as a leaf
+/// (hasSubordinates FALSE, numSubordinates 0) past 1000 children as below: before, the big
+/// one left both attributes out, which told a big container of hidden entries from a leaf.
+/// Asked alone, hasSubordinates answers the same; the rootdn still sees every child.
+#[test]
+fn a_big_container_of_hidden_children_answers_as_a_leaf() {
+    let rules = vec![
+        rule(
+            AccessTarget {
+                children: Some(PEOPLE.to_string()),
+                ..AccessTarget::default()
+            },
+            AccessLevel::None,
+        ),
+        rule(AccessTarget::default(), AccessLevel::Read),
+    ];
+    let leaf = (Some("FALSE".to_string()), Some("0".to_string()));
+    for people in [3, 1001, 2500] {
+        let server = TestServer::start_populated(people, rules.clone(), |_| {});
+        assert_eq!(
+            child_attributes(&mut anonymous(&server)),
+            leaf,
+            "{people} hidden children"
+        );
+        let (entries, _) = anonymous(&server)
+            .search(
+                PEOPLE,
+                Scope::Base,
+                "(objectClass=*)",
+                vec!["hasSubordinates"],
+            )
+            .expect("search")
+            .success()
+            .expect("parent visible");
+        let entry = SearchEntry::construct(entries.into_iter().next().expect("parent"));
+        assert_eq!(entry.attrs["hasSubordinates"], vec!["FALSE"], "{people}");
+        assert_eq!(
+            child_attributes(&mut root(&server)),
+            (Some("TRUE".to_string()), Some(people.to_string()))
+        );
+    }
+}
+
 /// Past 1000 children, some of them hidden: hasSubordinates is TRUE at the first disclosed
 /// child (the hidden ones come first), numSubordinates is left out rather than counted.
 #[test]

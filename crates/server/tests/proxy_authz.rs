@@ -80,15 +80,34 @@ fn policy_none_lets_only_the_rootdn_oneself_and_anonymous_through() {
         whoami_as(&mut root(&server), "dn:cn=x,dc=other"),
         Err(DENIED)
     );
-    for bad in ["x:foo", "dn:not a dn", "dn:", "u:nobody", "uid=u0000002"] {
+    // `dn:` with nothing after it is anonymous (RFC 4370 §3, as slapd); with only spaces,
+    // or an empty `u:`, it names nobody (slapd: "authzId mapping failed").
+    for anonymous in ["dn:", "DN:"] {
+        assert_eq!(
+            whoami_as(&mut u1, anonymous),
+            Ok(String::new()),
+            "{anonymous}"
+        );
+    }
+    for bad in [
+        "x:foo",
+        "dn:not a dn",
+        "dn: ",
+        "dn:  ",
+        "u:",
+        "u:nobody",
+        "uid=u0000002",
+    ] {
         assert_eq!(whoami_as(&mut u1, bad), Err(DENIED), "{bad}");
     }
     let mut anonymous = LdapConn::new(&server.ldap_url()).expect("connect");
-    assert_eq!(
-        whoami_as(&mut anonymous, &target),
-        Err(DENIED),
-        "anonymous may not proxy"
-    );
+    for asked in [target.as_str(), "dn:", ""] {
+        assert_eq!(
+            whoami_as(&mut anonymous, asked),
+            Err(DENIED),
+            "anonymous may not proxy, not even as anonymous: {asked:?}"
+        );
+    }
     // Without the control nothing changed: the connection is still u1.
     let ldap3::result::ExopResult(exop, _) = u1.extended(WhoAmI).expect("whoami");
     assert_eq!(
@@ -383,6 +402,62 @@ fn a_proxied_read_has_the_targets_rights_and_only_with_a_rule() {
     assert_eq!(mail_of(&mut u3, None, &target), Ok(Vec::new()));
 }
 
+/// The empty-DN authzId `dn:` (RFC 4370 §3) runs the operation with anonymous rights, under
+/// every policy and for a user with no rule: what anonymous may not read stays unread, and
+/// what it may not write stays unwritten.
+#[test]
+fn an_empty_dn_authz_id_runs_with_anonymous_rights() {
+    let everything = |attrs: &[&str]| AccessTarget {
+        attrs: attrs.iter().map(|name| name.to_string()).collect(),
+        ..AccessTarget::default()
+    };
+    let clause = |who: Who, access: AccessLevel| AccessClause { who, access };
+    let rules = vec![
+        AccessRule {
+            to: everything(&["userPassword"]),
+            by: vec![clause(Who::Anyone, AccessLevel::Auth)],
+        },
+        AccessRule {
+            to: everything(&["mail"]),
+            by: vec![
+                clause(Who::Users, AccessLevel::Read),
+                clause(Who::Anyone, AccessLevel::None),
+            ],
+        },
+        AccessRule {
+            to: everything(&[]),
+            by: vec![
+                clause(Who::Users, AccessLevel::Write),
+                clause(Who::Anyone, AccessLevel::Read),
+            ],
+        },
+    ];
+    for policy in [AuthzPolicy::None, AuthzPolicy::All] {
+        let server = server(policy, rules.clone());
+        let target = person_dn(5);
+        let mut u1 = user(&server, 1);
+        let mail = vec!["u0000005@example.com".to_string()];
+        assert_eq!(mail_of(&mut u1, None, &target), Ok(mail.clone()));
+        for anonymous in ["dn:", "", "Dn:"] {
+            assert_eq!(
+                mail_of(&mut u1, Some(anonymous), &target),
+                Ok(Vec::new()),
+                "{policy:?} {anonymous:?}: read with anonymous rights"
+            );
+        }
+        let change = || vec![Mod::Replace("description", HashSet::from(["proxied"]))];
+        let proxied = u1
+            .with_controls(ProxyAuth {
+                authzid: "dn:".to_string(),
+            })
+            .modify(&target, change())
+            .expect("sent");
+        assert_eq!(proxied.rc, 50, "{policy:?}: anonymous may not write");
+        let plain = u1.modify(&target, change()).expect("sent");
+        assert_eq!(plain.rc, 0, "{policy:?}: u1 itself may write: {plain:?}");
+    }
+}
+
 #[test]
 fn a_proxied_write_runs_and_is_recorded_as_the_target() {
     let server = server(AuthzPolicy::To, Vec::new());
@@ -486,6 +561,10 @@ fn sasl_external_grants_only_an_authzid_proxying_would() {
         external_whoami(&server, "u:nobody-has-this-uid"),
         insufficient
     );
+    // `dn:` is the anonymous identity, which anyone may take (slapd: "anonymous"); spaces
+    // alone name nobody (slapd: 50).
+    assert_eq!(external_whoami(&server, "dn:"), Ok("anonymous".to_string()));
+    assert_eq!(external_whoami(&server, "dn: "), insufficient);
     if common::own_uid() == "0" {
         // root is the rootdn over ldapi: it may act as any DN of its database, and as itself.
         assert_eq!(

@@ -146,11 +146,12 @@ pub enum Setup {
 
 /// Configuration added to each server on top of `Setup` (e.g. an overlay and its counterpart
 /// in lmdir): slapd.conf lines for the global and the database section, TOML lines for lmdir's
-/// `[database]`.
+/// `[server]` and `[database]`.
 #[derive(Default)]
 pub struct Extra<'a> {
     pub slapd_global: &'a str,
     pub slapd_database: &'a str,
+    pub lmdir_server: &'a str,
     pub lmdir_database: &'a str,
 }
 
@@ -313,12 +314,13 @@ fn lmdir_config_text(root: &Path, port: u16, setup: Setup, extra: &Extra<'_>) ->
         _ => 0,
     };
     let mut text = format!(
-        "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nsize_limit = {size_limit}\n\
+        "[server]\nlisten = [\"ldap://127.0.0.1:{port}\"]\nsize_limit = {size_limit}\n{}\
          [database]\nsuffix = \"{SUFFIX}\"\ndirectory = \"{}\"\nrootdn = \"{ROOT_DN}\"\n\
          rootpw = \"{ROOT_PASSWORD}\"\n\
          # memberOf upkeep also removes deleted members from groups (like OpenLDAP's memberof +\n\
          # refint overlays): on only when the reference runs them.\n\
          memberof = {}\n{}[database.index]\n",
+        extra.lmdir_server,
         root.join("lmdir-db").display(),
         setup == Setup::MemberOfRefint,
         extra.lmdir_database
