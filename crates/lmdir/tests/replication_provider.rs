@@ -1344,6 +1344,18 @@ fn wait_until(context: &str, server: &mut TestServer, ready: impl Fn() -> bool) 
 /// change stayed wrong on the receiver for good.)
 #[test]
 fn an_lmdir_consumer_keeping_memberof_takes_it_from_its_own_groups() {
+    consumer_keeping_memberof(false);
+}
+
+/// As above, the first refresh through the bulk loader: the provider's memberOf left out, every
+/// group the refresh brings counted whatever its place in it (here `uid=b` comes after the
+/// group listing it, which single-entry adds in that order would not count).
+#[test]
+fn an_lmdir_consumer_bulk_loading_its_refresh_takes_memberof_from_its_own_groups() {
+    consumer_keeping_memberof(true);
+}
+
+fn consumer_keeping_memberof(bulk_initial_refresh: bool) {
     if !tools_or_skip() {
         return;
     }
@@ -1377,13 +1389,12 @@ fn an_lmdir_consumer_keeping_memberof_takes_it_from_its_own_groups() {
     );
     provider.start();
     assert_eq!(entry_values(provider.port, &a, "memberOf").len(), 2);
-    // Not the bulk loader: the writer's replicated adds are under test.
     let mut consumer = TestServer::prepare(
         &format!(
             "[replication]\n[[replication.consumer]]\nrid = 1\n\
              provider = \"ldap://127.0.0.1:{}\"\nsearch_base = \"{SUFFIX}\"\n\
              type = \"refreshAndPersist\"\nretry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\n\
-             credentials = \"{ROOT_PASSWORD}\"\nbulk_initial_refresh = false\n",
+             credentials = \"{ROOT_PASSWORD}\"\nbulk_initial_refresh = {bulk_initial_refresh}\n",
             provider.port
         ),
         0,
