@@ -21,6 +21,7 @@ use std::collections::BTreeSet;
 use lmdir_schema::{AttrId, LdapError};
 
 use crate::layout::EntryId;
+use crate::read::{corrupt, out_of_line_rows, read_entry};
 use crate::write::{WorkingAttribute, WriteTxn};
 
 /// One value as (original, normalized).
@@ -69,7 +70,9 @@ impl WriteTxn<'_> {
         let Some(memberof) = self.memberof_kept() else {
             return Ok(());
         };
-        let stored = self.stored_attributes(id)?;
+        // Only the memberOf descriptions are read: a big group's out-of-line members stay
+        // where they are.
+        let stored = self.stored_descriptions_of(id, memberof)?;
         let mut named = named_groups(&stored, memberof);
         named.extend(sent.iter().cloned());
         let dn = self.normalized_dn_of(id)?;
@@ -77,15 +80,9 @@ impl WriteTxn<'_> {
         let wanted: BTreeSet<&Vec<u8>> = values.iter().map(|(_, normalized)| normalized).collect();
         let held: BTreeSet<&Vec<u8>> = stored
             .iter()
-            .filter(|attribute| attribute.attr == memberof)
             .flat_map(|attribute| attribute.values.iter().map(|(_, normalized)| normalized))
             .collect();
-        let single = stored
-            .iter()
-            .filter(|attribute| attribute.attr == memberof)
-            .count()
-            <= 1;
-        if wanted == held && single {
+        if wanted == held && stored.len() <= 1 {
             return Ok(());
         }
         let attribute = memberof_attribute(self, memberof, values);
@@ -138,6 +135,43 @@ impl WriteTxn<'_> {
             values.push((group_dn.into_bytes(), normalized));
         }
         Ok(values)
+    }
+
+    /// Entry `id`'s descriptions of `attr` (any options), values out of line included.
+    fn stored_descriptions_of(
+        &self,
+        id: EntryId,
+        attr: AttrId,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        let mut found = Vec::new();
+        for attribute in encoded.attributes() {
+            let Some(info) = descriptions.get(attribute.description_number) else {
+                continue;
+            };
+            if info.attr != attr {
+                continue;
+            }
+            let number = attribute.description_number;
+            let values = match attribute.out_of_line {
+                false => attribute
+                    .values()
+                    .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                    .collect(),
+                true => out_of_line_rows(self.inner, &self.txn, id, number)?
+                    .map(|row| row.map(|row| (row.original.to_vec(), row.normalized.to_vec())))
+                    .collect::<Result<Vec<_>, LdapError>>()?,
+            };
+            found.push(WorkingAttribute {
+                text: info.text.clone(),
+                attr,
+                options: info.options.clone(),
+                values,
+            });
+        }
+        Ok(found)
     }
 
     /// `member` and `uniqueMember`, those the schema has.
