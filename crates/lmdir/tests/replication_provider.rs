@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{TestServer, ROOT_DN, ROOT_PASSWORD};
+use support::{Settings, TestServer, ROOT_DN, ROOT_PASSWORD};
 
 /// Longest wait for the consumer to converge: a hang guard, not a speed requirement.
 const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
@@ -1314,4 +1314,123 @@ fn a_sync_search_dereferencing_aliases_is_answered_as_slapd_answers() {
         }
     }
     lmdir.stop();
+}
+
+/// `values` of one entry.
+fn entry_values(port: u16, dn: &str, attribute: &str) -> Vec<String> {
+    let mut found: Vec<String> = values(port, dn, "base", attribute)
+        .into_iter()
+        .map(|value| value.to_ascii_lowercase())
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// Polls (hang guard only) until `ready` holds.
+fn wait_until(context: &str, server: &mut TestServer, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while !ready() {
+        server.assert_running(context);
+        assert!(Instant::now() < deadline, "{context}: {}", server.logs());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A consumer that keeps memberOf itself sets it from its own groups, on a replicated add and
+/// on a replicated modify alike, whatever memberOf the provider sends: here a provider without
+/// upkeep whose loaded data says `uid=a` is in a group that does not exist and in one that does
+/// not list it, and says nothing of the group listing `uid=b`. (Before, the consumer took the
+/// provider's text: between lmdir nodes, a memberOf sent before the sender applied a group
+/// change stayed wrong on the receiver for good.)
+#[test]
+fn an_lmdir_consumer_keeping_memberof_takes_it_from_its_own_groups() {
+    consumer_keeping_memberof(false);
+}
+
+/// As above, the first refresh through the bulk loader: the provider's memberOf left out, every
+/// group the refresh brings counted whatever its place in it (here `uid=b` comes after the
+/// group listing it, which single-entry adds in that order would not count).
+#[test]
+fn an_lmdir_consumer_bulk_loading_its_refresh_takes_memberof_from_its_own_groups() {
+    consumer_keeping_memberof(true);
+}
+
+fn consumer_keeping_memberof(bulk_initial_refresh: bool) {
+    if !tools_or_skip() {
+        return;
+    }
+    let mut provider = TestServer::prepare_with(
+        &Settings {
+            server: "[replication]\nserver_id = 1\nprovider = true\n",
+            database: "memberof = false\n",
+            ..Settings::default()
+        },
+        0,
+    );
+    let (real, ghost) = (format!("cn=real,{SUFFIX}"), format!("cn=ghost,{SUFFIX}"));
+    let (a, b) = (format!("uid=a,{SUFFIX}"), format!("uid=b,{SUFFIX}"));
+    let person =
+        |uid: &str| format!("objectClass: inetOrgPerson\nuid: {uid}\ncn: {uid}\nsn: {uid}\n");
+    let ldif = format!(
+        "dn: {SUFFIX}\nobjectClass: domain\ndc: example\n\n\
+         dn: {real}\nobjectClass: groupOfNames\ncn: real\nmember: {b}\n\n\
+         dn: {a}\n{}memberOf: {ghost}\nmemberOf: {real}\n\n\
+         dn: {b}\n{}\n",
+        person("a"),
+        person("b")
+    );
+    let path = provider.directory.path().join("stale.ldif");
+    std::fs::write(&path, ldif).unwrap();
+    let loaded = provider.run_command(&["load".as_ref(), path.as_os_str()]);
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+    provider.start();
+    assert_eq!(entry_values(provider.port, &a, "memberOf").len(), 2);
+    let mut consumer = TestServer::prepare(
+        &format!(
+            "[replication]\n[[replication.consumer]]\nrid = 1\n\
+             provider = \"ldap://127.0.0.1:{}\"\nsearch_base = \"{SUFFIX}\"\n\
+             type = \"refreshAndPersist\"\nretry_seconds = 1\nbind_dn = \"{ROOT_DN}\"\n\
+             credentials = \"{ROOT_PASSWORD}\"\nbulk_initial_refresh = {bulk_initial_refresh}\n",
+            provider.port
+        ),
+        0,
+    );
+    consumer.start();
+    let port = consumer.port;
+    wait_until("the refresh", &mut consumer, || {
+        !entry_values(port, &a, "uid").is_empty() && !entry_values(port, &b, "uid").is_empty()
+    });
+    assert_eq!(entry_values(port, &a, "memberOf"), Vec::<String>::new());
+    assert_eq!(entry_values(port, &b, "memberOf"), vec![real.clone()]);
+    // Replicated modifies: the provider's memberOf sent again, still wrong both ways.
+    for dn in [&a, &b] {
+        let answer = modify(
+            provider.port,
+            &format!("dn: {dn}\nchangetype: modify\nreplace: description\ndescription: later\n"),
+        );
+        assert_eq!(answer.code, 0, "modify {dn}");
+    }
+    wait_until("the modifies", &mut consumer, || {
+        [&a, &b]
+            .iter()
+            .all(|dn| entry_values(port, dn, "description") == ["later"])
+    });
+    assert_eq!(entry_values(port, &a, "memberOf"), Vec::<String>::new());
+    assert_eq!(entry_values(port, &b, "memberOf"), vec![real.clone()]);
+    // The consumer's own upkeep still follows its groups.
+    let answer = modify(
+        provider.port,
+        &format!("dn: {real}\nchangetype: modify\nadd: member\nmember: {a}\n"),
+    );
+    assert_eq!(answer.code, 0);
+    wait_until("the group change", &mut consumer, || {
+        entry_values(port, &a, "memberOf") == [real.clone()]
+    });
+    provider.assert_no_panic("provider");
+    consumer.assert_no_panic("consumer");
+    consumer.assert_check_clean("consumer");
 }

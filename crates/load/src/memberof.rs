@@ -2,8 +2,10 @@
 //! written, each member entry gets `memberOf: <group DN>` exactly as single-entry adds of the
 //! same LDIF would give it. A group's add touches only members that already exist, so a member
 //! counts only when its ID (file order) is not above the group's (a group naming itself counts);
-//! members absent from the DB get nothing. The new values' index keys go into one more run that
-//! joins the final merge.
+//! members absent from the DB get nothing. A replica's first refresh (`Memberships::EveryGroup`)
+//! counts every group listing a member, whatever the order: memberOf there is what the
+//! replica's groups say, as for the writer's replicated adds. The new values' index keys go
+//! into one more run that joins the final merge.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,11 +25,21 @@ fn ldap_failure(what: String) -> impl FnOnce(LdapError) -> LoadError {
     move |error| LoadError::Invalid(format!("memberOf: {what}: {}", error.message))
 }
 
+/// Which groups a member entry joins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Memberships {
+    /// Those added after it (or itself), as single-entry adds of the file in order: an import.
+    AddedBefore,
+    /// Every group listing it: a replica's first refresh, memberOf as the replica's own groups
+    /// say (never the provider's values, which the refresh leaves out).
+    EveryGroup,
+}
+
 /// Which groups each member entry joins: member ID → the DNs of its groups, in group (add)
 /// order. Read through the store's read txns (the tree must be committed).
 fn memberships(
     store: &Store,
-    groups: &[GroupMembers],
+    (groups, rule): (&[GroupMembers], Memberships),
     rejected: &RoaringBitmap,
 ) -> Result<BTreeMap<u32, Vec<String>>, LoadError> {
     assert!(
@@ -60,7 +72,8 @@ fn memberships(
                     ))
                 }
             };
-            if member_id <= *group_id && !rejected.contains(member_id) {
+            let joins = rule == Memberships::EveryGroup || member_id <= *group_id;
+            if joins && !rejected.contains(member_id) {
                 memberships
                     .entry(member_id)
                     .or_default()
@@ -76,7 +89,7 @@ fn memberships(
 pub(crate) fn add_memberof(
     store: &Store,
     bulk: &mut BulkWriter<'_>,
-    groups: &[GroupMembers],
+    groups: (&[GroupMembers], Memberships),
     rejected: &RoaringBitmap,
     run_budget_bytes: usize,
     spill_directory: &Path,

@@ -323,7 +323,7 @@ fn load_into_with(
     let spill_files = write_tree_and_indexes(
         store,
         &mut bulk,
-        &mut sequenced,
+        (&mut sequenced, context_csn),
         runs,
         &budget,
         staging,
@@ -462,7 +462,7 @@ fn run_stages(
 fn write_tree_and_indexes(
     store: &Store,
     bulk: &mut BulkWriter<'_>,
-    sequenced: &mut Sequenced,
+    (sequenced, context_csn): (&mut Sequenced, ContextCsn),
     mut runs: Vec<FinishedRun>,
     budget: &Budget,
     spill_directory: &Path,
@@ -477,10 +477,17 @@ fn write_tree_and_indexes(
         // memberOf reads the tree through the store's read txns: commit it first.
         bulk.checkpoint()?;
         progress.phase("adding memberOf");
+        // A replica's memberOf is a function of its groups, whatever order the refresh sent
+        // them in (the writer's replicated adds look groups up the same way); an import's
+        // follows single-entry adds of the file in order.
+        let memberships = match context_csn {
+            ContextCsn::Stamped => crate::memberof::Memberships::AddedBefore,
+            ContextCsn::FromProvider => crate::memberof::Memberships::EveryGroup,
+        };
         let memberof_run = crate::memberof::add_memberof(
             store,
             bulk,
-            &sequenced.groups,
+            (&sequenced.groups, memberships),
             &sequenced.rejected,
             (budget.memory_bytes / 2).max(1),
             spill_directory,

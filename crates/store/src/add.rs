@@ -99,9 +99,13 @@ impl WriteTxn<'_> {
         let id = self.allocate_id()?;
         let crate::rows::EntryRows {
             place,
-            attributes,
+            mut attributes,
             group_members,
         } = rows;
+        if context.replicated {
+            // memberOf kept up here is this store's fact, never the provider's text.
+            self.memberof_of_replicated_add(&mut attributes, dn.as_str())?;
+        }
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, place.rdn_normalized.as_bytes(), &mut key);
         self.inner

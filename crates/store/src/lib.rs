@@ -26,6 +26,7 @@ pub mod layout;
 mod live_index;
 mod lock;
 mod memberof;
+mod memberof_replicated;
 mod modify;
 mod modrdn;
 mod point_modify;

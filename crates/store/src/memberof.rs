@@ -100,7 +100,7 @@ impl WriteTxn<'_> {
     }
 
     /// Reads an entry, lets `change` edit its attributes, writes it back with the index diff.
-    fn internal_update(
+    pub(crate) fn internal_update(
         &mut self,
         id: EntryId,
         change: impl FnOnce(&mut Vec<WorkingAttribute>) -> Result<bool, LdapError>,

@@ -594,7 +594,7 @@ impl WriteTxn<'_> {
 
     /// Whether group `id`, as written so far in this txn, lists the normalized DN `member`
     /// in a member value or a uniqueMember value (with or without its `#'...'B` UID).
-    fn group_lists(&self, id: EntryId, member: &str) -> Result<bool, LdapError> {
+    pub(crate) fn group_lists(&self, id: EntryId, member: &str) -> Result<bool, LdapError> {
         let schema = self.inner.schema();
         let (member_attr, unique_attr) =
             (schema.attribute("member"), schema.attribute("uniqueMember"));

@@ -59,7 +59,7 @@ impl WriteTxn<'_> {
     }
 
     /// The IDs posted under `normalized`'s equality key of `attr` (None: no usable index).
-    fn equality_postings(
+    pub(crate) fn equality_postings(
         &self,
         attr: AttrId,
         normalized: &[u8],

@@ -153,10 +153,11 @@ impl WriteTxn<'_> {
         // differ ("CN" and "cn") still end as the given values. An out-of-line description the
         // provider sends again changes by the values that differ (point writes, its stored
         // values streamed, never all in memory).
-        // memberOf kept up by this store (`memberof`) is this store's fact, not the provider's.
-        let kept = (self.inner.options.memberof)
-            .then(|| self.inner.schema().attribute("memberOf"))
-            .flatten();
+        // memberOf kept up by this store (`memberof`) is this store's fact, not the provider's:
+        // neither emptied nor replaced by the provider's values, which only name groups to
+        // check (`memberof_settle_replicated`, after the write).
+        let kept = self.memberof_kept();
+        let mut sent_memberof = std::collections::BTreeSet::new();
         let outside = self.out_of_line_descriptions(id)?;
         let mut modifications = Vec::new();
         let mut given = Vec::new();
@@ -165,6 +166,12 @@ impl WriteTxn<'_> {
                 .inner
                 .schema()
                 .parse_description(&attribute.description);
+            if let (Some(kept), Ok(description)) = (kept, &described) {
+                if description.attr == kept {
+                    self.collect_normalized(kept, &attribute.values, &mut sent_memberof);
+                    continue;
+                }
+            }
             let stored = described.ok().and_then(|description| {
                 outside.iter().find(|(_, attr, options, _)| {
                     *attr == description.attr && *options == description.options
@@ -217,7 +224,25 @@ impl WriteTxn<'_> {
             }
         }
         modifications.extend(given);
-        self.modify(&dn, &modifications, context)
+        let id = self.modify(&dn, &modifications, context)?;
+        self.memberof_settle_replicated(id, &sent_memberof)?;
+        Ok(id)
+    }
+
+    /// Adds the normalized forms of `values` of `attr` to `into` (a value that does not
+    /// normalize names nothing).
+    fn collect_normalized(
+        &self,
+        attr: lmdir_schema::AttrId,
+        values: &[Vec<u8>],
+        into: &mut std::collections::BTreeSet<Vec<u8>>,
+    ) {
+        let schema = self.inner.schema();
+        into.extend(
+            values
+                .iter()
+                .filter_map(|value| schema.normalize_value(attr, value).ok()),
+        );
     }
 }
 

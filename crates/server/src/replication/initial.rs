@@ -74,6 +74,9 @@ pub(super) struct BulkRefresh {
     ldif: LdifWriter<Vec<u8>>,
     entries: u64,
     started: Instant,
+    /// With memberOf upkeep: the schema, to leave out the provider's memberOf (the loader sets
+    /// it from the groups the refresh brings, as the writer does for a replicated entry).
+    memberof_kept: Option<(std::sync::Arc<lmdir_schema::Schema>, lmdir_schema::AttrId)>,
 }
 
 /// Whether a bulk refresh runs in this process: one at a time, so of several consumers of an
@@ -134,6 +137,11 @@ impl BulkRefresh {
     pub(super) fn start(database: &Database, claim: BulkClaim) -> BulkRefresh {
         let (sender, receiver) = mpsc::channel(CHUNKS_QUEUED_MAX);
         let store = database.store().clone();
+        let schema = store.schema().clone();
+        let memberof_kept = (store.options().memberof)
+            .then(|| schema.attribute("memberOf"))
+            .flatten()
+            .map(|memberof| (schema.clone(), memberof));
         let input = QueueInput {
             receiver,
             chunk: Vec::new(),
@@ -180,13 +188,20 @@ impl BulkRefresh {
             ldif: LdifWriter::new(Vec::with_capacity(CHUNK_BYTES + CHUNK_BYTES / 4)),
             entries: 0,
             started: Instant::now(),
+            memberof_kept,
         }
     }
 
     /// Queues one entry of the refresh.
     pub(super) async fn push(&mut self, entry: &Entry) -> Result<(), SessionError> {
         let dn = entry.dn.to_string();
-        let pairs = entry.attributes.iter().flat_map(|attribute| {
+        let kept = |attribute: &&lmdir_schema::Attribute| match &self.memberof_kept {
+            Some((schema, memberof)) => schema
+                .parse_description(&attribute.description)
+                .map_or(true, |description| description.attr != *memberof),
+            None => true,
+        };
+        let pairs = entry.attributes.iter().filter(kept).flat_map(|attribute| {
             attribute
                 .values
                 .iter()

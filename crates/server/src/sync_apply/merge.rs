@@ -11,6 +11,7 @@
 use lmdir_schema::{Attribute, Entry, Schema};
 use lmdir_store::attribute_state::{state_key, states_of, AttributeState, ATTRIBUTE_STATE};
 use lmdir_sync::Csn;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Attributes that describe the entry's last change as a whole: they follow the side with
@@ -181,6 +182,30 @@ pub(crate) fn set_entry_csn(entry: &mut Entry, csn: Csn) {
         .attributes
         .retain(|attribute| !attribute.description.eq_ignore_ascii_case("entryCSN"));
     entry.add_values("entryCSN", [csn.to_string().into_bytes()]);
+}
+
+/// The entry without its memberOf descriptions (by any name, with any options); borrowed
+/// when it has none.
+pub(crate) fn without_memberof<'e>(schema: &Schema, entry: &'e Entry) -> Cow<'e, Entry> {
+    let Some(memberof) = schema.attribute("memberOf") else {
+        return Cow::Borrowed(entry);
+    };
+    let is_memberof = |attribute: &Attribute| {
+        schema
+            .parse_description(&attribute.description)
+            .is_ok_and(|description| description.attr == memberof)
+    };
+    if !entry.attributes.iter().any(is_memberof) {
+        return Cow::Borrowed(entry);
+    }
+    let mut kept = Entry::new(entry.dn.clone());
+    kept.attributes = entry
+        .attributes
+        .iter()
+        .filter(|attribute| !is_memberof(attribute))
+        .cloned()
+        .collect();
+    Cow::Owned(kept)
 }
 
 /// Whether two versions of an entry hold the same values under every description.

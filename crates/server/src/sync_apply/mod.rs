@@ -2,6 +2,8 @@
 //! that covers it: a crash leaves both as they were before, or both after. `merge`: per-attribute
 //! resolution of an entry changed on two multi-provider nodes.
 
+#[cfg(test)]
+mod memberof_tests;
 mod merge;
 
 use crate::replication_status::ChangeCounts;
@@ -371,9 +373,17 @@ fn merge_into(
     context: &WriteContext,
     conflicts: &mut u64,
 ) -> Result<Option<Put>, LdapError> {
-    let local = txn.owned_entry(id)?;
     let schema = txn.schema().clone();
-    let merged = merge::merge(&schema, &local, target.entry);
+    // memberOf kept up here is this node's fact (the replace below sets it from the groups
+    // here): left out of the merge and of the comparisons, or a provider's different memberOf
+    // would look like a change of this node's, get a CSN, and be sent back and forth.
+    let mut local = txn.owned_entry(id)?;
+    let mut incoming = std::borrow::Cow::Borrowed(target.entry);
+    if txn.keeps_memberof() {
+        local = merge::without_memberof(&schema, &local).into_owned();
+        incoming = merge::without_memberof(&schema, target.entry);
+    }
+    let merged = merge::merge(&schema, &local, &incoming);
     for conflict in &merged.conflicts {
         tracing::warn!(
             "replication rid={:03}: conflict on '{}' attribute {}: kept the change {}, \
@@ -390,7 +400,7 @@ fn merge_into(
     if merge::same_content(&schema, &local, &entry) {
         return Ok(None);
     }
-    if !merge::same_data(&schema, &entry, target.entry) {
+    if !merge::same_data(&schema, &entry, &incoming) {
         let csn = txn.next_csn(std::time::SystemTime::now())?;
         merge::set_entry_csn(&mut entry, csn);
     }

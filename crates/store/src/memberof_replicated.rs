@@ -1,0 +1,213 @@
+//! memberOf of a replicated entry on a store that keeps memberOf itself
+//! (`StoreOptions::memberof`): a function of this store's groups, never the provider's text.
+//! A provider's memberOf is what its own groups said when it sent the entry; a group change it
+//! had not applied yet (or had applied, where this node had not) left that text stale, and the
+//! upkeep that later fixed it on the provider carries no CSN of its own and is never sent: two
+//! nodes kept different memberOf for good under equal entryCSNs. So a replicated add or
+//! replace ignores the memberOf it is given and sets it from the groups here that list the
+//! entry's DN.
+//!
+//! Which groups: with an equality index on `member` (and on `uniqueMember`), the groups posted
+//! under the entry's DN, each confirmed on its stored values; plus the groups the provider's
+//! and the stored memberOf name, each confirmed the same way (this also finds a uniqueMember
+//! value carrying a `#'bits'B` UID, which the index posts under the whole value). Without
+//! such an index only those named groups are checked: bounded by the entry's own values,
+//! where finding every group listing the DN would scan every entry per replicated write (a
+//! refresh quadratic in the directory's size). A group listing the DN that neither side's
+//! memberOf names is then missed, until the group itself changes.
+
+use std::collections::BTreeSet;
+
+use lmdir_schema::{AttrId, LdapError};
+
+use crate::layout::EntryId;
+use crate::read::{corrupt, out_of_line_rows, read_entry};
+use crate::write::{WorkingAttribute, WriteTxn};
+
+/// One value as (original, normalized).
+type ValuePair = (Vec<u8>, Vec<u8>);
+
+impl WriteTxn<'_> {
+    /// Whether this store keeps memberOf itself (then a provider's memberOf is not taken).
+    pub fn keeps_memberof(&self) -> bool {
+        self.memberof_kept().is_some()
+    }
+
+    /// memberOf's attribute when this store keeps it up.
+    pub(crate) fn memberof_kept(&self) -> Option<AttrId> {
+        (self.inner.options.memberof)
+            .then(|| self.inner.schema().attribute("memberOf"))
+            .flatten()
+    }
+
+    /// A replicated add's attributes (the entry at normalized DN `dn`, not stored yet): every
+    /// memberOf description dropped, memberOf set from this store's groups (see the module).
+    pub(crate) fn memberof_of_replicated_add(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        dn: &str,
+    ) -> Result<(), LdapError> {
+        let Some(memberof) = self.memberof_kept() else {
+            return Ok(());
+        };
+        let named = named_groups(attributes, memberof);
+        attributes.retain(|attribute| attribute.attr != memberof);
+        let values = self.memberof_from_groups(dn, &named)?;
+        if !values.is_empty() {
+            attributes.push(memberof_attribute(self, memberof, values));
+        }
+        Ok(())
+    }
+
+    /// After a replicated replace of entry `id`: its memberOf set from this store's groups,
+    /// `sent` (the provider's memberOf, normalized) naming more candidates. Written only when
+    /// it differs from what is stored.
+    pub(crate) fn memberof_settle_replicated(
+        &mut self,
+        id: EntryId,
+        sent: &BTreeSet<Vec<u8>>,
+    ) -> Result<(), LdapError> {
+        let Some(memberof) = self.memberof_kept() else {
+            return Ok(());
+        };
+        // Only the memberOf descriptions are read: a big group's out-of-line members stay
+        // where they are.
+        let stored = self.stored_descriptions_of(id, memberof)?;
+        let mut named = named_groups(&stored, memberof);
+        named.extend(sent.iter().cloned());
+        let dn = self.normalized_dn_of(id)?;
+        let values = self.memberof_from_groups(&dn, &named)?;
+        let wanted: BTreeSet<&Vec<u8>> = values.iter().map(|(_, normalized)| normalized).collect();
+        let held: BTreeSet<&Vec<u8>> = stored
+            .iter()
+            .flat_map(|attribute| attribute.values.iter().map(|(_, normalized)| normalized))
+            .collect();
+        if wanted == held && stored.len() <= 1 {
+            return Ok(());
+        }
+        let attribute = memberof_attribute(self, memberof, values);
+        self.internal_update(id, move |attributes| {
+            attributes.retain(|attribute| attribute.attr != memberof);
+            attributes.push(attribute);
+            Ok(true)
+        })
+    }
+
+    /// The memberOf values (group DN as stored, normalized) of the entry at normalized DN
+    /// `dn`: the groups of this store listing it, among the indexed ones and those `named`
+    /// (normalized group DNs), in ID order. Checks the write's deadline per candidate.
+    fn memberof_from_groups(
+        &self,
+        dn: &str,
+        named: &BTreeSet<Vec<u8>>,
+    ) -> Result<Vec<ValuePair>, LdapError> {
+        let mut candidates = BTreeSet::new();
+        for attr in self.member_attributes() {
+            let Ok(value) = self.inner.schema().normalize_value(attr, dn.as_bytes()) else {
+                continue;
+            };
+            if let Some(posted) = self.equality_postings(attr, &value)? {
+                candidates.extend(posted);
+            }
+        }
+        for group in named {
+            self.check_deadline()?;
+            let text = String::from_utf8_lossy(group);
+            if let Some(id) = self.lookup_normalized_text(&text)?.found {
+                candidates.insert(id);
+            }
+        }
+        let memberof = self.inner.schema().attribute("memberOf");
+        let mut values = Vec::new();
+        for group in candidates {
+            self.check_deadline()?;
+            if !self.group_lists(group, dn)? {
+                continue;
+            }
+            let group_dn = self.dn_of(group)?;
+            let normalized = match memberof {
+                Some(memberof) => self
+                    .inner
+                    .schema()
+                    .normalize_value(memberof, group_dn.as_bytes())?,
+                None => continue,
+            };
+            values.push((group_dn.into_bytes(), normalized));
+        }
+        Ok(values)
+    }
+
+    /// Entry `id`'s descriptions of `attr` (any options), values out of line included.
+    fn stored_descriptions_of(
+        &self,
+        id: EntryId,
+        attr: AttrId,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        let encoded = read_entry(self.inner, &self.txn, id)?
+            .ok_or_else(|| corrupt(format!("entry {id} has no id2entry row")))?;
+        let descriptions = crate::lock::read(&self.inner.descriptions).clone();
+        let mut found = Vec::new();
+        for attribute in encoded.attributes() {
+            let Some(info) = descriptions.get(attribute.description_number) else {
+                continue;
+            };
+            if info.attr != attr {
+                continue;
+            }
+            let number = attribute.description_number;
+            let values = match attribute.out_of_line {
+                false => attribute
+                    .values()
+                    .map(|(original, normalized)| (original.to_vec(), normalized.to_vec()))
+                    .collect(),
+                true => out_of_line_rows(self.inner, &self.txn, id, number)?
+                    .map(|row| row.map(|row| (row.original.to_vec(), row.normalized.to_vec())))
+                    .collect::<Result<Vec<_>, LdapError>>()?,
+            };
+            found.push(WorkingAttribute {
+                text: info.text.clone(),
+                attr,
+                options: info.options.clone(),
+                values,
+            });
+        }
+        Ok(found)
+    }
+
+    /// `member` and `uniqueMember`, those the schema has.
+    fn member_attributes(&self) -> Vec<AttrId> {
+        let schema = self.inner.schema();
+        ["member", "uniqueMember"]
+            .iter()
+            .filter_map(|name| schema.attribute(name))
+            .collect()
+    }
+}
+
+/// The normalized group DNs the memberOf descriptions among `attributes` name.
+fn named_groups(attributes: &[WorkingAttribute], memberof: AttrId) -> BTreeSet<Vec<u8>> {
+    attributes
+        .iter()
+        .filter(|attribute| attribute.attr == memberof)
+        .flat_map(|attribute| attribute.values.iter())
+        .map(|(_, normalized)| normalized.clone())
+        .collect()
+}
+
+fn memberof_attribute(
+    txn: &WriteTxn<'_>,
+    memberof: AttrId,
+    values: Vec<ValuePair>,
+) -> WorkingAttribute {
+    WorkingAttribute {
+        text: txn
+            .inner
+            .schema()
+            .attribute_type(memberof)
+            .name()
+            .to_string(),
+        attr: memberof,
+        options: Vec::new(),
+        values,
+    }
+}
