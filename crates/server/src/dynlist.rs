@@ -102,13 +102,7 @@ pub(crate) fn in_chain_links(
             let Some(entry) = read.entry(group)? else {
                 continue;
             };
-            for member_dn in members(database, read, subject, rule, &entry)? {
-                let Some(member) = std::str::from_utf8(&member_dn)
-                    .ok()
-                    .and_then(|dn| read.dn_to_id(dn).ok())
-                else {
-                    continue;
-                };
+            for (member, member_dn) in members(database, read, subject, rule, &entry)? {
                 if forward {
                     let key = schema.normalize_value(attr, group_dn.as_bytes())?;
                     links.entry(key).or_default().push(member);
@@ -138,16 +132,11 @@ pub(crate) fn member_of(
             let Some(entry) = read.entry(group)? else {
                 continue;
             };
-            for member_dn in members(database, read, subject, rule, &entry)? {
-                if let Some(member) = std::str::from_utf8(&member_dn)
-                    .ok()
-                    .and_then(|dn| read.dn_to_id(dn).ok())
-                {
-                    listed
-                        .entry(member)
-                        .or_default()
-                        .push((member_of_attr, group_dn.clone()));
-                }
+            for (member, _) in members(database, read, subject, rule, &entry)? {
+                listed
+                    .entry(member)
+                    .or_default()
+                    .push((member_of_attr, group_dn.clone()));
             }
         }
     }
@@ -204,14 +193,15 @@ pub(crate) fn rule_of<'r>(
     })
 }
 
-/// The DNs `entry`'s URLs find, as `subject` may see them, in the order found.
+/// The entries `entry`'s URLs find, as `subject` may see them, in the order found: each ID
+/// with its DN.
 pub(crate) fn members(
     database: &DynlistView,
     read: &ReadTxn,
     subject: &Subject<'_>,
     rule: &DynamicGroup,
     entry: &EntryRef<'_>,
-) -> Result<Vec<Vec<u8>>, OperationError> {
+) -> Result<Vec<(lmdir_store::EntryId, Vec<u8>)>, OperationError> {
     let mut found = Vec::new();
     let mut examined = 0usize;
     for (url, _) in entry.values_of(rule.url_attr).iter().take(DYNLIST_URLS_MAX) {
@@ -230,7 +220,7 @@ fn search_url(
     subject: &Subject<'_>,
     query: &UrlQuery,
     examined: &mut usize,
-    found: &mut Vec<Vec<u8>>,
+    found: &mut Vec<(lmdir_store::EntryId, Vec<u8>)>,
 ) -> Result<(), OperationError> {
     let schema = &*database.schema;
     let (Ok(base), Ok(filter)) = (
@@ -263,7 +253,7 @@ fn search_url(
         })?;
         *examined += 1;
         if subject.is_rootdn {
-            found.push(member.dn()?.into_bytes());
+            found.push((id, member.dn()?.into_bytes()));
             continue;
         }
         let normalized = read.normalized_dn_of(id)?;
@@ -275,7 +265,7 @@ fn search_url(
                 .evaluate(&member)
                 .is_true()
         {
-            found.push(member.dn()?.into_bytes());
+            found.push((id, member.dn()?.into_bytes()));
         }
     }
     Ok(())

@@ -580,7 +580,10 @@ fn dynamic_members(
         return Ok(Vec::new());
     }
     let found =
-        crate::dynlist::members(view, subordinates.read, subordinates.subject, rule, entry)?;
+        crate::dynlist::members(view, subordinates.read, subordinates.subject, rule, entry)?
+            .into_iter()
+            .map(|(_, dn)| dn)
+            .collect();
     Ok(vec![DynamicMembers {
         attr,
         stored: Vec::new(),

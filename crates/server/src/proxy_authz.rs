@@ -228,7 +228,7 @@ impl Rules<'_> {
             if normalized == self.rootdn {
                 return Ok(None);
             }
-            let id = self.read.dn_to_id(&normalized)?;
+            let id = self.read.normalized_dn_to_id(&normalized)?;
             return Ok(Some(Identity {
                 dn: self.read.dn_of(id)?,
                 normalized_dn: normalized,
@@ -281,7 +281,7 @@ impl Rules<'_> {
         let Some(attr) = self.schema.attribute(attribute) else {
             return Ok(false);
         };
-        let Ok(id) = self.read.dn_to_id(holder) else {
+        let Ok(id) = self.read.normalized_dn_to_id(holder) else {
             return Ok(false);
         };
         let Some(entry) = self.read.entry(id)? else {
@@ -350,7 +350,7 @@ impl Rules<'_> {
         let Ok(filter) = Filter::parse(filter, self.settings.filter_depth_max) else {
             return Ok(false);
         };
-        let Ok(id) = self.read.dn_to_id(dn) else {
+        let Ok(id) = self.read.normalized_dn_to_id(dn) else {
             return Ok(false);
         };
         let Some(entry) = self.read.entry(id)? else {
