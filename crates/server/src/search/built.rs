@@ -324,15 +324,18 @@ impl TreeWalk<'_> {
 
     /// Whether the base is among `items` and disclosed to the subject (the monitor's entries
     /// are not in parents-first order, so this is asked before any is sent), with the
-    /// assertion control tested on it.
+    /// assertion control tested on it. Only the base's access is computed here: `answer`
+    /// decides every item's as it walks them.
     fn base_disclosed(&self, items: &[TreeItem]) -> Result<bool, OperationError> {
         for item in items {
-            if let Some((normalized, view, access)) = self.disclosed(item)? {
-                if normalized == self.job.base {
-                    self.check_assertion(&view, &access)?;
-                    return Ok(true);
-                }
+            if self.schema.normalize_dn(&item.entry.dn)? != self.job.base {
+                continue;
             }
+            let Some((_, view, access)) = self.disclosed(item)? else {
+                return Ok(false);
+            };
+            self.check_assertion(&view, &access)?;
+            return Ok(true);
         }
         Ok(false)
     }
