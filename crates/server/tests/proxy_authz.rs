@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{bind, person_dn, root, TestServer, PERSON_PASSWORD, ROOT_DN};
+use common::{
+    attributes, bind, grant, person_dn, root, rule_by, TestServer, PERSON_PASSWORD, ROOT_DN,
+};
 use ldap3::controls::{ProxyAuth, RawControl};
 use ldap3::exop::{WhoAmI, WhoAmIResp};
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};
@@ -363,24 +365,18 @@ fn mail_of(connection: &mut LdapConn, proxied: Option<&str>, dn: &str) -> Result
 
 #[test]
 fn a_proxied_read_has_the_targets_rights_and_only_with_a_rule() {
-    let everything = |attrs: &[&str]| AccessTarget {
-        attrs: attrs.iter().map(|name| name.to_string()).collect(),
-        ..AccessTarget::default()
-    };
-    let clause = |who: Who, access: AccessLevel| AccessClause { who, access };
     let rules = vec![
-        AccessRule {
-            to: everything(&["userPassword"]),
-            by: vec![clause(Who::Anyone, AccessLevel::Auth)],
-        },
-        AccessRule {
-            to: everything(&["mail"]),
-            by: vec![clause(Who::Dn(person_dn(2)), AccessLevel::Read)],
-        },
-        AccessRule {
-            to: everything(&[]),
-            by: vec![clause(Who::Anyone, AccessLevel::Read)],
-        },
+        grant(
+            attributes(&["userPassword"]),
+            Who::Anyone,
+            AccessLevel::Auth,
+        ),
+        grant(
+            attributes(&["mail"]),
+            Who::Dn(person_dn(2)),
+            AccessLevel::Read,
+        ),
+        grant(attributes(&[]), Who::Anyone, AccessLevel::Read),
     ];
     let server = server(AuthzPolicy::To, rules);
     set_rules(
@@ -407,30 +403,26 @@ fn a_proxied_read_has_the_targets_rights_and_only_with_a_rule() {
 /// what it may not write stays unwritten.
 #[test]
 fn an_empty_dn_authz_id_runs_with_anonymous_rights() {
-    let everything = |attrs: &[&str]| AccessTarget {
-        attrs: attrs.iter().map(|name| name.to_string()).collect(),
-        ..AccessTarget::default()
-    };
-    let clause = |who: Who, access: AccessLevel| AccessClause { who, access };
     let rules = vec![
-        AccessRule {
-            to: everything(&["userPassword"]),
-            by: vec![clause(Who::Anyone, AccessLevel::Auth)],
-        },
-        AccessRule {
-            to: everything(&["mail"]),
-            by: vec![
-                clause(Who::Users, AccessLevel::Read),
-                clause(Who::Anyone, AccessLevel::None),
+        grant(
+            attributes(&["userPassword"]),
+            Who::Anyone,
+            AccessLevel::Auth,
+        ),
+        rule_by(
+            attributes(&["mail"]),
+            &[
+                (Who::Users, AccessLevel::Read),
+                (Who::Anyone, AccessLevel::None),
             ],
-        },
-        AccessRule {
-            to: everything(&[]),
-            by: vec![
-                clause(Who::Users, AccessLevel::Write),
-                clause(Who::Anyone, AccessLevel::Read),
+        ),
+        rule_by(
+            attributes(&[]),
+            &[
+                (Who::Users, AccessLevel::Write),
+                (Who::Anyone, AccessLevel::Read),
             ],
-        },
+        ),
     ];
     for policy in [AuthzPolicy::None, AuthzPolicy::All] {
         let server = server(policy, rules.clone());

@@ -4,6 +4,7 @@
 //! for good (node 1's u23 sent back with the memberOf it had before it applied node 2's group
 //! change), replayed in one store, in order.
 
+use super::tests::{entry, store_holding};
 use super::*;
 use lmdir_store::attribute_state::{AttributeState, ATTRIBUTE_STATE};
 
@@ -17,14 +18,6 @@ const U24_UUID: &str = "00000000-0000-0000-0000-000000000024";
 const FIRST: &str = "20261205100000.000000Z#000000#001#000000";
 const SECOND: &str = "20261205110000.000000Z#000000#001#000000";
 const THIRD: &str = "20261205120000.000000Z#000000#001#000000";
-
-fn entry(dn: &str, attributes: &[(&str, &str)]) -> Entry {
-    let mut entry = Entry::new(Dn::parse(dn).unwrap());
-    for (description, value) in attributes {
-        entry.add_values(description, [value.as_bytes().to_vec()]);
-    }
-    entry
-}
 
 /// Node 2 after its delete of u23: the suffix and cn=group00000, which no longer lists u23
 /// (the delete's upkeep took it out) and lists u24, not here yet. With memberOf upkeep, as
@@ -45,25 +38,21 @@ fn node_two(directory: &std::path::Path, member_index: bool) -> lmdir_store::Sto
         indexes: indexes.into_iter().collect(),
         ..lmdir_store::StoreOptions::default()
     };
-    let schema = Arc::new(lmdir_schema::Schema::builtin());
-    let store = lmdir_store::Store::open(directory, options, schema).unwrap();
-    let context = WriteContext::new("cn=admin,dc=example,dc=com");
-    let mut txn = store.write().unwrap();
-    for added in [
-        entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-        entry(
-            GROUP,
-            &[
-                ("objectClass", "groupOfNames"),
-                ("cn", "group00000"),
-                ("member", U24),
-            ],
-        ),
-    ] {
-        txn.add(&added, &context).unwrap();
-    }
-    txn.commit().unwrap();
-    store
+    store_holding(
+        directory,
+        options,
+        &[
+            entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+            entry(
+                GROUP,
+                &[
+                    ("objectClass", "groupOfNames"),
+                    ("cn", "group00000"),
+                    ("member", U24),
+                ],
+            ),
+        ],
+    )
 }
 
 /// A person as node 1 sends it: `memberOf` as node 1's upkeep left it, `extra` more values.

@@ -547,12 +547,30 @@ mod tests {
     const SUFFIX: &str = "dc=example,dc=com";
     const BASE: &str = "ou=people,dc=example,dc=com";
 
-    fn entry(dn: &str, attributes: &[(&str, &str)]) -> Entry {
+    pub(super) fn entry(dn: &str, attributes: &[(&str, &str)]) -> Entry {
         let mut entry = Entry::new(Dn::parse(dn).unwrap());
         for (description, value) in attributes {
             entry.add_values(description, [value.as_bytes().to_vec()]);
         }
         entry
+    }
+
+    /// A store of the built-in schema at `directory` with `options`, holding `entries`,
+    /// added in order by the rootdn.
+    pub(super) fn store_holding(
+        directory: &std::path::Path,
+        options: lmdir_store::StoreOptions,
+        entries: &[Entry],
+    ) -> lmdir_store::Store {
+        let schema = Arc::new(lmdir_schema::Schema::builtin());
+        let store = lmdir_store::Store::open(directory, options, schema).unwrap();
+        let context = WriteContext::new("cn=admin,dc=example,dc=com");
+        let mut txn = store.write().unwrap();
+        for added in entries {
+            txn.add(added, &context).unwrap();
+        }
+        txn.commit().unwrap();
+        store
     }
 
     /// A store holding the suffix, the replicated `ou=people` and `cn=local` beside it (local
@@ -568,26 +586,25 @@ mod tests {
             .into(),
             ..lmdir_store::StoreOptions::default()
         };
-        let schema = Arc::new(lmdir_schema::Schema::builtin());
-        let store = lmdir_store::Store::open(directory, options, schema).unwrap();
-        let context = WriteContext::new("cn=admin,dc=example,dc=com");
-        let mut txn = store.write().unwrap();
-        for added in [
-            entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
-            entry(
-                BASE,
-                &[("objectClass", "organizationalUnit"), ("ou", "people")],
-            ),
-            entry(
-                "cn=local,dc=example,dc=com",
-                &[("objectClass", "device"), ("cn", "local")],
-            ),
-        ] {
-            txn.add(&added, &context).unwrap();
-        }
+        let store = store_holding(
+            directory,
+            options,
+            &[
+                entry(SUFFIX, &[("objectClass", "domain"), ("dc", "example")]),
+                entry(
+                    BASE,
+                    &[("objectClass", "organizationalUnit"), ("ou", "people")],
+                ),
+                entry(
+                    "cn=local,dc=example,dc=com",
+                    &[("objectClass", "device"), ("cn", "local")],
+                ),
+            ],
+        );
+        let txn = store.write().unwrap();
         let members = txn.subtree_members("cn=local,dc=example,dc=com").unwrap();
         let uuid = members[0].2.clone().expect("an entryUUID");
-        txn.commit().unwrap();
+        drop(txn);
         (store, uuid_bytes(&uuid).unwrap())
     }
 
