@@ -483,3 +483,69 @@ fn concurrent_changes_of_different_attributes_both_survive_a_partition() {
     }
     assert_no_echo(&nodes, "after the merge");
 }
+
+/// A group lists DNs no entry holds yet (dangling member values); then, on node 1, a client
+/// adds an entry at one of them and moves a person onto the other. Both nodes must answer the
+/// same memberOf for both: node 2 applies them as replicated writes, whose memberOf it sets
+/// from its own groups, which list the DNs. (Node 1's client add and move kept only what the
+/// request carried, as slapd 2.5's memberof overlay does, so the nodes differed for good under
+/// equal entryCSNs.)
+#[test]
+fn memberof_of_an_entry_a_group_already_lists_is_the_same_on_both_nodes() {
+    let mut nodes = mesh(2);
+    let (late, moved) = (
+        format!("uid=late,ou=people,{SUFFIX}"),
+        format!("uid=moved,ou=people,{SUFFIX}"),
+    );
+    let group = format!("cn=early,ou=groups,{SUFFIX}");
+    change(
+        &nodes[0],
+        &format!(
+            "dn: {group}\nchangetype: add\nobjectClass: groupOfNames\ncn: early\n\
+             member: {late}\nmember: {moved}\n"
+        ),
+    );
+    converge(&mut nodes, "the group on both nodes", |export| {
+        !record(export, &person(PEOPLE as usize - 1)).is_empty()
+            && !record(export, &group).is_empty()
+    });
+    add_person(&nodes[0], "late");
+    change(
+        &nodes[0],
+        &format!(
+            "dn: {}\nchangetype: modrdn\nnewrdn: uid=moved\ndeleteoldrdn: 1\n",
+            person(5)
+        ),
+    );
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while [&late, &moved]
+        .iter()
+        .any(|dn| base_values(nodes[1].server.port, dn, "uid").is_empty())
+    {
+        nodes[1]
+            .server
+            .assert_running("the add and the move on node 2");
+        assert!(
+            Instant::now() < deadline,
+            "node 2 never got the add and the move"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for dn in [&late, &moved] {
+        let memberof = |node: &Node| {
+            let mut values: Vec<String> = base_values(node.server.port, dn, "memberOf")
+                .iter()
+                .map(|value| value.to_ascii_lowercase())
+                .collect();
+            values.sort_unstable();
+            values
+        };
+        let (first, second) = (memberof(&nodes[0]), memberof(&nodes[1]));
+        assert_eq!(first, second, "memberOf of {dn}: node 1, node 2");
+        assert!(first.contains(&group), "memberOf of {dn}: {first:?}");
+    }
+    converge(&mut nodes, "after the add and the move", |export| {
+        !record(export, &late).is_empty() && !record(export, &moved).is_empty()
+    });
+    assert_no_echo(&nodes, "after the add and the move");
+}

@@ -105,6 +105,10 @@ impl WriteTxn<'_> {
         if context.replicated {
             // memberOf kept up here is this store's fact, never the provider's text.
             self.memberof_of_replicated_add(&mut attributes, dn.as_str())?;
+        } else {
+            // A group here may list the DN already: found as a replicated add finds it, or
+            // the peers that receive this add would hold a memberOf this node lacks.
+            self.memberof_of_listed_dn(&mut attributes, dn.as_str())?;
         }
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, place.rdn_normalized.as_bytes(), &mut key);

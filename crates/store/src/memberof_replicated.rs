@@ -15,6 +15,13 @@
 //! where finding every group listing the DN would scan every entry per replicated write (a
 //! refresh quadratic in the directory's size). A group listing the DN that neither side's
 //! memberOf names is then missed, until the group itself changes.
+//!
+//! A client add, and a move onto a new DN, take the same groups (`memberof_of_listed_dn`): a
+//! group may list a DN before any entry holds it (a dangling member value, which slapd's
+//! default `memberof-dangling ignore` and bulk loads allow). slapd 2.5's overlay leaves such an
+//! entry without that memberOf; here the node that took the client's write would then differ
+//! for good from a peer whose replicated add found the group. The request's own memberOf (a
+//! Relax add) stays as given; the groups found are added to it.
 
 use std::collections::BTreeSet;
 
@@ -55,6 +62,36 @@ impl WriteTxn<'_> {
         let values = self.memberof_from_groups(dn, &named)?;
         if !values.is_empty() {
             attributes.push(memberof_attribute(self, memberof, values));
+        }
+        Ok(())
+    }
+
+    /// A client add's or move's attributes (the entry at normalized DN `dn`, not written yet):
+    /// the memberOf they hold stays, and the groups here that list `dn` are added to it, found
+    /// as for a replicated add (see the module; none without a member equality index).
+    pub(crate) fn memberof_of_listed_dn(
+        &self,
+        attributes: &mut Vec<WorkingAttribute>,
+        dn: &str,
+    ) -> Result<(), LdapError> {
+        let Some(memberof) = self.memberof_kept() else {
+            return Ok(());
+        };
+        let held = named_groups(attributes, memberof);
+        let found: Vec<ValuePair> = self
+            .memberof_from_groups(dn, &BTreeSet::new())?
+            .into_iter()
+            .filter(|(_, normalized)| !held.contains(normalized))
+            .collect();
+        if found.is_empty() {
+            return Ok(());
+        }
+        let plain = attributes
+            .iter_mut()
+            .find(|attribute| attribute.attr == memberof && attribute.options.is_empty());
+        match plain {
+            Some(attribute) => attribute.values.extend(found),
+            None => attributes.push(memberof_attribute(self, memberof, found)),
         }
         Ok(())
     }

@@ -143,18 +143,9 @@ impl WriteTxn<'_> {
         self.refuse_unnameable_subtree(id, &node, (dn, &new_dn), (new_parent, &new_rdn_original))?;
         let new_key = self.free_dn2id_key(id, new_parent, &new_rdn_normalized, &new_rdn)?;
 
-        // Entry values: add the new RDN's values, drop the old ones when asked.
         let old_attributes = self.stored_attributes(id)?;
-        let mut attributes = old_attributes.clone();
         let rdn_change = (&new_rdn, &new_dn, delete_old_rdn);
-        self.apply_rdn_values(&mut attributes, &node, rdn_change, context)?;
-        self.stamp_modification(&mut attributes, context)?;
-        if !context.skip_schema_check {
-            // The stored values and the RDN's are normalized already: checked as they are.
-            let normalized = self.inner.stored_normalized(attributes);
-            attributes = self.inner.modified_attributes(normalized, &new_dn, false)?;
-        }
-        self.check_entry_limits(&attributes, context)?;
+        let attributes = self.renamed_values(&old_attributes, &node, rdn_change, context)?;
         self.check_deadline()?;
 
         let old_dn_text = self.dn_of(id)?;
@@ -263,6 +254,31 @@ impl WriteTxn<'_> {
     /// The entry's values after the rename: the new RDN's values added (refused when
     /// NO-USER-MODIFICATION), the old RDN's dropped when `delete_old_rdn` (the third of
     /// `(new_rdn, new_dn, delete_old_rdn)`).
+    /// The entry's values after a rename: the new RDN's values added, the old ones dropped
+    /// when asked, stamped, schema-checked and within the entry limits.
+    fn renamed_values(
+        &mut self,
+        old_attributes: &[WorkingAttribute],
+        node: &OwnedNode,
+        rdn_change: (&Rdn, &NormalizedDn, bool),
+        context: &WriteContext,
+    ) -> Result<Vec<WorkingAttribute>, LdapError> {
+        let new_dn = rdn_change.1;
+        let mut attributes = old_attributes.to_vec();
+        self.apply_rdn_values(&mut attributes, node, rdn_change, context)?;
+        self.stamp_modification(&mut attributes, context)?;
+        if !context.skip_schema_check {
+            // The stored values and the RDN's are normalized already: checked as they are.
+            let normalized = self.inner.stored_normalized(attributes);
+            attributes = self.inner.modified_attributes(normalized, new_dn, false)?;
+        }
+        // A group here may list the new DN already: its memberOf comes as on an add there
+        // (a replicated move settles it again from the same groups).
+        self.memberof_of_listed_dn(&mut attributes, new_dn.as_str())?;
+        self.check_entry_limits(&attributes, context)?;
+        Ok(attributes)
+    }
+
     fn apply_rdn_values(
         &self,
         attributes: &mut Vec<WorkingAttribute>,

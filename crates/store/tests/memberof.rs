@@ -414,3 +414,74 @@ fn memberof_stays_while_another_unique_member_value_names_the_member() {
     let read = store.read().unwrap();
     assert!(memberof_of(&read, &user).contains(&group));
 }
+
+/// A group may list a DN before any entry holds it (a dangling member value). The entry added
+/// there later, or moved there, has that group in its memberOf, as a replicated add finds it
+/// (over the member equality index); a memberOf the add itself carries (Relax) stays as given. Without
+/// the index only the named groups count. (Before, a client add or move kept only the
+/// request's memberOf, and a multi-provider peer applying the same add differed for good.)
+#[test]
+fn memberof_of_an_added_or_moved_entry_names_the_groups_already_listing_it() {
+    let late = format!("uid=late,ou=people,{SUFFIX}");
+    let moved = format!("uid=moved,ou=people,{SUFFIX}");
+    let (early, ahead) = (
+        format!("cn=early,ou=groups,{SUFFIX}"),
+        format!("cn=ahead,ou=groups,{SUFFIX}"),
+    );
+    let named = format!("cn=named,ou=groups,{SUFFIX}");
+    for indexed in [true, false] {
+        let temporary = tempfile::tempdir().unwrap();
+        let mut options = options();
+        options.memberof = true;
+        if !indexed {
+            options.indexes.remove("member");
+        }
+        let store = Store::open(temporary.path(), options, schema()).unwrap();
+        add_all(&store, &directory(10), 100);
+        let context = context();
+        let mut write = store.write().unwrap();
+        for (group, listed) in [(&early, &late), (&ahead, &moved)] {
+            let cn = group[3..].split(',').next().unwrap();
+            let mut entry = entry(group, &[("objectClass", "groupOfNames"), ("cn", cn)]);
+            entry.add_values("member", [listed.to_uppercase().into_bytes()]);
+            write.add(&entry, &context).unwrap();
+        }
+        let person = entry(
+            &late,
+            &[
+                ("objectClass", "inetOrgPerson"),
+                ("uid", "late"),
+                ("cn", "late"),
+                ("sn", "late"),
+                ("memberOf", &named),
+            ],
+        );
+        // A memberOf in the request is the Relax Rules control's (a plain add is refused it).
+        let relax = lmdir_store::WriteContext {
+            relax: true,
+            ..context.clone()
+        };
+        write.add(&person, &relax).unwrap();
+        let people = write.normalized_dn(&format!("ou=people,{SUFFIX}")).unwrap();
+        let before = {
+            write.commit().unwrap();
+            let read = store.read().unwrap();
+            memberof_of(&read, &person_dn(2))
+        };
+        let mut write = store.write().unwrap();
+        write
+            .modrdn(&person_dn(2), "uid=moved", false, Some(&people), &context)
+            .unwrap();
+        write.commit().unwrap();
+        let read = store.read().unwrap();
+        let (mut added, mut on_move) = (vec![named.clone()], before.clone());
+        if indexed {
+            added.insert(0, early.clone());
+            on_move.insert(0, ahead.clone());
+        }
+        assert_eq!(memberof_of(&read, &late), added, "indexed: {indexed}");
+        assert_eq!(memberof_of(&read, &moved), on_move, "indexed: {indexed}");
+        drop(read);
+        assert_clean(&store);
+    }
+}
