@@ -251,9 +251,6 @@ impl WriteTxn<'_> {
         Ok(new_key)
     }
 
-    /// The entry's values after the rename: the new RDN's values added (refused when
-    /// NO-USER-MODIFICATION), the old RDN's dropped when `delete_old_rdn` (the third of
-    /// `(new_rdn, new_dn, delete_old_rdn)`).
     /// The entry's values after a rename: the new RDN's values added, the old ones dropped
     /// when asked, stamped, schema-checked and within the entry limits.
     fn renamed_values(
@@ -279,6 +276,9 @@ impl WriteTxn<'_> {
         Ok(attributes)
     }
 
+    /// The entry's values after the rename: the new RDN's values added (refused when
+    /// NO-USER-MODIFICATION), the old RDN's dropped when `delete_old_rdn` (the third of
+    /// `(new_rdn, new_dn, delete_old_rdn)`).
     fn apply_rdn_values(
         &self,
         attributes: &mut Vec<WorkingAttribute>,
