@@ -1,8 +1,10 @@
 //! memberOf for a fresh load (`StoreOptions::memberof`): after all entries and the DN tree are
 //! written, each member entry gets `memberOf: <group DN>` exactly as single-entry adds of the
-//! same LDIF would give it. A group's add touches only members that already exist, so a member
-//! counts only when its ID (file order) is not above the group's (a group naming itself counts);
-//! members absent from the DB get nothing. A replica's first refresh (`Memberships::EveryGroup`)
+//! same LDIF would give it. A group's add touches the members that already exist (a member
+//! whose ID, file order, is not above the group's; a group naming itself counts), and a
+//! member's add finds the groups before it that list its DN over the member equality indexes
+//! (`GroupMembers::unfound_later` lists the values it would not find them by); members absent
+//! from the DB get nothing. A replica's first refresh (`Memberships::EveryGroup`)
 //! counts every group listing a member, whatever the order: memberOf there is what the
 //! replica's groups say, as for the writer's replicated adds. The new values' index keys go
 //! into one more run that joins the final merge.
@@ -19,7 +21,14 @@ use crate::runs::{FinishedRun, PostingRun};
 use crate::LoadError;
 
 /// A group entry (by ID, ascending) and the normalized DNs its member values name.
-pub(crate) type GroupMembers = (u32, Vec<String>);
+/// A group entry of the load and the member DNs its values name.
+pub(crate) struct GroupMembers {
+    pub id: u32,
+    pub members: Vec<String>,
+    /// Members a single add of that DN, after the group's, would not find the group by (see
+    /// `Memberships::AddedBefore`): sorted.
+    pub unfound_later: Vec<String>,
+}
 
 fn ldap_failure(what: String) -> impl FnOnce(LdapError) -> LoadError {
     move |error| LoadError::Invalid(format!("memberOf: {what}: {}", error.message))
@@ -28,7 +37,9 @@ fn ldap_failure(what: String) -> impl FnOnce(LdapError) -> LoadError {
 /// Which groups a member entry joins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Memberships {
-    /// Those added after it (or itself), as single-entry adds of the file in order: an import.
+    /// As single-entry adds of the file in order (an import): the groups added after it (or
+    /// itself), and those added before it that its own add finds listing its DN (over the
+    /// member equality indexes: `memberof_of_listed_dn` in the store).
     AddedBefore,
     /// Every group listing it: a replica's first refresh, memberOf as the replica's own groups
     /// say (never the provider's values, which the refresh leaves out).
@@ -43,19 +54,20 @@ fn memberships(
     rejected: &RoaringBitmap,
 ) -> Result<BTreeMap<u32, Vec<String>>, LoadError> {
     assert!(
-        groups.windows(2).all(|pair| pair[0].0 < pair[1].0),
+        groups.windows(2).all(|pair| pair[0].id < pair[1].id),
         "groups arrive in ID order"
     );
     let mut memberships: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     let read = store.read()?;
-    for (group_id, members) in groups {
+    for group in groups {
+        let group_id = &group.id;
         if rejected.contains(*group_id) {
             continue;
         }
         let group_dn = read
             .dn_of(*group_id)
             .map_err(ldap_failure(format!("group entry {group_id}")))?;
-        for member in members {
+        for member in &group.members {
             let member_id = match read.dn_to_id(member) {
                 Ok(id) => id,
                 Err(error)
@@ -72,7 +84,9 @@ fn memberships(
                     ))
                 }
             };
-            let joins = rule == Memberships::EveryGroup || member_id <= *group_id;
+            let joins = rule == Memberships::EveryGroup
+                || member_id <= *group_id
+                || group.unfound_later.binary_search(member).is_err();
             if joins && !rejected.contains(member_id) {
                 memberships
                     .entry(member_id)

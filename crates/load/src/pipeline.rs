@@ -812,8 +812,11 @@ impl Sequencing {
             self.context.merge(csn);
         }
         if !entry.group_members.is_empty() {
-            self.groups
-                .push((entry.id, std::mem::take(&mut entry.group_members)));
+            self.groups.push(GroupMembers {
+                id: entry.id,
+                members: std::mem::take(&mut entry.group_members),
+                unfound_later: std::mem::take(&mut entry.group_members_unfound_later),
+            });
         }
         Ok(())
     }

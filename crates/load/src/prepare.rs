@@ -62,6 +62,9 @@ pub struct PreparedEntry {
     /// With memberOf upkeep: the normalized DNs this entry's `member` / `uniqueMember` values
     /// name, sorted and distinct; empty otherwise.
     pub group_members: Vec<String>,
+    /// Those of `group_members` a later single add of that DN would not find this group by
+    /// (`EntryRows::group_members_unfound_later`).
+    pub group_members_unfound_later: Vec<String>,
     /// Byte-identical repeated values dropped from the record (see [`crate::without_repeated_values`]).
     pub repeated_values: u64,
     /// The CSNs the entry brings to the contextCSN (`EntryRows::context_csn_candidates`): its
@@ -245,6 +248,7 @@ pub fn prepare_record(
         encoded: encoded_start..encoded_end,
         value_rows: encoded_end..arena.len(),
         group_members: rows.group_members.into_iter().collect(),
+        group_members_unfound_later: rows.group_members_unfound_later.into_iter().collect(),
         repeated_values,
         csn,
         more_csns,

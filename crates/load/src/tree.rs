@@ -542,6 +542,7 @@ mod tests {
             encoded: 0..0,
             value_rows: 0..0,
             group_members: Vec::new(),
+            group_members_unfound_later: Vec::new(),
             repeated_values: 0,
             csn: None,
             more_csns: Vec::new(),

@@ -751,8 +751,10 @@ fn memberof_store_options() -> StoreOptions {
 }
 
 /// Groups after their members, plus the edge cases of the store's memberOf semantics: a group
-/// naming itself, a uniqueMember with `#'bits'B`, a member that never exists and one that is
-/// added only after the group.
+/// naming itself, a uniqueMember with `#'bits'B`, a member that never exists, one that is
+/// added only after the group (its add finds the group over the member index) and one added
+/// after a group naming it only by a uniqueMember with a UID (which the index posts under the
+/// whole value: its add does not find that group).
 fn memberof_ldif() -> String {
     let mut ldif = directory_ldif(700);
     ldif.push_str(
@@ -763,8 +765,10 @@ fn memberof_ldif() -> String {
          member: uid=nobody,ou=People,dc=example,dc=com\n\n\
          dn: cn=unique,ou=Groups,dc=example,dc=com\nobjectClass: groupOfUniqueNames\ncn: unique\n\
          uniqueMember: uid=u0000003,ou=People,dc=example,dc=com#'0101'B\n\
-         uniqueMember: uid=u0000004,ou=People,dc=example,dc=com\n\n\
-         dn: uid=late,ou=People,dc=example,dc=com\nobjectClass: account\nuid: late\n",
+         uniqueMember: uid=u0000004,ou=People,dc=example,dc=com\n\
+         uniqueMember: uid=late2,ou=People,dc=example,dc=com#'01'B\n\n\
+         dn: uid=late,ou=People,dc=example,dc=com\nobjectClass: account\nuid: late\n\n\
+         dn: uid=late2,ou=People,dc=example,dc=com\nobjectClass: account\nuid: late2\n",
     );
     ldif
 }
@@ -821,6 +825,7 @@ fn bulk_load_with_memberof_equals_single_entry_adds() {
         let self_members = [
             "cn=self,ou=Groups,dc=example,dc=com".to_string(),
             "uid=u0000001,ou=People,dc=example,dc=com".to_string(),
+            "uid=late,ou=People,dc=example,dc=com".to_string(),
         ];
         let unique_members = [
             "uid=u0000003,ou=People,dc=example,dc=com".to_string(),
@@ -838,12 +843,15 @@ fn bulk_load_with_memberof_equals_single_entry_adds() {
         assert_eq!(answers[0], Some(ids_of(&group0)));
         assert_eq!(answers[1], Some(ids_of(&self_members)));
         assert_eq!(answers[2], Some(ids_of(&unique_members)));
-        let late = read
-            .dn_to_id("uid=late,ou=People,dc=example,dc=com")
+        let late2 = read
+            .dn_to_id("uid=late2,ou=People,dc=example,dc=com")
             .unwrap();
         let with_memberof = answers[3].as_ref().unwrap();
-        assert!(!with_memberof.contains(&late), "added after its group");
-        // 7 groups of up to 60 members (group5 and group6 are shorter), plus self's 2 and
+        assert!(
+            !with_memberof.contains(&late2),
+            "named only with a UID, before it existed"
+        );
+        // 7 groups of up to 60 members (group5 and group6 are shorter), plus self's 3 and
         // unique's 2 (u0000003 is already counted in group0).
         let mut everyone: Vec<String> = (0..7)
             .flat_map(|group| {

@@ -51,11 +51,7 @@ impl WriteTxn<'_> {
 
     /// Whether `attr` has a usable equality index (built for it, not only configured).
     pub fn has_equality_index(&self, attr: AttrId) -> bool {
-        self.inner
-            .index_set()
-            .usable
-            .get(&attr)
-            .is_some_and(|kinds| kinds.contains(IndexKinds::EQUALITY))
+        self.inner.has_equality_index(attr)
     }
 
     /// The IDs posted under `normalized`'s equality key of `attr` (None: no usable index).
@@ -201,5 +197,13 @@ impl crate::read::ReadTxn {
             groups.push(ids.iter().collect());
         }
         Ok(Some(groups))
+    }
+}
+
+impl crate::store::Inner {
+    /// Whether `attr` has a usable equality index (built for it, not only configured).
+    pub(crate) fn has_equality_index(&self, attr: AttrId) -> bool {
+        (self.index_set().usable.get(&attr))
+            .is_some_and(|kinds| kinds.contains(IndexKinds::EQUALITY))
     }
 }

@@ -470,6 +470,10 @@ pub struct EntryRows {
     pub(crate) attributes: Vec<WorkingAttribute>,
     /// Normalized DNs named by `member` / `uniqueMember`, when the store keeps memberOf.
     pub group_members: BTreeSet<String>,
+    /// Those of `group_members` that a later add of that DN does not find this group by
+    /// (`memberof_of_listed_dn` looks for an equality posting under the DN itself): named
+    /// only by an unindexed attribute or by a `uniqueMember` with a UID. Mostly empty.
+    pub group_members_unfound_later: BTreeSet<String>,
 }
 
 impl Inner {
@@ -599,15 +603,19 @@ impl Inner {
         }
         stamp.stamp_creation(&self.schema(), &mut attributes, structural, fresh)?;
         check_entry_limits(&attributes, context)?;
-        let group_members = if self.options.memberof {
-            group_members(&self.schema(), &attributes)
-        } else {
-            BTreeSet::new()
+        let (group_members, group_members_unfound_later) = match self.options.memberof {
+            true => {
+                let members = group_members(&self.schema(), &attributes);
+                let unfound = self.members_unfound_later(&attributes, &members);
+                (members, unfound)
+            }
+            false => (BTreeSet::new(), BTreeSet::new()),
         };
         Ok(EntryRows {
             place,
             attributes,
             group_members,
+            group_members_unfound_later,
         })
     }
 }
@@ -1001,6 +1009,41 @@ pub(crate) fn group_members(schema: &Schema, attributes: &[WorkingAttribute]) ->
         }
     }
     members
+}
+
+impl Inner {
+    /// The `members` (of `attributes`) that a later add of that DN does not find the group
+    /// by: found are the values of `member` / `uniqueMember` with a usable equality index,
+    /// posted under the whole normalized value (a `uniqueMember` with a UID is not found
+    /// under its DN).
+    fn members_unfound_later(
+        &self,
+        attributes: &[WorkingAttribute],
+        members: &BTreeSet<String>,
+    ) -> BTreeSet<String> {
+        let schema = self.schema();
+        let indexed = |name| (schema.attribute(name)).filter(|attr| self.has_equality_index(*attr));
+        let (member, unique_member) = (indexed("member"), indexed("uniqueMember"));
+        if member.is_none() && unique_member.is_none() {
+            return members.clone();
+        }
+        let mut found: HashSet<&[u8]> = HashSet::new();
+        for attribute in attributes {
+            let is_unique = Some(attribute.attr) == unique_member;
+            if Some(attribute.attr) != member && !is_unique {
+                continue;
+            }
+            for (_, normalized) in &attribute.values {
+                if !is_unique || !normalized.windows(2).any(|pair| pair == b"#'") {
+                    found.insert(normalized.as_slice());
+                }
+            }
+        }
+        (members.iter())
+            .filter(|dn| !found.contains(dn.as_bytes()))
+            .cloned()
+            .collect()
+    }
 }
 
 /// `uniqueMember` values are `DN[#'bits'B]`: the DN part (a `#` inside a DN value is escaped,
