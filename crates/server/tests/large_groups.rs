@@ -361,10 +361,19 @@ fn before_images_only_while_a_persistent_search_runs_and_member_changes_are_foll
     );
     // Not X: the group neither matched before nor matches now, so nothing is sent (without
     // the bounded before-image the search could not tell, and sent the group as a delete).
+    // The persist phase reads a change's entry as it is when it takes the change: X's own
+    // arrival waits until a marker shows this one was taken, or the group could be read with
+    // X in it and sent, rightly but for another reason.
     assert_eq!(member_change(&mut admin, true, MEMBERS + 7), 0);
+    let own = group_dn(x / PEOPLE_PER_GROUP);
+    describe(&mut admin, &own, "first marker");
+    assert_eq!(
+        persisted_until(&mut stream, &own),
+        vec![(own.to_ascii_lowercase(), "Modify".to_string())],
+        "another member's arrival sends nothing"
+    );
     assert_eq!(member_change(&mut admin, true, x), 0);
     assert_eq!(member_change(&mut admin, false, x), 0);
-    let own = group_dn(x / PEOPLE_PER_GROUP);
     describe(&mut admin, &own, "marker");
     let got = persisted_until(&mut stream, &own);
     let big = BIG.to_ascii_lowercase();
