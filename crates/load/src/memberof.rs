@@ -21,7 +21,6 @@ use crate::runs::{FinishedRun, PostingRun};
 use crate::LoadError;
 
 /// A group entry (by ID, ascending) and the normalized DNs its member values name.
-/// A group entry of the load and the member DNs its values name.
 pub(crate) struct GroupMembers {
     pub id: u32,
     pub members: Vec<String>,
@@ -60,12 +59,12 @@ fn memberships(
     let mut memberships: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     let read = store.read()?;
     for group in groups {
-        let group_id = &group.id;
-        if rejected.contains(*group_id) {
+        let group_id = group.id;
+        if rejected.contains(group_id) {
             continue;
         }
         let group_dn = read
-            .dn_of(*group_id)
+            .dn_of(group_id)
             .map_err(ldap_failure(format!("group entry {group_id}")))?;
         for member in &group.members {
             let member_id = match read.dn_to_id(member) {
@@ -85,7 +84,7 @@ fn memberships(
                 }
             };
             let joins = rule == Memberships::EveryGroup
-                || member_id <= *group_id
+                || member_id <= group_id
                 || group.unfound_later.binary_search(member).is_err();
             if joins && !rejected.contains(member_id) {
                 memberships

@@ -63,7 +63,7 @@ pub struct PreparedEntry {
     /// name, sorted and distinct; empty otherwise.
     pub group_members: Vec<String>,
     /// Those of `group_members` a later single add of that DN would not find this group by
-    /// (`EntryRows::group_members_unfound_later`).
+    /// (`Store::group_members_unfound_later`), sorted.
     pub group_members_unfound_later: Vec<String>,
     /// Byte-identical repeated values dropped from the record (see [`crate::without_repeated_values`]).
     pub repeated_values: u64,
@@ -235,6 +235,7 @@ pub fn prepare_record(
     let (csn, more_csns) = context_csns(store, &rows);
     let normalized_dn = rows.normalized_dn();
     let normalized_parent = rows.place.normalized_parent();
+    let group_members_unfound_later = store.group_members_unfound_later(&rows);
     // The rows are done with: their RDN strings move into the entry rather than being copied.
     let place = rows.place;
     Ok(PreparedEntry {
@@ -248,7 +249,7 @@ pub fn prepare_record(
         encoded: encoded_start..encoded_end,
         value_rows: encoded_end..arena.len(),
         group_members: rows.group_members.into_iter().collect(),
-        group_members_unfound_later: rows.group_members_unfound_later.into_iter().collect(),
+        group_members_unfound_later,
         repeated_values,
         csn,
         more_csns,

@@ -101,7 +101,6 @@ impl WriteTxn<'_> {
             place,
             mut attributes,
             group_members,
-            ..
         } = rows;
         if context.replicated {
             // memberOf kept up here is this store's fact, never the provider's text.

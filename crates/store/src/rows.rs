@@ -470,10 +470,6 @@ pub struct EntryRows {
     pub(crate) attributes: Vec<WorkingAttribute>,
     /// Normalized DNs named by `member` / `uniqueMember`, when the store keeps memberOf.
     pub group_members: BTreeSet<String>,
-    /// Those of `group_members` that a later add of that DN does not find this group by
-    /// (`memberof_of_listed_dn` looks for an equality posting under the DN itself): named
-    /// only by an unindexed attribute or by a `uniqueMember` with a UID. Mostly empty.
-    pub group_members_unfound_later: BTreeSet<String>,
 }
 
 impl Inner {
@@ -603,19 +599,15 @@ impl Inner {
         }
         stamp.stamp_creation(&self.schema(), &mut attributes, structural, fresh)?;
         check_entry_limits(&attributes, context)?;
-        let (group_members, group_members_unfound_later) = match self.options.memberof {
-            true => {
-                let members = group_members(&self.schema(), &attributes);
-                let unfound = self.members_unfound_later(&attributes, &members);
-                (members, unfound)
-            }
-            false => (BTreeSet::new(), BTreeSet::new()),
+        let group_members = if self.options.memberof {
+            group_members(&self.schema(), &attributes)
+        } else {
+            BTreeSet::new()
         };
         Ok(EntryRows {
             place,
             attributes,
             group_members,
-            group_members_unfound_later,
         })
     }
 }
@@ -679,6 +671,17 @@ impl Store {
     /// Where the store keeps each index: see [`IndexPlan`].
     pub fn index_plan(&self) -> std::sync::Arc<IndexPlan> {
         self.inner.index_set().plan.clone()
+    }
+
+    /// Those of a new group's `group_members` that a later add of that DN does not find the
+    /// group by (`memberof_of_listed_dn` looks for an equality posting under the DN itself):
+    /// named only by an unindexed attribute or by a `uniqueMember` with a UID. Sorted; mostly
+    /// empty. For the bulk loader, which mirrors single adds of its file in order.
+    pub fn group_members_unfound_later(&self, rows: &EntryRows) -> Vec<String> {
+        if rows.group_members.is_empty() {
+            return Vec::new();
+        }
+        (self.inner).members_unfound_later(&rows.attributes, &rows.group_members)
     }
 }
 
@@ -1020,27 +1023,29 @@ impl Inner {
         &self,
         attributes: &[WorkingAttribute],
         members: &BTreeSet<String>,
-    ) -> BTreeSet<String> {
+    ) -> Vec<String> {
         let schema = self.schema();
         let indexed = |name| (schema.attribute(name)).filter(|attr| self.has_equality_index(*attr));
         let (member, unique_member) = (indexed("member"), indexed("uniqueMember"));
         if member.is_none() && unique_member.is_none() {
-            return members.clone();
+            return members.iter().cloned().collect();
         }
-        let mut found: HashSet<&[u8]> = HashSet::new();
+        let mut found: HashSet<String> = HashSet::new();
         for attribute in attributes {
             let is_unique = Some(attribute.attr) == unique_member;
             if Some(attribute.attr) != member && !is_unique {
                 continue;
             }
             for (_, normalized) in &attribute.values {
-                if !is_unique || !normalized.windows(2).any(|pair| pair == b"#'") {
-                    found.insert(normalized.as_slice());
+                let text = String::from_utf8_lossy(normalized);
+                // `group_members` names a uniqueMember by its DN part; the index, by the whole.
+                if !is_unique || strip_unique_id(&text).len() == text.len() {
+                    found.insert(text.into_owned());
                 }
             }
         }
         (members.iter())
-            .filter(|dn| !found.contains(dn.as_bytes()))
+            .filter(|dn| !found.contains(dn.as_str()))
             .cloned()
             .collect()
     }
