@@ -88,6 +88,8 @@ pub(crate) fn load_into_existing(
         peak_rss_bytes: crate::peak_rss_bytes(),
         spill_files: 0,
         repeated_values: tally.repeated_values,
+        held_bytes_peak: 0,
+        held_bytes_over_budget: 0,
     })
 }
 

@@ -107,6 +107,13 @@ pub struct LoadSummary {
     pub spill_files: u64,
     /// Values repeated byte for byte within one entry, loaded once (slapadd keeps them too).
     pub repeated_values: u64,
+    /// The most the load held in memory that grows with the input: the DN tree (every DN, to
+    /// place children and find duplicates), group member lists (memberOf) and entry lines
+    /// (uniqueness). It is charged to the index runs' share of `--memory`, which spill sooner.
+    pub held_bytes_peak: u64,
+    /// How far that peak went past what the runs could give up: the load held this much more
+    /// than `--memory` (0: it stayed within).
+    pub held_bytes_over_budget: u64,
 }
 
 /// The pairs of one record with every byte-identical repeat of a value (same attribute
@@ -159,6 +166,16 @@ impl std::fmt::Display for LoadSummary {
             self.peak_rss_bytes as f64 / 1e6,
             self.spill_files
         )?;
+        if self.held_bytes_over_budget > 0 {
+            writeln!(
+                formatter,
+                "warning: the DN tree and member lists held {:.1} MB, {:.1} MB more than \
+                 --memory left beside the index runs (about {:.1} MB of --memory would hold them)",
+                self.held_bytes_peak as f64 / 1e6,
+                self.held_bytes_over_budget as f64 / 1e6,
+                self.held_bytes_peak as f64 * 8.0 / 3.0 / 1e6
+            )?;
+        }
         if self.repeated_values > 0 {
             writeln!(
                 formatter,

@@ -20,7 +20,7 @@ use crate::prepare::{
     INDEX_DB_PREFIX_BYTES,
 };
 use crate::progress::Progress;
-use crate::runs::{FinishedRun, MergedRuns, PostingRun, RunError};
+use crate::runs::{FinishedRun, MergedRuns, PostingRun, RunError, SharedCharge};
 use crate::tree::{TreeBuilder, TreeError};
 use crate::{LoadError, LoadInput, LoadOptions, LoadSummary, SKIPPED_REPORTED_MAX};
 
@@ -226,6 +226,12 @@ impl Budget {
             in_flight_bytes: (memory_bytes / 8).max(CHUNK_BYTES),
         }
     }
+
+    /// The most of what the sequencer holds (`Sequencing::held_bytes`) the workers' runs can
+    /// give up room for; past it the load holds more than `--memory`.
+    fn held_bytes_absorbable(&self) -> usize {
+        SharedCharge::absorbable_bytes(self.worker_run_bytes) * self.threads
+    }
 }
 
 fn load_fresh(
@@ -352,6 +358,10 @@ fn load_into_with(
         database_bytes: 0,
         peak_rss_bytes: 0,
         spill_files,
+        held_bytes_peak: sequenced.held_bytes_peak as u64,
+        held_bytes_over_budget: sequenced
+            .held_bytes_peak
+            .saturating_sub(budget.held_bytes_absorbable()) as u64,
     })
 }
 
@@ -382,6 +392,7 @@ fn run_stages(
     // Arenas come back from the writer; at most one per batch in flight is kept.
     let (arena_sender, arena_receiver) = bounded::<Vec<u8>>(window);
     let in_flight = InFlight::new(budget.in_flight_bytes);
+    let charge = SharedCharge::new(threads);
     std::thread::scope(
         |scope| -> Result<(Sequenced, Vec<FinishedRun>), LoadError> {
             let reader = {
@@ -403,13 +414,15 @@ fn run_stages(
                 let done_sender = done_sender.clone();
                 let arena_receiver = arena_receiver.clone();
                 let abort = &abort;
+                let run = PostingRun::new(budget.worker_run_bytes, spill_directory)
+                    .charged(charge.clone());
                 workers.push(scope.spawn(move || {
                     prepare_batches(
                         context,
                         work_receiver,
                         done_sender,
                         arena_receiver,
-                        budget.worker_run_bytes,
+                        run,
                         spill_directory,
                         abort,
                     )
@@ -426,6 +439,7 @@ fn run_stages(
                     tokens: &token_sender,
                     arenas: &arena_sender,
                     in_flight: &in_flight,
+                    charge: &charge,
                 },
                 budget.tree_run_bytes,
                 spill_directory,
@@ -580,11 +594,10 @@ fn prepare_batches(
     work: Receiver<WorkBatch>,
     done: Sender<DoneBatch>,
     arenas: Receiver<Vec<u8>>,
-    budget_bytes: usize,
+    mut run: PostingRun,
     spill_directory: &Path,
     abort: &AtomicBool,
 ) -> Result<FinishedRun, RunError> {
-    let mut run = PostingRun::new(budget_bytes, spill_directory);
     let mut scratch = WorkerScratch::default();
     for WorkBatch {
         sequence,
@@ -642,11 +655,13 @@ fn prepare_batches(
 }
 
 /// What the writer hands back per written batch: a token (the reader may read one more batch)
-/// and the batch's arena (a worker may reuse it).
+/// and the batch's arena (a worker may reuse it); and what it holds now, charged to the
+/// workers' runs.
 struct BatchReturns<'a> {
     tokens: &'a Sender<()>,
     arenas: &'a Sender<Vec<u8>>,
     in_flight: &'a InFlight,
+    charge: &'a SharedCharge,
 }
 
 struct Sequenced {
@@ -664,6 +679,8 @@ struct Sequenced {
     groups: Vec<GroupMembers>,
     /// (ID, line) of each accepted entry, in ID order (only with uniqueness rules).
     lines: Vec<(u32, u64)>,
+    /// The most the sequencer held beside its budgets (`Sequencing::note_held_bytes`).
+    held_bytes_peak: usize,
     /// The greatest CSN per server ID of the accepted entries' entryCSNs and the suffix's
     /// contextCSN values: the contextCSN `slapadd -w` leaves (an orphan dropped at the end
     /// under --continue-on-error may still have raised it).
@@ -726,6 +743,7 @@ fn sequence(
                 let _ = returns.arenas.try_send(batch.arena);
             }
             returns.in_flight.release(batch.input_bytes);
+            returns.charge.set(state.note_held_bytes());
             let _ = returns.tokens.send(());
             progress.update(state.entries, state.input_bytes);
         }
@@ -752,6 +770,10 @@ struct Sequencing {
     /// Each entry's line, kept only when uniqueness is checked.
     lines: Vec<(u32, u64)>,
     keep_lines: bool,
+    /// What `groups` holds (their member DNs).
+    group_bytes: usize,
+    /// The most `held_bytes` was after a batch.
+    held_bytes_peak: usize,
     context: ContextCsns,
     /// The batch's accepted entries, appended together through one cursor.
     accepted: Vec<(u32, std::ops::Range<usize>, std::ops::Range<usize>)>,
@@ -779,6 +801,8 @@ impl Sequencing {
             groups: Vec::new(),
             lines: Vec::new(),
             keep_lines: !options.unique.is_empty(),
+            group_bytes: 0,
+            held_bytes_peak: 0,
             context: ContextCsns::new(),
             accepted: Vec::new(),
         })
@@ -812,6 +836,8 @@ impl Sequencing {
             self.context.merge(csn);
         }
         if !entry.group_members.is_empty() {
+            self.group_bytes += group_member_bytes(&entry.group_members)
+                + group_member_bytes(&entry.group_members_unfound_later);
             self.groups.push(GroupMembers {
                 id: entry.id,
                 members: std::mem::take(&mut entry.group_members),
@@ -819,6 +845,18 @@ impl Sequencing {
             });
         }
         Ok(())
+    }
+
+    /// About what the sequencer holds in memory that grows with the input and has no budget
+    /// of its own: the DN tree's slots and waiting nodes, the group member lists (for
+    /// memberOf) and the entries' lines (for uniqueness). Records it in the peak.
+    fn note_held_bytes(&mut self) -> usize {
+        let held = self.tree.held_bytes()
+            + self.group_bytes
+            + self.groups.capacity() * size_of::<GroupMembers>()
+            + self.lines.capacity() * size_of::<(u32, u64)>();
+        self.held_bytes_peak = self.held_bytes_peak.max(held);
+        held
     }
 
     /// Appends the batch's accepted entries and their value rows (ranges into `arena`).
@@ -857,8 +895,17 @@ impl Sequencing {
             groups: self.groups,
             lines: self.lines,
             context: self.context,
+            held_bytes_peak: self.held_bytes_peak,
         })
     }
+}
+
+/// What a group's member DN list holds.
+fn group_member_bytes(members: &[String]) -> usize {
+    members
+        .iter()
+        .map(|member| size_of::<String>() + member.capacity())
+        .sum()
 }
 
 /// Tree rows read ahead and appended through one cursor at a time.

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// Bytes a new key costs in the in-memory map beyond its own bytes (box, vec header, table slot, slack).
@@ -488,6 +489,43 @@ impl SortedRun {
     }
 }
 
+/// Memory a load holds outside the sorted runs that grows with the input (the sequencer's DN
+/// tree and group member lists), charged to the workers' runs: each run's budget is lowered by
+/// its share of it, so the load stays within `--memory` as the tree grows. A run never drops
+/// below a quarter of its budget (its pair buffer and the sort's scratch fill that quarter:
+/// below it, it would spill at every fill).
+#[derive(Clone, Debug)]
+pub struct SharedCharge {
+    held_bytes: Arc<AtomicUsize>,
+    /// How many runs share the charge.
+    shares: usize,
+}
+
+impl SharedCharge {
+    pub fn new(shares: usize) -> SharedCharge {
+        SharedCharge {
+            held_bytes: Arc::new(AtomicUsize::new(0)),
+            shares: shares.max(1),
+        }
+    }
+
+    /// What is held now (the sequencer sets it after each batch).
+    pub fn set(&self, held_bytes: usize) {
+        self.held_bytes.store(held_bytes, AtomicOrdering::Relaxed);
+    }
+
+    /// The most of it a run of `budget_bytes` can take on (three quarters of that budget).
+    pub fn absorbable_bytes(budget_bytes: usize) -> usize {
+        budget_bytes - budget_bytes / 4
+    }
+
+    /// `budget_bytes` lowered by one run's share of what is held.
+    fn lowered(&self, budget_bytes: usize) -> usize {
+        let share = self.held_bytes.load(AtomicOrdering::Relaxed) / self.shares;
+        budget_bytes - share.min(Self::absorbable_bytes(budget_bytes))
+    }
+}
+
 /// An in-memory, per-thread run: key → ascending IDs. Short keys are packed pairs in a flat
 /// buffer, sorted and grouped into a [`SortedRun`] whenever the buffer fills; longer keys
 /// (ordering-index and dn2id keys) are grouped in a hash map.
@@ -505,6 +543,8 @@ pub struct PostingRun {
     budget_bytes: usize,
     spill_directory: PathBuf,
     spilled: Vec<SpilledRun>,
+    /// What else the load holds, taken off `budget_bytes` (the loader's workers only).
+    charge: Option<SharedCharge>,
 }
 
 impl PostingRun {
@@ -523,6 +563,21 @@ impl PostingRun {
             budget_bytes,
             spill_directory: spill_directory.to_path_buf(),
             spilled: Vec::new(),
+            charge: None,
+        }
+    }
+
+    /// This run with its budget lowered by its share of `charge` (see [`SharedCharge`]).
+    pub fn charged(mut self, charge: SharedCharge) -> Self {
+        self.charge = Some(charge);
+        self
+    }
+
+    /// The budget now: `budget_bytes` less this run's share of the charge.
+    fn budget_now(&self) -> usize {
+        match &self.charge {
+            None => self.budget_bytes,
+            Some(charge) => charge.lowered(self.budget_bytes),
         }
     }
 
@@ -590,7 +645,7 @@ impl PostingRun {
 
     /// Spills when the sorted runs, the long keys and the pair buffer reach the budget.
     fn spill_if_full(&mut self) -> Result<(), RunError> {
-        if self.estimated_bytes() >= self.budget_bytes || self.long_key_ids >= LONG_KEY_IDS_MAX {
+        if self.estimated_bytes() >= self.budget_now() || self.long_key_ids >= LONG_KEY_IDS_MAX {
             self.spill()?;
         }
         Ok(())
@@ -1463,6 +1518,35 @@ mod tests {
             count += 1;
         }
         assert_eq!(count, 5);
+    }
+
+    /// A run charged with what the load holds elsewhere spills sooner, and never gives up
+    /// more than three quarters of its budget.
+    #[test]
+    fn a_charge_lowers_the_budget_down_to_a_quarter() {
+        let directory = tempfile::tempdir().unwrap();
+        let budget_bytes = 20_000;
+        let push_long_keys = |run: &mut PostingRun| {
+            for id in 1..=100u32 {
+                let key = format!("{id:040}");
+                run.push(key.as_bytes(), id).unwrap();
+            }
+        };
+        let charge = SharedCharge::new(1);
+        let mut run = PostingRun::new(budget_bytes, directory.path()).charged(charge.clone());
+        push_long_keys(&mut run);
+        assert_eq!(run.spill_count(), 0, "100 long keys fit in 20 kB");
+        charge.set(15_000);
+        assert_eq!(run.budget_now(), 5_000);
+        push_long_keys(&mut run);
+        assert!(run.spill_count() > 0, "the charged run spills");
+        charge.set(usize::MAX);
+        assert_eq!(run.budget_now(), budget_bytes / 4);
+        // Two runs share a charge half each.
+        let shared = SharedCharge::new(2);
+        let halves = PostingRun::new(budget_bytes, directory.path()).charged(shared.clone());
+        shared.set(10_000);
+        assert_eq!(halves.budget_now(), 15_000);
     }
 
     #[test]

@@ -65,6 +65,16 @@ impl DnSlots {
         }
     }
 
+    /// About what the slots hold: the names, and the tables at their capacity (a slot is the
+    /// key, the value and a control byte; colliding hashes are too rare to count their lists).
+    fn held_bytes(&self) -> usize {
+        let slot_bytes = size_of::<u64>() + size_of::<DnSlot>() + 1;
+        let collided_slot_bytes = size_of::<u64>() + size_of::<Vec<DnSlot>>() + 1;
+        self.names.capacity()
+            + self.first.capacity() * slot_bytes
+            + self.collided.capacity() * collided_slot_bytes
+    }
+
     fn name(&self, range: NameRange) -> &[u8] {
         &self.names[range.start..range.start + range.length]
     }
@@ -129,6 +139,17 @@ struct PendingNode {
     rdn_normalized: String,
 }
 
+impl PendingNode {
+    /// What a node waiting in `pending` holds.
+    fn held_bytes(&self) -> usize {
+        size_of::<PendingNode>()
+            + self.dn.capacity()
+            + self.normalized_parent.capacity()
+            + self.rdn_original.capacity()
+            + self.rdn_normalized.capacity()
+    }
+}
+
 /// Where an entry ended up.
 pub enum Arrival {
     Placed,
@@ -142,6 +163,8 @@ pub struct TreeBuilder {
     /// DN, which is compared when a DN of that hash is placed).
     pending: WordHashMap<u64, Vec<PendingNode>>,
     pending_count: usize,
+    /// What the nodes in `pending` hold (`PendingNode::held_bytes`).
+    pending_bytes: usize,
     /// Parent ID per entry ID (index = ID), NOT_PLACED for holes.
     parents: Vec<u32>,
     depths: Vec<u16>,
@@ -184,6 +207,7 @@ impl TreeBuilder {
             slots: DnSlots::new(hash),
             pending: WordHashMap::default(),
             pending_count: 0,
+            pending_bytes: 0,
             parents: vec![NOT_PLACED],
             depths: vec![0],
             dn2id: PostingRun::new(budget_bytes, spill_directory),
@@ -237,6 +261,7 @@ impl TreeBuilder {
                 Ok(Arrival::Placed)
             }
             _ => {
+                self.pending_bytes += node.held_bytes();
                 self.pending.entry(parent_hash).or_default().push(node);
                 self.pending_count += 1;
                 Ok(Arrival::Waiting)
@@ -279,6 +304,7 @@ impl TreeBuilder {
             self.slots.get_mut(node.slot).placed = true;
             for child in self.take_children(node.slot) {
                 self.pending_count -= 1;
+                self.pending_bytes -= child.held_bytes();
                 stack.push((child, node.id));
             }
         }
@@ -320,6 +346,17 @@ impl TreeBuilder {
         record.extend_from_slice(node.rdn_normalized.as_bytes());
         let path = self.nodes_file.path().to_path_buf();
         self.nodes.write_all(&record).map_err(io_error(&path))
+    }
+
+    /// About what the builder holds in memory besides its dn2id run (which has a budget of
+    /// its own): the DN slots with their names, a parent and a depth per ID, and the nodes
+    /// still waiting for their parent. It grows with the entries, so the load charges it to
+    /// the workers' runs (`SharedCharge`).
+    pub fn held_bytes(&self) -> usize {
+        self.slots.held_bytes()
+            + self.parents.capacity() * size_of::<u32>()
+            + self.depths.capacity() * size_of::<u16>()
+            + self.pending_bytes
     }
 
     #[cfg(test)]

@@ -247,6 +247,14 @@ fn tiny_memory_budget_spills_and_gives_the_same_database() {
     let roomy_directory = work.path().join("roomy");
     let roomy = load(&options(&roomy_directory, true), &path).unwrap();
     assert_eq!(roomy.spill_files, 0);
+    // The DN tree holds every DN (here ~1,500 of 30+ bytes), counted against --memory.
+    assert!(
+        roomy.held_bytes_peak > 1500 * 30,
+        "held {}",
+        roomy.held_bytes_peak
+    );
+    assert_eq!(roomy.held_bytes_over_budget, 0);
+    assert!(!roomy.to_string().contains("warning"), "{roomy}");
     let tight_directory = work.path().join("tight");
     let mut tight_options = options(&tight_directory, true);
     tight_options.memory_bytes_max = 64 * 1024;
@@ -256,6 +264,14 @@ fn tiny_memory_budget_spills_and_gives_the_same_database() {
         tight.spill_files > 4,
         "a 64 KiB budget must spill, got {} files",
         tight.spill_files
+    );
+    // A tree larger than 64 KiB can make room for: said, not hidden.
+    assert!(tight.held_bytes_over_budget > 0, "{tight:?}");
+    assert!(
+        tight
+            .to_string()
+            .contains("warning: the DN tree and member lists held"),
+        "{tight}"
     );
     let (roomy, tight) = (open(&roomy_directory, true), open(&tight_directory, true));
     assert_clean(&tight);
