@@ -17,9 +17,12 @@ impl WriteTxn<'_> {
     ) -> Result<EntryId, LdapError> {
         let dn = &*self.target(dn)?;
         let id = self.existing(dn)?;
-        let client_memberof = match context.replicated {
-            true => None,
-            false => self.memberof_of_client_modify(id, dn.as_str(), modifications)?,
+        // A client's memberOf is looked at only where it may write one at all (Relax); else
+        // the modify refuses it as NO-USER-MODIFICATION.
+        let may_write_memberof = context.relax || context.skip_schema_check;
+        let client_memberof = match !context.replicated && may_write_memberof {
+            true => self.memberof_of_client_modify(id, dn.as_str(), modifications)?,
+            false => None,
         };
         let Some((named, others)) = client_memberof else {
             return self.modify_entry(id, dn, modifications, context);

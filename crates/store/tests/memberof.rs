@@ -563,6 +563,10 @@ fn a_client_memberof_unlike_the_groups_is_refused() {
     let error = write.add(&added, &relax).unwrap_err();
     assert_eq!(error.code, lmdir_schema::ResultCode::ConstraintViolation);
     assert!(error.message.contains(&listing), "{error:?}");
+    // Without Relax, memberOf stays NO-USER-MODIFICATION, even where it agrees.
+    let agreeing = memberof_change(ModOp::Add, &[&listing]);
+    let error = write.modify(&member, &[agreeing], &context()).unwrap_err();
+    assert!(error.message.contains("no user modification"), "{error:?}");
     // What agrees with the groups is taken: a replace with the same values, spelled
     // otherwise; memberOf keeps the groups' DNs as stored, as a peer's upkeep writes them.
     let keep = memberof_change(ModOp::Replace, &[&listing.to_uppercase(), &own]);
