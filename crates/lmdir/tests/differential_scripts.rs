@@ -749,6 +749,48 @@ fn subtree_rename_keeps_member_and_member_of_as_slapd_memberof_refint() {
     assert_no_differences(differences);
 }
 
+/// Relax Rules writes of memberOf (the rootdn's) beside slapd's memberof + refint overlays: an
+/// add naming a group that does not list the entry, a modify adding such a value, a modify
+/// removing a value whose group lists the entry. slapd refuses each (memberOf is not
+/// "manageable": constraintViolation); lmdir refuses each too, memberOf being a function of
+/// the groups (it takes, where slapd refuses, a value the groups back: docs/compatibility.md).
+/// Then the same memberships on both.
+#[test]
+fn relax_writes_of_memberof_are_refused_as_slapd_memberof_refuses_them() {
+    if skip_without_tools() {
+        return;
+    }
+    let pair = Pair::start_with(PEOPLE_AND_UNITS, Setup::MemberOfRefint);
+    let mut differences = run_steps(
+        &pair,
+        vec![("add the groups", Step::Change(groups_as_adds()))],
+    );
+    let writes = [
+        format!(
+            "dn: cn=Relaxed,ou=People,{SUFFIX}\nchangetype: add\nobjectClass: person\n\
+             cn: Relaxed\nsn: Relaxed\nmemberOf: {RESEARCH_STAFF}\n"
+        ),
+        format!("dn: {CLEO}\nchangetype: modify\nadd: memberOf\nmemberOf: {RESEARCH_STAFF}\n"),
+        format!("dn: {BEN}\nchangetype: modify\ndelete: memberOf\nmemberOf: {RESEARCH_STAFF}\n"),
+    ];
+    let [(_, openldap_port), (_, lmdir_port)] = pair.ports();
+    for ldif in &writes {
+        let code =
+            |port| conformance::ldap_change_code(port, "ldapmodify", &["-e", "!relax"], ldif);
+        let (openldap, lmdir) = (code(openldap_port), code(lmdir_port));
+        if (openldap, lmdir) != (19, 19) {
+            differences.push(format!(
+                "{ldif}: OpenLDAP {openldap}, lmdir {lmdir} (not 19)"
+            ));
+        }
+    }
+    differences.extend(run_cases(
+        &pair,
+        &membership_cases("after the relax writes"),
+    ));
+    assert_no_differences(differences);
+}
+
 /// test025: a size limit for everyone but one identity, as slapd `limits` and lmdir `[[limits]]`;
 /// (result code, entries) of each search by each identity, plain and paged.
 #[test]

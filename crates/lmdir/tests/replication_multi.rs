@@ -549,3 +549,131 @@ fn memberof_of_an_entry_a_group_already_lists_is_the_same_on_both_nodes() {
     });
     assert_no_echo(&nodes, "after the add and the move");
 }
+
+/// `ldapmodify -e !relax` (the Relax Rules control, critical) as the rootdn against `node`:
+/// the exit code (the LDAP result) and what it wrote to standard error.
+fn relax_change(node: &Node, text: &str) -> (i32, String) {
+    let mut child = Command::new("ldapmodify")
+        .args(["-x", "-e", "!relax", "-H"])
+        .arg(format!("ldap://127.0.0.1:{}", node.server.port))
+        .args(["-D", ROOT_DN, "-w", ROOT_PASSWORD])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running ldapmodify");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code().unwrap_or(-1), stderr)
+}
+
+/// `attribute` of `dn` on a node, lower-cased and sorted.
+fn sorted_values(node: &Node, dn: &str, attribute: &str) -> Vec<String> {
+    let mut values: Vec<String> = base_values(node.server.port, dn, attribute)
+        .iter()
+        .map(|value| value.to_ascii_lowercase())
+        .collect();
+    values.sort_unstable();
+    values
+}
+
+/// Relax writes of memberOf on node 1: an add naming a group that does not list the entry, a
+/// modify adding such a value, a modify deleting a value whose group does list the entry. Each
+/// would leave node 1 with a memberOf no group here backs (or without one a group backs) while
+/// node 2, setting memberOf from its groups, differs for good under equal entryCSNs; they are
+/// refused (constraintViolation naming the value), as slapd 2.5's memberof refuses memberOf
+/// from clients even under Relax. A Relax add whose memberOf a group does back is taken, and so
+/// is a modify respelling such a value, memberOf keeping the group's DN as stored (node 1 kept
+/// the request's spelling before, and the exports differed). Then both nodes answer the same
+/// memberOf and the same member list, and export the same.
+#[test]
+fn relax_writes_of_memberof_leave_both_nodes_the_same() {
+    let mut nodes = mesh(2);
+    let group = format!("cn=relaxed,ou=groups,{SUFFIX}");
+    let (stranger, listed, member) = (
+        format!("uid=stranger,ou=people,{SUFFIX}"),
+        format!("uid=listed,ou=people,{SUFFIX}"),
+        person(2),
+    );
+    change(
+        &nodes[0],
+        &format!(
+            "dn: {group}\nchangetype: add\nobjectClass: groupOfNames\ncn: relaxed\n\
+             member: {member}\nmember: {listed}\n"
+        ),
+    );
+    converge(&mut nodes, "the group on both nodes", |export| {
+        !record(export, &person(PEOPLE as usize - 1)).is_empty()
+            && !record(export, &group).is_empty()
+    });
+    let add = |uid: &str| {
+        format!(
+            "dn: uid={uid},ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
+             uid: {uid}\ncn: {uid}\nsn: {uid}\nmemberOf: {group}\n"
+        )
+    };
+    let refused = [
+        add("stranger"),
+        format!(
+            "dn: {}\nchangetype: modify\nadd: memberOf\nmemberOf: {group}\n",
+            person(3)
+        ),
+        format!("dn: {member}\nchangetype: modify\ndelete: memberOf\nmemberOf: {group}\n"),
+    ];
+    // The answers are checked after the nodes are compared: the divergence is the fault.
+    let answers: Vec<(i32, String)> = refused
+        .iter()
+        .map(|text| relax_change(&nodes[0], text))
+        .collect();
+    let (code, stderr) = relax_change(&nodes[0], &add("listed"));
+    assert_eq!(code, 0, "a memberOf the group backs: {stderr}");
+    // Respelled, a value the group backs: memberOf keeps the group's DN as stored, as node 2.
+    let respelled = format!(
+        "dn: {member}\nchangetype: modify\ndelete: memberOf\nmemberOf: {group}\n-\n\
+         add: memberOf\nmemberOf: {}\n",
+        group.to_uppercase()
+    );
+    let respelled_answer = relax_change(&nodes[0], &respelled);
+    // A marker written after the Relax writes: once node 2 has it, it has them too.
+    set_description(&nodes[0], &group, "after the relax writes");
+    let deadline = Instant::now() + CONVERGENCE_WAIT_MAX;
+    while base_values(nodes[1].server.port, &group, "description").is_empty()
+        || base_values(nodes[1].server.port, &listed, "uid").is_empty()
+    {
+        nodes[1].server.assert_running("the relax writes on node 2");
+        assert!(Instant::now() < deadline, "node 2 never got the marker");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for dn in [&stranger, &listed, &person(3), &member] {
+        let (first, second) = (
+            sorted_values(&nodes[0], dn, "memberOf"),
+            sorted_values(&nodes[1], dn, "memberOf"),
+        );
+        assert_eq!(first, second, "memberOf of {dn}: node 1, node 2");
+    }
+    assert_eq!(
+        sorted_values(&nodes[0], &listed, "memberOf"),
+        vec![group.to_ascii_lowercase()]
+    );
+    assert_eq!(
+        sorted_values(&nodes[0], &group, "member"),
+        sorted_values(&nodes[1], &group, "member"),
+        "member of {group}: node 1, node 2"
+    );
+    let (code, stderr) = respelled_answer;
+    assert_eq!(code, 0, "a respelled memberOf the group backs: {stderr}");
+    for (text, (code, stderr)) in refused.iter().zip(answers) {
+        assert_eq!(code, 19, "{text}: {stderr}");
+        assert!(stderr.contains(&group), "{text}: {stderr}");
+    }
+    converge(&mut nodes, "after the relax writes", |export| {
+        !record(export, &listed).is_empty()
+    });
+    assert_no_echo(&nodes, "after the relax writes");
+}

@@ -38,7 +38,7 @@ fn ldap_failure(what: String) -> impl FnOnce(LdapError) -> LoadError {
 pub(crate) enum Memberships {
     /// As single-entry adds of the file in order (an import): the groups added after it (or
     /// itself), and those added before it that its own add finds listing its DN (over the
-    /// member equality indexes: `memberof_of_listed_dn` in the store).
+    /// member equality indexes: `memberof_of_added_entry` in the store).
     AddedBefore,
     /// Every group listing it: a replica's first refresh, memberOf as the replica's own groups
     /// say (never the provider's values, which the refresh leaves out).

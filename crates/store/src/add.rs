@@ -102,14 +102,14 @@ impl WriteTxn<'_> {
             mut attributes,
             group_members,
         } = rows;
-        if context.replicated {
-            // memberOf kept up here is this store's fact, never the provider's text.
-            self.memberof_of_replicated_add(&mut attributes, dn.as_str())?;
-        } else {
-            // A group here may list the DN already: found as a replicated add finds it, or
-            // the peers that receive this add would hold a memberOf this node lacks.
-            self.memberof_of_listed_dn(&mut attributes, dn.as_str())?;
+        if !context.replicated {
+            // A client's memberOf (Relax) must be what this store's groups say: peers set it
+            // from theirs.
+            self.refuse_memberof_of_client_add(&attributes, dn.as_str())?;
         }
+        // memberOf kept up here is this store's fact, never the request's or the provider's
+        // text: the groups listing the DN (a group here may list it already).
+        self.memberof_of_added_entry(&mut attributes, dn.as_str())?;
         let mut key = Vec::new();
         layout::encode_dn2id_key(parent, place.rdn_normalized.as_bytes(), &mut key);
         self.inner

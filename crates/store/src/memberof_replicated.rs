@@ -16,23 +16,43 @@
 //! refresh quadratic in the directory's size). A group listing the DN that neither side's
 //! memberOf names is then missed, until the group itself changes.
 //!
-//! A client add, and a move onto a new DN, take the same groups (`memberof_of_listed_dn`): a
-//! group may list a DN before any entry holds it (a dangling member value, which slapd's
-//! default `memberof-dangling ignore` and bulk loads allow). slapd 2.5's overlay leaves such an
-//! entry without that memberOf; here the node that took the client's write would then differ
-//! for good from a peer whose replicated add found the group. The request's own memberOf (a
-//! Relax add) stays as given; the groups found are added to it.
+//! A client add, and a move onto a new DN, take the same groups (`memberof_of_added_entry`,
+//! `memberof_of_listed_dn`): a group may list a DN before any entry holds it (a dangling
+//! member value, which slapd's default `memberof-dangling ignore` and bulk loads allow).
+//! slapd 2.5's overlay leaves such an entry without that memberOf; here the node that took the
+//! client's write would then differ for good from a peer whose replicated add found the group.
+//! A move keeps the memberOf the entry held (its groups were just rewritten to list the new
+//! DN); the groups found are added to it.
+//!
+//! A client's own memberOf (the Relax Rules control lets the rootdn's add and modify carry it;
+//! a load into a store holding entries adds the same way) must agree with the groups: a value
+//! naming no group here that lists the entry cannot be added, nor one naming a group that
+//! lists it removed (constraintViolation naming the value). Kept, such a value would stay on
+//! the node that took the write while every peer, setting memberOf from its groups, went
+//! without it: different for good under equal entryCSNs. slapd 2.5 refuses memberOf from
+//! clients even under Relax (its memberof overlay's attribute is not "manageable"), and its
+//! memberof.c does not reflect a memberOf modify into the group; making the group list the
+//! entry instead would turn a write of the member into a write of the group, which the
+//! rootdn can ask for plainly. So lmdir refuses what slapd refuses, and takes what the groups
+//! already say (an export carrying memberOf back, a stale memberOf repaired); the values
+//! written are then the groups' DNs as stored (`memberof_of_added_entry`, `memberof_settle`),
+//! as every peer writes them, never the request's spelling. Only the groups the request's
+//! values name (and the indexed ones listing the DN) are looked up.
 
 use std::collections::BTreeSet;
 
-use lmdir_schema::{AttrId, LdapError};
+use lmdir_schema::{AttrId, LdapError, ModOp, Modification, ResultCode};
 
 use crate::layout::EntryId;
 use crate::read::{corrupt, out_of_line_rows, read_entry};
-use crate::write::{WorkingAttribute, WriteTxn};
+use crate::write::{ldap, WorkingAttribute, WriteTxn};
 
 /// One value as (original, normalized).
 type ValuePair = (Vec<u8>, Vec<u8>);
+
+/// A client modify touching memberOf: the memberOf values named before and after it
+/// (normalized), and its other modifications.
+pub(crate) type ClientMemberof = (BTreeSet<Vec<u8>>, Vec<Modification>);
 
 impl WriteTxn<'_> {
     /// Whether this store keeps memberOf itself (then a provider's memberOf is not taken).
@@ -47,9 +67,10 @@ impl WriteTxn<'_> {
             .flatten()
     }
 
-    /// A replicated add's attributes (the entry at normalized DN `dn`, not stored yet): every
-    /// memberOf description dropped, memberOf set from this store's groups (see the module).
-    pub(crate) fn memberof_of_replicated_add(
+    /// An added entry's attributes (at normalized DN `dn`, not stored yet; a replicated add, or
+    /// a client's whose memberOf `refuse_memberof_of_client_add` let pass): every memberOf
+    /// description dropped, memberOf set from this store's groups (see the module).
+    pub(crate) fn memberof_of_added_entry(
         &self,
         attributes: &mut Vec<WorkingAttribute>,
         dn: &str,
@@ -66,9 +87,9 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
-    /// A client add's or move's attributes (the entry at normalized DN `dn`, not written yet):
-    /// the memberOf they hold stays, and the groups here that list `dn` are added to it, found
-    /// as for a replicated add (see the module; none without a member equality index).
+    /// A move's attributes (the entry at normalized DN `dn`, not written yet): the memberOf
+    /// they hold stays, and the groups here that list `dn` are added to it, found as for an
+    /// add (see the module; none without a member equality index).
     pub(crate) fn memberof_of_listed_dn(
         &self,
         attributes: &mut Vec<WorkingAttribute>,
@@ -96,10 +117,118 @@ impl WriteTxn<'_> {
         Ok(())
     }
 
-    /// After a replicated replace of entry `id`: its memberOf set from this store's groups,
-    /// `sent` (the provider's memberOf, normalized) naming more candidates. Written only when
-    /// it differs from what is stored.
-    pub(crate) fn memberof_settle_replicated(
+    /// A client add's memberOf (the entry at normalized DN `dn`, not written yet; the Relax
+    /// control or a load let it carry memberOf): refused where a value names no group here
+    /// listing `dn` (see the module).
+    pub(crate) fn refuse_memberof_of_client_add(
+        &self,
+        attributes: &[WorkingAttribute],
+        dn: &str,
+    ) -> Result<(), LdapError> {
+        let Some(memberof) = self.memberof_kept() else {
+            return Ok(());
+        };
+        let held = named_groups(attributes, memberof);
+        self.refuse_memberof_unlike_groups(dn, &held, &BTreeSet::new())
+    }
+
+    /// A client modify of entry `id` at normalized DN `dn` (under Relax, the only way a client
+    /// modifies memberOf): refused where it would add a memberOf value naming no group here
+    /// listing `dn`, or remove one naming a group that lists it (see the module). Only the
+    /// groups of the values it changes are looked up. When it touches memberOf and passes:
+    /// the memberOf values it and the entry name (normalized, for `memberof_settle`) and its
+    /// other modifications.
+    pub(crate) fn memberof_of_client_modify(
+        &self,
+        id: EntryId,
+        dn: &str,
+        modifications: &[Modification],
+    ) -> Result<Option<ClientMemberof>, LdapError> {
+        let Some(memberof) = self.memberof_kept() else {
+            return Ok(None);
+        };
+        let schema = self.inner.schema();
+        let (mut after, mut before) = (None, BTreeSet::new());
+        let mut others = Vec::new();
+        for modification in modifications {
+            let description = schema.parse_description(&modification.description);
+            if description.map_or(true, |description| description.attr != memberof) {
+                others.push(modification.clone()); // an unknown one: the modify refuses it
+                continue;
+            }
+            let values = modification
+                .values
+                .iter()
+                .map(|value| schema.normalize_value(memberof, value))
+                .collect::<Result<BTreeSet<Vec<u8>>, LdapError>>()?;
+            let held: &mut BTreeSet<Vec<u8>> = match &mut after {
+                Some(held) => held,
+                None => {
+                    let stored = self.stored_descriptions_of(id, memberof)?;
+                    before = named_groups(&stored, memberof);
+                    after.insert(before.clone())
+                }
+            };
+            match modification.op {
+                ModOp::Add => held.extend(values),
+                ModOp::Delete if values.is_empty() => held.clear(),
+                ModOp::Delete => held.retain(|value| !values.contains(value)),
+                ModOp::Replace => *held = values,
+                // Not a memberOf operation: left to the modify, which refuses it.
+                ModOp::Increment => others.push(modification.clone()),
+            }
+        }
+        let Some(after) = after else {
+            return Ok(None);
+        };
+        let added = after.difference(&before).cloned().collect();
+        let removed = before.difference(&after).cloned().collect();
+        self.refuse_memberof_unlike_groups(dn, &added, &removed)?;
+        Ok(Some((before.union(&after).cloned().collect(), others)))
+    }
+
+    /// Refuses (constraintViolation, naming the value) a client's memberOf change of the entry
+    /// at normalized DN `dn` that would make it differ from this store's groups: an `added`
+    /// value naming no group listing `dn`, a `removed` one naming a group that lists it
+    /// (normalized group DNs; only these groups are looked up).
+    fn refuse_memberof_unlike_groups(
+        &self,
+        dn: &str,
+        added: &BTreeSet<Vec<u8>>,
+        removed: &BTreeSet<Vec<u8>>,
+    ) -> Result<(), LdapError> {
+        if added.is_empty() && removed.is_empty() {
+            return Ok(());
+        }
+        let named: BTreeSet<Vec<u8>> = added.union(removed).cloned().collect();
+        let backed: BTreeSet<Vec<u8>> = self
+            .memberof_from_groups(dn, &named)?
+            .into_iter()
+            .map(|(_, normalized)| normalized)
+            .collect();
+        let refuse = |value: &Vec<u8>, what: &str| {
+            Err(ldap(
+                ResultCode::ConstraintViolation,
+                format!(
+                    "memberOf: '{}' {what} '{dn}': memberOf is kept from the groups' member \
+                     values, change the group instead",
+                    String::from_utf8_lossy(value)
+                ),
+            ))
+        };
+        if let Some(value) = added.iter().find(|value| !backed.contains(*value)) {
+            return refuse(value, "is no group listing");
+        }
+        if let Some(value) = removed.iter().find(|value| backed.contains(*value)) {
+            return refuse(value, "is a group listing");
+        }
+        Ok(())
+    }
+
+    /// After a replicated replace of entry `id`, or a client's modify of its memberOf: its
+    /// memberOf set from this store's groups, `sent` (the provider's or the client's memberOf,
+    /// normalized) naming more candidates. Written only when it differs from what is stored.
+    pub(crate) fn memberof_settle(
         &mut self,
         id: EntryId,
         sent: &BTreeSet<Vec<u8>>,

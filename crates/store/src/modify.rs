@@ -17,6 +17,32 @@ impl WriteTxn<'_> {
     ) -> Result<EntryId, LdapError> {
         let dn = &*self.target(dn)?;
         let id = self.existing(dn)?;
+        // A client's memberOf is looked at only where it may write one at all (Relax); else
+        // the modify refuses it as NO-USER-MODIFICATION.
+        let may_write_memberof = context.relax || context.skip_schema_check;
+        let client_memberof = match !context.replicated && may_write_memberof {
+            true => self.memberof_of_client_modify(id, dn.as_str(), modifications)?,
+            false => None,
+        };
+        let Some((named, others)) = client_memberof else {
+            return self.modify_entry(id, dn, modifications, context);
+        };
+        // A client's memberOf change that agrees with the groups: memberOf is then set from
+        // the groups (their DNs as stored, as every peer sets it), not from the request's text.
+        let id = self.modify_entry(id, dn, &others, context)?;
+        self.memberof_settle(id, &named)?;
+        Ok(id)
+    }
+
+    /// `modify` once the request's memberOf is settled: by point writes where the entry's
+    /// values live out of line, else in one rewrite of the record.
+    fn modify_entry(
+        &mut self,
+        id: EntryId,
+        dn: &lmdir_schema::NormalizedDn,
+        modifications: &[Modification],
+        context: &WriteContext,
+    ) -> Result<EntryId, LdapError> {
         if let Some(id) = self.modify_out_of_line(id, dn, modifications, context)? {
             return Ok(id);
         }

@@ -155,7 +155,7 @@ impl WriteTxn<'_> {
         // values streamed, never all in memory).
         // memberOf kept up by this store (`memberof`) is this store's fact, not the provider's:
         // neither emptied nor replaced by the provider's values, which only name groups to
-        // check (`memberof_settle_replicated`, after the write).
+        // check (`memberof_settle`, after the write).
         let kept = self.memberof_kept();
         let mut sent_memberof = std::collections::BTreeSet::new();
         let outside = self.out_of_line_descriptions(id)?;
@@ -225,7 +225,7 @@ impl WriteTxn<'_> {
         }
         modifications.extend(given);
         let id = self.modify(&dn, &modifications, context)?;
-        self.memberof_settle_replicated(id, &sent_memberof)?;
+        self.memberof_settle(id, &sent_memberof)?;
         Ok(id)
     }
 

@@ -674,7 +674,7 @@ impl Store {
     }
 
     /// Those of a new group's `group_members` that a later add of that DN does not find the
-    /// group by (`memberof_of_listed_dn` looks for an equality posting under the DN itself):
+    /// group by (`memberof_of_added_entry` looks for an equality posting under the DN itself):
     /// named only by an unindexed attribute or by a `uniqueMember` with a UID. Sorted; mostly
     /// empty. For the bulk loader, which mirrors single adds of its file in order.
     pub fn group_members_unfound_later(&self, rows: &EntryRows) -> Vec<String> {

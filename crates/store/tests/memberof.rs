@@ -417,8 +417,8 @@ fn memberof_stays_while_another_unique_member_value_names_the_member() {
 
 /// A group may list a DN before any entry holds it (a dangling member value). The entry added
 /// there later, or moved there, has that group in its memberOf, as a replicated add finds it
-/// (over the member equality index); a memberOf the add itself carries (Relax) stays as given. Without
-/// the index only the named groups count. (Before, a client add or move kept only the
+/// (over the member equality index); a memberOf the add itself carries (Relax), naming a group
+/// that lists the entry, stays. Without the index only the named groups count. (Before, a client add or move kept only the
 /// request's memberOf, and a multi-provider peer applying the same add differed for good.)
 #[test]
 fn memberof_of_an_added_or_moved_entry_names_the_groups_already_listing_it() {
@@ -440,7 +440,7 @@ fn memberof_of_an_added_or_moved_entry_names_the_groups_already_listing_it() {
         add_all(&store, &directory(10), 100);
         let context = context();
         let mut write = store.write().unwrap();
-        for (group, listed) in [(&early, &late), (&ahead, &moved)] {
+        for (group, listed) in [(&early, &late), (&ahead, &moved), (&named, &late)] {
             let cn = group[3..].split(',').next().unwrap();
             let mut entry = entry(group, &[("objectClass", "groupOfNames"), ("cn", cn)]);
             entry.add_values("member", [listed.to_uppercase().into_bytes()]);
@@ -456,7 +456,9 @@ fn memberof_of_an_added_or_moved_entry_names_the_groups_already_listing_it() {
                 ("memberOf", &named),
             ],
         );
-        // A memberOf in the request is the Relax Rules control's (a plain add is refused it).
+        // A memberOf in the request is the Relax Rules control's (a plain add is refused it);
+        // it names a group listing the entry (one no group backs is refused: see
+        // `a_client_memberof_unlike_the_groups_is_refused`).
         let relax = lmdir_store::WriteContext {
             relax: true,
             ..context.clone()
@@ -484,4 +486,97 @@ fn memberof_of_an_added_or_moved_entry_names_the_groups_already_listing_it() {
         drop(read);
         assert_clean(&store);
     }
+}
+
+/// A client's memberOf (a Relax add or modify, the rootdn's) on a store that keeps memberOf must
+/// be what the groups say: a value naming a group that does not list the entry (or no entry)
+/// cannot be added, nor one naming a group that lists it removed; constraintViolation naming
+/// the value, nothing written. Values that agree with the groups are taken. (A replicated
+/// write sets memberOf from the receiving store's groups, so a kept disagreement left two
+/// multi-provider nodes different for good; slapd 2.5 refuses memberOf from clients even
+/// under Relax.)
+#[test]
+fn a_client_memberof_unlike_the_groups_is_refused() {
+    let temporary = tempfile::tempdir().unwrap();
+    let mut options = options();
+    options.memberof = true;
+    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    add_all(&store, &directory(10), 100);
+    let (listing, other) = (
+        format!("cn=listing,ou=groups,{SUFFIX}"),
+        format!("cn=other,ou=groups,{SUFFIX}"),
+    );
+    // directory(10): person N is a member of groupN.
+    let (member, outsider) = (person_dn(1), person_dn(2));
+    let own = format!("cn=group1,ou=groups,{SUFFIX}");
+    let relax = lmdir_store::WriteContext {
+        relax: true,
+        ..context()
+    };
+    let mut write = store.write().unwrap();
+    for (group, listed) in [(&listing, &member), (&other, &person_dn(3))] {
+        let cn = group[3..].split(',').next().unwrap();
+        let mut entry = entry(group, &[("objectClass", "groupOfNames"), ("cn", cn)]);
+        entry.add_values("member", [listed.clone().into_bytes()]);
+        write.add(&entry, &relax).unwrap();
+    }
+    write.commit().unwrap();
+    let memberof_change = |op, values: &[&String]| Modification {
+        op,
+        description: "memberOf".into(),
+        values: values
+            .iter()
+            .map(|value| value.as_bytes().to_vec())
+            .collect(),
+    };
+    let mut write = store.write().unwrap();
+    let cases = [
+        (&outsider, ModOp::Add, vec![&listing], &listing),
+        (&member, ModOp::Add, vec![&other], &other),
+        (&member, ModOp::Delete, vec![&listing], &listing),
+        (&member, ModOp::Delete, vec![], &own),
+        (&member, ModOp::Replace, vec![&own, &other], &other),
+        (&member, ModOp::Replace, vec![&listing], &own),
+    ];
+    for (dn, op, values, named) in cases {
+        let change = memberof_change(op, &values);
+        let error = write.modify(dn, &[change], &relax).unwrap_err();
+        let context = format!("{op:?} {values:?} on {dn}: {error:?}");
+        assert_eq!(
+            error.code,
+            lmdir_schema::ResultCode::ConstraintViolation,
+            "{context}"
+        );
+        assert!(error.message.contains(named.as_str()), "{context}");
+    }
+    let added_dn = format!("uid=added,ou=people,{SUFFIX}");
+    let added = entry(
+        &added_dn,
+        &[
+            ("objectClass", "inetOrgPerson"),
+            ("uid", "added"),
+            ("cn", "added"),
+            ("sn", "added"),
+            ("memberOf", &listing),
+        ],
+    );
+    let error = write.add(&added, &relax).unwrap_err();
+    assert_eq!(error.code, lmdir_schema::ResultCode::ConstraintViolation);
+    assert!(error.message.contains(&listing), "{error:?}");
+    // Without Relax, memberOf stays NO-USER-MODIFICATION, even where it agrees.
+    let agreeing = memberof_change(ModOp::Add, &[&listing]);
+    let error = write.modify(&member, &[agreeing], &context()).unwrap_err();
+    assert!(error.message.contains("no user modification"), "{error:?}");
+    // What agrees with the groups is taken: a replace with the same values, spelled
+    // otherwise; memberOf keeps the groups' DNs as stored, as a peer's upkeep writes them.
+    let keep = memberof_change(ModOp::Replace, &[&listing.to_uppercase(), &own]);
+    write.modify(&member, &[keep], &relax).unwrap();
+    write.commit().unwrap();
+    let read = store.read().unwrap();
+    assert_eq!(memberof_of(&read, &member), vec![own, listing.clone()]);
+    assert!(!memberof_of(&read, &outsider).contains(&listing));
+    assert_eq!(members_of(&read, &listing), vec![member.to_lowercase()]);
+    assert!(read.dn_to_id(&added_dn).is_err());
+    drop(read);
+    assert_clean(&store);
 }
