@@ -30,8 +30,9 @@ pub(crate) fn load_into_existing(
     let context = WriteContext {
         skip_schema_check: options.quick,
         relax: true,
-        // As slapadd: an entry may be loaded below an alias or a subentry.
-        any_parent_class: true,
+        // As slapadd: an entry may be loaded below an alias or a subentry, and its memberOf is
+        // the groups' (not refused where a group later in the file lists it).
+        import: true,
         ..WriteContext::new(options.creators_name.clone())
     };
     let unique_rules = crate::unique::compile(options)?;

@@ -521,6 +521,51 @@ fn entries_below_an_alias_or_a_subentry_load_as_with_slapadd() {
     assert_eq!(store.read().unwrap().entry_count().unwrap(), 7);
 }
 
+/// A load into a store holding entries takes memberOf as the groups give it, as a replica's
+/// add does: a member carrying memberOf for a group later in the file (slapcat writes entries in
+/// ID order, a group often after its members) loads, and a value no group backs is dropped,
+/// not refused (a client's Relax add of either is refused: `crates/store/tests/memberof.rs`).
+#[test]
+fn a_load_into_a_non_empty_store_takes_memberof_from_the_groups() {
+    let work = tempfile::tempdir().unwrap();
+    let first = write_file(work.path(), "first.ldif", &directory_ldif(10));
+    let directory = work.path().join("db");
+    let mut load_options = options(&directory, true);
+    load_options.store = memberof_store_options();
+    load(&load_options, &first).unwrap();
+    let second = write_file(
+        work.path(),
+        "second.ldif",
+        "dn: uid=early,ou=People,dc=example,dc=com\nobjectClass: account\nuid: early\n\
+         memberOf: cn=later,ou=Groups,dc=example,dc=com\n\
+         memberOf: cn=nowhere,ou=Groups,dc=example,dc=com\n\n\
+         dn: cn=later,ou=Groups,dc=example,dc=com\nobjectClass: groupOfNames\ncn: later\n\
+         member: uid=early,ou=People,dc=example,dc=com\n",
+    );
+    let summary = load(&load_options, &second).unwrap();
+    assert_eq!((summary.entries, summary.skipped_count), (2, 0));
+    let store = Store::open(&directory, memberof_store_options(), schema()).unwrap();
+    assert_clean(&store);
+    let read = store.read().unwrap();
+    let early = read
+        .entry(
+            read.dn_to_id("uid=early,ou=People,dc=example,dc=com")
+                .unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+    let memberof: Vec<String> = early
+        .attribute_by_text("memberOf")
+        .map(|attribute| {
+            attribute
+                .values()
+                .map(|(original, _)| String::from_utf8_lossy(original).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(memberof, ["cn=later,ou=Groups,dc=example,dc=com"]);
+}
+
 /// The ou entry of `name` holding only `ou: Staff`.
 fn ou_lacking_its_rdn_value(name: &str) -> String {
     format!("dn: ou={name},dc=example,dc=com\nobjectClass: organizationalUnit\nou: Staff\n\n")

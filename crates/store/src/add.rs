@@ -75,7 +75,7 @@ impl WriteTxn<'_> {
             }
         };
         // A replicated add is placed where its provider placed it: the provider decided.
-        if parent != ROOT_PARENT_ID && !context.any_parent_class && !context.replicated {
+        if parent != ROOT_PARENT_ID && !context.import && !context.replicated {
             self.refuse_parent_class(parent)?;
         }
         self.check_deadline()?;
@@ -102,7 +102,7 @@ impl WriteTxn<'_> {
             mut attributes,
             group_members,
         } = rows;
-        if !context.replicated {
+        if !context.replicated && !context.import {
             // A client's memberOf (Relax) must be what this store's groups say: peers set it
             // from theirs.
             self.refuse_memberof_of_client_add(&attributes, dn.as_str())?;

@@ -24,10 +24,10 @@
 //! A move keeps the memberOf the entry held (its groups were just rewritten to list the new
 //! DN); the groups found are added to it.
 //!
-//! A client's own memberOf (the Relax Rules control lets the rootdn's add and modify carry it;
-//! a load into a store holding entries adds the same way) must agree with the groups: a value
-//! naming no group here that lists the entry cannot be added, nor one naming a group that
-//! lists it removed (constraintViolation naming the value). Kept, such a value would stay on
+//! A client's own memberOf (the Relax Rules control lets the rootdn's add and modify carry it)
+//! must agree with the groups: a value naming no group here that lists the entry cannot be
+//! added, nor one naming a group that lists it removed (constraintViolation naming the value).
+//! Kept, such a value would stay on
 //! the node that took the write while every peer, setting memberOf from its groups, went
 //! without it: different for good under equal entryCSNs. slapd 2.5 refuses memberOf from
 //! clients even under Relax (its memberof overlay's attribute is not "manageable"), and its
@@ -37,7 +37,10 @@
 //! already say (an export carrying memberOf back, a stale memberOf repaired); the values
 //! written are then the groups' DNs as stored (`memberof_of_added_entry`, `memberof_settle`),
 //! as every peer writes them, never the request's spelling. Only the groups the request's
-//! values name (and the indexed ones listing the DN) are looked up.
+//! values name (and the indexed ones listing the DN) are looked up. An import into a store
+//! holding entries (`WriteContext::import`, `lmdir load`) is not refused: a group later in the
+//! file may list the entry; its memberOf is set from the groups, and each group's own add
+//! reaches the members added before it.
 
 use std::collections::BTreeSet;
 

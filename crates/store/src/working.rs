@@ -30,10 +30,12 @@ pub struct WriteContext {
     /// The permissive modify control: a modify adding a value that is there or deleting one
     /// that is not skips it (`Schema::apply_modification_with`).
     pub permissive_modify: bool,
-    /// Place an added entry below any parent, an alias or a subentry too (`lmdir load`, as
-    /// slapadd, which checks no parent's class); otherwise refused as back-mdb refuses it
-    /// (`WriteTxn::refuse_parent_class`).
-    pub any_parent_class: bool,
+    /// An import (`lmdir load` into a store that holds entries), as slapadd takes one: an
+    /// added entry may be placed below any parent, an alias or a subentry too (otherwise
+    /// refused as back-mdb refuses it, `WriteTxn::refuse_parent_class`), and the memberOf it
+    /// carries is not held against the groups (a group later in the file may list it): on a
+    /// store that keeps memberOf it is set from the groups, as a replicated add's is.
+    pub import: bool,
 }
 
 impl WriteContext {
@@ -46,7 +48,7 @@ impl WriteContext {
             replicated: false,
             attribute_descriptions_per_entry_max: ATTRIBUTES_PER_ENTRY_MAX,
             permissive_modify: false,
-            any_parent_class: false,
+            import: false,
         }
     }
 }
