@@ -498,17 +498,7 @@ fn memberof_of_an_entry_a_group_already_lists_is_the_same_on_both_nodes() {
         format!("uid=moved,ou=people,{SUFFIX}"),
     );
     let group = format!("cn=early,ou=groups,{SUFFIX}");
-    change(
-        &nodes[0],
-        &format!(
-            "dn: {group}\nchangetype: add\nobjectClass: groupOfNames\ncn: early\n\
-             member: {late}\nmember: {moved}\n"
-        ),
-    );
-    converge(&mut nodes, "the group on both nodes", |export| {
-        !record(export, &person(PEOPLE as usize - 1)).is_empty()
-            && !record(export, &group).is_empty()
-    });
+    add_group_on_both(&mut nodes, &group, "early", [&late, &moved]);
     add_person(&nodes[0], "late");
     change(
         &nodes[0],
@@ -601,17 +591,7 @@ fn relax_writes_of_memberof_leave_both_nodes_the_same() {
         format!("uid=listed,ou=people,{SUFFIX}"),
         person(2),
     );
-    change(
-        &nodes[0],
-        &format!(
-            "dn: {group}\nchangetype: add\nobjectClass: groupOfNames\ncn: relaxed\n\
-             member: {member}\nmember: {listed}\n"
-        ),
-    );
-    converge(&mut nodes, "the group on both nodes", |export| {
-        !record(export, &person(PEOPLE as usize - 1)).is_empty()
-            && !record(export, &group).is_empty()
-    });
+    add_group_on_both(&mut nodes, &group, "relaxed", [&member, &listed]);
     let add = |uid: &str| {
         format!(
             "dn: uid={uid},ou=people,{SUFFIX}\nchangetype: add\nobjectClass: inetOrgPerson\n\
@@ -676,4 +656,21 @@ fn relax_writes_of_memberof_leave_both_nodes_the_same() {
         !record(export, &listed).is_empty()
     });
     assert_no_echo(&nodes, "after the relax writes");
+}
+
+/// Adds groupOfNames `group` (named `cn`) listing `members` on node 1 and waits until every node
+/// holds it (and the initial people).
+fn add_group_on_both(nodes: &mut [Node], group: &str, cn: &str, members: [&String; 2]) {
+    let [first, second] = members;
+    change(
+        &nodes[0],
+        &format!(
+            "dn: {group}\nchangetype: add\nobjectClass: groupOfNames\ncn: {cn}\n\
+             member: {first}\nmember: {second}\n"
+        ),
+    );
+    converge(nodes, "the group on both nodes", |export| {
+        !record(export, &person(PEOPLE as usize - 1)).is_empty()
+            && !record(export, group).is_empty()
+    });
 }

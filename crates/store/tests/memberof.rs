@@ -44,9 +44,7 @@ fn assert_clean(store: &Store) {
 #[test]
 fn memberof_follows_groups_and_members() {
     let temporary = tempfile::tempdir().unwrap();
-    let mut options = options();
-    options.memberof = true;
-    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    let store = memberof_store(temporary.path());
     // Groups are added after their members (directory() adds groups last).
     add_all(&store, &directory(30), 100);
     let context = context();
@@ -168,9 +166,7 @@ fn memberof_follows_groups_and_members() {
 #[test]
 fn memberof_follows_a_renamed_subtree() {
     let temporary = tempfile::tempdir().unwrap();
-    let mut options = options();
-    options.memberof = true;
-    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    let store = memberof_store(temporary.path());
     add_all(&store, &directory(20), 100);
     let context = context();
     let team_unit = format!("ou=team,{SUFFIX}");
@@ -272,9 +268,7 @@ fn memberof_follows_a_renamed_subtree() {
 fn a_moved_unit_rewrites_each_group_once() {
     const PEOPLE: usize = 300;
     let temporary = tempfile::tempdir().unwrap();
-    let mut options = options();
-    options.memberof = true;
-    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    let store = memberof_store(temporary.path());
     add_all(&store, &directory(0), 100);
     let context = context();
     let unit = format!("ou=unit,{SUFFIX}");
@@ -360,9 +354,7 @@ fn a_moved_unit_rewrites_each_group_once() {
 #[test]
 fn memberof_stays_while_another_unique_member_value_names_the_member() {
     let temporary = tempfile::tempdir().unwrap();
-    let mut options = options();
-    options.memberof = true;
-    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    let store = memberof_store(temporary.path());
     add_all(&store, &directory(10), 100);
     let context = context();
     let user = person_dn(2);
@@ -418,8 +410,9 @@ fn memberof_stays_while_another_unique_member_value_names_the_member() {
 /// A group may list a DN before any entry holds it (a dangling member value). The entry added
 /// there later, or moved there, has that group in its memberOf, as a replicated add finds it
 /// (over the member equality index); a memberOf the add itself carries (Relax), naming a group
-/// that lists the entry, stays. Without the index only the named groups count. (Before, a client add or move kept only the
-/// request's memberOf, and a multi-provider peer applying the same add differed for good.)
+/// that lists the entry, stays. Without the index only the named groups count. (Before, a
+/// client add or move kept only the request's memberOf, and a multi-provider peer applying the
+/// same add differed for good.)
 #[test]
 fn memberof_of_an_added_or_moved_entry_names_the_groups_already_listing_it() {
     let late = format!("uid=late,ou=people,{SUFFIX}");
@@ -498,9 +491,7 @@ fn memberof_of_an_added_or_moved_entry_names_the_groups_already_listing_it() {
 #[test]
 fn a_client_memberof_unlike_the_groups_is_refused() {
     let temporary = tempfile::tempdir().unwrap();
-    let mut options = options();
-    options.memberof = true;
-    let store = Store::open(temporary.path(), options, schema()).unwrap();
+    let store = memberof_store(temporary.path());
     add_all(&store, &directory(10), 100);
     let (listing, other) = (
         format!("cn=listing,ou=groups,{SUFFIX}"),
@@ -579,4 +570,11 @@ fn a_client_memberof_unlike_the_groups_is_refused() {
     assert!(read.dn_to_id(&added_dn).is_err());
     drop(read);
     assert_clean(&store);
+}
+
+/// A store at `path` keeping memberOf up, with the tests' indexes.
+fn memberof_store(path: &std::path::Path) -> Store {
+    let mut options = options();
+    options.memberof = true;
+    Store::open(path, options, schema()).unwrap()
 }
