@@ -750,7 +750,7 @@ impl ReadTxn {
             spec.scope != Scope::Base && candidates.len() <= NODES_READ_KEPT_MAX as u64
         }) {
             return Ok(CandidateSource::Ids(
-                self.few_within_scope(spec.scope, base, few, nodes_read)?,
+                self.each_within_scope(spec.scope, base, few, nodes_read)?,
             ));
         }
         let base_node = require_node(&self.inner, self.txn(), base)?;
@@ -772,15 +772,12 @@ impl ReadTxn {
                     None => CandidateSource::Ids(children()?),
                     // Few candidates: check each one's parent instead of listing the children.
                     Some(candidates) if candidates.len() < base_node.child_count as u64 => {
-                        let mut ids = RoaringBitmap::new();
-                        for id in &candidates {
-                            if crate::read::read_node(&self.inner, self.txn(), id)?
-                                .is_some_and(|node| node.parent == base)
-                            {
-                                ids.insert(id);
-                            }
-                        }
-                        CandidateSource::Ids(ids)
+                        CandidateSource::Ids(self.each_within_scope(
+                            Scope::One,
+                            base,
+                            &candidates,
+                            nodes_read,
+                        )?)
                     }
                     Some(candidates) => CandidateSource::Ids(candidates & children()?),
                 }
@@ -803,37 +800,31 @@ impl ReadTxn {
                             candidates & subtree_ids(&self.inner, self.txn(), base)?,
                         )
                     }
-                    Some(candidates) => {
-                        let mut ids = RoaringBitmap::new();
-                        for id in &candidates {
-                            if let Some(node) = self.node_if_within(id, base)? {
-                                ids.insert(id);
-                                if nodes_read.len() < NODES_READ_KEPT_MAX {
-                                    nodes_read.push((id, node));
-                                }
-                            }
-                        }
-                        CandidateSource::Ids(ids)
-                    }
+                    Some(candidates) => CandidateSource::Ids(self.each_within_scope(
+                        Scope::Sub,
+                        base,
+                        &candidates,
+                        nodes_read,
+                    )?),
                 }
             }
         })
     }
 
-    /// The few `candidates` within one-level or subtree `scope` of `base`: each one's own
-    /// node decides (its parent; its ancestry, through the DN cache) and is kept for the
-    /// output, which needs it for the DN anyway. The base's node is not read: its child and
-    /// subtree counts only choose between ways of checking many candidates (an authrate or
-    /// uid search has one, and the base read was one more B-tree descent, ~1.7k of its ~47k
-    /// instructions).
-    fn few_within_scope<'t>(
+    /// The `candidates` within one-level or subtree `scope` of `base`, checked one by one: each
+    /// one's own node decides (its parent; its ancestry, through the DN cache), and the first
+    /// `NODES_READ_KEPT_MAX` are kept for the output, which needs them for the DN anyway. It
+    /// needs no node of the base: with at most `NODES_READ_KEPT_MAX` candidates the base's
+    /// child and subtree counts, which choose between checking candidates and listing the
+    /// base's children or subtree, are not read (an authrate or uid search has one candidate,
+    /// and the base read was one more B-tree descent, ~1.7k of its ~47k instructions).
+    fn each_within_scope<'t>(
         &'t self,
         scope: Scope,
         base: EntryId,
         candidates: &RoaringBitmap,
         nodes_read: &mut Vec<(EntryId, Node<'t>)>,
     ) -> Result<RoaringBitmap, LdapError> {
-        assert!(candidates.len() <= NODES_READ_KEPT_MAX as u64);
         let mut ids = RoaringBitmap::new();
         for id in candidates {
             let node = match scope {
@@ -844,7 +835,9 @@ impl ReadTxn {
             };
             if let Some(node) = node {
                 ids.insert(id);
-                nodes_read.push((id, node));
+                if nodes_read.len() < NODES_READ_KEPT_MAX {
+                    nodes_read.push((id, node));
+                }
             }
         }
         Ok(ids)
