@@ -5,9 +5,8 @@
 //! that differ by nature (times, session numbers, entryUUIDs, CSNs) are masked; the log is
 //! the rootdn's, and it is bounded by count and by age.
 
-#[allow(dead_code)]
-mod conformance;
-mod support;
+use crate::conformance;
+use crate::support;
 
 use conformance::{modify, Extra, Pair, Setup, SUFFIX};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! traffic of SSSD and nslcd (SSSD's paged enumeration, nslcd's Password Modify); the daemons
 //! themselves run in `nss_pam.rs`.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

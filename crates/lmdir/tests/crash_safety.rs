@@ -3,7 +3,7 @@
 //! `lmdir check` must pass and the server must serve. Then `lmdir load` is killed mid-way: there
 //! must be either no DB or one that `lmdir check` passes.
 
-mod support;
+use crate::support;
 
 use ldap3::{LdapConn, LdapConnSettings, Mod, Scope, SearchEntry};
 use std::collections::{BTreeMap, HashSet};

@@ -3,8 +3,7 @@
 //! standards allow, or that are deliberate, are listed in docs/compatibility.md and normalized away
 //! in `conformance/mod.rs`, nowhere else.
 
-#[allow(dead_code)] // the scripts suite uses the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{case, describe_difference, modify, run_cases, search, Case, Pair, SUFFIX};
 

@@ -4,8 +4,7 @@
 //! the same answers. And what migrate must refuse: a rule it cannot translate without granting
 //! more than slapd did (slapd shown to restrict, migrate shown to write nothing).
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

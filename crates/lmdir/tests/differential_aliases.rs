@@ -7,8 +7,7 @@
 //! one fixed access policy), a target hidden from the requester answers as a missing one, and
 //! what a dereferencing search does with paging.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{case, run_cases, Extra, Pair, Setup, SUFFIX};
 use std::process::Command;

@@ -5,8 +5,7 @@
 //! octets that are not UTF-8 (a Latin-1 client's): passwords bind and change, DNs are refused
 //! invalidDNSyntax by every operation, on both servers alike.
 
-#[allow(dead_code)] // the other suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{tool, Pair, SUFFIX};
 use std::hash::BuildHasher;

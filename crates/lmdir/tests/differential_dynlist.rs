@@ -2,8 +2,7 @@
 //! member`, lmdir's `[[dynlist]]`): reading a groupOfURLs entry lists as `member` the entries
 //! its memberURL values find, the same on both servers, for every attribute selection.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{search, Extra, Pair, Setup, SUFFIX};
 

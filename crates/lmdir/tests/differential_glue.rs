@@ -4,8 +4,7 @@
 //! one, compare, and writes of and below glue entries give the same result codes, the same
 //! entries and the same matched DNs on both servers.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{case, run_cases, Case, Pair, ROOT_DN, ROOT_PASSWORD, SUFFIX};
 use std::io::Write;

@@ -4,8 +4,7 @@
 //! modifiersName) on both. slapd's refint applies its changes in a background task after
 //! answering, so each step waits (bounded) for the two directories to agree.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{modify, search, Extra, Pair, Setup, SUFFIX};
 use std::collections::BTreeSet;

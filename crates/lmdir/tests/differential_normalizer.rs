@@ -4,8 +4,7 @@
 //! must be the same. A normalizer that merges two values slapd keeps apart loses data (a load
 //! or a replicated entry keeps one of them), so this is a drop-in fidelity test.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use base64::Engine;
 use conformance::{search, Answer, Pair, SUFFIX};

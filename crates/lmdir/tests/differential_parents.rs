@@ -8,8 +8,7 @@
 //! (slapadd and `lmdir load` check no parent's class). A parent the user may not know of is
 //! lmdir's deliberate difference: slapd names its class, lmdir answers as for a missing one.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -3,8 +3,7 @@
 //! requests, with and without the control, give the same result codes and leave the same entry
 //! on both servers.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{search, Pair, SUFFIX};
 

@@ -10,8 +10,7 @@
 //! timeBeforeExpiration, is checked against the instants around its bind, so the two servers
 //! answering a few seconds apart still compare equal.
 
-#[allow(dead_code)] // shared with differential.rs; this suite uses part of it
-mod conformance;
+use crate::conformance;
 
 use conformance::{Extra, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SUFFIX};
 use ldap3::controls::RawControl;

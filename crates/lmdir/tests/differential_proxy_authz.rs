@@ -8,8 +8,7 @@
 //! The differential suite (differential.rs) covers the rootdn's proxied searches; this file
 //! the bound user's, whose rights the anonymous identity lowers.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use std::process::Command;
 

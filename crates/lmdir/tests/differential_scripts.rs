@@ -9,8 +9,7 @@
 //! Not here: proxied authorization (its own tests), parents-first output. Matched values on the
 //! data are also in differential.rs; test015's own cases are here.
 
-#[allow(dead_code)] // the main suite uses the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{
     case, modify, run_cases, tool, Case, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SETUP_SIZE_LIMIT,

@@ -7,8 +7,7 @@
 //! only ordinary entries). A sync refresh hides them as slapd's syncprov does. The offline
 //! `lmdir search --subentries` hides them the same way.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{case, run_cases, Case, Extra, Pair, Setup, SUFFIX};
 use std::collections::BTreeSet;

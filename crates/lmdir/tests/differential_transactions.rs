@@ -2,8 +2,7 @@
 //! with `ldapmodify -E txn=commit` (and `txn=abort`) gives the same exit code and leaves the same
 //! entries on both servers — every change of a transaction, or none.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{search, Pair, SUFFIX};
 

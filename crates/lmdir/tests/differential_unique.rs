@@ -2,8 +2,7 @@
 //! ldap:///ou=People,dc=example,dc=com?uid,mail?sub`, lmdir's `[[integrity.unique]]`): the same
 //! adds, modifies and renames get the same result codes and texts and leave the same directory.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{search, Extra, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SUFFIX};
 use std::io::Write;

@@ -3,8 +3,7 @@
 //! since ldapsearch's VLV mode asks for the next window on its standard input) give the same entries in the same order, the same target position and content count,
 //! and the same result codes on both servers.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{normalize_dn, Extra, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SUFFIX};
 use ldap3::controls::RawControl;

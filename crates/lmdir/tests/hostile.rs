@@ -2,7 +2,7 @@
 //! with an error or close that one connection, but never panic, never grow without bound, and never
 //! stop serving a well-behaved client, whose search latency is printed after every attack.
 
-mod support;
+use crate::support;
 
 use ldap3::{LdapConn, LdapConnSettings, Scope};
 use std::io::Write;

@@ -4,8 +4,7 @@
 //! with `slapcat` → `lmdir load`; then the same searches (anonymous, as a user, as the rootdn)
 //! sent to both servers must get the same answers.
 
-#[allow(dead_code)] // the differential suite uses the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -16,8 +16,7 @@
 //! Issue 22: both clients also resolve a posixGroup of 100,000 memberUid values (`getent
 //! group`), with the same member list as against slapd.
 
-#[allow(dead_code)] // shared with differential.rs; this suite uses part of it
-mod conformance;
+use crate::conformance;
 
 use conformance::{Extra, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SUFFIX};
 use ldap3::controls::RawControl;

@@ -3,7 +3,7 @@
 //! directory and the server's pid, and change nothing; `export`, `check`, `stat` and `search`
 //! work beside it and see what the server commits, new attribute descriptions included.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! `load -` from a pipe, `export | head`, check after an index change, the banner's try line,
 //! systemd readiness, and SIGHUP reloading logs and TLS without dropping connections.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::net::UnixDatagram;

@@ -3,7 +3,7 @@
 //! and exported with `lmdir export`, each fed to an empty server with ldapadd; and a subtree
 //! moved under a newer parent with ldapmodrdn -s.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -3,7 +3,7 @@
 //! tests/clients/ppolicy.py against the real binary. The accounts' past (pwdChangedTime) is
 //! written by the rootdn with Relax: nothing waits for time to pass.
 
-mod support;
+use crate::support;
 
 use ldap3::controls::RawControl;
 use ldap3::{LdapConn, Mod};

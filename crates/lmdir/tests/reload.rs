@@ -4,7 +4,7 @@
 //! cn=Monitor names the live file by its hash; an invalid file changes nothing and the log
 //! says why.
 
-mod support;
+use crate::support;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;

@@ -3,11 +3,9 @@
 //! servers (user attributes plus entryUUID, entryCSN, timestamps and names). Convergence is
 //! waited for by polling, with a generous hang guard only: nothing here depends on speed.
 
-#[allow(dead_code)]
-mod conformance;
-#[allow(dead_code)]
-mod slapd_sync;
-mod support;
+use crate::conformance;
+use crate::slapd_sync;
+use crate::support;
 
 use conformance::{free_port, modify, wait_until_up, SUFFIX};
 use slapd_sync::Dump;

@@ -5,13 +5,10 @@
 //! conflicts the same way, and not send changes back and forth once quiet. Convergence is
 //! polled with a generous hang guard only: nothing here depends on speed.
 
-#[allow(dead_code)]
-mod conformance;
-#[allow(dead_code)]
-mod mesh;
-#[allow(dead_code)]
-mod slapd_sync;
-mod support;
+use crate::conformance;
+use crate::mesh;
+use crate::slapd_sync;
+use crate::support;
 
 use conformance::{modify, SUFFIX};
 use mesh::*;

@@ -5,11 +5,9 @@
 //! and, at the end, `slapcat` / `lmdir export` against `lmdir export`. Convergence is polled,
 //! with a generous hang guard only: nothing here depends on speed.
 
-#[allow(dead_code)]
-mod conformance;
-#[allow(dead_code)]
-mod slapd_sync;
-mod support;
+use crate::conformance;
+use crate::slapd_sync;
+use crate::support;
 
 use conformance::{free_port, modify, SUFFIX};
 use ldap3::controls::{

@@ -7,11 +7,8 @@
 //! acknowledged must be on both nodes once they meet again. docs/scale-out.md shows the same
 //! HAProxy config.
 
-#[allow(dead_code)]
-mod conformance;
-#[allow(dead_code)]
-mod mesh;
-mod support;
+use crate::mesh;
+use crate::support;
 
 use ldap3::{LdapConn, LdapConnSettings, Mod, Scope};
 use mesh::{

@@ -1,7 +1,7 @@
 //! `lmdir serve --config FILE` on an empty database serves it empty: demo people (password
 //! "password") belong only to the no-config trial run, never to a configured server or replica.
 
-mod support;
+use crate::support;
 
 use ldap3::{LdapConn, Scope};
 use support::{TestServer, SUFFIX};

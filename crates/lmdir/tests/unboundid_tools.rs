@@ -6,8 +6,7 @@
 //! The SDK's jar comes from Maven Central (scripts/test.sh fetches it); `UNBOUNDID_JAR` names
 //! another copy.
 
-#[allow(dead_code)] // the other differential suites use the rest of the harness
-mod conformance;
+use crate::conformance;
 
 use conformance::{search, Extra, Pair, Setup, ROOT_DN, ROOT_PASSWORD, SUFFIX};
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! (`[server] disallow_anonymous_bind`, `require_authentication`). The result codes and texts
 //! are slapd 2.5's (crates/lmdir/tests/differential_anonymous.rs compares them with a slapd).
 
-mod common;
+use crate::common;
 
 use common::{person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, LdapConnSettings, Mod, Scope};

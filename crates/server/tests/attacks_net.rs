@@ -4,7 +4,7 @@
 //! Each must cost the attacker, and never pin the server or hurt other clients. Assertions are
 //! on states and counts; clocks only as hang guards and as lower bounds no load can break.
 
-mod common;
+use crate::common;
 
 use common::{person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, Scope};
@@ -788,37 +788,9 @@ fn large_requests_need_a_bind() {
     }
 }
 
-/// Log lines written by this test process (every test's server logs here).
-fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
-    use std::sync::{Arc, Mutex, OnceLock};
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl Write for Sink {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = logs.clone();
-        tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || Sink(sink.clone()))
-            .try_init()
-            .expect("the only subscriber of this test binary");
-        logs
-    })
-    .clone()
-}
-
 #[test]
 fn client_text_cannot_forge_log_lines() {
-    let logs = captured_logs();
+    let logs = crate::captured_logs();
     let server = TestServer::start_populated(10, Vec::new(), |_| {});
     let forged = "\nconn=999999 op=1 RESULT tag=97 err=0 text=forged\"";
     let mut client = raw(&server);
@@ -861,7 +833,7 @@ fn client_text_cannot_forge_log_lines() {
 /// the connection's own identity acted as (as slapd's), so the log tells who did it.
 #[test]
 fn a_proxied_operation_logs_whom_it_acts_as() {
-    let logs = captured_logs();
+    let logs = crate::captured_logs();
     let server = TestServer::start_populated(3, Vec::new(), |_| {});
     let mut root = common::root(&server);
     let target = person_dn(2);

@@ -2,7 +2,7 @@
 //! subject changes any answer it gets (assertion control, compare, sort, base lookup, index
 //! candidates), and every client-controlled count is bounded with a proper result code.
 
-mod common;
+use crate::common;
 
 use common::{person_dn, root, TestServer};
 use ldap3::controls::{Assertion, PagedResults, RawControl};

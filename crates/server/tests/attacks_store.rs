@@ -1,7 +1,7 @@
 //! Issue 9 over the wire: one undecodable entry in a directory of thousands never stops other
 //! results; the rootdn can delete it, and the store checks clean afterwards.
 
-mod common;
+use crate::common;
 
 use common::{person_dn, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, Scope};

@@ -4,7 +4,7 @@
 //! with the writer busy. No assertion depends on the machine's speed: durations appear only as
 //! generous hang guards.
 
-mod common;
+use crate::common;
 
 use common::{
     attributes, bind, grant, own_password_rule, person_dn, root, rule_by, TestServer,

@@ -2,7 +2,7 @@
 //! DN values as written, the AD bitwise rules, language range options, cn=Subschema matched by
 //! OID, and an rfc2307bis schema file overriding the built-in posixGroup.
 
-mod common;
+use crate::common;
 
 use common::{bind_url, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};

@@ -5,7 +5,7 @@
 //! unlocked by the administrator. A screenshot of each page is kept under
 //! target/test-artifacts/console/. The session and CSRF attacks are plain HTTP requests.
 
-mod common;
+use crate::common;
 
 use common::http::Client;
 use common::{root, TestServer, ROOT_DN, ROOT_PASSWORD};

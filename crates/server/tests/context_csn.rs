@@ -2,7 +2,7 @@
 //! ID, and the suffix entry's contextCSN (one value per server ID) is the newest committed CSN
 //! of that server ID after every add, modify, modrdn and delete.
 
-mod common;
+use crate::common;
 
 use common::{person_dn, root, TestServer};
 use ldap3::{LdapConn, Mod, Scope, SearchEntry};

@@ -2,7 +2,7 @@
 //! malformed controls, no decoding by ldap3_proto; and the small client-compatibility items
 //! (ldapi socket mode, root DSE class in cn=Subschema, cn=Subschema timestamps).
 
-mod common;
+use crate::common;
 
 use common::{person_dn, root, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::RawControl;
@@ -11,7 +11,6 @@ use ldap3::{LdapConn, LdapResult, Mod, Scope, SearchEntry};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 const SORT_REQUEST_OID: &str = "1.2.840.113556.1.4.473";
@@ -414,39 +413,9 @@ fn malformed_controls_sequence_closes_the_connection_with_a_notice() {
     }
 }
 
-/// Everything the process logs, for the one test that reads the server's log.
-fn captured_log() -> Arc<Mutex<Vec<u8>>> {
-    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let writer = log.clone();
-        let make_writer = move || LogWriter(writer.clone());
-        tracing_subscriber::fmt()
-            .with_env_filter("info")
-            .with_writer(make_writer)
-            .with_ansi(false)
-            .init();
-        log
-    })
-    .clone()
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log lock").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn supported_controls_do_not_warn() {
-    let log = captured_log();
+    let log = crate::captured_logs();
     let server = TestServer::start_populated(PEOPLE, Vec::new(), |_| {});
     let mut connection = root(&server);
     let assertion = tlv(0x87, b"objectClass");

@@ -1,7 +1,7 @@
 //! Operations against a server with a real store: every operation, paged results, limits,
 //! access control and group commit, through the ldap3 crate and the ldap-utils binaries.
 
-mod common;
+use crate::common;
 
 use common::{ldap_tool, root, text, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::{Assertion, PagedResults};

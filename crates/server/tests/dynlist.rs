@@ -4,7 +4,7 @@
 //! groupOfURLs, so the rule here is on extensibleObject with labeledURI (the differential
 //! suite runs slapd's own groupOfURLs/memberURL).
 
-mod common;
+use crate::common;
 
 use common::{bind, grant, own_password_rule, root, rule_by, TestServer};
 use ldap3::{LdapConn, Scope, SearchEntry};

@@ -3,7 +3,7 @@
 //! ones with cycles), inside AND/OR/NOT, hidden groups contributing nothing, the depth and
 //! look-through bounds, and the rule in cn=Subschema.
 
-mod common;
+use crate::common;
 
 use common::{bind, grant, own_password_rule, root, rule_by, TestServer};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};

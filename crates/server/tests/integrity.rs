@@ -3,7 +3,7 @@
 //! members' memberOf and its referrers), and attribute uniqueness (constraintViolation naming
 //! the other entry, within the rule's subtree only).
 
-mod common;
+use crate::common;
 
 use common::{root, TestServer};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};

@@ -3,7 +3,7 @@
 //! memberOf, answers compare, `(member=dn)` searches, the assertion control and post-read,
 //! reads back whole, and a provider's refresh carries a point change of it.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

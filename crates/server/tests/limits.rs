@@ -3,7 +3,7 @@
 //! and other users keep the server's limits; dn= and group= rules, first match wins; time and
 //! look-through per identity; a `who` the schema cannot normalize stops the server starting.
 
-mod common;
+use crate::common;
 
 use common::{group_dn, person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::{PagedResults, RawControl};

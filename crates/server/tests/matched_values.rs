@@ -2,7 +2,7 @@
 //! schema's matching rules; it is no oracle on values the subject may not read; it works with
 //! paging and sort; malformed and oversized filters are refused.
 
-mod common;
+use crate::common;
 
 use common::{bind, person_dn, root, TestServer, PERSON_PASSWORD};
 use ldap3::controls::{MatchedValues, PagedResults, RawControl};

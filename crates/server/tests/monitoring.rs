@@ -2,7 +2,7 @@
 //! searches they say N more), OpenLDAP's entry shapes, access (rootdn only by default; a rule
 //! naming cn=Monitor opens it), and a scrape that names what happened.
 
-mod common;
+use crate::common;
 
 use common::{bind, grant, person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::{LdapConn, LdapError, Scope, SearchEntry};

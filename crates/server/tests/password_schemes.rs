@@ -2,7 +2,7 @@
 //! binds, a `{SCHEME}` lmdir does not know is stored as given on add and modify, and
 //! `password_hash_cleartext = false` keeps cleartext as slapd does without ppolicy_hash_cleartext.
 
-mod common;
+use crate::common;
 
 use common::{root, TestServer};
 use ldap3::exop::PasswordModify;

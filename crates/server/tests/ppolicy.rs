@@ -5,7 +5,7 @@
 //! pwdChangedTime / pwdAccountLockedTime by the rootdn (with Relax where the attribute is
 //! NO-USER-MODIFICATION).
 
-mod common;
+use crate::common;
 
 use common::{person_dn, TestServer, PERSON_PASSWORD, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::RawControl;

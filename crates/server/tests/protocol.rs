@@ -1,7 +1,7 @@
 //! Protocol-level behaviour against a real server over TCP, TLS and ldapi: root DSE, binds,
 //! extended operations, controls, limits, malformed PDUs, shutdown.
 
-mod common;
+use crate::common;
 
 use common::{ldap_tool, text, TestServer, ROOT_DN, ROOT_PASSWORD};
 use ldap3::controls::RawControl;

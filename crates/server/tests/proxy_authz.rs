@@ -2,7 +2,7 @@
 //! form, refusals (authorizationDenied 123), who may write the rules, and that a proxied
 //! operation gets exactly the target's rights (reads, writes, whoami).
 
-mod common;
+use crate::common;
 
 use common::{
     attributes, bind, grant, person_dn, root, rule_by, TestServer, PERSON_PASSWORD, ROOT_DN,

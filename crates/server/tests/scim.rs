@@ -2,7 +2,7 @@
 //! queries (filter, sort, pages), PATCH, PUT, DELETE, ETags, Bulk and errors, every request
 //! over the wire.
 
-mod common;
+use crate::common;
 
 use common::http::Client;
 use common::{root, TestServer, ROOT_DN, ROOT_PASSWORD};

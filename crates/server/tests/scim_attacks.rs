@@ -2,7 +2,7 @@
 //! as a missing resource), what LDAP refuses is refused, bodies and filters are bounded, failed
 //! credentials are throttled by the LDAP bind throttle, and nothing works without credentials.
 
-mod common;
+use crate::common;
 
 use common::http::Client;
 use common::{
@@ -912,34 +912,6 @@ fn require_tls_refuses_tokens_over_plain_http_as_it_refuses_binds() {
     assert_eq!(client.bearer(&token).get(USERS).status, 401);
 }
 
-/// Log lines written by this test process (every test's server logs here).
-fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
-    use std::sync::{Arc, Mutex, OnceLock};
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        struct Sink(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Sink {
-            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(bytes);
-                Ok(bytes.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let sink = logs.clone();
-        tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || Sink(sink.clone()))
-            .try_init()
-            .expect("the only subscriber of this test binary");
-        logs
-    })
-    .clone()
-}
-
 /// `lmdir_password_checks_total` from the metrics listener.
 fn password_checks(server: &TestServer) -> usize {
     use std::io::{Read, Write};
@@ -964,7 +936,7 @@ fn password_checks(server: &TestServer) -> usize {
 #[test]
 fn refused_tokens_cost_a_verification_and_are_logged() {
     use base64::Engine;
-    let logs = captured_logs();
+    let logs = crate::captured_logs();
     let server = TestServer::start_populated(2, Vec::new(), |settings| {
         settings.http.listen = "127.0.0.1:0".to_string();
         settings.http.tls = false;

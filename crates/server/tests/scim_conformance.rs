@@ -4,7 +4,7 @@
 //! scripts/test.sh installs it into target/scim-venv (`LMDIR_SCIM_PYTHON` names another
 //! interpreter). docs/scim.md lists what it skips and why.
 
-mod common;
+use crate::common;
 
 use common::{TestServer, ROOT_DN, ROOT_PASSWORD};
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! obey it.
 //! The differential test against slapd is `crates/lmdir/tests/differential_subentries.rs`.
 
-mod common;
+use crate::common;
 
 use common::{root, TestServer};
 use ldap3::controls::{PagedResults, RawControl};

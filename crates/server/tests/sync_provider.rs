@@ -5,7 +5,7 @@
 //! up-to-date consumer gets nothing and refreshDeletes TRUE. (refreshAndPersist is tested with
 //! real consumers in crates/lmdir/tests/replication_provider.rs.)
 
-mod common;
+use crate::common;
 
 use common::{person_dn, root, TestServer};
 use ldap3::controls::{Control, RawControl};

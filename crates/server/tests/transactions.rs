@@ -3,7 +3,7 @@
 //! each one, and every count a client controls is bounded: per transaction, per connection,
 //! and the memory all connections' queued updates hold together; anonymous clients hold none.
 
-mod common;
+use crate::common;
 
 use common::transaction::{end, in_transaction, start, start_request, END, SPECIFICATION, START};
 use common::{

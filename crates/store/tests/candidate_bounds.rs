@@ -1,7 +1,7 @@
 //! What one search's index candidates may cost before its own limits (time, stop check,
 //! look-through) apply: they are computed before the first entry is examined.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::Filter;

@@ -2,7 +2,7 @@
 //! modify, modrdn and delete, in order, with entryUUID, entryCSN and DNs; the snapshot ID of a
 //! read txn tells which committed lists it already sees.
 
-mod common;
+use crate::common;
 
 use common::{context, entry, open, suffix_entry, SUFFIX};
 use lmdir_schema::{ModOp, Modification};

@@ -1,7 +1,7 @@
 //! `check()` names damage to the DN tree; an index configuration change is detected on reopen
 //! and the not-yet-built index is not used by searches.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::Filter;

@@ -1,7 +1,7 @@
 //! The store's contextCSN: written in the transaction of each change, never ahead of or behind
 //! the data, and a reopened store never reissues a CSN even when the clock went backwards.
 
-mod common;
+use crate::common;
 
 use common::{context, entry, open, suffix_entry, SUFFIX};
 use lmdir_sync::Csn;

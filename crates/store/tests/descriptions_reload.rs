@@ -1,7 +1,7 @@
 //! Descriptions written to `meta` by someone else (the bulk loader) become usable after
 //! `reload_descriptions`, and entries using them decode.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_store::codec::{encode_entry, AttributeToEncode};

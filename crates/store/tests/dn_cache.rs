@@ -3,7 +3,7 @@
 //! next snapshot, and a snapshot older than what the cache learned is not given it. Every read
 //! here runs on one thread, so each one meets what the previous ones cached.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::ResultCode;

@@ -1,7 +1,7 @@
 //! export → fresh store (add every entry) → export gives identical LDIF, even after modrdn
 //! moved subtrees so ID order is no longer parents-first.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_ldif::{LdifReader, RecordBody};

@@ -3,7 +3,7 @@
 //! no, so a search pays nothing per entry; once a glue entry is committed, later snapshots say
 //! yes, and one read before the commit keeps its own answer.
 
-mod common;
+use crate::common;
 
 use common::{context, entry, open, suffix_entry, SUFFIX};
 

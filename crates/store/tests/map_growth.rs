@@ -2,7 +2,7 @@
 //! first held, with read txns opening and closing (and one held across writes on another
 //! thread) along the way.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_store::Store;

@@ -1,6 +1,6 @@
 //! memberOf upkeep: group add / modify / rename / delete and member rename / delete.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::{ModOp, Modification};

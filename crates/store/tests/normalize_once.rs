@@ -4,7 +4,7 @@
 //! normalizes the request's DN, the access step looks the target up, the store writes) on
 //! the test's own thread and read the counts around it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::{ModOp, Modification, NormalizationCounts};

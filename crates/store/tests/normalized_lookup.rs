@@ -1,7 +1,7 @@
 //! `normalized_dn_to_id` (a DN normalized once, looked up without parsing it again) finds what
 //! `dn_to_id` finds, escapes and multi-valued RDNs included, and misses the same way.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -1,7 +1,7 @@
 //! Issue 9: one writer per directory, read-only opens beside it that see what it commits, and
 //! an undecodable entry that is skipped by searches, named by `check` and deletable.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::{Filter, ResultCode};

@@ -3,7 +3,7 @@
 //! model, answer 20 / 16 as the general way does, keep memberOf and the member index exact,
 //! and the threshold moves an attribute out and back in. `check` stays clean throughout.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

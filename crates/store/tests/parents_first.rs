@@ -2,7 +2,7 @@
 //! random trees grown by adds, rearranged by modrdn with newSuperior (older subtrees moved
 //! under newer parents) and pruned by deletes, searched whole, one level and paged.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

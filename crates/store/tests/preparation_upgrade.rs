@@ -2,7 +2,7 @@
 //! number in place when no value or DN prepares differently under slapd's preparation, and
 //! refuses the store, naming the entry, when one does; the refused store still exports.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::Filter;

@@ -2,7 +2,7 @@
 //! keeps the store exact: `check()` is clean and searches match brute force. Then deliberate
 //! index corruption through raw LMDB is reported by name.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::{ModOp, Modification, ResultCode};

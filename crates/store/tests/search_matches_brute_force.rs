@@ -1,7 +1,7 @@
 //! ≥10,000 entries written through `add`; ≥50 filters of every kind over every scope, each
 //! compared with a brute-force evaluation over all entries.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::{Filter, ResultCode};

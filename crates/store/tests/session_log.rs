@@ -3,7 +3,7 @@
 //! the floor that tells which cookies the log still covers, and turning it off and on restarts
 //! it at the contextCSN.
 
-mod common;
+use crate::common;
 
 use common::{context, entry, open, suffix_entry, SUFFIX};
 use lmdir_store::{LoggedKind, Store};

@@ -1,7 +1,7 @@
 //! A read txn is a snapshot: writes committed after it began are invisible to it, and an
 //! export taken while another thread writes is a consistent tree (parents before children).
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_ldif::{LdifReader, RecordBody};

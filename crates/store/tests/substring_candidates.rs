@@ -3,7 +3,7 @@
 //! of the matches, and a search after its estimate in the same read txn (which reuses the
 //! candidates the estimate computed) the same as one without.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::Filter;

@@ -3,7 +3,7 @@
 //! to a set model, every one of them found by the point lookups (equality filters, 20 / 16
 //! answers), and `check` clean; prefix lookups find values across block edges.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

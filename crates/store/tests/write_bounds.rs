@@ -1,7 +1,7 @@
 //! Bounds on what one write may store: descriptions per entry, protected operational
 //! attributes, the per-request deadline, and readable read-back of whatever was accepted.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::{ModOp, Modification, ResultCode};

@@ -1,6 +1,6 @@
 //! LDAP write semantics and result codes of add / delete / modify / modrdn.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmdir_schema::{ModOp, Modification, ResultCode};

@@ -1,0 +1,6 @@
+//! Every integration test of this crate, one module per former test file, linked into one binary.
+//! (One binary per file linked every dependency each time: gigabytes of a CI disk.)
+
+mod golden;
+mod ldap3_interop;
+mod properties;
