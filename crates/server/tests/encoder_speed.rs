@@ -1,6 +1,6 @@
 //! Measures the direct SearchResultEntry encoder against ldap3_proto's on a typical 12-attribute
 //! person entry and prints the numbers (`cargo test --release -p lmdir-server --test
-//! encoder_speed -- --nocapture`). Equality of the bytes is asserted; timings never are.
+//! integration encoder_speed:: -- --nocapture`). Equality of the bytes is asserted; timings never are.
 
 use bytes::BytesMut;
 use ldap3_proto::proto::{LdapMsg, LdapOp, LdapPartialAttribute, LdapSearchResultEntry};
