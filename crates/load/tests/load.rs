@@ -722,6 +722,15 @@ fn kill_test_child() {
     let _ = load(&options, Path::new(&ldif));
 }
 
+/// `function`'s name as libtest knows it in this test binary (its path below the binary's root,
+/// `module::function`): what a child run of that one test must pass with `--exact`.
+fn test_name(function: &str) -> String {
+    let module = module_path!()
+        .split_once("::")
+        .map_or("", |(_, below_root)| below_root);
+    format!("{module}::{function}")
+}
+
 #[test]
 fn a_load_killed_midway_leaves_no_database() {
     let work = tempfile::tempdir().unwrap();
@@ -731,7 +740,7 @@ fn a_load_killed_midway_leaves_no_database() {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "kill_test_child",
+                &test_name("kill_test_child"),
                 "--nocapture",
                 "--test-threads=1",
             ])
@@ -748,16 +757,22 @@ fn a_load_killed_midway_leaves_no_database() {
                 .unwrap()
                 .flatten()
                 .any(|item| item.file_name().to_string_lossy().contains(".loading-"));
-            if staging || started.elapsed() > std::time::Duration::from_secs(60) {
+            if staging || child.try_wait().unwrap().is_some() {
                 break;
             }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the child load never started writing its staging DB"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         std::thread::sleep(std::time::Duration::from_millis(delay_milliseconds));
         child.kill().unwrap();
         let status = child.wait().unwrap();
         if status.success() {
-            // The load finished before the kill: then it must be complete and clean.
+            // The load finished before the kill: then it must be complete and clean. (A child
+            // that ran no test also ends in success, having loaded nothing: that fails here.)
+            assert!(directory.exists(), "the child's load left no DB");
             assert_clean(&open(&directory, true));
             return;
         }

@@ -112,13 +112,22 @@ fn read_only_child() {
     assert!(reader.export(&mut Vec::new()).unwrap() > 10);
 }
 
+/// `function`'s name as libtest knows it in this test binary (its path below the binary's root,
+/// `module::function`): what a child run of that one test must pass with `--exact`.
+fn test_name(function: &str) -> String {
+    let module = module_path!()
+        .split_once("::")
+        .map_or("", |(_, below_root)| below_root);
+    format!("{module}::{function}")
+}
+
 #[test]
 fn a_read_only_store_in_another_process_sees_what_the_writer_commits() {
     let temporary = tempfile::tempdir().unwrap();
     let writer = open(temporary.path());
     add_all(&writer, &directory(10), 100);
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "read_only_child", "--test-threads=1"])
+        .args(["--exact", &test_name("read_only_child"), "--test-threads=1"])
         .env(CHILD_DIRECTORY, temporary.path())
         .spawn()
         .unwrap();

@@ -120,6 +120,24 @@ pub struct Pair {
 
 impl Drop for Pair {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // A failed test says whether lmdir was still up and what it logged.
+            let status = self.lmdir.try_wait();
+            let log = self.lmdir_log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!(
+                "lmdir (port {}) at the failure: {status:?} (None: running); its log's last lines:\n{}",
+                self.lmdir_port,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+            let slapd_pid = std::fs::read_to_string(&self.slapd_pid_file).unwrap_or_default();
+            let slapd_running = Path::new("/proc").join(slapd_pid.trim()).exists();
+            eprintln!(
+                "slapd (port {}, pid {}) running: {slapd_running}",
+                self.openldap_port,
+                slapd_pid.trim()
+            );
+        }
         let _ = self.lmdir.kill();
         let _ = self.lmdir.wait();
         if let Ok(pid) = std::fs::read_to_string(&self.slapd_pid_file) {
