@@ -108,9 +108,7 @@ impl Drop for Servers {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Ok(pid) = std::fs::read_to_string(self.root.path().join("slapd.pid")) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
-        }
+        conformance::stop_slapd(&self.root.path().join("slapd.pid"));
     }
 }
 

@@ -129,9 +129,7 @@ impl Drop for Servers {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Ok(pid) = std::fs::read_to_string(&self.slapd_pid_file) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
-        }
+        conformance::stop_slapd(&self.slapd_pid_file);
     }
 }
 

@@ -25,9 +25,7 @@ struct Provider {
 
 impl Drop for Provider {
     fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.directory.path().join("slapd.pid")) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
-        }
+        conformance::stop_slapd(&self.directory.path().join("slapd.pid"));
     }
 }
 

@@ -140,9 +140,24 @@ impl Drop for Pair {
         }
         let _ = self.lmdir.kill();
         let _ = self.lmdir.wait();
-        if let Ok(pid) = std::fs::read_to_string(&self.slapd_pid_file) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
-        }
+        stop_slapd(&self.slapd_pid_file);
+    }
+}
+
+/// Stops the daemonized slapd whose `pidfile` is `pid_file`, if that pid still runs a slapd
+/// started from the pid file's directory (its config is there). A pid file that a dead slapd
+/// left names a pid the system may since have given to another process: pid_max is 32,768
+/// here and the suite wraps it, so that process may be another test's server.
+pub fn stop_slapd(pid_file: &Path) {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+        return;
+    };
+    let pid = pid.trim();
+    let directory = pid_file.parent().expect("a pid file lies in a directory");
+    let command_line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let command_line = String::from_utf8_lossy(&command_line);
+    if command_line.contains("slapd") && command_line.contains(&*directory.to_string_lossy()) {
+        let _ = Command::new("kill").arg(pid).status();
     }
 }
 
