@@ -132,10 +132,12 @@ impl Drop for Pair {
             );
             let slapd_pid = std::fs::read_to_string(&self.slapd_pid_file).unwrap_or_default();
             let slapd_running = Path::new("/proc").join(slapd_pid.trim()).exists();
+            let connects = std::net::TcpStream::connect(("127.0.0.1", self.openldap_port));
             eprintln!(
-                "slapd (port {}, pid {}) running: {slapd_running}",
+                "slapd (port {}, pid {}) running: {slapd_running}, a connection to its port: {:?}",
                 self.openldap_port,
-                slapd_pid.trim()
+                slapd_pid.trim(),
+                connects.map(|_| "accepted")
             );
         }
         let _ = self.lmdir.kill();
@@ -459,7 +461,7 @@ pub fn ldap_change_code_with<S: AsRef<std::ffi::OsStr>>(
         .args(arguments)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect(tool);
     child
@@ -468,7 +470,16 @@ pub fn ldap_change_code_with<S: AsRef<std::ffi::OsStr>>(
         .expect("stdin")
         .write_all(ldif.as_bytes())
         .expect("write");
-    child.wait().expect("wait").code().unwrap_or(-1)
+    let output = child.wait_with_output().expect("wait");
+    let code = output.status.code().unwrap_or(-1);
+    if code == 255 {
+        // The server could not be reached (LDAP_SERVER_DOWN): say what the tool saw.
+        eprintln!(
+            "{tool} on port {port}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    code
 }
 
 /// Applies one LDIF change record with ldapmodify as the rootdn.
