@@ -114,7 +114,8 @@ pub struct Pair {
     _directory: tempfile::TempDir,
     pub openldap_port: u16,
     pub lmdir_port: u16,
-    slapd_pid_file: PathBuf,
+    /// slapd in the foreground, its `stats` log in `slapd.log` beside its config.
+    slapd: Child,
     lmdir: Child,
 }
 
@@ -130,20 +131,46 @@ impl Drop for Pair {
                 self.lmdir_port,
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
-            let slapd_pid = std::fs::read_to_string(&self.slapd_pid_file).unwrap_or_default();
-            let slapd_running = Path::new("/proc").join(slapd_pid.trim()).exists();
+            let status = self.slapd.try_wait();
             let connects = std::net::TcpStream::connect(("127.0.0.1", self.openldap_port));
+            let log = std::fs::read_to_string(self._directory.path().join("slapd.log"))
+                .unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
             eprintln!(
-                "slapd (port {}, pid {}) running: {slapd_running}, a connection to its port: {:?}",
+                "slapd (port {}) at the failure: {status:?} (None: running), a connection to \
+                 its port: {:?}; its log's last lines:\n{}",
                 self.openldap_port,
-                slapd_pid.trim(),
-                connects.map(|_| "accepted")
+                connects.map(|_| "accepted"),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             );
         }
         let _ = self.lmdir.kill();
         let _ = self.lmdir.wait();
-        stop_slapd(&self.slapd_pid_file);
+        let _ = self.slapd.kill();
+        let _ = self.slapd.wait();
     }
+}
+
+/// slapd in the foreground (`-d debug_level`) on `config`, listening on `port`; its log goes
+/// to `slapd.log` beside the config (appended: a restart keeps what came before). A child of
+/// the test, so stopping it never reaches another process.
+pub fn spawn_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
+    let directory = config.parent().expect("a config lies in a directory");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(directory.join("slapd.log"))
+        .expect("slapd's log");
+    Command::new(slapd_binary())
+        .arg("-f")
+        .arg(config)
+        .arg("-h")
+        .arg(format!("ldap://127.0.0.1:{port}/"))
+        .args(["-d", debug_level])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("starting slapd")
 }
 
 /// Stops the daemonized slapd whose `pidfile` is `pid_file`, if that pid still runs a slapd
@@ -230,13 +257,7 @@ impl Pair {
                 .arg("-l")
                 .arg(&ldif_path),
         );
-        run_checked(
-            Command::new(slapd_binary())
-                .arg("-f")
-                .arg(&slapd_config)
-                .arg("-h")
-                .arg(format!("ldap://127.0.0.1:{openldap_port}/")),
-        );
+        let slapd = spawn_slapd(&slapd_config, openldap_port, "stats");
 
         let lmdir_port = free_port();
         let lmdir_config = root.join("lmdir.toml");
@@ -265,7 +286,7 @@ impl Pair {
             _directory: directory,
             openldap_port,
             lmdir_port,
-            slapd_pid_file,
+            slapd,
             lmdir,
         };
         wait_until_up(openldap_port);

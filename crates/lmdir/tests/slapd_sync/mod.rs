@@ -39,20 +39,7 @@ pub fn config_head(root: &Path, modules: &[&str]) -> String {
 /// slapd in the foreground (`-d sync`) on the config in `root`, its log appended to
 /// `root/slapd.log`.
 pub fn spawn(root: &Path, port: u16) -> std::process::Child {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(root.join("slapd.log"))
-        .unwrap();
-    Command::new("/usr/sbin/slapd")
-        .arg("-f")
-        .arg(root.join("slapd.conf"))
-        .arg("-h")
-        .arg(format!("ldap://127.0.0.1:{port}/"))
-        .args(["-d", "sync"])
-        .stderr(log)
-        .spawn()
-        .expect("starting slapd")
+    super::conformance::spawn_slapd(&root.join("slapd.conf"), port, "sync")
 }
 
 /// The sync log `spawn` keeps in `root`.
