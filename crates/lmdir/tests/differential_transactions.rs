@@ -100,18 +100,44 @@ fn started_pair() -> Option<Pair> {
     Some(Pair::start(&dataset()))
 }
 
+/// How often one case may crash the reference slapd before the test gives up on it.
+const SLAPD_CRASHES_PER_CASE_MAX: usize = 5;
+
+/// `ldapmodify` of one transaction against the reference: (code, entries before, after). slapd
+/// 2.5 sometimes crashes (SIGSEGV) at End Transaction: ldapmodify sends the End while slapd is
+/// still queuing the last update of the transaction on another thread (its stats log shows the
+/// update without a result, then TXN END, then nothing; about one run in five of this test on
+/// 2 cores). A crash commits nothing (one LMDB txn), so the case runs again on the restarted
+/// slapd; lmdir never gets a second try.
+fn on_reference(pair: &mut Pair, transaction: &str, ldif: &str) -> (i32, Vec<String>, Vec<String>) {
+    let port = pair.openldap_port;
+    for _ in 0..=SLAPD_CRASHES_PER_CASE_MAX {
+        let before = people(port);
+        let code = ldapmodify_in_transaction(port, transaction, ldif);
+        if pair.restart_slapd_if_exited() {
+            continue;
+        }
+        return (code, before, people(port));
+    }
+    panic!("slapd crashed {SLAPD_CRASHES_PER_CASE_MAX} times on {transaction}\n{ldif}");
+}
+
 #[test]
 fn transactions_commit_all_or_nothing_as_slapd() {
-    let Some(pair) = started_pair() else {
+    let Some(mut pair) = started_pair() else {
         return;
     };
     let mut differences = Vec::new();
     for (transaction, ldif, changes) in cases() {
         let mut answers = Vec::new();
         for port in [pair.openldap_port, pair.lmdir_port] {
-            let before = people(port);
-            let code = ldapmodify_in_transaction(port, transaction, &ldif);
-            let after = people(port);
+            let (code, before, after) = if port == pair.openldap_port {
+                on_reference(&mut pair, transaction, &ldif)
+            } else {
+                let before = people(port);
+                let code = ldapmodify_in_transaction(port, transaction, &ldif);
+                (code, before, people(port))
+            };
             answers.push((code, after.clone()));
             // Not vacuous: a transaction that must change something did, one that must not
             // left every entry as it was.
@@ -129,6 +155,24 @@ fn transactions_commit_all_or_nothing_as_slapd() {
         }
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// What `on_reference` relies on: a reference slapd that died is started again on the same
+/// port and data, and a running one is left alone.
+#[test]
+fn a_reference_slapd_that_died_is_started_again_on_its_data() {
+    let Some(mut pair) = started_pair() else {
+        return;
+    };
+    let entries = people(pair.openldap_port);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert!(
+        !pair.restart_slapd_if_exited(),
+        "a running slapd is not restarted"
+    );
+    pair.kill_slapd();
+    assert!(pair.restart_slapd_if_exited());
+    assert_eq!(people(pair.openldap_port), entries);
 }
 
 /// `ldapexop` of Start Transaction without a bind: slapd answers strongerAuthRequired (8), and

@@ -122,26 +122,21 @@ pub struct Pair {
 impl Drop for Pair {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            // A failed test says whether lmdir was still up and what it logged.
-            let status = self.lmdir.try_wait();
-            let log = self.lmdir_log();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            // A failed test says whether each server was still up and what it logged.
+            let root = self._directory.path();
             eprintln!(
-                "lmdir (port {}) at the failure: {status:?} (None: running); its log's last lines:\n{}",
+                "lmdir (port {}) at the failure: {:?} (None: running); its log's last lines:\n{}",
                 self.lmdir_port,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                self.lmdir.try_wait(),
+                log_tail(&root.join("lmdir.log"))
             );
-            let status = self.slapd.try_wait();
-            let connects = std::net::TcpStream::connect(("127.0.0.1", self.openldap_port));
-            let log = std::fs::read_to_string(self._directory.path().join("slapd.log"))
-                .unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(40).collect();
             eprintln!(
-                "slapd (port {}) at the failure: {status:?} (None: running), a connection to \
-                 its port: {:?}; its log's last lines:\n{}",
+                "slapd (port {}) at the failure: {:?} (None: running), a connection to its \
+                 port: {:?}; its log's last lines:\n{}",
                 self.openldap_port,
-                connects.map(|_| "accepted"),
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                self.slapd.try_wait(),
+                std::net::TcpStream::connect(("127.0.0.1", self.openldap_port)).map(|_| "accepted"),
+                log_tail(&root.join("slapd.log"))
             );
         }
         let _ = self.lmdir.kill();
@@ -149,6 +144,34 @@ impl Drop for Pair {
         let _ = self.slapd.kill();
         let _ = self.slapd.wait();
     }
+}
+
+/// The last lines of the log at `path` (empty when there is none).
+fn log_tail(path: &Path) -> String {
+    const LINES: usize = 40;
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = log.lines().rev().take(LINES).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// Waits until the slapd child answers on `port`: a slapd that exits first (a port taken, a
+/// config refused) fails the test with its log.
+fn wait_for_slapd(slapd: &mut Child, port: u16, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = slapd.try_wait().expect("polling slapd") {
+            panic!(
+                "slapd exited ({status}) before serving port {port}:\n{}",
+                log_tail(log)
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "slapd never listened on port {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_until_up(port);
 }
 
 /// slapd in the foreground (`-d debug_level`) on `config`, listening on `port`; its log goes
@@ -257,7 +280,8 @@ impl Pair {
                 .arg("-l")
                 .arg(&ldif_path),
         );
-        let slapd = spawn_slapd(&slapd_config, openldap_port, "stats");
+        let mut slapd = spawn_slapd(&slapd_config, openldap_port, "stats");
+        wait_for_slapd(&mut slapd, openldap_port, &root.join("slapd.log"));
 
         let lmdir_port = free_port();
         let lmdir_config = root.join("lmdir.toml");
@@ -289,9 +313,34 @@ impl Pair {
             slapd,
             lmdir,
         };
-        wait_until_up(openldap_port);
         wait_until_up(lmdir_port);
         pair
+    }
+
+    /// When slapd has exited (a crash of the reference: slapd 2.5 can crash on End Transaction,
+    /// see differential_transactions.rs), starts it again on the same database, config and port
+    /// and says so; LMDB keeps what it committed. False while it runs.
+    pub fn restart_slapd_if_exited(&mut self) -> bool {
+        let Some(status) = self.slapd.try_wait().expect("polling slapd") else {
+            return false;
+        };
+        let root = self._directory.path();
+        eprintln!(
+            "slapd on port {} exited ({status}); its log's last lines:\n{}\nstarting it again",
+            self.openldap_port,
+            log_tail(&root.join("slapd.log"))
+        );
+        let config = root.join("slapd.conf");
+        self.slapd = spawn_slapd(&config, self.openldap_port, "stats");
+        wait_for_slapd(&mut self.slapd, self.openldap_port, &root.join("slapd.log"));
+        true
+    }
+
+    /// Ends slapd as a crash would (SIGKILL) and reaps it: for the test of
+    /// `restart_slapd_if_exited`.
+    pub fn kill_slapd(&mut self) {
+        self.slapd.kill().expect("slapd runs");
+        self.slapd.wait().expect("reaping slapd");
     }
 
     pub fn ports(&self) -> [(&'static str, u16); 2] {

@@ -1,10 +1,8 @@
 //! Shared harness for the trust tests (hostile input, crash safety): runs the real `lmdir` binary
 //! with a temporary TOML config on a free loopback port, and lets a test kill, restart and inspect it.
 
-#![allow(dead_code)] // each test binary uses a different part of the harness
-
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -415,8 +413,4 @@ pub fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, b
             Err(_) => return (received, true),
         }
     }
-}
-
-pub fn path_exists(path: &Path) -> bool {
-    path.exists()
 }

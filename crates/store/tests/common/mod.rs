@@ -1,7 +1,5 @@
 //! Shared test data: a deterministic directory and a brute-force search oracle.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
