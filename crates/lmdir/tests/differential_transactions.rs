@@ -109,17 +109,23 @@ const SLAPD_CRASHES_PER_CASE_MAX: usize = 5;
 /// update without a result, then TXN END, then nothing; about one run in five of this test on
 /// 2 cores). A crash commits nothing (one LMDB txn), so the case runs again on the restarted
 /// slapd; lmdir never gets a second try.
-fn on_reference(pair: &mut Pair, transaction: &str, ldif: &str) -> (i32, Vec<String>, Vec<String>) {
-    let port = pair.openldap_port;
+fn on_reference(pair: &mut Pair, transaction: &str, ldif: &str) -> CaseRun {
     for _ in 0..=SLAPD_CRASHES_PER_CASE_MAX {
-        let before = people(port);
-        let code = ldapmodify_in_transaction(port, transaction, ldif);
-        if pair.restart_slapd_if_exited() {
-            continue;
+        let run = run_case(pair.openldap_port, transaction, ldif);
+        if !pair.restart_slapd_if_exited() {
+            return run;
         }
-        return (code, before, people(port));
     }
     panic!("slapd crashed {SLAPD_CRASHES_PER_CASE_MAX} times on {transaction}\n{ldif}");
+}
+
+/// One case's run on one server: the exit code, the entries before and after.
+type CaseRun = (i32, Vec<String>, Vec<String>);
+
+fn run_case(port: u16, transaction: &str, ldif: &str) -> CaseRun {
+    let before = people(port);
+    let code = ldapmodify_in_transaction(port, transaction, ldif);
+    (code, before, people(port))
 }
 
 #[test]
@@ -134,9 +140,7 @@ fn transactions_commit_all_or_nothing_as_slapd() {
             let (code, before, after) = if port == pair.openldap_port {
                 on_reference(&mut pair, transaction, &ldif)
             } else {
-                let before = people(port);
-                let code = ldapmodify_in_transaction(port, transaction, &ldif);
-                (code, before, people(port))
+                run_case(port, transaction, &ldif)
             };
             answers.push((code, after.clone()));
             // Not vacuous: a transaction that must change something did, one that must not

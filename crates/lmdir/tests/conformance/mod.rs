@@ -174,17 +174,20 @@ fn wait_for_slapd(slapd: &mut Child, port: u16, log: &Path) {
     wait_until_up(port);
 }
 
-/// slapd in the foreground (`-d debug_level`) on `config`, listening on `port`; its log goes
-/// to `slapd.log` beside the config (appended: a restart keeps what came before). A child of
-/// the test, so stopping it never reaches another process.
-pub fn spawn_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
-    let directory = config.parent().expect("a config lies in a directory");
+/// slapd in the foreground (`-d debug_level`) on `config`, serving `port` when this returns;
+/// its log goes to `slapd.log` beside the config (appended: a restart keeps what came before).
+/// A child of the test, so stopping it never reaches another process.
+pub fn start_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
+    let log_path = config
+        .parent()
+        .expect("a config lies in a directory")
+        .join("slapd.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(directory.join("slapd.log"))
+        .open(&log_path)
         .expect("slapd's log");
-    Command::new(slapd_binary())
+    let mut slapd = Command::new(slapd_binary())
         .arg("-f")
         .arg(config)
         .arg("-h")
@@ -193,7 +196,9 @@ pub fn spawn_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("starting slapd")
+        .expect("starting slapd");
+    wait_for_slapd(&mut slapd, port, &log_path);
+    slapd
 }
 
 /// Stops the daemonized slapd whose `pidfile` is `pid_file`, if that pid still runs a slapd
@@ -280,8 +285,7 @@ impl Pair {
                 .arg("-l")
                 .arg(&ldif_path),
         );
-        let mut slapd = spawn_slapd(&slapd_config, openldap_port, "stats");
-        wait_for_slapd(&mut slapd, openldap_port, &root.join("slapd.log"));
+        let slapd = start_slapd(&slapd_config, openldap_port, "stats");
 
         let lmdir_port = free_port();
         let lmdir_config = root.join("lmdir.toml");
@@ -330,9 +334,7 @@ impl Pair {
             self.openldap_port,
             log_tail(&root.join("slapd.log"))
         );
-        let config = root.join("slapd.conf");
-        self.slapd = spawn_slapd(&config, self.openldap_port, "stats");
-        wait_for_slapd(&mut self.slapd, self.openldap_port, &root.join("slapd.log"));
+        self.slapd = start_slapd(&root.join("slapd.conf"), self.openldap_port, "stats");
         true
     }
 

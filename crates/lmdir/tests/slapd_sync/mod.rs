@@ -36,10 +36,10 @@ pub fn config_head(root: &Path, modules: &[&str]) -> String {
     config
 }
 
-/// slapd in the foreground (`-d sync`) on the config in `root`, its log appended to
-/// `root/slapd.log`.
-pub fn spawn(root: &Path, port: u16) -> std::process::Child {
-    super::conformance::spawn_slapd(&root.join("slapd.conf"), port, "sync")
+/// slapd in the foreground (`-d sync`) on the config in `root`, serving `port`, its log
+/// appended to `root/slapd.log`.
+fn start_in(root: &Path, port: u16) -> std::process::Child {
+    super::conformance::start_slapd(&root.join("slapd.conf"), port, "sync")
 }
 
 /// The sync log `spawn` keeps in `root`.
@@ -121,8 +121,7 @@ impl Slapd {
         let root = directory.path();
         std::fs::create_dir_all(root.join("db")).unwrap();
         std::fs::write(root.join("slapd.conf"), config(root)).unwrap();
-        let child = spawn(root, port);
-        super::conformance::wait_until_up(port);
+        let child = start_in(root, port);
         Slapd {
             directory,
             port,
@@ -139,8 +138,7 @@ impl Slapd {
     /// Starts slapd again on the same database, config and port.
     pub fn resume(&mut self) {
         self.stop();
-        self.child = spawn(self.directory.path(), self.port);
-        super::conformance::wait_until_up(self.port);
+        self.child = start_in(self.directory.path(), self.port);
     }
 
     pub fn log(&self) -> String {
