@@ -81,6 +81,17 @@ struct Connection {
     write_timeout: Duration,
 }
 
+/// Resolves once the server shuts down (or its sender is gone). One future for a connection's
+/// life: a `changed()` made on every turn of the serving loop put a waiter on the watch's list
+/// and took it off again for every request.
+async fn shutdown_requested(shutdown: &mut watch::Receiver<bool>) {
+    loop {
+        if shutdown.changed().await.is_err() || *shutdown.borrow() {
+            return;
+        }
+    }
+}
+
 impl Connection {
     fn new(context: Arc<ServerContext>, session: Session, stream: BoxedStream) -> Connection {
         let settings = context.settings();
@@ -117,14 +128,12 @@ impl Connection {
             self.last_activity + idle_timeout,
         ));
         tokio::pin!(idle);
+        let shutdown_requested = shutdown_requested(shutdown);
+        tokio::pin!(shutdown_requested);
         loop {
             tokio::select! {
                 biased;
-                changed = shutdown.changed() => {
-                    if changed.is_err() || *shutdown.borrow() {
-                        return Ending::Shutdown;
-                    }
-                }
+                () = &mut shutdown_requested => return Ending::Shutdown,
                 // The connection holds a sender clone only through operations; `None` cannot
                 // happen while `sender` lives here.
                 outgoing = self.receiver.recv() => {
@@ -895,11 +904,18 @@ fn pdu_bytes_max_when(settings: &crate::settings::ServerSettings, bound: bool) -
 
 /// One write step (a write, a flush) that must progress within `write_timeout`: a client that
 /// takes nothing for that long is treated as gone (slapd's `writetimeout`), so the operations
-/// feeding it end and release their read transactions and threads.
+/// feeding it end and release their read transactions and threads. A step done at its first
+/// poll (nearly every write: the socket's buffer has room) makes no timer; a timer made for
+/// each of a response's three steps cost a clock read and a timer entry built and dropped.
 async fn within<T, E: Into<crate::pdu::PduError>>(
     write_timeout: Duration,
     step: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, crate::pdu::PduError> {
+    let mut step = std::pin::pin!(step);
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(step.as_mut().poll(cx))).await;
+    if let std::task::Poll::Ready(result) = first {
+        return result.map_err(Into::into);
+    }
     match tokio::time::timeout(write_timeout, step).await {
         Ok(result) => result.map_err(Into::into),
         Err(_) => Err(crate::pdu::PduError::Io(std::io::Error::new(
