@@ -100,15 +100,12 @@ struct Servers {
     slapd_port: u16,
     lmdir_port: u16,
     lmdir: Option<Child>,
+    slapd: Option<Child>,
 }
 
 impl Drop for Servers {
     fn drop(&mut self) {
-        if let Some(mut child) = self.lmdir.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        conformance::stop_slapd(&self.root.path().join("slapd.pid"));
+        conformance::stop_children([self.lmdir.take(), self.slapd.take()]);
     }
 }
 
@@ -128,15 +125,8 @@ impl Servers {
                 .arg("-l")
                 .arg(&data),
         );
-        let servers = Servers::new(root);
-        run_checked(
-            Command::new("/usr/sbin/slapd")
-                .arg("-f")
-                .arg(&conf)
-                .arg("-h")
-                .arg(format!("ldap://127.0.0.1:{}/", servers.slapd_port)),
-        );
-        wait_until_up(servers.slapd_port);
+        let mut servers = Servers::new(root);
+        servers.slapd = Some(conformance::start_slapd(&conf, servers.slapd_port, "stats"));
         (servers, conf)
     }
 
@@ -181,15 +171,12 @@ impl Servers {
                 .args(["-b", SUFFIX, "-l"])
                 .arg(path("data.ldif")),
         );
-        let servers = Servers::new(root);
-        run_checked(
-            Command::new("/usr/sbin/slapd")
-                .arg("-F")
-                .arg(&slapd_d)
-                .arg("-h")
-                .arg(format!("ldap://127.0.0.1:{}/", servers.slapd_port)),
-        );
-        wait_until_up(servers.slapd_port);
+        let mut servers = Servers::new(root);
+        servers.slapd = Some(conformance::start_slapd(
+            &slapd_d,
+            servers.slapd_port,
+            "stats",
+        ));
         let config_ldif = servers.path("config.ldif");
         (servers, config_ldif)
     }
@@ -200,6 +187,7 @@ impl Servers {
             slapd_port: free_port(),
             lmdir_port: free_port(),
             lmdir: None,
+            slapd: None,
         }
     }
 

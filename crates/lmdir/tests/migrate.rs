@@ -119,17 +119,13 @@ fn essentials(config: &Config) -> String {
 }
 
 struct Servers {
-    slapd_pid_file: PathBuf,
+    slapd: Option<Child>,
     lmdir: Option<Child>,
 }
 
 impl Drop for Servers {
     fn drop(&mut self) {
-        if let Some(mut child) = self.lmdir.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        conformance::stop_slapd(&self.slapd_pid_file);
+        conformance::stop_children([self.lmdir.take(), self.slapd.take()]);
     }
 }
 
@@ -186,16 +182,9 @@ fn migrated_server_answers_like_slapd() {
     let conf_path = slapadd_into(root, &slapd_conf(root), &dataset());
     let slapd_port = conformance::free_port();
     let mut servers = Servers {
-        slapd_pid_file: root.join("slapd.pid"),
+        slapd: Some(conformance::start_slapd(&conf_path, slapd_port, "stats")),
         lmdir: None,
     };
-    run_checked(
-        Command::new("/usr/sbin/slapd")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-h")
-            .arg(format!("ldap://127.0.0.1:{slapd_port}/")),
-    );
 
     // The same configuration as cn=config: a slapd.d directory and its slapcat -n0 dump.
     let slapd_d = root.join("slapd.d");
@@ -502,16 +491,9 @@ fn migrated_policies_answer_like_slapd_on_every_route() {
 
     let slapd_port = conformance::free_port();
     let mut servers = Servers {
-        slapd_pid_file: root.join("slapd.pid"),
+        slapd: Some(conformance::start_slapd(&conf_path, slapd_port, "stats")),
         lmdir: None,
     };
-    run_checked(
-        Command::new("/usr/sbin/slapd")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-h")
-            .arg(format!("ldap://127.0.0.1:{slapd_port}/")),
-    );
     wait_for_bind(slapd_port);
     let expected = policy_answers(slapd_port);
     // The answers slapd gives: 48, 53 to all but updates (8), sizeLimitExceeded with 3

@@ -7,7 +7,7 @@ use crate::conformance;
 use crate::slapd_sync;
 use crate::support;
 
-use conformance::{free_port, modify, wait_until_up, SUFFIX};
+use conformance::{free_port, modify, SUFFIX};
 use slapd_sync::Dump;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,11 +21,12 @@ const CONVERGENCE_WAIT_MAX: Duration = Duration::from_secs(120);
 struct Provider {
     directory: tempfile::TempDir,
     port: u16,
+    slapd: Option<std::process::Child>,
 }
 
 impl Drop for Provider {
     fn drop(&mut self) {
-        conformance::stop_slapd(&self.directory.path().join("slapd.pid"));
+        conformance::stop_children([self.slapd.take()]);
     }
 }
 
@@ -78,9 +79,10 @@ impl Provider {
         std::fs::write(root.join("slapd.conf"), config).unwrap();
         std::fs::create_dir_all(root.join("db")).unwrap();
         std::fs::write(root.join("data.ldif"), people_ldif(people)).unwrap();
-        let provider = Provider {
+        let mut provider = Provider {
             port: free_port(),
             directory,
+            slapd: None,
         };
         provider.run();
         run_checked(
@@ -100,15 +102,9 @@ impl Provider {
         provider
     }
 
-    fn run(&self) {
-        run_checked(
-            Command::new("/usr/sbin/slapd")
-                .arg("-f")
-                .arg(self.directory.path().join("slapd.conf"))
-                .arg("-h")
-                .arg(self.url() + "/"),
-        );
-        wait_until_up(self.port);
+    fn run(&mut self) {
+        let config = self.directory.path().join("slapd.conf");
+        self.slapd = Some(conformance::start_slapd(&config, self.port, "sync"));
     }
 
     fn url(&self) -> String {
@@ -436,6 +432,7 @@ fn a_provider_announcing_a_huge_message_is_refused_and_retried() {
     let fake = Provider {
         directory: tempfile::tempdir().unwrap(),
         port,
+        slapd: None,
     };
     let mut replica = replica(&fake, "refreshAndPersist");
     let hostile = std::thread::spawn(move || {
@@ -731,6 +728,7 @@ fn an_unreachable_provider_shows_as_waiting_to_retry_with_its_error() {
     let closed = Provider {
         directory: tempfile::tempdir().unwrap(),
         port: conformance::free_port(),
+        slapd: None,
     };
     let metrics_port = conformance::free_port();
     let mut replica = replica_with(

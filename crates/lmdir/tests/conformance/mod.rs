@@ -154,29 +154,49 @@ fn log_tail(path: &Path) -> String {
     tail.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
-/// Waits until the slapd child answers on `port`: a slapd that exits first (a port taken, a
-/// config refused) fails the test with its log.
+/// Waits until the slapd child answers LDAP on `port`, whatever it answers (a configuration
+/// that refuses anonymous binds or unauthenticated searches answers 48 or 53: it is up); a
+/// slapd that exits first (a port taken, a config refused) fails the test with its log.
 fn wait_for_slapd(slapd: &mut Child, port: u16, log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    loop {
         if let Some(status) = slapd.try_wait().expect("polling slapd") {
             panic!(
                 "slapd exited ({status}) before serving port {port}:\n{}",
                 log_tail(log)
             );
         }
+        if answers_ldap(port) {
+            return;
+        }
         assert!(
             Instant::now() < deadline,
-            "slapd never listened on port {port}"
+            "slapd never answered on port {port}:\n{}",
+            log_tail(log)
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
     }
-    wait_until_up(port);
 }
 
-/// slapd in the foreground (`-d debug_level`) on `config`, serving `port` when this returns;
-/// its log goes to `slapd.log` beside the config (appended: a restart keeps what came before).
-/// A child of the test, so stopping it never reaches another process.
+/// Whether a server on `port` answers a root DSE search at all: ldapsearch exits with the
+/// LDAP result code, or 255 when it reached no server.
+fn answers_ldap(port: u16) -> bool {
+    const SERVER_DOWN_EXIT: i32 = 255;
+    let status = Command::new("ldapsearch")
+        .args(["-x", "-LLL", "-H", &format!("ldap://127.0.0.1:{port}")])
+        .args(["-b", "", "-s", "base", "1.1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("running ldapsearch");
+    status.code().is_some_and(|code| code != SERVER_DOWN_EXIT)
+}
+
+/// slapd in the foreground (`-d debug_level`) on `config` (a slapd.conf file, or a cn=config
+/// directory: `-F`), serving `port` when this returns; its log goes to `slapd.log` beside the
+/// config (appended: a restart keeps what came before). A child of the test, so stopping it
+/// never reaches another process (a daemonized slapd's pid file may name a pid the system has
+/// since given to another test's server: pid_max is 32,768 here and the suite wraps it).
 pub fn start_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
     let log_path = config
         .parent()
@@ -187,8 +207,9 @@ pub fn start_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
         .append(true)
         .open(&log_path)
         .expect("slapd's log");
+    let config_flag = if config.is_dir() { "-F" } else { "-f" };
     let mut slapd = Command::new(slapd_binary())
-        .arg("-f")
+        .arg(config_flag)
         .arg(config)
         .arg("-h")
         .arg(format!("ldap://127.0.0.1:{port}/"))
@@ -201,20 +222,11 @@ pub fn start_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
     slapd
 }
 
-/// Stops the daemonized slapd whose `pidfile` is `pid_file`, if that pid still runs a slapd
-/// started from the pid file's directory (its config is there). A pid file that a dead slapd
-/// left names a pid the system may since have given to another process: pid_max is 32,768
-/// here and the suite wraps it, so that process may be another test's server.
-pub fn stop_slapd(pid_file: &Path) {
-    let Ok(pid) = std::fs::read_to_string(pid_file) else {
-        return;
-    };
-    let pid = pid.trim();
-    let directory = pid_file.parent().expect("a pid file lies in a directory");
-    let command_line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let command_line = String::from_utf8_lossy(&command_line);
-    if command_line.contains("slapd") && command_line.contains(&*directory.to_string_lossy()) {
-        let _ = Command::new("kill").arg(pid).status();
+/// Stops the servers a test started as its children (kill, then reap).
+pub fn stop_children(children: impl IntoIterator<Item = Option<Child>>) {
+    for mut child in children.into_iter().flatten() {
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
