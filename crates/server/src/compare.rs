@@ -19,11 +19,12 @@ pub async fn compare(
     let controls =
         crate::controls::parse(&context.controls, crate::controls::OperationClass::Compare)?;
     let server = context.server.clone();
+    let settings = context.settings.clone();
     let identity = context.session.identity.clone();
     let request = request.clone();
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        compare_entry(database, &server.settings(), &identity, &request, &controls)
+        compare_entry(database, &settings, &identity, &request, &controls)
     })
     .await
     .map_err(internal)?

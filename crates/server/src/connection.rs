@@ -323,9 +323,9 @@ impl Connection {
             pending,
             ..
         } = self;
-        let settings = &context.settings();
+        let settings = context.settings();
         let (connection_id, operation_id) = (session.connection_id, start.operation_id);
-        if let Some(refusal) = over_outstanding_limits(settings, session, outstanding, pending) {
+        if let Some(refusal) = over_outstanding_limits(&settings, session, outstanding, pending) {
             info!("conn={connection_id} op={operation_id} refused: {refusal}");
             let busy = OperationError::new(code::BUSY, refusal);
             if let Some(response) = operations::refusal(start.message_id, &start.operation, &busy) {
@@ -345,9 +345,16 @@ impl Connection {
             ));
         }
         let cancelled = Arc::new(AtomicBool::new(false));
-        let prepared = operations::prepare(context, session, &start.operation, &start.controls);
+        let prepared = operations::prepare(
+            (context, &settings),
+            session,
+            &start.operation,
+            &start.controls,
+        );
+        let write_timeout = settings.write_timeout;
         let operation_context = OperationContext {
             server: context.clone(),
+            settings,
             session: session.clone(),
             message_id: start.message_id,
             operation_id,
@@ -365,7 +372,7 @@ impl Connection {
                 operation_context,
                 operation,
                 prepared,
-                settings.write_timeout,
+                write_timeout,
                 &context.monitor,
             )
             .await;

@@ -89,6 +89,9 @@ pub(crate) struct Refusals {
 /// Everything an operation task needs.
 pub struct OperationContext {
     pub server: Arc<ServerContext>,
+    /// The settings the operation runs with, taken once as it starts: a reload while it runs
+    /// changes nothing in it (its limits, timeouts and policies stay one snapshot).
+    pub settings: Arc<ServerSettings>,
     pub session: Session,
     pub message_id: i32,
     pub operation_id: u64,
@@ -565,7 +568,7 @@ pub(crate) fn no_such_object(dn: &str) -> OperationError {
 }
 
 pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), OperationError> {
-    if let Some(provider) = &context.server.settings().update_referral {
+    if let Some(provider) = &context.settings.update_referral {
         // A read-only replica (OpenLDAP's updateref): every client write, the rootdn's too,
         // belongs on the provider; a local write would be overwritten or diverge.
         return Err(OperationError::referral(
@@ -573,7 +576,7 @@ pub(crate) fn require_secure_write(context: &OperationContext) -> Result<(), Ope
             "this server is a read-only replica: write to its provider",
         ));
     }
-    if context.server.settings().require_tls && !context.session.is_secure() {
+    if context.settings.require_tls && !context.session.is_secure() {
         return Err(OperationError::new(
             code::CONFIDENTIALITY_REQUIRED,
             "TLS is required before updates",
@@ -603,10 +606,10 @@ pub(crate) fn update_of(
     let assertion = controls
         .assertion
         .as_ref()
-        .map(|assertion| crate::filter::client_filter(&context.server.settings(), assertion))
+        .map(|assertion| crate::filter::client_filter(&context.settings, assertion))
         .transpose()?;
     let identity = context.session.identity.clone();
-    let settings = &context.server.settings();
+    let settings = &context.settings;
     Ok(Update {
         request,
         relax: controls.relax && identity.is_rootdn,

@@ -243,7 +243,7 @@ impl Prepared {
 
 /// Prepares an operation as the connection receives it.
 pub fn prepare(
-    server: &ServerContext,
+    (server, settings): (&ServerContext, &crate::settings::ServerSettings),
     session: &Session,
     operation: &Operation,
     request_controls: &[controls::Control],
@@ -251,13 +251,14 @@ pub fn prepare(
     // A session `require_authentication` or `require_tls_for_reads` refuses gets no work done
     // for it (no candidates).
     let identity = &session.identity;
-    let settings = server.settings();
     let refused = (settings.require_authentication && identity.dn.is_empty())
-        || tls_required_first(&settings, session);
+        || tls_required_first(settings, session);
     let search = match operation {
-        Operation::Search(request) if !refused => {
-            Some(Box::new(PreparedSearch::new(server, identity, request)))
-        }
+        Operation::Search(request) if !refused => Some(Box::new(PreparedSearch::new(
+            (server, settings),
+            identity,
+            request,
+        ))),
         _ => None,
     };
     let may_persist = request_controls
@@ -284,7 +285,7 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
         let refusal = OperationError::new(invalid.result_code(), text);
         return context.refuse(&operation, refusal, started).await;
     }
-    if tls_required_first(&context.server.settings(), &context.session) {
+    if tls_required_first(&context.settings, &context.session) {
         info!(
             "{} refused: TLS required (require_tls_for_reads)",
             context.log_prefix()
@@ -328,7 +329,7 @@ pub async fn dispatch(mut context: OperationContext, operation: Operation, mut p
         Operation::Search(request) => {
             let prepared = prepared.search.unwrap_or_else(|| {
                 Box::new(PreparedSearch::new(
-                    &context.server,
+                    (&context.server, &context.settings),
                     &context.session.identity,
                     &request,
                 ))
@@ -438,8 +439,7 @@ fn authentication_refusal(
     context: &OperationContext,
     operation: &Operation,
 ) -> Option<OperationError> {
-    if !context.server.settings().require_authentication || !context.session.identity.dn.is_empty()
-    {
+    if !context.settings.require_authentication || !context.session.identity.dn.is_empty() {
         return None;
     }
     match operation {
@@ -583,7 +583,7 @@ async fn search(
         search_log_filter(&request.filter),
         log_text::bounded(&request.attrs.join(" "), log_text::LOG_ATTRIBUTES_BYTES_MAX)
     );
-    let result = match search_request_within_limits(&context.server.settings(), request) {
+    let result = match search_request_within_limits(&context.settings, request) {
         Err(error) => Err(error),
         Ok(()) => match controls::parse(&context.controls, controls::OperationClass::Search) {
             Err(error) => Err(error),
@@ -670,7 +670,7 @@ async fn search_with_controls(
             .as_deref()
             .unwrap_or(lmdir_schema::Schema::builtin_shared());
         let mut prepared = prepared;
-        let filter = prepared.take_filter(schema, &server.settings(), request)?;
+        let filter = prepared.take_filter(schema, &context.settings, request)?;
         let entry = rootdse::root_dse(server);
         let matches = rootdse::matches(&entry, schema, &filter);
         let mut entries_sent = 0;

@@ -382,7 +382,7 @@ fn policed_passwords(
         if database.policy_of(&context.server, read, entry).is_none() {
             return Ok(None);
         }
-        let values_max = context.server.settings().bind_password_values_max;
+        let values_max = context.settings.bind_password_values_max;
         let stored = entry
             .values_of(password_attr)
             .iter()
@@ -582,7 +582,7 @@ fn judge_entry_change(
                     .collect()
             })
     };
-    let bound = context.server.settings().bind_password_values_max;
+    let bound = context.settings.bind_password_values_max;
     let current = values("userPassword").into_iter().take(bound).collect();
     let mut stored_history = values("pwdHistory");
     // Values start with their generalized time: byte order is time order.

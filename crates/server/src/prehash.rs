@@ -33,7 +33,7 @@ pub(crate) async fn prehashed(
     let Some(password_attr) = schema.attribute("userPassword") else {
         return Ok(request);
     };
-    let settings = context.server.settings();
+    let settings = &context.settings;
     let hash_cleartext = settings.password_hash_cleartext;
     // Whether there is anything to hash: the walk stops at the first value, changing nothing.
     let has_cleartext = request

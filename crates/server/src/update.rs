@@ -55,10 +55,7 @@ fn read_controls_within_limits(
         .into_iter()
         .flatten()
     {
-        crate::selection::attribute_list_within_limits(
-            &context.server.settings(),
-            attributes.len(),
-        )?;
+        crate::selection::attribute_list_within_limits(&context.settings, attributes.len())?;
     }
     Ok(())
 }
@@ -98,7 +95,7 @@ async fn submit_update(
                 id,
                 context.message_id,
                 update,
-                context.server.settings().transaction_bytes_max,
+                context.settings.transaction_bytes_max,
             )?;
             Ok(Submitted::Queued)
         }
@@ -299,7 +296,7 @@ pub async fn add(
     let (database, controls) = open_update(context, &request.dn, OperationClass::Update)?;
     check_request_attributes(
         database,
-        &context.server.settings(),
+        &context.settings,
         request
             .attributes
             .iter()
@@ -369,7 +366,7 @@ pub async fn modify(
     // password, so how many there may be is decided before.
     check_request_attributes(
         database,
-        &context.server.settings(),
+        &context.settings,
         modifications.iter().map(|change| {
             let stores = matches!(change.op, ModOp::Add | ModOp::Replace);
             (

@@ -507,11 +507,17 @@ impl DirectoryClient {
         let (sender, mut receiver) = mpsc::channel(16);
         let cancelled = Arc::new(AtomicBool::new(false));
         let message_id = self.message_id();
-        let prepared =
-            crate::operations::prepare(&self.server, &self.session, &operation, &controls);
+        let settings = self.server.settings();
+        let prepared = crate::operations::prepare(
+            (&self.server, &settings),
+            &self.session,
+            &operation,
+            &controls,
+        );
         self.session.monitor.operation_received();
         let context = OperationContext {
             server: self.server.clone(),
+            settings,
             session: self.session.clone(),
             message_id,
             operation_id: u64::try_from(message_id).unwrap_or(0),

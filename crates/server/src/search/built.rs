@@ -91,11 +91,11 @@ pub(super) async fn search_built_tree(
         filter,
     };
     let server = context.server.clone();
+    let settings = context.settings.clone();
     let sink = context.sink.clone();
     let unsorted = unsorted_response(controls);
     let mut done = tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        let settings = server.settings();
         let mut send = |chunk| sink.send_blocking(chunk);
         match tree {
             BuiltTree::Monitor => {

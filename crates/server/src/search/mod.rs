@@ -109,7 +109,7 @@ impl PreparedSearch {
     /// subject may search everywhere (as the search itself), so which thread runs a search
     /// does not depend on hidden values.
     pub fn new(
-        server: &ServerContext,
+        (server, settings): (&ServerContext, &ServerSettings),
         identity: &Identity,
         request: &SearchRequest,
     ) -> PreparedSearch {
@@ -133,7 +133,7 @@ impl PreparedSearch {
         if request.filter.as_bytes().len() > INLINE_SEARCH_FILTER_BYTES_MAX {
             return prepared;
         }
-        let decoded = client_filter_with_items(&server.settings(), &request.filter);
+        let decoded = client_filter_with_items(settings, &request.filter);
         let few_items =
             matches!(decoded, Ok((_, items)) if items <= INLINE_SEARCH_FILTER_ITEMS_MAX);
         let filter = decoded.map(|(filter, _)| database.schema().prepare_filter(&filter));
@@ -315,7 +315,7 @@ fn sync_deref_allowed(
         request.aliases,
         LdapDerefAliases::InSearching | LdapDerefAliases::Always
     );
-    if searching && controls.sync.is_some() && context.server.settings().replication.provider {
+    if searching && controls.sync.is_some() && context.settings.replication.provider {
         return Err(OperationError::new(
             code::PROTOCOL_ERROR,
             "illegal value for derefAliases",
@@ -330,13 +330,12 @@ async fn run_job(
     job: Box<SearchJob<'_>>,
     small: bool,
 ) -> Result<(SearchDone, Option<sync::RefreshEnd>), OperationError> {
-    let server = context.server.clone();
     if small {
-        let database = database_of(&server).expect("database present");
+        let database = database_of(&context.server).expect("database present");
         // Few candidates: run on this task; a hop to the blocking pool and back would cost
         // more than the search (two thread wake-ups per operation on a busy server).
         let mut chunks = Vec::new();
-        let done = job.run(database, &server.settings(), &mut |chunk| {
+        let done = job.run(database, &context.settings, &mut |chunk| {
             chunks.push(chunk);
             true
         });
@@ -347,13 +346,12 @@ async fn run_job(
         }
         return done;
     }
+    let (server, settings) = (context.server.clone(), context.settings.clone());
     let sink = context.sink.clone();
     let job = Box::new(job.into_owned());
     tokio::task::spawn_blocking(move || {
         let database = database_of(&server).expect("database present");
-        job.run(database, &server.settings(), &mut |chunk| {
-            sink.send_blocking(chunk)
-        })
+        job.run(database, &settings, &mut |chunk| sink.send_blocking(chunk))
     })
     .await
     .map_err(internal)?

@@ -63,7 +63,7 @@ pub(super) fn subscribe(
     database: &Database,
     (request, controls): (&crate::request::SearchRequest, &RequestControls),
 ) -> Result<Option<Subscription>, OperationError> {
-    let settings = &context.server.settings();
+    let settings = &context.settings;
     let persistent = controls
         .sync
         .as_ref()
@@ -297,7 +297,7 @@ impl SearchJob<'_> {
         mut end: RefreshEnd,
         entries_before: u64,
     ) -> Result<SearchDone, OperationError> {
-        let settings = &context.server.settings();
+        let settings = &context.settings;
         let mut sent = entries_before;
         let mut batch = VecDeque::new();
         loop {

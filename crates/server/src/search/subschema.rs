@@ -57,7 +57,7 @@ pub(super) fn subschema_search(
         Ok(view) => view,
         Err(error) => return Some(Err(error.into())),
     };
-    let settings = &context.server.settings();
+    let settings = &context.settings;
     let filter = match super::prepared_filter(database, settings, request, filter.take()) {
         Ok(filter) => filter,
         Err(error) => return Some(Err(error)),
