@@ -155,25 +155,24 @@ fn log_tail(path: &Path) -> String {
 }
 
 /// Waits until the slapd child answers LDAP on `port`, whatever it answers (a configuration
-/// that refuses anonymous binds or unauthenticated searches answers 48 or 53: it is up); a
-/// slapd that exits first (a port taken, a config refused) fails the test with its log.
-fn wait_for_slapd(slapd: &mut Child, port: u16, log: &Path) {
+/// that refuses anonymous binds or unauthenticated searches answers 48 or 53: it is up). Err
+/// (with its log) when slapd exits first (a port taken, a config refused) or never answers.
+fn wait_for_slapd(slapd: &mut Child, port: u16, log: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = slapd.try_wait().expect("polling slapd") {
-            panic!(
-                "slapd exited ({status}) before serving port {port}:\n{}",
-                log_tail(log)
-            );
+            let tail = log_tail(log);
+            return Err(format!(
+                "slapd exited ({status}) before serving port {port}:\n{tail}"
+            ));
         }
         if answers_ldap(port) {
-            return;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
-            "slapd never answered on port {port}:\n{}",
-            log_tail(log)
-        );
+        if Instant::now() >= deadline {
+            let tail = log_tail(log);
+            return Err(format!("slapd never answered on port {port}:\n{tail}"));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -218,7 +217,11 @@ pub fn start_slapd(config: &Path, port: u16, debug_level: &str) -> Child {
         .stderr(log)
         .spawn()
         .expect("starting slapd");
-    wait_for_slapd(&mut slapd, port, &log_path);
+    if let Err(failure) = wait_for_slapd(&mut slapd, port, &log_path) {
+        // Not yet anyone's to stop: a slapd left running would outlive the test.
+        stop_children([Some(slapd)]);
+        panic!("{failure}");
+    }
     slapd
 }
 
