@@ -181,14 +181,20 @@ fn wait_for_slapd(slapd: &mut Child, port: u16, log: &Path) -> Result<(), String
 /// LDAP result code, or 255 when it reached no server.
 fn answers_ldap(port: u16) -> bool {
     const SERVER_DOWN_EXIT: i32 = 255;
-    let status = Command::new("ldapsearch")
+    root_dse_search_exit(port).is_some_and(|code| code != SERVER_DOWN_EXIT)
+}
+
+/// The exit code of an anonymous `ldapsearch` of the root DSE on `port` (None: killed by a
+/// signal).
+fn root_dse_search_exit(port: u16) -> Option<i32> {
+    Command::new("ldapsearch")
         .args(["-x", "-LLL", "-H", &format!("ldap://127.0.0.1:{port}")])
         .args(["-b", "", "-s", "base", "1.1"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .expect("running ldapsearch");
-    status.code().is_some_and(|code| code != SERVER_DOWN_EXIT)
+        .expect("running ldapsearch")
+        .code()
 }
 
 /// slapd in the foreground (`-d debug_level`) on `config` (a slapd.conf file, or a cn=config
@@ -460,22 +466,7 @@ fn lmdir_config_text(root: &Path, port: u16, setup: Setup, extra: &Extra<'_>) ->
 pub fn wait_until_up(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        let status = Command::new("ldapsearch")
-            .args([
-                "-x",
-                "-LLL",
-                "-H",
-                &format!("ldap://127.0.0.1:{port}"),
-                "-b",
-                "",
-                "-s",
-                "base",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        if status.success() {
+        if root_dse_search_exit(port) == Some(0) {
             return;
         }
         std::thread::sleep(Duration::from_millis(100));

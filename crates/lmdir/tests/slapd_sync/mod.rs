@@ -42,7 +42,7 @@ fn start_in(root: &Path, port: u16) -> std::process::Child {
     super::conformance::start_slapd(&root.join("slapd.conf"), port, "sync")
 }
 
-/// The sync log `spawn` keeps in `root`.
+/// The sync log `start_in` keeps in `root`.
 pub fn log(root: &Path) -> String {
     std::fs::read_to_string(root.join("slapd.log")).unwrap_or_default()
 }
