@@ -515,7 +515,10 @@ pub async fn bind(
         Err(error) => Err(error),
         Ok(parsed) => {
             wants_policy = parsed.password_policy;
-            crate::password::bind_outcome(server, session, request, &mut policy_response).await
+            // The settings the whole bind runs with, taken once.
+            let settings = server.settings();
+            crate::password::bind_outcome(server, &settings, session, request, &mut policy_response)
+                .await
         }
     };
     // draft-behera §6: the response control answers a request control only.

@@ -15,6 +15,7 @@ use crate::ppolicy::{
 use crate::request::{BindCredentials, BindRequest, PasswordModifyRequest};
 use crate::result::{code, OperationError};
 use crate::session::{Session, Transport};
+use crate::settings::ServerSettings;
 use crate::writer::{PolicyState, Update, WriteJob, WriteRequest};
 use bytes::BytesMut;
 use ldap3_proto::proto::LdapExtendedRequest;
@@ -110,6 +111,15 @@ fn stored_memory_bytes(stored: &[Vec<u8>]) -> u64 {
         .unwrap_or(0)
 }
 
+/// What checks a password of an entry: the server, the settings its operation took once (a
+/// reload landing mid-check changes nothing of it), the database and the client asking.
+struct Checker<'a> {
+    server: &'a Arc<ServerContext>,
+    settings: &'a ServerSettings,
+    database: &'a Database,
+    client: ClientKey,
+}
+
 /// Checks `password` against the entry's userPassword under its password policy, when one
 /// applies: a locked account answers invalidCredentials without a look at the password, a wrong
 /// password is recorded as a failure (pwdFailureTime, then the lock), and `response` says what
@@ -117,17 +127,21 @@ fn stored_memory_bytes(stored: &[Vec<u8>]) -> u64 {
 /// bind's and Password Modify's old password. Ok holds the policy and the account's state
 /// before the check (None: no policy applies).
 async fn check_entry_password(
-    server: &Arc<ServerContext>,
-    client: ClientKey,
-    database: &Database,
+    checker: &Checker<'_>,
     dn: &str,
     normalized_dn: &str,
     password: &[u8],
     response: &mut Option<PolicyResponse>,
 ) -> Result<Option<(Policy, AccountState)>, OperationError> {
+    let Checker {
+        server,
+        settings,
+        database,
+        client,
+    } = *checker;
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
     // Finding the entry and its stored passwords takes microseconds: done on this task.
-    let candidate = database.bind_candidate(server, dn, normalized_dn)?;
+    let candidate = database.bind_candidate(settings, dn, normalized_dn)?;
     let Some((stored_passwords, policed)) = candidate.filter(|(stored, _)| !stored.is_empty())
     else {
         // Nothing to authenticate with: as long as a wrong password, never a match.
@@ -155,13 +169,13 @@ async fn check_entry_password(
     }
     if any_password_matches(server, client, stored_passwords, password, Some(dn)).await? {
         return match policed {
-            Some(_) => still_unlocked(server, database, dn, normalized_dn, response),
+            Some(_) => still_unlocked(checker, dn, normalized_dn, response),
             None => Ok(None),
         };
     }
     if let Some((policy, _)) = policed {
         database
-            .record_failure(server, normalized_dn, policy, now_time)
+            .record_failure(settings, normalized_dn, policy, now_time)
             .await;
     }
     Err(invalid())
@@ -173,14 +187,14 @@ async fn check_entry_password(
 /// others' failures reach the lockout is refused as locked (before, it bound). Failures the
 /// writer took but has not committed are in neither: that window is the commit's.
 fn still_unlocked(
-    server: &Arc<ServerContext>,
-    database: &Database,
+    checker: &Checker<'_>,
     dn: &str,
     normalized_dn: &str,
     response: &mut Option<PolicyResponse>,
 ) -> Result<Option<(Policy, AccountState)>, OperationError> {
+    let database = checker.database;
     let now = ppolicy::unix_seconds(std::time::SystemTime::now());
-    let fresh = database.bind_candidate(server, dn, normalized_dn)?;
+    let fresh = database.bind_candidate(checker.settings, dn, normalized_dn)?;
     let policed = fresh.and_then(|(_, policed)| policed);
     if let Some((policy, state)) = &policed {
         let pending = database.pending_states.pending_failures(normalized_dn);
@@ -222,25 +236,15 @@ pub(crate) async fn verify_decoy(
 /// entry's userPassword (`check_entry_password`), then the policy's verdict: an expired
 /// password answers invalidCredentials, a grace login is counted.
 async fn bind_entry(
-    server: &Arc<ServerContext>,
-    client: ClientKey,
-    database: &Database,
+    checker: &Checker<'_>,
     dn: &str,
     normalized_dn: String,
     password: &[u8],
     response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
+    let database = checker.database;
     let invalid = || OperationError::new(code::INVALID_CREDENTIALS, "");
-    let policed = check_entry_password(
-        server,
-        client,
-        database,
-        dn,
-        &normalized_dn,
-        password,
-        response,
-    )
-    .await?;
+    let policed = check_entry_password(checker, dn, &normalized_dn, password, response).await?;
     let Some((policy, state)) = policed else {
         return Ok(bound_identity(database, dn, normalized_dn));
     };
@@ -269,7 +273,7 @@ async fn bind_entry(
                     grace_use_at: grace_login.then_some(now_time),
                 };
                 database
-                    .write_policy_state(server, PolicyState::Taken(Some(update)))
+                    .write_policy_state(checker.settings, PolicyState::Taken(Some(update)))
                     .await;
             }
             Ok(bound_identity(database, dn, normalized_dn))
@@ -379,7 +383,7 @@ fn policed_passwords(
         let Some(password_attr) = database.user_password else {
             return Ok(None);
         };
-        if database.policy_of(&context.server, read, entry).is_none() {
+        if database.policy_of(&context.settings, read, entry).is_none() {
             return Ok(None);
         }
         let values_max = context.settings.bind_password_values_max;
@@ -474,7 +478,7 @@ pub(crate) fn check_added_password(
         })
         .and_then(|attribute| attribute.values.first())
         .and_then(|value| String::from_utf8(value.clone()).ok());
-    let Some(policy) = database.policy_named(&context.server, &read, own) else {
+    let Some(policy) = database.policy_named(&context.settings, &read, own) else {
         return Ok(());
     };
     // One value, the rootdn's add too (slapd checks it before it exempts the root, and
@@ -559,7 +563,7 @@ fn judge_entry_change(
     (read, entry): (&ReadTxn, &lmdir_store::EntryRef<'_>),
     change: &ppolicy::PasswordChange<'_>,
 ) -> Result<Option<Judged>, OperationError> {
-    let Some(policy) = database.policy_of(&context.server, read, entry) else {
+    let Some(policy) = database.policy_of(&context.settings, read, entry) else {
         return Ok(None);
     };
     let state = database.account_state(entry);
@@ -658,7 +662,7 @@ impl Database {
 
     fn bind_candidate(
         &self,
-        server: &ServerContext,
+        settings: &ServerSettings,
         dn: &str,
         normalized_dn: &str,
     ) -> Result<Option<BindCandidate>, OperationError> {
@@ -682,7 +686,7 @@ impl Database {
         }
         // Values planted by whoever may write userPassword must not make each bind hash
         // without bound: only the first `bind_password_values_max` count.
-        let values_max = server.settings().bind_password_values_max;
+        let values_max = settings.bind_password_values_max;
         let (stored, value_count, own_policy) =
             self.password_and_policy_subentry(&entry, password_attribute, values_max);
         if value_count > values_max {
@@ -692,7 +696,7 @@ impl Database {
             );
         }
         let policed = self
-            .policy_named(server, &read, own_policy)
+            .policy_named(settings, &read, own_policy)
             .map(|policy| (policy, self.account_state(&entry)));
         Ok(Some((stored, policed)))
     }
@@ -708,7 +712,7 @@ impl Database {
         read: &ReadTxn,
         entry: &lmdir_store::EntryRef<'_>,
     ) -> bool {
-        let Some(policy) = self.policy_of(server, read, entry) else {
+        let Some(policy) = self.policy_of(&server.settings(), read, entry) else {
             return false;
         };
         let state = self.account_state(entry);
@@ -743,7 +747,7 @@ impl Database {
         entry: &lmdir_store::EntryRef<'_>,
     ) -> bool {
         let now = ppolicy::unix_seconds(std::time::SystemTime::now());
-        self.policy_of(server, read, entry)
+        self.policy_of(&server.settings(), read, entry)
             .is_some_and(|policy| self.account_state(entry).is_locked(&policy, now))
     }
 
@@ -784,7 +788,7 @@ impl Database {
     /// some other entry does not turn the policy off: the default still applies.
     fn policy_of(
         &self,
-        server: &ServerContext,
+        settings: &ServerSettings,
         read: &ReadTxn,
         entry: &lmdir_store::EntryRef<'_>,
     ) -> Option<Policy> {
@@ -797,17 +801,17 @@ impl Database {
                     .map(|(value, _)| value.to_vec())
             })
             .and_then(|value| String::from_utf8(value).ok());
-        self.policy_named(server, read, own)
+        self.policy_named(settings, read, own)
     }
 
     /// The password policy of an entry whose pwdPolicySubentry is `own` (see `policy_of`).
     fn policy_named(
         &self,
-        server: &ServerContext,
+        settings: &ServerSettings,
         read: &ReadTxn,
         own: Option<String>,
     ) -> Option<Policy> {
-        Policy::resolve(own, &server.settings().password_policy_default, |dn| {
+        Policy::resolve(own, &settings.password_policy_default, |dn| {
             let id = read
                 .normalized_dn_to_id(&self.normalize_dn(dn).ok()?)
                 .ok()?;
@@ -826,7 +830,7 @@ impl Database {
     /// queued as a new one; returns once the commit that holds it is done.
     async fn record_failure(
         &self,
-        server: &ServerContext,
+        settings: &ServerSettings,
         dn: &str,
         policy: Policy,
         now: std::time::SystemTime,
@@ -841,12 +845,12 @@ impl Database {
                     dn: dn.to_string(),
                     done,
                 };
-                self.write_policy_state(server, PolicyState::Pending(dn.to_string()))
+                self.write_policy_state(settings, PolicyState::Pending(dn.to_string()))
                     .await;
             }
             Slot::Unshared => {
                 let update = StateUpdate::failure(dn, policy, now);
-                self.write_policy_state(server, PolicyState::Taken(Some(update)))
+                self.write_policy_state(settings, PolicyState::Taken(Some(update)))
                     .await;
             }
         }
@@ -854,8 +858,7 @@ impl Database {
 
     /// Queues a policy state update and waits for its commit; a failure is logged (the bind's
     /// answer does not depend on it).
-    async fn write_policy_state(&self, server: &ServerContext, state: PolicyState) {
-        let settings = &server.settings();
+    async fn write_policy_state(&self, settings: &ServerSettings, state: PolicyState) {
         let (reply, response) = oneshot::channel();
         let job = WriteJob {
             update: Update {
@@ -983,18 +986,15 @@ async fn verify_old_password(
     let normalized = database.normalize_dn(target_dn)?;
     let check = async {
         let mut unsaid = None;
-        let client = context.session.client;
-        check_entry_password(
+        let checker = Checker {
             server,
-            client,
+            settings: &context.settings,
             database,
-            target_dn,
-            &normalized,
-            old,
-            &mut unsaid,
-        )
-        .await
-        .map(drop)
+            client: context.session.client,
+        };
+        check_entry_password(&checker, target_dn, &normalized, old, &mut unsaid)
+            .await
+            .map(drop)
     };
     match throttled(
         server,
@@ -1136,6 +1136,7 @@ fn generated_password_value(new_password: &[u8]) -> Vec<u8> {
 
 pub(crate) async fn bind_outcome(
     server: &Arc<ServerContext>,
+    settings: &Arc<ServerSettings>,
     session: &Session,
     request: &BindRequest,
     policy_response: &mut Option<PolicyResponse>,
@@ -1175,7 +1176,7 @@ pub(crate) async fn bind_outcome(
             // peercred identity slapd gives it, with what the rules grant that DN (it was an
             // empty-DN "rootdn": every check bypassed, yet anonymous to Who am I?, the
             // accesslog and the limits).
-            let rootdn = server.settings().rootdn.clone();
+            let rootdn = settings.rootdn.clone();
             let authenticated = if uid == 0 && !rootdn.is_empty() {
                 Identity {
                     normalized_dn: normalized_identity_dn(server, &rootdn),
@@ -1191,10 +1192,10 @@ pub(crate) async fn bind_outcome(
                     is_rootdn: false,
                 }
             };
-            external_authorization(server, authenticated, credentials).await
+            external_authorization(server, settings.clone(), authenticated, credentials).await
         }
         BindCredentials::Simple(password) => {
-            simple_bind(server, session, dn, password, policy_response).await
+            simple_bind(server, settings, session, dn, password, policy_response).await
         }
     }
 }
@@ -1206,13 +1207,14 @@ pub(crate) async fn bind_outcome(
 /// (50), as slapd answers it.
 async fn external_authorization(
     server: &Arc<ServerContext>,
+    settings: Arc<ServerSettings>,
     authenticated: Identity,
     authz_id: &[u8],
 ) -> Result<Identity, OperationError> {
     if authz_id.is_empty() {
         return Ok(authenticated);
     }
-    crate::proxy_authz::authorized_identity(server, authenticated, authz_id.to_vec())
+    crate::proxy_authz::authorized_identity(server, settings, authenticated, authz_id.to_vec())
         .await
         .map_err(|error| match error.code {
             code::AUTHORIZATION_DENIED => OperationError::new(
@@ -1229,6 +1231,7 @@ async fn external_authorization(
 /// tells nothing) before the password is checked.
 async fn simple_bind(
     server: &Arc<ServerContext>,
+    settings: &ServerSettings,
     session: &Session,
     dn: &str,
     password: &[u8],
@@ -1236,7 +1239,7 @@ async fn simple_bind(
 ) -> Result<Identity, OperationError> {
     if dn.is_empty() {
         if password.is_empty() {
-            if server.settings().disallow_anonymous_bind {
+            if settings.disallow_anonymous_bind {
                 // slapd's `disallow bind_anon`: the same code and text.
                 return Err(OperationError::new(
                     code::INAPPROPRIATE_AUTHENTICATION,
@@ -1257,7 +1260,7 @@ async fn simple_bind(
             "unauthenticated bind (DN with no password) disallowed",
         ));
     }
-    if server.settings().require_tls && !session.is_secure() {
+    if settings.require_tls && !session.is_secure() {
         return Err(OperationError::new(
             code::CONFIDENTIALITY_REQUIRED,
             "TLS is required before a simple bind",
@@ -1273,6 +1276,7 @@ async fn simple_bind(
         throttle_normalized.map(String::as_str),
         check_password(
             server,
+            settings,
             session.client,
             dn,
             normalized.clone(),
@@ -1327,15 +1331,15 @@ pub(crate) async fn throttled<T>(
 /// entry's lookup and the identity alike.
 async fn check_password(
     server: &Arc<ServerContext>,
+    settings: &ServerSettings,
     client: ClientKey,
     dn: &str,
     normalized: Option<Result<String, OperationError>>,
     password: &[u8],
     policy_response: &mut Option<PolicyResponse>,
 ) -> Result<Identity, OperationError> {
-    let settings = &server.settings();
     let database = database_of(server);
-    if !settings.rootpw.is_empty() && names_rootdn(server, dn, normalized.as_ref()) {
+    if !settings.rootpw.is_empty() && names_rootdn(server, settings, dn, normalized.as_ref()) {
         let stored = vec![settings.rootpw.as_bytes().to_vec()];
         return if any_password_matches(server, client, stored, password, Some(dn)).await? {
             let normalized_dn = match normalized {
@@ -1353,16 +1357,13 @@ async fn check_password(
     }
     match (database, normalized) {
         (Some(database), Some(Ok(normalized))) => {
-            bind_entry(
+            let checker = Checker {
                 server,
-                client,
+                settings,
                 database,
-                dn,
-                normalized,
-                password,
-                policy_response,
-            )
-            .await
+                client,
+            };
+            bind_entry(&checker, dn, normalized, password, policy_response).await
         }
         _ => Err(OperationError::new(code::INVALID_CREDENTIALS, "")),
     }
@@ -1372,11 +1373,12 @@ async fn check_password(
 /// `same_dn`'s answer, from the rootdn normalized when the server started.
 fn names_rootdn(
     server: &ServerContext,
+    settings: &ServerSettings,
     dn: &str,
     normalized: Option<&Result<String, OperationError>>,
 ) -> bool {
     match (normalized, &server.rootdn_normalized) {
         (Some(Ok(normalized)), Some(rootdn)) => normalized == rootdn,
-        _ => same_dn(server, dn, &server.settings().rootdn),
+        _ => same_dn(server, dn, &settings.rootdn),
     }
 }

@@ -18,6 +18,7 @@
 use crate::context::OperationContext;
 use crate::identity::Identity;
 use crate::result::{code, OperationError};
+use crate::settings::ServerSettings;
 use lmdir_config::AuthzPolicy;
 use lmdir_schema::{Filter, Schema};
 use lmdir_store::{ReadTxn, Scope, SearchSpec};
@@ -70,7 +71,8 @@ pub async fn assume_identity(context: &mut OperationContext) -> Result<(), Opera
         )
     })?;
     let bound = context.session.identity.clone();
-    context.session.identity = authorized_identity(&context.server, bound, value).await?;
+    let settings = context.settings.clone();
+    context.session.identity = authorized_identity(&context.server, settings, bound, value).await?;
     // As slapd's PROXYAUTHZ line: the operation's own lines name the proxied identity, so the
     // log says whom the connection's bound identity acted as.
     let prefix = crate::log_text::OperationPrefix {
@@ -86,14 +88,16 @@ pub async fn assume_identity(context: &mut OperationContext) -> Result<(), Opera
 
 /// The identity `bound` may act as when it asks for `authz_id`: the proxied authorization
 /// control's value, or the authorization identity of a SASL bind (RFC 4422 §3.4.1). One
-/// decision for both; authorizationDenied when it may not.
+/// decision for both, made with the settings the operation (or bind) took; authorizationDenied
+/// when it may not.
 pub(crate) async fn authorized_identity(
     server: &std::sync::Arc<crate::context::ServerContext>,
+    settings: std::sync::Arc<ServerSettings>,
     bound: Identity,
     authz_id: Vec<u8>,
 ) -> Result<Identity, OperationError> {
     let server = server.clone();
-    tokio::task::spawn_blocking(move || decide(&server, &bound, &authz_id))
+    tokio::task::spawn_blocking(move || decide(&server, &settings, &bound, &authz_id))
         .await
         .map_err(|error| OperationError::new(code::OTHER, error.to_string()))?
 }
@@ -101,6 +105,7 @@ pub(crate) async fn authorized_identity(
 /// The identity `bound` may act as, asked for by `authz_id`.
 fn decide(
     server: &crate::context::ServerContext,
+    settings: &ServerSettings,
     bound: &Identity,
     authz_id: &[u8],
 ) -> Result<Identity, OperationError> {
@@ -127,8 +132,8 @@ fn decide(
     let rules = Rules {
         schema: read.schema(),
         read: &read,
-        settings: &server.settings(),
-        rootdn: rootdn_of(server),
+        settings,
+        rootdn: rootdn_of(server, settings),
         peercred_base: read
             .schema()
             .normalize_dn_str(crate::identity::PEERCRED_BASE)
@@ -144,7 +149,7 @@ fn decide(
     {
         return Ok(target);
     }
-    if rules.permitted(server.settings().authz_policy, bound, &target)? {
+    if rules.permitted(settings.authz_policy, bound, &target)? {
         Ok(target)
     } else {
         Err(denied("not authorized to assume identity"))
@@ -152,8 +157,8 @@ fn decide(
 }
 
 /// The rootdn, normalized; empty when none is configured.
-fn rootdn_of(server: &crate::context::ServerContext) -> String {
-    let rootdn = &server.settings().rootdn;
+fn rootdn_of(server: &crate::context::ServerContext, settings: &ServerSettings) -> String {
+    let rootdn = &settings.rootdn;
     if rootdn.is_empty() {
         String::new()
     } else {
@@ -190,7 +195,7 @@ enum Rule {
 struct Rules<'a> {
     schema: &'a Schema,
     read: &'a ReadTxn,
-    settings: &'a crate::settings::ServerSettings,
+    settings: &'a ServerSettings,
     rootdn: String,
     /// `identity::PEERCRED_BASE` normalized (see `rule_names`).
     peercred_base: String,
