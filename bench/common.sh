@@ -90,6 +90,14 @@ build_lmdir() {
     export LMDIR
     return
   fi
+  # PGO=1: the profile-guided release build (scripts/build-pgo.sh), as deployments build it.
+  if [ "${PGO:-0}" = 1 ]; then
+    log "building lmdir (release, profile-guided)"
+    bash "$REPO_DIR/scripts/build-pgo.sh" >&2
+    LMDIR="$REPO_DIR/target/pgo/lmdir"
+    export LMDIR
+    return
+  fi
   log "building lmdir (release)"
   (cd "$REPO_DIR" && cargo build --release -q -p lmdir)
   LMDIR="${CARGO_TARGET_DIR:-$REPO_DIR/target}/release/lmdir"
