@@ -13,10 +13,11 @@ mkdir -p "$WORK_DIR"
 # The data shape: PROFILE=standard (default), large or mixed (`lmdir gen --profile ...`).
 PROFILE="${PROFILE:-standard}"
 
-# The index set, shared by both servers: attribute -> kinds. standard and large use the loader
-# issue's set; mixed has its own (issue 21: three shapes with different index sets): sub on
-# displayName, eq on mobile and ipHostNumber, description eq only.
-case "$PROFILE" in
+# The index set of profile $1, shared by both servers: INDEX_SET, attribute -> kinds. standard
+# and large use the loader issue's set; mixed has its own (issue 21: three shapes with different
+# index sets): sub on displayName, eq on mobile and ipHostNumber, description eq only.
+set_index_set() {
+case "$1" in
   mixed)
     INDEX_SET=(
       "objectClass eq"
@@ -34,6 +35,8 @@ case "$PROFILE" in
       "member eq" "manager eq" "ou eq"
     ) ;;
 esac
+}
+set_index_set "$PROFILE"
 
 # Prints the path of the generated LDIF of $1 people in $PROFILE, generating it once.
 generated_ldif() {

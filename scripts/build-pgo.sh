@@ -15,16 +15,17 @@
 # succeed, or the build stops.
 #
 # Usage: scripts/build-pgo.sh [OUT]   (default: target/pgo/lmdir)
-# Needs rustup's llvm-tools (installed here when missing), python3, openssl and ldap-utils. Takes about two release
-# builds' time plus a few minutes of training.
+# Needs rustup's llvm-tools (installed here when missing), python3, openssl and ldap-utils.
+# Takes about two release builds' time plus a few minutes of training.
 set -euo pipefail
 REPO_DIR="$(cd "$(dirname "$0")/.." && pwd)"
 WORK_DIR="${PGO_WORK_DIR:-$REPO_DIR/target/pgo}"
+# write_lmdir_config and set_index_set; it works under $WORK_DIR.
+source "$REPO_DIR/bench/common.sh"
 OUT="${1:-$WORK_DIR/lmdir}"
 PEOPLE="${PGO_PEOPLE:-20000}"
 PORT="${PGO_PORT:-3995}"
 HOST="$(rustc -vV | sed -n 's/^host: //p')"
-log() { printf '[pgo %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 profdata_tool() {
   local tool
@@ -45,41 +46,16 @@ build() {
   echo "$1/$HOST/release/lmdir"
 }
 
-# $1 data directory: a config with bench/common.sh's 19 indexes.
+# $1 data directory, $2 profile: the benchmarks' config of that shape (bench/common.sh: its
+# index set, memberof on as by default), with an ldaps:// listener beside the plain one.
 write_config() {
-  cat > "$1.toml" <<EOF
-[server]
-listen = ["ldap://127.0.0.1:$PORT", "ldaps://127.0.0.1:$((PORT + 1))"]
-tls_certificate = "$WORK_DIR/train.crt"
-tls_key = "$WORK_DIR/train.key"
-size_limit = 0
-log = "warn"
-[database]
-suffix = "dc=example,dc=com"
-directory = "$1"
-rootdn = "cn=admin,dc=example,dc=com"
-rootpw = "secret"
-[database.index]
-objectClass = ["eq"]
-cn = ["eq", "sub"]
-sn = ["eq", "sub"]
-givenName = ["eq", "sub"]
-mail = ["eq", "sub"]
-uid = ["eq", "sub"]
-title = ["eq", "sub"]
-description = ["eq", "sub"]
-telephoneNumber = ["eq", "sub"]
-uidNumber = ["eq"]
-gidNumber = ["eq"]
-employeeNumber = ["eq"]
-departmentNumber = ["eq"]
-postalCode = ["eq"]
-l = ["eq"]
-member = ["eq"]
-manager = ["eq"]
-ou = ["eq"]
-EOF
-  echo "$1.toml"
+  local config
+  set_index_set "$2"
+  config=$(LMDIR_LOG=warn MEMBEROF=true write_lmdir_config "$1" "$PORT")
+  sed -i -e "s|^listen = \[\(.*\)\]$|listen = [\1, \"ldaps://127.0.0.1:$((PORT + 1))\"]|" \
+    -e "/^listen = /a tls_certificate = \"$WORK_DIR/train.crt\"\ntls_key = \"$WORK_DIR/train.key\"" \
+    "$config"
+  echo "$config"
 }
 
 # $1 instrumented binary, $2 profile: load, serve, drive, stop.
@@ -88,7 +64,7 @@ train_profile() {
   ldif="$WORK_DIR/train-$2.ldif"
   rm -rf "$data" && mkdir -p "$data"
   "$lmdir" gen "$PEOPLE" --seed 1 --profile "$profile" > "$ldif"
-  config=$(write_config "$data")
+  config=$(write_config "$data" "$profile")
   "$lmdir" --config "$config" load --quick "$ldif" > "$WORK_DIR/train-$2-load.out" 2>&1
   "$lmdir" --config "$config" serve --no-demo > "$WORK_DIR/train-$2-serve.out" 2>&1 &
   pid=$!
